@@ -1,0 +1,59 @@
+import { type ParseArgsOptionDescriptor, parseArgs } from "node:util";
+
+/** One flag of a command: its parseArgs descriptor plus the text `--help` shows. */
+export type Flag = ParseArgsOptionDescriptor & { description: string; placeholder?: string };
+
+export type FlagValues = Record<string, string | boolean | (string | boolean)[] | undefined>;
+
+/** A `snooze <name>` command. `run` resolves to the process exit code. */
+export interface Command {
+  name: string;
+  summary: string;
+  flags: Record<string, Flag>;
+  /** Positional arguments this command accepts, for the usage line; none when absent. */
+  positionals?: string;
+  run(values: FlagValues, positionals: string[]): Promise<number>;
+}
+
+/** A mistake in how the command was called: printed with usage, exit code 2. */
+export class UsageError extends Error {}
+
+export function parseCommandArgs(command: Command, argv: string[]) {
+  const options: Record<string, ParseArgsOptionDescriptor> = { help: { type: "boolean", short: "h" } };
+  for (const [name, flag] of Object.entries(command.flags)) {
+    const { description: _d, placeholder: _p, ...descriptor } = flag;
+    options[name] = descriptor;
+  }
+  try {
+    const parsed = parseArgs({
+      args: argv,
+      options,
+      strict: true,
+      allowPositionals: command.positionals !== undefined,
+    });
+    return parsed;
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+export function commandHelp(command: Command): string {
+  const lines = [
+    `Usage: snooze ${command.name} [flags]${command.positionals ? ` ${command.positionals}` : ""}`,
+    "",
+    command.summary,
+    "",
+    "Flags:",
+  ];
+  const rows = Object.entries(command.flags).map(([name, flag]) => {
+    const value = flag.type === "string" ? ` <${flag.placeholder ?? "value"}>` : "";
+    const short = flag.short ? `-${flag.short}, ` : "    ";
+    const def =
+      flag.default !== undefined && flag.type === "string" ? ` (default ${String(flag.default)})` : "";
+    return [`  ${short}--${name}${value}`, `${flag.description}${def}`] as const;
+  });
+  rows.push(["      --help", "show this help"]);
+  const width = Math.max(...rows.map(([left]) => left.length)) + 2;
+  for (const [left, right] of rows) lines.push(left.padEnd(width) + right);
+  return lines.join("\n");
+}

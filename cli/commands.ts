@@ -1,0 +1,4 @@
+import type { Command } from "./command.ts";
+
+/** Every `snooze` command, in the order `snooze --help` lists them. */
+export const commands: Command[] = [];

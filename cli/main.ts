@@ -1,0 +1,52 @@
+import { type Command, commandHelp, parseCommandArgs, UsageError } from "./command.ts";
+import { commands } from "./commands.ts";
+
+const version = "0.1.0";
+
+function topHelp(): string {
+  const width = Math.max(...commands.map((c) => c.name.length)) + 2;
+  return [
+    "Usage: snooze <command> [flags]",
+    "",
+    "Puts idle LLM model servers to sleep instead of to zero, and wakes them when a request arrives.",
+    "",
+    "Commands:",
+    ...commands.map((c) => `  ${c.name.padEnd(width)}${c.summary}`),
+    "",
+    "Run `snooze <command> --help` for a command's flags.",
+  ].join("\n");
+}
+
+/** Runs the CLI and resolves to the exit code: 0 ok, 1 runtime failure, 2 usage error. */
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    console.log(topHelp());
+    return name === undefined ? 2 : 0;
+  }
+  if (name === "--version" || name === "-v") {
+    console.log(version);
+    return 0;
+  }
+  const command: Command | undefined = commands.find((c) => c.name === name);
+  if (!command) {
+    console.error(`snooze: unknown command "${name}". Commands: ${commands.map((c) => c.name).join(", ")}.`);
+    console.error("Run `snooze --help` for usage.");
+    return 2;
+  }
+  try {
+    const { values, positionals } = parseCommandArgs(command, rest);
+    if (values.help) {
+      console.log(commandHelp(command));
+      return 0;
+    }
+    return await command.run(values, positionals);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`snooze ${command.name}: ${error.message}`);
+      console.error(`Run \`snooze ${command.name} --help\` for usage.`);
+      return 2;
+    }
+    throw error;
+  }
+}

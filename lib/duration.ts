@@ -1,0 +1,24 @@
+/** Durations in settings and flags are written like `250ms`, `30s`, `5m`, `1h30m`. */
+const unitMs: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+const wholePattern = /^(?:\d+(?:\.\d+)?(?:ms|s|m|h))+$/;
+const partPattern = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
+
+/** Milliseconds in `text`, or undefined when it is not a duration. */
+export function parseDuration(text: string): number | undefined {
+  const trimmed = text.trim();
+  if (trimmed === "0") return 0;
+  if (!wholePattern.test(trimmed)) return undefined;
+  let total = 0;
+  for (const [, amount, unit] of trimmed.matchAll(partPattern)) total += Number(amount) * unitMs[unit!]!;
+  return total;
+}
+
+/** A short human form: `850ms`, `2.5s`, `3m`, `1h5m`. */
+export function formatDuration(ms: number): string {
+  if (ms < 1_000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${Number((ms / 1_000).toFixed(1))}s`;
+  const hours = Math.floor(ms / 3_600_000);
+  const minutes = Math.floor((ms % 3_600_000) / 60_000);
+  const seconds = Math.round((ms % 60_000) / 1_000);
+  return `${hours ? `${hours}h` : ""}${minutes ? `${minutes}m` : ""}${seconds ? `${seconds}s` : ""}` || "0s";
+}

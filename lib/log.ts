@@ -1,0 +1,45 @@
+/**
+ * Structured logs: one JSON object a line on stderr, so stdout stays free for
+ * command output and any log shipper can parse them.
+ */
+export type Level = "debug" | "info" | "warn" | "error";
+const order: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+  child(fields: Record<string, unknown>): Logger;
+}
+
+function envLevel(): Level {
+  const level = process.env.SNOOZE_LOG_LEVEL as Level | undefined;
+  return level && level in order ? level : "info";
+}
+
+export function createLogger(
+  base: Record<string, unknown> = {},
+  write: (line: string) => void = (line) => process.stderr.write(line),
+  minimum: Level = envLevel(),
+): Logger {
+  const emit = (level: Level, msg: string, fields?: Record<string, unknown>) => {
+    if (order[level] < order[minimum]) return;
+    const record = { time: new Date().toISOString(), level, msg, ...base, ...fields };
+    write(`${JSON.stringify(record, errorReplacer)}\n`);
+  };
+  return {
+    debug: (msg, fields) => emit("debug", msg, fields),
+    info: (msg, fields) => emit("info", msg, fields),
+    warn: (msg, fields) => emit("warn", msg, fields),
+    error: (msg, fields) => emit("error", msg, fields),
+    child: (fields) => createLogger({ ...base, ...fields }, write, minimum),
+  };
+}
+
+function errorReplacer(_key: string, value: unknown) {
+  return value instanceof Error ? { name: value.name, message: value.message } : value;
+}
+
+/** A logger that drops everything, for tests and library callers that pass none. */
+export const silentLogger: Logger = createLogger({}, () => {}, "error");
