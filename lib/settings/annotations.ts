@@ -1,0 +1,71 @@
+import { type TierSettings, tierSettings } from "./model.ts";
+
+/** Annotations use the same settings as snooze.yaml, kebab-cased under this prefix. */
+export const annotationPrefix = "snooze.dev/";
+
+/** Annotations under the prefix that are not tier settings (set by Snooze itself). */
+const reserved = new Set(["tier", "tier-since", "managed-by", "model"]);
+
+const kebab = (camel: string) => camel.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+const camelByKebab = new Map(Object.keys(tierSettings.shape).map((key) => [kebab(key), key]));
+
+export interface AnnotationProblem {
+  annotation: string;
+  value: string;
+  message: string;
+}
+
+/**
+ * Reads `snooze.dev/*` annotations into tier settings. Annotation values are
+ * strings, so booleans, integers and lists (comma-separated) are converted
+ * before the one schema validates them.
+ */
+export function settingsFromAnnotations(annotations: Record<string, string> = {}): {
+  settings?: TierSettings;
+  problems: AnnotationProblem[];
+} {
+  const problems: AnnotationProblem[] = [];
+  const raw: Record<string, unknown> = {};
+  const source = new Map<string, string>();
+  for (const [name, value] of Object.entries(annotations)) {
+    if (!name.startsWith(annotationPrefix)) continue;
+    const short = name.slice(annotationPrefix.length);
+    if (reserved.has(short)) continue;
+    const key = camelByKebab.get(short);
+    if (!key) {
+      problems.push({
+        annotation: name,
+        value,
+        message: `unknown setting; known: ${[...camelByKebab.keys()].map((k) => annotationPrefix + k).join(", ")}`,
+      });
+      continue;
+    }
+    raw[key] = coerce(key, value);
+    source.set(key, name);
+  }
+  const parsed = tierSettings.safeParse(raw);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      const key = String(issue.path[0]);
+      const annotation = source.get(key) ?? annotationPrefix + kebab(key);
+      problems.push({ annotation, value: annotations[annotation] ?? "", message: issue.message });
+    }
+  }
+  return problems.length > 0 ? { problems } : { settings: parsed.data, problems };
+}
+
+function coerce(key: string, value: string): unknown {
+  const trimmed = value.trim();
+  if (key === "aliases") return trimmed === "" ? [] : trimmed.split(",").map((a) => a.trim());
+  if (["sleep", "warmup"].includes(key))
+    return trimmed === "true" ? true : trimmed === "false" ? false : trimmed;
+  if (["sleepLevel", "queueDepth", "concurrency", "priority"].includes(key)) {
+    return /^-?\d+$/.test(trimmed) ? Number(trimmed) : trimmed;
+  }
+  return trimmed;
+}
+
+/** The annotation name of a setting, e.g. `sleepAfter` → `snooze.dev/sleep-after`. */
+export function annotationFor(key: keyof TierSettings): string {
+  return annotationPrefix + kebab(key);
+}

@@ -1,0 +1,26 @@
+/** One problem in a settings file, located so a person can fix it. */
+export interface ConfigProblem {
+  /** Dotted key path, e.g. `models.qwen.sleepAfter`. */
+  key: string;
+  message: string;
+  line?: number;
+  column?: number;
+}
+
+/** A settings file that cannot be used; `message` lists every problem as `file:line:col: key: reason`. */
+export class ConfigError extends Error {
+  readonly file: string;
+  readonly problems: ConfigProblem[];
+
+  constructor(file: string, problems: ConfigProblem[]) {
+    super(problems.map((p) => formatProblem(file, p)).join("\n"));
+    this.name = "ConfigError";
+    this.file = file;
+    this.problems = problems;
+  }
+}
+
+function formatProblem(file: string, problem: ConfigProblem): string {
+  const where = problem.line ? `${file}:${problem.line}:${problem.column ?? 1}` : file;
+  return `${where}: ${problem.key || "(top level)"}: ${problem.message}`;
+}

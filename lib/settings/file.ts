@@ -1,0 +1,25 @@
+import { z } from "zod";
+import { byteSize, modelId } from "./fields.ts";
+import { localModel, tierSettings } from "./model.ts";
+import { slotSettings } from "./slot.ts";
+
+/** The whole snooze.yaml. */
+export const snoozeFile = z.strictObject({
+  defaults: tierSettings
+    .optional()
+    .meta({ description: "Tier settings every model inherits unless it sets its own." }),
+  hostMemoryBudget: byteSize.optional().meta({
+    description:
+      "Host RAM all level-1 sleepers may use together; past it the longest asleep goes to level 2.",
+  }),
+  maxBodySize: byteSize
+    .optional()
+    .meta({ description: "Largest request body the activator reads (413 past it)." }),
+  models: z.record(modelId, localModel).refine((models) => Object.keys(models).length > 0, {
+    message: "at least one model is required",
+  }),
+  slots: z.record(z.string().min(1), slotSettings).optional(),
+});
+
+export type SnoozeFileInput = z.input<typeof snoozeFile>;
+export type SnoozeFile = z.output<typeof snoozeFile>;

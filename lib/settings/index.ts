@@ -1,0 +1,22 @@
+// The one settings schema: snooze.yaml, annotations and the CRDs all use it.
+export {
+  type AnnotationProblem,
+  annotationFor,
+  annotationPrefix,
+  settingsFromAnnotations,
+} from "./annotations.ts";
+export { ConfigError, type ConfigProblem } from "./config-error.ts";
+export { byteSize, duration, modelId } from "./fields.ts";
+export { type SnoozeFile, type SnoozeFileInput, snoozeFile } from "./file.ts";
+export { loadConfigFile, parseConfig } from "./load.ts";
+export {
+  builtinTierDefaults,
+  type LocalModelInput,
+  localModel,
+  type ResolvedTierSettings,
+  type TierSettings,
+  type TierSettingsInput,
+  tierSettings,
+} from "./model.ts";
+export { type ModelConfig, resolveConfig, type SlotConfig, type SnoozeConfig } from "./resolve.ts";
+export { builtinSlotDefaults, type SlotSettings, slotSettings } from "./slot.ts";

@@ -1,0 +1,124 @@
+import { z } from "zod";
+import { byteSize, duration, modelId } from "./fields.ts";
+
+/**
+ * How one model moves along the tier ladder. Every field is optional here: a
+ * model's value wins over the file's `defaults:`, which wins over
+ * `builtinTierDefaults`. The same object is a Model's spec on Kubernetes and,
+ * in kebab-case, the `snooze.dev/*` annotations of a workload.
+ */
+export const tierSettings = z.strictObject({
+  aliases: z
+    .array(modelId)
+    .optional()
+    .meta({ description: "Other ids that clients may use for this model." }),
+  sleep: z.boolean().optional().meta({
+    description: "Whether the engine supports vLLM sleep mode; without it a replica only goes ready ↔ cold.",
+  }),
+  sleepAfter: duration.optional().meta({
+    description:
+      "Idle time after which a ready replica is drained and put to sleep (or stopped when sleep is off).",
+  }),
+  sleepLevel: z
+    .union([z.literal(1), z.literal(2)])
+    .optional()
+    .meta({
+      description: "vLLM sleep level on idle: 1 keeps weights in host RAM (fast wake), 2 drops them.",
+    }),
+  deepSleepAfter: duration
+    .optional()
+    .meta({ description: "Time asleep at level 1 after which the replica goes to level 2." }),
+  zeroAfter: duration
+    .optional()
+    .meta({ description: "Time asleep after which the engine is stopped (scale to zero)." }),
+  holdBudget: duration.optional().meta({
+    description:
+      "How long a request may wait for its model before a 503; the generation timeout starts only at dispatch.",
+  }),
+  queueDepth: z
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .optional()
+    .meta({ description: "How many requests may be held for this model at once." }),
+  concurrency: z
+    .int()
+    .min(0)
+    .max(100_000)
+    .optional()
+    .meta({ description: "In-flight requests per replica; 0 means unlimited." }),
+  warmup: z
+    .boolean()
+    .optional()
+    .meta({ description: "Send a 1-token request after every start and wake, before routing traffic." }),
+  startTimeout: duration
+    .optional()
+    .meta({ description: "How long a cold start may take before it is declared failed." }),
+  wakeTimeout: duration
+    .optional()
+    .meta({ description: "How long a wake may take before it is declared failed." }),
+  drainTimeout: duration.optional().meta({
+    description:
+      "How long in-flight requests may run after a replica stops taking new ones, before it sleeps anyway.",
+  }),
+  hostMemory: byteSize.optional().meta({
+    description:
+      "Host RAM this model's weights take while asleep at level 1 (counts against hostMemoryBudget).",
+  }),
+  slot: z
+    .string()
+    .min(1)
+    .optional()
+    .meta({ description: "The slot (one exclusive accelerator) this model shares with others." }),
+  priority: z
+    .int()
+    .min(-1000)
+    .max(1000)
+    .optional()
+    .meta({ description: "Priority within the slot; higher wins." }),
+});
+
+export type TierSettingsInput = z.input<typeof tierSettings>;
+export type TierSettings = z.output<typeof tierSettings>;
+
+/** Built-in values for every tier setting; times in ms, sizes in bytes. */
+export const builtinTierDefaults = {
+  aliases: [] as string[],
+  sleep: true,
+  sleepAfter: 5 * 60_000,
+  sleepLevel: 1 as 1 | 2,
+  deepSleepAfter: 30 * 60_000,
+  zeroAfter: 2 * 3_600_000,
+  holdBudget: 300_000,
+  queueDepth: 1_000,
+  concurrency: 0,
+  warmup: true,
+  startTimeout: 10 * 60_000,
+  wakeTimeout: 2 * 60_000,
+  drainTimeout: 60_000,
+  hostMemory: 0,
+  slot: undefined as string | undefined,
+  priority: 0,
+};
+
+export type ResolvedTierSettings = typeof builtinTierDefaults;
+
+/** A model in snooze.yaml: how to run its engine, plus its tier settings. */
+export const localModel = tierSettings.extend({
+  command: z
+    .array(z.string())
+    .min(1)
+    .meta({ description: "The engine's argv; ${PORT}, ${HOST} and ${MODEL} are substituted." }),
+  env: z
+    .record(z.string(), z.string())
+    .optional()
+    .meta({ description: "Extra environment for the engine process." }),
+  port: z
+    .int()
+    .min(1)
+    .max(65_535)
+    .optional()
+    .meta({ description: "A fixed port for the engine; a free one is chosen when absent." }),
+});
+
+export type LocalModelInput = z.input<typeof localModel>;

@@ -1,0 +1,89 @@
+import type { ConfigProblem } from "./config-error.ts";
+import type { SnoozeFile } from "./file.ts";
+import { builtinTierDefaults, type ResolvedTierSettings } from "./model.ts";
+import { builtinSlotDefaults } from "./slot.ts";
+
+/** A model ready to run: every tier setting filled in (times in ms, sizes in bytes). */
+export interface ModelConfig extends ResolvedTierSettings {
+  id: string;
+  command: string[];
+  env: Record<string, string>;
+  port?: number;
+}
+
+export type SlotConfig = typeof builtinSlotDefaults & { name: string };
+
+export interface SnoozeConfig {
+  models: Map<string, ModelConfig>;
+  /** Alias or id → model id. */
+  names: Map<string, string>;
+  slots: Map<string, SlotConfig>;
+  hostMemoryBudget: number;
+  maxBodySize: number;
+}
+
+const defaultMaxBodySize = 32 * 2 ** 20;
+
+function defined<T extends object>(object: T | undefined): Partial<T> {
+  return Object.fromEntries(Object.entries(object ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/**
+ * Fills in defaults and checks what a per-field schema cannot: aliases that
+ * collide, slots that do not exist, engines whose port cannot be known.
+ */
+export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problems: ConfigProblem[] } {
+  const problems: ConfigProblem[] = [];
+  const models = new Map<string, ModelConfig>();
+  const names = new Map<string, string>();
+  const slots = new Map<string, SlotConfig>();
+  for (const [name, slot] of Object.entries(file.slots ?? {})) {
+    slots.set(name, { ...builtinSlotDefaults, ...defined(slot), name });
+  }
+  for (const [id, model] of Object.entries(file.models)) {
+    const merged = { ...builtinTierDefaults, ...defined(file.defaults), ...defined(model) };
+    const config: ModelConfig = {
+      ...merged,
+      id,
+      command: model.command,
+      env: model.env ?? {},
+      port: model.port,
+    };
+    models.set(id, config);
+    if (!model.port && !model.command.some((arg) => arg.includes("${PORT}"))) {
+      problems.push({
+        key: `models.${id}.command`,
+        message:
+          "the command must contain ${PORT} (the port Snooze picks for the engine), or the model must set `port`",
+      });
+    }
+    if (config.slot !== undefined && !slots.has(config.slot)) {
+      const known = [...slots.keys()];
+      problems.push({
+        key: `models.${id}.slot`,
+        message: `slot "${config.slot}" is not defined under \`slots:\`${known.length ? ` (defined: ${known.join(", ")})` : ""}`,
+      });
+    }
+  }
+  for (const [id, model] of models) {
+    for (const [index, name] of [id, ...model.aliases].entries()) {
+      const owner = names.get(name);
+      if (owner !== undefined && owner !== id) {
+        problems.push({
+          key: index === 0 ? `models.${id}` : `models.${id}.aliases.${index - 1}`,
+          message: `"${name}" already names model "${owner}"; ids and aliases must be unique`,
+        });
+      } else names.set(name, id);
+    }
+  }
+  return {
+    config: {
+      models,
+      names,
+      slots,
+      hostMemoryBudget: file.hostMemoryBudget ?? Number.POSITIVE_INFINITY,
+      maxBodySize: file.maxBodySize ?? defaultMaxBodySize,
+    },
+    problems,
+  };
+}
