@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes control-plane binaries the e2e harness runs (kube-apiserver,
+# kube-controller-manager, kubectl, etcd) from the Go modules pinned in hack/kube-assets/, into a
+# cache folder outside the repository that envtest-style tools read as KUBEBUILDER_ASSETS:
+#
+#   ${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/kube-assets/<kubernetes-version>/
+#
+# A second run with the same pins, Go version and flags finds the stamp file and returns in seconds.
+# The last line printed is the folder, so `KUBEBUILDER_ASSETS=$(hack/build-kube-assets.sh | tail -1)`
+# works. Set SNOOZE_KUBE_ASSETS_FORCE=1 to rebuild anyway.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "$0")/.." && pwd)"
+modules="$repo_root/hack/kube-assets"
+
+# The versions are read from the wrapper go.mod files, so the pins live in exactly one place.
+pinned_version() { # <go.mod> <module path>
+  awk -v m="$2" '$1 == "require" && $2 == m { print $3; exit } $1 == m && $2 ~ /^v/ { print $2; exit }' "$1"
+}
+k8s_version="$(pinned_version "$modules/kubernetes/go.mod" k8s.io/kubernetes)"
+etcd_version="$(pinned_version "$modules/etcd/go.mod" go.etcd.io/etcd/server/v3)"
+if [[ -z "$k8s_version" || -z "$etcd_version" ]]; then
+  echo "build-kube-assets: cannot read the pinned versions from $modules/*/go.mod" >&2
+  exit 1
+fi
+
+cache_root="${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/kube-assets"
+out="$cache_root/$k8s_version"
+
+# Never let the go command fetch another toolchain; the module proxy serves modules only.
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
+go_version="$(go env GOVERSION)"
+
+build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+minor="${k8s_version#v1.}"
+minor="${minor%%.*}"
+version_flags=""
+# Stamp the version the way Kubernetes' own build does (hack/lib/version.sh); without it the server
+# reports v0.0.0-master and clients or tools that check the server version misbehave.
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  version_flags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  version_flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date -X $pkg.gitCommit="
+done
+
+# Everything that changes the output goes into the stamp: pins (go.mod/go.sum), Go, this script.
+stamp_input="$(
+  cat "$modules/kubernetes/go.mod" "$modules/kubernetes/go.sum" "$modules/etcd/go.mod" \
+    "$modules/etcd/go.sum" "$modules/etcd/main.go" "$0"
+  echo "$go_version $(go env GOOS GOARCH)"
+)"
+stamp="$(printf '%s' "$stamp_input" | sha256sum | cut -d' ' -f1)"
+binaries=(etcd kube-apiserver kube-controller-manager kubectl)
+
+have_all() {
+  [[ -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$stamp" ]] || return 1
+  for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || return 1; done
+}
+
+started=$SECONDS
+if [[ "${SNOOZE_KUBE_ASSETS_FORCE:-}" != "1" ]] && have_all; then
+  echo "build-kube-assets: kubernetes $k8s_version, etcd $etcd_version already built (cached, ${go_version})" >&2
+  echo "$out"
+  exit 0
+fi
+
+echo "build-kube-assets: building kubernetes $k8s_version (kube-apiserver, kube-controller-manager, kubectl)" \
+  "and etcd $etcd_version with $go_version into $out" >&2
+echo "build-kube-assets: this takes many minutes on a small machine the first time" >&2
+mkdir -p "$cache_root"
+work="$(mktemp -d "$cache_root/.build.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+step() { # <label> <command...>: runs a build step and reports how long it took
+  local label="$1" t0=$SECONDS
+  shift
+  echo "build-kube-assets: $label ..." >&2
+  "$@" >&2
+  echo "build-kube-assets: $label done in $((SECONDS - t0))s" >&2
+}
+
+step "download modules" bash -c "cd '$modules/kubernetes' && go mod download && cd '$modules/etcd' && go mod download"
+step "build etcd $etcd_version" bash -c "cd '$modules/etcd' && go build -trimpath -ldflags '-s -w' -o '$work/etcd' ."
+step "build kube-apiserver, kube-controller-manager, kubectl $k8s_version" bash -c "cd '$modules/kubernetes' && \
+  go build -trimpath -ldflags '-s -w$version_flags' -o '$work/' \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl"
+
+"$work/kube-apiserver" --version >&2
+"$work/etcd" --version | head -1 >&2
+echo "$stamp" >"$work/.stamp"
+
+# Swap the finished folder in whole, so a reader never sees a half-built one.
+rm -rf "$out.old"
+[[ -d "$out" ]] && mv "$out" "$out.old"
+mv "$work" "$out"
+rm -rf "$out.old"
+trap - EXIT
+
+echo "build-kube-assets: built in $((SECONDS - started))s; use KUBEBUILDER_ASSETS=$out" >&2
+echo "$out"
