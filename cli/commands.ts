@@ -1,4 +1,5 @@
 import type { Command } from "./command.ts";
+import { serveCommand } from "./serve.ts";
 
 /** Every `snooze` command, in the order `snooze --help` lists them. */
-export const commands: Command[] = [];
+export const commands: Command[] = [serveCommand];

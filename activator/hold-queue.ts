@@ -1,0 +1,94 @@
+/**
+ * A bounded FIFO of requests waiting for their model. Every entry of one queue
+ * has the same budget, so deadlines are in arrival order and one timer on the
+ * head serves the whole queue.
+ */
+export interface Held<T> {
+  readonly value: T;
+  readonly enqueuedAt: number;
+  readonly deadline: number;
+}
+
+export class HoldQueue<T> {
+  private readonly items: Held<T>[] = [];
+  private head = 0;
+  private timer?: NodeJS.Timeout;
+  private readonly capacity: number;
+  private readonly budgetMs: number;
+  private readonly onExpire: (item: Held<T>) => void;
+
+  constructor(capacity: number, budgetMs: number, onExpire: (item: Held<T>) => void) {
+    this.capacity = capacity;
+    this.budgetMs = budgetMs;
+    this.onExpire = onExpire;
+  }
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  /** Adds a request; false when the queue is full. */
+  push(value: T, now = Date.now()): Held<T> | undefined {
+    if (this.length >= this.capacity) return undefined;
+    const item = { value, enqueuedAt: now, deadline: now + this.budgetMs };
+    this.items.push(item);
+    if (this.length === 1) this.arm();
+    return item;
+  }
+
+  /** The oldest waiting request, removed. */
+  shift(): Held<T> | undefined {
+    if (this.length === 0) return undefined;
+    const item = this.items[this.head]!;
+    this.items[this.head++] = undefined as unknown as Held<T>;
+    this.compact();
+    this.arm();
+    return item;
+  }
+
+  /** Removes one request wherever it is (its client went away). */
+  remove(item: Held<T>): boolean {
+    const index = this.items.indexOf(item, this.head);
+    if (index < 0) return false;
+    this.items.splice(index, 1);
+    if (index === this.head) this.arm();
+    return true;
+  }
+
+  /** Empties the queue, returning what was in it in arrival order. */
+  drain(): Held<T>[] {
+    const all = this.items.slice(this.head);
+    this.items.length = 0;
+    this.head = 0;
+    this.arm();
+    return all;
+  }
+
+  private compact(): void {
+    if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items.splice(0, this.head);
+      this.head = 0;
+    }
+  }
+
+  private arm(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const first = this.items[this.head];
+    if (!first || !Number.isFinite(first.deadline)) return;
+    this.timer = setTimeout(() => this.expire(), Math.max(0, first.deadline - Date.now()));
+    this.timer.unref();
+  }
+
+  private expire(): void {
+    const now = Date.now();
+    const expired: Held<T>[] = [];
+    while (this.length > 0 && this.items[this.head]!.deadline <= now) {
+      expired.push(this.items[this.head]!);
+      this.items[this.head++] = undefined as unknown as Held<T>;
+    }
+    this.compact();
+    this.arm();
+    for (const item of expired) this.onExpire(item);
+  }
+}

@@ -1,0 +1,41 @@
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { activationBuckets } from "../autoscaler/metrics.ts";
+
+export function activatorMetrics(registry: Registry) {
+  return {
+    requests: new Counter({
+      name: "snooze_requests_total",
+      help: "Requests answered by the activator, by model and HTTP status code.",
+      labelNames: ["model", "code"],
+      registers: [registry],
+    }),
+    held: new Gauge({
+      name: "snooze_held_requests",
+      help: "Requests waiting in the activator for their model.",
+      labelNames: ["model"],
+      registers: [registry],
+    }),
+    inFlight: new Gauge({
+      name: "snooze_in_flight_requests",
+      help: "Requests dispatched to an engine and not yet finished.",
+      labelNames: ["model"],
+      registers: [registry],
+    }),
+    holdDuration: new Histogram({
+      name: "snooze_hold_duration_seconds",
+      help: "How long requests were held, by outcome (dispatched, budget, queue-full, activation-failed, shutdown, abandoned).",
+      labelNames: ["model", "outcome"],
+      buckets: activationBuckets,
+      registers: [registry],
+    }),
+    upstreamTtfb: new Histogram({
+      name: "snooze_upstream_ttfb_seconds",
+      help: "Time from dispatch to the engine's response headers.",
+      labelNames: ["model"],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+      registers: [registry],
+    }),
+  };
+}
+
+export type ActivatorMetrics = ReturnType<typeof activatorMetrics>;

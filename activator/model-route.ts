@@ -1,0 +1,209 @@
+import { Pool } from "undici";
+import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
+import type { ModelConfig } from "../lib/settings/index.ts";
+import { type Held, HoldQueue } from "./hold-queue.ts";
+
+/** A replica as the activator sees it: where it is, whether it takes traffic, how busy it is. */
+export interface Backend {
+  replica: string;
+  address: string;
+  tier: Tier;
+  inFlight: number;
+  pool: Pool;
+  /** Connection failed: not routable until the control plane reports on it again. */
+  suspect: boolean;
+}
+
+/** Why a held request was not dispatched. */
+export type HoldFailure =
+  | { reason: "budget"; retryAfterMs: number }
+  | { reason: "queue-full"; retryAfterMs: number }
+  | { reason: "activation-failed"; retryAfterMs: number; message: string }
+  | { reason: "shutdown"; retryAfterMs: number }
+  /** The client went away while held. */
+  | { reason: "abandoned"; retryAfterMs: number };
+
+interface Waiter {
+  resolve(backend: Backend): void;
+  reject(failure: HoldFailure): void;
+}
+
+export interface RouteListener {
+  /** The first request was held while nothing could take it: the control plane must act. */
+  demand(model: string, unreachable?: string): void;
+  /** In-flight or held went to or from zero (the control plane's idle clock), or changed while draining. */
+  loadChanged(model: string): void;
+}
+
+const minRetryAfterMs = 1_000;
+
+/**
+ * One model's traffic: its replicas (Knative's revision backends), the
+ * capacity of each (the throttler) and the queue of held requests. Requests
+ * leave the queue in arrival order as capacity appears.
+ */
+export class ModelRoute {
+  readonly config: ModelConfig;
+  private readonly backends = new Map<string, Backend>();
+  private readonly queue: HoldQueue<Waiter>;
+  private readonly listener: RouteListener;
+  private lastEvent?: ReplicaEvent;
+  private inFlightTotal = 0;
+
+  constructor(config: ModelConfig, listener: RouteListener) {
+    this.config = config;
+    this.listener = listener;
+    this.queue = new HoldQueue(config.queueDepth, config.holdBudget, (item) => this.expired(item));
+  }
+
+  get inFlight(): number {
+    return this.inFlightTotal;
+  }
+
+  get held(): number {
+    return this.queue.length;
+  }
+
+  /** The model's tier as the activator knows it (the most awake replica's). */
+  get tier(): Tier {
+    let best: Tier | undefined;
+    for (const backend of this.backends.values()) if (backend.tier === "ready") return "ready";
+    for (const backend of this.backends.values()) best = backend.tier;
+    return best ?? this.lastEvent?.tier ?? "cold";
+  }
+
+  get latestEvent(): ReplicaEvent | undefined {
+    return this.lastEvent;
+  }
+
+  /** A ready replica with free capacity, counted as taken; undefined when none. */
+  tryAcquire(): Backend | undefined {
+    let chosen: Backend | undefined;
+    for (const backend of this.backends.values()) {
+      if (backend.tier !== "ready" || backend.suspect) continue;
+      if (this.config.concurrency > 0 && backend.inFlight >= this.config.concurrency) continue;
+      if (!chosen || backend.inFlight < chosen.inFlight) chosen = backend;
+    }
+    if (chosen) this.taken(chosen);
+    return chosen;
+  }
+
+  /** Waits for capacity within the hold budget. Resolves with a backend already counted as taken. */
+  hold(): { promise: Promise<Backend>; cancel(): void } {
+    let waiter!: Waiter;
+    const promise = new Promise<Backend>((resolve, reject) => {
+      waiter = { resolve, reject };
+    });
+    const item = this.queue.push(waiter);
+    if (!item) {
+      waiter.reject({ reason: "queue-full", retryAfterMs: this.retryAfterMs() });
+      return { promise, cancel() {} };
+    }
+    if (this.queue.length === 1) this.listener.loadChanged(this.config.id);
+    this.listener.demand(this.config.id);
+    return {
+      promise,
+      cancel: () => {
+        if (!this.queue.remove(item)) return;
+        waiter.reject({ reason: "abandoned", retryAfterMs: 0 });
+        if (this.queue.length === 0) this.listener.loadChanged(this.config.id);
+      },
+    };
+  }
+
+  /** A request to `backend` finished: free its capacity and let the next held one go. */
+  release(backend: Backend): void {
+    backend.inFlight--;
+    this.inFlightTotal--;
+    if (this.inFlightTotal === 0 || backend.tier === "draining") this.listener.loadChanged(this.config.id);
+    this.dispatchHeld();
+  }
+
+  /** A connection to `backend` failed before any byte: stop using it until the control plane reports again. */
+  markUnreachable(backend: Backend): void {
+    backend.suspect = true;
+    this.listener.demand(this.config.id, backend.replica);
+  }
+
+  apply(event: ReplicaEvent): void {
+    this.lastEvent = event;
+    let backend = this.backends.get(event.replica);
+    if (!event.address || event.tier === "cold") {
+      if (backend) {
+        this.backends.delete(event.replica);
+        void backend.pool.close().catch(() => {});
+      }
+    } else {
+      if (!backend || backend.address !== event.address) {
+        if (backend) void backend.pool.close().catch(() => {});
+        backend = {
+          replica: event.replica,
+          address: event.address,
+          tier: event.tier,
+          inFlight: backend?.inFlight ?? 0,
+          pool: new Pool(`http://${event.address}`, {
+            connections: 256,
+            pipelining: 1,
+            headersTimeout: 0,
+            bodyTimeout: 0,
+          }),
+          suspect: false,
+        };
+        this.backends.set(event.replica, backend);
+      }
+      backend.tier = event.tier;
+      backend.suspect = false;
+    }
+    if (event.error && event.tier !== "ready") {
+      // The activation these requests waited for failed: answer them now, with the reason.
+      for (const item of this.queue.drain()) {
+        item.value.reject({
+          reason: "activation-failed",
+          message: event.error,
+          retryAfterMs: this.retryAfterMs(),
+        });
+      }
+      this.listener.loadChanged(this.config.id);
+      return;
+    }
+    this.dispatchHeld();
+  }
+
+  /** Answers every held request (shutdown) and closes connections. */
+  async close(): Promise<void> {
+    for (const item of this.queue.drain())
+      item.value.reject({ reason: "shutdown", retryAfterMs: this.retryAfterMs() });
+    await Promise.all([...this.backends.values()].map((b) => b.pool.close().catch(() => {})));
+  }
+
+  /** How long until the model is likely ready, from the measured activation time. */
+  retryAfterMs(): number {
+    const event = this.lastEvent;
+    if (event?.estimateMs !== undefined && (event.tier === "starting" || event.tier === "waking")) {
+      return Math.max(minRetryAfterMs, event.since + event.estimateMs - Date.now());
+    }
+    return Math.max(minRetryAfterMs, event?.estimateMs ?? 0);
+  }
+
+  private taken(backend: Backend): void {
+    backend.inFlight++;
+    this.inFlightTotal++;
+    if (this.inFlightTotal === 1) this.listener.loadChanged(this.config.id);
+  }
+
+  private dispatchHeld(): void {
+    let released = false;
+    while (this.queue.length > 0) {
+      const backend = this.tryAcquire();
+      if (!backend) break;
+      this.queue.shift()!.value.resolve(backend);
+      released = true;
+    }
+    if (released && this.queue.length === 0) this.listener.loadChanged(this.config.id);
+  }
+
+  private expired(item: Held<Waiter>): void {
+    item.value.reject({ reason: "budget", retryAfterMs: this.retryAfterMs() });
+    if (this.queue.length === 0) this.listener.loadChanged(this.config.id);
+  }
+}

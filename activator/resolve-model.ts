@@ -1,0 +1,84 @@
+import type { IncomingHttpHeaders } from "node:http";
+import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
+
+export type Resolution =
+  | {
+      ok: true;
+      model: string /** The body to forward, rewritten when the client used an alias. */;
+      body: Buffer;
+    }
+  | { ok: false; status: number; error: OpenAIErrorBody };
+
+/**
+ * Finds the model a request is for: the `snooze-model` header (set by a
+ * gateway), else the JSON body's `model` field, else the first label of
+ * `Host` (`qwen.models.example.com`). Aliases resolve to the model id, and the
+ * body's `model` is rewritten to the id the engine serves.
+ */
+export function resolveModel(
+  headers: IncomingHttpHeaders,
+  body: Buffer,
+  names: ReadonlyMap<string, string>,
+): Resolution {
+  const unknown = (name: string): Resolution => ({
+    ok: false,
+    status: 404,
+    error: openAIError(
+      `The model \`${name}\` does not exist. Known models: ${[...new Set(names.values())].join(", ")}.`,
+      "invalid_request_error",
+      "model_not_found",
+      "model",
+    ),
+  });
+  const header = headers["snooze-model"];
+  if (typeof header === "string" && header) {
+    const id = names.get(header);
+    return id ? { ok: true, model: id, body } : unknown(header);
+  }
+  const isJson = String(headers["content-type"] ?? "application/json").includes("json");
+  if (body.length > 0 && isJson) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body.toString("utf8"));
+    } catch (error) {
+      return {
+        ok: false,
+        status: 400,
+        error: openAIError(
+          `The body is not valid JSON: ${(error as Error).message}`,
+          "invalid_request_error",
+          "invalid_json",
+        ),
+      };
+    }
+    const requested = (parsed as { model?: unknown } | null)?.model;
+    if (typeof requested === "string" && requested) {
+      const id = names.get(requested);
+      if (!id) return unknown(requested);
+      if (id === requested) return { ok: true, model: id, body };
+      (parsed as { model: string }).model = id;
+      return { ok: true, model: id, body: Buffer.from(JSON.stringify(parsed)) };
+    }
+    if (requested !== undefined && typeof requested !== "string") {
+      return {
+        ok: false,
+        status: 400,
+        error: openAIError("`model` must be a string.", "invalid_request_error", "invalid_type", "model"),
+      };
+    }
+  }
+  const host = String(headers.host ?? "").split(":")[0]!;
+  const label = host.split(".")[0]!;
+  const byHost = host.includes(".") ? names.get(label) : undefined;
+  if (byHost) return { ok: true, model: byHost, body };
+  return {
+    ok: false,
+    status: 400,
+    error: openAIError(
+      "The request names no model: set `model` in the JSON body, the `snooze-model` header, or use the model's host name.",
+      "invalid_request_error",
+      "missing_model",
+      "model",
+    ),
+  };
+}

@@ -1,0 +1,30 @@
+import type { ServerResponse } from "node:http";
+import type { OpenAIErrorBody } from "../lib/openai-error.ts";
+
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+    ...headers,
+  });
+  res.end(text);
+}
+
+export function sendError(
+  res: ServerResponse,
+  status: number,
+  error: OpenAIErrorBody,
+  headers: Record<string, string> = {},
+): void {
+  sendJson(res, status, error, headers);
+}

@@ -1,0 +1,130 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Registry } from "prom-client";
+import { openAIError } from "../lib/openai-error.ts";
+import type { Activator } from "./activator.ts";
+import type { AdminActions, AdminModelView } from "./admin.ts";
+import { sendError, sendJson } from "./respond.ts";
+
+export interface ServerOptions {
+  activator: Activator;
+  admin: AdminActions;
+  registry: Registry;
+}
+
+const created = Math.floor(Date.now() / 1000);
+const adminAction = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
+
+/**
+ * The activator's HTTP surface: OpenAI routes under /v1/, the admin API under
+ * /snooze/v1/, Prometheus at /metrics, and probes.
+ */
+export function createActivatorServer({ activator, admin, registry }: ServerOptions): Server {
+  const views = (): AdminModelView[] =>
+    [...activator.routes.values()].map((route) => {
+      const event = route.latestEvent;
+      return {
+        id: route.config.id,
+        aliases: route.config.aliases,
+        tier: route.tier,
+        since: new Date(event?.since ?? created * 1000).toISOString(),
+        replicas: event?.address ? [{ id: event.replica, address: event.address, tier: event.tier }] : [],
+        held: route.held,
+        inFlight: route.inFlight,
+        slot: route.config.slot,
+        ...admin.details(route.config.id),
+      };
+    });
+  const modelObject = (view: AdminModelView) => ({
+    id: view.id,
+    object: "model",
+    created,
+    owned_by: "snooze",
+    snooze: { tier: view.tier, aliases: view.aliases, held: view.held, in_flight: view.inFlight },
+  });
+
+  const handler = async (req: IncomingMessage, res: ServerResponse) => {
+    const path = (req.url ?? "/").split("?")[0]!;
+    if (path === "/v1/models" && req.method === "GET") {
+      sendJson(res, 200, { object: "list", data: views().map(modelObject) });
+      return;
+    }
+    if (path.startsWith("/v1/models/") && req.method === "GET") {
+      const name = decodeURIComponent(path.slice("/v1/models/".length));
+      const view = views().find((v) => v.id === name || v.aliases.includes(name));
+      if (view) sendJson(res, 200, modelObject(view));
+      else
+        sendError(
+          res,
+          404,
+          openAIError(
+            `The model \`${name}\` does not exist.`,
+            "invalid_request_error",
+            "model_not_found",
+            "model",
+          ),
+        );
+      return;
+    }
+    if (path.startsWith("/v1/")) {
+      await activator.handle(req, res);
+      return;
+    }
+    if (path === "/snooze/v1/models" && req.method === "GET") {
+      sendJson(res, 200, { models: views() });
+      return;
+    }
+    const action = adminAction.exec(path);
+    if (action && req.method === "POST") {
+      const name = decodeURIComponent(action[1]!);
+      const id = activator.routes.has(name) ? name : undefined;
+      if (!id) {
+        sendError(
+          res,
+          404,
+          openAIError(
+            `The model \`${name}\` does not exist.`,
+            "invalid_request_error",
+            "model_not_found",
+            "model",
+          ),
+        );
+        return;
+      }
+      const verb = action[2] as "wake" | "sleep" | "stop";
+      await admin[verb](id);
+      sendJson(res, 202, { model: id, action: verb, accepted: true });
+      return;
+    }
+    if (path === "/metrics") {
+      const text = await registry.metrics();
+      res.writeHead(200, { "content-type": registry.contentType });
+      res.end(text);
+      return;
+    }
+    if (path === "/healthz") {
+      sendJson(res, 200, { ok: true });
+      return;
+    }
+    if (path === "/readyz") {
+      sendJson(res, activator.accepting ? 200 : 503, { ready: activator.accepting });
+      return;
+    }
+    sendError(
+      res,
+      404,
+      openAIError(`No route for ${req.method} ${path}.`, "invalid_request_error", "not_found"),
+    );
+  };
+
+  return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+    handler(req, res).catch((error) => {
+      if (!res.headersSent)
+        sendError(
+          res,
+          500,
+          openAIError(`Internal error: ${(error as Error).message}`, "server_error", "internal_error"),
+        );
+      else res.destroy();
+    });
+  });
+}

@@ -1,0 +1,91 @@
+import type { Registry } from "prom-client";
+import { type Clock, systemClock } from "../lib/clock.ts";
+import type { ControlPlane, DemandHint } from "../lib/control-plane.ts";
+import type { Logger } from "../lib/log.ts";
+import type { ReplicaEvent } from "../lib/replica-event.ts";
+import type { SnoozeConfig } from "../lib/settings/index.ts";
+import { demotionsForBudget, type LevelOneSleeper } from "./host-memory.ts";
+import { autoscalerMetrics } from "./metrics.ts";
+import { ModelController, type ModelState } from "./model-controller.ts";
+import type { Platform } from "./platform.ts";
+
+export interface AutoscalerOptions {
+  config: SnoozeConfig;
+  platform: Platform;
+  log: Logger;
+  registry: Registry;
+  clock?: Clock;
+}
+
+/**
+ * The control plane of one machine: a controller per model over a platform,
+ * the host-memory budget across them, and the ControlPlane seam the activator
+ * talks to.
+ */
+export class Autoscaler implements ControlPlane {
+  private readonly controllers = new Map<string, ModelController>();
+  private readonly listeners = new Set<(event: ReplicaEvent) => void>();
+  private readonly config: SnoozeConfig;
+  private readonly platform: Platform;
+
+  constructor(options: AutoscalerOptions) {
+    this.config = options.config;
+    this.platform = options.platform;
+    const metrics = autoscalerMetrics(options.registry);
+    for (const model of options.config.models.values()) {
+      this.controllers.set(
+        model.id,
+        new ModelController(model, {
+          platform: options.platform,
+          clock: options.clock ?? systemClock,
+          log: options.log,
+          metrics,
+          emit: (event) => {
+            for (const listener of this.listeners) listener(event);
+          },
+          onLevelOneChanged: () => this.enforceHostMemory(),
+        }),
+      );
+    }
+    options.platform.onExit((replica, reason) =>
+      this.controllers.get(replica.model)?.replicaExited(replica, reason),
+    );
+  }
+
+  demand(model: string, hint?: DemandHint): void {
+    this.controllers.get(model)?.demand(hint?.unreachable);
+  }
+
+  stats(model: string, inFlight: number, held: number): void {
+    this.controllers.get(model)?.stats(inFlight, held);
+  }
+
+  watch(listener: (event: ReplicaEvent) => void): () => void {
+    this.listeners.add(listener);
+    for (const controller of this.controllers.values()) listener(controller.event());
+    return () => this.listeners.delete(listener);
+  }
+
+  states(): ModelState[] {
+    return [...this.controllers.values()].map((c) => c.state());
+  }
+
+  controller(model: string): ModelController | undefined {
+    return this.controllers.get(model);
+  }
+
+  /** Stops every engine; used on shutdown, after the activator has answered what it holds. */
+  async close(): Promise<void> {
+    await Promise.all([...this.controllers.values()].map((c) => c.close()));
+    await this.platform.close();
+  }
+
+  private enforceHostMemory(): void {
+    if (!Number.isFinite(this.config.hostMemoryBudget)) return;
+    const sleepers = [...this.controllers.values()]
+      .map((c) => c.levelOneSleeper())
+      .filter((s): s is LevelOneSleeper => s !== undefined);
+    for (const model of demotionsForBudget(sleepers, this.config.hostMemoryBudget))
+      this.controllers.get(model)?.demote();
+  }
+}

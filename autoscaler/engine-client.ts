@@ -1,0 +1,136 @@
+/**
+ * Speaks vLLM's sleep API and readiness to one engine (real vLLM or `snooze sim`).
+ * Readiness after a wake is judged by `/is_sleeping`, never `/health`, which
+ * answers 200 while the engine sleeps.
+ */
+export type SleepMode = "wait" | "abort" | "keep";
+
+export class EngineError extends Error {
+  readonly status?: number;
+  constructor(message: string, status?: number) {
+    super(message);
+    this.name = "EngineError";
+    this.status = status;
+  }
+}
+
+export interface EngineLoad {
+  running: number;
+  waiting: number;
+}
+
+export class EngineClient {
+  readonly baseUrl: string;
+
+  constructor(address: string) {
+    this.baseUrl = `http://${address}`;
+  }
+
+  /** True when the HTTP server answers `/health` with 200 (the engine finished loading). */
+  async healthy(timeoutMs = 2_000): Promise<boolean> {
+    try {
+      const response = await fetch(`${this.baseUrl}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+      await response.body?.cancel();
+      return response.ok;
+    } catch {
+      return false;
+    }
+  }
+
+  async isSleeping(timeoutMs = 5_000): Promise<boolean> {
+    const body = (await this.call("GET", "/is_sleeping", timeoutMs)) as { is_sleeping?: unknown };
+    if (typeof body?.is_sleeping !== "boolean")
+      throw new EngineError("/is_sleeping answered without is_sleeping");
+    return body.is_sleeping;
+  }
+
+  /** `mode=wait` lets in-flight requests finish first; sleeping while decoding has crashed engines. */
+  async sleep(level: 1 | 2, mode: SleepMode, timeoutMs: number): Promise<void> {
+    await this.call("POST", `/sleep?level=${level}&mode=${mode}`, timeoutMs);
+  }
+
+  /**
+   * Wakes the engine. After level 2 the weights were discarded: wake the weights,
+   * reload them from disk, then wake the KV cache.
+   */
+  async wake(fromLevel: 1 | 2, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const left = () => Math.max(1, deadline - Date.now());
+    if (fromLevel === 2) {
+      await this.call("POST", "/wake_up?tags=weights", left());
+      await this.call("POST", "/collective_rpc", left(), { method: "reload_weights" });
+      await this.call("POST", "/wake_up?tags=kv_cache", left());
+    } else {
+      await this.call("POST", "/wake_up", left());
+    }
+    if (await this.isSleeping(left()))
+      throw new EngineError("the engine still reports is_sleeping=true after wake_up");
+  }
+
+  /** A 1-token request: the first inference after a wake is several times slower without it. */
+  async warmup(model: string, timeoutMs: number): Promise<void> {
+    await this.call("POST", "/v1/completions", timeoutMs, { model, prompt: "warm-up", max_tokens: 1 });
+  }
+
+  /** The engine's own view of its sleep: awake, weights_offloaded (level 1) or discard_all (level 2). */
+  async sleepState(timeoutMs = 2_000): Promise<string | undefined> {
+    const response = await fetch(`${this.baseUrl}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });
+    const text = await response.text();
+    for (const line of text.split("\n")) {
+      if (!line.startsWith("vllm:engine_sleep_state{") || Number(line.slice(line.lastIndexOf(" ") + 1)) !== 1)
+        continue;
+      const state = /sleep_state="([^"]+)"/.exec(line)?.[1];
+      if (state) return state;
+    }
+    return undefined;
+  }
+
+  /** Requests the engine itself is running and queueing, from its Prometheus metrics. */
+  async load(timeoutMs = 2_000): Promise<EngineLoad> {
+    const response = await fetch(`${this.baseUrl}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });
+    const text = await response.text();
+    return {
+      running: sumMetric(text, "vllm:num_requests_running"),
+      waiting: sumMetric(text, "vllm:num_requests_waiting"),
+    };
+  }
+
+  private async call(method: string, path: string, timeoutMs: number, json?: unknown): Promise<unknown> {
+    let response: Response;
+    try {
+      response = await fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers: json === undefined ? undefined : { "content-type": "application/json" },
+        body: json === undefined ? undefined : JSON.stringify(json),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (error) {
+      const cause =
+        (error as Error).name === "TimeoutError"
+          ? `no answer within ${timeoutMs}ms`
+          : (error as Error).message;
+      throw new EngineError(`${method} ${path}: ${cause}`);
+    }
+    const text = await response.text();
+    if (!response.ok)
+      throw new EngineError(
+        `${method} ${path} answered ${response.status}: ${text.slice(0, 300)}`,
+        response.status,
+      );
+    try {
+      return text ? JSON.parse(text) : undefined;
+    } catch {
+      return text;
+    }
+  }
+}
+
+function sumMetric(text: string, name: string): number {
+  let total = 0;
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(name) || (line[name.length] !== "{" && line[name.length] !== " ")) continue;
+    const value = Number(line.slice(line.lastIndexOf(" ") + 1));
+    if (Number.isFinite(value)) total += value;
+  }
+  return total;
+}

@@ -1,0 +1,75 @@
+import { once } from "node:events";
+import type { AddressInfo } from "node:net";
+import { Registry } from "prom-client";
+import { Activator } from "../activator/activator.ts";
+import type { AdminActions } from "../activator/admin.ts";
+import { createActivatorServer } from "../activator/server.ts";
+import { Autoscaler } from "../autoscaler/autoscaler.ts";
+import { LocalPlatform } from "../autoscaler/local-platform.ts";
+import type { Platform } from "../autoscaler/platform.ts";
+import type { Logger } from "../lib/log.ts";
+import type { SnoozeConfig } from "../lib/settings/index.ts";
+
+export interface LocalSnoozeOptions {
+  config: SnoozeConfig;
+  log: Logger;
+  host: string;
+  port: number;
+  platform?: Platform;
+  statsIntervalMs?: number;
+}
+
+export interface LocalSnooze {
+  url: string;
+  activator: Activator;
+  autoscaler: Autoscaler;
+  registry: Registry;
+  /** Graceful: stop accepting, answer held requests, let in-flight ones finish, stop the engines. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** `snooze serve`: the activator and the autoscaler in one process, engines as child processes. */
+export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<LocalSnooze> {
+  const registry = new Registry();
+  const platform = options.platform ?? new LocalPlatform(options.log);
+  const autoscaler = new Autoscaler({ config: options.config, platform, log: options.log, registry });
+  const activator = new Activator({
+    config: options.config,
+    controlPlane: autoscaler,
+    registry,
+    log: options.log,
+    statsIntervalMs: options.statsIntervalMs,
+  });
+  const admin: AdminActions = {
+    wake: async (model) => autoscaler.controller(model)?.wakeNow(),
+    sleep: async (model) => void autoscaler.controller(model)?.sleepNow(),
+    stop: async (model) => void autoscaler.controller(model)?.stopNow(),
+    details: (model) => {
+      const state = autoscaler.controller(model)?.state();
+      return state
+        ? { lastStartMs: state.lastStartMs, lastWakeMs: state.lastWakeMs, lastError: state.lastError }
+        : {};
+    },
+  };
+  const server = createActivatorServer({ activator, admin, registry });
+  server.listen(options.port, options.host);
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+  const host = options.host.includes(":") ? `[${options.host}]` : options.host;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${port}`,
+    activator,
+    autoscaler,
+    registry,
+    close(graceMs = 30_000) {
+      closing ??= (async () => {
+        server.close();
+        await activator.shutdown(graceMs);
+        server.closeAllConnections();
+        await autoscaler.close();
+      })();
+      return closing;
+    },
+  };
+}

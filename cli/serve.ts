@@ -1,0 +1,64 @@
+import { parseDuration } from "../lib/duration.ts";
+import { createLogger } from "../lib/log.ts";
+import { ConfigError, loadConfigFile } from "../lib/settings/index.ts";
+import { startTelemetry } from "../lib/telemetry.ts";
+import type { Command } from "./command.ts";
+import { UsageError } from "./command.ts";
+import { startLocalSnooze } from "./local-snooze.ts";
+
+export const serveCommand: Command = {
+  name: "serve",
+  summary:
+    "Run the activator and the autoscaler in one process; engines start, sleep, wake and stop on demand.",
+  flags: {
+    config: {
+      type: "string",
+      short: "c",
+      default: "snooze.yaml",
+      description: "settings file",
+      placeholder: "file",
+    },
+    host: { type: "string", default: "127.0.0.1", description: "address to listen on" },
+    port: { type: "string", short: "p", default: "8080", description: "port to listen on" },
+    "shutdown-grace": {
+      type: "string",
+      default: "30s",
+      description: "how long in-flight requests may finish after SIGTERM",
+      placeholder: "duration",
+    },
+  },
+  async run(values) {
+    const port = Number(values.port);
+    if (!Number.isInteger(port) || port < 0 || port > 65_535)
+      throw new UsageError(`--port must be a port number, not "${values.port}"`);
+    const grace = parseDuration(String(values["shutdown-grace"]));
+    if (grace === undefined)
+      throw new UsageError(`--shutdown-grace must be a duration like 30s, not "${values["shutdown-grace"]}"`);
+    const log = createLogger({ component: "serve" });
+    let config: Awaited<ReturnType<typeof loadConfigFile>>;
+    try {
+      config = await loadConfigFile(String(values.config));
+    } catch (error) {
+      if (error instanceof ConfigError) {
+        console.error(`snooze serve: the settings file is not valid:\n${error.message}`);
+        return 2;
+      }
+      throw error;
+    }
+    const telemetry = await startTelemetry("snooze-serve");
+    const snooze = await startLocalSnooze({ config, log, host: String(values.host), port });
+    log.info("listening", { url: snooze.url, models: [...config.models.keys()] });
+    await new Promise<void>((resolve) => {
+      const stop = (signal: string) => {
+        log.info("shutting down", { signal, graceMs: grace });
+        resolve();
+      };
+      process.once("SIGTERM", stop);
+      process.once("SIGINT", stop);
+    });
+    await snooze.close(grace);
+    await telemetry.shutdown();
+    log.info("stopped");
+    return 0;
+  },
+};

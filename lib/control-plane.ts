@@ -1,0 +1,20 @@
+import type { ReplicaEvent } from "./replica-event.ts";
+
+/**
+ * The seam between the data plane (activator) and the control plane
+ * (autoscaler). Nothing else crosses it, so the Kubernetes mode can carry it
+ * over HTTP and a watch while local mode passes an in-process object.
+ */
+export interface ControlPlane {
+  /** A request is held for `model`: act now, do not wait for a stats tick. */
+  demand(model: string, hint?: DemandHint): void;
+  /** The activator's load for `model`: requests in flight to its replicas and requests held. */
+  stats(model: string, inFlight: number, held: number): void;
+  /** Replica events, starting with the current state of every known replica. Returns unsubscribe. */
+  watch(listener: (event: ReplicaEvent) => void): () => void;
+}
+
+export interface DemandHint {
+  /** A replica the activator could not connect to: the control plane re-checks it before trusting it. */
+  unreachable?: string;
+}

@@ -1,0 +1,37 @@
+/**
+ * The vocabulary both halves share. A replica's tier moves
+ * cold → starting → ready → draining → asleep-1 → asleep-2 → cold,
+ * and waking leads from asleep back to ready.
+ */
+export type Tier = "cold" | "starting" | "ready" | "draining" | "asleep-1" | "asleep-2" | "waking";
+
+export const tiers: readonly Tier[] = [
+  "cold",
+  "starting",
+  "ready",
+  "draining",
+  "asleep-1",
+  "asleep-2",
+  "waking",
+];
+
+/** Capacity that is paid for and not yet routable. */
+export const isWarming = (tier: Tier) => tier === "starting" || tier === "waking";
+export const isAsleep = (tier: Tier) => tier === "asleep-1" || tier === "asleep-2";
+
+/** What the control plane tells every activator whenever a replica changes tier. */
+export interface ReplicaEvent {
+  model: string;
+  replica: string;
+  /** `host:port` of the engine; absent while it has none (cold). */
+  address?: string;
+  tier: Tier;
+  /** Epoch ms when the replica entered this tier. */
+  since: number;
+  /** For starting and waking: how long this activation is expected to take, from measured ones. */
+  estimateMs?: number;
+  /** Set when an activation failed: the reason held requests are answered with. */
+  error?: string;
+  /** For starting and waking: W3C traceparent of the activation span, so held requests can link to it. */
+  traceparent?: string;
+}
