@@ -1,0 +1,82 @@
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { describe, expect, test } from "vitest";
+import { invalidModels, validModelSpec } from "../../test/fixtures/models.ts";
+import { tierSettings } from "../settings/model.ts";
+import { slotSettings } from "../settings/slot.ts";
+import { crdFiles, modelCrd, slotCrd } from "./crds.ts";
+import { modelSpec, modelStatus } from "./model-resource.ts";
+import type { JSONSchema } from "./structural-schema.ts";
+
+const crdDir = resolve(import.meta.dirname, "../../config/crd");
+
+const versionSchema = (crd: JSONSchema) =>
+  (crd as { spec: { versions: { schema: { openAPIV3Schema: JSONSchema } }[] } }).spec.versions[0]!.schema
+    .openAPIV3Schema as { properties: Record<string, { properties: Record<string, JSONSchema> }> };
+
+describe("CRDs", () => {
+  test("the committed config/crd files are exactly what hack/gen-crds.ts generates", () => {
+    for (const [name, text] of Object.entries(crdFiles())) {
+      expect(
+        readFileSync(resolve(crdDir, name), "utf8"),
+        `config/crd/${name} is stale: run hack/gen-crds.ts`,
+      ).toBe(text);
+    }
+  });
+
+  test("a Model's spec carries every tier setting of snooze.yaml under the same name", () => {
+    const spec = versionSchema(modelCrd()).properties.spec!.properties;
+    for (const key of Object.keys(tierSettings.shape)) expect(spec, key).toHaveProperty(key);
+    for (const key of ["workloadRef", "model", "port", "replicas", "minReplicas", "maxReplicas"]) {
+      expect(spec, key).toHaveProperty(key);
+    }
+  });
+
+  test("a Slot's spec carries every slot setting of snooze.yaml under the same name", () => {
+    const spec = versionSchema(slotCrd()).properties.spec!.properties;
+    expect(Object.keys(spec).sort()).toEqual(Object.keys(slotSettings.shape).sort());
+  });
+
+  test("the scale subresource points at replicas and selector that exist in the schema", () => {
+    const version = (
+      modelCrd() as { spec: { versions: { subresources: { scale: Record<string, string> } }[] } }
+    ).spec.versions[0]!;
+    const schema = versionSchema(modelCrd());
+    expect(version.subresources.scale).toEqual({
+      specReplicasPath: ".spec.replicas",
+      statusReplicasPath: ".status.replicas",
+      labelSelectorPath: ".status.selector",
+    });
+    expect(schema.properties.spec!.properties.replicas).toMatchObject({ type: "integer" });
+    expect(schema.properties.status!.properties.replicas).toMatchObject({ type: "integer" });
+    expect(schema.properties.status!.properties.selector).toMatchObject({ type: "string" });
+  });
+
+  test("the zod schema accepts the valid example and fills the same defaults as the CRD", () => {
+    const parsed = modelSpec.parse(validModelSpec);
+    expect(parsed).toMatchObject({ port: 8000, minReplicas: 0, maxReplicas: 2, sleepAfter: 300_000 });
+    const spec = versionSchema(modelCrd()).properties.spec!.properties;
+    expect(spec.port?.default).toBe(8000);
+    expect(spec.minReplicas?.default).toBe(0);
+    expect(spec.maxReplicas?.default).toBe(1);
+  });
+
+  test.each(invalidModels)("the zod schema refuses what the CRD refuses: $name", ({ spec }) => {
+    expect(modelSpec.safeParse(spec).success).toBe(false);
+  });
+
+  test("a status in its written form parses", () => {
+    const status = {
+      replicas: 1,
+      readyReplicas: 1,
+      warmingReplicas: 0,
+      sleepingReplicas: 1,
+      selector: "app=qwen",
+      phase: "Ready",
+      replicaTiers: [{ pod: "qwen-1", tier: "asleep-1", since: "2026-01-01T00:00:00Z" }],
+      conditions: [{ type: "Ready", status: "True", lastTransitionTime: "2026-01-01T00:00:00Z" }],
+      lastWakeDuration: "2.4s",
+    };
+    expect(modelStatus.parse(status).lastWakeDuration).toBe(2_400);
+  });
+});

@@ -1,0 +1,158 @@
+import { z } from "zod";
+import { type Tier, tiers } from "../replica-event.ts";
+import { duration, modelId } from "../settings/fields.ts";
+import { tierSettings } from "../settings/model.ts";
+import type { apiVersion } from "./api-group.ts";
+import { conditions } from "./condition.ts";
+
+/**
+ * The `Model` resource: one served model in front of a workload. Its spec is the tier settings of
+ * snooze.yaml (the one schema in lib/settings, same names) plus what only Kubernetes needs; its
+ * scale subresource (.spec.replicas, .status.replicas, .status.selector) is what HPA and KEDA read
+ * and write. config/crd/ is generated from these schemas by hack/gen-crds.ts.
+ */
+
+export const workloadKinds = ["Deployment", "StatefulSet", "Service"] as const;
+
+export const workloadRef = z
+  .strictObject({
+    apiVersion: z.string().min(1).meta({
+      description: "apps/v1 for a Deployment or StatefulSet, serving.knative.dev/v1 for a Knative Service.",
+    }),
+    kind: z
+      .enum(workloadKinds)
+      .meta({ description: "Deployment, StatefulSet, or Service (a Knative Service)." }),
+    name: z.string().min(1).max(253).meta({ description: "The workload's name, in the Model's namespace." }),
+  })
+  .refine(
+    (ref) =>
+      ref.kind === "Service"
+        ? ref.apiVersion.startsWith("serving.knative.dev/")
+        : ref.apiVersion === "apps/v1",
+    { message: workloadRefMessage() },
+  )
+  .meta({
+    description: "The workload that serves the model; Snooze scales it and wakes and sleeps its pods.",
+    "x-kubernetes-validations": [
+      {
+        rule: "self.kind == 'Service' ? self.apiVersion.startsWith('serving.knative.dev/') : self.apiVersion == 'apps/v1'",
+        message: workloadRefMessage(),
+      },
+    ],
+  });
+
+function workloadRefMessage() {
+  return "a Deployment or StatefulSet is apps/v1, a Service is a Knative Service (serving.knative.dev/v1)";
+}
+
+export const modelSpec = tierSettings
+  .extend({
+    workloadRef,
+    model: modelId.optional().meta({
+      description: "The OpenAI model id clients send (the request's `model`); defaults to metadata.name.",
+    }),
+    port: z
+      .int()
+      .min(1)
+      .max(65_535)
+      .default(8000)
+      .meta({ description: "The port the engine (vLLM) listens on in each pod." }),
+    replicas: z
+      .int()
+      .min(0)
+      .max(10_000)
+      .optional()
+      .meta({
+        description:
+          "Desired awake replicas, written by a person, HPA or KEDA through the scale subresource. " +
+          "Absent: Snooze wakes replicas on demand alone, within minReplicas and maxReplicas.",
+      }),
+    minReplicas: z
+      .int()
+      .min(0)
+      .max(10_000)
+      .default(0)
+      .meta({ description: "Replicas kept awake even when idle; 0 lets the model sleep and go cold." }),
+    maxReplicas: z
+      .int()
+      .min(1)
+      .max(10_000)
+      .default(1)
+      .meta({ description: "The most replicas Snooze runs for this model." }),
+  })
+  .refine((spec) => spec.minReplicas <= spec.maxReplicas, {
+    message: minMaxMessage(),
+    path: ["minReplicas"],
+  })
+  .meta({
+    description: "How the model is served and when its replicas sleep, wake and stop.",
+    "x-kubernetes-validations": [
+      { rule: "self.minReplicas <= self.maxReplicas", message: minMaxMessage(), fieldPath: ".minReplicas" },
+    ],
+  });
+
+function minMaxMessage() {
+  return "minReplicas must not be greater than maxReplicas";
+}
+
+export const modelPhases = ["Cold", "Starting", "Waking", "Ready", "Asleep", "Failed"] as const;
+
+export const replicaStatus = z.strictObject({
+  pod: z.string().min(1).meta({ description: "The pod of this replica." }),
+  tier: z.enum(tiers as [Tier, ...Tier[]]).meta({
+    description: "cold, starting, ready, draining, asleep-1, asleep-2 or waking.",
+  }),
+  since: z.iso.datetime().meta({ description: "When the replica entered this tier." }),
+});
+
+export const modelStatus = z.strictObject({
+  observedGeneration: z
+    .int()
+    .min(0)
+    .optional()
+    .meta({ description: "The metadata.generation this status was computed from." }),
+  replicas: z.int().min(0).optional().meta({
+    description: "Replicas that are ready or warming (starting or waking): what HPA reads as current.",
+  }),
+  readyReplicas: z.int().min(0).optional().meta({ description: "Replicas awake and routable." }),
+  warmingReplicas: z
+    .int()
+    .min(0)
+    .optional()
+    .meta({ description: "Replicas starting or waking: paid for, not yet routable." }),
+  sleepingReplicas: z.int().min(0).optional().meta({ description: "Replicas asleep at level 1 or 2." }),
+  selector: z
+    .string()
+    .optional()
+    .meta({ description: "Label selector of the model's pods, in string form (for the scale subresource)." }),
+  phase: z.enum(modelPhases).optional().meta({
+    description:
+      "Summary: Ready (a replica is ready), Waking or Starting (capacity on its way), Asleep (all replicas asleep), Cold (none), Failed (the last activation failed).",
+  }),
+  replicaTiers: z
+    .array(replicaStatus)
+    .optional()
+    .meta({
+      description: "The tier of every replica and since when.",
+      "x-kubernetes-list-type": "map",
+      "x-kubernetes-list-map-keys": ["pod"],
+    }),
+  conditions: conditions.optional(),
+  lastWakeDuration: duration.optional().meta({ description: "How long the last wake took, e.g. 2.4s." }),
+  lastStartDuration: duration
+    .optional()
+    .meta({ description: "How long the last cold start took, e.g. 95s." }),
+});
+
+export type ModelSpecInput = z.input<typeof modelSpec>;
+export type ModelSpec = z.output<typeof modelSpec>;
+export type ModelStatusInput = z.input<typeof modelStatus>;
+
+/** A Model object as the API serves it (status in its written form). */
+export interface ModelResource {
+  apiVersion: typeof apiVersion;
+  kind: "Model";
+  metadata: { name: string; namespace?: string; [key: string]: unknown };
+  spec: ModelSpecInput;
+  status?: ModelStatusInput;
+}
