@@ -1,0 +1,54 @@
+import { describe, expect, test } from "vitest";
+import { type PodRun, podStatus } from "./pod-status.ts";
+
+const t0 = new Date("2026-01-01T00:00:00Z");
+const t1 = new Date("2026-01-01T00:00:05Z");
+const base: PodRun = {
+  hostIP: "10.213.1.1",
+  podIP: "10.213.1.2",
+  startTime: t0,
+  container: "engine",
+  image: "sim",
+  restartCount: 0,
+  run: { state: "running", startedAt: t0, ready: false },
+  pid: 42,
+};
+
+const conditionOf = (status: ReturnType<typeof podStatus>, type: string) =>
+  status.conditions?.find((c) => c.type === type);
+
+describe("podStatus", () => {
+  test("a running, not yet ready sim: Running, Ready=False, IPs set", () => {
+    const status = podStatus(base, undefined, t0);
+    expect(status.phase).toBe("Running");
+    expect(status.podIP).toBe("10.213.1.2");
+    expect(status.podIPs).toEqual([{ ip: "10.213.1.2" }]);
+    expect(conditionOf(status, "Ready")?.status).toBe("False");
+    expect(status.containerStatuses?.[0]).toMatchObject({
+      ready: false,
+      started: true,
+      containerID: "snooze-sim://42",
+    });
+  });
+
+  test("ready flips Ready and ContainersReady and moves only their transition time", () => {
+    const before = podStatus(base, undefined, t0);
+    const after = podStatus({ ...base, run: { state: "running", startedAt: t0, ready: true } }, before, t1);
+    expect(conditionOf(after, "Ready")).toMatchObject({ status: "True", lastTransitionTime: t1 });
+    expect(conditionOf(after, "ContainersReady")).toMatchObject({ status: "True", lastTransitionTime: t1 });
+    expect(conditionOf(after, "PodScheduled")).toMatchObject({ status: "True", lastTransitionTime: t0 });
+  });
+
+  test("a crashed sim waiting to restart shows CrashLoopBackOff and its last exit", () => {
+    const exit = { code: 2, signal: null, startedAt: t0, finishedAt: t1 };
+    const status = podStatus(
+      { ...base, restartCount: 1, run: { state: "backoff", lastExit: exit } },
+      undefined,
+      t1,
+    );
+    expect(status.phase).toBe("Running");
+    expect(status.containerStatuses?.[0]?.state?.waiting?.reason).toBe("CrashLoopBackOff");
+    expect(status.containerStatuses?.[0]?.lastState?.terminated?.exitCode).toBe(2);
+    expect(conditionOf(status, "Ready")?.status).toBe("False");
+  });
+});
