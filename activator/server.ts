@@ -91,8 +91,13 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
         return;
       }
       const verb = action[2] as "wake" | "sleep" | "stop";
+      // A wake is asynchronous (watch the tier); sleep and stop answer once done.
       await admin[verb](id);
-      sendJson(res, 202, { model: id, action: verb, accepted: true });
+      sendJson(res, verb === "wake" ? 202 : 200, {
+        model: id,
+        action: verb,
+        tier: activator.routes.get(id)!.tier,
+      });
       return;
     }
     if (path === "/metrics") {

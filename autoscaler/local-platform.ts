@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { createServer } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
 import type { Logger } from "../lib/log.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { EngineClient } from "./engine-client.ts";
@@ -40,7 +41,9 @@ export class LocalPlatform implements Platform {
     const port = model.port ?? (await freePort());
     const substitute = (arg: string) =>
       arg.replaceAll("${PORT}", String(port)).replaceAll("${HOST}", host).replaceAll("${MODEL}", model.id);
-    const [file, ...args] = model.command.map(substitute);
+    const [file, ...args] = model.command.flatMap((arg) =>
+      arg === "${SNOOZE}" ? snoozeArgv() : [substitute(arg)],
+    );
     const env = { ...process.env, ...model.env, ...(model.sleep ? { VLLM_SERVER_DEV_MODE: "1" } : {}) };
     const handle: ReplicaHandle = {
       id: `${model.id}-${++this.sequence}`,
@@ -72,11 +75,12 @@ export class LocalPlatform implements Platform {
       child.once("spawn", resolve);
       child.once("error", reject);
     });
-    child.once("exit", (code, sig) => {
+    // "close", not "exit": by then the last lines of output have been read.
+    child.once("close", (code, sig) => {
       engine.exited = true;
       this.engines.delete(handle.id);
       if (engine.stopping) return;
-      const reason = `engine exited (${sig ? `signal ${sig}` : `code ${code}`})${engine.tail.length ? `: ${engine.tail.at(-1)}` : ""}`;
+      const reason = `engine exited (${sig ? `signal ${sig}` : `code ${code}`})${lastWords(engine)}`;
       log.warn("engine exited on its own", { reason });
       for (const listener of this.exitListeners) listener(handle, reason);
     });
@@ -85,9 +89,7 @@ export class LocalPlatform implements Platform {
       await spawned;
       while (!(await engine.client.healthy(1_000))) {
         if (engine.exited)
-          throw new Error(
-            `the engine exited while loading${engine.tail.length ? `: ${engine.tail.at(-1)}` : ""}`,
-          );
+          throw new Error(`the engine exited while loading${lastWords(engine)}`);
         signal.throwIfAborted();
         await delay(readinessInterval, undefined, { signal });
       }
@@ -105,7 +107,7 @@ export class LocalPlatform implements Platform {
     const engine = this.engines.get(replica.id);
     if (!engine || engine.exited) return;
     engine.stopping = true;
-    const exited = once(engine.child, "exit");
+    const exited = once(engine.child, "close");
     engine.child.kill("SIGTERM");
     const timer = setTimeout(() => engine.child.kill("SIGKILL"), stopGrace);
     await exited;
@@ -125,6 +127,11 @@ export class LocalPlatform implements Platform {
     return engine !== undefined && !engine.exited;
   }
 
+  /** The engine's process id, for `snooze status` and tests. */
+  pid(replica: ReplicaHandle): number | undefined {
+    return this.engines.get(replica.id)?.child.pid;
+  }
+
   onExit(listener: (replica: ReplicaHandle, reason: string) => void): void {
     this.exitListeners.push(listener);
   }
@@ -138,6 +145,16 @@ export class LocalPlatform implements Platform {
     if (!engine) throw new Error(`replica ${replica.id} is not running`);
     return engine.client;
   }
+}
+
+/** The engine's last lines of output: usually the reason it failed. */
+function lastWords(engine: Engine): string {
+  return engine.tail.length ? `: ${engine.tail.slice(-3).join(" | ")}` : "";
+}
+
+/** `${SNOOZE}` in a command runs this same Snooze (e.g. `snooze sim`) on this same Node.js. */
+function snoozeArgv(): string[] {
+  return [process.execPath, fileURLToPath(new URL("../bin/snooze.js", import.meta.url))];
 }
 
 async function freePort(): Promise<number> {

@@ -24,6 +24,7 @@ export interface LocalSnooze {
   activator: Activator;
   autoscaler: Autoscaler;
   registry: Registry;
+  platform: Platform;
   /** Graceful: stop accepting, answer held requests, let in-flight ones finish, stop the engines. */
   close(graceMs?: number): Promise<void>;
 }
@@ -42,8 +43,8 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
   });
   const admin: AdminActions = {
     wake: async (model) => autoscaler.controller(model)?.wakeNow(),
-    sleep: async (model) => void autoscaler.controller(model)?.sleepNow(),
-    stop: async (model) => void autoscaler.controller(model)?.stopNow(),
+    sleep: async (model) => autoscaler.controller(model)?.sleepNow(),
+    stop: async (model) => autoscaler.controller(model)?.stopNow(),
     details: (model) => {
       const state = autoscaler.controller(model)?.state();
       return state
@@ -62,6 +63,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     activator,
     autoscaler,
     registry,
+    platform,
     close(graceMs = 30_000) {
       closing ??= (async () => {
         server.close();

@@ -108,7 +108,10 @@ export const localModel = tierSettings.extend({
   command: z
     .array(z.string())
     .min(1)
-    .meta({ description: "The engine's argv; ${PORT}, ${HOST} and ${MODEL} are substituted." }),
+    .meta({
+      description:
+        "The engine's argv; ${PORT}, ${HOST} and ${MODEL} are substituted, and an argument ${SNOOZE} runs this Snooze (for `${SNOOZE} sim`).",
+    }),
   env: z
     .record(z.string(), z.string())
     .optional()
