@@ -8,7 +8,12 @@
 # A second run with the same pins, Go version and flags finds the stamp file and returns in seconds.
 # The last line printed is the folder, so `KUBEBUILDER_ASSETS=$(hack/build-kube-assets.sh | tail -1)`
 # works. Set SNOOZE_KUBE_ASSETS_FORCE=1 to rebuild anyway.
+#
+#   --print-folder   print the folder if the binaries of the pinned version are there, else exit 1;
+#                    never builds and needs no Go (the e2e suite uses it to find the binaries)
+#   --print-stamp    print the cache key of this checkout and Go, and exit
 set -euo pipefail
+mode="${1:-build}"
 
 repo_root="$(cd "$(dirname "$0")/.." && pwd)"
 modules="$repo_root/hack/kube-assets"
@@ -26,30 +31,44 @@ fi
 
 cache_root="${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/kube-assets"
 out="$cache_root/$k8s_version"
+binaries=(etcd kube-apiserver kube-controller-manager kubectl)
+
+if [[ "$mode" == "--print-folder" ]]; then
+  for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || exit 1; done
+  echo "$out"
+  exit 0
+fi
 
 # Never let the go command fetch another toolchain; the module proxy serves modules only.
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 go_version="$(go env GOVERSION)"
 
-build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 minor="${k8s_version#v1.}"
 minor="${minor%%.*}"
+go_flags="-trimpath"
 version_flags=""
 # Stamp the version the way Kubernetes' own build does (hack/lib/version.sh); without it the server
 # reports v0.0.0-master and clients or tools that check the server version misbehave.
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   version_flags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  version_flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date -X $pkg.gitCommit="
+  version_flags+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit="
 done
+build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+date_flags=" -X k8s.io/component-base/version.buildDate=$build_date -X k8s.io/client-go/pkg/version.buildDate=$build_date"
 
-# Everything that changes the output goes into the stamp: pins (go.mod/go.sum), Go, this script.
+# Everything that changes the binaries goes into the cache key: the pins (go.mod, go.sum), the
+# etcd entry point, Go and the target, and the build flags (all but the build date). Editing a
+# comment in this script does not cost a rebuild; changing a flag here does.
 stamp_input="$(
   cat "$modules/kubernetes/go.mod" "$modules/kubernetes/go.sum" "$modules/etcd/go.mod" \
-    "$modules/etcd/go.sum" "$modules/etcd/main.go" "$0"
-  echo "$go_version $(go env GOOS GOARCH)"
+    "$modules/etcd/go.sum" "$modules/etcd/main.go"
+  echo "$go_version $(go env GOOS GOARCH) CGO_ENABLED=$CGO_ENABLED $go_flags -s -w$version_flags"
 )"
 stamp="$(printf '%s' "$stamp_input" | sha256sum | cut -d' ' -f1)"
-binaries=(etcd kube-apiserver kube-controller-manager kubectl)
+if [[ "$mode" == "--print-stamp" ]]; then
+  echo "$stamp"
+  exit 0
+fi
 
 have_all() {
   [[ -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$stamp" ]] || return 1
@@ -79,14 +98,15 @@ step() { # <label> <command...>: runs a build step and reports how long it took
 }
 
 step "download modules" bash -c "cd '$modules/kubernetes' && go mod download && cd '$modules/etcd' && go mod download"
-step "build etcd $etcd_version" bash -c "cd '$modules/etcd' && go build -trimpath -ldflags '-s -w' -o '$work/etcd' ."
+step "build etcd $etcd_version" bash -c "cd '$modules/etcd' && go build $go_flags -ldflags '-s -w' -o '$work/etcd' ."
 step "build kube-apiserver, kube-controller-manager, kubectl $k8s_version" bash -c "cd '$modules/kubernetes' && \
-  go build -trimpath -ldflags '-s -w$version_flags' -o '$work/' \
+  go build $go_flags -ldflags '-s -w$version_flags$date_flags' -o '$work/' \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl"
 
 "$work/kube-apiserver" --version >&2
 "$work/etcd" --version | head -1 >&2
 echo "$stamp" >"$work/.stamp"
+chmod 755 "$work"
 
 # Swap the finished folder in whole, so a reader never sees a half-built one.
 rm -rf "$out.old"

@@ -1,0 +1,53 @@
+import type { TestProject } from "vitest/node";
+import {
+  startControlPlane,
+  type TestCluster,
+  useExistingCluster,
+  usingExistingCluster,
+} from "./harness/control-plane.ts";
+import { type StandInKubelet, startStandInKubelet } from "./harness/stand-in-kubelet.ts";
+import type { SuiteClusterInfo } from "./harness/suite.ts";
+
+/**
+ * Starts one control plane (or connects to the existing cluster) and one stand-in kubelet for the
+ * whole e2e run, hands their coordinates to the test files, and stops them at the end.
+ */
+export default async function setup(project: TestProject) {
+  const started = Date.now();
+  const cluster: TestCluster = usingExistingCluster()
+    ? await useExistingCluster()
+    : await startControlPlane();
+  let kubelet: StandInKubelet;
+  try {
+    kubelet = await startStandInKubelet(cluster.kubeconfigPath, cluster.admin, cluster.dir);
+  } catch (error) {
+    await cluster.stop();
+    throw error;
+  }
+  const current = cluster.admin.getCurrentCluster();
+  const caPem = current?.caData ? Buffer.from(current.caData, "base64").toString() : "";
+  const info: SuiteClusterInfo = {
+    kind: cluster.kind,
+    dir: cluster.dir,
+    kubeconfigPath: cluster.kubeconfigPath,
+    kubectl: cluster.kubectl,
+    clientCA: cluster.clientCA,
+    server: current?.server ?? "",
+    caPem,
+    kubelet: {
+      nodeName: kubelet.nodeName,
+      schedulerName: kubelet.schedulerName,
+      selector: kubelet.selector,
+      network: kubelet.network,
+    },
+  };
+  project.provide("snoozeCluster", info);
+  console.log(
+    `e2e: ${cluster.kind === "local" ? "control plane" : "existing cluster"} ready in ${Date.now() - started}ms ` +
+      `(${info.server}, kubelet network ${kubelet.network}, work dir ${cluster.dir})`,
+  );
+  return async () => {
+    await kubelet.stop();
+    await cluster.stop();
+  };
+}
