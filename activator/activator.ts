@@ -1,11 +1,11 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import { context, type Link, propagation, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import { context, propagation, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { SnoozeConfig } from "../lib/settings/index.ts";
-import { tracer } from "../lib/tracing.ts";
+import { spanContextOf, tracer } from "../lib/tracing.ts";
 import { BodyTooLarge, readBody } from "./body.ts";
 import { type ActivatorMetrics, activatorMetrics } from "./metrics.ts";
 import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
@@ -207,15 +207,12 @@ export class Activator {
   private async hold(route: ModelRoute, res: ServerResponse): Promise<Backend | undefined> {
     const model = route.config.id;
     const started = performance.now();
-    const activation = route.latestEvent?.traceparent;
-    const links: Link[] = [];
-    if (activation) {
-      const linked = trace.getSpanContext(propagation.extract(context.active(), { traceparent: activation }));
-      if (linked) links.push({ context: linked });
-    }
-    const span = tracer.startSpan("snooze.hold", { attributes: { "snooze.model": model }, links });
+    const span = tracer.startSpan("snooze.hold", { attributes: { "snooze.model": model } });
     this.metrics.held.inc({ model });
     const { promise, cancel } = route.hold();
+    // Holding signalled demand, so an activation this request waits on has begun by now: link to it.
+    const linked = spanContextOf(route.latestEvent?.traceparent);
+    if (linked) span.addLink({ context: linked });
     const onClose = () => cancel();
     res.once("close", onClose);
     let outcome = "dispatched";

@@ -1,4 +1,12 @@
-import { type Context, context, propagation, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
+import {
+  type Context,
+  context,
+  isSpanContextValid,
+  type Span,
+  type SpanContext,
+  SpanStatusCode,
+  trace,
+} from "@opentelemetry/api";
 
 /** The tracer every Snooze span comes from; a no-op until an SDK is registered (see lib/telemetry.ts). */
 export const tracer = trace.getTracer("snooze");
@@ -23,9 +31,25 @@ export async function inSpan<T>(
   });
 }
 
-/** The W3C traceparent of a span, so other spans (and other processes) can link to it. */
+/**
+ * The W3C traceparent of a span, written directly rather than through the
+ * global propagator, so links between Snooze's own spans work whatever
+ * propagator a user configures for outgoing requests.
+ */
 export function traceparentOf(span: Span): string | undefined {
-  const carrier: Record<string, string> = {};
-  propagation.inject(trace.setSpan(context.active(), span), carrier);
-  return carrier.traceparent;
+  const { traceId, spanId, traceFlags } = span.spanContext();
+  if (!isSpanContextValid(span.spanContext())) return undefined;
+  return `00-${traceId}-${spanId}-${traceFlags.toString(16).padStart(2, "0")}`;
+}
+
+/** The span context named by a traceparent, to link to it. */
+export function spanContextOf(traceparent: string | undefined): SpanContext | undefined {
+  const match = traceparent && /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(traceparent);
+  if (!match) return undefined;
+  return {
+    traceId: match[1]!,
+    spanId: match[2]!,
+    traceFlags: Number.parseInt(match[3]!, 16),
+    isRemote: true,
+  };
 }
