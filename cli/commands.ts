@@ -1,5 +1,6 @@
 import type { Command } from "./command.ts";
 import { serveCommand } from "./serve.ts";
+import { simCommand } from "./sim.ts";
 
 /** Every `snooze` command, in the order `snooze --help` lists them. */
-export const commands: Command[] = [serveCommand];
+export const commands: Command[] = [serveCommand, simCommand];

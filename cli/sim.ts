@@ -1,0 +1,16 @@
+import { runSim } from "../hack/sim/launcher.ts";
+import { parseSimFlags, simFlags } from "../hack/sim/options.ts";
+import { createLogger } from "../lib/log.ts";
+import type { Command } from "./command.ts";
+
+/** `snooze sim`: a vLLM simulator with vLLM's flags, OpenAI API, sleep API and metrics. See docs/simulator.md. */
+export const simCommand: Command = {
+  name: "sim",
+  summary: "Simulate a vLLM server (OpenAI API, sleep mode, metrics, shared GPU, faults) without a GPU",
+  flags: simFlags,
+  positionals: "[model]",
+  run(values, positionals) {
+    const launch = parseSimFlags(values, positionals);
+    return runSim(launch, createLogger({ component: "sim" }));
+  },
+};

@@ -1,0 +1,365 @@
+/**
+ * Everything one simulated engine is configured with, its defaults, and the
+ * `snooze sim` flags that set it. vLLM's own flag names are kept where vLLM
+ * has one, so one command template serves `vllm serve` and `snooze sim`.
+ */
+import { type Flag, type FlagValues, UsageError } from "../../cli/command.ts";
+import { parseDuration } from "../../lib/duration.ts";
+import { type Faults, noFaults } from "./faults.ts";
+import { defaultGpuDir } from "./gpu-ledger.ts";
+import { parseSize } from "./size.ts";
+
+export interface SimGpuOptions {
+  /** Engines with the same id on one machine share one memory budget. */
+  id: string;
+  memoryBytes: number;
+  /** The weights; the KV cache takes the rest of `--gpu-memory-utilization`. */
+  modelBytes: number;
+  /** Where the cross-process ledger lives. */
+  dir: string;
+}
+
+export interface SimOptions {
+  /** The model path or id, as vLLM's positional `model`; `root` in `/v1/models`. */
+  model: string;
+  /** Names clients may use; the first is the one responses and metrics carry. */
+  servedModelNames: string[];
+  host: string;
+  port: number;
+  enableSleepMode: boolean;
+  /** vLLM's `VLLM_SERVER_DEV_MODE=1`: without it the sleep endpoints do not exist. */
+  devMode: boolean;
+  maxNumSeqs: number;
+  maxModelLen: number;
+  gpuMemoryUtilization: number;
+  seed: number;
+  loadTimeMs: number;
+  ttftMs: number;
+  ttftJitterMs: number;
+  itlMs: number;
+  itlJitterMs: number;
+  sleepTimeL1Ms: number;
+  wakeTimeL1Ms: number;
+  sleepTimeL2Ms: number;
+  wakeTimeL2Ms: number;
+  reloadTimeMs: number;
+  /** The first request after a wake runs this many times slower (no warm-up yet). */
+  firstRequestSlowdown: number;
+  /** Multiplies every simulated delay; 0.01 makes a 2 s load take 20 ms. */
+  timeScale: number;
+  /** Absent: no simulated GPU, memory is unlimited. */
+  gpu?: SimGpuOptions | undefined;
+  faults: Faults;
+}
+
+export const defaultModel = "sim-model";
+
+export function defaultSimOptions(): SimOptions {
+  return {
+    model: defaultModel,
+    servedModelNames: [defaultModel],
+    host: "127.0.0.1",
+    port: 8000,
+    enableSleepMode: false,
+    devMode: process.env.VLLM_SERVER_DEV_MODE === "1",
+    maxNumSeqs: 256,
+    maxModelLen: 4096,
+    gpuMemoryUtilization: 0.9,
+    seed: 0,
+    loadTimeMs: 5_000,
+    ttftMs: 50,
+    ttftJitterMs: 0,
+    itlMs: 10,
+    itlJitterMs: 0,
+    sleepTimeL1Ms: 500,
+    wakeTimeL1Ms: 1_000,
+    sleepTimeL2Ms: 200,
+    wakeTimeL2Ms: 300,
+    reloadTimeMs: 2_000,
+    firstRequestSlowdown: 3,
+    timeScale: 1,
+    gpu: undefined,
+    faults: noFaults(),
+  };
+}
+
+/** Options from a partial set, with the defaults filled in (for `startSim` callers). */
+export function resolveSimOptions(partial: Partial<SimOptions> = {}): SimOptions {
+  const options = { ...defaultSimOptions(), ...partial, faults: { ...noFaults(), ...partial.faults } };
+  if (partial.model !== undefined && partial.servedModelNames === undefined)
+    options.servedModelNames = [partial.model];
+  return options;
+}
+
+export const defaultGpuMemory = "80GiB";
+export const defaultModelMemory = "16GiB";
+
+/** The `snooze sim` flags, in `--help` order. */
+export const simFlags: Record<string, Flag> = {
+  model: {
+    type: "string",
+    placeholder: "name",
+    description: "model path or id (same as the positional model)",
+  },
+  "served-model-name": {
+    type: "string",
+    multiple: true,
+    placeholder: "name",
+    description: "name(s) clients use; repeat the flag or list names after it (default: the model)",
+  },
+  host: { type: "string", default: "127.0.0.1", placeholder: "addr", description: "address to listen on" },
+  port: { type: "string", default: "8000", placeholder: "port", description: "port to listen on" },
+  "enable-sleep-mode": {
+    type: "boolean",
+    description: "serve the sleep API (also needs VLLM_SERVER_DEV_MODE=1, as vLLM)",
+  },
+  "max-num-seqs": {
+    type: "string",
+    default: "256",
+    placeholder: "n",
+    description: "requests decoding at once",
+  },
+  "max-model-len": {
+    type: "string",
+    default: "4096",
+    placeholder: "tokens",
+    description: "context length: prompt + max_tokens beyond it is a 400",
+  },
+  "gpu-memory-utilization": {
+    type: "string",
+    default: "0.9",
+    placeholder: "fraction",
+    description: "share of --gpu-memory one engine takes (weights + KV cache)",
+  },
+  seed: { type: "string", default: "0", placeholder: "n", description: "seed of generated text and jitter" },
+  "load-time": {
+    type: "string",
+    default: "5s",
+    placeholder: "duration",
+    description: "cold start until the port opens",
+  },
+  ttft: { type: "string", default: "50ms", placeholder: "duration", description: "mean time to first token" },
+  "ttft-jitter": {
+    type: "string",
+    default: "0",
+    placeholder: "duration",
+    description: "TTFT spread (uniform ±)",
+  },
+  itl: { type: "string", default: "10ms", placeholder: "duration", description: "mean inter-token latency" },
+  "itl-jitter": {
+    type: "string",
+    default: "0",
+    placeholder: "duration",
+    description: "ITL spread (uniform ±)",
+  },
+  "sleep-time-l1": {
+    type: "string",
+    default: "500ms",
+    placeholder: "duration",
+    description: "time to sleep at level 1",
+  },
+  "wake-time-l1": {
+    type: "string",
+    default: "1s",
+    placeholder: "duration",
+    description: "time to wake from level 1",
+  },
+  "sleep-time-l2": {
+    type: "string",
+    default: "200ms",
+    placeholder: "duration",
+    description: "time to sleep at level 2",
+  },
+  "wake-time-l2": {
+    type: "string",
+    default: "300ms",
+    placeholder: "duration",
+    description: "time to wake from level 2 (mapping memory; reloading is --reload-time)",
+  },
+  "reload-time": {
+    type: "string",
+    default: "2s",
+    placeholder: "duration",
+    description: "time of collective_rpc reload_weights (weights from disk)",
+  },
+  "first-request-slowdown": {
+    type: "string",
+    default: "3",
+    placeholder: "factor",
+    description: "the first request after a wake is this many times slower",
+  },
+  "time-scale": {
+    type: "string",
+    default: "1",
+    placeholder: "factor",
+    description: "multiplies every simulated delay",
+  },
+  "gpu-id": {
+    type: "string",
+    placeholder: "id[,id...]",
+    description:
+      "simulated GPU; engines with one id share its memory, across processes (default: no GPU model)",
+  },
+  "gpu-memory": {
+    type: "string",
+    default: defaultGpuMemory,
+    placeholder: "size",
+    description: "memory of the GPU",
+  },
+  "model-memory": {
+    type: "string",
+    default: defaultModelMemory,
+    placeholder: "size",
+    description: "memory of the weights; the KV cache gets the rest of the engine's share",
+  },
+  "gpu-dir": {
+    type: "string",
+    placeholder: "dir",
+    description: "directory of the GPU ledger (default: $SNOOZE_SIM_GPU_DIR or <tmp>/snooze-sim-gpu)",
+  },
+  engines: {
+    type: "string",
+    default: "1",
+    placeholder: "n",
+    description: "engines in this process, one port each",
+  },
+  "base-port": {
+    type: "string",
+    placeholder: "port",
+    description: "port of the first engine with --engines (default: --port); engine i gets base-port + i",
+  },
+  "fault-wake-fail": {
+    type: "string",
+    default: "0",
+    placeholder: "n",
+    description: "the next n wakes fail with 500",
+  },
+  "fault-wake-hang": {
+    type: "string",
+    default: "0",
+    placeholder: "n",
+    description: "the next n wakes never answer; the engine is stuck",
+  },
+  "fault-crash-on-abort-sleep": {
+    type: "boolean",
+    description: "sleep with mode=abort while requests decode crashes the engine",
+  },
+  "fault-die-after": {
+    type: "string",
+    default: "0",
+    placeholder: "n",
+    description: "the engine dies after finishing n inference requests (0: never)",
+  },
+  "fault-never-ready": { type: "boolean", description: "loading never finishes: the port never opens" },
+};
+
+export interface LaunchOptions {
+  engines: number;
+  basePort: number;
+  /** Round-robin over engines when several ids are given. */
+  gpuIds: string[];
+  /** Options of engine 0; the launcher derives the others. */
+  engine: SimOptions;
+}
+
+/** Reads the `snooze sim` flags; a bad value is a UsageError (exit code 2). */
+export function parseSimFlags(values: FlagValues, positionals: string[]): LaunchOptions {
+  const servedFlag = (values["served-model-name"] as string[] | undefined) ?? [];
+  // vLLM's `--served-model-name a b` takes several words; parseArgs leaves the
+  // words after the first as positionals behind the model.
+  const [positionalModel, ...moreNames] = positionals;
+  if (moreNames.length > 0 && servedFlag.length === 0) {
+    throw new UsageError(`one model expected, got ${positionals.join(" ")}`);
+  }
+  const flagModel = values.model as string | undefined;
+  if (flagModel !== undefined && positionalModel !== undefined && flagModel !== positionalModel) {
+    throw new UsageError(`the model was given twice: ${positionalModel} and --model ${flagModel}`);
+  }
+  const model = positionalModel ?? flagModel ?? defaultModel;
+  const served = [...servedFlag, ...moreNames].flatMap((name) => name.split(/[\s,]+/).filter(Boolean));
+
+  const text = (name: string) => values[name] as string;
+  const duration = (name: string) => {
+    const ms = parseDuration(text(name));
+    if (ms === undefined)
+      throw new UsageError(`--${name}: "${text(name)}" is not a duration like 250ms, 2s, 1m`);
+    return ms;
+  };
+  const number = (name: string, check: (n: number) => boolean, expected: string) => {
+    const value = Number(text(name));
+    if (text(name).trim() === "" || !Number.isFinite(value) || !check(value)) {
+      throw new UsageError(`--${name}: "${text(name)}" is not ${expected}`);
+    }
+    return value;
+  };
+  const integer = (name: string, min: number) =>
+    number(name, (n) => Number.isInteger(n) && n >= min, `an integer >= ${min}`);
+  const size = (name: string) => {
+    const bytes = parseSize(text(name));
+    if (bytes === undefined || bytes <= 0)
+      throw new UsageError(`--${name}: "${text(name)}" is not a size like 16GiB`);
+    return bytes;
+  };
+
+  const port = integer("port", 0);
+  if (port > 65_535) throw new UsageError(`--port: ${port} is not a port`);
+  const engines = integer("engines", 1);
+  const basePort = values["base-port"] === undefined ? port : integer("base-port", 1);
+  if (basePort + engines - 1 > 65_535)
+    throw new UsageError(`--base-port: ${engines} engines do not fit below 65536`);
+  if (engines > 1 && basePort === 0)
+    throw new UsageError("--engines needs a --base-port (or --port) other than 0");
+
+  const gpuIds = ((values["gpu-id"] as string | undefined) ?? "").split(",").filter(Boolean);
+  const gpuMemory = size("gpu-memory");
+  const modelMemory = size("model-memory");
+  const utilization = number("gpu-memory-utilization", (n) => n > 0 && n <= 1, "a fraction in (0, 1]");
+  if (gpuIds.length > 0 && modelMemory >= utilization * gpuMemory) {
+    throw new UsageError(
+      `--model-memory ${text("model-memory")} leaves no room for the KV cache in ` +
+        `--gpu-memory-utilization ${utilization} of --gpu-memory ${text("gpu-memory")}`,
+    );
+  }
+
+  const engine: SimOptions = {
+    ...defaultSimOptions(),
+    model,
+    servedModelNames: served.length > 0 ? served : [model],
+    host: text("host"),
+    port: engines > 1 ? basePort : port,
+    enableSleepMode: values["enable-sleep-mode"] === true,
+    maxNumSeqs: integer("max-num-seqs", 1),
+    maxModelLen: integer("max-model-len", 1),
+    gpuMemoryUtilization: utilization,
+    seed: integer("seed", 0),
+    loadTimeMs: duration("load-time"),
+    ttftMs: duration("ttft"),
+    ttftJitterMs: duration("ttft-jitter"),
+    itlMs: duration("itl"),
+    itlJitterMs: duration("itl-jitter"),
+    sleepTimeL1Ms: duration("sleep-time-l1"),
+    wakeTimeL1Ms: duration("wake-time-l1"),
+    sleepTimeL2Ms: duration("sleep-time-l2"),
+    wakeTimeL2Ms: duration("wake-time-l2"),
+    reloadTimeMs: duration("reload-time"),
+    firstRequestSlowdown: number("first-request-slowdown", (n) => n >= 1, "a factor >= 1"),
+    timeScale: number("time-scale", (n) => n > 0, "a positive factor"),
+    gpu:
+      gpuIds.length > 0
+        ? {
+            id: gpuIds[0]!,
+            memoryBytes: gpuMemory,
+            modelBytes: modelMemory,
+            dir: (values["gpu-dir"] as string | undefined) ?? defaultGpuDir(),
+          }
+        : undefined,
+    faults: {
+      wakeFail: integer("fault-wake-fail", 0),
+      wakeHang: integer("fault-wake-hang", 0),
+      crashOnAbortSleep: values["fault-crash-on-abort-sleep"] === true,
+      dieAfter: integer("fault-die-after", 0),
+      neverReady: values["fault-never-ready"] === true,
+    },
+  };
+  return { engines, basePort, gpuIds, engine };
+}

@@ -1,0 +1,110 @@
+/**
+ * Error bodies exactly as vLLM's OpenAI server writes them. vLLM's ErrorResponse
+ * is `{"error": {"message", "type", "param", "code"}}` with the HTTP status as an
+ * integer `code` (older releases used a flat `{"object": "error", ...}`). The
+ * `type` depends on where vLLM catches the error:
+ * - request schema (pydantic) errors: the status phrase, `Bad Request`;
+ * - errors raised while serving (bad values, context too long): `BadRequestError`;
+ * - unknown model: `NotFoundError` (404); unexpected failures: `InternalServerError` (500).
+ * Unknown routes answer FastAPI's own `{"detail": "Not Found"}`.
+ */
+export interface VllmErrorBody {
+  error: { message: string; type: string; param: string | null; code: number };
+}
+
+/** An error that becomes one vLLM-shaped HTTP answer. */
+export class VllmHttpError extends Error {
+  readonly status: number;
+  readonly body: unknown;
+  constructor(status: number, body: unknown, message?: string) {
+    super(message ?? JSON.stringify(body));
+    this.name = "VllmHttpError";
+    this.status = status;
+    this.body = body;
+  }
+}
+
+export function errorBody(
+  message: string,
+  type: string,
+  code: number,
+  param: string | null = null,
+): VllmErrorBody {
+  return { error: { message, type, param, code } };
+}
+
+/** A value vLLM rejects while serving (its VLLMValidationError or ValueError): 400 BadRequestError. */
+export function badRequest(message: string, param: string | null = null): VllmHttpError {
+  return new VllmHttpError(400, errorBody(message, "BadRequestError", 400, param));
+}
+
+/** vLLM's VLLMValidationError appends the parameter and value to its message. */
+export function invalidParameter(message: string, parameter: string, value: unknown): VllmHttpError {
+  return badRequest(`${message} (parameter=${parameter}, value=${pythonValue(value)})`, parameter);
+}
+
+export function modelNotFound(model: string): VllmHttpError {
+  return new VllmHttpError(
+    404,
+    errorBody(`The model \`${model}\` does not exist.`, "NotFoundError", 404, "model"),
+  );
+}
+
+export function internalError(message: string): VllmHttpError {
+  return new VllmHttpError(500, errorBody(message, "InternalServerError", 500));
+}
+
+/** FastAPI's HTTPException as vLLM renders it: the status phrase as `type`. */
+export function httpException(status: number, detail: string): VllmHttpError {
+  const phrase: Record<number, string> = {
+    400: "Bad Request",
+    404: "Not Found",
+    500: "Internal Server Error",
+  };
+  return new VllmHttpError(status, errorBody(detail, phrase[status] ?? "Error", status));
+}
+
+export function notFoundRoute(): VllmHttpError {
+  return new VllmHttpError(404, { detail: "Not Found" });
+}
+
+export function methodNotAllowed(): VllmHttpError {
+  return new VllmHttpError(405, { detail: "Method Not Allowed" });
+}
+
+/** One pydantic validation failure; `loc` is the cleaned dotted path vLLM reports as `param`. */
+export interface SchemaIssue {
+  type: string;
+  loc: string;
+  msg: string;
+  input: unknown;
+}
+
+/**
+ * A request-schema failure, formatted like vLLM's validation handler: a count,
+ * then one Python-dict-like line per error, with containers summarized.
+ */
+export function schemaError(issues: readonly SchemaIssue[]): VllmHttpError {
+  const count = issues.length;
+  const label = count === 1 ? "error" : "errors";
+  const lines = issues.map(
+    (issue) =>
+      `  {'type': '${issue.type}', 'loc': '${issue.loc}', 'msg': '${issue.msg}', 'input': ${pythonInput(issue.input)}}`,
+  );
+  const message = `${count} validation ${label}:\n${lines.join("\n")}`;
+  return new VllmHttpError(400, errorBody(message, "Bad Request", 400, issues[0]?.loc ?? null));
+}
+
+function pythonInput(value: unknown): string {
+  if (Array.isArray(value)) return `'<list of ${value.length} items>'`;
+  if (value && typeof value === "object") return `'<dict of ${Object.keys(value).length} items>'`;
+  return pythonValue(value, true);
+}
+
+function pythonValue(value: unknown, quoteStrings = false): string {
+  if (value === null || value === undefined) return "None";
+  if (value === true) return "True";
+  if (value === false) return "False";
+  if (typeof value === "string") return quoteStrings ? `'${value.slice(0, 200)}'` : value;
+  return String(value);
+}
