@@ -112,7 +112,8 @@ export class SimEngine {
   private weightsValid = true;
   private coldAfterWake = false;
   private controlTail: Promise<unknown> = Promise.resolve();
-  private executorBusy: Promise<unknown> | undefined;
+  /** Utility calls in progress that keep vLLM's engine core from answering `is_sleeping`. */
+  private blocking = 0;
   private finishedRequests = 0;
 
   constructor(options: SimOptions, log: Logger) {
@@ -172,9 +173,9 @@ export class SimEngine {
     if (this.phase === "loading") this.phase = "ready";
   }
 
-  /** vLLM's `is_sleeping`, answered as soon as the executor is not busy. */
+  /** vLLM's `is_sleeping`, answered once no sleep, wake or reload is executing. */
   async isSleepingWhenIdle(): Promise<boolean> {
-    while (this.executorBusy) await this.executorBusy.catch(() => {});
+    await this.waitUntil(() => this.blocking === 0, this.lifetime.signal);
     return this.isSleeping;
   }
 
@@ -194,7 +195,7 @@ export class SimEngine {
       coldAfterWake: this.coldAfterWake,
       running: this.running.size,
       waiting: this.waiting.length,
-      executorBusy: this.executorBusy !== undefined,
+      busy: this.blocking > 0,
       gpu: this.options.gpu
         ? { id: this.options.gpu.id, claimedBytes: this.gpu?.bytes ?? 0, footprintBytes: this.footprintBytes }
         : null,
@@ -363,14 +364,22 @@ export class SimEngine {
       this.schedulerPause = mode === "keep" ? "all" : "new";
       if (mode === "abort") this.abortAll();
       this.stateChanged();
-      if (mode === "wait") await this.waitUntil(() => this.running.size === 0, this.lifetime.signal);
+      if (mode === "wait") {
+        // vLLM's engine core keeps answering (is_sleeping: true) while requests drain.
+        this.setBlocking(-1);
+        try {
+          await this.waitUntil(() => this.running.size === 0, this.lifetime.signal);
+        } finally {
+          this.setBlocking(+1);
+        }
+      }
       if (level >= 1) {
         if (this.sleepingTags.size > 0) {
           // vLLM's executor ignores a sleep while asleep: level 1 then 2 stays level 1.
           this.log.warn("executor is already sleeping", { level, sleepingLevel: this.sleepLevel });
         } else {
           const sleepTime = level === 1 ? this.options.sleepTimeL1Ms : this.options.sleepTimeL2Ms;
-          await this.busy(delay(this.scaled(sleepTime), this.lifetime.signal));
+          await delay(this.scaled(sleepTime), this.lifetime.signal);
           this.sleepingTags.add("weights");
           this.sleepingTags.add("kv_cache");
           this.sleepLevel = level === 1 ? 1 : 2;
@@ -390,7 +399,7 @@ export class SimEngine {
       if (this.faults.wakeHang > 0) {
         this.faults.wakeHang -= 1;
         this.log.warn("fault: wake hangs");
-        await this.busy(forever(this.lifetime.signal));
+        await forever(this.lifetime.signal);
       }
       const memoryTags = tags?.filter((tag) => tag !== "scheduling");
       if (memoryTags === undefined || memoryTags.length > 0) await this.wakeExecutor(memoryTags);
@@ -426,7 +435,7 @@ export class SimEngine {
     }
     const time = this.sleepLevel === 1 ? this.options.wakeTimeL1Ms : this.options.wakeTimeL2Ms;
     const share = tags === undefined ? 1 : targets.reduce((sum, tag) => sum + wakeShare[tag], 0);
-    await this.busy(delay(this.scaled(time * share), this.lifetime.signal));
+    await delay(this.scaled(time * share), this.lifetime.signal);
     for (const tag of targets) this.sleepingTags.delete(tag);
     if (this.sleepingTags.size === 0) {
       this.sleepLevel = 0;
@@ -443,7 +452,7 @@ export class SimEngine {
             "[snooze sim: reload_weights while the weights are asleep; wake_up?tags=weights first]",
         );
       }
-      await this.busy(delay(this.scaled(this.options.reloadTimeMs), this.lifetime.signal));
+      await delay(this.scaled(this.options.reloadTimeMs), this.lifetime.signal);
       this.weightsValid = true;
       this.log.info("weights reloaded");
     });
@@ -493,22 +502,24 @@ export class SimEngine {
     return ms * this.options.timeScale;
   }
 
+  /** Runs a utility call after the ones before it, as vLLM's engine core does. */
   private control<T>(operation: () => Promise<T>): Promise<T> {
-    const result = this.controlTail.then(() => {
+    const result = this.controlTail.then(async () => {
       if (this.phase === "dead") throw new AbortedError();
-      return operation();
+      this.setBlocking(+1);
+      try {
+        return await operation();
+      } finally {
+        this.setBlocking(-1);
+      }
     });
     this.controlTail = result.catch(() => {});
     return result;
   }
 
-  private async busy<T>(work: Promise<T>): Promise<T> {
-    this.executorBusy = work;
-    try {
-      return await work;
-    } finally {
-      this.executorBusy = undefined;
-    }
+  private setBlocking(delta: number): void {
+    this.blocking += delta;
+    if (this.blocking === 0) this.stateChanged();
   }
 
   private waitUntil(ready: () => boolean, signal: AbortSignal): Promise<void> {

@@ -85,7 +85,9 @@ export function defaultSimOptions(): SimOptions {
 
 /** Options from a partial set, with the defaults filled in (for `startSim` callers). */
 export function resolveSimOptions(partial: Partial<SimOptions> = {}): SimOptions {
-  const options = { ...defaultSimOptions(), ...partial, faults: { ...noFaults(), ...partial.faults } };
+  // Keys set to undefined keep their default, like keys left out.
+  const given = Object.fromEntries(Object.entries(partial).filter(([, value]) => value !== undefined));
+  const options = { ...defaultSimOptions(), ...given, faults: { ...noFaults(), ...partial.faults } };
   if (partial.model !== undefined && partial.servedModelNames === undefined)
     options.servedModelNames = [partial.model];
   return options;

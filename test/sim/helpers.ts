@@ -151,3 +151,78 @@ export const chat = (content: string, extra: Record<string, unknown> = {}) => ({
   messages: [{ role: "user", content }],
   ...extra,
 });
+
+/** Reads an SSE response as it arrives, so a test can wait for a given chunk. */
+export class SseStream {
+  readonly events: any[] = [];
+  ended = false;
+  private buffer = "";
+  private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
+  private readonly decoder = new TextDecoder();
+  private pending: Promise<void> | undefined;
+
+  constructor(response: Response) {
+    this.reader = response.body!.getReader();
+  }
+
+  /** Content tokens received so far (chat or completion chunks). */
+  get tokens(): number {
+    return this.events.filter((e) => e !== "[DONE]" && e.choices?.[0] && tokenText(e.choices[0]) !== "")
+      .length;
+  }
+
+  get finishReason(): string | null | undefined {
+    return this.events.find((e) => e !== "[DONE]" && e.choices?.[0]?.finish_reason)?.choices[0].finish_reason;
+  }
+
+  /** Reads until `condition` holds or the stream ends; fails after `timeoutMs`. */
+  async until(condition: (stream: SseStream) => boolean, timeoutMs = 3_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!condition(this)) {
+      if (this.ended) throw new Error(`stream ended first; events: ${JSON.stringify(this.events)}`);
+      const left = deadline - Date.now();
+      if (left <= 0 || !(await settlesWithin(this.readMore(), left))) {
+        throw new Error(
+          `stream condition not met within ${timeoutMs}ms; events: ${JSON.stringify(this.events)}`,
+        );
+      }
+    }
+  }
+
+  /** The client goes away. */
+  async cancel(): Promise<void> {
+    await this.reader.cancel();
+  }
+
+  /** Reads to the end. */
+  async rest(timeoutMs = 3_000): Promise<any[]> {
+    await this.until((stream) => stream.ended, timeoutMs).catch((error) => {
+      if (!this.ended) throw error;
+    });
+    return this.events;
+  }
+
+  /** One read, shared by concurrent callers so no chunk is lost. */
+  private readMore(): Promise<void> {
+    this.pending ??= this.reader.read().then(({ done, value }) => {
+      this.pending = undefined;
+      if (done) {
+        this.ended = true;
+        return;
+      }
+      this.buffer += this.decoder.decode(value, { stream: true });
+      let end = this.buffer.indexOf("\n\n");
+      while (end >= 0) {
+        const data = this.buffer.slice(0, end).replace(/^data: /, "");
+        this.buffer = this.buffer.slice(end + 2);
+        this.events.push(data === "[DONE]" ? data : JSON.parse(data));
+        end = this.buffer.indexOf("\n\n");
+      }
+    });
+    return this.pending;
+  }
+}
+
+function tokenText(choice: any): string {
+  return choice.delta?.content ?? choice.text ?? "";
+}
