@@ -1,6 +1,7 @@
 import type { Command } from "./command.ts";
 import { serveCommand } from "./serve.ts";
 import { simCommand } from "./sim.ts";
+import { statusCommand } from "./status.ts";
 
 /** Every `snooze` command, in the order `snooze --help` lists them. */
-export const commands: Command[] = [serveCommand, simCommand];
+export const commands: Command[] = [serveCommand, statusCommand, simCommand];

@@ -105,13 +105,10 @@ export type ResolvedTierSettings = typeof builtinTierDefaults;
 
 /** A model in snooze.yaml: how to run its engine, plus its tier settings. */
 export const localModel = tierSettings.extend({
-  command: z
-    .array(z.string())
-    .min(1)
-    .meta({
-      description:
-        "The engine's argv; ${PORT}, ${HOST} and ${MODEL} are substituted, and an argument ${SNOOZE} runs this Snooze (for `${SNOOZE} sim`).",
-    }),
+  command: z.array(z.string()).min(1).meta({
+    description:
+      "The engine's argv; ${PORT}, ${HOST} and ${MODEL} are substituted, and an argument ${SNOOZE} runs this Snooze (for `${SNOOZE} sim`).",
+  }),
   env: z
     .record(z.string(), z.string())
     .optional()

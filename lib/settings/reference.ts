@@ -1,0 +1,109 @@
+import type { z } from "zod";
+import { annotationFor } from "./annotations.ts";
+import { snoozeFile } from "./file.ts";
+import { builtinTierDefaults, localModel, tierSettings } from "./model.ts";
+import { builtinSlotDefaults, slotSettings } from "./slot.ts";
+
+/**
+ * The configuration reference (docs/configuration.md), written from the schema
+ * itself so the docs can never drift from what the code accepts.
+ */
+export function configurationReference(): string {
+  const describe = (schema: z.ZodType) =>
+    String((schema.meta() as { description?: string } | undefined)?.description ?? "");
+  const show = (value: unknown) => {
+    if (value === undefined) return "—";
+    if (value === Number.POSITIVE_INFINITY) return "`never`";
+    if (Array.isArray(value)) return value.length ? `\`${JSON.stringify(value)}\`` : "`[]`";
+    return `\`${String(value)}\``;
+  };
+  const defaults: Record<string, string> = {
+    sleepAfter: "5m",
+    deepSleepAfter: "30m",
+    zeroAfter: "2h",
+    holdBudget: "300s",
+    startTimeout: "10m",
+    wakeTimeout: "2m",
+    drainTimeout: "60s",
+    hostMemory: "0",
+  };
+  const slotDefaults: Record<string, string> = {
+    minResidency: "30s",
+    swapCooldown: "5s",
+    drainTimeout: "60s",
+    maxWait: "2m",
+    preemptAfter: "60s",
+  };
+  const tierRows = Object.entries(tierSettings.shape).map(([key, schema]) => {
+    const fallback = defaults[key]
+      ? `\`${defaults[key]}\``
+      : show(builtinTierDefaults[key as keyof typeof builtinTierDefaults]);
+    return `| \`${key}\` | \`${annotationFor(key as keyof typeof tierSettings.shape)}\` | ${fallback} | ${describe(schema)} |`;
+  });
+  const engineRows = (["command", "env", "port"] as const).map(
+    (key) => `| \`${key}\` | ${describe(localModel.shape[key])} |`,
+  );
+  const slotRows = Object.entries(slotSettings.shape).map(([key, schema]) => {
+    const fallback = slotDefaults[key]
+      ? `\`${slotDefaults[key]}\``
+      : show(builtinSlotDefaults[key as keyof typeof builtinSlotDefaults]);
+    return `| \`${key}\` | ${fallback} | ${describe(schema)} |`;
+  });
+  const topRows = (["hostMemoryBudget", "maxBodySize"] as const).map(
+    (key) =>
+      `| \`${key}\` | ${key === "maxBodySize" ? "`32Mi`" : "unlimited"} | ${describe(snoozeFile.shape[key])} |`,
+  );
+  return `# Configuration reference
+
+<!-- Generated from lib/settings/ by \`node_modules/.bin/node hack/gen-config-docs.ts\`; a test fails when it is stale. -->
+
+One schema (zod, in \`lib/settings/\`) validates \`snooze.yaml\`, the \`snooze.dev/*\` annotations of
+Kubernetes workloads and the \`Model\`/\`Slot\` resources. YAML keys are camelCase; annotations are the
+same settings in kebab-case under \`snooze.dev/\`. Durations are written \`250ms\`, \`30s\`, \`5m\`,
+\`1h30m\`, \`0\`, or \`never\`; sizes like Kubernetes quantities (\`512Mi\`, \`16Gi\`, \`2G\`).
+
+A bad file stops \`snooze serve\` with exit code 2 and one line per problem:
+\`snooze.yaml:12:5: models.qwen.sleepAfter: expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"\`.
+
+## The file
+
+\`\`\`yaml
+defaults: { ...tier settings for every model... }
+hostMemoryBudget: 64Gi
+models:
+  <model id>:          # the OpenAI \`model\` clients send
+    command: [...]     # how to run the engine
+    ...tier settings...
+slots:
+  <slot name>: { ...slot settings... }
+\`\`\`
+
+| key | default | meaning |
+| --- | --- | --- |
+${topRows.join("\n")}
+
+## Running an engine (local mode)
+
+| key | meaning |
+| --- | --- |
+${engineRows.join("\n")}
+
+In \`command\`, \`\${PORT}\` is the port Snooze chose, \`\${HOST}\` is \`127.0.0.1\`, \`\${MODEL}\` the model id.
+Engines with \`sleep: true\` get \`VLLM_SERVER_DEV_MODE=1\` in their environment (vLLM serves its sleep
+endpoints only with it, and only when started with \`--enable-sleep-mode\`).
+
+## Tier settings (per model, in \`defaults:\`, or as annotations)
+
+A model's own value wins over \`defaults:\`, which wins over the built-in default.
+
+| key | annotation | default | meaning |
+| --- | --- | --- | --- |
+${tierRows.join("\n")}
+
+## Slot settings
+
+| key | default | meaning |
+| --- | --- | --- |
+${slotRows.join("\n")}
+`;
+}

@@ -1,0 +1,115 @@
+import { afterEach, describe, expect, test } from "vitest";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+
+let snooze: LocalSnooze | undefined;
+afterEach(async () => {
+  await snooze?.close(1_000);
+  snooze = undefined;
+});
+
+const tierOf = (model: string) => snooze!.autoscaler.controller(model)!.currentTier;
+
+describe("held requests that cannot be served", () => {
+  test("hold budget spent → 503 with Retry-After and an OpenAI error saying why", async () => {
+    snooze = await startWith(`
+models:
+  slow:
+    holdBudget: 300ms
+    command: ${simCommand(["--load-time", "3s"], 1)}
+`);
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("slow"));
+    expect(response.status).toBe(503);
+    expect(Number(response.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    const body = (await response.json()) as any;
+    expect(body.error).toMatchObject({ type: "service_unavailable_error", code: "hold_budget_exceeded" });
+    expect(body.error.message).toContain("slow");
+    // The start goes on without the client: the model becomes ready for the next request.
+    await until(() => tierOf("slow") === "ready", 8_000, "ready");
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("slow"))).status).toBe(200);
+  });
+
+  test("queue full → 503 at once, the queued ones are served", async () => {
+    snooze = await startWith(`
+models:
+  slow:
+    queueDepth: 2
+    command: ${simCommand(["--load-time", "1s"], 1)}
+`);
+    const queued = [1, 2].map(() => fetch(`${snooze!.url}/v1/chat/completions`, chat("slow")));
+    await until(() => snooze!.activator.routes.get("slow")!.held === 2, 2_000, "two held");
+    const rejected = await fetch(`${snooze.url}/v1/chat/completions`, chat("slow"));
+    expect(rejected.status).toBe(503);
+    expect(rejected.headers.get("retry-after")).toBeTruthy();
+    expect(((await rejected.json()) as any).error.code).toBe("queue_full");
+    expect((await Promise.all(queued)).map((r) => r.status)).toEqual([200, 200]);
+  });
+
+  test("a failed wake answers the held requests with the reason; the next request tries again", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    sleepAfter: 200ms
+    command: ${simCommand(["--enable-sleep-mode"])}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await until(() => tierOf("qwen") === "asleep-1", 5_000, "asleep-1");
+    const address = snooze.autoscaler.controller("qwen")!.state().address!;
+    const fault = await fetch(`http://${address}/sim/faults`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ wakeFail: 1 }),
+    });
+    expect(fault.ok).toBe(true);
+    const failed = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    expect(failed.status).toBe(503);
+    const body = (await failed.json()) as any;
+    expect(body.error.code).toBe("activation_failed");
+    expect(body.error.message).toMatch(/wake of qwen failed: .*500/);
+    expect(tierOf("qwen")).toBe("asleep-1");
+    const retried = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    expect(retried.status).toBe(200);
+  });
+
+  test("a start that fails (engine exits) → 503 with the engine's last words", async () => {
+    snooze = await startWith(`
+models:
+  broken:
+    command: ["\${SNOOZE}", "sim", "--port", "\${PORT}", "--no-such-flag"]
+`);
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("broken"));
+    expect(response.status).toBe(503);
+    const body = (await response.json()) as any;
+    expect(body.error.code).toBe("activation_failed");
+    expect(body.error.message).toMatch(/start of broken failed: .*no-such-flag/);
+    const metrics = await snooze.registry.metrics();
+    expect(
+      metricValue(metrics, "snooze_activation_duration_seconds_count", {
+        model: "broken",
+        outcome: "failed",
+      }),
+    ).toBe(1);
+  });
+
+  test("repeated start failures back off instead of looping", async () => {
+    snooze = await startWith(`
+models:
+  broken:
+    holdBudget: 10s
+    command: ["\${SNOOZE}", "sim", "--port", "\${PORT}", "--no-such-flag"]
+`);
+    const events: { tier: string; at: number }[] = [];
+    snooze.autoscaler.watch((event) => events.push({ tier: event.tier, at: performance.now() }));
+    for (let i = 0; i < 4; i++) {
+      const body = (await (await fetch(`${snooze.url}/v1/chat/completions`, chat("broken"))).json()) as any;
+      expect(body.error.code).toBe("activation_failed");
+    }
+    const starts = events.filter((e) => e.tier === "starting").map((e) => e.at);
+    const failures = events.filter((e) => e.tier === "cold" && e.at > starts[0]!).map((e) => e.at);
+    expect(starts).toHaveLength(4);
+    // The second start follows the first failure at once; then the waits double: 1 s, 2 s.
+    expect(starts[1]! - failures[0]!).toBeLessThan(900);
+    expect(starts[2]! - failures[1]!).toBeGreaterThanOrEqual(950);
+    expect(starts[3]! - failures[2]!).toBeGreaterThanOrEqual(1_950);
+  });
+});

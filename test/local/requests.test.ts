@@ -1,0 +1,104 @@
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
+
+let snooze: LocalSnooze;
+beforeAll(async () => {
+  snooze = await startWith(`
+maxBodySize: 64Ki
+models:
+  qwen:
+    aliases: [qwen3]
+    command: ${simCommand(["--enable-sleep-mode"])}
+  llama:
+    command: ${simCommand()}
+`);
+});
+afterAll(() => snooze.close(1_000));
+
+const post = (path: string, init: RequestInit) => fetch(`${snooze.url}${path}`, { method: "POST", ...init });
+
+describe("requests the activator answers itself", () => {
+  test("GET /v1/models lists every configured model with its tier", async () => {
+    const body = (await (await fetch(`${snooze.url}/v1/models`)).json()) as any;
+    expect(body.object).toBe("list");
+    expect(body.data.map((m: { id: string }) => m.id)).toEqual(["qwen", "llama"]);
+    expect(body.data[0]).toMatchObject({
+      object: "model",
+      owned_by: "snooze",
+      snooze: { tier: "cold", aliases: ["qwen3"] },
+    });
+  });
+
+  test("an unknown model is a 404 naming the known ones", async () => {
+    const response = await post("/v1/chat/completions", chat("gpt-9"));
+    expect(response.status).toBe(404);
+    const { error } = (await response.json()) as any;
+    expect(error).toMatchObject({ type: "invalid_request_error", code: "model_not_found", param: "model" });
+    expect(error.message).toContain("qwen, llama");
+  });
+
+  test("bad JSON and a missing model are 400s", async () => {
+    const bad = await post("/v1/chat/completions", {
+      headers: { "content-type": "application/json" },
+      body: "{nope",
+    });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as any).error.code).toBe("invalid_json");
+    const missing = await post("/v1/chat/completions", {
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    expect(missing.status).toBe(400);
+    expect(((await missing.json()) as any).error).toMatchObject({ code: "missing_model", param: "model" });
+    const wrongType = await post("/v1/chat/completions", {
+      headers: { "content-type": "application/json" },
+      body: '{"model":5}',
+    });
+    expect(wrongType.status).toBe(400);
+  });
+
+  test("a body over the limit is a 413", async () => {
+    const response = await post("/v1/completions", {
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "qwen", prompt: "x".repeat(70_000) }),
+    });
+    expect(response.status).toBe(413);
+    expect(((await response.json()) as any).error.code).toBe("request_too_large");
+  });
+
+  test("the snooze-model header and the Host name route too", async () => {
+    const byHeader = await post("/v1/completions", {
+      headers: { "content-type": "application/json", "snooze-model": "qwen3" },
+      body: JSON.stringify({ prompt: "hi", max_tokens: 2 }),
+    });
+    expect(byHeader.status).toBe(200);
+    // fetch() cannot set Host; the unit tests of resolveModel cover it.
+  });
+
+  test("an alias in the body is rewritten to the id the engine serves", async () => {
+    const response = await post("/v1/chat/completions", chat("qwen3"));
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as any).model).toBe("qwen");
+  });
+
+  test("admin API: state, then sleep and wake on request", async () => {
+    await (await post("/v1/chat/completions", chat("qwen"))).arrayBuffer();
+    const state = (await (await fetch(`${snooze.url}/snooze/v1/models`)).json()) as any;
+    const qwen = state.models.find((m: { id: string }) => m.id === "qwen");
+    expect(qwen).toMatchObject({ tier: "ready", held: 0, inFlight: 0 });
+    expect(qwen.lastStartMs).toBeGreaterThan(0);
+    expect((await post("/snooze/v1/models/qwen/sleep", {})).status).toBe(200);
+    expect(snooze.autoscaler.controller("qwen")!.currentTier).toBe("asleep-1");
+    expect((await post("/snooze/v1/models/qwen/wake", {})).status).toBe(202);
+    expect((await post("/snooze/v1/models/nope/wake", {})).status).toBe(404);
+  });
+
+  test("/healthz, /readyz and /metrics", async () => {
+    expect((await fetch(`${snooze.url}/healthz`)).status).toBe(200);
+    expect((await fetch(`${snooze.url}/readyz`)).status).toBe(200);
+    const metrics = await (await fetch(`${snooze.url}/metrics`)).text();
+    expect(metrics).toContain("snooze_requests_total");
+    expect(metrics).toContain("snooze_tier_transitions_total");
+  });
+});

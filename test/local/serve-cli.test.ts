@@ -1,0 +1,96 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, test } from "vitest";
+import { chat, simCommand, until } from "../helpers/local-snooze.ts";
+
+const node = process.execPath;
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const child of children.splice(0)) child.kill("SIGKILL");
+});
+
+function writeConfig(text: string): string {
+  const file = join(mkdtempSync(join(tmpdir(), "snooze-cli-")), "snooze.yaml");
+  writeFileSync(file, text);
+  return file;
+}
+
+/** Runs `snooze serve` as a real process; resolves with its URL once it logs that it listens. */
+function serve(config: string) {
+  const child = spawn(
+    node,
+    ["bin/snooze.js", "serve", "--config", config, "--port", "0", "--shutdown-grace", "5s"],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  children.push(child);
+  let stderr = "";
+  const exited = new Promise<number | null>((resolve) => child.once("close", resolve));
+  const url = new Promise<string>((resolve, reject) => {
+    child.stderr!.on("data", (chunk: Buffer) => {
+      stderr += chunk;
+      const match = /"msg":"listening"[^\n]*?"url":"([^"]+)"/.exec(stderr);
+      if (match) resolve(match[1]!);
+    });
+    void exited.then(() => reject(new Error(`snooze serve exited early:\n${stderr}`)));
+  });
+  url.catch(() => {}); // tests that expect an early exit never read the URL
+  return { child, url, exited, stderr: () => stderr };
+}
+
+describe("snooze serve as a process", () => {
+  test("a bad settings file: exit code 2 with file, line, key and reason", async () => {
+    const file = writeConfig("models:\n  qwen:\n    command: [x, '${PORT}']\n    sleepAfter: 5 minutes\n");
+    const run = serve(file);
+    expect(await run.exited).toBe(2);
+    expect(run.stderr()).toContain(`${file}:4:5: models.qwen.sleepAfter: expected a duration`);
+  });
+
+  test("a missing settings file: exit code 2 naming it", async () => {
+    const run = serve("/nonexistent/snooze.yaml");
+    expect(await run.exited).toBe(2);
+    expect(run.stderr()).toContain("/nonexistent/snooze.yaml: (top level): cannot read the file");
+  });
+
+  test("SIGTERM: held requests get 503 + Retry-After, in-flight streams finish, engines stop", async () => {
+    const file = writeConfig(`
+models:
+  fast:
+    command: ${simCommand(["--load-time", "100ms", "--itl", "20ms"], 1)}
+  slow:
+    command: ${simCommand(["--load-time", "60s"], 1)}
+`);
+    const run = serve(file);
+    const url = await run.url;
+    expect((await fetch(`${url}/v1/chat/completions`, chat("fast", { max_tokens: 1 }))).status).toBe(200);
+    const state = (await (await fetch(`${url}/snooze/v1/models`)).json()) as any;
+    const engine = state.models.find((m: { id: string }) => m.id === "fast").replicas[0].address as string;
+
+    const streaming = await fetch(
+      `${url}/v1/chat/completions`,
+      chat("fast", { stream: true, max_tokens: 40 }),
+    );
+    const streamed = streaming.text();
+    const held = fetch(`${url}/v1/chat/completions`, chat("slow"));
+    await until(
+      async () => {
+        const s = (await (await fetch(`${url}/snooze/v1/models`)).json()) as any;
+        return s.models.find((m: { id: string }) => m.id === "slow").held === 1;
+      },
+      5_000,
+      "the slow request to be held",
+    );
+
+    run.child.kill("SIGTERM");
+    const heldResponse = await held;
+    expect(heldResponse.status).toBe(503);
+    expect(heldResponse.headers.get("retry-after")).toBeTruthy();
+    expect(((await heldResponse.json()) as any).error.code).toBe("shutting_down");
+    expect((await streamed).trim().endsWith("data: [DONE]")).toBe(true);
+    expect(await run.exited).toBe(0);
+    await expect(fetch(`http://${engine}/health`)).rejects.toThrow();
+  });
+});

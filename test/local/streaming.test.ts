@@ -1,0 +1,99 @@
+import { afterEach, describe, expect, test } from "vitest";
+import type { LocalPlatform } from "../../autoscaler/local-platform.ts";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { chat, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+
+let snooze: LocalSnooze | undefined;
+afterEach(async () => {
+  await snooze?.close(1_000);
+  snooze = undefined;
+});
+
+/** Reads an SSE body, recording when each chunk arrived. */
+async function readStream(response: Response) {
+  const arrivals: { at: number; text: string }[] = [];
+  const decoder = new TextDecoder();
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    arrivals.push({ at: performance.now(), text: decoder.decode(chunk) });
+  }
+  return arrivals;
+}
+
+describe("streaming through the activator", () => {
+  test("chunks arrive as the engine produces them, not at the end", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    command: ${simCommand(["--itl", "40ms", "--ttft", "10ms", "--load-time", "200ms"], 1)}
+`);
+    const response = await fetch(
+      `${snooze.url}/v1/chat/completions`,
+      chat("qwen", { stream: true, max_tokens: 12 }),
+    );
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toContain("text/event-stream");
+    const arrivals = await readStream(response);
+    const all = arrivals.map((a) => a.text).join("");
+    expect(all.trim().endsWith("data: [DONE]")).toBe(true);
+    expect(arrivals.length).toBeGreaterThanOrEqual(6);
+    // 12 tokens at 40 ms apart: the first and last chunk are several inter-token gaps apart.
+    expect(arrivals.at(-1)!.at - arrivals[0]!.at).toBeGreaterThan(200);
+  });
+
+  test("a client abort cancels the upstream request", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    command: ${simCommand(["--itl", "50ms", "--load-time", "200ms"], 1)}
+`);
+    const leaving = new AbortController();
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, {
+      ...chat("qwen", { stream: true, max_tokens: 1000 }),
+      signal: leaving.signal,
+    });
+    const reader = response.body!.getReader();
+    await reader.read();
+    const address = snooze.autoscaler.controller("qwen")!.state().address!;
+    const running = async () => {
+      const text = await (await fetch(`http://${address}/metrics`)).text();
+      return Number(/^vllm:num_requests_running\{[^}]*\} (\S+)/m.exec(text)?.[1] ?? "0");
+    };
+    expect(await running()).toBe(1);
+    leaving.abort();
+    await until(async () => (await running()) === 0, 3_000, "the engine to drop the request");
+    await until(() => snooze!.activator.routes.get("qwen")!.inFlight === 0, 3_000, "in-flight to reach 0");
+  });
+
+  test("an engine that dies mid-stream: the client gets a clean error; the next request restarts it", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    command: ${simCommand(["--itl", "20ms", "--load-time", "200ms"], 1)}
+`);
+    const first = await fetch(
+      `${snooze.url}/v1/chat/completions`,
+      chat("qwen", { stream: true, max_tokens: 200 }),
+    );
+    const reader = first.body!.getReader();
+    await reader.read();
+    const state = snooze.autoscaler.controller("qwen")!.state();
+    const platform = snooze.platform as LocalPlatform;
+    process.kill(platform.pid({ id: state.replica!, model: "qwen", address: state.address! })!, "SIGKILL");
+    let text = "";
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value);
+    }
+    expect(text).toContain('"code":"upstream_broken"');
+    expect(text.trim().endsWith("data: [DONE]")).toBe(true);
+    await until(
+      () => snooze!.autoscaler.controller("qwen")!.currentTier === "cold",
+      3_000,
+      "cold after the crash",
+    );
+    const next = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    expect(next.status).toBe(200);
+  });
+});

@@ -1,0 +1,132 @@
+import { afterEach, describe, expect, test } from "vitest";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+
+let snooze: LocalSnooze | undefined;
+afterEach(async () => {
+  await snooze?.close(1_000);
+  snooze = undefined;
+});
+
+const tierOf = (model: string) => snooze!.autoscaler.controller(model)!.currentTier;
+const transitions = async (model: string, from: string, to: string) =>
+  metricValue(await snooze!.registry.metrics(), "snooze_tier_transitions_total", { model, from, to });
+
+describe("the tier ladder through the activator", () => {
+  test("a request for a cold model starts its engine and is answered", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    aliases: [q]
+    command: ${simCommand(["--enable-sleep-mode"])}
+`);
+    expect(tierOf("qwen")).toBe("cold");
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("q"));
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as any;
+    expect(body.model).toBe("qwen");
+    expect(body.choices[0].message.content.length).toBeGreaterThan(0);
+    expect(tierOf("qwen")).toBe("ready");
+    expect(await transitions("qwen", "cold", "starting")).toBe(1);
+  });
+
+  test("idle → asleep; the next request wakes it (no second start)", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    sleepAfter: 300ms
+    command: ${simCommand(["--enable-sleep-mode"])}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await until(() => tierOf("qwen") === "asleep-1", 5_000, "asleep-1");
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    expect(response.status).toBe(200);
+    expect(tierOf("qwen")).toBe("ready");
+    expect(await transitions("qwen", "asleep-1", "waking")).toBe(1);
+    expect(await transitions("qwen", "cold", "starting")).toBe(1);
+  });
+
+  test("level 1 → level 2 after deepSleepAfter, then zero after zeroAfter; a level-2 wake reloads weights", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    sleepAfter: 200ms
+    deepSleepAfter: 300ms
+    zeroAfter: 1500ms
+    command: ${simCommand(["--enable-sleep-mode"])}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await until(() => tierOf("qwen") === "asleep-2", 5_000, "asleep-2");
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    expect(response.status).toBe(200);
+    expect(await transitions("qwen", "asleep-2", "waking")).toBe(1);
+    await until(() => tierOf("qwen") === "cold", 8_000, "cold");
+    expect(await transitions("qwen", "asleep-2", "cold")).toBe(1);
+  });
+
+  test("an engine without sleep mode goes from ready straight to cold", async () => {
+    snooze = await startWith(`
+models:
+  plain:
+    sleep: false
+    sleepAfter: 200ms
+    command: ${simCommand()}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("plain"))).status).toBe(200);
+    await until(() => tierOf("plain") === "cold", 5_000, "cold");
+    expect(await transitions("plain", "draining", "cold")).toBe(1);
+  });
+
+  test("200 concurrent requests to a sleeping model: exactly one wake, all answered, in arrival order", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    sleepAfter: 200ms
+    concurrency: 4
+    command: ${simCommand(["--enable-sleep-mode", "--max-num-seqs", "256"], 0.2)}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await until(() => tierOf("qwen") === "asleep-1", 5_000, "asleep-1");
+    const order: number[] = [];
+    const results = await Promise.all(
+      Array.from({ length: 200 }, async (_, i) => {
+        const response = await fetch(`${snooze!.url}/v1/chat/completions`, chat("qwen", { max_tokens: 1 }));
+        await response.arrayBuffer();
+        order.push(i);
+        return response.status;
+      }),
+    );
+    expect(results.every((s) => s === 200)).toBe(true);
+    expect(await transitions("qwen", "asleep-1", "waking")).toBe(1);
+    // Released in arrival order with 4 at a time: nobody overtakes a request 8 places ahead of it.
+    const overtakes = order.filter((request, position) => Math.abs(request - position) > 8);
+    expect(overtakes).toEqual([]);
+  });
+
+  test("a client that leaves during a wake does not abort it; the next request is served warm", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    sleepAfter: 200ms
+    command: ${simCommand(["--enable-sleep-mode", "--wake-time-l1", "4s"], 0.1)}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await until(() => tierOf("qwen") === "asleep-1", 5_000, "asleep-1");
+    const leaving = new AbortController();
+    const abandoned = fetch(`${snooze.url}/v1/chat/completions`, {
+      ...chat("qwen"),
+      signal: leaving.signal,
+    }).catch((e) => e);
+    await until(() => tierOf("qwen") === "waking", 2_000, "waking");
+    leaving.abort();
+    expect(await abandoned).toBeInstanceOf(Error);
+    await until(() => tierOf("qwen") === "ready", 5_000, "ready after the abandoned wake");
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    expect(response.status).toBe(200);
+    expect(await transitions("qwen", "asleep-1", "waking")).toBe(1);
+    const metrics = await snooze.registry.metrics();
+    expect(
+      metricValue(metrics, "snooze_hold_duration_seconds_count", { model: "qwen", outcome: "abandoned" }),
+    ).toBe(1);
+  });
+});
