@@ -80,6 +80,11 @@ export class Activator {
     this.ticker.unref();
   }
 
+  /** The model id an id or alias names, if any. */
+  modelNamed(name: string): string | undefined {
+    return this.config.names.get(name);
+  }
+
   get accepting(): boolean {
     return !this.shuttingDown;
   }

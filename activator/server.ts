@@ -76,7 +76,7 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
     const action = adminAction.exec(path);
     if (action && req.method === "POST") {
       const name = decodeURIComponent(action[1]!);
-      const id = activator.routes.has(name) ? name : undefined;
+      const id = activator.modelNamed(name);
       if (!id) {
         sendError(
           res,

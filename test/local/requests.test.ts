@@ -90,7 +90,7 @@ describe("requests the activator answers itself", () => {
     expect(qwen.lastStartMs).toBeGreaterThan(0);
     expect((await post("/snooze/v1/models/qwen/sleep", {})).status).toBe(200);
     expect(snooze.autoscaler.controller("qwen")!.currentTier).toBe("asleep-1");
-    expect((await post("/snooze/v1/models/qwen/wake", {})).status).toBe(202);
+    expect((await post("/snooze/v1/models/qwen3/wake", {})).status).toBe(202); // aliases work too
     expect((await post("/snooze/v1/models/nope/wake", {})).status).toBe(404);
   });
 
