@@ -1,0 +1,277 @@
+import {
+  AppsV1Api,
+  AuthorizationV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  type V1ResourceAttributes,
+} from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { group, version } from "../../lib/kube/api-group.ts";
+import { repoRoot } from "./harness/assets.ts";
+import { applyManifests, kustomize, waitForCrds } from "./harness/manifests.ts";
+import { createTestNamespace } from "./harness/namespace.ts";
+import { suiteCluster } from "./harness/suite.ts";
+
+/**
+ * Each component's ServiceAccount, with exactly the RBAC of config/, may do what the component needs
+ * and nothing broader. Asked of the apiserver as that ServiceAccount (SelfSubjectAccessReview), and
+ * confirmed with real calls.
+ */
+const cluster = suiteCluster();
+const system = "snooze-system";
+type Access = V1ResourceAttributes & { what: string };
+
+const r = (verb: string, resource: string, extra: Partial<V1ResourceAttributes> = {}): Access => {
+  const [res, sub] = resource.split("/");
+  const groupOf: Record<string, string> = {
+    models: group,
+    slots: group,
+    deployments: "apps",
+    statefulsets: "apps",
+    leases: "coordination.k8s.io",
+    events: "events.k8s.io",
+    services: extra.group ?? "",
+  };
+  return {
+    verb,
+    resource: res,
+    subresource: sub,
+    group: groupOf[res!] ?? "",
+    ...extra,
+    what: `${verb} ${resource}${extra.group ? `.${extra.group}` : ""}${extra.namespace ? ` in ${extra.namespace}` : " (all namespaces)"}`,
+  };
+};
+
+const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
+  "snooze-activator": {
+    allowed: [
+      r("list", "models"),
+      r("watch", "models"),
+      r("list", "pods"),
+      r("watch", "pods"),
+      r("get", "pods", { namespace: "team-a" }),
+      r("list", "deployments"),
+      r("list", "statefulsets"),
+      r("watch", "services", { group: "serving.knative.dev" }),
+    ],
+    denied: [
+      r("patch", "pods", { namespace: "team-a" }),
+      r("delete", "pods", { namespace: "team-a" }),
+      r("create", "pods", { namespace: "team-a" }),
+      r("get", "secrets", { namespace: system }),
+      r("list", "configmaps"),
+      r("update", "models", { namespace: "team-a" }),
+      r("patch", "models/status", { namespace: "team-a" }),
+      r("update", "deployments/scale", { namespace: "team-a" }),
+      r("create", "leases", { namespace: system }),
+      r("list", "services"),
+    ],
+  },
+  "snooze-autoscaler": {
+    allowed: [
+      r("watch", "models"),
+      r("list", "slots"),
+      r("update", "models/status", { namespace: "team-a" }),
+      r("patch", "slots/status", { namespace: "team-a" }),
+      r("get", "deployments/scale", { namespace: "team-a" }),
+      r("patch", "deployments/scale", { namespace: "team-a" }),
+      r("update", "statefulsets/scale", { namespace: "team-a" }),
+      r("patch", "pods", { namespace: "team-a" }),
+      r("watch", "pods"),
+      r("patch", "services", { namespace: "team-a", group: "serving.knative.dev" }),
+      r("create", "leases", { namespace: system }),
+      r("update", "leases", { namespace: system }),
+      r("create", "events", { namespace: "team-a" }),
+    ],
+    denied: [
+      r("update", "models", { namespace: "team-a" }),
+      r("delete", "models", { namespace: "team-a" }),
+      r("delete", "pods", { namespace: "team-a" }),
+      r("create", "pods", { namespace: "team-a" }),
+      r("update", "deployments", { namespace: "team-a" }),
+      r("create", "deployments", { namespace: "team-a" }),
+      r("get", "secrets", { namespace: system }),
+      r("create", "leases", { namespace: "kube-system" }),
+      r("update", "leases", { namespace: "team-a" }),
+      r("delete", "leases", { namespace: system }),
+      r("list", "nodes"),
+      r("create", "serviceaccounts/token", { namespace: system }),
+    ],
+  },
+  "snooze-webhooks": {
+    allowed: [r("list", "models"), r("watch", "models"), r("get", "slots", { namespace: "team-a" })],
+    denied: [
+      r("list", "pods"),
+      r("get", "secrets", { namespace: system }),
+      r("update", "models", { namespace: "team-a" }),
+      r("patch", "models/status", { namespace: "team-a" }),
+      r("create", "leases", { namespace: system }),
+      r("list", "deployments"),
+    ],
+  },
+};
+
+const identities = new Map<string, KubeConfig>();
+let workloads: Awaited<ReturnType<typeof createTestNamespace>>;
+
+beforeAll(async () => {
+  // Only the identity part of config/default for real: namespace, CRDs, ServiceAccounts, RBAC.
+  const rendered = await kustomize(cluster.info.kubectl, `${repoRoot}/config/default`);
+  const kinds = new Set([
+    "Namespace",
+    "CustomResourceDefinition",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+  ]);
+  const identity = rendered.filter((m) => kinds.has(m.object.kind ?? ""));
+  // No wildcard anywhere: every verb and resource a component gets is named.
+  for (const m of identity.filter((i) => i.object.kind === "ClusterRole" || i.object.kind === "Role")) {
+    const rules = (m.object as { rules?: { verbs: string[]; resources?: string[]; apiGroups?: string[] }[] })
+      .rules;
+    expect(JSON.stringify(rules), m.object.metadata?.name).not.toContain('"*"');
+  }
+  expect(await applyManifests(cluster.admin, identity, { dryRun: false })).toEqual([]);
+  await waitForCrds(cluster.admin, ["models.snooze.dev", "slots.snooze.dev"]);
+  for (const name of Object.keys(needs)) identities.set(name, await cluster.asServiceAccount(system, name));
+  workloads = await createTestNamespace(cluster.admin, "snooze-e2e-rbac");
+});
+
+afterAll(async () => {
+  await workloads?.remove();
+});
+
+async function allowed(kc: KubeConfig, access: Access): Promise<boolean> {
+  const { what: _what, ...resourceAttributes } = access;
+  const review = await kc.makeApiClient(AuthorizationV1Api).createSelfSubjectAccessReview({
+    body: { spec: { resourceAttributes } },
+  });
+  return review.status?.allowed === true;
+}
+
+describe.each(Object.keys(needs))("the %s ServiceAccount", (component) => {
+  test("may do what the component needs", async () => {
+    const kc = identities.get(component)!;
+    const missing: string[] = [];
+    for (const access of needs[component]!.allowed)
+      if (!(await allowed(kc, access))) missing.push(access.what);
+    expect(missing).toEqual([]);
+  });
+
+  test("may do nothing broader", async () => {
+    const kc = identities.get(component)!;
+    const excess: string[] = [];
+    for (const access of needs[component]!.denied) if (await allowed(kc, access)) excess.push(access.what);
+    expect(excess).toEqual([]);
+  });
+});
+
+describe("real calls with the components' identities", () => {
+  test("the autoscaler scales a Deployment, writes Model status and holds a Lease; it cannot delete a pod", async () => {
+    const ns = workloads.name;
+    await cluster.admin.makeApiClient(AppsV1Api).createNamespacedDeployment({
+      namespace: ns,
+      body: {
+        metadata: { name: "engine" },
+        spec: {
+          replicas: 0,
+          selector: { matchLabels: { app: "engine" } },
+          template: {
+            metadata: { labels: { app: "engine" } },
+            spec: { containers: [{ name: "e", image: "x" }] },
+          },
+        },
+      },
+    });
+    await cluster.admin.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+      group,
+      version,
+      namespace: ns,
+      plural: "models",
+      body: {
+        apiVersion: `${group}/${version}`,
+        kind: "Model",
+        metadata: { name: "engine" },
+        spec: { workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "engine" } },
+      },
+    });
+    const autoscaler = identities.get("snooze-autoscaler")!;
+
+    const apps = autoscaler.makeApiClient(AppsV1Api);
+    const scale = await apps.readNamespacedDeploymentScale({ name: "engine", namespace: ns });
+    await apps.replaceNamespacedDeploymentScale({
+      name: "engine",
+      namespace: ns,
+      body: { ...scale, spec: { replicas: 2 } },
+    });
+    const deployment = await cluster.admin
+      .makeApiClient(AppsV1Api)
+      .readNamespacedDeployment({ name: "engine", namespace: ns });
+    expect(deployment.spec?.replicas).toBe(2);
+
+    const custom = autoscaler.makeApiClient(CustomObjectsApi);
+    const model = (await custom.getNamespacedCustomObjectStatus({
+      group,
+      version,
+      namespace: ns,
+      plural: "models",
+      name: "engine",
+    })) as Record<string, unknown>;
+    await custom.replaceNamespacedCustomObjectStatus({
+      group,
+      version,
+      namespace: ns,
+      plural: "models",
+      name: "engine",
+      body: { ...model, status: { replicas: 0, phase: "Cold", selector: "app=engine" } },
+    });
+    // Status yes, spec no.
+    await expect(
+      custom.replaceNamespacedCustomObject({
+        group,
+        version,
+        namespace: ns,
+        plural: "models",
+        name: "engine",
+        body: model,
+      }),
+    ).rejects.toMatchObject({ code: 403 });
+
+    const lease = await autoscaler.makeApiClient(CoordinationV1Api).createNamespacedLease({
+      namespace: system,
+      body: {
+        metadata: { name: `slot-${ns}` },
+        spec: { holderIdentity: "snooze-autoscaler-0", leaseDurationSeconds: 15 },
+      },
+    });
+    expect(lease.spec?.holderIdentity).toBe("snooze-autoscaler-0");
+    await cluster.admin
+      .makeApiClient(CoordinationV1Api)
+      .deleteNamespacedLease({ name: `slot-${ns}`, namespace: system });
+
+    await expect(
+      autoscaler.makeApiClient(CoreV1Api).deleteNamespacedPod({ name: "anything", namespace: ns }),
+    ).rejects.toMatchObject({ code: 403 });
+  });
+
+  test("the activator lists pods in every namespace but cannot change one", async () => {
+    const core = identities.get("snooze-activator")!.makeApiClient(CoreV1Api);
+    await core.listPodForAllNamespaces({ limit: 1 });
+    await expect(
+      core.deleteNamespacedPod({ name: "anything", namespace: workloads.name }),
+    ).rejects.toMatchObject({ code: 403 });
+    await expect(core.listNamespacedSecret({ namespace: system })).rejects.toMatchObject({ code: 403 });
+  });
+
+  test("the webhooks read Models but no pods", async () => {
+    const kc = identities.get("snooze-webhooks")!;
+    await kc.makeApiClient(CustomObjectsApi).listClusterCustomObject({ group, version, plural: "models" });
+    await expect(kc.makeApiClient(CoreV1Api).listPodForAllNamespaces({ limit: 1 })).rejects.toMatchObject({
+      code: 403,
+    });
+  });
+});
