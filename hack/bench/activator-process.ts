@@ -1,0 +1,111 @@
+/**
+ * The activator under test, in a process of its own (as `snooze serve` runs it:
+ * activator and autoscaler together, engines as child processes), so its CPU
+ * and memory are measured apart from the load generator. Started by
+ * `activator.ts` with an IPC channel; it answers a few questions a benchmark
+ * needs that no HTTP API gives: memory after a forced GC, the hold queue, and
+ * when an activation's engine calls began and ended.
+ *
+ *   node --expose-gc hack/bench/activator-process.ts <snooze.yaml>
+ */
+import { readFileSync } from "node:fs";
+import { LocalPlatform } from "../../autoscaler/local-platform.ts";
+import type { Platform, ReplicaHandle } from "../../autoscaler/platform.ts";
+import { startLocalSnooze } from "../../cli/local-snooze.ts";
+import { silentLogger } from "../../lib/log.ts";
+import { parseConfig } from "../../lib/settings/index.ts";
+import type { ActivatorReply, ActivatorRequest, Timeline } from "./activator-protocol.ts";
+
+/** Wall-clock milliseconds with sub-millisecond precision, comparable across processes. */
+const now = () => performance.timeOrigin + performance.now();
+
+const file = process.argv[2];
+if (!file || !process.send) {
+  console.error("usage: activator-process.ts <snooze.yaml> (started by the benchmark with IPC)");
+  process.exit(2);
+}
+const config = parseConfig(readFileSync(file, "utf8"), file);
+const timelines = new Map<string, Timeline>();
+const timeline = (model: string) => {
+  const entry = timelines.get(model) ?? {};
+  timelines.set(model, entry);
+  return entry;
+};
+
+// The real local platform, with the time each wake took recorded around the call.
+const local = new LocalPlatform(silentLogger);
+let heldNow: (model: string) => number = () => 0;
+const platform: Platform = {
+  start: (model, signal) => local.start(model, signal),
+  stop: (replica) => local.stop(replica),
+  sleep: (replica, level, timeoutMs) => local.sleep(replica, level, timeoutMs),
+  async wake(replica: ReplicaHandle, level: 1 | 2, timeoutMs: number) {
+    const entry = timeline(replica.model);
+    entry.wakeStart = now();
+    try {
+      await local.wake(replica, level, timeoutMs);
+    } finally {
+      entry.wakeEnd = now();
+      entry.heldAtWakeEnd = heldNow(replica.model);
+    }
+  },
+  alive: (replica) => local.alive(replica),
+  onExit: (listener) => local.onExit(listener),
+  close: () => local.close(),
+};
+
+const snooze = await startLocalSnooze({ config, log: silentLogger, host: "127.0.0.1", port: 0, platform });
+heldNow = (model) => snooze.activator.routes.get(model)?.held ?? 0;
+snooze.autoscaler.watch((event) => {
+  const entry = timeline(event.model);
+  if (event.tier === "waking" || event.tier === "starting") entry.activationStart = now();
+  if (event.tier === "ready") entry.ready = now();
+});
+
+const gc = (globalThis as { gc?: () => void }).gc;
+
+async function answer(request: ActivatorRequest): Promise<ActivatorReply> {
+  switch (request.cmd) {
+    case "memory": {
+      if (!gc) throw new Error("start with --expose-gc");
+      // Twice, with a turn of the event loop between: weak callbacks and finalizers run after the first.
+      gc();
+      await new Promise((resolve) => setImmediate(resolve));
+      gc();
+      return { memory: process.memoryUsage() };
+    }
+    case "route": {
+      const route = snooze.activator.routes.get(request.model);
+      if (!route) throw new Error(`no model ${request.model}`);
+      return {
+        route: {
+          held: route.held,
+          inFlight: route.inFlight,
+          tier: route.tier,
+          address: route.latestEvent?.address,
+        },
+      };
+    }
+    case "timeline": {
+      const entry = { ...timeline(request.model) };
+      timelines.delete(request.model);
+      return { timeline: entry };
+    }
+    case "close":
+      await snooze.close(2_000);
+      setImmediate(() => process.exit(0));
+      return {};
+  }
+}
+
+process.on("message", (message: { id: number; request: ActivatorRequest }) => {
+  answer(message.request).then(
+    (reply) => process.send!({ id: message.id, reply }),
+    (error: Error) => process.send!({ id: message.id, error: error.message }),
+  );
+});
+// The benchmark went away: do not leave engines behind.
+process.on("disconnect", () => {
+  void snooze.close(0).finally(() => process.exit(0));
+});
+process.send({ ready: snooze.url, pid: process.pid });

@@ -1,0 +1,34 @@
+/** Messages between the benchmark and `activator-process.ts`. */
+
+/** Wall-clock times (ms since the epoch, fractional) of one model's last activation. */
+export interface Timeline {
+  /** The control plane decided to activate (tier waking or starting). */
+  activationStart?: number;
+  /** Around the engine's wake call: POST /wake_up … until /is_sleeping says false. */
+  wakeStart?: number;
+  wakeEnd?: number;
+  /** Requests held when the engine had woken (before the warm-up). */
+  heldAtWakeEnd?: number;
+  /** Tier ready: the warm-up is done and held requests are released. */
+  ready?: number;
+}
+
+export interface RouteView {
+  held: number;
+  inFlight: number;
+  tier: string;
+  /** host:port of the engine, once it has one. */
+  address?: string;
+}
+
+export type ActivatorRequest =
+  | { cmd: "memory" }
+  | { cmd: "route"; model: string }
+  | { cmd: "timeline"; model: string }
+  | { cmd: "close" };
+
+export interface ActivatorReply {
+  memory?: NodeJS.MemoryUsage;
+  route?: RouteView;
+  timeline?: Timeline;
+}

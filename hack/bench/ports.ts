@@ -1,0 +1,38 @@
+/** Free loopback ports and waiting for a listener. */
+import { once } from "node:events";
+import { connect, createServer } from "node:net";
+import { setTimeout as delay } from "node:timers/promises";
+
+export const host = "127.0.0.1";
+
+/** A port nothing listens on right now (the OS's pick). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, host);
+  await once(server, "listening");
+  const { port } = server.address() as { port: number };
+  server.close();
+  await once(server, "close");
+  return port;
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, host);
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
+
+/** Resolves once `port` accepts connections; fails after `timeoutMs` or when `gaveUp()` says so. */
+export async function waitForPort(port: number, timeoutMs: number, gaveUp: () => boolean = () => false) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await accepts(port))) {
+    if (gaveUp()) throw new Error(`the process exited before listening on ${port}`);
+    if (Date.now() > deadline) throw new Error(`nothing listened on ${port} within ${timeoutMs}ms`);
+    await delay(20);
+  }
+}

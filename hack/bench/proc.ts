@@ -1,0 +1,66 @@
+/**
+ * CPU time of processes from /proc (Linux), so the proxy under test is measured
+ * from outside the same way whatever it is: the activator's Node process or
+ * nginx's master and workers.
+ */
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+
+let ticksPerSecond: number | undefined;
+
+function clockTicks(): number {
+  if (ticksPerSecond === undefined) {
+    try {
+      ticksPerSecond = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+    } catch {
+      ticksPerSecond = 100;
+    }
+  }
+  return ticksPerSecond;
+}
+
+/** Fields of /proc/<pid>/stat after the command name (which may contain spaces). */
+function statFields(pid: number): string[] | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return text.slice(text.lastIndexOf(")") + 2).split(" ");
+  } catch {
+    return undefined;
+  }
+}
+
+/** User + system CPU seconds a process has used so far, all its threads included; 0 when gone. */
+export function cpuSeconds(pid: number): number {
+  const fields = statFields(pid);
+  if (!fields) return 0;
+  // utime and stime are fields 14 and 15 of the file, 12 and 13 after "pid (comm) state".
+  return (Number(fields[11]) + Number(fields[12])) / clockTicks();
+}
+
+/** Process ids whose parent is `pid`, found by scanning /proc. */
+export function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const fields = statFields(Number(entry));
+    if (fields && Number(fields[1]) === pid) children.push(Number(entry));
+  }
+  return children;
+}
+
+/** Resident set size of a process in bytes, from /proc/<pid>/status. */
+export function rssBytes(pid: number): number {
+  try {
+    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return match ? Number(match[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** A CPU meter over a fixed set of processes: `read()` is seconds used since it was made. */
+export function cpuMeter(pids: readonly number[]): { read(): number } {
+  const total = () => pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+  const start = total();
+  return { read: () => total() - start };
+}
