@@ -23,6 +23,20 @@ export function delay(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * Resolves at `due` (a `performance.now()` time). Timers cannot wait less than
+ * a millisecond, so a schedule of sub-millisecond steps (a small `--time-scale`)
+ * runs late and then catches up: the average rate stays right.
+ */
+export function delayUntil(due: number, signal?: AbortSignal): Promise<void> {
+  const ms = due - performance.now();
+  if (ms >= 1) return delay(ms, signal);
+  if (signal?.aborted) return Promise.reject(new AbortedError());
+  return new Promise((resolve, reject) =>
+    setImmediate(() => (signal?.aborted ? reject(new AbortedError()) : resolve())),
+  );
+}
+
 /** A promise that never settles unless `signal` aborts: a hung engine. */
 export function forever(signal?: AbortSignal): Promise<never> {
   return new Promise((_resolve, reject) => {

@@ -25,13 +25,13 @@ export function tempDir(): string {
   return dir;
 }
 
-/** Defaults for tests: every delay ×0.01, sleep API mounted, port chosen by the OS. */
+/** Defaults for tests: no load time, every other delay ×0.01, sleep API mounted, port chosen by the OS. */
 export async function sim(
   options: Partial<SimOptions> = {},
   settings: StartSimSettings = {},
 ): Promise<SimHandle> {
   const handle = await startSim(
-    { port: 0, timeScale: 0.01, devMode: true, enableSleepMode: true, ...options },
+    { port: 0, timeScale: 0.01, loadTimeMs: 0, devMode: true, enableSleepMode: true, ...options },
     settings,
   );
   open.push(handle);
@@ -160,6 +160,8 @@ export class SseStream {
   private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
   private readonly decoder = new TextDecoder();
   private pending: Promise<void> | undefined;
+  /** Why reading failed (the connection broke), if it did. */
+  error: Error | undefined;
 
   constructor(response: Response) {
     this.reader = response.body!.getReader();
@@ -179,6 +181,7 @@ export class SseStream {
   async until(condition: (stream: SseStream) => boolean, timeoutMs = 3_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!condition(this)) {
+      if (this.error) throw this.error;
       if (this.ended) throw new Error(`stream ended first; events: ${JSON.stringify(this.events)}`);
       const left = deadline - Date.now();
       if (left <= 0 || !(await settlesWithin(this.readMore(), left))) {
@@ -196,29 +199,35 @@ export class SseStream {
 
   /** Reads to the end. */
   async rest(timeoutMs = 3_000): Promise<any[]> {
-    await this.until((stream) => stream.ended, timeoutMs).catch((error) => {
-      if (!this.ended) throw error;
-    });
+    await this.until((stream) => stream.ended, timeoutMs);
+    if (this.error) throw this.error;
     return this.events;
   }
 
   /** One read, shared by concurrent callers so no chunk is lost. */
   private readMore(): Promise<void> {
-    this.pending ??= this.reader.read().then(({ done, value }) => {
-      this.pending = undefined;
-      if (done) {
+    this.pending ??= this.reader.read().then(
+      ({ done, value }) => {
+        this.pending = undefined;
+        if (done) {
+          this.ended = true;
+          return;
+        }
+        this.buffer += this.decoder.decode(value, { stream: true });
+        let end = this.buffer.indexOf("\n\n");
+        while (end >= 0) {
+          const data = this.buffer.slice(0, end).replace(/^data: /, "");
+          this.buffer = this.buffer.slice(end + 2);
+          this.events.push(data === "[DONE]" ? data : JSON.parse(data));
+          end = this.buffer.indexOf("\n\n");
+        }
+      },
+      (error: Error) => {
+        this.pending = undefined;
+        this.error = error;
         this.ended = true;
-        return;
-      }
-      this.buffer += this.decoder.decode(value, { stream: true });
-      let end = this.buffer.indexOf("\n\n");
-      while (end >= 0) {
-        const data = this.buffer.slice(0, end).replace(/^data: /, "");
-        this.buffer = this.buffer.slice(end + 2);
-        this.events.push(data === "[DONE]" ? data : JSON.parse(data));
-        end = this.buffer.indexOf("\n\n");
-      }
-    });
+      },
+    );
     return this.pending;
   }
 }
