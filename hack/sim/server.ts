@@ -104,6 +104,7 @@ export async function startSim(
   });
 
   const ready = (async () => {
+    logger.info("loading", { loadTimeMs: engine.scaled(resolved.loadTimeMs) });
     await engine.load();
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
