@@ -246,16 +246,18 @@ export class SimEngine {
   }
 
   private pump(): void {
-    while (this.canSchedule && this.running.size < this.options.maxNumSeqs && this.waiting.length > 0) {
+    if (!this.canSchedule || this.waiting.length === 0) return;
+    // The first step after a wake is slow; every request released into it shares that.
+    const slowdown = this.coldAfterWake ? this.options.firstRequestSlowdown : 1;
+    while (this.running.size < this.options.maxNumSeqs && this.waiting.length > 0) {
       const seq = this.waiting.shift()!;
       this.running.add(seq);
-      void this.decode(seq);
+      this.coldAfterWake = false;
+      void this.decode(seq, slowdown);
     }
   }
 
-  private async decode(seq: Sequence): Promise<void> {
-    const slowdown = this.coldAfterWake ? this.options.firstRequestSlowdown : 1;
-    this.coldAfterWake = false;
+  private async decode(seq: Sequence, slowdown: number): Promise<void> {
     seq.plans = seq.request.plan(!this.weightsValid);
     seq.emitted = seq.plans.map(() => 0);
     seq.finished = seq.plans.map(() => null);
