@@ -250,16 +250,18 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
         await stopSim(current, Math.min(graceSeconds, 30) * 1_000);
       }
       // What the kubelet does once the containers are gone: finish the graceful deletion.
-      await core
-        .deleteNamespacedPod({
+      try {
+        await core.deleteNamespacedPod({
           name,
           namespace,
-          gracePeriodSeconds: 0,
-          body: { preconditions: { uid: pod.metadata.uid } },
-        })
-        .catch((error: unknown) => {
-          if (statusOf(error) !== 404 && statusOf(error) !== 409) throw error;
+          // In the body: with only the query parameter the pod stayed terminating (seen with client-node 2.0.1).
+          body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata.uid } },
         });
+        log.info("pod deleted", { pod: key });
+      } catch (error) {
+        // Gone already, or replaced by a new pod of the same name: nothing left to finish.
+        if (statusOf(error) !== 404 && statusOf(error) !== 409) throw error;
+      }
       return;
     }
     if (current) return;

@@ -1,4 +1,10 @@
-import { CoordinationV1Api, CoreV1Api, type KubeConfig, type V1Node } from "@kubernetes/client-node";
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  type KubeConfig,
+  V1MicroTime,
+  type V1Node,
+} from "@kubernetes/client-node";
 import type { Logger } from "../../lib/log.ts";
 
 export interface NodeOptions {
@@ -71,7 +77,8 @@ export async function registerNode(kc: KubeConfig, options: NodeOptions, log: Lo
   const renew = async () => {
     const leaseName = options.name;
     const namespace = "kube-node-lease";
-    const spec = { holderIdentity: options.name, leaseDurationSeconds: 40, renewTime: new Date() };
+    // MicroTime: the apiserver wants microseconds, which a plain Date does not serialize to.
+    const spec = { holderIdentity: options.name, leaseDurationSeconds: 40, renewTime: new V1MicroTime() };
     try {
       const lease = await coordination.readNamespacedLease({ name: leaseName, namespace });
       lease.spec = { ...lease.spec, ...spec };

@@ -58,7 +58,7 @@ const namePrefix = "snooze-pods-";
 
 /**
  * Pod addresses in a network namespace this kubelet creates (needs root and iproute2): one veth
- * pair, the host end holds <net>.1/24, the namespace end holds one address per pod, so each pod
+ * pair, the host end holds <net>.1/24, the namespace end holds one /32 per pod, so each pod
  * has its own routable IP that EndpointSlices accept. All traffic stays on this machine: the /24
  * is routed only to the veth, and the whole /16 is marked unreachable in the host's table so an
  * address without a pod never falls through to the default route.
@@ -84,6 +84,9 @@ export async function netnsNetwork(options: NetnsOptions): Promise<PodNetwork> {
     await ip(["link", "set", hostIf, "up"]);
     await ip(["-n", namespace, "link", "set", "lo", "up"]);
     await ip(["-n", namespace, "link", "set", podIf, "up"]);
+    // Pod addresses are /32s (deleting the first of several /24 addresses would take the rest with
+    // it), so the namespace needs its own route to the host end.
+    await ip(["-n", namespace, "route", "add", `${prefix16}.${subnet}.0/24`, "dev", podIf, "scope", "link"]);
     const { stdout } = await run("ip", ["route", "get", `${prefix16}.${subnet}.2`]);
     if (!stdout.includes(`dev ${hostIf}`))
       throw new Error(`pod subnet is not routed to ${hostIf}: ${stdout}`);
@@ -101,14 +104,14 @@ export async function netnsNetwork(options: NetnsOptions): Promise<PodNetwork> {
         const podIP = `${prefix16}.${subnet}.${host}`;
         if (inUse.has(podIP)) continue;
         inUse.add(podIP);
-        await ip(["-n", namespace, "addr", "add", `${podIP}/24`, "dev", podIf]);
+        await ip(["-n", namespace, "addr", "add", `${podIP}/32`, "dev", podIf]);
         return { ip: podIP, wrap: (argv) => ["ip", "netns", "exec", namespace, ...argv] };
       }
       throw new Error(`no pod address left in ${prefix16}.${subnet}.0/24`);
     },
     async release(podIP) {
       if (!inUse.delete(podIP)) return;
-      await ip(["-n", namespace, "addr", "del", `${podIP}/24`, "dev", podIf]).catch(() => {});
+      await ip(["-n", namespace, "addr", "del", `${podIP}/32`, "dev", podIf]).catch(() => {});
     },
     async close() {
       // Deleting the namespace deletes the veth pair (and the host route) with it.

@@ -23,11 +23,11 @@ export async function startStandInKubelet(
   kubeconfigPath: string,
   admin: KubeConfig,
   dir: string,
-  options: { nodeName?: string; network?: "netns" | "loopback" } = {},
+  options: { nodeName?: string; network?: "netns" | "loopback"; selectorValue?: string } = {},
 ): Promise<StandInKubelet> {
   const nodeName = options.nodeName ?? "snooze-stand-in";
   const network = options.network ?? (process.getuid?.() === 0 ? "netns" : "loopback");
-  const selector = { key: "snooze.dev/stand-in", value: "true" };
+  const selector = { key: "snooze.dev/stand-in", value: options.selectorValue ?? "true" };
   const child = startProcess(
     "stand-in-kubelet",
     process.execPath,
