@@ -3,16 +3,20 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import * as path from "node:path";
-import { afterEach, describe, expect, test } from "vitest";
+import { afterEach, describe, expect, test, vi } from "vitest";
+import { main } from "../../cli/main.ts";
+import { simFlags } from "../../hack/sim/options.ts";
 import {
   chat,
   freePort,
+  freePortRange,
   getJson,
   portOpen,
   post,
   postJson,
   SseStream,
   settlesWithin,
+  sim,
   tempDir,
 } from "./helpers.ts";
 
@@ -70,66 +74,26 @@ function snoozeSim(args: string[], env: Record<string, string> = {}): SimProcess
 
 describe("snooze sim as a process", () => {
   test("--help lists every flag; bad flags exit 2 naming the flag", async () => {
-    // Three processes at once: each costs a Node start-up.
-    const help = snoozeSim(["--help"]);
-    const badDuration = snoozeSim(["--load-time", "soon"]);
-    const unknown = snoozeSim(["--gpu-count", "2"]);
-    let out = "";
-    help.child.stdout!.on("data", (chunk: Buffer) => {
-      out += chunk;
-    });
-    expect(await help.exited).toBe(0);
-    for (const flag of [
-      "--served-model-name",
-      "--enable-sleep-mode",
-      "--max-num-seqs",
-      "--load-time",
-      "--ttft",
-      "--itl",
-    ]) {
-      expect(out).toContain(flag);
+    // Through the CLI's entry point in this process: no Node start-up per case.
+    const out: string[] = [];
+    const log = vi.spyOn(console, "log").mockImplementation((text: string) => void out.push(text));
+    const error = vi.spyOn(console, "error").mockImplementation((text: string) => void out.push(text));
+    try {
+      expect(await main(["sim", "--help"])).toBe(0);
+      for (const flag of Object.keys(simFlags)) expect(out.join("\n")).toContain(`--${flag}`);
+      out.length = 0;
+      expect(await main(["sim", "--load-time", "soon"])).toBe(2);
+      expect(out.join("\n")).toContain('--load-time: "soon" is not a duration');
+      out.length = 0;
+      expect(await main(["sim", "--gpu-count", "2"])).toBe(2);
+      expect(out.join("\n")).toContain("--gpu-count");
+    } finally {
+      log.mockRestore();
+      error.mockRestore();
     }
-    for (const flag of [
-      "--gpu-id",
-      "--gpu-memory",
-      "--model-memory",
-      "--time-scale",
-      "--engines",
-      "--base-port",
-    ]) {
-      expect(out).toContain(flag);
-    }
-    expect(out).toContain("--fault-never-ready");
-
-    expect(await badDuration.exited).toBe(2);
-    expect(badDuration.stderr()).toContain('--load-time: "soon" is not a duration');
-    expect(await unknown.exited).toBe(2);
-    expect(unknown.stderr()).toContain("--gpu-count");
   });
 
-  test("the port opens after --load-time; SIGTERM lets an in-flight stream finish, then exits 0", async () => {
-    const port = await freePort();
-    const run = snoozeSim(["--port", String(port), "--load-time", "400ms", "--itl", "20ms"]);
-    await run.logged("loading");
-    const loadingSince = performance.now();
-    expect(await portOpen(port)).toBe(false);
-    await run.logged("listening");
-    expect(performance.now() - loadingSince).toBeGreaterThanOrEqual(300);
-    const url = `http://127.0.0.1:${port}`;
-    expect((await fetch(`${url}/health`)).status).toBe(200);
-    expect((await getJson(url, "/v1/models")).json.data[0].id).toBe("sim-model");
-
-    const stream = new SseStream(
-      await post(url, "/v1/chat/completions", chat("x", { max_tokens: 10, stream: true })),
-    );
-    await stream.until((s) => s.tokens >= 1);
-    run.child.kill("SIGTERM");
-    expect((await stream.rest()).at(-1)).toBe("[DONE]");
-    expect(stream.finishReason).toBe("length");
-    expect(await run.exited).toBe(0);
-  });
-
-  test("vLLM's invocation: positional model, several served names, sleep mode from the environment", async () => {
+  test("vLLM's invocation; the port opens after --load-time; SIGTERM lets an in-flight stream finish", async () => {
     const port = await freePort();
     const run = snoozeSim(
       [
@@ -141,14 +105,23 @@ describe("snooze sim as a process", () => {
         String(port),
         "--enable-sleep-mode",
         "--load-time",
+        "400ms",
+        "--itl",
+        "20ms",
+        "--wake-time-l1",
         "0",
         "--max-model-len",
         "1024",
       ],
       { VLLM_SERVER_DEV_MODE: "1" },
     );
+    await run.logged("loading");
+    const loadingSince = performance.now();
+    expect(await portOpen(port)).toBe(false);
     await run.logged("listening");
+    expect(performance.now() - loadingSince).toBeGreaterThanOrEqual(300);
     const url = `http://127.0.0.1:${port}`;
+    expect((await fetch(`${url}/health`)).status).toBe(200);
     const models = (await getJson(url, "/v1/models")).json.data;
     expect(models.map((m: any) => [m.id, m.root, m.max_model_len])).toEqual([
       ["qwen", "org/model-7b", 1024],
@@ -156,11 +129,19 @@ describe("snooze sim as a process", () => {
     ]);
     expect((await post(url, "/sleep?level=1")).status).toBe(200);
     expect((await getJson(url, "/is_sleeping")).json).toEqual({ is_sleeping: true });
+    expect((await post(url, "/wake_up")).status).toBe(200);
+
+    const stream = new SseStream(
+      await post(url, "/v1/chat/completions", chat("x", { max_tokens: 10, stream: true })),
+    );
+    await stream.until((s) => s.tokens >= 1);
     run.child.kill("SIGTERM");
+    expect((await stream.rest()).at(-1)).toBe("[DONE]");
+    expect(stream.finishReason).toBe("length");
     expect(await run.exited).toBe(0);
   });
 
-  test("the simulated GPU is shared by two processes: start and wake fail when it is full", async () => {
+  test("the simulated GPU is shared across processes: start and wake fail when it is full", async () => {
     const dir = tempDir();
     const gpu = [
       "--gpu-id",
@@ -172,8 +153,9 @@ describe("snooze sim as a process", () => {
       "--gpu-memory-utilization",
       "0.6",
     ];
-    const common = [
-      "--enable-sleep-mode",
+    const args = [
+      "--served-model-name",
+      "b",
       "--load-time",
       "0",
       "--time-scale",
@@ -182,31 +164,35 @@ describe("snooze sim as a process", () => {
       dir,
       ...gpu,
     ];
-    const env = { VLLM_SERVER_DEV_MODE: "1" };
-    const [portA, portB] = [await freePort(), await freePort()];
-    const a = snoozeSim(["--served-model-name", "a", "--port", String(portA), ...common], env);
-    await a.logged("listening");
-    const urlA = `http://127.0.0.1:${portA}`;
+    // Engine a lives in this process, b in a `snooze sim` process: one device between them.
+    const a = await sim({
+      servedModelNames: ["a"],
+      gpu: { id: "0", memoryBytes: 24 * 2 ** 30, modelBytes: 8 * 2 ** 30, dir },
+      gpuMemoryUtilization: 0.6,
+    });
+    const portB = await freePort();
 
-    const refused = snoozeSim(["--served-model-name", "b", "--port", String(portB), ...common], env);
+    const refused = snoozeSim([...args, "--port", String(portB)]);
     expect(await refused.exited).toBe(1);
     expect(refused.stderr()).toContain(
       "ValueError: Free memory on device cuda:0 (9.60 GiB/24.00 GiB) on startup",
     );
+    expect(refused.stderr()).toContain(`a (pid ${process.pid}`);
     expect(await portOpen(portB)).toBe(false);
 
-    expect((await post(urlA, "/sleep?level=1")).status).toBe(200);
-    const b = snoozeSim(["--served-model-name", "b", "--port", String(portB), ...common], env);
+    expect((await post(a.url, "/sleep?level=1")).status).toBe(200);
+    const b = snoozeSim([...args, "--port", String(portB)]);
     await b.logged("listening");
-    const wake = await postJson(urlA, "/wake_up");
+    const wake = await postJson(a.url, "/wake_up");
     expect(wake.status).toBe(500);
     expect(wake.json.error.message).toContain("CUDA Error: out of memory");
+    expect(wake.json.error.message).toContain(`b (pid ${b.child.pid}`);
 
-    // A holder killed without cleanup: its claim is ignored.
+    // A holder killed without any cleanup: its claim counts for nothing.
     b.child.kill("SIGKILL");
     await b.exited;
-    expect((await post(urlA, "/wake_up")).status).toBe(200);
-    expect((await postJson(urlA, "/v1/completions", { prompt: "x", max_tokens: 1 })).status).toBe(200);
+    expect((await post(a.url, "/wake_up")).status).toBe(200);
+    expect((await postJson(a.url, "/v1/completions", { prompt: "x", max_tokens: 1 })).status).toBe(200);
   });
 
   test("--fault-never-ready keeps the port closed; --fault-die-after exits 1", async () => {
@@ -230,7 +216,7 @@ describe("snooze sim as a process", () => {
   });
 
   test("--engines runs independent engines on consecutive ports, GPU ids dealt round-robin", async () => {
-    const base = await freePort();
+    const base = await freePortRange(3);
     const run = snoozeSim(
       [
         "--engines",
