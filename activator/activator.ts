@@ -214,6 +214,8 @@ export class Activator {
     const started = performance.now();
     const span = tracer.startSpan("snooze.hold", { attributes: { "snooze.model": model } });
     this.metrics.held.inc({ model });
+    // Only the first held request asks for an activation; the others join it.
+    if (route.held > 0) this.metrics.coalesced.inc({ model });
     const { promise, cancel } = route.hold();
     // Holding signalled demand, so an activation this request waits on has begun by now: link to it.
     const linked = spanContextOf(route.latestEvent?.traceparent);

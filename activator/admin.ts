@@ -22,4 +22,6 @@ export interface AdminActions {
   stop(model: string): Promise<void>;
   /** Control-plane facts the activator does not know: measured durations, last error, replica ids. */
   details(model: string): Partial<AdminModelView>;
+  /** Each slot: its resident, a transition in progress, who waits and for how long. */
+  slots(): unknown[];
 }

@@ -28,6 +28,12 @@ export function activatorMetrics(registry: Registry) {
       buckets: activationBuckets,
       registers: [registry],
     }),
+    coalesced: new Counter({
+      name: "snooze_coalesced_requests_total",
+      help: "Requests held behind others for the same model: they joined the activation or swap already asked for.",
+      labelNames: ["model"],
+      registers: [registry],
+    }),
     upstreamTtfb: new Histogram({
       name: "snooze_upstream_ttfb_seconds",
       help: "Time from dispatch to the engine's response headers.",

@@ -39,7 +39,13 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
     object: "model",
     created,
     owned_by: "snooze",
-    snooze: { tier: view.tier, aliases: view.aliases, held: view.held, in_flight: view.inFlight },
+    snooze: {
+      tier: view.tier,
+      aliases: view.aliases,
+      held: view.held,
+      in_flight: view.inFlight,
+      slot: view.slot,
+    },
   });
 
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
@@ -70,7 +76,11 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
       return;
     }
     if (path === "/snooze/v1/models" && req.method === "GET") {
-      sendJson(res, 200, { models: views() });
+      sendJson(res, 200, { models: views(), slots: admin.slots() });
+      return;
+    }
+    if (path === "/snooze/v1/slots" && req.method === "GET") {
+      sendJson(res, 200, { slots: admin.slots() });
       return;
     }
     const action = adminAction.exec(path);

@@ -8,6 +8,7 @@ import { demotionsForBudget, type LevelOneSleeper } from "./host-memory.ts";
 import { autoscalerMetrics } from "./metrics.ts";
 import { ModelController, type ModelState } from "./model-controller.ts";
 import type { Platform } from "./platform.ts";
+import { Slot, type SlotStatus, slotMetrics } from "./slot.ts";
 
 export interface AutoscalerOptions {
   config: SnoozeConfig;
@@ -25,6 +26,7 @@ export interface AutoscalerOptions {
 export class Autoscaler implements ControlPlane {
   private readonly controllers = new Map<string, ModelController>();
   private readonly listeners = new Set<(event: ReplicaEvent) => void>();
+  private readonly slots = new Map<string, Slot>();
   private readonly config: SnoozeConfig;
   private readonly platform: Platform;
 
@@ -32,12 +34,19 @@ export class Autoscaler implements ControlPlane {
     this.config = options.config;
     this.platform = options.platform;
     const metrics = autoscalerMetrics(options.registry);
+    const clock = options.clock ?? systemClock;
+    const slotMetricSet = slotMetrics(options.registry);
+    for (const slot of options.config.slots.values()) {
+      this.slots.set(slot.name, new Slot(slot, { clock, log: options.log, metrics: slotMetricSet }));
+    }
     for (const model of options.config.models.values()) {
+      const slot = model.slot === undefined ? undefined : this.slots.get(model.slot);
       this.controllers.set(
         model.id,
         new ModelController(model, {
+          slot,
           platform: options.platform,
-          clock: options.clock ?? systemClock,
+          clock,
           log: options.log,
           metrics,
           emit: (event) => {
@@ -46,6 +55,7 @@ export class Autoscaler implements ControlPlane {
           onLevelOneChanged: () => this.enforceHostMemory(),
         }),
       );
+      slot?.add(this.controllers.get(model.id)!);
     }
     options.platform.onExit((replica, reason) =>
       this.controllers.get(replica.model)?.replicaExited(replica, reason),
@@ -70,12 +80,17 @@ export class Autoscaler implements ControlPlane {
     return [...this.controllers.values()].map((c) => c.state());
   }
 
+  slotStatuses(): SlotStatus[] {
+    return [...this.slots.values()].map((slot) => slot.status());
+  }
+
   controller(model: string): ModelController | undefined {
     return this.controllers.get(model);
   }
 
   /** Stops every engine; used on shutdown, after the activator has answered what it holds. */
   async close(): Promise<void> {
+    for (const slot of this.slots.values()) slot.close();
     await Promise.all([...this.controllers.values()].map((c) => c.close()));
     await this.platform.close();
   }

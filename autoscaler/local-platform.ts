@@ -88,8 +88,7 @@ export class LocalPlatform implements Platform {
     try {
       await spawned;
       while (!(await engine.client.healthy(1_000))) {
-        if (engine.exited)
-          throw new Error(`the engine exited while loading${lastWords(engine)}`);
+        if (engine.exited) throw new Error(`the engine exited while loading${lastWords(engine)}`);
         signal.throwIfAborted();
         await delay(readinessInterval, undefined, { signal });
       }

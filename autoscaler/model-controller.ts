@@ -1,4 +1,4 @@
-import { context, trace } from "@opentelemetry/api";
+import { type Context, context, trace } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
@@ -8,6 +8,7 @@ import { EngineClient } from "./engine-client.ts";
 import { decideTier, type LadderAction } from "./ladder.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import type { Platform, ReplicaHandle } from "./platform.ts";
+import type { SlotMember } from "./slot-arbiter.ts";
 
 export interface ModelControllerDeps {
   platform: Platform;
@@ -17,6 +18,8 @@ export interface ModelControllerDeps {
   emit(event: ReplicaEvent): void;
   /** A replica fell asleep at level 1 or left it: the host-memory budget is re-checked. */
   onLevelOneChanged(): void;
+  /** Set for a slot member: the slot, not the ladder, decides when it activates; told of every change. */
+  slot?: { changed(): void };
 }
 
 /** What the admin API and `snooze status` show for a model. */
@@ -64,6 +67,12 @@ export class ModelController {
   private lastWakeMs: { 1?: number; 2?: number } = {};
   private lastError?: string;
   private readonly idleWaiters = new Set<() => void>();
+  /** When the oldest request now held arrived. */
+  private heldSince?: number;
+  /** Draining to hand the slot over: demand for this model does not take the replica back. */
+  private yielding = false;
+  /** Phases of the last drain-then-sleep, for the slot's swap metrics. */
+  lastRelease = { drainMs: 0, sleepMs: 0 };
 
   constructor(config: ModelConfig, deps: ModelControllerDeps) {
     this.config = config;
@@ -78,17 +87,67 @@ export class ModelController {
   /** A request is held: act at once. A hint names a replica the activator could not reach. */
   demand(unreachable?: string): void {
     if (unreachable && unreachable === this.replica?.id) this.suspect = true;
-    this.held = Math.max(this.held, 1);
+    this.setHeld(Math.max(this.held, 1));
     this.lastActive = this.deps.clock.now();
     this.reconcile();
   }
 
   stats(inFlight: number, held: number): void {
     this.inFlight = inFlight;
-    this.held = held;
+    this.setHeld(held);
     if (inFlight > 0 || held > 0) this.lastActive = this.deps.clock.now();
     if (inFlight === 0) for (const wake of this.idleWaiters) wake();
     this.reconcile();
+  }
+
+  private setHeld(held: number): void {
+    if (held > 0 && this.held === 0) this.heldSince = this.deps.clock.now();
+    if (held === 0) this.heldSince = undefined;
+    this.held = held;
+  }
+
+  /** This member as its slot's arbiter sees it. */
+  slotView(): SlotMember {
+    return {
+      model: this.config.id,
+      priority: this.config.priority,
+      tier: this.tier,
+      inFlight: this.inFlight,
+      held: this.held,
+      heldSince: this.heldSince,
+      backoffUntil: this.backoffUntil,
+    };
+  }
+
+  /** The slot granted this member the accelerator: start or wake now (after any running operation). */
+  async activateForSlot(parent?: Context): Promise<void> {
+    await this.exclusive(async () => {
+      if (this.tier === "cold" || isAsleep(this.tier))
+        await this.activate(this.tier === "cold" ? "start" : "wake", parent);
+    });
+  }
+
+  /** The slot goes to another member: stop taking requests, drain within `drainTimeout`, then sleep (or stop). */
+  async yieldSlot(drainTimeout: number, parent?: Context): Promise<void> {
+    await this.exclusive(async () => {
+      if (this.tier !== "ready") return;
+      this.yielding = true;
+      try {
+        await this.drainThen(this.config.sleep ? this.config.sleepLevel : "stop", drainTimeout, parent);
+      } finally {
+        this.yielding = false;
+      }
+    });
+  }
+
+  /** Tells watchers, again, which activation this model's held requests wait on. */
+  announce(traceparent: string | undefined): void {
+    this.deps.emit({ ...this.event(), traceparent });
+  }
+
+  /** Self-heal: re-check the engine of a resident (alive, awake) and free the slot if it is gone. */
+  async recheckResident(): Promise<void> {
+    if (this.tier === "ready") await this.exclusive(() => this.recheck());
   }
 
   /** The event describing the current state, for new watchers. */
@@ -164,7 +223,7 @@ export class ModelController {
     if (this.closed) return;
     if (this.busy) {
       // The one decision that may interrupt an operation: demand during a drain takes the replica back.
-      if (this.tier === "draining" && this.held > 0) this.setTier("ready");
+      if (this.tier === "draining" && this.held > 0 && !this.yielding) this.setTier("ready");
       return;
     }
     this.timer?.cancel();
@@ -191,6 +250,11 @@ export class ModelController {
   }
 
   private act(action: LadderAction, now: number): void {
+    if (this.deps.slot && (action.kind === "start" || action.kind === "wake")) {
+      // A slot member activates only when its slot grants it the accelerator.
+      this.deps.slot.changed();
+      return;
+    }
     switch (action.kind) {
       case "wait":
         if (Number.isFinite(action.at))
@@ -235,17 +299,22 @@ export class ModelController {
   }
 
   /** Start from cold or wake from sleep, then warm up; on failure tell the activator why. */
-  private async activate(kind: "start" | "wake"): Promise<void> {
+  private async activate(kind: "start" | "wake", parentContext: Context = context.active()): Promise<void> {
     const from = this.tier;
     const level: 1 | 2 = from === "asleep-2" ? 2 : 1;
     const started = this.deps.clock.now();
     const estimate = kind === "start" ? this.lastStartMs : (this.lastWakeMs[level] ?? this.lastWakeMs[1]);
     const log = this.deps.log.child({ model: this.config.id });
-    const span = tracer.startSpan("snooze.activation", {
-      root: true,
-      attributes: { "snooze.model": this.config.id, "snooze.from_tier": from, "snooze.activation": kind },
-    });
-    const parent = trace.setSpan(context.active(), span);
+    const span = tracer.startSpan(
+      "snooze.activation",
+      {
+        // Its own trace unless a swap started it: no client request owns an activation.
+        root: trace.getSpan(parentContext) === undefined,
+        attributes: { "snooze.model": this.config.id, "snooze.from_tier": from, "snooze.activation": kind },
+      },
+      parentContext,
+    );
+    const parent = trace.setSpan(parentContext, span);
     this.setTier(kind === "start" ? "starting" : "waking", undefined, estimate, traceparentOf(span));
     log.info(kind === "start" ? "starting engine" : "waking engine", { from, estimateMs: estimate });
     try {
@@ -332,11 +401,20 @@ export class ModelController {
   }
 
   /** Stop routing, let in-flight requests finish (bounded), then sleep or stop. */
-  private async drainThen(next: 1 | 2 | "stop"): Promise<void> {
+  private async drainThen(
+    next: 1 | 2 | "stop",
+    drainTimeout = this.config.drainTimeout,
+    parent: Context = context.active(),
+  ): Promise<void> {
     const replica = this.replica;
     if (!replica) return;
     this.setTier("draining");
-    const deadline = this.deps.clock.now() + this.config.drainTimeout;
+    const drainSpan = tracer.startSpan(
+      "snooze.drain",
+      { attributes: { "snooze.model": this.config.id } },
+      parent,
+    );
+    const deadline = this.deps.clock.now() + drainTimeout;
     while (this.tier === "draining" && this.inFlight > 0 && this.deps.clock.now() < deadline) {
       await new Promise<void>((resolve) => {
         const timer = this.deps.clock.setTimeout(resolve, drainPoll);
@@ -347,15 +425,23 @@ export class ModelController {
       });
       this.idleWaiters.clear();
     }
-    if (this.tier !== "draining") return; // demand came back: undrained
+    drainSpan.setAttribute("snooze.drain.timed_out", this.inFlight > 0);
+    drainSpan.end();
+    const drained = this.deps.clock.now();
+    this.lastRelease = { drainMs: drained - (deadline - drainTimeout), sleepMs: 0 };
+    if (this.tier !== "draining") return; // demand came back (undrained), or the engine died
     if (next === "stop") {
       await this.stopReplica();
       return;
     }
     try {
-      await inSpan("snooze.sleep", { "snooze.model": this.config.id, "snooze.sleep_level": next }, () =>
-        this.deps.platform.sleep(replica, next, this.config.drainTimeout + 30_000),
+      await inSpan(
+        "snooze.sleep",
+        { "snooze.model": this.config.id, "snooze.sleep_level": next },
+        () => this.deps.platform.sleep(replica, next, drainTimeout + 30_000),
+        parent,
       );
+      this.lastRelease.sleepMs = this.deps.clock.now() - drained;
       this.setTier(next === 1 ? "asleep-1" : "asleep-2");
     } catch (error) {
       // An engine in an unknown state would hang the next request: stop it instead.
@@ -420,6 +506,7 @@ export class ModelController {
     this.deps.emit({ ...this.event(), estimateMs, error, traceparent });
     if (wasLevelOne !== (tier === "asleep-1")) this.deps.onLevelOneChanged();
     if (isAsleep(tier) && !isAsleep(from)) this.asleepSince = this.since;
+    this.deps.slot?.changed();
   }
 
   /** Demote to level 2 because the host-memory budget ran out. */

@@ -45,6 +45,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     wake: async (model) => autoscaler.controller(model)?.wakeNow(),
     sleep: async (model) => autoscaler.controller(model)?.sleepNow(),
     stop: async (model) => autoscaler.controller(model)?.stopNow(),
+    slots: () => autoscaler.slotStatuses(),
     details: (model) => {
       const state = autoscaler.controller(model)?.state();
       return state

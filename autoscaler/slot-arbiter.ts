@@ -1,0 +1,105 @@
+import type { Tier } from "../lib/replica-event.ts";
+
+/**
+ * Who holds a slot (one exclusive accelerator) next, as a pure function of the
+ * members' state and the clock. At most one member is resident (starting,
+ * waking, ready or draining); this function only says when to hand the slot
+ * over, never how.
+ */
+export type SlotPolicy = "sticky" | "fifo" | "priority";
+
+export interface SlotMember {
+  model: string;
+  priority: number;
+  tier: Tier;
+  inFlight: number;
+  held: number;
+  /** When its oldest held request arrived (epoch ms); undefined when none is held. */
+  heldSince?: number;
+  /** After repeated failures it may not activate before this moment. */
+  backoffUntil: number;
+}
+
+export interface SlotState {
+  policy: SlotPolicy;
+  minResidency: number;
+  swapCooldown: number;
+  maxWait: number;
+  preemptAfter: number;
+  members: SlotMember[];
+  /** When the current resident became resident. */
+  residentSince: number;
+  /** When the last swap finished. */
+  lastSwapAt: number;
+  now: number;
+}
+
+export type SlotDecision =
+  /** Nobody is resident: let `to` activate. */
+  | { kind: "grant"; to: string; reason: string }
+  /** Drain and sleep the resident, then let `to` activate. */
+  | { kind: "swap"; to: string; reason: string }
+  /** Nothing to do until `at` (Infinity: until something changes). */
+  | { kind: "wait"; at: number };
+
+export const residentTiers: readonly Tier[] = ["starting", "waking", "ready", "draining"];
+export const isResident = (tier: Tier) => residentTiers.includes(tier);
+
+const never = Number.POSITIVE_INFINITY;
+
+export function decideSlot(state: SlotState): SlotDecision {
+  const { members, now } = state;
+  const resident = members.find((m) => isResident(m.tier));
+  const wanting = members.filter((m) => m !== resident && m.held > 0 && m.heldSince !== undefined);
+  const waiting = wanting.filter((m) => m.backoffUntil <= now);
+  if (waiting.length === 0) return { kind: "wait", at: Math.min(...wanting.map((m) => m.backoffUntil)) };
+  const longest = [...waiting].sort((a, b) => a.heldSince! - b.heldSince!)[0]!;
+  const best = state.policy === "fifo" ? longest : byPriorityThenAge(waiting)!;
+  if (!resident)
+    return {
+      kind: "grant",
+      to: best.model,
+      reason: state.policy === "fifo" ? "waited longest" : "highest priority, then oldest request",
+    };
+  // A swap in motion (the resident is still coming up or already leaving) is not interrupted.
+  if (resident.tier !== "ready") return { kind: "wait", at: never };
+
+  const busy = resident.inFlight > 0 || resident.held > 0;
+  const residentOldest = resident.held > 0 ? resident.heldSince! : never;
+  if (state.policy === "fifo") {
+    // The baseline: whoever has waited longest goes next, as soon as the resident's oldest work is younger.
+    return longest.heldSince! < residentOldest
+      ? { kind: "swap", to: longest.model, reason: "waited longest" }
+      : { kind: "wait", at: never };
+  }
+
+  // No member is passed over for longer than maxWait, whatever the priorities; but a resident first
+  // serves its own requests that are older still, or two starved members would swap back and forth
+  // without either serving anything.
+  const starvedAt = longest.heldSince! < residentOldest ? longest.heldSince! + state.maxWait : never;
+  if (now >= starvedAt)
+    return { kind: "swap", to: longest.model, reason: `waited past maxWait (${state.maxWait}ms)` };
+
+  const preemptor = byPriorityThenAge(waiting.filter((m) => m.priority > resident.priority));
+  const preemptAt = preemptor
+    ? preemptor.heldSince! + (state.policy === "priority" ? 0 : state.preemptAfter)
+    : never;
+  if (busy) {
+    if (preemptor && now >= preemptAt)
+      return { kind: "swap", to: preemptor.model, reason: "higher priority waited past preemptAfter" };
+    return { kind: "wait", at: Math.min(starvedAt, preemptAt) };
+  }
+
+  // The resident is idle: it keeps the slot for minResidency, and swaps are spaced by swapCooldown.
+  const mayLeaveAt = Math.max(
+    state.residentSince + state.minResidency,
+    state.lastSwapAt + state.swapCooldown,
+  );
+  const higher = preemptor && state.policy === "priority";
+  if (now < mayLeaveAt && !higher) return { kind: "wait", at: Math.min(mayLeaveAt, starvedAt) };
+  return { kind: "swap", to: best.model, reason: "the resident is idle" };
+}
+
+function byPriorityThenAge(members: SlotMember[]): SlotMember | undefined {
+  return [...members].sort((a, b) => b.priority - a.priority || a.heldSince! - b.heldSince!)[0];
+}

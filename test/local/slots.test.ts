@@ -1,0 +1,203 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, test } from "vitest";
+import type { LocalPlatform } from "../../autoscaler/local-platform.ts";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import type { ReplicaEvent } from "../../lib/replica-event.ts";
+import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+
+let snooze: LocalSnooze | undefined;
+afterEach(async () => {
+  await snooze?.close(1_000);
+  snooze = undefined;
+});
+
+const resident = new Set(["starting", "waking", "ready", "draining"]);
+
+/**
+ * Two members on one simulated 24 GiB GPU whose engines each take 90% of it:
+ * if Snooze ever woke or started one while the other was awake, the simulated
+ * GPU would fail that wake the way vLLM does, and the request would fail.
+ */
+async function startSlot(extraSlot = "", extraA: string[] = [], extraB: string[] = [], scale = 0.05) {
+  const gpuDir = mkdtempSync(join(tmpdir(), "snooze-gpu-"));
+  const gpu = [
+    "--enable-sleep-mode",
+    "--gpu-id",
+    "0",
+    "--gpu-memory",
+    "24GiB",
+    "--model-memory",
+    "16GiB",
+    "--gpu-dir",
+    gpuDir,
+  ];
+  snooze = await startWith(`
+slots:
+  gpu0:
+    minResidency: 0s
+    swapCooldown: 0s
+    ${extraSlot}
+models:
+  a:
+    slot: gpu0
+    command: ${simCommand([...gpu, ...extraA], scale)}
+  b:
+    slot: gpu0
+    command: ${simCommand([...gpu, ...extraB], scale)}
+`);
+  const events: ReplicaEvent[] = [];
+  const overlaps: string[] = [];
+  const tiers = new Map<string, string>();
+  snooze.autoscaler.watch((event) => {
+    events.push(event);
+    tiers.set(event.model, event.tier);
+    const residents = [...tiers].filter(([, tier]) => resident.has(tier)).map(([model]) => model);
+    if (residents.length > 1) overlaps.push(residents.join("+"));
+  });
+  return { events, overlaps };
+}
+
+const ask = (model: string, extra: Record<string, unknown> = {}) =>
+  fetch(`${snooze!.url}/v1/chat/completions`, chat(model, { max_tokens: 2, ...extra }));
+const tierOf = (model: string) => snooze!.autoscaler.controller(model)!.currentTier;
+
+describe("a slot: one resident at a time", () => {
+  test("swaps in both directions, never two resident, the GPU never over-committed", async () => {
+    const { overlaps } = await startSlot();
+    for (const model of ["a", "b", "a", "b"]) {
+      const response = await ask(model);
+      expect(response.status, await response.clone().text()).toBe(200);
+      expect(tierOf(model)).toBe("ready");
+    }
+    expect(overlaps).toEqual([]);
+    expect(tierOf("a")).toBe("asleep-1");
+    const metrics = await snooze!.registry.metrics();
+    expect(metricValue(metrics, "snooze_slot_swaps_total", { slot: "gpu0", from: "a", to: "b" })).toBe(2);
+    expect(metricValue(metrics, "snooze_slot_swaps_total", { slot: "gpu0", from: "b", to: "a" })).toBe(1);
+    const slots = ((await (await fetch(`${snooze!.url}/snooze/v1/slots`)).json()) as any).slots;
+    expect(slots[0]).toMatchObject({ name: "gpu0", policy: "sticky", resident: "b", swaps: 3, waiting: [] });
+  });
+
+  test("concurrent requests for the waiting member coalesce onto one swap", async () => {
+    const { overlaps } = await startSlot();
+    expect((await ask("a")).status).toBe(200);
+    const statuses = await Promise.all(Array.from({ length: 20 }, () => ask("b").then((r) => r.status)));
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    const metrics = await snooze!.registry.metrics();
+    expect(metricValue(metrics, "snooze_slot_swaps_total", { slot: "gpu0" })).toBe(1);
+    expect(metricValue(metrics, "snooze_coalesced_requests_total", { model: "b" })).toBeGreaterThanOrEqual(
+      19,
+    );
+    expect(overlaps).toEqual([]);
+  });
+
+  test("sticky: a busy resident keeps the slot until maxWait, then the waiting member gets it", async () => {
+    const fast = ["--load-time", "200ms", "--wake-time-l1", "100ms", "--sleep-time-l1", "100ms"];
+    const { overlaps, events } = await startSlot(
+      "maxWait: 1s\n    drainTimeout: 5s",
+      [...fast, "--itl", "20ms"],
+      fast,
+      1,
+    );
+    expect((await ask("a")).status).toBe(200);
+    // A long stream keeps `a` busy; `b` waits, passed over until maxWait, then a drains and yields.
+    const long = ask("a", { stream: true, max_tokens: 120 });
+    await until(() => snooze!.activator.routes.get("a")!.inFlight === 1, 2_000, "a busy");
+    const waitedFrom = performance.now();
+    const forB = await ask("b");
+    expect(forB.status).toBe(200);
+    expect(performance.now() - waitedFrom).toBeGreaterThanOrEqual(950);
+    expect((await (await long).text()).trim().endsWith("data: [DONE]")).toBe(true); // drained, not cut
+    expect(overlaps).toEqual([]);
+    const draining = events.findIndex((e) => e.model === "a" && e.tier === "draining");
+    const waking = events.findIndex((e) => e.model === "b" && (e.tier === "starting" || e.tier === "waking"));
+    const asleep = events.findIndex((e, i) => i > draining && e.model === "a" && e.tier === "asleep-1");
+    expect(draining).toBeGreaterThanOrEqual(0);
+    expect(asleep).toBeLessThan(waking);
+  });
+
+  test("a target whose wake fails does not leave the slot stuck", async () => {
+    const { overlaps } = await startSlot();
+    expect((await ask("b")).status).toBe(200);
+    expect((await ask("a")).status).toBe(200); // b is asleep now
+    const bAddress = snooze!.autoscaler.controller("b")!.state().address!;
+    await fetch(`http://${bAddress}/sim/faults`, { method: "POST", body: JSON.stringify({ wakeFail: 1 }) });
+    const failed = await ask("b");
+    expect(failed.status).toBe(503);
+    expect(((await failed.json()) as any).error.code).toBe("activation_failed");
+    // The slot is free or back with a; both members can still be served.
+    expect((await ask("a")).status).toBe(200);
+    expect((await ask("b")).status).toBe(200);
+    expect(overlaps).toEqual([]);
+  });
+
+  test("the incumbent crashing mid-drain frees the slot for the target", async () => {
+    const fast = ["--load-time", "200ms", "--wake-time-l1", "100ms", "--sleep-time-l1", "100ms"];
+    const { overlaps } = await startSlot(
+      "maxWait: 300ms\n    drainTimeout: 10s",
+      [...fast, "--itl", "50ms"],
+      fast,
+      1,
+    );
+    expect((await ask("a")).status).toBe(200);
+    const long = ask("a", { stream: true, max_tokens: 400 });
+    await until(() => snooze!.activator.routes.get("a")!.inFlight === 1, 2_000, "a busy");
+    const forB = ask("b");
+    await until(() => tierOf("a") === "draining", 3_000, "a draining");
+    const state = snooze!.autoscaler.controller("a")!.state();
+    process.kill(
+      (snooze!.platform as LocalPlatform).pid({ id: state.replica!, model: "a", address: state.address! })!,
+      "SIGKILL",
+    );
+    expect((await forB).status).toBe(200);
+    expect(await (await long).text()).toContain("upstream_broken");
+    expect(tierOf("a")).toBe("cold");
+    expect(overlaps).toEqual([]);
+  });
+
+  test("a client that abandons a swap does not abort it", async () => {
+    const { overlaps } = await startSlot();
+    expect((await ask("a")).status).toBe(200);
+    const leaving = new AbortController();
+    const abandoned = fetch(`${snooze!.url}/v1/chat/completions`, {
+      ...chat("b"),
+      signal: leaving.signal,
+    }).catch((e) => e);
+    await until(() => tierOf("a") !== "ready", 2_000, "the swap to begin");
+    leaving.abort();
+    await abandoned;
+    await until(() => tierOf("b") === "ready", 5_000, "b ready after the abandoned swap");
+    expect(tierOf("a")).toBe("asleep-1");
+    expect(overlaps).toEqual([]);
+  });
+});
+
+describe("the simulated GPU that makes the slot invariant observable", () => {
+  test("without a slot, the second engine on the same GPU fails to start (so the slot tests above can fail)", async () => {
+    const gpuDir = mkdtempSync(join(tmpdir(), "snooze-gpu-"));
+    const gpu = [
+      "--enable-sleep-mode",
+      "--gpu-id",
+      "0",
+      "--gpu-memory",
+      "24GiB",
+      "--model-memory",
+      "16GiB",
+      "--gpu-dir",
+      gpuDir,
+    ];
+    snooze = await startWith(`
+models:
+  a:
+    command: ${simCommand(gpu)}
+  b:
+    command: ${simCommand(gpu)}
+`);
+    expect((await ask("a")).status).toBe(200);
+    const second = await ask("b");
+    expect(second.status).toBe(503);
+    expect(((await second.json()) as any).error.message).toMatch(/memory/i);
+  });
+});
