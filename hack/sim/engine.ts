@@ -13,7 +13,7 @@
  * while the executor is busy sleeping, waking or reloading, as in vLLM.
  */
 import type { Logger } from "../../lib/log.ts";
-import { AbortedError, delay, forever } from "./delay.ts";
+import { AbortedError, delay, delayUntil, forever } from "./delay.ts";
 import type { Faults } from "./faults.ts";
 import { GpuClaim } from "./gpu-ledger.ts";
 import { EngineMetrics, type FinishReason } from "./metrics.ts";
@@ -263,21 +263,19 @@ export class SimEngine {
     seq.finished = seq.plans.map(() => null);
     this.metrics.promptTokens += seq.request.promptTokens;
     const signal = seq.abort.signal;
+    const { ttftMs, ttftJitterMs, itlMs, itlJitterMs } = this.options;
     try {
-      await delay(
-        this.scaled(jittered(this.options.ttftMs, this.options.ttftJitterMs, this.random) * slowdown),
-        signal,
-      );
-      await this.waitUntil(() => this.canStep, signal);
+      // Each token is due a TTFT or ITL after the one before; a freeze (mode=keep) shifts the schedule.
+      let due = performance.now() + this.scaled(jittered(ttftMs, ttftJitterMs, this.random) * slowdown);
+      await delayUntil(due, signal);
+      due = await this.waitToStep(due, signal);
       this.step(seq);
       this.metrics.ttft.observe((performance.now() - seq.arrival) / 1000);
       let last = performance.now();
       while (seq.finished.some((reason) => reason === null)) {
-        await delay(
-          this.scaled(jittered(this.options.itlMs, this.options.itlJitterMs, this.random) * slowdown),
-          signal,
-        );
-        await this.waitUntil(() => this.canStep, signal);
+        due += this.scaled(jittered(itlMs, itlJitterMs, this.random) * slowdown);
+        await delayUntil(due, signal);
+        due = await this.waitToStep(due, signal);
         this.step(seq);
         const now = performance.now();
         this.metrics.itl.observe((now - last) / 1000);
@@ -291,6 +289,14 @@ export class SimEngine {
       this.settle(seq);
       this.stateChanged();
     }
+  }
+
+  /** Waits while decoding is frozen; returns the schedule shifted by the time frozen. */
+  private async waitToStep(due: number, signal: AbortSignal): Promise<number> {
+    if (this.canStep) return due;
+    const frozenAt = performance.now();
+    await this.waitUntil(() => this.canStep, signal);
+    return due + (performance.now() - frozenAt);
   }
 
   private step(seq: Sequence): void {

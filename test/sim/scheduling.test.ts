@@ -86,6 +86,21 @@ describe("scheduling", () => {
     expect(await metric(engine.url, "vllm:inter_token_latency_seconds_bucket", 'le="0.025"')).toBe(0);
   });
 
+  test("sub-millisecond token times keep their average rate instead of a timer's 1 ms floor", async () => {
+    // 0.5 ms a token: 200 tokens take about 100 ms, not the 200 ms a timer per token would.
+    const engine = await sim({ timeScale: 0.1, ttftMs: 0, itlMs: 5 });
+    const started = performance.now();
+    const answer = await postJson(engine.url, "/v1/completions", {
+      prompt: "x",
+      max_tokens: 200,
+      ignore_eos: true,
+    });
+    const took = performance.now() - started;
+    expect(answer.json.usage.completion_tokens).toBe(200);
+    expect(took).toBeGreaterThanOrEqual(95);
+    expect(took).toBeLessThan(190);
+  });
+
   test("metrics: vLLM's names and labels, counters move with requests", async () => {
     const engine = await sim({ servedModelNames: ["qwen", "alias"] });
     const text = await (await fetch(`${engine.url}/metrics`)).text();
