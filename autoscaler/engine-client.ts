@@ -72,19 +72,6 @@ export class EngineClient {
     await this.call("POST", "/v1/completions", timeoutMs, { model, prompt: "warm-up", max_tokens: 1 });
   }
 
-  /** The engine's own view of its sleep: awake, weights_offloaded (level 1) or discard_all (level 2). */
-  async sleepState(timeoutMs = 2_000): Promise<string | undefined> {
-    const response = await fetch(`${this.baseUrl}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });
-    const text = await response.text();
-    for (const line of text.split("\n")) {
-      if (!line.startsWith("vllm:engine_sleep_state{") || Number(line.slice(line.lastIndexOf(" ") + 1)) !== 1)
-        continue;
-      const state = /sleep_state="([^"]+)"/.exec(line)?.[1];
-      if (state) return state;
-    }
-    return undefined;
-  }
-
   /** Requests the engine itself is running and queueing, from its Prometheus metrics. */
   async load(timeoutMs = 2_000): Promise<EngineLoad> {
     const response = await fetch(`${this.baseUrl}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });

@@ -450,21 +450,29 @@ export class ModelController {
     }
   }
 
-  /** Level 1 → level 2 frees host RAM. vLLM ignores a sleep while asleep, so verify; else stop. */
+  /**
+   * Level 1 → level 2 frees host RAM. vLLM ignores a sleep while asleep (and
+   * still reports discard_all), so the engine is woken (weights back from host
+   * RAM, fast) and put to sleep again at level 2. A slot member's GPU may hold
+   * another resident by now, so a slot member is stopped instead.
+   */
   private async deepen(): Promise<void> {
     const replica = this.replica;
     if (!replica || this.tier !== "asleep-1") return;
-    const client = new EngineClient(replica.address);
-    try {
-      await this.deps.platform.sleep(replica, 2, 30_000);
-      if ((await client.sleepState()) === "discard_all") {
-        this.setTier("asleep-2");
-        return;
-      }
-    } catch (error) {
-      this.deps.log.warn("deepening sleep failed", { model: this.config.id, error });
+    if (this.deps.slot) {
+      await this.stopReplica();
+      return;
     }
-    await this.stopReplica();
+    try {
+      await inSpan("snooze.deepen", { "snooze.model": this.config.id }, async () => {
+        await this.deps.platform.wake(replica, 1, this.config.wakeTimeout);
+        await this.deps.platform.sleep(replica, 2, 30_000);
+      });
+      this.setTier("asleep-2");
+    } catch (error) {
+      this.deps.log.warn("deepening sleep failed; stopping the engine", { model: this.config.id, error });
+      await this.stopReplica();
+    }
   }
 
   /** Re-check a replica the activator could not reach: alive and awake, or gone. */

@@ -111,6 +111,8 @@ export class SimEngine {
   private sleepLevel = 0;
   private weightsValid = true;
   private coldAfterWake = false;
+  /** Inference requests that arrived while the engine slept or paused: a router that gates traffic sends none. */
+  private arrivedWhileAsleep = 0;
   private controlTail: Promise<unknown> = Promise.resolve();
   /** Utility calls in progress that keep vLLM's engine core from answering `is_sleeping`. */
   private blocking = 0;
@@ -193,6 +195,7 @@ export class SimEngine {
       sleepLevel: this.sleepLevel,
       weightsValid: this.weightsValid,
       coldAfterWake: this.coldAfterWake,
+      arrivedWhileAsleep: this.arrivedWhileAsleep,
       running: this.running.size,
       waiting: this.waiting.length,
       busy: this.blocking > 0,
@@ -220,6 +223,7 @@ export class SimEngine {
   /** Queues a request; it decodes when a slot is free and the engine is awake (else it is parked). */
   submit(request: GenerationRequest): Generation {
     const seq = new Sequence(request);
+    if (this.sleepingTags.size > 0 || this.schedulerPause !== "none") this.arrivedWhileAsleep += 1;
     this.waiting.push(seq);
     this.pump();
     return { done: seq.done, cancel: () => this.cancel(seq) };

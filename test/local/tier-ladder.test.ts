@@ -130,3 +130,66 @@ models:
     ).toBe(1);
   });
 });
+
+describe("what the engines saw", () => {
+  test("no request ever reaches a sleeping engine: a sleep/wake cycle under steady traffic", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    sleepAfter: 100ms
+    command: ${simCommand(["--enable-sleep-mode"])}
+`);
+    // Requests arrive in waves separated by idle gaps, so the model sleeps and wakes several times,
+    // with some requests landing exactly while it drains, sleeps or wakes.
+    for (let wave = 0; wave < 4; wave++) {
+      const statuses = await Promise.all(
+        Array.from({ length: 15 }, (_, i) =>
+          new Promise((r) => setTimeout(r, i * 15)).then(
+            async () => (await fetch(`${snooze!.url}/v1/chat/completions`, chat("qwen"))).status,
+          ),
+        ),
+      );
+      expect(statuses.every((s) => s === 200)).toBe(true);
+      await until(() => tierOf("qwen") === "asleep-1", 5_000, "asleep");
+    }
+    const address = snooze.autoscaler.controller("qwen")!.state().address!;
+    const state = (await (await fetch(`http://${address}/sim/state`)).json()) as any;
+    expect(await transitions("qwen", "asleep-1", "waking")).toBeGreaterThanOrEqual(3);
+    expect(state.arrivedWhileAsleep).toBe(0);
+  });
+
+  test("level 1 → level 2 really discards the weights (vLLM ignores a sleep while asleep)", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    sleepAfter: 100ms
+    deepSleepAfter: 200ms
+    command: ${simCommand(["--enable-sleep-mode"])}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await until(() => tierOf("qwen") === "asleep-2", 5_000, "asleep-2");
+    const address = snooze.autoscaler.controller("qwen")!.state().address!;
+    const state = (await (await fetch(`http://${address}/sim/state`)).json()) as any;
+    expect(state).toMatchObject({ isSleeping: true, sleepLevel: 2, weightsValid: false });
+  });
+
+  test("past hostMemoryBudget the longest-asleep level-1 sleeper goes to level 2", async () => {
+    snooze = await startWith(`
+hostMemoryBudget: 20Gi
+defaults:
+  sleepAfter: 100ms
+  hostMemory: 16Gi
+models:
+  first:
+    command: ${simCommand(["--enable-sleep-mode"])}
+  second:
+    command: ${simCommand(["--enable-sleep-mode"])}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("first"))).status).toBe(200);
+    await until(() => tierOf("first") === "asleep-1", 5_000, "first asleep");
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("second"))).status).toBe(200);
+    await until(() => tierOf("second") === "asleep-1", 5_000, "second asleep");
+    await until(() => tierOf("first") === "asleep-2", 5_000, "first demoted");
+    expect(tierOf("second")).toBe("asleep-1");
+  });
+});
