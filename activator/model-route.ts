@@ -142,7 +142,10 @@ export class ModelRoute {
           tier: event.tier,
           inFlight: backend?.inFlight ?? 0,
           pool: new Pool(`http://${event.address}`, {
-            connections: 256,
+            // One connection per in-flight request: `concurrency` already bounds them (0 means
+            // unlimited). A smaller fixed cap would queue requests inside undici, unseen by the
+            // throttler, the hold budget and the metrics (long SSE streams would wait forever).
+            connections: this.config.concurrency > 0 ? this.config.concurrency : null,
             pipelining: 1,
             headersTimeout: 0,
             bodyTimeout: 0,
