@@ -385,6 +385,13 @@ export class SimEngine {
           this.setBlocking(+1);
         }
       }
+      if (level >= 1 && this.faults.sleepFail > 0) {
+        this.faults.sleepFail -= 1;
+        this.schedulerPause = "none";
+        this.stateChanged();
+        this.log.warn("fault: sleep fails");
+        throw internalError("RuntimeError: CUDA error: out of memory [snooze sim: injected sleep failure]");
+      }
       if (level >= 1) {
         if (this.sleepingTags.size > 0) {
           // vLLM's executor ignores a sleep while asleep: level 1 then 2 stays level 1.

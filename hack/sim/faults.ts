@@ -5,6 +5,8 @@
 export interface Faults {
   /** The next N wakes fail with a 500, leaving the engine asleep. */
   wakeFail: number;
+  /** The next N sleeps fail with a 500, leaving the engine awake (its scheduler resumed). */
+  sleepFail: number;
   /** The next N wakes never answer; the engine is stuck (sleep, wake and inference hang). */
   wakeHang: number;
   /** A sleep with `mode=abort` while requests decode crashes the engine. */
@@ -16,10 +18,10 @@ export interface Faults {
 }
 
 export function noFaults(): Faults {
-  return { wakeFail: 0, wakeHang: 0, crashOnAbortSleep: false, dieAfter: 0, neverReady: false };
+  return { wakeFail: 0, sleepFail: 0, wakeHang: 0, crashOnAbortSleep: false, dieAfter: 0, neverReady: false };
 }
 
-const countKeys = ["wakeFail", "wakeHang", "dieAfter"] as const;
+const countKeys = ["wakeFail", "sleepFail", "wakeHang", "dieAfter"] as const;
 const flagKeys = ["crashOnAbortSleep", "neverReady"] as const;
 
 /**

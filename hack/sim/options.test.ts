@@ -22,7 +22,14 @@ test("with no flags: one engine serving sim-model on 127.0.0.1:8000, no GPU, no 
     loadTimeMs: 5_000,
     timeScale: 1,
     gpu: undefined,
-    faults: { wakeFail: 0, wakeHang: 0, crashOnAbortSleep: false, dieAfter: 0, neverReady: false },
+    faults: {
+      wakeFail: 0,
+      sleepFail: 0,
+      wakeHang: 0,
+      crashOnAbortSleep: false,
+      dieAfter: 0,
+      neverReady: false,
+    },
   });
 });
 

@@ -236,6 +236,12 @@ export const simFlags: Record<string, Flag> = {
     placeholder: "n",
     description: "the next n wakes fail with 500",
   },
+  "fault-sleep-fail": {
+    type: "string",
+    default: "0",
+    placeholder: "n",
+    description: "the next n sleeps fail with 500; the engine stays awake",
+  },
   "fault-wake-hang": {
     type: "string",
     default: "0",
@@ -357,6 +363,7 @@ export function parseSimFlags(values: FlagValues, positionals: string[]): Launch
         : undefined,
     faults: {
       wakeFail: integer("fault-wake-fail", 0),
+      sleepFail: integer("fault-sleep-fail", 0),
       wakeHang: integer("fault-wake-hang", 0),
       crashOnAbortSleep: values["fault-crash-on-abort-sleep"] === true,
       dieAfter: integer("fault-die-after", 0),

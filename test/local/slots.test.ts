@@ -201,3 +201,16 @@ models:
     expect(((await second.json()) as any).error.message).toMatch(/memory/i);
   });
 });
+
+describe("a slot whose incumbent cannot sleep", () => {
+  test("a failed sleep stops the incumbent, then the target gets the GPU", async () => {
+    const { overlaps } = await startSlot();
+    expect((await ask("a")).status).toBe(200);
+    const aAddress = snooze!.autoscaler.controller("a")!.state().address!;
+    await fetch(`http://${aAddress}/sim/faults`, { method: "POST", body: JSON.stringify({ sleepFail: 1 }) });
+    expect((await ask("b")).status).toBe(200);
+    expect(tierOf("a")).toBe("cold");
+    expect(overlaps).toEqual([]);
+    expect((await ask("a")).status).toBe(200); // and a can come back (a cold start)
+  });
+});

@@ -1,4 +1,5 @@
 import { describe, expect, test } from "vitest";
+import { noFaults } from "../../hack/sim/faults.ts";
 import { startSim } from "../../hack/sim/server.ts";
 import {
   chat,
@@ -18,7 +19,7 @@ import {
 describe("faults", () => {
   test("wake-fail from the flag: the next wake is a 500, the one after works", async () => {
     const engine = await sim({
-      faults: { wakeFail: 1, wakeHang: 0, crashOnAbortSleep: false, dieAfter: 0, neverReady: false },
+      faults: { ...noFaults(), wakeFail: 1 },
     });
     await post(engine.url, "/sleep");
     const failed = await postJson(engine.url, "/wake_up");
@@ -127,7 +128,7 @@ describe("faults", () => {
         {
           port,
           loadTimeMs: 0,
-          faults: { neverReady: true, wakeFail: 0, wakeHang: 0, crashOnAbortSleep: false, dieAfter: 0 },
+          faults: { ...noFaults(), neverReady: true },
         },
         { waitReady: false },
       ),
@@ -144,5 +145,17 @@ describe("faults", () => {
     expect((await postJson(engine.url, "/sim/crash")).json).toEqual({ crashing: true });
     expect(await engine.died).toContain("/sim/crash");
     expect(await portOpen(engine.port)).toBe(false);
+  });
+});
+
+describe("sleep-fail", () => {
+  test("the next sleep is a 500 and the engine stays awake and serving; the one after works", async () => {
+    const engine = await sim({ faults: { ...noFaults(), sleepFail: 1 } });
+    const failed = await postJson(engine.url, "/sleep?level=1&mode=wait");
+    expect(failed.status).toBe(500);
+    expect((await getJson(engine.url, "/is_sleeping")).json).toEqual({ is_sleeping: false });
+    expect((await postJson(engine.url, "/v1/completions", { prompt: "x", max_tokens: 2 })).status).toBe(200);
+    expect((await postJson(engine.url, "/sleep?level=1&mode=wait")).status).toBe(200);
+    expect((await getJson(engine.url, "/is_sleeping")).json).toEqual({ is_sleeping: true });
   });
 });
