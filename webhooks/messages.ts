@@ -1,0 +1,113 @@
+/**
+ * Every message a person can get from the webhooks, in one place: the rules build them here and
+ * docs/webhooks.md quotes them (a unit test checks the docs still match).
+ */
+
+export interface MemberRef {
+  kind: string;
+  name: string;
+}
+
+const ref = (member: MemberRef) => `${member.kind} "${member.name}"`;
+
+export function invalidSpecMessage(kind: string, name: string, problems: string[]): string {
+  return `${kind} "${name}" is not valid: ${problems.join("; ")}`;
+}
+
+export function invalidAnnotationsMessage(kind: string, name: string, problems: string[]): string {
+  return `${kind} "${name}" has invalid snooze.dev annotations: ${problems.join("; ")}`;
+}
+
+/** Admin API of the activator: where a person asks for a swap. */
+const wakePath = (modelId: string) => `POST /snooze/v1/models/${encodeURIComponent(modelId)}/wake`;
+const sleepPath = (modelId: string) => `POST /snooze/v1/models/${encodeURIComponent(modelId)}/sleep`;
+
+export function slotModelReplicasMessage(name: string, slot: string, fields: [string, number][]): string {
+  const asked = fields.map(([field, value]) => `${field} is ${value}`).join(", ");
+  return (
+    `Model "${name}" is in slot "${slot}" and may ask for at most one replica, but ${asked}. ` +
+    "A slot is one accelerator that runs one member at a time: set these to 1 or less, " +
+    "or remove spec.slot to scale the model on its own."
+  );
+}
+
+export interface SecondResident {
+  slot: string;
+  member: MemberRef;
+  /** What the write changes, e.g. `spec.replicas from 0 to 1`. */
+  change: string;
+  modelId: string;
+  resident?: MemberRef & { tier: string };
+  transition?: { from?: string; to: string; step: string };
+}
+
+export function secondResidentMessage(d: SecondResident): string {
+  const state = d.transition
+    ? `slot "${d.slot}" is swapping${d.transition.from ? ` from "${d.transition.from}"` : ""} to "${d.transition.to}" (step ${d.transition.step})`
+    : `slot "${d.slot}" already has a resident: ${ref(d.resident!)} (${d.resident!.tier})`;
+  return (
+    `${state}; changing ${d.change} of ${ref(d.member)} would make a second member resident. ` +
+    `Only the Snooze autoscaler that holds the Lease snooze-slot-${d.slot} swaps members. ` +
+    `To switch, ask for a swap: send a request for model "${d.modelId}" through the activator, ` +
+    `or ${wakePath(d.modelId)} on the activator.`
+  );
+}
+
+export function notLeaseHolderMessage(slot: string, pod: string, holder: string | undefined): string {
+  return (
+    `the autoscaler replica "${pod}" does not hold the Lease snooze-slot-${slot} ` +
+    `(${holder ? `held by "${holder}"` : "no holder"}); only the holder swaps members of slot "${slot}".`
+  );
+}
+
+export interface MemberRemoval {
+  slot: string;
+  member: MemberRef & { tier: string };
+  /** How the write removes it, e.g. `deleting it`, `changing spec.slot to "gpu-1"`. */
+  how: string;
+  modelId: string;
+}
+
+export function memberRemovalMessage(d: MemberRemoval): string {
+  return (
+    `${ref(d.member)} is resident in slot "${d.slot}" (${d.member.tier}) and may not leave the slot while ` +
+    `resident: ${d.how} is refused. Let it sleep first (${sleepPath(d.modelId)} on the activator, ` +
+    "or scale it to 0), then retry."
+  );
+}
+
+export function pinnedWarning(member: MemberRef, slot: string, field: string, from: string): string {
+  return (
+    `${ref(member)} is in slot "${slot}": ${field} ${from} pinned to 1 ` +
+    "(a slot runs one replica of one member at a time; take it out of the slot to scale it out)"
+  );
+}
+
+export function noEngineContainerWarning(slot: string): string {
+  return (
+    `pod of slot "${slot}": no vLLM container found (image or command naming vllm), ` +
+    "so sleep mode was not set up; run vLLM in the first container or name it in its image or command"
+  );
+}
+
+export function shellCommandWarning(container: string): string {
+  return (
+    `container "${container}" runs vLLM through a shell (sh -c), so --enable-sleep-mode could not be ` +
+    "added: add it to the command yourself"
+  );
+}
+
+export function deviceOverrideWarning(container: string, from: string, device: string): string {
+  return `container "${container}": NVIDIA_VISIBLE_DEVICES ${from} replaced by the slot's device ${device}`;
+}
+
+export function gpuRequestWarning(container: string, slot: string): string {
+  return (
+    `container "${container}" requests nvidia.com/gpu while slot "${slot}" names its device: ` +
+    "the device plugin may hand it another GPU; drop the request to share the slot's device"
+  );
+}
+
+export function unhandledResourceWarning(webhook: string, resource: string): string {
+  return `snooze webhook ${webhook} does not handle ${resource}; check the rules of the webhook configuration`;
+}

@@ -1,0 +1,103 @@
+import type { JsonPatch } from "./json-patch.ts";
+import { pointer } from "./json-patch.ts";
+import {
+  deviceOverrideWarning,
+  gpuRequestWarning,
+  noEngineContainerWarning,
+  shellCommandWarning,
+} from "./messages.ts";
+import { annotationsOf, at, isObject } from "./object-path.ts";
+
+/**
+ * What a slot member's pod needs for vLLM sleep mode, pure and idempotent (a second pass changes
+ * nothing): `--enable-sleep-mode` on the vLLM container when it lacks it, `VLLM_SERVER_DEV_MODE=1`
+ * (vLLM serves /sleep and /wake_up only with both), and the slot's accelerator binding: the device
+ * the Slot names as NVIDIA_VISIBLE_DEVICES, so every member runs on that one GPU.
+ */
+export interface PodSlot {
+  slot: string;
+  /** The Slot's spec.device, when the Slot exists and names one. */
+  device?: string;
+}
+
+export const sleepModeFlag = "--enable-sleep-mode";
+export const devModeEnv = "VLLM_SERVER_DEV_MODE";
+export const deviceEnv = "NVIDIA_VISIBLE_DEVICES";
+
+const shells = new Set(["sh", "bash", "ash", "dash", "zsh"]);
+
+type Container = Record<string, unknown>;
+
+const strings = (value: unknown): string[] =>
+  Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : [];
+
+/** A container that runs vLLM: its image or its command line names vllm. */
+export function isVllmContainer(container: Container): boolean {
+  if (typeof container.image === "string" && /vllm/i.test(container.image)) return true;
+  return [...strings(container.command), ...strings(container.args)].some(
+    (token) =>
+      /(^|\/)vllm$/.test(token) || token.includes("vllm.entrypoints") || /\bvllm serve\b/.test(token),
+  );
+}
+
+export function mutatePod(pod: unknown, { slot, device }: PodSlot): { patch: JsonPatch; warnings: string[] } {
+  const patch: JsonPatch = [];
+  const warnings: string[] = [];
+  // A model without sleep support (snooze.dev/sleep: "false") only goes ready <-> cold.
+  if (annotationsOf(pod)["snooze.dev/sleep"] === "false") return { patch, warnings };
+  const containers = at(pod, "spec", "containers");
+  if (!Array.isArray(containers)) return { patch, warnings };
+  let engines = containers.map((c, i) => [c, i] as const).filter(([c]) => isObject(c) && isVllmContainer(c));
+  if (engines.length === 0 && containers.length === 1 && isObject(containers[0]))
+    engines = [[containers[0], 0]];
+  if (engines.length === 0) return { patch, warnings: [noEngineContainerWarning(slot)] };
+
+  for (const [raw, index] of engines) {
+    const container = raw as Container;
+    const name = String(container.name ?? index);
+    const command = strings(container.command);
+    const args = strings(container.args);
+    const hasFlag = [...command, ...args].some(
+      (t) => t === sleepModeFlag || t.startsWith(`${sleepModeFlag}=`) || t.includes(` ${sleepModeFlag}`),
+    );
+    if (!hasFlag) {
+      const shell = shells.has(command[0]?.split("/").at(-1) ?? "") && [...command, ...args].includes("-c");
+      if (shell) warnings.push(shellCommandWarning(name));
+      else if (container.args === undefined)
+        patch.push({ op: "add", path: pointer("spec", "containers", index, "args"), value: [sleepModeFlag] });
+      else
+        patch.push({
+          op: "add",
+          path: pointer("spec", "containers", index, "args", "-"),
+          value: sleepModeFlag,
+        });
+    }
+    const env = Array.isArray(container.env) ? (container.env as unknown[]) : undefined;
+    const wanted: [string, string][] = [[devModeEnv, "1"]];
+    if (device !== undefined) wanted.push([deviceEnv, device]);
+    const next = env ? [...env] : [];
+    for (const [key, value] of wanted) {
+      const found = next.findIndex((e) => isObject(e) && e.name === key);
+      const current = found >= 0 ? (next[found] as Record<string, unknown>) : undefined;
+      if (current && current.value === value && current.valueFrom === undefined) continue;
+      if (current && key === deviceEnv)
+        warnings.push(
+          deviceOverrideWarning(name, JSON.stringify(current.value ?? "(from a reference)"), value),
+        );
+      if (found >= 0) next[found] = { name: key, value };
+      else next.push({ name: key, value });
+    }
+    if (JSON.stringify(next) !== JSON.stringify(env ?? [])) {
+      patch.push({
+        op: env ? "replace" : "add",
+        path: pointer("spec", "containers", index, "env"),
+        value: next,
+      });
+    }
+    const gpus =
+      at(container, "resources", "limits", "nvidia.com/gpu") ??
+      at(container, "resources", "requests", "nvidia.com/gpu");
+    if (device !== undefined && gpus !== undefined) warnings.push(gpuRequestWarning(name, slot));
+  }
+  return { patch, warnings };
+}

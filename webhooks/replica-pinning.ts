@@ -1,0 +1,89 @@
+import type { JsonPatch } from "./json-patch.ts";
+import { pinnedWarning } from "./messages.ts";
+import { annotationsOf, at, integerAt, labelsOf } from "./object-path.ts";
+import { applyPatch, removePatch, setPatch } from "./patch-builder.ts";
+import { slotAnnotation, slotMemberLabel, type WorkloadKind } from "./slot-members.ts";
+
+/**
+ * replicas=1 pinning and pod template stamping for the workloads of slot members, pure.
+ *
+ * - A Deployment or StatefulSet in a slot that asks for more than one replica gets spec.replicas 1
+ *   and a warning that says why. A Knative Service gets autoscaling.knative.dev/max-scale "1" (and
+ *   min-scale, initial-scale at most 1) on its revision template.
+ * - The pod template carries the slot (annotation snooze.dev/slot, label snooze.dev/slot-member),
+ *   so the pod webhook knows the pods of slot members and its objectSelector matches only them.
+ *   A workload that leaves its slot loses both.
+ */
+export interface Mutation {
+  patch: JsonPatch;
+  warnings: string[];
+}
+
+const knativeScale = "autoscaling.knative.dev/";
+
+export function pinWorkload(kind: WorkloadKind, workload: unknown, slot: string | undefined): Mutation {
+  const patch: JsonPatch = [];
+  const warnings: string[] = [];
+  const name = String(at(workload, "metadata", "name") ?? at(workload, "metadata", "generateName") ?? "");
+  const member = { kind, name };
+  const template = at(workload, "spec", "template");
+  if (!slot) {
+    // Not (or no longer) a member: take the stamp off the template if it is there.
+    if (labelsOf(template)[slotMemberLabel] !== undefined) {
+      patch.push(...removePatch(workload, ["spec", "template", "metadata", "labels", slotMemberLabel]));
+      if (kind !== "Service")
+        patch.push(...removePatch(workload, ["spec", "template", "metadata", "annotations", slotAnnotation]));
+    }
+    return { patch, warnings };
+  }
+  if (kind === "Deployment" || kind === "StatefulSet") {
+    const replicas = integerAt(workload, "spec", "replicas");
+    if (replicas !== undefined && replicas > 1) {
+      patch.push({ op: "replace", path: "/spec/replicas", value: 1 });
+      warnings.push(pinnedWarning(member, slot, "spec.replicas", String(replicas)));
+    }
+  } else {
+    const annotations = annotationsOf(template);
+    const pin = (key: string, { whenAbsent }: { whenAbsent: boolean }) => {
+      const value = annotations[knativeScale + key];
+      const number = value === undefined ? undefined : Number(value);
+      // max-scale 0 means "no limit" to Knative.
+      const tooMany = number === undefined ? whenAbsent : number > 1 || (key === "max-scale" && number === 0);
+      if (!tooMany) return;
+      patch.push(
+        ...setPatch(workload, ["spec", "template", "metadata", "annotations", knativeScale + key], "1"),
+      );
+      if (value !== undefined)
+        warnings.push(pinnedWarning(member, slot, `${knativeScale}${key}`, JSON.stringify(value)));
+    };
+    pin("max-scale", { whenAbsent: true });
+    pin("min-scale", { whenAbsent: false });
+    pin("initial-scale", { whenAbsent: false });
+  }
+  // Stamp the template; apply the replica patches first so the paths stay valid.
+  const stamped = patch.length > 0 ? applyLocal(workload, patch) : workload;
+  patch.push(...setPatch(stamped, ["spec", "template", "metadata", "annotations", slotAnnotation], slot));
+  const withAnnotation = applyLocal(stamped, patch.slice(-1));
+  patch.push(
+    ...setPatch(withAnnotation, ["spec", "template", "metadata", "labels", slotMemberLabel], "true"),
+  );
+  return { patch, warnings };
+}
+
+/** A Scale (autoscaling/v1) write to a slot member's scale subresource asking for more than one. */
+export function pinScale(
+  scale: unknown,
+  member: { kind: string; name: string },
+  slot: string | undefined,
+): Mutation {
+  const replicas = integerAt(scale, "spec", "replicas");
+  if (!slot || replicas === undefined || replicas <= 1) return { patch: [], warnings: [] };
+  return {
+    patch: [{ op: "replace", path: "/spec/replicas", value: 1 }],
+    warnings: [pinnedWarning(member, slot, "spec.replicas (scale)", String(replicas))],
+  };
+}
+
+function applyLocal(object: unknown, patch: JsonPatch): unknown {
+  return patch.length === 0 ? object : applyPatch(object, patch);
+}

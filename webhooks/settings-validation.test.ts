@@ -1,0 +1,152 @@
+import { describe, expect, test } from "vitest";
+import { validateModel, validateSlot, validateWorkloadAnnotations } from "./settings-validation.ts";
+import { validateSlotModelReplicas } from "./slot-replicas.ts";
+
+const ref = { apiVersion: "apps/v1", kind: "Deployment", name: "qwen" };
+const model = (spec: Record<string, unknown>) => ({ metadata: { name: "qwen" }, spec });
+
+describe("validateModel: the one schema, with path, value and allowed form", () => {
+  test.each([
+    { name: "valid", spec: { workloadRef: ref, sleepAfter: "5m", slot: "gpu-0" }, message: undefined },
+    {
+      name: "bad duration",
+      spec: { workloadRef: ref, sleepAfter: "5 minutes" },
+      message:
+        'Model "qwen" is not valid: spec.sleepAfter: "5 minutes": expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"',
+    },
+    {
+      name: "sleep level outside the literals",
+      spec: { workloadRef: ref, sleepLevel: 3 },
+      message: 'Model "qwen" is not valid: spec.sleepLevel: 3: expected 1 or 2',
+    },
+    {
+      name: "port too big",
+      spec: { workloadRef: ref, port: 70_000 },
+      message: 'Model "qwen" is not valid: spec.port: 70000: Too big: expected number to be <=65535',
+    },
+    {
+      name: "missing workloadRef",
+      spec: {},
+      message: 'Model "qwen" is not valid: spec.workloadRef: is required',
+    },
+    {
+      name: "wrong type",
+      spec: { workloadRef: ref, warmup: "yes" },
+      message: 'Model "qwen" is not valid: spec.warmup: "yes": expected true or false',
+    },
+    {
+      name: "unknown field",
+      spec: { workloadRef: ref, sleepAftr: "5m" },
+      message: expect.stringMatching(
+        /^Model "qwen" is not valid: spec.sleepAftr: unknown field; allowed: aliases, sleep, /,
+      ),
+    },
+    {
+      name: "min above max",
+      spec: { workloadRef: ref, minReplicas: 3, maxReplicas: 2 },
+      message:
+        'Model "qwen" is not valid: spec.minReplicas: 3: minReplicas must not be greater than maxReplicas',
+    },
+  ])("$name", ({ spec, message }) => {
+    const verdict = validateModel(model(spec));
+    if (message === undefined) expect(verdict).toEqual({ allowed: true });
+    else expect(verdict).toMatchObject({ allowed: false, code: 422, reason: "Invalid", message });
+  });
+
+  test("several problems are all listed, separated by semicolons", () => {
+    const verdict = validateModel(model({ workloadRef: ref, sleepAfter: "x", holdBudget: "y" }));
+    expect(verdict.message?.split("; ")).toHaveLength(2);
+  });
+});
+
+describe("validateSlot", () => {
+  test.each([
+    { spec: undefined, message: undefined },
+    { spec: { policy: "fifo", device: "0" }, message: undefined },
+    {
+      spec: { policy: "lifo" },
+      message:
+        'Slot "gpu-0" is not valid: spec.policy: "lifo": Invalid option: expected one of "sticky"|"fifo"|"priority"',
+    },
+    {
+      spec: { minResidency: "soon" },
+      message:
+        'Slot "gpu-0" is not valid: spec.minResidency: "soon": expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"',
+    },
+    { spec: { device: 0 }, message: expect.stringContaining("spec.device: 0: expected a string") },
+  ])("$spec", ({ spec, message }) => {
+    const verdict = validateSlot({ metadata: { name: "gpu-0" }, ...(spec ? { spec } : {}) });
+    if (message === undefined) expect(verdict.allowed).toBe(true);
+    else expect(verdict).toMatchObject({ allowed: false, message });
+  });
+});
+
+describe("validateWorkloadAnnotations", () => {
+  const deployment = (annotations: Record<string, string>) => ({ metadata: { name: "qwen", annotations } });
+  test.each<{ annotations: Record<string, string>; message: unknown }>([
+    {
+      annotations: { "snooze.dev/sleep-after": "30s", "snooze.dev/slot": "gpu-0", "other.io/x": "y" },
+      message: undefined,
+    },
+    { annotations: { "snooze.dev/tier": "ready", "snooze.dev/model": "qwen" }, message: undefined },
+    {
+      annotations: { "snooze.dev/sleep-after": "soon" },
+      message:
+        'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/sleep-after"]: "soon": expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"',
+    },
+    {
+      annotations: { "snooze.dev/sleep-level": "3" },
+      message:
+        'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/sleep-level"]: "3": expected 1 or 2',
+    },
+    {
+      annotations: { "snooze.dev/warmup": "maybe" },
+      message:
+        'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/warmup"]: "maybe": expected true or false',
+    },
+    {
+      annotations: { "snooze.dev/slep-after": "5m" },
+      message: expect.stringMatching(
+        /metadata\.annotations\["snooze\.dev\/slep-after"\]: "5m": unknown setting; known: snooze\.dev\/aliases, /,
+      ),
+    },
+  ])("$annotations", ({ annotations, message }) => {
+    const verdict = validateWorkloadAnnotations("Deployment", deployment(annotations));
+    if (message === undefined) expect(verdict).toEqual({ allowed: true });
+    else expect(verdict).toMatchObject({ allowed: false, code: 422, message });
+  });
+
+  test("a Knative Service's revision template annotations are checked too", () => {
+    const service = {
+      metadata: { name: "qwen" },
+      spec: { template: { metadata: { annotations: { "snooze.dev/concurrency": "-1" } } } },
+    };
+    expect(validateWorkloadAnnotations("Service", service).message).toContain(
+      'spec.template.metadata.annotations["snooze.dev/concurrency"]: "-1"',
+    );
+    // For a Deployment the template is the pods', stamped by Snooze itself: not settings.
+    expect(validateWorkloadAnnotations("Deployment", service).allowed).toBe(true);
+  });
+});
+
+describe("validateSlotModelReplicas: a Model in a slot asks for at most one replica", () => {
+  test.each([
+    { spec: { slot: "gpu-0", replicas: 1, maxReplicas: 1 }, denied: undefined },
+    { spec: { replicas: 3, maxReplicas: 3 }, denied: undefined },
+    {
+      spec: { slot: "gpu-0", maxReplicas: 2 },
+      denied:
+        'Model "qwen" is in slot "gpu-0" and may ask for at most one replica, but spec.maxReplicas is 2. A slot is one accelerator that runs one member at a time: set these to 1 or less, or remove spec.slot to scale the model on its own.',
+    },
+    {
+      spec: { slot: "gpu-0", replicas: 2, minReplicas: 2, maxReplicas: 2 },
+      denied: expect.stringContaining(
+        "but spec.replicas is 2, spec.minReplicas is 2, spec.maxReplicas is 2.",
+      ),
+    },
+  ])("$spec", ({ spec, denied }) => {
+    const verdict = validateSlotModelReplicas(model(spec));
+    if (denied === undefined) expect(verdict.allowed).toBe(true);
+    else expect(verdict).toMatchObject({ allowed: false, code: 403, message: denied });
+  });
+});

@@ -1,0 +1,93 @@
+import type { z } from "zod";
+import { modelSpec } from "../lib/kube/model-resource.ts";
+import { slotSpec } from "../lib/kube/slot-resource.ts";
+import { settingsFromAnnotations, tierSettings } from "../lib/settings/index.ts";
+import { allowedForm } from "./allowed-form.ts";
+import { invalidAnnotationsMessage, invalidSpecMessage } from "./messages.ts";
+import { annotationsOf, at, isObject } from "./object-path.ts";
+import { allow, invalid, type Verdict } from "./verdict.ts";
+
+/**
+ * Settings validation with the one zod schema (lib/settings, lib/kube): Models, Slots, and the
+ * `snooze.dev/*` annotations of workloads. Every problem names the field path, the bad value and
+ * the allowed form.
+ */
+
+/** One problem, already in words: `spec.sleepAfter: "soon": expected a duration like …`. */
+export type Problem = string;
+
+const showValue = (value: unknown) => {
+  if (value === undefined) return "(missing)";
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+};
+
+type Shape = Record<string, z.ZodType>;
+
+/** zod's issues on `spec` as problems, with the value and the allowed form spelled out. */
+export function specProblems(spec: unknown, issues: z.core.$ZodIssue[], shape: Shape): Problem[] {
+  return issues.map((issue) => {
+    const path = issue.path.map(String);
+    if (issue.code === "unrecognized_keys") {
+      const allowed = path.length === 0 ? `; allowed: ${Object.keys(shape).join(", ")}` : "";
+      return issue.keys
+        .map((key) => `${["spec", ...path, key].join(".")}: unknown field${allowed}`)
+        .join("; ");
+    }
+    const where = ["spec", ...path].join(".");
+    const value = path.reduce<unknown>((node, key) => (isObject(node) ? node[key] : undefined), spec);
+    if (issue.code === "invalid_type" && value === undefined) return `${where}: is required`;
+    const generic = /^Invalid input/.test(issue.message) || issue.code === "invalid_type";
+    const form = path.length === 1 ? allowedForm(shape[path[0]!]) : undefined;
+    const reason = generic && form ? `expected ${form}` : issue.message;
+    return `${where}: ${showValue(value)}: ${reason}`;
+  });
+}
+
+export function validateModel(model: unknown): Verdict {
+  const spec = at(model, "spec");
+  const parsed = modelSpec.safeParse(spec);
+  if (parsed.success) return allow();
+  const problems = specProblems(spec, parsed.error.issues, modelSpec.shape as unknown as Shape);
+  return invalid(invalidSpecMessage("Model", nameOf(model), problems));
+}
+
+export function validateSlot(slot: unknown): Verdict {
+  // A Slot's spec may be left out: every setting has a default.
+  const spec = at(slot, "spec") ?? {};
+  const parsed = slotSpec.safeParse(spec);
+  if (parsed.success) return allow();
+  const problems = specProblems(spec, parsed.error.issues, slotSpec.shape as unknown as Shape);
+  return invalid(invalidSpecMessage("Slot", nameOf(slot), problems));
+}
+
+/**
+ * The `snooze.dev/*` annotations of a Deployment, StatefulSet or Knative Service (for a Knative
+ * Service also those of its revision template, where per-revision settings go).
+ */
+export function validateWorkloadAnnotations(kind: string, workload: unknown): Verdict {
+  const places: [string, Record<string, string>][] = [["metadata.annotations", annotationsOf(workload)]];
+  if (kind === "Service") {
+    places.push(["spec.template.metadata.annotations", annotationsOf(at(workload, "spec", "template"))]);
+  }
+  const problems: Problem[] = [];
+  for (const [where, annotations] of places) {
+    for (const problem of settingsFromAnnotations(annotations).problems) {
+      const key = problem.annotation.replace(/^snooze\.dev\//, "");
+      const camel = key.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+      const form = allowedForm((tierSettings.shape as Shape)[camel]);
+      const generic = /^Invalid input/.test(problem.message);
+      const reason = generic && form ? `expected ${form}` : problem.message;
+      problems.push(`${where}["${problem.annotation}"]: ${showValue(problem.value)}: ${reason}`);
+    }
+  }
+  return problems.length === 0
+    ? allow()
+    : invalid(invalidAnnotationsMessage(kind, nameOf(workload), problems));
+}
+
+export const nameOf = (object: unknown): string => {
+  const name = at(object, "metadata", "name");
+  const generateName = at(object, "metadata", "generateName");
+  return typeof name === "string" && name ? name : typeof generateName === "string" ? `${generateName}*` : "";
+};
