@@ -7,6 +7,7 @@ import { openAIError } from "../lib/openai-error.ts";
 import type { SnoozeConfig } from "../lib/settings/index.ts";
 import { spanContextOf, tracer } from "../lib/tracing.ts";
 import { BodyTooLarge, readBody } from "./body.ts";
+import { HoldProgress } from "./hold-progress.ts";
 import { type ActivatorMetrics, activatorMetrics } from "./metrics.ts";
 import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
 import { forward } from "./proxy.ts";
@@ -155,7 +156,7 @@ export class Activator {
     }
     named(resolution.model);
     const route = this.routes.get(resolution.model)!;
-    let backend = route.tryAcquire() ?? (await this.hold(route, res));
+    let backend = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
     if (!backend) return res.headersSent ? 503 : 499;
     for (let attempt = 0; ; attempt++) {
       this.inFlightTotal++;
@@ -202,14 +203,14 @@ export class Activator {
         return 502;
       }
       route.markUnreachable(backend);
-      const next = route.tryAcquire() ?? (await this.hold(route, res));
+      const next = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
       if (!next) return res.headersSent ? 503 : 499;
       backend = next;
     }
   }
 
   /** Holds the request until a replica has room; answers 503 itself when it cannot. */
-  private async hold(route: ModelRoute, res: ServerResponse): Promise<Backend | undefined> {
+  private async hold(route: ModelRoute, res: ServerResponse, stream: boolean): Promise<Backend | undefined> {
     const model = route.config.id;
     const started = performance.now();
     const span = tracer.startSpan("snooze.hold", { attributes: { "snooze.model": model } });
@@ -217,6 +218,11 @@ export class Activator {
     // Only the first held request asks for an activation; the others join it.
     if (route.held > 0) this.metrics.coalesced.inc({ model });
     const { promise, cancel } = route.hold();
+    const progress =
+      stream && route.config.streamProgress
+        ? new HoldProgress(res, model, () => route.retryAfterMs())
+        : undefined;
+    progress?.start();
     // Holding signalled demand, so an activation this request waits on has begun by now: link to it.
     const linked = spanContextOf(route.latestEvent?.traceparent);
     if (linked) span.addLink({ context: linked });
@@ -241,13 +247,12 @@ export class Activator {
           ? `${holdMessages[failure.reason](model, seconds)} ${failure.message}`
           : holdMessages[failure.reason](model, seconds);
       span.setStatus({ code: SpanStatusCode.ERROR, message });
-      if (!res.destroyed) {
-        sendError(res, 503, openAIError(message, "service_unavailable_error", holdCodes[failure.reason]), {
-          "retry-after": String(seconds),
-        });
-      }
+      const body = openAIError(message, "service_unavailable_error", holdCodes[failure.reason]);
+      if (res.headersSent) progress?.fail(body);
+      else if (!res.destroyed) sendError(res, 503, body, { "retry-after": String(seconds) });
       return undefined;
     } finally {
+      progress?.stop();
       res.off("close", onClose);
       if (res.destroyed && outcome === "dispatched") outcome = "abandoned";
       this.metrics.held.dec({ model });

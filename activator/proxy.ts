@@ -53,8 +53,18 @@ export async function forward(
     });
     status = upstream.statusCode;
     onResponse();
-    res.writeHead(status, endToEnd(upstream.headers));
-    res.flushHeaders();
+    if (res.headersSent) {
+      // Hold progress already answered 200 and opened an SSE stream: an engine error can
+      // only be told as an event in it.
+      if (status !== 200) {
+        const text = await upstream.body.text();
+        res.end(`data: ${text.replaceAll("\n", " ")}\n\ndata: [DONE]\n\n`);
+        return { kind: "answered", status };
+      }
+    } else {
+      res.writeHead(status, endToEnd(upstream.headers));
+      res.flushHeaders();
+    }
     try {
       // A hand-written pump rather than pipeline(): on an engine failure the client
       // response must stay open long enough to receive a final error event.

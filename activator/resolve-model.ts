@@ -4,8 +4,11 @@ import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 export type Resolution =
   | {
       ok: true;
-      model: string /** The body to forward, rewritten when the client used an alias. */;
+      model: string;
+      /** The body to forward, rewritten when the client used an alias. */
       body: Buffer;
+      /** The client asked for a streamed (SSE) answer. */
+      stream: boolean;
     }
   | { ok: false; status: number; error: OpenAIErrorBody };
 
@@ -30,22 +33,29 @@ export function resolveModel(
       "model",
     ),
   });
-  const header = headers["snooze-model"];
-  if (typeof header === "string" && header) {
-    const id = names.get(header);
-    return id ? { ok: true, model: id, body } : unknown(header);
-  }
   const isJson = String(headers["content-type"] ?? "application/json").includes("json");
+  let parsed: unknown;
+  let invalid: Error | undefined;
   if (body.length > 0 && isJson) {
-    let parsed: unknown;
     try {
       parsed = JSON.parse(body.toString("utf8"));
     } catch (error) {
+      invalid = error as Error;
+    }
+  }
+  const stream = (parsed as { stream?: unknown } | undefined)?.stream === true;
+  const header = headers["snooze-model"];
+  if (typeof header === "string" && header) {
+    const id = names.get(header);
+    return id ? { ok: true, model: id, body, stream } : unknown(header);
+  }
+  if (body.length > 0 && isJson) {
+    if (invalid) {
       return {
         ok: false,
         status: 400,
         error: openAIError(
-          `The body is not valid JSON: ${(error as Error).message}`,
+          `The body is not valid JSON: ${invalid.message}`,
           "invalid_request_error",
           "invalid_json",
         ),
@@ -55,9 +65,9 @@ export function resolveModel(
     if (typeof requested === "string" && requested) {
       const id = names.get(requested);
       if (!id) return unknown(requested);
-      if (id === requested) return { ok: true, model: id, body };
+      if (id === requested) return { ok: true, model: id, body, stream };
       (parsed as { model: string }).model = id;
-      return { ok: true, model: id, body: Buffer.from(JSON.stringify(parsed)) };
+      return { ok: true, model: id, body: Buffer.from(JSON.stringify(parsed)), stream };
     }
     if (requested !== undefined && typeof requested !== "string") {
       return {
@@ -70,7 +80,7 @@ export function resolveModel(
   const host = String(headers.host ?? "").split(":")[0]!;
   const label = host.split(".")[0]!;
   const byHost = host.includes(".") ? names.get(label) : undefined;
-  if (byHost) return { ok: true, model: byHost, body };
+  if (byHost) return { ok: true, model: byHost, body, stream };
   return {
     ok: false,
     status: 400,

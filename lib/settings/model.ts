@@ -51,6 +51,10 @@ export const tierSettings = z.strictObject({
     .boolean()
     .optional()
     .meta({ description: "Send a 1-token request after every start and wake, before routing traffic." }),
+  streamProgress: z.boolean().optional().meta({
+    description:
+      "While a streaming request is held past 1 s, answer 200 at once and send SSE comment lines (`: waking qwen, ~2s`); a failure then arrives as an SSE error event instead of a 503.",
+  }),
   startTimeout: duration
     .optional()
     .meta({ description: "How long a cold start may take before it is declared failed." }),
@@ -93,6 +97,7 @@ export const builtinTierDefaults = {
   queueDepth: 1_000,
   concurrency: 0,
   warmup: true,
+  streamProgress: false,
   startTimeout: 10 * 60_000,
   wakeTimeout: 2 * 60_000,
   drainTimeout: 60_000,

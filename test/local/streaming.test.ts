@@ -97,3 +97,52 @@ models:
     expect(next.status).toBe(200);
   });
 });
+
+describe("progress while a streaming request is held (streamProgress)", () => {
+  test("SSE comments while the engine starts, then the engine's stream", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    streamProgress: true
+    command: ${simCommand(["--load-time", "3500ms"], 1)}
+`);
+    const response = await fetch(
+      `${snooze.url}/v1/chat/completions`,
+      chat("qwen", { stream: true, max_tokens: 3 }),
+    );
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    const comments = text.split("\n").filter((line) => line.startsWith(": waking qwen, ~"));
+    expect(comments.length).toBeGreaterThanOrEqual(1);
+    expect(text.indexOf(": waking")).toBeLessThan(text.indexOf("data: {"));
+    expect(text.trim().endsWith("data: [DONE]")).toBe(true);
+  });
+
+  test("a hold that fails after progress began ends the stream with an error event", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    streamProgress: true
+    holdBudget: 1500ms
+    command: ${simCommand(["--load-time", "20s"], 1)}
+`);
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen", { stream: true }));
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    expect(text).toContain(": waking qwen");
+    expect(text).toContain('"code":"hold_budget_exceeded"');
+    expect(text.trim().endsWith("data: [DONE]")).toBe(true);
+  });
+
+  test("off by default: a held streaming request that fails gets a plain 503", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    holdBudget: 1500ms
+    command: ${simCommand(["--load-time", "20s"], 1)}
+`);
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen", { stream: true }));
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBeTruthy();
+  });
+});

@@ -1,0 +1,47 @@
+import type { ServerResponse } from "node:http";
+import { formatDuration } from "../lib/duration.ts";
+import type { OpenAIErrorBody } from "../lib/openai-error.ts";
+
+const firstAfterMs = 1_000;
+const everyMs = 2_000;
+
+/**
+ * For a streaming request held past a second (setting `streamProgress`): the
+ * client gets its 200 and SSE comment lines saying what it waits for, which
+ * OpenAI clients skip, instead of silence. Once this has started, failures can
+ * only be told in the stream, as an SSE error event.
+ */
+export class HoldProgress {
+  private readonly res: ServerResponse;
+  private readonly model: string;
+  private readonly remainingMs: () => number;
+  private timer?: NodeJS.Timeout;
+
+  constructor(res: ServerResponse, model: string, remainingMs: () => number) {
+    this.res = res;
+    this.model = model;
+    this.remainingMs = remainingMs;
+  }
+
+  start(): void {
+    this.timer = setTimeout(() => this.tick(), firstAfterMs);
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+  }
+
+  /** Ends the stream with an error event, as the OpenAI API does mid-stream. */
+  fail(error: OpenAIErrorBody): void {
+    if (!this.res.writableEnded) this.res.end(`data: ${JSON.stringify(error)}\n\ndata: [DONE]\n\n`);
+  }
+
+  private tick(): void {
+    if (this.res.destroyed || this.res.writableEnded) return;
+    if (!this.res.headersSent) {
+      this.res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    }
+    this.res.write(`: waking ${this.model}, ~${formatDuration(Math.max(0, this.remainingMs()))}\n\n`);
+    this.timer = setTimeout(() => this.tick(), everyMs);
+  }
+}
