@@ -84,7 +84,9 @@ describe("scheduling", () => {
     expect(await metric(engine.url, "vllm:time_to_first_token_seconds_bucket", 'le="+Inf"')).toBe(1);
     expect(await metric(engine.url, "vllm:inter_token_latency_seconds_count")).toBe(5);
     // The schedule catches up after a late token, so single gaps vary; their sum keeps the rate.
-    expect(await metric(engine.url, "vllm:inter_token_latency_seconds_sum")).toBeGreaterThanOrEqual(5 * 0.03 - 0.01);
+    expect(await metric(engine.url, "vllm:inter_token_latency_seconds_sum")).toBeGreaterThanOrEqual(
+      5 * 0.03 - 0.01,
+    );
   });
 
   test("sub-millisecond token times keep their average rate instead of a timer's 1 ms floor", async () => {
