@@ -11,6 +11,13 @@ export interface ServerOptions {
   registry: Registry;
 }
 
+const notFound = (res: ServerResponse, name: string) =>
+  sendError(
+    res,
+    404,
+    openAIError(`The model \`${name}\` does not exist.`, "invalid_request_error", "model_not_found", "model"),
+  );
+
 const created = Math.floor(Date.now() / 1000);
 const adminAction = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
 
@@ -58,17 +65,7 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
       const name = decodeURIComponent(path.slice("/v1/models/".length));
       const view = views().find((v) => v.id === name || v.aliases.includes(name));
       if (view) sendJson(res, 200, modelObject(view));
-      else
-        sendError(
-          res,
-          404,
-          openAIError(
-            `The model \`${name}\` does not exist.`,
-            "invalid_request_error",
-            "model_not_found",
-            "model",
-          ),
-        );
+      else notFound(res, name);
       return;
     }
     if (path.startsWith("/v1/")) {
@@ -88,16 +85,7 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
       const name = decodeURIComponent(action[1]!);
       const id = activator.modelNamed(name);
       if (!id) {
-        sendError(
-          res,
-          404,
-          openAIError(
-            `The model \`${name}\` does not exist.`,
-            "invalid_request_error",
-            "model_not_found",
-            "model",
-          ),
-        );
+        notFound(res, name);
         return;
       }
       const verb = action[2] as "wake" | "sleep" | "stop";

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { createServer } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../lib/free-port.ts";
 import type { Logger } from "../lib/log.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { EngineClient } from "./engine-client.ts";
@@ -38,7 +38,7 @@ export class LocalPlatform implements Platform {
   }
 
   async start(model: ModelConfig, signal: AbortSignal): Promise<ReplicaHandle> {
-    const port = model.port ?? (await freePort());
+    const port = model.port ?? (await freePort(host));
     const substitute = (arg: string) =>
       arg.replaceAll("${PORT}", String(port)).replaceAll("${HOST}", host).replaceAll("${MODEL}", model.id);
     const [file, ...args] = model.command.flatMap((arg) =>
@@ -154,14 +154,4 @@ function lastWords(engine: Engine): string {
 /** `${SNOOZE}` in a command runs this same Snooze (e.g. `snooze sim`) on this same Node.js. */
 function snoozeArgv(): string[] {
   return [process.execPath, fileURLToPath(new URL("../bin/snooze.js", import.meta.url))];
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, host);
-  await once(server, "listening");
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, "close");
-  return port;
 }

@@ -1,20 +1,10 @@
 /** Free loopback ports and waiting for a listener. */
-import { once } from "node:events";
-import { connect, createServer } from "node:net";
+import { connect } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 
-export const host = "127.0.0.1";
+export { freePort } from "../../lib/free-port.ts";
 
-/** A port nothing listens on right now (the OS's pick). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, host);
-  await once(server, "listening");
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, "close");
-  return port;
-}
+export const host = "127.0.0.1";
 
 function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {

@@ -15,14 +15,10 @@ afterEach(async () => {
 
 const resident = new Set(["starting", "waking", "ready", "draining"]);
 
-/**
- * Two members on one simulated 24 GiB GPU whose engines each take 90% of it:
- * if Snooze ever woke or started one while the other was awake, the simulated
- * GPU would fail that wake the way vLLM does, and the request would fail.
- */
-async function startSlot(extraSlot = "", extraA: string[] = [], extraB: string[] = [], scale = 0.05) {
+/** Sim flags for engines on one simulated 24 GiB GPU of their own (a fresh ledger per test). */
+function sharedGpu(): string[] {
   const gpuDir = mkdtempSync(join(tmpdir(), "snooze-gpu-"));
-  const gpu = [
+  return [
     "--enable-sleep-mode",
     "--gpu-id",
     "0",
@@ -33,6 +29,15 @@ async function startSlot(extraSlot = "", extraA: string[] = [], extraB: string[]
     "--gpu-dir",
     gpuDir,
   ];
+}
+
+/**
+ * Two members on one simulated 24 GiB GPU whose engines each take 90% of it:
+ * if Snooze ever woke or started one while the other was awake, the simulated
+ * GPU would fail that wake the way vLLM does, and the request would fail.
+ */
+async function startSlot(extraSlot = "", extraA: string[] = [], extraB: string[] = [], scale = 0.05) {
+  const gpu = sharedGpu();
   snooze = await startWith(`
 slots:
   gpu0:
@@ -176,18 +181,7 @@ describe("a slot: one resident at a time", () => {
 
 describe("the simulated GPU that makes the slot invariant observable", () => {
   test("without a slot, the second engine on the same GPU fails to start (so the slot tests above can fail)", async () => {
-    const gpuDir = mkdtempSync(join(tmpdir(), "snooze-gpu-"));
-    const gpu = [
-      "--enable-sleep-mode",
-      "--gpu-id",
-      "0",
-      "--gpu-memory",
-      "24GiB",
-      "--model-memory",
-      "16GiB",
-      "--gpu-dir",
-      gpuDir,
-    ];
+    const gpu = sharedGpu();
     snooze = await startWith(`
 models:
   a:
