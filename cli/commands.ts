@@ -2,6 +2,7 @@ import type { Command } from "./command.ts";
 import { serveCommand } from "./serve.ts";
 import { simCommand } from "./sim.ts";
 import { statusCommand } from "./status.ts";
+import { webhooksCommand } from "./webhooks.ts";
 
 /** Every `snooze` command, in the order `snooze --help` lists them. */
-export const commands: Command[] = [serveCommand, statusCommand, simCommand];
+export const commands: Command[] = [serveCommand, statusCommand, simCommand, webhooksCommand];

@@ -29,7 +29,9 @@ const userInfo = z.object({
 
 const admissionRequest = z
   .object({
-    uid: z.string().min(1).max(256),
+    uid: z
+      .string()
+      .regex(/^[\x21-\x7e]{1,128}$/, { message: "expected a UID (1 to 128 printable characters)" }),
     kind: groupVersionKind,
     resource: groupVersionResource,
     subResource: z.string().optional(),

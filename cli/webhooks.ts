@@ -1,0 +1,198 @@
+import { parseDuration } from "../lib/duration.ts";
+import { createLogger } from "../lib/log.ts";
+import { byteSize } from "../lib/settings/index.ts";
+import { startWebhooks } from "../webhooks/webhooks.ts";
+import { type Command, type FlagValues, UsageError } from "./command.ts";
+
+const durationFlag = (values: FlagValues, name: string): number => {
+  const ms = parseDuration(String(values[name]));
+  if (ms === undefined || ms <= 0)
+    throw new UsageError(`--${name} must be a duration like 30s or 720h, not "${values[name]}"`);
+  return ms;
+};
+
+/** The DNS names a Service is reached by from the apiserver. */
+export function serviceHosts(service: string, namespace: string): string[] {
+  return [
+    service,
+    `${service}.${namespace}`,
+    `${service}.${namespace}.svc`,
+    `${service}.${namespace}.svc.cluster.local`,
+  ];
+}
+
+export const webhooksCommand: Command = {
+  name: "webhooks",
+  summary:
+    "Run the admission webhooks (validation, one resident per slot, replicas=1 pinning, pod sleep mode) over HTTPS.",
+  flags: {
+    host: { type: "string", default: "127.0.0.1", description: "address to listen on" },
+    port: { type: "string", short: "p", default: "8443", description: "port to listen on" },
+    "reuse-port": {
+      type: "boolean",
+      description: "share the port with other processes (SO_REUSEPORT), like replicas behind a Service",
+    },
+    kubeconfig: {
+      type: "string",
+      description: "kubeconfig file (default: in-cluster, or $KUBECONFIG)",
+      placeholder: "file",
+    },
+    certs: {
+      type: "string",
+      default: "self",
+      description:
+        "self: manage a CA and serving certificate in a Secret; files: read --tls-cert/--tls-key (cert-manager)",
+      placeholder: "self|files",
+    },
+    namespace: {
+      type: "string",
+      default: process.env.POD_NAMESPACE ?? "snooze-system",
+      description: "namespace of the certificate Secret and of the Service",
+    },
+    service: {
+      type: "string",
+      default: "snooze-webhooks",
+      description: "Service the apiserver calls (certificate DNS names)",
+    },
+    "cert-hosts": {
+      type: "string",
+      description: "more certificate names or IPs, comma-separated (e.g. 127.0.0.1 for a url webhook)",
+      placeholder: "hosts",
+    },
+    secret: {
+      type: "string",
+      default: "snooze-webhook-certs",
+      description: "Secret that holds the CA and the serving certificate",
+    },
+    "validating-configuration": {
+      type: "string",
+      default: "snooze-webhooks",
+      description: "ValidatingWebhookConfiguration whose CA bundle Snooze writes (empty: none)",
+      placeholder: "name",
+    },
+    "mutating-configuration": {
+      type: "string",
+      default: "snooze-webhooks",
+      description: "MutatingWebhookConfiguration whose CA bundle Snooze writes (empty: none)",
+      placeholder: "name",
+    },
+    "ca-validity": {
+      type: "string",
+      default: "8760h",
+      description: "lifetime of a CA",
+      placeholder: "duration",
+    },
+    "cert-validity": {
+      type: "string",
+      default: "720h",
+      description: "lifetime of a serving certificate",
+      placeholder: "duration",
+    },
+    "cert-resync": {
+      type: "string",
+      default: "1m",
+      description: "how often the Secret and CA bundles are checked between rotations",
+      placeholder: "duration",
+    },
+    "tls-cert": {
+      type: "string",
+      description: "serving certificate file (--certs files)",
+      placeholder: "file",
+    },
+    "tls-key": { type: "string", description: "serving key file (--certs files)", placeholder: "file" },
+    "cert-reload": {
+      type: "string",
+      default: "10s",
+      description: "how often certificate files are read again (--certs files)",
+      placeholder: "duration",
+    },
+    "autoscaler-service-account": {
+      type: "string",
+      default: "system:serviceaccount:snooze-system:snooze-autoscaler",
+      description: "user name of the autoscaler, the one writer that may swap slot members",
+      placeholder: "user",
+    },
+    "max-body-size": {
+      type: "string",
+      default: "6Mi",
+      description: "largest review accepted (400 past it)",
+      placeholder: "size",
+    },
+    "decision-timeout": {
+      type: "string",
+      default: "8s",
+      description: "a decision taking longer is a denial (kept below the apiserver's timeout)",
+      placeholder: "duration",
+    },
+    "shutdown-grace": {
+      type: "string",
+      default: "10s",
+      description: "how long reviews in flight may finish after SIGTERM",
+      placeholder: "duration",
+    },
+  },
+  async run(values) {
+    const port = Number(values.port);
+    if (!Number.isInteger(port) || port < 0 || port > 65_535)
+      throw new UsageError(`--port must be a port number, not "${values.port}"`);
+    const maxBody = byteSize.safeParse(String(values["max-body-size"]));
+    if (!maxBody.success)
+      throw new UsageError(`--max-body-size must be a size like 6Mi, not "${values["max-body-size"]}"`);
+    const mode = String(values.certs);
+    if (mode !== "self" && mode !== "files")
+      throw new UsageError(`--certs must be self or files, not "${mode}"`);
+    if (mode === "files" && (!values["tls-cert"] || !values["tls-key"]))
+      throw new UsageError("--certs files needs --tls-cert and --tls-key");
+    const namespace = String(values.namespace);
+    const extraHosts = String(values["cert-hosts"] ?? "")
+      .split(",")
+      .map((h) => h.trim())
+      .filter(Boolean);
+    const caValidityMs = durationFlag(values, "ca-validity");
+    const certValidityMs = durationFlag(values, "cert-validity");
+    if (certValidityMs >= caValidityMs)
+      throw new UsageError("--cert-validity must be shorter than --ca-validity");
+    const log = createLogger({ component: "webhooks" });
+    const webhooks = await startWebhooks({
+      host: String(values.host),
+      port,
+      reusePort: values["reuse-port"] === true,
+      kubeconfig: values.kubeconfig ? String(values.kubeconfig) : undefined,
+      certificates:
+        mode === "self"
+          ? {
+              mode,
+              namespace,
+              secretName: String(values.secret),
+              validatingConfiguration: String(values["validating-configuration"]),
+              mutatingConfiguration: String(values["mutating-configuration"]),
+              hosts: [...serviceHosts(String(values.service), namespace), ...extraHosts],
+              caValidityMs,
+              certValidityMs,
+              resyncMs: durationFlag(values, "cert-resync"),
+            }
+          : {
+              mode,
+              certPath: String(values["tls-cert"]),
+              keyPath: String(values["tls-key"]),
+              reloadMs: durationFlag(values, "cert-reload"),
+            },
+      autoscaler: { username: String(values["autoscaler-service-account"]) },
+      maxBodyBytes: maxBody.data,
+      decisionTimeoutMs: durationFlag(values, "decision-timeout"),
+      log,
+    });
+    const grace = durationFlag(values, "shutdown-grace");
+    await new Promise<void>((resolve) => {
+      const stop = (signal: string) => {
+        log.info("shutting down", { signal, graceMs: grace });
+        resolve();
+      };
+      process.once("SIGTERM", stop);
+      process.once("SIGINT", stop);
+    });
+    await webhooks.close(grace);
+    log.info("stopped");
+    return 0;
+  },
+};

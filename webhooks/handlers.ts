@@ -1,0 +1,242 @@
+import type { AdmissionRequest } from "./admission.ts";
+import type { ClusterReader } from "./cluster.ts";
+import { unhandledResourceWarning } from "./messages.ts";
+import { stringAt } from "./object-path.ts";
+import { mutatePod } from "./pod-sleep-mode.ts";
+import { pinScale, pinWorkload } from "./replica-pinning.ts";
+import { validateModel, validateSlot, validateWorkloadAnnotations } from "./settings-validation.ts";
+import {
+  modelIdOf,
+  modelSlot,
+  slotAnnotation,
+  type WorkloadKind,
+  workloadModelId,
+  workloadSlot,
+} from "./slot-members.ts";
+import { validateSlotModelReplicas } from "./slot-replicas.ts";
+import {
+  type AutoscalerIdentity,
+  decideResidency,
+  isSystemController,
+  modelIntent,
+  modelRemoval,
+  type ResidencyIntent,
+  requesterPod,
+  scaleIntent,
+  workloadIntent,
+  workloadRemoval,
+} from "./slot-residency.ts";
+import { allow, type Verdict } from "./verdict.ts";
+
+/**
+ * The webhooks: one path each, and the glue between an admission request, what the cluster reader
+ * knows, and the pure decisions. Every webhook allows what it does not handle (with a warning that
+ * points at the configuration) rather than guess.
+ */
+export const webhookPaths = {
+  "validate-models": "/validate/models",
+  "validate-slots": "/validate/slots",
+  "validate-workloads": "/validate/workloads",
+  "validate-scale": "/validate/scale",
+  "mutate-workloads": "/mutate/workloads",
+  "mutate-scale": "/mutate/scale",
+  "mutate-pods": "/mutate/pods",
+} as const;
+
+export type WebhookName = keyof typeof webhookPaths;
+
+export interface WebhookDeps {
+  cluster: ClusterReader;
+  autoscaler: AutoscalerIdentity;
+}
+
+type Handler = (request: AdmissionRequest, deps: WebhookDeps) => Promise<Verdict> | Verdict;
+
+const isModels = (r: AdmissionRequest) =>
+  r.resource.group === "snooze.dev" && r.resource.resource === "models";
+const isSlots = (r: AdmissionRequest) => r.resource.group === "snooze.dev" && r.resource.resource === "slots";
+
+/** Deployment, StatefulSet or Knative Service, by the request's resource. */
+function workloadKind(r: AdmissionRequest): WorkloadKind | undefined {
+  const { group, resource } = r.resource;
+  if (group === "apps" && resource === "deployments") return "Deployment";
+  if (group === "apps" && resource === "statefulsets") return "StatefulSet";
+  if (group === "serving.knative.dev" && resource === "services") return "Service";
+  return undefined;
+}
+
+const subResource = (r: AdmissionRequest) => r.subResource ?? "";
+const namespaceOf = (r: AdmissionRequest) => r.namespace ?? "";
+const objectName = (r: AdmissionRequest, object: unknown) =>
+  r.name || stringAt(object, "metadata", "name") || "";
+
+function unhandled(name: WebhookName, r: AdmissionRequest): Verdict {
+  const resource = `${r.resource.resource}${r.subResource ? `/${r.subResource}` : ""}${r.resource.group ? `.${r.resource.group}` : ""}`;
+  return allow({ warnings: [unhandledResourceWarning(name, resource)] });
+}
+
+/** The residency verdict for an intent, with the Lease read only when it can matter. */
+async function residency(
+  request: AdmissionRequest,
+  intent: ResidencyIntent | undefined,
+  deps: WebhookDeps,
+): Promise<Verdict> {
+  if (!intent) return allow();
+  const namespace = namespaceOf(request);
+  const state = await deps.cluster.slotState(namespace, intent.slot);
+  const askedByAutoscaler = request.userInfo.username === deps.autoscaler.username;
+  const lease =
+    askedByAutoscaler && requesterPod(request.userInfo) !== undefined
+      ? await deps.cluster.leaseHolder(namespace, intent.slot)
+      : undefined;
+  return decideResidency(intent, state, request.userInfo, deps.autoscaler, lease);
+}
+
+const first = (...verdicts: Verdict[]) => verdicts.find((v) => !v.allowed);
+
+const handlers: Record<WebhookName, Handler> = {
+  "validate-models": async (request, deps) => {
+    if (!isModels(request) || subResource(request) !== "") return unhandled("validate-models", request);
+    if (request.operation === "DELETE") {
+      return isSystemController(request.userInfo) ? allow() : modelRemoval(request.oldObject, undefined);
+    }
+    const model = request.object;
+    const old = request.operation === "UPDATE" ? request.oldObject : undefined;
+    const refused = first(
+      validateModel(model),
+      validateSlotModelReplicas(model),
+      ...(old ? [modelRemoval(old, model)] : []),
+    );
+    if (refused) return refused;
+    return residency(request, modelIntent(old ?? undefined, model), deps);
+  },
+
+  "validate-slots": (request) => {
+    if (!isSlots(request) || subResource(request) !== "") return unhandled("validate-slots", request);
+    if (request.operation === "DELETE") return allow();
+    return validateSlot(request.object);
+  },
+
+  "validate-workloads": async (request, deps) => {
+    const kind = workloadKind(request);
+    if (!kind || subResource(request) !== "") return unhandled("validate-workloads", request);
+    const namespace = namespaceOf(request);
+    const current = request.operation === "DELETE" ? request.oldObject : request.object;
+    const name = objectName(request, current);
+    const models = deps.cluster.modelsReferencing(namespace, kind, name);
+    const modelId = workloadModelId(current, models);
+    const old = request.operation === "CREATE" ? undefined : request.oldObject;
+    const oldSlot = old ? workloadSlot(kind, old, models) : undefined;
+    const member = { kind, name };
+
+    if (request.operation === "DELETE") {
+      if (!oldSlot || kind === "Service" || isSystemController(request.userInfo)) return allow();
+      return workloadRemoval(
+        member,
+        oldSlot,
+        await deps.cluster.workloadTier(namespace, old),
+        "deleting it",
+        modelId,
+      );
+    }
+    const annotations = validateWorkloadAnnotations(kind, request.object);
+    if (!annotations.allowed) return annotations;
+    const newSlot = workloadSlot(kind, request.object, models);
+    if (old && oldSlot && newSlot !== oldSlot && kind !== "Service") {
+      const how = newSlot
+        ? `changing annotation ${slotAnnotation} to "${newSlot}"`
+        : `removing annotation ${slotAnnotation}`;
+      const removal = workloadRemoval(
+        member,
+        oldSlot,
+        await deps.cluster.workloadTier(namespace, old),
+        how,
+        modelId,
+      );
+      if (!removal.allowed) return removal;
+    }
+    return residency(
+      request,
+      workloadIntent(kind, old ?? undefined, request.object, oldSlot, newSlot, modelId),
+      deps,
+    );
+  },
+
+  "validate-scale": async (request, deps) => {
+    if (subResource(request) !== "scale" || request.operation !== "UPDATE")
+      return unhandled("validate-scale", request);
+    const namespace = namespaceOf(request);
+    const name = request.name ?? "";
+    // Only a change from 0 up can matter; read the parent only then.
+    if (!scaleIntent(request.oldObject, request.object, { kind: "", name }, "-", "")) return allow();
+    if (isModels(request)) {
+      const model = await deps.cluster.readModel(namespace, name);
+      const member = { kind: "Model", name };
+      return residency(
+        request,
+        scaleIntent(request.oldObject, request.object, member, modelSlot(model), modelIdOf(model)),
+        deps,
+      );
+    }
+    const kind = workloadKind(request);
+    if (kind !== "Deployment" && kind !== "StatefulSet") return unhandled("validate-scale", request);
+    const workload = await deps.cluster.readWorkload(namespace, kind, name);
+    const models = deps.cluster.modelsReferencing(namespace, kind, name);
+    const slot = workload ? workloadSlot(kind, workload, models) : undefined;
+    const intent = scaleIntent(
+      request.oldObject,
+      request.object,
+      { kind, name },
+      slot,
+      workloadModelId(workload, models),
+    );
+    return residency(request, intent, deps);
+  },
+
+  "mutate-workloads": (request, deps) => {
+    const kind = workloadKind(request);
+    if (!kind || subResource(request) !== "" || request.operation === "DELETE")
+      return unhandled("mutate-workloads", request);
+    const namespace = namespaceOf(request);
+    const name = objectName(request, request.object);
+    const slot = workloadSlot(kind, request.object, deps.cluster.modelsReferencing(namespace, kind, name));
+    return allow(pinWorkload(kind, request.object, slot));
+  },
+
+  "mutate-scale": async (request, deps) => {
+    if (subResource(request) !== "scale" || request.operation !== "UPDATE")
+      return unhandled("mutate-scale", request);
+    const namespace = namespaceOf(request);
+    const name = request.name ?? "";
+    // Only more than one replica can need pinning; look the parent up only then.
+    if (pinScale(request.object, { kind: "", name }, "-").patch.length === 0) return allow();
+    if (isModels(request)) {
+      const slot = modelSlot(
+        deps.cluster.cachedModel(namespace, name) ?? (await deps.cluster.readModel(namespace, name)),
+      );
+      return allow(pinScale(request.object, { kind: "Model", name }, slot));
+    }
+    const kind = workloadKind(request);
+    if (kind !== "Deployment" && kind !== "StatefulSet") return unhandled("mutate-scale", request);
+    const workload = await deps.cluster.readWorkload(namespace, kind, name);
+    const slot = workload
+      ? workloadSlot(kind, workload, deps.cluster.modelsReferencing(namespace, kind, name))
+      : undefined;
+    return allow(pinScale(request.object, { kind, name }, slot));
+  },
+
+  "mutate-pods": (request, deps) => {
+    if (request.resource.group !== "" || request.resource.resource !== "pods" || subResource(request) !== "")
+      return unhandled("mutate-pods", request);
+    if (request.operation !== "CREATE") return allow();
+    const slot = stringAt(request.object, "metadata", "annotations", slotAnnotation);
+    if (!slot) return allow();
+    const slotObject = deps.cluster.cachedSlot(namespaceOf(request), slot);
+    const device = stringAt(slotObject, "spec", "device");
+    return allow(mutatePod(request.object, { slot, ...(device ? { device } : {}) }));
+  },
+};
+
+export function handle(name: WebhookName, request: AdmissionRequest, deps: WebhookDeps): Promise<Verdict> {
+  return Promise.resolve(handlers[name](request, deps));
+}

@@ -1,0 +1,40 @@
+import type { AdmissionRequest } from "./admission.ts";
+
+/** AdmissionReview bodies as the apiserver sends them, for tests. */
+export function review(
+  request: Partial<AdmissionRequest> & Pick<AdmissionRequest, "resource">,
+): Record<string, unknown> {
+  const kinds: Record<string, string> = {
+    models: "Model",
+    slots: "Slot",
+    deployments: "Deployment",
+    statefulsets: "StatefulSet",
+    services: "Service",
+    pods: "Pod",
+  };
+  return {
+    apiVersion: "admission.k8s.io/v1",
+    kind: "AdmissionReview",
+    request: {
+      uid: "705ab4f5-6393-11e8-b7cc-42010a800002",
+      kind: {
+        group: request.resource.group,
+        version: request.resource.version,
+        kind: request.subResource === "scale" ? "Scale" : (kinds[request.resource.resource] ?? "Thing"),
+      },
+      operation: "CREATE",
+      userInfo: { username: "alice", groups: ["system:authenticated"] },
+      namespace: "team-a",
+      ...request,
+    },
+  };
+}
+
+export const resources = {
+  models: { group: "snooze.dev", version: "v1alpha1", resource: "models" },
+  slots: { group: "snooze.dev", version: "v1alpha1", resource: "slots" },
+  deployments: { group: "apps", version: "v1", resource: "deployments" },
+  statefulsets: { group: "apps", version: "v1", resource: "statefulsets" },
+  knativeServices: { group: "serving.knative.dev", version: "v1", resource: "services" },
+  pods: { group: "", version: "v1", resource: "pods" },
+};

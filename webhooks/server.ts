@@ -1,0 +1,213 @@
+import { createServer, type Server } from "node:https";
+import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import { getRequestListener } from "@hono/node-server";
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { Registry } from "prom-client";
+import type { Logger } from "../lib/log.ts";
+import { admissionResponse, parseAdmissionReview } from "./admission.ts";
+import { handle, type WebhookDeps, type WebhookName, webhookPaths } from "./handlers.ts";
+import type { WebhookMetrics } from "./metrics.ts";
+import { type Verdict, verdictLabel } from "./verdict.ts";
+
+export interface TlsPair {
+  certPem: string;
+  keyPem: string;
+}
+
+export interface WebhookServerOptions {
+  host: string;
+  port: number;
+  /** Several processes may listen on one port (SO_REUSEPORT), like replicas behind a Service. */
+  reusePort?: boolean;
+  tls: TlsPair;
+  deps: WebhookDeps;
+  registry: Registry;
+  metrics: WebhookMetrics;
+  log: Logger;
+  /** Reviews larger than this are refused with 400. */
+  maxBodyBytes: number;
+  /** A decision that takes longer is answered with a denial (fail closed) before the apiserver gives up. */
+  decisionTimeoutMs: number;
+  /** Whether the process is ready for traffic: caches synced, certificate loaded. */
+  ready: () => boolean;
+}
+
+export interface WebhookServer {
+  url: string;
+  port: number;
+  server: Server;
+  /** Serves a new certificate to new connections; open connections keep theirs. */
+  setCertificate(tls: TlsPair): void;
+  /** Stops taking connections, lets reviews in flight finish (at most `graceMs`), then closes. */
+  close(graceMs?: number): Promise<void>;
+}
+
+const malformed = (message: string) =>
+  new Response(`${message}\n`, { status: 400, headers: { "content-type": "text/plain" } });
+
+/**
+ * The webhooks' HTTPS server: hono on Node's https server. One POST path per webhook taking an
+ * AdmissionReview; /healthz, /readyz and /metrics. A review that is not JSON, not an
+ * admission.k8s.io/v1 AdmissionReview, or too large gets HTTP 400 and no verdict; a decision that
+ * throws or takes too long is a denial, never a crash and never an "allowed" by accident.
+ */
+export async function startWebhookServer(options: WebhookServerOptions): Promise<WebhookServer> {
+  const { deps, metrics, log } = options;
+  let draining = false;
+  let inFlight = 0;
+  const app = new Hono();
+
+  app.get("/healthz", (c) => c.text("ok\n"));
+  app.get("/readyz", (c) => (!draining && options.ready() ? c.text("ok\n") : c.text("not ready\n", 503)));
+  app.get("/metrics", async (c) =>
+    c.body(await options.registry.metrics(), 200, { "content-type": options.registry.contentType }),
+  );
+
+  for (const [name, path] of Object.entries(webhookPaths) as [WebhookName, string][]) {
+    app.post(
+      path,
+      bodyLimit({
+        maxSize: options.maxBodyBytes,
+        onError: () => {
+          metrics.requests.inc({ webhook: name, verdict: "malformed" });
+          return malformed(`the review is larger than ${options.maxBodyBytes} bytes`);
+        },
+      }),
+      async (c) => {
+        const started = performance.now();
+        inFlight++;
+        try {
+          const type = c.req.header("content-type") ?? "";
+          if (!/^application\/json\b/i.test(type)) {
+            metrics.requests.inc({ webhook: name, verdict: "malformed" });
+            return malformed(`expected Content-Type application/json, got "${type}"`);
+          }
+          const parsed = parseAdmissionReview(await c.req.text());
+          if (!parsed.ok) {
+            metrics.requests.inc({ webhook: name, verdict: "malformed" });
+            log.warn("malformed review", { webhook: name, problem: parsed.problem });
+            return malformed(parsed.problem);
+          }
+          const request = parsed.request;
+          const verdict = await decideInTime(
+            name,
+            () => handle(name, request, deps),
+            timeoutFor(c.req.query("timeout"), options.decisionTimeoutMs),
+            log,
+          );
+          const label = verdict.code === 500 ? "error" : verdictLabel(verdict);
+          metrics.requests.inc({ webhook: name, verdict: label });
+          if (!verdict.allowed) {
+            log.info("denied", {
+              webhook: name,
+              uid: request.uid,
+              operation: request.operation,
+              resource: request.resource.resource,
+              namespace: request.namespace,
+              name: request.name,
+              user: request.userInfo.username,
+              message: verdict.message,
+            });
+          }
+          return c.json(admissionResponse(request.uid, verdict));
+        } finally {
+          inFlight--;
+          metrics.duration.observe({ webhook: name }, (performance.now() - started) / 1000);
+        }
+      },
+    );
+  }
+  app.notFound((c) => c.text("not found\n", 404));
+  app.onError((error, c) => {
+    // Reached only by bugs outside a decision (those are denials): answer 400, not 500, and log.
+    log.error("request failed", { path: c.req.path, error });
+    return malformed("the review could not be read");
+  });
+
+  const server = createServer(
+    { cert: options.tls.certPem, key: options.tls.keyPem, minVersion: "TLSv1.2" },
+    getRequestListener(app.fetch),
+  );
+  // The apiserver keeps connections open between reviews; a short idle timeout would only add
+  // handshakes. Requests must arrive quickly, though.
+  server.keepAliveTimeout = 60_000;
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  server.on("tlsClientError", (error) => log.debug("TLS handshake failed", { error: String(error) }));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen({ host: options.host, port: options.port, reusePort: options.reusePort === true }, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const hostInUrl = options.host.includes(":") ? `[${options.host}]` : options.host;
+  return {
+    url: `https://${hostInUrl}:${port}`,
+    port,
+    server,
+    setCertificate(tls) {
+      server.setSecureContext({ cert: tls.certPem, key: tls.keyPem, minVersion: "TLSv1.2" });
+    },
+    async close(graceMs = 10_000) {
+      draining = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const deadline = Date.now() + graceMs;
+      // Idle keep-alive connections close at once; busy ones once their review is answered.
+      while (Date.now() < deadline) {
+        server.closeIdleConnections();
+        if (inFlight === 0) break;
+        await sleep(20);
+      }
+      server.closeIdleConnections();
+      server.closeAllConnections();
+      await closed;
+    },
+  };
+}
+
+/** The apiserver sends its own deadline as ?timeout=10s; answer before it. */
+function timeoutFor(query: string | undefined, fallbackMs: number): number {
+  const match = query ? /^(\d+)s$/.exec(query) : null;
+  if (!match) return fallbackMs;
+  return Math.max(100, Math.min(fallbackMs, Number(match[1]) * 1000 - 500));
+}
+
+async function decideInTime(
+  name: WebhookName,
+  decide: () => Promise<Verdict>,
+  timeoutMs: number,
+  log: Logger,
+): Promise<Verdict> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      decide(),
+      new Promise<Verdict>((resolve) => {
+        timer = setTimeout(
+          () =>
+            resolve({
+              allowed: false,
+              code: 500,
+              reason: "Timeout",
+              message: `snooze webhook ${name} could not decide within ${timeoutMs}ms (reading the cluster took too long); retry`,
+            }),
+          timeoutMs,
+        );
+      }),
+    ]);
+  } catch (error) {
+    log.error("decision failed", { webhook: name, error });
+    return {
+      allowed: false,
+      code: 500,
+      reason: "InternalError",
+      message: `snooze webhook ${name} could not decide: ${(error as Error).message}; retry`,
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}

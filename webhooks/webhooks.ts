@@ -1,0 +1,138 @@
+import { KubeConfig } from "@kubernetes/client-node";
+import { Registry } from "prom-client";
+import type { Logger } from "../lib/log.ts";
+import { FileCertificates, SelfManagedCertificates } from "./certs/sources.ts";
+import { certificateFacts, createCA, issueServingCert } from "./certs/x509.ts";
+import { KubeClusterReader } from "./cluster.ts";
+import { webhookMetrics } from "./metrics.ts";
+import { startWebhookServer, type TlsPair, type WebhookServer } from "./server.ts";
+import type { AutoscalerIdentity } from "./slot-residency.ts";
+
+export type CertificateMode =
+  | {
+      mode: "self";
+      namespace: string;
+      secretName: string;
+      validatingConfiguration: string;
+      mutatingConfiguration: string;
+      hosts: string[];
+      caValidityMs: number;
+      certValidityMs: number;
+      resyncMs: number;
+    }
+  | { mode: "files"; certPath: string; keyPath: string; reloadMs: number };
+
+export interface WebhooksOptions {
+  host: string;
+  port: number;
+  reusePort?: boolean;
+  kubeconfig?: string;
+  certificates: CertificateMode;
+  autoscaler: AutoscalerIdentity;
+  maxBodyBytes: number;
+  decisionTimeoutMs: number;
+  log: Logger;
+}
+
+export interface RunningWebhooks {
+  server: WebhookServer;
+  registry: Registry;
+  /** Resolves when the caches are synced and the real certificate is served. */
+  ready: Promise<void>;
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * `snooze webhooks`: the HTTPS server starts at once with a throwaway certificate (so /healthz
+ * answers), and reports ready once the Model and Slot caches are synced and the real certificate,
+ * self-managed or from files, is loaded.
+ */
+export async function startWebhooks(options: WebhooksOptions): Promise<RunningWebhooks> {
+  const { log } = options;
+  const kc = new KubeConfig();
+  if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
+  else kc.loadFromDefault();
+  const registry = new Registry();
+  const metrics = webhookMetrics(registry);
+  const cluster = new KubeClusterReader(kc, log);
+  let certificateLoaded = false;
+
+  const server = await startWebhookServer({
+    host: options.host,
+    port: options.port,
+    reusePort: options.reusePort,
+    tls: await throwawayCertificate(),
+    deps: { cluster, autoscaler: options.autoscaler },
+    registry,
+    metrics,
+    log,
+    maxBodyBytes: options.maxBodyBytes,
+    decisionTimeoutMs: options.decisionTimeoutMs,
+    ready: () => certificateLoaded && cluster.synced,
+  });
+  log.info("listening", { url: server.url });
+
+  const certs = options.certificates;
+  const source =
+    certs.mode === "self"
+      ? new SelfManagedCertificates({
+          kc,
+          namespace: certs.namespace,
+          secretName: certs.secretName,
+          validatingConfiguration: certs.validatingConfiguration || undefined,
+          mutatingConfiguration: certs.mutatingConfiguration || undefined,
+          policy: {
+            caValidityMs: certs.caValidityMs,
+            certValidityMs: certs.certValidityMs,
+            hosts: certs.hosts,
+          },
+          resyncMs: certs.resyncMs,
+          log,
+        })
+      : new FileCertificates({
+          certPath: certs.certPath,
+          keyPath: certs.keyPath,
+          reloadMs: certs.reloadMs,
+          log,
+        });
+
+  const use = (tls: TlsPair) => {
+    server.setCertificate(tls);
+    const facts = certificateFacts(tls.certPem);
+    if (facts) metrics.certificateExpiry.set(facts.notAfter / 1000);
+    metrics.certificateReloads.inc();
+  };
+  const abort = new AbortController();
+  const ready = (async () => {
+    await Promise.all([
+      cluster.start(),
+      source.initial(abort.signal).then((tls) => {
+        use(tls);
+        certificateLoaded = true;
+        source.watch(use);
+      }),
+    ]);
+    log.info("ready", { url: server.url, certificates: certs.mode });
+  })();
+  ready.catch((error: unknown) => log.error("could not get ready", { error: String(error) }));
+
+  return {
+    server,
+    registry,
+    ready,
+    async close(graceMs) {
+      abort.abort();
+      source.stop();
+      await server.close(graceMs);
+      await cluster.stop().catch(() => {});
+    },
+  };
+}
+
+/** A certificate nobody trusts, to answer /healthz before the real one is there. */
+async function throwawayCertificate(): Promise<TlsPair> {
+  const now = Date.now();
+  const validity = { notBefore: new Date(now - 60_000), notAfter: new Date(now + 3_600_000) };
+  const ca = await createCA("snooze-webhooks-bootstrap", validity);
+  return issueServingCert(ca, ["localhost"], validity);
+}
