@@ -4,7 +4,7 @@ import type { Registry } from "prom-client";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
-import type { SnoozeConfig } from "../lib/settings/index.ts";
+import type { ModelConfig, SnoozeConfig } from "../lib/settings/index.ts";
 import { spanContextOf, tracer } from "../lib/tracing.ts";
 import { BodyTooLarge, readBody } from "./body.ts";
 import { HoldProgress } from "./hold-progress.ts";
@@ -64,21 +64,49 @@ export class Activator {
     this.controlPlane = options.controlPlane;
     this.log = options.log;
     this.metrics = activatorMetrics(options.registry);
-    for (const model of options.config.models.values()) {
-      this.routes.set(
-        model.id,
-        new ModelRoute(model, {
-          demand: (id, unreachable) =>
-            this.controlPlane.demand(id, unreachable ? { unreachable } : undefined),
-          loadChanged: (id) => this.report(id),
-        }),
-      );
-    }
+    for (const model of options.config.models.values()) this.addRoute(model);
     this.unwatch = this.controlPlane.watch((event) => this.routes.get(event.model)?.apply(event));
     this.ticker = setInterval(() => {
       for (const id of this.routes.keys()) this.report(id);
     }, options.statsIntervalMs ?? 1_000);
     this.ticker.unref();
+  }
+
+  private addRoute(model: ModelConfig): ModelRoute {
+    const route = new ModelRoute(model, {
+      demand: (id, unreachable) => this.controlPlane.demand(id, unreachable ? { unreachable } : undefined),
+      loadChanged: (id) => this.report(id),
+    });
+    this.routes.set(model.id, route);
+    return route;
+  }
+
+  /**
+   * Adds a model, or changes the settings of one, while running (on Kubernetes, Models come and go).
+   * A changed model keeps its route: held and in-flight requests, replicas and the hold queue stay
+   * (the queue keeps its depth and budget until the model is idle and re-added).
+   */
+  upsertModel(model: ModelConfig): void {
+    const route = this.routes.get(model.id);
+    if (route) Object.assign(route.config, model);
+    else this.addRoute(model);
+    this.config.models.set(model.id, route?.config ?? model);
+    for (const [name, id] of [...this.config.names]) if (id === model.id) this.config.names.delete(name);
+    for (const name of [model.id, ...model.aliases]) {
+      const owner = this.config.names.get(name);
+      if (owner === undefined || owner === model.id) this.config.names.set(name, model.id);
+      else this.log.warn("a name already belongs to another model", { name, model: model.id, owner });
+    }
+  }
+
+  /** Removes a model: its held requests are answered with 503, requests in flight finish. */
+  removeModel(id: string): void {
+    const route = this.routes.get(id);
+    if (!route) return;
+    this.routes.delete(id);
+    this.config.models.delete(id);
+    for (const [name, owner] of [...this.config.names]) if (owner === id) this.config.names.delete(name);
+    void route.close();
   }
 
   /** The model id an id or alias names, if any. */
@@ -217,6 +245,7 @@ export class Activator {
     this.metrics.held.inc({ model });
     // Only the first held request asks for an activation; the others join it.
     if (route.held > 0) this.metrics.coalesced.inc({ model });
+    const underWay = route.latestEvent?.traceparent ? route.latestActivation : undefined;
     const { promise, cancel } = route.hold();
     const progress =
       stream && route.config.streamProgress
@@ -224,8 +253,6 @@ export class Activator {
         : undefined;
     progress?.start();
     // Holding signalled demand, so an activation this request waits on has begun by now: link to it.
-    const linked = spanContextOf(route.latestEvent?.traceparent);
-    if (linked) span.addLink({ context: linked });
     const onClose = () => cancel();
     res.once("close", onClose);
     let outcome = "dispatched";
@@ -252,6 +279,12 @@ export class Activator {
       else if (!res.destroyed) sendError(res, 503, body, { "retry-after": String(seconds) });
       return undefined;
     } finally {
+      // Link to the activation this request waited on: the one under way when it was held, or
+      // one announced while it waited.
+      const announced = route.latestActivation;
+      const waitedOn = underWay ?? (announced && announced.at >= started ? announced : undefined);
+      const linked = spanContextOf(waitedOn?.traceparent);
+      if (linked) span.addLink({ context: linked });
       progress?.stop();
       res.off("close", onClose);
       if (res.destroyed && outcome === "dispatched") outcome = "abandoned";

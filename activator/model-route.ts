@@ -48,6 +48,7 @@ export class ModelRoute {
   private readonly queue: HoldQueue<Waiter>;
   private readonly listener: RouteListener;
   private lastEvent?: ReplicaEvent;
+  private activation?: { traceparent: string; at: number };
   private inFlightTotal = 0;
 
   constructor(config: ModelConfig, listener: RouteListener) {
@@ -74,6 +75,11 @@ export class ModelRoute {
 
   get latestEvent(): ReplicaEvent | undefined {
     return this.lastEvent;
+  }
+
+  /** The trace context of the latest activation or swap, and when it was announced (ms, performance clock). */
+  get latestActivation(): { traceparent: string; at: number } | undefined {
+    return this.activation;
   }
 
   /** A ready replica with free capacity, counted as taken; undefined when none. */
@@ -127,6 +133,7 @@ export class ModelRoute {
 
   apply(event: ReplicaEvent): void {
     this.lastEvent = event;
+    if (event.traceparent) this.activation = { traceparent: event.traceparent, at: performance.now() };
     let backend = this.backends.get(event.replica);
     if (!event.address || event.tier === "cold") {
       if (backend) {

@@ -56,7 +56,9 @@ export class ModelController {
   private inFlight = 0;
   private held = 0;
   private lastActive = 0;
-  private busy = false;
+  /** Operations asked for and not finished; they run one after another, in order. */
+  private pending = 0;
+  private operations: Promise<void> = Promise.resolve();
   private closed = false;
   private timer?: { cancel(): void };
   private activationFailures = 0;
@@ -221,7 +223,7 @@ export class ModelController {
   /** Looks at the state and starts what the ladder says, unless an operation runs already. */
   reconcile(): void {
     if (this.closed) return;
-    if (this.busy) {
+    if (this.pending > 0) {
       // The one decision that may interrupt an operation: demand during a drain takes the replica back.
       if (this.tier === "draining" && this.held > 0 && !this.yielding) this.setTier("ready");
       return;
@@ -285,17 +287,20 @@ export class ModelController {
   }
 
   /** Runs one operation at a time; afterwards the ladder looks again. */
-  private async exclusive(operation: () => Promise<void>): Promise<void> {
-    while (this.busy) await new Promise<void>((resolve) => this.deps.clock.setTimeout(resolve, drainPoll));
-    this.busy = true;
-    try {
-      await operation();
-    } catch (error) {
-      this.deps.log.error("operation failed", { model: this.config.id, error });
-    } finally {
-      this.busy = false;
-      this.reconcile();
-    }
+  private exclusive(operation: () => Promise<void>): Promise<void> {
+    // Busy from the moment it is asked for, so the ladder does not ask for it twice.
+    this.pending++;
+    const run = this.operations.then(async () => {
+      try {
+        await operation();
+      } catch (error) {
+        this.deps.log.error("operation failed", { model: this.config.id, error });
+      } finally {
+        this.pending--;
+      }
+    });
+    this.operations = run;
+    return run.then(() => this.reconcile());
   }
 
   /** Start from cold or wake from sleep, then warm up; on failure tell the activator why. */
