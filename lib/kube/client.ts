@@ -1,0 +1,222 @@
+import type { RequestOptions } from "node:https";
+import { createInterface } from "node:readline";
+import { Readable } from "node:stream";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { Agent, type Dispatcher, fetch } from "undici";
+
+/** An answer of the API server that is not 2xx, with its Status reason (`Conflict`, `NotFound`, ...). */
+export class KubeError extends Error {
+  readonly status: number;
+  readonly reason: string;
+  constructor(status: number, reason: string, message: string) {
+    super(message);
+    this.name = "KubeError";
+    this.status = status;
+    this.reason = reason;
+  }
+}
+
+export const isConflict = (error: unknown) => error instanceof KubeError && error.status === 409;
+export const isNotFound = (error: unknown) => error instanceof KubeError && error.status === 404;
+export const isGone = (error: unknown) => error instanceof KubeError && error.status === 410;
+
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    generation?: number;
+    creationTimestamp?: string;
+    deletionTimestamp?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: {
+      apiVersion: string;
+      kind: string;
+      name: string;
+      uid: string;
+      controller?: boolean;
+    }[];
+  };
+}
+
+export interface KubeList<T> {
+  metadata: { resourceVersion: string; continue?: string };
+  items: T[];
+}
+
+export interface WatchEvent<T> {
+  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+  object: T;
+}
+
+export type PatchType = "merge" | "json" | "strategic";
+const patchContentType: Record<PatchType, string> = {
+  merge: "application/merge-patch+json",
+  json: "application/json-patch+json",
+  strategic: "application/strategic-merge-patch+json",
+};
+
+/**
+ * A small client for the Kubernetes REST API: JSON in, JSON out, over one keep-alive connection
+ * pool. Objects stay plain JSON (client-node's typed models drop fields they do not know, such as
+ * a CRD's `default`), errors carry the HTTP status, and watches stream line by line.
+ * Credentials come from a KubeConfig and are re-read per request, so a projected ServiceAccount
+ * token that the kubelet rotates keeps working.
+ */
+export class KubeClient {
+  readonly server: string;
+  private readonly kc: KubeConfig;
+  private readonly dispatcher: Dispatcher;
+
+  private constructor(kc: KubeConfig, server: string, dispatcher: Dispatcher) {
+    this.kc = kc;
+    this.server = server.replace(/\/$/, "");
+    this.dispatcher = dispatcher;
+  }
+
+  static async fromKubeConfig(kc: KubeConfig): Promise<KubeClient> {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error("the kubeconfig has no current cluster");
+    const options: RequestOptions = {};
+    await kc.applyToHTTPSOptions(options);
+    const dispatcher = new Agent({
+      connect: {
+        ca: options.ca as string | Buffer | undefined,
+        cert: options.cert as string | Buffer | undefined,
+        key: options.key as string | Buffer | undefined,
+        rejectUnauthorized: options.rejectUnauthorized,
+        servername: options.servername,
+      },
+      keepAliveTimeout: 30_000,
+    });
+    return new KubeClient(kc, cluster.server, dispatcher);
+  }
+
+  private async headers(contentType?: string): Promise<Record<string, string>> {
+    const options: RequestOptions = { headers: {} };
+    await this.kc.applyToHTTPSOptions(options);
+    const headers: Record<string, string> = { accept: "application/json" };
+    for (const [name, value] of Object.entries(options.headers ?? {}))
+      if (value !== undefined) headers[name.toLowerCase()] = String(value);
+    if (contentType) headers["content-type"] = contentType;
+    return headers;
+  }
+
+  async request<T>(
+    method: string,
+    path: string,
+    options: {
+      body?: unknown;
+      contentType?: string;
+      query?: Record<string, string>;
+      timeoutMs?: number;
+    } = {},
+  ): Promise<T> {
+    const url = new URL(this.server + path);
+    for (const [key, value] of Object.entries(options.query ?? {})) url.searchParams.set(key, value);
+    const hasBody = options.body !== undefined;
+    const response = await fetch(url, {
+      method,
+      headers: await this.headers(hasBody ? (options.contentType ?? "application/json") : undefined),
+      body: hasBody ? JSON.stringify(options.body) : undefined,
+      dispatcher: this.dispatcher,
+      signal: AbortSignal.timeout(options.timeoutMs ?? 30_000),
+    });
+    const text = await response.text();
+    if (!response.ok) throw errorFrom(response.status, text, `${method} ${path}`);
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  get<T>(path: string): Promise<T> {
+    return this.request<T>("GET", path);
+  }
+
+  list<T>(path: string, query: Record<string, string> = {}): Promise<KubeList<T>> {
+    return this.request<KubeList<T>>("GET", path, { query });
+  }
+
+  create<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>("POST", path, { body });
+  }
+
+  /** A full replace: the body's metadata.resourceVersion makes it conditional (409 when stale). */
+  replace<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>("PUT", path, { body });
+  }
+
+  /** A JSON merge patch (default): with metadata.resourceVersion in it, it is conditional too. */
+  patch<T>(path: string, body: unknown, type: PatchType = "merge"): Promise<T> {
+    return this.request<T>("PATCH", path, { body, contentType: patchContentType[type] });
+  }
+
+  delete<T>(path: string, body?: unknown): Promise<T> {
+    return this.request<T>("DELETE", path, { body });
+  }
+
+  /**
+   * Streams watch events of `path` from `resourceVersion` until the server closes the stream,
+   * the signal aborts, or an error. Resolves when the stream ends; rejects on HTTP errors.
+   */
+  async watch<T>(
+    path: string,
+    query: Record<string, string>,
+    onEvent: (event: WatchEvent<T>) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const url = new URL(this.server + path);
+    for (const [key, value] of Object.entries({ ...query, watch: "true" })) url.searchParams.set(key, value);
+    const response = await fetch(url, {
+      headers: await this.headers(),
+      dispatcher: this.dispatcher,
+      signal,
+    });
+    if (!response.ok || !response.body) {
+      throw errorFrom(response.status, await response.text(), `watch ${path}`);
+    }
+    const lines = createInterface({ input: Readable.fromWeb(response.body as never), crlfDelay: Infinity });
+    try {
+      for await (const line of lines) {
+        if (!line.trim()) continue;
+        onEvent(JSON.parse(line) as WatchEvent<T>);
+      }
+    } catch (error) {
+      if (signal.aborted) return;
+      throw error;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.dispatcher.close().catch(() => {});
+  }
+}
+
+function errorFrom(status: number, text: string, what: string): KubeError {
+  let reason = "";
+  let message = text.slice(0, 500);
+  try {
+    const parsed = JSON.parse(text) as { reason?: string; message?: string };
+    reason = parsed.reason ?? "";
+    message = parsed.message ?? message;
+  } catch {
+    // not a Status object
+  }
+  return new KubeError(status, reason, `${what}: ${status} ${reason}: ${message}`);
+}
+
+/** REST paths, so callers never concatenate them by hand. */
+export const paths = {
+  pods: (namespace?: string) => (namespace ? `/api/v1/namespaces/${namespace}/pods` : "/api/v1/pods"),
+  pod: (namespace: string, name: string) => `/api/v1/namespaces/${namespace}/pods/${name}`,
+  custom: (group: string, version: string, plural: string, namespace?: string) =>
+    namespace
+      ? `/apis/${group}/${version}/namespaces/${namespace}/${plural}`
+      : `/apis/${group}/${version}/${plural}`,
+  apps: (plural: string, namespace?: string) =>
+    namespace ? `/apis/apps/v1/namespaces/${namespace}/${plural}` : `/apis/apps/v1/${plural}`,
+  leases: (namespace: string) => `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
+  crd: (name: string) => `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
+};

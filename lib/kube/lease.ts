@@ -1,0 +1,254 @@
+import { type Logger, silentLogger } from "../log.ts";
+import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "./client.ts";
+
+/** A coordination.k8s.io/v1 Lease as the API serves it. */
+export interface Lease extends KubeObject {
+  spec?: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+    leaseTransitions?: number;
+  };
+}
+
+/** Where a holder can be reached: activators' demand and followers' forwards go there. */
+export const leaderAddressAnnotation = "snooze.dev/leader-address";
+
+export interface LeaseTiming {
+  /** How long a lease is valid after its last renewal; a dead holder's lease is taken after this. */
+  durationMs: number;
+  /** A holder that could not renew for this long stops acting (before anyone else may take it). */
+  renewDeadlineMs: number;
+  /** How often holders renew and others try to acquire. */
+  retryMs: number;
+}
+
+export const defaultLeaseTiming: LeaseTiming = { durationMs: 8_000, renewDeadlineMs: 5_000, retryMs: 1_000 };
+
+export interface LeaseElectorOptions {
+  client: KubeClient;
+  namespace: string;
+  name: string;
+  /** Who we are: the pod name (the webhooks compare it with a pod-bound token's pod). */
+  identity: string;
+  /** Our address for forwarded requests, published in the Lease's annotation. */
+  address?: string;
+  timing?: LeaseTiming;
+  log?: Logger;
+  onStartedLeading?(): void;
+  onStoppedLeading?(): void;
+  /** The holder changed (anyone), for forwarding. */
+  onHolderChanged?(holder: LeaseHolder | undefined): void;
+}
+
+export interface LeaseHolder {
+  identity: string;
+  address?: string;
+}
+
+/** RFC 3339 with microseconds, as the API's MicroTime wants it. */
+export const microTime = (ms: number) => new Date(ms).toISOString().replace(/Z$/, "000Z");
+
+/**
+ * Leader election on one Lease, the way client-go's leaderelection does it: a candidate takes a
+ * Lease whose holder has not renewed for `durationMs` (judged by when this process last saw the
+ * record change, so clocks need not agree), holders renew every `retryMs`, and every write is a
+ * conditional replace on the resourceVersion read just before, so of two candidates exactly one
+ * wins (the other gets 409 and re-reads). A holder that cannot renew within `renewDeadlineMs`
+ * stops acting before its lease can expire for the others; a holder that stops gracefully
+ * releases the Lease so a successor takes it at its next try.
+ */
+export class LeaseElector {
+  readonly name: string;
+  private readonly options: LeaseElectorOptions;
+  private readonly timing: LeaseTiming;
+  private readonly log: Logger;
+  private isLeading = false;
+  private lastRenewed = 0;
+  private observed?: { key: string; at: number };
+  private currentHolder?: LeaseHolder;
+  private timer?: NodeJS.Timeout;
+  private stopped = false;
+  private inFlight?: Promise<void>;
+
+  constructor(options: LeaseElectorOptions) {
+    this.options = options;
+    this.name = options.name;
+    this.timing = options.timing ?? defaultLeaseTiming;
+    this.log = (options.log ?? silentLogger).child({ lease: options.name });
+  }
+
+  get leading(): boolean {
+    return this.isLeading && Date.now() - this.lastRenewed < this.timing.renewDeadlineMs;
+  }
+
+  get holder(): LeaseHolder | undefined {
+    return this.currentHolder;
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.tick();
+  }
+
+  /** Tries once now (after a running try); resolves when it is done. */
+  async tryNow(): Promise<void> {
+    await this.inFlight;
+    this.inFlight = this.tryAcquireOrRenew();
+    await this.inFlight;
+  }
+
+  /** Stops trying; when leading and `release`, hands the Lease back so another takes it at once. */
+  async stop(release = true): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.inFlight;
+    if (this.isLeading) {
+      this.setLeading(false);
+      if (release) await this.release().catch((error) => this.log.warn("release failed", { error }));
+    }
+  }
+
+  private tick(): void {
+    if (this.stopped) return;
+    this.inFlight = this.tryAcquireOrRenew().finally(() => {
+      if (this.stopped) return;
+      this.timer = setTimeout(
+        () => this.tick(),
+        this.timing.retryMs * (this.isLeading ? 1 : 1 + Math.random() * 0.2),
+      );
+      this.timer.unref();
+    });
+  }
+
+  private path(name = this.name): string {
+    return `${paths.leases(this.options.namespace)}/${name}`;
+  }
+
+  private async tryAcquireOrRenew(): Promise<void> {
+    const { client, identity } = this.options;
+    const now = Date.now();
+    try {
+      let lease: Lease;
+      try {
+        lease = await client.get<Lease>(this.path());
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+        const created = await client.create<Lease>(paths.leases(this.options.namespace), {
+          apiVersion: "coordination.k8s.io/v1",
+          kind: "Lease",
+          metadata: {
+            name: this.name,
+            namespace: this.options.namespace,
+            annotations: this.annotations(),
+          },
+          spec: {
+            holderIdentity: identity,
+            leaseDurationSeconds: Math.ceil(this.timing.durationMs / 1000),
+            acquireTime: microTime(now),
+            renewTime: microTime(now),
+            leaseTransitions: 0,
+          },
+        });
+        this.observe(created, now);
+        this.renewed(now);
+        return;
+      }
+      this.observe(lease, now);
+      const spec = lease.spec ?? {};
+      const heldByOther = !!spec.holderIdentity && spec.holderIdentity !== identity;
+      const validUntil = this.observed!.at + (spec.leaseDurationSeconds ?? 0) * 1000;
+      if (heldByOther && validUntil > now) {
+        if (this.isLeading) this.setLeading(false);
+        return;
+      }
+      const takingOver = spec.holderIdentity !== identity;
+      const updated = await client.replace<Lease>(this.path(), {
+        ...lease,
+        metadata: {
+          ...lease.metadata,
+          annotations: { ...lease.metadata.annotations, ...this.annotations() },
+        },
+        spec: {
+          holderIdentity: identity,
+          leaseDurationSeconds: Math.ceil(this.timing.durationMs / 1000),
+          acquireTime: takingOver ? microTime(now) : spec.acquireTime,
+          renewTime: microTime(now),
+          leaseTransitions: (spec.leaseTransitions ?? 0) + (takingOver && spec.holderIdentity ? 1 : 0),
+        },
+      });
+      this.observe(updated, now);
+      this.renewed(now);
+    } catch (error) {
+      if (isConflict(error)) {
+        this.log.debug("lost a race for the lease; reading it again next time");
+      } else {
+        this.log.warn("lease try failed", { error });
+      }
+      if (this.isLeading && Date.now() - this.lastRenewed >= this.timing.renewDeadlineMs) {
+        this.log.warn("could not renew the lease in time; stepping down");
+        this.setLeading(false);
+      }
+    }
+  }
+
+  private annotations(): Record<string, string> {
+    return this.options.address ? { [leaderAddressAnnotation]: this.options.address } : {};
+  }
+
+  private renewed(now: number): void {
+    this.lastRenewed = now;
+    if (!this.isLeading) this.setLeading(true);
+  }
+
+  /** Remembers when this process first saw the current record: expiry is judged by local time. */
+  private observe(lease: Lease, now: number): void {
+    const spec = lease.spec ?? {};
+    const key = `${spec.holderIdentity}|${spec.renewTime}|${spec.leaseDurationSeconds}`;
+    if (this.observed?.key !== key) this.observed = { key, at: now };
+    const holder = spec.holderIdentity
+      ? { identity: spec.holderIdentity, address: lease.metadata.annotations?.[leaderAddressAnnotation] }
+      : undefined;
+    if (
+      holder?.identity !== this.currentHolder?.identity ||
+      holder?.address !== this.currentHolder?.address
+    ) {
+      this.currentHolder = holder;
+      this.options.onHolderChanged?.(holder);
+    }
+  }
+
+  private setLeading(leading: boolean): void {
+    this.isLeading = leading;
+    this.log.info(leading ? "leading" : "not leading", { identity: this.options.identity });
+    if (leading) this.options.onStartedLeading?.();
+    else this.options.onStoppedLeading?.();
+  }
+
+  private async release(): Promise<void> {
+    const lease = await this.options.client.get<Lease>(this.path());
+    if (lease.spec?.holderIdentity !== this.options.identity) return;
+    const now = Date.now();
+    await this.options.client.replace<Lease>(this.path(), {
+      ...lease,
+      spec: {
+        ...lease.spec,
+        holderIdentity: "",
+        leaseDurationSeconds: 1,
+        renewTime: microTime(now),
+      },
+    });
+    this.log.info("released the lease");
+  }
+}
+
+/** A name usable as a Lease name (a DNS subdomain): lower case, [a-z0-9.-], at most 253. */
+export function leaseName(...parts: string[]): string {
+  return parts
+    .join("-")
+    .toLowerCase()
+    .replace(/[^a-z0-9.-]/g, "-")
+    .replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, "")
+    .slice(0, 253);
+}

@@ -1,0 +1,57 @@
+import { builtinTierDefaults, type ModelConfig, type SlotConfig, slotSettings } from "../settings/index.ts";
+import { builtinSlotDefaults } from "../settings/slot.ts";
+import type { KubeObject } from "./client.ts";
+import { type ModelResource, type ModelSpec, modelSpec } from "./model-resource.ts";
+import type { SlotResource } from "./slot-resource.ts";
+
+/** A Model as the Kubernetes components use it: its settings resolved, and where it lives. */
+export interface KubeModel {
+  /** `namespace/name` of the Model object. */
+  key: string;
+  namespace: string;
+  name: string;
+  uid?: string;
+  /** The OpenAI model id and tier settings, exactly as local mode resolves a model of snooze.yaml. */
+  config: ModelConfig;
+  spec: ModelSpec;
+}
+
+function defined<T extends object>(object: T): Partial<T> {
+  return Object.fromEntries(Object.entries(object).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/**
+ * Parses a Model's spec with the one schema (the CRD validated it already; this converts durations
+ * and sizes) and fills in the built-in defaults: the same resolution as a model of snooze.yaml.
+ * Undefined when the spec does not parse (an object written before a schema change).
+ */
+export function modelFromResource(resource: ModelResource & KubeObject): KubeModel | { error: string } {
+  const parsed = modelSpec.safeParse(resource.spec);
+  if (!parsed.success)
+    return { error: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") };
+  const spec = parsed.data;
+  const { workloadRef: _w, model, port, replicas: _r, minReplicas: _min, maxReplicas: _max, ...tier } = spec;
+  const namespace = resource.metadata.namespace ?? "default";
+  const config: ModelConfig = {
+    ...builtinTierDefaults,
+    ...defined(tier),
+    id: model ?? resource.metadata.name,
+    command: [],
+    env: {},
+    port,
+  };
+  return {
+    key: `${namespace}/${resource.metadata.name}`,
+    namespace,
+    name: resource.metadata.name,
+    uid: resource.metadata.uid,
+    config,
+    spec,
+  };
+}
+
+/** A Slot's settings resolved like a slot of snooze.yaml; built-in defaults when no Slot object exists. */
+export function slotConfigFrom(name: string, resource?: SlotResource): SlotConfig {
+  const parsed = slotSettings.safeParse(resource?.spec ?? {});
+  return { ...builtinSlotDefaults, ...(parsed.success ? defined(parsed.data) : {}), name };
+}

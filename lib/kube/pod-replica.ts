@@ -1,0 +1,70 @@
+import { type ReplicaEvent, type Tier, tiers } from "../replica-event.ts";
+import type { KubeObject } from "./client.ts";
+
+/**
+ * A pod as one replica of a model. The autoscaler records each pod's tier in its annotations; every
+ * activator reads them through its pod watch. Pods stay plain JSON.
+ */
+export interface Pod extends KubeObject {
+  spec?: { nodeName?: string; containers?: { ports?: { containerPort: number; name?: string }[] }[] };
+  status?: {
+    phase?: string;
+    podIP?: string;
+    conditions?: { type: string; status: string }[];
+    containerStatuses?: { restartCount?: number }[];
+  };
+}
+
+export const tierAnnotation = "snooze.dev/tier";
+export const tierSinceAnnotation = "snooze.dev/tier-since";
+/** The ReplicaSet controller removes pods with the lowest cost first when it scales down. */
+export const deletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost";
+
+const knownTiers = new Set<string>(tiers);
+
+/** The tier the autoscaler recorded on the pod, if any (an unknown value counts as none). */
+export function recordedTier(pod: Pod): Tier | undefined {
+  const value = pod.metadata.annotations?.[tierAnnotation];
+  return value && knownTiers.has(value) ? (value as Tier) : undefined;
+}
+
+export function recordedSince(pod: Pod): number | undefined {
+  const value = pod.metadata.annotations?.[tierSinceAnnotation];
+  const ms = value ? Date.parse(value) : Number.NaN;
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+/** The pod's Ready condition: the kubelet's readiness probe passed. */
+export function podReady(pod: Pod): boolean {
+  return pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
+}
+
+export const podDeleting = (pod: Pod) => !!pod.metadata.deletionTimestamp;
+export const podFinished = (pod: Pod) => pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed";
+
+/** A pod that counts as a replica: not being deleted, not finished. */
+export const podLive = (pod: Pod) => !podDeleting(pod) && !podFinished(pod);
+
+export function podAddress(pod: Pod, port: number): string | undefined {
+  const ip = pod.status?.podIP;
+  if (!ip) return undefined;
+  return ip.includes(":") ? `[${ip}]:${port}` : `${ip}:${port}`;
+}
+
+/**
+ * The replica event an activator derives from a pod. Routable (tier `ready`) only when the
+ * autoscaler recorded `ready` AND the kubelet reports the pod Ready: a ready engine whose pod
+ * failed its probe, or one whose tier was never recorded, takes no traffic. A pod going away is
+ * cold, so the activator drops it at once.
+ */
+export function replicaEventForPod(model: string, pod: Pod, port: number): ReplicaEvent {
+  const replica = pod.metadata.name;
+  const since = recordedSince(pod) ?? Date.parse(pod.metadata.creationTimestamp ?? "") ?? Date.now();
+  if (!podLive(pod)) return { model, replica, tier: "cold", since: Date.now() };
+  const recorded = recordedTier(pod);
+  const address = podAddress(pod, port);
+  let tier: Tier = recorded ?? "starting";
+  // Recorded ready but the kubelet says not Ready: not routable; "waking" keeps held requests waiting.
+  if (tier === "ready" && !podReady(pod)) tier = "waking";
+  return { model, replica, address, tier, since: Number.isFinite(since) ? since : Date.now() };
+}
