@@ -1,0 +1,144 @@
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Registry } from "prom-client";
+import { afterEach, describe, expect, test } from "vitest";
+import type { ControlPlane } from "../lib/control-plane.ts";
+import { silentLogger } from "../lib/log.ts";
+import type { ReplicaEvent } from "../lib/replica-event.ts";
+import { builtinTierDefaults, type ModelConfig } from "../lib/settings/index.ts";
+import { Activator } from "./activator.ts";
+import { createActivatorServer } from "./server.ts";
+
+/** Models appearing, changing and disappearing while the activator runs (Kubernetes mode). */
+class FakeControlPlane implements ControlPlane {
+  demanded: string[] = [];
+  private listener?: (event: ReplicaEvent) => void;
+  demand(model: string) {
+    this.demanded.push(model);
+  }
+  stats() {}
+  watch(listener: (event: ReplicaEvent) => void) {
+    this.listener = listener;
+    return () => {
+      this.listener = undefined;
+    };
+  }
+  emit(event: ReplicaEvent) {
+    this.listener?.(event);
+  }
+}
+
+const model = (id: string, aliases: string[] = []): ModelConfig => ({
+  ...builtinTierDefaults,
+  id,
+  aliases,
+  command: [],
+  env: {},
+});
+
+const servers: Server[] = [];
+let activator: Activator | undefined;
+afterEach(async () => {
+  await activator?.shutdown(100);
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    s.close();
+  }
+});
+
+async function listen(server: Server): Promise<string> {
+  servers.push(server);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function start() {
+  const plane = new FakeControlPlane();
+  activator = new Activator({
+    config: {
+      models: new Map(),
+      names: new Map(),
+      slots: new Map(),
+      hostMemoryBudget: Infinity,
+      maxBodySize: 1 << 20,
+    },
+    controlPlane: plane,
+    registry: new Registry(),
+    log: silentLogger,
+  });
+  const url = `http://${await listen(
+    createActivatorServer({
+      activator,
+      registry: new Registry(),
+      admin: {
+        wake: async () => {},
+        sleep: async () => {},
+        stop: async () => {},
+        details: () => ({}),
+        slots: () => [],
+      },
+    }),
+  )}`;
+  const engine = await listen(
+    createServer((req, res) => {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ echoed: JSON.parse(body).model }));
+      });
+    }),
+  );
+  const post = (name: string) =>
+    fetch(`${url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: name, prompt: "hi" }),
+    });
+  return { plane, url, engine, post };
+}
+
+describe("models at run time", () => {
+  test("an upserted model is routable, by id and alias; a removed one is unknown", async () => {
+    const { plane, engine, post, url } = await start();
+    expect((await post("qwen")).status).toBe(404);
+
+    activator!.upsertModel(model("qwen", ["qwen3"]));
+    plane.emit({ model: "qwen", replica: "qwen-0", address: engine, tier: "ready", since: Date.now() });
+    const byAlias = await post("qwen3");
+    expect(byAlias.status).toBe(200);
+    expect(await byAlias.json()).toEqual({ echoed: "qwen" });
+    const listed = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
+    expect(listed.data.map((m) => m.id)).toEqual(["qwen"]);
+
+    // New aliases replace the old ones; the route (and its replica) stays.
+    activator!.upsertModel(model("qwen", ["qwen-small"]));
+    expect((await post("qwen3")).status).toBe(404);
+    expect((await post("qwen-small")).status).toBe(200);
+
+    activator!.removeModel("qwen");
+    expect((await post("qwen")).status).toBe(404);
+    expect((await post("qwen-small")).status).toBe(404);
+    expect(activator!.routes.size).toBe(0);
+  });
+
+  test("a held request of a removed model is answered with 503 at once", async () => {
+    const { plane, post } = await start();
+    activator!.upsertModel(model("llama"));
+    const held = post("llama");
+    for (let i = 0; i < 100 && plane.demanded.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(plane.demanded).toEqual(["llama"]);
+    activator!.removeModel("llama");
+    expect((await held).status).toBe(503);
+  });
+
+  test("an alias another model owns stays with its owner", async () => {
+    await start();
+    activator!.upsertModel(model("a", ["shared"]));
+    activator!.upsertModel(model("b", ["shared"]));
+    expect(activator!.modelNamed("shared")).toBe("a");
+    expect(activator!.modelNamed("b")).toBe("b");
+  });
+});
