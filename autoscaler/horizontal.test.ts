@@ -1,0 +1,236 @@
+import fc from "fast-check";
+import { describe, expect, test } from "vitest";
+import { isAsleep, type Tier } from "../lib/replica-event.ts";
+import { decideReplicas, type HorizontalInput, type ReplicaView } from "./horizontal.ts";
+
+const settings = {
+  sleep: true,
+  sleepAfter: 60_000,
+  sleepLevel: 1 as const,
+  deepSleepAfter: 600_000,
+  zeroAfter: 3_600_000,
+  startTimeout: 300_000,
+};
+const now = 10_000_000;
+
+const replica = (pod: string, tier: Tier, extra: Partial<ReplicaView> = {}): ReplicaView => ({
+  pod,
+  tier,
+  since: now - 1_000,
+  asleepSince: now - 1_000,
+  podReady: true,
+  busy: false,
+  load: 0,
+  ...extra,
+});
+
+const input = (replicas: ReplicaView[], extra: Partial<HorizontalInput> = {}): HorizontalInput => ({
+  replicas,
+  pendingPods: 0,
+  workloadReplicas: replicas.length,
+  minReplicas: 0,
+  maxReplicas: 5,
+  inFlight: 0,
+  held: 0,
+  lastActive: now - 1_000,
+  now,
+  backoffUntil: 0,
+  settings,
+  ...extra,
+});
+
+const kinds = (plan: ReturnType<typeof decideReplicas>) =>
+  plan.actions.map((a) =>
+    "pod" in a
+      ? `${a.kind} ${a.pod}`
+      : "pods" in a
+        ? `${a.kind} ${a.pods} to ${a.to}`
+        : `${a.kind} to ${a.to}`,
+  );
+
+describe("decideReplicas", () => {
+  test("a held request with nothing awake and no pods scales the workload from zero", () => {
+    const plan = decideReplicas(input([], { held: 1 }));
+    expect(kinds(plan)).toEqual(["scale-up to 1"]);
+    expect(plan.target).toBe(1);
+  });
+
+  test("a pod the workload asked for counts as starting: no second scale-up", () => {
+    const plan = decideReplicas(input([], { held: 3, pendingPods: 1, workloadReplicas: 1 }));
+    expect(plan.actions).toEqual([]);
+    expect(plan.awake).toBe(1);
+  });
+
+  test("a held request wakes a sleeper instead of starting a pod", () => {
+    const plan = decideReplicas(input([replica("a", "asleep-2"), replica("b", "asleep-1")], { held: 1 }));
+    expect(kinds(plan)).toEqual(["wake b"]);
+  });
+
+  test("spec.replicas above the awake count wakes every sleeper first and starts pods only for the rest", () => {
+    const plan = decideReplicas(
+      input([replica("r", "ready"), replica("s1", "asleep-1"), replica("s2", "asleep-2")], { desired: 5 }),
+    );
+    expect(kinds(plan)).toEqual(["wake s1", "wake s2", "scale-up to 5"]);
+  });
+
+  test("maxReplicas bounds the awake count and the pods", () => {
+    const plan = decideReplicas(input([replica("r", "ready")], { desired: 9, maxReplicas: 2 }));
+    expect(kinds(plan)).toEqual(["scale-up to 2"]);
+    expect(plan.target).toBe(2);
+  });
+
+  test("a draining replica is taken back before any sleeper wakes", () => {
+    const plan = decideReplicas(
+      input([replica("d", "draining", { busy: true }), replica("s", "asleep-1")], { held: 1 }),
+    );
+    expect(kinds(plan)).toEqual(["undrain d"]);
+  });
+
+  test("spec.replicas below the awake count puts the idlest awake replicas to sleep", () => {
+    const plan = decideReplicas(
+      input(
+        [
+          replica("busy", "ready", { load: 4 }),
+          replica("idle", "ready", { load: 0, since: now - 5 }),
+          replica("older-idle", "ready", { load: 0, since: now - 50 }),
+        ],
+        { desired: 1, inFlight: 4 },
+      ),
+    );
+    expect(kinds(plan)).toEqual(["drain-and-sleep older-idle", "drain-and-sleep idle"]);
+  });
+
+  test("warming replicas are never put to sleep mid-activation", () => {
+    const plan = decideReplicas(
+      input([replica("w", "waking"), replica("s", "starting", { podReady: false })], { desired: 0 }),
+    );
+    expect(plan.actions).toEqual([]);
+  });
+
+  test("on demand: ready replicas sleep only after sleepAfter idle, and say when to look again", () => {
+    const fresh = decideReplicas(
+      input([replica("r", "ready", { since: now - 90_000 })], { lastActive: now - 10_000 }),
+    );
+    expect(fresh.actions).toEqual([]);
+    expect(fresh.nextAt).toBe(now - 10_000 + settings.sleepAfter);
+    const idle = decideReplicas(
+      input([replica("r", "ready", { since: now - 90_000 })], { lastActive: now - 61_000 }),
+    );
+    expect(kinds(idle)).toEqual(["drain-and-sleep r"]);
+  });
+
+  test("minReplicas keeps that many awake even when idle, and wakes one if needed", () => {
+    const plan = decideReplicas(
+      input([replica("a", "ready", { since: now - 90_000 }), replica("b", "asleep-1")], {
+        lastActive: now - 100_000,
+        minReplicas: 2,
+      }),
+    );
+    expect(kinds(plan)).toEqual(["wake b"]);
+  });
+
+  test("without sleep support an idle replica drains and stops", () => {
+    const plan = decideReplicas(
+      input([replica("r", "ready", { since: now - 90_000 })], {
+        lastActive: now - 100_000,
+        settings: { ...settings, sleep: false },
+      }),
+    );
+    expect(kinds(plan)).toEqual(["drain-and-stop r"]);
+  });
+
+  test("sleepers deepen, then go to zero; a scale-down waits until every pod is up", () => {
+    const deep = replica("deep", "asleep-1", { since: now - 700_000, asleepSince: now - 700_000 });
+    const old = replica("old", "asleep-2", { asleepSince: now - 4_000_000 });
+    expect(kinds(decideReplicas(input([deep, old])))).toEqual(["deepen deep", "stop old to 1"]);
+    const starting = replica("new", "starting", { podReady: false });
+    expect(kinds(decideReplicas(input([old, starting])))).toEqual([]);
+  });
+
+  test("a Ready pod still starting is warmed up; one past startTimeout failed", () => {
+    const plan = decideReplicas(
+      input([
+        replica("up", "starting"),
+        replica("stuck", "starting", { podReady: false, since: now - 400_000 }),
+      ]),
+    );
+    expect(kinds(plan)).toEqual(["finish-start up", "start-failed stuck"]);
+  });
+
+  test("back-off delays activation and says when it ends", () => {
+    const plan = decideReplicas(input([replica("s", "asleep-1")], { held: 1, backoffUntil: now + 5_000 }));
+    expect(plan.actions).toEqual([]);
+    expect(plan.nextAt).toBe(now + 5_000);
+  });
+
+  test("a slot cap of zero sleeps a resident and never wakes one, whatever the demand", () => {
+    const plan = decideReplicas(
+      input([replica("r", "ready"), replica("s", "asleep-1")], { held: 5, cap: 0, desired: 2 }),
+    );
+    expect(kinds(plan)).toEqual(["drain-and-sleep r"]);
+  });
+
+  test("property: never wakes or starts beyond the target, never sleeps below it, never touches a busy replica", () => {
+    const tierArb = fc.constantFrom<Tier>("starting", "ready", "draining", "asleep-1", "asleep-2", "waking");
+    const replicaArb = fc.record({
+      tier: tierArb,
+      busy: fc.boolean(),
+      podReady: fc.boolean(),
+      load: fc.nat(5),
+      age: fc.nat(5_000_000),
+    });
+    fc.assert(
+      fc.property(
+        fc.array(replicaArb, { maxLength: 6 }),
+        fc.record({
+          desired: fc.option(fc.nat(8), { nil: undefined }),
+          held: fc.nat(3),
+          inFlight: fc.nat(3),
+          min: fc.nat(2),
+          extraMax: fc.nat(4),
+          pending: fc.nat(2),
+          cap: fc.option(fc.constantFrom(0, 1), { nil: undefined }),
+          idleFor: fc.nat(200_000),
+        }),
+        (views, p) => {
+          const replicas = views.map((v, i) =>
+            replica(`p${i}`, v.tier, {
+              busy: v.busy || v.tier === "draining",
+              podReady: v.podReady,
+              load: v.load,
+              since: now - v.age,
+              asleepSince: now - v.age,
+            }),
+          );
+          const plan = decideReplicas(
+            input(replicas, {
+              desired: p.desired,
+              held: p.held,
+              inFlight: p.inFlight,
+              minReplicas: p.min,
+              maxReplicas: p.min + p.extraMax + 1,
+              pendingPods: p.pending,
+              workloadReplicas: replicas.length + p.pending,
+              cap: p.cap,
+              lastActive: now - p.idleFor,
+            }),
+          );
+          const byPod = new Map(replicas.map((r) => [r.pod, r]));
+          let added = 0;
+          let removed = 0;
+          for (const a of plan.actions) {
+            if (a.kind === "scale-up") added += a.to - (replicas.length + p.pending);
+            if (a.kind === "wake" || a.kind === "undrain") added++;
+            if (a.kind === "drain-and-sleep" || a.kind === "drain-and-stop") removed++;
+            if ("pod" in a && a.kind !== "undrain") expect(byPod.get(a.pod)!.busy).toBe(false);
+            if (a.kind === "wake") expect(isAsleep(byPod.get(a.pod)!.tier)).toBe(true);
+          }
+          expect(plan.awake + added).toBeLessThanOrEqual(Math.max(plan.target, plan.awake));
+          if (removed > 0) expect(plan.awake - removed).toBeGreaterThanOrEqual(plan.target);
+          if (p.cap === 0) expect(added).toBe(0);
+        },
+      ),
+      { numRuns: 2_000 },
+    );
+  });
+});

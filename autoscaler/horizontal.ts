@@ -1,0 +1,189 @@
+import { isAsleep, type Tier } from "../lib/replica-event.ts";
+import { decideTier, type LadderSettings } from "./ladder.ts";
+
+/**
+ * How many replicas of one model should be awake, and which ones move, as a pure function of the
+ * replicas' tiers, the model's load, the desired count and the clock. Awake capacity is added the
+ * cheap way first: a draining replica is taken back, then sleeping replicas are woken (seconds),
+ * and only the rest is started as new pods (minutes). Capacity is removed the gentle way: the
+ * idlest awake replicas drain and sleep. Each replica still follows the tier ladder (`decideTier`)
+ * for its idle clock, deeper sleep and scale to zero.
+ */
+export interface ReplicaView {
+  pod: string;
+  tier: Tier;
+  /** When it entered its tier (epoch ms). */
+  since: number;
+  /** When it fell asleep, at either level. */
+  asleepSince: number;
+  /** The kubelet's Ready condition. */
+  podReady: boolean;
+  /** An operation on it is running: no new one starts. */
+  busy: boolean;
+  /** Requests the engine runs and queues, when known: the idlest goes to sleep first. */
+  load: number;
+}
+
+export interface HorizontalInput {
+  replicas: ReplicaView[];
+  /** Pods the workload asked for that do not exist yet: they count as starting. */
+  pendingPods: number;
+  /** The workload's replica count (its scale subresource). */
+  workloadReplicas: number;
+  /** `spec.replicas` of the Model (a person, HPA or KEDA); undefined: on demand. */
+  desired?: number;
+  minReplicas: number;
+  maxReplicas: number;
+  inFlight: number;
+  held: number;
+  lastActive: number;
+  now: number;
+  /** No activation before this moment (back-off after failures). */
+  backoffUntil: number;
+  /** A slot's limit on awake replicas: 0 while the model may not hold its slot. */
+  cap?: number;
+  settings: LadderSettings & { startTimeout: number };
+}
+
+export type ReplicaAction =
+  /** The pod is up (Ready): warm it up and route to it. */
+  | { kind: "finish-start"; pod: string }
+  | { kind: "wake"; pod: string; level: 1 | 2 }
+  | { kind: "undrain"; pod: string }
+  | { kind: "drain-and-sleep"; pod: string; level: 1 | 2 }
+  | { kind: "drain-and-stop"; pod: string }
+  | { kind: "deepen"; pod: string }
+  /** The pod did not come up within startTimeout. */
+  | { kind: "start-failed"; pod: string }
+  /** Scale the workload up: new pods start. */
+  | { kind: "scale-up"; to: number }
+  /** Scale the workload down, removing these pods (lowest deletion cost). */
+  | { kind: "stop"; pods: string[]; to: number };
+
+export interface HorizontalPlan {
+  actions: ReplicaAction[];
+  /** Awake replicas wanted (ready + warming). */
+  target: number;
+  /** Awake now (ready + warming, pending pods included). */
+  awake: number;
+  /** Look again at this moment even if nothing changes (Infinity: only on the next event). */
+  nextAt: number;
+}
+
+const warming = (tier: Tier) => tier === "starting" || tier === "waking";
+
+export function decideReplicas(input: HorizontalInput): HorizontalPlan {
+  const { replicas, now, settings } = input;
+  const actions: ReplicaAction[] = [];
+  let nextAt = Number.POSITIVE_INFINITY;
+  const later = (at: number) => {
+    if (at > now) nextAt = Math.min(nextAt, at);
+  };
+  const free = (r: ReplicaView) => !r.busy;
+
+  // Pods coming up: once Ready they are warmed up; past startTimeout they failed.
+  for (const r of replicas.filter((r) => r.tier === "starting" && free(r))) {
+    if (r.podReady) actions.push({ kind: "finish-start", pod: r.pod });
+    else if (now - r.since >= settings.startTimeout) actions.push({ kind: "start-failed", pod: r.pod });
+    else later(r.since + settings.startTimeout);
+  }
+
+  const ready = replicas.filter((r) => r.tier === "ready");
+  const awake = replicas.filter((r) => r.tier === "ready" || warming(r.tier)).length + input.pendingPods;
+  const ladder = (r: ReplicaView, held: number, inFlight: number) =>
+    decideTier(
+      {
+        tier: r.tier,
+        since: r.since,
+        asleepSince: r.asleepSince,
+        inFlight,
+        held,
+        lastActive: input.lastActive,
+        now,
+        backoffUntil: input.backoffUntil,
+      },
+      settings,
+    );
+
+  let target: number;
+  if (input.cap === 0) target = 0;
+  else {
+    if (input.desired !== undefined) target = Math.min(input.desired, input.maxReplicas);
+    else {
+      // On demand: each ready replica stays until the ladder says the model was idle long enough.
+      let keep = awake - ready.length;
+      for (const r of ready) {
+        const action = ladder(r, input.held, input.inFlight);
+        if (action.kind === "wait") {
+          keep++;
+          later(action.at);
+        }
+      }
+      target = Math.max(keep, input.minReplicas);
+    }
+    if (input.held > 0) target = Math.max(target, 1);
+    target = Math.min(target, input.maxReplicas);
+    if (input.cap !== undefined) target = Math.min(target, input.cap);
+  }
+
+  const waking = new Set<string>();
+  if (awake < target) {
+    let short = target - awake;
+    for (const r of replicas.filter((r) => r.tier === "draining")) {
+      if (short === 0) break;
+      actions.push({ kind: "undrain", pod: r.pod });
+      short--;
+    }
+    const mayActivate = now >= input.backoffUntil;
+    if (!mayActivate && short > 0) later(input.backoffUntil);
+    // Level 1 wakes fastest (weights in host RAM), then level 2; the most recently asleep first.
+    const sleepers = replicas
+      .filter((r) => isAsleep(r.tier) && free(r))
+      .sort((a, b) => (a.tier === b.tier ? b.since - a.since : a.tier === "asleep-1" ? -1 : 1));
+    for (const r of sleepers) {
+      if (short === 0 || !mayActivate) break;
+      actions.push({ kind: "wake", pod: r.pod, level: r.tier === "asleep-2" ? 2 : 1 });
+      waking.add(r.pod);
+      short--;
+    }
+    if (short > 0 && mayActivate) {
+      const to = Math.min(input.workloadReplicas + short, input.maxReplicas);
+      if (to > input.workloadReplicas) actions.push({ kind: "scale-up", to });
+    }
+  } else if (awake > target) {
+    // The idlest awake replicas leave first; warming ones finish their activation before anything.
+    let excess = awake - target;
+    const candidates = ready.filter(free).sort((a, b) => a.load - b.load || a.since - b.since);
+    for (const r of candidates) {
+      if (excess === 0) break;
+      actions.push(
+        settings.sleep
+          ? { kind: "drain-and-sleep", pod: r.pod, level: settings.sleepLevel }
+          : { kind: "drain-and-stop", pod: r.pod },
+      );
+      excess--;
+    }
+  }
+
+  // Sleepers follow the ladder: deeper sleep, then zero.
+  const stopping: string[] = [];
+  for (const r of replicas.filter((r) => isAsleep(r.tier) && free(r) && !waking.has(r.pod))) {
+    const action = ladder(r, 0, 0);
+    if (action.kind === "deepen") actions.push({ kind: "deepen", pod: r.pod });
+    else if (action.kind === "stop") stopping.push(r.pod);
+    else if (action.kind === "wait") later(action.at);
+  }
+  if (stopping.length > 0) {
+    // The ReplicaSet removes pods that are not Ready before any deletion cost counts: scale down
+    // only when every pod is up, or it would take a starting one instead of the sleeper.
+    const allUp = input.pendingPods === 0 && replicas.every((r) => r.podReady);
+    if (allUp) {
+      actions.push({
+        kind: "stop",
+        pods: stopping,
+        to: Math.max(0, input.workloadReplicas - stopping.length),
+      });
+    }
+  }
+  return { actions, target, awake, nextAt };
+}

@@ -1,0 +1,72 @@
+import { describe, expect, test } from "vitest";
+import { modelStatus as modelStatusSchema } from "../lib/kube/model-resource.ts";
+import { type ModelObservation, modelStatus } from "./model-status.ts";
+
+const now = Date.parse("2026-03-01T10:00:00Z");
+const base: ModelObservation = { replicas: [], pendingPods: 0, selector: "app=qwen", now, generation: 3 };
+
+describe("modelStatus", () => {
+  test("counts: replicas = ready + warming; per-pod tiers sorted; the written form parses", () => {
+    const status = modelStatus({
+      ...base,
+      pendingPods: 1,
+      lastWakeMs: 2_400,
+      replicas: [
+        { pod: "q-c", tier: "asleep-2", since: now - 5_000, podReady: true },
+        { pod: "q-a", tier: "ready", since: now - 1_000, podReady: true },
+        { pod: "q-b", tier: "waking", since: now, podReady: true },
+        { pod: "q-d", tier: "ready", since: now, podReady: false },
+      ],
+    });
+    expect(status).toMatchObject({
+      replicas: 4,
+      readyReplicas: 1,
+      warmingReplicas: 3,
+      sleepingReplicas: 1,
+      selector: "app=qwen",
+      phase: "Ready",
+      observedGeneration: 3,
+      lastWakeDuration: "2.4s",
+    });
+    expect(status.replicaTiers?.map((r) => r.pod)).toEqual(["q-a", "q-b", "q-c", "q-d"]);
+    expect(status.conditions?.[0]).toMatchObject({ type: "Ready", status: "True", reason: "ReplicaReady" });
+    expect(modelStatusSchema.safeParse(status).success).toBe(true);
+  });
+
+  test.each([
+    [[{ tier: "waking" }], "Waking", "Waking"],
+    [[{ tier: "starting" }], "Starting", "Starting"],
+    [[{ tier: "asleep-1" }], "Asleep", "Asleep"],
+    [[{ tier: "draining" }], "Asleep", "Draining"],
+    [[], "Cold", "ScaledToZero"],
+  ] as const)("%j → phase %s, reason %s", (replicas, phase, reason) => {
+    const status = modelStatus({
+      ...base,
+      replicas: replicas.map((r, i) => ({ pod: `p${i}`, tier: r.tier, since: now, podReady: true })),
+    });
+    expect(status.phase).toBe(phase);
+    expect(status.conditions?.[0]).toMatchObject({ status: "False", reason });
+  });
+
+  test("a failed activation with nothing awake is phase Failed, with the reason in the conditions", () => {
+    const status = modelStatus({ ...base, lastError: "start of qwen failed: boom" });
+    expect(status.phase).toBe("Failed");
+    expect(status.conditions?.[0]).toMatchObject({
+      reason: "ActivationFailed",
+      message: "start of qwen failed: boom",
+    });
+    expect(status.conditions?.[1]).toMatchObject({ type: "ActivationFailed", status: "True" });
+  });
+
+  test("lastTransitionTime moves only when a condition's status changes", () => {
+    const first = modelStatus({ ...base, now: now - 60_000 });
+    const same = modelStatus({ ...base, previous: first.conditions as never });
+    expect(same.conditions?.[0]?.lastTransitionTime).toBe("2026-03-01T09:59:00Z");
+    const changed = modelStatus({
+      ...base,
+      previous: first.conditions as never,
+      replicas: [{ pod: "a", tier: "ready", since: now, podReady: true }],
+    });
+    expect(changed.conditions?.[0]?.lastTransitionTime).toBe("2026-03-01T10:00:00Z");
+  });
+});

@@ -1,0 +1,109 @@
+import { formatDuration } from "../lib/duration.ts";
+import type { Condition } from "../lib/kube/condition.ts";
+import type { ModelStatusInput, modelPhases } from "../lib/kube/model-resource.ts";
+import { isAsleep, type Tier } from "../lib/replica-event.ts";
+
+/** What the status of a Model is computed from. */
+export interface ModelObservation {
+  replicas: { pod: string; tier: Tier; since: number; podReady: boolean }[];
+  /** Pods the workload asked for that do not exist yet. */
+  pendingPods: number;
+  selector: string;
+  generation?: number;
+  /** The last activation failure, while it is the latest news. */
+  lastError?: string;
+  lastWakeMs?: number;
+  lastStartMs?: number;
+  /** The conditions written last time, so a transition time only moves when the status does. */
+  previous?: Condition[];
+  now: number;
+}
+
+type Phase = (typeof modelPhases)[number];
+
+/**
+ * The status the autoscaler publishes for a Model: counts for the scale subresource and HPA
+ * (`replicas` = ready + warming), each pod's tier, a one-word phase and a Ready condition whose
+ * reason says why. Pure, so the same observation always writes the same status.
+ */
+export function modelStatus(o: ModelObservation): ModelStatusInput {
+  let ready = 0;
+  let warming = o.pendingPods;
+  let sleeping = 0;
+  let draining = 0;
+  let starting = o.pendingPods;
+  let waking = 0;
+  for (const r of o.replicas) {
+    if (r.tier === "ready" && r.podReady) ready++;
+    else if (r.tier === "ready" || r.tier === "waking") {
+      warming++;
+      waking++;
+    } else if (r.tier === "starting") {
+      warming++;
+      starting++;
+    } else if (isAsleep(r.tier)) sleeping++;
+    else if (r.tier === "draining") draining++;
+  }
+  const failed = o.lastError !== undefined && ready === 0 && warming === 0;
+  const [phase, reason, message]: [Phase, string, string] =
+    ready > 0
+      ? ["Ready", "ReplicaReady", `${ready} of ${ready + warming} awake replicas ready`]
+      : waking > 0
+        ? ["Waking", "Waking", `${waking} replica${waking > 1 ? "s" : ""} waking`]
+        : starting > 0
+          ? ["Starting", "Starting", `${starting} replica${starting > 1 ? "s" : ""} starting`]
+          : failed
+            ? ["Failed", "ActivationFailed", o.lastError!]
+            : draining > 0
+              ? ["Asleep", "Draining", "finishing in-flight requests before sleep"]
+              : sleeping > 0
+                ? ["Asleep", "Asleep", `${sleeping} replica${sleeping > 1 ? "s" : ""} asleep`]
+                : ["Cold", "ScaledToZero", "no replicas"];
+  const readyCondition: Condition = {
+    type: "Ready",
+    status: ready > 0 ? "True" : "False",
+    reason,
+    message,
+    lastTransitionTime: transitionTime(o.previous, "Ready", ready > 0 ? "True" : "False", o.now),
+    ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
+  };
+  const degraded: Condition = {
+    type: "ActivationFailed",
+    status: o.lastError !== undefined ? "True" : "False",
+    reason: o.lastError !== undefined ? "ActivationFailed" : "NoFailure",
+    message: o.lastError ?? "the last activation succeeded",
+    lastTransitionTime: transitionTime(
+      o.previous,
+      "ActivationFailed",
+      o.lastError !== undefined ? "True" : "False",
+      o.now,
+    ),
+    ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
+  };
+  return {
+    ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
+    replicas: ready + warming,
+    readyReplicas: ready,
+    warmingReplicas: warming,
+    sleepingReplicas: sleeping,
+    selector: o.selector,
+    phase,
+    replicaTiers: [...o.replicas]
+      .sort((a, b) => a.pod.localeCompare(b.pod))
+      .map((r) => ({ pod: r.pod, tier: r.tier, since: new Date(r.since).toISOString() })),
+    conditions: [readyCondition, degraded],
+    ...(o.lastWakeMs !== undefined ? { lastWakeDuration: formatDuration(o.lastWakeMs) } : {}),
+    ...(o.lastStartMs !== undefined ? { lastStartDuration: formatDuration(o.lastStartMs) } : {}),
+  };
+}
+
+function transitionTime(
+  previous: Condition[] | undefined,
+  type: string,
+  status: string,
+  now: number,
+): string {
+  const before = previous?.find((c) => c.type === type);
+  if (before && before.status === status && before.lastTransitionTime) return before.lastTransitionTime;
+  return new Date(now).toISOString().replace(/\.\d+Z$/, "Z");
+}
