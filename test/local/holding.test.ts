@@ -91,6 +91,19 @@ models:
     ).toBe(1);
   });
 
+  test("an engine command that does not exist → 503 naming it", async () => {
+    snooze = await startWith(`
+models:
+  ghost:
+    command: ["no-such-engine-binary", "--port", "\${PORT}"]
+`);
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("ghost"));
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as any).error.message).toMatch(
+      /start of ghost failed: .*no-such-engine-binary.*ENOENT/,
+    );
+  });
+
   test("repeated start failures back off instead of looping", async () => {
     snooze = await startWith(`
 models:
