@@ -1,14 +1,17 @@
+import { hostname } from "node:os";
 import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../lib/clock.ts";
+import { CloudEventSink } from "../lib/cloudevents.ts";
 import type { ControlPlane, DemandHint } from "../lib/control-plane.ts";
 import type { Logger } from "../lib/log.ts";
-import type { ReplicaEvent } from "../lib/replica-event.ts";
+import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
 import type { SnoozeConfig } from "../lib/settings/index.ts";
 import { demotionsForBudget, type LevelOneSleeper } from "./host-memory.ts";
 import { autoscalerMetrics } from "./metrics.ts";
 import { ModelController, type ModelState } from "./model-controller.ts";
 import type { Platform } from "./platform.ts";
 import { Slot, type SlotStatus, slotMetrics } from "./slot.ts";
+import { cloudEventFor } from "./tier-events.ts";
 
 export interface AutoscalerOptions {
   config: SnoozeConfig;
@@ -27,6 +30,8 @@ export class Autoscaler implements ControlPlane {
   private readonly controllers = new Map<string, ModelController>();
   private readonly listeners = new Set<(event: ReplicaEvent) => void>();
   private readonly slots = new Map<string, Slot>();
+  private readonly sink?: CloudEventSink;
+  private readonly lastTier = new Map<string, Tier>();
   private readonly config: SnoozeConfig;
   private readonly platform: Platform;
 
@@ -36,6 +41,14 @@ export class Autoscaler implements ControlPlane {
     const metrics = autoscalerMetrics(options.registry);
     const clock = options.clock ?? systemClock;
     const slotMetricSet = slotMetrics(options.registry);
+    if (options.config.eventSink) {
+      this.sink = new CloudEventSink(
+        options.config.eventSink,
+        `/snooze/${hostname()}`,
+        options.log,
+        options.registry,
+      );
+    }
     for (const slot of options.config.slots.values()) {
       this.slots.set(slot.name, new Slot(slot, { clock, log: options.log, metrics: slotMetricSet }));
     }
@@ -51,6 +64,7 @@ export class Autoscaler implements ControlPlane {
           metrics,
           emit: (event) => {
             for (const listener of this.listeners) listener(event);
+            this.announce(event);
           },
           onLevelOneChanged: () => this.enforceHostMemory(),
         }),
@@ -93,6 +107,15 @@ export class Autoscaler implements ControlPlane {
     for (const slot of this.slots.values()) slot.close();
     await Promise.all([...this.controllers.values()].map((c) => c.close()));
     await this.platform.close();
+  }
+
+  /** Tier changes worth telling the world go to the CloudEvents sink, if one is set. */
+  private announce(event: ReplicaEvent): void {
+    // By model: local mode runs one replica per model, whose id is only known once it started.
+    const from = this.lastTier.get(event.model) ?? "cold";
+    this.lastTier.set(event.model, event.tier);
+    const news = this.sink && cloudEventFor(from, event);
+    if (news) this.sink!.emit(news.type, event.model, news.data);
   }
 
   private enforceHostMemory(): void {

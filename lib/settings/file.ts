@@ -15,6 +15,13 @@ export const snoozeFile = z.strictObject({
   maxBodySize: byteSize
     .optional()
     .meta({ description: "Largest request body the activator reads (413 past it)." }),
+  eventSink: z
+    .url({ protocol: /^https?$/ })
+    .optional()
+    .meta({
+      description:
+        "Where tier changes go as CloudEvents (dev.snooze.replica.woke, ...): a Knative Broker or any HTTP endpoint.",
+    }),
   models: z.record(modelId, localModel).refine((models) => Object.keys(models).length > 0, {
     message: "at least one model is required",
   }),

@@ -49,9 +49,9 @@ export function configurationReference(): string {
       : show(builtinSlotDefaults[key as keyof typeof builtinSlotDefaults]);
     return `| \`${key}\` | ${fallback} | ${describe(schema)} |`;
   });
-  const topRows = (["hostMemoryBudget", "maxBodySize"] as const).map(
-    (key) =>
-      `| \`${key}\` | ${key === "maxBodySize" ? "`32Mi`" : "unlimited"} | ${describe(snoozeFile.shape[key])} |`,
+  const topDefaults = { hostMemoryBudget: "unlimited", maxBodySize: "`32Mi`", eventSink: "none" };
+  const topRows = (["hostMemoryBudget", "maxBodySize", "eventSink"] as const).map(
+    (key) => `| \`${key}\` | ${topDefaults[key]} | ${describe(snoozeFile.shape[key])} |`,
   );
   return `# Configuration reference
 

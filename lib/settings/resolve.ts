@@ -20,6 +20,7 @@ export interface SnoozeConfig {
   slots: Map<string, SlotConfig>;
   hostMemoryBudget: number;
   maxBodySize: number;
+  eventSink?: string;
 }
 
 const defaultMaxBodySize = 32 * 2 ** 20;
@@ -83,6 +84,7 @@ export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problem
       slots,
       hostMemoryBudget: file.hostMemoryBudget ?? Number.POSITIVE_INFINITY,
       maxBodySize: file.maxBodySize ?? defaultMaxBodySize,
+      eventSink: file.eventSink,
     },
     problems,
   };

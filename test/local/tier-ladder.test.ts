@@ -1,3 +1,6 @@
+import { once } from "node:events";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
@@ -191,5 +194,49 @@ models:
     await until(() => tierOf("second") === "asleep-1", 5_000, "second asleep");
     await until(() => tierOf("first") === "asleep-2", 5_000, "first demoted");
     expect(tierOf("second")).toBe("asleep-1");
+  });
+});
+
+describe("CloudEvents", () => {
+  test("tier changes go to the eventSink as structured CloudEvents", async () => {
+    const received: any[] = [];
+    const sink = createServer((req, res) => {
+      let body = "";
+      req.on("data", (chunk) => (body += chunk));
+      req.on("end", () => {
+        received.push({ contentType: req.headers["content-type"], event: JSON.parse(body) });
+        res.writeHead(202).end();
+      });
+    });
+    sink.listen(0, "127.0.0.1");
+    await once(sink, "listening");
+    try {
+      snooze = await startWith(`
+eventSink: http://127.0.0.1:${(sink.address() as AddressInfo).port}/
+models:
+  qwen:
+    sleepAfter: 200ms
+    command: ${simCommand(["--enable-sleep-mode"])}
+`);
+      expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+      await until(() => tierOf("qwen") === "asleep-1", 5_000, "asleep");
+      expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+      await until(() => received.length >= 3, 3_000, "three events");
+      // Deliveries run side by side, so they may arrive out of order: order them by their time.
+      received.sort((a, b) => Date.parse(a.event.time) - Date.parse(b.event.time));
+      expect(received.map((r) => r.event.type)).toEqual([
+        "dev.snooze.replica.started",
+        "dev.snooze.replica.slept",
+        "dev.snooze.replica.woke",
+      ]);
+      expect(received[0].contentType).toBe("application/cloudevents+json");
+      expect(received[2].event).toMatchObject({
+        specversion: "1.0",
+        subject: "qwen",
+        data: { model: "qwen", from: "waking", to: "ready" },
+      });
+    } finally {
+      sink.close();
+    }
   });
 });
