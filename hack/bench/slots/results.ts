@@ -1,4 +1,4 @@
-import { percentile } from "../stats.ts";
+import { median, percentile } from "../stats.ts";
 import type { SimResult } from "./simulator.ts";
 
 /**
@@ -13,6 +13,8 @@ export interface PolicyResult {
   policy: string;
   requests: number;
   swaps: number;
+  /** Median time from a swap's decision to its target being ready (drain, sleep, wake, warm-up). */
+  swapMedianMs: number;
   holdP50Ms: number;
   holdP95Ms: number;
   holdP99Ms: number;
@@ -41,6 +43,11 @@ export function summarizeRun(result: SimResult, slotModels: readonly string[]): 
     policy: result.policy,
     requests: inSlot.length,
     swaps: result.swaps,
+    swapMedianMs: median(
+      result.transitions
+        .filter((t) => t.kind === "swap" && t.readyAt !== undefined)
+        .map((t) => t.readyAt! - t.decidedAt),
+    ),
     holdP50Ms: percentile(holds, 50),
     holdP95Ms: percentile(holds, 95),
     holdP99Ms: percentile(holds, 99),
