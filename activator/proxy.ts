@@ -62,8 +62,16 @@ export async function forward(
         return { kind: "answered", status };
       }
     } else {
-      res.writeHead(status, endToEnd(upstream.headers));
-      res.flushHeaders();
+      const headers = endToEnd(upstream.headers);
+      const length = upstream.headers["content-length"];
+      if (typeof length === "string") {
+        // A sized body is passed on untouched, so its length stays true: keeping it saves the
+        // chunked framing, and headers and body leave in one write instead of three.
+        headers["content-length"] = length;
+      }
+      res.writeHead(status, headers);
+      // A stream (no length) shows its headers at once, as the engine sent them.
+      if (typeof length !== "string") res.flushHeaders();
     }
     try {
       // A hand-written pump rather than pipeline(): on an engine failure the client
