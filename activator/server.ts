@@ -3,6 +3,8 @@ import type { Registry } from "prom-client";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView } from "./admin.ts";
+import { readBody } from "./body.ts";
+import { parseEventCommand } from "./incoming-event.ts";
 import { sendError, sendJson } from "./respond.ts";
 
 export interface ServerOptions {
@@ -81,14 +83,27 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
       return;
     }
     const action = adminAction.exec(path);
-    if (action && req.method === "POST") {
-      const name = decodeURIComponent(action[1]!);
+    let command: { verb: "wake" | "sleep" | "stop"; name: string } | undefined;
+    if (action && req.method === "POST")
+      command = { verb: action[2] as "wake" | "sleep" | "stop", name: decodeURIComponent(action[1]!) };
+    if (path === "/snooze/v1/events" && req.method === "POST") {
+      const event = parseEventCommand(
+        req.headers,
+        await readBody(req, 64 * 1024).catch(() => Buffer.alloc(0)),
+      );
+      if (!event.ok) {
+        sendError(res, 400, openAIError(event.message, "invalid_request_error", "invalid_event"));
+        return;
+      }
+      command = { verb: event.verb, name: event.model };
+    }
+    if (command) {
+      const { verb, name } = command;
       const id = activator.modelNamed(name);
       if (!id) {
         notFound(res, name);
         return;
       }
-      const verb = action[2] as "wake" | "sleep" | "stop";
       // A wake is asynchronous (watch the tier); sleep and stop answer once done.
       await admin[verb](id);
       sendJson(res, verb === "wake" ? 202 : 200, {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
-import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
+import { chat, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 let snooze: LocalSnooze;
 beforeAll(async () => {
@@ -92,6 +92,45 @@ describe("requests the activator answers itself", () => {
     expect(snooze.autoscaler.controller("qwen")!.currentTier).toBe("asleep-1");
     expect((await post("/snooze/v1/models/qwen3/wake", {})).status).toBe(202); // aliases work too
     expect((await post("/snooze/v1/models/nope/wake", {})).status).toBe(404);
+  });
+
+  test("CloudEvents in: wake in structured mode, sleep in binary mode, bad types refused", async () => {
+    const structured = await post("/snooze/v1/events", {
+      headers: { "content-type": "application/cloudevents+json" },
+      body: JSON.stringify({
+        specversion: "1.0",
+        id: "1",
+        source: "/test",
+        type: "dev.snooze.model.wake",
+        subject: "llama",
+      }),
+    });
+    expect(structured.status).toBe(202);
+    await until(() => snooze.autoscaler.controller("llama")!.currentTier === "ready", 5_000, "llama ready");
+    const binary = await post("/snooze/v1/events", {
+      headers: {
+        "ce-specversion": "1.0",
+        "ce-id": "2",
+        "ce-source": "/test",
+        "ce-type": "dev.snooze.model.stop",
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ model: "llama" }),
+    });
+    expect(binary.status).toBe(200);
+    expect(snooze.autoscaler.controller("llama")!.currentTier).toBe("cold");
+    const bad = await post("/snooze/v1/events", {
+      headers: { "content-type": "application/cloudevents+json" },
+      body: JSON.stringify({
+        specversion: "1.0",
+        id: "3",
+        source: "/test",
+        type: "com.example.other",
+        subject: "llama",
+      }),
+    });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as any).error.message).toContain("dev.snooze.model.wake");
   });
 
   test("/healthz, /readyz and /metrics", async () => {
