@@ -27,15 +27,23 @@ import { generateTrace } from "./trace.ts";
  */
 const usage = "usage: npm run bench:slots -- [--seed N] [--seeds N] [--out FILE] [--no-write]";
 
-const { values } = parseArgs({
-  options: {
-    seed: { type: "string", default: String(benchSeed) },
-    seeds: { type: "string", default: "20" },
-    out: { type: "string", default: "docs/benchmarks.md" },
-    "no-write": { type: "boolean", default: false },
-    help: { type: "boolean", default: false },
-  },
-});
+function parseFlags() {
+  try {
+    return parseArgs({
+      options: {
+        seed: { type: "string", default: String(benchSeed) },
+        seeds: { type: "string", default: "20" },
+        out: { type: "string", default: "docs/benchmarks.md" },
+        "no-write": { type: "boolean", default: false },
+        help: { type: "boolean", default: false },
+      },
+    }).values;
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${usage}`);
+    process.exit(2);
+  }
+}
+const values = parseFlags();
 if (values.help) {
   console.log(usage);
   process.exit(0);
@@ -119,7 +127,7 @@ Targets (issue 4), on this trace:
 
 ${targetLines(check)}
 
-Robustness. ${robustnessText(robustness)}
+${seeds.length > 0 ? `Robustness. ${robustnessText(robustness)}` : "(Robustness over more seeds: not run, --seeds 0.)"}
 
 The p95 hold is set by a handful of overlapping bursts per trace, so it moves with the trace; the
 dedicated-GPU row shows how little of it is queueing for an engine's concurrency.
