@@ -1,0 +1,49 @@
+import { spawnSync } from "node:child_process";
+import { afterEach, beforeEach, expect, test, vi } from "vitest";
+import { commands } from "./commands.ts";
+import { main } from "./main.ts";
+
+let output: string[] = [];
+beforeEach(() => {
+  output = [];
+  vi.spyOn(console, "log").mockImplementation((...args) => void output.push(args.join(" ")));
+  vi.spyOn(console, "error").mockImplementation((...args) => void output.push(args.join(" ")));
+});
+afterEach(() => vi.restoreAllMocks());
+
+test("every command answers --help with its flags", async () => {
+  for (const command of commands) {
+    output = [];
+    expect(await main([command.name, "--help"])).toBe(0);
+    expect(output.join("\n")).toContain(`Usage: snooze ${command.name}`);
+  }
+  expect(commands.map((c) => c.name)).toEqual(expect.arrayContaining(["serve", "status", "sim"]));
+});
+
+test("an unknown command exits 2 and lists the commands", async () => {
+  expect(await main(["snore"])).toBe(2);
+  expect(output.join("\n")).toMatch(/unknown command "snore"\. Commands: serve, status/);
+});
+
+test("an unknown flag exits 2 naming it", async () => {
+  expect(await main(["serve", "--portt", "1"])).toBe(2);
+  expect(output.join("\n")).toContain("Unknown option '--portt'");
+});
+
+test("the executable refuses an old Node.js with a clear message", () => {
+  // The machine's own `node` may be older than 22.18; simulate one by overriding the version.
+  const result = spawnSync(
+    process.execPath,
+    [
+      "-e",
+      'Object.defineProperty(process.versions, "node", { value: "20.1.0" }); await import("./bin/snooze.js")',
+    ],
+    {
+      input: "",
+      encoding: "utf8",
+      env: { ...process.env, NODE_OPTIONS: "--input-type=module" },
+    },
+  );
+  expect(result.status).toBe(1);
+  expect(result.stderr).toContain("Snooze needs Node.js 24 LTS");
+});
