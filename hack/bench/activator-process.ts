@@ -8,6 +8,7 @@
  *
  *   node --expose-gc hack/bench/activator-process.ts <snooze.yaml>
  */
+import diagnostics from "node:diagnostics_channel";
 import { readFileSync } from "node:fs";
 import { LocalPlatform } from "../../autoscaler/local-platform.ts";
 import type { Platform, ReplicaHandle } from "../../autoscaler/platform.ts";
@@ -54,6 +55,22 @@ const platform: Platform = {
   close: () => local.close(),
 };
 
+// When the activator handed each proxied chat request to its engine connection pool, when the
+// engine's headers came back, and how many connections it opened: from undici's diagnostics
+// channels, so the activator's own code stays untouched. (Warm-ups use another path.)
+const proxied = { dispatched: [] as number[], upstreamHeaders: [] as number[], connects: 0 };
+const isProxied = (message: unknown) =>
+  (message as { request?: { path?: string } }).request?.path?.startsWith("/v1/chat/") === true;
+diagnostics.subscribe("undici:request:create", (message) => {
+  if (isProxied(message)) proxied.dispatched.push(now());
+});
+diagnostics.subscribe("undici:request:headers", (message) => {
+  if (isProxied(message)) proxied.upstreamHeaders.push(now());
+});
+diagnostics.subscribe("undici:client:beforeConnect", () => {
+  proxied.connects++;
+});
+
 const snooze = await startLocalSnooze({ config, log: silentLogger, host: "127.0.0.1", port: 0, platform });
 heldNow = (model) => snooze.activator.routes.get(model)?.held ?? 0;
 snooze.autoscaler.watch((event) => {
@@ -87,8 +104,11 @@ async function answer(request: ActivatorRequest): Promise<ActivatorReply> {
       };
     }
     case "timeline": {
-      const entry = { ...timeline(request.model) };
+      const entry = { ...timeline(request.model), ...proxied };
       timelines.delete(request.model);
+      proxied.dispatched = [];
+      proxied.upstreamHeaders = [];
+      proxied.connects = 0;
       return { timeline: entry };
     }
     case "close":

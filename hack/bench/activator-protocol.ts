@@ -11,6 +11,12 @@ export interface Timeline {
   heldAtWakeEnd?: number;
   /** Tier ready: the warm-up is done and held requests are released. */
   ready?: number;
+  /** Since the last timeline: when each proxied chat request went to the engine's connection pool. */
+  dispatched?: number[];
+  /** ... and when the engine's response headers for each came back. */
+  upstreamHeaders?: number[];
+  /** Connections opened (to the engine, plus any the control plane's own calls opened). */
+  connects?: number;
 }
 
 export interface RouteView {

@@ -1,5 +1,5 @@
 /** Facts about the machine a benchmark ran on, for the report. */
-import { execFileSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { cpus, loadavg, totalmem } from "node:os";
 
 export interface MachineFacts {
@@ -14,14 +14,9 @@ export interface MachineFacts {
 }
 
 function versionOf(command: string, args: string[], pattern: RegExp): string {
-  try {
-    const out = execFileSync(command, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
-    return pattern.exec(out)?.[1] ?? "unknown";
-  } catch (error) {
-    // nginx -v and wrk -v print to stderr and wrk exits 1.
-    const { stdout = "", stderr = "" } = error as { stdout?: string; stderr?: string };
-    return pattern.exec(`${stdout}${stderr}`)?.[1] ?? "unknown";
-  }
+  // nginx -v and wrk -v print to stderr, and wrk exits 1.
+  const run = spawnSync(command, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  return pattern.exec(`${run.stdout ?? ""}${run.stderr ?? ""}`)?.[1] ?? "unknown";
 }
 
 export function machineFacts(): MachineFacts {

@@ -1,0 +1,298 @@
+/**
+ * Activation overhead: what a request to a sleeping model waits beyond the
+ * engine's own wake. The model is put to sleep (level 1) through the admin
+ * API; `count` requests (1,000) are sent at once on connections opened
+ * beforehand; the first one makes the activator ask for the model, the
+ * autoscaler wakes the engine (POST /wake_up, then /is_sleeping), runs the
+ * 1-token warm-up, marks it ready, and the activator releases every held
+ * request to it.
+ *
+ * For request i, overhead = TTFB_i − E_i, where TTFB_i is from sending it to
+ * its response headers (non-streaming, max_tokens 1) and E_i is the part of
+ * that wait during which the engine itself was busy waking up and warming up:
+ * the overlap of [sent_i, headers_i] with [wake call started, tier ready], as
+ * recorded by the autoscaler around the platform's wake call and at the ready
+ * event. What stays is Snooze's: noticing the demand, deciding, the HTTP round
+ * trips to the engine, releasing the held requests, proxying them, and the
+ * engine answering 1,000 requests at once.
+ *
+ * The direct baseline, in the same round: the same requests parked in the
+ * sleeping engine itself, then POST /wake_up; overhead_i = headers_i − end of
+ * the wake call: the engine's own cost of answering that many requests at once.
+ */
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startActivator } from "./activator.ts";
+import type { Timeline } from "./activator-protocol.ts";
+import { forkClient } from "./child.ts";
+import type { BurstCommand, BurstResult } from "./clients/burst.ts";
+import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
+import { freePort } from "./ports.ts";
+import { startServerProcess } from "./server-process.ts";
+import { median, summarize } from "./stats.ts";
+
+/** The sim's settings: no token time, so the engine's part is its wake (and HTTP work). */
+export const wakeTimeMs = 1_000;
+const simFlags = [
+  "--enable-sleep-mode",
+  "--ttft",
+  "0ms",
+  "--itl",
+  "0ms",
+  "--max-num-seqs",
+  "4096",
+  "--load-time",
+  "100ms",
+  "--sleep-time-l1",
+  "50ms",
+  "--wake-time-l1",
+  `${wakeTimeMs}ms`,
+];
+const request = JSON.stringify({
+  model: "bench",
+  messages: [{ role: "user", content: "Are you awake?" }],
+  max_tokens: 1,
+});
+const snoozeBin = fileURLToPath(new URL("../../bin/snooze.js", import.meta.url));
+
+/** Quantiles of one activation as seen by each side, ms. */
+export interface Spread {
+  p50: number;
+  p99: number;
+}
+
+export interface ActivatorRound {
+  overheadsMs: number[];
+  ttfbMs: number[];
+  /** The wake call (POST /wake_up … /is_sleeping false) and the warm-up, as timed around them. */
+  wakeMs: number;
+  warmupMs: number;
+  /** From the first request sent until the wake call started. */
+  decisionMs: number;
+  held: number;
+  failures: number;
+  /** After the ready event: when each request went to the engine's pool, its headers came back, the client had them. */
+  dispatchedMs: number[];
+  upstreamHeadersMs: number[];
+  clientHeadersMs: number[];
+  connects: number;
+}
+
+export interface ActivationResult {
+  rounds: number;
+  count: number;
+  idleBeforeMs: number;
+  activator: {
+    overhead: Spread;
+    ttfb: Spread;
+    wakeMs: number;
+    warmupMs: number;
+    decisionMs: number;
+    held: number;
+    failures: number;
+    dispatched: Spread;
+    upstreamHeaders: Spread;
+    clientHeaders: Spread;
+    connects: number;
+  };
+  /** The same requests sent at once straight to the awake engine, on new connections: the engine's own cost. */
+  engineBurst: Spread & { failures: number };
+  /** The same requests parked in the sleeping engine itself, then POST /wake_up: first byte − end of the wake. */
+  engineParked: Spread & { failures: number };
+}
+
+const overlap = (a0: number, a1: number, b0: number, b1: number) =>
+  Math.max(0, Math.min(a1, b1) - Math.max(a0, b0));
+const spread = (values: number[]): Spread => {
+  const s = summarize(values);
+  return { p50: s.p50, p99: s.p99 };
+};
+const medianSpread = (spreads: Spread[]): Spread => ({
+  p50: median(spreads.map((s) => s.p50)),
+  p99: median(spreads.map((s) => s.p99)),
+});
+
+async function burst(origin: string, healthPath: string, count: number, preconnect: boolean) {
+  const client = await forkClient<BurstCommand>("./clients/burst.ts", {
+    origin,
+    path: "/v1/chat/completions",
+    healthPath,
+    body: request,
+    count,
+    timeoutMs: 120_000,
+  });
+  if (preconnect) {
+    const { connected } = await client.ask<{ connected: number }>({ cmd: "connect" });
+    if (connected < count) throw new Error(`only ${connected} of ${count} connections opened`);
+  }
+  return client;
+}
+
+async function activatorRound(
+  url: string,
+  timeline: () => Promise<Timeline>,
+  count: number,
+  idleBeforeMs: number,
+): Promise<ActivatorRound> {
+  const slept = await postJson(`${url}/snooze/v1/models/bench/sleep`, {});
+  if (slept.status !== 200 || !slept.text.includes("asleep")) throw new Error(`sleep failed: ${slept.text}`);
+  // A model wakes after being idle a while: by then the activator's idle connections to the
+  // engine have timed out (the engine's keep-alive is 5 s), as they would in real use.
+  await new Promise((resolve) => setTimeout(resolve, idleBeforeMs));
+  await timeline(); // forget what the sleep and earlier rounds recorded
+  const client = await burst(url, "/healthz", count, true);
+  try {
+    await client.ask({ cmd: "fire" });
+    const { results } = await client.ask<{ results: BurstResult[] }>({ cmd: "results" });
+    const t = await timeline();
+    if (!t.wakeStart || !t.wakeEnd || !t.ready) throw new Error(`no wake recorded: ${JSON.stringify(t)}`);
+    const ready = t.ready;
+    const ok = results.filter((r) => r.status === 200);
+    const firstSent = Math.min(...results.map((r) => r.sentAt));
+    return {
+      ttfbMs: ok.map((r) => r.headersAt - r.sentAt),
+      overheadsMs: ok.map(
+        (r) => r.headersAt - r.sentAt - overlap(r.sentAt, r.headersAt, t.wakeStart!, ready),
+      ),
+      wakeMs: t.wakeEnd - t.wakeStart,
+      warmupMs: ready - t.wakeEnd,
+      decisionMs: t.wakeStart - firstSent,
+      held: t.heldAtWakeEnd ?? 0,
+      failures: results.length - ok.length,
+      dispatchedMs: (t.dispatched ?? []).map((at) => at - ready),
+      upstreamHeadersMs: (t.upstreamHeaders ?? []).map((at) => at - ready),
+      clientHeadersMs: ok.map((r) => r.headersAt - ready),
+      connects: t.connects ?? 0,
+    };
+  } finally {
+    await client.ask({ cmd: "abort" }).catch(() => {});
+    await client.close();
+  }
+}
+
+async function parkedInEngine(origin: string): Promise<number> {
+  const text = await (await fetch(`${origin}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith("vllm:num_requests_waiting"));
+  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
+}
+
+async function engineBurstRound(origin: string, count: number) {
+  const client = await burst(origin, "/health", count, false);
+  try {
+    await client.ask({ cmd: "fire" });
+    const { results } = await client.ask<{ results: BurstResult[] }>({ cmd: "results" });
+    const ok = results.filter((r) => r.status === 200);
+    return { ...spread(ok.map((r) => r.headersAt - r.sentAt)), failures: results.length - ok.length };
+  } finally {
+    await client.ask({ cmd: "abort" }).catch(() => {});
+    await client.close();
+  }
+}
+
+async function engineParkedRound(origin: string, count: number) {
+  const slept = await fetch(`${origin}/sleep?level=1&mode=wait`, { method: "POST" });
+  if (slept.status !== 200) throw new Error(`direct sleep answered ${slept.status}`);
+  const client = await burst(origin, "/health", count, true);
+  try {
+    await client.ask({ cmd: "fire" });
+    await until(async () => (await parkedInEngine(origin)) >= count, 30_000, `${count} parked requests`);
+    const woke = await fetch(`${origin}/wake_up`, { method: "POST" });
+    const wakeEnd = performance.timeOrigin + performance.now();
+    if (woke.status !== 200) throw new Error(`direct wake answered ${woke.status}`);
+    const { results } = await client.ask<{ results: BurstResult[] }>({ cmd: "results" });
+    const ok = results.filter((r) => r.status === 200);
+    return { ...spread(ok.map((r) => r.headersAt - wakeEnd)), failures: results.length - ok.length };
+  } finally {
+    await client.ask({ cmd: "abort" }).catch(() => {});
+    await client.close();
+  }
+}
+
+async function startDirectSim(): Promise<{ origin: string; stop(): Promise<void> }> {
+  const port = await freePort();
+  const sim = await startServerProcess(
+    [process.execPath, snoozeBin, "sim", "--served-model-name", "bench", "--port", String(port), ...simFlags],
+    port,
+    { VLLM_SERVER_DEV_MODE: "1", SNOOZE_LOG_LEVEL: "error" },
+  );
+  return { origin: `http://127.0.0.1:${port}`, stop: () => sim.stop() };
+}
+
+export async function activation(ctx: BenchContext): Promise<ActivationResult> {
+  const rounds = ctx.quick ? 1 : 3;
+  const count = ctx.quick ? 200 : 1_000;
+  const idleBeforeMs = 5_500;
+  const config = writeSnoozeYaml(
+    ctx,
+    "activation",
+    `models:
+  bench:
+    sleepAfter: 1h
+    holdBudget: 2m
+    queueDepth: 20000
+    command: ${yamlArgv(["${SNOOZE}", "sim", "--served-model-name", "${MODEL}", "--port", "${PORT}", ...simFlags])}
+`,
+  );
+  const activator = await startActivator(config, {
+    cpuProfileDir: ctx.profileDir ? join(ctx.profileDir, "activation") : undefined,
+  });
+  const direct = await startDirectSim();
+  try {
+    const first = await postJson(`${activator.url}/v1/chat/completions`, request, 30_000);
+    if (first.status !== 200) throw new Error(`first request answered ${first.status}: ${first.text}`);
+    const mine: ActivatorRound[] = [];
+    const bursts: (Spread & { failures: number })[] = [];
+    const parked: (Spread & { failures: number })[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const label = `activation round ${round + 1}/${rounds}`;
+      for (const target of rotate(["activator", "engine"] as const, round)) {
+        if (target === "activator") {
+          const r = await activatorRound(
+            activator.url,
+            () => activator.timeline("bench"),
+            count,
+            idleBeforeMs,
+          );
+          const o = summarize(r.overheadsMs);
+          ctx.log(
+            `${label} activator: overhead p50 ${o.p50.toFixed(1)} ms p99 ${o.p99.toFixed(1)} ms; ` +
+              `wake ${r.wakeMs.toFixed(0)} ms, warm-up ${r.warmupMs.toFixed(1)} ms, held ${r.held}, failed ${r.failures}`,
+          );
+          mine.push(r);
+        } else {
+          const b = await engineBurstRound(direct.origin, count);
+          const p = await engineParkedRound(direct.origin, count);
+          ctx.log(
+            `${label} engine alone: burst p50 ${b.p50.toFixed(1)} ms p99 ${b.p99.toFixed(1)} ms; ` +
+              `parked p50 ${p.p50.toFixed(1)} ms p99 ${p.p99.toFixed(1)} ms`,
+          );
+          bursts.push(b);
+          parked.push(p);
+        }
+      }
+    }
+    return {
+      rounds,
+      count,
+      idleBeforeMs,
+      activator: {
+        overhead: medianSpread(mine.map((r) => spread(r.overheadsMs))),
+        ttfb: medianSpread(mine.map((r) => spread(r.ttfbMs))),
+        wakeMs: median(mine.map((r) => r.wakeMs)),
+        warmupMs: median(mine.map((r) => r.warmupMs)),
+        decisionMs: median(mine.map((r) => r.decisionMs)),
+        held: Math.min(...mine.map((r) => r.held)),
+        failures: mine.reduce((sum, r) => sum + r.failures, 0),
+        dispatched: medianSpread(mine.map((r) => spread(r.dispatchedMs))),
+        upstreamHeaders: medianSpread(mine.map((r) => spread(r.upstreamHeadersMs))),
+        clientHeaders: medianSpread(mine.map((r) => spread(r.clientHeadersMs))),
+        connects: median(mine.map((r) => r.connects)),
+      },
+      engineBurst: { ...medianSpread(bursts), failures: bursts.reduce((sum, b) => sum + b.failures, 0) },
+      engineParked: { ...medianSpread(parked), failures: parked.reduce((sum, p) => sum + p.failures, 0) },
+    };
+  } finally {
+    await direct.stop();
+    await activator.close();
+  }
+}

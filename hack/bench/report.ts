@@ -1,0 +1,199 @@
+/**
+ * Renders benchmark results as Markdown for the `bench` section of
+ * docs/benchmarks.md (written with the section writer `npm run bench:slots`
+ * uses too, so each run replaces only its own section).
+ */
+import type { ActivationResult } from "./activation.ts";
+import type { MachineFacts } from "./machine.ts";
+import type { MemoryResult } from "./memory.ts";
+import { fmt } from "./stats.ts";
+import type { StreamingResult } from "./streaming.ts";
+import type { WarmPathResult } from "./warm-path.ts";
+
+/** The section of docs/benchmarks.md this benchmark owns: `<!-- bench:begin -->` … `<!-- bench:end -->`. */
+export const sectionName = "bench";
+
+export interface BenchResults {
+  command: string;
+  quick: boolean;
+  code: string;
+  machine: MachineFacts;
+  seconds: number;
+  warmPath?: WarmPathResult;
+  activation?: ActivationResult;
+  streaming?: StreamingResult;
+  memory?: MemoryResult;
+}
+
+export const targets = {
+  addedP50Us: 500,
+  throughputRatio: 0.5,
+  activationP50Ms: 10,
+  streamingRatio: 0.5,
+  heldBytes: 16 * 1024,
+};
+
+const kib = (bytes: number) => `${fmt(bytes / 1024, 1)} KiB`;
+const verdict = (ok: boolean) => (ok ? "met" : "**missed**");
+const table = (head: string[], rows: string[][]) =>
+  [
+    `| ${head.join(" | ")} |`,
+    `| ${head.map(() => "---").join(" | ")} |`,
+    ...rows.map((r) => `| ${r.join(" | ")} |`),
+  ].join("\n");
+
+function summary(r: BenchResults): string {
+  const rows: string[][] = [];
+  if (r.warmPath) {
+    const activator = r.warmPath.summaries.find((s) => s.target === "activator")!;
+    rows.push([
+      "Warm path: p50 added vs direct",
+      `${fmt(activator.addedP50Us, 0)} µs (p99 added ${fmt(activator.addedP99Us, 0)} µs)`,
+      `≤ ${targets.addedP50Us} µs`,
+      verdict(activator.addedP50Us <= targets.addedP50Us),
+    ]);
+    rows.push([
+      "Warm path: requests/s vs nginx (1 worker)",
+      `${fmt(r.warmPath.throughputVsNginx1)}× (vs nginx auto: ${fmt(r.warmPath.throughputVsNginxAuto)}×)`,
+      `≥ ${targets.throughputRatio}×`,
+      verdict(r.warmPath.throughputVsNginx1 >= targets.throughputRatio),
+    ]);
+  }
+  if (r.activation) {
+    const a = r.activation.activator;
+    rows.push([
+      `Activation overhead p50, ${r.activation.count} held`,
+      `${fmt(a.overhead.p50, 1)} ms (p99 ${fmt(a.overhead.p99, 1)} ms); activator's own release: ${fmt(a.dispatched.p50, 1)} ms p50`,
+      `≤ ${targets.activationP50Ms} ms`,
+      verdict(a.overhead.p50 <= targets.activationP50Ms),
+    ]);
+  }
+  if (r.streaming) {
+    rows.push([
+      `Streaming: chunks/s vs nginx (1 worker), ${r.streaming.streams} streams`,
+      `${fmt(r.streaming.rateVsNginx1)}× (vs nginx auto: ${fmt(r.streaming.rateVsNginxAuto)}×)`,
+      `≥ ${targets.streamingRatio}×`,
+      verdict(r.streaming.rateVsNginx1 >= targets.streamingRatio),
+    ]);
+  }
+  if (r.memory) {
+    const largest = r.memory.steps[r.memory.steps.length - 1]!;
+    const held = largest.heapPerRequest + largest.externalPerRequest;
+    rows.push([
+      `Memory per held request, ${largest.held} held`,
+      `${kib(held)} heap+external; RSS ${kib(largest.rssPerRequest)}; with its connection: RSS ${kib(largest.rssPerConnection)}`,
+      "≤ 16 KiB",
+      verdict(held <= targets.heldBytes && largest.rssPerRequest <= targets.heldBytes),
+    ]);
+  }
+  return table(["What", "Measured", "Target", ""], rows);
+}
+
+function warmPathSection(w: WarmPathResult): string {
+  const rows = w.summaries.map((s) => [
+    s.target,
+    fmt(s.p50Us, 0),
+    fmt(s.p99Us, 0),
+    s.target === "direct" ? "—" : fmt(s.addedP50Us, 0),
+    s.target === "direct" ? "—" : fmt(s.addedP99Us, 0),
+    fmt(s.requestsPerSecond, 0),
+    s.target === "direct" ? "—" : fmt(s.cpuUsPerRequest, 1),
+    String(s.errors),
+  ]);
+  return `### Warm path
+
+${w.rounds} interleaved rounds; latency: wrk, 1 connection, ${w.latencySeconds} s per target per round;
+throughput: wrk, ${w.throughputConnections} connections, ${w.throughputSeconds} s. Medians over rounds (added = same-round difference to direct).
+
+${table(["target", "p50 µs", "p99 µs", "p50 added µs", "p99 added µs", "requests/s", "proxy CPU µs/request", "errors"], rows)}
+
+Activator throughput over nginx: ${fmt(w.throughputVsNginx1)}× nginx with 1 worker, ${fmt(w.throughputVsNginxAuto)}× nginx with a worker per core;
+${fmt(w.throughputVsNodeMinimal)}× the minimal Node.js proxy.`;
+}
+
+function activationSection(a: ActivationResult): string {
+  const x = a.activator;
+  const rows = [
+    ["activator (TTFB − engine's wake and warm-up)", fmt(x.overhead.p50, 1), fmt(x.overhead.p99, 1)],
+    ["activator, raw TTFB", fmt(x.ttfb.p50, 1), fmt(x.ttfb.p99, 1)],
+    ["… after ready: request handed to the engine pool", fmt(x.dispatched.p50, 1), fmt(x.dispatched.p99, 1)],
+    [
+      "… after ready: engine's headers back at the activator",
+      fmt(x.upstreamHeaders.p50, 1),
+      fmt(x.upstreamHeaders.p99, 1),
+    ],
+    ["… after ready: headers at the client", fmt(x.clientHeaders.p50, 1), fmt(x.clientHeaders.p99, 1)],
+    [
+      "engine alone, awake: same burst on new connections (TTFB)",
+      fmt(a.engineBurst.p50, 1),
+      fmt(a.engineBurst.p99, 1),
+    ],
+    [
+      "engine alone, asleep: parked in it, first byte − end of wake",
+      fmt(a.engineParked.p50, 1),
+      fmt(a.engineParked.p99, 1),
+    ],
+  ];
+  return `### Activation overhead
+
+${a.rounds} rounds of ${a.count} concurrent requests (non-streaming, \`max_tokens: 1\`) to a model asleep at level 1
+for ${fmt(a.idleBeforeMs / 1000, 1)} s; engine: \`snooze sim\`, wake ${fmt(x.wakeMs, 0)} ms (median measured around the
+wake call), warm-up ${fmt(x.warmupMs, 1)} ms, first request to wake call ${fmt(x.decisionMs, 1)} ms; held when the engine
+had woken: ${x.held}; failed requests: ${x.failures + a.engineBurst.failures + a.engineParked.failures}; connections the activator opened to the engine per round: ${fmt(x.connects, 0)}.
+
+${table(["ms", "p50", "p99"], rows)}`;
+}
+
+function streamingSection(s: StreamingResult): string {
+  const rows = s.summaries.map((x) => [
+    x.target,
+    fmt(x.eventsPerSecond, 0),
+    x.target === "direct" ? "—" : fmt(x.cpuUsPerEvent, 2),
+    x.target === "direct" ? "—" : fmt(x.cores, 2),
+    `${x.streamsLive}/${s.streams}`,
+    String(x.errors.length),
+  ]);
+  return `### Streaming
+
+${s.rounds} interleaved rounds; ${s.streams} concurrent SSE streams, engine step every ${s.itlMs} ms (at most
+${fmt(s.offeredPerSecond, 0)} chunks/s offered; the direct row is what the engine managed), ${s.windowSeconds} s counting window per target.
+
+${table(["target", "chunks/s delivered", "proxy CPU µs/chunk", "proxy cores", "streams live", "errors"], rows)}
+
+Activator chunk rate over nginx: ${fmt(s.rateVsNginx1)}× nginx with 1 worker, ${fmt(s.rateVsNginxAuto)}× with a worker per core.`;
+}
+
+function memorySection(m: MemoryResult): string {
+  const rows = m.steps.map((s) => [
+    String(s.held),
+    kib(s.heapPerRequest),
+    kib(s.externalPerRequest),
+    kib(s.rssPerRequest),
+    kib(s.heapPerConnection),
+    kib(s.rssPerConnection),
+  ]);
+  return `### Memory per held request
+
+${table(["held", "heap / request", "external / request", "RSS / request", "heap / request + connection", "RSS / request + connection"], rows)}`;
+}
+
+export function renderResults(r: BenchResults): string {
+  const m = r.machine;
+  const parts = [
+    `Measured ${m.date} UTC in ${fmt(r.seconds / 60, 1)} min${r.quick ? " (**--quick**: a smoke run, not a measurement)" : ""} with:`,
+    "",
+    "```sh",
+    r.command,
+    "```",
+    "",
+    `Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB, shared with other work (load average ${m.loadAverage} at the start);`,
+    `Node ${m.node}, nginx ${m.nginx}, wrk ${m.wrk}; code ${r.code}.`,
+    "",
+    summary(r),
+  ];
+  if (r.warmPath) parts.push("", warmPathSection(r.warmPath));
+  if (r.activation) parts.push("", activationSection(r.activation));
+  if (r.streaming) parts.push("", streamingSection(r.streaming));
+  if (r.memory) parts.push("", memorySection(r.memory));
+  return parts.join("\n");
+}

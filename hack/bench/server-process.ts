@@ -1,0 +1,38 @@
+/** A server the benchmark runs as a child process: started, awaited on its port, stopped. */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { waitForPort } from "./ports.ts";
+
+export interface ServerProcess {
+  pid: number;
+  stop(): Promise<void>;
+}
+
+export async function startServerProcess(
+  argv: readonly string[],
+  port: number,
+  env: NodeJS.ProcessEnv = {},
+): Promise<ServerProcess> {
+  const [file, ...args] = argv;
+  const child = spawn(file!, args, {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const exited = once(child, "exit");
+  try {
+    await waitForPort(port, 20_000, () => child.exitCode !== null);
+  } catch (error) {
+    child.kill("SIGKILL");
+    throw error;
+  }
+  return {
+    pid: child.pid!,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,162 @@
+/**
+ * Streaming: `streams` (1,000) SSE chat streams at once, through nginx (one
+ * worker; a worker per core) and through the activator, with the engine
+ * itself as the reference. The engine is `sse-upstream.ts`, which emits one
+ * token event for every running stream per `itlMs` tick (a vLLM decode step
+ * in miniature) and spends almost no CPU, so the proxies get the cores. The
+ * client (its own process) counts events over a fixed window after every
+ * stream has started; the proxy's CPU is read from /proc over that window.
+ * A proxy that cannot keep up delivers fewer events (the engine skips a
+ * stream whose socket is backed up, rather than buffer without bound).
+ */
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startActivator } from "./activator.ts";
+import { forkClient } from "./child.ts";
+import type { SseResult } from "./clients/sse.ts";
+import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
+import { nginxProxyConfig, type RunningNginx, startNginx } from "./nginx.ts";
+import { freePort } from "./ports.ts";
+import { cpuMeter } from "./proc.ts";
+import { median } from "./stats.ts";
+
+export const streamingTargets = ["direct", "nginx-1w", "nginx-auto", "activator"] as const;
+export type StreamingTarget = (typeof streamingTargets)[number];
+
+export interface StreamingSummary {
+  target: StreamingTarget;
+  eventsPerSecond: number;
+  cpuUsPerEvent: number;
+  /** Proxy CPU over the window, in cores (1.0 = one core busy all the time). */
+  cores: number;
+  streamsLive: number;
+  errors: string[];
+}
+
+export interface StreamingResult {
+  rounds: number;
+  streams: number;
+  itlMs: number;
+  windowSeconds: number;
+  /** Events per second the engine offers: streams / ITL. */
+  offeredPerSecond: number;
+  summaries: StreamingSummary[];
+  /** Activator events/s over nginx's, median of per-round ratios. */
+  rateVsNginx1: number;
+  rateVsNginxAuto: number;
+}
+
+const upstreamScript = fileURLToPath(new URL("./sse-upstream.ts", import.meta.url));
+
+export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
+  const rounds = ctx.quick ? 1 : 2;
+  const streams = Number(process.env.BENCH_STREAMS) || (ctx.quick ? 200 : 1_000);
+  const itlMs = Number(process.env.BENCH_ITL) || 10;
+  const windowMs = ctx.quick ? 2_000 : 5_000;
+  const config = writeSnoozeYaml(
+    ctx,
+    "streaming",
+    `models:
+  bench:
+    sleep: false
+    warmup: false
+    sleepAfter: 1h
+    command: ${yamlArgv([process.execPath, upstreamScript, "--port", "${PORT}", "--itl", String(itlMs)])}
+`,
+  );
+  const activator = await startActivator(config, {
+    cpuProfileDir: ctx.profileDir ? join(ctx.profileDir, "streaming") : undefined,
+  });
+  const proxies: RunningNginx[] = [];
+  try {
+    const first = await postJson(`${activator.url}/v1/chat/completions`, { model: "bench", max_tokens: 1 });
+    if (first.status !== 200) throw new Error(`first request answered ${first.status}: ${first.text}`);
+    const upstream = (await activator.route("bench")).address;
+    if (!upstream) throw new Error("the engine has no address");
+    const ports = { nginx1: await freePort(), nginxAuto: await freePort() };
+    const start = async (name: string, workers: number | "auto", port: number) => {
+      const dir = join(ctx.dir, `stream-${name}`);
+      const nginx = await startNginx(dir, nginxProxyConfig(dir, { workers, port, upstream }), port);
+      proxies.push(nginx);
+      return nginx;
+    };
+    const nginx1 = await start("nginx-1w", 1, ports.nginx1);
+    const nginxAuto = await start("nginx-auto", "auto", ports.nginxAuto);
+    const targets: Record<StreamingTarget, { origin: string; pids: () => number[] }> = {
+      direct: { origin: `http://${upstream}`, pids: () => [] },
+      "nginx-1w": { origin: `http://127.0.0.1:${ports.nginx1}`, pids: nginx1.pids },
+      "nginx-auto": { origin: `http://127.0.0.1:${ports.nginxAuto}`, pids: nginxAuto.pids },
+      activator: { origin: activator.url, pids: () => [activator.pid] },
+    };
+    // Long enough to outlast the window; the client ends every stream after it.
+    const body = JSON.stringify({
+      model: "bench",
+      messages: [{ role: "user", content: "Tell me a long story." }],
+      max_tokens: 1_000_000,
+      stream: true,
+    });
+
+    const perRound: Record<StreamingTarget, { rate: number; cpu: number; live: number; errors: string[] }>[] =
+      [];
+    for (let round = 0; round < rounds; round++) {
+      const results = {} as (typeof perRound)[number];
+      for (const name of rotate(streamingTargets, round)) {
+        const target = targets[name];
+        const client = await forkClient<{ cmd: "run" }>("./clients/sse.ts", {
+          origin: target.origin,
+          path: "/v1/chat/completions",
+          body,
+          streams,
+          warmupMs: 1_000,
+          startTimeoutMs: 15_000,
+          windowMs,
+        });
+        let meter: { read(): number } | undefined;
+        let cpu = 0;
+        client.onEvent((event) => {
+          if (event.window === "start") meter = cpuMeter(target.pids());
+          if (event.window === "end") cpu = meter?.read() ?? 0;
+        });
+        const result = await client.ask<SseResult>({ cmd: "run" }, 120_000);
+        await client.close();
+        const rate = result.events / (result.windowMs / 1000);
+        results[name] = { rate, cpu, live: result.streamsLive, errors: result.errors };
+        ctx.log(
+          `streaming round ${round + 1}/${rounds} ${name}: ${Math.round(rate)} events/s, ` +
+            `${result.streamsLive}/${streams} streams live, proxy CPU ${(cpu / (result.windowMs / 1000)).toFixed(2)} cores`,
+        );
+        if (name === "activator")
+          await until(async () => (await activator.route("bench")).inFlight === 0, 30_000, "streams to end");
+        else await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      perRound.push(results);
+    }
+    const windowSeconds = windowMs / 1000;
+    const summaries = streamingTargets.map(
+      (target): StreamingSummary => ({
+        target,
+        eventsPerSecond: median(perRound.map((r) => r[target].rate)),
+        cpuUsPerEvent:
+          target === "direct"
+            ? Number.NaN
+            : median(perRound.map((r) => (r[target].cpu / (r[target].rate * windowSeconds)) * 1e6)),
+        cores: target === "direct" ? Number.NaN : median(perRound.map((r) => r[target].cpu / windowSeconds)),
+        streamsLive: Math.min(...perRound.map((r) => r[target].live)),
+        errors: perRound.flatMap((r) => r[target].errors),
+      }),
+    );
+    return {
+      rounds,
+      streams,
+      itlMs,
+      windowSeconds,
+      offeredPerSecond: (streams * 1000) / itlMs,
+      summaries,
+      rateVsNginx1: median(perRound.map((r) => r.activator.rate / r["nginx-1w"].rate)),
+      rateVsNginxAuto: median(perRound.map((r) => r.activator.rate / r["nginx-auto"].rate)),
+    };
+  } finally {
+    for (const proxy of proxies) await proxy.stop();
+    await activator.close();
+  }
+}

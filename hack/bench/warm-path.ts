@@ -1,0 +1,242 @@
+/**
+ * Warm path: a model that is ready. The same wrk load goes, in the same round,
+ * straight to the engine (the physical limit), through nginx with one worker
+ * (one process, like the activator), through nginx with a worker per core, and
+ * through a minimal Node.js proxy (`minimal-proxy.ts`: what Node itself costs),
+ * and through the activator. The engine is nginx answering a fixed chat
+ * completion: the cheapest HTTP server on the machine, so that what differs
+ * between the targets is the proxy.
+ *
+ * - latency: 1 connection, one request at a time: p50/p99; "added" is the
+ *   target's p50/p99 minus the direct one of the same round.
+ * - throughput: 64 connections: requests/s, and the proxy's CPU per request
+ *   (from /proc, nginx's master + workers summed).
+ */
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startActivator } from "./activator.ts";
+import { type BenchContext, postJson, rotate, writeSnoozeYaml, yamlArgv } from "./context.ts";
+import { nginxCommand, nginxProxyConfig, nginxStaticConfig, startNginx } from "./nginx.ts";
+import { freePort } from "./ports.ts";
+import { cpuMeter } from "./proc.ts";
+import { startServerProcess } from "./server-process.ts";
+import { medianOf } from "./stats.ts";
+import { runWrk, type WrkResult } from "./wrk.ts";
+
+export const warmPathTargets = ["direct", "nginx-1w", "nginx-auto", "node-minimal", "activator"] as const;
+export type WarmPathTarget = (typeof warmPathTargets)[number];
+
+const minimalProxy = fileURLToPath(new URL("./minimal-proxy.ts", import.meta.url));
+
+export const chatRequest = JSON.stringify({
+  model: "bench",
+  messages: [{ role: "user", content: "Say hello in one short sentence." }],
+  max_tokens: 16,
+});
+
+/** A chat completion the size and shape of vLLM's. */
+export const chatAnswer = JSON.stringify({
+  id: "chatcmpl-3b1f0c9e8d7a4b2c9f1e0d8c7b6a5f4e",
+  object: "chat.completion",
+  created: 1_700_000_000,
+  model: "bench",
+  choices: [
+    {
+      index: 0,
+      message: {
+        role: "assistant",
+        content: "Hello there, it is nice to meet you today!",
+        refusal: null,
+        annotations: null,
+        audio: null,
+        function_call: null,
+        tool_calls: [],
+        reasoning: null,
+      },
+      logprobs: null,
+      finish_reason: "stop",
+      stop_reason: null,
+      token_ids: null,
+    },
+  ],
+  service_tier: null,
+  system_fingerprint: null,
+  usage: { prompt_tokens: 18, total_tokens: 29, completion_tokens: 11, prompt_tokens_details: null },
+  prompt_logprobs: null,
+  prompt_token_ids: null,
+  kv_transfer_params: null,
+});
+
+export interface WarmPathRound {
+  latency: Record<WarmPathTarget, WrkResult>;
+  throughput: Record<WarmPathTarget, WrkResult & { cpuSeconds: number }>;
+}
+
+export interface WarmPathSummary {
+  target: WarmPathTarget;
+  p50Us: number;
+  p99Us: number;
+  addedP50Us: number;
+  addedP99Us: number;
+  requestsPerSecond: number;
+  cpuUsPerRequest: number;
+  errors: number;
+}
+
+export interface WarmPathResult {
+  rounds: number;
+  latencySeconds: number;
+  throughputSeconds: number;
+  throughputConnections: number;
+  summaries: WarmPathSummary[];
+  /** Activator requests/s over nginx-1w's (and the others'), median of the per-round ratios. */
+  throughputVsNginx1: number;
+  throughputVsNginxAuto: number;
+  throughputVsNodeMinimal: number;
+}
+
+export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
+  const rounds = ctx.quick ? 1 : 3;
+  const latencySeconds = ctx.quick ? 2 : 5;
+  const throughputSeconds = ctx.quick ? 2 : 5;
+  const connections = 64;
+
+  const enginePort = await freePort();
+  const engineDir = join(ctx.dir, "warm-engine");
+  const engineCommand = nginxCommand(
+    engineDir,
+    nginxStaticConfig(engineDir, { port: enginePort, body: chatAnswer }),
+  );
+  const config = writeSnoozeYaml(
+    ctx,
+    "warm-path",
+    `models:
+  bench:
+    sleep: false
+    warmup: false
+    sleepAfter: 1h
+    port: ${enginePort}
+    command: ${yamlArgv(engineCommand)}
+`,
+  );
+  const activator = await startActivator(config, {
+    cpuProfileDir: ctx.profileDir ? join(ctx.profileDir, "warm-path") : undefined,
+  });
+  const proxies: { stop(): Promise<void> }[] = [];
+  try {
+    // The first request starts the engine (cold start); after it the model is ready.
+    const first = await postJson(`${activator.url}/v1/chat/completions`, chatRequest, 30_000);
+    if (first.status !== 200) throw new Error(`warm-up request answered ${first.status}: ${first.text}`);
+    const upstream = `127.0.0.1:${enginePort}`;
+    const ports = { nginx1: await freePort(), nginxAuto: await freePort() };
+    const nginx1 = await startNginx(
+      join(ctx.dir, "warm-nginx-1w"),
+      nginxProxyConfig(join(ctx.dir, "warm-nginx-1w"), { workers: 1, port: ports.nginx1, upstream }),
+      ports.nginx1,
+    );
+    proxies.push(nginx1);
+    const nginxAuto = await startNginx(
+      join(ctx.dir, "warm-nginx-auto"),
+      nginxProxyConfig(join(ctx.dir, "warm-nginx-auto"), {
+        workers: "auto",
+        port: ports.nginxAuto,
+        upstream,
+      }),
+      ports.nginxAuto,
+    );
+    proxies.push(nginxAuto);
+    const minimalPort = await freePort();
+    const minimal = await startServerProcess(
+      [process.execPath, minimalProxy, "--port", String(minimalPort), "--upstream", upstream],
+      minimalPort,
+    );
+    proxies.push(minimal);
+
+    const targets: Record<WarmPathTarget, { url: string; pids: () => number[] }> = {
+      direct: { url: `http://${upstream}`, pids: () => [] },
+      "nginx-1w": { url: `http://127.0.0.1:${ports.nginx1}`, pids: nginx1.pids },
+      "nginx-auto": { url: `http://127.0.0.1:${ports.nginxAuto}`, pids: nginxAuto.pids },
+      "node-minimal": { url: `http://127.0.0.1:${minimalPort}`, pids: () => [minimal.pid] },
+      activator: { url: activator.url, pids: () => [activator.pid] },
+    };
+    for (const [name, target] of Object.entries(targets)) {
+      const check = await postJson(`${target.url}/v1/chat/completions`, chatRequest);
+      if (check.status !== 200 || !check.text.includes("chat.completion"))
+        throw new Error(
+          `${name} did not answer the chat request: ${check.status} ${check.text.slice(0, 200)}`,
+        );
+    }
+
+    const results: WarmPathRound[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const latency = {} as WarmPathRound["latency"];
+      const throughput = {} as WarmPathRound["throughput"];
+      for (const name of rotate(warmPathTargets, round)) {
+        const target = targets[name];
+        const url = `${target.url}/v1/chat/completions`;
+        latency[name] = await runWrk({
+          url,
+          body: chatRequest,
+          connections: 1,
+          durationSeconds: latencySeconds,
+          dir: ctx.dir,
+        });
+        const meter = cpuMeter(target.pids());
+        const loaded = await runWrk({
+          url,
+          body: chatRequest,
+          connections,
+          durationSeconds: throughputSeconds,
+          dir: ctx.dir,
+        });
+        throughput[name] = { ...loaded, cpuSeconds: meter.read() };
+        ctx.log(
+          `warm path round ${round + 1}/${rounds} ${name}: p50 ${latency[name].latency.p50} µs, ` +
+            `${Math.round(loaded.requestsPerSecond)} req/s`,
+        );
+      }
+      results.push({ latency, throughput });
+    }
+
+    const summaries = warmPathTargets.map((target): WarmPathSummary => {
+      const errors = results.reduce(
+        (sum, r) => sum + r.latency[target].errors + r.throughput[target].errors,
+        0,
+      );
+      return {
+        target,
+        p50Us: medianOf(results, (r) => r.latency[target].latency.p50),
+        p99Us: medianOf(results, (r) => r.latency[target].latency.p99),
+        addedP50Us: medianOf(results, (r) => r.latency[target].latency.p50 - r.latency.direct.latency.p50),
+        addedP99Us: medianOf(results, (r) => r.latency[target].latency.p99 - r.latency.direct.latency.p99),
+        requestsPerSecond: medianOf(results, (r) => r.throughput[target].requestsPerSecond),
+        cpuUsPerRequest:
+          target === "direct"
+            ? Number.NaN
+            : medianOf(
+                results,
+                (r) => (r.throughput[target].cpuSeconds / r.throughput[target].requests) * 1e6,
+              ),
+        errors,
+      };
+    });
+    const ratio = (other: WarmPathTarget) =>
+      medianOf(
+        results,
+        (r) => r.throughput.activator.requestsPerSecond / r.throughput[other].requestsPerSecond,
+      );
+    return {
+      rounds,
+      latencySeconds,
+      throughputSeconds,
+      throughputConnections: connections,
+      summaries,
+      throughputVsNginx1: ratio("nginx-1w"),
+      throughputVsNginxAuto: ratio("nginx-auto"),
+      throughputVsNodeMinimal: ratio("node-minimal"),
+    };
+  } finally {
+    for (const proxy of proxies) await proxy.stop();
+    await activator.close();
+  }
+}
