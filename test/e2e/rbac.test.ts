@@ -31,6 +31,8 @@ const r = (verb: string, resource: string, extra: Partial<V1ResourceAttributes> 
     deployments: "apps",
     statefulsets: "apps",
     leases: "coordination.k8s.io",
+    validatingwebhookconfigurations: "admissionregistration.k8s.io",
+    mutatingwebhookconfigurations: "admissionregistration.k8s.io",
     events: "events.k8s.io",
     services: extra.group ?? "",
   };
@@ -101,14 +103,40 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
     ],
   },
   "snooze-webhooks": {
-    allowed: [r("list", "models"), r("watch", "models"), r("get", "slots", { namespace: "team-a" })],
-    denied: [
+    allowed: [
+      r("list", "models"),
+      r("watch", "models"),
+      r("get", "slots", { namespace: "team-a" }),
+      // The one-resident-per-slot rule reads members' workloads, their pods and the slot's Lease.
       r("list", "pods"),
+      r("list", "deployments"),
+      r("get", "statefulsets", { namespace: "team-a" }),
+      r("get", "leases", { namespace: "team-a" }),
+      // Its own certificate Secret and the CA bundles of its two webhook configurations, by name.
+      r("update", "secrets", { namespace: system, name: "snooze-webhook-certs" }),
+      r("update", "validatingwebhookconfigurations", {
+        group: "admissionregistration.k8s.io",
+        name: "snooze-webhooks",
+      }),
+      r("update", "mutatingwebhookconfigurations", {
+        group: "admissionregistration.k8s.io",
+        name: "snooze-webhooks",
+      }),
+    ],
+    denied: [
       r("get", "secrets", { namespace: system }),
+      r("create", "secrets", { namespace: system }),
+      r("get", "secrets", { namespace: "team-a", name: "snooze-webhook-certs" }),
+      r("update", "validatingwebhookconfigurations", {
+        group: "admissionregistration.k8s.io",
+        name: "other",
+      }),
       r("update", "models", { namespace: "team-a" }),
       r("patch", "models/status", { namespace: "team-a" }),
       r("create", "leases", { namespace: system }),
-      r("list", "deployments"),
+      r("update", "leases", { namespace: "team-a" }),
+      r("patch", "pods", { namespace: "team-a" }),
+      r("update", "deployments", { namespace: "team-a" }),
     ],
   },
 };
@@ -267,10 +295,16 @@ describe("real calls with the components' identities", () => {
     await expect(core.listNamespacedSecret({ namespace: system })).rejects.toMatchObject({ code: 403 });
   });
 
-  test("the webhooks read Models but no pods", async () => {
+  test("the webhooks read Models and pods but change no pod and read no other Secret", async () => {
     const kc = identities.get("snooze-webhooks")!;
     await kc.makeApiClient(CustomObjectsApi).listClusterCustomObject({ group, version, plural: "models" });
-    await expect(kc.makeApiClient(CoreV1Api).listPodForAllNamespaces({ limit: 1 })).rejects.toMatchObject({
+    await kc.makeApiClient(CoreV1Api).listPodForAllNamespaces({ limit: 1 });
+    await expect(
+      kc.makeApiClient(CoreV1Api).deleteNamespacedPod({ name: "anything", namespace: workloads.name }),
+    ).rejects.toMatchObject({ code: 403 });
+    await expect(
+      kc.makeApiClient(CoreV1Api).listNamespacedSecret({ namespace: system }),
+    ).rejects.toMatchObject({
       code: 403,
     });
   });
