@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   AppsV1Api,
   CoordinationV1Api,
@@ -7,6 +8,7 @@ import {
   type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
+  type ListWatch,
   makeInformer,
   type ObjectCache,
 } from "@kubernetes/client-node";
@@ -68,6 +70,7 @@ export class KubeClusterReader implements ClusterReader {
   readonly #slots: Cache;
   readonly #log: Logger;
   #synced = false;
+  #stopped = false;
 
   constructor(kc: KubeConfig, log: Logger) {
     this.#custom = kc.makeApiClient(CustomObjectsApi);
@@ -85,17 +88,29 @@ export class KubeClusterReader implements ClusterReader {
       ["models", this.#models],
       ["slots", this.#slots],
     ] as const) {
-      // The informer reconnects by itself after an error; say so once per error.
+      // A failed list or watch stops the informer (client-node reports it and leaves the restart
+      // to us); the cache keeps what it had meanwhile.
       informer.on("error", (error: unknown) => {
+        if (this.#stopped) return;
         this.#log.warn("watch failed; reconnecting", { resource: name, error: String(error) });
-        setTimeout(() => informer.start().catch(() => {}), 1_000).unref();
+        setTimeout(() => {
+          if (!this.#stopped) informer.start().catch(() => {});
+        }, 1_000).unref();
       });
     }
   }
 
-  /** Lists and starts watching Models and Slots; resolves when both caches are filled. */
+  /** Lists and starts watching Models and Slots; resolves once both lists have arrived. */
   async start(): Promise<void> {
+    this.#stopped = false;
     await Promise.all([this.#models.start(), this.#slots.start()]);
+    // start() also returns when the list failed (the error handler retries): wait for a list.
+    const listed = (informer: Cache) =>
+      (informer as unknown as ListWatch<KubernetesObject>).latestResourceVersion() !== "";
+    while (!(listed(this.#models) && listed(this.#slots))) {
+      if (this.#stopped) throw new Error("stopped before the caches were filled");
+      await sleep(200);
+    }
     this.#synced = true;
   }
 
@@ -104,6 +119,7 @@ export class KubeClusterReader implements ClusterReader {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
     await Promise.all([this.#models.stop(), this.#slots.stop()]);
   }
 
