@@ -85,8 +85,8 @@ export function pinnedWarning(member: MemberRef, slot: string, field: string, fr
 
 export function noEngineContainerWarning(slot: string): string {
   return (
-    `pod of slot "${slot}": no vLLM container found (image or command naming vllm), ` +
-    "so sleep mode was not set up; run vLLM in the first container or name it in its image or command"
+    `pod of slot "${slot}": no vLLM container found (several containers and none names vllm in its ` +
+    "image or command), so sleep mode was not set up"
   );
 }
 

@@ -1,0 +1,54 @@
+import {
+  deviceOverrideWarning,
+  gpuRequestWarning,
+  memberRemovalMessage,
+  noEngineContainerWarning,
+  notLeaseHolderMessage,
+  pinnedWarning,
+  secondResidentMessage,
+  shellCommandWarning,
+  slotModelReplicasMessage,
+} from "./messages.ts";
+import { validateModel, validateSlot, validateWorkloadAnnotations } from "./settings-validation.ts";
+
+/**
+ * One example of every message the webhooks give, as docs/webhooks.md quotes it; a unit test
+ * checks that the page still contains each one word for word.
+ */
+export function messageExamples(): Record<string, string> {
+  const ref = { apiVersion: "apps/v1", kind: "Deployment", name: "qwen" };
+  return {
+    model: validateModel({ metadata: { name: "qwen" }, spec: { workloadRef: ref, sleepLevel: 3 } }).message!,
+    slot: validateSlot({ metadata: { name: "gpu-0" }, spec: { policy: "lifo" } }).message!,
+    annotations: validateWorkloadAnnotations("Deployment", {
+      metadata: { name: "qwen", annotations: { "snooze.dev/sleep-after": "soon" } },
+    }).message!,
+    modelReplicas: slotModelReplicasMessage("qwen", "gpu-0", [["spec.maxReplicas", 2]]),
+    secondResident: secondResidentMessage({
+      slot: "gpu-0",
+      member: { kind: "Deployment", name: "qwen" },
+      change: "spec.replicas (scale) from 0 to 1",
+      modelId: "qwen",
+      resident: { kind: "Model", name: "llama", tier: "ready" },
+    }),
+    swapping: secondResidentMessage({
+      slot: "gpu-0",
+      member: { kind: "Model", name: "qwen" },
+      change: "spec.replicas from 0 to 1",
+      modelId: "qwen",
+      transition: { from: "llama", to: "mistral", step: "draining" },
+    }),
+    notLeaseHolder: notLeaseHolderMessage("gpu-0", "snooze-autoscaler-7d9c-1", "snooze-autoscaler-7d9c-0"),
+    removal: memberRemovalMessage({
+      slot: "gpu-0",
+      member: { kind: "Model", name: "llama", tier: "ready" },
+      how: "deleting it",
+      modelId: "llama",
+    }),
+    pinned: pinnedWarning({ kind: "Deployment", name: "qwen" }, "gpu-0", "spec.replicas", "3"),
+    noEngine: noEngineContainerWarning("gpu-0"),
+    shell: shellCommandWarning("vllm"),
+    device: deviceOverrideWarning("vllm", '"all"', "0"),
+    gpuRequest: gpuRequestWarning("vllm", "gpu-0"),
+  };
+}
