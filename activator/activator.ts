@@ -316,6 +316,6 @@ export class Activator {
     const route = this.routes.get(model);
     if (!route) return;
     this.metrics.inFlight.set({ model }, route.inFlight);
-    this.controlPlane.stats(model, route.inFlight, route.held);
+    this.controlPlane.stats(model, route.inFlight, route.held, route.oldestHeldMs());
   }
 }

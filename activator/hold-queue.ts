@@ -36,6 +36,11 @@ export class HoldQueue<T> {
     return item;
   }
 
+  /** The oldest waiting request, left in place. */
+  peek(): Held<T> | undefined {
+    return this.length > 0 ? this.items[this.head] : undefined;
+  }
+
   /** The oldest waiting request, removed. */
   shift(): Held<T> | undefined {
     if (this.length === 0) return undefined;

@@ -65,6 +65,12 @@ export class ModelRoute {
     return this.queue.length;
   }
 
+  /** How long the oldest held request has waited, or undefined when none is held. */
+  oldestHeldMs(): number | undefined {
+    const oldest = this.queue.peek();
+    return oldest ? Date.now() - oldest.enqueuedAt : undefined;
+  }
+
   /** The model's tier as the activator knows it (the most awake replica's). */
   get tier(): Tier {
     let best: Tier | undefined;

@@ -80,8 +80,8 @@ export class Autoscaler implements ControlPlane {
     this.controllers.get(model)?.demand(hint?.unreachable);
   }
 
-  stats(model: string, inFlight: number, held: number): void {
-    this.controllers.get(model)?.stats(inFlight, held);
+  stats(model: string, inFlight: number, held: number, oldestHeldMs?: number): void {
+    this.controllers.get(model)?.stats(inFlight, held, oldestHeldMs);
   }
 
   watch(listener: (event: ReplicaEvent) => void): () => void {

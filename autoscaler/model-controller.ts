@@ -73,6 +73,8 @@ export class ModelController {
   private heldSince?: number;
   /** Draining to hand the slot over: demand for this model does not take the replica back. */
   private yielding = false;
+  /** The drain is over and the sleep or stop has begun: demand can no longer take the replica back. */
+  private releasing = false;
   /** Phases of the last drain-then-sleep, for the slot's swap metrics. */
   lastRelease = { drainMs: 0, sleepMs: 0 };
 
@@ -94,17 +96,21 @@ export class ModelController {
     this.reconcile();
   }
 
-  stats(inFlight: number, held: number): void {
+  /** `oldestHeldMs`: how long the oldest held request has waited, when the activator knows it. */
+  stats(inFlight: number, held: number, oldestHeldMs?: number): void {
     this.inFlight = inFlight;
-    this.setHeld(held);
+    this.setHeld(held, oldestHeldMs);
     if (inFlight > 0 || held > 0) this.lastActive = this.deps.clock.now();
     if (inFlight === 0) for (const wake of this.idleWaiters) wake();
     this.reconcile();
   }
 
-  private setHeld(held: number): void {
-    if (held > 0 && this.held === 0) this.heldSince = this.deps.clock.now();
+  private setHeld(held: number, oldestHeldMs?: number): void {
+    // The slot arbiter compares when each member's oldest held request arrived. A queue that never
+    // empties keeps moving its oldest entry forward, so the activator's age wins over our own guess.
     if (held === 0) this.heldSince = undefined;
+    else if (oldestHeldMs !== undefined) this.heldSince = this.deps.clock.now() - oldestHeldMs;
+    else if (this.held === 0) this.heldSince = this.deps.clock.now();
     this.held = held;
   }
 
@@ -225,7 +231,8 @@ export class ModelController {
     if (this.closed) return;
     if (this.pending > 0) {
       // The one decision that may interrupt an operation: demand during a drain takes the replica back.
-      if (this.tier === "draining" && this.held > 0 && !this.yielding) this.setTier("ready");
+      if (this.tier === "draining" && this.held > 0 && !this.yielding && !this.releasing)
+        this.setTier("ready");
       return;
     }
     this.timer?.cancel();
@@ -435,6 +442,22 @@ export class ModelController {
     const drained = this.deps.clock.now();
     this.lastRelease = { drainMs: drained - (deadline - drainTimeout), sleepMs: 0 };
     if (this.tier !== "draining") return; // demand came back (undrained), or the engine died
+    // From here on the engine is going down; requests arriving now wait for the next wake.
+    this.releasing = true;
+    try {
+      await this.release(replica, next, drainTimeout, drained, parent);
+    } finally {
+      this.releasing = false;
+    }
+  }
+
+  private async release(
+    replica: ReplicaHandle,
+    next: 1 | 2 | "stop",
+    drainTimeout: number,
+    drained: number,
+    parent: Context,
+  ): Promise<void> {
     if (next === "stop") {
       await this.stopReplica();
       return;

@@ -8,8 +8,11 @@ import type { ReplicaEvent } from "./replica-event.ts";
 export interface ControlPlane {
   /** A request is held for `model`: act now, do not wait for a stats tick. */
   demand(model: string, hint?: DemandHint): void;
-  /** The activator's load for `model`: requests in flight to its replicas and requests held. */
-  stats(model: string, inFlight: number, held: number): void;
+  /**
+   * The activator's load for `model`: requests in flight to its replicas, requests held, and how
+   * long the oldest held request has waited (ms; the slot arbiter orders members by it).
+   */
+  stats(model: string, inFlight: number, held: number, oldestHeldMs?: number): void;
   /** Replica events, starting with the current state of every known replica. Returns unsubscribe. */
   watch(listener: (event: ReplicaEvent) => void): () => void;
 }

@@ -161,6 +161,23 @@ models:
     expect(state.arrivedWhileAsleep).toBe(0);
   });
 
+  test("a request that arrives while the engine is being put to sleep waits for the wake", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    sleepAfter: 100ms
+    command: ${simCommand(["--enable-sleep-mode", "--load-time", "100ms", "--sleep-time-l1", "1500ms", "--wake-time-l1", "100ms"], 1)}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await until(() => tierOf("qwen") === "draining", 5_000, "draining");
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the drain is over; the sleep call runs
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    expect(response.status).toBe(200);
+    expect(await transitions("qwen", "asleep-1", "waking")).toBe(1);
+    const address = snooze.autoscaler.controller("qwen")!.state().address!;
+    expect(((await (await fetch(`http://${address}/sim/state`)).json()) as any).arrivedWhileAsleep).toBe(0);
+  });
+
   test("level 1 → level 2 really discards the weights (vLLM ignores a sleep while asleep)", async () => {
     snooze = await startWith(`
 models:
