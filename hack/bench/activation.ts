@@ -28,6 +28,7 @@ import { forkClient } from "./child.ts";
 import type { BurstCommand, BurstResult } from "./clients/burst.ts";
 import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
 import { freePort } from "./ports.ts";
+import { listenOverflows } from "./proc.ts";
 import { startServerProcess } from "./server-process.ts";
 import { median, summarize } from "./stats.ts";
 
@@ -76,6 +77,8 @@ export interface ActivatorRound {
   upstreamHeadersMs: number[];
   clientHeadersMs: number[];
   connects: number;
+  /** Connection attempts dropped on full accept queues during the round (machine-wide). */
+  listenOverflows: number;
 }
 
 export interface ActivationResult {
@@ -94,6 +97,7 @@ export interface ActivationResult {
     upstreamHeaders: Spread;
     clientHeaders: Spread;
     connects: number;
+    listenOverflows: number;
   };
   /** The same requests sent at once straight to the awake engine, on new connections: the engine's own cost. */
   engineBurst: Spread & { failures: number };
@@ -142,8 +146,10 @@ async function activatorRound(
   await timeline(); // forget what the sleep and earlier rounds recorded
   const client = await burst(url, "/healthz", count, true);
   try {
+    const overflowsBefore = listenOverflows();
     await client.ask({ cmd: "fire" });
     const { results } = await client.ask<{ results: BurstResult[] }>({ cmd: "results" });
+    const overflows = listenOverflows() - overflowsBefore;
     const t = await timeline();
     if (!t.wakeStart || !t.wakeEnd || !t.ready) throw new Error(`no wake recorded: ${JSON.stringify(t)}`);
     const ready = t.ready;
@@ -163,6 +169,7 @@ async function activatorRound(
       upstreamHeadersMs: (t.upstreamHeaders ?? []).map((at) => at - ready),
       clientHeadersMs: ok.map((r) => r.headersAt - ready),
       connects: t.connects ?? 0,
+      listenOverflows: overflows,
     };
   } finally {
     await client.ask({ cmd: "abort" }).catch(() => {});
@@ -256,7 +263,8 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
           const o = summarize(r.overheadsMs);
           ctx.log(
             `${label} activator: overhead p50 ${o.p50.toFixed(1)} ms p99 ${o.p99.toFixed(1)} ms; ` +
-              `wake ${r.wakeMs.toFixed(0)} ms, warm-up ${r.warmupMs.toFixed(1)} ms, held ${r.held}, failed ${r.failures}`,
+              `wake ${r.wakeMs.toFixed(0)} ms, warm-up ${r.warmupMs.toFixed(1)} ms, held ${r.held}, failed ${r.failures}, ` +
+              `${r.connects} connections opened, ${r.listenOverflows} dropped on full accept queues`,
           );
           mine.push(r);
         } else {
@@ -287,6 +295,7 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
         upstreamHeaders: medianSpread(mine.map((r) => spread(r.upstreamHeadersMs))),
         clientHeaders: medianSpread(mine.map((r) => spread(r.clientHeadersMs))),
         connects: median(mine.map((r) => r.connects)),
+        listenOverflows: mine.reduce((sum, r) => sum + r.listenOverflows, 0),
       },
       engineBurst: { ...medianSpread(bursts), failures: bursts.reduce((sum, b) => sum + b.failures, 0) },
       engineParked: { ...medianSpread(parked), failures: parked.reduce((sum, p) => sum + p.failures, 0) },

@@ -21,6 +21,7 @@ import { machineFacts } from "./machine.ts";
 import { memory } from "./memory.ts";
 import { type BenchResults, renderResults, sectionName } from "./report.ts";
 import { writeSection } from "./slots/docs-section.ts";
+import { formatMarkdown } from "./slots/format-markdown.ts";
 import { streaming } from "./streaming.ts";
 import { warmPath } from "./warm-path.ts";
 
@@ -92,7 +93,7 @@ async function main(): Promise<number> {
     rmSync(dir, { recursive: true, force: true });
   }
   results.seconds = (performance.now() - started) / 1000;
-  const markdown = renderResults(results);
+  const markdown = formatMarkdown(renderResults(results));
   console.log(markdown);
   if (write) {
     await writeSection(values.out, sectionName, markdown, "Benchmarks");

@@ -64,3 +64,21 @@ export function cpuMeter(pids: readonly number[]): { read(): number } {
   const start = total();
   return { read: () => total() - start };
 }
+
+/**
+ * Connection attempts the kernel dropped because a listening socket's accept
+ * queue was full (TcpExt ListenOverflows, machine-wide): each costs its client
+ * a SYN retransmission, a second or more.
+ */
+export function listenOverflows(): number {
+  try {
+    const lines = readFileSync("/proc/net/netstat", "utf8").split("\n");
+    for (let i = 0; i + 1 < lines.length; i += 2) {
+      const names = lines[i]!.split(" ");
+      const values = lines[i + 1]!.split(" ");
+      const at = names.indexOf("ListenOverflows");
+      if (names[0] === "TcpExt:" && at > 0) return Number(values[at]);
+    }
+  } catch {}
+  return 0;
+}

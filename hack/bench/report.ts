@@ -100,7 +100,7 @@ function warmPathSection(w: WarmPathResult): string {
     s.target === "direct" ? "—" : fmt(s.cpuUsPerRequest, 1),
     String(s.errors),
   ]);
-  return `### Warm path
+  return `#### Warm path
 
 ${w.rounds} interleaved rounds; latency: wrk, 1 connection, ${w.latencySeconds} s per target per round;
 throughput: wrk, ${w.throughputConnections} connections, ${w.throughputSeconds} s. Medians over rounds (added = same-round difference to direct).
@@ -134,12 +134,14 @@ function activationSection(a: ActivationResult): string {
       fmt(a.engineParked.p99, 1),
     ],
   ];
-  return `### Activation overhead
+  return `#### Activation overhead
 
 ${a.rounds} rounds of ${a.count} concurrent requests (non-streaming, \`max_tokens: 1\`) to a model asleep at level 1
 for ${fmt(a.idleBeforeMs / 1000, 1)} s; engine: \`snooze sim\`, wake ${fmt(x.wakeMs, 0)} ms (median measured around the
 wake call), warm-up ${fmt(x.warmupMs, 1)} ms, first request to wake call ${fmt(x.decisionMs, 1)} ms; held when the engine
-had woken: ${x.held}; failed requests: ${x.failures + a.engineBurst.failures + a.engineParked.failures}; connections the activator opened to the engine per round: ${fmt(x.connects, 0)}.
+had woken: ${x.held}; failed requests: ${x.failures + a.engineBurst.failures + a.engineParked.failures}; connections the activator opened to the engine per round: ${fmt(x.connects, 0)};
+connection attempts dropped on full accept queues during the activator's rounds (machine-wide \`ListenOverflows\`, each a SYN
+retransmission of ≥ 1 s for its request): ${x.listenOverflows}.
 
 ${table(["ms", "p50", "p99"], rows)}`;
 }
@@ -153,7 +155,7 @@ function streamingSection(s: StreamingResult): string {
     `${x.streamsLive}/${s.streams}`,
     String(x.errors.length),
   ]);
-  return `### Streaming
+  return `#### Streaming
 
 ${s.rounds} interleaved rounds; ${s.streams} concurrent SSE streams, engine step every ${s.itlMs} ms (at most
 ${fmt(s.offeredPerSecond, 0)} chunks/s offered; the direct row is what the engine managed), ${s.windowSeconds} s counting window per target.
@@ -172,7 +174,7 @@ function memorySection(m: MemoryResult): string {
     kib(s.heapPerConnection),
     kib(s.rssPerConnection),
   ]);
-  return `### Memory per held request
+  return `#### Memory per held request
 
 ${table(["held", "heap / request", "external / request", "RSS / request", "heap / request + connection", "RSS / request + connection"], rows)}`;
 }

@@ -1,0 +1,71 @@
+import { describe, expect, test } from "vitest";
+import { type BenchResults, renderResults } from "./report.ts";
+import { replaceSection } from "./slots/docs-section.ts";
+
+const machine = {
+  date: "2026-01-01 00:00",
+  cores: 2,
+  cpuModel: "test CPU",
+  memoryGiB: 24,
+  node: "v24.0.0",
+  nginx: "1.22.1",
+  wrk: "4.1.0",
+  loadAverage: "0.00 0.00 0.00",
+};
+
+function results(activatorRps: number, addedP50Us: number): BenchResults {
+  const row = (target: string, rps: number, added: number) => ({
+    target: target as "direct",
+    p50Us: 20 + added,
+    p99Us: 100,
+    addedP50Us: added,
+    addedP99Us: 50,
+    requestsPerSecond: rps,
+    cpuUsPerRequest: 10,
+    errors: 0,
+  });
+  return {
+    command: "npm run bench",
+    quick: false,
+    code: "abc1234",
+    machine,
+    seconds: 60,
+    warmPath: {
+      rounds: 3,
+      latencySeconds: 5,
+      throughputSeconds: 5,
+      throughputConnections: 64,
+      summaries: [
+        row("direct", 90_000, 0),
+        row("nginx-1w", 30_000, 30),
+        row("activator", activatorRps, addedP50Us),
+      ],
+      throughputVsNginx1: activatorRps / 30_000,
+      throughputVsNginxAuto: activatorRps / 35_000,
+      throughputVsNodeMinimal: 0.8,
+    },
+  };
+}
+
+describe("benchmark report", () => {
+  test("judges each figure against its target and names the command and machine", () => {
+    const missed = renderResults(results(3_000, 300));
+    expect(missed).toContain("npm run bench");
+    expect(missed).toContain("Node v24.0.0, nginx 1.22.1");
+    expect(missed).toMatch(/p50 added vs direct \| 300 µs .*\| met \|/);
+    expect(missed).toMatch(/requests\/s vs nginx \(1 worker\) \| 0\.10× .*\| \*\*missed\*\* \|/);
+    const met = renderResults(results(20_000, 600));
+    expect(met).toMatch(/requests\/s vs nginx \(1 worker\) \| 0\.67× .*\| met \|/);
+    expect(met).toMatch(/p50 added vs direct \| 600 µs .*\| \*\*missed\*\* \|/);
+  });
+
+  test("rewrites only its own section of the document", () => {
+    const doc =
+      "# Benchmarks\n\nintro\n\n<!-- bench:begin -->\nold\n<!-- bench:end -->\n\n<!-- slots:begin -->\nkeep\n<!-- slots:end -->\n";
+    const next = replaceSection(doc, "bench", "new results");
+    expect(next).toContain("<!-- bench:begin -->\nnew results\n<!-- bench:end -->");
+    expect(next).toContain("intro");
+    expect(next).toContain("<!-- slots:begin -->\nkeep\n<!-- slots:end -->");
+    expect(next).not.toContain("old");
+  });
+});
