@@ -86,10 +86,13 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("create", "leases", { namespace: system }),
       r("update", "leases", { namespace: system }),
       r("create", "events", { namespace: "team-a" }),
+      // Models of annotated workloads: created, deleted when the annotations go; never updated.
+      r("create", "models", { namespace: "team-a" }),
+      r("delete", "models", { namespace: "team-a" }),
     ],
     denied: [
       r("update", "models", { namespace: "team-a" }),
-      r("delete", "models", { namespace: "team-a" }),
+      r("patch", "models", { namespace: "team-a" }),
       r("delete", "pods", { namespace: "team-a" }),
       r("create", "pods", { namespace: "team-a" }),
       r("update", "deployments", { namespace: "team-a" }),

@@ -1,0 +1,298 @@
+import type { ControlPlane, DemandHint } from "../lib/control-plane.ts";
+import { type DemandBody, demandPath, type StatsBody, statsPath } from "../lib/control-protocol.ts";
+import { parseDuration } from "../lib/duration.ts";
+import { group, version } from "../lib/kube/api-group.ts";
+import { type KubeClient, type KubeObject, paths } from "../lib/kube/client.ts";
+import type { Informer } from "../lib/kube/informer.ts";
+import { kubeInformer } from "../lib/kube/list-watch.ts";
+import { type KubeModel, modelFromResource } from "../lib/kube/model-config.ts";
+import type { ModelResource } from "../lib/kube/model-resource.ts";
+import { type Pod, replicaEventForPod } from "../lib/kube/pod-replica.ts";
+import { selectorMatcher } from "../lib/kube/selector.ts";
+import type { Logger } from "../lib/log.ts";
+import type { ReplicaEvent } from "../lib/replica-event.ts";
+import type { ModelConfig } from "../lib/settings/index.ts";
+
+type Model = ModelResource & KubeObject;
+
+export interface KubeControlPlaneOptions {
+  client: KubeClient;
+  /** The autoscaler Service (`http://snooze-autoscaler.snooze-system.svc:8090`). */
+  autoscalerUrl: string;
+  /** This activator's name in demand and stats (its pod name). */
+  identity: string;
+  /** Only this namespace's Models and pods; all when absent. */
+  namespace?: string;
+  log: Logger;
+  informer?: { resyncMs?: number; staleMs?: number };
+  /** A Model appeared or changed: the activator routes it from now on. */
+  onModel(config: ModelConfig): void;
+  /** A Model is gone (for longer than the grace). */
+  onModelRemoved(id: string): void;
+  /** A Model deleted and created again within this time (its workload's annotations changed) keeps its route. */
+  removalGraceMs?: number;
+}
+
+interface Known {
+  model: KubeModel;
+  selector: string;
+  matches: (labels?: Record<string, string>) => boolean;
+  /** The activation failure last told to the activator, so it is told once. */
+  failure?: string;
+}
+
+/**
+ * The ControlPlane seam on Kubernetes, seen from an activator. Demand goes to the autoscaler over
+ * HTTP at once; stats are batched into one request per turn (the activator reports every second
+ * and whenever load goes to or from zero). Replica events come from a pod watch: each pod of a
+ * Model (selected by the Model's `status.selector`) is a replica, its tier the `snooze.dev/tier`
+ * annotation the autoscaler writes, routable only when that says ready and the pod is Ready.
+ * Models come from a Model watch, so the activator learns models, aliases and settings at run
+ * time, and knows on start which pods sleep before it takes a request.
+ */
+export class KubeControlPlane implements ControlPlane {
+  private readonly options: KubeControlPlaneOptions;
+  private readonly log: Logger;
+  readonly models: Informer<Model>;
+  readonly pods: Informer<Pod>;
+  private readonly known = new Map<string, Known>();
+  private readonly byId = new Map<string, string>();
+  /** Which model each pod was last reported for, so a pod that leaves a model is reported gone. */
+  private readonly podModel = new Map<string, string>();
+  private readonly listeners = new Set<(event: ReplicaEvent) => void>();
+  private readonly removals = new Map<string, NodeJS.Timeout>();
+  private pendingStats = new Map<string, { inFlight: number; held: number }>();
+  private flushScheduled = false;
+  /** Requests to the autoscaler that failed, for the state endpoint and tests. */
+  readonly counts = { demands: 0, statsPosts: 0, failures: 0 };
+
+  constructor(options: KubeControlPlaneOptions) {
+    this.options = options;
+    this.log = options.log;
+    const common = { log: options.log, ...options.informer };
+    this.models = kubeInformer<Model>(
+      options.client,
+      paths.custom(group, version, "models", options.namespace),
+      { name: "models", ...common },
+    );
+    this.pods = kubeInformer<Pod>(options.client, paths.pods(options.namespace), { name: "pods", ...common });
+  }
+
+  /** Lists Models and pods (so the activator knows every replica's tier), then follows them. */
+  async start(): Promise<void> {
+    this.models.on({
+      add: () => this.syncModels(),
+      update: (m, old) => {
+        if (m !== old) this.syncModels();
+      },
+      delete: () => this.syncModels(),
+    });
+    this.pods.on({
+      add: (pod) => this.podChanged(pod),
+      update: (pod, old) => {
+        if (pod !== old) this.podChanged(pod);
+      },
+      delete: (pod) => this.podGone(pod),
+    });
+    await Promise.all([this.models.start(), this.pods.start()]);
+    this.syncModels();
+  }
+
+  get synced(): boolean {
+    return this.models.synced && this.pods.synced;
+  }
+
+  async stop(): Promise<void> {
+    for (const timer of this.removals.values()) clearTimeout(timer);
+    await Promise.all([this.models.stop(), this.pods.stop()]);
+  }
+
+  demand(model: string, hint?: DemandHint): void {
+    this.counts.demands++;
+    const body: DemandBody = { activator: this.options.identity, model, unreachable: hint?.unreachable };
+    this.post(demandPath, body);
+  }
+
+  stats(model: string, inFlight: number, held: number): void {
+    this.pendingStats.set(model, { inFlight, held });
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      const models = [...this.pendingStats].map(([id, load]) => ({ model: id, ...load }));
+      this.pendingStats = new Map();
+      if (models.length === 0) return;
+      this.counts.statsPosts++;
+      const body: StatsBody = { activator: this.options.identity, models };
+      this.post(statsPath, body);
+    });
+  }
+
+  watch(listener: (event: ReplicaEvent) => void): () => void {
+    this.listeners.add(listener);
+    for (const pod of this.pods.list()) {
+      const known = this.modelOfPod(pod);
+      if (known) listener(this.eventFor(known, pod));
+    }
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Facts for the admin view: the last activation failure the autoscaler reported. */
+  details(id: string): { lastError?: string } {
+    const key = this.byId.get(id);
+    const resource = key ? this.models.get(key) : undefined;
+    const failed = resource?.status?.conditions?.find(
+      (c) => c.type === "ActivationFailed" && c.status === "True",
+    );
+    return failed?.message ? { lastError: failed.message } : {};
+  }
+
+  private post(path: string, body: unknown): void {
+    void fetch(`${this.options.autoscalerUrl}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(5_000),
+    })
+      .then((response) => response.body?.cancel())
+      .catch((error: unknown) => {
+        // The next stats report (every second) carries held requests, so demand is not lost.
+        this.counts.failures++;
+        this.log.warn("could not reach the autoscaler", { path, error });
+      });
+  }
+
+  private emit(event: ReplicaEvent): void {
+    for (const listener of this.listeners) listener(event);
+  }
+
+  private syncModels(): void {
+    const seen = new Set<string>();
+    for (const resource of this.models.list()) {
+      const parsed = modelFromResource(resource);
+      if ("error" in parsed) continue;
+      const owner = this.byId.get(parsed.config.id);
+      if (owner && owner !== parsed.key) {
+        if (this.known.has(owner)) {
+          this.log.warn("two Models serve the same model id; the first one wins", {
+            id: parsed.config.id,
+            first: owner,
+            second: parsed.key,
+          });
+          continue;
+        }
+      }
+      seen.add(parsed.key);
+      const selector = resource.status?.selector ?? "";
+      const before = this.known.get(parsed.key);
+      const removal = this.removals.get(parsed.config.id);
+      if (removal) {
+        clearTimeout(removal);
+        this.removals.delete(parsed.config.id);
+      }
+      if (before && before.model.config.id !== parsed.config.id) this.forget(parsed.key, before);
+      const changed =
+        !before ||
+        before.model.config.id !== parsed.config.id ||
+        JSON.stringify(before.model.config) !== JSON.stringify(parsed.config);
+      const known: Known = {
+        model: parsed,
+        selector,
+        matches: before?.selector === selector ? before.matches : selectorMatcher(selector),
+        failure: before?.failure,
+      };
+      this.known.set(parsed.key, known);
+      this.byId.set(parsed.config.id, parsed.key);
+      if (changed) this.options.onModel(parsed.config);
+      if (changed || before?.selector !== selector || before.model.spec.port !== parsed.spec.port)
+        for (const pod of this.pods.list()) this.podChanged(pod);
+      this.reportFailure(known, resource);
+    }
+    for (const [key, known] of [...this.known]) if (!seen.has(key)) this.forget(key, known);
+  }
+
+  /** A Model is gone: its route goes after a grace, unless a Model with the same id comes back. */
+  private forget(key: string, known: Known): void {
+    this.known.delete(key);
+    const id = known.model.config.id;
+    if (this.byId.get(id) === key) this.byId.delete(id);
+    for (const [pod, modelKey] of [...this.podModel]) if (modelKey === key) this.podModel.delete(pod);
+    if (this.removals.has(id)) return;
+    const timer = setTimeout(() => {
+      this.removals.delete(id);
+      if (!this.byId.has(id)) this.options.onModelRemoved(id);
+    }, this.options.removalGraceMs ?? 5_000);
+    timer.unref();
+    this.removals.set(id, timer);
+  }
+
+  /** An activation failed (the Model's ActivationFailed condition turned True): held requests hear why. */
+  private reportFailure(known: Known, resource: Model): void {
+    const failed = resource.status?.conditions?.find(
+      (c) => c.type === "ActivationFailed" && c.status === "True",
+    );
+    const signature = failed ? `${failed.lastTransitionTime}|${failed.message}` : undefined;
+    if (signature === known.failure) return;
+    known.failure = signature;
+    if (!failed) return;
+    this.emit({
+      model: known.model.config.id,
+      replica: `${known.model.name}/activation`,
+      tier: "cold",
+      since: Date.now(),
+      error: failed.message ?? "the activation failed",
+    });
+  }
+
+  private modelOfPod(pod: Pod): Known | undefined {
+    for (const known of this.known.values())
+      if (known.model.namespace === pod.metadata.namespace && known.matches(pod.metadata.labels))
+        return known;
+    return undefined;
+  }
+
+  private eventFor(known: Known, pod: Pod): ReplicaEvent {
+    const event = replicaEventForPod(known.model.config.id, pod, known.model.spec.port);
+    if (event.tier === "starting" || event.tier === "waking") {
+      const status = this.models.get(known.model.key)?.status;
+      const estimate = event.tier === "starting" ? status?.lastStartDuration : status?.lastWakeDuration;
+      const ms = estimate ? parseDuration(String(estimate)) : undefined;
+      if (ms !== undefined) event.estimateMs = ms;
+    }
+    return event;
+  }
+
+  private podChanged(pod: Pod): void {
+    const podKey = `${pod.metadata.namespace}/${pod.metadata.name}`;
+    const known = this.modelOfPod(pod);
+    const previous = this.podModel.get(podKey);
+    if (previous && previous !== known?.model.key) {
+      const before = this.known.get(previous);
+      if (before)
+        this.emit({
+          model: before.model.config.id,
+          replica: pod.metadata.name,
+          tier: "cold",
+          since: Date.now(),
+        });
+      this.podModel.delete(podKey);
+    }
+    if (!known) return;
+    this.podModel.set(podKey, known.model.key);
+    this.emit(this.eventFor(known, pod));
+  }
+
+  private podGone(pod: Pod): void {
+    const podKey = `${pod.metadata.namespace}/${pod.metadata.name}`;
+    const modelKey = this.podModel.get(podKey);
+    this.podModel.delete(podKey);
+    const known = modelKey ? this.known.get(modelKey) : undefined;
+    if (known)
+      this.emit({
+        model: known.model.config.id,
+        replica: pod.metadata.name,
+        tier: "cold",
+        since: Date.now(),
+      });
+  }
+}

@@ -1,0 +1,58 @@
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { Registry } from "prom-client";
+import { BodyTooLarge, readBody } from "../activator/body.ts";
+import { sendJson } from "../activator/respond.ts";
+import {
+  demandPath,
+  forwardedHeader,
+  isDemandBody,
+  isStatsBody,
+  statsPath,
+} from "../lib/control-protocol.ts";
+import type { KubeAutoscaler } from "./kube-autoscaler.ts";
+
+const maxBody = 1 << 20;
+
+/**
+ * The autoscaler's HTTP surface: demand pokes and stats from activators (or forwarded by another
+ * autoscaler replica), its state as JSON, Prometheus metrics and probes. Demand and stats answer
+ * 202 at once: acting on them never holds the caller.
+ */
+export function createControlServer(autoscaler: KubeAutoscaler, registry: Registry): Server {
+  const json = async (req: IncomingMessage): Promise<unknown> =>
+    JSON.parse((await readBody(req, maxBody)).toString());
+  return createServer(async (req, res) => {
+    const path = (req.url ?? "/").split("?")[0];
+    try {
+      const forwarded = req.headers[forwardedHeader] !== undefined;
+      if (req.method === "POST" && path === demandPath) {
+        const body = await json(req);
+        if (!isDemandBody(body))
+          return sendJson(res, 400, { error: "expected {activator, model, unreachable?}" });
+        autoscaler.demand(body, forwarded);
+        return sendJson(res, 202, { accepted: true });
+      }
+      if (req.method === "POST" && path === statsPath) {
+        const body = await json(req);
+        if (!isStatsBody(body))
+          return sendJson(res, 400, { error: "expected {activator, models: [{model, inFlight, held}]}" });
+        autoscaler.stats(body, forwarded);
+        return sendJson(res, 202, { accepted: true });
+      }
+      if (req.method === "GET" && path === "/snooze/v1/state") return sendJson(res, 200, autoscaler.state());
+      if (path === "/metrics") {
+        const text = await registry.metrics();
+        res.writeHead(200, { "content-type": registry.contentType });
+        res.end(text);
+        return;
+      }
+      if (path === "/healthz") return sendJson(res, 200, { ok: true });
+      if (path === "/readyz") return sendJson(res, autoscaler.ready ? 200 : 503, { ready: autoscaler.ready });
+      sendJson(res, 404, { error: `no route for ${req.method} ${path}` });
+    } catch (error) {
+      if (error instanceof BodyTooLarge) return sendJson(res, 413, { error: error.message });
+      if (error instanceof SyntaxError) return sendJson(res, 400, { error: `bad JSON: ${error.message}` });
+      sendJson(res, 500, { error: (error as Error).message });
+    }
+  });
+}

@@ -1,0 +1,105 @@
+import { apiVersion } from "../lib/kube/api-group.ts";
+import type { KubeObject } from "../lib/kube/client.ts";
+import type { ModelResource } from "../lib/kube/model-resource.ts";
+import { annotationPrefix, settingsFromAnnotations, tierSettings } from "../lib/settings/index.ts";
+
+/**
+ * Models for workloads that carry `snooze.dev/*` annotations (Deployments and Knative Services):
+ * the annotations are the same settings as a Model's spec, in kebab case, parsed by the one schema.
+ * The autoscaler creates such a Model, owned by the workload (deleted with it), and deletes it when
+ * the annotations go.
+ */
+export const managedByLabel = "app.kubernetes.io/managed-by";
+export const managedByValue = "snooze-autoscaler";
+export const modelAnnotation = `${annotationPrefix}model`;
+
+/** Annotations Snooze writes itself or that are not settings of the model. */
+const notSettings = new Set(["tier", "tier-since", "managed-by"]);
+
+export interface Workload extends KubeObject {
+  spec?: {
+    template?: { spec?: { containers?: { ports?: { containerPort?: number }[] }[] } };
+  };
+}
+
+export type WorkloadKind = "Deployment" | "Service";
+
+export type WorkloadModel =
+  | { model: ModelResource & KubeObject; problems?: undefined }
+  | { model?: undefined; problems: string[] };
+
+/** Whether the workload asks for a Model at all. */
+export function isAnnotated(workload: Workload): boolean {
+  return Object.keys(workload.metadata.annotations ?? {}).some(
+    (name) => name.startsWith(annotationPrefix) && !notSettings.has(name.slice(annotationPrefix.length)),
+  );
+}
+
+/** The Model a workload's annotations describe; undefined when it has none. */
+export function modelForWorkload(workload: Workload, kind: WorkloadKind): WorkloadModel | undefined {
+  if (!isAnnotated(workload)) return undefined;
+  const annotations = workload.metadata.annotations ?? {};
+  const { settings, problems } = settingsFromAnnotations(annotations);
+  if (!settings)
+    return { problems: problems.map((p) => `${p.annotation}=${JSON.stringify(p.value)}: ${p.message}`) };
+  const shape = tierSettings.shape as Record<string, { safeParse(value: unknown): { success: boolean } }>;
+  const written: Record<string, unknown> = {};
+  for (const [key, parsed] of Object.entries(settings)) {
+    if (parsed === undefined) continue;
+    // Durations and sizes keep the form they were written in ("5m", "2Gi"), as a Model's spec does.
+    const kebab = key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+    const raw = annotations[annotationPrefix + kebab]?.trim();
+    written[key] =
+      raw !== undefined && typeof parsed === "number" && shape[key]?.safeParse(raw).success ? raw : parsed;
+  }
+  const port = workload.spec?.template?.spec?.containers?.[0]?.ports?.[0]?.containerPort ?? 8000;
+  const id = annotations[modelAnnotation]?.trim() || workload.metadata.name;
+  const workloadApiVersion =
+    kind === "Deployment" ? "apps/v1" : (workload.apiVersion ?? "serving.knative.dev/v1");
+  return {
+    model: {
+      apiVersion,
+      kind: "Model",
+      metadata: {
+        name: workload.metadata.name,
+        namespace: workload.metadata.namespace,
+        labels: { [managedByLabel]: managedByValue },
+        ownerReferences: [
+          {
+            apiVersion: workloadApiVersion,
+            kind,
+            name: workload.metadata.name,
+            uid: workload.metadata.uid ?? "",
+            controller: true,
+          },
+        ],
+      },
+      spec: {
+        workloadRef: { apiVersion: workloadApiVersion, kind, name: workload.metadata.name },
+        model: id,
+        port,
+        ...written,
+      },
+    },
+  };
+}
+
+/** Spec fields the API fills in or others write (HPA through the scale subresource). */
+const notOurs = new Set(["port", "minReplicas", "maxReplicas", "replicas"]);
+
+/** Whether an existing Model still says what the workload's annotations say. */
+export function sameSpec(existing: Record<string, unknown>, desired: Record<string, unknown>): boolean {
+  for (const [key, value] of Object.entries(desired)) {
+    if (JSON.stringify(existing[key]) !== JSON.stringify(value)) return false;
+  }
+  for (const key of Object.keys(existing)) if (!(key in desired) && !notOurs.has(key)) return false;
+  return true;
+}
+
+/** Whether a Model was made by the autoscaler for this workload. */
+export function ownedBy(model: KubeObject, workload: { kind: string; name: string }): boolean {
+  return (
+    model.metadata.labels?.[managedByLabel] === managedByValue &&
+    (model.metadata.ownerReferences ?? []).some((o) => o.kind === workload.kind && o.name === workload.name)
+  );
+}

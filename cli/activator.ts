@@ -1,0 +1,138 @@
+import { once } from "node:events";
+import { hostname } from "node:os";
+import { Registry } from "prom-client";
+import { Activator } from "../activator/activator.ts";
+import { KubeControlPlane } from "../activator/kube-control-plane.ts";
+import { createActivatorServer } from "../activator/server.ts";
+import { KubeClient } from "../lib/kube/client.ts";
+import { loadKubeConfig } from "../lib/kube/kubeconfig.ts";
+import { createLogger } from "../lib/log.ts";
+import { startTelemetry } from "../lib/telemetry.ts";
+import { type Command, UsageError } from "./command.ts";
+import { durationFlag, kubeFlags, portFlag } from "./kube-flags.ts";
+
+const notOnKubernetes = (verb: string) => async (model: string) => {
+  throw new Error(
+    `${verb} is not available from the activator on Kubernetes; scale the Model instead: kubectl scale model ${model} --replicas=0`,
+  );
+};
+
+export const activatorCommand: Command = {
+  name: "activator",
+  summary:
+    "Run the data plane on Kubernetes: route OpenAI requests to ready pods of Models, hold them while the autoscaler wakes one.",
+  flags: {
+    host: { type: "string", default: "127.0.0.1", description: "address to listen on" },
+    port: { type: "string", short: "p", default: "8080", description: "port to listen on" },
+    ...kubeFlags,
+    "autoscaler-url": {
+      type: "string",
+      description:
+        "where demand and stats go (default: $SNOOZE_AUTOSCALER_URL, else http://snooze-autoscaler.snooze-system.svc:8090)",
+      placeholder: "url",
+    },
+    identity: {
+      type: "string",
+      description:
+        "this activator's name in demand and stats (default: $POD_NAME, else the host name and pid)",
+      placeholder: "name",
+    },
+    "shutdown-grace": {
+      type: "string",
+      default: "30s",
+      description: "how long in-flight requests may finish after SIGTERM",
+      placeholder: "duration",
+    },
+    "stats-interval": {
+      type: "string",
+      default: "1s",
+      description: "how often load is reported to the autoscaler",
+      placeholder: "duration",
+    },
+  },
+  async run(values) {
+    const port = portFlag(values);
+    const grace = durationFlag(values, "shutdown-grace");
+    const statsIntervalMs = durationFlag(values, "stats-interval");
+    const identity = String(values.identity ?? process.env.POD_NAME ?? `${hostname()}-${process.pid}`);
+    const autoscalerUrl = String(
+      values["autoscaler-url"] ??
+        process.env.SNOOZE_AUTOSCALER_URL ??
+        "http://snooze-autoscaler.snooze-system.svc:8090",
+    ).replace(/\/$/, "");
+    const log = createLogger({ component: "activator", identity });
+    let loaded: ReturnType<typeof loadKubeConfig>;
+    try {
+      loaded = loadKubeConfig(values.kubeconfig as string | undefined);
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+    const { kc, source } = loaded;
+    const client = await KubeClient.fromKubeConfig(kc);
+    const telemetry = await startTelemetry("snooze-activator");
+    const registry = new Registry();
+
+    let activator: Activator | undefined;
+    const controlPlane = new KubeControlPlane({
+      client,
+      autoscalerUrl,
+      identity,
+      namespace: values.namespace as string | undefined,
+      log,
+      onModel: (config) => {
+        log.info("model", { model: config.id, aliases: config.aliases });
+        activator?.upsertModel(config);
+      },
+      onModelRemoved: (id) => {
+        log.info("model removed", { model: id });
+        activator?.removeModel(id);
+      },
+    });
+    activator = new Activator({
+      config: {
+        models: new Map(),
+        names: new Map(),
+        slots: new Map(),
+        hostMemoryBudget: Number.POSITIVE_INFINITY,
+        maxBodySize: 32 * 2 ** 20,
+      },
+      controlPlane,
+      registry,
+      log,
+      statsIntervalMs,
+    });
+    log.info("starting", { server: client.server, credentials: source, autoscaler: autoscalerUrl });
+    // Every Model and pod is known before the first request: a restarted activator routes at once.
+    await controlPlane.start();
+    const server = createActivatorServer({
+      activator,
+      registry,
+      admin: {
+        wake: async (model) => controlPlane.demand(model),
+        sleep: notOnKubernetes("sleep"),
+        stop: notOnKubernetes("stop"),
+        details: (model) => controlPlane.details(model),
+        slots: () => [],
+      },
+    });
+    server.listen(port, String(values.host));
+    await once(server, "listening");
+    log.info("listening", { address: server.address(), models: [...activator.routes.keys()] });
+    await new Promise<void>((resolve) => {
+      const stop = (signal: string) => {
+        log.info("shutting down", { signal, graceMs: grace });
+        resolve();
+      };
+      process.once("SIGTERM", stop);
+      process.once("SIGINT", stop);
+    });
+    server.close();
+    await activator.shutdown(grace);
+    server.closeAllConnections();
+    await controlPlane.stop();
+    await client.close();
+    await telemetry.shutdown();
+    log.info("stopped");
+    return 0;
+  },
+};

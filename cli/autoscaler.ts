@@ -1,0 +1,116 @@
+import { once } from "node:events";
+import type { AddressInfo } from "node:net";
+import { hostname } from "node:os";
+import { Registry } from "prom-client";
+import { createControlServer } from "../autoscaler/control-server.ts";
+import { KubeAutoscaler } from "../autoscaler/kube-autoscaler.ts";
+import { KubeClient } from "../lib/kube/client.ts";
+import { loadKubeConfig } from "../lib/kube/kubeconfig.ts";
+import { createLogger } from "../lib/log.ts";
+import { type Command, UsageError } from "./command.ts";
+import { durationFlag, kubeFlags, ownAddress, portFlag } from "./kube-flags.ts";
+
+export const autoscalerCommand: Command = {
+  name: "autoscaler",
+  summary:
+    "Run the control plane on Kubernetes: wake, sleep, scale and arbitrate the pods of Models (one Lease holder per slot or Model).",
+  flags: {
+    host: { type: "string", default: "127.0.0.1", description: "address to listen on" },
+    port: { type: "string", short: "p", default: "8090", description: "port to listen on" },
+    ...kubeFlags,
+    "lease-namespace": {
+      type: "string",
+      description: "namespace of the Leases (default: $POD_NAMESPACE, else snooze-system)",
+      placeholder: "name",
+    },
+    identity: {
+      type: "string",
+      description: "holder identity in Leases (default: $POD_NAME, else the host name)",
+      placeholder: "name",
+    },
+    "advertise-address": {
+      type: "string",
+      description: "URL other replicas forward demand to (default: http://$POD_IP:<port>)",
+      placeholder: "url",
+    },
+    "lease-duration": {
+      type: "string",
+      default: "8s",
+      description: "how long a Lease outlives its holder's last renewal",
+      placeholder: "duration",
+    },
+    "lease-renew-deadline": {
+      type: "string",
+      default: "5s",
+      description: "a holder that could not renew for this long stops acting",
+      placeholder: "duration",
+    },
+    "lease-retry": {
+      type: "string",
+      default: "1s",
+      description: "how often Leases are renewed or tried",
+      placeholder: "duration",
+    },
+    "drain-grace": {
+      type: "string",
+      default: "1s",
+      description: "time for activators to see a pod draining before its engine is checked for idleness",
+      placeholder: "duration",
+    },
+  },
+  async run(values) {
+    const port = portFlag(values);
+    const timing = {
+      durationMs: durationFlag(values, "lease-duration"),
+      renewDeadlineMs: durationFlag(values, "lease-renew-deadline"),
+      retryMs: durationFlag(values, "lease-retry"),
+    };
+    const drainGraceMs = durationFlag(values, "drain-grace");
+    const identity = String(values.identity ?? process.env.POD_NAME ?? hostname());
+    const log = createLogger({ component: "autoscaler", identity });
+    let loaded: ReturnType<typeof loadKubeConfig>;
+    try {
+      loaded = loadKubeConfig(values.kubeconfig as string | undefined);
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+    const { kc, source } = loaded;
+    const client = await KubeClient.fromKubeConfig(kc);
+    const registry = new Registry();
+
+    const autoscaler = new KubeAutoscaler({
+      client,
+      identity,
+      leaseNamespace: String(values["lease-namespace"] ?? process.env.POD_NAMESPACE ?? "snooze-system"),
+      namespace: values.namespace as string | undefined,
+      leaseTiming: timing,
+      drainGraceMs,
+      log,
+      registry,
+    });
+    const server = createControlServer(autoscaler, registry);
+    server.listen(port, String(values.host));
+    await once(server, "listening");
+    const actualPort = (server.address() as AddressInfo).port;
+    const address = String(
+      values["advertise-address"] ?? `http://${process.env.POD_IP ?? ownAddress()}:${actualPort}`,
+    );
+    log.info("starting", { server: client.server, credentials: source, address, port: actualPort });
+    await autoscaler.start(address);
+    log.info("watching", { namespace: values.namespace ?? "all" });
+    await new Promise<void>((resolve) => {
+      const stop = (signal: string) => {
+        log.info("shutting down; releasing Leases", { signal });
+        resolve();
+      };
+      process.once("SIGTERM", stop);
+      process.once("SIGINT", stop);
+    });
+    await autoscaler.stop();
+    server.closeAllConnections();
+    server.close();
+    await client.close();
+    log.info("stopped");
+    return 0;
+  },
+};

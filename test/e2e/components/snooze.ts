@@ -1,0 +1,290 @@
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { group, version } from "../../../lib/kube/api-group.ts";
+import { KubeClient, paths } from "../../../lib/kube/client.ts";
+import type { Pod } from "../../../lib/kube/pod-replica.ts";
+import { repoRoot } from "../harness/assets.ts";
+import { writeKubeconfig } from "../harness/kubeconfig.ts";
+import { applyManifests, kustomize, waitForCrds } from "../harness/manifests.ts";
+import { freePort } from "../harness/ports.ts";
+import { type ManagedProcess, startProcess } from "../harness/process.ts";
+import type { SuiteCluster } from "../harness/suite.ts";
+import { waitFor } from "../harness/wait.ts";
+
+/**
+ * Snooze's own components in the e2e cluster: `snooze autoscaler` and `snooze activator` as real
+ * processes, each with a kubeconfig minted for its own ServiceAccount (so it has exactly the RBAC of
+ * config/, nothing more), and helpers to make sim-backed Deployments and Models.
+ */
+export const system = "snooze-system";
+
+/** Applies the identity part of config/default (namespace, CRDs, ServiceAccounts, RBAC) for real. */
+export async function installIdentities(cluster: SuiteCluster): Promise<void> {
+  const rendered = await kustomize(cluster.info.kubectl, `${repoRoot}/config/default`);
+  const kinds = new Set([
+    "Namespace",
+    "CustomResourceDefinition",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+  ]);
+  const failures = await applyManifests(
+    cluster.admin,
+    rendered.filter((m) => kinds.has(m.object.kind ?? "")),
+    { dryRun: false },
+  );
+  if (failures.length > 0) throw new Error(`installing identities failed:\n${failures.join("\n")}`);
+  await waitForCrds(cluster.admin, ["models.snooze.dev", "slots.snooze.dev"]);
+}
+
+/** A kubeconfig file for `system/<serviceAccount>`, for a component process. */
+export async function serviceAccountKubeconfig(
+  cluster: SuiteCluster,
+  serviceAccount: string,
+): Promise<string> {
+  const kc = await cluster.asServiceAccount(system, serviceAccount);
+  const dir = join(cluster.info.dir, "components");
+  await mkdir(dir, { recursive: true });
+  return writeKubeconfig(join(dir, `${serviceAccount}-${Date.now()}.kubeconfig`), kc);
+}
+
+export interface Component {
+  name: string;
+  url: string;
+  port: number;
+  process: ManagedProcess;
+  stop(graceMs?: number): Promise<void>;
+  state(): Promise<any>;
+}
+
+async function startComponent(
+  cluster: SuiteCluster,
+  name: string,
+  args: string[],
+  port: number,
+): Promise<Component> {
+  const dir = join(cluster.info.dir, "components");
+  await mkdir(dir, { recursive: true });
+  const child = startProcess(name, process.execPath, [join(repoRoot, "bin/snooze.js"), ...args], {
+    logPath: join(dir, `${name}.log`),
+    cwd: repoRoot,
+    env: { ...process.env, SNOOZE_LOG_LEVEL: process.env.SNOOZE_LOG_LEVEL ?? "info" },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(
+    async () => {
+      const response = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(1_000) });
+      await response.body?.cancel();
+      return response.ok ? true : undefined;
+    },
+    {
+      what: `${name} ready`,
+      timeoutMs: 30_000,
+      intervalMs: 100,
+      abort: child.exited,
+      detail: () => child.tail(),
+    },
+  );
+  return {
+    name,
+    url,
+    port,
+    process: child,
+    stop: (graceMs = 10_000) => child.stop(graceMs),
+    state: async () => (await fetch(`${url}/snooze/v1/state`)).json(),
+  };
+}
+
+/** Lease timing for tests: leadership moves within about two seconds. */
+export const fastLeases = [
+  "--lease-duration",
+  "2s",
+  "--lease-renew-deadline",
+  "1500ms",
+  "--lease-retry",
+  "200ms",
+];
+
+export async function startAutoscaler(
+  cluster: SuiteCluster,
+  options: { namespace: string; identity: string; kubeconfig: string; extra?: string[] },
+): Promise<Component> {
+  const port = await freePort();
+  return startComponent(
+    cluster,
+    options.identity,
+    [
+      "autoscaler",
+      "--kubeconfig",
+      options.kubeconfig,
+      "--namespace",
+      options.namespace,
+      "--lease-namespace",
+      system,
+      "--identity",
+      options.identity,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      // Other replicas forward demand here: loopback, never the machine's own address.
+      "--advertise-address",
+      `http://127.0.0.1:${port}`,
+      "--drain-grace",
+      "300ms",
+      ...fastLeases,
+      ...(options.extra ?? []),
+    ],
+    port,
+  );
+}
+
+export async function startActivator(
+  cluster: SuiteCluster,
+  options: { namespace: string; identity: string; kubeconfig: string; autoscalerUrl: string },
+): Promise<Component> {
+  const port = await freePort();
+  return startComponent(
+    cluster,
+    options.identity,
+    [
+      "activator",
+      "--kubeconfig",
+      options.kubeconfig,
+      "--namespace",
+      options.namespace,
+      "--identity",
+      options.identity,
+      "--autoscaler-url",
+      options.autoscalerUrl,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--shutdown-grace",
+      "2s",
+    ],
+    port,
+  );
+}
+
+/** A Deployment whose pods the stand-in kubelet runs as `snooze sim` serving `model`. */
+export function simDeployment(
+  cluster: SuiteCluster,
+  name: string,
+  options: {
+    model: string;
+    replicas?: number;
+    annotations?: Record<string, string>;
+    loadTime?: string;
+    extraArgs?: string[];
+  },
+) {
+  const { kubelet } = cluster.info;
+  const labels = { app: name, [kubelet.selector.key]: kubelet.selector.value };
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name, annotations: options.annotations ?? {} },
+    spec: {
+      replicas: options.replicas ?? 0,
+      selector: { matchLabels: labels },
+      template: {
+        metadata: { labels },
+        spec: {
+          schedulerName: kubelet.schedulerName,
+          terminationGracePeriodSeconds: 2,
+          containers: [
+            {
+              name: "vllm",
+              image: "vllm/vllm-openai:v0.11.0",
+              args: [
+                "Qwen/Qwen3-0.6B",
+                "--served-model-name",
+                options.model,
+                "--enable-sleep-mode",
+                "--load-time",
+                options.loadTime ?? "300ms",
+                "--sleep-time-l1",
+                "100ms",
+                "--wake-time-l1",
+                "200ms",
+                "--sleep-time-l2",
+                "50ms",
+                "--wake-time-l2",
+                "100ms",
+                "--reload-time",
+                "200ms",
+                "--ttft",
+                "10ms",
+                "--itl",
+                "2ms",
+                ...(options.extraArgs ?? []),
+              ],
+              env: [{ name: "VLLM_SERVER_DEV_MODE", value: "1" }],
+              ports: [{ name: "http", containerPort: 8000 }],
+              readinessProbe: { httpGet: { path: "/health", port: "http" }, periodSeconds: 1 },
+            },
+          ],
+        },
+      },
+    },
+  };
+}
+
+export function modelObject(name: string, spec: Record<string, unknown>) {
+  return {
+    apiVersion: `${group}/${version}`,
+    kind: "Model",
+    metadata: { name },
+    spec: { workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name }, ...spec },
+  };
+}
+
+/** Plain-JSON access to the cluster as the admin, for test steps and checks. */
+export async function adminClient(cluster: SuiteCluster) {
+  const client = await KubeClient.fromKubeConfig(cluster.admin);
+  return {
+    client,
+    createDeployment: (ns: string, body: unknown) => client.create(paths.apps("deployments", ns), body),
+    createModel: (ns: string, body: unknown) =>
+      client.create(paths.custom(group, version, "models", ns), body),
+    model: (ns: string, name: string) =>
+      client.get<any>(`${paths.custom(group, version, "models", ns)}/${name}`),
+    deployment: (ns: string, name: string) => client.get<any>(`${paths.apps("deployments", ns)}/${name}`),
+    pods: async (ns: string, app: string) =>
+      (await client.list<Pod>(paths.pods(ns), { labelSelector: `app=${app}` })).items.filter(
+        (p) => !p.metadata.deletionTimestamp,
+      ),
+    scaleModel: async (ns: string, name: string, replicas: number) => {
+      const path = `${paths.custom(group, version, "models", ns)}/${name}/scale`;
+      const scale = await client.get<any>(path);
+      await client.replace(path, { ...scale, spec: { replicas } });
+    },
+  };
+}
+
+export type Admin = Awaited<ReturnType<typeof adminClient>>;
+
+export const tierOf = (pod: Pod) => pod.metadata.annotations?.["snooze.dev/tier"];
+
+/** Sends an OpenAI completion through the activator; resolves with status, body and time taken. */
+export async function complete(activatorUrl: string, model: string, timeoutMs = 60_000) {
+  const started = performance.now();
+  const response = await fetch(`${activatorUrl}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model, prompt: "hello", max_tokens: 3 }),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await response.text();
+  return { status: response.status, text, ms: performance.now() - started };
+}
+
+/** The simulator's own view of an engine: whether any request reached it while asleep. */
+export async function simState(ip: string): Promise<{ isSleeping: boolean; arrivedWhileAsleep: number }> {
+  const response = await fetch(`http://${ip}:8000/sim/state`, { signal: AbortSignal.timeout(2_000) });
+  return (await response.json()) as { isSleeping: boolean; arrivedWhileAsleep: number };
+}

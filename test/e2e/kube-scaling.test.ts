@@ -1,0 +1,212 @@
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { Pod } from "../../lib/kube/pod-replica.ts";
+import {
+  type Admin,
+  adminClient,
+  type Component,
+  complete,
+  installIdentities,
+  modelObject,
+  serviceAccountKubeconfig,
+  simDeployment,
+  simState,
+  startActivator,
+  startAutoscaler,
+  tierOf,
+} from "./components/snooze.ts";
+import { createTestNamespace } from "./harness/namespace.ts";
+import { suiteCluster } from "./harness/suite.ts";
+import { waitFor } from "./harness/wait.ts";
+
+/**
+ * `snooze autoscaler` and `snooze activator` on the real control plane, each with only its own
+ * ServiceAccount's rights, in front of a Deployment of sim pods: scale from zero through the
+ * activator, sleep after idle, wake on request, the scale subresource, status after every step,
+ * and an activator restart.
+ */
+const cluster = suiteCluster();
+let ns: Awaited<ReturnType<typeof createTestNamespace>>;
+let admin: Admin;
+let autoscaler: Component | undefined;
+let activator: Component | undefined;
+let activatorKubeconfig: string;
+const model = "qwen";
+
+beforeAll(async () => {
+  await installIdentities(cluster);
+  admin = await adminClient(cluster);
+  ns = await createTestNamespace(cluster.admin, "snooze-e2e-scaling");
+  await admin.createDeployment(ns.name, simDeployment(cluster, model, { model, loadTime: "1500ms" }));
+  await admin.createModel(
+    ns.name,
+    modelObject(model, { model, aliases: ["qwen3"], sleepAfter: "2s", maxReplicas: 3, port: 8000 }),
+  );
+  activatorKubeconfig = await serviceAccountKubeconfig(cluster, "snooze-activator");
+  autoscaler = await startAutoscaler(cluster, {
+    namespace: ns.name,
+    identity: "autoscaler-a",
+    kubeconfig: await serviceAccountKubeconfig(cluster, "snooze-autoscaler"),
+  });
+  activator = await startActivator(cluster, {
+    namespace: ns.name,
+    identity: "activator-a",
+    kubeconfig: activatorKubeconfig,
+    autoscalerUrl: autoscaler.url,
+  });
+});
+
+afterAll(async () => {
+  await activator?.stop();
+  await autoscaler?.stop();
+  await ns?.remove();
+  await admin?.client.close();
+});
+
+const logs = () => `autoscaler:\n${autoscaler?.process.tail(30)}\nactivator:\n${activator?.process.tail(15)}`;
+const status = async () => (await admin.model(ns.name, model)).status ?? {};
+const pods = () => admin.pods(ns.name, model);
+const waitStatus = (what: string, check: (s: any) => boolean, timeoutMs = 30_000) =>
+  waitFor(
+    async () => {
+      const s = await status();
+      return check(s) ? s : undefined;
+    },
+    { what, timeoutMs, intervalMs: 100, detail: logs },
+  );
+const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs = 30_000) =>
+  waitFor(
+    async () => {
+      const p = await pods();
+      return check(p) ? p : undefined;
+    },
+    { what, timeoutMs, intervalMs: 100, detail: logs },
+  );
+
+describe("a Model on Kubernetes, through the activator", () => {
+  test("starts cold: no pods, status Cold with the workload's selector", async () => {
+    const s = await waitStatus("status Cold", (s) => s.phase === "Cold");
+    expect(s).toMatchObject({ replicas: 0, readyReplicas: 0, warmingReplicas: 0, sleepingReplicas: 0 });
+    expect(s.selector).toContain(`app=${model}`);
+    expect(s.conditions.find((c: any) => c.type === "Ready")).toMatchObject({
+      status: "False",
+      reason: "ScaledToZero",
+    });
+    expect((await admin.deployment(ns.name, model)).spec.replicas).toBe(0);
+    const listed = (await (await fetch(`${activator!.url}/v1/models`)).json()) as any;
+    expect(listed.data.map((m: any) => m.id)).toEqual([model]);
+  });
+
+  test("scales from zero: a request is held, the Deployment scaled to 1, answered once the pod is ready", async () => {
+    const answer = await complete(activator!.url, "qwen3");
+    expect(answer.status, answer.text).toBe(200);
+    expect(JSON.parse(answer.text).choices).toHaveLength(1);
+    console.log(`e2e: scale from zero through the activator took ${Math.round(answer.ms)} ms`);
+    expect((await admin.deployment(ns.name, model)).spec.replicas).toBe(1);
+    const [pod] = await pods();
+    expect(tierOf(pod!)).toBe("ready");
+    const s = await waitStatus("status Ready", (s) => s.phase === "Ready");
+    expect(s).toMatchObject({ replicas: 1, readyReplicas: 1, warmingReplicas: 0, sleepingReplicas: 0 });
+    expect(s.replicaTiers).toEqual([expect.objectContaining({ pod: pod!.metadata.name, tier: "ready" })]);
+    expect(s.conditions.find((c: any) => c.type === "Ready")).toMatchObject({
+      status: "True",
+      reason: "ReplicaReady",
+    });
+    expect(s.lastStartDuration).toMatch(/s$/);
+  });
+
+  test("sleeps after sleepAfter idle, and the status says so", async () => {
+    const [pod] = await waitPods("the pod asleep", (p) => p.length === 1 && tierOf(p[0]!) === "asleep-1");
+    const engine = await simState(pod!.status!.podIP!);
+    expect(engine.isSleeping).toBe(true);
+    const s = await waitStatus("status Asleep", (s) => s.phase === "Asleep");
+    expect(s).toMatchObject({ replicas: 0, readyReplicas: 0, warmingReplicas: 0, sleepingReplicas: 1 });
+    expect(s.replicaTiers[0].tier).toBe("asleep-1");
+    expect(s.conditions.find((c: any) => c.type === "Ready")).toMatchObject({
+      status: "False",
+      reason: "Asleep",
+    });
+    // The pod stays: sleep is not scale to zero.
+    expect((await admin.deployment(ns.name, model)).spec.replicas).toBe(1);
+  });
+
+  test("wakes on a request: answered without a new pod, and no request ever reached the sleeping engine", async () => {
+    const before = (await pods())[0]!;
+    const answer = await complete(activator!.url, model);
+    expect(answer.status, answer.text).toBe(200);
+    console.log(`e2e: wake through the activator took ${Math.round(answer.ms)} ms`);
+    const after = await pods();
+    expect(after.map((p) => p.metadata.name)).toEqual([before.metadata.name]);
+    expect(tierOf(after[0]!)).toBe("ready");
+    const engine = await simState(after[0]!.status!.podIP!);
+    expect(engine.isSleeping).toBe(false);
+    expect(engine.arrivedWhileAsleep).toBe(0);
+    const s = await waitStatus(
+      "status Ready after the wake",
+      (s) => s.phase === "Ready" && s.lastWakeDuration,
+    );
+    expect(s).toMatchObject({ replicas: 1, readyReplicas: 1, sleepingReplicas: 0 });
+  });
+
+  test("scaling the Model's scale subresource to 3 wakes the sleeper before new pods start, and starts only 2", async () => {
+    await waitPods("the pod asleep again", (p) => p.length === 1 && tierOf(p[0]!) === "asleep-1");
+    const sleeper = (await pods())[0]!.metadata.name;
+    // The scale subresource needs spec.replicas to exist (the apiserver answers 500 without it), so
+    // a person hands the Model to HPA by writing replicas: 0 first. Nothing wakes for that.
+    await admin.client.patch(`/apis/snooze.dev/v1alpha1/namespaces/${ns.name}/models/${model}`, {
+      spec: { replicas: 0 },
+    });
+    const readyOrder: string[] = [];
+    await admin.scaleModel(ns.name, model, 3);
+    await waitFor(
+      async () => {
+        for (const p of await pods())
+          if (tierOf(p) === "ready" && !readyOrder.includes(p.metadata.name))
+            readyOrder.push(p.metadata.name);
+        return readyOrder.length === 3 ? true : undefined;
+      },
+      { what: "3 ready pods", timeoutMs: 45_000, intervalMs: 50, detail: logs },
+    );
+    expect(readyOrder[0]).toBe(sleeper);
+    expect((await admin.deployment(ns.name, model)).spec.replicas).toBe(3);
+    const s = await waitStatus("status 3 ready", (s) => s.readyReplicas === 3);
+    expect(s).toMatchObject({ replicas: 3, warmingReplicas: 0, sleepingReplicas: 0, phase: "Ready" });
+    expect(s.replicaTiers).toHaveLength(3);
+    // The scale subresource reads what HPA would: 3 current replicas, the selector.
+    const scale = await admin.client.get<any>(
+      `/apis/snooze.dev/v1alpha1/namespaces/${ns.name}/models/${model}/scale`,
+    );
+    expect(scale.spec.replicas).toBe(3);
+    expect(scale.status.replicas).toBe(3);
+    expect(scale.status.selector).toContain(`app=${model}`);
+  }, 90_000);
+
+  test("scaling it down to 1 puts two to sleep; none is deleted", async () => {
+    await admin.scaleModel(ns.name, model, 1);
+    const s = await waitStatus("1 ready, 2 asleep", (s) => s.readyReplicas === 1 && s.sleepingReplicas === 2);
+    expect(s).toMatchObject({ replicas: 1, phase: "Ready" });
+    expect((await admin.deployment(ns.name, model)).spec.replicas).toBe(3);
+  });
+
+  test("a restarted activator routes at once: it knows which pods sleep before it takes a request", async () => {
+    await activator!.stop();
+    activator = await startActivator(cluster, {
+      namespace: ns.name,
+      identity: "activator-a2",
+      kubeconfig: activatorKubeconfig,
+      autoscalerUrl: autoscaler!.url,
+    });
+    const listed = (await (await fetch(`${activator.url}/v1/models`)).json()) as any;
+    expect(listed.data[0].snooze.tier).toBe("ready");
+    const answers = await Promise.all([1, 2, 3, 4].map(() => complete(activator!.url, model)));
+    for (const a of answers) expect(a.status, a.text).toBe(200);
+    console.log(
+      `e2e: first requests after an activator restart: ${answers.map((a) => Math.round(a.ms)).join(", ")} ms`,
+    );
+    // All went to the ready pod; none to the two sleepers.
+    for (const p of await pods()) {
+      const engine = await simState(p.status!.podIP!);
+      expect(engine.arrivedWhileAsleep).toBe(0);
+      if (tierOf(p) !== "ready") expect(engine.isSleeping).toBe(true);
+    }
+  });
+});
