@@ -18,7 +18,7 @@ import { decideReplicas, type ReplicaAction, type ReplicaView } from "./horizont
 import type { KubePlatform, WorkloadRef } from "./kube-platform.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import { modelStatus } from "./model-status.ts";
-import type { SlotMember } from "./slot-arbiter.ts";
+import { isResident, type SlotMember } from "./slot-arbiter.ts";
 
 export interface KubeModelDeps {
   platform: KubePlatform;
@@ -199,7 +199,11 @@ export class KubeModelController {
   slotView(): SlotMember {
     this.syncRecords();
     const load = this.load();
-    const tiers = [...this.records.values()].map((r) => r.tier);
+    // A tier is only left once the pod says so too: until the write lands, activators still see
+    // the old tier, so a replica leaving the slot counts as resident a little longer.
+    const tiers = [...this.records.values()].map((r) =>
+      r.recorded !== undefined && isResident(r.recorded) && !isResident(r.tier) ? r.recorded : r.tier,
+    );
     const pending = this.pendingPods();
     const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "asleep-2"];
     let tier: Tier = "cold";
