@@ -54,7 +54,8 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     },
   };
   const server = createActivatorServer({ activator, admin, registry });
-  server.listen(options.port, options.host);
+  // A wake releases every held request at once: a deep accept queue keeps bursts from being dropped.
+  server.listen({ port: options.port, host: options.host, backlog: 4096 });
   await once(server, "listening");
   const { port } = server.address() as AddressInfo;
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;

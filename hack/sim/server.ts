@@ -108,7 +108,8 @@ export async function startSim(
     await engine.load();
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(resolved.port, resolved.host, () => {
+      // vLLM's server (uvicorn) accepts a backlog of 2048; Node's default of 511 drops a burst.
+      server.listen({ port: resolved.port, host: resolved.host, backlog: 2048 }, () => {
         server.off("error", reject);
         resolve();
       });
