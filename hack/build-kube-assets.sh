@@ -103,8 +103,10 @@ step "build kube-apiserver, kube-controller-manager, kubectl $k8s_version" bash 
   go build $go_flags -ldflags '-s -w$version_flags$date_flags' -o '$work/' \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl"
 
+# Smoke-test the results. No `| head` here: with pipefail, SIGPIPE to etcd would fail the build.
 "$work/kube-apiserver" --version >&2
-"$work/etcd" --version | head -1 >&2
+etcd_says="$("$work/etcd" --version)"
+echo "${etcd_says%%$'\n'*}" >&2
 echo "$stamp" >"$work/.stamp"
 chmod 755 "$work"
 
