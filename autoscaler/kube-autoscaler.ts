@@ -253,6 +253,7 @@ export class KubeAutoscaler {
           {
             client: this.options.client,
             log: this.log,
+            holding: () => unit.lease.leading,
             resource: () => this.informers.slots.get(resourceKey),
           },
         );
@@ -269,6 +270,7 @@ export class KubeAutoscaler {
       workload: () => this.workloadOf(controller),
       resource: () => this.informers.models.get(controller.model.key),
       drainGraceMs: this.options.drainGraceMs ?? 1_000,
+      holding: () => unit.lease.leading,
       slot,
     });
     this.controllers.set(model.key, controller);

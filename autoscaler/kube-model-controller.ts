@@ -31,8 +31,13 @@ export interface KubeModelDeps {
   workload(): { replicas: number; selector: string; scalable: boolean } | undefined;
   /** The Model object as last seen (for status writes). */
   resource(): (ModelResource & KubeObject) | undefined;
-  /** After the Lease changed hands, wait this long before trusting in-flight counts. */
+  /** Time for activators to see a pod draining before its engine is checked for idleness. */
   drainGraceMs: number;
+  /**
+   * Whether the Lease is still ours right now (renewed within the renew deadline). Checked before
+   * every decision and write: a holder that was paused must not act on the moment it resumes.
+   */
+  holding(): boolean;
   /** Set for a slot member: the slot decides when it may be awake, and hears of every change. */
   slot?: { changed(): void };
 }
@@ -223,7 +228,7 @@ export class KubeModelController {
 
   /** One decision pass (a slot member's pass is started by its slot, with `cap` set). */
   pass(): void {
-    if (!this.leading) return;
+    if (!this.leading || !this.deps.holding()) return;
     clearTimeout(this.timer);
     this.syncRecords();
     const workload = this.deps.workload();
@@ -384,7 +389,7 @@ export class KubeModelController {
   }
 
   private guard(leadership: number): void {
-    if (leadership !== this.leadership || !this.leading) throw new NotLeading();
+    if (leadership !== this.leadership || !this.leading || !this.deps.holding()) throw new NotLeading();
   }
 
   /** Sets a pod's tier now (the slot and the next pass see it at once) and records it on the pod. */
@@ -555,6 +560,7 @@ export class KubeModelController {
 
   private scaleUp(to: number): void {
     const leadership = this.leadership;
+    this.guard(leadership);
     const from = this.workloadReplicas();
     this.scaling = true;
     // Counted as pending pods at once, so the next pass (and the slot) sees the start under way.

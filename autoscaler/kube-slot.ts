@@ -9,6 +9,8 @@ import { decideSlot, isResident } from "./slot-arbiter.ts";
 export interface KubeSlotDeps {
   client: KubeClient;
   log: Logger;
+  /** Whether the slot's Lease is still ours right now. */
+  holding(): boolean;
   /** The Slot object, when one exists (its settings; its status is written). */
   resource(): (SlotResource & { metadata: { resourceVersion?: string } }) | undefined;
 }
@@ -71,7 +73,7 @@ export class KubeSlot {
   }
 
   private evaluate(): void {
-    if (!this.leading) return;
+    if (!this.leading || !this.deps.holding()) return;
     clearTimeout(this.timer);
     const members = [...this.members.values()].filter((m) => m.isLeading);
     const views = members.map((m) => m.slotView());

@@ -288,3 +288,48 @@ export async function simState(ip: string): Promise<{ isSleeping: boolean; arriv
   const response = await fetch(`http://${ip}:8000/sim/state`, { signal: AbortSignal.timeout(2_000) });
   return (await response.json()) as { isSleeping: boolean; arrivedWhileAsleep: number };
 }
+
+/**
+ * A stand-in for the `snooze-autoscaler` Service (the harness has no kube-proxy): each POST goes to
+ * the next autoscaler in turn, and to the one after it when that one does not answer, as a Service
+ * with endpoints does for the replicas that are up.
+ */
+export async function serviceStandIn(targets: () => string[]): Promise<{ url: string; close(): void }> {
+  const { createServer } = await import("node:http");
+  let next = 0;
+  const server = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = Buffer.concat(chunks);
+    const list = targets();
+    for (let i = 0; i < list.length; i++) {
+      const target = list[(next + i) % list.length]!;
+      try {
+        const answer = await fetch(`${target}${req.url}`, {
+          method: req.method,
+          headers: { "content-type": "application/json" },
+          body: req.method === "POST" ? body : undefined,
+          signal: AbortSignal.timeout(1_000),
+        });
+        res.writeHead(answer.status, { "content-type": "application/json" });
+        res.end(await answer.text());
+        next = (next + i + 1) % list.length;
+        return;
+      } catch {
+        // That replica is down: the Service's next endpoint.
+      }
+    }
+    res.writeHead(503);
+    res.end();
+  });
+  const port = await freePort();
+  server.listen(port, "127.0.0.1");
+  await new Promise((resolve) => server.once("listening", resolve));
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}

@@ -1,0 +1,220 @@
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import {
+  type Admin,
+  adminClient,
+  type Component,
+  complete,
+  installIdentities,
+  modelObject,
+  serviceAccountKubeconfig,
+  serviceStandIn,
+  simDeployment,
+  simState,
+  startActivator,
+  startAutoscaler,
+  system,
+  tierOf,
+} from "./components/snooze.ts";
+import { createTestNamespace } from "./harness/namespace.ts";
+import { suiteCluster } from "./harness/suite.ts";
+import { waitFor } from "./harness/wait.ts";
+
+/**
+ * Several autoscaler replicas: only the holder of the Model's Lease writes; the others forward the
+ * activators' demand and stats to it. When the holder hangs or stops, another takes the Lease
+ * within seconds and answers the requests held meanwhile. And a storm of conflicting writes to the
+ * Model does not keep its status wrong.
+ */
+const cluster = suiteCluster();
+let ns: Awaited<ReturnType<typeof createTestNamespace>>;
+let admin: Admin;
+let kubeconfig: string;
+const autoscalers = new Map<string, Component>();
+let activator: Component | undefined;
+let service: Awaited<ReturnType<typeof serviceStandIn>> | undefined;
+const model = "qwen";
+
+beforeAll(async () => {
+  await installIdentities(cluster);
+  admin = await adminClient(cluster);
+  ns = await createTestNamespace(cluster.admin, "snooze-e2e-leases");
+  await admin.createDeployment(ns.name, simDeployment(cluster, model, { model }));
+  await admin.createModel(ns.name, modelObject(model, { model, sleepAfter: "2s", port: 8000 }));
+  kubeconfig = await serviceAccountKubeconfig(cluster, "snooze-autoscaler");
+  await start("autoscaler-a");
+  await waitFor(async () => ((await holder()) === "autoscaler-a" ? true : undefined), {
+    what: "autoscaler-a holds the Lease",
+    timeoutMs: 15_000,
+  });
+  await start("autoscaler-b");
+  service = await serviceStandIn(() => [...autoscalers.values()].map((a) => a.url));
+  activator = await startActivator(cluster, {
+    namespace: ns.name,
+    identity: "activator-leases",
+    kubeconfig: await serviceAccountKubeconfig(cluster, "snooze-activator"),
+    autoscalerUrl: service.url,
+  });
+});
+
+afterAll(async () => {
+  await activator?.stop();
+  for (const a of autoscalers.values()) {
+    try {
+      process.kill(a.process.pid, "SIGCONT");
+    } catch {}
+    await a.stop();
+  }
+  service?.close();
+  await ns?.remove();
+  await admin?.client.close();
+});
+
+async function start(identity: string) {
+  const component = await startAutoscaler(cluster, { namespace: ns.name, identity, kubeconfig });
+  autoscalers.set(identity, component);
+  return component;
+}
+
+const leaseName = () => `snooze-model-${ns.name}.${model}`;
+const holder = async () =>
+  (
+    await admin.client
+      .get<any>(`/apis/coordination.k8s.io/v1/namespaces/${system}/leases/${leaseName()}`)
+      .catch(() => undefined)
+  )?.spec?.holderIdentity as string | undefined;
+const modelState = async (identity: string) =>
+  (await autoscalers.get(identity)!.state()).models.find((m: any) => m.model === model);
+const logs = () =>
+  [...autoscalers.values()].map((a) => `${a.name}:\n${a.process.tail(12)}`).join("\n") +
+  `\nactivator:\n${activator?.process.tail(8)}`;
+const podAsleep = () =>
+  waitFor(
+    async () => {
+      const pods = await admin.pods(ns.name, model);
+      return pods.length === 1 && tierOf(pods[0]!) === "asleep-1" ? pods[0] : undefined;
+    },
+    { what: "the pod asleep", timeoutMs: 30_000, intervalMs: 100, detail: logs },
+  );
+
+describe("two autoscalers, one Lease", () => {
+  test("only the holder writes; the other forwards demand and stats to it", async () => {
+    const answer = await complete(activator!.url, model);
+    expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
+    expect(await holder()).toBe("autoscaler-a");
+    const a = await modelState("autoscaler-a");
+    const b = await modelState("autoscaler-b");
+    expect(a.leading).toBe(true);
+    expect(a.counts.scales).toBeGreaterThanOrEqual(1);
+    expect(a.counts.tierWrites).toBeGreaterThanOrEqual(1);
+    expect(a.counts.statusWrites).toBeGreaterThanOrEqual(1);
+    expect(b.leading).toBe(false);
+    expect(b.counts).toMatchObject({ scales: 0, tierWrites: 0, statusWrites: 0 });
+    // The Service stand-in spreads the activator's posts over both: b passed its share on to a.
+    await waitFor(
+      async () => ((await autoscalers.get("autoscaler-b")!.state()).counts.forwarded > 0 ? true : undefined),
+      {
+        what: "autoscaler-b forwarding",
+        timeoutMs: 10_000,
+      },
+    );
+  });
+
+  test("a holder that hangs loses the Lease within seconds; the request held meanwhile is answered", async () => {
+    const [pod] = [await podAsleep()];
+    const a = autoscalers.get("autoscaler-a")!;
+    const writesBefore = (await modelState("autoscaler-a")).counts;
+    const paused = Date.now();
+    process.kill(a.process.pid, "SIGSTOP");
+    try {
+      const answer = await complete(activator!.url, model);
+      expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
+      console.log(
+        `e2e: a request held while the Lease holder hung was answered after ${Math.round(answer.ms)} ms`,
+      );
+      expect(await holder()).toBe("autoscaler-b");
+      expect(Date.now() - paused).toBeLessThan(15_000);
+      expect((await simState(pod!.status!.podIP!)).arrivedWhileAsleep).toBe(0);
+    } finally {
+      process.kill(a.process.pid, "SIGCONT");
+    }
+    // Resumed, the old holder sees the Lease gone and does not act: its write counts stay put.
+    await waitFor(async () => ((await modelState("autoscaler-a")).leading === false ? true : undefined), {
+      what: "autoscaler-a standing down",
+      timeoutMs: 10_000,
+      detail: logs,
+    });
+    const writesAfter = (await modelState("autoscaler-a")).counts;
+    expect(writesAfter).toMatchObject({
+      scales: writesBefore.scales,
+      tierWrites: writesBefore.tierWrites,
+      statusWrites: writesBefore.statusWrites,
+    });
+    await a.stop();
+    autoscalers.delete("autoscaler-a");
+  }, 60_000);
+
+  test("a holder that stops hands the Lease over at once; the request held meanwhile is answered", async () => {
+    await start("autoscaler-c");
+    await podAsleep();
+    const b = autoscalers.get("autoscaler-b")!;
+    const stopping = b.stop();
+    autoscalers.delete("autoscaler-b");
+    const started = Date.now();
+    const answer = await complete(activator!.url, model);
+    await stopping;
+    expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
+    const moved = await waitFor(
+      async () => ((await holder()) === "autoscaler-c" ? Date.now() - started : undefined),
+      {
+        what: "autoscaler-c holds the Lease",
+        timeoutMs: 10_000,
+      },
+    );
+    console.log(
+      `e2e: after a graceful stop the Lease moved within ${moved} ms; the held request took ${Math.round(answer.ms)} ms`,
+    );
+  }, 60_000);
+
+  test("a storm of conflicting writes to the Model: status writes get 409s, re-read, and converge", async () => {
+    const c = autoscalers.get("autoscaler-c")!;
+    const path = `/apis/snooze.dev/v1alpha1/namespaces/${ns.name}/models/${model}`;
+    const conflictsBefore = (await modelState("autoscaler-c")).counts.statusConflicts;
+    let stormWrites = 0;
+    let storming = true;
+    // Another writer bumps the Model's resourceVersion as fast as it can (metadata only).
+    const storm = (async () => {
+      while (storming) {
+        await admin.client.patch(path, { metadata: { annotations: { "e2e/storm": String(stormWrites++) } } });
+      }
+    })();
+    // Meanwhile the model moves: woken by a request, so its status must change several times.
+    await podAsleep();
+    const answer = await complete(activator!.url, model);
+    expect(answer.status, answer.text).toBe(200);
+    await new Promise((r) => setTimeout(r, 1_500));
+    storming = false;
+    await storm;
+    const status = await waitFor(
+      async () => {
+        const s = (await admin.model(ns.name, model)).status;
+        const pods = await admin.pods(ns.name, model);
+        const tier = tierOf(pods[0]!);
+        const expected =
+          tier === "ready" ? { phase: "Ready", readyReplicas: 1 } : { phase: "Asleep", readyReplicas: 0 };
+        return s?.phase === expected.phase &&
+          s.readyReplicas === expected.readyReplicas &&
+          s.replicaTiers?.[0]?.tier === tier
+          ? s
+          : undefined;
+      },
+      { what: "the status matching the pod after the storm", timeoutMs: 15_000, detail: logs },
+    );
+    const conflicts = (await modelState("autoscaler-c")).counts.statusConflicts - conflictsBefore;
+    console.log(
+      `e2e: 409 storm: ${stormWrites} competing writes, ${conflicts} status conflicts, converged to ${status.phase}`,
+    );
+    expect(stormWrites).toBeGreaterThan(20);
+    expect(conflicts).toBeGreaterThan(0);
+    expect(c.process.running()).toBe(true);
+  }, 60_000);
+});
