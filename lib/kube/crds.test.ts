@@ -37,6 +37,21 @@ describe("CRDs", () => {
     expect(Object.keys(spec).sort()).toEqual(Object.keys(slotSettings.shape).sort());
   });
 
+  test("every field has a description, so `kubectl explain` documents it", () => {
+    const undocumented: string[] = [];
+    const walk = (node: JSONSchema, path: string, top = false) => {
+      for (const [name, child] of Object.entries((node.properties ?? {}) as Record<string, JSONSchema>)) {
+        if (top && name === "metadata") continue; // ObjectMeta: Kubernetes documents it
+        if (!child.description) undocumented.push(`${path}.${name}`);
+        walk(child, `${path}.${name}`);
+      }
+      if (node.items) walk(node.items as JSONSchema, `${path}[]`);
+    };
+    walk(versionSchema(modelCrd()) as JSONSchema, "model", true);
+    walk(versionSchema(slotCrd()) as JSONSchema, "slot", true);
+    expect(undocumented).toEqual([]);
+  });
+
   test("the scale subresource points at replicas and selector that exist in the schema", () => {
     const version = (
       modelCrd() as { spec: { versions: { subresources: { scale: Record<string, string> } }[] } }
