@@ -1,0 +1,186 @@
+import { readFileSync } from "node:fs";
+import { KubeConfig } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { KubeClient, paths } from "../../lib/kube/client.ts";
+import {
+  type Admin,
+  adminClient,
+  type Component,
+  complete,
+  installIdentities,
+  serviceAccountKubeconfig,
+  simDeployment,
+  startActivator,
+  startAutoscaler,
+  system,
+} from "./components/snooze.ts";
+import { createTestNamespace } from "./harness/namespace.ts";
+import { suiteCluster } from "./harness/suite.ts";
+import { waitFor } from "./harness/wait.ts";
+
+/**
+ * A Deployment annotated with snooze.dev/* settings gets a Model from the autoscaler, owned by the
+ * Deployment; changed annotations replace it; removed annotations remove it. The components run
+ * as their own ServiceAccounts, and nothing else.
+ */
+const cluster = suiteCluster();
+let ns: Awaited<ReturnType<typeof createTestNamespace>>;
+let admin: Admin;
+let autoscaler: Component | undefined;
+let activator: Component | undefined;
+const kubeconfigs: Record<string, string> = {};
+
+beforeAll(async () => {
+  await installIdentities(cluster);
+  admin = await adminClient(cluster);
+  ns = await createTestNamespace(cluster.admin, "snooze-e2e-workloads");
+  kubeconfigs.autoscaler = await serviceAccountKubeconfig(cluster, "snooze-autoscaler");
+  kubeconfigs.activator = await serviceAccountKubeconfig(cluster, "snooze-activator");
+  autoscaler = await startAutoscaler(cluster, {
+    namespace: ns.name,
+    identity: "autoscaler-workloads",
+    kubeconfig: kubeconfigs.autoscaler,
+  });
+  activator = await startActivator(cluster, {
+    namespace: ns.name,
+    identity: "activator-workloads",
+    kubeconfig: kubeconfigs.activator,
+    autoscalerUrl: autoscaler.url,
+  });
+});
+
+afterAll(async () => {
+  await activator?.stop();
+  await autoscaler?.stop();
+  await ns?.remove();
+  await admin?.client.close();
+});
+
+const logs = () => `autoscaler:\n${autoscaler?.process.tail(20)}\nactivator:\n${activator?.process.tail(8)}`;
+const deploymentPath = (name: string) => `${paths.apps("deployments", ns.name)}/${name}`;
+const modelIds = async () =>
+  ((await (await fetch(`${activator!.url}/v1/models`)).json()) as { data: { id: string }[] }).data.map(
+    (m) => m.id,
+  );
+
+describe("Models of annotated Deployments", () => {
+  test("each component acts as its own ServiceAccount", async () => {
+    for (const [component, file] of Object.entries(kubeconfigs)) {
+      const kc = new KubeConfig();
+      kc.loadFromString(readFileSync(file, "utf8"));
+      const client = await KubeClient.fromKubeConfig(kc);
+      const review = await client.create<any>("/apis/authentication.k8s.io/v1/selfsubjectreviews", {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "SelfSubjectReview",
+      });
+      await client.close();
+      expect(review.status.userInfo.username).toBe(`system:serviceaccount:${system}:snooze-${component}`);
+    }
+  });
+
+  test("an annotated Deployment gets a Model it owns; a request through the activator starts it", async () => {
+    await admin.createDeployment(
+      ns.name,
+      simDeployment(cluster, "embed", {
+        model: "embedder",
+        annotations: {
+          "snooze.dev/model": "embedder",
+          "snooze.dev/aliases": "emb,embedder-small",
+          "snooze.dev/sleep-after": "30s",
+        },
+      }),
+    );
+    const deployment = await admin.deployment(ns.name, "embed");
+    const model = await waitFor(() => admin.model(ns.name, "embed"), {
+      what: "the Model of Deployment embed",
+      timeoutMs: 15_000,
+      detail: logs,
+    });
+    expect(model.metadata.labels["app.kubernetes.io/managed-by"]).toBe("snooze-autoscaler");
+    expect(model.metadata.ownerReferences).toEqual([
+      expect.objectContaining({
+        kind: "Deployment",
+        name: "embed",
+        uid: deployment.metadata.uid,
+        controller: true,
+      }),
+    ]);
+    expect(model.spec).toMatchObject({
+      workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "embed" },
+      model: "embedder",
+      aliases: ["emb", "embedder-small"],
+      sleepAfter: "30s",
+      port: 8000,
+    });
+    await waitFor(async () => ((await modelIds()).includes("embedder") ? true : undefined), {
+      what: "the activator knowing embedder",
+      timeoutMs: 10_000,
+    });
+    const answer = await complete(activator!.url, "emb");
+    expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
+    expect((await admin.deployment(ns.name, "embed")).spec.replicas).toBe(1);
+  }, 60_000);
+
+  test("changed annotations replace the Model; the activator keeps routing through the change", async () => {
+    const before = await admin.model(ns.name, "embed");
+    await admin.client.patch(deploymentPath("embed"), {
+      metadata: { annotations: { "snooze.dev/sleep-after": "45s" } },
+    });
+    const after = await waitFor(
+      async () => {
+        const m = await admin.model(ns.name, "embed").catch(() => undefined);
+        return m?.spec.sleepAfter === "45s" ? m : undefined;
+      },
+      { what: "the Model replaced", timeoutMs: 15_000, detail: logs },
+    );
+    expect(after.metadata.uid).not.toBe(before.metadata.uid);
+    const answer = await complete(activator!.url, "embedder");
+    expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
+    // The replaced Model gets its status back from the pod's recorded tier.
+    await waitFor(
+      async () => ((await admin.model(ns.name, "embed")).status?.readyReplicas === 1 ? true : undefined),
+      { what: "status of the new Model", timeoutMs: 10_000, detail: logs },
+    );
+  }, 60_000);
+
+  test("invalid annotations make no Model (the autoscaler says which and why); removing them removes the Model", async () => {
+    await admin.createDeployment(
+      ns.name,
+      simDeployment(cluster, "broken", {
+        model: "broken",
+        annotations: { "snooze.dev/sleep-after": "soon" },
+      }),
+    );
+    await waitFor(async () => (autoscaler!.process.tail(50).includes("broken") ? true : undefined), {
+      what: "the autoscaler saying why",
+      timeoutMs: 10_000,
+    });
+    expect(autoscaler!.process.tail(50)).toMatch(/snooze\.dev\/sleep-after=\\"soon\\": expected a duration/);
+    await expect(admin.model(ns.name, "broken")).rejects.toMatchObject({ status: 404 });
+
+    await admin.client.patch(
+      deploymentPath("embed"),
+      [
+        { op: "remove", path: "/metadata/annotations/snooze.dev~1model" },
+        { op: "remove", path: "/metadata/annotations/snooze.dev~1aliases" },
+        { op: "remove", path: "/metadata/annotations/snooze.dev~1sleep-after" },
+      ],
+      "json",
+    );
+    await waitFor(
+      async () =>
+        admin.model(ns.name, "embed").then(
+          () => undefined,
+          (e) => (e.status === 404 ? true : undefined),
+        ),
+      { what: "the Model removed", timeoutMs: 15_000, detail: logs },
+    );
+    await waitFor(async () => (!(await modelIds()).includes("embedder") ? true : undefined), {
+      what: "the activator forgetting embedder",
+      timeoutMs: 15_000,
+    });
+    expect((await complete(activator!.url, "embedder")).status).toBe(404);
+    // The Deployment itself is the user's: it stays.
+    expect((await admin.deployment(ns.name, "embed")).metadata.name).toBe("embed");
+  }, 60_000);
+});
