@@ -279,12 +279,13 @@ export class Activator {
       else if (!res.destroyed) sendError(res, 503, body, { "retry-after": String(seconds) });
       return undefined;
     } finally {
-      // Link to the activation this request waited on: the one under way when it was held, or
-      // one announced while it waited.
-      const announced = route.latestActivation;
-      const waitedOn = underWay ?? (announced && announced.at >= started ? announced : undefined);
-      const linked = spanContextOf(waitedOn?.traceparent);
-      if (linked) span.addLink({ context: linked });
+      // Link to what this request waited on: the activation under way when it was held, and any
+      // swap or activation announced while it waited.
+      const waitedOn = [...(underWay ? [underWay] : []), ...route.activationsSince(started)];
+      for (const { traceparent } of waitedOn) {
+        const linked = spanContextOf(traceparent);
+        if (linked) span.addLink({ context: linked });
+      }
       progress?.stop();
       res.off("close", onClose);
       if (res.destroyed && outcome === "dispatched") outcome = "abandoned";

@@ -48,7 +48,8 @@ export class ModelRoute {
   private readonly queue: HoldQueue<Waiter>;
   private readonly listener: RouteListener;
   private lastEvent?: ReplicaEvent;
-  private activation?: { traceparent: string; at: number };
+  /** The last few activations and swaps announced for this model (a swap, then the wake it runs). */
+  private readonly announced: { traceparent: string; at: number }[] = [];
   private inFlightTotal = 0;
 
   constructor(config: ModelConfig, listener: RouteListener) {
@@ -85,7 +86,12 @@ export class ModelRoute {
 
   /** The trace context of the latest activation or swap, and when it was announced (ms, performance clock). */
   get latestActivation(): { traceparent: string; at: number } | undefined {
-    return this.activation;
+    return this.announced.at(-1);
+  }
+
+  /** Activations and swaps announced since `since` (performance clock), oldest first. */
+  activationsSince(since: number): { traceparent: string; at: number }[] {
+    return this.announced.filter((a) => a.at >= since);
   }
 
   /** A ready replica with free capacity, counted as taken; undefined when none. */
@@ -139,7 +145,10 @@ export class ModelRoute {
 
   apply(event: ReplicaEvent): void {
     this.lastEvent = event;
-    if (event.traceparent) this.activation = { traceparent: event.traceparent, at: performance.now() };
+    if (event.traceparent && event.traceparent !== this.announced.at(-1)?.traceparent) {
+      this.announced.push({ traceparent: event.traceparent, at: performance.now() });
+      if (this.announced.length > 4) this.announced.shift();
+    }
     let backend = this.backends.get(event.replica);
     if (!event.address || event.tier === "cold") {
       if (backend) {

@@ -1,3 +1,6 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
@@ -58,5 +61,51 @@ test("a cold start is one activation span with start and warm-up children; held 
     });
     // Each hold span is a child of its request's server span.
     expect(holds.some((h) => h.parentSpanContext?.spanId === server.spanContext().spanId)).toBe(true);
+  }
+});
+
+test("a swap is one snooze.swap span: drain and sleep of the incumbent, then the target's wake; held requests link to it", async () => {
+  const gpuDir = mkdtempSync(join(tmpdir(), "snooze-gpu-"));
+  const gpu = [
+    "--enable-sleep-mode",
+    "--gpu-id",
+    "0",
+    "--gpu-memory",
+    "24GiB",
+    "--model-memory",
+    "16GiB",
+    "--gpu-dir",
+    gpuDir,
+  ];
+  const slotted = await startWith(`
+slots:
+  gpu0: { minResidency: 0s, swapCooldown: 0s }
+models:
+  a: { slot: gpu0, command: ${simCommand(gpu)} }
+  b: { slot: gpu0, command: ${simCommand(gpu)} }
+`);
+  try {
+    for (const model of ["a", "b", "a"])
+      expect((await fetch(`${slotted.url}/v1/chat/completions`, chat(model))).status).toBe(200);
+    const spans = exporter.getFinishedSpans();
+    const swap = spans.find(
+      (s) =>
+        s.name === "snooze.swap" &&
+        s.attributes["snooze.swap.to"] === "a" &&
+        s.attributes["snooze.swap.from"] === "b",
+    )!;
+    expect(swap).toBeDefined();
+    const childrenOf = (id: string) => spans.filter((s) => s.parentSpanContext?.spanId === id);
+    const children = childrenOf(swap.spanContext().spanId);
+    expect(children.map((s) => s.name).sort()).toEqual(["snooze.activation", "snooze.drain", "snooze.sleep"]);
+    const activation = children.find((s) => s.name === "snooze.activation")!;
+    expect(childrenOf(activation.spanContext().spanId).map((s) => s.name)).toContain("snooze.wake");
+    const holds = spans.filter((s) => s.name === "snooze.hold" && s.attributes["snooze.model"] === "a");
+    expect(holds.at(-1)!.links.map((l) => l.context.spanId)).toEqual([
+      swap.spanContext().spanId,
+      activation.spanContext().spanId,
+    ]);
+  } finally {
+    await slotted.close(1_000);
   }
 });
