@@ -10,6 +10,9 @@ import type { Platform } from "../autoscaler/platform.ts";
 import type { Logger } from "../lib/log.ts";
 import type { SnoozeConfig } from "../lib/settings/index.ts";
 
+/** The activator could not open its port. */
+export class ListenError extends Error {}
+
 export interface LocalSnoozeOptions {
   config: SnoozeConfig;
   log: Logger;
@@ -56,7 +59,15 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
   const server = createActivatorServer({ activator, admin, registry });
   // A wake releases every held request at once: a deep accept queue keeps bursts from being dropped.
   server.listen({ port: options.port, host: options.host, backlog: 4096 });
-  await once(server, "listening");
+  try {
+    await once(server, "listening");
+  } catch (error) {
+    await activator.shutdown(0);
+    await autoscaler.close();
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === "EADDRINUSE" ? "the port is in use (pass another --port)" : (error as Error).message;
+    throw new ListenError(`cannot listen on ${options.host}:${options.port}: ${why}`);
+  }
   const { port } = server.address() as AddressInfo;
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
   let closing: Promise<void> | undefined;

@@ -4,7 +4,7 @@ import { ConfigError, loadConfigFile } from "../lib/settings/index.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import type { Command } from "./command.ts";
 import { UsageError } from "./command.ts";
-import { startLocalSnooze } from "./local-snooze.ts";
+import { ListenError, startLocalSnooze } from "./local-snooze.ts";
 
 export const serveCommand: Command = {
   name: "serve",
@@ -46,7 +46,15 @@ export const serveCommand: Command = {
       throw error;
     }
     const telemetry = await startTelemetry("snooze-serve");
-    const snooze = await startLocalSnooze({ config, log, host: String(values.host), port });
+    let snooze: Awaited<ReturnType<typeof startLocalSnooze>>;
+    try {
+      snooze = await startLocalSnooze({ config, log, host: String(values.host), port });
+    } catch (error) {
+      if (!(error instanceof ListenError)) throw error;
+      console.error(`snooze serve: ${error.message}`);
+      await telemetry.shutdown();
+      return 1;
+    }
     log.info("listening", { url: snooze.url, models: [...config.models.keys()] });
     await new Promise<void>((resolve) => {
       const stop = (signal: string) => {

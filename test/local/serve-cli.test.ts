@@ -1,5 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, writeFileSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
@@ -53,6 +56,28 @@ describe("snooze serve as a process", () => {
     const run = serve("/nonexistent/snooze.yaml");
     expect(await run.exited).toBe(2);
     expect(run.stderr()).toContain("/nonexistent/snooze.yaml: (top level): cannot read the file");
+  });
+
+  test("a port in use: exit code 1 saying so", async () => {
+    const blocker = createServer();
+    blocker.listen(0, "127.0.0.1");
+    await once(blocker, "listening");
+    try {
+      const port = (blocker.address() as AddressInfo).port;
+      const child = spawn(
+        node,
+        ["bin/snooze.js", "serve", "--config", "snooze.yaml", "--port", String(port)],
+        { stdio: ["ignore", "ignore", "pipe"] },
+      );
+      children.push(child);
+      let stderr = "";
+      child.stderr!.on("data", (chunk) => (stderr += chunk));
+      const [code] = await once(child, "close");
+      expect(code).toBe(1);
+      expect(stderr).toContain(`cannot listen on 127.0.0.1:${port}: the port is in use`);
+    } finally {
+      blocker.close();
+    }
   });
 
   test("SIGTERM: held requests get 503 + Retry-After, in-flight streams finish, engines stop", async () => {
