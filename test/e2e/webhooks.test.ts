@@ -9,8 +9,10 @@ import {
   PatchStrategy,
   setHeaderOptions,
 } from "@kubernetes/client-node";
+import { Agent, fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { group, version } from "../../lib/kube/api-group.ts";
+import { secretData } from "../../webhooks/certs/cert-store.ts";
 import { kubeconfigFor } from "./harness/kubeconfig.ts";
 import { errorText } from "./harness/manifests.ts";
 import { createTestNamespace } from "./harness/namespace.ts";
@@ -19,6 +21,7 @@ import type { ManagedProcess } from "./harness/process.ts";
 import { suiteCluster } from "./harness/suite.ts";
 import { waitFor } from "./harness/wait.ts";
 import {
+  certSecret,
   installSnoozeIdentity,
   registerWebhooks,
   startWebhooksProcess,
@@ -41,6 +44,7 @@ let removeConfigurations: () => Promise<void> = async () => {};
 let custom: CustomObjectsApi;
 let apps: AppsV1Api;
 let core: CoreV1Api;
+let port: number;
 
 async function kubectl(args: string[], input?: string) {
   return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
@@ -145,7 +149,7 @@ beforeAll(async () => {
       setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
     );
   }
-  const port = await freePort();
+  port = await freePort();
   removeConfigurations = await registerWebhooks(cluster.admin, port, [ns.name, doomed.name]);
   webhooks = startWebhooksProcess({
     kubeconfigPath: await webhooksKubeconfig(cluster, "webhooks-rules.kubeconfig"),
@@ -499,5 +503,37 @@ spec:
     const stored = await apps.readNamespacedDeployment({ namespace: ns.name, name: "free" });
     expect(stored.spec?.replicas).toBe(3);
     expect(stored.spec?.template.metadata?.labels).toEqual({ app: "free" });
+  });
+});
+
+describe("metrics", () => {
+  test("requests by webhook and verdict, and how long the decisions took", async () => {
+    const certs = secretData(await core.readNamespacedSecret({ namespace: system, name: certSecret }));
+    const dispatcher = new Agent({ connect: { ca: certs.bundle.join("") } });
+    const text = await (await fetch(`https://127.0.0.1:${port}/metrics`, { dispatcher })).text();
+    await dispatcher.close();
+    expect(text).toMatch(/snooze_webhook_requests_total\{webhook="validate-scale",verdict="denied"\} [1-9]/);
+    expect(text).toMatch(
+      /snooze_webhook_requests_total\{webhook="validate-workloads",verdict="denied"\} [1-9]/,
+    );
+    expect(text).toMatch(/snooze_webhook_requests_total\{webhook="mutate-pods",verdict="patched"\} [1-9]/);
+    expect(text).toMatch(
+      /snooze_webhook_requests_total\{webhook="mutate-workloads",verdict="patched"\} [1-9]/,
+    );
+    // Mean time per decision, as the webhook measured it (for the record in the test output).
+    const values = (name: string) =>
+      new Map(
+        [...text.matchAll(new RegExp(`^${name}\\{webhook="([^"]+)"\\} (\\S+)$`, "gm"))].map((m) => [
+          m[1]!,
+          Number(m[2]),
+        ]),
+      );
+    const sums = values("snooze_webhook_duration_seconds_sum");
+    const counts = values("snooze_webhook_duration_seconds_count");
+    const means = [...counts].map(
+      ([webhook, count]) => `${webhook} ${count}x mean ${((sums.get(webhook)! / count) * 1000).toFixed(2)}ms`,
+    );
+    console.log(`webhook decisions: ${means.join(", ")}`);
+    expect(means.length).toBeGreaterThanOrEqual(5);
   });
 });
