@@ -42,7 +42,22 @@ export interface CertStoreOptions {
   policy: RotationPolicy;
   log: Logger;
   now?: () => number;
+  /** The API clients to use; made from `kc` when absent (tests pass in-memory ones). */
+  apis?: { core: SecretApi; admission: WebhookConfigurationApi };
 }
+
+/** The calls CertStore makes, as CoreV1Api and AdmissionregistrationV1Api offer them. */
+export type SecretApi = Pick<
+  CoreV1Api,
+  "readNamespacedSecret" | "createNamespacedSecret" | "replaceNamespacedSecret"
+>;
+export type WebhookConfigurationApi = Pick<
+  AdmissionregistrationV1Api,
+  | "readValidatingWebhookConfiguration"
+  | "replaceValidatingWebhookConfiguration"
+  | "readMutatingWebhookConfiguration"
+  | "replaceMutatingWebhookConfiguration"
+>;
 
 export const certManagerAnnotation = "cert-manager.io/inject-ca-from";
 const maxAttempts = 10;
@@ -70,16 +85,16 @@ function encode(data: CertData): Record<string, string> {
 }
 
 export class CertStore {
-  readonly #core: CoreV1Api;
-  readonly #admission: AdmissionregistrationV1Api;
+  readonly #core: SecretApi;
+  readonly #admission: WebhookConfigurationApi;
   readonly #options: CertStoreOptions;
   readonly #now: () => number;
   #warned = new Set<string>();
 
   constructor(options: CertStoreOptions) {
     this.#options = options;
-    this.#core = options.kc.makeApiClient(CoreV1Api);
-    this.#admission = options.kc.makeApiClient(AdmissionregistrationV1Api);
+    this.#core = options.apis?.core ?? options.kc.makeApiClient(CoreV1Api);
+    this.#admission = options.apis?.admission ?? options.kc.makeApiClient(AdmissionregistrationV1Api);
     this.#now = options.now ?? Date.now;
   }
 
