@@ -1,0 +1,327 @@
+import { beforeEach, describe, expect, test } from "vitest";
+import type { AdmissionRequest } from "./admission.ts";
+import { FakeClusterReader } from "./fake-cluster.ts";
+import { handle, type WebhookName } from "./handlers.ts";
+import { resources } from "./review-fixtures.ts";
+
+/** The glue between requests, the cluster reader and the decisions, on an in-memory cluster. */
+const autoscaler = { username: "system:serviceaccount:snooze-system:snooze-autoscaler" };
+let cluster: FakeClusterReader;
+
+beforeEach(() => {
+  cluster = new FakeClusterReader();
+  cluster.states.set("team-a/gpu-0", { residents: [{ kind: "Model", name: "llama", tier: "ready" }] });
+  cluster.leases.set("team-a/gpu-0", "as-0");
+  cluster.models = [
+    {
+      metadata: { name: "backed", namespace: "team-a" },
+      spec: { slot: "gpu-0", workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "backend" } },
+    },
+  ];
+  cluster.workloads = [
+    {
+      kind: "StatefulSet",
+      object: { metadata: { name: "sts", namespace: "team-a", annotations: { "snooze.dev/slot": "gpu-0" } } },
+    },
+    { kind: "Deployment", object: { metadata: { name: "free", namespace: "team-a" } } },
+  ];
+});
+
+const request = (r: Partial<AdmissionRequest> & Pick<AdmissionRequest, "resource">): AdmissionRequest => ({
+  uid: "u",
+  kind: { group: "", version: "v1", kind: "X" },
+  operation: "CREATE",
+  userInfo: { username: "alice" },
+  namespace: "team-a",
+  ...r,
+});
+
+const model = (spec: Record<string, unknown>, status?: Record<string, unknown>) => ({
+  metadata: { name: "qwen", namespace: "team-a" },
+  spec: { workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "qwen" }, ...spec },
+  ...(status ? { status } : {}),
+});
+const resident = { replicaTiers: [{ pod: "p", tier: "ready", since: "2026-01-01T00:00:00Z" }] };
+const deployment = (name: string, replicas: number, annotations: Record<string, string> = {}) => ({
+  metadata: { name, namespace: "team-a", annotations },
+  spec: { replicas, template: {} },
+});
+const scale = (replicas: number) => ({ spec: { replicas } });
+const holder = {
+  username: autoscaler.username,
+  extra: { "authentication.kubernetes.io/pod-name": ["as-0"] },
+};
+
+interface Case {
+  name: string;
+  webhook: WebhookName;
+  request: AdmissionRequest;
+  tiers?: [string, string][];
+  allowed: boolean;
+  message?: RegExp;
+  patched?: boolean;
+  warning?: RegExp;
+}
+
+const cases: Case[] = [
+  {
+    name: "deleting a resident Model",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "DELETE",
+      oldObject: model({ slot: "gpu-0" }, resident),
+    }),
+    allowed: false,
+    message: /deleting it is refused/,
+  },
+  {
+    name: "the namespace controller deleting a resident Model",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "DELETE",
+      oldObject: model({ slot: "gpu-0" }, resident),
+      userInfo: { username: "system:serviceaccount:kube-system:namespace-controller" },
+    }),
+    allowed: true,
+  },
+  {
+    name: "a Model created awake beside a resident",
+    webhook: "validate-models",
+    request: request({ resource: resources.models, object: model({ slot: "gpu-0", replicas: 1 }) }),
+    allowed: false,
+    message: /already has a resident: Model "llama"/,
+  },
+  {
+    name: "the same by the Lease holder",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      object: model({ slot: "gpu-0", replicas: 1 }),
+      userInfo: holder,
+    }),
+    allowed: true,
+  },
+  {
+    name: "a Model's status subresource is not this webhook's",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      subResource: "status",
+      operation: "UPDATE",
+      object: {},
+      oldObject: {},
+    }),
+    allowed: true,
+    warning: /does not handle models\/status\.snooze\.dev/,
+  },
+  {
+    name: "deleting a resident member Deployment",
+    webhook: "validate-workloads",
+    request: request({
+      resource: resources.deployments,
+      operation: "DELETE",
+      name: "qwen",
+      oldObject: deployment("qwen", 1, { "snooze.dev/slot": "gpu-0" }),
+    }),
+    tiers: [["team-a/qwen", "running"]],
+    allowed: false,
+    message: /Deployment "qwen" is resident in slot "gpu-0" \(running\)/,
+  },
+  {
+    name: "deleting an asleep member Deployment",
+    webhook: "validate-workloads",
+    request: request({
+      resource: resources.deployments,
+      operation: "DELETE",
+      name: "qwen",
+      oldObject: deployment("qwen", 1, { "snooze.dev/slot": "gpu-0" }),
+    }),
+    allowed: true,
+  },
+  {
+    name: "removing the slot annotation while resident",
+    webhook: "validate-workloads",
+    request: request({
+      resource: resources.deployments,
+      operation: "UPDATE",
+      object: deployment("qwen", 1),
+      oldObject: deployment("qwen", 1, { "snooze.dev/slot": "gpu-0" }),
+    }),
+    tiers: [["team-a/qwen", "ready"]],
+    allowed: false,
+    message: /removing annotation snooze.dev\/slot is refused/,
+  },
+  {
+    name: "a Deployment in a slot only through its Model, scaled from 0 by update",
+    webhook: "validate-workloads",
+    request: request({
+      resource: resources.deployments,
+      operation: "UPDATE",
+      object: deployment("backend", 1),
+      oldObject: deployment("backend", 0),
+    }),
+    allowed: false,
+    message: /of Deployment "backend" would make a second member resident.*model "backed"/,
+  },
+  {
+    name: "a Model's scale from 0 (slot read fresh)",
+    webhook: "validate-scale",
+    request: request({
+      resource: resources.models,
+      subResource: "scale",
+      operation: "UPDATE",
+      name: "backed",
+      object: scale(1),
+      oldObject: scale(0),
+    }),
+    allowed: false,
+    message: /of Model "backed"/,
+  },
+  {
+    name: "a StatefulSet's scale from 0",
+    webhook: "validate-scale",
+    request: request({
+      resource: resources.statefulsets,
+      subResource: "scale",
+      operation: "UPDATE",
+      name: "sts",
+      object: scale(1),
+      oldObject: scale(0),
+    }),
+    allowed: false,
+    message: /of StatefulSet "sts"/,
+  },
+  {
+    name: "a scale from 0 of a workload outside any slot",
+    webhook: "validate-scale",
+    request: request({
+      resource: resources.deployments,
+      subResource: "scale",
+      operation: "UPDATE",
+      name: "free",
+      object: scale(1),
+      oldObject: scale(0),
+    }),
+    allowed: true,
+  },
+  {
+    name: "HPA asking a slot Model for 3 replicas is pinned",
+    webhook: "mutate-scale",
+    request: request({
+      resource: resources.models,
+      subResource: "scale",
+      operation: "UPDATE",
+      name: "backed",
+      object: scale(3),
+      oldObject: scale(1),
+    }),
+    allowed: true,
+    patched: true,
+    warning: /Model "backed" is in slot "gpu-0": spec.replicas \(scale\) 3 pinned to 1/,
+  },
+  {
+    name: "a StatefulSet member scaled to 2 is pinned",
+    webhook: "mutate-scale",
+    request: request({
+      resource: resources.statefulsets,
+      subResource: "scale",
+      operation: "UPDATE",
+      name: "sts",
+      object: scale(2),
+      oldObject: scale(1),
+    }),
+    allowed: true,
+    patched: true,
+  },
+  {
+    name: "a free Deployment scaled to 5 is not",
+    webhook: "mutate-scale",
+    request: request({
+      resource: resources.deployments,
+      subResource: "scale",
+      operation: "UPDATE",
+      name: "free",
+      object: scale(5),
+      oldObject: scale(1),
+    }),
+    allowed: true,
+    patched: false,
+  },
+  {
+    name: "a Deployment pointed at by a slot Model is pinned and stamped",
+    webhook: "mutate-workloads",
+    request: request({ resource: resources.deployments, object: deployment("backend", 2) }),
+    allowed: true,
+    patched: true,
+    warning: /pinned to 1/,
+  },
+  {
+    name: "a pod without a slot is left alone",
+    webhook: "mutate-pods",
+    request: request({
+      resource: resources.pods,
+      object: { metadata: {}, spec: { containers: [{ name: "e", image: "vllm" }] } },
+    }),
+    allowed: true,
+    patched: false,
+  },
+];
+
+describe("handlers", () => {
+  test.each(cases)("$webhook: $name", async (c) => {
+    for (const [key, tier] of c.tiers ?? []) cluster.tiers.set(key, tier);
+    const verdict = await handle(c.webhook, c.request, { cluster, autoscaler });
+    expect(verdict.allowed, verdict.message).toBe(c.allowed);
+    if (c.message) expect(verdict.message).toMatch(c.message);
+    if (c.patched !== undefined) expect((verdict.patch?.length ?? 0) > 0).toBe(c.patched);
+    if (c.warning) expect(verdict.warnings?.join("\n")).toMatch(c.warning);
+  });
+
+  test("fresh reads happen only when the write can matter", async () => {
+    cluster.failReads = new Error("no reads expected");
+    const quiet: [WebhookName, AdmissionRequest][] = [
+      [
+        "validate-workloads",
+        request({
+          resource: resources.deployments,
+          operation: "UPDATE",
+          object: deployment("q", 1, { "snooze.dev/slot": "gpu-0" }),
+          oldObject: deployment("q", 1, { "snooze.dev/slot": "gpu-0" }),
+        }),
+      ],
+      [
+        "validate-scale",
+        request({
+          resource: resources.deployments,
+          subResource: "scale",
+          operation: "UPDATE",
+          name: "q",
+          object: scale(2),
+          oldObject: scale(1),
+        }),
+      ],
+      [
+        "mutate-scale",
+        request({
+          resource: resources.deployments,
+          subResource: "scale",
+          operation: "UPDATE",
+          name: "q",
+          object: scale(1),
+          oldObject: scale(0),
+        }),
+      ],
+      [
+        "mutate-workloads",
+        request({
+          resource: resources.deployments,
+          object: deployment("q", 3, { "snooze.dev/slot": "gpu-0" }),
+        }),
+      ],
+    ];
+    for (const [webhook, r] of quiet)
+      expect((await handle(webhook, r, { cluster, autoscaler })).allowed).toBe(true);
+  });
+});
