@@ -496,6 +496,38 @@ spec:
     ]);
   });
 
+  test("a Knative Service in a slot: max-scale pinned to 1 on its revision template", async () => {
+    const result = await apply(`
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata: {name: kpinned, annotations: {snooze.dev/slot: gpu-pin}}
+spec:
+  template:
+    metadata: {annotations: {autoscaling.knative.dev/max-scale: "4"}}
+    spec: {containers: [{image: vllm/vllm-openai}]}
+`);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain(
+      'Warning: Service "kpinned" is in slot "gpu-pin": autoscaling.knative.dev/max-scale "4" pinned to 1',
+    );
+    const stored = (await custom.getNamespacedCustomObject({
+      group: "serving.knative.dev",
+      version: "v1",
+      namespace: ns.name,
+      plural: "services",
+      name: "kpinned",
+    })) as {
+      spec: {
+        template: { metadata: { annotations: Record<string, string>; labels: Record<string, string> } };
+      };
+    };
+    expect(stored.spec.template.metadata.annotations).toEqual({
+      "autoscaling.knative.dev/max-scale": "1",
+      "snooze.dev/slot": "gpu-pin",
+    });
+    expect(stored.spec.template.metadata.labels).toEqual({ "snooze.dev/slot-member": "true" });
+  });
+
   test("a workload outside any slot is left alone", async () => {
     const result = await apply(deploymentYaml("free", 3, {}, "nginx"));
     expect(result.code, result.stderr).toBe(0);
