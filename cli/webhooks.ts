@@ -1,6 +1,7 @@
 import { parseDuration } from "../lib/duration.ts";
 import { createLogger } from "../lib/log.ts";
 import { byteSize } from "../lib/settings/index.ts";
+import { serviceAccountNamespace } from "../webhooks/slot-residency.ts";
 import { startWebhooks } from "../webhooks/webhooks.ts";
 import { type Command, type FlagValues, UsageError } from "./command.ts";
 
@@ -112,6 +113,11 @@ export const webhooksCommand: Command = {
       description: "user name of the autoscaler, the one writer that may swap slot members",
       placeholder: "user",
     },
+    "lease-namespace": {
+      type: "string",
+      description: "namespace of the autoscaler's slot Leases (default: the autoscaler ServiceAccount's)",
+      placeholder: "namespace",
+    },
     "max-body-size": {
       type: "string",
       default: "6Mi",
@@ -152,6 +158,10 @@ export const webhooksCommand: Command = {
     const certValidityMs = durationFlag(values, "cert-validity");
     if (certValidityMs >= caValidityMs)
       throw new UsageError("--cert-validity must be shorter than --ca-validity");
+    const autoscalerUser = String(values["autoscaler-service-account"]);
+    const leaseNamespace = String(
+      values["lease-namespace"] ?? serviceAccountNamespace(autoscalerUser) ?? "snooze-system",
+    );
     const log = createLogger({ component: "webhooks" });
     const webhooks = await startWebhooks({
       host: String(values.host),
@@ -177,7 +187,7 @@ export const webhooksCommand: Command = {
               keyPath: String(values["tls-key"]),
               reloadMs: durationFlag(values, "cert-reload"),
             },
-      autoscaler: { username: String(values["autoscaler-service-account"]) },
+      autoscaler: { username: autoscalerUser, leaseNamespace },
       maxBodyBytes: maxBody.data,
       decisionTimeoutMs: durationFlag(values, "decision-timeout"),
       log,

@@ -14,6 +14,7 @@ import {
 } from "@kubernetes/client-node";
 import { group, version } from "../lib/kube/api-group.ts";
 import type { Logger } from "../lib/log.ts";
+import { slotLeaseName } from "./messages.ts";
 import { annotationsOf, at, stringAt } from "./object-path.ts";
 import {
   modelReferences,
@@ -55,8 +56,8 @@ export interface ClusterReader {
   slotState(namespace: string, slot: string): Promise<SlotState>;
   /** The tier of a member workload if it is resident (its pods read fresh). */
   workloadTier(namespace: string, workload: unknown): Promise<string | undefined>;
-  /** holderIdentity of the Lease snooze-slot-<slot> in the slot's namespace. */
-  leaseHolder(namespace: string, slot: string): Promise<string | undefined>;
+  /** holderIdentity of the slot's Lease (snooze-slot-<slot>) in the autoscaler's namespace. */
+  leaseHolder(leaseNamespace: string, slot: string): Promise<string | undefined>;
 }
 
 type Cache = Informer<KubernetesObject> & ObjectCache<KubernetesObject>;
@@ -191,9 +192,9 @@ export class KubeClusterReader implements ClusterReader {
     return workloadResidentTier(workload, pods.items);
   }
 
-  async leaseHolder(namespace: string, slot: string): Promise<string | undefined> {
+  async leaseHolder(leaseNamespace: string, slot: string): Promise<string | undefined> {
     const lease = await notFoundAsUndefined(() =>
-      this.#coordination.readNamespacedLease({ namespace, name: `snooze-slot-${slot}` }),
+      this.#coordination.readNamespacedLease({ namespace: leaseNamespace, name: slotLeaseName(slot) }),
     );
     return lease?.spec?.holderIdentity ?? undefined;
   }

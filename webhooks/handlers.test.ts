@@ -3,15 +3,19 @@ import type { AdmissionRequest } from "./admission.ts";
 import { FakeClusterReader } from "./fake-cluster.ts";
 import { handle, type WebhookName } from "./handlers.ts";
 import { resources } from "./review-fixtures.ts";
+import type { SlotState } from "./slot-residency.ts";
 
 /** The glue between requests, the cluster reader and the decisions, on an in-memory cluster. */
-const autoscaler = { username: "system:serviceaccount:snooze-system:snooze-autoscaler" };
+const autoscaler = {
+  username: "system:serviceaccount:snooze-system:snooze-autoscaler",
+  leaseNamespace: "snooze-system",
+};
 let cluster: FakeClusterReader;
 
 beforeEach(() => {
   cluster = new FakeClusterReader();
   cluster.states.set("team-a/gpu-0", { residents: [{ kind: "Model", name: "llama", tier: "ready" }] });
-  cluster.leases.set("team-a/gpu-0", "as-0");
+  cluster.leases.set("snooze-system/gpu-0", "as-0");
   cluster.models = [
     {
       metadata: { name: "backed", namespace: "team-a" },
@@ -57,6 +61,8 @@ interface Case {
   webhook: WebhookName;
   request: AdmissionRequest;
   tiers?: [string, string][];
+  state?: SlotState;
+  leases?: [string, string][];
   allowed: boolean;
   message?: RegExp;
   patched?: boolean;
@@ -100,6 +106,17 @@ const cases: Case[] = [
       resource: resources.models,
       object: model({ slot: "gpu-0", replicas: 1 }),
       userInfo: holder,
+    }),
+    allowed: true,
+  },
+  {
+    name: "the autoscaler replacing a resident Model it made (delete, then create)",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "DELETE",
+      oldObject: model({ slot: "gpu-0" }, resident),
+      userInfo: { username: autoscaler.username },
     }),
     allowed: true,
   },
@@ -164,6 +181,45 @@ const cases: Case[] = [
     }),
     allowed: false,
     message: /of Deployment "backend" would make a second member resident.*model "backed"/,
+  },
+  {
+    name: "the workload of the resident Model is the same model, not a second resident",
+    webhook: "validate-workloads",
+    request: request({
+      resource: resources.deployments,
+      operation: "UPDATE",
+      object: deployment("backend", 1),
+      oldObject: deployment("backend", 0),
+    }),
+    state: { residents: [{ kind: "Model", name: "backed", tier: "ready" }] },
+    allowed: true,
+  },
+  {
+    name: "a Model whose own workload is the resident",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "UPDATE",
+      object: model({ slot: "gpu-0", replicas: 1 }),
+      oldObject: model({ slot: "gpu-0", replicas: 0 }),
+    }),
+    state: { residents: [{ kind: "Deployment", name: "qwen", tier: "ready" }] },
+    allowed: true,
+  },
+  {
+    name: "a Lease of that name in the slot's namespace does not count: the autoscaler's namespace does",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      object: model({ slot: "gpu-0", replicas: 1 }),
+      userInfo: {
+        username: autoscaler.username,
+        extra: { "authentication.kubernetes.io/pod-name": ["as-9"] },
+      },
+    }),
+    leases: [["team-a/gpu-0", "as-9"]],
+    allowed: false,
+    message: /replica "as-9" does not hold the Lease snooze-slot-gpu-0 \(held by "as-0"\)/,
   },
   {
     name: "a Model's scale from 0 (slot read fresh)",
@@ -272,6 +328,8 @@ const cases: Case[] = [
 describe("handlers", () => {
   test.each(cases)("$webhook: $name", async (c) => {
     for (const [key, tier] of c.tiers ?? []) cluster.tiers.set(key, tier);
+    for (const [key, holder] of c.leases ?? []) cluster.leases.set(key, holder);
+    if (c.state) cluster.states.set("team-a/gpu-0", c.state);
     const verdict = await handle(c.webhook, c.request, { cluster, autoscaler });
     expect(verdict.allowed, verdict.message).toBe(c.allowed);
     if (c.message) expect(verdict.message).toMatch(c.message);

@@ -1,5 +1,6 @@
 import type { AdmissionRequest } from "./admission.ts";
 import type { ClusterReader } from "./cluster.ts";
+import type { MemberRef } from "./messages.ts";
 import { unhandledResourceWarning } from "./messages.ts";
 import { stringAt } from "./object-path.ts";
 import { mutatePod } from "./pod-sleep-mode.ts";
@@ -17,7 +18,7 @@ import { validateSlotModelReplicas } from "./slot-replicas.ts";
 import {
   type AutoscalerIdentity,
   decideResidency,
-  isSystemController,
+  mayRemoveResident,
   modelIntent,
   modelRemoval,
   type ResidencyIntent,
@@ -87,28 +88,43 @@ async function residency(
   const askedByAutoscaler = request.userInfo.username === deps.autoscaler.username;
   const lease =
     askedByAutoscaler && requesterPod(request.userInfo) !== undefined
-      ? await deps.cluster.leaseHolder(namespace, intent.slot)
+      ? await deps.cluster.leaseHolder(deps.autoscaler.leaseNamespace, intent.slot)
       : undefined;
   return decideResidency(intent, state, request.userInfo, deps.autoscaler, lease);
 }
 
 const first = (...verdicts: Verdict[]) => verdicts.find((v) => !v.allowed);
 
+/** The workload a Model serves: the same model as the Model for the residency rule. */
+function workloadOfModel(model: unknown): MemberRef[] {
+  const kind = stringAt(model, "spec", "workloadRef", "kind");
+  const name = stringAt(model, "spec", "workloadRef", "name");
+  return kind && name ? [{ kind, name }] : [];
+}
+
+/** The Models that serve a workload: the same model as the workload. */
+const modelsAsMembers = (models: unknown[]): MemberRef[] =>
+  models.map((m) => ({ kind: "Model", name: stringAt(m, "metadata", "name") ?? "" }));
+
+const sameAs = (intent: ResidencyIntent | undefined, refs: MemberRef[]) =>
+  intent ? { ...intent, sameAs: refs } : undefined;
+
 const handlers: Record<WebhookName, Handler> = {
   "validate-models": async (request, deps) => {
     if (!isModels(request) || subResource(request) !== "") return unhandled("validate-models", request);
+    const removing = !mayRemoveResident(request.userInfo, deps.autoscaler);
     if (request.operation === "DELETE") {
-      return isSystemController(request.userInfo) ? allow() : modelRemoval(request.oldObject, undefined);
+      return removing ? modelRemoval(request.oldObject, undefined) : allow();
     }
     const model = request.object;
     const old = request.operation === "UPDATE" ? request.oldObject : undefined;
     const refused = first(
       validateModel(model),
       validateSlotModelReplicas(model),
-      ...(old ? [modelRemoval(old, model)] : []),
+      ...(old && removing ? [modelRemoval(old, model)] : []),
     );
     if (refused) return refused;
-    return residency(request, modelIntent(old ?? undefined, model), deps);
+    return residency(request, sameAs(modelIntent(old ?? undefined, model), workloadOfModel(model)), deps);
   },
 
   "validate-slots": (request) => {
@@ -130,7 +146,8 @@ const handlers: Record<WebhookName, Handler> = {
     const member = { kind, name };
 
     if (request.operation === "DELETE") {
-      if (!oldSlot || kind === "Service" || isSystemController(request.userInfo)) return allow();
+      if (!oldSlot || kind === "Service" || mayRemoveResident(request.userInfo, deps.autoscaler))
+        return allow();
       return workloadRemoval(
         member,
         oldSlot,
@@ -142,7 +159,13 @@ const handlers: Record<WebhookName, Handler> = {
     const annotations = validateWorkloadAnnotations(kind, request.object);
     if (!annotations.allowed) return annotations;
     const newSlot = workloadSlot(kind, request.object, models);
-    if (old && oldSlot && newSlot !== oldSlot && kind !== "Service") {
+    if (
+      old &&
+      oldSlot &&
+      newSlot !== oldSlot &&
+      kind !== "Service" &&
+      !mayRemoveResident(request.userInfo, deps.autoscaler)
+    ) {
       const how = newSlot
         ? `changing annotation ${slotAnnotation} to "${newSlot}"`
         : `removing annotation ${slotAnnotation}`;
@@ -155,11 +178,8 @@ const handlers: Record<WebhookName, Handler> = {
       );
       if (!removal.allowed) return removal;
     }
-    return residency(
-      request,
-      workloadIntent(kind, old ?? undefined, request.object, oldSlot, newSlot, modelId),
-      deps,
-    );
+    const intent = workloadIntent(kind, old ?? undefined, request.object, oldSlot, newSlot, modelId);
+    return residency(request, sameAs(intent, modelsAsMembers(models)), deps);
   },
 
   "validate-scale": async (request, deps) => {
@@ -172,11 +192,14 @@ const handlers: Record<WebhookName, Handler> = {
     if (isModels(request)) {
       const model = await deps.cluster.readModel(namespace, name);
       const member = { kind: "Model", name };
-      return residency(
-        request,
-        scaleIntent(request.oldObject, request.object, member, modelSlot(model), modelIdOf(model)),
-        deps,
+      const intent = scaleIntent(
+        request.oldObject,
+        request.object,
+        member,
+        modelSlot(model),
+        modelIdOf(model),
       );
+      return residency(request, sameAs(intent, workloadOfModel(model)), deps);
     }
     const kind = workloadKind(request);
     if (kind !== "Deployment" && kind !== "StatefulSet") return unhandled("validate-scale", request);
@@ -190,7 +213,7 @@ const handlers: Record<WebhookName, Handler> = {
       slot,
       workloadModelId(workload, models),
     );
-    return residency(request, intent, deps);
+    return residency(request, sameAs(intent, modelsAsMembers(models)), deps);
   },
 
   "mutate-workloads": (request, deps) => {

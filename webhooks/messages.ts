@@ -1,3 +1,8 @@
+import { leaseName } from "../lib/kube/lease.ts";
+
+/** The Lease that makes one autoscaler replica the single writer of a slot (see autoscaler/). */
+export const slotLeaseName = (slot: string) => leaseName("snooze-slot", slot);
+
 /**
  * Every message a person can get from the webhooks, in one place: the rules build them here and
  * docs/webhooks.md quotes them (a unit test checks the docs still match).
@@ -47,7 +52,7 @@ export function secondResidentMessage(d: SecondResident): string {
     : `slot "${d.slot}" already has a resident: ${ref(d.resident!)} (${d.resident!.tier})`;
   return (
     `${state}; changing ${d.change} of ${ref(d.member)} would make a second member resident. ` +
-    `Only the Snooze autoscaler that holds the Lease snooze-slot-${d.slot} swaps members. ` +
+    `Only the Snooze autoscaler that holds the Lease ${slotLeaseName(d.slot)} swaps members. ` +
     `To switch, ask for a swap: send a request for model "${d.modelId}" through the activator, ` +
     `or ${wakePath(d.modelId)} on the activator.`
   );
@@ -55,7 +60,7 @@ export function secondResidentMessage(d: SecondResident): string {
 
 export function notLeaseHolderMessage(slot: string, pod: string, holder: string | undefined): string {
   return (
-    `the autoscaler replica "${pod}" does not hold the Lease snooze-slot-${slot} ` +
+    `the autoscaler replica "${pod}" does not hold the Lease ${slotLeaseName(slot)} ` +
     `(${holder ? `held by "${holder}"` : "no holder"}); only the holder swaps members of slot "${slot}".`
   );
 }

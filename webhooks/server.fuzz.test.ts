@@ -27,7 +27,13 @@ beforeAll(async () => {
     host: "127.0.0.1",
     port: 0,
     tls: await issueServingCert(ca, ["127.0.0.1"], validity),
-    deps: { cluster, autoscaler: { username: "system:serviceaccount:snooze-system:snooze-autoscaler" } },
+    deps: {
+      cluster,
+      autoscaler: {
+        username: "system:serviceaccount:snooze-system:snooze-autoscaler",
+        leaseNamespace: "snooze-system",
+      },
+    },
     registry,
     metrics: webhookMetrics(registry),
     log: silentLogger,

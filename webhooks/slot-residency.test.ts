@@ -9,10 +9,14 @@ import {
   type ResidencyIntent,
   type SlotState,
   scaleIntent,
+  serviceAccountNamespace,
   workloadIntent,
 } from "./slot-residency.ts";
 
-const autoscaler = { username: "system:serviceaccount:snooze-system:snooze-autoscaler" };
+const autoscaler = {
+  username: "system:serviceaccount:snooze-system:snooze-autoscaler",
+  leaseNamespace: "snooze-system",
+};
 const person: UserInfo = { username: "alice" };
 const holder: UserInfo = {
   username: autoscaler.username,
@@ -85,6 +89,20 @@ describe("decideResidency", () => {
     },
   ])("$name → allowed $allowed", ({ state, user, lease, allowed }) => {
     expect(decideResidency(intent, state, user, autoscaler, lease).allowed).toBe(allowed);
+  });
+
+  test("a Model and the workload it serves are one member", () => {
+    const same = { ...intent, sameAs: [{ kind: "Model", name: "qwen" }] };
+    const state: SlotState = { residents: [{ kind: "Model", name: "qwen", tier: "ready" }] };
+    expect(decideResidency(same, state, person, autoscaler).allowed).toBe(true);
+    expect(decideResidency(intent, state, person, autoscaler).allowed).toBe(false);
+  });
+
+  test("the autoscaler's namespace comes from its ServiceAccount user name", () => {
+    expect(serviceAccountNamespace("system:serviceaccount:snooze-system:snooze-autoscaler")).toBe(
+      "snooze-system",
+    );
+    expect(serviceAccountNamespace("alice")).toBeUndefined();
   });
 
   test("the denial names the slot, the resident, and how to ask for a swap", () => {

@@ -36,6 +36,11 @@ export interface SlotState {
 export interface ResidencyIntent {
   slot: string;
   member: MemberRef;
+  /**
+   * The same model under another name: a Model and the workload its workloadRef names (an
+   * annotated Deployment has both). Its residency is not a second resident.
+   */
+  sameAs?: MemberRef[];
   /** In words: `spec.replicas from 0 to 1`. */
   change: string;
   modelId: string;
@@ -49,6 +54,8 @@ export const requesterPod = (user: UserInfo) => user.extra?.[podNameExtra]?.[0];
 export interface AutoscalerIdentity {
   /** `system:serviceaccount:snooze-system:snooze-autoscaler` unless configured otherwise. */
   username: string;
+  /** Where the autoscaler keeps its Leases (its own namespace, snooze-system by default). */
+  leaseNamespace: string;
 }
 
 /**
@@ -62,9 +69,8 @@ export function decideResidency(
   autoscaler: AutoscalerIdentity,
   leaseHolder?: string,
 ): Verdict {
-  const others = state.residents.filter(
-    (r) => !(r.kind === intent.member.kind && r.name === intent.member.name),
-  );
+  const self = [intent.member, ...(intent.sameAs ?? [])];
+  const others = state.residents.filter((r) => !self.some((m) => m.kind === r.kind && m.name === r.name));
   if (others.length === 0 && !state.transition) return allow();
   if (user.username === autoscaler.username) {
     const pod = requesterPod(user);
@@ -186,6 +192,19 @@ export function workloadRemoval(
 export function isSystemController(user: UserInfo): boolean {
   const name = user.username ?? "";
   return name === "system:kube-controller-manager" || name.startsWith("system:serviceaccount:kube-system:");
+}
+
+/**
+ * Who may take a resident member out of its slot anyway: Kubernetes' own controllers (above), and
+ * the autoscaler, which replaces the Models it made for annotated workloads (delete, then create).
+ */
+export function mayRemoveResident(user: UserInfo, autoscaler: AutoscalerIdentity): boolean {
+  return isSystemController(user) || user.username === autoscaler.username;
+}
+
+/** The autoscaler's namespace from its ServiceAccount user name, where its Leases live. */
+export function serviceAccountNamespace(username: string): string | undefined {
+  return /^system:serviceaccount:([^:]+):[^:]+$/.exec(username)?.[1];
 }
 
 const nameOf = (object: unknown): string => {

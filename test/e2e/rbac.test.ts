@@ -114,7 +114,7 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("list", "pods"),
       r("list", "deployments"),
       r("get", "statefulsets", { namespace: "team-a" }),
-      r("get", "leases", { namespace: "team-a" }),
+      r("get", "leases", { namespace: system }),
       // Its own certificate Secret and the CA bundles of its two webhook configurations, by name.
       r("update", "secrets", { namespace: system, name: "snooze-webhook-certs" }),
       r("update", "validatingwebhookconfigurations", {
@@ -137,7 +137,8 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("update", "models", { namespace: "team-a" }),
       r("patch", "models/status", { namespace: "team-a" }),
       r("create", "leases", { namespace: system }),
-      r("update", "leases", { namespace: "team-a" }),
+      r("update", "leases", { namespace: system }),
+      r("get", "leases", { namespace: "team-a" }),
       r("patch", "pods", { namespace: "team-a" }),
       r("update", "deployments", { namespace: "team-a" }),
     ],

@@ -238,14 +238,17 @@ spec:
 
 describe("one resident per slot", () => {
   let autoscaler: KubeConfig;
+  // A slot name of this test's own: its Lease lives in snooze-system, beside other tests' Leases.
+  let slot: string;
   const coordination = () => cluster.admin.makeApiClient(CoordinationV1Api);
 
   beforeAll(async () => {
-    await createSlot("gpu-0", { device: "0" });
-    await createModel("llama", { slot: "gpu-0" });
+    slot = `gpu-${ns.name.slice(-5)}`;
+    await createSlot(slot, { device: "0" });
+    await createModel("llama", { slot });
     await setStatus("models", "llama", tiers("ready"));
-    expect((await apply(deploymentYaml("qwen", 0, { "snooze.dev/slot": "gpu-0" }))).code).toBe(0);
-    await createModel("mistral", { slot: "gpu-0", replicas: 0 });
+    expect((await apply(deploymentYaml("qwen", 0, { "snooze.dev/slot": slot }))).code).toBe(0);
+    await createModel("mistral", { slot, replicas: 0 });
 
     // The autoscaler as a pod of its ServiceAccount: a token bound to that pod carries its name.
     const pod = await core.createNamespacedPod({
@@ -291,9 +294,9 @@ describe("one resident per slot", () => {
       { token: token.status!.token! },
     );
     await coordination().createNamespacedLease({
-      namespace: ns.name,
+      namespace: system,
       body: {
-        metadata: { name: "snooze-slot-gpu-0" },
+        metadata: { name: `snooze-slot-${slot}` },
         spec: { holderIdentity: pod.metadata!.name!, leaseDurationSeconds: 15 },
       },
     });
@@ -309,22 +312,22 @@ describe("one resident per slot", () => {
     const result = await kubectl(["scale", "-n", ns.name, "deployment/qwen", "--replicas=1"]);
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain(
-      'admission webhook "scale.validate.snooze.dev" denied the request: slot "gpu-0" already has a resident: Model "llama" (ready); ' +
+      `admission webhook "scale.validate.snooze.dev" denied the request: slot "${slot}" already has a resident: Model "llama" (ready); ` +
         'changing spec.replicas (scale) from 0 to 1 of Deployment "qwen" would make a second member resident. ' +
-        "Only the Snooze autoscaler that holds the Lease snooze-slot-gpu-0 swaps members. " +
+        `Only the Snooze autoscaler that holds the Lease snooze-slot-${slot} swaps members. ` +
         'To switch, ask for a swap: send a request for model "qwen" through the activator, or POST /snooze/v1/models/qwen/wake on the activator.',
     );
     expect(await replicasOf("qwen")).toBe(0);
   });
 
   test("the same through a full update, and through a Model's scale subresource", async () => {
-    const update = await apply(deploymentYaml("qwen", 1, { "snooze.dev/slot": "gpu-0" }));
+    const update = await apply(deploymentYaml("qwen", 1, { "snooze.dev/slot": slot }));
     expect(update.stderr).toContain(
-      'denied the request: slot "gpu-0" already has a resident: Model "llama" (ready); changing spec.replicas from 0 to 1 of Deployment "qwen"',
+      `denied the request: slot "${slot}" already has a resident: Model "llama" (ready); changing spec.replicas from 0 to 1 of Deployment "qwen"`,
     );
     const model = await kubectl(["scale", "-n", ns.name, "models.snooze.dev/mistral", "--replicas=1"]);
     expect(model.stderr).toContain(
-      'admission webhook "models-scale.validate.snooze.dev" denied the request: slot "gpu-0" already has a resident: Model "llama" (ready); changing spec.replicas (scale) from 0 to 1 of Model "mistral"',
+      `admission webhook "models-scale.validate.snooze.dev" denied the request: slot "${slot}" already has a resident: Model "llama" (ready); changing spec.replicas (scale) from 0 to 1 of Model "mistral"`,
     );
   });
 
@@ -334,15 +337,15 @@ describe("one resident per slot", () => {
     await scaleAs(autoscaler, "qwen", 0);
     await coordination().patchNamespacedLease(
       {
-        namespace: ns.name,
-        name: "snooze-slot-gpu-0",
+        namespace: system,
+        name: `snooze-slot-${slot}`,
         body: { spec: { holderIdentity: "snooze-autoscaler-other" } },
       },
       setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
     );
     await expect(scaleAs(autoscaler, "qwen", 1)).rejects.toSatisfy((error: unknown) =>
       errorText(error).includes(
-        'does not hold the Lease snooze-slot-gpu-0 (held by "snooze-autoscaler-other")',
+        `does not hold the Lease snooze-slot-${slot} (held by "snooze-autoscaler-other")`,
       ),
     );
     expect(await replicasOf("qwen")).toBe(0);
@@ -350,12 +353,12 @@ describe("one resident per slot", () => {
 
   test("while a swap is in progress a person waits too; on an empty slot a person may scale the only member", async () => {
     await setStatus("models", "llama", tiers("asleep-1"));
-    await setStatus("slots", "gpu-0", {
+    await setStatus("slots", slot, {
       transition: { from: "llama", to: "mistral", step: "waking", startedAt: "2026-01-01T00:00:00Z" },
     });
     const during = await kubectl(["scale", "-n", ns.name, "deployment/qwen", "--replicas=1"]);
     expect(during.stderr).toContain(
-      'denied the request: slot "gpu-0" is swapping from "llama" to "mistral" (step waking); changing spec.replicas (scale) from 0 to 1',
+      `denied the request: slot "${slot}" is swapping from "llama" to "mistral" (step waking); changing spec.replicas (scale) from 0 to 1`,
     );
     await custom.patchNamespacedCustomObjectStatus(
       {
@@ -363,7 +366,7 @@ describe("one resident per slot", () => {
         version,
         namespace: ns.name,
         plural: "slots",
-        name: "gpu-0",
+        name: `${slot}`,
         body: [{ op: "remove", path: "/status/transition" }],
       },
       setHeaderOptions("Content-Type", PatchStrategy.JsonPatch),
