@@ -105,6 +105,19 @@ export async function netnsNetwork(options: NetnsOptions): Promise<PodNetwork> {
         if (inUse.has(podIP)) continue;
         inUse.add(podIP);
         await ip(["-n", namespace, "addr", "add", `${podIP}/32`, "dev", podIf]);
+        // The kernel drops the namespace's route to the host end when the last address goes (every
+        // pod deleted); without it no pod could answer the host again. Put it back each time.
+        await ip([
+          "-n",
+          namespace,
+          "route",
+          "replace",
+          `${prefix16}.${subnet}.0/24`,
+          "dev",
+          podIf,
+          "scope",
+          "link",
+        ]);
         return { ip: podIP, wrap: (argv) => ["ip", "netns", "exec", namespace, ...argv] };
       }
       throw new Error(`no pod address left in ${prefix16}.${subnet}.0/24`);
