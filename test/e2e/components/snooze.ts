@@ -258,11 +258,9 @@ export async function adminClient(cluster: SuiteCluster) {
       (await client.list<Pod>(paths.pods(ns), { labelSelector: `app=${app}` })).items.filter(
         (p) => !p.metadata.deletionTimestamp,
       ),
-    scaleModel: async (ns: string, name: string, replicas: number) => {
-      const path = `${paths.custom(group, version, "models", ns)}/${name}/scale`;
-      const scale = await client.get<any>(path);
-      await client.replace(path, { ...scale, spec: { replicas } });
-    },
+    /** What `kubectl scale model` does: a merge patch of the scale subresource. */
+    scaleModel: (ns: string, name: string, replicas: number) =>
+      client.patch(`${paths.custom(group, version, "models", ns)}/${name}/scale`, { spec: { replicas } }),
   };
 }
 
