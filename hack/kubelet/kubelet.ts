@@ -14,6 +14,7 @@ import {
   type V1Pod,
 } from "@kubernetes/client-node";
 import type { Logger } from "../../lib/log.ts";
+import { httpProbe } from "./http-probe.ts";
 import { registerNode, statusOf } from "./node.ts";
 import type { PodAddress, PodNetwork } from "./pod-network.ts";
 import { type ContainerRun, type Exit, podStatus } from "./pod-status.ts";
@@ -183,15 +184,20 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
     const { readiness } = record.launch;
     if (readiness.initialDelayMs > 0) await sleep(readiness.initialDelayMs);
     while (record.child === child && !record.stopping && !stopped) {
-      const ok = await fetch(`http://${record.address.ip}:${readiness.port}${readiness.path}`, {
-        signal: AbortSignal.timeout(Math.max(1_000, readiness.periodMs)),
-      }).then(
-        async (response) => {
-          await response.body?.cancel();
-          return response.status >= 200 && response.status < 400;
-        },
-        () => false,
+      const result = await httpProbe(
+        record.address.ip,
+        readiness.port,
+        readiness.path,
+        Math.max(1_000, readiness.periodMs),
       );
+      const ok = result.ok;
+      if (!result.ok && (record.probeFailures + 1) % 10 === 0) {
+        log.warn("readiness probe failing", {
+          pod: record.key,
+          failures: record.probeFailures + 1,
+          reason: result.reason,
+        });
+      }
       if (record.child !== child || record.run.state !== "running") break;
       record.probeFailures = ok ? 0 : record.probeFailures + 1;
       const ready = ok ? true : record.probeFailures < readiness.failureThreshold && record.run.ready;

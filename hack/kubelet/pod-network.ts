@@ -123,8 +123,10 @@ export async function netnsNetwork(options: NetnsOptions): Promise<PodNetwork> {
       throw new Error(`no pod address left in ${prefix16}.${subnet}.0/24`);
     },
     async release(podIP) {
-      if (!inUse.delete(podIP)) return;
+      if (!inUse.has(podIP)) return;
       await ip(["-n", namespace, "addr", "del", `${podIP}/32`, "dev", podIf]).catch(() => {});
+      // Free for the next pod only once the address is really gone.
+      inUse.delete(podIP);
     },
     async close() {
       // Deleting the namespace deletes the veth pair (and the host route) with it.

@@ -5,6 +5,8 @@ import {
   CoreV1Api,
   CustomObjectsApi,
   type KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
   type V1ResourceAttributes,
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -234,12 +236,12 @@ describe("real calls with the components' identities", () => {
     const autoscaler = identities.get("snooze-autoscaler")!;
 
     const apps = autoscaler.makeApiClient(AppsV1Api);
-    const scale = await apps.readNamespacedDeploymentScale({ name: "engine", namespace: ns });
-    await apps.replaceNamespacedDeploymentScale({
-      name: "engine",
-      namespace: ns,
-      body: { ...scale, spec: { replicas: 2 } },
-    });
+    // A merge patch, as the autoscaler writes scale: no resourceVersion to lose a race with the
+    // deployment controller's own writes.
+    await apps.patchNamespacedDeploymentScale(
+      { name: "engine", namespace: ns, body: { spec: { replicas: 2 } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
     const deployment = await cluster.admin
       .makeApiClient(AppsV1Api)
       .readNamespacedDeployment({ name: "engine", namespace: ns });

@@ -1,0 +1,23 @@
+import { request } from "node:http";
+
+export type ProbeResult = { ok: true } | { ok: false; reason: string };
+
+/**
+ * One HTTP GET probe, like the kubelet's httpGet probe: a new connection each time, closed after
+ * (no keep-alive pool that could hold a socket to a sim that is gone), success on 200–399.
+ */
+export function httpProbe(host: string, port: number, path: string, timeoutMs: number): Promise<ProbeResult> {
+  return new Promise((resolve) => {
+    const req = request(
+      { host, port, path, method: "GET", agent: false, headers: { connection: "close" } },
+      (res) => {
+        res.resume();
+        const status = res.statusCode ?? 0;
+        resolve(status >= 200 && status < 400 ? { ok: true } : { ok: false, reason: `HTTP ${status}` });
+      },
+    );
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer in ${timeoutMs}ms`)));
+    req.once("error", (error) => resolve({ ok: false, reason: error.message }));
+    req.end();
+  });
+}
