@@ -184,3 +184,49 @@ describe("Models of annotated Deployments", () => {
     expect((await admin.deployment(ns.name, "embed")).metadata.name).toBe("embed");
   }, 60_000);
 });
+
+describe("an activation that fails", () => {
+  test("a pod that never becomes ready: the held request is answered 503 with the reason, the Model says Failed", async () => {
+    await admin.createDeployment(
+      ns.name,
+      simDeployment(cluster, "stuck", {
+        model: "stuck",
+        extraArgs: ["--fault-never-ready"],
+        annotations: { "snooze.dev/start-timeout": "3s", "snooze.dev/hold-budget": "30s" },
+      }),
+    );
+    await waitFor(async () => ((await modelIds()).includes("stuck") ? true : undefined), {
+      what: "the activator knowing stuck",
+      timeoutMs: 15_000,
+      detail: logs,
+    });
+    const answer = await complete(activator!.url, "stuck");
+    expect(answer.status, answer.text).toBe(503);
+    const { error } = JSON.parse(answer.text);
+    expect(error.code).toBe("activation_failed");
+    expect(error.message).toMatch(/start of stuck failed: pod stuck-\S+ not ready within startTimeout/);
+    // Long before the hold budget: the failure was reported, not waited out.
+    expect(answer.ms).toBeLessThan(20_000);
+    const status = (await admin.model(ns.name, "stuck")).status;
+    expect(status.conditions.find((c: any) => c.type === "ActivationFailed")).toMatchObject({
+      status: "True",
+    });
+    // The failed pod is removed again: nothing keeps a broken engine around.
+    await waitFor(
+      async () => ((await admin.deployment(ns.name, "stuck")).spec.replicas === 0 ? true : undefined),
+      {
+        what: "the stuck pod scaled away",
+        timeoutMs: 15_000,
+        detail: logs,
+      },
+    );
+    const failed = await waitFor(
+      async () => {
+        const s = (await admin.model(ns.name, "stuck")).status;
+        return s?.phase === "Failed" ? s : undefined;
+      },
+      { what: "phase Failed", timeoutMs: 15_000, detail: logs },
+    );
+    expect(failed.replicas).toBe(0);
+  }, 60_000);
+});
