@@ -1,0 +1,143 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterEach, describe, expect, test } from "vitest";
+import { type KubeClient, KubeError } from "./client.ts";
+import { type Lease, LeaseElector, leaseName } from "./lease.ts";
+
+/** An in-memory Lease API with the apiserver's optimistic concurrency: stale writes get 409. */
+class FakeLeases {
+  leases = new Map<string, Lease>();
+  version = 1;
+  writes = 0;
+  private key(path: string) {
+    return path.split("/").pop()!;
+  }
+  client(): KubeClient {
+    return {
+      get: async (path: string) => {
+        const lease = this.leases.get(this.key(path));
+        if (!lease) throw new KubeError(404, "NotFound", "not found");
+        return structuredClone(lease);
+      },
+      create: async (_path: string, body: Lease) => {
+        if (this.leases.has(body.metadata.name)) throw new KubeError(409, "AlreadyExists", "exists");
+        return this.store(body);
+      },
+      replace: async (path: string, body: Lease) => {
+        const current = this.leases.get(this.key(path));
+        if (!current || current.metadata.resourceVersion !== body.metadata.resourceVersion)
+          throw new KubeError(409, "Conflict", "the object has been modified");
+        return this.store(body);
+      },
+    } as unknown as KubeClient;
+  }
+  private store(body: Lease): Lease {
+    this.writes++;
+    const stored = structuredClone(body);
+    stored.metadata.resourceVersion = String(++this.version);
+    this.leases.set(stored.metadata.name, stored);
+    return structuredClone(stored);
+  }
+}
+
+const timing = { durationMs: 400, renewDeadlineMs: 250, retryMs: 40 };
+let electors: LeaseElector[] = [];
+afterEach(async () => {
+  await Promise.all(electors.map((e) => e.stop(false)));
+  electors = [];
+});
+
+function elector(api: FakeLeases, identity: string, events: string[] = []) {
+  const e = new LeaseElector({
+    client: api.client(),
+    namespace: "snooze-system",
+    name: "snooze-slot-gpu-0",
+    identity,
+    address: `http://${identity}:8090`,
+    timing,
+    onStartedLeading: () => events.push(`${identity} leads`),
+    onStoppedLeading: () => events.push(`${identity} stops`),
+  });
+  electors.push(e);
+  return e;
+}
+
+async function until(check: () => boolean, what: string, ms = 3_000) {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+describe("LeaseElector", () => {
+  test("of two candidates exactly one leads, the other knows who and where", async () => {
+    const api = new FakeLeases();
+    const a = elector(api, "a");
+    const b = elector(api, "b");
+    a.start();
+    b.start();
+    await until(() => a.leading || b.leading, "a leader");
+    for (let i = 0; i < 20; i++) {
+      // Never two (zero is allowed for a moment: a stalled machine may miss a renewal deadline).
+      expect(Number(a.leading) + Number(b.leading)).toBeLessThanOrEqual(1);
+      await sleep(20);
+    }
+    await until(() => a.leading || b.leading, "a leader again");
+    const [leader, follower] = a.leading ? [a, b] : [b, a];
+    expect(follower.holder?.address).toBe(leader === a ? "http://a:8090" : "http://b:8090");
+    expect(api.leases.get("snooze-slot-gpu-0")?.spec?.holderIdentity).toBe(leader === a ? "a" : "b");
+  });
+
+  test("a holder that dies (no release) is replaced after the lease duration, not before", async () => {
+    const api = new FakeLeases();
+    const events: string[] = [];
+    const a = elector(api, "a", events);
+    a.start();
+    await until(() => a.leading, "a leading");
+    await a.stop(false);
+    const died = Date.now();
+    const b = elector(api, "b", events);
+    b.start();
+    await until(() => b.leading, "b leading");
+    expect(Date.now() - died).toBeGreaterThanOrEqual(timing.durationMs * 0.9);
+    expect(api.leases.get("snooze-slot-gpu-0")?.spec).toMatchObject({
+      holderIdentity: "b",
+      leaseTransitions: 1,
+    });
+    expect(events).toEqual(["a leads", "a stops", "b leads"]);
+  });
+
+  test("a holder that stops releases the lease: the successor takes it at its next try", async () => {
+    const api = new FakeLeases();
+    const a = elector(api, "a");
+    const b = elector(api, "b");
+    a.start();
+    await until(() => a.leading, "a leading");
+    b.start();
+    await sleep(100);
+    expect(b.leading).toBe(false);
+    const released = Date.now();
+    await a.stop(true);
+    await until(() => b.leading, "b leading");
+    expect(Date.now() - released).toBeLessThan(timing.durationMs);
+  });
+
+  test("a holder that cannot renew stops leading within the renew deadline", async () => {
+    const api = new FakeLeases();
+    const events: string[] = [];
+    const a = elector(api, "a", events);
+    a.start();
+    await until(() => a.leading, "a leading");
+    // Someone else took the Lease over behind its back (as after a long pause): a's writes now conflict.
+    const lease = api.leases.get("snooze-slot-gpu-0")!;
+    lease.spec = { ...lease.spec, holderIdentity: "intruder", renewTime: new Date().toISOString() };
+    lease.metadata.resourceVersion = "999";
+    await until(() => !a.leading, "a not leading", timing.renewDeadlineMs + 500);
+    expect(events).toContain("a stops");
+  });
+
+  test("lease names are valid DNS subdomains", () => {
+    expect(leaseName("snooze-slot", "GPU_0")).toBe("snooze-slot-gpu-0");
+    expect(leaseName("snooze-model", "team-a.qwen")).toBe("snooze-model-team-a.qwen");
+  });
+});
