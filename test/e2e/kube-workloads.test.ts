@@ -230,3 +230,52 @@ describe("an activation that fails", () => {
     expect(failed.replicas).toBe(0);
   }, 60_000);
 });
+
+describe("the whole ladder on Kubernetes", () => {
+  test("ready → asleep-1 → asleep-2 → cold (the pod is scaled away), then a request starts it again", async () => {
+    await admin.createDeployment(
+      ns.name,
+      simDeployment(cluster, "ladder", {
+        model: "ladder",
+        annotations: {
+          "snooze.dev/sleep-after": "1s",
+          "snooze.dev/deep-sleep-after": "1s",
+          "snooze.dev/zero-after": "4s",
+        },
+      }),
+    );
+    await waitFor(async () => ((await modelIds()).includes("ladder") ? true : undefined), {
+      what: "the activator knowing ladder",
+      timeoutMs: 15_000,
+    });
+    expect((await complete(activator!.url, "ladder")).status).toBe(200);
+    const seen: string[] = [];
+    let ip = "";
+    let engineLevel = 0;
+    await waitFor(
+      async () => {
+        const pods = await admin.pods(ns.name, "ladder");
+        const tier = pods[0] ? (pods[0].metadata.annotations?.["snooze.dev/tier"] ?? "") : "gone";
+        if (pods[0]?.status?.podIP) ip = pods[0].status.podIP;
+        if (seen.at(-1) !== tier) seen.push(tier);
+        if (tier === "asleep-2" && ip) {
+          const engine = (await (await fetch(`http://${ip}:8000/sim/state`)).json()) as {
+            sleepLevel: number;
+          };
+          engineLevel = Math.max(engineLevel, engine.sleepLevel);
+        }
+        return tier === "gone" ? true : undefined;
+      },
+      { what: "the pod to go", timeoutMs: 30_000, intervalMs: 100, detail: logs },
+    );
+    expect(seen.filter((t) => t !== "draining")).toEqual(["ready", "asleep-1", "asleep-2", "gone"]);
+    // Deeper for real: the engine dropped its weights (level 2), it did not just say so.
+    expect(engineLevel).toBe(2);
+    expect((await admin.deployment(ns.name, "ladder")).spec.replicas).toBe(0);
+    await waitFor(
+      async () => ((await admin.model(ns.name, "ladder")).status?.phase === "Cold" ? true : undefined),
+      { what: "status Cold", timeoutMs: 10_000, detail: logs },
+    );
+    expect((await complete(activator!.url, "ladder")).status).toBe(200);
+  }, 60_000);
+});
