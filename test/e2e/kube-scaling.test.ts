@@ -209,4 +209,48 @@ describe("a Model on Kubernetes, through the activator", () => {
       if (tierOf(p) !== "ready") expect(engine.isSleeping).toBe(true);
     }
   });
+  test("two activators side by side, traffic on both while the Model scales 1 → 3 → 1 → 3 → 1: every request answered, none reaches a sleeping engine", async () => {
+    const second = await startActivator(cluster, {
+      namespace: ns.name,
+      identity: "activator-b",
+      kubeconfig: activatorKubeconfig,
+      autoscalerUrl: autoscaler!.url,
+    });
+    const sleeps = async () => {
+      const text = await (await fetch(`${autoscaler!.url}/metrics`)).text();
+      return text
+        .split("\n")
+        .filter((l) => l.startsWith("snooze_tier_transitions_total{") && l.includes('to="asleep-1"'))
+        .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+    };
+    const sleepsBefore = await sleeps();
+    try {
+      let sending = true;
+      const results: number[] = [];
+      const clients = [activator!.url, second.url, activator!.url, second.url].map(async (url) => {
+        while (sending) results.push((await complete(url, model, 30_000)).status);
+      });
+      // Awake pods drain and sleep under traffic while another keeps serving it.
+      for (const replicas of [3, 1, 3, 1]) {
+        await admin.scaleModel(ns.name, model, replicas);
+        await waitStatus(
+          `${replicas} ready, ${3 - replicas} asleep, under traffic`,
+          (s) => s.readyReplicas === replicas && s.sleepingReplicas === 3 - replicas,
+        );
+      }
+      sending = false;
+      await Promise.all(clients);
+      const slept = (await sleeps()) - sleepsBefore;
+      console.log(
+        `e2e: ${results.length} requests over two activators while scaling 1 → 3 → 1 → 3 → 1; the pods fell asleep ${slept} times meanwhile`,
+      );
+      // The traffic really met sleeping pods: the check below would mean nothing otherwise.
+      expect(slept).toBeGreaterThanOrEqual(2);
+      expect(results.length).toBeGreaterThan(20);
+      expect(results.filter((status) => status !== 200)).toEqual([]);
+      for (const p of await pods()) expect((await simState(p.status!.podIP!)).arrivedWhileAsleep).toBe(0);
+    } finally {
+      await second.stop();
+    }
+  }, 90_000);
 });
