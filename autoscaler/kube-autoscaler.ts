@@ -64,7 +64,9 @@ interface Unit {
   slots: Map<string, KubeSlot>;
 }
 
-const workloadsLease = "snooze-workloads";
+/** One writer of Models for annotated workloads, per watched scope (all namespaces, or one). */
+const workloadsLease = (namespace?: string) =>
+  leaseName("snooze-workloads", ...(namespace ? [namespace] : []));
 
 /**
  * `snooze autoscaler`: the control plane on Kubernetes. It watches Models, Slots, pods and
@@ -162,7 +164,7 @@ export class KubeAutoscaler {
     this.workloadsElector = new LeaseElector({
       client: this.options.client,
       namespace: this.options.leaseNamespace,
-      name: workloadsLease,
+      name: workloadsLease(this.options.namespace),
       identity: this.options.identity,
       address: this.address,
       timing: this.options.leaseTiming,
