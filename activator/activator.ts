@@ -249,7 +249,7 @@ export class Activator {
     const { promise, cancel } = route.hold();
     const progress =
       stream && route.config.streamProgress
-        ? new HoldProgress(res, model, () => route.retryAfterMs())
+        ? new HoldProgress(res, () => route.progress(started))
         : undefined;
     progress?.start();
     // Holding signalled demand, so an activation this request waits on has begun by now: link to it.

@@ -1,5 +1,4 @@
 import type { ServerResponse } from "node:http";
-import { formatDuration } from "../lib/duration.ts";
 import type { OpenAIErrorBody } from "../lib/openai-error.ts";
 
 const firstAfterMs = 1_000;
@@ -13,14 +12,13 @@ const everyMs = 2_000;
  */
 export class HoldProgress {
   private readonly res: ServerResponse;
-  private readonly model: string;
-  private readonly remainingMs: () => number;
+  private readonly describe: () => string;
   private timer?: NodeJS.Timeout;
 
-  constructor(res: ServerResponse, model: string, remainingMs: () => number) {
+  /** `describe` says what the request waits for, e.g. `waking qwen, ~2s`. */
+  constructor(res: ServerResponse, describe: () => string) {
     this.res = res;
-    this.model = model;
-    this.remainingMs = remainingMs;
+    this.describe = describe;
   }
 
   start(): void {
@@ -41,7 +39,7 @@ export class HoldProgress {
     if (!this.res.headersSent) {
       this.res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     }
-    this.res.write(`: waking ${this.model}, ~${formatDuration(Math.max(0, this.remainingMs()))}\n\n`);
+    this.res.write(`: ${this.describe()}\n\n`);
     this.timer = setTimeout(() => this.tick(), everyMs);
   }
 }

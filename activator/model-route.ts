@@ -1,4 +1,5 @@
 import { Pool } from "undici";
+import { formatDuration } from "../lib/duration.ts";
 import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { type Held, HoldQueue } from "./hold-queue.ts";
@@ -199,6 +200,20 @@ export class ModelRoute {
     for (const item of this.queue.drain())
       item.value.reject({ reason: "shutdown", retryAfterMs: this.retryAfterMs() });
     await Promise.all([...this.backends.values()].map((b) => b.pool.close().catch(() => {})));
+  }
+
+  /**
+   * What a held request waits for, for progress lines: `waking qwen, ~2s` when the activation has a
+   * measured estimate, else `starting qwen, 3s so far`. `since` is on the performance clock.
+   */
+  progress(since: number): string {
+    const event = this.lastEvent;
+    const verb =
+      event?.tier === "starting" ? "starting" : event?.tier === "waking" ? "waking" : "waiting for";
+    if (event?.estimateMs !== undefined && (event.tier === "starting" || event.tier === "waking")) {
+      return `${verb} ${this.config.id}, ~${formatDuration(Math.max(0, event.since + event.estimateMs - Date.now()))}`;
+    }
+    return `${verb} ${this.config.id}, ${formatDuration(performance.now() - since)} so far`;
   }
 
   /** How long until the model is likely ready, from the measured activation time. */
