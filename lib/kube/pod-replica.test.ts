@@ -1,0 +1,68 @@
+import { describe, expect, test } from "vitest";
+import { type Pod, podAddress, replicaEventForPod } from "./pod-replica.ts";
+
+const pod = (
+  annotations: Record<string, string>,
+  ready: boolean,
+  extra: Partial<Pod["metadata"]> = {},
+): Pod => ({
+  metadata: {
+    name: "qwen-1",
+    namespace: "ns",
+    creationTimestamp: "2026-01-01T00:00:00Z",
+    annotations,
+    ...extra,
+  },
+  status: {
+    phase: "Running",
+    podIP: "10.0.0.7",
+    conditions: [{ type: "Ready", status: ready ? "True" : "False" }],
+  },
+});
+
+describe("a pod as a replica, as the activator sees it", () => {
+  test("routable only when the autoscaler recorded ready and the pod is Ready", () => {
+    const since = "2026-01-01T00:01:00.000Z";
+    expect(
+      replicaEventForPod(
+        "qwen",
+        pod({ "snooze.dev/tier": "ready", "snooze.dev/tier-since": since }, true),
+        8000,
+      ),
+    ).toEqual({
+      model: "qwen",
+      replica: "qwen-1",
+      address: "10.0.0.7:8000",
+      tier: "ready",
+      since: Date.parse(since),
+    });
+    // Ready recorded, but the kubelet says the probe fails: held requests keep waiting, none is sent.
+    expect(replicaEventForPod("qwen", pod({ "snooze.dev/tier": "ready" }, false), 8000).tier).toBe("waking");
+  });
+
+  test("asleep, draining and unrecorded pods are never routable", () => {
+    for (const tier of ["asleep-1", "asleep-2", "draining", "waking"])
+      expect(replicaEventForPod("qwen", pod({ "snooze.dev/tier": tier }, true), 8000).tier).toBe(tier);
+    // A new pod the autoscaler has not warmed up yet, or a tier this version does not know.
+    expect(replicaEventForPod("qwen", pod({}, true), 8000).tier).toBe("starting");
+    expect(replicaEventForPod("qwen", pod({ "snooze.dev/tier": "napping" }, true), 8000).tier).toBe(
+      "starting",
+    );
+  });
+
+  test("a pod being deleted, or finished, is cold and has no address", () => {
+    const deleting = pod({ "snooze.dev/tier": "ready" }, true, { deletionTimestamp: "2026-01-01T00:02:00Z" });
+    const gone = replicaEventForPod("qwen", deleting, 8000);
+    expect(gone.tier).toBe("cold");
+    expect(gone.address).toBeUndefined();
+    const finished = pod({ "snooze.dev/tier": "ready" }, true);
+    finished.status!.phase = "Failed";
+    expect(replicaEventForPod("qwen", finished, 8000).tier).toBe("cold");
+  });
+
+  test("IPv6 pod addresses are bracketed", () => {
+    const v6 = pod({}, true);
+    v6.status!.podIP = "fd00::7";
+    expect(podAddress(v6, 8000)).toBe("[fd00::7]:8000");
+  });
+});
