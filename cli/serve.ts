@@ -1,9 +1,8 @@
-import { parseDuration } from "../lib/duration.ts";
 import { createLogger } from "../lib/log.ts";
 import { ConfigError, loadConfigFile } from "../lib/settings/index.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import type { Command } from "./command.ts";
-import { UsageError } from "./command.ts";
+import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { ListenError, startLocalSnooze } from "./local-snooze.ts";
 
 export const serveCommand: Command = {
@@ -18,8 +17,7 @@ export const serveCommand: Command = {
       description: "settings file",
       placeholder: "file",
     },
-    host: { type: "string", default: "127.0.0.1", description: "address to listen on" },
-    port: { type: "string", short: "p", default: "8080", description: "port to listen on" },
+    ...listenFlags(8080),
     "shutdown-grace": {
       type: "string",
       default: "30s",
@@ -28,12 +26,8 @@ export const serveCommand: Command = {
     },
   },
   async run(values) {
-    const port = Number(values.port);
-    if (!Number.isInteger(port) || port < 0 || port > 65_535)
-      throw new UsageError(`--port must be a port number, not "${values.port}"`);
-    const grace = parseDuration(String(values["shutdown-grace"]));
-    if (grace === undefined)
-      throw new UsageError(`--shutdown-grace must be a duration like 30s, not "${values["shutdown-grace"]}"`);
+    const port = portValue(values);
+    const grace = durationValue(values, "shutdown-grace");
     const log = createLogger({ component: "serve" });
     let config: Awaited<ReturnType<typeof loadConfigFile>>;
     try {

@@ -1,16 +1,12 @@
-import { parseDuration } from "../lib/duration.ts";
 import { createLogger } from "../lib/log.ts";
 import { byteSize } from "../lib/settings/index.ts";
 import { serviceAccountNamespace } from "../webhooks/slot-residency.ts";
 import { startWebhooks } from "../webhooks/webhooks.ts";
 import { type Command, type FlagValues, UsageError } from "./command.ts";
+import { durationValue, portValue } from "./flags.ts";
 
-const durationFlag = (values: FlagValues, name: string): number => {
-  const ms = parseDuration(String(values[name]));
-  if (ms === undefined || ms <= 0)
-    throw new UsageError(`--${name} must be a duration like 30s or 720h, not "${values[name]}"`);
-  return ms;
-};
+const durationFlag = (values: FlagValues, name: string): number =>
+  durationValue(values, name, { positive: true });
 
 /** The DNS names a Service is reached by from the apiserver. */
 export function serviceHosts(service: string, namespace: string): string[] {
@@ -138,9 +134,7 @@ export const webhooksCommand: Command = {
     },
   },
   async run(values) {
-    const port = Number(values.port);
-    if (!Number.isInteger(port) || port < 0 || port > 65_535)
-      throw new UsageError(`--port must be a port number, not "${values.port}"`);
+    const port = portValue(values);
     const maxBody = byteSize.safeParse(String(values["max-body-size"]));
     if (!maxBody.success)
       throw new UsageError(`--max-body-size must be a size like 6Mi, not "${values["max-body-size"]}"`);
