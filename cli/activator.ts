@@ -9,7 +9,8 @@ import { loadKubeConfig } from "../lib/kube/kubeconfig.ts";
 import { createLogger } from "../lib/log.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import { type Command, UsageError } from "./command.ts";
-import { durationFlag, kubeFlags, portFlag } from "./kube-flags.ts";
+import { durationValue, listenFlags, portValue } from "./flags.ts";
+import { kubeFlags } from "./kube-flags.ts";
 
 const notOnKubernetes = (verb: string) => async (model: string) => {
   throw new Error(
@@ -22,8 +23,7 @@ export const activatorCommand: Command = {
   summary:
     "Run the data plane on Kubernetes: route OpenAI requests to ready pods of Models, hold them while the autoscaler wakes one.",
   flags: {
-    host: { type: "string", default: "127.0.0.1", description: "address to listen on" },
-    port: { type: "string", short: "p", default: "8080", description: "port to listen on" },
+    ...listenFlags(8080),
     ...kubeFlags,
     "autoscaler-url": {
       type: "string",
@@ -51,9 +51,9 @@ export const activatorCommand: Command = {
     },
   },
   async run(values) {
-    const port = portFlag(values);
-    const grace = durationFlag(values, "shutdown-grace");
-    const statsIntervalMs = durationFlag(values, "stats-interval");
+    const port = portValue(values);
+    const grace = durationValue(values, "shutdown-grace");
+    const statsIntervalMs = durationValue(values, "stats-interval", { positive: true });
     const identity = String(values.identity ?? process.env.POD_NAME ?? `${hostname()}-${process.pid}`);
     const autoscalerUrl = String(
       values["autoscaler-url"] ??

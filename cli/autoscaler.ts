@@ -8,15 +8,15 @@ import { KubeClient } from "../lib/kube/client.ts";
 import { loadKubeConfig } from "../lib/kube/kubeconfig.ts";
 import { createLogger } from "../lib/log.ts";
 import { type Command, UsageError } from "./command.ts";
-import { durationFlag, kubeFlags, ownAddress, portFlag } from "./kube-flags.ts";
+import { durationValue, listenFlags, portValue } from "./flags.ts";
+import { kubeFlags, ownAddress } from "./kube-flags.ts";
 
 export const autoscalerCommand: Command = {
   name: "autoscaler",
   summary:
     "Run the control plane on Kubernetes: wake, sleep, scale and arbitrate the pods of Models (one Lease holder per slot or Model).",
   flags: {
-    host: { type: "string", default: "127.0.0.1", description: "address to listen on" },
-    port: { type: "string", short: "p", default: "8090", description: "port to listen on" },
+    ...listenFlags(8090),
     ...kubeFlags,
     "lease-namespace": {
       type: "string",
@@ -59,13 +59,13 @@ export const autoscalerCommand: Command = {
     },
   },
   async run(values) {
-    const port = portFlag(values);
+    const port = portValue(values);
     const timing = {
-      durationMs: durationFlag(values, "lease-duration"),
-      renewDeadlineMs: durationFlag(values, "lease-renew-deadline"),
-      retryMs: durationFlag(values, "lease-retry"),
+      durationMs: durationValue(values, "lease-duration", { positive: true }),
+      renewDeadlineMs: durationValue(values, "lease-renew-deadline", { positive: true }),
+      retryMs: durationValue(values, "lease-retry", { positive: true }),
     };
-    const drainGraceMs = durationFlag(values, "drain-grace");
+    const drainGraceMs = durationValue(values, "drain-grace");
     const identity = String(values.identity ?? process.env.POD_NAME ?? hostname());
     const log = createLogger({ component: "autoscaler", identity });
     let loaded: ReturnType<typeof loadKubeConfig>;
