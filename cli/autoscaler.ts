@@ -65,6 +65,9 @@ export const autoscalerCommand: Command = {
       renewDeadlineMs: durationValue(values, "lease-renew-deadline", { positive: true }),
       retryMs: durationValue(values, "lease-retry", { positive: true }),
     };
+    // A holder must stop acting before anyone else may take its Lease, and renew more than once in time.
+    if (!(timing.retryMs < timing.renewDeadlineMs && timing.renewDeadlineMs < timing.durationMs))
+      throw new UsageError("--lease-retry < --lease-renew-deadline < --lease-duration must hold");
     const drainGraceMs = durationValue(values, "drain-grace");
     const identity = String(values.identity ?? process.env.POD_NAME ?? hostname());
     const log = createLogger({ component: "autoscaler", identity });
