@@ -59,6 +59,13 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   let inFlight = 0;
   const app = new Hono();
 
+  // While draining, every answer tells the apiserver not to reuse its connection: closing an idle
+  // keep-alive connection under a client that is just then sending on it resets that request.
+  app.use(async (c, next) => {
+    await next();
+    if (draining) c.header("connection", "close");
+  });
+
   app.get("/healthz", (c) => c.text("ok\n"));
   app.get("/readyz", (c) => (!draining && options.ready() ? c.text("ok\n") : c.text("not ready\n", 503)));
   app.get("/metrics", async (c) =>
@@ -156,7 +163,9 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       const deadline = Date.now() + graceMs;
-      // Idle keep-alive connections close at once; busy ones once their review is answered.
+      // Connections in use close themselves (each answer says `connection: close`); give the
+      // apiserver a moment to stop reusing idle ones before they are closed from this side.
+      await sleep(Math.min(1_000, graceMs / 2));
       while (Date.now() < deadline) {
         server.closeIdleConnections();
         if (inFlight === 0) break;
