@@ -4,13 +4,11 @@ import { Registry } from "prom-client";
 import { Activator } from "../activator/activator.ts";
 import { KubeControlPlane } from "../activator/kube-control-plane.ts";
 import { createActivatorServer } from "../activator/server.ts";
-import { KubeClient } from "../lib/kube/client.ts";
-import { loadKubeConfig } from "../lib/kube/kubeconfig.ts";
 import { createLogger } from "../lib/log.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
-import { type Command, UsageError } from "./command.ts";
+import type { Command } from "./command.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
-import { kubeFlags } from "./kube-flags.ts";
+import { kubeClientFrom, kubeFlags } from "./kube-flags.ts";
 
 const notOnKubernetes = (verb: string) => async (model: string) => {
   throw new Error(
@@ -61,14 +59,7 @@ export const activatorCommand: Command = {
         "http://snooze-autoscaler.snooze-system.svc:8090",
     ).replace(/\/$/, "");
     const log = createLogger({ component: "activator", identity });
-    let loaded: ReturnType<typeof loadKubeConfig>;
-    try {
-      loaded = loadKubeConfig(values.kubeconfig as string | undefined);
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
-    const { kc, source } = loaded;
-    const client = await KubeClient.fromKubeConfig(kc);
+    const { client, source } = await kubeClientFrom(values);
     const telemetry = await startTelemetry("snooze-activator");
     const registry = new Registry();
 

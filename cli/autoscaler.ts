@@ -4,12 +4,10 @@ import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { createControlServer } from "../autoscaler/control-server.ts";
 import { KubeAutoscaler } from "../autoscaler/kube-autoscaler.ts";
-import { KubeClient } from "../lib/kube/client.ts";
-import { loadKubeConfig } from "../lib/kube/kubeconfig.ts";
 import { createLogger } from "../lib/log.ts";
 import { type Command, UsageError } from "./command.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
-import { kubeFlags, ownAddress } from "./kube-flags.ts";
+import { kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
 
 export const autoscalerCommand: Command = {
   name: "autoscaler",
@@ -71,14 +69,7 @@ export const autoscalerCommand: Command = {
     const drainGraceMs = durationValue(values, "drain-grace");
     const identity = String(values.identity ?? process.env.POD_NAME ?? hostname());
     const log = createLogger({ component: "autoscaler", identity });
-    let loaded: ReturnType<typeof loadKubeConfig>;
-    try {
-      loaded = loadKubeConfig(values.kubeconfig as string | undefined);
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
-    const { kc, source } = loaded;
-    const client = await KubeClient.fromKubeConfig(kc);
+    const { client, source } = await kubeClientFrom(values);
     const registry = new Registry();
 
     const autoscaler = new KubeAutoscaler({

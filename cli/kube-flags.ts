@@ -1,5 +1,7 @@
 import { networkInterfaces } from "node:os";
-import type { Flag } from "./command.ts";
+import { KubeClient } from "../lib/kube/client.ts";
+import { loadKubeConfig } from "../lib/kube/kubeconfig.ts";
+import { type Flag, type FlagValues, UsageError } from "./command.ts";
 
 /** Flags the Kubernetes components share. */
 export const kubeFlags: Record<string, Flag> = {
@@ -20,4 +22,15 @@ export function ownAddress(): string {
   for (const addresses of Object.values(networkInterfaces()))
     for (const a of addresses ?? []) if (a.family === "IPv4" && !a.internal) return a.address;
   return "127.0.0.1";
+}
+
+/** The API client of `--kubeconfig` (or in-cluster credentials), and where its credentials came from. */
+export async function kubeClientFrom(values: FlagValues): Promise<{ client: KubeClient; source: string }> {
+  let loaded: ReturnType<typeof loadKubeConfig>;
+  try {
+    loaded = loadKubeConfig(values.kubeconfig as string | undefined);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  return { client: await KubeClient.fromKubeConfig(loaded.kc), source: loaded.source };
 }
