@@ -1,6 +1,8 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { isResident } from "../../autoscaler/slot-arbiter.ts";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
+import type { Tier } from "../../lib/replica-event.ts";
 import {
   type Admin,
   adminClient,
@@ -31,7 +33,6 @@ let autoscaler: Component | undefined;
 let activator: Component | undefined;
 const slot = `gpu-e2e-${Math.random().toString(36).slice(2, 6)}`;
 const models = ["qwen", "llama"];
-const resident = new Set(["starting", "waking", "ready", "draining"]);
 
 /** Polls every pod of both models: the most resident at once, and when two were seen. */
 function residencyMonitor() {
@@ -42,7 +43,7 @@ function residencyMonitor() {
     while (!stopped) {
       const pods: Pod[] = (await Promise.all(models.map((m) => admin.pods(ns.name, m)))).flat();
       // A pod without a tier yet is starting; a pod on its way out of the slot is not resident.
-      const residents = pods.filter((p) => resident.has(tierOf(p) ?? "starting"));
+      const residents = pods.filter((p) => isResident((tierOf(p) ?? "starting") as Tier));
       if (residents.length > max) {
         max = residents.length;
         worst = residents.map((p) => `${p.metadata.name}=${tierOf(p) ?? "(none)"}`).join(", ");

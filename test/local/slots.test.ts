@@ -3,8 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import type { LocalPlatform } from "../../autoscaler/local-platform.ts";
+import { isResident } from "../../autoscaler/slot-arbiter.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
-import type { ReplicaEvent } from "../../lib/replica-event.ts";
+import type { ReplicaEvent, Tier } from "../../lib/replica-event.ts";
 import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 let snooze: LocalSnooze | undefined;
@@ -12,8 +13,6 @@ afterEach(async () => {
   await snooze?.close(1_000);
   snooze = undefined;
 });
-
-const resident = new Set(["starting", "waking", "ready", "draining"]);
 
 /** Sim flags for engines on one simulated 24 GiB GPU of their own (a fresh ledger per test). */
 function sharedGpu(): string[] {
@@ -58,7 +57,7 @@ models:
   snooze.autoscaler.watch((event) => {
     events.push(event);
     tiers.set(event.model, event.tier);
-    const residents = [...tiers].filter(([, tier]) => resident.has(tier)).map(([model]) => model);
+    const residents = [...tiers].filter(([, tier]) => isResident(tier as Tier)).map(([model]) => model);
     if (residents.length > 1) overlaps.push(residents.join("+"));
   });
   return { events, overlaps };
