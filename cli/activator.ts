@@ -9,6 +9,7 @@ import { startTelemetry } from "../lib/telemetry.ts";
 import type { Command } from "./command.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { kubeClientFrom, kubeFlags } from "./kube-flags.ts";
+import { untilStopSignal } from "./signals.ts";
 
 const notOnKubernetes = (verb: string) => async (model: string) => {
   throw new Error(
@@ -109,14 +110,7 @@ export const activatorCommand: Command = {
     server.listen(port, String(values.host));
     await once(server, "listening");
     log.info("listening", { address: server.address(), models: [...activator.routes.keys()] });
-    await new Promise<void>((resolve) => {
-      const stop = (signal: string) => {
-        log.info("shutting down", { signal, graceMs: grace });
-        resolve();
-      };
-      process.once("SIGTERM", stop);
-      process.once("SIGINT", stop);
-    });
+    await untilStopSignal(log, "shutting down", { graceMs: grace });
     server.close();
     await activator.shutdown(grace);
     server.closeAllConnections();

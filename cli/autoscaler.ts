@@ -8,6 +8,7 @@ import { createLogger } from "../lib/log.ts";
 import { type Command, UsageError } from "./command.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
+import { untilStopSignal } from "./signals.ts";
 
 export const autoscalerCommand: Command = {
   name: "autoscaler",
@@ -92,14 +93,7 @@ export const autoscalerCommand: Command = {
     log.info("starting", { server: client.server, credentials: source, address, port: actualPort });
     await autoscaler.start(address);
     log.info("watching", { namespace: values.namespace ?? "all" });
-    await new Promise<void>((resolve) => {
-      const stop = (signal: string) => {
-        log.info("shutting down; releasing Leases", { signal });
-        resolve();
-      };
-      process.once("SIGTERM", stop);
-      process.once("SIGINT", stop);
-    });
+    await untilStopSignal(log, "shutting down; releasing Leases");
     await autoscaler.stop();
     server.closeAllConnections();
     server.close();

@@ -4,6 +4,7 @@ import { startTelemetry } from "../lib/telemetry.ts";
 import type { Command } from "./command.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { ListenError, startLocalSnooze } from "./local-snooze.ts";
+import { untilStopSignal } from "./signals.ts";
 
 export const serveCommand: Command = {
   name: "serve",
@@ -50,14 +51,7 @@ export const serveCommand: Command = {
       return 1;
     }
     log.info("listening", { url: snooze.url, models: [...config.models.keys()] });
-    await new Promise<void>((resolve) => {
-      const stop = (signal: string) => {
-        log.info("shutting down", { signal, graceMs: grace });
-        resolve();
-      };
-      process.once("SIGTERM", stop);
-      process.once("SIGINT", stop);
-    });
+    await untilStopSignal(log, "shutting down", { graceMs: grace });
     await snooze.close(grace);
     await telemetry.shutdown();
     log.info("stopped");

@@ -4,6 +4,7 @@ import { serviceAccountNamespace } from "../webhooks/slot-residency.ts";
 import { startWebhooks } from "../webhooks/webhooks.ts";
 import { type Command, type FlagValues, UsageError } from "./command.ts";
 import { durationValue, portValue } from "./flags.ts";
+import { untilStopSignal } from "./signals.ts";
 
 const durationFlag = (values: FlagValues, name: string): number =>
   durationValue(values, name, { positive: true });
@@ -187,14 +188,7 @@ export const webhooksCommand: Command = {
       log,
     });
     const grace = durationFlag(values, "shutdown-grace");
-    await new Promise<void>((resolve) => {
-      const stop = (signal: string) => {
-        log.info("shutting down", { signal, graceMs: grace });
-        resolve();
-      };
-      process.once("SIGTERM", stop);
-      process.once("SIGINT", stop);
-    });
+    await untilStopSignal(log, "shutting down", { graceMs: grace });
     await webhooks.close(grace);
     log.info("stopped");
     return 0;
