@@ -1,8 +1,8 @@
 import { beforeEach, describe, expect, test } from "vitest";
+import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
+import { resources } from "../test/support/webhooks/review-fixtures.ts";
 import type { AdmissionRequest } from "./admission.ts";
-import { FakeClusterReader } from "./fake-cluster.ts";
 import { handle, type WebhookName } from "./handlers.ts";
-import { resources } from "./review-fixtures.ts";
 import type { SlotState } from "./slot-residency.ts";
 
 /** The glue between requests, the cluster reader and the decisions, on an in-memory cluster. */

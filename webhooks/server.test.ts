@@ -3,10 +3,10 @@ import { Registry } from "prom-client";
 import { Agent, fetch } from "undici";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { silentLogger } from "../lib/log.ts";
+import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
+import { resources, review } from "../test/support/webhooks/review-fixtures.ts";
 import { type CertificatePem, createCA, issueServingCert } from "./certs/x509.ts";
-import { FakeClusterReader } from "./fake-cluster.ts";
 import { webhookMetrics } from "./metrics.ts";
-import { resources, review } from "./review-fixtures.ts";
 import { startWebhookServer, type WebhookServer } from "./server.ts";
 
 const validity = () => ({

@@ -1,7 +1,7 @@
-import type { ClusterReader } from "./cluster.ts";
-import { at, stringAt } from "./object-path.ts";
-import { modelReferences, type WorkloadKind } from "./slot-members.ts";
-import type { SlotState } from "./slot-residency.ts";
+import type { ClusterReader } from "../../../webhooks/cluster.ts";
+import { at, stringAt } from "../../../webhooks/object-path.ts";
+import { modelReferences, type WorkloadKind } from "../../../webhooks/slot-members.ts";
+import type { SlotState } from "../../../webhooks/slot-residency.ts";
 
 /** An in-memory ClusterReader for tests of the webhook glue and the HTTP layer. */
 export class FakeClusterReader implements ClusterReader {

@@ -1,4 +1,4 @@
-import type { AdmissionRequest } from "./admission.ts";
+import type { AdmissionRequest } from "../../../webhooks/admission.ts";
 
 /** AdmissionReview bodies as the apiserver sends them, for tests. */
 export function review(
