@@ -2,17 +2,17 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:
 import { context, propagation, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import type { ControlPlane } from "../lib/control-plane.ts";
+import { BodyTooLarge, readBody } from "../lib/http/body.ts";
+import { sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { ModelConfig, SnoozeConfig } from "../lib/settings/index.ts";
 import { spanContextOf, tracer } from "../lib/tracing.ts";
-import { BodyTooLarge, readBody } from "./body.ts";
 import { HoldProgress } from "./hold-progress.ts";
 import { type ActivatorMetrics, activatorMetrics } from "./metrics.ts";
 import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
 import { forward } from "./proxy.ts";
 import { resolveModel } from "./resolve-model.ts";
-import { sendError } from "./respond.ts";
 
 export interface ActivatorOptions {
   config: SnoozeConfig;

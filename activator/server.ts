@@ -1,11 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
+import { readBody } from "../lib/http/body.ts";
+import { sendError, sendJson } from "../lib/http/json.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView } from "./admin.ts";
-import { readBody } from "./body.ts";
 import { parseEventCommand } from "./incoming-event.ts";
-import { sendError, sendJson } from "./respond.ts";
 
 export interface ServerOptions {
   activator: Activator;

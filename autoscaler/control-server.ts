@@ -1,7 +1,5 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { Registry } from "prom-client";
-import { BodyTooLarge, readBody } from "../activator/body.ts";
-import { sendJson } from "../activator/respond.ts";
 import {
   demandPath,
   forwardedHeader,
@@ -9,6 +7,8 @@ import {
   isStatsBody,
   statsPath,
 } from "../lib/control-protocol.ts";
+import { BodyTooLarge, readBody } from "../lib/http/body.ts";
+import { sendJson } from "../lib/http/json.ts";
 import type { KubeAutoscaler } from "./kube-autoscaler.ts";
 
 const maxBody = 1 << 20;

@@ -1,5 +1,5 @@
 import type { ServerResponse } from "node:http";
-import type { OpenAIErrorBody } from "../lib/openai-error.ts";
+import type { OpenAIErrorBody } from "../openai-error.ts";
 
 export function sendJson(
   res: ServerResponse,
