@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
-import { activationBuckets } from "../autoscaler/metrics.ts";
+import { activationBuckets } from "../lib/metrics-buckets.ts";
 
 export function activatorMetrics(registry: Registry) {
   return {

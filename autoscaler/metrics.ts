@@ -1,8 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { activationBuckets } from "../lib/metrics-buckets.ts";
 import { type Tier, tiers } from "../lib/replica-event.ts";
-
-/** Buckets from 10 ms to 10 minutes: wakes take seconds, cold starts minutes. */
-export const activationBuckets = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
 
 export function autoscalerMetrics(registry: Registry) {
   const activation = new Histogram({

@@ -2,9 +2,9 @@ import { context, trace } from "@opentelemetry/api";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
+import { activationBuckets } from "../lib/metrics-buckets.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
 import { traceparentOf, tracer } from "../lib/tracing.ts";
-import { activationBuckets } from "./metrics.ts";
 import type { ModelController } from "./model-controller.ts";
 import { decideSlot, isResident, type SlotDecision } from "./slot-arbiter.ts";
 
