@@ -18,6 +18,9 @@ export const tiers: readonly Tier[] = [
 /** Capacity that is paid for and not yet routable. */
 export const isWarming = (tier: Tier) => tier === "starting" || tier === "waking";
 export const isAsleep = (tier: Tier) => tier === "asleep-1" || tier === "asleep-2";
+/** Tiers in which a replica holds its accelerator: a slot has at most one member in one of them. */
+export const residentTiers: readonly Tier[] = ["starting", "waking", "ready", "draining"];
+export const isResident = (tier: Tier) => residentTiers.includes(tier);
 
 /** What the control plane tells every activator whenever a replica changes tier. */
 export interface ReplicaEvent {

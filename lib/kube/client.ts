@@ -218,5 +218,13 @@ export const paths = {
   apps: (plural: string, namespace?: string) =>
     namespace ? `/apis/apps/v1/namespaces/${namespace}/${plural}` : `/apis/apps/v1/${plural}`,
   leases: (namespace: string) => `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
+  lease: (namespace: string, name: string) =>
+    `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${name}`,
+  secrets: (namespace: string) => `/api/v1/namespaces/${namespace}/secrets`,
+  secret: (namespace: string, name: string) => `/api/v1/namespaces/${namespace}/secrets/${name}`,
+  webhookConfiguration: (kind: WebhookConfigurationKind, name: string) =>
+    `/apis/admissionregistration.k8s.io/v1/${kind.toLowerCase()}s/${name}`,
   crd: (name: string) => `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
 };
+
+export type WebhookConfigurationKind = "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration";

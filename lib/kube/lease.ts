@@ -122,8 +122,8 @@ export class LeaseElector {
     });
   }
 
-  private path(name = this.name): string {
-    return `${paths.leases(this.options.namespace)}/${name}`;
+  private path(): string {
+    return paths.lease(this.options.namespace, this.name);
   }
 
   private async tryAcquireOrRenew(): Promise<void> {
@@ -252,3 +252,9 @@ export function leaseName(...parts: string[]): string {
     .replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, "")
     .slice(0, 253);
 }
+
+/**
+ * The Lease that makes one autoscaler replica the single writer of a slot, in the autoscaler's
+ * namespace; its holder is the autoscaler pod. The webhooks read it to tell the holder's writes.
+ */
+export const slotLeaseName = (slot: string) => leaseName("snooze-slot", slot);

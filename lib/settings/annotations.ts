@@ -3,6 +3,9 @@ import { type TierSettings, tierSettings } from "./model.ts";
 /** Annotations use the same settings as snooze.yaml, kebab-cased under this prefix. */
 export const annotationPrefix = "snooze.dev/";
 
+/** The model id clients use for an annotated workload (default: the workload's name). */
+export const modelAnnotation = `${annotationPrefix}model`;
+
 /** Annotations under the prefix that are not tier settings (set by Snooze itself). */
 const reserved = new Set(["tier", "tier-since", "managed-by", "model"]);
 

@@ -3,6 +3,7 @@ export {
   type AnnotationProblem,
   annotationFor,
   annotationPrefix,
+  modelAnnotation,
   settingsFromAnnotations,
 } from "./annotations.ts";
 export { ConfigError, type ConfigProblem } from "./config-error.ts";
