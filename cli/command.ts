@@ -1,9 +1,5 @@
 import { type ParseArgsOptionDescriptor, parseArgs } from "node:util";
-
-/** One flag of a command: its parseArgs descriptor plus the text `--help` shows. */
-export type Flag = ParseArgsOptionDescriptor & { description: string; placeholder?: string };
-
-export type FlagValues = Record<string, string | boolean | (string | boolean)[] | undefined>;
+import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
 
 /** A `snooze <name>` command. `run` resolves to the process exit code. */
 export interface Command {
@@ -14,9 +10,6 @@ export interface Command {
   positionals?: string;
   run(values: FlagValues, positionals: string[]): Promise<number>;
 }
-
-/** A mistake in how the command was called: printed with usage, exit code 2. */
-export class UsageError extends Error {}
 
 export function parseCommandArgs(command: Command, argv: string[]) {
   const options: Record<string, ParseArgsOptionDescriptor> = { help: { type: "boolean", short: "h" } };

@@ -1,5 +1,5 @@
+import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { parseDuration } from "../lib/duration.ts";
-import { type Flag, type FlagValues, UsageError } from "./command.ts";
 
 /** `--host` and `--port` as every server command takes them. */
 export function listenFlags(defaultPort: number): Record<"host" | "port", Flag> {

@@ -1,7 +1,7 @@
 import { networkInterfaces } from "node:os";
+import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { KubeClient } from "../lib/kube/client.ts";
 import { loadKubeConfig } from "../lib/kube/kubeconfig.ts";
-import { type Flag, type FlagValues, UsageError } from "./command.ts";
 
 /** Flags the Kubernetes components share. */
 export const kubeFlags: Record<string, Flag> = {

@@ -1,4 +1,5 @@
-import { type Command, commandHelp, parseCommandArgs, UsageError } from "./command.ts";
+import { UsageError } from "../lib/cli-flags.ts";
+import { type Command, commandHelp, parseCommandArgs } from "./command.ts";
 import { commands } from "./commands.ts";
 
 const version = "0.1.0";

@@ -1,8 +1,9 @@
+import { type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { createLogger } from "../lib/log.ts";
 import { byteSize } from "../lib/settings/index.ts";
 import { serviceAccountNamespace } from "../webhooks/slot-residency.ts";
 import { startWebhooks } from "../webhooks/webhooks.ts";
-import { type Command, type FlagValues, UsageError } from "./command.ts";
+import type { Command } from "./command.ts";
 import { durationValue, portValue } from "./flags.ts";
 import { untilStopSignal } from "./signals.ts";
 

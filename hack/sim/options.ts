@@ -3,7 +3,7 @@
  * `snooze sim` flags that set it. vLLM's own flag names are kept where vLLM
  * has one, so one command template serves `vllm serve` and `snooze sim`.
  */
-import { type Flag, type FlagValues, UsageError } from "../../cli/command.ts";
+import { type Flag, type FlagValues, UsageError } from "../../lib/cli-flags.ts";
 import { parseDuration } from "../../lib/duration.ts";
 import { type Faults, noFaults } from "./faults.ts";
 import { defaultGpuDir } from "./gpu-ledger.ts";

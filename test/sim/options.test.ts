@@ -1,8 +1,9 @@
 import { expect, test } from "vitest";
-import { parseCommandArgs, UsageError } from "../../cli/command.ts";
+import { parseCommandArgs } from "../../cli/command.ts";
 import { simCommand } from "../../cli/sim.ts";
-import { engineOptions } from "./launcher.ts";
-import { parseSimFlags } from "./options.ts";
+import { engineOptions } from "../../hack/sim/launcher.ts";
+import { parseSimFlags } from "../../hack/sim/options.ts";
+import { UsageError } from "../../lib/cli-flags.ts";
 
 const parse = (...argv: string[]) => {
   const { values, positionals } = parseCommandArgs(simCommand, argv);

@@ -1,0 +1,9 @@
+import type { ParseArgsOptionDescriptor } from "node:util";
+
+/** One flag of a command: its parseArgs descriptor plus the text `--help` shows. */
+export type Flag = ParseArgsOptionDescriptor & { description: string; placeholder?: string };
+
+export type FlagValues = Record<string, string | boolean | (string | boolean)[] | undefined>;
+
+/** A mistake in how the command was called: printed with usage, exit code 2. */
+export class UsageError extends Error {}
