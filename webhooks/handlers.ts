@@ -1,3 +1,4 @@
+import { group } from "../lib/kube/api-group.ts";
 import type { AdmissionRequest } from "./admission.ts";
 import type { ClusterReader } from "./cluster.ts";
 import type { MemberRef } from "./messages.ts";
@@ -53,9 +54,8 @@ export interface WebhookDeps {
 
 type Handler = (request: AdmissionRequest, deps: WebhookDeps) => Promise<Verdict> | Verdict;
 
-const isModels = (r: AdmissionRequest) =>
-  r.resource.group === "snooze.dev" && r.resource.resource === "models";
-const isSlots = (r: AdmissionRequest) => r.resource.group === "snooze.dev" && r.resource.resource === "slots";
+const isModels = (r: AdmissionRequest) => r.resource.group === group && r.resource.resource === "models";
+const isSlots = (r: AdmissionRequest) => r.resource.group === group && r.resource.resource === "slots";
 
 /** Deployment, StatefulSet or Knative Service, by the request's resource. */
 function workloadKind(r: AdmissionRequest): WorkloadKind | undefined {

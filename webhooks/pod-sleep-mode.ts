@@ -1,3 +1,4 @@
+import { annotationFor } from "../lib/settings/index.ts";
 import type { JsonPatch } from "./json-patch.ts";
 import { pointer } from "./json-patch.ts";
 import {
@@ -7,6 +8,8 @@ import {
   shellCommandWarning,
 } from "./messages.ts";
 import { annotationsOf, at, isObject } from "./object-path.ts";
+
+const sleepAnnotation = annotationFor("sleep");
 
 /**
  * What a slot member's pod needs for vLLM sleep mode, pure and idempotent (a second pass changes
@@ -44,7 +47,7 @@ export function mutatePod(pod: unknown, { slot, device }: PodSlot): { patch: Jso
   const patch: JsonPatch = [];
   const warnings: string[] = [];
   // A model without sleep support (snooze.dev/sleep: "false") only goes ready <-> cold.
-  if (annotationsOf(pod)["snooze.dev/sleep"] === "false") return { patch, warnings };
+  if (annotationsOf(pod)[sleepAnnotation] === "false") return { patch, warnings };
   const containers = at(pod, "spec", "containers");
   if (!Array.isArray(containers)) return { patch, warnings };
   let engines = containers.map((c, i) => [c, i] as const).filter(([c]) => isObject(c) && isVllmContainer(c));

@@ -1,3 +1,7 @@
+import { tierAnnotation } from "../lib/kube/pod-replica.ts";
+import { type LabelSelector, selectorString as labelSelectorString } from "../lib/kube/selector.ts";
+import { isAsleep, isResident, type Tier } from "../lib/replica-event.ts";
+import { annotationFor, modelAnnotation } from "../lib/settings/index.ts";
 import { annotationsOf, at, integerAt, isObject, stringAt } from "./object-path.ts";
 
 /**
@@ -5,15 +9,13 @@ import { annotationsOf, at, integerAt, isObject, stringAt } from "./object-path.
  * objects are fetched elsewhere.
  */
 
-export const slotAnnotation = "snooze.dev/slot";
-export const tierAnnotation = "snooze.dev/tier";
-export const modelAnnotation = "snooze.dev/model";
+/** The slot setting as an annotation: the same name the autoscaler reads (`snooze.dev/slot`). */
+export const slotAnnotation = annotationFor("slot");
 /** Label on the pod template of slot members: what the pod webhook's objectSelector matches. */
 export const slotMemberLabel = "snooze.dev/slot-member";
 
-/** Tiers in which a replica holds the accelerator. */
-export const residentTiers = new Set(["starting", "waking", "ready", "draining"]);
-const asleepTiers = new Set(["asleep-1", "asleep-2"]);
+/** Tiers in which a replica holds the accelerator (starting, waking, ready, draining). */
+const isResidentTier = (tier: unknown): tier is Tier => typeof tier === "string" && isResident(tier as Tier);
 
 export type WorkloadKind = "Deployment" | "StatefulSet" | "Service";
 export type MemberKind = "Model" | WorkloadKind;
@@ -36,7 +38,7 @@ export function modelResidentTier(model: unknown): string | undefined {
   if (!Array.isArray(tiers)) return undefined;
   for (const replica of tiers) {
     const tier = isObject(replica) ? replica.tier : undefined;
-    if (typeof tier === "string" && residentTiers.has(tier)) return tier;
+    if (isResidentTier(tier)) return tier;
   }
   return undefined;
 }
@@ -89,7 +91,7 @@ export function workloadResidentTier(workload: unknown, pods: unknown[]): string
   if (pods.length === 0) return "starting";
   for (const pod of pods) {
     const tier = annotationsOf(pod)[tierAnnotation];
-    if (tier === undefined || !asleepTiers.has(tier)) return tier ?? "running";
+    if (tier === undefined || !isAsleep(tier as Tier)) return tier ?? "running";
   }
   return undefined;
 }
@@ -98,21 +100,7 @@ export function workloadResidentTier(workload: unknown, pods: unknown[]): string
 export function selectorString(workload: unknown): string | undefined {
   const selector = at(workload, "spec", "selector");
   if (!isObject(selector)) return undefined;
-  const parts: string[] = [];
-  const labels = selector.matchLabels;
-  if (isObject(labels)) for (const [k, v] of Object.entries(labels)) parts.push(`${k}=${String(v)}`);
-  const expressions = selector.matchExpressions;
-  if (Array.isArray(expressions)) {
-    for (const e of expressions) {
-      if (!isObject(e) || typeof e.key !== "string") continue;
-      const values = Array.isArray(e.values) ? e.values.map(String).join(",") : "";
-      if (e.operator === "In") parts.push(`${e.key} in (${values})`);
-      else if (e.operator === "NotIn") parts.push(`${e.key} notin (${values})`);
-      else if (e.operator === "Exists") parts.push(e.key);
-      else if (e.operator === "DoesNotExist") parts.push(`!${e.key}`);
-    }
-  }
-  return parts.length > 0 ? parts.join(",") : undefined;
+  return labelSelectorString(selector as LabelSelector) || undefined;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

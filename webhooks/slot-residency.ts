@@ -11,6 +11,7 @@ import {
   modelIdOf,
   modelResidentTier,
   modelSlot,
+  slotAnnotation,
   type WorkloadKind,
   workloadReplicas,
 } from "./slot-members.ts";
@@ -129,7 +130,7 @@ export function workloadIntent(
   if (oldSlot === newSlot && oldReplicas >= 1) return undefined;
   const change =
     oldSlot !== newSlot && oldReplicas >= 1
-      ? `annotation snooze.dev/slot from ${oldSlot ? `"${oldSlot}"` : "none"} to "${newSlot}"`
+      ? `annotation ${slotAnnotation} from ${oldSlot ? `"${oldSlot}"` : "none"} to "${newSlot}"`
       : `spec.replicas from ${oldReplicas} to ${replicas}`;
   return { slot: newSlot, member: { kind, name: nameOf(newWorkload) }, change, modelId };
 }
