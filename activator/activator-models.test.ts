@@ -77,7 +77,7 @@ async function start() {
         sleep: async () => {},
         stop: async () => {},
         details: () => ({}),
-        slots: () => [],
+        slots: async () => [],
       },
     }),
   )}`;

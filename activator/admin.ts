@@ -1,4 +1,5 @@
 import type { Tier } from "../lib/replica-event.ts";
+import type { SlotStatus } from "../lib/slot-status.ts";
 
 /** One model as the admin API and `snooze status` show it. */
 export interface AdminModelView {
@@ -6,7 +7,7 @@ export interface AdminModelView {
   aliases: string[];
   tier: Tier;
   since: string;
-  replicas: { id: string; address?: string; tier: Tier }[];
+  replicas: { id: string; address?: string; tier: Tier; inFlight?: number }[];
   held: number;
   inFlight: number;
   lastStartMs?: number;
@@ -23,5 +24,5 @@ export interface AdminActions {
   /** Control-plane facts the activator does not know: measured durations, last error, replica ids. */
   details(model: string): Partial<AdminModelView>;
   /** Each slot: its resident, a transition in progress, who waits and for how long. */
-  slots(): unknown[];
+  slots(): Promise<SlotStatus[]>;
 }

@@ -81,6 +81,16 @@ export class ModelRoute {
     return best ?? this.lastEvent?.tier ?? "cold";
   }
 
+  /** Every replica the activator knows for this model, with its tier and load. */
+  replicas(): { id: string; address: string; tier: Tier; inFlight: number }[] {
+    return [...this.backends.values()].map((b) => ({
+      id: b.replica,
+      address: b.address,
+      tier: b.tier,
+      inFlight: b.inFlight,
+    }));
+  }
+
   get latestEvent(): ReplicaEvent | undefined {
     return this.lastEvent;
   }

@@ -36,7 +36,7 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
         aliases: route.config.aliases,
         tier: route.tier,
         since: new Date(event?.since ?? created * 1000).toISOString(),
-        replicas: event?.address ? [{ id: event.replica, address: event.address, tier: event.tier }] : [],
+        replicas: route.replicas(),
         held: route.held,
         inFlight: route.inFlight,
         slot: route.config.slot,
@@ -75,11 +75,11 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
       return;
     }
     if (path === "/snooze/v1/models" && req.method === "GET") {
-      sendJson(res, 200, { models: views(), slots: admin.slots() });
+      sendJson(res, 200, { models: views(), slots: await admin.slots() });
       return;
     }
     if (path === "/snooze/v1/slots" && req.method === "GET") {
-      sendJson(res, 200, { slots: admin.slots() });
+      sendJson(res, 200, { slots: await admin.slots() });
       return;
     }
     const action = adminAction.exec(path);

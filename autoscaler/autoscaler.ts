@@ -1,129 +1,235 @@
-import { hostname } from "node:os";
 import type { Registry } from "prom-client";
-import { type Clock, systemClock } from "../lib/clock.ts";
-import { CloudEventSink } from "../lib/cloudevents.ts";
-import type { ControlPlane, DemandHint } from "../lib/control-plane.ts";
+import type { Clock } from "../lib/clock.ts";
+import type { CloudEventSink } from "../lib/cloudevents.ts";
 import type { Logger } from "../lib/log.ts";
 import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
-import type { SnoozeConfig } from "../lib/settings/index.ts";
-import { demotionsForBudget, type LevelOneSleeper } from "./host-memory.ts";
+import type { SlotConfig } from "../lib/settings/index.ts";
+import { demotionsForBudget } from "./host-memory.ts";
 import { autoscalerMetrics } from "./metrics.ts";
-import { ModelController, type ModelState } from "./model-controller.ts";
+import { ModelController, type ModelState, type ModelTarget } from "./model-controller.ts";
 import type { Platform } from "./platform.ts";
-import { Slot, type SlotStatus, slotMetrics } from "./slot.ts";
+import { Slot, type SlotMetrics, type SlotStatus, slotMetrics } from "./slot.ts";
 import { cloudEventFor } from "./tier-events.ts";
 
 export interface AutoscalerOptions {
-  config: SnoozeConfig;
   platform: Platform;
+  clock: Clock;
   log: Logger;
   registry: Registry;
-  clock?: Clock;
+  /** Where tier changes go as CloudEvents, if anywhere. */
+  sink?: CloudEventSink;
+  /** Host RAM the level-1 sleepers of one machine may hold (bytes; Infinity: no limit). */
+  hostMemoryBudget: number;
+  /** Time for activators to see `draining` before an engine is checked for idleness. */
+  drainGraceMs: number;
+  /** An activator that stopped reporting for this long no longer counts. */
+  activatorExpiryMs: number;
+}
+
+/** How a model joins: its slot (if any) and whether its writer may act now. */
+export interface Membership {
+  /** The slot's key (its name locally, `namespace/name` on Kubernetes) and settings. */
+  slot?: { key: string; config: SlotConfig };
+  /** Whether the holder of this model's (or its slot's) Lease may act now; always true locally. */
+  holding(): boolean;
+  /** The model's status changed (Kubernetes writes it to the Model). */
+  statusChanged?(): void;
 }
 
 /**
- * The control plane of one machine: a controller per model over a platform,
- * the host-memory budget across them, and the ControlPlane seam the activator
- * talks to.
+ * The control plane, the same on both platforms: a controller per model over one platform, a slot
+ * per shared accelerator, the host-memory budget of each machine, replica events to watchers and
+ * CloudEvents to a sink. Local mode adds every model of snooze.yaml once; on Kubernetes, Models come
+ * and go with their objects and lead or stand down with their Leases.
  */
-export class Autoscaler implements ControlPlane {
-  private readonly controllers = new Map<string, ModelController>();
+export class Autoscaler {
+  private readonly options: AutoscalerOptions;
+  private readonly metrics: ReturnType<typeof autoscalerMetrics>;
+  private readonly slotMetricSet: SlotMetrics;
+  private readonly byKey = new Map<string, ModelController>();
+  private readonly byId = new Map<string, ModelController>();
+  readonly slots = new Map<string, Slot>();
+  private readonly slotOf = new Map<string, string>();
   private readonly listeners = new Set<(event: ReplicaEvent) => void>();
-  private readonly slots = new Map<string, Slot>();
-  private readonly sink?: CloudEventSink;
   private readonly lastTier = new Map<string, Tier>();
-  private readonly config: SnoozeConfig;
-  private readonly platform: Platform;
 
   constructor(options: AutoscalerOptions) {
-    this.config = options.config;
-    this.platform = options.platform;
-    const metrics = autoscalerMetrics(options.registry);
-    const clock = options.clock ?? systemClock;
-    const slotMetricSet = slotMetrics(options.registry);
-    if (options.config.eventSink) {
-      this.sink = new CloudEventSink(
-        options.config.eventSink,
-        `/snooze/${hostname()}`,
-        options.log,
-        options.registry,
+    this.options = options;
+    this.metrics = autoscalerMetrics(options.registry);
+    this.slotMetricSet = slotMetrics(options.registry);
+    options.platform.onChange((key, departure) => this.byKey.get(key)?.platformChanged(departure));
+  }
+
+  /** Adds a model (not yet leading: call `lead()` on it, or on its slot's unit, when it may act). */
+  addModel(target: ModelTarget, membership: Membership): ModelController {
+    const slot = membership.slot
+      ? this.slotFor(membership.slot.key, membership.slot.config, membership)
+      : undefined;
+    const controller = new ModelController(target, {
+      platform: this.options.platform,
+      clock: this.options.clock,
+      log: this.options.log,
+      metrics: this.metrics,
+      emit: (event) => this.publish(event),
+      holding: membership.holding,
+      drainGraceMs: this.options.drainGraceMs,
+      activatorExpiryMs: this.options.activatorExpiryMs,
+      slot,
+      statusChanged: membership.statusChanged,
+      levelOneChanged: () => this.enforceHostMemory(),
+    });
+    this.byKey.set(target.key, controller);
+    this.index(controller);
+    if (slot && membership.slot) {
+      slot.add(controller);
+      this.slotOf.set(target.key, membership.slot.key);
+    }
+    return controller;
+  }
+
+  /** Removes a model: it stops acting; its replicas stay as they are (the platform owns them). */
+  removeModel(key: string): void {
+    const controller = this.byKey.get(key);
+    if (!controller) return;
+    controller.close();
+    this.byKey.delete(key);
+    if (this.byId.get(controller.id) === controller) {
+      this.byId.delete(controller.id);
+      for (const other of this.byKey.values()) if (other.id === controller.id) this.index(other);
+    }
+    const slotKey = this.slotOf.get(key);
+    this.slotOf.delete(key);
+    const slot = slotKey ? this.slots.get(slotKey) : undefined;
+    if (slot && slotKey) {
+      slot.remove(key);
+      if (slot.members.size === 0) {
+        slot.standDown();
+        this.slots.delete(slotKey);
+      }
+    }
+  }
+
+  /** New settings or desired count for a model already added. */
+  updateModel(target: ModelTarget): void {
+    const controller = this.byKey.get(target.key);
+    if (!controller) return;
+    const idBefore = controller.id;
+    controller.update(target);
+    if (idBefore !== controller.id) {
+      if (this.byId.get(idBefore) === controller) this.byId.delete(idBefore);
+      this.index(controller);
+    }
+  }
+
+  private index(controller: ModelController): void {
+    const owner = this.byId.get(controller.id);
+    if (owner && owner !== controller)
+      this.options.log.warn("two models serve the same model id; the first one wins", {
+        id: controller.id,
+        first: owner.key,
+        second: controller.key,
+      });
+    else this.byId.set(controller.id, controller);
+  }
+
+  private slotFor(key: string, config: SlotConfig, membership: Membership): Slot {
+    let slot = this.slots.get(key);
+    if (!slot) {
+      slot = new Slot(
+        config,
+        {
+          clock: this.options.clock,
+          log: this.options.log,
+          metrics: this.slotMetricSet,
+          holding: membership.holding,
+        },
+        key,
       );
+      this.slots.set(key, slot);
     }
-    for (const slot of options.config.slots.values()) {
-      this.slots.set(slot.name, new Slot(slot, { clock, log: options.log, metrics: slotMetricSet }));
-    }
-    for (const model of options.config.models.values()) {
-      const slot = model.slot === undefined ? undefined : this.slots.get(model.slot);
-      this.controllers.set(
-        model.id,
-        new ModelController(model, {
-          slot,
-          platform: options.platform,
-          clock,
-          log: options.log,
-          metrics,
-          emit: (event) => {
-            for (const listener of this.listeners) listener(event);
-            this.announce(event);
-          },
-          onLevelOneChanged: () => this.enforceHostMemory(),
-        }),
-      );
-      slot?.add(this.controllers.get(model.id)!);
-    }
-    options.platform.onExit((replica, reason) =>
-      this.controllers.get(replica.model)?.replicaExited(replica, reason),
-    );
+    return slot;
   }
 
-  demand(model: string, hint?: DemandHint): void {
-    this.controllers.get(model)?.demand(hint?.unreachable);
+  /** The controller serving an OpenAI model id. */
+  controller(id: string): ModelController | undefined {
+    return this.byId.get(id);
   }
 
-  stats(model: string, inFlight: number, held: number, oldestHeldMs?: number): void {
-    this.controllers.get(model)?.stats(inFlight, held, oldestHeldMs);
+  controllerByKey(key: string): ModelController | undefined {
+    return this.byKey.get(key);
   }
 
+  get controllers(): IterableIterator<ModelController> {
+    return this.byKey.values();
+  }
+
+  // --- the data plane's seam ---
+
+  demand(activator: string, id: string, unreachable?: string): boolean {
+    const controller = this.byId.get(id);
+    if (!controller?.isLeading) return false;
+    controller.demand(activator, unreachable);
+    return true;
+  }
+
+  stats(activator: string, id: string, inFlight: number, held: number, oldestHeldMs?: number): boolean {
+    const controller = this.byId.get(id);
+    if (!controller?.isLeading) return false;
+    controller.stats(activator, inFlight, held, oldestHeldMs);
+    return true;
+  }
+
+  /** Replica events, starting with the current state of every known replica. Returns unsubscribe. */
   watch(listener: (event: ReplicaEvent) => void): () => void {
     this.listeners.add(listener);
-    for (const controller of this.controllers.values()) listener(controller.event());
+    for (const controller of this.byKey.values()) for (const event of controller.events()) listener(event);
     return () => this.listeners.delete(listener);
   }
 
   states(): ModelState[] {
-    return [...this.controllers.values()].map((c) => c.state());
+    return [...this.byKey.values()].map((c) => c.state());
   }
 
   slotStatuses(): SlotStatus[] {
-    return [...this.slots.values()].map((slot) => slot.status());
+    return [...this.slots.values()].map((s) => s.status());
   }
 
-  controller(model: string): ModelController | undefined {
-    return this.controllers.get(model);
+  /** Stops acting; the platform's replicas stay (local mode's platform stops them on close). */
+  close(): void {
+    for (const slot of this.slots.values()) slot.standDown();
+    for (const controller of this.byKey.values()) controller.close();
   }
 
-  /** Stops every engine; used on shutdown, after the activator has answered what it holds. */
-  async close(): Promise<void> {
-    for (const slot of this.slots.values()) slot.close();
-    await Promise.all([...this.controllers.values()].map((c) => c.close()));
-    await this.platform.close();
+  private publish(event: ReplicaEvent): void {
+    for (const listener of this.listeners) listener(event);
+    const key = `${event.model}\u0000${event.replica}`;
+    const from = this.lastTier.get(key) ?? "cold";
+    if (event.tier === "cold") this.lastTier.delete(key);
+    else this.lastTier.set(key, event.tier);
+    const news = this.options.sink && cloudEventFor(from, event);
+    if (news) this.options.sink!.emit(news.type, event.model, news.data);
   }
 
-  /** Tier changes worth telling the world go to the CloudEvents sink, if one is set. */
-  private announce(event: ReplicaEvent): void {
-    // By model: local mode runs one replica per model, whose id is only known once it started.
-    const from = this.lastTier.get(event.model) ?? "cold";
-    this.lastTier.set(event.model, event.tier);
-    const news = this.sink && cloudEventFor(from, event);
-    if (news) this.sink!.emit(news.type, event.model, news.data);
-  }
-
+  /** Past a machine's budget, its longest-asleep level-1 sleepers go to level 2. */
   private enforceHostMemory(): void {
-    if (!Number.isFinite(this.config.hostMemoryBudget)) return;
-    const sleepers = [...this.controllers.values()]
-      .map((c) => c.levelOneSleeper())
-      .filter((s): s is LevelOneSleeper => s !== undefined);
-    for (const model of demotionsForBudget(sleepers, this.config.hostMemoryBudget))
-      this.controllers.get(model)?.demote();
+    const budget = this.options.hostMemoryBudget;
+    if (!Number.isFinite(budget)) return;
+    const byNode = new Map<string, { model: string; bytes: number; since: number }[]>();
+    const owner = new Map<string, { controller: ModelController; replica: string }>();
+    for (const controller of this.byKey.values()) {
+      for (const sleeper of controller.levelOneSleepers()) {
+        const id = `${controller.key}\u0000${sleeper.replica}`;
+        owner.set(id, { controller, replica: sleeper.replica });
+        byNode.set(sleeper.node, [
+          ...(byNode.get(sleeper.node) ?? []),
+          { model: id, bytes: sleeper.bytes, since: sleeper.since },
+        ]);
+      }
+    }
+    for (const sleepers of byNode.values())
+      for (const id of demotionsForBudget(sleepers, budget)) {
+        const o = owner.get(id)!;
+        o.controller.demote(o.replica);
+      }
   }
 }

@@ -1,552 +1,1146 @@
-import { type Context, context, trace } from "@opentelemetry/api";
+import { type Context, context, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { inSpan, traceparentOf, tracer } from "../lib/tracing.ts";
-import { EngineClient } from "./engine-client.ts";
-import { decideTier, type LadderAction } from "./ladder.ts";
+import { decideReplicas, type ReplicaAction } from "./horizontal.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
-import type { Platform, ReplicaHandle } from "./platform.ts";
-import type { SlotMember } from "./slot-arbiter.ts";
+import type { ModelObservation } from "./model-status.ts";
+import type { Departure, Platform, Replica } from "./platform.ts";
+import { isResident, type SlotMember } from "./slot-arbiter.ts";
+
+/** What one model asks of the control plane: its settings and how many awake replicas. */
+export interface ModelTarget {
+  /** How the platform names the model: its id locally, `namespace/name` on Kubernetes. */
+  key: string;
+  config: ModelConfig;
+  /** Awake replicas wanted by a person, an HPA or KEDA (`spec.replicas`); undefined: on demand. */
+  desired?: number;
+  minReplicas: number;
+  maxReplicas: number;
+}
 
 export interface ModelControllerDeps {
   platform: Platform;
   clock: Clock;
   log: Logger;
   metrics: AutoscalerMetrics;
+  /** Every tier change of a replica, and every failure, as the activators and CloudEvents see it. */
   emit(event: ReplicaEvent): void;
-  /** A replica fell asleep at level 1 or left it: the host-memory budget is re-checked. */
-  onLevelOneChanged(): void;
-  /** Set for a slot member: the slot, not the ladder, decides when it activates; told of every change. */
+  /**
+   * Whether this controller may act right now (on Kubernetes: its Lease is renewed within the renew
+   * deadline). Checked before every decision and write: a paused holder must not act on resume.
+   */
+  holding(): boolean;
+  /** Time for activators to see `draining` before the engine is checked for idleness. */
+  drainGraceMs: number;
+  /** An activator that stopped reporting for this long no longer counts (Infinity in-process). */
+  activatorExpiryMs: number;
+  /** Set for a slot member: the slot decides when it may be awake, and hears of every change. */
   slot?: { changed(): void };
+  /** Something the published status shows changed (Kubernetes writes the Model's status). */
+  statusChanged?(): void;
+  /** A replica fell asleep at level 1 or left it: the host-memory budget is checked again. */
+  levelOneChanged?(): void;
 }
 
-/** What the admin API and `snooze status` show for a model. */
-export interface ModelState {
-  id: string;
+/** One replica as the controller knows it. */
+interface ReplicaRecord {
+  replica: Replica;
   tier: Tier;
   since: number;
+  asleepSince: number;
+  /** The tier recorded on the platform (what the next conditional write expects to find). */
+  recorded?: Tier;
+  /** An operation runs on it: no second one starts. */
+  busy: boolean;
+  /** A sleep or stop is under way: a returning request can no longer take it back. */
+  leaving: boolean;
+  /** No new operation before this moment (after a failed one). */
+  coolUntil: number;
+  restarts: number;
+  /** Tier records run in order, one at a time. */
+  writes: Promise<unknown>;
+  /** The activation this replica's start or wake belongs to. */
+  activation?: Activation;
+  /** The host-memory budget asked for a deeper sleep while an operation ran. */
+  demote?: boolean;
+}
+
+/** One start or wake, traced from the decision to the first routable moment. */
+interface Activation {
+  kind: "start" | "wake";
+  from: Tier;
+  span: Span;
+  context: Context;
+  started: number;
+  /** For a start: the time until the platform has the engine up. */
+  startSpan?: Span;
+}
+
+/** One activator's load for this model. */
+interface Load {
+  inFlight: number;
+  held: number;
+  heldSince?: number;
+  at: number;
+}
+
+/** What the admin API and `snooze status` show of a model. */
+export interface ModelState {
+  id: string;
+  key: string;
+  tier: Tier;
+  since: number;
+  /** The most awake replica, for one-replica views. */
   replica?: string;
   address?: string;
+  replicas: { id: string; address?: string; tier: Tier; since: number; busy: boolean }[];
   inFlight: number;
   held: number;
   lastStartMs?: number;
   lastWakeMs?: number;
   lastError?: string;
+  leading: boolean;
+  workloadReplicas: number;
+  counts: { tierWrites: number; scales: number };
 }
 
-const maxBackoff = 60_000;
-const crashWindow = 5 * 60_000;
-const drainPoll = 25;
+/** This leadership ended while an operation ran: drop it, the next leader decides. */
+class NotLeading extends Error {}
+
+const maxBackoffMs = 60_000;
+const crashWindowMs = 5 * 60_000;
+const drainPollMs = 100;
+const failedOperationCoolMs = 1_000;
+/** How long the platform's count may lag a scale we asked for (a cache catching up) before it wins again. */
+const scaleLagMs = 10_000;
+const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "asleep-2"];
 
 /**
- * Drives one model's replica along the tier ladder (local mode runs one
- * replica per model). Decisions come from the pure `decideTier`; this class
- * only acts on them, one operation at a time, on its own lifetime: no client
- * connection can abort a start or a wake.
+ * Drives the replicas of one model: the horizontal decision (how many awake, which move) and each
+ * replica's tier ladder, from the pure `decideReplicas`, on an injected clock. Each replica's
+ * operation (finish a start, wake, drain then sleep, deepen, stop) runs on its own lifetime: no
+ * client connection can abort it. The same controller runs on both platforms; the platform
+ * (processes, or pods and scale subresources) sits below it.
  */
 export class ModelController {
-  readonly config: ModelConfig;
+  private target: ModelTarget;
   private readonly deps: ModelControllerDeps;
-  private tier: Tier = "cold";
-  private since: number;
-  private asleepSince = 0;
-  private replica?: ReplicaHandle;
-  private inFlight = 0;
-  private held = 0;
-  private lastActive = 0;
-  /** Operations asked for and not finished; they run one after another, in order. */
-  private pending = 0;
-  private operations: Promise<void> = Promise.resolve();
-  private closed = false;
-  private timer?: { cancel(): void };
-  private activationFailures = 0;
+  private readonly log: Logger;
+  private leadership = 0;
+  private leading = false;
+  private readonly records = new Map<string, ReplicaRecord>();
+  private readonly activators = new Map<string, Load>();
+  /** Why replicas left on their own, as the platform said, until the records notice. */
+  private readonly departures = new Map<string, string>();
+  private lastActive: number;
+  private failures = 0;
   private crashes: number[] = [];
   private backoffUntil = 0;
-  private suspect = false;
-  private lastStartMs?: number;
-  private lastWakeMs: { 1?: number; 2?: number } = {};
   private lastError?: string;
-  private readonly idleWaiters = new Set<() => void>();
-  /** When the oldest request now held arrived. */
-  private heldSince?: number;
-  /** Draining to hand the slot over: demand for this model does not take the replica back. */
-  private yielding = false;
-  /** The drain is over and the sleep or stop has begun: demand can no longer take the replica back. */
-  private releasing = false;
+  private lastWakeMs: { 1?: number; 2?: number } = {};
+  private lastStartMs?: number;
+  private scaling = false;
+  private scaleOverride?: { replicas: number; until: number };
+  /** Starts asked for whose replica has not appeared yet, oldest first. */
+  private readonly pendingStarts: Activation[] = [];
+  private timer?: { cancel(): void };
+  private pendingPass = false;
+  private closed = false;
+  /** A person asked for a wake: wanted as if a request were held, until a replica is ready. */
+  private wakeWanted = false;
+  /** A person asked for sleep (or stop): no awake replica until the next request. */
+  private parked?: 1 | 2 | "stop";
+  private readonly settleWaiters = new Set<() => void>();
+  /** The slot's limit on awake replicas, set before each pass of a slot member. */
+  cap?: number;
+  /** The slot's swap this model takes part in: its drain, sleep and activation spans go under it. */
+  parent?: Context;
   /** Phases of the last drain-then-sleep, for the slot's swap metrics. */
   lastRelease = { drainMs: 0, sleepMs: 0 };
+  readonly counts = { tierWrites: 0, scales: 0 };
 
-  constructor(config: ModelConfig, deps: ModelControllerDeps) {
-    this.config = config;
+  constructor(target: ModelTarget, deps: ModelControllerDeps) {
+    this.target = target;
     this.deps = deps;
-    this.since = deps.clock.now();
+    this.log = deps.log.child({
+      model: target.config.id,
+      ...(target.key !== target.config.id ? { object: target.key } : {}),
+    });
+    this.lastActive = deps.clock.now();
   }
 
-  get currentTier(): Tier {
-    return this.tier;
+  get id(): string {
+    return this.target.config.id;
   }
 
-  /** A request is held: act at once. A hint names a replica the activator could not reach. */
-  demand(unreachable?: string): void {
-    if (unreachable && unreachable === this.replica?.id) this.suspect = true;
-    this.setHeld(Math.max(this.held, 1));
+  get key(): string {
+    return this.target.key;
+  }
+
+  get config(): ModelConfig {
+    return this.target.config;
+  }
+
+  get isLeading(): boolean {
+    return this.leading;
+  }
+
+  update(target: ModelTarget): void {
+    this.target = target;
+    this.changed();
+  }
+
+  /** This controller may act: rebuild each replica's state from the platform and look. */
+  lead(): void {
+    this.leadership++;
+    this.leading = true;
+    this.records.clear();
     this.lastActive = this.deps.clock.now();
-    this.reconcile();
+    this.changed();
   }
 
-  /** `oldestHeldMs`: how long the oldest held request has waited, when the activator knows it. */
-  stats(inFlight: number, held: number, oldestHeldMs?: number): void {
-    this.inFlight = inFlight;
-    this.setHeld(held, oldestHeldMs);
-    if (inFlight > 0 || held > 0) this.lastActive = this.deps.clock.now();
-    if (inFlight === 0) for (const wake of this.idleWaiters) wake();
-    this.reconcile();
+  /** Stop acting at once; running operations drop at their next write. */
+  standDown(): void {
+    this.leadership++;
+    this.leading = false;
+    this.timer?.cancel();
+    this.records.clear();
+    for (const activation of this.pendingStarts.splice(0)) activation.span.end();
   }
 
-  private setHeld(held: number, oldestHeldMs?: number): void {
-    // The slot arbiter compares when each member's oldest held request arrived. A queue that never
-    // empties keeps moving its oldest entry forward, so the activator's age wins over our own guess.
-    if (held === 0) this.heldSince = undefined;
-    else if (oldestHeldMs !== undefined) this.heldSince = this.deps.clock.now() - oldestHeldMs;
-    else if (this.held === 0) this.heldSince = this.deps.clock.now();
-    this.held = held;
+  close(): void {
+    this.closed = true;
+    this.standDown();
+    for (const settle of this.settleWaiters) settle();
+  }
+
+  // --- load from activators ---
+
+  /** A request is held in `activator`: act now. */
+  demand(activator: string, unreachable?: string): void {
+    const now = this.deps.clock.now();
+    const entry = this.activators.get(activator);
+    this.activators.set(activator, {
+      inFlight: entry?.inFlight ?? 0,
+      held: Math.max(entry?.held ?? 0, 1),
+      heldSince: entry?.heldSince ?? now,
+      at: now,
+    });
+    this.lastActive = now;
+    this.parked = undefined;
+    if (unreachable) {
+      const record = this.records.get(unreachable);
+      if (record && !record.busy) this.operate(record, "recheck", () => this.recheck(record));
+    }
+    this.changed();
+  }
+
+  /** `oldestHeldMs`: how long the oldest request held there has waited, when the activator knows. */
+  stats(activator: string, inFlight: number, held: number, oldestHeldMs?: number): void {
+    const now = this.deps.clock.now();
+    const before = this.activators.get(activator);
+    // A queue that never empties keeps moving its oldest entry forward: the activator's age wins.
+    const heldSince =
+      held === 0 ? undefined : oldestHeldMs !== undefined ? now - oldestHeldMs : (before?.heldSince ?? now);
+    this.activators.set(activator, { inFlight, held, heldSince, at: now });
+    if (inFlight > 0 || held > 0) {
+      this.lastActive = now;
+      if (held > 0) this.parked = undefined;
+    }
+    for (const settle of this.settleWaiters) settle();
+    this.changed();
+  }
+
+  /** The model's load, summed over the activators that reported recently. */
+  load(now = this.deps.clock.now()): { inFlight: number; held: number; heldSince?: number } {
+    let inFlight = 0;
+    let held = this.wakeWanted ? 1 : 0;
+    let heldSince: number | undefined;
+    for (const [id, entry] of this.activators) {
+      if (now - entry.at > this.deps.activatorExpiryMs) {
+        this.activators.delete(id);
+        continue;
+      }
+      inFlight += entry.inFlight;
+      held += entry.held;
+      if (entry.held > 0 && entry.heldSince !== undefined)
+        heldSince = Math.min(heldSince ?? entry.heldSince, entry.heldSince);
+    }
+    if (held > 0) heldSince ??= now;
+    return { inFlight, held, heldSince };
+  }
+
+  // --- what others see ---
+
+  /** The model's tier: its most awake replica's (pending replicas count as starting). */
+  get tier(): Tier {
+    return this.summary().tier;
+  }
+
+  private summary(): { tier: Tier; record?: ReplicaRecord } {
+    let best: ReplicaRecord | undefined;
+    for (const record of this.records.values()) {
+      // A tier is only left once the platform says so too: until the record lands, activators
+      // still see the old tier, so a replica leaving the slot counts as resident a little longer.
+      const tier = this.visibleTier(record);
+      if (!best || order.indexOf(tier) < order.indexOf(this.visibleTier(best))) best = record;
+    }
+    const tier = best ? this.visibleTier(best) : "cold";
+    if (this.pendingReplicas() > 0 && tier !== "ready" && tier !== "waking")
+      return { tier: "starting", record: best };
+    return { tier, record: best };
+  }
+
+  private visibleTier(record: ReplicaRecord): Tier {
+    const { recorded, tier } = record;
+    return recorded !== undefined && isResident(recorded) && !isResident(tier) ? recorded : tier;
   }
 
   /** This member as its slot's arbiter sees it. */
   slotView(): SlotMember {
+    if (this.leading) this.syncRecords();
+    const load = this.load();
     return {
-      model: this.config.id,
+      model: this.key,
       priority: this.config.priority,
       tier: this.tier,
-      inFlight: this.inFlight,
-      held: this.held,
-      heldSince: this.heldSince,
+      inFlight: load.inFlight,
+      held: load.held,
+      heldSince: load.held > 0 ? load.heldSince : undefined,
       backoffUntil: this.backoffUntil,
     };
   }
 
-  /** The slot granted this member the accelerator: start or wake now (after any running operation). */
-  async activateForSlot(parent?: Context): Promise<void> {
-    await this.exclusive(async () => {
-      if (this.tier === "cold" || isAsleep(this.tier))
-        await this.activate(this.tier === "cold" ? "start" : "wake", parent);
-    });
+  /** An event for each replica now, for new watchers. */
+  events(): ReplicaEvent[] {
+    return [...this.records.values()].map((r) => this.eventOf(r));
   }
 
-  /** The slot goes to another member: stop taking requests, drain within `drainTimeout`, then sleep (or stop). */
-  async yieldSlot(drainTimeout: number, parent?: Context): Promise<void> {
-    await this.exclusive(async () => {
-      if (this.tier !== "ready") return;
-      this.yielding = true;
-      try {
-        await this.drainThen(this.config.sleep ? this.config.sleepLevel : "stop", drainTimeout, parent);
-      } finally {
-        this.yielding = false;
-      }
-    });
-  }
-
-  /** Tells watchers, again, which activation this model's held requests wait on. */
-  announce(traceparent: string | undefined): void {
-    this.deps.emit({ ...this.event(), traceparent });
-  }
-
-  /** Self-heal: re-check the engine of a resident (alive, awake) and free the slot if it is gone. */
-  async recheckResident(): Promise<void> {
-    if (this.tier === "ready") await this.exclusive(() => this.recheck());
-  }
-
-  /** The event describing the current state, for new watchers. */
-  event(): ReplicaEvent {
+  /** What the published status is computed from (the Model's status on Kubernetes). */
+  observation(): Omit<ModelObservation, "selector" | "generation" | "previous"> {
     return {
-      model: this.config.id,
-      replica: this.replica?.id ?? `${this.config.id}-0`,
-      address: this.replica?.address,
-      tier: this.tier,
-      since: this.since,
+      replicas: [...this.records.values()].map((r) => ({
+        pod: r.replica.id,
+        tier: r.tier,
+        since: r.since,
+        podReady: r.replica.up,
+      })),
+      pendingPods: this.pendingReplicas(),
+      lastError: this.lastError,
+      lastWakeMs: this.lastWakeMs[1] ?? this.lastWakeMs[2],
+      lastStartMs: this.lastStartMs,
+      now: this.deps.clock.now(),
     };
   }
 
   state(): ModelState {
+    const load = this.load();
+    const { tier, record } = this.summary();
     return {
-      id: this.config.id,
-      tier: this.tier,
-      since: this.since,
-      replica: this.replica?.id,
-      address: this.replica?.address,
-      inFlight: this.inFlight,
-      held: this.held,
+      id: this.id,
+      key: this.key,
+      tier,
+      since: record?.since ?? this.deps.clock.now(),
+      replica: record?.replica.id,
+      address: record?.replica.address,
+      replicas: [...this.records.values()].map((r) => ({
+        id: r.replica.id,
+        address: r.replica.address,
+        tier: r.tier,
+        since: r.since,
+        busy: r.busy,
+      })),
+      inFlight: load.inFlight,
+      held: load.held,
       lastStartMs: this.lastStartMs,
       lastWakeMs: this.lastWakeMs[1] ?? this.lastWakeMs[2],
       lastError: this.lastError,
+      leading: this.leading,
+      workloadReplicas: this.workloadReplicas(),
+      counts: this.counts,
     };
   }
 
-  /** Level-1 sleepers, for the host-memory budget. */
-  levelOneSleeper() {
-    return this.tier === "asleep-1"
-      ? { model: this.config.id, bytes: this.config.hostMemory, since: this.since }
-      : undefined;
+  /** Level-1 sleepers, for the host-memory budget of their machine. */
+  levelOneSleepers(): { replica: string; node: string; bytes: number; since: number }[] {
+    return [...this.records.values()]
+      .filter((r) => r.tier === "asleep-1")
+      .map((r) => ({
+        replica: r.replica.id,
+        node: r.replica.node,
+        bytes: this.config.hostMemory,
+        since: r.since,
+      }));
   }
 
-  /** The platform saw the engine exit on its own. */
-  replicaExited(replica: ReplicaHandle, reason: string): void {
-    if (replica.id !== this.replica?.id) return;
-    const now = this.deps.clock.now();
-    this.crashes = [...this.crashes.filter((t) => now - t < crashWindow), now];
-    this.backoffUntil = now + this.backoff();
-    this.replica = undefined;
-    // A start or wake in progress notices the exit itself and reports it.
-    if (this.tier !== "starting" && this.tier !== "waking") this.setTier("cold", reason);
-    this.reconcile();
-  }
-
-  // Admin actions: the same operations the ladder takes, on a person's request.
-  async wakeNow(): Promise<void> {
-    this.demand();
-  }
-
-  async sleepNow(level: 1 | 2 = this.config.sleepLevel): Promise<void> {
-    await this.exclusive(() =>
-      this.tier === "ready" ? this.drainThen(this.config.sleep ? level : "stop") : Promise.resolve(),
-    );
-  }
-
-  async stopNow(): Promise<void> {
-    await this.exclusive(async () => {
-      if (this.tier === "ready") await this.drainThen("stop");
-      else if (this.replica) await this.stopReplica();
+  /** Tells watchers, again, which activation this model's held requests wait on (a swap). */
+  announce(traceparent: string | undefined): void {
+    const record = this.summary().record;
+    this.deps.emit({
+      model: this.id,
+      replica: record?.replica.id ?? `${this.key}/activation`,
+      address: record?.replica.address,
+      tier: record?.tier ?? "cold",
+      since: record?.since ?? this.deps.clock.now(),
+      traceparent,
     });
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    this.timer?.cancel();
+  // --- the platform's news ---
+
+  /** The platform saw a change to this model's replicas. */
+  platformChanged(departure?: Departure): void {
+    if (departure) this.departures.set(departure.replica, departure.reason);
+    this.changed();
   }
 
-  /** Looks at the state and starts what the ladder says, unless an operation runs already. */
-  reconcile(): void {
-    if (this.closed) return;
-    if (this.pending > 0) {
-      // The one decision that may interrupt an operation: demand during a drain takes the replica back.
-      if (this.tier === "draining" && this.held > 0 && !this.yielding && !this.releasing)
-        this.setTier("ready");
-      return;
-    }
-    this.timer?.cancel();
-    if (this.suspect) {
-      this.suspect = false;
-      void this.exclusive(() => this.recheck());
-      return;
-    }
-    const now = this.deps.clock.now();
-    const action = decideTier(
-      {
-        tier: this.tier,
-        since: this.since,
-        asleepSince: this.asleepSince,
-        inFlight: this.inFlight,
-        held: this.held,
-        lastActive: this.lastActive,
-        now,
-        backoffUntil: this.backoffUntil,
-      },
-      this.config,
+  // --- admin actions: the operations the ladder takes, on a person's request ---
+
+  /** Wakes (or starts) a replica as if a request were held; resolves once one is ready or it failed. */
+  async wakeNow(timeoutMs = this.config.startTimeout): Promise<void> {
+    this.wantAwake();
+    await this.settle(() => !this.wakeWanted, timeoutMs);
+  }
+
+  /**
+   * Wanted awake as if a request were held, until a replica is ready or the activation failed: an
+   * admin wake, or a slot's grant (a swap once begun finishes even if its requests went away).
+   */
+  wantAwake(): void {
+    this.wakeWanted = true;
+    this.parked = undefined;
+    this.lastActive = this.deps.clock.now();
+    this.changed();
+  }
+
+  /** Drains and sleeps every awake replica (stops them without sleep mode) until the next request. */
+  async sleepNow(
+    level: 1 | 2 = this.config.sleepLevel,
+    timeoutMs = this.config.drainTimeout + 60_000,
+  ): Promise<void> {
+    this.wakeWanted = false;
+    this.parked = this.config.sleep ? level : "stop";
+    this.changed();
+    await this.settle(() => this.quiet(), timeoutMs);
+  }
+
+  /** Stops every replica until the next request. */
+  async stopNow(timeoutMs = this.config.drainTimeout + 60_000): Promise<void> {
+    this.wakeWanted = false;
+    this.parked = "stop";
+    this.changed();
+    await this.settle(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
+  }
+
+  /** Nothing awake and nothing under way. */
+  private quiet(): boolean {
+    return (
+      [...this.records.values()].every((r) => !r.busy && (isAsleep(r.tier) || r.tier === "cold")) &&
+      this.pendingReplicas() === 0
     );
-    this.act(action, now);
   }
 
-  private act(action: LadderAction, now: number): void {
-    if (this.deps.slot && (action.kind === "start" || action.kind === "wake")) {
-      // A slot member activates only when its slot grants it the accelerator.
+  private settle(done: () => boolean, timeoutMs: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let timer: { cancel(): void } | undefined;
+      const check = () => {
+        if (!done() && !this.closed && this.leading) return;
+        timer?.cancel();
+        this.settleWaiters.delete(check);
+        resolve();
+      };
+      timer = this.deps.clock.setTimeout(() => {
+        this.settleWaiters.delete(check);
+        resolve();
+      }, timeoutMs);
+      this.settleWaiters.add(check);
+      queueMicrotask(check);
+    });
+  }
+
+  /** Self-heal: re-check the ready replicas' engines (alive, awake); free what is gone. */
+  recheckReady(): void {
+    for (const record of this.records.values())
+      if (record.tier === "ready" && !record.busy)
+        this.operate(record, "recheck", () => this.recheck(record));
+  }
+
+  /** Demote a level-1 sleeper to level 2 because its machine's host-memory budget ran out. */
+  demote(replica: string): void {
+    const record = this.records.get(replica);
+    if (record?.tier !== "asleep-1") return;
+    if (record.busy) record.demote = true;
+    else this.operate(record, "deepen", () => this.deepen(record));
+  }
+
+  // --- the decision ---
+
+  /** Something changed (replicas, load, settings, a finished operation): look again this turn. */
+  changed(): void {
+    if (!this.leading || this.closed) return;
+    for (const settle of this.settleWaiters) settle();
+    if (this.deps.slot) {
       this.deps.slot.changed();
       return;
     }
+    if (this.pendingPass) return;
+    this.pendingPass = true;
+    queueMicrotask(() => {
+      this.pendingPass = false;
+      this.pass();
+    });
+  }
+
+  /** One decision pass (a slot member's pass is started by its slot, with `cap` set). */
+  pass(): void {
+    if (!this.leading || this.closed || !this.deps.holding()) return;
+    this.timer?.cancel();
+    this.syncRecords();
+    const set = this.deps.platform.replicaSet(this.key);
+    if (!set) {
+      this.deps.statusChanged?.();
+      return;
+    }
+    const now = this.deps.clock.now();
+    const load = this.load(now);
+    const parkedAs = load.held === 0 ? this.parked : undefined;
+    const parked = parkedAs !== undefined;
+    const settings =
+      parkedAs === "stop"
+        ? { ...this.config, sleep: false }
+        : parkedAs !== undefined
+          ? { ...this.config, sleepLevel: parkedAs }
+          : this.config;
+    const plan = decideReplicas({
+      replicas: [...this.records.values()].map((r) => ({
+        pod: r.replica.id,
+        tier: r.tier,
+        since: r.since,
+        asleepSince: r.asleepSince,
+        podReady: r.replica.up,
+        busy: r.busy || now < r.coolUntil,
+        load: 0,
+      })),
+      pendingPods: this.pendingReplicas(),
+      workloadReplicas: this.workloadReplicas(),
+      desired: parked ? 0 : this.target.desired,
+      minReplicas: parked ? 0 : this.target.minReplicas,
+      maxReplicas: this.target.maxReplicas,
+      inFlight: load.inFlight,
+      held: load.held,
+      lastActive: this.lastActive,
+      now,
+      backoffUntil: this.backoffUntil,
+      cap: this.deps.slot ? this.cap : undefined,
+      settings,
+    });
+    for (const action of plan.actions) this.act(action, set.scalable);
+    if (parkedAs === "stop") this.stopSleepers(set.scalable);
+    let next = plan.nextAt;
+    for (const r of this.records.values()) if (r.coolUntil > now) next = Math.min(next, r.coolUntil);
+    for (const entry of this.activators.values())
+      next = Math.min(next, entry.at + this.deps.activatorExpiryMs + 1);
+    if (Number.isFinite(next))
+      this.timer = this.deps.clock.setTimeout(() => this.changed(), Math.max(1, next - now));
+    this.deps.statusChanged?.();
+  }
+
+  /** A stop asked for by a person takes the sleepers too, once nothing is busy. */
+  private stopSleepers(scalable: boolean): void {
+    const sleepers = [...this.records.values()].filter((r) => isAsleep(r.tier) && !r.busy);
+    if (sleepers.length === 0 || this.scaling || !scalable) return;
+    if ([...this.records.values()].some((r) => r.busy || r.tier === "draining")) return;
+    void this.removeReplicas(sleepers, Math.max(0, this.workloadReplicas() - sleepers.length));
+  }
+
+  private act(action: ReplicaAction, scalable: boolean): void {
+    if (action.kind === "scale-up" || action.kind === "stop") {
+      if (this.scaling || !scalable) return;
+      if (action.kind === "scale-up") this.scaleUp(action.to);
+      else
+        void this.removeReplicas(
+          action.pods.map((p) => this.records.get(p)).filter((r): r is ReplicaRecord => r !== undefined),
+          action.to,
+        );
+      return;
+    }
+    const record = this.records.get(action.pod);
+    if (!record) return;
     switch (action.kind) {
-      case "wait":
-        if (Number.isFinite(action.at))
-          this.timer = this.deps.clock.setTimeout(() => this.reconcile(), action.at - now);
-        return;
-      case "start":
-        void this.exclusive(() => this.activate("start"));
+      case "finish-start":
+        this.operate(record, "finish-start", () => this.finishStart(record));
         return;
       case "wake":
-        void this.exclusive(() => this.activate("wake"));
+        this.operate(record, "wake", () => this.wake(record, action.level));
         return;
       case "undrain":
-        this.setTier("ready");
+        if (record.tier === "draining" && !record.leaving) void this.setTier(record, "ready").catch(() => {});
         return;
       case "drain-and-sleep":
-        void this.exclusive(() => this.drainThen(action.level));
+        this.operate(record, "sleep", () => this.drainThen(record, action.level));
         return;
       case "drain-and-stop":
-        void this.exclusive(() => this.drainThen("stop"));
+        this.operate(record, "stop", () => this.drainThen(record, "stop"));
         return;
       case "deepen":
-        void this.exclusive(() => this.deepen());
+        this.operate(record, "deepen", () => this.deepen(record));
         return;
-      case "stop":
-        void this.exclusive(() => this.stopReplica());
+      case "start-failed":
+        this.activationFailed(
+          record,
+          `start of ${this.id} failed: replica ${record.replica.id} was not up within startTimeout (${this.config.startTimeout}ms)`,
+        );
+        if (scalable && !this.scaling)
+          void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
         return;
     }
   }
 
-  /** Runs one operation at a time; afterwards the ladder looks again. */
-  private exclusive(operation: () => Promise<void>): Promise<void> {
-    // Busy from the moment it is asked for, so the ladder does not ask for it twice.
-    this.pending++;
-    const run = this.operations.then(async () => {
-      try {
-        await operation();
-      } catch (error) {
-        this.deps.log.error("operation failed", { model: this.config.id, error });
-      } finally {
-        this.pending--;
-      }
-    });
-    this.operations = run;
-    return run.then(() => this.reconcile());
+  // --- replicas and their records ---
+
+  private pendingReplicas(): number {
+    const live = this.deps.platform.replicaSet(this.key)?.replicas.length ?? 0;
+    return Math.max(0, this.workloadReplicas() - live);
   }
 
-  /** Start from cold or wake from sleep, then warm up; on failure tell the activator why. */
-  private async activate(kind: "start" | "wake", parentContext: Context = context.active()): Promise<void> {
-    const from = this.tier;
-    const level: 1 | 2 = from === "asleep-2" ? 2 : 1;
-    const started = this.deps.clock.now();
-    const estimate = kind === "start" ? this.lastStartMs : (this.lastWakeMs[level] ?? this.lastWakeMs[1]);
-    const log = this.deps.log.child({ model: this.config.id });
+  private workloadReplicas(): number {
+    const fromPlatform = this.deps.platform.replicaSet(this.key)?.scale ?? 0;
+    const override = this.scaleOverride;
+    if (
+      override &&
+      (this.deps.clock.now() < override.until || this.scaling) &&
+      override.replicas !== fromPlatform
+    )
+      return override.replicas;
+    this.scaleOverride = undefined;
+    return fromPlatform;
+  }
+
+  /** Brings the records in line with the platform: new replicas start, gone ones are forgotten. */
+  private syncRecords(): void {
+    const now = this.deps.clock.now();
+    const seen = new Set<string>();
+    for (const replica of this.deps.platform.replicaSet(this.key)?.replicas ?? []) {
+      seen.add(replica.id);
+      let record = this.records.get(replica.id);
+      if (record && record.replica.uid !== replica.uid) {
+        this.forget(record);
+        record = undefined;
+      }
+      if (!record) {
+        record = this.adopt(replica);
+        continue;
+      }
+      record.replica = replica;
+      if (replica.restarts > record.restarts && !record.busy) {
+        // The engine restarted in place: it comes back awake and loading, whatever it was before.
+        this.log.warn("engine restarted", { replica: replica.id, restarts: replica.restarts });
+        record.tier = "starting";
+        record.since = now;
+        this.emitFor(record);
+      }
+      record.restarts = replica.restarts;
+    }
+    for (const record of [...this.records.values()]) if (!seen.has(record.replica.id)) this.forget(record);
+  }
+
+  /** A replica the controller sees for the first time: new, or left by a previous leader. */
+  private adopt(replica: Replica): ReplicaRecord {
+    const recorded = replica.recorded?.tier;
+    const since = replica.recorded?.since ?? replica.createdAt;
+    const record: ReplicaRecord = {
+      replica,
+      tier: recorded ?? "starting",
+      since,
+      asleepSince: since,
+      recorded,
+      busy: false,
+      leaving: false,
+      coolUntil: 0,
+      restarts: replica.restarts,
+      writes: Promise.resolve(),
+    };
+    this.records.set(replica.id, record);
+    if (recorded === undefined) this.deps.metrics.transition(this.id, "cold", "starting");
+    if (record.tier === "starting") {
+      record.activation =
+        this.pendingStarts.shift() ?? this.beginActivation("start", "cold", replica.createdAt);
+      this.emitFor(record, this.estimate("start"));
+    } else this.emitFor(record);
+    // Left mid-operation by a previous leader: find out where the engine really is.
+    if (recorded === "waking" || recorded === "draining")
+      this.operate(record, "recheck", () => this.recheck(record));
+    return record;
+  }
+
+  /** A replica is gone: asked to (a stop), or on its own (a crash, a deleted pod). */
+  private forget(record: ReplicaRecord): void {
+    this.records.delete(record.replica.id);
+    const reason = this.departures.get(record.replica.id) ?? `replica ${record.replica.id} is gone`;
+    this.departures.delete(record.replica.id);
+    const wasLevelOne = record.tier === "asleep-1";
+    const from = record.tier;
+    record.tier = "cold";
+    record.since = this.deps.clock.now();
+    if (!record.leaving) {
+      if (from === "starting" || from === "waking") {
+        // The activation failed: counted once, as a failure (not also as a crash).
+        this.activationFailed(
+          record,
+          `${from === "starting" ? "start" : "wake"} of ${this.id} failed: ${reason}`,
+        );
+        this.afterForget(wasLevelOne);
+        return;
+      }
+      const now = this.deps.clock.now();
+      this.crashes = [...this.crashes.filter((t) => now - t < crashWindowMs), now];
+      this.backoffUntil = now + this.backoff();
+      this.log.warn("replica left on its own", { replica: record.replica.id, reason });
+    }
+    this.endActivation(record, "stopped");
+    if (from !== "cold") this.deps.metrics.transition(this.id, from, "cold");
+    this.emitFor(record);
+    this.afterForget(wasLevelOne);
+  }
+
+  private afterForget(wasLevelOne: boolean): void {
+    if (wasLevelOne) this.deps.levelOneChanged?.();
+    this.deps.statusChanged?.();
+    this.deps.slot?.changed();
+  }
+
+  // --- operations ---
+
+  private operate(record: ReplicaRecord, what: string, operation: () => Promise<void>): void {
+    record.busy = true;
+    const leadership = this.leadership;
+    void operation()
+      .catch((error: unknown) => {
+        if (error instanceof NotLeading || leadership !== this.leadership) return;
+        this.log.warn("operation failed", { replica: record.replica.id, operation: what, error });
+        record.coolUntil = this.deps.clock.now() + failedOperationCoolMs;
+      })
+      .finally(() => {
+        record.busy = false;
+        if (leadership !== this.leadership) return;
+        if (record.demote) {
+          record.demote = false;
+          if (record.tier === "asleep-1" && this.present(record)) {
+            this.operate(record, "deepen", () => this.deepen(record));
+            return;
+          }
+        }
+        this.changed();
+      });
+  }
+
+  private guard(leadership: number): void {
+    if (leadership !== this.leadership || !this.leading || !this.deps.holding()) throw new NotLeading();
+  }
+
+  private present(record: ReplicaRecord): boolean {
+    return this.records.get(record.replica.id) === record;
+  }
+
+  /** Sets a replica's tier now (the slot and the next pass see it at once) and records it on the platform. */
+  private setTier(
+    record: ReplicaRecord,
+    tier: Tier,
+    news: { estimateMs?: number; error?: string } = {},
+  ): Promise<void> {
+    const leadership = this.leadership;
+    this.guard(leadership);
+    const from = record.tier;
+    const now = this.deps.clock.now();
+    if (isAsleep(tier) && !isAsleep(from)) record.asleepSince = now;
+    record.tier = tier;
+    record.since = now;
+    if (from !== tier) this.deps.metrics.transition(this.id, from, tier);
+    // Arrivals (ready, asleep) at info; the steps between them at debug.
+    const arrival = tier === "ready" || isAsleep(tier);
+    this.log[arrival ? "info" : "debug"]("tier", { replica: record.replica.id, from, to: tier });
+    this.emitFor(record, news.estimateMs, news.error);
+    if ((from === "asleep-1") !== (tier === "asleep-1")) this.deps.levelOneChanged?.();
+    const write = record.writes.then(async () => {
+      this.guard(leadership);
+      await this.deps.platform.recordTier(this.key, record.replica, tier, now, record.recorded);
+      this.counts.tierWrites++;
+      record.recorded = tier;
+    });
+    record.writes = write.catch(() => {});
+    this.deps.statusChanged?.();
+    this.deps.slot?.changed();
+    return write;
+  }
+
+  private eventOf(record: ReplicaRecord, estimateMs?: number, error?: string): ReplicaEvent {
+    const activation = record.tier === "starting" || record.tier === "waking" ? record.activation : undefined;
+    return {
+      model: this.id,
+      replica: record.replica.id,
+      ...(record.tier !== "cold" && record.replica.address ? { address: record.replica.address } : {}),
+      tier: record.tier,
+      since: record.since,
+      ...(estimateMs !== undefined ? { estimateMs } : {}),
+      ...(error !== undefined ? { error } : {}),
+      ...(activation ? { traceparent: traceparentOf(activation.span) } : {}),
+    };
+  }
+
+  private emitFor(record: ReplicaRecord, estimateMs?: number, error?: string): void {
+    this.deps.emit(this.eventOf(record, estimateMs, error));
+  }
+
+  private estimate(kind: "start" | "wake", level: 1 | 2 = 1): number | undefined {
+    return kind === "start" ? this.lastStartMs : (this.lastWakeMs[level] ?? this.lastWakeMs[1]);
+  }
+
+  private beginActivation(kind: "start" | "wake", from: Tier, started = this.deps.clock.now()): Activation {
+    const parent = this.parent ?? context.active();
     const span = tracer.startSpan(
       "snooze.activation",
       {
         // Its own trace unless a swap started it: no client request owns an activation.
-        root: trace.getSpan(parentContext) === undefined,
-        attributes: { "snooze.model": this.config.id, "snooze.from_tier": from, "snooze.activation": kind },
+        root: trace.getSpan(parent) === undefined,
+        attributes: { "snooze.model": this.id, "snooze.from_tier": from, "snooze.activation": kind },
       },
-      parentContext,
+      parent,
     );
-    const parent = trace.setSpan(parentContext, span);
-    this.setTier(kind === "start" ? "starting" : "waking", undefined, estimate, traceparentOf(span));
-    log.info(kind === "start" ? "starting engine" : "waking engine", { from, estimateMs: estimate });
+    const ctx = trace.setSpan(parent, span);
+    const activation: Activation = { kind, from, span, context: ctx, started };
+    if (kind === "start") activation.startSpan = tracer.startSpan("snooze.start", {}, ctx);
+    return activation;
+  }
+
+  private endActivation(
+    record: ReplicaRecord,
+    outcome: "ready" | "failed" | "stopped",
+    reason?: string,
+  ): void {
+    const activation = record.activation;
+    if (!activation) return;
+    record.activation = undefined;
+    activation.startSpan?.end();
+    if (outcome === "ready" || outcome === "failed")
+      this.deps.metrics.activation.observe(
+        { model: this.id, from: activation.from, outcome },
+        (this.deps.clock.now() - activation.started) / 1000,
+      );
+    if (outcome === "failed") activation.span.setStatus({ code: SpanStatusCode.ERROR, message: reason });
+    activation.span.setAttribute("snooze.activation.outcome", outcome);
+    activation.span.end();
+  }
+
+  /** The replica is up (process answers, pod Ready): make sure it is awake, warm it up, route to it. */
+  private async finishStart(record: ReplicaRecord): Promise<void> {
+    const leadership = this.leadership;
+    record.activation ??= this.beginActivation("start", "cold", record.replica.createdAt);
+    const activation = record.activation;
+    activation.startSpan?.end();
+    activation.startSpan = undefined;
+    const engine = this.deps.platform.engine(record.replica);
     try {
-      if (kind === "start") {
-        const signal = AbortSignal.timeout(Math.min(this.config.startTimeout, 2 ** 31 - 1));
-        this.replica = await inSpan(
-          "snooze.start",
-          {},
-          () => this.deps.platform.start(this.config, signal),
-          parent,
-        ).catch((error: Error) => {
-          throw new Error(
-            signal.aborted
-              ? `the engine did not become healthy within ${this.config.startTimeout}ms`
-              : error.message,
-          );
-        });
-      } else {
-        const replica = this.replica!;
-        await inSpan(
-          "snooze.wake",
-          { "snooze.sleep_level": level },
-          () => this.deps.platform.wake(replica, level, this.config.wakeTimeout),
-          parent,
-        );
-      }
-      if (this.config.warmup) {
-        const client = new EngineClient(this.replica!.address);
+      if (!(await engine.healthy())) throw new Error("the engine does not answer /health");
+      if (this.config.sleep && (await engine.isSleeping().catch(() => false)))
+        await engine.wake(1, this.config.wakeTimeout);
+      if (this.config.warmup)
         await inSpan(
           "snooze.warmup",
           {},
-          () => client.warmup(this.config.id, this.config.wakeTimeout),
-          parent,
+          () => engine.warmup(this.id, this.config.wakeTimeout),
+          activation.context,
         );
-      }
-      if (!this.replica || !this.deps.platform.alive(this.replica))
-        throw new Error("the engine exited during activation");
-      const took = this.deps.clock.now() - started;
-      if (kind === "start") this.lastStartMs = took;
-      else this.lastWakeMs[level] = took;
-      this.activationFailures = 0;
-      this.lastError = undefined;
-      this.deps.metrics.activation.observe({ model: this.config.id, from, outcome: "ready" }, took / 1000);
-      this.lastActive = this.deps.clock.now();
-      this.setTier("ready");
-      log.info("engine ready", { from, tookMs: took });
     } catch (error) {
-      const reason = `${kind === "start" ? "start" : "wake"} of ${this.config.id} failed: ${(error as Error).message}`;
-      this.activationFailures++;
-      this.backoffUntil = this.deps.clock.now() + this.backoff();
-      this.deps.metrics.activation.observe(
-        { model: this.config.id, from, outcome: "failed" },
-        (this.deps.clock.now() - started) / 1000,
-      );
-      log.warn("activation failed", { reason, failures: this.activationFailures });
-      span.recordException(error as Error);
-      span.setStatus({ code: 2, message: reason });
-      await this.afterFailedActivation(kind, level, reason);
-    } finally {
-      span.end();
+      this.guard(leadership);
+      if (!this.present(record)) return;
+      this.activationFailed(record, `start of ${this.id} failed: ${(error as Error).message}`);
+      record.coolUntil = this.backoffUntil;
+      return;
     }
+    this.guard(leadership);
+    if (!this.present(record)) return;
+    this.lastStartMs = this.deps.clock.now() - activation.started;
+    this.succeeded(record);
+    await this.setTier(record, "ready");
+  }
+
+  private async wake(record: ReplicaRecord, level: 1 | 2): Promise<void> {
+    const leadership = this.leadership;
+    const from = record.tier;
+    const activation = this.beginActivation("wake", from);
+    record.activation = activation;
+    await this.setTier(record, "waking", { estimateMs: this.estimate("wake", level) });
+    this.log.info("waking engine", { replica: record.replica.id, from });
+    const engine = this.deps.platform.engine(record.replica);
+    try {
+      await inSpan(
+        "snooze.wake",
+        { "snooze.sleep_level": level },
+        () => engine.wake(level, this.config.wakeTimeout),
+        activation.context,
+      );
+      if (this.config.warmup)
+        await inSpan(
+          "snooze.warmup",
+          {},
+          () => engine.warmup(this.id, this.config.wakeTimeout),
+          activation.context,
+        );
+    } catch (error) {
+      this.guard(leadership);
+      if (!this.present(record)) return;
+      const reason = `wake of ${this.id} failed: ${(error as Error).message}`;
+      // A failed wake leaves the engine asleep if it says so; a second failure in a row, or an
+      // engine that no longer answers, is stopped so the next try starts clean.
+      const sleeping = this.failures < 1 ? await engine.isSleeping().catch(() => undefined) : undefined;
+      this.activationFailed(record, reason, sleeping ? from : undefined);
+      record.coolUntil = this.backoffUntil;
+      if (!sleeping) await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+      return;
+    }
+    this.guard(leadership);
+    if (!this.present(record)) return;
+    this.lastWakeMs[level] = this.deps.clock.now() - activation.started;
+    this.succeeded(record);
+    await this.setTier(record, "ready");
   }
 
   /**
-   * A failed wake leaves the engine asleep if it says so; a second failure in a
-   * row, or an engine that no longer answers, is stopped so the next try starts clean.
+   * Stop routing (activators see `draining`), give them a moment to see it, wait until the engine
+   * has nothing running or queued and no activator has a request in flight to it (bounded by
+   * drainTimeout), then sleep with mode=wait (or stop). A request that comes back before the sleep
+   * begins takes the replica back.
    */
-  private async afterFailedActivation(kind: "start" | "wake", level: 1 | 2, reason: string): Promise<void> {
-    if (
-      kind === "wake" &&
-      this.replica &&
-      this.activationFailures < 2 &&
-      this.deps.platform.alive(this.replica)
-    ) {
-      const sleeping = await new EngineClient(this.replica.address).isSleeping().catch(() => undefined);
-      if (sleeping) {
-        this.setTier(level === 2 ? "asleep-2" : "asleep-1", reason);
-        return;
-      }
-    }
-    if (this.replica) await this.deps.platform.stop(this.replica).catch(() => {});
-    this.replica = undefined;
-    this.setTier("cold", reason);
-  }
-
-  /** Stop routing, let in-flight requests finish (bounded), then sleep or stop. */
-  private async drainThen(
-    next: 1 | 2 | "stop",
-    drainTimeout = this.config.drainTimeout,
-    parent: Context = context.active(),
-  ): Promise<void> {
-    const replica = this.replica;
-    if (!replica) return;
-    this.setTier("draining");
-    const drainSpan = tracer.startSpan(
-      "snooze.drain",
-      { attributes: { "snooze.model": this.config.id } },
-      parent,
-    );
-    const deadline = this.deps.clock.now() + drainTimeout;
-    while (this.tier === "draining" && this.inFlight > 0 && this.deps.clock.now() < deadline) {
-      await new Promise<void>((resolve) => {
-        const timer = this.deps.clock.setTimeout(resolve, drainPoll);
-        this.idleWaiters.add(() => {
-          timer.cancel();
-          resolve();
-        });
-      });
-      this.idleWaiters.clear();
-    }
-    drainSpan.setAttribute("snooze.drain.timed_out", this.inFlight > 0);
-    drainSpan.end();
-    const drained = this.deps.clock.now();
-    this.lastRelease = { drainMs: drained - (deadline - drainTimeout), sleepMs: 0 };
-    if (this.tier !== "draining") return; // demand came back (undrained), or the engine died
-    // From here on the engine is going down; requests arriving now wait for the next wake.
-    this.releasing = true;
+  private async drainThen(record: ReplicaRecord, next: 1 | 2 | "stop"): Promise<void> {
+    const leadership = this.leadership;
+    const parent = this.parent ?? context.active();
+    await this.setTier(record, "draining");
+    const drainTimeout = this.deps.slot
+      ? Math.min(this.config.drainTimeout, 60_000)
+      : this.config.drainTimeout;
+    const started = this.deps.clock.now();
+    const deadline = started + drainTimeout;
+    const drainSpan = tracer.startSpan("snooze.drain", { attributes: { "snooze.model": this.id } }, parent);
+    const engine = this.deps.platform.engine(record.replica);
+    let idle = false;
     try {
-      await this.release(replica, next, drainTimeout, drained, parent);
+      if (this.deps.drainGraceMs > 0) await this.pause(this.deps.drainGraceMs);
+      while (record.tier === "draining" && this.deps.clock.now() < deadline) {
+        this.guard(leadership);
+        if (await this.idle(record, engine)) {
+          idle = true;
+          break;
+        }
+        await this.pause(Math.min(drainPollMs, deadline - this.deps.clock.now()));
+      }
     } finally {
-      this.releasing = false;
+      drainSpan.setAttribute("snooze.drain.timed_out", !idle);
+      drainSpan.end();
     }
-  }
-
-  private async release(
-    replica: ReplicaHandle,
-    next: 1 | 2 | "stop",
-    drainTimeout: number,
-    drained: number,
-    parent: Context,
-  ): Promise<void> {
+    const drained = this.deps.clock.now();
+    this.lastRelease = { drainMs: drained - started, sleepMs: 0 };
+    this.guard(leadership);
+    if (record.tier !== "draining" || !this.present(record)) return; // taken back by demand, or gone
+    // From here on the engine is going down; requests arriving now wait for the next wake.
+    record.leaving = true;
     if (next === "stop") {
-      await this.stopReplica();
+      await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;
     }
     try {
       await inSpan(
         "snooze.sleep",
-        { "snooze.model": this.config.id, "snooze.sleep_level": next },
-        () => this.deps.platform.sleep(replica, next, drainTimeout + 30_000),
+        { "snooze.model": this.id, "snooze.sleep_level": next },
+        () => engine.sleep(next, "wait", drainTimeout + 30_000),
         parent,
       );
-      this.lastRelease.sleepMs = this.deps.clock.now() - drained;
-      this.setTier(next === 1 ? "asleep-1" : "asleep-2");
     } catch (error) {
+      this.guard(leadership);
       // An engine in an unknown state would hang the next request: stop it instead.
-      this.deps.log.warn("sleep failed; stopping the engine", { model: this.config.id, error });
-      await this.stopReplica(`sleep failed: ${(error as Error).message}`);
+      this.log.warn("sleep failed; stopping the engine", { replica: record.replica.id, error });
+      await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+      return;
     }
+    this.lastRelease.sleepMs = this.deps.clock.now() - drained;
+    record.leaving = false;
+    await this.setTier(record, next === 1 ? "asleep-1" : "asleep-2");
+  }
+
+  /** Drained: the engine runs and queues nothing, and no activator has a request in flight to it. */
+  private async idle(record: ReplicaRecord, engine: ReturnType<Platform["engine"]>): Promise<boolean> {
+    const others = [...this.records.values()].some((r) => r !== record && r.tier === "ready");
+    // With other ready replicas the model's in-flight count is theirs too; the drain grace covers ours.
+    if (!others && this.load().inFlight > 0) return false;
+    const load = await engine.load(1_000).catch(() => ({ running: 0, waiting: 0 }));
+    return load.running + load.waiting === 0;
+  }
+
+  /** Waits on the controller's clock; a stats report ends the wait early. */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        timer.cancel();
+        this.settleWaiters.delete(done);
+        resolve();
+      };
+      const timer = this.deps.clock.setTimeout(done, Math.max(1, ms));
+      this.settleWaiters.add(done);
+    });
   }
 
   /**
-   * Level 1 → level 2 frees host RAM. vLLM ignores a sleep while asleep (and
-   * still reports discard_all), so the engine is woken (weights back from host
-   * RAM, fast) and put to sleep again at level 2. A slot member's GPU may hold
-   * another resident by now, so a slot member is stopped instead.
+   * Level 1 → 2 frees host RAM. vLLM ignores a sleep while asleep, so the engine is woken (weights
+   * back from host RAM, fast) and put to sleep again at level 2. A slot member's accelerator may
+   * hold another resident by now: waking is not allowed, so it goes to zero instead.
    */
-  private async deepen(): Promise<void> {
-    const replica = this.replica;
-    if (!replica || this.tier !== "asleep-1") return;
+  private async deepen(record: ReplicaRecord): Promise<void> {
+    const leadership = this.leadership;
     if (this.deps.slot) {
-      await this.stopReplica();
+      record.leaving = true;
+      await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;
     }
+    const engine = this.deps.platform.engine(record.replica);
     try {
-      await inSpan("snooze.deepen", { "snooze.model": this.config.id }, async () => {
-        await this.deps.platform.wake(replica, 1, this.config.wakeTimeout);
-        await this.deps.platform.sleep(replica, 2, 30_000);
+      await inSpan("snooze.deepen", { "snooze.model": this.id }, async () => {
+        await engine.wake(1, this.config.wakeTimeout);
+        await engine.sleep(2, "wait", 30_000);
       });
-      this.setTier("asleep-2");
     } catch (error) {
-      this.deps.log.warn("deepening sleep failed; stopping the engine", { model: this.config.id, error });
-      await this.stopReplica();
+      this.guard(leadership);
+      this.log.warn("deeper sleep failed; stopping the engine", { replica: record.replica.id, error });
+      record.leaving = true;
+      await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+      return;
+    }
+    await this.setTier(record, "asleep-2");
+  }
+
+  /** Where is the engine really (after a takeover mid-operation, or when an activator could not reach it)? */
+  private async recheck(record: ReplicaRecord): Promise<void> {
+    const leadership = this.leadership;
+    const engine = this.deps.platform.engine(record.replica);
+    if (!(await engine.healthy())) {
+      this.guard(leadership);
+      if (!this.present(record)) return;
+      this.log.warn("replica failed its re-check; replacing it", { replica: record.replica.id });
+      this.lastError = `the engine of ${record.replica.id} did not answer`;
+      record.leaving = true;
+      await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+      return;
+    }
+    const sleeping = this.config.sleep ? await engine.isSleeping().catch(() => undefined) : false;
+    this.guard(leadership);
+    if (sleeping === undefined || !this.present(record)) return;
+    if (sleeping) {
+      // The level is not known for sure: level 2's wake (reload the weights) is right for both.
+      const level = record.tier === "draining" ? this.config.sleepLevel : 2;
+      if (!isAsleep(record.tier) || record.tier === "asleep-1") await this.setTier(record, `asleep-${level}`);
+      return;
+    }
+    if (record.tier === "waking" || record.tier === "draining") {
+      if (this.config.warmup) await engine.warmup(this.id, this.config.wakeTimeout);
+      this.guard(leadership);
+      await this.setTier(record, "ready");
     }
   }
 
-  /** Re-check a replica the activator could not reach: alive and awake, or gone. */
-  private async recheck(): Promise<void> {
-    const replica = this.replica;
-    if (!replica) return;
-    const client = new EngineClient(replica.address);
-    const ok =
-      this.deps.platform.alive(replica) &&
-      (await client.healthy()) &&
-      !(this.config.sleep && (await client.isSleeping().catch(() => true)));
-    if (ok) return;
-    this.deps.log.warn("replica failed its re-check; restarting", {
-      model: this.config.id,
-      replica: replica.id,
-    });
-    await this.stopReplica("the engine did not answer");
+  private scaleUp(to: number): void {
+    const leadership = this.leadership;
+    this.guard(leadership);
+    const from = this.workloadReplicas();
+    this.scaling = true;
+    // Counted as pending at once, so the next pass (and the slot) sees the start under way.
+    this.scaleOverride = { replicas: to, until: this.deps.clock.now() + scaleLagMs };
+    const activations = Array.from({ length: to - from }, () => this.beginActivation("start", "cold"));
+    this.pendingStarts.push(...activations);
+    this.log.info("starting", { from, to });
+    void this.deps.platform
+      .scale(this.key, from, to, [])
+      .then(() => {
+        this.counts.scales++;
+      })
+      .catch((error: unknown) => {
+        this.scaleOverride = undefined;
+        for (const activation of activations) {
+          const index = this.pendingStarts.indexOf(activation);
+          if (index >= 0) this.pendingStarts.splice(index, 1);
+          activation.startSpan?.end();
+          activation.span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+          activation.span.end();
+        }
+        if (leadership === this.leadership) this.log.warn("scale-up failed; deciding again", { error });
+      })
+      .finally(() => {
+        this.scaling = false;
+        if (leadership === this.leadership) this.changed();
+      });
   }
 
-  private async stopReplica(reason?: string): Promise<void> {
-    if (this.replica) await this.deps.platform.stop(this.replica);
-    this.replica = undefined;
-    this.setTier("cold", reason);
+  /** Scales down, removing these replicas first. Resolves when the platform took the new count. */
+  private async removeReplicas(records: ReplicaRecord[], to: number): Promise<void> {
+    const leadership = this.leadership;
+    if (records.length === 0) return;
+    this.scaling = true;
+    for (const r of records) {
+      r.busy = true;
+      r.leaving = true;
+    }
+    const from = this.workloadReplicas();
+    try {
+      this.guard(leadership);
+      this.log.info("stopping", { from, to, replicas: records.map((r) => r.replica.id) });
+      this.scaleOverride = { replicas: to, until: this.deps.clock.now() + scaleLagMs };
+      await this.deps.platform.scale(
+        this.key,
+        from,
+        to,
+        records.map((r) => r.replica),
+      );
+      this.counts.scales++;
+    } catch (error) {
+      this.scaleOverride = undefined;
+      for (const r of records) {
+        r.busy = false;
+        r.leaving = false;
+      }
+      if (!(error instanceof NotLeading)) this.log.warn("scale-down failed; deciding again", { error });
+    } finally {
+      this.scaling = false;
+      if (leadership === this.leadership) this.changed();
+    }
+  }
+
+  /** An activation failed: held requests hear why (the event carries the reason), and back-off grows. */
+  private activationFailed(record: ReplicaRecord, reason: string, backTo?: Tier): void {
+    this.failures++;
+    this.lastError = reason;
+    this.wakeWanted = false;
+    this.backoffUntil = this.deps.clock.now() + this.backoff();
+    this.log.warn("activation failed", { reason, failures: this.failures });
+    record.activation?.span.recordException(new Error(reason));
+    this.endActivation(record, "failed", reason);
+    if (backTo && this.present(record)) void this.setTier(record, backTo, { error: reason }).catch(() => {});
+    else this.emitFor(record, undefined, reason);
+    this.deps.statusChanged?.();
+  }
+
+  private succeeded(record: ReplicaRecord): void {
+    this.failures = 0;
+    this.lastError = undefined;
+    this.backoffUntil = 0;
+    this.wakeWanted = false;
+    this.lastActive = this.deps.clock.now();
+    this.endActivation(record, "ready");
+    this.log.info("engine ready", { replica: record.replica.id });
   }
 
   private backoff(): number {
-    const failures = this.activationFailures + this.crashes.length;
-    return failures <= 1 ? 0 : Math.min(maxBackoff, 1_000 * 2 ** (failures - 2));
-  }
-
-  private setTier(tier: Tier, error?: string, estimateMs?: number, traceparent?: string): void {
-    const from = this.tier;
-    const wasLevelOne = from === "asleep-1";
-    this.tier = tier;
-    this.since = this.deps.clock.now();
-    if (error) this.lastError = error;
-    if (from !== tier) this.deps.metrics.transition(this.config.id, from, tier);
-    this.deps.log.debug("tier", { model: this.config.id, from, to: tier, error });
-    this.deps.emit({ ...this.event(), estimateMs, error, traceparent });
-    if (wasLevelOne !== (tier === "asleep-1")) this.deps.onLevelOneChanged();
-    if (isAsleep(tier) && !isAsleep(from)) this.asleepSince = this.since;
-    this.deps.slot?.changed();
-  }
-
-  /** Demote to level 2 because the host-memory budget ran out. */
-  demote(): void {
-    if (this.tier === "asleep-1") void this.exclusive(() => this.deepen());
+    const now = this.deps.clock.now();
+    const failures = this.failures + this.crashes.filter((t) => now - t < crashWindowMs).length;
+    return failures <= 1 ? 0 : Math.min(maxBackoffMs, 1_000 * 2 ** (failures - 2));
   }
 }

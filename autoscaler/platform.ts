@@ -1,28 +1,75 @@
-import type { ModelConfig } from "../lib/settings/index.ts";
+import type { Tier } from "../lib/replica-event.ts";
+import type { EngineLoad, SleepMode } from "./engine-client.ts";
 
-/** One engine the platform runs: a process (local) or a pod (Kubernetes). */
-export interface ReplicaHandle {
+/**
+ * One engine the platform runs: a child process (local) or a pod (Kubernetes). The controller keeps
+ * its own record of each replica's tier; these are the platform's facts about it.
+ */
+export interface Replica {
+  /** Process id `qwen-3` or pod name; unique among a model's replicas. */
   id: string;
-  model: string;
-  /** `host:port` where the engine's HTTP server listens. */
-  address: string;
+  /** Tells a replica from a new one of the same id (a pod recreated under its name). */
+  uid: string;
+  /** `host:port` of the engine's HTTP server, once it has one. */
+  address?: string;
+  /** The platform sees the engine up: the process answers `/health`, the pod is Ready. */
+  up: boolean;
+  /** Epoch ms the replica was created (the start of a cold start). */
+  createdAt: number;
+  /** How often the engine restarted in place (the kubelet's restart count; 0 locally). */
+  restarts: number;
+  /** The machine it runs on: level-1 sleepers share that machine's host RAM. */
+  node: string;
+  /** The tier last recorded on the replica (pod annotations), so a new leader starts from it. */
+  recorded?: { tier: Tier; since: number };
+}
+
+/** What the platform says of one model's replicas: a replica set. */
+export interface ReplicaSetView {
+  replicas: Replica[];
+  /** The replica count asked of the platform; more than `replicas.length` while some are being made. */
+  scale: number;
+  /** Whether Snooze may change the count (a Knative Service's pods belong to Knative). */
+  scalable: boolean;
+  /** Label selector of the replicas, for the scale subresource (empty locally). */
+  selector: string;
+}
+
+/** The engine client's operations the controller uses (vLLM's sleep API and readiness). */
+export interface Engine {
+  healthy(timeoutMs?: number): Promise<boolean>;
+  isSleeping(timeoutMs?: number): Promise<boolean>;
+  sleep(level: 1 | 2, mode: SleepMode, timeoutMs: number): Promise<void>;
+  wake(fromLevel: 1 | 2, timeoutMs: number): Promise<void>;
+  warmup(model: string, timeoutMs: number): Promise<void>;
+  load(timeoutMs?: number): Promise<EngineLoad>;
+}
+
+/** A replica that went away without being asked to, and why (the engine's last words, when known). */
+export interface Departure {
+  replica: string;
+  reason: string;
 }
 
 /**
- * What the control plane asks of wherever engines run. The tier ladder and the
- * slot arbiter sit above it and know nothing of processes or pods.
+ * Where engines run, shaped like a replica set: the controller reads a model's replicas, scales the
+ * model to N (naming the replicas that go first), records each replica's tier, and reaches each
+ * engine. Everything above this interface (the ladder, the horizontal decision, slots) is the same
+ * on both platforms. Models are named by key: the model id locally, `namespace/name` on Kubernetes.
  */
 export interface Platform {
-  /** Starts an engine and resolves once it answers `/health`; rejects with the reason it failed. */
-  start(model: ModelConfig, signal: AbortSignal): Promise<ReplicaHandle>;
-  /** Stops the engine and frees what it held. Idempotent. */
-  stop(replica: ReplicaHandle): Promise<void>;
-  sleep(replica: ReplicaHandle, level: 1 | 2, timeoutMs: number): Promise<void>;
-  wake(replica: ReplicaHandle, fromLevel: 1 | 2, timeoutMs: number): Promise<void>;
-  /** Whether the engine is still there (process alive, pod present). */
-  alive(replica: ReplicaHandle): boolean;
-  /** Called when an engine disappears on its own (crash, OOM kill), with the reason. */
-  onExit(listener: (replica: ReplicaHandle, reason: string) => void): void;
-  /** Stops every engine it started. */
+  /** The model's replicas now; undefined while the platform does not know the model's workload. */
+  replicaSet(model: string): ReplicaSetView | undefined;
+  /**
+   * Scales the model from `expected` to `to` replicas, removing `remove` first when it shrinks.
+   * Rejects (and changes nothing) when the count is no longer `expected`: decide again.
+   */
+  scale(model: string, expected: number, to: number, remove: readonly Replica[]): Promise<void>;
+  /** Records a replica's tier where every activator and a successor see it; `believed` is the tier expected there now. */
+  recordTier(model: string, replica: Replica, tier: Tier, since: number, believed?: Tier): Promise<void>;
+  engine(replica: Replica): Engine;
+  /** Tells of any change to a model's replicas; a departure says a replica left on its own. */
+  onChange(listener: (model: string, departure?: Departure) => void): void;
+  /** Stops every engine the platform started (local); releases watches. */
   close(): Promise<void>;
 }

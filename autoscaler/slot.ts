@@ -1,64 +1,100 @@
-import { context, trace } from "@opentelemetry/api";
+import { type Context, context, type Span, trace } from "@opentelemetry/api";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import { activationBuckets } from "../lib/metrics-buckets.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
+import type { SlotStatus } from "../lib/slot-status.ts";
 import { traceparentOf, tracer } from "../lib/tracing.ts";
 import type { ModelController } from "./model-controller.ts";
-import { decideSlot, isResident, type SlotDecision } from "./slot-arbiter.ts";
+import { decideSlot, isResident, type SlotMember } from "./slot-arbiter.ts";
 
-/** What the admin API shows of a slot. */
-export interface SlotStatus {
-  name: string;
-  policy: string;
-  resident?: string;
-  transition?: { to: string; from?: string; since: string };
-  waiting: { model: string; held: number; waitingMs: number }[];
-  swaps: number;
-  lastSwap?: { from: string; to: string; at: string; durationMs: number };
+export type { SlotStatus };
+
+export interface SlotDeps {
+  clock: Clock;
+  log: Logger;
+  metrics: SlotMetrics;
+  /** Whether this slot may act right now (on Kubernetes: its Lease is renewed). */
+  holding(): boolean;
+  /** Something the slot's status shows changed. */
+  statusChanged?(): void;
 }
 
-const selfHealInterval = 30_000;
+/** A swap or grant in motion: the incumbent leaves, then the target activates. */
+interface Transition {
+  from?: string;
+  to: string;
+  step: "draining" | "activating";
+  startedAt: number;
+  activatingAt?: number;
+  span: Span;
+  context: Context;
+}
+
+const selfHealIntervalMs = 30_000;
 
 /**
- * The single writer of one slot: it asks the arbiter who should hold the
- * accelerator and carries out grants and swaps one at a time, so a sleep on
- * the slot always finishes before the next wake or start begins.
+ * The single writer of one slot (one exclusive accelerator shared by several models). The arbiter
+ * (`decideSlot`) says who may be resident; each member's pass then runs with a cap on its awake
+ * replicas: 0 for everyone but the resident, and 0 for the resident too while it yields in a swap.
+ * The target is granted the slot only once the incumbent has no resident replica left, so two
+ * members are never awake at once, and a sleep on the slot always ends before the next wake begins.
  */
 export class Slot {
-  readonly config: SlotConfig;
-  private readonly members = new Map<string, ModelController>();
-  private readonly clock: Clock;
+  config: SlotConfig;
+  readonly members = new Map<string, ModelController>();
+  private readonly deps: SlotDeps;
   private readonly log: Logger;
-  private readonly metrics: SlotMetrics;
-  private busy = false;
-  private pending = false;
-  private closed = false;
-  private timer?: { cancel(): void };
-  private readonly healer: NodeJS.Timeout;
+  private transition?: Transition;
   private residentSince = 0;
   private lastSwapAt = Number.NEGATIVE_INFINITY;
-  private transition?: SlotStatus["transition"];
   private swaps = 0;
   private lastSwap?: SlotStatus["lastSwap"];
+  private pending = false;
+  private leading = false;
+  private timer?: { cancel(): void };
+  private healer?: { cancel(): void };
+  private maxResidents = 0;
 
-  constructor(config: SlotConfig, deps: { clock: Clock; log: Logger; metrics: SlotMetrics }) {
+  constructor(config: SlotConfig, deps: SlotDeps, logName = config.name) {
     this.config = config;
-    this.clock = deps.clock;
-    this.log = deps.log.child({ slot: config.name });
-    this.metrics = deps.metrics;
-    this.healer = setInterval(() => this.selfHeal(), selfHealInterval);
-    this.healer.unref();
+    this.deps = deps;
+    this.log = deps.log.child({ slot: logName });
+  }
+
+  get name(): string {
+    return this.config.name;
   }
 
   add(member: ModelController): void {
-    this.members.set(member.config.id, member);
+    this.members.set(member.key, member);
+    this.changed();
+  }
+
+  remove(key: string): void {
+    this.members.delete(key);
+    this.changed();
+  }
+
+  lead(): void {
+    this.leading = true;
+    this.endTransition("leadership changed");
+    this.residentSince = this.deps.clock.now();
+    this.armHealer();
+    this.changed();
+  }
+
+  standDown(): void {
+    this.leading = false;
+    this.timer?.cancel();
+    this.healer?.cancel();
+    this.endTransition("leadership lost");
   }
 
   /** Something about a member changed: look again, once, after the current turn. */
   changed(): void {
-    if (this.pending || this.closed) return;
+    if (!this.leading || this.pending) return;
     this.pending = true;
     queueMicrotask(() => {
       this.pending = false;
@@ -67,133 +103,189 @@ export class Slot {
   }
 
   status(): SlotStatus {
-    const now = this.clock.now();
+    const now = this.deps.clock.now();
     const views = [...this.members.values()].map((m) => m.slotView());
+    const t = this.transition;
     return {
       name: this.config.name,
       policy: this.config.policy,
+      members: views.map((v) => v.model).sort(),
       resident: views.find((v) => isResident(v.tier))?.model,
-      transition: this.transition,
+      ...(t
+        ? { transition: { to: t.to, from: t.from, step: t.step, since: new Date(t.startedAt).toISOString() } }
+        : {}),
       waiting: views
         .filter((v) => v.held > 0 && !isResident(v.tier))
         .map((v) => ({ model: v.model, held: v.held, waitingMs: now - (v.heldSince ?? now) })),
       swaps: this.swaps,
-      lastSwap: this.lastSwap,
+      ...(this.lastSwap ? { lastSwap: this.lastSwap } : {}),
+      maxResidents: this.maxResidents,
     };
   }
 
-  close(): void {
-    this.closed = true;
-    this.timer?.cancel();
-    clearInterval(this.healer);
-  }
-
   private evaluate(): void {
-    if (this.busy || this.closed) return;
+    if (!this.leading || !this.deps.holding()) return;
     this.timer?.cancel();
-    const views = [...this.members.values()].map((m) => m.slotView());
+    const members = [...this.members.values()].filter((m) => m.isLeading);
+    const views = members.map((m) => m.slotView());
     const residents = views.filter((v) => isResident(v.tier));
+    this.maxResidents = Math.max(this.maxResidents, residents.length);
     if (residents.length > 1)
       this.log.error("invariant broken: more than one resident", {
         residents: residents.map((r) => r.model),
       });
     for (const view of views)
-      this.metrics.resident.set({ slot: this.config.name, model: view.model }, isResident(view.tier) ? 1 : 0);
-    const now = this.clock.now();
-    const decision = decideSlot({
+      this.deps.metrics.resident.set(
+        { slot: this.config.name, model: view.model },
+        isResident(view.tier) ? 1 : 0,
+      );
+    const now = this.deps.clock.now();
+    const caps = new Map<string, number | undefined>(views.map((v) => [v.model, 0]));
+    const t = this.transition;
+
+    if (t?.step === "draining") {
+      if (residents.some((r) => r.model === t.from)) {
+        // Still leaving: nobody else may come up yet.
+      } else if (residents.length === 0 && this.members.has(t.to)) {
+        // A swap once begun finishes, even if the requests that asked for it went away.
+        this.observeRelease(t);
+        this.grant(t, now);
+        caps.set(t.to, undefined);
+      } else {
+        this.observeRelease(t);
+        this.endTransition("the target is gone");
+      }
+    } else if (t?.step === "activating") {
+      const target = views.find((v) => v.model === t.to);
+      caps.set(t.to, undefined);
+      if (target?.tier === "ready") this.finish(t, now);
+      else if (!target || !isResident(target.tier)) {
+        // The activation failed (the target backs off) or the target left: the slot is free again.
+        this.endTransition(`the target is ${target?.tier ?? "gone"}`);
+        caps.set(t.to, 0);
+        // Not at once: a member that cannot act this turn must not spin the slot.
+        this.arm(now + 50, now);
+      }
+    } else if (residents.length > 0) {
+      const resident = residents[0]!;
+      caps.set(resident.model, undefined);
+      const decision = this.decide(views, now);
+      if (decision.kind === "swap") {
+        this.log.info("swapping", { from: resident.model, to: decision.to, reason: decision.reason });
+        this.begin(resident.model, decision.to, decision.reason, now);
+        caps.set(resident.model, 0);
+      } else if (decision.kind === "wait") this.arm(decision.at, now);
+    } else {
+      const decision = this.decide(views, now);
+      if (decision.kind === "grant" || decision.kind === "swap") {
+        this.log.info("granting", { to: decision.to, reason: decision.reason });
+        const started = this.begin(undefined, decision.to, decision.reason, now);
+        this.grant(started, now);
+        caps.set(decision.to, undefined);
+      } else this.arm(decision.at, now);
+    }
+    for (const member of members) {
+      member.cap = caps.get(member.key);
+      member.parent =
+        this.transition && (member.key === this.transition.to || member.key === this.transition.from)
+          ? this.transition.context
+          : undefined;
+      member.pass();
+    }
+    this.deps.statusChanged?.();
+  }
+
+  private decide(views: SlotMember[], now: number) {
+    return decideSlot({
       ...this.config,
       members: views,
       residentSince: this.residentSince,
       lastSwapAt: this.lastSwapAt,
       now,
     });
-    if (decision.kind === "wait") {
-      if (Number.isFinite(decision.at))
-        this.timer = this.clock.setTimeout(() => this.evaluate(), Math.max(1, decision.at - now));
-      return;
-    }
-    this.busy = true;
-    void this.carryOut(decision, residents[0]?.model).finally(() => {
-      this.busy = false;
-      this.changed();
-    });
   }
 
-  /** A grant activates the target; a swap first drains and sleeps the resident, then activates the target. */
-  private async carryOut(
-    decision: Exclude<SlotDecision, { kind: "wait" }>,
-    from: string | undefined,
-  ): Promise<void> {
-    const target = this.members.get(decision.to)!;
-    const started = this.clock.now();
-    this.transition = { to: decision.to, from, since: new Date(started).toISOString() };
+  /** A swap (or grant) begins: one span for all of it; requests held for the target link to it. */
+  private begin(from: string | undefined, to: string, reason: string, now: number): Transition {
     const span = tracer.startSpan("snooze.swap", {
       root: true,
       attributes: {
         "snooze.slot": this.config.name,
-        "snooze.swap.to": decision.to,
-        "snooze.swap.reason": decision.reason,
+        "snooze.swap.to": to,
+        "snooze.swap.reason": reason,
         ...(from ? { "snooze.swap.from": from } : {}),
       },
     });
-    const parent = trace.setSpan(context.active(), span);
-    // Requests held for the target link to this swap from now on.
-    target.announce(traceparentOf(span));
-    this.log.info(decision.kind === "swap" ? "swapping" : "granting", {
+    const transition: Transition = {
       from,
-      to: decision.to,
-      reason: decision.reason,
-    });
-    try {
-      if (decision.kind === "swap" && from) {
-        const incumbent = this.members.get(from)!;
-        await incumbent.yieldSlot(this.config.drainTimeout, parent);
-        this.metrics.phase.observe(
-          { slot: this.config.name, phase: "drain" },
-          incumbent.lastRelease.drainMs / 1000,
-        );
-        this.metrics.phase.observe(
-          { slot: this.config.name, phase: "sleep" },
-          incumbent.lastRelease.sleepMs / 1000,
-        );
-        if (isResident(incumbent.currentTier)) {
-          this.log.warn("the incumbent did not leave the slot; the swap is called off", {
-            from,
-            tier: incumbent.currentTier,
-          });
-          return;
-        }
-      }
-      const activating = this.clock.now();
-      await target.activateForSlot(parent);
-      this.metrics.phase.observe(
-        { slot: this.config.name, phase: "activate" },
-        (this.clock.now() - activating) / 1000,
-      );
-      const finished = this.clock.now();
-      this.residentSince = finished;
-      if (decision.kind === "swap" && from) {
-        this.lastSwapAt = finished;
-        this.swaps++;
-        this.lastSwap = {
-          from,
-          to: decision.to,
-          at: new Date(finished).toISOString(),
-          durationMs: finished - started,
-        };
-        this.metrics.swaps.inc({ slot: this.config.name, from, to: decision.to });
-        this.metrics.phase.observe({ slot: this.config.name, phase: "total" }, (finished - started) / 1000);
-      }
-      span.setAttribute("snooze.swap.outcome", target.currentTier);
-    } finally {
-      this.transition = undefined;
-      span.end();
-    }
+      to,
+      step: "draining",
+      startedAt: now,
+      span,
+      context: trace.setSpan(context.active(), span),
+    };
+    this.transition = transition;
+    this.members.get(to)?.announce(traceparentOf(span));
+    return transition;
   }
 
-  private selfHeal(): void {
-    for (const member of this.members.values())
-      if (member.currentTier === "ready") void member.recheckResident();
+  private grant(t: Transition, now: number): void {
+    t.step = "activating";
+    t.activatingAt = now;
+    this.residentSince = now;
+    this.members.get(t.to)?.wantAwake();
+  }
+
+  /** The incumbent left: its drain and sleep, for the swap metrics. */
+  private observeRelease(t: Transition): void {
+    const incumbent = t.from ? this.members.get(t.from) : undefined;
+    if (!incumbent) return;
+    const { phase } = this.deps.metrics;
+    phase.observe({ slot: this.config.name, phase: "drain" }, incumbent.lastRelease.drainMs / 1000);
+    phase.observe({ slot: this.config.name, phase: "sleep" }, incumbent.lastRelease.sleepMs / 1000);
+  }
+
+  /** The target is ready: the swap is done. */
+  private finish(t: Transition, now: number): void {
+    const { phase, swaps } = this.deps.metrics;
+    phase.observe({ slot: this.config.name, phase: "activate" }, (now - (t.activatingAt ?? now)) / 1000);
+    this.residentSince = now;
+    if (t.from) {
+      this.lastSwapAt = now;
+      this.swaps++;
+      this.lastSwap = {
+        from: t.from,
+        to: t.to,
+        at: new Date(now).toISOString(),
+        durationMs: now - t.startedAt,
+      };
+      swaps.inc({ slot: this.config.name, from: t.from, to: t.to });
+      phase.observe({ slot: this.config.name, phase: "total" }, (now - t.startedAt) / 1000);
+    }
+    this.endTransition("ready");
+  }
+
+  private endTransition(outcome: string): void {
+    const t = this.transition;
+    if (!t) return;
+    this.transition = undefined;
+    t.span.setAttribute("snooze.swap.outcome", outcome);
+    t.span.end();
+  }
+
+  private arm(at: number, now: number): void {
+    if (Number.isFinite(at))
+      this.timer = this.deps.clock.setTimeout(() => this.changed(), Math.max(1, at - now));
+  }
+
+  /** Self-heal: a resident whose engine died unnoticed would hold the slot forever. */
+  private armHealer(): void {
+    this.healer?.cancel();
+    this.healer = this.deps.clock.setTimeout(() => {
+      if (!this.leading) return;
+      for (const member of this.members.values()) member.recheckReady();
+      this.armHealer();
+    }, selfHealIntervalMs);
   }
 }
 

@@ -104,7 +104,7 @@ export const activatorCommand: Command = {
         sleep: notOnKubernetes("sleep"),
         stop: notOnKubernetes("stop"),
         details: (model) => controlPlane.details(model),
-        slots: () => [],
+        slots: async () => [],
       },
     });
     server.listen(port, String(values.host));

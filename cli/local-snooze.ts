@@ -1,12 +1,15 @@
 import { once } from "node:events";
 import type { AddressInfo } from "node:net";
+import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { Activator } from "../activator/activator.ts";
 import type { AdminActions } from "../activator/admin.ts";
 import { createActivatorServer } from "../activator/server.ts";
-import { Autoscaler } from "../autoscaler/autoscaler.ts";
-import { LocalPlatform } from "../autoscaler/local-platform.ts";
+import type { Autoscaler } from "../autoscaler/autoscaler.ts";
+import { inProcessControlPlane, localAutoscaler } from "../autoscaler/local/control-plane.ts";
+import { LocalPlatform } from "../autoscaler/local/platform.ts";
 import type { Platform } from "../autoscaler/platform.ts";
+import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import type { SnoozeConfig } from "../lib/settings/index.ts";
 
@@ -19,6 +22,7 @@ export interface LocalSnoozeOptions {
   host: string;
   port: number;
   platform?: Platform;
+  clock?: Clock;
   statsIntervalMs?: number;
 }
 
@@ -32,23 +36,18 @@ export interface LocalSnooze {
   close(graceMs?: number): Promise<void>;
 }
 
-/** `snooze serve`: the activator and the autoscaler in one process, engines as child processes. */
-export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<LocalSnooze> {
-  const registry = new Registry();
-  const platform = options.platform ?? new LocalPlatform(options.log);
-  const autoscaler = new Autoscaler({ config: options.config, platform, log: options.log, registry });
-  const activator = new Activator({
-    config: options.config,
-    controlPlane: autoscaler,
-    registry,
-    log: options.log,
-    statsIntervalMs: options.statsIntervalMs,
-  });
-  const admin: AdminActions = {
-    wake: async (model) => autoscaler.controller(model)?.wakeNow(),
-    sleep: async (model) => autoscaler.controller(model)?.sleepNow(),
-    stop: async (model) => autoscaler.controller(model)?.stopNow(),
-    slots: () => autoscaler.slotStatuses(),
+/** Admin actions on the in-process control plane. */
+export function localAdmin(autoscaler: Autoscaler): AdminActions {
+  const controller = (model: string) => {
+    const found = autoscaler.controller(model);
+    if (!found) throw new Error(`no model ${model}`);
+    return found;
+  };
+  return {
+    wake: (model) => controller(model).wakeNow(),
+    sleep: (model) => controller(model).sleepNow(),
+    stop: (model) => controller(model).stopNow(),
+    slots: async () => autoscaler.slotStatuses(),
     details: (model) => {
       const state = autoscaler.controller(model)?.state();
       return state
@@ -56,14 +55,39 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
         : {};
     },
   };
-  const server = createActivatorServer({ activator, admin, registry });
+}
+
+/** `snooze serve`: the activator and the autoscaler in one process, engines as child processes. */
+export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<LocalSnooze> {
+  const registry = new Registry();
+  const platform = options.platform ?? new LocalPlatform(options.config.models.values(), options.log);
+  const autoscaler = localAutoscaler({
+    config: options.config,
+    platform,
+    log: options.log,
+    registry,
+    clock: options.clock,
+    eventSource: `/snooze/${hostname()}`,
+  });
+  const activator = new Activator({
+    config: options.config,
+    controlPlane: inProcessControlPlane(autoscaler),
+    registry,
+    log: options.log,
+    statsIntervalMs: options.statsIntervalMs,
+  });
+  const server = createActivatorServer({ activator, admin: localAdmin(autoscaler), registry });
+  const stopAll = async () => {
+    autoscaler.close();
+    await platform.close();
+  };
   // A wake releases every held request at once: a deep accept queue keeps bursts from being dropped.
   server.listen({ port: options.port, host: options.host, backlog: 4096 });
   try {
     await once(server, "listening");
   } catch (error) {
     await activator.shutdown(0);
-    await autoscaler.close();
+    await stopAll();
     const code = (error as NodeJS.ErrnoException).code;
     const why = code === "EADDRINUSE" ? "the port is in use (pass another --port)" : (error as Error).message;
     throw new ListenError(`cannot listen on ${options.host}:${options.port}: ${why}`);
@@ -82,7 +106,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
         server.close();
         await activator.shutdown(graceMs);
         server.closeAllConnections();
-        await autoscaler.close();
+        await stopAll();
       })();
       return closing;
     },

@@ -10,8 +10,8 @@
  */
 import diagnostics from "node:diagnostics_channel";
 import { readFileSync } from "node:fs";
-import { LocalPlatform } from "../../autoscaler/local-platform.ts";
-import type { Platform, ReplicaHandle } from "../../autoscaler/platform.ts";
+import { LocalPlatform } from "../../autoscaler/local/platform.ts";
+import type { Platform, Replica } from "../../autoscaler/platform.ts";
 import { startLocalSnooze } from "../../cli/local-snooze.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/index.ts";
@@ -33,26 +33,31 @@ const timeline = (model: string) => {
   return entry;
 };
 
-// The real local platform, with the time each wake took recorded around the call.
-const local = new LocalPlatform(silentLogger);
+// The real local platform, with the time each wake took recorded around the engine's wake call.
+const local = new LocalPlatform(config.models.values(), silentLogger);
 let heldNow: (model: string) => number = () => 0;
 const platform: Platform = {
-  start: (model, signal) => local.start(model, signal),
-  stop: (replica) => local.stop(replica),
-  sleep: (replica, level, timeoutMs) => local.sleep(replica, level, timeoutMs),
-  async wake(replica: ReplicaHandle, level: 1 | 2, timeoutMs: number) {
-    const entry = timeline(replica.model);
-    entry.wakeStart = now();
-    try {
-      await local.wake(replica, level, timeoutMs);
-    } finally {
-      entry.wakeEnd = now();
-      entry.heldAtWakeEnd = heldNow(replica.model);
-    }
-  },
-  alive: (replica) => local.alive(replica),
-  onExit: (listener) => local.onExit(listener),
+  replicaSet: (model) => local.replicaSet(model),
+  scale: (model, expected, to, remove) => local.scale(model, expected, to, remove),
+  recordTier: (model, replica, tier, since) => local.recordTier(model, replica, tier, since),
+  onChange: (listener) => local.onChange(listener),
   close: () => local.close(),
+  engine(replica: Replica) {
+    const engine = local.engine(replica);
+    const model = replica.id.slice(0, replica.id.lastIndexOf("-"));
+    return Object.assign(Object.create(engine), {
+      async wake(level: 1 | 2, timeoutMs: number) {
+        const entry = timeline(model);
+        entry.wakeStart = now();
+        try {
+          await engine.wake(level, timeoutMs);
+        } finally {
+          entry.wakeEnd = now();
+          entry.heldAtWakeEnd = heldNow(model);
+        }
+      },
+    });
+  },
 };
 
 // When the activator handed each proxied chat request to its engine connection pool, when the

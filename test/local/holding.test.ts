@@ -8,7 +8,7 @@ afterEach(async () => {
   snooze = undefined;
 });
 
-const tierOf = (model: string) => snooze!.autoscaler.controller(model)!.currentTier;
+const tierOf = (model: string) => snooze!.autoscaler.controller(model)!.tier;
 
 describe("held requests that cannot be served", () => {
   test("hold budget spent → 503 with Retry-After and an OpenAI error saying why", async () => {

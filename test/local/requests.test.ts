@@ -89,7 +89,7 @@ describe("requests the activator answers itself", () => {
     expect(qwen).toMatchObject({ tier: "ready", held: 0, inFlight: 0 });
     expect(qwen.lastStartMs).toBeGreaterThan(0);
     expect((await post("/snooze/v1/models/qwen/sleep", {})).status).toBe(200);
-    expect(snooze.autoscaler.controller("qwen")!.currentTier).toBe("asleep-1");
+    expect(snooze.autoscaler.controller("qwen")!.tier).toBe("asleep-1");
     expect((await post("/snooze/v1/models/qwen3/wake", {})).status).toBe(202); // aliases work too
     expect((await post("/snooze/v1/models/nope/wake", {})).status).toBe(404);
   });
@@ -106,7 +106,7 @@ describe("requests the activator answers itself", () => {
       }),
     });
     expect(structured.status).toBe(202);
-    await until(() => snooze.autoscaler.controller("llama")!.currentTier === "ready", 5_000, "llama ready");
+    await until(() => snooze.autoscaler.controller("llama")!.tier === "ready", 5_000, "llama ready");
     const binary = await post("/snooze/v1/events", {
       headers: {
         "ce-specversion": "1.0",
@@ -118,7 +118,7 @@ describe("requests the activator answers itself", () => {
       body: JSON.stringify({ model: "llama" }),
     });
     expect(binary.status).toBe(200);
-    expect(snooze.autoscaler.controller("llama")!.currentTier).toBe("cold");
+    expect(snooze.autoscaler.controller("llama")!.tier).toBe("cold");
     const bad = await post("/snooze/v1/events", {
       headers: { "content-type": "application/cloudevents+json" },
       body: JSON.stringify({

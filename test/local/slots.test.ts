@@ -2,7 +2,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
-import type { LocalPlatform } from "../../autoscaler/local-platform.ts";
+import type { LocalPlatform } from "../../autoscaler/local/platform.ts";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import type { ReplicaEvent, Tier } from "../../lib/replica-event.ts";
@@ -65,7 +65,7 @@ models:
 
 const ask = (model: string, extra: Record<string, unknown> = {}) =>
   fetch(`${snooze!.url}/v1/chat/completions`, chat(model, { max_tokens: 2, ...extra }));
-const tierOf = (model: string) => snooze!.autoscaler.controller(model)!.currentTier;
+const tierOf = (model: string) => snooze!.autoscaler.controller(model)!.tier;
 
 describe("a slot: one resident at a time", () => {
   test("swaps in both directions, never two resident, the GPU never over-committed", async () => {
@@ -151,10 +151,7 @@ describe("a slot: one resident at a time", () => {
     const forB = ask("b");
     await until(() => tierOf("a") === "draining", 3_000, "a draining");
     const state = snooze!.autoscaler.controller("a")!.state();
-    process.kill(
-      (snooze!.platform as LocalPlatform).pid({ id: state.replica!, model: "a", address: state.address! })!,
-      "SIGKILL",
-    );
+    process.kill((snooze!.platform as LocalPlatform).pid(state.replica!)!, "SIGKILL");
     expect((await forB).status).toBe(200);
     expect(await (await long).text()).toContain("upstream_broken");
     expect(tierOf("a")).toBe("cold");

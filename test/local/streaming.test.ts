@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "vitest";
-import type { LocalPlatform } from "../../autoscaler/local-platform.ts";
+import type { LocalPlatform } from "../../autoscaler/local/platform.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { chat, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
@@ -78,7 +78,7 @@ models:
     await reader.read();
     const state = snooze.autoscaler.controller("qwen")!.state();
     const platform = snooze.platform as LocalPlatform;
-    process.kill(platform.pid({ id: state.replica!, model: "qwen", address: state.address! })!, "SIGKILL");
+    process.kill(platform.pid(state.replica!)!, "SIGKILL");
     let text = "";
     const decoder = new TextDecoder();
     for (;;) {
@@ -88,11 +88,7 @@ models:
     }
     expect(text).toContain('"code":"upstream_broken"');
     expect(text.trim().endsWith("data: [DONE]")).toBe(true);
-    await until(
-      () => snooze!.autoscaler.controller("qwen")!.currentTier === "cold",
-      3_000,
-      "cold after the crash",
-    );
+    await until(() => snooze!.autoscaler.controller("qwen")!.tier === "cold", 3_000, "cold after the crash");
     const next = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
     expect(next.status).toBe(200);
   });

@@ -11,7 +11,7 @@ afterEach(async () => {
   snooze = undefined;
 });
 
-const tierOf = (model: string) => snooze!.autoscaler.controller(model)!.currentTier;
+const tierOf = (model: string) => snooze!.autoscaler.controller(model)!.tier;
 const transitions = async (model: string, from: string, to: string) =>
   metricValue(await snooze!.registry.metrics(), "snooze_tier_transitions_total", { model, from, to });
 

@@ -1,0 +1,214 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { hostname } from "node:os";
+import { setTimeout as delay } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { freePort } from "../../lib/free-port.ts";
+import type { Logger } from "../../lib/log.ts";
+import type { Tier } from "../../lib/replica-event.ts";
+import type { ModelConfig } from "../../lib/settings/index.ts";
+import { EngineClient } from "../engine-client.ts";
+import type { Departure, Platform, Replica, ReplicaSetView } from "../platform.ts";
+import { killAllOnExit } from "./orphans.ts";
+
+interface Engine {
+  replica: Replica;
+  child: ChildProcess;
+  client: EngineClient;
+  /** Last lines the engine printed, for the reason a start failed. */
+  tail: string[];
+  exited: boolean;
+  /** Asked to stop: its exit is no departure. */
+  stopping: boolean;
+}
+
+interface ModelEngines {
+  config: ModelConfig;
+  scale: number;
+  engines: Map<string, Engine>;
+}
+
+const host = "127.0.0.1";
+const readinessIntervalMs = 100;
+const stopGraceMs = 10_000;
+const node = hostname();
+
+/**
+ * Runs engines as child processes of this one (`vllm serve` for real, `snooze sim` in the demo),
+ * as a replica set per model: scaling up spawns engines, scaling down stops the named ones first.
+ * An engine that exits on its own is gone, not restarted behind the controller's back: the
+ * controller hears of the departure (with the engine's last words) and decides.
+ */
+export class LocalPlatform implements Platform {
+  private readonly models = new Map<string, ModelEngines>();
+  private readonly listeners: ((model: string, departure?: Departure) => void)[] = [];
+  private readonly log: Logger;
+  private sequence = 0;
+
+  constructor(models: Iterable<ModelConfig>, log: Logger) {
+    this.log = log;
+    for (const config of models) this.models.set(config.id, { config, scale: 0, engines: new Map() });
+  }
+
+  replicaSet(model: string): ReplicaSetView | undefined {
+    const entry = this.models.get(model);
+    if (!entry) return undefined;
+    // An engine being stopped is still listed until it exited: it may hold its GPU until then.
+    const replicas = [...entry.engines.values()].map((e) => e.replica);
+    return { replicas, scale: entry.scale, scalable: true, selector: "" };
+  }
+
+  async scale(model: string, expected: number, to: number, remove: readonly Replica[]): Promise<void> {
+    const entry = this.models.get(model);
+    if (!entry) throw new Error(`no model ${model}`);
+    if (entry.scale !== expected) throw new Error(`${model} has ${entry.scale} replicas, not ${expected}`);
+    entry.scale = to;
+    const running = [...entry.engines.values()].filter((e) => !e.stopping);
+    if (to > running.length) {
+      for (let i = running.length; i < to; i++) await this.spawn(entry);
+      return;
+    }
+    const named = new Set(remove.map((r) => r.id));
+    const victims = [
+      ...running.filter((e) => named.has(e.replica.id)),
+      ...running.filter((e) => !named.has(e.replica.id)).reverse(),
+    ].slice(0, running.length - to);
+    await Promise.all(victims.map((engine) => this.stop(engine)));
+  }
+
+  async recordTier(_model: string, _replica: Replica, _tier: Tier, _since: number): Promise<void> {
+    // In one process the controller's own record is the only one there is.
+  }
+
+  engine(replica: Replica): EngineClient {
+    const engine = this.find(replica.id);
+    return engine?.client ?? new EngineClient(replica.address ?? `${host}:0`);
+  }
+
+  onChange(listener: (model: string, departure?: Departure) => void): void {
+    this.listeners.push(listener);
+  }
+
+  /** The engine's process id, for `snooze status` and tests. */
+  pid(replica: string): number | undefined {
+    return this.find(replica)?.child.pid;
+  }
+
+  async close(): Promise<void> {
+    const all = [...this.models.values()].flatMap((m) => [...m.engines.values()]);
+    for (const entry of this.models.values()) entry.scale = 0;
+    await Promise.all(all.map((engine) => this.stop(engine)));
+  }
+
+  private find(id: string): Engine | undefined {
+    for (const entry of this.models.values()) {
+      const engine = entry.engines.get(id);
+      if (engine) return engine;
+    }
+    return undefined;
+  }
+
+  private changed(model: string, departure?: Departure): void {
+    for (const listener of this.listeners) listener(model, departure);
+  }
+
+  private async spawn(entry: ModelEngines): Promise<void> {
+    const { config } = entry;
+    const port = config.port ?? (await freePort(host));
+    const substitute = (arg: string) =>
+      arg.replaceAll("${PORT}", String(port)).replaceAll("${HOST}", host).replaceAll("${MODEL}", config.id);
+    const [file, ...args] = config.command.flatMap((arg) =>
+      arg === "${SNOOZE}" ? snoozeArgv() : [substitute(arg)],
+    );
+    const env = { ...process.env, ...config.env, ...(config.sleep ? { VLLM_SERVER_DEV_MODE: "1" } : {}) };
+    const id = `${config.id}-${++this.sequence}`;
+    const replica: Replica = {
+      id,
+      uid: id,
+      address: `${host}:${port}`,
+      up: false,
+      createdAt: Date.now(),
+      restarts: 0,
+      node,
+    };
+    const child = spawn(file!, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+    killAllOnExit(child);
+    const engine: Engine = {
+      replica,
+      child,
+      client: new EngineClient(replica.address!),
+      tail: [],
+      exited: false,
+      stopping: false,
+    };
+    entry.engines.set(id, engine);
+    const log = this.log.child({ model: config.id, replica: id });
+    const keep = (chunk: Buffer) => {
+      for (const line of chunk.toString("utf8").split("\n")) {
+        if (!line.trim()) continue;
+        engine.tail.push(line);
+        if (engine.tail.length > 20) engine.tail.shift();
+        log.debug("engine output", { line });
+      }
+    };
+    child.stdout!.on("data", keep);
+    child.stderr!.on("data", keep);
+    let spawnError: Error | undefined;
+    child.once("error", (error) => {
+      spawnError = error;
+    });
+    // "close", not "exit": by then the last lines of output have been read.
+    child.once("close", (code, sig) => {
+      engine.exited = true;
+      entry.engines.delete(id);
+      if (engine.stopping) {
+        this.changed(config.id);
+        return;
+      }
+      // It left on its own: the replica set is one smaller (nobody asked for a replacement).
+      entry.scale = Math.max(0, entry.scale - 1);
+      const how = spawnError
+        ? `could not run ${file}: ${spawnError.message}`
+        : `engine exited (${sig ? `signal ${sig}` : `code ${code}`})${lastWords(engine)}`;
+      log.warn("engine exited on its own", { reason: how });
+      this.changed(config.id, { replica: id, reason: how });
+    });
+    log.info("engine starting", { command: [file, ...args].join(" ") });
+    void this.watchReadiness(engine, config.id);
+  }
+
+  /** Polls `/health` until the engine answers: then the replica is up. */
+  private async watchReadiness(engine: Engine, model: string): Promise<void> {
+    while (!engine.exited && !engine.stopping) {
+      if (await engine.client.healthy(1_000)) {
+        if (engine.exited || engine.stopping) return;
+        engine.replica = { ...engine.replica, up: true };
+        this.changed(model);
+        return;
+      }
+      await delay(readinessIntervalMs);
+    }
+  }
+
+  private async stop(engine: Engine): Promise<void> {
+    if (engine.exited) return;
+    const exited = once(engine.child, "close");
+    if (!engine.stopping) {
+      engine.stopping = true;
+      engine.child.kill("SIGTERM");
+    }
+    const timer = setTimeout(() => engine.child.kill("SIGKILL"), stopGraceMs);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+/** The engine's last lines of output: usually the reason it failed. */
+function lastWords(engine: Engine): string {
+  return engine.tail.length ? `: ${engine.tail.slice(-3).join(" | ")}` : "";
+}
+
+/** `${SNOOZE}` in a command runs this same Snooze (e.g. `snooze sim`) on this same Node.js. */
+function snoozeArgv(): string[] {
+  return [process.execPath, fileURLToPath(new URL("../../bin/snooze.js", import.meta.url))];
+}

@@ -1,0 +1,13 @@
+/** A slot as the admin API, `snooze status` and the Slot object's status show it. */
+export interface SlotStatus {
+  name: string;
+  policy: string;
+  members: string[];
+  resident?: string;
+  transition?: { to: string; from?: string; step: "draining" | "activating"; since: string };
+  waiting: { model: string; held: number; waitingMs: number }[];
+  swaps: number;
+  lastSwap?: { from: string; to: string; at: string; durationMs: number };
+  /** The most residents ever seen at once: the invariant says 1. */
+  maxResidents: number;
+}
