@@ -1,22 +1,14 @@
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
+import { kubeSnoozeSuite } from "./components/kube-suite.ts";
 import {
-  type Admin,
-  adminClient,
-  type Component,
   complete,
-  installIdentities,
   modelObject,
-  serviceAccountKubeconfig,
   serviceStandIn,
   simDeployment,
   simState,
-  startActivator,
-  startAutoscaler,
   system,
   tierOf,
 } from "./components/snooze.ts";
-import { createTestNamespace } from "./harness/namespace.ts";
-import { suiteCluster } from "./harness/suite.ts";
 import { waitFor } from "./harness/wait.ts";
 
 /**
@@ -25,60 +17,33 @@ import { waitFor } from "./harness/wait.ts";
  * within seconds and answers the requests held meanwhile. And a storm of conflicting writes to the
  * Model does not keep its status wrong.
  */
-const cluster = suiteCluster();
-let ns: Awaited<ReturnType<typeof createTestNamespace>>;
-let admin: Admin;
-let kubeconfig: string;
-const autoscalers = new Map<string, Component>();
-let activator: Component | undefined;
 let service: Awaited<ReturnType<typeof serviceStandIn>> | undefined;
 const model = "qwen";
-
-beforeAll(async () => {
-  await installIdentities(cluster);
-  admin = await adminClient(cluster);
-  ns = await createTestNamespace(cluster.admin, "snooze-e2e-leases");
-  await admin.createDeployment(ns.name, simDeployment(cluster, model, { model }));
-  await admin.createModel(ns.name, modelObject(model, { model, sleepAfter: "2s", port: 8000 }));
-  kubeconfig = await serviceAccountKubeconfig(cluster, "snooze-autoscaler");
-  await start("autoscaler-a");
-  await waitFor(async () => ((await holder()) === "autoscaler-a" ? true : undefined), {
-    what: "autoscaler-a holds the Lease",
-    timeoutMs: 15_000,
-  });
-  await start("autoscaler-b");
-  service = await serviceStandIn(() => [...autoscalers.values()].map((a) => a.url));
-  activator = await startActivator(cluster, {
-    namespace: ns.name,
-    identity: "activator-leases",
-    kubeconfig: await serviceAccountKubeconfig(cluster, "snooze-activator"),
-    autoscalerUrl: service.url,
-  });
+const suite = kubeSnoozeSuite({
+  namespace: "snooze-e2e-leases",
+  objects: async ({ admin, ns, cluster }) => {
+    await admin.createDeployment(ns.name, simDeployment(cluster, model, { model }));
+    await admin.createModel(ns.name, modelObject(model, { model, sleepAfter: "2s", port: 8000 }));
+  },
+  start: async () => {
+    await start("autoscaler-a");
+    await waitFor(async () => ((await holder()) === "autoscaler-a" ? true : undefined), {
+      what: "autoscaler-a holds the Lease",
+      timeoutMs: 15_000,
+    });
+    await start("autoscaler-b");
+    service = await serviceStandIn(() => [...autoscalers.values()].map((a) => a.url));
+    suite.activator = await suite.startActivator("activator-leases", service.url);
+  },
+  teardown: () => service?.close(),
 });
+const autoscalers = suite.autoscalers;
+const start = (identity: string) => suite.startAutoscaler(identity);
 
-afterAll(async () => {
-  await activator?.stop();
-  for (const a of autoscalers.values()) {
-    try {
-      process.kill(a.process.pid, "SIGCONT");
-    } catch {}
-    await a.stop();
-  }
-  service?.close();
-  await ns?.remove();
-  await admin?.client.close();
-});
-
-async function start(identity: string) {
-  const component = await startAutoscaler(cluster, { namespace: ns.name, identity, kubeconfig });
-  autoscalers.set(identity, component);
-  return component;
-}
-
-const leaseName = () => `snooze-model-${ns.name}.${model}`;
+const leaseName = () => `snooze-model-${suite.ns.name}.${model}`;
 const holder = async () =>
   (
-    await admin.client
+    await suite.admin.client
       .get<any>(`/apis/coordination.k8s.io/v1/namespaces/${system}/leases/${leaseName()}`)
       .catch(() => undefined)
   )?.spec?.holderIdentity as string | undefined;
@@ -86,11 +51,11 @@ const modelState = async (identity: string) =>
   (await autoscalers.get(identity)!.state()).models.find((m: any) => m.model === model);
 const logs = () =>
   [...autoscalers.values()].map((a) => `${a.name}:\n${a.process.tail(12)}`).join("\n") +
-  `\nactivator:\n${activator?.process.tail(8)}`;
+  `\nactivator:\n${suite.activator.process.tail(8)}`;
 const podAsleep = () =>
   waitFor(
     async () => {
-      const pods = await admin.pods(ns.name, model);
+      const pods = await suite.admin.pods(suite.ns.name, model);
       return pods.length === 1 && tierOf(pods[0]!) === "asleep-1" ? pods[0] : undefined;
     },
     { what: "the pod asleep", timeoutMs: 30_000, intervalMs: 100, detail: logs },
@@ -98,7 +63,7 @@ const podAsleep = () =>
 
 describe("two autoscalers, one Lease", () => {
   test("only the holder writes; the other forwards demand and stats to it", async () => {
-    const answer = await complete(activator!.url, model);
+    const answer = await complete(suite.activator.url, model);
     expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
     expect(await holder()).toBe("autoscaler-a");
     const a = await modelState("autoscaler-a");
@@ -126,7 +91,7 @@ describe("two autoscalers, one Lease", () => {
     const paused = Date.now();
     process.kill(a.process.pid, "SIGSTOP");
     try {
-      const answer = await complete(activator!.url, model);
+      const answer = await complete(suite.activator.url, model);
       expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
       console.log(
         `e2e: a request held while the Lease holder hung was answered after ${Math.round(answer.ms)} ms`,
@@ -160,7 +125,7 @@ describe("two autoscalers, one Lease", () => {
     const stopping = b.stop();
     autoscalers.delete("autoscaler-b");
     const started = Date.now();
-    const answer = await complete(activator!.url, model);
+    const answer = await complete(suite.activator.url, model);
     await stopping;
     expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
     const moved = await waitFor(
@@ -177,27 +142,29 @@ describe("two autoscalers, one Lease", () => {
 
   test("a storm of conflicting writes to the Model: status writes get 409s, re-read, and converge", async () => {
     const c = autoscalers.get("autoscaler-c")!;
-    const path = `/apis/snooze.dev/v1alpha1/namespaces/${ns.name}/models/${model}`;
+    const path = `/apis/snooze.dev/v1alpha1/namespaces/${suite.ns.name}/models/${model}`;
     const conflictsBefore = (await modelState("autoscaler-c")).counts.statusConflicts;
     let stormWrites = 0;
     let storming = true;
     // Another writer bumps the Model's resourceVersion as fast as it can (metadata only).
     const storm = (async () => {
       while (storming) {
-        await admin.client.patch(path, { metadata: { annotations: { "e2e/storm": String(stormWrites++) } } });
+        await suite.admin.client.patch(path, {
+          metadata: { annotations: { "e2e/storm": String(stormWrites++) } },
+        });
       }
     })();
     // Meanwhile the model moves: woken by a request, so its status must change several times.
     await podAsleep();
-    const answer = await complete(activator!.url, model);
+    const answer = await complete(suite.activator.url, model);
     expect(answer.status, answer.text).toBe(200);
     await new Promise((r) => setTimeout(r, 1_500));
     storming = false;
     await storm;
     const status = await waitFor(
       async () => {
-        const s = (await admin.model(ns.name, model)).status;
-        const pods = await admin.pods(ns.name, model);
+        const s = (await suite.admin.model(suite.ns.name, model)).status;
+        const pods = await suite.admin.pods(suite.ns.name, model);
         const tier = tierOf(pods[0]!);
         const expected =
           tier === "ready" ? { phase: "Ready", readyReplicas: 1 } : { phase: "Asleep", readyReplicas: 0 };

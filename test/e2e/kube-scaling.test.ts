@@ -1,21 +1,7 @@
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
-import {
-  type Admin,
-  adminClient,
-  type Component,
-  complete,
-  installIdentities,
-  modelObject,
-  serviceAccountKubeconfig,
-  simDeployment,
-  simState,
-  startActivator,
-  startAutoscaler,
-  tierOf,
-} from "./components/snooze.ts";
-import { createTestNamespace } from "./harness/namespace.ts";
-import { suiteCluster } from "./harness/suite.ts";
+import { kubeSnoozeSuite } from "./components/kube-suite.ts";
+import { complete, modelObject, simDeployment, simState, tierOf } from "./components/snooze.ts";
 import { waitFor } from "./harness/wait.ts";
 
 /**
@@ -24,47 +10,22 @@ import { waitFor } from "./harness/wait.ts";
  * activator, sleep after idle, wake on request, the scale subresource, status after every step,
  * and an activator restart.
  */
-const cluster = suiteCluster();
-let ns: Awaited<ReturnType<typeof createTestNamespace>>;
-let admin: Admin;
-let autoscaler: Component | undefined;
-let activator: Component | undefined;
-let activatorKubeconfig: string;
 const model = "qwen";
-
-beforeAll(async () => {
-  await installIdentities(cluster);
-  admin = await adminClient(cluster);
-  ns = await createTestNamespace(cluster.admin, "snooze-e2e-scaling");
-  await admin.createDeployment(ns.name, simDeployment(cluster, model, { model, loadTime: "1500ms" }));
-  await admin.createModel(
-    ns.name,
-    modelObject(model, { model, aliases: ["qwen3"], sleepAfter: "2s", maxReplicas: 3, port: 8000 }),
-  );
-  activatorKubeconfig = await serviceAccountKubeconfig(cluster, "snooze-activator");
-  autoscaler = await startAutoscaler(cluster, {
-    namespace: ns.name,
-    identity: "autoscaler-a",
-    kubeconfig: await serviceAccountKubeconfig(cluster, "snooze-autoscaler"),
-  });
-  activator = await startActivator(cluster, {
-    namespace: ns.name,
-    identity: "activator-a",
-    kubeconfig: activatorKubeconfig,
-    autoscalerUrl: autoscaler.url,
-  });
+const suite = kubeSnoozeSuite({
+  namespace: "snooze-e2e-scaling",
+  objects: async ({ admin, ns, cluster }) => {
+    await admin.createDeployment(ns.name, simDeployment(cluster, model, { model, loadTime: "1500ms" }));
+    await admin.createModel(
+      ns.name,
+      modelObject(model, { model, aliases: ["qwen3"], sleepAfter: "2s", maxReplicas: 3, port: 8000 }),
+    );
+  },
 });
 
-afterAll(async () => {
-  await activator?.stop();
-  await autoscaler?.stop();
-  await ns?.remove();
-  await admin?.client.close();
-});
+const logs = () => suite.logs(30, 15);
 
-const logs = () => `autoscaler:\n${autoscaler?.process.tail(30)}\nactivator:\n${activator?.process.tail(15)}`;
-const status = async () => (await admin.model(ns.name, model)).status ?? {};
-const pods = () => admin.pods(ns.name, model);
+const status = async () => (await suite.admin.model(suite.ns.name, model)).status ?? {};
+const pods = () => suite.admin.pods(suite.ns.name, model);
 const waitStatus = (what: string, check: (s: any) => boolean, timeoutMs = 30_000) =>
   waitFor(
     async () => {
@@ -91,17 +52,17 @@ describe("a Model on Kubernetes, through the activator", () => {
       status: "False",
       reason: "ScaledToZero",
     });
-    expect((await admin.deployment(ns.name, model)).spec.replicas).toBe(0);
-    const listed = (await (await fetch(`${activator!.url}/v1/models`)).json()) as any;
+    expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(0);
+    const listed = (await (await fetch(`${suite.activator.url}/v1/models`)).json()) as any;
     expect(listed.data.map((m: any) => m.id)).toEqual([model]);
   });
 
   test("scales from zero: a request is held, the Deployment scaled to 1, answered once the pod is ready", async () => {
-    const answer = await complete(activator!.url, "qwen3");
+    const answer = await complete(suite.activator.url, "qwen3");
     expect(answer.status, answer.text).toBe(200);
     expect(JSON.parse(answer.text).choices).toHaveLength(1);
     console.log(`e2e: scale from zero through the activator took ${Math.round(answer.ms)} ms`);
-    expect((await admin.deployment(ns.name, model)).spec.replicas).toBe(1);
+    expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(1);
     const [pod] = await pods();
     expect(tierOf(pod!)).toBe("ready");
     const s = await waitStatus("status Ready", (s) => s.phase === "Ready");
@@ -126,12 +87,12 @@ describe("a Model on Kubernetes, through the activator", () => {
       reason: "Asleep",
     });
     // The pod stays: sleep is not scale to zero.
-    expect((await admin.deployment(ns.name, model)).spec.replicas).toBe(1);
+    expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(1);
   });
 
   test("wakes on a request: answered without a new pod, and no request ever reached the sleeping engine", async () => {
     const before = (await pods())[0]!;
-    const answer = await complete(activator!.url, model);
+    const answer = await complete(suite.activator.url, model);
     expect(answer.status, answer.text).toBe(200);
     console.log(`e2e: wake through the activator took ${Math.round(answer.ms)} ms`);
     const after = await pods();
@@ -152,11 +113,11 @@ describe("a Model on Kubernetes, through the activator", () => {
     const sleeper = (await pods())[0]!.metadata.name;
     // The scale subresource needs spec.replicas to exist (the apiserver answers 500 without it), so
     // a person hands the Model to HPA by writing replicas: 0 first. Nothing wakes for that.
-    await admin.client.patch(`/apis/snooze.dev/v1alpha1/namespaces/${ns.name}/models/${model}`, {
+    await suite.admin.client.patch(`/apis/snooze.dev/v1alpha1/namespaces/${suite.ns.name}/models/${model}`, {
       spec: { replicas: 0 },
     });
     const readyOrder: string[] = [];
-    await admin.scaleModel(ns.name, model, 3);
+    await suite.admin.scaleModel(suite.ns.name, model, 3);
     await waitFor(
       async () => {
         for (const p of await pods())
@@ -167,13 +128,13 @@ describe("a Model on Kubernetes, through the activator", () => {
       { what: "3 ready pods", timeoutMs: 45_000, intervalMs: 50, detail: logs },
     );
     expect(readyOrder[0]).toBe(sleeper);
-    expect((await admin.deployment(ns.name, model)).spec.replicas).toBe(3);
+    expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(3);
     const s = await waitStatus("status 3 ready", (s) => s.readyReplicas === 3);
     expect(s).toMatchObject({ replicas: 3, warmingReplicas: 0, sleepingReplicas: 0, phase: "Ready" });
     expect(s.replicaTiers).toHaveLength(3);
     // The scale subresource reads what HPA would: 3 current replicas, the selector.
-    const scale = await admin.client.get<any>(
-      `/apis/snooze.dev/v1alpha1/namespaces/${ns.name}/models/${model}/scale`,
+    const scale = await suite.admin.client.get<any>(
+      `/apis/snooze.dev/v1alpha1/namespaces/${suite.ns.name}/models/${model}/scale`,
     );
     expect(scale.spec.replicas).toBe(3);
     expect(scale.status.replicas).toBe(3);
@@ -181,23 +142,18 @@ describe("a Model on Kubernetes, through the activator", () => {
   }, 90_000);
 
   test("scaling it down to 1 puts two to sleep; none is deleted", async () => {
-    await admin.scaleModel(ns.name, model, 1);
+    await suite.admin.scaleModel(suite.ns.name, model, 1);
     const s = await waitStatus("1 ready, 2 asleep", (s) => s.readyReplicas === 1 && s.sleepingReplicas === 2);
     expect(s).toMatchObject({ replicas: 1, phase: "Ready" });
-    expect((await admin.deployment(ns.name, model)).spec.replicas).toBe(3);
+    expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(3);
   });
 
   test("a restarted activator routes at once: it knows which pods sleep before it takes a request", async () => {
-    await activator!.stop();
-    activator = await startActivator(cluster, {
-      namespace: ns.name,
-      identity: "activator-a2",
-      kubeconfig: activatorKubeconfig,
-      autoscalerUrl: autoscaler!.url,
-    });
-    const listed = (await (await fetch(`${activator.url}/v1/models`)).json()) as any;
+    await suite.activator.stop();
+    suite.activator = await suite.startActivator("activator-a2");
+    const listed = (await (await fetch(`${suite.activator.url}/v1/models`)).json()) as any;
     expect(listed.data[0].snooze.tier).toBe("ready");
-    const answers = await Promise.all([1, 2, 3, 4].map(() => complete(activator!.url, model)));
+    const answers = await Promise.all([1, 2, 3, 4].map(() => complete(suite.activator.url, model)));
     for (const a of answers) expect(a.status, a.text).toBe(200);
     console.log(
       `e2e: first requests after an activator restart: ${answers.map((a) => Math.round(a.ms)).join(", ")} ms`,
@@ -210,14 +166,9 @@ describe("a Model on Kubernetes, through the activator", () => {
     }
   });
   test("two activators side by side, traffic on both while the Model scales 1 → 3 → 1 → 3 → 1: every request answered, none reaches a sleeping engine", async () => {
-    const second = await startActivator(cluster, {
-      namespace: ns.name,
-      identity: "activator-b",
-      kubeconfig: activatorKubeconfig,
-      autoscalerUrl: autoscaler!.url,
-    });
+    const second = await suite.startActivator("activator-b");
     const sleeps = async () => {
-      const text = await (await fetch(`${autoscaler!.url}/metrics`)).text();
+      const text = await (await fetch(`${suite.autoscaler.url}/metrics`)).text();
       return text
         .split("\n")
         .filter((l) => l.startsWith("snooze_tier_transitions_total{") && l.includes('to="asleep-1"'))
@@ -227,12 +178,12 @@ describe("a Model on Kubernetes, through the activator", () => {
     try {
       let sending = true;
       const results: number[] = [];
-      const clients = [activator!.url, second.url, activator!.url, second.url].map(async (url) => {
+      const clients = [suite.activator.url, second.url, suite.activator.url, second.url].map(async (url) => {
         while (sending) results.push((await complete(url, model, 30_000)).status);
       });
       // Awake pods drain and sleep under traffic while another keeps serving it.
       for (const replicas of [3, 1, 3, 1]) {
-        await admin.scaleModel(ns.name, model, replicas);
+        await suite.admin.scaleModel(suite.ns.name, model, replicas);
         await waitStatus(
           `${replicas} ready, ${3 - replicas} asleep, under traffic`,
           (s) => s.readyReplicas === replicas && s.sleepingReplicas === 3 - replicas,

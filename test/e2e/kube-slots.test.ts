@@ -1,24 +1,10 @@
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
 import type { Tier } from "../../lib/replica-event.ts";
-import {
-  type Admin,
-  adminClient,
-  type Component,
-  complete,
-  installIdentities,
-  modelObject,
-  serviceAccountKubeconfig,
-  simDeployment,
-  simState,
-  startActivator,
-  startAutoscaler,
-  tierOf,
-} from "./components/snooze.ts";
-import { createTestNamespace } from "./harness/namespace.ts";
-import { suiteCluster } from "./harness/suite.ts";
+import { kubeSnoozeSuite } from "./components/kube-suite.ts";
+import { complete, modelObject, simDeployment, simState, tierOf } from "./components/snooze.ts";
 import { waitFor } from "./harness/wait.ts";
 
 /**
@@ -26,13 +12,26 @@ import { waitFor } from "./harness/wait.ts";
  * and a second awake engine would not fit, exactly as vLLM fails). Requests alternate between them;
  * the autoscaler that holds the slot's Lease swaps them, and at no moment are two pods resident.
  */
-const cluster = suiteCluster();
-let ns: Awaited<ReturnType<typeof createTestNamespace>>;
-let admin: Admin;
-let autoscaler: Component | undefined;
-let activator: Component | undefined;
 const slot = `gpu-e2e-${Math.random().toString(36).slice(2, 6)}`;
 const models = ["qwen", "llama"];
+const suite = kubeSnoozeSuite({
+  namespace: "snooze-e2e-slots",
+  objects: async ({ admin, ns, cluster }) => {
+    const gpu = ["--gpu-id", slot, "--gpu-dir", join(cluster.info.dir, "gpu"), "--gpu-memory", "24GiB"];
+    for (const model of models) {
+      await admin.createDeployment(ns.name, simDeployment(cluster, model, { model, extraArgs: gpu }));
+      await admin.createModel(ns.name, modelObject(model, { model, slot, sleepAfter: "1m", port: 8000 }));
+    }
+    await admin.client.create(`/apis/snooze.dev/v1alpha1/namespaces/${ns.name}/slots`, {
+      apiVersion: "snooze.dev/v1alpha1",
+      kind: "Slot",
+      metadata: { name: slot },
+      spec: { policy: "sticky", minResidency: "0s", swapCooldown: "0s", drainTimeout: "10s" },
+    });
+  },
+  autoscaler: "autoscaler-slots",
+  activator: "activator-slots",
+});
 
 /** Polls every pod of both models: the most resident at once, and when two were seen. */
 function residencyMonitor() {
@@ -41,7 +40,7 @@ function residencyMonitor() {
   let stopped = false;
   const done = (async () => {
     while (!stopped) {
-      const pods: Pod[] = (await Promise.all(models.map((m) => admin.pods(ns.name, m)))).flat();
+      const pods: Pod[] = (await Promise.all(models.map((m) => suite.admin.pods(suite.ns.name, m)))).flat();
       // A pod without a tier yet is starting; a pod on its way out of the slot is not resident.
       const residents = pods.filter((p) => isResident((tierOf(p) ?? "starting") as Tier));
       if (residents.length > max) {
@@ -60,42 +59,7 @@ function residencyMonitor() {
   };
 }
 
-beforeAll(async () => {
-  await installIdentities(cluster);
-  admin = await adminClient(cluster);
-  ns = await createTestNamespace(cluster.admin, "snooze-e2e-slots");
-  const gpu = ["--gpu-id", slot, "--gpu-dir", join(cluster.info.dir, "gpu"), "--gpu-memory", "24GiB"];
-  for (const model of models) {
-    await admin.createDeployment(ns.name, simDeployment(cluster, model, { model, extraArgs: gpu }));
-    await admin.createModel(ns.name, modelObject(model, { model, slot, sleepAfter: "1m", port: 8000 }));
-  }
-  await admin.client.create(`/apis/snooze.dev/v1alpha1/namespaces/${ns.name}/slots`, {
-    apiVersion: "snooze.dev/v1alpha1",
-    kind: "Slot",
-    metadata: { name: slot },
-    spec: { policy: "sticky", minResidency: "0s", swapCooldown: "0s", drainTimeout: "10s" },
-  });
-  autoscaler = await startAutoscaler(cluster, {
-    namespace: ns.name,
-    identity: "autoscaler-slots",
-    kubeconfig: await serviceAccountKubeconfig(cluster, "snooze-autoscaler"),
-  });
-  activator = await startActivator(cluster, {
-    namespace: ns.name,
-    identity: "activator-slots",
-    kubeconfig: await serviceAccountKubeconfig(cluster, "snooze-activator"),
-    autoscalerUrl: autoscaler.url,
-  });
-});
-
-afterAll(async () => {
-  await activator?.stop();
-  await autoscaler?.stop();
-  await ns?.remove();
-  await admin?.client.close();
-});
-
-const logs = () => `autoscaler:\n${autoscaler?.process.tail(30)}\nactivator:\n${activator?.process.tail(10)}`;
+const logs = () => suite.logs(30, 10);
 
 describe("a slot with two Models on Kubernetes", () => {
   test("requests alternating between the two swap them, never with two resident", async () => {
@@ -103,7 +67,7 @@ describe("a slot with two Models on Kubernetes", () => {
     const timings: string[] = [];
     try {
       for (const model of ["qwen", "llama", "qwen", "llama"]) {
-        const answer = await complete(activator!.url, model);
+        const answer = await complete(suite.activator.url, model);
         expect(answer.status, `${model}: ${answer.text}\n${logs()}`).toBe(200);
         timings.push(`${model} ${Math.round(answer.ms)}ms`);
       }
@@ -113,14 +77,14 @@ describe("a slot with two Models on Kubernetes", () => {
     }
     console.log(`e2e: slot swaps through the activator: ${timings.join(", ")}`);
     // One pod per model: the second visit woke a sleeper instead of starting a pod.
-    for (const model of models) expect(await admin.pods(ns.name, model)).toHaveLength(1);
-    const [qwen] = await admin.pods(ns.name, "qwen");
-    const [llama] = await admin.pods(ns.name, "llama");
+    for (const model of models) expect(await suite.admin.pods(suite.ns.name, model)).toHaveLength(1);
+    const [qwen] = await suite.admin.pods(suite.ns.name, "qwen");
+    const [llama] = await suite.admin.pods(suite.ns.name, "llama");
     expect(tierOf(qwen!)).toBe("asleep-1");
     expect(tierOf(llama!)).toBe("ready");
     for (const pod of [qwen!, llama!])
       expect((await simState(pod.status!.podIP!)).arrivedWhileAsleep).toBe(0);
-    const state = await autoscaler!.state();
+    const state = await suite.autoscaler.state();
     const slotState = state.units.find((u: any) => u.key === `slot:${slot}`).slots[0];
     expect(slotState.maxResidents).toBe(1);
     expect(slotState.swapCount).toBeGreaterThanOrEqual(3);
@@ -130,7 +94,9 @@ describe("a slot with two Models on Kubernetes", () => {
     const status = await waitFor(
       async () => {
         const s = (
-          await admin.client.get<any>(`/apis/snooze.dev/v1alpha1/namespaces/${ns.name}/slots/${slot}`)
+          await suite.admin.client.get<any>(
+            `/apis/snooze.dev/v1alpha1/namespaces/${suite.ns.name}/slots/${slot}`,
+          )
         ).status;
         return s?.resident === "llama" && s.swapCount >= 3 ? s : undefined;
       },
@@ -138,7 +104,7 @@ describe("a slot with two Models on Kubernetes", () => {
     );
     expect(status.members).toEqual(["llama", "qwen"]);
     expect(status.lastSwap).toMatchObject({ from: "qwen", to: "llama" });
-    const lease = await admin.client.get<any>(
+    const lease = await suite.admin.client.get<any>(
       `/apis/coordination.k8s.io/v1/namespaces/snooze-system/leases/snooze-slot-${slot}`,
     );
     expect(lease.spec.holderIdentity).toBe("autoscaler-slots");

@@ -1,21 +1,9 @@
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { KubeClient, paths } from "../../lib/kube/client.ts";
-import {
-  type Admin,
-  adminClient,
-  type Component,
-  complete,
-  installIdentities,
-  serviceAccountKubeconfig,
-  simDeployment,
-  startActivator,
-  startAutoscaler,
-  system,
-} from "./components/snooze.ts";
-import { createTestNamespace } from "./harness/namespace.ts";
-import { suiteCluster } from "./harness/suite.ts";
+import { kubeSnoozeSuite } from "./components/kube-suite.ts";
+import { complete, simDeployment, system } from "./components/snooze.ts";
 import { waitFor } from "./harness/wait.ts";
 
 /**
@@ -23,49 +11,22 @@ import { waitFor } from "./harness/wait.ts";
  * Deployment; changed annotations replace it; removed annotations remove it. The components run
  * as their own ServiceAccounts, and nothing else.
  */
-const cluster = suiteCluster();
-let ns: Awaited<ReturnType<typeof createTestNamespace>>;
-let admin: Admin;
-let autoscaler: Component | undefined;
-let activator: Component | undefined;
-const kubeconfigs: Record<string, string> = {};
-
-beforeAll(async () => {
-  await installIdentities(cluster);
-  admin = await adminClient(cluster);
-  ns = await createTestNamespace(cluster.admin, "snooze-e2e-workloads");
-  kubeconfigs.autoscaler = await serviceAccountKubeconfig(cluster, "snooze-autoscaler");
-  kubeconfigs.activator = await serviceAccountKubeconfig(cluster, "snooze-activator");
-  autoscaler = await startAutoscaler(cluster, {
-    namespace: ns.name,
-    identity: "autoscaler-workloads",
-    kubeconfig: kubeconfigs.autoscaler,
-  });
-  activator = await startActivator(cluster, {
-    namespace: ns.name,
-    identity: "activator-workloads",
-    kubeconfig: kubeconfigs.activator,
-    autoscalerUrl: autoscaler.url,
-  });
+const suite = kubeSnoozeSuite({
+  namespace: "snooze-e2e-workloads",
+  autoscaler: "autoscaler-workloads",
+  activator: "activator-workloads",
 });
 
-afterAll(async () => {
-  await activator?.stop();
-  await autoscaler?.stop();
-  await ns?.remove();
-  await admin?.client.close();
-});
-
-const logs = () => `autoscaler:\n${autoscaler?.process.tail(20)}\nactivator:\n${activator?.process.tail(8)}`;
-const deploymentPath = (name: string) => `${paths.apps("deployments", ns.name)}/${name}`;
+const logs = () => suite.logs(20, 8);
+const deploymentPath = (name: string) => `${paths.apps("deployments", suite.ns.name)}/${name}`;
 const modelIds = async () =>
-  ((await (await fetch(`${activator!.url}/v1/models`)).json()) as { data: { id: string }[] }).data.map(
+  ((await (await fetch(`${suite.activator.url}/v1/models`)).json()) as { data: { id: string }[] }).data.map(
     (m) => m.id,
   );
 
 describe("Models of annotated Deployments", () => {
   test("each component acts as its own ServiceAccount", async () => {
-    for (const [component, file] of Object.entries(kubeconfigs)) {
+    for (const [component, file] of Object.entries(suite.kubeconfigs)) {
       const kc = new KubeConfig();
       kc.loadFromString(readFileSync(file, "utf8"));
       const client = await KubeClient.fromKubeConfig(kc);
@@ -79,9 +40,9 @@ describe("Models of annotated Deployments", () => {
   });
 
   test("an annotated Deployment gets a Model it owns; a request through the activator starts it", async () => {
-    await admin.createDeployment(
-      ns.name,
-      simDeployment(cluster, "embed", {
+    await suite.admin.createDeployment(
+      suite.ns.name,
+      simDeployment(suite.cluster, "embed", {
         model: "embedder",
         annotations: {
           "snooze.dev/model": "embedder",
@@ -90,8 +51,8 @@ describe("Models of annotated Deployments", () => {
         },
       }),
     );
-    const deployment = await admin.deployment(ns.name, "embed");
-    const model = await waitFor(() => admin.model(ns.name, "embed"), {
+    const deployment = await suite.admin.deployment(suite.ns.name, "embed");
+    const model = await waitFor(() => suite.admin.model(suite.ns.name, "embed"), {
       what: "the Model of Deployment embed",
       timeoutMs: 15_000,
       detail: logs,
@@ -116,49 +77,52 @@ describe("Models of annotated Deployments", () => {
       what: "the activator knowing embedder",
       timeoutMs: 10_000,
     });
-    const answer = await complete(activator!.url, "emb");
+    const answer = await complete(suite.activator.url, "emb");
     expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
-    expect((await admin.deployment(ns.name, "embed")).spec.replicas).toBe(1);
+    expect((await suite.admin.deployment(suite.ns.name, "embed")).spec.replicas).toBe(1);
   }, 60_000);
 
   test("changed annotations replace the Model; the activator keeps routing through the change", async () => {
-    const before = await admin.model(ns.name, "embed");
-    await admin.client.patch(deploymentPath("embed"), {
+    const before = await suite.admin.model(suite.ns.name, "embed");
+    await suite.admin.client.patch(deploymentPath("embed"), {
       metadata: { annotations: { "snooze.dev/sleep-after": "45s" } },
     });
     const after = await waitFor(
       async () => {
-        const m = await admin.model(ns.name, "embed").catch(() => undefined);
+        const m = await suite.admin.model(suite.ns.name, "embed").catch(() => undefined);
         return m?.spec.sleepAfter === "45s" ? m : undefined;
       },
       { what: "the Model replaced", timeoutMs: 15_000, detail: logs },
     );
     expect(after.metadata.uid).not.toBe(before.metadata.uid);
-    const answer = await complete(activator!.url, "embedder");
+    const answer = await complete(suite.activator.url, "embedder");
     expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
     // The replaced Model gets its status back from the pod's recorded tier.
     await waitFor(
-      async () => ((await admin.model(ns.name, "embed")).status?.readyReplicas === 1 ? true : undefined),
+      async () =>
+        (await suite.admin.model(suite.ns.name, "embed")).status?.readyReplicas === 1 ? true : undefined,
       { what: "status of the new Model", timeoutMs: 10_000, detail: logs },
     );
   }, 60_000);
 
   test("invalid annotations make no Model (the autoscaler says which and why); removing them removes the Model", async () => {
-    await admin.createDeployment(
-      ns.name,
-      simDeployment(cluster, "broken", {
+    await suite.admin.createDeployment(
+      suite.ns.name,
+      simDeployment(suite.cluster, "broken", {
         model: "broken",
         annotations: { "snooze.dev/sleep-after": "soon" },
       }),
     );
-    await waitFor(async () => (autoscaler!.process.tail(50).includes("broken") ? true : undefined), {
+    await waitFor(async () => (suite.autoscaler.process.tail(50).includes("broken") ? true : undefined), {
       what: "the autoscaler saying why",
       timeoutMs: 10_000,
     });
-    expect(autoscaler!.process.tail(50)).toMatch(/snooze\.dev\/sleep-after=\\"soon\\": expected a duration/);
-    await expect(admin.model(ns.name, "broken")).rejects.toMatchObject({ status: 404 });
+    expect(suite.autoscaler.process.tail(50)).toMatch(
+      /snooze\.dev\/sleep-after=\\"soon\\": expected a duration/,
+    );
+    await expect(suite.admin.model(suite.ns.name, "broken")).rejects.toMatchObject({ status: 404 });
 
-    await admin.client.patch(
+    await suite.admin.client.patch(
       deploymentPath("embed"),
       [
         { op: "remove", path: "/metadata/annotations/snooze.dev~1model" },
@@ -169,7 +133,7 @@ describe("Models of annotated Deployments", () => {
     );
     await waitFor(
       async () =>
-        admin.model(ns.name, "embed").then(
+        suite.admin.model(suite.ns.name, "embed").then(
           () => undefined,
           (e) => (e.status === 404 ? true : undefined),
         ),
@@ -179,17 +143,17 @@ describe("Models of annotated Deployments", () => {
       what: "the activator forgetting embedder",
       timeoutMs: 15_000,
     });
-    expect((await complete(activator!.url, "embedder")).status).toBe(404);
+    expect((await complete(suite.activator.url, "embedder")).status).toBe(404);
     // The Deployment itself is the user's: it stays.
-    expect((await admin.deployment(ns.name, "embed")).metadata.name).toBe("embed");
+    expect((await suite.admin.deployment(suite.ns.name, "embed")).metadata.name).toBe("embed");
   }, 60_000);
 });
 
 describe("an activation that fails", () => {
   test("a pod that never becomes ready: the held request is answered 503 with the reason, the Model says Failed", async () => {
-    await admin.createDeployment(
-      ns.name,
-      simDeployment(cluster, "stuck", {
+    await suite.admin.createDeployment(
+      suite.ns.name,
+      simDeployment(suite.cluster, "stuck", {
         model: "stuck",
         extraArgs: ["--fault-never-ready"],
         annotations: { "snooze.dev/start-timeout": "3s", "snooze.dev/hold-budget": "30s" },
@@ -200,20 +164,21 @@ describe("an activation that fails", () => {
       timeoutMs: 15_000,
       detail: logs,
     });
-    const answer = await complete(activator!.url, "stuck");
+    const answer = await complete(suite.activator.url, "stuck");
     expect(answer.status, answer.text).toBe(503);
     const { error } = JSON.parse(answer.text);
     expect(error.code).toBe("activation_failed");
     expect(error.message).toMatch(/start of stuck failed: pod stuck-\S+ not ready within startTimeout/);
     // Long before the hold budget: the failure was reported, not waited out.
     expect(answer.ms).toBeLessThan(20_000);
-    const status = (await admin.model(ns.name, "stuck")).status;
+    const status = (await suite.admin.model(suite.ns.name, "stuck")).status;
     expect(status.conditions.find((c: any) => c.type === "ActivationFailed")).toMatchObject({
       status: "True",
     });
     // The failed pod is removed again: nothing keeps a broken engine around.
     await waitFor(
-      async () => ((await admin.deployment(ns.name, "stuck")).spec.replicas === 0 ? true : undefined),
+      async () =>
+        (await suite.admin.deployment(suite.ns.name, "stuck")).spec.replicas === 0 ? true : undefined,
       {
         what: "the stuck pod scaled away",
         timeoutMs: 15_000,
@@ -222,7 +187,7 @@ describe("an activation that fails", () => {
     );
     const failed = await waitFor(
       async () => {
-        const s = (await admin.model(ns.name, "stuck")).status;
+        const s = (await suite.admin.model(suite.ns.name, "stuck")).status;
         return s?.phase === "Failed" ? s : undefined;
       },
       { what: "phase Failed", timeoutMs: 15_000, detail: logs },
@@ -233,9 +198,9 @@ describe("an activation that fails", () => {
 
 describe("the whole ladder on Kubernetes", () => {
   test("ready → asleep-1 → asleep-2 → cold (the pod is scaled away), then a request starts it again", async () => {
-    await admin.createDeployment(
-      ns.name,
-      simDeployment(cluster, "ladder", {
+    await suite.admin.createDeployment(
+      suite.ns.name,
+      simDeployment(suite.cluster, "ladder", {
         model: "ladder",
         annotations: {
           "snooze.dev/sleep-after": "1s",
@@ -248,13 +213,13 @@ describe("the whole ladder on Kubernetes", () => {
       what: "the activator knowing ladder",
       timeoutMs: 15_000,
     });
-    expect((await complete(activator!.url, "ladder")).status).toBe(200);
+    expect((await complete(suite.activator.url, "ladder")).status).toBe(200);
     const seen: string[] = [];
     let ip = "";
     let engineLevel = 0;
     await waitFor(
       async () => {
-        const pods = await admin.pods(ns.name, "ladder");
+        const pods = await suite.admin.pods(suite.ns.name, "ladder");
         const tier = pods[0] ? (pods[0].metadata.annotations?.["snooze.dev/tier"] ?? "") : "gone";
         if (pods[0]?.status?.podIP) ip = pods[0].status.podIP;
         if (seen.at(-1) !== tier) seen.push(tier);
@@ -271,11 +236,12 @@ describe("the whole ladder on Kubernetes", () => {
     expect(seen.filter((t) => t !== "draining")).toEqual(["ready", "asleep-1", "asleep-2", "gone"]);
     // Deeper for real: the engine dropped its weights (level 2), it did not just say so.
     expect(engineLevel).toBe(2);
-    expect((await admin.deployment(ns.name, "ladder")).spec.replicas).toBe(0);
+    expect((await suite.admin.deployment(suite.ns.name, "ladder")).spec.replicas).toBe(0);
     await waitFor(
-      async () => ((await admin.model(ns.name, "ladder")).status?.phase === "Cold" ? true : undefined),
+      async () =>
+        (await suite.admin.model(suite.ns.name, "ladder")).status?.phase === "Cold" ? true : undefined,
       { what: "status Cold", timeoutMs: 10_000, detail: logs },
     );
-    expect((await complete(activator!.url, "ladder")).status).toBe(200);
+    expect((await complete(suite.activator.url, "ladder")).status).toBe(200);
   }, 60_000);
 });
