@@ -5,6 +5,7 @@ import { serviceAccountNamespace } from "../webhooks/slot-residency.ts";
 import { startWebhooks } from "../webhooks/webhooks.ts";
 import type { Command } from "./command.ts";
 import { durationValue, portValue } from "./flags.ts";
+import { kubeClientFrom } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
 const durationFlag = (values: FlagValues, name: string): number =>
@@ -33,7 +34,7 @@ export const webhooksCommand: Command = {
     },
     kubeconfig: {
       type: "string",
-      description: "kubeconfig file (default: in-cluster, or $KUBECONFIG)",
+      description: "kubeconfig file (development); default: $KUBECONFIG, else the pod's ServiceAccount",
       placeholder: "file",
     },
     certs: {
@@ -159,11 +160,13 @@ export const webhooksCommand: Command = {
       values["lease-namespace"] ?? serviceAccountNamespace(autoscalerUser) ?? "snooze-system",
     );
     const log = createLogger({ component: "webhooks" });
+    const { client, source } = await kubeClientFrom(values);
+    log.info("starting", { server: client.server, credentials: source });
     const webhooks = await startWebhooks({
       host: String(values.host),
       port,
       reusePort: values["reuse-port"] === true,
-      kubeconfig: values.kubeconfig ? String(values.kubeconfig) : undefined,
+      client,
       certificates:
         mode === "self"
           ? {

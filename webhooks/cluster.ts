@@ -1,20 +1,10 @@
-import { setTimeout as sleep } from "node:timers/promises";
-import {
-  AppsV1Api,
-  CoordinationV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  type Informer,
-  type KubeConfig,
-  type KubernetesListObject,
-  type KubernetesObject,
-  type ListWatch,
-  makeInformer,
-  type ObjectCache,
-} from "@kubernetes/client-node";
 import { group, version } from "../lib/kube/api-group.ts";
+import { isNotFound, type KubeClient, type KubeObject, paths } from "../lib/kube/client.ts";
+import type { Informer, InformerOptions } from "../lib/kube/informer.ts";
+import type { Lease } from "../lib/kube/lease.ts";
+import { slotLeaseName } from "../lib/kube/lease.ts";
+import { kubeInformer } from "../lib/kube/list-watch.ts";
 import type { Logger } from "../lib/log.ts";
-import { slotLeaseName } from "./messages.ts";
 import { annotationsOf, at, stringAt } from "./object-path.ts";
 import {
   modelReferences,
@@ -60,112 +50,95 @@ export interface ClusterReader {
   leaseHolder(leaseNamespace: string, slot: string): Promise<string | undefined>;
 }
 
-type Cache = Informer<KubernetesObject> & ObjectCache<KubernetesObject>;
+/** Informer settings the webhooks do not choose themselves (tests shorten the back-off). */
+export type CacheOptions = Pick<InformerOptions<KubeObject>, "backoff" | "staleMs">;
+
+const models = (namespace?: string) => paths.custom(group, version, "models", namespace);
+const slots = (namespace?: string) => paths.custom(group, version, "slots", namespace);
 
 export class KubeClusterReader implements ClusterReader {
-  readonly #custom: CustomObjectsApi;
-  readonly #apps: AppsV1Api;
-  readonly #core: CoreV1Api;
-  readonly #coordination: CoordinationV1Api;
-  readonly #models: Cache;
-  readonly #slots: Cache;
-  readonly #log: Logger;
-  #synced = false;
-  #stopped = false;
+  readonly #client: KubeClient;
+  readonly #models: Informer<KubeObject>;
+  readonly #slots: Informer<KubeObject>;
+  readonly #stopped = Promise.withResolvers<never>();
+  #stopping = false;
 
-  constructor(kc: KubeConfig, log: Logger) {
-    this.#custom = kc.makeApiClient(CustomObjectsApi);
-    this.#apps = kc.makeApiClient(AppsV1Api);
-    this.#core = kc.makeApiClient(CoreV1Api);
-    this.#coordination = kc.makeApiClient(CoordinationV1Api);
-    this.#log = log;
-    const list = (plural: string) => () =>
-      this.#custom.listClusterCustomObject({ group, version, plural }) as Promise<
-        KubernetesListObject<KubernetesObject>
-      >;
-    this.#models = makeInformer(kc, `/apis/${group}/${version}/models`, list("models"));
-    this.#slots = makeInformer(kc, `/apis/${group}/${version}/slots`, list("slots"));
-    for (const [name, informer] of [
-      ["models", this.#models],
-      ["slots", this.#slots],
-    ] as const) {
-      // A failed list or watch stops the informer (client-node reports it and leaves the restart
-      // to us); the cache keeps what it had meanwhile.
-      informer.on("error", (error: unknown) => {
-        if (this.#stopped) return;
-        this.#log.warn("watch failed; reconnecting", { resource: name, error: String(error) });
-        setTimeout(() => {
-          if (!this.#stopped) informer.start().catch(() => {});
-        }, 1_000).unref();
+  constructor(client: KubeClient, log: Logger, cache: CacheOptions = {}) {
+    this.#client = client;
+    // lib/kube's informer retries a failed list or watch with back-off and restarts a watch that
+    // fell silent; the cache keeps what it had meanwhile. Nobody subscribes (the webhooks only
+    // read the cache), so there is nothing to resync.
+    // The back-off stays short: until both lists are in, /readyz says 503.
+    const informer = (name: string, path: string) =>
+      kubeInformer<KubeObject>(client, path, {
+        name,
+        log,
+        resyncMs: 0,
+        backoff: { initialMs: 250, maxMs: 5_000 },
+        ...cache,
       });
-    }
+    this.#models = informer(`models.${group}`, models());
+    this.#slots = informer(`slots.${group}`, slots());
+    this.#stopped.promise.catch(() => {});
   }
 
-  /** Lists and starts watching Models and Slots; resolves once both lists have arrived. */
+  /**
+   * Lists and starts watching Models and Slots; resolves once both lists have arrived (a failed
+   * list is retried meanwhile). Rejects when stopped first; a stopped reader does not start again.
+   */
   async start(): Promise<void> {
-    this.#stopped = false;
-    await Promise.all([this.#models.start(), this.#slots.start()]);
-    // start() also returns when the list failed (the error handler retries): wait for a list.
-    const listed = (informer: Cache) =>
-      (informer as unknown as ListWatch<KubernetesObject>).latestResourceVersion() !== "";
-    while (!(listed(this.#models) && listed(this.#slots))) {
-      if (this.#stopped) throw new Error("stopped before the caches were filled");
-      await sleep(200);
-    }
-    this.#synced = true;
+    if (this.#stopping) throw new Error("the cluster reader was stopped; it does not start again");
+    await Promise.race([Promise.all([this.#models.start(), this.#slots.start()]), this.#stopped.promise]);
   }
 
+  /** Both caches hold a list (and stay usable, from the last events, while a watch reconnects). */
   get synced() {
-    return this.#synced;
+    return this.#models.synced && this.#slots.synced;
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
+    this.#stopping = true;
+    this.#stopped.reject(new Error("stopped before the caches were filled"));
     await Promise.all([this.#models.stop(), this.#slots.stop()]);
   }
 
   modelsReferencing(namespace: string, kind: WorkloadKind, name: string): unknown[] {
-    return this.#models.list(namespace).filter((m) => modelReferences(m, kind, name));
+    return this.#models
+      .list()
+      .filter((m) => m.metadata.namespace === namespace && modelReferences(m, kind, name));
   }
 
   cachedModel(namespace: string, name: string) {
-    return this.#models.get(name, namespace);
+    return this.#models.get(`${namespace}/${name}`);
   }
 
   cachedSlot(namespace: string, name: string) {
-    return this.#slots.get(name, namespace);
+    return this.#slots.get(`${namespace}/${name}`);
   }
 
   async readModel(namespace: string, name: string) {
-    return notFoundAsUndefined(() =>
-      this.#custom.getNamespacedCustomObject({ group, version, namespace, plural: "models", name }),
-    );
+    return notFoundAsUndefined(() => this.#client.get<KubeObject>(`${models(namespace)}/${name}`));
   }
 
   async readWorkload(namespace: string, kind: "Deployment" | "StatefulSet", name: string) {
+    const plural = kind === "Deployment" ? "deployments" : "statefulsets";
     return notFoundAsUndefined(() =>
-      kind === "Deployment"
-        ? this.#apps.readNamespacedDeployment({ namespace, name })
-        : this.#apps.readNamespacedStatefulSet({ namespace, name }),
+      this.#client.get<KubeObject>(`${paths.apps(plural, namespace)}/${name}`),
     );
   }
 
   async slotState(namespace: string, slot: string): Promise<SlotState> {
-    const [models, deployments, statefulSets, slotObject] = await Promise.all([
-      this.#custom.listNamespacedCustomObject({ group, version, namespace, plural: "models" }) as Promise<{
-        items: unknown[];
-      }>,
-      this.#apps.listNamespacedDeployment({ namespace }),
-      this.#apps.listNamespacedStatefulSet({ namespace }),
-      notFoundAsUndefined(() =>
-        this.#custom.getNamespacedCustomObject({ group, version, namespace, plural: "slots", name: slot }),
-      ),
+    const [modelList, deployments, statefulSets, slotObject] = await Promise.all([
+      this.#client.list<KubeObject>(models(namespace)),
+      this.#client.list<KubeObject>(paths.apps("deployments", namespace)),
+      this.#client.list<KubeObject>(paths.apps("statefulsets", namespace)),
+      notFoundAsUndefined(() => this.#client.get<KubeObject>(`${slots(namespace)}/${slot}`)),
     ]);
     const residents: Resident[] = [];
-    for (const model of models.items) {
+    for (const model of modelList.items) {
       if (modelSlot(model) !== slot) continue;
       const tier = modelResidentTier(model);
-      if (tier) residents.push({ kind: "Model", name: stringAt(model, "metadata", "name") ?? "", tier });
+      if (tier) residents.push({ kind: "Model", name: model.metadata.name, tier });
     }
     const workloads = [
       ...deployments.items.map((w) => ["Deployment", w] as const),
@@ -174,7 +147,7 @@ export class KubeClusterReader implements ClusterReader {
     for (const [kind, workload] of workloads) {
       if (annotationsOf(workload)[slotAnnotation] !== slot || workloadReplicas(workload) <= 0) continue;
       const tier = await this.workloadTier(namespace, workload);
-      if (tier) residents.push({ kind, name: workload.metadata?.name ?? "", tier });
+      if (tier) residents.push({ kind, name: workload.metadata.name, tier });
     }
     // The autoscaler's own record of the resident counts too, even before its pods show it.
     const recorded = stringAt(slotObject, "status", "resident");
@@ -188,15 +161,15 @@ export class KubeClusterReader implements ClusterReader {
   async workloadTier(namespace: string, workload: unknown): Promise<string | undefined> {
     const labelSelector = selectorString(workload);
     if (!labelSelector) return workloadResidentTier(workload, []);
-    const pods = await this.#core.listNamespacedPod({ namespace, labelSelector });
+    const pods = await this.#client.list<KubeObject>(paths.pods(namespace), { labelSelector });
     return workloadResidentTier(workload, pods.items);
   }
 
   async leaseHolder(leaseNamespace: string, slot: string): Promise<string | undefined> {
     const lease = await notFoundAsUndefined(() =>
-      this.#coordination.readNamespacedLease({ namespace: leaseNamespace, name: slotLeaseName(slot) }),
+      this.#client.get<Lease>(paths.lease(leaseNamespace, slotLeaseName(slot))),
     );
-    return lease?.spec?.holderIdentity ?? undefined;
+    return lease?.spec?.holderIdentity || undefined;
   }
 }
 
@@ -204,7 +177,7 @@ async function notFoundAsUndefined<T>(read: () => Promise<T>): Promise<T | undef
   try {
     return await read();
   } catch (error) {
-    if ((error as { code?: number }).code === 404) return undefined;
+    if (isNotFound(error)) return undefined;
     throw error;
   }
 }

@@ -1,7 +1,4 @@
-import { leaseName } from "../lib/kube/lease.ts";
-
-/** The Lease that makes one autoscaler replica the single writer of a slot (see autoscaler/). */
-export const slotLeaseName = (slot: string) => leaseName("snooze-slot", slot);
+import { slotLeaseName } from "../lib/kube/lease.ts";
 
 /**
  * Every message a person can get from the webhooks, in one place: the rules build them here and

@@ -1,5 +1,5 @@
-import { KubeConfig } from "@kubernetes/client-node";
 import { Registry } from "prom-client";
+import type { KubeClient } from "../lib/kube/client.ts";
 import type { Logger } from "../lib/log.ts";
 import { FileCertificates, SelfManagedCertificates } from "./certs/sources.ts";
 import { certificateFacts, createCA, issueServingCert } from "./certs/x509.ts";
@@ -26,7 +26,8 @@ export interface WebhooksOptions {
   host: string;
   port: number;
   reusePort?: boolean;
-  kubeconfig?: string;
+  /** The API the caches, fresh reads and certificates use (closed by `close()`). */
+  client: KubeClient;
   certificates: CertificateMode;
   autoscaler: AutoscalerIdentity;
   maxBodyBytes: number;
@@ -49,12 +50,10 @@ export interface RunningWebhooks {
  */
 export async function startWebhooks(options: WebhooksOptions): Promise<RunningWebhooks> {
   const { log } = options;
-  const kc = new KubeConfig();
-  if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
-  else kc.loadFromDefault();
+  const { client } = options;
   const registry = new Registry();
   const metrics = webhookMetrics(registry);
-  const cluster = new KubeClusterReader(kc, log);
+  const cluster = new KubeClusterReader(client, log);
   let certificateLoaded = false;
 
   const server = await startWebhookServer({
@@ -76,7 +75,7 @@ export async function startWebhooks(options: WebhooksOptions): Promise<RunningWe
   const source =
     certs.mode === "self"
       ? new SelfManagedCertificates({
-          kc,
+          client,
           namespace: certs.namespace,
           secretName: certs.secretName,
           validatingConfiguration: certs.validatingConfiguration || undefined,
@@ -125,6 +124,7 @@ export async function startWebhooks(options: WebhooksOptions): Promise<RunningWe
       source.stop();
       await server.close(graceMs);
       await cluster.stop().catch(() => {});
+      await client.close();
     },
   };
 }

@@ -1,74 +1,78 @@
 import { X509Certificate } from "node:crypto";
-import type { KubeConfig, V1MutatingWebhookConfiguration, V1Secret } from "@kubernetes/client-node";
 import { describe, expect, test } from "vitest";
+import { KubeError, type KubeObject, paths, type WebhookConfigurationKind } from "../../lib/kube/client.ts";
 import { silentLogger } from "../../lib/log.ts";
-import { CertStore, type SecretApi, secretData, type WebhookConfigurationApi } from "./cert-store.ts";
+import {
+  CertStore,
+  type CertStoreOptions,
+  type Secret,
+  secretData,
+  type WebhookConfiguration,
+} from "./cert-store.ts";
 import { certificateFacts, splitPem } from "./x509.ts";
 
 /**
  * CertStore against an in-memory API with the apiserver's optimistic concurrency (a write with a
  * stale resourceVersion is a 409), so concurrent replicas and rotations run deterministically.
+ * Objects are stored by REST path, as lib/kube's client addresses them.
  */
 class FakeApi {
-  secret: V1Secret | undefined;
-  configurations = new Map<string, V1MutatingWebhookConfiguration>();
+  objects = new Map<string, KubeObject>();
   version = 0;
   conflicts = 0;
 
-  #stamp<T extends { metadata?: { resourceVersion?: string } }>(object: T): T {
+  #stamp<T extends KubeObject>(object: T): T {
     return {
       ...structuredClone(object),
       metadata: { ...object.metadata, resourceVersion: String(++this.version) },
     };
   }
 
-  core: SecretApi = {
-    readNamespacedSecret: async () => {
-      if (!this.secret) throw Object.assign(new Error("not found"), { code: 404 });
-      return structuredClone(this.secret);
+  client: CertStoreOptions["client"] = {
+    get: async <T>(path: string) => {
+      const object = this.objects.get(path);
+      if (!object) throw new KubeError(404, "NotFound", `${path} not found`);
+      return structuredClone(object) as T;
     },
-    createNamespacedSecret: async ({ body }) => {
-      if (this.secret) throw Object.assign(new Error("exists"), { code: 409 });
-      this.secret = this.#stamp(body);
-      return structuredClone(this.secret);
+    create: async <T>(collection: string, body: unknown) => {
+      const object = body as KubeObject;
+      const path = `${collection}/${object.metadata.name}`;
+      if (this.objects.has(path)) throw new KubeError(409, "AlreadyExists", `${path} exists`);
+      this.objects.set(path, this.#stamp(object));
+      return structuredClone(this.objects.get(path)) as T;
     },
-    replaceNamespacedSecret: async ({ body }) => {
-      if (body.metadata?.resourceVersion !== this.secret?.metadata?.resourceVersion) {
+    replace: async <T>(path: string, body: unknown) => {
+      const object = body as KubeObject;
+      if (object.metadata.resourceVersion !== this.objects.get(path)?.metadata.resourceVersion) {
         this.conflicts++;
-        throw Object.assign(new Error("conflict"), { code: 409 });
+        throw new KubeError(409, "Conflict", `${path} changed`);
       }
-      this.secret = this.#stamp(body);
-      return structuredClone(this.secret);
+      this.objects.set(path, this.#stamp(object));
+      return structuredClone(this.objects.get(path)) as T;
     },
-  } as SecretApi;
-
-  #read = async ({ name }: { name: string }) => {
-    const configuration = this.configurations.get(name);
-    if (!configuration) throw Object.assign(new Error("not found"), { code: 404 });
-    return structuredClone(configuration);
-  };
-  #replace = async ({ name, body }: { name: string; body: V1MutatingWebhookConfiguration }) => {
-    if (body.metadata?.resourceVersion !== this.configurations.get(name)?.metadata?.resourceVersion) {
-      this.conflicts++;
-      throw Object.assign(new Error("conflict"), { code: 409 });
-    }
-    this.configurations.set(name, this.#stamp(body));
-    return structuredClone(body);
   };
 
-  admission = {
-    readValidatingWebhookConfiguration: this.#read,
-    readMutatingWebhookConfiguration: this.#read,
-    replaceValidatingWebhookConfiguration: this.#replace,
-    replaceMutatingWebhookConfiguration: this.#replace,
-  } as unknown as WebhookConfigurationApi;
+  get secret(): Secret | undefined {
+    return this.objects.get(secretPath);
+  }
+  set secret(secret: Secret | undefined) {
+    if (secret) this.objects.set(secretPath, secret);
+    else this.objects.delete(secretPath);
+  }
+
+  configuration(name: string, kind: WebhookConfigurationKind = "MutatingWebhookConfiguration") {
+    return this.objects.get(paths.webhookConfiguration(kind, name)) as WebhookConfiguration | undefined;
+  }
 
   addConfiguration(name: string, annotations: Record<string, string> = {}) {
-    this.configurations.set(
-      name,
-      this.#stamp<V1MutatingWebhookConfiguration>({
+    this.objects.set(
+      paths.webhookConfiguration("MutatingWebhookConfiguration", name),
+      this.#stamp<WebhookConfiguration>({
+        apiVersion: "admissionregistration.k8s.io/v1",
+        kind: "MutatingWebhookConfiguration",
         metadata: { name, annotations },
         webhooks: [
+          // Fields CertStore does not know must survive its writes (plain JSON, no typed model).
           { name: "a.snooze.dev", clientConfig: {}, admissionReviewVersions: ["v1"], sideEffects: "None" },
           { name: "b.snooze.dev", clientConfig: {}, admissionReviewVersions: ["v1"], sideEffects: "None" },
         ],
@@ -77,13 +81,15 @@ class FakeApi {
   }
 
   trusted(name: string): string[][] {
-    return (this.configurations.get(name)?.webhooks ?? []).map((w) =>
-      splitPem(Buffer.from(w.clientConfig.caBundle ?? "", "base64").toString()).map(
+    return (this.configuration(name)?.webhooks ?? []).map((w) =>
+      splitPem(Buffer.from(w.clientConfig?.caBundle ?? "", "base64").toString()).map(
         (pem) => certificateFacts(pem)!.fingerprint,
       ),
     );
   }
 }
+
+const secretPath = paths.secret("snooze-system", "snooze-webhook-certs");
 
 const hour = 3_600_000;
 const policy = {
@@ -94,7 +100,7 @@ const policy = {
 
 function store(api: FakeApi, clock: { now: number }) {
   return new CertStore({
-    kc: undefined as unknown as KubeConfig,
+    client: api.client,
     namespace: "snooze-system",
     secretName: "snooze-webhook-certs",
     validatingConfiguration: "snooze-webhooks-validating",
@@ -102,7 +108,6 @@ function store(api: FakeApi, clock: { now: number }) {
     policy,
     log: silentLogger,
     now: () => clock.now,
-    apis: { core: api.core, admission: api.admission },
   });
 }
 
@@ -127,6 +132,11 @@ describe("CertStore", () => {
       [fingerprint(data.bundle[0])],
       [fingerprint(data.bundle[0])],
     ]);
+    // Plain JSON in and out: fields of the configuration that CertStore does not touch stay.
+    expect(api.configuration("snooze-webhooks")?.webhooks?.[0]).toMatchObject({
+      admissionReviewVersions: ["v1"],
+      sideEffects: "None",
+    });
   });
 
   test("rotation: serving certificates renew, a new CA is trusted before it signs, the expired CA goes", async () => {
@@ -169,7 +179,7 @@ describe("CertStore", () => {
     });
     await store(api, { now: Date.now() }).reconcile();
     expect(api.trusted("snooze-webhooks")).toEqual([[], []]);
-    expect(api.configurations.has("snooze-webhooks-validating")).toBe(false);
+    expect(api.configuration("snooze-webhooks-validating", "ValidatingWebhookConfiguration")).toBeUndefined();
   });
 
   test("a stale replica adds its CAs to a bundle but never removes a live one", async () => {

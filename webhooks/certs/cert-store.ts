@@ -1,11 +1,11 @@
 import {
-  AdmissionregistrationV1Api,
-  CoreV1Api,
-  type KubeConfig,
-  type V1MutatingWebhookConfiguration,
-  type V1Secret,
-  type V1ValidatingWebhookConfiguration,
-} from "@kubernetes/client-node";
+  isConflict,
+  isNotFound,
+  type KubeClient,
+  type KubeObject,
+  paths,
+  type WebhookConfigurationKind,
+} from "../../lib/kube/client.ts";
 import type { Logger } from "../../lib/log.ts";
 import {
   type CertData,
@@ -34,7 +34,8 @@ import { type CertificatePem, createCA, issueServingCert, splitPem } from "./x50
  * 3. only then is a serving certificate signed by the new CA, and loaded.
  */
 export interface CertStoreOptions {
-  kc: KubeConfig;
+  /** The API (tests pass an in-memory one with the apiserver's optimistic concurrency). */
+  client: Pick<KubeClient, "get" | "create" | "replace">;
   namespace: string;
   secretName: string;
   validatingConfiguration?: string;
@@ -42,22 +43,18 @@ export interface CertStoreOptions {
   policy: RotationPolicy;
   log: Logger;
   now?: () => number;
-  /** The API clients to use; made from `kc` when absent (tests pass in-memory ones). */
-  apis?: { core: SecretApi; admission: WebhookConfigurationApi };
 }
 
-/** The calls CertStore makes, as CoreV1Api and AdmissionregistrationV1Api offer them. */
-export type SecretApi = Pick<
-  CoreV1Api,
-  "readNamespacedSecret" | "createNamespacedSecret" | "replaceNamespacedSecret"
->;
-export type WebhookConfigurationApi = Pick<
-  AdmissionregistrationV1Api,
-  | "readValidatingWebhookConfiguration"
-  | "replaceValidatingWebhookConfiguration"
-  | "readMutatingWebhookConfiguration"
-  | "replaceMutatingWebhookConfiguration"
->;
+/** A v1 Secret as the API serves it; plain JSON, so a replace keeps every field it does not touch. */
+export interface Secret extends KubeObject {
+  type?: string;
+  data?: Record<string, string>;
+}
+
+/** A Validating- or MutatingWebhookConfiguration: only the CA bundles are read and written. */
+export interface WebhookConfiguration extends KubeObject {
+  webhooks?: { name: string; clientConfig?: { caBundle?: string }; [field: string]: unknown }[];
+}
 
 export const certManagerAnnotation = "cert-manager.io/inject-ca-from";
 const maxAttempts = 10;
@@ -65,7 +62,7 @@ const maxAttempts = 10;
 const b64 = (text: string) => Buffer.from(text).toString("base64");
 const unb64 = (text: string | undefined) => (text ? Buffer.from(text, "base64").toString("utf8") : undefined);
 
-export function secretData(secret: V1Secret | undefined): CertData {
+export function secretData(secret: Pick<Secret, "data"> | undefined): CertData {
   const data = secret?.data ?? {};
   return {
     bundle: splitPem(unb64(data["ca.crt"]) ?? ""),
@@ -85,16 +82,14 @@ function encode(data: CertData): Record<string, string> {
 }
 
 export class CertStore {
-  readonly #core: SecretApi;
-  readonly #admission: WebhookConfigurationApi;
+  readonly #client: CertStoreOptions["client"];
   readonly #options: CertStoreOptions;
   readonly #now: () => number;
   #warned = new Set<string>();
 
   constructor(options: CertStoreOptions) {
     this.#options = options;
-    this.#core = options.apis?.core ?? options.kc.makeApiClient(CoreV1Api);
-    this.#admission = options.apis?.admission ?? options.kc.makeApiClient(AdmissionregistrationV1Api);
+    this.#client = options.client;
     this.#now = options.now ?? Date.now;
   }
 
@@ -150,44 +145,44 @@ export class CertStore {
     return { cert: serving.certPem, key: serving.keyPem };
   }
 
-  async #readOrCreateSecret(): Promise<V1Secret> {
+  async #readOrCreateSecret(): Promise<Secret> {
     const { namespace, secretName: name } = this.#options;
+    const path = paths.secret(namespace, name);
     try {
-      return await this.#core.readNamespacedSecret({ namespace, name });
+      return await this.#client.get<Secret>(path);
     } catch (error) {
-      if ((error as { code?: number }).code !== 404) throw error;
+      if (!isNotFound(error)) throw error;
     }
     try {
-      return await this.#core.createNamespacedSecret({
-        namespace,
-        body: {
-          metadata: {
-            name,
-            labels: { "app.kubernetes.io/part-of": "snooze", "app.kubernetes.io/component": "webhooks" },
-          },
-          type: "Opaque",
-          data: {},
+      return await this.#client.create<Secret>(paths.secrets(namespace), {
+        apiVersion: "v1",
+        kind: "Secret",
+        metadata: {
+          name,
+          namespace,
+          labels: { "app.kubernetes.io/part-of": "snooze", "app.kubernetes.io/component": "webhooks" },
         },
-      });
+        type: "Opaque",
+        data: {},
+      } satisfies Secret);
     } catch (error) {
       // Another replica created it first: use theirs.
-      if ((error as { code?: number }).code === 409)
-        return this.#core.readNamespacedSecret({ namespace, name });
+      if (isConflict(error)) return this.#client.get<Secret>(path);
       throw error;
     }
   }
 
   /** Replaces the Secret's data if nobody changed it since `secret` was read; undefined on a conflict. */
-  async #write(secret: V1Secret, data: CertData): Promise<V1Secret | undefined> {
+  async #write(secret: Secret, data: CertData): Promise<Secret | undefined> {
     const { namespace, secretName: name, log } = this.#options;
     try {
-      return await this.#core.replaceNamespacedSecret({
-        namespace,
-        name,
-        body: { ...secret, data: encode(data) },
+      // The resourceVersion read with `secret` makes the replace conditional.
+      return await this.#client.replace<Secret>(paths.secret(namespace, name), {
+        ...secret,
+        data: encode(data),
       });
     } catch (error) {
-      if ((error as { code?: number }).code !== 409) throw error;
+      if (!isConflict(error)) throw error;
       log.debug("another replica wrote the Secret first; reading it again", { secret: name });
       return undefined;
     }
@@ -196,51 +191,21 @@ export class CertStore {
   /** Every webhook of both configurations trusts every live CA of the bundle. */
   async #ensureConfigurations(bundle: string[]): Promise<void> {
     const { validatingConfiguration, mutatingConfiguration } = this.#options;
-    if (validatingConfiguration) {
-      await this.#ensureConfiguration(
-        "ValidatingWebhookConfiguration",
-        validatingConfiguration,
-        bundle,
-        (name) => this.#admission.readValidatingWebhookConfiguration({ name }),
-        (name, body) =>
-          this.#admission.replaceValidatingWebhookConfiguration({
-            name,
-            body: body as V1ValidatingWebhookConfiguration,
-          }),
-      );
-    }
-    if (mutatingConfiguration) {
-      await this.#ensureConfiguration(
-        "MutatingWebhookConfiguration",
-        mutatingConfiguration,
-        bundle,
-        (name) => this.#admission.readMutatingWebhookConfiguration({ name }),
-        (name, body) =>
-          this.#admission.replaceMutatingWebhookConfiguration({
-            name,
-            body: body as V1MutatingWebhookConfiguration,
-          }),
-      );
-    }
+    if (validatingConfiguration)
+      await this.#ensureConfiguration("ValidatingWebhookConfiguration", validatingConfiguration, bundle);
+    if (mutatingConfiguration)
+      await this.#ensureConfiguration("MutatingWebhookConfiguration", mutatingConfiguration, bundle);
   }
 
-  async #ensureConfiguration(
-    kind: string,
-    name: string,
-    bundle: string[],
-    read: (name: string) => Promise<V1ValidatingWebhookConfiguration | V1MutatingWebhookConfiguration>,
-    replace: (
-      name: string,
-      body: V1ValidatingWebhookConfiguration | V1MutatingWebhookConfiguration,
-    ) => Promise<unknown>,
-  ): Promise<void> {
+  async #ensureConfiguration(kind: WebhookConfigurationKind, name: string, bundle: string[]): Promise<void> {
     const { log } = this.#options;
+    const path = paths.webhookConfiguration(kind, name);
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-      let configuration: V1ValidatingWebhookConfiguration | V1MutatingWebhookConfiguration;
+      let configuration: WebhookConfiguration;
       try {
-        configuration = await read(name);
+        configuration = await this.#client.get<WebhookConfiguration>(path);
       } catch (error) {
-        if ((error as { code?: number }).code !== 404) throw error;
+        if (!isNotFound(error)) throw error;
         this.#warnOnce(
           `${kind}/${name}`,
           `${kind} ${name} does not exist; its CA bundle is written when it does`,
@@ -258,20 +223,23 @@ export class CertStore {
       const now = this.#now();
       let changed = false;
       for (const webhook of configuration.webhooks ?? []) {
-        const current = unb64(webhook.clientConfig.caBundle) ?? "";
+        webhook.clientConfig ??= {};
+        const clientConfig = webhook.clientConfig;
+        const current = unb64(clientConfig.caBundle) ?? "";
         const merged = mergeBundles(splitPem(current), bundle, now).join("");
         if (merged !== current) {
-          webhook.clientConfig.caBundle = b64(merged);
+          clientConfig.caBundle = b64(merged);
           changed = true;
         }
       }
       if (!changed) return;
       try {
-        await replace(name, configuration);
+        // Conditional on the resourceVersion just read: a 409 means read again and merge again.
+        await this.#client.replace(path, configuration);
         log.info("wrote the CA bundle into the webhook configuration", { kind, name });
         return;
       } catch (error) {
-        if ((error as { code?: number }).code !== 409) throw error;
+        if (!isConflict(error)) throw error;
       }
     }
     throw new Error(`${kind} ${name} kept changing under us (${maxAttempts} conflicts)`);
