@@ -1,8 +1,8 @@
-import type { RequestOptions } from "node:https";
+import { readFile } from "node:fs/promises";
 import { createInterface } from "node:readline";
 import { Readable } from "node:stream";
-import type { KubeConfig } from "@kubernetes/client-node";
 import { Agent, type Dispatcher, fetch } from "undici";
+import { type KubeCredentials, parseKubeconfig } from "./kubeconfig.ts";
 
 /** An answer of the API server that is not 2xx, with its Status reason (`Conflict`, `NotFound`, ...). */
 export class KubeError extends Error {
@@ -60,50 +60,62 @@ const patchContentType: Record<PatchType, string> = {
   strategic: "application/strategic-merge-patch+json",
 };
 
+/** Anything that can print itself as kubeconfig, such as client-node's KubeConfig in tests. */
+export interface ExportableKubeconfig {
+  exportConfig(): string;
+}
+
 /**
  * A small client for the Kubernetes REST API: JSON in, JSON out, over one keep-alive connection
  * pool. Objects stay plain JSON (client-node's typed models drop fields they do not know, such as
  * a CRD's `default`), errors carry the HTTP status, and watches stream line by line.
- * Credentials come from a KubeConfig and are re-read per request, so a projected ServiceAccount
- * token that the kubelet rotates keeps working.
+ * Credentials come from `KubeCredentials` (lib/kube/kubeconfig.ts); a token file is read again per
+ * request, so a projected ServiceAccount token that the kubelet rotates keeps working.
  */
 export class KubeClient {
   readonly server: string;
-  private readonly kc: KubeConfig;
+  private readonly credentials: KubeCredentials;
   private readonly dispatcher: Dispatcher;
 
-  private constructor(kc: KubeConfig, server: string, dispatcher: Dispatcher) {
-    this.kc = kc;
-    this.server = server.replace(/\/$/, "");
-    this.dispatcher = dispatcher;
-  }
-
-  static async fromKubeConfig(kc: KubeConfig): Promise<KubeClient> {
-    const cluster = kc.getCurrentCluster();
-    if (!cluster) throw new Error("the kubeconfig has no current cluster");
-    const options: RequestOptions = {};
-    await kc.applyToHTTPSOptions(options);
-    const dispatcher = new Agent({
+  constructor(credentials: KubeCredentials) {
+    this.credentials = credentials;
+    this.server = credentials.server.replace(/\/$/, "");
+    this.dispatcher = new Agent({
       connect: {
-        ca: options.ca as string | Buffer | undefined,
-        cert: options.cert as string | Buffer | undefined,
-        key: options.key as string | Buffer | undefined,
-        rejectUnauthorized: options.rejectUnauthorized,
-        servername: options.servername,
+        ca: credentials.ca,
+        cert: credentials.cert,
+        key: credentials.key,
+        rejectUnauthorized: !credentials.insecureSkipTlsVerify,
+        servername: credentials.tlsServerName,
       },
       keepAliveTimeout: 30_000,
     });
-    return new KubeClient(kc, cluster.server, dispatcher);
+  }
+
+  /** A client for loaded credentials, or for the current context of an exportable kubeconfig. */
+  static async fromKubeConfig(kc: KubeCredentials | ExportableKubeconfig): Promise<KubeClient> {
+    const credentials =
+      "exportConfig" in kc ? parseKubeconfig(kc.exportConfig(), { source: "(in memory)" }) : kc;
+    return new KubeClient(credentials);
   }
 
   private async headers(contentType?: string): Promise<Record<string, string>> {
-    const options: RequestOptions = { headers: {} };
-    await this.kc.applyToHTTPSOptions(options);
     const headers: Record<string, string> = { accept: "application/json" };
-    for (const [name, value] of Object.entries(options.headers ?? {}))
-      if (value !== undefined) headers[name.toLowerCase()] = String(value);
+    const token = await this.token();
+    if (token) headers.authorization = `Bearer ${token}`;
     if (contentType) headers["content-type"] = contentType;
     return headers;
+  }
+
+  /** The bearer token: the token file's current content (as client-go, it wins over `token`). */
+  private async token(): Promise<string | undefined> {
+    const { token, tokenFile } = this.credentials;
+    if (!tokenFile) return token;
+    try {
+      return (await readFile(tokenFile, "utf8")).trim();
+    } catch (error) {
+      throw new Error(`cannot read the token file ${tokenFile}: ${(error as Error).message}`);
+    }
   }
 
   async request<T>(
