@@ -1,5 +1,15 @@
 import type { ControlPlane, DemandHint } from "../lib/control-plane.ts";
-import { type DemandBody, demandPath, type StatsBody, statsPath } from "../lib/control-protocol.ts";
+import {
+  type AdminOutcome,
+  type AdminVerb,
+  adminPath,
+  adminTimeoutMs,
+  type DemandBody,
+  demandPath,
+  type StatsBody,
+  slotsPath,
+  statsPath,
+} from "../lib/control-protocol.ts";
 import { parseDuration } from "../lib/duration.ts";
 import { group, version } from "../lib/kube/api-group.ts";
 import { type KubeClient, type KubeObject, paths } from "../lib/kube/client.ts";
@@ -12,6 +22,7 @@ import { selectorMatcher } from "../lib/kube/selector.ts";
 import type { Logger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
+import type { SlotStatus } from "../lib/slot-status.ts";
 
 type Model = ModelResource & KubeObject;
 
@@ -61,7 +72,7 @@ export class KubeControlPlane implements ControlPlane {
   private readonly podModel = new Map<string, string>();
   private readonly listeners = new Set<(event: ReplicaEvent) => void>();
   private readonly removals = new Map<string, NodeJS.Timeout>();
-  private pendingStats = new Map<string, { inFlight: number; held: number }>();
+  private pendingStats = new Map<string, { inFlight: number; held: number; oldestHeldMs?: number }>();
   private flushScheduled = false;
   /** Requests to the autoscaler that failed, for the state endpoint and tests. */
   readonly counts = { demands: 0, statsPosts: 0, failures: 0 };
@@ -113,8 +124,12 @@ export class KubeControlPlane implements ControlPlane {
     this.post(demandPath, body);
   }
 
-  stats(model: string, inFlight: number, held: number): void {
-    this.pendingStats.set(model, { inFlight, held });
+  stats(model: string, inFlight: number, held: number, oldestHeldMs?: number): void {
+    this.pendingStats.set(model, {
+      inFlight,
+      held,
+      ...(oldestHeldMs !== undefined ? { oldestHeldMs: Math.round(oldestHeldMs) } : {}),
+    });
     if (this.flushScheduled) return;
     this.flushScheduled = true;
     setImmediate(() => {
@@ -135,6 +150,28 @@ export class KubeControlPlane implements ControlPlane {
       if (known) listener(this.eventFor(known, pod));
     }
     return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * A person's wake, sleep or stop, carried out by the autoscaler that holds the model's Lease (the
+   * autoscaler Service forwards it there). Resolves when it is done; rejects with the reason.
+   */
+  async admin(model: string, verb: AdminVerb): Promise<void> {
+    const response = await fetch(`${this.options.autoscalerUrl}${adminPath(model, verb)}`, {
+      method: "POST",
+      signal: AbortSignal.timeout(adminTimeoutMs),
+    });
+    const outcome = (await response.json().catch(() => ({}))) as Partial<AdminOutcome>;
+    if (!response.ok) throw new Error(outcome.message ?? `the autoscaler answered ${response.status}`);
+  }
+
+  /** Every slot's status, from the autoscalers that lead them. */
+  async slots(): Promise<SlotStatus[]> {
+    const response = await fetch(`${this.options.autoscalerUrl}${slotsPath}`, {
+      signal: AbortSignal.timeout(5_000),
+    });
+    if (!response.ok) throw new Error(`the autoscaler answered ${response.status}`);
+    return ((await response.json()) as { slots: SlotStatus[] }).slots;
   }
 
   /** Facts for the admin view: the last activation failure the autoscaler reported. */

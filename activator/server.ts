@@ -105,7 +105,8 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
         return;
       }
       // A wake is asynchronous (watch the tier); sleep and stop answer once done.
-      await admin[verb](id);
+      if (verb === "wake") void admin.wake(id).catch(() => {});
+      else await admin[verb](id);
       sendJson(res, verb === "wake" ? 202 : 200, {
         model: id,
         action: verb,

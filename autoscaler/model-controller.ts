@@ -1,5 +1,6 @@
 import { type Context, context, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
+import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
@@ -591,7 +592,7 @@ export class ModelController {
       case "start-failed":
         this.activationFailed(
           record,
-          `start of ${this.id} failed: replica ${record.replica.id} was not up within startTimeout (${this.config.startTimeout}ms)`,
+          `start of ${this.id} failed: ${record.replica.label} not ready within startTimeout (${formatDuration(this.config.startTimeout)})`,
         );
         if (scalable && !this.scaling)
           void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
@@ -679,7 +680,7 @@ export class ModelController {
   /** A replica is gone: asked to (a stop), or on its own (a crash, a deleted pod). */
   private forget(record: ReplicaRecord): void {
     this.records.delete(record.replica.id);
-    const reason = this.departures.get(record.replica.id) ?? `replica ${record.replica.id} is gone`;
+    const reason = this.departures.get(record.replica.id) ?? `${record.replica.label} is gone`;
     this.departures.delete(record.replica.id);
     const wasLevelOne = record.tier === "asleep-1";
     const from = record.tier;
@@ -1027,7 +1028,7 @@ export class ModelController {
       this.guard(leadership);
       if (!this.present(record)) return;
       this.log.warn("replica failed its re-check; replacing it", { replica: record.replica.id });
-      this.lastError = `the engine of ${record.replica.id} did not answer`;
+      this.lastError = `the engine of ${record.replica.label} did not answer`;
       record.leaving = true;
       await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;

@@ -8,6 +8,8 @@ import type { EngineLoad, SleepMode } from "./engine-client.ts";
 export interface Replica {
   /** Process id `qwen-3` or pod name; unique among a model's replicas. */
   id: string;
+  /** How messages name it: `pod qwen-7d9f-x2k4` or `engine qwen-3`. */
+  label: string;
   /** Tells a replica from a new one of the same id (a pod recreated under its name). */
   uid: string;
   /** `host:port` of the engine's HTTP server, once it has one. */

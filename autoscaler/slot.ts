@@ -17,8 +17,6 @@ export interface SlotDeps {
   metrics: SlotMetrics;
   /** Whether this slot may act right now (on Kubernetes: its Lease is renewed). */
   holding(): boolean;
-  /** Something the slot's status shows changed. */
-  statusChanged?(): void;
 }
 
 /** A swap or grant in motion: the incumbent leaves, then the target activates. */
@@ -56,6 +54,7 @@ export class Slot {
   private timer?: { cancel(): void };
   private healer?: { cancel(): void };
   private maxResidents = 0;
+  private readonly statusListeners: (() => void)[] = [];
 
   constructor(config: SlotConfig, deps: SlotDeps, logName = config.name) {
     this.config = config;
@@ -65,6 +64,11 @@ export class Slot {
 
   get name(): string {
     return this.config.name;
+  }
+
+  /** Called after every evaluation (Kubernetes writes the Slot's status from it). */
+  onStatusChanged(listener: () => void): void {
+    this.statusListeners.push(listener);
   }
 
   add(member: ModelController): void {
@@ -192,7 +196,7 @@ export class Slot {
           : undefined;
       member.pass();
     }
-    this.deps.statusChanged?.();
+    for (const listener of this.statusListeners) listener();
   }
 
   private decide(views: SlotMember[], now: number) {

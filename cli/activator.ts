@@ -11,12 +11,6 @@ import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { kubeClientFrom, kubeFlags } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
-const notOnKubernetes = (verb: string) => async (model: string) => {
-  throw new Error(
-    `${verb} is not available from the activator on Kubernetes; scale the Model instead: kubectl scale model ${model} --replicas=0`,
-  );
-};
-
 export const activatorCommand: Command = {
   name: "activator",
   summary:
@@ -100,11 +94,11 @@ export const activatorCommand: Command = {
       activator,
       registry,
       admin: {
-        wake: async (model) => controlPlane.demand(model),
-        sleep: notOnKubernetes("sleep"),
-        stop: notOnKubernetes("stop"),
+        wake: (model) => controlPlane.admin(model, "wake"),
+        sleep: (model) => controlPlane.admin(model, "sleep"),
+        stop: (model) => controlPlane.admin(model, "stop"),
         details: (model) => controlPlane.details(model),
-        slots: async () => [],
+        slots: () => controlPlane.slots(),
       },
     });
     server.listen(port, String(values.host));

@@ -20,8 +20,25 @@ export interface DemandBody {
 
 export interface StatsBody {
   activator: string;
-  models: { model: string; inFlight: number; held: number }[];
+  /** `oldestHeldMs`: how long the oldest held request has waited (the slot arbiter orders members by it). */
+  models: { model: string; inFlight: number; held: number; oldestHeldMs?: number }[];
 }
+
+/** A person's action on a model, through an activator's admin API, carried out by the model's leader. */
+export type AdminVerb = "wake" | "sleep" | "stop";
+export const adminVerbs: readonly AdminVerb[] = ["wake", "sleep", "stop"];
+export const adminPath = (model: string, verb: AdminVerb) =>
+  `/snooze/v1/models/${encodeURIComponent(model)}/${verb}`;
+export const adminRoute = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
+/** An admin action waits for the engine (a cold start may take minutes); past this it is still under way. */
+export const adminTimeoutMs = 10 * 60_000;
+export interface AdminOutcome {
+  status: number;
+  message: string;
+  tier?: string;
+}
+/** Every slot's status, from every autoscaler replica that leads one. */
+export const slotsPath = "/snooze/v1/slots";
 
 export function isDemandBody(value: unknown): value is DemandBody {
   const v = value as DemandBody;
@@ -47,7 +64,8 @@ export function isStatsBody(value: unknown): value is StatsBody {
         Number.isInteger(m.inFlight) &&
         m.inFlight >= 0 &&
         Number.isInteger(m.held) &&
-        m.held >= 0,
+        m.held >= 0 &&
+        (m.oldestHeldMs === undefined || (typeof m.oldestHeldMs === "number" && m.oldestHeldMs >= 0)),
     )
   );
 }

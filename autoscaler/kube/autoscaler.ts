@@ -1,26 +1,36 @@
 import type { Registry } from "prom-client";
+import { systemClock } from "../../lib/clock.ts";
+import { CloudEventSink } from "../../lib/cloudevents.ts";
 import {
+  type AdminOutcome,
+  type AdminVerb,
+  adminPath,
+  adminTimeoutMs,
   type DemandBody,
   demandPath,
   forwardedHeader,
   type StatsBody,
+  slotsPath,
   statsPath,
-} from "../lib/control-protocol.ts";
-import { group, version } from "../lib/kube/api-group.ts";
-import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "../lib/kube/client.ts";
-import type { Informer } from "../lib/kube/informer.ts";
-import { defaultLeaseTiming, LeaseElector, type LeaseTiming, leaseName } from "../lib/kube/lease.ts";
-import { kubeInformer } from "../lib/kube/list-watch.ts";
-import { type KubeModel, modelFromResource, slotConfigFrom } from "../lib/kube/model-config.ts";
-import type { ModelResource } from "../lib/kube/model-resource.ts";
-import type { Pod } from "../lib/kube/pod-replica.ts";
-import { type LabelSelector, selectorMatcher, selectorString } from "../lib/kube/selector.ts";
-import type { SlotResource } from "../lib/kube/slot-resource.ts";
-import type { Logger } from "../lib/log.ts";
-import { KubeModelController } from "./kube-model-controller.ts";
-import { KubePlatform } from "./kube-platform.ts";
-import { KubeSlot } from "./kube-slot.ts";
-import { autoscalerMetrics } from "./metrics.ts";
+} from "../../lib/control-protocol.ts";
+import { group, version } from "../../lib/kube/api-group.ts";
+import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "../../lib/kube/client.ts";
+import type { Informer } from "../../lib/kube/informer.ts";
+import { defaultLeaseTiming, LeaseElector, type LeaseTiming, leaseName } from "../../lib/kube/lease.ts";
+import { kubeInformer } from "../../lib/kube/list-watch.ts";
+import { type KubeModel, modelFromResource, slotConfigFrom } from "../../lib/kube/model-config.ts";
+import type { ModelResource } from "../../lib/kube/model-resource.ts";
+import type { Pod } from "../../lib/kube/pod-replica.ts";
+import { type LabelSelector, selectorMatcher, selectorString } from "../../lib/kube/selector.ts";
+import type { SlotResource } from "../../lib/kube/slot-resource.ts";
+import type { Logger } from "../../lib/log.ts";
+import type { SlotStatus } from "../../lib/slot-status.ts";
+import { Autoscaler } from "../autoscaler.ts";
+import type { ModelController, ModelTarget } from "../model-controller.ts";
+import type { Slot } from "../slot.ts";
+import { ModelStatusWriter } from "./model-status-writer.ts";
+import { KubePlatform, type WorkloadView } from "./platform.ts";
+import { SlotStatusWriter } from "./slot-status-writer.ts";
 import {
   isAnnotated,
   managedByLabel,
@@ -45,6 +55,10 @@ export interface KubeAutoscalerOptions {
   leaseTiming?: LeaseTiming;
   /** Time for activators to see a pod's `draining` before its engine is checked for idleness. */
   drainGraceMs?: number;
+  /** Host RAM the level-1 sleepers of one node may hold (bytes); unlimited when absent. */
+  hostMemoryBudget?: number;
+  /** Where tier changes go as CloudEvents (Knative's K_SINK), if anywhere. */
+  eventSink?: string;
   informer?: { resyncMs?: number; staleMs?: number };
   log: Logger;
   registry: Registry;
@@ -59,26 +73,39 @@ interface ScalableWorkload extends Workload {
 interface Unit {
   key: string;
   lease: LeaseElector;
+  /** Model keys (`namespace/name`). */
   models: Set<string>;
-  /** Slot units: one KubeSlot per namespace that has a slot of this name. */
-  slots: Map<string, KubeSlot>;
+  /** Slot keys (`namespace/slot`): one slot per namespace that has a slot of this name. */
+  slots: Set<string>;
+}
+
+/** What the autoscaler keeps per Model besides its controller. */
+interface Entry {
+  model: KubeModel;
+  unitKey: string;
+  status: ModelStatusWriter;
 }
 
 /** One writer of Models for annotated workloads, per watched scope (all namespaces, or one). */
 const workloadsLease = (namespace?: string) =>
   leaseName("snooze-workloads", ...(namespace ? [namespace] : []));
 
+/** An activator that stopped reporting for this long no longer counts. */
+const activatorExpiryMs = 5_000;
+
 /**
- * `snooze autoscaler`: the control plane on Kubernetes. It watches Models, Slots, pods and
- * workloads; campaigns for one Lease per slot and per unslotted Model; drives the Models of the
- * Leases it holds (KubeModelController, KubeSlot); takes activators' demand and stats and forwards
- * those of Models another replica leads; and keeps Models of annotated workloads in step.
+ * `snooze autoscaler`: the control plane on Kubernetes. The decisions are the same `Autoscaler`
+ * (controllers and slots) local mode runs, over the KubePlatform; this file adds what only
+ * Kubernetes has: it watches Models, Slots, pods and workloads; campaigns for one Lease per slot and
+ * per unslotted Model and lets only the holder act; takes activators' demand and stats and forwards
+ * those of Models another replica leads; writes Model and Slot status; and keeps Models of
+ * annotated workloads in step.
  */
 export class KubeAutoscaler {
   private readonly options: KubeAutoscalerOptions;
   private readonly log: Logger;
-  private readonly platform: KubePlatform;
-  private readonly metrics: ReturnType<typeof autoscalerMetrics>;
+  readonly platform: KubePlatform;
+  readonly core: Autoscaler;
   readonly informers: {
     models: Informer<Model>;
     slots: Informer<SlotResource & KubeObject>;
@@ -87,10 +114,9 @@ export class KubeAutoscaler {
     statefulsets: Informer<ScalableWorkload>;
     knative?: Informer<Workload>;
   };
-  readonly controllers = new Map<string, KubeModelController>();
+  private readonly entries = new Map<string, Entry>();
   private readonly units = new Map<string, Unit>();
-  private readonly unitOf = new Map<string, string>();
-  private readonly byId = new Map<string, KubeModelController>();
+  private readonly slotWriters = new Map<string, SlotStatusWriter>();
   private readonly matchers = new Map<string, (labels?: Record<string, string>) => boolean>();
   private workloadsElector?: LeaseElector;
   private workloadSyncPending = false;
@@ -102,8 +128,6 @@ export class KubeAutoscaler {
   constructor(options: KubeAutoscalerOptions) {
     this.options = options;
     this.log = options.log;
-    this.platform = new KubePlatform(options.client);
-    this.metrics = autoscalerMetrics(options.registry);
     const ns = options.namespace;
     const common = { log: options.log, ...options.informer };
     const client = options.client;
@@ -117,6 +141,28 @@ export class KubeAutoscaler {
       deployments: kubeInformer(client, paths.apps("deployments", ns), { name: "deployments", ...common }),
       statefulsets: kubeInformer(client, paths.apps("statefulsets", ns), { name: "statefulsets", ...common }),
     };
+    this.platform = new KubePlatform({
+      client,
+      pods: this.informers.pods,
+      workload: (model) => this.workloadOf(model),
+    });
+    this.core = new Autoscaler({
+      platform: this.platform,
+      clock: systemClock,
+      log: options.log,
+      registry: options.registry,
+      sink: options.eventSink
+        ? new CloudEventSink(
+            options.eventSink,
+            `/snooze/autoscaler/${options.identity}`,
+            options.log,
+            options.registry,
+          )
+        : undefined,
+      hostMemoryBudget: options.hostMemoryBudget ?? Number.POSITIVE_INFINITY,
+      drainGraceMs: options.drainGraceMs ?? 1_000,
+      activatorExpiryMs,
+    });
   }
 
   /** Starts watching and campaigning; `address` is where other replicas reach this one. */
@@ -134,10 +180,10 @@ export class KubeAutoscaler {
       delete: () => this.syncModels(),
     });
     slots.on({ add: () => this.syncSlots(), update: () => this.syncSlots(), delete: () => this.syncSlots() });
-    const podChanged = (pod: Pod) => this.pokeNamespace(pod.metadata.namespace, pod.metadata.labels);
+    const podChanged = (pod: Pod) => this.platform.podChanged(pod);
     pods.on({ add: podChanged, update: podChanged, delete: podChanged });
     const workloadChanged = () => {
-      for (const c of this.controllers.values()) c.changed();
+      this.platform.workloadsChanged();
       this.scheduleWorkloadSync();
     };
     deployments.on({ add: workloadChanged, update: workloadChanged, delete: workloadChanged });
@@ -181,12 +227,11 @@ export class KubeAutoscaler {
   /** Stops acting, releases every Lease it holds (a successor takes over at once), stops watching. */
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const c of this.controllers.values()) c.close();
+    this.core.close();
     await Promise.all([
       ...[...this.units.values()].map((u) => u.lease.stop(true)),
       this.workloadsElector?.stop(true),
     ]);
-    for (const unit of this.units.values()) for (const slot of unit.slots.values()) slot.standDown();
     await Promise.all(Object.values(this.informers).map((i) => i?.stop()));
   }
 
@@ -202,6 +247,16 @@ export class KubeAutoscaler {
 
   // --- Models, units and Leases ---
 
+  private targetOf(model: KubeModel): ModelTarget {
+    return {
+      key: model.key,
+      config: model.config,
+      desired: model.spec.replicas,
+      minReplicas: model.spec.minReplicas,
+      maxReplicas: model.spec.maxReplicas,
+    };
+  }
+
   private syncModels(): void {
     if (this.stopped) return;
     const seen = new Set<string>();
@@ -216,95 +271,85 @@ export class KubeAutoscaler {
       }
       seen.add(parsed.key);
       const unitKey = parsed.config.slot !== undefined ? `slot:${parsed.config.slot}` : `model:${parsed.key}`;
-      const existing = this.controllers.get(parsed.key);
-      if (existing && this.unitOf.get(parsed.key) === unitKey) {
-        this.index(existing, parsed);
-        existing.update(parsed);
+      const existing = this.entries.get(parsed.key);
+      if (existing && existing.unitKey === unitKey) {
+        existing.model = parsed;
+        this.platform.setModel(parsed);
+        this.core.updateModel(this.targetOf(parsed));
         continue;
       }
-      if (existing) this.removeController(parsed.key);
-      this.addController(parsed, unitKey);
+      if (existing) this.removeModel(parsed.key);
+      this.addModel(parsed, unitKey);
     }
-    for (const key of [...this.controllers.keys()]) if (!seen.has(key)) this.removeController(key);
+    for (const key of [...this.entries.keys()]) if (!seen.has(key)) this.removeModel(key);
     this.syncSlots();
     this.scheduleWorkloadSync();
   }
 
-  private index(controller: KubeModelController, model: KubeModel): void {
-    for (const [id, c] of this.byId) if (c === controller && id !== model.config.id) this.byId.delete(id);
-    const owner = this.byId.get(model.config.id);
-    if (owner && owner !== controller)
-      this.log.warn("two Models serve the same model id; the first one wins", {
-        id: model.config.id,
-        first: owner.model.key,
-        second: model.key,
-      });
-    else this.byId.set(model.config.id, controller);
-  }
-
-  private addController(model: KubeModel, unitKey: string): void {
+  private addModel(model: KubeModel, unitKey: string): void {
     const unit = this.unit(unitKey);
-    let slot: KubeSlot | undefined;
-    if (model.config.slot !== undefined) {
-      slot = unit.slots.get(model.namespace);
-      if (!slot) {
-        const resourceKey = `${model.namespace}/${model.config.slot}`;
-        slot = new KubeSlot(
-          model.namespace,
-          slotConfigFrom(model.config.slot, this.informers.slots.get(resourceKey)),
-          {
-            client: this.options.client,
-            log: this.log,
-            holding: () => unit.lease.leading,
-            resource: () => this.informers.slots.get(resourceKey),
-          },
-        );
-        unit.slots.set(model.namespace, slot);
-        if (unit.lease.leading) slot.lead();
-      }
-    }
-    const controller = new KubeModelController(model, {
-      platform: this.platform,
-      client: this.options.client,
-      log: this.log,
-      metrics: this.metrics,
-      pods: () => this.podsOf(controller),
-      workload: () => this.workloadOf(controller),
-      resource: () => this.informers.models.get(controller.model.key),
-      drainGraceMs: this.options.drainGraceMs ?? 1_000,
-      holding: () => unit.lease.leading,
-      slot,
+    const holding = () => unit.lease.leading;
+    const slotKey = model.config.slot !== undefined ? `${model.namespace}/${model.config.slot}` : undefined;
+    const entry: Entry = {
+      model,
+      unitKey,
+      status: new ModelStatusWriter({
+        client: this.options.client,
+        log: this.log.child({ model: model.config.id, object: model.key }),
+        model: () => entry.model,
+        controller: () => this.core.controllerByKey(model.key),
+        resource: () => this.informers.models.get(model.key),
+        selector: () => this.workloadOf(entry.model)?.selector ?? "",
+        holding,
+      }),
+    };
+    this.entries.set(model.key, entry);
+    this.platform.setModel(model);
+    const slotExisted = slotKey !== undefined && this.core.slots.has(slotKey);
+    const controller = this.core.addModel(this.targetOf(model), {
+      slot: slotKey
+        ? { key: slotKey, config: slotConfigFrom(model.config.slot!, this.informers.slots.get(slotKey)) }
+        : undefined,
+      holding,
+      statusChanged: () => entry.status.schedule(),
     });
-    this.controllers.set(model.key, controller);
-    this.unitOf.set(model.key, unitKey);
-    this.index(controller, model);
-    slot?.members.set(model.key, controller);
     unit.models.add(model.key);
-    if (unit.lease.leading) controller.lead();
+    if (slotKey) {
+      unit.slots.add(slotKey);
+      const slot = this.core.slots.get(slotKey)!;
+      if (!slotExisted) this.watchSlotStatus(slotKey, slot);
+      if (unit.lease.leading && !slotExisted) slot.lead();
+    }
+    if (unit.lease.leading) this.leadModel(controller, entry);
   }
 
-  private removeController(key: string): void {
-    const controller = this.controllers.get(key);
-    if (!controller) return;
-    controller.close();
-    this.controllers.delete(key);
-    for (const [id, c] of this.byId) if (c === controller) this.byId.delete(id);
-    const unitKey = this.unitOf.get(key)!;
-    this.unitOf.delete(key);
-    const unit = this.units.get(unitKey);
+  private leadModel(controller: ModelController, entry: Entry): void {
+    entry.status.reset();
+    controller.lead();
+  }
+
+  private removeModel(key: string): void {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.entries.delete(key);
+    this.core.removeModel(key);
+    this.platform.removeModel(key);
+    const unit = this.units.get(entry.unitKey);
     if (!unit) return;
     unit.models.delete(key);
-    for (const [ns, slot] of unit.slots) {
-      slot.members.delete(key);
-      if (slot.members.size === 0) {
-        slot.standDown();
-        unit.slots.delete(ns);
-      }
-    }
+    for (const slotKey of [...unit.slots]) if (!this.core.slots.has(slotKey)) unit.slots.delete(slotKey);
     if (unit.models.size === 0) {
-      this.units.delete(unitKey);
+      this.units.delete(entry.unitKey);
       void unit.lease.stop(true);
     }
+  }
+
+  /** The Slot object's status follows the slot; written by the holder of its Lease. */
+  private watchSlotStatus(slotKey: string, slot: Slot): void {
+    const writer = new SlotStatusWriter(this.options.client, this.log.child({ slot: slotKey }));
+    this.slotWriters.set(slotKey, writer);
+    const namespace = slotKey.slice(0, slotKey.indexOf("/"));
+    slot.onStatusChanged(() => writer.write(namespace, this.informers.slots.get(slotKey), slot.status()));
   }
 
   private unit(key: string): Unit {
@@ -315,7 +360,7 @@ export class KubeAutoscaler {
       ? leaseName("snooze-slot", key.slice("slot:".length))
       : leaseName("snooze-model", key.slice("model:".length).replace("/", "."));
     const models = new Set<string>();
-    const slots = new Map<string, KubeSlot>();
+    const slots = new Set<string>();
     const lease = new LeaseElector({
       client: this.options.client,
       namespace: this.options.leaseNamespace,
@@ -325,12 +370,16 @@ export class KubeAutoscaler {
       timing: this.options.leaseTiming ?? defaultLeaseTiming,
       log: this.log,
       onStartedLeading: () => {
-        for (const slot of slots.values()) slot.lead();
-        for (const m of models) this.controllers.get(m)?.lead();
+        for (const slotKey of slots) this.core.slots.get(slotKey)?.lead();
+        for (const m of models) {
+          const controller = this.core.controllerByKey(m);
+          const entry = this.entries.get(m);
+          if (controller && entry) this.leadModel(controller, entry);
+        }
       },
       onStoppedLeading: () => {
-        for (const m of models) this.controllers.get(m)?.standDown();
-        for (const slot of slots.values()) slot.standDown();
+        for (const m of models) this.core.controllerByKey(m)?.standDown();
+        for (const slotKey of slots) this.core.slots.get(slotKey)?.standDown();
       },
     });
     unit = { key, lease, models, slots };
@@ -340,26 +389,22 @@ export class KubeAutoscaler {
   }
 
   private syncSlots(): void {
-    for (const unit of this.units.values()) {
-      for (const slot of unit.slots.values()) {
-        slot.config = slotConfigFrom(slot.name, this.informers.slots.get(`${slot.namespace}/${slot.name}`));
-        slot.changed();
-      }
+    for (const [key, slot] of this.core.slots) {
+      slot.config = slotConfigFrom(slot.config.name, this.informers.slots.get(key));
+      slot.changed();
     }
   }
 
   // --- pods and workloads ---
 
-  private workloadOf(controller: KubeModelController) {
-    const { namespace, spec } = controller.model;
+  private workloadOf(model: KubeModel): WorkloadView | undefined {
+    const { namespace, spec } = model;
     const ref = spec.workloadRef;
     if (ref.kind === "Service") {
       const service = this.informers.knative?.get(`${namespace}/${ref.name}`);
       if (!service) return undefined;
       const selector = `serving.knative.dev/service=${ref.name}`;
-      const live = this.podsBySelector(namespace, selector).filter(
-        (p) => !p.metadata.deletionTimestamp,
-      ).length;
+      const live = this.platform.podsOf(model, selector).filter((p) => !p.metadata.deletionTimestamp).length;
       return { replicas: live, selector, scalable: false };
     }
     const informer = ref.kind === "StatefulSet" ? this.informers.statefulsets : this.informers.deployments;
@@ -372,76 +417,94 @@ export class KubeAutoscaler {
     };
   }
 
-  private podsOf(controller: KubeModelController): Pod[] {
-    const workload = this.workloadOf(controller);
-    return workload ? this.podsBySelector(controller.model.namespace, workload.selector) : [];
-  }
-
-  private matcher(selector: string) {
-    let matcher = this.matchers.get(selector);
-    if (!matcher) {
-      matcher = selectorMatcher(selector);
-      this.matchers.set(selector, matcher);
-    }
-    return matcher;
-  }
-
-  private podsBySelector(namespace: string, selector: string): Pod[] {
-    const matches = this.matcher(selector);
-    return this.informers.pods
-      .list()
-      .filter((p) => p.metadata.namespace === namespace && matches(p.metadata.labels));
-  }
-
-  private pokeNamespace(namespace: string | undefined, labels: Record<string, string> | undefined): void {
-    for (const controller of this.controllers.values()) {
-      if (controller.model.namespace !== namespace || !controller.isLeading) continue;
-      const workload = this.workloadOf(controller);
-      if (workload && this.matcher(workload.selector)(labels)) controller.changed();
-    }
-  }
-
-  // --- demand and stats from activators ---
+  // --- demand, stats and admin actions from activators ---
 
   /** Demand for `model`: acted on here when this replica leads it, else forwarded to the leader. */
   demand(body: DemandBody, forwarded: boolean): void {
-    const controller = this.byId.get(body.model);
+    if (this.core.demand(body.activator, body.model, body.unreachable)) return;
+    const controller = this.core.controller(body.model);
     if (!controller) return;
-    if (controller.isLeading) {
-      controller.demand(body.activator, body.unreachable);
-      return;
-    }
     if (!forwarded) this.forward(controller, demandPath, body);
     else this.counts.dropped++;
   }
 
   stats(body: StatsBody, forwarded: boolean): void {
-    const elsewhere = new Map<KubeModelController, StatsBody["models"]>();
-    for (const entry of body.models) {
-      const controller = this.byId.get(entry.model);
-      if (!controller) continue;
-      if (controller.isLeading) controller.stats(body.activator, entry.inFlight, entry.held);
-      else if (!forwarded) elsewhere.set(controller, [...(elsewhere.get(controller) ?? []), entry]);
-      else this.counts.dropped++;
-    }
-    // One request per leader.
     const byLeader = new Map<string, StatsBody["models"]>();
-    for (const [controller, entries] of elsewhere) {
+    for (const entry of body.models) {
+      if (this.core.stats(body.activator, entry.model, entry.inFlight, entry.held, entry.oldestHeldMs))
+        continue;
+      const controller = this.core.controller(entry.model);
+      if (!controller) continue;
+      if (forwarded) {
+        this.counts.dropped++;
+        continue;
+      }
+      // One request per leader.
       const address = this.leaderAddress(controller);
-      if (address) byLeader.set(address, [...(byLeader.get(address) ?? []), ...entries]);
+      if (address) byLeader.set(address, [...(byLeader.get(address) ?? []), entry]);
     }
     for (const [address, models] of byLeader)
       this.post(address, statsPath, { activator: body.activator, models });
   }
 
-  private leaderAddress(controller: KubeModelController): string | undefined {
-    const unit = this.units.get(this.unitOf.get(controller.model.key) ?? "");
+  /**
+   * A person's wake, sleep or stop of a model (through an activator's admin API): carried out here
+   * when this replica leads the model, else passed to the leader. Resolves when it is done.
+   */
+  async admin(model: string, verb: AdminVerb, forwarded: boolean): Promise<AdminOutcome> {
+    const controller = this.core.controller(model);
+    if (!controller) return { status: 404, message: `no Model serves ${model}` };
+    if (controller.isLeading) {
+      if (verb === "wake") await controller.wakeNow();
+      else if (verb === "sleep") await controller.sleepNow();
+      else await controller.stopNow();
+      return { status: 200, message: `${verb}: done`, tier: controller.tier };
+    }
+    const address = this.leaderAddress(controller);
+    if (forwarded || !address)
+      return { status: 503, message: `no autoscaler leads ${model} right now; retry` };
+    const response = await fetch(`${address}${adminPath(model, verb)}`, {
+      method: "POST",
+      headers: { [forwardedHeader]: this.options.identity },
+      signal: AbortSignal.timeout(adminTimeoutMs),
+    });
+    return (await response.json()) as AdminOutcome;
+  }
+
+  /** The slots this replica leads, and (unless asked by another replica) those the others lead. */
+  async slotStatuses(forwarded: boolean): Promise<SlotStatus[]> {
+    const own = [...this.core.slots.entries()]
+      .filter(([key]) => [...this.units.values()].some((u) => u.slots.has(key) && u.lease.leading))
+      .map(([, slot]) => slot.status());
+    if (forwarded) return own;
+    const others = new Set<string>();
+    for (const unit of this.units.values()) {
+      const holder = unit.lease.holder;
+      if (unit.slots.size > 0 && holder?.address && holder.identity !== this.options.identity)
+        others.add(holder.address);
+    }
+    const theirs = await Promise.all(
+      [...others].map((address) =>
+        fetch(`${address}${slotsPath}`, {
+          headers: { [forwardedHeader]: this.options.identity },
+          signal: AbortSignal.timeout(2_000),
+        })
+          .then((r) => r.json() as Promise<{ slots: SlotStatus[] }>)
+          .then((body) => body.slots)
+          .catch(() => [] as SlotStatus[]),
+      ),
+    );
+    return [...own, ...theirs.flat()];
+  }
+
+  private leaderAddress(controller: ModelController): string | undefined {
+    const unit = this.units.get(this.entries.get(controller.key)?.unitKey ?? "");
     const holder = unit?.lease.holder;
     if (!holder?.address || holder.identity === this.options.identity) return undefined;
     return holder.address;
   }
 
-  private forward(controller: KubeModelController, path: string, body: unknown): void {
+  private forward(controller: ModelController, path: string, body: unknown): void {
     const address = this.leaderAddress(controller);
     if (!address) {
       // No leader known yet: the activator's next stats (every second) carry the demand again.
@@ -570,9 +633,21 @@ export class KubeAutoscaler {
         leading: u.lease.leading,
         holder: u.lease.holder?.identity,
         models: [...u.models],
-        slots: [...u.slots.values()].map((s) => s.state()),
+        slots: [...u.slots].map((key) => {
+          const status = this.core.slots.get(key)?.status();
+          return { slot: key, ...status, swapCount: status?.swaps ?? 0 };
+        }),
       })),
-      models: [...this.controllers.values()].map((c) => c.state()),
+      models: [...this.entries.values()].map((entry) => {
+        const state = this.core.controllerByKey(entry.model.key)?.state();
+        return {
+          model: entry.model.config.id,
+          object: entry.model.key,
+          ...state,
+          pods: state?.replicas.map((r) => ({ pod: r.id, tier: r.tier, busy: r.busy })) ?? [],
+          counts: { ...state?.counts, ...entry.status.counts },
+        };
+      }),
       counts: this.counts,
       informers: Object.fromEntries(
         Object.entries(this.informers)

@@ -1,22 +1,26 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { Registry } from "prom-client";
 import {
+  type AdminVerb,
+  adminRoute,
   demandPath,
   forwardedHeader,
   isDemandBody,
   isStatsBody,
+  slotsPath,
   statsPath,
-} from "../lib/control-protocol.ts";
-import { BodyTooLarge, readBody } from "../lib/http/body.ts";
-import { sendJson } from "../lib/http/json.ts";
-import type { KubeAutoscaler } from "./kube-autoscaler.ts";
+} from "../../lib/control-protocol.ts";
+import { BodyTooLarge, readBody } from "../../lib/http/body.ts";
+import { sendJson } from "../../lib/http/json.ts";
+import type { KubeAutoscaler } from "./autoscaler.ts";
 
 const maxBody = 1 << 20;
 
 /**
  * The autoscaler's HTTP surface: demand pokes and stats from activators (or forwarded by another
- * autoscaler replica), its state as JSON, Prometheus metrics and probes. Demand and stats answer
- * 202 at once: acting on them never holds the caller.
+ * autoscaler replica), admin wake/sleep/stop of a model (carried out by its leader; the answer
+ * waits until it is done), slot statuses, its state as JSON, Prometheus metrics and probes. Demand
+ * and stats answer 202 at once: acting on them never holds the caller.
  */
 export function createControlServer(autoscaler: KubeAutoscaler, registry: Registry): Server {
   const json = async (req: IncomingMessage): Promise<unknown> =>
@@ -39,6 +43,17 @@ export function createControlServer(autoscaler: KubeAutoscaler, registry: Regist
         autoscaler.stats(body, forwarded);
         return sendJson(res, 202, { accepted: true });
       }
+      const admin = req.method === "POST" ? adminRoute.exec(path ?? "") : null;
+      if (admin) {
+        const outcome = await autoscaler.admin(
+          decodeURIComponent(admin[1]!),
+          admin[2] as AdminVerb,
+          forwarded,
+        );
+        return sendJson(res, outcome.status, outcome);
+      }
+      if (req.method === "GET" && path === slotsPath)
+        return sendJson(res, 200, { slots: await autoscaler.slotStatuses(forwarded) });
       if (req.method === "GET" && path === "/snooze/v1/state") return sendJson(res, 200, autoscaler.state());
       if (path === "/metrics") {
         const text = await registry.metrics();

@@ -1,13 +1,21 @@
-import { isConflict, type KubeClient, KubeError, paths } from "../lib/kube/client.ts";
+import { isConflict, type KubeClient, KubeError, paths } from "../../lib/kube/client.ts";
+import type { Informer } from "../../lib/kube/informer.ts";
+import type { KubeModel } from "../../lib/kube/model-config.ts";
 import {
   deletionCostAnnotation,
   type Pod,
+  podAddress,
+  podLive,
+  podReady,
+  recordedSince,
   recordedTier,
   tierAnnotation,
   tierSinceAnnotation,
-} from "../lib/kube/pod-replica.ts";
-import type { Tier } from "../lib/replica-event.ts";
-import { EngineClient } from "./engine-client.ts";
+} from "../../lib/kube/pod-replica.ts";
+import { selectorMatcher } from "../../lib/kube/selector.ts";
+import type { Tier } from "../../lib/replica-event.ts";
+import { EngineClient } from "../engine-client.ts";
+import type { Departure, Platform, Replica, ReplicaSetView } from "../platform.ts";
 
 /** A workload Snooze scales: where its scale subresource is. */
 export interface WorkloadRef {
@@ -15,6 +23,13 @@ export interface WorkloadRef {
   apiVersion: string;
   kind: string;
   name: string;
+}
+
+/** What the platform needs to know of a workload, from the workload caches. */
+export interface WorkloadView {
+  replicas: number;
+  selector: string;
+  scalable: boolean;
 }
 
 /** Someone else changed what we were about to change: re-read and decide again, never overwrite. */
@@ -35,18 +50,84 @@ const deletionCost: Record<Tier, number> = {
 };
 export const stoppingCost = -1000;
 
-/**
- * What the Kubernetes control plane asks of the cluster and the engines, the counterpart of the
- * local platform: start = scale the workload's scale subresource up, stop = scale it down with the
- * chosen pod cheapest to delete, sleep and wake = vLLM's sleep API on the pod's IP, and each pod's
- * tier recorded in its annotations for every activator to see. Every write to the API is
- * conditional on the resourceVersion it was decided on.
- */
-export class KubePlatform {
-  private readonly client: KubeClient;
+export interface KubePlatformOptions {
+  client: KubeClient;
+  pods: Informer<Pod>;
+  /** The workload of a Model, from the workload caches; undefined while unknown. */
+  workload(model: KubeModel): WorkloadView | undefined;
+}
 
-  constructor(client: KubeClient) {
-    this.client = client;
+/**
+ * Models' replica sets on Kubernetes: a Model's replicas are the live pods its workload selects;
+ * scale = the workload's scale subresource (down: the chosen pods cheapest to delete first); each
+ * pod's tier is recorded in its annotations for every activator and a successor to see; engines
+ * are reached on pod IPs. Every write is conditional on the resourceVersion it was decided on.
+ */
+export class KubePlatform implements Platform {
+  private readonly options: KubePlatformOptions;
+  private readonly models = new Map<string, KubeModel>();
+  private readonly listeners: ((model: string, departure?: Departure) => void)[] = [];
+  private readonly matchers = new Map<string, (labels?: Record<string, string>) => boolean>();
+
+  constructor(options: KubePlatformOptions) {
+    this.options = options;
+  }
+
+  /** The Models whose replicas this platform reports, by key. */
+  setModel(model: KubeModel): void {
+    this.models.set(model.key, model);
+  }
+
+  removeModel(key: string): void {
+    this.models.delete(key);
+  }
+
+  workloadRef(model: KubeModel): WorkloadRef {
+    return { namespace: model.namespace, ...model.spec.workloadRef };
+  }
+
+  replicaSet(key: string): ReplicaSetView | undefined {
+    const model = this.models.get(key);
+    const workload = model && this.options.workload(model);
+    if (!model || !workload) return undefined;
+    const replicas = this.podsOf(model, workload.selector)
+      .filter(podLive)
+      .map((pod) => replicaOf(pod, model.spec.port));
+    return { replicas, scale: workload.replicas, scalable: workload.scalable, selector: workload.selector };
+  }
+
+  /** The pods a selector picks in a Model's namespace (live or not). */
+  podsOf(model: KubeModel, selector: string): Pod[] {
+    const matches = this.matcher(selector);
+    return this.options.pods
+      .list()
+      .filter((p) => p.metadata.namespace === model.namespace && matches(p.metadata.labels));
+  }
+
+  /** A pod or workload changed: tell the controllers of the Models it belongs to. */
+  podChanged(pod: Pod): void {
+    for (const model of this.models.values()) {
+      if (model.namespace !== pod.metadata.namespace) continue;
+      const workload = this.options.workload(model);
+      if (workload && this.matcher(workload.selector)(pod.metadata.labels)) this.notify(model.key);
+    }
+  }
+
+  workloadsChanged(): void {
+    for (const key of this.models.keys()) this.notify(key);
+  }
+
+  onChange(listener: (model: string, departure?: Departure) => void): void {
+    this.listeners.push(listener);
+  }
+
+  async close(): Promise<void> {
+    // The pods belong to their workloads; they outlive any one autoscaler replica.
+  }
+
+  engine(replica: Replica): EngineClient {
+    if (!replica.address) throw new Error(`pod ${replica.id} has no IP`);
+    return new EngineClient(replica.address);
   }
 
   /**
@@ -54,11 +135,12 @@ export class KubePlatform {
    * moved (the kubelet writes status all the time), the pod is read again and the write retried only
    * if the tier on it is still the one we believed: otherwise another writer acted, and we stop.
    */
-  async recordTier(pod: Pod, tier: Tier, since: number, believed: Tier | undefined): Promise<Pod> {
-    let current = pod;
+  async recordTier(key: string, replica: Replica, tier: Tier, since: number, believed?: Tier): Promise<void> {
+    const path = paths.pod(this.namespaceOf(key), replica.id);
+    let current = this.pod(key, replica.id) ?? (await this.options.client.get<Pod>(path));
     for (let attempt = 0; attempt < 8; attempt++) {
       try {
-        return await this.client.patch<Pod>(paths.pod(current.metadata.namespace!, current.metadata.name), {
+        await this.options.client.patch<Pod>(path, {
           metadata: {
             resourceVersion: current.metadata.resourceVersion,
             annotations: {
@@ -68,25 +150,63 @@ export class KubePlatform {
             },
           },
         });
+        return;
       } catch (error) {
         if (!isConflict(error)) throw error;
-        current = await this.client.get<Pod>(paths.pod(current.metadata.namespace!, current.metadata.name));
+        current = await this.options.client.get<Pod>(path);
         const onPod = recordedTier(current);
         if (onPod !== believed && onPod !== tier)
           throw new WriteConflict(
-            `pod ${current.metadata.name}: tier is "${onPod}", not "${believed}" as believed; another writer acted`,
+            `pod ${replica.id}: tier is "${onPod}", not "${believed}" as believed; another writer acted`,
           );
       }
     }
-    throw new WriteConflict(`pod ${pod.metadata.name}: the pod kept changing; will decide again`);
+    throw new WriteConflict(`pod ${replica.id}: the pod kept changing; will decide again`);
   }
 
-  /** Marks pods as the first to go on the next scale-down. */
-  async markForRemoval(pod: Pod): Promise<void> {
-    let current = pod;
+  /**
+   * Sets the workload's replicas from `expected` to `to`, marking `remove` as the first to go.
+   * Reads the scale first and refuses (WriteConflict) when it is not `expected`: the decision was
+   * made on a count that no longer holds. The write carries the resourceVersion it read, so a change
+   * in between is a 409, never overwritten.
+   */
+  async scale(key: string, expected: number, to: number, remove: readonly Replica[]): Promise<void> {
+    const model = this.models.get(key);
+    if (!model) throw new WriteConflict(`Model ${key} is gone`);
+    for (const replica of remove) await this.markForRemoval(key, replica.id);
+    const ref = this.workloadRef(model);
+    const scalePath = this.scalePath(ref);
+    const scale = await this.options.client.get<{
+      metadata: { resourceVersion: string };
+      spec?: { replicas?: number };
+    }>(scalePath);
+    const current = scale.spec?.replicas ?? 0;
+    if (current !== expected)
+      throw new WriteConflict(`${ref.kind} ${ref.name} has ${current} replicas, not ${expected}`);
+    try {
+      await this.options.client.replace(scalePath, {
+        apiVersion: "autoscaling/v1",
+        kind: "Scale",
+        metadata: {
+          name: ref.name,
+          namespace: ref.namespace,
+          resourceVersion: scale.metadata.resourceVersion,
+        },
+        spec: { replicas: to },
+      });
+    } catch (error) {
+      if (isConflict(error)) throw new WriteConflict(`${ref.kind} ${ref.name} changed while scaling`);
+      throw error;
+    }
+  }
+
+  /** Marks a pod as the first to go on the next scale-down. */
+  private async markForRemoval(key: string, name: string): Promise<void> {
+    const path = paths.pod(this.namespaceOf(key), name);
+    let current = this.pod(key, name) ?? (await this.options.client.get<Pod>(path));
     for (let attempt = 0; attempt < 8; attempt++) {
       try {
-        await this.client.patch(paths.pod(current.metadata.namespace!, current.metadata.name), {
+        await this.options.client.patch(path, {
           metadata: {
             resourceVersion: current.metadata.resourceVersion,
             annotations: { [deletionCostAnnotation]: String(stoppingCost) },
@@ -95,10 +215,10 @@ export class KubePlatform {
         return;
       } catch (error) {
         if (!isConflict(error)) throw error;
-        current = await this.client.get<Pod>(paths.pod(current.metadata.namespace!, current.metadata.name));
+        current = await this.options.client.get<Pod>(path);
       }
     }
-    throw new WriteConflict(`pod ${pod.metadata.name}: the pod kept changing`);
+    throw new WriteConflict(`pod ${name}: the pod kept changing`);
   }
 
   private scalePath(ref: WorkloadRef): string {
@@ -112,37 +232,42 @@ export class KubePlatform {
     return `${paths.apps(plural, ref.namespace)}/${ref.name}/scale`;
   }
 
-  async readScale(ref: WorkloadRef): Promise<{ replicas: number; resourceVersion: string }> {
-    const scale = await this.client.get<{
-      metadata: { resourceVersion: string };
-      spec?: { replicas?: number };
-    }>(this.scalePath(ref));
-    return { replicas: scale.spec?.replicas ?? 0, resourceVersion: scale.metadata.resourceVersion };
+  private namespaceOf(key: string): string {
+    return this.models.get(key)?.namespace ?? key.split("/")[0]!;
   }
 
-  /**
-   * Sets the workload's replicas from `expected` to `to`. Reads the scale first and refuses
-   * (WriteConflict) when it is not `expected`: the decision was made on a count that no longer holds.
-   * The write carries the resourceVersion it read, so a change in between is a 409, never overwritten.
-   */
-  async scale(ref: WorkloadRef, expected: number, to: number): Promise<void> {
-    const current = await this.readScale(ref);
-    if (current.replicas !== expected)
-      throw new WriteConflict(`${ref.kind} ${ref.name} has ${current.replicas} replicas, not ${expected}`);
-    try {
-      await this.client.replace(this.scalePath(ref), {
-        apiVersion: "autoscaling/v1",
-        kind: "Scale",
-        metadata: { name: ref.name, namespace: ref.namespace, resourceVersion: current.resourceVersion },
-        spec: { replicas: to },
-      });
-    } catch (error) {
-      if (isConflict(error)) throw new WriteConflict(`${ref.kind} ${ref.name} changed while scaling`);
-      throw error;
+  private pod(key: string, name: string): Pod | undefined {
+    return this.options.pods.get(`${this.namespaceOf(key)}/${name}`);
+  }
+
+  private notify(key: string): void {
+    for (const listener of this.listeners) listener(key);
+  }
+
+  private matcher(selector: string) {
+    let matcher = this.matchers.get(selector);
+    if (!matcher) {
+      matcher = selectorMatcher(selector);
+      this.matchers.set(selector, matcher);
     }
+    return matcher;
   }
+}
 
-  engine(address: string): EngineClient {
-    return new EngineClient(address);
-  }
+/** A pod as a replica: Ready is up; its recorded tier lets a new leader start where the last one was. */
+function replicaOf(pod: Pod, port: number): Replica {
+  const recorded = recordedTier(pod);
+  const created = Date.parse(pod.metadata.creationTimestamp ?? "");
+  const createdAt = Number.isFinite(created) ? created : Date.now();
+  return {
+    id: pod.metadata.name,
+    label: `pod ${pod.metadata.name}`,
+    uid: pod.metadata.uid ?? pod.metadata.name,
+    address: podAddress(pod, port),
+    up: podReady(pod),
+    createdAt,
+    restarts: pod.status?.containerStatuses?.[0]?.restartCount ?? 0,
+    node: pod.spec?.nodeName ?? "",
+    ...(recorded ? { recorded: { tier: recorded, since: recordedSince(pod) ?? createdAt } } : {}),
+  };
 }

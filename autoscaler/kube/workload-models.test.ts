@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { modelSpec } from "../lib/kube/model-resource.ts";
+import { modelSpec } from "../../lib/kube/model-resource.ts";
 import { isAnnotated, modelForWorkload, ownedBy, sameSpec, type Workload } from "./workload-models.ts";
 
 const deployment = (annotations: Record<string, string>, port?: number): Workload => ({

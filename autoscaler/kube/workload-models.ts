@@ -1,7 +1,7 @@
-import { apiVersion } from "../lib/kube/api-group.ts";
-import type { KubeObject } from "../lib/kube/client.ts";
-import type { ModelResource } from "../lib/kube/model-resource.ts";
-import { annotationPrefix, settingsFromAnnotations, tierSettings } from "../lib/settings/index.ts";
+import { apiVersion } from "../../lib/kube/api-group.ts";
+import type { KubeObject } from "../../lib/kube/client.ts";
+import type { ModelResource } from "../../lib/kube/model-resource.ts";
+import { annotationPrefix, settingsFromAnnotations, tierSettings } from "../../lib/settings/index.ts";
 
 /**
  * Models for workloads that carry `snooze.dev/*` annotations (Deployments and Knative Services):

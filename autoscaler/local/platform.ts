@@ -124,6 +124,7 @@ export class LocalPlatform implements Platform {
     const id = `${config.id}-${++this.sequence}`;
     const replica: Replica = {
       id,
+      label: `engine ${id}`,
       uid: id,
       address: `${host}:${port}`,
       up: false,
