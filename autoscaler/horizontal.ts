@@ -1,4 +1,4 @@
-import { isAsleep, type Tier } from "../lib/replica-event.ts";
+import { isAsleep, isWarming, type Tier } from "../lib/replica-event.ts";
 import { decideTier, type LadderSettings } from "./ladder.ts";
 
 /**
@@ -70,8 +70,6 @@ export interface HorizontalPlan {
   nextAt: number;
 }
 
-const warming = (tier: Tier) => tier === "starting" || tier === "waking";
-
 export function decideReplicas(input: HorizontalInput): HorizontalPlan {
   const { replicas, now, settings } = input;
   const actions: ReplicaAction[] = [];
@@ -89,7 +87,7 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
   }
 
   const ready = replicas.filter((r) => r.tier === "ready");
-  const awake = replicas.filter((r) => r.tier === "ready" || warming(r.tier)).length + input.pendingPods;
+  const awake = replicas.filter((r) => r.tier === "ready" || isWarming(r.tier)).length + input.pendingPods;
   const ladder = (r: ReplicaView, held: number, inFlight: number) =>
     decideTier(
       {
