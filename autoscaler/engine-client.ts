@@ -72,6 +72,20 @@ export class EngineClient {
     await this.call("POST", "/v1/completions", timeoutMs, { model, prompt: "warm-up", max_tokens: 1 });
   }
 
+  /**
+   * The sleep level the engine reports in `vllm:engine_sleep_state` (0 awake, 1 weights offloaded,
+   * 2 weights discarded); undefined when its metrics do not say.
+   */
+  async sleepLevel(timeoutMs = 2_000): Promise<0 | 1 | 2 | undefined> {
+    const response = await fetch(`${this.baseUrl}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });
+    const text = await response.text();
+    const state = (name: string) => sumMetric(text, "vllm:engine_sleep_state", `sleep_state="${name}"`);
+    if (state("discard_all") > 0) return 2;
+    if (state("weights_offloaded") > 0) return 1;
+    if (state("awake") > 0) return 0;
+    return undefined;
+  }
+
   /** Requests the engine itself is running and queueing, from its Prometheus metrics. */
   async load(timeoutMs = 2_000): Promise<EngineLoad> {
     const response = await fetch(`${this.baseUrl}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });
@@ -112,10 +126,11 @@ export class EngineClient {
   }
 }
 
-function sumMetric(text: string, name: string): number {
+function sumMetric(text: string, name: string, label?: string): number {
   let total = 0;
   for (const line of text.split("\n")) {
     if (!line.startsWith(name) || (line[name.length] !== "{" && line[name.length] !== " ")) continue;
+    if (label && !line.slice(0, line.lastIndexOf(" ")).includes(label)) continue;
     const value = Number(line.slice(line.lastIndexOf(" ") + 1));
     if (Number.isFinite(value)) total += value;
   }

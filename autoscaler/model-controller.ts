@@ -1037,9 +1037,12 @@ export class ModelController {
     this.guard(leadership);
     if (sleeping === undefined || !this.present(record)) return;
     if (sleeping) {
-      // The level is not known for sure: level 2's wake (reload the weights) is right for both.
-      const level = record.tier === "draining" ? this.config.sleepLevel : 2;
-      if (!isAsleep(record.tier) || record.tier === "asleep-1") await this.setTier(record, `asleep-${level}`);
+      // The engine says at which level it sleeps; an engine that does not say is woken as from
+      // level 2 (reload the weights), which is right for both.
+      const reported = await engine.sleepLevel().catch(() => undefined);
+      this.guard(leadership);
+      const level = reported === 1 || reported === 2 ? reported : 2;
+      if (record.tier !== `asleep-${level}`) await this.setTier(record, `asleep-${level}`);
       return;
     }
     if (record.tier === "waking" || record.tier === "draining") {

@@ -45,6 +45,8 @@ export interface Engine {
   wake(fromLevel: 1 | 2, timeoutMs: number): Promise<void>;
   warmup(model: string, timeoutMs: number): Promise<void>;
   load(timeoutMs?: number): Promise<EngineLoad>;
+  /** The level the engine reports it sleeps at (0: awake); undefined when it does not say. */
+  sleepLevel(timeoutMs?: number): Promise<0 | 1 | 2 | undefined>;
 }
 
 /** A replica that went away without being asked to, and why (the engine's last words, when known). */
