@@ -1,4 +1,4 @@
-import type { Tier } from "../lib/replica-event.ts";
+import { isResident, residentTiers, type Tier } from "../lib/replica-event.ts";
 
 /**
  * Who holds a slot (one exclusive accelerator) next, as a pure function of the
@@ -42,8 +42,7 @@ export type SlotDecision =
   /** Nothing to do until `at` (Infinity: until something changes). */
   | { kind: "wait"; at: number };
 
-export const residentTiers: readonly Tier[] = ["starting", "waking", "ready", "draining"];
-export const isResident = (tier: Tier) => residentTiers.includes(tier);
+export { isResident, residentTiers };
 
 const never = Number.POSITIVE_INFINITY;
 

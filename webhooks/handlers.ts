@@ -1,10 +1,12 @@
 import { group } from "../lib/kube/api-group.ts";
+import { asksForModel } from "../lib/settings/index.ts";
 import type { AdmissionRequest } from "./admission.ts";
 import type { ClusterReader } from "./cluster.ts";
 import type { MemberRef } from "./messages.ts";
 import { unhandledResourceWarning } from "./messages.ts";
-import { stringAt } from "./object-path.ts";
+import { annotationsOf, stringAt } from "./object-path.ts";
 import { mutatePod } from "./pod-sleep-mode.ts";
+import { gateWorkload } from "./readiness-gate.ts";
 import { pinScale, pinWorkload } from "./replica-pinning.ts";
 import { validateModel, validateSlot, validateWorkloadAnnotations } from "./settings-validation.ts";
 import {
@@ -222,8 +224,13 @@ const handlers: Record<WebhookName, Handler> = {
       return unhandled("mutate-workloads", request);
     const namespace = namespaceOf(request);
     const name = objectName(request, request.object);
-    const slot = workloadSlot(kind, request.object, deps.cluster.modelsReferencing(namespace, kind, name));
-    return allow(pinWorkload(kind, request.object, slot));
+    const models = deps.cluster.modelsReferencing(namespace, kind, name);
+    const slot = workloadSlot(kind, request.object, models);
+    const pinned = pinWorkload(kind, request.object, slot);
+    // Gate paths sit apart from the pinning's (replicas, template metadata): both apply as they are.
+    const isModel = models.length > 0 || asksForModel(annotationsOf(request.object));
+    const gate = gateWorkload(kind, request.object, isModel);
+    return allow({ patch: [...pinned.patch, ...gate], warnings: pinned.warnings });
   },
 
   "mutate-scale": async (request, deps) => {

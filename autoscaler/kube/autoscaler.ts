@@ -1,6 +1,6 @@
 import type { Registry } from "prom-client";
 import { systemClock } from "../../lib/clock.ts";
-import { CloudEventSink } from "../../lib/cloudevents.ts";
+import { createEventSink, type EventMode } from "../../lib/cloudevents.ts";
 import {
   type AdminOutcome,
   type AdminVerb,
@@ -16,7 +16,13 @@ import {
 import { group, version } from "../../lib/kube/api-group.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "../../lib/kube/client.ts";
 import type { Informer } from "../../lib/kube/informer.ts";
-import { defaultLeaseTiming, LeaseElector, type LeaseTiming, leaseName } from "../../lib/kube/lease.ts";
+import {
+  defaultLeaseTiming,
+  LeaseElector,
+  type LeaseTiming,
+  leaseName,
+  slotLeaseName,
+} from "../../lib/kube/lease.ts";
 import { kubeInformer } from "../../lib/kube/list-watch.ts";
 import { type KubeModel, modelFromResource, slotConfigFrom } from "../../lib/kube/model-config.ts";
 import type { ModelResource } from "../../lib/kube/model-resource.ts";
@@ -28,6 +34,7 @@ import type { SlotStatus } from "../../lib/slot-status.ts";
 import { Autoscaler } from "../autoscaler.ts";
 import type { ModelController, ModelTarget } from "../model-controller.ts";
 import type { Slot } from "../slot.ts";
+import { ModelDemand, type ModelLookup } from "./model-demand.ts";
 import { ModelStatusWriter } from "./model-status-writer.ts";
 import { KubePlatform, type WorkloadView } from "./platform.ts";
 import { SlotStatusWriter } from "./slot-status-writer.ts";
@@ -57,8 +64,10 @@ export interface KubeAutoscalerOptions {
   drainGraceMs?: number;
   /** Host RAM the level-1 sleepers of one node may hold (bytes); unlimited when absent. */
   hostMemoryBudget?: number;
-  /** Where tier changes go as CloudEvents (Knative's K_SINK), if anywhere. */
+  /** Where tier changes go as CloudEvents; Knative's `K_SINK` when absent; nowhere without either. */
   eventSink?: string;
+  /** Binary content mode unless `structured`. */
+  eventMode?: EventMode;
   informer?: { resyncMs?: number; staleMs?: number };
   log: Logger;
   registry: Registry;
@@ -124,6 +133,9 @@ export class KubeAutoscaler {
   private address?: string;
   /** Forwarded demand and stats, for tests and the state endpoint. */
   readonly counts = { forwarded: 0, dropped: 0 };
+  /** Each Model's demand for external scalers (KEDA), read here or at the Model's leader. */
+  readonly modelDemand: ModelDemand;
+  private readonly loadListeners = new Set<(key: string, poke: boolean) => void>();
 
   constructor(options: KubeAutoscalerOptions) {
     this.options = options;
@@ -151,18 +163,22 @@ export class KubeAutoscaler {
       clock: systemClock,
       log: options.log,
       registry: options.registry,
-      sink: options.eventSink
-        ? new CloudEventSink(
-            options.eventSink,
-            `/snooze/autoscaler/${options.identity}`,
-            options.log,
-            options.registry,
-          )
-        : undefined,
+      sink: createEventSink({
+        configured: options.eventSink,
+        mode: options.eventMode,
+        source: `/snooze/autoscaler/${options.identity}`,
+        log: options.log,
+        registry: options.registry,
+      }),
       hostMemoryBudget: options.hostMemoryBudget ?? Number.POSITIVE_INFINITY,
       drainGraceMs: options.drainGraceMs ?? 1_000,
       activatorExpiryMs,
     });
+    this.modelDemand = new ModelDemand({ source: this, log: options.log.child({ part: "demand" }) });
+  }
+
+  get identity(): string {
+    return this.options.identity;
   }
 
   /** Starts watching and campaigning; `address` is where other replicas reach this one. */
@@ -357,7 +373,7 @@ export class KubeAutoscaler {
     if (unit) return unit;
     // The webhooks rely on this name for slots: snooze-slot-<slot>, holder = the autoscaler pod.
     const name = key.startsWith("slot:")
-      ? leaseName("snooze-slot", key.slice("slot:".length))
+      ? slotLeaseName(key.slice("slot:".length))
       : leaseName("snooze-model", key.slice("model:".length).replace("/", "."));
     const models = new Set<string>();
     const slots = new Set<string>();
@@ -421,7 +437,10 @@ export class KubeAutoscaler {
 
   /** Demand for `model`: acted on here when this replica leads it, else forwarded to the leader. */
   demand(body: DemandBody, forwarded: boolean): void {
-    if (this.core.demand(body.activator, body.model, body.unreachable)) return;
+    if (this.core.demand(body.activator, body.model, body.unreachable)) {
+      this.loadChanged(body.model, true);
+      return;
+    }
     const controller = this.core.controller(body.model);
     if (!controller) return;
     if (!forwarded) this.forward(controller, demandPath, body);
@@ -431,8 +450,10 @@ export class KubeAutoscaler {
   stats(body: StatsBody, forwarded: boolean): void {
     const byLeader = new Map<string, StatsBody["models"]>();
     for (const entry of body.models) {
-      if (this.core.stats(body.activator, entry.model, entry.inFlight, entry.held, entry.oldestHeldMs))
+      if (this.core.stats(body.activator, entry.model, entry.inFlight, entry.held, entry.oldestHeldMs)) {
+        this.loadChanged(entry.model, false);
         continue;
+      }
       const controller = this.core.controller(entry.model);
       if (!controller) continue;
       if (forwarded) {
@@ -495,6 +516,36 @@ export class KubeAutoscaler {
       ),
     );
     return [...own, ...theirs.flat()];
+  }
+
+  // --- demand for external scalers (model-demand.ts, external-scaler.ts) ---
+
+  /** The Model `namespace/name`: its load when this replica leads it, else where its leader is. */
+  lookup(key: string): ModelLookup | undefined {
+    const controller = this.entries.has(key) ? this.core.controllerByKey(key) : undefined;
+    if (!controller) return undefined;
+    if (controller.isLeading) return { leading: true, load: controller.load() };
+    return { leading: false, leader: this.leaderAddress(controller) };
+  }
+
+  /** Load reported for a Model this replica leads; `poke`: an activator just held a request. */
+  onLoad(listener: (key: string, poke: boolean) => void): () => void {
+    this.loadListeners.add(listener);
+    return () => this.loadListeners.delete(listener);
+  }
+
+  /** Demand one awake replica of the Model is meant for: its `concurrency` when set, else 1. */
+  perReplica(key: string): number | undefined {
+    const entry = this.entries.get(key);
+    if (!entry) return undefined;
+    const concurrency = entry.model.config.concurrency;
+    return concurrency !== undefined && concurrency > 0 ? concurrency : 1;
+  }
+
+  private loadChanged(id: string, poke: boolean): void {
+    const key = this.core.controller(id)?.key;
+    if (key === undefined) return;
+    for (const listener of this.loadListeners) listener(key, poke);
   }
 
   private leaderAddress(controller: ModelController): string | undefined {

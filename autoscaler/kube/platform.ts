@@ -2,14 +2,16 @@ import { isConflict, type KubeClient, KubeError, paths } from "../../lib/kube/cl
 import type { Informer } from "../../lib/kube/informer.ts";
 import type { KubeModel } from "../../lib/kube/model-config.ts";
 import {
+  awakeCondition,
   deletionCostAnnotation,
   type Pod,
   podAddress,
   podLive,
-  podReady,
+  podUp,
   recordedSince,
   recordedTier,
   tierAnnotation,
+  tierLabel,
   tierSinceAnnotation,
 } from "../../lib/kube/pod-replica.ts";
 import { selectorMatcher } from "../../lib/kube/selector.ts";
@@ -68,6 +70,7 @@ export class KubePlatform implements Platform {
   private readonly models = new Map<string, KubeModel>();
   private readonly listeners: ((model: string, departure?: Departure) => void)[] = [];
   private readonly matchers = new Map<string, (labels?: Record<string, string>) => boolean>();
+  private readonly awakeWritten = new Map<string, boolean>();
 
   constructor(options: KubePlatformOptions) {
     this.options = options;
@@ -143,6 +146,7 @@ export class KubePlatform implements Platform {
         await this.options.client.patch<Pod>(path, {
           metadata: {
             resourceVersion: current.metadata.resourceVersion,
+            labels: { [tierLabel]: tier },
             annotations: {
               [tierAnnotation]: tier,
               [tierSinceAnnotation]: new Date(since).toISOString(),
@@ -150,6 +154,7 @@ export class KubePlatform implements Platform {
             },
           },
         });
+        await this.setAwake(path, current, tier === "ready", since);
         return;
       } catch (error) {
         if (!isConflict(error)) throw error;
@@ -198,6 +203,39 @@ export class KubePlatform implements Platform {
       if (isConflict(error)) throw new WriteConflict(`${ref.kind} ${ref.name} changed while scaling`);
       throw error;
     }
+  }
+
+  /**
+   * The readiness gate's condition: True only while the tier is ready. A strategic merge patch of
+   * the status merges conditions by type, so the kubelet's own stay as they are. Written only when
+   * it changes.
+   */
+  private async setAwake(path: string, pod: Pod, awake: boolean, since: number): Promise<void> {
+    const status = awake ? "True" : "False";
+    // What this process wrote last (the cache may not show it yet, so it is not asked).
+    const uid = pod.metadata.uid ?? pod.metadata.name;
+    if (this.awakeWritten.get(uid) === awake) return;
+    await this.options.client.patch(
+      `${path}/status`,
+      {
+        status: {
+          conditions: [
+            {
+              type: awakeCondition,
+              status,
+              reason: awake ? "EngineAwake" : "EngineNotAwake",
+              message: awake
+                ? "the engine is awake and takes requests"
+                : "the engine sleeps, starts or drains",
+              lastTransitionTime: new Date(since).toISOString().replace(/\.\d+Z$/, "Z"),
+            },
+          ],
+        },
+      },
+      "strategic",
+    );
+    this.awakeWritten.set(uid, awake);
+    if (this.awakeWritten.size > 10_000) this.awakeWritten.delete(this.awakeWritten.keys().next().value!);
   }
 
   /** Marks a pod as the first to go on the next scale-down. */
@@ -264,7 +302,7 @@ function replicaOf(pod: Pod, port: number): Replica {
     label: `pod ${pod.metadata.name}`,
     uid: pod.metadata.uid ?? pod.metadata.name,
     address: podAddress(pod, port),
-    up: podReady(pod),
+    up: podUp(pod),
     createdAt,
     restarts: pod.status?.containerStatuses?.[0]?.restartCount ?? 0,
     node: pod.spec?.nodeName ?? "",

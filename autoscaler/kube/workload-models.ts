@@ -1,7 +1,13 @@
 import { apiVersion } from "../../lib/kube/api-group.ts";
 import type { KubeObject } from "../../lib/kube/client.ts";
 import type { ModelResource } from "../../lib/kube/model-resource.ts";
-import { annotationPrefix, settingsFromAnnotations, tierSettings } from "../../lib/settings/index.ts";
+import {
+  annotationPrefix,
+  asksForModel,
+  modelAnnotation,
+  settingsFromAnnotations,
+  tierSettings,
+} from "../../lib/settings/index.ts";
 
 /**
  * Models for workloads that carry `snooze.dev/*` annotations (Deployments and Knative Services):
@@ -11,10 +17,6 @@ import { annotationPrefix, settingsFromAnnotations, tierSettings } from "../../l
  */
 export const managedByLabel = "app.kubernetes.io/managed-by";
 export const managedByValue = "snooze-autoscaler";
-export const modelAnnotation = `${annotationPrefix}model`;
-
-/** Annotations Snooze writes itself or that are not settings of the model. */
-const notSettings = new Set(["tier", "tier-since", "managed-by"]);
 
 export interface Workload extends KubeObject {
   spec?: {
@@ -30,9 +32,7 @@ export type WorkloadModel =
 
 /** Whether the workload asks for a Model at all. */
 export function isAnnotated(workload: Workload): boolean {
-  return Object.keys(workload.metadata.annotations ?? {}).some(
-    (name) => name.startsWith(annotationPrefix) && !notSettings.has(name.slice(annotationPrefix.length)),
-  );
+  return asksForModel(workload.metadata.annotations);
 }
 
 /** The Model a workload's annotations describe; undefined when it has none. */

@@ -17,7 +17,7 @@ import type { Logger } from "../../lib/log.ts";
 import { httpProbe } from "./http-probe.ts";
 import { registerNode, statusOf } from "./node.ts";
 import type { PodAddress, PodNetwork } from "./pod-network.ts";
-import { type ContainerRun, type Exit, podStatus } from "./pod-status.ts";
+import { type ContainerRun, type Exit, gatesTrue, podStatus } from "./pod-status.ts";
 import { type SimLaunch, simLaunch } from "./sim-launch.ts";
 
 export interface KubeletOptions {
@@ -107,6 +107,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
         restartCount: record.restartCount,
         run: record.run,
         pid: record.child?.pid,
+        readinessGates: readinessGatesOf(current),
       },
       current.status,
       new Date(),
@@ -114,7 +115,9 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
     try {
       await core.patchNamespacedPodStatus(
         { name: record.name, namespace: record.namespace, body: { status } },
-        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+        // Strategic merge, as the kubelet patches: conditions merge by type, so the conditions other
+        // controllers own (readiness gates) stay as they wrote them.
+        setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch),
       );
     } catch (error) {
       if (statusOf(error) !== 404) throw error;
@@ -270,7 +273,14 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
       }
       return;
     }
-    if (current) return;
+    if (current) {
+      // A readiness gate's condition changed (its controller wrote it): Ready follows, as the kubelet's does.
+      const ready = pod.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
+      const containersReady = current.run.state === "running" && current.run.ready;
+      if (ready !== (containersReady && gatesTrue(readinessGatesOf(pod), pod.status)))
+        await writeStatus(current);
+      return;
+    }
     const phase = pod.status?.phase;
     if (phase === "Succeeded" || phase === "Failed") return;
     let launch: SimLaunch;
@@ -326,4 +336,9 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
       await network.close();
     },
   };
+}
+
+/** The condition types a pod's readiness gates name. */
+function readinessGatesOf(pod: V1Pod): string[] {
+  return (pod.spec?.readinessGates ?? []).map((g) => g.conditionType);
 }

@@ -51,4 +51,19 @@ describe("podStatus", () => {
     expect(status.containerStatuses?.[0]?.lastState?.terminated?.exitCode).toBe(2);
     expect(conditionOf(status, "Ready")?.status).toBe("False");
   });
+
+  test("readiness gates: Ready waits for every gate's condition, ContainersReady does not", () => {
+    const running = { ...base, run: { state: "running" as const, startedAt: t0, ready: true } };
+    const gated = { ...running, readinessGates: ["snooze.dev/awake"] };
+    const closed = podStatus(gated, undefined, t0);
+    expect(conditionOf(closed, "ContainersReady")?.status).toBe("True");
+    expect(conditionOf(closed, "Ready")?.status).toBe("False");
+    const awake = {
+      ...closed,
+      conditions: [...(closed.conditions ?? []), { type: "snooze.dev/awake", status: "True" }],
+    };
+    expect(conditionOf(podStatus(gated, awake, t1), "Ready")?.status).toBe("True");
+    // The gate's condition is the autoscaler's: the kubelet's status does not carry (or reset) it.
+    expect(conditionOf(podStatus(gated, awake, t1), "snooze.dev/awake")).toBeUndefined();
+  });
 });

@@ -22,6 +22,8 @@ export interface PodRun {
   image: string;
   restartCount: number;
   run: ContainerRun;
+  /** The pod's readiness gates (`spec.readinessGates[].conditionType`): Ready also waits for them. */
+  readinessGates?: string[];
   /** The process id, shown as the container id so a person can find the sim. */
   pid?: number;
 }
@@ -34,13 +36,16 @@ export interface PodRun {
 export function podStatus(pod: PodRun, previous: V1PodStatus | undefined, now: Date): V1PodStatus {
   const ready = pod.run.state === "running" && pod.run.ready;
   const started = pod.run.state === "running";
-  const conditions: V1PodCondition[] = [
+  const gatesOpen = gatesTrue(pod.readinessGates, previous);
+  const own = [
     condition("PodReadyToStartContainers", true),
     condition("Initialized", true),
-    condition("Ready", ready),
+    // As the kubelet does: Ready needs the containers ready and every readiness gate's condition True.
+    condition("Ready", ready && gatesOpen),
     condition("ContainersReady", ready),
     condition("PodScheduled", true),
-  ].map((c) => {
+  ];
+  const conditions: V1PodCondition[] = own.map((c) => {
     const before = previous?.conditions?.find((p) => p.type === c.type);
     return {
       ...c,
@@ -71,6 +76,13 @@ export function podStatus(pod: PodRun, previous: V1PodStatus | undefined, now: D
       },
     ],
   };
+}
+
+/** Whether every readiness gate's condition is True in `status` (no gates: true). */
+export function gatesTrue(gates: string[] | undefined, status: V1PodStatus | undefined): boolean {
+  return (gates ?? []).every((type) =>
+    status?.conditions?.some((c) => c.type === type && c.status === "True"),
+  );
 }
 
 function condition(type: string, status: boolean): Omit<V1PodCondition, "lastTransitionTime"> {

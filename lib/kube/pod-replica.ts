@@ -16,6 +16,14 @@ export interface Pod extends KubeObject {
 }
 
 export const tierAnnotation = "snooze.dev/tier";
+/** The tier as a label too, so `kubectl get pods -L snooze.dev/tier` and selectors show it. */
+export const tierLabel = "snooze.dev/tier";
+/**
+ * The readiness gate the mutating webhook puts on model pods and the autoscaler sets: True only
+ * while the pod's engine is awake and routable, so Services, EndpointSlices, the HPA, KEDA and
+ * Knative count a sleeping, starting or draining pod as not Ready (vLLM's /health says 200 asleep).
+ */
+export const awakeCondition = "snooze.dev/awake";
 export const tierSinceAnnotation = "snooze.dev/tier-since";
 /** The ReplicaSet controller removes pods with the lowest cost first when it scales down. */
 export const deletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost";
@@ -34,9 +42,19 @@ export function recordedSince(pod: Pod): number | undefined {
   return Number.isFinite(ms) ? ms : undefined;
 }
 
-/** The pod's Ready condition: the kubelet's readiness probe passed. */
+/** The pod's Ready condition: the readiness probe passed and, with Snooze's gate, the engine is awake. */
 export function podReady(pod: Pod): boolean {
   return pod.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
+}
+
+/**
+ * The engine is up: its containers passed their readiness probe (ContainersReady; Ready where the
+ * kubelet reports no ContainersReady). Not Ready, which waits for the awake gate as well.
+ */
+export function podUp(pod: Pod): boolean {
+  const conditions = pod.status?.conditions ?? [];
+  const containers = conditions.find((c) => c.type === "ContainersReady");
+  return containers ? containers.status === "True" : podReady(pod);
 }
 
 export const podDeleting = (pod: Pod) => !!pod.metadata.deletionTimestamp;

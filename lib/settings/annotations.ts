@@ -62,7 +62,7 @@ function coerce(key: string, value: string): unknown {
   if (key === "aliases") return trimmed === "" ? [] : trimmed.split(",").map((a) => a.trim());
   if (["sleep", "warmup"].includes(key))
     return trimmed === "true" ? true : trimmed === "false" ? false : trimmed;
-  if (["sleepLevel", "queueDepth", "concurrency", "priority"].includes(key)) {
+  if (["sleepLevel", "queueDepth", "concurrency", "maxConnections", "priority"].includes(key)) {
     return /^-?\d+$/.test(trimmed) ? Number(trimmed) : trimmed;
   }
   return trimmed;
@@ -71,4 +71,14 @@ function coerce(key: string, value: string): unknown {
 /** The annotation name of a setting, e.g. `sleepAfter` → `snooze.dev/sleep-after`. */
 export function annotationFor(key: keyof TierSettings): string {
   return annotationPrefix + kebab(key);
+}
+
+/** Annotations Snooze writes itself or that are not settings of the model. */
+const notSettings = new Set(["tier", "tier-since", "managed-by"]);
+
+/** Whether a workload's annotations ask for a Model at all (any `snooze.dev/` setting). */
+export function asksForModel(annotations: Record<string, string> = {}): boolean {
+  return Object.keys(annotations).some(
+    (name) => name.startsWith(annotationPrefix) && !notSettings.has(name.slice(annotationPrefix.length)),
+  );
 }

@@ -3,6 +3,7 @@ export {
   type AnnotationProblem,
   annotationFor,
   annotationPrefix,
+  asksForModel,
   modelAnnotation,
   settingsFromAnnotations,
 } from "./annotations.ts";
@@ -19,5 +20,11 @@ export {
   type TierSettingsInput,
   tierSettings,
 } from "./model.ts";
-export { type ModelConfig, resolveConfig, type SlotConfig, type SnoozeConfig } from "./resolve.ts";
+export {
+  defaultMaxHeldBytes,
+  type ModelConfig,
+  resolveConfig,
+  type SlotConfig,
+  type SnoozeConfig,
+} from "./resolve.ts";
 export { builtinSlotDefaults, type SlotSettings, slotSettings } from "./slot.ts";

@@ -43,6 +43,9 @@ const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs = 30_000
     { what, timeoutMs, intervalMs: 100, detail: logs },
   );
 
+const condition = (pod: Pod, type: string) => pod.status?.conditions?.find((c) => c.type === type)?.status;
+const ready = (pod: Pod) => condition(pod, "Ready") === "True";
+
 describe("a Model on Kubernetes, through the activator", () => {
   test("starts cold: no pods, status Cold with the workload's selector", async () => {
     const s = await waitStatus("status Cold", (s) => s.phase === "Cold");
@@ -88,6 +91,12 @@ describe("a Model on Kubernetes, through the activator", () => {
     });
     // The pod stays: sleep is not scale to zero.
     expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(1);
+    // Not Ready while asleep (the readiness gate), though its probe passes: Services, EndpointSlices
+    // and an HPA do not count it; `kubectl get pods -L snooze.dev/tier` shows the tier.
+    const [asleep] = await waitPods("the sleeper not Ready", (p) => p.length === 1 && !ready(p[0]!));
+    expect(condition(asleep!, "ContainersReady")).toBe("True");
+    expect(condition(asleep!, "snooze.dev/awake")).toBe("False");
+    expect(asleep!.metadata.labels?.["snooze.dev/tier"]).toBe("asleep-1");
   });
 
   test("wakes on a request: answered without a new pod, and no request ever reached the sleeping engine", async () => {
@@ -98,6 +107,7 @@ describe("a Model on Kubernetes, through the activator", () => {
     const after = await pods();
     expect(after.map((p) => p.metadata.name)).toEqual([before.metadata.name]);
     expect(tierOf(after[0]!)).toBe("ready");
+    await waitPods("the woken pod Ready again", (p) => p.length === 1 && ready(p[0]!));
     const engine = await simState(after[0]!.status!.podIP!);
     expect(engine.isSleeping).toBe(false);
     expect(engine.arrivedWhileAsleep).toBe(0);

@@ -2,7 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { group, version } from "../../../lib/kube/api-group.ts";
 import { KubeClient, paths } from "../../../lib/kube/client.ts";
-import type { Pod } from "../../../lib/kube/pod-replica.ts";
+import { awakeCondition, type Pod } from "../../../lib/kube/pod-replica.ts";
 import { repoRoot } from "../harness/assets.ts";
 import { writeKubeconfig } from "../harness/kubeconfig.ts";
 import { applyManifests, kustomize, waitForCrds } from "../harness/manifests.ts";
@@ -196,6 +196,8 @@ export function simDeployment(
         spec: {
           schedulerName: kubelet.schedulerName,
           terminationGracePeriodSeconds: 2,
+          // As the mutating webhook gives every model workload: Ready only while the engine is awake.
+          readinessGates: [{ conditionType: awakeCondition }],
           containers: [
             {
               name: "vllm",

@@ -1,0 +1,29 @@
+import { awakeCondition } from "../lib/kube/pod-replica.ts";
+import type { JsonPatch } from "./json-patch.ts";
+import { pointer } from "./json-patch.ts";
+import { at, isObject } from "./object-path.ts";
+import type { WorkloadKind } from "./slot-members.ts";
+
+/**
+ * The readiness gate on a model workload's pod template, pure and idempotent: a Model's pods carry
+ * `readinessGates: [{conditionType: snooze.dev/awake}]`, so a pod is Ready only while the autoscaler
+ * says its engine is awake (vLLM's /health answers 200 while asleep, so the probe alone cannot
+ * tell). A workload that is no longer a model's loses the gate, or its pods would never be Ready.
+ * Knative Services are left alone: Knative's own webhook refuses readinessGates in a revision.
+ */
+export function gateWorkload(kind: WorkloadKind, workload: unknown, isModel: boolean): JsonPatch {
+  if (kind === "Service") return [];
+  const podSpec = at(workload, "spec", "template", "spec");
+  if (!isObject(podSpec)) return [];
+  const gates = Array.isArray(podSpec.readinessGates) ? (podSpec.readinessGates as unknown[]) : undefined;
+  const index = gates?.findIndex((g) => isObject(g) && g.conditionType === awakeCondition) ?? -1;
+  const path = ["spec", "template", "spec", "readinessGates"];
+  if (isModel) {
+    if (index >= 0) return [];
+    const gate = { conditionType: awakeCondition };
+    return gates === undefined
+      ? [{ op: "add", path: pointer(...path), value: [gate] }]
+      : [{ op: "add", path: pointer(...path, "-"), value: gate }];
+  }
+  return index >= 0 ? [{ op: "remove", path: pointer(...path, index) }] : [];
+}
