@@ -1,0 +1,244 @@
+import { describe, expect, test } from "vitest";
+import type { ReplicaEvent } from "../lib/replica-event.ts";
+import { Harness } from "../test/support/autoscaler-harness.ts";
+
+const twoModels = (top = "", defaults = "") => `
+${top}
+defaults:
+  sleepAfter: 1m
+  deepSleepAfter: 1h
+  zeroAfter: 2h
+${defaults}
+models:
+  a:
+    command: [engine, "\${PORT}"]
+  b:
+    command: [engine, "\${PORT}"]
+`;
+
+describe("host-memory budget", () => {
+  const budget = twoModels("hostMemoryBudget: 15Gi", "  hostMemory: 10Gi");
+
+  test("two level-1 sleepers over the budget: the longest asleep goes to level 2", async () => {
+    const h = new Harness(budget, { autoUp: true });
+    await h.serveCold("a");
+    await h.advance(10_000);
+    await h.serveCold("b");
+    h.mark();
+    await h.advance(50_000);
+    // a alone fits.
+    expect(h.tiers("a")).toEqual(["draining", "asleep-1"]);
+    expect(h.platform.engineOf("a-1").calls).toEqual(["sleep(1,wait)"]);
+    await h.advance(10_000);
+    expect(h.platform.engineOf("a-1").calls).toEqual(["sleep(1,wait)", "wake(1)", "sleep(2,wait)"]);
+    expect(h.platform.engineOf("b-2").calls).toEqual(["sleep(1,wait)"]);
+    expect(h.tiers("a")).toEqual(["draining", "asleep-1", "asleep-2"]);
+    expect(h.tiers("b")).toEqual(["draining", "asleep-1"]);
+    expect(h.events.find((e) => e.tier === "asleep-2")?.since).toBe(h.clock.now());
+  });
+
+  test("the budget is per machine: sleepers on two nodes each fit", async () => {
+    const h = new Harness(budget, { autoUp: true, node: (model) => `node-${model}` });
+    await h.serveCold("a");
+    await h.serveCold("b");
+    h.mark();
+    await h.advance(60_000);
+    expect(h.tiers("a")).toEqual(["draining", "asleep-1"]);
+    expect(h.tiers("b")).toEqual(["draining", "asleep-1"]);
+    expect(h.platform.engineOf("a-1").calls).toEqual(["sleep(1,wait)"]);
+    expect(h.platform.engineOf("b-2").calls).toEqual(["sleep(1,wait)"]);
+  });
+});
+
+describe("CloudEvents", () => {
+  test("started, slept, woke, slept at level 2, stopped, and a failed activation, by type", async () => {
+    const yaml = `
+defaults:
+  sleepAfter: 1m
+  deepSleepAfter: 10m
+  zeroAfter: 1h
+models:
+  m:
+    command: [engine, "\${PORT}"]
+`;
+    const h = new Harness(yaml, { autoUp: true, direct: { sink: true }, answerErrors: true });
+    await h.serveCold("m");
+    await h.advance(60_000);
+    h.demand("m");
+    await h.settle();
+    await h.request("m");
+    await h.advance(60_000 + 10 * 60_000);
+    h.platform.engineOf("m-1").failNext("wake", "boom");
+    h.demand("m");
+    await h.settle();
+    await h.advance(60 * 60_000);
+    expect(h.cloudEvents.map((e) => e.type)).toEqual([
+      "dev.snooze.replica.started",
+      "dev.snooze.replica.slept",
+      "dev.snooze.replica.woke",
+      "dev.snooze.replica.slept",
+      "dev.snooze.replica.slept",
+      "dev.snooze.activation.failed",
+      "dev.snooze.replica.stopped",
+    ]);
+    expect(h.cloudEvents.every((e) => e.subject === "m")).toBe(true);
+    const [started, slept, , , deeper, failed, stopped] = h.cloudEvents;
+    expect(started!.data).toEqual({
+      model: "m",
+      replica: "m-1",
+      from: "starting",
+      to: "ready",
+      address: "10.0.0.1:8000",
+    });
+    expect(slept!.data).toMatchObject({ from: "draining", to: "asleep-1", level: 1 });
+    expect(deeper!.data).toMatchObject({ from: "asleep-1", to: "asleep-2", level: 2 });
+    expect(failed!.data).toMatchObject({ from: "waking", to: "asleep-2", reason: "wake of m failed: boom" });
+    expect(stopped!.data).toMatchObject({ from: "asleep-2", to: "cold" });
+  });
+});
+
+describe("watchers and state", () => {
+  test("a new watcher first hears every replica's tier now", async () => {
+    const h = new Harness(twoModels(), { autoUp: true });
+    await h.serveCold("a");
+    await h.serveCold("b");
+    await h.advance(60_000);
+    h.demand("b");
+    await h.settle();
+    const seen: ReplicaEvent[] = [];
+    const unwatch = h.autoscaler.watch((event) => seen.push(event));
+    expect(seen.map((e) => [e.model, e.replica, e.tier])).toEqual([
+      ["a", "a-1", "asleep-1"],
+      ["b", "b-2", "ready"],
+    ]);
+    unwatch();
+    h.demand("a");
+    await h.settle();
+    expect(seen).toHaveLength(2);
+    expect(h.autoscaler.states().map((s) => [s.id, s.tier, s.replica])).toEqual([
+      ["a", "ready", "a-1"],
+      ["b", "ready", "b-2"],
+    ]);
+  });
+
+  test("demand for a model no controller serves is refused", () => {
+    const h = new Harness(twoModels());
+    expect(h.autoscaler.demand("local", "nope")).toBe(false);
+    expect(h.autoscaler.stats("local", "nope", 0, 0)).toBe(false);
+  });
+});
+
+describe("leadership", () => {
+  test("a controller whose holding() is false does nothing; once it holds, demand acts", async () => {
+    let holding = false;
+    const h = new Harness(twoModels(), { autoUp: true, direct: { holding: () => holding } });
+    h.demand("a");
+    await h.advance(60_000);
+    expect(h.platform.scales).toEqual([]);
+    expect(h.platform.calls).toEqual([]);
+    expect(h.events).toEqual([]);
+    holding = true;
+    h.demand("a");
+    await h.settle();
+    expect(h.platform.scales.map((s) => `${s.model} ${s.expected}->${s.to}`)).toEqual(["a 0->1"]);
+    expect(h.controller("a").tier).toBe("ready");
+  });
+
+  test("leadership lost mid-wake: the operation writes nothing more; the next leader finds the engine awake", async () => {
+    let holding = true;
+    const h = new Harness(twoModels(), {
+      autoUp: true,
+      keepRecordedTiers: true,
+      direct: { holding: () => holding },
+    });
+    await h.serveCold("a");
+    await h.advance(60_000);
+    h.mark();
+    const engine = h.platform.engineOf("a-1");
+    const wake = engine.hold("wake");
+    h.demand("a");
+    await h.settle();
+    expect(h.tiers("a")).toEqual(["waking"]);
+    holding = false;
+    wake.release();
+    await h.advance(60_000);
+    // The engine woke (and the wake's own warm-up ran), but the old leader wrote nothing more.
+    expect(engine.calls).toEqual(["wake(1)", "warmup"]);
+    expect(h.tiers("a")).toEqual(["waking"]);
+    expect(h.platform.tierRecords.map((r) => r.tier)).toEqual(["waking"]);
+
+    // A new leadership (as on Kubernetes, after the Lease is won again) starts from the record.
+    const controller = h.controller("a");
+    controller.standDown();
+    holding = true;
+    controller.lead();
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(1)", "warmup", "healthy", "isSleeping", "warmup"]);
+    expect(h.tiers("a")).toEqual(["waking", "waking", "ready"]);
+    expect(controller.tier).toBe("ready");
+  });
+
+  test("a new leader adopts recorded tiers without touching the engines", async () => {
+    const h = new Harness(twoModels(), { autoUp: true, keepRecordedTiers: true });
+    await h.serveCold("a");
+    await h.serveCold("b");
+    await h.advance(60_000);
+    h.demand("b");
+    await h.settle();
+    await h.request("b");
+    h.mark();
+    for (const c of h.autoscaler.controllers) c.standDown();
+    for (const c of h.autoscaler.controllers) c.lead();
+    await h.settle();
+    expect(h.platform.calls).toEqual([]);
+    expect(h.events.map((e) => [e.replica, e.tier])).toEqual([
+      ["a-1", "asleep-1"],
+      ["b-2", "ready"],
+    ]);
+    // The ladder goes on from the recorded moments: a is still due for level 2 at asleep + 1h.
+    h.mark();
+    await h.advance(60 * 60_000);
+    expect(h.platform.engineOf("a-1").calls).toEqual(["wake(1)", "sleep(2,wait)"]);
+  });
+});
+
+describe("Kubernetes-shaped timing (several activators, a drain grace)", () => {
+  const yaml = `
+defaults:
+  sleepAfter: 1m
+models:
+  m:
+    command: [engine, "\${PORT}"]
+`;
+
+  test("an activator that stops reporting no longer counts after activatorExpiryMs", async () => {
+    const h = new Harness(yaml, { autoUp: true, direct: { activatorExpiryMs: 5_000 } });
+    await h.serveCold("m");
+    h.mark();
+    // Another activator reports a request in flight, then is gone (its pod was deleted).
+    h.stats("m", 1, 0, "activator-2");
+    await h.advance(60_000 - 1);
+    expect(h.events).toEqual([]);
+    await h.advance(1);
+    expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
+  });
+
+  test("the drain grace lets activators see draining before the engine is checked, whatever reports arrive", async () => {
+    const h = new Harness(yaml, { autoUp: true, direct: { drainGraceMs: 1_000 } });
+    const id = await h.serveCold("m");
+    const engine = h.platform.engineOf(id);
+    h.mark();
+    await h.advance(60_000);
+    expect(h.tiers("m")).toEqual(["draining"]);
+    expect(engine.loads).toBe(0);
+    // The activators keep reporting (every second on Kubernetes), not yet having seen the drain.
+    await h.advance(100);
+    h.stats("m", 0, 0);
+    await h.settle();
+    expect(engine.loads).toBe(0);
+    expect(engine.calls).toEqual([]);
+    await h.advance(900);
+    expect(engine.loads).toBeGreaterThan(0);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+  });
+});

@@ -1,0 +1,701 @@
+import { describe, expect, test } from "vitest";
+import { Harness } from "../test/support/autoscaler-harness.ts";
+
+// One model; times short enough to read, every one of them on the manual clock.
+const oneModel = (extra = "") => `
+defaults:
+  sleepAfter: 1m
+  deepSleepAfter: 10m
+  zeroAfter: 1h
+  startTimeout: 2m
+models:
+  m:
+    command: [engine, "\${PORT}"]
+${extra}
+`;
+
+/** A model served once and left idle: ready, no load, nothing recorded yet. */
+async function readyModel(yaml = oneModel(), options: ConstructorParameters<typeof Harness>[1] = {}) {
+  const h = new Harness(yaml, options);
+  const id = await h.serveCold("m");
+  h.mark();
+  return { h, id, engine: h.platform.engineOf(id) };
+}
+
+describe("cold start", () => {
+  test("demand scales 0→1; the replica up, the controller checks health, warms up and routes", async () => {
+    const h = new Harness(oneModel());
+    h.demand("m");
+    await h.settle();
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 0, to: 1, remove: [], outcome: "ok" }]);
+    expect(h.tiers("m")).toEqual(["starting"]);
+    expect(h.controller("m").tier).toBe("starting");
+
+    // Not up yet: nothing is asked of the engine, and another demand starts nothing more.
+    h.demand("m");
+    await h.advance(30_000);
+    expect(h.platform.engineOf("m-1").calls).toEqual([]);
+    expect(h.platform.scales).toHaveLength(1);
+
+    h.platform.bringUp("m-1");
+    await h.settle();
+    expect(h.platform.engineOf("m-1").calls).toEqual(["healthy", "isSleeping", "warmup"]);
+    expect(h.tiers("m")).toEqual(["starting", "ready"]);
+    const [starting, ready] = h.events;
+    expect(starting).toMatchObject({ replica: "m-1", address: "10.0.0.1:8000", tier: "starting" });
+    expect(ready).toMatchObject({ replica: "m-1", address: "10.0.0.1:8000", tier: "ready" });
+    // No tracer is registered in this file: activations have no traceparent to link to.
+    expect(starting?.traceparent).toBeUndefined();
+    expect(ready?.traceparent).toBeUndefined();
+    expect(h.platform.tierRecords.map((r) => r.tier)).toEqual(["ready"]);
+    expect(h.controller("m").state()).toMatchObject({ tier: "ready", lastStartMs: 30_000 });
+  });
+
+  test("a fresh engine that says it is asleep is woken before its warm-up", async () => {
+    const h = new Harness(oneModel());
+    h.demand("m");
+    await h.settle();
+    h.platform.engineOf("m-1").sleeping = true;
+    h.platform.bringUp("m-1");
+    await h.settle();
+    expect(h.platform.engineOf("m-1").calls).toEqual(["healthy", "isSleeping", "wake(1)", "warmup"]);
+    expect(h.controller("m").tier).toBe("ready");
+  });
+
+  test("an engine up but failing /health: a failed start, retried at once, then after 1 s, 2 s", async () => {
+    const h = new Harness(oneModel(), { answerErrors: true });
+    h.demand("m");
+    await h.settle();
+    const engine = h.platform.engineOf("m-1");
+    engine.healthyAnswer = false;
+    h.platform.bringUp("m-1");
+    await h.settle();
+    const reason = "start of m failed: the engine does not answer /health";
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["starting", undefined],
+      ["starting", reason],
+      ["starting", reason],
+    ]);
+    expect(engine.calls).toEqual(["healthy", "healthy"]);
+    await h.advance(1_000 - 1);
+    expect(engine.calls).toHaveLength(2);
+    await h.advance(1);
+    expect(engine.calls).toHaveLength(3);
+    engine.healthyAnswer = true;
+    await h.advance(2_000);
+    expect(engine.calls).toEqual(["healthy", "healthy", "healthy", "healthy", "isSleeping", "warmup"]);
+    expect(h.controller("m").tier).toBe("ready");
+  });
+
+  test("a replica up but never passing its checks is a failed start at startTimeout, and removed", async () => {
+    // startTimeout bounds a cold start; a replica the platform calls up whose health check or
+    // warm-up keeps failing must not stay `starting` (resident, in a slot) for ever.
+    const h = new Harness(oneModel(), { answerErrors: true });
+    h.demand("m");
+    await h.settle();
+    h.platform.engineOf("m-1").healthyAnswer = false;
+    h.platform.bringUp("m-1");
+    await h.advance(120_000 + 60_000);
+    expect(h.platform.ids("m")).toEqual([]);
+    expect(h.controller("m").tier).toBe("cold");
+  });
+});
+
+describe("the ladder on the clock", () => {
+  test("idle for sleepAfter: draining, then sleep(1, wait), then asleep-1; nothing before", async () => {
+    const { h, engine } = await readyModel();
+    await h.advance(60_000 - 1);
+    expect(h.events).toEqual([]);
+    expect(engine.calls).toEqual([]);
+    await h.advance(1);
+    expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+    expect(engine.sleeping).toBe(true);
+    expect(h.platform.tierRecords.map((r) => [r.tier, r.believed])).toEqual([
+      ["draining", "ready"],
+      ["asleep-1", "draining"],
+    ]);
+    expect(h.platform.scales).toEqual([]);
+  });
+
+  test("a request in flight keeps the replica ready; the idle clock starts when it ends", async () => {
+    const { h, engine } = await readyModel();
+    // The activator reports its load every second while the request runs.
+    for (let i = 0; i < 300; i++) {
+      h.stats("m", 1, 0);
+      await h.advance(1_000);
+    }
+    expect(h.events).toEqual([]);
+    h.stats("m", 0, 0);
+    await h.advance(60_000 - 1);
+    expect(h.events).toEqual([]);
+    await h.advance(1);
+    expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+  });
+
+  test("the drain waits for the engine's own running requests, then sleeps", async () => {
+    const { h, engine } = await readyModel();
+    engine.running = 2;
+    await h.advance(60_000);
+    expect(h.tiers("m")).toEqual(["draining"]);
+    await h.advance(5_000);
+    expect(engine.calls).toEqual([]);
+    expect(engine.loads).toBeGreaterThan(10);
+    engine.running = 0;
+    await h.advance(100);
+    expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+  });
+
+  test("a drain past drainTimeout sleeps anyway (mode wait lets the engine finish)", async () => {
+    const { h, engine } = await readyModel(oneModel("    drainTimeout: 10s"));
+    engine.running = 1;
+    await h.advance(60_000);
+    await h.advance(10_000 - 100);
+    expect(engine.calls).toEqual([]);
+    await h.advance(100);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+    expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
+  });
+
+  test("asleep-1 for deepSleepAfter: wake(1) then sleep(2), straight to asleep-2", async () => {
+    const { h, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    await h.advance(10 * 60_000 - 1);
+    expect(engine.calls).toEqual([]);
+    await h.advance(1);
+    expect(engine.calls).toEqual(["wake(1)", "sleep(2,wait)"]);
+    expect(h.tiers("m")).toEqual(["asleep-2"]);
+    expect(engine.level).toBe(2);
+  });
+
+  test("zeroAfter counts from falling asleep: the replica is removed at asleep + 1h", async () => {
+    const { h, id } = await readyModel();
+    await h.advance(60_000);
+    const asleepAt = h.clock.now();
+    h.mark();
+    await h.advance(60 * 60_000 - 1);
+    expect(h.tiers("m")).toEqual(["asleep-2"]);
+    expect(h.platform.scales).toEqual([]);
+    await h.advance(1);
+    expect(h.clock.now()).toBe(asleepAt + 60 * 60_000);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+    expect(h.platform.ids("m")).toEqual([]);
+    expect(h.tiers("m")).toEqual(["asleep-2", "cold"]);
+    expect(h.events.at(-1)).not.toHaveProperty("error");
+    expect(h.controller("m").tier).toBe("cold");
+  });
+
+  test("sleepLevel 2 sleeps at level 2 directly", async () => {
+    const { h, engine } = await readyModel(oneModel("    sleepLevel: 2"));
+    await h.advance(60_000);
+    expect(engine.calls).toEqual(["sleep(2,wait)"]);
+    expect(h.tiers("m")).toEqual(["draining", "asleep-2"]);
+  });
+
+  test("sleep: false goes ready → draining → cold, the engine is never put to sleep", async () => {
+    const h = new Harness(oneModel("    sleep: false"));
+    const id = await h.serveCold("m");
+    expect(h.platform.engineOf(id).calls).toEqual(["healthy", "warmup"]);
+    h.mark();
+    await h.advance(60_000);
+    expect(h.tiers("m")).toEqual(["draining", "cold"]);
+    expect(h.platform.engineOf(id).calls).toEqual([]);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+  });
+
+  test("warmup: false routes without a warm-up request", async () => {
+    const h = new Harness(oneModel("    warmup: false"));
+    const id = await h.serveCold("m");
+    expect(h.platform.engineOf(id).calls).toEqual(["healthy", "isSleeping"]);
+  });
+});
+
+describe("waking", () => {
+  async function asleep(yaml = oneModel(), options: ConstructorParameters<typeof Harness>[1] = {}) {
+    const ready = await readyModel(yaml, options);
+    await ready.h.advance(60_000);
+    ready.h.mark();
+    return ready;
+  }
+
+  test("demand while asleep: exactly one wake; concurrent demands coalesce", async () => {
+    const { h, engine } = await asleep();
+    engine.latency.wake = 2_000;
+    h.demand("m");
+    h.demand("m");
+    await h.settle();
+    h.demand("m");
+    await h.advance(1_000);
+    h.demand("m");
+    await h.advance(1_000);
+    expect(engine.calls).toEqual(["wake(1)", "warmup"]);
+    expect(h.tiers("m")).toEqual(["waking", "ready"]);
+    expect(h.platform.scales).toEqual([]);
+    expect(h.controller("m").state().lastWakeMs).toBe(2_000);
+  });
+
+  test("a wake from asleep-2 is a level-2 wake", async () => {
+    const { h, engine } = await asleep();
+    await h.advance(10 * 60_000);
+    h.mark();
+    h.demand("m");
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(2)", "warmup"]);
+    expect(h.tiers("m")).toEqual(["waking", "ready"]);
+  });
+
+  test("demand during draining takes the replica back: no sleep", async () => {
+    const { h, engine } = await readyModel();
+    engine.running = 1;
+    await h.advance(60_000);
+    expect(h.tiers("m")).toEqual(["draining"]);
+    h.demand("m");
+    await h.settle();
+    expect(h.tiers("m")).toEqual(["draining", "ready"]);
+    engine.running = 0;
+    await h.advance(1_000);
+    expect(engine.calls).toEqual([]);
+    expect(h.controller("m").tier).toBe("ready");
+  });
+
+  test("demand once the sleep call began is not taken back: it waits for the next wake", async () => {
+    const { h, engine } = await readyModel();
+    const sleepCall = engine.hold("sleep");
+    await h.advance(60_000);
+    expect(sleepCall.reached).toBe(true);
+    h.demand("m");
+    await h.settle();
+    expect(h.tiers("m")).toEqual(["draining"]);
+    expect(h.platform.scales).toEqual([]);
+    sleepCall.release();
+    await h.settle();
+    expect(engine.calls).toEqual(["sleep(1,wait)", "wake(1)", "warmup"]);
+    expect(h.tiers("m")).toEqual(["draining", "asleep-1", "waking", "ready"]);
+    expect(h.platform.scales).toEqual([]);
+  });
+
+  test("a failed wake: the first goes back to asleep with the error, the second in a row removes the replica", async () => {
+    const { h, id, engine } = await asleep(oneModel(), { answerErrors: true });
+    engine.failNext("wake", "CUDA error: out of memory");
+    h.demand("m");
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(1)", "isSleeping"]);
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["waking", undefined],
+      ["asleep-1", "wake of m failed: CUDA error: out of memory"],
+    ]);
+    expect(h.platform.ids("m")).toEqual([id]);
+    expect(h.controller("m").state().lastError).toBe("wake of m failed: CUDA error: out of memory");
+
+    h.mark();
+    engine.failNext("wake", "CUDA error: out of memory");
+    h.demand("m");
+    await h.settle();
+    // Second failure in a row: the engine is not asked again whether it sleeps; it is stopped.
+    expect(engine.calls).toEqual(["wake(1)"]);
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["waking", undefined],
+      ["waking", "wake of m failed: CUDA error: out of memory"],
+      ["cold", undefined],
+    ]);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+  });
+
+  test("a wake that succeeds resets the count: failure, success, failure is a first failure again", async () => {
+    const { h, engine } = await asleep(oneModel(), { answerErrors: true });
+    engine.failNext("wake", "boom");
+    h.demand("m");
+    await h.settle();
+    h.demand("m");
+    await h.settle();
+    expect(h.controller("m").tier).toBe("ready");
+    await h.request("m");
+    await h.advance(60_000);
+    expect(h.controller("m").tier).toBe("asleep-1");
+    h.mark();
+    engine.failNext("wake", "boom");
+    h.demand("m");
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(1)", "isSleeping"]);
+    expect(h.tiers("m")).toEqual(["waking", "asleep-1"]);
+  });
+
+  test("a wake from which the engine says it is awake but the warm-up failed removes it", async () => {
+    const { h, id, engine } = await asleep(oneModel(), { answerErrors: true });
+    engine.failNext("warmup", "warm-up timed out");
+    h.demand("m");
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(1)", "warmup", "isSleeping"]);
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["waking", undefined],
+      ["waking", "wake of m failed: warm-up timed out"],
+      ["cold", undefined],
+    ]);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+  });
+
+  test("a failed sleep stops the engine instead of leaving it in an unknown state", async () => {
+    const { h, id, engine } = await readyModel();
+    engine.failNext("sleep", "sleep timed out");
+    await h.advance(60_000);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+    expect(h.tiers("m")).toEqual(["draining", "cold"]);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+  });
+});
+
+describe("failures and back-off", () => {
+  test("a replica that departs while starting: the event carries the platform's reason", async () => {
+    const h = new Harness(oneModel(), { answerErrors: true });
+    h.demand("m");
+    await h.settle();
+    h.platform.crash("m-1", "engine exited (code 1): torch.OutOfMemoryError");
+    await h.settle();
+    expect(h.events.map((e) => [e.replica, e.tier, e.error])).toEqual([
+      ["m-1", "starting", undefined],
+      ["m-1", "cold", "start of m failed: engine exited (code 1): torch.OutOfMemoryError"],
+    ]);
+    expect(h.controller("m").state().lastError).toBe(
+      "start of m failed: engine exited (code 1): torch.OutOfMemoryError",
+    );
+    // The activator answered the held request: nothing starts again on its own.
+    await h.advance(60_000);
+    expect(h.platform.scales).toHaveLength(1);
+  });
+
+  test("back-off: the first failure retries at once, the second waits 1 s, the third 2 s", async () => {
+    const h = new Harness(oneModel());
+    h.demand("m");
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual(["m-1"]);
+
+    h.platform.crash("m-1", "exit 1");
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual(["m-2"]);
+
+    h.platform.crash("m-2", "exit 1");
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual([]);
+    await h.advance(1_000 - 1);
+    expect(h.platform.ids("m")).toEqual([]);
+    await h.advance(1);
+    expect(h.platform.ids("m")).toEqual(["m-3"]);
+
+    h.platform.crash("m-3", "exit 1");
+    await h.settle();
+    await h.advance(2_000 - 1);
+    expect(h.platform.ids("m")).toEqual([]);
+    await h.advance(1);
+    expect(h.platform.ids("m")).toEqual(["m-4"]);
+    expect(h.platform.scales.map((s) => `${s.expected}->${s.to}`)).toEqual(["0->1", "0->1", "0->1", "0->1"]);
+
+    // Success ends the back-off.
+    h.platform.bringUp("m-4");
+    await h.settle();
+    expect(h.controller("m").tier).toBe("ready");
+    expect(h.controller("m").state().lastError).toBeUndefined();
+  });
+
+  test("startTimeout: a replica not up in time is a failed start and is removed", async () => {
+    const h = new Harness(oneModel(), { answerErrors: true });
+    h.demand("m");
+    await h.settle();
+    await h.advance(120_000 - 1);
+    expect(h.tiers("m")).toEqual(["starting"]);
+    await h.advance(1);
+    expect(h.events.map((e) => [e.replica, e.tier, e.error])).toEqual([
+      ["m-1", "starting", undefined],
+      ["m-1", "starting", "start of m failed: fake engine m-1 not ready within startTimeout (2m)"],
+      ["m-1", "cold", undefined],
+    ]);
+    expect(h.platform.scales.map((s) => [s.expected, s.to, s.remove])).toEqual([
+      [0, 1, []],
+      [1, 0, ["m-1"]],
+    ]);
+    expect(h.platform.ids("m")).toEqual([]);
+  });
+
+  test("a ready replica that crashes: cold without an error; the next demand starts again", async () => {
+    const h = new Harness(oneModel());
+    await h.serveCold("m");
+    h.mark();
+    h.platform.crash("m-1", "engine exited (signal SIGKILL)");
+    await h.settle();
+    expect(h.events).toEqual([{ model: "m", replica: "m-1", tier: "cold", since: h.clock.now() }]);
+    expect(h.platform.scales).toEqual([]);
+    h.demand("m");
+    await h.settle();
+    expect(h.platform.scales.map((s) => `${s.expected}->${s.to}`)).toEqual(["0->1"]);
+    expect(h.tiers("m")).toEqual(["cold", "starting"]);
+  });
+
+  test("an engine that restarts in place comes back as starting and is finished again", async () => {
+    const { h, id, engine } = await readyModel();
+    h.platform.restart(id);
+    await h.settle();
+    expect(h.tiers("m")).toEqual(["starting", "ready"]);
+    expect(engine.calls).toEqual(["healthy", "isSleeping", "warmup"]);
+  });
+
+  test("a refused scale-up (the count changed) is decided again from the new count", async () => {
+    const h = new Harness(oneModel());
+    h.platform.refuseScales(1);
+    h.demand("m");
+    await h.settle();
+    expect(h.platform.scales.map((s) => s.outcome)).toEqual(["refused", "ok"]);
+    expect(h.platform.ids("m")).toEqual(["m-1"]);
+  });
+});
+
+describe("admin actions", () => {
+  test("wakeNow starts a cold model and resolves once it is ready", async () => {
+    const h = new Harness(oneModel());
+    let done = false;
+    const woken = h
+      .controller("m")
+      .wakeNow()
+      .then(() => {
+        done = true;
+      });
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual(["m-1"]);
+    expect(done).toBe(false);
+    h.platform.bringUp("m-1");
+    await h.settle();
+    expect(done).toBe(true);
+    await woken;
+    expect(h.controller("m").tier).toBe("ready");
+  });
+
+  test("wakeNow on a sleeper wakes it; resolves also when the wake failed", async () => {
+    const { h, engine } = await readyModel();
+    await h.advance(60_000);
+    engine.failNext("wake", "boom");
+    let done = false;
+    void h
+      .controller("m")
+      .wakeNow()
+      .then(() => {
+        done = true;
+      });
+    await h.settle();
+    expect(done).toBe(true);
+    expect(h.controller("m").tier).toBe("asleep-1");
+    // The admin's wish ended with the failure: no retry on its own.
+    await h.advance(10_000);
+    expect(engine.calls).toEqual(["sleep(1,wait)", "wake(1)", "isSleeping"]);
+  });
+
+  test("sleepNow drains and sleeps at once and resolves when asleep; the next request wakes it", async () => {
+    const { h, engine } = await readyModel();
+    engine.latency.sleep = 3_000;
+    let done = false;
+    void h
+      .controller("m")
+      .sleepNow()
+      .then(() => {
+        done = true;
+      });
+    await h.advance(2_999);
+    expect(done).toBe(false);
+    expect(h.tiers("m")).toEqual(["draining"]);
+    await h.advance(1);
+    expect(done).toBe(true);
+    expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+    h.demand("m");
+    await h.settle();
+    expect(h.controller("m").tier).toBe("ready");
+  });
+
+  test("sleepNow(2) sleeps at level 2", async () => {
+    const { h, engine } = await readyModel();
+    await h.controller("m").sleepNow(2);
+    expect(engine.calls).toEqual(["sleep(2,wait)"]);
+    expect(h.controller("m").tier).toBe("asleep-2");
+  });
+
+  test("stopNow removes a ready replica and a sleeping one, and resolves when none is left", async () => {
+    const { h, id } = await readyModel();
+    let done = false;
+    void h
+      .controller("m")
+      .stopNow()
+      .then(() => {
+        done = true;
+      });
+    await h.settle();
+    expect(done).toBe(true);
+    expect(h.platform.ids("m")).toEqual([]);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+
+    const again = await h.serveCold("m");
+    await h.advance(60_000);
+    expect(h.controller("m").tier).toBe("asleep-1");
+    h.mark();
+    await h.controller("m").stopNow();
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [again], outcome: "ok" }]);
+    expect(h.controller("m").tier).toBe("cold");
+  });
+});
+
+describe("desired replicas", () => {
+  const three = (h: Harness, desired: number | undefined) =>
+    h.autoscaler.updateModel({
+      key: "m",
+      config: h.config.models.get("m")!,
+      desired,
+      minReplicas: 0,
+      maxReplicas: 3,
+    });
+
+  test("desired wakes sleepers before it starts new replicas", async () => {
+    const h = new Harness(oneModel(), { autoUp: true });
+    three(h, 2);
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual(["m-1", "m-2"]);
+    expect(
+      h
+        .controller("m")
+        .state()
+        .replicas.map((r) => r.tier),
+    ).toEqual(["ready", "ready"]);
+    three(h, undefined);
+    await h.advance(60_000);
+    expect(
+      h
+        .controller("m")
+        .state()
+        .replicas.map((r) => r.tier),
+    ).toEqual(["asleep-1", "asleep-1"]);
+    h.mark();
+
+    // Two asleep, two wanted: both wake, nothing new starts.
+    three(h, 2);
+    await h.settle();
+    expect(h.platform.scales).toEqual([]);
+    expect(h.platform.engineOf("m-1").calls).toEqual(["wake(1)", "warmup"]);
+    expect(h.platform.engineOf("m-2").calls).toEqual(["wake(1)", "warmup"]);
+
+    // Back to sleep, then three wanted: the two sleepers wake and only one replica is started.
+    three(h, undefined);
+    await h.advance(60_000);
+    h.mark();
+    three(h, 3);
+    await h.settle();
+    expect(h.platform.scales.map((s) => `${s.expected}->${s.to}`)).toEqual(["2->3"]);
+    expect(
+      h.events
+        .filter((e) => e.tier === "waking")
+        .map((e) => e.replica)
+        .sort(),
+    ).toEqual(["m-1", "m-2"]);
+    expect(h.eventsOf("m", "m-3").map((e) => e.tier)).toEqual(["starting", "ready"]);
+    expect(
+      h
+        .controller("m")
+        .state()
+        .replicas.map((r) => r.tier),
+    ).toEqual(["ready", "ready", "ready"]);
+  });
+
+  test("desired below the awake count drains the surplus to sleep", async () => {
+    const h = new Harness(oneModel(), { autoUp: true });
+    three(h, 3);
+    await h.settle();
+    h.mark();
+    three(h, 1);
+    await h.settle();
+    const tiers = h
+      .controller("m")
+      .state()
+      .replicas.map((r) => r.tier);
+    expect(tiers.filter((t) => t === "ready")).toHaveLength(1);
+    expect(tiers.filter((t) => t === "asleep-1")).toHaveLength(2);
+    expect(h.platform.scales).toEqual([]);
+  });
+});
+
+describe("operations that overlap", () => {
+  test("demand during a deeper sleep waits for it, then wakes from level 2", async () => {
+    const { h, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    const wakeForDeepen = engine.hold("wake");
+    await h.advance(10 * 60_000);
+    expect(wakeForDeepen.reached).toBe(true);
+    h.demand("m");
+    await h.settle();
+    expect(h.platform.scales).toEqual([]);
+    wakeForDeepen.release();
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(1)", "sleep(2,wait)", "wake(2)", "warmup"]);
+    expect(h.tiers("m")).toEqual(["asleep-2", "waking", "ready"]);
+  });
+
+  test("a crash while waking is a failed wake, with the platform's reason", async () => {
+    const { h, id, engine } = await readyModel(oneModel(), { answerErrors: true });
+    await h.advance(60_000);
+    h.mark();
+    engine.hold("wake");
+    h.demand("m");
+    await h.settle();
+    h.platform.crash(id, "OOMKilled");
+    await h.settle();
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["waking", undefined],
+      ["cold", "wake of m failed: OOMKilled"],
+    ]);
+  });
+});
+
+describe("a replica that leaves while an operation on it runs", () => {
+  test("a sleep that fails because the replica vanished does not scale away the replica started since", async () => {
+    const { h, id, engine } = await readyModel();
+    const sleepCall = engine.hold("sleep");
+    await h.advance(60_000);
+    expect(sleepCall.reached).toBe(true);
+    h.platform.crash(id, "pod deleted");
+    h.demand("m");
+    await h.settle();
+    const [fresh] = h.platform.ids("m");
+    expect(fresh).toBe("m-2");
+    sleepCall.fail("connect ECONNREFUSED");
+    await h.settle();
+    expect(h.platform.scales.map((s) => [s.expected, s.to, s.remove])).toEqual([[0, 1, []]]);
+    expect(h.platform.ids("m")).toEqual(["m-2"]);
+    expect(h.tiers("m", "m-2")).toEqual(["starting"]);
+  });
+
+  test("a deeper sleep that fails because the replica vanished does not scale away another replica", async () => {
+    const { h, id, engine } = await readyModel();
+    await h.advance(60_000);
+    const wakeForDeepen = engine.hold("wake");
+    await h.advance(10 * 60_000);
+    expect(wakeForDeepen.reached).toBe(true);
+    h.platform.crash(id, "pod deleted");
+    h.demand("m");
+    await h.settle();
+    wakeForDeepen.fail("connect ECONNREFUSED");
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual(["m-2"]);
+    expect(h.platform.scales.filter((s) => s.to < s.expected)).toEqual([]);
+  });
+
+  test("a sleep that still succeeds after the replica left publishes no tier for the gone replica", async () => {
+    const { h, id, engine } = await readyModel();
+    const sleepCall = engine.hold("sleep");
+    await h.advance(60_000);
+    h.platform.crash(id, "pod deleted");
+    await h.settle();
+    // The pod is gone from the replica set, but its engine still answered (terminating).
+    engine.alive = true;
+    sleepCall.release();
+    await h.settle();
+    expect(h.tiers("m", id)).toEqual(["draining", "cold"]);
+    expect(h.platform.tierRecords.map((r) => r.tier)).toEqual(["draining"]);
+  });
+});

@@ -1,0 +1,285 @@
+import { describe, expect, test } from "vitest";
+import { isResident, type Tier } from "../lib/replica-event.ts";
+import { Harness, type HarnessOptions } from "../test/support/autoscaler-harness.ts";
+
+const slotYaml = (slot: Record<string, string> = {}, a = "", b = "") => `
+defaults:
+  sleepAfter: 10m
+  deepSleepAfter: 1h
+  zeroAfter: 2h
+  startTimeout: 2m
+slots:
+  gpu:
+${Object.entries({ minResidency: "30s", swapCooldown: "5s", ...slot })
+  .map(([key, value]) => `    ${key}: ${value}`)
+  .join("\n")}
+models:
+  a:
+    slot: gpu
+    command: [engine, "\${PORT}"]
+${a}
+  b:
+    slot: gpu
+    command: [engine, "\${PORT}"]
+${b}
+`;
+
+/**
+ * Two members of one slot. Every event and every settled step is checked: never two members
+ * resident, by the events the activators see, nor by the controllers' own tiers.
+ */
+function slotHarness(yaml = slotYaml(), options: HarnessOptions = {}) {
+  const h = new Harness(yaml, { autoUp: true, ...options });
+  const seen = new Map<string, Tier>();
+  const violations: string[] = [];
+  h.autoscaler.watch((event) => {
+    seen.set(`${event.model}/${event.replica}`, event.tier);
+    const residents = [...seen].filter(([, tier]) => isResident(tier)).map(([key]) => key);
+    if (residents.length > 1) violations.push(`events at ${h.clock.now()}: ${residents.join(", ")}`);
+  });
+  const check = () => {
+    const residents = ["a", "b"].filter((m) => isResident(h.controller(m).tier));
+    if (residents.length > 1) violations.push(`tiers at ${h.clock.now()}: ${residents.join(", ")}`);
+  };
+  const advance = (ms: number) => h.advance(ms, check);
+  const settle = async () => {
+    await h.settle();
+    check();
+  };
+  const slot = () => h.autoscaler.slotStatuses()[0]!;
+  return { h, violations, advance, settle, slot };
+}
+
+/** Engine calls without the health and sleep-state probes of the slot's self-heal. */
+const withoutProbes = (calls: string[]) => calls.filter((c) => !/ (healthy|isSleeping)$/.test(c));
+
+/** `a` served once and idle, resident since now. */
+async function aResident(yaml = slotYaml(), options: HarnessOptions = {}) {
+  const s = slotHarness(yaml, options);
+  await s.h.serveCold("a");
+  expect(s.slot().resident).toBe("a");
+  s.h.mark();
+  return s;
+}
+
+describe("a slot with two members", () => {
+  test("grant: the first demand gets the free slot; the other member is not touched", async () => {
+    const { h, violations, settle, slot } = slotHarness();
+    h.demand("a");
+    await settle();
+    // The grant is announced first (the activation held requests wait on), then the start.
+    expect(h.eventsOf("a")[0]).toMatchObject({ replica: "a/activation", tier: "cold" });
+    expect(h.tiers("a")).toEqual(["cold", "starting", "ready"]);
+    expect(h.platform.scales.map((s) => `${s.model} ${s.expected}->${s.to}`)).toEqual(["a 0->1"]);
+    expect(slot()).toMatchObject({ resident: "a", swaps: 0, maxResidents: 1 });
+    expect(slot().transition).toBeUndefined();
+    expect(h.tiers("b")).toEqual([]);
+    expect(violations).toEqual([]);
+  });
+
+  test("swap: the incumbent drains and sleeps before the target starts, after minResidency", async () => {
+    const { h, violations, advance, slot } = await aResident();
+    h.demand("b");
+    await advance(30_000 - 1);
+    expect(h.events).toEqual([]);
+    expect(h.platform.calls).toEqual([]);
+    expect(slot().waiting).toEqual([{ model: "b", held: 1, waitingMs: 30_000 - 1 }]);
+    await advance(1);
+    expect(h.tiers("a")).toEqual(["draining", "asleep-1"]);
+    expect(h.tiers("b")).toEqual(["cold", "starting", "ready"]);
+    expect(h.platform.calls).toEqual([
+      // The slot's self-heal probe of its resident, due at 30 s too.
+      "a-1 healthy",
+      "a-1 isSleeping",
+      "a-1 sleep(1,wait)",
+      "scale b 0->1",
+      "b-2 healthy",
+      "b-2 isSleeping",
+      "b-2 warmup",
+    ]);
+    expect(slot()).toMatchObject({ resident: "b", swaps: 1, maxResidents: 1 });
+    expect(slot().lastSwap).toMatchObject({ from: "a", to: "b", durationMs: 0 });
+    expect(violations).toEqual([]);
+  });
+
+  test("swap back: the sleeper is woken, not started again", async () => {
+    const { h, violations, advance } = await aResident(slotYaml({ minResidency: "0s", swapCooldown: "0s" }));
+    h.demand("b");
+    await advance(1);
+    await h.request("b");
+    h.mark();
+    h.demand("a");
+    await advance(1);
+    expect(h.platform.calls).toEqual(["b-2 sleep(1,wait)", "a-1 wake(1)", "a-1 warmup"]);
+    // The announcement names the sleeper the held requests wait on, then it wakes.
+    expect(h.tiers("a")).toEqual(["asleep-1", "waking", "ready"]);
+    expect(violations).toEqual([]);
+  });
+
+  test("swapCooldown spaces swaps: the next one waits until 10 s after the last finished", async () => {
+    const { h, violations, advance, slot } = await aResident(
+      slotYaml({ minResidency: "0s", swapCooldown: "10s" }),
+    );
+    h.demand("b");
+    await advance(0);
+    // The first swap is not held back: no swap had finished before it.
+    expect(slot().resident).toBe("b");
+    const swappedAt = h.clock.now();
+    await h.request("b");
+    h.mark();
+    h.demand("a");
+    await advance(10_000 - 1);
+    expect(h.platform.calls).toEqual([]);
+    await advance(1);
+    expect(h.clock.now()).toBe(swappedAt + 10_000);
+    expect(h.platform.calls).toEqual(["b-2 sleep(1,wait)", "a-1 wake(1)", "a-1 warmup"]);
+    expect(slot().swaps).toBe(2);
+    expect(violations).toEqual([]);
+  });
+
+  test("a busy incumbent is not swapped out under sticky until maxWait", async () => {
+    const { h, violations, advance } = await aResident(slotYaml({ maxWait: "2m" }));
+    h.stats("a", 1, 0);
+    h.demand("b");
+    await advance(120_000 - 1);
+    // Only the slot's self-heal probes (every 30 s) reach a's engine.
+    expect(withoutProbes(h.platform.calls)).toEqual([]);
+    await advance(1);
+    expect(h.tiers("a")[0]).toBe("draining");
+    expect(violations).toEqual([]);
+  });
+
+  test("a swap once begun finishes even if the target's held requests go to 0", async () => {
+    const { h, violations, advance, settle } = await aResident(slotYaml({ minResidency: "0s" }));
+    const a = h.platform.engineOf("a-1");
+    a.running = 1;
+    h.demand("b");
+    await settle();
+    expect(h.tiers("a")).toEqual(["draining"]);
+    // The client gave up: nothing is held for b any more.
+    h.stats("b", 0, 0);
+    await advance(5_000);
+    expect(h.tiers("b")).toEqual(["cold"]);
+    a.running = 0;
+    await advance(100);
+    expect(h.tiers("a")).toEqual(["draining", "asleep-1"]);
+    expect(h.tiers("b")).toEqual(["cold", "starting", "ready"]);
+    expect(h.autoscaler.slotStatuses()[0]).toMatchObject({ resident: "b", swaps: 1 });
+    expect(violations).toEqual([]);
+  });
+
+  test("a target whose wake fails frees the slot: the other member may have it again", async () => {
+    const yaml = slotYaml({ minResidency: "0s", swapCooldown: "0s" });
+    const { h, violations, advance, slot } = await aResident(yaml, { answerErrors: true });
+    // b gets the slot once, then a again: b is asleep at level 1.
+    h.demand("b");
+    await advance(1);
+    await h.request("b");
+    h.demand("a");
+    await advance(1);
+    await h.request("a");
+    expect(h.controller("b").tier).toBe("asleep-1");
+    h.mark();
+
+    h.platform.engineOf("b-2").failNext("wake", "CUDA error: out of memory");
+    h.demand("b");
+    await advance(1);
+    expect(h.events.map((e) => [e.model, e.tier, e.error])).toEqual([
+      ["b", "asleep-1", undefined],
+      ["a", "draining", undefined],
+      ["a", "asleep-1", undefined],
+      ["b", "waking", undefined],
+      ["b", "asleep-1", "wake of b failed: CUDA error: out of memory"],
+    ]);
+    expect(slot().transition).toBeUndefined();
+    expect(slot().resident).toBeUndefined();
+
+    h.demand("a");
+    await advance(100);
+    expect(h.controller("a").tier).toBe("ready");
+    expect(slot().resident).toBe("a");
+    expect(h.platform.calls).toEqual([
+      "a-1 sleep(1,wait)",
+      "b-2 wake(1)",
+      "b-2 isSleeping",
+      "a-1 wake(1)",
+      "a-1 warmup",
+    ]);
+    expect(violations).toEqual([]);
+  });
+
+  test("the incumbent crashing mid-drain frees the slot for the target", async () => {
+    const { h, violations, advance, settle, slot } = await aResident(slotYaml({ minResidency: "0s" }));
+    h.platform.engineOf("a-1").running = 1;
+    h.demand("b");
+    await settle();
+    expect(h.tiers("a")).toEqual(["draining"]);
+    await advance(1_000);
+    h.platform.crash("a-1", "engine exited (signal SIGSEGV)");
+    await settle();
+    expect(h.tiers("a")).toEqual(["draining", "cold"]);
+    expect(h.tiers("b")).toEqual(["cold", "starting", "ready"]);
+    expect(slot()).toMatchObject({ resident: "b" });
+    expect(slot().transition).toBeUndefined();
+    expect(h.platform.engineOf("a-1").calls).toEqual([]);
+    await advance(1_000);
+    expect(violations).toEqual([]);
+  });
+
+  test("the incumbent's drain is bounded by the slot's 60 s cap on drainTimeout", async () => {
+    const { h, violations, advance } = await aResident(
+      slotYaml({ minResidency: "0s" }, "    drainTimeout: 10m"),
+    );
+    h.platform.engineOf("a-1").running = 1;
+    h.demand("b");
+    await advance(60_000 - 100);
+    expect(h.tiers("b")).toEqual(["cold"]);
+    await advance(100);
+    expect(h.platform.calls).toContain("a-1 sleep(1,wait)");
+    expect(h.tiers("b")).toEqual(["cold", "starting", "ready"]);
+    expect(violations).toEqual([]);
+  });
+
+  test("a member's deeper sleep on a slot goes to zero instead of waking on a shared accelerator", async () => {
+    const { h, advance } = await aResident();
+    await advance(10 * 60_000);
+    expect(h.tiers("a")).toEqual(["draining", "asleep-1"]);
+    h.mark();
+    await advance(60 * 60_000);
+    expect(h.platform.calls).toEqual(["scale a 1->0 -a-1"]);
+    expect(h.tiers("a")).toEqual(["cold"]);
+  });
+
+  test("a member whose fresh replica never passes its checks does not hold the slot past startTimeout", async () => {
+    const { h, advance } = slotHarness(slotYaml({ minResidency: "0s" }), {
+      answerErrors: true,
+      autoUp: false,
+    });
+    h.demand("a");
+    await h.settle();
+    // a's replica comes up; its warm-up fails on every try.
+    h.platform.engineOf("a-1").failNext("warmup", "warm-up failed", 1_000);
+    h.platform.bringUp("a-1");
+    h.demand("b");
+    await advance(120_000 + 60_000);
+    expect(h.platform.ids("a")).toEqual([]);
+    const [started] = h.platform.ids("b");
+    expect(started).toBeDefined();
+    h.platform.bringUp(started!);
+    await h.settle();
+    expect(h.controller("b").tier).toBe("ready");
+  });
+});
+
+describe("slot members without sleep mode", () => {
+  test("an incumbent without sleep mode is stopped to free the slot", async () => {
+    const yaml = slotYaml({ minResidency: "0s", swapCooldown: "0s" }, "    sleep: false");
+    const { h, violations, advance } = await aResident(yaml);
+    h.demand("b");
+    await advance(1);
+    expect(h.tiers("a")).toEqual(["draining", "cold"]);
+    expect(h.platform.calls.slice(0, 2)).toEqual(["scale a 1->0 -a-1", "scale b 0->1"]);
+    expect(h.controller("b").tier).toBe("ready");
+    expect(violations).toEqual([]);
+  });
+});

@@ -1,0 +1,404 @@
+import type { EngineLoad, SleepMode } from "../../autoscaler/engine-client.ts";
+import type { Departure, Engine, Platform, Replica, ReplicaSetView } from "../../autoscaler/platform.ts";
+import type { Clock } from "../../lib/clock.ts";
+import type { Tier } from "../../lib/replica-event.ts";
+
+export type EngineOp = "healthy" | "isSleeping" | "sleep" | "wake" | "warmup" | "load";
+
+/** A call held until the test lets it go on (or fail). */
+export interface Gate {
+  /** The engine call reached the gate. */
+  readonly reached: boolean;
+  release(): void;
+  fail(message: string): void;
+}
+
+interface OpenGate extends Gate {
+  wait(): Promise<void>;
+}
+
+function gate(): OpenGate {
+  let resolve!: () => void;
+  let reject!: (error: Error) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => {});
+  const g = {
+    reached: false,
+    release: () => resolve(),
+    fail: (message: string) => reject(new Error(message)),
+    wait: () => {
+      g.reached = true;
+      return promise;
+    },
+  };
+  return g;
+}
+
+/**
+ * One fake vLLM engine: awake or asleep at a level, with faults, gates and latencies the test sets.
+ * Every call is logged in order (`calls`, and the platform's `calls` prefixed with the replica id),
+ * except `load`, which drains poll: it is counted in `loads`.
+ */
+export class FakeEngine implements Engine {
+  readonly id: string;
+  /** What `healthy()` answers while the engine runs. */
+  healthyAnswer = true;
+  sleeping = false;
+  level?: 1 | 2;
+  /** Requests the engine runs and queues, as `load()` reports them. */
+  running = 0;
+  waiting = 0;
+  warmups = 0;
+  loads = 0;
+  /** False once the replica is gone: every call fails like a refused connection. */
+  alive = true;
+  /** Milliseconds on the platform's clock that each operation takes. */
+  readonly latency: Partial<Record<EngineOp, number>> = {};
+  readonly calls: string[] = [];
+  private readonly clock: Clock;
+  private readonly note: (entry: string) => void;
+  private readonly faults = new Map<EngineOp, string[]>();
+  private readonly gates = new Map<EngineOp, OpenGate[]>();
+
+  constructor(id: string, clock: Clock, note: (entry: string) => void) {
+    this.id = id;
+    this.clock = clock;
+    this.note = note;
+  }
+
+  /** The next `times` calls of `op` fail with `message` (after their gate and latency). */
+  failNext(op: EngineOp, message = `${op} failed`, times = 1): void {
+    const list = this.faults.get(op) ?? [];
+    for (let i = 0; i < times; i++) list.push(message);
+    this.faults.set(op, list);
+  }
+
+  /** Forgets the faults not yet used. */
+  clearFaults(): void {
+    this.faults.clear();
+  }
+
+  /** The next call of `op` waits until the test releases (or fails) the gate returned. */
+  hold(op: EngineOp): Gate {
+    const g = gate();
+    this.gates.set(op, [...(this.gates.get(op) ?? []), g]);
+    return g;
+  }
+
+  async healthy(_timeoutMs?: number): Promise<boolean> {
+    try {
+      await this.enter("healthy", "healthy");
+    } catch {
+      return false;
+    }
+    return this.healthyAnswer;
+  }
+
+  async isSleeping(_timeoutMs?: number): Promise<boolean> {
+    await this.enter("isSleeping", "isSleeping");
+    return this.sleeping;
+  }
+
+  /** What `vllm:engine_sleep_state` would say (not logged in `calls`: it is a metrics read). */
+  async sleepLevel(_timeoutMs?: number): Promise<0 | 1 | 2 | undefined> {
+    if (!this.alive) throw new Error("connection refused");
+    return this.sleeping ? (this.level ?? 1) : 0;
+  }
+
+  async sleep(level: 1 | 2, mode: SleepMode, _timeoutMs: number): Promise<void> {
+    await this.enter("sleep", `sleep(${level},${mode})`);
+    // vLLM ignores a sleep while asleep.
+    if (this.sleeping) return;
+    this.sleeping = true;
+    this.level = level;
+  }
+
+  async wake(fromLevel: 1 | 2, _timeoutMs: number): Promise<void> {
+    await this.enter("wake", `wake(${fromLevel})`);
+    this.sleeping = false;
+    this.level = undefined;
+  }
+
+  async warmup(_model: string, _timeoutMs: number): Promise<void> {
+    await this.enter("warmup", "warmup");
+    if (this.sleeping) throw new Error("warm-up sent to a sleeping engine");
+    this.warmups++;
+  }
+
+  async load(_timeoutMs?: number): Promise<EngineLoad> {
+    this.loads++;
+    await this.enter("load");
+    return { running: this.running, waiting: this.waiting };
+  }
+
+  private async enter(op: EngineOp, entry?: string): Promise<void> {
+    if (entry !== undefined) {
+      this.calls.push(entry);
+      this.note(entry);
+    }
+    if (!this.alive) throw new Error(`connect ECONNREFUSED (${this.id} is gone)`);
+    const g = this.gates.get(op)?.shift();
+    if (g) await g.wait();
+    const ms = this.latency[op];
+    if (ms !== undefined && ms > 0) await new Promise<void>((resolve) => this.clock.setTimeout(resolve, ms));
+    if (!this.alive) throw new Error(`connect ECONNREFUSED (${this.id} is gone)`);
+    const fault = this.faults.get(op)?.shift();
+    if (fault !== undefined) throw new Error(fault);
+  }
+}
+
+export interface FakePlatformOptions {
+  clock: Clock;
+  /**
+   * New replicas are up at once (true), after this many ms on the clock (a number), or only when
+   * the test calls `bringUp` (false, the default).
+   */
+  autoUp?: boolean | number;
+  /** The machine each model's replicas run on (default `node-a`). */
+  node?: (model: string) => string;
+  /** Keep each recorded tier on the replica (like pod annotations), for a later leader to adopt. */
+  keepRecordedTiers?: boolean;
+  /** Called for each new engine (to set latencies, faults or load). */
+  onEngine?: (engine: FakeEngine, model: string) => void;
+}
+
+interface ModelEntry {
+  scale: number;
+  scalable: boolean;
+  replicas: Map<string, Replica>;
+}
+
+export interface ScaleCall {
+  model: string;
+  expected: number;
+  to: number;
+  remove: string[];
+  outcome: "ok" | "refused";
+}
+
+export interface TierRecord {
+  model: string;
+  replica: string;
+  tier: Tier;
+  since: number;
+  believed?: Tier;
+}
+
+/**
+ * A replica set per model in memory: `scale` adds replicas (not up until `bringUp`, unless
+ * `autoUp`) and removes the named ones first; a replica that leaves on its own (`crash`) is a
+ * departure. Every scale, tier record and engine call is logged for the test to assert.
+ */
+export class FakePlatform implements Platform {
+  readonly scales: ScaleCall[] = [];
+  readonly tierRecords: TierRecord[] = [];
+  /** Engine calls (`a-1 wake(1)`) and scales (`scale a 0->1`, `scale a 1->0 -a-1`), in order. */
+  readonly calls: string[] = [];
+  private readonly options: FakePlatformOptions;
+  private readonly models = new Map<string, ModelEntry>();
+  private readonly engines = new Map<string, FakeEngine>();
+  private readonly listeners: ((model: string, departure?: Departure) => void)[] = [];
+  private sequence = 0;
+  private refuseNextScale = 0;
+  closed = false;
+
+  constructor(models: Iterable<string>, options: FakePlatformOptions) {
+    this.options = options;
+    for (const model of models) this.addModel(model);
+  }
+
+  addModel(model: string, scalable = true): void {
+    this.models.set(model, { scale: 0, scalable, replicas: new Map() });
+  }
+
+  // --- Platform ---
+
+  replicaSet(model: string): ReplicaSetView | undefined {
+    const entry = this.models.get(model);
+    if (!entry) return undefined;
+    return {
+      replicas: [...entry.replicas.values()],
+      scale: entry.scale,
+      scalable: entry.scalable,
+      selector: "",
+    };
+  }
+
+  async scale(model: string, expected: number, to: number, remove: readonly Replica[]): Promise<void> {
+    const entry = this.entry(model);
+    const call: ScaleCall = { model, expected, to, remove: remove.map((r) => r.id), outcome: "ok" };
+    this.scales.push(call);
+    if (this.refuseNextScale > 0 || entry.scale !== expected) {
+      this.refuseNextScale = Math.max(0, this.refuseNextScale - 1);
+      call.outcome = "refused";
+      this.calls.push(`scale ${model} refused (${expected}->${to}, has ${entry.scale})`);
+      throw new Error(`${model} has ${entry.scale} replicas, not ${expected}`);
+    }
+    this.calls.push(
+      `scale ${model} ${expected}->${to}${call.remove.length ? ` -${call.remove.join(" -")}` : ""}`,
+    );
+    entry.scale = to;
+    while (entry.replicas.size < to) this.create(model, entry);
+    if (entry.replicas.size > to) {
+      const named = new Set(call.remove);
+      const all = [...entry.replicas.values()];
+      const victims = [
+        ...all.filter((r) => named.has(r.id)),
+        ...all.filter((r) => !named.has(r.id)).reverse(),
+      ].slice(0, entry.replicas.size - to);
+      for (const victim of victims) this.drop(entry, victim.id);
+    }
+    this.changed(model);
+  }
+
+  async recordTier(
+    model: string,
+    replica: Replica,
+    tier: Tier,
+    since: number,
+    believed?: Tier,
+  ): Promise<void> {
+    this.tierRecords.push({ model, replica: replica.id, tier, since, believed });
+    const entry = this.models.get(model);
+    const current = entry?.replicas.get(replica.id);
+    if (this.options.keepRecordedTiers && entry && current)
+      entry.replicas.set(replica.id, { ...current, recorded: { tier, since } });
+  }
+
+  engine(replica: Replica): FakeEngine {
+    let engine = this.engines.get(replica.id);
+    if (!engine) {
+      // A replica the platform does not know: an engine that refuses every call.
+      engine = new FakeEngine(replica.id, this.options.clock, () => {});
+      engine.alive = false;
+    }
+    return engine;
+  }
+
+  onChange(listener: (model: string, departure?: Departure) => void): void {
+    this.listeners.push(listener);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  // --- what the test does ---
+
+  /** The engine of a replica by id (also after the replica left). */
+  engineOf(id: string): FakeEngine {
+    const engine = this.engines.get(id);
+    if (!engine) throw new Error(`no engine ${id}`);
+    return engine;
+  }
+
+  /** Every engine ever created, by replica id. */
+  allEngineIds(): string[] {
+    return [...this.engines.keys()];
+  }
+
+  replica(id: string): Replica | undefined {
+    for (const entry of this.models.values()) {
+      const replica = entry.replicas.get(id);
+      if (replica) return replica;
+    }
+    return undefined;
+  }
+
+  replicas(model: string): Replica[] {
+    return [...this.entry(model).replicas.values()];
+  }
+
+  /** Ids of the model's replicas now. */
+  ids(model: string): string[] {
+    return [...this.entry(model).replicas.keys()];
+  }
+
+  /** The scale count now. */
+  count(model: string): number {
+    return this.entry(model).scale;
+  }
+
+  /** The engine of `id` answers: the platform sees it up. */
+  bringUp(id: string): void {
+    const { model, entry, replica } = this.locate(id);
+    entry.replicas.set(id, { ...replica, up: true });
+    this.changed(model);
+  }
+
+  /** The replica leaves on its own (the process exited, the pod was deleted): a departure. */
+  crash(id: string, reason: string): void {
+    const { model, entry } = this.locate(id);
+    this.drop(entry, id);
+    // Nobody asked for a replacement: the set is one smaller, as local mode's is.
+    entry.scale = Math.max(0, entry.scale - 1);
+    this.calls.push(`crash ${id}`);
+    this.changed(model, { replica: id, reason });
+  }
+
+  /** The engine restarted in place (the kubelet's restart count grows); it comes back awake. */
+  restart(id: string, up = true): void {
+    const { model, entry, replica } = this.locate(id);
+    const engine = this.engineOf(id);
+    engine.sleeping = false;
+    engine.level = undefined;
+    entry.replicas.set(id, { ...replica, restarts: replica.restarts + 1, up });
+    this.changed(model);
+  }
+
+  /** The next `times` scale calls are refused as if the count changed under the caller. */
+  refuseScales(times = 1): void {
+    this.refuseNextScale += times;
+  }
+
+  private entry(model: string): ModelEntry {
+    const entry = this.models.get(model);
+    if (!entry) throw new Error(`no model ${model}`);
+    return entry;
+  }
+
+  private locate(id: string): { model: string; entry: ModelEntry; replica: Replica } {
+    for (const [model, entry] of this.models) {
+      const replica = entry.replicas.get(id);
+      if (replica) return { model, entry, replica };
+    }
+    throw new Error(`no replica ${id}`);
+  }
+
+  private create(model: string, entry: ModelEntry): void {
+    const n = ++this.sequence;
+    const id = `${model}-${n}`;
+    const replica: Replica = {
+      id,
+      label: `fake engine ${id}`,
+      uid: `uid-${n}`,
+      address: `10.0.0.${n}:8000`,
+      up: this.options.autoUp === true,
+      createdAt: this.options.clock.now(),
+      restarts: 0,
+      node: this.options.node?.(model) ?? "node-a",
+    };
+    entry.replicas.set(id, replica);
+    const engine = new FakeEngine(id, this.options.clock, (call) => this.calls.push(`${id} ${call}`));
+    this.engines.set(id, engine);
+    this.options.onEngine?.(engine, model);
+    const delay = this.options.autoUp;
+    if (typeof delay === "number")
+      this.options.clock.setTimeout(() => {
+        if (entry.replicas.get(id)?.uid === replica.uid) this.bringUp(id);
+      }, delay);
+  }
+
+  private drop(entry: ModelEntry, id: string): void {
+    entry.replicas.delete(id);
+    const engine = this.engines.get(id);
+    if (engine) engine.alive = false;
+  }
+
+  private changed(model: string, departure?: Departure): void {
+    for (const listener of this.listeners) listener(model, departure);
+  }
+}
