@@ -1,46 +1,350 @@
-import type { IncomingHttpHeaders } from "node:http";
-
-/** What an incoming CloudEvent asks of a model: `dev.snooze.model.wake|sleep|stop`. */
-export type EventCommand =
-  | { ok: true; verb: "wake" | "sleep" | "stop"; model: string }
-  | { ok: false; message: string };
-
-const verbs = new Set(["wake", "sleep", "stop"]);
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import { type CloudEventV1, HTTP, ValidationError } from "cloudevents";
+import { formatDuration, parseDuration } from "../lib/duration.ts";
+import { BodyTooLarge, readBody } from "../lib/http/body.ts";
+import { sendError } from "../lib/http/json.ts";
+import type { Logger } from "../lib/log.ts";
+import { openAIError } from "../lib/openai-error.ts";
+import type { AdminActions } from "./admin.ts";
 
 /**
- * Reads a CloudEvent in structured (application/cloudevents+json) or binary
- * (ce-* headers) mode, e.g. from a Knative Trigger that wakes a model ahead of
- * traffic. The model is the event's subject, or `data.model`.
+ * What an incoming CloudEvent asks of a model. `prewarm` wakes it now, ahead of traffic; its
+ * `data.for` (a duration) says how long it should stay awake (see docs/events.md).
  */
-export function parseEventCommand(headers: IncomingHttpHeaders, body: Buffer): EventCommand {
-  let type: unknown;
-  let subject: unknown;
-  let data: unknown;
-  try {
-    if (String(headers["content-type"] ?? "").startsWith("application/cloudevents+json")) {
-      const event = JSON.parse(body.toString("utf8")) as Record<string, unknown>;
-      ({ type, subject, data } = event);
-    } else {
-      type = headers["ce-type"];
-      subject = headers["ce-subject"];
-      data = body.length > 0 ? JSON.parse(body.toString("utf8")) : undefined;
+export type EventVerb = "wake" | "prewarm" | "sleep" | "stop";
+
+export const eventTypePrefix = "dev.snooze.model.";
+export const eventTypes: readonly string[] = ["wake", "prewarm", "sleep", "stop"].map(
+  (verb) => `${eventTypePrefix}${verb}`,
+);
+
+/** Knative's PingSource sends this type; the action is then its `snoozeaction` extension. */
+export const pingType = "dev.knative.sources.ping";
+export const actionExtension = "snoozeaction";
+
+export interface EventCommand {
+  verb: EventVerb;
+  /** The model (id or alias) the event names in its subject or `data.model`. */
+  model: string;
+  /** For prewarm: how long the model is wanted awake (ms). */
+  forMs?: number;
+  /** `source` + `id`: what makes a redelivery the same event. */
+  key: string;
+}
+
+/** Why an incoming message was refused: the status to answer and the reason. */
+export interface EventRefusal {
+  ok: false;
+  status: number;
+  code: string;
+  message: string;
+}
+
+export type ParsedEvents =
+  | { ok: true; mode: "binary" | "structured" | "batch"; commands: EventCommand[] }
+  | EventRefusal;
+
+/** The largest event (or batch) the endpoint reads; past it the answer is 413. */
+export const maxEventSize = 64 * 1024;
+
+const refuse = (message: string, code = "invalid_event", status = 400): EventRefusal => ({
+  ok: false,
+  status,
+  code,
+  message,
+});
+
+const required = ["id", "source", "type"] as const;
+
+/**
+ * Reads the CloudEvents of one HTTP message (binary, structured or batch mode, the way a Knative
+ * Trigger delivers them) with the `cloudevents` SDK and checks what the SDK lets pass: it fills in
+ * a missing id or specversion and accepts 0.3, so the attributes the sender wrote are checked
+ * first (specversion 1.0; id, source and type present), then the SDK's own schema validation, then
+ * Snooze's types and data.
+ */
+export function parseIncomingEvents(headers: IncomingHttpHeaders, body: Buffer): ParsedEvents {
+  const contentType = String(headers["content-type"] ?? "").toLowerCase();
+  const text = body.toString("utf8");
+  if (contentType.startsWith("application/cloudevents-batch+json")) {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch (error) {
+      return refuse(`the batch is not valid JSON: ${(error as Error).message}`, "invalid_json");
     }
+    if (!Array.isArray(raw)) return refuse("a batch must be a JSON array of events");
+    const commands: EventCommand[] = [];
+    for (const [index, item] of raw.entries()) {
+      const parsed = structuredEvent(item);
+      if (!parsed.ok) return { ...parsed, message: `event ${index} of the batch: ${parsed.message}` };
+      commands.push(parsed.command);
+    }
+    return { ok: true, mode: "batch", commands };
+  }
+  if (contentType.startsWith("application/cloudevents+json")) {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch (error) {
+      return refuse(`the event is not valid JSON: ${(error as Error).message}`, "invalid_json");
+    }
+    const parsed = structuredEvent(raw);
+    return parsed.ok ? { ok: true, mode: "structured", commands: [parsed.command] } : parsed;
+  }
+  if (!Object.keys(headers).some((name) => name.startsWith("ce-")))
+    return refuse(
+      "not a CloudEvent: send ce-* headers (binary mode) or an application/cloudevents+json body (structured mode)",
+      "not_a_cloudevent",
+    );
+  const specversion = headers["ce-specversion"];
+  if (specversion === undefined) return refuse("the event has no ce-specversion header");
+  if (specversion !== "1.0")
+    return refuse(
+      `specversion ${JSON.stringify(specversion)} is not supported; send 1.0`,
+      "unsupported_specversion",
+    );
+  for (const name of required)
+    if (!headers[`ce-${name}`]) return refuse(`the event has no ce-${name} header`);
+  if (headers["ce-time"] !== undefined && !isTimestamp(headers["ce-time"]))
+    return refuse(`ce-time ${JSON.stringify(headers["ce-time"])} is not an RFC 3339 timestamp`);
+  if (body.length > 0 && contentType.includes("json")) {
+    try {
+      JSON.parse(text);
+    } catch (error) {
+      return refuse(`the event's data is not valid JSON: ${(error as Error).message}`, "invalid_json");
+    }
+  }
+  const parsed = fromSdk(() => HTTP.toEvent({ headers, body: body.length > 0 ? text : undefined }));
+  return parsed.ok ? { ok: true, mode: "binary", commands: [parsed.command] } : parsed;
+}
+
+/** The SDK replaces a time it cannot read with the current time: check what the sender wrote. */
+function isTimestamp(value: unknown): boolean {
+  return (
+    typeof value === "string" &&
+    /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(value) &&
+    !Number.isNaN(Date.parse(value))
+  );
+}
+
+function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | EventRefusal {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw))
+    return refuse("an event must be a JSON object");
+  const attributes = raw as Record<string, unknown>;
+  if (attributes.specversion === undefined) return refuse("the event has no specversion");
+  if (attributes.specversion !== "1.0")
+    return refuse(
+      `specversion ${JSON.stringify(attributes.specversion)} is not supported; send 1.0`,
+      "unsupported_specversion",
+    );
+  for (const name of required) {
+    const value = attributes[name];
+    if (typeof value !== "string" || value === "") return refuse(`the event has no ${name}`);
+  }
+  if (attributes.time !== undefined && !isTimestamp(attributes.time))
+    return refuse(`time ${JSON.stringify(attributes.time)} is not an RFC 3339 timestamp`);
+  return fromSdk(() =>
+    HTTP.toEvent({ headers: { "content-type": "application/cloudevents+json" }, body: JSON.stringify(raw) }),
+  );
+}
+
+/** Builds the event with the SDK, validates it against the CloudEvents schema, and reads Snooze's command. */
+function fromSdk(
+  build: () => CloudEventV1<unknown> | CloudEventV1<unknown>[],
+): { ok: true; command: EventCommand } | EventRefusal {
+  let event: CloudEventV1<unknown>;
+  try {
+    const built = build();
+    if (Array.isArray(built)) return refuse("expected one event, got a batch");
+    event = built;
+    (event as { validate?: () => boolean }).validate?.();
   } catch (error) {
-    return { ok: false, message: `the event is not valid JSON: ${(error as Error).message}` };
+    if (error instanceof ValidationError)
+      return refuse(`the event is not a valid CloudEvent: ${error.message.replace(/\s+/g, " ")}`);
+    return refuse(`the event could not be read: ${(error as Error).message}`);
   }
-  const verb =
-    typeof type === "string" && type.startsWith("dev.snooze.model.")
-      ? type.slice("dev.snooze.model.".length)
-      : "";
-  if (!verbs.has(verb)) {
-    return {
-      ok: false,
-      message: `unsupported event type ${JSON.stringify(type)}; use dev.snooze.model.wake, .sleep or .stop`,
-    };
+  return commandOf(event);
+}
+
+function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventCommand } | EventRefusal {
+  // A PingSource cannot choose its events' type: it names the action in an extension instead.
+  const action =
+    event.type === pingType ? `${eventTypePrefix}${String(event[actionExtension] ?? "")}` : event.type;
+  if (!eventTypes.includes(action))
+    return refuse(
+      event.type === pingType
+        ? `a ${pingType} event needs the extension ${actionExtension} (wake, prewarm, sleep or stop)`
+        : `unsupported event type ${JSON.stringify(event.type)}; Snooze takes ${eventTypes.join(", ")}, or ${pingType} with the extension ${actionExtension}`,
+      "unsupported_event_type",
+    );
+  const verb = action.slice(eventTypePrefix.length) as EventVerb;
+  let data: unknown = event.data;
+  if (typeof data === "string" && data !== "") {
+    try {
+      data = JSON.parse(data);
+    } catch {
+      return refuse("the event's data must be a JSON object", "invalid_json");
+    }
   }
-  const model =
-    typeof subject === "string" && subject ? subject : (data as { model?: unknown } | undefined)?.model;
-  if (typeof model !== "string" || !model)
-    return { ok: false, message: "the event names no model: set its subject or data.model" };
-  return { ok: true, verb: verb as "wake" | "sleep" | "stop", model };
+  if (data !== undefined && data !== null && (typeof data !== "object" || Array.isArray(data)))
+    return refuse("the event's data must be a JSON object");
+  const fields = (data ?? {}) as { model?: unknown; for?: unknown };
+  const model = event.subject || fields.model;
+  if (typeof model !== "string" || model === "")
+    return refuse("the event names no model: set its subject or data.model", "missing_model");
+  const command: EventCommand = { verb, model, key: `${event.source}\u0000${event.id}` };
+  if (verb === "prewarm" && fields.for !== undefined) {
+    const ms = typeof fields.for === "string" ? parseDuration(fields.for) : undefined;
+    if (ms === undefined || !Number.isFinite(ms))
+      return refuse(
+        `data.for must be a duration like "10m", not ${JSON.stringify(fields.for)}`,
+        "invalid_duration",
+      );
+    command.forMs = ms;
+  }
+  return { ok: true, command };
+}
+
+/**
+ * The source + id of events already taken, for a bounded time and number, so a redelivery
+ * (a Broker retries when it did not see the answer) is not acted on twice.
+ */
+export class RecentEvents {
+  private readonly seen = new Map<string, number>();
+  private readonly windowMs: number;
+  private readonly capacity: number;
+  private readonly now: () => number;
+
+  constructor(windowMs = 10 * 60_000, capacity = 10_000, now: () => number = Date.now) {
+    this.windowMs = windowMs;
+    this.capacity = capacity;
+    this.now = now;
+  }
+
+  has(key: string): boolean {
+    const at = this.seen.get(key);
+    if (at === undefined) return false;
+    if (this.now() - at <= this.windowMs) return true;
+    this.seen.delete(key);
+    return false;
+  }
+
+  add(key: string): void {
+    this.seen.delete(key);
+    this.seen.set(key, this.now());
+    // Oldest first: a Map keeps insertion order.
+    for (const [oldest, at] of this.seen) {
+      if (this.seen.size <= this.capacity && this.now() - at <= this.windowMs) break;
+      this.seen.delete(oldest);
+    }
+  }
+}
+
+export interface EventEndpointDeps {
+  admin: Pick<AdminActions, "wake" | "sleep" | "stop">;
+  /** The model id an id or alias names. */
+  modelNamed(name: string): string | undefined;
+  knownModels(): string[];
+  recent: RecentEvents;
+  log?: Logger;
+}
+
+/** Answers with no body, as Knative Eventing expects of a subscriber that sends no reply event. */
+function accepted(res: ServerResponse, status: number, outcome: string): void {
+  res.writeHead(status, { "content-length": "0", "snooze-event": outcome });
+  res.end();
+}
+
+/**
+ * `POST /snooze/v1/events`, a Knative Trigger's subscriber: 202 once a wake or prewarm is under
+ * way, 200 once a sleep or stop is done, 200 for an event already taken (`snooze-event:
+ * duplicate`), all with an empty body; 400 for a message that is not a valid Snooze event, 404 for
+ * a model that does not exist, 413 past `maxEventSize`, each with an OpenAI-shaped reason.
+ */
+export async function handleIncomingEvents(
+  req: IncomingMessage,
+  res: ServerResponse,
+  deps: EventEndpointDeps,
+): Promise<void> {
+  let body: Buffer;
+  try {
+    body = await readBody(req, maxEventSize);
+  } catch (error) {
+    if (!(error instanceof BodyTooLarge)) throw error;
+    sendError(
+      res,
+      413,
+      openAIError(
+        `the event is larger than the limit of ${maxEventSize} bytes`,
+        "invalid_request_error",
+        "event_too_large",
+      ),
+      { connection: "close" },
+    );
+    return;
+  }
+  const parsed = parseIncomingEvents(req.headers, body);
+  if (!parsed.ok) {
+    sendError(res, parsed.status, openAIError(parsed.message, "invalid_request_error", parsed.code));
+    return;
+  }
+  const resolved: (EventCommand & { id: string })[] = [];
+  for (const command of parsed.commands) {
+    const id = deps.modelNamed(command.model);
+    if (!id) {
+      sendError(
+        res,
+        404,
+        openAIError(
+          `the event names the model \`${command.model}\`, which does not exist; known models: ${deps.knownModels().join(", ")}`,
+          "invalid_request_error",
+          "model_not_found",
+          "subject",
+        ),
+      );
+      return;
+    }
+    resolved.push({ ...command, id });
+  }
+  const fresh = resolved.filter((command) => !deps.recent.has(command.key));
+  if (fresh.length === 0) {
+    accepted(res, 200, "duplicate");
+    return;
+  }
+  let waited = false;
+  for (const command of fresh) {
+    if (command.verb === "wake" || command.verb === "prewarm") {
+      deps.recent.add(command.key);
+      // A wake may take minutes: it goes on after the answer (watch the tier).
+      void deps.admin
+        .wake(command.id)
+        .catch((error: unknown) =>
+          deps.log?.warn("wake asked by an event failed", { model: command.id, error }),
+        );
+      if (command.forMs !== undefined)
+        deps.log?.info("prewarm: woken; staying awake follows the model's sleepAfter", {
+          model: command.id,
+          for: formatDuration(command.forMs),
+        });
+    } else {
+      waited = true;
+      try {
+        await deps.admin[command.verb](command.id);
+      } catch (error) {
+        sendError(
+          res,
+          500,
+          openAIError(
+            `${command.verb} of \`${command.id}\` failed: ${(error as Error).message}`,
+            "server_error",
+            "action_failed",
+          ),
+        );
+        return;
+      }
+      deps.recent.add(command.key);
+    }
+  }
+  accepted(res, waited ? 200 : 202, fresh.length < resolved.length ? "accepted; some duplicate" : "accepted");
 }

@@ -1,11 +1,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
-import { readBody } from "../lib/http/body.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView } from "./admin.ts";
-import { parseEventCommand } from "./incoming-event.ts";
+import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
 
 export interface ServerOptions {
   activator: Activator;
@@ -28,6 +27,8 @@ const adminAction = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
  * /snooze/v1/, Prometheus at /metrics, and probes.
  */
 export function createActivatorServer({ activator, admin, registry }: ServerOptions): Server {
+  // Event ids already taken, so a Broker's redelivery is not acted on twice.
+  const recentEvents = new RecentEvents();
   const views = (): AdminModelView[] =>
     [...activator.routes.values()].map((route) => {
       const event = route.latestEvent;
@@ -87,15 +88,13 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
     if (action && req.method === "POST")
       command = { verb: action[2] as "wake" | "sleep" | "stop", name: decodeURIComponent(action[1]!) };
     if (path === "/snooze/v1/events" && req.method === "POST") {
-      const event = parseEventCommand(
-        req.headers,
-        await readBody(req, 64 * 1024).catch(() => Buffer.alloc(0)),
-      );
-      if (!event.ok) {
-        sendError(res, 400, openAIError(event.message, "invalid_request_error", "invalid_event"));
-        return;
-      }
-      command = { verb: event.verb, name: event.model };
+      await handleIncomingEvents(req, res, {
+        admin,
+        modelNamed: (name) => activator.modelNamed(name),
+        knownModels: () => [...activator.routes.keys()],
+        recent: recentEvents,
+      });
+      return;
     }
     if (command) {
       const { verb, name } = command;

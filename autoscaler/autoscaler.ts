@@ -1,15 +1,15 @@
 import type { Registry } from "prom-client";
 import type { Clock } from "../lib/clock.ts";
-import type { CloudEventSink } from "../lib/cloudevents.ts";
+import type { EventSink } from "../lib/cloudevents.ts";
 import type { Logger } from "../lib/log.ts";
-import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
+import type { ReplicaEvent } from "../lib/replica-event.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
 import { demotionsForBudget } from "./host-memory.ts";
 import { autoscalerMetrics } from "./metrics.ts";
 import { ModelController, type ModelState, type ModelTarget } from "./model-controller.ts";
 import type { Platform } from "./platform.ts";
 import { Slot, type SlotMetrics, type SlotStatus, slotMetrics } from "./slot.ts";
-import { cloudEventFor } from "./tier-events.ts";
+import { TierEvents } from "./tier-events.ts";
 
 export interface AutoscalerOptions {
   platform: Platform;
@@ -17,7 +17,7 @@ export interface AutoscalerOptions {
   log: Logger;
   registry: Registry;
   /** Where tier changes go as CloudEvents, if anywhere. */
-  sink?: CloudEventSink;
+  sink?: EventSink;
   /** Host RAM the level-1 sleepers of one machine may hold (bytes; Infinity: no limit). */
   hostMemoryBudget: number;
   /** Time for activators to see `draining` before an engine is checked for idleness. */
@@ -51,7 +51,7 @@ export class Autoscaler {
   readonly slots = new Map<string, Slot>();
   private readonly slotOf = new Map<string, string>();
   private readonly listeners = new Set<(event: ReplicaEvent) => void>();
-  private readonly lastTier = new Map<string, Tier>();
+  private readonly tierEvents = new TierEvents();
 
   constructor(options: AutoscalerOptions) {
     this.options = options;
@@ -202,12 +202,8 @@ export class Autoscaler {
 
   private publish(event: ReplicaEvent): void {
     for (const listener of this.listeners) listener(event);
-    const key = `${event.model}\u0000${event.replica}`;
-    const from = this.lastTier.get(key) ?? "cold";
-    if (event.tier === "cold") this.lastTier.delete(key);
-    else this.lastTier.set(key, event.tier);
-    const news = this.options.sink && cloudEventFor(from, event);
-    if (news) this.options.sink!.emit(news.type, event.model, news.data);
+    const news = this.tierEvents.next(event);
+    if (news) this.options.sink?.emit(news.type, news.subject, news.data, { traceparent: news.traceparent });
   }
 
   /** Past a machine's budget, its longest-asleep level-1 sleepers go to level 2. */

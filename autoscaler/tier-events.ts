@@ -1,4 +1,4 @@
-import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
+import { isWarming, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 
 /**
  * Which tier changes become CloudEvents (types under `dev.snooze.`), so a
@@ -18,4 +18,37 @@ export function cloudEventFor(
   }
   if (event.tier === "cold") return { type: "dev.snooze.replica.stopped", data };
   return undefined;
+}
+
+/** A CloudEvent to send for a replica event: its type, subject (the model), data and trace context. */
+export interface TierCloudEvent {
+  type: string;
+  subject: string;
+  data: Record<string, unknown>;
+  /** The activation's W3C traceparent, for the distributed-tracing extension. */
+  traceparent?: string;
+}
+
+/**
+ * Turns the stream of replica events into CloudEvents: remembers each replica's last tier (so
+ * `from` is known) and the traceparent of its activation, which only the `starting` and `waking`
+ * events carry, so the `started`, `woke` and `activation.failed` events that end that activation
+ * carry it too.
+ */
+export class TierEvents {
+  private readonly last = new Map<string, { tier: Tier; traceparent?: string }>();
+
+  next(event: ReplicaEvent): TierCloudEvent | undefined {
+    const key = `${event.model}\u0000${event.replica}`;
+    const before = this.last.get(key);
+    const from = before?.tier ?? "cold";
+    const activating = isWarming(event.tier);
+    const traceparent =
+      event.traceparent ?? (isWarming(from) || activating ? before?.traceparent : undefined);
+    if (event.tier === "cold") this.last.delete(key);
+    else this.last.set(key, { tier: event.tier, traceparent: activating ? traceparent : undefined });
+    const news = cloudEventFor(from, event);
+    if (!news) return undefined;
+    return { ...news, subject: event.model, ...(traceparent ? { traceparent } : {}) };
+  }
 }

@@ -5,7 +5,9 @@ import { Registry } from "prom-client";
 import { KubeAutoscaler } from "../autoscaler/kube/autoscaler.ts";
 import { createControlServer } from "../autoscaler/kube/control-server.ts";
 import { UsageError } from "../lib/cli-flags.ts";
+import { type EventMode, eventModes } from "../lib/cloudevents.ts";
 import { createLogger } from "../lib/log.ts";
+import { byteSize } from "../lib/settings/fields.ts";
 import type { Command } from "./command.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
@@ -57,6 +59,24 @@ export const autoscalerCommand: Command = {
       description: "time for activators to see a pod draining before its engine is checked for idleness",
       placeholder: "duration",
     },
+    "event-sink": {
+      type: "string",
+      description:
+        "URL tier changes go to as CloudEvents (default: $K_SINK, as a Knative SinkBinding sets it)",
+      placeholder: "url",
+    },
+    "event-mode": {
+      type: "string",
+      default: "binary",
+      description:
+        "CloudEvents content mode: binary (ce-* headers) or structured (application/cloudevents+json)",
+      placeholder: "mode",
+    },
+    "host-memory-budget": {
+      type: "string",
+      description: "host RAM the level-1 sleepers of one node may hold, like 64Gi (default: unlimited)",
+      placeholder: "size",
+    },
   },
   async run(values) {
     const port = portValue(values);
@@ -69,6 +89,21 @@ export const autoscalerCommand: Command = {
     if (!(timing.retryMs < timing.renewDeadlineMs && timing.renewDeadlineMs < timing.durationMs))
       throw new UsageError("--lease-retry < --lease-renew-deadline < --lease-duration must hold");
     const drainGraceMs = durationValue(values, "drain-grace");
+    const eventSink = values["event-sink"] === undefined ? undefined : String(values["event-sink"]);
+    if (eventSink !== undefined && !/^https?:\/\/./.test(eventSink))
+      throw new UsageError(`--event-sink must be an http(s) URL, not "${eventSink}"`);
+    const eventMode = String(values["event-mode"]);
+    if (!(eventModes as readonly string[]).includes(eventMode))
+      throw new UsageError(`--event-mode must be binary or structured, not "${eventMode}"`);
+    let hostMemoryBudget: number | undefined;
+    if (values["host-memory-budget"] !== undefined) {
+      const parsed = byteSize.safeParse(String(values["host-memory-budget"]));
+      if (!parsed.success)
+        throw new UsageError(
+          `--host-memory-budget must be a size like 64Gi, not "${values["host-memory-budget"]}"`,
+        );
+      hostMemoryBudget = parsed.data;
+    }
     const identity = String(values.identity ?? process.env.POD_NAME ?? hostname());
     const log = createLogger({ component: "autoscaler", identity });
     const { client, source } = await kubeClientFrom(values);
@@ -81,6 +116,9 @@ export const autoscalerCommand: Command = {
       namespace: values.namespace as string | undefined,
       leaseTiming: timing,
       drainGraceMs,
+      eventSink,
+      eventMode: eventMode as EventMode,
+      hostMemoryBudget,
       log,
       registry,
     });

@@ -30,6 +30,15 @@ test("an unknown flag exits 2 naming it", async () => {
   expect(output.join("\n")).toContain("Unknown option '--portt'");
 });
 
+test("snooze autoscaler checks its event and host-memory flags before connecting", async () => {
+  expect(await main(["autoscaler", "--event-mode", "xml"])).toBe(2);
+  expect(output.join("\n")).toContain("--event-mode must be binary or structured");
+  expect(await main(["autoscaler", "--event-sink", "ftp://sink"])).toBe(2);
+  expect(output.join("\n")).toContain("--event-sink must be an http(s) URL");
+  expect(await main(["autoscaler", "--host-memory-budget", "lots"])).toBe(2);
+  expect(output.join("\n")).toContain("--host-memory-budget must be a size like 64Gi");
+});
+
 test("the executable refuses an old Node.js with a clear message", () => {
   // The machine's own `node` may be older than 22.18; simulate one by overriding the version.
   const result = spawnSync(

@@ -1,76 +1,302 @@
-import { randomUUID } from "node:crypto";
+import { CloudEvent, HTTP, type Message } from "cloudevents";
 import { Counter, type Registry } from "prom-client";
+import { Agent, request } from "undici";
 import type { Logger } from "./log.ts";
 
-/** A CloudEvent 1.0 in structured mode (application/cloudevents+json). */
-export interface CloudEvent {
-  specversion: "1.0";
-  id: string;
+/** How an event goes over HTTP: `ce-*` headers and the data as the body, or one JSON document. */
+export type EventMode = "binary" | "structured";
+export const eventModes: readonly EventMode[] = ["binary", "structured"];
+
+export interface CloudEventSinkOptions {
+  /** The sink: a Knative Broker, a channel, or any HTTP endpoint. */
+  url: string;
+  /** The `source` attribute of every event. */
   source: string;
-  type: string;
-  subject?: string;
-  time: string;
-  datacontenttype: "application/json";
-  data: unknown;
+  log: Logger;
+  registry: Registry;
+  /** Binary content mode unless asked otherwise (what Knative's own sources send). */
+  mode?: EventMode;
+  /** One delivery attempt may take this long (connect, headers and body). */
+  timeoutMs?: number;
+  /** Retries after the first attempt, on a transport error or a retryable status. */
+  retries?: number;
+  /** The first retry waits this long; each further one twice as long (Knative's `exponential`). */
+  backoffMs?: number;
+  /** A `Retry-After` longer than this is not honoured in full. */
+  maxRetryAfterMs?: number;
+  /** Events queued, waiting for a retry or in flight: past this, new ones are dropped and counted. */
+  maxQueued?: number;
+  /** Deliveries in flight at once. */
+  concurrency?: number;
+  /** Extension attributes set on every event (Knative SinkBinding's `K_CE_OVERRIDES`). */
+  extensions?: Record<string, string>;
 }
 
-const maxPending = 100;
+/** What an event may carry besides its type, subject and data. */
+export interface EventExtras {
+  /** The distributed-tracing extension: the W3C traceparent of the activation the event is about. */
+  traceparent?: string;
+}
+
+/** Where Snooze's CloudEvents go: `emit` never blocks and never throws. */
+export interface EventSink {
+  emit(type: string, subject: string, data: Record<string, unknown>, extras?: EventExtras): void;
+}
+
+interface Delivery {
+  type: string;
+  subject: string;
+  message: Message;
+  attempt: number;
+}
 
 /**
- * Sends CloudEvents to a sink (a Knative Broker, or any HTTP endpoint) without
- * ever slowing the caller: at most `maxPending` deliveries in flight, the rest
- * are dropped and counted, since an event stream must not hold up a wake.
+ * Statuses Knative Eventing's delivery retries (besides transport errors and timeouts): every 5xx,
+ * 404 (a Broker or subscriber not there yet), 408, 409 and 429. Anything else is final.
  */
-export class CloudEventSink {
-  private readonly url: string;
+export function isRetryableStatus(status: number): boolean {
+  return status >= 500 || status === 404 || status === 408 || status === 409 || status === 429;
+}
+
+/**
+ * Sends CloudEvents, built and validated by the `cloudevents` SDK, to a sink, without ever
+ * slowing the caller: `emit` only queues. Deliveries run on Snooze's own undici agent with a
+ * timeout per attempt (the SDK's own transport has none, and resolves on any status); a
+ * transport error, a timeout or a retryable status is retried with exponential back-off, as
+ * Knative's delivery does. The queue is bounded: an event that does not fit is dropped and
+ * counted in `snooze_cloudevents_total{outcome="dropped"}`, since an event stream must not hold
+ * up a wake.
+ */
+export class CloudEventSink implements EventSink {
+  readonly url: string;
+  readonly mode: EventMode;
   private readonly source: string;
   private readonly log: Logger;
-  private pending = 0;
+  private readonly timeoutMs: number;
+  private readonly retries: number;
+  private readonly backoffMs: number;
+  private readonly maxRetryAfterMs: number;
+  private readonly maxQueued: number;
+  private readonly concurrency: number;
+  private readonly extensions: Record<string, string>;
   private readonly outcomes: Counter;
+  private readonly retried: Counter;
+  private readonly agent: Agent;
+  private readonly ready: Delivery[] = [];
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly idle = new Set<() => void>();
+  private active = 0;
+  private closed = false;
 
-  constructor(url: string, source: string, log: Logger, registry: Registry) {
-    this.url = url;
-    this.source = source;
-    this.log = log;
-    this.outcomes = new Counter({
+  constructor(options: CloudEventSinkOptions) {
+    this.url = options.url;
+    this.source = options.source;
+    this.log = options.log.child({ sink: options.url });
+    this.mode = options.mode ?? "binary";
+    this.timeoutMs = options.timeoutMs ?? 5_000;
+    this.retries = options.retries ?? 4;
+    this.backoffMs = options.backoffMs ?? 200;
+    this.maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
+    this.maxQueued = options.maxQueued ?? 100;
+    this.concurrency = options.concurrency ?? 4;
+    this.extensions = options.extensions ?? {};
+    this.outcomes = counter(options.registry, {
       name: "snooze_cloudevents_total",
-      help: "CloudEvents sent to the sink, by type and outcome (delivered, failed, dropped).",
+      help: "CloudEvents for the sink, by type and outcome: delivered, failed (refused, or retries spent), dropped (queue full), invalid (not built).",
       labelNames: ["type", "outcome"],
-      registers: [registry],
+    });
+    this.retried = counter(options.registry, {
+      name: "snooze_cloudevents_retries_total",
+      help: "Delivery attempts of CloudEvents that were retried, by type.",
+      labelNames: ["type"],
+    });
+    this.agent = new Agent({
+      connect: { timeout: this.timeoutMs },
+      headersTimeout: this.timeoutMs,
+      bodyTimeout: this.timeoutMs,
+      keepAliveTimeout: 4_000,
     });
   }
 
-  emit(type: string, subject: string, data: unknown): void {
-    if (this.pending >= maxPending) {
+  /** Events queued, waiting for a retry, or in flight. */
+  get pending(): number {
+    return this.ready.length + this.timers.size + this.active;
+  }
+
+  emit(type: string, subject: string, data: Record<string, unknown>, extras: EventExtras = {}): void {
+    if (this.closed || this.pending >= this.maxQueued) {
       this.outcomes.inc({ type, outcome: "dropped" });
+      this.log.debug("CloudEvent dropped: the queue is full", { type, subject });
       return;
     }
-    const event: CloudEvent = {
-      specversion: "1.0",
-      id: randomUUID(),
-      source: this.source,
-      type,
-      subject,
-      time: new Date().toISOString(),
-      datacontenttype: "application/json",
-      data,
-    };
-    this.pending++;
-    fetch(this.url, {
-      method: "POST",
-      headers: { "content-type": "application/cloudevents+json" },
-      body: JSON.stringify(event),
-      signal: AbortSignal.timeout(5_000),
-    })
-      .then(async (response) => {
-        await response.body?.cancel();
-        if (!response.ok) throw new Error(`the sink answered ${response.status}`);
-        this.outcomes.inc({ type, outcome: "delivered" });
-      })
-      .catch((error: Error) => {
-        this.outcomes.inc({ type, outcome: "failed" });
-        this.log.warn("CloudEvent not delivered", { type, subject, error });
-      })
-      .finally(() => this.pending--);
+    let event: CloudEvent<Record<string, unknown>>;
+    try {
+      event = new CloudEvent({
+        ...this.extensions,
+        ...(extras.traceparent ? { traceparent: extras.traceparent } : {}),
+        specversion: "1.0",
+        source: this.source,
+        type,
+        subject,
+        datacontenttype: "application/json",
+        data,
+      });
+    } catch (error) {
+      this.outcomes.inc({ type, outcome: "invalid" });
+      this.log.warn("CloudEvent not built", { type, subject, error });
+      return;
+    }
+    const message = this.mode === "structured" ? HTTP.structured(event) : HTTP.binary(event);
+    this.ready.push({ type, subject, message, attempt: 0 });
+    this.pump();
   }
+
+  /** Resolves once nothing is queued, waiting or in flight, or after `timeoutMs`. */
+  async drain(timeoutMs = 5_000): Promise<void> {
+    if (this.pending === 0) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.idle.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      timer.unref();
+      this.idle.add(done);
+    });
+  }
+
+  /** Stops: deliveries in flight are cut off, events queued or waiting for a retry are dropped. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+    for (const delivery of this.ready.splice(0))
+      this.outcomes.inc({ type: delivery.type, outcome: "dropped" });
+    await this.agent.destroy().catch(() => {});
+  }
+
+  private pump(): void {
+    while (!this.closed && this.active < this.concurrency && this.ready.length > 0) {
+      const delivery = this.ready.shift()!;
+      this.active++;
+      void this.send(delivery).finally(() => {
+        this.active--;
+        this.pump();
+        if (this.pending === 0) for (const done of [...this.idle]) done();
+      });
+    }
+  }
+
+  private async send(delivery: Delivery): Promise<void> {
+    const { type, subject, message } = delivery;
+    let reason: string;
+    let retryAfterMs: number | undefined;
+    try {
+      const response = await request(this.url, {
+        method: "POST",
+        headers: message.headers as Record<string, string>,
+        body: message.body as string | undefined,
+        dispatcher: this.agent,
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+      await response.body.dump().catch(() => {});
+      const status = response.statusCode;
+      if (status >= 200 && status < 300) {
+        this.outcomes.inc({ type, outcome: "delivered" });
+        return;
+      }
+      reason = `the sink answered ${status}`;
+      if (!isRetryableStatus(status)) {
+        this.gaveUp(delivery, reason);
+        return;
+      }
+      retryAfterMs = retryAfter(response.headers["retry-after"]);
+    } catch (error) {
+      reason = (error as Error).name === "TimeoutError" ? "the sink did not answer in time" : String(error);
+    }
+    if (delivery.attempt >= this.retries || this.closed) {
+      this.gaveUp(delivery, reason);
+      return;
+    }
+    const backoff = this.backoffMs * 2 ** delivery.attempt;
+    const wait = Math.max(backoff, Math.min(retryAfterMs ?? 0, this.maxRetryAfterMs));
+    delivery.attempt++;
+    this.retried.inc({ type });
+    this.log.debug("CloudEvent delivery failed; retrying", { type, subject, reason, inMs: wait });
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      this.ready.push(delivery);
+      this.pump();
+    }, wait);
+    timer.unref();
+    this.timers.add(timer);
+  }
+
+  private gaveUp(delivery: Delivery, reason: string): void {
+    this.outcomes.inc({ type: delivery.type, outcome: "failed" });
+    this.log.warn("CloudEvent not delivered", {
+      type: delivery.type,
+      subject: delivery.subject,
+      attempts: delivery.attempt + 1,
+      reason,
+    });
+  }
+}
+
+function counter(
+  registry: Registry,
+  configuration: { name: string; help: string; labelNames: string[] },
+): Counter {
+  // Two sinks of one process (tests) share the registry's counter.
+  const existing = registry.getSingleMetric(configuration.name);
+  return (existing as Counter | undefined) ?? new Counter({ ...configuration, registers: [registry] });
+}
+
+function retryAfter(value: string | string[] | undefined): number | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (!text) return undefined;
+  const seconds = Number(text);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+/** Extension attributes Knative's SinkBinding asks for in `K_CE_OVERRIDES` (`{"extensions":{...}}`). */
+export function ceOverrides(text = process.env.K_CE_OVERRIDES, log?: Logger): Record<string, string> {
+  if (!text) return {};
+  try {
+    const extensions = (JSON.parse(text) as { extensions?: Record<string, unknown> }).extensions ?? {};
+    return Object.fromEntries(
+      Object.entries(extensions)
+        .filter(([name, value]) => /^[a-z0-9]{1,20}$/.test(name) && typeof value === "string")
+        .map(([name, value]) => [name, value as string]),
+    );
+  } catch (error) {
+    log?.warn("K_CE_OVERRIDES is not JSON; ignored", { error });
+    return {};
+  }
+}
+
+/**
+ * The sink for outgoing events: the one configured (`eventSink`, `--event-sink`), else Knative
+ * SinkBinding's `K_SINK`; none when neither is set.
+ */
+export function createEventSink(options: {
+  configured?: string;
+  mode?: EventMode;
+  source: string;
+  log: Logger;
+  registry: Registry;
+}): CloudEventSink | undefined {
+  const url = options.configured || process.env.K_SINK;
+  if (!url) return undefined;
+  return new CloudEventSink({
+    url,
+    source: options.source,
+    mode: options.mode,
+    log: options.log,
+    registry: options.registry,
+    extensions: ceOverrides(undefined, options.log),
+  });
 }

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, test } from "vitest";
 import { parseAllDocuments } from "yaml";
+import { parseIncomingEvents } from "../activator/incoming-event.ts";
 import { modelSpec } from "../lib/kube/model-resource.ts";
 import { slotSpec } from "../lib/kube/slot-resource.ts";
 import { settingsFromAnnotations } from "../lib/settings/annotations.ts";
@@ -38,5 +39,35 @@ describe("config/samples", () => {
       sleepLevel: 2,
       aliases: ["llama-3.2-1b", "llama-small"],
     });
+  });
+
+  test("the scheduled prewarm: the PingSource's event is read as a prewarm, and the Trigger selects it", () => {
+    const [ping, trigger] = docs("scheduled-prewarm.yaml") as unknown as [
+      {
+        kind: string;
+        spec: { data: string; contentType: string; ceOverrides: { extensions: Record<string, string> } };
+      },
+      { kind: string; spec: { filter: { attributes: Record<string, string> }; subscriber: { uri: string } } },
+    ];
+    expect(ping.kind).toBe("PingSource");
+    expect(trigger.kind).toBe("Trigger");
+    // What a PingSource delivers: binary mode, its own type, the overrides as extensions, the data as the body.
+    const headers: Record<string, string> = {
+      "content-type": ping.spec.contentType,
+      "ce-specversion": "1.0",
+      "ce-id": "3b2c5f0e-0b59-4d5f-9a4e-1f0f5f0d3c11",
+      "ce-source": "/apis/v1/namespaces/default/pingsources/prewarm-qwen",
+      "ce-type": "dev.knative.sources.ping",
+      "ce-time": "2026-01-05T06:55:00Z",
+      ...Object.fromEntries(Object.entries(ping.spec.ceOverrides.extensions).map(([k, v]) => [`ce-${k}`, v])),
+    };
+    for (const [attribute, value] of Object.entries(trigger.spec.filter.attributes))
+      expect(headers[`ce-${attribute}`]).toBe(value);
+    expect(parseIncomingEvents(headers, Buffer.from(ping.spec.data))).toMatchObject({
+      ok: true,
+      mode: "binary",
+      commands: [{ verb: "prewarm", model: "qwen", forMs: 2 * 3_600_000 }],
+    });
+    expect(new URL(trigger.spec.subscriber.uri).pathname).toBe("/snooze/v1/events");
   });
 });

@@ -1,6 +1,6 @@
 import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../../lib/clock.ts";
-import { CloudEventSink } from "../../lib/cloudevents.ts";
+import { createEventSink } from "../../lib/cloudevents.ts";
 import type { ControlPlane } from "../../lib/control-plane.ts";
 import type { Logger } from "../../lib/log.ts";
 import type { SnoozeConfig } from "../../lib/settings/index.ts";
@@ -31,14 +31,13 @@ export function localAutoscaler(options: LocalAutoscalerOptions): Autoscaler {
     clock: options.clock ?? systemClock,
     log: options.log,
     registry: options.registry,
-    sink: config.eventSink
-      ? new CloudEventSink(
-          config.eventSink,
-          options.eventSource ?? "/snooze/local",
-          options.log,
-          options.registry,
-        )
-      : undefined,
+    sink: createEventSink({
+      configured: config.eventSink,
+      mode: config.eventMode,
+      source: options.eventSource ?? "/snooze/local",
+      log: options.log,
+      registry: options.registry,
+    }),
     hostMemoryBudget: config.hostMemoryBudget,
     // In one process the activator's view is exact and immediate: no grace, no expiry.
     drainGraceMs: 0,

@@ -20,8 +20,12 @@ export const snoozeFile = z.strictObject({
     .optional()
     .meta({
       description:
-        "Where tier changes go as CloudEvents (dev.snooze.replica.woke, ...): a Knative Broker or any HTTP endpoint.",
+        "Where tier changes go as CloudEvents (dev.snooze.replica.woke, ...): a Knative Broker or any HTTP endpoint. Without it, Knative SinkBinding's `K_SINK` is used when set.",
     }),
+  eventMode: z.enum(["binary", "structured"]).optional().meta({
+    description:
+      "How CloudEvents go to the sink: `binary` (ce-* headers, the data as the body, as Knative's sources send) or `structured` (one application/cloudevents+json document).",
+  }),
   models: z.record(modelId, localModel).refine((models) => Object.keys(models).length > 0, {
     message: "at least one model is required",
   }),

@@ -49,8 +49,13 @@ export function configurationReference(): string {
       : show(builtinSlotDefaults[key as keyof typeof builtinSlotDefaults]);
     return `| \`${key}\` | ${fallback} | ${describe(schema)} |`;
   });
-  const topDefaults = { hostMemoryBudget: "unlimited", maxBodySize: "`32Mi`", eventSink: "none" };
-  const topRows = (["hostMemoryBudget", "maxBodySize", "eventSink"] as const).map(
+  const topDefaults = {
+    hostMemoryBudget: "unlimited",
+    maxBodySize: "`32Mi`",
+    eventSink: "`$K_SINK`, else none",
+    eventMode: "`binary`",
+  };
+  const topRows = (["hostMemoryBudget", "maxBodySize", "eventSink", "eventMode"] as const).map(
     (key) => `| \`${key}\` | ${topDefaults[key]} | ${describe(snoozeFile.shape[key])} |`,
   );
   return `# Configuration reference

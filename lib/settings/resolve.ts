@@ -21,6 +21,8 @@ export interface SnoozeConfig {
   hostMemoryBudget: number;
   maxBodySize: number;
   eventSink?: string;
+  /** How CloudEvents go to the sink (binary unless set). */
+  eventMode?: "binary" | "structured";
 }
 
 const defaultMaxBodySize = 32 * 2 ** 20;
@@ -85,6 +87,7 @@ export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problem
       hostMemoryBudget: file.hostMemoryBudget ?? Number.POSITIVE_INFINITY,
       maxBodySize: file.maxBodySize ?? defaultMaxBodySize,
       eventSink: file.eventSink,
+      eventMode: file.eventMode,
     },
     problems,
   };

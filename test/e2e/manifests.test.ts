@@ -24,13 +24,20 @@ let all: Manifest[];
 beforeAll(async () => {
   all = await manifestsUnder(config);
   // Dry-runs of namespaced objects need their namespace and the CRDs of their kinds for real.
-  // Knative is not installed here: a minimal stand-in of its Service CRD is (see the fixture).
+  // Knative is not installed here: minimal stand-ins of its Service, PingSource and Trigger CRDs are
+  // (see the fixtures).
   const prerequisites = [
     ...all.filter((m) => m.object.kind === "CustomResourceDefinition" || m.object.kind === "Namespace"),
     ...(await manifestsUnder(join(repoRoot, "test/e2e/fixtures"))),
   ];
   expect(await applyManifests(cluster.admin, prerequisites, { dryRun: false })).toEqual([]);
-  await waitForCrds(cluster.admin, ["models.snooze.dev", "slots.snooze.dev", "services.serving.knative.dev"]);
+  await waitForCrds(cluster.admin, [
+    "models.snooze.dev",
+    "slots.snooze.dev",
+    "services.serving.knative.dev",
+    "pingsources.sources.knative.dev",
+    "triggers.eventing.knative.dev",
+  ]);
   samples = await createTestNamespace(cluster.admin, "snooze-e2e-samples");
 });
 

@@ -1,6 +1,7 @@
 import { once } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { type CloudEvent, HTTP } from "cloudevents";
 import { afterEach, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
@@ -215,13 +216,19 @@ models:
 });
 
 describe("CloudEvents", () => {
-  test("tier changes go to the eventSink as structured CloudEvents", async () => {
+  test("tier changes go to the eventSink as binary-mode CloudEvents the SDK reads and validates", async () => {
     const received: any[] = [];
     const sink = createServer((req, res) => {
       let body = "";
       req.on("data", (chunk) => (body += chunk));
       req.on("end", () => {
-        received.push({ contentType: req.headers["content-type"], event: JSON.parse(body) });
+        const event = HTTP.toEvent({ headers: req.headers, body }) as CloudEvent<Record<string, unknown>>;
+        event.validate();
+        received.push({
+          contentType: req.headers["content-type"],
+          specversion: req.headers["ce-specversion"],
+          event,
+        });
         res.writeHead(202).end();
       });
     });
@@ -246,11 +253,12 @@ models:
         "dev.snooze.replica.slept",
         "dev.snooze.replica.woke",
       ]);
-      expect(received[0].contentType).toBe("application/cloudevents+json");
+      expect(received[0].contentType).toBe("application/json");
+      expect(received[0].specversion).toBe("1.0");
       expect(received[2].event).toMatchObject({
         specversion: "1.0",
         subject: "qwen",
-        data: { model: "qwen", from: "waking", to: "ready" },
+        data: { model: "qwen", replica: "qwen-1", from: "waking", to: "ready" },
       });
     } finally {
       sink.close();

@@ -1,0 +1,236 @@
+import { once } from "node:events";
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { type CloudEventV1, HTTP } from "cloudevents";
+import { Registry } from "prom-client";
+import { afterEach, expect, test } from "vitest";
+import {
+  CloudEventSink,
+  type CloudEventSinkOptions,
+  ceOverrides,
+  createEventSink,
+  isRetryableStatus,
+} from "./cloudevents.ts";
+import { silentLogger } from "./log.ts";
+
+interface Received {
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+const servers: Server[] = [];
+const sinks: CloudEventSink[] = [];
+afterEach(async () => {
+  for (const sink of sinks.splice(0)) await sink.close();
+  for (const server of servers.splice(0)) {
+    server.closeAllConnections();
+    server.close();
+  }
+});
+
+/** A sink endpoint that answers each request with what `answer` does. */
+async function endpoint(
+  answer: (res: ServerResponse, n: number) => void = (res) => res.writeHead(202).end(),
+) {
+  const received: Received[] = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => (body += chunk));
+    req.on("end", () => {
+      received.push({ headers: req.headers, body });
+      answer(res, received.length);
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  servers.push(server);
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, received };
+}
+
+function sink(options: Partial<CloudEventSinkOptions> & { url: string }) {
+  const registry = new Registry();
+  const created = new CloudEventSink({
+    source: "/test",
+    log: silentLogger,
+    registry,
+    backoffMs: 10,
+    ...options,
+  });
+  sinks.push(created);
+  const count = async (outcome: string) => {
+    const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === "snooze_cloudevents_total");
+    return (metric?.values ?? [])
+      .filter((v) => v.labels.outcome === outcome)
+      .reduce((sum, v) => sum + Number(v.value), 0);
+  };
+  return { sink: created, count };
+}
+
+/** Reads what arrived as the SDK would, and validates it against the CloudEvents schema. */
+function asEvent(r: Received): CloudEventV1<Record<string, unknown>> {
+  const event = HTTP.toEvent({ headers: r.headers, body: r.body }) as CloudEventV1<
+    Record<string, unknown>
+  > & {
+    validate(): boolean;
+  };
+  expect(event.validate()).toBe(true);
+  return event;
+}
+
+const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+test("binary mode by default: ce-* headers and the data as a JSON body, valid by the SDK, with the tracing extension", async () => {
+  const target = await endpoint();
+  const { sink: s, count } = sink({ url: target.url });
+  s.emit("dev.snooze.replica.woke", "qwen", { model: "qwen", to: "ready" }, { traceparent });
+  await s.drain();
+  expect(target.received).toHaveLength(1);
+  const r = target.received[0]!;
+  expect(r.headers["content-type"]).toBe("application/json");
+  expect(r.headers["ce-specversion"]).toBe("1.0");
+  expect(r.headers["ce-type"]).toBe("dev.snooze.replica.woke");
+  expect(r.headers["ce-source"]).toBe("/test");
+  expect(r.headers["ce-subject"]).toBe("qwen");
+  expect(r.headers["ce-id"]).toMatch(/^[0-9a-f-]{36}$/);
+  expect(r.headers["ce-traceparent"]).toBe(traceparent);
+  expect(JSON.parse(r.body)).toEqual({ model: "qwen", to: "ready" });
+  const event = asEvent(r);
+  expect(event).toMatchObject({ type: "dev.snooze.replica.woke", subject: "qwen", traceparent });
+  expect(event.data).toEqual({ model: "qwen", to: "ready" });
+  expect(await count("delivered")).toBe(1);
+});
+
+test("structured mode on request: one application/cloudevents+json document", async () => {
+  const target = await endpoint();
+  const { sink: s } = sink({ url: target.url, mode: "structured" });
+  s.emit("dev.snooze.replica.slept", "qwen", { level: 1 });
+  await s.drain();
+  const r = target.received[0]!;
+  expect(r.headers["content-type"]).toMatch(/^application\/cloudevents\+json/);
+  expect(r.headers["ce-type"]).toBeUndefined();
+  const document = JSON.parse(r.body);
+  expect(document).toMatchObject({
+    specversion: "1.0",
+    type: "dev.snooze.replica.slept",
+    source: "/test",
+    subject: "qwen",
+    datacontenttype: "application/json",
+    data: { level: 1 },
+  });
+  expect(document.traceparent).toBeUndefined();
+  expect(asEvent(r).data).toEqual({ level: 1 });
+});
+
+test.each([500, 503, 404, 408, 409, 429])("a %i is retried with back-off until delivered", async (status) => {
+  const target = await endpoint((res, n) => res.writeHead(n < 3 ? status : 200).end());
+  const { sink: s, count } = sink({ url: target.url });
+  s.emit("dev.snooze.replica.started", "qwen", {});
+  await s.drain();
+  expect(target.received).toHaveLength(3);
+  // Every attempt is the same event.
+  expect(new Set(target.received.map((r) => r.headers["ce-id"])).size).toBe(1);
+  expect(await count("delivered")).toBe(1);
+});
+
+test("a 400 is final: no retry, counted as failed", async () => {
+  const target = await endpoint((res) => res.writeHead(400).end("no"));
+  const { sink: s, count } = sink({ url: target.url });
+  s.emit("dev.snooze.replica.started", "qwen", {});
+  await s.drain();
+  expect(target.received).toHaveLength(1);
+  expect(await count("failed")).toBe(1);
+});
+
+test("retries stop after the configured number, with the waits doubling", async () => {
+  const times: number[] = [];
+  const target = await endpoint((res) => {
+    times.push(performance.now());
+    res.writeHead(500).end();
+  });
+  const { sink: s, count } = sink({ url: target.url, retries: 3, backoffMs: 40 });
+  s.emit("dev.snooze.replica.started", "qwen", {});
+  await s.drain();
+  expect(target.received).toHaveLength(4);
+  const gaps = times.slice(1).map((t, i) => t - times[i]!);
+  expect(gaps[0]).toBeGreaterThanOrEqual(35);
+  expect(gaps[1]).toBeGreaterThanOrEqual(75);
+  expect(gaps[2]).toBeGreaterThanOrEqual(155);
+  expect(await count("failed")).toBe(1);
+});
+
+test("a transport error (nothing listening) is retried, then counted as failed", async () => {
+  const target = await endpoint();
+  servers[0]!.close();
+  await once(servers[0]!, "close");
+  const { sink: s, count } = sink({ url: target.url, retries: 2 });
+  s.emit("dev.snooze.replica.started", "qwen", {});
+  await s.drain();
+  expect(await count("failed")).toBe(1);
+});
+
+test("a sink that hangs: each attempt times out, and emit never waits for it", async () => {
+  const target = await endpoint(() => {});
+  const { sink: s, count } = sink({ url: target.url, timeoutMs: 100, retries: 1 });
+  const started = performance.now();
+  for (let i = 0; i < 10; i++) s.emit("dev.snooze.replica.started", "qwen", { i });
+  expect(performance.now() - started).toBeLessThan(50);
+  await s.drain(5_000);
+  expect(await count("failed")).toBe(10);
+  expect(target.received.length).toBe(20);
+});
+
+test("the queue is bounded: past it events are dropped and counted", async () => {
+  const target = await endpoint(() => {});
+  const { sink: s, count } = sink({ url: target.url, timeoutMs: 5_000, maxQueued: 5, concurrency: 2 });
+  for (let i = 0; i < 8; i++) s.emit("dev.snooze.replica.started", "qwen", { i });
+  expect(s.pending).toBe(5);
+  expect(await count("dropped")).toBe(3);
+});
+
+test("an event the SDK refuses is counted as invalid, not sent", async () => {
+  const target = await endpoint();
+  const { sink: s, count } = sink({
+    url: target.url,
+    extensions: { "Bad-Name": "x" } as Record<string, string>,
+  });
+  s.emit("dev.snooze.replica.started", "qwen", {});
+  await s.drain();
+  expect(target.received).toHaveLength(0);
+  expect(await count("invalid")).toBe(1);
+});
+
+test("the sink comes from the configuration, else K_SINK; K_CE_OVERRIDES adds extensions", async () => {
+  const target = await endpoint();
+  const before = { sink: process.env.K_SINK, overrides: process.env.K_CE_OVERRIDES };
+  try {
+    delete process.env.K_SINK;
+    expect(createEventSink({ source: "/s", log: silentLogger, registry: new Registry() })).toBeUndefined();
+    process.env.K_SINK = target.url;
+    process.env.K_CE_OVERRIDES = JSON.stringify({ extensions: { cluster: "east", "Not-Valid": "x" } });
+    const fromEnv = createEventSink({ source: "/s", log: silentLogger, registry: new Registry() })!;
+    sinks.push(fromEnv);
+    expect(fromEnv.url).toBe(target.url);
+    fromEnv.emit("dev.snooze.replica.started", "qwen", {});
+    await fromEnv.drain();
+    expect(target.received[0]!.headers["ce-cluster"]).toBe("east");
+    const configured = createEventSink({
+      configured: "http://127.0.0.1:1/",
+      source: "/s",
+      log: silentLogger,
+      registry: new Registry(),
+    })!;
+    sinks.push(configured);
+    expect(configured.url).toBe("http://127.0.0.1:1/");
+  } finally {
+    if (before.sink === undefined) delete process.env.K_SINK;
+    else process.env.K_SINK = before.sink;
+    if (before.overrides === undefined) delete process.env.K_CE_OVERRIDES;
+    else process.env.K_CE_OVERRIDES = before.overrides;
+  }
+  expect(ceOverrides("not json")).toEqual({});
+});
+
+test("what Knative retries", () => {
+  expect([500, 502, 503, 504, 404, 408, 409, 429].every(isRetryableStatus)).toBe(true);
+  expect([400, 401, 403, 413, 415, 422].some(isRetryableStatus)).toBe(false);
+});

@@ -1,0 +1,223 @@
+import { CloudEvent, HTTP } from "cloudevents";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { simCommand, startWith, until } from "../helpers/local-snooze.ts";
+
+let snooze: LocalSnooze;
+beforeAll(async () => {
+  snooze = await startWith(`
+models:
+  qwen:
+    aliases: [qwen3]
+    command: ${simCommand(["--enable-sleep-mode"])}
+  llama:
+    command: ${simCommand()}
+`);
+});
+afterAll(() => snooze.close(1_000));
+
+let ids = 0;
+const nextId = () => `event-${++ids}`;
+const tierOf = (model: string) => snooze.autoscaler.controller(model)!.tier;
+
+const send = (headers: Record<string, string>, body: string | Buffer) =>
+  fetch(`${snooze.url}/snooze/v1/events`, { method: "POST", headers, body });
+
+/** A structured-mode event, attributes as given (nothing filled in). */
+const structured = (attributes: Record<string, unknown>) =>
+  send({ "content-type": "application/cloudevents+json" }, JSON.stringify(attributes));
+
+const valid = (patch: Record<string, unknown> = {}) => ({
+  specversion: "1.0",
+  id: nextId(),
+  source: "/test/events",
+  type: "dev.snooze.model.wake",
+  subject: "qwen",
+  ...patch,
+});
+
+/** A refusal: its status, and the reason in an OpenAI-shaped body. */
+async function refusal(response: Response): Promise<{ status: number; code: string; message: string }> {
+  const body = (await response.json()) as { error: { code: string; message: string } };
+  return { status: response.status, code: body.error.code, message: body.error.message };
+}
+
+describe("accepted events answer 2xx with an empty body, as Knative Eventing expects", () => {
+  test("binary mode (made by the SDK): a wake is 202 at once, the model wakes", async () => {
+    const event = new CloudEvent({ type: "dev.snooze.model.wake", source: "/test/events", subject: "qwen" });
+    const message = HTTP.binary(event);
+    const response = await send(message.headers as Record<string, string>, String(message.body ?? ""));
+    expect(response.status).toBe(202);
+    expect(await response.text()).toBe("");
+    expect(response.headers.get("snooze-event")).toBe("accepted");
+    await until(() => tierOf("qwen") === "ready", 10_000, "qwen ready");
+  });
+
+  test("structured mode (made by the SDK): a sleep answers 200 once the model sleeps", async () => {
+    const event = new CloudEvent({
+      type: "dev.snooze.model.sleep",
+      source: "/test/events",
+      data: { model: "qwen3" },
+    });
+    const message = HTTP.structured(event);
+    const response = await send(message.headers as Record<string, string>, String(message.body));
+    expect(response.status).toBe(200);
+    expect(await response.text()).toBe("");
+    expect(tierOf("qwen")).toBe("asleep-1");
+  });
+
+  test("batch mode: every event of the batch is taken", async () => {
+    const response = await send(
+      { "content-type": "application/cloudevents-batch+json" },
+      JSON.stringify([
+        valid({ type: "dev.snooze.model.wake", subject: "llama" }),
+        valid({ type: "dev.snooze.model.prewarm", subject: "qwen", data: { for: "10m" } }),
+      ]),
+    );
+    expect(response.status).toBe(202);
+    expect(await response.text()).toBe("");
+    await until(() => tierOf("llama") === "ready" && tierOf("qwen") === "ready", 10_000, "both ready");
+  });
+
+  test("prewarm wakes the model now", async () => {
+    expect((await structured(valid({ type: "dev.snooze.model.sleep" }))).status).toBe(200);
+    expect(tierOf("qwen")).toBe("asleep-1");
+    const response = await structured(valid({ type: "dev.snooze.model.prewarm", data: { for: "30m" } }));
+    expect(response.status).toBe(202);
+    await until(() => tierOf("qwen") === "ready", 10_000, "qwen ready");
+  });
+
+  test("a redelivery (same source and id) is answered 200 and not acted on again", async () => {
+    const stop = valid({ type: "dev.snooze.model.stop", subject: "llama" });
+    expect((await structured(stop)).status).toBe(200);
+    expect(tierOf("llama")).toBe("cold");
+    // The same id from another source is another event; the same source and id is the same one.
+    const wake = valid({ subject: "llama" });
+    expect((await structured(wake)).status).toBe(202);
+    await until(() => tierOf("llama") === "ready", 10_000, "llama ready");
+    const again = await structured(stop);
+    expect(again.status).toBe(200);
+    expect(again.headers.get("snooze-event")).toBe("duplicate");
+    expect(await again.text()).toBe("");
+    expect(tierOf("llama")).toBe("ready");
+  });
+});
+
+describe("every malformed event is refused with a status and a reason", () => {
+  test.each([
+    ["no id", { id: undefined }, 400, "invalid_event", "no id"],
+    ["an empty id", { id: "" }, 400, "invalid_event", "no id"],
+    ["no source", { source: undefined }, 400, "invalid_event", "no source"],
+    ["no type", { type: undefined }, 400, "invalid_event", "no type"],
+    ["no specversion", { specversion: undefined }, 400, "invalid_event", "no specversion"],
+    ["specversion 0.3", { specversion: "0.3" }, 400, "unsupported_specversion", "0.3"],
+    [
+      "an unknown type",
+      { type: "com.example.other" },
+      400,
+      "unsupported_event_type",
+      "dev.snooze.model.wake",
+    ],
+    [
+      "a ping without snoozeaction",
+      { type: "dev.knative.sources.ping" },
+      400,
+      "unsupported_event_type",
+      "snoozeaction",
+    ],
+    ["no model", { subject: undefined }, 400, "missing_model", "subject or data.model"],
+    ["an unknown model", { subject: "gpt-9" }, 404, "model_not_found", "gpt-9"],
+    [
+      "a bad prewarm duration",
+      { type: "dev.snooze.model.prewarm", data: { for: "soon" } },
+      400,
+      "invalid_duration",
+      "soon",
+    ],
+    ["data that is not an object", { data: [1, 2] }, 400, "invalid_event", "JSON object"],
+    ["a time that is not a timestamp", { time: "yesterday" }, 400, "invalid_event", "RFC 3339"],
+    ["a subject that is not a string (the SDK's schema)", { subject: 5 }, 400, "invalid_event", "/subject"],
+    [
+      "a dataschema that is not a URI (the SDK's schema)",
+      { dataschema: "::nope" },
+      400,
+      "invalid_event",
+      "uri",
+    ],
+  ])("structured, %s", async (_what, patch, status, code, reason) => {
+    const attributes = Object.fromEntries(
+      Object.entries(valid(patch as Record<string, unknown>)).filter(([, v]) => v !== undefined),
+    );
+    const answer = await refusal(await structured(attributes));
+    expect(answer.status).toBe(status);
+    expect(answer.code).toBe(code);
+    expect(answer.message).toContain(reason);
+  });
+
+  const binaryHeaders = (patch: Record<string, string | undefined> = {}) =>
+    Object.fromEntries(
+      Object.entries({
+        "ce-specversion": "1.0",
+        "ce-id": nextId(),
+        "ce-source": "/test/events",
+        "ce-type": "dev.snooze.model.wake",
+        "ce-subject": "qwen",
+        "content-type": "application/json",
+        ...patch,
+      }).filter(([, v]) => v !== undefined),
+    ) as Record<string, string>;
+
+  test.each([
+    ["no ce-id", { "ce-id": undefined }, "no ce-id"],
+    ["no ce-source", { "ce-source": undefined }, "no ce-source"],
+    ["no ce-type", { "ce-type": undefined }, "no ce-type"],
+    ["no ce-specversion", { "ce-specversion": undefined }, "no ce-specversion"],
+    ["ce-specversion 0.3", { "ce-specversion": "0.3" }, "0.3"],
+  ])("binary, %s", async (_what, patch, reason) => {
+    const answer = await refusal(await send(binaryHeaders(patch), ""));
+    expect(answer.status).toBe(400);
+    expect(answer.message).toContain(reason);
+  });
+
+  test("binary, data that is not JSON", async () => {
+    const answer = await refusal(await send(binaryHeaders(), "{nope"));
+    expect(answer).toMatchObject({ status: 400, code: "invalid_json" });
+  });
+
+  test("structured, a body that is not JSON", async () => {
+    const answer = await refusal(await send({ "content-type": "application/cloudevents+json" }, "{nope"));
+    expect(answer).toMatchObject({ status: 400, code: "invalid_json" });
+  });
+
+  test("a plain JSON body is not a CloudEvent", async () => {
+    const answer = await refusal(
+      await send({ "content-type": "application/json" }, JSON.stringify({ type: "dev.snooze.model.wake" })),
+    );
+    expect(answer).toMatchObject({ status: 400, code: "not_a_cloudevent" });
+  });
+
+  test("a batch with one bad event is refused whole, naming the event", async () => {
+    const answer = await refusal(
+      await send(
+        { "content-type": "application/cloudevents-batch+json" },
+        JSON.stringify([valid({ subject: "llama" }), valid({ id: undefined })]),
+      ),
+    );
+    expect(answer.status).toBe(400);
+    expect(answer.message).toContain("event 1 of the batch");
+  });
+
+  test("a batch that is not an array", async () => {
+    const answer = await refusal(
+      await send({ "content-type": "application/cloudevents-batch+json" }, JSON.stringify(valid())),
+    );
+    expect(answer.status).toBe(400);
+  });
+
+  test("100 KiB is past the size limit: 413", async () => {
+    const big = valid({ data: { padding: "x".repeat(100 * 1024) } });
+    const answer = await refusal(await structured(big));
+    expect(answer).toMatchObject({ status: 413, code: "event_too_large" });
+    expect(answer.message).toContain("65536");
+  });
+});

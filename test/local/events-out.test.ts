@@ -1,0 +1,128 @@
+import { once } from "node:events";
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { context, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+import { type CloudEvent, HTTP } from "cloudevents";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+
+const exporter = new InMemorySpanExporter();
+beforeAll(() => {
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  trace.setGlobalTracerProvider(
+    new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }),
+  );
+});
+
+interface Arrival {
+  headers: IncomingHttpHeaders;
+  event: CloudEvent<Record<string, unknown>>;
+}
+
+const closers: (() => void)[] = [];
+afterAll(() => {
+  for (const close of closers) close();
+});
+
+/** A sink that reads every event with the SDK (validating it) and answers as `answer` does. */
+async function sink(answer: (res: ServerResponse) => void = (res) => res.writeHead(202).end()) {
+  const arrivals: Arrival[] = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => (body += chunk));
+    req.on("end", () => {
+      const event = HTTP.toEvent({ headers: req.headers, body }) as CloudEvent<Record<string, unknown>>;
+      event.validate();
+      arrivals.push({ headers: req.headers, event });
+      answer(res);
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  closers.push(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, arrivals };
+}
+
+const model = (sinkUrl: string, extra = "") => `
+eventSink: ${sinkUrl}
+${extra}
+models:
+  qwen:
+    sleepAfter: 200ms
+    command: ${simCommand(["--enable-sleep-mode"])}
+`;
+
+test("events of a traced activation carry its traceparent (distributed-tracing extension)", async () => {
+  const target = await sink();
+  const snooze = await startWith(model(target.url));
+  try {
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await until(() => snooze.autoscaler.controller("qwen")!.tier === "asleep-1", 5_000, "asleep");
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await until(() => target.arrivals.length >= 3, 3_000, "three events");
+    const byType = new Map(target.arrivals.map((a) => [a.event.type, a]));
+    const activations = exporter.getFinishedSpans().filter((s) => s.name === "snooze.activation");
+    const traceparentOf = (kind: string) => {
+      const span = activations.find((s) => s.attributes["snooze.activation"] === kind)!;
+      const { traceId, spanId } = span.spanContext();
+      return `00-${traceId}-${spanId}-01`;
+    };
+    expect(byType.get("dev.snooze.replica.started")!.event.traceparent).toBe(traceparentOf("start"));
+    expect(byType.get("dev.snooze.replica.started")!.headers["ce-traceparent"]).toBe(traceparentOf("start"));
+    expect(byType.get("dev.snooze.replica.woke")!.event.traceparent).toBe(traceparentOf("wake"));
+    // A sleep is no activation: no trace context.
+    expect(byType.get("dev.snooze.replica.slept")!.event.traceparent).toBeUndefined();
+    expect(byType.get("dev.snooze.replica.woke")!.event.source).toMatch(/^\/snooze\//);
+  } finally {
+    await snooze.close(1_000);
+  }
+});
+
+test("eventMode: structured sends application/cloudevents+json", async () => {
+  const target = await sink();
+  const snooze = await startWith(model(target.url, "eventMode: structured"));
+  try {
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await until(() => target.arrivals.length >= 1, 3_000, "an event");
+    expect(target.arrivals[0]!.headers["content-type"]).toMatch(/^application\/cloudevents\+json/);
+    expect(target.arrivals[0]!.event.type).toBe("dev.snooze.replica.started");
+  } finally {
+    await snooze.close(1_000);
+  }
+});
+
+test.each([
+  ["hangs", (_res: ServerResponse) => {}],
+  ["answers 500", (res: ServerResponse) => res.writeHead(500).end()],
+  ["drops the connection", (res: ServerResponse) => res.socket?.destroy()],
+])("a sink that %s never slows a wake or a request", async (_what, answer) => {
+  const target = await sink(answer);
+  const snooze = await startWith(model(target.url));
+  try {
+    const started = performance.now();
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    const coldMs = performance.now() - started;
+    await until(() => snooze.autoscaler.controller("qwen")!.tier === "asleep-1", 5_000, "asleep");
+    const woke = performance.now();
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    const wakeMs = performance.now() - woke;
+    // Each delivery attempt may take 5 s (and is retried with back-off): had one been awaited on
+    // the way, the wake would take at least that long. The sim wakes in a few tens of ms here.
+    expect(wakeMs).toBeLessThan(1_500);
+    expect(coldMs).toBeLessThan(10_000);
+    const served = performance.now();
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    expect(performance.now() - served).toBeLessThan(500);
+    // The events were tried (and are being retried), not dropped on the way.
+    await until(() => target.arrivals.length >= 3, 3_000, "attempts at the sink");
+    const metrics = await snooze.registry.metrics();
+    expect(metricValue(metrics, "snooze_cloudevents_total", { outcome: "delivered" })).toBe(0);
+  } finally {
+    await snooze.close(1_000);
+  }
+});
