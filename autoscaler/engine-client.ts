@@ -67,9 +67,22 @@ export class EngineClient {
       throw new EngineError("the engine still reports is_sleeping=true after wake_up");
   }
 
-  /** A 1-token request: the first inference after a wake is several times slower without it. */
+  /**
+   * A 1-token request: the first inference after a wake is several times slower without it. It must
+   * come back as a well-formed completion: vLLM has shipped sleep-mode bugs that left a woken engine
+   * answering garbage, and such an engine must not get the held requests.
+   */
   async warmup(model: string, timeoutMs: number): Promise<void> {
-    await this.call("POST", "/v1/completions", timeoutMs, { model, prompt: "warm-up", max_tokens: 1 });
+    const body = (await this.call("POST", "/v1/completions", timeoutMs, {
+      model,
+      prompt: "warm-up",
+      max_tokens: 1,
+    })) as { choices?: { text?: unknown }[] } | undefined;
+    const choice = Array.isArray(body?.choices) ? body.choices[0] : undefined;
+    if (typeof choice?.text !== "string")
+      throw new EngineError(
+        `the warm-up did not return a completion: ${JSON.stringify(body)?.slice(0, 200) ?? "empty body"}`,
+      );
   }
 
   /**

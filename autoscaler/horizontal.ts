@@ -81,9 +81,12 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
 
   // Pods coming up: once Ready they are warmed up; past startTimeout they failed.
   for (const r of replicas.filter((r) => r.tier === "starting" && free(r))) {
-    if (r.podReady) actions.push({ kind: "finish-start", pod: r.pod });
-    else if (now - r.since >= settings.startTimeout) actions.push({ kind: "start-failed", pod: r.pod });
-    else later(r.since + settings.startTimeout);
+    // startTimeout counts for a replica that is up but keeps failing its checks (health, warm-up) too.
+    if (now - r.since >= settings.startTimeout) actions.push({ kind: "start-failed", pod: r.pod });
+    else {
+      if (r.podReady) actions.push({ kind: "finish-start", pod: r.pod });
+      later(r.since + settings.startTimeout);
+    }
   }
 
   const ready = replicas.filter((r) => r.tier === "ready");

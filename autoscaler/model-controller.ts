@@ -6,9 +6,10 @@ import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts"
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { inSpan, traceparentOf, tracer } from "../lib/tracing.ts";
 import { decideReplicas, type ReplicaAction } from "./horizontal.ts";
+import { decideTier } from "./ladder.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import type { ModelObservation } from "./model-status.ts";
-import type { Departure, Platform, Replica } from "./platform.ts";
+import type { Departure, Engine, Platform, Replica } from "./platform.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
 
 /** What one model asks of the control plane: its settings and how many awake replicas. */
@@ -247,7 +248,8 @@ export class ModelController {
     const heldSince =
       held === 0 ? undefined : oldestHeldMs !== undefined ? now - oldestHeldMs : (before?.heldSince ?? now);
     this.activators.set(activator, { inFlight, held, heldSince, at: now });
-    if (inFlight > 0 || held > 0) {
+    // The report that says the work ended counts as activity too: the idle clock starts there.
+    if (inFlight > 0 || held > 0 || (before && (before.inFlight > 0 || before.held > 0))) {
       this.lastActive = now;
       if (held > 0) this.parked = undefined;
     }
@@ -363,6 +365,60 @@ export class ModelController {
       workloadReplicas: this.workloadReplicas(),
       counts: this.counts,
     };
+  }
+
+  /**
+   * The next tier change the ladder plans on its own for the most awake replica, by its clock: an
+   * idle ready replica sleeps (or stops) at `sleepAfter`, a level-1 sleeper sleeps deeper, a sleeper
+   * stops at `zeroAfter`. `at` is now when it is due at the next look; undefined while an operation
+   * runs, while work keeps the replica as it is, or when only a request would change it.
+   */
+  nextChange(): { tier: Tier; at: number } | undefined {
+    const record = this.summary().record;
+    if (!record || record.busy || !this.leading) return undefined;
+    const now = this.deps.clock.now();
+    const load = this.load(now);
+    const parkedAs = load.held === 0 ? this.parked : undefined;
+    const settings =
+      parkedAs === "stop"
+        ? { ...this.config, sleep: false }
+        : parkedAs !== undefined
+          ? { ...this.config, sleepLevel: parkedAs }
+          : this.config;
+    const action = decideTier(
+      {
+        tier: record.tier,
+        since: record.since,
+        asleepSince: record.asleepSince,
+        inFlight: load.inFlight,
+        held: load.held,
+        lastActive: this.lastActive,
+        now,
+        backoffUntil: this.backoffUntil,
+      },
+      settings,
+    );
+    const asleep = `asleep-${settings.sleepLevel}` as const;
+    // A slot member does not sleep deeper: its accelerator may hold another resident, so it stops.
+    const deeper: Tier = this.deps.slot ? "cold" : "asleep-2";
+    switch (action.kind) {
+      case "drain-and-sleep":
+        return { tier: `asleep-${action.level}`, at: now };
+      case "drain-and-stop":
+      case "stop":
+        return { tier: "cold", at: now };
+      case "deepen":
+        return { tier: deeper, at: now };
+      case "wait": {
+        if (!Number.isFinite(action.at)) return undefined;
+        if (record.tier === "ready") return { tier: settings.sleep ? asleep : "cold", at: action.at };
+        if (record.tier === "asleep-1" && action.at < record.asleepSince + settings.zeroAfter)
+          return { tier: deeper, at: action.at };
+        return { tier: "cold", at: action.at };
+      }
+      default:
+        return undefined;
+    }
   }
 
   /** Level-1 sleepers, for the host-memory budget of their machine. */
@@ -702,7 +758,10 @@ export class ModelController {
       this.log.warn("replica left on its own", { replica: record.replica.id, reason });
     }
     this.endActivation(record, "stopped");
-    if (from !== "cold") this.deps.metrics.transition(this.id, from, "cold");
+    if (from !== "cold") {
+      this.deps.metrics.transition(this.id, from, "cold");
+      this.log.info("tier", { replica: record.replica.id, from, to: "cold" });
+    }
     this.emitFor(record);
     this.afterForget(wasLevelOne);
   }
@@ -760,9 +819,8 @@ export class ModelController {
     record.tier = tier;
     record.since = now;
     if (from !== tier) this.deps.metrics.transition(this.id, from, tier);
-    // Arrivals (ready, asleep) at info; the steps between them at debug.
-    const arrival = tier === "ready" || isAsleep(tier);
-    this.log[arrival ? "info" : "debug"]("tier", { replica: record.replica.id, from, to: tier });
+    // Every tier change at info: `snooze serve`'s log says what each model did and when.
+    if (from !== tier) this.log.info("tier", { replica: record.replica.id, from, to: tier });
     this.emitFor(record, news.estimateMs, news.error);
     if ((from === "asleep-1") !== (tier === "asleep-1")) this.deps.levelOneChanged?.();
     const write = record.writes.then(async () => {
@@ -847,13 +905,7 @@ export class ModelController {
       if (!(await engine.healthy())) throw new Error("the engine does not answer /health");
       if (this.config.sleep && (await engine.isSleeping().catch(() => false)))
         await engine.wake(1, this.config.wakeTimeout);
-      if (this.config.warmup)
-        await inSpan(
-          "snooze.warmup",
-          {},
-          () => engine.warmup(this.id, this.config.wakeTimeout),
-          activation.context,
-        );
+      await this.warmUp(engine, activation);
     } catch (error) {
       this.guard(leadership);
       if (!this.present(record)) return;
@@ -866,6 +918,17 @@ export class ModelController {
     this.lastStartMs = this.deps.clock.now() - activation.started;
     this.succeeded(record);
     await this.setTier(record, "ready");
+  }
+
+  /** The 1-token warm-up after a start or wake (the first inference is slow without it), when on. */
+  private async warmUp(engine: Engine, activation: Activation): Promise<void> {
+    if (!this.config.warmup) return;
+    await inSpan(
+      "snooze.warmup",
+      {},
+      () => engine.warmup(this.id, this.config.wakeTimeout),
+      activation.context,
+    );
   }
 
   private async wake(record: ReplicaRecord, level: 1 | 2): Promise<void> {
@@ -883,13 +946,7 @@ export class ModelController {
         () => engine.wake(level, this.config.wakeTimeout),
         activation.context,
       );
-      if (this.config.warmup)
-        await inSpan(
-          "snooze.warmup",
-          {},
-          () => engine.warmup(this.id, this.config.wakeTimeout),
-          activation.context,
-        );
+      await this.warmUp(engine, activation);
     } catch (error) {
       this.guard(leadership);
       if (!this.present(record)) return;
@@ -928,7 +985,10 @@ export class ModelController {
     const engine = this.deps.platform.engine(record.replica);
     let idle = false;
     try {
-      if (this.deps.drainGraceMs > 0) await this.pause(this.deps.drainGraceMs);
+      // The grace is a fixed time for activators to see the drain: a stats report does not end it.
+      const graceEnd = started + this.deps.drainGraceMs;
+      while (record.tier === "draining" && this.deps.clock.now() < graceEnd)
+        await this.pause(graceEnd - this.deps.clock.now());
       while (record.tier === "draining" && this.deps.clock.now() < deadline) {
         this.guard(leadership);
         if (await this.idle(record, engine)) {
@@ -966,6 +1026,8 @@ export class ModelController {
       return;
     }
     this.lastRelease.sleepMs = this.deps.clock.now() - drained;
+    this.guard(leadership);
+    if (!this.present(record)) return; // gone while it fell asleep: its cold event was the last word
     record.leaving = false;
     await this.setTier(record, next === 1 ? "asleep-1" : "asleep-2");
   }
@@ -1017,6 +1079,8 @@ export class ModelController {
       await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;
     }
+    this.guard(leadership);
+    if (!this.present(record)) return;
     await this.setTier(record, "asleep-2");
   }
 
@@ -1085,9 +1149,12 @@ export class ModelController {
   }
 
   /** Scales down, removing these replicas first. Resolves when the platform took the new count. */
-  private async removeReplicas(records: ReplicaRecord[], to: number): Promise<void> {
+  private async removeReplicas(wanted: ReplicaRecord[], to: number): Promise<void> {
     const leadership = this.leadership;
+    // A replica that left meanwhile must not be named: the platform would remove another in its place.
+    const records = wanted.filter((r) => this.present(r));
     if (records.length === 0) return;
+    to = Math.max(to, this.workloadReplicas() - records.length);
     this.scaling = true;
     for (const r of records) {
       r.busy = true;
