@@ -202,6 +202,28 @@ describe("leadership", () => {
   });
 });
 
+describe("a new leader asks the engine where it is", () => {
+  test("recorded waking by a leader that died before the wake, the engine at level 1: adopted as asleep-1, woken from level 1", async () => {
+    const h = new Harness(twoModels(), { autoUp: true, keepRecordedTiers: true });
+    await h.serveCold("a");
+    await h.advance(60_000);
+    const replica = h.platform.replica("a-1")!;
+    expect(h.platform.engineOf("a-1").level).toBe(1);
+    // The predecessor wrote "waking" and died before it sent the wake.
+    await h.platform.recordTier("a", replica, "waking", h.clock.now());
+    for (const c of h.autoscaler.controllers) c.standDown();
+    h.mark();
+    for (const c of h.autoscaler.controllers) c.lead();
+    await h.settle();
+    expect(h.autoscaler.controller("a")!.tier).toBe("asleep-1");
+    h.mark();
+    h.demand("a");
+    await h.settle();
+    expect(h.platform.engineOf("a-1").calls).toContain("wake(1)");
+    expect(h.platform.engineOf("a-1").calls).not.toContain("wake(2)");
+  });
+});
+
 describe("Kubernetes-shaped timing (several activators, a drain grace)", () => {
   const yaml = `
 defaults:
