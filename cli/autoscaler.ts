@@ -20,6 +20,13 @@ export const autoscalerCommand: Command = {
   flags: {
     ...listenFlags(8090),
     ...kubeFlags,
+    "grpc-port": {
+      type: "string",
+      default: "9090",
+      description:
+        "port of KEDA's external scaler gRPC protocol (on --host): each Model's demand, pushed to external-push triggers",
+      placeholder: "port",
+    },
     "lease-namespace": {
       type: "string",
       description: "namespace of the Leases (default: $POD_NAMESPACE, else snooze-system)",
@@ -80,6 +87,7 @@ export const autoscalerCommand: Command = {
   },
   async run(values) {
     const port = portValue(values);
+    const grpcPort = portValue(values, "grpc-port");
     const timing = {
       durationMs: durationValue(values, "lease-duration", { positive: true }),
       renewDeadlineMs: durationValue(values, "lease-renew-deadline", { positive: true }),
@@ -130,9 +138,20 @@ export const autoscalerCommand: Command = {
       values["advertise-address"] ?? `http://${process.env.POD_IP ?? ownAddress()}:${actualPort}`,
     );
     log.info("starting", { server: client.server, credentials: source, address, port: actualPort });
+    // Loaded only here: other commands need not pay for gRPC and protobuf at start-up.
+    const { ExternalScalerServer } = await import("../autoscaler/kube/external-scaler.ts");
+    const scaler = new ExternalScalerServer({
+      demand: autoscaler.modelDemand,
+      perReplica: (key) => autoscaler.perReplica(key),
+      log: log.child({ part: "external-scaler" }),
+      registry,
+    });
+    const boundGrpcPort = await scaler.listen(String(values.host), grpcPort);
+    log.info("serving KEDA's external scaler protocol", { grpcPort: boundGrpcPort });
     await autoscaler.start(address);
     log.info("watching", { namespace: values.namespace ?? "all" });
     await untilStopSignal(log, "shutting down; releasing Leases");
+    await scaler.close();
     await autoscaler.stop();
     server.closeAllConnections();
     server.close();

@@ -43,6 +43,7 @@ export function createControlServer(autoscaler: KubeAutoscaler, registry: Regist
         autoscaler.stats(body, forwarded);
         return sendJson(res, 202, { accepted: true });
       }
+      if (autoscaler.modelDemand.handle(req, res, path ?? "", forwarded)) return;
       const admin = req.method === "POST" ? adminRoute.exec(path ?? "") : null;
       if (admin) {
         const outcome = await autoscaler.admin(

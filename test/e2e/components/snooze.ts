@@ -54,6 +54,8 @@ export interface Component {
   name: string;
   url: string;
   port: number;
+  /** An autoscaler's KEDA external scaler (gRPC), `127.0.0.1:<port>`. */
+  grpcAddress?: string;
   process: ManagedProcess;
   stop(graceMs?: number): Promise<void>;
   state(): Promise<any>;
@@ -112,7 +114,8 @@ export async function startAutoscaler(
   options: { namespace: string; identity: string; kubeconfig: string; extra?: string[] },
 ): Promise<Component> {
   const port = await freePort();
-  return startComponent(
+  const grpcPort = await freePort();
+  const component = await startComponent(
     cluster,
     options.identity,
     [
@@ -132,6 +135,8 @@ export async function startAutoscaler(
       // Other replicas forward demand here: loopback, never the machine's own address.
       "--advertise-address",
       `http://127.0.0.1:${port}`,
+      "--grpc-port",
+      String(grpcPort),
       "--drain-grace",
       "300ms",
       ...fastLeases,
@@ -139,6 +144,7 @@ export async function startAutoscaler(
     ],
     port,
   );
+  return { ...component, grpcAddress: `127.0.0.1:${grpcPort}` };
 }
 
 export async function startActivator(
@@ -283,6 +289,17 @@ export async function complete(activatorUrl: string, model: string, timeoutMs = 
   return { status: response.status, text, ms: performance.now() - started };
 }
 
+/** How the autoscaler at `url` answered its callers so far: accepted, 401, 403, 503 (snooze_autoscaler_callers_total). */
+export async function callerOutcomes(url: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const outcomes: Record<string, number> = {};
+  for (const line of text.split("\n")) {
+    const match = /^snooze_autoscaler_callers_total\{outcome="([^"]+)"\} (\S+)$/.exec(line);
+    if (match) outcomes[match[1]!] = Number(match[2]);
+  }
+  return outcomes;
+}
+
 /** The simulator's own view of an engine: whether any request reached it while asleep. */
 export async function simState(ip: string): Promise<{ isSleeping: boolean; arrivedWhileAsleep: number }> {
   const response = await fetch(`http://${ip}:8000/sim/state`, { signal: AbortSignal.timeout(2_000) });
@@ -307,7 +324,11 @@ export async function serviceStandIn(targets: () => string[]): Promise<{ url: st
       try {
         const answer = await fetch(`${target}${req.url}`, {
           method: req.method,
-          headers: { "content-type": "application/json" },
+          // As a Service does, the caller's headers go through: its token is what the autoscaler checks.
+          headers: {
+            "content-type": "application/json",
+            ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}),
+          },
           body: req.method === "POST" ? body : undefined,
           signal: AbortSignal.timeout(1_000),
         });

@@ -1,0 +1,254 @@
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+import { credentials, loadPackageDefinition, type ServiceError, status } from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
+import { Registry } from "prom-client";
+import { afterEach, describe, expect, it } from "vitest";
+import { forwardedHeader } from "../../lib/control-protocol.ts";
+import { silentLogger } from "../../lib/log.ts";
+import { demandMetricName, ExternalScalerServer, scalerTargetOf } from "./external-scaler.ts";
+import { type DemandSource, ModelDemand, type ModelLookup } from "./model-demand.ts";
+
+/** One autoscaler replica as the scaler sees it: which Models it knows, leads, and their load. */
+class FakeReplica implements DemandSource {
+  readonly identity: string;
+  readonly models = new Map<string, ModelLookup>();
+  private readonly listeners = new Set<(key: string, poke: boolean) => void>();
+  constructor(identity: string) {
+    this.identity = identity;
+  }
+  lookup(key: string) {
+    return this.models.get(key);
+  }
+  onLoad(listener: (key: string, poke: boolean) => void) {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+  /** Leads `key` with this load; `poke` as an activator's demand does. */
+  lead(key: string, inFlight: number, held: number, poke = false) {
+    this.models.set(key, { leading: true, load: { inFlight, held } });
+    for (const l of this.listeners) l(key, poke);
+  }
+  follow(key: string, leader?: string) {
+    this.models.set(key, { leading: false, leader });
+  }
+}
+
+const protoPath = fileURLToPath(new URL("./externalscaler.proto", import.meta.url));
+const Client = (
+  loadPackageDefinition(loadSync(protoPath, { keepCase: true, longs: Number, defaults: true })) as any
+).externalscaler.ExternalScaler;
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function scalerFor(
+  replica: FakeReplica,
+  demand = new ModelDemand({ source: replica, log: silentLogger, tickMs: 100 }),
+) {
+  const server = new ExternalScalerServer({
+    demand,
+    perReplica: (key) => (replica.lookup(key) ? 1 : undefined),
+    log: silentLogger,
+    registry: new Registry(),
+    repushMs: 300,
+  });
+  const port = await server.listen("127.0.0.1", 0);
+  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure());
+  cleanups.push(
+    () => server.close(100),
+    () => client.close(),
+  );
+  const call = <T>(method: string, request: unknown) =>
+    new Promise<T>((resolve, reject) =>
+      client[method](request, (error: ServiceError | null, value: T) =>
+        error ? reject(error) : resolve(value),
+      ),
+    );
+  return { server, client, call, demand };
+}
+
+/** The control server's demand route, as another replica reaches it. */
+async function controlServer(demand: ModelDemand): Promise<{ url: string; server: Server }> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? "/").split("?")[0]!;
+    if (!demand.handle(req, res, path, req.headers[forwardedHeader] !== undefined)) {
+      res.writeHead(404);
+      res.end();
+    }
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  cleanups.push(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
+const ref = (metadata: Record<string, string>, namespace = "ml") => ({
+  name: "qwen-scaler",
+  namespace,
+  scalerMetadata: { scalerAddress: "snooze-autoscaler.snooze-system:9090", ...metadata },
+});
+
+describe("the trigger's metadata", () => {
+  it("names the Model by name in the ScaledObject's namespace, or by namespace/name", () => {
+    expect(scalerTargetOf(ref({ model: "qwen" }))).toEqual({ key: "ml/qwen", targetDemand: undefined });
+    expect(scalerTargetOf(ref({ model: "other/qwen", targetDemand: "2.5" }))).toEqual({
+      key: "other/qwen",
+      targetDemand: 2.5,
+    });
+    expect(scalerTargetOf(ref({ modelFromEnv: "qwen", enableTLS: "false" }))).toEqual({
+      key: "ml/qwen",
+      targetDemand: undefined,
+    });
+  });
+
+  it.each([
+    [{}, "scalerMetadata.model: required"],
+    [{ model: "Qwen_3" }, "scalerMetadata.model:"],
+    [{ model: "a/b/c" }, "scalerMetadata.model:"],
+    [{ model: "qwen", targetDemand: "0" }, "scalerMetadata.targetDemand: must be a positive number"],
+    [{ model: "qwen", targetDemand: "lots" }, "scalerMetadata.targetDemand:"],
+    [{ model: "qwen", treshold: "5" }, "scalerMetadata.treshold: unknown field"],
+  ])("refuses %j naming the field", (metadata, message) => {
+    expect(() => scalerTargetOf(ref(metadata as Record<string, string>))).toThrow(message);
+  });
+});
+
+describe("the external scaler over gRPC", () => {
+  it("answers IsActive, GetMetricSpec and GetMetrics with held + in-flight", async () => {
+    const replica = new FakeReplica("a");
+    replica.lead("ml/qwen", 2, 3);
+    const { call } = await scalerFor(replica);
+    expect(await call("IsActive", ref({ model: "qwen" }))).toEqual({ result: true });
+    expect(await call("GetMetricSpec", ref({ model: "qwen", targetDemand: "4" }))).toEqual({
+      metricSpecs: [{ metricName: demandMetricName, targetSize: 4, targetSizeFloat: 4 }],
+    });
+    expect(await call("GetMetricSpec", ref({ model: "qwen" }))).toEqual({
+      metricSpecs: [{ metricName: demandMetricName, targetSize: 1, targetSizeFloat: 1 }],
+    });
+    expect(
+      await call("GetMetrics", { scaledObjectRef: ref({ model: "qwen" }), metricName: demandMetricName }),
+    ).toEqual({ metricValues: [{ metricName: demandMetricName, metricValue: 5, metricValueFloat: 5 }] });
+    replica.lead("ml/qwen", 0, 0);
+    expect(await call("IsActive", ref({ model: "qwen" }))).toEqual({ result: false });
+  });
+
+  it("refuses bad metadata with INVALID_ARGUMENT and an unknown Model with NOT_FOUND, naming the field", async () => {
+    const replica = new FakeReplica("a");
+    const { call } = await scalerFor(replica);
+    await expect(call("IsActive", ref({ modle: "qwen" }))).rejects.toMatchObject({
+      code: status.INVALID_ARGUMENT,
+      details: expect.stringContaining("scalerMetadata.modle: unknown field"),
+    });
+    await expect(call("GetMetricSpec", ref({ model: "missing" }))).rejects.toMatchObject({
+      code: status.NOT_FOUND,
+      details: expect.stringContaining("scalerMetadata.model: no Model ml/missing"),
+    });
+    await expect(
+      call("GetMetrics", { scaledObjectRef: ref({ model: "missing" }), metricName: demandMetricName }),
+    ).rejects.toMatchObject({
+      code: status.NOT_FOUND,
+      details: expect.stringContaining("scalerMetadata.model"),
+    });
+    replica.lead("ml/qwen", 0, 0);
+    await expect(
+      call("GetMetrics", { scaledObjectRef: ref({ model: "qwen" }), metricName: "s0-other" }),
+    ).rejects.toMatchObject({
+      code: status.INVALID_ARGUMENT,
+      details: expect.stringContaining("metricName"),
+    });
+  });
+
+  it("StreamIsActive sends the current result at once and pushes true the moment a request is held", async () => {
+    const replica = new FakeReplica("a");
+    replica.lead("ml/qwen", 0, 0);
+    const { client } = await scalerFor(replica);
+    const stream = client.StreamIsActive(ref({ model: "qwen" }));
+    cleanups.push(() => stream.cancel());
+    const results: { result: boolean; at: number }[] = [];
+    stream.on("data", (r: { result: boolean }) => results.push({ ...r, at: Date.now() }));
+    stream.on("error", () => {});
+    await expect.poll(() => results.map((r) => r.result)).toEqual([false]);
+    const heldAt = Date.now();
+    replica.lead("ml/qwen", 0, 1, true);
+    await expect.poll(() => results.map((r) => r.result), { timeout: 1_000 }).toEqual([false, true]);
+    // Pushed on the event, not found by the next tick.
+    expect(results[1]!.at - heldAt).toBeLessThan(50);
+    // While it stays held, "true" is pushed again (KEDA might have missed one); gone → false.
+    await expect.poll(() => results.length, { timeout: 2_000 }).toBeGreaterThanOrEqual(3);
+    expect(results[2]!.result).toBe(true);
+    replica.lead("ml/qwen", 0, 0);
+    await expect.poll(() => results.at(-1)?.result).toBe(false);
+  });
+
+  it("StreamIsActive on an unknown Model ends with NOT_FOUND", async () => {
+    const { client } = await scalerFor(new FakeReplica("a"));
+    const stream = client.StreamIsActive(ref({ model: "missing" }));
+    const [error] = (await once(stream, "error")) as [ServiceError];
+    expect(error.code).toBe(status.NOT_FOUND);
+    expect(error.details).toContain("scalerMetadata.model");
+  });
+});
+
+describe("a replica that does not lead the Model", () => {
+  it("asks the leader, and streams from it: pushes still arrive at once", async () => {
+    const leader = new FakeReplica("leader");
+    leader.lead("ml/qwen", 1, 0);
+    const leaderDemand = new ModelDemand({ source: leader, log: silentLogger, tickMs: 100 });
+    const { url } = await controlServer(leaderDemand);
+    const follower = new FakeReplica("follower");
+    follower.follow("ml/qwen", url);
+    const { call, client, demand } = await scalerFor(follower);
+    expect(
+      await call("GetMetrics", { scaledObjectRef: ref({ model: "qwen" }), metricName: demandMetricName }),
+    ).toEqual({ metricValues: [{ metricName: demandMetricName, metricValue: 1, metricValueFloat: 1 }] });
+    expect(demand.counts.proxied).toBe(1);
+
+    leader.lead("ml/qwen", 0, 0);
+    const stream = client.StreamIsActive(ref({ model: "qwen" }));
+    cleanups.push(() => stream.cancel());
+    const results: boolean[] = [];
+    stream.on("data", (r: { result: boolean }) => results.push(r.result));
+    stream.on("error", () => {});
+    await expect.poll(() => results).toEqual([false]);
+    const heldAt = Date.now();
+    leader.lead("ml/qwen", 0, 1, true);
+    await expect.poll(() => results, { timeout: 1_000, interval: 5 }).toEqual([false, true]);
+    expect(Date.now() - heldAt).toBeLessThan(200);
+
+    // The Lease moves to the follower: it answers from its own load, the stream stays open.
+    follower.lead("ml/qwen", 0, 0);
+    await expect.poll(() => results.at(-1), { timeout: 2_000 }).toBe(false);
+    follower.lead("ml/qwen", 0, 2, true);
+    await expect.poll(() => results.at(-1), { timeout: 1_000 }).toBe(true);
+  });
+
+  it("a forwarded ask is answered only by the leader, never passed on again", async () => {
+    const replica = new FakeReplica("b");
+    replica.follow("ml/qwen", "http://127.0.0.1:1");
+    const { url } = await controlServer(new ModelDemand({ source: replica, log: silentLogger }));
+    const response = await fetch(`${url}/snooze/v1/demand/ml/qwen`, { headers: { [forwardedHeader]: "a" } });
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as { error: string }).error).toContain(
+      "no autoscaler leads Model ml/qwen",
+    );
+    const missing = await fetch(`${url}/snooze/v1/demand/ml/other`);
+    expect(missing.status).toBe(404);
+  });
+
+  it("with no leader known, unary calls fail UNAVAILABLE (KEDA retries) and the stream waits", async () => {
+    const replica = new FakeReplica("b");
+    replica.follow("ml/qwen");
+    const { call } = await scalerFor(replica);
+    await expect(call("IsActive", ref({ model: "qwen" }))).rejects.toMatchObject({
+      code: status.UNAVAILABLE,
+    });
+  });
+});

@@ -1,0 +1,336 @@
+import { fileURLToPath } from "node:url";
+import {
+  loadPackageDefinition,
+  Server,
+  ServerCredentials,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type ServiceDefinition,
+  type sendUnaryData,
+  status,
+} from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
+import { Counter, type Registry } from "prom-client";
+import type { Logger } from "../../lib/log.ts";
+import { DemandError, type DemandSample, type ModelDemand } from "./model-demand.ts";
+
+/**
+ * KEDA's external scaler protocol (`externalscaler.proto`, vendored beside this file), served by
+ * `snooze autoscaler` so a ScaledObject can scale a Model on its demand: the requests its
+ * activators hold plus those in flight. Works for both trigger types, `external` (KEDA polls
+ * IsActive and GetMetrics) and `external-push` (StreamIsActive: "active" is pushed the moment a
+ * request is held, so 0 → 1 does not wait for KEDA's polling interval). Any autoscaler replica
+ * answers; one that does not hold the Model's Lease asks the one that does.
+ *
+ * The trigger's metadata (KEDA passes all of it as `scalerMetadata`):
+ *   scalerAddress   KEDA's own: where this server listens (`snooze-autoscaler.snooze-system:9090`)
+ *   model           the Model: its name in the ScaledObject's namespace, or `namespace/name`
+ *   targetDemand    demand one awake replica is meant for (the HPA's AverageValue target);
+ *                   default: the Model's `concurrency` when set, else 1
+ * Any other key is refused (INVALID_ARGUMENT naming it), as is a Model that does not exist
+ * (NOT_FOUND naming `model`). KEDA's `enableTLS`, `unsafeSsl` and keys ending in `FromEnv` (KEDA
+ * resolves `modelFromEnv` to the value of that environment variable of the target) are known.
+ */
+export const demandMetricName = "snooze-demand";
+
+/** The trigger metadata keys KEDA itself reads from an external scaler's trigger. */
+const kedaKeys = new Set(["scalerAddress", "enableTLS", "unsafeSsl"]);
+const ownKeys = ["model", "targetDemand"] as const;
+
+export interface ScaledObjectRef {
+  name?: string;
+  namespace?: string;
+  scalerMetadata?: Record<string, string>;
+}
+
+export interface ScalerTarget {
+  /** The Model, `namespace/name`. */
+  key: string;
+  /** Explicit targetDemand, when the trigger sets one. */
+  targetDemand?: number;
+}
+
+/** A request the scaler refuses, with the gRPC code and a message that names the field. */
+export class ScalerInputError extends Error {
+  readonly code: status;
+  readonly field: string;
+  constructor(code: status, field: string, message: string) {
+    super(`${field}: ${message}`);
+    this.code = code;
+    this.field = field;
+  }
+}
+
+const dns1123 = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Reads a ScaledObjectRef's metadata; throws ScalerInputError naming the first bad field. */
+export function scalerTargetOf(ref: ScaledObjectRef): ScalerTarget {
+  const metadata = ref.scalerMetadata ?? {};
+  const values: Record<string, string> = {};
+  for (const [key, value] of Object.entries(metadata)) {
+    if (kedaKeys.has(key)) continue;
+    const plain = key.endsWith("FromEnv") ? key.slice(0, -"FromEnv".length) : key;
+    if (!(ownKeys as readonly string[]).includes(plain))
+      throw new ScalerInputError(
+        status.INVALID_ARGUMENT,
+        `scalerMetadata.${key}`,
+        `unknown field; Snooze's external scaler reads ${ownKeys.join(" and ")} (and KEDA's scalerAddress, enableTLS, unsafeSsl)`,
+      );
+    if (plain === key || values[plain] === undefined) values[plain] = value;
+  }
+  const model = values.model?.trim();
+  if (!model)
+    throw new ScalerInputError(
+      status.INVALID_ARGUMENT,
+      "scalerMetadata.model",
+      "required: the Model this ScaledObject scales, by name (in the ScaledObject's namespace) or namespace/name",
+    );
+  const parts = model.split("/");
+  if (parts.length > 2 || parts.some((p) => !dns1123.test(p)))
+    throw new ScalerInputError(
+      status.INVALID_ARGUMENT,
+      "scalerMetadata.model",
+      `"${model}" is not a Model name or namespace/name`,
+    );
+  let key = model;
+  if (parts.length === 1) {
+    if (!ref.namespace)
+      throw new ScalerInputError(
+        status.INVALID_ARGUMENT,
+        "namespace",
+        `the ScaledObject's namespace is empty, so "${model}" names no Model; write namespace/name`,
+      );
+    key = `${ref.namespace}/${model}`;
+  }
+  let targetDemand: number | undefined;
+  if (values.targetDemand !== undefined) {
+    targetDemand = Number(values.targetDemand);
+    if (!Number.isFinite(targetDemand) || targetDemand <= 0 || values.targetDemand.trim() === "")
+      throw new ScalerInputError(
+        status.INVALID_ARGUMENT,
+        "scalerMetadata.targetDemand",
+        `must be a positive number (requests one awake replica is meant for), not "${values.targetDemand}"`,
+      );
+  }
+  return { key, targetDemand };
+}
+
+export interface ExternalScalerOptions {
+  demand: ModelDemand;
+  /** The default targetDemand of a Model: its `concurrency` when set (> 0), else 1. */
+  perReplica(key: string): number | undefined;
+  log: Logger;
+  registry: Registry;
+  /** While a request is held and "active" stands, it is pushed again this often (KEDA may have missed one). */
+  repushMs?: number;
+}
+
+const protoPath = fileURLToPath(new URL("./externalscaler.proto", import.meta.url));
+
+interface IsActiveResponse {
+  result: boolean;
+}
+
+/** The gRPC server; `listen` binds it, `close` stops it (open streams end). */
+export class ExternalScalerServer {
+  private readonly options: ExternalScalerOptions;
+  private readonly log: Logger;
+  private readonly server = new Server();
+  private readonly streams = new Set<AbortController>();
+  private readonly calls: Counter<"method" | "code">;
+  private readonly pushes: Counter<"result">;
+  private readonly repushMs: number;
+
+  constructor(options: ExternalScalerOptions) {
+    this.options = options;
+    this.log = options.log;
+    this.repushMs = options.repushMs ?? 2_000;
+    this.calls = new Counter({
+      name: "snooze_external_scaler_calls_total",
+      help: "KEDA external scaler calls answered, by method and gRPC status code.",
+      labelNames: ["method", "code"],
+      registers: [options.registry],
+    });
+    this.pushes = new Counter({
+      name: "snooze_external_scaler_pushes_total",
+      help: "IsActive results pushed on StreamIsActive streams (external-push), by result.",
+      labelNames: ["result"],
+      registers: [options.registry],
+    });
+    const definition = loadSync(protoPath, { keepCase: true, longs: Number, defaults: true });
+    const loaded = loadPackageDefinition(definition) as unknown as {
+      externalscaler: { ExternalScaler: { service: ServiceDefinition } };
+    };
+    const service = loaded.externalscaler.ExternalScaler.service;
+    this.server.addService(service, {
+      IsActive: (
+        call: ServerUnaryCall<ScaledObjectRef, IsActiveResponse>,
+        done: sendUnaryData<IsActiveResponse>,
+      ) =>
+        this.unary("IsActive", call.request, done, async (target) => ({
+          result: (await this.sample(target)).active,
+        })),
+      GetMetricSpec: (call: ServerUnaryCall<ScaledObjectRef, unknown>, done: sendUnaryData<unknown>) =>
+        this.unary("GetMetricSpec", call.request, done, async (target) => {
+          const size = await this.targetSize(target);
+          return {
+            metricSpecs: [
+              {
+                metricName: demandMetricName,
+                targetSize: Math.max(1, Math.round(size)),
+                targetSizeFloat: size,
+              },
+            ],
+          };
+        }),
+      GetMetrics: (
+        call: ServerUnaryCall<{ scaledObjectRef?: ScaledObjectRef; metricName?: string }, unknown>,
+        done: sendUnaryData<unknown>,
+      ) =>
+        this.unary("GetMetrics", call.request.scaledObjectRef ?? {}, done, async (target) => {
+          const name = call.request.metricName ?? "";
+          if (name !== demandMetricName)
+            throw new ScalerInputError(
+              status.INVALID_ARGUMENT,
+              "metricName",
+              `unknown metric "${name}"; this scaler serves ${demandMetricName}`,
+            );
+          const sample = await this.sample(target);
+          return {
+            metricValues: [
+              { metricName: demandMetricName, metricValue: sample.demand, metricValueFloat: sample.demand },
+            ],
+          };
+        }),
+      StreamIsActive: (call: ServerWritableStream<ScaledObjectRef, IsActiveResponse>) => this.stream(call),
+    });
+  }
+
+  /** Binds `host:port` (port 0: any free one); resolves to the port bound. */
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const address = host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+      this.server.bindAsync(address, ServerCredentials.createInsecure(), (error, bound) =>
+        error ? reject(error) : resolve(bound),
+      );
+    });
+  }
+
+  /** Ends open streams (KEDA reconnects elsewhere) and stops within `graceMs`. */
+  async close(graceMs = 2_000): Promise<void> {
+    for (const stream of this.streams) stream.abort();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.server.forceShutdown();
+        resolve();
+      }, graceMs);
+      this.server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  private async sample(target: ScalerTarget): Promise<DemandSample> {
+    try {
+      return await this.options.demand.sample(target.key);
+    } catch (error) {
+      throw this.translate(error);
+    }
+  }
+
+  private async targetSize(target: ScalerTarget): Promise<number> {
+    if (target.targetDemand !== undefined) return target.targetDemand;
+    const perReplica = this.options.perReplica(target.key);
+    if (perReplica === undefined)
+      throw new ScalerInputError(status.NOT_FOUND, "scalerMetadata.model", `no Model ${target.key} exists`);
+    return perReplica;
+  }
+
+  private translate(error: unknown): Error {
+    if (error instanceof DemandError)
+      return error.code === "not-found"
+        ? new ScalerInputError(status.NOT_FOUND, "scalerMetadata.model", error.message)
+        : new ScalerInputError(status.UNAVAILABLE, "scalerMetadata.model", error.message);
+    return error as Error;
+  }
+
+  private unary<T>(
+    method: string,
+    ref: ScaledObjectRef,
+    done: sendUnaryData<T>,
+    answer: (target: ScalerTarget) => Promise<T>,
+  ): void {
+    let target: ScalerTarget;
+    try {
+      target = scalerTargetOf(ref);
+    } catch (error) {
+      this.fail(method, ref, error, (e) => done(e));
+      return;
+    }
+    answer(target).then(
+      (value) => {
+        this.calls.inc({ method, code: "OK" });
+        done(null, value);
+      },
+      (error: unknown) => this.fail(method, ref, error, (e) => done(e)),
+    );
+  }
+
+  private fail(
+    method: string,
+    ref: ScaledObjectRef,
+    error: unknown,
+    send: (e: { code: status; details: string }) => void,
+  ): void {
+    const input = error instanceof ScalerInputError ? error : undefined;
+    const code = input?.code ?? status.INTERNAL;
+    this.calls.inc({ method, code: status[code] ?? String(code) });
+    const details = input?.message ?? `internal error: ${(error as Error)?.message ?? String(error)}`;
+    const where = { method, scaledObject: `${ref.namespace ?? ""}/${ref.name ?? ""}`, error: details };
+    if (input && input.code !== status.UNAVAILABLE) this.log.info("refused a KEDA request", where);
+    else this.log.warn("could not answer KEDA", where);
+    send({ code, details });
+  }
+
+  /** StreamIsActive: the current result at once, then each change; "true" again on every new hold. */
+  private stream(call: ServerWritableStream<ScaledObjectRef, IsActiveResponse>): void {
+    let target: ScalerTarget;
+    try {
+      target = scalerTargetOf(call.request);
+    } catch (error) {
+      this.fail("StreamIsActive", call.request, error, (e) => call.emit("error", e));
+      return;
+    }
+    const abort = new AbortController();
+    this.streams.add(abort);
+    call.on("cancelled", () => abort.abort());
+    call.on("close", () => abort.abort());
+    const send = (result: boolean) => {
+      this.pushes.inc({ result: String(result) });
+      call.write({ result });
+    };
+    void (async () => {
+      let last: boolean | undefined;
+      let lastAt = 0;
+      try {
+        for await (const { sample, poke } of this.options.demand.watch(target.key, abort.signal)) {
+          const now = Date.now();
+          const repush = sample.active && sample.held > 0 && now - lastAt >= this.repushMs;
+          if (sample.active !== last || (poke && sample.active) || repush) {
+            send(sample.active);
+            last = sample.active;
+            lastAt = now;
+          }
+        }
+        this.calls.inc({ method: "StreamIsActive", code: "OK" });
+        call.end();
+      } catch (error) {
+        if (!abort.signal.aborted)
+          this.fail("StreamIsActive", call.request, this.translate(error), (e) => call.emit("error", e));
+      } finally {
+        this.streams.delete(abort);
+      }
+    })();
+  }
+}

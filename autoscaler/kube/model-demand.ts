@@ -1,0 +1,306 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { forwardedHeader } from "../../lib/control-protocol.ts";
+import type { Logger } from "../../lib/log.ts";
+
+/**
+ * A Model's demand as external scalers (KEDA) read it: the requests its activators hold plus those
+ * in flight, summed by the replica that holds the Model's Lease. Any replica can be asked: one
+ * that does not lead the Model asks the one that does, over its control server
+ * (`GET /snooze/v1/demand/<namespace>/<name>`, `?watch=1` for a stream of changes).
+ */
+export interface DemandSample {
+  /** The Model, `namespace/name`. */
+  model: string;
+  inFlight: number;
+  held: number;
+  /** held + inFlight. */
+  demand: number;
+  /** Something wants the Model now: demand > 0. */
+  active: boolean;
+}
+
+/** One step of a watch: the sample, and whether a request was just held (an activator's demand). */
+export interface DemandUpdate {
+  sample: DemandSample;
+  poke: boolean;
+}
+
+/** What the autoscaler tells about a Model (KubeAutoscaler implements it). */
+export type ModelLookup =
+  | { leading: true; load: { inFlight: number; held: number } }
+  | { leading: false; leader?: string };
+
+export interface DemandSource {
+  /** The Model `namespace/name` as this replica sees it; undefined when it knows no such Model. */
+  lookup(key: string): ModelLookup | undefined;
+  /** The load of a Model this replica leads changed; `poke`: an activator just held a request. */
+  onLoad(listener: (key: string, poke: boolean) => void): () => void;
+  identity: string;
+}
+
+export class DemandError extends Error {
+  readonly code: "not-found" | "unavailable";
+  constructor(code: "not-found" | "unavailable", message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+export const demandPathPrefix = "/snooze/v1/demand/";
+export const demandPathOf = (key: string) =>
+  `${demandPathPrefix}${key.split("/").map(encodeURIComponent).join("/")}`;
+const demandRoute = /^\/snooze\/v1\/demand\/([^/]+)\/([^/]+)$/;
+
+export interface ModelDemandOptions {
+  source: DemandSource;
+  log: Logger;
+  /** How often a watch re-reads the load without an event (activators' reports expire) and sends a keep-alive. */
+  tickMs?: number;
+  /** A watch of another replica that sends nothing for this long is dropped and opened again. */
+  staleMs?: number;
+  /** Pause before a broken watch of another replica is opened again. */
+  retryMs?: number;
+}
+
+const sampleOf = (key: string, load: { inFlight: number; held: number }): DemandSample => {
+  const demand = load.inFlight + load.held;
+  return { model: key, inFlight: load.inFlight, held: load.held, demand, active: demand > 0 };
+};
+
+const sameSample = (a: DemandSample, b: DemandSample) =>
+  a.inFlight === b.inFlight && a.held === b.held && a.model === b.model;
+
+function isSample(value: unknown): value is DemandSample {
+  const v = value as DemandSample;
+  return (
+    typeof v === "object" &&
+    v !== null &&
+    typeof v.model === "string" &&
+    Number.isInteger(v.inFlight) &&
+    Number.isInteger(v.held) &&
+    typeof v.active === "boolean"
+  );
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+const pause = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+
+/** Reads and watches Models' demand, here when this replica leads the Model, else at its leader. */
+export class ModelDemand {
+  private readonly source: DemandSource;
+  private readonly log: Logger;
+  private readonly tickMs: number;
+  private readonly staleMs: number;
+  private readonly retryMs: number;
+  readonly counts = { proxied: 0, watchesOpened: 0 };
+
+  constructor(options: ModelDemandOptions) {
+    this.source = options.source;
+    this.log = options.log;
+    this.tickMs = options.tickMs ?? 1_000;
+    this.staleMs = options.staleMs ?? 3_000;
+    this.retryMs = options.retryMs ?? 200;
+  }
+
+  /** The Model's demand now. `localOnly`: answer only if this replica leads it (a forwarded ask). */
+  async sample(
+    key: string,
+    options: { localOnly?: boolean; signal?: AbortSignal } = {},
+  ): Promise<DemandSample> {
+    const found = this.source.lookup(key);
+    if (!found) throw new DemandError("not-found", `no Model ${key} is known to the autoscaler`);
+    if (found.leading) return sampleOf(key, found.load);
+    if (options.localOnly || !found.leader)
+      throw new DemandError("unavailable", `no autoscaler leads Model ${key} right now; retry`);
+    this.counts.proxied++;
+    const response = await fetch(`${found.leader}${demandPathOf(key)}`, {
+      headers: { [forwardedHeader]: this.source.identity },
+      signal: options.signal ?? AbortSignal.timeout(2_000),
+    }).catch((error: unknown) => {
+      throw new DemandError("unavailable", `the leader of Model ${key} did not answer: ${String(error)}`);
+    });
+    const body = (await response.json().catch(() => undefined)) as unknown;
+    if (response.status === 404) throw new DemandError("not-found", `no Model ${key} is known to its leader`);
+    if (!response.ok || !isSample(body))
+      throw new DemandError("unavailable", `the leader of Model ${key} answered ${response.status}`);
+    return body;
+  }
+
+  /**
+   * The Model's demand as it changes: the current sample first, then one whenever the load changes
+   * or an activator holds a new request (`poke`), and a repeat every tick. Follows the Lease: read
+   * here while this replica leads the Model, streamed from the leader otherwise. Ends when `signal`
+   * aborts; throws DemandError("not-found") when no such Model is known (at the start or later).
+   */
+  async *watch(
+    key: string,
+    signal: AbortSignal,
+    options: { localOnly?: boolean } = {},
+  ): AsyncGenerator<DemandUpdate> {
+    this.counts.watchesOpened++;
+    while (!signal.aborted) {
+      const found = this.source.lookup(key);
+      if (!found) throw new DemandError("not-found", `no Model ${key} is known to the autoscaler`);
+      if (found.leading) yield* this.watchHere(key, signal);
+      else if (options.localOnly)
+        throw new DemandError("unavailable", `this autoscaler does not lead Model ${key}`);
+      else if (found.leader) {
+        yield* this.watchLeader(key, found.leader, signal);
+        await pause(this.retryMs, signal);
+      } else await pause(this.retryMs, signal);
+    }
+  }
+
+  /** While this replica leads the Model. */
+  private async *watchHere(key: string, signal: AbortSignal): AsyncGenerator<DemandUpdate> {
+    let wake: (() => void) | undefined;
+    let poked = false;
+    const unsubscribe = this.source.onLoad((changed, poke) => {
+      if (changed !== key) return;
+      if (poke) poked = true;
+      wake?.();
+    });
+    const onAbort = () => wake?.();
+    signal.addEventListener("abort", onAbort);
+    try {
+      let last: DemandSample | undefined;
+      let lastAt = 0;
+      while (!signal.aborted) {
+        const found = this.source.lookup(key);
+        if (!found?.leading) return; // led elsewhere now (or gone): the caller looks again
+        const sample = sampleOf(key, found.load);
+        const poke = poked;
+        poked = false;
+        const now = Date.now();
+        if (!last || poke || !sameSample(last, sample) || now - lastAt >= this.tickMs) {
+          last = sample;
+          lastAt = now;
+          yield { sample, poke };
+        }
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, this.tickMs);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        wake = undefined;
+      }
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      unsubscribe();
+    }
+  }
+
+  /** From the leader's control server, until it ends, goes quiet, or someone else leads. */
+  private async *watchLeader(key: string, leader: string, signal: AbortSignal): AsyncGenerator<DemandUpdate> {
+    const abort = new AbortController();
+    const stop = () => abort.abort();
+    signal.addEventListener("abort", stop);
+    let heard = Date.now();
+    // Leadership may move while the stream is open (a frozen leader's stream just stops): look often.
+    const watchdog = setInterval(
+      () => {
+        const found = this.source.lookup(key);
+        const moved = !found || found.leading || found.leader !== leader;
+        if (moved || Date.now() - heard > this.staleMs) abort.abort();
+      },
+      Math.min(this.tickMs, 500),
+    );
+    try {
+      this.counts.proxied++;
+      const response = await fetch(`${leader}${demandPathOf(key)}?watch=1`, {
+        headers: { [forwardedHeader]: this.source.identity },
+        signal: abort.signal,
+      });
+      if (response.status === 404) {
+        await response.body?.cancel();
+        // The leader does not know it (yet, or any more): only our own view decides it is gone.
+        return;
+      }
+      if (!response.ok || !response.body) {
+        await response.body?.cancel();
+        return;
+      }
+      const decoder = new TextDecoder();
+      let buffered = "";
+      for await (const chunk of response.body) {
+        heard = Date.now();
+        buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+        let newline = buffered.indexOf("\n");
+        while (newline >= 0) {
+          const line = buffered.slice(0, newline).trim();
+          buffered = buffered.slice(newline + 1);
+          newline = buffered.indexOf("\n");
+          if (!line) continue;
+          const update = JSON.parse(line) as { sample?: unknown; poke?: unknown };
+          if (isSample(update.sample)) yield { sample: update.sample, poke: update.poke === true };
+        }
+      }
+    } catch (error) {
+      if (!abort.signal.aborted)
+        this.log.debug("watching demand at the leader failed", { model: key, leader, error });
+    } finally {
+      clearInterval(watchdog);
+      signal.removeEventListener("abort", stop);
+      abort.abort();
+    }
+  }
+
+  /**
+   * `GET /snooze/v1/demand/<namespace>/<name>[?watch=1]` on the control server: the sample as JSON,
+   * or a stream of `{sample, poke}` lines (NDJSON). A forwarded ask is answered only by the leader.
+   * Returns false when the path is not this route.
+   */
+  handle(req: IncomingMessage, res: ServerResponse, path: string, forwarded: boolean): boolean {
+    const match = req.method === "GET" ? demandRoute.exec(path) : null;
+    if (!match) return false;
+    const key = `${decodeURIComponent(match[1]!)}/${decodeURIComponent(match[2]!)}`;
+    const watching = new URL(req.url ?? "/", "http://x").searchParams.get("watch") === "1";
+    const fail = (error: unknown) => {
+      const status = error instanceof DemandError ? (error.code === "not-found" ? 404 : 503) : 500;
+      if (res.headersSent) return res.destroy();
+      const text = JSON.stringify({ error: (error as Error).message });
+      res.writeHead(status, {
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(text),
+      });
+      res.end(text);
+    };
+    if (!watching) {
+      this.sample(key, { localOnly: forwarded }).then((sample) => {
+        const text = JSON.stringify(sample);
+        res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+        res.end(text);
+      }, fail);
+      return true;
+    }
+    const abort = new AbortController();
+    res.on("close", () => abort.abort());
+    void (async () => {
+      try {
+        for await (const update of this.watch(key, abort.signal, { localOnly: forwarded })) {
+          if (!res.headersSent)
+            res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
+          res.write(`${JSON.stringify(update)}\n`);
+        }
+        if (!res.headersSent)
+          throw new DemandError("unavailable", `this autoscaler does not lead Model ${key}`);
+        res.end();
+      } catch (error) {
+        fail(error);
+      }
+    })();
+    return true;
+  }
+}
