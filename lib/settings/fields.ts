@@ -7,14 +7,45 @@ import { parseDuration } from "../duration.ts";
  * written form) and become milliseconds and bytes after parsing.
  */
 
-/** `30s`, `5m`, `1h30m`, `0`, or `never` (Infinity: the step never happens). */
+/**
+ * The longest delay a Node.js timer can wait: 2^31-1 ms (about 24.8 days). A longer one fires
+ * after 1 ms instead (a hold budget of 720h would spin), so settings that arm timers stop there.
+ */
+export const maxTimerMs = 2 ** 31 - 1;
+const longest = "596h (about 24.8 days: a timer waits at most 2^31-1 ms)";
+const durationForm = /^(never|0|(\d+(\.\d+)?(ms|s|m|h))+)$/;
+const finiteForm = /^(0|(\d+(\.\d+)?(ms|s|m|h))+)$/;
+
+/** `30s`, `5m`, `1h30m`, `0`, or `never` (Infinity: the step never happens); at most `maxTimerMs`. */
 export const duration = z
   .string()
-  .regex(/^(never|0|(\d+(\.\d+)?(ms|s|m|h))+)$/, {
+  .regex(durationForm, {
     message: 'expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"',
   })
   .transform((text) => (text === "never" ? Number.POSITIVE_INFINITY : parseDuration(text)!))
+  .refine((ms) => ms === Number.POSITIVE_INFINITY || ms <= maxTimerMs, {
+    message: `is too long: at most ${longest}, or "never"`,
+  })
   .meta({ description: 'A duration such as "30s", "5m" or "1h30m"; "never" disables the step.' });
+
+/**
+ * A duration that must end: a timeout or budget for which `never` cannot work (`why` says what
+ * would go wrong); at most `maxTimerMs`, and above 0 when `positive`.
+ */
+export function finiteDuration(why: string, { positive = false } = {}) {
+  return z
+    .string()
+    .regex(finiteForm, {
+      error: (issue) =>
+        issue.input === "never"
+          ? `"never" cannot work here: ${why}; give a duration like "30s" or "5m"`
+          : `expected a duration like "250ms", "30s", "5m" or "1h30m"${positive ? "" : ' or "0"'}`,
+    })
+    .transform((text) => parseDuration(text)!)
+    .refine((ms) => ms <= maxTimerMs, { message: `is too long: at most ${longest}` })
+    .refine((ms) => !positive || ms > 0, { message: `must be longer than 0: ${why}` })
+    .meta({ description: 'A duration such as "30s", "5m" or "1h30m".' });
+}
 
 const sizeUnits: Record<string, number> = {
   "": 1,

@@ -1,4 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, test } from "vitest";
+import { stringify } from "yaml";
 import { settingsFromAnnotations } from "./annotations.ts";
 import { ConfigError } from "./config-error.ts";
 import { parseConfig } from "./load.ts";
@@ -52,6 +54,12 @@ describe("parseConfig", () => {
     ]);
   });
 
+  test("a value of the wrong type says so (it is there, not missing)", () => {
+    const [problem] = problemsOf("models:\n  qwen:\n    command: [x, '${PORT}']\n    sleepAfter: 5\n");
+    expect(problem).toMatchObject({ key: "models.qwen.sleepAfter", line: 4 });
+    expect(problem!.message).toMatch(/expected string, received number/);
+  });
+
   test("an unknown key is reported where it is written", () => {
     const problems = problemsOf("models:\n  qwen:\n    command: [x, '${PORT}']\n    sleepAftr: 5m\n");
     expect(problems[0]).toMatchObject({
@@ -89,8 +97,343 @@ describe("parseConfig", () => {
     ).toThrow(/^s\.yaml:4:5: models\.qwen\.sleepLevel: /);
   });
 
-  test("an empty file asks for models", () => {
-    expect(problemsOf("")[0]).toMatchObject({ key: "models", message: "is required" });
+  test("an empty file (or one of only comments) says so at 1:1", () => {
+    for (const text of ["", "\n\n", "# nothing yet\n", "---\n"]) {
+      expect(problemsOf(text), JSON.stringify(text)).toEqual([
+        { key: "", line: 1, column: 1, message: expect.stringContaining("the file is empty") },
+      ]);
+    }
+    expect(() => parseConfig("", "e.yaml")).toThrow(/^e\.yaml:1:1: \(top level\): the file is empty/);
+    // `models:` with nothing under it is not empty: it asks for models where they go.
+    expect(problemsOf("models:\n")[0]).toMatchObject({ key: "models", line: 1 });
+  });
+});
+
+const withModel = (settings: string, extra = "") =>
+  `${extra}models:\n  qwen:\n    command: [x, '\${PORT}']\n${settings
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => `    ${line}\n`)
+    .join("")}`;
+
+describe("settings that cannot work are refused", () => {
+  test("durations past what a timer can wait (2^31-1 ms, 24.8 days) name the key and the range", () => {
+    for (const key of [
+      "wakeTimeout",
+      "startTimeout",
+      "holdBudget",
+      "drainTimeout",
+      "sleepAfter",
+      "zeroAfter",
+    ]) {
+      const problems = problemsOf(withModel(`${key}: 720h`));
+      expect(problems, key).toEqual([
+        { key: `models.qwen.${key}`, line: 4, column: 5, message: expect.stringContaining("at most 596h") },
+      ]);
+    }
+    // The longest that fits is fine; one millisecond more is not.
+    expect(parseConfig(withModel("holdBudget: 596h")).models.get("qwen")!.holdBudget).toBe(596 * 3_600_000);
+    expect(problemsOf(withModel("holdBudget: 596h31m23s648ms"))[0]!.key).toBe("models.qwen.holdBudget");
+    expect(parseConfig(withModel("holdBudget: 596h31m23s647ms")).models.get("qwen")!.holdBudget).toBe(
+      2 ** 31 - 1,
+    );
+  });
+
+  test('"never" is refused where a step must end, with the reason; kept where it means "do not"', () => {
+    for (const key of ["wakeTimeout", "startTimeout", "holdBudget", "drainTimeout"]) {
+      const [problem] = problemsOf(withModel(`${key}: never`));
+      expect(problem, key).toMatchObject({ key: `models.qwen.${key}`, line: 4 });
+      expect(problem!.message).toMatch(/^"never" cannot work here: /);
+    }
+    const config = parseConfig(withModel("sleepAfter: never\ndeepSleepAfter: never\nzeroAfter: never"));
+    expect(config.models.get("qwen")).toMatchObject({
+      sleepAfter: Number.POSITIVE_INFINITY,
+      deepSleepAfter: Number.POSITIVE_INFINITY,
+      zeroAfter: Number.POSITIVE_INFINITY,
+    });
+    expect(problemsOf(withModel("zeroAfter: 720h"))[0]!.message).toContain('or "never"');
+  });
+
+  test("a wake or start timeout of 0 fails every wake, so it is refused", () => {
+    for (const key of ["wakeTimeout", "startTimeout"])
+      expect(problemsOf(withModel(`${key}: "0"`))[0]!.message, key).toContain("must be longer than 0");
+    expect(parseConfig(withModel('holdBudget: "0"\ndrainTimeout: "0"')).models.get("qwen")).toMatchObject({
+      holdBudget: 0,
+      drainTimeout: 0,
+    });
+  });
+
+  test("the same rules hold in defaults and slots", () => {
+    expect(problemsOf(withModel("", "defaults:\n  wakeTimeout: never\n"))[0]).toMatchObject({
+      key: "defaults.wakeTimeout",
+      line: 2,
+    });
+    const slots = (settings: string) =>
+      problemsOf(
+        `slots:\n  gpu0:\n    ${settings}\nmodels:\n  qwen:\n    command: [x, '\${PORT}']\n    slot: gpu0\n`,
+      );
+    for (const key of ["minResidency", "swapCooldown", "drainTimeout"])
+      expect(slots(`${key}: never`)[0], key).toMatchObject({ key: `slots.gpu0.${key}`, line: 3 });
+    expect(slots("maxWait: 30d")[0]).toMatchObject({ key: "slots.gpu0.maxWait" });
+    expect(slots("maxWait: 800h")[0]!.message).toContain("at most 596h");
+    expect(() =>
+      parseConfig(
+        "slots:\n  gpu0:\n    maxWait: never\n    preemptAfter: never\nmodels:\n  qwen:\n    command: [x, '${PORT}']\n    slot: gpu0\n",
+      ),
+    ).not.toThrow();
+  });
+
+  test("two models on one fixed port", () => {
+    const problems = problemsOf(
+      "models:\n  a:\n    command: [x]\n    port: 8001\n  b:\n    command: [y]\n    port: 8001\n  c:\n    command: [z]\n    port: 8002\n",
+    );
+    expect(problems).toEqual([
+      {
+        key: "models.b.port",
+        line: 7,
+        column: 5,
+        message: 'port 8001 is already the port of model "a"; two engines cannot listen on one port',
+      },
+    ]);
+  });
+
+  test("a YAML alias bomb is a located problem, not a stack trace", () => {
+    const bomb = [
+      'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]',
+      "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]",
+      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]",
+      "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]",
+      "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]",
+      "models: *e",
+      "",
+    ].join("\n");
+    const started = performance.now();
+    const problems = problemsOf(bomb);
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(problems).toEqual([
+      {
+        key: "",
+        line: 2,
+        column: 8,
+        message: expect.stringContaining("the aliases (*name) expand to too much"),
+      },
+    ]);
+    // A few aliases, as a file may use for shared commands, are fine.
+    const shared = "models:\n  a:\n    command: &cmd [x, '${PORT}']\n  b:\n    command: *cmd\n";
+    expect(parseConfig(shared).models.get("b")!.command).toEqual(["x", "${PORT}"]);
+  });
+
+  test("an alias with no anchor, and a key that is a list, are located problems", () => {
+    expect(problemsOf("models:\n  a:\n    command: *nothing\n")).toEqual([
+      { key: "", line: 3, column: 14, message: expect.stringContaining("Unresolved alias") },
+    ]);
+    expect(problemsOf("models:\n  ? [a, b]\n  : {command: [x]}\n")).toEqual([
+      { key: "", line: 2, column: 5, message: "a key must be a plain name, not a list or a mapping" },
+    ]);
+  });
+});
+
+describe("any input: a ConfigError with file:line:col, or settings that can all work", () => {
+  const tokens = [
+    "models",
+    "qwen",
+    "llama",
+    "defaults",
+    "slots",
+    "gpu0",
+    "command",
+    "slot",
+    "port",
+    "aliases",
+    "sleepAfter",
+    "wakeTimeout",
+    "holdBudget",
+    "zeroAfter",
+    "drainTimeout",
+    "minResidency",
+    ":",
+    ": ",
+    "- ",
+    "\n",
+    "\n  ",
+    "\n    ",
+    " ",
+    "\t",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    "&a",
+    "*a",
+    "&b",
+    "*b",
+    "!",
+    "!!str",
+    "!!binary",
+    "#",
+    "'",
+    '"',
+    "|",
+    ">",
+    "?",
+    "%YAML",
+    "---",
+    "...",
+    "<<",
+    "${PORT}",
+    "never",
+    "5m",
+    "720h",
+    "0",
+    "8001",
+    "-1",
+    "1e400",
+    ".inf",
+    "null",
+    "~",
+    "true",
+    "\\",
+    "@",
+    "`",
+    "\u0000",
+    "\uFEFF",
+    "é",
+    "__proto__",
+    "constructor",
+  ];
+  const text = fc.array(fc.constantFrom(...tokens), { maxLength: 60 }).map((parts) => parts.join(""));
+  const value = fc.letrec((tie) => ({
+    any: fc.oneof(
+      { depthSize: "small" },
+      fc.constantFrom("never", "0", "5m", "720h", "596h", "596h31m24s", "1.5s", "soon", "${PORT}", ""),
+      fc.integer({ min: -2, max: 70_000 }),
+      fc.double(),
+      fc.boolean(),
+      fc.constant(null),
+      fc.array(tie("any"), { maxLength: 3 }),
+      fc.dictionary(fc.constantFrom("command", "port", "wakeTimeout", "x", "slot"), tie("any"), {
+        maxKeys: 3,
+      }),
+    ),
+  })).any;
+  const settingKeys = [
+    "sleepAfter",
+    "deepSleepAfter",
+    "zeroAfter",
+    "holdBudget",
+    "startTimeout",
+    "wakeTimeout",
+    "drainTimeout",
+    "port",
+    "slot",
+    "aliases",
+    "sleepLevel",
+    "queueDepth",
+    "unknownKey",
+  ];
+  const model = fc.record(
+    {
+      command: fc.oneof(fc.constant(["x", "${PORT}"]), value),
+      settings: fc.dictionary(fc.constantFrom(...settingKeys), value, { maxKeys: 4 }),
+    },
+    { requiredKeys: ["settings"] },
+  );
+  const structured = fc
+    .record(
+      {
+        defaults: fc.dictionary(fc.constantFrom(...settingKeys), value, { maxKeys: 3 }),
+        models: fc.dictionary(fc.constantFrom("qwen", "llama", "a b", ""), model, { maxKeys: 3 }),
+        slots: fc.dictionary(
+          fc.constantFrom("gpu0", "gpu1"),
+          fc.dictionary(fc.constantFrom("minResidency", "swapCooldown", "maxWait", "policy"), value, {
+            maxKeys: 3,
+          }),
+          { maxKeys: 2 },
+        ),
+        other: value,
+      },
+      { requiredKeys: [] },
+    )
+    .map(({ models, ...rest }) =>
+      stringify({
+        ...rest,
+        ...(models
+          ? {
+              models: Object.fromEntries(
+                Object.entries(models).map(([id, m]) => [id, { command: m.command, ...m.settings }]),
+              ),
+            }
+          : {}),
+      }),
+    );
+  const valid = withModel("sleepAfter: 5m\nwakeTimeout: 2m\nport: 8001", "defaults:\n  holdBudget: 30s\n");
+  const mutated = fc
+    .array(fc.tuple(fc.nat(valid.length), fc.nat(4), fc.constantFrom(...tokens)), {
+      minLength: 1,
+      maxLength: 4,
+    })
+    .map((edits) =>
+      edits.reduce(
+        (t, [at, cut, insert]) => t.slice(0, at) + insert + t.slice(Math.min(t.length, at + cut)),
+        valid,
+      ),
+    );
+
+  /** Timer settings that may be Infinity ("never"); every other one must fit a timer. */
+  const neverAllowed = new Set(["sleepAfter", "deepSleepAfter", "zeroAfter", "maxWait", "preemptAfter"]);
+  const timers = [
+    "sleepAfter",
+    "deepSleepAfter",
+    "zeroAfter",
+    "holdBudget",
+    "startTimeout",
+    "wakeTimeout",
+    "drainTimeout",
+  ];
+  const slotTimers = ["minResidency", "swapCooldown", "drainTimeout", "maxWait", "preemptAfter"];
+  const fits = (key: string, ms: number) =>
+    (ms >= 0 && ms <= 2 ** 31 - 1) || (ms === Number.POSITIVE_INFINITY && neverAllowed.has(key));
+
+  function check(input: string) {
+    let config: ReturnType<typeof parseConfig>;
+    try {
+      config = parseConfig(input, "fuzz.yaml");
+    } catch (error) {
+      if (!(error instanceof ConfigError))
+        throw new Error(`not a ConfigError for ${JSON.stringify(input)}: ${error}`);
+      expect(error.problems.length).toBeGreaterThan(0);
+      for (const problem of error.problems) {
+        expect(Number.isInteger(problem.line) && problem.line! >= 1, JSON.stringify(problem)).toBe(true);
+        expect(Number.isInteger(problem.column) && problem.column! >= 1, JSON.stringify(problem)).toBe(true);
+      }
+      for (const line of error.message.split("\n")) expect(line).toMatch(/^fuzz\.yaml:\d+:\d+: /);
+      return;
+    }
+    const ports = new Set<number>();
+    for (const model of config.models.values()) {
+      for (const key of timers) expect(fits(key, model[key as keyof typeof model] as number), key).toBe(true);
+      if (model.port !== undefined) {
+        expect(ports.has(model.port)).toBe(false);
+        ports.add(model.port);
+      }
+    }
+    for (const slot of config.slots.values())
+      for (const key of slotTimers)
+        expect(fits(key, slot[key as keyof typeof slot] as number), key).toBe(true);
+  }
+
+  test("random YAML-ish text", () => {
+    fc.assert(fc.property(text, check), { numRuns: 2_000 });
+  });
+
+  test("random settings files", () => {
+    fc.assert(fc.property(structured, check), { numRuns: 1_000 });
+  });
+
+  test("a valid file with random edits", () => {
+    check(valid);
+    fc.assert(fc.property(mutated, check), { numRuns: 2_000 });
   });
 });
 

@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { isNode, LineCounter, parseDocument } from "yaml";
+import { isCollection, isNode, isScalar, LineCounter, parseDocument, visit } from "yaml";
 import type { z } from "zod";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
 import { snoozeFile } from "./file.ts";
@@ -16,7 +16,25 @@ export async function loadConfigFile(path: string): Promise<SnoozeConfig> {
   return parseConfig(text, path);
 }
 
+/** Alias expansions a file may make in all (YAML's guard against "billion laughs" alias bombs). */
+export const maxAliasCount = 100;
+
 export function parseConfig(text: string, file = "snooze.yaml"): SnoozeConfig {
+  try {
+    return parseConfigText(text, file);
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    // Whatever the YAML library or a check trips over is still a problem in this file, not a crash.
+    throw new ConfigError(file, [
+      { key: "", message: `cannot read the settings: ${(error as Error).message}`, ...start },
+    ]);
+  }
+}
+
+/** Where a problem is reported when nothing more precise is known: the file's first character. */
+const start = { line: 1, column: 1 };
+
+function parseConfigText(text: string, file: string): SnoozeConfig {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true });
   if (doc.errors.length > 0) {
@@ -27,24 +45,67 @@ export function parseConfig(text: string, file = "snooze.yaml"): SnoozeConfig {
         return {
           key: "",
           message: `invalid YAML: ${error.message.split("\n")[0]}`,
-          line: at?.line,
-          column: at?.col,
+          line: at?.line ?? start.line,
+          column: at?.col ?? start.column,
         };
       }),
     );
   }
+  // No document at all, or `---` with nothing after it (an empty scalar, not a written `null`).
+  const contents = doc.contents;
+  if (contents === null || (isScalar(contents) && contents.value === null && contents.source === ""))
+    throw new ConfigError(file, [
+      { key: "", message: "the file is empty: it needs at least `models:` with one model", ...start },
+    ]);
+  const at = (offset: number | undefined) => {
+    if (offset === undefined) return start;
+    const pos = lines.linePos(offset);
+    return { line: pos.line, column: pos.col };
+  };
+  const keyProblems: ConfigProblem[] = [];
+  visit(doc, {
+    Pair(_, pair) {
+      // A mapping key that is itself a list or a mapping (`? [a, b]`) names no setting.
+      if (isCollection(pair.key))
+        keyProblems.push({
+          key: "",
+          message: "a key must be a plain name, not a list or a mapping",
+          ...at(pair.key.range?.[0]),
+        });
+    },
+  });
+  if (keyProblems.length > 0) throw new ConfigError(file, keyProblems);
   const locate = (path: PropertyKey[]): Pick<ConfigProblem, "line" | "column"> => {
     // Point at the deepest node that exists: a missing key is reported at its parent.
     for (let depth = path.length; depth >= 0; depth--) {
       const node = doc.getIn(path.slice(0, depth) as unknown[], true);
-      if (isNode(node) && node.range) {
-        const pos = lines.linePos(keyOffset(doc, path.slice(0, depth)) ?? node.range[0]);
-        return { line: pos.line, column: pos.col };
-      }
+      if (isNode(node) && node.range) return at(keyOffset(doc, path.slice(0, depth)) ?? node.range[0]);
     }
-    return {};
+    return start;
   };
-  const parsed = snoozeFile.safeParse(doc.toJS() ?? {});
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount });
+  } catch (error) {
+    // An alias bomb (anchors that expand to more than the limit) or an alias with no anchor.
+    // Point at the alias with no anchor, else at the first alias.
+    let alias: number | undefined;
+    visit(doc, {
+      Alias(_, node) {
+        if (alias === undefined) alias = node.range?.[0];
+        if (node.resolve(doc) === undefined) {
+          alias = node.range?.[0];
+          return visit.BREAK;
+        }
+        return undefined;
+      },
+    });
+    const message = /excessive alias count/i.test((error as Error).message)
+      ? `the aliases (*name) expand to too much: at most ${maxAliasCount} expansions in all (an alias bomb?)`
+      : `invalid YAML: ${(error as Error).message}`;
+    throw new ConfigError(file, [{ key: "", message, ...at(alias) }]);
+  }
+  const parsed = snoozeFile.safeParse(data ?? {}, { reportInput: true });
   if (!parsed.success)
     throw new ConfigError(
       file,

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { byteSize, duration, modelId } from "./fields.ts";
+import { byteSize, duration, finiteDuration, modelId } from "./fields.ts";
 
 /**
  * How one model moves along the tier ladder. Every field is optional here: a
@@ -31,7 +31,7 @@ export const tierSettings = z.strictObject({
   zeroAfter: duration
     .optional()
     .meta({ description: "Time asleep after which the engine is stopped (scale to zero)." }),
-  holdBudget: duration.optional().meta({
+  holdBudget: finiteDuration("a held request must get an answer, a 503 at the latest").optional().meta({
     description:
       "How long a request may wait for its model before a 503; the generation timeout starts only at dispatch.",
   }),
@@ -55,13 +55,17 @@ export const tierSettings = z.strictObject({
     description:
       "While a streaming request is held past 1 s, answer 200 at once and send SSE comment lines (`: waking qwen, ~2s`); a failure then arrives as an SSE error event instead of a 503.",
   }),
-  startTimeout: duration
+  startTimeout: finiteDuration("a start that hangs must fail, so held requests hear why", {
+    positive: true,
+  })
     .optional()
     .meta({ description: "How long a cold start may take before it is declared failed." }),
-  wakeTimeout: duration
+  wakeTimeout: finiteDuration("a wake that hangs must fail, so held requests hear why", {
+    positive: true,
+  })
     .optional()
     .meta({ description: "How long a wake may take before it is declared failed." }),
-  drainTimeout: duration.optional().meta({
+  drainTimeout: finiteDuration("a request that never ends would keep the replica awake").optional().meta({
     description:
       "How long in-flight requests may run after a replica stops taking new ones, before it sleeps anyway.",
   }),

@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { annotationFor } from "./annotations.ts";
 import { snoozeFile } from "./file.ts";
+import { maxAliasCount } from "./load.ts";
 import { builtinTierDefaults, localModel, tierSettings } from "./model.ts";
 import { builtinSlotDefaults, slotSettings } from "./slot.ts";
 
@@ -58,6 +59,18 @@ export function configurationReference(): string {
   const topRows = (["hostMemoryBudget", "maxBodySize", "eventSink", "eventMode"] as const).map(
     (key) => `| \`${key}\` | ${topDefaults[key]} | ${describe(snoozeFile.shape[key])} |`,
   );
+  // Which durations take `never`, read from the schema itself.
+  const durations = [
+    ...Object.entries(tierSettings.shape).map(([key, schema]) => [key, schema] as const),
+    ...Object.entries(slotSettings.shape).map(([key, schema]) => [`slot ${key}`, schema] as const),
+  ].filter(
+    ([, schema]) =>
+      (schema as z.ZodType).safeParse("5m").success && !(schema as z.ZodType).safeParse("5 min").success,
+  );
+  const takesNever = (schema: unknown) => (schema as z.ZodType).safeParse("never").success;
+  const list = (keys: string[]) => keys.map((k) => k.replace(/^(slot )?(.*)$/, "$1`$2`")).join(", ");
+  const neverList = list(durations.filter(([, s]) => takesNever(s)).map(([k]) => k));
+  const finiteList = list(durations.filter(([, s]) => !takesNever(s)).map(([k]) => k));
   return `# Configuration reference
 
 <!-- Generated from lib/settings/ by \`node_modules/.bin/node hack/gen-config-docs.ts\`; a test fails when it is stale. -->
@@ -66,6 +79,12 @@ One schema (zod, in \`lib/settings/\`) validates \`snooze.yaml\`, the \`snooze.d
 Kubernetes workloads and the \`Model\`/\`Slot\` resources. YAML keys are camelCase; annotations are the
 same settings in kebab-case under \`snooze.dev/\`. Durations are written \`250ms\`, \`30s\`, \`5m\`,
 \`1h30m\`, \`0\`, or \`never\`; sizes like Kubernetes quantities (\`512Mi\`, \`16Gi\`, \`2G\`).
+
+Every duration arms a timer, so none may be longer than \`596h\` (about 24.8 days: a timer waits at most
+2^31-1 ms). \`never\` is taken only where it means "this step does not happen" (${neverList}); a timeout
+or budget that must end refuses it (${finiteList}), and \`startTimeout\` and \`wakeTimeout\` refuse
+\`0\` too. Two models may not share a fixed \`port\`, and YAML aliases (\`*name\`) may expand at most
+${maxAliasCount} times in all (the guard against alias bombs).
 
 A bad file stops \`snooze serve\` with exit code 2 and one line per problem:
 \`snooze.yaml:12:5: models.qwen.sleepAfter: expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"\`.

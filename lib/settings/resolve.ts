@@ -33,7 +33,7 @@ function defined<T extends object>(object: T | undefined): Partial<T> {
 
 /**
  * Fills in defaults and checks what a per-field schema cannot: aliases that
- * collide, slots that do not exist, engines whose port cannot be known.
+ * collide, slots that do not exist, engines whose port cannot be known, two engines on one port.
  */
 export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problems: ConfigProblem[] } {
   const problems: ConfigProblem[] = [];
@@ -67,6 +67,17 @@ export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problem
         message: `slot "${config.slot}" is not defined under \`slots:\`${known.length ? ` (defined: ${known.join(", ")})` : ""}`,
       });
     }
+  }
+  const byPort = new Map<number, string>();
+  for (const [id, model] of models) {
+    if (model.port === undefined) continue;
+    const owner = byPort.get(model.port);
+    if (owner === undefined) byPort.set(model.port, id);
+    else
+      problems.push({
+        key: `models.${id}.port`,
+        message: `port ${model.port} is already the port of model "${owner}"; two engines cannot listen on one port`,
+      });
   }
   for (const [id, model] of models) {
     for (const [index, name] of [id, ...model.aliases].entries()) {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { duration } from "./fields.ts";
+import { duration, finiteDuration } from "./fields.ts";
 
 /** A slot: one exclusive accelerator shared by several models, one resident at a time. */
 export const slotSettings = z.strictObject({
@@ -7,9 +7,13 @@ export const slotSettings = z.strictObject({
     .enum(["sticky", "fifo", "priority"])
     .optional()
     .meta({ description: "Who gets the slot next: sticky (default), fifo, or priority." }),
-  minResidency: duration.optional().meta({ description: "A resident keeps the slot at least this long." }),
-  swapCooldown: duration.optional().meta({ description: "Minimum time between two swaps on the slot." }),
-  drainTimeout: duration
+  minResidency: finiteDuration("the resident would keep the slot from every other member")
+    .optional()
+    .meta({ description: "A resident keeps the slot at least this long." }),
+  swapCooldown: finiteDuration("the slot would never swap again")
+    .optional()
+    .meta({ description: "Minimum time between two swaps on the slot." }),
+  drainTimeout: finiteDuration("a request that never ends would block every swap")
     .optional()
     .meta({ description: "How long the incumbent's in-flight requests may run during a swap." }),
   maxWait: duration
