@@ -1,3 +1,4 @@
+import { context, propagation } from "@opentelemetry/api";
 import type { ControlPlane, DemandHint } from "../lib/control-plane.ts";
 import {
   type AdminOutcome,
@@ -121,7 +122,10 @@ export class KubeControlPlane implements ControlPlane {
   demand(model: string, hint?: DemandHint): void {
     this.counts.demands++;
     const body: DemandBody = { activator: this.options.identity, model, unreachable: hint?.unreachable };
-    this.post(demandPath, body);
+    // The held request's trace context goes along, so the activation it asks for joins its trace.
+    const trace: Record<string, string> = {};
+    propagation.inject(context.active(), trace);
+    this.post(demandPath, body, trace);
   }
 
   stats(model: string, inFlight: number, held: number, oldestHeldMs?: number): void {
@@ -184,10 +188,10 @@ export class KubeControlPlane implements ControlPlane {
     return failed?.message ? { lastError: failed.message } : {};
   }
 
-  private post(path: string, body: unknown): void {
+  private post(path: string, body: unknown, extra: Record<string, string> = {}): void {
     void fetch(`${this.options.autoscalerUrl}${path}`, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", ...extra },
       body: JSON.stringify(body),
       signal: AbortSignal.timeout(5_000),
     })

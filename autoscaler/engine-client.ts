@@ -1,3 +1,5 @@
+import { context, propagation } from "@opentelemetry/api";
+
 /**
  * Speaks vLLM's sleep API and readiness to one engine (real vLLM or `snooze sim`).
  * Readiness after a wake is judged by `/is_sleeping`, never `/health`, which
@@ -111,10 +113,13 @@ export class EngineClient {
 
   private async call(method: string, path: string, timeoutMs: number, json?: unknown): Promise<unknown> {
     let response: Response;
+    // Sleep, wake and warm-up run inside their snooze.* spans: the engine sees that trace context.
+    const headers: Record<string, string> = json === undefined ? {} : { "content-type": "application/json" };
+    propagation.inject(context.active(), headers);
     try {
       response = await fetch(`${this.baseUrl}${path}`, {
         method,
-        headers: json === undefined ? undefined : { "content-type": "application/json" },
+        headers,
         body: json === undefined ? undefined : JSON.stringify(json),
         signal: AbortSignal.timeout(timeoutMs),
       });

@@ -8,6 +8,7 @@ import { UsageError } from "../lib/cli-flags.ts";
 import { type EventMode, eventModes } from "../lib/cloudevents.ts";
 import { createLogger } from "../lib/log.ts";
 import { byteSize } from "../lib/settings/fields.ts";
+import { startTelemetry } from "../lib/telemetry.ts";
 import type { Command } from "./command.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
@@ -115,6 +116,8 @@ export const autoscalerCommand: Command = {
     const identity = String(values.identity ?? process.env.POD_NAME ?? hostname());
     const log = createLogger({ component: "autoscaler", identity });
     const { client, source } = await kubeClientFrom(values);
+    // Spans (snooze.activation, .wake, .swap ...) go out when the standard OTEL_* variables ask.
+    const telemetry = await startTelemetry("snooze-autoscaler");
     const registry = new Registry();
 
     const autoscaler = new KubeAutoscaler({
@@ -156,6 +159,7 @@ export const autoscalerCommand: Command = {
     server.closeAllConnections();
     server.close();
     await client.close();
+    await telemetry.shutdown();
     log.info("stopped");
     return 0;
   },

@@ -1,6 +1,9 @@
+import { isSpanContextValid, trace } from "@opentelemetry/api";
+
 /**
  * Structured logs: one JSON object a line on stderr, so stdout stays free for
- * command output and any log shipper can parse them.
+ * command output and any log shipper can parse them. A line written inside a
+ * traced operation carries its `trace_id` and `span_id`, so logs and traces join.
  */
 export type Level = "debug" | "info" | "warn" | "error";
 const order: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -25,7 +28,7 @@ export function createLogger(
 ): Logger {
   const emit = (level: Level, msg: string, fields?: Record<string, unknown>) => {
     if (order[level] < order[minimum]) return;
-    const record = { time: new Date().toISOString(), level, msg, ...base, ...fields };
+    const record = { time: new Date().toISOString(), level, msg, ...traceIds(), ...base, ...fields };
     write(`${JSON.stringify(record, errorReplacer)}\n`);
   };
   return {
@@ -35,6 +38,14 @@ export function createLogger(
     error: (msg, fields) => emit("error", msg, fields),
     child: (fields) => createLogger({ ...base, ...fields }, write, minimum),
   };
+}
+
+/** The active span's ids (W3C hex, as OpenTelemetry's log data model names them), if any. */
+function traceIds(): { trace_id?: string; span_id?: string } {
+  const span = trace.getActiveSpan();
+  if (!span) return {};
+  const context = span.spanContext();
+  return isSpanContextValid(context) ? { trace_id: context.traceId, span_id: context.spanId } : {};
 }
 
 function errorReplacer(_key: string, value: unknown) {

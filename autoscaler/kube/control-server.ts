@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
+import { context, propagation, ROOT_CONTEXT } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import {
   type AdminVerb,
@@ -33,7 +34,10 @@ export function createControlServer(autoscaler: KubeAutoscaler, registry: Regist
         const body = await json(req);
         if (!isDemandBody(body))
           return sendJson(res, 400, { error: "expected {activator, model, unreachable?}" });
-        autoscaler.demand(body, forwarded);
+        // The caller's trace context (the held request's): the activation this demand starts joins it.
+        context.with(propagation.extract(ROOT_CONTEXT, req.headers), () =>
+          autoscaler.demand(body, forwarded),
+        );
         return sendJson(res, 202, { accepted: true });
       }
       if (req.method === "POST" && path === statsPath) {

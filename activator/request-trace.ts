@@ -1,0 +1,243 @@
+import type { IncomingMessage, OutgoingHttpHeaders } from "node:http";
+import {
+  type Attributes,
+  type Context,
+  context,
+  propagation,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from "@opentelemetry/api";
+import { tracer } from "../lib/tracing.ts";
+
+/** The GenAI operation an OpenAI route performs (`gen_ai.operation.name`). */
+const operations: Record<string, string> = {
+  "/v1/chat/completions": "chat",
+  "/v1/completions": "text_completion",
+  "/v1/embeddings": "embeddings",
+  "/v1/responses": "chat",
+};
+
+export function genAiOperation(route: string | undefined): string | undefined {
+  return route ? operations[route] : undefined;
+}
+
+/** `server.address` and `server.port` of the Host header a client used. */
+function hostAttributes(host: string | undefined): Attributes {
+  if (!host) return {};
+  try {
+    const url = new URL(`http://${host}`);
+    return {
+      "server.address": url.hostname.replace(/^\[(.*)\]$/, "$1"),
+      ...(url.port ? { "server.port": Number(url.port) } : {}),
+    };
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * The SERVER span of one OpenAI request, continuing the caller's trace: W3C trace context
+ * (`traceparent`, `tracestate`, and whatever the configured propagator reads) is extracted from the
+ * request headers. Named `{method} {http.route}` as OpenTelemetry's HTTP conventions say; `route`
+ * is the normalised route, never the client's text.
+ */
+export function startServerSpan(
+  req: IncomingMessage,
+  route: string | undefined,
+  urlPath: string,
+): { span: Span; ctx: Context } {
+  const parent = propagation.extract(context.active(), req.headers);
+  const method = req.method ?? "GET";
+  const operation = genAiOperation(route);
+  const span = tracer.startSpan(
+    `${method} ${route ?? "/v1/*"}`,
+    {
+      kind: SpanKind.SERVER,
+      attributes: {
+        "http.request.method": method,
+        "url.path": urlPath,
+        "url.scheme": "http",
+        ...(route ? { "http.route": route } : {}),
+        ...hostAttributes(req.headers.host),
+        ...(req.httpVersion ? { "network.protocol.version": req.httpVersion } : {}),
+        ...(req.headers["user-agent"] ? { "user_agent.original": String(req.headers["user-agent"]) } : {}),
+        ...(operation ? { "gen_ai.operation.name": operation } : {}),
+      },
+    },
+    parent,
+  );
+  return { span, ctx: trace.setSpan(parent, span) };
+}
+
+/** What a request's answer said about token usage (OpenAI's `usage` object). */
+export interface Usage {
+  inputTokens?: number;
+  outputTokens?: number;
+  responseModel?: string;
+}
+
+/** How much of an answer's end a tap keeps: a usage chunk is small, and comes last. */
+const tailBytes = 16 * 1024;
+/** A JSON answer up to this size is read whole for its usage; a larger one only by its tail. */
+const wholeBodyBytes = 1024 * 1024;
+
+/**
+ * Watches an answer go by without holding it up or copying it: it keeps references to the chunks
+ * of a JSON answer up to 1 MiB (to parse `usage` once it has ended), and of an SSE stream only the
+ * last 16 KiB (where the final usage chunk of `stream_options.include_usage` is).
+ */
+export class UsageTap {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  private kind: "json" | "sse" | "other" = "other";
+
+  /** The answer's headers arrived. */
+  response(contentType: string): void {
+    this.kind = contentType.includes("text/event-stream")
+      ? "sse"
+      : contentType.includes("json")
+        ? "json"
+        : "other";
+  }
+
+  chunk(chunk: Buffer): void {
+    if (this.kind === "other") return;
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    if (this.kind === "json") {
+      if (this.size > wholeBodyBytes) {
+        this.kind = "other";
+        this.chunks = [];
+        this.size = 0;
+      }
+      return;
+    }
+    while (this.chunks.length > 1 && this.size - this.chunks[0]!.length >= tailBytes)
+      this.size -= this.chunks.shift()!.length;
+  }
+
+  /** The usage the answer reported, if it did. */
+  usage(): Usage | undefined {
+    if (this.kind === "other" || this.size === 0) return undefined;
+    const text = Buffer.concat(this.chunks, this.size).toString("utf8");
+    if (this.kind === "json") return usageOf(parse(text));
+    // The last `data:` event that carries a usage object.
+    const events = text.split(/\r?\n/).filter((line) => line.startsWith("data:"));
+    for (let i = events.length - 1; i >= 0; i--) {
+      const payload = events[i]!.slice(5).trim();
+      if (!payload.includes('"usage"')) continue;
+      const found = usageOf(parse(payload));
+      if (found) return found;
+    }
+    return undefined;
+  }
+}
+
+function parse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function usageOf(body: unknown): Usage | undefined {
+  const { usage, model } = (body ?? {}) as { usage?: Record<string, unknown> | null; model?: unknown };
+  if (!usage || typeof usage !== "object") return undefined;
+  const number = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+  const inputTokens = number(usage.prompt_tokens) ?? number(usage.input_tokens);
+  const outputTokens = number(usage.completion_tokens) ?? number(usage.output_tokens);
+  if (inputTokens === undefined && outputTokens === undefined) return undefined;
+  return { inputTokens, outputTokens, ...(typeof model === "string" ? { responseModel: model } : {}) };
+}
+
+/** The usage attributes of OpenTelemetry's GenAI conventions. */
+export function usageAttributes(usage: Usage | undefined): Attributes {
+  if (!usage) return {};
+  return {
+    ...(usage.inputTokens !== undefined ? { "gen_ai.usage.input_tokens": usage.inputTokens } : {}),
+    ...(usage.outputTokens !== undefined ? { "gen_ai.usage.output_tokens": usage.outputTokens } : {}),
+    ...(usage.responseModel ? { "gen_ai.response.model": usage.responseModel } : {}),
+  };
+}
+
+/** How one forward to an engine ended, as the CLIENT span records it. */
+export type EngineCallOutcome =
+  | { kind: "answered"; status: number }
+  | { kind: "unreachable"; error: Error; reason: string }
+  | { kind: "failed"; status: number; reason: string; error: Error }
+  | { kind: "aborted" };
+
+/**
+ * The CLIENT span of one call to an engine, a child of the request's span: its context is what
+ * the engine receives (`headers`), so the engine's own spans join the caller's trace. Named
+ * `{gen_ai.operation.name} {gen_ai.request.model}` as the GenAI conventions say, with the HTTP
+ * client attributes too.
+ */
+export class EngineCall {
+  readonly span: Span;
+  readonly headers: OutgoingHttpHeaders = {};
+  readonly tap = new UsageTap();
+  private ended = false;
+
+  constructor(options: { model: string; route: string; method: string; address: string; replica: string }) {
+    const operation = genAiOperation(options.route);
+    const [host, port] = splitAddress(options.address);
+    this.span = tracer.startSpan(
+      operation ? `${operation} ${options.model}` : `${options.method} ${options.route}`,
+      {
+        kind: SpanKind.CLIENT,
+        attributes: {
+          "http.request.method": options.method,
+          "url.full": `http://${options.address}${options.route}`,
+          "server.address": host,
+          ...(port ? { "server.port": port } : {}),
+          ...(operation ? { "gen_ai.operation.name": operation } : {}),
+          "gen_ai.request.model": options.model,
+          "snooze.replica": options.replica,
+        },
+      },
+    );
+    propagation.inject(trace.setSpan(context.active(), this.span), this.headers);
+  }
+
+  /** The answer's headers arrived (the forward's tap). */
+  response(status: number, contentType: string): void {
+    this.span.setAttribute("http.response.status_code", status);
+    this.tap.response(contentType);
+  }
+
+  /** A chunk of the answer went by (the forward's tap). */
+  chunk(chunk: Buffer): void {
+    this.tap.chunk(chunk);
+  }
+
+  /** The call is over; returns the usage the answer reported, for the request's span too. */
+  end(outcome: EngineCallOutcome | undefined, error?: Error): Usage | undefined {
+    if (this.ended) return undefined;
+    this.ended = true;
+    const usage = this.tap.usage();
+    this.span.setAttributes(usageAttributes(usage));
+    if (outcome?.kind === "answered" || outcome?.kind === "failed")
+      this.span.setAttribute("http.response.status_code", outcome.status);
+    if (outcome?.kind === "answered" && outcome.status >= 500)
+      this.span.setStatus({ code: SpanStatusCode.ERROR });
+    if (outcome?.kind === "unreachable" || outcome?.kind === "failed" || error) {
+      const cause = error ?? (outcome as { error: Error }).error;
+      this.span.recordException(cause);
+      this.span.setAttribute("error.type", outcome && "reason" in outcome ? outcome.reason : cause.name);
+      this.span.setStatus({ code: SpanStatusCode.ERROR, message: cause.message });
+    }
+    if (outcome?.kind === "aborted") this.span.setAttribute("snooze.client_aborted", true);
+    this.span.end();
+    return usage;
+  }
+}
+
+function splitAddress(address: string): [string, number | undefined] {
+  const match = /^\[?([^\]]*?)\]?(?::(\d+))?$/.exec(address);
+  if (!match) return [address, undefined];
+  return [match[1]!, match[2] ? Number(match[2]) : undefined];
+}

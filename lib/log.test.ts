@@ -1,0 +1,30 @@
+import { context, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { TracerProvider } from "@opentelemetry/sdk-trace";
+import { beforeAll, expect, test } from "vitest";
+import { createLogger } from "./log.ts";
+
+beforeAll(() => {
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  trace.setGlobalTracerProvider(new TracerProvider());
+});
+
+test("a line written inside a span carries its trace_id and span_id; outside one, none", async () => {
+  const lines: string[] = [];
+  const log = createLogger({ component: "test" }, (line) => lines.push(line));
+  const span = trace.getTracer("test").startSpan("work");
+  await context.with(trace.setSpan(context.active(), span), async () => {
+    await Promise.resolve();
+    log.info("inside");
+  });
+  log.info("outside");
+  span.end();
+  const [inside, outside] = lines.map((line) => JSON.parse(line));
+  expect(inside).toMatchObject({
+    msg: "inside",
+    trace_id: span.spanContext().traceId,
+    span_id: span.spanContext().spanId,
+  });
+  expect(outside.trace_id).toBeUndefined();
+  expect(outside.span_id).toBeUndefined();
+});
