@@ -4,12 +4,18 @@ import { sendError, sendJson } from "../lib/http/json.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView } from "./admin.ts";
+import { adminRefusal } from "./admin-guard.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
 
 export interface ServerOptions {
   activator: Activator;
   admin: AdminActions;
   registry: Registry;
+  /**
+   * The bearer token the admin API and the events endpoint require; absent: open to local callers
+   * only (the commands refuse a non-loopback bind without one). See admin-guard.ts.
+   */
+  adminToken?: string;
 }
 
 const notFound = (res: ServerResponse, name: string) =>
@@ -26,7 +32,7 @@ const adminAction = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
  * The activator's HTTP surface: OpenAI routes under /v1/, the admin API under
  * /snooze/v1/, Prometheus at /metrics, and probes.
  */
-export function createActivatorServer({ activator, admin, registry }: ServerOptions): Server {
+export function createActivatorServer({ activator, admin, registry, adminToken }: ServerOptions): Server {
   // Event ids already taken, so a Broker's redelivery is not acted on twice.
   const recentEvents = new RecentEvents();
   const views = (): AdminModelView[] =>
@@ -74,6 +80,14 @@ export function createActivatorServer({ activator, admin, registry }: ServerOpti
     if (path.startsWith("/v1/")) {
       await activator.handle(req, res);
       return;
+    }
+    if (path.startsWith("/snooze/")) {
+      const refused = adminRefusal(req, adminToken);
+      if (refused) {
+        req.resume();
+        sendError(res, refused.status, refused.body, refused.headers);
+        return;
+      }
     }
     if (path === "/snooze/v1/models" && req.method === "GET") {
       sendJson(res, 200, { models: views(), slots: await admin.slots() });

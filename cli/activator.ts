@@ -6,6 +6,7 @@ import { KubeControlPlane } from "../activator/kube-control-plane.ts";
 import { createActivatorServer } from "../activator/server.ts";
 import { createLogger } from "../lib/log.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
+import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { kubeClientFrom, kubeFlags } from "./kube-flags.ts";
@@ -17,6 +18,7 @@ export const activatorCommand: Command = {
     "Run the data plane on Kubernetes: route OpenAI requests to ready pods of Models, hold them while the autoscaler wakes one.",
   flags: {
     ...listenFlags(8080),
+    ...adminTokenFlags,
     ...kubeFlags,
     "autoscaler-url": {
       type: "string",
@@ -46,6 +48,7 @@ export const activatorCommand: Command = {
   async run(values) {
     const port = portValue(values);
     const grace = durationValue(values, "shutdown-grace");
+    const adminToken = serverAdminToken(values, String(values.host));
     const statsIntervalMs = durationValue(values, "stats-interval", { positive: true });
     const identity = String(values.identity ?? process.env.POD_NAME ?? `${hostname()}-${process.pid}`);
     const autoscalerUrl = String(
@@ -93,6 +96,7 @@ export const activatorCommand: Command = {
     const server = createActivatorServer({
       activator,
       registry,
+      adminToken,
       admin: {
         wake: (model) => controlPlane.admin(model, "wake"),
         sleep: (model) => controlPlane.admin(model, "sleep"),

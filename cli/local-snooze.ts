@@ -24,6 +24,8 @@ export interface LocalSnoozeOptions {
   platform?: Platform;
   clock?: Clock;
   statsIntervalMs?: number;
+  /** The bearer token of the admin API and the events endpoint (see activator/admin-guard.ts). */
+  adminToken?: string;
 }
 
 export interface LocalSnooze {
@@ -76,7 +78,12 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     log: options.log,
     statsIntervalMs: options.statsIntervalMs,
   });
-  const server = createActivatorServer({ activator, admin: localAdmin(autoscaler), registry });
+  const server = createActivatorServer({
+    activator,
+    admin: localAdmin(autoscaler),
+    registry,
+    adminToken: options.adminToken,
+  });
   const stopAll = async () => {
     autoscaler.close();
     await platform.close();

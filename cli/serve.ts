@@ -1,6 +1,7 @@
 import { createLogger } from "../lib/log.ts";
 import { ConfigError, loadConfigFile } from "../lib/settings/index.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
+import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { ListenError, startLocalSnooze } from "./local-snooze.ts";
@@ -19,6 +20,7 @@ export const serveCommand: Command = {
       placeholder: "file",
     },
     ...listenFlags(8080),
+    ...adminTokenFlags,
     "shutdown-grace": {
       type: "string",
       default: "30s",
@@ -29,6 +31,7 @@ export const serveCommand: Command = {
   async run(values) {
     const port = portValue(values);
     const grace = durationValue(values, "shutdown-grace");
+    const adminToken = serverAdminToken(values, String(values.host));
     const log = createLogger({ component: "serve" });
     let config: Awaited<ReturnType<typeof loadConfigFile>>;
     try {
@@ -43,7 +46,7 @@ export const serveCommand: Command = {
     const telemetry = await startTelemetry("snooze-serve");
     let snooze: Awaited<ReturnType<typeof startLocalSnooze>>;
     try {
-      snooze = await startLocalSnooze({ config, log, host: String(values.host), port });
+      snooze = await startLocalSnooze({ config, log, host: String(values.host), port, adminToken });
     } catch (error) {
       if (!(error instanceof ListenError)) throw error;
       console.error(`snooze serve: ${error.message}`);

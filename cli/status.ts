@@ -1,5 +1,6 @@
 import type { AdminModelView } from "../activator/admin.ts";
 import { formatDuration } from "../lib/duration.ts";
+import { adminHeaders, adminTokenFlags, adminTokenFrom } from "./admin-token.ts";
 import type { Command } from "./command.ts";
 
 /** `snooze status`: what a running Snooze holds, as a table (or JSON). */
@@ -14,12 +15,14 @@ export const statusCommand: Command = {
       placeholder: "url",
     },
     json: { type: "boolean", description: "print the admin API's JSON instead of a table" },
+    ...adminTokenFlags,
   },
   async run(values) {
     const url = `${String(values.url).replace(/\/$/, "")}/snooze/v1/models`;
+    const headers = adminHeaders(adminTokenFrom(values));
     let response: Response;
     try {
-      response = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+      response = await fetch(url, { headers, signal: AbortSignal.timeout(5_000) });
     } catch (error) {
       console.error(
         `snooze status: cannot reach ${url}: ${(error as Error).cause ?? (error as Error).message}`,

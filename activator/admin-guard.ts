@@ -1,0 +1,126 @@
+import type { IncomingMessage } from "node:http";
+import { isIP } from "node:net";
+import { bearerToken, sameSecret } from "../lib/http/bearer.ts";
+import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
+
+/** Why an admin or events request is refused: the status, an OpenAI-shaped body, extra headers. */
+export interface AdminRefusal {
+  status: number;
+  body: OpenAIErrorBody;
+  headers?: Record<string, string>;
+}
+
+/** Content types a browser may send cross-origin without a preflight (an HTML form, `fetch` no-cors). */
+const formTypes = new Set(["application/x-www-form-urlencoded", "multipart/form-data", "text/plain"]);
+
+/**
+ * Whether `host` (a bind address or the host part of a Host header) is this machine's loopback:
+ * `localhost`, 127.0.0.0/8, `::1` or an IPv4-mapped 127 address. `0.0.0.0`, `::` and every other
+ * address are not: they are reachable from elsewhere.
+ */
+export function isLoopbackHost(host: string): boolean {
+  const name = host.toLowerCase().replace(/^\[(.*)\]$/, "$1");
+  if (name === "localhost") return true;
+  if (isIP(name) === 4) return name.startsWith("127.");
+  if (isIP(name) === 6) return name === "::1" || /^::ffff:127\./.test(name) || name === "0:0:0:0:0:0:0:1";
+  return false;
+}
+
+/** The host name of a Host header (`127.0.0.1:8080`, `[::1]:8080`, `localhost`), without the port. */
+function hostName(header: string): string | undefined {
+  try {
+    return new URL(`http://${header}`).hostname;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the Origin header names the same scheme-less host and port as the Host header. */
+function sameOrigin(origin: string, host: string | undefined): boolean {
+  if (!host) return false;
+  try {
+    const from = new URL(origin);
+    if (from.protocol !== "http:" && from.protocol !== "https:") return false;
+    // The Host header normalised as the origin's scheme would (no default port).
+    return from.host === new URL(`${from.protocol}//${host}`).host;
+  } catch {
+    // `null` (a sandboxed frame, a file: page) or not a URL: not this server.
+    return false;
+  }
+}
+
+const refusal = (
+  status: number,
+  message: string,
+  type: string,
+  code: string,
+  headers?: Record<string, string>,
+): AdminRefusal => ({ status, body: openAIError(message, type, code), ...(headers ? { headers } : {}) });
+
+/**
+ * The checks every request to the admin API and the events endpoint (`/snooze/...`) passes before
+ * it is routed; undefined when it may go on.
+ *
+ * - A browser's cross-origin request is refused (403): an `Origin` that is not this server's own
+ *   (`Origin` must match `Host`), or `Sec-Fetch-Site` saying another site. No CORS header is ever
+ *   sent, so no page elsewhere may read an answer either.
+ * - Without a token (only allowed on a loopback bind) the `Host` must be a loopback name too (403):
+ *   a page whose own name was re-pointed at 127.0.0.1 (DNS rebinding) is same-origin to the
+ *   browser, but its Host header still carries that name.
+ * - With a token, `Authorization: Bearer <token>` must carry it (401; compared in constant time).
+ * - A POST with a form content type (`application/x-www-form-urlencoded`, `multipart/form-data`,
+ *   `text/plain`: what a page may send without asking) is refused (415).
+ */
+export function adminRefusal(req: IncomingMessage, token: string | undefined): AdminRefusal | undefined {
+  const origin = req.headers.origin;
+  const host = req.headers.host;
+  if (origin !== undefined && !sameOrigin(origin, host))
+    return refusal(
+      403,
+      `Cross-origin requests to the admin API are refused: Origin ${JSON.stringify(origin)} does not match Host ${JSON.stringify(host ?? "")}.`,
+      "permission_error",
+      "cross_origin_refused",
+    );
+  const site = req.headers["sec-fetch-site"];
+  if (site === "cross-site" || site === "same-site")
+    return refusal(
+      403,
+      `Cross-origin requests to the admin API are refused (Sec-Fetch-Site: ${site}).`,
+      "permission_error",
+      "cross_origin_refused",
+    );
+  if (token === undefined) {
+    const name = host === undefined ? undefined : hostName(host);
+    if (name === undefined || !isLoopbackHost(name))
+      return refusal(
+        403,
+        `Without an admin token the admin API answers only requests to a loopback name (localhost, 127.0.0.1, [::1]), not Host ${JSON.stringify(host ?? "")}.`,
+        "permission_error",
+        "host_not_loopback",
+      );
+  } else {
+    const given = bearerToken(req.headers);
+    if (given === undefined || !sameSecret(given, token))
+      return refusal(
+        401,
+        given === undefined
+          ? "The admin API needs the admin token: send Authorization: Bearer <token> (the snooze commands read $SNOOZE_ADMIN_TOKEN or --admin-token-file)."
+          : "The admin token is not valid.",
+        "authentication_error",
+        given === undefined ? "missing_admin_token" : "invalid_admin_token",
+        { "www-authenticate": 'Bearer realm="snooze-admin"' },
+      );
+  }
+  const contentType = String(req.headers["content-type"] ?? "")
+    .split(";")[0]!
+    .trim()
+    .toLowerCase();
+  if (req.method === "POST" && formTypes.has(contentType))
+    return refusal(
+      415,
+      `The admin API does not take ${contentType} (a form content type a web page may send cross-origin); send application/json, application/cloudevents+json or no body.`,
+      "invalid_request_error",
+      "unsupported_media_type",
+    );
+  return undefined;
+}
