@@ -2,16 +2,18 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:
 import { context, propagation, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import type { ControlPlane } from "../lib/control-plane.ts";
-import { BodyTooLarge, readBody } from "../lib/http/body.ts";
+import { BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
+import { sendContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
 import { sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
-import type { ModelConfig, SnoozeConfig } from "../lib/settings/index.ts";
+import { defaultMaxHeldBytes, type ModelConfig, type SnoozeConfig } from "../lib/settings/index.ts";
 import { spanContextOf, tracer } from "../lib/tracing.ts";
 import { HoldProgress } from "./hold-progress.ts";
 import { type ActivatorMetrics, activatorMetrics } from "./metrics.ts";
 import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
-import { forward } from "./proxy.ts";
+import { checkEnginePath, type PathCheck } from "./openai-path.ts";
+import { errorAnswer, forward, timerValue } from "./proxy.ts";
 import { resolveModel } from "./resolve-model.ts";
 
 export interface ActivatorOptions {
@@ -58,12 +60,20 @@ export class Activator {
   private shuttingDown = false;
   private inFlightTotal = 0;
   private readonly idle = new Set<() => void>();
+  /** How each forward in flight is ended when the shutdown grace is over. */
+  private readonly stopping = new Set<() => void>();
+  /** The shutdown grace is over: a forward that starts now ends at once. */
+  private forced = false;
+  /** Body bytes of requests being read or held, all models (maxHeldBytes caps it). */
+  private heldBytes = 0;
+  private readonly maxHeldBytes: number;
 
   constructor(options: ActivatorOptions) {
     this.config = options.config;
     this.controlPlane = options.controlPlane;
     this.log = options.log;
     this.metrics = activatorMetrics(options.registry);
+    this.maxHeldBytes = options.config.maxHeldBytes ?? defaultMaxHeldBytes;
     for (const model of options.config.models.values()) this.addRoute(model);
     this.unwatch = this.controlPlane.watch((event) => this.routes.get(event.model)?.apply(event));
     this.ticker = setInterval(() => {
@@ -120,26 +130,50 @@ export class Activator {
 
   /** Handles one request under `/v1/` that names a model. */
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const span = tracer.startSpan(`${req.method} ${req.url?.split("?")[0]}`, {
+    const target = req.url ?? "/";
+    const check = checkEnginePath(target);
+    // The span is named by the route, never by the client's text.
+    const span = tracer.startSpan(`${req.method} ${check.ok ? check.path : "/v1/*"}`, {
       kind: SpanKind.SERVER,
-      attributes: { "http.request.method": req.method ?? "", "url.path": req.url ?? "" },
+      attributes: { "http.request.method": req.method ?? "", "url.path": clip(target.split("?")[0]!) },
     });
     const ctx = trace.setSpan(context.active(), span);
     let model = "";
     let status = 0;
     try {
-      status = await context.with(ctx, () => this.serve(req, res, (id) => (model = id)));
+      status = await context.with(ctx, () => this.serve(req, res, check, (id) => (model = id)));
     } catch (error) {
-      this.log.error("request failed", { error, model });
-      status = 500;
-      if (!res.headersSent)
-        sendError(
-          res,
-          500,
-          openAIError("Internal error in the activator.", "server_error", "internal_error"),
-        );
-      else res.destroy();
+      if (isClientGone(req, error)) status = 499;
+      else {
+        this.log.error("request failed", { error, model });
+        status = 500;
+        if (!res.headersSent)
+          sendError(
+            res,
+            500,
+            openAIError("Internal error in the activator.", "server_error", "internal_error"),
+            unreadBodyHeaders(req),
+          );
+        else res.destroy();
+      }
     } finally {
+      if (!res.writableEnded && !res.destroyed) {
+        // Every path above answers; should one not, the client still gets an answer, not silence.
+        this.log.error("a request was left unanswered", { model, status });
+        if (!res.headersSent) {
+          status = 502;
+          sendError(
+            res,
+            502,
+            openAIError(
+              "The activator did not get an answer for this request.",
+              "server_error",
+              "internal_error",
+            ),
+            unreadBodyHeaders(req),
+          );
+        } else res.destroy();
+      }
       span.setAttribute("http.response.status_code", status);
       if (model) span.setAttribute("gen_ai.request.model", model);
       if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
@@ -151,95 +185,211 @@ export class Activator {
   private async serve(
     req: IncomingMessage,
     res: ServerResponse,
+    check: PathCheck,
     named: (model: string) => void,
   ): Promise<number> {
+    // Refusals before the body: a client that waits for 100-continue never uploads it.
+    if (!check.ok) {
+      sendError(
+        res,
+        404,
+        openAIError(
+          `No OpenAI route for ${req.method} ${clip(req.url ?? "")} (${check.reason}).`,
+          "invalid_request_error",
+          "not_found",
+        ),
+        unreadBodyHeaders(req),
+      );
+      return 404;
+    }
+    if (req.method !== "POST") {
+      sendError(
+        res,
+        405,
+        openAIError(
+          `${check.path} takes POST, not ${req.method}.`,
+          "invalid_request_error",
+          "method_not_allowed",
+        ),
+        { allow: "POST", ...unreadBodyHeaders(req) },
+      );
+      return 405;
+    }
     if (this.shuttingDown) {
       sendError(
         res,
         503,
         openAIError("Snooze is shutting down.", "service_unavailable_error", "shutting_down"),
-        {
-          "retry-after": "5",
-          connection: "close",
-        },
+        { "retry-after": "5", connection: "close" },
       );
       return 503;
     }
-    let body: Buffer;
-    try {
-      body = await readBody(req, this.config.maxBodySize);
-    } catch (error) {
-      if (error instanceof BodyTooLarge) {
-        sendError(res, 413, openAIError(error.message, "invalid_request_error", "request_too_large"), {
-          connection: "close",
-        });
-        return 413;
-      }
-      throw error;
-    }
-    const resolution = resolveModel(req.headers, body, this.config.names);
-    if (!resolution.ok) {
-      sendError(res, resolution.status, resolution.error);
-      return resolution.status;
-    }
-    named(resolution.model);
-    const route = this.routes.get(resolution.model)!;
-    let backend = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
-    if (!backend) return res.headersSent ? 503 : 499;
-    for (let attempt = 0; ; attempt++) {
-      this.inFlightTotal++;
-      const dispatched = performance.now();
-      const headers: OutgoingHttpHeaders = {};
-      propagation.inject(context.active(), headers);
-      const outcome = await forward(req, res, backend, resolution.body, headers, () =>
-        this.metrics.upstreamTtfb.observe(
-          { model: route.config.id },
-          (performance.now() - dispatched) / 1000,
+    const declared = Number(req.headers["content-length"] ?? 0);
+    if (declared > this.config.maxBodySize || declared > this.maxHeldBytes) {
+      const limit = Math.min(this.config.maxBodySize, this.maxHeldBytes);
+      sendError(
+        res,
+        413,
+        openAIError(
+          `the request body is larger than the limit of ${limit} bytes`,
+          "invalid_request_error",
+          "request_too_large",
         ),
+        { connection: "close" },
       );
-      route.release(backend);
-      this.inFlightTotal--;
-      if (this.inFlightTotal === 0) for (const resolve of this.idle) resolve();
-      if (outcome.kind === "answered") return outcome.status;
-      if (outcome.kind === "aborted") return 499;
-      if (outcome.kind === "broken") {
-        this.log.warn("engine broke off a response", {
+      return 413;
+    }
+    if (declared > 0 && this.heldBytes + declared > this.maxHeldBytes) return this.overBudget(res);
+    sendContinue(req, res);
+    // Body bytes count against maxHeldBytes while they are read and held, until dispatch.
+    let reserved = 0;
+    const reserve = (bytes: number) => {
+      if (this.heldBytes + bytes > this.maxHeldBytes) return false;
+      this.heldBytes += bytes;
+      reserved += bytes;
+      return true;
+    };
+    const unreserve = () => {
+      this.heldBytes -= reserved;
+      reserved = 0;
+      this.metrics.heldBytes.set(this.heldBytes);
+    };
+    try {
+      let body: Buffer;
+      try {
+        body = await readBody(req, this.config.maxBodySize, reserve);
+        this.metrics.heldBytes.set(this.heldBytes);
+      } catch (error) {
+        if (error instanceof BodyTooLarge) {
+          sendError(res, 413, openAIError(error.message, "invalid_request_error", "request_too_large"), {
+            connection: "close",
+          });
+          return 413;
+        }
+        if (error instanceof OverBudget) return this.overBudget(res);
+        throw error;
+      }
+      const resolution = resolveModel(req.headers, body, this.config.names);
+      if (!resolution.ok) {
+        sendError(res, resolution.status, resolution.error);
+        return resolution.status;
+      }
+      named(resolution.model);
+      const route = this.routes.get(resolution.model)!;
+      let backend = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
+      if (!backend) return res.headersSent ? 503 : 499;
+      unreserve();
+      for (let attempt = 0; ; attempt++) {
+        const outcome = await this.dispatch(req, res, route, backend, check.path, resolution.body);
+        if (outcome.kind === "answered") return outcome.status;
+        if (outcome.kind === "aborted") return 499;
+        this.metrics.upstreamErrors.inc({ model: route.config.id, reason: outcome.reason });
+        if (outcome.kind === "failed") {
+          this.log.warn("engine call failed", {
+            model: route.config.id,
+            replica: backend.replica,
+            reason: outcome.reason,
+            error: outcome.error,
+          });
+          return outcome.status;
+        }
+        // Could not connect: the engine may have died. Self-heal once: have the control plane
+        // re-check it and activate again, and send the request to whatever becomes ready.
+        this.log.warn("engine unreachable", {
           model: route.config.id,
           replica: backend.replica,
           error: outcome.error,
+          attempt,
         });
-        return 502;
+        if (attempt > 0 || this.shuttingDown) {
+          const answer = errorAnswer(outcome.reason, outcome.error);
+          const message = `${answer.body.error.message} (model \`${route.config.id}\`)`;
+          const body = { error: { ...answer.body.error, message } };
+          if (res.headersSent) new HoldProgress(res, () => "").fail(body);
+          else sendError(res, answer.status, body, answer.headers);
+          return answer.status;
+        }
+        route.markUnreachable(backend);
+        const next = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
+        if (!next) return res.headersSent ? 503 : 499;
+        backend = next;
       }
-      // Could not connect: the engine may have died. Self-heal once: have the control plane
-      // re-check it and activate again, and send the request to whatever becomes ready.
-      this.log.warn("engine unreachable", {
-        model: route.config.id,
-        replica: backend.replica,
-        error: outcome.error,
-        attempt,
-      });
-      if (attempt > 0) {
-        sendError(
-          res,
-          502,
-          openAIError(
-            `The engine for \`${route.config.id}\` could not be reached: ${outcome.error.message}`,
-            "server_error",
-            "upstream_unreachable",
-          ),
-        );
-        return 502;
-      }
-      route.markUnreachable(backend);
-      const next = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
-      if (!next) return res.headersSent ? 503 : 499;
-      backend = next;
+    } finally {
+      unreserve();
     }
+  }
+
+  /** One forward to `backend`, counted in flight; the generation's clocks start here. */
+  private async dispatch(
+    req: IncomingMessage,
+    res: ServerResponse,
+    route: ModelRoute,
+    backend: Backend,
+    path: string,
+    body: Buffer,
+  ) {
+    this.inFlightTotal++;
+    const dispatched = performance.now();
+    const headers: OutgoingHttpHeaders = {};
+    propagation.inject(context.active(), headers);
+    try {
+      return await forward(req, res, backend, {
+        path,
+        body,
+        extraHeaders: headers,
+        firstByteTimeoutMs: timerValue(route.config.firstByteTimeout),
+        idleTimeoutMs: timerValue(route.config.idleTimeout),
+        onResponse: () =>
+          this.metrics.upstreamTtfb.observe(
+            { model: route.config.id },
+            (performance.now() - dispatched) / 1000,
+          ),
+        onShutdown: (abort) => {
+          if (this.forced) {
+            queueMicrotask(abort);
+            return () => {};
+          }
+          this.stopping.add(abort);
+          return () => this.stopping.delete(abort);
+        },
+      });
+    } finally {
+      route.release(backend);
+      this.inFlightTotal--;
+      if (this.inFlightTotal === 0) for (const resolve of this.idle) resolve();
+    }
+  }
+
+  /** 503 + Retry-After: the bodies already read or held take the whole maxHeldBytes. */
+  private overBudget(res: ServerResponse): number {
+    let waitMs = 1_000;
+    for (const route of this.routes.values())
+      if (route.held > 0) waitMs = Math.max(waitMs, route.retryAfterMs());
+    sendError(
+      res,
+      503,
+      openAIError(
+        `Too many request bodies are held (maxHeldBytes: ${this.maxHeldBytes} bytes); retry in about ${Math.ceil(waitMs / 1000)}s.`,
+        "service_unavailable_error",
+        "held_bytes_exceeded",
+      ),
+      { "retry-after": String(Math.ceil(waitMs / 1000)), connection: "close" },
+    );
+    return 503;
   }
 
   /** Holds the request until a replica has room; answers 503 itself when it cannot. */
   private async hold(route: ModelRoute, res: ServerResponse, stream: boolean): Promise<Backend | undefined> {
     const model = route.config.id;
+    if (this.shuttingDown) {
+      sendError(
+        res,
+        503,
+        openAIError("Snooze is shutting down.", "service_unavailable_error", "shutting_down"),
+        { "retry-after": "5", connection: "close" },
+      );
+      return undefined;
+    }
     const started = performance.now();
     const span = tracer.startSpan("snooze.hold", { attributes: { "snooze.model": model } });
     this.metrics.held.inc({ model });
@@ -296,21 +446,42 @@ export class Activator {
     }
   }
 
-  /** Stops taking requests, answers held ones with 503, waits for in-flight ones up to `graceMs`. */
+  /**
+   * Stops taking requests, answers held ones with 503, waits for in-flight ones up to `graceMs`,
+   * then ends those still running (503 before the engine answered, an SSE error event in a stream,
+   * a cut connection otherwise) and closes every engine connection, so a frozen engine cannot keep
+   * Snooze from exiting.
+   */
   async shutdown(graceMs: number): Promise<void> {
     this.shuttingDown = true;
     clearInterval(this.ticker);
-    await Promise.all([...this.routes.values()].map((route) => route.close()));
+    for (const route of this.routes.values()) route.answerHeld();
+    await this.untilIdle(graceMs);
     if (this.inFlightTotal > 0) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, graceMs);
-        this.idle.add(() => {
-          clearTimeout(timer);
-          resolve();
-        });
+      this.log.warn("shutdown grace is over: ending the requests still in flight", {
+        inFlight: this.inFlightTotal,
+        graceMs,
       });
+      this.forced = true;
+      for (const abort of [...this.stopping]) abort();
+      // Their error answers leave at once; a client that does not read gets cut when the server closes.
+      await this.untilIdle(1_000);
     }
+    await Promise.all([...this.routes.values()].map((route) => route.close(true)));
     this.unwatch();
+  }
+
+  private async untilIdle(ms: number): Promise<void> {
+    if (this.inFlightTotal === 0) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.idle.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, timerValue(ms) || 1);
+      this.idle.add(done);
+    });
   }
 
   private report(model: string): void {
@@ -319,4 +490,15 @@ export class Activator {
     this.metrics.inFlight.set({ model }, route.inFlight);
     this.controlPlane.stats(model, route.inFlight, route.held, route.oldestHeldMs());
   }
+}
+
+/** A client's text in a message or attribute, kept short. */
+function clip(text: string): string {
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}
+
+/** The client closed or reset its connection while its body was read. */
+function isClientGone(req: IncomingMessage, error: unknown): boolean {
+  const code = (error as { code?: string } | undefined)?.code;
+  return req.destroyed || code === "ECONNRESET" || code === "ECONNABORTED";
 }

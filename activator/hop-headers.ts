@@ -14,6 +14,8 @@ const hopByHop = new Set([
   "host",
   "content-length",
   "snooze-model",
+  // The activator reads the whole body before it forwards (and answered any 100-continue itself).
+  "expect",
 ]);
 
 /** Copies end-to-end headers, dropping hop-by-hop ones and those named in `Connection`. */

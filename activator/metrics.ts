@@ -34,6 +34,17 @@ export function activatorMetrics(registry: Registry) {
       labelNames: ["model"],
       registers: [registry],
     }),
+    upstreamErrors: new Counter({
+      name: "snooze_upstream_errors_total",
+      help: "Forwards to an engine that failed, by reason (connect-timeout, unreachable, first-byte-timeout, idle-timeout, broken, local-resources, shutdown, error); an unreachable engine retried once counts twice.",
+      labelNames: ["model", "reason"],
+      registers: [registry],
+    }),
+    heldBytes: new Gauge({
+      name: "snooze_held_body_bytes",
+      help: "Request body bytes the activator keeps for requests being read or held (capped by maxHeldBytes).",
+      registers: [registry],
+    }),
     upstreamTtfb: new Histogram({
       name: "snooze_upstream_ttfb_seconds",
       help: "Time from dispatch to the engine's response headers.",

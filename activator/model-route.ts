@@ -3,6 +3,7 @@ import { formatDuration } from "../lib/duration.ts";
 import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { type Held, HoldQueue } from "./hold-queue.ts";
+import { timerValue } from "./proxy.ts";
 
 /** A replica as the activator sees it: where it is, whether it takes traffic, how busy it is. */
 export interface Backend {
@@ -11,6 +12,8 @@ export interface Backend {
   tier: Tier;
   inFlight: number;
   pool: Pool;
+  /** Connections `pool` may open: requests to this replica beyond it wait in the hold queue. */
+  connections: number;
   /** Connection failed: not routable until the control plane reports on it again. */
   suspect: boolean;
 }
@@ -105,12 +108,19 @@ export class ModelRoute {
     return this.announced.filter((a) => a.at >= since);
   }
 
+  /** Requests one replica takes at once: `concurrency` (0 is unlimited), never more than `maxConnections`. */
+  private get perReplica(): number {
+    const { concurrency, maxConnections } = this.config;
+    return concurrency > 0 ? Math.min(concurrency, maxConnections) : maxConnections;
+  }
+
   /** A ready replica with free capacity, counted as taken; undefined when none. */
   tryAcquire(): Backend | undefined {
     let chosen: Backend | undefined;
+    const limit = this.perReplica;
     for (const backend of this.backends.values()) {
       if (backend.tier !== "ready" || backend.suspect) continue;
-      if (this.config.concurrency > 0 && backend.inFlight >= this.config.concurrency) continue;
+      if (backend.inFlight >= Math.min(limit, backend.connections)) continue;
       if (!chosen || backend.inFlight < chosen.inFlight) chosen = backend;
     }
     if (chosen) this.taken(chosen);
@@ -169,20 +179,25 @@ export class ModelRoute {
     } else {
       if (!backend || backend.address !== event.address) {
         if (backend) void backend.pool.close().catch(() => {});
+        const connections = this.perReplica;
         backend = {
           replica: event.replica,
           address: event.address,
           tier: event.tier,
           inFlight: backend?.inFlight ?? 0,
           pool: new Pool(`http://${event.address}`, {
-            // One connection per in-flight request: `concurrency` already bounds them (0 means
-            // unlimited). A smaller fixed cap would queue requests inside undici, unseen by the
-            // throttler, the hold budget and the metrics (long SSE streams would wait forever).
-            connections: this.config.concurrency > 0 ? this.config.concurrency : null,
+            // One connection per in-flight request, as many as the throttler lets through
+            // (`tryAcquire`), so no request ever waits inside undici, unseen by the hold budget
+            // and the metrics (long SSE streams would keep it waiting forever). The bound keeps
+            // an unlimited `concurrency` from opening a socket per held request (EMFILE).
+            connections,
             pipelining: 1,
+            connectTimeout: timerValue(this.config.connectTimeout),
+            // Per request (forward): the first-byte and idle timeouts of the current settings.
             headersTimeout: 0,
             bodyTimeout: 0,
           }),
+          connections,
           suspect: false,
         };
         this.backends.set(event.replica, backend);
@@ -205,11 +220,21 @@ export class ModelRoute {
     this.dispatchHeld();
   }
 
-  /** Answers every held request (shutdown) and closes connections. */
-  async close(): Promise<void> {
+  /** Answers every held request with 503 (the model goes away, or Snooze shuts down). */
+  answerHeld(): void {
     for (const item of this.queue.drain())
       item.value.reject({ reason: "shutdown", retryAfterMs: this.retryAfterMs() });
-    await Promise.all([...this.backends.values()].map((b) => b.pool.close().catch(() => {})));
+  }
+
+  /**
+   * Answers every held request and closes connections: gracefully (requests in flight finish;
+   * resolves when they have), or `force`d (whatever is still open is cut at once).
+   */
+  async close(force = false): Promise<void> {
+    this.answerHeld();
+    await Promise.all(
+      [...this.backends.values()].map((b) => (force ? b.pool.destroy() : b.pool.close()).catch(() => {})),
+    );
   }
 
   /**

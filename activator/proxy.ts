@@ -1,64 +1,129 @@
 import { once } from "node:events";
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import { openAIError } from "../lib/openai-error.ts";
+import { sendError } from "../lib/http/json.ts";
+import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { endToEnd } from "./hop-headers.ts";
 import type { Backend } from "./model-route.ts";
 
+/** Why a forward failed, as counted in `snooze_upstream_errors_total{reason}`. */
+export type UpstreamFailure =
+  /** Connecting took longer than `connectTimeout`. */
+  | "connect-timeout"
+  /** Refused, reset or unreachable before any byte of an answer. */
+  | "unreachable"
+  /** No answer within `firstByteTimeout` of dispatch. */
+  | "first-byte-timeout"
+  /** The answer stopped for longer than `idleTimeout`. */
+  | "idle-timeout"
+  /** The answer broke off after it started. */
+  | "broken"
+  /** This process ran out of file descriptors, ports or buffers. */
+  | "local-resources"
+  /** Snooze shut down before the answer ended. */
+  | "shutdown"
+  /** Anything else before an answer (a client library error, a malformed answer). */
+  | "error";
+
 export type ForwardOutcome =
   | { kind: "answered"; status: number }
-  /** Nothing reached the engine's HTTP layer or came back: safe to send the request elsewhere. */
-  | { kind: "unreachable"; error: Error }
-  /** The engine answered, then the response broke off. */
-  | { kind: "broken"; status: number; error: Error }
+  /**
+   * Nothing came back and the client's response is untouched: safe to send the request elsewhere.
+   * The caller must answer (or retry).
+   */
+  | { kind: "unreachable"; error: Error; reason: "connect-timeout" | "unreachable" }
+  /** The forward failed and the client already got its answer: an error status, an SSE error event or a cut. */
+  | { kind: "failed"; status: number; reason: UpstreamFailure; error: Error }
   | { kind: "aborted" };
 
-const connectionErrors = new Set([
+export interface ForwardRequest {
+  /** The normalised path to send (never the client's raw target). */
+  path: string;
+  body: Buffer;
+  extraHeaders: OutgoingHttpHeaders;
+  /** Time to the engine's response headers; 0 is none. */
+  firstByteTimeoutMs: number;
+  /** Longest gap between body bytes; 0 is none. */
+  idleTimeoutMs: number;
+  /** Called once the engine's response headers arrived. */
+  onResponse(): void;
+  /** Registers how shutdown ends this forward early; returns the unregister function. */
+  onShutdown(abort: () => void): () => void;
+}
+
+/** Errors of a connection that never carried an answer: the engine may be gone. */
+const unreachableCodes = new Set([
   "ECONNREFUSED",
   "ECONNRESET",
   "EPIPE",
   "UND_ERR_SOCKET",
-  "UND_ERR_CONNECT_TIMEOUT",
   "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EHOSTDOWN",
+  "ENOTFOUND",
+  "EAI_AGAIN",
 ]);
+
+/** Errors of this process, not the engine's: the client may retry in a moment. */
+const localResourceCodes = new Set(["EMFILE", "ENFILE", "ENOBUFS", "ENOMEM", "EADDRNOTAVAIL"]);
+
+class ShutdownAbort extends Error {
+  constructor() {
+    super("Snooze shut down before the answer ended");
+  }
+}
+
+/** Timers above this fire at once in Node (and undici): such a timeout is as good as none. */
+const maxTimerMs = 2 ** 31 - 1;
+/** A setting in ms to undici's form: 0 is none; `never` (Infinity) too. */
+export const timerValue = (ms: number): number =>
+  Number.isFinite(ms) && ms > 0 ? Math.min(ms, maxTimerMs) : 0;
 
 /**
  * Sends the request to the engine and streams the answer back untouched:
  * headers as they come, body chunk by chunk with backpressure, and a client
- * that goes away cancels the engine's request.
+ * that goes away cancels the engine's request. Every path but `unreachable`
+ * ends the client's response: an answer, an OpenAI-shaped error, an SSE error
+ * event, or (for a non-SSE answer already under way) a cut connection.
  */
 export async function forward(
   req: IncomingMessage,
   res: ServerResponse,
   backend: Backend,
-  body: Buffer,
-  extraHeaders: OutgoingHttpHeaders,
-  onResponse: () => void,
+  request: ForwardRequest,
 ): Promise<ForwardOutcome> {
   const abort = new AbortController();
   const onClose = () => {
     if (!res.writableFinished) abort.abort();
   };
   res.once("close", onClose);
+  const unregister = request.onShutdown(() => abort.abort(new ShutdownAbort()));
   let status = 0;
+  let contentType = "";
   try {
     const upstream = await backend.pool.request({
-      path: req.url!,
+      path: request.path,
       method: req.method as "POST",
-      headers: { ...endToEnd(req.headers), ...extraHeaders, "content-length": String(body.length) } as Record<
-        string,
-        string
-      >,
-      body: body.length > 0 ? body : undefined,
+      headers: {
+        ...endToEnd(req.headers),
+        ...request.extraHeaders,
+        "content-length": String(request.body.length),
+      } as Record<string, string>,
+      body: request.body.length > 0 ? request.body : undefined,
       signal: abort.signal,
+      headersTimeout: request.firstByteTimeoutMs,
+      bodyTimeout: request.idleTimeoutMs,
     });
     status = upstream.statusCode;
-    onResponse();
+    contentType = String(upstream.headers["content-type"] ?? "");
+    request.onResponse();
     if (res.headersSent) {
       // Hold progress already answered 200 and opened an SSE stream: an engine error can
       // only be told as an event in it.
+      contentType = "text/event-stream";
       if (status !== 200) {
         const text = await upstream.body.text();
-        res.end(`data: ${text.replaceAll("\n", " ")}\n\ndata: [DONE]\n\n`);
+        if (!res.writableEnded && !res.destroyed)
+          res.end(`data: ${text.replaceAll("\n", " ")}\n\ndata: [DONE]\n\n`);
         return { kind: "answered", status };
       }
     } else {
@@ -73,38 +138,138 @@ export async function forward(
       // A stream (no length) shows its headers at once, as the engine sent them.
       if (typeof length !== "string") res.flushHeaders();
     }
-    try {
-      // A hand-written pump rather than pipeline(): on an engine failure the client
-      // response must stay open long enough to receive a final error event.
-      for await (const chunk of upstream.body) {
-        if (!res.write(chunk)) await once(res, "drain", { signal: abort.signal });
-      }
-      res.end();
-    } catch (error) {
-      if (abort.signal.aborted) return { kind: "aborted" };
-      endBroken(res, String(upstream.headers["content-type"] ?? ""), error as Error);
-      return { kind: "broken", status, error: error as Error };
+    // A hand-written pump rather than pipeline(): on an engine failure the client
+    // response must stay open long enough to receive a final error event.
+    for await (const chunk of upstream.body) {
+      if (!res.write(chunk)) await once(res, "drain", { signal: abort.signal });
     }
+    res.end();
     return { kind: "answered", status };
   } catch (error) {
-    if (abort.signal.aborted) return { kind: "aborted" };
-    const code = (error as { code?: string }).code ?? "";
-    if (status === 0 && connectionErrors.has(code)) return { kind: "unreachable", error: error as Error };
-    return { kind: "broken", status, error: error as Error };
+    return failed(res, abort.signal, status, contentType, error as Error);
   } finally {
+    unregister();
     res.off("close", onClose);
   }
 }
 
+/** Classifies a failed forward and ends the client's response accordingly. */
+function failed(
+  res: ServerResponse,
+  signal: AbortSignal,
+  status: number,
+  contentType: string,
+  error: Error,
+): ForwardOutcome {
+  const shutdown = signal.reason instanceof ShutdownAbort;
+  if (signal.aborted && !shutdown) return { kind: "aborted" };
+  const code = (error as { code?: string }).code ?? "";
+  const before = status === 0 && !res.headersSent;
+  let reason: UpstreamFailure;
+  if (shutdown) reason = "shutdown";
+  else if (code === "UND_ERR_CONNECT_TIMEOUT") reason = "connect-timeout";
+  else if (code === "UND_ERR_HEADERS_TIMEOUT") reason = "first-byte-timeout";
+  else if (code === "UND_ERR_BODY_TIMEOUT") reason = "idle-timeout";
+  else if (localResourceCodes.has(code)) reason = "local-resources";
+  else if (status === 0 && unreachableCodes.has(code)) reason = "unreachable";
+  else if (status !== 0) reason = "broken";
+  else reason = "error";
+  if (before && (reason === "unreachable" || reason === "connect-timeout")) {
+    return { kind: "unreachable", error, reason };
+  }
+  const answer = errorAnswer(reason, error, shutdown ? signal.reason : error);
+  if (before) {
+    sendError(res, answer.status, answer.body, answer.headers);
+    return { kind: "failed", status: answer.status, reason, error };
+  }
+  endBroken(res, contentType, answer.body, error);
+  return { kind: "failed", status: status || 200, reason, error };
+}
+
+/** The answer for a failure before any byte, or the SSE error event for one after. */
+export function errorAnswer(
+  reason: UpstreamFailure,
+  error: Error,
+  cause: Error = error,
+): { status: number; body: OpenAIErrorBody; headers?: Record<string, string> } {
+  switch (reason) {
+    case "shutdown":
+      return {
+        status: 503,
+        body: openAIError(`${cause.message}; retry.`, "service_unavailable_error", "shutting_down"),
+        headers: { "retry-after": "5", connection: "close" },
+      };
+    case "connect-timeout":
+      return {
+        status: 504,
+        body: openAIError(
+          `Connecting to the engine timed out: ${error.message}`,
+          "server_error",
+          "upstream_connect_timeout",
+        ),
+      };
+    case "first-byte-timeout":
+      return {
+        status: 504,
+        body: openAIError(
+          "The engine did not start its answer within the model's firstByteTimeout.",
+          "server_error",
+          "upstream_timeout",
+        ),
+      };
+    case "idle-timeout":
+      return {
+        status: 504,
+        body: openAIError(
+          "The engine sent nothing for longer than the model's idleTimeout.",
+          "server_error",
+          "upstream_idle_timeout",
+        ),
+      };
+    case "local-resources":
+      return {
+        status: 503,
+        body: openAIError(
+          `The activator is out of resources to reach the engine (${(error as { code?: string }).code}); retry.`,
+          "service_unavailable_error",
+          "activator_overloaded",
+        ),
+        headers: { "retry-after": "1" },
+      };
+    case "unreachable":
+      return {
+        status: 502,
+        body: openAIError(
+          `The engine could not be reached: ${error.message}`,
+          "server_error",
+          "upstream_unreachable",
+        ),
+      };
+    case "broken":
+      return {
+        status: 502,
+        body: openAIError(
+          `The engine stopped in the middle of the response: ${error.message}`,
+          "server_error",
+          "upstream_broken",
+        ),
+      };
+    default:
+      return {
+        status: 502,
+        body: openAIError(
+          `The call to the engine failed: ${error.message}`,
+          "server_error",
+          "upstream_error",
+        ),
+      };
+  }
+}
+
 /** An SSE client gets a final error event it can show; anything else sees the connection end early. */
-function endBroken(res: ServerResponse, contentType: string, error: Error): void {
+function endBroken(res: ServerResponse, contentType: string, body: OpenAIErrorBody, error: Error): void {
   if (res.writableEnded || res.destroyed) return;
   if (contentType.includes("text/event-stream")) {
-    const body = openAIError(
-      `The engine stopped in the middle of the response: ${error.message}`,
-      "server_error",
-      "upstream_broken",
-    );
     res.end(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`);
   } else {
     res.destroy(error);

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
+import { deferContinue } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Activator } from "./activator.ts";
@@ -148,7 +149,7 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
     );
   };
 
-  return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
     handler(req, res).catch((error) => {
       if (!res.headersSent)
         sendError(
@@ -158,5 +159,9 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
         );
       else res.destroy();
     });
-  });
+  };
+  const server = createServer({ keepAliveTimeout: 65_000 }, listener);
+  // Expect: 100-continue on an OpenAI route: the activator first checks path, size and budget.
+  deferContinue(server, listener, (req) => (req.url ?? "").startsWith("/v1/"));
+  return server;
 }

@@ -89,6 +89,9 @@ interface Waiter {
   resolve: () => void;
 }
 
+/** Distinct request lines `/sim/state` keeps counts of; later ones count as `(other)`. */
+const maxSeenKeys = 256;
+
 export class SimEngine {
   readonly options: SimOptions;
   readonly faults: Faults;
@@ -113,6 +116,8 @@ export class SimEngine {
   private coldAfterWake = false;
   /** Inference requests that arrived while the engine slept or paused: a router that gates traffic sends none. */
   private arrivedWhileAsleep = 0;
+  /** Requests by method and path exactly as they arrived (before any URL parsing), for `/sim/state`. */
+  private readonly seen = new Map<string, number>();
   private controlTail: Promise<unknown> = Promise.resolve();
   /** Utility calls in progress that keep vLLM's engine core from answering `is_sleeping`. */
   private blocking = 0;
@@ -196,6 +201,7 @@ export class SimEngine {
       weightsValid: this.weightsValid,
       coldAfterWake: this.coldAfterWake,
       arrivedWhileAsleep: this.arrivedWhileAsleep,
+      requests: Object.fromEntries(this.seen),
       running: this.running.size,
       waiting: this.waiting.length,
       busy: this.blocking > 0,
@@ -205,6 +211,13 @@ export class SimEngine {
       faults: { ...this.faults },
       deathReason: this.deathReason ?? null,
     };
+  }
+
+  /** Counts one request as it arrived: `POST /v1/../sleep` stays that, whatever it resolves to. */
+  countRequest(method: string, target: string): void {
+    const raw = `${method} ${target.split("?")[0]}`;
+    const key = this.seen.has(raw) || this.seen.size < maxSeenKeys ? raw : "(other)";
+    this.seen.set(key, (this.seen.get(key) ?? 0) + 1);
   }
 
   gauges() {

@@ -232,6 +232,7 @@ async function handleRequest(
     table = routes(engine);
     routeTables.set(engine, table);
   }
+  engine.countRequest(req.method ?? "GET", req.url ?? "/");
   const url = new URL(req.url ?? "/", "http://sim");
   const context: RequestContext = { req, res, query: url.searchParams, body: () => readBody(req) };
   try {

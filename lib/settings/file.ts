@@ -15,6 +15,10 @@ export const snoozeFile = z.strictObject({
   maxBodySize: byteSize
     .optional()
     .meta({ description: "Largest request body the activator reads (413 past it)." }),
+  maxHeldBytes: byteSize.optional().meta({
+    description:
+      "Request body bytes the activator may keep at once for requests being read or held, all models together; past it a 503 `held_bytes_exceeded` with Retry-After.",
+  }),
   eventSink: z
     .url({ protocol: /^https?$/ })
     .optional()

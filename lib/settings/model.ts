@@ -47,6 +47,22 @@ export const tierSettings = z.strictObject({
     .max(100_000)
     .optional()
     .meta({ description: "In-flight requests per replica; 0 means unlimited." }),
+  maxConnections: z.int().min(1).max(100_000).optional().meta({
+    description:
+      "Connections the activator opens to one replica at most (with `concurrency`, the smaller of the two); requests beyond it wait in the hold queue, within the hold budget.",
+  }),
+  connectTimeout: duration.optional().meta({
+    description:
+      "How long connecting to an engine may take; past it the replica is re-checked and the request sent to whatever becomes ready, else a 504 `upstream_connect_timeout`. `never` turns it off.",
+  }),
+  firstByteTimeout: duration.optional().meta({
+    description:
+      "How long the engine may take, from dispatch, to start its answer (a long prompt's prefill counts); past it a 504 `upstream_timeout`. `never` turns it off.",
+  }),
+  idleTimeout: duration.optional().meta({
+    description:
+      "How long an answer under way may go without a byte from the engine; past it a stream ends with an SSE error event (`upstream_idle_timeout`), any other answer is cut off. `never` turns it off.",
+  }),
   warmup: z
     .boolean()
     .optional()
@@ -100,6 +116,10 @@ export const builtinTierDefaults = {
   holdBudget: 300_000,
   queueDepth: 1_000,
   concurrency: 0,
+  maxConnections: 1_024,
+  connectTimeout: 5_000,
+  firstByteTimeout: 10 * 60_000,
+  idleTimeout: 5 * 60_000,
   warmup: true,
   streamProgress: false,
   startTimeout: 10 * 60_000,

@@ -26,6 +26,9 @@ export function configurationReference(): string {
     startTimeout: "10m",
     wakeTimeout: "2m",
     drainTimeout: "60s",
+    connectTimeout: "5s",
+    firstByteTimeout: "10m",
+    idleTimeout: "5m",
     hostMemory: "0",
   };
   const slotDefaults: Record<string, string> = {
@@ -53,12 +56,13 @@ export function configurationReference(): string {
   const topDefaults = {
     hostMemoryBudget: "unlimited",
     maxBodySize: "`32Mi`",
+    maxHeldBytes: "`256Mi`",
     eventSink: "`$K_SINK`, else none",
     eventMode: "`binary`",
   };
-  const topRows = (["hostMemoryBudget", "maxBodySize", "eventSink", "eventMode"] as const).map(
-    (key) => `| \`${key}\` | ${topDefaults[key]} | ${describe(snoozeFile.shape[key])} |`,
-  );
+  const topRows = (
+    ["hostMemoryBudget", "maxBodySize", "maxHeldBytes", "eventSink", "eventMode"] as const
+  ).map((key) => `| \`${key}\` | ${topDefaults[key]} | ${describe(snoozeFile.shape[key])} |`);
   // Which durations take `never`, read from the schema itself.
   const durations = [
     ...Object.entries(tierSettings.shape).map(([key, schema]) => [key, schema] as const),

@@ -20,12 +20,15 @@ export interface SnoozeConfig {
   slots: Map<string, SlotConfig>;
   hostMemoryBudget: number;
   maxBodySize: number;
+  /** Body bytes of requests being read or held, all models together (default 256Mi). */
+  maxHeldBytes?: number;
   eventSink?: string;
   /** How CloudEvents go to the sink (binary unless set). */
   eventMode?: "binary" | "structured";
 }
 
 const defaultMaxBodySize = 32 * 2 ** 20;
+export const defaultMaxHeldBytes = 256 * 2 ** 20;
 
 function defined<T extends object>(object: T | undefined): Partial<T> {
   return Object.fromEntries(Object.entries(object ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
@@ -97,6 +100,7 @@ export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problem
       slots,
       hostMemoryBudget: file.hostMemoryBudget ?? Number.POSITIVE_INFINITY,
       maxBodySize: file.maxBodySize ?? defaultMaxBodySize,
+      maxHeldBytes: file.maxHeldBytes ?? defaultMaxHeldBytes,
       eventSink: file.eventSink,
       eventMode: file.eventMode,
     },

@@ -1,0 +1,39 @@
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+
+/**
+ * `Expect: 100-continue`: the client sends the headers and waits for `100 Continue` before the
+ * body (curl does for bodies over 1 MiB). Node answers it on its own unless the server listens to
+ * 'checkContinue'; with `deferContinue` a handler first decides (a refused path, a body too large,
+ * a full budget: the client then never uploads the body) and calls `sendContinue` before reading.
+ */
+const awaiting = new WeakSet<IncomingMessage>();
+
+/**
+ * Routes requests that expect 100-continue to `handler` as ordinary requests. Those `defer` picks
+ * get no `100 Continue` until their handler calls `sendContinue`; the others get it at once.
+ */
+export function deferContinue(
+  server: Server,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  defer: (req: IncomingMessage) => boolean,
+): void {
+  server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
+    if (defer(req)) awaiting.add(req);
+    else res.writeContinue();
+    handler(req, res);
+  });
+}
+
+/** Sends `100 Continue` if the client still waits for it; call it right before reading the body. */
+export function sendContinue(req: IncomingMessage, res: ServerResponse): void {
+  if (awaiting.delete(req) && !res.headersSent && !res.destroyed) res.writeContinue();
+}
+
+/**
+ * Headers for a final answer given without reading the body. A client that still waits for
+ * `100 Continue` will not send the body, and one that sent part of it left bytes that cannot be
+ * parsed as the next request: either way the connection must not be reused.
+ */
+export function unreadBodyHeaders(req: IncomingMessage): Record<string, string> {
+  return req.complete ? {} : { connection: "close" };
+}

@@ -1,0 +1,84 @@
+import { afterEach, describe, expect, test } from "vitest";
+import { metricValue } from "../helpers/local-snooze.ts";
+import { finalBody, finalStatus, httpEngine, rawRequest, startActivator } from "./harness.ts";
+
+/** maxHeldBytes: the body bytes of requests being read or held, all models together, are capped. */
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const bodyOf = (bytes: number) => {
+  const head = '{"model":"m","prompt":"';
+  const tail = '"}';
+  return head + "x".repeat(bytes - head.length - tail.length) + tail;
+};
+
+describe("maxHeldBytes", () => {
+  test("past the cap: 503 held_bytes_exceeded + Retry-After; a body larger than the cap: 413; freed on dispatch", async () => {
+    const snooze = await startActivator({ holdBudget: 20_000 }, { maxHeldBytes: 10_000 });
+    cleanups.push(() => snooze.close());
+    const post = (body: string) =>
+      fetch(`${snooze.url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+        signal: AbortSignal.timeout(10_000),
+      });
+    // Nothing is ready: two 4 kB requests are held (8 kB of 10 kB).
+    const held = [post(bodyOf(4_000)), post(bodyOf(4_000))];
+    const route = snooze.activator.routes.get("m")!;
+    while (route.held < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(metricValue(await snooze.registry.metrics(), "snooze_held_body_bytes")).toBe(8_000);
+
+    const refused = await post(bodyOf(4_000));
+    expect(refused.status).toBe(503);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(((await refused.json()) as any).error).toMatchObject({
+      type: "service_unavailable_error",
+      code: "held_bytes_exceeded",
+    });
+    const huge = await post(bodyOf(12_000));
+    expect(huge.status).toBe(413);
+
+    // A body without a length is counted as it arrives, and refused part way.
+    const chunked = await rawRequest(
+      snooze.port,
+      "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+      `${(5_000).toString(16)}\r\n${bodyOf(5_000)}\r\n0\r\n\r\n`,
+    );
+    expect(finalStatus(chunked)).toBe(503);
+    expect(finalBody(chunked).error.code).toBe("held_bytes_exceeded");
+
+    // The engine comes: the held requests are dispatched, their bytes freed, new ones accepted.
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      req.on("end", () => res.end("{}"));
+    });
+    cleanups.push(() => engine.server.close());
+    snooze.plane.readyAt("m", engine.address);
+    expect((await Promise.all(held)).map((r) => r.status)).toEqual([200, 200]);
+    expect(metricValue(await snooze.registry.metrics(), "snooze_held_body_bytes")).toBe(0);
+    expect((await post(bodyOf(9_000))).status).toBe(200);
+  });
+
+  test("the bytes of held requests whose clients left are given back", async () => {
+    const snooze = await startActivator({ holdBudget: 20_000 }, { maxHeldBytes: 10_000 });
+    cleanups.push(() => snooze.close());
+    const aborts = [new AbortController(), new AbortController()];
+    const held = aborts.map((abort) =>
+      fetch(`${snooze.url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: bodyOf(4_500),
+        signal: abort.signal,
+      }).catch(() => "aborted"),
+    );
+    const route = snooze.activator.routes.get("m")!;
+    while (route.held < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (const abort of aborts) abort.abort();
+    expect(await Promise.all(held)).toEqual(["aborted", "aborted"]);
+    while (route.held > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(metricValue(await snooze.registry.metrics(), "snooze_held_body_bytes")).toBe(0);
+  });
+});

@@ -1,0 +1,270 @@
+import { afterEach, describe, expect, test } from "vitest";
+import { metricValue, until } from "../helpers/local-snooze.ts";
+import {
+  blackholePort,
+  chatBody,
+  chunk,
+  finalBody,
+  finalStatus,
+  httpEngine,
+  rawEngine,
+  rawRequest,
+  startActivator,
+  type TestActivator,
+} from "./harness.ts";
+
+/**
+ * Every request ends, whatever the engine does: an answer, an OpenAI-shaped 502/503/504 with a
+ * reason, or an SSE error event. Engines here are raw sockets that misbehave on purpose.
+ */
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function activatorFor(address: string, settings: Parameters<typeof startActivator>[0] = {}) {
+  const snooze = await startActivator({ holdBudget: 2_000, ...settings });
+  cleanups.push(() => snooze.close());
+  snooze.plane.readyAt("m", address);
+  return snooze;
+}
+
+const post = (snooze: TestActivator, body = chatBody(), headers: Record<string, string> = {}) =>
+  fetch(`${snooze.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body,
+    signal: AbortSignal.timeout(10_000),
+  });
+
+const errorOf = async (response: Response) => ((await response.json()) as any).error;
+
+async function upstreamErrors(snooze: TestActivator, reason: string): Promise<number> {
+  return metricValue(await snooze.registry.metrics(), "snooze_upstream_errors_total", { reason });
+}
+
+describe("the engine fails before any byte of an answer", () => {
+  test("a malformed answer (not HTTP) → 502 upstream_error, not silence", async () => {
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () => socket.end("NOT HTTP AT ALL\r\n\r\n")),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    const response = await post(snooze);
+    expect(response.status).toBe(502);
+    const error = await errorOf(response);
+    expect(error).toMatchObject({ type: "server_error", code: "upstream_error" });
+    expect(error.message).toMatch(/\w/);
+    expect(await upstreamErrors(snooze, "error")).toBe(1);
+  });
+
+  test("an engine that takes the request and never answers → 504 upstream_timeout after firstByteTimeout", async () => {
+    const engine = await rawEngine((socket) => socket.resume());
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address, { firstByteTimeout: 300 });
+    const started = performance.now();
+    const response = await post(snooze);
+    const took = performance.now() - started;
+    expect(response.status).toBe(504);
+    expect(await errorOf(response)).toMatchObject({ code: "upstream_timeout" });
+    expect(took).toBeGreaterThanOrEqual(250);
+    expect(took).toBeLessThan(3_000);
+    expect(await upstreamErrors(snooze, "first-byte-timeout")).toBe(1);
+    // The engine's connection is let go: it does not pile up.
+    await until(() => engine.connections.size === 0, 2_000, "the timed-out connection to close");
+  });
+
+  test("an engine that closes every connection → retried once, then 502 upstream_unreachable", async () => {
+    let seen = 0;
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () => {
+        seen++;
+        socket.destroy();
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    const response = await post(snooze);
+    expect(response.status).toBe(502);
+    expect(await errorOf(response)).toMatchObject({ code: "upstream_unreachable" });
+    expect(seen).toBe(2);
+    expect(snooze.plane.demands.filter((d) => d.hint?.unreachable)).toHaveLength(1);
+  });
+
+  test("connecting hangs (accept queue full) → 504 upstream_connect_timeout after connectTimeout, twice", async () => {
+    const hole = await blackholePort();
+    cleanups.push(() => hole.close());
+    const snooze = await activatorFor(hole.address, { connectTimeout: 300 });
+    const started = performance.now();
+    const response = await post(snooze);
+    const took = performance.now() - started;
+    expect(response.status).toBe(504);
+    expect(await errorOf(response)).toMatchObject({ code: "upstream_connect_timeout" });
+    expect(took).toBeGreaterThanOrEqual(550);
+    expect(took).toBeLessThan(5_000);
+    expect(await upstreamErrors(snooze, "connect-timeout")).toBe(2);
+  });
+});
+
+describe("the engine stops in the middle of an answer", () => {
+  test("an SSE stream that goes quiet ends with an SSE error event after idleTimeout", async () => {
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () =>
+        socket.write(
+          "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
+            chunk('data: {"a":1}\n\n'),
+        ),
+      ),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address, { idleTimeout: 300 });
+    const response = await post(snooze, chatBody({ stream: true }));
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    expect(text.startsWith('data: {"a":1}\n\n')).toBe(true);
+    const events = text.split("\n\n").filter(Boolean);
+    expect(JSON.parse(events[1]!.slice("data: ".length)).error).toMatchObject({
+      type: "server_error",
+      code: "upstream_idle_timeout",
+    });
+    expect(events.at(-1)).toBe("data: [DONE]");
+    expect(await upstreamErrors(snooze, "idle-timeout")).toBe(1);
+  });
+
+  test("a sized answer that stalls is cut off (the client sees the break, not a short body)", async () => {
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () =>
+        socket.write(
+          'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"partial":',
+        ),
+      ),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address, { idleTimeout: 300 });
+    const response = await post(snooze);
+    expect(response.status).toBe(200);
+    await expect(response.text()).rejects.toThrow();
+  });
+});
+
+describe("Expect: 100-continue", () => {
+  async function echoEngine() {
+    const seen: Record<string, string | string[] | undefined>[] = [];
+    const engine = await httpEngine((req, res) => {
+      seen.push(req.headers);
+      let body = "";
+      req.on("data", (chunk) => (body += chunk));
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ length: body.length }));
+      });
+    });
+    cleanups.push(() => engine.server.close());
+    return { ...engine, seen };
+  }
+
+  const head = (path: string, length: number, extra = "") =>
+    `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\nexpect: 100-continue\r\n${extra}\r\n`;
+
+  test("100 Continue, then the body, then the engine's answer; Expect is not forwarded", async () => {
+    const engine = await echoEngine();
+    const snooze = await activatorFor(engine.address);
+    const body = chatBody();
+    const reply = await rawRequest(snooze.port, head("/v1/chat/completions", body.length), body, {
+      waitForContinue: true,
+    });
+    expect(reply.startsWith("HTTP/1.1 100 Continue\r\n")).toBe(true);
+    expect(finalStatus(reply)).toBe(200);
+    expect(finalBody(reply)).toEqual({ length: body.length });
+    expect(engine.seen).toHaveLength(1);
+    expect(engine.seen[0]!.expect).toBeUndefined();
+  });
+
+  test("refused before the body: a body over maxBodySize → 413, a wrong path → 404, no 100 Continue", async () => {
+    const engine = await echoEngine();
+    const snooze = await activatorFor(engine.address, {});
+    const tooLarge = await rawRequest(snooze.port, head("/v1/chat/completions", 2 << 20), "x", {
+      waitForContinue: true,
+    });
+    expect(tooLarge).not.toContain("100 Continue");
+    expect(finalStatus(tooLarge)).toBe(413);
+    const wrongPath = await rawRequest(snooze.port, head("/v1/../sleep", 10), "x", { waitForContinue: true });
+    expect(wrongPath).not.toContain("100 Continue");
+    expect(finalStatus(wrongPath)).toBe(404);
+    expect(engine.seen).toHaveLength(0);
+  });
+});
+
+describe("connections per engine", () => {
+  test("maxConnections bounds the engine's connections; the rest wait in the hold queue and all are served", async () => {
+    let open = 0;
+    let most = 0;
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      req.on("end", () => setTimeout(() => res.end("{}"), 30));
+    });
+    engine.server.on("connection", (socket) => {
+      most = Math.max(most, ++open);
+      socket.on("close", () => open--);
+    });
+    cleanups.push(() => {
+      engine.server.closeAllConnections();
+      engine.server.close();
+    });
+    const snooze = await activatorFor(engine.address, { maxConnections: 4, holdBudget: 20_000 });
+    const statuses = await Promise.all(Array.from({ length: 60 }, () => post(snooze).then((r) => r.status)));
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    expect(most).toBeLessThanOrEqual(4);
+    expect(most).toBeGreaterThan(0);
+  });
+
+  test("requests waiting for a connection still have the hold budget: 503 hold_budget_exceeded", async () => {
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      req.on("end", () => setTimeout(() => res.end("{}"), 1_500));
+    });
+    cleanups.push(() => {
+      engine.server.closeAllConnections();
+      engine.server.close();
+    });
+    const snooze = await activatorFor(engine.address, { maxConnections: 1, holdBudget: 300 });
+    const [first, second] = await Promise.all([post(snooze), post(snooze)]);
+    expect(first.status).toBe(200);
+    expect(second.status).toBe(503);
+    expect(second.headers.get("retry-after")).toBeTruthy();
+    expect(await errorOf(second)).toMatchObject({ code: "hold_budget_exceeded" });
+  });
+});
+
+describe("shutdown ends what the grace did not", () => {
+  test("a request the engine never answers gets 503 shutting_down; a stalled stream an SSE error event", async () => {
+    const engine = await rawEngine((socket) =>
+      socket.once("data", (data) => {
+        if (String(data).includes('"stream":true'))
+          socket.write(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
+              chunk('data: {"a":1}\n\n'),
+          );
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await startActivator();
+    snooze.plane.readyAt("m", engine.address);
+    const plain = post(snooze);
+    const stream = await post(snooze, chatBody({ stream: true }));
+    const streamed = stream.text();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const started = performance.now();
+    await snooze.activator.shutdown(300);
+    const took = performance.now() - started;
+    expect(took).toBeGreaterThanOrEqual(250);
+    expect(took).toBeLessThan(2_000);
+    const answered = await plain;
+    expect(answered.status).toBe(503);
+    expect(await errorOf(answered)).toMatchObject({ code: "shutting_down" });
+    const text = await streamed;
+    expect(text).toContain('"code":"shutting_down"');
+    expect(text.trim().endsWith("data: [DONE]")).toBe(true);
+    await snooze.close();
+  });
+});
