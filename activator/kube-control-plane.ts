@@ -5,6 +5,7 @@ import {
   type AdminVerb,
   adminPath,
   adminTimeoutMs,
+  callerHeaders,
   type DemandBody,
   demandPath,
   type StatsBody,
@@ -60,7 +61,9 @@ interface Known {
  * Model (selected by the Model's `status.selector`) is a replica, its tier the `snooze.dev/tier`
  * annotation the autoscaler writes, routable only when that says ready and the pod is Ready.
  * Models come from a Model watch, so the activator learns models, aliases and settings at run
- * time, and knows on start which pods sleep before it takes a request.
+ * time, and knows on start which pods sleep before it takes a request. Every request to the
+ * autoscaler carries this activator's ServiceAccount token (the KubeClient's), which the
+ * autoscaler checks with a TokenReview.
  */
 export class KubeControlPlane implements ControlPlane {
   private readonly options: KubeControlPlaneOptions;
@@ -75,6 +78,8 @@ export class KubeControlPlane implements ControlPlane {
   private readonly removals = new Map<string, NodeJS.Timeout>();
   private pendingStats = new Map<string, { inFlight: number; held: number; oldestHeldMs?: number }>();
   private flushScheduled = false;
+  /** The status the autoscaler last refused a report with, so a refusal is logged once. */
+  private refusedWith?: number;
   /** Requests to the autoscaler that failed, for the state endpoint and tests. */
   readonly counts = { demands: 0, statsPosts: 0, failures: 0 };
 
@@ -163,6 +168,7 @@ export class KubeControlPlane implements ControlPlane {
   async admin(model: string, verb: AdminVerb): Promise<void> {
     const response = await fetch(`${this.options.autoscalerUrl}${adminPath(model, verb)}`, {
       method: "POST",
+      headers: await callerHeaders(this.options.client),
       signal: AbortSignal.timeout(adminTimeoutMs),
     });
     const outcome = (await response.json().catch(() => ({}))) as Partial<AdminOutcome>;
@@ -172,6 +178,7 @@ export class KubeControlPlane implements ControlPlane {
   /** Every slot's status, from the autoscalers that lead them. */
   async slots(): Promise<SlotStatus[]> {
     const response = await fetch(`${this.options.autoscalerUrl}${slotsPath}`, {
+      headers: await callerHeaders(this.options.client),
       signal: AbortSignal.timeout(5_000),
     });
     if (!response.ok) throw new Error(`the autoscaler answered ${response.status}`);
@@ -189,13 +196,28 @@ export class KubeControlPlane implements ControlPlane {
   }
 
   private post(path: string, body: unknown, extra: Record<string, string> = {}): void {
-    void fetch(`${this.options.autoscalerUrl}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...extra },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(5_000),
-    })
-      .then((response) => response.body?.cancel())
+    void callerHeaders(this.options.client, { "content-type": "application/json", ...extra })
+      .then((headers) =>
+        fetch(`${this.options.autoscalerUrl}${path}`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(5_000),
+        }),
+      )
+      .then(async (response) => {
+        if (response.ok) {
+          await response.body?.cancel();
+          this.refusedWith = undefined;
+          return;
+        }
+        // Refused (401/403: this activator's token is not accepted): said once until it works again.
+        this.counts.failures++;
+        const text = await response.text().catch(() => "");
+        if (this.refusedWith !== response.status)
+          this.log.warn("the autoscaler refused a report", { path, status: response.status, answer: text });
+        this.refusedWith = response.status;
+      })
       .catch((error: unknown) => {
         // The next stats report (every second) carries held requests, so demand is not lost.
         this.counts.failures++;

@@ -4,8 +4,9 @@ import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { KubeAutoscaler } from "../autoscaler/kube/autoscaler.ts";
 import { createControlServer } from "../autoscaler/kube/control-server.ts";
-import { UsageError } from "../lib/cli-flags.ts";
+import { type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { type EventMode, eventModes } from "../lib/cloudevents.ts";
+import { serviceAccountUser, TokenReviewer } from "../lib/kube/token-review.ts";
 import { createLogger } from "../lib/log.ts";
 import { byteSize } from "../lib/settings/fields.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
@@ -27,6 +28,12 @@ export const autoscalerCommand: Command = {
       description:
         "port of KEDA's external scaler gRPC protocol (on --host): each Model's demand, pushed to external-push triggers",
       placeholder: "port",
+    },
+    "allowed-callers": {
+      type: "string",
+      description:
+        "comma-separated users (system:serviceaccount:NS:NAME) whose tokens may send demand, stats and admin actions (default: the snooze-activator and snooze-autoscaler ServiceAccounts of --lease-namespace)",
+      placeholder: "users",
     },
     "lease-namespace": {
       type: "string",
@@ -114,6 +121,7 @@ export const autoscalerCommand: Command = {
       hostMemoryBudget = parsed.data;
     }
     const identity = String(values.identity ?? process.env.POD_NAME ?? hostname());
+    const leaseNamespace = String(values["lease-namespace"] ?? process.env.POD_NAMESPACE ?? "snooze-system");
     const log = createLogger({ component: "autoscaler", identity });
     const { client, source } = await kubeClientFrom(values);
     // Spans (snooze.activation, .wake, .swap ...) go out when the standard OTEL_* variables ask.
@@ -123,7 +131,7 @@ export const autoscalerCommand: Command = {
     const autoscaler = new KubeAutoscaler({
       client,
       identity,
-      leaseNamespace: String(values["lease-namespace"] ?? process.env.POD_NAMESPACE ?? "snooze-system"),
+      leaseNamespace,
       namespace: values.namespace as string | undefined,
       leaseTiming: timing,
       drainGraceMs,
@@ -133,7 +141,10 @@ export const autoscalerCommand: Command = {
       log,
       registry,
     });
-    const server = createControlServer(autoscaler, registry);
+    const reviewer = new TokenReviewer(client, { allowed: allowedCallers(values, leaseNamespace) });
+    const server = createControlServer(autoscaler, registry, {
+      authenticate: (token) => reviewer.check(token),
+    });
     server.listen(port, String(values.host));
     await once(server, "listening");
     const actualPort = (server.address() as AddressInfo).port;
@@ -164,3 +175,19 @@ export const autoscalerCommand: Command = {
     return 0;
   },
 };
+
+/** The users `--allowed-callers` names, or Snooze's own two ServiceAccounts in its namespace. */
+function allowedCallers(values: FlagValues, namespace: string): string[] {
+  const flag = values["allowed-callers"];
+  if (flag === undefined)
+    return [
+      serviceAccountUser(namespace, "snooze-activator"),
+      serviceAccountUser(namespace, "snooze-autoscaler"),
+    ];
+  const users = String(flag)
+    .split(",")
+    .map((user) => user.trim())
+    .filter(Boolean);
+  if (users.length === 0) throw new UsageError("--allowed-callers must name at least one user");
+  return users;
+}

@@ -2,12 +2,32 @@
  * The data plane ↔ control plane seam carried over HTTP (Kubernetes mode): activators POST demand
  * pokes and load stats to the autoscaler; an autoscaler replica that does not hold a model's Lease
  * forwards them to the one that does. Replica events travel the other way through the API (each
- * pod's `snooze.dev/tier` annotation, which every activator watches).
+ * pod's `snooze.dev/tier` annotation, which every activator watches). Every request carries its
+ * caller's ServiceAccount token (`callerHeaders`), checked by the autoscaler with a TokenReview.
  */
 export const demandPath = "/snooze/v1/demand";
 export const statsPath = "/snooze/v1/stats";
 /** Set on a forwarded request: the receiver acts or drops it, never forwards again. */
 export const forwardedHeader = "snooze-forwarded-by";
+
+/** Whatever can show a Kubernetes bearer token for its caller: a KubeClient. */
+export interface TokenSource {
+  bearerToken(): Promise<string | undefined>;
+}
+
+/**
+ * Headers of a request to an autoscaler: the caller's own ServiceAccount token as a bearer (an
+ * activator's, or the forwarding autoscaler replica's), which the autoscaler checks with a
+ * TokenReview, plus `extra`. No token (client-certificate credentials): no Authorization, and the
+ * autoscaler answers 401.
+ */
+export async function callerHeaders(
+  source: TokenSource,
+  extra: Record<string, string> = {},
+): Promise<Record<string, string>> {
+  const token = await source.bearerToken();
+  return { ...extra, ...(token ? { authorization: `Bearer ${token}` } : {}) };
+}
 
 export interface DemandBody {
   /** The activator that holds the request (its pod name), so loads add up per activator. */

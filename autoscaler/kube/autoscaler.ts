@@ -6,6 +6,7 @@ import {
   type AdminVerb,
   adminPath,
   adminTimeoutMs,
+  callerHeaders,
   type DemandBody,
   demandPath,
   forwardedHeader,
@@ -486,7 +487,7 @@ export class KubeAutoscaler {
       return { status: 503, message: `no autoscaler leads ${model} right now; retry` };
     const response = await fetch(`${address}${adminPath(model, verb)}`, {
       method: "POST",
-      headers: { [forwardedHeader]: this.options.identity },
+      headers: await callerHeaders(this.options.client, { [forwardedHeader]: this.options.identity }),
       signal: AbortSignal.timeout(adminTimeoutMs),
     });
     return (await response.json()) as AdminOutcome;
@@ -506,10 +507,8 @@ export class KubeAutoscaler {
     }
     const theirs = await Promise.all(
       [...others].map((address) =>
-        fetch(`${address}${slotsPath}`, {
-          headers: { [forwardedHeader]: this.options.identity },
-          signal: AbortSignal.timeout(2_000),
-        })
+        callerHeaders(this.options.client, { [forwardedHeader]: this.options.identity })
+          .then((headers) => fetch(`${address}${slotsPath}`, { headers, signal: AbortSignal.timeout(2_000) }))
           .then((r) => r.json() as Promise<{ slots: SlotStatus[] }>)
           .then((body) => body.slots)
           .catch(() => [] as SlotStatus[]),
@@ -567,12 +566,19 @@ export class KubeAutoscaler {
 
   private post(address: string, path: string, body: unknown): void {
     this.counts.forwarded++;
-    void fetch(`${address}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", [forwardedHeader]: this.options.identity },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(2_000),
+    // With this replica's own ServiceAccount token: the leader authenticates every caller.
+    void callerHeaders(this.options.client, {
+      "content-type": "application/json",
+      [forwardedHeader]: this.options.identity,
     })
+      .then((headers) =>
+        fetch(`${address}${path}`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(2_000),
+        }),
+      )
       .then((response) => response.body?.cancel())
       .catch((error: unknown) => this.log.debug("forward failed", { address, error }));
   }

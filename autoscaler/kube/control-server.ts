@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { context, propagation, ROOT_CONTEXT } from "@opentelemetry/api";
-import type { Registry } from "prom-client";
+import { Counter, type Registry } from "prom-client";
 import {
   type AdminVerb,
   adminRoute,
@@ -11,24 +11,68 @@ import {
   slotsPath,
   statsPath,
 } from "../../lib/control-protocol.ts";
+import { bearerToken } from "../../lib/http/bearer.ts";
 import { BodyTooLarge, readBody } from "../../lib/http/body.ts";
 import { sendJson } from "../../lib/http/json.ts";
+import type { CallerCheck } from "../../lib/kube/token-review.ts";
 import type { KubeAutoscaler } from "./autoscaler.ts";
 
 const maxBody = 1 << 20;
+
+export interface ControlServerOptions {
+  /**
+   * Who the caller of demand, stats, admin actions and slot statuses is, from its bearer token
+   * (a TokenReview: lib/kube/token-review.ts); anything but ok is the answer.
+   */
+  authenticate(token: string | undefined): Promise<CallerCheck>;
+}
+
+/**
+ * The routes only activators and other autoscaler replicas may call: what changes a model (demand,
+ * stats, wake/sleep/stop) and the slot statuses. State, demand reads, metrics and probes are read
+ * by anyone who can reach the port, as metrics are.
+ */
+const callerOnly = (method: string | undefined, path: string) =>
+  (method === "POST" && (path === demandPath || path === statsPath || adminRoute.test(path))) ||
+  (method === "GET" && path === slotsPath);
 
 /**
  * The autoscaler's HTTP surface: demand pokes and stats from activators (or forwarded by another
  * autoscaler replica), admin wake/sleep/stop of a model (carried out by its leader; the answer
  * waits until it is done), slot statuses, its state as JSON, Prometheus metrics and probes. Demand
- * and stats answer 202 at once: acting on them never holds the caller.
+ * and stats answer 202 at once: acting on them never holds the caller. Only authenticated callers
+ * (`options.authenticate`: the activators' and autoscalers' ServiceAccounts) may send demand,
+ * stats and admin actions, or read slot statuses: 401 without a valid token, 403 for anyone else.
  */
-export function createControlServer(autoscaler: KubeAutoscaler, registry: Registry): Server {
+export function createControlServer(
+  autoscaler: KubeAutoscaler,
+  registry: Registry,
+  options: ControlServerOptions,
+): Server {
   const json = async (req: IncomingMessage): Promise<unknown> =>
     JSON.parse((await readBody(req, maxBody)).toString());
+  const callers = new Counter({
+    name: "snooze_autoscaler_callers_total",
+    help: "Requests to the autoscaler's demand, stats, admin and slots routes, by the answer to who sent them: accepted, or refused with 401 (no valid token), 403 (not an allowed ServiceAccount), 503 (cannot check now).",
+    labelNames: ["outcome"],
+    registers: [registry],
+  });
   return createServer(async (req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     try {
+      if (callerOnly(req.method, path ?? "")) {
+        const caller = await options.authenticate(bearerToken(req.headers));
+        callers.inc({ outcome: caller.ok ? "accepted" : String(caller.status) });
+        if (!caller.ok) {
+          req.resume();
+          return sendJson(
+            res,
+            caller.status,
+            { error: caller.message },
+            caller.status === 401 ? { "www-authenticate": 'Bearer realm="snooze-autoscaler"' } : {},
+          );
+        }
+      }
       const forwarded = req.headers[forwardedHeader] !== undefined;
       if (req.method === "POST" && path === demandPath) {
         const body = await json(req);

@@ -101,14 +101,18 @@ export class KubeClient {
 
   private async headers(contentType?: string): Promise<Record<string, string>> {
     const headers: Record<string, string> = { accept: "application/json" };
-    const token = await this.token();
+    const token = await this.bearerToken();
     if (token) headers.authorization = `Bearer ${token}`;
     if (contentType) headers["content-type"] = contentType;
     return headers;
   }
 
-  /** The bearer token: the token file's current content (as client-go, it wins over `token`). */
-  private async token(): Promise<string | undefined> {
+  /**
+   * The bearer token: the token file's current content (as client-go, it wins over `token`);
+   * undefined with a client certificate. Also what a component shows another to say who it is
+   * (the autoscaler reviews it with a TokenReview).
+   */
+  async bearerToken(): Promise<string | undefined> {
     const { token, tokenFile } = this.credentials;
     if (!tokenFile) return token;
     try {

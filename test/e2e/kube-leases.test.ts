@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
 import {
+  callerOutcomes,
   complete,
   modelObject,
   serviceStandIn,
@@ -82,6 +83,13 @@ describe("two autoscalers, one Lease", () => {
         timeoutMs: 10_000,
       },
     );
+    // Every caller was authenticated: the activator's token at both, and b's own token on what it
+    // forwarded to a (a refusal would count as 401 or 403 there).
+    for (const a of autoscalers.values()) {
+      const outcomes = await callerOutcomes(a.url);
+      expect(outcomes, a.name).toEqual({ accepted: expect.any(Number) });
+      expect(outcomes.accepted, a.name).toBeGreaterThan(0);
+    }
   });
 
   test("a holder that hangs loses the Lease within seconds; the request held meanwhile is answered", async () => {

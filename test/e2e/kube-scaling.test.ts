@@ -1,7 +1,14 @@
 import { describe, expect, test } from "vitest";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
-import { complete, modelObject, simDeployment, simState, tierOf } from "./components/snooze.ts";
+import {
+  callerOutcomes,
+  complete,
+  modelObject,
+  simDeployment,
+  simState,
+  tierOf,
+} from "./components/snooze.ts";
 import { waitFor } from "./harness/wait.ts";
 
 /**
@@ -58,6 +65,45 @@ describe("a Model on Kubernetes, through the activator", () => {
     expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(0);
     const listed = (await (await fetch(`${suite.activator.url}/v1/models`)).json()) as any;
     expect(listed.data.map((m: any) => m.id)).toEqual([model]);
+  });
+
+  test("the autoscaler takes demand, stats and admin actions only from Snooze's ServiceAccounts", async () => {
+    const post = (path: string, body: unknown, token?: string) =>
+      fetch(`${suite.autoscaler.url}${path}`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
+        body: JSON.stringify(body),
+      });
+    const demand = { activator: "intruder", model };
+    const stats = { activator: "intruder", models: [{ model, inFlight: 0, held: 5 }] };
+    const none = await post("/snooze/v1/demand", demand);
+    expect(none.status).toBe(401);
+    expect(none.headers.get("www-authenticate")).toMatch(/^Bearer/);
+    expect((await post("/snooze/v1/stats", stats)).status).toBe(401);
+    expect((await post(`/snooze/v1/models/${model}/wake`, {})).status).toBe(401);
+    expect((await post("/snooze/v1/demand", demand, "not-a-token")).status).toBe(401);
+    // A real token of a ServiceAccount that is not Snooze's: authenticated, and refused.
+    const other = await suite.cluster.asServiceAccount(suite.ns.name, "default");
+    const otherToken = other.getCurrentUser()?.token;
+    expect(otherToken).toBeTruthy();
+    const stranger = await post("/snooze/v1/demand", demand, otherToken);
+    expect(stranger.status).toBe(403);
+    expect(await stranger.text()).toContain(`system:serviceaccount:${suite.ns.name}:default`);
+    // Nothing moved: the Deployment is still at zero and the autoscaler knows no such activator.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(0);
+    expect(await pods()).toEqual([]);
+    const state = await suite.autoscaler.state();
+    expect(state.models.find((m: any) => m.model === model)).toMatchObject({ held: 0, inFlight: 0 });
+    expect(JSON.stringify(state)).not.toContain("intruder");
+    const outcomes = await callerOutcomes(suite.autoscaler.url);
+    expect(outcomes["401"]).toBeGreaterThanOrEqual(4);
+    expect(outcomes["403"]).toBeGreaterThanOrEqual(1);
+    // The activator's own reports (stats every second, with its ServiceAccount token) are taken.
+    expect(outcomes.accepted).toBeGreaterThan(0);
   });
 
   test("scales from zero: a request is held, the Deployment scaled to 1, answered once the pod is ready", async () => {

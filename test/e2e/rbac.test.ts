@@ -36,6 +36,7 @@ const r = (verb: string, resource: string, extra: Partial<V1ResourceAttributes> 
     validatingwebhookconfigurations: "admissionregistration.k8s.io",
     mutatingwebhookconfigurations: "admissionregistration.k8s.io",
     events: "events.k8s.io",
+    tokenreviews: "authentication.k8s.io",
     services: extra.group ?? "",
   };
   return {
@@ -71,6 +72,7 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("update", "deployments/scale", { namespace: "team-a" }),
       r("create", "leases", { namespace: system }),
       r("list", "services"),
+      r("create", "tokenreviews"),
     ],
   },
   "snooze-autoscaler": {
@@ -91,6 +93,8 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       // Models of annotated workloads: created, deleted when the annotations go; never updated.
       r("create", "models", { namespace: "team-a" }),
       r("delete", "models", { namespace: "team-a" }),
+      // Its callers (activators, other replicas) are authenticated by TokenReview.
+      r("create", "tokenreviews"),
     ],
     denied: [
       r("update", "models", { namespace: "team-a" }),

@@ -1,0 +1,131 @@
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import { KubeClient } from "./client.ts";
+import { serviceAccountUser, TokenReviewer, tokenReviewsPath } from "./token-review.ts";
+
+/** A stand-in API server that answers TokenReviews from a table of tokens. */
+const users: Record<string, string> = {
+  "activator-token": serviceAccountUser("snooze-system", "snooze-activator"),
+  "autoscaler-token": serviceAccountUser("snooze-system", "snooze-autoscaler"),
+  "stranger-token": serviceAccountUser("team-a", "default"),
+};
+let server: Server;
+let client: KubeClient;
+let received: { path: string; authorization?: string; token?: string }[] = [];
+let failing = false;
+
+beforeAll(async () => {
+  server = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = JSON.parse(Buffer.concat(chunks).toString() || "{}");
+    received.push({ path: req.url ?? "", authorization: req.headers.authorization, token: body.spec?.token });
+    if (failing) {
+      res.writeHead(403, { "content-type": "application/json" });
+      res.end(JSON.stringify({ kind: "Status", reason: "Forbidden", message: "cannot create tokenreviews" }));
+      return;
+    }
+    const username = users[body.spec?.token];
+    res.writeHead(201, { "content-type": "application/json" });
+    res.end(
+      JSON.stringify({
+        kind: "TokenReview",
+        status: username
+          ? { authenticated: true, user: { username, groups: ["system:serviceaccounts"] } }
+          : { authenticated: false, error: "invalid bearer token" },
+      }),
+    );
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  client = new KubeClient({
+    server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    token: "reviewer-own-token",
+  });
+});
+afterAll(async () => {
+  await client.close();
+  server.close();
+});
+beforeEach(() => {
+  received = [];
+  failing = false;
+});
+
+const allowed = [users["activator-token"]!, users["autoscaler-token"]!];
+
+describe("TokenReviewer", () => {
+  test("an allowed ServiceAccount's token passes, reviewed once with the reviewer's own credentials", async () => {
+    const reviewer = new TokenReviewer(client, { allowed });
+    expect(await reviewer.check("activator-token")).toEqual({ ok: true, username: users["activator-token"] });
+    expect(received).toEqual([
+      { path: tokenReviewsPath, authorization: "Bearer reviewer-own-token", token: "activator-token" },
+    ]);
+  });
+
+  test("no token is 401 without asking; a bad one 401; another ServiceAccount's 403", async () => {
+    const reviewer = new TokenReviewer(client, { allowed });
+    expect(await reviewer.check(undefined)).toMatchObject({ ok: false, status: 401 });
+    expect(received).toEqual([]);
+    const bad = await reviewer.check("forged");
+    expect(bad).toMatchObject({ ok: false, status: 401 });
+    expect(bad.ok ? "" : bad.message).toContain("invalid bearer token");
+    const stranger = await reviewer.check("stranger-token");
+    expect(stranger).toMatchObject({ ok: false, status: 403 });
+    expect(stranger.ok ? "" : stranger.message).toContain("system:serviceaccount:team-a:default may not");
+  });
+
+  test("answers are cached: an accepted token for the cache time, a refused one for 10 s at most", async () => {
+    let now = 1_000_000;
+    const reviewer = new TokenReviewer(client, { allowed, cacheMs: 60_000, now: () => now });
+    for (let i = 0; i < 5; i++) await reviewer.check("activator-token");
+    for (let i = 0; i < 5; i++) await reviewer.check("forged");
+    expect(reviewer.reviews).toBe(2);
+    now += 11_000;
+    await reviewer.check("activator-token");
+    await reviewer.check("forged");
+    expect(reviewer.reviews).toBe(3);
+    now += 50_000;
+    await reviewer.check("activator-token");
+    expect(reviewer.reviews).toBe(4);
+  });
+
+  test("concurrent checks of one token share one review", async () => {
+    const reviewer = new TokenReviewer(client, { allowed });
+    const results = await Promise.all(Array.from({ length: 20 }, () => reviewer.check("autoscaler-token")));
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect(reviewer.reviews).toBe(1);
+  });
+
+  test("the cache is bounded: the oldest token is asked about again", async () => {
+    const reviewer = new TokenReviewer(client, { allowed, maxEntries: 2 });
+    await reviewer.check("activator-token");
+    await reviewer.check("autoscaler-token");
+    await reviewer.check("stranger-token");
+    expect(reviewer.reviews).toBe(3);
+    await reviewer.check("autoscaler-token");
+    expect(reviewer.reviews).toBe(3);
+    await reviewer.check("activator-token");
+    expect(reviewer.reviews).toBe(4);
+  });
+
+  test("when the API server cannot review (no RBAC, down), callers are refused with 503 and nothing is cached", async () => {
+    const reviewer = new TokenReviewer(client, { allowed });
+    failing = true;
+    const refused = await reviewer.check("activator-token");
+    expect(refused).toMatchObject({ ok: false, status: 503 });
+    expect(refused.ok ? "" : refused.message).toContain("cannot create tokenreviews");
+    failing = false;
+    expect(await reviewer.check("activator-token")).toMatchObject({ ok: true });
+    expect(reviewer.reviews).toBe(2);
+  });
+});
+
+test("KubeClient.bearerToken is the token its requests carry", async () => {
+  expect(await client.bearerToken()).toBe("reviewer-own-token");
+  const certOnly = new KubeClient({ server: "https://127.0.0.1:1" });
+  expect(await certOnly.bearerToken()).toBeUndefined();
+  await certOnly.close();
+});
