@@ -1,5 +1,5 @@
-import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import { context, propagation, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { context, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import { BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
@@ -14,6 +14,7 @@ import { type ActivatorMetrics, activatorMetrics } from "./metrics.ts";
 import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
 import { checkEnginePath, type PathCheck } from "./openai-path.ts";
 import { errorAnswer, forward, timerValue } from "./proxy.ts";
+import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
 import { resolveModel } from "./resolve-model.ts";
 
 export interface ActivatorOptions {
@@ -132,12 +133,12 @@ export class Activator {
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const target = req.url ?? "/";
     const check = checkEnginePath(target);
-    // The span is named by the route, never by the client's text.
-    const span = tracer.startSpan(`${req.method} ${check.ok ? check.path : "/v1/*"}`, {
-      kind: SpanKind.SERVER,
-      attributes: { "http.request.method": req.method ?? "", "url.path": clip(target.split("?")[0]!) },
-    });
-    const ctx = trace.setSpan(context.active(), span);
+    // The span is named by the route, never by the client's text; it continues the caller's trace.
+    const { span, ctx } = startServerSpan(
+      req,
+      check.ok ? check.path : undefined,
+      clip(target.split("?")[0]!),
+    );
     let model = "";
     let status = 0;
     try {
@@ -330,13 +331,21 @@ export class Activator {
   ) {
     this.inFlightTotal++;
     const dispatched = performance.now();
-    const headers: OutgoingHttpHeaders = {};
-    propagation.inject(context.active(), headers);
+    // A CLIENT span per engine call; its context (not the request's) goes to the engine.
+    const call = new EngineCall({
+      model: route.config.id,
+      route: path,
+      method: req.method ?? "POST",
+      address: backend.address,
+      replica: backend.replica,
+    });
+    let outcome: Awaited<ReturnType<typeof forward>> | undefined;
     try {
-      return await forward(req, res, backend, {
+      outcome = await forward(req, res, backend, {
         path,
         body,
-        extraHeaders: headers,
+        extraHeaders: call.headers,
+        tap: call,
         firstByteTimeoutMs: timerValue(route.config.firstByteTimeout),
         idleTimeoutMs: timerValue(route.config.idleTimeout),
         onResponse: () =>
@@ -353,7 +362,10 @@ export class Activator {
           return () => this.stopping.delete(abort);
         },
       });
+      return outcome;
     } finally {
+      // Usage the answer reported goes on the request's span too.
+      trace.getActiveSpan()?.setAttributes(usageAttributes(call.end(outcome)));
       route.release(backend);
       this.inFlightTotal--;
       if (this.inFlightTotal === 0) for (const resolve of this.idle) resolve();

@@ -46,6 +46,8 @@ export interface ForwardRequest {
   idleTimeoutMs: number;
   /** Called once the engine's response headers arrived. */
   onResponse(): void;
+  /** Sees the answer go by (tracing reads token usage from it); must not hold on to time. */
+  tap?: { response(status: number, contentType: string): void; chunk(chunk: Buffer): void };
   /** Registers how shutdown ends this forward early; returns the unregister function. */
   onShutdown(abort: () => void): () => void;
 }
@@ -115,6 +117,7 @@ export async function forward(
     });
     status = upstream.statusCode;
     contentType = String(upstream.headers["content-type"] ?? "");
+    request.tap?.response(status, contentType);
     request.onResponse();
     if (res.headersSent) {
       // Hold progress already answered 200 and opened an SSE stream: an engine error can
@@ -141,6 +144,7 @@ export async function forward(
     // A hand-written pump rather than pipeline(): on an engine failure the client
     // response must stay open long enough to receive a final error event.
     for await (const chunk of upstream.body) {
+      request.tap?.chunk(chunk);
       if (!res.write(chunk)) await once(res, "drain", { signal: abort.signal });
     }
     res.end();

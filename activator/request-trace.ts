@@ -166,7 +166,7 @@ export function usageAttributes(usage: Usage | undefined): Attributes {
 /** How one forward to an engine ended, as the CLIENT span records it. */
 export type EngineCallOutcome =
   | { kind: "answered"; status: number }
-  | { kind: "unreachable"; error: Error; reason: string }
+  | { kind: "unreachable"; error: Error; reason?: string }
   | { kind: "failed"; status: number; reason: string; error: Error }
   | { kind: "aborted" };
 
@@ -227,7 +227,10 @@ export class EngineCall {
     if (outcome?.kind === "unreachable" || outcome?.kind === "failed" || error) {
       const cause = error ?? (outcome as { error: Error }).error;
       this.span.recordException(cause);
-      this.span.setAttribute("error.type", outcome && "reason" in outcome ? outcome.reason : cause.name);
+      this.span.setAttribute(
+        "error.type",
+        (outcome && "reason" in outcome ? outcome.reason : undefined) ?? cause.name,
+      );
       this.span.setStatus({ code: SpanStatusCode.ERROR, message: cause.message });
     }
     if (outcome?.kind === "aborted") this.span.setAttribute("snooze.client_aborted", true);

@@ -11,7 +11,8 @@ export async function startTelemetry(serviceName: string): Promise<{ shutdown():
     process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ||
     (process.env.OTEL_TRACES_EXPORTER && process.env.OTEL_TRACES_EXPORTER !== "none");
   if (!wanted || process.env.OTEL_SDK_DISABLED === "true") return { shutdown: async () => {} };
-  process.env.OTEL_SERVICE_NAME ??= serviceName;
+  // An empty value is as good as none (OpenTelemetry treats empty variables as unset).
+  if (!process.env.OTEL_SERVICE_NAME) process.env.OTEL_SERVICE_NAME = serviceName;
   const { NodeSDK: SDK } = await import("@opentelemetry/sdk-node");
   const sdk: NodeSDK = new SDK({});
   sdk.start();

@@ -1,8 +1,9 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { context, trace } from "@opentelemetry/api";
+import { context, propagation, SpanKind, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
@@ -12,6 +13,8 @@ const exporter = new InMemorySpanExporter();
 let snooze: LocalSnooze;
 beforeAll(async () => {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  // What the SDK registers by default (OTEL_PROPAGATORS=tracecontext,baggage).
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(
     new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }),
   );
@@ -107,5 +110,63 @@ models:
     ]);
   } finally {
     await slotted.close(1_000);
+  }
+});
+
+test("the caller's trace continues: its traceparent parents the server span; the engine call is a CLIENT span with HTTP and GenAI attributes and usage", async () => {
+  const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736";
+  const callerSpan = "00f067aa0ba902b7";
+  const traced = (extra: Record<string, unknown>) => {
+    const init = chat("qwen", extra);
+    return {
+      ...init,
+      headers: {
+        ...init.headers,
+        traceparent: `00-${callerTrace}-${callerSpan}-01`,
+        host: "snooze.test:8080",
+      },
+    };
+  };
+  const plain = await fetch(`${snooze.url}/v1/chat/completions?x=1`, traced({}));
+  expect(plain.status).toBe(200);
+  const streamed = await fetch(
+    `${snooze.url}/v1/chat/completions`,
+    traced({ stream: true, stream_options: { include_usage: true } }),
+  );
+  expect(streamed.status).toBe(200);
+  await streamed.text();
+  await until(
+    () => exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === callerTrace).length >= 4,
+    2_000,
+    "the caller's spans",
+  );
+  const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === callerTrace);
+  const servers = spans.filter((s) => s.kind === SpanKind.SERVER);
+  expect(servers).toHaveLength(2);
+  for (const server of servers) {
+    expect(server.name).toBe("POST /v1/chat/completions");
+    expect(server.parentSpanContext?.spanId).toBe(callerSpan);
+    expect(server.attributes).toMatchObject({
+      "http.request.method": "POST",
+      "http.route": "/v1/chat/completions",
+      "url.path": "/v1/chat/completions",
+      "server.address": "127.0.0.1",
+      "server.port": Number(new URL(snooze.url).port),
+      "http.response.status_code": 200,
+      "gen_ai.operation.name": "chat",
+      "gen_ai.request.model": "qwen",
+    });
+    const clients = spans.filter((s) => s.parentSpanContext?.spanId === server.spanContext().spanId);
+    expect(clients.map((c) => [c.name, c.kind])).toEqual([["chat qwen", SpanKind.CLIENT]]);
+    expect(clients[0]!.attributes).toMatchObject({
+      "http.request.method": "POST",
+      "server.address": "127.0.0.1",
+      "http.response.status_code": 200,
+      "gen_ai.operation.name": "chat",
+      "gen_ai.request.model": "qwen",
+      "gen_ai.usage.output_tokens": 5,
+    });
+    expect(clients[0]!.attributes["gen_ai.usage.input_tokens"]).toBeGreaterThan(0);
+    expect(server.attributes["gen_ai.usage.output_tokens"]).toBe(5);
   }
 });
