@@ -1,0 +1,56 @@
+import { once } from "node:events";
+import type { AddressInfo } from "node:net";
+import { context, propagation, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { Registry } from "prom-client";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { demandPath } from "../../lib/control-protocol.ts";
+import type { KubeAutoscaler } from "./autoscaler.ts";
+import { createControlServer } from "./control-server.ts";
+
+beforeAll(() => {
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+});
+afterAll(() => {
+  context.disable();
+  propagation.disable();
+});
+
+test("a demand carries the activator's trace context into the autoscaler: it is the active context while the demand is acted on", async () => {
+  const seen: (string | undefined)[] = [];
+  const autoscaler = {
+    demand: () => void seen.push(trace.getSpanContext(context.active())?.traceId),
+  } as unknown as KubeAutoscaler;
+  const server = createControlServer(autoscaler, new Registry(), {
+    authenticate: async () => ({
+      ok: true,
+      username: "system:serviceaccount:snooze-system:snooze-activator",
+    }),
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}${demandPath}`;
+    const body = JSON.stringify({ activator: "a-1", model: "qwen" });
+    const traced = await fetch(url, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      },
+      body,
+    });
+    expect(traced.status).toBe(202);
+    const untraced = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+    });
+    expect(untraced.status).toBe(202);
+    expect(seen).toEqual(["4bf92f3577b34da6a3ce929d0e0e4736", undefined]);
+  } finally {
+    server.close();
+  }
+});
