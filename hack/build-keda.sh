@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds KEDA's operator (keda) and metrics API server (keda-adapter) from the Go module pinned in
-# hack/keda/go.mod, and copies KEDA's CRDs (config/crd/bases of the same module), into a cache folder
-# outside the repository that the e2e harness reads:
+# hack/keda/go.mod, and copies KEDA's manifests (config/ of the same module: the CRDs with their
+# kustomize patches, RBAC, the APIService) into a cache folder outside the repository that the e2e
+# harness reads:
 #
-#   ${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/keda/<keda-version>/{keda,keda-adapter,crds/*.yaml}
+#   ${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/keda/<keda-version>/{keda,keda-adapter,config/}
 #
 # KEDA's operator links every scaler's cloud SDK, so a cold build takes many minutes (13–19 min on
 # 2 cores was measured for v2.21.0's operator); it runs at the lowest CPU priority so it can overlap
@@ -31,9 +32,11 @@ cache_root="${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/keda"
 out="$cache_root/$keda_version"
 binaries=(keda keda-adapter)
 
+manifests_there() { [[ -f "$out/config/crd/bases/keda.sh_scaledobjects.yaml" ]]; }
+
 if [[ "$mode" == "--print-folder" ]]; then
   for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || exit 1; done
-  [[ -f "$out/crds/keda.sh_scaledobjects.yaml" ]] || exit 1
+  manifests_there || exit 1
   echo "$out"
   exit 0
 fi
@@ -60,12 +63,28 @@ fi
 
 have_all() {
   [[ -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$stamp" ]] || return 1
-  [[ -f "$out/crds/keda.sh_scaledobjects.yaml" ]] || return 1
   for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || return 1; done
+}
+
+# KEDA's manifests come from the same module as the binaries, so they always match them.
+copy_manifests() { # <folder>
+  local module_dir
+  module_dir="$(cd "$module" && go mod download -json "$keda_module@$keda_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [[ -f "$module_dir/config/crd/bases/keda.sh_scaledobjects.yaml" ]] || {
+    echo "build-keda: no config/crd/bases in $module_dir" >&2
+    return 1
+  }
+  rm -rf "$1/config"
+  cp -R "$module_dir/config" "$1/config"
+  chmod -R u+w "$1/config"
 }
 
 started=$SECONDS
 if [[ "${SNOOZE_KEDA_FORCE:-}" != "1" ]] && have_all; then
+  if ! manifests_there; then
+    echo "build-keda: copying KEDA's manifests from the module" >&2
+    copy_manifests "$out"
+  fi
   echo "build-keda: keda $keda_version already built (cached, ${go_version})" >&2
   echo "$out"
   exit 0
@@ -91,11 +110,7 @@ step "build keda-adapter $keda_version" bash -c "cd '$module' && \
 step "build keda (operator) $keda_version" bash -c "cd '$module' && \
   go build $go_flags -ldflags '-s -w $version_flags' -o '$work/keda' $keda_module/cmd/operator"
 
-# The CRDs come from the same module as the binaries, so they always match them.
-module_dir="$(cd "$module" && go list -m -f '{{.Dir}}' "$keda_module")"
-mkdir -p "$work/crds"
-cp "$module_dir"/config/crd/bases/*.yaml "$work/crds/"
-chmod -R u+w "$work/crds"
+copy_manifests "$work"
 
 # Smoke-test the results: each binary must start and print its flags (--help exits 0, or 2 where
 # the flag package treats help as a parse error).
@@ -112,5 +127,5 @@ mv "$work" "$out"
 rm -rf "$out.old"
 trap - EXIT
 
-echo "build-keda: built in $((SECONDS - started))s; binaries and CRDs in $out" >&2
+echo "build-keda: built in $((SECONDS - started))s; binaries and manifests in $out" >&2
 echo "$out"
