@@ -18,4 +18,6 @@ test.each(["", "5", "5 minutes", "-1s", "1d", "s"])("rejects %j", (text) => {
 
 test("formats", () => {
   expect([850, 2_500, 180_000, 3_900_000].map(formatDuration)).toEqual(["850ms", "2.5s", "3m", "1h5m"]);
+  // Rounding carries into the next unit instead of showing 60 seconds or 60 minutes.
+  expect([59_960, 299_600, 3_599_700, 119_400].map(formatDuration)).toEqual(["1m", "5m", "1h", "1m59s"]);
 });

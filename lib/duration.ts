@@ -16,9 +16,11 @@ export function parseDuration(text: string): number | undefined {
 /** A short human form: `850ms`, `2.5s`, `3m`, `1h5m`. */
 export function formatDuration(ms: number): string {
   if (ms < 1_000) return `${Math.round(ms)}ms`;
-  if (ms < 60_000) return `${Number((ms / 1_000).toFixed(1))}s`;
-  const hours = Math.floor(ms / 3_600_000);
-  const minutes = Math.floor((ms % 3_600_000) / 60_000);
-  const seconds = Math.round((ms % 60_000) / 1_000);
+  if (ms < 59_950) return `${Number((ms / 1_000).toFixed(1))}s`;
+  // Whole seconds first, so 4m59.6s reads 5m, not 4m60s.
+  const whole = Math.round(ms / 1_000);
+  const hours = Math.floor(whole / 3_600);
+  const minutes = Math.floor((whole % 3_600) / 60);
+  const seconds = whole % 60;
   return `${hours ? `${hours}h` : ""}${minutes ? `${minutes}m` : ""}${seconds ? `${seconds}s` : ""}` || "0s";
 }
