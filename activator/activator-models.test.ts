@@ -13,19 +13,20 @@ import { createActivatorServer } from "./server.ts";
 /** Models appearing, changing and disappearing while the activator runs (Kubernetes mode). */
 class FakeControlPlane implements ControlPlane {
   demanded: string[] = [];
-  private listener?: (event: ReplicaEvent) => void;
+  /** Every watcher: the activator's routes, and the status page's timeline. */
+  private readonly listeners = new Set<(event: ReplicaEvent) => void>();
   demand(model: string) {
     this.demanded.push(model);
   }
   stats() {}
   watch(listener: (event: ReplicaEvent) => void) {
-    this.listener = listener;
+    this.listeners.add(listener);
     return () => {
-      this.listener = undefined;
+      this.listeners.delete(listener);
     };
   }
   emit(event: ReplicaEvent) {
-    this.listener?.(event);
+    for (const listener of this.listeners) listener(event);
   }
 }
 

@@ -120,6 +120,11 @@ export class Activator {
     void route.close();
   }
 
+  /** The control plane's replica events, as this activator follows them (the status page's timeline). */
+  watch(listener: Parameters<ControlPlane["watch"]>[0]): () => void {
+    return this.controlPlane.watch(listener);
+  }
+
   /** The model id an id or alias names, if any. */
   modelNamed(name: string): string | undefined {
     return this.config.names.get(name);

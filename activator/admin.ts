@@ -1,6 +1,25 @@
 import type { Tier } from "../lib/replica-event.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
 
+/** The next tier change the ladder has planned for a model, if its clock says when. */
+export interface NextChange {
+  tier: Tier;
+  /** ISO time; now or in the past: due at the next look. */
+  at: string;
+}
+
+/** Accelerator time of one model since this activator started, against keeping it always awake. */
+export interface GpuUsage {
+  /** Seconds some replica of the model held its accelerator (starting, waking, ready or draining). */
+  awakeSeconds: number;
+  /** Seconds since Snooze (this activator) started. */
+  elapsedSeconds: number;
+  /** Always-on minus awake: `elapsed × baseline − awake` (never below 0). */
+  savedSeconds: number;
+  /** Replicas an always-on deployment would run: 1, or the most seen awake at once. */
+  baselineReplicas: number;
+}
+
 /** One model as the admin API and `snooze status` show it. */
 export interface AdminModelView {
   id: string;
@@ -14,6 +33,19 @@ export interface AdminModelView {
   lastWakeMs?: number;
   lastError?: string;
   slot?: string;
+  /** When the tier changes next on its own (sleep, deeper sleep, stop), when that is known. */
+  nextChange?: NextChange;
+  usage?: GpuUsage;
+}
+
+/** The last lines an engine printed (stdout and stderr), oldest first. */
+export interface EngineLog {
+  replica: string;
+  lines: string[];
+  /** Lines printed since the engine started: a follower asks again with `after=<total>`. */
+  total: number;
+  /** False for an engine that has exited (its last lines are kept until the next one starts). */
+  running: boolean;
 }
 
 /** What the admin API can ask of the control plane, on a person's request. */
@@ -25,4 +57,6 @@ export interface AdminActions {
   details(model: string): Partial<AdminModelView>;
   /** Each slot: its resident, a transition in progress, who waits and for how long. */
   slots(): Promise<SlotStatus[]>;
+  /** The engines' output, where the platform keeps it (local mode); absent: not available here. */
+  logs?(model: string): Promise<EngineLog[]>;
 }

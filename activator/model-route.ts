@@ -55,6 +55,7 @@ export class ModelRoute {
   /** The last few activations and swaps announced for this model (a swap, then the wake it runs). */
   private readonly announced: { traceparent: string; at: number }[] = [];
   private inFlightTotal = 0;
+  private lastActiveAt?: number;
 
   constructor(config: ModelConfig, listener: RouteListener) {
     this.config = config;
@@ -68,6 +69,11 @@ export class ModelRoute {
 
   get held(): number {
     return this.queue.length;
+  }
+
+  /** The last moment this activator had work for the model (a request held, taken or finished), epoch ms. */
+  get lastActive(): number | undefined {
+    return this.inFlightTotal > 0 || this.queue.length > 0 ? Date.now() : this.lastActiveAt;
   }
 
   /** How long the oldest held request has waited, or undefined when none is held. */
@@ -138,6 +144,7 @@ export class ModelRoute {
       waiter.reject({ reason: "queue-full", retryAfterMs: this.retryAfterMs() });
       return { promise, cancel() {} };
     }
+    this.lastActiveAt = Date.now();
     if (this.queue.length === 1) this.listener.loadChanged(this.config.id);
     this.listener.demand(this.config.id);
     return {
@@ -154,6 +161,7 @@ export class ModelRoute {
   release(backend: Backend): void {
     backend.inFlight--;
     this.inFlightTotal--;
+    this.lastActiveAt = Date.now();
     if (this.inFlightTotal === 0 || backend.tier === "draining") this.listener.loadChanged(this.config.id);
     this.dispatchHeld();
   }
@@ -263,6 +271,7 @@ export class ModelRoute {
   private taken(backend: Backend): void {
     backend.inFlight++;
     this.inFlightTotal++;
+    this.lastActiveAt = Date.now();
     if (this.inFlightTotal === 1) this.listener.loadChanged(this.config.id);
   }
 

@@ -7,6 +7,8 @@ import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView } from "./admin.ts";
 import { adminRefusal } from "./admin-guard.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
+import { extendView, statusPageRoutes } from "./status-page.ts";
+import { Timeline } from "./timeline.ts";
 
 export interface ServerOptions {
   activator: Activator;
@@ -36,10 +38,17 @@ const adminAction = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
 export function createActivatorServer({ activator, admin, registry, adminToken }: ServerOptions): Server {
   // Event ids already taken, so a Broker's redelivery is not acted on twice.
   const recentEvents = new RecentEvents();
+  // What the control plane did, for the status page: kept from the replica events this activator follows.
+  const timeline = new Timeline({
+    slotOf: (id) => activator.routes.get(id)?.config.slot,
+    slots: () => admin.slots(),
+  });
+  const unwatch = activator.watch((event) => timeline.observe(event));
+  const statusRoutes = statusPageRoutes({ activator, admin, timeline });
   const views = (): AdminModelView[] =>
     [...activator.routes.values()].map((route) => {
       const event = route.latestEvent;
-      return {
+      const view: AdminModelView = {
         id: route.config.id,
         aliases: route.config.aliases,
         tier: route.tier,
@@ -50,6 +59,7 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
         slot: route.config.slot,
         ...admin.details(route.config.id),
       };
+      return extendView(view, route, timeline);
     });
   const modelObject = (view: AdminModelView) => ({
     id: view.id,
@@ -90,6 +100,7 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
         return;
       }
     }
+    if (await statusRoutes(req, res, path)) return;
     if (path === "/snooze/v1/models" && req.method === "GET") {
       sendJson(res, 200, { models: views(), slots: await admin.slots() });
       return;
@@ -161,6 +172,10 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
     });
   };
   const server = createServer({ keepAliveTimeout: 65_000 }, listener);
+  server.once("close", () => {
+    unwatch();
+    timeline.close();
+  });
   // Expect: 100-continue on an OpenAI route: the activator first checks path, size and budget.
   deferContinue(server, listener, (req) => (req.url ?? "").startsWith("/v1/"));
   return server;

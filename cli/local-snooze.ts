@@ -38,8 +38,8 @@ export interface LocalSnooze {
   close(graceMs?: number): Promise<void>;
 }
 
-/** Admin actions on the in-process control plane. */
-export function localAdmin(autoscaler: Autoscaler): AdminActions {
+/** Admin actions on the in-process control plane; engine output where the platform keeps it. */
+export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminActions {
   const controller = (model: string) => {
     const found = autoscaler.controller(model);
     if (!found) throw new Error(`no model ${model}`);
@@ -51,11 +51,21 @@ export function localAdmin(autoscaler: Autoscaler): AdminActions {
     stop: (model) => controller(model).stopNow(),
     slots: async () => autoscaler.slotStatuses(),
     details: (model) => {
-      const state = autoscaler.controller(model)?.state();
+      const controller = autoscaler.controller(model);
+      const state = controller?.state();
+      const next = controller?.nextChange();
       return state
-        ? { lastStartMs: state.lastStartMs, lastWakeMs: state.lastWakeMs, lastError: state.lastError }
+        ? {
+            lastStartMs: state.lastStartMs,
+            lastWakeMs: state.lastWakeMs,
+            lastError: state.lastError,
+            ...(next ? { nextChange: { tier: next.tier, at: new Date(next.at).toISOString() } } : {}),
+          }
         : {};
     },
+    ...(platform instanceof LocalPlatform
+      ? { logs: async (model: string) => platform.logs(autoscaler.controller(model)?.key ?? model) }
+      : {}),
   };
 }
 
@@ -80,7 +90,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
   });
   const server = createActivatorServer({
     activator,
-    admin: localAdmin(autoscaler),
+    admin: localAdmin(autoscaler, platform),
     registry,
     adminToken: options.adminToken,
   });

@@ -17,6 +17,9 @@ interface Engine {
   client: EngineClient;
   /** Last lines the engine printed, for the reason a start failed. */
   tail: string[];
+  /** Its output for `snooze logs` and the status page: the last `outputLines` lines, and how many it printed. */
+  output: string[];
+  printed: number;
   exited: boolean;
   /** Asked to stop: its exit is no departure. */
   stopping: boolean;
@@ -26,10 +29,13 @@ interface ModelEngines {
   config: ModelConfig;
   scale: number;
   engines: Map<string, Engine>;
+  /** The engine that exited last: its output stays readable until another one exits. */
+  exited?: Engine;
 }
 
 const host = "127.0.0.1";
 const readinessIntervalMs = 100;
+const outputLines = 500;
 const stopGraceMs = 10_000;
 const node = hostname();
 
@@ -89,6 +95,20 @@ export class LocalPlatform implements Platform {
     this.listeners.push(listener);
   }
 
+  /** Each engine's last lines of output (stdout and stderr): the running ones, then the last that exited. */
+  logs(model: string): { replica: string; lines: string[]; total: number; running: boolean }[] {
+    const entry = this.models.get(model);
+    if (!entry) return [];
+    const engines = [...entry.engines.values()];
+    if (entry.exited && !engines.includes(entry.exited)) engines.push(entry.exited);
+    return engines.map((e) => ({
+      replica: e.replica.id,
+      lines: [...e.output],
+      total: e.printed,
+      running: !e.exited,
+    }));
+  }
+
   /** The engine's process id, for `snooze status` and tests. */
   pid(replica: string): number | undefined {
     return this.find(replica)?.child.pid;
@@ -139,6 +159,8 @@ export class LocalPlatform implements Platform {
       child,
       client: new EngineClient(replica.address!),
       tail: [],
+      output: [],
+      printed: 0,
       exited: false,
       stopping: false,
     };
@@ -149,6 +171,9 @@ export class LocalPlatform implements Platform {
         if (!line.trim()) continue;
         engine.tail.push(line);
         if (engine.tail.length > 20) engine.tail.shift();
+        engine.output.push(line);
+        engine.printed++;
+        if (engine.output.length > outputLines) engine.output.shift();
         log.debug("engine output", { line });
       }
     };
@@ -161,6 +186,7 @@ export class LocalPlatform implements Platform {
     // "close", not "exit": by then the last lines of output have been read.
     child.once("close", (code, sig) => {
       engine.exited = true;
+      entry.exited = engine;
       entry.engines.delete(id);
       if (engine.stopping) {
         this.changed(config.id);

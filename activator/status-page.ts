@@ -1,0 +1,262 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { sendError, sendJson } from "../lib/http/json.ts";
+import { openAIError } from "../lib/openai-error.ts";
+import type { Tier } from "../lib/replica-event.ts";
+import type { Activator } from "./activator.ts";
+import type { AdminActions, AdminModelView, EngineLog, NextChange } from "./admin.ts";
+import type { ModelRoute } from "./model-route.ts";
+import type { Timeline, TimelineMessage } from "./timeline.ts";
+
+export interface StatusPageOptions {
+  activator: Activator;
+  admin: AdminActions;
+  timeline: Timeline;
+}
+
+const pageFile = new URL("./ui/index.html", import.meta.url);
+const logsPath = /^\/snooze\/v1\/models\/([^/]+)\/logs$/;
+const keepAliveMs = 15_000;
+/** A client this far behind on the event stream is cut off (it reconnects and reads the backlog). */
+const maxBufferedBytes = 1 << 20;
+const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "asleep-2", "cold"];
+
+let page: { html: Buffer; csp: string } | undefined;
+
+/** The page, read once; its inline script and style are allowed by their hashes, nothing else runs. */
+function statusPage(): { html: Buffer; csp: string } {
+  if (page) return page;
+  const html = readFileSync(pageFile);
+  const text = html.toString("utf8");
+  const hashes = (tag: string) =>
+    [...text.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, "g"))]
+      .map((m) => `'sha256-${createHash("sha256").update(m[1]!, "utf8").digest("base64")}'`)
+      .join(" ");
+  const csp = [
+    "default-src 'none'",
+    `script-src ${hashes("script")}`,
+    `style-src ${hashes("style")}`,
+    "connect-src 'self'",
+    "img-src 'self' data:",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join("; ");
+  page = { html, csp };
+  return page;
+}
+
+/**
+ * The status page (`/`, `/ui`) and the admin routes it reads besides the model list: the timeline
+ * of the last hour (`GET /snooze/v1/timeline`), its live stream (`GET /snooze/v1/events/stream`,
+ * server-sent events) and an engine's output (`GET /snooze/v1/models/<id>/logs`). Returns a
+ * handler that answers a request and resolves true, or resolves false for a path it does not own.
+ * The admin routes sit behind the same checks as the rest of `/snooze/` (the caller applies them).
+ */
+export function statusPageRoutes({ activator, admin, timeline }: StatusPageOptions) {
+  return async (req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> => {
+    const query = new URL(req.url ?? "/", "http://localhost").searchParams;
+    if (
+      (path === "/" || path === "/ui" || path === "/ui/") &&
+      (req.method === "GET" || req.method === "HEAD")
+    ) {
+      const { html, csp } = statusPage();
+      res.writeHead(200, {
+        "content-type": "text/html; charset=utf-8",
+        "content-length": html.length,
+        "cache-control": "no-cache",
+        "content-security-policy": csp,
+        "x-content-type-options": "nosniff",
+        "referrer-policy": "no-referrer",
+      });
+      res.end(req.method === "HEAD" ? undefined : html);
+      return true;
+    }
+    if (path === "/favicon.ico" && req.method === "GET") {
+      res.writeHead(204, { "cache-control": "max-age=86400" });
+      res.end();
+      return true;
+    }
+    if (path === "/snooze/v1/timeline" && req.method === "GET") {
+      const models = [...activator.routes.keys()];
+      sendJson(res, 200, {
+        startedAt: new Date(timeline.startedAt).toISOString(),
+        now: new Date().toISOString(),
+        entries: timeline.entries(),
+        segments: Object.fromEntries(models.map((id) => [id, timeline.segments(id)])),
+        usage: Object.fromEntries(models.map((id) => [id, timeline.usage(id)])),
+      });
+      return true;
+    }
+    if (path === "/snooze/v1/events/stream" && req.method === "GET") {
+      // `after`: the last entry the client has (it gets the ones after it first); `latest`: none.
+      const after = query.get("after");
+      stream(req, res, timeline, after === "latest" ? Number.POSITIVE_INFINITY : Number(after ?? 0) || 0);
+      return true;
+    }
+    const logs = logsPath.exec(path);
+    if (logs && req.method === "GET") {
+      const name = decodeURIComponent(logs[1]!);
+      const id = activator.modelNamed(name);
+      if (!id) {
+        sendError(
+          res,
+          404,
+          openAIError(
+            `The model \`${name}\` does not exist.`,
+            "invalid_request_error",
+            "model_not_found",
+            "model",
+          ),
+        );
+        return true;
+      }
+      if (!admin.logs) {
+        sendError(
+          res,
+          501,
+          openAIError(
+            "This activator keeps no engine output: on Kubernetes, read it with `kubectl logs` on the model's pods.",
+            "invalid_request_error",
+            "logs_not_available",
+          ),
+        );
+        return true;
+      }
+      const after = afterOf(query.get("after"));
+      const limit = Math.max(1, Math.min(10_000, Number(query.get("lines") ?? 200) || 200));
+      const replicas = (await admin.logs(id)).map((log) => linesAfter(log, after(log.replica), limit));
+      sendJson(res, 200, { model: id, replicas });
+      return true;
+    }
+    return false;
+  };
+}
+
+/**
+ * `after`: how many lines of each engine a follower has already read, as `<n>` for every engine or
+ * `<replica>:<n>,...` per engine (an engine not named is read from its first kept line).
+ */
+function afterOf(text: string | null): (replica: string) => number {
+  if (text === null || text === "") return () => Number.NaN;
+  if (/^\d+$/.test(text)) return () => Number(text);
+  const read = new Map<string, number>();
+  for (const part of text.split(",")) {
+    const cut = part.lastIndexOf(":");
+    const count = Number(part.slice(cut + 1));
+    if (cut > 0 && Number.isInteger(count)) read.set(part.slice(0, cut), count);
+  }
+  return (replica) => read.get(replica) ?? 0;
+}
+
+/** The lines of `log` numbered above `after` (1 is the engine's first line), at most the last `limit`. */
+function linesAfter(log: EngineLog, after: number, limit: number): EngineLog {
+  let lines = log.lines;
+  if (Number.isFinite(after)) {
+    const first = log.total - lines.length + 1;
+    lines = lines.slice(Math.max(0, after + 1 - first));
+  }
+  return { ...log, lines: lines.slice(-limit) };
+}
+
+/** Server-sent events: the entries after `after`, then every replica event and entry as it happens. */
+function stream(req: IncomingMessage, res: ServerResponse, timeline: Timeline, after: number): void {
+  const send = (message: TimelineMessage | { type: "hello"; data: unknown }) => {
+    const data =
+      message.type === "tier" ? message.event : message.type === "entry" ? message.entry : message.data;
+    res.write(`event: ${message.type}\ndata: ${JSON.stringify(data)}\n\n`);
+    if (res.writableLength > maxBufferedBytes) res.destroy();
+  };
+  const unsubscribe = timeline.subscribe((message) => {
+    if (!res.destroyed) send(message);
+  });
+  if (!unsubscribe) {
+    sendError(
+      res,
+      503,
+      openAIError(
+        "Too many event streams are open; retry later.",
+        "service_unavailable_error",
+        "too_many_streams",
+      ),
+      { "retry-after": "5" },
+    );
+    return;
+  }
+  res.writeHead(200, {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    "x-accel-buffering": "no",
+  });
+  res.write("retry: 2000\n\n");
+  send({ type: "hello", data: { startedAt: new Date(timeline.startedAt).toISOString() } });
+  for (const entry of timeline.entries()) if (entry.seq > after) send({ type: "entry", entry });
+  const ping = setInterval(() => res.write(": ping\n\n"), keepAliveMs);
+  ping.unref();
+  const done = () => {
+    clearInterval(ping);
+    unsubscribe();
+  };
+  req.once("close", done);
+  res.once("close", done);
+}
+
+/** What the status page and `snooze status` add to a model's view: its accelerator time and its next change. */
+export function extendView(
+  view: AdminModelView,
+  route: ModelRoute,
+  timeline: Timeline,
+  now = Date.now(),
+): AdminModelView {
+  return {
+    ...view,
+    nextChange: view.nextChange ?? estimateNextChange(route, timeline, now),
+    usage: timeline.usage(view.id),
+  };
+}
+
+/**
+ * Where the control plane does not say (Kubernetes), the next change as this activator sees it:
+ * from the most awake replica's tier and since, this activator's last work for the model, and the
+ * model's ladder settings. Another activator's traffic can push it later.
+ */
+export function estimateNextChange(
+  route: ModelRoute,
+  timeline: Timeline,
+  now: number,
+): NextChange | undefined {
+  if (route.held > 0 || route.inFlight > 0) return undefined;
+  const config = route.config;
+  let best: { tier: Tier; since: number; asleepSince: number } | undefined;
+  for (const replica of route.replicas()) {
+    const known = timeline.replica(config.id, replica.id);
+    const tier = known?.tier ?? replica.tier;
+    if (!best || order.indexOf(tier) < order.indexOf(best.tier))
+      best = {
+        tier,
+        since: known?.since ?? now,
+        asleepSince: known?.asleepSince ?? known?.since ?? now,
+      };
+  }
+  if (!best) return undefined;
+  const at = (ms: number, tier: Tier): NextChange | undefined =>
+    Number.isFinite(ms) ? { tier, at: new Date(Math.max(ms, now)).toISOString() } : undefined;
+  const deeper: Tier = config.slot === undefined ? "asleep-2" : "cold";
+  switch (best.tier) {
+    case "ready":
+      return at(
+        Math.max(route.lastActive ?? 0, best.since) + config.sleepAfter,
+        config.sleep ? `asleep-${config.sleepLevel}` : "cold",
+      );
+    case "asleep-1": {
+      const deepAt = best.since + config.deepSleepAfter;
+      const zeroAt = best.asleepSince + config.zeroAfter;
+      return deepAt < zeroAt ? at(deepAt, deeper) : at(zeroAt, "cold");
+    }
+    case "asleep-2":
+      return at(best.asleepSince + config.zeroAfter, "cold");
+    default:
+      return undefined;
+  }
+}

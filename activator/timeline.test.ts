@@ -1,0 +1,158 @@
+import { describe, expect, test } from "vitest";
+import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
+import { Timeline, type TimelineMessage } from "./timeline.ts";
+
+const t0 = Date.parse("2026-01-01T00:00:00Z");
+
+function setup() {
+  let now = t0;
+  const timeline = new Timeline({ now: () => now });
+  const heard: TimelineMessage[] = [];
+  timeline.subscribe((message) => heard.push(message));
+  const at = (seconds: number) => {
+    now = t0 + seconds * 1000;
+  };
+  const event = (seconds: number, tier: Tier, extra: Partial<ReplicaEvent> = {}) => {
+    at(seconds);
+    timeline.observe({
+      model: "qwen",
+      replica: "qwen-1",
+      ...(tier !== "cold" ? { address: "127.0.0.1:9000" } : {}),
+      tier,
+      since: now,
+      ...extra,
+    });
+  };
+  return { timeline, heard, at, event };
+}
+
+const summary = (timeline: Timeline) =>
+  timeline.entries().map((e) => `${e.kind} ${e.durationMs ?? "-"} ${e.from ?? ""}→${e.to ?? ""}`);
+
+describe("the timeline", () => {
+  test("lists a cold start, a sleep, a wake, a deeper sleep and a stop with their durations", () => {
+    const { timeline, event } = setup();
+    event(10, "starting");
+    event(14, "ready");
+    event(50, "draining");
+    event(51, "asleep-1");
+    event(60, "waking");
+    event(60.8, "ready");
+    event(90, "draining");
+    event(90.5, "asleep-1");
+    event(200, "asleep-2");
+    event(700, "cold");
+    expect(summary(timeline)).toEqual([
+      "start 4000 starting→ready",
+      "sleep 1000 draining→asleep-1",
+      "wake 800 waking→ready",
+      "sleep 500 draining→asleep-1",
+      "deepen - asleep-1→asleep-2",
+      "stop - asleep-2→cold",
+    ]);
+    expect(timeline.entries()[0]).toMatchObject({
+      model: "qwen",
+      replica: "qwen-1",
+      at: "2026-01-01T00:00:14.000Z",
+      startedAt: "2026-01-01T00:00:10.000Z",
+    });
+  });
+
+  test("a failed activation is one failure with its reason; a placeholder event is no replica", () => {
+    const { timeline, event } = setup();
+    event(10, "starting");
+    event(13, "starting", { error: "start of qwen failed: engine exited (code 1)" });
+    event(13.1, "cold");
+    // A swap's announcement names no real replica.
+    event(20, "cold", { replica: "qwen/activation" });
+    expect(summary(timeline)).toEqual(["failure 3000 cold→starting"]);
+    expect(timeline.entries()[0]!.message).toBe("start of qwen failed: engine exited (code 1)");
+    expect(timeline.replica("qwen", "qwen/activation")).toBeUndefined();
+    expect(timeline.usage("qwen").awakeSeconds).toBe(3.1);
+  });
+
+  test("GPU time: awake against always-on since the start, per model; segments of tiers", () => {
+    const { timeline, event, at } = setup();
+    event(10, "starting");
+    event(12, "ready");
+    event(40, "draining");
+    event(41, "asleep-1");
+    at(100);
+    expect(timeline.usage("qwen")).toEqual({
+      awakeSeconds: 31,
+      elapsedSeconds: 100,
+      savedSeconds: 69,
+      baselineReplicas: 1,
+    });
+    expect(timeline.usage("llama")).toMatchObject({ awakeSeconds: 0, savedSeconds: 100 });
+    expect(timeline.segments("qwen").map((s) => [s.tier, (s.from - t0) / 1000])).toEqual([
+      ["cold", 0],
+      ["starting", 10],
+      ["ready", 12],
+      ["draining", 40],
+      ["asleep-1", 41],
+    ]);
+    expect(timeline.segments("llama")).toEqual([{ tier: "cold", from: t0 }]);
+  });
+
+  test("replicas that run before it starts (an activator joining on Kubernetes) count from its start", () => {
+    const { timeline, at } = setup();
+    timeline.observe({
+      model: "qwen",
+      replica: "pod-a",
+      address: "10.0.0.1:8000",
+      tier: "ready",
+      since: t0 - 60_000,
+    });
+    timeline.observe({
+      model: "qwen",
+      replica: "pod-b",
+      address: "10.0.0.2:8000",
+      tier: "ready",
+      since: t0 - 30_000,
+    });
+    at(10);
+    expect(timeline.usage("qwen")).toEqual({
+      awakeSeconds: 20,
+      elapsedSeconds: 10,
+      savedSeconds: 0,
+      baselineReplicas: 2,
+    });
+    expect(timeline.entries()).toEqual([]);
+    expect(timeline.segments("qwen")).toEqual([{ tier: "ready", from: t0 }]);
+  });
+
+  test("swaps come from the slots' status, once each; subscribers hear events and entries", () => {
+    const { timeline, heard, event } = setup();
+    event(5, "waking");
+    const swap = { from: "llama", to: "qwen", at: "2026-01-01T00:00:06.000Z", durationMs: 2_500 };
+    const slot = {
+      name: "gpu0",
+      policy: "sticky",
+      members: ["llama", "qwen"],
+      waiting: [],
+      swaps: 1,
+      maxResidents: 1,
+    };
+    timeline.noteSlots([{ ...slot, lastSwap: swap }]);
+    timeline.noteSlots([{ ...slot, lastSwap: swap }]);
+    expect(timeline.entries().filter((e) => e.kind === "swap")).toEqual([
+      expect.objectContaining({
+        model: "qwen",
+        swappedOut: "llama",
+        slot: "gpu0",
+        durationMs: 2_500,
+        startedAt: "2026-01-01T00:00:03.500Z",
+      }),
+    ]);
+    expect(heard.map((m) => m.type)).toEqual(["tier", "entry"]);
+  });
+
+  test("keeps one hour", () => {
+    const { timeline, event, at } = setup();
+    event(10, "starting");
+    event(12, "ready");
+    at(3_700);
+    expect(timeline.entries()).toEqual([]);
+  });
+});

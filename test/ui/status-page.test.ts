@@ -1,0 +1,141 @@
+import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
+
+/**
+ * The status page in a real headless Chromium (Debian's `chromium`, driven by playwright-core),
+ * against a local Snooze with simulated engines. `.ci/run` installs Chromium when it is missing,
+ * so this suite never skips.
+ */
+const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
+const images = join(import.meta.dirname, "../../docs/images");
+
+let snooze: LocalSnooze;
+let browser: Browser;
+let page: Page;
+
+beforeAll(async () => {
+  if (!existsSync(executablePath))
+    throw new Error(`no Chromium at ${executablePath}: apt-get install chromium (or set SNOOZE_CHROMIUM)`);
+  const gpuDir = mkdtempSync(join(tmpdir(), "snooze-gpu-"));
+  const gpu = ["--enable-sleep-mode", "--gpu-id", "0", "--gpu-memory", "24GiB", "--model-memory", "16GiB"];
+  const launched = chromium.launch({ executablePath, headless: true });
+  snooze = await startWith(`
+defaults:
+  sleepAfter: 5m
+  zeroAfter: 30m
+slots:
+  gpu0:
+    minResidency: 0s
+    swapCooldown: 0s
+models:
+  qwen:
+    aliases: [qwen3]
+    command: ${simCommand(["--enable-sleep-mode"])}
+  llama:
+    slot: gpu0
+    command: ${simCommand([...gpu, "--gpu-dir", gpuDir])}
+  mistral:
+    slot: gpu0
+    sleepLevel: 2
+    command: ${simCommand([...gpu, "--gpu-dir", gpuDir])}
+`);
+  // mistral holds the slot before the page opens (its cold start overlaps Chromium's).
+  const [answer] = await Promise.all([
+    fetch(`${snooze.url}/v1/chat/completions`, chat("mistral")),
+    launched.then((b) => (browser = b)),
+  ]);
+  expect(answer.status).toBe(200);
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  mkdirSync(images, { recursive: true });
+}, 20_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await snooze?.close(1_000);
+});
+
+const row = (model: string) => page.locator(`#models tr[data-model="${model}"]:not(.logs)`);
+const tierOf = (model: string) => row(model).locator(".tier");
+
+describe("the status page", () => {
+  test("loads with every model, its tier and no replicas", async () => {
+    const response = await page.goto(snooze.url);
+    expect(response?.status()).toBe(200);
+    expect(response?.headers()["content-security-policy"]).toContain("script-src 'sha256-");
+    await expect.poll(() => tierOf("qwen").textContent()).toBe("cold");
+    expect(await tierOf("llama").textContent()).toBe("cold");
+    expect(await row("qwen").locator(".aliases").textContent()).toBe("qwen3");
+    expect(await page.locator("#live").textContent()).toBe("live");
+    // /ui is the same page.
+    expect((await fetch(`${snooze.url}/ui`)).headers.get("content-type")).toContain("text/html");
+  });
+
+  test("shows a cold start as it happens, without a reload", async () => {
+    // Browser-side code as text: this project's TypeScript has no DOM types.
+    await page.evaluate("window.marker = 1");
+    const seen = page.evaluate(`new Promise((resolve) => {
+      const tiers = [];
+      const observer = new MutationObserver(() => {
+        const tier = document.querySelector('#models tr[data-model="qwen"] .tier')?.textContent ?? "";
+        if (tiers.at(-1) !== tier) tiers.push(tier);
+        if (tier === "ready") {
+          observer.disconnect();
+          resolve(tiers);
+        }
+      });
+      observer.observe(document.getElementById("models"), { childList: true, subtree: true });
+    })`) as Promise<string[]>;
+    const answer = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    expect(answer.status).toBe(200);
+    // Re-renders before the request may show cold again; after it, the page never goes back.
+    const tiers = await seen;
+    expect(tiers.slice(tiers.indexOf("starting"))).toEqual(["starting", "ready"]);
+    expect(await page.evaluate("window.marker")).toBe(1);
+    // The timeline lists the cold start with its duration; the next change counts down.
+    const entry = page.locator('#entries tr[data-kind="start"][data-model="qwen"]');
+    await expect.poll(() => entry.count()).toBe(1);
+    expect(await entry.textContent()).toMatch(/cold start\d+(\.\d+)?m?s/);
+    await expect.poll(() => row("qwen").locator(".next").textContent()).toMatch(/^sleeps in (4m\d+s|5m)$/);
+    expect(await row("qwen").locator(".replica").textContent()).toMatch(/^qwen-\d+ ready$/);
+  });
+
+  test("the sleep, wake and stop buttons act on the model", async () => {
+    await row("qwen").locator('button[data-action="sleep"]').click();
+    await expect.poll(() => tierOf("qwen").textContent()).toBe("asleep-1");
+    await row("qwen").locator('button[data-action="wake"]').click();
+    await expect.poll(() => tierOf("qwen").textContent()).toBe("ready");
+    await expect
+      .poll(() => page.locator('#entries tr[data-model="qwen"] .kind').allTextContents())
+      .toEqual(["wake", "sleep", "cold start"]);
+    // Sleeping saved accelerator time, shown per model and in total.
+    expect(await page.locator("#saved").textContent()).toMatch(/\d/);
+  });
+
+  test("a swap on a shared slot shows on the timeline; the log tail shows the engine's output", async () => {
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("llama"))).status).toBe(200);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("mistral"))).status).toBe(200);
+    // Newest first: mistral (started before the page loaded) gave way to llama, then took it back.
+    const swaps = page.locator('#entries tr[data-kind="swap"]');
+    await expect.poll(() => swaps.count()).toBe(2);
+    expect(await swaps.nth(0).textContent()).toContain("llama → mistral on gpu0");
+    expect(await swaps.nth(1).textContent()).toContain("mistral → llama on gpu0");
+    expect(await tierOf("llama").textContent()).toBe("asleep-1");
+    expect(await row("llama").textContent()).toContain("gpu0");
+    expect(await row("mistral").textContent()).toContain("(resident)");
+
+    await row("qwen").locator('button[data-action="logs"]').click();
+    const logs = page.locator('tr.logs[data-model="qwen"] pre');
+    // The sim logs JSON lines, as `snooze sim` does.
+    await expect.poll(() => logs.textContent()).toMatch(/"msg":/);
+    await page.screenshot({ path: join(images, "status-page.png"), fullPage: true });
+
+    await row("qwen").locator('button[data-action="stop"]').click();
+    await expect.poll(() => tierOf("qwen").textContent()).toBe("cold");
+    expect(await row("qwen").locator(".replica").count()).toBe(0);
+  });
+});
