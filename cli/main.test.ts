@@ -20,6 +20,12 @@ test("every command answers --help with its flags", async () => {
   expect(commands.map((c) => c.name)).toEqual(expect.arrayContaining(["serve", "status", "sim"]));
 });
 
+test("each command loads under its own name, only when it runs", async () => {
+  for (const entry of commands) expect((await entry.load()).name).toBe(entry.name);
+  expect(await main(["--help"])).toBe(0);
+  expect(output.join("\n")).toMatch(/^ {2}wake {4,}Wake \(or start\) a model now/m);
+});
+
 test("an unknown command exits 2 and lists the commands", async () => {
   expect(await main(["snore"])).toBe(2);
   expect(output.join("\n")).toMatch(/unknown command "snore"\. Commands: serve, status/);

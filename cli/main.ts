@@ -4,15 +4,17 @@ import { commands } from "./commands.ts";
 
 const version = "0.1.0";
 
-function topHelp(): string {
-  const width = Math.max(...commands.map((c) => c.name.length)) + 2;
+/** Lists every command with its summary (the one place that loads them all). */
+async function topHelp(): Promise<string> {
+  const loaded = await Promise.all(commands.map((c) => c.load()));
+  const width = Math.max(...loaded.map((c) => c.name.length)) + 2;
   return [
     "Usage: snooze <command> [flags]",
     "",
     "Puts idle LLM model servers to sleep instead of to zero, and wakes them when a request arrives.",
     "",
     "Commands:",
-    ...commands.map((c) => `  ${c.name.padEnd(width)}${c.summary}`),
+    ...loaded.map((c) => `  ${c.name.padEnd(width)}${c.summary}`),
     "",
     "Run `snooze <command> --help` for a command's flags.",
   ].join("\n");
@@ -22,19 +24,20 @@ function topHelp(): string {
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-    console.log(topHelp());
+    console.log(await topHelp());
     return name === undefined ? 2 : 0;
   }
   if (name === "--version" || name === "-v") {
     console.log(version);
     return 0;
   }
-  const command: Command | undefined = commands.find((c) => c.name === name);
-  if (!command) {
+  const entry = commands.find((c) => c.name === name);
+  if (!entry) {
     console.error(`snooze: unknown command "${name}". Commands: ${commands.map((c) => c.name).join(", ")}.`);
     console.error("Run `snooze --help` for usage.");
     return 2;
   }
+  const command: Command = await entry.load();
   try {
     const { values, positionals } = parseCommandArgs(command, rest);
     if (values.help) {

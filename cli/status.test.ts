@@ -1,5 +1,6 @@
 import { expect, test } from "vitest";
-import { formatTable } from "./status.ts";
+import type { AdminModelView } from "../activator/admin.ts";
+import { formatNext, formatTable } from "./status.ts";
 
 test("the status table lines up its columns and says how long each tier has lasted", () => {
   const now = Date.parse("2026-01-01T00:01:00Z");
@@ -14,6 +15,7 @@ test("the status table lines up its columns and says how long each tier has last
         held: 0,
         inFlight: 2,
         lastWakeMs: 850,
+        nextChange: { tier: "asleep-1", at: "2026-01-01T00:01:12Z" },
       },
       {
         id: "llama-3.1-8b",
@@ -24,13 +26,36 @@ test("the status table lines up its columns and says how long each tier has last
         held: 3,
         inFlight: 0,
         slot: "gpu0",
+        nextChange: { tier: "cold", at: "2026-01-01T00:11:00Z" },
       },
     ],
     now,
   );
   expect(table.split("\n")).toEqual([
-    "MODEL         TIER      FOR  HELD  IN-FLIGHT  LAST WAKE  LAST START  SLOT  LAST ERROR",
-    "qwen          ready     1m   0     2          850ms      -           -",
-    "llama-3.1-8b  asleep-1  30s  3     0          -          -           gpu0",
+    "MODEL         TIER      FOR  NEXT           HELD  IN-FLIGHT  LAST WAKE  LAST START  SLOT  LAST ERROR",
+    "qwen          ready     1m   sleeps in 12s  0     2          850ms      -           -",
+    "llama-3.1-8b  asleep-1  30s  stops in 10m   3     0          -          -           gpu0",
   ]);
+});
+
+test("the NEXT column says what the ladder does next on its own, and when", () => {
+  const now = Date.parse("2026-01-01T00:00:00Z");
+  const model = (tier: AdminModelView["tier"], next?: AdminModelView["nextChange"]): AdminModelView => ({
+    id: "qwen",
+    aliases: [],
+    tier,
+    since: "2026-01-01T00:00:00Z",
+    replicas: [],
+    held: 0,
+    inFlight: 0,
+    ...(next ? { nextChange: next } : {}),
+  });
+  expect(formatNext(model("ready", { tier: "asleep-2", at: "2026-01-01T00:00:30Z" }), now)).toBe(
+    "sleeps in 30s",
+  );
+  expect(formatNext(model("asleep-1", { tier: "asleep-2", at: "2026-01-01T00:02:00Z" }), now)).toBe(
+    "sleeps deeper in 2m",
+  );
+  expect(formatNext(model("ready", { tier: "cold", at: "2025-12-31T23:59:59Z" }), now)).toBe("stops now");
+  expect(formatNext(model("cold"), now)).toBe("-");
 });

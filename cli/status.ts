@@ -1,56 +1,114 @@
 import type { AdminModelView } from "../activator/admin.ts";
-import { formatDuration } from "../lib/duration.ts";
-import { adminHeaders, adminTokenFlags, adminTokenFrom } from "./admin-token.ts";
+import { UsageError } from "../lib/cli-flags.ts";
+import { formatDuration, parseDuration } from "../lib/duration.ts";
+import { AdminClient, clientFlags, runClient } from "./client.ts";
 import type { Command } from "./command.ts";
 
-/** `snooze status`: what a running Snooze holds, as a table (or JSON). */
+/** `snooze status`: what a running Snooze holds, as a table (or JSON); `--watch` keeps it current. */
 export const statusCommand: Command = {
   name: "status",
-  summary: "Show each model's tier, held and in-flight requests, and last wake and start times.",
+  summary:
+    "Show each model's tier, held and in-flight requests, next tier change, and last wake and start times.",
   flags: {
-    url: {
-      type: "string",
-      default: "http://127.0.0.1:8080",
-      description: "the activator's address",
-      placeholder: "url",
-    },
+    ...clientFlags,
     json: { type: "boolean", description: "print the admin API's JSON instead of a table" },
-    ...adminTokenFlags,
+    watch: {
+      type: "boolean",
+      short: "w",
+      description: "redraw the table every --interval until interrupted",
+    },
+    interval: {
+      type: "string",
+      default: "2s",
+      description: "how often --watch asks again",
+      placeholder: "duration",
+    },
   },
-  async run(values) {
-    const url = `${String(values.url).replace(/\/$/, "")}/snooze/v1/models`;
-    const headers = adminHeaders(adminTokenFrom(values));
-    let response: Response;
-    try {
-      response = await fetch(url, { headers, signal: AbortSignal.timeout(5_000) });
-    } catch (error) {
-      console.error(
-        `snooze status: cannot reach ${url}: ${(error as Error).cause ?? (error as Error).message}`,
-      );
-      return 1;
-    }
-    if (!response.ok) {
-      console.error(`snooze status: ${url} answered ${response.status}: ${await response.text()}`);
-      return 1;
-    }
-    const { models } = (await response.json()) as { models: AdminModelView[] };
-    if (values.json) {
-      console.log(JSON.stringify(models, null, 2));
-      return 0;
-    }
-    console.log(formatTable(models, Date.now()));
-    return 0;
-  },
+  run: (values) =>
+    runClient("status", async () => {
+      const client = new AdminClient(values);
+      const read = async () =>
+        (
+          await client.json<{ models: AdminModelView[] }>("/snooze/v1/models", {
+            signal: AbortSignal.timeout(5_000),
+          })
+        ).models;
+      if (!values.watch) {
+        const models = await read();
+        console.log(values.json ? JSON.stringify(models, null, 2) : formatTable(models, Date.now()));
+        return 0;
+      }
+      const intervalMs = parseDuration(String(values.interval));
+      if (intervalMs === undefined || intervalMs < 200)
+        throw new UsageError(
+          `--interval must be a duration of at least 200ms, not ${String(values.interval)}`,
+        );
+      return watch(client.url, read, intervalMs, values.json === true);
+    }),
 };
+
+/** Redraws (on a terminal) or appends (otherwise) the table until SIGINT or SIGTERM. */
+async function watch(
+  url: string,
+  read: () => Promise<AdminModelView[]>,
+  intervalMs: number,
+  json: boolean,
+): Promise<number> {
+  const tty = process.stdout.isTTY === true && !json;
+  let stopped = false;
+  let wake: () => void = () => {};
+  const stop = () => {
+    stopped = true;
+    wake();
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+  try {
+    while (!stopped) {
+      let text: string;
+      try {
+        const models = await read();
+        text = json ? JSON.stringify(models) : formatTable(models, Date.now());
+      } catch (error) {
+        text = `snooze status: ${(error as Error).message}`;
+      }
+      if (tty) process.stdout.write(`\x1b[H\x1b[2J${url}  ${new Date().toLocaleTimeString()}\n\n${text}\n`);
+      else console.log(json ? text : `${text}\n`);
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        setTimeout(resolve, intervalMs);
+      });
+    }
+  } finally {
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+  }
+  return 0;
+}
+
+/** The NEXT column: what the ladder does next on its own, and in how long (`sleeps in 12s`). */
+export function formatNext(model: AdminModelView, now: number): string {
+  const next = model.nextChange;
+  if (!next) return "-";
+  const verb =
+    next.tier === "cold"
+      ? "stops"
+      : next.tier === "asleep-2" && model.tier === "asleep-1"
+        ? "sleeps deeper"
+        : "sleeps";
+  const left = Date.parse(next.at) - now;
+  return left < 500 ? `${verb} now` : `${verb} in ${formatDuration(left)}`;
+}
 
 export function formatTable(models: AdminModelView[], now: number): string {
   const ms = (value?: number) => (value === undefined ? "-" : formatDuration(value));
   const rows = [
-    ["MODEL", "TIER", "FOR", "HELD", "IN-FLIGHT", "LAST WAKE", "LAST START", "SLOT", "LAST ERROR"],
+    ["MODEL", "TIER", "FOR", "NEXT", "HELD", "IN-FLIGHT", "LAST WAKE", "LAST START", "SLOT", "LAST ERROR"],
     ...models.map((m) => [
       m.id,
       m.tier,
       formatDuration(Math.max(0, now - Date.parse(m.since))),
+      formatNext(m, now),
       String(m.held),
       String(m.inFlight),
       ms(m.lastWakeMs),

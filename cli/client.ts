@@ -1,0 +1,127 @@
+import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
+import { adminHeaders, adminTokenFlags, adminTokenFrom } from "./admin-token.ts";
+
+/** Where the client commands find Snooze when neither `--url` nor `$SNOOZE_URL` says. */
+export const defaultUrl = "http://127.0.0.1:8080";
+
+/** `--url` and the admin token, for every command that talks to a running Snooze. */
+export const clientFlags: Record<string, Flag> = {
+  url: {
+    type: "string",
+    description: `the activator's address (default: $SNOOZE_URL, else ${defaultUrl})`,
+    placeholder: "url",
+  },
+  ...adminTokenFlags,
+};
+
+/** The activator's base URL: `--url`, else `$SNOOZE_URL`, else the local default. */
+export function serverUrl(values: FlagValues, env: Record<string, string | undefined> = process.env): string {
+  const given = typeof values.url === "string" ? values.url : env.SNOOZE_URL?.trim() || defaultUrl;
+  return given.replace(/\/+$/, "");
+}
+
+/** A request to Snooze that did not work: printed after the command's name, exit code 1. */
+export class ClientError extends Error {}
+
+/** What the admin API says when it refuses: its OpenAI-shaped message, else the raw body. */
+async function refusal(response: Response): Promise<string> {
+  const text = await response.text().catch(() => "");
+  try {
+    const message = (JSON.parse(text) as { error?: { message?: string } }).error?.message;
+    if (message) return message;
+  } catch {
+    // not JSON
+  }
+  return text.trim() || response.statusText;
+}
+
+/** The admin API of one running Snooze, with the admin token when one is set. */
+export class AdminClient {
+  readonly url: string;
+  private readonly headers: Record<string, string>;
+
+  constructor(values: FlagValues, env: Record<string, string | undefined> = process.env) {
+    this.url = serverUrl(values, env);
+    this.headers = adminHeaders(adminTokenFrom(values, env));
+  }
+
+  /** Sends a request; rejects with a ClientError saying what went wrong in words. */
+  async request(path: string, init: RequestInit = {}): Promise<Response> {
+    const target = `${this.url}${path}`;
+    let response: Response;
+    try {
+      response = await fetch(target, { ...init, headers: { ...this.headers, ...init.headers } });
+    } catch (error) {
+      if ((error as Error).name === "AbortError" || (error as Error).name === "TimeoutError") throw error;
+      const cause = (error as Error).cause as Error | undefined;
+      throw new ClientError(
+        `cannot reach ${this.url}: ${cause?.message ?? (error as Error).message} (is Snooze running? pass --url or set SNOOZE_URL)`,
+      );
+    }
+    if (!response.ok)
+      throw new ClientError(`${target} answered ${response.status}: ${await refusal(response)}`);
+    return response;
+  }
+
+  async json<T>(path: string, init: RequestInit = {}): Promise<T> {
+    return (await (await this.request(path, init)).json()) as T;
+  }
+
+  /**
+   * Reads a server-sent event stream, calling `onEvent` for each event until it returns true (done),
+   * the stream ends or `signal` aborts. Resolves true when `onEvent` said done.
+   */
+  async events(
+    path: string,
+    onEvent: (type: string, data: unknown) => boolean | undefined,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const response = await this.request(path, { signal });
+    const decoder = new TextDecoder();
+    let buffer = "";
+    try {
+      for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
+        buffer += decoder.decode(chunk, { stream: true });
+        let cut = buffer.indexOf("\n\n");
+        while (cut >= 0) {
+          const block = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          cut = buffer.indexOf("\n\n");
+          let type = "message";
+          let data = "";
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event:")) type = line.slice(6).trim();
+            else if (line.startsWith("data:")) data += line.slice(5).trim();
+          }
+          if (data && onEvent(type, JSON.parse(data))) return true;
+        }
+      }
+    } catch (error) {
+      if (signal.aborted) return false;
+      throw error;
+    }
+    return false;
+  }
+}
+
+/** Runs a client command's body: a ClientError is printed as `snooze <name>: <message>` with exit 1. */
+export async function runClient(name: string, body: () => Promise<number>): Promise<number> {
+  try {
+    return await body();
+  } catch (error) {
+    if (error instanceof ClientError) {
+      console.error(`snooze ${name}: ${error.message}`);
+      return 1;
+    }
+    throw error;
+  }
+}
+
+/** The one model a command acts on: exactly one positional argument. */
+export function modelArgument(name: string, positionals: string[]): string {
+  if (positionals.length !== 1)
+    throw new UsageError(
+      positionals.length === 0 ? `name the model, e.g. \`snooze ${name} qwen\`` : "name one model",
+    );
+  return positionals[0]!;
+}

@@ -1,0 +1,258 @@
+import type { AdminModelView, EngineLog } from "../activator/admin.ts";
+import { UsageError } from "../lib/cli-flags.ts";
+import { formatDuration, parseDuration } from "../lib/duration.ts";
+import type { ReplicaEvent } from "../lib/replica-event.ts";
+import { AdminClient, ClientError, clientFlags, modelArgument, runClient } from "./client.ts";
+import type { Command } from "./command.ts";
+
+/** The model's id for a name (an id or an alias), from the admin API's model list. */
+async function findModel(client: AdminClient, name: string): Promise<AdminModelView> {
+  const { models } = await client.json<{ models: AdminModelView[] }>("/snooze/v1/models", {
+    signal: AbortSignal.timeout(10_000),
+  });
+  const model = models.find((m) => m.id === name || m.aliases.includes(name));
+  if (!model) {
+    const known = models.map((m) => m.id).join(", ");
+    throw new UsageError(`no model named ${name}; this Snooze serves ${known || "no models"}`);
+  }
+  return model;
+}
+
+const actionPath = (id: string, verb: string) => `/snooze/v1/models/${encodeURIComponent(id)}/${verb}`;
+
+function timeoutValue(values: Record<string, unknown>): number {
+  const text = String(values.timeout);
+  const ms = parseDuration(text);
+  if (ms === undefined || ms <= 0) throw new UsageError(`--timeout must be a duration like 5m, not ${text}`);
+  return ms;
+}
+
+/** `snooze wake MODEL`: asks for a wake (or start) and, unless --no-wait, follows it until ready. */
+export const wakeCommand: Command = {
+  name: "wake",
+  summary: "Wake (or start) a model now and wait until it is ready, showing each step.",
+  positionals: "<model>",
+  flags: {
+    ...clientFlags,
+    "no-wait": { type: "boolean", description: "ask for the wake and return at once" },
+    timeout: {
+      type: "string",
+      default: "10m",
+      description: "give up waiting after this long",
+      placeholder: "duration",
+    },
+  },
+  run: (values, positionals) =>
+    runClient("wake", async () => {
+      const name = modelArgument("wake", positionals);
+      const timeoutMs = timeoutValue(values);
+      const client = new AdminClient(values);
+      const model = await findModel(client, name);
+      const id = model.id;
+      if (values["no-wait"]) {
+        const answer = await client.json<{ tier: string }>(actionPath(id, "wake"), { method: "POST" });
+        console.log(`${id}: wake requested (now ${answer.tier})`);
+        return 0;
+      }
+      return follow(client, id, model.tier, timeoutMs);
+    }),
+};
+
+/**
+ * Opens the event stream first (so no tier change is missed), asks for the wake, then prints each
+ * tier change of the model until one of its replicas is ready or its activation failed.
+ */
+async function follow(client: AdminClient, id: string, from: string, timeoutMs: number): Promise<number> {
+  const started = performance.now();
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  const tty = process.stdout.isTTY === true;
+  // Only changes are shown: a swap's announcement repeats the tier the model already has.
+  let tier = from;
+  let outcome: number | undefined;
+  let ticker: NodeJS.Timeout | undefined;
+  const elapsed = () => formatDuration(performance.now() - started);
+  const line = (text: string) => {
+    if (tty) process.stdout.write("\r\x1b[2K");
+    console.log(text);
+  };
+  const finish = (code: number, text: string) => {
+    outcome = code;
+    line(text);
+    return true;
+  };
+  const onEvent = (type: string, data: unknown): boolean => {
+    if (type !== "tier") return false;
+    const event = data as ReplicaEvent;
+    if (event.model !== id) return false;
+    if (event.error !== undefined && event.tier !== "ready")
+      return finish(1, `${id}: the activation failed after ${elapsed()}: ${event.error}`);
+    if (event.tier === "ready") return finish(0, `${id}: ready after ${elapsed()} (${event.replica})`);
+    if (event.tier !== tier && event.tier !== "cold") {
+      tier = event.tier;
+      const estimate = event.estimateMs !== undefined ? `, usually ~${formatDuration(event.estimateMs)}` : "";
+      line(`${id}: ${tier} (${event.replica}${estimate})`);
+    }
+    return false;
+  };
+  let hello = false;
+  let opened!: () => void;
+  const open = new Promise<void>((resolve) => {
+    opened = resolve;
+  });
+  const stream = client
+    .events(
+      "/snooze/v1/events/stream?after=latest",
+      (type, data) => {
+        if (type === "hello") {
+          hello = true;
+          opened();
+          return false;
+        }
+        return onEvent(type, data);
+      },
+      abort.signal,
+    )
+    .finally(opened);
+  try {
+    await open;
+    if (!hello) {
+      // The stream failed before it began (refused, unreachable): say why, wake nothing.
+      await stream;
+      throw new ClientError("the event stream closed before it began");
+    }
+    if (from !== "ready") line(`${id}: ${from} → ready`);
+    const answer = await client.json<{ tier: string }>(actionPath(id, "wake"), {
+      method: "POST",
+      signal: abort.signal,
+    });
+    if (answer.tier === "ready" && outcome === undefined) {
+      abort.abort();
+      console.log(`${id}: ready`);
+      return 0;
+    }
+    if (tty) ticker = setInterval(() => process.stdout.write(`\r\x1b[2K${id}: ${tier} ${elapsed()}`), 200);
+    await stream;
+    if (outcome !== undefined) return outcome;
+    if (abort.signal.aborted) {
+      line(`${id}: not ready after ${formatDuration(timeoutMs)} (still ${tier}); see \`snooze status\``);
+      return 1;
+    }
+    line(`${id}: the event stream ended before the model was ready; see \`snooze status\``);
+    return 1;
+  } catch (error) {
+    if (abort.signal.aborted && outcome === undefined) {
+      line(`${id}: not ready after ${formatDuration(timeoutMs)}`);
+      return 1;
+    }
+    if (outcome !== undefined) return outcome;
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    clearInterval(ticker);
+    abort.abort();
+    await stream.catch(() => {});
+  }
+}
+
+function parkCommand(verb: "sleep" | "stop", summary: string): Command {
+  return {
+    name: verb,
+    summary,
+    positionals: "<model>",
+    flags: clientFlags,
+    run: (values, positionals) =>
+      runClient(verb, async () => {
+        const name = modelArgument(verb, positionals);
+        const client = new AdminClient(values);
+        const { id } = await findModel(client, name);
+        const started = performance.now();
+        if (process.stdout.isTTY)
+          process.stdout.write(`${verb === "sleep" ? "sleeping" : "stopping"} ${id}…\n`);
+        // The activator answers once the drain and the sleep (or stop) are done.
+        const answer = await client.json<{ tier: string }>(actionPath(id, verb), { method: "POST" });
+        console.log(`${id}: ${answer.tier} after ${formatDuration(performance.now() - started)}`);
+        return 0;
+      }),
+  };
+}
+
+export const sleepCommand = parkCommand(
+  "sleep",
+  "Drain a model and put its engines to sleep until the next request (stop them without sleep mode).",
+);
+
+export const stopCommand = parkCommand("stop", "Drain a model and stop its engines until the next request.");
+
+/** `snooze logs MODEL`: the engine's last lines of stdout and stderr; `-f` keeps printing new ones. */
+export const logsCommand: Command = {
+  name: "logs",
+  summary: "Print a model's engine output (stdout and stderr); -f follows it.",
+  positionals: "<model>",
+  flags: {
+    ...clientFlags,
+    follow: { type: "boolean", short: "f", description: "keep printing new lines (asks once a second)" },
+    lines: {
+      type: "string",
+      short: "n",
+      default: "100",
+      description: "how many of the last lines to print first",
+      placeholder: "n",
+    },
+  },
+  run: (values, positionals) =>
+    runClient("logs", async () => {
+      const name = modelArgument("logs", positionals);
+      const count = Number(values.lines);
+      if (!Number.isInteger(count) || count < 1) throw new UsageError(`--lines must be a positive number`);
+      const client = new AdminClient(values);
+      const { id } = await findModel(client, name);
+      const path = `/snooze/v1/models/${encodeURIComponent(id)}/logs`;
+      const seen = new Map<string, number>();
+      let first = true;
+      const print = (replicas: EngineLog[]) => {
+        // With more than one engine so far, each line says whose it is.
+        const several = new Set([...seen.keys(), ...replicas.map((r) => r.replica)]).size > 1;
+        for (const log of replicas) {
+          const before = seen.get(log.replica) ?? 0;
+          const number = log.total - log.lines.length + 1;
+          const fresh = log.lines.slice(Math.max(0, before + 1 - number));
+          const skipped = number - before - 1;
+          if (!first && skipped > 0) console.log(`[${log.replica}] … ${skipped} lines not kept`);
+          for (const text of fresh) console.log(several ? `[${log.replica}] ${text}` : text);
+          seen.set(log.replica, log.total);
+        }
+        first = false;
+      };
+      const { replicas } = await client.json<{ replicas: EngineLog[] }>(`${path}?lines=${count}`);
+      if (replicas.length === 0 && !values.follow)
+        console.error(`snooze logs: ${id} has no engine output yet`);
+      print(replicas);
+      if (!values.follow) return 0;
+      const stop = new AbortController();
+      const onSignal = () => stop.abort();
+      process.once("SIGINT", onSignal);
+      process.once("SIGTERM", onSignal);
+      try {
+        while (!stop.signal.aborted) {
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+          if (stop.signal.aborted) break;
+          const after = [...seen].map(([replica, total]) => `${replica}:${total}`).join(",");
+          const query = new URLSearchParams({ after, lines: "500" });
+          try {
+            const next = await client.json<{ replicas: EngineLog[] }>(`${path}?${query}`, {
+              signal: stop.signal,
+            });
+            print(next.replicas);
+          } catch (error) {
+            if (stop.signal.aborted) break;
+            throw error;
+          }
+        }
+      } finally {
+        process.off("SIGINT", onSignal);
+        process.off("SIGTERM", onSignal);
+      }
+      return 0;
+    }),
+};

@@ -1,0 +1,149 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
+import { createLogger } from "../../lib/log.ts";
+import { parseConfig } from "../../lib/settings/index.ts";
+import { chat, simCommand, until } from "../helpers/local-snooze.ts";
+
+/**
+ * The client commands as real processes (`node bin/snooze.js wake|sleep|stop|logs|status`) against
+ * a Snooze running in this process, whose log lines are kept to check that tier changes are logged
+ * at info.
+ */
+let snooze: LocalSnooze;
+const logLines: Record<string, unknown>[] = [];
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  const config = parseConfig(
+    `
+models:
+  qwen:
+    aliases: [qwen3]
+    sleepAfter: 5m
+    command: ${simCommand(["--enable-sleep-mode"])}
+`,
+    "test.yaml",
+  );
+  const log = createLogger({}, (line) => void logLines.push(JSON.parse(line)), "info");
+  snooze = await startLocalSnooze({ config, log, host: "127.0.0.1", port: 0, statsIntervalMs: 200 });
+});
+afterAll(async () => {
+  for (const child of children) child.kill("SIGKILL");
+  await snooze.close(1_000);
+});
+
+/** Starts `snooze <args>`; `env` adds to (or, with undefined values, removes from) the environment. */
+function start(args: string[], env: Record<string, string | undefined> = {}) {
+  const merged: Record<string, string | undefined> = { ...process.env, SNOOZE_URL: snooze.url, ...env };
+  for (const [key, value] of Object.entries(merged)) if (value === undefined) delete merged[key];
+  const child = spawn(process.execPath, ["bin/snooze.js", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: merged as NodeJS.ProcessEnv,
+  });
+  children.push(child);
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (chunk) => (stdout += chunk));
+  child.stderr!.on("data", (chunk) => (stderr += chunk));
+  const code = new Promise<number | null>((resolve) => child.once("close", resolve));
+  return { child, code, stdout: () => stdout, stderr: () => stderr };
+}
+
+async function run(args: string[], env: Record<string, string | undefined> = {}) {
+  const started = start(args, env);
+  const code = await started.code;
+  return { code, stdout: started.stdout(), stderr: started.stderr() };
+}
+
+const tierOf = () => snooze.activator.routes.get("qwen")!.tier;
+const tierLogs = () =>
+  logLines
+    .filter((l) => l.msg === "tier" && l.model === "qwen")
+    .map((l) => `${l.level} ${String(l.from)}→${String(l.to)}`);
+
+describe("snooze wake, sleep, stop, logs and status", () => {
+  test("wake follows a cold start until ready, by an alias, at the address in SNOOZE_URL", async () => {
+    const wake = await run(["wake", "qwen3"]);
+    expect(wake.stderr).toBe("");
+    expect(wake.code).toBe(0);
+    const lines = wake.stdout.trim().split("\n");
+    expect(lines[0]).toBe("qwen: cold → ready");
+    expect(lines).toContainEqual(expect.stringMatching(/^qwen: starting \(qwen-\d+\)$/));
+    expect(lines.at(-1)).toMatch(/^qwen: ready after \d+(\.\d+)?m?s \(qwen-\d+\)$/);
+    expect(tierOf()).toBe("ready");
+    // Already ready: says so at once.
+    expect((await run(["wake", "qwen"])).stdout).toBe("qwen: ready\n");
+  });
+
+  test("status shows the NEXT column; --url wins over SNOOZE_URL", async () => {
+    const status = await run(["status", "--url", snooze.url], { SNOOZE_URL: "http://127.0.0.1:1" });
+    expect(status.code).toBe(0);
+    const [header, row] = status.stdout.trim().split("\n");
+    expect(header).toMatch(/^MODEL\s+TIER\s+FOR\s+NEXT\s+HELD/);
+    expect(row).toMatch(/^qwen\s+ready\s+\S+\s+sleeps in (4m\d+s|5m)\s+0\s+0/);
+  });
+
+  test("logs prints the engine's output; -f follows it; sleep answers once asleep", async () => {
+    const logs = await run(["logs", "qwen"]);
+    expect(logs.code).toBe(0);
+    expect(logs.stdout).toMatch(/"msg":"listening"/);
+
+    const follower = start(["logs", "qwen", "-f", "-n", "1"]);
+    await until(() => follower.stdout().length > 0, 10_000, "the first lines of logs -f");
+    const sleep = await run(["sleep", "qwen"]);
+    expect(sleep.code).toBe(0);
+    expect(sleep.stdout).toMatch(/^qwen: asleep-1 after \d+(\.\d+)?m?s\n$/);
+    expect(tierOf()).toBe("asleep-1");
+    // The engine's own line about falling asleep reaches the follower within about a second.
+    await until(() => /"msg":"asleep"/.test(follower.stdout()), 10_000, "logs -f to show the sleep");
+    follower.child.kill("SIGINT");
+    expect(await follower.code).toBe(0);
+  });
+
+  test("--no-wait returns at once; stop answers once the engine is gone", async () => {
+    const wake = await run(["wake", "qwen", "--no-wait"]);
+    expect(wake.stdout).toBe("qwen: wake requested (now asleep-1)\n");
+    await until(() => tierOf() === "ready", 10_000, "ready");
+    const stop = await run(["stop", "qwen"]);
+    expect(stop.code).toBe(0);
+    expect(stop.stdout).toMatch(/^qwen: cold after /);
+    expect(snooze.platform.replicaSet("qwen")?.replicas).toEqual([]);
+    // Every tier change was logged at info, the stop's included.
+    expect(tierLogs()).toEqual([
+      "info starting→ready",
+      "info ready→draining",
+      "info draining→asleep-1",
+      "info asleep-1→waking",
+      "info waking→ready",
+      "info ready→draining",
+      "info draining→cold",
+    ]);
+  });
+
+  test("mistakes: an unknown model exits 2 naming the known ones; no server exits 1 saying where it looked", async () => {
+    const [unknown, missing, nobody] = await Promise.all([
+      run(["sleep", "gpt-9"]),
+      run(["wake"]),
+      run(["status"], { SNOOZE_URL: "http://127.0.0.1:1" }),
+    ]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("snooze sleep: no model named gpt-9; this Snooze serves qwen");
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain("name the model");
+    expect(nobody.code).toBe(1);
+    expect(nobody.stderr).toContain("snooze status: cannot reach http://127.0.0.1:1");
+  });
+
+  test("status --watch redraws until interrupted", async () => {
+    const watch = start(["status", "--watch", "--interval", "200ms"]);
+    await until(() => watch.stdout().split("MODEL").length > 2, 10_000, "two tables");
+    watch.child.kill("SIGINT");
+    expect(await watch.code).toBe(0);
+    expect(watch.stdout()).toMatch(/^qwen\s+cold/m);
+  });
+});
+
+test("a request still works after the commands (nothing left half-done)", async () => {
+  expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+});
