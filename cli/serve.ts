@@ -1,3 +1,6 @@
+import { setTimeout as delay } from "node:timers/promises";
+import { defaultStateDir } from "../autoscaler/local/engine-records.ts";
+import { LocalPlatform } from "../autoscaler/local/platform.ts";
 import { createLogger } from "../lib/log.ts";
 import { ConfigError, loadConfigFile } from "../lib/settings/index.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
@@ -5,7 +8,7 @@ import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { ListenError, startLocalSnooze } from "./local-snooze.ts";
-import { untilStopSignal } from "./signals.ts";
+import { serveStopSignals, watchStopSignals } from "./signals.ts";
 
 export const serveCommand: Command = {
   name: "serve",
@@ -27,10 +30,24 @@ export const serveCommand: Command = {
       description: "how long in-flight requests may finish after SIGTERM",
       placeholder: "duration",
     },
+    "stop-grace": {
+      type: "string",
+      default: "10s",
+      description: "how long a stopped engine has between SIGTERM and SIGKILL",
+      placeholder: "duration",
+    },
+    "state-dir": {
+      type: "string",
+      description:
+        "where the record of running engines is kept (default: $SNOOZE_STATE_DIR, else $XDG_STATE_HOME/snooze, else ~/.local/state/snooze)",
+      placeholder: "dir",
+    },
   },
   async run(values) {
     const port = portValue(values);
     const grace = durationValue(values, "shutdown-grace");
+    const stopGrace = durationValue(values, "stop-grace");
+    const stateDir = typeof values["state-dir"] === "string" ? values["state-dir"] : defaultStateDir();
     const adminToken = serverAdminToken(values, String(values.host));
     const log = createLogger({ component: "serve" });
     let config: Awaited<ReturnType<typeof loadConfigFile>>;
@@ -43,21 +60,67 @@ export const serveCommand: Command = {
       }
       throw error;
     }
-    const telemetry = await startTelemetry("snooze-serve");
-    let snooze: Awaited<ReturnType<typeof startLocalSnooze>>;
+    // A closed terminal or a dead parent's pipe must not turn the shutdown into a crash.
+    process.stdout.on("error", () => {});
+    process.stderr.on("error", () => {});
+    // From here on every stop signal, and the parent's exit, leads through the shutdown below.
+    const signals = watchStopSignals(
+      log,
+      { graceMs: grace },
+      { signals: serveStopSignals, parentPollMs: 1_000 },
+    );
     try {
-      snooze = await startLocalSnooze({ config, log, host: String(values.host), port, adminToken });
-    } catch (error) {
-      if (!(error instanceof ListenError)) throw error;
-      console.error(`snooze serve: ${error.message}`);
-      await telemetry.shutdown();
-      return 1;
+      const platform = new LocalPlatform(config.models.values(), log, { stopGraceMs: stopGrace, stateDir });
+      // Before any port is bound: a killed predecessor's engines would hold fixed engine ports.
+      await platform.stopLeftovers();
+      const telemetry = await startTelemetry("snooze-serve");
+      let snooze: Awaited<ReturnType<typeof startLocalSnooze>>;
+      try {
+        snooze = await startLocalSnooze({
+          config,
+          log,
+          host: String(values.host),
+          port,
+          adminToken,
+          platform,
+        });
+      } catch (error) {
+        if (!(error instanceof ListenError)) throw error;
+        console.error(`snooze serve: ${error.message}`);
+        await telemetry.shutdown();
+        return 1;
+      }
+      log.info("listening", { url: snooze.url, models: [...config.models.keys()], pid: process.pid });
+      await signals.first;
+      const started = Date.now();
+      // Held requests are answered, in-flight ones get the grace, then engines get the stop grace;
+      // a second signal, or overrunning both graces, kills the engines at once (which ends their
+      // in-flight responses with an error).
+      const outcome = await Promise.race([
+        snooze.close(grace).then(() => "done" as const),
+        signals.second.then(() => "now" as const),
+        delay(grace + stopGrace + 2_000, "late" as const, { ref: false }),
+      ]);
+      if (outcome !== "done") {
+        if (outcome === "late")
+          log.warn("the shutdown overran its graces; killing the engines", { grace, stopGrace });
+        await platform.kill();
+        await Promise.race([snooze.close(0), delay(1_000, undefined, { ref: false })]);
+      }
+      await Promise.race([telemetry.shutdown(), delay(2_000, undefined, { ref: false })]);
+      log.info("stopped", { ms: Date.now() - started });
+      exitSoon(outcome === "done" ? 0 : 1);
+      return outcome === "done" ? 0 : 1;
+    } finally {
+      signals.dispose();
     }
-    log.info("listening", { url: snooze.url, models: [...config.models.keys()] });
-    await untilStopSignal(log, "shutting down", { graceMs: grace });
-    await snooze.close(grace);
-    await telemetry.shutdown();
-    log.info("stopped");
-    return 0;
   },
 };
+
+/**
+ * Exits with `code` if anything (a lingering connection or timer) still keeps the process alive a
+ * second after the shutdown: the engines are gone by then, so nothing is left to wait for.
+ */
+function exitSoon(code: number): void {
+  setTimeout(() => process.exit(code), 1_000).unref();
+}

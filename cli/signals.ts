@@ -18,3 +18,92 @@ export function untilStopSignal(
     process.once("SIGINT", stop);
   });
 }
+
+/** Why a shutdown began or was hurried: a signal, or the parent process going away. */
+export type StopCause = NodeJS.Signals | "parent-exited";
+
+/** The signals `snooze serve` ends on. SIGHUP too: there is no config reload yet, and leaving engines is worse. */
+export const serveStopSignals: readonly NodeJS.Signals[] = ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"];
+
+export interface StopSignals {
+  /** The first stop signal (or the parent's exit): begin the graceful shutdown. */
+  readonly first: Promise<StopCause>;
+  /** A second stop signal during the shutdown: stop now. */
+  readonly second: Promise<StopCause>;
+  /** Removes the handlers and the parent watch. */
+  dispose(): void;
+}
+
+export interface StopSignalOptions {
+  signals?: readonly NodeJS.Signals[];
+  /**
+   * Poll `process.ppid` this often and count its change as a stop: the parent died and this process
+   * was handed to init. `npm start` and `npx` do not pass SIGTERM on to their child, so without this
+   * a stopped npm leaves Snooze running with no parent. 0: no watch.
+   */
+  parentPollMs?: number;
+}
+
+/**
+ * Listens for stop signals from now on: the first starts a graceful shutdown, the second (any of
+ * them, again) asks for it to end at once; a third changes nothing more. The handlers stay installed
+ * until `dispose()`, so no signal falls back to Node's default (death without cleanup).
+ */
+export function watchStopSignals(
+  log: Logger,
+  fields: Record<string, unknown>,
+  options: StopSignalOptions = {},
+): StopSignals {
+  const signals = options.signals ?? ["SIGTERM", "SIGINT"];
+  let resolveFirst!: (cause: StopCause) => void;
+  let resolveSecond!: (cause: StopCause) => void;
+  const first = new Promise<StopCause>((resolve) => {
+    resolveFirst = resolve;
+  });
+  const second = new Promise<StopCause>((resolve) => {
+    resolveSecond = resolve;
+  });
+  let count = 0;
+  const stop = (cause: StopCause) => {
+    count++;
+    if (count === 1) {
+      if (cause === "SIGHUP") {
+        log.warn(
+          "SIGHUP: reloading the settings is not supported yet; shutting down (use SIGTERM to stop)",
+          fields,
+        );
+      } else if (cause === "parent-exited") {
+        log.warn("the parent process exited; shutting down", fields);
+      } else {
+        log.info("shutting down", { signal: cause, ...fields });
+      }
+      resolveFirst(cause);
+    } else if (count === 2) {
+      log.warn("second stop signal: stopping now", { signal: cause });
+      resolveSecond(cause);
+    }
+  };
+  const handler = (signal: NodeJS.Signals) => stop(signal);
+  for (const signal of signals) process.on(signal, handler);
+  const parent = process.ppid;
+  const pollMs = options.parentPollMs ?? 0;
+  // Already an orphan (or a child of init by design, as under systemd or in a container): nothing to watch.
+  const watch =
+    pollMs > 0 && parent > 1
+      ? setInterval(() => {
+          if (process.ppid !== parent) {
+            clearInterval(watch);
+            if (count === 0) stop("parent-exited");
+          }
+        }, pollMs)
+      : undefined;
+  watch?.unref();
+  return {
+    first,
+    second,
+    dispose() {
+      for (const signal of signals) process.off(signal, handler);
+      clearInterval(watch);
+    },
+  };
+}

@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { once } from "node:events";
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
@@ -9,11 +8,21 @@ import type { Tier } from "../../lib/replica-event.ts";
 import type { ModelConfig } from "../../lib/settings/index.ts";
 import { EngineClient } from "../engine-client.ts";
 import type { Departure, Platform, Replica, ReplicaSetView } from "../platform.ts";
-import { killAllOnExit } from "./orphans.ts";
+import {
+  EngineRecords,
+  engineTokenVariable,
+  type Leftover,
+  newEngineToken,
+  processStartTime,
+  stopLeftovers,
+} from "./engine-records.ts";
+import { killGroupOnExit, signalGroup } from "./orphans.ts";
 
 interface Engine {
   replica: Replica;
+  /** The engine's guard, which leads the process group of the engine and all it starts. */
   child: ChildProcess;
+  pgid?: number;
   client: EngineClient;
   /** Last lines the engine printed, for the reason a start failed. */
   tail: string[];
@@ -23,6 +32,21 @@ interface Engine {
   exited: boolean;
   /** Asked to stop: its exit is no departure. */
   stopping: boolean;
+  /** Resolves once the engine is gone and its output read. */
+  gone: Promise<void>;
+}
+
+export interface LocalPlatformOptions {
+  /**
+   * How long a stopped engine has between SIGTERM and SIGKILL (default 10 s, what a real vLLM may
+   * need to free its GPU). The guard applies the same grace when Snooze itself is gone.
+   */
+  stopGraceMs?: number;
+  /**
+   * Where the record of running engines is kept (`serve-<pid>.json`), so that the next Snooze can
+   * stop what a killed one left (`stopLeftovers`); no record when unset.
+   */
+  stateDir?: string;
 }
 
 interface ModelEngines {
@@ -36,23 +60,36 @@ interface ModelEngines {
 const host = "127.0.0.1";
 const readinessIntervalMs = 100;
 const outputLines = 500;
-const stopGraceMs = 10_000;
+const defaultStopGraceMs = 10_000;
+/** After SIGKILL, how long to wait for the output pipes to close before giving up on them. */
+const outputDrainMs = 1_000;
 const node = hostname();
+const guardScript = fileURLToPath(new URL("./engine-guard.js", import.meta.url));
 
 /**
  * Runs engines as child processes of this one (`vllm serve` for real, `snooze sim` in the demo),
  * as a replica set per model: scaling up spawns engines, scaling down stops the named ones first.
  * An engine that exits on its own is gone, not restarted behind the controller's back: the
  * controller hears of the departure (with the engine's last words) and decides.
+ *
+ * Each engine runs under a guard (engine-guard.js) in a process group of its own: stopping an
+ * engine signals the whole group, so a wrapper command (`sh -c`, `npx`, `uv run`) never leaves
+ * the real engine behind, and the guard stops the group if Snooze dies without a word (SIGKILL).
  */
 export class LocalPlatform implements Platform {
   private readonly models = new Map<string, ModelEngines>();
   private readonly listeners: ((model: string, departure?: Departure) => void)[] = [];
   private readonly log: Logger;
   private sequence = 0;
+  private readonly stopGraceMs: number;
+  private readonly stateDir: string | undefined;
+  private readonly records: EngineRecords | undefined;
 
-  constructor(models: Iterable<ModelConfig>, log: Logger) {
+  constructor(models: Iterable<ModelConfig>, log: Logger, options: LocalPlatformOptions = {}) {
     this.log = log;
+    this.stopGraceMs = options.stopGraceMs ?? defaultStopGraceMs;
+    this.stateDir = options.stateDir;
+    this.records = options.stateDir === undefined ? undefined : new EngineRecords(options.stateDir, log);
     for (const config of models) this.models.set(config.id, { config, scale: 0, engines: new Map() });
   }
 
@@ -109,15 +146,35 @@ export class LocalPlatform implements Platform {
     }));
   }
 
-  /** The engine's process id, for `snooze status` and tests. */
+  /**
+   * The process id of the engine's guard, which is the process group id of the engine and all it
+   * started; killing the guard alone (as tests do to crash an engine) takes the group with it.
+   */
   pid(replica: string): number | undefined {
-    return this.find(replica)?.child.pid;
+    return this.find(replica)?.pgid;
   }
 
+  /**
+   * Stops the engines that a Snooze no longer running left behind (by the records in the state
+   * directory), and resolves once they are gone: call it before binding any port.
+   */
+  async stopLeftovers(): Promise<Leftover[]> {
+    if (this.stateDir === undefined) return [];
+    return stopLeftovers(this.stateDir, this.log, this.stopGraceMs);
+  }
+
+  /** Stops every engine: SIGTERM to each group, SIGKILL after the stop grace. */
   async close(): Promise<void> {
     const all = [...this.models.values()].flatMap((m) => [...m.engines.values()]);
     for (const entry of this.models.values()) entry.scale = 0;
     await Promise.all(all.map((engine) => this.stop(engine)));
+  }
+
+  /** Kills every engine's process group at once (SIGKILL); resolves once they are gone. */
+  async kill(): Promise<void> {
+    const all = [...this.models.values()].flatMap((m) => [...m.engines.values()]);
+    for (const entry of this.models.values()) entry.scale = 0;
+    await Promise.all(all.map((engine) => this.stop(engine, 0)));
   }
 
   private find(id: string): Engine | undefined {
@@ -152,19 +209,45 @@ export class LocalPlatform implements Platform {
       restarts: 0,
       node,
     };
-    const child = spawn(file!, args, { env, stdio: ["ignore", "pipe", "pipe"] });
-    killAllOnExit(child);
+    const token = newEngineToken();
+    // Detached: the guard leads a new session and process group, which the engine joins. Its stdin
+    // is a pipe nobody writes: it closes when this process dies, however it dies.
+    const child = spawn(process.execPath, [guardScript, String(this.stopGraceMs), file!, ...args], {
+      env: { ...env, [engineTokenVariable]: token },
+      stdio: ["pipe", "pipe", "pipe"],
+      detached: true,
+    });
+    const pgid = child.pid;
+    const forget = pgid === undefined ? () => {} : killGroupOnExit(pgid);
+    let gone!: () => void;
     const engine: Engine = {
       replica,
       child,
+      pgid,
       client: new EngineClient(replica.address!),
       tail: [],
       output: [],
       printed: 0,
       exited: false,
       stopping: false,
+      gone: new Promise<void>((resolve) => {
+        gone = resolve;
+      }),
     };
     entry.engines.set(id, engine);
+    const command = [file, ...args].join(" ");
+    if (pgid !== undefined) {
+      this.records?.add({
+        model: config.id,
+        replica: id,
+        pgid,
+        startTime: processStartTime(pgid),
+        token,
+        port,
+        startedAt: new Date(replica.createdAt).toISOString(),
+        command,
+      });
+    }
     const log = this.log.child({ model: config.id, replica: id });
     const keep = (chunk: Buffer) => {
       for (const line of chunk.toString("utf8").split("\n")) {
@@ -177,17 +260,25 @@ export class LocalPlatform implements Platform {
         log.debug("engine output", { line });
       }
     };
+    child.stdin!.on("error", () => {}); // never written; only its closing matters
     child.stdout!.on("data", keep);
     child.stderr!.on("data", keep);
     let spawnError: Error | undefined;
     child.once("error", (error) => {
       spawnError = error;
     });
-    // "close", not "exit": by then the last lines of output have been read.
-    child.once("close", (code, sig) => {
+    let exit: { code: number | null; sig: NodeJS.Signals | null } | undefined;
+    let drain: NodeJS.Timeout | undefined;
+    const finish = () => {
+      if (engine.exited) return;
       engine.exited = true;
+      clearTimeout(drain);
       entry.exited = engine;
+      forget();
+      this.records?.remove(id);
       entry.engines.delete(id);
+      gone();
+      const { code, sig } = exit ?? { code: null, sig: null };
       if (engine.stopping) {
         this.changed(config.id);
         return;
@@ -199,8 +290,29 @@ export class LocalPlatform implements Platform {
         : `engine exited (${sig ? `signal ${sig}` : `code ${code}`})${lastWords(engine)}`;
       log.warn("engine exited on its own", { reason: how });
       this.changed(config.id, { replica: id, reason: how });
+    };
+    child.once("exit", (code, sig) => {
+      exit = { code, sig };
+      // The guard left with the engine (or alone, killed): whatever is left of the group goes now.
+      // Its members keep the group id from being reused, so this reaches no one else's.
+      signalGroup(pgid, "SIGKILL");
+      // The last lines of output are read by "close"; a process outside the group holding the
+      // pipes must not keep the engine listed for ever.
+      drain = setTimeout(() => {
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        finish();
+      }, outputDrainMs);
     });
-    log.info("engine starting", { command: [file, ...args].join(" ") });
+    child.once("close", (code, sig) => {
+      exit ??= { code, sig };
+      finish();
+    });
+    child.once("error", () => {
+      // The guard itself could not start: there is no "exit" to wait for.
+      if (pgid === undefined) finish();
+    });
+    log.info("engine starting", { command, pgid });
     void this.watchReadiness(engine, config.id);
   }
 
@@ -217,15 +329,18 @@ export class LocalPlatform implements Platform {
     }
   }
 
-  private async stop(engine: Engine): Promise<void> {
+  /** SIGTERM to the engine's process group, SIGKILL after `graceMs` (at once for 0). */
+  private async stop(engine: Engine, graceMs = this.stopGraceMs): Promise<void> {
     if (engine.exited) return;
-    const exited = once(engine.child, "close");
-    if (!engine.stopping) {
+    if (graceMs <= 0) {
       engine.stopping = true;
-      engine.child.kill("SIGTERM");
+      signalGroup(engine.pgid, "SIGKILL");
+    } else if (!engine.stopping) {
+      engine.stopping = true;
+      signalGroup(engine.pgid, "SIGTERM");
     }
-    const timer = setTimeout(() => engine.child.kill("SIGKILL"), stopGraceMs);
-    await exited;
+    const timer = graceMs > 0 ? setTimeout(() => signalGroup(engine.pgid, "SIGKILL"), graceMs) : undefined;
+    await engine.gone;
     clearTimeout(timer);
   }
 }

@@ -1,0 +1,93 @@
+// The engine guard: the local platform starts every engine through this small script so that no
+// engine outlives Snooze, however Snooze ends (SIGKILL and crashes included, when no code of
+// Snooze's runs any more).
+//
+//   node engine-guard.js <grace ms> <command> [args...]
+//
+// Snooze starts it detached: the guard leads a new session and process group, and the engine (and
+// whatever a wrapper such as `sh -c`, `npx` or `uv run` starts under it) joins that group, so one
+// signal to the group reaches all of them. The guard's stdin is a pipe from Snooze that Snooze never
+// writes: when it reaches end-of-file, or the guard's parent changes, Snooze is gone, and the guard
+// sends SIGTERM to the group, then SIGKILL after the grace. A SIGTERM to the group (Snooze stopping
+// the engine) arms the same SIGKILL. When the engine exits, the guard exits the same way (the same
+// code, or the same signal), so Snooze reads the engine's own end.
+//
+// It runs on plain `node` and imports only Node's built-ins: one guard per engine must stay cheap.
+// Plain JavaScript for the same reason (like bin/snooze.js): stripping TypeScript loads Node's
+// TypeScript parser, which more than doubled a guard's private memory (22 MB against 9 MB).
+import { spawn } from "node:child_process";
+import { constants } from "node:os";
+
+const [graceArg, file, ...args] = process.argv.slice(2);
+const graceMs = Number(graceArg);
+if (!file || !Number.isFinite(graceMs) || graceMs < 0) {
+  console.error("usage: node engine-guard.js <grace ms> <command> [args...]");
+  process.exit(2);
+}
+
+const group = process.pid;
+const parent = process.ppid;
+/** @type {NodeJS.Timeout | undefined} */
+let killTimer;
+let snoozeGone = false;
+
+/** @param {NodeJS.Signals} signal */
+function signalGroup(signal) {
+  try {
+    process.kill(-group, signal);
+  } catch {
+    // The group is gone already.
+  }
+}
+
+/** SIGTERM reached the group: whatever is left of it gets SIGKILL after the grace. */
+function armKill() {
+  killTimer ??= setTimeout(() => signalGroup("SIGKILL"), graceMs);
+}
+
+/** Snooze died: nobody else will stop the engine. */
+function orphaned() {
+  if (snoozeGone) return;
+  snoozeGone = true;
+  console.error("snooze engine guard: snooze is gone; stopping the engine");
+  signalGroup("SIGTERM");
+  armKill();
+}
+
+process.on("SIGTERM", armKill);
+// The guard has no terminal (its own session); these could only come from someone aiming at it,
+// and leaving would orphan the engine. Snooze decides when the engine stops.
+for (const signal of ["SIGINT", "SIGHUP", "SIGQUIT"]) process.on(signal, () => {});
+
+process.stdin.on("end", orphaned);
+process.stdin.on("close", orphaned);
+process.stdin.on("error", orphaned);
+process.stdin.resume();
+setInterval(() => {
+  if (process.ppid !== parent) orphaned();
+}, 1_000).unref();
+
+const engine = spawn(file, args, { stdio: ["ignore", "inherit", "inherit"] });
+let done = false;
+engine.once("error", (error) => {
+  if (done) return;
+  done = true;
+  console.error(`could not run ${file}: ${error.message}`);
+  process.exit(127);
+});
+engine.once("exit", (code, signal) => {
+  if (done) return;
+  done = true;
+  if (snoozeGone) {
+    // Leftovers of the engine (a wrapper's children) go with the guard.
+    signalGroup("SIGKILL");
+  }
+  clearTimeout(killTimer);
+  if (signal) {
+    process.removeAllListeners(signal);
+    process.kill(process.pid, signal);
+    // A signal Node ignores (SIGPIPE): the shell's convention instead.
+    process.exit(128 + (constants.signals[signal] ?? 0));
+  }
+  process.exit(code ?? 1);
+});

@@ -1,0 +1,178 @@
+import { type ChildProcess, spawnSync } from "node:child_process";
+import { dirname, join, resolve } from "node:path";
+import { afterEach, describe, expect, test } from "vitest";
+import { freePort } from "../../lib/free-port.ts";
+import { chat, simCommand, until } from "../helpers/local-snooze.ts";
+import {
+  groupMembers,
+  recordedEngines,
+  running,
+  scratchDir,
+  serveProcess,
+  writeConfig,
+} from "../helpers/serve-process.ts";
+
+// Engines never outlive `snooze serve`: real processes, every engine under its guard in a process
+// group of its own, the record of engines in a state directory per test.
+
+const children: ChildProcess[] = [];
+const groups: number[] = [];
+afterEach(() => {
+  for (const child of children.splice(0)) child.kill("SIGKILL");
+  for (const pgid of groups.splice(0)) {
+    try {
+      process.kill(-pgid, "SIGKILL");
+    } catch {}
+  }
+});
+
+const snooze = resolve("bin/snooze.js");
+/** A sim command line for `sh -c`, with the engine's delays scaled down. */
+const simLine = `'${process.execPath}' '${snooze}' sim --served-model-name \${MODEL} --port \${PORT} --time-scale 0.05`;
+
+function start(yaml: string, args: string[] = [], options: Parameters<typeof serveProcess>[2] = {}) {
+  const dir = scratchDir();
+  const stateDir = join(dir, "state");
+  const run = serveProcess(
+    writeConfig(yaml, dir),
+    ["--state-dir", stateDir, "--stop-grace", "2s", "--shutdown-grace", "5s", ...args],
+    options,
+  );
+  children.push(run.child);
+  return { ...run, stateDir };
+}
+
+/** Starts the model's engine with a request; its process group, from the record of engines. */
+async function engineOf(url: string, stateDir: string, model: string): Promise<number> {
+  const response = await fetch(`${url}/v1/chat/completions`, chat(model, { max_tokens: 1 }));
+  expect(response.status).toBe(200);
+  await response.text();
+  const engine = recordedEngines(stateDir).find((e) => e.model === model);
+  expect(engine).toBeDefined();
+  groups.push(engine!.pgid);
+  return engine!.pgid;
+}
+
+const gone = (pgid: number) => groupMembers(pgid).length === 0;
+
+describe("engines never outlive snooze serve", () => {
+  test("SIGKILL of snooze serve: the guard stops its engine's process group within seconds", async () => {
+    const run = start(`models:\n  qwen:\n    command: ${simCommand()}\n`);
+    const pgid = await engineOf(await run.url, run.stateDir, "qwen");
+    expect(groupMembers(pgid).length).toBeGreaterThanOrEqual(2); // the guard and the engine
+    run.child.kill("SIGKILL");
+    await until(() => gone(pgid), 4_000, "the engine's process group to go");
+  });
+
+  test("a restart after SIGKILL stops what the killed one left (guard killed too) before it binds a fixed port", async () => {
+    const port = await freePort();
+    // Its output goes nowhere: an engine writing to the pipe of a dead Snooze may die of it, and
+    // this one has to outlive its Snooze and its guard.
+    const line = `exec ${simLine} >/dev/null 2>&1`;
+    const yaml = `models:\n  qwen:\n    port: ${port}\n    command: ["sh", "-c", ${JSON.stringify(line)}]\n`;
+    const dir = scratchDir();
+    const stateDir = join(dir, "state");
+    const config = writeConfig(yaml, dir);
+    const args = ["--state-dir", stateDir, "--stop-grace", "2s"];
+    const first = serveProcess(config, args);
+    children.push(first.child);
+    const pgid = await engineOf(await first.url, stateDir, "qwen");
+    // Snooze and the engine's guard die at once: nobody is left to stop the engine.
+    first.child.kill("SIGKILL");
+    process.kill(pgid, "SIGKILL");
+    await first.exited;
+    await until(() => !running(pgid), 2_000, "the guard to die");
+    expect(groupMembers(pgid)).toHaveLength(1); // the orphaned engine, still serving its port
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+
+    const second = serveProcess(config, args);
+    children.push(second.child);
+    const url = await second.url;
+    expect(second.stderr()).toContain("stopping engines a previous snooze serve left running");
+    expect(gone(pgid)).toBe(true);
+    const next = await engineOf(url, stateDir, "qwen");
+    expect(next).not.toBe(pgid);
+    expect(recordedEngines(stateDir)).toHaveLength(1);
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
+    expect(gone(next)).toBe(true);
+    expect(recordedEngines(stateDir)).toHaveLength(0);
+  });
+
+  test("SIGTERM stops wrapper engines whole: sh -c exec …, and sh -c that does not exec", async () => {
+    const run = start(`
+models:
+  execs:
+    command: ["sh", "-c", ${JSON.stringify(`exec ${simLine}`)}]
+  wraps:
+    command: ["sh", "-c", ${JSON.stringify(`${simLine}; true`)}]
+`);
+    const url = await run.url;
+    const pgids = [await engineOf(url, run.stateDir, "execs"), await engineOf(url, run.stateDir, "wraps")];
+    expect(groupMembers(pgids[1]!).length).toBeGreaterThanOrEqual(3); // guard, sh, node
+    const started = Date.now();
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    expect(Date.now() - started).toBeLessThan(4_000);
+    for (const pgid of pgids) expect(groupMembers(pgid)).toEqual([]);
+  });
+
+  test("a second SIGTERM during the grace stops at once: the stream is cut, the engine killed", async () => {
+    const run = start(
+      `models:\n  qwen:\n    command: ${simCommand(["--load-time", "100ms", "--itl", "50ms"], 1)}\n`,
+      ["--shutdown-grace", "30s"],
+    );
+    const url = await run.url;
+    const pgid = await engineOf(url, run.stateDir, "qwen");
+    const streaming = await fetch(
+      `${url}/v1/chat/completions`,
+      chat("qwen", { stream: true, max_tokens: 400 }),
+    );
+    const text = streaming.text().catch((error: Error) => `cut: ${error.message}`);
+    run.child.kill("SIGTERM");
+    await new Promise((r) => setTimeout(r, 500));
+    expect(run.child.exitCode).toBeNull(); // the graceful shutdown waits for the 20 s stream
+    const started = Date.now();
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(1);
+    expect(Date.now() - started).toBeLessThan(3_000);
+    // The engine was killed mid-stream: the client hears so instead of a silent cut.
+    expect(await text).toMatch(/"code":"(upstream_broken|shutting_down)"/);
+    expect(run.stderr()).toContain("second stop signal: stopping now");
+    expect(gone(pgid)).toBe(true);
+  });
+
+  test("SIGINT, SIGHUP and SIGQUIT each end snooze serve cleanly with no engine left", async () => {
+    const signals = ["SIGINT", "SIGHUP", "SIGQUIT"] as const;
+    await Promise.all(
+      signals.map(async (signal) => {
+        const run = start(`models:\n  qwen:\n    command: ${simCommand()}\n`);
+        const pgid = await engineOf(await run.url, run.stateDir, "qwen");
+        run.child.kill(signal);
+        expect(await run.exited).toBe(0);
+        expect(gone(pgid)).toBe(true);
+        expect(recordedEngines(run.stateDir)).toEqual([]);
+        if (signal === "SIGHUP")
+          expect(run.stderr()).toContain("reloading the settings is not supported yet");
+      }),
+    );
+  });
+
+  const npx = spawnSync("npx", ["--version"], { encoding: "utf8" }).status === 0;
+  test.skipIf(!npx)(
+    "npx snooze serve sent SIGTERM: npm does not pass it on, snooze serve sees its parent go",
+    async () => {
+      const env = { ...process.env, PATH: `${dirname(process.execPath)}:${process.env.PATH}` };
+      const run = start(`models:\n  qwen:\n    command: ${simCommand()}\n`, [], {
+        command: ["npx", "snooze"],
+        env,
+      });
+      const url = await run.url;
+      const pid = Number(/"msg":"listening"[^\n]*?"pid":(\d+)/.exec(run.stderr())![1]);
+      const pgid = await engineOf(url, run.stateDir, "qwen");
+      run.child.kill("SIGTERM");
+      await until(() => !running(pid), 5_000, "snooze serve to stop after its parent");
+      expect(gone(pgid)).toBe(true);
+    },
+  );
+});
