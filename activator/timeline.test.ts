@@ -43,9 +43,9 @@ describe("the timeline", () => {
     event(200, "asleep-2");
     event(700, "cold");
     expect(summary(timeline)).toEqual([
-      "start 4000 starting→ready",
+      "start 4000 cold→ready",
       "sleep 1000 draining→asleep-1",
-      "wake 800 waking→ready",
+      "wake 800 asleep-1→ready",
       "sleep 500 draining→asleep-1",
       "deepen - asleep-1→asleep-2",
       "stop - asleep-2→cold",
@@ -56,6 +56,14 @@ describe("the timeline", () => {
       at: "2026-01-01T00:00:14.000Z",
       startedAt: "2026-01-01T00:00:10.000Z",
     });
+  });
+
+  test("a start stays a start when the replica shows waking before ready (a pod not Ready yet)", () => {
+    const { timeline, event } = setup();
+    event(10, "starting");
+    event(12, "waking");
+    event(13, "ready");
+    expect(summary(timeline)).toEqual(["start 3000 cold→ready"]);
   });
 
   test("a failed activation is one failure with its reason; a placeholder event is no replica", () => {

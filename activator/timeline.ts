@@ -205,15 +205,20 @@ export class Timeline {
       });
 
     if (to === "starting") before.activation = { kind: "start", since: at, from };
-    else if (to === "waking") before.activation = { kind: "wake", since: at, from };
+    // A start stays a start through `waking` (on Kubernetes: recorded ready, the pod not Ready yet).
+    else if (to === "waking") before.activation ??= { kind: "wake", since: at, from };
     else if (to === "ready") {
-      if (before.activation) entry(before.activation.kind, before.activation.since);
+      // From where it began: cold for a start, the sleep level for a wake.
+      if (before.activation)
+        entry(before.activation.kind, before.activation.since, { from: before.activation.from });
       before.activation = undefined;
       if (this.options.slotOf?.(event.model) !== undefined) this.checkSlots();
     } else if (to === "draining") before.drainSince = at;
     else if (to === "asleep-1" || to === "asleep-2") {
       if (from === "draining") entry("sleep", before.drainSince);
       else if (from === "asleep-1") entry("deepen", undefined);
+      // A watch may skip the drain (two annotation changes in one update): a sleep all the same.
+      else if (from === "ready") entry("sleep", undefined);
       // From waking or starting: the failed activation was told by its error.
       before.activation = undefined;
     } else if (to === "cold") {

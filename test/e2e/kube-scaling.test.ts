@@ -164,6 +164,43 @@ describe("a Model on Kubernetes, through the activator", () => {
     expect(s).toMatchObject({ replicas: 1, readyReplicas: 1, sleepingReplicas: 0 });
   });
 
+  test("the status page works through the activator: the page, the timeline, next change and GPU time, the event stream", async () => {
+    const url = suite.activator.url;
+    expect((await complete(url, model)).status).toBe(200);
+    const { models } = (await (await fetch(`${url}/snooze/v1/models`)).json()) as any;
+    const view = models.find((m: any) => m.id === model);
+    // Ready and idle: it sleeps sleepAfter (2s) after this activator's last request, as estimated here.
+    if (view.tier === "ready") {
+      expect(view.nextChange.tier).toBe("asleep-1");
+      expect(Date.parse(view.nextChange.at) - Date.now()).toBeLessThan(2_500);
+    }
+    expect(view.usage.awakeSeconds).toBeGreaterThan(0);
+    expect(view.usage.savedSeconds).toBeGreaterThan(0);
+    const page = await fetch(`${url}/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toContain("text/html");
+    // The activator heard every step from the pods' tier annotations: a cold start, a sleep, a wake.
+    const timeline = (await (await fetch(`${url}/snooze/v1/timeline`)).json()) as any;
+    const mine = timeline.entries.filter((e: any) => e.model === model);
+    expect(mine.map((e: any) => e.kind).slice(0, 3)).toEqual(["start", "sleep", "wake"]);
+    expect(mine[0].durationMs).toBeGreaterThan(0);
+    expect(mine[2].durationMs).toBeGreaterThan(0);
+    expect(timeline.segments[model].map((s: any) => s.tier)).toEqual(
+      expect.arrayContaining(["cold", "ready", "asleep-1"]),
+    );
+    // Engine output stays with the pods on Kubernetes.
+    const logs = await fetch(`${url}/snooze/v1/models/${model}/logs`);
+    expect(logs.status).toBe(501);
+    expect(((await logs.json()) as any).error.message).toContain("kubectl logs");
+    // The live stream opens with a hello.
+    const stream = await fetch(`${url}/snooze/v1/events/stream`, { signal: AbortSignal.timeout(5_000) });
+    expect(stream.headers.get("content-type")).toBe("text/event-stream");
+    const reader = stream.body!.getReader();
+    let text = "";
+    while (!text.includes("event: hello")) text += new TextDecoder().decode((await reader.read()).value);
+    await reader.cancel();
+  });
+
   test("scaling the Model's scale subresource to 3 wakes the sleeper before new pods start, and starts only 2", async () => {
     await waitPods("the pod asleep again", (p) => p.length === 1 && tierOf(p[0]!) === "asleep-1");
     const sleeper = (await pods())[0]!.metadata.name;

@@ -126,12 +126,15 @@ describe("the status page", () => {
     expect(await swaps.nth(1).textContent()).toContain("mistral → llama on gpu0");
     expect(await tierOf("llama").textContent()).toBe("asleep-1");
     expect(await row("llama").textContent()).toContain("gpu0");
-    expect(await row("mistral").textContent()).toContain("(resident)");
+    await expect.poll(() => row("mistral").textContent()).toContain("(resident)");
 
     await row("qwen").locator('button[data-action="logs"]').click();
     const logs = page.locator('tr.logs[data-model="qwen"] pre');
     // The sim logs JSON lines, as `snooze sim` does.
     await expect.poll(() => logs.textContent()).toMatch(/"msg":/);
+    // Settled before the picture: the slot's row has caught up with the timeline.
+    await expect.poll(() => page.locator('#slots tr[data-slot="gpu0"] td').nth(5).textContent()).toBe("2");
+    await expect.poll(() => row("mistral").locator(".held").textContent()).toBe("0");
     await page.screenshot({ path: join(images, "status-page.png"), fullPage: true });
 
     await row("qwen").locator('button[data-action="stop"]').click();
