@@ -71,7 +71,7 @@ describe("validateSlot", () => {
     {
       spec: { minResidency: "soon" },
       message:
-        'Slot "gpu-0" is not valid: spec.minResidency: "soon": expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"',
+        'Slot "gpu-0" is not valid: spec.minResidency: "soon": expected a duration like "250ms", "30s", "5m", "1h30m" or "0"',
     },
     { spec: { device: 0 }, message: expect.stringContaining("spec.device: 0: expected a string") },
   ])("$spec", ({ spec, message }) => {

@@ -39,7 +39,7 @@ export function finiteDuration(why: string, { positive = false } = {}) {
       error: (issue) =>
         issue.input === "never"
           ? `"never" cannot work here: ${why}; give a duration like "30s" or "5m"`
-          : `expected a duration like "250ms", "30s", "5m" or "1h30m"${positive ? "" : ' or "0"'}`,
+          : `expected a duration like ${positive ? '"250ms", "30s", "5m" or "1h30m"' : '"250ms", "30s", "5m", "1h30m" or "0"'}`,
     })
     .transform((text) => parseDuration(text)!)
     .refine((ms) => ms <= maxTimerMs, { message: `is too long: at most ${longest}` })
