@@ -22,3 +22,18 @@ test("progress lines: an estimate when the activation has one, the time waited w
   expect(route.progress(since)).toMatch(/^waking qwen, ~(2|1\.\d)s$/);
   void route.close();
 });
+
+test("a model's tier is its most awake replica's, whatever order the events came in", async () => {
+  const route = new ModelRoute(config, listener);
+  const event = (replica: string, tier: "waking" | "asleep-1" | "ready" | "cold", port: number) =>
+    route.apply({ model: "qwen", replica, address: `127.0.0.1:${port}`, tier, since: Date.now() });
+  event("qwen-1", "waking", 1);
+  event("qwen-2", "asleep-1", 2);
+  expect(route.tier).toBe("waking");
+  event("qwen-3", "ready", 3);
+  expect(route.tier).toBe("ready");
+  event("qwen-3", "cold", 3);
+  event("qwen-1", "cold", 1);
+  expect(route.tier).toBe("asleep-1");
+  await route.close();
+});

@@ -1,6 +1,6 @@
 import { Pool } from "undici";
 import { formatDuration } from "../lib/duration.ts";
-import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
+import { mostAwake, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { type Held, HoldQueue } from "./hold-queue.ts";
 import { timerValue } from "./proxy.ts";
@@ -84,10 +84,8 @@ export class ModelRoute {
 
   /** The model's tier as the activator knows it (the most awake replica's). */
   get tier(): Tier {
-    let best: Tier | undefined;
-    for (const backend of this.backends.values()) if (backend.tier === "ready") return "ready";
-    for (const backend of this.backends.values()) best = backend.tier;
-    return best ?? this.lastEvent?.tier ?? "cold";
+    if (this.backends.size === 0) return this.lastEvent?.tier ?? "cold";
+    return mostAwake([...this.backends.values()].map((b) => b.tier));
   }
 
   /** Every replica the activator knows for this model, with its tier and load. */

@@ -38,3 +38,21 @@ export interface ReplicaEvent {
   /** For starting and waking: W3C traceparent of the activation span, so held requests can link to it. */
   traceparent?: string;
 }
+
+/** Tiers from most to least awake (cold last): a model's tier is its most awake replica's. */
+export const awakeOrder: readonly Tier[] = [
+  "ready",
+  "waking",
+  "starting",
+  "draining",
+  "asleep-1",
+  "asleep-2",
+  "cold",
+];
+
+/** The most awake of some tiers; cold when there are none. */
+export function mostAwake(tiers: Iterable<Tier>): Tier {
+  let best: Tier = "cold";
+  for (const tier of tiers) if (awakeOrder.indexOf(tier) < awakeOrder.indexOf(best)) best = tier;
+  return best;
+}
