@@ -102,6 +102,8 @@ const workloadsLease = (namespace?: string) =>
 
 /** An activator that stopped reporting for this long no longer counts. */
 const activatorExpiryMs = 5_000;
+/** A new leader's demand is unknown until activators report (each second), at most this long. */
+const settleMs = 2_000;
 
 /**
  * `snooze autoscaler`: the control plane on Kubernetes. The decisions are the same `Autoscaler`
@@ -137,6 +139,9 @@ export class KubeAutoscaler {
   /** Each Model's demand for external scalers (KEDA), read here or at the Model's leader. */
   readonly modelDemand: ModelDemand;
   private readonly loadListeners = new Set<(key: string, poke: boolean) => void>();
+  /** When this replica last took the lead of each Model, and when activators last reported it here. */
+  private readonly ledAt = new Map<string, number>();
+  private readonly reportedAt = new Map<string, number>();
 
   constructor(options: KubeAutoscalerOptions) {
     this.options = options;
@@ -342,6 +347,7 @@ export class KubeAutoscaler {
 
   private leadModel(controller: ModelController, entry: Entry): void {
     entry.status.reset();
+    this.ledAt.set(controller.key, Date.now());
     controller.lead();
   }
 
@@ -523,7 +529,18 @@ export class KubeAutoscaler {
   lookup(key: string): ModelLookup | undefined {
     const controller = this.entries.has(key) ? this.core.controllerByKey(key) : undefined;
     if (!controller) return undefined;
-    if (controller.isLeading) return { leading: true, load: controller.load() };
+    if (controller.isLeading) {
+      // A new leader knows no load until the activators' next stats (every second): until then, or
+      // settleMs without any, it says it is settling rather than report a demand of 0.
+      const led = this.ledAt.get(key) ?? 0;
+      const settling = (this.reportedAt.get(key) ?? 0) < led && Date.now() - led < settleMs;
+      return {
+        leading: true,
+        load: controller.load(),
+        desired: this.entries.get(key)?.model.spec.replicas,
+        settling,
+      };
+    }
     return { leading: false, leader: this.leaderAddress(controller) };
   }
 
@@ -544,6 +561,8 @@ export class KubeAutoscaler {
   private loadChanged(id: string, poke: boolean): void {
     const key = this.core.controller(id)?.key;
     if (key === undefined) return;
+    // Only stats carry an activator's whole load; a demand poke says one request is held.
+    if (!poke) this.reportedAt.set(key, Date.now());
     for (const listener of this.loadListeners) listener(key, poke);
   }
 

@@ -1,6 +1,7 @@
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { credentials, loadPackageDefinition, type ServiceError, status } from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
@@ -27,8 +28,8 @@ class FakeReplica implements DemandSource {
     return () => this.listeners.delete(listener);
   }
   /** Leads `key` with this load; `poke` as an activator's demand does. */
-  lead(key: string, inFlight: number, held: number, poke = false) {
-    this.models.set(key, { leading: true, load: { inFlight, held } });
+  lead(key: string, inFlight: number, held: number, poke = false, desired?: number) {
+    this.models.set(key, { leading: true, load: { inFlight, held }, desired });
     for (const l of this.listeners) l(key, poke);
   }
   follow(key: string, leader?: string) {
@@ -56,6 +57,7 @@ async function scalerFor(
     log: silentLogger,
     registry: new Registry(),
     repushMs: 300,
+    zeroRepushMs: 100,
   });
   const port = await server.listen("127.0.0.1", 0);
   const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure());
@@ -188,6 +190,28 @@ describe("the external scaler over gRPC", () => {
     await expect.poll(() => results.at(-1)?.result).toBe(false);
   });
 
+  it("while the Model waits at spec.replicas 0 and is active, true is pushed again until it is scaled", async () => {
+    const replica = new FakeReplica("a");
+    replica.lead("ml/qwen", 0, 0, false, 0);
+    const { client } = await scalerFor(replica);
+    const stream = client.StreamIsActive(ref({ model: "qwen" }));
+    cleanups.push(() => stream.cancel());
+    const results: boolean[] = [];
+    stream.on("data", (r: { result: boolean }) => results.push(r.result));
+    stream.on("error", () => {});
+    await expect.poll(() => results).toEqual([false]);
+    // In flight, nothing held (a 409 lost KEDA's first scale): pushed again and again at zero.
+    replica.lead("ml/qwen", 1, 0, true, 0);
+    await expect.poll(() => results.length, { timeout: 2_000 }).toBeGreaterThanOrEqual(4);
+    expect(results.slice(1).every(Boolean)).toBe(true);
+    // Scaled to 1: no more repeats while nothing is held.
+    replica.lead("ml/qwen", 1, 0, false, 1);
+    await sleep(200);
+    const settled = results.length;
+    await sleep(500);
+    expect(results.length).toBe(settled);
+  });
+
   it("StreamIsActive on an unknown Model ends with NOT_FOUND", async () => {
     const { client } = await scalerFor(new FakeReplica("a"));
     const stream = client.StreamIsActive(ref({ model: "missing" }));
@@ -241,6 +265,38 @@ describe("a replica that does not lead the Model", () => {
     );
     const missing = await fetch(`${url}/snooze/v1/demand/ml/other`);
     expect(missing.status).toBe(404);
+  });
+
+  it("a new leader that has not heard from the activators yet says so instead of reporting 0", async () => {
+    const replica = new FakeReplica("b");
+    replica.models.set("ml/qwen", { leading: true, load: { inFlight: 0, held: 0 }, settling: true });
+    const { call, client } = await scalerFor(replica);
+    await expect(call("IsActive", ref({ model: "qwen" }))).rejects.toMatchObject({
+      code: status.UNAVAILABLE,
+      details: expect.stringContaining("just took over"),
+    });
+    await expect(
+      call("GetMetrics", { scaledObjectRef: ref({ model: "qwen" }), metricName: demandMetricName }),
+    ).rejects.toMatchObject({ code: status.UNAVAILABLE });
+    const stream = client.StreamIsActive(ref({ model: "qwen" }));
+    cleanups.push(() => stream.cancel());
+    const results: boolean[] = [];
+    stream.on("data", (r: { result: boolean }) => results.push(r.result));
+    stream.on("error", () => {});
+    await sleep(300);
+    expect(results).toEqual([]);
+    // Told of a held request (a demand poke): that much is certain, and pushed at once.
+    replica.models.set("ml/qwen", { leading: true, load: { inFlight: 0, held: 1 }, settling: true });
+    await expect(call("IsActive", ref({ model: "qwen" }))).resolves.toEqual({ result: true });
+    await expect(
+      call("GetMetrics", { scaledObjectRef: ref({ model: "qwen" }), metricName: demandMetricName }),
+    ).rejects.toMatchObject({ code: status.UNAVAILABLE });
+    await expect.poll(() => results).toEqual([true]);
+    // The activators' stats arrive: the whole count.
+    replica.lead("ml/qwen", 3, 1);
+    await expect(
+      call("GetMetrics", { scaledObjectRef: ref({ model: "qwen" }), metricName: demandMetricName }),
+    ).resolves.toMatchObject({ metricValues: [expect.objectContaining({ metricValue: 4 })] });
   });
 
   it("with no leader known, unary calls fail UNAVAILABLE (KEDA retries) and the stream waits", async () => {

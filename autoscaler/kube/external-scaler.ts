@@ -123,6 +123,12 @@ export interface ExternalScalerOptions {
   registry: Registry;
   /** While a request is held and "active" stands, it is pushed again this often (KEDA may have missed one). */
   repushMs?: number;
+  /**
+   * While "active" stands and the Model is still at spec.replicas 0, it is pushed again this often:
+   * KEDA acts on a push once, and its scale write can lose a conflict (409) with a status write of
+   * the waking Model; it does not retry until the next push or poll.
+   */
+  zeroRepushMs?: number;
 }
 
 const protoPath = fileURLToPath(new URL("./externalscaler.proto", import.meta.url));
@@ -140,11 +146,13 @@ export class ExternalScalerServer {
   private readonly calls: Counter<"method" | "code">;
   private readonly pushes: Counter<"result">;
   private readonly repushMs: number;
+  private readonly zeroRepushMs: number;
 
   constructor(options: ExternalScalerOptions) {
     this.options = options;
     this.log = options.log;
     this.repushMs = options.repushMs ?? 2_000;
+    this.zeroRepushMs = options.zeroRepushMs ?? 250;
     this.calls = new Counter({
       name: "snooze_external_scaler_calls_total",
       help: "KEDA external scaler calls answered, by method and gRPC status code.",
@@ -168,7 +176,7 @@ export class ExternalScalerServer {
         done: sendUnaryData<IsActiveResponse>,
       ) =>
         this.unary("IsActive", call.request, done, async (target) => ({
-          result: (await this.sample(target)).active,
+          result: (await this.sample(target, "active")).active,
         })),
       GetMetricSpec: (call: ServerUnaryCall<ScaledObjectRef, unknown>, done: sendUnaryData<unknown>) =>
         this.unary("GetMetricSpec", call.request, done, async (target) => {
@@ -195,7 +203,7 @@ export class ExternalScalerServer {
               "metricName",
               `unknown metric "${name}"; this scaler serves ${demandMetricName}`,
             );
-          const sample = await this.sample(target);
+          const sample = await this.sample(target, "count");
           return {
             metricValues: [
               { metricName: demandMetricName, metricValue: sample.demand, metricValueFloat: sample.demand },
@@ -231,12 +239,25 @@ export class ExternalScalerServer {
     });
   }
 
-  private async sample(target: ScalerTarget): Promise<DemandSample> {
+  /**
+   * The Model's demand. `need`: what the caller must know; a leader that just took over knows that
+   * a held request it was told of is there (active), not yet how many others (UNAVAILABLE: KEDA
+   * keeps its last value and retries).
+   */
+  private async sample(target: ScalerTarget, need: "active" | "count"): Promise<DemandSample> {
+    let sample: DemandSample;
     try {
-      return await this.options.demand.sample(target.key);
+      sample = await this.options.demand.sample(target.key);
     } catch (error) {
       throw this.translate(error);
     }
+    if (sample.settling && (need === "count" || !sample.active))
+      throw new ScalerInputError(
+        status.UNAVAILABLE,
+        "scalerMetadata.model",
+        `the autoscaler leading Model ${target.key} just took over; its activators report within a second`,
+      );
+    return sample;
   }
 
   private async targetSize(target: ScalerTarget): Promise<number> {
@@ -293,7 +314,10 @@ export class ExternalScalerServer {
     send({ code, details });
   }
 
-  /** StreamIsActive: the current result at once, then each change; "true" again on every new hold. */
+  /**
+   * StreamIsActive: the current result at once, then each change; "true" again on every new hold,
+   * every zeroRepushMs while the Model waits at spec.replicas 0, and every repushMs while held.
+   */
   private stream(call: ServerWritableStream<ScaledObjectRef, IsActiveResponse>): void {
     let target: ScalerTarget;
     try {
@@ -306,22 +330,31 @@ export class ExternalScalerServer {
     this.streams.add(abort);
     call.on("cancelled", () => abort.abort());
     call.on("close", () => abort.abort());
+    let last: boolean | undefined;
+    let lastAt = 0;
+    let latest: DemandSample | undefined;
     const send = (result: boolean) => {
       this.pushes.inc({ result: String(result) });
       call.write({ result });
+      last = result;
+      lastAt = Date.now();
     };
+    const repush = setInterval(
+      () => {
+        if (!latest?.active || abort.signal.aborted) return;
+        const since = Date.now() - lastAt;
+        if ((latest.atZero && since >= this.zeroRepushMs) || (latest.held > 0 && since >= this.repushMs))
+          send(true);
+      },
+      Math.min(this.zeroRepushMs, this.repushMs),
+    );
     void (async () => {
-      let last: boolean | undefined;
-      let lastAt = 0;
       try {
         for await (const { sample, poke } of this.options.demand.watch(target.key, abort.signal)) {
-          const now = Date.now();
-          const repush = sample.active && sample.held > 0 && now - lastAt >= this.repushMs;
-          if (sample.active !== last || (poke && sample.active) || repush) {
-            send(sample.active);
-            last = sample.active;
-            lastAt = now;
-          }
+          latest = sample;
+          // A new leader's "inactive" is not known yet; a request it was told of is.
+          if (sample.settling && !sample.active) continue;
+          if (sample.active !== last || (poke && sample.active)) send(sample.active);
         }
         this.calls.inc({ method: "StreamIsActive", code: "OK" });
         call.end();
@@ -329,6 +362,7 @@ export class ExternalScalerServer {
         if (!abort.signal.aborted)
           this.fail("StreamIsActive", call.request, this.translate(error), (e) => call.emit("error", e));
       } finally {
+        clearInterval(repush);
         this.streams.delete(abort);
       }
     })();

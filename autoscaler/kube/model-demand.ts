@@ -17,6 +17,13 @@ export interface DemandSample {
   demand: number;
   /** Something wants the Model now: demand > 0. */
   active: boolean;
+  /** The Model's spec.replicas is 0 (KEDA's zero): an external scaler has yet to scale it up. */
+  atZero: boolean;
+  /**
+   * The leader took the lead a moment ago and has no full report from the activators yet: the
+   * counts may be short (a held request it was told of is certain, the rest is not known).
+   */
+  settling: boolean;
 }
 
 /** One step of a watch: the sample, and whether a request was just held (an activator's demand). */
@@ -27,7 +34,8 @@ export interface DemandUpdate {
 
 /** What the autoscaler tells about a Model (KubeAutoscaler implements it). */
 export type ModelLookup =
-  | { leading: true; load: { inFlight: number; held: number } }
+  /** `settling`: it just took the lead and has not heard from the activators yet (its load would read 0). */
+  | { leading: true; load: { inFlight: number; held: number }; desired?: number; settling?: boolean }
   | { leading: false; leader?: string };
 
 export interface DemandSource {
@@ -62,13 +70,29 @@ export interface ModelDemandOptions {
   retryMs?: number;
 }
 
-const sampleOf = (key: string, load: { inFlight: number; held: number }): DemandSample => {
-  const demand = load.inFlight + load.held;
-  return { model: key, inFlight: load.inFlight, held: load.held, demand, active: demand > 0 };
+const sampleOf = (
+  key: string,
+  found: { load: { inFlight: number; held: number }; desired?: number; settling?: boolean },
+): DemandSample => {
+  const { inFlight, held } = found.load;
+  const demand = inFlight + held;
+  return {
+    model: key,
+    inFlight,
+    held,
+    demand,
+    active: demand > 0,
+    atZero: found.desired === 0,
+    settling: found.settling === true,
+  };
 };
 
 const sameSample = (a: DemandSample, b: DemandSample) =>
-  a.inFlight === b.inFlight && a.held === b.held && a.model === b.model;
+  a.inFlight === b.inFlight &&
+  a.held === b.held &&
+  a.model === b.model &&
+  a.atZero === b.atZero &&
+  a.settling === b.settling;
 
 function isSample(value: unknown): value is DemandSample {
   const v = value as DemandSample;
@@ -78,7 +102,9 @@ function isSample(value: unknown): value is DemandSample {
     typeof v.model === "string" &&
     Number.isInteger(v.inFlight) &&
     Number.isInteger(v.held) &&
-    typeof v.active === "boolean"
+    typeof v.active === "boolean" &&
+    typeof v.atZero === "boolean" &&
+    typeof v.settling === "boolean"
   );
 }
 
@@ -119,7 +145,7 @@ export class ModelDemand {
   ): Promise<DemandSample> {
     const found = this.source.lookup(key);
     if (!found) throw new DemandError("not-found", `no Model ${key} is known to the autoscaler`);
-    if (found.leading) return sampleOf(key, found.load);
+    if (found.leading) return sampleOf(key, found);
     if (options.localOnly || !found.leader)
       throw new DemandError("unavailable", `no autoscaler leads Model ${key} right now; retry`);
     this.counts.proxied++;
@@ -165,9 +191,12 @@ export class ModelDemand {
   private async *watchHere(key: string, signal: AbortSignal): AsyncGenerator<DemandUpdate> {
     let wake: (() => void) | undefined;
     let poked = false;
+    // Set by an event that came while no one waited: the next wait returns at once.
+    let dirty = false;
     const unsubscribe = this.source.onLoad((changed, poke) => {
       if (changed !== key) return;
       if (poke) poked = true;
+      dirty = true;
       wake?.();
     });
     const onAbort = () => wake?.();
@@ -176,9 +205,10 @@ export class ModelDemand {
       let last: DemandSample | undefined;
       let lastAt = 0;
       while (!signal.aborted) {
+        dirty = false;
         const found = this.source.lookup(key);
         if (!found?.leading) return; // led elsewhere now (or gone): the caller looks again
-        const sample = sampleOf(key, found.load);
+        const sample = sampleOf(key, found);
         const poke = poked;
         poked = false;
         const now = Date.now();
@@ -187,13 +217,14 @@ export class ModelDemand {
           lastAt = now;
           yield { sample, poke };
         }
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, this.tickMs);
-          wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
+        if (!dirty)
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, this.tickMs);
+            wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
         wake = undefined;
       }
     } finally {
