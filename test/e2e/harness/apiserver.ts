@@ -18,6 +18,12 @@ export interface ApiServer {
   servingCA: CertificateAuthority;
   /** Signs client certificates: the apiserver authenticates their CN as user and O as groups. */
   clientCA: CertificateAuthority;
+  /**
+   * Signs the aggregator's proxy client certificate (front-proxy-client): extension API servers
+   * (KEDA's metrics adapter) trust the X-Remote-User headers of requests that carry it. The
+   * apiserver publishes it in kube-system/extension-apiserver-authentication.
+   */
+  frontProxyCA: CertificateAuthority;
   /** Signs and verifies ServiceAccount tokens. */
   serviceAccountKey: { privatePath: string; publicPath: string };
   /** A system:masters client certificate (the admin identity). */
@@ -31,12 +37,20 @@ export interface ApiServer {
  * serving certificate, client-certificate authentication, RBAC authorization, ServiceAccount
  * signing keys. Unlike envtest the ServiceAccount admission plugin stays on, because the
  * controller-manager started next to it creates the default ServiceAccounts and their tokens.
+ * The aggregation layer is set up as kubeadm does (request-header CA, proxy client certificate), and
+ * routes to an APIService's endpoints (EndpointSlices) instead of its Service's cluster IP, since
+ * nothing here routes cluster IPs.
  */
 export async function startApiServer(binDir: string, dir: string, etcdUrl: string): Promise<ApiServer> {
   const port = await freePort();
   const url = `https://127.0.0.1:${port}`;
   const servingCA = await createCA(dir, "serving-ca");
   const clientCA = await createCA(dir, "client-ca");
+  const frontProxyCA = await createCA(dir, "front-proxy-ca");
+  const frontProxyClient = await issueCert(frontProxyCA, dir, "front-proxy-client", {
+    commonName: "front-proxy-client",
+    usage: "client",
+  });
   const serving = await issueCert(servingCA, dir, "apiserver", {
     commonName: "kube-apiserver",
     ipAddresses: ["127.0.0.1"],
@@ -70,6 +84,14 @@ export async function startApiServer(binDir: string, dir: string, etcdUrl: strin
       `--service-account-signing-key-file=${serviceAccountKey.privatePath}`,
       // The "kubernetes" Service would point at 127.0.0.1, which Endpoints validation refuses.
       "--endpoint-reconciler-type=none",
+      `--requestheader-client-ca-file=${frontProxyCA.certPath}`,
+      "--requestheader-allowed-names=front-proxy-client",
+      "--requestheader-username-headers=X-Remote-User",
+      "--requestheader-group-headers=X-Remote-Group",
+      "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+      `--proxy-client-cert-file=${frontProxyClient.certPath}`,
+      `--proxy-client-key-file=${frontProxyClient.keyPath}`,
+      "--enable-aggregator-routing=true",
     ],
     { logPath: join(dir, "kube-apiserver.log") },
   );
@@ -97,5 +119,14 @@ export async function startApiServer(binDir: string, dir: string, etcdUrl: strin
   } finally {
     await dispatcher.close();
   }
-  return { url, servingCA, clientCA, serviceAccountKey, admin, process, stop: () => process.stop() };
+  return {
+    url,
+    servingCA,
+    clientCA,
+    frontProxyCA,
+    serviceAccountKey,
+    admin,
+    process,
+    stop: () => process.stop(),
+  };
 }

@@ -30,7 +30,8 @@ export interface CertRequest {
   organizations?: string[];
   ipAddresses?: string[];
   dnsNames?: string[];
-  usage: "server" | "client";
+  /** "both": server and client authentication (KEDA's operator and adapter share one mTLS pair). */
+  usage: "server" | "client" | "both";
 }
 
 const days = "2";
@@ -100,7 +101,7 @@ export async function issueCert(
   const extensions = [
     "basicConstraints=critical,CA:FALSE",
     "keyUsage=critical,digitalSignature,keyEncipherment",
-    `extendedKeyUsage=${request.usage === "server" ? "serverAuth" : "clientAuth"}`,
+    `extendedKeyUsage=${{ server: "serverAuth", client: "clientAuth", both: "serverAuth,clientAuth" }[request.usage]}`,
     ...(sans.length > 0 ? [`subjectAltName=${sans.join(",")}`] : []),
   ];
   await writeFile(extPath, `${extensions.join("\n")}\n`);

@@ -9,7 +9,9 @@ import { waitFor } from "./wait.ts";
 /**
  * The controllers the suite needs: Deployments → ReplicaSets → Pods, garbage collection of owned
  * objects, namespace deletion, default ServiceAccounts and their tokens, EndpointSlices for
- * Services. No scheduler: the stand-in kubelet binds its own pods.
+ * Services, and the HorizontalPodAutoscaler controller (KEDA's ScaledObjects drive Models through
+ * the HPA it makes; it acts on HPA objects only, so suites without one never see it). No scheduler:
+ * the stand-in kubelet binds its own pods.
  */
 export const defaultControllers = [
   "deployment-controller",
@@ -20,6 +22,7 @@ export const defaultControllers = [
   "serviceaccount-token-controller",
   "root-ca-certificate-publisher-controller",
   "endpointslice-controller",
+  "horizontal-pod-autoscaler-controller",
 ];
 
 export interface ControllerManager {
@@ -59,6 +62,9 @@ export async function startControllerManager(
       `--root-ca-file=${apiserver.servingCA.certPath}`,
       // No serving endpoint: nothing scrapes it, and a port is one more thing to collide.
       "--secure-port=0",
+      // Time-compressed HPA: every HPA is looked at each second (default 15 s); how fast it may
+      // scale down stays the HPA's own behavior (a ScaledObject sets it), not a flag here.
+      "--horizontal-pod-autoscaler-sync-period=1s",
     ],
     { logPath: join(dir, "kube-controller-manager.log") },
   );
