@@ -1,4 +1,10 @@
-import { builtinTierDefaults, type ModelConfig, type SlotConfig, slotSettings } from "../settings/index.ts";
+import {
+  builtinTierDefaults,
+  explicitTierKeys,
+  type ModelConfig,
+  type SlotConfig,
+  slotSettings,
+} from "../settings/index.ts";
 import { builtinSlotDefaults } from "../settings/slot.ts";
 import type { KubeObject } from "./client.ts";
 import { type ModelResource, type ModelSpec, modelSpec } from "./model-resource.ts";
@@ -39,6 +45,7 @@ export function modelFromResource(resource: ModelResource & KubeObject): KubeMod
     command: [],
     env: {},
     port,
+    explicit: explicitTierKeys(tier),
   };
   return {
     key: `${namespace}/${resource.metadata.name}`,

@@ -3,6 +3,7 @@ import { type Tier, tiers } from "../replica-event.ts";
 import { duration, modelId } from "../settings/fields.ts";
 import { tierSettings } from "../settings/model.ts";
 import type { apiVersion } from "./api-group.ts";
+import { learningSnapshot } from "../learning-snapshot.ts";
 import { conditions } from "./condition.ts";
 
 /**
@@ -142,6 +143,7 @@ export const modelStatus = z.strictObject({
   lastStartDuration: duration
     .optional()
     .meta({ description: "How long the last cold start took, e.g. 95s." }),
+  learning: learningSnapshot.optional(),
 });
 
 export type ModelSpecInput = z.input<typeof modelSpec>;

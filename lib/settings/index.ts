@@ -22,6 +22,7 @@ export {
 } from "./model.ts";
 export {
   defaultMaxHeldBytes,
+  explicitTierKeys,
   type ModelConfig,
   resolveConfig,
   type SlotConfig,

@@ -31,6 +31,21 @@ export const tierSettings = z.strictObject({
   zeroAfter: duration
     .optional()
     .meta({ description: "Time asleep after which the engine is stopped (scale to zero)." }),
+  wakeTarget: finiteDuration("a wake target of never would let every sleep level through", { positive: true })
+    .optional()
+    .meta({
+      description:
+        "Learn the ladder: from this model's measured sleep and wake times and its idle gaps, choose when to sleep and at which level (or stop) to spend the fewest awake GPU-seconds while wakes stay within this target (for 95% of idle gaps, or as often as the fixed ladder manages). `sleepAfter`, `sleepLevel`, `sleep` and `deepSleepAfter` set explicitly are kept. Unset: the fixed ladder.",
+    }),
+  prewarmBudget: finiteDuration("a budget must be a duration; 0 turns prewarm off")
+    .refine((ms) => ms <= 86_400_000, {
+      message: "is more than a day: the budget is extra awake time per day",
+    })
+    .optional()
+    .meta({
+      description:
+        "Extra awake time per day (UTC) this model may spend on prewarms: waking it (or keeping it awake) shortly before a request is likely, as learned from its own arrival history by time of week. A prewarm never evicts a busy slot resident and yields to real demand. 0 turns learned prewarm off; a `dev.snooze.model.prewarm` event's `for` is kept within it too.",
+    }),
   holdBudget: finiteDuration("a held request must get an answer, a 503 at the latest").optional().meta({
     description:
       "How long a request may wait for its model before a 503; the generation timeout starts only at dispatch.",
@@ -113,6 +128,8 @@ export const builtinTierDefaults = {
   sleepLevel: 1 as 1 | 2,
   deepSleepAfter: 30 * 60_000,
   zeroAfter: 2 * 3_600_000,
+  wakeTarget: undefined as number | undefined,
+  prewarmBudget: 0,
   holdBudget: 300_000,
   queueDepth: 1_000,
   concurrency: 0,

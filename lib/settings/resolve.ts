@@ -9,6 +9,12 @@ export interface ModelConfig extends ResolvedTierSettings {
   command: string[];
   env: Record<string, string>;
   port?: number;
+  /**
+   * The tier settings the user set (in the model or in `defaults:`), sorted; the rest are built-in
+   * defaults. Learned choices (the ladder under `wakeTarget`) never override these. Absent: unknown,
+   * treated as none set.
+   */
+  explicit?: readonly string[];
 }
 
 export type SlotConfig = typeof builtinSlotDefaults & { name: string };
@@ -34,6 +40,14 @@ function defined<T extends object>(object: T | undefined): Partial<T> {
   return Object.fromEntries(Object.entries(object ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
+/** The tier settings given in any of these (not built-in defaults), sorted. */
+export function explicitTierKeys(...sources: (object | undefined)[]): string[] {
+  const keys = new Set<string>();
+  for (const source of sources)
+    for (const key of Object.keys(defined(source))) if (key in builtinTierDefaults) keys.add(key);
+  return [...keys].sort();
+}
+
 /**
  * Fills in defaults and checks what a per-field schema cannot: aliases that
  * collide, slots that do not exist, engines whose port cannot be known, two engines on one port.
@@ -54,6 +68,7 @@ export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problem
       command: model.command,
       env: model.env ?? {},
       port: model.port,
+      explicit: explicitTierKeys(file.defaults, model),
     };
     models.set(id, config);
     if (!model.port && !model.command.some((arg) => arg.includes("${PORT}"))) {
