@@ -1,3 +1,4 @@
+import type { LearningState } from "../lib/learning-state.ts";
 import type { Tier } from "../lib/replica-event.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
 
@@ -36,6 +37,8 @@ export interface AdminModelView {
   /** When the tier changes next on its own (sleep, deeper sleep, stop), when that is known. */
   nextChange?: NextChange;
   usage?: GpuUsage;
+  /** The control plane's GPU-seconds (awake, asleep, saved), prewarms and learned ladder. */
+  learning?: LearningState;
 }
 
 /** The last lines an engine printed (stdout and stderr), oldest first. */

@@ -5,6 +5,8 @@ import type { Logger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
 import { demotionsForBudget } from "./host-memory.ts";
+import { type LearningMetrics, learningMetrics } from "./learning-metrics.ts";
+import type { LearningStore } from "./learning-store.ts";
 import { autoscalerMetrics } from "./metrics.ts";
 import { ModelController, type ModelState, type ModelTarget } from "./model-controller.ts";
 import type { Platform } from "./platform.ts";
@@ -24,7 +26,12 @@ export interface AutoscalerOptions {
   drainGraceMs: number;
   /** An activator that stopped reporting for this long no longer counts. */
   activatorExpiryMs: number;
+  /** Where what the models learned is kept across restarts (local mode's state file). */
+  learningStore?: LearningStore;
 }
+
+/** How often what the models learned is written to the learning store. */
+const learningSaveMs = 5 * 60_000;
 
 /** How a model joins: its slot (if any) and whether its writer may act now. */
 export interface Membership {
@@ -52,12 +59,24 @@ export class Autoscaler {
   private readonly slotOf = new Map<string, string>();
   private readonly listeners = new Set<(event: ReplicaEvent) => void>();
   private readonly tierEvents = new TierEvents();
+  private readonly learningMetricSet: LearningMetrics;
+  private saveTimer?: { cancel(): void };
 
   constructor(options: AutoscalerOptions) {
     this.options = options;
     this.metrics = autoscalerMetrics(options.registry);
     this.slotMetricSet = slotMetrics(options.registry);
+    this.learningMetricSet = learningMetrics(options.registry, {
+      models: () => {
+        for (const controller of this.byKey.values()) controller.accrue();
+      },
+      slots: () => {
+        const now = options.clock.now();
+        for (const slot of this.slots.values()) slot.gpu.accrue(now);
+      },
+    });
     options.platform.onChange((key, departure) => this.byKey.get(key)?.platformChanged(departure));
+    if (options.learningStore) this.armLearningSave();
   }
 
   /** Adds a model (not yet leading: call `lead()` on it, or on its slot's unit, when it may act). */
@@ -77,7 +96,10 @@ export class Autoscaler {
       slot,
       statusChanged: membership.statusChanged,
       levelOneChanged: () => this.enforceHostMemory(),
+      learning: this.learningMetricSet,
     });
+    const store = this.options.learningStore;
+    if (store) controller.restoreLearning(store.load(target.key), store.source);
     this.byKey.set(target.key, controller);
     this.index(controller);
     if (slot && membership.slot) {
@@ -142,6 +164,7 @@ export class Autoscaler {
           log: this.options.log,
           metrics: this.slotMetricSet,
           holding: membership.holding,
+          learning: this.learningMetricSet,
         },
         key,
       );
@@ -196,8 +219,29 @@ export class Autoscaler {
 
   /** Stops acting; the platform's replicas stay (local mode's platform stops them on close). */
   close(): void {
+    this.saveTimer?.cancel();
+    this.saveLearning();
     for (const slot of this.slots.values()) slot.standDown();
     for (const controller of this.byKey.values()) controller.close();
+  }
+
+  /** Writes what every model learned to the learning store, if there is one. */
+  saveLearning(): void {
+    const store = this.options.learningStore;
+    if (!store) return;
+    const snapshots = new Map([...this.byKey].map(([key, c]) => [key, c.learningSnapshot(true)] as const));
+    try {
+      store.save(snapshots);
+    } catch (error) {
+      this.options.log.warn("could not keep what the models learned", { to: store.source, error });
+    }
+  }
+
+  private armLearningSave(): void {
+    this.saveTimer = this.options.clock.setTimeout(() => {
+      this.saveLearning();
+      this.armLearningSave();
+    }, learningSaveMs);
   }
 
   private publish(event: ReplicaEvent): void {

@@ -7,7 +7,9 @@ import type { ModelConfig } from "../lib/settings/index.ts";
 import { inSpan, traceparentOf, tracer } from "../lib/tracing.ts";
 import { decideReplicas, type ReplicaAction } from "./horizontal.ts";
 import { decideTier } from "./ladder.ts";
+import type { LearningMetrics } from "./learning-metrics.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
+import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
 import type { Departure, Engine, Platform, Replica } from "./platform.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
@@ -45,6 +47,8 @@ export interface ModelControllerDeps {
   statusChanged?(): void;
   /** A replica fell asleep at level 1 or left it: the host-memory budget is checked again. */
   levelOneChanged?(): void;
+  /** Prewarm and GPU-second metrics. */
+  learning?: LearningMetrics;
 }
 
 /** One replica as the controller knows it. */
@@ -107,6 +111,8 @@ export interface ModelState {
   leading: boolean;
   workloadReplicas: number;
   counts: { tierWrites: number; scales: number };
+  /** GPU-seconds, prewarms and the learned ladder. */
+  learning?: LearningState;
 }
 
 /** This leadership ended while an operation ran: drop it, the next leader decides. */
@@ -163,6 +169,11 @@ export class ModelController {
   /** Phases of the last drain-then-sleep, for the slot's swap metrics. */
   lastRelease = { drainMs: 0, sleepMs: 0 };
   readonly counts = { tierWrites: 0, scales: 0 };
+  /** What this model's traffic taught: arrivals, idle gaps, durations, prewarms, GPU-seconds. */
+  readonly learner: ModelLearner;
+  /** An explicit prewarm asked for a wake (at prewarm priority), until a replica is ready. */
+  private prewarmWake = false;
+  private snapshotCache?: { at: number; value: ReturnType<ModelLearner["snapshot"]> };
 
   constructor(target: ModelTarget, deps: ModelControllerDeps) {
     this.target = target;
@@ -172,6 +183,11 @@ export class ModelController {
       ...(target.key !== target.config.id ? { object: target.key } : {}),
     });
     this.lastActive = deps.clock.now();
+    this.learner = new ModelLearner(deps.clock.now(), {
+      model: target.config.id,
+      log: this.log,
+      metrics: deps.learning,
+    });
   }
 
   get id(): string {
@@ -200,6 +216,7 @@ export class ModelController {
     this.leadership++;
     this.leading = true;
     this.records.clear();
+    this.accountTiers();
     this.lastActive = this.deps.clock.now();
     this.changed();
   }
@@ -210,6 +227,9 @@ export class ModelController {
     this.leading = false;
     this.timer?.cancel();
     this.records.clear();
+    this.accountTiers();
+    this.learner.stop(this.deps.clock.now());
+    this.prewarmWake = false;
     for (const activation of this.pendingStarts.splice(0)) activation.span.end();
   }
 
@@ -233,6 +253,7 @@ export class ModelController {
     });
     this.lastActive = now;
     this.parked = undefined;
+    this.learner.activity(now, true);
     if (unreachable) {
       const record = this.records.get(unreachable);
       if (record && !record.busy) this.operate(record, "recheck", () => this.recheck(record));
@@ -248,6 +269,7 @@ export class ModelController {
     const heldSince =
       held === 0 ? undefined : oldestHeldMs !== undefined ? now - oldestHeldMs : (before?.heldSince ?? now);
     this.activators.set(activator, { inFlight, held, heldSince, at: now });
+    this.learner.activity(now, this.busyWithRequests(now));
     // The report that says the work ended counts as activity too: the idle clock starts there.
     if (inFlight > 0 || held > 0 || (before && (before.inFlight > 0 || before.held > 0))) {
       this.lastActive = now;
@@ -274,6 +296,14 @@ export class ModelController {
     }
     if (held > 0) heldSince ??= now;
     return { inFlight, held, heldSince };
+  }
+
+  /** Requests in flight or held (not an admin wake or a prewarm): what the history learns from. */
+  private busyWithRequests(now: number): boolean {
+    for (const entry of this.activators.values())
+      if (now - entry.at <= this.deps.activatorExpiryMs && (entry.inFlight > 0 || entry.held > 0))
+        return true;
+    return false;
   }
 
   // --- what others see ---
@@ -306,6 +336,7 @@ export class ModelController {
   slotView(): SlotMember {
     if (this.leading) this.syncRecords();
     const load = this.load();
+    const idle = load.inFlight === 0 && load.held === 0;
     return {
       model: this.key,
       priority: this.config.priority,
@@ -314,6 +345,8 @@ export class ModelController {
       held: load.held,
       heldSince: load.held > 0 ? load.heldSince : undefined,
       backoffUntil: this.backoffUntil,
+      ...(idle && (this.learner.prewarming || this.prewarmWake) ? { prewarm: true } : {}),
+      ...(idle ? { idleSince: this.lastActive } : {}),
     };
   }
 
@@ -335,8 +368,32 @@ export class ModelController {
       lastError: this.lastError,
       lastWakeMs: this.lastWakeMs[1] ?? this.lastWakeMs[2],
       lastStartMs: this.lastStartMs,
+      learning: this.learningSnapshot(),
       now: this.deps.clock.now(),
     };
+  }
+
+  /**
+   * What this model learned, to keep across a restart (local state file, Model status): taken at
+   * most every 10 minutes, so a status write does not follow every request.
+   */
+  learningSnapshot(fresh = false): ReturnType<ModelLearner["snapshot"]> {
+    const now = this.deps.clock.now();
+    if (fresh || !this.snapshotCache || now - this.snapshotCache.at >= 10 * 60_000)
+      this.snapshotCache = { at: now, value: this.learner.snapshot(now) };
+    return this.snapshotCache.value;
+  }
+
+  /** Takes up what an earlier run learned (its snapshot); logs why when it cannot be used. */
+  restoreLearning(raw: unknown, source: string): void {
+    if (raw === undefined) return;
+    const result = this.learner.restore(raw, this.deps.clock.now());
+    if (result.ok) this.log.info("learning history restored", { from: source });
+    else
+      this.log.warn("learning history not usable; starting with none", {
+        from: source,
+        reason: result.reason,
+      });
   }
 
   state(): ModelState {
@@ -364,6 +421,7 @@ export class ModelController {
       leading: this.leading,
       workloadReplicas: this.workloadReplicas(),
       counts: this.counts,
+      learning: this.learner.state(this.deps.clock.now(), this.config, this.deps.slot !== undefined),
     };
   }
 
@@ -379,19 +437,15 @@ export class ModelController {
     const now = this.deps.clock.now();
     const load = this.load(now);
     const parkedAs = load.held === 0 ? this.parked : undefined;
-    const settings =
-      parkedAs === "stop"
-        ? { ...this.config, sleep: false }
-        : parkedAs !== undefined
-          ? { ...this.config, sleepLevel: parkedAs }
-          : this.config;
+    const settings = this.tierSettings(parkedAs);
+    const floor = record.tier === "ready" ? this.learner.readyFloor(settings.sleepAfter) : undefined;
     const action = decideTier(
       {
         tier: record.tier,
-        since: record.since,
+        since: floor !== undefined ? Math.min(record.since, floor) : record.since,
         asleepSince: record.asleepSince,
         inFlight: load.inFlight,
-        held: load.held,
+        held: load.held + (this.learner.prewarming || this.prewarmWake ? 1 : 0),
         lastActive: this.lastActive,
         now,
         backoffUntil: this.backoffUntil,
@@ -463,13 +517,33 @@ export class ModelController {
   }
 
   /**
-   * Wanted awake as if a request were held, until a replica is ready or the activation failed: an
-   * admin wake, or a slot's grant (a swap once begun finishes even if its requests went away).
+   * An explicit prewarm (the `dev.snooze.model.prewarm` event): wakes (or starts) a replica at
+   * prewarm priority (in a slot it never evicts a busy resident and yields to any request) and
+   * keeps the model awake for `forMs` from now, or for what is left of today's `prewarmBudget` if
+   * that is less; after that it follows `sleepAfter` from the moment it became ready, as after an
+   * admin wake. Resolves once a replica is ready (or the wake failed, or `timeoutMs` passed) with
+   * how long it is kept awake (0: no budget left, only the wake).
    */
-  wantAwake(): void {
+  async prewarm(forMs: number, timeoutMs = this.config.startTimeout): Promise<{ keptMs: number }> {
+    const now = this.deps.clock.now();
+    const keptMs = this.learner.explicit(now, forMs, this.config.prewarmBudget, isResident(this.tier));
+    this.parked = undefined;
+    if (this.tier !== "ready") this.prewarmWake = true;
+    this.changed();
+    this.deps.slot?.changed();
+    if (this.prewarmWake) await this.settle(() => !this.prewarmWake, timeoutMs);
+    return { keptMs };
+  }
+
+  /**
+   * Wanted awake as if a request were held, until a replica is ready or the activation failed: an
+   * admin wake, or a slot's grant (a swap once begun finishes even if its requests went away). A
+   * grant for a prewarm does not count as activity: the model's idle clock stays where it was.
+   */
+  wantAwake(options?: { prewarm?: boolean }): void {
     this.wakeWanted = true;
     this.parked = undefined;
-    this.lastActive = this.deps.clock.now();
+    if (!options?.prewarm) this.lastActive = this.deps.clock.now();
     this.changed();
   }
 
@@ -565,17 +639,15 @@ export class ModelController {
     const load = this.load(now);
     const parkedAs = load.held === 0 ? this.parked : undefined;
     const parked = parkedAs !== undefined;
-    const settings =
-      parkedAs === "stop"
-        ? { ...this.config, sleep: false }
-        : parkedAs !== undefined
-          ? { ...this.config, sleepLevel: parkedAs }
-          : this.config;
+    const settings = this.tierSettings(parkedAs);
+    const prewarm = this.prewarmStep(now, load, parked, settings);
+    // A replica a learned prewarm kept or woke, and that no request used, sleeps when it ended.
+    const floor = this.learner.readyFloor(settings.sleepAfter);
     const plan = decideReplicas({
       replicas: [...this.records.values()].map((r) => ({
         pod: r.replica.id,
         tier: r.tier,
-        since: r.since,
+        since: floor !== undefined && r.tier === "ready" ? Math.min(r.since, floor) : r.since,
         asleepSince: r.asleepSince,
         podReady: r.replica.up,
         busy: r.busy || now < r.coolUntil,
@@ -587,7 +659,7 @@ export class ModelController {
       minReplicas: parked ? 0 : this.target.minReplicas,
       maxReplicas: this.target.maxReplicas,
       inFlight: load.inFlight,
-      held: load.held,
+      held: load.held + prewarm.held,
       lastActive: this.lastActive,
       now,
       backoffUntil: this.backoffUntil,
@@ -596,13 +668,73 @@ export class ModelController {
     });
     for (const action of plan.actions) this.act(action, set.scalable);
     if (parkedAs === "stop") this.stopSleepers(set.scalable);
-    let next = plan.nextAt;
+    let next = Math.min(plan.nextAt, prewarm.nextAt);
     for (const r of this.records.values()) if (r.coolUntil > now) next = Math.min(next, r.coolUntil);
     for (const entry of this.activators.values())
       next = Math.min(next, entry.at + this.deps.activatorExpiryMs + 1);
     if (Number.isFinite(next))
       this.timer = this.deps.clock.setTimeout(() => this.changed(), Math.max(1, next - now));
     this.deps.statusChanged?.();
+  }
+
+  /** The ladder settings of this pass: a person's sleep or stop, else the learned ladder, else the model's. */
+  private tierSettings(parkedAs: 1 | 2 | "stop" | undefined): ModelConfig {
+    if (parkedAs === "stop") return { ...this.config, sleep: false };
+    if (parkedAs !== undefined) return { ...this.config, sleepLevel: parkedAs };
+    return this.learner.ladderSettings(this.config, this.deps.slot !== undefined);
+  }
+
+  /**
+   * Whether a prewarm wants a replica awake now (begins, goes on, or ends one), as one more held
+   * request for the decision; a slot hears when one begins or ends, to grant it at low priority.
+   */
+  private prewarmStep(
+    now: number,
+    load: { inFlight: number; held: number },
+    parked: boolean,
+    settings: ModelConfig,
+  ): { held: 0 | 1; nextAt: number } {
+    const { tier, record } = this.summary();
+    const before = this.learner.prewarming;
+    const sleepDue =
+      tier === "ready" &&
+      record !== undefined &&
+      !record.busy &&
+      now >= Math.max(this.lastActive, record.since) + settings.sleepAfter;
+    const activation =
+      tier === "cold"
+        ? (this.lastStartMs ?? this.learner.estimate("start"))
+        : tier === "asleep-2"
+          ? (this.lastWakeMs[2] ?? this.learner.estimate("wake2"))
+          : (this.lastWakeMs[1] ?? this.learner.estimate("wake1"));
+    const step = this.learner.step(now, {
+      budgetMs: this.config.prewarmBudget,
+      resident: isResident(tier),
+      sleepDue,
+      idle: load.inFlight === 0 && load.held === 0,
+      parked,
+      // Margin for jitter; a slot member may first wait for its slot's resident to sleep.
+      leadMs: activation * 1.2 + 5_000 + (this.deps.slot ? 10_000 : 0),
+      backoffUntil: this.backoffUntil,
+    });
+    if (before !== this.learner.prewarming) this.deps.slot?.changed();
+    return { held: step.held || this.prewarmWake ? 1 : 0, nextAt: step.nextAt };
+  }
+
+  /** Replicas awake and asleep from now on, for the model's GPU-seconds. */
+  private accountTiers(): void {
+    let awake = 0;
+    let asleep = 0;
+    for (const r of this.records.values()) {
+      if (isResident(r.tier)) awake++;
+      else if (isAsleep(r.tier)) asleep++;
+    }
+    this.learner.gpu.set(this.deps.clock.now(), awake, asleep);
+  }
+
+  /** Brings the GPU-seconds up to now (a scrape). */
+  accrue(): void {
+    this.learner.gpu.accrue(this.deps.clock.now());
   }
 
   /** A stop asked for by a person takes the sleepers too, once nothing is busy. */
@@ -697,6 +829,7 @@ export class ModelController {
         this.log.warn("engine restarted", { replica: replica.id, restarts: replica.restarts });
         record.tier = "starting";
         record.since = now;
+        this.accountTiers();
         this.emitFor(record);
       }
       record.restarts = replica.restarts;
@@ -721,6 +854,7 @@ export class ModelController {
       writes: Promise.resolve(),
     };
     this.records.set(replica.id, record);
+    this.accountTiers();
     if (recorded === undefined) this.deps.metrics.transition(this.id, "cold", "starting");
     if (record.tier === "starting") {
       record.activation =
@@ -742,6 +876,7 @@ export class ModelController {
     const from = record.tier;
     record.tier = "cold";
     record.since = this.deps.clock.now();
+    this.accountTiers();
     if (!record.leaving) {
       if (from === "starting" || from === "waking") {
         // The activation failed: counted once, as a failure (not also as a crash).
@@ -818,6 +953,7 @@ export class ModelController {
     if (isAsleep(tier) && !isAsleep(from)) record.asleepSince = now;
     record.tier = tier;
     record.since = now;
+    this.accountTiers();
     if (from !== tier) this.deps.metrics.transition(this.id, from, tier);
     // Every tier change at info: `snooze serve`'s log says what each model did and when.
     if (from !== tier) this.log.info("tier", { replica: record.replica.id, from, to: tier });
@@ -858,7 +994,7 @@ export class ModelController {
   }
 
   private beginActivation(kind: "start" | "wake", from: Tier, started = this.deps.clock.now()): Activation {
-    const parent = this.parent ?? context.active();
+    const parent = this.parent ?? this.learner.prewarmContext ?? context.active();
     const span = tracer.startSpan(
       "snooze.activation",
       {
@@ -916,6 +1052,7 @@ export class ModelController {
     this.guard(leadership);
     if (!this.present(record)) return;
     this.lastStartMs = this.deps.clock.now() - activation.started;
+    this.learner.measured("start", this.lastStartMs);
     this.succeeded(record);
     await this.setTier(record, "ready");
   }
@@ -962,6 +1099,7 @@ export class ModelController {
     this.guard(leadership);
     if (!this.present(record)) return;
     this.lastWakeMs[level] = this.deps.clock.now() - activation.started;
+    this.learner.measured(level === 1 ? "wake1" : "wake2", this.lastWakeMs[level]);
     this.succeeded(record);
     await this.setTier(record, "ready");
   }
@@ -1026,6 +1164,7 @@ export class ModelController {
       return;
     }
     this.lastRelease.sleepMs = this.deps.clock.now() - drained;
+    this.learner.measured(next === 1 ? "sleep1" : "sleep2", this.lastRelease.sleepMs);
     this.guard(leadership);
     if (!this.present(record)) return; // gone while it fell asleep: its cold event was the last word
     record.leaving = false;
@@ -1190,6 +1329,7 @@ export class ModelController {
     this.failures++;
     this.lastError = reason;
     this.wakeWanted = false;
+    this.prewarmWake = false;
     this.backoffUntil = this.deps.clock.now() + this.backoff();
     this.log.warn("activation failed", { reason, failures: this.failures });
     record.activation?.span.recordException(new Error(reason));
@@ -1204,7 +1344,9 @@ export class ModelController {
     this.lastError = undefined;
     this.backoffUntil = 0;
     this.wakeWanted = false;
-    this.lastActive = this.deps.clock.now();
+    this.prewarmWake = false;
+    // A learned prewarm's wake is not activity: unused, the replica sleeps when the prewarm ends.
+    if (!this.learner.learnedPrewarmOnly) this.lastActive = this.deps.clock.now();
     this.endActivation(record, "ready");
     this.log.info("engine ready", { replica: record.replica.id });
   }

@@ -1,5 +1,6 @@
 import { formatDuration } from "../lib/duration.ts";
 import type { Condition } from "../lib/kube/condition.ts";
+import type { LearningSnapshot } from "../lib/learning-snapshot.ts";
 import type { ModelStatusInput, modelPhases } from "../lib/kube/model-resource.ts";
 import { isAsleep, type Tier } from "../lib/replica-event.ts";
 
@@ -14,6 +15,8 @@ export interface ModelObservation {
   lastError?: string;
   lastWakeMs?: number;
   lastStartMs?: number;
+  /** What the controller learned of the model's traffic, kept in the status for the next leader. */
+  learning?: LearningSnapshot;
   /** The conditions written last time, so a transition time only moves when the status does. */
   previous?: Condition[];
   now: number;
@@ -94,6 +97,7 @@ export function modelStatus(o: ModelObservation): ModelStatusInput {
     conditions: [readyCondition, degraded],
     ...(o.lastWakeMs !== undefined ? { lastWakeDuration: formatDuration(o.lastWakeMs) } : {}),
     ...(o.lastStartMs !== undefined ? { lastStartDuration: formatDuration(o.lastStartMs) } : {}),
+    ...(o.learning !== undefined ? { learning: o.learning } : {}),
   };
 }
 

@@ -18,6 +18,13 @@ export interface SlotMember {
   heldSince?: number;
   /** After repeated failures it may not activate before this moment. */
   backoffUntil: number;
+  /**
+   * Wanted awake for a prewarm (ahead of a predicted or announced request), not for a request:
+   * the lowest priority there is. A resident with this set and no work yields to any request.
+   */
+  prewarm?: boolean;
+  /** When its last work ended (epoch ms): a prewarm evicts only a resident idle this long. */
+  idleSince?: number;
 }
 
 export interface SlotState {
@@ -35,23 +42,31 @@ export interface SlotState {
 }
 
 export type SlotDecision =
-  /** Nobody is resident: let `to` activate. */
-  | { kind: "grant"; to: string; reason: string }
+  /** Nobody is resident: let `to` activate (`prewarm`: for a prewarm, not a request). */
+  | { kind: "grant"; to: string; reason: string; prewarm?: true }
   /** Drain and sleep the resident, then let `to` activate. */
-  | { kind: "swap"; to: string; reason: string }
+  | { kind: "swap"; to: string; reason: string; prewarm?: true }
   /** Nothing to do until `at` (Infinity: until something changes). */
   | { kind: "wait"; at: number };
 
 export { isResident, residentTiers };
 
 const never = Number.POSITIVE_INFINITY;
+/** A prewarm evicts an idle resident only once it has been idle this long (and past minResidency). */
+export const prewarmEvictsIdleAfterMs = 60_000;
 
 export function decideSlot(state: SlotState): SlotDecision {
   const { members, now } = state;
   const resident = members.find((m) => isResident(m.tier));
   const wanting = members.filter((m) => m !== resident && m.held > 0 && m.heldSince !== undefined);
   const waiting = wanting.filter((m) => m.backoffUntil <= now);
-  if (waiting.length === 0) return { kind: "wait", at: Math.min(...wanting.map((m) => m.backoffUntil)) };
+  if (waiting.length === 0) {
+    // No request waits: a prewarm may have the slot, at the lowest priority.
+    const prewarm = decidePrewarm(state, resident);
+    const backoff = Math.min(...wanting.map((m) => m.backoffUntil));
+    if (prewarm.kind !== "wait") return prewarm;
+    return { kind: "wait", at: Math.min(backoff, prewarm.at) };
+  }
   const longest = [...waiting].sort((a, b) => a.heldSince! - b.heldSince!)[0]!;
   const best = state.policy === "fifo" ? longest : byPriorityThenAge(waiting)!;
   if (!resident)
@@ -89,6 +104,10 @@ export function decideSlot(state: SlotState): SlotDecision {
     return { kind: "wait", at: Math.min(starvedAt, preemptAt) };
   }
 
+  // Real demand wins over a prewarm: a resident that is only prewarmed yields at once.
+  if (resident.prewarm)
+    return { kind: "swap", to: best.model, reason: "a request waits; the resident is only prewarmed" };
+
   // The resident is idle: it keeps the slot for minResidency, and swaps are spaced by swapCooldown.
   const mayLeaveAt = Math.max(
     state.residentSince + state.minResidency,
@@ -97,6 +116,31 @@ export function decideSlot(state: SlotState): SlotDecision {
   const higher = preemptor && state.policy === "priority";
   if (now < mayLeaveAt && !higher) return { kind: "wait", at: Math.min(mayLeaveAt, starvedAt) };
   return { kind: "swap", to: best.model, reason: "the resident is idle" };
+}
+
+/**
+ * With no request waiting: a member that wants the slot for a prewarm gets it when it is free, or
+ * when its resident is ready, has no work (nothing in flight or held, no prewarm of its own), has
+ * been idle for `prewarmEvictsIdleAfterMs`, and may leave (minResidency, swapCooldown). A busy
+ * resident is never evicted for a prewarm.
+ */
+function decidePrewarm(state: SlotState, resident: SlotMember | undefined): SlotDecision {
+  const { now } = state;
+  const wanting = state.members.filter((m) => m !== resident && m.prewarm && m.held === 0);
+  const ready = wanting.filter((m) => m.backoffUntil <= now);
+  const backoff = Math.min(...wanting.map((m) => m.backoffUntil));
+  if (ready.length === 0) return { kind: "wait", at: backoff };
+  const best = [...ready].sort((a, b) => b.priority - a.priority || a.model.localeCompare(b.model))[0]!;
+  if (!resident) return { kind: "grant", to: best.model, reason: "prewarm; the slot is free", prewarm: true };
+  if (resident.tier !== "ready" || resident.inFlight > 0 || resident.held > 0 || resident.prewarm)
+    return { kind: "wait", at: never };
+  const mayLeaveAt = Math.max(
+    state.residentSince + state.minResidency,
+    state.lastSwapAt + state.swapCooldown,
+    (resident.idleSince ?? now) + prewarmEvictsIdleAfterMs,
+  );
+  if (now < mayLeaveAt) return { kind: "wait", at: mayLeaveAt };
+  return { kind: "swap", to: best.model, reason: "prewarm; the resident is idle", prewarm: true };
 }
 
 function byPriorityThenAge(members: SlotMember[]): SlotMember | undefined {

@@ -7,6 +7,7 @@ import type { SlotConfig } from "../lib/settings/index.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
 import { traceparentOf, tracer } from "../lib/tracing.ts";
 import type { ModelController } from "./model-controller.ts";
+import { GpuAccount, type LearningMetrics } from "./learning-metrics.ts";
 import { decideSlot, isResident, type SlotMember } from "./slot-arbiter.ts";
 
 export type { SlotStatus };
@@ -17,6 +18,8 @@ export interface SlotDeps {
   metrics: SlotMetrics;
   /** Whether this slot may act right now (on Kubernetes: its Lease is renewed). */
   holding(): boolean;
+  /** Where the slot's GPU-seconds are counted. */
+  learning?: LearningMetrics;
 }
 
 /** A swap or grant in motion: the incumbent leaves, then the target activates. */
@@ -28,6 +31,8 @@ interface Transition {
   activatingAt?: number;
   span: Span;
   context: Context;
+  /** For a prewarm, not a request: the target's wake does not count as its activity. */
+  prewarm?: boolean;
 }
 
 const selfHealIntervalMs = 30_000;
@@ -55,11 +60,16 @@ export class Slot {
   private healer?: { cancel(): void };
   private maxResidents = 0;
   private readonly statusListeners: (() => void)[] = [];
+  /** The accelerator's time awake (a member resident) and saved, against one always awake. */
+  readonly gpu: GpuAccount;
 
   constructor(config: SlotConfig, deps: SlotDeps, logName = config.name) {
     this.config = config;
     this.deps = deps;
     this.log = deps.log.child({ slot: logName });
+    this.gpu = new GpuAccount((state, seconds) =>
+      deps.learning?.slotGpuSeconds.inc({ slot: logName, state }, seconds),
+    );
   }
 
   get name(): string {
@@ -124,6 +134,11 @@ export class Slot {
       swaps: this.swaps,
       ...(this.lastSwap ? { lastSwap: this.lastSwap } : {}),
       maxResidents: this.maxResidents,
+      gpuSeconds: (() => {
+        this.gpu.accrue(now);
+        const { awake, saved } = this.gpu.seconds();
+        return { awake, saved };
+      })(),
     };
   }
 
@@ -144,12 +159,18 @@ export class Slot {
         isResident(view.tier) ? 1 : 0,
       );
     const now = this.deps.clock.now();
+    this.gpu.set(now, residents.length > 0 ? 1 : 0, 0);
     const caps = new Map<string, number | undefined>(views.map((v) => [v.model, 0]));
     const t = this.transition;
 
     if (t?.step === "draining") {
       if (residents.some((r) => r.model === t.from)) {
         // Still leaving: nobody else may come up yet.
+      } else if (t.prewarm && views.some((v) => v.model !== t.to && v.held > 0)) {
+        // A request came while the slot was being freed for a prewarm: the request goes first.
+        this.observeRelease(t);
+        this.endTransition("a request came; the prewarm gives way");
+        this.arm(now + 1, now);
       } else if (residents.length === 0 && this.members.has(t.to)) {
         // A swap once begun finishes, even if the requests that asked for it went away.
         this.observeRelease(t);
@@ -176,14 +197,14 @@ export class Slot {
       const decision = this.decide(views, now);
       if (decision.kind === "swap") {
         this.log.info("swapping", { from: resident.model, to: decision.to, reason: decision.reason });
-        this.begin(resident.model, decision.to, decision.reason, now);
+        this.begin(resident.model, decision.to, decision.reason, now, decision.prewarm);
         caps.set(resident.model, 0);
       } else if (decision.kind === "wait") this.arm(decision.at, now);
     } else {
       const decision = this.decide(views, now);
       if (decision.kind === "grant" || decision.kind === "swap") {
         this.log.info("granting", { to: decision.to, reason: decision.reason });
-        const started = this.begin(undefined, decision.to, decision.reason, now);
+        const started = this.begin(undefined, decision.to, decision.reason, now, decision.prewarm);
         this.grant(started, now);
         caps.set(decision.to, undefined);
       } else this.arm(decision.at, now);
@@ -210,7 +231,13 @@ export class Slot {
   }
 
   /** A swap (or grant) begins: one span for all of it; requests held for the target link to it. */
-  private begin(from: string | undefined, to: string, reason: string, now: number): Transition {
+  private begin(
+    from: string | undefined,
+    to: string,
+    reason: string,
+    now: number,
+    prewarm?: boolean,
+  ): Transition {
     const span = tracer.startSpan("snooze.swap", {
       root: true,
       attributes: {
@@ -227,6 +254,7 @@ export class Slot {
       startedAt: now,
       span,
       context: trace.setSpan(context.active(), span),
+      ...(prewarm ? { prewarm: true } : {}),
     };
     this.transition = transition;
     this.members.get(to)?.announce(traceparentOf(span));
@@ -237,7 +265,7 @@ export class Slot {
     t.step = "activating";
     t.activatingAt = now;
     this.residentSince = now;
-    this.members.get(t.to)?.wantAwake();
+    this.members.get(t.to)?.wantAwake(t.prewarm ? { prewarm: true } : undefined);
   }
 
   /** The incumbent left: its drain and sleep, for the swap metrics. */

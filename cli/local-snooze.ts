@@ -24,6 +24,8 @@ export interface LocalSnoozeOptions {
   platform?: Platform;
   clock?: Clock;
   statsIntervalMs?: number;
+  /** Where what the models learned is kept across restarts; none: not kept. */
+  stateDir?: string;
   /** The bearer token of the admin API and the events endpoint (see activator/admin-guard.ts). */
   adminToken?: string;
 }
@@ -59,6 +61,7 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
             lastStartMs: state.lastStartMs,
             lastWakeMs: state.lastWakeMs,
             lastError: state.lastError,
+            ...(state.learning ? { learning: state.learning } : {}),
             ...(next ? { nextChange: { tier: next.tier, at: new Date(next.at).toISOString() } } : {}),
           }
         : {};
@@ -80,6 +83,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     registry,
     clock: options.clock,
     eventSource: `/snooze/${hostname()}`,
+    stateDir: options.stateDir,
   });
   const activator = new Activator({
     config: options.config,

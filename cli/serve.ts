@@ -39,7 +39,7 @@ export const serveCommand: Command = {
     "state-dir": {
       type: "string",
       description:
-        "where the record of running engines is kept (default: $SNOOZE_STATE_DIR, else $XDG_STATE_HOME/snooze, else ~/.local/state/snooze)",
+        "where the record of running engines and what the models learned (learning.json) are kept (default: $SNOOZE_STATE_DIR, else $XDG_STATE_HOME/snooze, else ~/.local/state/snooze)",
       placeholder: "dir",
     },
   },
@@ -83,6 +83,7 @@ export const serveCommand: Command = {
           port,
           adminToken,
           platform,
+          stateDir,
         });
       } catch (error) {
         if (!(error instanceof ListenError)) throw error;

@@ -102,8 +102,26 @@ export function formatNext(model: AdminModelView, now: number): string {
 
 export function formatTable(models: AdminModelView[], now: number): string {
   const ms = (value?: number) => (value === undefined ? "-" : formatDuration(value));
+  // GPU time awake against one replica always awake, when the control plane reports it.
+  const gpu = models.some((m) => m.learning !== undefined);
+  const gpuCell = (m: AdminModelView) =>
+    m.learning
+      ? `${formatDuration(Math.round(m.learning.gpuSeconds.awake) * 1000)} (saved ${formatDuration(Math.round(m.learning.gpuSeconds.saved) * 1000)})`
+      : "-";
   const rows = [
-    ["MODEL", "TIER", "FOR", "NEXT", "HELD", "IN-FLIGHT", "LAST WAKE", "LAST START", "SLOT", "LAST ERROR"],
+    [
+      "MODEL",
+      "TIER",
+      "FOR",
+      "NEXT",
+      "HELD",
+      "IN-FLIGHT",
+      "LAST WAKE",
+      "LAST START",
+      ...(gpu ? ["GPU AWAKE"] : []),
+      "SLOT",
+      "LAST ERROR",
+    ],
     ...models.map((m) => [
       m.id,
       m.tier,
@@ -113,6 +131,7 @@ export function formatTable(models: AdminModelView[], now: number): string {
       String(m.inFlight),
       ms(m.lastWakeMs),
       ms(m.lastStartMs),
+      ...(gpu ? [gpuCell(m)] : []),
       m.slot ?? "-",
       m.lastError ?? "",
     ]),

@@ -10,4 +10,6 @@ export interface SlotStatus {
   lastSwap?: { from: string; to: string; at: string; durationMs: number };
   /** The most residents ever seen at once: the invariant says 1. */
   maxResidents: number;
+  /** Seconds the slot's accelerator held a resident, and saved against one always awake. */
+  gpuSeconds?: { awake: number; saved: number };
 }

@@ -347,6 +347,11 @@ export class KubeAutoscaler {
 
   private leadModel(controller: ModelController, entry: Entry): void {
     entry.status.reset();
+    // What the previous leader learned of this model's traffic is kept in its status.
+    controller.restoreLearning(
+      this.informers.models.get(entry.model.key)?.status?.learning,
+      `the status of Model ${entry.model.key}`,
+    );
     this.ledAt.set(controller.key, Date.now());
     controller.lead();
   }

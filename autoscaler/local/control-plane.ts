@@ -6,6 +6,7 @@ import type { Logger } from "../../lib/log.ts";
 import type { SnoozeConfig } from "../../lib/settings/index.ts";
 import { Autoscaler } from "../autoscaler.ts";
 import type { Platform } from "../platform.ts";
+import { learningFile } from "./learning-file.ts";
 
 /** The one activator of local mode, by the name its load is reported under. */
 export const localActivator = "local";
@@ -18,6 +19,8 @@ export interface LocalAutoscalerOptions {
   clock?: Clock;
   /** The source of outgoing CloudEvents. */
   eventSource?: string;
+  /** Where what the models learned is kept across restarts (`learning.json`); none: not kept. */
+  stateDir?: string;
 }
 
 /**
@@ -42,6 +45,7 @@ export function localAutoscaler(options: LocalAutoscalerOptions): Autoscaler {
     // In one process the activator's view is exact and immediate: no grace, no expiry.
     drainGraceMs: 0,
     activatorExpiryMs: Number.POSITIVE_INFINITY,
+    learningStore: options.stateDir === undefined ? undefined : learningFile(options.stateDir, options.log),
   });
   for (const model of config.models.values()) {
     const slot = model.slot === undefined ? undefined : config.slots.get(model.slot);

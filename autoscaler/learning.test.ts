@@ -1,0 +1,308 @@
+import { trace } from "@opentelemetry/api";
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+import { beforeAll, beforeEach, describe, expect, test } from "vitest";
+import { arrivalBins, encodeCounts, type LearningSnapshot } from "../lib/learning-snapshot.ts";
+import { Harness } from "../test/support/autoscaler-harness.ts";
+import type { ModelController } from "./model-controller.ts";
+
+// The controller on the manual clock with the fake platform: the learned ladder taking effect,
+// prewarms (learned and explicit) with their spans and counts, slot-aware prewarms, GPU-seconds.
+const exporter = new InMemorySpanExporter();
+beforeAll(() => {
+  trace.setGlobalTracerProvider(
+    new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }),
+  );
+});
+beforeEach(() => exporter.reset());
+
+const minute = 60_000;
+const hour = 3_600_000;
+const day = 86_400_000;
+
+/** Holds a request for `model` until a replica is ready, runs it for `ms`, and ends it. */
+async function serve(h: Harness, model: string, ms = 5_000): Promise<void> {
+  const tier = () => h.controller(model).tier;
+  if (tier() !== "ready") {
+    h.demand(model);
+    for (let i = 0; i < 600 && tier() !== "ready"; i++) await h.advance(500);
+  }
+  expect(tier()).toBe("ready");
+  h.stats(model, 1, 0);
+  await h.advance(ms);
+  h.stats(model, 0, 0);
+  await h.settle();
+}
+
+/** Advances to the next `hh:mm` (UTC) of the clock's day or the day after. */
+async function advanceTo(h: Harness, at: number): Promise<void> {
+  if (at > h.clock.now()) await h.advance(at - h.clock.now());
+}
+
+function sleepAfterMs(text: string): number {
+  const m = /^(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$/.exec(text)!;
+  return Number(m[1] ?? 0) * minute + Number(m[2] ?? 0) * 1_000;
+}
+
+describe("the learned ladder on the manual clock", () => {
+  const yaml = (target: string) => `
+models:
+  a:
+    command: [engine, "\${PORT}"]
+    wakeTarget: ${target}
+`;
+  const options = {
+    autoUp: 30_000,
+    onEngine: (e: { latency: Record<string, number> }) => {
+      e.latency.wake = 2_000;
+      e.latency.sleep = 1_000;
+    },
+  };
+
+  test("after enough 2-minute pauses, an idle replica sleeps long before the fixed 5 minutes", async () => {
+    const h = new Harness(yaml("3s"), options);
+    const c = h.controller("a");
+    for (let i = 0; i < 24; i++) {
+      await serve(h, "a");
+      await h.advance(2 * minute);
+    }
+    const ladder = c.state().learning!.ladder!;
+    expect(ladder.sleep).toBe("level 1");
+    const learned = sleepAfterMs(ladder.sleepAfter);
+    expect(learned).toBeLessThan(2 * minute);
+    expect(ladder.expectedAwakeSeconds).toBeLessThan(ladder.fixedAwakeSeconds);
+    // The next idle spell: asleep at level 1 once the learned time passed, then woken at level 1.
+    await serve(h, "a");
+    await h.advance(learned + 5_000);
+    expect(c.tier).toBe("asleep-1");
+    h.mark();
+    await serve(h, "a");
+    expect(h.platform.calls.some((call) => call.endsWith("wake(1)"))).toBe(true);
+  });
+
+  test("a target no sleep level can meet keeps the fixed ladder", async () => {
+    const h = new Harness(yaml("1s"), options);
+    const c = h.controller("a");
+    for (let i = 0; i < 24; i++) {
+      await serve(h, "a");
+      await h.advance(2 * minute);
+    }
+    expect(sleepAfterMs(c.state().learning!.ladder!.sleepAfter)).toBe(5 * minute);
+    await serve(h, "a");
+    await h.advance(4 * minute);
+    expect(c.tier).toBe("ready");
+  });
+
+  test("a sleepAfter the user set wins over the learned one", async () => {
+    const h = new Harness(
+      `
+models:
+  a:
+    command: [engine, "\${PORT}"]
+    wakeTarget: 3s
+    sleepAfter: 4m
+`,
+      options,
+    );
+    const c = h.controller("a");
+    for (let i = 0; i < 24; i++) {
+      await serve(h, "a");
+      await h.advance(2 * minute);
+    }
+    expect(c.state().learning!.ladder!.sleepAfter).toBe("4m");
+    await serve(h, "a");
+    await h.advance(3 * minute);
+    expect(c.tier).toBe("ready");
+  });
+});
+
+describe("prewarm on the manual clock", () => {
+  const yaml = (budget: string) => `
+models:
+  a:
+    command: [engine, "\${PORT}"]
+    prewarmBudget: ${budget}
+`;
+  // The clock starts on Wednesday 2025-01-01 00:00 UTC.
+  const nineOn = (h: Harness, d: number) => h.clock.now() - (h.clock.now() % day) + d * day + 9 * hour;
+
+  async function dailyAt0901(h: Harness, days: number) {
+    const start = h.clock.now();
+    for (let d = 0; d < days; d++) {
+      await advanceTo(h, start + d * day + 9 * hour + minute);
+      await serve(h, "a", 30_000);
+    }
+  }
+
+  test("a model used every day at 09:01 is awake before 09:00 once it has the history; a hit", async () => {
+    const h = new Harness(yaml("20m"), { autoUp: 30_000 });
+    const c = h.controller("a");
+    await dailyAt0901(h, 8);
+    const nine = nineOn(h, 1);
+    await advanceTo(h, nine - 5 * minute);
+    expect(c.tier).toBe("cold");
+    await advanceTo(h, nine);
+    expect(c.tier).toBe("ready");
+    await advanceTo(h, nine + minute);
+    h.stats("a", 1, 0);
+    await h.settle();
+    h.stats("a", 0, 0);
+    const prewarms = exporter.getFinishedSpans().filter((s) => s.name === "snooze.prewarm");
+    expect(prewarms.at(-1)!.attributes["snooze.prewarm.outcome"]).toBe("hit");
+    expect(prewarms.at(-1)!.attributes["snooze.prewarm.kind"]).toBe("learned");
+    const metrics = await h.registry.metrics();
+    expect(metrics).toMatch(/snooze_prewarms_total\{model="a",outcome="hit"\} [1-9]/);
+    // The activation went under the prewarm's span.
+    const activation = exporter
+      .getFinishedSpans()
+      .filter((s) => s.name === "snooze.activation")
+      .at(-1)!;
+    expect(activation.parentSpanContext?.spanId).toBe(prewarms.at(-1)!.spanContext().spanId);
+  });
+
+  test("unused, a prewarm is wasted and the replica sleeps when its window ends, not sleepAfter later", async () => {
+    const h = new Harness(yaml("20m"), { autoUp: 30_000 });
+    const c = h.controller("a");
+    await dailyAt0901(h, 8);
+    const nine = nineOn(h, 1);
+    await advanceTo(h, nine + 5 * minute + 10_000);
+    expect(c.tier).toBe("asleep-1");
+    const last = exporter
+      .getFinishedSpans()
+      .filter((s) => s.name === "snooze.prewarm")
+      .at(-1)!;
+    expect(last.attributes["snooze.prewarm.outcome"]).toBe("wasted");
+    expect(await h.registry.metrics()).toMatch(/snooze_prewarms_total\{model="a",outcome="wasted"\} 1/);
+  });
+
+  test("a budget smaller than a prewarm's window allows none", async () => {
+    const h = new Harness(yaml("3m"), { autoUp: 30_000 });
+    const c = h.controller("a");
+    await dailyAt0901(h, 8);
+    await advanceTo(h, nineOn(h, 1));
+    expect(c.tier).toBe("cold");
+    expect(c.state().learning!.prewarms).toMatchObject({ hit: 0, wasted: 0 });
+  });
+
+  test("an explicit prewarm wakes now and keeps the model awake within the budget", async () => {
+    const h = new Harness(yaml("10m"), { autoUp: 30_000 });
+    const c = h.controller("a");
+    const kept = c.prewarm(30 * minute);
+    await h.advance(31_000);
+    expect(await kept).toEqual({ keptMs: 10 * minute });
+    expect(c.tier).toBe("ready");
+    // Past sleepAfter (5 minutes from ready) it stays: the prewarm holds it for its 10 minutes.
+    await h.advance(8 * minute);
+    expect(c.tier).toBe("ready");
+    await h.advance(2 * minute);
+    expect(c.tier).toBe("asleep-1");
+    const span = exporter.getFinishedSpans().find((s) => s.name === "snooze.prewarm")!;
+    expect(span.attributes["snooze.prewarm.kind"]).toBe("explicit");
+    // The day's budget is spent: the next one only wakes, then follows sleepAfter.
+    const second = c.prewarm(30 * minute);
+    await h.advance(5_000);
+    expect(await second).toEqual({ keptMs: 0 });
+    expect(c.tier).toBe("ready");
+    await h.advance(5 * minute + 5_000);
+    expect(c.tier).toBe("asleep-1");
+  });
+});
+
+/** A history in which every 5-minute bin of the week is busy: a prewarm is always likely. */
+function alwaysLikely(now: number): LearningSnapshot {
+  return {
+    version: 1,
+    updated: new Date(now).toISOString(),
+    exposureWeeks: 2,
+    arrivals: encodeCounts(new Array<number>(arrivalBins).fill(6)),
+    gaps: "",
+  };
+}
+
+describe("prewarm in a slot", () => {
+  const yaml = `
+slots:
+  gpu: {}
+models:
+  a:
+    command: [engine, "\${PORT}"]
+    slot: gpu
+  b:
+    command: [engine, "\${PORT}"]
+    slot: gpu
+    prewarmBudget: 2h
+`;
+
+  function residentOf(h: Harness): string[] {
+    return ["a", "b"].filter((m) =>
+      ["starting", "waking", "ready", "draining"].includes(h.controller(m).tier),
+    );
+  }
+
+  test("a prewarm never evicts a busy resident; it takes the slot once the resident is idle a while", async () => {
+    const h = new Harness(yaml, { autoUp: 10_000 });
+    const b: ModelController = h.controller("b");
+    b.restoreLearning(alwaysLikely(h.clock.now()), "test");
+    await serve(h, "a", 1_000);
+    h.stats("a", 1, 0); // a long request keeps a busy
+    await h.settle();
+    await h.advance(20 * minute, () => expect(residentOf(h)).toEqual(["a"]));
+    expect(h.controller("a").tier).toBe("ready");
+    h.stats("a", 0, 0);
+    await h.advance(30_000);
+    expect(residentOf(h)).toEqual(["a"]); // idle for less than a minute
+    await h.advance(2 * minute);
+    expect(b.tier).toBe("ready");
+    expect(h.controller("a").tier).toBe("asleep-1");
+  });
+
+  test("real demand wins over a prewarm: a prewarmed resident yields at once", async () => {
+    const h = new Harness(yaml, { autoUp: 10_000 });
+    const b = h.controller("b");
+    b.restoreLearning(alwaysLikely(h.clock.now()), "test");
+    await h.advance(30_000);
+    expect(b.tier).toBe("ready");
+    h.demand("a");
+    await h.settle();
+    // No minResidency wait: b drains for a's request right away.
+    expect(["draining", "asleep-1"]).toContain(b.tier);
+    await h.advance(20_000);
+    expect(h.controller("a").tier).toBe("ready");
+    expect(residentOf(h)).toEqual(["a"]);
+  });
+});
+
+describe("GPU-seconds", () => {
+  test("awake, asleep and saved per model and slot, as metrics and in the state", async () => {
+    const h = new Harness(
+      `
+slots:
+  gpu: {}
+models:
+  m:
+    command: [engine, "\${PORT}"]
+    slot: gpu
+`,
+      { autoUp: 30_000 },
+    );
+    const start = h.clock.now();
+    await serve(h, "m", 30_000); // starting 30 s (+ the half-second steps of serve), ready, 30 s of work
+    await h.advance(10 * minute);
+    const elapsed = (h.clock.now() - start) / 1000;
+    const usage = h.controller("m").state().learning!.gpuSeconds;
+    // Awake: the start, the request, then 5 minutes idle before the sleep.
+    expect(usage.awake).toBeGreaterThan(30 + 30 + 300 - 1);
+    expect(usage.awake).toBeLessThan(30 + 30 + 300 + 5);
+    expect(usage.asleep).toBeCloseTo(elapsed - usage.awake, 0);
+    expect(usage.saved).toBeCloseTo(elapsed - usage.awake, 0);
+    const metrics = await h.registry.metrics();
+    const value = (state: string) =>
+      Number(
+        new RegExp(`snooze_gpu_seconds_total\\{model="m",state="${state}"\\} ([\\d.e+]+)`).exec(metrics)?.[1],
+      );
+    expect(value("awake")).toBeCloseTo(usage.awake, 0);
+    expect(value("saved")).toBeCloseTo(usage.saved, 0);
+    const slot = h.autoscaler.slotStatuses()[0]!;
+    expect(slot.gpuSeconds!.awake).toBeCloseTo(usage.awake, 0);
+    expect(metrics).toMatch(/snooze_slot_gpu_seconds_total\{slot="gpu",state="saved"\}/);
+  });
+});

@@ -1,0 +1,75 @@
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { LearningSnapshot } from "../../lib/learning-snapshot.ts";
+import type { Logger } from "../../lib/log.ts";
+import type { LearningStore } from "../learning-store.ts";
+
+/** The file in the state directory that keeps what each model learned. */
+export const learningFileName = "learning.json";
+
+interface LearningFile {
+  version: 1;
+  models: Record<string, unknown>;
+}
+
+/**
+ * Local mode's learning store: `<state dir>/learning.json`, read once at start and written (to a
+ * temporary file, then renamed) every few minutes and at shutdown. A missing file starts every
+ * model with no history; a file that does not parse does too, is set aside as
+ * `learning.json.corrupt`, and the log says why. Each model's record is checked when the model
+ * takes it up (a bad one is refused alone).
+ */
+export function learningFile(stateDir: string, log: Logger): LearningStore {
+  const path = join(stateDir, learningFileName);
+  const models = read(path, log);
+  return {
+    source: path,
+    load: (key) => models[key],
+    save(snapshots: ReadonlyMap<string, LearningSnapshot>) {
+      for (const [key, snapshot] of snapshots) models[key] = snapshot;
+      const file: LearningFile = { version: 1, models };
+      mkdirSync(stateDir, { recursive: true });
+      const temporary = `${path}.${process.pid}.tmp`;
+      writeFileSync(temporary, `${JSON.stringify(file)}\n`, { mode: 0o600 });
+      renameSync(temporary, path);
+    },
+  };
+}
+
+function read(path: string, log: Logger): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") log.info("no learning history yet; every model starts with none", { file: path });
+    else
+      log.warn("cannot read the learning history; every model starts with none", {
+        file: path,
+        error: (error as Error).message,
+      });
+    return {};
+  }
+  const why = problem(text);
+  if (why === undefined) return (JSON.parse(text) as LearningFile).models;
+  log.warn("the learning history is corrupt; every model starts with none", { file: path, reason: why });
+  try {
+    renameSync(path, `${path}.corrupt`);
+  } catch {}
+  return {};
+}
+
+function problem(text: string): string | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    return `not JSON: ${(error as Error).message}`;
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return "not a JSON object";
+  const file = parsed as Partial<LearningFile>;
+  if (file.version !== 1) return `unknown version ${JSON.stringify(file.version)} (expected 1)`;
+  if (typeof file.models !== "object" || file.models === null || Array.isArray(file.models))
+    return "`models` is not an object";
+  return undefined;
+}
