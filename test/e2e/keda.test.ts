@@ -1,0 +1,474 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { Pod } from "../../lib/kube/pod-replica.ts";
+import { findKeda, type Keda, kedaMissing, startKeda } from "./components/keda.ts";
+import { kubeSnoozeSuite } from "./components/kube-suite.ts";
+import { complete, modelObject, serviceStandIn, simDeployment, system, tierOf } from "./components/snooze.ts";
+import { startTcpService, type TcpService } from "./harness/tcp-service.ts";
+import { waitFor } from "./harness/wait.ts";
+
+/**
+ * KEDA (operator and metrics adapter, built from the pinned Go module) and the real HPA controller
+ * scale a Model through its scale subresource on the demand Snooze's autoscaler reports over KEDA's
+ * external scaler protocol. Two autoscaler replicas sit behind stand-ins for the
+ * `snooze-autoscaler` Service: HTTP for the activator, TCP (gRPC) for KEDA.
+ */
+const folder = findKeda();
+if (!folder) console.warn(`e2e keda: skipped: ${kedaMissing()}`);
+
+const model = "qwen";
+const kedaApi = "/apis/keda.sh/v1alpha1";
+let keda: Keda | undefined;
+let grpcService: TcpService | undefined;
+let httpService: Awaited<ReturnType<typeof serviceStandIn>> | undefined;
+
+const suite = kubeSnoozeSuite({
+  namespace: "snooze-e2e-keda",
+  objects: async ({ admin, ns, cluster }) => {
+    // The pods load for 3 s: long enough to see new replicas warming while KEDA's HPA looks on.
+    await admin.createDeployment(
+      ns.name,
+      simDeployment(cluster, model, { model, loadTime: "3s", extraArgs: ["--itl", "20ms"] }),
+    );
+    // Awake replicas = spec.replicas (KEDA's), asleep above it; asleep pods are stopped after 30 s.
+    await admin.createModel(
+      ns.name,
+      modelObject(model, {
+        model,
+        port: 8000,
+        replicas: 1,
+        maxReplicas: 5,
+        concurrency: 2,
+        deepSleepAfter: "1h",
+        zeroAfter: "30s",
+      }),
+    );
+    for (const other of ["llama", "gemma"]) {
+      await admin.createDeployment(ns.name, simDeployment(cluster, other, { model: other }));
+      await admin.createModel(ns.name, modelObject(other, { model: other, port: 8000, replicas: 0 }));
+    }
+  },
+  start: async (s) => {
+    const a = await s.startAutoscaler("autoscaler-a");
+    await waitFor(async () => ((await holder()) === "autoscaler-a" ? true : undefined), {
+      what: "autoscaler-a holds the Model's Lease",
+      timeoutMs: 15_000,
+    });
+    const b = await s.startAutoscaler("autoscaler-b");
+    httpService = await serviceStandIn(() => [...s.autoscalers.values()].map((x) => x.url));
+    grpcService = await startTcpService([a.grpcAddress!, b.grpcAddress!]);
+    s.activator = await s.startActivator("activator-keda", httpService.url);
+  },
+  teardown: async () => {
+    await grpcService?.close();
+    httpService?.close();
+  },
+});
+
+beforeAll(async () => {
+  if (folder) keda = await startKeda(suite.cluster, folder);
+}, 180_000);
+afterAll(async () => {
+  // Before the namespace goes (this hook runs first): KEDA's finalizers on ScaledObjects need the operator.
+  const collection = `${kedaApi}/namespaces/${suite.ns.name}/scaledobjects`;
+  for (const name of ["qwen", "missing-model", "unknown-key"])
+    await suite.admin.client.delete(`${collection}/${name}`).catch(() => {});
+  if (keda?.operator.running())
+    await waitFor(
+      async () => ((await suite.admin.client.list(collection)).items.length === 0 ? true : undefined),
+      {
+        what: "KEDA to let go of the ScaledObjects",
+        timeoutMs: 20_000,
+      },
+    ).catch((error: unknown) => console.warn(String(error)));
+  await keda?.stop();
+});
+
+const holder = async () =>
+  (
+    await suite.admin.client
+      .get<any>(
+        `/apis/coordination.k8s.io/v1/namespaces/${system}/leases/snooze-model-${suite.ns.name}.${model}`,
+      )
+      .catch(() => undefined)
+  )?.spec?.holderIdentity as string | undefined;
+const logs = () =>
+  [
+    ...[...suite.autoscalers.values()].map((a) => `${a.name}:\n${a.process.tail(12)}`),
+    `activator:\n${suite.activator.process.tail(8)}`,
+    `keda-operator:\n${keda?.operator.tail(15)}`,
+  ].join("\n");
+const modelNow = () => suite.admin.model(suite.ns.name, model);
+const pods = () => suite.admin.pods(suite.ns.name, model);
+const waitModel = (what: string, check: (m: any) => boolean, timeoutMs = 30_000) =>
+  waitFor(async () => ((m) => (check(m) ? m : undefined))(await modelNow()), {
+    what,
+    timeoutMs,
+    intervalMs: 50,
+    detail: logs,
+  });
+const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs = 30_000) =>
+  waitFor(async () => ((p) => (check(p) ? p : undefined))(await pods()), {
+    what,
+    timeoutMs,
+    intervalMs: 100,
+    detail: logs,
+  });
+
+function scaledObject(name: string, target: string, metadata: Record<string, string>) {
+  return {
+    apiVersion: "keda.sh/v1alpha1",
+    kind: "ScaledObject",
+    metadata: { name },
+    spec: {
+      scaleTargetRef: { apiVersion: "snooze.dev/v1alpha1", kind: "Model", name: target },
+      // Polling is slow on purpose: a scale from zero within a second was pushed, not polled.
+      pollingInterval: 10,
+      cooldownPeriod: 5,
+      minReplicaCount: 0,
+      maxReplicaCount: 5,
+      advanced: {
+        horizontalPodAutoscalerConfig: {
+          behavior: {
+            scaleUp: {
+              stabilizationWindowSeconds: 0,
+              policies: [{ type: "Pods", value: 5, periodSeconds: 1 }],
+            },
+            scaleDown: {
+              stabilizationWindowSeconds: 0,
+              policies: [{ type: "Percent", value: 100, periodSeconds: 1 }],
+            },
+          },
+        },
+      },
+      triggers: [{ type: "external-push", metadata: { scalerAddress: grpcService!.address, ...metadata } }],
+    },
+  };
+}
+const createScaledObject = (body: unknown) =>
+  suite.admin.client.create(`${kedaApi}/namespaces/${suite.ns.name}/scaledobjects`, body);
+const readScaledObject = (name: string) =>
+  suite.admin.client.get<any>(`${kedaApi}/namespaces/${suite.ns.name}/scaledobjects/${name}`);
+const condition = (object: any, type: string) =>
+  object?.status?.conditions?.find((c: any) => c.type === type) as
+    | { status: string; reason?: string; message?: string }
+    | undefined;
+
+/** Prometheus samples of `name` at one autoscaler, by their label text. */
+async function samples(url: string, name: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const out: Record<string, number> = {};
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(`${name}{`)) continue;
+    const [labels, value] = [
+      line.slice(name.length, line.lastIndexOf(" ")),
+      line.slice(line.lastIndexOf(" ") + 1),
+    ];
+    out[labels] = Number(value);
+  }
+  return out;
+}
+const sum = (s: Record<string, number>, filter: (labels: string) => boolean) =>
+  Object.entries(s)
+    .filter(([labels]) => filter(labels))
+    .reduce((n, [, v]) => n + v, 0);
+const scalerCalls = async (filter: (labels: string) => boolean) => {
+  let n = 0;
+  for (const a of suite.autoscalers.values())
+    if (a.process.running()) n += sum(await samples(a.url, "snooze_external_scaler_calls_total"), filter);
+  return n;
+};
+const pushes = async (result: boolean) => {
+  let n = 0;
+  for (const a of suite.autoscalers.values())
+    if (a.process.running())
+      n += sum(await samples(a.url, "snooze_external_scaler_pushes_total"), (l) => l.includes(`"${result}"`));
+  return n;
+};
+
+/** A completion that takes `tokens` × 20 ms once it runs. */
+async function generate(tokens: number) {
+  const response = await fetch(`${suite.activator.url}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model, prompt: "hello", max_tokens: tokens, ignore_eos: true }),
+    signal: AbortSignal.timeout(120_000),
+  });
+  await response.text();
+  return response.status;
+}
+
+/** `workers` clients sending back to back until stopped; resolves to every status seen. */
+function load(workers: number, tokens: number) {
+  let stopped = false;
+  const statuses: number[] = [];
+  const running = Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (!stopped) statuses.push(await generate(tokens).catch(() => -1));
+    }),
+  );
+  return {
+    statuses,
+    async stop() {
+      stopped = true;
+      await running;
+      return statuses;
+    },
+  };
+}
+
+const externalMetric = async () => {
+  const list = await suite.admin.client.get<any>(
+    `/apis/external.metrics.k8s.io/v1beta1/namespaces/${suite.ns.name}/s0-snooze-demand?labelSelector=${encodeURIComponent(`scaledobject.keda.sh/name=${model}`)}`,
+  );
+  return list.items[0]?.value as string | undefined;
+};
+
+/** Samples the Model (and the external metric the HPA reads) every 100 ms until stopped. */
+function watchModel() {
+  const seen: {
+    at: number;
+    spec?: number;
+    replicas?: number;
+    ready?: number;
+    warming?: number;
+    metric?: string;
+  }[] = [];
+  let stopped = false;
+  const running = (async () => {
+    while (!stopped) {
+      const [m, metric] = await Promise.all([
+        modelNow().catch(() => undefined),
+        externalMetric().catch(() => undefined),
+      ]);
+      if (m)
+        seen.push({
+          at: Date.now(),
+          spec: m.spec.replicas,
+          replicas: m.status?.replicas,
+          ready: m.status?.readyReplicas,
+          warming: m.status?.warmingReplicas,
+          metric,
+        });
+      await sleep(100);
+    }
+  })();
+  return {
+    seen,
+    async stop() {
+      stopped = true;
+      await running;
+      return seen;
+    },
+  };
+}
+
+describe.skipIf(!folder)("KEDA and the HPA scale a Model on Snooze's demand", () => {
+  test("a ScaledObject takes the Model at KEDA's zero: an HPA on the external metric, served through the aggregator", async () => {
+    // One pod up (spec.replicas 1), then to zero: it sleeps, it is not deleted.
+    await waitPods("one pod ready", (p) => p.length === 1 && tierOf(p[0]!) === "ready");
+    await suite.admin.scaleModel(suite.ns.name, model, 0);
+    await waitPods("the pod asleep", (p) => p.length === 1 && tierOf(p[0]!) === "asleep-1");
+
+    await createScaledObject(scaledObject(model, model, { model, targetDemand: "2" }));
+    const so = await waitFor(
+      async () => {
+        const o = await readScaledObject(model);
+        return condition(o, "Ready")?.status === "True" && o.status?.externalMetricNames?.length
+          ? o
+          : undefined;
+      },
+      { what: "the ScaledObject Ready", timeoutMs: 60_000, intervalMs: 250, detail: logs },
+    );
+    expect(so.status.externalMetricNames).toEqual(["s0-snooze-demand"]);
+    expect(so.status.scaleTargetGVKR).toMatchObject({
+      group: "snooze.dev",
+      kind: "Model",
+      resource: "models",
+    });
+    // The HPA controller reads the Model's scale subresource (kube-controller-manager learns new kinds
+    // from discovery every 30 s, so right after the CRD was installed this can take that long).
+    const hpa = await waitFor(
+      async () => {
+        const h = await suite.admin.client.get<any>(
+          `/apis/autoscaling/v2/namespaces/${suite.ns.name}/horizontalpodautoscalers/keda-hpa-${model}`,
+        );
+        return condition(h, "AbleToScale")?.status === "True" ? h : undefined;
+      },
+      { what: "KEDA's HPA able to read the Model's scale", timeoutMs: 60_000, intervalMs: 500, detail: logs },
+    );
+    expect(condition(hpa, "AbleToScale")?.reason).toBe("SucceededGetScale");
+    expect(hpa.spec.scaleTargetRef).toMatchObject({
+      apiVersion: "snooze.dev/v1alpha1",
+      kind: "Model",
+      name: model,
+    });
+    expect(hpa.spec.metrics[0].external).toMatchObject({
+      metric: { name: "s0-snooze-demand" },
+      target: { type: "AverageValue", averageValue: "2" },
+    });
+    // What the HPA controller reads: the adapter, through the aggregator, asking Snooze.
+    const metric = await suite.admin.client.get<any>(
+      `/apis/external.metrics.k8s.io/v1beta1/namespaces/${suite.ns.name}/s0-snooze-demand?labelSelector=${encodeURIComponent(`scaledobject.keda.sh/name=${model}`)}`,
+    );
+    expect(metric.items).toEqual([expect.objectContaining({ metricName: "s0-snooze-demand", value: "0" })]);
+    // KEDA opened the external-push stream and heard "inactive"; nothing scaled.
+    await waitFor(async () => ((await pushes(false)) > 0 ? true : undefined), {
+      what: "KEDA's StreamIsActive stream open",
+      timeoutMs: 20_000,
+      detail: logs,
+    });
+    expect((await modelNow()).spec.replicas).toBe(0);
+  });
+
+  test("a held request at KEDA's zero: pushed to KEDA, which scales the Model to 1 within a second; the sleeper is woken", async () => {
+    const [sleeper] = await pods();
+    const pushedBefore = await pushes(true);
+    const sent = Date.now();
+    const answer = complete(suite.activator.url, model);
+    const scaled = await waitModel("KEDA scales the Model to 1", (m) => m.spec.replicas === 1, 10_000);
+    const scaledMs = Date.now() - sent;
+    console.log(
+      `e2e keda: a held request to spec.replicas 1 by KEDA took ${scaledMs} ms (pollingInterval 10 s)`,
+    );
+    expect(scaled.spec.replicas).toBe(1);
+    expect(scaledMs).toBeLessThan(1_000);
+    expect(await pushes(true)).toBeGreaterThan(pushedBefore);
+    const result = await answer;
+    expect(result.status, `${result.text}\n${logs()}`).toBe(200);
+    // Woken, not started: the same pod, the Deployment still at one.
+    const now = await pods();
+    expect(now.map((p) => p.metadata.name)).toEqual([sleeper!.metadata.name]);
+    expect(tierOf(now[0]!)).toBe("ready");
+    expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(1);
+  });
+
+  test("load: KEDA's HPA scales 1 → 3 on held + in-flight, counting warming replicas, without overshoot; then 3 → 1 → 0, sleeping, and the ladder stops them", async () => {
+    const watch = watchModel();
+    const started = Date.now();
+    // 6 clients, 2 per replica (targetDemand 2): the HPA wants ceil(6 / 2) = 3.
+    const traffic = load(6, 150);
+    const three = await waitModel("KEDA's HPA at 3", (m) => m.spec.replicas === 3, 60_000);
+    expect(three.spec.replicas).toBe(3);
+    await waitModel("3 ready", (m) => m.status?.readyReplicas === 3, 60_000);
+    const threeReadyMs = Date.now() - started;
+    await sleep(3_000);
+    const statuses = await traffic.stop();
+    const stoppedAt = Date.now();
+    expect(
+      statuses.filter((s) => s !== 200),
+      `${statuses}`,
+    ).toEqual([]);
+    expect(statuses.length).toBeGreaterThanOrEqual(6);
+
+    // Load gone: the HPA goes to its minimum (1), KEDA to 0 after its cooldown; all asleep, none deleted.
+    await waitModel("back to 1", (m) => m.spec.replicas === 1, 60_000);
+    const oneMs = Date.now() - stoppedAt;
+    await waitModel("KEDA's zero", (m) => m.spec.replicas === 0, 60_000);
+    const zeroMs = Date.now() - stoppedAt;
+    const asleep = await waitPods(
+      "3 pods asleep",
+      (p) => p.length === 3 && p.every((x) => tierOf(x)?.startsWith("asleep")),
+      30_000,
+    );
+    expect(asleep).toHaveLength(3);
+    const seen = await watch.stop();
+    // Never above 3, and while new replicas warmed, status.replicas (ready + warming) counted them.
+    expect(Math.max(...seen.map((s) => s.spec ?? 0)), JSON.stringify(seen)).toBe(3);
+    const warmingSeen = seen.filter((s) => s.spec === 3 && (s.warming ?? 0) > 0);
+    expect(warmingSeen.length, JSON.stringify(seen.slice(0, 80))).toBeGreaterThan(0);
+    for (const s of warmingSeen) expect(s.replicas).toBe((s.ready ?? 0) + (s.warming ?? 0));
+    const order = seen.map((s) => s.spec).filter((v, i, all) => i === 0 || v !== all[i - 1]);
+    const threeAt = seen.find((s) => s.spec === 3)!.at - started;
+    console.log(
+      `e2e keda: load 6 → spec.replicas ${order.join(" → ")}; 3 asked after ${threeAt} ms, 3 ready after ${threeReadyMs} ms; ` +
+        `load gone → 1 after ${oneMs} ms, → 0 after ${zeroMs} ms; ${statuses.length} requests, all 200`,
+    );
+    expect(order).toEqual(expect.arrayContaining([1, 3]));
+    expect(order.slice(-2)).toEqual([1, 0]);
+
+    // zeroAfter (30 s) of sleep: stopped by the ladder, the Deployment scaled to zero.
+    await waitPods("the sleepers stopped", (p) => p.length === 0, 60_000);
+    expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(0);
+  }, 240_000);
+
+  test("bad input: a ScaledObject naming a Model that does not exist, or metadata the scaler does not know, gets a gRPC error naming the field", async () => {
+    const refusedBefore = await scalerCalls((l) => l.includes("NOT_FOUND") || l.includes("INVALID_ARGUMENT"));
+    await createScaledObject(scaledObject("missing-model", "llama", { model: "no-such-model" }));
+    await createScaledObject(scaledObject("unknown-key", "gemma", { model: "gemma", treshold: "5" }));
+    for (const name of ["missing-model", "unknown-key"]) {
+      const so = await waitFor(
+        async () =>
+          ((o) => (condition(o, "Ready")?.status === "False" ? o : undefined))(await readScaledObject(name)),
+        { what: `ScaledObject ${name} not Ready`, timeoutMs: 30_000, intervalMs: 250, detail: logs },
+      );
+      expect(condition(so, "Ready")?.message).toBeTruthy();
+    }
+    // KEDA got the errors (and logs them), naming the field.
+    await waitFor(
+      async () => {
+        const log = keda!.operator.tail(400);
+        return log.includes(`scalerMetadata.model: no Model ${suite.ns.name}/no-such-model`) &&
+          log.includes("scalerMetadata.treshold: unknown field")
+          ? true
+          : undefined;
+      },
+      { what: "KEDA's operator log names the fields", timeoutMs: 30_000, intervalMs: 250, detail: logs },
+    );
+    expect(
+      await scalerCalls((l) => l.includes("NOT_FOUND") || l.includes("INVALID_ARGUMENT")),
+    ).toBeGreaterThan(refusedBefore);
+    // And nothing moved.
+    expect((await suite.admin.model(suite.ns.name, "llama")).spec.replicas).toBe(0);
+    expect((await suite.admin.model(suite.ns.name, "gemma")).spec.replicas).toBe(0);
+  });
+
+  test("KEDA down never stops Snooze from waking a model for a held request", async () => {
+    await keda!.stopOperator();
+    try {
+      const answer = await complete(suite.activator.url, model, 90_000);
+      expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
+      expect((await modelNow()).spec.replicas).toBe(0); // KEDA did not (could not) scale it
+    } finally {
+      await keda!.startOperator();
+    }
+  }, 120_000);
+
+  test("the Lease holder changes mid-load: the scaler keeps answering through the Service, nothing is lost", async () => {
+    const traffic = load(4, 100);
+    await waitModel("KEDA's HPA at 2", (m) => m.spec.replicas === 2, 60_000);
+    const watch = watchModel();
+    const before = await holder();
+    expect(before).toBe("autoscaler-a");
+    // The holder shuts down (releases its Leases); b takes over, KEDA's stream reconnects to b.
+    await suite.autoscalers.get("autoscaler-a")!.stop();
+    await waitFor(async () => ((await holder()) === "autoscaler-b" ? true : undefined), {
+      what: "autoscaler-b holds the Lease",
+      timeoutMs: 15_000,
+      detail: logs,
+    });
+    const b = suite.autoscalers.get("autoscaler-b")!;
+    const answeredByB = async () =>
+      sum(await samples(b.url, "snooze_external_scaler_calls_total"), (l) => l.includes('code="OK"'));
+    const bBefore = await answeredByB();
+    await waitFor(async () => ((await answeredByB()) > bBefore + 2 ? true : undefined), {
+      what: "b answers KEDA's calls",
+      timeoutMs: 45_000,
+      intervalMs: 500,
+      detail: logs,
+    });
+    await sleep(2_000);
+    // While the load ran, the new leader never reported a demand it did not know yet (a 0 would
+    // have let the HPA scale down in the middle of the failover).
+    const seen = await watch.stop();
+    expect(Math.min(...seen.map((x) => x.spec ?? 0)), JSON.stringify(seen)).toBe(2);
+    const statuses = await traffic.stop();
+    expect(
+      statuses.filter((s) => s !== 200),
+      `${statuses}\n${logs()}`,
+    ).toEqual([]);
+    const so = await readScaledObject(model);
+    expect(condition(so, "Ready")?.status).toBe("True");
+    expect(grpcService!.counts.get(b.grpcAddress!)).toBeGreaterThan(0);
+  }, 180_000);
+});
