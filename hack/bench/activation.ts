@@ -227,8 +227,8 @@ async function startDirectSim(): Promise<{ origin: string; stop(): Promise<void>
 
 export async function activation(ctx: BenchContext): Promise<ActivationResult> {
   const rounds = ctx.quick ? 1 : 3;
-  const count = ctx.quick ? 200 : 1_000;
-  const idleBeforeMs = 5_500;
+  const count = ctx.tiny ? 20 : ctx.quick ? 200 : 1_000;
+  const idleBeforeMs = ctx.tiny ? 100 : 5_500;
   const config = writeSnoozeYaml(
     ctx,
     "activation",

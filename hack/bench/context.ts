@@ -7,6 +7,11 @@ export interface BenchContext {
   dir: string;
   /** Shorter runs, fewer rounds: a smoke test of the harness, not a measurement. */
   quick: boolean;
+  /**
+   * Smaller still (implies quick): every scenario in a few seconds, for the test that keeps the
+   * harness working (hack/bench/bench.test.ts). Its numbers mean nothing.
+   */
+  tiny?: boolean;
   /** When set, the activator writes V8 CPU profiles here. */
   profileDir?: string;
   log(message: string): void;

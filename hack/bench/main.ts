@@ -3,11 +3,12 @@
  * nginx, on this machine, in one run; rewrites the results section of
  * docs/benchmarks.md. See that file for what each scenario measures.
  *
- *   npm run bench [-- --quick] [--only warm-path,activation,streaming,memory]
+ *   npm run bench [-- --quick | --tiny] [--only warm-path,activation,streaming,memory]
  *                 [--profile <dir>] [--no-write | --write] [--out <file>]
  *
  * --quick is a smoke run of the harness (seconds per scenario, small counts);
- * it and --only do not touch the docs unless --write is given.
+ * --tiny is smaller still (a few seconds per scenario: the harness's own test, hack/bench/bench.test.ts).
+ * They and --only do not touch the docs unless --write is given.
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -50,6 +51,7 @@ async function main(): Promise<number> {
   const { values } = parseArgs({
     options: {
       quick: { type: "boolean", default: false },
+      tiny: { type: "boolean", default: false },
       only: { type: "string" },
       profile: { type: "string" },
       write: { type: "boolean" },
@@ -63,7 +65,8 @@ async function main(): Promise<number> {
     console.error(`bench: unknown scenario ${unknown.join(", ")}; known: ${scenarios.join(", ")}`);
     return 2;
   }
-  const write = values["no-write"] ? false : (values.write ?? (!values.quick && !values.only));
+  const quick = values.quick || values.tiny;
+  const write = values["no-write"] ? false : (values.write ?? (!quick && !values.only));
 
   execFileSync("bash", [join(repo, "hack", "bench", "install-tools.sh")], { stdio: "inherit" });
   const machine = machineFacts();
@@ -71,7 +74,8 @@ async function main(): Promise<number> {
   const started = performance.now();
   const ctx: BenchContext = {
     dir,
-    quick: values.quick,
+    quick,
+    tiny: values.tiny,
     profileDir: values.profile,
     log: (message) =>
       console.error(`[bench ${((performance.now() - started) / 1000).toFixed(0)}s] ${message}`),
@@ -79,7 +83,7 @@ async function main(): Promise<number> {
   const argv = process.argv.slice(2);
   const results: BenchResults = {
     command: `npm run bench${argv.length ? ` -- ${argv.join(" ")}` : ""}`,
-    quick: values.quick,
+    quick,
     code: codeVersion(),
     machine,
     seconds: 0,

@@ -78,7 +78,7 @@ async function holdMany(activator: ActivatorProcess, count: number, measure: boo
 }
 
 export async function memory(ctx: BenchContext): Promise<MemoryResult> {
-  const counts = ctx.quick ? [500] : [1_000, 5_000];
+  const counts = ctx.tiny ? [50] : ctx.quick ? [500] : [1_000, 5_000];
   const config = writeSnoozeYaml(
     ctx,
     "memory",
@@ -94,7 +94,7 @@ export async function memory(ctx: BenchContext): Promise<MemoryResult> {
     cpuProfileDir: ctx.profileDir ? join(ctx.profileDir, "memory") : undefined,
   });
   try {
-    await holdMany(activator, 300, false);
+    await holdMany(activator, ctx.tiny ? 20 : 300, false);
     const steps: MemoryStep[] = [];
     for (const count of counts) {
       const step = await holdMany(activator, count, true);

@@ -50,9 +50,9 @@ const upstreamScript = fileURLToPath(new URL("./sse-upstream.ts", import.meta.ur
 
 export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
   const rounds = ctx.quick ? 1 : 2;
-  const streams = Number(process.env.BENCH_STREAMS) || (ctx.quick ? 200 : 1_000);
+  const streams = Number(process.env.BENCH_STREAMS) || (ctx.tiny ? 20 : ctx.quick ? 200 : 1_000);
   const itlMs = Number(process.env.BENCH_ITL) || 10;
-  const windowMs = ctx.quick ? 2_000 : 5_000;
+  const windowMs = ctx.tiny ? 300 : ctx.quick ? 2_000 : 5_000;
   const config = writeSnoozeYaml(
     ctx,
     "streaming",
@@ -107,7 +107,7 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
           path: "/v1/chat/completions",
           body,
           streams,
-          warmupMs: 1_000,
+          warmupMs: ctx.tiny ? 200 : 1_000,
           startTimeoutMs: 15_000,
           windowMs,
         });
@@ -127,7 +127,7 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
         );
         if (name === "activator")
           await until(async () => (await activator.route("bench")).inFlight === 0, 30_000, "streams to end");
-        else await new Promise((resolve) => setTimeout(resolve, 500));
+        else await new Promise((resolve) => setTimeout(resolve, ctx.tiny ? 50 : 500));
       }
       perRound.push(results);
     }

@@ -41,8 +41,11 @@ end
 `;
 }
 
+let scripts = 0;
+
 export async function runWrk(options: WrkOptions): Promise<WrkResult> {
-  const script = join(options.dir, "wrk-post.lua");
+  // A script per run: runs side by side (--tiny) must not rewrite one another's.
+  const script = join(options.dir, `wrk-post-${++scripts}.lua`);
   writeFileSync(script, luaScript(options.body));
   const args = [
     "-t",
