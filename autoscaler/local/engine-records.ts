@@ -4,6 +4,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../../lib/log.ts";
+import { signalGroup } from "./orphans.ts";
 
 /**
  * The record of the engines one `snooze serve` runs, kept in a file of the state directory so that
@@ -115,15 +116,6 @@ function isOurs(engine: EngineRecord): boolean {
   return members(new Set([engine.pgid])).some(
     (p) => (p.pid === engine.pgid && p.startTime === engine.startTime) || carriesToken(p.pid, engine.token),
   );
-}
-
-function signalGroup(pgid: number, signal: NodeJS.Signals): void {
-  if (!Number.isInteger(pgid) || pgid <= 1) return; // never -1 (every process) or -0 (our own group)
-  try {
-    process.kill(-pgid, signal);
-  } catch {
-    // gone already
-  }
 }
 
 /** The running engines of this `snooze serve`, written to `<dir>/serve-<pid>.json` on every change. */

@@ -1,3 +1,6 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { setTimeout as delay } from "node:timers/promises";
+
 const groups = new Set<number>();
 let installed = false;
 
@@ -26,4 +29,46 @@ export function killGroupOnExit(pgid: number): () => void {
     });
   }
   return () => groups.delete(pgid);
+}
+
+/**
+ * Whether a process of group `pgid` still runs. A process that exited and waits to be reaped (a
+ * zombie) does not count: it holds no memory, GPU memory included. Linux reads /proc; elsewhere
+ * the group counts as running while a signal can reach it.
+ */
+export function groupRunning(pgid: number): boolean {
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    try {
+      process.kill(-pgid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  for (const name of entries) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, "utf8");
+    } catch {
+      continue;
+    }
+    // pid (comm) state ppid pgrp ...: the fields after the command name, which may hold spaces.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X") return true;
+  }
+  return false;
+}
+
+/**
+ * Waits (bounded) until no process of the group runs: an engine's exit is only news once its
+ * memory is free, or the next engine on the same GPU would start into an out-of-memory error.
+ */
+export async function untilGroupGone(pgid: number | undefined, timeoutMs = 2_000): Promise<void> {
+  if (pgid === undefined || pgid <= 1) return;
+  const deadline = Date.now() + timeoutMs;
+  while (groupRunning(pgid) && Date.now() < deadline) await delay(10);
 }

@@ -16,7 +16,7 @@ import {
   processStartTime,
   stopLeftovers,
 } from "./engine-records.ts";
-import { killGroupOnExit, signalGroup } from "./orphans.ts";
+import { killGroupOnExit, signalGroup, untilGroupGone } from "./orphans.ts";
 
 interface Engine {
   replica: Replica;
@@ -269,10 +269,14 @@ export class LocalPlatform implements Platform {
     });
     let exit: { code: number | null; sig: NodeJS.Signals | null } | undefined;
     let drain: NodeJS.Timeout | undefined;
-    const finish = () => {
-      if (engine.exited) return;
-      engine.exited = true;
+    let finishing = false;
+    const finish = async () => {
+      if (finishing) return;
+      finishing = true;
       clearTimeout(drain);
+      // Listed until every process of its group is gone: its memory (the GPU's too) is free by then.
+      await untilGroupGone(pgid);
+      engine.exited = true;
       entry.exited = engine;
       forget();
       this.records?.remove(id);
@@ -301,16 +305,16 @@ export class LocalPlatform implements Platform {
       drain = setTimeout(() => {
         child.stdout?.destroy();
         child.stderr?.destroy();
-        finish();
+        void finish();
       }, outputDrainMs);
     });
     child.once("close", (code, sig) => {
       exit ??= { code, sig };
-      finish();
+      void finish();
     });
     child.once("error", () => {
       // The guard itself could not start: there is no "exit" to wait for.
-      if (pgid === undefined) finish();
+      if (pgid === undefined) void finish();
     });
     log.info("engine starting", { command, pgid });
     void this.watchReadiness(engine, config.id);

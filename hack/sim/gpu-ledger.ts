@@ -139,11 +139,25 @@ function processAlive(pid: number): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     // EPERM: alive but someone else's.
     return (error as NodeJS.ErrnoException).code === "EPERM";
   }
+  // A process that exited and waits to be reaped (a zombie) holds no GPU memory: the driver frees
+  // it at exit, so a killed engine's claim ends at once even if nobody reaped it yet.
+  return !exited(pid);
+}
+
+/** Linux: the process is a zombie (state Z or X in /proc/<pid>/stat). Elsewhere: unknown, so no. */
+function exited(pid: number): boolean {
+  let stat: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return false;
+  }
+  const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+  return state === "Z" || state === "X";
 }
 
 function withLock<T>(deviceDir: string, work: () => T): T {

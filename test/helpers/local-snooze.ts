@@ -1,3 +1,6 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/index.ts";
@@ -54,4 +57,20 @@ export function metricValue(text: string, name: string, labels: Record<string, s
     total += Number(line.slice(line.lastIndexOf(" ") + 1));
   }
   return total;
+}
+
+/** Sim flags for engines on one simulated 24 GiB GPU of their own (a fresh ledger per call). */
+export function sharedGpu(): string[] {
+  const gpuDir = mkdtempSync(join(tmpdir(), "snooze-gpu-"));
+  return [
+    "--enable-sleep-mode",
+    "--gpu-id",
+    "0",
+    "--gpu-memory",
+    "24GiB",
+    "--model-memory",
+    "16GiB",
+    "--gpu-dir",
+    gpuDir,
+  ];
 }

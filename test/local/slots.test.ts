@@ -1,33 +1,14 @@
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import type { ReplicaEvent, Tier } from "../../lib/replica-event.ts";
-import { chat, metricValue, simCommand, startWith } from "../helpers/local-snooze.ts";
+import { chat, metricValue, sharedGpu, simCommand, startWith } from "../helpers/local-snooze.ts";
 
 let snooze: LocalSnooze | undefined;
 afterEach(async () => {
   await snooze?.close(1_000);
   snooze = undefined;
 });
-
-/** Sim flags for engines on one simulated 24 GiB GPU of their own (a fresh ledger per test). */
-function sharedGpu(): string[] {
-  const gpuDir = mkdtempSync(join(tmpdir(), "snooze-gpu-"));
-  return [
-    "--enable-sleep-mode",
-    "--gpu-id",
-    "0",
-    "--gpu-memory",
-    "24GiB",
-    "--model-memory",
-    "16GiB",
-    "--gpu-dir",
-    gpuDir,
-  ];
-}
 
 /**
  * Two members on one simulated 24 GiB GPU whose engines each take 90% of it:
