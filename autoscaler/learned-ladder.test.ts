@@ -63,6 +63,17 @@ describe("the learned ladder", () => {
     expect(choice.plan.first).toBe(2);
   });
 
+  test("with a 3 s target an 8B model never sleeps at level 2 (6.5 s), even where few gaps would reach it", () => {
+    const choice = chooseLadder({
+      gaps: gaps([120_000, 200], [45 * minute, 3]),
+      durations: eightB,
+      settings,
+      explicit: new Set(),
+      inSlot: true,
+    })!;
+    expect(choice.plan.first).toBe(1);
+  });
+
   test("a wake slower than the target anyway: no slower level, and no more misses than the fixed ladder", () => {
     const fourteenB = { wake1: 3_500, sleep1: 17_000, wake2: 11_000, sleep2: 1_500, start: 90_000 };
     const choice = chooseLadder({

@@ -16,10 +16,12 @@ import type { LadderSettings } from "./ladder.ts";
  * start once it stopped (a request that comes while the sleep is still under way waits for the
  * rest of it, too). A gap **misses** the target when that wait is longer than `wakeTarget`.
  *
- * The choice never costs more than the fixed ladder would on the same gaps. Within that it is the
- * cheapest plan that meets the target for 95% of the gaps; where no such plan exists, the
- * cheapest that misses the target no more often than the fixed ladder, and by no more on average.
- * Settings the user set explicitly stay as
+ * The choice never costs more than the fixed ladder would on the same gaps, and never sleeps at a
+ * level that wakes slower than the target when a faster one is there (a level whose wake already
+ * misses the target is only used if it is the fastest). Within that it is the cheapest plan that
+ * meets the target for 95% of the gaps; where no such plan exists, the cheapest that misses the
+ * target no more often than the fixed ladder, and by no more on average. Settings the user set
+ * explicitly stay as
  * set; `zeroAfter` stays (it bounds how long an idle engine keeps its process and host RAM, which
  * costs no GPU time). Durations not measured yet are scaled from one that was, by the ratios of an
  * 8B model (level-1 sleep 10 s, wake 2 s; level-2 sleep 1 s, wake 6.5 s; start 60 s).
@@ -192,6 +194,11 @@ export function chooseLadder(input: LadderChoiceInput): LadderChoice | undefined
   // Sleep mode asked for by name: a level, not a stop.
   else if (explicit.has("sleep")) firsts = [1, 2];
   else firsts = [1, 2, "stop"];
+  // A first step slower than the target only if nothing faster is allowed.
+  const wakeOf = (f: FirstStep) =>
+    f === "stop" ? durations.start : f === 1 ? durations.wake1 : durations.wake2;
+  const fastest = Math.min(...firsts.map(wakeOf));
+  firsts = firsts.filter((f) => wakeOf(f) <= settings.wakeTarget || wakeOf(f) === fastest);
   const deeps = explicit.has("deepSleepAfter")
     ? [settings.deepSleepAfter]
     : [settings.deepSleepAfter, Number.POSITIVE_INFINITY];
