@@ -54,6 +54,11 @@ export interface EngineLog {
 /** What the admin API can ask of the control plane, on a person's request. */
 export interface AdminActions {
   wake(model: string): Promise<void>;
+  /**
+   * Wakes the model at prewarm priority and keeps it awake for `forMs` within its prewarmBudget
+   * (the `dev.snooze.model.prewarm` event); absent: only `wake` is available here.
+   */
+  prewarm?(model: string, forMs: number): Promise<void>;
   sleep(model: string): Promise<void>;
   stop(model: string): Promise<void>;
   /** Control-plane facts the activator does not know: measured durations, last error, replica ids. */

@@ -49,6 +49,9 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
   };
   return {
     wake: (model) => controller(model).wakeNow(),
+    prewarm: async (model, forMs) => {
+      await controller(model).prewarm(forMs);
+    },
     sleep: (model) => controller(model).sleepNow(),
     stop: (model) => controller(model).stopNow(),
     slots: async () => autoscaler.slotStatuses(),
