@@ -1,0 +1,214 @@
+import { fork } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { writeSection } from "../slots/docs-section.ts";
+import { daySvg, toPng } from "./plot.ts";
+import type { ReplayResult } from "./replay.ts";
+import { goalLines, kindTable, policyLines, resultsTable, timingLines, worldDescription } from "./report.ts";
+import { checkGoals, summarize } from "./results.ts";
+import { dayMs, generateTrace } from "./trace.ts";
+import { budgetSweep, policies, prewarmBudget, wakeTarget, worldModels } from "./world.ts";
+
+/**
+ * `npm run bench:prewarm`: replays one seeded multi-day trace for 20 models on 4 slots through the
+ * real control plane in virtual time, once per policy (in parallel processes), prints the
+ * comparison, writes it into its own section of docs/benchmarks.md and renders one day as a PNG.
+ */
+const usage =
+  "usage: npm run bench:prewarm -- [--seed N] [--days N] [--warmup N] [--jobs N] [--out FILE] [--plot FILE] [--no-sweep] [--no-write]";
+
+function flags() {
+  try {
+    return parseArgs({
+      options: {
+        seed: { type: "string", default: "1" },
+        days: { type: "string", default: "21" },
+        warmup: { type: "string", default: "7" },
+        jobs: { type: "string", default: String(Math.max(1, Math.min(2, availableParallelism()))) },
+        out: { type: "string", default: "docs/benchmarks.md" },
+        plot: { type: "string", default: "docs/images/prewarm-day.png" },
+        "no-write": { type: "boolean", default: false },
+        "no-sweep": { type: "boolean", default: false },
+        help: { type: "boolean", default: false },
+      },
+    }).values;
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${usage}`);
+    process.exit(2);
+  }
+}
+const values = flags();
+if (values.help) {
+  console.log(usage);
+  process.exit(0);
+}
+const seed = Number(values.seed);
+const days = Number(values.days);
+const warmup = Number(values.warmup);
+const jobs = Number(values.jobs);
+if (![seed, days, warmup, jobs].every(Number.isInteger) || days <= warmup || jobs < 1) {
+  console.error(usage);
+  process.exit(2);
+}
+
+const started = performance.now();
+const trace = generateTrace(worldModels, days, seed);
+const dir = mkdtempSync(join(tmpdir(), "snooze-bench-prewarm-"));
+const worker = fileURLToPath(new URL("./worker.ts", import.meta.url));
+
+async function runOne(name: string): Promise<ReplayResult> {
+  const out = join(dir, `${name}.json`);
+  await new Promise<void>((resolve, reject) => {
+    const child = fork(worker, [name, String(seed), String(days), out], { stdio: "inherit" });
+    child.on("exit", (code) =>
+      code === 0 ? resolve() : reject(new Error(`${name}: worker exited ${code}`)),
+    );
+  });
+  const result = JSON.parse(readFileSync(out, "utf8")) as ReplayResult;
+  console.error(`${name}: ${(result.wallMs / 1000).toFixed(0)} s`);
+  return result;
+}
+
+const runs = new Map<string, ReplayResult>();
+const sweep = values["no-sweep"] ? [] : budgetSweep;
+// The slowest (learned) runs first, so the two processes finish close together.
+const queue = [...policies, ...sweep]
+  .map((p) => p.name)
+  .sort((a, b) => Number(b.includes("learned")) - Number(a.includes("learned")));
+await Promise.all(
+  Array.from({ length: jobs }, async () => {
+    for (let name = queue.shift(); name !== undefined; name = queue.shift())
+      runs.set(name, await runOne(name));
+  }),
+);
+rmSync(dir, { recursive: true, force: true });
+
+const from = trace.start + warmup * dayMs;
+const to = trace.start + days * dayMs;
+const results = policies.map((p) => summarize(runs.get(p.name)!, from, to));
+for (const r of results)
+  if (r.accountingError > 0.01)
+    throw new Error(
+      `${r.policy}: snooze_gpu_seconds_total is off by ${(r.accountingError * 100).toFixed(1)}%`,
+    );
+const goals = checkGoals(results);
+const sweepResults = sweep.map((p) => summarize(runs.get(p.name)!, from, to));
+const sweepTable = (() => {
+  if (sweepResults.length === 0) return "(Budget sweep: not run, --no-sweep.)";
+  const byName = new Map([...results, ...sweepResults].map((r) => [r.policy, r]));
+  const fixed = byName.get("snooze-fixed")!;
+  const learned = byName.get("snooze-learned")!;
+  const rows = [
+    "| prewarmBudget | on the fixed ladder: hits, awake GPU-hours | against snooze-fixed | on the learned ladder: hits, awake GPU-hours | against snooze-learned |",
+    "|---|--:|--:|--:|--:|",
+  ];
+  const pct = (a: number, b: number) => `${a >= b ? "+" : ""}${(((a - b) / b) * 100).toFixed(0)}%`;
+  for (const budget of ["10m", prewarmBudget, "1h"]) {
+    const f = byName.get(budget === prewarmBudget ? "snooze-prewarm" : `snooze-prewarm ${budget}`)!;
+    const l = byName.get(
+      budget === prewarmBudget ? "snooze-learned+prewarm" : `snooze-learned+prewarm ${budget}`,
+    )!;
+    rows.push(
+      `| ${budget} | ${f.hits}, ${f.awakeHours.toFixed(1)} | hits ${pct(f.hits, fixed.hits)}, awake ${pct(f.awakeHours, fixed.awakeHours)} | ${l.hits}, ${l.awakeHours.toFixed(1)} | hits ${pct(l.hits, learned.hits)}, awake ${pct(l.awakeHours, learned.awakeHours)} |`,
+    );
+  }
+  return rows.join("\n");
+})();
+
+// One weekday of the last week, one slot, the fixed ladder against the learned ladder with prewarm.
+const plotDay = trace.start + (days - 7 + 1) * dayMs;
+const plotSlot = "gpu-0";
+const plotModels = worldModels.filter((m) => m.slot === plotSlot).map((m) => m.id);
+const svg = daySvg({
+  title: `${plotSlot}, ${new Date(plotDay).toISOString().slice(0, 10)} (a Tuesday, UTC): tiers, requests and prewarms`,
+  dayStart: plotDay,
+  models: plotModels,
+  runs: [runs.get("snooze-fixed")!, runs.get("snooze-learned+prewarm")!],
+});
+let plotted = "not written (--no-write)";
+if (!values["no-write"]) {
+  const png = toPng(svg, values.plot);
+  plotted = png.ok ? values.plot : `not rendered: ${png.reason}`;
+}
+const elapsed = (performance.now() - started) / 1000;
+
+const body = `## Prewarm and the learned ladder (simulated)
+
+\`npm run bench:prewarm\` replays one seeded multi-day trace for 20 models on 4 slots **through the real
+control plane** in virtual time: \`localAutoscaler\` (the real Autoscaler, ModelController, Slot, tier
+ladder and slot arbiter, prewarm and learned ladder included) on the manual clock of the unit tests,
+over their fake platform, whose engines take the modelled time for every start, sleep, wake and
+warm-up (\`hack/bench/prewarm/\`; ${Math.max(1, Math.round(elapsed))} s of wall time for this run in ${jobs} processes, on two cores shared with other work). In front of it a small
+activator does what the real one does at the seam: a request finds a ready replica and is dispatched,
+or it is held and \`demand\` is signalled; every change of in-flight and held counts goes to \`stats\`;
+held requests are released when their model's replica turns ready. Requests run for their prefill
+plus decode time, concurrency unlimited, so added wait is only activations and swaps.
+
+**Trace.** ${worldDescription(worldModels, trace, warmup)}
+
+How it is generated (\`hack/bench/prewarm/trace.ts\`), shaped on published LLM-serving traces:
+
+- Sessions (chat, coding, agents, API clients) start as a non-homogeneous Poisson process whose rate
+  follows the time of day and the day of the week: office hours with a morning ramp and a lunch dip,
+  or evening-heavy consumer use; weekends lower. The week-long [Azure LLM inference trace
+  2024](https://github.com/Azure/AzurePublicDataset/blob/master/AzureLLMInferenceDataset2024.md)
+  (DynamoLLM) and [BurstGPT](https://github.com/HPMLL/BurstGPT) ([paper](https://arxiv.org/abs/2401.17644),
+  10.31M requests to Azure OpenAI over 213 days) show such daily and weekly cycles; the
+  [Azure LLM inference trace 2023](https://github.com/Azure/AzurePublicDataset/blob/master/AzureLLMInferenceDataset2023.md)
+  (Splitwise) separates coding (many short requests) from conversation.
+- Within a session requests follow one another after log-normal think times (heavy-tailed, so
+  sessions are bursty, as BurstGPT finds for conversation traffic); a session's length is geometric.
+- Surges: now and then a head model gets extra sessions for 10–30 minutes (BurstGPT's bursts).
+- Scheduled jobs: a clump of requests at a fixed time of the day, week or hour, within seconds of it,
+  now and then skipped, like the timer triggers of the
+  [Azure Functions trace 2019](https://github.com/Azure/AzurePublicDataset/blob/master/AzureFunctionsDataset2019.md)
+  ("Serverless in the Wild", whose histogram-based keep-alive and pre-warm policy is the closest
+  published relative of this prewarm).
+- Long tail: models used a few times a day or a week at random hours; most applications in the
+  Azure Functions trace are invoked rarely.
+- Tokens are log-normal (input median 600, output median 180).
+
+**Engines** (assumed, scaled from issue 13's measurements of an 8B model; cold starts assumed):
+
+${timingLines()}
+
+**Policies**, all the same controller and slot arbiter (sticky, Snooze's slot defaults), differing only in
+their tier settings for every model:
+
+${policyLines(policies)}
+
+${resultsTable(results)}
+
+Hits and awake GPU-hours by kind of model:
+
+${kindTable(results, worldModels)}
+
+Goals (issue 13), on this trace:
+
+${goalLines(goals)}
+
+How the prewarm budget moves hits and awake time (the same trace):
+
+${sweepTable}
+
+One day of ${plotSlot} (${plotted === values.plot ? `[prewarm-day.png](images/prewarm-day.png)` : plotted}): the fixed ladder (top) against the learned
+ladder with prewarm (bottom); bands are tiers, ticks requests (red: met a sleeping or cold engine),
+bars under a lane prewarms (green: a request came; grey: wasted).
+
+${plotted === values.plot ? "![One day of gpu-0](images/prewarm-day.png)" : ""}
+
+The snooze_gpu_seconds_total the control plane counts agreed with the benchmark's own count from the
+replica events within 1% for every policy (checked on every run). prewarmBudget ${prewarmBudget}, wakeTarget
+${wakeTarget}.
+`;
+
+// Markdown is left as written (Biome does not format docs).
+const section = body.replace(/\n{3,}/g, "\n\n");
+console.log(section);
+if (!values["no-write"]) {
+  await writeSection(values.out, "prewarm", section, "Benchmarks");
+  console.log(`(written to the prewarm section of ${values.out}; plot: ${plotted})`);
+}
