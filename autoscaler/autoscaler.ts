@@ -1,3 +1,4 @@
+import { type Context, context } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import type { Clock } from "../lib/clock.ts";
 import type { EventSink } from "../lib/cloudevents.ts";
@@ -12,6 +13,9 @@ import { ModelController, type ModelState, type ModelTarget } from "./model-cont
 import type { Platform } from "./platform.ts";
 import { Slot, type SlotMetrics, type SlotStatus, slotMetrics } from "./slot.ts";
 import { TierEvents } from "./tier-events.ts";
+
+/** How long queued CloudEvents may take to go out at shutdown. */
+const sinkDrainMs = 2_000;
 
 export interface AutoscalerOptions {
   platform: Platform;
@@ -188,10 +192,10 @@ export class Autoscaler {
 
   // --- the data plane's seam ---
 
-  demand(activator: string, id: string, unreachable?: string): boolean {
+  demand(activator: string, id: string, unreachable?: string, caller?: Context): boolean {
     const controller = this.byId.get(id);
     if (!controller?.isLeading) return false;
-    controller.demand(activator, unreachable);
+    controller.demand(activator, unreachable, caller ?? context.active());
     return true;
   }
 
@@ -217,12 +221,17 @@ export class Autoscaler {
     return [...this.slots.values()].map((s) => s.status());
   }
 
-  /** Stops acting; the platform's replicas stay (local mode's platform stops them on close). */
-  close(): void {
+  /**
+   * Stops acting; the platform's replicas stay (local mode's platform stops them on close). Events
+   * already queued for the sink get a short moment to go out.
+   */
+  async close(): Promise<void> {
     this.saveTimer?.cancel();
     this.saveLearning();
     for (const slot of this.slots.values()) slot.standDown();
     for (const controller of this.byKey.values()) controller.close();
+    await this.options.sink?.drain?.(sinkDrainMs);
+    await this.options.sink?.close?.();
   }
 
   /** Writes what every model learned to the learning store, if there is one. */

@@ -470,6 +470,22 @@ describe("admin actions", () => {
     expect(h.controller("m").tier).toBe("ready");
   });
 
+  test("wakeNow on a model that is ready already resolves at once and does not keep it awake", async () => {
+    const { h, engine } = await readyModel();
+    let done = false;
+    void h
+      .controller("m")
+      .wakeNow()
+      .then(() => {
+        done = true;
+      });
+    await h.settle();
+    expect(done).toBe(true);
+    await h.advance(60_000);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+    expect(h.controller("m").tier).toBe("asleep-1");
+  });
+
   test("wakeNow on a sleeper wakes it; resolves also when the wake failed", async () => {
     const { h, engine } = await readyModel();
     await h.advance(60_000);

@@ -162,6 +162,8 @@ export class ModelController {
   /** A person asked for sleep (or stop): no awake replica until the next request. */
   private parked?: 1 | 2 | "stop";
   private readonly settleWaiters = new Set<() => void>();
+  /** The trace of the request whose demand will cause the next activation. */
+  private callerContext?: Context;
   /** The slot's limit on awake replicas, set before each pass of a slot member. */
   cap?: number;
   /** The slot's swap this model takes part in: its drain, sleep and activation spans go under it. */
@@ -242,8 +244,11 @@ export class ModelController {
   // --- load from activators ---
 
   /** A request is held in `activator`: act now. */
-  demand(activator: string, unreachable?: string): void {
+  demand(activator: string, unreachable?: string, caller?: Context): void {
     const now = this.deps.clock.now();
+    // The held request's trace: the activation it causes continues it (explicitly, not by luck of
+    // whichever async context queued the next pass).
+    if (caller && trace.getSpan(caller)) this.callerContext = caller;
     const entry = this.activators.get(activator);
     this.activators.set(activator, {
       inFlight: entry?.inFlight ?? 0,
@@ -630,6 +635,11 @@ export class ModelController {
     if (!this.leading || this.closed || !this.deps.holding()) return;
     this.timer?.cancel();
     this.syncRecords();
+    // A wake asked for while a replica is ready already is done: it must not count as held forever.
+    if (this.wakeWanted && [...this.records.values()].some((r) => r.tier === "ready")) {
+      this.wakeWanted = false;
+      for (const settle of this.settleWaiters) settle();
+    }
     const set = this.deps.platform.replicaSet(this.key);
     if (!set) {
       this.deps.statusChanged?.();
@@ -1112,7 +1122,8 @@ export class ModelController {
    */
   private async drainThen(record: ReplicaRecord, next: 1 | 2 | "stop"): Promise<void> {
     const leadership = this.leadership;
-    const parent = this.parent ?? context.active();
+    const parent = this.parent ?? this.callerContext ?? context.active();
+    this.callerContext = undefined;
     await this.setTier(record, "draining");
     const drainTimeout = this.deps.slot
       ? Math.min(this.config.drainTimeout, 60_000)

@@ -102,7 +102,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     adminToken: options.adminToken,
   });
   const stopAll = async () => {
-    autoscaler.close();
+    await autoscaler.close();
     await platform.close();
   };
   // A wake releases every held request at once: a deep accept queue keeps bursts from being dropped.

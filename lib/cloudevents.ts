@@ -41,6 +41,9 @@ export interface EventExtras {
 /** Where Snooze's CloudEvents go: `emit` never blocks and never throws. */
 export interface EventSink {
   emit(type: string, subject: string, data: Record<string, unknown>, extras?: EventExtras): void;
+  /** Waits (bounded) until queued deliveries are done; at shutdown. */
+  drain?(timeoutMs: number): Promise<void>;
+  close?(): Promise<void>;
 }
 
 interface Delivery {

@@ -249,8 +249,10 @@ export class KubeAutoscaler {
   /** Stops acting, releases every Lease it holds (a successor takes over at once), stops watching. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.core.close();
+    // The controllers stand down at once (close's first, synchronous part); the Leases are released
+    // while queued CloudEvents go out, so a successor does not wait for the sink.
     await Promise.all([
+      this.core.close(),
       ...[...this.units.values()].map((u) => u.lease.stop(true)),
       this.workloadsElector?.stop(true),
     ]);
