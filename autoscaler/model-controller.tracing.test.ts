@@ -1,4 +1,4 @@
-import { trace } from "@opentelemetry/api";
+import { context, trace } from "@opentelemetry/api";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { beforeAll, beforeEach, expect, test } from "vitest";
 import { Harness } from "../test/support/autoscaler-harness.ts";
@@ -63,4 +63,25 @@ test("the CloudEvents that end an activation carry its traceparent", async () =>
     ["dev.snooze.replica.slept", undefined],
     ["dev.snooze.replica.woke", waking!.traceparent],
   ]);
+});
+
+test("the held request's trace: the activation its demand causes is a child of the caller's span", async () => {
+  const h = new Harness(yaml);
+  const tracer = trace.getTracer("test");
+  const caller = tracer.startSpan("POST /v1/chat/completions");
+  const callerContext = trace.setSpan(context.active(), caller);
+  // Demand from outside the caller's async context, with its context passed along (as over HTTP).
+  h.autoscaler.demand("local", "m", undefined, callerContext);
+  await h.settle();
+  h.platform.bringUp(h.platform.ids("m")[0]!);
+  await h.settle();
+  caller.end();
+  const [activation] = exporter.getFinishedSpans().filter((s) => s.name === "snooze.activation");
+  expect(activation!.spanContext().traceId).toBe(caller.spanContext().traceId);
+  expect(activation!.parentSpanContext?.spanId).toBe(caller.spanContext().spanId);
+  // A drain later is no part of that request's trace.
+  h.stats("m", 0, 0);
+  await h.advance(60_000);
+  const [drain] = exporter.getFinishedSpans().filter((s) => s.name === "snooze.drain");
+  expect(drain!.spanContext().traceId).not.toBe(caller.spanContext().traceId);
 });

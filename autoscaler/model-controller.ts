@@ -1004,7 +1004,9 @@ export class ModelController {
   }
 
   private beginActivation(kind: "start" | "wake", from: Tier, started = this.deps.clock.now()): Activation {
-    const parent = this.parent ?? this.learner.prewarmContext ?? context.active();
+    // A swap's, a prewarm's or the held request's trace, in that order; else a trace of its own.
+    const parent = this.parent ?? this.learner.prewarmContext ?? this.callerContext ?? context.active();
+    this.callerContext = undefined;
     const span = tracer.startSpan(
       "snooze.activation",
       {
@@ -1122,8 +1124,7 @@ export class ModelController {
    */
   private async drainThen(record: ReplicaRecord, next: 1 | 2 | "stop"): Promise<void> {
     const leadership = this.leadership;
-    const parent = this.parent ?? this.callerContext ?? context.active();
-    this.callerContext = undefined;
+    const parent = this.parent ?? context.active();
     await this.setTier(record, "draining");
     const drainTimeout = this.deps.slot
       ? Math.min(this.config.drainTimeout, 60_000)

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, test } from "vitest";
 import type { LocalPlatform } from "../../autoscaler/local/platform.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+import { serveProcess } from "../helpers/serve-process.ts";
 
 /**
  * A frozen engine (SIGSTOP: the kernel still accepts its connections, nothing answers) must not
@@ -129,29 +130,6 @@ const commandLine = (pid: number) => {
   }
 };
 
-/** `snooze serve` as a real process on a free port; the URL resolves once it logs that it listens. */
-function serveProcess(config: string, args: string[], env: NodeJS.ProcessEnv) {
-  const child = spawn(
-    process.execPath,
-    ["bin/snooze.js", "serve", "--config", config, "--port", "0", ...args],
-    {
-      stdio: ["ignore", "pipe", "pipe"],
-      env,
-    },
-  );
-  let stderr = "";
-  const exited = new Promise<number | null>((resolve) => child.once("close", resolve));
-  const url = new Promise<string>((resolve, reject) => {
-    child.stderr!.on("data", (chunk: Buffer) => {
-      stderr += chunk;
-      const match = /"msg":"listening"[^\n]*?"url":"([^"]+)"/.exec(stderr);
-      if (match) resolve(match[1]!);
-    });
-    void exited.then(() => reject(new Error(`snooze serve exited early:\n${stderr}`)));
-  });
-  return { child, url, exited, stderr: () => stderr };
-}
-
 describe("snooze serve --shutdown-grace with a frozen engine", () => {
   test("SIGTERM: the stream ends with an SSE error event after the grace, and the process exits", async () => {
     const dir = mkdtempSync(join(tmpdir(), "snooze-abuse-"));
@@ -165,8 +143,7 @@ models:
 `,
     );
     const run = serveProcess(config, ["--shutdown-grace", "1s"], {
-      ...process.env,
-      SNOOZE_STATE_DIR: join(dir, "state"),
+      env: { ...process.env, SNOOZE_STATE_DIR: join(dir, "state") },
     });
     cleanups.push(() => {
       for (const pid of [...descendants(run.child.pid!), run.child.pid!]) {

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import { chat, simCommand, until } from "../helpers/local-snooze.ts";
+import { serveProcess } from "../helpers/serve-process.ts";
 
 const node = process.execPath;
 const children: ChildProcess[] = [];
@@ -22,26 +23,9 @@ function writeConfig(text: string): string {
 
 /** Runs `snooze serve` as a real process; resolves with its URL once it logs that it listens. */
 function serve(config: string) {
-  const child = spawn(
-    node,
-    ["bin/snooze.js", "serve", "--config", config, "--port", "0", "--shutdown-grace", "5s"],
-    {
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  children.push(child);
-  let stderr = "";
-  const exited = new Promise<number | null>((resolve) => child.once("close", resolve));
-  const url = new Promise<string>((resolve, reject) => {
-    child.stderr!.on("data", (chunk: Buffer) => {
-      stderr += chunk;
-      const match = /"msg":"listening"[^\n]*?"url":"([^"]+)"/.exec(stderr);
-      if (match) resolve(match[1]!);
-    });
-    void exited.then(() => reject(new Error(`snooze serve exited early:\n${stderr}`)));
-  });
-  url.catch(() => {}); // tests that expect an early exit never read the URL
-  return { child, url, exited, stderr: () => stderr };
+  const run = serveProcess(config, ["--shutdown-grace", "5s"]);
+  children.push(run.child);
+  return run;
 }
 
 describe("snooze serve as a process", () => {
