@@ -1,13 +1,10 @@
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { context, propagation, SpanKind, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
-import { chat, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+import { chat, sharedGpu, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 const exporter = new InMemorySpanExporter();
 let snooze: LocalSnooze;
@@ -68,18 +65,7 @@ test("a cold start is one activation span with start and warm-up children; held 
 });
 
 test("a swap is one snooze.swap span: drain and sleep of the incumbent, then the target's wake; held requests link to it", async () => {
-  const gpuDir = mkdtempSync(join(tmpdir(), "snooze-gpu-"));
-  const gpu = [
-    "--enable-sleep-mode",
-    "--gpu-id",
-    "0",
-    "--gpu-memory",
-    "24GiB",
-    "--model-memory",
-    "16GiB",
-    "--gpu-dir",
-    gpuDir,
-  ];
+  const gpu = sharedGpu();
   const slotted = await startWith(`
 slots:
   gpu0: { minResidency: 0s, swapCooldown: 0s }
