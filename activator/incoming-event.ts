@@ -242,7 +242,7 @@ export class RecentEvents {
 }
 
 export interface EventEndpointDeps {
-  admin: Pick<AdminActions, "wake" | "sleep" | "stop">;
+  admin: Pick<AdminActions, "wake" | "sleep" | "stop" | "prewarm">;
   /** The model id an id or alias names. */
   modelNamed(name: string): string | undefined;
   knownModels(): string[];
@@ -316,13 +316,14 @@ export async function handleIncomingEvents(
   for (const command of fresh) {
     if (command.verb === "wake" || command.verb === "prewarm") {
       deps.recent.add(command.key);
-      // A wake may take minutes: it goes on after the answer (watch the tier).
-      void deps.admin
-        .wake(command.id)
-        .catch((error: unknown) =>
-          deps.log?.warn("wake asked by an event failed", { model: command.id, error }),
-        );
-      if (command.forMs !== undefined)
+      // A wake may take minutes: it goes on after the answer (watch the tier). A prewarm with a
+      // duration keeps the model awake that long, within its prewarmBudget, where the control plane
+      // offers it; else it is a wake that then follows the model's sleepAfter.
+      const prewarm = command.forMs !== undefined ? deps.admin.prewarm : undefined;
+      void (prewarm ? prewarm(command.id, command.forMs!) : deps.admin.wake(command.id)).catch(
+        (error: unknown) => deps.log?.warn("wake asked by an event failed", { model: command.id, error }),
+      );
+      if (command.forMs !== undefined && !prewarm)
         deps.log?.info("prewarm: woken; staying awake follows the model's sleepAfter", {
           model: command.id,
           for: formatDuration(command.forMs),

@@ -12,6 +12,10 @@ models:
     command: ${simCommand(["--enable-sleep-mode"])}
   llama:
     command: ${simCommand()}
+  warm:
+    sleepAfter: 300ms
+    prewarmBudget: 10m
+    command: ${simCommand(["--enable-sleep-mode"])}
 `);
 });
 afterAll(() => snooze.close(1_000));
@@ -85,6 +89,18 @@ describe("accepted events answer 2xx with an empty body, as Knative Eventing exp
     const response = await structured(valid({ type: "dev.snooze.model.prewarm", data: { for: "30m" } }));
     expect(response.status).toBe(202);
     await until(() => tierOf("qwen") === "ready", 10_000, "qwen ready");
+  });
+
+  test("prewarm's for keeps the model awake that long (within prewarmBudget), then it sleeps", async () => {
+    const response = await structured(
+      valid({ type: "dev.snooze.model.prewarm", subject: "warm", data: { for: "2s" } }),
+    );
+    expect(response.status).toBe(202);
+    await until(() => tierOf("warm") === "ready", 10_000, "warm ready");
+    // Past its sleepAfter (300 ms), still awake: the prewarm holds it for 2 s.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(tierOf("warm")).toBe("ready");
+    await until(() => tierOf("warm") === "asleep-1", 10_000, "warm asleep after the prewarm");
   });
 
   test("a redelivery (same source and id) is answered 200 and not acted on again", async () => {
