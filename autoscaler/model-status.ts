@@ -1,7 +1,7 @@
 import { formatDuration } from "../lib/duration.ts";
 import type { Condition } from "../lib/kube/condition.ts";
-import type { LearningSnapshot } from "../lib/learning-snapshot.ts";
 import type { ModelStatusInput, modelPhases } from "../lib/kube/model-resource.ts";
+import type { LearningSnapshot } from "../lib/learning-snapshot.ts";
 import { isAsleep, type Tier } from "../lib/replica-event.ts";
 
 /** What the status of a Model is computed from. */

@@ -6,8 +6,8 @@ import { activationBuckets } from "../lib/metrics-buckets.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
 import { traceparentOf, tracer } from "../lib/tracing.ts";
-import type { ModelController } from "./model-controller.ts";
 import { GpuAccount, type LearningMetrics } from "./learning-metrics.ts";
+import type { ModelController } from "./model-controller.ts";
 import { decideSlot, isResident, type SlotMember } from "./slot-arbiter.ts";
 
 export type { SlotStatus };

@@ -28,7 +28,7 @@ import { kubeInformer } from "../../lib/kube/list-watch.ts";
 import { type KubeModel, modelFromResource, slotConfigFrom } from "../../lib/kube/model-config.ts";
 import type { ModelResource } from "../../lib/kube/model-resource.ts";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
-import { type LabelSelector, selectorMatcher, selectorString } from "../../lib/kube/selector.ts";
+import { type LabelSelector, selectorString } from "../../lib/kube/selector.ts";
 import type { SlotResource } from "../../lib/kube/slot-resource.ts";
 import type { Logger } from "../../lib/log.ts";
 import type { SlotStatus } from "../../lib/slot-status.ts";
@@ -129,7 +129,6 @@ export class KubeAutoscaler {
   private readonly entries = new Map<string, Entry>();
   private readonly units = new Map<string, Unit>();
   private readonly slotWriters = new Map<string, SlotStatusWriter>();
-  private readonly matchers = new Map<string, (labels?: Record<string, string>) => boolean>();
   private workloadsElector?: LeaseElector;
   private workloadSyncPending = false;
   private stopped = false;

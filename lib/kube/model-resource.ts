@@ -1,9 +1,9 @@
 import { z } from "zod";
+import { learningSnapshot } from "../learning-snapshot.ts";
 import { type Tier, tiers } from "../replica-event.ts";
 import { duration, modelId } from "../settings/fields.ts";
 import { tierSettings } from "../settings/model.ts";
 import type { apiVersion } from "./api-group.ts";
-import { learningSnapshot } from "../learning-snapshot.ts";
 import { conditions } from "./condition.ts";
 
 /**
