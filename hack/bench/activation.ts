@@ -79,6 +79,25 @@ export interface ActivatorRound {
   connects: number;
   /** Connection attempts dropped on full accept queues during the round (machine-wide). */
   listenOverflows: number;
+  /**
+   * The first held request's first byte at the client − the engine being ready (/is_sleeping
+   * false, the end of the wake call), less the warm-up (counted apart).
+   */
+  firstByteMs: number;
+}
+
+/** One cold start with `count` requests held: what Snooze adds once the engine listens. */
+export interface ColdRound {
+  /** The first held request's first byte − the engine's first /health answer (1 ms prober), less the warm-up. */
+  firstByteMs: number;
+  /** From the engine's first /health answer to the warm-up call: how late Snooze learned it was up. */
+  detectMs: number;
+  warmupMs: number;
+  /** From the activation (tier starting) to the engine listening: the engine's own start. */
+  startMs: number;
+  /** Every request: TTFB after the engine listened, less the warm-up, p50/p99. */
+  overheadsMs: number[];
+  failures: number;
 }
 
 export interface ActivationResult {
@@ -98,6 +117,16 @@ export interface ActivationResult {
     clientHeaders: Spread;
     connects: number;
     listenOverflows: number;
+    firstByteMs: number;
+  };
+  /** Cold starts with the same requests held (medians over rounds). */
+  cold?: {
+    firstByteMs: number;
+    detectMs: number;
+    warmupMs: number;
+    startMs: number;
+    overhead: Spread;
+    failures: number;
   };
   /** The same requests sent at once straight to the awake engine, on new connections: the engine's own cost. */
   engineBurst: Spread & { failures: number };
@@ -155,7 +184,9 @@ async function activatorRound(
     const ready = t.ready;
     const ok = results.filter((r) => r.status === 200);
     const firstSent = Math.min(...results.map((r) => r.sentAt));
+    const warmup = t.warmupStart && t.warmupEnd ? t.warmupEnd - t.warmupStart : ready - t.wakeEnd;
     return {
+      firstByteMs: Math.min(...ok.map((r) => r.headersAt)) - t.wakeEnd - warmup,
       ttfbMs: ok.map((r) => r.headersAt - r.sentAt),
       overheadsMs: ok.map(
         (r) => r.headersAt - r.sentAt - overlap(r.sentAt, r.headersAt, t.wakeStart!, ready),
@@ -170,6 +201,42 @@ async function activatorRound(
       clientHeadersMs: ok.map((r) => r.headersAt - ready),
       connects: t.connects ?? 0,
       listenOverflows: overflows,
+    };
+  } finally {
+    await client.ask({ cmd: "abort" }).catch(() => {});
+    await client.close();
+  }
+}
+
+async function coldRound(
+  url: string,
+  route: () => Promise<{ tier: string }>,
+  timeline: () => Promise<Timeline>,
+  count: number,
+): Promise<ColdRound> {
+  const stopped = await postJson(`${url}/snooze/v1/models/bench/stop`, {});
+  if (stopped.status !== 200) throw new Error(`stop failed: ${stopped.status} ${stopped.text}`);
+  await until(async () => (await route()).tier === "cold", 30_000, "the model to stop");
+  await timeline(); // forget what the stop recorded
+  const client = await burst(url, "/healthz", count, true);
+  try {
+    await client.ask({ cmd: "fire" });
+    const { results } = await client.ask<{ results: BurstResult[] }>({ cmd: "results" });
+    const t = await timeline();
+    if (!t.listening || !t.warmupStart || !t.warmupEnd || !t.activationStart || !t.ready)
+      throw new Error(
+        `no cold start recorded: ${JSON.stringify({ ...t, dispatched: undefined, upstreamHeaders: undefined })}`,
+      );
+    const warmupMs = t.warmupEnd - t.warmupStart;
+    const listening = t.listening;
+    const ok = results.filter((r) => r.status === 200);
+    return {
+      firstByteMs: Math.min(...ok.map((r) => r.headersAt)) - t.listening - warmupMs,
+      detectMs: t.warmupStart - t.listening,
+      warmupMs,
+      startMs: t.listening - t.activationStart,
+      overheadsMs: ok.map((r) => r.headersAt - Math.max(r.sentAt, listening) - warmupMs),
+      failures: results.length - ok.length,
     };
   } finally {
     await client.ask({ cmd: "abort" }).catch(() => {});
@@ -237,6 +304,8 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
     sleepAfter: 1h
     holdBudget: 2m
     queueDepth: 20000
+    # The engine prints its start-up as vLLM does (the benchmark's own processes are quiet).
+    env: { SNOOZE_LOG_LEVEL: info }
     command: ${yamlArgv(["${SNOOZE}", "sim", "--served-model-name", "${MODEL}", "--port", "${PORT}", ...simFlags])}
 `,
   );
@@ -250,6 +319,7 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
     const mine: ActivatorRound[] = [];
     const bursts: (Spread & { failures: number })[] = [];
     const parked: (Spread & { failures: number })[] = [];
+    const colds: ColdRound[] = [];
     for (let round = 0; round < rounds; round++) {
       const label = `activation round ${round + 1}/${rounds}`;
       for (const target of rotate(["activator", "engine"] as const, round)) {
@@ -267,6 +337,18 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
               `${r.connects} connections opened, ${r.listenOverflows} dropped on full accept queues`,
           );
           mine.push(r);
+          const c = await coldRound(
+            activator.url,
+            () => activator.route("bench"),
+            () => activator.timeline("bench"),
+            count,
+          );
+          ctx.log(
+            `${label} activator, cold start: first byte ${c.firstByteMs.toFixed(1)} ms after the engine listened ` +
+              `(learned ${c.detectMs.toFixed(1)} ms after it, warm-up ${c.warmupMs.toFixed(1)} ms apart), ` +
+              `wake first byte ${r.firstByteMs.toFixed(1)} ms after /is_sleeping false, failed ${c.failures}`,
+          );
+          colds.push(c);
         } else {
           const b = await engineBurstRound(direct.origin, count);
           const p = await engineParkedRound(direct.origin, count);
@@ -296,6 +378,15 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
         clientHeaders: medianSpread(mine.map((r) => spread(r.clientHeadersMs))),
         connects: median(mine.map((r) => r.connects)),
         listenOverflows: mine.reduce((sum, r) => sum + r.listenOverflows, 0),
+        firstByteMs: median(mine.map((r) => r.firstByteMs)),
+      },
+      cold: {
+        firstByteMs: median(colds.map((c) => c.firstByteMs)),
+        detectMs: median(colds.map((c) => c.detectMs)),
+        warmupMs: median(colds.map((c) => c.warmupMs)),
+        startMs: median(colds.map((c) => c.startMs)),
+        overhead: medianSpread(colds.map((c) => spread(c.overheadsMs))),
+        failures: colds.reduce((sum, c) => sum + c.failures, 0),
       },
       engineBurst: { ...medianSpread(bursts), failures: bursts.reduce((sum, b) => sum + b.failures, 0) },
       engineParked: { ...medianSpread(parked), failures: parked.reduce((sum, p) => sum + p.failures, 0) },

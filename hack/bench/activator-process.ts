@@ -56,6 +56,15 @@ const platform: Platform = {
           entry.heldAtWakeEnd = heldNow(model);
         }
       },
+      async warmup(name: string, timeoutMs: number) {
+        const entry = timeline(model);
+        entry.warmupStart = now();
+        try {
+          await engine.warmup(name, timeoutMs);
+        } finally {
+          entry.warmupEnd = now();
+        }
+      },
     });
   },
 };
@@ -78,8 +87,31 @@ diagnostics.subscribe("undici:client:beforeConnect", () => {
 
 const snooze = await startLocalSnooze({ config, log: silentLogger, host: "127.0.0.1", port: 0, platform });
 heldNow = (model) => snooze.activator.routes.get(model)?.held ?? 0;
+/**
+ * When a starting engine first answers /health, asked every millisecond (bounded: 60 s): the moment
+ * Snooze could know it is up at best, to which its own readiness polling is compared.
+ */
+async function probeListening(model: string, address: string) {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(`http://${address}/health`, { signal: AbortSignal.timeout(1_000) });
+      await response.body?.cancel();
+      if (response.ok) {
+        timeline(model).listening = now();
+        return;
+      }
+    } catch {}
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+}
+const probing = new Set<string>();
 snooze.autoscaler.watch((event) => {
   const entry = timeline(event.model);
+  if (event.tier === "starting" && event.address && !probing.has(event.replica)) {
+    probing.add(event.replica);
+    void probeListening(event.model, event.address);
+  }
   if (event.tier === "waking" || event.tier === "starting") entry.activationStart = now();
   if (event.tier === "ready") entry.ready = now();
 });

@@ -7,6 +7,11 @@ export interface Timeline {
   /** Around the engine's wake call: POST /wake_up … until /is_sleeping says false. */
   wakeStart?: number;
   wakeEnd?: number;
+  /** After a cold start: the first /health answer of a prober asking every millisecond (the engine listens). */
+  listening?: number;
+  /** Around the warm-up call (after the wake, or after a start). */
+  warmupStart?: number;
+  warmupEnd?: number;
   /** Requests held when the engine had woken (before the warm-up). */
   heldAtWakeEnd?: number;
   /** Tier ready: the warm-up is done and held requests are released. */
