@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { hostname } from "node:os";
-import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
@@ -26,6 +25,8 @@ interface Engine {
   client: EngineClient;
   /** Last lines the engine printed, for the reason a start failed. */
   tail: string[];
+  /** While starting: asks /health now rather than at the next poll (the engine printed something). */
+  nudge?: () => void;
   /** Its output for `snooze logs` and the status page: the last `outputLines` lines, and how many it printed. */
   output: string[];
   printed: number;
@@ -58,7 +59,15 @@ interface ModelEngines {
 }
 
 const host = "127.0.0.1";
-const readinessIntervalMs = 100;
+/**
+ * How often a starting engine's /health is asked. A refused connection on loopback costs next to
+ * nothing, and the time between the engine listening and the next poll is added to every cold
+ * start (half the interval on average), so it is short; every line the engine prints (vLLM's
+ * "Application startup complete", the simulator's "listening") asks at once besides.
+ */
+const readinessIntervalMs = 20;
+/** However much the engine prints, checks start at least this far apart. */
+const readinessMinGapMs = 5;
 const outputLines = 500;
 const defaultStopGraceMs = 10_000;
 /** After SIGKILL, how long to wait for the output pipes to close before giving up on them. */
@@ -259,6 +268,7 @@ export class LocalPlatform implements Platform {
         if (engine.output.length > outputLines) engine.output.shift();
         log.debug("engine output", { line });
       }
+      engine.nudge?.();
     };
     child.stdin!.on("error", () => {}); // never written; only its closing matters
     child.stdout!.on("data", keep);
@@ -320,16 +330,39 @@ export class LocalPlatform implements Platform {
     void this.watchReadiness(engine, config.id);
   }
 
-  /** Polls `/health` until the engine answers: then the replica is up. */
+  /**
+   * Polls `/health` until the engine answers: then the replica is up. A line of engine output
+   * cuts the wait before the next poll short (one check at a time, `readinessMinGapMs` apart).
+   */
   private async watchReadiness(engine: Engine, model: string): Promise<void> {
-    while (!engine.exited && !engine.stopping) {
-      if (await engine.client.healthy(1_000)) {
-        if (engine.exited || engine.stopping) return;
-        engine.replica = { ...engine.replica, up: true };
-        this.changed(model);
-        return;
+    let nudged = false;
+    let wake: (() => void) | undefined;
+    engine.nudge = () => {
+      nudged = true;
+      wake?.();
+    };
+    try {
+      while (!engine.exited && !engine.stopping) {
+        nudged = false;
+        const started = performance.now();
+        if (await engine.client.healthy(1_000)) {
+          if (engine.exited || engine.stopping) return;
+          engine.replica = { ...engine.replica, up: true };
+          this.changed(model);
+          return;
+        }
+        await new Promise<void>((resolve) => {
+          const soonest = () => Math.max(0, started + readinessMinGapMs - performance.now());
+          let timer = setTimeout(resolve, nudged ? soonest() : readinessIntervalMs);
+          wake = () => {
+            clearTimeout(timer);
+            timer = setTimeout(resolve, soonest());
+          };
+        });
+        wake = undefined;
       }
-      await delay(readinessIntervalMs);
+    } finally {
+      engine.nudge = undefined;
     }
   }
 
