@@ -128,7 +128,9 @@ const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/models.
 
 /** Points the Model scale subresource's status.replicas at `path` (ready-only: .status.readyReplicas). */
 async function setStatusReplicasPath(admin: Admin, path: string) {
-  const crd = await admin.client.get<any>(crdPath);
+  const crd = await admin.client.get<{
+    spec: { versions: { subresources?: { scale?: { statusReplicasPath: string } } }[] };
+  }>(crdPath);
   for (const v of crd.spec.versions)
     if (v.subresources?.scale) v.subresources.scale.statusReplicasPath = path;
   await admin.client.replace(crdPath, crd);
@@ -243,10 +245,10 @@ async function runArm(
     });
     await waitFor(
       async () => {
-        const hpa = await admin.client.get<any>(
+        const hpa = await admin.client.get<{ status?: { conditions?: { type: string; status: string }[] } }>(
           `/apis/autoscaling/v2/namespaces/${ns.name}/horizontalpodautoscalers/keda-hpa-${model}`,
         );
-        return hpa.status?.conditions?.some((c: any) => c.type === "ScalingActive" && c.status === "True")
+        return hpa.status?.conditions?.some((c) => c.type === "ScalingActive" && c.status === "True")
           ? true
           : undefined;
       },
