@@ -127,7 +127,11 @@ ${members.map((m) => `  ${m}:\n    slot: gpu\n    command: [engine, "\${PORT}"]`
       }
       expect(violations).toEqual([]);
     }),
-    { numRuns: 40 },
+    // A fixed seed keeps the suite deterministic and light; PROPERTY_SEED and PREWARM_PROPERTY_RUNS explore further.
+    {
+      numRuns: Number(process.env.PREWARM_PROPERTY_RUNS ?? 15),
+      seed: Number(process.env.PROPERTY_SEED ?? 1),
+    },
   );
   expect(prewarmActivations).toBeGreaterThan(10);
 }, 120_000);

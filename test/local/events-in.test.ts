@@ -91,16 +91,18 @@ describe("accepted events answer 2xx with an empty body, as Knative Eventing exp
     await until(() => tierOf("qwen") === "ready", 10_000, "qwen ready");
   });
 
-  test("prewarm's for keeps the model awake that long (within prewarmBudget), then it sleeps", async () => {
+  test("prewarm's for keeps the model awake that long (within prewarmBudget), then it sleeps", {
+    timeout: 30_000,
+  }, async () => {
     const response = await structured(
-      valid({ type: "dev.snooze.model.prewarm", subject: "warm", data: { for: "2s" } }),
+      valid({ type: "dev.snooze.model.prewarm", subject: "warm", data: { for: "6s" } }),
     );
     expect(response.status).toBe(202);
     await until(() => tierOf("warm") === "ready", 10_000, "warm ready");
-    // Past its sleepAfter (300 ms), still awake: the prewarm holds it for 2 s.
+    // Well past its sleepAfter (300 ms), still awake: the prewarm holds it for 6 s.
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(tierOf("warm")).toBe("ready");
-    await until(() => tierOf("warm") === "asleep-1", 10_000, "warm asleep after the prewarm");
+    await until(() => tierOf("warm") === "asleep-1", 15_000, "warm asleep after the prewarm");
   });
 
   test("a redelivery (same source and id) is answered 200 and not acted on again", async () => {
