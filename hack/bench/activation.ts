@@ -296,6 +296,8 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
   const rounds = ctx.quick ? 1 : 3;
   const count = ctx.tiny ? 20 : ctx.quick ? 200 : 1_000;
   const idleBeforeMs = ctx.tiny ? 100 : 5_500;
+  // BENCH_CONCURRENCY sets the model's concurrency (default 0: unlimited, every held request released at once).
+  const concurrency = Number(process.env.BENCH_CONCURRENCY) || 0;
   const config = writeSnoozeYaml(
     ctx,
     "activation",
@@ -304,6 +306,7 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
     sleepAfter: 1h
     holdBudget: 2m
     queueDepth: 20000
+    concurrency: ${concurrency}
     # The engine prints its start-up as vLLM does (the benchmark's own processes are quiet).
     env: { SNOOZE_LOG_LEVEL: info }
     command: ${yamlArgv(["${SNOOZE}", "sim", "--served-model-name", "${MODEL}", "--port", "${PORT}", ...simFlags])}
