@@ -85,7 +85,13 @@ export class Activator {
 
   private addRoute(model: ModelConfig): ModelRoute {
     const route = new ModelRoute(model, {
-      demand: (id, unreachable) => this.controlPlane.demand(id, unreachable ? { unreachable } : undefined),
+      demand: (id, unreachable) => {
+        const route = this.routes.get(id);
+        const load = route
+          ? { inFlight: route.inFlight, held: route.held, oldestHeldMs: route.oldestHeldMs() }
+          : undefined;
+        this.controlPlane.demand(id, { ...(unreachable ? { unreachable } : {}), ...(load ? { load } : {}) });
+      },
       loadChanged: (id) => this.report(id),
     });
     this.routes.set(model.id, route);

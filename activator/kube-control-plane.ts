@@ -126,7 +126,19 @@ export class KubeControlPlane implements ControlPlane {
 
   demand(model: string, hint?: DemandHint): void {
     this.counts.demands++;
-    const body: DemandBody = { activator: this.options.identity, model, unreachable: hint?.unreachable };
+    const load = hint?.load;
+    const body: DemandBody = {
+      activator: this.options.identity,
+      model,
+      unreachable: hint?.unreachable,
+      ...(load
+        ? {
+            inFlight: load.inFlight,
+            held: load.held,
+            ...(load.oldestHeldMs !== undefined ? { oldestHeldMs: Math.round(load.oldestHeldMs) } : {}),
+          }
+        : {}),
+    };
     // The held request's trace context goes along, so the activation it asks for joins its trace.
     const trace: Record<string, string> = {};
     propagation.inject(context.active(), trace);

@@ -2,6 +2,7 @@ import { type Context, context } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import type { Clock } from "../lib/clock.ts";
 import type { EventSink } from "../lib/cloudevents.ts";
+import type { DemandLoad } from "../lib/control-plane.ts";
 import type { Logger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
@@ -192,10 +193,10 @@ export class Autoscaler {
 
   // --- the data plane's seam ---
 
-  demand(activator: string, id: string, unreachable?: string, caller?: Context): boolean {
+  demand(activator: string, id: string, unreachable?: string, caller?: Context, load?: DemandLoad): boolean {
     const controller = this.byId.get(id);
     if (!controller?.isLeading) return false;
-    controller.demand(activator, unreachable, caller ?? context.active());
+    controller.demand(activator, unreachable, caller ?? context.active(), load);
     return true;
   }
 

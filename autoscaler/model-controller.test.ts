@@ -715,3 +715,17 @@ describe("a replica that leaves while an operation on it runs", () => {
     expect(h.platform.tierRecords.map((r) => r.tier)).toEqual(["draining"]);
   });
 });
+
+describe("demand with the activator's load", () => {
+  test("replaces the last report: a request held as another finished is not counted twice", async () => {
+    const { h } = await readyModel();
+    h.stats("m", 6, 0);
+    // One of the six finished and the client's next request was held at the same moment.
+    h.autoscaler.demand("local", "m", undefined, undefined, { inFlight: 5, held: 1 });
+    expect(h.controller("m").load()).toMatchObject({ inFlight: 5, held: 1 });
+    // Without the load, a demand adds one held request to the last report.
+    h.stats("m", 6, 0);
+    h.autoscaler.demand("local", "m");
+    expect(h.controller("m").load()).toMatchObject({ inFlight: 6, held: 1 });
+  });
+});

@@ -1,5 +1,6 @@
 import { type Context, context, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
+import type { DemandLoad } from "../lib/control-plane.ts";
 import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
@@ -244,16 +245,19 @@ export class ModelController {
   // --- load from activators ---
 
   /** A request is held in `activator`: act now. */
-  demand(activator: string, unreachable?: string, caller?: Context): void {
+  demand(activator: string, unreachable?: string, caller?: Context, load?: DemandLoad): void {
     const now = this.deps.clock.now();
     // The held request's trace: the activation it causes continues it (explicitly, not by luck of
     // whichever async context queued the next pass).
     if (caller && trace.getSpan(caller)) this.callerContext = caller;
     const entry = this.activators.get(activator);
+    // With the activator's load of this moment, it replaces the last report (which may still count
+    // a request that just finished); without it, one held request is added to what was reported.
+    const held = Math.max(load?.held ?? entry?.held ?? 0, 1);
     this.activators.set(activator, {
-      inFlight: entry?.inFlight ?? 0,
-      held: Math.max(entry?.held ?? 0, 1),
-      heldSince: entry?.heldSince ?? now,
+      inFlight: load?.inFlight ?? entry?.inFlight ?? 0,
+      held,
+      heldSince: load?.oldestHeldMs !== undefined ? now - load.oldestHeldMs : (entry?.heldSince ?? now),
       at: now,
     });
     this.lastActive = now;

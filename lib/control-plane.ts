@@ -20,4 +20,16 @@ export interface ControlPlane {
 export interface DemandHint {
   /** A replica the activator could not connect to: the control plane re-checks it before trusting it. */
   unreachable?: string;
+  /**
+   * The activator's load for the model right now. With it the control plane replaces its last
+   * report instead of adding a held request to it: a request held the moment another finished
+   * would otherwise count twice until the next stats report (and an HPA or KEDA would overshoot).
+   */
+  load?: DemandLoad;
+}
+
+export interface DemandLoad {
+  inFlight: number;
+  held: number;
+  oldestHeldMs?: number;
 }

@@ -36,6 +36,10 @@ export interface DemandBody {
   model: string;
   /** A replica (pod name) the activator could not connect to. */
   unreachable?: string;
+  /** The activator's load for the model at the moment of the demand (see DemandHint.load). */
+  inFlight?: number;
+  held?: number;
+  oldestHeldMs?: number;
 }
 
 export interface StatsBody {
@@ -67,7 +71,10 @@ export function isDemandBody(value: unknown): value is DemandBody {
     v !== null &&
     typeof v.activator === "string" &&
     typeof v.model === "string" &&
-    (v.unreachable === undefined || typeof v.unreachable === "string")
+    (v.unreachable === undefined || typeof v.unreachable === "string") &&
+    (v.inFlight === undefined || (Number.isInteger(v.inFlight) && v.inFlight >= 0)) &&
+    (v.held === undefined || (Number.isInteger(v.held) && v.held >= 0)) &&
+    (v.oldestHeldMs === undefined || (typeof v.oldestHeldMs === "number" && v.oldestHeldMs >= 0))
   );
 }
 

@@ -450,7 +450,11 @@ export class KubeAutoscaler {
 
   /** Demand for `model`: acted on here when this replica leads it, else forwarded to the leader. */
   demand(body: DemandBody, forwarded: boolean): void {
-    if (this.core.demand(body.activator, body.model, body.unreachable)) {
+    const load =
+      body.inFlight !== undefined && body.held !== undefined
+        ? { inFlight: body.inFlight, held: body.held, oldestHeldMs: body.oldestHeldMs }
+        : undefined;
+    if (this.core.demand(body.activator, body.model, body.unreachable, undefined, load)) {
       this.loadChanged(body.model, true);
       return;
     }

@@ -62,7 +62,8 @@ export function localAutoscaler(options: LocalAutoscalerOptions): Autoscaler {
 /** The data plane ↔ control plane seam as an in-process object. */
 export function inProcessControlPlane(autoscaler: Autoscaler): ControlPlane {
   return {
-    demand: (model, hint) => void autoscaler.demand(localActivator, model, hint?.unreachable),
+    demand: (model, hint) =>
+      void autoscaler.demand(localActivator, model, hint?.unreachable, undefined, hint?.load),
     stats: (model, inFlight, held, oldestHeldMs) =>
       void autoscaler.stats(localActivator, model, inFlight, held, oldestHeldMs),
     watch: (listener) => autoscaler.watch(listener),
