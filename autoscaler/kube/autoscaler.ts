@@ -128,7 +128,6 @@ export class KubeAutoscaler {
   };
   private readonly entries = new Map<string, Entry>();
   private readonly units = new Map<string, Unit>();
-  private readonly slotWriters = new Map<string, SlotStatusWriter>();
   private workloadsElector?: LeaseElector;
   private workloadSyncPending = false;
   private stopped = false;
@@ -376,7 +375,6 @@ export class KubeAutoscaler {
   /** The Slot object's status follows the slot; written by the holder of its Lease. */
   private watchSlotStatus(slotKey: string, slot: Slot): void {
     const writer = new SlotStatusWriter(this.options.client, this.log.child({ slot: slotKey }));
-    this.slotWriters.set(slotKey, writer);
     const namespace = slotKey.slice(0, slotKey.indexOf("/"));
     slot.onStatusChanged(() => writer.write(namespace, this.informers.slots.get(slotKey), slot.status()));
   }
