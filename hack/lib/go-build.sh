@@ -1,0 +1,43 @@
+# Shared steps of the hack/build-*.sh scripts that build pinned Go modules into a cache folder
+# outside the repository. Source it; it defines functions only. Each script keeps its own pins,
+# cache folder and smoke test, and calls:
+#
+#   go_build_env                     never fetch another toolchain; static, reproducible builds
+#   go_build_stamp <file>... -- <words>
+#                                    the cache key: the files' bytes, Go, the target and the words
+#                                    (the flags), so editing a comment in a script costs no rebuild
+#   go_build_step <tag> <label> <command...>
+#                                    run a step at the lowest CPU priority, timed, output on stderr
+#   go_build_swap_in <work> <out>    replace <out> by the finished <work> folder in one rename, so a
+#                                    reader never sees a half-built folder
+
+go_build_env() {
+  export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
+}
+
+go_build_stamp() {
+  local files=()
+  while [[ $# -gt 0 && "$1" != "--" ]]; do files+=("$1"); shift; done
+  [[ "${1:-}" == "--" ]] && shift
+  {
+    cat "${files[@]}"
+    echo "$(go env GOVERSION) $(go env GOOS GOARCH) CGO_ENABLED=$CGO_ENABLED $*"
+  } | sha256sum | cut -d' ' -f1
+}
+
+go_build_step() {
+  local tag="$1" label="$2" t0=$SECONDS
+  shift 2
+  echo "$tag: $label ..." >&2
+  nice -n 19 "$@" >&2
+  echo "$tag: $label done in $((SECONDS - t0))s" >&2
+}
+
+go_build_swap_in() {
+  local work="$1" out="$2"
+  chmod 755 "$work"
+  rm -rf "$out.old"
+  [[ -d "$out" ]] && mv "$out" "$out.old"
+  mv "$work" "$out"
+  rm -rf "$out.old"
+}
