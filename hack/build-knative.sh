@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds Knative Serving's control plane (controller, webhook, autoscaler, queue-proxy) from the Go module
 # pinned in hack/knative/go.mod, and copies its manifests (config/core of the same module: the
-# CRDs, the config maps, the webhook configurations) into a cache folder the e2e harness reads:
+# CRDs, the config maps, the webhook configurations, with the networking and caching files that
+# config/core links to) into a cache folder the e2e harness reads:
 #
 #   ${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/knative/<serving-version>/{controller,webhook,autoscaler,queue,config/}
 #
@@ -31,7 +32,7 @@ binaries=(controller webhook autoscaler queue)
 
 built() {
   for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || return 1; done
-  [[ -f "$out/config/core/300-resources/service.yaml" ]]
+  [[ -f "$out/config/core/300-resources/service.yaml" && -f "$out/config/core/300-resources/ingress.yaml" ]]
 }
 
 if [[ "$mode" == "--print-folder" ]]; then
@@ -66,10 +67,22 @@ for b in "${binaries[@]}"; do
   go_build_step build-knative "build $b" bash -c "cd '$module' && go build $go_flags -ldflags '$ld_flags' -o '$work/$b' $serving/cmd/$b"
 done
 
-# The manifests come from the same module as the binaries, so they always match them.
-module_dir="$(cd "$module" && go mod download -json "$serving@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+# The manifests come from the same modules as the binaries, so they always match them.
+module_dir() { (cd "$module" && go list -m -f '{{.Dir}}' "$1"); }
+serving_dir="$(module_dir "$serving")"
+networking_dir="$(module_dir knative.dev/networking)"
+caching_dir="$(module_dir knative.dev/caching)"
 mkdir -p "$work/config"
-cp -R "$module_dir/config/core" "$work/config/core"
+cp -R "$serving_dir/config/core" "$work/config/core"
+chmod -R u+w "$work/config"
+# In Knative's repository these files of config/core are symlinks into its vendored networking and
+# caching modules; a module zip drops symlinks, so they are copied from those modules (the versions
+# the build list picked, the ones compiled into the binaries) to the places the symlinks have.
+for f in certificate domain-claim ingress serverlessservice; do
+  cp "$networking_dir/config/$f.yaml" "$work/config/core/300-resources/$f.yaml"
+done
+cp "$networking_dir/config/config-network.yaml" "$work/config/core/configmaps/network.yaml"
+cp "$caching_dir/config/image.yaml" "$work/config/core/300-imagecache.yaml"
 chmod -R u+w "$work/config"
 
 echo "$stamp" >"$work/.stamp"
