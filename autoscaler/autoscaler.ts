@@ -13,7 +13,7 @@ import { autoscalerMetrics } from "./metrics.ts";
 import { ModelController, type ModelState, type ModelTarget } from "./model-controller.ts";
 import type { Platform } from "./platform.ts";
 import { Slot, type SlotMetrics, type SlotStatus, slotMetrics } from "./slot.ts";
-import { TierEvents } from "./tier-events.ts";
+import { type News, swapCloudEvent, TierEvents } from "./tier-events.ts";
 
 /** How long queued CloudEvents may take to go out at shutdown. */
 const sinkDrainMs = 2_000;
@@ -23,8 +23,10 @@ export interface AutoscalerOptions {
   clock: Clock;
   log: Logger;
   registry: Registry;
-  /** Where tier changes go as CloudEvents, if anywhere. */
+  /** Where tier changes and swaps go as CloudEvents, if anywhere. */
   sink?: EventSink;
+  /** The same news, with the models it is about (Kubernetes mirrors it as Events on the Models). */
+  news?(news: News): void;
   /** Host RAM the level-1 sleepers of one machine may hold (bytes; Infinity: no limit). */
   hostMemoryBudget: number;
   /** Time for activators to see `draining` before an engine is checked for idleness. */
@@ -94,7 +96,7 @@ export class Autoscaler {
       clock: this.options.clock,
       log: this.options.log,
       metrics: this.metrics,
-      emit: (event) => this.publish(event),
+      emit: (event) => this.publish(event, target.key),
       holding: membership.holding,
       drainGraceMs: this.options.drainGraceMs,
       activatorExpiryMs: this.options.activatorExpiryMs,
@@ -170,6 +172,16 @@ export class Autoscaler {
           metrics: this.slotMetricSet,
           holding: membership.holding,
           learning: this.learningMetricSet,
+          swapped: (swap) =>
+            this.announce({
+              ...swapCloudEvent({
+                ...swap,
+                slot: config.name,
+                from: this.byKey.get(swap.from)?.id ?? swap.from,
+                to: this.byKey.get(swap.to)?.id ?? swap.to,
+              }),
+              models: [swap.to, swap.from],
+            }),
         },
         key,
       );
@@ -254,10 +266,16 @@ export class Autoscaler {
     }, learningSaveMs);
   }
 
-  private publish(event: ReplicaEvent): void {
+  private publish(event: ReplicaEvent, key: string): void {
     for (const listener of this.listeners) listener(event);
     const news = this.tierEvents.next(event);
-    if (news) this.options.sink?.emit(news.type, news.subject, news.data, { traceparent: news.traceparent });
+    if (news) this.announce({ ...news, models: [key] });
+  }
+
+  /** The one place news leaves the control plane: as a CloudEvent, and to the news listener. */
+  private announce(news: News): void {
+    this.options.sink?.emit(news.type, news.subject, news.data, { traceparent: news.traceparent });
+    this.options.news?.(news);
   }
 
   /** Past a machine's budget, its longest-asleep level-1 sleepers go to level 2. */

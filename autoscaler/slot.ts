@@ -20,12 +20,21 @@ export interface SlotDeps {
   holding(): boolean;
   /** Where the slot's GPU-seconds are counted. */
   learning?: LearningMetrics;
+  /** A swap finished: the incumbent (`from`, a member key) left and the target (`to`) is ready. */
+  swapped?(swap: {
+    from: string;
+    to: string;
+    reason: string;
+    durationMs: number;
+    traceparent?: string;
+  }): void;
 }
 
 /** A swap or grant in motion: the incumbent leaves, then the target activates. */
 interface Transition {
   from?: string;
   to: string;
+  reason: string;
   step: "draining" | "activating";
   startedAt: number;
   activatingAt?: number;
@@ -250,6 +259,7 @@ export class Slot {
     const transition: Transition = {
       from,
       to,
+      reason,
       step: "draining",
       startedAt: now,
       span,
@@ -293,6 +303,13 @@ export class Slot {
       };
       swaps.inc({ slot: this.config.name, from: t.from, to: t.to });
       phase.observe({ slot: this.config.name, phase: "total" }, (now - t.startedAt) / 1000);
+      this.deps.swapped?.({
+        from: t.from,
+        to: t.to,
+        reason: t.reason,
+        durationMs: now - t.startedAt,
+        traceparent: traceparentOf(t.span),
+      });
     }
     this.endTransition("ready");
   }

@@ -1,6 +1,6 @@
 import { expect, test } from "vitest";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
-import { cloudEventFor } from "./tier-events.ts";
+import { cloudEventFor, swapCloudEvent, TierEvents } from "./tier-events.ts";
 
 const event = (patch: Partial<ReplicaEvent>): ReplicaEvent => ({
   model: "qwen",
@@ -25,4 +25,38 @@ test("changes that are not news send nothing", () => {
   expect(cloudEventFor("ready", event({ tier: "draining" }))).toBeUndefined();
   expect(cloudEventFor("cold", event({ tier: "starting" }))).toBeUndefined();
   expect(cloudEventFor("ready", event({}))).toBeUndefined();
+});
+
+test("each event says how long the replica was in the tier it left; a tier told again does not restart it", () => {
+  const events = new TierEvents();
+  events.next(event({ tier: "waking", since: 1_000, traceparent: "00-a-b-01" }));
+  events.next(event({ tier: "waking", since: 1_400, traceparent: "00-a-c-01" }));
+  const woke = events.next(event({ tier: "ready", since: 2_250 }));
+  expect(woke).toMatchObject({
+    type: "dev.snooze.replica.woke",
+    data: { from: "waking", durationMs: 1_250 },
+  });
+  expect(woke?.traceparent).toBe("00-a-c-01");
+  // A replica first seen in a tier: no duration to tell.
+  expect(
+    events.next(event({ replica: "qwen-2", tier: "asleep-1", since: 5 }))?.data.durationMs,
+  ).toBeUndefined();
+});
+
+test("a swap's event: type dev.snooze.slot.swapped, the slot as subject, the swap span's traceparent as extension", () => {
+  expect(
+    swapCloudEvent({
+      slot: "gpu0",
+      from: "a",
+      to: "b",
+      reason: "fifo",
+      durationMs: 812,
+      traceparent: "00-x-y-01",
+    }),
+  ).toEqual({
+    type: "dev.snooze.slot.swapped",
+    subject: "gpu0",
+    data: { slot: "gpu0", from: "a", to: "b", reason: "fifo", durationMs: 812 },
+    traceparent: "00-x-y-01",
+  });
 });

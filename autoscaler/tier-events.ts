@@ -30,13 +30,46 @@ export interface TierCloudEvent {
 }
 
 /**
+ * Something that happened to a model or a slot, once: what goes out as a CloudEvent and, on
+ * Kubernetes, as an Event on each Model it is about (`models`: their controller keys).
+ */
+export interface News extends TierCloudEvent {
+  models: string[];
+}
+
+/** A slot changed hands: the incumbent `from` slept, the target `to` is ready. */
+export interface SlotSwap {
+  slot: string;
+  /** Model ids. */
+  from: string;
+  to: string;
+  /** Why the arbiter swapped (the policy's words). */
+  reason: string;
+  /** From the decision until the target was ready. */
+  durationMs: number;
+  /** The `snooze.swap` span's W3C traceparent. */
+  traceparent?: string;
+}
+
+/** The `dev.snooze.slot.swapped` CloudEvent of a swap; its subject is the slot. */
+export function swapCloudEvent(swap: SlotSwap): TierCloudEvent {
+  const { traceparent, ...data } = swap;
+  return {
+    type: "dev.snooze.slot.swapped",
+    subject: swap.slot,
+    data,
+    ...(traceparent ? { traceparent } : {}),
+  };
+}
+
+/**
  * Turns the stream of replica events into CloudEvents: remembers each replica's last tier (so
  * `from` is known) and the traceparent of its activation, which only the `starting` and `waking`
  * events carry, so the `started`, `woke` and `activation.failed` events that end that activation
  * carry it too.
  */
 export class TierEvents {
-  private readonly last = new Map<string, { tier: Tier; traceparent?: string }>();
+  private readonly last = new Map<string, { tier: Tier; since: number; traceparent?: string }>();
 
   next(event: ReplicaEvent): TierCloudEvent | undefined {
     const key = `${event.model}\u0000${event.replica}`;
@@ -46,9 +79,22 @@ export class TierEvents {
     const traceparent =
       event.traceparent ?? (isWarming(from) || activating ? before?.traceparent : undefined);
     if (event.tier === "cold") this.last.delete(key);
-    else this.last.set(key, { tier: event.tier, traceparent: activating ? traceparent : undefined });
+    else
+      this.last.set(key, {
+        tier: event.tier,
+        // The same tier told again (a swap's announcement) did not start anew.
+        since: before?.tier === event.tier ? before.since : event.since,
+        traceparent: activating ? traceparent : undefined,
+      });
     const news = cloudEventFor(from, event);
     if (!news) return undefined;
-    return { ...news, subject: event.model, ...(traceparent ? { traceparent } : {}) };
+    // How long the replica was `from`: the start, the wake, the drain and sleep, the time asleep.
+    const durationMs = before && event.since >= before.since ? event.since - before.since : undefined;
+    return {
+      ...news,
+      data: { ...news.data, ...(durationMs !== undefined ? { durationMs } : {}) },
+      subject: event.model,
+      ...(traceparent ? { traceparent } : {}),
+    };
   }
 }

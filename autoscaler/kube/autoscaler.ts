@@ -1,3 +1,4 @@
+import { context, propagation } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import { systemClock } from "../../lib/clock.ts";
 import { createEventSink, type EventMode } from "../../lib/cloudevents.ts";
@@ -593,8 +594,13 @@ export class KubeAutoscaler {
 
   private post(address: string, path: string, body: unknown): void {
     this.counts.forwarded++;
+    // The caller's trace context goes on (a demand is acted on inside the held request's), so the
+    // activation on the holder joins the activator's trace as it would had the demand come there.
+    const trace: Record<string, string> = {};
+    propagation.inject(context.active(), trace);
     // With this replica's own ServiceAccount token: the leader authenticates every caller.
     void callerHeaders(this.options.client, {
+      ...trace,
       "content-type": "application/json",
       [forwardedHeader]: this.options.identity,
     })

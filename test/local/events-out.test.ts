@@ -6,7 +6,7 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { type CloudEvent, HTTP } from "cloudevents";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+import { chat, metricValue, sharedGpu, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 const exporter = new InMemorySpanExporter();
 beforeAll(() => {
@@ -78,6 +78,45 @@ test("events of a traced activation carry its traceparent (distributed-tracing e
     // A sleep is no activation: no trace context.
     expect(byType.get("dev.snooze.replica.slept")!.event.traceparent).toBeUndefined();
     expect(byType.get("dev.snooze.replica.woke")!.event.source).toMatch(/^\/snooze\//);
+  } finally {
+    await snooze.close(1_000);
+  }
+});
+
+test("a slot swap is one dev.snooze.slot.swapped event: the slot, from, to, why, how long, and the swap span's traceparent", async () => {
+  const target = await sink();
+  const gpu = sharedGpu();
+  const snooze = await startWith(`
+eventSink: ${target.url}
+slots:
+  gpu0: { minResidency: 0s, swapCooldown: 0s }
+models:
+  a: { slot: gpu0, command: ${simCommand(gpu, 0.05)} }
+  b: { slot: gpu0, command: ${simCommand(gpu, 0.05)} }
+`);
+  try {
+    for (const m of ["a", "b", "a"])
+      expect((await fetch(`${snooze.url}/v1/chat/completions`, chat(m))).status).toBe(200);
+    const swaps = () => target.arrivals.filter((a) => a.event.type === "dev.snooze.slot.swapped");
+    await until(() => swaps().length >= 2, 3_000, "two swap events");
+    const [first, second] = swaps().map((a) => a.event);
+    expect(first!.subject).toBe("gpu0");
+    expect(first!.data).toMatchObject({ slot: "gpu0", from: "a", to: "b" });
+    expect(second!.data).toMatchObject({ slot: "gpu0", from: "b", to: "a" });
+    expect(typeof second!.data?.reason).toBe("string");
+    expect(second!.data?.durationMs).toBeGreaterThan(0);
+    // The event names the swap's own trace, as the held requests' links do.
+    const swapSpans = exporter
+      .getFinishedSpans()
+      .filter((s) => s.name === "snooze.swap" && s.attributes["snooze.swap.to"] === "a");
+    const ids = swapSpans.map((s) => `00-${s.spanContext().traceId}-${s.spanContext().spanId}-01`);
+    expect(ids).toContain(second!.traceparent);
+    // The first grant of an empty slot is no swap: two swaps, not three.
+    expect(swaps()).toHaveLength(2);
+    // Each replica event still has its own event: the incumbent's slept and the target's woke.
+    expect(
+      target.arrivals.some((a) => a.event.type === "dev.snooze.replica.woke" && a.event.subject === "a"),
+    ).toBe(true);
   } finally {
     await snooze.close(1_000);
   }

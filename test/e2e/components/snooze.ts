@@ -324,10 +324,15 @@ export async function serviceStandIn(targets: () => string[]): Promise<{ url: st
       try {
         const answer = await fetch(`${target}${req.url}`, {
           method: req.method,
-          // As a Service does, the caller's headers go through: its token is what the autoscaler checks.
+          // As a Service does, the caller's headers go through: its token is what the autoscaler
+          // checks, its traceparent what the activation continues.
           headers: {
             "content-type": "application/json",
-            ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}),
+            ...Object.fromEntries(
+              ["authorization", "traceparent", "tracestate"]
+                .filter((name) => typeof req.headers[name] === "string")
+                .map((name) => [name, req.headers[name] as string]),
+            ),
           },
           body: req.method === "POST" ? body : undefined,
           signal: AbortSignal.timeout(1_000),
