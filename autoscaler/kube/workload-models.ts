@@ -35,10 +35,14 @@ export function isAnnotated(workload: Workload): boolean {
   return asksForModel(workload.metadata.annotations);
 }
 
-/** The Model a workload's annotations describe; undefined when it has none. */
-export function modelForWorkload(workload: Workload, kind: WorkloadKind): WorkloadModel | undefined {
-  if (!isAnnotated(workload)) return undefined;
-  const annotations = workload.metadata.annotations ?? {};
+/**
+ * The tier settings `snooze.dev/*` annotations ask for, as a Model's spec writes them, or the
+ * problems (annotation, value, reason). Durations and sizes keep the form they were written in
+ * ("5m", "2Gi"), as a Model's spec does.
+ */
+export function specFromAnnotations(
+  annotations: Record<string, string>,
+): { spec: Record<string, unknown>; problems?: undefined } | { spec?: undefined; problems: string[] } {
   const { settings, problems } = settingsFromAnnotations(annotations);
   if (!settings)
     return { problems: problems.map((p) => `${p.annotation}=${JSON.stringify(p.value)}: ${p.message}`) };
@@ -46,12 +50,21 @@ export function modelForWorkload(workload: Workload, kind: WorkloadKind): Worklo
   const written: Record<string, unknown> = {};
   for (const [key, parsed] of Object.entries(settings)) {
     if (parsed === undefined) continue;
-    // Durations and sizes keep the form they were written in ("5m", "2Gi"), as a Model's spec does.
     const kebab = key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
     const raw = annotations[annotationPrefix + kebab]?.trim();
     written[key] =
       raw !== undefined && typeof parsed === "number" && shape[key]?.safeParse(raw).success ? raw : parsed;
   }
+  return { spec: written };
+}
+
+/** The Model a workload's annotations describe; undefined when it has none. */
+export function modelForWorkload(workload: Workload, kind: WorkloadKind): WorkloadModel | undefined {
+  if (!isAnnotated(workload)) return undefined;
+  const annotations = workload.metadata.annotations ?? {};
+  const settings = specFromAnnotations(annotations);
+  if (!settings.spec) return { problems: settings.problems };
+  const written = settings.spec;
   const port = workload.spec?.template?.spec?.containers?.[0]?.ports?.[0]?.containerPort ?? 8000;
   const id = annotations[modelAnnotation]?.trim() || workload.metadata.name;
   const workloadApiVersion =

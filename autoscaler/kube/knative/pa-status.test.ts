@@ -1,0 +1,135 @@
+import { describe, expect, test } from "vitest";
+import type { ModelStatusInput } from "../../../lib/kube/model-resource.ts";
+import { initializedAt, type PaObservation, podAutoscalerStatus, sameStatus } from "./pa-status.ts";
+import type { PodAutoscaler } from "./revision-model.ts";
+
+const t0 = Date.parse("2026-01-01T00:00:00Z");
+const pa = (annotations: Record<string, string> = {}, status?: PodAutoscaler["status"]): PodAutoscaler => ({
+  metadata: { name: "qwen-00001", namespace: "team-a", generation: 3, annotations },
+  spec: { reachability: "Reachable" },
+  status,
+});
+const sks = { status: { serviceName: "qwen-00001", privateServiceName: "qwen-00001-private" } };
+const model = (phase: ModelStatusInput["phase"], reason = "", message = ""): ModelStatusInput => ({
+  phase,
+  conditions: [{ type: "Ready", status: phase === "Ready" ? "True" : "False", reason, message }],
+});
+const observe = (o: Partial<PaObservation>): PaObservation => ({
+  pa: pa(),
+  podsUp: 0,
+  now: t0,
+  ...o,
+});
+const cond = (status: ReturnType<typeof podAutoscalerStatus>, type: string) =>
+  status.conditions?.find((c) => c.type === type);
+
+describe("a Snooze-class PodAutoscaler's status", () => {
+  test("a pod awake, the SKS in place: Active, initialized, SKSReady, Ready; scales and names", () => {
+    const status = podAutoscalerStatus(
+      observe({ model: model("Ready"), deploymentReplicas: 1, podsUp: 1, sks }),
+    );
+    expect(status).toMatchObject({
+      observedGeneration: 3,
+      serviceName: "qwen-00001",
+      metricsServiceName: "qwen-00001-private",
+      desiredScale: 1,
+      actualScale: 1,
+    });
+    for (const type of ["Active", "ScaleTargetInitialized", "SKSReady", "Ready"])
+      expect(cond(status, type)).toMatchObject({
+        status: "True",
+        lastTransitionTime: "2026-01-01T00:00:00Z",
+      });
+  });
+
+  test("starting: Active Unknown (Queued) and Ready Unknown until the pod is up", () => {
+    const status = podAutoscalerStatus(observe({ model: model("Starting"), deploymentReplicas: 1, sks }));
+    expect(cond(status, "Active")).toMatchObject({ status: "Unknown", reason: "Queued" });
+    expect(cond(status, "ScaleTargetInitialized")).toMatchObject({
+      status: "Unknown",
+      reason: "Initializing",
+    });
+    expect(cond(status, "Ready")).toMatchObject({ status: "Unknown", reason: "Queued" });
+  });
+
+  test("asleep: Inactive with the Model's reason, initialized stays, the pod still counts as actual", () => {
+    const before = podAutoscalerStatus(
+      observe({ model: model("Ready"), deploymentReplicas: 1, podsUp: 1, sks }),
+    );
+    const later = t0 + 60_000;
+    const status = podAutoscalerStatus(
+      observe({
+        pa: pa({}, before),
+        model: model("Asleep", "Asleep", "1 replica asleep"),
+        deploymentReplicas: 1,
+        podsUp: 1,
+        sks,
+        now: later,
+      }),
+    );
+    expect(cond(status, "Active")).toMatchObject({
+      status: "False",
+      reason: "Asleep",
+      message: "1 replica asleep; a request wakes one",
+      lastTransitionTime: "2026-01-01T00:01:00Z",
+    });
+    // Unchanged conditions keep the time they last changed.
+    expect(cond(status, "ScaleTargetInitialized")).toMatchObject({
+      status: "True",
+      lastTransitionTime: "2026-01-01T00:00:00Z",
+    });
+    expect(cond(status, "Ready")).toMatchObject({ status: "False", reason: "Asleep" });
+    expect(status).toMatchObject({ desiredScale: 1, actualScale: 1 });
+  });
+
+  test("scaled to zero: NoTraffic like the KPA; the scale target stays initialized", () => {
+    const before = podAutoscalerStatus(
+      observe({ model: model("Ready"), deploymentReplicas: 1, podsUp: 1, sks }),
+    );
+    const status = podAutoscalerStatus(
+      observe({ pa: pa({}, before), model: model("Cold"), deploymentReplicas: 0, podsUp: 0, sks }),
+    );
+    expect(cond(status, "Active")).toMatchObject({ status: "False", reason: "NoTraffic" });
+    expect(cond(status, "ScaleTargetInitialized")?.status).toBe("True");
+    expect(status).toMatchObject({ desiredScale: 0, actualScale: 0 });
+  });
+
+  test("no SKS yet: SKSReady Unknown and the target not initialized even with a pod up", () => {
+    const status = podAutoscalerStatus(observe({ model: model("Ready"), deploymentReplicas: 1, podsUp: 1 }));
+    expect(cond(status, "SKSReady")).toMatchObject({ status: "Unknown", reason: "NotReady" });
+    expect(cond(status, "ScaleTargetInitialized")?.status).toBe("Unknown");
+    expect(status.serviceName).toBeUndefined();
+  });
+
+  test("invalid snooze.dev annotations: Inactive with the problems, Ready False", () => {
+    const status = podAutoscalerStatus(
+      observe({ problems: ['snooze.dev/sleep-after="soon": expected a duration'], sks }),
+    );
+    expect(cond(status, "Active")).toMatchObject({ status: "False", reason: "InvalidSettings" });
+    expect(cond(status, "Ready")?.message).toMatch(/snooze\.dev\/sleep-after="soon"/);
+  });
+
+  test("initialized at max(min-scale, initial-scale), initial-scale 1 by default", () => {
+    expect(initializedAt(pa())).toBe(1);
+    expect(initializedAt(pa({ "autoscaling.knative.dev/initial-scale": "0" }))).toBe(0);
+    expect(initializedAt(pa({ "autoscaling.knative.dev/min-scale": "2" }))).toBe(2);
+    expect(
+      initializedAt(
+        pa({ "autoscaling.knative.dev/minScale": "1", "autoscaling.knative.dev/initialScale": "3" }),
+      ),
+    ).toBe(3);
+    const two = pa({ "autoscaling.knative.dev/min-scale": "2" });
+    const one = podAutoscalerStatus(
+      observe({ pa: two, model: model("Ready"), deploymentReplicas: 2, podsUp: 1, sks }),
+    );
+    expect(cond(one, "ScaleTargetInitialized")?.status).toBe("Unknown");
+  });
+
+  test("sameStatus ignores key order and severity, not a changed field", () => {
+    const a = podAutoscalerStatus(observe({ model: model("Ready"), deploymentReplicas: 1, podsUp: 1, sks }));
+    const reordered = JSON.parse(JSON.stringify({ ...a, conditions: [...a.conditions!].reverse() }));
+    expect(sameStatus(reordered, a)).toBe(true);
+    expect(sameStatus({ ...a, actualScale: 2 }, a)).toBe(false);
+    expect(sameStatus(undefined, a)).toBe(false);
+  });
+});

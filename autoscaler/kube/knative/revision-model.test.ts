@@ -1,0 +1,136 @@
+import { describe, expect, test } from "vitest";
+import { modelSpec } from "../../../lib/kube/model-resource.ts";
+import { goDuration, knativeSettings, modelForRevision, type PodAutoscaler } from "./revision-model.ts";
+
+const pa = (annotations: Record<string, string>, spec: PodAutoscaler["spec"] = {}): PodAutoscaler => ({
+  apiVersion: "autoscaling.internal.knative.dev/v1alpha1",
+  kind: "PodAutoscaler",
+  metadata: {
+    name: "qwen-00001",
+    namespace: "team-a",
+    uid: "pa-uid",
+    annotations: { "autoscaling.knative.dev/class": "snooze.dev", ...annotations },
+  },
+  spec: {
+    scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: "qwen-00001-deployment" },
+    ...spec,
+  },
+});
+
+const deployment = (port?: number) => ({
+  metadata: { name: "qwen-00001-deployment", namespace: "team-a" },
+  spec: { template: { spec: { containers: [{ ports: port ? [{ containerPort: port }] : [] }] } } },
+});
+
+describe("Knative's autoscaling annotations as Model settings", () => {
+  test("each key keeps its meaning", () => {
+    expect(
+      knativeSettings({
+        "autoscaling.knative.dev/window": "90s",
+        "autoscaling.knative.dev/scale-to-zero-pod-retention-period": "1m30s",
+        "autoscaling.knative.dev/max-scale": "3",
+        "autoscaling.knative.dev/target": "4.5",
+        "autoscaling.knative.dev/initial-scale": "2",
+      }),
+    ).toEqual({ sleepAfter: "90s", zeroAfter: "1m30s", maxReplicas: 3 });
+  });
+
+  test("min-scale 1 or more keeps the pods: they sleep and are never stopped", () => {
+    const spec = knativeSettings({
+      "autoscaling.knative.dev/min-scale": "1",
+      "autoscaling.knative.dev/scale-to-zero-pod-retention-period": "10s",
+    });
+    expect(spec).toEqual({ zeroAfter: "never" });
+  });
+
+  test("Knative's aliases, max-scale 0 (no limit), containerConcurrency", () => {
+    expect(
+      knativeSettings(
+        { "autoscaling.knative.dev/minScale": "5", "autoscaling.knative.dev/maxScale": "2" },
+        8,
+      ),
+    ).toEqual({ zeroAfter: "never", maxReplicas: 2, concurrency: 8 });
+    expect(knativeSettings({ "autoscaling.knative.dev/max-scale": "0" })).toEqual({ maxReplicas: 10_000 });
+    // min-scale 0 is the default: no field; containerConcurrency 0 is "unlimited": no field either.
+    expect(knativeSettings({ "autoscaling.knative.dev/min-scale": "0" }, 0)).toEqual({});
+  });
+
+  test("values Knative would refuse are left out, not guessed", () => {
+    expect(
+      knativeSettings({
+        "autoscaling.knative.dev/window": "soon",
+        "autoscaling.knative.dev/min-scale": "-1",
+        "autoscaling.knative.dev/max-scale": "lots",
+        "autoscaling.knative.dev/target": "0.5",
+      }),
+    ).toEqual({});
+  });
+
+  test("Go durations Snooze does not write are converted", () => {
+    expect(goDuration("60s")).toBe("60s");
+    expect(goDuration("1h0m0s")).toBe("1h0m0s");
+    expect(goDuration("1500us")).toBe("2ms");
+    expect(goDuration("0s")).toBe("0s");
+    expect(goDuration("-1s")).toBeUndefined();
+  });
+});
+
+describe("the Model of a Snooze-class revision", () => {
+  test("named as the revision, owned by its PodAutoscaler, scaling its Deployment", () => {
+    const result = modelForRevision(
+      pa(
+        {
+          "snooze.dev/sleep-after": "5m",
+          "snooze.dev/slot": "gpu-0",
+          "autoscaling.knative.dev/window": "30s",
+          "autoscaling.knative.dev/max-scale": "2",
+        },
+        { containerConcurrency: 4 },
+      ),
+      deployment(8000),
+    );
+    expect(result.problems).toBeUndefined();
+    const model = result.model!;
+    expect(model.metadata).toMatchObject({
+      name: "qwen-00001",
+      namespace: "team-a",
+      labels: { "app.kubernetes.io/managed-by": "snooze-autoscaler" },
+      ownerReferences: [
+        {
+          apiVersion: "autoscaling.internal.knative.dev/v1alpha1",
+          kind: "PodAutoscaler",
+          name: "qwen-00001",
+          uid: "pa-uid",
+          controller: true,
+        },
+      ],
+    });
+    // snooze.dev/sleep-after wins over Knative's window; the rest of Knative's keys apply.
+    expect(model.spec).toEqual({
+      workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "qwen-00001-deployment" },
+      model: "qwen-00001",
+      port: 8000,
+      sleepAfter: "5m",
+      slot: "gpu-0",
+      maxReplicas: 2,
+      concurrency: 4,
+    });
+    expect(modelSpec.safeParse(model.spec).success).toBe(true);
+  });
+
+  test("snooze.dev/model names the model; without a container port, Knative's 8080", () => {
+    const model = modelForRevision(pa({ "snooze.dev/model": "qwen" }), deployment()).model!;
+    expect(model.spec).toMatchObject({ model: "qwen", port: 8080 });
+  });
+
+  test("a bad snooze.dev value makes no Model and says which and why", () => {
+    const result = modelForRevision(pa({ "snooze.dev/sleep-after": "soon" }), deployment());
+    expect(result.model).toBeUndefined();
+    expect(result.problems?.join()).toMatch(/snooze\.dev\/sleep-after="soon": expected a duration/);
+  });
+
+  test("a scale target that is not an apps/v1 Deployment makes no Model", () => {
+    const result = modelForRevision(pa({}, { scaleTargetRef: { apiVersion: "v1", kind: "Pod", name: "x" } }));
+    expect(result.problems?.join()).toMatch(/apps\/v1 Deployment/);
+  });
+});
