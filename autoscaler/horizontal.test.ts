@@ -100,6 +100,50 @@ describe("decideReplicas", () => {
     expect(kinds(plan)).toEqual(["drain-and-sleep older-idle", "drain-and-sleep idle"]);
   });
 
+  test("spec.replicas 0 (KEDA's all asleep): the replica a request woke stays awake until sleepAfter idle, then sleeps", () => {
+    const served = replica("r", "ready", { since: now - 90_000 });
+    const fresh = decideReplicas(input([served], { desired: 0, lastActive: now - 10_000 }));
+    expect(fresh.actions).toEqual([]);
+    expect(fresh.target).toBe(1);
+    expect(fresh.nextAt).toBe(now - 10_000 + settings.sleepAfter);
+    const idle = decideReplicas(input([served], { desired: 0, lastActive: now - 61_000 }));
+    expect(kinds(idle)).toEqual(["drain-and-sleep r"]);
+    expect(idle.target).toBe(0);
+  });
+
+  test("spec.replicas 0 under load keeps one awake, not every ready replica: demand adds at most one to the count", () => {
+    const three = ["a", "b", "c"].map((p, i) => replica(p, "ready", { since: now - 90_000 + i }));
+    const plan = decideReplicas(input(three, { desired: 0, inFlight: 3 }));
+    expect(plan.target).toBe(1);
+    expect(kinds(plan)).toEqual(["drain-and-sleep a", "drain-and-sleep b"]);
+  });
+
+  test("a count of 1 or more is obeyed under load: an HPA's scale-down drains the surplus", () => {
+    const three = ["a", "b", "c"].map((p, i) => replica(p, "ready", { since: now - 90_000 + i }));
+    const plan = decideReplicas(input(three, { desired: 2, inFlight: 6, lastActive: now }));
+    expect(plan.target).toBe(2);
+    expect(kinds(plan)).toEqual(["drain-and-sleep a"]);
+  });
+
+  test("the Model's minReplicas holds under an external count of 0", () => {
+    const plan = decideReplicas(
+      input([replica("a", "ready", { since: now - 900_000 })], {
+        desired: 0,
+        minReplicas: 1,
+        lastActive: now - 900_000,
+      }),
+    );
+    expect(plan.target).toBe(1);
+    expect(plan.actions).toEqual([]);
+  });
+
+  test("a person's sleep (parked) sleeps the replica at once, sleepAfter or not, whatever the count", () => {
+    const plan = decideReplicas(
+      input([replica("r", "ready")], { desired: 1, parked: true, lastActive: now - 1_000 }),
+    );
+    expect(kinds(plan)).toEqual(["drain-and-sleep r"]);
+  });
+
   test("warming replicas are never put to sleep mid-activation", () => {
     const plan = decideReplicas(
       input([replica("w", "waking"), replica("s", "starting", { podReady: false })], { desired: 0 }),

@@ -30,8 +30,13 @@ export interface HorizontalInput {
   pendingPods: number;
   /** The workload's replica count (its scale subresource). */
   workloadReplicas: number;
-  /** `spec.replicas` of the Model (a person, HPA or KEDA); undefined: on demand. */
+  /**
+   * `spec.replicas` of the Model (a person, HPA or KEDA): awake replicas wanted; undefined: on
+   * demand. Demand still keeps one awake beside it (see `decideReplicas`).
+   */
   desired?: number;
+  /** A person put the model to sleep (or stopped it): nothing awake until the next held request. */
+  parked?: boolean;
   minReplicas: number;
   maxReplicas: number;
   inFlight: number;
@@ -106,22 +111,28 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
       settings,
     );
 
+  // How many awake: on demand, every ready replica stays until the model was idle `sleepAfter`
+  // (the ladder); with an external count (`desired`), that many stay and demand keeps one more
+  // only when the count is below one: a held request wakes one, and the replica that served it
+  // stays awake until the model was idle `sleepAfter`, as without a count. So KEDA's 0 ("all
+  // asleep") never makes a woken replica sleep between two requests a second apart, while a count
+  // of 1 or more is obeyed as it is: an HPA's scale-down drains the surplus even under load.
+  // minReplicas and maxReplicas, the Model's own bounds, hold either way; a slot's cap above all.
   let target: number;
   if (input.cap === 0) target = 0;
   else {
-    if (input.desired !== undefined) target = Math.min(input.desired, input.maxReplicas);
-    else {
-      // On demand: each ready replica stays until the ladder says the model was idle long enough.
-      let keep = awake - ready.length;
-      for (const r of ready) {
-        const action = ladder(r, input.held, input.inFlight);
-        if (action.kind === "wait") {
-          keep++;
-          later(action.at);
-        }
+    let onDemand = awake - ready.length;
+    for (const r of ready) {
+      const action = ladder(r, input.held, input.inFlight);
+      if (action.kind === "wait") {
+        onDemand++;
+        later(action.at);
       }
-      target = Math.max(keep, input.minReplicas);
     }
+    if (input.parked) target = 0;
+    else if (input.desired !== undefined)
+      target = Math.max(input.desired, Math.min(onDemand, 1), input.minReplicas);
+    else target = Math.max(onDemand, input.minReplicas);
     if (input.held > 0) target = Math.max(target, 1);
     target = Math.min(target, input.maxReplicas);
     if (input.cap !== undefined) target = Math.min(target, input.cap);

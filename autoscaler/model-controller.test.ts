@@ -618,6 +618,32 @@ describe("desired replicas", () => {
     ).toEqual(["ready", "ready", "ready"]);
   });
 
+  test("at desired 0 a request wakes a sleeper that stays awake until sleepAfter idle: the next request finds it ready", async () => {
+    const h = new Harness(oneModel(), { autoUp: true });
+    three(h, 1);
+    await h.settle();
+    three(h, 0);
+    await h.advance(60_000);
+    const [id] = h.platform.ids("m");
+    expect(h.controller("m").tier).toBe("asleep-1");
+    h.mark();
+
+    h.demand("m");
+    await h.settle();
+    expect(h.controller("m").tier).toBe("ready");
+    await h.request("m");
+    // 30 s later, still within sleepAfter (1m): no sleep in between, so no second wake.
+    await h.advance(30_000);
+    expect(h.controller("m").tier).toBe("ready");
+    await h.request("m");
+    await h.advance(59_000);
+    expect(h.controller("m").tier).toBe("ready");
+    await h.advance(1_000);
+    expect(h.controller("m").tier).toBe("asleep-1");
+    expect(h.platform.engineOf(id!).calls).toEqual(["wake(1)", "warmup", "sleep(1,wait)"]);
+    expect(h.platform.scales).toEqual([]);
+  });
+
   test("desired below the awake count drains the surplus to sleep", async () => {
     const h = new Harness(oneModel(), { autoUp: true });
     three(h, 3);

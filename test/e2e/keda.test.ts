@@ -30,7 +30,8 @@ const suite = kubeSnoozeSuite({
       ns.name,
       simDeployment(cluster, model, { model, loadTime: "3s", extraArgs: ["--itl", "20ms"] }),
     );
-    // Awake replicas = spec.replicas (KEDA's), asleep above it; asleep pods are stopped after 30 s.
+    // Awake replicas = spec.replicas (KEDA's), asleep above it; at KEDA's 0 the last replica that
+    // served sleeps after sleepAfter (4 s) idle; asleep pods are stopped after 30 s.
     await admin.createModel(
       ns.name,
       modelObject(model, {
@@ -39,6 +40,7 @@ const suite = kubeSnoozeSuite({
         replicas: 1,
         maxReplicas: 5,
         concurrency: 2,
+        sleepAfter: "4s",
         deepSleepAfter: "1h",
         zeroAfter: "30s",
       }),
@@ -429,6 +431,22 @@ describe.skipIf(!folder)("KEDA and the HPA scale a Model on Snooze's demand", ()
       const answer = await complete(suite.activator.url, model, 90_000);
       expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
       expect((await modelNow()).spec.replicas).toBe(0); // KEDA did not (could not) scale it
+      // At spec.replicas 0 the replica that answered stays awake for sleepAfter (4 s) after the last
+      // request, not going to sleep between two requests (before, it drained at once, < 1 s).
+      const [woken] = (await pods()).filter((p) => tierOf(p) === "ready");
+      expect(woken, logs()).toBeDefined();
+      const second = await complete(suite.activator.url, model, 30_000);
+      expect(second.status).toBe(200);
+      const answeredAt = Date.now();
+      expect(tierOf((await pods()).find((p) => p.metadata.name === woken!.metadata.name)!)).toBe("ready");
+      await waitPods("the replica asleep after sleepAfter", (p) =>
+        p.every((x) => tierOf(x)?.startsWith("asleep")),
+      );
+      const asleepAfter = Date.now() - answeredAt;
+      console.log(
+        `e2e keda: at spec.replicas 0 the woken replica slept ${asleepAfter} ms after the last answer`,
+      );
+      expect(asleepAfter).toBeGreaterThan(2_500);
     } finally {
       await keda!.startOperator();
     }
