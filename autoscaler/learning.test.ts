@@ -218,6 +218,57 @@ function alwaysLikely(now: number): LearningSnapshot {
   };
 }
 
+describe("a prewarm hold keeps a sleeper a request is likely to want soon", () => {
+  const yaml = `
+models:
+  held:
+    command: [engine, "\${PORT}"]
+    prewarmBudget: 20m
+  quiet:
+    command: [engine, "\${PORT}"]
+    prewarmBudget: 20m
+  off:
+    command: [engine, "\${PORT}"]
+  explicit:
+    command: [engine, "\${PORT}"]
+    prewarmBudget: 20m
+    deepSleepAfter: 30m
+    zeroAfter: 2h
+`;
+  /** Arrivals spread thin over the week: one within four hours is likely, none within 15 minutes. */
+  const thin = (now: number): LearningSnapshot => ({
+    ...alwaysLikely(now),
+    arrivals: encodeCounts(new Array<number>(arrivalBins).fill(0.06)),
+  });
+  const quiet = (now: number): LearningSnapshot => ({ ...alwaysLikely(now), arrivals: "" });
+
+  test("kept asleep past deepSleepAfter and zeroAfter; not without a budget, a likely request, or against deepSleepAfter and zeroAfter set", async () => {
+    const h = new Harness(yaml, { autoUp: 10_000 });
+    const now = h.clock.now();
+    h.controller("held").restoreLearning(thin(now), "test");
+    h.controller("quiet").restoreLearning(quiet(now), "test");
+    h.controller("off").restoreLearning(thin(now), "test");
+    h.controller("explicit").restoreLearning(thin(now), "test");
+    for (const m of ["held", "quiet", "off", "explicit"]) await serve(h, m, 1_000);
+    // Asleep at level 1 after sleepAfter (5 minutes); deepSleepAfter (30 minutes) later, deeper.
+    await h.advance(40 * minute);
+    expect(h.controller("held").tier).toBe("asleep-1");
+    expect(h.controller("quiet").tier).toBe("asleep-2");
+    expect(h.controller("off").tier).toBe("asleep-2");
+    expect(h.controller("explicit").tier).toBe("asleep-2");
+    // Past zeroAfter (2 hours asleep) the others are stopped; the held one still sleeps, and no
+    // prewarm woke it (none of its 5-minute bins makes a request likely).
+    await h.advance(3 * hour);
+    expect(h.controller("held").tier).toBe("asleep-1");
+    expect(h.controller("held").state().learning!.prewarms).toMatchObject({ hit: 0, wasted: 0 });
+    expect(["quiet", "off", "explicit"].map((m) => h.controller(m).tier)).toEqual(["cold", "cold", "cold"]);
+    // A person's sleep parks it: the hold ends with it.
+    await h.controller("held").sleepNow();
+    await h.advance(3 * hour);
+    expect(h.controller("held").tier).not.toBe("asleep-1");
+  });
+});
+
 describe("prewarm in a slot", () => {
   const yaml = `
 slots:

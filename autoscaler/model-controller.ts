@@ -653,8 +653,14 @@ export class ModelController {
     const load = this.load(now);
     const parkedAs = load.held === 0 ? this.parked : undefined;
     const parked = parkedAs !== undefined;
-    const settings = this.tierSettings(parkedAs);
-    const prewarm = this.prewarmStep(now, load, parked, settings);
+    const prewarm = this.prewarmStep(now, load, parked, this.tierSettings(parkedAs));
+    // A sleeper a request is likely to want soon stays asleep instead of being stopped or deepened.
+    const hold = this.learner.holdAsleep(now, {
+      budgetMs: this.config.prewarmBudget,
+      parked,
+      asleep: [...this.records.values()].some((r) => isAsleep(r.tier)),
+    });
+    const settings = hold.held ? this.keptAsleep(this.tierSettings(parkedAs)) : this.tierSettings(parkedAs);
     // A replica a learned prewarm kept or woke, and that no request used, sleeps when it ended.
     const floor = this.learner.readyFloor(settings.sleepAfter);
     const plan = decideReplicas({
@@ -683,7 +689,7 @@ export class ModelController {
     });
     for (const action of plan.actions) this.act(action, set.scalable);
     if (parkedAs === "stop") this.stopSleepers(set.scalable);
-    let next = Math.min(plan.nextAt, prewarm.nextAt);
+    let next = Math.min(plan.nextAt, prewarm.nextAt, hold.nextAt);
     for (const r of this.records.values()) if (r.coolUntil > now) next = Math.min(next, r.coolUntil);
     for (const entry of this.activators.values())
       next = Math.min(next, entry.at + this.deps.activatorExpiryMs + 1);
@@ -697,6 +703,16 @@ export class ModelController {
     if (parkedAs === "stop") return { ...this.config, sleep: false };
     if (parkedAs !== undefined) return { ...this.config, sleepLevel: parkedAs };
     return this.learner.ladderSettings(this.config, this.deps.slot !== undefined);
+  }
+
+  /** The ladder with a sleeper's stop and deepening put off (a prewarm hold), where the user did not set them. */
+  private keptAsleep(settings: ModelConfig): ModelConfig {
+    const explicit = new Set(this.config.explicit ?? []);
+    return {
+      ...settings,
+      ...(explicit.has("deepSleepAfter") ? {} : { deepSleepAfter: Number.POSITIVE_INFINITY }),
+      ...(explicit.has("zeroAfter") ? {} : { zeroAfter: Number.POSITIVE_INFINITY }),
+    };
   }
 
   /**

@@ -31,6 +31,7 @@ import {
 } from "./learned-ladder.ts";
 import { GpuAccount, type LearningMetrics } from "./learning-metrics.ts";
 import { budgetLeft, charge, type PrewarmLedger, type PrewarmPlan, planPrewarm } from "./prewarm.ts";
+import { planHold } from "./prewarm-hold.ts";
 
 /**
  * What one model's controller learns, and the prewarms it runs: the arrival history and idle gaps
@@ -227,6 +228,17 @@ export class ModelLearner {
   }
 
   /**
+   * Whether a sleeping model stays asleep rather than being stopped (or put to deeper sleep) now,
+   * because a request is likely soon (`planHold`). Part of prewarm: only with a prewarm budget,
+   * never for a model a person parked; it spends none of the budget (a sleeper holds no GPU).
+   */
+  holdAsleep(now: number, c: { budgetMs: number; parked: boolean; asleep: boolean }): PrewarmStep {
+    if (c.budgetMs <= 0 || c.parked || !c.asleep) return { held: 0, nextAt: Number.POSITIVE_INFINITY };
+    const plan = planHold({ now, rates: this.currentRates(), exposureWeeks: this.history.exposureWeeks });
+    return { held: plan.hold ? 1 : 0, nextAt: plan.recheckAt };
+  }
+
+  /**
    * An explicit prewarm (a `dev.snooze.model.prewarm` event): kept awake from now for `forMs`,
    * or for what is left of today's budget if that is less. Returns how long it is kept.
    */
@@ -272,11 +284,9 @@ export class ModelLearner {
       now < cached.validUntil
     )
       return cached.plan;
-    if (this.rates?.version !== this.history.version)
-      this.rates = { version: this.history.version, rates: binRates(this.history) };
     const plan = planPrewarm({
       now,
-      rates: this.rates.rates,
+      rates: this.currentRates(),
       exposureWeeks: this.history.exposureWeeks,
       leadMs: lead,
       budgetLeftMs: budget,
@@ -286,6 +296,12 @@ export class ModelLearner {
       plan.kind === "later" ? plan.at : plan.kind === "none" ? (Math.floor(now / dayMs) + 1) * dayMs : now;
     this.planned = { version: this.history.version, lead, budget, validUntil, plan };
     return plan;
+  }
+
+  private currentRates(): number[] {
+    if (this.rates?.version !== this.history.version)
+      this.rates = { version: this.history.version, rates: binRates(this.history) };
+    return this.rates.rates;
   }
 
   private begin(
