@@ -10,6 +10,7 @@ import { openAIError } from "../lib/openai-error.ts";
 import { defaultMaxHeldBytes, type ModelConfig, type SnoozeConfig } from "../lib/settings/index.ts";
 import { spanContextOf, tracer } from "../lib/tracing.ts";
 import { HoldProgress } from "./hold-progress.ts";
+import { type HostRouter, type HostRouting, unknownHost } from "./host-routing.ts";
 import { type ActivatorMetrics, activatorMetrics } from "./metrics.ts";
 import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
 import { checkEnginePath, type PathCheck } from "./openai-path.ts";
@@ -24,6 +25,8 @@ export interface ActivatorOptions {
   log: Logger;
   /** How often load is reported to the control plane besides the changes that matter at once. */
   statsIntervalMs?: number;
+  /** Routes by Host first (Snooze's Knative ingress class); requests for other hosts go by `model`. */
+  hosts?: HostRouter;
 }
 
 const holdMessages: Record<HoldFailure["reason"], (model: string, seconds: number) => string> = {
@@ -54,6 +57,7 @@ export class Activator {
   readonly routes = new Map<string, ModelRoute>();
   private readonly config: SnoozeConfig;
   private readonly controlPlane: ControlPlane;
+  readonly hosts?: HostRouter;
   private readonly metrics: ActivatorMetrics;
   private readonly log: Logger;
   private readonly unwatch: () => void;
@@ -72,6 +76,7 @@ export class Activator {
   constructor(options: ActivatorOptions) {
     this.config = options.config;
     this.controlPlane = options.controlPlane;
+    this.hosts = options.hosts;
     this.log = options.log;
     this.metrics = activatorMetrics(options.registry);
     this.maxHeldBytes = options.config.maxHeldBytes ?? defaultMaxHeldBytes;
@@ -281,18 +286,49 @@ export class Activator {
         if (error instanceof OverBudget) return this.overBudget(res);
         throw error;
       }
-      const resolution = resolveModel(req.headers, body, this.config.names);
+      const byHost: HostRouting = this.hosts?.route(req.headers.host, check.path, req.headers) ?? {
+        kind: "none",
+      };
+      if (byHost.kind === "refused") {
+        sendError(res, byHost.status, byHost.error);
+        return byHost.status;
+      }
+      // A Knative route names the model by its Host; the body goes to the engine as the client sent it.
+      const resolution =
+        byHost.kind === "model"
+          ? { ok: true as const, model: byHost.model, body, stream: streamRequested(req, body) }
+          : resolveModel(req.headers, body, this.config.names);
       if (!resolution.ok) {
+        const known = this.hosts?.hosts() ?? [];
+        if (resolution.error.error.code === "missing_model" && known.length > 0) {
+          sendError(res, 404, unknownHost(req.headers.host, known));
+          return 404;
+        }
         sendError(res, resolution.status, resolution.error);
         return resolution.status;
       }
       named(resolution.model);
-      const route = this.routes.get(resolution.model)!;
+      const route = this.routes.get(resolution.model);
+      if (!route) {
+        // The Model went between the host lookup and now.
+        sendError(
+          res,
+          503,
+          openAIError(
+            `The model \`${resolution.model}\` is not routed right now; retry in a moment.`,
+            "service_unavailable_error",
+            "model_not_routed",
+          ),
+          { "retry-after": "1" },
+        );
+        return 503;
+      }
+      const appended = byHost.kind === "model" ? byHost.headers : {};
       let backend = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
       if (!backend) return res.headersSent ? 503 : 499;
       unreserve();
       for (let attempt = 0; ; attempt++) {
-        const outcome = await this.dispatch(req, res, route, backend, check.path, resolution.body);
+        const outcome = await this.dispatch(req, res, route, backend, check.path, resolution.body, appended);
         if (outcome.kind === "answered") return outcome.status;
         if (outcome.kind === "aborted") return 499;
         this.metrics.upstreamErrors.inc({ model: route.config.id, reason: outcome.reason });
@@ -339,6 +375,7 @@ export class Activator {
     backend: Backend,
     path: string,
     body: Buffer,
+    appended: Record<string, string>,
   ) {
     this.inFlightTotal++;
     const dispatched = performance.now();
@@ -355,7 +392,7 @@ export class Activator {
       outcome = await forward(req, res, backend, {
         path,
         body,
-        extraHeaders: call.headers,
+        extraHeaders: { ...appended, ...call.headers },
         tap: call,
         firstByteTimeoutMs: timerValue(route.config.firstByteTimeout),
         idleTimeoutMs: timerValue(route.config.idleTimeout),
@@ -512,6 +549,17 @@ export class Activator {
     if (!route) return;
     this.metrics.inFlight.set({ model }, route.inFlight);
     this.controlPlane.stats(model, route.inFlight, route.held, route.oldestHeldMs());
+  }
+}
+
+/** Whether a JSON body asks for a streamed (SSE) answer. */
+function streamRequested(req: IncomingMessage, body: Buffer): boolean {
+  if (body.length === 0 || !String(req.headers["content-type"] ?? "application/json").includes("json"))
+    return false;
+  try {
+    return (JSON.parse(body.toString("utf8")) as { stream?: unknown } | null)?.stream === true;
+  } catch {
+    return false;
   }
 }
 

@@ -197,6 +197,11 @@ export class KubeControlPlane implements ControlPlane {
     return ((await response.json()) as { slots: SlotStatus[] }).slots;
   }
 
+  /** The model id of the Model `namespace/name`, when this activator routes it (Knative's splits name revisions, whose Models carry their names). */
+  modelIdOf(namespace: string, name: string): string | undefined {
+    return this.known.get(`${namespace}/${name}`)?.model.config.id;
+  }
+
   /** Facts for the admin view: the last activation failure the autoscaler reported. */
   details(id: string): { lastError?: string } {
     const key = this.byId.get(id);

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Registry } from "prom-client";
 import { deferContinue } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
+import { probeHashHeader, probeHeader, probeValue } from "../lib/kube/knative-ingress.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView } from "./admin.ts";
@@ -77,6 +78,25 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
 
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? "/").split("?")[0]!;
+    if (activator.hosts && req.headers[probeHeader] === probeValue) {
+      // Knative's readiness probe: which version of this host's KIngress this activator routes.
+      req.resume();
+      const version = activator.hosts.version(req.headers.host);
+      if (version) {
+        res.writeHead(200, { [probeHashHeader]: version, "content-type": "text/plain" });
+        res.end("ok");
+      } else
+        sendError(
+          res,
+          404,
+          openAIError(
+            `No KIngress routes the host ${req.headers.host ?? ""}.`,
+            "invalid_request_error",
+            "host_not_found",
+          ),
+        );
+      return;
+    }
     if (path === "/v1/models" && req.method === "GET") {
       sendJson(res, 200, { object: "list", data: views().map(modelObject) });
       return;

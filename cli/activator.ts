@@ -3,7 +3,9 @@ import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { Activator } from "../activator/activator.ts";
 import { KubeControlPlane } from "../activator/kube-control-plane.ts";
+import { KubeIngresses } from "../activator/kube-ingresses.ts";
 import { createActivatorServer } from "../activator/server.ts";
+import { knativeNetworkingServed } from "../lib/kube/knative-ingress.ts";
 import { createLogger } from "../lib/log.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
@@ -77,6 +79,15 @@ export const activatorCommand: Command = {
         activator?.removeModel(id);
       },
     });
+    // Snooze's Knative ingress class: routes by Host where Knative Serving's networking API is served.
+    const ingresses = (await knativeNetworkingServed(client, log))
+      ? new KubeIngresses({
+          client,
+          namespace: values.namespace as string | undefined,
+          log,
+          modelOf: (namespace, name) => controlPlane.modelIdOf(namespace, name),
+        })
+      : undefined;
     activator = new Activator({
       config: {
         models: new Map(),
@@ -89,10 +100,12 @@ export const activatorCommand: Command = {
       registry,
       log,
       statsIntervalMs,
+      hosts: ingresses,
     });
     log.info("starting", { server: client.server, credentials: source, autoscaler: autoscalerUrl });
     // Every Model and pod is known before the first request: a restarted activator routes at once.
     await controlPlane.start();
+    await ingresses?.start();
     const server = createActivatorServer({
       activator,
       registry,
@@ -113,6 +126,7 @@ export const activatorCommand: Command = {
     await activator.shutdown(grace);
     server.closeAllConnections();
     await controlPlane.stop();
+    await ingresses?.stop();
     await client.close();
     await telemetry.shutdown();
     log.info("stopped");

@@ -1,0 +1,272 @@
+import { once } from "node:events";
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Registry } from "prom-client";
+import { request } from "undici";
+import { afterEach, describe, expect, test } from "vitest";
+import type { ControlPlane } from "../lib/control-plane.ts";
+import { compileHostTable, type HostTable, normalizeHost } from "../lib/kube/ingress-routes.ts";
+import type { KIngress } from "../lib/kube/knative-ingress.ts";
+import { silentLogger } from "../lib/log.ts";
+import type { ReplicaEvent } from "../lib/replica-event.ts";
+import { builtinTierDefaults, type ModelConfig } from "../lib/settings/index.ts";
+import { Activator } from "./activator.ts";
+import { type HostRouter, routeByHost } from "./host-routing.ts";
+import { createActivatorServer } from "./server.ts";
+
+/** The activator's side of the seam: demand recorded, replica events pushed by the test. */
+class TestControlPlane implements ControlPlane {
+  demanded: string[] = [];
+  private readonly listeners = new Set<(event: ReplicaEvent) => void>();
+  demand(model: string) {
+    this.demanded.push(model);
+  }
+  stats() {}
+  watch(listener: (event: ReplicaEvent) => void) {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+  emit(event: ReplicaEvent) {
+    for (const listener of this.listeners) listener(event);
+  }
+}
+
+/** The host router over a table compiled from KIngress objects, as KubeIngresses does from its watch. */
+class TableHosts implements HostRouter {
+  table: HostTable = compileHostTable([]);
+  private readonly models: Map<string, string>;
+  constructor(models: Map<string, string>) {
+    this.models = models;
+  }
+  set(ingresses: KIngress[]) {
+    this.table = compileHostTable(ingresses);
+  }
+  route(host: string | undefined, path: string, headers: IncomingHttpHeaders) {
+    return routeByHost(this.table, (ns, name) => this.models.get(`${ns}/${name}`), host, path, headers);
+  }
+  hosts() {
+    return [...this.table.hosts.keys()];
+  }
+  version(host: string | undefined) {
+    return this.table.hosts.get(normalizeHost(host))?.version;
+  }
+}
+
+const host = "qwen.team-a.example.com";
+const ingress = (splits: { revision: string; percent: number }[], generation = 1): KIngress => ({
+  metadata: { name: "qwen", namespace: "team-a", uid: "u1", generation },
+  spec: {
+    rules: [
+      {
+        hosts: [host],
+        visibility: "ExternalIP",
+        http: {
+          paths: [
+            {
+              splits: splits.map((s) => ({
+                serviceNamespace: "team-a",
+                serviceName: s.revision,
+                servicePort: 80,
+                percent: s.percent,
+                appendHeaders: { "Knative-Serving-Revision": s.revision },
+              })),
+            },
+          ],
+        },
+      },
+    ],
+  },
+});
+
+const model = (id: string): ModelConfig => ({
+  ...builtinTierDefaults,
+  id,
+  aliases: [],
+  command: [],
+  env: {},
+});
+
+const servers: Server[] = [];
+let activator: Activator | undefined;
+afterEach(async () => {
+  await activator?.shutdown(100);
+  activator = undefined;
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    s.close();
+  }
+});
+
+async function listen(server: Server): Promise<string> {
+  servers.push(server);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return `127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** An engine that answers with what it received. */
+async function engine(name: string) {
+  return listen(
+    createServer((req, res) => {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ engine: name, body, revision: req.headers["knative-serving-revision"] }));
+      });
+    }),
+  );
+}
+
+async function start(models: Record<string, string>) {
+  const plane = new TestControlPlane();
+  const hosts = new TableHosts(new Map(Object.entries(models)));
+  activator = new Activator({
+    config: {
+      models: new Map(),
+      names: new Map(),
+      slots: new Map(),
+      hostMemoryBudget: Infinity,
+      maxBodySize: 1 << 20,
+    },
+    controlPlane: plane,
+    registry: new Registry(),
+    log: silentLogger,
+    hosts,
+  });
+  for (const id of new Set(Object.values(models))) activator.upsertModel(model(id));
+  const url = `http://${await listen(
+    createActivatorServer({
+      activator,
+      registry: new Registry(),
+      admin: {
+        wake: async () => {},
+        sleep: async () => {},
+        stop: async () => {},
+        details: () => ({}),
+        slots: async () => [],
+      },
+    }),
+  )}`;
+  // undici's request, not fetch: fetch does not let a caller set Host.
+  const post = async (
+    headers: Record<string, string>,
+    body: unknown = { model: "anything", prompt: "hi" },
+  ) => {
+    const answer = await request(`${url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    });
+    return { status: answer.statusCode, json: () => answer.body.json() };
+  };
+  return { plane, hosts, url, post };
+}
+
+const ready = (id: string, address: string): ReplicaEvent => ({
+  model: id,
+  replica: `${id}-0`,
+  address,
+  tier: "ready",
+  since: Date.now(),
+});
+
+describe("routing by Host (Snooze's Knative ingress class)", () => {
+  test("the Host picks the revision's Model; the body goes as sent, with the appended headers", async () => {
+    const { plane, hosts, post } = await start({ "team-a/qwen-00001": "team-a-qwen-00001" });
+    hosts.set([ingress([{ revision: "qwen-00001", percent: 100 }])]);
+    plane.emit(ready("team-a-qwen-00001", await engine("one")));
+    const answer = await post({ host: `${host}:80` });
+    expect(answer.status).toBe(200);
+    const echoed = (await answer.json()) as { engine: string; body: string; revision: string };
+    expect(echoed.engine).toBe("one");
+    expect(JSON.parse(echoed.body)).toEqual({ model: "anything", prompt: "hi" });
+    expect(echoed.revision).toBe("qwen-00001");
+  });
+
+  test("a request for a cold revision is held, demand goes out at once, and it is answered when ready", async () => {
+    const { plane, hosts, post } = await start({ "team-a/qwen-00001": "rev1" });
+    hosts.set([ingress([{ revision: "qwen-00001", percent: 100 }])]);
+    const held = post({ host });
+    for (let i = 0; i < 200 && plane.demanded.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(plane.demanded).toEqual(["rev1"]);
+    plane.emit(ready("rev1", await engine("one")));
+    expect((await held).status).toBe(200);
+  });
+
+  test("a 50/50 split sends 100 of 200 requests to each revision", async () => {
+    const { plane, hosts, post } = await start({ "team-a/qwen-00001": "rev1", "team-a/qwen-00002": "rev2" });
+    hosts.set([
+      ingress([
+        { revision: "qwen-00001", percent: 50 },
+        { revision: "qwen-00002", percent: 50 },
+      ]),
+    ]);
+    plane.emit(ready("rev1", await engine("one")));
+    plane.emit(ready("rev2", await engine("two")));
+    const counts: Record<string, number> = {};
+    for (let i = 0; i < 200; i++) {
+      const { engine: name } = (await (await post({ host })).json()) as { engine: string };
+      counts[name] = (counts[name] ?? 0) + 1;
+    }
+    expect(counts).toEqual({ one: 100, two: 100 });
+  });
+
+  test("new splits apply to the next request; the old revision takes none", async () => {
+    const { plane, hosts, post } = await start({ "team-a/qwen-00001": "rev1", "team-a/qwen-00002": "rev2" });
+    hosts.set([ingress([{ revision: "qwen-00001", percent: 100 }])]);
+    plane.emit(ready("rev1", await engine("one")));
+    plane.emit(ready("rev2", await engine("two")));
+    expect(((await (await post({ host })).json()) as { engine: string }).engine).toBe("one");
+    hosts.set([ingress([{ revision: "qwen-00002", percent: 100 }], 2)]);
+    for (let i = 0; i < 5; i++)
+      expect(((await (await post({ host })).json()) as { engine: string }).engine).toBe("two");
+  });
+
+  test("another host keeps routing by the body's model", async () => {
+    const { plane, hosts, post } = await start({ "team-a/qwen-00001": "rev1" });
+    hosts.set([ingress([{ revision: "qwen-00001", percent: 100 }])]);
+    plane.emit(ready("rev1", await engine("one")));
+    expect((await post({ host: "snooze-activator.snooze-system" }, { model: "rev1" })).status).toBe(200);
+    const unknown = await post({ host: "snooze-activator.snooze-system" }, { model: "nope" });
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as { error: { code: string } }).error.code).toBe("model_not_found");
+  });
+
+  test("an unknown host with no model is a 404 that names the known hosts", async () => {
+    const { hosts, post } = await start({ "team-a/qwen-00001": "rev1" });
+    hosts.set([ingress([{ revision: "qwen-00001", percent: 100 }])]);
+    const answer = await post({ host: "other.team-a.example.com" }, { prompt: "hi" });
+    expect(answer.status).toBe(404);
+    const { error } = (await answer.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("host_not_found");
+    expect(error.message).toContain(host);
+  });
+
+  test("a split to a revision without a Model is refused with what to change", async () => {
+    const { hosts, post } = await start({});
+    hosts.set([ingress([{ revision: "qwen-00001", percent: 100 }])]);
+    const answer = await post({ host });
+    expect(answer.status).toBe(503);
+    const { error } = (await answer.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("revision_not_served");
+    expect(error.message).toContain("team-a/qwen-00001");
+    expect(error.message).toContain("autoscaler class");
+  });
+
+  test("Knative's readiness probe is answered with the version of the host's KIngress", async () => {
+    const { hosts, url } = await start({ "team-a/qwen-00001": "rev1" });
+    hosts.set([ingress([{ revision: "qwen-00001", percent: 100 }], 7)]);
+    const probe = async (h: string) => {
+      const answer = await request(`${url}/healthz`, { headers: { host: h, "k-network-probe": "probe" } });
+      await answer.body.dump();
+      return answer;
+    };
+    const known = await probe(host);
+    expect(known.statusCode).toBe(200);
+    expect(known.headers["k-network-hash"]).toBe("u1/7");
+    expect((await probe("other.example.com")).statusCode).toBe(404);
+  });
+});
