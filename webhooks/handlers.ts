@@ -6,6 +6,7 @@ import type { MemberRef } from "./messages.ts";
 import { unhandledResourceWarning } from "./messages.ts";
 import { annotationsOf, stringAt } from "./object-path.ts";
 import { mutatePod } from "./pod-sleep-mode.ts";
+import { knativeClassWarnings } from "./knative-class.ts";
 import { gateWorkload } from "./readiness-gate.ts";
 import { pinScale, pinWorkload } from "./replica-pinning.ts";
 import { validateModel, validateSlot, validateWorkloadAnnotations } from "./settings-validation.ts";
@@ -181,7 +182,11 @@ const handlers: Record<WebhookName, Handler> = {
       if (!removal.allowed) return removal;
     }
     const intent = workloadIntent(kind, old ?? undefined, request.object, oldSlot, newSlot, modelId);
-    return residency(request, sameAs(intent, modelsAsMembers(models)), deps);
+    const verdict = await residency(request, sameAs(intent, modelsAsMembers(models)), deps);
+    const warnings = kind === "Service" ? knativeClassWarnings(name, request.object) : [];
+    return verdict.allowed && warnings.length > 0
+      ? allow({ patch: verdict.patch, warnings: [...(verdict.warnings ?? []), ...warnings] })
+      : verdict;
   },
 
   "validate-scale": async (request, deps) => {

@@ -18,6 +18,17 @@ describe("the awake readiness gate on model workloads", () => {
     expect(gateWorkload("Deployment", once, true)).toEqual([]);
   });
 
+  test("a Knative revision's Deployment gets no gate: its sleeping pods must count as available", () => {
+    const revision = {
+      ...deployment(),
+      metadata: {
+        name: "qwen-00001-deployment",
+        ownerReferences: [{ apiVersion: "serving.knative.dev/v1", kind: "Revision", name: "qwen-00001" }],
+      },
+    };
+    expect(gateWorkload("Deployment", revision, true)).toEqual([]);
+  });
+
   test("other gates stay; ours is added after them", () => {
     const other = { conditionType: "example.com/ready" };
     const gated = applyPatch(deployment([other]), gateWorkload("StatefulSet", deployment([other]), true));

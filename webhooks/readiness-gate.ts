@@ -1,3 +1,4 @@
+import { ownedByRevision } from "../lib/knative/autoscaler-class.ts";
 import { awakeCondition } from "../lib/kube/pod-replica.ts";
 import type { JsonPatch } from "./json-patch.ts";
 import { pointer } from "./json-patch.ts";
@@ -9,10 +10,13 @@ import type { WorkloadKind } from "./slot-members.ts";
  * `readinessGates: [{conditionType: snooze.dev/awake}]`, so a pod is Ready only while the autoscaler
  * says its engine is awake (vLLM's /health answers 200 while asleep, so the probe alone cannot
  * tell). A workload that is no longer a model's loses the gate, or its pods would never be Ready.
- * Knative Services are left alone: Knative's own webhook refuses readinessGates in a revision.
+ * Knative Services are left alone: Knative's own webhook refuses readinessGates in a revision. So
+ * is a revision's Deployment (Knative's): with the gate, a revision whose pods all sleep would have
+ * no available pod, and Knative would mark the Revision's resources unavailable.
  */
 export function gateWorkload(kind: WorkloadKind, workload: unknown, isModel: boolean): JsonPatch {
   if (kind === "Service") return [];
+  if (ownedByRevision(at(workload, "metadata", "ownerReferences"))) return [];
   const podSpec = at(workload, "spec", "template", "spec");
   if (!isObject(podSpec)) return [];
   const gates = Array.isArray(podSpec.readinessGates) ? (podSpec.readinessGates as unknown[]) : undefined;

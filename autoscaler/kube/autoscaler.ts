@@ -15,6 +15,7 @@ import {
   slotsPath,
   statsPath,
 } from "../../lib/control-protocol.ts";
+import { ownedByRevision } from "../../lib/knative/autoscaler-class.ts";
 import { group, version } from "../../lib/kube/api-group.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "../../lib/kube/client.ts";
 import type { Informer } from "../../lib/kube/informer.ts";
@@ -36,6 +37,7 @@ import type { SlotStatus } from "../../lib/slot-status.ts";
 import { Autoscaler } from "../autoscaler.ts";
 import type { ModelController, ModelTarget } from "../model-controller.ts";
 import type { Slot } from "../slot.ts";
+import { KnativePodAutoscalers } from "./knative/pod-autoscalers.ts";
 import { ModelDemand, type ModelLookup } from "./model-demand.ts";
 import { ModelStatusWriter } from "./model-status-writer.ts";
 import { KubePlatform, type WorkloadView } from "./platform.ts";
@@ -127,6 +129,8 @@ export class KubeAutoscaler {
     statefulsets: Informer<ScalableWorkload>;
     knative?: Informer<Workload>;
   };
+  /** Snooze as a Knative autoscaler class: PodAutoscalers, their SKS and their revisions' Models. */
+  readonly knative: KnativePodAutoscalers;
   private readonly entries = new Map<string, Entry>();
   private readonly units = new Map<string, Unit>();
   private workloadsElector?: LeaseElector;
@@ -179,6 +183,19 @@ export class KubeAutoscaler {
       drainGraceMs: options.drainGraceMs ?? 1_000,
       activatorExpiryMs,
     });
+    this.knative = new KnativePodAutoscalers({
+      client,
+      namespace: ns,
+      leaseNamespace: options.leaseNamespace,
+      identity: options.identity,
+      address: options.address,
+      leaseTiming: options.leaseTiming,
+      informer: options.informer,
+      models: this.informers.models,
+      deployments: this.informers.deployments,
+      pods: this.informers.pods,
+      log: options.log.child({ part: "knative" }),
+    });
     this.modelDemand = new ModelDemand({ source: this, log: options.log.child({ part: "demand" }) });
   }
 
@@ -228,6 +245,7 @@ export class KubeAutoscaler {
     ]);
     await models.start();
     this.syncModels();
+    await this.knative.start(address);
     this.workloadsElector = new LeaseElector({
       client: this.options.client,
       namespace: this.options.leaseNamespace,
@@ -242,7 +260,7 @@ export class KubeAutoscaler {
   }
 
   get ready(): boolean {
-    return !this.stopped && Object.values(this.informers).every((i) => !i || i.synced);
+    return !this.stopped && Object.values(this.informers).every((i) => !i || i.synced) && this.knative.synced;
   }
 
   /** Stops acting, releases every Lease it holds (a successor takes over at once), stops watching. */
@@ -254,6 +272,7 @@ export class KubeAutoscaler {
       this.core.close(),
       ...[...this.units.values()].map((u) => u.lease.stop(true)),
       this.workloadsElector?.stop(true),
+      this.knative.stop(),
     ]);
     await Promise.all(Object.values(this.informers).map((i) => i?.stop()));
   }
@@ -637,8 +656,12 @@ export class KubeAutoscaler {
   private async syncWorkloadModels(): Promise<void> {
     const client = this.options.client;
     const workloads: { workload: Workload; kind: WorkloadKind }[] = [
-      ...this.informers.deployments.list().map((workload) => ({ workload, kind: "Deployment" as const })),
-      ...(this.informers.knative?.list() ?? []).map((workload) => ({ workload, kind: "Service" as const })),
+      // A revision's Deployment carries the revision's snooze.dev annotations too: its Model is the
+      // Knative class's (knative/pod-autoscalers.ts). A Knative Service without the class is Knative's.
+      ...this.informers.deployments
+        .list()
+        .filter((workload) => !ownedByRevision(workload.metadata.ownerReferences))
+        .map((workload) => ({ workload, kind: "Deployment" as const })),
     ];
     const wanted = new Set<string>();
     for (const { workload, kind } of workloads) {
@@ -689,12 +712,10 @@ export class KubeAutoscaler {
       const key = `${model.metadata.namespace}/${model.metadata.name}`;
       if (wanted.has(key) || model.metadata.labels?.[managedByLabel] !== managedByValue) continue;
       const owner = model.metadata.ownerReferences?.[0];
-      const workload =
-        owner?.kind === "Service"
-          ? this.informers.knative?.get(key)
-          : owner?.kind === "Deployment"
-            ? this.informers.deployments.get(key)
-            : undefined;
+      // A Model made for a Knative Service (before the autoscaler class) goes: the class makes one
+      // per revision. A PodAutoscaler's Model is the Knative class's to delete.
+      if (owner?.kind === "PodAutoscaler") continue;
+      const workload = owner?.kind === "Deployment" ? this.informers.deployments.get(key) : undefined;
       if (workload && isAnnotated(workload)) continue; // annotated but invalid: keep the last good Model
       await client
         .delete(
@@ -739,6 +760,7 @@ export class KubeAutoscaler {
         };
       }),
       counts: this.counts,
+      knative: this.knative.state(),
       informers: Object.fromEntries(
         Object.entries(this.informers)
           .filter(([, i]) => i)

@@ -35,11 +35,17 @@ export function isSnoozeClass(annotations: Record<string, string> | undefined): 
   return annotations?.[classAnnotation]?.trim() === autoscalerClass;
 }
 
-/** Whether an object is controlled by a Knative Revision (a revision's Deployment is Knative's). */
-export function ownedByRevision(object: {
-  metadata: { ownerReferences?: { apiVersion?: string; kind?: string; controller?: boolean }[] };
-}): boolean {
-  return (object.metadata.ownerReferences ?? []).some(
-    (o) => o.kind === "Revision" && (o.apiVersion ?? "").startsWith("serving.knative.dev/"),
+/** Whether an object's owner references name a Knative Revision (a revision's Deployment is Knative's). */
+export function ownedByRevision(ownerReferences: unknown): boolean {
+  return (
+    Array.isArray(ownerReferences) &&
+    ownerReferences.some(
+      (o) =>
+        typeof o === "object" &&
+        o !== null &&
+        o.kind === "Revision" &&
+        typeof o.apiVersion === "string" &&
+        o.apiVersion.startsWith("serving.knative.dev/"),
+    )
   );
 }

@@ -1,0 +1,355 @@
+import {
+  isSnoozeClass,
+  podAutoscalers,
+  revisionLabel,
+  serverlessServices,
+} from "../../../lib/knative/autoscaler-class.ts";
+import { group, version } from "../../../lib/kube/api-group.ts";
+import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "../../../lib/kube/client.ts";
+import type { Informer } from "../../../lib/kube/informer.ts";
+import { LeaseElector, type LeaseTiming, leaseName } from "../../../lib/kube/lease.ts";
+import { kubeInformer } from "../../../lib/kube/list-watch.ts";
+import type { ModelResource } from "../../../lib/kube/model-resource.ts";
+import { type Pod, podLive, podUp } from "../../../lib/kube/pod-replica.ts";
+import type { Logger } from "../../../lib/log.ts";
+import { managedByLabel, managedByValue, ownedBy, sameSpec } from "../workload-models.ts";
+import { podAutoscalerStatus, sameStatus } from "./pa-status.ts";
+import { modelForRevision, type PodAutoscaler, type RevisionDeployment } from "./revision-model.ts";
+
+type Model = ModelResource & KubeObject;
+
+interface ServerlessService extends KubeObject {
+  spec?: { mode?: string; objectRef?: unknown; protocolType?: string; numActivators?: number };
+  status?: { serviceName?: string; privateServiceName?: string };
+}
+
+export interface KnativePodAutoscalersOptions {
+  client: KubeClient;
+  /** Only this namespace's PodAutoscalers; all when absent. */
+  namespace?: string;
+  leaseNamespace: string;
+  identity: string;
+  address?: string;
+  leaseTiming?: LeaseTiming;
+  informer?: { resyncMs?: number; staleMs?: number };
+  /** The autoscaler's own caches, shared: Models, revision Deployments and pods. */
+  models: Informer<Model>;
+  deployments: Informer<RevisionDeployment>;
+  pods: Informer<Pod>;
+  log: Logger;
+}
+
+/**
+ * Snooze as a Knative autoscaler class: the reconciler of PodAutoscalers whose class is Snooze's
+ * (Knative's KPA filters on its own class and leaves them alone). For each one it keeps:
+ * - a Model named as the revision (revision-model.ts), which the autoscaler's controllers then
+ *   drive like any Model: they scale the revision's Deployment and sleep and wake its pods;
+ * - the ServerlessService, in Serve mode: Snooze's activator is in front of every Snooze-class
+ *   revision (through Snooze's KIngress class), so Knative's activator never needs to be put in
+ *   the path (Proxy mode) to hold requests at zero; Serve points the SKS's public Service at the
+ *   revision's pods, as the HPA class does;
+ * - the PA's status, from the Model's status, the Deployment and its pods (pa-status.ts), which is
+ *   what makes Knative's revision reconciler mark the Revision Ready.
+ * One autoscaler replica writes (a Lease in the autoscaler's namespace); the others only watch.
+ */
+export class KnativePodAutoscalers {
+  private readonly options: KnativePodAutoscalersOptions;
+  private readonly log: Logger;
+  informers?: { pas: Informer<PodAutoscaler>; sks: Informer<ServerlessService> };
+  private elector?: LeaseElector;
+  private pending = false;
+  private again = false;
+  private running = false;
+  private stopped = false;
+  private readonly unsubscribe: (() => void)[] = [];
+  readonly counts = { statusWrites: 0, modelsCreated: 0, modelsDeleted: 0, sksCreated: 0, conflicts: 0 };
+
+  constructor(options: KnativePodAutoscalersOptions) {
+    this.options = options;
+    this.log = options.log;
+  }
+
+  get synced(): boolean {
+    return !this.informers || (this.informers.pas.synced && this.informers.sks.synced);
+  }
+
+  /** Starts when Knative Serving's autoscaling API is served; a cluster without it is left alone. */
+  async start(address = this.options.address): Promise<void> {
+    if (this.stopped || !(await this.served())) return;
+    const { client, namespace, informer } = this.options;
+    const common = { log: this.log, ...informer };
+    this.informers = {
+      pas: kubeInformer<PodAutoscaler>(
+        client,
+        paths.custom(podAutoscalers.group, podAutoscalers.version, podAutoscalers.plural, namespace),
+        { name: "podautoscalers", ...common },
+      ),
+      sks: kubeInformer<ServerlessService>(
+        client,
+        paths.custom(
+          serverlessServices.group,
+          serverlessServices.version,
+          serverlessServices.plural,
+          namespace,
+        ),
+        { name: "serverlessservices", ...common },
+      ),
+    };
+    const changed = () => this.schedule();
+    const handler = { add: changed, update: changed, delete: changed };
+    this.unsubscribe.push(this.informers.pas.on(handler), this.informers.sks.on(handler));
+    // Model status, the Deployment's replicas and the pods' readiness are what the PA's status says.
+    const relevant = (object: KubeObject) => object.metadata.labels?.[revisionLabel] !== undefined;
+    const ifRevision = (object: KubeObject) => relevant(object) && this.schedule();
+    const revisionHandler = { add: ifRevision, update: ifRevision, delete: ifRevision };
+    const ifOurs = (model: Model) =>
+      model.metadata.ownerReferences?.some((o) => o.kind === podAutoscalers.kind) && this.schedule();
+    this.unsubscribe.push(
+      this.options.models.on({ add: ifOurs, update: ifOurs, delete: ifOurs }),
+      this.options.deployments.on(revisionHandler),
+      this.options.pods.on(revisionHandler),
+    );
+    await Promise.all([this.informers.pas.start(), this.informers.sks.start()]);
+    this.elector = new LeaseElector({
+      client,
+      namespace: this.options.leaseNamespace,
+      name: leaseName("snooze-knative", ...(namespace ? [namespace] : [])),
+      identity: this.options.identity,
+      address,
+      timing: this.options.leaseTiming,
+      log: this.log,
+      onStartedLeading: () => this.schedule(),
+    });
+    this.elector.start();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const off of this.unsubscribe.splice(0)) off();
+    await this.elector?.stop(true);
+    await Promise.all([this.informers?.pas.stop(), this.informers?.sks.stop()]);
+  }
+
+  private async served(): Promise<boolean> {
+    try {
+      await this.options.client.get(`/apis/${podAutoscalers.group}/${podAutoscalers.version}`);
+      return true;
+    } catch (error) {
+      if (!isNotFound(error)) this.log.warn("could not tell whether Knative Serving is installed", { error });
+      return false;
+    }
+  }
+
+  /** One sync at a time, 50 ms after the first change (a pod's status comes in bursts). */
+  private schedule(): void {
+    if (this.stopped || !this.elector?.leading) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    if (this.pending) return;
+    this.pending = true;
+    setTimeout(() => {
+      this.pending = false;
+      this.running = true;
+      void this.sync()
+        .catch((error: unknown) => this.log.warn("reconciling Snooze-class PodAutoscalers failed", { error }))
+        .finally(() => {
+          this.running = false;
+          if (this.again) {
+            this.again = false;
+            this.schedule();
+          }
+        });
+    }, 50).unref();
+  }
+
+  private async sync(): Promise<void> {
+    const { pas } = this.informers!;
+    const wanted = new Set<string>();
+    for (const pa of pas.list()) {
+      if (!isSnoozeClass(pa.metadata.annotations) || pa.metadata.deletionTimestamp) continue;
+      const key = `${pa.metadata.namespace}/${pa.metadata.name}`;
+      wanted.add(key);
+      try {
+        await this.reconcile(pa);
+      } catch (error) {
+        if (isConflict(error)) {
+          // Someone wrote in between (Knative's revision reconciler updates the PA's spec): again.
+          this.counts.conflicts++;
+          this.again = true;
+        } else this.log.warn("reconciling a PodAutoscaler failed", { podAutoscaler: key, error });
+      }
+    }
+    // A Model made for a PA that is gone (or no longer Snooze's class) goes too; the garbage
+    // collector would delete it with its owner, but a cluster may not run one for a while.
+    for (const model of this.options.models.list()) {
+      const key = `${model.metadata.namespace}/${model.metadata.name}`;
+      if (wanted.has(key) || model.metadata.labels?.[managedByLabel] !== managedByValue) continue;
+      if (!model.metadata.ownerReferences?.some((o) => o.kind === podAutoscalers.kind)) continue;
+      await this.options.client
+        .delete(this.modelPath(model.metadata.namespace!, model.metadata.name), {
+          preconditions: { uid: model.metadata.uid },
+        })
+        .then(
+          () => {
+            this.counts.modelsDeleted++;
+            this.log.info("deleted the Model of a revision that is not Snooze's class any more", {
+              model: key,
+            });
+          },
+          (error: unknown) => {
+            if (!isNotFound(error) && !isConflict(error)) throw error;
+          },
+        );
+    }
+  }
+
+  private async reconcile(pa: PodAutoscaler): Promise<void> {
+    const namespace = pa.metadata.namespace!;
+    const name = pa.metadata.name;
+    const key = `${namespace}/${name}`;
+    const deploymentName = pa.spec?.scaleTargetRef?.name;
+    const deployment = deploymentName
+      ? this.options.deployments.get(`${namespace}/${deploymentName}`)
+      : undefined;
+    const result = modelForRevision(pa, deployment);
+    if (result.problems)
+      this.log.warn("a Snooze-class revision's settings are not valid; no Model", {
+        podAutoscaler: key,
+        problems: result.problems,
+      });
+    else await this.ensureModel(key, result.model);
+    const sks = await this.ensureSks(pa);
+    const pods = this.options.pods
+      .list()
+      .filter((p) => p.metadata.namespace === namespace && p.metadata.labels?.[revisionLabel] === name);
+    const status = podAutoscalerStatus({
+      pa,
+      model: this.options.models.get(key)?.status,
+      problems: result.problems,
+      deploymentReplicas: deployment?.spec?.replicas,
+      podsUp: pods.filter((p) => podLive(p) && podUp(p)).length,
+      sks,
+      now: Date.now(),
+    });
+    if (sameStatus(pa.status, status)) return;
+    await this.options.client.replace(`${this.paPath(namespace, name)}/status`, { ...pa, status });
+    this.counts.statusWrites++;
+  }
+
+  /** Creates the revision's Model, or replaces it when what the revision asks for changed. */
+  private async ensureModel(key: string, desired: Model): Promise<void> {
+    const namespace = desired.metadata.namespace!;
+    const existing = this.options.models.get(key);
+    if (existing && !ownedBy(existing, { kind: podAutoscalers.kind, name: desired.metadata.name })) {
+      this.log.info("a Model of the revision's name exists and is not the autoscaler's; leaving it", {
+        model: key,
+      });
+      return;
+    }
+    if (
+      existing &&
+      sameSpec(existing.spec as Record<string, unknown>, desired.spec as Record<string, unknown>)
+    )
+      return;
+    const collection = paths.custom(group, version, "models", namespace);
+    if (existing) {
+      // The autoscaler creates and deletes Models, never edits one (as for annotated Deployments).
+      await this.options.client
+        .delete(`${collection}/${existing.metadata.name}`, {
+          preconditions: { uid: existing.metadata.uid, resourceVersion: existing.metadata.resourceVersion },
+        })
+        .catch((error: unknown) => {
+          if (!isNotFound(error) && !isConflict(error)) throw error;
+        });
+    }
+    await this.options.client.create(collection, desired).then(
+      () => {
+        this.counts.modelsCreated++;
+        this.log.info("created the Model of a Snooze-class revision", { model: key });
+      },
+      (error: unknown) => {
+        if (!isConflict(error)) throw error; // AlreadyExists: the next sync compares again
+      },
+    );
+  }
+
+  /** The PA's ServerlessService in Serve mode, as Knative's autoscalers make it (MakeSKS). */
+  private async ensureSks(pa: PodAutoscaler): Promise<ServerlessService | undefined> {
+    const namespace = pa.metadata.namespace!;
+    const name = pa.metadata.name;
+    const spec = {
+      mode: "Serve",
+      objectRef: pa.spec?.scaleTargetRef,
+      protocolType: pa.spec?.protocolType ?? "http1",
+      // 0 means "all activators" to Knative; none is in the path in Serve mode anyway.
+      numActivators: 0,
+    };
+    const existing = this.informers!.sks.get(`${namespace}/${name}`);
+    const collection = paths.custom(
+      serverlessServices.group,
+      serverlessServices.version,
+      serverlessServices.plural,
+      namespace,
+    );
+    if (!existing) {
+      const created = await this.options.client.create<ServerlessService>(collection, {
+        apiVersion: `${serverlessServices.group}/${serverlessServices.version}`,
+        kind: serverlessServices.kind,
+        metadata: {
+          name,
+          namespace,
+          labels: { ...pa.metadata.labels },
+          ownerReferences: [
+            {
+              apiVersion: `${podAutoscalers.group}/${podAutoscalers.version}`,
+              kind: podAutoscalers.kind,
+              name,
+              uid: pa.metadata.uid ?? "",
+              controller: true,
+              blockOwnerDeletion: true,
+            },
+          ],
+        },
+        spec,
+      });
+      this.counts.sksCreated++;
+      return created;
+    }
+    if (
+      !existing.metadata.ownerReferences?.some(
+        (o) => o.kind === podAutoscalers.kind && o.uid === pa.metadata.uid,
+      )
+    ) {
+      this.log.warn("a ServerlessService of the revision's name is not its PodAutoscaler's; leaving it", {
+        serverlessService: `${namespace}/${name}`,
+      });
+      return undefined;
+    }
+    const same = (Object.keys(spec) as (keyof typeof spec)[]).every(
+      (k) => JSON.stringify(existing.spec?.[k]) === JSON.stringify(spec[k]),
+    );
+    if (same) return existing;
+    return this.options.client.replace<ServerlessService>(`${collection}/${name}`, {
+      ...existing,
+      spec: { ...existing.spec, ...spec },
+    });
+  }
+
+  private paPath(namespace: string, name: string): string {
+    return `${paths.custom(podAutoscalers.group, podAutoscalers.version, podAutoscalers.plural, namespace)}/${name}`;
+  }
+
+  private modelPath(namespace: string, name: string): string {
+    return `${paths.custom(group, version, "models", namespace)}/${name}`;
+  }
+
+  state() {
+    return {
+      enabled: this.informers !== undefined,
+      leading: this.elector?.leading ?? false,
+      counts: this.counts,
+    };
+  }
+}
