@@ -18,6 +18,7 @@ import {
 import { ownedByRevision } from "../../lib/knative/autoscaler-class.ts";
 import { group, version } from "../../lib/kube/api-group.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "../../lib/kube/client.ts";
+import { EventRecorder } from "../../lib/kube/event-recorder.ts";
 import type { Informer } from "../../lib/kube/informer.ts";
 import {
   defaultLeaseTiming,
@@ -38,7 +39,9 @@ import { Autoscaler } from "../autoscaler.ts";
 import type { ModelController, ModelTarget } from "../model-controller.ts";
 import type { Slot } from "../slot.ts";
 import { KnativePodAutoscalers } from "./knative/pod-autoscalers.ts";
+import type { News } from "../tier-events.ts";
 import { ModelDemand, type ModelLookup } from "./model-demand.ts";
+import { modelEventsFor } from "./model-events.ts";
 import { ModelStatusWriter } from "./model-status-writer.ts";
 import { KubePlatform, type WorkloadView } from "./platform.ts";
 import { SlotStatusWriter } from "./slot-status-writer.ts";
@@ -145,6 +148,8 @@ export class KubeAutoscaler {
   /** When this replica last took the lead of each Model, and when activators last reported it here. */
   private readonly ledAt = new Map<string, number>();
   private readonly reportedAt = new Map<string, number>();
+  /** Tier changes and swaps as Kubernetes Events on the Models, beside the CloudEvents. */
+  private readonly recorder: EventRecorder;
 
   constructor(options: KubeAutoscalerOptions) {
     this.options = options;
@@ -167,6 +172,13 @@ export class KubeAutoscaler {
       pods: this.informers.pods,
       workload: (model) => this.workloadOf(model),
     });
+    this.recorder = new EventRecorder({
+      client,
+      reportingController: "snooze.dev/autoscaler",
+      reportingInstance: options.identity,
+      log: options.log,
+      registry: options.registry,
+    });
     this.core = new Autoscaler({
       platform: this.platform,
       clock: systemClock,
@@ -179,6 +191,7 @@ export class KubeAutoscaler {
         log: options.log,
         registry: options.registry,
       }),
+      news: (news) => this.mirror(news),
       hostMemoryBudget: options.hostMemoryBudget ?? Number.POSITIVE_INFINITY,
       drainGraceMs: options.drainGraceMs ?? 1_000,
       activatorExpiryMs,
@@ -439,6 +452,25 @@ export class KubeAutoscaler {
     for (const [key, slot] of this.core.slots) {
       slot.config = slotConfigFrom(slot.config.name, this.informers.slots.get(key));
       slot.changed();
+    }
+  }
+
+  /** News on the Models it is about, as Kubernetes Events; only by the holder of a Model's Lease. */
+  private mirror(news: News): void {
+    for (const event of modelEventsFor(news)) {
+      const entry = this.entries.get(event.model);
+      if (!entry || !this.core.controllerByKey(event.model)?.isLeading) continue;
+      const uid = this.informers.models.get(event.model)?.metadata.uid;
+      this.recorder.record(
+        {
+          apiVersion: `${group}/${version}`,
+          kind: "Model",
+          namespace: entry.model.namespace,
+          name: entry.model.name,
+          ...(uid ? { uid } : {}),
+        },
+        event,
+      );
     }
   }
 

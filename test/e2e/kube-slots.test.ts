@@ -1,8 +1,11 @@
+import { execFile } from "node:child_process";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { describe, expect, test } from "vitest";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
 import type { Tier } from "../../lib/replica-event.ts";
+import { cloudEventSink } from "../support/cloudevent-sink.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
 import { complete, modelObject, simDeployment, simState, tierOf } from "./components/snooze.ts";
 import { waitFor } from "./harness/wait.ts";
@@ -14,6 +17,7 @@ import { waitFor } from "./harness/wait.ts";
  */
 const slot = `gpu-e2e-${Math.random().toString(36).slice(2, 6)}`;
 const models = ["qwen", "llama"];
+let sink: Awaited<ReturnType<typeof cloudEventSink>> | undefined;
 const suite = kubeSnoozeSuite({
   namespace: "snooze-e2e-slots",
   objects: async ({ admin, ns, cluster }) => {
@@ -29,8 +33,13 @@ const suite = kubeSnoozeSuite({
       spec: { policy: "sticky", minResidency: "0s", swapCooldown: "0s", drainTimeout: "10s" },
     });
   },
-  autoscaler: "autoscaler-slots",
-  activator: "activator-slots",
+  start: async (s) => {
+    // Tier changes and swaps go to a sink here as CloudEvents, as to a Knative Broker.
+    sink = await cloudEventSink();
+    await s.startAutoscaler("autoscaler-slots", { extra: ["--event-sink", sink.url] });
+    s.activator = await s.startActivator("activator-slots");
+  },
+  teardown: () => sink?.close(),
 });
 
 /** Polls every pod of both models: the most resident at once, and when two were seen. */
@@ -108,5 +117,100 @@ describe("a slot with two Models on Kubernetes", () => {
       `/apis/coordination.k8s.io/v1/namespaces/snooze-system/leases/snooze-slot-${slot}`,
     );
     expect(lease.spec.holderIdentity).toBe("autoscaler-slots");
+  });
+
+  test("each swap is a dev.snooze.slot.swapped CloudEvent from the Lease holder, validated by the SDK", async () => {
+    const swaps = await waitFor(
+      async () => {
+        const list = sink!.arrivals.filter((a) => a.event.type === "dev.snooze.slot.swapped");
+        return list.length >= 3 ? list.map((a) => a.event) : undefined;
+      },
+      {
+        what: "three swap events",
+        timeoutMs: 10_000,
+        detail: () => `${sink!.invalid.join("\n")}\n${logs()}`,
+      },
+    );
+    expect(sink!.invalid).toEqual([]);
+    expect(swaps.map((e) => `${e.data?.from}->${e.data?.to}`)).toEqual([
+      "qwen->llama",
+      "llama->qwen",
+      "qwen->llama",
+    ]);
+    for (const event of swaps) {
+      expect(event.subject).toBe(slot);
+      expect(event.source).toBe("/snooze/autoscaler/autoscaler-slots");
+      expect(event.data?.durationMs).toBeGreaterThan(0);
+    }
+    // Binary content mode by default, as Knative's own sources send.
+    const swapArrival = sink!.arrivals.find((a) => a.event.type === "dev.snooze.slot.swapped")!;
+    expect(swapArrival.headers["ce-type"]).toBe("dev.snooze.slot.swapped");
+  });
+
+  test("the same news is mirrored as Kubernetes Events on each Model: Started, Slept, Woke, Swapped; repeats in a series", async () => {
+    type Event = {
+      reason: string;
+      note: string;
+      type: string;
+      action: string;
+      reportingController: string;
+      reportingInstance: string;
+      regarding: { kind: string; name: string; uid?: string };
+      series?: { count: number };
+    };
+    const eventsOf = async (model: string) =>
+      (
+        await suite.admin.client.list<Event>(`/apis/events.k8s.io/v1/namespaces/${suite.ns.name}/events`)
+      ).items.filter((e) => e.regarding.kind === "Model" && e.regarding.name === model);
+    const wanted: Record<string, string[]> = {
+      qwen: ["Started", "Slept", "Woke", "Swapped"],
+      llama: ["Started", "Slept", "Swapped"],
+    };
+    for (const model of models) {
+      const events = await waitFor(
+        async () => {
+          const list = await eventsOf(model);
+          const reasons = new Set(list.map((e) => e.reason));
+          return wanted[model]!.every((r) => reasons.has(r)) ? list : undefined;
+        },
+        { what: `the Events of Model ${model}`, timeoutMs: 10_000, detail: logs },
+      );
+      const uid = (await suite.admin.model(suite.ns.name, model)).metadata.uid;
+      for (const event of events) {
+        expect(event).toMatchObject({
+          type: "Normal",
+          reportingController: "snooze.dev/autoscaler",
+          reportingInstance: "autoscaler-slots",
+          regarding: { kind: "Model", name: model, uid },
+        });
+        expect(event.reason).toMatch(/^[A-Z][a-zA-Z]+$/);
+      }
+      // One Event per reason: the swaps to and from this Model are one Event with a series.
+      const byReason = new Map<string, Event[]>();
+      for (const e of events) byReason.set(e.reason, [...(byReason.get(e.reason) ?? []), e]);
+      expect(byReason.get("Swapped"), JSON.stringify(events, null, 1)).toHaveLength(1);
+      expect(byReason.get("Swapped")![0]!.series?.count).toBe(3);
+      expect(byReason.get("Started")![0]!.note).toMatch(/^Replica \S+ started in \d+(\.\d+)?m?s$/);
+      expect(byReason.get("Slept")![0]!.note).toMatch(/slept at level 1 \(drained and slept in /);
+    }
+    const took = (await eventsOf("llama")).find((e) => e.reason === "Swapped")!;
+    expect(took.note).toMatch(new RegExp(`^Took slot ${slot} from qwen in `));
+    // What a person sees: kubectl get events lists them for the Model, with the series' count.
+    const { stdout } = await promisify(execFile)(
+      suite.cluster.info.kubectl,
+      [
+        "get",
+        "events",
+        "-n",
+        suite.ns.name,
+        "--field-selector",
+        "involvedObject.kind=Model,involvedObject.name=qwen",
+        "-o",
+        "custom-columns=REASON:.reason,COUNT:.series.count,MESSAGE:.message",
+      ],
+      { env: { ...process.env, KUBECONFIG: suite.cluster.info.kubeconfigPath } },
+    );
+    expect(stdout).toMatch(/Swapped\s+3\s+(Took|Gave) slot/);
+    expect(stdout).toMatch(/Woke\s+\S+\s+Replica \S+ woke in /);
   });
 });

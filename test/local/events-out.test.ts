@@ -1,12 +1,10 @@
-import { once } from "node:events";
-import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { ServerResponse } from "node:http";
 import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
-import { type CloudEvent, HTTP } from "cloudevents";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { chat, metricValue, sharedGpu, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+import { cloudEventSink } from "../support/cloudevent-sink.ts";
 
 const exporter = new InMemorySpanExporter();
 beforeAll(() => {
@@ -16,36 +14,15 @@ beforeAll(() => {
   );
 });
 
-interface Arrival {
-  headers: IncomingHttpHeaders;
-  event: CloudEvent<Record<string, unknown>>;
-}
-
 const closers: (() => void)[] = [];
 afterAll(() => {
   for (const close of closers) close();
 });
 
-/** A sink that reads every event with the SDK (validating it) and answers as `answer` does. */
-async function sink(answer: (res: ServerResponse) => void = (res) => res.writeHead(202).end()) {
-  const arrivals: Arrival[] = [];
-  const server = createServer((req, res) => {
-    let body = "";
-    req.on("data", (chunk) => (body += chunk));
-    req.on("end", () => {
-      const event = HTTP.toEvent({ headers: req.headers, body }) as CloudEvent<Record<string, unknown>>;
-      event.validate();
-      arrivals.push({ headers: req.headers, event });
-      answer(res);
-    });
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  closers.push(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`, arrivals };
+async function sink(answer?: (res: ServerResponse) => void) {
+  const target = await cloudEventSink(answer);
+  closers.push(() => target.close());
+  return target;
 }
 
 const model = (sinkUrl: string, extra = "") => `

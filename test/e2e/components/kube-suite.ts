@@ -26,10 +26,16 @@ export interface KubeSnoozeSuite {
   readonly autoscaler: Component;
   /** The activator stopped after the file; a test that restarts it sets the new one here. */
   activator: Component;
-  /** Starts `snooze autoscaler` as its ServiceAccount in the namespace, and adds it to `autoscalers`. */
-  startAutoscaler(identity: string): Promise<Component>;
+  /**
+   * Starts `snooze autoscaler` as its ServiceAccount in the namespace, and adds it to `autoscalers`;
+   * the default start's becomes `autoscaler`.
+   */
+  startAutoscaler(
+    identity: string,
+    more?: { extra?: string[]; env?: Record<string, string> },
+  ): Promise<Component>;
   /** Starts `snooze activator` as its ServiceAccount, sending demand to `autoscalerUrl`. */
-  startActivator(identity: string, autoscalerUrl?: string): Promise<Component>;
+  startActivator(identity: string, autoscalerUrl?: string, env?: Record<string, string>): Promise<Component>;
   /** The last lines of the autoscaler's and the activator's output, for failure messages. */
   logs(autoscalerLines: number, activatorLines: number): string;
 }
@@ -80,7 +86,7 @@ export function kubeSnoozeSuite(options: KubeSnoozeSuiteOptions): KubeSnoozeSuit
     },
     autoscalers,
     get autoscaler() {
-      return set(autoscaler, "the autoscaler");
+      return set(autoscaler ?? autoscalers.values().next().value, "the autoscaler");
     },
     get activator() {
       return set(activator, "the activator");
@@ -88,21 +94,23 @@ export function kubeSnoozeSuite(options: KubeSnoozeSuiteOptions): KubeSnoozeSuit
     set activator(component) {
       activator = component;
     },
-    async startAutoscaler(identity) {
+    async startAutoscaler(identity, more = {}) {
       const component = await startAutoscaler(cluster, {
         namespace: suite.ns.name,
         identity,
         kubeconfig: suite.kubeconfigs.autoscaler,
+        ...more,
       });
       autoscalers.set(identity, component);
       return component;
     },
-    startActivator(identity, autoscalerUrl = suite.autoscaler.url) {
+    startActivator(identity, autoscalerUrl = suite.autoscaler.url, env) {
       return startActivator(cluster, {
         namespace: suite.ns.name,
         identity,
         kubeconfig: suite.kubeconfigs.activator,
         autoscalerUrl,
+        env,
       });
     },
     logs: (autoscalerLines, activatorLines) =>

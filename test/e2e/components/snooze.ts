@@ -66,13 +66,14 @@ async function startComponent(
   name: string,
   args: string[],
   port: number,
+  env: Record<string, string> = {},
 ): Promise<Component> {
   const dir = join(cluster.info.dir, "components");
   await mkdir(dir, { recursive: true });
   const child = startProcess(name, process.execPath, [join(repoRoot, "bin/snooze.js"), ...args], {
     logPath: join(dir, `${name}.log`),
     cwd: repoRoot,
-    env: { ...process.env, SNOOZE_LOG_LEVEL: process.env.SNOOZE_LOG_LEVEL ?? "info" },
+    env: { ...process.env, SNOOZE_LOG_LEVEL: process.env.SNOOZE_LOG_LEVEL ?? "info", ...env },
   });
   const url = `http://127.0.0.1:${port}`;
   await waitFor(
@@ -111,7 +112,14 @@ export const fastLeases = [
 
 export async function startAutoscaler(
   cluster: SuiteCluster,
-  options: { namespace: string; identity: string; kubeconfig: string; extra?: string[] },
+  options: {
+    namespace: string;
+    identity: string;
+    kubeconfig: string;
+    extra?: string[];
+    /** More environment (e.g. the standard OTEL_* variables). */
+    env?: Record<string, string>;
+  },
 ): Promise<Component> {
   const port = await freePort();
   const grpcPort = await freePort();
@@ -143,13 +151,20 @@ export async function startAutoscaler(
       ...(options.extra ?? []),
     ],
     port,
+    options.env,
   );
   return { ...component, grpcAddress: `127.0.0.1:${grpcPort}` };
 }
 
 export async function startActivator(
   cluster: SuiteCluster,
-  options: { namespace: string; identity: string; kubeconfig: string; autoscalerUrl: string },
+  options: {
+    namespace: string;
+    identity: string;
+    kubeconfig: string;
+    autoscalerUrl: string;
+    env?: Record<string, string>;
+  },
 ): Promise<Component> {
   const port = await freePort();
   return startComponent(
@@ -173,6 +188,7 @@ export async function startActivator(
       "2s",
     ],
     port,
+    options.env,
   );
 }
 
