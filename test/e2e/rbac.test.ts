@@ -95,8 +95,20 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("delete", "models", { namespace: "team-a" }),
       // Its callers (activators, other replicas) are authenticated by TokenReview.
       r("create", "tokenreviews"),
+      // The Knative autoscaler class: PodAutoscalers' status, and their ServerlessServices.
+      r("watch", "podautoscalers", { group: "autoscaling.internal.knative.dev" }),
+      r("update", "podautoscalers/status", {
+        namespace: "team-a",
+        group: "autoscaling.internal.knative.dev",
+      }),
+      r("create", "serverlessservices", { namespace: "team-a", group: "networking.internal.knative.dev" }),
+      r("update", "serverlessservices", { namespace: "team-a", group: "networking.internal.knative.dev" }),
     ],
     denied: [
+      // A PodAutoscaler's spec is Knative's revision reconciler's; Revisions are not read.
+      r("update", "podautoscalers", { namespace: "team-a", group: "autoscaling.internal.knative.dev" }),
+      r("delete", "serverlessservices", { namespace: "team-a", group: "networking.internal.knative.dev" }),
+      r("get", "revisions", { namespace: "team-a", group: "serving.knative.dev" }),
       r("update", "models", { namespace: "team-a" }),
       r("patch", "models", { namespace: "team-a" }),
       r("delete", "pods", { namespace: "team-a" }),
