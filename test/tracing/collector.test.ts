@@ -1,160 +1,38 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { promisify } from "node:util";
-import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { freePort } from "../../lib/free-port.ts";
 import { chat, simCommand, until } from "../helpers/local-snooze.ts";
+import {
+  CLIENT,
+  type Collector,
+  childrenOf as childrenIn,
+  hex,
+  names,
+  otelEnv,
+  SERVER,
+  type Span,
+  startCollector,
+  tree as treeIn,
+} from "../support/otel-collector.ts";
 
-// A real OpenTelemetry Collector (core components, built from its Go modules by
-// hack/build-otelcol.sh) between `snooze serve` and this test: Snooze exports OTLP to the
-// collector as any user's would, the collector batches and posts OTLP/HTTP JSON to a receiver
-// here, and the span trees of a cold start and of a swap are asserted on what arrives.
+// A real OpenTelemetry Collector (test/support/otel-collector.ts) between `snooze serve` and this
+// test: the span trees of a cold start and of a swap are asserted on what arrives.
 
 const repo = resolve(import.meta.dirname, "../..");
-const run = promisify(execFile);
 
-/** One span as OTLP/JSON carries it (ids in hex). */
-interface OtlpSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-  startTimeUnixNano: string;
-  endTimeUnixNano: string;
-  attributes?: { key: string; value: Record<string, unknown> }[];
-  links?: { traceId: string; spanId: string }[];
-  status?: { code?: number };
-}
-
-interface Span extends OtlpSpan {
-  service: string;
-  attrs: Record<string, unknown>;
-}
-
-const SERVER = 2;
-const CLIENT = 3;
-
-/** The collector binary: built (or found in the cache) by the project's script; never skipped. */
-async function collectorBinary(): Promise<string> {
-  const script = join(repo, "hack/build-otelcol.sh");
-  try {
-    const { stdout } = await run(script, ["--print-path"]);
-    return stdout.trim();
-  } catch {
-    // Not built yet: build it now (a cold build takes minutes; .ci/run builds it before the tests).
-    try {
-      const { stdout } = await run(script, [], { maxBuffer: 64 * 2 ** 20 });
-      return stdout.trim().split("\n").at(-1)!;
-    } catch (error) {
-      throw new Error(
-        `hack/build-otelcol.sh could not build the OpenTelemetry Collector this test needs: ${(error as Error).message}`,
-      );
-    }
-  }
-}
-
-const spans: Span[] = [];
-let receiver: Server;
-let collector: ChildProcess;
+let collector: Collector;
+let spans: Span[] = [];
 let snooze: ChildProcess;
 let snoozeUrl = "";
-let collectorLog = "";
 let snoozeLog = "";
 
-function value(v: Record<string, unknown>): unknown {
-  if ("stringValue" in v) return v.stringValue;
-  if ("intValue" in v) return Number(v.intValue);
-  if ("doubleValue" in v) return v.doubleValue;
-  if ("boolValue" in v) return v.boolValue;
-  return v;
-}
-
 beforeAll(async () => {
-  const binary = await collectorBinary();
-
-  // The test's own OTLP/HTTP receiver: the collector's otlphttp exporter posts JSON here.
-  receiver = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk) => chunks.push(chunk));
-    req.on("end", () => {
-      let body = Buffer.concat(chunks);
-      if (req.headers["content-encoding"] === "gzip") body = gunzipSync(body);
-      if (req.url === "/v1/traces") {
-        const payload = JSON.parse(body.toString("utf8")) as {
-          resourceSpans: {
-            resource?: { attributes?: { key: string; value: Record<string, unknown> }[] };
-            scopeSpans: { spans: OtlpSpan[] }[];
-          }[];
-        };
-        for (const rs of payload.resourceSpans ?? []) {
-          const service = String(
-            value(rs.resource?.attributes?.find((a) => a.key === "service.name")?.value ?? {}),
-          );
-          for (const ss of rs.scopeSpans ?? [])
-            for (const span of ss.spans ?? [])
-              spans.push({
-                ...span,
-                service,
-                attrs: Object.fromEntries((span.attributes ?? []).map((a) => [a.key, value(a.value)])),
-              });
-        }
-      }
-      res.writeHead(200, { "content-type": "application/json" }).end("{}");
-    });
-  });
-  receiver.listen(0, "127.0.0.1");
-  await once(receiver, "listening");
-
+  collector = await startCollector();
+  spans = collector.spans;
   const dir = mkdtempSync(join(tmpdir(), "snooze-otelcol-"));
-  const otlpPort = await freePort();
-  writeFileSync(
-    join(dir, "otelcol.yaml"),
-    `receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:${otlpPort}
-processors:
-  batch:
-    timeout: 100ms
-exporters:
-  otlphttp:
-    endpoint: http://127.0.0.1:${(receiver.address() as AddressInfo).port}
-    encoding: json
-    compression: none
-service:
-  telemetry:
-    logs:
-      level: warn
-    metrics:
-      level: none
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [otlphttp]
-`,
-  );
-  collector = spawn(binary, ["--config", join(dir, "otelcol.yaml")], { stdio: ["ignore", "pipe", "pipe"] });
-  collector.stdout!.on("data", (chunk) => (collectorLog += chunk));
-  collector.stderr!.on("data", (chunk) => (collectorLog += chunk));
-  // Ready once its OTLP/HTTP port answers.
-  await until(
-    async () =>
-      fetch(`http://127.0.0.1:${otlpPort}/v1/traces`, { method: "POST", body: "{}" })
-        .then(() => true)
-        .catch(() => false),
-    20_000,
-    `the collector to listen (its log: ${collectorLog})`,
-  );
-
   const gpu = (id: string) =>
     simCommand([
       "--enable-sleep-mode",
@@ -184,16 +62,7 @@ models:
     {
       cwd: dir,
       stdio: ["ignore", "pipe", "pipe"],
-      env: {
-        ...process.env,
-        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${otlpPort}`,
-        OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
-        OTEL_BSP_SCHEDULE_DELAY: "100",
-        OTEL_METRICS_EXPORTER: "none",
-        OTEL_LOGS_EXPORTER: "none",
-        OTEL_SERVICE_NAME: undefined,
-        K_SINK: "",
-      },
+      env: { ...process.env, ...otelEnv(collector), K_SINK: "" },
     },
   );
   snooze.stdout!.on("data", (chunk) => (snoozeLog += chunk));
@@ -216,11 +85,7 @@ afterAll(async () => {
     snooze.kill("SIGTERM");
     await once(snooze, "exit");
   }
-  if (collector && collector.exitCode === null) {
-    collector.kill("SIGTERM");
-    await once(collector, "exit");
-  }
-  receiver?.close();
+  await collector?.close();
 });
 
 /** A request that comes with a caller's trace context, as an instrumented client sends it. */
@@ -229,18 +94,8 @@ function traced(model: string, traceId: string, spanId: string) {
   return { ...init, headers: { ...init.headers, traceparent: `00-${traceId}-${spanId}-01` } };
 }
 
-const hex = (n: number) =>
-  Array.from({ length: n }, () => Math.floor(Math.random() * 16).toString(16)).join("");
-const childrenOf = (span: Span) => spans.filter((s) => s.parentSpanId === span.spanId);
-const names = (list: Span[]) => list.map((s) => s.name).sort();
-
-/** The tree under a span, for a failure message. */
-function tree(root: Span, depth = 0): string {
-  return [
-    `${"  ".repeat(depth)}${root.name} (${root.service})`,
-    ...childrenOf(root).map((c) => tree(c, depth + 1)),
-  ].join("\n");
-}
+const childrenOf = (span: Span) => childrenIn(spans, span);
+const tree = (root: Span) => treeIn(spans, root);
 
 describe("spans through a real OpenTelemetry Collector", () => {
   test("a cold start: the caller's trace continues through the activator; the activation is in it, with start and warm-up", async () => {
