@@ -1,13 +1,20 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, test } from "vitest";
-import { simLaunch } from "./sim-launch.ts";
+import { containerLaunches } from "./container-launch.ts";
 
-const pod = (container: Record<string, unknown>): V1Pod =>
-  ({ spec: { containers: [{ name: "engine", image: "vllm/vllm-openai", ...container }] } }) as V1Pod;
+const placement = { podIP: "10.213.1.2", hostIP: "10.213.1.1", nodeName: "snooze-stand-in" };
+const pod = (container: Record<string, unknown>, ...sidecars: Record<string, unknown>[]): V1Pod =>
+  ({
+    metadata: { name: "qwen-abc", namespace: "team", uid: "u-1" },
+    spec: {
+      containers: [{ name: "engine", image: "vllm/vllm-openai", ...container }, ...sidecars],
+    },
+  }) as unknown as V1Pod;
+const first = (p: V1Pod, images?: Map<string, string>) => containerLaunches(p, placement, images)[0]!;
 
-describe("simLaunch", () => {
+describe("containerLaunches: the first container runs as snooze sim", () => {
   test("passes vLLM args to the sim, drops the serve subcommand and the image entrypoint", () => {
-    const launch = simLaunch(
+    const launch = first(
       pod({
         command: ["vllm"],
         args: [
@@ -25,19 +32,15 @@ describe("simLaunch", () => {
         ],
       }),
     );
-    expect(launch.args).toEqual([
-      "Qwen/Qwen3-0.6B",
-      "--served-model-name",
-      "qwen",
-      "--enable-sleep-mode",
-      "--port",
-      "9000",
-    ]);
-    expect(launch.port).toBe(9000);
+    expect(launch.program).toEqual({
+      kind: "sim",
+      args: ["Qwen/Qwen3-0.6B", "--served-model-name", "qwen", "--enable-sleep-mode", "--port", "9000"],
+    });
     expect(launch.env).toEqual({ VLLM_SERVER_DEV_MODE: "1" });
     expect(launch.readiness).toEqual({
       path: "/health",
       port: 9000,
+      headers: {},
       periodMs: 1_000,
       initialDelayMs: 0,
       failureThreshold: 3,
@@ -45,15 +48,13 @@ describe("simLaunch", () => {
   });
 
   test("takes the port from the first containerPort and replaces --host with the pod's own", () => {
-    const launch = simLaunch(
-      pod({ args: ["--host=0.0.0.0", "--model", "m"], ports: [{ containerPort: 8123 }] }),
-    );
-    expect(launch.args).toEqual(["--model", "m", "--port", "8123"]);
-    expect(launch.port).toBe(8123);
+    const launch = first(pod({ args: ["--host=0.0.0.0", "--model", "m"], ports: [{ containerPort: 8123 }] }));
+    expect(launch.program).toEqual({ kind: "sim", args: ["--model", "m", "--port", "8123"] });
+    expect(launch.readiness?.port).toBe(8123);
   });
 
   test("follows an httpGet readiness probe, also by port name", () => {
-    const launch = simLaunch(
+    const launch = first(
       pod({
         ports: [{ name: "http", containerPort: 8000 }],
         readinessProbe: {
@@ -72,7 +73,99 @@ describe("simLaunch", () => {
   });
 
   test("refuses what it cannot do: exec probes, pods without containers", () => {
-    expect(() => simLaunch(pod({ readinessProbe: { exec: { command: ["true"] } } }))).toThrow(/httpGet/);
-    expect(() => simLaunch({ spec: { containers: [] } } as V1Pod)).toThrow(/no containers/);
+    expect(() => first(pod({ readinessProbe: { exec: { command: ["true"] } } }))).toThrow(/httpGet/);
+    expect(() => containerLaunches({ spec: { containers: [] } } as V1Pod, placement)).toThrow(
+      /no containers/,
+    );
+  });
+
+  test("fills the downward API fields a kubelet knows into the env", () => {
+    const field = (name: string, fieldPath: string) => ({ name, valueFrom: { fieldRef: { fieldPath } } });
+    const launch = first(
+      pod({
+        env: [
+          field("POD", "metadata.name"),
+          field("NS", "metadata.namespace"),
+          field("UID", "metadata.uid"),
+          field("NODE", "spec.nodeName"),
+          field("SA", "spec.serviceAccountName"),
+          field("IP", "status.podIP"),
+          field("HOST", "status.hostIP"),
+          field("LABELS", "metadata.labels"),
+        ],
+      }),
+    );
+    expect(launch.env).toEqual({
+      POD: "qwen-abc",
+      NS: "team",
+      UID: "u-1",
+      NODE: "snooze-stand-in",
+      SA: "default",
+      IP: "10.213.1.2",
+      HOST: "10.213.1.1",
+    });
+  });
+});
+
+describe("containerLaunches: a sidecar runs the binary its image is mapped to", () => {
+  // What Knative's revision reconciler puts next to the user container (abridged).
+  const queueProxy = {
+    name: "queue-proxy",
+    image: "ko://knative.dev/serving/cmd/queue",
+    ports: [
+      { name: "http-queueadm", containerPort: 8022 },
+      { name: "http1", containerPort: 8012 },
+    ],
+    readinessProbe: {
+      httpGet: { port: 8012, httpHeaders: [{ name: "K-Network-Probe", value: "queue" }] },
+      periodSeconds: 1,
+    },
+    env: [
+      { name: "USER_PORT", value: "8080" },
+      { name: "SERVING_POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+    ],
+  };
+  const images = new Map([["ko://knative.dev/serving/cmd/queue", "/cache/knative/queue"]]);
+
+  test("mapped: its binary with its env, probed with the probe's headers on the path /", () => {
+    const [user, queue] = containerLaunches(
+      pod({ ports: [{ containerPort: 8080 }] }, queueProxy),
+      placement,
+      images,
+    );
+    expect(user?.program.kind).toBe("sim");
+    expect(queue).toEqual({
+      name: "queue-proxy",
+      image: "ko://knative.dev/serving/cmd/queue",
+      program: { kind: "binary", path: "/cache/knative/queue", args: [] },
+      env: { USER_PORT: "8080", SERVING_POD_IP: "10.213.1.2" },
+      readiness: {
+        path: "/",
+        port: 8012,
+        headers: { "K-Network-Probe": "queue" },
+        periodMs: 1_000,
+        initialDelayMs: 0,
+        failureThreshold: 3,
+      },
+    });
+  });
+
+  test("without a readiness probe: no check (ready once running)", () => {
+    const { readinessProbe: _, ...unprobed } = queueProxy;
+    expect(containerLaunches(pod({}, unprobed), placement, images)[1]?.readiness).toBeUndefined();
+  });
+
+  test("not mapped, or with a command replacing the entrypoint: unrunnable, saying why", () => {
+    const [, unmapped] = containerLaunches(pod({}, queueProxy), placement);
+    expect(unmapped?.program).toMatchObject({ kind: "unrunnable", reason: "ErrImageNeverPull" });
+    expect(unmapped?.program.kind === "unrunnable" && unmapped.program.message).toContain(
+      "--run-image ko://knative.dev/serving/cmd/queue=<path>",
+    );
+    const [, commanded] = containerLaunches(
+      pod({}, { ...queueProxy, command: ["/bin/sh"] }),
+      placement,
+      images,
+    );
+    expect(commanded?.program).toMatchObject({ kind: "unrunnable", reason: "CreateContainerError" });
   });
 });

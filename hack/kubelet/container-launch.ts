@@ -1,33 +1,104 @@
-import type { V1Container, V1Pod } from "@kubernetes/client-node";
+import type { V1Container, V1EnvVar, V1Pod } from "@kubernetes/client-node";
 
-/** How the stand-in kubelet runs a pod: one `snooze sim` process for its first container. */
-export interface SimLaunch {
-  container: string;
-  /** Arguments after `snooze sim`. */
-  args: string[];
+/** How the stand-in kubelet runs one container of a pod. */
+export interface ContainerLaunch {
+  name: string;
+  image: string;
+  /**
+   * What runs: the first container as `snooze sim` (args after `sim`), a later container as the
+   * local binary its image is mapped to (`--run-image`), or nothing, with the reason for the pod
+   * status, when the image is not mapped.
+   */
+  program:
+    | { kind: "sim"; args: string[] }
+    | { kind: "binary"; path: string; args: string[] }
+    | { kind: "unrunnable"; reason: string; message: string };
   env: Record<string, string>;
-  port: number;
-  readiness: ReadinessCheck;
+  /** The readiness check; undefined: ready once running, as the kubelet does without a probe. */
+  readiness?: ReadinessCheck;
 }
 
 export interface ReadinessCheck {
   path: string;
   port: number;
+  headers: Record<string, string>;
   periodMs: number;
   initialDelayMs: number;
   failureThreshold: number;
 }
 
+/** What the downward API (`valueFrom.fieldRef`) of a pod's env may name, known once it is placed. */
+export interface PodPlacement {
+  podIP: string;
+  hostIP: string;
+  nodeName: string;
+}
+
 /**
- * Translates a pod into a sim launch. There are no images, so the container's `command` (the
- * image entrypoint, e.g. `vllm serve`) is not run; its `args` go to `snooze sim`, which takes vLLM's
- * flag names and positional model. `--host` is always the pod IP; the port is `--port` from the
- * args, else the first containerPort, else vLLM's 8000. Readiness follows the HTTP readinessProbe
- * when there is one, else `GET /health` on the port every second.
+ * Translates a pod into the processes to run, one per container. There are no images:
+ *
+ * - The first container is the model server. Its `command` (the image entrypoint, e.g. `vllm
+ *   serve`) is not run; its `args` go to `snooze sim`, which takes vLLM's flag names and positional
+ *   model. The port is `--port` from the args, else the first containerPort, else vLLM's 8000.
+ *   Readiness follows the HTTP readinessProbe when there is one, else `GET /health` on the port
+ *   every second (a sim is ready when its engine is).
+ * - A later container (a sidecar such as Knative's queue-proxy) runs the binary that `images` maps
+ *   its image to, with its args and env; readiness follows its HTTP readinessProbe (headers too),
+ *   else it is ready once running. An image that is not mapped cannot run here: the container is
+ *   reported waiting with the reason, and the pod never becomes Ready.
+ *
+ * Env: literal values, and the downward API fields a kubelet fills (`metadata.name`, `.namespace`,
+ * `.uid`, `spec.nodeName`, `spec.serviceAccountName`, `status.podIP`, `status.hostIP`). Other
+ * `valueFrom` sources (Secrets, ConfigMaps, resources) are left out.
  */
-export function simLaunch(pod: V1Pod): SimLaunch {
-  const container = pod.spec?.containers[0];
-  if (!container) throw new Error("the pod has no containers");
+export function containerLaunches(
+  pod: V1Pod,
+  placement: PodPlacement,
+  images: ReadonlyMap<string, string> = new Map(),
+): ContainerLaunch[] {
+  const containers = pod.spec?.containers ?? [];
+  if (containers.length === 0) throw new Error("the pod has no containers");
+  return containers.map((container, index) => {
+    const env = podEnv(pod, container, placement);
+    if (index === 0) return simContainer(container, env);
+    const path = images.get(container.image ?? "");
+    if (path === undefined) {
+      return {
+        name: container.name,
+        image: container.image ?? "",
+        program: {
+          kind: "unrunnable",
+          reason: "ErrImageNeverPull",
+          message:
+            `the stand-in kubelet runs the first container as snooze sim and a later one only when ` +
+            `its image is mapped to a binary (--run-image ${container.image}=<path>); it is not`,
+        },
+        env,
+      };
+    }
+    if (container.command !== undefined && container.command.length > 0) {
+      return {
+        name: container.name,
+        image: container.image ?? "",
+        program: {
+          kind: "unrunnable",
+          reason: "CreateContainerError",
+          message: `the stand-in kubelet runs the binary ${container.image} is mapped to as its entrypoint; a command cannot replace it`,
+        },
+        env,
+      };
+    }
+    return {
+      name: container.name,
+      image: container.image ?? "",
+      program: { kind: "binary", path, args: [...(container.args ?? [])] },
+      env,
+      readiness: container.readinessProbe ? readiness(container, undefined) : undefined,
+    };
+  });
+}
+
+function simContainer(container: V1Container, env: Record<string, string>): ContainerLaunch {
   const args = [...(container.args ?? [])];
   if (args[0] === "serve") args.shift();
   const withoutHost = dropFlag(args, "--host");
@@ -36,41 +107,68 @@ export function simLaunch(pod: V1Pod): SimLaunch {
   if (!Number.isInteger(port) || port < 1 || port > 65_535) throw new Error(`invalid port ${portArg}`);
   const simArgs = portArg !== undefined ? withoutHost : [...withoutHost, "--port", String(port)];
   return {
-    container: container.name,
-    args: simArgs,
-    env: literalEnv(container),
-    port,
+    name: container.name,
+    image: container.image ?? "",
+    program: { kind: "sim", args: simArgs },
+    env,
     readiness: readiness(container, port),
   };
 }
 
-function readiness(container: V1Container, port: number): ReadinessCheck {
+/** The container's HTTP readiness probe; `defaultPort` set: `GET /health` there without one. */
+function readiness(container: V1Container, defaultPort: number | undefined): ReadinessCheck {
   const probe = container.readinessProbe;
   const get = probe?.httpGet;
   if (probe && !get) {
-    throw new Error("only httpGet readiness probes are supported by the stand-in kubelet");
+    throw new Error(
+      `container ${container.name}: only httpGet readiness probes are supported by the stand-in kubelet`,
+    );
   }
-  let probePort = port;
+  let probePort = defaultPort ?? 0;
   if (get) {
     const named = container.ports?.find((p) => p.name === get.port)?.containerPort;
     probePort = typeof get.port === "number" ? get.port : (named ?? Number(get.port));
     if (!Number.isInteger(probePort))
-      throw new Error(`readinessProbe port ${get.port} is not a port of the container`);
+      throw new Error(`container ${container.name}: readinessProbe port ${get.port} is not a port of it`);
   }
   return {
-    path: get?.path ?? "/health",
+    path: get?.path || (get ? "/" : "/health"),
     port: probePort,
+    headers: Object.fromEntries((get?.httpHeaders ?? []).map((h) => [h.name, h.value])),
     periodMs: (probe?.periodSeconds ?? 1) * 1_000,
     initialDelayMs: (probe?.initialDelaySeconds ?? 0) * 1_000,
     failureThreshold: probe?.failureThreshold ?? 3,
   };
 }
 
-/** Env entries with a literal value; valueFrom (secrets, field refs) needs a real kubelet. */
-function literalEnv(container: V1Container): Record<string, string> {
+function podEnv(pod: V1Pod, container: V1Container, placement: PodPlacement): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const entry of container.env ?? []) if (entry.value !== undefined) env[entry.name] = entry.value;
+  for (const entry of container.env ?? []) {
+    const value = entry.value ?? fieldValue(pod, entry, placement);
+    if (value !== undefined) env[entry.name] = value;
+  }
   return env;
+}
+
+function fieldValue(pod: V1Pod, entry: V1EnvVar, placement: PodPlacement): string | undefined {
+  switch (entry.valueFrom?.fieldRef?.fieldPath) {
+    case "metadata.name":
+      return pod.metadata?.name;
+    case "metadata.namespace":
+      return pod.metadata?.namespace;
+    case "metadata.uid":
+      return pod.metadata?.uid;
+    case "spec.nodeName":
+      return placement.nodeName;
+    case "spec.serviceAccountName":
+      return pod.spec?.serviceAccountName ?? "default";
+    case "status.podIP":
+      return placement.podIP;
+    case "status.hostIP":
+      return placement.hostIP;
+    default:
+      return undefined;
+  }
 }
 
 function flagValue(args: string[], flag: string): string | undefined {

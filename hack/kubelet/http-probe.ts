@@ -4,12 +4,19 @@ export type ProbeResult = { ok: true } | { ok: false; reason: string };
 
 /**
  * One HTTP GET probe, like the kubelet's httpGet probe: a new connection each time, closed after
- * (no keep-alive pool that could hold a socket to a sim that is gone), success on 200–399.
+ * (no keep-alive pool that could hold a socket to a process that is gone), success on 200–399.
  */
-export function httpProbe(host: string, port: number, path: string, timeoutMs: number): Promise<ProbeResult> {
+export function httpProbe(
+  host: string,
+  port: number,
+  path: string,
+  timeoutMs: number,
+  headers: Record<string, string> = {},
+): Promise<ProbeResult> {
   return new Promise((resolve) => {
     const req = request(
-      { host, port, path, method: "GET", agent: false, headers: { connection: "close" } },
+      // The probe's own headers (Knative's queue-proxy answers a probe only with K-Network-Probe).
+      { host, port, path, method: "GET", agent: false, headers: { ...headers, connection: "close" } },
       (res) => {
         res.resume();
         const status = res.statusCode ?? 0;

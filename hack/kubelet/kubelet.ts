@@ -14,11 +14,11 @@ import {
   type V1Pod,
 } from "@kubernetes/client-node";
 import type { Logger } from "../../lib/log.ts";
+import { type ContainerLaunch, containerLaunches } from "./container-launch.ts";
 import { httpProbe } from "./http-probe.ts";
 import { registerNode, statusOf } from "./node.ts";
 import type { PodAddress, PodNetwork } from "./pod-network.ts";
 import { type ContainerRun, type Exit, gatesTrue, podStatus } from "./pod-status.ts";
-import { type SimLaunch, simLaunch } from "./sim-launch.ts";
 
 export interface KubeletOptions {
   nodeName: string;
@@ -29,6 +29,8 @@ export interface KubeletOptions {
   logDir: string;
   /** The argv that starts `snooze`; `sim ...` is appended. */
   snoozeCommand?: string[];
+  /** Images of sidecar containers and the local binary each runs as (e.g. Knative's queue-proxy). */
+  images?: ReadonlyMap<string, string>;
   log: Logger;
 }
 
@@ -36,22 +38,26 @@ export interface Kubelet {
   stop(): Promise<void>;
 }
 
-/** One pod's sim as this kubelet runs it. */
+/** One pod as this kubelet runs it: a process per container, all in the pod's network. */
 interface PodRecord {
   key: string;
   uid: string;
   namespace: string;
   name: string;
-  launch: SimLaunch;
   address: PodAddress;
   startTime: Date;
+  containers: ContainerRecord[];
+  stopping: boolean;
+  timers: Set<NodeJS.Timeout>;
+}
+
+interface ContainerRecord {
+  launch: ContainerLaunch;
   restartCount: number;
   run: ContainerRun;
   child?: ChildProcess;
   exited?: Promise<Exit>;
-  stopping: boolean;
   probeFailures: number;
-  timers: Set<NodeJS.Timeout>;
 }
 
 const repoRoot = resolve(import.meta.dirname, "../..");
@@ -59,13 +65,16 @@ const maxBackoffMs = 10_000;
 
 /**
  * A stand-in for the kubelet, enough for Snooze's e2e tests: it binds pods that carry the test
- * label to one fake node, runs one `snooze sim` per pod on the pod's own address, reports the pod
- * status (Running, Ready from the readiness check, pod IP) and stops the sim when the pod goes.
+ * label to one fake node, runs each pod's first container as `snooze sim` and its sidecars as the
+ * local binaries their images are mapped to, on the pod's own address, reports the pod status
+ * (Running, Ready from the readiness checks, pod IP, one status per container) and stops the
+ * processes when the pod goes.
  */
 export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Promise<Kubelet> {
   const { log, network, nodeName } = options;
   const core = kc.makeApiClient(CoreV1Api);
   const snooze = options.snoozeCommand ?? [process.execPath, join(repoRoot, "bin/snooze.js")];
+  const images = options.images ?? new Map<string, string>();
   const pods = new Map<string, PodRecord>();
   const queues = new Map<string, Promise<void>>();
   let stopped = false;
@@ -102,11 +111,13 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
         hostIP: network.hostIP,
         podIP: record.address.ip,
         startTime: record.startTime,
-        container: record.launch.container,
-        image: current.spec?.containers[0]?.image ?? "",
-        restartCount: record.restartCount,
-        run: record.run,
-        pid: record.child?.pid,
+        containers: record.containers.map((c) => ({
+          name: c.launch.name,
+          image: c.launch.image,
+          restartCount: c.restartCount,
+          run: c.run,
+          pid: c.child?.pid,
+        })),
         readinessGates: readinessGatesOf(current),
       },
       current.status,
@@ -124,109 +135,141 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
     }
   };
 
-  const startSim = (record: PodRecord) => {
-    const argv = record.address.wrap([...snooze, "sim", "--host", record.address.ip, ...record.launch.args]);
-    const logPath = join(options.logDir, `${record.namespace}_${record.name}.log`);
+  const startContainer = (record: PodRecord, container: ContainerRecord) => {
+    const { program } = container.launch;
+    if (program.kind === "unrunnable") {
+      container.run = { state: "unrunnable", reason: program.reason, message: program.message };
+      log.warn("cannot run container", {
+        pod: record.key,
+        container: container.launch.name,
+        reason: program.message,
+      });
+      return;
+    }
+    const command =
+      program.kind === "sim"
+        ? [...snooze, "sim", "--host", record.address.listenHost, ...program.args]
+        : [program.path, ...program.args];
+    const argv = record.address.wrap(command);
+    // One log per pod as before for the model container; a sidecar's goes next to it.
+    const suffix = container === record.containers[0] ? "" : `_${container.launch.name}`;
+    const logPath = join(options.logDir, `${record.namespace}_${record.name}${suffix}.log`);
     const fd = openSync(logPath, "a");
     const startedAt = new Date();
     let child: ChildProcess;
     try {
       child = spawn(argv[0]!, argv.slice(1), {
         stdio: ["ignore", fd, fd],
-        env: { ...process.env, ...record.launch.env },
+        env: { ...process.env, ...container.launch.env },
       });
     } finally {
       closeSync(fd);
     }
-    record.child = child;
-    record.run = { state: "running", startedAt, ready: false };
-    record.probeFailures = 0;
-    record.exited = new Promise<Exit>((resolveExit) => {
+    container.child = child;
+    container.run = { state: "running", startedAt, ready: container.launch.readiness === undefined };
+    container.probeFailures = 0;
+    container.exited = new Promise<Exit>((resolveExit) => {
       const done = (code: number | null, signal: string | null) =>
         resolveExit({ code, signal, startedAt, finishedAt: new Date() });
       child.once("exit", done);
       child.once("error", () => done(127, null));
     });
-    log.info("sim started", {
+    log.info("container started", {
       pod: record.key,
+      container: container.launch.name,
       ip: record.address.ip,
       pid: child.pid,
-      args: record.launch.args,
+      args: program.args,
     });
-    void record.exited.then((exit) => {
-      if (record.child !== child) return;
-      record.child = undefined;
+    void container.exited.then((exit) => {
+      if (container.child !== child) return;
+      container.child = undefined;
       if (record.stopping || stopped) return;
-      enqueue(record.key, () => onSimExit(record, exit));
+      enqueue(record.key, () => onExit(record, container, exit));
     });
-    void probeLoop(record, child);
+    if (container.launch.readiness) void probeLoop(record, container, child);
   };
 
-  const onSimExit = async (record: PodRecord, exit: Exit) => {
-    log.warn("sim exited", { pod: record.key, code: exit.code, signal: exit.signal });
+  const onExit = async (record: PodRecord, container: ContainerRecord, exit: Exit) => {
+    log.warn("container exited", {
+      pod: record.key,
+      container: container.launch.name,
+      code: exit.code,
+      signal: exit.signal,
+    });
     const policy = latest(record)?.spec?.restartPolicy ?? "Always";
     const restart = policy === "Always" || (policy === "OnFailure" && exit.code !== 0);
-    record.run = restart ? { state: "backoff", lastExit: exit } : { state: "exited", lastExit: exit };
+    container.run = restart ? { state: "backoff", lastExit: exit } : { state: "exited", lastExit: exit };
     await writeStatus(record);
     if (!restart) return;
-    const delay = Math.min(maxBackoffMs, 1_000 * 2 ** record.restartCount);
+    const delay = Math.min(maxBackoffMs, 1_000 * 2 ** container.restartCount);
     const timer = setTimeout(() => {
       record.timers.delete(timer);
       enqueue(record.key, async () => {
         if (record.stopping || stopped) return;
-        record.restartCount++;
-        startSim(record);
+        container.restartCount++;
+        startContainer(record, container);
         await writeStatus(record);
       });
     }, delay);
     record.timers.add(timer);
   };
 
-  /** Readiness: HTTP GET on the pod IP, like the kubelet's httpGet probe, until the sim exits. */
-  const probeLoop = async (record: PodRecord, child: ChildProcess) => {
-    const { readiness } = record.launch;
+  /** Readiness: HTTP GET on the pod IP, like the kubelet's httpGet probe, until the container exits. */
+  const probeLoop = async (record: PodRecord, container: ContainerRecord, child: ChildProcess) => {
+    const readiness = container.launch.readiness!;
     if (readiness.initialDelayMs > 0) await sleep(readiness.initialDelayMs);
-    while (record.child === child && !record.stopping && !stopped) {
+    while (container.child === child && !record.stopping && !stopped) {
       const result = await httpProbe(
         record.address.ip,
         readiness.port,
         readiness.path,
         Math.max(1_000, readiness.periodMs),
+        readiness.headers,
       );
       const ok = result.ok;
-      if (!result.ok && (record.probeFailures + 1) % 10 === 0) {
+      if (!result.ok && (container.probeFailures + 1) % 10 === 0) {
         log.warn("readiness probe failing", {
           pod: record.key,
-          failures: record.probeFailures + 1,
+          container: container.launch.name,
+          failures: container.probeFailures + 1,
           reason: result.reason,
         });
       }
-      if (record.child !== child || record.run.state !== "running") break;
-      record.probeFailures = ok ? 0 : record.probeFailures + 1;
-      const ready = ok ? true : record.probeFailures < readiness.failureThreshold && record.run.ready;
-      if (ready !== record.run.ready) {
-        record.run = { ...record.run, ready };
-        log.info(ready ? "pod ready" : "pod not ready", { pod: record.key });
+      if (container.child !== child || container.run.state !== "running") break;
+      container.probeFailures = ok ? 0 : container.probeFailures + 1;
+      const ready = ok ? true : container.probeFailures < readiness.failureThreshold && container.run.ready;
+      if (ready !== container.run.ready) {
+        container.run = { ...container.run, ready };
+        log.info(ready ? "container ready" : "container not ready", {
+          pod: record.key,
+          container: container.launch.name,
+        });
         enqueue(record.key, () => writeStatus(record));
       }
       await sleep(readiness.periodMs);
     }
   };
 
-  const stopSim = async (record: PodRecord, graceMs: number) => {
+  /** SIGTERM to every container at once (as the kubelet does), SIGKILL after the grace period. */
+  const stopPod = async (record: PodRecord, graceMs: number) => {
     record.stopping = true;
     for (const timer of record.timers) clearTimeout(timer);
     record.timers.clear();
-    const { child, exited } = record;
-    if (child && exited && child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      const kill = setTimeout(() => child.kill("SIGKILL"), graceMs);
-      await exited;
-      clearTimeout(kill);
-    }
-    record.child = undefined;
+    await Promise.all(
+      record.containers.map(async (container) => {
+        const { child, exited } = container;
+        if (child && exited && child.exitCode === null && child.signalCode === null) {
+          child.kill("SIGTERM");
+          const kill = setTimeout(() => child.kill("SIGKILL"), graceMs);
+          await exited;
+          clearTimeout(kill);
+        }
+        container.child = undefined;
+      }),
+    );
     await network.release(record.address.ip);
-    log.info("sim stopped", { pod: record.key });
+    log.info("pod stopped", { pod: record.key });
   };
 
   const sync = async (key: string) => {
@@ -237,7 +280,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
     if (record && (!pod || pod.metadata?.uid !== record.uid)) {
       // Deleted for good (or replaced by a new pod of the same name): stop what ran for it.
       pods.delete(key);
-      await stopSim(record, 2_000);
+      await stopPod(record, 2_000);
     }
     if (!pod) return;
     if (!pod.spec?.nodeName) {
@@ -256,7 +299,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
       if (current) {
         pods.delete(key);
         const graceSeconds = pod.metadata.deletionGracePeriodSeconds ?? 30;
-        await stopSim(current, Math.min(graceSeconds, 30) * 1_000);
+        await stopPod(current, Math.min(graceSeconds, 30) * 1_000);
       }
       // What the kubelet does once the containers are gone: finish the graceful deletion.
       try {
@@ -276,37 +319,41 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
     if (current) {
       // A readiness gate's condition changed (its controller wrote it): Ready follows, as the kubelet's does.
       const ready = pod.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
-      const containersReady = current.run.state === "running" && current.run.ready;
+      const containersReady = current.containers.every((c) => c.run.state === "running" && c.run.ready);
       if (ready !== (containersReady && gatesTrue(readinessGatesOf(pod), pod.status)))
         await writeStatus(current);
       return;
     }
     const phase = pod.status?.phase;
     if (phase === "Succeeded" || phase === "Failed") return;
-    let launch: SimLaunch;
+    const address = await network.allocate();
+    let launches: ContainerLaunch[];
     try {
-      launch = simLaunch(pod);
+      // After the address: the downward API's status.podIP is part of the env.
+      launches = containerLaunches(pod, { podIP: address.ip, hostIP: network.hostIP, nodeName }, images);
     } catch (error) {
+      await network.release(address.ip);
       log.error("cannot run pod", { pod: key, error });
       return;
     }
-    const address = await network.allocate();
     const fresh: PodRecord = {
       key,
       uid: pod.metadata?.uid ?? "",
       namespace,
       name,
-      launch,
       address,
       startTime: new Date(),
-      restartCount: 0,
-      run: { state: "starting" },
+      containers: launches.map((launch) => ({
+        launch,
+        restartCount: 0,
+        run: { state: "starting" },
+        probeFailures: 0,
+      })),
       stopping: false,
-      probeFailures: 0,
       timers: new Set(),
     };
     pods.set(key, fresh);
-    startSim(fresh);
+    for (const container of fresh.containers) startContainer(fresh, container);
     await writeStatus(fresh);
   };
 
@@ -331,7 +378,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
       stopLease();
       await informer.stop();
       await Promise.allSettled([...queues.values()]);
-      await Promise.allSettled([...pods.values()].map((record) => stopSim(record, 5_000)));
+      await Promise.allSettled([...pods.values()].map((record) => stopPod(record, 5_000)));
       pods.clear();
       await network.close();
     },

@@ -11,8 +11,9 @@ import { loopbackNetwork, netnsNetwork, type PodNetwork } from "./pod-network.ts
 
 const usage = `Usage: node hack/kubelet/main.ts [flags]
 
-A stand-in kubelet for tests: binds pods matching --selector to one fake node and runs a
-\`snooze sim\` per pod on the pod's own IP. See docs/kubernetes-testing.md.
+A stand-in kubelet for tests: binds pods matching --selector to one fake node and runs each
+pod's first container as \`snooze sim\` on the pod's own IP, and a later container (a sidecar)
+as the local binary its image is mapped to. See docs/kubernetes-testing.md.
 
 Flags:
   --kubeconfig <file>     kubeconfig to use (default: $KUBECONFIG or ~/.kube/config)
@@ -21,7 +22,10 @@ Flags:
   --pod-network <kind>    netns (own address per pod in a network namespace; needs root)
                           or loopback (127.1.x.y; Services get no endpoints). Default: netns as root
   --pod-cidr <cidr>       /16 the netns mode takes a /24 from (default 10.213.0.0/16)
-  --log-dir <dir>         where each sim's output goes (default: a folder in the temp dir)
+  --run-image <image>=<path>
+                          run a sidecar whose image is <image> as the binary <path> (repeatable;
+                          e.g. Knative's queue-proxy); other sidecars are reported not running
+  --log-dir <dir>         where each pod's output goes (default: a folder in the temp dir)
   -h, --help              show this help`;
 
 async function main(): Promise<number> {
@@ -41,6 +45,15 @@ async function main(): Promise<number> {
     console.error(`--pod-network must be netns or loopback\n\n${usage}`);
     return 2;
   }
+  const images = new Map<string, string>();
+  for (const mapping of values["run-image"] ?? []) {
+    const at = mapping.indexOf("=");
+    if (at <= 0 || at === mapping.length - 1) {
+      console.error(`--run-image wants <image>=<path>, not ${mapping}\n\n${usage}`);
+      return 2;
+    }
+    images.set(mapping.slice(0, at), mapping.slice(at + 1));
+  }
   const log = createLogger({ component: "stand-in-kubelet" });
   const kc = new KubeConfig();
   if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
@@ -56,6 +69,7 @@ async function main(): Promise<number> {
       selector: values.selector ?? "snooze.dev/stand-in=true",
       network,
       logDir: values["log-dir"] ?? join(tmpdir(), `snooze-kubelet-${process.pid}`),
+      images,
       log,
     });
   } catch (error) {
@@ -80,6 +94,7 @@ function parse() {
       "pod-network": { type: "string" },
       "pod-cidr": { type: "string" },
       "log-dir": { type: "string" },
+      "run-image": { type: "string", multiple: true },
       help: { type: "boolean", short: "h" },
     },
     strict: true,

@@ -6,6 +6,12 @@ const run = promisify(execFile);
 /** The address a pod gets and how to start a process that listens on it. */
 export interface PodAddress {
   ip: string;
+  /**
+   * The address a pod's server binds: the pod IP when pods share one network, `0.0.0.0` when the
+   * pod has a network namespace of its own, where (as in a real pod) its containers also reach each
+   * other on 127.0.0.1 (Knative's queue-proxy dials the user container there).
+   */
+  listenHost: string;
   /** Wraps an argv so the process runs where `ip` is reachable (inside the pod network). */
   wrap(argv: string[]): string[];
 }
@@ -38,7 +44,7 @@ export function loopbackNetwork(): PodNetwork {
         if (n % 256 === 0 || n % 256 === 255 || inUse.has(ip)) continue;
         inUse.add(ip);
         next = n - 1;
-        return { ip, wrap: (argv) => argv };
+        return { ip, listenHost: ip, wrap: (argv) => argv };
       }
       throw new Error("no loopback pod address left");
     },
@@ -54,14 +60,18 @@ export interface NetnsOptions {
   cidr: string;
 }
 
-const namePrefix = "snooze-pods-";
+const namePrefix = "snooze-pod-";
+/** The shared namespace of earlier versions of this kubelet; a dead one's is still cleaned up. */
+const oldNamePrefix = "snooze-pods-";
 
 /**
- * Pod addresses in a network namespace this kubelet creates (needs root and iproute2): one veth
- * pair, the host end holds <net>.1/24, the namespace end holds one /32 per pod, so each pod
- * has its own routable IP that EndpointSlices accept. All traffic stays on this machine: the /24
- * is routed only to the veth, and the whole /16 is marked unreachable in the host's table so an
- * address without a pod never falls through to the default route.
+ * Pod addresses on a bridge this kubelet creates (needs root and iproute2), as the CNI bridge
+ * plugin gives them: the bridge holds <net>.1/24 (the node's address), and each pod gets a network
+ * namespace of its own with one end of a veth pair on the bridge and its address on the other, so
+ * two pods can listen on the same port and each pod's containers share its 127.0.0.1. All traffic
+ * stays on this machine: the /24 is routed only to the bridge, and the whole /16 is marked
+ * unreachable in the host's table so an address without a pod never falls through to the default
+ * route.
  */
 export async function netnsNetwork(options: NetnsOptions): Promise<PodNetwork> {
   const match = /^(\d+)\.(\d+)\.0\.0\/16$/.exec(options.cidr);
@@ -69,33 +79,26 @@ export async function netnsNetwork(options: NetnsOptions): Promise<PodNetwork> {
   const prefix16 = `${match[1]}.${match[2]}`;
   // Names carry this process id, so a later kubelet can tell a dead one's leftovers from a live one's.
   const id = process.pid;
-  const namespace = `${namePrefix}${id}`;
-  const hostIf = `snzh${id.toString(36)}`;
-  const podIf = `snzp${id.toString(36)}`;
+  const tag = `sz${id.toString(36)}`;
+  const bridge = `${tag}b`;
   await removeStaleNamespaces();
   await ip(["route", "replace", "unreachable", options.cidr]);
   const subnet = await freeSubnet(prefix16, id);
   const hostIP = `${prefix16}.${subnet}.1`;
   try {
-    await ip(["netns", "add", namespace]);
-    await ip(["link", "add", hostIf, "type", "veth", "peer", "name", podIf]);
-    await ip(["link", "set", podIf, "netns", namespace]);
-    await ip(["addr", "add", `${hostIP}/24`, "dev", hostIf]);
-    await ip(["link", "set", hostIf, "up"]);
-    await ip(["-n", namespace, "link", "set", "lo", "up"]);
-    await ip(["-n", namespace, "link", "set", podIf, "up"]);
-    // Pod addresses are /32s (deleting the first of several /24 addresses would take the rest with
-    // it), so the namespace needs its own route to the host end.
-    await ip(["-n", namespace, "route", "add", `${prefix16}.${subnet}.0/24`, "dev", podIf, "scope", "link"]);
+    await ip(["link", "add", bridge, "type", "bridge"]);
+    await ip(["addr", "add", `${hostIP}/24`, "dev", bridge]);
+    await ip(["link", "set", bridge, "up"]);
     const { stdout } = await run("ip", ["route", "get", `${prefix16}.${subnet}.2`]);
-    if (!stdout.includes(`dev ${hostIf}`))
-      throw new Error(`pod subnet is not routed to ${hostIf}: ${stdout}`);
+    if (!stdout.includes(`dev ${bridge}`))
+      throw new Error(`pod subnet is not routed to ${bridge}: ${stdout}`);
   } catch (error) {
-    await ip(["netns", "del", namespace]).catch(() => {});
-    await ip(["link", "del", hostIf]).catch(() => {});
+    await ip(["link", "del", bridge]).catch(() => {});
     throw error;
   }
   const inUse = new Set<string>();
+  const namespaceOf = (host: number) => `${namePrefix}${id}-${host}`;
+  const hostOf = (podIP: string) => Number(podIP.slice(podIP.lastIndexOf(".") + 1));
   return {
     kind: "netns",
     hostIP,
@@ -104,34 +107,45 @@ export async function netnsNetwork(options: NetnsOptions): Promise<PodNetwork> {
         const podIP = `${prefix16}.${subnet}.${host}`;
         if (inUse.has(podIP)) continue;
         inUse.add(podIP);
-        await ip(["-n", namespace, "addr", "add", `${podIP}/32`, "dev", podIf]);
-        // The kernel drops the namespace's route to the host end when the last address goes (every
-        // pod deleted); without it no pod could answer the host again. Put it back each time.
-        await ip([
-          "-n",
-          namespace,
-          "route",
-          "replace",
-          `${prefix16}.${subnet}.0/24`,
-          "dev",
-          podIf,
-          "scope",
-          "link",
-        ]);
-        return { ip: podIP, wrap: (argv) => ["ip", "netns", "exec", namespace, ...argv] };
+        const namespace = namespaceOf(host);
+        const hostEnd = `${tag}h${host}`;
+        const podEnd = `${tag}p${host}`;
+        try {
+          await ip(["netns", "add", namespace]);
+          await ip(["link", "add", hostEnd, "type", "veth", "peer", "name", podEnd]);
+          await ip(["link", "set", podEnd, "netns", namespace]);
+          await ip(["link", "set", hostEnd, "master", bridge]);
+          await ip(["link", "set", hostEnd, "up"]);
+          await ip(["-n", namespace, "link", "set", podEnd, "name", "eth0"]);
+          await ip(["-n", namespace, "addr", "add", `${podIP}/24`, "dev", "eth0"]);
+          await ip(["-n", namespace, "link", "set", "eth0", "up"]);
+          await ip(["-n", namespace, "link", "set", "lo", "up"]);
+          await ip(["-n", namespace, "route", "add", "default", "via", hostIP]);
+        } catch (error) {
+          await ip(["netns", "del", namespace]).catch(() => {});
+          await ip(["link", "del", hostEnd]).catch(() => {});
+          inUse.delete(podIP);
+          throw error;
+        }
+        return {
+          ip: podIP,
+          listenHost: "0.0.0.0",
+          wrap: (argv) => ["ip", "netns", "exec", namespace, ...argv],
+        };
       }
       throw new Error(`no pod address left in ${prefix16}.${subnet}.0/24`);
     },
     async release(podIP) {
       if (!inUse.has(podIP)) return;
-      await ip(["-n", namespace, "addr", "del", `${podIP}/32`, "dev", podIf]).catch(() => {});
+      // Deleting the namespace deletes the veth pair with it.
+      await ip(["netns", "del", namespaceOf(hostOf(podIP))]).catch(() => {});
       // Free for the next pod only once the address is really gone.
       inUse.delete(podIP);
     },
     async close() {
-      // Deleting the namespace deletes the veth pair (and the host route) with it.
-      await ip(["netns", "del", namespace]).catch(() => {});
-      await ip(["link", "del", hostIf]).catch(() => {});
+      for (const podIP of inUse) await ip(["netns", "del", namespaceOf(hostOf(podIP))]).catch(() => {});
+      inUse.clear();
+      await ip(["link", "del", bridge]).catch(() => {});
     },
   };
 }
@@ -150,15 +164,21 @@ async function freeSubnet(prefix16: string, seed: number): Promise<number> {
   throw new Error(`no free /24 left in ${prefix16}.0.0/16`);
 }
 
-/** Namespaces left by kubelets that died without cleaning up (their process id is gone). */
+/** Namespaces and bridges left by kubelets that died without cleaning up (their process id is gone). */
 async function removeStaleNamespaces() {
   const { stdout } = await run("ip", ["netns", "list"]);
+  const dead = new Set<number>();
   for (const line of stdout.split("\n")) {
     const name = line.split(" ")[0] ?? "";
-    if (!name.startsWith(namePrefix)) continue;
-    const pid = Number(name.slice(namePrefix.length));
+    const prefix = [namePrefix, oldNamePrefix].find((p) => name.startsWith(p));
+    if (!prefix) continue;
+    const pid = Number(name.slice(prefix.length).split("-")[0]);
     if (!Number.isInteger(pid) || alive(pid)) continue;
+    dead.add(pid);
     await ip(["netns", "del", name]).catch(() => {});
+  }
+  for (const pid of dead) {
+    await ip(["link", "del", `sz${pid.toString(36)}b`]).catch(() => {});
     await ip(["link", "del", `snzh${pid.toString(36)}`]).catch(() => {});
   }
 }

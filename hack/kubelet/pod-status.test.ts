@@ -1,18 +1,20 @@
 import { describe, expect, test } from "vitest";
-import { type PodRun, podStatus } from "./pod-status.ts";
+import { type ContainerReport, type PodRun, podStatus } from "./pod-status.ts";
 
 const t0 = new Date("2026-01-01T00:00:00Z");
 const t1 = new Date("2026-01-01T00:00:05Z");
-const base: PodRun = {
-  hostIP: "10.213.1.1",
-  podIP: "10.213.1.2",
-  startTime: t0,
-  container: "engine",
+const engine: ContainerReport = {
+  name: "engine",
   image: "sim",
   restartCount: 0,
   run: { state: "running", startedAt: t0, ready: false },
   pid: 42,
 };
+const base: PodRun = { hostIP: "10.213.1.1", podIP: "10.213.1.2", startTime: t0, containers: [engine] };
+const one = (container: Partial<ContainerReport>): PodRun => ({
+  ...base,
+  containers: [{ ...engine, ...container }],
+});
 
 const conditionOf = (status: ReturnType<typeof podStatus>, type: string) =>
   status.conditions?.find((c) => c.type === type);
@@ -33,7 +35,7 @@ describe("podStatus", () => {
 
   test("ready flips Ready and ContainersReady and moves only their transition time", () => {
     const before = podStatus(base, undefined, t0);
-    const after = podStatus({ ...base, run: { state: "running", startedAt: t0, ready: true } }, before, t1);
+    const after = podStatus(one({ run: { state: "running", startedAt: t0, ready: true } }), before, t1);
     expect(conditionOf(after, "Ready")).toMatchObject({ status: "True", lastTransitionTime: t1 });
     expect(conditionOf(after, "ContainersReady")).toMatchObject({ status: "True", lastTransitionTime: t1 });
     expect(conditionOf(after, "PodScheduled")).toMatchObject({ status: "True", lastTransitionTime: t0 });
@@ -42,7 +44,7 @@ describe("podStatus", () => {
   test("a crashed sim waiting to restart shows CrashLoopBackOff and its last exit", () => {
     const exit = { code: 2, signal: null, startedAt: t0, finishedAt: t1 };
     const status = podStatus(
-      { ...base, restartCount: 1, run: { state: "backoff", lastExit: exit } },
+      one({ restartCount: 1, run: { state: "backoff", lastExit: exit } }),
       undefined,
       t1,
     );
@@ -53,7 +55,7 @@ describe("podStatus", () => {
   });
 
   test("readiness gates: Ready waits for every gate's condition, ContainersReady does not", () => {
-    const running = { ...base, run: { state: "running" as const, startedAt: t0, ready: true } };
+    const running = one({ run: { state: "running", startedAt: t0, ready: true } });
     const gated = { ...running, readinessGates: ["snooze.dev/awake"] };
     const closed = podStatus(gated, undefined, t0);
     expect(conditionOf(closed, "ContainersReady")?.status).toBe("True");
@@ -65,5 +67,50 @@ describe("podStatus", () => {
     expect(conditionOf(podStatus(gated, awake, t1), "Ready")?.status).toBe("True");
     // The gate's condition is the autoscaler's: the kubelet's status does not carry (or reset) it.
     expect(conditionOf(podStatus(gated, awake, t1), "snooze.dev/awake")).toBeUndefined();
+  });
+
+  test("several containers: Ready only when all are; a container that cannot run says why", () => {
+    const ready = { ...engine, run: { state: "running" as const, startedAt: t0, ready: true } };
+    const queue: ContainerReport = {
+      name: "queue-proxy",
+      image: "ko://knative.dev/serving/cmd/queue",
+      restartCount: 0,
+      run: { state: "running", startedAt: t0, ready: false },
+    };
+    const pod = (second: ContainerReport) => ({ ...base, containers: [ready, second] });
+    const notYet = podStatus(pod(queue), undefined, t0);
+    expect(conditionOf(notYet, "Ready")?.status).toBe("False");
+    expect(notYet.containerStatuses?.map((c) => [c.name, c.ready])).toEqual([
+      ["engine", true],
+      ["queue-proxy", false],
+    ]);
+    const both = podStatus(
+      pod({ ...queue, run: { state: "running", startedAt: t0, ready: true } }),
+      notYet,
+      t1,
+    );
+    expect(conditionOf(both, "Ready")?.status).toBe("True");
+    const unrunnable = podStatus(
+      pod({ ...queue, run: { state: "unrunnable", reason: "ErrImageNeverPull", message: "not mapped" } }),
+      undefined,
+      t0,
+    );
+    expect(unrunnable.phase).toBe("Running");
+    expect(conditionOf(unrunnable, "Ready")?.status).toBe("False");
+    expect(unrunnable.containerStatuses?.[1]?.state?.waiting).toEqual({
+      reason: "ErrImageNeverPull",
+      message: "not mapped",
+    });
+  });
+
+  test("phase: Succeeded or Failed only once every container has exited for good", () => {
+    const exit = (code: number) => ({ code, signal: null, startedAt: t0, finishedAt: t1 });
+    const exited = (code: number): ContainerReport => ({
+      ...engine,
+      run: { state: "exited", lastExit: exit(code) },
+    });
+    expect(podStatus({ ...base, containers: [exited(0), exited(0)] }, undefined, t1).phase).toBe("Succeeded");
+    expect(podStatus({ ...base, containers: [exited(0), exited(1)] }, undefined, t1).phase).toBe("Failed");
+    expect(podStatus({ ...base, containers: [exited(0), engine] }, undefined, t1).phase).toBe("Running");
   });
 });

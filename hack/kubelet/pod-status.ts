@@ -1,11 +1,18 @@
-import type { V1ContainerState, V1PodCondition, V1PodStatus } from "@kubernetes/client-node";
+import type {
+  V1ContainerState,
+  V1ContainerStatus,
+  V1PodCondition,
+  V1PodStatus,
+} from "@kubernetes/client-node";
 
-/** What the stand-in kubelet knows about a pod's one container. */
+/** What the stand-in kubelet knows about one container of a pod. */
 export type ContainerRun =
   | { state: "starting" }
   | { state: "running"; startedAt: Date; ready: boolean }
   | { state: "backoff"; lastExit: Exit }
-  | { state: "exited"; lastExit: Exit };
+  | { state: "exited"; lastExit: Exit }
+  /** Never started: the stand-in kubelet cannot run it (an image without a binary mapped to it). */
+  | { state: "unrunnable"; reason: string; message: string };
 
 export interface Exit {
   code: number | null;
@@ -14,33 +21,38 @@ export interface Exit {
   finishedAt: Date;
 }
 
+export interface ContainerReport {
+  name: string;
+  image: string;
+  restartCount: number;
+  run: ContainerRun;
+  /** The process id, shown as the container id so a person can find the process. */
+  pid?: number;
+}
+
 export interface PodRun {
   hostIP: string;
   podIP: string;
   startTime: Date;
-  container: string;
-  image: string;
-  restartCount: number;
-  run: ContainerRun;
+  /** In the pod's order. */
+  containers: ContainerReport[];
   /** The pod's readiness gates (`spec.readinessGates[].conditionType`): Ready also waits for them. */
   readinessGates?: string[];
-  /** The process id, shown as the container id so a person can find the sim. */
-  pid?: number;
 }
 
 /**
  * The pod status a kubelet would report for `pod`: phase, the five standard conditions, IPs and
- * the container status. Condition transition times carry over from `previous` when unchanged, as
- * the real kubelet keeps them.
+ * one status per container. Condition transition times carry over from `previous` when unchanged,
+ * as the real kubelet keeps them.
  */
 export function podStatus(pod: PodRun, previous: V1PodStatus | undefined, now: Date): V1PodStatus {
-  const ready = pod.run.state === "running" && pod.run.ready;
-  const started = pod.run.state === "running";
+  const isReady = (c: ContainerReport) => c.run.state === "running" && c.run.ready;
+  const ready = pod.containers.every(isReady);
   const gatesOpen = gatesTrue(pod.readinessGates, previous);
   const own = [
     condition("PodReadyToStartContainers", true),
     condition("Initialized", true),
-    // As the kubelet does: Ready needs the containers ready and every readiness gate's condition True.
+    // As the kubelet does: Ready needs every container ready and every readiness gate's condition True.
     condition("Ready", ready && gatesOpen),
     condition("ContainersReady", ready),
     condition("PodScheduled", true),
@@ -52,8 +64,13 @@ export function podStatus(pod: PodRun, previous: V1PodStatus | undefined, now: D
       lastTransitionTime: before && before.status === c.status ? before.lastTransitionTime : now,
     };
   });
-  const exit = pod.run.state === "backoff" || pod.run.state === "exited" ? pod.run.lastExit : undefined;
-  const phase = pod.run.state === "exited" ? (exit?.code === 0 ? "Succeeded" : "Failed") : "Running";
+  // As the kubelet: Succeeded or Failed once every container has terminated for good.
+  const exits = pod.containers.map((c) => (c.run.state === "exited" ? c.run.lastExit : undefined));
+  const phase = exits.every((e) => e !== undefined)
+    ? exits.every((e) => e?.code === 0)
+      ? "Succeeded"
+      : "Failed"
+    : "Running";
   return {
     phase,
     conditions,
@@ -62,19 +79,22 @@ export function podStatus(pod: PodRun, previous: V1PodStatus | undefined, now: D
     podIP: pod.podIP,
     podIPs: [{ ip: pod.podIP }],
     startTime: pod.startTime,
-    containerStatuses: [
-      {
-        name: pod.container,
-        image: pod.image,
-        imageID: "",
-        containerID: pod.pid !== undefined ? `snooze-sim://${pod.pid}` : undefined,
-        ready,
-        started,
-        restartCount: pod.restartCount,
-        state: containerState(pod.run),
-        lastState: exit && pod.run.state === "backoff" ? { terminated: terminated(exit) } : {},
-      },
-    ],
+    containerStatuses: pod.containers.map((c) => containerStatus(c, isReady(c))),
+  };
+}
+
+function containerStatus(c: ContainerReport, ready: boolean): V1ContainerStatus {
+  const exit = c.run.state === "backoff" || c.run.state === "exited" ? c.run.lastExit : undefined;
+  return {
+    name: c.name,
+    image: c.image,
+    imageID: "",
+    containerID: c.pid !== undefined ? `snooze-sim://${c.pid}` : undefined,
+    ready,
+    started: c.run.state === "running",
+    restartCount: c.restartCount,
+    state: containerState(c.run),
+    lastState: exit && c.run.state === "backoff" ? { terminated: terminated(exit) } : {},
   };
 }
 
@@ -99,6 +119,8 @@ function containerState(run: ContainerRun): V1ContainerState {
       return { waiting: { reason: "CrashLoopBackOff", message: exitMessage(run.lastExit) } };
     case "exited":
       return { terminated: terminated(run.lastExit) };
+    case "unrunnable":
+      return { waiting: { reason: run.reason, message: run.message } };
   }
 }
 
@@ -114,5 +136,5 @@ function terminated(exit: Exit) {
 }
 
 function exitMessage(exit: Exit): string {
-  return exit.signal ? `sim killed by ${exit.signal}` : `sim exited with code ${exit.code}`;
+  return exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.code}`;
 }

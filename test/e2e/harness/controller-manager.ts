@@ -9,7 +9,7 @@ import { waitFor } from "./wait.ts";
 /**
  * The controllers the suite needs: Deployments → ReplicaSets → Pods, garbage collection of owned
  * objects, namespace deletion, default ServiceAccounts and their tokens, EndpointSlices for
- * Services, and the HorizontalPodAutoscaler controller (KEDA's ScaledObjects drive Models through
+ * Services and their Endpoints (Knative's serverless services read Endpoints), and the HorizontalPodAutoscaler controller (KEDA's ScaledObjects drive Models through
  * the HPA it makes; it acts on HPA objects only, so suites without one never see it). No scheduler:
  * the stand-in kubelet binds its own pods.
  */
@@ -22,6 +22,7 @@ export const defaultControllers = [
   "serviceaccount-token-controller",
   "root-ca-certificate-publisher-controller",
   "endpointslice-controller",
+  "endpoints-controller",
   "horizontal-pod-autoscaler-controller",
 ];
 

@@ -23,7 +23,13 @@ export async function startStandInKubelet(
   kubeconfigPath: string,
   admin: KubeConfig,
   dir: string,
-  options: { nodeName?: string; network?: "netns" | "loopback"; selectorValue?: string } = {},
+  options: {
+    nodeName?: string;
+    network?: "netns" | "loopback";
+    selectorValue?: string;
+    /** Sidecar images and the local binary each runs as (`--run-image`), e.g. Knative's queue-proxy. */
+    images?: Record<string, string>;
+  } = {},
 ): Promise<StandInKubelet> {
   const nodeName = options.nodeName ?? "snooze-stand-in";
   const network = options.network ?? (process.getuid?.() === 0 ? "netns" : "loopback");
@@ -38,6 +44,7 @@ export async function startStandInKubelet(
       `--selector=${selector.key}=${selector.value}`,
       `--pod-network=${network}`,
       `--log-dir=${join(dir, "pods")}`,
+      ...Object.entries(options.images ?? {}).map(([image, path]) => `--run-image=${image}=${path}`),
     ],
     { logPath: join(dir, "stand-in-kubelet.log"), cwd: repoRoot },
   );
