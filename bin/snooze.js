@@ -9,5 +9,11 @@ if (major < 22 || (major === 22 && minor < 18)) {
   );
   process.exit(1);
 }
+// Cache compiled code (and, since Node 24, the type-stripped TypeScript) on disk: a later run of
+// any command loads neither the type stripper (~18 MiB RSS) nor recompiles, which is most of what
+// an idle `snooze sim` engine cost above a bare Node (issue 14). NODE_COMPILE_CACHE picks the
+// directory (default: Node's own, under the OS temp dir); NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+const { enableCompileCache } = await import("node:module");
+enableCompileCache?.();
 const { main } = await import("../cli/main.ts");
 process.exitCode = await main(process.argv.slice(2));

@@ -3,6 +3,8 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import { TracerProvider } from "@opentelemetry/sdk-trace";
 import { beforeAll, expect, test } from "vitest";
 import { createLogger } from "./log.ts";
+// Loading the tracing module is what makes log lines carry span ids.
+import "./tracing.ts";
 
 beforeAll(() => {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());

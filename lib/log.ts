@@ -1,9 +1,11 @@
-import { isSpanContextValid, trace } from "@opentelemetry/api";
-
 /**
  * Structured logs: one JSON object a line on stderr, so stdout stays free for
  * command output and any log shipper can parse them. A line written inside a
  * traced operation carries its `trace_id` and `span_id`, so logs and traces join.
+ *
+ * The span lookup is registered by lib/tracing.ts (`setTraceIdSource`) rather than imported here:
+ * every process that makes spans loads lib/tracing.ts, and one that makes none (each `snooze sim`
+ * engine) then does not load OpenTelemetry's API at all (issue 14: idle RSS).
  */
 export type Level = "debug" | "info" | "warn" | "error";
 const order: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -41,11 +43,13 @@ export function createLogger(
 }
 
 /** The active span's ids (W3C hex, as OpenTelemetry's log data model names them), if any. */
-function traceIds(): { trace_id?: string; span_id?: string } {
-  const span = trace.getActiveSpan();
-  if (!span) return {};
-  const context = span.spanContext();
-  return isSpanContextValid(context) ? { trace_id: context.traceId, span_id: context.spanId } : {};
+export type TraceIdSource = () => { trace_id?: string; span_id?: string };
+
+let traceIds: TraceIdSource = () => ({});
+
+/** Sets where log lines find the active span's ids (lib/tracing.ts, when it loads). */
+export function setTraceIdSource(source: TraceIdSource): void {
+  traceIds = source;
 }
 
 function errorReplacer(_key: string, value: unknown) {

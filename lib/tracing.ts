@@ -7,9 +7,18 @@ import {
   SpanStatusCode,
   trace,
 } from "@opentelemetry/api";
+import { setTraceIdSource } from "./log.ts";
 
 /** The tracer every Snooze span comes from; a no-op until an SDK is registered (see lib/telemetry.ts). */
 export const tracer = trace.getTracer("snooze");
+
+// Log lines written inside a span carry its ids (lib/log.ts asks through this source).
+setTraceIdSource(() => {
+  const spanContext = trace.getActiveSpan()?.spanContext();
+  return spanContext && isSpanContextValid(spanContext)
+    ? { trace_id: spanContext.traceId, span_id: spanContext.spanId }
+    : {};
+});
 
 /** Runs `fn` inside a child span named `name`, recording failure. */
 export async function inSpan<T>(

@@ -26,7 +26,7 @@ async function bench(script: string, args: string[]) {
 describe("the benchmarks run", () => {
   test("npm run bench -- --tiny prints every scenario's table", { timeout: 120_000 }, async () => {
     const [warm, activation, rest] = await Promise.all(
-      ["warm-path", "activation", "streaming,memory"].map((only) =>
+      ["warm-path", "activation", "streaming,memory,idle-rss"].map((only) =>
         bench("hack/bench/main.ts", ["--tiny", "--no-write", "--only", only]),
       ),
     );
@@ -37,6 +37,7 @@ describe("the benchmarks run", () => {
     expect(rest).toContain("#### Streaming");
     expect(rest).toMatch(/\| activator +\| \d+ +\| [\d.]+ +\| [\d.]+ +\| 20\/20 /);
     expect(rest).toContain("#### Memory per held request");
+    expect(rest).toMatch(/\| snooze sim +\| [\d.]+ +\| [\d.]+ /);
   });
 
   test("npm run bench:slots prints its tables", { timeout: 60_000 }, async () => {

@@ -3,7 +3,7 @@
  * nginx, on this machine, in one run; rewrites the results section of
  * docs/benchmarks.md. See that file for what each scenario measures.
  *
- *   npm run bench [-- --quick | --tiny] [--only warm-path,activation,streaming,memory]
+ *   npm run bench [-- --quick | --tiny] [--only warm-path,activation,streaming,memory,idle-rss]
  *                 [--profile <dir>] [--no-write | --write] [--out <file>]
  *
  * --quick is a smoke run of the harness (seconds per scenario, small counts);
@@ -18,6 +18,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { activation } from "./activation.ts";
 import type { BenchContext } from "./context.ts";
+import { idleRss } from "./idle-rss.ts";
 import { machineFacts } from "./machine.ts";
 import { memory } from "./memory.ts";
 import { type BenchResults, renderResults, sectionName } from "./report.ts";
@@ -26,7 +27,7 @@ import { formatMarkdown } from "./slots/format-markdown.ts";
 import { streaming } from "./streaming.ts";
 import { warmPath } from "./warm-path.ts";
 
-const scenarios = ["warm-path", "activation", "streaming", "memory"] as const;
+const scenarios = ["warm-path", "activation", "streaming", "memory", "idle-rss"] as const;
 type Scenario = (typeof scenarios)[number];
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 /** No run may hang: every scenario is bounded, and so is the whole. */
@@ -93,6 +94,7 @@ async function main(): Promise<number> {
     if (only.includes("activation")) results.activation = await activation(ctx);
     if (only.includes("streaming")) results.streaming = await streaming(ctx);
     if (only.includes("memory")) results.memory = await memory(ctx);
+    if (only.includes("idle-rss")) results.idleRss = await idleRss(ctx);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

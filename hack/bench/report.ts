@@ -4,6 +4,7 @@
  * uses too, so each run replaces only its own section).
  */
 import type { ActivationResult } from "./activation.ts";
+import type { IdleRssResult } from "./idle-rss.ts";
 import type { MachineFacts } from "./machine.ts";
 import type { MemoryResult } from "./memory.ts";
 import { fmt } from "./stats.ts";
@@ -23,6 +24,7 @@ export interface BenchResults {
   activation?: ActivationResult;
   streaming?: StreamingResult;
   memory?: MemoryResult;
+  idleRss?: IdleRssResult;
 }
 
 export const targets = {
@@ -31,6 +33,8 @@ export const targets = {
   activationP50Ms: 10,
   streamingRatio: 0.5,
   heldBytes: 16 * 1024,
+  idleSimMiB: 60,
+  idleServeMiB: 80,
 };
 
 const kib = (bytes: number) => `${fmt(bytes / 1024, 1)} KiB`;
@@ -93,6 +97,23 @@ function summary(r: BenchResults): string {
       `${kib(held)} heap+external; RSS ${kib(largest.rssPerRequest)}; with its connection: RSS ${kib(largest.rssPerConnection)}`,
       "≤ 16 KiB",
       verdict(held <= targets.heldBytes && largest.rssPerRequest <= targets.heldBytes),
+    ]);
+  }
+  if (r.idleRss) {
+    const mib = (bytes: number) => `${fmt(bytes / 2 ** 20, 1)} MiB`;
+    const sim = r.idleRss.rows.find((x) => x.target === "snooze sim")!;
+    const serve = r.idleRss.rows.find((x) => x.target.startsWith("snooze serve (3"))!;
+    rows.push([
+      "Idle RSS, `snooze sim`",
+      `${mib(sim.rss)} (anon ${mib(sim.anon)}; first run ${mib(sim.firstRss)})`,
+      `≤ ${targets.idleSimMiB} MiB`,
+      verdict(sim.rss <= targets.idleSimMiB * 2 ** 20),
+    ]);
+    rows.push([
+      "Idle RSS, `snooze serve` (3 models)",
+      `${mib(serve.rss)} (anon ${mib(serve.anon)}; first run ${mib(serve.firstRss)})`,
+      `≤ ${targets.idleServeMiB} MiB`,
+      verdict(serve.rss <= targets.idleServeMiB * 2 ** 20),
     ]);
   }
   return table(["What", "Measured", "Target", ""], rows);
@@ -203,6 +224,27 @@ function memorySection(m: MemoryResult): string {
 ${table(["held", "heap / request", "external / request", "RSS / request", "heap / request + connection", "RSS / request + connection"], rows)}`;
 }
 
+function idleRssSection(m: IdleRssResult): string {
+  const mib = (bytes: number) => fmt(bytes / 2 ** 20, 1);
+  const baseline = m.rows.find((r) => r.target === "node -e (HTTP server)")!;
+  const rows = m.rows.map((r) => [
+    r.target,
+    mib(r.rss),
+    mib(r.anon),
+    `${fmt(r.rss / baseline.rss)}×`,
+    mib(r.firstRss),
+  ]);
+  return `#### Idle memory
+
+Each process started, given ${fmt(m.settleMs / 1000, 1)} s, its resident set read from \`/proc/<pid>/status\`; ${m.rounds} interleaved
+rounds with a compile cache of their own, the first of which fills it (its figure is the "first run" column: the type
+stripper loaded, every file compiled); the other columns are medians of the later rounds. RSS includes the node binary's
+pages, shared by every process running it; RssAnon is what each more engine adds. The serve configs' engines are never
+started. Targets (issue 14): \`snooze sim\` ≤ ${targets.idleSimMiB} MiB, \`snooze serve\` ≤ ${targets.idleServeMiB} MiB.
+
+${table(["process", "RSS MiB", "RssAnon MiB", "RSS vs node HTTP server", "first run RSS MiB"], rows)}`;
+}
+
 export function renderResults(r: BenchResults): string {
   const m = r.machine;
   const parts = [
@@ -221,5 +263,6 @@ export function renderResults(r: BenchResults): string {
   if (r.activation) parts.push("", activationSection(r.activation));
   if (r.streaming) parts.push("", streamingSection(r.streaming));
   if (r.memory) parts.push("", memorySection(r.memory));
+  if (r.idleRss) parts.push("", idleRssSection(r.idleRss));
   return parts.join("\n");
 }

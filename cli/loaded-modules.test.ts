@@ -1,0 +1,73 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, expect, test } from "vitest";
+import { freePort } from "../lib/free-port.ts";
+
+/**
+ * Each command loads only what it uses (issue 14: idle memory). A real `snooze` process runs with a
+ * loader hook that lists every module it loaded (test/support/module-list-hook.ts); the test reads
+ * the list after the command has started serving and has been stopped.
+ */
+const repo = fileURLToPath(new URL("..", import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), "snooze-modules-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Starts `snooze <args>`, waits until `port` answers `path`, stops it, returns the modules it loaded. */
+async function modulesOf(args: string[], port: number, path: string): Promise<string[]> {
+  const list = join(dir, `modules-${port}.txt`);
+  const child = spawn(
+    process.execPath,
+    ["--import", join(repo, "test/support/module-list-hook.ts"), join(repo, "bin/snooze.js"), ...args],
+    { env: { ...process.env, SNOOZE_MODULE_LIST: list, SNOOZE_LOG_LEVEL: "error" }, stdio: "ignore" },
+  );
+  const exited = once(child, "exit");
+  try {
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const ok = await fetch(`http://127.0.0.1:${port}${path}`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ok) break;
+      if (child.exitCode !== null) throw new Error(`snooze ${args[0]} exited with ${child.exitCode}`);
+      if (Date.now() > deadline) throw new Error(`snooze ${args[0]} did not answer ${path}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  } finally {
+    child.kill("SIGTERM");
+    await exited;
+  }
+  return readFileSync(list, "utf8").split("\n");
+}
+
+const kubernetes = /\/lib\/kube\/|\/node_modules\/@kubernetes\//;
+const openTelemetry = /\/node_modules\/@opentelemetry\//;
+const grpc = /\/node_modules\/@grpc\//;
+
+test("snooze sim loads neither the Kubernetes client nor OpenTelemetry nor gRPC", {
+  timeout: 30_000,
+}, async () => {
+  const port = await freePort();
+  const modules = await modulesOf(["sim", "--port", String(port)], port, "/health");
+  // The list is real: the simulator's own server is in it.
+  expect(modules.some((url) => url.endsWith("/hack/sim/server.ts"))).toBe(true);
+  expect(modules.filter((url) => kubernetes.test(url))).toEqual([]);
+  expect(modules.filter((url) => openTelemetry.test(url))).toEqual([]);
+  expect(modules.filter((url) => grpc.test(url))).toEqual([]);
+});
+
+test("snooze serve loads no Kubernetes client, gRPC or OpenTelemetry SDK", { timeout: 30_000 }, async () => {
+  const port = await freePort();
+  const config = join(dir, "snooze.yaml");
+  writeFileSync(config, `models:\n  m:\n    command: ["\${SNOOZE}", sim, --port, "\${PORT}"]\n`);
+  const modules = await modulesOf(["serve", "--config", config, "--port", String(port)], port, "/healthz");
+  expect(modules.some((url) => url.endsWith("/activator/server.ts"))).toBe(true);
+  expect(modules.filter((url) => kubernetes.test(url))).toEqual([]);
+  expect(modules.filter((url) => grpc.test(url))).toEqual([]);
+  // The tracing API is used (a no-op until configured); the SDK loads only when tracing is on.
+  expect(modules.filter((url) => /\/node_modules\/@opentelemetry\/sdk-/.test(url))).toEqual([]);
+});
