@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { chooseSplit, type HostTable, matchHost } from "../lib/kube/ingress-routes.ts";
+import { chooseSplit, type HostTable, matchHost } from "../lib/knative/ingress-routes.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
 /** How a request is routed by its Host (Snooze's Knative ingress class). */

@@ -1,13 +1,13 @@
 import type { IncomingHttpHeaders } from "node:http";
-import type { KubeClient } from "../lib/kube/client.ts";
-import type { Informer } from "../lib/kube/informer.ts";
+import { isSnoozeIngress, type KIngress, knativeIngressPath } from "../lib/knative/ingress-class.ts";
 import {
   compileHostTable,
   emptyHostTable,
   type HostTable,
   normalizeHost,
-} from "../lib/kube/ingress-routes.ts";
-import { isSnoozeIngress, type KIngress, knativeIngressPath } from "../lib/kube/knative-ingress.ts";
+} from "../lib/knative/ingress-routes.ts";
+import type { KubeClient } from "../lib/kube/client.ts";
+import type { Informer } from "../lib/kube/informer.ts";
 import { kubeInformer } from "../lib/kube/list-watch.ts";
 import type { Logger } from "../lib/log.ts";
 import { type HostRouter, type HostRouting, routeByHost } from "./host-routing.ts";

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Registry } from "prom-client";
 import { deferContinue } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
-import { probeHashHeader, probeHeader, probeValue } from "../lib/kube/knative-ingress.ts";
+import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress-class.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView } from "./admin.ts";

@@ -4,8 +4,11 @@ import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { KubeAutoscaler } from "../autoscaler/kube/autoscaler.ts";
 import { createControlServer } from "../autoscaler/kube/control-server.ts";
+import { serviceActivators } from "../autoscaler/kube/knative-ingress/activator-prober.ts";
+import { KnativeIngressReconciler } from "../autoscaler/kube/knative-ingress/reconciler.ts";
 import { type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { type EventMode, eventModes } from "../lib/cloudevents.ts";
+import { knativeNetworkingServed } from "../lib/knative/ingress-class.ts";
 import { serviceAccountUser, TokenReviewer } from "../lib/kube/token-review.ts";
 import { createLogger } from "../lib/log.ts";
 import { byteSize } from "../lib/settings/fields.ts";
@@ -87,6 +90,19 @@ export const autoscalerCommand: Command = {
         "CloudEvents content mode: binary (ce-* headers) or structured (application/cloudevents+json)",
       placeholder: "mode",
     },
+    "knative-ingress-service": {
+      type: "string",
+      default: "snooze-activator",
+      description:
+        "the activators' Service (in --lease-namespace) for Snooze's Knative ingress class: the load balancer KIngresses point at, whose endpoints are probed",
+      placeholder: "name",
+    },
+    "knative-ingress-probe": {
+      type: "string",
+      description:
+        "comma-separated activator URLs to probe for KIngress readiness instead of the Service's endpoints",
+      placeholder: "urls",
+    },
     "host-memory-budget": {
       type: "string",
       description: "host RAM the level-1 sleepers of one node may hold, like 64Gi (default: unlimited)",
@@ -120,6 +136,18 @@ export const autoscalerCommand: Command = {
         );
       hostMemoryBudget = parsed.data;
     }
+    const activatorService = String(values["knative-ingress-service"]);
+    const probeUrls =
+      values["knative-ingress-probe"] === undefined
+        ? undefined
+        : String(values["knative-ingress-probe"])
+            .split(",")
+            .map((url) => url.trim().replace(/\/$/, ""))
+            .filter(Boolean);
+    if (probeUrls?.some((url) => !/^https?:\/\/./.test(url)))
+      throw new UsageError(
+        `--knative-ingress-probe must list http(s) URLs, not "${values["knative-ingress-probe"]}"`,
+      );
     const identity = String(values.identity ?? process.env.POD_NAME ?? hostname());
     const leaseNamespace = String(values["lease-namespace"] ?? process.env.POD_NAMESPACE ?? "snooze-system");
     const log = createLogger({ component: "autoscaler", identity });
@@ -163,9 +191,26 @@ export const autoscalerCommand: Command = {
     const boundGrpcPort = await scaler.listen(String(values.host), grpcPort);
     log.info("serving KEDA's external scaler protocol", { grpcPort: boundGrpcPort });
     await autoscaler.start(address);
-    log.info("watching", { namespace: values.namespace ?? "all" });
+    const ingresses = (await knativeNetworkingServed(client, log))
+      ? new KnativeIngressReconciler({
+          client,
+          namespace: values.namespace as string | undefined,
+          models: autoscaler.informers.models,
+          leaseNamespace,
+          identity,
+          leaseTiming: timing,
+          domainInternal: `${activatorService}.${leaseNamespace}.svc.cluster.local`,
+          activators: probeUrls
+            ? async () => probeUrls
+            : () => serviceActivators(client, leaseNamespace, activatorService),
+          log: log.child({ part: "knative-ingress" }),
+        })
+      : undefined;
+    await ingresses?.start();
+    log.info("watching", { namespace: values.namespace ?? "all", knativeIngress: Boolean(ingresses) });
     await untilStopSignal(log, "shutting down; releasing Leases");
     await scaler.close();
+    await ingresses?.stop();
     await autoscaler.stop();
     server.closeAllConnections();
     server.close();

@@ -60,6 +60,8 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("list", "deployments"),
       r("list", "statefulsets"),
       r("watch", "services", { group: "serving.knative.dev" }),
+      // Snooze's Knative ingress class: the KIngresses whose hosts it routes.
+      r("watch", "ingresses", { group: "networking.internal.knative.dev" }),
     ],
     denied: [
       r("patch", "pods", { namespace: "team-a" }),
@@ -69,6 +71,7 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("list", "configmaps"),
       r("update", "models", { namespace: "team-a" }),
       r("patch", "models/status", { namespace: "team-a" }),
+      r("patch", "ingresses/status", { namespace: "team-a", group: "networking.internal.knative.dev" }),
       r("update", "deployments/scale", { namespace: "team-a" }),
       r("create", "leases", { namespace: system }),
       r("list", "services"),
@@ -103,12 +106,19 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       }),
       r("create", "serverlessservices", { namespace: "team-a", group: "networking.internal.knative.dev" }),
       r("update", "serverlessservices", { namespace: "team-a", group: "networking.internal.knative.dev" }),
+      // The Knative ingress class: KIngresses' status, once the activators (their endpoints) route them.
+      r("watch", "ingresses", { group: "networking.internal.knative.dev" }),
+      r("patch", "ingresses/status", { namespace: "team-a", group: "networking.internal.knative.dev" }),
+      r("list", "endpointslices", { namespace: system, group: "discovery.k8s.io" }),
     ],
     denied: [
       // A PodAutoscaler's spec is Knative's revision reconciler's; Revisions are not read.
       r("update", "podautoscalers", { namespace: "team-a", group: "autoscaling.internal.knative.dev" }),
       r("delete", "serverlessservices", { namespace: "team-a", group: "networking.internal.knative.dev" }),
       r("get", "revisions", { namespace: "team-a", group: "serving.knative.dev" }),
+      // A KIngress's spec is Knative's Route reconciler's; other namespaces' endpoints are not read.
+      r("update", "ingresses", { namespace: "team-a", group: "networking.internal.knative.dev" }),
+      r("list", "endpointslices", { namespace: "team-a", group: "discovery.k8s.io" }),
       r("update", "models", { namespace: "team-a" }),
       r("patch", "models", { namespace: "team-a" }),
       r("delete", "pods", { namespace: "team-a" }),

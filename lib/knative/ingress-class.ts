@@ -1,6 +1,6 @@
+import { isNotFound, type KubeClient, type KubeObject } from "../kube/client.ts";
+import type { Condition } from "../kube/condition.ts";
 import type { Logger } from "../log.ts";
-import { isNotFound, type KubeClient, type KubeObject } from "./client.ts";
-import type { Condition } from "./condition.ts";
 
 /**
  * Knative's KIngress (`ingresses.networking.internal.knative.dev/v1alpha1`), the fields Snooze's

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
+import type { KIngress } from "./ingress-class.ts";
 import { chooseSplit, compileHostTable, matchHost, normalizeHost, pickSplit } from "./ingress-routes.ts";
-import type { KIngress } from "./knative-ingress.ts";
 
 /** A KIngress shaped as Knative's Route reconciler writes it (resources/ingress.go). */
 function routeIngress(

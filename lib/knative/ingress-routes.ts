@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { type HTTPIngressPath, ingressVersion, type KIngress } from "./knative-ingress.ts";
+import { type HTTPIngressPath, ingressVersion, type KIngress } from "./ingress-class.ts";
 
 /**
  * **Pure**: the routing table of Snooze's KIngresses, and the decisions on it: which rule and path
