@@ -55,6 +55,8 @@ const holdCodes: Record<HoldFailure["reason"], string> = {
  */
 export class Activator {
   readonly routes = new Map<string, ModelRoute>();
+  /** Models being removed: no name leads to them, their held and in-flight requests finish. */
+  private readonly retiring = new Map<string, { route: ModelRoute; idle: () => void }>();
   private readonly config: SnoozeConfig;
   private readonly controlPlane: ControlPlane;
   readonly hosts?: HostRouter;
@@ -71,7 +73,7 @@ export class Activator {
   private forced = false;
   /** Body bytes of requests being read or held, all models (maxHeldBytes caps it). */
   private heldBytes = 0;
-  private readonly maxHeldBytes: number;
+  private maxHeldBytes: number;
 
   constructor(options: ActivatorOptions) {
     this.config = options.config;
@@ -81,9 +83,9 @@ export class Activator {
     this.metrics = activatorMetrics(options.registry);
     this.maxHeldBytes = options.config.maxHeldBytes ?? defaultMaxHeldBytes;
     for (const model of options.config.models.values()) this.addRoute(model);
-    this.unwatch = this.controlPlane.watch((event) => this.routes.get(event.model)?.apply(event));
+    this.unwatch = this.controlPlane.watch((event) => this.route(event.model)?.apply(event));
     this.ticker = setInterval(() => {
-      for (const id of this.routes.keys()) this.report(id);
+      for (const id of [...this.routes.keys(), ...this.retiring.keys()]) this.report(id);
     }, options.statsIntervalMs ?? 1_000);
     this.ticker.unref();
   }
@@ -91,7 +93,7 @@ export class Activator {
   private addRoute(model: ModelConfig): ModelRoute {
     const route = new ModelRoute(model, {
       demand: (id, unreachable) => {
-        const route = this.routes.get(id);
+        const route = this.route(id);
         const load = route
           ? { inFlight: route.inFlight, held: route.held, oldestHeldMs: route.oldestHeldMs() }
           : undefined;
@@ -121,11 +123,53 @@ export class Activator {
     }
   }
 
+  /** A model's route, also while it is being retired. */
+  private route(id: string): ModelRoute | undefined {
+    return this.routes.get(id) ?? this.retiring.get(id)?.route;
+  }
+
+  /**
+   * Takes a model out of service gently (a config reload removed it): from now on no name leads to
+   * it (a new request gets the 404 that lists the known models), while the requests it holds and
+   * has in flight are served as before. Resolves once it has none left; `removeModel` then ends it.
+   */
+  retireModel(id: string): Promise<void> {
+    const route = this.routes.get(id);
+    if (!route) return Promise.resolve();
+    this.routes.delete(id);
+    this.config.models.delete(id);
+    for (const [name, owner] of [...this.config.names]) if (owner === id) this.config.names.delete(name);
+    return new Promise<void>((resolve) => {
+      const idle = () => {
+        if (route.held > 0 || route.inFlight > 0) return;
+        resolve();
+      };
+      this.retiring.set(id, { route, idle });
+      idle();
+    });
+  }
+
+  /**
+   * The names of a config reload (ids and aliases, which the loader checked are unique), for the
+   * models routed here: a name may pass from one model to another in one step.
+   */
+  setNames(names: ReadonlyMap<string, string>): void {
+    this.config.names.clear();
+    for (const [name, id] of names) if (this.routes.has(id)) this.config.names.set(name, id);
+  }
+
+  /** New limits for request bodies (a config reload): they count for requests from now on. */
+  setLimits(limits: { maxBodySize: number; maxHeldBytes?: number }): void {
+    this.config.maxBodySize = limits.maxBodySize;
+    this.maxHeldBytes = limits.maxHeldBytes ?? defaultMaxHeldBytes;
+  }
+
   /** Removes a model: its held requests are answered with 503, requests in flight finish. */
   removeModel(id: string): void {
-    const route = this.routes.get(id);
+    const route = this.route(id);
     if (!route) return;
     this.routes.delete(id);
+    this.retiring.delete(id);
     this.config.models.delete(id);
     for (const [name, owner] of [...this.config.names]) if (owner === id) this.config.names.delete(name);
     void route.close();
@@ -515,6 +559,8 @@ export class Activator {
   async shutdown(graceMs: number): Promise<void> {
     this.shuttingDown = true;
     clearInterval(this.ticker);
+    for (const { route } of this.retiring.values()) this.routes.set(route.config.id, route);
+    this.retiring.clear();
     for (const route of this.routes.values()) route.answerHeld();
     await this.untilIdle(graceMs);
     if (this.inFlightTotal > 0) {
@@ -545,8 +591,9 @@ export class Activator {
   }
 
   private report(model: string): void {
-    const route = this.routes.get(model);
+    const route = this.route(model);
     if (!route) return;
+    this.retiring.get(model)?.idle();
     this.metrics.inFlight.set({ model }, route.inFlight);
     this.controlPlane.stats(model, route.inFlight, route.held, route.oldestHeldMs());
   }

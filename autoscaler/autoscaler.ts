@@ -150,6 +150,20 @@ export class Autoscaler {
     }
   }
 
+  /** New settings for a slot already there (its members stay); the arbiter decides again. */
+  updateSlot(key: string, config: SlotConfig): void {
+    const slot = this.slots.get(key);
+    if (!slot) return;
+    slot.config = config;
+    slot.changed();
+  }
+
+  /** A new host-memory budget for the level-1 sleepers; checked at once. */
+  setHostMemoryBudget(bytes: number): void {
+    this.options.hostMemoryBudget = bytes;
+    this.enforceHostMemory();
+  }
+
   private index(controller: ModelController): void {
     const owner = this.byId.get(controller.id);
     if (owner && owner !== controller)

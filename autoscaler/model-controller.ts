@@ -575,6 +575,11 @@ export class ModelController {
     await this.settle(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
   }
 
+  /** Resolves once the model has no replica left, nothing starting (or `timeoutMs` passed, or it closed). */
+  untilGone(timeoutMs: number): Promise<void> {
+    return this.settle(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
+  }
+
   /** Nothing awake and nothing under way. */
   private quiet(): boolean {
     return (
@@ -649,6 +654,7 @@ export class ModelController {
       this.deps.statusChanged?.();
       return;
     }
+    this.replaceOutdated(set.scalable);
     const now = this.deps.clock.now();
     const load = this.load(now);
     const parkedAs = load.held === 0 ? this.parked : undefined;
@@ -696,6 +702,31 @@ export class ModelController {
     if (Number.isFinite(next))
       this.timer = this.deps.clock.setTimeout(() => this.changed(), Math.max(1, next - now));
     this.deps.statusChanged?.();
+  }
+
+  /**
+   * Replicas the platform marked outdated (their engine settings changed) leave, whatever the load:
+   * an awake one drains first (no request comes back to it; in-flight ones finish within
+   * drainTimeout) and is stopped; a sleeping or still starting one is stopped at once. Requests
+   * meanwhile are held, and the start they ask for runs the new settings. Each leaver is busy before
+   * the decision below, so nothing else acts on it.
+   */
+  private replaceOutdated(scalable: boolean): void {
+    if (!scalable) return;
+    for (const record of this.records.values()) {
+      if (!record.replica.outdated || record.busy || record.leaving) continue;
+      if (record.tier === "ready" || record.tier === "draining") {
+        record.leaving = true;
+        this.log.info("engine settings changed: draining, then restarting", { replica: record.replica.id });
+        this.operate(record, "restart", () => this.drainThen(record, "stop"));
+      } else if (!this.scaling) {
+        this.log.info("engine settings changed: stopping it", {
+          replica: record.replica.id,
+          tier: record.tier,
+        });
+        void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+      }
+    }
   }
 
   /** The ladder settings of this pass: a person's sleep or stop, else the learned ladder, else the model's. */

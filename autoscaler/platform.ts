@@ -24,6 +24,11 @@ export interface Replica {
   node: string;
   /** The tier last recorded on the replica (pod annotations), so a new leader starts from it. */
   recorded?: { tier: Tier; since: number };
+  /**
+   * It runs with engine settings that changed since it started (local mode's config reload of a
+   * new command): the controller drains it and stops it, and the next start runs the new ones.
+   */
+  outdated?: boolean;
 }
 
 /** What the platform says of one model's replicas: a replica set. */
@@ -69,8 +74,19 @@ export interface Platform {
    * Rejects (and changes nothing) when the count is no longer `expected`: decide again.
    */
   scale(model: string, expected: number, to: number, remove: readonly Replica[]): Promise<void>;
-  /** Records a replica's tier where every activator and a successor see it; `believed` is the tier expected there now. */
-  recordTier(model: string, replica: Replica, tier: Tier, since: number, believed?: Tier): Promise<void>;
+  /**
+   * Records a replica's tier where every activator and a successor see it; `believed` is the tier
+   * expected there now; `traceparent`, for starting and waking, is the activation's, so activators in
+   * other processes link the requests they hold to it.
+   */
+  recordTier(
+    model: string,
+    replica: Replica,
+    tier: Tier,
+    since: number,
+    believed?: Tier,
+    traceparent?: string,
+  ): Promise<void>;
   engine(replica: Replica): Engine;
   /** Tells of any change to a model's replicas; a departure says a replica left on its own. */
   onChange(listener: (model: string, departure?: Departure) => void): void;

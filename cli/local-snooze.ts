@@ -12,6 +12,7 @@ import type { Platform } from "../autoscaler/platform.ts";
 import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import type { SnoozeConfig } from "../lib/settings/index.ts";
+import { LocalModels } from "./local-models.ts";
 
 /** The activator could not open its port. */
 export class ListenError extends Error {}
@@ -36,6 +37,8 @@ export interface LocalSnooze {
   autoscaler: Autoscaler;
   registry: Registry;
   platform: Platform;
+  /** The owner of the models after start: config reloads go through it (with a local platform). */
+  models?: LocalModels;
   /** Graceful: stop accepting, answer held requests, let in-flight ones finish, stop the engines. */
   close(graceMs?: number): Promise<void>;
 }
@@ -89,7 +92,8 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     stateDir: options.stateDir,
   });
   const activator = new Activator({
-    config: options.config,
+    // A copy of its own: the activator changes its models and names as they are reloaded.
+    config: activatorCopy(options.config),
     controlPlane: inProcessControlPlane(autoscaler),
     registry,
     log: options.log,
@@ -101,6 +105,17 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     registry,
     adminToken: options.adminToken,
   });
+  const models =
+    platform instanceof LocalPlatform
+      ? new LocalModels({
+          config: options.config,
+          platform,
+          autoscaler,
+          activator,
+          log: options.log,
+          registry,
+        })
+      : undefined;
   const stopAll = async () => {
     await autoscaler.close();
     await platform.close();
@@ -125,6 +140,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     autoscaler,
     registry,
     platform,
+    models,
     close(graceMs = 30_000) {
       closing ??= (async () => {
         server.close();
@@ -134,5 +150,14 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
       })();
       return closing;
     },
+  };
+}
+
+/** The settings as the activator keeps them: its own maps and model objects, the rest shared. */
+function activatorCopy(config: SnoozeConfig): SnoozeConfig {
+  return {
+    ...config,
+    models: new Map([...config.models].map(([id, model]) => [id, { ...model }])),
+    names: new Map(config.names),
   };
 }

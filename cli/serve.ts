@@ -6,6 +6,7 @@ import { ConfigError, loadConfigFile } from "../lib/settings/index.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
+import { watchConfigFile } from "./config-watch.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { ListenError, startLocalSnooze } from "./local-snooze.ts";
 import { serveStopSignals, watchStopSignals } from "./signals.ts";
@@ -35,6 +36,11 @@ export const serveCommand: Command = {
       default: "10s",
       description: "how long a stopped engine has between SIGTERM and SIGKILL",
       placeholder: "duration",
+    },
+    "watch-config": {
+      type: "boolean",
+      description:
+        "reload the settings file when it changes, as on SIGHUP (models added, removed and changed without dropping a request)",
     },
     "state-dir": {
       type: "string",
@@ -69,6 +75,12 @@ export const serveCommand: Command = {
       { graceMs: grace },
       { signals: serveStopSignals, parentPollMs: 1_000 },
     );
+    // SIGHUP is handled from here on (Node's default would end Snooze without stopping its engines):
+    // it reloads the settings once Snooze serves, and is ignored before and during the shutdown.
+    const file = String(values.config);
+    let reload: (cause: string) => void = () => log.info("SIGHUP before Snooze serves: ignored");
+    const onHangUp = () => reload("SIGHUP");
+    process.on("SIGHUP", onHangUp);
     try {
       const platform = new LocalPlatform(config.models.values(), log, { stopGraceMs: stopGrace, stateDir });
       // Before any port is bound: a killed predecessor's engines would hold fixed engine ports.
@@ -92,7 +104,14 @@ export const serveCommand: Command = {
         return 1;
       }
       log.info("listening", { url: snooze.url, models: [...config.models.keys()], pid: process.pid });
+      // SIGHUP, and with --watch-config a changed file, reload the settings (a bad file changes nothing).
+      reload = (cause) => void snooze.models?.reload(file, cause);
+      const watcher = values["watch-config"]
+        ? watchConfigFile(file, () => reload("file changed"), { log })
+        : undefined;
       await signals.first;
+      watcher?.close();
+      reload = () => log.info("SIGHUP during the shutdown: ignored");
       const started = Date.now();
       // Held requests are answered, in-flight ones get the grace, then engines get the stop grace;
       // a second signal, or overrunning both graces, kills the engines at once (which ends their
@@ -114,6 +133,7 @@ export const serveCommand: Command = {
       return outcome === "done" ? 0 : 1;
     } finally {
       signals.dispose();
+      process.off("SIGHUP", onHangUp);
     }
   },
 };

@@ -22,8 +22,8 @@ export function untilStopSignal(
 /** Why a shutdown began or was hurried: a signal, or the parent process going away. */
 export type StopCause = NodeJS.Signals | "parent-exited";
 
-/** The signals `snooze serve` ends on. SIGHUP too: there is no config reload yet, and leaving engines is worse. */
-export const serveStopSignals: readonly NodeJS.Signals[] = ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"];
+/** The signals `snooze serve` ends on (SIGHUP reloads the settings instead). */
+export const serveStopSignals: readonly NodeJS.Signals[] = ["SIGTERM", "SIGINT", "SIGQUIT"];
 
 export interface StopSignals {
   /** The first stop signal (or the parent's exit): begin the graceful shutdown. */
@@ -67,12 +67,7 @@ export function watchStopSignals(
   const stop = (cause: StopCause) => {
     count++;
     if (count === 1) {
-      if (cause === "SIGHUP") {
-        log.warn(
-          "SIGHUP: reloading the settings is not supported yet; shutting down (use SIGTERM to stop)",
-          fields,
-        );
-      } else if (cause === "parent-exited") {
+      if (cause === "parent-exited") {
         log.warn("the parent process exited; shutting down", fields);
       } else {
         log.info("shutting down", { signal: cause, ...fields });

@@ -3,8 +3,9 @@ import { type Clock, systemClock } from "../../lib/clock.ts";
 import { createEventSink } from "../../lib/cloudevents.ts";
 import type { ControlPlane } from "../../lib/control-plane.ts";
 import type { Logger } from "../../lib/log.ts";
-import type { SnoozeConfig } from "../../lib/settings/index.ts";
+import type { ModelConfig, SnoozeConfig } from "../../lib/settings/index.ts";
 import { Autoscaler } from "../autoscaler.ts";
+import type { ModelController, ModelTarget } from "../model-controller.ts";
 import type { Platform } from "../platform.ts";
 import { learningFile } from "./learning-file.ts";
 
@@ -47,16 +48,33 @@ export function localAutoscaler(options: LocalAutoscalerOptions): Autoscaler {
     activatorExpiryMs: Number.POSITIVE_INFINITY,
     learningStore: options.stateDir === undefined ? undefined : learningFile(options.stateDir, options.log),
   });
-  for (const model of config.models.values()) {
-    const slot = model.slot === undefined ? undefined : config.slots.get(model.slot);
-    autoscaler.addModel(
-      { key: model.id, config: model, minReplicas: 0, maxReplicas: 1 },
-      { slot: slot ? { key: slot.name, config: slot } : undefined, holding: () => true },
-    );
-  }
-  for (const slot of autoscaler.slots.values()) slot.lead();
-  for (const controller of autoscaler.controllers) controller.lead();
+  for (const model of config.models.values()) addLocalModel(autoscaler, config, model);
   return autoscaler;
+}
+
+/** The target of a model of snooze.yaml: on demand, one replica at most. */
+export function localTarget(model: ModelConfig): ModelTarget {
+  return { key: model.id, config: model, minReplicas: 0, maxReplicas: 1 };
+}
+
+/**
+ * Adds one model of `config` and leads it at once (and its slot, if the slot is new): at start, and
+ * when a config reload adds it.
+ */
+export function addLocalModel(
+  autoscaler: Autoscaler,
+  config: SnoozeConfig,
+  model: ModelConfig,
+): ModelController {
+  const slot = model.slot === undefined ? undefined : config.slots.get(model.slot);
+  const slotExisted = slot !== undefined && autoscaler.slots.has(slot.name);
+  const controller = autoscaler.addModel(localTarget(model), {
+    slot: slot ? { key: slot.name, config: slot } : undefined,
+    holding: () => true,
+  });
+  if (slot && !slotExisted) autoscaler.slots.get(slot.name)?.lead();
+  controller.lead();
+  return controller;
 }
 
 /** The data plane ↔ control plane seam as an in-process object. */

@@ -52,6 +52,8 @@ export interface LocalPlatformOptions {
 
 interface ModelEngines {
   config: ModelConfig;
+  /** Counts the engine-setting changes: an engine spawned under an older one is outdated. */
+  generation: number;
   scale: number;
   engines: Map<string, Engine>;
   /** The engine that exited last: its output stays readable until another one exits. */
@@ -99,7 +101,35 @@ export class LocalPlatform implements Platform {
     this.stopGraceMs = options.stopGraceMs ?? defaultStopGraceMs;
     this.stateDir = options.stateDir;
     this.records = options.stateDir === undefined ? undefined : new EngineRecords(options.stateDir, log);
-    for (const config of models) this.models.set(config.id, { config, scale: 0, engines: new Map() });
+    for (const config of models) this.setModel(config);
+  }
+
+  /**
+   * Adds a model, or takes new settings for one (a config reload). With `restart`, the engines
+   * running now are marked outdated: the controller drains and stops them, and every engine
+   * started from now on runs the new command.
+   */
+  setModel(config: ModelConfig, options: { restart?: boolean } = {}): void {
+    const entry = this.models.get(config.id);
+    if (!entry) {
+      this.models.set(config.id, { config, generation: 0, scale: 0, engines: new Map() });
+      return;
+    }
+    entry.config = config;
+    if (!options.restart) return;
+    entry.generation++;
+    if (entry.engines.size === 0) return;
+    for (const engine of entry.engines.values()) engine.replica = { ...engine.replica, outdated: true };
+    this.changed(config.id);
+  }
+
+  /** Forgets a model (no longer in the settings); its engines, if any are left, are stopped first. */
+  async removeModel(id: string): Promise<void> {
+    const entry = this.models.get(id);
+    if (!entry) return;
+    entry.scale = 0;
+    await Promise.all([...entry.engines.values()].map((engine) => this.stop(engine)));
+    if (this.models.get(id) === entry) this.models.delete(id);
   }
 
   replicaSet(model: string): ReplicaSetView | undefined {
@@ -199,7 +229,7 @@ export class LocalPlatform implements Platform {
   }
 
   private async spawn(entry: ModelEngines): Promise<void> {
-    const { config } = entry;
+    const { config, generation } = entry;
     const port = config.port ?? (await freePort(host));
     const substitute = (arg: string) =>
       arg.replaceAll("${PORT}", String(port)).replaceAll("${HOST}", host).replaceAll("${MODEL}", config.id);
@@ -217,6 +247,8 @@ export class LocalPlatform implements Platform {
       createdAt: Date.now(),
       restarts: 0,
       node,
+      // The settings changed while a free port was found: this engine runs the old command.
+      ...(entry.generation !== generation ? { outdated: true } : {}),
     };
     const token = newEngineToken();
     // Detached: the guard leads a new session and process group, which the engine joins. Its stdin

@@ -7,6 +7,7 @@ export {
   modelAnnotation,
   settingsFromAnnotations,
 } from "./annotations.ts";
+export { type ChangedModel, type ConfigDiff, diffConfig, engineKeys, isEmptyDiff } from "./config-diff.ts";
 export { ConfigError, type ConfigProblem } from "./config-error.ts";
 export { byteSize, duration, modelId } from "./fields.ts";
 export { type SnoozeFile, type SnoozeFileInput, snoozeFile } from "./file.ts";

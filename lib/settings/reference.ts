@@ -93,6 +93,12 @@ ${maxAliasCount} times in all (the guard against alias bombs).
 A bad file stops \`snooze serve\` with exit code 2 and one line per problem:
 \`snooze.yaml:12:5: models.qwen.sleepAfter: expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"\`.
 
+A running \`snooze serve\` reads the file again on SIGHUP, and whenever it changes with
+\`--watch-config\`, and applies the difference without dropping a held or in-flight request: a changed
+\`command\`, \`env\`, \`port\`, \`sleep\` or \`slot\` restarts that model's engine once it drained; every
+other key applies to the running model. A bad file then changes nothing: the settings in use stay,
+and the log names each problem the same way ([local mode](local-mode.md#reloading-the-settings)).
+
 ## The file
 
 \`\`\`yaml

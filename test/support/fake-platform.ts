@@ -329,6 +329,13 @@ export class FakePlatform implements Platform {
     this.changed(model);
   }
 
+  /** The model's engine settings changed (a config reload): every replica it has now is outdated. */
+  outdate(model: string): void {
+    const entry = this.entry(model);
+    for (const [id, replica] of entry.replicas) entry.replicas.set(id, { ...replica, outdated: true });
+    this.changed(model);
+  }
+
   /** The replica leaves on its own (the process exited, the pod was deleted): a departure. */
   crash(id: string, reason: string): void {
     const { model, entry } = this.locate(id);

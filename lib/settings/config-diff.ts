@@ -1,0 +1,93 @@
+import type { ModelConfig, SlotConfig, SnoozeConfig } from "./resolve.ts";
+
+/**
+ * Settings an engine is started with: a change to one of them means a new process. `sleep` is one
+ * (`VLLM_SERVER_DEV_MODE` goes into the engine's environment with it); so is `slot`, because a
+ * running engine holds its accelerator and cannot change whom it shares it with.
+ */
+export const engineKeys: readonly string[] = ["command", "env", "port", "sleep", "slot"];
+
+/** Top-level settings a running Snooze takes over as they are. */
+const liveGlobalKeys: readonly string[] = ["maxBodySize", "maxHeldBytes", "hostMemoryBudget"];
+/** Top-level settings read once at start (the event sink is built then). */
+const restartGlobalKeys: readonly string[] = ["eventSink", "eventMode"];
+
+/** A model whose settings changed, and which of them. */
+export interface ChangedModel {
+  config: ModelConfig;
+  keys: string[];
+}
+
+/** What turns the settings in use into the new ones. */
+export interface ConfigDiff {
+  added: ModelConfig[];
+  /** Ids of models no longer in the file. */
+  removed: string[];
+  /** An engine setting changed: the engine is drained, stopped and started again with the new ones. */
+  restarted: ChangedModel[];
+  /** Only settings the running controller and activator take over: the engine keeps running. */
+  updated: ChangedModel[];
+  /** Slots whose own settings changed; their members stay. */
+  slots: SlotConfig[];
+  /** Top-level settings that changed: `live` ones apply now, the others at the next start. */
+  global: { key: string; live: boolean }[];
+}
+
+/** The changes from `before` to `after`, model by model (pure). */
+export function diffConfig(before: SnoozeConfig, after: SnoozeConfig): ConfigDiff {
+  const diff: ConfigDiff = { added: [], removed: [], restarted: [], updated: [], slots: [], global: [] };
+  for (const [id, config] of after.models) {
+    const old = before.models.get(id);
+    if (!old) {
+      diff.added.push(config);
+      continue;
+    }
+    const keys = changedKeys(old, config);
+    if (keys.length === 0) continue;
+    if (keys.some((key) => engineKeys.includes(key))) diff.restarted.push({ config, keys });
+    else diff.updated.push({ config, keys });
+  }
+  for (const id of before.models.keys()) if (!after.models.has(id)) diff.removed.push(id);
+  for (const [name, slot] of after.slots) {
+    const old = before.slots.get(name);
+    if (old && changedKeys(old, slot).length > 0) diff.slots.push(slot);
+  }
+  for (const key of [...liveGlobalKeys, ...restartGlobalKeys]) {
+    const k = key as keyof SnoozeConfig;
+    if (!same(before[k], after[k])) diff.global.push({ key, live: liveGlobalKeys.includes(key) });
+  }
+  return diff;
+}
+
+/** Whether a diff changes nothing at all. */
+export function isEmptyDiff(diff: ConfigDiff): boolean {
+  return (
+    diff.added.length +
+      diff.removed.length +
+      diff.restarted.length +
+      diff.updated.length +
+      diff.slots.length +
+      diff.global.length ===
+    0
+  );
+}
+
+/** The keys whose values differ between two settings objects, sorted. */
+function changedKeys(a: object, b: object): string[] {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  const left = a as Record<string, unknown>;
+  const right = b as Record<string, unknown>;
+  return [...keys].filter((key) => !same(left[key], right[key])).sort();
+}
+
+/** Structural equality of settings values: numbers (Infinity too), strings, arrays, plain objects. */
+function same(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const left = a as Record<string, unknown>;
+  const right = b as Record<string, unknown>;
+  const keys = new Set([...Object.keys(left), ...Object.keys(right)]);
+  for (const key of keys) if (!same(left[key], right[key])) return false;
+  return true;
+}

@@ -1,0 +1,196 @@
+import type { ChildProcess } from "node:child_process";
+import { renameSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { afterEach, describe, expect, test } from "vitest";
+import { chat, metricValue, simCommand, until } from "../helpers/local-snooze.ts";
+import {
+  groupMembers,
+  recordedEngines,
+  scratchDir,
+  serveProcess,
+  writeConfig,
+} from "../helpers/serve-process.ts";
+
+// Config reload of a real `snooze serve` (SIGHUP and --watch-config) with `snooze sim` engines:
+// models added, removed and changed while requests are held and in flight; none is lost.
+
+const children: ChildProcess[] = [];
+const groups: number[] = [];
+afterEach(() => {
+  for (const child of children.splice(0)) child.kill("SIGKILL");
+  for (const pgid of groups.splice(0)) {
+    try {
+      process.kill(-pgid, "SIGKILL");
+    } catch {}
+  }
+});
+
+function start(yaml: string, args: string[] = []) {
+  const dir = scratchDir();
+  const stateDir = join(dir, "state");
+  const config = writeConfig(yaml, dir);
+  const run = serveProcess(config, ["--state-dir", stateDir, "--stop-grace", "2s", ...args]);
+  children.push(run.child);
+  return { ...run, stateDir, config };
+}
+
+/** The recorded engine of a model (one at most here), its process group kept for cleanup. */
+function engineOf(stateDir: string, model: string) {
+  const engine = recordedEngines(stateDir).find((e) => e.model === model) as
+    | { model: string; pgid: number; command: string }
+    | undefined;
+  if (engine) groups.push(engine.pgid);
+  return engine;
+}
+
+async function modelView(url: string, id: string) {
+  const body = (await (await fetch(`${url}/v1/models`)).json()) as {
+    data: { id: string; snooze: { tier: string; held: number; in_flight: number } }[];
+  };
+  return body.data.find((m) => m.id === id)?.snooze;
+}
+
+async function metrics(url: string): Promise<string> {
+  return (await fetch(`${url}/metrics`)).text();
+}
+
+/** A chat request's status and text, and when its answer ended (ms, this clock). */
+async function ask(url: string, model: string, extra: Record<string, unknown> = {}) {
+  const response = await fetch(`${url}/v1/chat/completions`, chat(model, extra));
+  const text = await response.text();
+  return { status: response.status, text, endedAt: performance.now() };
+}
+
+const gone = (pgid: number) => groupMembers(pgid).length === 0;
+
+describe("snooze serve reloads its settings", () => {
+  test("SIGHUP: a model added and a changed command, while requests are held and in flight: none is lost", async () => {
+    const qwen = (itl: string) => simCommand(["--load-time", "200ms", "--itl", itl], 1);
+    const before = `
+models:
+  qwen:
+    command: ${qwen("100ms")}
+  mistral:
+    command: ${simCommand(["--load-time", "3s"], 1)}
+`;
+    const run = start(before);
+    const url = await run.url;
+    expect((await ask(url, "qwen", { max_tokens: 1 })).status).toBe(200);
+    const old = engineOf(run.stateDir, "qwen")!;
+    // In flight: a stream from qwen (about 3 s). Held: mistral's 3 s cold start.
+    const streaming = ask(url, "qwen", { stream: true, max_tokens: 60 });
+    const held = ask(url, "mistral");
+    await until(async () => (await modelView(url, "qwen"))?.in_flight === 1, 5_000, "qwen's stream");
+    await until(async () => (await modelView(url, "mistral"))?.held === 1, 5_000, "mistral's held request");
+
+    writeFileSync(
+      run.config,
+      `${before.replace(qwen("100ms"), qwen("20ms"))}  gemma:\n    command: ${simCommand(["--load-time", "200ms"], 1)}\n`,
+    );
+    run.child.kill("SIGHUP");
+    await until(() => run.stderr().includes('"msg":"settings reloaded"'), 5_000, "the reload");
+    expect(run.stderr()).toMatch(/"restarted":\["qwen \(command\)"\]/);
+    expect(run.stderr()).toMatch(/"added":\["gemma"\]/);
+    // Sent while qwen's old engine drains: held, then served by the new one.
+    const during = ask(url, "qwen");
+    const added = await ask(url, "gemma");
+    expect(added.status).toBe(200);
+
+    const [stream, wasHeld, after] = await Promise.all([streaming, held, during]);
+    expect(stream.status).toBe(200);
+    expect(stream.text).toContain("data: [DONE]");
+    // Whole: it ran to its end, with no error event.
+    expect(stream.text).toMatch(/"finish_reason":"(length|stop)"/);
+    expect(stream.text).not.toContain('"error"');
+    expect(wasHeld.status).toBe(200);
+    expect(after.status).toBe(200);
+    // The request held during the drain was answered only after the stream finished on the old engine.
+    expect(after.endedAt).toBeGreaterThan(stream.endedAt);
+    const renewed = engineOf(run.stateDir, "qwen")!;
+    expect(renewed.pgid).not.toBe(old.pgid);
+    expect(renewed.command).toContain("--itl 20ms");
+    expect(gone(old.pgid)).toBe(true);
+    expect(run.stderr()).toContain("engine settings changed: draining, then restarting");
+    expect(metricValue(await metrics(url), "snooze_config_reloads_total", { result: "applied" })).toBe(1);
+    expect(metricValue(await metrics(url), "snooze_requests_total", { code: "503" })).toBe(0);
+
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    expect(recordedEngines(run.stateDir)).toEqual([]);
+    for (const pgid of groups) expect(gone(pgid)).toBe(true);
+  });
+
+  test("an invalid file keeps the settings in use and logs file:line:column and the key", async () => {
+    const yaml = `models:\n  qwen:\n    command: ${simCommand()}\n    sleepAfter: 5m\n`;
+    const run = start(yaml);
+    const url = await run.url;
+    writeFileSync(run.config, yaml.replace("sleepAfter: 5m", "sleepAfter: soon"));
+    run.child.kill("SIGHUP");
+    await until(() => run.stderr().includes("the settings file is not valid"), 5_000, "the refusal");
+    expect(run.stderr()).toMatch(/snooze\.yaml:4:5: models\.qwen\.sleepAfter: expected a duration/);
+    expect((await ask(url, "qwen")).status).toBe(200);
+    const text = await metrics(url);
+    expect(metricValue(text, "snooze_config_reloads_total", { result: "invalid" })).toBe(1);
+    expect(metricValue(text, "snooze_config_reloads_total", { result: "applied" })).toBe(0);
+    // Fixed, the next SIGHUP applies it.
+    writeFileSync(run.config, yaml.replace("sleepAfter: 5m", "sleepAfter: 1m"));
+    run.child.kill("SIGHUP");
+    await until(() => run.stderr().includes('"msg":"settings reloaded"'), 5_000, "the reload");
+    expect(run.stderr()).toContain('"updated":["qwen (sleepAfter)"]');
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+  });
+
+  test("--watch-config: an editor's rename-replace removes a model (its stream finishes), adds one, changes settings without a restart", async () => {
+    const before = `
+models:
+  qwen:
+    command: ${simCommand(["--load-time", "200ms"], 1)}
+    sleepAfter: 5m
+  llama:
+    command: ${simCommand(["--load-time", "200ms", "--itl", "100ms"], 1)}
+`;
+    const run = start(before, ["--watch-config"]);
+    const url = await run.url;
+    expect((await ask(url, "qwen", { max_tokens: 1 })).status).toBe(200);
+    expect((await ask(url, "llama", { max_tokens: 1 })).status).toBe(200);
+    const qwenEngine = engineOf(run.stateDir, "qwen")!;
+    const llamaEngine = engineOf(run.stateDir, "llama")!;
+    const streaming = ask(url, "llama", { stream: true, max_tokens: 40 });
+    await until(async () => (await modelView(url, "llama"))?.in_flight === 1, 5_000, "llama's stream");
+
+    // As vim and most editors save: a new file beside it, renamed over it.
+    const after = before
+      .replace("sleepAfter: 5m", "sleepAfter: 2m")
+      .replace(/ {2}llama:\n.*\n/, `  gemma:\n    command: ${simCommand(["--load-time", "200ms"], 1)}\n`);
+    const temporary = join(dirname(run.config), ".snooze.yaml.swp");
+    writeFileSync(temporary, after);
+    renameSync(temporary, run.config);
+    await until(() => run.stderr().includes('"msg":"settings reloaded"'), 5_000, "the reload");
+    expect(run.stderr()).toMatch(/"cause":"file changed"/);
+
+    const refused = await ask(url, "llama");
+    expect(refused.status).toBe(404);
+    expect(refused.text).toContain("gemma");
+    expect((await ask(url, "gemma")).status).toBe(200);
+    const stream = await streaming;
+    expect(stream.status).toBe(200);
+    expect(stream.text).toMatch(/"finish_reason":"(length|stop)"/);
+    await until(() => run.stderr().includes('"msg":"model removed"'), 5_000, "llama's removal");
+    expect(gone(llamaEngine.pgid)).toBe(true);
+    // Settings only: the same engine still serves qwen.
+    expect((await ask(url, "qwen")).status).toBe(200);
+    expect(engineOf(run.stateDir, "qwen")!.pgid).toBe(qwenEngine.pgid);
+    expect(metricValue(await metrics(url), "snooze_config_reloads_total", { result: "applied" })).toBe(1);
+
+    // A write that changes nothing the settings say (a comment) reloads nothing.
+    writeFileSync(run.config, `# saved again\n${after}`);
+    await until(() => run.stderr().includes("settings reloaded: nothing changed"), 5_000, "the no-op reload");
+    expect(metricValue(await metrics(url), "snooze_config_reloads_total", { result: "unchanged" })).toBe(1);
+
+    run.child.kill("SIGQUIT");
+    expect(await run.exited).toBe(0);
+    expect(recordedEngines(run.stateDir)).toEqual([]);
+    for (const pgid of groups) expect(gone(pgid)).toBe(true);
+  });
+});
