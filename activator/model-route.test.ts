@@ -1,6 +1,6 @@
 import { expect, test } from "vitest";
 import { parseConfig } from "../lib/settings/index.ts";
-import { ModelRoute } from "./model-route.ts";
+import { ModelRoute, releaseWave } from "./model-route.ts";
 
 const config = parseConfig("models:\n  qwen:\n    command: [x, '${PORT}']\n").models.get("qwen")!;
 const listener = { demand() {}, loadChanged() {} };
@@ -36,4 +36,34 @@ test("a model's tier is its most awake replica's, whatever order the events came
   event("qwen-1", "cold", 1);
   expect(route.tier).toBe("asleep-1");
   await route.close();
+});
+
+test("held requests leave in waves of releaseWave a turn, in arrival order, and newcomers queue behind them", async () => {
+  const route = new ModelRoute(config, listener);
+  route.apply({
+    model: "qwen",
+    replica: "qwen-1",
+    address: "127.0.0.1:1",
+    tier: "waking",
+    since: Date.now(),
+  });
+  const order: number[] = [];
+  const held = Array.from({ length: 2 * releaseWave + 3 }, (_, i) => {
+    const hold = route.hold();
+    void hold.promise.then(() => order.push(i));
+    return hold;
+  });
+  route.apply({ model: "qwen", replica: "qwen-1", address: "127.0.0.1:1", tier: "ready", since: Date.now() });
+  // Within this turn (microtasks and ticks included) only the first wave went.
+  await new Promise((resolve) => process.nextTick(resolve));
+  expect(order).toEqual(Array.from({ length: releaseWave }, (_, i) => i));
+  // A request arriving now does not overtake the ones still held.
+  expect(route.tryAcquire()).toBeUndefined();
+  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(order).toEqual(held.map((_, i) => i));
+  expect(route.held).toBe(0);
+  expect(route.tryAcquire()).toBeDefined();
+  await route.close(true);
 });

@@ -42,6 +42,16 @@ export interface RouteListener {
 const minRetryAfterMs = 1_000;
 
 /**
+ * Held requests released in one turn of the event loop; the rest follow in the next turns. Released
+ * all in one loop, 1,000 held requests were each forwarded (≈ 50 µs of CPU apiece) before the first
+ * one's bytes left, and reached the engine as one herd of connections it parsed before answering
+ * any: the first answer came ≈ 280 ms after the engine was ready. In waves the first requests go out
+ * and are answered while later waves are still being sent. A pace, not a gate: every wave goes one
+ * turn after the last whatever the engine does, so long streams never hold back the ones behind.
+ */
+export const releaseWave = 16;
+
+/**
  * One model's traffic: its replicas (Knative's revision backends), the
  * capacity of each (the throttler) and the queue of held requests. Requests
  * leave the queue in arrival order as capacity appears.
@@ -56,6 +66,8 @@ export class ModelRoute {
   private readonly announced: { traceparent: string; at: number }[] = [];
   private inFlightTotal = 0;
   private lastActiveAt?: number;
+  /** The next wave of held requests is due on the next turn (see `releaseWave`). */
+  private waveDue = false;
 
   constructor(config: ModelConfig, listener: RouteListener) {
     this.config = config;
@@ -118,8 +130,15 @@ export class ModelRoute {
     return concurrency > 0 ? Math.min(concurrency, maxConnections) : maxConnections;
   }
 
-  /** A ready replica with free capacity, counted as taken; undefined when none. */
+  /**
+   * A ready replica with free capacity for a request that just arrived, counted as taken; undefined
+   * when none, or when earlier requests are still held (they go first, in arrival order).
+   */
   tryAcquire(): Backend | undefined {
+    return this.queue.length > 0 ? undefined : this.acquire();
+  }
+
+  private acquire(): Backend | undefined {
     let chosen: Backend | undefined;
     const limit = this.perReplica;
     for (const backend of this.backends.values()) {
@@ -274,14 +293,23 @@ export class ModelRoute {
   }
 
   private dispatchHeld(): void {
-    let released = false;
+    if (this.waveDue) return;
+    let released = 0;
     while (this.queue.length > 0) {
-      const backend = this.tryAcquire();
+      if (released === releaseWave) {
+        this.waveDue = true;
+        setImmediate(() => {
+          this.waveDue = false;
+          this.dispatchHeld();
+        });
+        break;
+      }
+      const backend = this.acquire();
       if (!backend) break;
       this.queue.shift()!.value.resolve(backend);
-      released = true;
+      released++;
     }
-    if (released && this.queue.length === 0) this.listener.loadChanged(this.config.id);
+    if (released > 0 && this.queue.length === 0) this.listener.loadChanged(this.config.id);
   }
 
   private expired(item: Held<Waiter>): void {

@@ -294,7 +294,8 @@ async function startDirectSim(): Promise<{ origin: string; stop(): Promise<void>
 
 export async function activation(ctx: BenchContext): Promise<ActivationResult> {
   const rounds = ctx.quick ? 1 : 3;
-  const count = ctx.tiny ? 20 : ctx.quick ? 200 : 1_000;
+  // BENCH_HELD sets how many requests are held (e.g. the full run's 1,000 in a --quick run).
+  const count = Number(process.env.BENCH_HELD) || (ctx.tiny ? 20 : ctx.quick ? 200 : 1_000);
   const idleBeforeMs = ctx.tiny ? 100 : 5_500;
   // BENCH_CONCURRENCY sets the model's concurrency (default 0: unlimited, every held request released at once).
   const concurrency = Number(process.env.BENCH_CONCURRENCY) || 0;
