@@ -56,9 +56,10 @@ export interface AdminActions {
   wake(model: string): Promise<void>;
   /**
    * Wakes the model at prewarm priority and keeps it awake for `forMs` within its prewarmBudget
-   * (the `dev.snooze.model.prewarm` event); absent: only `wake` is available here.
+   * (the `dev.snooze.model.prewarm` event); absent: only `wake` is available here. A `hint` (a
+   * client listing models) does nothing once the budget is spent, where the event still wakes.
    */
-  prewarm?(model: string, forMs: number): Promise<void>;
+  prewarm?(model: string, forMs: number, options?: { hint?: boolean }): Promise<void>;
   sleep(model: string): Promise<void>;
   stop(model: string): Promise<void>;
   /** Control-plane facts the activator does not know: measured durations, last error, replica ids. */

@@ -3,6 +3,7 @@ import type { ControlPlane, DemandHint } from "../lib/control-plane.ts";
 import {
   type AdminOutcome,
   type AdminVerb,
+  type PrewarmAsk,
   adminPath,
   adminTimeoutMs,
   callerHeaders,
@@ -177,8 +178,8 @@ export class KubeControlPlane implements ControlPlane {
    * A person's wake, sleep or stop, carried out by the autoscaler that holds the model's Lease (the
    * autoscaler Service forwards it there). Resolves when it is done; rejects with the reason.
    */
-  async admin(model: string, verb: AdminVerb): Promise<void> {
-    const response = await fetch(`${this.options.autoscalerUrl}${adminPath(model, verb)}`, {
+  async admin(model: string, verb: AdminVerb, prewarm?: PrewarmAsk): Promise<void> {
+    const response = await fetch(`${this.options.autoscalerUrl}${adminPath(model, verb, prewarm)}`, {
       method: "POST",
       headers: await callerHeaders(this.options.client),
       signal: AbortSignal.timeout(adminTimeoutMs),

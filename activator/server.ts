@@ -8,6 +8,7 @@ import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView } from "./admin.ts";
 import { adminRefusal } from "./admin-guard.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
+import { hintForMs, ListingHints } from "./listing-hint.ts";
 import { extendView, statusPageRoutes } from "./status-page.ts";
 import { Timeline } from "./timeline.ts";
 
@@ -46,6 +47,22 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
   });
   const unwatch = activator.watch((event) => timeline.observe(event));
   const statusRoutes = statusPageRoutes({ activator, admin, timeline });
+  // A client listing the models hints that it is about to use one (listing-hint.ts): a short
+  // prewarm within the model's budget, rate-limited so a listing never wakes everything.
+  const hints = new ListingHints();
+  const hint = (named?: string) => {
+    const prewarm = admin.prewarm;
+    if (!prewarm) return;
+    const candidates = [...activator.routes.values()].map((route) => ({
+      id: route.config.id,
+      tier: route.tier,
+      lastActive: route.lastActive,
+      prewarmBudget: route.config.prewarmBudget,
+    }));
+    // A hint that fails costs nothing: the request it announced activates the model as usual.
+    for (const id of hints.take(Date.now(), candidates, named))
+      void prewarm(id, hintForMs, { hint: true }).catch(() => {});
+  };
   const views = (): AdminModelView[] =>
     [...activator.routes.values()].map((route) => {
       const event = route.latestEvent;
@@ -99,13 +116,16 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
     }
     if (path === "/v1/models" && req.method === "GET") {
       sendJson(res, 200, { object: "list", data: views().map(modelObject) });
+      hint();
       return;
     }
     if (path.startsWith("/v1/models/") && req.method === "GET") {
       const name = decodeURIComponent(path.slice("/v1/models/".length));
       const view = views().find((v) => v.id === name || v.aliases.includes(name));
-      if (view) sendJson(res, 200, modelObject(view));
-      else notFound(res, name);
+      if (view) {
+        sendJson(res, 200, modelObject(view));
+        hint(view.id);
+      } else notFound(res, name);
       return;
     }
     if (path.startsWith("/v1/")) {

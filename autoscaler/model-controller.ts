@@ -531,11 +531,17 @@ export class ModelController {
    * keeps the model awake for `forMs` from now, or for what is left of today's `prewarmBudget` if
    * that is less; after that it follows `sleepAfter` from the moment it became ready, as after an
    * admin wake. Resolves once a replica is ready (or the wake failed, or `timeoutMs` passed) with
-   * how long it is kept awake (0: no budget left, only the wake).
+   * how long it is kept awake (0: no budget left, only the wake; for a `hint`, nothing at all).
    */
-  async prewarm(forMs: number, timeoutMs = this.config.startTimeout): Promise<{ keptMs: number }> {
+  async prewarm(
+    forMs: number,
+    timeoutMs = this.config.startTimeout,
+    options: { hint?: boolean } = {},
+  ): Promise<{ keptMs: number }> {
     const now = this.deps.clock.now();
     const keptMs = this.learner.explicit(now, forMs, this.config.prewarmBudget, isResident(this.tier));
+    // A hint (a client listing models) acts only within the budget: with none left it does nothing.
+    if (options.hint && keptMs === 0) return { keptMs };
     this.parked = undefined;
     if (this.tier !== "ready") this.prewarmWake = true;
     this.changed();

@@ -112,6 +112,8 @@ export const activatorCommand: Command = {
       adminToken,
       admin: {
         wake: (model) => controlPlane.admin(model, "wake"),
+        // The event's `for` (or a listing's hint) goes to the Model's leader, within its prewarmBudget.
+        prewarm: (model, forMs, options) => controlPlane.admin(model, "prewarm", { forMs, ...options }),
         sleep: (model) => controlPlane.admin(model, "sleep"),
         stop: (model) => controlPlane.admin(model, "stop"),
         details: (model) => controlPlane.details(model),

@@ -52,8 +52,8 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
   };
   return {
     wake: (model) => controller(model).wakeNow(),
-    prewarm: async (model, forMs) => {
-      await controller(model).prewarm(forMs);
+    prewarm: async (model, forMs, options) => {
+      await controller(model).prewarm(forMs, undefined, options);
     },
     sleep: (model) => controller(model).sleepNow(),
     stop: (model) => controller(model).stopNow(),

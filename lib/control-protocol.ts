@@ -48,18 +48,50 @@ export interface StatsBody {
   models: { model: string; inFlight: number; held: number; oldestHeldMs?: number }[];
 }
 
-/** A person's action on a model, through an activator's admin API, carried out by the model's leader. */
-export type AdminVerb = "wake" | "sleep" | "stop";
-export const adminVerbs: readonly AdminVerb[] = ["wake", "sleep", "stop"];
-export const adminPath = (model: string, verb: AdminVerb) =>
-  `/snooze/v1/models/${encodeURIComponent(model)}/${verb}`;
-export const adminRoute = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
+/**
+ * A person's action on a model, through an activator's admin API, carried out by the model's leader.
+ * `prewarm` (the `dev.snooze.model.prewarm` event, or a `/v1/models` hint) carries its `PrewarmAsk`
+ * in the query: `?forMs=<ms>`, and `&hint=1` for a hint.
+ */
+export type AdminVerb = "wake" | "sleep" | "stop" | "prewarm";
+export const adminVerbs: readonly AdminVerb[] = ["wake", "sleep", "stop", "prewarm"];
+export const adminRoute = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop|prewarm)$/;
+
+/**
+ * How long a prewarm keeps the model awake (within its prewarmBudget). A `hint` (a client listing
+ * models) acts only within the budget: with none left it does nothing, where an event still wakes.
+ */
+export interface PrewarmAsk {
+  forMs: number;
+  hint?: boolean;
+}
+
+export function adminPath(model: string, verb: AdminVerb, prewarm?: PrewarmAsk): string {
+  const path = `/snooze/v1/models/${encodeURIComponent(model)}/${verb}`;
+  if (verb !== "prewarm" || !prewarm) return path;
+  return `${path}?forMs=${Math.round(prewarm.forMs)}${prewarm.hint ? "&hint=1" : ""}`;
+}
+
+/** A prewarm's ask from the query of its admin request: `forMs` a whole number of ms, at least 1. */
+export function prewarmAsk(query: string): { ok: true; ask: PrewarmAsk } | { ok: false; message: string } {
+  const params = new URLSearchParams(query);
+  const raw = params.get("forMs");
+  const forMs = raw === null || raw.trim() === "" ? Number.NaN : Number(raw);
+  if (!Number.isInteger(forMs) || forMs < 1)
+    return {
+      ok: false,
+      message: `a prewarm needs ?forMs= (whole milliseconds, at least 1); got ${JSON.stringify(raw)}`,
+    };
+  return { ok: true, ask: { forMs, ...(params.get("hint") === "1" ? { hint: true } : {}) } };
+}
 /** An admin action waits for the engine (a cold start may take minutes); past this it is still under way. */
 export const adminTimeoutMs = 10 * 60_000;
 export interface AdminOutcome {
   status: number;
   message: string;
   tier?: string;
+  /** A prewarm: how long the model is kept awake (within its prewarmBudget). */
+  keptMs?: number;
 }
 /** Every slot's status, from every autoscaler replica that leads one. */
 export const slotsPath = "/snooze/v1/slots";

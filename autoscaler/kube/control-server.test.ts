@@ -5,7 +5,7 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { demandPath } from "../../lib/control-protocol.ts";
+import { adminPath, demandPath } from "../../lib/control-protocol.ts";
 import type { KubeAutoscaler } from "./autoscaler.ts";
 import { createControlServer } from "./control-server.ts";
 
@@ -50,6 +50,48 @@ test("a demand carries the activator's trace context into the autoscaler: it is 
     });
     expect(untraced.status).toBe(202);
     expect(seen).toEqual(["4bf92f3577b34da6a3ce929d0e0e4736", undefined]);
+  } finally {
+    server.close();
+  }
+});
+
+test("a prewarm's forMs reaches the autoscaler from the admin route; without a usable one it is a 400 that says what to send", async () => {
+  const calls: unknown[][] = [];
+  const autoscaler = {
+    modelDemand: { handle: () => false },
+    admin: async (...args: unknown[]) => {
+      calls.push(args);
+      return { status: 200, message: "prewarm: kept awake for 600000 ms", keptMs: 600_000 };
+    },
+  } as unknown as KubeAutoscaler;
+  const server = createControlServer(autoscaler, new Registry(), {
+    authenticate: async () => ({
+      ok: true,
+      username: "system:serviceaccount:snooze-system:snooze-activator",
+    }),
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  try {
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const ok = await fetch(`${base}${adminPath("qwen 3", "prewarm", { forMs: 600_000 })}`, {
+      method: "POST",
+    });
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toMatchObject({ keptMs: 600_000 });
+    expect(calls).toEqual([["qwen 3", "prewarm", false, { forMs: 600_000 }]]);
+    for (const query of ["", "?forMs=", "?forMs=-5", "?forMs=1.5", "?forMs=10m"]) {
+      const bad = await fetch(`${base}/snooze/v1/models/qwen/prewarm${query}`, { method: "POST" });
+      expect(bad.status, query).toBe(400);
+      expect(((await bad.json()) as { error: string }).error).toContain("?forMs=");
+    }
+    expect(calls).toHaveLength(1);
+    // A listing's hint says so.
+    await fetch(`${base}${adminPath("qwen", "prewarm", { forMs: 120_000, hint: true })}`, { method: "POST" });
+    expect(calls[1]).toEqual(["qwen", "prewarm", false, { forMs: 120_000, hint: true }]);
+    // The other verbs carry none.
+    await fetch(`${base}${adminPath("qwen", "wake", { forMs: 5_000 })}`, { method: "POST" });
+    expect(calls[2]).toEqual(["qwen", "wake", false, undefined]);
   } finally {
     server.close();
   }

@@ -24,7 +24,15 @@ const suite = kubeSnoozeSuite({
     await admin.createDeployment(ns.name, simDeployment(cluster, model, { model, loadTime: "1500ms" }));
     await admin.createModel(
       ns.name,
-      modelObject(model, { model, aliases: ["qwen3"], sleepAfter: "2s", maxReplicas: 3, port: 8000 }),
+      modelObject(model, {
+        model,
+        aliases: ["qwen3"],
+        sleepAfter: "2s",
+        maxReplicas: 3,
+        port: 8000,
+        // For the prewarm event's `for` (no learned prewarm: that needs days of history).
+        prewarmBudget: "1m",
+      }),
     );
   },
 });
@@ -162,6 +170,41 @@ describe("a Model on Kubernetes, through the activator", () => {
       (s) => s.phase === "Ready" && s.lastWakeDuration,
     );
     expect(s).toMatchObject({ replicas: 1, readyReplicas: 1, sleepingReplicas: 0 });
+  });
+
+  test("the Model's status carries what its controller learned (status.learning), as the CRD keeps it", async () => {
+    const s = await waitStatus("status.learning", (s) => s.learning !== undefined);
+    expect(s.learning.version).toBe(1);
+    expect(Number.isNaN(Date.parse(s.learning.updated))).toBe(false);
+    expect(s.learning.exposureWeeks).toBeGreaterThanOrEqual(0);
+    expect(typeof s.learning.arrivals).toBe("string");
+    expect(typeof s.learning.gaps).toBe("string");
+  });
+
+  test("a dev.snooze.model.prewarm event's for reaches the Model's leader: awake past sleepAfter, then asleep", async () => {
+    await waitPods("the pod asleep", (p) => p.length === 1 && tierOf(p[0]!) === "asleep-1");
+    const answer = await fetch(`${suite.activator.url}/snooze/v1/events`, {
+      method: "POST",
+      headers: { "content-type": "application/cloudevents+json" },
+      body: JSON.stringify({
+        specversion: "1.0",
+        id: "e2e-prewarm-1",
+        source: "/e2e",
+        type: "dev.snooze.model.prewarm",
+        subject: model,
+        data: { for: "15s" },
+      }),
+    });
+    expect(answer.status).toBe(202);
+    await waitPods("the pod woken by the prewarm", (p) => p.length === 1 && tierOf(p[0]!) === "ready");
+    const readyAt = Date.now();
+    // Without `for` it would sleep sleepAfter (2 s) after it turned ready; the prewarm keeps it 15 s from the event.
+    while (Date.now() < readyAt + 4_000) {
+      const [pod] = await pods();
+      expect(tierOf(pod!), `${Date.now() - readyAt} ms after ready`).toBe("ready");
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    await waitPods("asleep once the prewarm ended", (p) => p.length === 1 && tierOf(p[0]!) === "asleep-1");
   });
 
   test("the status page works through the activator: the page, the timeline, next change and GPU time, the event stream", async () => {

@@ -1,0 +1,59 @@
+import { afterAll, beforeAll, expect, test } from "vitest";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { chat, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+
+// GET /v1/models through `snooze serve` with sim engines: a listing hints at the recently used
+// models that have a prewarm budget, a retrieval at the model it names; rate-limited.
+let snooze: LocalSnooze;
+beforeAll(async () => {
+  const sleepy = `sleepAfter: 300ms\n    command: ${simCommand(["--enable-sleep-mode"])}`;
+  snooze = await startWith(`
+models:
+  used:
+    prewarmBudget: 10m
+    ${sleepy}
+  nobudget:
+    ${sleepy}
+  unused:
+    prewarmBudget: 10m
+    ${sleepy}
+`);
+});
+afterAll(() => snooze.close(1_000));
+
+const tierOf = (model: string) => snooze.autoscaler.controller(model)!.tier;
+const tiers = () => ["used", "nobudget", "unused"].map(tierOf);
+
+test("a listing wakes a recently used model with a budget (and keeps it awake a while); no other; not twice within the interval", {
+  timeout: 40_000,
+}, async () => {
+  for (const model of ["used", "nobudget"]) {
+    const answer = await fetch(`${snooze.url}/v1/chat/completions`, chat(model));
+    expect(answer.status).toBe(200);
+  }
+  await until(
+    () => tierOf("used") === "asleep-1" && tierOf("nobudget") === "asleep-1",
+    15_000,
+    "both asleep",
+  );
+  expect((await fetch(`${snooze.url}/v1/models`)).status).toBe(200);
+  await until(() => tierOf("used") === "ready", 10_000, "used woken by the listing");
+  // Well past its sleepAfter (300 ms) it stays awake for the request the listing announced.
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  expect(tiers()).toEqual(["ready", "asleep-1", "cold"]);
+  expect(snooze.autoscaler.controller("used")!.state().learning!.prewarms.active?.kind).toBe("explicit");
+  // Put to sleep, then listed again at once: no second hint within the interval.
+  await snooze.autoscaler.controller("used")!.sleepNow();
+  for (let i = 0; i < 5; i++) expect((await fetch(`${snooze.url}/v1/models`)).status).toBe(200);
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  expect(tiers()).toEqual(["asleep-1", "asleep-1", "cold"]);
+});
+
+test("retrieving one model by name hints at that one, even unused; a model without a budget is not woken", {
+  timeout: 40_000,
+}, async () => {
+  expect((await fetch(`${snooze.url}/v1/models/nobudget`)).status).toBe(200);
+  expect((await fetch(`${snooze.url}/v1/models/unused`)).status).toBe(200);
+  await until(() => tierOf("unused") === "ready", 15_000, "unused started by the retrieval");
+  expect(tierOf("nobudget")).toBe("asleep-1");
+});
