@@ -48,6 +48,23 @@ describe("modelStatus", () => {
     expect(status.conditions?.[0]).toMatchObject({ status: "False", reason });
   });
 
+  test("ReplicasCapped: a count above maxReplicas is said, with what to change; within it, False; unknown, absent", () => {
+    const capped = modelStatus({ ...base, desired: 6, maxReplicas: 4 });
+    const condition = capped.conditions?.find((c) => c.type === "ReplicasCapped");
+    expect(condition).toMatchObject({ status: "True", reason: "AboveMaxReplicas", observedGeneration: 3 });
+    expect(condition?.message).toBe(
+      "spec.replicas 6 (a person's, an HPA's or KEDA's count) is above spec.maxReplicas 4: at most 4 run; " +
+        "raise spec.maxReplicas, or lower the HPA's maxReplicas (a ScaledObject's maxReplicaCount) to 4",
+    );
+    expect(modelStatusSchema.safeParse(capped).success).toBe(true);
+    const within = modelStatus({ ...base, desired: 4, maxReplicas: 4, previous: capped.conditions });
+    expect(within.conditions?.find((c) => c.type === "ReplicasCapped")).toMatchObject({
+      status: "False",
+      reason: "WithinMaxReplicas",
+    });
+    expect(modelStatus(base).conditions?.map((c) => c.type)).toEqual(["Ready", "ActivationFailed"]);
+  });
+
   test("a failed activation with nothing awake is phase Failed, with the reason in the conditions", () => {
     const status = modelStatus({ ...base, lastError: "start of qwen failed: boom" });
     expect(status.phase).toBe("Failed");

@@ -17,6 +17,9 @@ export interface ModelObservation {
   lastStartMs?: number;
   /** What the controller learned of the model's traffic, kept in the status for the next leader. */
   learning?: LearningSnapshot;
+  /** The Model's `spec.replicas` (a person's, an HPA's or KEDA's count) and `spec.maxReplicas`. */
+  desired?: number;
+  maxReplicas?: number;
   /** The conditions written last time, so a transition time only moves when the status does. */
   previous?: Condition[];
   now: number;
@@ -83,6 +86,9 @@ export function modelStatus(o: ModelObservation): ModelStatusInput {
     ),
     ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
   };
+  const conditions = [readyCondition, degraded];
+  const capped = cappedCondition(o);
+  if (capped) conditions.push(capped);
   return {
     ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
     replicas: ready + warming,
@@ -94,10 +100,32 @@ export function modelStatus(o: ModelObservation): ModelStatusInput {
     replicaTiers: [...o.replicas]
       .sort((a, b) => a.pod.localeCompare(b.pod))
       .map((r) => ({ pod: r.pod, tier: r.tier, since: new Date(r.since).toISOString() })),
-    conditions: [readyCondition, degraded],
+    conditions,
     ...(o.lastWakeMs !== undefined ? { lastWakeDuration: formatDuration(o.lastWakeMs) } : {}),
     ...(o.lastStartMs !== undefined ? { lastStartDuration: formatDuration(o.lastStartMs) } : {}),
     ...(o.learning !== undefined ? { learning: o.learning } : {}),
+  };
+}
+
+/**
+ * `ReplicasCapped`: whether the count in `spec.replicas` asks for more than `spec.maxReplicas`,
+ * which Snooze never exceeds. An HPA or KEDA does not know that bound and would otherwise be
+ * capped silently: its status says N while fewer run.
+ */
+function cappedCondition(o: ModelObservation): Condition | undefined {
+  if (o.desired === undefined || o.maxReplicas === undefined) return undefined;
+  const capped = o.desired > o.maxReplicas;
+  const status = capped ? "True" : "False";
+  return {
+    type: "ReplicasCapped",
+    status,
+    reason: capped ? "AboveMaxReplicas" : "WithinMaxReplicas",
+    message: capped
+      ? `spec.replicas ${o.desired} (a person's, an HPA's or KEDA's count) is above spec.maxReplicas ${o.maxReplicas}: ` +
+        `at most ${o.maxReplicas} run; raise spec.maxReplicas, or lower the HPA's maxReplicas (a ScaledObject's maxReplicaCount) to ${o.maxReplicas}`
+      : `spec.replicas ${o.desired} is within spec.maxReplicas ${o.maxReplicas}`,
+    lastTransitionTime: transitionTime(o.previous, "ReplicasCapped", status, o.now),
+    ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
   };
 }
 

@@ -1,9 +1,11 @@
 import { once } from "node:events";
+import { readFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { KubeAutoscaler } from "../autoscaler/kube/autoscaler.ts";
 import { createControlServer } from "../autoscaler/kube/control-server.ts";
+import type { ScalerTls } from "../autoscaler/kube/external-scaler.ts";
 import { serviceActivators } from "../autoscaler/kube/knative-ingress/activator-prober.ts";
 import { KnativeIngressReconciler } from "../autoscaler/kube/knative-ingress/reconciler.ts";
 import { type FlagValues, UsageError } from "../lib/cli-flags.ts";
@@ -31,6 +33,23 @@ export const autoscalerCommand: Command = {
       description:
         "port of KEDA's external scaler gRPC protocol (on --host): each Model's demand, pushed to external-push triggers",
       placeholder: "port",
+    },
+    "grpc-tls-cert": {
+      type: "string",
+      description:
+        "PEM certificate (chain) the gRPC port serves: with --grpc-tls-key it speaks only TLS (KEDA's trigger: enableTLS or caCert)",
+      placeholder: "file",
+    },
+    "grpc-tls-key": {
+      type: "string",
+      description: "PEM private key of --grpc-tls-cert",
+      placeholder: "file",
+    },
+    "grpc-client-ca": {
+      type: "string",
+      description:
+        "PEM CA: the gRPC port then requires a client certificate it signed (KEDA's tlsClientCert and tlsClientKey); needs --grpc-tls-cert",
+      placeholder: "file",
     },
     "allowed-callers": {
       type: "string",
@@ -120,6 +139,7 @@ export const autoscalerCommand: Command = {
     // A holder must stop acting before anyone else may take its Lease, and renew more than once in time.
     if (!(timing.retryMs < timing.renewDeadlineMs && timing.renewDeadlineMs < timing.durationMs))
       throw new UsageError("--lease-retry < --lease-renew-deadline < --lease-duration must hold");
+    const grpcTls = await grpcTlsOf(values);
     const drainGraceMs = durationValue(values, "drain-grace");
     const eventSink = values["event-sink"] === undefined ? undefined : String(values["event-sink"]);
     if (eventSink !== undefined && !/^https?:\/\/./.test(eventSink))
@@ -188,8 +208,11 @@ export const autoscalerCommand: Command = {
       log: log.child({ part: "external-scaler" }),
       registry,
     });
-    const boundGrpcPort = await scaler.listen(String(values.host), grpcPort);
-    log.info("serving KEDA's external scaler protocol", { grpcPort: boundGrpcPort });
+    const boundGrpcPort = await scaler.listen(String(values.host), grpcPort, grpcTls);
+    log.info("serving KEDA's external scaler protocol", {
+      grpcPort: boundGrpcPort,
+      tls: grpcTls ? (grpcTls.clientCa ? "mutual" : "server") : "off",
+    });
     await autoscaler.start(address);
     const ingresses = (await knativeNetworkingServed(client, log))
       ? new KnativeIngressReconciler({
@@ -235,4 +258,33 @@ function allowedCallers(values: FlagValues, namespace: string): string[] {
     .filter(Boolean);
   if (users.length === 0) throw new UsageError("--allowed-callers must name at least one user");
   return users;
+}
+
+/**
+ * The gRPC port's TLS from --grpc-tls-cert/-key (both or neither) and --grpc-client-ca, read once at
+ * start: a renewed certificate is served after a restart (a rollout of the Deployment).
+ */
+async function grpcTlsOf(values: FlagValues): Promise<ScalerTls | undefined> {
+  const cert = values["grpc-tls-cert"] as string | undefined;
+  const key = values["grpc-tls-key"] as string | undefined;
+  const clientCa = values["grpc-client-ca"] as string | undefined;
+  if ((cert === undefined) !== (key === undefined))
+    throw new UsageError("--grpc-tls-cert and --grpc-tls-key go together: give both, or neither");
+  if (clientCa !== undefined && cert === undefined)
+    throw new UsageError(
+      "--grpc-client-ca needs --grpc-tls-cert and --grpc-tls-key (mutual TLS is TLS first)",
+    );
+  if (cert === undefined || key === undefined) return undefined;
+  const read = async (flag: string, path: string) => {
+    try {
+      return await readFile(path);
+    } catch (error) {
+      throw new UsageError(`--${flag} ${path}: ${(error as Error).message}`);
+    }
+  };
+  return {
+    cert: await read("grpc-tls-cert", cert),
+    key: await read("grpc-tls-key", key),
+    ...(clientCa !== undefined ? { clientCa: await read("grpc-client-ca", clientCa) } : {}),
+  };
 }

@@ -383,3 +383,101 @@ describe("handlers", () => {
       expect((await handle(webhook, r, { cluster, autoscaler })).allowed).toBe(true);
   });
 });
+
+describe("a count or a scaler above the Model's maxReplicas: allowed, with a warning", () => {
+  const capped = {
+    metadata: { name: "capped", namespace: "team-a" },
+    spec: { workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "capped" }, maxReplicas: 2 },
+  };
+  const scaler = (kind: "hpas" | "scaledObjects", spec: Record<string, unknown>, target = "Model") =>
+    request({
+      resource: resources[kind],
+      object: {
+        metadata: { name: "qwen-scaler", namespace: "team-a" },
+        spec: {
+          scaleTargetRef: {
+            apiVersion: target === "Model" ? "snooze.dev/v1alpha1" : "apps/v1",
+            kind: target,
+            name: "capped",
+          },
+          ...spec,
+        },
+      },
+    });
+  const warningsOf = async (webhook: WebhookName, r: AdmissionRequest) => {
+    cluster.models = [...cluster.models, capped];
+    const verdict = await handle(webhook, r, { cluster, autoscaler });
+    expect(verdict.allowed).toBe(true);
+    return verdict.warnings ?? [];
+  };
+
+  test("an HPA whose maxReplicas is above the Model's is told what to change", async () => {
+    expect(await warningsOf("validate-scalers", scaler("hpas", { maxReplicas: 8 }))).toEqual([
+      'HorizontalPodAutoscaler "qwen-scaler" may ask Model "capped" for 8 replicas (spec.maxReplicas), but the ' +
+        "Model's spec.maxReplicas is 2: Snooze runs at most 2, and the Model's ReplicasCapped condition says so " +
+        "while a count is above it. Set spec.maxReplicas to 2 or less, or raise the Model's spec.maxReplicas",
+    ]);
+  });
+
+  test("a ScaledObject without maxReplicaCount asks for KEDA's default of 100", async () => {
+    const [warning] = await warningsOf("validate-scalers", scaler("scaledObjects", {}));
+    expect(warning).toMatch(
+      /^ScaledObject "qwen-scaler" may ask Model "capped" for 100 replicas \(spec.maxReplicaCount\)/,
+    );
+  });
+
+  test("within the bound, another target kind, or an unknown Model: no warning", async () => {
+    expect(await warningsOf("validate-scalers", scaler("hpas", { maxReplicas: 2 }))).toEqual([]);
+    expect(await warningsOf("validate-scalers", scaler("scaledObjects", { maxReplicaCount: 2 }))).toEqual([]);
+    expect(await warningsOf("validate-scalers", scaler("hpas", { maxReplicas: 8 }, "Deployment"))).toEqual(
+      [],
+    );
+    cluster.models = [];
+    const verdict = await handle(
+      "validate-scalers",
+      request({
+        resource: resources.hpas,
+        object: {
+          metadata: { name: "x" },
+          spec: {
+            scaleTargetRef: { apiVersion: "snooze.dev/v1alpha1", kind: "Model", name: "nope" },
+            maxReplicas: 9,
+          },
+        },
+      }),
+      { cluster, autoscaler },
+    );
+    expect(verdict).toEqual({ allowed: true });
+  });
+
+  test("kubectl scale of a Model above its maxReplicas, or a Model written so, is warned", async () => {
+    const scaled = await warningsOf(
+      "validate-scale",
+      request({
+        resource: resources.models,
+        subResource: "scale",
+        operation: "UPDATE",
+        name: "capped",
+        object: scale(6),
+        oldObject: scale(1),
+      }),
+    );
+    expect(scaled).toEqual([
+      'Model "capped": spec.replicas 6 is above spec.maxReplicas 2: at most 2 replicas run ' +
+        "(the Model's ReplicasCapped condition says so); raise spec.maxReplicas to run more",
+    ]);
+    const written = await warningsOf(
+      "validate-models",
+      request({ resource: resources.models, object: model({ replicas: 3 }) }),
+    );
+    expect(written).toEqual([
+      expect.stringMatching(/^Model "qwen": spec.replicas 3 is above spec.maxReplicas 1:/),
+    ]);
+    expect(
+      await warningsOf(
+        "validate-models",
+        request({ resource: resources.models, object: model({ replicas: 1 }) }),
+      ),
+    ).toEqual([]);
+  });
+});

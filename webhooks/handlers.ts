@@ -5,10 +5,11 @@ import type { ClusterReader } from "./cluster.ts";
 import { knativeClassWarnings } from "./knative-class.ts";
 import type { MemberRef } from "./messages.ts";
 import { unhandledResourceWarning } from "./messages.ts";
-import { annotationsOf, stringAt } from "./object-path.ts";
+import { annotationsOf, integerAt, stringAt } from "./object-path.ts";
 import { mutatePod } from "./pod-sleep-mode.ts";
 import { gateWorkload } from "./readiness-gate.ts";
 import { pinScale, pinWorkload } from "./replica-pinning.ts";
+import { modelCountWarnings, type ScalerKind, scalerBoundsWarnings, scalerTarget } from "./scaler-bounds.ts";
 import { validateModel, validateSlot, validateWorkloadAnnotations } from "./settings-validation.ts";
 import {
   modelIdOf,
@@ -43,6 +44,7 @@ export const webhookPaths = {
   "validate-slots": "/validate/slots",
   "validate-workloads": "/validate/workloads",
   "validate-scale": "/validate/scale",
+  "validate-scalers": "/validate/scalers",
   "mutate-workloads": "/mutate/workloads",
   "mutate-scale": "/mutate/scale",
   "mutate-pods": "/mutate/pods",
@@ -98,6 +100,20 @@ async function residency(
 
 const first = (...verdicts: Verdict[]) => verdicts.find((v) => !v.allowed);
 
+/** An allowing verdict with these warnings added (a denial stays as it is). */
+const withWarnings = (verdict: Verdict, warnings: string[]): Verdict =>
+  verdict.allowed && warnings.length > 0
+    ? allow({ patch: verdict.patch, warnings: [...(verdict.warnings ?? []), ...warnings] })
+    : verdict;
+
+/** HorizontalPodAutoscaler (autoscaling/v2) or KEDA's ScaledObject, by the request's resource. */
+function scalerKind(r: AdmissionRequest): ScalerKind | undefined {
+  const { group, resource } = r.resource;
+  if (group === "autoscaling" && resource === "horizontalpodautoscalers") return "HorizontalPodAutoscaler";
+  if (group === "keda.sh" && resource === "scaledobjects") return "ScaledObject";
+  return undefined;
+}
+
 /** The workload a Model serves: the same model as the Model for the residency rule. */
 function workloadOfModel(model: unknown): MemberRef[] {
   const kind = stringAt(model, "spec", "workloadRef", "kind");
@@ -127,7 +143,12 @@ const handlers: Record<WebhookName, Handler> = {
       ...(old && removing ? [modelRemoval(old, model)] : []),
     );
     if (refused) return refused;
-    return residency(request, sameAs(modelIntent(old ?? undefined, model), workloadOfModel(model)), deps);
+    const verdict = await residency(
+      request,
+      sameAs(modelIntent(old ?? undefined, model), workloadOfModel(model)),
+      deps,
+    );
+    return withWarnings(verdict, modelCountWarnings(objectName(request, model), model));
   },
 
   "validate-slots": (request) => {
@@ -194,8 +215,20 @@ const handlers: Record<WebhookName, Handler> = {
       return unhandled("validate-scale", request);
     const namespace = namespaceOf(request);
     const name = request.name ?? "";
+    // A count above the Model's maxReplicas is allowed and said; only a count above 1 (the least
+    // maxReplicas) can be, so only then is the Model looked up (cache first).
+    const replicas = integerAt(request.object, "spec", "replicas") ?? 0;
+    const capped =
+      isModels(request) && replicas > 1
+        ? modelCountWarnings(
+            name,
+            deps.cluster.cachedModel(namespace, name) ?? (await deps.cluster.readModel(namespace, name)),
+            replicas,
+          )
+        : [];
     // Only a change from 0 up can matter; read the parent only then.
-    if (!scaleIntent(request.oldObject, request.object, { kind: "", name }, "-", "")) return allow();
+    if (!scaleIntent(request.oldObject, request.object, { kind: "", name }, "-", ""))
+      return allow({ warnings: capped });
     if (isModels(request)) {
       const model = await deps.cluster.readModel(namespace, name);
       const member = { kind: "Model", name };
@@ -206,7 +239,7 @@ const handlers: Record<WebhookName, Handler> = {
         modelSlot(model),
         modelIdOf(model),
       );
-      return residency(request, sameAs(intent, workloadOfModel(model)), deps);
+      return withWarnings(await residency(request, sameAs(intent, workloadOfModel(model)), deps), capped);
     }
     const kind = workloadKind(request);
     if (kind !== "Deployment" && kind !== "StatefulSet") return unhandled("validate-scale", request);
@@ -221,6 +254,19 @@ const handlers: Record<WebhookName, Handler> = {
       workloadModelId(workload, models),
     );
     return residency(request, sameAs(intent, modelsAsMembers(models)), deps);
+  },
+
+  "validate-scalers": async (request, deps) => {
+    const kind = scalerKind(request);
+    if (!kind || subResource(request) !== "") return unhandled("validate-scalers", request);
+    if (request.operation === "DELETE") return allow();
+    const target = scalerTarget(kind, request.object);
+    if (!target) return allow();
+    const namespace = namespaceOf(request);
+    const model =
+      deps.cluster.cachedModel(namespace, target.model) ??
+      (await deps.cluster.readModel(namespace, target.model));
+    return allow({ warnings: scalerBoundsWarnings(kind, request.object, model) });
   },
 
   "mutate-workloads": (request, deps) => {

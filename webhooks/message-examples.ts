@@ -1,7 +1,9 @@
 import {
   deviceOverrideWarning,
   gpuRequestWarning,
+  maxReplicasCapWarning,
   memberRemovalMessage,
+  modelCountCapWarning,
   noEngineContainerWarning,
   notLeaseHolderMessage,
   pinnedWarning,
@@ -50,5 +52,13 @@ export function messageExamples(): Record<string, string> {
     shell: shellCommandWarning("vllm"),
     device: deviceOverrideWarning("vllm", '"all"', "0"),
     gpuRequest: gpuRequestWarning("vllm", "gpu-0"),
+    scalerCapped: maxReplicasCapWarning(
+      { kind: "ScaledObject", name: "qwen" },
+      "spec.maxReplicaCount",
+      8,
+      "qwen",
+      4,
+    ),
+    countCapped: modelCountCapWarning("qwen", 6, 4),
   };
 }

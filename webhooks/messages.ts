@@ -113,3 +113,24 @@ export function gpuRequestWarning(container: string, slot: string): string {
 export function unhandledResourceWarning(webhook: string, resource: string): string {
   return `snooze webhook ${webhook} does not handle ${resource}; check the rules of the webhook configuration`;
 }
+
+export function maxReplicasCapWarning(
+  scaler: MemberRef,
+  field: string,
+  asked: number,
+  model: string,
+  max: number,
+): string {
+  return (
+    `${ref(scaler)} may ask Model "${model}" for ${asked} replicas (${field}), but the Model's ` +
+    `spec.maxReplicas is ${max}: Snooze runs at most ${max}, and the Model's ReplicasCapped condition ` +
+    `says so while a count is above it. Set ${field} to ${max} or less, or raise the Model's spec.maxReplicas`
+  );
+}
+
+export function modelCountCapWarning(model: string, replicas: number, max: number): string {
+  return (
+    `Model "${model}": spec.replicas ${replicas} is above spec.maxReplicas ${max}: at most ${max} replicas run ` +
+    "(the Model's ReplicasCapped condition says so); raise spec.maxReplicas to run more"
+  );
+}

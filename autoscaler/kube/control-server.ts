@@ -8,7 +8,6 @@ import {
   forwardedHeader,
   isDemandBody,
   isStatsBody,
-  prewarmAsk,
   slotsPath,
   statsPath,
 } from "../../lib/control-protocol.ts";
@@ -17,6 +16,7 @@ import { BodyTooLarge, readBody } from "../../lib/http/body.ts";
 import { sendJson } from "../../lib/http/json.ts";
 import type { CallerCheck } from "../../lib/kube/token-review.ts";
 import type { KubeAutoscaler } from "./autoscaler.ts";
+import { isDemandRoute } from "./model-demand.ts";
 
 const maxBody = 1 << 20;
 
@@ -30,12 +30,14 @@ export interface ControlServerOptions {
 
 /**
  * The routes only activators and other autoscaler replicas may call: what changes a model (demand,
- * stats, wake/sleep/stop) and the slot statuses. State, demand reads, metrics and probes are read
- * by anyone who can reach the port, as metrics are.
+ * stats, wake/sleep/stop), the slot statuses, and a Model's demand read (`GET
+ * /snooze/v1/demand/...`: what another replica asks the Lease holder for KEDA; its `?watch=1`
+ * stream is held open, and its numbers drive KEDA's scaling). State, metrics and probes are read by
+ * anyone who can reach the port, as metrics are.
  */
 const callerOnly = (method: string | undefined, path: string) =>
   (method === "POST" && (path === demandPath || path === statsPath || adminRoute.test(path))) ||
-  (method === "GET" && path === slotsPath);
+  (method === "GET" && (path === slotsPath || isDemandRoute(path)));
 
 /**
  * The autoscaler's HTTP surface: demand pokes and stats from activators (or forwarded by another
@@ -95,14 +97,10 @@ export function createControlServer(
       if (autoscaler.modelDemand.handle(req, res, path ?? "", forwarded)) return;
       const admin = req.method === "POST" ? adminRoute.exec(path ?? "") : null;
       if (admin) {
-        const verb = admin[2] as AdminVerb;
-        const prewarm = verb === "prewarm" ? prewarmAsk((req.url ?? "").split("?")[1] ?? "") : undefined;
-        if (prewarm && !prewarm.ok) return sendJson(res, 400, { error: prewarm.message });
         const outcome = await autoscaler.admin(
           decodeURIComponent(admin[1]!),
-          verb,
+          admin[2] as AdminVerb,
           forwarded,
-          prewarm?.ok ? prewarm.ask : undefined,
         );
         return sendJson(res, outcome.status, outcome);
       }

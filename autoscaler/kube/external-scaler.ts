@@ -137,6 +137,13 @@ interface IsActiveResponse {
   result: boolean;
 }
 
+/** TLS of the gRPC port, as PEM: the serving certificate (chain) and key, and optionally the CA of KEDA's client certificates. */
+export interface ScalerTls {
+  cert: Buffer;
+  key: Buffer;
+  clientCa?: Buffer;
+}
+
 /** The gRPC server; `listen` binds it, `close` stops it (open streams end). */
 export class ExternalScalerServer {
   private readonly options: ExternalScalerOptions;
@@ -214,13 +221,22 @@ export class ExternalScalerServer {
     });
   }
 
-  /** Binds `host:port` (port 0: any free one); resolves to the port bound. */
-  listen(host: string, port: number): Promise<number> {
+  /**
+   * Binds `host:port` (port 0: any free one); resolves to the port bound. With `tls` the port
+   * speaks only TLS (KEDA's trigger then sets `enableTLS` or `caCert`), and with `tls.clientCa` it
+   * also requires a client certificate signed by that CA (the trigger's `tlsClientCert`/`tlsClientKey`).
+   */
+  listen(host: string, port: number, tls?: ScalerTls): Promise<number> {
+    const credentials = tls
+      ? ServerCredentials.createSsl(
+          tls.clientCa ?? null,
+          [{ private_key: tls.key, cert_chain: tls.cert }],
+          tls.clientCa !== undefined,
+        )
+      : ServerCredentials.createInsecure();
     return new Promise((resolve, reject) => {
       const address = host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
-      this.server.bindAsync(address, ServerCredentials.createInsecure(), (error, bound) =>
-        error ? reject(error) : resolve(bound),
-      );
+      this.server.bindAsync(address, credentials, (error, bound) => (error ? reject(error) : resolve(bound)));
     });
   }
 

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { forwardedHeader } from "../../lib/control-protocol.ts";
+import { callerHeaders, forwardedHeader, type TokenSource } from "../../lib/control-protocol.ts";
 import type { Logger } from "../../lib/log.ts";
 
 /**
@@ -58,10 +58,14 @@ export const demandPathPrefix = "/snooze/v1/demand/";
 export const demandPathOf = (key: string) =>
   `${demandPathPrefix}${key.split("/").map(encodeURIComponent).join("/")}`;
 const demandRoute = /^\/snooze\/v1\/demand\/([^/]+)\/([^/]+)$/;
+/** `GET /snooze/v1/demand/<namespace>/<name>`: the control server lets only Snooze's callers read it. */
+export const isDemandRoute = (path: string) => demandRoute.test(path);
 
 export interface ModelDemandOptions {
   source: DemandSource;
   log: Logger;
+  /** This replica's own credentials, shown to the leader it asks (which checks every caller). */
+  tokens?: TokenSource;
   /** How often a watch re-reads the load without an event (activators' reports expire) and sends a keep-alive. */
   tickMs?: number;
   /** A watch of another replica that sends nothing for this long is dropped and opened again. */
@@ -128,6 +132,7 @@ export class ModelDemand {
   private readonly tickMs: number;
   private readonly staleMs: number;
   private readonly retryMs: number;
+  private readonly tokens?: TokenSource;
   readonly counts = { proxied: 0, watchesOpened: 0 };
 
   constructor(options: ModelDemandOptions) {
@@ -136,6 +141,7 @@ export class ModelDemand {
     this.tickMs = options.tickMs ?? 1_000;
     this.staleMs = options.staleMs ?? 3_000;
     this.retryMs = options.retryMs ?? 200;
+    this.tokens = options.tokens;
   }
 
   /** The Model's demand now. `localOnly`: answer only if this replica leads it (a forwarded ask). */
@@ -150,7 +156,7 @@ export class ModelDemand {
       throw new DemandError("unavailable", `no autoscaler leads Model ${key} right now; retry`);
     this.counts.proxied++;
     const response = await fetch(`${found.leader}${demandPathOf(key)}`, {
-      headers: { [forwardedHeader]: this.source.identity },
+      headers: await this.headers(),
       signal: options.signal ?? AbortSignal.timeout(2_000),
     }).catch((error: unknown) => {
       throw new DemandError("unavailable", `the leader of Model ${key} did not answer: ${String(error)}`);
@@ -251,7 +257,7 @@ export class ModelDemand {
     try {
       this.counts.proxied++;
       const response = await fetch(`${leader}${demandPathOf(key)}?watch=1`, {
-        headers: { [forwardedHeader]: this.source.identity },
+        headers: await this.headers(),
         signal: abort.signal,
       });
       if (response.status === 404) {
@@ -293,6 +299,12 @@ export class ModelDemand {
    * or a stream of `{sample, poke}` lines (NDJSON). A forwarded ask is answered only by the leader.
    * Returns false when the path is not this route.
    */
+  /** Headers of an ask to the leader: forwarded, with this replica's bearer token. */
+  private headers(): Promise<Record<string, string>> {
+    const extra = { [forwardedHeader]: this.source.identity };
+    return this.tokens ? callerHeaders(this.tokens, extra) : Promise.resolve(extra);
+  }
+
   handle(req: IncomingMessage, res: ServerResponse, path: string, forwarded: boolean): boolean {
     const match = req.method === "GET" ? demandRoute.exec(path) : null;
     if (!match) return false;

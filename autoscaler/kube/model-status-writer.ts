@@ -62,6 +62,8 @@ export class ModelStatusWriter {
       ...controller.observation(),
       selector: this.deps.selector(),
       generation: resource?.metadata.generation,
+      desired: resource?.spec?.replicas,
+      maxReplicas: resource?.spec?.maxReplicas ?? (resource ? 1 : undefined),
       previous: resource?.status?.conditions as Condition[] | undefined,
     });
   }

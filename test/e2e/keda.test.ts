@@ -452,6 +452,34 @@ describe.skipIf(!folder)("KEDA and the HPA scale a Model on Snooze's demand", ()
     }
   }, 120_000);
 
+  test("the demand route another replica asks the holder is for Snooze's callers only: no token, a forged one and a stranger's are refused; the follower's own is taken", async () => {
+    expect(await holder()).toBe("autoscaler-a");
+    const a = suite.autoscalers.get("autoscaler-a")!;
+    const b = suite.autoscalers.get("autoscaler-b")!;
+    const route = `/snooze/v1/demand/${suite.ns.name}/${model}`;
+    const ask = (url: string, token?: string, forwarded = true) =>
+      fetch(`${url}${route}`, {
+        headers: {
+          ...(forwarded ? { "x-snooze-forwarded": "autoscaler-b" } : {}),
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
+        signal: AbortSignal.timeout(5_000),
+      });
+    const none = await ask(a.url);
+    expect(none.status).toBe(401);
+    expect(none.headers.get("www-authenticate")).toMatch(/^Bearer/);
+    expect((await ask(a.url, "forged.token.value")).status).toBe(401);
+    const stranger = (await suite.cluster.asServiceAccount(suite.ns.name, "default")).getCurrentUser()?.token;
+    const refused = await ask(a.url, stranger);
+    expect(refused.status).toBe(403);
+    expect(await refused.text()).toContain(`system:serviceaccount:${suite.ns.name}:default`);
+    // The follower forwards with its own ServiceAccount token, which the holder takes.
+    const own = (await suite.cluster.asServiceAccount(system, "snooze-autoscaler")).getCurrentUser()?.token;
+    const viaFollower = await ask(b.url, own, false);
+    expect(viaFollower.status, await viaFollower.clone().text()).toBe(200);
+    expect(await viaFollower.json()).toMatchObject({ model: `${suite.ns.name}/${model}` });
+  });
+
   test("the Lease holder changes mid-load: the scaler keeps answering through the Service, nothing is lost", async () => {
     const traffic = load(4, 100);
     await waitModel("KEDA's HPA at 2", (m) => m.spec.replicas === 2, 60_000);
@@ -489,4 +517,74 @@ describe.skipIf(!folder)("KEDA and the HPA scale a Model on Snooze's demand", ()
     expect(condition(so, "Ready")?.status).toBe("True");
     expect(grpcService!.counts.get(b.grpcAddress!)).toBeGreaterThan(0);
   }, 180_000);
+});
+
+describe("the scale subresource of a Model without spec.replicas, and a count above maxReplicas", () => {
+  test("a plain HPA reads the scale of a Model created without spec.replicas (SucceededGetScale, not FailedGetScale); a count above maxReplicas sets ReplicasCapped", async () => {
+    const name = "phi";
+    const ns = suite.ns.name;
+    await suite.admin.createDeployment(ns, simDeployment(suite.cluster, name, { model: name }));
+    await suite.admin.createModel(ns, modelObject(name, { model: name, port: 8000, maxReplicas: 1 }));
+    // The CRD defaults spec.replicas to 0: "no count, on demand".
+    expect((await suite.admin.model(ns, name)).spec.replicas).toBe(0);
+    const hpas = `/apis/autoscaling/v2/namespaces/${ns}/horizontalpodautoscalers`;
+    await suite.admin.client.create(hpas, {
+      apiVersion: "autoscaling/v2",
+      kind: "HorizontalPodAutoscaler",
+      metadata: { name },
+      spec: {
+        scaleTargetRef: { apiVersion: "snooze.dev/v1alpha1", kind: "Model", name },
+        minReplicas: 1,
+        maxReplicas: 3,
+        metrics: [
+          {
+            type: "External",
+            external: {
+              metric: { name: "snooze_demand" },
+              target: { type: "AverageValue", averageValue: "2" },
+            },
+          },
+        ],
+      },
+    });
+    // kube-controller-manager learns new kinds from discovery every 30 s: this can take that long.
+    const hpa = await waitFor(
+      async () => {
+        const h = await suite.admin.client.get<any>(`${hpas}/${name}`);
+        return condition(h, "AbleToScale") ? h : undefined;
+      },
+      { what: "the HPA's AbleToScale condition", timeoutMs: 60_000, intervalMs: 500, detail: logs },
+    );
+    expect(condition(hpa, "AbleToScale"), JSON.stringify(hpa.status)).toMatchObject({
+      status: "True",
+      reason: "SucceededGetScale",
+    });
+    // A current count of 0 with minReplicas 1: the HPA's own rule, as for a Deployment at 0.
+    expect(condition(hpa, "ScalingActive")).toMatchObject({ status: "False", reason: "ScalingDisabled" });
+    await suite.admin.client.delete(`${hpas}/${name}`);
+
+    await suite.admin.scaleModel(ns, name, 3);
+    const capped = await waitFor(
+      async () =>
+        ((m) => (condition(m, "ReplicasCapped")?.status === "True" ? m : undefined))(
+          await suite.admin.model(ns, name),
+        ),
+      { what: "the Model's ReplicasCapped condition True", timeoutMs: 30_000, intervalMs: 250, detail: logs },
+    );
+    expect(condition(capped, "ReplicasCapped")).toMatchObject({
+      reason: "AboveMaxReplicas",
+      message: expect.stringContaining(
+        "spec.replicas 3 (a person's, an HPA's or KEDA's count) is above spec.maxReplicas 1",
+      ),
+    });
+    expect((await suite.admin.deployment(ns, name)).spec.replicas).toBeLessThanOrEqual(1);
+    await suite.admin.scaleModel(ns, name, 0);
+    await waitFor(
+      async () =>
+        condition(await suite.admin.model(ns, name), "ReplicasCapped")?.reason === "WithinMaxReplicas"
+          ? true
+          : undefined,
+      { what: "ReplicasCapped False again", timeoutMs: 30_000, intervalMs: 250, detail: logs },
+    );
+  }, 120_000);
 });

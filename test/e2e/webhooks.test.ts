@@ -236,6 +236,62 @@ spec:
   });
 });
 
+describe("a count or a scaler above a Model's maxReplicas", () => {
+  test("a Model without spec.replicas reads 0 through its scale subresource; kubectl scale and an HPA above maxReplicas are allowed with a warning", async () => {
+    await createModel("capped", { maxReplicas: 2 });
+    const read = await kubectl([
+      "get",
+      "-n",
+      ns.name,
+      "--raw",
+      `/apis/${group}/${version}/namespaces/${ns.name}/models/capped/scale`,
+    ]);
+    expect(read.code, read.stderr).toBe(0);
+    expect(JSON.parse(read.stdout).spec).toEqual({ replicas: 0 });
+
+    const scaled = await kubectl(["scale", "-n", ns.name, "model/capped", "--replicas=5"]);
+    expect(scaled.code, scaled.stderr).toBe(0);
+    expect(scaled.stderr).toContain(
+      'Warning: Model "capped": spec.replicas 5 is above spec.maxReplicas 2: at most 2 replicas run',
+    );
+    const hpa = await apply(`
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: capped}
+spec:
+  scaleTargetRef: {apiVersion: ${group}/${version}, kind: Model, name: capped}
+  minReplicas: 1
+  maxReplicas: 6
+  metrics:
+    - type: External
+      external:
+        metric: {name: snooze_demand}
+        target: {type: AverageValue, averageValue: "2"}
+`);
+    expect(hpa.code, hpa.stderr).toBe(0);
+    expect(hpa.stderr).toContain(
+      'Warning: HorizontalPodAutoscaler "capped" may ask Model "capped" for 6 replicas (spec.maxReplicas), but the Model\'s spec.maxReplicas is 2',
+    );
+    const within = await apply(`
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: capped}
+spec:
+  scaleTargetRef: {apiVersion: ${group}/${version}, kind: Model, name: capped}
+  minReplicas: 1
+  maxReplicas: 2
+  metrics:
+    - type: External
+      external:
+        metric: {name: snooze_demand}
+        target: {type: AverageValue, averageValue: "2"}
+`);
+    expect(within.code, within.stderr).toBe(0);
+    expect(within.stderr).not.toContain("Warning");
+    await kubectl(["delete", "-n", ns.name, "hpa/capped", "--wait=false"]);
+  });
+});
+
 describe("one resident per slot", () => {
   let autoscaler: KubeConfig;
   // A slot name of this test's own: its Lease lives in snooze-system, beside other tests' Leases.

@@ -37,4 +37,6 @@ export const resources = {
   statefulsets: { group: "apps", version: "v1", resource: "statefulsets" },
   knativeServices: { group: "serving.knative.dev", version: "v1", resource: "services" },
   pods: { group: "", version: "v1", resource: "pods" },
+  hpas: { group: "autoscaling", version: "v2", resource: "horizontalpodautoscalers" },
+  scaledObjects: { group: "keda.sh", version: "v1alpha1", resource: "scaledobjects" },
 };
