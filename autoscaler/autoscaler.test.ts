@@ -89,9 +89,13 @@ models:
       from: "starting",
       to: "ready",
       address: "10.0.0.1:8000",
+      // The fake platform starts at once on the manual clock.
+      durationMs: 0,
     });
     expect(slept!.data).toMatchObject({ from: "draining", to: "asleep-1", level: 1 });
+    // How long it was asleep at level 1 before it went deeper: the ladder's time, on the manual clock.
     expect(deeper!.data).toMatchObject({ from: "asleep-1", to: "asleep-2", level: 2 });
+    expect(deeper!.data.durationMs).toBeGreaterThan(0);
     expect(failed!.data).toMatchObject({ from: "waking", to: "asleep-2", reason: "wake of m failed: boom" });
     expect(stopped!.data).toMatchObject({ from: "asleep-2", to: "cold" });
   });
