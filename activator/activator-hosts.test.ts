@@ -1,17 +1,16 @@
 import { once } from "node:events";
-import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Registry } from "prom-client";
 import { request } from "undici";
 import { afterEach, describe, expect, test } from "vitest";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import type { KIngress } from "../lib/knative/ingress-class.ts";
-import { compileHostTable, type HostTable, normalizeHost } from "../lib/knative/ingress-routes.ts";
 import { silentLogger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import { builtinTierDefaults, type ModelConfig } from "../lib/settings/index.ts";
+import { TableHosts } from "../test/support/table-hosts.ts";
 import { Activator } from "./activator.ts";
-import { type HostRouter, routeByHost } from "./host-routing.ts";
 import { createActivatorServer } from "./server.ts";
 
 /** The activator's side of the seam: demand recorded, replica events pushed by the test. */
@@ -30,27 +29,6 @@ class TestControlPlane implements ControlPlane {
   }
   emit(event: ReplicaEvent) {
     for (const listener of this.listeners) listener(event);
-  }
-}
-
-/** The host router over a table compiled from KIngress objects, as KubeIngresses does from its watch. */
-class TableHosts implements HostRouter {
-  table: HostTable = compileHostTable([]);
-  private readonly models: Map<string, string>;
-  constructor(models: Map<string, string>) {
-    this.models = models;
-  }
-  set(ingresses: KIngress[]) {
-    this.table = compileHostTable(ingresses);
-  }
-  route(host: string | undefined, path: string, headers: IncomingHttpHeaders) {
-    return routeByHost(this.table, (ns, name) => this.models.get(`${ns}/${name}`), host, path, headers);
-  }
-  hosts() {
-    return [...this.table.hosts.keys()];
-  }
-  version(host: string | undefined) {
-    return this.table.hosts.get(normalizeHost(host))?.version;
   }
 }
 
