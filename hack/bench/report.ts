@@ -198,16 +198,22 @@ function streamingSection(s: StreamingResult): string {
     x.target === "direct" ? "—" : fmt(x.cpuUsPerEvent, 2),
     x.target === "direct" ? "—" : fmt(x.cores, 2),
     `${x.streamsLive}/${s.streams}`,
+    Number.isNaN(x.allStartedSeconds) ? "never" : fmt(x.allStartedSeconds, 2),
     String(x.errors.length),
   ]);
+  const admin = s.summaries.find((x) => x.target === "activator")?.admin;
   return `#### Streaming
 
 ${s.rounds} interleaved rounds; ${s.streams} concurrent SSE streams, engine step every ${s.itlMs} ms (at most
 ${fmt(s.offeredPerSecond, 0)} chunks/s offered; the direct row is what the engine managed), ${s.windowSeconds} s counting window per target.
 
-${table(["target", "chunks/s delivered", "proxy CPU µs/chunk", "proxy cores", "streams live", "errors"], rows)}
+${table(["target", "chunks/s delivered", "proxy CPU µs/chunk", "proxy cores", "streams live", "all first events, s", "errors"], rows)}
 
-Activator chunk rate over nginx: ${fmt(s.rateVsNginx1)}× nginx with 1 worker, ${fmt(s.rateVsNginxAuto)}× with a worker per core.`;
+Activator chunk rate over nginx: ${fmt(s.rateVsNginx1)}× nginx with 1 worker, ${fmt(s.rateVsNginxAuto)}× with a worker per core.${
+    admin
+      ? ` Meanwhile the activator's \`/snooze/v1/models\` and \`/healthz\`, asked in turn every 50 ms through the window: p50 ${fmt(admin.p50Ms, 1)} ms, max ${fmt(admin.maxMs, 1)} ms (${admin.probes} answers).`
+      : ""
+  }`;
 }
 
 function memorySection(m: MemoryResult): string {

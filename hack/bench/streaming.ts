@@ -18,7 +18,26 @@ import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv }
 import { nginxProxyConfig, type RunningNginx, startNginx } from "./nginx.ts";
 import { freePort } from "./ports.ts";
 import { cpuMeter } from "./proc.ts";
-import { median } from "./stats.ts";
+import { median, summarize } from "./stats.ts";
+
+/** Asks the admin API and /healthz one after the other until `stop`, recording each answer's latency. */
+async function probeAdmin(origin: string, stop: Promise<void>): Promise<number[]> {
+  const latencies: number[] = [];
+  let stopped = false;
+  void stop.then(() => {
+    stopped = true;
+  });
+  for (let i = 0; !stopped && i < 10_000; i++) {
+    const started = performance.now();
+    const path = i % 2 === 0 ? "/snooze/v1/models" : "/healthz";
+    await fetch(`${origin}${path}`, { signal: AbortSignal.timeout(30_000) })
+      .then((r) => r.arrayBuffer())
+      .catch(() => {});
+    latencies.push(performance.now() - started);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return latencies;
+}
 
 export const streamingTargets = ["direct", "nginx-1w", "nginx-auto", "activator"] as const;
 export type StreamingTarget = (typeof streamingTargets)[number];
@@ -30,6 +49,10 @@ export interface StreamingSummary {
   /** Proxy CPU over the window, in cores (1.0 = one core busy all the time). */
   cores: number;
   streamsLive: number;
+  /** Seconds from sending until every stream had its first event (worst round); NaN if some never did. */
+  allStartedSeconds: number;
+  /** The activator only: its admin API (`/snooze/v1/models`) and `/healthz`, asked in a loop during the window. */
+  admin?: { p50Ms: number; maxMs: number; probes: number };
   errors: string[];
 }
 
@@ -96,8 +119,15 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
       stream: true,
     });
 
-    const perRound: Record<StreamingTarget, { rate: number; cpu: number; live: number; errors: string[] }>[] =
-      [];
+    type RoundResult = {
+      rate: number;
+      cpu: number;
+      live: number;
+      allStarted: number;
+      admin: number[];
+      errors: string[];
+    };
+    const perRound: Record<StreamingTarget, RoundResult>[] = [];
     for (let round = 0; round < rounds; round++) {
       const results = {} as (typeof perRound)[number];
       for (const name of rotate(streamingTargets, round)) {
@@ -113,17 +143,38 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
         });
         let meter: { read(): number } | undefined;
         let cpu = 0;
+        const windowEnd = Promise.withResolvers<void>();
+        let admin: Promise<number[]> = Promise.resolve([]);
         client.onEvent((event) => {
-          if (event.window === "start") meter = cpuMeter(target.pids());
-          if (event.window === "end") cpu = meter?.read() ?? 0;
+          if (event.window === "start") {
+            meter = cpuMeter(target.pids());
+            if (name === "activator") admin = probeAdmin(activator.url, windowEnd.promise);
+          }
+          if (event.window === "end") {
+            cpu = meter?.read() ?? 0;
+            windowEnd.resolve();
+          }
         });
         const result = await client.ask<SseResult>({ cmd: "run" }, 120_000);
+        windowEnd.resolve();
         await client.close();
         const rate = result.events / (result.windowMs / 1000);
-        results[name] = { rate, cpu, live: result.streamsLive, errors: result.errors };
+        const adminMs = await admin;
+        results[name] = {
+          rate,
+          cpu,
+          live: result.streamsLive,
+          allStarted: result.allStartedSeconds ?? Number.NaN,
+          admin: adminMs,
+          errors: result.errors,
+        };
         ctx.log(
           `streaming round ${round + 1}/${rounds} ${name}: ${Math.round(rate)} events/s, ` +
-            `${result.streamsLive}/${streams} streams live, proxy CPU ${(cpu / (result.windowMs / 1000)).toFixed(2)} cores`,
+            `${result.streamsLive}/${streams} streams live, all started in ${(result.allStartedSeconds ?? Number.NaN).toFixed(2)} s, ` +
+            `proxy CPU ${(cpu / (result.windowMs / 1000)).toFixed(2)} cores` +
+            (adminMs.length
+              ? `, admin max ${Math.max(...adminMs).toFixed(0)} ms (${adminMs.length} probes)`
+              : ""),
         );
         if (name === "activator")
           await until(async () => (await activator.route("bench")).inFlight === 0, 30_000, "streams to end");
@@ -142,6 +193,18 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
             : median(perRound.map((r) => (r[target].cpu / (r[target].rate * windowSeconds)) * 1e6)),
         cores: target === "direct" ? Number.NaN : median(perRound.map((r) => r[target].cpu / windowSeconds)),
         streamsLive: Math.min(...perRound.map((r) => r[target].live)),
+        allStartedSeconds: Math.max(...perRound.map((r) => r[target].allStarted)),
+        admin:
+          target === "activator"
+            ? (() => {
+                const all = perRound.flatMap((r) => r[target].admin);
+                return {
+                  p50Ms: all.length ? summarize(all).p50 : Number.NaN,
+                  maxMs: Math.max(...all),
+                  probes: all.length,
+                };
+              })()
+            : undefined,
         errors: perRound.flatMap((r) => r[target].errors),
       }),
     );
