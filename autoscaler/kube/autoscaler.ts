@@ -5,6 +5,7 @@ import { createEventSink, type EventMode } from "../../lib/cloudevents.ts";
 import {
   type AdminOutcome,
   type AdminVerb,
+  type PrewarmAsk,
   adminPath,
   adminTimeoutMs,
   callerHeaders,
@@ -543,10 +544,26 @@ export class KubeAutoscaler {
    * A person's wake, sleep or stop of a model (through an activator's admin API): carried out here
    * when this replica leads the model, else passed to the leader. Resolves when it is done.
    */
-  async admin(model: string, verb: AdminVerb, forwarded: boolean): Promise<AdminOutcome> {
+  async admin(
+    model: string,
+    verb: AdminVerb,
+    forwarded: boolean,
+    prewarm?: PrewarmAsk,
+  ): Promise<AdminOutcome> {
     const controller = this.core.controller(model);
     if (!controller) return { status: 404, message: `no Model serves ${model}` };
+    if (verb === "prewarm" && !prewarm)
+      return { status: 400, message: "a prewarm needs forMs: how long to stay awake" };
     if (controller.isLeading) {
+      if (verb === "prewarm") {
+        const { keptMs } = await controller.prewarm(prewarm!.forMs, undefined, { hint: prewarm!.hint });
+        return {
+          status: 200,
+          message: `prewarm: kept awake for ${keptMs} ms`,
+          tier: controller.tier,
+          keptMs,
+        };
+      }
       if (verb === "wake") await controller.wakeNow();
       else if (verb === "sleep") await controller.sleepNow();
       else await controller.stopNow();
@@ -555,7 +572,7 @@ export class KubeAutoscaler {
     const address = this.leaderAddress(controller);
     if (forwarded || !address)
       return { status: 503, message: `no autoscaler leads ${model} right now; retry` };
-    const response = await fetch(`${address}${adminPath(model, verb)}`, {
+    const response = await fetch(`${address}${adminPath(model, verb, prewarm)}`, {
       method: "POST",
       headers: await callerHeaders(this.options.client, { [forwardedHeader]: this.options.identity }),
       signal: AbortSignal.timeout(adminTimeoutMs),

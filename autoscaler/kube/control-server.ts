@@ -8,6 +8,7 @@ import {
   forwardedHeader,
   isDemandBody,
   isStatsBody,
+  prewarmAsk,
   slotsPath,
   statsPath,
 } from "../../lib/control-protocol.ts";
@@ -97,10 +98,14 @@ export function createControlServer(
       if (autoscaler.modelDemand.handle(req, res, path ?? "", forwarded)) return;
       const admin = req.method === "POST" ? adminRoute.exec(path ?? "") : null;
       if (admin) {
+        const verb = admin[2] as AdminVerb;
+        const prewarm = verb === "prewarm" ? prewarmAsk((req.url ?? "").split("?")[1] ?? "") : undefined;
+        if (prewarm && !prewarm.ok) return sendJson(res, 400, { error: prewarm.message });
         const outcome = await autoscaler.admin(
           decodeURIComponent(admin[1]!),
-          admin[2] as AdminVerb,
+          verb,
           forwarded,
+          prewarm?.ok ? prewarm.ask : undefined,
         );
         return sendJson(res, outcome.status, outcome);
       }
