@@ -928,11 +928,37 @@ export class ModelController {
       record.activation =
         this.pendingStarts.shift() ?? this.beginActivation("start", "cold", replica.createdAt);
       this.emitFor(record, this.estimate("start"));
+      // Activators in other processes see the pod, not this event: a traced start goes on the pod
+      // too, so they link the requests they hold to it. Untraced, there is nothing to write.
+      const traceparent = traceparentOf(record.activation.span);
+      if (recorded === undefined && traceparent) this.recordStarting(record, traceparent);
     } else this.emitFor(record);
     // Left mid-operation by a previous leader: find out where the engine really is.
     if (recorded === "waking" || recorded === "draining")
       this.operate(record, "recheck", () => this.recheck(record));
     return record;
+  }
+
+  /** Records a new replica's `starting` with its activation's traceparent, in line with later writes. */
+  private recordStarting(record: ReplicaRecord, traceparent: string): void {
+    const leadership = this.leadership;
+    record.writes = record.writes
+      .then(async () => {
+        this.guard(leadership);
+        await this.deps.platform.recordTier(
+          this.key,
+          record.replica,
+          "starting",
+          record.since,
+          undefined,
+          traceparent,
+        );
+        this.counts.tierWrites++;
+        record.recorded = "starting";
+      })
+      .catch((error: unknown) =>
+        this.log.debug("could not record a start's trace on its replica", { error }),
+      );
   }
 
   /** A replica is gone: asked to (a stop), or on its own (a crash, a deleted pod). */
@@ -1025,11 +1051,19 @@ export class ModelController {
     if (from !== tier) this.deps.metrics.transition(this.id, from, tier);
     // Every tier change at info: `snooze serve`'s log says what each model did and when.
     if (from !== tier) this.log.info("tier", { replica: record.replica.id, from, to: tier });
-    this.emitFor(record, news.estimateMs, news.error);
+    const event = this.eventOf(record, news.estimateMs, news.error);
+    this.deps.emit(event);
     if ((from === "asleep-1") !== (tier === "asleep-1")) this.deps.levelOneChanged?.();
     const write = record.writes.then(async () => {
       this.guard(leadership);
-      await this.deps.platform.recordTier(this.key, record.replica, tier, now, record.recorded);
+      await this.deps.platform.recordTier(
+        this.key,
+        record.replica,
+        tier,
+        now,
+        record.recorded,
+        event.traceparent,
+      );
       this.counts.tierWrites++;
       record.recorded = tier;
     });

@@ -2,6 +2,7 @@ import { isConflict, type KubeClient, KubeError, paths } from "../../lib/kube/cl
 import type { Informer } from "../../lib/kube/informer.ts";
 import type { KubeModel } from "../../lib/kube/model-config.ts";
 import {
+  activationTraceAnnotation,
   awakeCondition,
   deletionCostAnnotation,
   type Pod,
@@ -138,7 +139,14 @@ export class KubePlatform implements Platform {
    * moved (the kubelet writes status all the time), the pod is read again and the write retried only
    * if the tier on it is still the one we believed: otherwise another writer acted, and we stop.
    */
-  async recordTier(key: string, replica: Replica, tier: Tier, since: number, believed?: Tier): Promise<void> {
+  async recordTier(
+    key: string,
+    replica: Replica,
+    tier: Tier,
+    since: number,
+    believed?: Tier,
+    traceparent?: string,
+  ): Promise<void> {
     const path = paths.pod(this.namespaceOf(key), replica.id);
     let current = this.pod(key, replica.id) ?? (await this.options.client.get<Pod>(path));
     for (let attempt = 0; attempt < 8; attempt++) {
@@ -150,6 +158,8 @@ export class KubePlatform implements Platform {
             annotations: {
               [tierAnnotation]: tier,
               [tierSinceAnnotation]: new Date(since).toISOString(),
+              // Only while an activation runs; null removes it (merge patch).
+              [activationTraceAnnotation]: traceparent ?? null,
               [deletionCostAnnotation]: String(deletionCost[tier]),
             },
           },

@@ -21,6 +21,19 @@ const pod = (
 });
 
 describe("a pod as a replica, as the activator sees it", () => {
+  test("a starting or waking pod carries its activation's traceparent, so held requests link to it; other tiers none", () => {
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const annotated = (tier: string) =>
+      pod({ "snooze.dev/tier": tier, "snooze.dev/activation-traceparent": traceparent }, tier === "ready");
+    expect(replicaEventForPod("qwen", annotated("waking"), 8000).traceparent).toBe(traceparent);
+    expect(replicaEventForPod("qwen", annotated("starting"), 8000).traceparent).toBe(traceparent);
+    expect(replicaEventForPod("qwen", annotated("ready"), 8000).traceparent).toBeUndefined();
+    expect(replicaEventForPod("qwen", annotated("asleep-1"), 8000).traceparent).toBeUndefined();
+    expect(replicaEventForPod("qwen", pod({ "snooze.dev/tier": "waking" }, false), 8000)).not.toHaveProperty(
+      "traceparent",
+    );
+  });
+
   test("routable only when the autoscaler recorded ready and the pod is Ready", () => {
     const since = "2026-01-01T00:01:00.000Z";
     expect(

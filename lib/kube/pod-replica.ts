@@ -1,4 +1,4 @@
-import { type ReplicaEvent, type Tier, tiers } from "../replica-event.ts";
+import { isWarming, type ReplicaEvent, type Tier, tiers } from "../replica-event.ts";
 import type { KubeObject } from "./client.ts";
 
 /**
@@ -25,6 +25,11 @@ export const tierLabel = "snooze.dev/tier";
  */
 export const awakeCondition = "snooze.dev/awake";
 export const tierSinceAnnotation = "snooze.dev/tier-since";
+/**
+ * While a pod starts or wakes: the W3C traceparent of that activation's span, so every activator
+ * links the requests it holds to the activation, as local mode's in-process events do.
+ */
+export const activationTraceAnnotation = "snooze.dev/activation-traceparent";
 /** The ReplicaSet controller removes pods with the lowest cost first when it scales down. */
 export const deletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost";
 
@@ -84,5 +89,13 @@ export function replicaEventForPod(model: string, pod: Pod, port: number): Repli
   let tier: Tier = recorded ?? "starting";
   // Recorded ready but the kubelet says not Ready: not routable; "waking" keeps held requests waiting.
   if (tier === "ready" && !podReady(pod)) tier = "waking";
-  return { model, replica, address, tier, since: Number.isFinite(since) ? since : Date.now() };
+  const traceparent = isWarming(tier) ? pod.metadata.annotations?.[activationTraceAnnotation] : undefined;
+  return {
+    model,
+    replica,
+    address,
+    tier,
+    since: Number.isFinite(since) ? since : Date.now(),
+    ...(traceparent ? { traceparent } : {}),
+  };
 }
