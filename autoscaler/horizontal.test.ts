@@ -29,6 +29,7 @@ const input = (replicas: ReplicaView[], extra: Partial<HorizontalInput> = {}): H
   pendingPods: 0,
   workloadReplicas: replicas.length,
   minReplicas: 0,
+  minPods: 0,
   maxReplicas: 5,
   inFlight: 0,
   held: 0,
@@ -191,6 +192,80 @@ describe("decideReplicas", () => {
     expect(kinds(decideReplicas(input([old, starting])))).toEqual([]);
   });
 
+  test("minPods keeps that many pods, asleep, past zeroAfter; the ones above it go to zero", () => {
+    const old = (pod: string, tier: Tier, asleepFor: number) =>
+      replica(pod, tier, { since: now - asleepFor, asleepSince: now - asleepFor });
+    // Three sleepers past zeroAfter (3600 s), a floor of one: the deepest and longest asleep go.
+    const three = [
+      old("a", "asleep-1", 3_700_000),
+      old("b", "asleep-2", 3_800_000),
+      old("c", "asleep-2", 5_000_000),
+    ];
+    expect(kinds(decideReplicas(input(three, { minPods: 1 })))).toEqual(["deepen a", "stop c,b to 1"]);
+    // At the floor, a sleeper past zeroAfter stays, and nothing is planned for it on the clock.
+    const kept = decideReplicas(input([old("a", "asleep-2", 9_000_000)], { minPods: 1 }));
+    expect(kept.actions).toEqual([]);
+    expect(kept.nextAt).toBe(Number.POSITIVE_INFINITY);
+    // An idle awake pod above nothing still sleeps: the floor is pods, not awake ones.
+    const idle = decideReplicas(
+      input([replica("r", "ready", { since: now - 90_000 })], { minPods: 1, lastActive: now - 61_000 }),
+    );
+    expect(kinds(idle)).toEqual(["drain-and-sleep r"]);
+  });
+
+  test("the pod floor on a manual clock: ready, asleep at sleepAfter, kept past zeroAfter, woken by a request", () => {
+    let t = now;
+    let pod = replica("p", "ready", { since: t, asleepSince: 0 });
+    const step = (extra: Partial<HorizontalInput> = {}) =>
+      decideReplicas(input([pod], { minPods: 1, lastActive: now, now: t, ...extra }));
+    expect(step().nextAt).toBe(now + settings.sleepAfter);
+    t = now + settings.sleepAfter;
+    expect(kinds(step())).toEqual(["drain-and-sleep p"]);
+    pod = { ...pod, tier: "asleep-1", since: t, asleepSince: t };
+    expect(step().nextAt).toBe(t + settings.deepSleepAfter);
+    t += settings.deepSleepAfter;
+    expect(kinds(step())).toEqual(["deepen p"]);
+    pod = { ...pod, tier: "asleep-2", since: t };
+    t = pod.asleepSince + settings.zeroAfter + 1;
+    expect(step().actions).toEqual([]);
+    // Without the floor that pod would go to zero now.
+    expect(kinds(step({ minPods: 0 }))).toEqual(["stop p to 0"]);
+    expect(kinds(step({ held: 1 }))).toEqual(["wake p"]);
+  });
+
+  test("a pod missing below minPods is started, within maxReplicas, a slot's cap, back-off and a person's stop", () => {
+    expect(kinds(decideReplicas(input([], { minPods: 2, workloadReplicas: 0 })))).toEqual(["scale-up to 2"]);
+    const one = [replica("s", "asleep-1")];
+    expect(kinds(decideReplicas(input(one, { minPods: 2 })))).toEqual(["scale-up to 2"]);
+    // A pod the workload asked for counts; a held request's start counts too.
+    expect(decideReplicas(input(one, { minPods: 2, pendingPods: 1, workloadReplicas: 2 })).actions).toEqual(
+      [],
+    );
+    expect(kinds(decideReplicas(input([], { minPods: 1, held: 1, workloadReplicas: 0 })))).toEqual([
+      "scale-up to 1",
+    ]);
+    expect(kinds(decideReplicas(input([], { minPods: 3, maxReplicas: 2, workloadReplicas: 0 })))).toEqual([
+      "scale-up to 2",
+    ]);
+    expect(decideReplicas(input([], { minPods: 1, cap: 0, workloadReplicas: 0 })).actions).toEqual([]);
+    expect(decideReplicas(input([], { minPods: 1, parked: true, workloadReplicas: 0 })).actions).toEqual([]);
+    const backoff = decideReplicas(input([], { minPods: 1, backoffUntil: now + 5_000, workloadReplicas: 0 }));
+    expect(backoff.actions).toEqual([]);
+    expect(backoff.nextAt).toBe(now + 5_000);
+  });
+
+  test("without sleep support the pod floor keeps pods awake", () => {
+    const plan = decideReplicas(
+      input([replica("r", "ready", { since: now - 90_000 })], {
+        lastActive: now - 100_000,
+        minPods: 1,
+        settings: { ...settings, sleep: false },
+      }),
+    );
+    expect(plan.actions).toEqual([]);
+    expect(plan.target).toBe(1);
+  });
+
   test("a Ready pod still starting is warmed up; one past startTimeout failed", () => {
     const plan = decideReplicas(
       input([
@@ -214,7 +289,7 @@ describe("decideReplicas", () => {
     expect(kinds(plan)).toEqual(["drain-and-sleep r"]);
   });
 
-  test("property: never wakes or starts beyond the target, never sleeps below it, never touches a busy replica", () => {
+  test("property: never wakes or starts beyond the target (or the pod floor), never sleeps below it or stops below the floor, never touches a busy replica", () => {
     const tierArb = fc.constantFrom<Tier>("starting", "ready", "draining", "asleep-1", "asleep-2", "waking");
     const replicaArb = fc.record({
       tier: tierArb,
@@ -231,6 +306,7 @@ describe("decideReplicas", () => {
           held: fc.nat(3),
           inFlight: fc.nat(3),
           min: fc.nat(2),
+          minPods: fc.nat(3),
           extraMax: fc.nat(4),
           pending: fc.nat(2),
           cap: fc.option(fc.constantFrom(0, 1), { nil: undefined }),
@@ -252,6 +328,7 @@ describe("decideReplicas", () => {
               held: p.held,
               inFlight: p.inFlight,
               minReplicas: p.min,
+              minPods: p.minPods,
               maxReplicas: p.min + p.extraMax + 1,
               pendingPods: p.pending,
               workloadReplicas: replicas.length + p.pending,
@@ -262,14 +339,21 @@ describe("decideReplicas", () => {
           const byPod = new Map(replicas.map((r) => [r.pod, r]));
           let added = 0;
           let removed = 0;
+          let stopped = 0;
           for (const a of plan.actions) {
             if (a.kind === "scale-up") added += a.to - (replicas.length + p.pending);
             if (a.kind === "wake" || a.kind === "undrain") added++;
             if (a.kind === "drain-and-sleep" || a.kind === "drain-and-stop") removed++;
+            if (a.kind === "stop") stopped += a.pods.length;
             if ("pod" in a && a.kind !== "undrain") expect(byPod.get(a.pod)!.busy).toBe(false);
             if (a.kind === "wake") expect(isAsleep(byPod.get(a.pod)!.tier)).toBe(true);
           }
-          expect(plan.awake + added).toBeLessThanOrEqual(Math.max(plan.target, plan.awake));
+          // Beyond the target only pods missing below the floor start; no stop goes below it.
+          const pods = replicas.length + p.pending;
+          expect(plan.awake + added).toBeLessThanOrEqual(
+            Math.max(plan.target, plan.awake) + Math.max(0, p.minPods - pods),
+          );
+          if (stopped > 0) expect(pods - stopped).toBeGreaterThanOrEqual(p.minPods);
           if (removed > 0) expect(plan.awake - removed).toBeGreaterThanOrEqual(plan.target);
           if (p.cap === 0) expect(added).toBe(0);
         },

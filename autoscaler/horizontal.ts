@@ -38,6 +38,11 @@ export interface HorizontalInput {
   /** A person put the model to sleep (or stopped it): nothing awake until the next held request. */
   parked?: boolean;
   minReplicas: number;
+  /**
+   * Pods kept whatever the idle time, awake or asleep (Knative's `min-scale`): the ladder stops
+   * only the pods above it, and a missing one is started (it sleeps once idle, like any pod).
+   */
+  minPods: number;
   maxReplicas: number;
   inFlight: number;
   held: number;
@@ -77,6 +82,8 @@ export interface HorizontalPlan {
 
 export function decideReplicas(input: HorizontalInput): HorizontalPlan {
   const { replicas, now, settings } = input;
+  // Without sleep a kept pod can only be kept awake: the pod floor is an awake floor then.
+  const minReplicas = settings.sleep ? input.minReplicas : Math.max(input.minReplicas, input.minPods);
   const actions: ReplicaAction[] = [];
   let nextAt = Number.POSITIVE_INFINITY;
   const later = (at: number) => {
@@ -96,7 +103,12 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
 
   const ready = replicas.filter((r) => r.tier === "ready");
   const awake = replicas.filter((r) => r.tier === "ready" || isWarming(r.tier)).length + input.pendingPods;
-  const ladder = (r: ReplicaView, held: number, inFlight: number) =>
+  const ladder = (
+    r: ReplicaView,
+    held: number,
+    inFlight: number,
+    ladderSettings: LadderSettings = settings,
+  ) =>
     decideTier(
       {
         tier: r.tier,
@@ -108,7 +120,7 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
         now,
         backoffUntil: input.backoffUntil,
       },
-      settings,
+      ladderSettings,
     );
 
   // How many awake: on demand, every ready replica stays until the model was idle `sleepAfter`
@@ -118,6 +130,7 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
   // asleep") never makes a woken replica sleep between two requests a second apart, while a count
   // of 1 or more is obeyed as it is: an HPA's scale-down drains the surplus even under load.
   // minReplicas and maxReplicas, the Model's own bounds, hold either way; a slot's cap above all.
+  // minPods is not an awake count: it only keeps pods from being stopped (below).
   let target: number;
   if (input.cap === 0) target = 0;
   else {
@@ -131,14 +144,15 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
     }
     if (input.parked) target = 0;
     else if (input.desired !== undefined)
-      target = Math.max(input.desired, Math.min(onDemand, 1), input.minReplicas);
-    else target = Math.max(onDemand, input.minReplicas);
+      target = Math.max(input.desired, Math.min(onDemand, 1), minReplicas);
+    else target = Math.max(onDemand, minReplicas);
     if (input.held > 0) target = Math.max(target, 1);
     target = Math.min(target, input.maxReplicas);
     if (input.cap !== undefined) target = Math.min(target, input.cap);
   }
 
   const waking = new Set<string>();
+  let scaleTo = input.workloadReplicas;
   if (awake < target) {
     let short = target - awake;
     for (const r of replicas.filter((r) => r.tier === "draining")) {
@@ -158,10 +172,7 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
       waking.add(r.pod);
       short--;
     }
-    if (short > 0 && mayActivate) {
-      const to = Math.min(input.workloadReplicas + short, input.maxReplicas);
-      if (to > input.workloadReplicas) actions.push({ kind: "scale-up", to });
-    }
+    if (short > 0 && mayActivate) scaleTo = Math.min(input.workloadReplicas + short, input.maxReplicas);
   } else if (awake > target) {
     // The idlest awake replicas leave first; warming ones finish their activation before anything.
     let excess = awake - target;
@@ -177,14 +188,37 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
     }
   }
 
-  // Sleepers follow the ladder: deeper sleep, then zero.
-  const stopping: string[] = [];
+  // The pod floor: a pod missing below minPods starts (a slot's cap and back-off permitting, not
+  // while a person parked the model); it is awake while it starts and sleeps once idle.
+  const pods = replicas.filter((r) => r.tier !== "cold").length + input.pendingPods;
+  const missing = input.minPods - (pods + scaleTo - input.workloadReplicas);
+  if (missing > 0 && !input.parked && input.cap !== 0) {
+    if (now < input.backoffUntil) later(input.backoffUntil);
+    else {
+      // In a slot, a starting pod is resident: no more of them than the cap leaves room for.
+      const room = input.cap === undefined ? missing : input.cap - Math.max(awake, target);
+      if (room > 0) scaleTo = Math.min(scaleTo + Math.min(missing, room), input.maxReplicas);
+    }
+  }
+  if (scaleTo > input.workloadReplicas) actions.push({ kind: "scale-up", to: scaleTo });
+
+  // Sleepers follow the ladder: deeper sleep, then zero, but never below the pod floor: the ones
+  // stopped are the deepest and longest asleep; the ones kept (those a request wakes first)
+  // follow the ladder without its zero step.
+  const due: ReplicaView[] = [];
+  const follow = (r: ReplicaView, action: ReturnType<typeof ladder>) => {
+    if (action.kind === "deepen") actions.push({ kind: "deepen", pod: r.pod });
+    else if (action.kind === "wait") later(action.at);
+  };
   for (const r of replicas.filter((r) => isAsleep(r.tier) && free(r) && !waking.has(r.pod))) {
     const action = ladder(r, 0, 0);
-    if (action.kind === "deepen") actions.push({ kind: "deepen", pod: r.pod });
-    else if (action.kind === "stop") stopping.push(r.pod);
-    else if (action.kind === "wait") later(action.at);
+    if (action.kind === "stop") due.push(r);
+    else follow(r, action);
   }
+  due.sort((a, b) => (a.tier === b.tier ? a.asleepSince - b.asleepSince : a.tier === "asleep-2" ? -1 : 1));
+  const stopping = due.slice(0, Math.max(0, pods - input.minPods)).map((r) => r.pod);
+  const keptSettings = { ...settings, zeroAfter: Number.POSITIVE_INFINITY };
+  for (const r of due.slice(stopping.length)) follow(r, ladder(r, 0, 0, keptSettings));
   if (stopping.length > 0) {
     // The ReplicaSet removes pods that are not Ready before any deletion cost counts: scale down
     // only when every pod is up, or it would take a starting one instead of the sleeper.

@@ -661,6 +661,63 @@ describe("desired replicas", () => {
   });
 });
 
+describe("a pod floor (minPods, Knative's min-scale)", () => {
+  const target = (h: Harness, desired: number | undefined, minPods: number) =>
+    h.autoscaler.updateModel({
+      key: "m",
+      config: h.config.models.get("m")!,
+      desired,
+      minReplicas: 0,
+      minPods,
+      maxReplicas: 3,
+    });
+
+  test("three pods idle: all sleep, two go to zero at zeroAfter, one stays asleep; a request wakes it, no new pod", async () => {
+    const h = new Harness(oneModel(), { autoUp: true });
+    target(h, 3, 1);
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual(["m-1", "m-2", "m-3"]);
+    target(h, undefined, 1);
+    await h.advance(60_000);
+    const tiers = () =>
+      h
+        .controller("m")
+        .state()
+        .replicas.map((r) => r.tier);
+    expect(tiers()).toEqual(["asleep-1", "asleep-1", "asleep-1"]);
+    h.mark();
+    await h.advance(60 * 60_000 - 1);
+    expect(h.platform.scales).toEqual([]);
+    await h.advance(1);
+    expect(h.platform.scales.map((s) => `${s.expected}->${s.to}`)).toEqual(["3->1"]);
+    expect(h.platform.ids("m")).toHaveLength(1);
+    // The one kept sleeps on, past zeroAfter, for as long as the floor says.
+    await h.advance(24 * 3_600_000);
+    expect(h.platform.scales).toHaveLength(1);
+    expect(tiers()).toEqual(["asleep-2"]);
+    const [kept] = h.platform.ids("m");
+    h.mark();
+    h.demand("m");
+    await h.settle();
+    expect(h.controller("m").tier).toBe("ready");
+    expect(h.platform.scales).toEqual([]);
+    expect(h.platform.engineOf(kept!).calls[0]).toBe("wake(2)");
+  });
+
+  test("a floor of one from cold starts a pod, which then sleeps when idle and stays", async () => {
+    const h = new Harness(oneModel(), { autoUp: true });
+    target(h, undefined, 1);
+    await h.settle();
+    expect(h.platform.scales.map((s) => `${s.expected}->${s.to}`)).toEqual(["0->1"]);
+    expect(h.controller("m").tier).toBe("ready");
+    await h.advance(60_000);
+    expect(h.controller("m").tier).toBe("asleep-1");
+    await h.advance(2 * 3_600_000);
+    expect(h.controller("m").tier).toBe("asleep-2");
+    expect(h.platform.scales).toHaveLength(1);
+  });
+});
+
 describe("operations that overlap", () => {
   test("demand during a deeper sleep waits for it, then wakes from level 2", async () => {
     const { h, engine } = await readyModel();

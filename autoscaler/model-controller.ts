@@ -23,6 +23,8 @@ export interface ModelTarget {
   /** Awake replicas wanted by a person, an HPA or KEDA (`spec.replicas`); undefined: on demand. */
   desired?: number;
   minReplicas: number;
+  /** Pods kept, awake or asleep, whatever the idle time (Knative's `min-scale`); 0 when absent. */
+  minPods?: number;
   maxReplicas: number;
 }
 
@@ -690,6 +692,7 @@ export class ModelController {
       desired: this.target.desired,
       parked,
       minReplicas: this.target.minReplicas,
+      minPods: this.target.minPods ?? 0,
       maxReplicas: this.target.maxReplicas,
       inFlight: load.inFlight,
       held: load.held + prewarm.held,

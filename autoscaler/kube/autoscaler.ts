@@ -313,6 +313,7 @@ export class KubeAutoscaler {
       config: model.config,
       desired: model.spec.replicas,
       minReplicas: model.spec.minReplicas,
+      minPods: model.spec.minPods,
       maxReplicas: model.spec.maxReplicas,
     };
   }

@@ -98,7 +98,7 @@ export function modelForWorkload(workload: Workload, kind: WorkloadKind): Worklo
 }
 
 /** Spec fields the API fills in or others write (HPA through the scale subresource). */
-const notOurs = new Set(["port", "minReplicas", "maxReplicas", "replicas"]);
+const notOurs = new Set(["port", "minReplicas", "minPods", "maxReplicas", "replicas"]);
 
 /** Whether an existing Model still says what the workload's annotations say. */
 export function sameSpec(existing: Record<string, unknown>, desired: Record<string, unknown>): boolean {

@@ -36,7 +36,16 @@ export function modelFromResource(resource: ModelResource & KubeObject): KubeMod
   if (!parsed.success)
     return { error: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") };
   const spec = parsed.data;
-  const { workloadRef: _w, model, port, replicas: _r, minReplicas: _min, maxReplicas: _max, ...tier } = spec;
+  const {
+    workloadRef: _w,
+    model,
+    port,
+    replicas: _r,
+    minReplicas: _min,
+    minPods: _pods,
+    maxReplicas: _max,
+    ...tier
+  } = spec;
   const namespace = resource.metadata.namespace ?? "default";
   const config: ModelConfig = {
     ...builtinTierDefaults,

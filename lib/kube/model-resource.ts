@@ -77,6 +77,16 @@ export const modelSpec = tierSettings
       .max(10_000)
       .default(0)
       .meta({ description: "Replicas kept awake even when idle; 0 lets the model sleep and go cold." }),
+    minPods: z
+      .int()
+      .min(0)
+      .max(10_000)
+      .default(0)
+      .meta({
+        description:
+          "Pods kept whatever the idle time, awake or asleep (Knative's min-scale): they sleep when idle and are never stopped, " +
+          "pods above it go to zero after zeroAfter; a missing one is started. 0 lets every pod go to zero.",
+      }),
     maxReplicas: z
       .int()
       .min(1)
@@ -88,15 +98,24 @@ export const modelSpec = tierSettings
     message: minMaxMessage(),
     path: ["minReplicas"],
   })
+  .refine((spec) => spec.minPods <= spec.maxReplicas, {
+    message: minPodsMaxMessage(),
+    path: ["minPods"],
+  })
   .meta({
     description: "How the model is served and when its replicas sleep, wake and stop.",
     "x-kubernetes-validations": [
       { rule: "self.minReplicas <= self.maxReplicas", message: minMaxMessage(), fieldPath: ".minReplicas" },
+      { rule: "self.minPods <= self.maxReplicas", message: minPodsMaxMessage(), fieldPath: ".minPods" },
     ],
   });
 
 function minMaxMessage() {
   return "minReplicas must not be greater than maxReplicas";
+}
+
+function minPodsMaxMessage() {
+  return "minPods must not be greater than maxReplicas";
 }
 
 export const modelPhases = ["Cold", "Starting", "Waking", "Ready", "Asleep", "Failed"] as const;

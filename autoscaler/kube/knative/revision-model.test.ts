@@ -35,12 +35,19 @@ describe("Knative's autoscaling annotations as Model settings", () => {
     ).toEqual({ sleepAfter: "90s", zeroAfter: "1m30s", maxReplicas: 3 });
   });
 
-  test("min-scale 1 or more keeps the pods: they sleep and are never stopped", () => {
+  test("min-scale is a floor of pods (asleep when idle); the pods above it keep their retention period", () => {
     const spec = knativeSettings({
       "autoscaling.knative.dev/min-scale": "1",
+      "autoscaling.knative.dev/max-scale": "3",
       "autoscaling.knative.dev/scale-to-zero-pod-retention-period": "10s",
     });
-    expect(spec).toEqual({ zeroAfter: "never" });
+    expect(spec).toEqual({ zeroAfter: "10s", minPods: 1, maxReplicas: 3 });
+    // Without max-scale, as many pods as min-scale may run.
+    expect(knativeSettings({ "autoscaling.knative.dev/min-scale": "3" })).toEqual({
+      minPods: 3,
+      maxReplicas: 3,
+    });
+    expect(knativeSettings({ "autoscaling.knative.dev/min-scale": "1" })).toEqual({ minPods: 1 });
   });
 
   test("Knative's aliases, max-scale 0 (no limit), containerConcurrency", () => {
@@ -49,7 +56,10 @@ describe("Knative's autoscaling annotations as Model settings", () => {
         { "autoscaling.knative.dev/minScale": "5", "autoscaling.knative.dev/maxScale": "2" },
         8,
       ),
-    ).toEqual({ zeroAfter: "never", maxReplicas: 2, concurrency: 8 });
+    ).toEqual({ minPods: 2, maxReplicas: 2, concurrency: 8 });
+    expect(
+      knativeSettings({ "autoscaling.knative.dev/min-scale": "2", "autoscaling.knative.dev/max-scale": "0" }),
+    ).toEqual({ minPods: 2, maxReplicas: 10_000 });
     expect(knativeSettings({ "autoscaling.knative.dev/max-scale": "0" })).toEqual({ maxReplicas: 10_000 });
     // min-scale 0 is the default: no field; containerConcurrency 0 is "unlimited": no field either.
     expect(knativeSettings({ "autoscaling.knative.dev/min-scale": "0" }, 0)).toEqual({});
@@ -115,6 +125,12 @@ describe("the Model of a Snooze-class revision", () => {
       maxReplicas: 2,
       concurrency: 4,
     });
+    expect(modelSpec.safeParse(model.spec).success).toBe(true);
+  });
+
+  test("min-scale's Model keeps that many pods and is valid as a Model", () => {
+    const model = modelForRevision(pa({ "autoscaling.knative.dev/min-scale": "3" }), deployment()).model!;
+    expect(model.spec).toMatchObject({ minPods: 3, maxReplicas: 3 });
     expect(modelSpec.safeParse(model.spec).success).toBe(true);
   });
 

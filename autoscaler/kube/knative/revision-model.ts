@@ -109,10 +109,10 @@ const unlimited = 10_000;
  * - `window` (idle time before the KPA scales down) → `sleepAfter`: idle that long, a pod sleeps.
  * - `scale-to-zero-pod-retention-period` (how long the last pod stays once the revision is idle)
  *   → `zeroAfter`: how long a pod stays, asleep, before it is stopped.
- * - `min-scale` (pods the revision keeps) → `zeroAfter: never` when it is 1 or more: pods sleep
- *   when idle and are never stopped. A Model has no floor of pods below its maximum yet, so every
- *   pod the revision has is kept, not only min-scale of them (exact with max-scale ≤ min-scale).
- * - `max-scale` (pods at most; 0 = no limit) → `maxReplicas`.
+ * - `min-scale` (pods the revision keeps) → `minPods`: that many pods stay, asleep when idle,
+ *   and the pods above it follow the ladder to zero.
+ * - `max-scale` (pods at most; 0 = no limit) → `maxReplicas`; absent, Snooze's default of 1, or
+ *   `min-scale` when that is more (Knative would run that many).
  * - `target` (requests per pod the KPA aims at) has no Model field: Snooze adds a pod for held
  *   demand and keeps each awake until idle `sleepAfter`; it does not split load by a target.
  * - the revision's `containerConcurrency` (a hard limit per pod) → `concurrency`.
@@ -132,10 +132,14 @@ export function knativeSettings(
   const retention = knativeAnnotation(annotations, "retention");
   const zeroAfter = retention && goDuration(retention);
   if (zeroAfter) spec.zeroAfter = zeroAfter;
-  const min = count(knativeAnnotation(annotations, "minScale"));
-  if (min !== undefined && min > 0) spec.zeroAfter = "never";
   const max = count(knativeAnnotation(annotations, "maxScale"));
   if (max !== undefined) spec.maxReplicas = max === 0 ? unlimited : Math.min(max, unlimited);
+  const min = count(knativeAnnotation(annotations, "minScale"));
+  if (min !== undefined && min > 0) {
+    // Knative's webhook refuses min-scale above a max-scale other than 0; no Model goes past its max.
+    spec.minPods = Math.min(min, (spec.maxReplicas as number | undefined) ?? unlimited);
+    if (max === undefined && min > 1) spec.maxReplicas = spec.minPods;
+  }
   if (containerConcurrency !== undefined && containerConcurrency > 0) spec.concurrency = containerConcurrency;
   return spec;
 }
