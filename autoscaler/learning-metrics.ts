@@ -9,7 +9,7 @@ export function learningMetrics(registry: Registry, collect: { models?(): void; 
   return {
     prewarms: new Counter({
       name: "snooze_prewarms_total",
-      help: "Prewarms (a wake, or a replica kept awake, ahead of a predicted or announced request), by outcome: hit (a request arrived while it was awake from the prewarm) or wasted.",
+      help: "Prewarms (a wake, or a replica kept awake, ahead of a predicted or announced request), by outcome: hit (a request arrived while it was awake from the prewarm), wasted, or asleep (a staged start of a cold model that reached its sleep before a request came).",
       labelNames: ["model", "outcome"],
       registers: [registry],
     }),

@@ -139,7 +139,8 @@ models:
     await dailyAt0901(h, 8);
     const nine = nineOn(h, 1);
     await advanceTo(h, nine - 5 * minute);
-    expect(c.tier).toBe("cold");
+    // Started hours before by a staged prewarm (09:01 within four hours) and asleep since.
+    expect(c.tier).toBe("asleep-1");
     await advanceTo(h, nine);
     expect(c.tier).toBe("ready");
     await advanceTo(h, nine + minute);
@@ -174,12 +175,12 @@ models:
     expect(await h.registry.metrics()).toMatch(/snooze_prewarms_total\{model="a",outcome="wasted"\} 1/);
   });
 
-  test("a budget smaller than a prewarm's window allows none", async () => {
+  test("a budget smaller than a prewarm's window allows none (a staged start fits it)", async () => {
     const h = new Harness(yaml("3m"), { autoUp: 30_000 });
     const c = h.controller("a");
     await dailyAt0901(h, 8);
     await advanceTo(h, nineOn(h, 1));
-    expect(c.tier).toBe("cold");
+    expect(c.tier).toBe("asleep-1");
     expect(c.state().learning!.prewarms).toMatchObject({ hit: 0, wasted: 0 });
   });
 
@@ -266,6 +267,45 @@ models:
     await h.controller("held").sleepNow();
     await h.advance(3 * hour);
     expect(h.controller("held").tier).not.toBe("asleep-1");
+  });
+});
+
+describe("a staged prewarm starts a cold model a request is likely to want within hours, to sleep", () => {
+  const yaml = `
+models:
+  staged:
+    command: [engine, "\${PORT}"]
+    prewarmBudget: 20m
+  kept:
+    command: [engine, "\${PORT}"]
+    prewarmBudget: 20m
+    zeroAfter: 2h
+`;
+  test("started, asleep as soon as it is up (not sleepAfter later), its start charged to the budget; not against a zeroAfter set", async () => {
+    const h = new Harness(yaml, { autoUp: 10_000 });
+    const thin: LearningSnapshot = {
+      ...alwaysLikely(h.clock.now()),
+      arrivals: encodeCounts(new Array<number>(arrivalBins).fill(0.06)),
+    };
+    for (const m of ["staged", "kept"]) h.controller(m).restoreLearning(thin, "test");
+    await h.advance(1_000);
+    expect(h.controller("staged").tier).toBe("starting");
+    await h.advance(20_000);
+    expect(h.controller("staged").tier).toBe("asleep-1");
+    const prewarms = h.controller("staged").state().learning!.prewarms;
+    expect(prewarms).toMatchObject({ hit: 0, wasted: 0, asleep: 1 });
+    expect(20 * minute - prewarms.budgetLeftMs).toBeGreaterThanOrEqual(10_000);
+    expect(20 * minute - prewarms.budgetLeftMs).toBeLessThan(20_000);
+    const span = exporter.getFinishedSpans().find((s) => s.name === "snooze.prewarm")!;
+    expect(span.attributes).toMatchObject({
+      "snooze.prewarm.kind": "staged",
+      "snooze.prewarm.outcome": "asleep",
+    });
+    expect(h.controller("kept").tier).toBe("cold");
+    // Kept asleep from then on (the hold), no second start.
+    await h.advance(3 * hour);
+    expect(h.controller("staged").tier).toBe("asleep-1");
+    expect(h.controller("staged").state().learning!.prewarms.asleep).toBe(1);
   });
 });
 

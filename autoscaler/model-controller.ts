@@ -457,7 +457,7 @@ export class ModelController {
         asleepSince: record.asleepSince,
         inFlight: load.inFlight,
         held: load.held + (this.learner.prewarming || this.prewarmWake ? 1 : 0),
-        lastActive: this.lastActive,
+        lastActive: floor !== undefined ? Math.min(this.lastActive, floor) : this.lastActive,
         now,
         backoffUntil: this.backoffUntil,
       },
@@ -696,7 +696,8 @@ export class ModelController {
       maxReplicas: this.target.maxReplicas,
       inFlight: load.inFlight,
       held: load.held + prewarm.held,
-      lastActive: this.lastActive,
+      // No request since a prewarm ended unused: neither its wake nor its start is activity.
+      lastActive: floor !== undefined ? Math.min(this.lastActive, floor) : this.lastActive,
       now,
       backoffUntil: this.backoffUntil,
       cap: this.deps.slot ? this.cap : undefined,
@@ -782,6 +783,8 @@ export class ModelController {
       budgetMs: this.config.prewarmBudget,
       resident: isResident(tier),
       sleepDue,
+      ready: tier === "ready",
+      mayStage: tier === "cold" && !(this.config.explicit ?? []).includes("zeroAfter"),
       idle: load.inFlight === 0 && load.held === 0,
       parked,
       // Margin for jitter; a slot member may first wait for its slot's resident to sleep.

@@ -31,7 +31,7 @@ import {
 } from "./learned-ladder.ts";
 import { GpuAccount, type LearningMetrics } from "./learning-metrics.ts";
 import { budgetLeft, charge, type PrewarmLedger, type PrewarmPlan, planPrewarm } from "./prewarm.ts";
-import { planHold } from "./prewarm-hold.ts";
+import { planHold, planStage } from "./prewarm-hold.ts";
 
 /**
  * What one model's controller learns, and the prewarms it runs: the arrival history and idle gaps
@@ -46,9 +46,13 @@ export interface LearnerDeps {
   metrics?: LearningMetrics;
 }
 
-/** A prewarm under way. */
+/**
+ * A prewarm under way: `learned` wakes ahead of a likely window, `staged` starts a cold model to
+ * put it to sleep ahead of a likely request (`planStage`), `explicit` was asked for (an event or
+ * a listing's hint).
+ */
 interface Prewarm {
-  kind: "learned" | "explicit";
+  kind: "learned" | "staged" | "explicit";
   began: number;
   until: number;
   probability?: number;
@@ -65,6 +69,13 @@ export interface PrewarmContext {
   resident: boolean;
   /** A replica is ready and the ladder would put it to sleep now. */
   sleepDue: boolean;
+  /** A replica is ready (in flight or not). */
+  ready: boolean;
+  /**
+   * No replica at all, none starting, and the user set no `zeroAfter` (which says how long an idle
+   * engine may keep its process): a staged start may bring it to sleep ahead of a request.
+   */
+  mayStage: boolean;
   /** Nothing in flight or held (requests, not prewarms). */
   idle: boolean;
   /** A person asked for sleep or stop: no prewarm until the next request. */
@@ -89,7 +100,8 @@ export class ModelLearner {
   history: ArrivalHistory;
   durations: MeasuredDurations = {};
   readonly gpu: GpuAccount;
-  readonly counts = { hit: 0, wasted: 0 };
+  /** Prewarms by outcome; `asleep`: a staged start that reached its sleep before any request. */
+  readonly counts = { hit: 0, wasted: 0, asleep: 0 };
   private readonly deps: LearnerDeps;
   private ledger: PrewarmLedger = { day: -1, spentMs: 0 };
   private active = false;
@@ -185,9 +197,9 @@ export class ModelLearner {
     return this.prewarm !== undefined;
   }
 
-  /** A learned prewarm runs and no request came yet: its wake does not count as activity. */
+  /** A learned or staged prewarm runs and no request came yet: its wake does not count as activity. */
   get learnedPrewarmOnly(): boolean {
-    return this.prewarm?.kind === "learned";
+    return this.prewarm !== undefined && this.prewarm.kind !== "explicit";
   }
 
   /** The span of the prewarm under way, for its activation to go under. */
@@ -209,8 +221,12 @@ export class ModelLearner {
     if (p) {
       if (c.resident) p.awake = true;
       if (c.parked) this.end(now, "wasted");
-      else if (now >= p.until) {
-        if (p.kind === "learned") this.wastedUntil = p.until;
+      else if (p.kind === "staged" && c.ready) {
+        // Up: it sleeps at once, and the request it was started for wakes it.
+        this.wastedUntil = now;
+        this.end(now, "asleep");
+      } else if (now >= p.until) {
+        if (p.kind !== "explicit") this.wastedUntil = p.until;
         this.end(now, "wasted");
       } else return { held: 1, nextAt: p.until };
     }
@@ -220,11 +236,30 @@ export class ModelLearner {
     if (c.resident && !c.sleepDue) return { held: 0, nextAt: Number.POSITIVE_INFINITY };
     const lead = c.resident ? 0 : c.leadMs;
     const plan = this.plan(now, lead, c.budgetMs);
-    if (plan.kind === "later") return { held: 0, nextAt: plan.at };
-    if (plan.kind === "none")
-      return { held: 0, nextAt: Math.min(now + 6 * 3_600_000, (Math.floor(now / dayMs) + 1) * dayMs) };
-    this.begin(now, "learned", plan.until, plan.probability, c.resident);
-    return { held: 1, nextAt: plan.until };
+    if (plan.kind === "now") {
+      this.begin(now, "learned", plan.until, plan.probability, c.resident);
+      return { held: 1, nextAt: plan.until };
+    }
+    let nextAt =
+      plan.kind === "later" ? plan.at : Math.min(now + 6 * 3_600_000, (Math.floor(now / dayMs) + 1) * dayMs);
+    if (c.mayStage) {
+      const budgetLeftMs = this.budgetLeft(now, c.budgetMs);
+      const stage = planStage({
+        now,
+        rates: this.currentRates(),
+        exposureWeeks: this.history.exposureWeeks,
+        leadMs: c.leadMs,
+        budgetLeftMs,
+      });
+      if (stage.kind === "now") {
+        // Past twice its lead (or the budget) the start is slow, not lost: the replica sleeps once it is up.
+        const until = now + Math.min(2 * c.leadMs, budgetLeftMs);
+        this.begin(now, "staged", until, stage.probability, false);
+        return { held: 1, nextAt: until };
+      }
+      nextAt = Math.min(nextAt, stage.recheckAt);
+    }
+    return { held: 0, nextAt };
   }
 
   /**
@@ -340,7 +375,7 @@ export class ModelLearner {
     });
   }
 
-  private end(now: number, outcome: "hit" | "wasted"): void {
+  private end(now: number, outcome: "hit" | "wasted" | "asleep"): void {
     const p = this.prewarm;
     if (!p) return;
     this.prewarm = undefined;
@@ -371,6 +406,7 @@ export class ModelLearner {
       prewarms: {
         hit: this.counts.hit,
         wasted: this.counts.wasted,
+        ...(this.counts.asleep > 0 ? { asleep: this.counts.asleep } : {}),
         budgetLeftMs: this.budgetLeft(now, config.prewarmBudget),
         ...(p ? { active: { kind: p.kind, until: new Date(p.until).toISOString() } } : {}),
       },

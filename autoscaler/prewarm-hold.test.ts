@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { advance, binMs, binRates, dayMs, emptyHistory, recordArrival } from "./arrival-history.ts";
-import { holdHorizonMs, planHold } from "./prewarm-hold.ts";
+import { holdHorizonMs, planHold, planStage, stageThreshold } from "./prewarm-hold.ts";
 
 const monday = Date.UTC(2025, 0, 6);
 const hour = 3_600_000;
@@ -47,5 +47,40 @@ describe("planHold", () => {
   test("no hold from less than three days of history", () => {
     const plan = planHold({ ...history, exposureWeeks: 2 / 7, now: week3 + 10 * hour });
     expect(plan).toEqual({ hold: false, probability: 0, recheckAt: Number.POSITIVE_INFINITY });
+  });
+});
+
+describe("planStage", () => {
+  const history = hourlyWeekdays();
+  const monday3 = monday + 14 * dayMs;
+  const base = { ...history, leadMs: 60_000, budgetLeftMs: 20 * 60_000 };
+
+  test("a cold model a request is likely to want within hours is started now, to sleep until then", () => {
+    const plan = planStage({ ...base, now: monday3 + 10 * hour + 10 * 60_000 });
+    expect(plan.kind).toBe("now");
+    expect(plan.kind === "now" && plan.probability).toBeGreaterThanOrEqual(stageThreshold);
+  });
+
+  test("not when the request is not likely enough (a stricter bar than a hold's), or the budget does not cover the start", () => {
+    const h = emptyHistory(monday);
+    for (let d = 0; d < 14; d++) recordArrival(h, monday + d * dayMs + 9 * hour + 5_000);
+    advance(h, monday3);
+    const daily = {
+      rates: binRates(h),
+      exposureWeeks: h.exposureWeeks,
+      leadMs: 60_000,
+      budgetLeftMs: 20 * 60_000,
+    };
+    // 09:40: the next run is tomorrow.
+    const late = planStage({ ...daily, now: monday3 + 9 * hour + 40 * 60_000 });
+    expect(late).toEqual({ kind: "not", recheckAt: monday3 + 9 * hour + 45 * 60_000 });
+    // Likely enough for a hold, not for a start.
+    const now = monday3 + 10 * hour + 10 * 60_000;
+    expect(planHold({ ...history, now, threshold: 0.5 }).hold).toBe(true);
+    expect(planStage({ ...base, now, threshold: 0.9999999 }).kind).toBe("not");
+    expect(planStage({ ...base, now, budgetLeftMs: 59_000 })).toEqual({
+      kind: "not",
+      recheckAt: Number.POSITIVE_INFINITY,
+    });
   });
 });

@@ -17,7 +17,7 @@ import { minExposureWeeks } from "./prewarm.ts";
  * weekend, a job that ran an hour ago and runs again tomorrow) the ladder stops it as usual.
  */
 export const holdHorizonMs = 4 * 3_600_000;
-export const holdThreshold = 0.5;
+export const holdThreshold = 0.3;
 
 export interface HoldInput {
   now: number;
@@ -41,4 +41,23 @@ export function planHold(input: HoldInput): HoldPlan {
     probability,
     recheckAt: binStartOf(now) + binMs,
   };
+}
+
+/**
+ * The other end of a hold: a cold model whose request is likely within the horizon (more likely
+ * than a hold needs, so a model at the edge of its busy time does not start and stop by turns) is
+ * started now and put to sleep as soon as it is up, so that request finds a sleeper and waits for a
+ * wake instead of a cold start. Its cost is the start (and the sleep) as awake time, from the
+ * prewarm budget; it begins only if what is left covers the start (`leadMs`).
+ */
+export const stageThreshold = 0.5;
+
+export type StagePlan = { kind: "now"; probability: number } | { kind: "not"; recheckAt: number };
+
+export function planStage(input: HoldInput & { leadMs: number; budgetLeftMs: number }): StagePlan {
+  const plan = planHold({ ...input, threshold: input.threshold ?? stageThreshold });
+  if (!plan.hold) return { kind: "not", recheckAt: plan.recheckAt };
+  // Over budget: the day's budget comes back at UTC midnight (the controller looks again then).
+  if (input.budgetLeftMs < input.leadMs) return { kind: "not", recheckAt: Number.POSITIVE_INFINITY };
+  return { kind: "now", probability: plan.probability };
 }

@@ -108,6 +108,8 @@ describe("property: a prewarm never exceeds its budget", () => {
             budgetMs,
             resident,
             sleepDue: resident,
+            ready: resident,
+            mayStage: !resident,
             idle,
             parked: false,
             leadMs,

@@ -5,7 +5,14 @@
 export interface LearningState {
   /** Replica-seconds awake (holding an accelerator) and asleep, and saved against one always awake. */
   gpuSeconds: { awake: number; asleep: number; saved: number };
-  prewarms: { hit: number; wasted: number; budgetLeftMs: number; active?: { kind: string; until: string } };
+  /** `asleep`: staged starts of a cold model that reached their sleep before a request came. */
+  prewarms: {
+    hit: number;
+    wasted: number;
+    asleep?: number;
+    budgetLeftMs: number;
+    active?: { kind: string; until: string };
+  };
   /** The learned ladder in use (wakeTarget set and enough idle gaps seen), against the fixed one. */
   ladder?: {
     sleepAfter: string;

@@ -43,7 +43,7 @@ describe("the prewarm benchmark", () => {
       waitP99Ms: waitP95Ms,
       refused: 0,
       awakeHours,
-      prewarms: { total: 0, hit: 0, wasted: 0, hours: 0 },
+      prewarms: { total: 0, hit: 0, wasted: 0, asleep: 0, hours: 0 },
       byModel: new Map(),
       accountingError: 0,
     });

@@ -10,12 +10,12 @@ const pct = (ratio: number) => `${ratio >= 1 ? "+" : ""}${fmt((ratio - 1) * 100,
 
 export function resultsTable(results: readonly PolicyResult[]): string {
   const lines = [
-    "| policy | requests | met a sleeping engine | met a cold engine | sleeping + cold | added wait p50 (s) | p95 (s) | p99 (s) | 503s | awake GPU-hours | prewarms (hit / wasted) |",
+    "| policy | requests | met a sleeping engine | met a cold engine | sleeping + cold | added wait p50 (s) | p95 (s) | p99 (s) | 503s | awake GPU-hours | prewarms (hit / wasted / staged to sleep) |",
     "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
   ];
   for (const r of results)
     lines.push(
-      `| ${r.policy} | ${r.requests} | ${r.sleeping} | ${r.cold} | ${r.hits} | ${s(r.waitP50Ms)} | ${s(r.waitP95Ms)} | ${s(r.waitP99Ms)} | ${r.refused} | ${fmt(r.awakeHours, 1)} | ${r.prewarms.total > 0 ? `${r.prewarms.hit} / ${r.prewarms.wasted}` : "-"} |`,
+      `| ${r.policy} | ${r.requests} | ${r.sleeping} | ${r.cold} | ${r.hits} | ${s(r.waitP50Ms)} | ${s(r.waitP95Ms)} | ${s(r.waitP99Ms)} | ${r.refused} | ${fmt(r.awakeHours, 1)} | ${r.prewarms.total > 0 ? `${r.prewarms.hit} / ${r.prewarms.wasted} / ${r.prewarms.asleep}` : "-"} |`,
     );
   return lines.join("\n");
 }
@@ -26,6 +26,24 @@ export function goalLines(g: Goals): string {
     `- The same on top of the learned ladder (snooze-learned+prewarm against snooze-learned): hits ${pct(g.prewarmOnLearned.hitsRatio)}, awake GPU-hours ${pct(g.prewarmOnLearned.awakeRatio)}: ${yes(g.prewarmOnLearned.met)}.`,
     `- The learned ladder spends fewer awake GPU-hours than the fixed one (${pct(g.learned.awakeRatio)}) at the same or lower p95 added wait (${s(g.learned.p95Learned)} s against ${s(g.learned.p95Fixed)} s): ${yes(g.learned.met)}.`,
   ].join("\n");
+}
+
+/** The goals on every seed, and their mean: the hit and awake-time ratios behind each. */
+export function seedTable(bySeed: readonly { seed: number; goals: Goals }[]): string {
+  const lines = [
+    "| seed | snooze-prewarm against snooze-fixed: hits, awake | goal met | snooze-learned+prewarm against snooze-learned: hits, awake | goal met | learned against fixed: awake, p95 wait (s) | goal met |",
+    "|--:|--:|--:|--:|--:|--:|--:|",
+  ];
+  for (const { seed, goals: g } of bySeed)
+    lines.push(
+      `| ${seed} | ${pct(g.prewarm.hitsRatio)}, ${pct(g.prewarm.awakeRatio)} | ${yes(g.prewarm.met)} | ${pct(g.prewarmOnLearned.hitsRatio)}, ${pct(g.prewarmOnLearned.awakeRatio)} | ${yes(g.prewarmOnLearned.met)} | ${pct(g.learned.awakeRatio)}, ${s(g.learned.p95Learned)} against ${s(g.learned.p95Fixed)} | ${yes(g.learned.met)} |`,
+    );
+  const mean = (f: (g: Goals) => number) => bySeed.reduce((sum, x) => sum + f(x.goals), 0) / bySeed.length;
+  const all = (f: (g: Goals) => boolean) => `${bySeed.filter((x) => f(x.goals)).length} of ${bySeed.length}`;
+  lines.push(
+    `| mean | ${pct(mean((g) => g.prewarm.hitsRatio))}, ${pct(mean((g) => g.prewarm.awakeRatio))} | ${all((g) => g.prewarm.met)} | ${pct(mean((g) => g.prewarmOnLearned.hitsRatio))}, ${pct(mean((g) => g.prewarmOnLearned.awakeRatio))} | ${all((g) => g.prewarmOnLearned.met)} | ${pct(mean((g) => g.learned.awakeRatio))}, ${s(mean((g) => g.learned.p95Learned))} against ${s(mean((g) => g.learned.p95Fixed))} | ${all((g) => g.learned.met)} |`,
+  );
+  return lines.join("\n");
 }
 
 /** Hits and awake hours by kind of model, fixed ladder against each Snooze variant. */

@@ -23,7 +23,8 @@ export interface PolicyResult {
   waitP99Ms: number;
   refused: number;
   awakeHours: number;
-  prewarms: { total: number; hit: number; wasted: number; hours: number };
+  /** `asleep`: staged starts that reached their sleep before a request came. */
+  prewarms: { total: number; hit: number; wasted: number; asleep: number; hours: number };
   /** Per model: hits and awake hours, for the breakdowns. */
   byModel: Map<string, { hits: number; awakeHours: number; requests: number }>;
   /** The control plane's own GPU-seconds against the benchmark's (whole trace), as a check. */
@@ -98,6 +99,7 @@ export function summarize(result: ReplayResult, from: number, to: number): Polic
       total: prewarms.length,
       hit: prewarms.filter((p) => p.outcome === "hit").length,
       wasted: prewarms.filter((p) => p.outcome === "wasted").length,
+      asleep: prewarms.filter((p) => p.outcome === "asleep").length,
       hours: prewarmMs / 3_600_000,
     },
     byModel,

@@ -7,9 +7,17 @@ import { parseArgs } from "node:util";
 import { writeSection } from "../slots/docs-section.ts";
 import { daySvg, toPng } from "./plot.ts";
 import type { ReplayResult } from "./replay.ts";
-import { goalLines, kindTable, policyLines, resultsTable, timingLines, worldDescription } from "./report.ts";
-import { checkGoals, summarize } from "./results.ts";
-import { dayMs, generateTrace } from "./trace.ts";
+import {
+  goalLines,
+  kindTable,
+  policyLines,
+  resultsTable,
+  seedTable,
+  timingLines,
+  worldDescription,
+} from "./report.ts";
+import { checkGoals, type PolicyResult, summarize } from "./results.ts";
+import { dayMs, generateTrace, traceStart } from "./trace.ts";
 import { budgetSweep, policies, prewarmBudget, wakeTarget, worldModels } from "./world.ts";
 
 /**
@@ -18,13 +26,15 @@ import { budgetSweep, policies, prewarmBudget, wakeTarget, worldModels } from ".
  * comparison, writes it into its own section of docs/benchmarks.md and renders one day as a PNG.
  */
 const usage =
-  "usage: npm run bench:prewarm -- [--seed N] [--days N] [--warmup N] [--jobs N] [--out FILE] [--plot FILE] [--no-sweep] [--no-write]";
+  "usage: npm run bench:prewarm -- [--seed N] [--seeds N,N,...] [--days N] [--warmup N] [--jobs N] [--out FILE] [--plot FILE] [--no-sweep] [--no-write]";
 
 function flags() {
   try {
     return parseArgs({
       options: {
         seed: { type: "string", default: "1" },
+        // More seeds for the goals: the four Snooze policies only, each on its own trace.
+        seeds: { type: "string", default: "2,3,4,5" },
         days: { type: "string", default: "21" },
         warmup: { type: "string", default: "7" },
         jobs: { type: "string", default: String(Math.max(1, Math.min(2, availableParallelism()))) },
@@ -49,7 +59,13 @@ const seed = Number(values.seed);
 const days = Number(values.days);
 const warmup = Number(values.warmup);
 const jobs = Number(values.jobs);
-if (![seed, days, warmup, jobs].every(Number.isInteger) || days <= warmup || jobs < 1) {
+const moreSeeds = values.seeds === "" ? [] : values.seeds.split(",").map(Number);
+if (
+  ![seed, days, warmup, jobs, ...moreSeeds].every(Number.isInteger) ||
+  days <= warmup ||
+  jobs < 1 ||
+  moreSeeds.includes(seed)
+) {
   console.error(usage);
   process.exit(2);
 }
@@ -59,29 +75,42 @@ const trace = generateTrace(worldModels, days, seed);
 const dir = mkdtempSync(join(tmpdir(), "snooze-bench-prewarm-"));
 const worker = fileURLToPath(new URL("./worker.ts", import.meta.url));
 
-async function runOne(name: string): Promise<ReplayResult> {
-  const out = join(dir, `${name}.json`);
+async function runOne(name: string, runSeed = seed): Promise<ReplayResult> {
+  const out = join(dir, `${name}-${runSeed}.json`);
   await new Promise<void>((resolve, reject) => {
-    const child = fork(worker, [name, String(seed), String(days), out], { stdio: "inherit" });
+    const child = fork(worker, [name, String(runSeed), String(days), out], { stdio: "inherit" });
     child.on("exit", (code) =>
       code === 0 ? resolve() : reject(new Error(`${name}: worker exited ${code}`)),
     );
   });
   const result = JSON.parse(readFileSync(out, "utf8")) as ReplayResult;
-  console.error(`${name}: ${(result.wallMs / 1000).toFixed(0)} s`);
+  console.error(`${name} (seed ${runSeed}): ${(result.wallMs / 1000).toFixed(0)} s`);
   return result;
 }
 
 const runs = new Map<string, ReplayResult>();
 const sweep = values["no-sweep"] ? [] : budgetSweep;
+const goalPolicies = ["snooze-fixed", "snooze-prewarm", "snooze-learned", "snooze-learned+prewarm"];
 // The slowest (learned) runs first, so the two processes finish close together.
-const queue = [...policies, ...sweep]
-  .map((p) => p.name)
-  .sort((a, b) => Number(b.includes("learned")) - Number(a.includes("learned")));
+const queue = [
+  ...[...policies, ...sweep].map((p) => ({ name: p.name, seed })),
+  ...moreSeeds.flatMap((s) => goalPolicies.map((name) => ({ name, seed: s }))),
+].sort((a, b) => Number(b.name.includes("learned")) - Number(a.name.includes("learned")));
+/** Summaries of the goal policies on the other seeds, as each finishes (a replay is large). */
+const otherSeeds = new Map<number, PolicyResult[]>();
 await Promise.all(
   Array.from({ length: jobs }, async () => {
-    for (let name = queue.shift(); name !== undefined; name = queue.shift())
-      runs.set(name, await runOne(name));
+    for (let run = queue.shift(); run !== undefined; run = queue.shift()) {
+      const result = await runOne(run.name, run.seed);
+      if (run.seed === seed) runs.set(run.name, result);
+      else {
+        const start = traceStart + warmup * dayMs;
+        otherSeeds.set(run.seed, [
+          ...(otherSeeds.get(run.seed) ?? []),
+          summarize(result, start, traceStart + days * dayMs),
+        ]);
+      }
+    }
   }),
 );
 rmSync(dir, { recursive: true, force: true });
@@ -95,6 +124,10 @@ for (const r of results)
       `${r.policy}: snooze_gpu_seconds_total is off by ${(r.accountingError * 100).toFixed(1)}%`,
     );
 const goals = checkGoals(results);
+const bySeed = [
+  { seed, goals },
+  ...[...otherSeeds.entries()].sort(([a], [b]) => a - b).map(([s, r]) => ({ seed: s, goals: checkGoals(r) })),
+];
 const sweepResults = sweep.map((p) => summarize(runs.get(p.name)!, from, to));
 const sweepTable = (() => {
   if (sweepResults.length === 0) return "(Budget sweep: not run, --no-sweep.)";
@@ -189,6 +222,10 @@ ${kindTable(results, worldModels)}
 Goals (issue 13), on this trace:
 
 ${goalLines(goals)}
+
+The same goals on ${bySeed.length === 1 ? "this seed only (--seeds empty)" : `${bySeed.length} seeds (${bySeed.map((b) => b.seed).join(", ")}; each its own trace of the same world, the four Snooze policies only)`}:
+
+${seedTable(bySeed)}
 
 How the prewarm budget moves hits and awake time (the same trace):
 
