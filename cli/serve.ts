@@ -105,7 +105,10 @@ export const serveCommand: Command = {
       }
       log.info("listening", { url: snooze.url, models: [...config.models.keys()], pid: process.pid });
       // SIGHUP, and with --watch-config a changed file, reload the settings (a bad file changes nothing).
-      reload = (cause) => void snooze.models?.reload(file, cause);
+      reload = (cause) =>
+        void snooze.models
+          ?.reload(file, cause)
+          .catch((error: unknown) => log.error("reloading the settings failed", { error }));
       const watcher = values["watch-config"]
         ? watchConfigFile(file, () => reload("file changed"), { log })
         : undefined;

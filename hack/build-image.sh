@@ -7,10 +7,11 @@
 #
 #   ${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/image/oci      the OCI layout (tag: the package version)
 #   ${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/image/base-<stamp>.tar   the Debian layer, kept
+#   ${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/image/deps-<stamp>/      the production node_modules, kept
 #
 # A second run with the same inputs (this script, the Debian suite and packages, the app's files,
 # package-lock.json, the Node binary) finds the stamp and returns at once; a change to the app only
-# rebuilds the app layer (seconds), not the Debian one (minutes). The last three lines printed are
+# rebuilds the app layer (seconds), not the Debian one (minutes), and installs no dependencies. The last three lines printed are
 # the image's name:tag, its manifest digest and the layout's path, so
 # `read -r tag digest layout < <(hack/build-image.sh | tail -n 3 | paste -sd' ')` works.
 # SNOOZE_IMAGE_FORCE=1 rebuilds anyway (the Debian layer too: new security updates).
@@ -128,8 +129,20 @@ root="$work/app"
 app="$root/opt/snooze"
 mkdir -p "$app" "$root/usr/local/bin"
 (cd "$repo_root" && app_files | tar -cf - -T - package.json package-lock.json) | tar -xf - -C "$app"
-# Only the dependencies; no install scripts (none of them needs one), nothing from the checkout's node_modules.
-(cd "$app" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+# Only the dependencies; no install scripts (none of them needs one), nothing from the checkout's
+# node_modules. Kept by the lock file's stamp: an app change does not install them again.
+deps_stamp="$(cat "$repo_root/package.json" "$repo_root/package-lock.json" | sha256sum | cut -c1-16)"
+deps="$cache/deps-$deps_stamp"
+if [[ "${SNOOZE_IMAGE_FORCE:-}" == "1" || ! -d "$deps/node_modules" ]]; then
+  (cd "$app" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+  rm -rf "$deps" "$deps.tmp"
+  mkdir -p "$deps.tmp"
+  cp -a "$app/node_modules" "$deps.tmp/"
+  mv "$deps.tmp" "$deps"
+  find "$cache" -maxdepth 1 -name 'deps-*' ! -name "deps-$deps_stamp" -exec rm -rf {} +
+else
+  cp -a "$deps/node_modules" "$app/"
+fi
 rm -f "$app/package-lock.json"
 cp "$node" "$root/usr/local/bin/node"
 ln -s /opt/snooze/bin/snooze.js "$root/usr/local/bin/snooze"
