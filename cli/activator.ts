@@ -5,7 +5,7 @@ import { Activator } from "../activator/activator.ts";
 import { KubeControlPlane } from "../activator/kube-control-plane.ts";
 import { KubeIngresses } from "../activator/kube-ingresses.ts";
 import { createActivatorServer } from "../activator/server.ts";
-import { knativeNetworkingServed } from "../lib/knative/ingress-class.ts";
+import { knativeNetworkingServed } from "../lib/knative/networking-served.ts";
 import { createLogger } from "../lib/log.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";

@@ -10,7 +10,7 @@ import { serviceActivators } from "../autoscaler/kube/knative-ingress/activator-
 import { KnativeIngressReconciler } from "../autoscaler/kube/knative-ingress/reconciler.ts";
 import { type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { type EventMode, eventModes } from "../lib/cloudevents.ts";
-import { knativeNetworkingServed } from "../lib/knative/ingress-class.ts";
+import { knativeNetworkingServed } from "../lib/knative/networking-served.ts";
 import { serviceAccountUser, TokenReviewer } from "../lib/kube/token-review.ts";
 import { createLogger } from "../lib/log.ts";
 import { byteSize } from "../lib/settings/fields.ts";

@@ -1,6 +1,5 @@
-import { isNotFound, type KubeClient, type KubeObject } from "../kube/client.ts";
+import type { KubeObject } from "../kube/client.ts";
 import type { Condition } from "../kube/condition.ts";
-import type { Logger } from "../log.ts";
 
 /**
  * Knative's KIngress (`ingresses.networking.internal.knative.dev/v1alpha1`), the fields Snooze's
@@ -95,14 +94,3 @@ export const knativeIngressPath = (namespace?: string) =>
   namespace
     ? `/apis/${knativeIngressGroup}/${knativeIngressVersion}/namespaces/${namespace}/${knativeIngressPlural}`
     : `/apis/${knativeIngressGroup}/${knativeIngressVersion}/${knativeIngressPlural}`;
-
-/** Whether the API serves Knative's KIngress (Knative Serving is installed). */
-export async function knativeNetworkingServed(client: KubeClient, log: Logger): Promise<boolean> {
-  try {
-    await client.get(`/apis/${knativeIngressGroup}/${knativeIngressVersion}`);
-    return true;
-  } catch (error) {
-    if (!isNotFound(error)) log.warn("could not tell whether Knative's networking API is served", { error });
-    return false;
-  }
-}
