@@ -92,6 +92,8 @@ describe("containerLaunches: the first container runs as snooze sim", () => {
           field("IP", "status.podIP"),
           field("HOST", "status.hostIP"),
           field("LABELS", "metadata.labels"),
+          // Stored without `value` when it was "": Knative's queue-proxy requires some to be set.
+          { name: "EMPTY" },
         ],
       }),
     );
@@ -103,6 +105,7 @@ describe("containerLaunches: the first container runs as snooze sim", () => {
       SA: "default",
       IP: "10.213.1.2",
       HOST: "10.213.1.1",
+      EMPTY: "",
     });
   });
 });

@@ -47,7 +47,7 @@ export interface PodPlacement {
  *   else it is ready once running. An image that is not mapped cannot run here: the container is
  *   reported waiting with the reason, and the pod never becomes Ready.
  *
- * Env: literal values, and the downward API fields a kubelet fills (`metadata.name`, `.namespace`,
+ * Env: literal values (an entry without one is set empty), and the downward API fields a kubelet fills (`metadata.name`, `.namespace`,
  * `.uid`, `spec.nodeName`, `spec.serviceAccountName`, `status.podIP`, `status.hostIP`). Other
  * `valueFrom` sources (Secrets, ConfigMaps, resources) are left out.
  */
@@ -144,7 +144,8 @@ function readiness(container: V1Container, defaultPort: number | undefined): Rea
 function podEnv(pod: V1Pod, container: V1Container, placement: PodPlacement): Record<string, string> {
   const env: Record<string, string> = {};
   for (const entry of container.env ?? []) {
-    const value = entry.value ?? fieldValue(pod, entry, placement);
+    // No value and no source is the empty string, as the kubelet sets it (the API drops `value: ""`).
+    const value = entry.valueFrom ? fieldValue(pod, entry, placement) : (entry.value ?? "");
     if (value !== undefined) env[entry.name] = value;
   }
   return env;

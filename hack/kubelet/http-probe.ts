@@ -15,8 +15,16 @@ export function httpProbe(
 ): Promise<ProbeResult> {
   return new Promise((resolve) => {
     const req = request(
-      // The probe's own headers (Knative's queue-proxy answers a probe only with K-Network-Probe).
-      { host, port, path, method: "GET", agent: false, headers: { ...headers, connection: "close" } },
+      // As the kubelet: its User-Agent (kube-probe/..., by which Knative's queue-proxy tells a probe
+      // from a request), then the probe's own headers, which may replace it.
+      {
+        host,
+        port,
+        path,
+        method: "GET",
+        agent: false,
+        headers: { "user-agent": "kube-probe/stand-in", ...lower(headers), connection: "close" },
+      },
       (res) => {
         res.resume();
         const status = res.statusCode ?? 0;
@@ -28,3 +36,6 @@ export function httpProbe(
     req.end();
   });
 }
+
+const lower = (headers: Record<string, string>) =>
+  Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value]));

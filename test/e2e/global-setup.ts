@@ -1,4 +1,5 @@
 import type { TestProject } from "vitest/node";
+import { findKnative, knativeImages } from "./components/knative.ts";
 import {
   startControlPlane,
   type TestCluster,
@@ -19,7 +20,11 @@ export default async function setup(project: TestProject) {
     : await startControlPlane();
   let kubelet: StandInKubelet;
   try {
-    kubelet = await startStandInKubelet(cluster.kubeconfigPath, cluster.admin, cluster.dir);
+    // Knative's revision pods carry its queue-proxy: the kubelet runs it as the binary of the build.
+    const knative = findKnative();
+    kubelet = await startStandInKubelet(cluster.kubeconfigPath, cluster.admin, cluster.dir, {
+      images: knative ? knativeImages(knative) : {},
+    });
   } catch (error) {
     await cluster.stop();
     throw error;

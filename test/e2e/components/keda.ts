@@ -1,12 +1,13 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
-import { homedir, networkInterfaces } from "node:os";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { KubeClient } from "../../../lib/kube/client.ts";
 import { repoRoot } from "../harness/assets.ts";
 import { createCA, issueCert } from "../harness/certs.ts";
+import { routableAddress } from "../harness/host-address.ts";
 import { mintServiceAccountKubeconfig, writeKubeconfig } from "../harness/kubeconfig.ts";
 import { applyManifests, kustomize, type Manifest, waitForCrds } from "../harness/manifests.ts";
 import { freePort } from "../harness/ports.ts";
@@ -46,14 +47,6 @@ export function findKeda(): string | undefined {
 export const kedaMissing = () =>
   "KEDA is not built: run hack/build-keda.sh (builds into " +
   `${join(process.env.SNOOZE_CACHE_DIR ?? join(homedir(), ".cache", "snooze"), "keda")}/<version>) or set SNOOZE_KEDA_DIR`;
-
-/** An address of this machine that EndpointSlices accept (not loopback, not link-local). */
-function routableAddress(): string {
-  for (const addresses of Object.values(networkInterfaces()))
-    for (const a of addresses ?? [])
-      if (a.family === "IPv4" && !a.internal && !a.address.startsWith("169.254.")) return a.address;
-  throw new Error("no non-loopback IPv4 address on this machine for the aggregator to reach KEDA's adapter");
-}
 
 export interface Keda {
   folder: string;

@@ -9,7 +9,8 @@ import { waitFor } from "./wait.ts";
 /**
  * The controllers the suite needs: Deployments → ReplicaSets → Pods, garbage collection of owned
  * objects, namespace deletion, default ServiceAccounts and their tokens, EndpointSlices for
- * Services and their Endpoints (Knative's serverless services read Endpoints), and the HorizontalPodAutoscaler controller (KEDA's ScaledObjects drive Models through
+ * Services and their Endpoints (Knative's serverless services read Endpoints), aggregated
+ * ClusterRoles (Knative's controller is bound to one), and the HorizontalPodAutoscaler controller (KEDA's ScaledObjects drive Models through
  * the HPA it makes; it acts on HPA objects only, so suites without one never see it). No scheduler:
  * the stand-in kubelet binds its own pods.
  */
@@ -23,6 +24,7 @@ export const defaultControllers = [
   "root-ca-certificate-publisher-controller",
   "endpointslice-controller",
   "endpoints-controller",
+  "clusterrole-aggregation-controller",
   "horizontal-pod-autoscaler-controller",
 ];
 

@@ -1,0 +1,460 @@
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import type { KubernetesObject } from "@kubernetes/client-node";
+import { KubeClient } from "../../../lib/kube/client.ts";
+import { repoRoot } from "../harness/assets.ts";
+import { routableAddress } from "../harness/host-address.ts";
+import { mintServiceAccountKubeconfig, writeKubeconfig } from "../harness/kubeconfig.ts";
+import { type LoopbackNetns, loopbackNetns } from "../harness/loopback-netns.ts";
+import { applyManifests, type Manifest, manifestsUnder, waitForCrds } from "../harness/manifests.ts";
+import { freePort } from "../harness/ports.ts";
+import { type ManagedProcess, startProcess } from "../harness/process.ts";
+import type { SuiteCluster } from "../harness/suite.ts";
+import { waitFor } from "../harness/wait.ts";
+
+/**
+ * Knative Serving in the e2e cluster: its controller, webhook and autoscaler (the KPA), built by
+ * hack/build-knative.sh from the pinned `knative.dev/serving` module, run as processes against the
+ * real apiserver as Knative's `controller` ServiceAccount, with the env Knative's Deployments give
+ * them; its own manifests from the same module's config/core (namespace, CRDs, config maps, RBAC,
+ * the webhook configurations and their Service; not the Deployments, HPAs and PDBs). Its revision
+ * pods run under the stand-in kubelet: the user container as `snooze sim`, the queue-proxy as the
+ * real binary of the same build (global-setup maps its image with `--run-image`).
+ *
+ * Where each process runs, and why:
+ * - The webhook on this machine: the apiserver reaches it through the `webhook` Service's
+ *   EndpointSlice at this machine's routable address (--enable-aggregator-routing), TLS from
+ *   Knative's own certificate reconciler (the `webhook-certs` Secret, the caBundle it writes into
+ *   the webhook configurations).
+ * - The autoscaler on this machine, so it reaches the revision pods' queue-proxy metrics on their
+ *   pod IPs, as in a cluster; its POD_IP is the routable address (Endpoints refuse loopback).
+ * - The controller in a network namespace of its own (harness/loopback-netns.ts): it serves
+ *   health probes on the fixed port 8080, which the autoscaler's stats server also binds.
+ *
+ * No networking layer of Knative's runs: a Route's Ingress (class `config-network`'s
+ * `ingress-class`) is created but nothing makes it Ready unless a test runs an implementation of
+ * that class. Image tags are not resolved to digests (`registries-skipping-tag-resolving`), so no
+ * registry is asked. Needs root (network namespaces, and the stand-in kubelet's netns pod network,
+ * where each pod has its own 127.0.0.1 as queue-proxy expects).
+ */
+export const knativeNamespace = "knative-serving";
+/** The queue-proxy image config-deployment names (the ko reference of config/core, as built). */
+export const queueSidecarImage = "ko://knative.dev/serving/cmd/queue";
+/** The KPA, Knative's own autoscaler class (the PodAutoscaler's `autoscaling.knative.dev/class`). */
+export const kpaClass = "kpa.autoscaling.knative.dev";
+/** The ingress class set in config-network unless a test asks for another. */
+export const defaultIngressClass = "e2e-none.ingress.networking.knative.dev";
+/** Registries whose tags Knative does not resolve to digests: Knative's defaults and Docker Hub. */
+export const registriesSkippingTagResolving = "kind.local,ko.local,dev.local,index.docker.io";
+
+const serviceAccount = "controller";
+const webhookService = "webhook";
+
+/** The folder hack/build-knative.sh built (binaries and config/core), or undefined when it is not built. */
+export function findKnative(): string | undefined {
+  const fromEnv = process.env.SNOOZE_KNATIVE_DIR;
+  if (fromEnv) return existsSync(join(fromEnv, "controller")) ? fromEnv : undefined;
+  try {
+    return (
+      execFileSync("bash", [join(repoRoot, "hack/build-knative.sh"), "--print-folder"], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"],
+      }).trim() || undefined
+    );
+  } catch {
+    return undefined;
+  }
+}
+
+export const knativeMissing = () =>
+  "Knative Serving is not built: run hack/build-knative.sh (builds into " +
+  `${join(process.env.SNOOZE_CACHE_DIR ?? join(homedir(), ".cache", "snooze"), "knative")}/<version>) or set SNOOZE_KNATIVE_DIR`;
+
+/** The sidecar images the stand-in kubelet runs as binaries of `folder` (its `--run-image` flags). */
+export const knativeImages = (folder: string): Record<string, string> => ({
+  [queueSidecarImage]: join(folder, "queue"),
+});
+
+export interface KnativeOptions {
+  /** config-network's `ingress-class` (default {@link defaultIngressClass}). */
+  ingressClass?: string;
+  /** Extra keys per config map of Knative's (`config-autoscaler`, `config-features`, ...), applied before start. */
+  config?: Record<string, Record<string, string>>;
+}
+
+export interface Knative {
+  folder: string;
+  namespace: string;
+  ingressClass: string;
+  controller: ManagedProcess;
+  webhook: ManagedProcess;
+  autoscaler: ManagedProcess;
+  /** Merges `data` into one of Knative's config maps (through Knative's config validation webhook). */
+  configure(configMap: string, data: Record<string, string>): Promise<void>;
+  /** The last lines of each process's log, for failure messages. */
+  logs(lines?: number): string;
+  /**
+   * Removes the webhook configurations and stops the three processes; the CRDs and config maps
+   * stay (a later start, or a dry run against Knative's CRDs, finds them).
+   */
+  stop(): Promise<void>;
+}
+
+const installedKinds = new Set([
+  "Namespace",
+  "CustomResourceDefinition",
+  "ServiceAccount",
+  "ClusterRole",
+  "ClusterRoleBinding",
+  "Role",
+  "RoleBinding",
+  "ConfigMap",
+  "Secret",
+  "Service",
+  "Image",
+]);
+const webhookKinds = new Set(["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]);
+// The webhook's Service (reached through the EndpointSlice below), and the activator's, which no
+// process backs here: the serverless services' proxy mode points at its endpoints.
+const installedServices = new Set([webhookService, "activator-service"]);
+
+/** The config Knative runs with here, on top of config/core's. */
+function configOverrides(options: KnativeOptions): Record<string, Record<string, string>> {
+  const base: Record<string, Record<string, string>> = {
+    "config-deployment": {
+      "queue-sidecar-image": queueSidecarImage,
+      "registries-skipping-tag-resolving": registriesSkippingTagResolving,
+    },
+    "config-network": { "ingress-class": options.ingressClass ?? defaultIngressClass },
+    // Revision pods name the stand-in kubelet's scheduler, so a real cluster's scheduler leaves them alone.
+    "config-features": { "kubernetes.podspec-schedulername": "enabled" },
+  };
+  for (const [name, data] of Object.entries(options.config ?? {})) base[name] = { ...base[name], ...data };
+  return base;
+}
+
+/** Installs Knative Serving's manifests, starts webhook, controller and autoscaler, and waits until they work. */
+export async function startKnative(
+  cluster: SuiteCluster,
+  folder: string,
+  options: KnativeOptions = {},
+): Promise<Knative> {
+  const dir = join(cluster.info.dir, "knative");
+  await mkdir(dir, { recursive: true });
+  const admin = await KubeClient.fromKubeConfig(cluster.admin);
+  const hostIP = routableAddress();
+  const overrides = configOverrides(options);
+
+  const all = await manifestsUnder(join(folder, "config/core"));
+  const webhookConfigurations = all.filter((m) => webhookKinds.has(m.object.kind ?? ""));
+  const picked = all
+    .filter((m) => installedKinds.has(m.object.kind ?? ""))
+    .filter((m) => m.object.kind !== "Service" || installedServices.has(m.object.metadata?.name ?? ""))
+    .map((m) => adjust(m, overrides));
+  // CRDs first: the Image of config/core is a custom resource.
+  const crds = picked.filter((m) => m.object.kind === "CustomResourceDefinition");
+  const crdFailures = await applyManifests(cluster.admin, crds, { dryRun: false });
+  if (crdFailures.length > 0) throw new Error(`installing Knative's CRDs failed:\n${crdFailures.join("\n")}`);
+  await waitForCrds(
+    cluster.admin,
+    crds.map((m) => m.object.metadata?.name ?? ""),
+  );
+  // Config maps before the webhook configurations: until the webhook serves, its config
+  // validation (failurePolicy Fail) would refuse them.
+  const failures = await applyManifests(
+    cluster.admin,
+    picked.filter((m) => m.object.kind !== "CustomResourceDefinition"),
+    { dryRun: false },
+  );
+  if (failures.length > 0) throw new Error(`installing Knative Serving failed:\n${failures.join("\n")}`);
+
+  // The controller ServiceAccount's ClusterRole aggregates the others (kube-controller-manager fills it).
+  await waitFor(
+    async () => {
+      const role = await admin.get<{ rules?: unknown[] }>(
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/knative-serving-admin",
+      );
+      return (role.rules ?? []).length > 0 ? true : undefined;
+    },
+    { what: "the aggregated ClusterRole knative-serving-admin to get its rules", timeoutMs: 30_000 },
+  );
+  const kubeconfig = await writeKubeconfig(
+    join(dir, "controller.kubeconfig"),
+    await mintServiceAccountKubeconfig(cluster.admin, knativeNamespace, serviceAccount, 4 * 3_600),
+  );
+  const env = (component: string, extra: Record<string, string> = {}) => ({
+    ...process.env,
+    POD_NAME: `${component}-e2e`,
+    SYSTEM_NAMESPACE: knativeNamespace,
+    CONFIG_LOGGING_NAME: "config-logging",
+    CONFIG_OBSERVABILITY_NAME: "config-observability",
+    METRICS_DOMAIN: "knative.dev/internal/serving",
+    ...extra,
+  });
+  const args = [`--kubeconfig=${kubeconfig}`];
+
+  // The webhook, its Service's endpoint, then the webhook configurations it reconciles.
+  const webhookPort = await freePort(hostIP);
+  const slices = `/apis/discovery.k8s.io/v1/namespaces/${knativeNamespace}/endpointslices`;
+  await admin.delete(`${slices}/${webhookService}-e2e`).catch(() => {});
+  await admin.create(slices, {
+    apiVersion: "discovery.k8s.io/v1",
+    kind: "EndpointSlice",
+    metadata: {
+      name: `${webhookService}-e2e`,
+      namespace: knativeNamespace,
+      labels: {
+        "kubernetes.io/service-name": webhookService,
+        "endpointslice.kubernetes.io/managed-by": "snooze-e2e",
+      },
+    },
+    addressType: "IPv4",
+    endpoints: [{ addresses: [hostIP], conditions: { ready: true } }],
+    ports: [{ name: "https-webhook", port: webhookPort, protocol: "TCP" }],
+  });
+  const webhookFailures = await applyManifests(cluster.admin, webhookConfigurations, { dryRun: false });
+  if (webhookFailures.length > 0)
+    throw new Error(`installing Knative's webhook configurations failed:\n${webhookFailures.join("\n")}`);
+
+  const started: { stop(graceMs?: number): Promise<void> }[] = [];
+  let netns: LoopbackNetns | undefined;
+  const stopAll = async () => {
+    // First, so no later file's Knative object or config map waits on a webhook that is gone
+    // (failurePolicy Fail); the next start applies them again.
+    for (const m of webhookConfigurations) {
+      const plural = m.object.kind === "MutatingWebhookConfiguration" ? "mutating" : "validating";
+      await admin
+        .delete(
+          `/apis/admissionregistration.k8s.io/v1/${plural}webhookconfigurations/${m.object.metadata?.name}`,
+        )
+        .catch(() => {});
+    }
+    for (const p of started.reverse()) await p.stop(5_000);
+    await netns?.close();
+    await admin.close();
+  };
+  try {
+    const webhook = startProcess("knative-webhook", join(folder, "webhook"), args, {
+      logPath: join(dir, "webhook.log"),
+      env: env("webhook", {
+        WEBHOOK_NAME: "webhook",
+        WEBHOOK_PORT: String(webhookPort),
+        PROFILING_PORT: String(await freePort()),
+      }),
+    });
+    started.push(webhook);
+    // Served through the apiserver: a dry-run create passes Knative's defaulting and validation.
+    await waitFor(
+      async () => {
+        await admin.create(
+          `/apis/serving.knative.dev/v1/namespaces/${knativeNamespace}/services?dryRun=All`,
+          knativeService("webhook-probe", { image: "dev.local/probe", args: [] }),
+        );
+        return true;
+      },
+      {
+        what: "Knative's webhook to admit a Service (through the apiserver)",
+        timeoutMs: 60_000,
+        intervalMs: 250,
+        abort: webhook.exited,
+        detail: () => webhook.tail(),
+      },
+    );
+
+    const startedAt = Date.now();
+    netns = await loopbackNetns(dir, "knative-controller", cluster.info.server);
+    const controllerBinary = join(folder, "controller");
+    const wrapped = netns.wrap([controllerBinary, ...args]);
+    const controller = startProcess("knative-controller", wrapped[0]!, wrapped.slice(1), {
+      logPath: join(dir, "controller.log"),
+      env: env("controller"),
+    });
+    started.push(controller);
+    const autoscaler = startProcess("knative-autoscaler", join(folder, "autoscaler"), args, {
+      logPath: join(dir, "autoscaler.log"),
+      env: env("autoscaler", { POD_IP: hostIP, PROFILING_PORT: String(await freePort()) }),
+    });
+    started.push(autoscaler);
+    // Each works once it leads its reconcilers: a Lease of its own taken after it started (Knative's
+    // leader election; the autoscaler's one bucket lease covers all of its reconcilers).
+    for (const [process, prefix] of [
+      [controller, "controller."],
+      [autoscaler, "autoscaler-bucket-"],
+    ] as const) {
+      await waitFor(
+        async () => {
+          const leases = await admin.list<{ metadata: { name: string }; spec?: { acquireTime?: string } }>(
+            `/apis/coordination.k8s.io/v1/namespaces/${knativeNamespace}/leases`,
+          );
+          return leases.items.some(
+            (l) =>
+              l.metadata.name.startsWith(prefix) &&
+              l.spec?.acquireTime !== undefined &&
+              Date.parse(l.spec.acquireTime) >= startedAt - 1_000,
+          )
+            ? true
+            : undefined;
+        },
+        {
+          what: `Knative's ${process.name} to take its leader Lease (${prefix}*)`,
+          timeoutMs: 60_000,
+          intervalMs: 250,
+          abort: process.exited,
+          detail: () => process.tail(),
+        },
+      );
+    }
+    const logs = (lines = 30) =>
+      [webhook, controller, autoscaler].map((p) => `${p.name}:\n${p.tail(lines)}`).join("\n");
+    return {
+      folder,
+      namespace: knativeNamespace,
+      ingressClass: overrides["config-network"]!["ingress-class"]!,
+      controller,
+      webhook,
+      autoscaler,
+      async configure(configMap, data) {
+        await admin.patch(`/api/v1/namespaces/${knativeNamespace}/configmaps/${configMap}`, { data });
+      },
+      logs,
+      stop: stopAll,
+    };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}
+
+/** config/core's object with this harness's config on top (config maps only). */
+function adjust(m: Manifest, overrides: Record<string, Record<string, string>>): Manifest {
+  const name = m.object.metadata?.name ?? "";
+  if (m.object.kind === "ConfigMap" && overrides[name]) {
+    const object = m.object as KubernetesObject & { data?: Record<string, string> };
+    return { ...m, object: { ...object, data: { ...object.data, ...overrides[name] } } as KubernetesObject };
+  }
+  if (m.object.kind === "Service") {
+    // No selector: no pod backs it; the webhook's EndpointSlice points at the process.
+    const spec = { ...(m.object as { spec: Record<string, unknown> }).spec };
+    delete spec.selector;
+    return { ...m, object: { ...m.object, spec } as KubernetesObject };
+  }
+  return m;
+}
+
+export interface KnativeServiceOptions {
+  /** The user container's image; its tag is never resolved (see registriesSkippingTagResolving). */
+  image?: string;
+  /** The user container's args: they go to `snooze sim` (vLLM's flags). */
+  args?: string[];
+  /** Revision template annotations (`autoscaling.knative.dev/*`, `snooze.dev/*`). */
+  annotations?: Record<string, string>;
+  /** Service annotations. */
+  serviceAnnotations?: Record<string, string>;
+  /** Revision template labels, on top of the stand-in kubelet's selector label. */
+  labels?: Record<string, string>;
+  /** The stand-in kubelet's selector and scheduler name; without it, for a dry run, none. */
+  kubelet?: SuiteCluster["info"]["kubelet"];
+}
+
+/** The args a revision's `snooze sim` gets by default: a small model that loads in 300 ms. */
+export const simArgs = (model: string) => [
+  "Qwen/Qwen3-0.6B",
+  "--served-model-name",
+  model,
+  "--enable-sleep-mode",
+  "--load-time",
+  "300ms",
+  "--ttft",
+  "10ms",
+  "--itl",
+  "2ms",
+];
+
+/**
+ * A `serving.knative.dev/v1` Service whose revision pods the stand-in kubelet runs (its selector
+ * label and scheduler name on the revision template). The user container listens on Knative's
+ * default port 8080 (Knative adds the containerPort and $PORT; the kubelet passes it as --port).
+ */
+export function knativeService(name: string, options: KnativeServiceOptions = {}) {
+  const kubelet = options.kubelet;
+  return {
+    apiVersion: "serving.knative.dev/v1",
+    kind: "Service",
+    metadata: { name, annotations: options.serviceAnnotations ?? {} },
+    spec: {
+      template: {
+        metadata: {
+          labels: {
+            ...(kubelet ? { [kubelet.selector.key]: kubelet.selector.value } : {}),
+            ...options.labels,
+          },
+          annotations: options.annotations ?? {},
+        },
+        spec: {
+          ...(kubelet ? { schedulerName: kubelet.schedulerName } : {}),
+          containers: [
+            {
+              image: options.image ?? "vllm/vllm-openai:v0.11.0",
+              args: options.args ?? simArgs(name),
+              env: [{ name: "VLLM_SERVER_DEV_MODE", value: "1" }],
+            },
+          ],
+        },
+      },
+    },
+  };
+}
+
+export const servingApi = "/apis/serving.knative.dev/v1";
+export const autoscalingApi = "/apis/autoscaling.internal.knative.dev/v1alpha1";
+export const networkingApi = "/apis/networking.internal.knative.dev/v1alpha1";
+
+interface Condition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+export type KnativeObject = {
+  metadata: { name: string; annotations?: Record<string, string>; labels?: Record<string, string> };
+  status?: { conditions?: Condition[]; [key: string]: unknown };
+  [key: string]: unknown;
+};
+
+/** The condition `type` of a Knative object's status. */
+export const conditionOf = (object: KnativeObject | undefined, type: string) =>
+  object?.status?.conditions?.find((c) => c.type === type);
+
+/** Waits until the object at `path` has condition `type` True; the last conditions are in the error. */
+export async function waitForCondition(
+  client: KubeClient,
+  path: string,
+  type: string,
+  options: { timeoutMs?: number; detail?: () => string } = {},
+): Promise<KnativeObject> {
+  let last: KnativeObject | undefined;
+  return waitFor(
+    async () => {
+      last = await client.get<KnativeObject>(path);
+      return conditionOf(last, type)?.status === "True" ? last : undefined;
+    },
+    {
+      what: `${path} ${type}`,
+      timeoutMs: options.timeoutMs ?? 60_000,
+      intervalMs: 200,
+      detail: () =>
+        `conditions: ${JSON.stringify(last?.status?.conditions ?? [])}\n${options.detail?.() ?? ""}`,
+    },
+  );
+}
+
+/** Waits until the Knative Service `namespace/name` is Ready (with a URL); resolves to it. */
+export const waitForKsvcReady = (
+  client: KubeClient,
+  namespace: string,
+  name: string,
+  options: { timeoutMs?: number; detail?: () => string } = {},
+) => waitForCondition(client, `${servingApi}/namespaces/${namespace}/services/${name}`, "Ready", options);
