@@ -368,6 +368,7 @@ export class Activator {
         return 503;
       }
       const appended = byHost.kind === "model" ? byHost.headers : {};
+      route.arrived();
       let backend = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
       if (!backend) return res.headersSent ? 503 : 499;
       unreserve();
@@ -454,6 +455,7 @@ export class Activator {
           return () => this.stopping.delete(abort);
         },
       });
+      if (outcome.kind === "answered") route.completed(performance.now() - dispatched);
       return outcome;
     } finally {
       // Usage the answer reported goes on the request's span too.
@@ -595,7 +597,7 @@ export class Activator {
     if (!route) return;
     this.retiring.get(model)?.idle();
     this.metrics.inFlight.set({ model }, route.inFlight);
-    this.controlPlane.stats(model, route.inFlight, route.held, route.oldestHeldMs());
+    this.controlPlane.stats(model, route.inFlight, route.held, route.oldestHeldMs(), route.flow);
   }
 }
 

@@ -1,14 +1,14 @@
 import { context, propagation } from "@opentelemetry/api";
-import type { ControlPlane, DemandHint } from "../lib/control-plane.ts";
+import type { ControlPlane, DemandHint, Flow } from "../lib/control-plane.ts";
 import {
   type AdminOutcome,
   type AdminVerb,
-  type PrewarmAsk,
   adminPath,
   adminTimeoutMs,
   callerHeaders,
   type DemandBody,
   demandPath,
+  type PrewarmAsk,
   type StatsBody,
   slotsPath,
   statsPath,
@@ -77,7 +77,7 @@ export class KubeControlPlane implements ControlPlane {
   private readonly podModel = new Map<string, string>();
   private readonly listeners = new Set<(event: ReplicaEvent) => void>();
   private readonly removals = new Map<string, NodeJS.Timeout>();
-  private pendingStats = new Map<string, { inFlight: number; held: number; oldestHeldMs?: number }>();
+  private pendingStats = new Map<string, Omit<StatsBody["models"][number], "model">>();
   private flushScheduled = false;
   /** The status the autoscaler last refused a report with, so a refusal is logged once. */
   private refusedWith?: number;
@@ -146,11 +146,14 @@ export class KubeControlPlane implements ControlPlane {
     this.post(demandPath, body, trace);
   }
 
-  stats(model: string, inFlight: number, held: number, oldestHeldMs?: number): void {
+  stats(model: string, inFlight: number, held: number, oldestHeldMs?: number, flow?: Flow): void {
     this.pendingStats.set(model, {
       inFlight,
       held,
       ...(oldestHeldMs !== undefined ? { oldestHeldMs: Math.round(oldestHeldMs) } : {}),
+      ...(flow
+        ? { arrived: flow.arrived, completed: flow.completed, serviceMs: Math.round(flow.serviceMs) }
+        : {}),
     });
     if (this.flushScheduled) return;
     this.flushScheduled = true;

@@ -1,4 +1,5 @@
 import { Pool } from "undici";
+import type { Flow } from "../lib/control-plane.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { mostAwake, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
@@ -66,6 +67,8 @@ export class ModelRoute {
   private readonly announced: { traceparent: string; at: number }[] = [];
   private inFlightTotal = 0;
   private lastActiveAt?: number;
+  /** Running totals reported to the control plane (lib/control-plane.ts Flow). */
+  private readonly totals: Flow = { arrived: 0, completed: 0, serviceMs: 0 };
   /** The next wave of held requests is due on the next turn (see `releaseWave`). */
   private waveDue = false;
 
@@ -86,6 +89,22 @@ export class ModelRoute {
   /** The last moment this activator had work for the model (a request held, taken or finished), epoch ms. */
   get lastActive(): number | undefined {
     return this.inFlightTotal > 0 || this.queue.length > 0 ? Date.now() : this.lastActiveAt;
+  }
+
+  /** Running totals since this route was made: arrivals, answers and their service time. */
+  get flow(): Flow {
+    return { ...this.totals };
+  }
+
+  /** A request for this model arrived (before it is sent or held). */
+  arrived(): void {
+    this.totals.arrived++;
+  }
+
+  /** An engine answered a request in `serviceMs` (dispatch to last byte, the hold not included). */
+  completed(serviceMs: number): void {
+    this.totals.completed++;
+    this.totals.serviceMs += Math.max(0, serviceMs);
   }
 
   /** How long the oldest held request has waited, or undefined when none is held. */

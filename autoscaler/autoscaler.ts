@@ -2,7 +2,7 @@ import { type Context, context } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import type { Clock } from "../lib/clock.ts";
 import type { EventSink } from "../lib/cloudevents.ts";
-import type { DemandLoad } from "../lib/control-plane.ts";
+import type { DemandLoad, Flow } from "../lib/control-plane.ts";
 import type { Logger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
@@ -226,10 +226,17 @@ export class Autoscaler {
     return true;
   }
 
-  stats(activator: string, id: string, inFlight: number, held: number, oldestHeldMs?: number): boolean {
+  stats(
+    activator: string,
+    id: string,
+    inFlight: number,
+    held: number,
+    oldestHeldMs?: number,
+    flow?: Flow,
+  ): boolean {
     const controller = this.byId.get(id);
     if (!controller?.isLeading) return false;
-    controller.stats(activator, inFlight, held, oldestHeldMs);
+    controller.stats(activator, inFlight, held, oldestHeldMs, flow);
     return true;
   }
 

@@ -1,11 +1,12 @@
 import { type Context, context, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
-import type { DemandLoad } from "../lib/control-plane.ts";
+import type { DemandLoad, Flow } from "../lib/control-plane.ts";
 import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { inSpan, traceparentOf, tracer } from "../lib/tracing.ts";
+import { type FlowReport, trimReports } from "./demand-metric.ts";
 import { decideReplicas, type ReplicaAction } from "./horizontal.ts";
 import { decideTier } from "./ladder.ts";
 import type { LearningMetrics } from "./learning-metrics.ts";
@@ -94,6 +95,8 @@ interface Load {
   held: number;
   heldSince?: number;
   at: number;
+  /** The activator's recent stats reports, oldest first (the demand metric's rates; demand-metric.ts). */
+  reports?: FlowReport[];
 }
 
 /** What the admin API and `snooze status` show of a model. */
@@ -261,6 +264,7 @@ export class ModelController {
       held,
       heldSince: load?.oldestHeldMs !== undefined ? now - load.oldestHeldMs : (entry?.heldSince ?? now),
       at: now,
+      ...(entry?.reports ? { reports: entry.reports } : {}),
     });
     this.lastActive = now;
     this.parked = undefined;
@@ -273,13 +277,16 @@ export class ModelController {
   }
 
   /** `oldestHeldMs`: how long the oldest request held there has waited, when the activator knows. */
-  stats(activator: string, inFlight: number, held: number, oldestHeldMs?: number): void {
+  stats(activator: string, inFlight: number, held: number, oldestHeldMs?: number, flow?: Flow): void {
     const now = this.deps.clock.now();
     const before = this.activators.get(activator);
     // A queue that never empties keeps moving its oldest entry forward: the activator's age wins.
     const heldSince =
       held === 0 ? undefined : oldestHeldMs !== undefined ? now - oldestHeldMs : (before?.heldSince ?? now);
-    this.activators.set(activator, { inFlight, held, heldSince, at: now });
+    const reports = flow
+      ? trimReports([...(before?.reports ?? []), { at: now, inFlight, held, ...flow }], now)
+      : undefined;
+    this.activators.set(activator, { inFlight, held, heldSince, at: now, ...(reports ? { reports } : {}) });
     this.learner.activity(now, this.busyWithRequests(now));
     // The report that says the work ended counts as activity too: the idle clock starts there.
     if (inFlight > 0 || held > 0 || (before && (before.inFlight > 0 || before.held > 0))) {
@@ -307,6 +314,19 @@ export class ModelController {
     }
     if (held > 0) heldSince ??= now;
     return { inFlight, held, heldSince };
+  }
+
+  /** Each live activator's recent stats reports with running totals (the demand metric's input). */
+  flowReports(now = this.deps.clock.now()): FlowReport[][] {
+    const out: FlowReport[][] = [];
+    for (const entry of this.activators.values())
+      if (now - entry.at <= this.deps.activatorExpiryMs && entry.reports) out.push(entry.reports);
+    return out;
+  }
+
+  /** How long a new replica takes to serve: the last start measured, else the learned estimate. */
+  startEstimateMs(): number | undefined {
+    return this.lastStartMs ?? this.learner.estimate("start");
   }
 
   /** Requests in flight or held (not an admin wake or a prewarm): what the history learns from. */

@@ -28,26 +28,39 @@ export interface ModelObservation {
 type Phase = (typeof modelPhases)[number];
 
 /**
+ * Replicas serving (ready, pod Ready) and warming (starting, waking, or ready with the pod not Ready
+ * yet; pods asked for and not there yet count as starting): the status's readyReplicas and
+ * warmingReplicas, and the demand metric's capacity (demand-metric.ts).
+ */
+export function readyAndWarming(o: Pick<ModelObservation, "replicas" | "pendingPods">): {
+  ready: number;
+  warming: number;
+} {
+  let ready = 0;
+  let warming = o.pendingPods;
+  for (const r of o.replicas) {
+    if (r.tier === "ready" && r.podReady) ready++;
+    else if (r.tier === "ready" || r.tier === "waking" || r.tier === "starting") warming++;
+  }
+  return { ready, warming };
+}
+
+/**
  * The status the autoscaler publishes for a Model: counts for the scale subresource and HPA
  * (`replicas` = ready + warming), each pod's tier, a one-word phase and a Ready condition whose
  * reason says why. Pure, so the same observation always writes the same status.
  */
 export function modelStatus(o: ModelObservation): ModelStatusInput {
-  let ready = 0;
-  let warming = o.pendingPods;
+  const { ready, warming } = readyAndWarming(o);
   let sleeping = 0;
   let draining = 0;
   let starting = o.pendingPods;
   let waking = 0;
   for (const r of o.replicas) {
-    if (r.tier === "ready" && r.podReady) ready++;
-    else if (r.tier === "ready" || r.tier === "waking") {
-      warming++;
-      waking++;
-    } else if (r.tier === "starting") {
-      warming++;
-      starting++;
-    } else if (isAsleep(r.tier)) sleeping++;
+    if (r.tier === "ready" && r.podReady) continue;
+    if (r.tier === "ready" || r.tier === "waking") waking++;
+    else if (r.tier === "starting") starting++;
+    else if (isAsleep(r.tier)) sleeping++;
     else if (r.tier === "draining") draining++;
   }
   const failed = o.lastError !== undefined && ready === 0 && warming === 0;

@@ -12,7 +12,7 @@ export interface ControlPlane {
    * The activator's load for `model`: requests in flight to its replicas, requests held, and how
    * long the oldest held request has waited (ms; the slot arbiter orders members by it).
    */
-  stats(model: string, inFlight: number, held: number, oldestHeldMs?: number): void;
+  stats(model: string, inFlight: number, held: number, oldestHeldMs?: number, flow?: Flow): void;
   /** Replica events, starting with the current state of every known replica. Returns unsubscribe. */
   watch(listener: (event: ReplicaEvent) => void): () => void;
 }
@@ -26,6 +26,18 @@ export interface DemandHint {
    * would otherwise count twice until the next stats report (and an HPA or KEDA would overshoot).
    */
   load?: DemandLoad;
+}
+
+/**
+ * An activator's running totals for a model since it started: requests that arrived (held or not),
+ * requests an engine answered, and the time those took from dispatch to the last byte. The
+ * autoscaler takes differences of successive reports for the arrival rate and the service time
+ * (Little's law: what the arrival rate needs is rate × service time), so a lost report loses nothing.
+ */
+export interface Flow {
+  arrived: number;
+  completed: number;
+  serviceMs: number;
 }
 
 export interface DemandLoad {

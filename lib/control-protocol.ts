@@ -45,7 +45,16 @@ export interface DemandBody {
 export interface StatsBody {
   activator: string;
   /** `oldestHeldMs`: how long the oldest held request has waited (the slot arbiter orders members by it). */
-  models: { model: string; inFlight: number; held: number; oldestHeldMs?: number }[];
+  models: {
+    model: string;
+    inFlight: number;
+    held: number;
+    oldestHeldMs?: number;
+    /** Running totals since the activator started (see Flow): the demand metric's arrival rate and service time. */
+    arrived?: number;
+    completed?: number;
+    serviceMs?: number;
+  }[];
 }
 
 /**
@@ -124,7 +133,10 @@ export function isStatsBody(value: unknown): value is StatsBody {
         m.inFlight >= 0 &&
         Number.isInteger(m.held) &&
         m.held >= 0 &&
-        (m.oldestHeldMs === undefined || (typeof m.oldestHeldMs === "number" && m.oldestHeldMs >= 0)),
+        (m.oldestHeldMs === undefined || (typeof m.oldestHeldMs === "number" && m.oldestHeldMs >= 0)) &&
+        (m.arrived === undefined || (Number.isInteger(m.arrived) && m.arrived >= 0)) &&
+        (m.completed === undefined || (Number.isInteger(m.completed) && m.completed >= 0)) &&
+        (m.serviceMs === undefined || (typeof m.serviceMs === "number" && m.serviceMs >= 0)),
     )
   );
 }

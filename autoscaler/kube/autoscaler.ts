@@ -5,13 +5,13 @@ import { createEventSink, type EventMode } from "../../lib/cloudevents.ts";
 import {
   type AdminOutcome,
   type AdminVerb,
-  type PrewarmAsk,
   adminPath,
   adminTimeoutMs,
   callerHeaders,
   type DemandBody,
   demandPath,
   forwardedHeader,
+  type PrewarmAsk,
   type StatsBody,
   slotsPath,
   statsPath,
@@ -38,9 +38,10 @@ import type { Logger } from "../../lib/log.ts";
 import type { SlotStatus } from "../../lib/slot-status.ts";
 import { Autoscaler } from "../autoscaler.ts";
 import type { ModelController, ModelTarget } from "../model-controller.ts";
+import { readyAndWarming } from "../model-status.ts";
 import type { Slot } from "../slot.ts";
-import { KnativePodAutoscalers } from "./knative/pod-autoscalers.ts";
 import type { News } from "../tier-events.ts";
+import { KnativePodAutoscalers } from "./knative/pod-autoscalers.ts";
 import { ModelDemand, type ModelLookup } from "./model-demand.ts";
 import { modelEventsFor } from "./model-events.ts";
 import { ModelStatusWriter } from "./model-status-writer.ts";
@@ -523,7 +524,13 @@ export class KubeAutoscaler {
   stats(body: StatsBody, forwarded: boolean): void {
     const byLeader = new Map<string, StatsBody["models"]>();
     for (const entry of body.models) {
-      if (this.core.stats(body.activator, entry.model, entry.inFlight, entry.held, entry.oldestHeldMs)) {
+      const flow =
+        entry.arrived !== undefined && entry.completed !== undefined && entry.serviceMs !== undefined
+          ? { arrived: entry.arrived, completed: entry.completed, serviceMs: entry.serviceMs }
+          : undefined;
+      if (
+        this.core.stats(body.activator, entry.model, entry.inFlight, entry.held, entry.oldestHeldMs, flow)
+      ) {
         this.loadChanged(entry.model, false);
         continue;
       }
@@ -616,10 +623,15 @@ export class KubeAutoscaler {
       // settleMs without any, it says it is settling rather than report a demand of 0.
       const led = this.ledAt.get(key) ?? 0;
       const settling = (this.reportedAt.get(key) ?? 0) < led && Date.now() - led < settleMs;
+      const entry = this.entries.get(key);
       return {
         leading: true,
         load: controller.load(),
-        desired: this.entries.get(key)?.model.spec.replicas,
+        reports: controller.flowReports(),
+        ...readyAndWarming(controller.observation()),
+        concurrency: entry?.model.config.concurrency,
+        startMs: controller.startEstimateMs(),
+        desired: entry?.model.spec.replicas,
         settling,
       };
     }

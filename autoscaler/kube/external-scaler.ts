@@ -16,8 +16,9 @@ import { DemandError, type DemandSample, type ModelDemand } from "./model-demand
 
 /**
  * KEDA's external scaler protocol (`externalscaler.proto`, vendored beside this file), served by
- * `snooze autoscaler` so a ScaledObject can scale a Model on its demand: the requests its
- * activators hold plus those in flight. Works for both trigger types, `external` (KEDA polls
+ * `snooze autoscaler` so a ScaledObject can scale a Model on its demand: the requests at once its
+ * arrivals need, arrival rate × service time (demand-metric.ts), not the backlog held while new
+ * replicas warm up. Works for both trigger types, `external` (KEDA polls
  * IsActive and GetMetrics) and `external-push` (StreamIsActive: "active" is pushed the moment a
  * request is held, so 0 → 1 does not wait for KEDA's polling interval). Any autoscaler replica
  * answers; one that does not hold the Model's Lease asks the one that does.
@@ -213,7 +214,11 @@ export class ExternalScalerServer {
           const sample = await this.sample(target, "count");
           return {
             metricValues: [
-              { metricName: demandMetricName, metricValue: sample.demand, metricValueFloat: sample.demand },
+              {
+                metricName: demandMetricName,
+                metricValue: Math.round(sample.demand),
+                metricValueFloat: sample.demand,
+              },
             ],
           };
         }),

@@ -1,20 +1,29 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { callerHeaders, forwardedHeader, type TokenSource } from "../../lib/control-protocol.ts";
 import type { Logger } from "../../lib/log.ts";
+import { demandOf, type FlowReport } from "../demand-metric.ts";
 
 /**
- * A Model's demand as external scalers (KEDA) read it: the requests its activators hold plus those
- * in flight, summed by the replica that holds the Model's Lease. Any replica can be asked: one
- * that does not lead the Model asks the one that does, over its control server
- * (`GET /snooze/v1/demand/<namespace>/<name>`, `?watch=1` for a stream of changes).
+ * A Model's demand as external scalers (KEDA) read it: the requests at once its arrivals need
+ * (arrival rate × service time, demand-metric.ts), made by the replica that holds the Model's
+ * Lease from its activators' reports. Any replica can be asked: one that does not lead the Model
+ * asks the one that does, over its control server (`GET /snooze/v1/demand/<namespace>/<name>`,
+ * `?watch=1` for a stream of changes).
  */
 export interface DemandSample {
   /** The Model, `namespace/name`. */
   model: string;
   inFlight: number;
   held: number;
-  /** held + inFlight. */
+  /** Requests at once the arrivals need (demandOf): what the HPA divides by its target. */
   demand: number;
+  /** "rate" (arrival rate × service time) or "held" (in-flight + held: no service time known yet). */
+  basis: "rate" | "held";
+  /** Requests per second arriving, and the mean service time (ms), when known. */
+  arrivalRate?: number;
+  serviceMs?: number;
+  /** Held requests the warming replicas will not take when they are up. */
+  backlog: number;
   /** Something wants the Model now: demand > 0. */
   active: boolean;
   /** The Model's spec.replicas is 0 (KEDA's zero): an external scaler has yet to scale it up. */
@@ -32,10 +41,20 @@ export interface DemandUpdate {
   poke: boolean;
 }
 
+/** What the leader of a Model knows that its demand is made from (demandOf's inputs but `now`). */
+export interface LeaderView {
+  load: { inFlight: number; held: number };
+  reports?: FlowReport[][];
+  ready?: number;
+  warming?: number;
+  concurrency?: number;
+  startMs?: number;
+}
+
 /** What the autoscaler tells about a Model (KubeAutoscaler implements it). */
 export type ModelLookup =
   /** `settling`: it just took the lead and has not heard from the activators yet (its load would read 0). */
-  | { leading: true; load: { inFlight: number; held: number }; desired?: number; settling?: boolean }
+  | ({ leading: true; desired?: number; settling?: boolean } & LeaderView)
   | { leading: false; leader?: string };
 
 export interface DemandSource {
@@ -74,18 +93,29 @@ export interface ModelDemandOptions {
   retryMs?: number;
 }
 
-const sampleOf = (
+export const sampleOf = (
   key: string,
-  found: { load: { inFlight: number; held: number }; desired?: number; settling?: boolean },
+  found: LeaderView & { desired?: number; settling?: boolean },
+  now: number,
 ): DemandSample => {
   const { inFlight, held } = found.load;
-  const demand = inFlight + held;
+  const estimate = demandOf({
+    inFlight,
+    held,
+    reports: found.reports ?? [],
+    ready: found.ready ?? 0,
+    warming: found.warming ?? 0,
+    concurrency: found.concurrency,
+    startMs: found.startMs,
+    now,
+  });
   return {
     model: key,
     inFlight,
     held,
-    demand,
-    active: demand > 0,
+    ...estimate,
+    // Something is there to serve: KEDA's 0 → 1 goes on the first held request, whatever the rate.
+    active: inFlight + held > 0,
     atZero: found.desired === 0,
     settling: found.settling === true,
   };
@@ -94,6 +124,7 @@ const sampleOf = (
 const sameSample = (a: DemandSample, b: DemandSample) =>
   a.inFlight === b.inFlight &&
   a.held === b.held &&
+  a.demand === b.demand &&
   a.model === b.model &&
   a.atZero === b.atZero &&
   a.settling === b.settling;
@@ -106,6 +137,8 @@ function isSample(value: unknown): value is DemandSample {
     typeof v.model === "string" &&
     Number.isInteger(v.inFlight) &&
     Number.isInteger(v.held) &&
+    typeof v.demand === "number" &&
+    Number.isFinite(v.demand) &&
     typeof v.active === "boolean" &&
     typeof v.atZero === "boolean" &&
     typeof v.settling === "boolean"
@@ -151,7 +184,7 @@ export class ModelDemand {
   ): Promise<DemandSample> {
     const found = this.source.lookup(key);
     if (!found) throw new DemandError("not-found", `no Model ${key} is known to the autoscaler`);
-    if (found.leading) return sampleOf(key, found);
+    if (found.leading) return sampleOf(key, found, Date.now());
     if (options.localOnly || !found.leader)
       throw new DemandError("unavailable", `no autoscaler leads Model ${key} right now; retry`);
     this.counts.proxied++;
@@ -214,10 +247,10 @@ export class ModelDemand {
         dirty = false;
         const found = this.source.lookup(key);
         if (!found?.leading) return; // led elsewhere now (or gone): the caller looks again
-        const sample = sampleOf(key, found);
+        const now = Date.now();
+        const sample = sampleOf(key, found, now);
         const poke = poked;
         poked = false;
-        const now = Date.now();
         if (!last || poke || !sameSample(last, sample) || now - lastAt >= this.tickMs) {
           last = sample;
           lastAt = now;

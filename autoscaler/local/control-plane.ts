@@ -82,8 +82,8 @@ export function inProcessControlPlane(autoscaler: Autoscaler): ControlPlane {
   return {
     demand: (model, hint) =>
       void autoscaler.demand(localActivator, model, hint?.unreachable, undefined, hint?.load),
-    stats: (model, inFlight, held, oldestHeldMs) =>
-      void autoscaler.stats(localActivator, model, inFlight, held, oldestHeldMs),
+    stats: (model, inFlight, held, oldestHeldMs, flow) =>
+      void autoscaler.stats(localActivator, model, inFlight, held, oldestHeldMs, flow),
     watch: (listener) => autoscaler.watch(listener),
   };
 }
