@@ -30,6 +30,8 @@ export function goalLines(g: Goals): string {
 
 /** The goals on every seed, and their mean: the hit and awake-time ratios behind each. */
 export function seedTable(bySeed: readonly { seed: number; goals: Goals }[]): string {
+  // One decimal: a seed just short of -50% must not read as -50%.
+  const pct = (ratio: number) => `${ratio >= 1 ? "+" : ""}${fmt((ratio - 1) * 100, 1)}%`;
   const lines = [
     "| seed | snooze-prewarm against snooze-fixed: hits, awake | goal met | snooze-learned+prewarm against snooze-learned: hits, awake | goal met | learned against fixed: awake, p95 wait (s) | goal met |",
     "|--:|--:|--:|--:|--:|--:|--:|",

@@ -1,5 +1,5 @@
 import { fork } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -26,7 +26,7 @@ import { budgetSweep, policies, prewarmBudget, wakeTarget, worldModels } from ".
  * comparison, writes it into its own section of docs/benchmarks.md and renders one day as a PNG.
  */
 const usage =
-  "usage: npm run bench:prewarm -- [--seed N] [--seeds N,N,...] [--days N] [--warmup N] [--jobs N] [--out FILE] [--plot FILE] [--no-sweep] [--no-write]";
+  "usage: npm run bench:prewarm -- [--seed N] [--seeds N,N,...] [--days N] [--warmup N] [--jobs N] [--out FILE] [--plot FILE] [--no-sweep] [--no-write] [--keep DIR]";
 
 function flags() {
   try {
@@ -42,6 +42,9 @@ function flags() {
         plot: { type: "string", default: "docs/images/prewarm-day.png" },
         "no-write": { type: "boolean", default: false },
         "no-sweep": { type: "boolean", default: false },
+        // Replays kept in DIR (one JSON per policy and seed) are reused and new ones kept there:
+        // an interrupted run goes on where it stopped.
+        keep: { type: "string" },
         help: { type: "boolean", default: false },
       },
     }).values;
@@ -72,11 +75,13 @@ if (
 
 const started = performance.now();
 const trace = generateTrace(worldModels, days, seed);
-const dir = mkdtempSync(join(tmpdir(), "snooze-bench-prewarm-"));
+const dir = values.keep ?? mkdtempSync(join(tmpdir(), "snooze-bench-prewarm-"));
+mkdirSync(dir, { recursive: true });
 const worker = fileURLToPath(new URL("./worker.ts", import.meta.url));
 
 async function runOne(name: string, runSeed = seed): Promise<ReplayResult> {
   const out = join(dir, `${name}-${runSeed}.json`);
+  if (values.keep && existsSync(out)) return JSON.parse(readFileSync(out, "utf8")) as ReplayResult;
   await new Promise<void>((resolve, reject) => {
     const child = fork(worker, [name, String(runSeed), String(days), out], { stdio: "inherit" });
     child.on("exit", (code) =>
@@ -96,12 +101,14 @@ const queue = [
   ...[...policies, ...sweep].map((p) => ({ name: p.name, seed })),
   ...moreSeeds.flatMap((s) => goalPolicies.map((name) => ({ name, seed: s }))),
 ].sort((a, b) => Number(b.name.includes("learned")) - Number(a.name.includes("learned")));
+const replayWallMs: number[] = [];
 /** Summaries of the goal policies on the other seeds, as each finishes (a replay is large). */
 const otherSeeds = new Map<number, PolicyResult[]>();
 await Promise.all(
   Array.from({ length: jobs }, async () => {
     for (let run = queue.shift(); run !== undefined; run = queue.shift()) {
       const result = await runOne(run.name, run.seed);
+      replayWallMs.push(result.wallMs);
       if (run.seed === seed) runs.set(run.name, result);
       else {
         const start = traceStart + warmup * dayMs;
@@ -113,7 +120,7 @@ await Promise.all(
     }
   }),
 );
-rmSync(dir, { recursive: true, force: true });
+if (!values.keep) rmSync(dir, { recursive: true, force: true });
 
 const from = trace.start + warmup * dayMs;
 const to = trace.start + days * dayMs;
@@ -124,6 +131,7 @@ for (const r of results)
       `${r.policy}: snooze_gpu_seconds_total is off by ${(r.accountingError * 100).toFixed(1)}%`,
     );
 const goals = checkGoals(results);
+const byPolicy = (name: string) => results.find((r) => r.policy === name)!;
 const bySeed = [
   { seed, goals },
   ...[...otherSeeds.entries()].sort(([a], [b]) => a - b).map(([s, r]) => ({ seed: s, goals: checkGoals(r) })),
@@ -167,14 +175,16 @@ if (!values["no-write"]) {
   plotted = png.ok ? values.plot : `not rendered: ${png.reason}`;
 }
 const elapsed = (performance.now() - started) / 1000;
+// Each replay's own wall time, so a run resumed with --keep still says what the replays took.
+const replayWall = replayWallMs.reduce((sum, ms) => sum + ms, 0) / 1000;
 
 const body = `## Prewarm and the learned ladder (simulated)
 
-\`npm run bench:prewarm\` replays one seeded multi-day trace for 20 models on 4 slots **through the real
+\`npm run bench:prewarm\` replays a seeded multi-day trace for 20 models on 4 slots **through the real
 control plane** in virtual time: \`localAutoscaler\` (the real Autoscaler, ModelController, Slot, tier
 ladder and slot arbiter, prewarm and learned ladder included) on the manual clock of the unit tests,
 over their fake platform, whose engines take the modelled time for every start, sleep, wake and
-warm-up (\`hack/bench/prewarm/\`; ${Math.max(1, Math.round(elapsed))} s of wall time for this run in ${jobs} processes, on two cores shared with other work). In front of it a small
+warm-up (\`hack/bench/prewarm/\`; ${replayWallMs.length} replays that took ${Math.round(replayWall)} s of wall time in all, ${jobs} at a time, on two cores shared with other work${values.keep ? `; this report ${Math.round(elapsed)} s, reusing kept replays` : ""}). In front of it a small
 activator does what the real one does at the seam: a request finds a ready replica and is dispatched,
 or it is held and \`demand\` is signalled; every change of in-flight and held counts goes to \`stats\`;
 held requests are released when their model's replica turns ready. Requests run for their prefill
@@ -226,6 +236,19 @@ ${goalLines(goals)}
 The same goals on ${bySeed.length === 1 ? "this seed only (--seeds empty)" : `${bySeed.length} seeds (${bySeed.map((b) => b.seed).join(", ")}; each its own trace of the same world, the four Snooze policies only)`}:
 
 ${seedTable(bySeed)}
+
+Where the cut comes from: mostly not from waking ahead of a window but from the two cheap parts of
+prewarm ([prewarm.md](prewarm.md#prewarm)). The fixed ladder stops a slot member 30 minutes into
+its sleep, so most of its hits are cold starts, and every request that arrives during a start (60 s
+for an 8B model, 150 s for a 32B one) is a hit too. The hold keeps a sleeper that a request is likely
+to want within 4 hours, and the staged start brings a cold one to sleep before its busy hours: the
+request then waits for a wake of a few seconds, and fewer requests arrive meanwhile. A sleeper
+holds no accelerator, so awake GPU-hours go down, not up; what it costs is host RAM for longer
+(this benchmark sets no \`hostMemoryBudget\`). On this trace, requests that met a cold engine
+went from ${byPolicy("snooze-fixed").cold} to ${byPolicy("snooze-prewarm").cold}, and those that met a sleeping one from ${byPolicy("snooze-fixed").sleeping} to ${byPolicy("snooze-prewarm").sleeping}. Windows (a wake ahead of a likely 5-15
+minutes) add the scheduled jobs' hits. What remains is mostly the first request after \`sleepAfter\`
+in busy hours (random within the hour, not predictable by the time of day), and members waiting
+for a busy slot, which a prewarm never evicts.
 
 How the prewarm budget moves hits and awake time (the same trace):
 
