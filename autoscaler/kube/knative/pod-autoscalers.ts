@@ -279,12 +279,13 @@ export class KnativePodAutoscalers {
   private async ensureSks(pa: PodAutoscaler): Promise<ServerlessService | undefined> {
     const namespace = pa.metadata.namespace!;
     const name = pa.metadata.name;
+    // No numActivators: Knative's defaulting webhook removes a 0 ("all activators"), so a 0
+    // written here would differ from what is stored on every compare and be written forever;
+    // no activator of Knative's is in the path in Serve mode anyway.
     const spec = {
       mode: "Serve",
       objectRef: pa.spec?.scaleTargetRef,
       protocolType: pa.spec?.protocolType ?? "http1",
-      // 0 means "all activators" to Knative; none is in the path in Serve mode anyway.
-      numActivators: 0,
     };
     const existing = this.informers!.sks.get(`${namespace}/${name}`);
     const collection = paths.custom(
