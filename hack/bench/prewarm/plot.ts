@@ -8,7 +8,8 @@ import type { ReplayResult } from "./replay.ts";
 /**
  * One day of one slot as an SVG: a lane per model and policy, the model's tier as coloured bands
  * over the 24 hours, each request as a tick above (red when it met a sleeping or cold engine),
- * and each prewarm as a bar below (green: a request came; grey: wasted). `toPng` renders it with
+ * and each prewarm as a bar below (green: a request came; purple: a staged start that reached
+ * its sleep; grey: wasted). `toPng` renders it with
  * headless Chromium.
  */
 const colours: Record<Tier, string> = {
@@ -67,7 +68,7 @@ export function daySvg(input: PlotInput): string {
         const x0 = x(Math.max(p.began, dayStart));
         const x1 = Math.max(x0 + 2, x(Math.min(end, dayEnd)));
         parts.push(
-          `<rect x="${x0.toFixed(2)}" y="${y + 26}" width="${(x1 - x0).toFixed(2)}" height="5" fill="${p.outcome === "hit" ? "#00c853" : "#9e9e9e"}"/>`,
+          `<rect x="${x0.toFixed(2)}" y="${y + 26}" width="${(x1 - x0).toFixed(2)}" height="5" fill="${p.outcome === "hit" ? "#00c853" : p.outcome === "asleep" ? "#7e57c2" : "#9e9e9e"}"/>`,
         );
       }
       y += laneHeight;
@@ -90,13 +91,20 @@ export function daySvg(input: PlotInput): string {
     ["request", "#424242"],
     ["request that met a sleeping or cold engine", "#c62828"],
     ["prewarm, hit", "#00c853"],
+    ["prewarm, staged to sleep", "#7e57c2"],
     ["prewarm, wasted", "#9e9e9e"],
   ];
   let lx = left;
-  const legendY = y + 4;
+  let legendY = y + 4;
   const legendParts = legend.map(([label, colour]) => {
+    const advance = 24 + label.length * 6.6;
+    // A legend wider than the plot goes on in a second row.
+    if (lx + advance > width) {
+      lx = left;
+      legendY += 20;
+    }
     const part = `<rect x="${lx}" y="${legendY}" width="12" height="12" fill="${colour}"/><text x="${lx + 16}" y="${legendY + 11}" font-size="12">${escapeXml(label)}</text>`;
-    lx += 24 + label.length * 6.6;
+    lx += advance;
     return part;
   });
   const height = legendY + 30;

@@ -167,7 +167,7 @@ const svg = daySvg({
   title: `${plotSlot}, ${new Date(plotDay).toISOString().slice(0, 10)} (a Tuesday, UTC): tiers, requests and prewarms`,
   dayStart: plotDay,
   models: plotModels,
-  runs: [runs.get("snooze-fixed")!, runs.get("snooze-learned+prewarm")!],
+  runs: [runs.get("snooze-fixed")!, runs.get("snooze-prewarm")!, runs.get("snooze-learned+prewarm")!],
 });
 let plotted = "not written (--no-write)";
 if (!values["no-write"]) {
@@ -254,9 +254,10 @@ How the prewarm budget moves hits and awake time (the same trace):
 
 ${sweepTable}
 
-One day of ${plotSlot} (${plotted === values.plot ? `[prewarm-day.png](images/prewarm-day.png)` : plotted}): the fixed ladder (top) against the learned
-ladder with prewarm (bottom); bands are tiers, ticks requests (red: met a sleeping or cold engine),
-bars under a lane prewarms (green: a request came; grey: wasted).
+One day of ${plotSlot} (${plotted === values.plot ? `[prewarm-day.png](images/prewarm-day.png)` : plotted}): the fixed ladder (top), the fixed ladder with
+prewarm (middle) and the learned ladder with prewarm (bottom); bands are tiers, ticks requests (red: met a sleeping or cold engine),
+bars under a lane prewarms (green: a request came; purple: a staged start that reached its sleep;
+grey: wasted).
 
 ${plotted === values.plot ? "![One day of gpu-0](images/prewarm-day.png)" : ""}
 
