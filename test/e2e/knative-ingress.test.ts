@@ -2,8 +2,10 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import OpenAI from "openai";
 import { afterAll, describe, expect, test } from "vitest";
+import { serviceActivators } from "../../autoscaler/kube/knative-ingress/activator-prober.ts";
 import { autoscalerClass, classAnnotation } from "../../lib/knative/autoscaler-class.ts";
 import { ingressClassAnnotation, snoozeIngressClass } from "../../lib/knative/ingress-class.ts";
+import { KubeClient } from "../../lib/kube/client.ts";
 import {
   conditionOf,
   findKnative,
@@ -16,6 +18,7 @@ import {
   startKnative,
 } from "./components/knative.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
+import { system } from "./components/snooze.ts";
 import { fetchVia } from "./harness/host-fetch.ts";
 import { startTcpService, type TcpService } from "./harness/tcp-service.ts";
 import { waitFor } from "./harness/wait.ts";
@@ -31,6 +34,8 @@ import { waitFor } from "./harness/wait.ts";
 const folder = findKnative();
 const name = "chat";
 const rev = (n: number) => `${name}-0000${n}`;
+/** A Service on Snooze's ingress class whose revisions Knative's KPA scales (no Snooze Model). */
+const kpaName = "plain";
 let knative: Knative | undefined;
 let activatorService: TcpService | undefined;
 
@@ -57,9 +62,10 @@ const suite = kubeSnoozeSuite({
 
 afterAll(async () => {
   // Before the components and the namespace go: Knative's finalizers need its controller.
-  await client()
-    .delete(`${servingApi}/namespaces/${ns()}/services/${name}`)
-    .catch(() => {});
+  for (const service of [name, kpaName])
+    await client()
+      .delete(`${servingApi}/namespaces/${ns()}/services/${service}`)
+      .catch(() => {});
   await waitFor(
     async () =>
       (await client().list(`${servingApi}/namespaces/${ns()}/revisions`)).items.length === 0
@@ -307,4 +313,91 @@ describe("Snooze's Knative ingress class", () => {
       expect(count).toBeLessThanOrEqual(165);
     }
   }, 200_000);
+
+  test("a Service of another autoscaler class on this ingress class is not Ready, and says why; its requests are refused", async () => {
+    await client().create(
+      `${servingApi}/namespaces/${ns()}/services`,
+      knativeService(kpaName, {
+        kubelet: suite.cluster.info.kubelet,
+        serviceAnnotations: { [ingressClassAnnotation]: snoozeIngressClass },
+      }),
+    );
+    const ingress = await waitFor(
+      async () => {
+        const i = await client().get<KnativeObject>(
+          `${networkingApi}/namespaces/${ns()}/ingresses/${kpaName}`,
+        );
+        return conditionOf(i, "Ready")?.status === "False" ? i : undefined;
+      },
+      { what: "the KPA Service's KIngress refused", timeoutMs: 120_000, intervalMs: 250, detail: logs },
+    );
+    expect(conditionOf(ingress, "NetworkConfigured")).toMatchObject({
+      status: "False",
+      reason: "RevisionWithoutModel",
+    });
+    const ksvc = await waitFor(
+      async () => {
+        const k = await client().get<KnativeObject>(`${servingApi}/namespaces/${ns()}/services/${kpaName}`);
+        return conditionOf(k, "Ready")?.status === "False" ? k : undefined;
+      },
+      { what: "the KPA Service not Ready", timeoutMs: 60_000, intervalMs: 250, detail: logs },
+    );
+    expect(conditionOf(ksvc, "Ready")?.message).toContain(`${ns()}/${kpaName}-00001`);
+    const host = `${kpaName}.${ns()}.svc.cluster.local`;
+    const error = await new OpenAI({
+      baseURL: `http://${host}/v1`,
+      apiKey: "unused",
+      fetch: fetchVia(suite.activator.url),
+      maxRetries: 0,
+    }).completions
+      .create({ model: kpaName, prompt: "hi" })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.APIError);
+    expect((error as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
+    expect((error as InstanceType<typeof OpenAI.APIError>).code).toBe("revision_not_served");
+  }, 200_000);
+
+  test("the activators probed are the ready endpoints of their Service, as the autoscaler may list them", async () => {
+    const slices = `/apis/discovery.k8s.io/v1/namespaces/${system}/endpointslices`;
+    const service = `activators-${ns()}`.slice(0, 63);
+    const slice = (n: number, endpoints: { addresses: string[]; conditions: { ready: boolean } }[]) => ({
+      apiVersion: "discovery.k8s.io/v1",
+      kind: "EndpointSlice",
+      metadata: {
+        name: `${service}-${n}`.slice(0, 63),
+        namespace: system,
+        labels: { "kubernetes.io/service-name": service },
+      },
+      addressType: "IPv4",
+      endpoints,
+      ports: [{ name: "http", port: 8080, protocol: "TCP" }],
+    });
+    await client().create(
+      slices,
+      slice(1, [
+        { addresses: ["10.99.0.5"], conditions: { ready: true } },
+        { addresses: ["10.99.0.6"], conditions: { ready: false } },
+      ]),
+    );
+    await client().create(slices, slice(2, [{ addresses: ["10.99.0.7"], conditions: { ready: true } }]));
+    try {
+      // As the autoscaler's ServiceAccount: its Role lets it list the endpoints of snooze-system.
+      const asAutoscaler = await KubeClient.fromKubeConfig(
+        await suite.cluster.asServiceAccount(system, "snooze-autoscaler"),
+      );
+      try {
+        expect(await serviceActivators(asAutoscaler, system, service)).toEqual([
+          "http://10.99.0.5:8080",
+          "http://10.99.0.7:8080",
+        ]);
+      } finally {
+        await asAutoscaler.close();
+      }
+    } finally {
+      for (const n of [1, 2])
+        await client()
+          .delete(`${slices}/${`${service}-${n}`.slice(0, 63)}`)
+          .catch(() => {});
+    }
+  });
 });
