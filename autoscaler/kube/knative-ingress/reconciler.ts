@@ -13,13 +13,17 @@ import { kubeInformer } from "../../../lib/kube/list-watch.ts";
 import type { Logger } from "../../../lib/log.ts";
 import { type ProbeOutcome, probeActivators } from "./activator-prober.ts";
 import { ingressStatus, statusSignature } from "./ingress-status.ts";
+import { type SplitModel, splitModels } from "./split-models.ts";
 
 export interface KnativeIngressReconcilerOptions {
   client: KubeClient;
   /** Only this namespace's KIngresses; all when absent. */
   namespace?: string;
   /** The Models (the autoscaler's informer), by `namespace/name`: a split's revision is routable when its Model exists. */
-  models: { get(key: string): unknown; on(handler: { add?(): void; delete?(): void }): () => void };
+  models: {
+    get(key: string): SplitModel | undefined;
+    on(handler: { add?(): void; delete?(): void }): () => void;
+  };
   /** Where the Lease that makes one autoscaler replica the writer lives. */
   leaseNamespace: string;
   identity: string;
@@ -132,20 +136,17 @@ export class KnativeIngressReconciler {
       if (ingress.metadata.deletionTimestamp || !this.elector?.leading || this.stopped) continue;
       const key = `${ingress.metadata.namespace}/${ingress.metadata.name}`;
       const version = ingressVersion(ingress);
-      const withoutModel = new Set<string>();
-      for (const rule of ingress.spec?.rules ?? [])
-        for (const path of rule.http?.paths ?? [])
-          for (const split of path.splits ?? []) {
-            const revision = `${split.serviceNamespace}/${split.serviceName}`;
-            if (!this.options.models.get(revision)) withoutModel.add(revision);
-          }
+      const { withoutModel, sharedIds } = splitModels(ingress, (revision) =>
+        this.options.models.get(revision),
+      );
+      const configured = withoutModel.length === 0 && sharedIds.length === 0;
       const refusedHosts = table.conflicts.filter((c) => c.refused === key).map((c) => c.host);
       // One host is enough: an activator swaps a KIngress's hosts together (one table).
       const probeHost = [...table.hosts].find(([, route]) => route.ingress === key)?.[0];
       let probe: ProbeOutcome = this.served.has(version)
         ? { ready: true }
         : { ready: false, message: "Waiting for the network to be configured." };
-      if (withoutModel.size === 0 && refusedHosts.length === 0 && !probe.ready) {
+      if (configured && refusedHosts.length === 0 && !probe.ready) {
         if (probeHost) {
           activators ??= await this.options.activators().catch((error: unknown) => {
             this.log.warn("could not list the activators to probe", { error });
@@ -155,9 +156,10 @@ export class KnativeIngressReconciler {
         } else probe = { ready: true };
         if (probe.ready) this.served.add(version);
       }
-      if (withoutModel.size > 0 || refusedHosts.length > 0 || !probe.ready) waiting = true;
+      if (!configured || refusedHosts.length > 0 || !probe.ready) waiting = true;
       const status = ingressStatus(ingress, {
-        withoutModel: [...withoutModel].sort(),
+        withoutModel,
+        sharedIds,
         refusedHosts,
         probe,
         domainInternal: this.options.domainInternal,
