@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { findKeda, kedaMissing } from "./components/keda.ts";
+import { findKnative } from "./components/knative.ts";
 import { repoRoot } from "./harness/assets.ts";
 import {
   applyManifests,
@@ -25,8 +26,11 @@ let all: Manifest[];
 beforeAll(async () => {
   all = await manifestsUnder(config);
   // Dry-runs of namespaced objects need their namespace and the CRDs of their kinds for real.
-  // Knative is not installed here: minimal stand-ins of its Service, PingSource and Trigger CRDs are
-  // (see the fixtures). KEDA's CRDs are its own, from the module hack/build-keda.sh builds.
+  // Knative Serving's CRDs are its own when hack/build-knative.sh built it (another file may have
+  // installed them already: a stand-in must not replace them); else a minimal stand-in of its Service
+  // CRD. Knative Eventing is not built: stand-ins of its PingSource and Trigger CRDs (see the
+  // fixtures). KEDA's CRDs are its own, from the module hack/build-keda.sh builds.
+  const knative = findKnative();
   const keda = findKeda();
   if (!keda) {
     console.warn(`manifests: ScaledObject samples not dry-run: ${kedaMissing()}`);
@@ -34,7 +38,10 @@ beforeAll(async () => {
   }
   const prerequisites = [
     ...all.filter((m) => m.object.kind === "CustomResourceDefinition" || m.object.kind === "Namespace"),
-    ...(await manifestsUnder(join(repoRoot, "test/e2e/fixtures"))),
+    ...(await manifestsUnder(join(repoRoot, "test/e2e/fixtures"))).filter(
+      (m) => !knative || m.object.metadata?.name !== "services.serving.knative.dev",
+    ),
+    ...(knative ? await manifestsUnder(join(knative, "config/core/300-resources")) : []),
     ...(keda ? await kustomize(cluster.info.kubectl, join(keda, "config/crd")) : []),
   ];
   expect(await applyManifests(cluster.admin, prerequisites, { dryRun: false })).toEqual([]);
