@@ -1,10 +1,10 @@
 import { createServer, type Server } from "node:https";
-import type { AddressInfo } from "node:net";
-import { setTimeout as sleep } from "node:timers/promises";
+import { type AddressInfo, Server as NetServer, type Socket } from "node:net";
 import { getRequestListener } from "@hono/node-server";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type { Registry } from "prom-client";
+import { type Clock, systemClock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import { admissionResponse, parseAdmissionReview } from "./admission.ts";
 import { handle, type WebhookDeps, type WebhookName, webhookPaths } from "./handlers.ts";
@@ -32,6 +32,8 @@ export interface WebhookServerOptions {
   decisionTimeoutMs: number;
   /** Whether the process is ready for traffic: caches synced, certificate loaded. */
   ready: () => boolean;
+  /** The shutdown grace's timer (tests drive it). */
+  clock?: Clock;
 }
 
 export interface WebhookServer {
@@ -40,7 +42,10 @@ export interface WebhookServer {
   server: Server;
   /** Serves a new certificate to new connections; open connections keep theirs. */
   setCertificate(tls: TlsPair): void;
-  /** Stops taking connections, lets reviews in flight finish (at most `graceMs`), then closes. */
+  /**
+   * Stops taking connections and closes each open one once it has been told so (see `close` below);
+   * what is left when `graceMs` is over is cut. Resolves when every connection is closed.
+   */
   close(graceMs?: number): Promise<void>;
 }
 
@@ -55,12 +60,13 @@ const malformed = (message: string) =>
  */
 export async function startWebhookServer(options: WebhookServerOptions): Promise<WebhookServer> {
   const { deps, metrics, log } = options;
+  const clock = options.clock ?? systemClock;
   let draining = false;
-  let inFlight = 0;
   const app = new Hono();
 
-  // While draining, every answer tells the apiserver not to reuse its connection: closing an idle
-  // keep-alive connection under a client that is just then sending on it resets that request.
+  // While draining, every answer tells the apiserver not to reuse its connection, and the server
+  // closes it after the answer: the only way to close a keep-alive connection that no client is
+  // about to send on.
   app.use(async (c, next) => {
     await next();
     if (draining) c.header("connection", "close");
@@ -84,7 +90,6 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       }),
       async (c) => {
         const started = performance.now();
-        inFlight++;
         try {
           const type = c.req.header("content-type") ?? "";
           if (!/^application\/json\b/i.test(type)) {
@@ -120,7 +125,6 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
           }
           return c.json(admissionResponse(request.uid, verdict));
         } finally {
-          inFlight--;
           metrics.duration.observe({ webhook: name }, (performance.now() - started) / 1000);
         }
       },
@@ -143,6 +147,12 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
   server.on("tlsClientError", (error) => log.debug("TLS handshake failed", { error: String(error) }));
+  // Every TCP connection, TLS handshakes under way included, so the end of the grace can cut them all.
+  const sockets = new Set<Socket>();
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen({ host: options.host, port: options.port, reusePort: options.reusePort === true }, () => {
@@ -161,18 +171,22 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     },
     async close(graceMs = 10_000) {
       draining = true;
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      const deadline = Date.now() + graceMs;
-      // Connections in use close themselves (each answer says `connection: close`); give the
-      // apiserver a moment to stop reusing idle ones before they are closed from this side.
-      await sleep(Math.min(1_000, graceMs / 2));
-      while (Date.now() < deadline) {
-        server.closeIdleConnections();
-        if (inFlight === 0) break;
-        await sleep(20);
-      }
-      server.closeIdleConnections();
-      server.closeAllConnections();
+      // Stop accepting, and only that. http.Server#close would also close every idle keep-alive
+      // connection at once (Node >= 19): the apiserver, which had just taken one of them from its
+      // pool for the next review, then gets a reset or "write: broken pipe", and a POST is not
+      // retried. Left open, an idle connection carries at most one more review, answered with
+      // `connection: close`, and the apiserver stops using it knowing. net.Server's callback comes
+      // once the last connection has closed.
+      const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+      let graceOver!: { cancel(): void };
+      await Promise.race([
+        closed,
+        new Promise<void>((resolve) => (graceOver = clock.setTimeout(resolve, graceMs))),
+      ]);
+      graceOver.cancel();
+      // Past the grace: a connection idle all along belongs to a client that stopped using it, and
+      // a review still running has had its time. Cut them.
+      for (const socket of sockets) socket.destroy();
       await closed;
     },
   };
