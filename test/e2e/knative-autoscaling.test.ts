@@ -1,0 +1,477 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { afterAll, describe, expect, test } from "vitest";
+import { autoscalerClass, classAnnotation } from "../../lib/knative/autoscaler-class.ts";
+import { snoozeIngressClass } from "../../lib/knative/ingress-class.ts";
+import { group, version } from "../../lib/kube/api-group.ts";
+import { isNotFound, paths } from "../../lib/kube/client.ts";
+import type { ModelResource } from "../../lib/kube/model-resource.ts";
+import type { Pod as KubePod } from "../../lib/kube/pod-replica.ts";
+import {
+  autoscalingApi,
+  conditionOf,
+  findKnative,
+  type Knative,
+  type KnativeObject,
+  knativeMissing,
+  knativeService,
+  kpaClass,
+  networkingApi,
+  servingApi,
+  startKnative,
+  waitForCondition,
+} from "./components/knative.ts";
+import { kubeSnoozeSuite } from "./components/kube-suite.ts";
+import { tierOf } from "./components/snooze.ts";
+import { fetchVia } from "./harness/host-fetch.ts";
+import { startTcpService, type TcpService } from "./harness/tcp-service.ts";
+import { waitFor } from "./harness/wait.ts";
+
+/**
+ * Snooze as a Knative autoscaler class against a real Knative Serving (controller, webhook and the
+ * KPA, built from the pinned module): a Snooze-class Service's revision gets a PodAutoscaler that
+ * Snooze reconciles (a Model named as the revision scaling its Deployment, the SKS, the PA's
+ * status), so the Revision and the Service are Ready; its pod sleeps when idle (never deleted),
+ * a request by the Service's Host (Snooze's ingress class, through the activator) wakes the same
+ * pod, and a longer idle scales the Deployment to zero; `min-scale: 1` keeps one pod, asleep; a
+ * Service without the class, or with a class Snooze does not serve, is left to others.
+ */
+const folder = findKnative();
+let knative: Knative | undefined;
+let activatorService: TcpService | undefined;
+
+const suite = kubeSnoozeSuite({
+  namespace: "snooze-e2e-kpa",
+  async start(s) {
+    if (!folder) throw new Error(knativeMissing());
+    knative = await startKnative(s.cluster, folder, { ingressClass: snoozeIngressClass });
+    activatorService = await startTcpService([]);
+    await s.startAutoscaler("autoscaler-a", {
+      extra: ["--knative-ingress-probe", `http://${activatorService.address}`],
+    });
+    s.activator = await s.startActivator("activator-a");
+    activatorService.backends = [`127.0.0.1:${s.activator.port}`];
+  },
+  async teardown() {
+    await activatorService?.close();
+  },
+});
+
+const services = ["sleepy", "kept", "plain", "other"];
+afterAll(async () => {
+  // Before the components and the namespace go: Knative's finalizers need its controller.
+  for (const name of services)
+    await client()
+      .delete(`${servingApi}/namespaces/${ns()}/services/${name}`)
+      .catch(() => {});
+  await waitFor(
+    async () =>
+      (await client().list(`${servingApi}/namespaces/${ns()}/revisions`)).items.length === 0
+        ? true
+        : undefined,
+    { what: "Knative to delete the Services' revisions", timeoutMs: 30_000 },
+  ).catch((error: unknown) => console.warn(String(error)));
+  await knative?.stop();
+}, 60_000);
+
+const client = () => suite.admin.client;
+const ns = () => suite.ns.name;
+const logs = () =>
+  `${knative?.logs(15)}\nautoscaler:\n${suite.autoscalers.get("autoscaler-a")?.process.tail(60)}\n` +
+  `activator:\n${suite.activator.process.tail(20)}`;
+const revisionOf = (name: string) => `${name}-00001`;
+const paPath = (revision: string) => `${autoscalingApi}/namespaces/${ns()}/podautoscalers/${revision}`;
+const modelPath = (revision: string) => `${paths.custom(group, version, "models", ns())}/${revision}`;
+const deploymentPath = (revision: string) => `${paths.apps("deployments", ns())}/${revision}-deployment`;
+
+/**
+ * The user container: a sim serving the Service's name (what clients of its URL ask for) and the
+ * revision's (its Model's id, which Snooze's warm-up asks for; docs/knative.md).
+ */
+const args = (name: string) => [
+  "Qwen/Qwen3-0.6B",
+  "--served-model-name",
+  name,
+  revisionOf(name),
+  "--enable-sleep-mode",
+  "--load-time",
+  "500ms",
+  "--ttft",
+  "5ms",
+  "--itl",
+  "1ms",
+];
+
+interface Pod {
+  metadata: {
+    name: string;
+    uid: string;
+    annotations?: Record<string, string>;
+    deletionTimestamp?: string;
+  };
+  status?: { podIP?: string; conditions?: { type: string; status: string }[] };
+}
+const revisionPods = async (revision: string) =>
+  (
+    await client().list<Pod>(paths.pods(ns()), { labelSelector: `serving.knative.dev/revision=${revision}` })
+  ).items.filter((p) => !p.metadata.deletionTimestamp);
+const deployment = (revision: string) =>
+  client().get<{
+    spec: { replicas: number };
+    metadata: { managedFields?: { manager: string }[] };
+  }>(deploymentPath(revision));
+type Model = ModelResource & {
+  metadata: { ownerReferences?: { kind: string; name: string; uid: string }[] };
+};
+const model = (revision: string) => client().get<Model>(modelPath(revision));
+
+/** The engine's own view, on the user container's port (Knative's 8080) at the pod's IP. */
+async function engineAsleep(pod: Pod): Promise<boolean> {
+  const response = await fetch(`http://${pod.status?.podIP}:8080/sim/state`, {
+    signal: AbortSignal.timeout(2_000),
+  });
+  return ((await response.json()) as { isSleeping: boolean }).isSleeping;
+}
+
+/** A chat completion by the Service's URL (its Host), through the activator. */
+async function ask(url: string, name: string) {
+  const started = performance.now();
+  const response = await fetchVia(suite.activator.url)(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: name, messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  return { status: response.status, text: await response.text(), ms: performance.now() - started };
+}
+
+async function kubectl(...args: string[]): Promise<string> {
+  const env = { ...process.env, KUBECONFIG: suite.cluster.info.kubeconfigPath };
+  const { stdout } = await promisify(execFile)(suite.cluster.info.kubectl, [...args, "-n", ns()], { env });
+  return stdout;
+}
+
+/** The row of `kubectl get <kind>` for `name`, split on whitespace. */
+const row = (table: string, name: string) =>
+  table
+    .split("\n")
+    .find((line) => line.startsWith(`${name} `))
+    ?.trim()
+    .split(/\s+/);
+
+const waitPa = (
+  revision: string,
+  what: string,
+  check: (pa: KnativeObject) => boolean,
+  timeoutMs = 30_000,
+) => {
+  let last: KnativeObject | undefined;
+  return waitFor(
+    async () => {
+      last = await client().get<KnativeObject>(paPath(revision));
+      return check(last) ? last : undefined;
+    },
+    {
+      what,
+      timeoutMs,
+      intervalMs: 200,
+      detail: () => `PA status: ${JSON.stringify(last?.status)}\n${logs()}`,
+    },
+  );
+};
+
+/** Resolves to true when the object at `path` does not exist. */
+const absent = (path: string) =>
+  client()
+    .get(path)
+    .then(
+      () => false,
+      (error: unknown) => {
+        if (isNotFound(error)) return true;
+        throw error;
+      },
+    );
+
+const scale = (pa: KnativeObject) => pa.status as { desiredScale?: number; actualScale?: number };
+
+describe("Snooze's Knative autoscaler class", () => {
+  const name = "sleepy";
+  const revision = revisionOf(name);
+  let url = "";
+  let firstPod: Pod | undefined;
+
+  test("a Snooze-class Service: its PA is Snooze's, the Revision and the Service Ready, and kubectl agrees", async () => {
+    await client().create(
+      `${servingApi}/namespaces/${ns()}/services`,
+      knativeService(name, {
+        kubelet: suite.cluster.info.kubelet,
+        args: args(name),
+        annotations: {
+          [classAnnotation]: autoscalerClass,
+          "snooze.dev/sleep-after": "3s",
+          "snooze.dev/deep-sleep-after": "never",
+          "autoscaling.knative.dev/scale-to-zero-pod-retention-period": "10s",
+        },
+      }),
+    );
+    const ksvc = await waitForCondition(
+      client(),
+      `${servingApi}/namespaces/${ns()}/services/${name}`,
+      "Ready",
+      {
+        timeoutMs: 120_000,
+        detail: logs,
+      },
+    );
+    url = String((ksvc.status as { url?: string }).url);
+    expect(url).toMatch(new RegExp(`^http://${name}\\.${ns()}\\.`));
+    await waitForCondition(client(), `${servingApi}/namespaces/${ns()}/revisions/${revision}`, "Ready", {
+      detail: logs,
+    });
+
+    // The PA: Snooze's class, its status written by Snooze.
+    const pa = await waitPa(
+      revision,
+      "the PA initialized at desired 1, actual 1",
+      (p) =>
+        conditionOf(p, "ScaleTargetInitialized")?.status === "True" &&
+        scale(p).desiredScale === 1 &&
+        scale(p).actualScale === 1,
+    );
+    expect(pa.metadata.annotations?.[classAnnotation]).toBe(autoscalerClass);
+    expect(conditionOf(pa, "SKSReady")?.status).toBe("True");
+    // Awake (Active, so Ready) or, past sleepAfter already, asleep (Active False Asleep, as Ready).
+    const active = conditionOf(pa, "Active");
+    expect(active?.status === "True" || active?.reason === "Asleep", JSON.stringify(active)).toBe(true);
+    expect(conditionOf(pa, "Ready")).toMatchObject({ status: active?.status });
+    expect((pa.status as { serviceName?: string }).serviceName).toBe(revision);
+
+    // Its Model: named as the revision, owned by the PA, scaling the revision's Deployment.
+    const m = await model(revision);
+    expect(m.spec.workloadRef).toEqual({
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      name: `${revision}-deployment`,
+    });
+    expect(m.spec).toMatchObject({ sleepAfter: "3s", zeroAfter: "10s", port: 8080 });
+    expect(m.metadata.ownerReferences).toEqual([
+      expect.objectContaining({
+        kind: "PodAutoscaler",
+        name: revision,
+        uid: (pa.metadata as { uid?: string }).uid,
+      }),
+    ]);
+    // The SKS in Serve mode, owned by the PA.
+    const sks = await client().get<KnativeObject & { spec: { mode: string } }>(
+      `${networkingApi}/namespaces/${ns()}/serverlessservices/${revision}`,
+    );
+    expect(sks.spec.mode).toBe("Serve");
+
+    const pods = await revisionPods(revision);
+    expect(pods).toHaveLength(1);
+    firstPod = pods[0];
+    expect((await deployment(revision)).spec.replicas).toBe(1);
+
+    // kubectl: the Service Ready with its URL, the revision's 1 actual / 1 desired, one pod, the Model.
+    expect(row(await kubectl("get", "ksvc"), name)).toEqual([name, url, revision, revision, "True"]);
+    const revisions = row(await kubectl("get", "revisions"), revision);
+    // NAME CONFIG GENERATION READY REASON ACTUAL DESIRED (REASON empty when Ready).
+    expect(revisions).toEqual([revision, name, "1", "True", "1", "1"]);
+    expect(row(await kubectl("get", "pods"), firstPod!.metadata.name)?.slice(1, 3)).toEqual([
+      "2/2",
+      "Running",
+    ]);
+    const models = row(await kubectl("get", "models"), revision);
+    expect(models?.[0]).toBe(revision);
+  }, 200_000);
+
+  test("a request by the Service's Host reaches the pod through the activator", async () => {
+    const answer = await ask(url, name);
+    expect(answer.status, answer.text).toBe(200);
+    expect(JSON.parse(answer.text).model).toBe(name);
+    const pa = await waitPa(
+      revision,
+      "the PA Active and Ready",
+      (p) => conditionOf(p, "Ready")?.status === "True",
+    );
+    expect(conditionOf(pa, "Active")?.status).toBe("True");
+    expect(scale(pa)).toMatchObject({ desiredScale: 1, actualScale: 1 });
+  });
+
+  test("idle: the pod sleeps and is not deleted; the PA says Asleep, the Revision stays Ready", async () => {
+    const [pod] = await waitFor(
+      async () =>
+        ((p) => (p.length === 1 && tierOf(p[0] as KubePod) === "asleep-1" ? p : undefined))(
+          await revisionPods(revision),
+        ),
+      { what: "the pod asleep", timeoutMs: 20_000, intervalMs: 200, detail: logs },
+    );
+    expect(pod!.metadata.uid).toBe(firstPod!.metadata.uid);
+    expect(await engineAsleep(pod!)).toBe(true);
+    const pa = await waitPa(
+      revision,
+      "the PA Active False Asleep",
+      (p) => conditionOf(p, "Active")?.status === "False",
+    );
+    expect(conditionOf(pa, "Active")?.reason).toBe("Asleep");
+    expect(scale(pa)).toMatchObject({ desiredScale: 1, actualScale: 1 });
+    // The PA's Ready follows Active, as the KPA's does at zero; the Revision's Ready does not.
+    expect(conditionOf(pa, "Ready")).toMatchObject({ status: "False", reason: "Asleep" });
+    const rev = await client().get<KnativeObject>(`${servingApi}/namespaces/${ns()}/revisions/${revision}`);
+    expect(conditionOf(rev, "Ready")?.status).toBe("True");
+    expect((await model(revision)).status?.phase).toBe("Asleep");
+    const models = row(await kubectl("get", "models"), revision);
+    // NAME READY WARMING SLEEPING PHASE AGE
+    expect(models?.slice(1, 5)).toEqual(["0", "0", "1", "Asleep"]);
+    expect((await deployment(revision)).spec.replicas).toBe(1);
+  });
+
+  test("a request wakes the same pod: answered, no new pod", async () => {
+    const answer = await ask(url, name);
+    expect(answer.status, answer.text).toBe(200);
+    console.log(
+      `e2e: a wake of a Knative revision's pod through the activator took ${Math.round(answer.ms)} ms`,
+    );
+    const pods = await revisionPods(revision);
+    expect(pods.map((p) => p.metadata.uid)).toEqual([firstPod!.metadata.uid]);
+    expect(tierOf(pods[0] as KubePod)).toBe("ready");
+    expect(await engineAsleep(pods[0]!)).toBe(false);
+    expect((await deployment(revision)).spec.replicas).toBe(1);
+  });
+
+  test("longer idle: scaled to zero through the Deployment; the PA at 0, the Revision still Ready; a request starts it again", async () => {
+    await waitFor(async () => ((d) => (d.spec.replicas === 0 ? d : undefined))(await deployment(revision)), {
+      what: "the Deployment scaled to 0",
+      timeoutMs: 40_000,
+      intervalMs: 250,
+      detail: logs,
+    });
+    await waitFor(async () => ((p) => (p.length === 0 ? true : undefined))(await revisionPods(revision)), {
+      what: "the pod gone",
+      timeoutMs: 20_000,
+      detail: logs,
+    });
+    const pa = await waitPa(
+      revision,
+      "the PA at 0",
+      (p) => scale(p).desiredScale === 0 && scale(p).actualScale === 0,
+    );
+    expect(conditionOf(pa, "Active")).toMatchObject({ status: "False", reason: "NoTraffic" });
+    const rev = await client().get<KnativeObject>(`${servingApi}/namespaces/${ns()}/revisions/${revision}`);
+    expect(conditionOf(rev, "Ready")?.status).toBe("True");
+    expect(row(await kubectl("get", "revisions"), revision)).toEqual([revision, name, "1", "True", "0", "0"]);
+
+    const answer = await ask(url, name);
+    expect(answer.status, answer.text).toBe(200);
+    expect((await deployment(revision)).spec.replicas).toBe(1);
+    expect(await revisionPods(revision)).toHaveLength(1);
+  }, 90_000);
+});
+
+describe("min-scale", () => {
+  test("min-scale 1: the pod sleeps when idle and stays, past the retention period", async () => {
+    const name = "kept";
+    const revision = revisionOf(name);
+    await client().create(
+      `${servingApi}/namespaces/${ns()}/services`,
+      knativeService(name, {
+        kubelet: suite.cluster.info.kubelet,
+        args: args(name),
+        annotations: {
+          [classAnnotation]: autoscalerClass,
+          "autoscaling.knative.dev/min-scale": "1",
+          "autoscaling.knative.dev/max-scale": "2",
+          "autoscaling.knative.dev/scale-to-zero-pod-retention-period": "2s",
+          "snooze.dev/sleep-after": "2s",
+        },
+      }),
+    );
+    await waitForCondition(client(), `${servingApi}/namespaces/${ns()}/revisions/${revision}`, "Ready", {
+      timeoutMs: 120_000,
+      detail: logs,
+    });
+    const m = await waitFor(() => model(revision), { what: "the Model", timeoutMs: 10_000, detail: logs });
+    expect(m.spec).toMatchObject({ minPods: 1, maxReplicas: 2, zeroAfter: "2s" });
+    const [pod] = await waitFor(
+      async () =>
+        ((p) => (p.length === 1 && tierOf(p[0] as KubePod) === "asleep-1" ? p : undefined))(
+          await revisionPods(revision),
+        ),
+      { what: "the pod asleep", timeoutMs: 30_000, intervalMs: 200, detail: logs },
+    );
+    const asleepAt = Date.now();
+    // Past zeroAfter (2 s) three times over: still there, still asleep, the Deployment at 1.
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    const after = await revisionPods(revision);
+    expect(after.map((p) => p.metadata.uid)).toEqual([pod!.metadata.uid]);
+    expect(tierOf(after[0] as KubePod)).toBe("asleep-1");
+    expect(await engineAsleep(after[0]!)).toBe(true);
+    expect((await deployment(revision)).spec.replicas).toBe(1);
+    const pa = await client().get<KnativeObject>(paPath(revision));
+    expect(scale(pa)).toMatchObject({ desiredScale: 1, actualScale: 1 });
+    expect(conditionOf(pa, "Active")?.reason).toBe("Asleep");
+    expect(Date.now() - asleepAt).toBeGreaterThanOrEqual(6_000);
+  }, 180_000);
+});
+
+describe("PodAutoscalers that are not Snooze's", () => {
+  test("a Service without the class is Knative's: a KPA PodAutoscaler whose status the KPA writes, no Model", async () => {
+    const name = "plain";
+    const revision = revisionOf(name);
+    await client().create(
+      `${servingApi}/namespaces/${ns()}/services`,
+      knativeService(name, {
+        kubelet: suite.cluster.info.kubelet,
+        args: args(name),
+        annotations: { "autoscaling.knative.dev/min-scale": "1" },
+      }),
+    );
+    // The KPA reconciles it: its desired scale is min-scale (Snooze writes no status to this PA).
+    const pa = await waitPa(
+      revision,
+      "the KPA's PA at desired 1",
+      (p) => scale(p).desiredScale === 1,
+      60_000,
+    );
+    expect(pa.metadata.annotations?.[classAnnotation]).toBe(kpaClass);
+    await waitFor(async () => ((p) => (p.length === 1 ? p : undefined))(await revisionPods(revision)), {
+      what: "the KPA revision's pod",
+      timeoutMs: 30_000,
+      detail: logs,
+    });
+    // Long enough for Snooze's reconciler to have acted, had it taken this PA for its own.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect(await absent(modelPath(revision))).toBe(true);
+    for (const pod of await revisionPods(revision)) expect(tierOf(pod as KubePod)).toBeUndefined();
+    const state = (await suite.autoscaler.state()) as { models: { model: string; object?: string }[] };
+    expect(state.models.map((m) => m.model)).toContain(revisionOf("sleepy"));
+    expect(state.models.filter((m) => m.model === revision || m.object?.endsWith(`/${revision}`))).toEqual(
+      [],
+    );
+  }, 120_000);
+
+  test("a class Snooze does not serve is ignored: no Model, no SKS, no status from Snooze", async () => {
+    const name = "other";
+    const revision = revisionOf(name);
+    await client().create(
+      `${servingApi}/namespaces/${ns()}/services`,
+      knativeService(name, {
+        kubelet: suite.cluster.info.kubelet,
+        args: args(name),
+        annotations: { [classAnnotation]: "other.example.com", "snooze.dev/sleep-after": "2s" },
+      }),
+    );
+    await waitFor(() => client().get<KnativeObject>(paPath(revision)), {
+      what: "the PodAutoscaler",
+      timeoutMs: 30_000,
+      detail: logs,
+    });
+    // Long enough for Snooze's reconciler to have acted, had it taken this PA for its own.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const pa = await client().get<KnativeObject>(paPath(revision));
+    expect(pa.metadata.annotations?.[classAnnotation]).toBe("other.example.com");
+    expect(pa.status?.conditions ?? []).toEqual([]);
+    expect(await absent(modelPath(revision))).toBe(true);
+    expect(await absent(`${networkingApi}/namespaces/${ns()}/serverlessservices/${revision}`)).toBe(true);
+  }, 60_000);
+});
