@@ -280,14 +280,18 @@ models:
     command: [engine, "\${PORT}"]
     prewarmBudget: 20m
     zeroAfter: 2h
+  nosleep:
+    command: [engine, "\${PORT}"]
+    prewarmBudget: 20m
+    sleep: false
 `;
-  test("started, asleep as soon as it is up (not sleepAfter later), its start charged to the budget; not against a zeroAfter set", async () => {
+  test("started, asleep as soon as it is up (not sleepAfter later), its start charged to the budget; not against a zeroAfter set or without sleep", async () => {
     const h = new Harness(yaml, { autoUp: 10_000 });
     const thin: LearningSnapshot = {
       ...alwaysLikely(h.clock.now()),
       arrivals: encodeCounts(new Array<number>(arrivalBins).fill(0.06)),
     };
-    for (const m of ["staged", "kept"]) h.controller(m).restoreLearning(thin, "test");
+    for (const m of ["staged", "kept", "nosleep"]) h.controller(m).restoreLearning(thin, "test");
     await h.advance(1_000);
     expect(h.controller("staged").tier).toBe("starting");
     await h.advance(20_000);
@@ -302,6 +306,8 @@ models:
       "snooze.prewarm.outcome": "asleep",
     });
     expect(h.controller("kept").tier).toBe("cold");
+    // A ladder that stops instead of sleeping would stop a staged replica again at once.
+    expect(h.controller("nosleep").tier).toBe("cold");
     // Kept asleep from then on (the hold), no second start.
     await h.advance(3 * hour);
     expect(h.controller("staged").tier).toBe("asleep-1");

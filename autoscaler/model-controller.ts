@@ -804,7 +804,8 @@ export class ModelController {
       resident: isResident(tier),
       sleepDue,
       ready: tier === "ready",
-      mayStage: tier === "cold" && !(this.config.explicit ?? []).includes("zeroAfter"),
+      // Not for a ladder that stops instead of sleeping: the staged replica would stop again at once.
+      mayStage: tier === "cold" && settings.sleep && !(this.config.explicit ?? []).includes("zeroAfter"),
       idle: load.inFlight === 0 && load.held === 0,
       parked,
       // Margin for jitter; a slot member may first wait for its slot's resident to sleep.
