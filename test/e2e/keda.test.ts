@@ -345,10 +345,12 @@ describe.skipIf(!folder)("KEDA and the HPA scale a Model on Snooze's demand", ()
     expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(1);
   });
 
-  test("load: KEDA's HPA scales 1 → 3 on held + in-flight, counting warming replicas, without overshoot; then 3 → 1 → 0, sleeping, and the ladder stops them", async () => {
+  test("load: KEDA's HPA scales 1 → 3 on the demand, counting warming replicas, without overshoot; then 3 → 1 → 0, sleeping, and the ladder stops them", async () => {
     const watch = watchModel();
     const started = Date.now();
-    // 6 clients, 2 per replica (targetDemand 2): the HPA wants ceil(6 / 2) = 3.
+    // 6 clients, 2 per replica (targetDemand 2): the HPA wants ceil(6 / 2) = 3. A closed loop: its
+    // arrival rate is what is served, so on one replica it is the 4 held clients (backlog over a
+    // start) that make the demand 6; while the 2 new replicas warm they stay asked for, not more.
     const traffic = load(6, 150);
     const three = await waitModel("KEDA's HPA at 3", (m) => m.spec.replicas === 3, 60_000);
     expect(three.spec.replicas).toBe(3);
