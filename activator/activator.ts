@@ -509,8 +509,9 @@ export class Activator {
         : undefined;
     progress?.start();
     // Holding signalled demand, so an activation this request waits on has begun by now: link to it.
+    // on/off rather than once: `once` wraps the listener in two more objects per held request.
     const onClose = () => cancel();
-    res.once("close", onClose);
+    res.on("close", onClose);
     let outcome = "dispatched";
     try {
       const backend = await promise;

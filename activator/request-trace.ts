@@ -3,6 +3,7 @@ import {
   type Attributes,
   type Context,
   context,
+  isSpanContextValid,
   propagation,
   type Span,
   SpanKind,
@@ -68,7 +69,11 @@ export function startServerSpan(
     },
     parent,
   );
-  return { span, ctx: trace.setSpan(parent, span) };
+  // Without an SDK the span is a no-op with no trace to carry: a context holding it would only cost
+  // memory for every request (a held one keeps it while held). A sampled-out span still carries
+  // the caller's trace, so one with a valid span context always goes into the context.
+  const carried = span.isRecording() || isSpanContextValid(span.spanContext());
+  return { span, ctx: carried ? trace.setSpan(parent, span) : parent };
 }
 
 /** What a request's answer said about token usage (OpenAI's `usage` object). */

@@ -128,10 +128,8 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
       } else notFound(res, name);
       return;
     }
-    if (path.startsWith("/v1/")) {
-      await activator.handle(req, res);
-      return;
-    }
+    // Returned, not awaited: this frame need not stay suspended for as long as a request is held.
+    if (path.startsWith("/v1/")) return activator.handle(req, res);
     if (path.startsWith("/snooze/")) {
       const refused = adminRefusal(req, adminToken);
       if (refused) {

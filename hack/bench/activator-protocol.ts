@@ -38,8 +38,16 @@ export type ActivatorRequest =
   | { cmd: "timeline"; model: string }
   | { cmd: "close" };
 
+/** The activator's memory after a full GC, and then after V8's memory-reducing one. */
+export interface MemoryReading {
+  /** After two regular full collections: the young generation as the last burst left it. */
+  regular: NodeJS.MemoryUsage;
+  /** After a memory-reducing ("last resort") collection, which also shrinks the young generation. */
+  reduced: NodeJS.MemoryUsage;
+}
+
 export interface ActivatorReply {
-  memory?: NodeJS.MemoryUsage;
+  memory?: MemoryReading;
   route?: RouteView;
   timeline?: Timeline;
 }

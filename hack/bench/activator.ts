@@ -2,12 +2,18 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
-import type { ActivatorReply, ActivatorRequest, RouteView, Timeline } from "./activator-protocol.ts";
+import type {
+  ActivatorReply,
+  ActivatorRequest,
+  MemoryReading,
+  RouteView,
+  Timeline,
+} from "./activator-protocol.ts";
 
 export interface ActivatorProcess {
   url: string;
   pid: number;
-  memory(): Promise<NodeJS.MemoryUsage>;
+  memory(): Promise<MemoryReading>;
   route(model: string): Promise<RouteView>;
   timeline(model: string): Promise<Timeline>;
   close(): Promise<void>;
@@ -16,6 +22,11 @@ export interface ActivatorProcess {
 export interface ActivatorProcessOptions {
   /** Write a V8 CPU profile of the activator into this directory when it exits. */
   cpuProfileDir?: string;
+  /**
+   * Another checkout's `hack/bench/activator-process.ts` (same IPC protocol), to measure its build
+   * beside this one's in one run; default: this checkout's.
+   */
+  script?: string;
 }
 
 const script = fileURLToPath(new URL("./activator-process.ts", import.meta.url));
@@ -27,7 +38,7 @@ export async function startActivator(
 ): Promise<ActivatorProcess> {
   const execArgv = ["--expose-gc", "--max-old-space-size=2048"];
   if (options.cpuProfileDir) execArgv.push("--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`);
-  const child: ChildProcess = fork(script, [configFile], {
+  const child: ChildProcess = fork(options.script ?? script, [configFile], {
     execArgv,
     stdio: ["ignore", "inherit", "inherit", "ipc"],
     env: { ...process.env, SNOOZE_LOG_LEVEL: "error" },

@@ -2,20 +2,27 @@
  * Memory per held request: requests for a model whose engine never comes up
  * (`snooze sim --fault-never-ready`: the process runs, its port never opens)
  * are held for their whole budget. For N held requests the activator
- * process's memory after a forced full GC (node --expose-gc) is compared with
+ * process's memory after a forced full GC (node --expose-gc; RSS after a
+ * memory-reducing one, which also shrinks the young generation) is compared with
  * before: once against the state with the N client connections already open
  * and idle (the held request alone), once against the state before they were
  * opened (the request with its connection: what a client really costs).
  * A first pass holds a few hundred and lets them go, so lazily built code and
  * pools are not billed to the first N.
+ *
+ * BENCH_HELD=1000,10000 sets the counts. BENCH_BASELINE=<dir> names another checkout (e.g. a
+ * `git worktree` of the previous commit, with node_modules): its activator is measured beside this
+ * one's, count by count, in the same run, which is how a change's effect is recorded.
  */
 import { join } from "node:path";
 import { type ActivatorProcess, startActivator } from "./activator.ts";
 import { forkClient } from "./child.ts";
 import type { BurstCommand } from "./clients/burst.ts";
-import { type BenchContext, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
+import { type BenchContext, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
 
 export interface MemoryStep {
+  /** Which checkout's activator: "this", or "baseline" (BENCH_BASELINE). */
+  build: string;
   held: number;
   /** Bytes per held request, request alone (against open idle connections). */
   heapPerRequest: number;
@@ -40,7 +47,12 @@ const request = JSON.stringify({
 type Usage = NodeJS.MemoryUsage;
 const external = (m: Usage) => m.external + m.arrayBuffers;
 
-async function holdMany(activator: ActivatorProcess, count: number, measure: boolean): Promise<MemoryStep> {
+async function holdMany(
+  activator: ActivatorProcess,
+  build: string,
+  count: number,
+  measure: boolean,
+): Promise<MemoryStep> {
   const before = await activator.memory();
   const client = await forkClient<BurstCommand>("./clients/burst.ts", {
     origin: activator.url,
@@ -61,14 +73,20 @@ async function holdMany(activator: ActivatorProcess, count: number, measure: boo
       `${count} held requests (held: ${(await activator.route("bench")).held})`,
     );
     const heldUsage = measure ? await activator.memory() : before;
+    // Heap after regular collections; RSS after the memory-reducing one (see activator-process.ts:
+    // after a regular one RSS follows the young generation, which the burst of arrivals grew).
+    const held = heldUsage.regular;
+    const open = connectedUsage.regular;
+    const start = before.regular;
     return {
+      build,
       held: count,
-      heapPerRequest: (heldUsage.heapUsed - connectedUsage.heapUsed) / count,
-      externalPerRequest: (external(heldUsage) - external(connectedUsage)) / count,
-      rssPerRequest: (heldUsage.rss - connectedUsage.rss) / count,
-      heapPerConnection: (heldUsage.heapUsed - before.heapUsed) / count,
-      externalPerConnection: (external(heldUsage) - external(before)) / count,
-      rssPerConnection: (heldUsage.rss - before.rss) / count,
+      heapPerRequest: (held.heapUsed - open.heapUsed) / count,
+      externalPerRequest: (external(held) - external(open)) / count,
+      rssPerRequest: (heldUsage.reduced.rss - connectedUsage.reduced.rss) / count,
+      heapPerConnection: (held.heapUsed - start.heapUsed) / count,
+      externalPerConnection: (external(held) - external(start)) / count,
+      rssPerConnection: (heldUsage.reduced.rss - before.reduced.rss) / count,
     };
   } finally {
     await client.ask({ cmd: "abort" }).catch(() => {});
@@ -78,7 +96,11 @@ async function holdMany(activator: ActivatorProcess, count: number, measure: boo
 }
 
 export async function memory(ctx: BenchContext): Promise<MemoryResult> {
-  const counts = ctx.tiny ? [50] : ctx.quick ? [500] : [1_000, 5_000];
+  const fromEnv = (process.env.BENCH_HELD ?? "")
+    .split(",")
+    .map(Number)
+    .filter((n) => Number.isInteger(n) && n > 0);
+  const counts = fromEnv.length ? fromEnv : ctx.tiny ? [50] : ctx.quick ? [500] : [1_000, 10_000];
   const config = writeSnoozeYaml(
     ctx,
     "memory",
@@ -90,23 +112,36 @@ export async function memory(ctx: BenchContext): Promise<MemoryResult> {
     command: ${yamlArgv(["${SNOOZE}", "sim", "--served-model-name", "${MODEL}", "--port", "${PORT}", "--fault-never-ready"])}
 `,
   );
-  const activator = await startActivator(config, {
-    cpuProfileDir: ctx.profileDir ? join(ctx.profileDir, "memory") : undefined,
-  });
+  const baseline = process.env.BENCH_BASELINE;
+  const builds = [
+    ...(baseline ? [{ name: "baseline", script: join(baseline, "hack/bench/activator-process.ts") }] : []),
+    { name: "this", script: undefined },
+  ];
+  const activators: { name: string; activator: ActivatorProcess }[] = [];
   try {
-    await holdMany(activator, ctx.tiny ? 20 : 300, false);
+    for (const build of builds) {
+      const activator = await startActivator(config, {
+        script: build.script,
+        cpuProfileDir: ctx.profileDir ? join(ctx.profileDir, `memory-${build.name}`) : undefined,
+      });
+      activators.push({ name: build.name, activator });
+      await holdMany(activator, build.name, ctx.tiny ? 20 : 300, false);
+    }
     const steps: MemoryStep[] = [];
-    for (const count of counts) {
-      const step = await holdMany(activator, count, true);
-      ctx.log(
-        `memory: ${count} held: ${(step.heapPerRequest / 1024).toFixed(1)} KiB heap + ` +
-          `${(step.externalPerRequest / 1024).toFixed(1)} KiB external per request, ` +
-          `RSS ${(step.rssPerConnection / 1024).toFixed(1)} KiB per request with its connection`,
-      );
-      steps.push(step);
+    for (const [round, count] of counts.entries()) {
+      for (const { name, activator } of rotate(activators, round)) {
+        const step = await holdMany(activator, name, count, true);
+        ctx.log(
+          `memory (${name}): ${count} held: ${(step.heapPerRequest / 1024).toFixed(1)} KiB heap + ` +
+            `${(step.externalPerRequest / 1024).toFixed(1)} KiB external per request, ` +
+            `RSS ${(step.rssPerRequest / 1024).toFixed(1)} KiB per request, ` +
+            `${(step.rssPerConnection / 1024).toFixed(1)} KiB with its connection`,
+        );
+        steps.push(step);
+      }
     }
     return { steps };
   } finally {
-    await activator.close();
+    await Promise.all(activators.map(({ activator }) => activator.close()));
   }
 }

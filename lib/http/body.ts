@@ -16,34 +16,61 @@ export class OverBudget extends Error {}
  * for every `n` bytes before they are kept; when it answers false, reading stops with OverBudget
  * (what was reserved until then is the caller's to give back). A declared Content-Length is read
  * into one buffer of that size, so a large body is not held twice while its chunks are joined.
+ *
+ * Plain 'data'/'end' listeners, removed when done, rather than `for await`: Node's async iterator
+ * leaves its end-of-stream listeners (five closures and their contexts) on the request after the
+ * last chunk, and a held request keeps them for as long as it is held. A refusal stops keeping
+ * bytes but does not destroy the request, so the answer (413, 503) still reaches the client; the
+ * rest of the body is discarded as it arrives.
  */
-export async function readBody(
+export function readBody(
   req: IncomingMessage,
   limit: number,
   reserve?: (bytes: number) => boolean,
 ): Promise<Buffer> {
   const header = req.headers["content-length"];
   const declared = header === undefined ? Number.NaN : Number(header);
-  if (declared > limit) throw new BodyTooLarge(limit);
-  if (Number.isInteger(declared) && declared > 0 && !req.headers["transfer-encoding"]) {
-    if (reserve && !reserve(declared)) throw new OverBudget();
+  if (declared > limit) return Promise.reject(new BodyTooLarge(limit));
+  const sized = Number.isInteger(declared) && declared > 0 && !req.headers["transfer-encoding"];
+  if (sized && reserve && !reserve(declared)) return Promise.reject(new OverBudget());
+  return new Promise<Buffer>((resolve, reject) => {
     // Node's parser delivers exactly Content-Length bytes (or the request is aborted).
-    const body = Buffer.allocUnsafe(declared);
+    const body = sized ? Buffer.allocUnsafe(declared) : undefined;
+    const chunks: Buffer[] = [];
     let size = 0;
-    for await (const chunk of req as AsyncIterable<Buffer>) {
-      if (size + chunk.length > declared) throw new BodyTooLarge(limit);
-      chunk.copy(body, size);
+    const settle = (error: Error | undefined) => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+      req.off("close", onClose);
+      if (error) return reject(error);
+      if (body) resolve(size === declared ? body : body.subarray(0, size));
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onData = (chunk: Buffer) => {
+      if (body) {
+        if (size + chunk.length > declared) return settle(new BodyTooLarge(limit));
+        chunk.copy(body, size);
+        size += chunk.length;
+        return;
+      }
       size += chunk.length;
-    }
-    return size === declared ? body : body.subarray(0, size);
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw new BodyTooLarge(limit);
-    if (reserve && !reserve(chunk.length)) throw new OverBudget();
-    chunks.push(chunk);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+      if (size > limit) return settle(new BodyTooLarge(limit));
+      if (reserve && !reserve(chunk.length)) return settle(new OverBudget());
+      chunks.push(chunk);
+    };
+    const onEnd = () => settle(undefined);
+    const onError = (error: Error) => settle(error);
+    // Closed before its end: the client went away mid-body.
+    const onClose = () =>
+      settle(
+        Object.assign(new Error("the client closed the request before its body ended"), {
+          code: "ECONNRESET",
+        }),
+      );
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onError);
+    req.on("close", onClose);
+  });
 }

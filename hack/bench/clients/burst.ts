@@ -1,16 +1,18 @@
 /**
  * Load generator for held requests, in its own process (forked with IPC) so
  * its CPU is not the activator's. It first opens `count` keep-alive
- * connections (a GET on `healthPath` each), so what follows measures the
- * requests and not a storm of TCP handshakes; then on `fire` sends `count`
- * POSTs at once, one per connection, and records when each was sent and when
- * its response headers came (wall-clock ms, comparable with the activator's).
+ * connections (a GET on `healthPath` each, `connectBatch` at a time: 10,000
+ * handshakes at once overflow the listen queue and some get reset), so what
+ * follows measures the requests and not a storm of TCP handshakes; then on
+ * `fire` sends `count` POSTs at once, one per connection, and records when
+ * each was sent and when its response headers came (wall-clock ms, comparable
+ * with the activator's).
  *
  * Commands (IPC): connect → {connected}; fire → {sent} once every request
  * was handed to a connection; results → {results} when every response has
  * ended; abort → {} after destroying every connection.
  */
-import { Pool } from "undici";
+import { Client } from "undici";
 
 export interface BurstConfig {
   origin: string;
@@ -33,32 +35,41 @@ export interface BurstResult {
 export type BurstCommand = { cmd: "connect" } | { cmd: "fire" } | { cmd: "results" } | { cmd: "abort" };
 
 const now = () => performance.timeOrigin + performance.now();
+const connectBatch = 500;
 const config = JSON.parse(process.argv[2]!) as BurstConfig;
-const pool = new Pool(config.origin, {
-  connections: config.count,
-  pipelining: 1,
-  headersTimeout: config.timeoutMs,
-  bodyTimeout: config.timeoutMs,
-  keepAliveTimeout: 600_000,
-  keepAliveMaxTimeout: 600_000,
-});
+// One client per connection: each POST then goes on its own, already open, connection.
+const clients = Array.from(
+  { length: config.count },
+  () =>
+    new Client(config.origin, {
+      pipelining: 1,
+      headersTimeout: config.timeoutMs,
+      bodyTimeout: config.timeoutMs,
+      keepAliveTimeout: 600_000,
+      keepAliveMaxTimeout: 600_000,
+    }),
+);
 const abort = new AbortController();
 let fired: Promise<BurstResult[]> | undefined;
 
 async function connect(): Promise<number> {
-  await Promise.all(
-    Array.from({ length: config.count }, async () => {
-      const { body } = await pool.request({ path: config.healthPath, method: "GET" });
-      await body.dump();
-    }),
-  );
-  return pool.stats.connected;
+  let connected = 0;
+  for (let i = 0; i < clients.length; i += connectBatch) {
+    await Promise.all(
+      clients.slice(i, i + connectBatch).map(async (client) => {
+        const { body } = await client.request({ path: config.healthPath, method: "GET" });
+        await body.dump();
+        connected++;
+      }),
+    );
+  }
+  return connected;
 }
 
-async function one(): Promise<BurstResult> {
+async function one(client: Client): Promise<BurstResult> {
   const result: BurstResult = { sentAt: now(), headersAt: 0, endedAt: 0, status: 0 };
   try {
-    const response = await pool.request({
+    const response = await client.request({
       path: config.path,
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -82,7 +93,7 @@ process.on("message", async (message: { id: number; command: BurstCommand }) => 
     if (command.cmd === "connect") reply({ connected: await connect() });
     else if (command.cmd === "fire") {
       const all: Promise<BurstResult>[] = [];
-      for (let i = 0; i < config.count; i++) all.push(one());
+      for (const client of clients) all.push(one(client));
       fired = Promise.all(all);
       reply({ sent: config.count });
     } else if (command.cmd === "results") {
@@ -90,7 +101,7 @@ process.on("message", async (message: { id: number; command: BurstCommand }) => 
       reply({ results: await fired });
     } else if (command.cmd === "abort") {
       abort.abort();
-      await pool.destroy();
+      await Promise.all(clients.map((client) => client.destroy()));
       reply({});
     }
   } catch (error) {

@@ -1,0 +1,124 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { connect } from "node:net";
+import { afterEach, expect, test } from "vitest";
+import { BodyTooLarge, OverBudget, readBody } from "./body.ts";
+
+/** readBody on a real node:http server, fed by raw sockets so chunking and aborts are exact. */
+let server: Server | undefined;
+
+afterEach(async () => {
+  server?.closeAllConnections();
+  await new Promise((resolve) => server?.close(resolve) ?? resolve(undefined));
+  server = undefined;
+});
+
+const events = ["data", "end", "error", "close", "readable"] as const;
+const listeners = (req: IncomingMessage) => events.map((name) => req.listenerCount(name));
+
+/** Serves one request with `handle`, sends `raw` on a socket, resolves with what came back. */
+async function exchange(
+  handle: (req: IncomingMessage, res: ServerResponse) => void,
+  raw: string[],
+  { end = true } = {},
+): Promise<string> {
+  server = createServer(handle);
+  await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return new Promise((resolve) => {
+    const socket = connect({ host: "127.0.0.1", port }, async () => {
+      for (const part of raw) {
+        socket.write(part);
+        await new Promise((r) => setImmediate(r));
+      }
+      if (!end) socket.destroy();
+    });
+    let text = "";
+    socket.on("data", (chunk) => {
+      text += chunk;
+    });
+    socket.on("close", () => resolve(text));
+    socket.on("error", () => {});
+  });
+}
+
+const post = (headers: string) =>
+  `POST /v1/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n${headers}\r\n`;
+
+test("a sized body arrives intact, and the request keeps no listener of readBody's", async () => {
+  let result: { body: string; before: number[]; after: number[] } | undefined;
+  await exchange(
+    async (req, res) => {
+      const before = listeners(req);
+      const body = await readBody(req, 1024);
+      result = { body: body.toString(), before, after: listeners(req) };
+      res.end("ok");
+    },
+    [post("content-length: 11\r\n"), "hello", " world"],
+  );
+  expect(result?.body).toBe("hello world");
+  expect(result?.after).toEqual(result?.before);
+});
+
+test("a chunked body arrives intact, joined", async () => {
+  let body = "";
+  await exchange(
+    async (req, res) => {
+      body = (await readBody(req, 1024)).toString();
+      res.end("ok");
+    },
+    [post("transfer-encoding: chunked\r\n"), "5\r\nhello\r\n", "6\r\n world\r\n", "0\r\n\r\n"],
+  );
+  expect(body).toBe("hello world");
+});
+
+test("a chunked body past the limit is refused, and the answer still reaches the client", async () => {
+  const answer = await exchange(
+    (req, res) => {
+      readBody(req, 8).catch((error) => {
+        res.writeHead(error instanceof BodyTooLarge ? 413 : 500, { connection: "close" });
+        res.end("too large");
+      });
+    },
+    [post("transfer-encoding: chunked\r\n"), "5\r\nhello\r\n", "6\r\n world\r\n", "0\r\n\r\n"],
+  );
+  expect(answer).toMatch(/^HTTP\/1.1 413 /);
+});
+
+test("a budget that says no stops reading with OverBudget; the answer reaches the client", async () => {
+  let taken = 0;
+  const answer = await exchange(
+    (req, res) => {
+      const reserve = (bytes: number) => {
+        taken += bytes;
+        return taken <= 5;
+      };
+      readBody(req, 1024, reserve).catch((error) => {
+        res.writeHead(error instanceof OverBudget ? 503 : 500, { connection: "close" });
+        res.end("over budget");
+      });
+    },
+    [post("transfer-encoding: chunked\r\n"), "5\r\nhello\r\n", "6\r\n world\r\n", "0\r\n\r\n"],
+  );
+  expect(answer).toMatch(/^HTTP\/1.1 503 /);
+});
+
+test("a client that leaves mid-body: readBody rejects (ECONNRESET), it does not hang", async () => {
+  let failure: unknown;
+  const settled = new Promise<void>((resolve) => {
+    void exchange(
+      (req) => {
+        readBody(req, 1024).then(
+          () => resolve(),
+          (error) => {
+            failure = error;
+            resolve();
+          },
+        );
+      },
+      [post("content-length: 11\r\n"), "hello"],
+      { end: false },
+    );
+  });
+  await settled;
+  expect((failure as NodeJS.ErrnoException | undefined)?.code).toBe("ECONNRESET");
+});
