@@ -19,7 +19,10 @@ export interface TlsPair {
 export interface WebhookServerOptions {
   host: string;
   port: number;
-  /** Several processes may listen on one port (SO_REUSEPORT), like replicas behind a Service. */
+  /**
+   * Several processes may listen on one port (SO_REUSEPORT), like replicas behind a Service. Then
+   * connections that reach this process before it is ready are reset (nothing routes by readiness).
+   */
   reusePort?: boolean;
   tls: TlsPair;
   deps: WebhookDeps;
@@ -150,6 +153,13 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   // Every TCP connection, TLS handshakes under way included, so the end of the grace can cut them all.
   const sockets = new Set<Socket>();
   server.on("connection", (socket: Socket) => {
+    // On a shared port the kernel hands new connections to every listener, ready or not; one that
+    // is not ready yet would serve its throwaway certificate, an x509 error the apiserver does not
+    // retry. A reset it does retry, on a new connection, which may reach a ready replica.
+    if (options.reusePort && !options.ready()) {
+      socket.resetAndDestroy();
+      return;
+    }
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
   });
