@@ -341,7 +341,12 @@ export class Activator {
       const resolution =
         byHost.kind === "model"
           ? { ok: true as const, model: byHost.model, body, stream: streamRequested(req, body) }
-          : resolveModel(req.headers, body, this.config.names);
+          : resolveModel(
+              req.headers,
+              body,
+              this.config.names,
+              (id) => this.routes.get(id)?.config.servedModel,
+            );
       if (!resolution.ok) {
         const known = this.hosts?.hosts() ?? [];
         if (resolution.error.error.code === "missing_model" && known.length > 0) {

@@ -16,6 +16,19 @@ describe("resolveModel", () => {
     expect(result.ok && JSON.parse(result.body.toString()).model).toBe("qwen");
   });
 
+  test("a model whose engine serves another name (servedModel): the body says that name", () => {
+    const revisions = new Map([["qwen-00002", "qwen-00002"]]);
+    const served = (id: string) => (id === "qwen-00002" ? "qwen" : undefined);
+    const result = resolveModel(json, body({ model: "qwen-00002", prompt: "x" }), revisions, served);
+    expect(result.ok && result.model).toBe("qwen-00002");
+    expect(result.ok && JSON.parse(result.body.toString()).model).toBe("qwen");
+    // The served name is no name of the model: two revisions may serve it, so it routes nowhere by body.
+    expect(resolveModel(json, body({ model: "qwen" }), revisions, served)).toMatchObject({
+      ok: false,
+      status: 404,
+    });
+  });
+
   test("the header wins over the body", () => {
     const result = resolveModel({ ...json, "snooze-model": "llama" }, body({ model: "q" }), names);
     expect(result.ok && result.model).toBe("llama");

@@ -16,12 +16,14 @@ export type Resolution =
  * Finds the model a request is for: the `snooze-model` header (set by a
  * gateway), else the JSON body's `model` field, else the first label of
  * `Host` (`qwen.models.example.com`). Aliases resolve to the model id, and the
- * body's `model` is rewritten to the id the engine serves.
+ * body's `model` is rewritten to the name the engine serves: the model's `servedModel`
+ * (`servedOf`) when it has one, else its id.
  */
 export function resolveModel(
   headers: IncomingHttpHeaders,
   body: Buffer,
   names: ReadonlyMap<string, string>,
+  servedOf: (id: string) => string | undefined = () => undefined,
 ): Resolution {
   const unknown = (name: string): Resolution => ({
     ok: false,
@@ -65,8 +67,9 @@ export function resolveModel(
     if (typeof requested === "string" && requested) {
       const id = names.get(requested);
       if (!id) return unknown(requested);
-      if (id === requested) return { ok: true, model: id, body, stream };
-      (parsed as { model: string }).model = id;
+      const served = servedOf(id) ?? id;
+      if (served === requested) return { ok: true, model: id, body, stream };
+      (parsed as { model: string }).model = served;
       return { ok: true, model: id, body: Buffer.from(JSON.stringify(parsed)), stream };
     }
     if (requested !== undefined && typeof requested !== "string") {

@@ -1194,7 +1194,7 @@ export class ModelController {
     await inSpan(
       "snooze.warmup",
       {},
-      () => engine.warmup(this.id, this.config.wakeTimeout),
+      () => engine.warmup(this.config.servedModel ?? this.id, this.config.wakeTimeout),
       activation.context,
     );
   }
@@ -1380,7 +1380,8 @@ export class ModelController {
       return;
     }
     if (record.tier === "waking" || record.tier === "draining") {
-      if (this.config.warmup) await engine.warmup(this.id, this.config.wakeTimeout);
+      if (this.config.warmup)
+        await engine.warmup(this.config.servedModel ?? this.id, this.config.wakeTimeout);
       this.guard(leadership);
       await this.setTier(record, "ready");
     }

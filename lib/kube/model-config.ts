@@ -39,6 +39,7 @@ export function modelFromResource(resource: ModelResource & KubeObject): KubeMod
   const {
     workloadRef: _w,
     model,
+    servedModel,
     port,
     replicas: _r,
     minReplicas: _min,
@@ -51,6 +52,9 @@ export function modelFromResource(resource: ModelResource & KubeObject): KubeMod
     ...builtinTierDefaults,
     ...defined(tier),
     id: model ?? resource.metadata.name,
+    ...(servedModel !== undefined && servedModel !== (model ?? resource.metadata.name)
+      ? { servedModel }
+      : {}),
     command: [],
     env: {},
     port,

@@ -52,6 +52,10 @@ export const modelSpec = tierSettings
     model: modelId.optional().meta({
       description: "The OpenAI model id clients send (the request's `model`); defaults to metadata.name.",
     }),
+    servedModel: modelId.optional().meta({
+      description:
+        "The model name the engine serves (vLLM's --served-model-name), when it is not the id: Snooze's warm-up asks for it, and a request routed by the id or an alias reaches the engine with it. Defaults to the id. A Knative revision's Model has its revision's name as id and the name its container serves here.",
+    }),
     port: z
       .int()
       .min(1)

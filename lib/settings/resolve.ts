@@ -6,6 +6,8 @@ import { builtinSlotDefaults } from "./slot.ts";
 /** A model ready to run: every tier setting filled in (times in ms, sizes in bytes). */
 export interface ModelConfig extends ResolvedTierSettings {
   id: string;
+  /** The name the engine serves when it is not `id` (a Model's `servedModel`): warm-ups and forwarded bodies use it. */
+  servedModel?: string;
   command: string[];
   env: Record<string, string>;
   port?: number;

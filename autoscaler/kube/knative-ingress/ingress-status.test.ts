@@ -10,7 +10,6 @@ const ingress = (status?: KIngress["status"]): KIngress => ({
 const domainInternal = "snooze-activator.snooze-system.svc.cluster.local";
 const facts = (over: Partial<IngressFacts> = {}): IngressFacts => ({
   withoutModel: [],
-  sharedIds: [],
   refusedHosts: [],
   probe: { ready: true },
   domainInternal,
@@ -54,18 +53,6 @@ describe("KIngress status", () => {
     expect(c.Ready?.message).toContain("team-a/qwen-00002");
     expect(c.Ready?.message).toContain("autoscaler class");
     expect(c.LoadBalancerReady?.status).toBe("Unknown");
-  });
-
-  test("two revisions whose Models share a model id: Ready False ModelIdShared, saying what to change", () => {
-    const c = byType(
-      ingressStatus(
-        ingress(),
-        facts({ sharedIds: [{ id: "qwen", revisions: ["team-a/q-00001", "team-a/q-00002"] }] }),
-      ),
-    );
-    expect(c.Ready).toMatchObject({ status: "False", reason: "ModelIdShared" });
-    expect(c.Ready?.message).toContain("team-a/q-00001 and team-a/q-00002 serve the same model id `qwen`");
-    expect(c.Ready?.message).toContain("snooze.dev/model");
   });
 
   test("a host an older KIngress has: Ready False HostConflict", () => {

@@ -5,8 +5,6 @@ import type { Condition } from "../../../lib/kube/condition.ts";
 export interface IngressFacts {
   /** Splits (`namespace/name`) whose revision has no Model: the activator cannot route them. */
   withoutModel: string[];
-  /** Revisions of the splits whose Models share a model id: the activator routes only one. */
-  sharedIds: { id: string; revisions: string[] }[];
   /** Hosts this KIngress names that an older KIngress already has. */
   refusedHosts: string[];
   /**
@@ -51,13 +49,6 @@ export function ingressStatus(ingress: KIngress, facts: IngressFacts): KIngressS
       "False",
       "RevisionWithoutModel",
       `No Snooze Model for ${facts.withoutModel.join(", ")}: Snooze's ingress routes only revisions of Snooze's autoscaler class (each through the Model of its name). Give the revision template Snooze's autoscaler class, or choose another ingress class for this Service.`,
-    );
-  else if (facts.sharedIds.length > 0)
-    network = make(
-      "NetworkConfigured",
-      "False",
-      "ModelIdShared",
-      `${facts.sharedIds.map((s) => `${s.revisions.join(" and ")} serve the same model id \`${s.id}\``).join("; ")}: the activator routes one Model per id. Leave snooze.dev/model off the revision template (clients' model reaches the engine unchanged).`,
     );
   else if (facts.refusedHosts.length > 0)
     network = make(

@@ -136,10 +136,8 @@ export class KnativeIngressReconciler {
       if (ingress.metadata.deletionTimestamp || !this.elector?.leading || this.stopped) continue;
       const key = `${ingress.metadata.namespace}/${ingress.metadata.name}`;
       const version = ingressVersion(ingress);
-      const { withoutModel, sharedIds } = splitModels(ingress, (revision) =>
-        this.options.models.get(revision),
-      );
-      const configured = withoutModel.length === 0 && sharedIds.length === 0;
+      const { withoutModel } = splitModels(ingress, (revision) => this.options.models.get(revision));
+      const configured = withoutModel.length === 0;
       const refusedHosts = table.conflicts.filter((c) => c.refused === key).map((c) => c.host);
       // One host is enough: an activator swaps a KIngress's hosts together (one table).
       const probeHost = [...table.hosts].find(([, route]) => route.ingress === key)?.[0];
@@ -159,7 +157,6 @@ export class KnativeIngressReconciler {
       if (!configured || refusedHosts.length > 0 || !probe.ready) waiting = true;
       const status = ingressStatus(ingress, {
         withoutModel,
-        sharedIds,
         refusedHosts,
         probe,
         domainInternal: this.options.domainInternal,

@@ -23,36 +23,22 @@ const ingress = (revisions: string[]): KIngress => ({
   },
 });
 const models =
-  (entries: Record<string, string | undefined>) =>
-  (key: string): SplitModel | undefined => {
-    const name = key.split("/")[1]!;
-    if (!(key in entries)) return undefined;
-    const id = entries[key];
-    return { metadata: { name }, ...(id ? { spec: { model: id } } : {}) };
-  };
+  (keys: string[]) =>
+  (key: string): SplitModel | undefined =>
+    keys.includes(key) ? { metadata: { name: key.split("/")[1]! } } : undefined;
 
 describe("the Models of a KIngress's splits", () => {
-  test("every revision with a Model of its own id: nothing in the way (each revision counted once)", () => {
+  test("every revision with a Model: nothing in the way (each revision counted once)", () => {
     expect(
-      splitModels(
-        ingress(["q-00001", "q-00002"]),
-        models({ "team-a/q-00001": undefined, "team-a/q-00002": "other" }),
-      ),
-    ).toEqual({ withoutModel: [], sharedIds: [] });
+      splitModels(ingress(["q-00001", "q-00002"]), models(["team-a/q-00001", "team-a/q-00002"])),
+    ).toEqual({
+      withoutModel: [],
+    });
   });
 
   test("a revision without a Model is named", () => {
-    expect(
-      splitModels(ingress(["q-00001", "q-00002"]), models({ "team-a/q-00001": undefined })).withoutModel,
-    ).toEqual(["team-a/q-00002"]);
-  });
-
-  test("two revisions whose Models serve one id (snooze.dev/model) are named with it", () => {
-    expect(
-      splitModels(
-        ingress(["q-00001", "q-00002"]),
-        models({ "team-a/q-00001": "qwen", "team-a/q-00002": "qwen" }),
-      ).sharedIds,
-    ).toEqual([{ id: "qwen", revisions: ["team-a/q-00001", "team-a/q-00002"] }]);
+    expect(splitModels(ingress(["q-00001", "q-00002"]), models(["team-a/q-00001"])).withoutModel).toEqual([
+      "team-a/q-00002",
+    ]);
   });
 });

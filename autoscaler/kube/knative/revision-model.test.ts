@@ -118,7 +118,6 @@ describe("the Model of a Snooze-class revision", () => {
     // snooze.dev/sleep-after wins over Knative's window; the rest of Knative's keys apply.
     expect(model.spec).toEqual({
       workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "qwen-00001-deployment" },
-      model: "qwen-00001",
       port: 8000,
       sleepAfter: "5m",
       slot: "gpu-0",
@@ -134,9 +133,27 @@ describe("the Model of a Snooze-class revision", () => {
     expect(modelSpec.safeParse(model.spec).success).toBe(true);
   });
 
-  test("snooze.dev/model names the model; without a container port, Knative's 8080", () => {
-    const model = modelForRevision(pa({ "snooze.dev/model": "qwen" }), deployment()).model!;
-    expect(model.spec).toMatchObject({ model: "qwen", port: 8080 });
+  test("the id is the revision's name; the engine's name comes from the container, or snooze.dev/model", () => {
+    const serving = (args: string[]) => ({
+      metadata: { name: "qwen-00001-deployment", namespace: "team-a" },
+      spec: { template: { spec: { containers: [{ args }, { args: ["queue-proxy"] }] } } },
+    });
+    const fromArgs = modelForRevision(pa({}), serving(["Qwen/Qwen3-0.6B", "--served-model-name", "qwen"]));
+    expect(fromArgs.model!.spec).toMatchObject({ servedModel: "qwen", port: 8080 });
+    expect(fromArgs.model!.spec).not.toHaveProperty("model");
+    expect(modelSpec.safeParse(fromArgs.model!.spec).success).toBe(true);
+    // The positional model when no name is listed; the annotation wins over the args.
+    expect(modelForRevision(pa({}), serving(["Qwen/Qwen3-0.6B"])).model!.spec).toMatchObject({
+      servedModel: "Qwen/Qwen3-0.6B",
+    });
+    const annotated = modelForRevision(
+      pa({ "snooze.dev/model": "chat" }),
+      serving(["x", "--served-model-name", "qwen"]),
+    );
+    expect(annotated.model!.spec).toMatchObject({ servedModel: "chat" });
+    expect(annotated.model!.spec).not.toHaveProperty("model");
+    // Nothing to read (no Deployment yet): the engine is taken to serve the revision's name.
+    expect(modelForRevision(pa({}), deployment()).model!.spec).not.toHaveProperty("servedModel");
   });
 
   test("a bad snooze.dev value makes no Model and says which and why", () => {

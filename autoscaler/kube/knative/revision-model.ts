@@ -3,6 +3,7 @@ import { knativeAutoscaling, podAutoscalers } from "../../../lib/knative/autosca
 import { apiVersion } from "../../../lib/kube/api-group.ts";
 import type { KubeObject } from "../../../lib/kube/client.ts";
 import type { ModelResource } from "../../../lib/kube/model-resource.ts";
+import { servedModelOf } from "../../../lib/kube/served-model.ts";
 import { modelAnnotation } from "../../../lib/settings/index.ts";
 import { managedByLabel, managedByValue, specFromAnnotations } from "../workload-models.ts";
 
@@ -12,7 +13,8 @@ import { managedByLabel, managedByValue, specFromAnnotations } from "../workload
  * `autoscaling.knative.dev/*` keys; the revision's Deployment (the PA's scale target) is the
  * Model's workload, so the Kubernetes platform scales it through its scale subresource like any
  * Deployment. The Model is named as the revision (the PA's name), in its namespace, and owned by
- * the PA, so it goes with the revision.
+ * the PA, so it goes with the revision; its id is that name, and its `servedModel` the name the
+ * user container serves (`snooze.dev/model`, else its `--served-model-name` or model).
  */
 export interface PodAutoscaler extends KubeObject {
   spec?: {
@@ -46,7 +48,11 @@ export interface KnativeCondition {
 export interface RevisionDeployment extends KubeObject {
   spec?: {
     replicas?: number;
-    template?: { spec?: { containers?: { ports?: { containerPort?: number }[] }[] } };
+    template?: {
+      spec?: {
+        containers?: { ports?: { containerPort?: number }[]; command?: string[]; args?: string[] }[];
+      };
+    };
   };
 }
 
@@ -163,9 +169,14 @@ export function modelForRevision(pa: PodAutoscaler, deployment?: RevisionDeploym
   const knative = knativeSettings(annotations, pa.spec?.containerConcurrency);
   // Snooze's own annotation for a setting wins over Knative's key that maps to it.
   const settings: Record<string, unknown> = { ...knative, ...own.spec };
-  const port =
-    deployment?.spec?.template?.spec?.containers?.[0]?.ports?.[0]?.containerPort ?? knativeUserPort;
+  // Knative puts the user container first and its queue-proxy after it.
+  const container = deployment?.spec?.template?.spec?.containers?.[0];
+  const port = container?.ports?.[0]?.containerPort ?? knativeUserPort;
   const name = pa.metadata.name;
+  // The Model's id is the revision's name, unique per revision: the activator's routes and the
+  // autoscaler's controllers are keyed by it, and a KIngress split names the revision. What the
+  // engine serves (several revisions of a Service serve the same) is its servedModel.
+  const served = annotations[modelAnnotation]?.trim() || servedModelOf(container);
   return {
     model: {
       apiVersion,
@@ -186,7 +197,7 @@ export function modelForRevision(pa: PodAutoscaler, deployment?: RevisionDeploym
       },
       spec: {
         workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: target.name },
-        model: annotations[modelAnnotation]?.trim() || name,
+        ...(served && served !== name ? { servedModel: served } : {}),
         port,
         ...settings,
       },
