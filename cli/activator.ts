@@ -16,8 +16,6 @@ import { untilStopSignal } from "./signals.ts";
 
 export const activatorCommand: Command = {
   name: "activator",
-  summary:
-    "Run the data plane on Kubernetes: route OpenAI requests to ready pods of Models, hold them while the autoscaler wakes one.",
   flags: {
     ...listenFlags(8080),
     ...adminTokenFlags,

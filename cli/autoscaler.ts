@@ -22,8 +22,6 @@ import { untilStopSignal } from "./signals.ts";
 
 export const autoscalerCommand: Command = {
   name: "autoscaler",
-  summary:
-    "Run the control plane on Kubernetes: wake, sleep, scale and arbitrate the pods of Models (one Lease holder per slot or Model).",
   flags: {
     ...listenFlags(8090),
     ...kubeFlags,

@@ -1,10 +1,9 @@
 import { type ParseArgsOptionDescriptor, parseArgs } from "node:util";
 import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
 
-/** A `snooze <name>` command. `run` resolves to the process exit code. */
+/** A `snooze <name>` command (its summary is in cli/commands.ts). `run` resolves to the process exit code. */
 export interface Command {
   name: string;
-  summary: string;
   flags: Record<string, Flag>;
   /** Positional arguments this command accepts, for the usage line; none when absent. */
   positionals?: string;
@@ -30,11 +29,11 @@ export function parseCommandArgs(command: Command, argv: string[]) {
   }
 }
 
-export function commandHelp(command: Command): string {
+export function commandHelp(command: Command, summary: string): string {
   const lines = [
     `Usage: snooze ${command.name} [flags]${command.positionals ? ` ${command.positionals}` : ""}`,
     "",
-    command.summary,
+    summary,
     "",
     "Flags:",
   ];

@@ -1,8 +1,13 @@
 import type { Command } from "./command.ts";
 
-/** A `snooze` command by name; its module (and all it imports) loads only when it runs. */
+/**
+ * A `snooze` command by name and summary; its module (and all it imports) loads only when it runs.
+ * The summary lives here, not in the module, so `snooze --help` lists every command without
+ * loading any of them (issue 14: it loaded the servers' imports and took about 2 s).
+ */
 export interface CommandEntry {
   name: string;
+  summary: string;
   load(): Promise<Command>;
 }
 
@@ -12,14 +17,60 @@ export interface CommandEntry {
  * (OpenTelemetry, the Kubernetes client, the activator and autoscaler).
  */
 export const commands: CommandEntry[] = [
-  { name: "serve", load: async () => (await import("./serve.ts")).serveCommand },
-  { name: "status", load: async () => (await import("./status.ts")).statusCommand },
-  { name: "wake", load: async () => (await import("./model-commands.ts")).wakeCommand },
-  { name: "sleep", load: async () => (await import("./model-commands.ts")).sleepCommand },
-  { name: "stop", load: async () => (await import("./model-commands.ts")).stopCommand },
-  { name: "logs", load: async () => (await import("./model-commands.ts")).logsCommand },
-  { name: "sim", load: async () => (await import("./sim.ts")).simCommand },
-  { name: "webhooks", load: async () => (await import("./webhooks.ts")).webhooksCommand },
-  { name: "activator", load: async () => (await import("./activator.ts")).activatorCommand },
-  { name: "autoscaler", load: async () => (await import("./autoscaler.ts")).autoscalerCommand },
+  {
+    name: "serve",
+    summary:
+      "Run the activator and the autoscaler in one process; engines start, sleep, wake and stop on demand.",
+    load: async () => (await import("./serve.ts")).serveCommand,
+  },
+  {
+    name: "status",
+    summary:
+      "Show each model's tier, held and in-flight requests, next tier change, and last wake and start times.",
+    load: async () => (await import("./status.ts")).statusCommand,
+  },
+  {
+    name: "wake",
+    summary: "Wake (or start) a model now and wait until it is ready, showing each step.",
+    load: async () => (await import("./model-commands.ts")).wakeCommand,
+  },
+  {
+    name: "sleep",
+    summary:
+      "Drain a model and put its engines to sleep until the next request (stop them without sleep mode).",
+    load: async () => (await import("./model-commands.ts")).sleepCommand,
+  },
+  {
+    name: "stop",
+    summary: "Drain a model and stop its engines until the next request.",
+    load: async () => (await import("./model-commands.ts")).stopCommand,
+  },
+  {
+    name: "logs",
+    summary: "Print a model's engine output (stdout and stderr); -f follows it.",
+    load: async () => (await import("./model-commands.ts")).logsCommand,
+  },
+  {
+    name: "sim",
+    summary: "Simulate a vLLM server (OpenAI API, sleep mode, metrics, shared GPU, faults) without a GPU",
+    load: async () => (await import("./sim.ts")).simCommand,
+  },
+  {
+    name: "webhooks",
+    summary:
+      "Run the admission webhooks (validation, one resident per slot, replicas=1 pinning, pod sleep mode) over HTTPS.",
+    load: async () => (await import("./webhooks.ts")).webhooksCommand,
+  },
+  {
+    name: "activator",
+    summary:
+      "Run the data plane on Kubernetes: route OpenAI requests to ready pods of Models, hold them while the autoscaler wakes one.",
+    load: async () => (await import("./activator.ts")).activatorCommand,
+  },
+  {
+    name: "autoscaler",
+    summary:
+      "Run the control plane on Kubernetes: wake, sleep, scale and arbitrate the pods of Models (one Lease holder per slot or Model).",
+    load: async () => (await import("./autoscaler.ts")).autoscalerCommand,
+  },
 ];

@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -70,4 +70,27 @@ test("snooze serve loads no Kubernetes client, gRPC or OpenTelemetry SDK", { tim
   expect(modules.filter((url) => grpc.test(url))).toEqual([]);
   // The tracing API is used (a no-op until configured); the SDK loads only when tracing is on.
   expect(modules.filter((url) => /\/node_modules\/@opentelemetry\/sdk-/.test(url))).toEqual([]);
+});
+
+test("snooze --help loads no command's module", () => {
+  const list = join(dir, "modules-help.txt");
+  const result = spawnSync(
+    process.execPath,
+    ["--import", join(repo, "test/support/module-list-hook.ts"), join(repo, "bin/snooze.js"), "--help"],
+    { env: { ...process.env, SNOOZE_MODULE_LIST: list }, encoding: "utf8" },
+  );
+  expect(result.status).toBe(0);
+  // Every summary is listed, from cli/commands.ts, without importing what the commands run.
+  expect(result.stdout).toMatch(/^ {2}autoscaler {2}Run the control plane on Kubernetes/m);
+  const ours = readFileSync(list, "utf8")
+    .split("\n")
+    .filter((url) => url.startsWith("file:") && !url.includes("/test/support/"))
+    .map((url) => url.slice(url.lastIndexOf("/", url.lastIndexOf("/") - 1) + 1));
+  expect(ours.sort()).toEqual([
+    "bin/snooze.js",
+    "cli/command.ts",
+    "cli/commands.ts",
+    "cli/main.ts",
+    "lib/cli-flags.ts",
+  ]);
 });

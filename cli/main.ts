@@ -4,17 +4,16 @@ import { commands } from "./commands.ts";
 
 const version = "0.1.0";
 
-/** Lists every command with its summary (the one place that loads them all). */
-async function topHelp(): Promise<string> {
-  const loaded = await Promise.all(commands.map((c) => c.load()));
-  const width = Math.max(...loaded.map((c) => c.name.length)) + 2;
+/** Lists every command with its summary, loading none of them. */
+function topHelp(): string {
+  const width = Math.max(...commands.map((c) => c.name.length)) + 2;
   return [
     "Usage: snooze <command> [flags]",
     "",
     "Puts idle LLM model servers to sleep instead of to zero, and wakes them when a request arrives.",
     "",
     "Commands:",
-    ...loaded.map((c) => `  ${c.name.padEnd(width)}${c.summary}`),
+    ...commands.map((c) => `  ${c.name.padEnd(width)}${c.summary}`),
     "",
     "Run `snooze <command> --help` for a command's flags.",
   ].join("\n");
@@ -24,7 +23,7 @@ async function topHelp(): Promise<string> {
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-    console.log(await topHelp());
+    console.log(topHelp());
     return name === undefined ? 2 : 0;
   }
   if (name === "--version" || name === "-v") {
@@ -41,7 +40,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const { values, positionals } = parseCommandArgs(command, rest);
     if (values.help) {
-      console.log(commandHelp(command));
+      console.log(commandHelp(command, entry.summary));
       return 0;
     }
     return await command.run(values, positionals);

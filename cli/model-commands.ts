@@ -30,7 +30,6 @@ function timeoutValue(values: Record<string, unknown>): number {
 /** `snooze wake MODEL`: asks for a wake (or start) and, unless --no-wait, follows it until ready. */
 export const wakeCommand: Command = {
   name: "wake",
-  summary: "Wake (or start) a model now and wait until it is ready, showing each step.",
   positionals: "<model>",
   flags: {
     ...clientFlags,
@@ -155,10 +154,9 @@ async function follow(client: AdminClient, id: string, from: string, timeoutMs: 
   }
 }
 
-function parkCommand(verb: "sleep" | "stop", summary: string): Command {
+function parkCommand(verb: "sleep" | "stop"): Command {
   return {
     name: verb,
-    summary,
     positionals: "<model>",
     flags: clientFlags,
     run: (values, positionals) =>
@@ -177,17 +175,13 @@ function parkCommand(verb: "sleep" | "stop", summary: string): Command {
   };
 }
 
-export const sleepCommand = parkCommand(
-  "sleep",
-  "Drain a model and put its engines to sleep until the next request (stop them without sleep mode).",
-);
+export const sleepCommand = parkCommand("sleep");
 
-export const stopCommand = parkCommand("stop", "Drain a model and stop its engines until the next request.");
+export const stopCommand = parkCommand("stop");
 
 /** `snooze logs MODEL`: the engine's last lines of stdout and stderr; `-f` keeps printing new ones. */
 export const logsCommand: Command = {
   name: "logs",
-  summary: "Print a model's engine output (stdout and stderr); -f follows it.",
   positionals: "<model>",
   flags: {
     ...clientFlags,

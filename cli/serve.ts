@@ -13,8 +13,6 @@ import { serveStopSignals, watchStopSignals } from "./signals.ts";
 
 export const serveCommand: Command = {
   name: "serve",
-  summary:
-    "Run the activator and the autoscaler in one process; engines start, sleep, wake and stop on demand.",
   flags: {
     config: {
       type: "string",

@@ -6,7 +6,6 @@ import type { Command } from "./command.ts";
 /** `snooze sim`: a vLLM simulator with vLLM's flags, OpenAI API, sleep API and metrics. See docs/simulator.md. */
 export const simCommand: Command = {
   name: "sim",
-  summary: "Simulate a vLLM server (OpenAI API, sleep mode, metrics, shared GPU, faults) without a GPU",
   flags: simFlags,
   positionals: "[model]",
   run(values, positionals) {

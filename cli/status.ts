@@ -7,8 +7,6 @@ import type { Command } from "./command.ts";
 /** `snooze status`: what a running Snooze holds, as a table (or JSON); `--watch` keeps it current. */
 export const statusCommand: Command = {
   name: "status",
-  summary:
-    "Show each model's tier, held and in-flight requests, next tier change, and last wake and start times.",
   flags: {
     ...clientFlags,
     json: { type: "boolean", description: "print the admin API's JSON instead of a table" },

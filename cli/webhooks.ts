@@ -23,8 +23,6 @@ export function serviceHosts(service: string, namespace: string): string[] {
 
 export const webhooksCommand: Command = {
   name: "webhooks",
-  summary:
-    "Run the admission webhooks (validation, one resident per slot, replicas=1 pinning, pod sleep mode) over HTTPS.",
   flags: {
     host: { type: "string", default: "127.0.0.1", description: "address to listen on" },
     port: { type: "string", short: "p", default: "8443", description: "port to listen on" },
