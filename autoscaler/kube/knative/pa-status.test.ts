@@ -82,6 +82,19 @@ describe("a Snooze-class PodAutoscaler's status", () => {
     expect(status).toMatchObject({ desiredScale: 1, actualScale: 1 });
   });
 
+  test("the Deployment at 0 and no pod while the Model still says Asleep (its status lags): NoTraffic", () => {
+    const status = podAutoscalerStatus(
+      observe({
+        model: model("Asleep", "Asleep", "1 replica asleep"),
+        deploymentReplicas: 0,
+        podsUp: 0,
+        sks,
+      }),
+    );
+    expect(cond(status, "Active")).toMatchObject({ status: "False", reason: "NoTraffic" });
+    expect(status).toMatchObject({ desiredScale: 0, actualScale: 0 });
+  });
+
   test("scaled to zero: NoTraffic like the KPA; the scale target stays initialized", () => {
     const before = podAutoscalerStatus(
       observe({ model: model("Ready"), deploymentReplicas: 1, podsUp: 1, sks }),

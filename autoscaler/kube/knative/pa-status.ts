@@ -110,6 +110,9 @@ function activeCondition(o: PaObservation): Verdict {
     case "Failed":
       return ["False", "ActivationFailed", ready?.message ?? "the last activation failed"];
     case "Asleep":
+      // The Model's status is written after the Deployment scales: no pod left is no pod asleep.
+      if (o.podsUp === 0 && (o.deploymentReplicas ?? 0) === 0)
+        return ["False", "NoTraffic", "The target is not receiving traffic."];
       return ["False", ready?.reason ?? "Asleep", `${ready?.message ?? "asleep"}; a request wakes one`];
     case "Cold":
       return ["False", "NoTraffic", "The target is not receiving traffic."];
