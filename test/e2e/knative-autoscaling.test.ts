@@ -85,14 +85,13 @@ const modelPath = (revision: string) => `${paths.custom(group, version, "models"
 const deploymentPath = (revision: string) => `${paths.apps("deployments", ns())}/${revision}-deployment`;
 
 /**
- * The user container: a sim serving the Service's name (what clients of its URL ask for) and the
- * revision's (its Model's id, which Snooze's warm-up asks for; docs/knative.md).
+ * The user container: a sim serving the Service's name only (what clients of its URL ask for; the
+ * revision's Model takes it as servedModel, which Snooze's warm-up asks for; docs/knative.md).
  */
 const args = (name: string) => [
   "Qwen/Qwen3-0.6B",
   "--served-model-name",
   name,
-  revisionOf(name),
   "--enable-sleep-mode",
   "--load-time",
   "500ms",
@@ -253,7 +252,7 @@ describe("Snooze's Knative autoscaler class", () => {
       kind: "Deployment",
       name: `${revision}-deployment`,
     });
-    expect(m.spec).toMatchObject({ sleepAfter: "3s", zeroAfter: "10s", port: 8080 });
+    expect(m.spec).toMatchObject({ sleepAfter: "3s", zeroAfter: "10s", port: 8080, servedModel: name });
     expect(m.metadata.ownerReferences).toEqual([
       expect.objectContaining({
         kind: "PodAutoscaler",
@@ -412,6 +411,69 @@ describe("min-scale", () => {
     expect(conditionOf(pa, "Active")?.reason).toBe("Asleep");
     expect(Date.now() - asleepAt).toBeGreaterThanOrEqual(6_000);
   }, 180_000);
+
+  test("300 concurrent requests on a revision of max-scale 3, containerConcurrency 1: every one answered, back to 1 pod", async () => {
+    const name = "burst";
+    const revision = revisionOf(name);
+    const service = knativeService(name, {
+      kubelet: suite.cluster.info.kubelet,
+      // 50 ms per request: one pod alone would take 15 s for the burst, so held demand asks for more.
+      args: [...args(name).slice(0, -4), "--ttft", "50ms", "--itl", "1ms"],
+      annotations: {
+        [classAnnotation]: autoscalerClass,
+        "autoscaling.knative.dev/min-scale": "1",
+        "autoscaling.knative.dev/max-scale": "3",
+        "autoscaling.knative.dev/window": "6s",
+        "autoscaling.knative.dev/scale-to-zero-pod-retention-period": "3s",
+      },
+    });
+    // One request at a time per pod (Knative's hard limit, Snooze's concurrency).
+    (service.spec.template.spec as { containerConcurrency?: number }).containerConcurrency = 1;
+    await client().create(`${servingApi}/namespaces/${ns()}/services`, service);
+    const ksvc = await waitForCondition(
+      client(),
+      `${servingApi}/namespaces/${ns()}/services/${name}`,
+      "Ready",
+      {
+        timeoutMs: 120_000,
+        detail: logs,
+      },
+    );
+    const burstUrl = String((ksvc.status as { url?: string }).url);
+    expect((await model(revision)).spec).toMatchObject({ concurrency: 1, minPods: 1, maxReplicas: 3 });
+    expect((await deployment(revision)).spec.replicas).toBe(1);
+
+    // The Deployment's replicas, watched through the burst (bounded: every 100 ms until it ends).
+    let most = 0;
+    let done = false;
+    const watching = (async () => {
+      for (let i = 0; i < 1_200 && !done; i++) {
+        most = Math.max(most, (await deployment(revision)).spec.replicas);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    })();
+    const answers = await Promise.all(Array.from({ length: 300 }, () => ask(burstUrl, name)));
+    done = true;
+    await watching;
+    const failed = answers.filter((a) => a.status !== 200);
+    expect(failed.map((a) => `${a.status} ${a.text.slice(0, 200)}`)).toEqual([]);
+    expect(answers.every((a) => JSON.parse(a.text).model === name)).toBe(true);
+    // Not asserted: the scale-up to 3. Found by this test: Snooze keeps one pod awake for held
+    // demand and adds pods only for an external count (HPA/KEDA on the Model's scale), so a
+    // Snooze-class revision stays at 1 pod through the burst (most = 1) and serves it in turn.
+    // Scaling a revision by held demand over containerConcurrency is not built yet (docs/knative.md).
+    console.log(`e2e: the burst's Deployment had at most ${most} replicas`);
+
+    // Idle: the pods above min-scale sleep (window 6 s, the least Knative allows) and go (retention 3 s); one stays, asleep.
+    await waitFor(
+      async () => {
+        const pods = await revisionPods(revision);
+        return (await deployment(revision)).spec.replicas === 1 && pods.length === 1 ? pods : undefined;
+      },
+      { what: "the Deployment back at 1 pod", timeoutMs: 60_000, intervalMs: 250, detail: logs },
+    );
+    await waitPa(revision, "the PA at 1/1", (p) => scale(p).desiredScale === 1 && scale(p).actualScale === 1);
+  }, 300_000);
 });
 
 describe("PodAutoscalers that are not Snooze's", () => {
@@ -439,6 +501,15 @@ describe("PodAutoscalers that are not Snooze's", () => {
       timeoutMs: 30_000,
       detail: logs,
     });
+    // With Knative's activator Endpoints present (empty, as without a ready activator pod), its SKS
+    // reconciler gets past them: the KPA's PA becomes Ready, its SKS serving the pod.
+    const ready = await waitPa(
+      revision,
+      "the KPA's PA Ready",
+      (p) => conditionOf(p, "Ready")?.status === "True",
+      60_000,
+    );
+    expect(conditionOf(ready, "SKSReady")?.status).toBe("True");
     // Long enough for Snooze's reconciler to have acted, had it taken this PA for its own.
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     expect(await absent(modelPath(revision))).toBe(true);

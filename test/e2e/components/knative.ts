@@ -118,7 +118,7 @@ const installedKinds = new Set([
 ]);
 const webhookKinds = new Set(["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]);
 // The webhook's Service (reached through the EndpointSlice below), and the activator's, which no
-// process backs here: the serverless services' proxy mode points at its endpoints.
+// process backs here (its Endpoints, below, are empty): the serverless services' proxy mode points at them.
 const installedServices = new Set([webhookService, "activator-service"]);
 
 /** The config Knative runs with here, on top of config/core's. */
@@ -214,6 +214,17 @@ export async function startKnative(
     addressType: "IPv4",
     endpoints: [{ addresses: [hostIP], conditions: { ready: true } }],
     ports: [{ name: "https-webhook", port: webhookPort, protocol: "TCP" }],
+  });
+  // Knative's activator Service has no selector here and no process behind it; its SKS reconciler
+  // reads the Endpoints `activator-service` before anything else of a revision and errors on every
+  // sync without them. A cluster whose activator has no ready pod has them empty: so do these.
+  const activatorEndpoints = `/api/v1/namespaces/${knativeNamespace}/endpoints/activator-service`;
+  await admin.delete(activatorEndpoints).catch(() => {});
+  await admin.create(`/api/v1/namespaces/${knativeNamespace}/endpoints`, {
+    apiVersion: "v1",
+    kind: "Endpoints",
+    metadata: { name: "activator-service", namespace: knativeNamespace },
+    subsets: [],
   });
   const webhookFailures = await applyManifests(cluster.admin, webhookConfigurations, { dryRun: false });
   if (webhookFailures.length > 0)
