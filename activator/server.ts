@@ -1,8 +1,9 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
 import { deferContinue } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
 import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress-class.ts";
+import { http } from "../lib/node-http.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView } from "./admin.ts";
@@ -209,7 +210,7 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
       else res.destroy();
     });
   };
-  const server = createServer({ keepAliveTimeout: 65_000 }, listener);
+  const server = http.createServer({ keepAliveTimeout: 65_000 }, listener);
   server.once("close", () => {
     unwatch();
     timeline.close();

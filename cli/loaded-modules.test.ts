@@ -47,6 +47,8 @@ async function modulesOf(args: string[], port: number, path: string): Promise<st
 const kubernetes = /\/lib\/kube\/|\/node_modules\/@kubernetes\//;
 const openTelemetry = /\/node_modules\/@opentelemetry\//;
 const grpc = /\/node_modules\/@grpc\//;
+// Node's own undici (fetch, WebSocket): `import … from "node:http"` loaded it (lib/node-http.ts).
+const bundledUndici = /^internal:internal\/deps\/undici\//;
 
 test("snooze sim loads neither the Kubernetes client nor OpenTelemetry nor gRPC", {
   timeout: 30_000,
@@ -58,6 +60,7 @@ test("snooze sim loads neither the Kubernetes client nor OpenTelemetry nor gRPC"
   expect(modules.filter((url) => kubernetes.test(url))).toEqual([]);
   expect(modules.filter((url) => openTelemetry.test(url))).toEqual([]);
   expect(modules.filter((url) => grpc.test(url))).toEqual([]);
+  expect(modules.filter((url) => bundledUndici.test(url))).toEqual([]);
 });
 
 test("snooze serve loads no Kubernetes client, gRPC or OpenTelemetry SDK", { timeout: 30_000 }, async () => {
@@ -68,6 +71,7 @@ test("snooze serve loads no Kubernetes client, gRPC or OpenTelemetry SDK", { tim
   expect(modules.some((url) => url.endsWith("/activator/server.ts"))).toBe(true);
   expect(modules.filter((url) => kubernetes.test(url))).toEqual([]);
   expect(modules.filter((url) => grpc.test(url))).toEqual([]);
+  expect(modules.filter((url) => bundledUndici.test(url))).toEqual([]);
   // The tracing API is used (a no-op until configured); the SDK loads only when tracing is on.
   expect(modules.filter((url) => /\/node_modules\/@opentelemetry\/sdk-/.test(url))).toEqual([]);
 });

@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { IncomingMessage, Server } from "node:http";
 import { context, propagation, ROOT_CONTEXT } from "@opentelemetry/api";
 import { Counter, type Registry } from "prom-client";
 import {
@@ -16,6 +16,7 @@ import { bearerToken } from "../../lib/http/bearer.ts";
 import { BodyTooLarge, readBody } from "../../lib/http/body.ts";
 import { sendJson } from "../../lib/http/json.ts";
 import type { CallerCheck } from "../../lib/kube/token-review.ts";
+import { http } from "../../lib/node-http.ts";
 import type { KubeAutoscaler } from "./autoscaler.ts";
 import { isDemandRoute } from "./model-demand.ts";
 
@@ -61,7 +62,7 @@ export function createControlServer(
     labelNames: ["outcome"],
     registers: [registry],
   });
-  return createServer(async (req, res) => {
+  return http.createServer(async (req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     try {
       if (callerOnly(req.method, path ?? "")) {

@@ -3,9 +3,10 @@
  * process: the port opens only when loading is done. `startSim` is the
  * programmatic entry point for tests and benchmarks; the CLI uses it too.
  */
-import * as http from "node:http";
+import type * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Logger, silentLogger } from "../../lib/log.ts";
+import { http as nodeHttp } from "../../lib/node-http.ts";
 import * as admin from "./admin.ts";
 import { AbortedError } from "./delay.ts";
 import { SimEngine } from "./engine.ts";
@@ -68,7 +69,7 @@ export async function startSim(
   let inFlight = 0;
   let draining = false;
   let drained: (() => void) | undefined;
-  const server = http.createServer((req, res) => {
+  const server = nodeHttp.createServer((req, res) => {
     inFlight += 1;
     if (draining) res.shouldKeepAlive = false;
     res.once("close", () => {
