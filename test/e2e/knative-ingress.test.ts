@@ -83,15 +83,15 @@ const ksvcPath = () => `${servingApi}/namespaces/${ns()}/services/${name}`;
 const ingressPath = () => `${networkingApi}/namespaces/${ns()}/ingresses/${name}`;
 
 /**
- * The user container's args: served names `chat-v<n>` (answers carry the first), `chat` (what
- * clients of the URL ask for) and the revision's name (its Model's id, for routing by `model`).
+ * The user container's args: served names `chat-v<n>` (answers carry the first; the revision's
+ * Model's servedModel, which the warm-up asks for) and `chat` (what clients of the URL ask for).
+ * Not the revision's name: Snooze addresses the revision by its Model, not by what the engine serves.
  */
 const args = (n: number, loadTime: string) => [
   "Qwen/Qwen3-0.6B",
   "--served-model-name",
   `${name}-v${n}`,
   name,
-  rev(n),
   "--enable-sleep-mode",
   "--load-time",
   loadTime,
@@ -203,7 +203,8 @@ describe("Snooze's Knative ingress class", () => {
     const error = await other.completions.create({ prompt: "hi" } as never).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.NotFoundError);
     expect((error as InstanceType<typeof OpenAI.NotFoundError>).code).toBe("host_not_found");
-    // The same activator, by the body's model (the revision's Model id): today's path.
+    // The same activator, by the body's model (the revision's Model id): today's path. The engine
+    // gets the name it serves (the Model's servedModel), not the revision's.
     const byModel = new OpenAI({ baseURL: `${suite.activator.url}/v1`, apiKey: "unused", maxRetries: 0 });
     const answer = await byModel.chat.completions.create({
       model: rev(1),
@@ -211,6 +212,12 @@ describe("Snooze's Knative ingress class", () => {
       max_tokens: 2,
     });
     expect(answer.model).toBe(`${name}-v1`);
+    // What every revision serves names no one revision: by body, outside the Service's hosts, refused.
+    const shared = await byModel.chat.completions
+      .create({ model: name, messages: [{ role: "user", content: "hi" }], max_tokens: 2 })
+      .catch((e: unknown) => e);
+    expect(shared).toBeInstanceOf(OpenAI.NotFoundError);
+    expect((shared as InstanceType<typeof OpenAI.NotFoundError>).code).toBe("model_not_found");
   });
 
   test("a new revision (changed args) gets traffic only once it is ready, and then all of it", async () => {
