@@ -2,6 +2,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { defaultStateDir } from "../autoscaler/local/engine-records.ts";
 import { LocalPlatform } from "../autoscaler/local/platform.ts";
 import { createLogger } from "../lib/log.ts";
+import { releaseStartupMemory } from "../lib/release-startup-memory.ts";
 import { ConfigError, loadConfigFile } from "../lib/settings/index.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
@@ -102,6 +103,8 @@ export const serveCommand: Command = {
         return 1;
       }
       log.info("listening", { url: snooze.url, models: [...config.models.keys()], pid: process.pid });
+      // Start-up's garbage (the young generation it grew) goes back to the system before idling.
+      releaseStartupMemory();
       // SIGHUP, and with --watch-config a changed file, reload the settings (a bad file changes nothing).
       reload = (cause) =>
         void snooze.models

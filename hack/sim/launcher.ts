@@ -4,6 +4,7 @@
  * own state and (with `--gpu-id`) its own claim on the simulated GPU.
  */
 import type { Logger } from "../../lib/log.ts";
+import { releaseStartupMemory } from "../../lib/release-startup-memory.ts";
 import { SimStartError } from "./engine.ts";
 import type { LaunchOptions, SimOptions } from "./options.ts";
 import { type SimHandle, startSim } from "./server.ts";
@@ -41,6 +42,8 @@ export async function runSim(launch: LaunchOptions, logger: Logger): Promise<num
     for (let i = 0; i < launch.engines; i++) {
       handles.push(await startSim(engineOptions(launch, i), { waitReady: false, logger }));
     }
+    // Start-up's garbage goes back to the system before the engines idle (every engine is a process).
+    releaseStartupMemory();
   } catch (error) {
     await closeAll();
     if (error instanceof SimStartError) {
