@@ -1,8 +1,8 @@
-import { Pool } from "undici";
 import type { Flow } from "../lib/control-plane.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { mostAwake, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
+import { Pool } from "../lib/undici.ts";
 import { type Held, HoldQueue } from "./hold-queue.ts";
 import { timerValue } from "./proxy.ts";
 

@@ -72,6 +72,9 @@ test("snooze serve loads no Kubernetes client, gRPC or OpenTelemetry SDK", { tim
   expect(modules.filter((url) => kubernetes.test(url))).toEqual([]);
   expect(modules.filter((url) => grpc.test(url))).toEqual([]);
   expect(modules.filter((url) => bundledUndici.test(url))).toEqual([]);
+  // Of undici, only the dispatchers it uses (lib/undici.ts), not the package's index (fetch, WebSocket, …).
+  expect(modules.some((url) => url.endsWith("/node_modules/undici/lib/dispatcher/pool.js"))).toBe(true);
+  expect(modules.filter((url) => /\/node_modules\/undici\/(index\.js|lib\/web\/)/.test(url))).toEqual([]);
   // The tracing API is used (a no-op until configured); the SDK loads only when tracing is on.
   expect(modules.filter((url) => /\/node_modules\/@opentelemetry\/sdk-/.test(url))).toEqual([]);
 });

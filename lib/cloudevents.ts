@@ -1,7 +1,7 @@
 import { CloudEvent, HTTP, type Message } from "cloudevents";
 import { Counter, type Registry } from "prom-client";
-import { Agent, request } from "undici";
 import type { Logger } from "./log.ts";
+import { Agent } from "./undici.ts";
 
 /** How an event goes over HTTP: `ce-*` headers and the data as the body, or one JSON document. */
 export type EventMode = "binary" | "structured";
@@ -196,11 +196,13 @@ export class CloudEventSink implements EventSink {
     let reason: string;
     let retryAfterMs: number | undefined;
     try {
-      const response = await request(this.url, {
+      const url = new URL(this.url);
+      const response = await this.agent.request({
+        origin: url.origin,
+        path: `${url.pathname}${url.search}`,
         method: "POST",
         headers: message.headers as Record<string, string>,
         body: message.body as string | undefined,
-        dispatcher: this.agent,
         signal: AbortSignal.timeout(this.timeoutMs),
       });
       await response.body.dump().catch(() => {});
