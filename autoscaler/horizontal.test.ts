@@ -31,6 +31,7 @@ const input = (replicas: ReplicaView[], extra: Partial<HorizontalInput> = {}): H
   minReplicas: 0,
   minPods: 0,
   maxReplicas: 5,
+  concurrency: 0,
   inFlight: 0,
   held: 0,
   lastActive: now - 1_000,
@@ -117,6 +118,42 @@ describe("decideReplicas", () => {
     const plan = decideReplicas(input(three, { desired: 0, inFlight: 3 }));
     expect(plan.target).toBe(1);
     expect(kinds(plan)).toEqual(["drain-and-sleep a", "drain-and-sleep b"]);
+  });
+
+  test("with concurrency set and no count, held and in-flight requests ask for the replicas they need, up to maxReplicas", () => {
+    // Two sleepers and one ready replica; 5 requests at concurrency 2 need 3 replicas: both wake.
+    const world = [replica("r", "ready"), replica("s1", "asleep-1"), replica("s2", "asleep-2")];
+    const plan = decideReplicas(input(world, { concurrency: 2, held: 4, inFlight: 1, lastActive: now }));
+    expect(plan.target).toBe(3);
+    expect(kinds(plan)).toEqual(["wake s1", "wake s2"]);
+    // KEDA's 0 is no count either: 300 requests at concurrency 1 start pods up to maxReplicas 3.
+    const burst = decideReplicas(
+      input([replica("r", "ready")], {
+        desired: 0,
+        concurrency: 1,
+        held: 299,
+        inFlight: 1,
+        maxReplicas: 3,
+        lastActive: now,
+      }),
+    );
+    expect(burst.target).toBe(3);
+    expect(kinds(burst)).toEqual(["scale-up to 3"]);
+    // Without concurrency a replica takes any number: demand keeps one.
+    expect(
+      decideReplicas(input([replica("r", "ready")], { desired: 0, held: 299, lastActive: now })).target,
+    ).toBe(1);
+  });
+
+  test("a count of 1 or more wins over the requests' need, and a parked model stays parked", () => {
+    const plan = decideReplicas(
+      input([replica("r", "ready")], { desired: 1, concurrency: 1, held: 9, inFlight: 1, lastActive: now }),
+    );
+    expect(plan.target).toBe(1);
+    const parked = decideReplicas(
+      input([replica("s", "asleep-1")], { concurrency: 1, inFlight: 0, held: 0, parked: true }),
+    );
+    expect(parked.target).toBe(0);
   });
 
   test("a count of 1 or more is obeyed under load: an HPA's scale-down drains the surplus", () => {

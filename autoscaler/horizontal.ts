@@ -44,6 +44,12 @@ export interface HorizontalInput {
    */
   minPods: number;
   maxReplicas: number;
+  /**
+   * Requests one replica takes at once (the model's `concurrency`; 0: unlimited). Without a count
+   * asking for more, the requests held and in flight beyond what the awake replicas take start or
+   * wake more replicas, up to maxReplicas, as Knative's autoscaler does for its revisions.
+   */
+  concurrency: number;
   inFlight: number;
   held: number;
   lastActive: number;
@@ -147,6 +153,10 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
       target = Math.max(input.desired, Math.min(onDemand, 1), minReplicas);
     else target = Math.max(onDemand, minReplicas);
     if (input.held > 0) target = Math.max(target, 1);
+    // No count (or KEDA's 0): demand itself asks for the replicas its requests need. A count of 1
+    // or more is an HPA's or a person's and is obeyed as it is.
+    if (!input.parked && (input.desired === undefined || input.desired === 0) && input.concurrency > 0)
+      target = Math.max(target, Math.ceil((input.held + input.inFlight) / input.concurrency));
     target = Math.min(target, input.maxReplicas);
     if (input.cap !== undefined) target = Math.min(target, input.cap);
   }

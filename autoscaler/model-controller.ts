@@ -714,6 +714,7 @@ export class ModelController {
       minReplicas: this.target.minReplicas,
       minPods: this.target.minPods ?? 0,
       maxReplicas: this.target.maxReplicas,
+      concurrency: this.config.concurrency,
       inFlight: load.inFlight,
       held: load.held + prewarm.held,
       // No request since a prewarm ended unused: neither its wake nor its start is activity.
