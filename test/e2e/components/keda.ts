@@ -1,11 +1,8 @@
-import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { KubeClient } from "../../../lib/kube/client.ts";
-import { repoRoot } from "../harness/assets.ts";
+import { type BuiltComponent, findBuilt, notBuilt } from "../harness/assets.ts";
 import { createCA, issueCert } from "../harness/certs.ts";
 import { routableAddress } from "../harness/host-address.ts";
 import { mintServiceAccountKubeconfig, writeKubeconfig } from "../harness/kubeconfig.ts";
@@ -28,25 +25,18 @@ const serviceAccount = "keda-operator";
 const metricsService = "keda-metrics-apiserver";
 export const externalMetricsAPIService = "v1beta1.external.metrics.k8s.io";
 
-/** The folder hack/build-keda.sh built (binaries and config/), or undefined when it is not built. */
-export function findKeda(): string | undefined {
-  const fromEnv = process.env.SNOOZE_KEDA_DIR;
-  if (fromEnv) return existsSync(join(fromEnv, "keda")) ? fromEnv : undefined;
-  try {
-    return (
-      execFileSync("bash", [join(repoRoot, "hack/build-keda.sh"), "--print-folder"], {
-        encoding: "utf8",
-        stdio: ["ignore", "pipe", "pipe"],
-      }).trim() || undefined
-    );
-  } catch {
-    return undefined;
-  }
-}
+const kedaBuild: BuiltComponent = {
+  name: "KEDA",
+  script: "build-keda.sh",
+  cacheFolder: "keda",
+  envVar: "SNOOZE_KEDA_DIR",
+  marker: "keda",
+};
 
-export const kedaMissing = () =>
-  "KEDA is not built: run hack/build-keda.sh (builds into " +
-  `${join(process.env.SNOOZE_CACHE_DIR ?? join(homedir(), ".cache", "snooze"), "keda")}/<version>) or set SNOOZE_KEDA_DIR`;
+/** The folder hack/build-keda.sh built (binaries and config/), or undefined when it is not built. */
+export const findKeda = (): string | undefined => findBuilt(kedaBuild);
+
+export const kedaMissing = (): string => notBuilt(kedaBuild);
 
 export interface Keda {
   folder: string;

@@ -1,11 +1,8 @@
-import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { KubeClient } from "../../../lib/kube/client.ts";
-import { repoRoot } from "../harness/assets.ts";
+import { type BuiltComponent, findBuilt, notBuilt } from "../harness/assets.ts";
 import { routableAddress } from "../harness/host-address.ts";
 import { mintServiceAccountKubeconfig, writeKubeconfig } from "../harness/kubeconfig.ts";
 import { type LoopbackNetns, loopbackNetns } from "../harness/loopback-netns.ts";
@@ -53,25 +50,18 @@ export const registriesSkippingTagResolving = "kind.local,ko.local,dev.local,ind
 const serviceAccount = "controller";
 const webhookService = "webhook";
 
-/** The folder hack/build-knative.sh built (binaries and config/core), or undefined when it is not built. */
-export function findKnative(): string | undefined {
-  const fromEnv = process.env.SNOOZE_KNATIVE_DIR;
-  if (fromEnv) return existsSync(join(fromEnv, "controller")) ? fromEnv : undefined;
-  try {
-    return (
-      execFileSync("bash", [join(repoRoot, "hack/build-knative.sh"), "--print-folder"], {
-        encoding: "utf8",
-        stdio: ["ignore", "pipe", "pipe"],
-      }).trim() || undefined
-    );
-  } catch {
-    return undefined;
-  }
-}
+const knativeBuild: BuiltComponent = {
+  name: "Knative Serving",
+  script: "build-knative.sh",
+  cacheFolder: "knative",
+  envVar: "SNOOZE_KNATIVE_DIR",
+  marker: "controller",
+};
 
-export const knativeMissing = () =>
-  "Knative Serving is not built: run hack/build-knative.sh (builds into " +
-  `${join(process.env.SNOOZE_CACHE_DIR ?? join(homedir(), ".cache", "snooze"), "knative")}/<version>) or set SNOOZE_KNATIVE_DIR`;
+/** The folder hack/build-knative.sh built (binaries and config/core), or undefined when it is not built. */
+export const findKnative = (): string | undefined => findBuilt(knativeBuild);
+
+export const knativeMissing = (): string => notBuilt(knativeBuild);
 
 /** The sidecar images the stand-in kubelet runs as binaries of `folder` (its `--run-image` flags). */
 export const knativeImages = (folder: string): Record<string, string> => ({

@@ -41,3 +41,42 @@ function checked(folder: string, source: string): string {
   if (missing.length > 0) throw new Error(`${source} folder ${folder} lacks ${missing.join(", ")}`);
   return folder;
 }
+
+/** A Go component a hack/build-*.sh script builds into the cache (KEDA, Knative Serving). */
+export interface BuiltComponent {
+  /** What the "not built" message calls it, e.g. "KEDA". */
+  name: string;
+  /** The script under hack/ that builds it and answers `--print-folder`. */
+  script: string;
+  /** Its folder under the cache, e.g. "keda". */
+  cacheFolder: string;
+  /** The variable that points the suite at another folder, e.g. SNOOZE_KEDA_DIR. */
+  envVar: string;
+  /** A file the folder must hold. */
+  marker: string;
+}
+
+/**
+ * The folder the component's script built, or undefined when it is not built: the variable's folder
+ * when set, else the script's own answer (it only answers when the build is there; it never builds).
+ */
+export function findBuilt(component: BuiltComponent): string | undefined {
+  const fromEnv = process.env[component.envVar];
+  if (fromEnv) return existsSync(join(fromEnv, component.marker)) ? fromEnv : undefined;
+  try {
+    return (
+      execFileSync("bash", [join(repoRoot, "hack", component.script), "--print-folder"], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"],
+      }).trim() || undefined
+    );
+  } catch {
+    return undefined;
+  }
+}
+
+/** What a test says when the component is not built: how to build it and where it goes. */
+export const notBuilt = (component: BuiltComponent): string =>
+  `${component.name} is not built: run hack/${component.script} (builds into ` +
+  `${join(process.env.SNOOZE_CACHE_DIR ?? join(homedir(), ".cache", "snooze"), component.cacheFolder)}/<version>) ` +
+  `or set ${component.envVar}`;
