@@ -68,11 +68,21 @@ describe("pinWorkload", () => {
       expected: { "autoscaling.knative.dev/max-scale": "1", "autoscaling.knative.dev/min-scale": "1" },
       warnings: 1,
     },
+    {
+      // A slot member's new revision starts with no pod: its first request starts it, in turn.
+      annotations: { "autoscaling.knative.dev/max-scale": "1", "autoscaling.knative.dev/initial-scale": "1" },
+      expected: { "autoscaling.knative.dev/max-scale": "1" },
+      warnings: 1,
+    },
   ])("Knative Service template $annotations", ({ annotations, expected, warnings }) => {
     const service = { metadata: { name: "qwen" }, spec: { template: { metadata: { annotations } } } };
     const result = pinWorkload("Service", service, "s");
     const after = applyPatch(service, result.patch);
-    expect(after.spec.template.metadata.annotations).toEqual({ ...expected, "snooze.dev/slot": "s" });
+    expect(after.spec.template.metadata.annotations).toEqual({
+      ...expected,
+      "autoscaling.knative.dev/initial-scale": "0",
+      "snooze.dev/slot": "s",
+    });
     expect(result.warnings).toHaveLength(warnings);
     expect(pinWorkload("Service", after, "s").patch).toEqual([]);
   });

@@ -8,8 +8,8 @@ import { slotAnnotation, slotMemberLabel, type WorkloadKind } from "./slot-membe
  * replicas=1 pinning and pod template stamping for the workloads of slot members, pure.
  *
  * - A Deployment or StatefulSet in a slot that asks for more than one replica gets spec.replicas 1
- *   and a warning that says why. A Knative Service gets autoscaling.knative.dev/max-scale "1" (and
- *   min-scale, initial-scale at most 1) on its revision template.
+ *   and a warning that says why. A Knative Service gets autoscaling.knative.dev/max-scale "1",
+ *   min-scale at most 1 and initial-scale "0" on its revision template.
  * - The pod template carries the slot (annotation snooze.dev/slot, label snooze.dev/slot-member),
  *   so the pod webhook knows the pods of slot members and its objectSelector matches only them.
  *   A workload that leaves its slot loses both.
@@ -58,7 +58,22 @@ export function pinWorkload(kind: WorkloadKind, workload: unknown, slot: string 
     };
     pin("max-scale", { whenAbsent: true });
     pin("min-scale", { whenAbsent: false });
-    pin("initial-scale", { whenAbsent: false });
+    // A new revision starts with no pod: Knative's default initial pod would load a second engine
+    // onto the slot's GPU beside its resident (vLLM fails for want of memory, the revision never
+    // gets Ready); the slot's arbiter starts it on its first request instead. Knative accepts 0
+    // only with config-autoscaler's allow-zero-initial-scale: "true" (docs/knative.md).
+    const initial = annotations[`${knativeScale}initial-scale`];
+    if (initial === undefined || Number(initial) !== 0) {
+      patch.push(
+        ...setPatch(
+          workload,
+          ["spec", "template", "metadata", "annotations", `${knativeScale}initial-scale`],
+          "0",
+        ),
+      );
+      if (initial !== undefined)
+        warnings.push(pinnedWarning(member, slot, `${knativeScale}initial-scale`, JSON.stringify(initial)));
+    }
   }
   // Stamp the template; apply the replica patches first so the paths stay valid.
   const stamped = patch.length > 0 ? applyLocal(workload, patch) : workload;

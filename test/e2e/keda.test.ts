@@ -126,7 +126,9 @@ function scaledObject(name: string, target: string, metadata: Record<string, str
       scaleTargetRef: { apiVersion: "snooze.dev/v1alpha1", kind: "Model", name: target },
       // Polling is slow on purpose: a scale from zero within a second was pushed, not polled.
       pollingInterval: 10,
-      cooldownPeriod: 5,
+      // Longer than the demand metric's 5 s rate window: once load is gone the HPA steps down to 1
+      // before KEDA's cooldown takes the Model to 0 (with 5 s the two raced and 1 was skipped).
+      cooldownPeriod: 15,
       minReplicaCount: 0,
       maxReplicaCount: 5,
       advanced: {

@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, test } from "vitest";
 import { autoscalerClass, classAnnotation } from "../../lib/knative/autoscaler-class.ts";
@@ -7,6 +8,7 @@ import { group, version } from "../../lib/kube/api-group.ts";
 import { isNotFound, paths } from "../../lib/kube/client.ts";
 import type { ModelResource } from "../../lib/kube/model-resource.ts";
 import type { Pod as KubePod } from "../../lib/kube/pod-replica.ts";
+import { isResident, type Tier } from "../../lib/replica-event.ts";
 import {
   autoscalingApi,
   conditionOf,
@@ -44,7 +46,11 @@ const suite = kubeSnoozeSuite({
   namespace: "snooze-e2e-kpa",
   async start(s) {
     if (!folder) throw new Error(knativeMissing());
-    knative = await startKnative(s.cluster, folder, { ingressClass: snoozeIngressClass });
+    knative = await startKnative(s.cluster, folder, {
+      ingressClass: snoozeIngressClass,
+      // A slot member's revision starts with no pod (the webhook pins initial-scale to 0).
+      config: { "config-autoscaler": { "allow-zero-initial-scale": "true" } },
+    });
     activatorService = await startTcpService([]);
     await s.startAutoscaler("autoscaler-a", {
       extra: ["--knative-ingress-probe", `http://${activatorService.address}`],
@@ -57,7 +63,7 @@ const suite = kubeSnoozeSuite({
   },
 });
 
-const services = ["sleepy", "kept", "plain", "other"];
+const services = ["sleepy", "kept", "burst", "slot-a", "slot-b", "plain", "other"];
 afterAll(async () => {
   // Before the components and the namespace go: Knative's finalizers need its controller.
   for (const name of services)
@@ -470,6 +476,76 @@ describe("min-scale", () => {
       { what: "the Deployment back at 1 pod", timeoutMs: 60_000, intervalMs: 250, detail: logs },
     );
     await waitPa(revision, "the PA at 1/1", (p) => scale(p).desiredScale === 1 && scale(p).actualScale === 1);
+  }, 300_000);
+});
+
+describe("a slot", () => {
+  test("two Snooze-class Services in one slot: both Ready, requests alternate between them, never two resident", async () => {
+    const slot = "gpu-kn";
+    await client().create(`${paths.custom(group, version, "slots", ns())}`, {
+      apiVersion: `${group}/${version}`,
+      kind: "Slot",
+      metadata: { name: slot },
+      spec: { policy: "sticky", minResidency: "0s", swapCooldown: "0s", drainTimeout: "10s" },
+    });
+    // One simulated GPU for both: a second awake engine does not fit, as with vLLM.
+    const gpu = ["--gpu-id", slot, "--gpu-dir", join(suite.cluster.info.dir, "gpu"), "--gpu-memory", "24GiB"];
+    const names = ["slot-a", "slot-b"];
+    for (const name of names)
+      await client().create(
+        `${servingApi}/namespaces/${ns()}/services`,
+        knativeService(name, {
+          kubelet: suite.cluster.info.kubelet,
+          args: [...args(name), ...gpu],
+          annotations: {
+            [classAnnotation]: autoscalerClass,
+            "snooze.dev/slot": slot,
+            "snooze.dev/sleep-after": "1m",
+          },
+        }),
+      );
+    const urls: Record<string, string> = {};
+    for (const name of names) {
+      const ksvc = await waitForCondition(
+        client(),
+        `${servingApi}/namespaces/${ns()}/services/${name}`,
+        "Ready",
+        {
+          timeoutMs: 120_000,
+          detail: logs,
+        },
+      );
+      urls[name] = String((ksvc.status as { url?: string }).url);
+      // The webhook pinned the slot member's revision: at most one pod, none to begin with.
+      expect((await model(revisionOf(name))).spec).toMatchObject({ slot, maxReplicas: 1 });
+    }
+
+    // Watch every pod of both revisions: at most one resident (awake, waking or starting) at once.
+    let most = 0;
+    let worst = "";
+    let done = false;
+    const watching = (async () => {
+      for (let i = 0; i < 3_000 && !done; i++) {
+        const pods = (await Promise.all(names.map((n) => revisionPods(revisionOf(n))))).flat();
+        const residents = pods.filter((p) => isResident((tierOf(p as KubePod) ?? "starting") as Tier));
+        if (residents.length > most) {
+          most = residents.length;
+          worst = residents.map((p) => `${p.metadata.name}=${tierOf(p as KubePod) ?? "(none)"}`).join(", ");
+        }
+        await new Promise((resolve) => setTimeout(resolve, 30));
+      }
+    })();
+    try {
+      for (const name of [...names, ...names]) {
+        const answer = await ask(urls[name]!, name);
+        expect(answer.status, `${name}: ${answer.text}\n${logs()}`).toBe(200);
+        expect(JSON.parse(answer.text).model).toBe(name);
+      }
+    } finally {
+      done = true;
+      await watching;
+    }
+    expect(most, `two resident at once: ${worst}`).toBe(1);
   }, 300_000);
 });
 

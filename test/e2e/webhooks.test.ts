@@ -557,7 +557,7 @@ spec:
     ]);
   });
 
-  test("a Knative Service in a slot: max-scale pinned to 1 on its revision template", async () => {
+  test("a Knative Service in a slot: max-scale pinned to 1, initial-scale to 0 on its revision template", async () => {
     const result = await apply(`
 apiVersion: serving.knative.dev/v1
 kind: Service
@@ -584,6 +584,7 @@ spec:
     };
     expect(stored.spec.template.metadata.annotations).toEqual({
       "autoscaling.knative.dev/max-scale": "1",
+      "autoscaling.knative.dev/initial-scale": "0",
       "snooze.dev/slot": "gpu-pin",
     });
     expect(stored.spec.template.metadata.labels).toEqual({ "snooze.dev/slot-member": "true" });
