@@ -3,6 +3,8 @@ import { resolve } from "node:path";
 import { describe, expect, test } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { parseIncomingEvents } from "../activator/incoming-event.ts";
+import { autoscalerClass, classAnnotation } from "../lib/knative/autoscaler-class.ts";
+import { ingressClassAnnotation, snoozeIngressClass } from "../lib/knative/ingress-class.ts";
 import { modelSpec } from "../lib/kube/model-resource.ts";
 import { slotSpec } from "../lib/kube/slot-resource.ts";
 import { settingsFromAnnotations } from "../lib/settings/annotations.ts";
@@ -30,15 +32,19 @@ describe("config/samples", () => {
     expect(slotSpec.parse(slot?.spec).policy).toBe("priority");
   });
 
-  test("the Knative Service's snooze.dev annotations are valid tier settings", () => {
-    const [service] = docs("knative-service.yaml");
-    const { settings, problems } = settingsFromAnnotations(service?.metadata.annotations);
+  test("the Knative Service: Snooze's classes, and valid tier settings on its revision template", () => {
+    const [service] = docs("knative-service.yaml") as unknown as [
+      {
+        metadata: { annotations: Record<string, string> };
+        spec: { template: { metadata: { annotations: Record<string, string> } } };
+      },
+    ];
+    const template = service.spec.template.metadata.annotations;
+    expect(template[classAnnotation]).toBe(autoscalerClass);
+    expect(service.metadata.annotations[ingressClassAnnotation]).toBe(snoozeIngressClass);
+    const { settings, problems } = settingsFromAnnotations(template);
     expect(problems).toEqual([]);
-    expect(settings).toMatchObject({
-      sleepAfter: 300_000,
-      sleepLevel: 2,
-      aliases: ["llama-3.2-1b", "llama-small"],
-    });
+    expect(settings).toMatchObject({ sleepAfter: 300_000, sleepLevel: 2, holdBudget: 120_000 });
   });
 
   test("the scheduled prewarm: the PingSource's event is read as a prewarm, and the Trigger selects it", () => {
