@@ -98,15 +98,22 @@ export async function netnsNetwork(options: NetnsOptions): Promise<PodNetwork> {
   }
   const inUse = new Set<string>();
   const namespaceOf = (host: number) => `${namePrefix}${id}-${host}`;
+  let lastHost = 1;
   const hostOf = (podIP: string) => Number(podIP.slice(podIP.lastIndexOf(".") + 1));
   return {
     kind: "netns",
     hostIP,
     async allocate() {
-      for (let host = 2; host < 255; host++) {
+      // Round robin from the last address handed out, not the lowest free one: a pod that replaces
+      // one just gone (scaled to zero and back) would otherwise get its address at once, with a new
+      // veth's MAC, while the host's neighbour cache still maps the address to the old one: its
+      // connections went nowhere until the entry expired (up to ~45 s; the e2e ladder test hung).
+      for (let step = 0; step < 253; step++) {
+        const host = 2 + ((lastHost - 2 + 1 + step) % 253);
         const podIP = `${prefix16}.${subnet}.${host}`;
         if (inUse.has(podIP)) continue;
         inUse.add(podIP);
+        lastHost = host;
         const namespace = namespaceOf(host);
         const hostEnd = `${tag}h${host}`;
         const podEnd = `${tag}p${host}`;
@@ -139,6 +146,8 @@ export async function netnsNetwork(options: NetnsOptions): Promise<PodNetwork> {
       if (!inUse.has(podIP)) return;
       // Deleting the namespace deletes the veth pair with it.
       await ip(["netns", "del", namespaceOf(hostOf(podIP))]).catch(() => {});
+      // And the host forgets the old MAC, so the address's next pod is reached at once.
+      await ip(["neigh", "flush", "to", podIP, "dev", bridge]).catch(() => {});
       // Free for the next pod only once the address is really gone.
       inUse.delete(podIP);
     },
