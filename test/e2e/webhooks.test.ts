@@ -237,6 +237,21 @@ spec:
 });
 
 describe("a count or a scaler above a Model's maxReplicas", () => {
+  /** An HPA on the Model `name` that may ask for up to `maxReplicas`. */
+  const hpaFor = (name: string, maxReplicas: number) => `
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: ${name}}
+spec:
+  scaleTargetRef: {apiVersion: ${group}/${version}, kind: Model, name: ${name}}
+  minReplicas: 1
+  maxReplicas: ${maxReplicas}
+  metrics:
+    - type: External
+      external:
+        metric: {name: snooze_demand}
+        target: {type: AverageValue, averageValue: "2"}
+`;
   test("a Model without spec.replicas reads 0 through its scale subresource; kubectl scale and an HPA above maxReplicas are allowed with a warning", async () => {
     await createModel("capped", { maxReplicas: 2 });
     const read = await kubectl([
@@ -256,38 +271,12 @@ describe("a count or a scaler above a Model's maxReplicas", () => {
     expect(scaled.stderr).toContain(
       'Warning: Model "capped": spec.replicas 5 is above spec.maxReplicas 2: at most 2 replicas run',
     );
-    const hpa = await apply(`
-apiVersion: autoscaling/v2
-kind: HorizontalPodAutoscaler
-metadata: {name: capped}
-spec:
-  scaleTargetRef: {apiVersion: ${group}/${version}, kind: Model, name: capped}
-  minReplicas: 1
-  maxReplicas: 6
-  metrics:
-    - type: External
-      external:
-        metric: {name: snooze_demand}
-        target: {type: AverageValue, averageValue: "2"}
-`);
+    const hpa = await apply(hpaFor("capped", 6));
     expect(hpa.code, hpa.stderr).toBe(0);
     expect(hpa.stderr).toContain(
       'Warning: HorizontalPodAutoscaler "capped" may ask Model "capped" for 6 replicas (spec.maxReplicas), but the Model\'s spec.maxReplicas is 2',
     );
-    const within = await apply(`
-apiVersion: autoscaling/v2
-kind: HorizontalPodAutoscaler
-metadata: {name: capped}
-spec:
-  scaleTargetRef: {apiVersion: ${group}/${version}, kind: Model, name: capped}
-  minReplicas: 1
-  maxReplicas: 2
-  metrics:
-    - type: External
-      external:
-        metric: {name: snooze_demand}
-        target: {type: AverageValue, averageValue: "2"}
-`);
+    const within = await apply(hpaFor("capped", 2));
     expect(within.code, within.stderr).toBe(0);
     expect(within.stderr).not.toContain("Warning");
     await kubectl(["delete", "-n", ns.name, "hpa/capped", "--wait=false"]);
