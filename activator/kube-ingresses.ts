@@ -31,6 +31,7 @@ export class KubeIngresses implements HostRouter {
   readonly informer: Informer<KIngress>;
   private readonly options: KubeIngressesOptions;
   private table: HostTable = emptyHostTable;
+  private rebuildQueued = false;
 
   constructor(options: KubeIngressesOptions) {
     this.options = options;
@@ -42,7 +43,16 @@ export class KubeIngresses implements HostRouter {
   }
 
   async start(): Promise<void> {
-    const rebuild = () => this.rebuild();
+    // One rebuild for a burst of events: a list (the first, or after a 410) delivers every
+    // KIngress as its own event in one turn, and compiling the whole table for each was quadratic.
+    const rebuild = () => {
+      if (this.rebuildQueued) return;
+      this.rebuildQueued = true;
+      queueMicrotask(() => {
+        this.rebuildQueued = false;
+        this.rebuild();
+      });
+    };
     // Status writes (the reconciler's) change no route: only the spec (generation) and the class do.
     const routed = (i: KIngress) =>
       JSON.stringify([i.metadata.generation, i.metadata.annotations, i.metadata.deletionTimestamp]);
