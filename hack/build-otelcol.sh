@@ -15,6 +15,8 @@ set -euo pipefail
 mode="${1:-build}"
 
 repo_root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=hack/lib/go-build.sh
+source "$repo_root/hack/lib/go-build.sh"
 module="$repo_root/hack/otelcol"
 
 # The version is read from go.mod, so the pin lives in exactly one place.
@@ -34,20 +36,12 @@ if [[ "$mode" == "--print-path" ]]; then
   exit 0
 fi
 
-# Never let the go command fetch another toolchain; the module proxy serves modules only.
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
+go_build_env
 go_version="$(go env GOVERSION)"
 go_flags="-trimpath"
 ld_flags="-s -w -X main.version=${version#v}"
-
-# Everything that changes the binary goes into the cache key: the pins, the entry point, Go, the
-# target and the flags. Editing a comment in this script does not cost a rebuild.
-stamp="$(
-  {
-    cat "$module/go.mod" "$module/go.sum" "$module/main.go"
-    echo "$go_version $(go env GOOS GOARCH) CGO_ENABLED=$CGO_ENABLED $go_flags $ld_flags"
-  } | sha256sum | cut -d' ' -f1
-)"
+# The cache key: the pins, the entry point, Go, the target and the flags.
+stamp="$(go_build_stamp "$module/go.mod" "$module/go.sum" "$module/main.go" -- "$go_flags $ld_flags")"
 if [[ "$mode" == "--print-stamp" ]]; then
   echo "$stamp"
   exit 0
@@ -65,29 +59,16 @@ mkdir -p "$cache_root"
 work="$(mktemp -d "$cache_root/.build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-step() { # <label> <command...>: runs a build step and reports how long it took
-  local label="$1" t0=$SECONDS
-  shift
-  echo "build-otelcol: $label ..." >&2
-  "$@" >&2
-  echo "build-otelcol: $label done in $((SECONDS - t0))s" >&2
-}
-
-step "download modules" bash -c "cd '$module' && go mod download"
-# nice: a build on a small machine (CI runs tests on the same cores) should not starve them.
-step "build" bash -c "cd '$module' && nice -n 19 go build $go_flags -ldflags '$ld_flags' -o '$work/otelcol' ."
+# At the lowest CPU priority: a build on a small machine (CI runs tests on the same cores) should
+# not starve them.
+go_build_step build-otelcol "download modules" bash -c "cd '$module' && go mod download"
+go_build_step build-otelcol "build" bash -c "cd '$module' && go build $go_flags -ldflags '$ld_flags' -o '$work/otelcol' ."
 
 # Smoke-test the result.
 "$work/otelcol" --version >&2
 "$work/otelcol" components >/dev/null
 echo "$stamp" >"$work/.stamp"
-chmod 755 "$work"
-
-# Swap the finished folder in whole, so a reader never sees a half-built one.
-rm -rf "$out.old"
-[[ -d "$out" ]] && mv "$out" "$out.old"
-mv "$work" "$out"
-rm -rf "$out.old"
+go_build_swap_in "$work" "$out"
 trap - EXIT
 
 echo "build-otelcol: built in $((SECONDS - started))s" >&2
