@@ -18,6 +18,8 @@ set -euo pipefail
 mode="${1:-build}"
 
 repo_root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=hack/lib/go-build.sh
+source "$repo_root/hack/lib/go-build.sh"
 module="$repo_root/hack/keda"
 keda_module=github.com/kedacore/keda/v2
 
@@ -41,8 +43,7 @@ if [[ "$mode" == "--print-folder" ]]; then
   exit 0
 fi
 
-# Never let the go command fetch another toolchain; the module proxy serves modules only.
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
+go_build_env
 go_version="$(go env GOVERSION)"
 
 go_flags="-trimpath"
@@ -51,6 +52,8 @@ version_flags="-X $keda_module/version.Version=${keda_version#v} -X $keda_module
 
 # Everything that changes the binaries goes into the cache key: the pins (go.mod, go.sum), Go and
 # the target, and the build flags. Editing a comment in this script does not cost a rebuild.
+# Not go_build_stamp: that one hashes a final newline this key never had, and a changed key would
+# rebuild KEDA (tens of minutes) on every machine that has it cached.
 stamp_input="$(
   cat "$module/go.mod" "$module/go.sum"
   echo "$go_version $(go env GOOS GOARCH) CGO_ENABLED=$CGO_ENABLED $go_flags -s -w $version_flags"
@@ -96,18 +99,10 @@ mkdir -p "$cache_root"
 work="$(mktemp -d "$cache_root/.build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-step() { # <label> <command...>: runs a build step at the lowest CPU priority and reports how long it took
-  local label="$1" t0=$SECONDS
-  shift
-  echo "build-keda: $label ..." >&2
-  nice -n 19 "$@" >&2
-  echo "build-keda: $label done in $((SECONDS - t0))s" >&2
-}
-
-step "download modules" bash -c "cd '$module' && go mod download $keda_module && go list -deps $keda_module/cmd/operator $keda_module/cmd/adapter >/dev/null"
-step "build keda-adapter $keda_version" bash -c "cd '$module' && \
+go_build_step build-keda "download modules" bash -c "cd '$module' && go mod download $keda_module && go list -deps $keda_module/cmd/operator $keda_module/cmd/adapter >/dev/null"
+go_build_step build-keda "build keda-adapter $keda_version" bash -c "cd '$module' && \
   go build $go_flags -ldflags '-s -w $version_flags' -o '$work/keda-adapter' $keda_module/cmd/adapter"
-step "build keda (operator) $keda_version" bash -c "cd '$module' && \
+go_build_step build-keda "build keda (operator) $keda_version" bash -c "cd '$module' && \
   go build $go_flags -ldflags '-s -w $version_flags' -o '$work/keda' $keda_module/cmd/operator"
 
 copy_manifests "$work"
@@ -118,13 +113,7 @@ for b in "${binaries[@]}"; do
   "$work/$b" --help >/dev/null 2>&1 || [[ $? -eq 2 ]] || { echo "build-keda: $b does not run" >&2; exit 1; }
 done
 echo "$stamp" >"$work/.stamp"
-chmod 755 "$work"
-
-# Swap the finished folder in whole, so a reader never sees a half-built one.
-rm -rf "$out.old"
-[[ -d "$out" ]] && mv "$out" "$out.old"
-mv "$work" "$out"
-rm -rf "$out.old"
+go_build_swap_in "$work" "$out"
 trap - EXIT
 
 echo "build-keda: built in $((SECONDS - started))s; binaries and manifests in $out" >&2
