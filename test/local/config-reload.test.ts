@@ -1,45 +1,22 @@
-import type { ChildProcess } from "node:child_process";
 import { renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { afterEach, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { chat, metricValue, simCommand, until } from "../helpers/local-snooze.ts";
-import {
-  groupMembers,
-  recordedEngines,
-  scratchDir,
-  serveProcess,
-  writeConfig,
-} from "../helpers/serve-process.ts";
+import { recordedEngines } from "../helpers/serve-process.ts";
+import { gone, serveRuns } from "../support/serve-runs.ts";
 
 // Config reload of a real `snooze serve` (SIGHUP and --watch-config) with `snooze sim` engines:
 // models added, removed and changed while requests are held and in flight; none is lost.
 
-const children: ChildProcess[] = [];
-const groups: number[] = [];
-afterEach(() => {
-  for (const child of children.splice(0)) child.kill("SIGKILL");
-  for (const pgid of groups.splice(0)) {
-    try {
-      process.kill(-pgid, "SIGKILL");
-    } catch {}
-  }
-});
-
-function start(yaml: string, args: string[] = []) {
-  const dir = scratchDir();
-  const stateDir = join(dir, "state");
-  const config = writeConfig(yaml, dir);
-  const run = serveProcess(config, ["--state-dir", stateDir, "--stop-grace", "2s", ...args]);
-  children.push(run.child);
-  return { ...run, stateDir, config };
-}
+const runs = serveRuns();
+const start = runs.start;
 
 /** The recorded engine of a model (one at most here), its process group kept for cleanup. */
 function engineOf(stateDir: string, model: string) {
   const engine = recordedEngines(stateDir).find((e) => e.model === model) as
     | { model: string; pgid: number; command: string }
     | undefined;
-  if (engine) groups.push(engine.pgid);
+  if (engine) runs.group(engine.pgid);
   return engine;
 }
 
@@ -60,8 +37,6 @@ async function ask(url: string, model: string, extra: Record<string, unknown> = 
   const text = await response.text();
   return { status: response.status, text, endedAt: performance.now() };
 }
-
-const gone = (pgid: number) => groupMembers(pgid).length === 0;
 
 describe("snooze serve reloads its settings", () => {
   test("SIGHUP: a model added and a changed command, while requests are held and in flight: none is lost", async () => {
@@ -117,7 +92,7 @@ models:
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
     expect(recordedEngines(run.stateDir)).toEqual([]);
-    for (const pgid of groups) expect(gone(pgid)).toBe(true);
+    for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
   });
 
   test("an invalid file keeps the settings in use and logs file:line:column and the key", async () => {
@@ -191,6 +166,6 @@ models:
     run.child.kill("SIGQUIT");
     expect(await run.exited).toBe(0);
     expect(recordedEngines(run.stateDir)).toEqual([]);
-    for (const pgid of groups) expect(gone(pgid)).toBe(true);
+    for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
   });
 });

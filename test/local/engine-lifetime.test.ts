@@ -1,6 +1,6 @@
-import { type ChildProcess, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { dirname, join, resolve } from "node:path";
-import { afterEach, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { freePort } from "../../lib/free-port.ts";
 import { chat, simCommand, until } from "../helpers/local-snooze.ts";
 import {
@@ -11,35 +11,19 @@ import {
   serveProcess,
   writeConfig,
 } from "../helpers/serve-process.ts";
+import { gone, serveRuns } from "../support/serve-runs.ts";
 
 // Engines never outlive `snooze serve`: real processes, every engine under its guard in a process
 // group of its own, the record of engines in a state directory per test.
 
-const children: ChildProcess[] = [];
-const groups: number[] = [];
-afterEach(() => {
-  for (const child of children.splice(0)) child.kill("SIGKILL");
-  for (const pgid of groups.splice(0)) {
-    try {
-      process.kill(-pgid, "SIGKILL");
-    } catch {}
-  }
-});
+const runs = serveRuns();
 
 const snooze = resolve("bin/snooze.js");
 /** A sim command line for `sh -c`, with the engine's delays scaled down. */
 const simLine = `'${process.execPath}' '${snooze}' sim --served-model-name \${MODEL} --port \${PORT} --time-scale 0.05`;
 
-function start(yaml: string, args: string[] = [], options: Parameters<typeof serveProcess>[2] = {}) {
-  const dir = scratchDir();
-  const stateDir = join(dir, "state");
-  const run = serveProcess(
-    writeConfig(yaml, dir),
-    ["--state-dir", stateDir, "--stop-grace", "2s", "--shutdown-grace", "5s", ...args],
-    options,
-  );
-  children.push(run.child);
-  return { ...run, stateDir };
+function start(yaml: string, args: string[] = [], options: Parameters<typeof runs.start>[2] = {}) {
+  return runs.start(yaml, ["--shutdown-grace", "5s", ...args], options);
 }
 
 /** Starts the model's engine with a request; its process group, from the record of engines. */
@@ -49,11 +33,9 @@ async function engineOf(url: string, stateDir: string, model: string): Promise<n
   await response.text();
   const engine = recordedEngines(stateDir).find((e) => e.model === model);
   expect(engine).toBeDefined();
-  groups.push(engine!.pgid);
+  runs.group(engine!.pgid);
   return engine!.pgid;
 }
-
-const gone = (pgid: number) => groupMembers(pgid).length === 0;
 
 describe("engines never outlive snooze serve", () => {
   test("SIGKILL of snooze serve: the guard stops its engine's process group within seconds", async () => {
@@ -75,7 +57,7 @@ describe("engines never outlive snooze serve", () => {
     const config = writeConfig(yaml, dir);
     const args = ["--state-dir", stateDir, "--stop-grace", "2s"];
     const first = serveProcess(config, args);
-    children.push(first.child);
+    runs.track(first.child);
     const pgid = await engineOf(await first.url, stateDir, "qwen");
     // Snooze and the engine's guard die at once: nobody is left to stop the engine.
     first.child.kill("SIGKILL");
@@ -86,7 +68,7 @@ describe("engines never outlive snooze serve", () => {
     expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
 
     const second = serveProcess(config, args);
-    children.push(second.child);
+    runs.track(second.child);
     const url = await second.url;
     expect(second.stderr()).toContain("stopping engines a previous snooze serve left running");
     expect(gone(pgid)).toBe(true);
