@@ -4,6 +4,7 @@ import {
   revisionLabel,
   serverlessServices,
 } from "../../../lib/knative/autoscaler-class.ts";
+import { knativeApiServed } from "../../../lib/knative/networking-served.ts";
 import { group, version } from "../../../lib/kube/api-group.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "../../../lib/kube/client.ts";
 import type { Informer } from "../../../lib/kube/informer.ts";
@@ -75,7 +76,7 @@ export class KnativePodAutoscalers {
 
   /** Starts when Knative Serving's autoscaling API is served; a cluster without it is left alone. */
   async start(address = this.options.address): Promise<void> {
-    if (this.stopped || !(await this.served())) return;
+    if (this.stopped || !(await knativeApiServed(this.options.client, podAutoscalers, this.log))) return;
     const { client, namespace, informer } = this.options;
     const common = { log: this.log, ...informer };
     this.informers = {
@@ -128,16 +129,6 @@ export class KnativePodAutoscalers {
     for (const off of this.unsubscribe.splice(0)) off();
     await this.elector?.stop(true);
     await Promise.all([this.informers?.pas.stop(), this.informers?.sks.stop()]);
-  }
-
-  private async served(): Promise<boolean> {
-    try {
-      await this.options.client.get(`/apis/${podAutoscalers.group}/${podAutoscalers.version}`);
-      return true;
-    } catch (error) {
-      if (!isNotFound(error)) this.log.warn("could not tell whether Knative Serving is installed", { error });
-      return false;
-    }
   }
 
   /** One sync at a time, 50 ms after the first change (a pod's status comes in bursts). */
