@@ -16,6 +16,8 @@ set -euo pipefail
 mode="${1:-build}"
 
 repo_root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=hack/lib/go-build.sh
+source "$repo_root/hack/lib/go-build.sh"
 modules="$repo_root/hack/kube-assets"
 
 # The versions are read from the wrapper go.mod files, so the pins live in exactly one place.
@@ -39,8 +41,7 @@ if [[ "$mode" == "--print-folder" ]]; then
   exit 0
 fi
 
-# Never let the go command fetch another toolchain; the module proxy serves modules only.
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
+go_build_env
 go_version="$(go env GOVERSION)"
 
 minor="${k8s_version#v1.}"
@@ -58,7 +59,8 @@ date_flags=" -X k8s.io/component-base/version.buildDate=$build_date -X k8s.io/cl
 
 # Everything that changes the binaries goes into the cache key: the pins (go.mod, go.sum), the
 # etcd entry point, Go and the target, and the build flags (all but the build date). Editing a
-# comment in this script does not cost a rebuild; changing a flag here does.
+# comment in this script does not cost a rebuild; changing a flag here does. Not go_build_stamp:
+# that one hashes a final newline this key never had, and a changed key costs a rebuild everywhere.
 stamp_input="$(
   cat "$modules/kubernetes/go.mod" "$modules/kubernetes/go.sum" "$modules/etcd/go.mod" \
     "$modules/etcd/go.sum" "$modules/etcd/main.go"
@@ -89,6 +91,8 @@ mkdir -p "$cache_root"
 work="$(mktemp -d "$cache_root/.build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
+# Not go_build_step: this build runs in the foreground of .ci/run, which waits for it, so it keeps
+# the normal CPU priority rather than share the lowest with the builds in the background.
 step() { # <label> <command...>: runs a build step and reports how long it took
   local label="$1" t0=$SECONDS
   shift
@@ -108,13 +112,7 @@ step "build kube-apiserver, kube-controller-manager, kubectl $k8s_version" bash 
 etcd_says="$("$work/etcd" --version)"
 echo "${etcd_says%%$'\n'*}" >&2
 echo "$stamp" >"$work/.stamp"
-chmod 755 "$work"
-
-# Swap the finished folder in whole, so a reader never sees a half-built one.
-rm -rf "$out.old"
-[[ -d "$out" ]] && mv "$out" "$out.old"
-mv "$work" "$out"
-rm -rf "$out.old"
+go_build_swap_in "$work" "$out"
 trap - EXIT
 
 echo "build-kube-assets: built in $((SECONDS - started))s; use KUBEBUILDER_ASSETS=$out" >&2
