@@ -5,7 +5,9 @@
 #   go_build_env                     never fetch another toolchain; static, reproducible builds
 #   go_build_stamp <file>... -- <words>
 #                                    the cache key: the files' bytes, Go, the target and the words
-#                                    (the flags), so editing a comment in a script costs no rebuild
+#                                    (the flags), so editing a comment in a script costs no rebuild;
+#                                    build-keda.sh and build-kube-assets.sh keep their own (it hashes
+#                                    without the final newline; changing it rebuilds every cache)
 #   go_build_step <tag> <label> <command...>
 #                                    run a step at the lowest CPU priority, timed, output on stderr
 #   go_build_swap_in <work> <out>    replace <out> by the finished <work> folder in one rename, so a
