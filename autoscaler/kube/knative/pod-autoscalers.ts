@@ -157,13 +157,23 @@ export class KnativePodAutoscalers {
 
   private async sync(): Promise<void> {
     const { pas } = this.informers!;
+    // A revision's pods, by `namespace/revision`: one pass over the pods, not one per PodAutoscaler.
+    const podsOf = new Map<string, Pod[]>();
+    for (const pod of this.options.pods.list()) {
+      const revision = pod.metadata.labels?.[revisionLabel];
+      if (revision === undefined) continue;
+      const key = `${pod.metadata.namespace}/${revision}`;
+      const list = podsOf.get(key);
+      if (list) list.push(pod);
+      else podsOf.set(key, [pod]);
+    }
     const wanted = new Set<string>();
     for (const pa of pas.list()) {
       if (!isSnoozeClass(pa.metadata.annotations) || pa.metadata.deletionTimestamp) continue;
       const key = `${pa.metadata.namespace}/${pa.metadata.name}`;
       wanted.add(key);
       try {
-        await this.reconcile(pa);
+        await this.reconcile(pa, podsOf.get(key) ?? []);
       } catch (error) {
         if (isConflict(error)) {
           // Someone wrote in between (Knative's revision reconciler updates the PA's spec): again.
@@ -196,7 +206,7 @@ export class KnativePodAutoscalers {
     }
   }
 
-  private async reconcile(pa: PodAutoscaler): Promise<void> {
+  private async reconcile(pa: PodAutoscaler, pods: readonly Pod[]): Promise<void> {
     const namespace = pa.metadata.namespace!;
     const name = pa.metadata.name;
     const key = `${namespace}/${name}`;
@@ -212,9 +222,6 @@ export class KnativePodAutoscalers {
       });
     else await this.ensureModel(key, result.model);
     const sks = await this.ensureSks(pa);
-    const pods = this.options.pods
-      .list()
-      .filter((p) => p.metadata.namespace === namespace && p.metadata.labels?.[revisionLabel] === name);
     const status = podAutoscalerStatus({
       pa,
       model: this.options.models.get(key)?.status,
