@@ -12,6 +12,7 @@ import { isResident, type Tier } from "../../lib/replica-event.ts";
 import {
   autoscalingApi,
   conditionOf,
+  deleteKnativeServices,
   findKnative,
   type Knative,
   type KnativeObject,
@@ -22,6 +23,7 @@ import {
   servingApi,
   startKnative,
   waitForCondition,
+  waitForKsvcReady,
 } from "./components/knative.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
 import { tierOf } from "./components/snooze.ts";
@@ -65,18 +67,7 @@ const suite = kubeSnoozeSuite({
 
 const services = ["sleepy", "kept", "burst", "slot-a", "slot-b", "plain", "other"];
 afterAll(async () => {
-  // Before the components and the namespace go: Knative's finalizers need its controller.
-  for (const name of services)
-    await client()
-      .delete(`${servingApi}/namespaces/${ns()}/services/${name}`)
-      .catch(() => {});
-  await waitFor(
-    async () =>
-      (await client().list(`${servingApi}/namespaces/${ns()}/revisions`)).items.length === 0
-        ? true
-        : undefined,
-    { what: "Knative to delete the Services' revisions", timeoutMs: 30_000 },
-  ).catch((error: unknown) => console.warn(String(error)));
+  await deleteKnativeServices(client(), ns(), services);
   await knative?.stop();
 }, 60_000);
 
@@ -129,6 +120,13 @@ type Model = ModelResource & {
   metadata: { ownerReferences?: { kind: string; name: string; uid: string }[] };
 };
 const model = (revision: string) => client().get<Model>(modelPath(revision));
+const createService = (service: ReturnType<typeof knativeService>) =>
+  client().create(`${servingApi}/namespaces/${ns()}/services`, service);
+/** Waits until the Knative Service `name` is Ready; resolves to its URL. */
+const readyUrl = async (name: string) => {
+  const ksvc = await waitForKsvcReady(client(), ns(), name, { timeoutMs: 120_000, detail: logs });
+  return String((ksvc.status as { url?: string }).url);
+};
 
 /** The engine's own view, on the user container's port (Knative's 8080) at the pod's IP. */
 async function engineAsleep(pod: Pod): Promise<boolean> {
@@ -206,8 +204,7 @@ describe("Snooze's Knative autoscaler class", () => {
   let firstPod: Pod | undefined;
 
   test("a Snooze-class Service: its PA is Snooze's, the Revision and the Service Ready, and kubectl agrees", async () => {
-    await client().create(
-      `${servingApi}/namespaces/${ns()}/services`,
+    await createService(
       knativeService(name, {
         kubelet: suite.cluster.info.kubelet,
         args: args(name),
@@ -219,16 +216,7 @@ describe("Snooze's Knative autoscaler class", () => {
         },
       }),
     );
-    const ksvc = await waitForCondition(
-      client(),
-      `${servingApi}/namespaces/${ns()}/services/${name}`,
-      "Ready",
-      {
-        timeoutMs: 120_000,
-        detail: logs,
-      },
-    );
-    url = String((ksvc.status as { url?: string }).url);
+    url = await readyUrl(name);
     expect(url).toMatch(new RegExp(`^http://${name}\\.${ns()}\\.`));
     await waitForCondition(client(), `${servingApi}/namespaces/${ns()}/revisions/${revision}`, "Ready", {
       detail: logs,
@@ -377,8 +365,7 @@ describe("min-scale", () => {
   test("min-scale 1: the pod sleeps when idle and stays, past the retention period", async () => {
     const name = "kept";
     const revision = revisionOf(name);
-    await client().create(
-      `${servingApi}/namespaces/${ns()}/services`,
+    await createService(
       knativeService(name, {
         kubelet: suite.cluster.info.kubelet,
         args: args(name),
@@ -435,17 +422,8 @@ describe("min-scale", () => {
     });
     // One request at a time per pod (Knative's hard limit, Snooze's concurrency).
     (service.spec.template.spec as { containerConcurrency?: number }).containerConcurrency = 1;
-    await client().create(`${servingApi}/namespaces/${ns()}/services`, service);
-    const ksvc = await waitForCondition(
-      client(),
-      `${servingApi}/namespaces/${ns()}/services/${name}`,
-      "Ready",
-      {
-        timeoutMs: 120_000,
-        detail: logs,
-      },
-    );
-    const burstUrl = String((ksvc.status as { url?: string }).url);
+    await createService(service);
+    const burstUrl = await readyUrl(name);
     expect((await model(revision)).spec).toMatchObject({ concurrency: 1, minPods: 1, maxReplicas: 3 });
     expect((await deployment(revision)).spec.replicas).toBe(1);
 
@@ -492,8 +470,7 @@ describe("a slot", () => {
     const gpu = ["--gpu-id", slot, "--gpu-dir", join(suite.cluster.info.dir, "gpu"), "--gpu-memory", "24GiB"];
     const names = ["slot-a", "slot-b"];
     for (const name of names)
-      await client().create(
-        `${servingApi}/namespaces/${ns()}/services`,
+      await createService(
         knativeService(name, {
           kubelet: suite.cluster.info.kubelet,
           args: [...args(name), ...gpu],
@@ -506,16 +483,7 @@ describe("a slot", () => {
       );
     const urls: Record<string, string> = {};
     for (const name of names) {
-      const ksvc = await waitForCondition(
-        client(),
-        `${servingApi}/namespaces/${ns()}/services/${name}`,
-        "Ready",
-        {
-          timeoutMs: 120_000,
-          detail: logs,
-        },
-      );
-      urls[name] = String((ksvc.status as { url?: string }).url);
+      urls[name] = await readyUrl(name);
       // The webhook pinned the slot member's revision: at most one pod, none to begin with.
       expect((await model(revisionOf(name))).spec).toMatchObject({ slot, maxReplicas: 1 });
     }
@@ -553,8 +521,7 @@ describe("PodAutoscalers that are not Snooze's", () => {
   test("a Service without the class is Knative's: a KPA PodAutoscaler whose status the KPA writes, no Model", async () => {
     const name = "plain";
     const revision = revisionOf(name);
-    await client().create(
-      `${servingApi}/namespaces/${ns()}/services`,
+    await createService(
       knativeService(name, {
         kubelet: suite.cluster.info.kubelet,
         args: args(name),
@@ -597,8 +564,7 @@ describe("PodAutoscalers that are not Snooze's", () => {
   test("a class Snooze does not serve is ignored: no Model, no SKS, no status from Snooze", async () => {
     const name = "other";
     const revision = revisionOf(name);
-    await client().create(
-      `${servingApi}/namespaces/${ns()}/services`,
+    await createService(
       knativeService(name, {
         kubelet: suite.cluster.info.kubelet,
         args: args(name),

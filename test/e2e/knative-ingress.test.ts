@@ -8,6 +8,7 @@ import { ingressClassAnnotation, snoozeIngressClass } from "../../lib/knative/in
 import { KubeClient } from "../../lib/kube/client.ts";
 import {
   conditionOf,
+  deleteKnativeServices,
   findKnative,
   type Knative,
   type KnativeObject,
@@ -61,18 +62,7 @@ const suite = kubeSnoozeSuite({
 });
 
 afterAll(async () => {
-  // Before the components and the namespace go: Knative's finalizers need its controller.
-  for (const service of [name, kpaName])
-    await client()
-      .delete(`${servingApi}/namespaces/${ns()}/services/${service}`)
-      .catch(() => {});
-  await waitFor(
-    async () =>
-      (await client().list(`${servingApi}/namespaces/${ns()}/revisions`)).items.length === 0
-        ? true
-        : undefined,
-    { what: "Knative to delete the Service's revisions", timeoutMs: 30_000 },
-  ).catch((error: unknown) => console.warn(String(error)));
+  await deleteKnativeServices(client(), ns(), [name, kpaName]);
   await knative?.stop();
 }, 60_000);
 

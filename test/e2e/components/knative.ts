@@ -459,3 +459,24 @@ export const waitForKsvcReady = (
   name: string,
   options: { timeoutMs?: number; detail?: () => string } = {},
 ) => waitForCondition(client, `${servingApi}/namespaces/${namespace}/services/${name}`, "Ready", options);
+
+/**
+ * Deletes these Knative Services of `namespace` and waits (30 s at most, then a warning) until
+ * Knative has deleted every revision there. Run it before the components and the namespace go:
+ * Knative's finalizers need its controller.
+ */
+export async function deleteKnativeServices(
+  client: KubeClient,
+  namespace: string,
+  names: readonly string[],
+): Promise<void> {
+  for (const name of names)
+    await client.delete(`${servingApi}/namespaces/${namespace}/services/${name}`).catch(() => {});
+  await waitFor(
+    async () =>
+      (await client.list(`${servingApi}/namespaces/${namespace}/revisions`)).items.length === 0
+        ? true
+        : undefined,
+    { what: "Knative to delete the Services' revisions", timeoutMs: 30_000 },
+  ).catch((error: unknown) => console.warn(String(error)));
+}
