@@ -95,7 +95,18 @@ describe("two autoscalers, one Lease", () => {
   test("a holder that hangs loses the Lease within seconds; the request held meanwhile is answered", async () => {
     const [pod] = [await podAsleep()];
     const a = autoscalers.get("autoscaler-a")!;
-    const writesBefore = (await modelState("autoscaler-a")).counts;
+    // The counts are taken once the holder's status for the sleep is in the API too: that write
+    // follows the pod's tier write, and one still in flight at the SIGSTOP is counted only after the
+    // SIGCONT (seen once in a full run: statusWrites 5 here, 6 after, the sixth being this one).
+    const writesBefore = await waitFor(
+      async () => {
+        const status = (await suite.admin.model(suite.ns.name, model)).status;
+        return status?.phase === "Asleep" && status.replicaTiers?.[0]?.tier === "asleep-1"
+          ? (await modelState("autoscaler-a")).counts
+          : undefined;
+      },
+      { what: "the Model's status asleep", timeoutMs: 10_000, detail: logs },
+    );
     const paused = Date.now();
     process.kill(a.process.pid, "SIGSTOP");
     try {
