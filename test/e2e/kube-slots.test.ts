@@ -1,5 +1,4 @@
 import { execFile } from "node:child_process";
-import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, test } from "vitest";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
@@ -7,7 +6,7 @@ import type { Pod } from "../../lib/kube/pod-replica.ts";
 import type { Tier } from "../../lib/replica-event.ts";
 import { cloudEventSink } from "../support/cloudevent-sink.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
-import { complete, modelObject, simDeployment, simState, tierOf } from "./components/snooze.ts";
+import { complete, createSharedGpuSlot, simState, tierOf } from "./components/snooze.ts";
 import { waitFor } from "./harness/wait.ts";
 
 /**
@@ -21,17 +20,7 @@ let sink: Awaited<ReturnType<typeof cloudEventSink>> | undefined;
 const suite = kubeSnoozeSuite({
   namespace: "snooze-e2e-slots",
   objects: async ({ admin, ns, cluster }) => {
-    const gpu = ["--gpu-id", slot, "--gpu-dir", join(cluster.info.dir, "gpu"), "--gpu-memory", "24GiB"];
-    for (const model of models) {
-      await admin.createDeployment(ns.name, simDeployment(cluster, model, { model, extraArgs: gpu }));
-      await admin.createModel(ns.name, modelObject(model, { model, slot, sleepAfter: "1m", port: 8000 }));
-    }
-    await admin.client.create(`/apis/snooze.dev/v1alpha1/namespaces/${ns.name}/slots`, {
-      apiVersion: "snooze.dev/v1alpha1",
-      kind: "Slot",
-      metadata: { name: slot },
-      spec: { policy: "sticky", minResidency: "0s", swapCooldown: "0s", drainTimeout: "10s" },
-    });
+    await createSharedGpuSlot(admin, ns.name, cluster, slot, models);
   },
   start: async (s) => {
     // Tier changes and swaps go to a sink here as CloudEvents, as to a Knative Broker.

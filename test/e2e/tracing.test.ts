@@ -1,4 +1,3 @@
-import { join } from "node:path";
 import { describe, expect, test } from "vitest";
 import {
   CLIENT,
@@ -13,7 +12,7 @@ import {
   tree,
 } from "../support/otel-collector.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
-import { modelObject, simDeployment, system } from "./components/snooze.ts";
+import { createSharedGpuSlot, modelObject, simDeployment, system } from "./components/snooze.ts";
 import { waitFor } from "./harness/wait.ts";
 
 /**
@@ -30,17 +29,7 @@ const suite = kubeSnoozeSuite({
   objects: async ({ admin, ns, cluster }) => {
     await admin.createDeployment(ns.name, simDeployment(cluster, "solo", { model: "solo" }));
     await admin.createModel(ns.name, modelObject("solo", { model: "solo", sleepAfter: "1m", port: 8000 }));
-    const gpu = ["--gpu-id", slot, "--gpu-dir", join(cluster.info.dir, "gpu"), "--gpu-memory", "24GiB"];
-    for (const model of ["a", "b"]) {
-      await admin.createDeployment(ns.name, simDeployment(cluster, model, { model, extraArgs: gpu }));
-      await admin.createModel(ns.name, modelObject(model, { model, slot, sleepAfter: "1m", port: 8000 }));
-    }
-    await admin.client.create(`/apis/snooze.dev/v1alpha1/namespaces/${ns.name}/slots`, {
-      apiVersion: "snooze.dev/v1alpha1",
-      kind: "Slot",
-      metadata: { name: slot },
-      spec: { policy: "sticky", minResidency: "0s", swapCooldown: "0s", drainTimeout: "10s" },
-    });
+    await createSharedGpuSlot(admin, ns.name, cluster, slot, ["a", "b"]);
   },
   start: async (s) => {
     collector = await startCollector();

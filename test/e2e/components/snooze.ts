@@ -267,6 +267,31 @@ export function modelObject(name: string, spec: Record<string, unknown>) {
   };
 }
 
+/**
+ * Models on one slot, as on one GPU: a sim Deployment and a Model per entry of `models`, all the
+ * sims claiming the same simulated 24 GiB GPU (a second awake engine does not fit, as with vLLM),
+ * and the Slot, sticky with no residency or cooldown so swaps come at once.
+ */
+export async function createSharedGpuSlot(
+  admin: Admin,
+  namespace: string,
+  cluster: SuiteCluster,
+  slot: string,
+  models: string[],
+): Promise<void> {
+  const gpu = ["--gpu-id", slot, "--gpu-dir", join(cluster.info.dir, "gpu"), "--gpu-memory", "24GiB"];
+  for (const model of models) {
+    await admin.createDeployment(namespace, simDeployment(cluster, model, { model, extraArgs: gpu }));
+    await admin.createModel(namespace, modelObject(model, { model, slot, sleepAfter: "1m", port: 8000 }));
+  }
+  await admin.client.create(paths.custom(group, version, "slots", namespace), {
+    apiVersion: `${group}/${version}`,
+    kind: "Slot",
+    metadata: { name: slot },
+    spec: { policy: "sticky", minResidency: "0s", swapCooldown: "0s", drainTimeout: "10s" },
+  });
+}
+
 /** Plain-JSON access to the cluster as the admin, for test steps and checks. */
 export async function adminClient(cluster: SuiteCluster) {
   const client = await KubeClient.fromKubeConfig(cluster.admin);
