@@ -17,6 +17,7 @@ import {
   statsPath,
 } from "../../lib/control-protocol.ts";
 import { ownedByRevision } from "../../lib/knative/autoscaler-class.ts";
+import { knativeApiServed } from "../../lib/knative/networking-served.ts";
 import { group, version } from "../../lib/kube/api-group.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "../../lib/kube/client.ts";
 import { EventRecorder } from "../../lib/kube/event-recorder.ts";
@@ -245,7 +246,9 @@ export class KubeAutoscaler {
     };
     deployments.on({ add: workloadChanged, update: workloadChanged, delete: workloadChanged });
     statefulsets.on({ add: workloadChanged, update: workloadChanged, delete: workloadChanged });
-    if (await this.knativeServed()) {
+    if (
+      await knativeApiServed(this.options.client, { group: "serving.knative.dev", version: "v1" }, this.log)
+    ) {
       this.informers.knative = kubeInformer<Workload>(
         this.options.client,
         this.options.namespace
@@ -294,16 +297,6 @@ export class KubeAutoscaler {
       this.knative.stop(),
     ]);
     await Promise.all(Object.values(this.informers).map((i) => i?.stop()));
-  }
-
-  private async knativeServed(): Promise<boolean> {
-    try {
-      await this.options.client.get("/apis/serving.knative.dev/v1");
-      return true;
-    } catch (error) {
-      if (!isNotFound(error)) this.log.warn("could not tell whether Knative Serving is installed", { error });
-      return false;
-    }
   }
 
   // --- Models, units and Leases ---
