@@ -4,7 +4,7 @@ import type { KubernetesObject } from "@kubernetes/client-node";
 import { KubeClient } from "../../../lib/kube/client.ts";
 import { type BuiltComponent, findBuilt, notBuilt } from "../harness/assets.ts";
 import { createCA, issueCert } from "../harness/certs.ts";
-import { routableAddress } from "../harness/host-address.ts";
+import { pointServiceAtHost, routableAddress } from "../harness/host-address.ts";
 import { mintServiceAccountKubeconfig, writeKubeconfig } from "../harness/kubeconfig.ts";
 import { applyManifests, kustomize, type Manifest, waitForCrds } from "../harness/manifests.ts";
 import { freePort } from "../harness/ports.ts";
@@ -153,23 +153,12 @@ export async function startKeda(cluster: SuiteCluster, folder: string): Promise<
   );
 
   // The aggregator reaches the adapter through the Service's EndpointSlice (--enable-aggregator-routing).
-  const slices = `/apis/discovery.k8s.io/v1/namespaces/${kedaNamespace}/endpointslices`;
-  await admin.delete(`${slices}/${metricsService}-e2e`).catch(() => {});
-  await admin.create(slices, {
-    apiVersion: "discovery.k8s.io/v1",
-    kind: "EndpointSlice",
-    metadata: {
-      name: `${metricsService}-e2e`,
-      namespace: kedaNamespace,
-      labels: {
-        "kubernetes.io/service-name": metricsService,
-        "endpointslice.kubernetes.io/managed-by": "snooze-e2e",
-      },
-    },
-    addressType: "IPv4",
-    endpoints: [{ addresses: [hostIP], conditions: { ready: true } }],
-    ports: [{ name: "https", port: adapterPort, protocol: "TCP" }],
-  });
+  await pointServiceAtHost(
+    admin,
+    { namespace: kedaNamespace, service: metricsService, portName: "https" },
+    hostIP,
+    adapterPort,
+  );
   const apiService = rendered.find((m) => m.object.kind === "APIService");
   if (!apiService) throw new Error("KEDA's config/default has no APIService");
   const apiServiceSpec = { ...(apiService.object as { spec: Record<string, unknown> }).spec };

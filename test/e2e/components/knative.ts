@@ -3,7 +3,7 @@ import { join } from "node:path";
 import type { KubernetesObject } from "@kubernetes/client-node";
 import { KubeClient } from "../../../lib/kube/client.ts";
 import { type BuiltComponent, findBuilt, notBuilt } from "../harness/assets.ts";
-import { routableAddress } from "../harness/host-address.ts";
+import { pointServiceAtHost, routableAddress } from "../harness/host-address.ts";
 import { mintServiceAccountKubeconfig, writeKubeconfig } from "../harness/kubeconfig.ts";
 import { type LoopbackNetns, loopbackNetns } from "../harness/loopback-netns.ts";
 import { applyManifests, type Manifest, manifestsUnder, waitForCrds } from "../harness/manifests.ts";
@@ -188,23 +188,12 @@ export async function startKnative(
 
   // The webhook, its Service's endpoint, then the webhook configurations it reconciles.
   const webhookPort = await freePort(hostIP);
-  const slices = `/apis/discovery.k8s.io/v1/namespaces/${knativeNamespace}/endpointslices`;
-  await admin.delete(`${slices}/${webhookService}-e2e`).catch(() => {});
-  await admin.create(slices, {
-    apiVersion: "discovery.k8s.io/v1",
-    kind: "EndpointSlice",
-    metadata: {
-      name: `${webhookService}-e2e`,
-      namespace: knativeNamespace,
-      labels: {
-        "kubernetes.io/service-name": webhookService,
-        "endpointslice.kubernetes.io/managed-by": "snooze-e2e",
-      },
-    },
-    addressType: "IPv4",
-    endpoints: [{ addresses: [hostIP], conditions: { ready: true } }],
-    ports: [{ name: "https-webhook", port: webhookPort, protocol: "TCP" }],
-  });
+  await pointServiceAtHost(
+    admin,
+    { namespace: knativeNamespace, service: webhookService, portName: "https-webhook" },
+    hostIP,
+    webhookPort,
+  );
   // Knative's activator Service has no selector here and no process behind it; its SKS reconciler
   // reads the Endpoints `activator-service` before anything else of a revision and errors on every
   // sync without them. A cluster whose activator has no ready pod has them empty: so do these.
