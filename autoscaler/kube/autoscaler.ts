@@ -46,6 +46,7 @@ import { KnativePodAutoscalers } from "./knative/pod-autoscalers.ts";
 import { ModelDemand, type ModelLookup } from "./model-demand.ts";
 import { modelEventsFor } from "./model-events.ts";
 import { ModelStatusWriter } from "./model-status-writer.ts";
+import { ensureOwnedModel } from "./owned-model.ts";
 import { KubePlatform, type WorkloadView } from "./platform.ts";
 import { SlotStatusWriter } from "./slot-status-writer.ts";
 import {
@@ -53,8 +54,6 @@ import {
   managedByLabel,
   managedByValue,
   modelForWorkload,
-  ownedBy,
-  sameSpec,
   type Workload,
   type WorkloadKind,
 } from "./workload-models.ts";
@@ -737,35 +736,16 @@ export class KubeAutoscaler {
         continue;
       }
       wanted.add(key);
-      const existing = this.informers.models.get(key);
-      const collection = paths.custom(group, version, "models", workload.metadata.namespace);
-      if (existing && !ownedBy(existing, { kind, name: workload.metadata.name })) {
+      const owner = { kind, name: workload.metadata.name };
+      const done = await ensureOwnedModel(client, this.informers.models.get(key), result.model, owner);
+      if (done === "foreign")
         this.log.info("a Model of the workload's name exists and is not the autoscaler's; leaving it", {
           workload: key,
         });
-        continue;
-      }
-      if (
-        existing &&
-        sameSpec(existing.spec as Record<string, unknown>, result.model.spec as Record<string, unknown>)
-      )
-        continue;
-      if (existing) {
-        await client
-          .delete(`${collection}/${existing.metadata.name}`, {
-            preconditions: { uid: existing.metadata.uid, resourceVersion: existing.metadata.resourceVersion },
-          })
-          .catch((error: unknown) => {
-            if (!isNotFound(error) && !isConflict(error)) throw error;
-          });
+      if (done === "replaced")
         this.log.info("replacing the Model of a workload whose annotations changed", { workload: key });
-      }
-      await client.create(collection, result.model).then(
-        () => this.log.info("created a Model for an annotated workload", { workload: key, kind }),
-        (error: unknown) => {
-          if (!isConflict(error)) throw error; // 409 AlreadyExists: the next sync compares again
-        },
-      );
+      if (done === "created" || done === "replaced")
+        this.log.info("created a Model for an annotated workload", { workload: key, kind });
     }
     for (const model of this.informers.models.list()) {
       const key = `${model.metadata.namespace}/${model.metadata.name}`;

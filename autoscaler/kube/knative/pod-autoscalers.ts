@@ -13,7 +13,8 @@ import { kubeInformer } from "../../../lib/kube/list-watch.ts";
 import type { ModelResource } from "../../../lib/kube/model-resource.ts";
 import { type Pod, podLive, podUp } from "../../../lib/kube/pod-replica.ts";
 import type { Logger } from "../../../lib/log.ts";
-import { managedByLabel, managedByValue, ownedBy, sameSpec } from "../workload-models.ts";
+import { ensureOwnedModel } from "../owned-model.ts";
+import { managedByLabel, managedByValue } from "../workload-models.ts";
 import { podAutoscalerStatus, sameStatus } from "./pa-status.ts";
 import { modelForRevision, type PodAutoscaler, type RevisionDeployment } from "./revision-model.ts";
 
@@ -238,39 +239,16 @@ export class KnativePodAutoscalers {
 
   /** Creates the revision's Model, or replaces it when what the revision asks for changed. */
   private async ensureModel(key: string, desired: Model): Promise<void> {
-    const namespace = desired.metadata.namespace!;
-    const existing = this.options.models.get(key);
-    if (existing && !ownedBy(existing, { kind: podAutoscalers.kind, name: desired.metadata.name })) {
+    const owner = { kind: podAutoscalers.kind, name: desired.metadata.name };
+    const result = await ensureOwnedModel(this.options.client, this.options.models.get(key), desired, owner);
+    if (result === "foreign")
       this.log.info("a Model of the revision's name exists and is not the autoscaler's; leaving it", {
         model: key,
       });
-      return;
+    if (result === "created" || result === "replaced") {
+      this.counts.modelsCreated++;
+      this.log.info("created the Model of a Snooze-class revision", { model: key });
     }
-    if (
-      existing &&
-      sameSpec(existing.spec as Record<string, unknown>, desired.spec as Record<string, unknown>)
-    )
-      return;
-    const collection = paths.custom(group, version, "models", namespace);
-    if (existing) {
-      // The autoscaler creates and deletes Models, never edits one (as for annotated Deployments).
-      await this.options.client
-        .delete(`${collection}/${existing.metadata.name}`, {
-          preconditions: { uid: existing.metadata.uid, resourceVersion: existing.metadata.resourceVersion },
-        })
-        .catch((error: unknown) => {
-          if (!isNotFound(error) && !isConflict(error)) throw error;
-        });
-    }
-    await this.options.client.create(collection, desired).then(
-      () => {
-        this.counts.modelsCreated++;
-        this.log.info("created the Model of a Snooze-class revision", { model: key });
-      },
-      (error: unknown) => {
-        if (!isConflict(error)) throw error; // AlreadyExists: the next sync compares again
-      },
-    );
   }
 
   /** The PA's ServerlessService in Serve mode, as Knative's autoscalers make it (MakeSKS). */
