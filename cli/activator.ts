@@ -4,7 +4,7 @@ import { Registry } from "prom-client";
 import { Activator } from "../activator/activator.ts";
 import { KubeControlPlane } from "../activator/kube-control-plane.ts";
 import { KubeIngresses } from "../activator/kube-ingresses.ts";
-import { createActivatorServer } from "../activator/server.ts";
+import { acceptBacklog, createActivatorServer } from "../activator/server.ts";
 import { knativeNetworkingServed } from "../lib/knative/networking-served.ts";
 import { createLogger } from "../lib/log.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
@@ -118,7 +118,7 @@ export const activatorCommand: Command = {
         slots: () => controlPlane.slots(),
       },
     });
-    server.listen(port, String(values.host));
+    server.listen({ port, host: String(values.host), backlog: acceptBacklog });
     await once(server, "listening");
     log.info("listening", { address: server.address(), models: [...activator.routes.keys()] });
     await untilStopSignal(log, "shutting down", { graceMs: grace });

@@ -4,7 +4,7 @@ import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { Activator } from "../activator/activator.ts";
 import type { AdminActions } from "../activator/admin.ts";
-import { createActivatorServer } from "../activator/server.ts";
+import { acceptBacklog, createActivatorServer } from "../activator/server.ts";
 import type { Autoscaler } from "../autoscaler/autoscaler.ts";
 import { inProcessControlPlane, localAutoscaler } from "../autoscaler/local/control-plane.ts";
 import { LocalPlatform } from "../autoscaler/local/platform.ts";
@@ -120,8 +120,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     await autoscaler.close();
     await platform.close();
   };
-  // A wake releases every held request at once: a deep accept queue keeps bursts from being dropped.
-  server.listen({ port: options.port, host: options.host, backlog: 4096 });
+  server.listen({ port: options.port, host: options.host, backlog: acceptBacklog });
   try {
     await once(server, "listening");
   } catch (error) {
