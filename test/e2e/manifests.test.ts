@@ -33,8 +33,8 @@ beforeAll(async () => {
   const knative = findKnative();
   const keda = findKeda();
   if (!keda) {
-    console.warn(`manifests: ScaledObject samples not dry-run: ${kedaMissing()}`);
-    all = all.filter((m) => m.object.kind !== "ScaledObject");
+    console.warn(`manifests: KEDA samples not dry-run: ${kedaMissing()}`);
+    all = all.filter((m) => m.object.kind !== "ScaledObject" && m.object.kind !== "TriggerAuthentication");
   }
   const prerequisites = [
     ...all.filter((m) => m.object.kind === "CustomResourceDefinition" || m.object.kind === "Namespace"),
@@ -51,7 +51,7 @@ beforeAll(async () => {
     "services.serving.knative.dev",
     "pingsources.sources.knative.dev",
     "triggers.eventing.knative.dev",
-    ...(keda ? ["scaledobjects.keda.sh"] : []),
+    ...(keda ? ["scaledobjects.keda.sh", "triggerauthentications.keda.sh"] : []),
   ]);
   samples = await createTestNamespace(cluster.admin, "snooze-e2e-samples");
 });
