@@ -80,5 +80,7 @@ createServer((req, res) => {
     res.flushHeaders();
     running.add({ res, left: Math.max(1, body.max_tokens ?? 16) });
   });
-}).listen(port, "127.0.0.1");
+  // vLLM (uvicorn) listens with a backlog of 2048; Node's default of 511 dropped part of the
+  // 1,000 streams' connection burst, so every target (direct included) paid SYN retransmissions.
+}).listen({ port, host: "127.0.0.1", backlog: 2048 });
 process.on("SIGTERM", () => process.exit(0));
