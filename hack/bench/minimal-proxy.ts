@@ -4,38 +4,55 @@
  * model resolution, metrics or tracing. What the activator costs beyond this
  * is its own; what this costs beyond nginx is the platform's.
  *
- *   node hack/bench/minimal-proxy.ts --port 8080 --upstream 127.0.0.1:8000
+ *   node hack/bench/minimal-proxy.ts --port 8080 --upstream 127.0.0.1:8000 [--workers 2]
+ *
+ * With --workers N it is N such processes behind one port (node:cluster; the primary accepts and
+ * hands connections round robin), to measure what spreading a Node data plane over cores buys.
  */
+import cluster from "node:cluster";
 import { createServer } from "node:http";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
 
-const { values } = parseArgs({ options: { port: { type: "string" }, upstream: { type: "string" } } });
-const pool = new Pool(`http://${values.upstream}`, { connections: null, pipelining: 1 });
-const hopByHop = new Set(["connection", "keep-alive", "transfer-encoding", "host", "content-length"]);
+const { values } = parseArgs({
+  options: { port: { type: "string" }, upstream: { type: "string" }, workers: { type: "string" } },
+});
+const workers = Number(values.workers ?? 1);
+if (workers > 1 && cluster.isPrimary) {
+  for (let i = 0; i < workers; i++) cluster.fork();
+  process.on("SIGTERM", () => {
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.kill();
+    process.exit(0);
+  });
+} else serve();
 
-createServer(async (req, res) => {
-  try {
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(req.headers))
-      if (typeof value === "string" && !hopByHop.has(name)) headers[name] = value;
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const upstream = await pool.request({
-      path: req.url!,
-      method: req.method as "POST",
-      headers,
-      body: Buffer.concat(chunks),
-    });
-    const out: Record<string, string | string[]> = {};
-    for (const [name, value] of Object.entries(upstream.headers))
-      if (value !== undefined && !hopByHop.has(name)) out[name] = value;
-    res.writeHead(upstream.statusCode, out);
-    for await (const chunk of upstream.body)
-      if (!res.write(chunk)) await new Promise((r) => res.once("drain", r));
-    res.end();
-  } catch {
-    res.destroy();
-  }
-}).listen(Number(values.port), "127.0.0.1");
-process.on("SIGTERM", () => process.exit(0));
+function serve() {
+  const pool = new Pool(`http://${values.upstream}`, { connections: null, pipelining: 1 });
+  const hopByHop = new Set(["connection", "keep-alive", "transfer-encoding", "host", "content-length"]);
+
+  createServer(async (req, res) => {
+    try {
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(req.headers))
+        if (typeof value === "string" && !hopByHop.has(name)) headers[name] = value;
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const upstream = await pool.request({
+        path: req.url!,
+        method: req.method as "POST",
+        headers,
+        body: Buffer.concat(chunks),
+      });
+      const out: Record<string, string | string[]> = {};
+      for (const [name, value] of Object.entries(upstream.headers))
+        if (value !== undefined && !hopByHop.has(name)) out[name] = value;
+      res.writeHead(upstream.statusCode, out);
+      for await (const chunk of upstream.body)
+        if (!res.write(chunk)) await new Promise((r) => res.once("drain", r));
+      res.end();
+    } catch {
+      res.destroy();
+    }
+  }).listen(Number(values.port), "127.0.0.1");
+  process.on("SIGTERM", () => process.exit(0));
+}

@@ -3,7 +3,8 @@
  * straight to the engine (the physical limit), through nginx with one worker
  * (one process, like the activator), through nginx with a worker per core, and
  * through a minimal Node.js proxy (`minimal-proxy.ts`: what Node itself costs),
- * and through the activator. The engine is nginx answering a fixed chat
+ * the same proxy as two processes behind one port (what spreading Node over
+ * the cores buys), and through the activator. The engine is nginx answering a fixed chat
  * completion: the cheapest HTTP server on the machine, so that what differs
  * between the targets is the proxy.
  *
@@ -18,12 +19,19 @@ import { startActivator } from "./activator.ts";
 import { type BenchContext, postJson, rotate, writeSnoozeYaml, yamlArgv } from "./context.ts";
 import { nginxCommand, nginxProxyConfig, nginxStaticConfig, startNginx } from "./nginx.ts";
 import { freePort } from "./ports.ts";
-import { cpuMeter } from "./proc.ts";
+import { childrenOf, cpuMeter } from "./proc.ts";
 import { startServerProcess } from "./server-process.ts";
 import { medianOf } from "./stats.ts";
 import { runWrk, type WrkResult } from "./wrk.ts";
 
-export const warmPathTargets = ["direct", "nginx-1w", "nginx-auto", "node-minimal", "activator"] as const;
+export const warmPathTargets = [
+  "direct",
+  "nginx-1w",
+  "nginx-auto",
+  "node-minimal",
+  "node-minimal-2p",
+  "activator",
+] as const;
 export type WarmPathTarget = (typeof warmPathTargets)[number];
 
 const minimalProxy = fileURLToPath(new URL("./minimal-proxy.ts", import.meta.url));
@@ -151,12 +159,31 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
       minimalPort,
     );
     proxies.push(minimal);
+    const minimal2Port = await freePort();
+    const minimal2 = await startServerProcess(
+      [
+        process.execPath,
+        minimalProxy,
+        "--port",
+        String(minimal2Port),
+        "--upstream",
+        upstream,
+        "--workers",
+        "2",
+      ],
+      minimal2Port,
+    );
+    proxies.push(minimal2);
 
     const targets: Record<WarmPathTarget, { url: string; pids: () => number[] }> = {
       direct: { url: `http://${upstream}`, pids: () => [] },
       "nginx-1w": { url: `http://127.0.0.1:${ports.nginx1}`, pids: nginx1.pids },
       "nginx-auto": { url: `http://127.0.0.1:${ports.nginxAuto}`, pids: nginxAuto.pids },
       "node-minimal": { url: `http://127.0.0.1:${minimalPort}`, pids: () => [minimal.pid] },
+      "node-minimal-2p": {
+        url: `http://127.0.0.1:${minimal2Port}`,
+        pids: () => [minimal2.pid, ...childrenOf(minimal2.pid)],
+      },
       activator: { url: activator.url, pids: () => [activator.pid] },
     };
     for (const [name, target] of Object.entries(targets)) {
