@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { Registry } from "prom-client";
 import { request } from "undici";
 import { afterEach, describe, expect, test } from "vitest";
@@ -232,6 +232,24 @@ describe("routing by Host (Snooze's Knative ingress class)", () => {
     expect(error.code).toBe("revision_not_served");
     expect(error.message).toContain("team-a/qwen-00001");
     expect(error.message).toContain("autoscaler class");
+  });
+
+  test("a refused host is answered before the body: no 100 Continue, the body never sent", async () => {
+    const { hosts, url } = await start({});
+    hosts.set([ingress([{ revision: "qwen-00001", percent: 100 }])]);
+    const { hostname, port } = new URL(url);
+    const socket = connect(Number(port), hostname);
+    let reply = "";
+    socket.on("data", (chunk) => (reply += chunk));
+    socket.write(
+      `POST /v1/completions HTTP/1.1\r\nhost: ${host}\r\ncontent-type: application/json\r\n` +
+        "content-length: 100000\r\nexpect: 100-continue\r\n\r\n",
+    );
+    await once(socket, "end");
+    expect(reply).not.toContain("100 Continue");
+    expect(reply.startsWith("HTTP/1.1 503")).toBe(true);
+    expect(reply.toLowerCase()).toContain("connection: close");
+    expect(reply).toContain("revision_not_served");
   });
 
   test("Knative's readiness probe is answered with the version of the host's KIngress", async () => {

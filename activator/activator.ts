@@ -301,6 +301,14 @@ export class Activator {
       return 413;
     }
     if (declared > 0 && this.heldBytes + declared > this.maxHeldBytes) return this.overBudget(res);
+    // A Knative route decides by Host, path and headers alone: a refusal needs no body either.
+    const byHost: HostRouting = this.hosts?.route(req.headers.host, check.path, req.headers) ?? {
+      kind: "none",
+    };
+    if (byHost.kind === "refused") {
+      sendError(res, byHost.status, byHost.error, unreadBodyHeaders(req));
+      return byHost.status;
+    }
     sendContinue(req, res);
     // Body bytes count against maxHeldBytes while they are read and held, until dispatch.
     let reserved = 0;
@@ -329,13 +337,6 @@ export class Activator {
         }
         if (error instanceof OverBudget) return this.overBudget(res);
         throw error;
-      }
-      const byHost: HostRouting = this.hosts?.route(req.headers.host, check.path, req.headers) ?? {
-        kind: "none",
-      };
-      if (byHost.kind === "refused") {
-        sendError(res, byHost.status, byHost.error);
-        return byHost.status;
       }
       // A Knative route names the model by its Host; the body goes to the engine as the client sent it.
       const resolution =
