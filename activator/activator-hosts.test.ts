@@ -4,33 +4,14 @@ import { type AddressInfo, connect } from "node:net";
 import { Registry } from "prom-client";
 import { request } from "undici";
 import { afterEach, describe, expect, test } from "vitest";
-import type { ControlPlane } from "../lib/control-plane.ts";
 import type { KIngress } from "../lib/knative/ingress-class.ts";
 import { silentLogger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import { builtinTierDefaults, type ModelConfig } from "../lib/settings/index.ts";
+import { PushedControlPlane } from "../test/support/pushed-control-plane.ts";
 import { TableHosts } from "../test/support/table-hosts.ts";
 import { Activator } from "./activator.ts";
 import { createActivatorServer } from "./server.ts";
-
-/** The activator's side of the seam: demand recorded, replica events pushed by the test. */
-class TestControlPlane implements ControlPlane {
-  demanded: string[] = [];
-  private readonly listeners = new Set<(event: ReplicaEvent) => void>();
-  demand(model: string) {
-    this.demanded.push(model);
-  }
-  stats() {}
-  watch(listener: (event: ReplicaEvent) => void) {
-    this.listeners.add(listener);
-    return () => {
-      this.listeners.delete(listener);
-    };
-  }
-  emit(event: ReplicaEvent) {
-    for (const listener of this.listeners) listener(event);
-  }
-}
 
 const host = "qwen.team-a.example.com";
 const ingress = (splits: { revision: string; percent: number }[], generation = 1): KIngress => ({
@@ -99,7 +80,7 @@ async function engine(name: string) {
 }
 
 async function start(models: Record<string, string>) {
-  const plane = new TestControlPlane();
+  const plane = new PushedControlPlane();
   const hosts = new TableHosts(new Map(Object.entries(models)));
   activator = new Activator({
     config: {

@@ -3,32 +3,11 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, test } from "vitest";
-import type { ControlPlane } from "../lib/control-plane.ts";
 import { silentLogger } from "../lib/log.ts";
-import type { ReplicaEvent } from "../lib/replica-event.ts";
 import { builtinTierDefaults, type ModelConfig } from "../lib/settings/index.ts";
+import { PushedControlPlane } from "../test/support/pushed-control-plane.ts";
 import { Activator } from "./activator.ts";
 import { createActivatorServer } from "./server.ts";
-
-/** Models appearing, changing and disappearing while the activator runs (Kubernetes mode). */
-class FakeControlPlane implements ControlPlane {
-  demanded: string[] = [];
-  /** Every watcher: the activator's routes, and the status page's timeline. */
-  private readonly listeners = new Set<(event: ReplicaEvent) => void>();
-  demand(model: string) {
-    this.demanded.push(model);
-  }
-  stats() {}
-  watch(listener: (event: ReplicaEvent) => void) {
-    this.listeners.add(listener);
-    return () => {
-      this.listeners.delete(listener);
-    };
-  }
-  emit(event: ReplicaEvent) {
-    for (const listener of this.listeners) listener(event);
-  }
-}
 
 const model = (id: string, aliases: string[] = []): ModelConfig => ({
   ...builtinTierDefaults,
@@ -56,7 +35,7 @@ async function listen(server: Server): Promise<string> {
 }
 
 async function start() {
-  const plane = new FakeControlPlane();
+  const plane = new PushedControlPlane();
   activator = new Activator({
     config: {
       models: new Map(),
