@@ -84,6 +84,12 @@ export interface ActivatorRound {
    * false, the end of the wake call), less the warm-up (counted apart).
    */
   firstByteMs: number;
+  /**
+   * Snooze's own part of that first byte: from ready until the first released request left for the
+   * engine, plus from the engine's first answer headers until the client had its first byte. The
+   * rest is the engine answering the burst (compare `engineBurst.firstMs`).
+   */
+  ownFirstByteMs: number;
 }
 
 /** One cold start with `count` requests held: what Snooze adds once the engine listens. */
@@ -118,6 +124,7 @@ export interface ActivationResult {
     connects: number;
     listenOverflows: number;
     firstByteMs: number;
+    ownFirstByteMs: number;
   };
   /** Cold starts with the same requests held (medians over rounds). */
   cold?: {
@@ -129,7 +136,11 @@ export interface ActivationResult {
     failures: number;
   };
   /** The same requests sent at once straight to the awake engine, on new connections: the engine's own cost. */
-  engineBurst: Spread & { failures: number };
+  engineBurst: Spread & {
+    /** The first answer of that burst: the engine's own first byte for it, the floor of `ownFirstByteMs`'s remainder. */
+    firstMs: number;
+    failures: number;
+  };
   /** The same requests parked in the sleeping engine itself, then POST /wake_up: first byte − end of the wake. */
   engineParked: Spread & { failures: number };
 }
@@ -187,6 +198,10 @@ async function activatorRound(
     const warmup = t.warmupStart && t.warmupEnd ? t.warmupEnd - t.warmupStart : ready - t.wakeEnd;
     return {
       firstByteMs: Math.min(...ok.map((r) => r.headersAt)) - t.wakeEnd - warmup,
+      ownFirstByteMs:
+        Math.min(...(t.dispatched ?? [])) -
+        ready +
+        (Math.min(...ok.map((r) => r.headersAt)) - Math.min(...(t.upstreamHeaders ?? []))),
       ttfbMs: ok.map((r) => r.headersAt - r.sentAt),
       overheadsMs: ok.map(
         (r) => r.headersAt - r.sentAt - overlap(r.sentAt, r.headersAt, t.wakeStart!, ready),
@@ -256,7 +271,8 @@ async function engineBurstRound(origin: string, count: number) {
     await client.ask({ cmd: "fire" });
     const { results } = await client.ask<{ results: BurstResult[] }>({ cmd: "results" });
     const ok = results.filter((r) => r.status === 200);
-    return { ...spread(ok.map((r) => r.headersAt - r.sentAt)), failures: results.length - ok.length };
+    const ttfbs = ok.map((r) => r.headersAt - r.sentAt);
+    return { ...spread(ttfbs), firstMs: Math.min(...ttfbs), failures: results.length - ok.length };
   } finally {
     await client.ask({ cmd: "abort" }).catch(() => {});
     await client.close();
@@ -321,7 +337,7 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
     const first = await postJson(`${activator.url}/v1/chat/completions`, request, 30_000);
     if (first.status !== 200) throw new Error(`first request answered ${first.status}: ${first.text}`);
     const mine: ActivatorRound[] = [];
-    const bursts: (Spread & { failures: number })[] = [];
+    const bursts: (Spread & { firstMs: number; failures: number })[] = [];
     const parked: (Spread & { failures: number })[] = [];
     const colds: ColdRound[] = [];
     for (let round = 0; round < rounds; round++) {
@@ -350,14 +366,15 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
           ctx.log(
             `${label} activator, cold start: first byte ${c.firstByteMs.toFixed(1)} ms after the engine listened ` +
               `(learned ${c.detectMs.toFixed(1)} ms after it, warm-up ${c.warmupMs.toFixed(1)} ms apart), ` +
-              `wake first byte ${r.firstByteMs.toFixed(1)} ms after /is_sleeping false, failed ${c.failures}`,
+              `wake first byte ${r.firstByteMs.toFixed(1)} ms after /is_sleeping false ` +
+              `(Snooze's own ${r.ownFirstByteMs.toFixed(1)} ms), failed ${c.failures}`,
           );
           colds.push(c);
         } else {
           const b = await engineBurstRound(direct.origin, count);
           const p = await engineParkedRound(direct.origin, count);
           ctx.log(
-            `${label} engine alone: burst p50 ${b.p50.toFixed(1)} ms p99 ${b.p99.toFixed(1)} ms; ` +
+            `${label} engine alone: burst first ${b.firstMs.toFixed(1)} ms p50 ${b.p50.toFixed(1)} ms p99 ${b.p99.toFixed(1)} ms; ` +
               `parked p50 ${p.p50.toFixed(1)} ms p99 ${p.p99.toFixed(1)} ms`,
           );
           bursts.push(b);
@@ -383,6 +400,7 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
         connects: median(mine.map((r) => r.connects)),
         listenOverflows: mine.reduce((sum, r) => sum + r.listenOverflows, 0),
         firstByteMs: median(mine.map((r) => r.firstByteMs)),
+        ownFirstByteMs: median(mine.map((r) => r.ownFirstByteMs)),
       },
       cold: {
         firstByteMs: median(colds.map((c) => c.firstByteMs)),
@@ -392,7 +410,11 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
         overhead: medianSpread(colds.map((c) => spread(c.overheadsMs))),
         failures: colds.reduce((sum, c) => sum + c.failures, 0),
       },
-      engineBurst: { ...medianSpread(bursts), failures: bursts.reduce((sum, b) => sum + b.failures, 0) },
+      engineBurst: {
+        ...medianSpread(bursts),
+        firstMs: median(bursts.map((b) => b.firstMs)),
+        failures: bursts.reduce((sum, b) => sum + b.failures, 0),
+      },
       engineParked: { ...medianSpread(parked), failures: parked.reduce((sum, p) => sum + p.failures, 0) },
     };
   } finally {
