@@ -90,6 +90,8 @@ export interface ActivatorRound {
    * rest is the engine answering the burst (compare `engineBurst.firstMs`).
    */
   ownFirstByteMs: number;
+  /** The last held request's first byte at the client − ready: when the whole burst had its answers. */
+  lastByteMs: number;
 }
 
 /** One cold start with `count` requests held: what Snooze adds once the engine listens. */
@@ -125,6 +127,7 @@ export interface ActivationResult {
     listenOverflows: number;
     firstByteMs: number;
     ownFirstByteMs: number;
+    lastByteMs: number;
   };
   /** Cold starts with the same requests held (medians over rounds). */
   cold?: {
@@ -139,6 +142,8 @@ export interface ActivationResult {
   engineBurst: Spread & {
     /** The first answer of that burst: the engine's own first byte for it, the floor of `ownFirstByteMs`'s remainder. */
     firstMs: number;
+    /** The last answer of that burst: the floor of `lastByteMs`. */
+    lastMs: number;
     failures: number;
   };
   /** The same requests parked in the sleeping engine itself, then POST /wake_up: first byte − end of the wake. */
@@ -202,6 +207,7 @@ async function activatorRound(
         Math.min(...(t.dispatched ?? [])) -
         ready +
         (Math.min(...ok.map((r) => r.headersAt)) - Math.min(...(t.upstreamHeaders ?? []))),
+      lastByteMs: Math.max(...ok.map((r) => r.headersAt)) - ready,
       ttfbMs: ok.map((r) => r.headersAt - r.sentAt),
       overheadsMs: ok.map(
         (r) => r.headersAt - r.sentAt - overlap(r.sentAt, r.headersAt, t.wakeStart!, ready),
@@ -272,7 +278,12 @@ async function engineBurstRound(origin: string, count: number) {
     const { results } = await client.ask<{ results: BurstResult[] }>({ cmd: "results" });
     const ok = results.filter((r) => r.status === 200);
     const ttfbs = ok.map((r) => r.headersAt - r.sentAt);
-    return { ...spread(ttfbs), firstMs: Math.min(...ttfbs), failures: results.length - ok.length };
+    return {
+      ...spread(ttfbs),
+      firstMs: Math.min(...ttfbs),
+      lastMs: Math.max(...ttfbs),
+      failures: results.length - ok.length,
+    };
   } finally {
     await client.ask({ cmd: "abort" }).catch(() => {});
     await client.close();
@@ -337,7 +348,7 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
     const first = await postJson(`${activator.url}/v1/chat/completions`, request, 30_000);
     if (first.status !== 200) throw new Error(`first request answered ${first.status}: ${first.text}`);
     const mine: ActivatorRound[] = [];
-    const bursts: (Spread & { firstMs: number; failures: number })[] = [];
+    const bursts: (Spread & { firstMs: number; lastMs: number; failures: number })[] = [];
     const parked: (Spread & { failures: number })[] = [];
     const colds: ColdRound[] = [];
     for (let round = 0; round < rounds; round++) {
@@ -367,14 +378,15 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
             `${label} activator, cold start: first byte ${c.firstByteMs.toFixed(1)} ms after the engine listened ` +
               `(learned ${c.detectMs.toFixed(1)} ms after it, warm-up ${c.warmupMs.toFixed(1)} ms apart), ` +
               `wake first byte ${r.firstByteMs.toFixed(1)} ms after /is_sleeping false ` +
-              `(Snooze's own ${r.ownFirstByteMs.toFixed(1)} ms), failed ${c.failures}`,
+              `(Snooze's own ${r.ownFirstByteMs.toFixed(1)} ms), last answer ${r.lastByteMs.toFixed(1)} ms after ready, ` +
+              `failed ${c.failures}`,
           );
           colds.push(c);
         } else {
           const b = await engineBurstRound(direct.origin, count);
           const p = await engineParkedRound(direct.origin, count);
           ctx.log(
-            `${label} engine alone: burst first ${b.firstMs.toFixed(1)} ms p50 ${b.p50.toFixed(1)} ms p99 ${b.p99.toFixed(1)} ms; ` +
+            `${label} engine alone: burst first ${b.firstMs.toFixed(1)} ms last ${b.lastMs.toFixed(1)} ms p50 ${b.p50.toFixed(1)} ms p99 ${b.p99.toFixed(1)} ms; ` +
               `parked p50 ${p.p50.toFixed(1)} ms p99 ${p.p99.toFixed(1)} ms`,
           );
           bursts.push(b);
@@ -401,6 +413,7 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
         listenOverflows: mine.reduce((sum, r) => sum + r.listenOverflows, 0),
         firstByteMs: median(mine.map((r) => r.firstByteMs)),
         ownFirstByteMs: median(mine.map((r) => r.ownFirstByteMs)),
+        lastByteMs: median(mine.map((r) => r.lastByteMs)),
       },
       cold: {
         firstByteMs: median(colds.map((c) => c.firstByteMs)),
@@ -413,6 +426,7 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
       engineBurst: {
         ...medianSpread(bursts),
         firstMs: median(bursts.map((b) => b.firstMs)),
+        lastMs: median(bursts.map((b) => b.lastMs)),
         failures: bursts.reduce((sum, b) => sum + b.failures, 0),
       },
       engineParked: { ...medianSpread(parked), failures: parked.reduce((sum, p) => sum + p.failures, 0) },
