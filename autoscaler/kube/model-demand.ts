@@ -24,7 +24,7 @@ export interface DemandSample {
   serviceMs?: number;
   /** Held requests the warming replicas will not take when they are up. */
   backlog: number;
-  /** Something wants the Model now: demand > 0. */
+  /** Something wants the Model: a request in flight or held now, or demand (arrivals within the rate window). */
   active: boolean;
   /** The Model's spec.replicas is 0 (KEDA's zero): an external scaler has yet to scale it up. */
   atZero: boolean;
@@ -114,8 +114,10 @@ export const sampleOf = (
     inFlight,
     held,
     ...estimate,
-    // Something is there to serve: KEDA's 0 → 1 goes on the first held request, whatever the rate.
-    active: inFlight + held > 0,
+    // Something is there to serve (KEDA's 0 → 1 goes on the first held request, whatever the rate),
+    // or arrived within the rate window: a Model whose requests are answered between two of KEDA's
+    // polls is still in use, and a scale KEDA lost to a conflict is pushed again meanwhile.
+    active: inFlight + held > 0 || estimate.demand > 0,
     atZero: found.desired === 0,
     settling: found.settling === true,
   };
