@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import { type CloudEventV1, HTTP, ValidationError } from "cloudevents";
+import type { CloudEventV1 } from "cloudevents";
+import { cloudEvents } from "../lib/cloudevents-sdk.ts";
 import { formatDuration, parseDuration } from "../lib/duration.ts";
 import { BodyTooLarge, readBody } from "../lib/http/body.ts";
 import { sendError } from "../lib/http/json.ts";
@@ -115,7 +116,9 @@ export function parseIncomingEvents(headers: IncomingHttpHeaders, body: Buffer):
       return refuse(`the event's data is not valid JSON: ${(error as Error).message}`, "invalid_json");
     }
   }
-  const parsed = fromSdk(() => HTTP.toEvent({ headers, body: body.length > 0 ? text : undefined }));
+  const parsed = fromSdk(() =>
+    cloudEvents().HTTP.toEvent({ headers, body: body.length > 0 ? text : undefined }),
+  );
   return parsed.ok ? { ok: true, mode: "binary", commands: [parsed.command] } : parsed;
 }
 
@@ -145,7 +148,10 @@ function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | Ev
   if (attributes.time !== undefined && !isTimestamp(attributes.time))
     return refuse(`time ${JSON.stringify(attributes.time)} is not an RFC 3339 timestamp`);
   return fromSdk(() =>
-    HTTP.toEvent({ headers: { "content-type": "application/cloudevents+json" }, body: JSON.stringify(raw) }),
+    cloudEvents().HTTP.toEvent({
+      headers: { "content-type": "application/cloudevents+json" },
+      body: JSON.stringify(raw),
+    }),
   );
 }
 
@@ -160,7 +166,7 @@ function fromSdk(
     event = built;
     (event as { validate?: () => boolean }).validate?.();
   } catch (error) {
-    if (error instanceof ValidationError)
+    if (error instanceof cloudEvents().ValidationError)
       return refuse(`the event is not a valid CloudEvent: ${error.message.replace(/\s+/g, " ")}`);
     return refuse(`the event could not be read: ${(error as Error).message}`);
   }

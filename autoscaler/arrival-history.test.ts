@@ -50,6 +50,18 @@ describe("arrival history", () => {
     expect(h.gaps[gapBinOf(90_000)]).toBeCloseTo(0.5, 5);
   });
 
+  test("histories without arrivals share their empty bins; an arrival writes only its own history", () => {
+    const a = emptyHistory(monday);
+    const b = emptyHistory(monday);
+    expect(a.weekly).toBe(b.weekly);
+    advance(a, monday + 3 * dayMs);
+    recordArrival(a, monday + 3 * dayMs + hour);
+    expect(a.weekly[weekBinOf(monday + 3 * dayMs + hour)]).toBe(1);
+    expect(b.weekly.every((count) => count === 0)).toBe(true);
+    expect(emptyHistory(monday).weekly.every((count) => count === 0)).toBe(true);
+    expect(a.weekly).toHaveLength(b.weekly.length);
+  });
+
   test("a bin's rate leans on the time of day until weeks of its own accumulate", () => {
     const h = emptyHistory(monday);
     // Weekdays at 09:01 for one week.

@@ -38,9 +38,16 @@ export interface ArrivalHistory {
   version: number;
 }
 
+/**
+ * The weekly bins of every history no arrival was recorded in: one frozen array shared by all of
+ * them, replaced by a model's own at its first arrival (2,016 bins are 16 KiB, which each model of
+ * a large snooze.yaml held from the start, whether a request ever came or not; issue 14).
+ */
+const noArrivals: number[] = Object.freeze(new Array<number>(arrivalBins).fill(0)) as number[];
+
 export function emptyHistory(now: number): ArrivalHistory {
   return {
-    weekly: new Array<number>(arrivalBins).fill(0),
+    weekly: noArrivals,
     exposureWeeks: 0,
     gaps: new Array<number>(gapBins).fill(0),
     at: now,
@@ -90,7 +97,8 @@ export function advance(history: ArrivalHistory, now: number, observed = true): 
   if (days > 0) {
     const factor = dailyDecay ** Math.min(days, 10 * halfLifeDays);
     history.exposureWeeks *= factor;
-    for (let i = 0; i < history.weekly.length; i++) history.weekly[i]! *= factor;
+    if (history.weekly !== noArrivals)
+      for (let i = 0; i < history.weekly.length; i++) history.weekly[i]! *= factor;
     for (let i = 0; i < history.gaps.length; i++) history.gaps[i]! *= factor;
   }
   history.at = now;
@@ -99,6 +107,7 @@ export function advance(history: ArrivalHistory, now: number, observed = true): 
 
 export function recordArrival(history: ArrivalHistory, now: number): void {
   advance(history, now);
+  if (history.weekly === noArrivals) history.weekly = new Array<number>(arrivalBins).fill(0);
   history.weekly[weekBinOf(now)]! += 1;
   history.version++;
 }

@@ -472,13 +472,12 @@ export class ModelLearner {
       };
     const s = parsed.data;
     const updated = Date.parse(s.updated);
-    const history: ArrivalHistory = {
-      weekly: decodeCounts(s.arrivals, arrivalBins),
-      exposureWeeks: s.exposureWeeks,
-      gaps: decodeCounts(s.gaps, gapBins),
-      at: Math.min(updated, now),
-      version: this.history.version + 1,
-    };
+    // A model that saw no arrival keeps the shared empty bins (arrival-history.ts).
+    const history = emptyHistory(Math.min(updated, now));
+    if (s.arrivals !== "") history.weekly = decodeCounts(s.arrivals, arrivalBins);
+    history.exposureWeeks = s.exposureWeeks;
+    history.gaps = decodeCounts(s.gaps, gapBins);
+    history.version = this.history.version + 1;
     advance(history, now, false);
     history.version++;
     this.history = history;

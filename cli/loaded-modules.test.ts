@@ -63,7 +63,9 @@ test("snooze sim loads neither the Kubernetes client nor OpenTelemetry nor gRPC"
   expect(modules.filter((url) => bundledUndici.test(url))).toEqual([]);
 });
 
-test("snooze serve loads no Kubernetes client, gRPC or OpenTelemetry SDK", { timeout: 30_000 }, async () => {
+test("snooze serve loads no Kubernetes client, gRPC, OpenTelemetry SDK or CloudEvents SDK", {
+  timeout: 30_000,
+}, async () => {
   const port = await freePort();
   const config = join(dir, "snooze.yaml");
   writeFileSync(config, `models:\n  m:\n    command: ["\${SNOOZE}", sim, --port, "\${PORT}"]\n`);
@@ -77,6 +79,8 @@ test("snooze serve loads no Kubernetes client, gRPC or OpenTelemetry SDK", { tim
   expect(modules.filter((url) => /\/node_modules\/undici\/(index\.js|lib\/web\/)/.test(url))).toEqual([]);
   // The tracing API is used (a no-op until configured); the SDK loads only when tracing is on.
   expect(modules.filter((url) => /\/node_modules\/@opentelemetry\/sdk-/.test(url))).toEqual([]);
+  // No event sink is set and no event came in: the CloudEvents SDK waits (lib/cloudevents-sdk.ts).
+  expect(modules.filter((url) => /\/node_modules\/cloudevents\//.test(url))).toEqual([]);
 });
 
 test("snooze --help loads no command's module", () => {

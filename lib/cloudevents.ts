@@ -1,5 +1,6 @@
-import { CloudEvent, HTTP, type Message } from "cloudevents";
+import type { CloudEvent, Message } from "cloudevents";
 import { Counter, type Registry } from "prom-client";
+import { cloudEvents } from "./cloudevents-sdk.ts";
 import type { Logger } from "./log.ts";
 import { Agent } from "./undici.ts";
 
@@ -132,6 +133,7 @@ export class CloudEventSink implements EventSink {
       this.log.debug("CloudEvent dropped: the queue is full", { type, subject });
       return;
     }
+    const { CloudEvent, HTTP } = cloudEvents();
     let event: CloudEvent<Record<string, unknown>>;
     try {
       event = new CloudEvent({
