@@ -1,7 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { findKeda, type Keda, kedaMissing, startKeda } from "./components/keda.ts";
+import { type Keda, requireKeda, startKeda } from "./components/keda.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
 import { complete, modelObject, simDeployment } from "./components/snooze.ts";
 import { type CertificateAuthority, createCA, type IssuedCert, issueCert } from "./harness/certs.ts";
@@ -14,8 +14,6 @@ import { waitFor } from "./harness/wait.ts";
  * `tlsClientKey` from a Secret. Two triggers that cannot connect (another CA; no client
  * certificate) leave their ScaledObjects not Ready, and Snooze still wakes those Models itself.
  */
-const folder = findKeda();
-if (!folder) console.warn(`e2e keda-tls: skipped: ${kedaMissing()}`);
 
 const trusted = "qwen"; // the CA that signed the serving certificate, and a client certificate
 const wrongCa = "llama"; // another CA (and a good client certificate): KEDA distrusts the scaler
@@ -58,7 +56,7 @@ const suite = kubeSnoozeSuite({
 });
 
 beforeAll(async () => {
-  if (folder) keda = await startKeda(suite.cluster, folder);
+  keda = await startKeda(suite.cluster, requireKeda());
 }, 180_000);
 afterAll(async () => {
   // KEDA's finalizers on ScaledObjects and TriggerAuthentications need the operator.
@@ -150,7 +148,7 @@ async function scaleWithTls(
   });
 }
 
-describe.skipIf(!folder)("KEDA's operator and Snooze's external scaler over mutual TLS", () => {
+describe("KEDA's operator and Snooze's external scaler over mutual TLS", () => {
   test("with caCert, tlsClientCert and tlsClientKey KEDA is Ready, reads the metric, hears the push and scales the Model 0 → 1 on a held request", async () => {
     await scaleWithTls(trusted, {
       caCert: ca.certPem,

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
-import { findKeda, type Keda, kedaMissing, startKeda } from "./components/keda.ts";
+import { type Keda, requireKeda, startKeda } from "./components/keda.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
 import { complete, modelObject, serviceStandIn, simDeployment, system, tierOf } from "./components/snooze.ts";
 import { startTcpService, type TcpService } from "./harness/tcp-service.ts";
@@ -13,8 +13,6 @@ import { waitFor } from "./harness/wait.ts";
  * external scaler protocol. Two autoscaler replicas sit behind stand-ins for the
  * `snooze-autoscaler` Service: HTTP for the activator, TCP (gRPC) for KEDA.
  */
-const folder = findKeda();
-if (!folder) console.warn(`e2e keda: skipped: ${kedaMissing()}`);
 
 const model = "qwen";
 const kedaApi = "/apis/keda.sh/v1alpha1";
@@ -68,7 +66,7 @@ const suite = kubeSnoozeSuite({
 });
 
 beforeAll(async () => {
-  if (folder) keda = await startKeda(suite.cluster, folder);
+  keda = await startKeda(suite.cluster, requireKeda());
 }, 180_000);
 afterAll(async () => {
   // Before the namespace goes (this hook runs first): KEDA's finalizers on ScaledObjects need the operator.
@@ -267,7 +265,7 @@ function watchModel() {
   };
 }
 
-describe.skipIf(!folder)("KEDA and the HPA scale a Model on Snooze's demand", () => {
+describe("KEDA and the HPA scale a Model on Snooze's demand", () => {
   test("a ScaledObject takes the Model at KEDA's zero: an HPA on the external metric, served through the aggregator", async () => {
     // One pod up (spec.replicas 1), then to zero: it sleeps, it is not deleted.
     await waitPods("one pod ready", (p) => p.length === 1 && tierOf(p[0]!) === "ready");

@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { findKeda, kedaMissing } from "./components/keda.ts";
+import { requireKeda } from "./components/keda.ts";
 import { findKnative } from "./components/knative.ts";
 import { repoRoot } from "./harness/assets.ts";
 import {
@@ -31,18 +31,14 @@ beforeAll(async () => {
   // CRD. Knative Eventing is not built: stand-ins of its PingSource and Trigger CRDs (see the
   // fixtures). KEDA's CRDs are its own, from the module hack/build-keda.sh builds.
   const knative = findKnative();
-  const keda = findKeda();
-  if (!keda) {
-    console.warn(`manifests: KEDA samples not dry-run: ${kedaMissing()}`);
-    all = all.filter((m) => m.object.kind !== "ScaledObject" && m.object.kind !== "TriggerAuthentication");
-  }
+  const keda = requireKeda();
   const prerequisites = [
     ...all.filter((m) => m.object.kind === "CustomResourceDefinition" || m.object.kind === "Namespace"),
     ...(await manifestsUnder(join(repoRoot, "test/e2e/fixtures"))).filter(
       (m) => !knative || m.object.metadata?.name !== "services.serving.knative.dev",
     ),
     ...(knative ? await manifestsUnder(join(knative, "config/core/300-resources")) : []),
-    ...(keda ? await kustomize(cluster.info.kubectl, join(keda, "config/crd")) : []),
+    ...(await kustomize(cluster.info.kubectl, join(keda, "config/crd"))),
   ];
   expect(await applyManifests(cluster.admin, prerequisites, { dryRun: false })).toEqual([]);
   await waitForCrds(cluster.admin, [
@@ -51,7 +47,8 @@ beforeAll(async () => {
     "services.serving.knative.dev",
     "pingsources.sources.knative.dev",
     "triggers.eventing.knative.dev",
-    ...(keda ? ["scaledobjects.keda.sh", "triggerauthentications.keda.sh"] : []),
+    "scaledobjects.keda.sh",
+    "triggerauthentications.keda.sh",
   ]);
   samples = await createTestNamespace(cluster.admin, "snooze-e2e-samples");
 });

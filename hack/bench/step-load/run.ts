@@ -21,7 +21,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { group, version } from "../../../lib/kube/api-group.ts";
-import { findKeda, type Keda, kedaMissing, startKeda } from "../../../test/e2e/components/keda.ts";
+import { type Keda, requireKeda, startKeda } from "../../../test/e2e/components/keda.ts";
 import {
   type Admin,
   adminClient,
@@ -359,8 +359,7 @@ async function main() {
     options: { pairs: { type: "string", default: "4" }, out: { type: "string" } },
   });
   const pairs = Number(values.pairs);
-  const keda = findKeda();
-  if (!keda) throw new Error(kedaMissing());
+  const keda = requireKeda();
   const log = (line: string) => console.log(`step-load: ${line}`);
   const plane = await startControlPlane();
   let kedaRun: Keda | undefined;

@@ -33,10 +33,15 @@ const kedaBuild: BuiltComponent = {
   marker: "keda",
 };
 
-/** The folder hack/build-keda.sh built (binaries and config/), or undefined when it is not built. */
-export const findKeda = (): string | undefined => findBuilt(kedaBuild);
-
-export const kedaMissing = (): string => notBuilt(kedaBuild);
+/**
+ * The folder hack/build-keda.sh built (binaries and config/). A test that needs KEDA fails without
+ * it, with the command that builds it: a missing binary never turns a test into a skip.
+ */
+export function requireKeda(): string {
+  const folder = findBuilt(kedaBuild);
+  if (!folder) throw new Error(notBuilt(kedaBuild));
+  return folder;
+}
 
 export interface Keda {
   folder: string;
