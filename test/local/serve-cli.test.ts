@@ -1,11 +1,12 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
+import { acceptBacklog } from "../../activator/server.ts";
 import { chat, simCommand, until } from "../helpers/local-snooze.ts";
 import { serveProcess } from "../helpers/serve-process.ts";
 
@@ -62,6 +63,17 @@ describe("snooze serve as a process", () => {
     } finally {
       blocker.close();
     }
+  });
+
+  test("listens with an accept queue deeper than Node's 511, so a burst of new connections is not dropped", async () => {
+    const run = serve(writeConfig(`models:\n  fast:\n    command: ${simCommand([], 1)}\n`));
+    const { port } = new URL(await run.url);
+    // For a listening socket, ss's Send-Q is the backlog it was given (capped by somaxconn).
+    const line = execFileSync("ss", ["-ltnH", `( sport = :${port} )`], { encoding: "utf8" }).trim();
+    const backlog = Number(line.split(/\s+/)[2]);
+    const somaxconn = Number(readFileSync("/proc/sys/net/core/somaxconn", "utf8"));
+    expect(backlog).toBe(Math.min(acceptBacklog, somaxconn));
+    expect(backlog).toBeGreaterThan(511);
   });
 
   test("SIGTERM: held requests get 503 + Retry-After, in-flight streams finish, engines stop", async () => {
