@@ -40,6 +40,12 @@ describe("the benchmarks run", () => {
     expect(rest).toMatch(/\| snooze sim +\| [\d.]+ +\| [\d.]+ /);
   });
 
+  test("the accept-queue probe watches two bursts", { timeout: 60_000 }, async () => {
+    const out = await bench("hack/bench/accept-queue.ts", ["--streams", "20", "--seconds", "2"]);
+    expect(out).toMatch(/^burst 1: 2 s: 20 started, 0 unaccepted$/m);
+    expect(out).toMatch(/^burst 2: 2 s: 20 started, 0 unaccepted$/m);
+  });
+
   test("npm run bench:slots prints its tables", { timeout: 60_000 }, async () => {
     const out = await bench("hack/bench/slots/run.ts", ["--seeds", "1", "--no-write"]);
     expect(out).toContain("## Slot policies (simulated)");
