@@ -163,7 +163,14 @@ throughput: wrk, ${w.throughputConnections} connections, ${w.throughputSeconds} 
 ${table(["target", "p50 µs", "p99 µs", "p50 added µs", "p99 added µs", "requests/s", "proxy CPU µs/request", "errors"], rows)}
 
 Activator throughput over nginx: ${fmt(w.throughputVsNginx1)}× nginx with 1 worker, ${fmt(w.throughputVsNginxAuto)}× nginx with a worker per core;
-${fmt(w.throughputVsNodeMinimal)}× the minimal Node.js proxy.`;
+${fmt(w.throughputVsNodeMinimal)}× the minimal Node.js proxy.${
+    w.vsBaseline
+      ? `
+
+This build over the baseline checkout (\`activator-baseline\`, BENCH_BASELINE), medians of the
+same-round ratios: ${fmt(w.vsBaseline.requestsPerSecond)}× the requests/s, ${fmt(w.vsBaseline.cpuPerRequest)}× the CPU per request, p50 ${fmt(w.vsBaseline.addedP50Us, 0)} µs apart.`
+      : ""
+  }`;
 }
 
 function activationSection(a: ActivationResult): string {

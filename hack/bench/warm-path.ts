@@ -12,6 +12,10 @@
  *   target's p50/p99 minus the direct one of the same round.
  * - throughput: 64 connections: requests/s, and the proxy's CPU per request
  *   (from /proc, nginx's master + workers summed).
+ *
+ * BENCH_BASELINE=<dir> names another checkout (e.g. a worktree of the previous commit): its
+ * activator runs beside this one's as the target `activator-baseline`, on an engine of its own,
+ * so a change to the request path is measured A/B within the same rounds.
  */
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -32,7 +36,7 @@ export const warmPathTargets = [
   "node-minimal-2p",
   "activator",
 ] as const;
-export type WarmPathTarget = (typeof warmPathTargets)[number];
+export type WarmPathTarget = (typeof warmPathTargets)[number] | "activator-baseline";
 
 const minimalProxy = fileURLToPath(new URL("./minimal-proxy.ts", import.meta.url));
 
@@ -101,6 +105,8 @@ export interface WarmPathResult {
   throughputVsNginx1: number;
   throughputVsNginxAuto: number;
   throughputVsNodeMinimal: number;
+  /** With BENCH_BASELINE: this activator over the baseline's, medians of the per-round ratios. */
+  vsBaseline?: { requestsPerSecond: number; cpuPerRequest: number; addedP50Us: number };
 }
 
 export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
@@ -109,32 +115,44 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
   const throughputSeconds = ctx.tiny ? 1 : ctx.quick ? 2 : 5;
   const connections = 64;
 
-  const enginePort = await freePort();
-  const engineDir = join(ctx.dir, "warm-engine");
-  const engineCommand = nginxCommand(
-    engineDir,
-    nginxStaticConfig(engineDir, { port: enginePort, body: chatAnswer }),
-  );
-  const config = writeSnoozeYaml(
-    ctx,
-    "warm-path",
-    `models:
+  // A model whose engine is a static nginx the activator starts; one per activator.
+  const engineConfig = async (name: string) => {
+    const port = await freePort();
+    const dir = join(ctx.dir, `${name}-engine`);
+    const command = nginxCommand(dir, nginxStaticConfig(dir, { port, body: chatAnswer }));
+    const file = writeSnoozeYaml(
+      ctx,
+      name,
+      `models:
   bench:
     sleep: false
     warmup: false
     sleepAfter: 1h
-    port: ${enginePort}
-    command: ${yamlArgv(engineCommand)}
+    port: ${port}
+    command: ${yamlArgv(command)}
 `,
-  );
-  const activator = await startActivator(config, {
+    );
+    return { port, file };
+  };
+  const engine = await engineConfig("warm-path");
+  const enginePort = engine.port;
+  const activator = await startActivator(engine.file, {
     cpuProfileDir: ctx.profileDir ? join(ctx.profileDir, "warm-path") : undefined,
   });
+  const baselineDir = process.env.BENCH_BASELINE;
+  const baseline = baselineDir
+    ? await startActivator((await engineConfig("warm-path-baseline")).file, {
+        script: join(baselineDir, "hack/bench/activator-process.ts"),
+      })
+    : undefined;
+  const names: WarmPathTarget[] = [...warmPathTargets, ...(baseline ? ["activator-baseline" as const] : [])];
   const proxies: { stop(): Promise<void> }[] = [];
   try {
     // The first request starts the engine (cold start); after it the model is ready.
-    const first = await postJson(`${activator.url}/v1/chat/completions`, chatRequest, 30_000);
-    if (first.status !== 200) throw new Error(`warm-up request answered ${first.status}: ${first.text}`);
+    for (const a of [activator, ...(baseline ? [baseline] : [])]) {
+      const first = await postJson(`${a.url}/v1/chat/completions`, chatRequest, 30_000);
+      if (first.status !== 200) throw new Error(`warm-up request answered ${first.status}: ${first.text}`);
+    }
     const upstream = `127.0.0.1:${enginePort}`;
     const ports = { nginx1: await freePort(), nginxAuto: await freePort() };
     const nginx1 = await startNginx(
@@ -175,7 +193,7 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
     );
     proxies.push(minimal2);
 
-    const targets: Record<WarmPathTarget, { url: string; pids: () => number[] }> = {
+    const targets: Partial<Record<WarmPathTarget, { url: string; pids: () => number[] }>> = {
       direct: { url: `http://${upstream}`, pids: () => [] },
       "nginx-1w": { url: `http://127.0.0.1:${ports.nginx1}`, pids: nginx1.pids },
       "nginx-auto": { url: `http://127.0.0.1:${ports.nginxAuto}`, pids: nginxAuto.pids },
@@ -185,6 +203,7 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
         pids: () => [minimal2.pid, ...childrenOf(minimal2.pid)],
       },
       activator: { url: activator.url, pids: () => [activator.pid] },
+      ...(baseline ? { "activator-baseline": { url: baseline.url, pids: () => [baseline.pid] } } : {}),
     };
     for (const [name, target] of Object.entries(targets)) {
       const check = await postJson(`${target.url}/v1/chat/completions`, chatRequest);
@@ -199,7 +218,7 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
       const latency = {} as WarmPathRound["latency"];
       const throughput = {} as WarmPathRound["throughput"];
       const measure = async (name: WarmPathTarget) => {
-        const target = targets[name];
+        const target = targets[name]!;
         const url = `${target.url}/v1/chat/completions`;
         latency[name] = await runWrk({
           url,
@@ -223,12 +242,12 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
         );
       };
       // --tiny checks the harness, not the numbers: every target at once.
-      if (ctx.tiny) await Promise.all(warmPathTargets.map(measure));
-      else for (const name of rotate(warmPathTargets, round)) await measure(name);
+      if (ctx.tiny) await Promise.all(names.map(measure));
+      else for (const name of rotate(names, round)) await measure(name);
       results.push({ latency, throughput });
     }
 
-    const summaries = warmPathTargets.map((target): WarmPathSummary => {
+    const summaries = names.map((target): WarmPathSummary => {
       const errors = results.reduce(
         (sum, r) => sum + r.latency[target].errors + r.throughput[target].errors,
         0,
@@ -253,8 +272,10 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
     const ratio = (other: WarmPathTarget) =>
       medianOf(
         results,
-        (r) => r.throughput.activator.requestsPerSecond / r.throughput[other].requestsPerSecond,
+        (r) => r.throughput.activator.requestsPerSecond / r.throughput[other]!.requestsPerSecond,
       );
+    const cpuPerRequest = (r: WarmPathRound, target: WarmPathTarget) =>
+      r.throughput[target]!.cpuSeconds / r.throughput[target]!.requests;
     return {
       rounds,
       latencySeconds,
@@ -264,9 +285,25 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
       throughputVsNginx1: ratio("nginx-1w"),
       throughputVsNginxAuto: ratio("nginx-auto"),
       throughputVsNodeMinimal: ratio("node-minimal"),
+      ...(baseline
+        ? {
+            vsBaseline: {
+              requestsPerSecond: ratio("activator-baseline"),
+              cpuPerRequest: medianOf(
+                results,
+                (r) => cpuPerRequest(r, "activator") / cpuPerRequest(r, "activator-baseline"),
+              ),
+              addedP50Us: medianOf(
+                results,
+                (r) => r.latency.activator.latency.p50 - r.latency["activator-baseline"]!.latency.p50,
+              ),
+            },
+          }
+        : {}),
     };
   } finally {
     for (const proxy of proxies) await proxy.stop();
     await activator.close();
+    await baseline?.close();
   }
 }
