@@ -444,7 +444,7 @@ export class Activator {
         path,
         body,
         extraHeaders: { ...appended, ...call.headers },
-        tap: call,
+        tap: call.recording ? call : undefined,
         firstByteTimeoutMs: timerValue(route.config.firstByteTimeout),
         idleTimeoutMs: timerValue(route.config.idleTimeout),
         onResponse: () =>

@@ -10,7 +10,7 @@ import {
   SpanStatusCode,
   trace,
 } from "@opentelemetry/api";
-import { tracer } from "../lib/tracing.ts";
+import { tracer, tracingRegistered } from "../lib/tracing.ts";
 
 /** The GenAI operation an OpenAI route performs (`gen_ai.operation.name`). */
 const operations: Record<string, string> = {
@@ -56,16 +56,21 @@ export function startServerSpan(
     `${method} ${route ?? "/v1/*"}`,
     {
       kind: SpanKind.SERVER,
-      attributes: {
-        "http.request.method": method,
-        "url.path": urlPath,
-        "url.scheme": "http",
-        ...(route ? { "http.route": route } : {}),
-        ...hostAttributes(req.headers.host),
-        ...(req.httpVersion ? { "network.protocol.version": req.httpVersion } : {}),
-        ...(req.headers["user-agent"] ? { "user_agent.original": String(req.headers["user-agent"]) } : {}),
-        ...(operation ? { "gen_ai.operation.name": operation } : {}),
-      },
+      // Given at the start, where a sampler sees them; with no SDK a no-op span would drop them.
+      attributes: tracingRegistered()
+        ? {
+            "http.request.method": method,
+            "url.path": urlPath,
+            "url.scheme": "http",
+            ...(route ? { "http.route": route } : {}),
+            ...hostAttributes(req.headers.host),
+            ...(req.httpVersion ? { "network.protocol.version": req.httpVersion } : {}),
+            ...(req.headers["user-agent"]
+              ? { "user_agent.original": String(req.headers["user-agent"]) }
+              : {}),
+            ...(operation ? { "gen_ai.operation.name": operation } : {}),
+          }
+        : undefined,
     },
     parent,
   );
@@ -185,26 +190,20 @@ export class EngineCall {
   readonly span: Span;
   readonly headers: OutgoingHttpHeaders = {};
   readonly tap = new UsageTap();
+  /** A span that records wants the answer's usage; a no-op one need not watch the answer go by. */
+  readonly recording: boolean;
   private ended = false;
 
   constructor(options: { model: string; route: string; method: string; address: string; replica: string }) {
     const operation = genAiOperation(options.route);
-    const [host, port] = splitAddress(options.address);
     this.span = tracer.startSpan(
       operation ? `${operation} ${options.model}` : `${options.method} ${options.route}`,
       {
         kind: SpanKind.CLIENT,
-        attributes: {
-          "http.request.method": options.method,
-          "url.full": `http://${options.address}${options.route}`,
-          "server.address": host,
-          ...(port ? { "server.port": port } : {}),
-          ...(operation ? { "gen_ai.operation.name": operation } : {}),
-          "gen_ai.request.model": options.model,
-          "snooze.replica": options.replica,
-        },
+        attributes: tracingRegistered() ? clientAttributes(options, operation) : undefined,
       },
     );
+    this.recording = this.span.isRecording();
     propagation.inject(trace.setSpan(context.active(), this.span), this.headers);
   }
 
@@ -242,6 +241,22 @@ export class EngineCall {
     this.span.end();
     return usage;
   }
+}
+
+function clientAttributes(
+  options: { model: string; route: string; method: string; address: string; replica: string },
+  operation: string | undefined,
+): Attributes {
+  const [host, port] = splitAddress(options.address);
+  return {
+    "http.request.method": options.method,
+    "url.full": `http://${options.address}${options.route}`,
+    "server.address": host,
+    ...(port ? { "server.port": port } : {}),
+    ...(operation ? { "gen_ai.operation.name": operation } : {}),
+    "gen_ai.request.model": options.model,
+    "snooze.replica": options.replica,
+  };
 }
 
 function splitAddress(address: string): [string, number | undefined] {

@@ -2,6 +2,7 @@ import {
   type Context,
   context,
   isSpanContextValid,
+  ProxyTracerProvider,
   type Span,
   type SpanContext,
   SpanStatusCode,
@@ -11,6 +12,16 @@ import { setTraceIdSource } from "./log.ts";
 
 /** The tracer every Snooze span comes from; a no-op until an SDK is registered (see lib/telemetry.ts). */
 export const tracer = trace.getTracer("snooze");
+
+/**
+ * Whether a tracer provider (an SDK) is registered. Without one every span is a no-op that drops
+ * its attributes, so what only a span would read (attributes parsed from the request, the token
+ * usage read from the answer) is not worth computing on the request path.
+ */
+export function tracingRegistered(): boolean {
+  const provider = trace.getTracerProvider();
+  return !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer("snooze") !== undefined;
+}
 
 // Log lines written inside a span carry its ids (lib/log.ts asks through this source).
 setTraceIdSource(() => {
