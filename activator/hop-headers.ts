@@ -22,14 +22,23 @@ const hopByHop = new Set([
 export function endToEnd(
   headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>,
 ): OutgoingHttpHeaders {
-  const named = String(headers.connection ?? "")
-    .toLowerCase()
-    .split(",")
-    .map((h) => h.trim());
+  const named = connectionNames(headers.connection);
   const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || hopByHop.has(name) || named.includes(name)) continue;
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || hopByHop.has(name) || named?.has(name)) continue;
     out[name] = value;
   }
   return out;
+}
+
+/**
+ * The header names a `Connection` header lists. Its usual values (`keep-alive`, `close`) name
+ * nothing that is not hop-by-hop already: they are not split on every request.
+ */
+function connectionNames(connection: string | string[] | undefined): Set<string> | undefined {
+  if (connection === undefined) return undefined;
+  const value = String(connection).toLowerCase();
+  if (value === "keep-alive" || value === "close") return undefined;
+  return new Set(value.split(",").map((h) => h.trim()));
 }

@@ -22,6 +22,11 @@ export const engineRoutes: ReadonlySet<string> = new Set([
   "/v1/rerank",
 ]);
 
+/** The answer for each route written exactly, made once: the request path allocates none. */
+const exactRoutes: ReadonlyMap<string, PathCheck> = new Map(
+  [...engineRoutes].map((path) => [path, Object.freeze({ ok: true as const, path })]),
+);
+
 export type PathCheck =
   /** `path` is the normalised route to forward; the query string is dropped (no route takes one). */
   { ok: true; path: string } | { ok: false; reason: string };
@@ -36,6 +41,9 @@ export type PathCheck =
 export function checkEnginePath(target: string): PathCheck {
   const query = target.indexOf("?");
   const raw = query < 0 ? target : target.slice(0, query);
+  // What nearly every client sends: a route as written, which nothing below would change.
+  const exact = exactRoutes.get(raw);
+  if (exact) return exact;
   if (!raw.startsWith("/")) return { ok: false, reason: "not an absolute path" };
   if (raw.includes("#")) return { ok: false, reason: "a fragment" };
   if (raw.includes("\\")) return { ok: false, reason: "a backslash" };

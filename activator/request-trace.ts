@@ -204,7 +204,10 @@ export class EngineCall {
       },
     );
     this.recording = this.span.isRecording();
-    propagation.inject(trace.setSpan(context.active(), this.span), this.headers);
+    // A span with no trace (no SDK, no caller's trace) adds nothing to carry: no new context for it.
+    const active = context.active();
+    const carried = isSpanContextValid(this.span.spanContext()) ? trace.setSpan(active, this.span) : active;
+    propagation.inject(carried, this.headers);
   }
 
   /** The answer's headers arrived (the forward's tap). */
