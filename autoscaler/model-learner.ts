@@ -152,6 +152,9 @@ export class ModelLearner {
 
   /** An estimate for a wake or start before anything was measured for it, from what was. */
   estimate(what: keyof MeasuredDurations): number {
+    // Measured: that is the estimate (decision passes ask on every load change; no scaling needed).
+    const measured = this.durations[what];
+    if (measured !== undefined && measured > 0) return measured;
     return completeDurations(this.durations)[what];
   }
 
