@@ -108,9 +108,10 @@ function summary(r: BenchResults): string {
     ]);
     const cpu = (target: string) => r.streaming!.summaries.find((x) => x.target === target)?.cpuUsPerEvent;
     const chunkCpu = (cpu("activator") ?? Number.NaN) / (cpu("nginx-1w") ?? Number.NaN);
+    const nodeChunkCpu = (cpu("node-minimal") ?? Number.NaN) / (cpu("nginx-1w") ?? Number.NaN);
     rows.push([
       `Streaming: CPU per chunk vs nginx (1 worker), ${r.streaming.streams} streams`,
-      `${fmt(chunkCpu)}×`,
+      `${fmt(chunkCpu)}× (the minimal Node.js proxy: ${fmt(nodeChunkCpu)}×)`,
       `≤ ${targets.chunkCpuRatio}×`,
       verdict(chunkCpu <= targets.chunkCpuRatio),
     ]);

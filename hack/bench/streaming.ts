@@ -1,7 +1,7 @@
 /**
  * Streaming: `streams` (1,000) SSE chat streams at once, through nginx (one
- * worker; a worker per core) and through the activator, with the engine
- * itself as the reference. The engine is `sse-upstream.ts`, which emits one
+ * worker; a worker per core), through the minimal Node.js proxy (`minimal-proxy.ts`: what Node
+ * itself costs per chunk) and through the activator, with the engine itself as the reference. The engine is `sse-upstream.ts`, which emits one
  * token event for every running stream per `itlMs` tick (a vLLM decode step
  * in miniature) and spends almost no CPU, so the proxies get the cores. The
  * client (its own process) counts events over a fixed window after every
@@ -15,9 +15,10 @@ import { startActivator } from "./activator.ts";
 import { forkClient } from "./child.ts";
 import type { SseResult } from "./clients/sse.ts";
 import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
-import { nginxProxyConfig, type RunningNginx, startNginx } from "./nginx.ts";
+import { nginxProxyConfig, startNginx } from "./nginx.ts";
 import { freePort } from "./ports.ts";
 import { cpuMeter } from "./proc.ts";
+import { startServerProcess } from "./server-process.ts";
 import { median, summarize } from "./stats.ts";
 
 /** Asks the admin API and /healthz one after the other until `stop`, recording each answer's latency. */
@@ -39,7 +40,7 @@ async function probeAdmin(origin: string, stop: Promise<void>): Promise<number[]
   return latencies;
 }
 
-export const streamingTargets = ["direct", "nginx-1w", "nginx-auto", "activator"] as const;
+export const streamingTargets = ["direct", "nginx-1w", "nginx-auto", "node-minimal", "activator"] as const;
 export type StreamingTarget = (typeof streamingTargets)[number];
 
 export interface StreamingSummary {
@@ -70,6 +71,7 @@ export interface StreamingResult {
 }
 
 const upstreamScript = fileURLToPath(new URL("./sse-upstream.ts", import.meta.url));
+const minimalProxy = fileURLToPath(new URL("./minimal-proxy.ts", import.meta.url));
 
 export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
   const rounds = ctx.quick ? 1 : 2;
@@ -90,7 +92,7 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
   const activator = await startActivator(config, {
     cpuProfileDir: ctx.profileDir ? join(ctx.profileDir, "streaming") : undefined,
   });
-  const proxies: RunningNginx[] = [];
+  const proxies: { stop(): Promise<void> }[] = [];
   try {
     const first = await postJson(`${activator.url}/v1/chat/completions`, { model: "bench", max_tokens: 1 });
     if (first.status !== 200) throw new Error(`first request answered ${first.status}: ${first.text}`);
@@ -105,10 +107,17 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
     };
     const nginx1 = await start("nginx-1w", 1, ports.nginx1);
     const nginxAuto = await start("nginx-auto", "auto", ports.nginxAuto);
+    const minimalPort = await freePort();
+    const minimal = await startServerProcess(
+      [process.execPath, minimalProxy, "--port", String(minimalPort), "--upstream", upstream],
+      minimalPort,
+    );
+    proxies.push(minimal);
     const targets: Record<StreamingTarget, { origin: string; pids: () => number[] }> = {
       direct: { origin: `http://${upstream}`, pids: () => [] },
       "nginx-1w": { origin: `http://127.0.0.1:${ports.nginx1}`, pids: nginx1.pids },
       "nginx-auto": { origin: `http://127.0.0.1:${ports.nginxAuto}`, pids: nginxAuto.pids },
+      "node-minimal": { origin: `http://127.0.0.1:${minimalPort}`, pids: () => [minimal.pid] },
       activator: { origin: activator.url, pids: () => [activator.pid] },
     };
     // Long enough to outlast the window; the client ends every stream after it.
