@@ -10,6 +10,7 @@
  * hands connections round robin), to measure what spreading a Node data plane over cores buys.
  */
 import cluster from "node:cluster";
+import { once } from "node:events";
 import { createServer } from "node:http";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
@@ -31,6 +32,11 @@ function serve() {
   const hopByHop = new Set(["connection", "keep-alive", "transfer-encoding", "host", "content-length"]);
 
   createServer(async (req, res) => {
+    // A client that goes away ends the engine's request too (else the engine streams on to nobody).
+    const abort = new AbortController();
+    res.once("close", () => {
+      if (!res.writableFinished) abort.abort();
+    });
     try {
       const headers: Record<string, string> = {};
       for (const [name, value] of Object.entries(req.headers))
@@ -42,13 +48,14 @@ function serve() {
         method: req.method as "POST",
         headers,
         body: Buffer.concat(chunks),
+        signal: abort.signal,
       });
       const out: Record<string, string | string[]> = {};
       for (const [name, value] of Object.entries(upstream.headers))
         if (value !== undefined && !hopByHop.has(name)) out[name] = value;
       res.writeHead(upstream.statusCode, out);
       for await (const chunk of upstream.body)
-        if (!res.write(chunk)) await new Promise((r) => res.once("drain", r));
+        if (!res.write(chunk)) await once(res, "drain", { signal: abort.signal });
       res.end();
     } catch {
       res.destroy();

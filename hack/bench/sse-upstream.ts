@@ -59,6 +59,12 @@ setInterval(() => {
 }, itlMs);
 
 createServer((req, res) => {
+  // How many streams it still feeds: the bench waits for 0 between targets, so that streams a
+  // target left open cannot tax the next one.
+  if (req.url === "/running") {
+    res.end(String(running.size));
+    return;
+  }
   if (req.url === "/health") {
     res.writeHead(200, { "content-length": 0 });
     res.end();

@@ -187,7 +187,11 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
         );
         if (name === "activator")
           await until(async () => (await activator.route("bench")).inFlight === 0, 30_000, "streams to end");
-        else await new Promise((resolve) => setTimeout(resolve, ctx.tiny ? 50 : 500));
+        await until(
+          async () => (await (await fetch(`http://${upstream}/running`)).text()) === "0",
+          30_000,
+          `the engine's streams through ${name} to end`,
+        );
       }
       perRound.push(results);
     }
