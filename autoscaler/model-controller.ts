@@ -14,6 +14,7 @@ import type { AutoscalerMetrics } from "./metrics.ts";
 import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
 import type { Departure, Engine, Platform, Replica } from "./platform.ts";
+import { reportNeedsPass } from "./report-pass.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
 
 /** What one model asks of the control plane: its settings and how many awake replicas. */
@@ -162,6 +163,8 @@ export class ModelController {
   private readonly pendingStarts: Activation[] = [];
   private timer?: { cancel(): void };
   private pendingPass = false;
+  /** The last pass ran to its end (its timer covers what is due later) and nothing changed since. */
+  private passed = false;
   private closed = false;
   /** A person asked for a wake: wanted as if a request were held, until a replica is ready. */
   private wakeWanted = false;
@@ -280,6 +283,24 @@ export class ModelController {
   stats(activator: string, inFlight: number, held: number, oldestHeldMs?: number, flow?: Flow): void {
     const now = this.deps.clock.now();
     const before = this.activators.get(activator);
+    if (
+      before !== undefined &&
+      !reportNeedsPass({
+        before,
+        inFlight,
+        held,
+        windowed: flow !== undefined,
+        atRest: this.atRest(),
+        timerCoversTime: this.timerCoversTime(),
+      })
+    ) {
+      // The same idle load again: only its time is new (an activator's expiry counts from it).
+      // What the report changes besides (the history's exposure, waits on a report) happens as below.
+      before.at = now;
+      this.learner.activity(now, this.busyWithRequests(now));
+      for (const settle of this.settleWaiters) settle();
+      return;
+    }
     // A queue that never empties keeps moving its oldest entry forward: the activator's age wins.
     const heldSince =
       held === 0 ? undefined : oldestHeldMs !== undefined ? now - oldestHeldMs : (before?.heldSince ?? now);
@@ -295,6 +316,24 @@ export class ModelController {
     }
     for (const settle of this.settleWaiters) settle();
     this.changed();
+  }
+
+  /** Nothing under way and the last pass's timer armed for what is due (report-pass.ts). */
+  private atRest(): boolean {
+    if (!this.passed || this.scaling || this.scaleOverride !== undefined) return false;
+    if (this.wakeWanted || this.pendingStarts.length > 0) return false;
+    for (const record of this.records.values()) if (record.busy) return false;
+    return true;
+  }
+
+  /** The controller's own timer is all that time changes in its decisions (report-pass.ts). */
+  private timerCoversTime(): boolean {
+    return (
+      this.deps.slot === undefined &&
+      this.deps.statusChanged === undefined &&
+      this.config.wakeTarget === undefined &&
+      this.config.prewarmBudget <= 0
+    );
   }
 
   /** The model's load, summed over the activators that reported recently. */
@@ -653,6 +692,7 @@ export class ModelController {
 
   /** Something changed (replicas, load, settings, a finished operation): look again this turn. */
   changed(): void {
+    this.passed = false;
     if (!this.leading || this.closed) return;
     for (const settle of this.settleWaiters) settle();
     if (this.deps.slot) {
@@ -669,6 +709,7 @@ export class ModelController {
 
   /** One decision pass (a slot member's pass is started by its slot, with `cap` set). */
   pass(): void {
+    this.passed = false;
     if (!this.leading || this.closed || !this.deps.holding()) return;
     this.timer?.cancel();
     this.syncRecords();
@@ -732,6 +773,7 @@ export class ModelController {
       next = Math.min(next, entry.at + this.deps.activatorExpiryMs + 1);
     if (Number.isFinite(next))
       this.timer = this.deps.clock.setTimeout(() => this.changed(), Math.max(1, next - now));
+    this.passed = true;
     this.deps.statusChanged?.();
   }
 
