@@ -1,7 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { type Keda, requireKeda, startKeda } from "./components/keda.ts";
+import { type Keda, kedaNamespace, requireKeda, startKeda } from "./components/keda.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
 import { complete, modelObject, simDeployment } from "./components/snooze.ts";
 import { type CertificateAuthority, createCA, type IssuedCert, issueCert } from "./harness/certs.ts";
@@ -12,13 +12,16 @@ import { waitFor } from "./harness/wait.ts";
  * mutual TLS: `snooze autoscaler --grpc-tls-cert/--grpc-tls-key --grpc-client-ca`, and an
  * `external-push` trigger whose TriggerAuthentication gives KEDA `caCert`, `tlsClientCert` and
  * `tlsClientKey` from a Secret. Two triggers that cannot connect (another CA; no client
- * certificate) leave their ScaledObjects not Ready, and Snooze still wakes those Models itself.
+ * certificate) leave their ScaledObjects not Ready, and Snooze still wakes those Models itself. A
+ * fourth reaches the scaler by a DNS name (checked against the certificate's DNS SANs) with its
+ * credentials in a ClusterTriggerAuthentication, whose Secret lives in KEDA's own namespace.
  */
 
 const trusted = "qwen"; // the CA that signed the serving certificate, and a client certificate
 const wrongCa = "llama"; // another CA (and a good client certificate): KEDA distrusts the scaler
 const noClientCert = "gemma"; // the right CA, no client certificate: the scaler refuses KEDA
-const models = [trusted, wrongCa, noClientCert];
+const byName = "phi"; // scalerAddress localhost:<port>, credentials from a ClusterTriggerAuthentication
+const models = [trusted, wrongCa, noClientCert, byName];
 const kedaApi = "/apis/keda.sh/v1alpha1";
 let keda: Keda | undefined;
 let ca: CertificateAuthority;
@@ -41,11 +44,11 @@ const suite = kubeSnoozeSuite({
     await mkdir(dir, { recursive: true });
     ca = await createCA(dir, "scaler-ca");
     other = await createCA(dir, "other-ca");
-    // KEDA dials 127.0.0.1:<port>: Go checks the address against the certificate's IP SANs.
+    // KEDA dials 127.0.0.1:<port> (Go checks it against the IP SANs) or localhost:<port> (the DNS SANs).
     const serving = await issueCert(ca, dir, "scaler", {
       commonName: "snooze-autoscaler",
       ipAddresses: ["127.0.0.1"],
-      dnsNames: ["snooze-autoscaler.snooze-system.svc"],
+      dnsNames: ["localhost", "snooze-autoscaler.snooze-system.svc"],
       usage: "server",
     });
     client = await issueCert(ca, dir, "keda-client", { commonName: "keda-operator", usage: "client" });
@@ -60,6 +63,7 @@ beforeAll(async () => {
 }, 180_000);
 afterAll(async () => {
   // KEDA's finalizers on ScaledObjects and TriggerAuthentications need the operator.
+  await suite.admin.client.delete(`${kedaApi}/clustertriggerauthentications/${byName}`).catch(() => {});
   for (const kind of ["scaledobjects", "triggerauthentications"]) {
     const collection = `${kedaApi}/namespaces/${suite.ns.name}/${kind}`;
     for (const name of models) await suite.admin.client.delete(`${collection}/${name}`).catch(() => {});
@@ -99,14 +103,19 @@ const pushes = async (result: boolean) => {
     .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
 };
 
-/** The Secret, the TriggerAuthentication reading it, and the ScaledObject of `model`. */
+/**
+ * The Secret, the TriggerAuthentication reading it, and the ScaledObject of `model`; with `cluster`,
+ * a ClusterTriggerAuthentication (its Secret in KEDA's namespace) and the scaler dialled at `address`.
+ */
 async function scaleWithTls(
   model: string,
   pems: { caCert: string; tlsClientCert?: string; tlsClientKey?: string },
+  options: { cluster?: boolean; address?: string } = {},
 ) {
   const ns = suite.ns.name;
   const { client: api } = suite.admin;
-  await api.create(`/api/v1/namespaces/${ns}/secrets`, {
+  const secretNs = options.cluster ? kedaNamespace : ns;
+  await api.create(`/api/v1/namespaces/${secretNs}/secrets`, {
     apiVersion: "v1",
     kind: "Secret",
     metadata: { name: model },
@@ -116,16 +125,22 @@ async function scaleWithTls(
     },
   });
   const keys = { caCert: "ca.crt", tlsClientCert: "tls.crt", tlsClientKey: "tls.key" };
-  await api.create(`${kedaApi}/namespaces/${ns}/triggerauthentications`, {
-    apiVersion: "keda.sh/v1alpha1",
-    kind: "TriggerAuthentication",
-    metadata: { name: model },
-    spec: {
-      secretTargetRef: Object.entries(keys)
-        .filter(([parameter]) => parameter in pems)
-        .map(([parameter, key]) => ({ parameter, name: model, key })),
+  const authKind = options.cluster ? "ClusterTriggerAuthentication" : "TriggerAuthentication";
+  await api.create(
+    options.cluster
+      ? `${kedaApi}/clustertriggerauthentications`
+      : `${kedaApi}/namespaces/${ns}/triggerauthentications`,
+    {
+      apiVersion: "keda.sh/v1alpha1",
+      kind: authKind,
+      metadata: { name: model },
+      spec: {
+        secretTargetRef: Object.entries(keys)
+          .filter(([parameter]) => parameter in pems)
+          .map(([parameter, key]) => ({ parameter, name: model, key })),
+      },
     },
-  });
+  );
   await api.create(`${kedaApi}/namespaces/${ns}/scaledobjects`, {
     apiVersion: "keda.sh/v1alpha1",
     kind: "ScaledObject",
@@ -140,8 +155,12 @@ async function scaleWithTls(
         {
           type: "external-push",
           // enableTLS as in config/samples/scaledobject-tls.yaml (TLS is on with caCert alone too).
-          metadata: { scalerAddress: suite.autoscaler.grpcAddress!, enableTLS: "true", model },
-          authenticationRef: { name: model },
+          metadata: {
+            scalerAddress: options.address ?? suite.autoscaler.grpcAddress!,
+            enableTLS: "true",
+            model,
+          },
+          authenticationRef: { name: model, ...(options.cluster ? { kind: authKind } : {}) },
         },
       ],
     },
@@ -183,6 +202,24 @@ describe("KEDA's operator and Snooze's external scaler over mutual TLS", () => {
     );
     expect(await pushes(true)).toBeGreaterThan(0);
     await waitScaledObject(trusted, "Active", (so) => condition(so, "Active")?.status === "True", 10_000);
+    const result = await answer;
+    expect(result.status, `${result.text}\n${logs()}`).toBe(200);
+  });
+
+  test("a DNS name in scalerAddress, matched by the certificate's DNS SAN, with a ClusterTriggerAuthentication: Ready, and a held request scales the Model 0 → 1", async () => {
+    const port = suite.autoscaler.grpcAddress!.split(":").at(-1);
+    await scaleWithTls(
+      byName,
+      { caCert: ca.certPem, tlsClientCert: client.certPem, tlsClientKey: client.keyPem },
+      { cluster: true, address: `localhost:${port}` },
+    );
+    const ready = await waitScaledObject(byName, "Ready", (so) => condition(so, "Ready")?.status === "True");
+    expect(condition(ready, "Ready")?.reason).toBe("ScaledObjectReady");
+    const answer = complete(suite.activator.url, byName);
+    await waitFor(
+      async () => ((await suite.admin.model(suite.ns.name, byName)).spec.replicas === 1 ? true : undefined),
+      { what: "KEDA scales the Model to 1", timeoutMs: 10_000, intervalMs: 50, detail: logs },
+    );
     const result = await answer;
     expect(result.status, `${result.text}\n${logs()}`).toBe(200);
   });
