@@ -33,12 +33,6 @@ const notFound = (res: ServerResponse, name: string) =>
 
 const created = Math.floor(Date.now() / 1000);
 
-/**
- * The accept queue the activator listens with: a wake releases every held request at once and a
- * burst of clients (1,000 streams opening together) arrives at once; Node's default of 511 drops
- * the rest, each drop a SYN retransmission of a second or more. The kernel caps it at somaxconn.
- */
-export const acceptBacklog = 4096;
 const adminAction = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
 
 /**

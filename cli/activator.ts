@@ -1,10 +1,10 @@
-import { once } from "node:events";
 import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { Activator } from "../activator/activator.ts";
 import { KubeControlPlane } from "../activator/kube-control-plane.ts";
 import { KubeIngresses } from "../activator/kube-ingresses.ts";
-import { acceptBacklog, createActivatorServer } from "../activator/server.ts";
+import { listenActivator } from "../activator/listen.ts";
+import { createActivatorServer } from "../activator/server.ts";
 import { knativeNetworkingServed } from "../lib/knative/networking-served.ts";
 import { createLogger } from "../lib/log.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
@@ -118,11 +118,10 @@ export const activatorCommand: Command = {
         slots: () => controlPlane.slots(),
       },
     });
-    server.listen({ port, host: String(values.host), backlog: acceptBacklog });
-    await once(server, "listening");
-    log.info("listening", { address: server.address(), models: [...activator.routes.keys()] });
+    const listening = await listenActivator(server, { port, host: String(values.host) });
+    log.info("listening", { address: listening.address, models: [...activator.routes.keys()] });
     await untilStopSignal(log, "shutting down", { graceMs: grace });
-    server.close();
+    listening.close();
     await activator.shutdown(grace);
     server.closeAllConnections();
     await controlPlane.stop();

@@ -1,10 +1,9 @@
-import { once } from "node:events";
-import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { Activator } from "../activator/activator.ts";
 import type { AdminActions } from "../activator/admin.ts";
-import { acceptBacklog, createActivatorServer } from "../activator/server.ts";
+import { type Listening, listenActivator } from "../activator/listen.ts";
+import { createActivatorServer } from "../activator/server.ts";
 import type { Autoscaler } from "../autoscaler/autoscaler.ts";
 import { inProcessControlPlane, localAutoscaler } from "../autoscaler/local/control-plane.ts";
 import { LocalPlatform } from "../autoscaler/local/platform.ts";
@@ -120,9 +119,9 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     await autoscaler.close();
     await platform.close();
   };
-  server.listen({ port: options.port, host: options.host, backlog: acceptBacklog });
+  let listening: Listening;
   try {
-    await once(server, "listening");
+    listening = await listenActivator(server, { port: options.port, host: options.host });
   } catch (error) {
     await activator.shutdown(0);
     await stopAll();
@@ -130,7 +129,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     const why = code === "EADDRINUSE" ? "the port is in use (pass another --port)" : (error as Error).message;
     throw new ListenError(`cannot listen on ${options.host}:${options.port}: ${why}`);
   }
-  const { port } = server.address() as AddressInfo;
+  const { port } = listening.address;
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
   let closing: Promise<void> | undefined;
   return {
@@ -142,7 +141,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     models,
     close(graceMs = 30_000) {
       closing ??= (async () => {
-        server.close();
+        listening.close();
         await activator.shutdown(graceMs);
         server.closeAllConnections();
         await stopAll();

@@ -24,6 +24,7 @@ const { values } = parseArgs({
   options: {
     streams: { type: "string", default: "1000" },
     target: { type: "string", default: "activator" },
+    acceptors: { type: "string", default: "1" },
     seconds: { type: "string", default: "12" },
   },
 });
@@ -46,7 +47,16 @@ try {
     const port = await freePort();
     const upstream = (await activator.route("bench")).address!;
     const proxy = await startServerProcess(
-      [process.execPath, script("./minimal-proxy.ts"), "--port", String(port), "--upstream", upstream],
+      [
+        process.execPath,
+        script("./minimal-proxy.ts"),
+        "--port",
+        String(port),
+        "--upstream",
+        upstream,
+        "--acceptors",
+        String(values.acceptors),
+      ],
       port,
     );
     stops.unshift(() => proxy.stop());
@@ -87,7 +97,12 @@ async function watchBurst(url: URL): Promise<string> {
   for (let at = 2; at <= seconds; at += 2) {
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     const listening = execFileSync("ss", ["-ltnH", `( sport = :${url.port} )`], { encoding: "utf8" });
-    samples.push(`${at} s: ${started} started, ${listening.trim().split(/\s+/)[1]} unaccepted`);
+    // One line per listening socket (several with --acceptors): their queues summed.
+    const unaccepted = listening
+      .trim()
+      .split("\n")
+      .reduce((sum, line) => sum + Number(line.trim().split(/\s+/)[1] ?? 0), 0);
+    samples.push(`${at} s: ${started} started, ${unaccepted} unaccepted`);
   }
   for (const socket of sockets) socket.destroy();
   await new Promise((resolve) => setTimeout(resolve, 2_000));

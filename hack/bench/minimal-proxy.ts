@@ -12,11 +12,17 @@
 import cluster from "node:cluster";
 import { once } from "node:events";
 import { createServer } from "node:http";
+import { createServer as createNetServer } from "node:net";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
 
 const { values } = parseArgs({
-  options: { port: { type: "string" }, upstream: { type: "string" }, workers: { type: "string" } },
+  options: {
+    port: { type: "string" },
+    upstream: { type: "string" },
+    workers: { type: "string" },
+    acceptors: { type: "string" },
+  },
 });
 const workers = Number(values.workers ?? 1);
 if (workers > 1 && cluster.isPrimary) {
@@ -31,7 +37,7 @@ function serve() {
   const pool = new Pool(`http://${values.upstream}`, { connections: null, pipelining: 1 });
   const hopByHop = new Set(["connection", "keep-alive", "transfer-encoding", "host", "content-length"]);
 
-  createServer(async (req, res) => {
+  const server = createServer(async (req, res) => {
     // A client that goes away ends the engine's request too (else the engine streams on to nobody).
     const abort = new AbortController();
     res.once("close", () => {
@@ -60,6 +66,17 @@ function serve() {
     } catch {
       res.destroy();
     }
-  }).listen(Number(values.port), "127.0.0.1");
+  });
+  const acceptors = Number(values.acceptors ?? 1);
+  if (acceptors <= 1) server.listen(Number(values.port), "127.0.0.1");
+  // Several listening sockets on one port (SO_REUSEPORT), all feeding the one HTTP server.
+  else
+    for (let i = 0; i < acceptors; i++)
+      createNetServer((socket) => server.emit("connection", socket)).listen({
+        port: Number(values.port),
+        host: "127.0.0.1",
+        reusePort: true,
+        backlog: 4096,
+      });
   process.on("SIGTERM", () => process.exit(0));
 }

@@ -6,7 +6,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
-import { acceptBacklog } from "../../activator/server.ts";
+import { acceptBacklog, acceptors } from "../../activator/listen.ts";
 import { chat, simCommand, until } from "../helpers/local-snooze.ts";
 import { serveProcess } from "../helpers/serve-process.ts";
 
@@ -65,15 +65,20 @@ describe("snooze serve as a process", () => {
     }
   });
 
-  test("listens with an accept queue deeper than Node's 511, so a burst of new connections is not dropped", async () => {
+  test("listens on several sockets, each with an accept queue deeper than Node's 511, so a burst of new connections is neither dropped nor left waiting", async () => {
     const run = serve(writeConfig(`models:\n  fast:\n    command: ${simCommand([], 1)}\n`));
     const { port } = new URL(await run.url);
     // For a listening socket, ss's Send-Q is the backlog it was given (capped by somaxconn).
-    const line = execFileSync("ss", ["-ltnH", `( sport = :${port} )`], { encoding: "utf8" }).trim();
-    const backlog = Number(line.split(/\s+/)[2]);
+    const lines = execFileSync("ss", ["-ltnH", `( sport = :${port} )`], { encoding: "utf8" })
+      .trim()
+      .split("\n");
+    expect(lines).toHaveLength(acceptors);
     const somaxconn = Number(readFileSync("/proc/sys/net/core/somaxconn", "utf8"));
-    expect(backlog).toBe(Math.min(acceptBacklog, somaxconn));
-    expect(backlog).toBeGreaterThan(511);
+    for (const line of lines) {
+      const backlog = Number(line.trim().split(/\s+/)[2]);
+      expect(backlog).toBe(Math.min(acceptBacklog, somaxconn));
+      expect(backlog).toBeGreaterThan(511);
+    }
   });
 
   test("SIGTERM: held requests get 503 + Retry-After, in-flight streams finish, engines stop", async () => {

@@ -1,0 +1,55 @@
+import { execFileSync } from "node:child_process";
+import { once } from "node:events";
+import { createServer as createHttpServer } from "node:http";
+import { createServer } from "node:net";
+import { expect, test } from "vitest";
+import { acceptors, listenActivator } from "./listen.ts";
+
+const listeningSockets = (port: number) =>
+  execFileSync("ss", ["-ltnH", `( sport = :${port} )`], { encoding: "utf8" })
+    .trim()
+    .split("\n");
+
+test.runIf(process.platform === "linux")(
+  "the activator's port has several listening sockets, all answering through the one HTTP server",
+  async () => {
+    const server = createHttpServer((_req, res) => res.end("ok"));
+    const listening = await listenActivator(server, { port: 0, host: "127.0.0.1" });
+    try {
+      expect(acceptors).toBeGreaterThan(1);
+      expect(listeningSockets(listening.address.port)).toHaveLength(acceptors);
+      // New connections land on the sockets by hash: enough of them reach every one.
+      const answers = await Promise.all(
+        Array.from({ length: 64 }, () =>
+          fetch(`http://127.0.0.1:${listening.address.port}/`, { headers: { connection: "close" } }).then(
+            (r) => r.text(),
+          ),
+        ),
+      );
+      expect(answers).toEqual(Array(64).fill("ok"));
+    } finally {
+      listening.close();
+      server.closeAllConnections();
+    }
+    // Closed: no socket listens on the port any more.
+    expect(listeningSockets(listening.address.port).filter(Boolean)).toHaveLength(0);
+  },
+);
+
+test("a port another process listens on fails with EADDRINUSE, even one shared with SO_REUSEPORT", async () => {
+  for (const reusePort of process.platform === "linux" ? [false, true] : [false]) {
+    const other = createServer();
+    other.listen({ port: 0, host: "127.0.0.1", ...(reusePort ? { reusePort } : {}) });
+    await once(other, "listening");
+    const { port } = other.address() as { port: number };
+    try {
+      const server = createHttpServer();
+      await expect(listenActivator(server, { port, host: "127.0.0.1" })).rejects.toMatchObject({
+        code: "EADDRINUSE",
+      });
+      expect(server.listening).toBe(false);
+    } finally {
+      other.close();
+    }
+  }
+});

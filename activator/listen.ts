@@ -1,0 +1,69 @@
+import { once } from "node:events";
+import type { Server as HttpServer } from "node:http";
+import { type AddressInfo, createServer, type Server } from "node:net";
+
+/**
+ * The accept queue the activator listens with: a wake releases every held request at once and a
+ * burst of clients (1,000 streams opening together) arrives at once; Node's default of 511 drops
+ * the rest, each drop a SYN retransmission of a second or more. The kernel caps it at somaxconn.
+ */
+export const acceptBacklog = 4096;
+
+/**
+ * How many listening sockets share the activator's port (SO_REUSEPORT, Linux). libuv accepts one
+ * connection each time epoll reports a listening socket (libuv PR 3696, since 1.45), and while
+ * thousands of streams keep their sockets ready, a listening socket comes up once per sweep of
+ * them all: new connections then waited in the queue for seconds, accepted 20–25 a second (issue
+ * 14, `hack/bench/accept-queue.ts`). With several sockets the kernel spreads the connections over
+ * their queues and each sweep accepts one from each: with 32, 1,000 streams opened at once were
+ * all accepted within 2 s in 4 of 4 first bursts (with 1: 78–271 still waiting after 2 s in 2 of
+ * 3). Each costs a file descriptor and a small server object (≈ 0.4 MiB RSS for the 31 more).
+ */
+export const acceptors = process.platform === "linux" ? 32 : 1;
+
+export interface Listening {
+  address: AddressInfo;
+  /** Stops accepting on every socket (the HTTP server's `close()`); open connections stay. */
+  close(): void;
+}
+
+/**
+ * Listens `server` on `host:port` with `acceptors` sockets feeding it. A port some other process
+ * holds still fails with EADDRINUSE, even one listening with SO_REUSEPORT itself: a fixed port is
+ * first bound alone, without it, and let go again.
+ */
+export async function listenActivator(
+  server: HttpServer,
+  options: { port: number; host: string; acceptors?: number },
+): Promise<Listening> {
+  const count = options.acceptors ?? acceptors;
+  const shared = count > 1;
+  if (shared && options.port !== 0) await listen(createServer(), options.port, options.host, false, true);
+  await listen(server, options.port, options.host, shared);
+  const address = server.address() as AddressInfo;
+  const extra: Server[] = [];
+  try {
+    for (let i = 1; i < count; i++) {
+      const acceptor = createServer((socket) => server.emit("connection", socket));
+      await listen(acceptor, address.port, options.host, true);
+      extra.push(acceptor);
+    }
+  } catch (error) {
+    for (const acceptor of extra) acceptor.close();
+    server.close();
+    throw error;
+  }
+  return {
+    address,
+    close() {
+      for (const acceptor of extra) acceptor.close();
+      server.close();
+    },
+  };
+}
+
+async function listen(server: Server, port: number, host: string, reusePort: boolean, probe = false) {
+  server.listen({ port, host, backlog: acceptBacklog, ...(reusePort ? { reusePort } : {}) });
+  await once(server, "listening");
+  if (probe) await new Promise<void>((resolve) => server.close(() => resolve()));
+}
