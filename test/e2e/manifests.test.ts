@@ -88,6 +88,25 @@ describe("the manifests in config/", () => {
     expect(await applyManifests(cluster.admin, rendered, { dryRun: true })).toEqual([]);
   });
 
+  test("config/samples/grpc-tls: the base with the grpc-tls component gives the autoscaler its TLS flags from a Secret, and passes a server-side dry-run", async () => {
+    const rendered = await kustomize(cluster.info.kubectl, join(config, "samples/grpc-tls"));
+    const autoscaler = rendered.find(
+      (m) => m.object.kind === "Deployment" && m.object.metadata?.name === "snooze-autoscaler",
+    )!.object as any;
+    const pod = autoscaler.spec.template.spec;
+    expect(pod.containers[0].args).toEqual(
+      expect.arrayContaining([
+        "--grpc-tls-cert=/tls/tls.crt",
+        "--grpc-tls-key=/tls/tls.key",
+        "--grpc-client-ca=/tls/ca.crt",
+      ]),
+    );
+    expect(pod.containers[0].volumeMounts).toEqual([{ name: "grpc-tls", mountPath: "/tls", readOnly: true }]);
+    expect(pod.volumes).toEqual([{ name: "grpc-tls", secret: { secretName: "snooze-autoscaler-grpc-tls" } }]);
+    expect(rendered.filter((m) => m.object.kind === "Deployment")).toHaveLength(3);
+    expect(await applyManifests(cluster.admin, rendered, { dryRun: true })).toEqual([]);
+  });
+
   test("`kubectl apply -k config/default --dry-run=server` succeeds without Pod Security warnings", async () => {
     const { stdout, stderr } = await run(
       cluster.info.kubectl,
