@@ -36,6 +36,34 @@ test.runIf(process.platform === "linux")(
   },
 );
 
+test.runIf(process.platform === "linux")(
+  "every socket gets the HTTP server's own socket options, whichever listening socket accepted it",
+  async () => {
+    const server = createHttpServer((_req, res) => res.end("ok"));
+    // Node keeps a socket's TCP_NODELAY request as this field; there is no public getter.
+    const noDelayOf = (socket: object) => {
+      const field = Object.getOwnPropertySymbols(socket).find((s) => s.description === "kSetNoDelay");
+      return field ? (socket as Record<symbol, unknown>)[field] : "no kSetNoDelay field";
+    };
+    const seen: unknown[] = [];
+    server.on("connection", (socket) => seen.push([noDelayOf(socket), socket.allowHalfOpen]));
+    const listening = await listenActivator(server, { port: 0, host: "127.0.0.1" });
+    try {
+      await Promise.all(
+        Array.from({ length: 64 }, () =>
+          fetch(`http://127.0.0.1:${listening.address.port}/`, { headers: { connection: "close" } }).then(
+            (r) => r.text(),
+          ),
+        ),
+      );
+      expect(seen).toEqual(Array(64).fill([true, true]));
+    } finally {
+      listening.close();
+      server.closeAllConnections();
+    }
+  },
+);
+
 test("a port another process listens on fails with EADDRINUSE, even one shared with SO_REUSEPORT", async () => {
   for (const reusePort of process.platform === "linux" ? [false, true] : [false]) {
     const other = createServer();

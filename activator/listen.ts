@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import type { Server as HttpServer } from "node:http";
-import { type AddressInfo, createServer, type Server } from "node:net";
+import { type AddressInfo, createServer, type Server, type ServerOpts } from "node:net";
 
 /**
  * The accept queue the activator listens with: a wake releases every held request at once and a
@@ -38,13 +38,13 @@ export async function listenActivator(
 ): Promise<Listening> {
   const count = options.acceptors ?? acceptors;
   const shared = count > 1;
-  if (shared && options.port !== 0) await listen(createServer(), options.port, options.host, false, true);
+  if (shared && options.port !== 0) await refuseIfTaken(options.port, options.host);
   await listen(server, options.port, options.host, shared);
   const address = server.address() as AddressInfo;
   const extra: Server[] = [];
   try {
     for (let i = 1; i < count; i++) {
-      const acceptor = createServer((socket) => server.emit("connection", socket));
+      const acceptor = createServer(socketOptionsOf(server), (socket) => server.emit("connection", socket));
       await listen(acceptor, address.port, options.host, true);
       extra.push(acceptor);
     }
@@ -62,8 +62,33 @@ export async function listenActivator(
   };
 }
 
-async function listen(server: Server, port: number, host: string, reusePort: boolean, probe = false) {
+/**
+ * What the HTTP server sets on the sockets it accepts itself (net.Server keeps it as fields):
+ * `noDelay` above all, which node:http turns on and a plain net.Server leaves off, so a socket
+ * from another acceptor would otherwise stream its chunks under Nagle's algorithm.
+ */
+function socketOptionsOf(server: HttpServer): ServerOpts {
+  const own = server as unknown as Required<
+    Pick<ServerOpts, "allowHalfOpen" | "noDelay" | "keepAlive" | "keepAliveInitialDelay" | "highWaterMark">
+  >;
+  return {
+    allowHalfOpen: own.allowHalfOpen,
+    noDelay: own.noDelay,
+    keepAlive: own.keepAlive,
+    // Kept in seconds, given in milliseconds.
+    keepAliveInitialDelay: own.keepAliveInitialDelay * 1000,
+    highWaterMark: own.highWaterMark,
+  };
+}
+
+/** Binds `host:port` alone (no SO_REUSEPORT) and lets it go: fails with EADDRINUSE if it is taken. */
+async function refuseIfTaken(port: number, host: string): Promise<void> {
+  const probe = createServer();
+  await listen(probe, port, host, false);
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+}
+
+async function listen(server: Server, port: number, host: string, reusePort: boolean): Promise<void> {
   server.listen({ port, host, backlog: acceptBacklog, ...(reusePort ? { reusePort } : {}) });
   await once(server, "listening");
-  if (probe) await new Promise<void>((resolve) => server.close(() => resolve()));
 }
