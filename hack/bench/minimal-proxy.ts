@@ -4,17 +4,19 @@
  * model resolution, metrics or tracing. What the activator costs beyond this
  * is its own; what this costs beyond nginx is the platform's.
  *
- *   node hack/bench/minimal-proxy.ts --port 8080 --upstream 127.0.0.1:8000 [--workers 2]
+ *   node hack/bench/minimal-proxy.ts --port 8080 --upstream 127.0.0.1:8000 [--workers 2] [--acceptors 8]
  *
  * With --workers N it is N such processes behind one port (node:cluster; the primary accepts and
  * hands connections round robin), to measure what spreading a Node data plane over cores buys.
+ * With --acceptors N it accepts on N sockets sharing the port, as the activator does
+ * (activator/listen.ts), to measure accepting apart from the rest.
  */
 import cluster from "node:cluster";
 import { once } from "node:events";
 import { createServer } from "node:http";
-import { createServer as createNetServer } from "node:net";
 import { parseArgs } from "node:util";
 import { Pool } from "undici";
+import { listenActivator } from "../../activator/listen.ts";
 
 const { values } = parseArgs({
   options: {
@@ -69,14 +71,8 @@ function serve() {
   });
   const acceptors = Number(values.acceptors ?? 1);
   if (acceptors <= 1) server.listen(Number(values.port), "127.0.0.1");
-  // Several listening sockets on one port (SO_REUSEPORT), all feeding the one HTTP server.
-  else
-    for (let i = 0; i < acceptors; i++)
-      createNetServer((socket) => server.emit("connection", socket)).listen({
-        port: Number(values.port),
-        host: "127.0.0.1",
-        reusePort: true,
-        backlog: 4096,
-      });
+  // Several listening sockets on one port, as the activator accepts (only accepting: the request
+  // path stays Snooze-free).
+  else void listenActivator(server, { port: Number(values.port), host: "127.0.0.1", acceptors });
   process.on("SIGTERM", () => process.exit(0));
 }
