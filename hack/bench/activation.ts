@@ -19,6 +19,10 @@
  * The direct baseline, in the same round: the same requests parked in the
  * sleeping engine itself, then POST /wake_up; overhead_i = headers_i − end of
  * the wake call: the engine's own cost of answering that many requests at once.
+ *
+ * With BENCH_LLAMA_SWAP, the peer gets the same burst at the same engine, stopped: it has no
+ * sleep, so a cold start is its only activation. Its engine's start is timed from outside, by a
+ * prober asking the engine's /health every millisecond, and compared with Snooze's cold start.
  */
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,6 +31,7 @@ import type { Timeline } from "./activator-protocol.ts";
 import { forkClient } from "./child.ts";
 import type { BurstCommand, BurstResult } from "./clients/burst.ts";
 import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
+import { llamaSwapPeer, type RunningLlamaSwap, startLlamaSwap } from "./llama-swap.ts";
 import { freePort } from "./ports.ts";
 import { listenOverflows } from "./proc.ts";
 import { startServerProcess } from "./server-process.ts";
@@ -105,6 +110,25 @@ export interface ColdRound {
   startMs: number;
   /** Every request: TTFB after the engine listened, less the warm-up, p50/p99. */
   overheadsMs: number[];
+  /** The last held request's first byte − the engine listening (the warm-up included). */
+  lastByteMs: number;
+  /** From the first request sent to the last one's first byte: the whole cold start as a client sees it. */
+  allMs: number;
+  /** From the first request sent to the engine listening: deciding, spawning, the engine's start. */
+  sentToListeningMs: number;
+  failures: number;
+}
+
+/** llama-swap's cold start with the same burst, timed from outside. */
+export interface PeerColdRound {
+  /** The first request's first byte − the engine's first /health answer. */
+  firstByteMs: number;
+  /** The last request's first byte − the engine's first /health answer. */
+  lastByteMs: number;
+  /** From the first request sent to the last one's first byte. */
+  allMs: number;
+  /** From the first request sent to the engine's first /health answer. */
+  sentToListeningMs: number;
   failures: number;
 }
 
@@ -136,8 +160,13 @@ export interface ActivationResult {
     warmupMs: number;
     startMs: number;
     overhead: Spread;
+    lastByteMs: number;
+    allMs: number;
+    sentToListeningMs: number;
     failures: number;
   };
+  /** With BENCH_LLAMA_SWAP: the peer's cold start with the same burst (medians over rounds). */
+  llamaSwapCold?: PeerColdRound;
   /** The same requests sent at once straight to the awake engine, on new connections: the engine's own cost. */
   engineBurst: Spread & {
     /** The first answer of that burst: the engine's own first byte for it, the floor of `ownFirstByteMs`'s remainder. */
@@ -257,6 +286,62 @@ async function coldRound(
       warmupMs,
       startMs: t.listening - t.activationStart,
       overheadsMs: ok.map((r) => r.headersAt - Math.max(r.sentAt, listening) - warmupMs),
+      lastByteMs: Math.max(...ok.map((r) => r.headersAt)) - listening,
+      allMs: Math.max(...ok.map((r) => r.headersAt)) - Math.min(...results.map((r) => r.sentAt)),
+      sentToListeningMs: listening - Math.min(...results.map((r) => r.sentAt)),
+      failures: results.length - ok.length,
+    };
+  } finally {
+    await client.ask({ cmd: "abort" }).catch(() => {});
+    await client.close();
+  }
+}
+
+/** Resolves with the wall-clock ms of the first 200 from `url`, asking every millisecond. */
+async function firstHealthy(url: string, timeoutMs: number): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ok = await fetch(url, { signal: AbortSignal.timeout(1_000) })
+      .then(async (r) => {
+        await r.arrayBuffer();
+        return r.status === 200;
+      })
+      .catch(() => false);
+    if (ok) return performance.timeOrigin + performance.now();
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  throw new Error(`${url} did not answer within ${timeoutMs}ms`);
+}
+
+async function llamaSwapColdRound(
+  peer: RunningLlamaSwap,
+  engine: string,
+  count: number,
+): Promise<PeerColdRound> {
+  const unloaded = await fetch(`${peer.url}/api/models/unload/bench`, { method: "POST" });
+  if (unloaded.status !== 200) throw new Error(`llama-swap unload answered ${unloaded.status}`);
+  await until(
+    () =>
+      fetch(`${engine}/health`).then(
+        () => false,
+        () => true,
+      ),
+    30_000,
+    "llama-swap's engine to stop",
+  );
+  const client = await burst(peer.url, "/health", count, true);
+  try {
+    const listening = firstHealthy(`${engine}/health`, 60_000);
+    await client.ask({ cmd: "fire" });
+    const { results } = await client.ask<{ results: BurstResult[] }>({ cmd: "results" });
+    const ready = await listening;
+    const ok = results.filter((r) => r.status === 200);
+    const headers = ok.map((r) => r.headersAt);
+    return {
+      firstByteMs: Math.min(...headers) - ready,
+      lastByteMs: Math.max(...headers) - ready,
+      allMs: Math.max(...headers) - Math.min(...results.map((r) => r.sentAt)),
+      sentToListeningMs: ready - Math.min(...results.map((r) => r.sentAt)),
       failures: results.length - ok.length,
     };
   } finally {
@@ -344,6 +429,26 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
     cpuProfileDir: ctx.profileDir ? join(ctx.profileDir, "activation") : undefined,
   });
   const direct = await startDirectSim();
+  // The peer starts the same sim, with the same flags, on a port of its own.
+  const peer = llamaSwapPeer(ctx);
+  const peerEnginePort = await freePort();
+  const llamaSwap = peer
+    ? await startLlamaSwap(ctx, peer, "activation-llama-swap", {
+        bench: {
+          cmd: [
+            process.execPath,
+            snoozeBin,
+            "sim",
+            "--served-model-name",
+            "bench",
+            "--port",
+            String(peerEnginePort),
+            ...simFlags,
+          ],
+          proxy: `http://127.0.0.1:${peerEnginePort}`,
+        },
+      })
+    : undefined;
   try {
     const first = await postJson(`${activator.url}/v1/chat/completions`, request, 30_000);
     if (first.status !== 200) throw new Error(`first request answered ${first.status}: ${first.text}`);
@@ -351,10 +456,19 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
     const bursts: (Spread & { firstMs: number; lastMs: number; failures: number })[] = [];
     const parked: (Spread & { failures: number })[] = [];
     const colds: ColdRound[] = [];
+    const peerColds: PeerColdRound[] = [];
+    const sides = ["activator", "engine", ...(llamaSwap ? ["llama-swap" as const] : [])] as const;
     for (let round = 0; round < rounds; round++) {
       const label = `activation round ${round + 1}/${rounds}`;
-      for (const target of rotate(["activator", "engine"] as const, round)) {
-        if (target === "activator") {
+      for (const target of rotate(sides, round)) {
+        if (target === "llama-swap") {
+          const c = await llamaSwapColdRound(llamaSwap!, `http://127.0.0.1:${peerEnginePort}`, count);
+          ctx.log(
+            `${label} llama-swap, cold start: first byte ${c.firstByteMs.toFixed(1)} ms, last ${c.lastByteMs.toFixed(1)} ms ` +
+              `after the engine listened; all answered ${c.allMs.toFixed(0)} ms after the first was sent; failed ${c.failures}`,
+          );
+          peerColds.push(c);
+        } else if (target === "activator") {
           const r = await activatorRound(
             activator.url,
             () => activator.timeline("bench"),
@@ -378,8 +492,8 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
             `${label} activator, cold start: first byte ${c.firstByteMs.toFixed(1)} ms after the engine listened ` +
               `(learned ${c.detectMs.toFixed(1)} ms after it, warm-up ${c.warmupMs.toFixed(1)} ms apart), ` +
               `wake first byte ${r.firstByteMs.toFixed(1)} ms after /is_sleeping false ` +
-              `(Snooze's own ${r.ownFirstByteMs.toFixed(1)} ms), last answer ${r.lastByteMs.toFixed(1)} ms after ready, ` +
-              `failed ${c.failures}`,
+              `(Snooze's own ${r.ownFirstByteMs.toFixed(1)} ms), last answer ${r.lastByteMs.toFixed(1)} ms after ready; ` +
+              `cold: all answered ${c.allMs.toFixed(0)} ms after the first was sent, failed ${c.failures}`,
           );
           colds.push(c);
         } else {
@@ -421,8 +535,22 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
         warmupMs: median(colds.map((c) => c.warmupMs)),
         startMs: median(colds.map((c) => c.startMs)),
         overhead: medianSpread(colds.map((c) => spread(c.overheadsMs))),
+        lastByteMs: median(colds.map((c) => c.lastByteMs)),
+        allMs: median(colds.map((c) => c.allMs)),
+        sentToListeningMs: median(colds.map((c) => c.sentToListeningMs)),
         failures: colds.reduce((sum, c) => sum + c.failures, 0),
       },
+      ...(llamaSwap
+        ? {
+            llamaSwapCold: {
+              firstByteMs: median(peerColds.map((c) => c.firstByteMs)),
+              lastByteMs: median(peerColds.map((c) => c.lastByteMs)),
+              allMs: median(peerColds.map((c) => c.allMs)),
+              sentToListeningMs: median(peerColds.map((c) => c.sentToListeningMs)),
+              failures: peerColds.reduce((sum, c) => sum + c.failures, 0),
+            },
+          }
+        : {}),
       engineBurst: {
         ...medianSpread(bursts),
         firstMs: median(bursts.map((b) => b.firstMs)),
@@ -432,6 +560,7 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
       engineParked: { ...medianSpread(parked), failures: parked.reduce((sum, p) => sum + p.failures, 0) },
     };
   } finally {
+    await llamaSwap?.stop();
     await direct.stop();
     await activator.close();
   }

@@ -7,12 +7,14 @@
  *
  * Rounds use a compile cache directory of their own: the first round fills it (what the very first
  * run after an install or an edit costs, the type stripper included), the later rounds are what
- * every run after that costs.
+ * every run after that costs. With BENCH_LLAMA_SWAP the peer is measured with the same models
+ * (a Go binary: no compile cache, so its first run is no different).
  */
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type BenchContext, rotate, writeSnoozeYaml, yamlArgv } from "./context.ts";
+import { llamaSwapConfig, llamaSwapPeer } from "./llama-swap.ts";
 import { freePort } from "./ports.ts";
 import { startServerProcess } from "./server-process.ts";
 import { median } from "./stats.ts";
@@ -52,6 +54,19 @@ function serveConfig(ctx: BenchContext, count: number): string {
   return writeSnoozeYaml(ctx, `idle-rss-${count}`, `models:\n${models}`);
 }
 
+/** The same models for llama-swap: `snooze sim` engines it would start on a first request. */
+function llamaSwapModels(ctx: BenchContext, count: number): string {
+  const file = join(ctx.dir, `idle-rss-${count}`, "llama-swap.yaml");
+  const models = Object.fromEntries(
+    Array.from({ length: count }, (_, i) => [
+      `m${i}`,
+      { cmd: [process.execPath, snooze, "sim", "--port", "${PORT}"], proxy: "http://127.0.0.1:${PORT}" },
+    ]),
+  );
+  writeFileSync(file, llamaSwapConfig(models));
+  return file;
+}
+
 export async function idleRss(ctx: BenchContext): Promise<IdleRssResult> {
   const rounds = ctx.tiny ? 2 : ctx.quick ? 3 : 6;
   const settleMs = ctx.tiny ? 300 : 2_000;
@@ -60,31 +75,46 @@ export async function idleRss(ctx: BenchContext): Promise<IdleRssResult> {
   mkdirSync(cache, { recursive: true });
   const few = serveConfig(ctx, 3);
   const many = serveConfig(ctx, manyModels);
+  const node = process.execPath;
+  const peer = llamaSwapPeer(ctx);
   const targets: { name: string; argv: (port: number) => string[] }[] = [
     {
       name: "node -e (idle)",
-      argv: (port) => ["-e", `require("net").createServer().listen(${port}, "127.0.0.1")`],
+      argv: (port) => [node, "-e", `require("net").createServer().listen(${port}, "127.0.0.1")`],
     },
     {
       name: "node -e (HTTP server)",
-      argv: (port) => ["-e", `require("http").createServer((q, s) => s.end()).listen(${port}, "127.0.0.1")`],
+      argv: (port) => [
+        node,
+        "-e",
+        `require("http").createServer((q, s) => s.end()).listen(${port}, "127.0.0.1")`,
+      ],
     },
-    { name: "snooze sim", argv: (port) => [snooze, "sim", "--port", String(port)] },
+    { name: "snooze sim", argv: (port) => [node, snooze, "sim", "--port", String(port)] },
     {
       name: "snooze serve (3 models)",
-      argv: (port) => [snooze, "serve", "--config", few, "--port", String(port)],
+      argv: (port) => [node, snooze, "serve", "--config", few, "--port", String(port)],
     },
     {
       name: `snooze serve (${manyModels} models)`,
-      argv: (port) => [snooze, "serve", "--config", many, "--port", String(port)],
+      argv: (port) => [node, snooze, "serve", "--config", many, "--port", String(port)],
     },
+    ...(peer
+      ? [3, manyModels].map((count) => {
+          const config = llamaSwapModels(ctx, count);
+          return {
+            name: `llama-swap (${count} models)`,
+            argv: (port: number) => [peer.binary, "--config", config, "--listen", `127.0.0.1:${port}`],
+          };
+        })
+      : []),
   ];
   const samples = new Map<string, { rss: number; anon: number }[]>(targets.map((t) => [t.name, []]));
   for (let round = 0; round < rounds; round++) {
     // The first round runs in the listed order so each command fills the cache before it is timed again.
     for (const target of round === 0 ? targets : rotate(targets, round)) {
       const port = await freePort();
-      const server = await startServerProcess([process.execPath, ...target.argv(port)], port, {
+      const server = await startServerProcess(target.argv(port), port, {
         NODE_COMPILE_CACHE: cache,
         SNOOZE_LOG_LEVEL: "error",
       });

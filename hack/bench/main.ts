@@ -3,10 +3,12 @@
  * nginx, on this machine, in one run; rewrites the results section of
  * docs/benchmarks.md. See that file for what each scenario measures.
  *
- *   npm run bench [-- --quick | --tiny] [--only warm-path,activation,streaming,memory,idle-rss]
+ *   [BENCH_LLAMA_SWAP=<llama-swap checkout>] npm run bench [-- --quick | --tiny] [--only warm-path,activation,streaming,memory,idle-rss]
  *                 [--profile <dir>] [--no-write | --write] [--out <file>]
  *
  * --quick is a smoke run of the harness (seconds per scenario, small counts);
+ * BENCH_LLAMA_SWAP adds the peer, built from that source checkout (hack/bench/llama-swap.ts);
+ * without it the report says it was not run.
  * --tiny is smaller still (a few seconds per scenario: the harness's own test, hack/bench/bench.test.ts).
  * They and --only do not touch the docs unless --write is given.
  */
@@ -19,6 +21,7 @@ import { parseArgs } from "node:util";
 import { activation } from "./activation.ts";
 import type { BenchContext } from "./context.ts";
 import { idleRss } from "./idle-rss.ts";
+import { llamaSwapPeer } from "./llama-swap.ts";
 import { machineFacts } from "./machine.ts";
 import { memory } from "./memory.ts";
 import { type BenchResults, renderResults, sectionName } from "./report.ts";
@@ -82,11 +85,14 @@ async function main(): Promise<number> {
       console.error(`[bench ${((performance.now() - started) / 1000).toFixed(0)}s] ${message}`),
   };
   const argv = process.argv.slice(2);
+  // Built before the first scenario, so a build failure stops the run before any measurement.
+  const peer = llamaSwapPeer(ctx);
   const results: BenchResults = {
-    command: `npm run bench${argv.length ? ` -- ${argv.join(" ")}` : ""}`,
+    command: `${peer ? "BENCH_LLAMA_SWAP=<llama-swap checkout> " : ""}npm run bench${argv.length ? ` -- ${argv.join(" ")}` : ""}`,
     quick,
     code: codeVersion(),
     machine,
+    llamaSwap: peer?.version,
     seconds: 0,
   };
   try {

@@ -59,6 +59,32 @@ describe("benchmark report", () => {
     expect(met).toMatch(/p50 added vs direct \| 600 µs .*\| \*\*missed\*\* \|/);
   });
 
+  test("compares with llama-swap when it ran, and says so when it did not", () => {
+    const without = results(3_000, 120);
+    expect(renderResults(without)).toContain("llama-swap not run (`BENCH_LLAMA_SWAP` names no checkout)");
+    const peer = {
+      ...without.warmPath!.summaries[2]!,
+      target: "llama-swap" as const,
+      requestsPerSecond: 2_000,
+      addedP50Us: 700,
+    };
+    const withPeer: BenchResults = {
+      ...without,
+      llamaSwap: "0bdb372",
+      warmPath: {
+        ...without.warmPath!,
+        summaries: [...without.warmPath!.summaries, peer],
+        throughputVsLlamaSwap: 1.5,
+      },
+    };
+    const text = renderResults(withPeer);
+    expect(text).toContain("llama-swap 0bdb372");
+    expect(text).toMatch(
+      /requests\/s vs llama-swap \| 1\.50× \(p50 added: activator 120 µs, llama-swap 700 µs\)/,
+    );
+    expect(text).toContain("1.50× llama-swap.");
+  });
+
   test("rewrites only its own section of the document", () => {
     const doc =
       "# Benchmarks\n\nintro\n\n<!-- bench:begin -->\nold\n<!-- bench:end -->\n\n<!-- slots:begin -->\nkeep\n<!-- slots:end -->\n";

@@ -19,6 +19,8 @@ export interface BenchResults {
   quick: boolean;
   code: string;
   machine: MachineFacts;
+  /** The peer's version when BENCH_LLAMA_SWAP named a checkout; undefined when it was not run. */
+  llamaSwap?: string;
   seconds: number;
   warmPath?: WarmPathResult;
   activation?: ActivationResult;
@@ -37,6 +39,8 @@ export const targets = {
   /** Activator CPU per streamed chunk over nginx's (one worker). */
   chunkCpuRatio: 1,
   streamingRatio: 0.5,
+  /** Activator chunks/s over llama-swap's, 1,000 streams. */
+  streamingVsLlamaSwap: 1,
   heldBytes: 16 * 1024,
   idleSimMiB: 60,
   idleServeMiB: 80,
@@ -67,6 +71,14 @@ function summary(r: BenchResults): string {
       `≥ ${targets.throughputRatio}×`,
       verdict(r.warmPath.throughputVsNginx1 >= targets.throughputRatio),
     ]);
+    const peer = r.warmPath.summaries.find((s) => s.target === "llama-swap");
+    if (peer && r.warmPath.throughputVsLlamaSwap !== undefined)
+      rows.push([
+        "Warm path: requests/s vs llama-swap",
+        `${fmt(r.warmPath.throughputVsLlamaSwap)}× (p50 added: activator ${fmt(activator.addedP50Us, 0)} µs, llama-swap ${fmt(peer.addedP50Us, 0)} µs)`,
+        "—",
+        "",
+      ]);
   }
   if (r.activation) {
     const a = r.activation.activator;
@@ -98,6 +110,14 @@ function summary(r: BenchResults): string {
       `≤ ${targets.lastHeldRatio}×`,
       verdict(lastRatio <= targets.lastHeldRatio),
     ]);
+    const peer = r.activation.llamaSwapCold;
+    if (peer && r.activation.cold)
+      rows.push([
+        `Cold start, ${r.activation.count} held: first sent → last answered, vs llama-swap (same engine)`,
+        `${fmt(r.activation.cold.allMs / peer.allMs)}× (${fmt(r.activation.cold.allMs, 0)} ms against ${fmt(peer.allMs, 0)} ms; failed: ${r.activation.cold.failures} against ${peer.failures})`,
+        "—",
+        "",
+      ]);
   }
   if (r.streaming) {
     rows.push([
@@ -114,6 +134,13 @@ function summary(r: BenchResults): string {
       `${fmt(chunkCpu)}× (the minimal Node.js proxy: ${fmt(nodeChunkCpu)}×)`,
       `≤ ${targets.chunkCpuRatio}×`,
       verdict(chunkCpu <= targets.chunkCpuRatio),
+    ]);
+    const peer = r.streaming.rateVsLlamaSwap;
+    rows.push([
+      `Streaming: chunks/s vs llama-swap, ${r.streaming.streams} streams`,
+      peer === undefined ? "not run (BENCH_LLAMA_SWAP names no checkout)" : `${fmt(peer)}×`,
+      `≥ ${targets.streamingVsLlamaSwap}×`,
+      peer === undefined ? "not judged" : verdict(peer >= targets.streamingVsLlamaSwap),
     ]);
   }
   if (r.memory) {
@@ -141,6 +168,9 @@ function summary(r: BenchResults): string {
       `≤ ${targets.idleServeMiB} MiB`,
       verdict(serve.rss <= targets.idleServeMiB * 2 ** 20),
     ]);
+    const peer = r.idleRss.rows.find((x) => x.target.startsWith("llama-swap (3"));
+    if (peer)
+      rows.push(["Idle RSS, llama-swap (3 models)", `${mib(peer.rss)} (anon ${mib(peer.anon)})`, "—", ""]);
   }
   return table(["What", "Measured", "Target", ""], rows);
 }
@@ -164,7 +194,7 @@ throughput: wrk, ${w.throughputConnections} connections, ${w.throughputSeconds} 
 ${table(["target", "p50 µs", "p99 µs", "p50 added µs", "p99 added µs", "requests/s", "proxy CPU µs/request", "errors"], rows)}
 
 Activator throughput over nginx: ${fmt(w.throughputVsNginx1)}× nginx with 1 worker, ${fmt(w.throughputVsNginxAuto)}× nginx with a worker per core;
-${fmt(w.throughputVsNodeMinimal)}× the minimal Node.js proxy.${
+${fmt(w.throughputVsNodeMinimal)}× the minimal Node.js proxy${w.throughputVsLlamaSwap === undefined ? "" : `; ${fmt(w.throughputVsLlamaSwap)}× llama-swap`}.${
     w.vsBaseline
       ? `
 
@@ -219,7 +249,15 @@ a wake (ready = \`/is_sleeping\` false)${
     a.cold
       ? `; after a cold start (same ${a.count} held; ready = the first \`/health\` answer of a prober asking every millisecond) ${fmt(a.cold.firstByteMs, 1)} ms, of which ${fmt(a.cold.detectMs, 1)} ms until Snooze learned the engine was up (engine start ${fmt(a.cold.startMs, 0)} ms, warm-up ${fmt(a.cold.warmupMs, 1)} ms); failed: ${a.cold.failures}`
       : ""
-  }.
+  }.${
+    a.cold
+      ? ` After a cold start all ${a.count} were answered ${fmt(a.cold.allMs, 0)} ms after the first was sent: the engine listened ${fmt(a.cold.sentToListeningMs, 0)} ms after it, the last answer came ${fmt(a.cold.lastByteMs, 0)} ms after that (warm-up included).`
+      : ""
+  }${
+    a.llamaSwapCold
+      ? ` llama-swap (no sleep mode: a cold start is its only activation), the same burst at the same engine stopped: all answered ${fmt(a.llamaSwapCold.allMs, 0)} ms after the first was sent, the engine listening ${fmt(a.llamaSwapCold.sentToListeningMs, 0)} ms after it; first byte ${fmt(a.llamaSwapCold.firstByteMs, 1)} ms and last ${fmt(a.llamaSwapCold.lastByteMs, 0)} ms after the engine's first \`/health\` answer (a prober outside asking every millisecond); failed: ${a.llamaSwapCold.failures}.`
+      : ""
+  }
 
 ${table(["ms", "p50", "p99"], rows)}`;
 }
@@ -242,7 +280,7 @@ ${fmt(s.offeredPerSecond, 0)} chunks/s offered; the direct row is what the engin
 
 ${table(["target", "chunks/s delivered", "proxy CPU µs/chunk", "proxy cores", "streams live", "all first events, s", "errors"], rows)}
 
-Activator chunk rate over nginx: ${fmt(s.rateVsNginx1)}× nginx with 1 worker, ${fmt(s.rateVsNginxAuto)}× with a worker per core.${
+Activator chunk rate over nginx: ${fmt(s.rateVsNginx1)}× nginx with 1 worker, ${fmt(s.rateVsNginxAuto)}× with a worker per core${s.rateVsLlamaSwap === undefined ? "" : `; ${fmt(s.rateVsLlamaSwap)}× llama-swap`}.${
     admin
       ? ` Meanwhile the activator's \`/snooze/v1/models\` and \`/healthz\`, asked in turn every 50 ms through the window: p50 ${fmt(admin.p50Ms, 1)} ms, max ${fmt(admin.maxMs, 1)} ms (${admin.probes} answers).`
       : ""
@@ -306,7 +344,7 @@ export function renderResults(r: BenchResults): string {
     "```",
     "",
     `Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB, shared with other work (load average ${m.loadAverage} at the start);`,
-    `Node ${m.node}, nginx ${m.nginx}, wrk ${m.wrk}; code ${r.code}.`,
+    `Node ${m.node}, nginx ${m.nginx}, wrk ${m.wrk}; code ${r.code}; ${r.llamaSwap ? `llama-swap ${r.llamaSwap} (built from its source checkout, \`BENCH_LLAMA_SWAP\`)` : "llama-swap not run (`BENCH_LLAMA_SWAP` names no checkout)"}.`,
     "",
     summary(r),
   ];

@@ -15,6 +15,7 @@ import { startActivator } from "./activator.ts";
 import { forkClient } from "./child.ts";
 import type { SseResult } from "./clients/sse.ts";
 import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
+import { llamaSwapPeer, startLlamaSwap } from "./llama-swap.ts";
 import { nginxProxyConfig, startNginx } from "./nginx.ts";
 import { freePort } from "./ports.ts";
 import { cpuMeter } from "./proc.ts";
@@ -41,7 +42,7 @@ async function probeAdmin(origin: string, stop: Promise<void>): Promise<number[]
 }
 
 export const streamingTargets = ["direct", "nginx-1w", "nginx-auto", "node-minimal", "activator"] as const;
-export type StreamingTarget = (typeof streamingTargets)[number];
+export type StreamingTarget = (typeof streamingTargets)[number] | "llama-swap";
 
 export interface StreamingSummary {
   target: StreamingTarget;
@@ -68,6 +69,8 @@ export interface StreamingResult {
   /** Activator events/s over nginx's, median of per-round ratios. */
   rateVsNginx1: number;
   rateVsNginxAuto: number;
+  /** With BENCH_LLAMA_SWAP: activator events/s over llama-swap's, median of per-round ratios. */
+  rateVsLlamaSwap?: number;
 }
 
 const upstreamScript = fileURLToPath(new URL("./sse-upstream.ts", import.meta.url));
@@ -113,13 +116,29 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
       minimalPort,
     );
     proxies.push(minimal);
-    const targets: Record<StreamingTarget, { origin: string; pids: () => number[] }> = {
+    // llama-swap must start an engine itself; it starts a placeholder process and proxies to the
+    // engine every other target streams from, so all of them relay the same streams.
+    const peer = llamaSwapPeer(ctx);
+    const llamaSwap = peer
+      ? await startLlamaSwap(ctx, peer, "stream-llama-swap", {
+          bench: { cmd: ["sleep", "86400"], proxy: `http://${upstream}` },
+        })
+      : undefined;
+    if (llamaSwap) proxies.push(llamaSwap);
+    const names: StreamingTarget[] = [...streamingTargets, ...(llamaSwap ? ["llama-swap" as const] : [])];
+    const targets: Partial<Record<StreamingTarget, { origin: string; pids: () => number[] }>> = {
       direct: { origin: `http://${upstream}`, pids: () => [] },
       "nginx-1w": { origin: `http://127.0.0.1:${ports.nginx1}`, pids: nginx1.pids },
       "nginx-auto": { origin: `http://127.0.0.1:${ports.nginxAuto}`, pids: nginxAuto.pids },
       "node-minimal": { origin: `http://127.0.0.1:${minimalPort}`, pids: () => [minimal.pid] },
       activator: { origin: activator.url, pids: () => [activator.pid] },
+      ...(llamaSwap ? { "llama-swap": { origin: llamaSwap.url, pids: () => [llamaSwap.pid] } } : {}),
     };
+    if (llamaSwap) {
+      const check = await postJson(`${llamaSwap.url}/v1/chat/completions`, { model: "bench", max_tokens: 1 });
+      if (check.status !== 200)
+        throw new Error(`llama-swap answered ${check.status}: ${check.text.slice(0, 200)}`);
+    }
     // Long enough to outlast the window; the client ends every stream after it.
     const body = JSON.stringify({
       model: "bench",
@@ -136,11 +155,11 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
       admin: number[];
       errors: string[];
     };
-    const perRound: Record<StreamingTarget, RoundResult>[] = [];
+    const perRound: Partial<Record<StreamingTarget, RoundResult>>[] = [];
     for (let round = 0; round < rounds; round++) {
       const results = {} as (typeof perRound)[number];
-      for (const name of rotate(streamingTargets, round)) {
-        const target = targets[name];
+      for (const name of rotate(names, round)) {
+        const target = targets[name]!;
         const client = await forkClient<{ cmd: "run" }>("./clients/sse.ts", {
           origin: target.origin,
           path: "/v1/chat/completions",
@@ -196,21 +215,23 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
       perRound.push(results);
     }
     const windowSeconds = windowMs / 1000;
-    const summaries = streamingTargets.map(
+    const of = (r: (typeof perRound)[number], target: StreamingTarget) => r[target]!;
+    const summaries = names.map(
       (target): StreamingSummary => ({
         target,
-        eventsPerSecond: median(perRound.map((r) => r[target].rate)),
+        eventsPerSecond: median(perRound.map((r) => of(r, target).rate)),
         cpuUsPerEvent:
           target === "direct"
             ? Number.NaN
-            : median(perRound.map((r) => (r[target].cpu / (r[target].rate * windowSeconds)) * 1e6)),
-        cores: target === "direct" ? Number.NaN : median(perRound.map((r) => r[target].cpu / windowSeconds)),
-        streamsLive: Math.min(...perRound.map((r) => r[target].live)),
-        allStartedSeconds: Math.max(...perRound.map((r) => r[target].allStarted)),
+            : median(perRound.map((r) => (of(r, target).cpu / (of(r, target).rate * windowSeconds)) * 1e6)),
+        cores:
+          target === "direct" ? Number.NaN : median(perRound.map((r) => of(r, target).cpu / windowSeconds)),
+        streamsLive: Math.min(...perRound.map((r) => of(r, target).live)),
+        allStartedSeconds: Math.max(...perRound.map((r) => of(r, target).allStarted)),
         admin:
           target === "activator"
             ? (() => {
-                const all = perRound.flatMap((r) => r[target].admin);
+                const all = perRound.flatMap((r) => of(r, target).admin);
                 return {
                   p50Ms: all.length ? summarize(all).p50 : Number.NaN,
                   maxMs: Math.max(...all),
@@ -218,7 +239,7 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
                 };
               })()
             : undefined,
-        errors: perRound.flatMap((r) => r[target].errors),
+        errors: perRound.flatMap((r) => of(r, target).errors),
       }),
     );
     return {
@@ -228,8 +249,11 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
       windowSeconds,
       offeredPerSecond: (streams * 1000) / itlMs,
       summaries,
-      rateVsNginx1: median(perRound.map((r) => r.activator.rate / r["nginx-1w"].rate)),
-      rateVsNginxAuto: median(perRound.map((r) => r.activator.rate / r["nginx-auto"].rate)),
+      rateVsNginx1: median(perRound.map((r) => of(r, "activator").rate / of(r, "nginx-1w").rate)),
+      rateVsNginxAuto: median(perRound.map((r) => of(r, "activator").rate / of(r, "nginx-auto").rate)),
+      ...(llamaSwap
+        ? { rateVsLlamaSwap: median(perRound.map((r) => of(r, "activator").rate / of(r, "llama-swap").rate)) }
+        : {}),
     };
   } finally {
     for (const proxy of proxies) await proxy.stop();

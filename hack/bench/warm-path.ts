@@ -16,11 +16,15 @@
  * BENCH_BASELINE=<dir> names another checkout (e.g. a worktree of the previous commit): its
  * activator runs beside this one's as the target `activator-baseline`, on an engine of its own,
  * so a change to the request path is measured A/B within the same rounds.
+ *
+ * BENCH_LLAMA_SWAP=<checkout> adds the peer (`llama-swap.ts`) as the target `llama-swap`, in
+ * front of an engine of its own that it starts itself on the first request.
  */
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startActivator } from "./activator.ts";
 import { type BenchContext, postJson, rotate, writeSnoozeYaml, yamlArgv } from "./context.ts";
+import { llamaSwapPeer, startLlamaSwap } from "./llama-swap.ts";
 import { nginxCommand, nginxProxyConfig, nginxStaticConfig, startNginx } from "./nginx.ts";
 import { freePort } from "./ports.ts";
 import { childrenOf, cpuMeter } from "./proc.ts";
@@ -36,7 +40,7 @@ export const warmPathTargets = [
   "node-minimal-2p",
   "activator",
 ] as const;
-export type WarmPathTarget = (typeof warmPathTargets)[number] | "activator-baseline";
+export type WarmPathTarget = (typeof warmPathTargets)[number] | "activator-baseline" | "llama-swap";
 
 const minimalProxy = fileURLToPath(new URL("./minimal-proxy.ts", import.meta.url));
 
@@ -105,6 +109,8 @@ export interface WarmPathResult {
   throughputVsNginx1: number;
   throughputVsNginxAuto: number;
   throughputVsNodeMinimal: number;
+  /** With BENCH_LLAMA_SWAP: activator requests/s over llama-swap's, median of the per-round ratios. */
+  throughputVsLlamaSwap?: number;
   /** With BENCH_BASELINE: this activator over the baseline's, medians of the per-round ratios. */
   vsBaseline?: { requestsPerSecond: number; cpuPerRequest: number; addedP50Us: number };
 }
@@ -132,7 +138,7 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
     command: ${yamlArgv(command)}
 `,
     );
-    return { port, file };
+    return { port, file, command };
   };
   const engine = await engineConfig("warm-path");
   const enginePort = engine.port;
@@ -145,9 +151,25 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
         script: join(baselineDir, "hack/bench/activator-process.ts"),
       })
     : undefined;
-  const names: WarmPathTarget[] = [...warmPathTargets, ...(baseline ? ["activator-baseline" as const] : [])];
+  const peer = llamaSwapPeer(ctx);
+  const names: WarmPathTarget[] = [
+    ...warmPathTargets,
+    ...(baseline ? ["activator-baseline" as const] : []),
+    ...(peer ? ["llama-swap" as const] : []),
+  ];
   const proxies: { stop(): Promise<void> }[] = [];
   try {
+    // llama-swap starts an engine of its own (the same static nginx) on its first request, below.
+    const llamaSwap = peer
+      ? await (async () => {
+          const own = await engineConfig("warm-path-llama-swap");
+          const running = await startLlamaSwap(ctx, peer, "warm-llama-swap", {
+            bench: { cmd: own.command, proxy: `http://127.0.0.1:${own.port}` },
+          });
+          proxies.push(running);
+          return running;
+        })()
+      : undefined;
     // The first request starts the engine (cold start); after it the model is ready.
     for (const a of [activator, ...(baseline ? [baseline] : [])]) {
       const first = await postJson(`${a.url}/v1/chat/completions`, chatRequest, 30_000);
@@ -204,6 +226,8 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
       },
       activator: { url: activator.url, pids: () => [activator.pid] },
       ...(baseline ? { "activator-baseline": { url: baseline.url, pids: () => [baseline.pid] } } : {}),
+      // Its own process only: the engine it starts is its child, and is not the proxy's CPU.
+      ...(llamaSwap ? { "llama-swap": { url: llamaSwap.url, pids: () => [llamaSwap.pid] } } : {}),
     };
     for (const [name, target] of Object.entries(targets)) {
       const check = await postJson(`${target.url}/v1/chat/completions`, chatRequest);
@@ -285,6 +309,7 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
       throughputVsNginx1: ratio("nginx-1w"),
       throughputVsNginxAuto: ratio("nginx-auto"),
       throughputVsNodeMinimal: ratio("node-minimal"),
+      ...(peer ? { throughputVsLlamaSwap: ratio("llama-swap") } : {}),
       ...(baseline
         ? {
             vsBaseline: {
