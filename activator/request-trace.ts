@@ -189,9 +189,9 @@ export type EngineCallOutcome =
 export class EngineCall {
   readonly span: Span;
   readonly headers: OutgoingHttpHeaders = {};
-  readonly tap = new UsageTap();
   /** A span that records wants the answer's usage; a no-op one need not watch the answer go by. */
   readonly recording: boolean;
+  private readonly tap: UsageTap | undefined;
   private ended = false;
 
   constructor(options: { model: string; route: string; method: string; address: string; replica: string }) {
@@ -204,6 +204,7 @@ export class EngineCall {
       },
     );
     this.recording = this.span.isRecording();
+    this.tap = this.recording ? new UsageTap() : undefined;
     // A span with no trace (no SDK, no caller's trace) adds nothing to carry: no new context for it.
     const active = context.active();
     const carried = isSpanContextValid(this.span.spanContext()) ? trace.setSpan(active, this.span) : active;
@@ -213,20 +214,20 @@ export class EngineCall {
   /** The answer's headers arrived (the forward's tap). */
   response(status: number, contentType: string): void {
     this.span.setAttribute("http.response.status_code", status);
-    this.tap.response(contentType);
+    this.tap?.response(contentType);
   }
 
   /** A chunk of the answer went by (the forward's tap). */
   chunk(chunk: Buffer): void {
-    this.tap.chunk(chunk);
+    this.tap?.chunk(chunk);
   }
 
   /** The call is over; returns the usage the answer reported, for the request's span too. */
   end(outcome: EngineCallOutcome | undefined, error?: Error): Usage | undefined {
     if (this.ended) return undefined;
     this.ended = true;
-    const usage = this.tap.usage();
-    this.span.setAttributes(usageAttributes(usage));
+    const usage = this.tap?.usage();
+    if (usage) this.span.setAttributes(usageAttributes(usage));
     if (outcome?.kind === "answered" || outcome?.kind === "failed")
       this.span.setAttribute("http.response.status_code", outcome.status);
     if (outcome?.kind === "answered" && outcome.status >= 500)
