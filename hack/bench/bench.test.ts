@@ -26,7 +26,7 @@ async function bench(script: string, args: string[]) {
 describe("the benchmarks run", () => {
   test("npm run bench -- --tiny prints every scenario's table", { timeout: 120_000 }, async () => {
     const [warm, activation, rest] = await Promise.all(
-      ["warm-path", "activation", "streaming,memory,idle-rss"].map((only) =>
+      ["warm-path", "activation", "streaming,memory,idle-rss,swap"].map((only) =>
         bench("hack/bench/main.ts", ["--tiny", "--no-write", "--only", only]),
       ),
     );
@@ -38,6 +38,8 @@ describe("the benchmarks run", () => {
     expect(rest).toMatch(/\| activator +\| \d+ +\| [\d.]+ +\| [\d.]+ +\| 20\/20 /);
     expect(rest).toContain("#### Memory per held request");
     expect(rest).toMatch(/\| snooze sim +\| [\d.]+ +\| [\d.]+ /);
+    expect(rest).toContain("#### Swap between two models on one slot");
+    expect(rest).toMatch(/^\| activator +\| \d+ +\| \d+ +\| 2 +\| 0 +\|$/m);
   });
 
   test("the accept-queue probe watches two bursts", { timeout: 60_000 }, async () => {

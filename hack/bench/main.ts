@@ -3,7 +3,7 @@
  * nginx, on this machine, in one run; rewrites the results section of
  * docs/benchmarks.md. See that file for what each scenario measures.
  *
- *   [BENCH_LLAMA_SWAP=<llama-swap checkout>] npm run bench [-- --quick | --tiny] [--only warm-path,activation,streaming,memory,idle-rss]
+ *   [BENCH_LLAMA_SWAP=<llama-swap checkout>] npm run bench [-- --quick | --tiny] [--only warm-path,activation,streaming,memory,idle-rss,swap]
  *                 [--profile <dir>] [--no-write | --write] [--out <file>]
  *
  * --quick is a smoke run of the harness (seconds per scenario, small counts);
@@ -28,9 +28,10 @@ import { type BenchResults, renderResults, sectionName } from "./report.ts";
 import { writeSection } from "./slots/docs-section.ts";
 import { formatMarkdown } from "./slots/format-markdown.ts";
 import { streaming } from "./streaming.ts";
+import { swap } from "./swap.ts";
 import { warmPath } from "./warm-path.ts";
 
-const scenarios = ["warm-path", "activation", "streaming", "memory", "idle-rss"] as const;
+const scenarios = ["warm-path", "activation", "streaming", "memory", "idle-rss", "swap"] as const;
 type Scenario = (typeof scenarios)[number];
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 /** No run may hang: every scenario is bounded, and so is the whole. */
@@ -101,6 +102,7 @@ async function main(): Promise<number> {
     if (only.includes("streaming")) results.streaming = await streaming(ctx);
     if (only.includes("memory")) results.memory = await memory(ctx);
     if (only.includes("idle-rss")) results.idleRss = await idleRss(ctx);
+    if (only.includes("swap")) results.swap = await swap(ctx);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -9,6 +9,7 @@ import type { MachineFacts } from "./machine.ts";
 import type { MemoryResult } from "./memory.ts";
 import { fmt } from "./stats.ts";
 import type { StreamingResult } from "./streaming.ts";
+import type { SwapResult } from "./swap.ts";
 import type { WarmPathResult } from "./warm-path.ts";
 
 /** The section of docs/benchmarks.md this benchmark owns: `<!-- bench:begin -->` … `<!-- bench:end -->`. */
@@ -27,6 +28,7 @@ export interface BenchResults {
   streaming?: StreamingResult;
   memory?: MemoryResult;
   idleRss?: IdleRssResult;
+  swap?: SwapResult;
 }
 
 /** Issue 14's targets (docs/benchmarks.md). */
@@ -171,6 +173,16 @@ function summary(r: BenchResults): string {
     const peer = r.idleRss.rows.find((x) => x.target.startsWith("llama-swap (3"));
     if (peer)
       rows.push(["Idle RSS, llama-swap (3 models)", `${mib(peer.rss)} (anon ${mib(peer.anon)})`, "—", ""]);
+  }
+  if (r.swap) {
+    const mine = r.swap.sides.find((x) => x.target === "activator")!;
+    const theirs = r.swap.sides.find((x) => x.target === "llama-swap");
+    rows.push([
+      "Swap between two models on one slot: request answered, p50",
+      `${fmt(mine.p50Ms, 0)} ms${theirs ? `; llama-swap ${fmt(theirs.p50Ms, 0)} ms (${fmt(r.swap.vsLlamaSwap!)}×)` : "; llama-swap not run"}; the engine's sleep + wake ${fmt(r.swap.engine.sleepMs + r.swap.engine.wakeMs, 0)} ms, its load ${fmt(r.swap.engine.loadMs, 0)} ms`,
+      "—",
+      "",
+    ]);
   }
   return table(["What", "Measured", "Target", ""], rows);
 }
@@ -334,6 +346,25 @@ started. Targets (issue 14): \`snooze sim\` ≤ ${targets.idleSimMiB} MiB, \`sno
 ${table(["process", "RSS MiB", "RssAnon MiB", "RSS vs node HTTP server", "first run RSS MiB"], rows)}`;
 }
 
+function swapSection(w: SwapResult): string {
+  const rows = w.sides.map((x) => [
+    x.target,
+    fmt(x.p50Ms, 0),
+    fmt(x.maxMs, 0),
+    String(x.swapsMs.length),
+    String(x.failures),
+  ]);
+  return `#### Swap between two models on one slot
+
+Two models on one slot, requests alternating between them one at a time after both started once
+(${w.swaps} swaps per target), so each request waits for a swap. Engines: \`snooze sim\` with load
+${fmt(w.engine.loadMs, 0)} ms, sleep ${fmt(w.engine.sleepMs, 0)} ms, wake ${fmt(w.engine.wakeMs, 0)} ms (level 1), no token time. Snooze: slot policy
+\`fifo\` (the incumbent is put to sleep, the other woken and warmed up); llama-swap: its default, one
+model at a time (the incumbent is stopped, the other started).
+
+${table(["target", "p50 ms", "max ms", "swaps", "failed"], rows)}`;
+}
+
 export function renderResults(r: BenchResults): string {
   const m = r.machine;
   const parts = [
@@ -353,5 +384,6 @@ export function renderResults(r: BenchResults): string {
   if (r.streaming) parts.push("", streamingSection(r.streaming));
   if (r.memory) parts.push("", memorySection(r.memory));
   if (r.idleRss) parts.push("", idleRssSection(r.idleRss));
+  if (r.swap) parts.push("", swapSection(r.swap));
   return parts.join("\n");
 }
