@@ -5,6 +5,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 
 let ticksPerSecond: number | undefined;
 
@@ -81,4 +82,28 @@ export function listenOverflows(): number {
     }
   } catch {}
   return 0;
+}
+
+/**
+ * With BENCH_PIN_CPUS=1, the CPUs a scenario gives its load (client and engine) and the proxy
+ * under test, when the machine has two or more and `taskset` (util-linux) is there. Unpinned,
+ * three busy processes share the cores by the scheduler's fairness, which hands a multi-threaded
+ * proxy more of them than a single-threaded one. Off by default: on two cores the load's one
+ * core saturates first (docs/benchmarks.md), so pinning there measures the load, not the proxy.
+ */
+export function cpuSplit(): { load: string; proxy: string } | undefined {
+  const cpus = availableParallelism();
+  if (process.env.BENCH_PIN_CPUS !== "1" || cpus < 2) return undefined;
+  try {
+    execFileSync("taskset", ["-p", String(process.pid)], { stdio: "ignore" });
+  } catch {
+    return undefined;
+  }
+  // The load gets every CPU but the last; the proxy the last one.
+  return { load: cpus === 2 ? "0" : `0-${cpus - 2}`, proxy: String(cpus - 1) };
+}
+
+/** Pins running processes, every thread of each, to `cpus` (a taskset list, e.g. "1" or "0-2"). */
+export function pinTo(pids: readonly number[], cpus: string): void {
+  for (const pid of pids) execFileSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { stdio: "ignore" });
 }

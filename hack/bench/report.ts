@@ -289,6 +289,7 @@ function streamingSection(s: StreamingResult): string {
 
 ${s.rounds} interleaved rounds; ${s.streams} concurrent SSE streams, engine step every ${s.itlMs} ms (at most
 ${fmt(s.offeredPerSecond, 0)} chunks/s offered; the direct row is what the engine managed), ${s.windowSeconds} s counting window per target.
+${s.pinned ? `Client and engine pinned to CPU ${s.pinned.load}, the proxy under test (every thread, nginx's workers too) to CPU ${s.pinned.proxy}.` : "Not pinned to CPUs: client, engine and proxy share the cores (`BENCH_PIN_CPUS=1` pins them)."}
 
 ${table(["target", "chunks/s delivered", "proxy CPU µs/chunk", "proxy cores", "streams live", "all first events, s", "errors"], rows)}
 

@@ -8,6 +8,10 @@
  * stream has started; the proxy's CPU is read from /proc over that window.
  * A proxy that cannot keep up delivers fewer events (the engine skips a
  * stream whose socket is backed up, rather than buffer without bound).
+ *
+ * With BENCH_PIN_CPUS=1 (and two or more CPUs) the client and the engine run on the first ones
+ * and the proxy under test alone on the last (`cpuSplit`), so each proxy gets one core whatever
+ * its threads.
  */
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,7 +22,7 @@ import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv }
 import { llamaSwapPeer, startLlamaSwap } from "./llama-swap.ts";
 import { nginxProxyConfig, startNginx } from "./nginx.ts";
 import { freePort } from "./ports.ts";
-import { cpuMeter } from "./proc.ts";
+import { cpuMeter, cpuSplit, pinTo } from "./proc.ts";
 import { startServerProcess } from "./server-process.ts";
 import { median, summarize } from "./stats.ts";
 
@@ -63,6 +67,8 @@ export interface StreamingResult {
   streams: number;
   itlMs: number;
   windowSeconds: number;
+  /** The CPUs of the client and engine, and of the proxy under test; undefined when not pinned. */
+  pinned?: { load: string; proxy: string };
   /** Events per second the engine offers: streams / ITL. */
   offeredPerSecond: number;
   summaries: StreamingSummary[];
@@ -81,6 +87,8 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
   const streams = Number(process.env.BENCH_STREAMS) || (ctx.tiny ? 20 : ctx.quick ? 200 : 1_000);
   const itlMs = Number(process.env.BENCH_ITL) || 10;
   const windowMs = ctx.tiny ? 300 : ctx.quick ? 2_000 : 5_000;
+  const split = cpuSplit();
+  const engineArgv = [process.execPath, upstreamScript, "--port", "${PORT}", "--itl", String(itlMs)];
   const config = writeSnoozeYaml(
     ctx,
     "streaming",
@@ -89,14 +97,19 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
     sleep: false
     warmup: false
     sleepAfter: 1h
-    command: ${yamlArgv([process.execPath, upstreamScript, "--port", "${PORT}", "--itl", String(itlMs)])}
+    command: ${yamlArgv(split ? ["taskset", "-c", split.load, ...engineArgv] : engineArgv)}
 `,
   );
   const activator = await startActivator(config, {
     cpuProfileDir: ctx.profileDir ? join(ctx.profileDir, "streaming") : undefined,
   });
   const proxies: { stop(): Promise<void> }[] = [];
+  const pin = (pids: readonly number[], cpus: "load" | "proxy") => {
+    if (split) pinTo(pids, split[cpus]);
+  };
   try {
+    // Before the engine starts: the engine's own command moves it to the load's CPUs.
+    pin([activator.pid], "proxy");
     const first = await postJson(`${activator.url}/v1/chat/completions`, { model: "bench", max_tokens: 1 });
     if (first.status !== 200) throw new Error(`first request answered ${first.status}: ${first.text}`);
     const upstream = (await activator.route("bench")).address;
@@ -106,6 +119,7 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
       const dir = join(ctx.dir, `stream-${name}`);
       const nginx = await startNginx(dir, nginxProxyConfig(dir, { workers, port, upstream }), port);
       proxies.push(nginx);
+      pin(nginx.pids(), "proxy");
       return nginx;
     };
     const nginx1 = await start("nginx-1w", 1, ports.nginx1);
@@ -116,6 +130,7 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
       minimalPort,
     );
     proxies.push(minimal);
+    pin([minimal.pid], "proxy");
     // llama-swap must start an engine itself; it starts a placeholder process and proxies to the
     // engine every other target streams from, so all of them relay the same streams.
     const peer = llamaSwapPeer(ctx);
@@ -124,7 +139,10 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
           bench: { cmd: ["sleep", "86400"], proxy: `http://${upstream}` },
         })
       : undefined;
-    if (llamaSwap) proxies.push(llamaSwap);
+    if (llamaSwap) {
+      proxies.push(llamaSwap);
+      pin([llamaSwap.pid], "proxy");
+    }
     const names: StreamingTarget[] = [...streamingTargets, ...(llamaSwap ? ["llama-swap" as const] : [])];
     const targets: Partial<Record<StreamingTarget, { origin: string; pids: () => number[] }>> = {
       direct: { origin: `http://${upstream}`, pids: () => [] },
@@ -169,6 +187,7 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
           startTimeoutMs: 15_000,
           windowMs,
         });
+        pin([client.pid], "load");
         let meter: { read(): number } | undefined;
         let cpu = 0;
         const windowEnd = Promise.withResolvers<void>();
@@ -246,6 +265,7 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
       rounds,
       streams,
       itlMs,
+      ...(split ? { pinned: split } : {}),
       windowSeconds,
       offeredPerSecond: (streams * 1000) / itlMs,
       summaries,
