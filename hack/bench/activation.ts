@@ -33,7 +33,7 @@ import type { BurstCommand, BurstResult } from "./clients/burst.ts";
 import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
 import { llamaSwapPeer, type RunningLlamaSwap, startLlamaSwap } from "./llama-swap.ts";
 import { freePort } from "./ports.ts";
-import { listenOverflows } from "./proc.ts";
+import { listenOverflows, peakRssBytes } from "./proc.ts";
 import { startServerProcess } from "./server-process.ts";
 import { median, summarize } from "./stats.ts";
 
@@ -165,6 +165,8 @@ export interface ActivationResult {
     sentToListeningMs: number;
     failures: number;
   };
+  /** Peak resident sets over the scenario (VmHWM), bytes: the activator process, and llama-swap's. */
+  peakRss: { activator: number; llamaSwap?: number };
   /** With BENCH_LLAMA_SWAP: the peer's cold start with the same burst (medians over rounds). */
   llamaSwapCold?: PeerColdRound;
   /** The same requests sent at once straight to the awake engine, on new connections: the engine's own cost. */
@@ -512,6 +514,10 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
       rounds,
       count,
       idleBeforeMs,
+      peakRss: {
+        activator: peakRssBytes(activator.pid),
+        ...(llamaSwap ? { llamaSwap: peakRssBytes(llamaSwap.pid) } : {}),
+      },
       activator: {
         overhead: medianSpread(mine.map((r) => spread(r.overheadsMs))),
         ttfb: medianSpread(mine.map((r) => spread(r.ttfbMs))),

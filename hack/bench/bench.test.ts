@@ -35,7 +35,7 @@ describe("the benchmarks run", () => {
     expect(activation).toContain("#### Activation overhead");
     expect(activation).toMatch(/failed requests: 0;/);
     expect(rest).toContain("#### Streaming");
-    expect(rest).toMatch(/\| activator +\| \d+ +\| [\d.]+ +\| [\d.]+ +\| 20\/20 /);
+    expect(rest).toMatch(/\| activator +\| \d+ +\| [\d.]+ +\| [\d.]+ +\| [\d.]+ +\| 20\/20 /);
     expect(rest).toContain("#### Memory per held request");
     expect(rest).toMatch(/\| snooze sim +\| [\d.]+ +\| [\d.]+ /);
     expect(rest).toContain("#### Swap between two models on one slot");

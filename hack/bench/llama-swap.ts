@@ -85,8 +85,14 @@ function shellWord(arg: string): string {
   return `'${arg.replaceAll("'", `'\\''`)}'`;
 }
 
-export function llamaSwapConfig(models: Record<string, LlamaSwapModel>): string {
-  const lines = ["logLevel: warn", "logToStdout: none", "healthCheckTimeout: 60", "models:"];
+/** `healthCheckTimeoutS`: how long a start may take before llama-swap fails the waiting requests. */
+export function llamaSwapConfig(models: Record<string, LlamaSwapModel>, healthCheckTimeoutS = 60): string {
+  const lines = [
+    "logLevel: warn",
+    "logToStdout: none",
+    `healthCheckTimeout: ${healthCheckTimeoutS}`,
+    "models:",
+  ];
   for (const [name, model] of Object.entries(models)) {
     lines.push(
       `  ${JSON.stringify(name)}:`,
@@ -106,11 +112,12 @@ export async function startLlamaSwap(
   peer: LlamaSwapPeer,
   name: string,
   models: Record<string, LlamaSwapModel>,
+  healthCheckTimeoutS?: number,
 ): Promise<RunningLlamaSwap> {
   const dir = join(ctx.dir, name);
   mkdirSync(dir, { recursive: true });
   const config = join(dir, "llama-swap.yaml");
-  writeFileSync(config, llamaSwapConfig(models));
+  writeFileSync(config, llamaSwapConfig(models, healthCheckTimeoutS));
   const port = await freePort();
   const server = await startServerProcess(
     [peer.binary, "--config", config, "--listen", `127.0.0.1:${port}`],

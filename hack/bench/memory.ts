@@ -13,12 +13,22 @@
  * BENCH_HELD=1000,10000 sets the counts. BENCH_BASELINE=<dir> names another checkout (e.g. a
  * `git worktree` of the previous commit, with node_modules): its activator is measured beside this
  * one's, count by count, in the same run, which is how a change's effect is recorded.
+ *
+ * BENCH_LLAMA_SWAP adds the peer holding the same requests for the same never-ready engine (its
+ * wait for the engine's health). A Go process cannot be told to collect from outside, so its
+ * figures are plain RSS, read once it has read every request (its sockets' receive queues empty)
+ * and its RSS has settled; there is no heap column for it.
  */
+import { execFileSync } from "node:child_process";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { type ActivatorProcess, startActivator } from "./activator.ts";
 import { forkClient } from "./child.ts";
 import type { BurstCommand } from "./clients/burst.ts";
 import { type BenchContext, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
+import { type LlamaSwapPeer, llamaSwapPeer, startLlamaSwap } from "./llama-swap.ts";
+import { freePort } from "./ports.ts";
+import { rssBytes } from "./proc.ts";
 
 export interface MemoryStep {
   /** Which checkout's activator: "this", or "baseline" (BENCH_BASELINE). */
@@ -45,6 +55,96 @@ const request = JSON.stringify({
 });
 
 type Usage = NodeJS.MemoryUsage;
+const snoozeBin = fileURLToPath(new URL("../../bin/snooze.js", import.meta.url));
+
+/** Bytes not yet read by the process listening on `port`, summed over its established connections. */
+function unread(port: number): { connections: number; bytes: number } {
+  const lines = execFileSync("ss", ["-tnH", "state", "established", `( sport = :${port} )`], {
+    encoding: "utf8",
+  })
+    .split("\n")
+    .filter(Boolean);
+  return {
+    connections: lines.length,
+    bytes: lines.reduce((sum, line) => sum + Number(line.trim().split(/\s+/)[0]), 0),
+  };
+}
+
+/** llama-swap holding `count` requests for an engine that never comes up: its RSS per request. */
+async function llamaSwapHolds(ctx: BenchContext, peer: LlamaSwapPeer, count: number): Promise<MemoryStep> {
+  const port = await freePort();
+  const llamaSwap = await startLlamaSwap(
+    ctx,
+    peer,
+    `memory-llama-swap-${count}`,
+    {
+      bench: {
+        cmd: [
+          process.execPath,
+          snoozeBin,
+          "sim",
+          "--served-model-name",
+          "bench",
+          "--port",
+          String(port),
+          "--fault-never-ready",
+        ],
+        proxy: `http://127.0.0.1:${port}`,
+      },
+    },
+    600,
+  );
+  const settled = async () => {
+    let last = rssBytes(llamaSwap.pid);
+    for (let i = 0; i < 20; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const now = rssBytes(llamaSwap.pid);
+      if (Math.abs(now - last) < 256 * 1024) return now;
+      last = now;
+    }
+    return last;
+  };
+  const client = await forkClient<BurstCommand>("./clients/burst.ts", {
+    origin: llamaSwap.url,
+    path: "/v1/chat/completions",
+    healthPath: "/health",
+    body: request,
+    count,
+    timeoutMs: 300_000,
+  });
+  try {
+    const before = await settled();
+    const { connected } = await client.ask<{ connected: number }>({ cmd: "connect" });
+    if (connected < count) throw new Error(`only ${connected} of ${count} connections opened`);
+    const open = await settled();
+    await client.ask({ cmd: "fire" });
+    const listenPort = Number(new URL(llamaSwap.url).port);
+    await until(
+      () => {
+        const u = unread(listenPort);
+        return u.connections >= count && u.bytes === 0;
+      },
+      60_000,
+      `llama-swap to read ${count} requests`,
+    );
+    const held = await settled();
+    const nan = Number.NaN;
+    return {
+      build: "llama-swap",
+      held: count,
+      heapPerRequest: nan,
+      externalPerRequest: nan,
+      rssPerRequest: (held - open) / count,
+      heapPerConnection: nan,
+      externalPerConnection: nan,
+      rssPerConnection: (held - before) / count,
+    };
+  } finally {
+    await client.ask({ cmd: "abort" }).catch(() => {});
+    await client.close();
+    await llamaSwap.stop();
+  }
+}
 const external = (m: Usage) => m.external + m.arrayBuffers;
 
 async function holdMany(
@@ -139,6 +239,15 @@ export async function memory(ctx: BenchContext): Promise<MemoryResult> {
         );
         steps.push(step);
       }
+    }
+    const peer = llamaSwapPeer(ctx);
+    for (const count of peer ? counts : []) {
+      const step = await llamaSwapHolds(ctx, peer!, count);
+      ctx.log(
+        `memory (llama-swap): ${count} held: RSS ${(step.rssPerRequest / 1024).toFixed(1)} KiB per request, ` +
+          `${(step.rssPerConnection / 1024).toFixed(1)} KiB with its connection`,
+      );
+      steps.push(step);
     }
     return { steps };
   } finally {

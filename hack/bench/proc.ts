@@ -59,6 +59,16 @@ export function rssBytes(pid: number): number {
   }
 }
 
+/** The most a process has been resident so far (VmHWM), bytes; 0 when gone. */
+export function peakRssBytes(pid: number): number {
+  try {
+    const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return match ? Number(match[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
 /** A CPU meter over a fixed set of processes: `read()` is seconds used since it was made. */
 export function cpuMeter(pids: readonly number[]): { read(): number } {
   const total = () => pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);

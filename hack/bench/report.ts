@@ -48,7 +48,7 @@ export const targets = {
   idleServeMiB: 80,
 };
 
-const kib = (bytes: number) => `${fmt(bytes / 1024, 1)} KiB`;
+const kib = (bytes: number) => (Number.isFinite(bytes) ? `${fmt(bytes / 1024, 1)} KiB` : "—");
 const verdict = (ok: boolean) => (ok ? "met" : "**missed**");
 const table = (head: string[], rows: string[][]) =>
   [
@@ -147,9 +147,10 @@ function summary(r: BenchResults): string {
   }
   if (r.memory) {
     const largest = r.memory.steps.filter((s) => s.build === "this").at(-1)!;
+    const peer = r.memory.steps.find((s) => s.build === "llama-swap" && s.held === largest.held);
     rows.push([
       `Memory per held request with its connection, ${largest.held} held`,
-      `RSS ${kib(largest.rssPerConnection)}; heap ${kib(largest.heapPerConnection)}, of it ${kib(largest.heapPerRequest)} the request's`,
+      `RSS ${kib(largest.rssPerConnection)}; heap ${kib(largest.heapPerConnection)}, of it ${kib(largest.heapPerRequest)} the request's${peer ? `; llama-swap RSS ${kib(peer.rssPerConnection)}` : ""}`,
       "≤ 16 KiB",
       verdict(largest.rssPerConnection <= targets.heldBytes),
     ]);
@@ -269,7 +270,7 @@ a wake (ready = \`/is_sleeping\` false)${
     a.llamaSwapCold
       ? ` llama-swap (no sleep mode: a cold start is its only activation), the same burst at the same engine stopped: all answered ${fmt(a.llamaSwapCold.allMs, 0)} ms after the first was sent, the engine listening ${fmt(a.llamaSwapCold.sentToListeningMs, 0)} ms after it; first byte ${fmt(a.llamaSwapCold.firstByteMs, 1)} ms and last ${fmt(a.llamaSwapCold.lastByteMs, 0)} ms after the engine's first \`/health\` answer (a prober outside asking every millisecond); failed: ${a.llamaSwapCold.failures}.`
       : ""
-  }
+  } Peak RSS over the scenario: the activator process ${fmt(a.peakRss.activator / 2 ** 20, 1)} MiB${a.peakRss.llamaSwap ? `, llama-swap ${fmt(a.peakRss.llamaSwap / 2 ** 20, 1)} MiB` : ""} (engines apart).
 
 ${table(["ms", "p50", "p99"], rows)}`;
 }
@@ -280,6 +281,7 @@ function streamingSection(s: StreamingResult): string {
     fmt(x.eventsPerSecond, 0),
     x.target === "direct" ? "—" : fmt(x.cpuUsPerEvent, 2),
     x.target === "direct" ? "—" : fmt(x.cores, 2),
+    x.target === "direct" ? "—" : fmt(x.peakRss / 2 ** 20, 1),
     `${x.streamsLive}/${s.streams}`,
     Number.isNaN(x.allStartedSeconds) ? "never" : fmt(x.allStartedSeconds, 2),
     String(x.errors.length),
@@ -291,7 +293,7 @@ ${s.rounds} interleaved rounds; ${s.streams} concurrent SSE streams, engine step
 ${fmt(s.offeredPerSecond, 0)} chunks/s offered; the direct row is what the engine managed), ${s.windowSeconds} s counting window per target.
 ${s.pinned ? `Client and engine pinned to CPU ${s.pinned.load}, the proxy under test (every thread, nginx's workers too) to CPU ${s.pinned.proxy}.` : "Not pinned to CPUs: client, engine and proxy share the cores (`BENCH_PIN_CPUS=1` pins them)."}
 
-${table(["target", "chunks/s delivered", "proxy CPU µs/chunk", "proxy cores", "streams live", "all first events, s", "errors"], rows)}
+${table(["target", "chunks/s delivered", "proxy CPU µs/chunk", "proxy cores", "proxy peak RSS MiB", "streams live", "all first events, s", "errors"], rows)}
 
 Activator chunk rate over nginx: ${fmt(s.rateVsNginx1)}× nginx with 1 worker, ${fmt(s.rateVsNginxAuto)}× with a worker per core${s.rateVsLlamaSwap === undefined ? "" : `; ${fmt(s.rateVsLlamaSwap)}× llama-swap`}.${
     admin

@@ -22,7 +22,7 @@ import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv }
 import { llamaSwapPeer, startLlamaSwap } from "./llama-swap.ts";
 import { nginxProxyConfig, startNginx } from "./nginx.ts";
 import { freePort } from "./ports.ts";
-import { cpuMeter, cpuSplit, pinTo } from "./proc.ts";
+import { cpuMeter, cpuSplit, peakRssBytes, pinTo } from "./proc.ts";
 import { startServerProcess } from "./server-process.ts";
 import { median, summarize } from "./stats.ts";
 
@@ -54,6 +54,8 @@ export interface StreamingSummary {
   cpuUsPerEvent: number;
   /** Proxy CPU over the window, in cores (1.0 = one core busy all the time). */
   cores: number;
+  /** The proxy's peak resident set over the whole scenario (VmHWM; nginx: its processes summed), bytes. */
+  peakRss: number;
   streamsLive: number;
   /** Seconds from sending until every stream had its first event (worst round); NaN if some never did. */
   allStartedSeconds: number;
@@ -235,6 +237,9 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
     }
     const windowSeconds = windowMs / 1000;
     const of = (r: (typeof perRound)[number], target: StreamingTarget) => r[target]!;
+    const peaks = Object.fromEntries(
+      names.map((name) => [name, targets[name]!.pids().reduce((sum, pid) => sum + peakRssBytes(pid), 0)]),
+    );
     const summaries = names.map(
       (target): StreamingSummary => ({
         target,
@@ -245,6 +250,7 @@ export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
             : median(perRound.map((r) => (of(r, target).cpu / (of(r, target).rate * windowSeconds)) * 1e6)),
         cores:
           target === "direct" ? Number.NaN : median(perRound.map((r) => of(r, target).cpu / windowSeconds)),
+        peakRss: target === "direct" ? Number.NaN : peaks[target]!,
         streamsLive: Math.min(...perRound.map((r) => of(r, target).live)),
         allStartedSeconds: Math.max(...perRound.map((r) => of(r, target).allStarted)),
         admin:
