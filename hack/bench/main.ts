@@ -27,7 +27,7 @@ import { memory } from "./memory.ts";
 import { type BenchResults, renderResults, sectionName } from "./report.ts";
 import { writeSection } from "./slots/docs-section.ts";
 import { formatMarkdown } from "./slots/format-markdown.ts";
-import { streaming } from "./streaming.ts";
+import { streamCounts, streaming } from "./streaming.ts";
 import { swap } from "./swap.ts";
 import { warmPath } from "./warm-path.ts";
 
@@ -99,7 +99,10 @@ async function main(): Promise<number> {
   try {
     if (only.includes("warm-path")) results.warmPath = await warmPath(ctx);
     if (only.includes("activation")) results.activation = await activation(ctx);
-    if (only.includes("streaming")) results.streaming = await streaming(ctx);
+    if (only.includes("streaming")) {
+      results.streaming = [];
+      for (const streams of streamCounts(ctx)) results.streaming.push(await streaming(ctx, streams));
+    }
     if (only.includes("memory")) results.memory = await memory(ctx);
     if (only.includes("idle-rss")) results.idleRss = await idleRss(ctx);
     if (only.includes("swap")) results.swap = await swap(ctx);

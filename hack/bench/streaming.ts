@@ -1,5 +1,5 @@
 /**
- * Streaming: `streams` (1,000) SSE chat streams at once, through nginx (one
+ * Streaming: `streams` (250, then 1,000) SSE chat streams at once, through nginx (one
  * worker; a worker per core), through the minimal Node.js proxy (`minimal-proxy.ts`: what Node
  * itself costs per chunk) and through the activator, with the engine itself as the reference. The engine is `sse-upstream.ts`, which emits one
  * token event for every running stream per `itlMs` tick (a vLLM decode step
@@ -84,9 +84,17 @@ export interface StreamingResult {
 const upstreamScript = fileURLToPath(new URL("./sse-upstream.ts", import.meta.url));
 const minimalProxy = fileURLToPath(new URL("./minimal-proxy.ts", import.meta.url));
 
-export async function streaming(ctx: BenchContext): Promise<StreamingResult> {
+/** How many streams each run opens: BENCH_STREAMS=250,1000 (a list), else by the run's size. */
+export function streamCounts(ctx: BenchContext): number[] {
+  const fromEnv = (process.env.BENCH_STREAMS ?? "")
+    .split(",")
+    .map(Number)
+    .filter((n) => Number.isInteger(n) && n > 0);
+  return fromEnv.length ? fromEnv : ctx.tiny ? [20] : ctx.quick ? [200] : [250, 1_000];
+}
+
+export async function streaming(ctx: BenchContext, streams: number): Promise<StreamingResult> {
   const rounds = ctx.quick ? 1 : 2;
-  const streams = Number(process.env.BENCH_STREAMS) || (ctx.tiny ? 20 : ctx.quick ? 200 : 1_000);
   const itlMs = Number(process.env.BENCH_ITL) || 10;
   const windowMs = ctx.tiny ? 300 : ctx.quick ? 2_000 : 5_000;
   const split = cpuSplit();
