@@ -308,7 +308,13 @@ ${s.pinned ? `Client and engine pinned to CPU ${s.pinned.load}, the proxy under 
 
 ${table(["target", "chunks/s delivered", "proxy CPU µs/chunk", "proxy cores", "proxy peak RSS MiB", "streams live", "all first events, s", "errors"], rows)}
 
-Activator chunk rate over nginx: ${fmt(s.rateVsNginx1)}× nginx with 1 worker, ${fmt(s.rateVsNginxAuto)}× with a worker per core${s.rateVsLlamaSwap === undefined ? "" : `; ${fmt(s.rateVsLlamaSwap)}× llama-swap`}.${
+${
+  s.vsBaseline
+    ? `This build over the baseline checkout (\`activator-baseline\`, BENCH_BASELINE), medians of the same-round ratios: ${fmt(s.vsBaseline.rate)}× the chunk rate, ${fmt(s.vsBaseline.cpuPerChunk)}× the CPU per chunk.
+
+`
+    : ""
+}Activator chunk rate over nginx: ${fmt(s.rateVsNginx1)}× nginx with 1 worker, ${fmt(s.rateVsNginxAuto)}× with a worker per core${s.rateVsLlamaSwap === undefined ? "" : `; ${fmt(s.rateVsLlamaSwap)}× llama-swap`}.${
     admin
       ? ` Meanwhile the activator's \`/snooze/v1/models\` and \`/healthz\`, asked in turn every 50 ms through the window: p50 ${fmt(admin.p50Ms, 1)} ms, max ${fmt(admin.maxMs, 1)} ms (${admin.probes} answers).`
       : ""

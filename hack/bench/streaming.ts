@@ -12,6 +12,9 @@
  * With BENCH_PIN_CPUS=1 (and two or more CPUs) the client and the engine run on the first ones
  * and the proxy under test alone on the last (`cpuSplit`), so each proxy gets one core whatever
  * its threads.
+ *
+ * BENCH_BASELINE=<dir> names another checkout: its activator streams beside this one's as the
+ * target `activator-baseline` (on an engine of its own), so a change to the pump is measured A/B.
  */
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -46,7 +49,7 @@ async function probeAdmin(origin: string, stop: Promise<void>): Promise<number[]
 }
 
 export const streamingTargets = ["direct", "nginx-1w", "nginx-auto", "node-minimal", "activator"] as const;
-export type StreamingTarget = (typeof streamingTargets)[number] | "llama-swap";
+export type StreamingTarget = (typeof streamingTargets)[number] | "llama-swap" | "activator-baseline";
 
 export interface StreamingSummary {
   target: StreamingTarget;
@@ -77,6 +80,8 @@ export interface StreamingResult {
   /** Activator events/s over nginx's, median of per-round ratios. */
   rateVsNginx1: number;
   rateVsNginxAuto: number;
+  /** With BENCH_BASELINE: this activator over the baseline's, medians of the per-round ratios. */
+  vsBaseline?: { rate: number; cpuPerChunk: number };
   /** With BENCH_LLAMA_SWAP: activator events/s over llama-swap's, median of per-round ratios. */
   rateVsLlamaSwap?: number;
 }
@@ -113,6 +118,10 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
   const activator = await startActivator(config, {
     cpuProfileDir: ctx.profileDir ? join(ctx.profileDir, "streaming") : undefined,
   });
+  const baselineDir = process.env.BENCH_BASELINE;
+  const baseline = baselineDir
+    ? await startActivator(config, { script: join(baselineDir, "hack/bench/activator-process.ts") })
+    : undefined;
   const proxies: { stop(): Promise<void> }[] = [];
   const pin = (pids: readonly number[], cpus: "load" | "proxy") => {
     if (split) pinTo(pids, split[cpus]);
@@ -124,6 +133,19 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
     if (first.status !== 200) throw new Error(`first request answered ${first.status}: ${first.text}`);
     const upstream = (await activator.route("bench")).address;
     if (!upstream) throw new Error("the engine has no address");
+    // The baseline's own engine, started by its first request like this one's.
+    const baselineUpstream = baseline
+      ? await (async () => {
+          pin([baseline.pid], "proxy");
+          const answer = await postJson(`${baseline.url}/v1/chat/completions`, {
+            model: "bench",
+            max_tokens: 1,
+          });
+          if (answer.status !== 200)
+            throw new Error(`the baseline answered ${answer.status}: ${answer.text}`);
+          return (await baseline.route("bench")).address!;
+        })()
+      : undefined;
     const ports = { nginx1: await freePort(), nginxAuto: await freePort() };
     const start = async (name: string, workers: number | "auto", port: number) => {
       const dir = join(ctx.dir, `stream-${name}`);
@@ -153,7 +175,11 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
       proxies.push(llamaSwap);
       pin([llamaSwap.pid], "proxy");
     }
-    const names: StreamingTarget[] = [...streamingTargets, ...(llamaSwap ? ["llama-swap" as const] : [])];
+    const names: StreamingTarget[] = [
+      ...streamingTargets,
+      ...(llamaSwap ? ["llama-swap" as const] : []),
+      ...(baseline ? ["activator-baseline" as const] : []),
+    ];
     const targets: Partial<Record<StreamingTarget, { origin: string; pids: () => number[] }>> = {
       direct: { origin: `http://${upstream}`, pids: () => [] },
       "nginx-1w": { origin: `http://127.0.0.1:${ports.nginx1}`, pids: nginx1.pids },
@@ -161,6 +187,7 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
       "node-minimal": { origin: `http://127.0.0.1:${minimalPort}`, pids: () => [minimal.pid] },
       activator: { origin: activator.url, pids: () => [activator.pid] },
       ...(llamaSwap ? { "llama-swap": { origin: llamaSwap.url, pids: () => [llamaSwap.pid] } } : {}),
+      ...(baseline ? { "activator-baseline": { origin: baseline.url, pids: () => [baseline.pid] } } : {}),
     };
     if (llamaSwap) {
       const check = await postJson(`${llamaSwap.url}/v1/chat/completions`, { model: "bench", max_tokens: 1 });
@@ -233,10 +260,13 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
               ? `, admin max ${Math.max(...adminMs).toFixed(0)} ms (${adminMs.length} probes)`
               : ""),
         );
-        if (name === "activator")
-          await until(async () => (await activator.route("bench")).inFlight === 0, 30_000, "streams to end");
+        const through =
+          name === "activator-baseline" ? baseline : name === "activator" ? activator : undefined;
+        if (through)
+          await until(async () => (await through.route("bench")).inFlight === 0, 30_000, "streams to end");
+        const engine = name === "activator-baseline" ? baselineUpstream : upstream;
         await until(
-          async () => (await (await fetch(`http://${upstream}/running`)).text()) === "0",
+          async () => (await (await fetch(`http://${engine}/running`)).text()) === "0",
           30_000,
           `the engine's streams through ${name} to end`,
         );
@@ -285,6 +315,21 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
       summaries,
       rateVsNginx1: median(perRound.map((r) => of(r, "activator").rate / of(r, "nginx-1w").rate)),
       rateVsNginxAuto: median(perRound.map((r) => of(r, "activator").rate / of(r, "nginx-auto").rate)),
+      ...(baseline
+        ? {
+            vsBaseline: {
+              rate: median(perRound.map((r) => of(r, "activator").rate / of(r, "activator-baseline").rate)),
+              cpuPerChunk: median(
+                perRound.map(
+                  (r) =>
+                    of(r, "activator").cpu /
+                    of(r, "activator").rate /
+                    (of(r, "activator-baseline").cpu / of(r, "activator-baseline").rate),
+                ),
+              ),
+            },
+          }
+        : {}),
       ...(llamaSwap
         ? { rateVsLlamaSwap: median(perRound.map((r) => of(r, "activator").rate / of(r, "llama-swap").rate)) }
         : {}),
@@ -292,5 +337,6 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
   } finally {
     for (const proxy of proxies) await proxy.stop();
     await activator.close();
+    await baseline?.close();
   }
 }
