@@ -31,7 +31,7 @@ import type { Timeline } from "./activator-protocol.ts";
 import { forkClient } from "./child.ts";
 import type { BurstCommand, BurstResult } from "./clients/burst.ts";
 import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
-import { llamaSwapPeer, type RunningLlamaSwap, startLlamaSwap } from "./llama-swap.ts";
+import { llamaSwapPeer, type RunningLlamaSwap, simModel, startLlamaSwap } from "./llama-swap.ts";
 import { freePort } from "./ports.ts";
 import { listenOverflows, peakRssBytes } from "./proc.ts";
 import { startServerProcess } from "./server-process.ts";
@@ -436,19 +436,7 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
   const peerEnginePort = await freePort();
   const llamaSwap = peer
     ? await startLlamaSwap(ctx, peer, "activation-llama-swap", {
-        bench: {
-          cmd: [
-            process.execPath,
-            snoozeBin,
-            "sim",
-            "--served-model-name",
-            "bench",
-            "--port",
-            String(peerEnginePort),
-            ...simFlags,
-          ],
-          proxy: `http://127.0.0.1:${peerEnginePort}`,
-        },
+        bench: simModel("bench", peerEnginePort, simFlags),
       })
     : undefined;
   try {

@@ -10,12 +10,13 @@
  * every run after that costs. With BENCH_LLAMA_SWAP the peer is measured with the same models
  * (a Go binary: no compile cache, so its first run is no different).
  */
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type BenchContext, rotate, writeSnoozeYaml, yamlArgv } from "./context.ts";
-import { llamaSwapConfig, llamaSwapPeer } from "./llama-swap.ts";
+import { llamaSwapConfig, llamaSwapPeer, simModel } from "./llama-swap.ts";
 import { freePort } from "./ports.ts";
+import { anonRssBytes, rssBytes } from "./proc.ts";
 import { startServerProcess } from "./server-process.ts";
 import { median } from "./stats.ts";
 
@@ -38,9 +39,7 @@ export interface IdleRssResult {
 const snooze = fileURLToPath(new URL("../../bin/snooze.js", import.meta.url));
 
 function residentOf(pid: number): { rss: number; anon: number } {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kib = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
-  return { rss: kib("VmRSS"), anon: kib("RssAnon") };
+  return { rss: rssBytes(pid), anon: anonRssBytes(pid) };
 }
 
 /** A snooze.yaml with `count` models whose engines are never started (no request comes). */
@@ -58,10 +57,7 @@ function serveConfig(ctx: BenchContext, count: number): string {
 function llamaSwapModels(ctx: BenchContext, count: number): string {
   const file = join(ctx.dir, `idle-rss-${count}`, "llama-swap.yaml");
   const models = Object.fromEntries(
-    Array.from({ length: count }, (_, i) => [
-      `m${i}`,
-      { cmd: [process.execPath, snooze, "sim", "--port", "${PORT}"], proxy: "http://127.0.0.1:${PORT}" },
-    ]),
+    Array.from({ length: count }, (_, i) => [`m${i}`, simModel(`m${i}`, "${PORT}")]),
   );
   writeFileSync(file, llamaSwapConfig(models));
   return file;

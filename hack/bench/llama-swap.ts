@@ -13,6 +13,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { BenchContext } from "./context.ts";
 import { freePort } from "./ports.ts";
 import { startServerProcess } from "./server-process.ts";
@@ -38,6 +39,20 @@ export interface RunningLlamaSwap {
   url: string;
   pid: number;
   stop(): Promise<void>;
+}
+
+const snoozeBin = fileURLToPath(new URL("../../bin/snooze.js", import.meta.url));
+
+/** A `snooze sim` engine serving `model` on `port`, with `flags`, as llama-swap starts it. */
+export function simModel(
+  model: string,
+  port: number | string,
+  flags: readonly string[] = [],
+): LlamaSwapModel {
+  return {
+    cmd: [process.execPath, snoozeBin, "sim", "--served-model-name", model, "--port", String(port), ...flags],
+    proxy: `http://127.0.0.1:${port}`,
+  };
 }
 
 /** Concurrency limit per model: above every load the scenarios offer (1,000 streams, 10,000 held). */

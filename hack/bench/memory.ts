@@ -21,12 +21,11 @@
  */
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { type ActivatorProcess, startActivator } from "./activator.ts";
 import { forkClient } from "./child.ts";
 import type { BurstCommand } from "./clients/burst.ts";
 import { type BenchContext, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
-import { type LlamaSwapPeer, llamaSwapPeer, startLlamaSwap } from "./llama-swap.ts";
+import { type LlamaSwapPeer, llamaSwapPeer, simModel, startLlamaSwap } from "./llama-swap.ts";
 import { freePort } from "./ports.ts";
 import { rssBytes } from "./proc.ts";
 
@@ -55,7 +54,6 @@ const request = JSON.stringify({
 });
 
 type Usage = NodeJS.MemoryUsage;
-const snoozeBin = fileURLToPath(new URL("../../bin/snooze.js", import.meta.url));
 
 /** Bytes not yet read by the process listening on `port`, summed over its established connections. */
 function unread(port: number): { connections: number; bytes: number } {
@@ -77,21 +75,7 @@ async function llamaSwapHolds(ctx: BenchContext, peer: LlamaSwapPeer, count: num
     ctx,
     peer,
     `memory-llama-swap-${count}`,
-    {
-      bench: {
-        cmd: [
-          process.execPath,
-          snoozeBin,
-          "sim",
-          "--served-model-name",
-          "bench",
-          "--port",
-          String(port),
-          "--fault-never-ready",
-        ],
-        proxy: `http://127.0.0.1:${port}`,
-      },
-    },
+    { bench: simModel("bench", port, ["--fault-never-ready"]) },
     600,
   );
   const settled = async () => {

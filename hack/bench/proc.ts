@@ -49,25 +49,22 @@ export function childrenOf(pid: number): number[] {
   return children;
 }
 
-/** Resident set size of a process in bytes, from /proc/<pid>/status. */
-export function rssBytes(pid: number): number {
+/** A memory field of /proc/<pid>/status (`VmRSS`, `VmHWM`, `RssAnon` …) in bytes; 0 when gone. */
+function statusBytes(pid: number, field: string): number {
   try {
-    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    const match = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"));
     return match ? Number(match[1]) * 1024 : 0;
   } catch {
     return 0;
   }
 }
 
-/** The most a process has been resident so far (VmHWM), bytes; 0 when gone. */
-export function peakRssBytes(pid: number): number {
-  try {
-    const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-    return match ? Number(match[1]) * 1024 : 0;
-  } catch {
-    return 0;
-  }
-}
+/** Resident set size of a process in bytes. */
+export const rssBytes = (pid: number) => statusBytes(pid, "VmRSS");
+/** The most a process has been resident so far (VmHWM), bytes. */
+export const peakRssBytes = (pid: number) => statusBytes(pid, "VmHWM");
+/** The anonymous part of the resident set (RssAnon), bytes. */
+export const anonRssBytes = (pid: number) => statusBytes(pid, "RssAnon");
 
 /** A CPU meter over a fixed set of processes: `read()` is seconds used since it was made. */
 export function cpuMeter(pids: readonly number[]): { read(): number } {

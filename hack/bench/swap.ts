@@ -10,10 +10,9 @@
  * Without BENCH_LLAMA_SWAP only Snooze runs; the engine's configured sleep + wake is the floor its
  * swap is read against.
  */
-import { fileURLToPath } from "node:url";
 import { startActivator } from "./activator.ts";
 import { type BenchContext, postJson, writeSnoozeYaml, yamlArgv } from "./context.ts";
-import { llamaSwapPeer, startLlamaSwap } from "./llama-swap.ts";
+import { llamaSwapPeer, simModel, startLlamaSwap } from "./llama-swap.ts";
 import { freePort } from "./ports.ts";
 import { median } from "./stats.ts";
 
@@ -35,16 +34,11 @@ export interface SwapResult {
   vsLlamaSwap?: number;
 }
 
-const snoozeBin = fileURLToPath(new URL("../../bin/snooze.js", import.meta.url));
 const models = ["coder", "chat"] as const;
 
-function simArgv(model: string, port: string, t: SwapResult["engine"]): string[] {
+/** The sim's flags for these timings (after its model name and port). */
+function simFlags(t: SwapResult["engine"]): string[] {
   return [
-    "sim",
-    "--served-model-name",
-    model,
-    "--port",
-    port,
     "--enable-sleep-mode",
     "--load-time",
     `${t.loadMs}ms`,
@@ -95,7 +89,7 @@ export async function swap(ctx: BenchContext): Promise<SwapResult> {
       (model) => `  ${model}:
     slot: gpu0
     sleepAfter: 1h
-    command: ${yamlArgv(["${SNOOZE}", ...simArgv("${MODEL}", "${PORT}", engine)])}
+    command: ${yamlArgv(["${SNOOZE}", "sim", "--served-model-name", "${MODEL}", "--port", "${PORT}", ...simFlags(engine)])}
 `,
     )
     .join("");
@@ -136,15 +130,7 @@ ${memberYaml}`,
       ctx,
       peer,
       "swap-llama-swap",
-      Object.fromEntries(
-        models.map((model, i) => [
-          model,
-          {
-            cmd: [process.execPath, snoozeBin, ...simArgv(model, String(ports[i]), engine)],
-            proxy: `http://127.0.0.1:${ports[i]}`,
-          },
-        ]),
-      ),
+      Object.fromEntries(models.map((model, i) => [model, simModel(model, ports[i]!, simFlags(engine))])),
     );
     try {
       record("llama-swap", await alternate(llamaSwap.url, swaps));
