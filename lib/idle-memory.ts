@@ -4,7 +4,7 @@ import { memoryReducingCollection } from "./release-startup-memory.ts";
 
 /**
  * An idle server's resident set creeps up for minutes after start-up (issue 14: `snooze serve`
- * with 50 idle models from 80 to 82 MiB within a minute, more over ten): timers and the
+ * with 50 idle models from 79.7 to 80.9 MiB within a minute, more over ten): timers and the
  * once-a-second load reports fill V8's young generation again, and only a memory-reducing
  * collection gives that back, which an idle process never triggers. So once a minute, if the
  * event loop was idle for that minute and the resident set grew by a MiB since the last
