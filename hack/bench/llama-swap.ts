@@ -79,16 +79,25 @@ export function llamaSwapPeer(ctx: BenchContext): LlamaSwapPeer | undefined {
     dirty = git("status", "--porcelain", "--untracked-files=no") !== "";
   } catch {}
   const cache = join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "snooze-bench");
-  const binary = join(cache, `llama-swap-${version}`);
+  // A checkout with local edits gets a binary of its own, so it never stands in for the commit.
+  const binary = join(cache, `llama-swap-${version}${dirty ? "-local" : ""}`);
   // A checkout with local edits is rebuilt every run: its commit does not say what it holds.
   if (dirty || !existsSync(binary)) {
     mkdirSync(cache, { recursive: true });
     ctx.log(`building llama-swap ${version}${dirty ? " (with local changes)" : ""} from ${checkout}`);
     const partial = `${binary}.partial`;
-    execFileSync("go", ["build", "-o", partial, "."], {
-      cwd: checkout,
-      stdio: ["ignore", "inherit", "inherit"],
-    });
+    try {
+      execFileSync("go", ["build", "-o", partial, "."], {
+        cwd: checkout,
+        stdio: ["ignore", "inherit", "inherit"],
+      });
+    } catch (error) {
+      throw new Error(
+        (error as { code?: string }).code === "ENOENT"
+          ? "BENCH_LLAMA_SWAP needs Go to build llama-swap, and `go` is not on the PATH"
+          : `building llama-swap in ${checkout} failed: ${(error as Error).message}`,
+      );
+    }
     renameSync(partial, binary);
   }
   built = { binary, version: dirty ? `${version} with local changes` : version };
