@@ -91,9 +91,10 @@ models:
 `);
     expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
     await until(() => tierOf("qwen") === "asleep-1", 5_000, "asleep-1");
-    // 10 waves of 20 connections, 25 ms apart. Within a wave the connections arrive at once and
+    // 10 waves of 20 connections, 100 ms apart. Within a wave the connections arrive at once and
     // are accepted interleaved over the activator's listening sockets (activator/listen.ts), so
-    // arrival order is the order of the waves.
+    // arrival order is the order of the waves. (25 ms apart was too close on a loaded machine: the
+    // test's own client sent a wave's request after the next waves' ones.)
     const waveOf: number[] = [];
     const finished: number[] = [];
     const requests: Promise<number>[] = [];
@@ -112,13 +113,13 @@ models:
           })(),
         );
       }
-      await new Promise((resolve) => setTimeout(resolve, 25));
+      await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const results = await Promise.all(requests);
     expect(results.every((s) => s === 200)).toBe(true);
     expect(await transitions("qwen", "asleep-1", "waking")).toBe(1);
     // Released in arrival order with 4 at a time: no request finishes before one that arrived two
-    // waves (50 ms) or more ahead of it.
+    // waves (200 ms) or more ahead of it.
     let latestWave = 0;
     const overtakes: number[] = [];
     for (const id of finished) {
