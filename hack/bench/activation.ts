@@ -282,15 +282,17 @@ async function coldRound(
     const warmupMs = t.warmupEnd - t.warmupStart;
     const listening = t.listening;
     const ok = results.filter((r) => r.status === 200);
+    const firstSent = Math.min(...results.map((r) => r.sentAt));
+    const lastHeaders = Math.max(...ok.map((r) => r.headersAt));
     return {
       firstByteMs: Math.min(...ok.map((r) => r.headersAt)) - t.listening - warmupMs,
       detectMs: t.warmupStart - t.listening,
       warmupMs,
       startMs: t.listening - t.activationStart,
       overheadsMs: ok.map((r) => r.headersAt - Math.max(r.sentAt, listening) - warmupMs),
-      lastByteMs: Math.max(...ok.map((r) => r.headersAt)) - listening,
-      allMs: Math.max(...ok.map((r) => r.headersAt)) - Math.min(...results.map((r) => r.sentAt)),
-      sentToListeningMs: listening - Math.min(...results.map((r) => r.sentAt)),
+      lastByteMs: lastHeaders - listening,
+      allMs: lastHeaders - firstSent,
+      sentToListeningMs: listening - firstSent,
       failures: results.length - ok.length,
     };
   } finally {
@@ -339,11 +341,12 @@ async function llamaSwapColdRound(
     const ready = await listening;
     const ok = results.filter((r) => r.status === 200);
     const headers = ok.map((r) => r.headersAt);
+    const firstSent = Math.min(...results.map((r) => r.sentAt));
     return {
       firstByteMs: Math.min(...headers) - ready,
       lastByteMs: Math.max(...headers) - ready,
-      allMs: Math.max(...headers) - Math.min(...results.map((r) => r.sentAt)),
-      sentToListeningMs: ready - Math.min(...results.map((r) => r.sentAt)),
+      allMs: Math.max(...headers) - firstSent,
+      sentToListeningMs: ready - firstSent,
       failures: results.length - ok.length,
     };
   } finally {
@@ -433,7 +436,7 @@ export async function activation(ctx: BenchContext): Promise<ActivationResult> {
   const direct = await startDirectSim();
   // The peer starts the same sim, with the same flags, on a port of its own.
   const peer = llamaSwapPeer(ctx);
-  const peerEnginePort = await freePort();
+  const peerEnginePort = peer ? await freePort() : 0;
   const llamaSwap = peer
     ? await startLlamaSwap(ctx, peer, "activation-llama-swap", {
         bench: simModel("bench", peerEnginePort, simFlags),

@@ -8,7 +8,6 @@ describe("the llama-swap peer's configuration", () => {
   const config = parse(
     llamaSwapConfig({
       bench: { cmd: argv, proxy: "http://127.0.0.1:${PORT}" },
-      slow: { cmd: ["sleep", "1"], proxy: "http://127.0.0.1:9", checkEndpoint: "none", ttl: 5 },
     }),
   );
 
@@ -20,7 +19,6 @@ describe("the llama-swap peer's configuration", () => {
       ttl: 0,
       concurrencyLimit: 100_000,
     });
-    expect(config.models.slow).toMatchObject({ checkEndpoint: "none", ttl: 5 });
   });
 
   test("writes the command so a POSIX word split gives the argv back", () => {

@@ -6,8 +6,8 @@
  *
  * Its configuration is its defaults except for three settings a benchmark needs: a
  * concurrency limit the load fits under (its default of 10 in-flight requests per model answers
- * the rest with 429), no logging to stdout (nginx runs without an access log too), and a model
- * that is never unloaded (`ttl: 0`) unless a scenario asks for one.
+ * the rest with 429), no logging to stdout (nginx runs without an access log too), and models
+ * that are never unloaded (`ttl: 0`).
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
@@ -21,12 +21,8 @@ import { startServerProcess } from "./server-process.ts";
 export interface LlamaSwapModel {
   /** The engine's argv; llama-swap starts it on the model's first request. */
   cmd: readonly string[];
-  /** Where the engine listens, e.g. http://127.0.0.1:8001. */
+  /** Where the engine listens, e.g. http://127.0.0.1:8001 (llama-swap polls its /health). */
   proxy: string;
-  /** Path llama-swap polls until the engine answers 200 (its default: /health). */
-  checkEndpoint?: string;
-  /** Seconds idle before llama-swap stops the engine; 0 never. */
-  ttl?: number;
 }
 
 export interface LlamaSwapPeer {
@@ -122,8 +118,8 @@ export function llamaSwapConfig(models: Record<string, LlamaSwapModel>, healthCh
       `  ${JSON.stringify(name)}:`,
       `    cmd: ${JSON.stringify(model.cmd.map(shellWord).join(" "))}`,
       `    proxy: ${JSON.stringify(model.proxy)}`,
-      `    checkEndpoint: ${JSON.stringify(model.checkEndpoint ?? "/health")}`,
-      `    ttl: ${model.ttl ?? 0}`,
+      "    checkEndpoint: /health",
+      "    ttl: 0",
       `    concurrencyLimit: ${concurrencyLimit}`,
     );
   }

@@ -7,10 +7,10 @@
  *                 [--profile <dir>] [--no-write | --write] [--out <file>]
  *
  * --quick is a smoke run of the harness (seconds per scenario, small counts);
- * BENCH_LLAMA_SWAP adds the peer, built from that source checkout (hack/bench/llama-swap.ts);
- * without it the report says it was not run.
  * --tiny is smaller still (a few seconds per scenario: the harness's own test, hack/bench/bench.test.ts).
  * They and --only do not touch the docs unless --write is given.
+ * BENCH_LLAMA_SWAP adds the peer, built from that source checkout (hack/bench/llama-swap.ts);
+ * without it the report says it was not run.
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";

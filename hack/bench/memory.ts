@@ -55,6 +55,56 @@ const request = JSON.stringify({
 
 type Usage = NodeJS.MemoryUsage;
 
+const external = (m: Usage) => m.external + m.arrayBuffers;
+
+async function holdMany(
+  activator: ActivatorProcess,
+  build: string,
+  count: number,
+  measure: boolean,
+): Promise<MemoryStep> {
+  const before = await activator.memory();
+  const client = await forkClient<BurstCommand>("./clients/burst.ts", {
+    origin: activator.url,
+    path: "/v1/chat/completions",
+    healthPath: "/healthz",
+    body: request,
+    count,
+    timeoutMs: 300_000,
+  });
+  try {
+    const { connected } = await client.ask<{ connected: number }>({ cmd: "connect" });
+    if (connected < count) throw new Error(`only ${connected} of ${count} connections opened`);
+    const connectedUsage = measure ? await activator.memory() : before;
+    await client.ask({ cmd: "fire" });
+    await until(
+      async () => (await activator.route("bench")).held >= count,
+      60_000,
+      `${count} held requests (held: ${(await activator.route("bench")).held})`,
+    );
+    const heldUsage = measure ? await activator.memory() : before;
+    // Heap after regular collections; RSS after the memory-reducing one (see activator-process.ts:
+    // after a regular one RSS follows the young generation, which the burst of arrivals grew).
+    const held = heldUsage.regular;
+    const open = connectedUsage.regular;
+    const start = before.regular;
+    return {
+      build,
+      held: count,
+      heapPerRequest: (held.heapUsed - open.heapUsed) / count,
+      externalPerRequest: (external(held) - external(open)) / count,
+      rssPerRequest: (heldUsage.reduced.rss - connectedUsage.reduced.rss) / count,
+      heapPerConnection: (held.heapUsed - start.heapUsed) / count,
+      externalPerConnection: (external(held) - external(start)) / count,
+      rssPerConnection: (heldUsage.reduced.rss - before.reduced.rss) / count,
+    };
+  } finally {
+    await client.ask({ cmd: "abort" }).catch(() => {});
+    await client.close();
+    await until(async () => (await activator.route("bench")).held === 0, 30_000, "held requests to leave");
+  }
+}
+
 /** Bytes not yet read by the process listening on `port`, summed over its established connections. */
 function unread(port: number): { connections: number; bytes: number } {
   const lines = execFileSync("ss", ["-tnH", "state", "established", `( sport = :${port} )`], {
@@ -127,55 +177,6 @@ async function llamaSwapHolds(ctx: BenchContext, peer: LlamaSwapPeer, count: num
     await client.ask({ cmd: "abort" }).catch(() => {});
     await client.close();
     await llamaSwap.stop();
-  }
-}
-const external = (m: Usage) => m.external + m.arrayBuffers;
-
-async function holdMany(
-  activator: ActivatorProcess,
-  build: string,
-  count: number,
-  measure: boolean,
-): Promise<MemoryStep> {
-  const before = await activator.memory();
-  const client = await forkClient<BurstCommand>("./clients/burst.ts", {
-    origin: activator.url,
-    path: "/v1/chat/completions",
-    healthPath: "/healthz",
-    body: request,
-    count,
-    timeoutMs: 300_000,
-  });
-  try {
-    const { connected } = await client.ask<{ connected: number }>({ cmd: "connect" });
-    if (connected < count) throw new Error(`only ${connected} of ${count} connections opened`);
-    const connectedUsage = measure ? await activator.memory() : before;
-    await client.ask({ cmd: "fire" });
-    await until(
-      async () => (await activator.route("bench")).held >= count,
-      60_000,
-      `${count} held requests (held: ${(await activator.route("bench")).held})`,
-    );
-    const heldUsage = measure ? await activator.memory() : before;
-    // Heap after regular collections; RSS after the memory-reducing one (see activator-process.ts:
-    // after a regular one RSS follows the young generation, which the burst of arrivals grew).
-    const held = heldUsage.regular;
-    const open = connectedUsage.regular;
-    const start = before.regular;
-    return {
-      build,
-      held: count,
-      heapPerRequest: (held.heapUsed - open.heapUsed) / count,
-      externalPerRequest: (external(held) - external(open)) / count,
-      rssPerRequest: (heldUsage.reduced.rss - connectedUsage.reduced.rss) / count,
-      heapPerConnection: (held.heapUsed - start.heapUsed) / count,
-      externalPerConnection: (external(held) - external(start)) / count,
-      rssPerConnection: (heldUsage.reduced.rss - before.reduced.rss) / count,
-    };
-  } finally {
-    await client.ask({ cmd: "abort" }).catch(() => {});
-    await client.close();
-    await until(async () => (await activator.route("bench")).held === 0, 30_000, "held requests to leave");
   }
 }
 

@@ -123,12 +123,15 @@ function summary(r: BenchResults): string {
       ]);
   }
   const streamingRuns = r.streaming ?? [];
+  /** A target's CPU per chunk over nginx's (one worker) in one streaming run. */
+  const chunkCpuOverNginx = (run: StreamingResult, target: string) => {
+    const cpu = (name: string) => run.summaries.find((x) => x.target === name)?.cpuUsPerEvent ?? Number.NaN;
+    return cpu(target) / cpu("nginx-1w");
+  };
   for (const other of streamingRuns.slice(0, -1)) {
-    const cpu = (target: string) =>
-      other.summaries.find((x) => x.target === target)?.cpuUsPerEvent ?? Number.NaN;
     rows.push([
       `Streaming, ${other.streams} streams: chunks/s and CPU per chunk`,
-      `${fmt(other.rateVsNginx1)}× nginx's chunk rate${other.rateVsLlamaSwap === undefined ? "" : `, ${fmt(other.rateVsLlamaSwap)}× llama-swap's`}; ${fmt(cpu("activator") / cpu("nginx-1w"))}× nginx's CPU per chunk`,
+      `${fmt(other.rateVsNginx1)}× nginx's chunk rate${other.rateVsLlamaSwap === undefined ? "" : `, ${fmt(other.rateVsLlamaSwap)}× llama-swap's`}; ${fmt(chunkCpuOverNginx(other, "activator"))}× nginx's CPU per chunk`,
       "—",
       "",
     ]);
@@ -141,9 +144,8 @@ function summary(r: BenchResults): string {
       `≥ ${targets.streamingRatio}×`,
       verdict(streaming.rateVsNginx1 >= targets.streamingRatio),
     ]);
-    const cpu = (target: string) => streaming.summaries.find((x) => x.target === target)?.cpuUsPerEvent;
-    const chunkCpu = (cpu("activator") ?? Number.NaN) / (cpu("nginx-1w") ?? Number.NaN);
-    const nodeChunkCpu = (cpu("node-minimal") ?? Number.NaN) / (cpu("nginx-1w") ?? Number.NaN);
+    const chunkCpu = chunkCpuOverNginx(streaming, "activator");
+    const nodeChunkCpu = chunkCpuOverNginx(streaming, "node-minimal");
     rows.push([
       `Streaming: CPU per chunk vs nginx (1 worker), ${streaming.streams} streams`,
       `${fmt(chunkCpu)}× (the minimal Node.js proxy: ${fmt(nodeChunkCpu)}×)`,

@@ -275,6 +275,11 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
     }
     const windowSeconds = windowMs / 1000;
     const of = (r: (typeof perRound)[number], target: StreamingTarget) => r[target]!;
+    /** This activator's chunk rate over `other`'s, median of the per-round ratios. */
+    const rateOver = (other: StreamingTarget) =>
+      median(perRound.map((r) => of(r, "activator").rate / of(r, other).rate));
+    const cpuPerChunk = (r: (typeof perRound)[number], target: StreamingTarget) =>
+      of(r, target).cpu / of(r, target).rate;
     const peaks = Object.fromEntries(
       names.map((name) => [name, targets[name]!.pids().reduce((sum, pid) => sum + peakRssBytes(pid), 0)]),
     );
@@ -313,26 +318,19 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
       windowSeconds,
       offeredPerSecond: (streams * 1000) / itlMs,
       summaries,
-      rateVsNginx1: median(perRound.map((r) => of(r, "activator").rate / of(r, "nginx-1w").rate)),
-      rateVsNginxAuto: median(perRound.map((r) => of(r, "activator").rate / of(r, "nginx-auto").rate)),
+      rateVsNginx1: rateOver("nginx-1w"),
+      rateVsNginxAuto: rateOver("nginx-auto"),
       ...(baseline
         ? {
             vsBaseline: {
-              rate: median(perRound.map((r) => of(r, "activator").rate / of(r, "activator-baseline").rate)),
+              rate: rateOver("activator-baseline"),
               cpuPerChunk: median(
-                perRound.map(
-                  (r) =>
-                    of(r, "activator").cpu /
-                    of(r, "activator").rate /
-                    (of(r, "activator-baseline").cpu / of(r, "activator-baseline").rate),
-                ),
+                perRound.map((r) => cpuPerChunk(r, "activator") / cpuPerChunk(r, "activator-baseline")),
               ),
             },
           }
         : {}),
-      ...(llamaSwap
-        ? { rateVsLlamaSwap: median(perRound.map((r) => of(r, "activator").rate / of(r, "llama-swap").rate)) }
-        : {}),
+      ...(llamaSwap ? { rateVsLlamaSwap: rateOver("llama-swap") } : {}),
     };
   } finally {
     for (const proxy of proxies) await proxy.stop();
