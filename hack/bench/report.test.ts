@@ -85,6 +85,34 @@ describe("benchmark report", () => {
     expect(text).toContain("1.50× llama-swap.");
   });
 
+  test("judges the chunk rate against llama-swap on the largest streaming run, and not without it", () => {
+    const run = (streams: number, rateVsLlamaSwap?: number) => ({
+      rounds: 2,
+      streams,
+      itlMs: 10,
+      windowSeconds: 5,
+      offeredPerSecond: streams * 100,
+      summaries: ["nginx-1w", "activator"].map((target) => ({
+        target: target as "activator",
+        eventsPerSecond: 1_000,
+        cpuUsPerEvent: target === "activator" ? 12 : 10,
+        cores: 0.6,
+        peakRss: 2 ** 20,
+        streamsLive: streams,
+        allStartedSeconds: 1,
+        errors: [],
+      })),
+      rateVsNginx1: 0.9,
+      rateVsNginxAuto: 0.9,
+      ...(rateVsLlamaSwap === undefined ? {} : { rateVsLlamaSwap }),
+    });
+    const judged = renderResults({ ...results(3_000, 120), streaming: [run(250, 1.04), run(1_000, 0.88)] });
+    expect(judged).toMatch(/chunks\/s vs llama-swap, 1000 streams \| 0\.88× +\| ≥ 1× +\| \*\*missed\*\* \|/);
+    expect(judged).toMatch(/Streaming, 250 streams: .*1\.04× llama-swap's; 1\.20× nginx's CPU per chunk/);
+    const alone = renderResults({ ...results(3_000, 120), streaming: [run(1_000)] });
+    expect(alone).toMatch(/chunks\/s vs llama-swap, 1000 streams \| not run .*\| not judged \|/);
+  });
+
   test("rewrites only its own section of the document", () => {
     const doc =
       "# Benchmarks\n\nintro\n\n<!-- bench:begin -->\nold\n<!-- bench:end -->\n\n<!-- slots:begin -->\nkeep\n<!-- slots:end -->\n";
