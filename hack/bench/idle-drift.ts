@@ -62,7 +62,7 @@ try {
       await new Promise((resolve) =>
         setTimeout(resolve, Math.max(0, at * 1000 - (performance.now() - started))),
       );
-      running.forEach((server, i) => rows[i]!.push((rssBytes(server.pid) / 2 ** 20).toFixed(1)));
+      for (const [i, server] of running.entries()) rows[i]!.push((rssBytes(server.pid) / 2 ** 20).toFixed(1));
     }
   } finally {
     for (const server of running) await server.stop();
