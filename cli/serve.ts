@@ -1,8 +1,6 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { defaultStateDir } from "../autoscaler/local/engine-records.ts";
 import { LocalPlatform } from "../autoscaler/local/platform.ts";
-import { systemClock } from "../lib/clock.ts";
-import { releaseMemoryWhenIdle } from "../lib/idle-memory.ts";
 import { createLogger } from "../lib/log.ts";
 import { releaseStartupMemory } from "../lib/release-startup-memory.ts";
 import { ConfigError, loadConfigFile } from "../lib/settings/index.ts";
@@ -107,8 +105,6 @@ export const serveCommand: Command = {
       log.info("listening", { url: snooze.url, models: [...config.models.keys()], pid: process.pid });
       // Start-up's garbage (the young generation it grew) goes back to the system before idling.
       releaseStartupMemory();
-      // And again when an idle minute has let it grow (lib/idle-memory.ts).
-      const idleMemory = releaseMemoryWhenIdle({ clock: systemClock });
       // SIGHUP, and with --watch-config a changed file, reload the settings (a bad file changes nothing).
       reload = (cause) =>
         void snooze.models
@@ -118,7 +114,6 @@ export const serveCommand: Command = {
         ? watchConfigFile(file, () => reload("file changed"), { log })
         : undefined;
       await signals.first;
-      idleMemory.stop();
       watcher?.close();
       reload = () => log.info("SIGHUP during the shutdown: ignored");
       const started = Date.now();

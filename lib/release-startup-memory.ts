@@ -14,14 +14,6 @@ import { runInNewContext } from "node:vm";
  * imports still hit it). The collection is synchronous: 30–80 ms on a loaded 2-core machine, once.
  */
 export function releaseStartupMemory(): void {
-  memoryReducingCollection();
-}
-
-/**
- * V8's full, memory-reducing collection, run synchronously (what `releaseStartupMemory` runs once,
- * and `lib/idle-memory.ts` again when an idle process has grown).
- */
-export function memoryReducingCollection(): void {
   setFlagsFromString("--expose-gc");
   let gc: ((options: object) => void) | undefined;
   try {

@@ -2,7 +2,7 @@
  * Idle memory over minutes: `snooze serve` with idle models (engines never started), its resident
  * set read from outside at fixed moments, with BENCH_BASELINE's checkout running beside it at the
  * same time. The bench's idle-rss scenario reads at 2 s; this is how docs/benchmarks.md saw what an
- * idle serve does after that (and what `lib/idle-memory.ts` changes).
+ * idle serve does after that (and what a change meant to hold it down does).
  *
  *   [BENCH_BASELINE=<checkout>] node hack/bench/idle-drift.ts [--models 50] [--at 2,30,60,90,120,150,180]
  *
