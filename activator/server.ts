@@ -35,6 +35,9 @@ const created = Math.floor(Date.now() / 1000);
 
 const adminAction = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
 
+/** GET, or HEAD: the same answer without its body (Node's response drops the body of a HEAD). */
+const reads = (req: IncomingMessage) => req.method === "GET" || req.method === "HEAD";
+
 /**
  * The activator's HTTP surface: OpenAI routes under /v1/, the admin API under
  * /snooze/v1/, Prometheus at /metrics, and probes.
@@ -116,17 +119,18 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
         );
       return;
     }
-    if (path === "/v1/models" && req.method === "GET") {
+    if (path === "/v1/models" && reads(req)) {
       sendJson(res, 200, { object: "list", data: views().map(modelObject) });
-      hint();
+      // A HEAD is a check, not a client about to use a model.
+      if (req.method === "GET") hint();
       return;
     }
-    if (path.startsWith("/v1/models/") && req.method === "GET") {
+    if (path.startsWith("/v1/models/") && reads(req)) {
       const name = decodeURIComponent(path.slice("/v1/models/".length));
       const view = views().find((v) => v.id === name || v.aliases.includes(name));
       if (view) {
         sendJson(res, 200, modelObject(view));
-        hint(view.id);
+        if (req.method === "GET") hint(view.id);
       } else notFound(res, name);
       return;
     }
@@ -141,11 +145,11 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
       }
     }
     if (await statusRoutes(req, res, path)) return;
-    if (path === "/snooze/v1/models" && req.method === "GET") {
+    if (path === "/snooze/v1/models" && reads(req)) {
       sendJson(res, 200, { models: views(), slots: await admin.slots() });
       return;
     }
-    if (path === "/snooze/v1/slots" && req.method === "GET") {
+    if (path === "/snooze/v1/slots" && reads(req)) {
       sendJson(res, 200, { slots: await admin.slots() });
       return;
     }

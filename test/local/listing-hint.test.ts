@@ -49,6 +49,21 @@ test("a listing wakes a recently used model with a budget (and keeps it awake a 
   expect(tiers()).toEqual(["asleep-1", "asleep-1", "cold"]);
 });
 
+test("a HEAD of a listing or of a model answers as the GET would, without a body, and hints nothing", {
+  timeout: 20_000,
+}, async () => {
+  for (const path of ["/v1/models", "/v1/models/unused", "/snooze/v1/models"]) {
+    const head = await fetch(`${snooze.url}${path}`, { method: "HEAD" });
+    expect([path, head.status, head.headers.get("content-type")]).toEqual([path, 200, "application/json"]);
+    expect(Number(head.headers.get("content-length"))).toBeGreaterThan(0);
+    expect(await head.text()).toBe("");
+  }
+  // Well past a hint's start: the model the HEAD named is still cold.
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  expect(tierOf("unused")).toBe("cold");
+  expect(tierOf("used")).toBe("asleep-1");
+});
+
 test("retrieving one model by name hints at that one, even unused; a model without a budget is not woken", {
   timeout: 40_000,
 }, async () => {
