@@ -10,6 +10,7 @@
  */
 import diagnostics from "node:diagnostics_channel";
 import { readFileSync } from "node:fs";
+import { type ELDHistogram, monitorEventLoopDelay } from "node:perf_hooks";
 import { LocalPlatform } from "../../autoscaler/local/platform.ts";
 import type { Platform, Replica } from "../../autoscaler/platform.ts";
 import { startLocalSnooze } from "../../cli/local-snooze.ts";
@@ -116,6 +117,9 @@ snooze.autoscaler.watch((event) => {
   if (event.tier === "ready") entry.ready = now();
 });
 
+let loopDelay: ELDHistogram | undefined;
+const loopDelayPeriodMs = 10;
+
 type GcOptions = { type: "major"; execution: "sync"; flavor: "last-resort" };
 const gc = (globalThis as { gc?: (options?: GcOptions) => void }).gc;
 
@@ -153,6 +157,25 @@ async function answer(request: ActivatorRequest): Promise<ActivatorReply> {
       proxied.upstreamHeaders = [];
       proxied.connects = 0;
       return { timeline: entry };
+    }
+    case "loop-delay": {
+      if (request.phase === "start") {
+        loopDelay?.disable();
+        loopDelay = monitorEventLoopDelay({ resolution: loopDelayPeriodMs });
+        loopDelay.enable();
+        return {};
+      }
+      if (!loopDelay) throw new Error("loop-delay stop without a start");
+      loopDelay.disable();
+      // The histogram holds the intervals between the timer's runs: what exceeds its period is delay.
+      const ms = (ns: number) => Math.max(0, ns / 1e6 - loopDelayPeriodMs);
+      const reading = {
+        p50Ms: ms(loopDelay.percentile(50)),
+        p99Ms: ms(loopDelay.percentile(99)),
+        maxMs: ms(loopDelay.max),
+      };
+      loopDelay = undefined;
+      return { loopDelay: reading };
     }
     case "close":
       await snooze.close(2_000);

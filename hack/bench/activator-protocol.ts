@@ -36,6 +36,8 @@ export type ActivatorRequest =
   | { cmd: "memory" }
   | { cmd: "route"; model: string }
   | { cmd: "timeline"; model: string }
+  /** Start measuring the event loop's delay (`start`), or stop and read it (`stop`). */
+  | { cmd: "loop-delay"; phase: "start" | "stop" }
   | { cmd: "close" };
 
 /** The activator's memory after a full GC, and then after V8's memory-reducing one. */
@@ -46,8 +48,16 @@ export interface MemoryReading {
   reduced: NodeJS.MemoryUsage;
 }
 
+/** How late the activator's event loop ran a timer asked for every 10 ms: what a turn of it costs a newcomer. */
+export interface LoopDelay {
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
 export interface ActivatorReply {
   memory?: MemoryReading;
   route?: RouteView;
   timeline?: Timeline;
+  loopDelay?: LoopDelay;
 }

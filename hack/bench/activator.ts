@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import type {
   ActivatorReply,
   ActivatorRequest,
+  LoopDelay,
   MemoryReading,
   RouteView,
   Timeline,
@@ -16,6 +17,8 @@ export interface ActivatorProcess {
   memory(): Promise<MemoryReading>;
   route(model: string): Promise<RouteView>;
   timeline(model: string): Promise<Timeline>;
+  /** Starts measuring its event loop's delay; the promise it returns stops and reads it. */
+  loopDelay(): Promise<() => Promise<LoopDelay>>;
   close(): Promise<void>;
 }
 
@@ -89,6 +92,10 @@ export async function startActivator(
     memory: async () => (await ask({ cmd: "memory" })).memory!,
     route: async (model) => (await ask({ cmd: "route", model })).route!,
     timeline: async (model) => (await ask({ cmd: "timeline", model })).timeline!,
+    async loopDelay() {
+      await ask({ cmd: "loop-delay", phase: "start" });
+      return async () => (await ask({ cmd: "loop-delay", phase: "stop" })).loopDelay!;
+    },
     async close() {
       if (child.exitCode !== null) return;
       await ask({ cmd: "close" }).catch(() => {});

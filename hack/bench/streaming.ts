@@ -19,6 +19,7 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startActivator } from "./activator.ts";
+import type { LoopDelay } from "./activator-protocol.ts";
 import { forkClient } from "./child.ts";
 import type { SseResult } from "./clients/sse.ts";
 import { type BenchContext, postJson, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
@@ -62,8 +63,11 @@ export interface StreamingSummary {
   streamsLive: number;
   /** Seconds from sending until every stream had its first event (worst round); NaN if some never did. */
   allStartedSeconds: number;
-  /** The activator only: its admin API (`/snooze/v1/models`) and `/healthz`, asked in a loop during the window. */
-  admin?: { p50Ms: number; maxMs: number; probes: number };
+  /**
+   * The activator only: its admin API (`/snooze/v1/models`) and `/healthz`, asked in a loop during
+   * the window, and its event loop's delay over the same window (the median round's).
+   */
+  admin?: { p50Ms: number; maxMs: number; probes: number; loopDelay: LoopDelay };
   errors: string[];
 }
 
@@ -208,6 +212,7 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
       live: number;
       allStarted: number;
       admin: number[];
+      loopDelay?: LoopDelay;
       errors: string[];
     };
     const perRound: Partial<Record<StreamingTarget, RoundResult>>[] = [];
@@ -229,10 +234,17 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
         let cpu = 0;
         const windowEnd = Promise.withResolvers<void>();
         let admin: Promise<number[]> = Promise.resolve([]);
+        let loopDelay: Promise<LoopDelay | undefined> = Promise.resolve(undefined);
         client.onEvent((event) => {
           if (event.window === "start") {
             meter = cpuMeter(target.pids());
-            if (name === "activator") admin = probeAdmin(activator.url, windowEnd.promise);
+            if (name === "activator") {
+              admin = probeAdmin(activator.url, windowEnd.promise);
+              loopDelay = activator.loopDelay().then(async (stop) => {
+                await windowEnd.promise;
+                return stop();
+              });
+            }
           }
           if (event.window === "end") {
             cpu = meter?.read() ?? 0;
@@ -244,12 +256,14 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
         await client.close();
         const rate = result.events / (result.windowMs / 1000);
         const adminMs = await admin;
+        const delay = await loopDelay;
         results[name] = {
           rate,
           cpu,
           live: result.streamsLive,
           allStarted: result.allStartedSeconds ?? Number.NaN,
           admin: adminMs,
+          loopDelay: delay,
           errors: result.errors,
         };
         ctx.log(
@@ -258,6 +272,9 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
             `proxy CPU ${(cpu / (result.windowMs / 1000)).toFixed(2)} cores` +
             (adminMs.length
               ? `, admin max ${Math.max(...adminMs).toFixed(0)} ms (${adminMs.length} probes)`
+              : "") +
+            (delay
+              ? `, event-loop delay p50 ${delay.p50Ms.toFixed(0)} ms, max ${delay.maxMs.toFixed(0)} ms`
               : ""),
         );
         const through =
@@ -300,10 +317,13 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
           target === "activator"
             ? (() => {
                 const all = perRound.flatMap((r) => of(r, target).admin);
+                const delays = perRound.map((r) => of(r, target).loopDelay!);
+                const medianRound = delays.toSorted((a, b) => a.p50Ms - b.p50Ms)[(delays.length - 1) >> 1]!;
                 return {
                   p50Ms: all.length ? summarize(all).p50 : Number.NaN,
                   maxMs: Math.max(...all),
                   probes: all.length,
+                  loopDelay: medianRound,
                 };
               })()
             : undefined,
