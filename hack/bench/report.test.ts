@@ -100,6 +100,7 @@ describe("benchmark report", () => {
         peakRss: 2 ** 20,
         streamsLive: streams,
         allStartedSeconds: 1,
+        firstEventMs: { p99: 500, max: 900 },
         errors: [],
       })),
       rateVsNginx1: 0.9,
@@ -111,6 +112,52 @@ describe("benchmark report", () => {
     expect(judged).toMatch(/Streaming, 250 streams: .*1\.04× llama-swap's; 1\.20× nginx's CPU per chunk/);
     const alone = renderResults({ ...results(3_000, 120), streaming: [run(1_000)] });
     expect(alone).toMatch(/chunks\/s vs llama-swap, 1000 streams \| not run .*\| not judged \|/);
+  });
+
+  test("judges each stream's first event and the admin API during the largest streaming run", () => {
+    const run = (firstMaxMs: number, adminMaxMs: number, live = 1_000) => ({
+      rounds: 2,
+      streams: 1_000,
+      itlMs: 10,
+      windowSeconds: 5,
+      offeredPerSecond: 100_000,
+      summaries: ["nginx-1w", "activator"].map((target) => ({
+        target: target as "activator",
+        eventsPerSecond: 1_000,
+        cpuUsPerEvent: 10,
+        cores: 0.6,
+        peakRss: 2 ** 20,
+        streamsLive: live,
+        allStartedSeconds: 3,
+        firstEventMs: { p99: firstMaxMs / 2, max: firstMaxMs },
+        ...(target === "activator"
+          ? {
+              admin: {
+                p50Ms: adminMaxMs / 2,
+                maxMs: adminMaxMs,
+                probes: 70,
+                loopDelay: { p50Ms: 1, p99Ms: 40, maxMs: 60 },
+              },
+            }
+          : {}),
+        errors: [],
+      })),
+      rateVsNginx1: 0.9,
+      rateVsNginxAuto: 0.9,
+    });
+    const render = (first: number, admin: number, live?: number) =>
+      renderResults({ ...results(3_000, 120), streaming: [run(first, admin, live)] });
+    const met = render(900, 80);
+    expect(met).toMatch(
+      /first event after its request, 1000 streams .*\| max 0\.90 s, p99 0\.45 s; 1000\/1000 live .*\| ≤ 1 s +\| met/,
+    );
+    expect(met).toMatch(
+      /`\/healthz` during 1000 streams +\| p50 40\.0 ms, max 80\.0 ms; event-loop delay p99 40\.0 ms +\| ≤ 100 ms +\| met/,
+    );
+    const missed = render(Number.POSITIVE_INFINITY, 177);
+    expect(missed).toMatch(/first event after its request, 1000 streams .*\| max never, .*\| \*\*missed\*\*/);
+    expect(missed).toMatch(/during 1000 streams +\| p50 88\.5 ms, max 177\.0 ms.*\| \*\*missed\*\*/);
+    expect(render(900, 80, 999)).toMatch(/999\/1000 live .*\| \*\*missed\*\*/);
   });
 
   test("rewrites only its own section of the document", () => {

@@ -44,6 +44,10 @@ export const targets = {
   streamingRatio: 0.5,
   /** Activator chunks/s over llama-swap's, 1,000 streams. */
   streamingVsLlamaSwap: 1,
+  /** Every one of 1,000 streams has its first event within this long of its request. */
+  firstEventMs: 1000,
+  /** The admin API and /healthz answer within this long while 1,000 streams run. */
+  adminMs: 100,
   heldBytes: 16 * 1024,
   idleSimMiB: 60,
   idleServeMiB: 80,
@@ -152,6 +156,26 @@ function summary(r: BenchResults): string {
       `≤ ${targets.chunkCpuRatio}×`,
       verdict(chunkCpu <= targets.chunkCpuRatio),
     ]);
+    const live = (name: string) => streaming.summaries.find((x) => x.target === name);
+    const activator = live("activator");
+    const nginx = live("nginx-1w");
+    if (activator) {
+      const first = activator.firstEventMs;
+      rows.push([
+        `Streaming: each stream's first event after its request, ${streaming.streams} streams (all live through the window)`,
+        `max ${seconds(first.max)}, p99 ${seconds(first.p99)}; ${activator.streamsLive}/${streaming.streams} live${nginx ? ` (nginx 1 worker: max ${seconds(nginx.firstEventMs.max)})` : ""}`,
+        `≤ ${fmt(targets.firstEventMs / 1000, 0)} s`,
+        verdict(first.max <= targets.firstEventMs && activator.streamsLive === streaming.streams),
+      ]);
+    }
+    const admin = activator?.admin;
+    if (admin)
+      rows.push([
+        `Streaming: admin API and \`/healthz\` during ${streaming.streams} streams`,
+        `p50 ${fmt(admin.p50Ms, 1)} ms, max ${fmt(admin.maxMs, 1)} ms; event-loop delay p99 ${fmt(admin.loopDelay.p99Ms, 1)} ms`,
+        `≤ ${targets.adminMs} ms`,
+        verdict(admin.maxMs <= targets.adminMs),
+      ]);
     const peer = streaming.rateVsLlamaSwap;
     rows.push([
       `Streaming: chunks/s vs llama-swap, ${streaming.streams} streams`,
@@ -290,6 +314,9 @@ a wake (ready = \`/is_sleeping\` false)${
 ${table(["ms", "p50", "p99"], rows)}`;
 }
 
+/** Milliseconds as seconds; a wait that never ended as "never". */
+const seconds = (ms: number) => (Number.isFinite(ms) ? `${fmt(ms / 1000, 2)} s` : "never");
+
 function streamingSection(s: StreamingResult): string {
   const rows = s.summaries.map((x) => [
     x.target,
@@ -299,6 +326,7 @@ function streamingSection(s: StreamingResult): string {
     x.target === "direct" ? "—" : fmt(x.peakRss / 2 ** 20, 1),
     `${x.streamsLive}/${s.streams}`,
     Number.isNaN(x.allStartedSeconds) ? "never" : fmt(x.allStartedSeconds, 2),
+    `${seconds(x.firstEventMs.p99)} / ${seconds(x.firstEventMs.max)}`,
     String(x.errors.length),
   ]);
   const admin = s.summaries.find((x) => x.target === "activator")?.admin;
@@ -308,7 +336,7 @@ ${s.rounds} interleaved rounds; ${s.streams} concurrent SSE streams, engine step
 ${fmt(s.offeredPerSecond, 0)} chunks/s offered; the direct row is what the engine managed), ${s.windowSeconds} s counting window per target.
 ${s.pinned ? `Client and engine pinned to CPU ${s.pinned.load}, the proxy under test (every thread, nginx's workers too) to CPU ${s.pinned.proxy}.` : "Not pinned to CPUs: client, engine and proxy share the cores (`BENCH_PIN_CPUS=1` pins them)."}
 
-${table(["target", "chunks/s delivered", "proxy CPU µs/chunk", "proxy cores", "proxy peak RSS MiB", "streams live", "all first events, s", "errors"], rows)}
+${table(["target", "chunks/s delivered", "proxy CPU µs/chunk", "proxy cores", "proxy peak RSS MiB", "streams live", "all first events, s", "a stream's first event, p99 / max", "errors"], rows)}
 
 ${
   s.vsBaseline

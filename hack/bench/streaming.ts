@@ -63,6 +63,8 @@ export interface StreamingSummary {
   streamsLive: number;
   /** Seconds from sending until every stream had its first event (worst round); NaN if some never did. */
   allStartedSeconds: number;
+  /** Each stream's wait from its request to its first event, ms: p99 and max, worst round. */
+  firstEventMs: { p99: number; max: number };
   /**
    * The activator only: its admin API (`/snooze/v1/models`) and `/healthz`, asked in a loop during
    * the window, and its event loop's delay over the same window (the median round's).
@@ -211,6 +213,7 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
       cpu: number;
       live: number;
       allStarted: number;
+      firstEventMs: { p99: number; max: number };
       admin: number[];
       loopDelay?: LoopDelay;
       errors: string[];
@@ -262,6 +265,7 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
           cpu,
           live: result.streamsLive,
           allStarted: result.allStartedSeconds ?? Number.NaN,
+          firstEventMs: result.firstEventMs,
           admin: adminMs,
           loopDelay: delay,
           errors: result.errors,
@@ -313,6 +317,10 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
         peakRss: target === "direct" ? Number.NaN : peaks[target]!,
         streamsLive: Math.min(...perRound.map((r) => of(r, target).live)),
         allStartedSeconds: Math.max(...perRound.map((r) => of(r, target).allStarted)),
+        firstEventMs: {
+          p99: Math.max(...perRound.map((r) => of(r, target).firstEventMs.p99)),
+          max: Math.max(...perRound.map((r) => of(r, target).firstEventMs.max)),
+        },
         admin:
           target === "activator"
             ? (() => {

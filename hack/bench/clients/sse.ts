@@ -35,6 +35,11 @@ export interface SseResult {
   streamsLive: number;
   /** Seconds from sending the requests until every stream had its first event; NaN when some never did. */
   allStartedSeconds: number;
+  /**
+   * Each stream's own wait, from writing its request on its connected socket to its first event,
+   * in ms: the slowest, and the 99th percentile (streams that never had one count as never).
+   */
+  firstEventMs: { p99: number; max: number };
   errors: string[];
 }
 
@@ -55,6 +60,7 @@ async function run(): Promise<SseResult> {
   let firstEvents = 0;
   const errors: string[] = [];
   const liveInWindow = new Set<number>();
+  const firstEventMs: number[] = [];
   const sockets: Socket[] = [];
   const sent = performance.now();
   let allStarted = 0;
@@ -68,7 +74,11 @@ async function run(): Promise<SseResult> {
     let statusChecked = false;
     let lastWasNewline = false;
     let seen = false;
-    socket.once("connect", () => socket.write(Buffer.concat([head, body])));
+    let written = 0;
+    socket.once("connect", () => {
+      written = performance.now();
+      socket.write(Buffer.concat([head, body]));
+    });
     socket.on("data", (chunk: Buffer) => {
       if (!statusChecked) {
         statusChecked = true;
@@ -91,6 +101,7 @@ async function run(): Promise<SseResult> {
       if (count === 0) return;
       if (!seen) {
         seen = true;
+        firstEventMs.push(performance.now() - written);
         if (++firstEvents === config.streams) {
           allStarted = performance.now();
           everyFirst.resolve();
@@ -124,12 +135,20 @@ async function run(): Promise<SseResult> {
       streamsStarted: started,
       streamsLive: liveInWindow.size,
       allStartedSeconds: allStarted ? (allStarted - sent) / 1000 : Number.NaN,
+      firstEventMs: waits(firstEventMs, config.streams),
       errors,
     };
   } finally {
     closing = true;
     for (const socket of sockets) socket.destroy();
   }
+}
+
+/** The 99th percentile and the maximum of `ms` over `of` streams; a stream with no figure waited forever. */
+function waits(ms: number[], of: number): { p99: number; max: number } {
+  const sorted = ms.toSorted((a, b) => a - b);
+  const at = (rank: number) => sorted[rank] ?? Number.POSITIVE_INFINITY;
+  return { p99: at(Math.ceil(of * 0.99) - 1), max: at(of - 1) };
 }
 
 process.on("message", async (message: { id: number; command: { cmd: "run" } }) => {
