@@ -14,6 +14,7 @@
  */
 import { createServer, type ServerResponse } from "node:http";
 import { parseArgs } from "node:util";
+import { listenActivator } from "../../activator/listen.ts";
 
 const { values } = parseArgs({
   options: { port: { type: "string" }, itl: { type: "string", default: "10" } },
@@ -58,7 +59,7 @@ setInterval(() => {
   }
 }, itlMs);
 
-createServer((req, res) => {
+const server = createServer((req, res) => {
   // How many streams it still feeds: the bench waits for 0 between targets, so that streams a
   // target left open cannot tax the next one.
   if (req.url === "/running") {
@@ -86,7 +87,11 @@ createServer((req, res) => {
     res.flushHeaders();
     running.add({ res, left: Math.max(1, body.max_tokens ?? 16) });
   });
-  // vLLM (uvicorn) listens with a backlog of 2048; Node's default of 511 dropped part of the
-  // 1,000 streams' connection burst, so every target (direct included) paid SYN retransmissions.
-}).listen({ port, host: "127.0.0.1", backlog: 2048 });
+});
+// As the activator listens (activator/listen.ts): with a thousand streams fed every tick, one
+// listening socket was accepted from about once per tick (libuv takes one connection per epoll
+// report), so a burst of 1,000 connections took seconds to be accepted whatever was in front
+// of the engine, and each stream's first event measured this engine, not the proxy. The backlog
+// (4,096) also keeps the burst from overflowing into SYN retransmissions, as a backlog of 511 did.
+await listenActivator(server, { port, host: "127.0.0.1" });
 process.on("SIGTERM", () => process.exit(0));
