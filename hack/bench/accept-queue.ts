@@ -8,7 +8,6 @@
  *
  *   node hack/bench/accept-queue.ts [--streams 1000] [--target activator|minimal] [--seconds 12]
  */
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -18,6 +17,7 @@ import { parseArgs } from "node:util";
 import { startActivator } from "./activator.ts";
 import { postJson, yamlArgv } from "./context.ts";
 import { freePort } from "./ports.ts";
+import { receiveQueues } from "./proc.ts";
 import { startServerProcess } from "./server-process.ts";
 
 const { values } = parseArgs({
@@ -96,12 +96,8 @@ async function watchBurst(url: URL): Promise<string> {
   const samples: string[] = [];
   for (let at = 2; at <= seconds; at += 2) {
     await new Promise((resolve) => setTimeout(resolve, 2_000));
-    const listening = execFileSync("ss", ["-ltnH", `( sport = :${url.port} )`], { encoding: "utf8" });
-    // One line per listening socket (several with --acceptors): their queues summed.
-    const unaccepted = listening
-      .trim()
-      .split("\n")
-      .reduce((sum, line) => sum + Number(line.trim().split(/\s+/)[1] ?? 0), 0);
+    // One queue per listening socket (several with --acceptors): summed.
+    const unaccepted = receiveQueues(Number(url.port), "listening").reduce((sum, n) => sum + n, 0);
     samples.push(`${at} s: ${started} started, ${unaccepted} unaccepted`);
   }
   for (const socket of sockets) socket.destroy();

@@ -19,7 +19,6 @@
  * figures are plain RSS, read once it has read every request (its sockets' receive queues empty)
  * and its RSS has settled; there is no heap column for it.
  */
-import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { type ActivatorProcess, startActivator } from "./activator.ts";
 import { forkClient } from "./child.ts";
@@ -27,7 +26,7 @@ import type { BurstCommand } from "./clients/burst.ts";
 import { type BenchContext, rotate, until, writeSnoozeYaml, yamlArgv } from "./context.ts";
 import { type LlamaSwapPeer, llamaSwapPeer, simModel, startLlamaSwap } from "./llama-swap.ts";
 import { freePort } from "./ports.ts";
-import { rssBytes } from "./proc.ts";
+import { receiveQueues, rssBytes } from "./proc.ts";
 
 export interface MemoryStep {
   /** Which checkout's activator: "this", or "baseline" (BENCH_BASELINE). */
@@ -107,15 +106,8 @@ async function holdMany(
 
 /** Bytes not yet read by the process listening on `port`, summed over its established connections. */
 function unread(port: number): { connections: number; bytes: number } {
-  const lines = execFileSync("ss", ["-tnH", "state", "established", `( sport = :${port} )`], {
-    encoding: "utf8",
-  })
-    .split("\n")
-    .filter(Boolean);
-  return {
-    connections: lines.length,
-    bytes: lines.reduce((sum, line) => sum + Number(line.trim().split(/\s+/)[0]), 0),
-  };
+  const queues = receiveQueues(port, "established");
+  return { connections: queues.length, bytes: queues.reduce((sum, bytes) => sum + bytes, 0) };
 }
 
 /** llama-swap holding `count` requests for an engine that never comes up: its RSS per request. */

@@ -114,3 +114,14 @@ export function cpuSplit(): { load: string; proxy: string } | undefined {
 export function pinTo(pids: readonly number[], cpus: string): void {
   for (const pid of pids) execFileSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { stdio: "ignore" });
 }
+
+/**
+ * The receive queue (`ss`'s Recv-Q) of each TCP socket on local `port` in `state`: for a listening
+ * socket the connections not yet accepted, for an established one the bytes not yet read. Linux.
+ */
+export function receiveQueues(port: number, state: "listening" | "established"): number[] {
+  return execFileSync("ss", ["-tnH", "state", state, `( sport = :${port} )`], { encoding: "utf8" })
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => Number(line.trim().split(/\s+/)[0]));
+}
