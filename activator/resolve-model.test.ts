@@ -45,6 +45,28 @@ describe("resolveModel", () => {
     expect(resolveModel({ host: "localhost" }, Buffer.alloc(0), names)).toMatchObject({
       ok: false,
       status: 400,
+      error: { error: { code: "missing_model", param: "model" } },
+    });
+  });
+
+  test("JSON that is not an object: a 400 that says what it is, unless a header or Host names the model", () => {
+    for (const [value, kind] of [
+      [[1, 2], "an array"],
+      ["qwen", "a string"],
+      [null, "null"],
+      [7, "a number"],
+    ] as const) {
+      const answer = resolveModel(json, body(value), names);
+      expect(answer).toMatchObject({ ok: false, status: 400, error: { error: { code: "invalid_type" } } });
+      if (!answer.ok) expect(answer.error.error.message).toContain(`JSON but ${kind}:`);
+    }
+    expect(resolveModel({ ...json, "snooze-model": "q" }, body([1]), names)).toMatchObject({
+      ok: true,
+      model: "qwen",
+    });
+    expect(resolveModel({ ...json, host: "llama.models.example" }, body([1]), names)).toMatchObject({
+      ok: true,
+      model: "llama",
     });
   });
 });

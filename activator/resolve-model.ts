@@ -84,6 +84,19 @@ export function resolveModel(
   const label = host.split(".")[0]!;
   const byHost = host.includes(".") ? names.get(label) : undefined;
   if (byHost) return { ok: true, model: byHost, body, stream };
+  // Valid JSON that cannot hold a `model` (an array, a string, null): say so, not "no model".
+  if (parsed !== undefined && (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))) {
+    const kind = parsed === null ? "null" : Array.isArray(parsed) ? "an array" : `a ${typeof parsed}`;
+    return {
+      ok: false,
+      status: 400,
+      error: openAIError(
+        `The body is JSON but ${kind}: an OpenAI request is a JSON object with a \`model\` field.`,
+        "invalid_request_error",
+        "invalid_type",
+      ),
+    };
+  }
   return {
     ok: false,
     status: 400,
