@@ -15,6 +15,8 @@ export async function forkClient<C>(script: string, config: unknown): Promise<Cl
   const file = fileURLToPath(new URL(script, import.meta.url));
   const child: ChildProcess = fork(file, [JSON.stringify(config)], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
+    // Structured clone, not JSON: a reply's NaN or Infinity ("never") arrives as itself, not null.
+    serialization: "advanced",
   });
   const exited = once(child, "exit");
   const pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();

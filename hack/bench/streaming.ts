@@ -264,7 +264,7 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
           rate,
           cpu,
           live: result.streamsLive,
-          allStarted: result.allStartedSeconds ?? Number.NaN,
+          allStarted: result.allStartedSeconds,
           firstEventMs: result.firstEventMs,
           admin: adminMs,
           loopDelay: delay,
@@ -272,7 +272,7 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
         };
         ctx.log(
           `streaming round ${round + 1}/${rounds} ${name}: ${Math.round(rate)} events/s, ` +
-            `${result.streamsLive}/${streams} streams live, all started in ${(result.allStartedSeconds ?? Number.NaN).toFixed(2)} s, ` +
+            `${result.streamsLive}/${streams} streams live, all started in ${result.allStartedSeconds.toFixed(2)} s, ` +
             `proxy CPU ${(cpu / (result.windowMs / 1000)).toFixed(2)} cores` +
             (adminMs.length
               ? `, admin max ${Math.max(...adminMs).toFixed(0)} ms (${adminMs.length} probes)`

@@ -14,6 +14,7 @@
  * Command (IPC): run → {events, windowMs, streamsStarted, streamsLive, errors}.
  */
 import { connect, type Socket } from "node:net";
+import { percentile } from "../stats.ts";
 
 export interface SseConfig {
   origin: string;
@@ -146,9 +147,8 @@ async function run(): Promise<SseResult> {
 
 /** The 99th percentile and the maximum of `ms` over `of` streams; a stream with no figure waited forever. */
 function waits(ms: number[], of: number): { p99: number; max: number } {
-  const sorted = ms.toSorted((a, b) => a - b);
-  const at = (rank: number) => sorted[rank] ?? Number.POSITIVE_INFINITY;
-  return { p99: at(Math.ceil(of * 0.99) - 1), max: at(of - 1) };
+  const all = [...ms, ...Array<number>(Math.max(0, of - ms.length)).fill(Number.POSITIVE_INFINITY)];
+  return { p99: percentile(all, 99), max: Math.max(...all) };
 }
 
 process.on("message", async (message: { id: number; command: { cmd: "run" } }) => {
