@@ -156,9 +156,9 @@ function summary(r: BenchResults): string {
       `≤ ${targets.chunkCpuRatio}×`,
       verdict(chunkCpu <= targets.chunkCpuRatio),
     ]);
-    const live = (name: string) => streaming.summaries.find((x) => x.target === name);
-    const activator = live("activator");
-    const nginx = live("nginx-1w");
+    const summaryOf = (name: string) => streaming.summaries.find((x) => x.target === name);
+    const activator = summaryOf("activator");
+    const nginx = summaryOf("nginx-1w");
     if (activator) {
       const first = activator.firstEventMs;
       rows.push([

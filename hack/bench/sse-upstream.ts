@@ -88,8 +88,8 @@ const server = createServer((req, res) => {
     running.add({ res, left: Math.max(1, body.max_tokens ?? 16) });
   });
 });
-// As the activator listens (activator/listen.ts): with a thousand streams fed every tick, one
-// listening socket was accepted from about once per tick (libuv takes one connection per epoll
+// As the activator listens (activator/listen.ts): with a thousand streams fed every tick, a single
+// listening socket gave up about one connection per tick (libuv takes one connection per epoll
 // report), so a burst of 1,000 connections took seconds to be accepted whatever was in front
 // of the engine, and each stream's first event measured this engine, not the proxy. The backlog
 // (4,096) also keeps the burst from overflowing into SYN retransmissions, as a backlog of 511 did.
