@@ -1,5 +1,5 @@
-import { once } from "node:events";
-import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import type { Dispatcher } from "undici";
 import { sendError } from "../lib/http/json.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { endToEnd } from "./hop-headers.ts";
@@ -87,86 +87,154 @@ export const timerValue = (ms: number): number =>
  * ends the client's response: an answer, an OpenAI-shaped error, an SSE error
  * event, or (for a non-SSE answer already under way) a cut connection.
  */
-export async function forward(
+export function forward(
   req: IncomingMessage,
   res: ServerResponse,
   backend: Backend,
   request: ForwardRequest,
 ): Promise<ForwardOutcome> {
-  const abort = new AbortController();
-  const onClose = () => {
-    if (!res.writableFinished) abort.abort();
+  return new Promise((resolve) => {
+    const relay = new Relay(res, request, resolve);
+    backend.pool.dispatch(
+      {
+        path: request.path,
+        method: req.method as "POST",
+        headers: {
+          ...endToEnd(req.headers),
+          ...request.extraHeaders,
+          "content-length": String(request.body.length),
+        } as Record<string, string>,
+        body: request.body.length > 0 ? request.body : undefined,
+        headersTimeout: request.firstByteTimeoutMs,
+        bodyTimeout: request.idleTimeoutMs,
+      },
+      relay,
+    );
+  });
+}
+
+/** Client gone before the answer ended: the engine's request is cancelled with this. */
+class ClientGone extends Error {
+  constructor() {
+    super("The client went away");
+  }
+}
+
+/**
+ * undici's handler for one forward: each chunk of the engine's answer is written to the client
+ * as undici parses it. A handler rather than `request()` and a loop over its body stream: that
+ * puts a Readable, a promise and an iterator step between every chunk and its write.
+ */
+class Relay implements Dispatcher.DispatchHandler {
+  private controller?: Dispatcher.DispatchController;
+  private abortReason?: Error;
+  private status = 0;
+  private contentType = "";
+  /** An engine error after hold progress opened an SSE stream: collected, told as one event at the end. */
+  private errorBody?: Buffer[];
+  private readonly unregister: () => void;
+  private readonly onClose = () => {
+    if (!this.res.writableFinished) this.abort(new ClientGone());
   };
-  res.once("close", onClose);
-  const unregister = request.onShutdown(() => abort.abort(new ShutdownAbort()));
-  let status = 0;
-  let contentType = "";
-  try {
-    const upstream = await backend.pool.request({
-      path: request.path,
-      method: req.method as "POST",
-      headers: {
-        ...endToEnd(req.headers),
-        ...request.extraHeaders,
-        "content-length": String(request.body.length),
-      } as Record<string, string>,
-      body: request.body.length > 0 ? request.body : undefined,
-      signal: abort.signal,
-      headersTimeout: request.firstByteTimeoutMs,
-      bodyTimeout: request.idleTimeoutMs,
-    });
-    status = upstream.statusCode;
-    contentType = String(upstream.headers["content-type"] ?? "");
-    request.tap?.response(status, contentType);
+  private readonly resume = () => this.controller?.resume();
+
+  private readonly res: ServerResponse;
+  private readonly request: ForwardRequest;
+  private readonly done: (outcome: ForwardOutcome) => void;
+
+  constructor(res: ServerResponse, request: ForwardRequest, done: (outcome: ForwardOutcome) => void) {
+    this.res = res;
+    this.request = request;
+    this.done = done;
+    res.once("close", this.onClose);
+    this.unregister = request.onShutdown(() => this.abort(new ShutdownAbort()));
+  }
+
+  private abort(reason: Error): void {
+    if (this.abortReason) return;
+    this.abortReason = reason;
+    // Before undici started the request there is no controller yet: onRequestStart aborts then.
+    this.controller?.abort(reason);
+  }
+
+  private finish(outcome: ForwardOutcome): void {
+    this.unregister();
+    this.res.off("close", this.onClose);
+    this.res.off("drain", this.resume);
+    this.done(outcome);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.abortReason) controller.abort(this.abortReason);
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    status: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    const { res, request } = this;
+    this.status = status;
+    this.contentType = String(headers["content-type"] ?? "");
+    request.tap?.response(status, this.contentType);
     request.onResponse();
     if (res.headersSent) {
       // Hold progress already answered 200 and opened an SSE stream: an engine error can
       // only be told as an event in it.
-      contentType = "text/event-stream";
-      if (status !== 200) {
-        const text = await upstream.body.text();
-        if (!res.writableEnded && !res.destroyed)
-          res.end(`data: ${text.replaceAll("\n", " ")}\n\ndata: [DONE]\n\n`);
-        return { kind: "answered", status };
-      }
-    } else {
-      const headers = endToEnd(upstream.headers);
-      const length = upstream.headers["content-length"];
-      if (typeof length === "string") {
-        // A sized body is passed on untouched, so its length stays true: keeping it saves the
-        // chunked framing, and headers and body leave in one write instead of three.
-        headers["content-length"] = length;
-      }
-      res.writeHead(status, headers);
-      // A stream (no length) shows its headers at once, as the engine sent them.
-      if (typeof length !== "string") res.flushHeaders();
+      this.contentType = "text/event-stream";
+      if (status !== 200) this.errorBody = [];
+      return;
     }
-    // A hand-written pump rather than pipeline(): on an engine failure the client
-    // response must stay open long enough to receive a final error event.
-    for await (const chunk of upstream.body) {
-      request.tap?.chunk(chunk);
-      if (!res.write(chunk)) await once(res, "drain", { signal: abort.signal });
+    const out = endToEnd(headers);
+    const length = headers["content-length"];
+    if (typeof length === "string") {
+      // A sized body is passed on untouched, so its length stays true: keeping it saves the
+      // chunked framing, and headers and body leave in one write instead of three.
+      out["content-length"] = length;
     }
-    res.end();
-    return { kind: "answered", status };
-  } catch (error) {
-    return failed(res, abort.signal, status, contentType, error as Error);
-  } finally {
-    unregister();
-    res.off("close", onClose);
+    res.writeHead(status, out);
+    // A stream (no length) shows its headers at once, as the engine sent them.
+    if (typeof length !== "string") res.flushHeaders();
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.errorBody) {
+      this.errorBody.push(chunk);
+      return;
+    }
+    this.request.tap?.chunk(chunk);
+    if (!this.res.write(chunk) && !controller.paused) {
+      controller.pause();
+      this.res.once("drain", this.resume);
+    }
+  }
+
+  onResponseEnd(): void {
+    const { res } = this;
+    if (this.errorBody) {
+      const text = Buffer.concat(this.errorBody).toString();
+      if (!res.writableEnded && !res.destroyed)
+        res.end(`data: ${text.replaceAll("\n", " ")}\n\ndata: [DONE]\n\n`);
+    } else res.end();
+    this.finish({ kind: "answered", status: this.status });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
+    this.finish(failed(this.res, this.abortReason, this.status, this.contentType, error));
   }
 }
 
 /** Classifies a failed forward and ends the client's response accordingly. */
 function failed(
   res: ServerResponse,
-  signal: AbortSignal,
+  abortReason: Error | undefined,
   status: number,
   contentType: string,
   error: Error,
 ): ForwardOutcome {
-  const shutdown = signal.reason instanceof ShutdownAbort;
-  if (signal.aborted && !shutdown) return { kind: "aborted" };
+  const shutdown = abortReason instanceof ShutdownAbort;
+  if (abortReason && !shutdown) return { kind: "aborted" };
   const code = (error as { code?: string }).code ?? "";
   const before = status === 0 && !res.headersSent;
   let reason: UpstreamFailure;
@@ -181,7 +249,7 @@ function failed(
   if (before && (reason === "unreachable" || reason === "connect-timeout")) {
     return { kind: "unreachable", error, reason };
   }
-  const answer = errorAnswer(reason, error, shutdown ? signal.reason : error);
+  const answer = errorAnswer(reason, error, shutdown ? abortReason : error);
   if (before) {
     sendError(res, answer.status, answer.body, answer.headers);
     return { kind: "failed", status: answer.status, reason, error };

@@ -147,6 +147,33 @@ describe("the engine stops in the middle of an answer", () => {
   });
 });
 
+describe("the engine refuses a request whose hold progress already answered 200", () => {
+  test("its error arrives as one SSE event in the open stream, then [DONE]", async () => {
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      res.writeHead(400, { "content-type": "application/json" });
+      // Written in two parts, with a line break, as a pretty-printing engine might.
+      res.write('{"error": {"message": "max_tokens is too large",\n');
+      setTimeout(() => res.end('"code": "bad_max_tokens"}}'), 20);
+    });
+    cleanups.push(() => engine.server.close());
+    const snooze = await startActivator({ holdBudget: 5_000, streamProgress: true });
+    cleanups.push(() => snooze.close());
+    const answer = post(snooze, chatBody({ stream: true }));
+    // Progress starts after a second held; the engine is ready a little later.
+    await new Promise((resolve) => setTimeout(resolve, 1_300));
+    snooze.plane.readyAt("m", engine.address);
+    const response = await answer;
+    expect(response.status).toBe(200);
+    const events = (await response.text()).split("\n\n").filter(Boolean);
+    expect(events[0]).toMatch(/^: /);
+    expect(JSON.parse(events.at(-2)!.slice("data: ".length))).toEqual({
+      error: { message: "max_tokens is too large", code: "bad_max_tokens" },
+    });
+    expect(events.at(-1)).toBe("data: [DONE]");
+  });
+});
+
 describe("Expect: 100-continue", () => {
   async function echoEngine() {
     const seen: Record<string, string | string[] | undefined>[] = [];
