@@ -1,6 +1,7 @@
 /**
  * The least a Node.js reverse proxy can do, as a yardstick for the activator:
- * node:http server, undici pool to one upstream, body streamed both ways, no
+ * node:http server, undici pool to one upstream, the request body read whole (as
+ * the activator reads it, to find the model) and the answer streamed back, no
  * model resolution, metrics or tracing. What the activator costs beyond this
  * is its own; what this costs beyond nginx is the platform's.
  *
@@ -12,11 +13,11 @@
  * (activator/listen.ts), to measure accepting apart from the rest.
  */
 import cluster from "node:cluster";
-import { once } from "node:events";
 import { createServer } from "node:http";
 import { parseArgs } from "node:util";
-import { Pool } from "undici";
+import { type Dispatcher, Pool } from "undici";
 import { listenActivator } from "../../activator/listen.ts";
+import { readBody } from "../../lib/http/body.ts";
 
 const { values } = parseArgs({
   options: {
@@ -40,34 +41,48 @@ function serve() {
   const hopByHop = new Set(["connection", "keep-alive", "transfer-encoding", "host", "content-length"]);
 
   const server = createServer(async (req, res) => {
-    // A client that goes away ends the engine's request too (else the engine streams on to nobody).
-    const abort = new AbortController();
-    res.once("close", () => {
-      if (!res.writableFinished) abort.abort();
-    });
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(req.headers))
+      if (typeof value === "string" && !hopByHop.has(name)) headers[name] = value;
+    let body: Buffer;
     try {
-      const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(req.headers))
-        if (typeof value === "string" && !hopByHop.has(name)) headers[name] = value;
-      const chunks: Buffer[] = [];
-      for await (const chunk of req) chunks.push(chunk as Buffer);
-      const upstream = await pool.request({
-        path: req.url!,
-        method: req.method as "POST",
-        headers,
-        body: Buffer.concat(chunks),
-        signal: abort.signal,
-      });
-      const out: Record<string, string | string[]> = {};
-      for (const [name, value] of Object.entries(upstream.headers))
-        if (value !== undefined && !hopByHop.has(name)) out[name] = value;
-      res.writeHead(upstream.statusCode, out);
-      for await (const chunk of upstream.body)
-        if (!res.write(chunk)) await once(res, "drain", { signal: abort.signal });
-      res.end();
+      body = await readBody(req, Number.POSITIVE_INFINITY);
     } catch {
-      res.destroy();
+      return res.destroy();
     }
+    // undici's handler interface, as the activator forwards (activator/proxy.ts): each chunk is
+    // written as it is parsed, with backpressure, and a client that goes away ends the engine's
+    // request too (else the engine streams on to nobody).
+    let controller: Dispatcher.DispatchController | undefined;
+    res.once("close", () => {
+      if (!res.writableFinished) controller?.abort(new Error("client gone"));
+    });
+    const resume = () => controller?.resume();
+    pool.dispatch(
+      { path: req.url!, method: req.method as "POST", headers, body },
+      {
+        onRequestStart: (c) => {
+          controller = c;
+          if (res.destroyed) c.abort(new Error("client gone"));
+        },
+        onResponseStart: (_c, status, upstreamHeaders) => {
+          const out: Record<string, string | string[]> = {};
+          for (const [name, value] of Object.entries(upstreamHeaders))
+            if (value !== undefined && !hopByHop.has(name)) out[name] = value;
+          // A sized answer keeps its length: no chunked framing, headers and body in one write.
+          if (upstreamHeaders["content-length"]) out["content-length"] = upstreamHeaders["content-length"];
+          res.writeHead(status, out);
+        },
+        onResponseData: (c, chunk) => {
+          if (!res.write(chunk) && !c.paused) {
+            c.pause();
+            res.once("drain", resume);
+          }
+        },
+        onResponseEnd: () => res.end(),
+        onResponseError: () => res.destroy(),
+      },
+    );
   });
   const acceptors = Number(values.acceptors ?? 1);
   if (acceptors <= 1) server.listen(Number(values.port), "127.0.0.1");
