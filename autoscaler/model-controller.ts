@@ -836,12 +836,16 @@ export class ModelController {
       record !== undefined &&
       !record.busy &&
       now >= Math.max(this.lastActive, record.since) + settings.sleepAfter;
+    // The lead only matters with a budget; without one, the learner's estimate (its durations
+    // completed on every pass, that is every load change) was a fifth of a pass's time.
     const activation =
-      tier === "cold"
-        ? (this.lastStartMs ?? this.learner.estimate("start"))
-        : tier === "asleep-2"
-          ? (this.lastWakeMs[2] ?? this.learner.estimate("wake2"))
-          : (this.lastWakeMs[1] ?? this.learner.estimate("wake1"));
+      this.config.prewarmBudget <= 0
+        ? 0
+        : tier === "cold"
+          ? (this.lastStartMs ?? this.learner.estimate("start"))
+          : tier === "asleep-2"
+            ? (this.lastWakeMs[2] ?? this.learner.estimate("wake2"))
+            : (this.lastWakeMs[1] ?? this.learner.estimate("wake1"));
     const step = this.learner.step(now, {
       budgetMs: this.config.prewarmBudget,
       resident: isResident(tier),
