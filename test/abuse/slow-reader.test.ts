@@ -1,6 +1,7 @@
 import { once } from "node:events";
-import { request } from "node:http";
+import { type IncomingMessage, request } from "node:http";
 import { afterEach, expect, test } from "vitest";
+import type { ModelConfig } from "../../lib/settings/index.ts";
 import { until } from "../helpers/local-snooze.ts";
 import { chatBody, httpEngine, startActivator } from "./harness.ts";
 
@@ -21,50 +22,54 @@ const pieces = 128;
 /** Piece i is filled with the byte i: order and loss both show in what arrives. */
 const pieceOf = (i: number) => Buffer.alloc(piece, i % 256);
 
-test("a client that stops reading holds the engine back, and loses nothing", async () => {
-  let written = 0;
-  const engine = await httpEngine(async (req, res) => {
+/** An engine answering with `pieces` MiB as fast as it may, the activator, and a client that stopped reading once the answer began. */
+async function pausedAnswer(settings: Partial<ModelConfig> = {}) {
+  const engine = { written: 0, closed: false };
+  const server = await httpEngine(async (req, res) => {
     req.resume();
+    res.on("close", () => {
+      engine.closed = true;
+    });
     res.writeHead(200, { "content-type": "application/octet-stream" });
     for (let i = 0; i < pieces && !res.destroyed; i++) {
-      written += piece;
-      if (!res.write(pieceOf(i))) await once(res, "drain");
+      engine.written += piece;
+      if (!res.write(pieceOf(i))) await Promise.race([once(res, "drain"), once(res, "close")]);
     }
     res.end();
   });
-  cleanups.push(() => engine.server.close());
-  const snooze = await startActivator();
+  cleanups.push(() => server.server.close());
+  const snooze = await startActivator(settings);
   cleanups.push(() => snooze.close());
-  snooze.plane.readyAt("m", engine.address);
-
+  snooze.plane.readyAt("m", server.address);
   const client = request(`${snooze.url}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
   });
   client.end(chatBody());
-  const [response] = (await once(client, "response")) as [import("node:http").IncomingMessage];
+  const [response] = (await once(client, "response")) as [IncomingMessage];
   cleanups.push(() => response.destroy());
   expect(response.statusCode).toBe(200);
   response.pause();
-
   // The engine writes until every buffer on the way is full, then waits.
   let last = -1;
   await until(
     async () => {
       await new Promise((resolve) => setTimeout(resolve, 300));
-      const settled = written > 0 && written === last;
-      last = written;
+      const settled = engine.written > 0 && engine.written === last;
+      last = engine.written;
       return settled;
     },
     20_000,
     "the engine to stop writing",
   );
-  expect(written).toBeLessThan((pieces * piece) / 2);
+  return { engine, snooze, response };
+}
 
+/** Reads the rest of the answer, spot-checking each 64 KiB: the byte there says which piece it belongs to. */
+async function readAll(response: IncomingMessage) {
   let received = 0;
   let misplaced = 0;
   response.on("data", (data: Buffer) => {
-    // Spot-check each 64 KiB: the byte there says which piece it belongs to.
     for (let offset = 0; offset < data.length; offset += 1 << 16) {
       const at = received + offset;
       if (data[offset] !== Math.floor(at / piece) % 256) misplaced++;
@@ -73,5 +78,25 @@ test("a client that stops reading holds the engine back, and loses nothing", asy
   });
   response.resume();
   await once(response, "end");
-  expect({ received, misplaced }).toEqual({ received: pieces * piece, misplaced: 0 });
+  return { received, misplaced };
+}
+
+test("a client that stops reading holds the engine back, and loses nothing", async () => {
+  const { engine, response } = await pausedAnswer();
+  expect(engine.written).toBeLessThan((pieces * piece) / 2);
+  expect(await readAll(response)).toEqual({ received: pieces * piece, misplaced: 0 });
+});
+
+test("a client that stops reading is not an engine gone quiet: idleTimeout does not cut it", async () => {
+  const { response } = await pausedAnswer({ idleTimeout: 300 });
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  expect(await readAll(response)).toEqual({ received: pieces * piece, misplaced: 0 });
+});
+
+test("a client that stops reading and goes away ends the engine's request and frees its place", async () => {
+  const { engine, snooze, response } = await pausedAnswer();
+  expect(snooze.activator.routes.get("m")!.inFlight).toBe(1);
+  response.destroy();
+  await until(() => engine.closed, 5_000, "the engine's answer to be closed");
+  await until(() => snooze.activator.routes.get("m")!.inFlight === 0, 5_000, "in-flight to reach 0");
 });
