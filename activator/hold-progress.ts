@@ -1,4 +1,5 @@
 import type { ServerResponse } from "node:http";
+import { endWithEvent } from "../lib/http/sse.ts";
 import type { OpenAIErrorBody } from "../lib/openai-error.ts";
 
 const firstAfterMs = 1_000;
@@ -31,7 +32,7 @@ export class HoldProgress {
 
   /** Ends the stream with an error event, as the OpenAI API does mid-stream. */
   fail(error: OpenAIErrorBody): void {
-    if (!this.res.writableEnded) this.res.end(`data: ${JSON.stringify(error)}\n\ndata: [DONE]\n\n`);
+    endWithEvent(this.res, JSON.stringify(error));
   }
 
   private tick(): void {

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { Dispatcher } from "undici";
 import { sendError } from "../lib/http/json.ts";
+import { endWithEvent } from "../lib/http/sse.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { endToEnd } from "./hop-headers.ts";
 import type { Backend } from "./model-route.ts";
@@ -126,6 +127,9 @@ class ClientGone extends Error {
  * puts a Readable, a promise and an iterator step between every chunk and its write.
  */
 class Relay implements Dispatcher.DispatchHandler {
+  private readonly res: ServerResponse;
+  private readonly request: ForwardRequest;
+  private readonly done: (outcome: ForwardOutcome) => void;
   private controller?: Dispatcher.DispatchController;
   private abortReason?: Error;
   private status = 0;
@@ -137,10 +141,6 @@ class Relay implements Dispatcher.DispatchHandler {
     if (!this.res.writableFinished) this.abort(new ClientGone());
   };
   private readonly resume = () => this.controller?.resume();
-
-  private readonly res: ServerResponse;
-  private readonly request: ForwardRequest;
-  private readonly done: (outcome: ForwardOutcome) => void;
 
   constructor(res: ServerResponse, request: ForwardRequest, done: (outcome: ForwardOutcome) => void) {
     this.res = res;
@@ -211,12 +211,8 @@ class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
-    const { res } = this;
-    if (this.errorBody) {
-      const text = Buffer.concat(this.errorBody).toString();
-      if (!res.writableEnded && !res.destroyed)
-        res.end(`data: ${text.replaceAll("\n", " ")}\n\ndata: [DONE]\n\n`);
-    } else res.end();
+    if (this.errorBody) endWithEvent(this.res, Buffer.concat(this.errorBody).toString());
+    else this.res.end();
     this.finish({ kind: "answered", status: this.status });
   }
 
@@ -341,9 +337,6 @@ export function errorAnswer(
 /** An SSE client gets a final error event it can show; anything else sees the connection end early. */
 function endBroken(res: ServerResponse, contentType: string, body: OpenAIErrorBody, error: Error): void {
   if (res.writableEnded || res.destroyed) return;
-  if (contentType.includes("text/event-stream")) {
-    res.end(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`);
-  } else {
-    res.destroy(error);
-  }
+  if (contentType.includes("text/event-stream")) endWithEvent(res, JSON.stringify(body));
+  else res.destroy(error);
 }
