@@ -1,7 +1,6 @@
 import { once } from "node:events";
 import { type IncomingMessage, request } from "node:http";
 import { afterEach, expect, test } from "vitest";
-import type { ModelConfig } from "../../lib/settings/index.ts";
 import { until } from "../helpers/local-snooze.ts";
 import { chatBody, httpEngine, startActivator } from "./harness.ts";
 
@@ -23,7 +22,7 @@ const pieces = 128;
 const pieceOf = (i: number) => Buffer.alloc(piece, i % 256);
 
 /** An engine answering with `pieces` MiB as fast as it may, the activator, and a client that stopped reading once the answer began. */
-async function pausedAnswer(settings: Partial<ModelConfig> = {}) {
+async function pausedAnswer(settings: Parameters<typeof startActivator>[0] = {}) {
   const engine = { written: 0, closed: false };
   const server = await httpEngine(async (req, res) => {
     req.resume();
