@@ -5,6 +5,7 @@ import type { ModelConfig } from "../lib/settings/index.ts";
 import { Pool } from "../lib/undici.ts";
 import { type Held, HoldQueue } from "./hold-queue.ts";
 import { timerValue } from "./proxy.ts";
+import { SpareConnections } from "./spare-connections.ts";
 
 /** A replica as the activator sees it: where it is, whether it takes traffic, how busy it is. */
 export interface Backend {
@@ -13,6 +14,8 @@ export interface Backend {
   tier: Tier;
   inFlight: number;
   pool: Pool;
+  /** Connections opened while the replica wakes, for the requests held for it (`pool` takes them first). */
+  spares: SpareConnections;
   /** Connections `pool` may open: requests to this replica beyond it wait in the hold queue. */
   connections: number;
   /** Connection failed: not routable until the control plane reports on it again. */
@@ -51,6 +54,13 @@ const minRetryAfterMs = 1_000;
  * turn after the last whatever the engine does, so long streams never hold back the ones behind.
  */
 export const releaseWave = 16;
+
+/**
+ * Connections opened to a waking replica ahead of the release, at most: one per held request up to
+ * four waves. The first waves are what the first answers wait for; by the time later waves go, the
+ * first ones' connections are free again or the engine is accepting new ones between answers.
+ */
+export const spareLimit = 4 * releaseWave;
 
 /**
  * One model's traffic: its replicas (Knative's revision backends), the
@@ -183,6 +193,7 @@ export class ModelRoute {
     this.lastActiveAt = Date.now();
     if (this.queue.length === 1) this.listener.loadChanged(this.config.id);
     this.listener.demand(this.config.id);
+    this.connectAhead();
     return {
       promise,
       cancel: () => {
@@ -218,25 +229,31 @@ export class ModelRoute {
     if (!event.address || event.tier === "cold") {
       if (backend) {
         this.backends.delete(event.replica);
-        void backend.pool.close().catch(() => {});
+        closeBackend(backend);
       }
     } else {
       if (!backend || backend.address !== event.address) {
-        if (backend) void backend.pool.close().catch(() => {});
+        if (backend) closeBackend(backend);
         const connections = this.perReplica;
+        const origin = `http://${event.address}`;
+        const spares = new SpareConnections(new URL(origin), {
+          connectTimeout: timerValue(this.config.connectTimeout),
+        });
         backend = {
           replica: event.replica,
           address: event.address,
           tier: event.tier,
           inFlight: backend?.inFlight ?? 0,
-          pool: new Pool(`http://${event.address}`, {
+          spares,
+          pool: new Pool(origin, {
             // One connection per in-flight request, as many as the throttler lets through
             // (`tryAcquire`), so no request ever waits inside undici, unseen by the hold budget
             // and the metrics (long SSE streams would keep it waiting forever). The bound keeps
             // an unlimited `concurrency` from opening a socket per held request (EMFILE).
             connections,
             pipelining: 1,
-            connectTimeout: timerValue(this.config.connectTimeout),
+            // Its connect timeout is the spares' (they dial for the pool when none is left).
+            connect: spares.connect,
             // Per request (forward): the first-byte and idle timeouts of the current settings.
             headersTimeout: 0,
             bodyTimeout: 0,
@@ -248,6 +265,7 @@ export class ModelRoute {
       }
       backend.tier = event.tier;
       backend.suspect = false;
+      if (event.tier !== "waking" && event.tier !== "ready") backend.spares.release();
     }
     if (event.error && event.tier !== "ready") {
       // The activation these requests waited for failed: answer them now, with the reason.
@@ -261,6 +279,7 @@ export class ModelRoute {
       this.listener.loadChanged(this.config.id);
       return;
     }
+    this.connectAhead();
     this.dispatchHeld();
   }
 
@@ -277,7 +296,10 @@ export class ModelRoute {
   async close(force = false): Promise<void> {
     this.answerHeld();
     await Promise.all(
-      [...this.backends.values()].map((b) => (force ? b.pool.destroy() : b.pool.close()).catch(() => {})),
+      [...this.backends.values()].map((b) => {
+        b.spares.close();
+        return (force ? b.pool.destroy() : b.pool.close()).catch(() => {});
+      }),
     );
   }
 
@@ -328,11 +350,33 @@ export class ModelRoute {
       this.queue.shift()!.value.resolve(backend);
       released++;
     }
-    if (released > 0 && this.queue.length === 0) this.listener.loadChanged(this.config.id);
+    if (released > 0 && this.queue.length === 0) {
+      this.listener.loadChanged(this.config.id);
+      // The last wave took its connections on this turn (the pool connects as it dispatches).
+      setImmediate(() => this.releaseSpares());
+    }
+  }
+
+  /** Opens connections to each waking replica for the requests held for it (see SpareConnections). */
+  private connectAhead(): void {
+    if (this.queue.length === 0) return;
+    const wanted = Math.min(this.queue.length, this.perReplica, spareLimit);
+    for (const backend of this.backends.values())
+      if (backend.tier === "waking" && !backend.suspect) backend.spares.fill(wanted);
+  }
+
+  /** The release is over: spares no request took are closed (a waking replica keeps its own). */
+  private releaseSpares(): void {
+    for (const backend of this.backends.values()) if (backend.tier !== "waking") backend.spares.release();
   }
 
   private expired(item: Held<Waiter>): void {
     item.value.reject({ reason: "budget", retryAfterMs: this.retryAfterMs() });
     if (this.queue.length === 0) this.listener.loadChanged(this.config.id);
   }
+}
+
+function closeBackend(backend: Backend): void {
+  backend.spares.close();
+  void backend.pool.close().catch(() => {});
 }

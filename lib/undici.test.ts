@@ -3,7 +3,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import * as undici from "undici";
 import { afterAll, expect, test } from "vitest";
-import { Agent, Pool } from "./undici.ts";
+import { Agent, buildConnector, Pool } from "./undici.ts";
 
 const server = createServer((req, res) => res.end(`${req.method} ${req.url}`));
 server.listen(0, "127.0.0.1");
@@ -14,6 +14,7 @@ afterAll(() => new Promise((resolve) => server.close(resolve)));
 test("Pool and Agent are the package's own classes", () => {
   expect(Pool).toBe(undici.Pool);
   expect(Agent).toBe(undici.Agent);
+  expect(buildConnector).toBe(undici.buildConnector);
 });
 
 test("a Pool and an Agent answer request() as the package's do", async () => {

@@ -19,3 +19,5 @@ export const Pool = require("undici/lib/dispatcher/pool.js") as typeof Undici.Po
 export type Pool = Undici.Pool;
 export const Agent = require("undici/lib/dispatcher/agent.js") as typeof Undici.Agent;
 export type Agent = Undici.Agent;
+/** The connector a Pool builds from its `connect` options, for a Pool given a connector of its own. */
+export const buildConnector = require("undici/lib/core/connect.js") as typeof Undici.buildConnector;
