@@ -58,6 +58,28 @@ test("spares are opened ahead and the pool's requests go out on them, not on new
   }
 });
 
+test("a request that comes while spares are still opening takes one of them, not a connection of its own", async () => {
+  const { origin, sockets } = await engine();
+  const spares = new SpareConnections(origin);
+  const pool = new Pool(origin, { connections: 8, pipelining: 1, connect: spares.connect });
+  try {
+    spares.fill(2);
+    const answers = await Promise.all(
+      [1, 2, 3].map(async (i) => (await pool.request({ method: "GET", path: `/${i}` })).body.text()),
+    );
+    expect(answers).toEqual(["GET /1", "GET /2", "GET /3"]);
+    // Two waited for the two spares on their way; the third dialed.
+    expect(sockets.length).toBe(3);
+    spares.fill(2);
+    spares.release(); // still opening: closed when they arrive
+    await until(() => sockets.length === 5);
+    await until(() => sockets.slice(3).every((socket) => socket.destroyed));
+  } finally {
+    spares.close();
+    await pool.close();
+  }
+});
+
 test("a spare the engine closed is dropped, and the request goes out on a new connection", async () => {
   const { origin, sockets } = await engine();
   const spares = new SpareConnections(origin);

@@ -31,6 +31,10 @@ export class SpareConnections {
   private readonly now: () => number;
   private readonly spares: Spare[] = [];
   private opening = 0;
+  /** The pool's connects that wait for a spare still opening (one per spare at most). */
+  private readonly waiting: { options: BuildConnector.Options; callback: BuildConnector.Callback }[] = [];
+  /** Spares that arrive are kept (between `fill` and `release`). */
+  private wanted = false;
   private closed = false;
 
   constructor(origin: URL, options: { connectTimeout?: number; maxAgeMs?: number; now?: () => number } = {}) {
@@ -49,6 +53,8 @@ export class SpareConnections {
       const socket = this.take();
       // Called back on a microtask, as a real connect would: undici's connect() expects it later.
       if (socket) queueMicrotask(() => callback(null, socket));
+      // A spare on its way is as soon as a new connection, and adds none to the engine's accepts.
+      else if (this.opening > this.waiting.length) this.waiting.push({ options: connectOptions, callback });
       else this.dial(connectOptions, callback);
     };
   }
@@ -60,19 +66,31 @@ export class SpareConnections {
 
   /** Opens connections until `wanted` are open or opening; a connection that fails is not retried. */
   fill(wanted: number): void {
-    while (!this.closed && this.count < wanted) {
+    if (this.closed) return;
+    this.wanted = true;
+    while (this.count < wanted) {
       this.opening++;
       this.dial(this.target, (error, socket) => {
         this.opening--;
-        if (error || !socket) return;
-        if (this.closed) socket.destroy();
-        else this.keep(socket);
+        const waiter = this.waiting.shift();
+        if (waiter) {
+          // The pool asked while this one was on its way: it gets it, or dials itself if it failed.
+          if (socket) waiter.callback(null, socket);
+          else this.dial(waiter.options, waiter.callback);
+        } else if (socket) {
+          if (this.wanted) this.keep(socket);
+          else socket.destroy();
+        }
       });
     }
   }
 
-  /** Closes the spares left; the pool dials for itself from now on, until the next `fill`. */
+  /**
+   * Closes the spares left, and those still on their way once they arrive (unless the pool waits for
+   * them); the pool dials for itself from now on, until the next `fill`.
+   */
   release(): void {
+    this.wanted = false;
     for (const spare of this.spares.splice(0)) spare.drop();
   }
 
