@@ -17,8 +17,8 @@ interface Spare {
  * While an engine wakes, the requests held for it are known and it serves nothing else, so the
  * activator connects then (`fill`). When it is ready, the first released requests are written on
  * connections the engine accepted long before, instead of each waiting for a handshake and for the
- * engine's accept, which in the storm of a release comes one connection per turn of its event loop
- * (uvicorn's asyncio, Node's libuv). A spare the engine closed meanwhile is dropped, and so is one
+ * engine's accept (in a Node.js engine such as the simulator, one connection per turn of its event
+ * loop while the release keeps it busy). A spare the engine closed meanwhile is dropped, and so is one
  * older than `maxAgeMs`: a server may close a connection that never sent a request (Node's
  * `headersTimeout`, 60 s), and a request written as it does would fail.
  */
@@ -55,7 +55,8 @@ export class SpareConnections {
       if (socket) queueMicrotask(() => callback(null, socket));
       // A spare on its way is as soon as a new connection, and adds none to the engine's accepts.
       else if (this.opening > this.waiting.length) this.waiting.push({ options: connectOptions, callback });
-      else this.dial(connectOptions, callback);
+      // Returned, as the built-in connector does, so undici can abandon an attempt it no longer needs.
+      else return this.dial(connectOptions, callback);
     };
   }
 
