@@ -3,6 +3,7 @@ import { createServer } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { expect, test } from "vitest";
 import { parseConfig } from "../lib/settings/index.ts";
+import { waitFor } from "../test/sim/helpers.ts";
 import { ModelRoute, releaseWave, spareLimit } from "./model-route.ts";
 
 const config = parseConfig("models:\n  qwen:\n    command: [x, '${PORT}']\n").models.get("qwen")!;
@@ -78,10 +79,6 @@ test("while a replica wakes, connections are opened for the held requests; the r
   engine.listen(0, "127.0.0.1");
   await once(engine, "listening");
   const address = `127.0.0.1:${(engine.address() as AddressInfo).port}`;
-  const until = async (check: () => boolean) => {
-    for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 5));
-    expect(check()).toBe(true);
-  };
   const route = new ModelRoute(config, listener);
   const event = (tier: "waking" | "ready" | "asleep-1") =>
     route.apply({ model: "qwen", replica: "qwen-1", address, tier, since: Date.now() });
@@ -93,17 +90,17 @@ test("while a replica wakes, connections are opened for the held requests; the r
     expect(accepted.length).toBe(0);
     // Waking: one per held request, and one more for each request held meanwhile.
     event("waking");
-    await until(() => accepted.length === 1);
+    await waitFor(() => accepted.length === 1);
     const later = [route.hold(), route.hold()];
-    await until(() => accepted.length === 3);
+    await waitFor(() => accepted.length === 3);
     // A failed wake (back to asleep) closes them.
     event("asleep-1");
-    await until(() => accepted.every((socket) => socket.destroyed));
+    await waitFor(() => accepted.every((socket) => socket.destroyed));
     event("waking");
-    await until(() => accepted.length === 6);
+    await waitFor(() => accepted.length === 6);
     const gone = route.hold();
     gone.promise.catch(() => {});
-    await until(() => accepted.length === 7);
+    await waitFor(() => accepted.length === 7);
     gone.cancel();
     // Ready: the three held requests go out on connections opened meanwhile; the fourth is closed.
     event("ready");
@@ -117,12 +114,12 @@ test("while a replica wakes, connections are opened for the held requests; the r
     );
     expect(answers).toEqual(["/0", "/1", "/2"]);
     expect(accepted.length).toBe(7);
-    await until(() => accepted.filter((socket) => socket.destroyed).length === 4);
+    await waitFor(() => accepted.filter((socket) => socket.destroyed).length === 4);
     // Never more than spareLimit, however many are held.
     event("asleep-1");
     const many = Array.from({ length: spareLimit + 10 }, () => route.hold());
     event("waking");
-    await until(() => accepted.length === 7 + spareLimit);
+    await waitFor(() => accepted.length === 7 + spareLimit);
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(accepted.length).toBe(7 + spareLimit);
     for (const hold of many) {
