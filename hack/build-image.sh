@@ -106,8 +106,10 @@ command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
 command -v umoci >/dev/null || missing+=(umoci)
 if [[ ${#missing[@]} -gt 0 ]]; then
   echo "build-image: installing ${missing[*]} (Debian packages)" >&2
-  "${as_root[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  # Another apt on the machine (an install by hand, CI's chromium step) may hold dpkg's lock for a
+  # while: wait for it rather than fail the build.
+  "${as_root[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
 started="$(date +%s)"

@@ -23,12 +23,12 @@ export DEBIAN_FRONTEND=noninteractive
 # apt-get update only when the lists do not know a package yet (a fresh image has none).
 for pkg in "${missing[@]}"; do
   if ! apt-cache show "$pkg" >/dev/null 2>&1; then
-    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
     break
   fi
 done
 echo "install-tools: installing ${missing[*]}" >&2
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+"${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The package may start the system nginx on port 80; the benchmark runs its own
 # instances, so stop that one (only it: the default pid file names it).
 if [ -s /run/nginx.pid ]; then
