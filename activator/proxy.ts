@@ -3,6 +3,7 @@ import type { Dispatcher } from "undici";
 import { sendError } from "../lib/http/json.ts";
 import { endWithEvent } from "../lib/http/sse.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
+import { engineErrorEvent, maxEngineErrorBytes } from "./engine-error.ts";
 import { endToEnd } from "./hop-headers.ts";
 import type { Backend } from "./model-route.ts";
 
@@ -134,8 +135,12 @@ class Relay implements Dispatcher.DispatchHandler {
   private abortReason?: Error;
   private status = 0;
   private contentType = "";
-  /** An engine error after hold progress opened an SSE stream: collected, told as one event at the end. */
+  /**
+   * An engine error after hold progress opened an SSE stream: collected (up to maxEngineErrorBytes),
+   * told as one event at the end.
+   */
   private errorBody?: Buffer[];
+  private errorBytes = 0;
   private readonly unregister: () => void;
   private readonly onClose = () => {
     if (!this.res.writableFinished) this.abort(new ClientGone());
@@ -200,7 +205,9 @@ class Relay implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.errorBody) {
-      this.errorBody.push(chunk);
+      const room = maxEngineErrorBytes - this.errorBytes;
+      if (room > 0) this.errorBody.push(room < chunk.length ? chunk.subarray(0, room) : chunk);
+      this.errorBytes += Math.min(room, chunk.length);
       return;
     }
     this.request.tap?.chunk(chunk);
@@ -211,7 +218,8 @@ class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
-    if (this.errorBody) endWithEvent(this.res, Buffer.concat(this.errorBody).toString());
+    if (this.errorBody)
+      endWithEvent(this.res, engineErrorEvent(this.status, Buffer.concat(this.errorBody).toString()));
     else this.res.end();
     this.finish({ kind: "answered", status: this.status });
   }

@@ -1,3 +1,4 @@
+import OpenAI from "openai";
 import { afterEach, describe, expect, test } from "vitest";
 import { metricValue, until } from "../helpers/local-snooze.ts";
 import {
@@ -171,6 +172,55 @@ describe("the engine refuses a request whose hold progress already answered 200"
       error: { message: "max_tokens is too large", code: "bad_max_tokens" },
     });
     expect(events.at(-1)).toBe("data: [DONE]");
+  });
+
+  test("an error not in OpenAI's shape is put in it, so the openai client raises it; a huge one is not kept whole", async () => {
+    /** What the openai client makes of the engine's answer, once progress has answered 200. */
+    const afterProgress = async (status: number, contentType: string, body: string) => {
+      const engine = await httpEngine((req, res) => {
+        req.resume();
+        res.writeHead(status, { "content-type": contentType });
+        res.end(body);
+      });
+      cleanups.push(() => engine.server.close());
+      const snooze = await startActivator({ holdBudget: 5_000, streamProgress: true });
+      cleanups.push(() => snooze.close());
+      const client = new OpenAI({ baseURL: `${snooze.url}/v1`, apiKey: "none", maxRetries: 0 });
+      const chunks: unknown[] = [];
+      const outcome = (async () => {
+        const stream = await client.chat.completions.create({
+          model: "m",
+          messages: [{ role: "user", content: "hi" }],
+          stream: true,
+        });
+        for await (const chunk of stream) chunks.push(chunk);
+      })().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      // Held for over a second (progress opens the stream), then the engine is ready.
+      await new Promise((resolve) => setTimeout(resolve, 1_300));
+      snooze.plane.readyAt("m", engine.address);
+      const error = await outcome;
+      expect(chunks).toEqual([]);
+      expect(error).toBeInstanceOf(OpenAI.APIError);
+      return (error as InstanceType<typeof OpenAI.APIError>).error as Record<string, unknown>;
+    };
+    // FastAPI's answer for a route the engine does not serve; uvicorn's when the app crashed; an
+    // engine that pours out a megabyte with its error.
+    expect(await afterProgress(404, "application/json", '{"detail":"Not Found"}')).toEqual({
+      message: "The engine answered 404: Not Found.",
+      type: "invalid_request_error",
+      code: "engine_error",
+      param: null,
+    });
+    expect(await afterProgress(500, "text/plain; charset=utf-8", "Internal Server Error")).toMatchObject({
+      message: "The engine answered 500: Internal Server Error.",
+      type: "server_error",
+    });
+    const huge = await afterProgress(500, "text/plain", "y".repeat(1 << 20));
+    expect(huge.message).toMatch(/^The engine answered 500: y+…\.$/);
+    expect((huge.message as string).length).toBeLessThan(1_100);
   });
 });
 

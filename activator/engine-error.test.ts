@@ -1,0 +1,50 @@
+import { describe, expect, test } from "vitest";
+import { engineErrorEvent } from "./engine-error.ts";
+
+const event = (status: number, body: string) => JSON.parse(engineErrorEvent(status, body));
+
+describe("an engine's error answer as the data of an SSE event", () => {
+  test("vLLM's own shape passes as the engine wrote it", () => {
+    const body =
+      '{"error":{"message":"max_tokens is too large","type":"BadRequestError","param":"max_tokens","code":400}}';
+    expect(event(400, body)).toEqual(JSON.parse(body));
+  });
+
+  test("older vLLM's flat error keeps its message, type, param and code", () => {
+    const body =
+      '{"object":"error","message":"The model `x` does not exist.","type":"NotFoundError","param":null,"code":404}';
+    expect(event(404, body)).toEqual({
+      error: { message: "The model `x` does not exist.", type: "NotFoundError", param: null, code: "404" },
+    });
+  });
+
+  test("FastAPI's detail and a plain-text 500 become an engine_error with the status and the words", () => {
+    expect(event(404, '{"detail":"Not Found"}')).toEqual({
+      error: {
+        message: "The engine answered 404: Not Found.",
+        type: "invalid_request_error",
+        code: "engine_error",
+        param: null,
+      },
+    });
+    expect(event(422, '{"detail":[{"loc":["body","messages"],"msg":"field required"}]}').error.message).toBe(
+      'The engine answered 422: [{"loc":["body","messages"],"msg":"field required"}].',
+    );
+    expect(event(500, "Internal Server Error\n")).toEqual({
+      error: {
+        message: "The engine answered 500: Internal Server Error.",
+        type: "server_error",
+        code: "engine_error",
+        param: null,
+      },
+    });
+  });
+
+  test("an empty body, JSON that is not an object, and a long text are told too, the text clipped", () => {
+    expect(event(503, "").error.message).toBe("The engine answered 503.");
+    expect(event(400, "[1,2]").error.message).toBe("The engine answered 400: [1,2].");
+    const long = event(502, "x".repeat(5_000)).error.message as string;
+    expect(long.length).toBeLessThan(1_100);
+    expect(long).toMatch(/^The engine answered 502: x+…\.$/);
+  });
+});
