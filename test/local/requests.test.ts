@@ -1,3 +1,4 @@
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { chat, simCommand, startWith, until } from "../helpers/local-snooze.ts";
@@ -56,6 +57,26 @@ describe("requests the activator answers itself", () => {
       body: '{"model":5}',
     });
     expect(wrongType.status).toBe(400);
+  });
+
+  test("a compressed body is a 415 that says to send it uncompressed, and starts no engine", async () => {
+    const response = await post("/v1/chat/completions", {
+      headers: { "content-type": "application/json", "content-encoding": "gzip" },
+      body: gzipSync(JSON.stringify({ model: "llama", messages: [{ role: "user", content: "hi" }] })),
+    });
+    expect(response.status).toBe(415);
+    const { error } = (await response.json()) as any;
+    expect(error).toMatchObject({ type: "invalid_request_error", code: "unsupported_content_encoding" });
+    expect(error.message).toContain("Content-Encoding: gzip");
+    expect(error.message).toContain("uncompressed");
+    const models = (await (await fetch(`${snooze.url}/v1/models`)).json()) as any;
+    expect(models.data.find((m: { id: string }) => m.id === "llama").snooze.tier).toBe("cold");
+    // `identity` is no encoding at all.
+    const plain = await post("/v1/chat/completions", {
+      headers: { "content-type": "application/json", "content-encoding": "identity" },
+      body: "{nope",
+    });
+    expect(((await plain.json()) as any).error.code).toBe("invalid_json");
   });
 
   test("a body over the limit is a 413", async () => {
