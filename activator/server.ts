@@ -2,6 +2,7 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
 import { deferContinue } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
+import { decodeSegment, malformedSegment } from "../lib/http/path-segment.ts";
 import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress-class.ts";
 import { http } from "../lib/node-http.ts";
 import { openAIError } from "../lib/openai-error.ts";
@@ -126,7 +127,12 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
       return;
     }
     if (path.startsWith("/v1/models/") && reads(req)) {
-      const name = decodeURIComponent(path.slice("/v1/models/".length));
+      const segment = path.slice("/v1/models/".length);
+      const name = decodeSegment(segment);
+      if (name === undefined) {
+        sendError(res, 400, malformedSegment(segment));
+        return;
+      }
       const view = views().find((v) => v.id === name || v.aliases.includes(name));
       if (view) {
         sendJson(res, 200, modelObject(view));
@@ -155,8 +161,14 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
     }
     const action = adminAction.exec(path);
     let command: { verb: "wake" | "sleep" | "stop"; name: string } | undefined;
-    if (action && req.method === "POST")
-      command = { verb: action[2] as "wake" | "sleep" | "stop", name: decodeURIComponent(action[1]!) };
+    if (action && req.method === "POST") {
+      const name = decodeSegment(action[1]!);
+      if (name === undefined) {
+        sendError(res, 400, malformedSegment(action[1]!));
+        return;
+      }
+      command = { verb: action[2] as "wake" | "sleep" | "stop", name };
+    }
     if (path === "/snooze/v1/events" && req.method === "POST") {
       await handleIncomingEvents(req, res, {
         admin,

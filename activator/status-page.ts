@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { sendError, sendJson } from "../lib/http/json.ts";
+import { decodeSegment, malformedSegment } from "../lib/http/path-segment.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Tier } from "../lib/replica-event.ts";
 import type { Activator } from "./activator.ts";
@@ -97,7 +98,11 @@ export function statusPageRoutes({ activator, admin, timeline }: StatusPageOptio
     }
     const logs = logsPath.exec(path);
     if (logs && req.method === "GET") {
-      const name = decodeURIComponent(logs[1]!);
+      const name = decodeSegment(logs[1]!);
+      if (name === undefined) {
+        sendError(res, 400, malformedSegment(logs[1]!));
+        return true;
+      }
       const id = activator.modelNamed(name);
       if (!id) {
         sendError(

@@ -15,6 +15,7 @@ import {
 import { bearerToken } from "../../lib/http/bearer.ts";
 import { BodyTooLarge, readBody } from "../../lib/http/body.ts";
 import { sendJson } from "../../lib/http/json.ts";
+import { decodeSegment, malformedSegment } from "../../lib/http/path-segment.ts";
 import type { CallerCheck } from "../../lib/kube/token-review.ts";
 import { http } from "../../lib/node-http.ts";
 import type { KubeAutoscaler } from "./autoscaler.ts";
@@ -102,12 +103,10 @@ export function createControlServer(
         const verb = admin[2] as AdminVerb;
         const prewarm = verb === "prewarm" ? prewarmAsk((req.url ?? "").split("?")[1] ?? "") : undefined;
         if (prewarm && !prewarm.ok) return sendJson(res, 400, { error: prewarm.message });
-        const outcome = await autoscaler.admin(
-          decodeURIComponent(admin[1]!),
-          verb,
-          forwarded,
-          prewarm?.ok ? prewarm.ask : undefined,
-        );
+        const name = decodeSegment(admin[1]!);
+        if (name === undefined)
+          return sendJson(res, 400, { error: malformedSegment(admin[1]!).error.message });
+        const outcome = await autoscaler.admin(name, verb, forwarded, prewarm?.ok ? prewarm.ask : undefined);
         return sendJson(res, outcome.status, outcome);
       }
       if (req.method === "GET" && path === slotsPath)

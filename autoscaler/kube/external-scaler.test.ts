@@ -265,6 +265,9 @@ describe("a replica that does not lead the Model", () => {
     );
     const missing = await fetch(`${url}/snooze/v1/demand/ml/other`);
     expect(missing.status).toBe(404);
+    const malformed = await fetch(`${url}/snooze/v1/demand/ml/qw%ZZen`);
+    expect(malformed.status).toBe(400);
+    expect(((await malformed.json()) as { error: string }).error).toContain("malformed percent-escape");
   });
 
   it("a new leader that has not heard from the activators yet says so instead of reporting 0", async () => {

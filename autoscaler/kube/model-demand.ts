@@ -1,5 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { callerHeaders, forwardedHeader, type TokenSource } from "../../lib/control-protocol.ts";
+import { sendJson } from "../../lib/http/json.ts";
+import { decodeSegment, malformedSegment } from "../../lib/http/path-segment.ts";
 import type { Logger } from "../../lib/log.ts";
 import { demandOf, type FlowReport } from "../demand-metric.ts";
 
@@ -343,7 +345,14 @@ export class ModelDemand {
   handle(req: IncomingMessage, res: ServerResponse, path: string, forwarded: boolean): boolean {
     const match = req.method === "GET" ? demandRoute.exec(path) : null;
     if (!match) return false;
-    const key = `${decodeURIComponent(match[1]!)}/${decodeURIComponent(match[2]!)}`;
+    const namespace = decodeSegment(match[1]!);
+    const name = decodeSegment(match[2]!);
+    if (namespace === undefined || name === undefined) {
+      const segment = namespace === undefined ? match[1]! : match[2]!;
+      sendJson(res, 400, { error: malformedSegment(segment).error.message });
+      return true;
+    }
+    const key = `${namespace}/${name}`;
     const watching = new URL(req.url ?? "/", "http://x").searchParams.get("watch") === "1";
     const fail = (error: unknown) => {
       const status = error instanceof DemandError ? (error.code === "not-found" ? 404 : 503) : 500;

@@ -59,6 +59,21 @@ describe("requests the activator answers itself", () => {
     expect(wrongType.status).toBe(400);
   });
 
+  test("a model name with a malformed percent-escape is a 400 that names it, on every route that takes one", async () => {
+    const answers = await Promise.all([
+      fetch(`${snooze.url}/v1/models/qw%ZZen`),
+      fetch(`${snooze.url}/snooze/v1/models/qw%ZZen/logs`),
+      post("/snooze/v1/models/qw%E0%A4%A/wake", {}),
+    ]);
+    for (const answer of answers) {
+      expect(answer.status).toBe(400);
+      expect(((await answer.json()) as any).error).toMatchObject({
+        type: "invalid_request_error",
+        code: "invalid_path",
+      });
+    }
+  });
+
   test("a compressed body is a 415 that says to send it uncompressed, and starts no engine", async () => {
     const response = await post("/v1/chat/completions", {
       headers: { "content-type": "application/json", "content-encoding": "gzip" },
