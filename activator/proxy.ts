@@ -192,6 +192,9 @@ class Relay implements Dispatcher.DispatchHandler {
       return;
     }
     const out = endToEnd(headers);
+    // With --allowed-origins the browser sees Snooze's CORS answer (server.ts), not the engine's too.
+    if (res.hasHeader("access-control-allow-origin"))
+      for (const name of Object.keys(out)) if (name.startsWith("access-control-")) delete out[name];
     const length = headers["content-length"];
     if (typeof length === "string") {
       // A sized body is passed on untouched, so its length stays true: keeping it saves the

@@ -9,6 +9,7 @@ import { openAIError } from "../lib/openai-error.ts";
 import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView } from "./admin.ts";
 import { adminRefusal } from "./admin-guard.ts";
+import { CorsPolicy } from "./cors.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
 import { hintForMs, ListingHints } from "./listing-hint.ts";
 import { extendView, statusPageRoutes } from "./status-page.ts";
@@ -23,6 +24,8 @@ export interface ServerOptions {
    * only (the commands refuse a non-loopback bind without one). See admin-guard.ts.
    */
   adminToken?: string;
+  /** Origins whose browser pages may call `/v1/` (`*`: any); none by default (cors.ts). */
+  allowedOrigins?: readonly string[];
 }
 
 const notFound = (res: ServerResponse, name: string) =>
@@ -43,7 +46,14 @@ const reads = (req: IncomingMessage) => req.method === "GET" || req.method === "
  * The activator's HTTP surface: OpenAI routes under /v1/, the admin API under
  * /snooze/v1/, Prometheus at /metrics, and probes.
  */
-export function createActivatorServer({ activator, admin, registry, adminToken }: ServerOptions): Server {
+export function createActivatorServer({
+  activator,
+  admin,
+  registry,
+  adminToken,
+  allowedOrigins = [],
+}: ServerOptions): Server {
+  const cors = new CorsPolicy(allowedOrigins);
   // Event ids already taken, so a Broker's redelivery is not acted on twice.
   const recentEvents = new RecentEvents();
   // What the control plane did, for the status page: kept from the replica events this activator follows.
@@ -119,6 +129,23 @@ export function createActivatorServer({ activator, admin, registry, adminToken }
           ),
         );
       return;
+    }
+    if (path.startsWith("/v1/")) {
+      if (CorsPolicy.isPreflight(req.method, req.headers)) {
+        req.resume();
+        const answer = cors.preflight(req.headers);
+        if (answer.status === 403) sendError(res, 403, answer.body);
+        else {
+          res.writeHead(204, answer.headers);
+          res.end();
+        }
+        return;
+      }
+      const allowed = cors.enabled ? cors.allowOrigin(req.headers.origin) : undefined;
+      if (allowed) {
+        res.setHeader("access-control-allow-origin", allowed);
+        res.setHeader("vary", "Origin");
+      }
     }
     if (path === "/v1/models" && reads(req)) {
       sendJson(res, 200, { object: "list", data: views().map(modelObject) });

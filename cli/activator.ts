@@ -10,6 +10,7 @@ import { createLogger } from "../lib/log.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
+import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { kubeClientFrom, kubeFlags } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
@@ -19,6 +20,7 @@ export const activatorCommand: Command = {
   flags: {
     ...listenFlags(8080),
     ...adminTokenFlags,
+    ...corsFlags,
     ...kubeFlags,
     "autoscaler-url": {
       type: "string",
@@ -49,6 +51,7 @@ export const activatorCommand: Command = {
     const port = portValue(values);
     const grace = durationValue(values, "shutdown-grace");
     const adminToken = serverAdminToken(values, String(values.host));
+    const allowedOrigins = allowedOriginsValue(values);
     const statsIntervalMs = durationValue(values, "stats-interval", { positive: true });
     const identity = String(values.identity ?? process.env.POD_NAME ?? `${hostname()}-${process.pid}`);
     const autoscalerUrl = String(
@@ -108,6 +111,7 @@ export const activatorCommand: Command = {
       activator,
       registry,
       adminToken,
+      allowedOrigins,
       admin: {
         wake: (model) => controlPlane.admin(model, "wake"),
         // The event's `for` (or a listing's hint) goes to the Model's leader, within its prewarmBudget.

@@ -28,6 +28,8 @@ export interface LocalSnoozeOptions {
   stateDir?: string;
   /** The bearer token of the admin API and the events endpoint (see activator/admin-guard.ts). */
   adminToken?: string;
+  /** Origins whose browser pages may call `/v1/` (`--allowed-origins`; activator/cors.ts). */
+  allowedOrigins?: readonly string[];
 }
 
 export interface LocalSnooze {
@@ -103,6 +105,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     admin: localAdmin(autoscaler, platform),
     registry,
     adminToken: options.adminToken,
+    allowedOrigins: options.allowedOrigins,
   });
   const models =
     platform instanceof LocalPlatform

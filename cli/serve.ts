@@ -8,6 +8,7 @@ import { startTelemetry } from "../lib/telemetry.ts";
 import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
 import { watchConfigFile } from "./config-watch.ts";
+import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { ListenError, startLocalSnooze } from "./local-snooze.ts";
 import { serveStopSignals, watchStopSignals } from "./signals.ts";
@@ -24,6 +25,7 @@ export const serveCommand: Command = {
     },
     ...listenFlags(8080),
     ...adminTokenFlags,
+    ...corsFlags,
     "shutdown-grace": {
       type: "string",
       default: "30s",
@@ -54,6 +56,7 @@ export const serveCommand: Command = {
     const stopGrace = durationValue(values, "stop-grace");
     const stateDir = typeof values["state-dir"] === "string" ? values["state-dir"] : defaultStateDir();
     const adminToken = serverAdminToken(values, String(values.host));
+    const allowedOrigins = allowedOriginsValue(values);
     const log = createLogger({ component: "serve" });
     let config: Awaited<ReturnType<typeof loadConfigFile>>;
     try {
@@ -93,6 +96,7 @@ export const serveCommand: Command = {
           host: String(values.host),
           port,
           adminToken,
+          allowedOrigins,
           platform,
           stateDir,
         });

@@ -55,7 +55,7 @@ export interface TestActivator {
 /** One model `m` with the given settings (times in ms, sizes in bytes). */
 export async function startActivator(
   settings: Partial<ModelConfig> = {},
-  top: { maxBodySize?: number; maxHeldBytes?: number } = {},
+  top: { maxBodySize?: number; maxHeldBytes?: number; allowedOrigins?: string[] } = {},
 ): Promise<TestActivator> {
   const plane = new TestPlane();
   const registry = new Registry();
@@ -76,6 +76,7 @@ export async function startActivator(
   const server = createActivatorServer({
     activator,
     registry,
+    allowedOrigins: top.allowedOrigins,
     admin: {
       wake: async () => {},
       sleep: async () => {},

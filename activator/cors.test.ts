@@ -1,0 +1,68 @@
+import { describe, expect, test } from "vitest";
+import { CorsPolicy, parseAllowedOrigins } from "./cors.ts";
+
+const preflight = (origin: string, extra: Record<string, string> = {}) => ({
+  origin,
+  "access-control-request-method": "POST",
+  ...extra,
+});
+
+describe("cross-origin access to /v1/", () => {
+  test("listed origins get themselves back, * gets *, others and no origin get nothing", () => {
+    const listed = new CorsPolicy(["https://chat.example.com"]);
+    expect(listed.enabled).toBe(true);
+    expect(listed.allowOrigin("https://chat.example.com")).toBe("https://chat.example.com");
+    expect(listed.allowOrigin("https://evil.example")).toBeUndefined();
+    expect(listed.allowOrigin(undefined)).toBeUndefined();
+    expect(new CorsPolicy(["*"]).allowOrigin("https://anyone.example")).toBe("*");
+    const none = new CorsPolicy([]);
+    expect(none.enabled).toBe(false);
+    expect(none.allowOrigin("https://chat.example.com")).toBeUndefined();
+  });
+
+  test("a preflight is an OPTIONS naming a method, from a page", () => {
+    expect(CorsPolicy.isPreflight("OPTIONS", preflight("https://a.example"))).toBe(true);
+    expect(CorsPolicy.isPreflight("OPTIONS", { origin: "https://a.example" })).toBe(false);
+    expect(CorsPolicy.isPreflight("POST", preflight("https://a.example"))).toBe(false);
+  });
+
+  test("an allowed preflight may send the headers it asked for; a refused one says how to allow it", () => {
+    const policy = new CorsPolicy(["https://chat.example.com"]);
+    expect(
+      policy.preflight(
+        preflight("https://chat.example.com", {
+          "access-control-request-headers": "authorization,content-type",
+        }),
+      ),
+    ).toEqual({
+      status: 204,
+      headers: {
+        "access-control-allow-origin": "https://chat.example.com",
+        "access-control-allow-methods": "GET, POST, OPTIONS",
+        "access-control-allow-headers": "authorization,content-type",
+        "access-control-max-age": "600",
+        vary: "Origin, Access-Control-Request-Headers",
+      },
+    });
+    const refused = policy.preflight(preflight("https://evil.example"));
+    expect(refused).toMatchObject({
+      status: 403,
+      body: { error: { type: "permission_error", code: "cross_origin_refused" } },
+    });
+    if (refused.status === 403)
+      expect(refused.body.error.message).toContain("--allowed-origins https://evil.example");
+  });
+
+  test("--allowed-origins takes origins as browsers send them, or *", () => {
+    expect(parseAllowedOrigins(" https://a.example , http://localhost:3000,*")).toEqual({
+      ok: true,
+      origins: ["https://a.example", "http://localhost:3000", "*"],
+    });
+    expect(parseAllowedOrigins("")).toEqual({ ok: true, origins: [] });
+    for (const bad of ["a.example", "https://a.example/", "https://a.example/chat", "ftp://a.example"]) {
+      const parsed = parseAllowedOrigins(bad);
+      expect(parsed.ok, bad).toBe(false);
+      if (!parsed.ok) expect(parsed.message).toContain(`\`${bad}\` is not an origin`);
+    }
+  });
+});
