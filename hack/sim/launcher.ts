@@ -37,6 +37,18 @@ export async function runSim(launch: LaunchOptions, logger: Logger): Promise<num
     await Promise.all(handles.map((handle) => handle.close()));
   };
   const drainAll = () => Promise.all(handles.map((handle) => handle.drain()));
+  // Stop signals are taken from the first moment: one during start-up (Snooze stopping an engine it
+  // has just started) is a clean stop once the engines exist, not the default action's death by signal.
+  let early: NodeJS.Signals | undefined;
+  const onEarlySignal = (signal: NodeJS.Signals) => {
+    early ??= signal;
+  };
+  process.on("SIGINT", onEarlySignal);
+  process.on("SIGTERM", onEarlySignal);
+  const endEarlyHandling = () => {
+    process.off("SIGINT", onEarlySignal);
+    process.off("SIGTERM", onEarlySignal);
+  };
 
   try {
     for (let i = 0; i < launch.engines; i++) {
@@ -45,6 +57,7 @@ export async function runSim(launch: LaunchOptions, logger: Logger): Promise<num
     // Start-up's garbage goes back to the system before the engines idle (every engine is a process).
     releaseStartupMemory();
   } catch (error) {
+    endEarlyHandling();
     await closeAll();
     if (error instanceof SimStartError) {
       process.stderr.write(`${error.message}\n`);
@@ -77,6 +90,8 @@ export async function runSim(launch: LaunchOptions, logger: Logger): Promise<num
     };
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
+    endEarlyHandling();
+    if (early) onSignal(early);
 
     Promise.all(handles.map((handle) => handle.ready)).then(
       () => logger.info("ready", { engines: handles.length, urls: handles.slice(0, 3).map((h) => h.url) }),

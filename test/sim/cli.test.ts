@@ -215,6 +215,13 @@ describe("snooze sim as a process", () => {
     expect(dies.stderr()).toContain("engine died: fault: died after 1 requests");
   });
 
+  test("a SIGTERM while it starts (as soon as it says it is loading) is a clean stop, exit 0", async () => {
+    const starting = snoozeSim(["--port", String(await freePort()), "--load-time", "5s"]);
+    await starting.logged("loading");
+    starting.child.kill("SIGTERM");
+    expect(await starting.exited).toBe(0);
+  });
+
   test("--engines runs independent engines on consecutive ports, GPU ids dealt round-robin", async () => {
     const base = await freePortRange(3);
     const run = snoozeSim(
