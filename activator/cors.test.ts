@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { CorsPolicy, parseAllowedOrigins } from "./cors.ts";
+import { CorsPolicy, parseAllowedOrigins, replaceEngineCors } from "./cors.ts";
 
 const preflight = (origin: string, extra: Record<string, string> = {}) => ({
   origin,
@@ -64,5 +64,24 @@ describe("cross-origin access to /v1/", () => {
       expect(parsed.ok, bad).toBe(false);
       if (!parsed.ok) expect(parsed.message).toContain(`\`${bad}\` is not an origin`);
     }
+  });
+
+  test("the engine's own CORS headers give way to Snooze's, and its Vary keeps naming Origin", () => {
+    const out: Record<string, string> = {
+      "content-type": "application/json",
+      "access-control-allow-origin": "*",
+      "access-control-allow-credentials": "true",
+      vary: "Accept-Encoding",
+    };
+    replaceEngineCors(out);
+    expect(out).toEqual({ "content-type": "application/json", vary: "Accept-Encoding, Origin" });
+    for (const vary of ["Origin", "accept-encoding, origin", "*"]) {
+      const kept = { vary };
+      replaceEngineCors(kept);
+      expect(kept.vary).toBe(vary);
+    }
+    const none: Record<string, string> = {};
+    replaceEngineCors(none);
+    expect(none).toEqual({});
   });
 });

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from "node:http";
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
 /**
@@ -69,6 +69,18 @@ export class CorsPolicy {
       },
     };
   }
+}
+
+/**
+ * An engine's answer headers for a response that carries Snooze's CORS answer (set by server.ts):
+ * the engine's own `Access-Control-*` go (the browser must see one answer, and Snooze's follows
+ * `--allowed-origins`), and its `Vary`, which replaces Snooze's, keeps naming `Origin`.
+ */
+export function replaceEngineCors(out: OutgoingHttpHeaders): void {
+  for (const name of Object.keys(out)) if (name.startsWith("access-control-")) delete out[name];
+  if (out.vary === undefined) return;
+  const vary = String(out.vary);
+  if (!/(^|,)\s*(origin|\*)\s*(,|$)/i.test(vary)) out.vary = `${vary}, Origin`;
 }
 
 /**

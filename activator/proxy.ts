@@ -3,6 +3,7 @@ import type { Dispatcher } from "undici";
 import { sendError } from "../lib/http/json.ts";
 import { endWithEvent } from "../lib/http/sse.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
+import { replaceEngineCors } from "./cors.ts";
 import { engineErrorEvent, maxEngineErrorBytes } from "./engine-error.ts";
 import { endToEnd } from "./hop-headers.ts";
 import type { Backend } from "./model-route.ts";
@@ -193,8 +194,7 @@ class Relay implements Dispatcher.DispatchHandler {
     }
     const out = endToEnd(headers);
     // With --allowed-origins the browser sees Snooze's CORS answer (server.ts), not the engine's too.
-    if (res.hasHeader("access-control-allow-origin"))
-      for (const name of Object.keys(out)) if (name.startsWith("access-control-")) delete out[name];
+    if (res.hasHeader("access-control-allow-origin")) replaceEngineCors(out);
     const length = headers["content-length"];
     if (typeof length === "string") {
       // A sized body is passed on untouched, so its length stays true: keeping it saves the
