@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { context, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
+import { clip } from "../lib/clip.ts";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import { BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
 import { sendContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
@@ -632,11 +633,6 @@ function streamRequested(req: IncomingMessage, body: Buffer): boolean {
   } catch {
     return false;
   }
-}
-
-/** A client's text in a message or attribute, kept short. */
-function clip(text: string): string {
-  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
 
 /** The client closed or reset its connection while its body was read. */

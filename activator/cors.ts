@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
+import { clip } from "../lib/clip.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
 /**
@@ -48,15 +49,17 @@ export class CorsPolicy {
   ): { status: 204; headers: Record<string, string> } | { status: 403; body: OpenAIErrorBody } {
     const origin = String(headers.origin);
     const allowed = this.allowOrigin(origin);
-    if (!allowed)
+    if (!allowed) {
+      const shown = clip(origin);
       return {
         status: 403,
         body: openAIError(
-          `Cross-origin requests from ${origin.slice(0, 200)} are not allowed: start Snooze with --allowed-origins ${origin.slice(0, 200)} (or * for any origin).`,
+          `Cross-origin requests from ${shown} are not allowed: start Snooze with --allowed-origins ${shown} (or * for any origin).`,
           "permission_error",
           "cross_origin_refused",
         ),
       };
+    }
     const asked = headers["access-control-request-headers"];
     return {
       status: 204,

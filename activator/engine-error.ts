@@ -1,3 +1,5 @@
+import { clip } from "../lib/clip.ts";
+import { isObject } from "../lib/json-object.ts";
 import { openAIError } from "../lib/openai-error.ts";
 
 /**
@@ -7,9 +9,6 @@ import { openAIError } from "../lib/openai-error.ts";
 export const maxEngineErrorBytes = 64 * 1024;
 /** How much of an engine's words goes into a message made here. */
 const maxWords = 1_000;
-
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
 
 /**
  * The data of the SSE event that tells an engine's error answer once hold progress has answered 200
@@ -40,7 +39,7 @@ export function engineErrorEvent(status: number, body: string): string {
   const words = (typeof detail === "string" ? detail : detail !== undefined ? JSON.stringify(detail) : body)
     .replace(/\s+/g, " ")
     .trim();
-  const clipped = words.length > maxWords ? `${words.slice(0, maxWords)}…` : words;
+  const clipped = clip(words, maxWords);
   return JSON.stringify(
     openAIError(`The engine answered ${status}${clipped ? `: ${clipped}` : ""}.`, type, "engine_error"),
   );

@@ -1,9 +1,8 @@
 /** Reading Kubernetes objects that arrive as untyped JSON, without trusting their shape. */
 
-export type JsonObject = Record<string, unknown>;
+import { isObject, type JsonObject } from "../lib/json-object.ts";
 
-export const isObject = (value: unknown): value is JsonObject =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
+export { isObject, type JsonObject };
 
 /** The value at `path`, or undefined when any step is missing or not an object. */
 export function at(object: unknown, ...path: string[]): unknown {

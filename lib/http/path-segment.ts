@@ -1,3 +1,4 @@
+import { clip } from "../clip.ts";
 import { type OpenAIErrorBody, openAIError } from "../openai-error.ts";
 
 /**
@@ -15,9 +16,8 @@ export function decodeSegment(segment: string): string | undefined {
 
 /** The 400's body for such a segment, as the client wrote it (kept short). */
 export function malformedSegment(segment: string): OpenAIErrorBody {
-  const shown = segment.length > 100 ? `${segment.slice(0, 100)}…` : segment;
   return openAIError(
-    `The path segment \`${shown}\` has a malformed percent-escape.`,
+    `The path segment \`${clip(segment, 100)}\` has a malformed percent-escape.`,
     "invalid_request_error",
     "invalid_path",
   );

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { parse } from "yaml";
+import { isObject } from "../json-object.ts";
 
 /** Where a component's identity comes from, for its start-up log line. */
 export type KubeconfigSource = "flag" | "KUBECONFIG" | "in-cluster";
@@ -96,17 +97,17 @@ export function parseKubeconfig(
   } catch (error) {
     return fail(`not valid YAML: ${(error as Error).message}`);
   }
-  if (!isRecord(document))
+  if (!isObject(document))
     return fail("not a kubeconfig (expected a mapping with clusters, users, contexts)");
 
   const contextName = document["current-context"];
   if (typeof contextName !== "string" || contextName === "") return fail("no current-context");
   const named = (list: string, name: string, field: string): Record<string, unknown> | undefined => {
     const entries = document[list];
-    const entry = Array.isArray(entries) ? entries.find((e) => isRecord(e) && e.name === name) : undefined;
-    if (!isRecord(entry)) return undefined;
+    const entry = Array.isArray(entries) ? entries.find((e) => isObject(e) && e.name === name) : undefined;
+    if (!isObject(entry)) return undefined;
     const value = entry[field];
-    return isRecord(value) ? value : {};
+    return isObject(value) ? value : {};
   };
   const context = named("contexts", contextName, "context");
   if (!context) return fail(`current-context "${contextName}" is not among its contexts`);
@@ -197,10 +198,6 @@ export function inClusterCredentials(
     tokenFile,
     namespace: read("namespace")?.trim() || undefined,
   });
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** A field that is set: kubeconfigs written by some tools carry `null` for what is not. */
