@@ -39,6 +39,8 @@ export interface EventRefusal {
   status: number;
   code: string;
   message: string;
+  /** The field the refusal is about, when it is one (OpenAI's `param`). */
+  param?: string;
 }
 
 export type ParsedEvents =
@@ -48,11 +50,12 @@ export type ParsedEvents =
 /** The largest event (or batch) the endpoint reads; past it the answer is 413. */
 export const maxEventSize = 64 * 1024;
 
-const refuse = (message: string, code = "invalid_event", status = 400): EventRefusal => ({
+const refuse = (message: string, code = "invalid_event", status = 400, param?: string): EventRefusal => ({
   ok: false,
   status,
   code,
   message,
+  ...(param ? { param } : {}),
 });
 
 const required = ["id", "source", "type"] as const;
@@ -200,12 +203,23 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
   if (typeof model !== "string" || model === "")
     return refuse("the event names no model: set its subject or data.model", "missing_model");
   const command: EventCommand = { verb, model, key: `${event.source}\u0000${event.id}` };
-  if (verb === "prewarm" && fields.for !== undefined) {
+  if (fields.for !== undefined) {
+    // Only a prewarm keeps a model awake for a while: acting on a wake, sleep or stop and dropping
+    // the duration the sender asked for would lose it without a word.
+    if (verb !== "prewarm")
+      return refuse(
+        `data.for applies only to a prewarm, not to a ${verb}: send the type ${eventTypePrefix}prewarm (or ${actionExtension}: prewarm) to keep the model awake for a while, or leave data.for out`,
+        "unsupported_field",
+        400,
+        "data.for",
+      );
     const ms = typeof fields.for === "string" ? parseDuration(fields.for) : undefined;
     if (ms === undefined || !Number.isFinite(ms))
       return refuse(
         `data.for must be a duration like "10m", not ${JSON.stringify(fields.for)}`,
         "invalid_duration",
+        400,
+        "data.for",
       );
     command.forMs = ms;
   }
@@ -292,7 +306,11 @@ export async function handleIncomingEvents(
   }
   const parsed = parseIncomingEvents(req.headers, body);
   if (!parsed.ok) {
-    sendError(res, parsed.status, openAIError(parsed.message, "invalid_request_error", parsed.code));
+    sendError(
+      res,
+      parsed.status,
+      openAIError(parsed.message, "invalid_request_error", parsed.code, parsed.param ?? null),
+    );
     return;
   }
   const resolved: (EventCommand & { id: string })[] = [];

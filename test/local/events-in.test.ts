@@ -12,6 +12,8 @@ models:
     command: ${simCommand(["--enable-sleep-mode"])}
   llama:
     command: ${simCommand()}
+  untouched:
+    command: ${simCommand()}
   warm:
     sleepAfter: 300ms
     prewarmBudget: 10m
@@ -41,9 +43,16 @@ const valid = (patch: Record<string, unknown> = {}) => ({
 });
 
 /** A refusal: its status, and the reason in an OpenAI-shaped body. */
-async function refusal(response: Response): Promise<{ status: number; code: string; message: string }> {
-  const body = (await response.json()) as { error: { code: string; message: string } };
-  return { status: response.status, code: body.error.code, message: body.error.message };
+async function refusal(
+  response: Response,
+): Promise<{ status: number; code: string; message: string; param: string | null }> {
+  const body = (await response.json()) as { error: { code: string; message: string; param: string | null } };
+  return {
+    status: response.status,
+    code: body.error.code,
+    message: body.error.message,
+    param: body.error.param,
+  };
 }
 
 describe("accepted events answer 2xx with an empty body, as Knative Eventing expects", () => {
@@ -152,6 +161,20 @@ describe("every malformed event is refused with a status and a reason", () => {
       "invalid_duration",
       "soon",
     ],
+    [
+      "a wake with a duration (only a prewarm takes one)",
+      { type: "dev.snooze.model.wake", data: { for: "10m" } },
+      400,
+      "unsupported_field",
+      "dev.snooze.model.prewarm",
+    ],
+    [
+      "a sleep with a duration",
+      { type: "dev.snooze.model.sleep", data: { for: "10m" } },
+      400,
+      "unsupported_field",
+      "only to a prewarm",
+    ],
     ["data that is not an object", { data: [1, 2] }, 400, "invalid_event", "JSON object"],
     ["a time that is not a timestamp", { time: "yesterday" }, 400, "invalid_event", "RFC 3339"],
     ["a subject that is not a string (the SDK's schema)", { subject: 5 }, 400, "invalid_event", "/subject"],
@@ -170,6 +193,20 @@ describe("every malformed event is refused with a status and a reason", () => {
     expect(answer.status).toBe(status);
     expect(answer.code).toBe(code);
     expect(answer.message).toContain(reason);
+  });
+
+  test.each([
+    ["a wake", "dev.snooze.model.wake", "10m"],
+    ["a prewarm with a bad duration", "dev.snooze.model.prewarm", "soon"],
+  ])("a refusal of data.for (%s) names the field, and nothing is woken", async (_what, type, duration) => {
+    const before = tierOf("untouched");
+    const answer = await refusal(
+      await structured(valid({ type, subject: "untouched", data: { for: duration } })),
+    );
+    expect(answer.status).toBe(400);
+    expect(answer.param).toBe("data.for");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(tierOf("untouched")).toBe(before);
   });
 
   const binaryHeaders = (patch: Record<string, string | undefined> = {}) =>
