@@ -1,4 +1,5 @@
 import { context, propagation } from "@opentelemetry/api";
+import { Agent } from "../lib/undici.ts";
 
 /**
  * Speaks vLLM's sleep API and readiness to one engine (real vLLM or `snooze sim`).
@@ -21,6 +22,22 @@ export interface EngineLoad {
   waiting: number;
 }
 
+/**
+ * Every engine call of this process goes through one undici Agent, the same HTTP client the
+ * activator forwards with (lib/undici.ts), not the global `fetch`: fetch is Node's own copy of
+ * undici, loaded on its first call (about 75 ms, on the first cold start's path) and resident after,
+ * costs two to three times the CPU per call (on every wake: the wake call, /is_sleeping, the
+ * warm-up), and reports a refused connection as "fetch failed" rather than what failed.
+ */
+let agent: Agent | undefined;
+const engines = () => (agent ??= new Agent());
+
+/** An answer's status and body text. */
+interface Answer {
+  status: number;
+  text: string;
+}
+
 export class EngineClient {
   readonly baseUrl: string;
 
@@ -31,9 +48,14 @@ export class EngineClient {
   /** True when the HTTP server answers `/health` with 200 (the engine finished loading). */
   async healthy(timeoutMs = 2_000): Promise<boolean> {
     try {
-      const response = await fetch(`${this.baseUrl}/health`, { signal: AbortSignal.timeout(timeoutMs) });
-      await response.body?.cancel();
-      return response.ok;
+      const { statusCode, body } = await engines().request({
+        origin: this.baseUrl,
+        path: "/health",
+        method: "GET",
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      await body.dump();
+      return statusCode >= 200 && statusCode < 300;
     } catch {
       return false;
     }
@@ -92,8 +114,7 @@ export class EngineClient {
    * 2 weights discarded); undefined when its metrics do not say.
    */
   async sleepLevel(timeoutMs = 2_000): Promise<0 | 1 | 2 | undefined> {
-    const response = await fetch(`${this.baseUrl}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });
-    const text = await response.text();
+    const { text } = await this.send("GET", "/metrics", timeoutMs);
     const state = (name: string) => sumMetric(text, "vllm:engine_sleep_state", `sleep_state="${name}"`);
     if (state("discard_all") > 0) return 2;
     if (state("weights_offloaded") > 0) return 1;
@@ -103,43 +124,49 @@ export class EngineClient {
 
   /** Requests the engine itself is running and queueing, from its Prometheus metrics. */
   async load(timeoutMs = 2_000): Promise<EngineLoad> {
-    const response = await fetch(`${this.baseUrl}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });
-    const text = await response.text();
+    const { text } = await this.send("GET", "/metrics", timeoutMs);
     return {
       running: sumMetric(text, "vllm:num_requests_running"),
       waiting: sumMetric(text, "vllm:num_requests_waiting"),
     };
   }
 
+  /** A call whose answer must be 2xx; its JSON body (or text, when it is not JSON). */
   private async call(method: string, path: string, timeoutMs: number, json?: unknown): Promise<unknown> {
-    let response: Response;
+    const { status, text } = await this.send(method, path, timeoutMs, json);
+    if (status < 200 || status > 299)
+      throw new EngineError(`${method} ${path} answered ${status}: ${text.slice(0, 300)}`, status);
+    try {
+      return text ? JSON.parse(text) : undefined;
+    } catch {
+      return text;
+    }
+  }
+
+  /** One request within `timeoutMs`, answer read whole; a call that gets no answer is an EngineError. */
+  private async send(method: string, path: string, timeoutMs: number, json?: unknown): Promise<Answer> {
     // Sleep, wake and warm-up run inside their snooze.* spans: the engine sees that trace context.
     const headers: Record<string, string> = json === undefined ? {} : { "content-type": "application/json" };
     propagation.inject(context.active(), headers);
     try {
-      response = await fetch(`${this.baseUrl}${path}`, {
-        method,
+      const { statusCode, body } = await engines().request({
+        origin: this.baseUrl,
+        path,
+        method: method as "GET",
         headers,
         body: json === undefined ? undefined : JSON.stringify(json),
+        // The deadline is the signal's: a level-2 wake may take longer than undici's own 300 s.
         signal: AbortSignal.timeout(timeoutMs),
+        headersTimeout: 0,
+        bodyTimeout: 0,
       });
+      return { status: statusCode, text: await body.text() };
     } catch (error) {
       const cause =
         (error as Error).name === "TimeoutError"
           ? `no answer within ${timeoutMs}ms`
           : (error as Error).message;
       throw new EngineError(`${method} ${path}: ${cause}`);
-    }
-    const text = await response.text();
-    if (!response.ok)
-      throw new EngineError(
-        `${method} ${path} answered ${response.status}: ${text.slice(0, 300)}`,
-        response.status,
-      );
-    try {
-      return text ? JSON.parse(text) : undefined;
-    } catch {
-      return text;
     }
   }
 }

@@ -16,8 +16,16 @@ const repo = fileURLToPath(new URL("..", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "snooze-modules-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** Starts `snooze <args>`, waits until `port` answers `path`, stops it, returns the modules it loaded. */
-async function modulesOf(args: string[], port: number, path: string): Promise<string[]> {
+/**
+ * Starts `snooze <args>`, waits until `port` answers `path`, runs `use` against it, stops it,
+ * returns the modules it loaded.
+ */
+async function modulesOf(
+  args: string[],
+  port: number,
+  path: string,
+  use: () => Promise<void> = async () => {},
+): Promise<string[]> {
   const list = join(dir, `modules-${port}.txt`);
   const child = spawn(
     process.execPath,
@@ -37,6 +45,7 @@ async function modulesOf(args: string[], port: number, path: string): Promise<st
       if (Date.now() > deadline) throw new Error(`snooze ${args[0]} did not answer ${path}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
+    await use();
   } finally {
     child.kill("SIGTERM");
     await exited;
@@ -47,7 +56,8 @@ async function modulesOf(args: string[], port: number, path: string): Promise<st
 const kubernetes = /\/lib\/kube\/|\/node_modules\/@kubernetes\//;
 const openTelemetry = /\/node_modules\/@opentelemetry\//;
 const grpc = /\/node_modules\/@grpc\//;
-// Node's own undici (fetch, WebSocket): `import … from "node:http"` loaded it (lib/node-http.ts).
+// Node's own undici (fetch, WebSocket): `import … from "node:http"` loaded it (lib/node-http.ts), and
+// so did the engine client's first call while it used fetch (autoscaler/engine-client.ts).
 const bundledUndici = /^internal:internal\/deps\/undici\//;
 
 test("snooze sim loads neither the Kubernetes client nor OpenTelemetry nor gRPC", {
@@ -68,8 +78,33 @@ test("snooze serve loads no Kubernetes client, gRPC, OpenTelemetry SDK or CloudE
 }, async () => {
   const port = await freePort();
   const config = join(dir, "snooze.yaml");
-  writeFileSync(config, `models:\n  m:\n    command: ["\${SNOOZE}", sim, --port, "\${PORT}"]\n`);
-  const modules = await modulesOf(["serve", "--config", config, "--port", String(port)], port, "/healthz");
+  writeFileSync(
+    config,
+    `models:\n  m:\n    command: ["\${SNOOZE}", sim, --served-model-name, m, --port, "\${PORT}", --load-time, 0s, --enable-sleep-mode]\n`,
+  );
+  const url = `http://127.0.0.1:${port}`;
+  const chat = async () => {
+    const response = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }], max_tokens: 1 }),
+    });
+    expect(response.status).toBe(200);
+    await response.text();
+  };
+  // Not only idle: a cold start, a sleep and a wake, so the engine client's calls are in the list.
+  const modules = await modulesOf(
+    ["serve", "--config", config, "--port", String(port)],
+    port,
+    "/healthz",
+    async () => {
+      await chat();
+      const slept = await fetch(`${url}/snooze/v1/models/m/sleep`, { method: "POST" });
+      expect(slept.status).toBe(200);
+      expect(((await slept.json()) as { tier: string }).tier).toBe("asleep-1");
+      await chat();
+    },
+  );
   expect(modules.some((url) => url.endsWith("/activator/server.ts"))).toBe(true);
   expect(modules.filter((url) => kubernetes.test(url))).toEqual([]);
   expect(modules.filter((url) => grpc.test(url))).toEqual([]);

@@ -1,0 +1,111 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, expect, test } from "vitest";
+import { freePort } from "../lib/free-port.ts";
+import { EngineClient, EngineError } from "./engine-client.ts";
+
+/** A real HTTP server standing in for an engine; `answer` decides each reply and sees every request. */
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const server of servers.splice(0)) {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+async function engine(
+  answer: (req: IncomingMessage, res: ServerResponse, body: string) => void,
+): Promise<{ client: EngineClient; calls: string[] }> {
+  const calls: string[] = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk: Buffer) => (body += chunk));
+    req.on("end", () => {
+      calls.push(`${req.method} ${req.url}${body ? ` ${body}` : ""}`);
+      answer(req, res, body);
+    });
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { client: new EngineClient(`127.0.0.1:${(server.address() as AddressInfo).port}`), calls };
+}
+
+const json = (res: ServerResponse, status: number, body: unknown) => {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+};
+
+test("a level-2 wake wakes the weights, reloads them, wakes the KV cache, then checks is_sleeping", async () => {
+  const { client, calls } = await engine((req, res) =>
+    req.url === "/is_sleeping" ? json(res, 200, { is_sleeping: false }) : res.end(),
+  );
+  await client.wake(2, 5_000);
+  expect(calls).toEqual([
+    "POST /wake_up?tags=weights",
+    'POST /collective_rpc {"method":"reload_weights"}',
+    "POST /wake_up?tags=kv_cache",
+    "GET /is_sleeping",
+  ]);
+});
+
+test("an engine still asleep after wake_up, or answering an error, fails the call with what it said", async () => {
+  const { client } = await engine((req, res) =>
+    req.url === "/is_sleeping"
+      ? json(res, 200, { is_sleeping: true })
+      : json(res, 500, { error: { message: "CUDA out of memory" } }),
+  );
+  await expect(client.isSleeping()).resolves.toBe(true);
+  const failed = await client.sleep(1, "wait", 5_000).catch((error: unknown) => error);
+  expect(failed).toBeInstanceOf(EngineError);
+  expect((failed as EngineError).status).toBe(500);
+  expect((failed as Error).message).toBe(
+    'POST /sleep?level=1&mode=wait answered 500: {"error":{"message":"CUDA out of memory"}}',
+  );
+});
+
+test("a warm-up must come back as a completion", async () => {
+  const { client, calls } = await engine((_req, res, body) =>
+    JSON.parse(body).model === "good"
+      ? json(res, 200, { choices: [{ text: "!" }] })
+      : json(res, 200, { choices: [] }),
+  );
+  await client.warmup("good", 5_000);
+  expect(calls[0]).toBe('POST /v1/completions {"model":"good","prompt":"warm-up","max_tokens":1}');
+  await expect(client.warmup("broken", 5_000)).rejects.toThrow(/did not return a completion/);
+});
+
+test("an engine that is not there says why (not fetch's 'fetch failed'); one that never answers times out", async () => {
+  const gone = new EngineClient(`127.0.0.1:${await freePort()}`);
+  await expect(gone.healthy(1_000)).resolves.toBe(false);
+  await expect(gone.isSleeping()).rejects.toThrow(
+    /^GET \/is_sleeping: connect ECONNREFUSED 127\.0\.0\.1:\d+$/,
+  );
+  const { client } = await engine(() => {}); // takes the request, never answers
+  await expect(client.healthy(200)).resolves.toBe(false);
+  await expect(client.wake(1, 200)).rejects.toThrow("POST /wake_up: no answer within 200ms");
+});
+
+test("health is any 2xx; metrics are read whatever the status", async () => {
+  let healthStatus = 200;
+  const { client } = await engine((req, res) => {
+    if (req.url === "/health") {
+      res.writeHead(healthStatus);
+      res.end();
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end(
+      [
+        'vllm:num_requests_running{model_name="m"} 3',
+        'vllm:num_requests_waiting{model_name="m"} 1',
+        'vllm:engine_sleep_state{model_name="m",sleep_state="awake"} 0',
+        'vllm:engine_sleep_state{model_name="m",sleep_state="weights_offloaded"} 1',
+      ].join("\n"),
+    );
+  });
+  await expect(client.healthy()).resolves.toBe(true);
+  healthStatus = 503;
+  await expect(client.healthy()).resolves.toBe(false);
+  await expect(client.load()).resolves.toEqual({ running: 3, waiting: 1 });
+  await expect(client.sleepLevel()).resolves.toBe(1);
+});
