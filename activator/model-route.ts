@@ -18,8 +18,13 @@ export interface Backend {
   spares: SpareConnections;
   /** Connections `pool` may open: requests to this replica beyond it wait in the hold queue. */
   connections: number;
-  /** Connection failed: not routable until the control plane reports on it again. */
+  /**
+   * A connection to it failed before any answer: not routable until a new connection to it succeeds
+   * (`probe`) or the control plane reports on it again.
+   */
   suspect: boolean;
+  /** A probe of it is under way. */
+  probing?: boolean;
 }
 
 /** Why a held request was not dispatched. */
@@ -194,6 +199,7 @@ export class ModelRoute {
     if (this.queue.length === 1) this.listener.loadChanged(this.config.id);
     this.listener.demand(this.config.id);
     this.connectAhead();
+    for (const backend of this.backends.values()) if (backend.suspect) this.probe(backend);
     return {
       promise,
       cancel: () => {
@@ -213,10 +219,33 @@ export class ModelRoute {
     this.dispatchHeld();
   }
 
-  /** A connection to `backend` failed before any byte: stop using it until the control plane reports again. */
+  /**
+   * A connection to `backend` failed before any byte: stop using it until it is known to be
+   * reachable. The control plane re-checks the engine and replaces it if it is gone; one it finds
+   * well changes no tier, so no report would say it is routable again: the route finds out itself.
+   */
   markUnreachable(backend: Backend): void {
     backend.suspect = true;
     this.listener.demand(this.config.id, backend.replica);
+    this.probe(backend);
+  }
+
+  /**
+   * Opens a connection to a suspect replica; once the engine accepts one, the replica is routable
+   * again and the held requests go (the first on that connection). A probe that fails leaves it to
+   * the control plane; the next request held tries again, so a model never stays unroutable while
+   * its engine is well.
+   */
+  private probe(backend: Backend): void {
+    if (backend.probing) return;
+    backend.probing = true;
+    void backend.spares.probe().then((connected) => {
+      backend.probing = false;
+      if (!connected || !backend.suspect || this.backends.get(backend.replica) !== backend) return;
+      backend.suspect = false;
+      if (this.queue.length > 0) this.dispatchHeld();
+      else this.releaseSpares();
+    });
   }
 
   apply(event: ReplicaEvent): void {

@@ -69,21 +69,17 @@ export class SpareConnections {
   fill(wanted: number): void {
     if (this.closed) return;
     this.wanted = true;
-    while (this.count < wanted) {
-      this.opening++;
-      this.dial(this.target, (error, socket) => {
-        this.opening--;
-        const waiter = this.waiting.shift();
-        if (waiter) {
-          // The pool asked while this one was on its way: it gets it, or dials itself if it failed.
-          if (socket) waiter.callback(null, socket);
-          else this.dial(waiter.options, waiter.callback);
-        } else if (socket) {
-          if (this.wanted) this.keep(socket);
-          else socket.destroy();
-        }
-      });
-    }
+    while (this.count < wanted) this.open();
+  }
+
+  /**
+   * Opens one more connection, kept like the others: resolves whether the engine accepted it (the
+   * test of an engine a request could not reach; the request sent again then takes it).
+   */
+  probe(): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
+    this.wanted = true;
+    return new Promise((resolve) => this.open(resolve));
   }
 
   /**
@@ -99,6 +95,23 @@ export class SpareConnections {
   close(): void {
     this.closed = true;
     this.release();
+  }
+
+  private open(connected?: (ok: boolean) => void): void {
+    this.opening++;
+    this.dial(this.target, (error, socket) => {
+      this.opening--;
+      const waiter = this.waiting.shift();
+      if (waiter) {
+        // The pool asked while this one was on its way: it gets it, or dials itself if it failed.
+        if (socket) waiter.callback(null, socket);
+        else this.dial(waiter.options, waiter.callback);
+      } else if (socket) {
+        if (this.wanted) this.keep(socket);
+        else socket.destroy();
+      }
+      connected?.(error === null && socket !== null);
+    });
   }
 
   private keep(socket: Socket): void {

@@ -13,15 +13,28 @@ export interface Faults {
   crashOnAbortSleep: boolean;
   /** The engine dies after it finished this many more inference requests; 0 is off. */
   dieAfter: number;
+  /**
+   * The next N inference requests have their connection reset once read, before any byte of an
+   * answer: a connection lost between proxy and engine while the engine itself stays healthy.
+   */
+  dropConnection: number;
   /** Loading never finishes: the port never opens. Only meaningful at start. */
   neverReady: boolean;
 }
 
 export function noFaults(): Faults {
-  return { wakeFail: 0, sleepFail: 0, wakeHang: 0, crashOnAbortSleep: false, dieAfter: 0, neverReady: false };
+  return {
+    wakeFail: 0,
+    sleepFail: 0,
+    wakeHang: 0,
+    crashOnAbortSleep: false,
+    dieAfter: 0,
+    dropConnection: 0,
+    neverReady: false,
+  };
 }
 
-const countKeys = ["wakeFail", "sleepFail", "wakeHang", "dieAfter"] as const;
+const countKeys = ["wakeFail", "sleepFail", "wakeHang", "dieAfter", "dropConnection"] as const;
 const flagKeys = ["crashOnAbortSleep", "neverReady"] as const;
 
 /**

@@ -258,6 +258,12 @@ export const simFlags: Record<string, Flag> = {
     placeholder: "n",
     description: "the engine dies after finishing n inference requests (0: never)",
   },
+  "fault-drop-connection": {
+    type: "string",
+    default: "0",
+    placeholder: "n",
+    description: "the next n inference requests have their connection reset before any answer",
+  },
   "fault-never-ready": { type: "boolean", description: "loading never finishes: the port never opens" },
 };
 
@@ -367,6 +373,7 @@ export function parseSimFlags(values: FlagValues, positionals: string[]): Launch
       wakeHang: integer("fault-wake-hang", 0),
       crashOnAbortSleep: values["fault-crash-on-abort-sleep"] === true,
       dieAfter: integer("fault-die-after", 0),
+      dropConnection: integer("fault-drop-connection", 0),
       neverReady: values["fault-never-ready"] === true,
     },
   };

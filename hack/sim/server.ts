@@ -182,6 +182,11 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
       engine.options.servedModelNames,
       engine.options.maxModelLen,
     );
+    if (engine.faults.dropConnection > 0) {
+      engine.faults.dropConnection -= 1;
+      context.req.socket.resetAndDestroy();
+      return;
+    }
     await serveGeneration(engine, request, context.req, context.res);
   };
   const table: Record<string, Partial<Record<string, Route>>> = {

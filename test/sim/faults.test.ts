@@ -121,6 +121,15 @@ describe("faults", () => {
     await expect(fetch(`${engine.url}/health`)).rejects.toThrow();
   });
 
+  test("drop-connection: the next request's connection is reset before any answer; the engine serves on", async () => {
+    const engine = await sim();
+    await postJson(engine.url, "/sim/faults", { dropConnection: 1 });
+    await expect(postJson(engine.url, "/v1/completions", { prompt: "1", max_tokens: 2 })).rejects.toThrow();
+    expect((await postJson(engine.url, "/v1/completions", { prompt: "2", max_tokens: 2 })).status).toBe(200);
+    expect((await getJson(engine.url, "/sim/faults")).json).toMatchObject({ dropConnection: 0 });
+    expect((await fetch(`${engine.url}/health`)).status).toBe(200);
+  });
+
   test("never-ready: the port never opens", async () => {
     const port = await freePort();
     const engine = track(

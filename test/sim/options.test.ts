@@ -29,6 +29,7 @@ test("with no flags: one engine serving sim-model on 127.0.0.1:8000, no GPU, no 
       wakeHang: 0,
       crashOnAbortSleep: false,
       dieAfter: 0,
+      dropConnection: 0,
       neverReady: false,
     },
   });
