@@ -180,6 +180,9 @@ class Relay implements Dispatcher.DispatchHandler {
     status: number,
     headers: IncomingHttpHeaders,
   ): void {
+    // An interim answer (103 Early Hints): the answer itself follows on the same request. Passed on,
+    // it would go out as the client's final status and the answer after it would be lost.
+    if (status < 200) return;
     const { res, request } = this;
     this.status = status;
     this.contentType = String(headers["content-type"] ?? "");

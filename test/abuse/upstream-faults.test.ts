@@ -107,6 +107,25 @@ describe("the engine fails before any byte of an answer", () => {
   });
 });
 
+describe("interim answers", () => {
+  test("103 Early Hints, then the answer: the client gets the answer, not the 103", async () => {
+    const answer = JSON.stringify({ object: "chat.completion", choices: [] });
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () => {
+        socket.write("HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n");
+        socket.write(
+          `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${answer.length}\r\n\r\n${answer}`,
+        );
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    const response = await post(snooze);
+    expect(response.status).toBe(200);
+    expect(await response.text()).toBe(answer);
+  });
+});
+
 describe("the engine stops in the middle of an answer", () => {
   test("an SSE stream that goes quiet ends with an SSE error event after idleTimeout", async () => {
     const engine = await rawEngine((socket) =>
