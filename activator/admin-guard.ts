@@ -1,6 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import { isIP } from "node:net";
 import { bearerToken, sameSecret } from "../lib/http/bearer.ts";
+import { sameOrigin } from "../lib/http/same-origin.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
 /** Why an admin or events request is refused: the status, an OpenAI-shaped body, extra headers. */
@@ -32,20 +33,6 @@ function hostName(header: string): string | undefined {
     return new URL(`http://${header}`).hostname;
   } catch {
     return undefined;
-  }
-}
-
-/** Whether the Origin header names the same scheme-less host and port as the Host header. */
-function sameOrigin(origin: string, host: string | undefined): boolean {
-  if (!host) return false;
-  try {
-    const from = new URL(origin);
-    if (from.protocol !== "http:" && from.protocol !== "https:") return false;
-    // The Host header normalised as the origin's scheme would (no default port).
-    return from.host === new URL(`${from.protocol}//${host}`).host;
-  } catch {
-    // `null` (a sandboxed frame, a file: page) or not a URL: not this server.
-    return false;
   }
 }
 

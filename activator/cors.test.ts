@@ -20,6 +20,33 @@ describe("cross-origin access to /v1/", () => {
     expect(none.allowOrigin("https://chat.example.com")).toBeUndefined();
   });
 
+  test("a request that skips the preflight: refused from another origin, not from this server's page or a non-browser", () => {
+    const none = new CorsPolicy([]);
+    const host = "127.0.0.1:8080";
+    // curl, SDKs: neither header.
+    expect(none.refusal({ host })).toBeUndefined();
+    // The status page of this very server (same origin), and a browser's own navigation.
+    expect(none.refusal({ host, origin: "http://127.0.0.1:8080" })).toBeUndefined();
+    expect(none.refusal({ host, "sec-fetch-site": "same-origin" })).toBeUndefined();
+    expect(none.refusal({ host, "sec-fetch-site": "none" })).toBeUndefined();
+    // A page elsewhere: a no-cors POST carries its Origin; a no-cors GET only Sec-Fetch-Site.
+    expect(none.refusal({ host, origin: "https://evil.example" })).toMatchObject({
+      error: {
+        code: "cross_origin_refused",
+        message:
+          "Cross-origin requests from https://evil.example are not allowed: start Snooze with --allowed-origins https://evil.example (or * for any origin).",
+      },
+    });
+    expect(none.refusal({ host, origin: "null" })?.error.code).toBe("cross_origin_refused");
+    expect(none.refusal({ host, "sec-fetch-site": "cross-site" })?.error.code).toBe("cross_origin_refused");
+    expect(none.refusal({ host, "sec-fetch-site": "same-site" })?.error.code).toBe("cross_origin_refused");
+    // Allowed origins go on; * lets every page in.
+    const listed = new CorsPolicy(["https://chat.example.com"]);
+    expect(listed.refusal({ host, origin: "https://chat.example.com" })).toBeUndefined();
+    expect(listed.refusal({ host, origin: "https://evil.example" })?.error.code).toBe("cross_origin_refused");
+    expect(new CorsPolicy(["*"]).refusal({ host, "sec-fetch-site": "cross-site" })).toBeUndefined();
+  });
+
   test("a preflight is an OPTIONS naming a method, from a page", () => {
     expect(CorsPolicy.isPreflight("OPTIONS", preflight("https://a.example"))).toBe(true);
     expect(CorsPolicy.isPreflight("OPTIONS", { origin: "https://a.example" })).toBe(false);

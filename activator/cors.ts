@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 import { clip } from "../lib/clip.ts";
+import { sameOrigin } from "../lib/http/same-origin.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
 /**
@@ -41,6 +42,27 @@ export class CorsPolicy {
   }
 
   /**
+   * Why a request to `/v1/` from a browser page of another origin is refused before anything runs;
+   * undefined when it may go on (no browser, this server's own page, an allowed origin). The
+   * preflight alone does not keep pages out: one may POST without asking when its body has a form's
+   * content type or none (`fetch` with `no-cors`, a Blob body), the activator reads any body as JSON,
+   * and what the engine does with it (start, wake, generate) is done before the browser hides the
+   * answer. A request that is not a browser's carries neither `Origin` nor `Sec-Fetch-Site`.
+   */
+  refusal(headers: IncomingHttpHeaders): OpenAIErrorBody | undefined {
+    const origin = headers.origin;
+    if (origin !== undefined) {
+      if (sameOrigin(origin, headers.host) || this.allowOrigin(origin)) return undefined;
+      return refused(origin);
+    }
+    // A browser sends Origin with every CORS request, so an allowed page's request has one; without
+    // it (a no-cors GET: an image, a link prefetch) the site cannot be checked against the list.
+    const site = headers["sec-fetch-site"];
+    if ((site === "cross-site" || site === "same-site") && !this.any) return refused(`a ${site} page`);
+    return undefined;
+  }
+
+  /**
    * The answer to a preflight: 204 with what the browser may send (any header it asked for: an API
    * key in `Authorization`, the SDKs' `x-stainless-*`), or 403 saying how to allow the origin.
    */
@@ -49,17 +71,7 @@ export class CorsPolicy {
   ): { status: 204; headers: Record<string, string> } | { status: 403; body: OpenAIErrorBody } {
     const origin = String(headers.origin);
     const allowed = this.allowOrigin(origin);
-    if (!allowed) {
-      const shown = clip(origin);
-      return {
-        status: 403,
-        body: openAIError(
-          `Cross-origin requests from ${shown} are not allowed: start Snooze with --allowed-origins ${shown} (or * for any origin).`,
-          "permission_error",
-          "cross_origin_refused",
-        ),
-      };
-    }
+    if (!allowed) return { status: 403, body: refused(origin) };
     const asked = headers["access-control-request-headers"];
     return {
       status: 204,
@@ -72,6 +84,17 @@ export class CorsPolicy {
       },
     };
   }
+}
+
+/** The 403's body for a page of `origin` that is not allowed: it says how to allow it. */
+function refused(origin: string): OpenAIErrorBody {
+  const shown = clip(origin);
+  const named = shown.startsWith("a ") ? "its origin" : shown;
+  return openAIError(
+    `Cross-origin requests from ${shown} are not allowed: start Snooze with --allowed-origins ${named} (or * for any origin).`,
+    "permission_error",
+    "cross_origin_refused",
+  );
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
-import { deferContinue } from "../lib/http/continue.ts";
+import { deferContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
 import { decodeSegment, malformedSegment } from "../lib/http/path-segment.ts";
 import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress-class.ts";
@@ -139,6 +139,12 @@ export function createActivatorServer({
           res.writeHead(204, answer.headers);
           res.end();
         }
+        return;
+      }
+      const refused = cors.refusal(req.headers);
+      if (refused) {
+        req.resume();
+        sendError(res, 403, refused, unreadBodyHeaders(req));
         return;
       }
       const allowed = cors.enabled ? cors.allowOrigin(req.headers.origin) : undefined;

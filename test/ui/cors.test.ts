@@ -9,7 +9,8 @@ import { httpEngine, startActivator, type TestActivator } from "../abuse/harness
  * A chat page served from another origin calls /v1/ from a real Chromium: with its origin in
  * --allowed-origins the browser's preflight and the POST go through (the engine's own CORS answer,
  * here a wrong one, does not reach the browser); without it the preflight gets a 403 and the page's
- * fetch fails, as the browser decides.
+ * fetch fails, as the browser decides; and a page that skips the preflight (a no-cors POST with a
+ * body of no content type or a form's) is refused by Snooze before the engine sees it.
  */
 const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
 
@@ -109,4 +110,37 @@ test("without --allowed-origins the preflight is a 403 that says how to allow th
   const { error } = (await preflight.json()) as { error: { code: string; message: string } };
   expect(error.code).toBe("cross_origin_refused");
   expect(error.message).toContain(`--allowed-origins ${pageOrigin}`);
+});
+
+test("a page that skips the preflight (no-cors POST, a Blob or text/plain body) is refused; the engine never sees it", async () => {
+  const snooze = await activatorAllowing([]);
+  engineSaw.length = 0;
+  const tab = await browser.newPage();
+  try {
+    await tab.goto(pageOrigin);
+    const sent = await tab.evaluate(async (target) => {
+      const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] });
+      // Both are "simple" requests: the browser sends them without asking; the answer stays opaque.
+      await fetch(target, { method: "POST", mode: "no-cors", body: new Blob([body]) });
+      await fetch(target, {
+        method: "POST",
+        mode: "no-cors",
+        headers: { "content-type": "text/plain" },
+        body,
+      });
+      return true;
+    }, `${snooze.url}/v1/chat/completions`);
+    expect(sent).toBe(true);
+  } finally {
+    await tab.close();
+  }
+  expect(engineSaw).toEqual([]);
+  // What such a request gets, seen without a browser.
+  const response = await fetch(`${snooze.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { origin: pageOrigin },
+    body: JSON.stringify({ model: "m", messages: [] }),
+  });
+  expect(response.status).toBe(403);
+  expect(((await response.json()) as { error: { code: string } }).error.code).toBe("cross_origin_refused");
 });
