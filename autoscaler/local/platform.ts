@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
-import { freePort } from "../../lib/free-port.ts";
+import { freePort, portInUse } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
 import type { Tier } from "../../lib/replica-event.ts";
 import type { ModelConfig } from "../../lib/settings/index.ts";
@@ -231,6 +231,9 @@ export class LocalPlatform implements Platform {
   private async spawn(entry: ModelEngines): Promise<void> {
     const { config, generation } = entry;
     const port = config.port ?? (await freePort(host));
+    // A fixed port another process already listens on: that process would answer the readiness
+    // checks and get the model's traffic while the engine fails to bind. Not counted as up, ever.
+    const taken = config.port !== undefined && (await portInUse(port, host));
     const substitute = (arg: string) =>
       arg.replaceAll("${PORT}", String(port)).replaceAll("${HOST}", host).replaceAll("${MODEL}", config.id);
     const [file, ...args] = config.command.flatMap((arg) =>
@@ -333,7 +336,7 @@ export class LocalPlatform implements Platform {
       entry.scale = Math.max(0, entry.scale - 1);
       const how = spawnError
         ? `could not run ${file}: ${spawnError.message}`
-        : `engine exited (${sig ? `signal ${sig}` : `code ${code}`})${lastWords(engine)}`;
+        : `engine exited (${sig ? `signal ${sig}` : `code ${code}`})${lastWords(engine)}${taken ? `; ${portTaken(port)}` : ""}`;
       log.warn("engine exited on its own", { reason: how });
       this.changed(config.id, { replica: id, reason: how });
     };
@@ -359,7 +362,8 @@ export class LocalPlatform implements Platform {
       if (pgid === undefined) void finish();
     });
     log.info("engine starting", { command, pgid });
-    void this.watchReadiness(engine, config.id);
+    if (taken) log.warn("the engine cannot become ready", { reason: portTaken(port) });
+    else void this.watchReadiness(engine, config.id);
   }
 
   /**
@@ -413,6 +417,9 @@ export class LocalPlatform implements Platform {
     clearTimeout(timer);
   }
 }
+
+const portTaken = (port: number) =>
+  `port ${port} (the model's fixed \`port\`) was in use by another process when the engine started; stop that process or give the model another port`;
 
 /** The engine's last lines of output: usually the reason it failed. */
 function lastWords(engine: Engine): string {

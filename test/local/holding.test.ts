@@ -1,3 +1,6 @@
+import { once } from "node:events";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
@@ -102,5 +105,37 @@ models:
     expect(((await response.json()) as any).error.message).toMatch(
       /start of ghost failed: .*no-such-engine-binary.*ENOENT/,
     );
+  });
+
+  test("a fixed port another process listens on → 503 saying so; that process never gets the model's requests", async () => {
+    const squatterSaw: string[] = [];
+    const squatter = createServer((req, res) => {
+      squatterSaw.push(`${req.method} ${req.url}`);
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end('{"choices":[{"text":"not the engine"}],"is_sleeping":false}');
+    });
+    squatter.listen(0, "127.0.0.1");
+    await once(squatter, "listening");
+    try {
+      const port = (squatter.address() as AddressInfo).port;
+      snooze = await startWith(`
+models:
+  fixed:
+    port: ${port}
+    holdBudget: 10s
+    command: ${simCommand()}
+`);
+      const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("fixed"));
+      expect(response.status).toBe(503);
+      const { error } = (await response.json()) as any;
+      expect(error.code).toBe("activation_failed");
+      expect(error.message).toContain(
+        `port ${port} (the model's fixed \`port\`) was in use by another process`,
+      );
+      expect(squatterSaw).toEqual([]);
+    } finally {
+      squatter.closeAllConnections();
+      squatter.close();
+    }
   });
 });
