@@ -32,6 +32,19 @@ describe("resolveModel", () => {
   test("the header wins over the body", () => {
     const result = resolveModel({ ...json, "snooze-model": "llama" }, body({ model: "q" }), names);
     expect(result.ok && result.model).toBe("llama");
+    // Another model's name in the body is the client's to write: left as it is.
+    expect(result.ok && JSON.parse(result.body.toString()).model).toBe("q");
+  });
+
+  test("routed by the header or Host, an alias of that model in the body is rewritten as well", () => {
+    const byHeader = resolveModel({ ...json, "snooze-model": "q" }, body({ model: "q", prompt: "x" }), names);
+    expect(byHeader.ok && byHeader.model).toBe("qwen");
+    expect(byHeader.ok && JSON.parse(byHeader.body.toString())).toEqual({ model: "qwen", prompt: "x" });
+    const byHost = resolveModel({ ...json, host: "q.models.example.com" }, body({ prompt: "x" }), names);
+    expect(byHost.ok && JSON.parse(byHost.body.toString())).toEqual({ prompt: "x" });
+    const served = (id: string) => (id === "qwen" ? "Qwen/Qwen3-8B" : undefined);
+    const both = resolveModel({ ...json, "snooze-model": "qwen" }, body({ model: "q" }), names, served);
+    expect(both.ok && JSON.parse(both.body.toString()).model).toBe("Qwen/Qwen3-8B");
   });
 
   test("the first label of Host", () => {

@@ -46,10 +46,23 @@ export function resolveModel(
     }
   }
   const stream = (parsed as { stream?: unknown } | undefined)?.stream === true;
+  const requested = (parsed as { model?: unknown } | null | undefined)?.model;
+  /**
+   * The request for model `id`, its body's `model` set to the name the engine serves when the
+   * client wrote another name of the same model (an alias, or the id of a model served as another
+   * name). A name of no model, or of another one, is left as written: the engine answers it.
+   */
+  const routed = (id: string): Resolution => {
+    const served = servedOf(id) ?? id;
+    if (typeof requested !== "string" || requested === served || names.get(requested) !== id)
+      return { ok: true, model: id, body, stream };
+    (parsed as { model: string }).model = served;
+    return { ok: true, model: id, body: Buffer.from(JSON.stringify(parsed)), stream };
+  };
   const header = headers["snooze-model"];
   if (typeof header === "string" && header) {
     const id = names.get(header);
-    return id ? { ok: true, model: id, body, stream } : unknown(header);
+    return id ? routed(id) : unknown(header);
   }
   if (body.length > 0 && isJson) {
     if (invalid) {
@@ -63,14 +76,9 @@ export function resolveModel(
         ),
       };
     }
-    const requested = (parsed as { model?: unknown } | null)?.model;
     if (typeof requested === "string" && requested) {
       const id = names.get(requested);
-      if (!id) return unknown(requested);
-      const served = servedOf(id) ?? id;
-      if (served === requested) return { ok: true, model: id, body, stream };
-      (parsed as { model: string }).model = served;
-      return { ok: true, model: id, body: Buffer.from(JSON.stringify(parsed)), stream };
+      return id ? routed(id) : unknown(requested);
     }
     if (requested !== undefined && typeof requested !== "string") {
       return {
@@ -83,7 +91,7 @@ export function resolveModel(
   const host = String(headers.host ?? "").split(":")[0]!;
   const label = host.split(".")[0]!;
   const byHost = host.includes(".") ? names.get(label) : undefined;
-  if (byHost) return { ok: true, model: byHost, body, stream };
+  if (byHost) return routed(byHost);
   // Valid JSON that cannot hold a `model` (an array, a string, null): say so, not "no model".
   if (parsed !== undefined && (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))) {
     const kind = parsed === null ? "null" : Array.isArray(parsed) ? "an array" : `a ${typeof parsed}`;
