@@ -35,6 +35,12 @@ async function refusal(response: Response): Promise<string> {
   return text.trim() || response.statusText;
 }
 
+/** A request's own time limit (`AbortSignal.timeout`) ran out: something took the connection and said nothing. */
+const noAnswer = (target: string) =>
+  new ClientError(
+    `${target} did not answer in time: whatever listens there took the connection and said nothing (is it Snooze, and is it stuck?)`,
+  );
+
 /** The admin API of one running Snooze, with the admin token when one is set. */
 export class AdminClient {
   readonly url: string;
@@ -52,7 +58,8 @@ export class AdminClient {
     try {
       response = await fetch(target, { ...init, headers: { ...this.headers, ...init.headers } });
     } catch (error) {
-      if ((error as Error).name === "AbortError" || (error as Error).name === "TimeoutError") throw error;
+      if ((error as Error).name === "AbortError") throw error;
+      if ((error as Error).name === "TimeoutError") throw noAnswer(target);
       const cause = (error as Error).cause as Error | undefined;
       throw new ClientError(
         `cannot reach ${this.url}: ${cause?.message ?? (error as Error).message} (is Snooze running? pass --url or set SNOOZE_URL)`,
@@ -64,7 +71,13 @@ export class AdminClient {
   }
 
   async json<T>(path: string, init: RequestInit = {}): Promise<T> {
-    return (await (await this.request(path, init)).json()) as T;
+    const response = await this.request(path, init);
+    try {
+      return (await response.json()) as T;
+    } catch (error) {
+      if ((error as Error).name === "TimeoutError") throw noAnswer(`${this.url}${path}`);
+      throw error;
+    }
   }
 
   /**

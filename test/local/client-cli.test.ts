@@ -1,4 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
 import { createLogger } from "../../lib/log.ts";
@@ -133,6 +135,33 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     expect(missing.stderr).toContain("name the model");
     expect(nobody.code).toBe(1);
     expect(nobody.stderr).toContain("snooze status: cannot reach http://127.0.0.1:1");
+  });
+
+  test("a server that takes the connection and never answers: exit 1 with a line saying so, no stack trace", {
+    timeout: 20_000,
+  }, async () => {
+    const silent = createNetServer(() => {}); // accepts, reads nothing, answers nothing
+    silent.listen(0, "127.0.0.1");
+    await once(silent, "listening");
+    try {
+      const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+      const [status, sleep] = await Promise.all([
+        run(["status"], { SNOOZE_URL: url }),
+        run(["sleep", "qwen"], { SNOOZE_URL: url }),
+      ]);
+      for (const [name, result] of [
+        ["status", status],
+        ["sleep", sleep],
+      ] as const) {
+        expect(result.code).toBe(1);
+        expect(result.stderr).toMatch(
+          new RegExp(`^snooze ${name}: ${url}/snooze/v1/\\S+ did not answer in time`),
+        );
+        expect(result.stderr).not.toContain("    at ");
+      }
+    } finally {
+      silent.close();
+    }
   });
 
   test("status --watch redraws until interrupted", async () => {
