@@ -55,9 +55,21 @@ describe("parseConfig", () => {
   });
 
   test("a value of the wrong type says so (it is there, not missing)", () => {
-    const [problem] = problemsOf("models:\n  qwen:\n    command: [x, '${PORT}']\n    sleepAfter: 5\n");
+    const [problem] = problemsOf("models:\n  qwen:\n    command: [x, '${PORT}']\n    sleepAfter: [5]\n");
     expect(problem).toMatchObject({ key: "models.qwen.sleepAfter", line: 4 });
-    expect(problem!.message).toMatch(/expected string, received number/);
+    expect(problem!.message).toMatch(/expected string, received array/);
+  });
+
+  test("a YAML number where a setting is text is taken as written: 0 is a duration, 1048576 a size, 30 neither", () => {
+    const config = parseConfig(
+      "maxBodySize: 1048576\nmodels:\n  qwen:\n    command: [x, '${PORT}']\n    sleepAfter: 0\n    aliases: [7]\n",
+    );
+    expect(config.maxBodySize).toBe(1_048_576);
+    expect(config.models.get("qwen")!.sleepAfter).toBe(0);
+    expect(config.names.get("7")).toBe("qwen");
+    const [problem] = problemsOf("models:\n  qwen:\n    command: [x, '${PORT}']\n    holdBudget: 30\n");
+    expect(problem).toMatchObject({ key: "models.qwen.holdBudget", line: 4, column: 5 });
+    expect(problem!.message).toMatch(/^expected a duration like "250ms", "30s"/);
   });
 
   test("an unknown key is reported where it is written", () => {

@@ -105,7 +105,12 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
       : `invalid YAML: ${(error as Error).message}`;
     throw new ConfigError(file, [{ key: "", message, ...at(alias) }]);
   }
-  const parsed = snoozeFile.safeParse(data ?? {}, { reportInput: true });
+  let parsed = snoozeFile.safeParse(data ?? {}, { reportInput: true });
+  // `sleepAfter: 0` or `maxBodySize: 1048576` is a YAML number where the setting is written text
+  // (a duration, a size, a name): take it as written and check it again, so the number is judged
+  // as the setting's own form ("30" is then not a duration, and says so).
+  if (!parsed.success && data && numbersAsWritten(doc, data, parsed.error.issues))
+    parsed = snoozeFile.safeParse(data, { reportInput: true });
   if (!parsed.success)
     throw new ConfigError(
       file,
@@ -122,6 +127,31 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
     );
   }
   return config;
+}
+
+/**
+ * Replaces, in `data`, each YAML number the schema wanted as a string by its text as written in the
+ * file (`0`, `1048576`, `0.5`); true when it replaced any.
+ */
+function numbersAsWritten(
+  doc: ReturnType<typeof parseDocument>,
+  data: unknown,
+  issues: readonly z.core.$ZodIssue[],
+): boolean {
+  let replaced = false;
+  for (const issue of issues) {
+    if (issue.code !== "invalid_type" || issue.expected !== "string" || typeof issue.input !== "number")
+      continue;
+    const node = doc.getIn(issue.path as unknown[], true);
+    const parent = issue.path
+      .slice(0, -1)
+      .reduce<unknown>((at, key) => (at as Record<PropertyKey, unknown>)?.[key], data);
+    if (!isScalar(node) || typeof node.source !== "string" || parent === null || typeof parent !== "object")
+      continue;
+    (parent as Record<PropertyKey, unknown>)[issue.path.at(-1)!] = node.source;
+    replaced = true;
+  }
+  return replaced;
 }
 
 /** The offset of the key (not the value) of a mapping entry, so errors point at `sleepAfter:`. */

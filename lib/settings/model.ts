@@ -159,15 +159,10 @@ export const localModel = tierSettings.extend({
     .record(z.string(), z.string())
     .optional()
     .meta({ description: "Extra environment for the engine process." }),
-  port: z
-    .int()
-    .min(1)
-    .max(65_535)
-    .optional()
-    .meta({
-      description:
-        "A fixed port for the engine; a free one is chosen when absent. A start fails, saying so, when another process already listens there.",
-    }),
+  port: z.int().min(1).max(65_535).optional().meta({
+    description:
+      "A fixed port for the engine; a free one is chosen when absent. A start fails, saying so, when another process already listens there.",
+  }),
 });
 
 export type LocalModelInput = z.input<typeof localModel>;

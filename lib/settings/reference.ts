@@ -82,7 +82,9 @@ export function configurationReference(): string {
 One schema (zod, in \`lib/settings/\`) validates \`snooze.yaml\`, the \`snooze.dev/*\` annotations of
 Kubernetes workloads and the \`Model\`/\`Slot\` resources. YAML keys are camelCase; annotations are the
 same settings in kebab-case under \`snooze.dev/\`. Durations are written \`250ms\`, \`30s\`, \`5m\`,
-\`1h30m\`, \`0\`, or \`never\`; sizes like Kubernetes quantities (\`512Mi\`, \`16Gi\`, \`2G\`).
+\`1h30m\`, \`0\`, or \`never\`; sizes like Kubernetes quantities (\`512Mi\`, \`16Gi\`, \`2G\`, or bytes:
+\`1048576\`). Quotes are not needed: a YAML number is taken as written (\`sleepAfter: 0\`), so a
+duration without its unit (\`30\`) is refused as one.
 
 Every duration arms a timer, so none may be longer than \`596h\` (about 24.8 days: a timer waits at most
 2^31-1 ms). \`never\` is taken only where it means "this step does not happen" (${neverList}); a timeout
