@@ -82,7 +82,9 @@ test("an engine that is not there says why (not fetch's 'fetch failed'); one tha
   );
   const { client } = await engine(() => {}); // takes the request, never answers
   await expect(client.healthy(200)).resolves.toBe(false);
-  await expect(client.wake(1, 200)).rejects.toThrow("POST /wake_up: no answer within 200ms");
+  const stuck = await client.wake(1, 200).catch((error: unknown) => error);
+  expect(stuck).toMatchObject({ message: "POST /wake_up: no answer within 200ms", timedOut: true });
+  expect(await gone.wake(1, 200).catch((error: unknown) => error)).toMatchObject({ timedOut: false });
 });
 
 test("health is any 2xx; metrics are read whatever the status", async () => {

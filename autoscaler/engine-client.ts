@@ -10,10 +10,13 @@ export type SleepMode = "wait" | "abort" | "keep";
 
 export class EngineError extends Error {
   readonly status?: number;
-  constructor(message: string, status?: number) {
+  /** The engine took the call and did not answer within its time: it is stuck, not just refusing. */
+  readonly timedOut: boolean;
+  constructor(message: string, status?: number, timedOut = false) {
     super(message);
     this.name = "EngineError";
     this.status = status;
+    this.timedOut = timedOut;
   }
 }
 
@@ -162,11 +165,9 @@ export class EngineClient {
       });
       return { status: statusCode, text: await body.text() };
     } catch (error) {
-      const cause =
-        (error as Error).name === "TimeoutError"
-          ? `no answer within ${timeoutMs}ms`
-          : (error as Error).message;
-      throw new EngineError(`${method} ${path}: ${cause}`);
+      const timedOut = (error as Error).name === "TimeoutError";
+      const cause = timedOut ? `no answer within ${timeoutMs}ms` : (error as Error).message;
+      throw new EngineError(`${method} ${path}: ${cause}`, undefined, timedOut);
     }
   }
 }

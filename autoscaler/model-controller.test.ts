@@ -304,6 +304,21 @@ describe("waking", () => {
     expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
   });
 
+  test("a wake the engine took and never answered: not asked whether it sleeps, removed at once", async () => {
+    const { h, id, engine } = await asleep(oneModel(), { answerErrors: true });
+    engine.timeOutNext("wake");
+    h.demand("m");
+    await h.settle();
+    // Asking a stuck engine would only add its own timeout to the held requests' wait.
+    expect(engine.calls).toEqual(["wake(1)"]);
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["waking", undefined],
+      ["waking", "wake of m failed: wake: no answer within its timeout"],
+      ["cold", undefined],
+    ]);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+  });
+
   test("a wake that succeeds resets the count: failure, success, failure is a first failure again", async () => {
     const { h, engine } = await asleep(oneModel(), { answerErrors: true });
     engine.failNext("wake", "boom");

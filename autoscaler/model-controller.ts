@@ -1267,8 +1267,12 @@ export class ModelController {
       if (!this.present(record)) return;
       const reason = `wake of ${this.id} failed: ${(error as Error).message}`;
       // A failed wake leaves the engine asleep if it says so; a second failure in a row, or an
-      // engine that no longer answers, is stopped so the next try starts clean.
-      const sleeping = this.failures < 1 ? await engine.isSleeping().catch(() => undefined) : undefined;
+      // engine that no longer answers, is stopped so the next try starts clean. One that did not
+      // answer the wake in its time is not asked again: that would add the question's own timeout
+      // to the held requests' wait for an answer it cannot give.
+      const stuck = (error as { timedOut?: unknown }).timedOut === true;
+      const sleeping =
+        this.failures < 1 && !stuck ? await engine.isSleeping().catch(() => undefined) : undefined;
       this.activationFailed(record, reason, sleeping ? from : undefined);
       record.coolUntil = this.backoffUntil;
       if (!sleeping) await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));

@@ -42,7 +42,10 @@ export interface ReplicaSetView {
   selector: string;
 }
 
-/** The engine client's operations the controller uses (vLLM's sleep API and readiness). */
+/**
+ * The engine client's operations the controller uses (vLLM's sleep API and readiness). A call the
+ * engine took and did not answer in its time rejects with an error whose `timedOut` is true.
+ */
 export interface Engine {
   healthy(timeoutMs?: number): Promise<boolean>;
   isSleeping(timeoutMs?: number): Promise<boolean>;

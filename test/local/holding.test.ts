@@ -74,6 +74,35 @@ models:
     expect(retried.status).toBe(200);
   });
 
+  test("a wake the engine never answers → 503 once wakeTimeout is over; the stuck engine is replaced", async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    sleepAfter: 200ms
+    wakeTimeout: 1s
+    command: ${simCommand(["--enable-sleep-mode"])}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await until(() => tierOf("qwen") === "asleep-1", 5_000, "asleep-1");
+    const address = snooze.autoscaler.controller("qwen")!.state().address!;
+    const fault = await fetch(`http://${address}/sim/faults`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ wakeHang: 1 }),
+    });
+    expect(fault.ok).toBe(true);
+    const started = performance.now();
+    const failed = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    // wakeTimeout (1 s), not that plus the 5 s of asking the stuck engine whether it sleeps.
+    expect(performance.now() - started).toBeLessThan(4_000);
+    expect(failed.status).toBe(503);
+    expect(((await failed.json()) as any).error.message).toMatch(
+      /wake of qwen failed: .*no answer within 1000ms/,
+    );
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    expect(snooze.autoscaler.controller("qwen")!.state().address).not.toBe(address);
+  });
+
   test("a start that fails (engine exits) → 503 with the engine's last words", async () => {
     snooze = await startWith(`
 models:

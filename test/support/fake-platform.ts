@@ -60,7 +60,7 @@ export class FakeEngine implements Engine {
   readonly calls: string[] = [];
   private readonly clock: Clock;
   private readonly note: (entry: string) => void;
-  private readonly faults = new Map<EngineOp, string[]>();
+  private readonly faults = new Map<EngineOp, { message: string; timedOut: boolean }[]>();
   private readonly gates = new Map<EngineOp, OpenGate[]>();
 
   constructor(id: string, clock: Clock, note: (entry: string) => void) {
@@ -72,7 +72,14 @@ export class FakeEngine implements Engine {
   /** The next `times` calls of `op` fail with `message` (after their gate and latency). */
   failNext(op: EngineOp, message = `${op} failed`, times = 1): void {
     const list = this.faults.get(op) ?? [];
-    for (let i = 0; i < times; i++) list.push(message);
+    for (let i = 0; i < times; i++) list.push({ message, timedOut: false });
+    this.faults.set(op, list);
+  }
+
+  /** The next call of `op` gets no answer in its time (the engine client's `timedOut` error). */
+  timeOutNext(op: EngineOp): void {
+    const list = this.faults.get(op) ?? [];
+    list.push({ message: `${op}: no answer within its timeout`, timedOut: true });
     this.faults.set(op, list);
   }
 
@@ -146,7 +153,7 @@ export class FakeEngine implements Engine {
     if (ms !== undefined && ms > 0) await new Promise<void>((resolve) => this.clock.setTimeout(resolve, ms));
     if (!this.alive) throw new Error(`connect ECONNREFUSED (${this.id} is gone)`);
     const fault = this.faults.get(op)?.shift();
-    if (fault !== undefined) throw new Error(fault);
+    if (fault !== undefined) throw Object.assign(new Error(fault.message), { timedOut: fault.timedOut });
   }
 }
 
