@@ -12,13 +12,13 @@ import { describe, expect, test } from "vitest";
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 
-async function bench(script: string, args: string[]) {
+async function bench(script: string, args: string[], env: Record<string, string> = {}) {
   const { stdout } = await run(process.execPath, [script, ...args], {
     cwd: repo,
     timeout: 90_000,
     killSignal: "SIGKILL",
     maxBuffer: 16 * 1024 * 1024,
-    env: { ...process.env, SNOOZE_LOG_LEVEL: "error" },
+    env: { ...process.env, SNOOZE_LOG_LEVEL: "error", ...env },
   });
   return stdout;
 }
@@ -46,6 +46,14 @@ describe("the benchmarks run", () => {
     const out = await bench("hack/bench/accept-queue.ts", ["--streams", "20", "--seconds", "2"]);
     expect(out).toMatch(/^burst 1: 2 s: 20 started, 0 unaccepted$/m);
     expect(out).toMatch(/^burst 2: 2 s: 20 started, 0 unaccepted$/m);
+  });
+
+  test("serve-ab prints its table (this checkout as its own baseline)", { timeout: 60_000 }, async () => {
+    const out = await bench("hack/bench/serve-ab.ts", ["--rounds", "1", "--wakes", "1"], {
+      BENCH_BASELINE: repo,
+    });
+    expect(out).toMatch(/^\| this \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$/m);
+    expect(out).toMatch(/^this \/ baseline: cold [\d.]+×, wake [\d.]+×, RSS [\d.]+×$/m);
   });
 
   test("npm run bench:slots prints its tables", { timeout: 60_000 }, async () => {
