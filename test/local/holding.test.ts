@@ -48,59 +48,54 @@ models:
     expect((await Promise.all(queued)).map((r) => r.status)).toEqual([200, 200]);
   });
 
-  test("a failed wake answers the held requests with the reason; the next request tries again", async () => {
-    snooze = await startWith(`
+  /** Model `qwen` served, then asleep at level 1 with `faults` set in its engine. */
+  async function asleepWithFaults(
+    faults: Record<string, number>,
+    settings = "",
+  ): Promise<{ running: LocalSnooze; address: string }> {
+    const running = await startWith(`
 models:
   qwen:
-    sleepAfter: 200ms
+    sleepAfter: 200ms${settings}
     command: ${simCommand(["--enable-sleep-mode"])}
 `);
-    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    snooze = running;
+    expect((await fetch(`${running.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
     await until(() => tierOf("qwen") === "asleep-1", 5_000, "asleep-1");
-    const address = snooze.autoscaler.controller("qwen")!.state().address!;
+    const address = running.autoscaler.controller("qwen")!.state().address!;
     const fault = await fetch(`http://${address}/sim/faults`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ wakeFail: 1 }),
+      body: JSON.stringify(faults),
     });
     expect(fault.ok).toBe(true);
-    const failed = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    return { running, address };
+  }
+
+  test("a failed wake answers the held requests with the reason; the next request tries again", async () => {
+    const { running } = await asleepWithFaults({ wakeFail: 1 });
+    const failed = await fetch(`${running.url}/v1/chat/completions`, chat("qwen"));
     expect(failed.status).toBe(503);
     const body = (await failed.json()) as any;
     expect(body.error.code).toBe("activation_failed");
     expect(body.error.message).toMatch(/wake of qwen failed: .*500/);
     expect(tierOf("qwen")).toBe("asleep-1");
-    const retried = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    const retried = await fetch(`${running.url}/v1/chat/completions`, chat("qwen"));
     expect(retried.status).toBe(200);
   });
 
   test("a wake the engine never answers → 503 once wakeTimeout is over; the stuck engine is replaced", async () => {
-    snooze = await startWith(`
-models:
-  qwen:
-    sleepAfter: 200ms
-    wakeTimeout: 1s
-    command: ${simCommand(["--enable-sleep-mode"])}
-`);
-    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
-    await until(() => tierOf("qwen") === "asleep-1", 5_000, "asleep-1");
-    const address = snooze.autoscaler.controller("qwen")!.state().address!;
-    const fault = await fetch(`http://${address}/sim/faults`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ wakeHang: 1 }),
-    });
-    expect(fault.ok).toBe(true);
+    const { running, address } = await asleepWithFaults({ wakeHang: 1 }, "\n    wakeTimeout: 1s");
     const started = performance.now();
-    const failed = await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"));
+    const failed = await fetch(`${running.url}/v1/chat/completions`, chat("qwen"));
     // wakeTimeout (1 s), not that plus the 5 s of asking the stuck engine whether it sleeps.
     expect(performance.now() - started).toBeLessThan(4_000);
     expect(failed.status).toBe(503);
     expect(((await failed.json()) as any).error.message).toMatch(
       /wake of qwen failed: .*no answer within 1000ms/,
     );
-    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
-    expect(snooze.autoscaler.controller("qwen")!.state().address).not.toBe(address);
+    expect((await fetch(`${running.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    expect(running.autoscaler.controller("qwen")!.state().address).not.toBe(address);
   });
 
   test("a start that fails (engine exits) → 503 with the engine's last words", async () => {
