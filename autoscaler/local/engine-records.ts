@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../../lib/log.ts";
+import { makeDirectory } from "../../lib/make-directory.ts";
 import { signalGroup } from "./orphans.ts";
 
 /**
@@ -154,7 +155,7 @@ export class EngineRecords {
         return;
       }
       // Private: engine command lines may carry secrets (an --api-key).
-      mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+      makeDirectory(this.dir, 0o700);
       const state: StateFile = { version: 1, snooze: this.snooze, engines: [...this.engines.values()] };
       const temporary = `${this.file}.tmp`;
       writeFileSync(temporary, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });

@@ -1,7 +1,8 @@
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { LearningSnapshot } from "../../lib/learning-snapshot.ts";
 import type { Logger } from "../../lib/log.ts";
+import { makeDirectory } from "../../lib/make-directory.ts";
 import type { LearningStore } from "../learning-store.ts";
 
 /** The file in the state directory that keeps what each model learned. */
@@ -28,7 +29,7 @@ export function learningFile(stateDir: string, log: Logger): LearningStore {
     save(snapshots: ReadonlyMap<string, LearningSnapshot>) {
       for (const [key, snapshot] of snapshots) models[key] = snapshot;
       const file: LearningFile = { version: 1, models };
-      mkdirSync(stateDir, { recursive: true });
+      makeDirectory(stateDir);
       const temporary = `${path}.${process.pid}.tmp`;
       writeFileSync(temporary, `${JSON.stringify(file)}\n`, { mode: 0o600 });
       renameSync(temporary, path);

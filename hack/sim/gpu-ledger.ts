@@ -13,6 +13,7 @@ import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { makeDirectory } from "../../lib/make-directory.ts";
 
 /** Overrides the default ledger directory, so test runs isolate themselves. */
 export const gpuDirEnv = "SNOOZE_SIM_GPU_DIR";
@@ -53,7 +54,7 @@ export class GpuClaim {
     this.holder = options.holder;
     const key = `${process.pid}-${randomBytes(4).toString("hex")}`;
     this.file = path.join(this.deviceDir, `claim-${key}.json`);
-    fs.mkdirSync(this.deviceDir, { recursive: true });
+    makeDirectory(this.deviceDir);
     ownClaims.add(this);
   }
 
