@@ -110,7 +110,7 @@ export class SpareConnections {
         if (this.wanted) this.keep(socket);
         else socket.destroy();
       }
-      connected?.(error === null && socket !== null);
+      connected?.(!error && Boolean(socket));
     });
   }
 
