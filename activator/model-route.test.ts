@@ -132,3 +132,48 @@ test("while a replica wakes, connections are opened for the held requests; the r
     await new Promise((resolve) => engine.close(resolve));
   }
 });
+
+test("a replica a request could not reach is probed, not left unroutable until a tier report that may never come", async () => {
+  const engine = createServer((_req, res) => res.end("ok"));
+  engine.listen(0, "127.0.0.1");
+  await once(engine, "listening");
+  const address = `127.0.0.1:${(engine.address() as AddressInfo).port}`;
+  const asked: (string | undefined)[] = [];
+  // A control plane that re-checked the engine, found it well and so reports nothing.
+  const route = new ModelRoute(config, {
+    demand: (_id, unreachable) => asked.push(unreachable),
+    loadChanged() {},
+  });
+  try {
+    route.apply({ model: "qwen", replica: "qwen-1", address, tier: "ready", since: Date.now() });
+    const backend = route.tryAcquire()!;
+    route.release(backend);
+    route.markUnreachable(backend);
+    expect(asked).toEqual(["qwen-1"]);
+    expect(route.tryAcquire()).toBeUndefined();
+    // A request held meanwhile goes to the same replica once the probe connected, with no event.
+    const held = route.hold();
+    expect((await held.promise).replica).toBe("qwen-1");
+    expect(route.inFlight).toBe(1);
+
+    // Nothing listens there any more: the probe fails and the replica stays unroutable, for the
+    // control plane to replace; the next request held probes again.
+    engine.closeAllConnections();
+    await new Promise((resolve) => engine.close(resolve));
+    route.release(backend);
+    route.markUnreachable(backend);
+    const waiting = route.hold();
+    let served = false;
+    void waiting.promise.then(
+      () => (served = true),
+      () => {},
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(served).toBe(false);
+    expect(route.tryAcquire()).toBeUndefined();
+    waiting.cancel();
+  } finally {
+    await route.close(true);
+    if (engine.listening) engine.close();
+  }
+});
