@@ -35,6 +35,8 @@ export interface EngineLoad {
 let agent: Agent | undefined;
 const engines = () => (agent ??= new Agent());
 
+const isOk = (status: number) => status >= 200 && status < 300;
+
 /** An answer's status and body text. */
 interface Answer {
   status: number;
@@ -51,14 +53,7 @@ export class EngineClient {
   /** True when the HTTP server answers `/health` with 200 (the engine finished loading). */
   async healthy(timeoutMs = 2_000): Promise<boolean> {
     try {
-      const { statusCode, body } = await engines().request({
-        origin: this.baseUrl,
-        path: "/health",
-        method: "GET",
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      await body.dump();
-      return statusCode >= 200 && statusCode < 300;
+      return isOk((await this.send("GET", "/health", timeoutMs)).status);
     } catch {
       return false;
     }
@@ -137,7 +132,7 @@ export class EngineClient {
   /** A call whose answer must be 2xx; its JSON body (or text, when it is not JSON). */
   private async call(method: string, path: string, timeoutMs: number, json?: unknown): Promise<unknown> {
     const { status, text } = await this.send(method, path, timeoutMs, json);
-    if (status < 200 || status > 299)
+    if (!isOk(status))
       throw new EngineError(`${method} ${path} answered ${status}: ${text.slice(0, 300)}`, status);
     try {
       return text ? JSON.parse(text) : undefined;
