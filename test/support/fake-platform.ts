@@ -71,16 +71,16 @@ export class FakeEngine implements Engine {
 
   /** The next `times` calls of `op` fail with `message` (after their gate and latency). */
   failNext(op: EngineOp, message = `${op} failed`, times = 1): void {
-    const list = this.faults.get(op) ?? [];
-    for (let i = 0; i < times; i++) list.push({ message, timedOut: false });
-    this.faults.set(op, list);
+    for (let i = 0; i < times; i++) this.queueFault(op, { message, timedOut: false });
   }
 
   /** The next call of `op` gets no answer in its time (the engine client's `timedOut` error). */
   timeOutNext(op: EngineOp): void {
-    const list = this.faults.get(op) ?? [];
-    list.push({ message: `${op}: no answer within its timeout`, timedOut: true });
-    this.faults.set(op, list);
+    this.queueFault(op, { message: `${op}: no answer within its timeout`, timedOut: true });
+  }
+
+  private queueFault(op: EngineOp, fault: { message: string; timedOut: boolean }): void {
+    this.faults.set(op, [...(this.faults.get(op) ?? []), fault]);
   }
 
   /** Forgets the faults not yet used. */
