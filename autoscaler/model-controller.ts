@@ -1216,9 +1216,14 @@ export class ModelController {
     activation.startSpan = undefined;
     const engine = this.deps.platform.engine(record.replica);
     try {
-      if (!(await engine.healthy())) throw new Error("the engine does not answer /health");
-      if (this.config.sleep && (await engine.isSleeping().catch(() => false)))
-        await engine.wake(1, this.config.wakeTimeout);
+      // Both questions at once: the held requests wait for the answers (a round trip each to an
+      // engine that has just started, whose first answers are slow).
+      const [healthy, sleeping] = await Promise.all([
+        engine.healthy(),
+        this.config.sleep ? engine.isSleeping().catch(() => false) : false,
+      ]);
+      if (!healthy) throw new Error("the engine does not answer /health");
+      if (sleeping) await engine.wake(1, this.config.wakeTimeout);
       await this.warmUp(engine, activation);
     } catch (error) {
       this.guard(leadership);
