@@ -62,26 +62,47 @@ describe("a repeated idle report runs no decision pass", () => {
     expect(looks).toHaveBeenCalledTimes(first);
   });
 
-  test("a report that changes the load is looked at, and so is the one that says the work ended", async () => {
+  test("requests one at a time after a pass that saw the model idle: no pass, and sleep comes on time", async () => {
+    // Busy and idle twice a request: the timer armed for the idle load comes first whatever they say.
     const h = await readyModel();
     h.stats("m", 0, 0);
     await h.settle();
     const looks = passes(h);
-    h.stats("m", 1, 0);
+    for (let i = 0; i < 1_000; i++) {
+      h.stats("m", 1, 0);
+      h.stats("m", 0, 0);
+      await h.advance(10);
+    }
+    expect(looks).not.toHaveBeenCalled();
+    const ended = h.clock.now() - 10;
+    await h.advance(60_000 - 10 - 1);
+    expect(h.events).toEqual([]);
+    await h.advance(1);
+    expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
+    expect(h.events[0]?.since).toBe(ended + 60_000);
+  });
+
+  test("after a pass that saw requests in flight, a busy report and the one that says the work ended are looked at", async () => {
+    const h = await readyModel();
+    // Another activator's first report is always looked at: that pass sees a request in flight.
+    h.stats("m", 1, 0, "b");
+    await h.settle();
+    const looks = passes(h);
+    h.stats("m", 1, 0, "b");
     await h.settle();
     const busy = looks.mock.calls.length;
     expect(busy).toBeGreaterThan(0);
-    h.stats("m", 0, 0);
+    h.stats("m", 0, 0, "b");
     await h.settle();
     expect(looks.mock.calls.length).toBeGreaterThan(busy);
   });
 
-  test("a busy report that repeats is still looked at (it moves the idle clock)", async () => {
+  test("a report with requests held is looked at, whatever the last pass saw", async () => {
     const h = await readyModel();
-    h.stats("m", 1, 0);
+    h.stats("m", 0, 0);
     await h.settle();
     const looks = passes(h);
-    h.stats("m", 1, 0);
+    h.stats("m", 1, 1);
     await h.settle();
     expect(looks).toHaveBeenCalled();
   });

@@ -165,6 +165,8 @@ export class ModelController {
   private pendingPass = false;
   /** The last pass ran to its end (its timer covers what is due later) and nothing changed since. */
   private passed = false;
+  /** The last pass saw nothing in flight and nothing held (report-pass.ts). */
+  private decidedIdle = false;
   private closed = false;
   /** A person asked for a wake: wanted as if a request were held, until a replica is ready. */
   private wakeWanted = false;
@@ -292,10 +294,14 @@ export class ModelController {
         windowed: flow !== undefined,
         atRest: this.atRest(),
         timerCoversTime: this.timerCoversTime(),
+        decidedIdle: this.decidedIdle,
       })
     ) {
-      // The same idle load again: only its time is new (an activator's expiry counts from it).
-      // What the report changes besides (the history's exposure, waits on a report) happens as below.
+      // Nothing held, before or now: only the requests in flight and the time are new (an
+      // activator's expiry counts from it). Busy, or just done, is activity, as below; what the
+      // report changes besides (the history's exposure, waits on a report) happens as below too.
+      if (inFlight > 0 || before.inFlight > 0) this.lastActive = now;
+      before.inFlight = inFlight;
       before.at = now;
       this.learner.activity(now, this.busyWithRequests(now));
       for (const settle of this.settleWaiters) settle();
@@ -506,6 +512,7 @@ export class ModelController {
     if (!record || record.busy || !this.leading) return undefined;
     const now = this.deps.clock.now();
     const load = this.load(now);
+    this.decidedIdle = load.inFlight === 0 && load.held === 0;
     const parkedAs = load.held === 0 ? this.parked : undefined;
     const settings = this.tierSettings(parkedAs);
     const floor = record.tier === "ready" ? this.learner.readyFloor(settings.sleepAfter) : undefined;
@@ -726,6 +733,7 @@ export class ModelController {
     this.replaceOutdated(set.scalable);
     const now = this.deps.clock.now();
     const load = this.load(now);
+    this.decidedIdle = load.inFlight === 0 && load.held === 0;
     const parkedAs = load.held === 0 ? this.parked : undefined;
     const parked = parkedAs !== undefined;
     const prewarm = this.prewarmStep(now, load, parked, this.tierSettings(parkedAs));
