@@ -322,6 +322,23 @@ describe("waking", () => {
     expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
   });
 
+  test("the warm-up after a wake has what is left of wakeTimeout; one that never answers: removed at once", async () => {
+    const { h, id, engine } = await asleep(oneModel(), { answerErrors: true });
+    engine.latency.wake = 30_000;
+    engine.timeOutNext("warmup");
+    h.demand("m");
+    await h.advance(30_000);
+    // wakeTimeout (2m) counts from the wake call: the held requests wait for both, not 2m twice.
+    expect(engine.timeouts).toEqual({ wake: 120_000, warmup: 90_000 });
+    expect(engine.calls).toEqual(["wake(1)", "warmup"]);
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["waking", undefined],
+      ["waking", "wake of m failed: warmup: no answer within its timeout"],
+      ["cold", undefined],
+    ]);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+  });
+
   test("a wake that succeeds resets the count: failure, success, failure is a first failure again", async () => {
     const { h, engine } = await asleep(oneModel(), { answerErrors: true });
     engine.failNext("wake", "boom");

@@ -1231,8 +1231,11 @@ export class ModelController {
         this.config.sleep ? engine.isSleeping().catch(() => false) : false,
       ]);
       if (!healthy) throw new Error("the engine does not answer /health");
-      if (sleeping) await engine.wake(1, this.config.wakeTimeout);
-      await this.warmUp(engine, activation);
+      if (sleeping) {
+        const until = this.deps.clock.now() + this.config.wakeTimeout;
+        await engine.wake(1, this.config.wakeTimeout);
+        await this.warmUp(engine, activation, until);
+      } else await this.warmUp(engine, activation);
     } catch (error) {
       this.guard(leadership);
       if (!this.present(record)) return;
@@ -1248,13 +1251,20 @@ export class ModelController {
     await this.setTier(record, "ready");
   }
 
-  /** The 1-token warm-up after a start or wake (the first inference is slow without it), when on. */
-  private async warmUp(engine: Engine, activation: Activation): Promise<void> {
+  /**
+   * The 1-token warm-up after a start or wake (the first inference is slow without it), when on.
+   * After a wake it has what is left of the wake's `wakeTimeout` (`until`): the held requests wait
+   * for both, and an engine that woke but does not answer must not make them wait a second
+   * `wakeTimeout`.
+   */
+  private async warmUp(engine: Engine, activation: Activation, until?: number): Promise<void> {
     if (!this.config.warmup) return;
+    const timeoutMs =
+      until === undefined ? this.config.wakeTimeout : Math.max(1, until - this.deps.clock.now());
     await inSpan(
       "snooze.warmup",
       {},
-      () => engine.warmup(this.config.servedModel ?? this.id, this.config.wakeTimeout),
+      () => engine.warmup(this.config.servedModel ?? this.id, timeoutMs),
       activation.context,
     );
   }
@@ -1267,6 +1277,7 @@ export class ModelController {
     await this.setTier(record, "waking", { estimateMs: this.estimate("wake", level) });
     this.log.info("waking engine", { replica: record.replica.id, from });
     const engine = this.deps.platform.engine(record.replica);
+    const until = this.deps.clock.now() + this.config.wakeTimeout;
     try {
       await inSpan(
         "snooze.wake",
@@ -1274,7 +1285,7 @@ export class ModelController {
         () => engine.wake(level, this.config.wakeTimeout),
         activation.context,
       );
-      await this.warmUp(engine, activation);
+      await this.warmUp(engine, activation, until);
     } catch (error) {
       this.guard(leadership);
       if (!this.present(record)) return;

@@ -95,7 +95,7 @@ export const tierSettings = z.strictObject({
     positive: true,
   })
     .optional()
-    .meta({ description: "How long a wake may take before it is declared failed." }),
+    .meta({ description: "How long a wake, with its warm-up, may take before it is declared failed." }),
   drainTimeout: finiteDuration("a request that never ends would keep the replica awake").optional().meta({
     description:
       "How long in-flight requests may run after a replica stops taking new ones, before it sleeps anyway.",

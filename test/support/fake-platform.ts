@@ -55,6 +55,8 @@ export class FakeEngine implements Engine {
   loads = 0;
   /** False once the replica is gone: every call fails like a refused connection. */
   alive = true;
+  /** The timeout the last call of each operation was given. */
+  readonly timeouts: Partial<Record<EngineOp, number>> = {};
   /** Milliseconds on the platform's clock that each operation takes. */
   readonly latency: Partial<Record<EngineOp, number>> = {};
   readonly calls: string[] = [];
@@ -123,13 +125,15 @@ export class FakeEngine implements Engine {
     this.level = level;
   }
 
-  async wake(fromLevel: 1 | 2, _timeoutMs: number): Promise<void> {
+  async wake(fromLevel: 1 | 2, timeoutMs: number): Promise<void> {
+    this.timeouts.wake = timeoutMs;
     await this.enter("wake", `wake(${fromLevel})`);
     this.sleeping = false;
     this.level = undefined;
   }
 
-  async warmup(_model: string, _timeoutMs: number): Promise<void> {
+  async warmup(_model: string, timeoutMs: number): Promise<void> {
+    this.timeouts.warmup = timeoutMs;
     await this.enter("warmup", "warmup");
     if (this.sleeping) throw new Error("warm-up sent to a sleeping engine");
     this.warmups++;
