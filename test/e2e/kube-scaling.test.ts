@@ -172,6 +172,28 @@ describe("a Model on Kubernetes, through the activator", () => {
     expect(s).toMatchObject({ replicas: 1, readyReplicas: 1, sleepingReplicas: 0 });
   });
 
+  test("a ready engine that drops a connection: that request and the next are answered at once, not after the hold budget", async () => {
+    // The pod stays as it was (no tier change comes): the activator itself must find the engine
+    // reachable again, with a new connection, before the request waits out its hold budget (5m).
+    const awake = await complete(suite.activator.url, model);
+    expect(awake.status, awake.text).toBe(200);
+    const ip = (await pods())[0]!.status!.podIP!;
+    const set = await fetch(`http://${ip}:8000/sim/faults`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ dropConnection: 1 }),
+      signal: AbortSignal.timeout(2_000),
+    });
+    expect(set.status).toBe(200);
+    for (let i = 0; i < 3; i++) {
+      const answer = await complete(suite.activator.url, model, 20_000);
+      expect(answer.status, answer.text).toBe(200);
+    }
+    const faults = await fetch(`http://${ip}:8000/sim/faults`, { signal: AbortSignal.timeout(2_000) });
+    expect(((await faults.json()) as { dropConnection: number }).dropConnection).toBe(0);
+    expect((await pods()).map(tierOf)).toEqual(["ready"]);
+  });
+
   test("the Model's status carries what its controller learned (status.learning), as the CRD keeps it", async () => {
     const s = await waitStatus("status.learning", (s) => s.learning !== undefined);
     expect(s.learning.version).toBe(1);
