@@ -2,6 +2,18 @@ import type { LearningState } from "../lib/learning-state.ts";
 import type { Tier } from "../lib/replica-event.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
 
+/**
+ * A person's sleep or stop that did not happen in its time: requests held since keep the model
+ * awake (each ends the sleep or stop, as a request always does), or its control plane went away.
+ */
+export class AdminActionUnfinished extends Error {
+  constructor(verb: "sleep" | "stop", model: string, tier: string) {
+    super(
+      `The ${verb} of ${model} did not finish: the model is ${tier}. Requests held since it was asked keep it awake; ask again once they are answered.`,
+    );
+  }
+}
+
 /** The next tier change the ladder has planned for a model, if its clock says when. */
 export interface NextChange {
   tier: Tier;
@@ -60,6 +72,7 @@ export interface AdminActions {
    * client listing models) does nothing once the budget is spent, where the event still wakes.
    */
   prewarm?(model: string, forMs: number, options?: { hint?: boolean }): Promise<void>;
+  /** Resolves once done; rejects with AdminActionUnfinished when it did not happen in its time. */
   sleep(model: string): Promise<void>;
   stop(model: string): Promise<void>;
   /** Control-plane facts the activator does not know: measured durations, last error, replica ids. */

@@ -26,6 +26,7 @@ import type { Logger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
+import { AdminActionUnfinished } from "./admin.ts";
 
 type Model = ModelResource & KubeObject;
 
@@ -188,6 +189,8 @@ export class KubeControlPlane implements ControlPlane {
       signal: AbortSignal.timeout(adminTimeoutMs),
     });
     const outcome = (await response.json().catch(() => ({}))) as Partial<AdminOutcome>;
+    if (response.status === 504 && (verb === "sleep" || verb === "stop"))
+      throw new AdminActionUnfinished(verb, model, outcome.tier ?? "awake");
     if (!response.ok) throw new Error(outcome.message ?? `the autoscaler answered ${response.status}`);
   }
 

@@ -7,7 +7,7 @@ import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress
 import { http } from "../lib/node-http.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Activator } from "./activator.ts";
-import type { AdminActions, AdminModelView } from "./admin.ts";
+import { type AdminActions, AdminActionUnfinished, type AdminModelView } from "./admin.ts";
 import { adminRefusal } from "./admin-guard.ts";
 import { CorsPolicy } from "./cors.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
@@ -220,7 +220,15 @@ export function createActivatorServer({
       }
       // A wake is asynchronous (watch the tier); sleep and stop answer once done.
       if (verb === "wake") void admin.wake(id).catch(() => {});
-      else await admin[verb](id);
+      else {
+        try {
+          await admin[verb](id);
+        } catch (error) {
+          if (!(error instanceof AdminActionUnfinished)) throw error;
+          sendError(res, 504, openAIError(error.message, "server_error", "action_unfinished"));
+          return;
+        }
+      }
       sendJson(res, verb === "wake" ? 202 : 200, {
         model: id,
         action: verb,

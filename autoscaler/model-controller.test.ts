@@ -593,6 +593,55 @@ describe("admin actions", () => {
   });
 });
 
+describe("sleep and stop asked during an activation", () => {
+  for (const verb of ["stop", "sleep"] as const) {
+    test(`${verb} asked while a request is held for a starting model: the request is served first, then the model ${verb === "stop" ? "stops" : "sleeps"}, and the ${verb} answers then`, async () => {
+      const h = new Harness(oneModel());
+      h.demand("m");
+      await h.settle();
+      const controller = h.controller("m");
+      let done: boolean | undefined;
+      void (verb === "stop" ? controller.stopNow() : controller.sleepNow()).then((outcome) => {
+        done = outcome;
+      });
+      // The activator's reports go on counting the request held before the ask: not a new one.
+      h.stats("m", 0, 1);
+      await h.settle();
+      h.platform.bringUp("m-1");
+      await h.settle();
+      expect(controller.tier).toBe("ready");
+      expect(done).toBeUndefined();
+      h.stats("m", 1, 0);
+      await h.settle();
+      expect(done).toBeUndefined();
+      h.stats("m", 0, 0);
+      await h.settle();
+      expect(done).toBe(true);
+      expect(controller.tier).toBe(verb === "stop" ? "cold" : "asleep-1");
+      // A request after the ask wakes it as ever.
+      h.demand("m");
+      await h.settle();
+      if (verb === "stop") h.platform.bringUp(h.platform.ids("m")[0]!);
+      await h.settle();
+      expect(controller.tier).toBe("ready");
+    });
+  }
+
+  test("a stop that new requests keep from happening answers that it did not, at its timeout", async () => {
+    const { h } = await readyModel();
+    const controller = h.controller("m");
+    let done: boolean | undefined;
+    void controller.stopNow(5_000).then((outcome) => {
+      done = outcome;
+    });
+    h.stats("m", 0, 1);
+    h.demand("m");
+    await h.advance(5_000);
+    expect(done).toBe(false);
+    expect(controller.tier).toBe("ready");
+  });
+});
+
 describe("desired replicas", () => {
   const three = (h: Harness, desired: number | undefined) =>
     h.autoscaler.updateModel({

@@ -1,6 +1,7 @@
 import { type Context, context, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
 import type { DemandLoad, Flow } from "../lib/control-plane.ts";
+import { adminTimeoutMs } from "../lib/control-protocol.ts";
 import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
@@ -318,7 +319,9 @@ export class ModelController {
     // The report that says the work ended counts as activity too: the idle clock starts there.
     if (inFlight > 0 || held > 0 || (before && (before.inFlight > 0 || before.held > 0))) {
       this.lastActive = now;
-      if (held > 0) this.parked = undefined;
+      // A request held anew ends a person's sleep or stop; one held before it was asked does not
+      // (it is served, then the model sleeps or stops).
+      if (held > 0 && !(before && before.held > 0)) this.parked = undefined;
     }
     for (const settle of this.settleWaiters) settle();
     this.changed();
@@ -630,28 +633,40 @@ export class ModelController {
     this.changed();
   }
 
-  /** Drains and sleeps every awake replica (stops them without sleep mode) until the next request. */
-  async sleepNow(
-    level: 1 | 2 = this.config.sleepLevel,
-    timeoutMs = this.config.drainTimeout + 60_000,
-  ): Promise<void> {
+  /**
+   * Drains and sleeps every awake replica (stops them without sleep mode) until the next request.
+   * Requests held when it is asked are served first (an activation under way finishes for them).
+   * Resolves true once nothing is awake, false if that did not come within `timeoutMs` (requests
+   * held since keep the model awake).
+   */
+  sleepNow(level: 1 | 2 = this.config.sleepLevel, timeoutMs = this.parkTimeoutMs()): Promise<boolean> {
     this.wakeWanted = false;
     this.parked = this.config.sleep ? level : "stop";
     this.changed();
-    await this.settle(() => this.quiet(), timeoutMs);
+    return this.settle(() => this.quiet(), timeoutMs);
   }
 
-  /** Stops every replica until the next request. */
-  async stopNow(timeoutMs = this.config.drainTimeout + 60_000): Promise<void> {
+  /** Stops every replica until the next request, as `sleepNow` puts them to sleep. */
+  stopNow(timeoutMs = this.parkTimeoutMs()): Promise<boolean> {
     this.wakeWanted = false;
     this.parked = "stop";
     this.changed();
-    await this.settle(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
+    return this.settle(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
+  }
+
+  /**
+   * A person's sleep or stop may wait for an activation under way, the requests held for it, then
+   * a drain; never longer than an admin call waits for its answer.
+   */
+  private parkTimeoutMs(): number {
+    const finite = (ms: number) => (Number.isFinite(ms) ? ms : adminTimeoutMs);
+    const activation = Math.max(finite(this.config.startTimeout), finite(this.config.wakeTimeout));
+    return Math.min(activation + finite(this.config.drainTimeout) + 60_000, adminTimeoutMs);
   }
 
   /** Resolves once the model has no replica left, nothing starting (or `timeoutMs` passed, or it closed). */
-  untilGone(timeoutMs: number): Promise<void> {
-    return this.settle(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
+  async untilGone(timeoutMs: number): Promise<void> {
+    await this.settle(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
   }
 
   /** Nothing awake and nothing under way. */
@@ -662,18 +677,20 @@ export class ModelController {
     );
   }
 
-  private settle(done: () => boolean, timeoutMs: number): Promise<void> {
-    return new Promise<void>((resolve) => {
+  /** Resolves true once `done`, false when `timeoutMs` passed first, or the model closed or lost its lead. */
+  private settle(done: () => boolean, timeoutMs: number): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
       let timer: { cancel(): void } | undefined;
       const check = () => {
-        if (!done() && !this.closed && this.leading) return;
+        const finished = done();
+        if (!finished && !this.closed && this.leading) return;
         timer?.cancel();
         this.settleWaiters.delete(check);
-        resolve();
+        resolve(finished);
       };
       timer = this.deps.clock.setTimeout(() => {
         this.settleWaiters.delete(check);
-        resolve();
+        resolve(done());
       }, timeoutMs);
       this.settleWaiters.add(check);
       queueMicrotask(check);

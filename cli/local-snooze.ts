@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { Activator } from "../activator/activator.ts";
-import type { AdminActions } from "../activator/admin.ts";
+import { type AdminActions, AdminActionUnfinished } from "../activator/admin.ts";
 import { type Listening, listenActivator } from "../activator/listen.ts";
 import { createActivatorServer } from "../activator/server.ts";
 import type { Autoscaler } from "../autoscaler/autoscaler.ts";
@@ -56,8 +56,14 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
     prewarm: async (model, forMs, options) => {
       await controller(model).prewarm(forMs, undefined, options);
     },
-    sleep: (model) => controller(model).sleepNow(),
-    stop: (model) => controller(model).stopNow(),
+    sleep: async (model) => {
+      const found = controller(model);
+      if (!(await found.sleepNow())) throw new AdminActionUnfinished("sleep", model, found.tier);
+    },
+    stop: async (model) => {
+      const found = controller(model);
+      if (!(await found.stopNow())) throw new AdminActionUnfinished("stop", model, found.tier);
+    },
     slots: async () => autoscaler.slotStatuses(),
     details: (model) => {
       const controller = autoscaler.controller(model);

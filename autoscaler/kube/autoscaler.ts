@@ -565,8 +565,8 @@ export class KubeAutoscaler {
         };
       }
       if (verb === "wake") await controller.wakeNow();
-      else if (verb === "sleep") await controller.sleepNow();
-      else await controller.stopNow();
+      else if (!(await (verb === "sleep" ? controller.sleepNow() : controller.stopNow())))
+        return { status: 504, message: `${verb}: not done`, tier: controller.tier };
       return { status: 200, message: `${verb}: done`, tier: controller.tier };
     }
     const address = this.leaderAddress(controller);
