@@ -230,6 +230,7 @@ export class LocalPlatform implements Platform {
 
   private async spawn(entry: ModelEngines): Promise<void> {
     const { config, generation } = entry;
+    if (config.port !== undefined) await this.untilOursLeave(config.port, entry);
     const port = config.port ?? (await freePort(host));
     // A fixed port another process already listens on: that process would answer the readiness
     // checks and get the model's traffic while the engine fails to bind. Not counted as up, ever.
@@ -400,6 +401,32 @@ export class LocalPlatform implements Platform {
     } finally {
       engine.nudge = undefined;
     }
+  }
+
+  /**
+   * Waits until no engine of a model on its way out holds `port`: a model renamed or removed by a
+   * reload (its engine serves its last requests, then stops), or an engine of this model outdated
+   * by new settings. A fixed port passes from that engine to the new one; started beside it, the
+   * new one could not bind it and the request waiting for it would fail. An engine of this model
+   * that stays is not waited for: a second replica cannot share a fixed port.
+   */
+  private async untilOursLeave(port: number, entry: ModelEngines): Promise<void> {
+    const address = `${host}:${port}`;
+    const leaving = [...this.models.values()].flatMap((other) =>
+      [...other.engines.values()].filter(
+        (e) =>
+          !e.exited &&
+          e.replica.address === address &&
+          (other !== entry || e.stopping || e.replica.outdated === true),
+      ),
+    );
+    if (leaving.length === 0) return;
+    this.log.info("waiting for the engine that holds the model's port to stop", {
+      model: entry.config.id,
+      port,
+      engines: leaving.map((e) => e.replica.id),
+    });
+    await Promise.all(leaving.map((e) => e.gone));
   }
 
   /** SIGTERM to the engine's process group, SIGKILL after `graceMs` (at once for 0). */

@@ -1,6 +1,7 @@
 import { renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, test } from "vitest";
+import { freePort } from "../../lib/free-port.ts";
 import { chat, metricValue, simCommand, until } from "../helpers/local-snooze.ts";
 import { recordedEngines } from "../helpers/serve-process.ts";
 import { gone, serveRuns } from "../support/serve-runs.ts";
@@ -166,6 +167,36 @@ models:
     run.child.kill("SIGQUIT");
     expect(await run.exited).toBe(0);
     expect(recordedEngines(run.stateDir)).toEqual([]);
+    for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
+  });
+  test("SIGHUP: a model on a fixed port renamed while its engine streams: the new name's first request waits for the port", async () => {
+    const port = await freePort();
+    const before = `
+models:
+  b:
+    port: ${port}
+    command: ${simCommand(["--load-time", "200ms", "--itl", "50ms"], 1)}
+`;
+    const run = start(before);
+    const url = await run.url;
+    expect((await ask(url, "b", { max_tokens: 1 })).status).toBe(200);
+    const old = engineOf(run.stateDir, "b")!;
+    const streaming = ask(url, "b", { stream: true, max_tokens: 30 });
+    await until(async () => (await modelView(url, "b"))?.in_flight === 1, 5_000, "b's stream");
+
+    writeFileSync(run.config, before.replace("  b:", "  bb:"));
+    run.child.kill("SIGHUP");
+    await until(() => run.stderr().includes('"msg":"settings reloaded"'), 5_000, "the reload");
+    // Before: started beside b's engine, bb's could not bind the port and this request got a 503.
+    const renamed = await ask(url, "bb");
+    expect(renamed.status, renamed.text).toBe(200);
+    const stream = await streaming;
+    expect(stream.text).toMatch(/"finish_reason":"(length|stop)"/);
+    expect(gone(old.pgid)).toBe(true);
+    expect(run.stderr()).toContain("waiting for the engine that holds the model's port to stop");
+
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
     for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
   });
 });
