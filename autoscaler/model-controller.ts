@@ -48,7 +48,7 @@ export interface ModelControllerDeps {
   /** An activator that stopped reporting for this long no longer counts (Infinity in-process). */
   activatorExpiryMs: number;
   /** Set for a slot member: the slot decides when it may be awake, and hears of every change. */
-  slot?: { changed(): void };
+  slot?: { changed(): void; readonly config: { readonly drainTimeout: number } };
   /** Something the published status shows changed (Kubernetes writes the Model's status). */
   statusChanged?(): void;
   /** A replica fell asleep at level 1 or left it: the host-memory budget is checked again. */
@@ -1337,8 +1337,9 @@ export class ModelController {
     const leadership = this.leadership;
     const parent = this.parent ?? context.active();
     await this.setTier(record, "draining");
+    // A slot member's drain is bounded by the slot's drainTimeout too: a swap waits no longer.
     const drainTimeout = this.deps.slot
-      ? Math.min(this.config.drainTimeout, 60_000)
+      ? Math.min(this.config.drainTimeout, this.deps.slot.config.drainTimeout)
       : this.config.drainTimeout;
     const started = this.deps.clock.now();
     const deadline = started + drainTimeout;

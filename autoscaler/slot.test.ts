@@ -240,6 +240,18 @@ describe("a slot with two members", () => {
     expect(violations).toEqual([]);
   });
 
+  test("the slot's own drainTimeout bounds the incumbent's drain, below the model's", async () => {
+    const { h, violations, advance } = await aResident(slotYaml({ minResidency: "0s", drainTimeout: "3s" }));
+    h.platform.engineOf("a-1").running = 1;
+    h.demand("b");
+    await advance(3_000 - 100);
+    expect(h.platform.calls).not.toContain("a-1 sleep(1,wait)");
+    await advance(100);
+    expect(h.platform.calls).toContain("a-1 sleep(1,wait)");
+    expect(h.tiers("b")).toEqual(["cold", "starting", "ready"]);
+    expect(violations).toEqual([]);
+  });
+
   test("a member's deeper sleep on a slot goes to zero instead of waking on a shared accelerator", async () => {
     const { h, advance } = await aResident();
     await advance(10 * 60_000);

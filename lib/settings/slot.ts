@@ -13,9 +13,10 @@ export const slotSettings = z.strictObject({
   swapCooldown: finiteDuration("the slot would never swap again")
     .optional()
     .meta({ description: "Minimum time between two swaps on the slot." }),
-  drainTimeout: finiteDuration("a request that never ends would block every swap")
-    .optional()
-    .meta({ description: "How long the incumbent's in-flight requests may run during a swap." }),
+  drainTimeout: finiteDuration("a request that never ends would block every swap").optional().meta({
+    description:
+      "How long a swap waits for the incumbent's in-flight requests (or the model's own drainTimeout, if shorter) before it puts the incumbent to sleep; vLLM's sleep with mode=wait still lets the engine finish what runs.",
+  }),
   maxWait: duration
     .optional()
     .meta({ description: "The longest any member with held requests may be passed over." }),
