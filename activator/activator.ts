@@ -5,6 +5,7 @@ import { clip } from "../lib/clip.ts";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import { BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
 import { sendContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
+import { isMultipartForm, parseForm, withField } from "../lib/http/form.ts";
 import { sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
@@ -17,7 +18,7 @@ import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
 import { checkEnginePath, type PathCheck } from "./openai-path.ts";
 import { errorAnswer, forward, timerValue } from "./proxy.ts";
 import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
-import { resolveModel } from "./resolve-model.ts";
+import { type FormFields, resolveModel } from "./resolve-model.ts";
 
 export interface ActivatorOptions {
   config: SnoozeConfig;
@@ -354,6 +355,26 @@ export class Activator {
         if (error instanceof OverBudget) return this.overBudget(res);
         throw error;
       }
+      // An audio upload names its model in a form field.
+      const contentType = req.headers["content-type"];
+      let form: FormData | undefined;
+      if (byHost.kind !== "model" && isMultipartForm(contentType)) {
+        try {
+          form = await parseForm(body, contentType);
+        } catch (error) {
+          const reason = (error as Error).message;
+          sendError(
+            res,
+            400,
+            openAIError(
+              `The multipart/form-data body could not be read: ${clip(reason)}`,
+              "invalid_request_error",
+              "invalid_form",
+            ),
+          );
+          return 400;
+        }
+      }
       // A Knative route names the model by its Host; the body goes to the engine as the client sent it.
       const resolution =
         byHost.kind === "model"
@@ -363,6 +384,7 @@ export class Activator {
               body,
               this.config.names,
               (id) => this.routes.get(id)?.config.servedModel,
+              form ? formFields(form) : undefined,
             );
       if (!resolution.ok) {
         const known = this.hosts?.hosts() ?? [];
@@ -389,7 +411,13 @@ export class Activator {
         );
         return 503;
       }
-      const appended = byHost.kind === "model" ? byHost.headers : {};
+      let appended: Record<string, string> = byHost.kind === "model" ? byHost.headers : {};
+      if (form && "renamed" in resolution && resolution.renamed !== undefined) {
+        // An alias in the form: the engine gets the name it serves, in a form encoded again.
+        const encoded = await withField(form, "model", resolution.renamed);
+        resolution.body = encoded.body;
+        appended = { ...appended, "content-type": encoded.contentType };
+      }
       route.arrived();
       let backend = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
       if (!backend) return res.headersSent ? 503 : 499;
@@ -622,6 +650,12 @@ export class Activator {
     this.metrics.inFlight.set({ model }, route.inFlight);
     this.controlPlane.stats(model, route.inFlight, route.held, route.oldestHeldMs(), route.flow);
   }
+}
+
+/** The fields of a form body that route it. */
+function formFields(form: FormData): FormFields {
+  const model = form.get("model");
+  return { ...(typeof model === "string" ? { model } : {}), stream: form.get("stream") === "true" };
 }
 
 /** Whether a JSON body asks for a streamed (SSE) answer. */

@@ -82,4 +82,52 @@ describe("resolveModel", () => {
       model: "llama",
     });
   });
+  test("a UTF-8 name in the snooze-model header (Node reads header bytes as Latin-1)", () => {
+    const accented = new Map([["café", "cafe"]]);
+    const header = Buffer.from("café", "utf8").toString("latin1");
+    expect(resolveModel({ ...json, "snooze-model": header }, body({}), accented)).toMatchObject({
+      ok: true,
+      model: "cafe",
+    });
+  });
+
+  test("a body that is not JSON by its Content-Type: 415 naming it and saying what to send", () => {
+    const form = { "content-type": "application/x-www-form-urlencoded" };
+    const answer = resolveModel(form, body({ model: "qwen" }), names);
+    expect(answer).toMatchObject({
+      ok: false,
+      status: 415,
+      error: { error: { code: "unsupported_media_type" } },
+    });
+    if (!answer.ok) expect(answer.error.error.message).toContain("Content-Type: application/json");
+    // Named by the header, it goes to the engine as it is.
+    expect(resolveModel({ ...form, "snooze-model": "qwen" }, body({}), names)).toMatchObject({ ok: true });
+  });
+
+  test("a form upload names its model in a field; an alias there is to be renamed by the caller", () => {
+    const multipart = { "content-type": "multipart/form-data; boundary=x" };
+    const raw = Buffer.from("(the form, read by the caller)");
+    expect(resolveModel(multipart, raw, names, undefined, { model: "qwen", stream: false })).toEqual({
+      ok: true,
+      model: "qwen",
+      body: raw,
+      stream: false,
+    });
+    expect(resolveModel(multipart, raw, names, undefined, { model: "q", stream: true })).toEqual({
+      ok: true,
+      model: "qwen",
+      body: raw,
+      stream: true,
+      renamed: "qwen",
+    });
+    expect(resolveModel(multipart, raw, names, undefined, { model: "x", stream: false })).toMatchObject({
+      ok: false,
+      status: 404,
+    });
+    expect(resolveModel(multipart, raw, names, undefined, { stream: false })).toMatchObject({
+      ok: false,
+      status: 400,
+      error: { error: { code: "missing_model" } },
+    });
+  });
 });

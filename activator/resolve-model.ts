@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
+import { clip } from "../lib/clip.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
 export type Resolution =
@@ -9,13 +10,24 @@ export type Resolution =
       body: Buffer;
       /** The client asked for a streamed (SSE) answer. */
       stream: boolean;
+      /**
+       * A form body (`form`) whose `model` field must say this name instead (an alias): the
+       * caller encodes the form again, which JSON bodies need not (`body` is rewritten).
+       */
+      renamed?: string;
     }
   | { ok: false; status: number; error: OpenAIErrorBody };
 
+/** The fields of a multipart/form-data body that route it (an audio upload), read by the caller. */
+export interface FormFields {
+  model?: string;
+  stream: boolean;
+}
+
 /**
  * Finds the model a request is for: the `snooze-model` header (set by a
- * gateway), else the JSON body's `model` field, else the first label of
- * `Host` (`qwen.models.example.com`). Aliases resolve to the model id, and the
+ * gateway), else the JSON body's `model` field (or a form body's, `form`), else the first
+ * label of `Host` (`qwen.models.example.com`). Aliases resolve to the model id, and the
  * body's `model` is rewritten to the name the engine serves: the model's `servedModel`
  * (`servedOf`) when it has one, else its id.
  */
@@ -24,6 +36,7 @@ export function resolveModel(
   body: Buffer,
   names: ReadonlyMap<string, string>,
   servedOf: (id: string) => string | undefined = () => undefined,
+  form?: FormFields,
 ): Resolution {
   const unknown = (name: string): Resolution => ({
     ok: false,
@@ -45,8 +58,8 @@ export function resolveModel(
       invalid = error as Error;
     }
   }
-  const stream = (parsed as { stream?: unknown } | undefined)?.stream === true;
-  const requested = (parsed as { model?: unknown } | null | undefined)?.model;
+  const stream = form ? form.stream : (parsed as { stream?: unknown } | undefined)?.stream === true;
+  const requested = form ? form.model : (parsed as { model?: unknown } | null | undefined)?.model;
   /**
    * The request for model `id`, its body's `model` set to the name the engine serves when the
    * client wrote another name of the same model (an alias, or the id of a model served as another
@@ -56,11 +69,12 @@ export function resolveModel(
     const served = servedOf(id) ?? id;
     if (typeof requested !== "string" || requested === served || names.get(requested) !== id)
       return { ok: true, model: id, body, stream };
+    if (form) return { ok: true, model: id, body, stream, renamed: served };
     (parsed as { model: string }).model = served;
     return { ok: true, model: id, body: Buffer.from(JSON.stringify(parsed)), stream };
   };
-  const header = headers["snooze-model"];
-  if (typeof header === "string" && header) {
+  const header = utf8(headers["snooze-model"]);
+  if (header) {
     const id = names.get(header);
     return id ? routed(id) : unknown(header);
   }
@@ -88,6 +102,10 @@ export function resolveModel(
       };
     }
   }
+  if (form && typeof requested === "string" && requested) {
+    const id = names.get(requested);
+    return id ? routed(id) : unknown(requested);
+  }
   const host = String(headers.host ?? "").split(":")[0]!;
   const label = host.split(".")[0]!;
   const byHost = host.includes(".") ? names.get(label) : undefined;
@@ -105,6 +123,19 @@ export function resolveModel(
       ),
     };
   }
+  if (body.length > 0 && !isJson && !form) {
+    // Most often `curl -d` without a Content-Type (it sends a form): the engine would refuse it too.
+    const type = clip(String(headers["content-type"]));
+    return {
+      ok: false,
+      status: 415,
+      error: openAIError(
+        `The request body is sent as \`${type}\`, not JSON: send it with \`Content-Type: application/json\` (curl: -H 'Content-Type: application/json'), or name the model in the \`snooze-model\` header.`,
+        "invalid_request_error",
+        "unsupported_media_type",
+      ),
+    };
+  }
   return {
     ok: false,
     status: 400,
@@ -115,4 +146,14 @@ export function resolveModel(
       "model",
     ),
   };
+}
+
+/**
+ * A header as the client wrote it: Node.js reads header bytes as Latin-1, so a UTF-8 name (an
+ * alias like `café`) arrives as `cafÃ©` unless its bytes are read again as UTF-8.
+ */
+function utf8(value: string | string[] | undefined): string | undefined {
+  if (typeof value !== "string" || !value) return undefined;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the ASCII range, on purpose
+  return /^[\x00-\x7f]*$/.test(value) ? value : Buffer.from(value, "latin1").toString("utf8");
 }

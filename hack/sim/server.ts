@@ -14,6 +14,7 @@ import { modelList, serveGeneration } from "./openai-handler.ts";
 import { type ApiKind, parseOpenAIRequest } from "./openai-request.ts";
 import { resolveSimOptions, type SimOptions } from "./options.ts";
 import * as sleepApi from "./sleep-api.ts";
+import { transcribe } from "./transcription.ts";
 import { internalError, methodNotAllowed, notFoundRoute, VllmHttpError } from "./vllm-error.ts";
 
 /** Version `/version` reports: a semver that says it is not vLLM. */
@@ -169,6 +170,8 @@ interface RequestContext {
   res: http.ServerResponse;
   query: URLSearchParams;
   body: () => Promise<string>;
+  /** The body as bytes (a form upload). */
+  bytes: () => Promise<Buffer>;
 }
 
 const json = (answer: { status: number; json?: unknown }) => (context: RequestContext) =>
@@ -189,6 +192,16 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
     }
     await serveGeneration(engine, request, context.req, context.res);
   };
+  const transcription = async (engine: SimEngine, context: RequestContext) =>
+    send(
+      context.res,
+      200,
+      await transcribe(
+        await context.bytes(),
+        context.req.headers["content-type"],
+        engine.options.servedModelNames,
+      ),
+    );
   const table: Record<string, Partial<Record<string, Route>>> = {
     "/health": { GET: (_e, c) => send(c.res, 200) },
     "/ping": { GET: (_e, c) => send(c.res, 200), POST: (_e, c) => send(c.res, 200) },
@@ -203,6 +216,8 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
     "/v1/models": { GET: (e, c) => send(c.res, 200, modelList(e)) },
     "/v1/chat/completions": { POST: generation("chat") },
     "/v1/completions": { POST: generation("completion") },
+    "/v1/audio/transcriptions": { POST: transcription },
+    "/v1/audio/translations": { POST: transcription },
     "/sim/faults": {
       GET: (e, c) => json(admin.getFaults(e))(c),
       POST: async (e, c) => json(admin.postFaults(e, await c.body()))(c),
@@ -240,7 +255,13 @@ async function handleRequest(
   }
   engine.countRequest(req.method ?? "GET", req.url ?? "/");
   const url = new URL(req.url ?? "/", "http://sim");
-  const context: RequestContext = { req, res, query: url.searchParams, body: () => readBody(req) };
+  const context: RequestContext = {
+    req,
+    res,
+    query: url.searchParams,
+    body: async () => (await readBody(req)).toString("utf8"),
+    bytes: () => readBody(req),
+  };
   try {
     const methods = table[url.pathname];
     if (!methods) throw notFoundRoute();
@@ -272,7 +293,7 @@ function send(res: http.ServerResponse, status: number, body?: unknown): void {
   res.end(text);
 }
 
-function readBody(req: http.IncomingMessage): Promise<string> {
+function readBody(req: http.IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -285,7 +306,7 @@ function readBody(req: http.IncomingMessage): Promise<string> {
       }
       chunks.push(chunk);
     });
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("end", () => resolve(Buffer.concat(chunks)));
     req.on("error", reject);
   });
 }

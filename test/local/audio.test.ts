@@ -1,0 +1,59 @@
+import OpenAI, { toFile } from "openai";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { transcriptionText } from "../../hack/sim/transcription.ts";
+import { simCommand, startWith } from "../helpers/local-snooze.ts";
+
+/**
+ * Audio uploads (multipart/form-data, the model in a form field) through the activator, with the
+ * openai SDK as a client sends them: routed by the `model` field, an alias renamed in the form the
+ * engine gets; and a JSON body sent with curl's default form Content-Type is told what to send.
+ */
+let snooze: LocalSnooze;
+beforeAll(async () => {
+  snooze = await startWith(`
+models:
+  whisper:
+    aliases: [stt]
+    command: ${simCommand()}
+`);
+});
+afterAll(() => snooze.close(1_000));
+
+const wav = () =>
+  toFile(Buffer.from("RIFF\u0000\u0000\u0000\u0000WAVEfmt "), "hello.wav", { type: "audio/wav" });
+
+test("a transcription and a translation by the openai SDK: routed by the form's model, an alias renamed", async () => {
+  const client = new OpenAI({ baseURL: `${snooze.url}/v1`, apiKey: "none", maxRetries: 0 });
+  const byId = await client.audio.transcriptions.create({ model: "whisper", file: await wav() });
+  expect(byId.text).toBe(transcriptionText);
+  // The engine serves `whisper` only: the alias reaches it renamed, or it would answer 404.
+  const byAlias = await client.audio.translations.create({ model: "stt", file: await wav() });
+  expect(byAlias.text).toBe(transcriptionText);
+  await expect(
+    client.audio.transcriptions.create({ model: "nope", file: await wav() }),
+  ).rejects.toMatchObject({
+    status: 404,
+    code: "model_not_found",
+  });
+});
+
+test("a form that is not one, and a JSON body sent as a form: 400 and 415 saying what is wrong", async () => {
+  const broken = await fetch(`${snooze.url}/v1/audio/transcriptions`, {
+    method: "POST",
+    headers: { "content-type": "multipart/form-data; boundary=nothere" },
+    body: "--elsewhere\r\n",
+  });
+  expect(broken.status).toBe(400);
+  expect(((await broken.json()) as { error: { code: string } }).error.code).toBe("invalid_form");
+  // What `curl -d '{"model": ...}'` sends without -H 'Content-Type: application/json'.
+  const asForm = await fetch(`${snooze.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: JSON.stringify({ model: "whisper", messages: [{ role: "user", content: "hi" }] }),
+  });
+  expect(asForm.status).toBe(415);
+  const { error } = (await asForm.json()) as { error: { code: string; message: string } };
+  expect(error.code).toBe("unsupported_media_type");
+  expect(error.message).toContain("application/x-www-form-urlencoded");
+});
