@@ -3,10 +3,11 @@ import type { CloudEventV1 } from "cloudevents";
 import { cloudEvents } from "../lib/cloudevents-sdk.ts";
 import { formatDuration, parseDuration } from "../lib/duration.ts";
 import { BodyTooLarge, readBody } from "../lib/http/body.ts";
+import { sendContinue } from "../lib/http/continue.ts";
 import { sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
-import type { AdminActions } from "./admin.ts";
+import { type AdminActions, AdminActionUnfinished } from "./admin.ts";
 
 /**
  * What an incoming CloudEvent asks of a model. `prewarm` wakes it now, ahead of traffic; its
@@ -289,6 +290,7 @@ export async function handleIncomingEvents(
 ): Promise<void> {
   let body: Buffer;
   try {
+    sendContinue(req, res);
     body = await readBody(req, maxEventSize);
   } catch (error) {
     if (!(error instanceof BodyTooLarge)) throw error;
@@ -357,13 +359,17 @@ export async function handleIncomingEvents(
       try {
         await deps.admin[command.verb](command.id);
       } catch (error) {
+        // Requests held since kept the model awake (the sender may retry), or the action failed.
+        const unfinished = error instanceof AdminActionUnfinished;
         sendError(
           res,
-          500,
+          unfinished ? 504 : 500,
           openAIError(
-            `${command.verb} of \`${command.id}\` failed: ${(error as Error).message}`,
+            unfinished
+              ? (error as Error).message
+              : `${command.verb} of \`${command.id}\` failed: ${(error as Error).message}`,
             "server_error",
-            "action_failed",
+            unfinished ? "action_unfinished" : "action_failed",
           ),
         );
         return;

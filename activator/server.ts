@@ -254,6 +254,7 @@ export function createActivatorServer({
       res,
       404,
       openAIError(`No route for ${req.method} ${path}.`, "invalid_request_error", "not_found"),
+      unreadBodyHeaders(req),
     );
   };
 
@@ -273,7 +274,8 @@ export function createActivatorServer({
     unwatch();
     timeline.close();
   });
-  // Expect: 100-continue on an OpenAI route: the activator first checks path, size and budget.
-  deferContinue(server, listener, (req) => (req.url ?? "").startsWith("/v1/"));
+  // Expect: 100-continue: an OpenAI route first checks path, size and budget, the events endpoint
+  // takes the body, and nothing else reads one (a 404 must not have the client upload it first).
+  deferContinue(server, listener);
   return server;
 }

@@ -9,17 +9,16 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 const awaiting = new WeakSet<IncomingMessage>();
 
 /**
- * Routes requests that expect 100-continue to `handler` as ordinary requests. Those `defer` picks
- * get no `100 Continue` until their handler calls `sendContinue`; the others get it at once.
+ * Routes requests that expect 100-continue to `handler` as ordinary requests, with no
+ * `100 Continue` until the handler calls `sendContinue`: one that answers without reading the
+ * body (a refusal, a 404) never has the client upload it.
  */
 export function deferContinue(
   server: Server,
   handler: (req: IncomingMessage, res: ServerResponse) => void,
-  defer: (req: IncomingMessage) => boolean,
 ): void {
   server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
-    if (defer(req)) awaiting.add(req);
-    else res.writeContinue();
+    awaiting.add(req);
     handler(req, res);
   });
 }

@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
@@ -167,6 +168,48 @@ describe("requests the activator answers itself", () => {
     });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as any).error.message).toContain("dev.snooze.model.wake");
+  });
+
+  test("Expect: 100-continue: a path with no route is refused before the body; the events endpoint asks for it", async () => {
+    const exchange = (head: string, body?: string) =>
+      new Promise<string>((resolve, reject) => {
+        const { hostname, port } = new URL(snooze.url);
+        const socket = connect(Number(port), hostname, () => socket.write(head));
+        let reply = "";
+        socket.setEncoding("utf8");
+        socket.on("data", (chunk: string) => {
+          reply += chunk;
+          if (
+            body !== undefined &&
+            reply.startsWith("HTTP/1.1 100 Continue\r\n\r\n") &&
+            !reply.includes("HTTP/1.1 2")
+          ) {
+            socket.write(body);
+            body = undefined;
+          }
+          if (/HTTP\/1\.1 [2-5]\d\d[^]*\r\n\r\n/.test(reply)) setTimeout(() => socket.end(), 50);
+        });
+        socket.on("end", () => resolve(reply));
+        socket.on("error", reject);
+      });
+    const refused = await exchange(
+      `POST /sleep HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\nexpect: 100-continue\r\n\r\n`,
+    );
+    expect(refused).not.toContain("100 Continue");
+    expect(refused.startsWith("HTTP/1.1 404")).toBe(true);
+    expect(refused.toLowerCase()).toContain("connection: close");
+    const event = JSON.stringify({
+      specversion: "1.0",
+      id: "c1",
+      source: "/test",
+      type: "dev.snooze.model.wake",
+      subject: "llama",
+    });
+    const taken = await exchange(
+      `POST /snooze/v1/events HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/cloudevents+json\r\ncontent-length: ${event.length}\r\nexpect: 100-continue\r\n\r\n`,
+      event,
+    );
+    expect(taken).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 202/);
   });
 
   test("/healthz, /readyz and /metrics", async () => {
