@@ -47,9 +47,11 @@ describe("resolveModel", () => {
     expect(both.ok && JSON.parse(both.body.toString()).model).toBe("Qwen/Qwen3-8B");
   });
 
-  test("the first label of Host", () => {
+  test("the first label of Host, in any case", () => {
     const result = resolveModel({ host: "llama.models.example.com:8080" }, Buffer.alloc(0), names);
     expect(result.ok && result.model).toBe("llama");
+    const upper = resolveModel({ host: "Llama.Models.Example.com" }, Buffer.alloc(0), names);
+    expect(upper.ok && upper.model).toBe("llama");
   });
 
   test("errors: unknown, bad JSON, none", () => {

@@ -108,7 +108,8 @@ export function resolveModel(
   }
   const host = String(headers.host ?? "").split(":")[0]!;
   const label = host.split(".")[0]!;
-  const byHost = host.includes(".") ? names.get(label) : undefined;
+  // Host names are case-insensitive: `Qwen.models.example` is `qwen`'s too.
+  const byHost = host.includes(".") ? (names.get(label) ?? names.get(label.toLowerCase())) : undefined;
   if (byHost) return routed(byHost);
   // Valid JSON that cannot hold a `model` (an array, a string, null): say so, not "no model".
   if (parsed !== undefined && (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))) {

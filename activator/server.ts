@@ -193,6 +193,25 @@ export function createActivatorServer({
       return;
     }
     const action = adminAction.exec(path);
+    // A route that exists, asked with the wrong method: say which one it takes.
+    const allow = action
+      ? "POST"
+      : path === "/snooze/v1/models" || path === "/snooze/v1/slots"
+        ? "GET, HEAD"
+        : "";
+    if (allow && !allow.split(", ").includes(req.method ?? "")) {
+      sendError(
+        res,
+        405,
+        openAIError(
+          `${path} takes ${allow}, not ${req.method}.`,
+          "invalid_request_error",
+          "method_not_allowed",
+        ),
+        { allow, ...unreadBodyHeaders(req) },
+      );
+      return;
+    }
     let command: { verb: "wake" | "sleep" | "stop"; name: string } | undefined;
     if (action && req.method === "POST") {
       const name = decodeSegment(action[1]!);

@@ -129,6 +129,14 @@ describe("requests the activator answers itself", () => {
     expect(snooze.autoscaler.controller("qwen")!.tier).toBe("asleep-1");
     expect((await post("/snooze/v1/models/qwen3/wake", {})).status).toBe(202); // aliases work too
     expect((await post("/snooze/v1/models/nope/wake", {})).status).toBe(404);
+    // A route asked with another method says which it takes.
+    const get = await fetch(`${snooze.url}/snooze/v1/models/qwen/wake`);
+    expect(get.status).toBe(405);
+    expect(get.headers.get("allow")).toBe("POST");
+    expect(((await get.json()) as any).error.code).toBe("method_not_allowed");
+    const removal = await fetch(`${snooze.url}/snooze/v1/models`, { method: "DELETE" });
+    expect(removal.status).toBe(405);
+    expect(removal.headers.get("allow")).toBe("GET, HEAD");
   });
 
   test("CloudEvents in: wake in structured mode, sleep in binary mode, bad types refused", async () => {
