@@ -31,6 +31,9 @@ export interface ActivatorOptions {
   hosts?: HostRouter;
 }
 
+/** What a request refused because Snooze shuts down is told to wait before it retries (elsewhere). */
+const shutdownRetryAfterS = 5;
+
 const holdMessages: Record<HoldFailure["reason"], (model: string, seconds: number) => string> = {
   budget: (model, s) =>
     `The model \`${model}\` did not become ready within its hold budget; retry in about ${s}s.`,
@@ -283,7 +286,7 @@ export class Activator {
         res,
         503,
         openAIError("Snooze is shutting down.", "service_unavailable_error", "shutting_down"),
-        { "retry-after": "5", connection: "close" },
+        { "retry-after": String(shutdownRetryAfterS), connection: "close" },
       );
       return 503;
     }
@@ -542,7 +545,7 @@ export class Activator {
         res,
         503,
         openAIError("Snooze is shutting down.", "service_unavailable_error", "shutting_down"),
-        { "retry-after": "5", connection: "close" },
+        { "retry-after": String(shutdownRetryAfterS), connection: "close" },
       );
       return undefined;
     }
@@ -575,7 +578,9 @@ export class Activator {
     } catch (error) {
       const failure = error as HoldFailure;
       outcome = failure.reason;
-      const seconds = Math.ceil(failure.retryAfterMs / 1000);
+      // Shutting down: this process will not serve the retry; say so as its other 503s do.
+      const shutdown = failure.reason === "shutdown";
+      const seconds = Math.max(Math.ceil(failure.retryAfterMs / 1000), shutdown ? shutdownRetryAfterS : 0);
       const message =
         failure.reason === "activation-failed"
           ? `${holdMessages[failure.reason](model, seconds)} ${failure.message}`
@@ -583,7 +588,11 @@ export class Activator {
       span.setStatus({ code: SpanStatusCode.ERROR, message });
       const body = openAIError(message, "service_unavailable_error", holdCodes[failure.reason]);
       if (res.headersSent) progress?.fail(body);
-      else if (!res.destroyed) sendError(res, 503, body, { "retry-after": String(seconds) });
+      else if (!res.destroyed)
+        sendError(res, 503, body, {
+          "retry-after": String(seconds),
+          ...(shutdown ? { connection: "close" } : {}),
+        });
       return undefined;
     } finally {
       // Link to what this request waited on: the activation under way when it was held, and any
