@@ -195,7 +195,7 @@ describe("requests the activator answers itself", () => {
             socket.write(body);
             body = undefined;
           }
-          if (/HTTP\/1\.1 [2-5]\d\d[^]*\r\n\r\n/.test(reply)) setTimeout(() => socket.end(), 50);
+          if (/HTTP\/1\.1 [2-5]\d\d[\s\S]*\r\n\r\n/.test(reply)) setTimeout(() => socket.end(), 50);
         });
         socket.on("end", () => resolve(reply));
         socket.on("error", reject);
