@@ -93,12 +93,12 @@ describe("resolveModel", () => {
     });
   });
 
-  test("a body that is not JSON by its Content-Type: 415 naming it and saying what to send", () => {
+  test("a body that is not JSON by its Content-Type: 400 naming it and saying what to send", () => {
     const form = { "content-type": "application/x-www-form-urlencoded" };
     const answer = resolveModel(form, body({ model: "qwen" }), names);
     expect(answer).toMatchObject({
       ok: false,
-      status: 415,
+      status: 400,
       error: { error: { code: "unsupported_media_type" } },
     });
     if (!answer.ok) expect(answer.error.error.message).toContain("Content-Type: application/json");

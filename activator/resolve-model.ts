@@ -125,11 +125,12 @@ export function resolveModel(
     };
   }
   if (body.length > 0 && !isJson && !form) {
-    // Most often `curl -d` without a Content-Type (it sends a form): the engine would refuse it too.
+    // Most often `curl -d` without a Content-Type (it sends a form), or `fetch` with a string body
+    // (text/plain): the engine would refuse it too. A 400, as for a body that names no model.
     const type = clip(String(headers["content-type"]));
     return {
       ok: false,
-      status: 415,
+      status: 400,
       error: openAIError(
         `The request body is sent as \`${type}\`, not JSON: send it with \`Content-Type: application/json\` (curl: -H 'Content-Type: application/json'), or name the model in the \`snooze-model\` header.`,
         "invalid_request_error",
