@@ -1,0 +1,61 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, expect, test } from "vitest";
+import { createLogger } from "../lib/log.ts";
+import { until } from "../test/helpers/local-snooze.ts";
+import { watchConfigFile } from "./config-watch.ts";
+
+/** `--watch-config` on a real directory: saves, a directory deleted and made again, a file removed. */
+let stop: (() => void) | undefined;
+let root: string | undefined;
+afterEach(() => {
+  stop?.();
+  if (root) rmSync(root, { recursive: true, force: true });
+  stop = root = undefined;
+});
+
+function start() {
+  root = mkdtempSync(join(tmpdir(), "snooze-watch-"));
+  const directory = join(root, "config");
+  const file = join(directory, "snooze.yaml");
+  mkdirSync(directory);
+  writeFileSync(file, "models: {}\n");
+  const lines: string[] = [];
+  let changes = 0;
+  const watch = watchConfigFile(file, () => changes++, {
+    log: createLogger({}, (line) => lines.push(line), "info"),
+    debounceMs: 20,
+    retryMs: 50,
+  });
+  stop = () => watch.close();
+  return { directory, file, lines, changes: () => changes };
+}
+
+test("a save is seen; so is one after the directory was deleted and made again", async () => {
+  const { directory, file, lines, changes } = start();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  writeFileSync(file, "models: {a: 1}\n");
+  await until(() => changes() === 1, 5_000, "the first save");
+
+  rmSync(directory, { recursive: true });
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  mkdirSync(directory);
+  writeFileSync(file, "models: {b: 2}\n");
+  await until(() => changes() === 2, 5_000, "the file in the new directory");
+  // And the new directory is watched: a later save is seen too.
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  writeFileSync(file, "models: {c: 3}\n");
+  await until(() => changes() === 3, 5_000, "a save in the new directory");
+  expect(lines.join("")).toContain("watching the settings file's directory again");
+});
+
+test("a file removed for good is said once; written again, it is read", async () => {
+  const { file, lines, changes } = start();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  rmSync(file);
+  await until(() => lines.join("").includes("the settings file is gone"), 5_000, "the warning");
+  writeFileSync(file, "models: {d: 4}\n");
+  await until(() => changes() === 1, 5_000, "the file back");
+  expect(lines.filter((line) => line.includes("the settings file is gone"))).toHaveLength(1);
+});
