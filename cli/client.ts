@@ -17,6 +17,12 @@ export const clientFlags: Record<string, Flag> = {
 /** The activator's base URL: `--url`, else `$SNOOZE_URL`, else the local default. */
 export function serverUrl(values: FlagValues, env: Record<string, string | undefined> = process.env): string {
   const given = typeof values.url === "string" ? values.url : env.SNOOZE_URL?.trim() || defaultUrl;
+  // A usage mistake (exit 2), not a Snooze that cannot be reached.
+  const parsed = URL.canParse(given) ? new URL(given) : undefined;
+  if (parsed?.protocol !== "http:" && parsed?.protocol !== "https:")
+    throw new UsageError(
+      `${typeof values.url === "string" ? "--url" : "SNOOZE_URL"} must be an http:// or https:// URL, such as ${defaultUrl}; got ${JSON.stringify(given)}`,
+    );
   return given.replace(/\/+$/, "");
 }
 

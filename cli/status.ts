@@ -31,16 +31,17 @@ export const statusCommand: Command = {
             signal: AbortSignal.timeout(5_000),
           })
         ).models;
-      if (!values.watch) {
-        const models = await read();
-        console.log(values.json ? JSON.stringify(models, null, 2) : formatTable(models, Date.now()));
-        return 0;
-      }
+      // Checked with or without --watch: a mistyped flag is said, not ignored.
       const intervalMs = parseDuration(String(values.interval));
       if (intervalMs === undefined || intervalMs < 200)
         throw new UsageError(
           `--interval must be a duration of at least 200ms, not ${String(values.interval)}`,
         );
+      if (!values.watch) {
+        const models = await read();
+        console.log(values.json ? JSON.stringify(models, null, 2) : formatTable(models, Date.now()));
+        return 0;
+      }
       return watch(client.url, read, intervalMs, values.json === true);
     }),
 };

@@ -135,6 +135,17 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     expect(missing.stderr).toContain("name the model");
     expect(nobody.code).toBe(1);
     expect(nobody.stderr).toContain("snooze status: cannot reach http://127.0.0.1:1");
+    // Mistyped flags are usage mistakes too, with or without --watch.
+    const [notUrl, interval] = await Promise.all([
+      run(["status", "--url", "notaurl"]),
+      run(["status", "--interval", "banana"]),
+    ]);
+    expect(notUrl.code).toBe(2);
+    expect(notUrl.stderr).toContain(
+      '--url must be an http:// or https:// URL, such as http://127.0.0.1:8080; got "notaurl"',
+    );
+    expect(interval.code).toBe(2);
+    expect(interval.stderr).toContain("--interval must be a duration of at least 200ms, not banana");
   });
 
   test("a server that takes the connection and never answers: exit 1 with a line saying so, no stack trace", {
