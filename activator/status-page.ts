@@ -130,7 +130,21 @@ export function statusPageRoutes({ activator, admin, timeline }: StatusPageOptio
         return true;
       }
       const after = afterOf(query.get("after"));
-      const limit = Math.max(1, Math.min(10_000, Number(query.get("lines") ?? 200) || 200));
+      const lines = query.get("lines");
+      if (lines !== null && !/^[1-9]\d*$/.test(lines)) {
+        sendError(
+          res,
+          400,
+          openAIError(
+            `lines must be a whole number of at least 1 (more than 10000 reads 10000), not ${JSON.stringify(lines.slice(0, 40))}.`,
+            "invalid_request_error",
+            "invalid_parameter",
+            "lines",
+          ),
+        );
+        return true;
+      }
+      const limit = Math.min(10_000, Number(lines ?? 200));
       const replicas = (await admin.logs(id)).map((log) => linesAfter(log, after(log.replica), limit));
       sendJson(res, 200, { model: id, replicas });
       return true;

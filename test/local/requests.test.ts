@@ -129,6 +129,14 @@ describe("requests the activator answers itself", () => {
     expect(snooze.autoscaler.controller("qwen")!.tier).toBe("asleep-1");
     expect((await post("/snooze/v1/models/qwen3/wake", {})).status).toBe(202); // aliases work too
     expect((await post("/snooze/v1/models/nope/wake", {})).status).toBe(404);
+    // Logs: a line count that is not a positive whole number is refused, a large one read as 10000.
+    const negative = await fetch(`${snooze.url}/snooze/v1/models/qwen/logs?lines=-1`);
+    expect(negative.status).toBe(400);
+    expect(((await negative.json()) as any).error).toMatchObject({
+      code: "invalid_parameter",
+      param: "lines",
+    });
+    expect((await fetch(`${snooze.url}/snooze/v1/models/qwen/logs?lines=50000`)).status).toBe(200);
     // A route asked with another method says which it takes.
     const get = await fetch(`${snooze.url}/snooze/v1/models/qwen/wake`);
     expect(get.status).toBe(405);
