@@ -1,4 +1,5 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import type { Registry } from "prom-client";
 import { deferContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
@@ -296,5 +297,20 @@ export function createActivatorServer({
   // Expect: 100-continue: an OpenAI route first checks path, size and budget, the events endpoint
   // takes the body, and nothing else reads one (a 404 must not have the client upload it first).
   deferContinue(server, listener);
+  // CONNECT (a client that takes Snooze for a forward proxy): Node drops the connection unless
+  // told otherwise; say what this is instead.
+  server.on("connect", (req: IncomingMessage, socket: Duplex) => {
+    const body = JSON.stringify(
+      openAIError(
+        `${req.method} is not served here: Snooze is not a forward proxy. Send OpenAI requests to /v1/.`,
+        "invalid_request_error",
+        "method_not_allowed",
+      ),
+    );
+    socket.on("error", () => {});
+    socket.end(
+      `HTTP/1.1 405 Method Not Allowed\r\nallow: GET, HEAD, POST\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  });
   return server;
 }

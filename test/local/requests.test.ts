@@ -228,6 +228,23 @@ describe("requests the activator answers itself", () => {
     expect(taken).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 202/);
   });
 
+  test("CONNECT (a client taking Snooze for a forward proxy) is answered 405, not dropped", async () => {
+    const reply = await new Promise<string>((resolve, reject) => {
+      const { hostname, port } = new URL(snooze.url);
+      const socket = connect(Number(port), hostname, () =>
+        socket.write("CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n"),
+      );
+      let text = "";
+      socket.setEncoding("utf8");
+      socket.on("data", (chunk: string) => (text += chunk));
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(reply.startsWith("HTTP/1.1 405")).toBe(true);
+    const body = JSON.parse(reply.slice(reply.indexOf("\r\n\r\n") + 4));
+    expect(body.error).toMatchObject({ code: "method_not_allowed", type: "invalid_request_error" });
+  });
+
   test("/healthz, /readyz and /metrics", async () => {
     expect((await fetch(`${snooze.url}/healthz`)).status).toBe(200);
     expect((await fetch(`${snooze.url}/readyz`)).status).toBe(200);
