@@ -199,4 +199,42 @@ models:
     expect(await run.exited).toBe(0);
     for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
   });
+
+  test("SIGHUP: a model added on a fixed port that another model's engine got as a free port fails at once, not after it", async () => {
+    const before = `
+models:
+  a:
+    command: ${simCommand(["--load-time", "200ms"], 1)}
+`;
+    const run = start(before);
+    const url = await run.url;
+    expect((await ask(url, "a", { max_tokens: 1 })).status).toBe(200);
+    const state = (await (await fetch(`${url}/snooze/v1/models`)).json()) as {
+      models: { id: string; replicas: { address: string }[] }[];
+    };
+    const port = Number(
+      state.models
+        .find((m) => m.id === "a")!
+        .replicas[0]!.address.split(":")
+        .at(-1),
+    );
+    writeFileSync(
+      run.config,
+      `${before}  c:\n    port: ${port}\n    command: ${simCommand(["--load-time", "200ms"], 1)}\n`,
+    );
+    run.child.kill("SIGHUP");
+    await until(() => run.stderr().includes('"added":["c"]'), 5_000, "the reload");
+    // a stays (it was given the port, not asked for it): c's start does not wait for it to leave.
+    const taken = await fetch(`${url}/v1/chat/completions`, {
+      ...chat("c"),
+      signal: AbortSignal.timeout(20_000),
+    });
+    expect(taken.status).toBe(503);
+    expect(await taken.text()).toContain(`port ${port}`);
+    expect((await ask(url, "a", { max_tokens: 1 })).status).toBe(200);
+
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
+  });
 });
