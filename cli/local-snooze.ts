@@ -51,19 +51,19 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
     if (!found) throw new Error(`no model ${model}`);
     return found;
   };
+  /** A person's sleep or stop: resolves once done, else says the model is still awake. */
+  const park = async (verb: "sleep" | "stop", model: string) => {
+    const found = controller(model);
+    if (!(await (verb === "sleep" ? found.sleepNow() : found.stopNow())))
+      throw new AdminActionUnfinished(verb, model, found.tier);
+  };
   return {
     wake: (model) => controller(model).wakeNow(),
     prewarm: async (model, forMs, options) => {
       await controller(model).prewarm(forMs, undefined, options);
     },
-    sleep: async (model) => {
-      const found = controller(model);
-      if (!(await found.sleepNow())) throw new AdminActionUnfinished("sleep", model, found.tier);
-    },
-    stop: async (model) => {
-      const found = controller(model);
-      if (!(await found.stopNow())) throw new AdminActionUnfinished("stop", model, found.tier);
-    },
+    sleep: (model) => park("sleep", model),
+    stop: (model) => park("stop", model),
     slots: async () => autoscaler.slotStatuses(),
     details: (model) => {
       const controller = autoscaler.controller(model);
