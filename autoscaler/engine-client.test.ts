@@ -83,11 +83,8 @@ test("an engine that is not there says why (not fetch's 'fetch failed'); one tha
   const { client } = await engine(() => {}); // takes the request, never answers
   await expect(client.healthy(200)).resolves.toBe(false);
   const stuck = await client.wake(1, 200).catch((error: unknown) => error);
-  // The call gets what is left of the wake's 200 ms: less on a loaded machine.
-  expect(stuck).toMatchObject({
-    message: expect.stringMatching(/^POST \/wake_up: no answer within \d+ms$/),
-    timedOut: true,
-  });
+  // The wake's budget, however little of it was left when the call went out.
+  expect(stuck).toMatchObject({ message: "POST /wake_up: no answer within 200ms", timedOut: true });
   expect(await gone.wake(1, 200).catch((error: unknown) => error)).toMatchObject({ timedOut: false });
 });
 

@@ -37,6 +37,17 @@ const engines = () => (agent ??= new Agent());
 
 const isOk = (status: number) => status >= 200 && status < 300;
 
+/**
+ * The time a call has: its own, or a share of one budget that several calls spend (a wake's), where
+ * a timeout names the budget the person set, not the milliseconds that happened to be left.
+ */
+interface Deadline {
+  signal: AbortSignal;
+  ms: number;
+}
+type Within = number | Deadline;
+const deadline = (ms: number): Deadline => ({ signal: AbortSignal.timeout(ms), ms });
+
 /** An answer's status and body text. */
 interface Answer {
   status: number;
@@ -60,7 +71,11 @@ export class EngineClient {
   }
 
   async isSleeping(timeoutMs = 5_000): Promise<boolean> {
-    const body = (await this.call("GET", "/is_sleeping", timeoutMs)) as { is_sleeping?: unknown };
+    return this.sleeping(timeoutMs);
+  }
+
+  private async sleeping(within: Within): Promise<boolean> {
+    const body = (await this.call("GET", "/is_sleeping", within)) as { is_sleeping?: unknown };
     if (typeof body?.is_sleeping !== "boolean")
       throw new EngineError("/is_sleeping answered without is_sleeping");
     return body.is_sleeping;
@@ -76,16 +91,15 @@ export class EngineClient {
    * reload them from disk, then wake the KV cache.
    */
   async wake(fromLevel: 1 | 2, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    const left = () => Math.max(1, deadline - Date.now());
+    const within = deadline(timeoutMs);
     if (fromLevel === 2) {
-      await this.call("POST", "/wake_up?tags=weights", left());
-      await this.call("POST", "/collective_rpc", left(), { method: "reload_weights" });
-      await this.call("POST", "/wake_up?tags=kv_cache", left());
+      await this.call("POST", "/wake_up?tags=weights", within);
+      await this.call("POST", "/collective_rpc", within, { method: "reload_weights" });
+      await this.call("POST", "/wake_up?tags=kv_cache", within);
     } else {
-      await this.call("POST", "/wake_up", left());
+      await this.call("POST", "/wake_up", within);
     }
-    if (await this.isSleeping(left()))
+    if (await this.sleeping(within))
       throw new EngineError("the engine still reports is_sleeping=true after wake_up");
   }
 
@@ -130,8 +144,8 @@ export class EngineClient {
   }
 
   /** A call whose answer must be 2xx; its JSON body (or text, when it is not JSON). */
-  private async call(method: string, path: string, timeoutMs: number, json?: unknown): Promise<unknown> {
-    const { status, text } = await this.send(method, path, timeoutMs, json);
+  private async call(method: string, path: string, within: Within, json?: unknown): Promise<unknown> {
+    const { status, text } = await this.send(method, path, within, json);
     if (!isOk(status))
       throw new EngineError(`${method} ${path} answered ${status}: ${text.slice(0, 300)}`, status);
     try {
@@ -141,8 +155,9 @@ export class EngineClient {
     }
   }
 
-  /** One request within `timeoutMs`, answer read whole; a call that gets no answer is an EngineError. */
-  private async send(method: string, path: string, timeoutMs: number, json?: unknown): Promise<Answer> {
+  /** One request within its time, answer read whole; a call that gets no answer is an EngineError. */
+  private async send(method: string, path: string, within: Within, json?: unknown): Promise<Answer> {
+    const { signal, ms } = typeof within === "number" ? deadline(within) : within;
     // Sleep, wake and warm-up run inside their snooze.* spans: the engine sees that trace context.
     const headers: Record<string, string> = json === undefined ? {} : { "content-type": "application/json" };
     propagation.inject(context.active(), headers);
@@ -154,14 +169,14 @@ export class EngineClient {
         headers,
         body: json === undefined ? undefined : JSON.stringify(json),
         // The deadline is the signal's: a level-2 wake may take longer than undici's own 300 s.
-        signal: AbortSignal.timeout(timeoutMs),
+        signal,
         headersTimeout: 0,
         bodyTimeout: 0,
       });
       return { status: statusCode, text: await body.text() };
     } catch (error) {
       const timedOut = (error as Error).name === "TimeoutError";
-      const cause = timedOut ? `no answer within ${timeoutMs}ms` : (error as Error).message;
+      const cause = timedOut ? `no answer within ${ms}ms` : (error as Error).message;
       throw new EngineError(`${method} ${path}: ${cause}`, undefined, timedOut);
     }
   }
