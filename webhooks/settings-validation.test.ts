@@ -22,7 +22,7 @@ describe("validateModel: the one schema, with path, value and allowed form", () 
     {
       name: "port too big",
       spec: { workloadRef: ref, port: 70_000 },
-      message: 'Model "qwen" is not valid: spec.port: 70000: Too big: expected number to be <=65535',
+      message: 'Model "qwen" is not valid: spec.port: 70000: expected an integer from 1 to 65535',
     },
     {
       name: "missing workloadRef",

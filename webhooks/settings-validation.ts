@@ -1,8 +1,8 @@
 import type { z } from "zod";
 import { modelSpec } from "../lib/kube/model-resource.ts";
 import { slotSpec } from "../lib/kube/slot-resource.ts";
+import { allowedForm, reasonFor, showValue } from "../lib/settings/allowed-form.ts";
 import { settingsFromAnnotations, tierSettings } from "../lib/settings/index.ts";
-import { allowedForm } from "./allowed-form.ts";
 import { invalidAnnotationsMessage, invalidSpecMessage } from "./messages.ts";
 import { annotationsOf, at, isObject } from "./object-path.ts";
 import { allow, invalid, type Verdict } from "./verdict.ts";
@@ -15,12 +15,6 @@ import { allow, invalid, type Verdict } from "./verdict.ts";
 
 /** One problem, already in words: `spec.sleepAfter: "soon": expected a duration like …`. */
 export type Problem = string;
-
-const showValue = (value: unknown) => {
-  if (value === undefined) return "(missing)";
-  const text = JSON.stringify(value) ?? String(value);
-  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
-};
 
 type Shape = Record<string, z.ZodType>;
 
@@ -37,10 +31,8 @@ export function specProblems(spec: unknown, issues: z.core.$ZodIssue[], shape: S
     const where = ["spec", ...path].join(".");
     const value = path.reduce<unknown>((node, key) => (isObject(node) ? node[key] : undefined), spec);
     if (issue.code === "invalid_type" && value === undefined) return `${where}: is required`;
-    const generic = /^Invalid input/.test(issue.message) || issue.code === "invalid_type";
-    const form = path.length === 1 ? allowedForm(shape[path[0]!]) : undefined;
-    const reason = generic && form ? `expected ${form}` : issue.message;
-    return `${where}: ${showValue(value)}: ${reason}`;
+    const field = path.length === 1 ? shape[path[0]!] : undefined;
+    return `${where}: ${showValue(value)}: ${reasonFor(issue, field)}`;
   });
 }
 

@@ -57,7 +57,33 @@ describe("parseConfig", () => {
   test("a value of the wrong type says so (it is there, not missing)", () => {
     const [problem] = problemsOf("models:\n  qwen:\n    command: [x, '${PORT}']\n    sleepAfter: [5]\n");
     expect(problem).toMatchObject({ key: "models.qwen.sleepAfter", line: 4 });
-    expect(problem!.message).toMatch(/expected string, received array/);
+    expect(problem!.message).toBe("expected a string, not [5]");
+  });
+
+  test("a value out of its allowed form names that form and the value, not zod's generic words", () => {
+    const problems = problemsOf(
+      [
+        "models:",
+        '  "my model":',
+        "    command: [x]",
+        "  qwen:",
+        "    command: snooze sim",
+        "    sleepLevel: 3",
+        "    warmup: maybe",
+        "    port: 99999",
+        "defaults:",
+        "  sleepLevel: 0",
+        "",
+      ].join("\n"),
+    );
+    expect(Object.fromEntries(problems.map((p) => [p.key, p.message]))).toEqual({
+      "models.my model": "a model id may not contain whitespace",
+      "models.qwen.command": 'expected a list of strings, not "snooze sim"',
+      "models.qwen.sleepLevel": "expected 1 or 2, not 3",
+      "models.qwen.warmup": 'expected true or false, not "maybe"',
+      "models.qwen.port": "expected an integer from 1 to 65535, not 99999",
+      "defaults.sleepLevel": "expected 1 or 2, not 0",
+    });
   });
 
   test("a YAML number where a setting is text is taken as written: 0 is a duration, 1048576 a size, 30 neither", () => {

@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { isCollection, isNode, isScalar, LineCounter, parseDocument, visit } from "yaml";
 import type { z } from "zod";
+import { fieldAt, reasonFor, showValue } from "./allowed-form.ts";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
 import { snoozeFile } from "./file.ts";
 import { resolveConfig, type SnoozeConfig } from "./resolve.ts";
@@ -175,6 +176,14 @@ function toProblem(
     path = [...issue.path, issue.keys[0]!];
     message = `unknown key "${issue.keys.join('", "')}"`;
   }
-  if (issue.code === "invalid_type" && issue.input === undefined) message = "is required";
+  if (issue.code === "invalid_key") {
+    // A name zod refused as a record key ("Invalid key in record"): say what its own check said.
+    const reasons = issue.issues.map((inner) => inner.message);
+    message = reasons.join("; ") || "not a valid name";
+  } else if (issue.code === "invalid_type" && issue.input === undefined) message = "is required";
+  else if (issue.code !== "unrecognized_keys") {
+    const reason = reasonFor(issue, fieldAt(snoozeFile, path));
+    message = reason === issue.message ? reason : `${reason}, not ${showValue(issue.input)}`;
+  }
   return { key: path.map(String).join("."), message, ...locate(path) };
 }

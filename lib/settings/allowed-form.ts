@@ -1,0 +1,104 @@
+import { z } from "zod";
+
+/**
+ * The allowed form of a settings field in words ("1 or 2", "true or false", "an integer from 1 to
+ * 65535"), read from the one zod schema so a denial can say what would have been accepted when
+ * zod's own message does not ("Invalid input").
+ */
+export function allowedForm(schema: z.ZodType | undefined): string | undefined {
+  if (!schema) return undefined;
+  let json: Record<string, unknown>;
+  try {
+    json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  return describe(json);
+}
+
+/**
+ * What is wrong with a value, in words: zod's message, unless it is a generic one ("Invalid input",
+ * a wrong type, a number out of range) and the field's allowed form is known: then that form.
+ */
+export function reasonFor(issue: z.core.$ZodIssue, field: z.ZodType | undefined): string {
+  const outOfRange = (issue.code === "too_big" || issue.code === "too_small") && issue.origin === "number";
+  const generic = /^Invalid input/.test(issue.message) || issue.code === "invalid_type" || outOfRange;
+  const form = generic ? allowedForm(field) : undefined;
+  return form ? `expected ${form}` : issue.message;
+}
+
+/** A value as a person wrote it, cut short: `"soon"`, `3`, `(missing)`. */
+export function showValue(value: unknown): string {
+  if (value === undefined) return "(missing)";
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/** The field at `path` inside `schema` (through objects, records, lists and optional wrappers). */
+export function fieldAt(schema: z.ZodType, path: readonly PropertyKey[]): z.ZodType | undefined {
+  let at: z.ZodType | undefined = schema;
+  for (const key of path) {
+    const def = unwrapped(at)?._zod.def as unknown as Record<string, unknown> | undefined;
+    if (def?.type === "object") at = (def.shape as Record<PropertyKey, z.ZodType>)[key];
+    else if (def?.type === "record") at = def.valueType as z.ZodType;
+    else if (def?.type === "array") at = def.element as z.ZodType;
+    else return undefined;
+  }
+  return at;
+}
+
+/** The schema under optional, default, nullable, readonly and pipe wrappers. */
+function unwrapped(schema: z.ZodType | undefined): z.ZodType | undefined {
+  let at = schema;
+  for (let depth = 0; at && depth < 8; depth++) {
+    const def = at._zod.def as unknown as Record<string, unknown>;
+    const inner = (def.innerType ?? (def.type === "pipe" ? def.in : undefined)) as z.ZodType | undefined;
+    if (!inner) return at;
+    at = inner;
+  }
+  return at;
+}
+
+function describe(json: Record<string, unknown>): string | undefined {
+  const branches = (json.anyOf ?? json.oneOf) as Record<string, unknown>[] | undefined;
+  if (Array.isArray(branches)) {
+    const values = branches.flatMap((b) =>
+      Array.isArray(b.enum) ? b.enum : "const" in b ? [b.const] : [],
+    ) as unknown[];
+    if (values.length === branches.length) return oneOf(values);
+    const parts = branches.map(describe).filter((p): p is string => p !== undefined);
+    return parts.length ? parts.join(", or ") : undefined;
+  }
+  if (Array.isArray(json.enum)) return oneOf(json.enum);
+  if ("const" in json) return JSON.stringify(json.const);
+  switch (json.type) {
+    case "boolean":
+      return "true or false";
+    case "integer":
+    case "number": {
+      const noun = json.type === "integer" ? "an integer" : "a number";
+      const min = typeof json.minimum === "number" && json.minimum > -Number.MAX_SAFE_INTEGER;
+      const max = typeof json.maximum === "number" && json.maximum < Number.MAX_SAFE_INTEGER;
+      if (min && max) return `${noun} from ${json.minimum} to ${json.maximum}`;
+      if (min) return `${noun} of at least ${json.minimum}`;
+      if (max) return `${noun} of at most ${json.maximum}`;
+      return noun;
+    }
+    case "string":
+      return "a string";
+    case "array": {
+      const items = json.items as Record<string, unknown> | undefined;
+      return items?.type === "string" ? "a list of strings" : "a list";
+    }
+    case "object":
+      return "an object";
+    default:
+      return undefined;
+  }
+}
+
+function oneOf(values: unknown[]): string {
+  const shown = values.map((v) => JSON.stringify(v));
+  if (shown.length === 1) return shown[0]!;
+  return `${shown.slice(0, -1).join(", ")} or ${shown.at(-1)}`;
+}
