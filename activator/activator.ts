@@ -16,7 +16,7 @@ import { type HostRouter, type HostRouting, unknownHost } from "./host-routing.t
 import { type ActivatorMetrics, activatorMetrics } from "./metrics.ts";
 import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
 import { checkEnginePath, type PathCheck } from "./openai-path.ts";
-import { errorAnswer, forward, timerValue } from "./proxy.ts";
+import { EndedEarly, errorAnswer, forward, timerValue } from "./proxy.ts";
 import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
 import { type FormFields, resolveModel } from "./resolve-model.ts";
 
@@ -52,6 +52,13 @@ const holdCodes: Record<HoldFailure["reason"], string> = {
   shutdown: "shutting_down",
   abandoned: "abandoned",
 };
+
+/** A forward still running when its replica's drain time is over: the engine goes to sleep or stops. */
+const drainEnded = (model: string) =>
+  new EndedEarly(
+    "drained",
+    `The replica of model \`${model}\` answering this request is going to sleep or stopping (idle, a swap on its slot, a scale-in or \`snooze sleep\`), and the request ran past its drainTimeout`,
+  );
 
 /**
  * The data plane: resolves each OpenAI request to its model, proxies it to a
@@ -499,13 +506,18 @@ export class Activator {
             { model: route.config.id },
             (performance.now() - dispatched) / 1000,
           ),
-        onShutdown: (abort) => {
+        onEnd: (end) => {
+          const shutdown = () => end(new EndedEarly("shutdown", "Snooze shut down before the answer ended"));
           if (this.forced) {
-            queueMicrotask(abort);
+            queueMicrotask(shutdown);
             return () => {};
           }
-          this.stopping.add(abort);
-          return () => this.stopping.delete(abort);
+          this.stopping.add(shutdown);
+          const undrain = route.onDrainEnd(backend, () => end(drainEnded(route.config.id)));
+          return () => {
+            this.stopping.delete(shutdown);
+            undrain();
+          };
         },
       });
       if (outcome.kind === "answered") route.completed(performance.now() - dispatched);

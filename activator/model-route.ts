@@ -25,6 +25,10 @@ export interface Backend {
   suspect: boolean;
   /** A probe of it is under way. */
   probing?: boolean;
+  /** How to end each forward in flight to it, for when its drain time is over. */
+  drainEnds: Set<() => void>;
+  /** While it drains: fires at the drain's end (`ReplicaEvent.endsAt`). */
+  drainTimer?: NodeJS.Timeout;
 }
 
 /** Why a held request was not dispatched. */
@@ -219,6 +223,12 @@ export class ModelRoute {
     this.dispatchHeld();
   }
 
+  /** Registers how to end one forward to `backend` when its drain time is over; returns the unregister. */
+  onDrainEnd(backend: Backend, end: () => void): () => void {
+    backend.drainEnds.add(end);
+    return () => backend.drainEnds.delete(end);
+  }
+
   /**
    * A connection to `backend` failed before any byte: stop using it until it is known to be
    * reachable. The control plane re-checks the engine and replaces it if it is gone; one it finds
@@ -289,11 +299,13 @@ export class ModelRoute {
           }),
           connections,
           suspect: false,
+          drainEnds: new Set(),
         };
         this.backends.set(event.replica, backend);
       }
       backend.tier = event.tier;
       backend.suspect = false;
+      armDrainEnd(backend, event.tier === "draining" ? event.endsAt : undefined);
       if (event.tier !== "waking" && event.tier !== "ready") backend.spares.release();
     }
     if (event.error && event.tier !== "ready") {
@@ -405,7 +417,27 @@ export class ModelRoute {
   }
 }
 
+/**
+ * A draining replica's engine sleeps or stops once its drain time is over, and vLLM's `mode=wait`
+ * sleep would wait for whatever still runs, however long: the activator ends those forwards then
+ * (the engine sees its clients go and aborts them), each client told why.
+ */
+function armDrainEnd(backend: Backend, endsAt: number | undefined): void {
+  clearTimeout(backend.drainTimer);
+  backend.drainTimer = undefined;
+  if (endsAt === undefined) return;
+  backend.drainTimer = setTimeout(
+    () => {
+      backend.drainTimer = undefined;
+      for (const end of [...backend.drainEnds]) end();
+    },
+    Math.max(0, Math.min(endsAt - Date.now(), 2 ** 31 - 1)),
+  );
+  backend.drainTimer.unref();
+}
+
 function closeBackend(backend: Backend): void {
+  clearTimeout(backend.drainTimer);
   backend.spares.close();
   void backend.pool.close().catch(() => {});
 }

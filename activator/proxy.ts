@@ -24,6 +24,8 @@ export type UpstreamFailure =
   | "local-resources"
   /** Snooze shut down before the answer ended. */
   | "shutdown"
+  /** The replica's drain time was over before the answer ended: it goes to sleep or stops. */
+  | "drained"
   /** Anything else before an answer (a client library error, a malformed answer). */
   | "error";
 
@@ -51,8 +53,11 @@ export interface ForwardRequest {
   onResponse(): void;
   /** Sees the answer go by (tracing reads token usage from it); must not hold on to time. */
   tap?: { response(status: number, contentType: string): void; chunk(chunk: Buffer): void };
-  /** Registers how shutdown ends this forward early; returns the unregister function. */
-  onShutdown(abort: () => void): () => void;
+  /**
+   * Registers how Snooze ends this forward early (shutdown, or its replica's drain time is over);
+   * returns the unregister function.
+   */
+  onEnd(end: (why: EndedEarly) => void): () => void;
 }
 
 /** Errors of a connection that never carried an answer: the engine may be gone. */
@@ -71,9 +76,12 @@ const unreachableCodes = new Set([
 /** Errors of this process, not the engine's: the client may retry in a moment. */
 const localResourceCodes = new Set(["EMFILE", "ENFILE", "ENOBUFS", "ENOMEM", "EADDRNOTAVAIL"]);
 
-class ShutdownAbort extends Error {
-  constructor() {
-    super("Snooze shut down before the answer ended");
+/** Why Snooze itself ended a forward before its answer ended; the client is told this, not cut. */
+export class EndedEarly extends Error {
+  readonly reason: "shutdown" | "drained";
+  constructor(reason: "shutdown" | "drained", message: string) {
+    super(message);
+    this.reason = reason;
   }
 }
 
@@ -153,7 +161,7 @@ class Relay implements Dispatcher.DispatchHandler {
     this.request = request;
     this.done = done;
     res.once("close", this.onClose);
-    this.unregister = request.onShutdown(() => this.abort(new ShutdownAbort()));
+    this.unregister = request.onEnd((why) => this.abort(why));
   }
 
   private abort(reason: Error): void {
@@ -243,12 +251,12 @@ function failed(
   contentType: string,
   error: Error,
 ): ForwardOutcome {
-  const shutdown = abortReason instanceof ShutdownAbort;
-  if (abortReason && !shutdown) return { kind: "aborted" };
+  const ended = abortReason instanceof EndedEarly ? abortReason : undefined;
+  if (abortReason && !ended) return { kind: "aborted" };
   const code = (error as { code?: string }).code ?? "";
   const before = status === 0 && !res.headersSent;
   let reason: UpstreamFailure;
-  if (shutdown) reason = "shutdown";
+  if (ended) reason = ended.reason;
   else if (code === "UND_ERR_CONNECT_TIMEOUT") reason = "connect-timeout";
   else if (code === "UND_ERR_HEADERS_TIMEOUT") reason = "first-byte-timeout";
   else if (code === "UND_ERR_BODY_TIMEOUT") reason = "idle-timeout";
@@ -259,7 +267,7 @@ function failed(
   if (before && (reason === "unreachable" || reason === "connect-timeout")) {
     return { kind: "unreachable", error, reason };
   }
-  const answer = errorAnswer(reason, error, shutdown ? abortReason : error);
+  const answer = errorAnswer(reason, error, ended ?? error);
   if (before) {
     sendError(res, answer.status, answer.body, answer.headers);
     return { kind: "failed", status: answer.status, reason, error };
@@ -280,6 +288,12 @@ export function errorAnswer(
         status: 503,
         body: openAIError(`${cause.message}; retry.`, "service_unavailable_error", "shutting_down"),
         headers: { "retry-after": "5", connection: "close" },
+      };
+    case "drained":
+      return {
+        status: 503,
+        body: openAIError(`${cause.message}; retry.`, "service_unavailable_error", "drain_timeout"),
+        headers: { "retry-after": "5" },
       };
     case "connect-timeout":
       return {

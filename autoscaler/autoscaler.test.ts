@@ -214,7 +214,7 @@ describe("a new leader asks the engine where it is", () => {
     const replica = h.platform.replica("a-1")!;
     expect(h.platform.engineOf("a-1").level).toBe(1);
     // The predecessor wrote "waking" and died before it sent the wake.
-    await h.platform.recordTier("a", replica, "waking", h.clock.now());
+    await h.platform.recordTier("a", replica, { tier: "waking", since: h.clock.now() });
     for (const c of h.autoscaler.controllers) c.standDown();
     h.mark();
     for (const c of h.autoscaler.controllers) c.lead();

@@ -162,6 +162,17 @@ describe("the ladder on the clock", () => {
     expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
   });
 
+  test("the draining event says when the drain ends (drainTimeout after it began), for activators to end what still runs", async () => {
+    const { h, engine } = await readyModel(oneModel("    drainTimeout: 10s"));
+    engine.running = 1;
+    await h.advance(60_000);
+    const draining = h.eventsOf("m").find((e) => e.tier === "draining")!;
+    expect(draining.endsAt).toBe(draining.since + 10_000);
+    await h.advance(10_000);
+    expect(h.eventsOf("m").at(-1)).toMatchObject({ tier: "asleep-1" });
+    expect(h.eventsOf("m").at(-1)).not.toHaveProperty("endsAt");
+  });
+
   test("asleep-1 for deepSleepAfter: wake(1) then sleep(2), straight to asleep-2", async () => {
     const { h, engine } = await readyModel();
     await h.advance(60_000);

@@ -78,6 +78,8 @@ interface ReplicaRecord {
   activation?: Activation;
   /** The host-memory budget asked for a deeper sleep while an operation ran. */
   demote?: boolean;
+  /** While it drains: when the drain time is over (activators end what still runs then). */
+  drainEndsAt?: number;
 }
 
 /** One start or wake, traced from the decision to the first routable moment. */
@@ -1044,14 +1046,11 @@ export class ModelController {
     record.writes = record.writes
       .then(async () => {
         this.guard(leadership);
-        await this.deps.platform.recordTier(
-          this.key,
-          record.replica,
-          "starting",
-          record.since,
-          undefined,
+        await this.deps.platform.recordTier(this.key, record.replica, {
+          tier: "starting",
+          since: record.since,
           traceparent,
-        );
+        });
         this.counts.tierWrites++;
         record.recorded = "starting";
       })
@@ -1155,14 +1154,7 @@ export class ModelController {
     if ((from === "asleep-1") !== (tier === "asleep-1")) this.deps.levelOneChanged?.();
     const write = record.writes.then(async () => {
       this.guard(leadership);
-      await this.deps.platform.recordTier(
-        this.key,
-        record.replica,
-        tier,
-        now,
-        record.recorded,
-        event.traceparent,
-      );
+      await this.deps.platform.recordTier(this.key, record.replica, event, record.recorded);
       this.counts.tierWrites++;
       record.recorded = tier;
     });
@@ -1183,6 +1175,9 @@ export class ModelController {
       ...(estimateMs !== undefined ? { estimateMs } : {}),
       ...(error !== undefined ? { error } : {}),
       ...(activation ? { traceparent: traceparentOf(activation.span) } : {}),
+      ...(record.tier === "draining" && record.drainEndsAt !== undefined
+        ? { endsAt: record.drainEndsAt }
+        : {}),
     };
   }
 
@@ -1336,13 +1331,16 @@ export class ModelController {
   private async drainThen(record: ReplicaRecord, next: 1 | 2 | "stop"): Promise<void> {
     const leadership = this.leadership;
     const parent = this.parent ?? context.active();
-    await this.setTier(record, "draining");
     // A slot member's drain is bounded by the slot's drainTimeout too: a swap waits no longer.
     const drainTimeout = this.deps.slot
       ? Math.min(this.config.drainTimeout, this.deps.slot.config.drainTimeout)
       : this.config.drainTimeout;
     const started = this.deps.clock.now();
     const deadline = started + drainTimeout;
+    // Activators end the requests still running at the deadline: the sleep (mode=wait) then only
+    // waits for the engine to see them go, not for a stream that would run for minutes.
+    record.drainEndsAt = deadline;
+    await this.setTier(record, "draining");
     const drainSpan = tracer.startSpan("snooze.drain", { attributes: { "snooze.model": this.id } }, parent);
     const engine = this.deps.platform.engine(record.replica);
     let idle = false;

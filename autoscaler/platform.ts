@@ -1,5 +1,8 @@
-import type { Tier } from "../lib/replica-event.ts";
+import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
 import type { EngineLoad, SleepMode } from "./engine-client.ts";
+
+/** What a platform records of a replica's tier: the tier and what activators elsewhere need with it. */
+export type RecordedTier = Pick<ReplicaEvent, "tier" | "since" | "traceparent" | "endsAt">;
 
 /**
  * One engine the platform runs: a child process (local) or a pod (Kubernetes). The controller keeps
@@ -79,17 +82,11 @@ export interface Platform {
   scale(model: string, expected: number, to: number, remove: readonly Replica[]): Promise<void>;
   /**
    * Records a replica's tier where every activator and a successor see it; `believed` is the tier
-   * expected there now; `traceparent`, for starting and waking, is the activation's, so activators in
-   * other processes link the requests they hold to it.
+   * expected there now. With it go, for starting and waking, the activation's `traceparent` (so
+   * activators in other processes link the requests they hold to it) and, for draining, when the
+   * drain time is over (`endsAt`).
    */
-  recordTier(
-    model: string,
-    replica: Replica,
-    tier: Tier,
-    since: number,
-    believed?: Tier,
-    traceparent?: string,
-  ): Promise<void>;
+  recordTier(model: string, replica: Replica, recorded: RecordedTier, believed?: Tier): Promise<void>;
   engine(replica: Replica): Engine;
   /** Tells of any change to a model's replicas; a departure says a replica left on its own. */
   onChange(listener: (model: string, departure?: Departure) => void): void;

@@ -37,6 +37,11 @@ export interface ReplicaEvent {
   error?: string;
   /** For starting and waking: W3C traceparent of the activation span, so held requests can link to it. */
   traceparent?: string;
+  /**
+   * For draining: epoch ms when its drain time (drainTimeout) is over. Requests still in flight to it
+   * are ended then, each client told why, so its engine can sleep or stop.
+   */
+  endsAt?: number;
 }
 
 /** Tiers from most to least awake (cold last): a model's tier is its most awake replica's. */

@@ -5,6 +5,7 @@ import {
   activationTraceAnnotation,
   awakeCondition,
   deletionCostAnnotation,
+  drainEndsAnnotation,
   type Pod,
   podAddress,
   podLive,
@@ -18,7 +19,7 @@ import {
 import { selectorMatcher } from "../../lib/kube/selector.ts";
 import type { Tier } from "../../lib/replica-event.ts";
 import { EngineClient } from "../engine-client.ts";
-import type { Departure, Platform, Replica, ReplicaSetView } from "../platform.ts";
+import type { Departure, Platform, RecordedTier, Replica, ReplicaSetView } from "../platform.ts";
 
 /** A workload Snooze scales: where its scale subresource is. */
 export interface WorkloadRef {
@@ -142,10 +143,8 @@ export class KubePlatform implements Platform {
   async recordTier(
     key: string,
     replica: Replica,
-    tier: Tier,
-    since: number,
+    { tier, since, traceparent, endsAt }: RecordedTier,
     believed?: Tier,
-    traceparent?: string,
   ): Promise<void> {
     const path = paths.pod(this.namespaceOf(key), replica.id);
     let current = this.pod(key, replica.id) ?? (await this.options.client.get<Pod>(path));
@@ -160,6 +159,8 @@ export class KubePlatform implements Platform {
               [tierSinceAnnotation]: new Date(since).toISOString(),
               // Only while an activation runs; null removes it (merge patch).
               [activationTraceAnnotation]: traceparent ?? null,
+              // Only while it drains: when requests still in flight to it are ended.
+              [drainEndsAnnotation]: endsAt === undefined ? null : new Date(endsAt).toISOString(),
               [deletionCostAnnotation]: String(deletionCost[tier]),
             },
           },

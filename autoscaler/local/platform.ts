@@ -3,10 +3,9 @@ import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
 import { freePort, portInUse } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
-import type { Tier } from "../../lib/replica-event.ts";
 import type { ModelConfig } from "../../lib/settings/index.ts";
 import { EngineClient } from "../engine-client.ts";
-import type { Departure, Platform, Replica, ReplicaSetView } from "../platform.ts";
+import type { Departure, Platform, RecordedTier, Replica, ReplicaSetView } from "../platform.ts";
 import {
   EngineRecords,
   engineTokenVariable,
@@ -158,7 +157,7 @@ export class LocalPlatform implements Platform {
     await Promise.all(victims.map((engine) => this.stop(engine)));
   }
 
-  async recordTier(_model: string, _replica: Replica, _tier: Tier, _since: number): Promise<void> {
+  async recordTier(_model: string, _replica: Replica, _recorded: RecordedTier): Promise<void> {
     // In one process the controller's own record is the only one there is.
   }
 

@@ -40,7 +40,7 @@ let heldNow: (model: string) => number = () => 0;
 const platform: Platform = {
   replicaSet: (model) => local.replicaSet(model),
   scale: (model, expected, to, remove) => local.scale(model, expected, to, remove),
-  recordTier: (model, replica, tier, since) => local.recordTier(model, replica, tier, since),
+  recordTier: (model, replica, recorded) => local.recordTier(model, replica, recorded),
   onChange: (listener) => local.onChange(listener),
   close: () => local.close(),
   engine(replica: Replica) {

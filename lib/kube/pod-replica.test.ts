@@ -34,6 +34,17 @@ describe("a pod as a replica, as the activator sees it", () => {
     );
   });
 
+  test("a draining pod carries when its drain ends, so every activator ends what still runs then; other tiers none", () => {
+    const endsAt = "2026-01-01T00:02:00.000Z";
+    const annotated = (tier: string) =>
+      pod({ "snooze.dev/tier": tier, "snooze.dev/drain-ends-at": endsAt }, false);
+    expect(replicaEventForPod("qwen", annotated("draining"), 8000).endsAt).toBe(Date.parse(endsAt));
+    expect(replicaEventForPod("qwen", annotated("asleep-1"), 8000)).not.toHaveProperty("endsAt");
+    expect(
+      replicaEventForPod("qwen", pod({ "snooze.dev/tier": "draining" }, false), 8000),
+    ).not.toHaveProperty("endsAt");
+  });
+
   test("routable only when the autoscaler recorded ready and the pod is Ready", () => {
     const since = "2026-01-01T00:01:00.000Z";
     expect(

@@ -30,6 +30,11 @@ export const tierSinceAnnotation = "snooze.dev/tier-since";
  * links the requests it holds to the activation, as local mode's in-process events do.
  */
 export const activationTraceAnnotation = "snooze.dev/activation-traceparent";
+/**
+ * While a pod drains: when its drain time is over (ISO time). Every activator ends the requests
+ * still in flight to it then, as local mode's in-process events tell them.
+ */
+export const drainEndsAnnotation = "snooze.dev/drain-ends-at";
 /** The ReplicaSet controller removes pods with the lowest cost first when it scales down. */
 export const deletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost";
 
@@ -90,6 +95,8 @@ export function replicaEventForPod(model: string, pod: Pod, port: number): Repli
   // Recorded ready but the kubelet says not Ready: not routable; "waking" keeps held requests waiting.
   if (tier === "ready" && !podReady(pod)) tier = "waking";
   const traceparent = isWarming(tier) ? pod.metadata.annotations?.[activationTraceAnnotation] : undefined;
+  const endsAt =
+    tier === "draining" ? Date.parse(pod.metadata.annotations?.[drainEndsAnnotation] ?? "") : Number.NaN;
   return {
     model,
     replica,
@@ -97,5 +104,6 @@ export function replicaEventForPod(model: string, pod: Pod, port: number): Repli
     tier,
     since: Number.isFinite(since) ? since : Date.now(),
     ...(traceparent ? { traceparent } : {}),
+    ...(Number.isFinite(endsAt) ? { endsAt } : {}),
   };
 }

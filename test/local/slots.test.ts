@@ -107,3 +107,27 @@ describe("a slot whose incumbent cannot sleep", () => {
     expect((await ask("a")).status).toBe(200); // and a can come back (a cold start)
   });
 });
+
+describe("a slot whose incumbent streams past drainTimeout", () => {
+  test("the stream is ended at the drain's end with an SSE error event saying why; the incumbent sleeps (not stopped) and the target is answered", async () => {
+    // a's tokens come every 100 ms: a 1,000-token stream would run for 100 s.
+    const { overlaps } = await startSlot("maxWait: 0s\n    drainTimeout: 1s", ["--itl", "2s"]);
+    const stream = await ask("a", { stream: true, max_tokens: 1_000 });
+    expect(stream.status).toBe(200);
+    const reader = stream.body!.getReader();
+    await reader.read(); // the stream runs
+    const other = await ask("b");
+    expect(other.status, await other.clone().text()).toBe(200);
+    let rest = "";
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read())
+      rest += new TextDecoder().decode(chunk.value);
+    // The error event, then the end of the stream as an SSE client expects it.
+    const events = rest.split("\n\n").filter((e) => e.startsWith("data: "));
+    expect(events.slice(-2)[0]).toMatch(/^data: \{"error":\{.*"code":"drain_timeout"/);
+    expect(events.at(-1)).toBe("data: [DONE]");
+    // Its engine saw the client go and slept: asleep, not stopped for a sleep that never came.
+    expect(tierOf("a")).toBe("asleep-1");
+    expect(overlaps).toEqual([]);
+    expect((await ask("a")).status).toBe(200);
+  });
+});

@@ -1,5 +1,12 @@
 import type { EngineLoad, SleepMode } from "../../autoscaler/engine-client.ts";
-import type { Departure, Engine, Platform, Replica, ReplicaSetView } from "../../autoscaler/platform.ts";
+import type {
+  Departure,
+  Engine,
+  Platform,
+  RecordedTier,
+  Replica,
+  ReplicaSetView,
+} from "../../autoscaler/platform.ts";
 import type { Clock } from "../../lib/clock.ts";
 import type { Tier } from "../../lib/replica-event.ts";
 
@@ -268,8 +275,7 @@ export class FakePlatform implements Platform {
   async recordTier(
     model: string,
     replica: Replica,
-    tier: Tier,
-    since: number,
+    { tier, since }: RecordedTier,
     believed?: Tier,
   ): Promise<void> {
     this.tierRecords.push({ model, replica: replica.id, tier, since, believed });
