@@ -151,7 +151,7 @@ describe("the ladder on the clock", () => {
     expect(engine.calls).toEqual(["sleep(1,wait)"]);
   });
 
-  test("a drain past drainTimeout sleeps anyway (mode wait lets the engine finish)", async () => {
+  test("a drain past drainTimeout sleeps anyway, with mode=wait (the activators end what still runs then)", async () => {
     const { h, engine } = await readyModel(oneModel("    drainTimeout: 10s"));
     engine.running = 1;
     await h.advance(60_000);

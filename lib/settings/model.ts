@@ -98,7 +98,7 @@ export const tierSettings = z.strictObject({
     .meta({ description: "How long a wake, with its warm-up, may take before it is declared failed." }),
   drainTimeout: finiteDuration("a request that never ends would keep the replica awake").optional().meta({
     description:
-      "How long in-flight requests may run after a replica stops taking new ones, before it sleeps anyway.",
+      "How long in-flight requests may run after a replica stops taking new ones; those still running then are ended (503 or an SSE error event `drain_timeout`) and it sleeps or stops.",
   }),
   hostMemory: byteSize.optional().meta({
     description:

@@ -15,7 +15,7 @@ export const slotSettings = z.strictObject({
     .meta({ description: "Minimum time between two swaps on the slot." }),
   drainTimeout: finiteDuration("a request that never ends would block every swap").optional().meta({
     description:
-      "How long a swap waits for the incumbent's in-flight requests (or the model's own drainTimeout, if shorter) before it puts the incumbent to sleep; vLLM's sleep with mode=wait still lets the engine finish what runs.",
+      "How long a swap waits for the incumbent's in-flight requests (or the model's own drainTimeout, if shorter); those still running then are ended (`drain_timeout`) and the incumbent sleeps.",
   }),
   maxWait: duration
     .optional()

@@ -119,7 +119,7 @@ Hold = time in the activator until dispatch, or until the 503 (a refusal counts 
 used, not as zero); percentiles by nearest rank over all ${results[0]!.requests} slot requests. Median swap = from the
 decision to the target being ready (drain, sleep, wake, warm-up). GPU min = time the slot members held
 a GPU (starting, waking, ready or draining) until the last request ended: one GPU for the slot, one
-each in the dedicated row. "cut" = dispatched, then lost because its engine was stopped under it.
+each in the dedicated row. "cut" = dispatched, then ended unanswered: still running when its replica's drain time was over, or its engine stopped under it.
 
 ${resultsTable([...results, reference])}
 

@@ -84,24 +84,23 @@ describe("the slot simulation", () => {
     expect(result.violations).toEqual([]);
   });
 
-  test("a drain waits for in-flight work, bounded by drainTimeout; mode=wait finishes the rest", () => {
+  test("a drain waits for in-flight work, bounded by drainTimeout; what still runs then is cut", () => {
     // a runs a 100 s request; b comes at 10 s; fifo swaps at once.
     const requests = [request(0, "a", 0, 100), request(1, "b", 10_000)];
     const result = simulateSlot(requests, config(), arbiterPolicy("fifo"));
     const swap = result.transitions[1]!;
     expect(swap.drainedAt).toBe(70_000); // drainTimeout
-    expect(swap.asleepAt).toBe(102_250 + 500); // the sleep waited for the request, then took 0.5 s
-    expect(result.outcomes[0]).toMatchObject({ result: "served", ended: 102_250 });
-    expect(result.outcomes[1]).toMatchObject({ result: "served", holdMs: 102_750 + 2_250 - 10_000 });
+    expect(swap.asleepAt).toBe(70_000 + 500); // the request was cut, then the sleep took 0.5 s
+    expect(result.outcomes[0]).toMatchObject({ result: "cut", ended: 70_000 });
+    expect(result.outcomes[1]).toMatchObject({ result: "served", holdMs: 70_500 + 2_250 - 10_000 });
   });
 
-  test("an engine that outlasts the sleep call's timeout is stopped and its requests are cut", () => {
-    const requests = [request(0, "a", 0, 200), request(1, "b", 10_000)];
+  test("a request that ends within drainTimeout is served, and the sleep follows its end", () => {
+    const requests = [request(0, "a", 0, 30), request(1, "b", 10_000)];
     const result = simulateSlot(requests, config(), arbiterPolicy("fifo"));
-    expect(result.outcomes[0]).toMatchObject({ result: "cut" });
-    // b then waited for the stop and for its own wake.
-    expect(result.outcomes[1]).toMatchObject({ result: "served" });
-    expect(result.transitions[1]).toMatchObject({ asleepAt: 10_000 + 60_000 + 90_000 + 1_000 });
+    expect(result.outcomes[0]).toMatchObject({ result: "served" });
+    const ended = result.outcomes[0]!.ended!;
+    expect(result.transitions[1]).toMatchObject({ drainedAt: ended, asleepAt: ended + 500 });
   });
 
   test("per-replica concurrency: the ninth of nine simultaneous requests waits for the first to end", () => {

@@ -13,7 +13,8 @@ import type { TraceRequest } from "./trace.ts";
  * one engine per model with simulated timings, the tier ladder (the real
  * `decideTier`) and a slot executor that carries out a policy's decisions the
  * way `autoscaler/slot.ts` does: one grant or swap at a time; a swap drains
- * the incumbent (bounded by drainTimeout), sleeps it with mode=wait, then
+ * the incumbent (bounded by drainTimeout: what still runs then is cut, as the
+ * activators end it), sleeps it, then
  * wakes the target and warms it up; held requests are released when it is
  * ready. Models outside the slot (the background model) run on their own GPU
  * under the ladder alone.
@@ -142,8 +143,6 @@ interface Replica {
 
 const maxEvents = 5_000_000;
 const maxSettleRounds = 1_000;
-/** The sleep call's own timeout, past the drain (ModelController: drainTimeout + 30 s). */
-const sleepCallGrace = 30_000;
 
 export function simulateSlot(
   requests: readonly TraceRequest[],
@@ -359,7 +358,7 @@ class Simulation {
     });
   }
 
-  /** Stop routing, let in-flight requests finish (bounded), then sleep with mode=wait, or stop. */
+  /** Stop routing, let in-flight requests finish (bounded: the rest is cut), then sleep or stop. */
   private drainThen(
     replica: Replica,
     next: 1 | 2 | "stop",
@@ -372,18 +371,13 @@ class Simulation {
       if (replica.tier !== "draining") return done(); // demand came back and took it
       drained?.();
       if (next === "stop") return this.stop(replica, done);
-      // mode=wait: the engine finishes what still runs, then sleeps; the call gives up after its timeout.
+      // The activators end what still runs at the drain's end; the engine then sleeps.
+      this.cut(replica);
       replica.sleeping = true;
-      this.whenIdle(replica, this.now + drainTimeout + sleepCallGrace, () => {
-        if (replica.inFlight.size > 0) {
-          replica.sleeping = false;
-          return this.stop(replica, done); // a failed sleep stops the engine
-        }
-        this.later(this.operationMs(replica, next === 1 ? "sleep-1" : "sleep-2"), () => {
-          replica.sleeping = false;
-          this.setTier(replica, next === 1 ? "asleep-1" : "asleep-2");
-          done();
-        });
+      this.later(this.operationMs(replica, next === 1 ? "sleep-1" : "sleep-2"), () => {
+        replica.sleeping = false;
+        this.setTier(replica, next === 1 ? "asleep-1" : "asleep-2");
+        done();
       });
     });
   }
@@ -395,13 +389,18 @@ class Simulation {
     });
   }
 
+  /** Ends every request in flight to `replica` unanswered. */
+  private cut(replica: Replica): void {
+    for (const { request, dispatched, finish } of replica.inFlight.values()) {
+      finish.cancel();
+      this.end(request, { dispatched, holdMs: dispatched - request.at, result: "cut" });
+    }
+    replica.inFlight.clear();
+  }
+
   private stop(replica: Replica, done: () => void): void {
     this.later(this.operationMs(replica, "stop"), () => {
-      for (const { request, dispatched, finish } of replica.inFlight.values()) {
-        finish.cancel();
-        this.end(request, { dispatched, holdMs: dispatched - request.at, result: "cut" });
-      }
-      replica.inFlight.clear();
+      this.cut(replica);
       this.setTier(replica, "cold");
       done();
     });
