@@ -2,6 +2,8 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, expect, test } from "vitest";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
+import { group, version } from "../../lib/kube/api-group.ts";
+import { paths } from "../../lib/kube/client.ts";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
 import type { Tier } from "../../lib/replica-event.ts";
 import { cloudEventSink } from "../support/cloudevent-sink.ts";
@@ -201,5 +203,41 @@ describe("a slot with two Models on Kubernetes", () => {
     );
     expect(stdout).toMatch(/Swapped\s+3\s+(Took|Gave) slot/);
     expect(stdout).toMatch(/Woke\s+\S+\s+Replica \S+ woke in /);
+  });
+
+  test("a stream on the incumbent that outlasts the Slot's drainTimeout is ended then (drain_timeout); the incumbent sleeps and the other Model is answered", async () => {
+    // Swap at once (no maxWait), and a drain of 2 s: the activator learns its end from the pod.
+    await suite.admin.client.patch(`${paths.custom(group, version, "slots", suite.ns.name)}/${slot}`, {
+      spec: { maxWait: "0s", drainTimeout: "2s" },
+    });
+    expect((await complete(suite.activator.url, "qwen")).status).toBe(200);
+    // 4,000 tokens (the sim's context is 4,096) at 2 ms each: an 8 s stream.
+    const stream = await fetch(`${suite.activator.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "qwen",
+        prompt: "hello",
+        max_tokens: 4_000,
+        ignore_eos: true,
+        stream: true,
+      }),
+      signal: AbortSignal.timeout(60_000),
+    });
+    if (stream.status !== 200) expect.fail(`qwen's stream: ${stream.status} ${await stream.text()}`);
+    const reader = stream.body!.getReader();
+    await reader.read();
+    const started = performance.now();
+    const other = await complete(suite.activator.url, "llama");
+    expect(other.status, `${other.text}\n${logs()}`).toBe(200);
+    let rest = "";
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read())
+      rest += new TextDecoder().decode(chunk.value);
+    const events = rest.split("\n\n").filter((e) => e.startsWith("data: "));
+    expect(events.slice(-2)[0], rest.slice(-500)).toMatch(/^data: \{"error":\{.*"code":"drain_timeout"/);
+    expect(events.at(-1)).toBe("data: [DONE]");
+    console.log(`e2e: llama answered ${Math.round(performance.now() - started)} ms into qwen's 8 s stream`);
+    const [qwen] = await suite.admin.pods(suite.ns.name, "qwen");
+    expect(tierOf(qwen!)).toBe("asleep-1");
   });
 });

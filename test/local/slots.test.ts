@@ -112,7 +112,7 @@ describe("a slot whose incumbent streams past drainTimeout", () => {
   test("the stream is ended at the drain's end with an SSE error event saying why; the incumbent sleeps (not stopped) and the target is answered", async () => {
     // a's tokens come every 100 ms: a 1,000-token stream would run for 100 s.
     const { overlaps } = await startSlot("maxWait: 0s\n    drainTimeout: 1s", ["--itl", "2s"]);
-    const stream = await ask("a", { stream: true, max_tokens: 1_000 });
+    const stream = await ask("a", { stream: true, max_tokens: 1_000, ignore_eos: true });
     expect(stream.status).toBe(200);
     const reader = stream.body!.getReader();
     await reader.read(); // the stream runs
