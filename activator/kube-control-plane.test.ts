@@ -1,23 +1,42 @@
-import { createServer, type Server } from "node:http";
+import { once } from "node:events";
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { Registry } from "prom-client";
 import { afterEach, expect, test } from "vitest";
+import type { KubeAutoscaler } from "../autoscaler/kube/autoscaler.ts";
+import { createControlServer } from "../autoscaler/kube/control-server.ts";
 import type { KubeClient } from "../lib/kube/client.ts";
 import { silentLogger } from "../lib/log.ts";
 import { AdminActionUnfinished } from "./admin.ts";
 import { KubeControlPlane } from "./kube-control-plane.ts";
 
 let server: Server | undefined;
-afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
+afterEach(() => {
+  server?.close();
+  server = undefined;
+});
 
-/** An autoscaler Service that answers every admin call with `status` and `body`, and records the calls. */
-async function autoscaler(status: number, body: unknown) {
-  const calls: { url?: string; authorization?: string }[] = [];
-  server = createServer((req, res) => {
-    calls.push({ url: req.url, authorization: req.headers.authorization });
-    res.writeHead(status, { "content-type": "application/json" });
-    res.end(JSON.stringify(body));
+/**
+ * The activator's control plane against the autoscaler's real control server, whose admin action
+ * (the Model's leader carrying it out) answers `outcome`; the calls it got are recorded.
+ */
+async function againstAutoscaler(outcome: { status: number; message: string; tier?: string }) {
+  const calls: unknown[][] = [];
+  const autoscaler = {
+    modelDemand: { handle: () => false },
+    admin: async (...args: unknown[]) => {
+      calls.push(args);
+      return outcome;
+    },
+  } as unknown as KubeAutoscaler;
+  server = createControlServer(autoscaler, new Registry(), {
+    authenticate: async (token) =>
+      token === "sa-token"
+        ? { ok: true, username: "system:serviceaccount:snooze-system:snooze-activator" }
+        : { ok: false, status: 401, message: "not a ServiceAccount of Snooze" },
   });
-  await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
   const plane = new KubeControlPlane({
     client: { bearerToken: async () => "sa-token" } as unknown as KubeClient,
     autoscalerUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
@@ -29,29 +48,28 @@ async function autoscaler(status: number, body: unknown) {
   return { plane, calls };
 }
 
-test("a sleep or stop the autoscaler could not finish (504) is AdminActionUnfinished naming the tier, as in local mode", async () => {
-  const { plane, calls } = await autoscaler(504, { status: 504, message: "stop: not done", tier: "ready" });
+test("a sleep or stop the Model's leader could not finish (504) is AdminActionUnfinished naming the tier, as in local mode", async () => {
+  const { plane, calls } = await againstAutoscaler({ status: 504, message: "stop: not done", tier: "ready" });
   const failed = await plane.admin("qwen", "stop").catch((error: unknown) => error);
   expect(failed).toBeInstanceOf(AdminActionUnfinished);
   expect((failed as Error).message).toMatch(/^The stop of qwen did not finish: the model is ready\./);
-  expect(calls).toEqual([{ url: "/snooze/v1/models/qwen/stop", authorization: "Bearer sa-token" }]);
+  expect(calls).toEqual([["qwen", "stop", false, undefined]]);
 });
 
-test("done is done; any other failure carries the autoscaler's message", async () => {
-  expect(
-    await (await autoscaler(200, { status: 200, message: "sleep: done", tier: "asleep-1" })).plane.admin(
-      "qwen",
-      "sleep",
-    ),
-  ).toBeUndefined();
+test("done is done; another failure carries the autoscaler's message; a wake is never 'unfinished'", async () => {
+  const done = await againstAutoscaler({ status: 200, message: "sleep: done", tier: "asleep-1" });
+  await expect(done.plane.admin("qwen", "sleep")).resolves.toBeUndefined();
   server!.close();
-  const { plane } = await autoscaler(503, {
+  const leaderless = await againstAutoscaler({
     status: 503,
     message: "no autoscaler leads qwen right now; retry",
   });
-  await expect(plane.admin("qwen", "sleep")).rejects.toThrow("no autoscaler leads qwen right now; retry");
-  // A wake has no "unfinished": a 504 there is a failure with its message.
+  await expect(leaderless.plane.admin("qwen", "sleep")).rejects.toThrow(
+    "no autoscaler leads qwen right now; retry",
+  );
   server!.close();
-  const waking = await autoscaler(504, { status: 504, message: "wake: timed out" });
-  await expect(waking.plane.admin("qwen", "wake")).rejects.not.toBeInstanceOf(AdminActionUnfinished);
+  const wake = await againstAutoscaler({ status: 504, message: "wake: timed out" });
+  const failed = await wake.plane.admin("qwen", "wake").catch((error: unknown) => error);
+  expect(failed).not.toBeInstanceOf(AdminActionUnfinished);
+  expect((failed as Error).message).toBe("wake: timed out");
 });
