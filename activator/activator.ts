@@ -343,6 +343,7 @@ export class Activator {
       if (this.heldBytes + bytes > this.maxHeldBytes) return false;
       this.heldBytes += bytes;
       reserved += bytes;
+      this.metrics.heldBytes.set(this.heldBytes);
       return true;
     };
     const unreserve = () => {
@@ -354,7 +355,6 @@ export class Activator {
       let body: Buffer;
       try {
         body = await readBody(req, this.config.maxBodySize, reserve);
-        this.metrics.heldBytes.set(this.heldBytes);
       } catch (error) {
         if (error instanceof BodyTooLarge) {
           sendError(res, 413, openAIError(error.message, "invalid_request_error", "request_too_large"), {

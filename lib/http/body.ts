@@ -13,9 +13,10 @@ export class OverBudget extends Error {}
 
 /**
  * Reads the whole request body once, refusing early when it exceeds `limit`. `reserve(n)` is asked
- * for every `n` bytes before they are kept; when it answers false, reading stops with OverBudget
- * (what was reserved until then is the caller's to give back). A declared Content-Length is read
- * into one buffer of that size, so a large body is not held twice while its chunks are joined.
+ * for every `n` bytes as they arrive, before they are kept; when it answers false, reading stops
+ * with OverBudget (what was reserved until then is the caller's to give back). Bytes are reserved
+ * as received, never as declared: a client that declares a large Content-Length and sends nothing
+ * holds nothing of a budget shared with others.
  *
  * Plain 'data'/'end' listeners, removed when done, rather than `for await`: Node's async iterator
  * leaves its end-of-stream listeners (five closures and their contexts) on the request after the
@@ -31,11 +32,7 @@ export function readBody(
   const header = req.headers["content-length"];
   const declared = header === undefined ? Number.NaN : Number(header);
   if (declared > limit) return Promise.reject(new BodyTooLarge(limit));
-  const sized = Number.isInteger(declared) && declared > 0 && !req.headers["transfer-encoding"];
-  if (sized && reserve && !reserve(declared)) return Promise.reject(new OverBudget());
   return new Promise<Buffer>((resolve, reject) => {
-    // Node's parser delivers exactly Content-Length bytes (or the request is aborted).
-    const body = sized ? Buffer.allocUnsafe(declared) : undefined;
     const chunks: Buffer[] = [];
     let size = 0;
     const settle = (error: Error | undefined) => {
@@ -44,16 +41,9 @@ export function readBody(
       req.off("error", onError);
       req.off("close", onClose);
       if (error) return reject(error);
-      if (body) resolve(size === declared ? body : body.subarray(0, size));
-      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     };
     const onData = (chunk: Buffer) => {
-      if (body) {
-        if (size + chunk.length > declared) return settle(new BodyTooLarge(limit));
-        chunk.copy(body, size);
-        size += chunk.length;
-        return;
-      }
       size += chunk.length;
       if (size > limit) return settle(new BodyTooLarge(limit));
       if (reserve && !reserve(chunk.length)) return settle(new OverBudget());

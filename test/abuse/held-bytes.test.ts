@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { afterEach, describe, expect, test } from "vitest";
 import { metricValue } from "../helpers/local-snooze.ts";
 import { finalBody, finalStatus, httpEngine, rawRequest, startActivator } from "./harness.ts";
@@ -80,5 +81,37 @@ describe("maxHeldBytes", () => {
     expect(await Promise.all(held)).toEqual(["aborted", "aborted"]);
     while (route.held > 0) await new Promise((resolve) => setTimeout(resolve, 10));
     expect(metricValue(await snooze.registry.metrics(), "snooze_held_body_bytes")).toBe(0);
+  });
+
+  test("bytes a client only declared hold nothing: stalled uploads with a large Content-Length do not lock others out", async () => {
+    const snooze = await startActivator({ holdBudget: 20_000 }, { maxHeldBytes: 10_000 });
+    cleanups.push(() => snooze.close());
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      req.on("end", () => res.end("{}"));
+    });
+    cleanups.push(() => engine.server.close());
+    snooze.plane.readyAt("m", engine.address);
+    // Four clients declare 9 kB each (36 kB of a 10 kB budget), send one byte, and stall.
+    const stalled = Array.from({ length: 4 }, () => connect(snooze.port, "127.0.0.1"));
+    cleanups.push(() => {
+      for (const socket of stalled) socket.destroy();
+    });
+    for (const socket of stalled) {
+      socket.on("error", () => {});
+      socket.write(
+        "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 9000\r\n\r\n{",
+      );
+    }
+    const heldBytes = async () => metricValue(await snooze.registry.metrics(), "snooze_held_body_bytes");
+    while ((await heldBytes()) < 4) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await heldBytes()).toBe(4);
+    const answer = await fetch(`${snooze.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: bodyOf(9_000),
+      signal: AbortSignal.timeout(10_000),
+    });
+    expect(answer.status).toBe(200);
   });
 });
