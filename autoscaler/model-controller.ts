@@ -638,14 +638,18 @@ export class ModelController {
   /**
    * Drains and sleeps every awake replica (stops them without sleep mode) until the next request.
    * Requests held when it is asked are served first (an activation under way finishes for them).
-   * Resolves true once nothing is awake, false if that did not come within `timeoutMs` (requests
-   * held since keep the model awake).
+   * Resolves true once nothing is awake; false as soon as a request held since (or a wake) takes
+   * the model back, or if it did not come within `timeoutMs`.
    */
   sleepNow(level: 1 | 2 = this.config.sleepLevel, timeoutMs = this.parkTimeoutMs()): Promise<boolean> {
     this.wakeWanted = false;
     this.parked = this.config.sleep ? level : "stop";
     this.changed();
-    return this.settle(() => this.quiet(), timeoutMs);
+    return this.settle(
+      () => this.quiet(),
+      timeoutMs,
+      () => this.parked === undefined,
+    );
   }
 
   /** Stops every replica until the next request, as `sleepNow` puts them to sleep. */
@@ -653,7 +657,11 @@ export class ModelController {
     this.wakeWanted = false;
     this.parked = "stop";
     this.changed();
-    return this.settle(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
+    return this.settle(
+      () => this.records.size === 0 && this.pendingReplicas() === 0,
+      timeoutMs,
+      () => this.parked === undefined,
+    );
   }
 
   /**
@@ -679,13 +687,16 @@ export class ModelController {
     );
   }
 
-  /** Resolves true once `done`, false when `timeoutMs` passed first, or the model closed or lost its lead. */
-  private settle(done: () => boolean, timeoutMs: number): Promise<boolean> {
+  /**
+   * Resolves true once `done`; false when `timeoutMs` passed first, the model closed or lost its
+   * lead, or `overtaken` says it will not be done (a request took back what was asked).
+   */
+  private settle(done: () => boolean, timeoutMs: number, overtaken?: () => boolean): Promise<boolean> {
     return new Promise<boolean>((resolve) => {
       let timer: { cancel(): void } | undefined;
       const check = () => {
         const finished = done();
-        if (!finished && !this.closed && this.leading) return;
+        if (!finished && !this.closed && this.leading && !overtaken?.()) return;
         timer?.cancel();
         this.settleWaiters.delete(check);
         resolve(finished);

@@ -1,4 +1,5 @@
 import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
+import { adminTimeoutMs } from "../lib/control-protocol.ts";
 import { adminHeaders, adminTokenFlags, adminTokenFrom } from "./admin-token.ts";
 
 /** Where the client commands find Snooze when neither `--url` nor `$SNOOZE_URL` says. */
@@ -31,14 +32,17 @@ export class ClientError extends Error {}
 
 /** What the admin API says when it refuses: its OpenAI-shaped message, else the raw body. */
 async function refusal(response: Response): Promise<string> {
-  const text = await response.text().catch(() => "");
+  return refusalText(await response.text().catch(() => ""), response.statusText);
+}
+
+function refusalText(text: string, statusText: string): string {
   try {
     const message = (JSON.parse(text) as { error?: { message?: string } }).error?.message;
     if (message) return message;
   } catch {
     // not JSON
   }
-  return text.trim() || response.statusText;
+  return text.trim() || statusText;
 }
 
 /** A request's own time limit (`AbortSignal.timeout`) ran out: something took the connection and said nothing. */
@@ -74,6 +78,40 @@ export class AdminClient {
     if (!response.ok)
       throw new ClientError(`${target} answered ${response.status}: ${await refusal(response)}`);
     return response;
+  }
+
+  /**
+   * A wake, sleep or stop: a POST answered once the action is done, which may take as long as the
+   * server's own bound for it (`adminTimeoutMs`, 10 minutes) where fetch gives up on an answer's
+   * headers after 300 s. Sent with undici's request API and no headers timeout; resolves with the
+   * JSON answer, rejects with a ClientError saying what went wrong in words.
+   */
+  async action<T>(path: string, signal?: AbortSignal): Promise<T> {
+    const target = new URL(`${this.url}${path}`);
+    const { Agent } = await import("../lib/undici.ts");
+    const agent = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
+    const deadline = AbortSignal.timeout(adminTimeoutMs + 30_000);
+    try {
+      const { statusCode, body } = await agent.request({
+        origin: target.origin,
+        path: `${target.pathname}${target.search}`,
+        method: "POST",
+        headers: this.headers,
+        signal: signal ? AbortSignal.any([signal, deadline]) : deadline,
+      });
+      const text = await body.text();
+      if (statusCode < 200 || statusCode >= 300)
+        throw new ClientError(`${target} answered ${statusCode}: ${refusalText(text, String(statusCode))}`);
+      return JSON.parse(text) as T;
+    } catch (error) {
+      if (error instanceof ClientError || signal?.aborted) throw error;
+      if (deadline.aborted) throw noAnswer(String(target));
+      throw new ClientError(
+        `cannot reach ${this.url}: ${(error as Error).message} (is Snooze running? pass --url or set SNOOZE_URL)`,
+      );
+    } finally {
+      void agent.close().catch(() => {});
+    }
   }
 
   async json<T>(path: string, init: RequestInit = {}): Promise<T> {

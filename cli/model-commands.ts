@@ -49,7 +49,7 @@ export const wakeCommand: Command = {
       const model = await findModel(client, name);
       const id = model.id;
       if (values["no-wait"]) {
-        const answer = await client.json<{ tier: string }>(actionPath(id, "wake"), { method: "POST" });
+        const answer = await client.action<{ tier: string }>(actionPath(id, "wake"));
         console.log(`${id}: wake requested (now ${answer.tier})`);
         return 0;
       }
@@ -121,10 +121,7 @@ async function follow(client: AdminClient, id: string, from: string, timeoutMs: 
       throw new ClientError("the event stream closed before it began");
     }
     if (from !== "ready") line(`${id}: ${from} → ready`);
-    const answer = await client.json<{ tier: string }>(actionPath(id, "wake"), {
-      method: "POST",
-      signal: abort.signal,
-    });
+    const answer = await client.action<{ tier: string }>(actionPath(id, "wake"), abort.signal);
     if (answer.tier === "ready" && outcome === undefined) {
       abort.abort();
       console.log(`${id}: ready`);
@@ -168,7 +165,7 @@ function parkCommand(verb: "sleep" | "stop"): Command {
         if (process.stdout.isTTY)
           process.stdout.write(`${verb === "sleep" ? "sleeping" : "stopping"} ${id}…\n`);
         // The activator answers once the drain and the sleep (or stop) are done.
-        const answer = await client.json<{ tier: string }>(actionPath(id, verb), { method: "POST" });
+        const answer = await client.action<{ tier: string }>(actionPath(id, verb));
         console.log(`${id}: ${answer.tier} after ${formatDuration(performance.now() - started)}`);
         return 0;
       }),

@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { afterEach, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { chat, simCommand, startWith, until } from "../helpers/local-snooze.ts";
@@ -41,5 +42,60 @@ models:
     expect(asked.status).toBe(200);
     expect(await asked.json()).toMatchObject({ model: "m", action: verb, tier: after });
     expect(await tierOf(url)).toBe(after);
+  });
+}
+
+/** `snooze sleep m`, as a person runs it: its exit code and what it printed. */
+function cliSleep(url: string) {
+  const child = spawn(process.execPath, ["bin/snooze.js", "sleep", "m", "--url", url], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (chunk) => (output += chunk));
+  child.stderr.on("data", (chunk) => (output += chunk));
+  const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+  return new Promise<{ code: number | null; output: string }>((resolve) =>
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    }),
+  );
+}
+
+for (const how of ["the admin API", "snooze sleep"] as const) {
+  test(`a sleep overtaken by a request that arrives after it was asked ends at once, through ${how}: 504 action_unfinished, exit 1`, async () => {
+    snooze = await startWith(`
+models:
+  m:
+    command: ${simCommand(["--enable-sleep-mode", "--itl", "100ms"], 1)}
+    drainTimeout: 30s
+`);
+    const url = snooze.url;
+    expect((await fetch(`${url}/v1/chat/completions`, chat("m", { max_tokens: 1 }))).status).toBe(200);
+    // A stream keeps the drain waiting (its drainTimeout is 30 s): the sleep is under way, not done.
+    const stream = await fetch(`${url}/v1/chat/completions`, {
+      ...chat("m", { stream: true, max_tokens: 40, ignore_eos: true }),
+      signal: AbortSignal.timeout(20_000),
+    });
+    const asked =
+      how === "snooze sleep"
+        ? cliSleep(url)
+        : fetch(`${url}/snooze/v1/models/m/sleep`, { method: "POST", signal: AbortSignal.timeout(20_000) });
+    await until(async () => (await tierOf(url)) === "draining", 10_000, "the drain");
+    const next = await fetch(`${url}/v1/chat/completions`, chat("m", { max_tokens: 1 }));
+    expect(next.status).toBe(200);
+    // Before, the call waited out start/wake timeout + drainTimeout + 1 min: past the 20 s above.
+    const answer = await asked;
+    if (answer instanceof Response) {
+      expect(answer.status).toBe(504);
+      expect(((await answer.json()) as any).error).toMatchObject({ code: "action_unfinished" });
+    } else {
+      expect(answer.code, answer.output).toBe(1);
+      expect(answer.output).toMatch(
+        /answered 504: The sleep of m did not finish: the model is (ready|draining)\./,
+      );
+    }
+    expect(await stream.text()).toContain("[DONE]");
+    expect(await tierOf(url)).toBe("ready");
   });
 }
