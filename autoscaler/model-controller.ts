@@ -1342,10 +1342,12 @@ export class ModelController {
   private async drainThen(record: ReplicaRecord, next: 1 | 2 | "stop"): Promise<void> {
     const leadership = this.leadership;
     const parent = this.parent ?? context.active();
-    // A slot member's drain is bounded by the slot's drainTimeout too: a swap waits no longer.
-    const drainTimeout = this.deps.slot
-      ? Math.min(this.config.drainTimeout, this.deps.slot.config.drainTimeout)
-      : this.config.drainTimeout;
+    // A slot member yielding in a swap (capped to 0) drains within the slot's drainTimeout too: a
+    // swap waits no longer. Any other drain (idle, a person's sleep or stop) keeps the model's own.
+    const drainTimeout =
+      this.deps.slot && this.cap === 0
+        ? Math.min(this.config.drainTimeout, this.deps.slot.config.drainTimeout)
+        : this.config.drainTimeout;
     const started = this.deps.clock.now();
     const deadline = started + drainTimeout;
     // Activators end the requests still running at the deadline: the sleep (mode=wait) then only

@@ -252,6 +252,21 @@ describe("a slot with two members", () => {
     expect(violations).toEqual([]);
   });
 
+  test("a member's own drain (a person's sleep) keeps the model's drainTimeout: the slot's bounds only a swap", async () => {
+    const { h, advance } = await aResident(
+      slotYaml({ minResidency: "0s", drainTimeout: "3s" }, "    drainTimeout: 10s"),
+    );
+    h.platform.engineOf("a-1").running = 1;
+    void h.autoscaler.controller("a")!.sleepNow();
+    await advance(3_000 + 100);
+    expect(h.platform.calls).not.toContain("a-1 sleep(1,wait)");
+    await advance(7_000);
+    expect(h.platform.calls).toContain("a-1 sleep(1,wait)");
+    expect(h.eventsOf("a").find((e) => e.tier === "draining")).toMatchObject({
+      endsAt: expect.any(Number),
+    });
+  });
+
   test("a member's deeper sleep on a slot goes to zero instead of waking on a shared accelerator", async () => {
     const { h, advance } = await aResident();
     await advance(10 * 60_000);
