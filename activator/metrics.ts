@@ -36,7 +36,7 @@ export function activatorMetrics(registry: Registry) {
     }),
     upstreamErrors: new Counter({
       name: "snooze_upstream_errors_total",
-      help: "Forwards to an engine that failed, by reason (connect-timeout, unreachable, first-byte-timeout, idle-timeout, broken, local-resources, shutdown, error); an unreachable engine retried once counts twice.",
+      help: "Forwards to an engine that failed, by reason (connect-timeout, unreachable, first-byte-timeout, idle-timeout, broken, local-resources, shutdown, drained, error); an unreachable engine retried once counts twice.",
       labelNames: ["model", "reason"],
       registers: [registry],
     }),

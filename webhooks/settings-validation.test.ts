@@ -65,8 +65,7 @@ describe("validateSlot", () => {
     { spec: { policy: "fifo", device: "0" }, message: undefined },
     {
       spec: { policy: "lifo" },
-      message:
-        'Slot "gpu-0" is not valid: spec.policy: "lifo": Invalid option: expected one of "sticky"|"fifo"|"priority"',
+      message: 'Slot "gpu-0" is not valid: spec.policy: "lifo": expected "sticky", "fifo" or "priority"',
     },
     {
       spec: { minResidency: "soon" },

@@ -21,8 +21,16 @@ export function allowedForm(schema: z.ZodType | undefined): string | undefined {
  * a wrong type, a number out of range) and the field's allowed form is known: then that form.
  */
 export function reasonFor(issue: z.core.$ZodIssue, field: z.ZodType | undefined): string {
+  if (issue.code === "too_small" && issue.origin === "array") {
+    const least = Number(issue.minimum);
+    return `needs at least ${least} ${least === 1 ? "entry" : "entries"}`;
+  }
   const outOfRange = (issue.code === "too_big" || issue.code === "too_small") && issue.origin === "number";
-  const generic = /^Invalid input/.test(issue.message) || issue.code === "invalid_type" || outOfRange;
+  const generic =
+    /^Invalid (input|option)/.test(issue.message) ||
+    issue.code === "invalid_type" ||
+    issue.code === "invalid_value" ||
+    outOfRange;
   const form = generic ? allowedForm(field) : undefined;
   return form ? `expected ${form}` : issue.message;
 }

@@ -13,10 +13,14 @@ export class ConfigError extends Error {
   readonly problems: ConfigProblem[];
 
   constructor(file: string, problems: ConfigProblem[]) {
-    super(problems.map((p) => formatProblem(file, p)).join("\n"));
+    // In the order of the file, as a person reads it (zod reports them in the schema's order).
+    const inFileOrder = [...problems].sort(
+      (a, b) => (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0),
+    );
+    super(inFileOrder.map((p) => formatProblem(file, p)).join("\n"));
     this.name = "ConfigError";
     this.file = file;
-    this.problems = problems;
+    this.problems = inFileOrder;
   }
 }
 

@@ -84,6 +84,19 @@ describe("parseConfig", () => {
       "models.qwen.port": "expected an integer from 1 to 65535, not 99999",
       "defaults.sleepLevel": "expected 1 or 2, not 0",
     });
+    // In the file's order, whatever order zod found them in.
+    expect(problems.map((p) => p.line)).toEqual([...problems.map((p) => p.line)].sort((a, b) => a! - b!));
+  });
+
+  test("an empty command, an unknown policy and a YAML syntax error say what is allowed, in words", () => {
+    expect(problemsOf("models:\n  a:\n    command: []\n")[0]!.message).toBe("needs at least 1 entry, not []");
+    expect(
+      problemsOf("slots:\n  s:\n    policy: lifo\nmodels:\n  a:\n    command: [x, '${PORT}']\n")[0]!.message,
+    ).toBe('expected "sticky", "fifo" or "priority", not "lifo"');
+    expect(problemsOf("models:\n  a:\n\tcommand: [x]\n")[0]).toMatchObject({
+      line: 3,
+      message: "invalid YAML: Tabs are not allowed as indentation",
+    });
   });
 
   test("a YAML number where a setting is text is taken as written: 0 is a duration, 1048576 a size, 30 neither", () => {

@@ -45,7 +45,9 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
         const at = error.linePos?.[0];
         return {
           key: "",
-          message: `invalid YAML: ${error.message.split("\n")[0]}`,
+          // The place is already in file:line:col; the parser's own "at line L, column C:" (with its
+          // snippet on the next lines) would only repeat it.
+          message: `invalid YAML: ${error.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "")}`,
           line: at?.line ?? start.line,
           column: at?.col ?? start.column,
         };
