@@ -74,6 +74,19 @@ test("a warm-up must come back as a completion", async () => {
   await expect(client.warmup("broken", 5_000)).rejects.toThrow(/did not return a completion/);
 });
 
+test("a warm-up whose connection drops before any answer is sent once more; a second drop fails it", async () => {
+  let drops = 1;
+  const { client, calls } = await engine((req, res) => {
+    if (drops-- > 0) return req.socket.destroy();
+    json(res, 200, { choices: [{ text: "!" }] });
+  });
+  await client.warmup("m", 5_000);
+  expect(calls).toHaveLength(2);
+  drops = 2;
+  await expect(client.warmup("m", 5_000)).rejects.toThrow(/^POST \/v1\/completions: /);
+  expect(calls).toHaveLength(4);
+});
+
 test("an engine that is not there says why (not fetch's 'fetch failed'); one that never answers times out", async () => {
   const gone = new EngineClient(`127.0.0.1:${await freePort()}`);
   await expect(gone.healthy(1_000)).resolves.toBe(false);

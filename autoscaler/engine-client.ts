@@ -109,10 +109,14 @@ export class EngineClient {
    * answering garbage, and such an engine must not get the held requests.
    */
   async warmup(model: string, timeoutMs: number): Promise<void> {
-    const body = (await this.call("POST", "/v1/completions", timeoutMs, {
-      model,
-      prompt: "warm-up",
-      max_tokens: 1,
+    const within = deadline(timeoutMs);
+    const ask = () =>
+      this.call("POST", "/v1/completions", within, { model, prompt: "warm-up", max_tokens: 1 });
+    // A connection dropped before any answer (the engine closed a kept-alive one, a reset) is sent
+    // once more, as the activator does for a request: it says nothing about the engine's health.
+    const body = (await ask().catch((error: unknown) => {
+      if (error instanceof EngineError && error.status === undefined && !error.timedOut) return ask();
+      throw error;
     })) as { choices?: { text?: unknown }[] } | undefined;
     const choice = Array.isArray(body?.choices) ? body.choices[0] : undefined;
     if (typeof choice?.text !== "string")
