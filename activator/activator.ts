@@ -57,7 +57,7 @@ const holdCodes: Record<HoldFailure["reason"], string> = {
 const drainEnded = (model: string) =>
   new EndedEarly(
     "drained",
-    `The replica of model \`${model}\` answering this request is going to sleep or stopping (idle, a swap on its slot, a scale-in or \`snooze sleep\`), and the request ran past its drainTimeout`,
+    `The replica of model \`${model}\` answering this request is going to sleep or stopping (idle, a swap on its slot, a scale-in, changed engine settings, or \`snooze sleep\`/\`stop\`), and the request ran past its drainTimeout`,
   );
 
 /**

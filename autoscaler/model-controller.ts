@@ -817,7 +817,7 @@ export class ModelController {
 
   /**
    * Replicas the platform marked outdated (their engine settings changed) leave, whatever the load:
-   * an awake one drains first (no request comes back to it; in-flight ones finish within
+   * an awake one drains first (no request comes back to it; in-flight ones finish, or are ended at
    * drainTimeout) and is stopped; a sleeping or still starting one is stopped at once. Requests
    * meanwhile are held, and the start they ask for runs the new settings. Each leaver is busy before
    * the decision below, so nothing else acts on it.
