@@ -3,13 +3,15 @@ import type { Tier } from "../lib/replica-event.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
 
 /**
- * A person's sleep or stop that did not happen in its time: requests held since keep the model
- * awake (each ends the sleep or stop, as a request always does), or its control plane went away.
+ * A person's sleep or stop that did not happen: a request or a wake after it was asked took the
+ * model back (each ends the sleep or stop, as a request always does), or it did not come in its time.
  */
 export class AdminActionUnfinished extends Error {
-  constructor(verb: "sleep" | "stop", model: string, tier: string) {
+  constructor(verb: "sleep" | "stop", model: string, tier: string, takenBack = false) {
     super(
-      `The ${verb} of ${model} did not finish: the model is ${tier}. Requests held since it was asked keep it awake; ask again once they are answered.`,
+      takenBack
+        ? `The ${verb} of ${model} was taken back: a request (or a wake) came for it after it was asked, so the model stays awake; ask again once it is idle.`
+        : `The ${verb} of ${model} did not finish in its time: the model is ${tier}.`,
     );
   }
 }

@@ -5,6 +5,7 @@ import { Registry } from "prom-client";
 import { afterEach, expect, test } from "vitest";
 import type { KubeAutoscaler } from "../autoscaler/kube/autoscaler.ts";
 import { createControlServer } from "../autoscaler/kube/control-server.ts";
+import type { AdminOutcome } from "../lib/control-protocol.ts";
 import type { KubeClient } from "../lib/kube/client.ts";
 import { silentLogger } from "../lib/log.ts";
 import { AdminActionUnfinished } from "./admin.ts";
@@ -20,7 +21,7 @@ afterEach(() => {
  * The activator's control plane against the autoscaler's real control server, whose admin action
  * (the Model's leader carrying it out) answers `outcome`; the calls it got are recorded.
  */
-async function againstAutoscaler(outcome: { status: number; message: string; tier?: string }) {
+async function againstAutoscaler(outcome: AdminOutcome) {
   const calls: unknown[][] = [];
   const autoscaler = {
     modelDemand: { handle: () => false },
@@ -49,11 +50,27 @@ async function againstAutoscaler(outcome: { status: number; message: string; tie
 }
 
 test("a sleep or stop the Model's leader could not finish (504) is AdminActionUnfinished naming the tier, as in local mode", async () => {
-  const { plane, calls } = await againstAutoscaler({ status: 504, message: "stop: not done", tier: "ready" });
+  const { plane, calls } = await againstAutoscaler({
+    status: 504,
+    message: "stop: timed-out",
+    tier: "ready",
+  });
   const failed = await plane.admin("qwen", "stop").catch((error: unknown) => error);
   expect(failed).toBeInstanceOf(AdminActionUnfinished);
-  expect((failed as Error).message).toMatch(/^The stop of qwen did not finish: the model is ready\./);
+  expect((failed as Error).message).toBe("The stop of qwen did not finish in its time: the model is ready.");
   expect(calls).toEqual([["qwen", "stop", false, undefined]]);
+});
+
+test("a sleep a request took back on the leader says so, not a tier caught mid-drain", async () => {
+  const { plane } = await againstAutoscaler({
+    status: 504,
+    message: "sleep: taken-back",
+    tier: "draining",
+    takenBack: true,
+  });
+  await expect(plane.admin("qwen", "sleep")).rejects.toThrow(
+    "The sleep of qwen was taken back: a request (or a wake) came for it after it was asked, so the model stays awake; ask again once it is idle.",
+  );
 });
 
 test("done is done; another failure carries the autoscaler's message; a wake is never 'unfinished'", async () => {

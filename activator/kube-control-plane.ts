@@ -190,7 +190,7 @@ export class KubeControlPlane implements ControlPlane {
     });
     const outcome = (await response.json().catch(() => ({}))) as Partial<AdminOutcome>;
     if (response.status === 504 && (verb === "sleep" || verb === "stop"))
-      throw new AdminActionUnfinished(verb, model, outcome.tier ?? "awake");
+      throw new AdminActionUnfinished(verb, model, outcome.tier ?? "awake", outcome.takenBack === true);
     if (!response.ok) throw new Error(outcome.message ?? `the autoscaler answered ${response.status}`);
   }
 

@@ -611,7 +611,7 @@ describe("sleep and stop asked during an activation", () => {
       h.demand("m");
       await h.settle();
       const controller = h.controller("m");
-      let done: boolean | undefined;
+      let done: string | undefined;
       void (verb === "stop" ? controller.stopNow() : controller.sleepNow()).then((outcome) => {
         done = outcome;
       });
@@ -627,7 +627,7 @@ describe("sleep and stop asked during an activation", () => {
       expect(done).toBeUndefined();
       h.stats("m", 0, 0);
       await h.settle();
-      expect(done).toBe(true);
+      expect(done).toBe("done");
       expect(controller.tier).toBe(verb === "stop" ? "cold" : "asleep-1");
       // A request after the ask wakes it as ever.
       h.demand("m");
@@ -638,18 +638,32 @@ describe("sleep and stop asked during an activation", () => {
     });
   }
 
-  test("a stop that new requests keep from happening answers that it did not, at its timeout", async () => {
+  test("a stop a new request takes back answers so at once, not at its timeout", async () => {
     const { h } = await readyModel();
     const controller = h.controller("m");
-    let done: boolean | undefined;
+    let done: string | undefined;
     void controller.stopNow(5_000).then((outcome) => {
       done = outcome;
     });
     h.stats("m", 0, 1);
     h.demand("m");
-    await h.advance(5_000);
-    expect(done).toBe(false);
+    await h.settle();
+    expect(done).toBe("taken-back");
     expect(controller.tier).toBe("ready");
+  });
+
+  test("a stop that does not come in its time answers so at its timeout", async () => {
+    const { h, engine } = await readyModel(oneModel("    drainTimeout: 10s"));
+    engine.running = 1;
+    const controller = h.controller("m");
+    let done: string | undefined;
+    void controller.stopNow(5_000).then((outcome) => {
+      done = outcome;
+    });
+    await h.advance(5_000 - 1);
+    expect(done).toBeUndefined();
+    await h.advance(1);
+    expect(done).toBe("timed-out");
   });
 });
 

@@ -57,6 +57,9 @@ export interface ModelControllerDeps {
   learning?: LearningMetrics;
 }
 
+/** How a person's sleep or stop ended: done, taken back by a request or a wake, or not in its time. */
+export type ParkOutcome = "done" | "taken-back" | "timed-out";
+
 /** One replica as the controller knows it. */
 interface ReplicaRecord {
   replica: Replica;
@@ -638,30 +641,28 @@ export class ModelController {
   /**
    * Drains and sleeps every awake replica (stops them without sleep mode) until the next request.
    * Requests held when it is asked are served first (an activation under way finishes for them).
-   * Resolves true once nothing is awake; false as soon as a request held since (or a wake) takes
-   * the model back, or if it did not come within `timeoutMs`.
+   * Resolves `done` once nothing is awake; `taken-back` as soon as a request held since (or a
+   * wake) takes the model back; `timed-out` if it did not come within `timeoutMs`.
    */
-  sleepNow(level: 1 | 2 = this.config.sleepLevel, timeoutMs = this.parkTimeoutMs()): Promise<boolean> {
+  sleepNow(level: 1 | 2 = this.config.sleepLevel, timeoutMs = this.parkTimeoutMs()): Promise<ParkOutcome> {
     this.wakeWanted = false;
     this.parked = this.config.sleep ? level : "stop";
     this.changed();
-    return this.settle(
-      () => this.quiet(),
-      timeoutMs,
-      () => this.parked === undefined,
-    );
+    return this.park(() => this.quiet(), timeoutMs);
   }
 
   /** Stops every replica until the next request, as `sleepNow` puts them to sleep. */
-  stopNow(timeoutMs = this.parkTimeoutMs()): Promise<boolean> {
+  stopNow(timeoutMs = this.parkTimeoutMs()): Promise<ParkOutcome> {
     this.wakeWanted = false;
     this.parked = "stop";
     this.changed();
-    return this.settle(
-      () => this.records.size === 0 && this.pendingReplicas() === 0,
-      timeoutMs,
-      () => this.parked === undefined,
-    );
+    return this.park(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
+  }
+
+  private async park(done: () => boolean, timeoutMs: number): Promise<ParkOutcome> {
+    const takenBack = () => this.parked === undefined;
+    if (await this.settle(done, timeoutMs, takenBack)) return "done";
+    return takenBack() ? "taken-back" : "timed-out";
   }
 
   /**

@@ -54,8 +54,9 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
   /** A person's sleep or stop: resolves once done, else says the model is still awake. */
   const park = async (verb: "sleep" | "stop", model: string) => {
     const found = controller(model);
-    if (!(await (verb === "sleep" ? found.sleepNow() : found.stopNow())))
-      throw new AdminActionUnfinished(verb, model, found.tier);
+    const outcome = await (verb === "sleep" ? found.sleepNow() : found.stopNow());
+    if (outcome !== "done")
+      throw new AdminActionUnfinished(verb, model, found.tier, outcome === "taken-back");
   };
   return {
     wake: (model) => controller(model).wakeNow(),

@@ -101,6 +101,8 @@ export interface AdminOutcome {
   tier?: string;
   /** A prewarm: how long the model is kept awake (within its prewarmBudget). */
   keptMs?: number;
+  /** A sleep or stop not done (504): a request or a wake after it was asked took the model back. */
+  takenBack?: boolean;
 }
 /** Every slot's status, from every autoscaler replica that leads one. */
 export const slotsPath = "/snooze/v1/slots";

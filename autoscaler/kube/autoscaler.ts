@@ -565,8 +565,16 @@ export class KubeAutoscaler {
         };
       }
       if (verb === "wake") await controller.wakeNow();
-      else if (!(await (verb === "sleep" ? controller.sleepNow() : controller.stopNow())))
-        return { status: 504, message: `${verb}: not done`, tier: controller.tier };
+      else {
+        const outcome = await (verb === "sleep" ? controller.sleepNow() : controller.stopNow());
+        if (outcome !== "done")
+          return {
+            status: 504,
+            message: `${verb}: ${outcome}`,
+            tier: controller.tier,
+            takenBack: outcome === "taken-back",
+          };
+      }
       return { status: 200, message: `${verb}: done`, tier: controller.tier };
     }
     const address = this.leaderAddress(controller);
