@@ -38,7 +38,11 @@ export function reasonFor(issue: z.core.$ZodIssue, field: z.ZodType | undefined)
 /** A value as a person wrote it, cut short: `"soon"`, `3`, `(missing)`. */
 export function showValue(value: unknown): string {
   if (value === undefined) return "(missing)";
-  const text = JSON.stringify(value) ?? String(value);
+  // JSON has no Infinity or NaN (it writes null): `priority: .inf` shows as written.
+  const text =
+    typeof value === "number" && !Number.isFinite(value)
+      ? String(value)
+      : (JSON.stringify(value) ?? String(value));
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 

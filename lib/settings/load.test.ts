@@ -77,7 +77,7 @@ describe("parseConfig", () => {
       ].join("\n"),
     );
     expect(Object.fromEntries(problems.map((p) => [p.key, p.message]))).toEqual({
-      "models.my model": "a model id may not contain whitespace",
+      'models."my model"': "a model id may not contain whitespace",
       "models.qwen.command": 'expected a list of strings, not "snooze sim"',
       "models.qwen.sleepLevel": "expected 1 or 2, not 3",
       "models.qwen.warmup": 'expected true or false, not "maybe"',
@@ -86,6 +86,19 @@ describe("parseConfig", () => {
     });
     // In the file's order, whatever order zod found them in.
     expect(problems.map((p) => p.line)).toEqual([...problems.map((p) => p.line)].sort((a, b) => a! - b!));
+  });
+
+  test("every reason names the value as written; an empty name says so", () => {
+    const problems = problemsOf(
+      'maxHeldBytes: -5\nmodels:\n  "":\n    command: [x, "${PORT}"]\n  b:\n    command: [x, "${PORT}"]\n    sleepAfter: soon\n    priority: .inf\n',
+    );
+    expect(Object.fromEntries(problems.map((p) => [p.key, p.message]))).toEqual({
+      maxHeldBytes: 'expected a size like "16Gi", "512Mi" or "2G", not "-5"',
+      'models.""': "a name may not be empty",
+      "models.b.sleepAfter":
+        'expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never", not "soon"',
+      "models.b.priority": "expected an integer from -1000 to 1000, not Infinity",
+    });
   });
 
   test("an empty command, an unknown policy and a YAML syntax error say what is allowed, in words", () => {

@@ -181,11 +181,16 @@ function toProblem(
   if (issue.code === "invalid_key") {
     // A name zod refused as a record key ("Invalid key in record"): say what its own check said.
     const reasons = issue.issues.map((inner) => inner.message);
-    message = reasons.join("; ") || "not a valid name";
+    message = issue.input === "" ? "a name may not be empty" : reasons.join("; ") || "not a valid name";
   } else if (issue.code === "invalid_type" && issue.input === undefined) message = "is required";
   else if (issue.code !== "unrecognized_keys") {
+    // Every reason names the value found, as written.
     const reason = reasonFor(issue, fieldAt(snoozeFile, path));
-    message = reason === issue.message ? reason : `${reason}, not ${showValue(issue.input)}`;
+    message = issue.input === undefined ? reason : `${reason}, not ${showValue(issue.input)}`;
   }
-  return { key: path.map(String).join("."), message, ...locate(path) };
+  return { key: keyPath(path), message, ...locate(path) };
 }
+
+/** A dotted key path; a name that is empty or holds a space or a dot is quoted (`models."my model"`). */
+const keyPath = (path: readonly PropertyKey[]) =>
+  path.map((key) => (/^[^\s."]+$/.test(String(key)) ? String(key) : JSON.stringify(String(key)))).join(".");
