@@ -164,10 +164,22 @@ function parkCommand(verb: "sleep" | "stop"): Command {
         const started = performance.now();
         if (process.stdout.isTTY)
           process.stdout.write(`${verb === "sleep" ? "sleeping" : "stopping"} ${id}…\n`);
-        // The activator answers once the drain and the sleep (or stop) are done.
-        const answer = await client.action<{ tier: string }>(actionPath(id, verb));
-        console.log(`${id}: ${answer.tier} after ${formatDuration(performance.now() - started)}`);
-        return 0;
+        // Ctrl-C ends the wait, not the action: Snooze goes on with it, and the person is told so.
+        const interrupted = () => {
+          process.stderr.write(
+            `\nsnooze ${verb}: no longer waiting; the ${verb} of ${id} goes on in Snooze (\`snooze status\` shows it)\n`,
+          );
+          process.exit(130);
+        };
+        process.once("SIGINT", interrupted);
+        try {
+          // The activator answers once the drain and the sleep (or stop) are done.
+          const answer = await client.action<{ tier: string }>(actionPath(id, verb));
+          console.log(`${id}: ${answer.tier} after ${formatDuration(performance.now() - started)}`);
+          return 0;
+        } finally {
+          process.off("SIGINT", interrupted);
+        }
       }),
   };
 }

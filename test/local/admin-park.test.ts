@@ -46,13 +46,14 @@ models:
 }
 
 /** `snooze sleep m`, as a person runs it: its exit code and what it printed. */
-function cliSleep(url: string) {
+function cliSleep(url: string, started?: (child: ReturnType<typeof spawn>) => void) {
   const child = spawn(process.execPath, ["bin/snooze.js", "sleep", "m", "--url", url], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
   child.stdout.on("data", (chunk) => (output += chunk));
   child.stderr.on("data", (chunk) => (output += chunk));
+  started?.(child);
   const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
   return new Promise<{ code: number | null; output: string }>((resolve) =>
     child.once("close", (code) => {
@@ -99,3 +100,26 @@ models:
     expect(await tierOf(url)).toBe("ready");
   });
 }
+
+test("Ctrl-C during `snooze sleep` ends the wait, not the sleep: it says the sleep goes on, exit 130, and the model sleeps", async () => {
+  snooze = await startWith(`
+models:
+  m:
+    command: ${simCommand(["--enable-sleep-mode", "--itl", "100ms"], 1)}
+    drainTimeout: 1s
+`);
+  const url = snooze.url;
+  const stream = await fetch(`${url}/v1/chat/completions`, {
+    ...chat("m", { stream: true, max_tokens: 40, ignore_eos: true }),
+    signal: AbortSignal.timeout(20_000),
+  });
+  let child: ReturnType<typeof spawn> | undefined;
+  const asked = cliSleep(url, (started) => (child = started));
+  await until(async () => (await tierOf(url)) === "draining", 10_000, "the drain");
+  child!.kill("SIGINT");
+  const { code, output } = await asked;
+  expect(code).toBe(130);
+  expect(output).toContain("snooze sleep: no longer waiting; the sleep of m goes on in Snooze");
+  expect(await stream.text()).toContain('"code":"drain_timeout"');
+  await until(async () => (await tierOf(url)) === "asleep-1", 10_000, "the sleep");
+});
