@@ -63,21 +63,25 @@ function cliSleep(url: string, started?: (child: ReturnType<typeof spawn>) => vo
   );
 }
 
-for (const how of ["the admin API", "snooze sleep"] as const) {
-  test(`a sleep overtaken by a request that arrives after it was asked ends at once, through ${how}: 504 action_unfinished, exit 1`, async () => {
-    snooze = await startWith(`
+/** `m` with a 4 s stream (40 tokens, 100 ms apart) running on it, and the given drainTimeout. */
+async function streaming(drainTimeout: string) {
+  snooze = await startWith(`
 models:
   m:
     command: ${simCommand(["--enable-sleep-mode", "--itl", "100ms"], 1)}
-    drainTimeout: 30s
+    drainTimeout: ${drainTimeout}
 `);
-    const url = snooze.url;
-    expect((await fetch(`${url}/v1/chat/completions`, chat("m", { max_tokens: 1 }))).status).toBe(200);
+  const stream = await fetch(`${snooze.url}/v1/chat/completions`, {
+    ...chat("m", { stream: true, max_tokens: 40, ignore_eos: true }),
+    signal: AbortSignal.timeout(20_000),
+  });
+  return { url: snooze.url, stream };
+}
+
+for (const how of ["the admin API", "snooze sleep"] as const) {
+  test(`a sleep overtaken by a request that arrives after it was asked ends at once, through ${how}: 504 action_unfinished, exit 1`, async () => {
     // A stream keeps the drain waiting (its drainTimeout is 30 s): the sleep is under way, not done.
-    const stream = await fetch(`${url}/v1/chat/completions`, {
-      ...chat("m", { stream: true, max_tokens: 40, ignore_eos: true }),
-      signal: AbortSignal.timeout(20_000),
-    });
+    const { url, stream } = await streaming("30s");
     const asked =
       how === "snooze sleep"
         ? cliSleep(url)
@@ -102,17 +106,7 @@ models:
 }
 
 test("Ctrl-C during `snooze sleep` ends the wait, not the sleep: it says the sleep goes on, exit 130, and the model sleeps", async () => {
-  snooze = await startWith(`
-models:
-  m:
-    command: ${simCommand(["--enable-sleep-mode", "--itl", "100ms"], 1)}
-    drainTimeout: 1s
-`);
-  const url = snooze.url;
-  const stream = await fetch(`${url}/v1/chat/completions`, {
-    ...chat("m", { stream: true, max_tokens: 40, ignore_eos: true }),
-    signal: AbortSignal.timeout(20_000),
-  });
+  const { url, stream } = await streaming("1s");
   let child: ReturnType<typeof spawn> | undefined;
   const asked = cliSleep(url, (started) => (child = started));
   await until(async () => (await tierOf(url)) === "draining", 10_000, "the drain");
