@@ -104,7 +104,7 @@ in virtual time (a discrete-event simulation of one slot: \`hack/bench/slots/\`;
 of wall time). sticky and fifo are the real \`decideSlot\` of \`autoscaler/slot-arbiter.ts\`;
 flexinfer-like is FlexInfer's shared-GPU leader election (2-minute demand window, 5-minute swap
 cooldown, priority gate) expressed on the same slot state. Every policy's decisions are carried out
-the same way: drain the incumbent (bounded by drainTimeout), sleep it with mode=wait, wake the target,
+the same way: drain the incumbent (what still runs at drainTimeout is cut), sleep it, wake the target,
 warm it up, release the held requests. Policies and the swap timeline: [slots.md](slots.md).
 
 Trace (seed ${seed}, fixed in \`hack/bench/slots/scenario.ts\` before the first run):
