@@ -431,7 +431,7 @@ function armDrainEnd(backend: Backend, endsAt: number | undefined): void {
       backend.drainTimer = undefined;
       for (const end of [...backend.drainEnds]) end();
     },
-    Math.max(0, Math.min(endsAt - Date.now(), 2 ** 31 - 1)),
+    timerValue(endsAt - Date.now()),
   );
   backend.drainTimer.unref();
 }
