@@ -33,14 +33,17 @@ const suite = kubeSnoozeSuite({
   teardown: () => sink?.close(),
 });
 
-/** Polls every pod of both models: the most resident at once, and when two were seen. */
+/**
+ * Polls every pod of both models: the most resident at once, and when two were seen. One list for
+ * both: two lists are two moments, and a swap between them would look like two resident.
+ */
 function residencyMonitor() {
   let max = 0;
   let worst = "";
   let stopped = false;
   const done = (async () => {
     while (!stopped) {
-      const pods: Pod[] = (await Promise.all(models.map((m) => suite.admin.pods(suite.ns.name, m)))).flat();
+      const pods: Pod[] = await suite.admin.pods(suite.ns.name, models);
       // A pod without a tier yet is starting; a pod on its way out of the slot is not resident.
       const residents = pods.filter((p) => isResident((tierOf(p) ?? "starting") as Tier));
       if (residents.length > max) {

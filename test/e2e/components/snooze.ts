@@ -303,10 +303,13 @@ export async function adminClient(cluster: SuiteCluster) {
     model: (ns: string, name: string) =>
       client.get<any>(`${paths.custom(group, version, "models", ns)}/${name}`),
     deployment: (ns: string, name: string) => client.get<any>(`${paths.apps("deployments", ns)}/${name}`),
-    pods: async (ns: string, app: string) =>
-      (await client.list<Pod>(paths.pods(ns), { labelSelector: `app=${app}` })).items.filter(
-        (p) => !p.metadata.deletionTimestamp,
-      ),
+    /** The pods of one app, or of several in one list: one snapshot, read at one moment. */
+    pods: async (ns: string, app: string | readonly string[]) =>
+      (
+        await client.list<Pod>(paths.pods(ns), {
+          labelSelector: typeof app === "string" ? `app=${app}` : `app in (${app.join(",")})`,
+        })
+      ).items.filter((p) => !p.metadata.deletionTimestamp),
     /** What `kubectl scale model` does: a merge patch of the scale subresource. */
     scaleModel: (ns: string, name: string, replicas: number) =>
       client.patch(`${paths.custom(group, version, "models", ns)}/${name}/scale`, { spec: { replicas } }),
