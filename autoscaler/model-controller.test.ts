@@ -90,6 +90,31 @@ describe("cold start", () => {
     expect(h.controller("m").tier).toBe("ready");
   });
 
+  test("the warm-up after a start has what is left of startTimeout, not wakeTimeout; one that fails: stopped at once", async () => {
+    // A first inference slower than wakeTimeout must not fail a start that is within its time.
+    const h = new Harness(oneModel().replace("startTimeout: 2m", "startTimeout: 10m"), {
+      answerErrors: true,
+    });
+    h.demand("m");
+    await h.settle();
+    await h.advance(30_000);
+    const engine = h.platform.engineOf("m-1");
+    engine.timeOutNext("warmup");
+    h.platform.bringUp("m-1");
+    await h.settle();
+    expect(engine.timeouts).toMatchObject({ warmup: 10 * 60_000 - 30_000 });
+    const reason = "start of m failed: the warm-up got no answer within the start's startTimeout (10m)";
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["starting", undefined],
+      ["starting", reason],
+      ["cold", undefined],
+    ]);
+    // Stopped, not asked again: one failure, and the next request starts a clean engine.
+    expect(engine.calls).toEqual(["healthy", "isSleeping", "warmup"]);
+    expect(h.platform.scales.at(-1)).toMatchObject({ model: "m", expected: 1, to: 0, remove: ["m-1"] });
+    expect(h.controller("m").state().lastError).toBe(reason);
+  });
+
   test("a replica up but never passing its checks is a failed start at startTimeout, and removed", async () => {
     // startTimeout bounds a cold start; a replica the platform calls up whose health check or
     // warm-up keeps failing must not stay `starting` (resident, in a slot) for ever.
@@ -344,7 +369,7 @@ describe("waking", () => {
     expect(engine.calls).toEqual(["wake(1)", "warmup"]);
     expect(h.events.map((e) => [e.tier, e.error])).toEqual([
       ["waking", undefined],
-      ["waking", "wake of m failed: warmup: no answer within its timeout"],
+      ["waking", "wake of m failed: the warm-up got no answer within the wake's wakeTimeout (2m)"],
       ["cold", undefined],
     ]);
     expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);

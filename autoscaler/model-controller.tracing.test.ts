@@ -1,12 +1,15 @@
 import { context, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { beforeAll, beforeEach, expect, test } from "vitest";
 import { Harness } from "../test/support/autoscaler-harness.ts";
 
 // With a tracer registered (this file only), starting and waking events carry the activation's
-// traceparent so held requests can link to it; other tiers carry none.
+// traceparent so held requests can link to it; other tiers carry none. The context manager is the
+// SDK's, so a context made active in a test follows its async work as in `snooze serve`.
 const exporter = new InMemorySpanExporter();
 beforeAll(() => {
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   trace.setGlobalTracerProvider(
     new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }),
   );
@@ -84,4 +87,55 @@ test("the held request's trace: the activation its demand causes is a child of t
   await h.advance(60_000);
   const [drain] = exporter.getFinishedSpans().filter((s) => s.name === "snooze.drain");
   expect(drain!.spanContext().traceId).not.toBe(caller.spanContext().traceId);
+});
+
+test("an idle sleep after a traced cold start is a trace of its own: the drain its root, the sleep its child", async () => {
+  const h = new Harness(yaml);
+  const caller = trace.getTracer("test").startSpan("POST /v1/chat/completions");
+  // The demand made inside the caller's async context, as the local activator makes it: every
+  // pass and timer the controller arms from there must not carry that context along.
+  context.with(trace.setSpan(context.active(), caller), () => h.demand("m"));
+  await h.settle();
+  h.platform.bringUp(h.platform.ids("m")[0]!);
+  await h.settle();
+  caller.end();
+  h.stats("m", 0, 0);
+  await h.advance(60_000);
+  expect(h.tiers("m")).toEqual(["starting", "ready", "draining", "asleep-1"]);
+  const spans = exporter.getFinishedSpans();
+  const [activation] = spans.filter((s) => s.name === "snooze.activation");
+  const [drain] = spans.filter((s) => s.name === "snooze.drain");
+  const [sleep] = spans.filter((s) => s.name === "snooze.sleep");
+  expect(activation!.spanContext().traceId).toBe(caller.spanContext().traceId);
+  expect(drain!.spanContext().traceId).not.toBe(caller.spanContext().traceId);
+  expect(drain!.parentSpanContext).toBeUndefined();
+  expect(sleep!.spanContext().traceId).toBe(drain!.spanContext().traceId);
+  expect(sleep!.parentSpanContext?.spanId).toBe(drain!.spanContext().spanId);
+});
+
+test("in a slot, the grant of an empty slot is no swap: the start continues the caller's trace", async () => {
+  const h = new Harness(`
+slots:
+  gpu:
+    minResidency: 0s
+models:
+  a:
+    slot: gpu
+    command: [engine, "\${PORT}"]
+  b:
+    slot: gpu
+    command: [engine, "\${PORT}"]
+`);
+  const caller = trace.getTracer("test").startSpan("POST /v1/chat/completions");
+  context.with(trace.setSpan(context.active(), caller), () => h.demand("a"));
+  await h.settle();
+  h.platform.bringUp(h.platform.ids("a")[0]!);
+  await h.settle();
+  expect(h.controller("a").tier).toBe("ready");
+  caller.end();
+  const spans = exporter.getFinishedSpans();
+  expect(spans.map((s) => s.name)).not.toContain("snooze.swap");
+  const [activation] = spans.filter((s) => s.name === "snooze.activation");
+  expect(activation!.spanContext().traceId).toBe(caller.spanContext().traceId);
+  expect(activation!.parentSpanContext?.spanId).toBe(caller.spanContext().spanId);
 });

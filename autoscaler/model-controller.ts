@@ -1,4 +1,4 @@
-import { type Context, context, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
+import { type Context, context, ROOT_CONTEXT, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
 import type { DemandLoad, Flow } from "../lib/control-plane.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
@@ -739,10 +739,14 @@ export class ModelController {
     }
     if (this.pendingPass) return;
     this.pendingPass = true;
-    queueMicrotask(() => {
-      this.pendingPass = false;
-      this.pass();
-    });
+    // A pass is nobody's request: it runs outside whatever trace queued it (a timer armed during a
+    // request would otherwise carry that request's context into every later pass and its logs).
+    queueMicrotask(() =>
+      context.with(ROOT_CONTEXT, () => {
+        this.pendingPass = false;
+        this.pass();
+      }),
+    );
   }
 
   /** One decision pass (a slot member's pass is started by its slot, with `cap` set). */
@@ -1203,7 +1207,7 @@ export class ModelController {
 
   private beginActivation(kind: "start" | "wake", from: Tier, started = this.deps.clock.now()): Activation {
     // A swap's, a prewarm's or the held request's trace, in that order; else a trace of its own.
-    const parent = this.parent ?? this.learner.prewarmContext ?? this.callerContext ?? context.active();
+    const parent = this.parent ?? this.learner.prewarmContext ?? this.callerContext ?? ROOT_CONTEXT;
     this.callerContext = undefined;
     const span = tracer.startSpan(
       "snooze.activation",
@@ -1228,6 +1232,9 @@ export class ModelController {
     const activation = record.activation;
     if (!activation) return;
     record.activation = undefined;
+    // A start still under way when the activation failed (startTimeout) failed with it.
+    if (outcome === "failed")
+      activation.startSpan?.setStatus({ code: SpanStatusCode.ERROR, message: reason });
     activation.startSpan?.end();
     if (outcome === "ready" || outcome === "failed")
       this.deps.metrics.activation.observe(
@@ -1247,6 +1254,9 @@ export class ModelController {
     activation.startSpan?.end();
     activation.startSpan = undefined;
     const engine = this.deps.platform.engine(record.replica);
+    // The whole start is bounded by startTimeout, its warm-up included: a first inference slower
+    // than wakeTimeout must not fail a start that is still within its time.
+    const until = activation.started + this.config.startTimeout;
     try {
       // Both questions at once: the held requests wait for the answers (a round trip each to an
       // engine that has just started, whose first answers are slow).
@@ -1254,17 +1264,20 @@ export class ModelController {
         engine.healthy(),
         this.config.sleep ? engine.isSleeping().catch(() => false) : false,
       ]);
-      if (!healthy) throw new Error("the engine does not answer /health");
-      if (sleeping) {
-        const until = this.deps.clock.now() + this.config.wakeTimeout;
-        await engine.wake(1, this.config.wakeTimeout);
-        await this.warmUp(engine, activation, until);
-      } else await this.warmUp(engine, activation);
+      if (!healthy) throw Object.assign(new Error("the engine does not answer /health"), { notUp: true });
+      if (sleeping) await engine.wake(1, Math.max(1, until - this.deps.clock.now()));
+      await this.warmUp(engine, activation, until);
     } catch (error) {
       this.guard(leadership);
       if (!this.present(record)) return;
       this.activationFailed(record, `start of ${this.id} failed: ${(error as Error).message}`);
       record.coolUntil = this.backoffUntil;
+      // Not answering /health yet (a pod just Ready, a health check that failed once): asked again
+      // after the back-off, until startTimeout. An engine that is up but failed its wake or warm-up
+      // is stopped, as after a failed wake: the next request (after the back-off) starts a clean
+      // one, rather than this one being asked again and every held request failed again.
+      if ((error as { notUp?: unknown }).notUp !== true)
+        await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;
     }
     this.guard(leadership);
@@ -1277,18 +1290,32 @@ export class ModelController {
 
   /**
    * The 1-token warm-up after a start or wake (the first inference is slow without it), when on.
-   * After a wake it has what is left of the wake's `wakeTimeout` (`until`): the held requests wait
-   * for both, and an engine that woke but does not answer must not make them wait a second
-   * `wakeTimeout`.
+   * It has what is left of the activation's time (`until`): `startTimeout` from the start, or
+   * `wakeTimeout` from the wake. The held requests wait for both, and an engine that is up but does
+   * not answer must not make them wait a second timeout.
    */
-  private async warmUp(engine: Engine, activation: Activation, until?: number): Promise<void> {
+  private async warmUp(engine: Engine, activation: Activation, until: number): Promise<void> {
     if (!this.config.warmup) return;
-    const timeoutMs =
-      until === undefined ? this.config.wakeTimeout : Math.max(1, until - this.deps.clock.now());
+    const timeoutMs = Math.max(1, until - this.deps.clock.now());
     await inSpan(
       "snooze.warmup",
       {},
-      () => engine.warmup(this.config.servedModel ?? this.id, timeoutMs),
+      async () => {
+        try {
+          await engine.warmup(this.config.servedModel ?? this.id, timeoutMs);
+        } catch (error) {
+          if ((error as { timedOut?: unknown }).timedOut !== true) throw error;
+          // Named by the setting a person can change, not by the milliseconds that were left.
+          const budget = activation.kind === "start" ? "startTimeout" : "wakeTimeout";
+          const ms = activation.kind === "start" ? this.config.startTimeout : this.config.wakeTimeout;
+          throw Object.assign(
+            new Error(
+              `the warm-up got no answer within the ${activation.kind}'s ${budget} (${formatDuration(ms)})`,
+            ),
+            { timedOut: true },
+          );
+        }
+      },
       activation.context,
     );
   }
@@ -1342,7 +1369,9 @@ export class ModelController {
    */
   private async drainThen(record: ReplicaRecord, next: 1 | 2 | "stop"): Promise<void> {
     const leadership = this.leadership;
-    const parent = this.parent ?? context.active();
+    // A swap's drain and sleep are the swap's; any other release (idle, a person's sleep or stop, a
+    // scale-in) is a trace of its own, the drain's span its root and the sleep its child.
+    const swap = this.parent;
     // A slot member yielding in a swap (capped to 0) drains within the slot's drainTimeout too: a
     // swap waits no longer. Any other drain (idle, a person's sleep or stop) keeps the model's own.
     const drainTimeout =
@@ -1355,7 +1384,12 @@ export class ModelController {
     // waits for the engine to see them go, not for a stream that would run for minutes.
     record.drainEndsAt = deadline;
     await this.setTier(record, "draining");
-    const drainSpan = tracer.startSpan("snooze.drain", { attributes: { "snooze.model": this.id } }, parent);
+    const drainSpan = tracer.startSpan(
+      "snooze.drain",
+      { root: swap === undefined, attributes: { "snooze.model": this.id } },
+      swap ?? ROOT_CONTEXT,
+    );
+    const parent = swap ?? trace.setSpan(ROOT_CONTEXT, drainSpan);
     const engine = this.deps.platform.engine(record.replica);
     let idle = false;
     try {
@@ -1443,10 +1477,16 @@ export class ModelController {
     }
     const engine = this.deps.platform.engine(record.replica);
     try {
-      await inSpan("snooze.deepen", { "snooze.model": this.id }, async () => {
-        await engine.wake(1, this.config.wakeTimeout);
-        await engine.sleep(2, "wait", 30_000);
-      });
+      // No request causes a deepening: a trace of its own.
+      await inSpan(
+        "snooze.deepen",
+        { "snooze.model": this.id },
+        async () => {
+          await engine.wake(1, this.config.wakeTimeout);
+          await engine.sleep(2, "wait", 30_000);
+        },
+        ROOT_CONTEXT,
+      );
     } catch (error) {
       this.guard(leadership);
       this.log.warn("deeper sleep failed; stopping the engine", { replica: record.replica.id, error });

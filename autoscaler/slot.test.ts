@@ -67,9 +67,9 @@ describe("a slot with two members", () => {
     const { h, violations, settle, slot } = slotHarness();
     h.demand("a");
     await settle();
-    // The grant is announced first (the activation held requests wait on), then the start.
-    expect(h.eventsOf("a")[0]).toMatchObject({ replica: "a/activation", tier: "cold" });
-    expect(h.tiers("a")).toEqual(["cold", "starting", "ready"]);
+    // A grant is not a swap: nothing is announced before the start, whose own event names the
+    // activation held requests wait on (it continues the caller's trace, as outside a slot).
+    expect(h.tiers("a")).toEqual(["starting", "ready"]);
     expect(h.platform.scales.map((s) => `${s.model} ${s.expected}->${s.to}`)).toEqual(["a 0->1"]);
     expect(slot()).toMatchObject({ resident: "a", swaps: 0, maxResidents: 1 });
     expect(slot().transition).toBeUndefined();
@@ -277,18 +277,18 @@ describe("a slot with two members", () => {
     expect(h.tiers("a")).toEqual(["cold"]);
   });
 
-  test("a member whose fresh replica never passes its checks does not hold the slot past startTimeout", async () => {
+  test("a member whose fresh replica fails its warm-up is stopped at once, and the slot goes to the member waiting", async () => {
     const { h, advance } = slotHarness(slotYaml({ minResidency: "0s" }), {
       answerErrors: true,
       autoUp: false,
     });
     h.demand("a");
     await h.settle();
-    // a's replica comes up; its warm-up fails on every try.
+    // a's replica comes up; its warm-up fails (it would on every try).
     h.platform.engineOf("a-1").failNext("warmup", "warm-up failed", 1_000);
     h.platform.bringUp("a-1");
     h.demand("b");
-    await advance(120_000 + 60_000);
+    await advance(1_000);
     expect(h.platform.ids("a")).toEqual([]);
     const [started] = h.platform.ids("b");
     expect(started).toBeDefined();

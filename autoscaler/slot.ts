@@ -1,4 +1,4 @@
-import { type Context, context, type Span, trace } from "@opentelemetry/api";
+import { type Context, context, ROOT_CONTEXT, type Span, trace } from "@opentelemetry/api";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
@@ -38,8 +38,9 @@ interface Transition {
   step: "draining" | "activating";
   startedAt: number;
   activatingAt?: number;
-  span: Span;
-  context: Context;
+  /** A swap's span and its context; a grant of an empty slot has none (it is not a swap). */
+  span?: Span;
+  context?: Context;
   /** For a prewarm, not a request: the target's wake does not count as its activity. */
   prewarm?: boolean;
 }
@@ -119,10 +120,13 @@ export class Slot {
   changed(): void {
     if (!this.leading || this.pending) return;
     this.pending = true;
-    queueMicrotask(() => {
-      this.pending = false;
-      this.evaluate();
-    });
+    // Outside whatever trace asked (see ModelController.changed): a swap is a trace of its own.
+    queueMicrotask(() =>
+      context.with(ROOT_CONTEXT, () => {
+        this.pending = false;
+        this.evaluate();
+      }),
+    );
   }
 
   status(): SlotStatus {
@@ -239,7 +243,11 @@ export class Slot {
     });
   }
 
-  /** A swap (or grant) begins: one span for all of it; requests held for the target link to it. */
+  /**
+   * A swap (or grant) begins. A swap is one span for all of it, a trace of its own (no one request
+   * owns it), and requests held for the target link to it. A grant of an empty slot is not a swap:
+   * the target's activation continues the trace of the request that asked for it, as outside a slot.
+   */
   private begin(
     from: string | undefined,
     to: string,
@@ -247,27 +255,33 @@ export class Slot {
     now: number,
     prewarm?: boolean,
   ): Transition {
-    const span = tracer.startSpan("snooze.swap", {
-      root: true,
-      attributes: {
-        "snooze.slot": this.config.name,
-        "snooze.swap.to": to,
-        "snooze.swap.reason": reason,
-        ...(from ? { "snooze.swap.from": from } : {}),
-      },
-    });
+    const span =
+      from === undefined
+        ? undefined
+        : tracer.startSpan(
+            "snooze.swap",
+            {
+              root: true,
+              attributes: {
+                "snooze.slot": this.config.name,
+                "snooze.swap.to": to,
+                "snooze.swap.reason": reason,
+                "snooze.swap.from": from,
+              },
+            },
+            ROOT_CONTEXT,
+          );
     const transition: Transition = {
       from,
       to,
       reason,
       step: "draining",
       startedAt: now,
-      span,
-      context: trace.setSpan(context.active(), span),
+      ...(span ? { span, context: trace.setSpan(ROOT_CONTEXT, span) } : {}),
       ...(prewarm ? { prewarm: true } : {}),
     };
     this.transition = transition;
-    this.members.get(to)?.announce(traceparentOf(span));
+    if (span) this.members.get(to)?.announce(traceparentOf(span));
     return transition;
   }
 
@@ -308,7 +322,7 @@ export class Slot {
         to: t.to,
         reason: t.reason,
         durationMs: now - t.startedAt,
-        traceparent: traceparentOf(t.span),
+        traceparent: t.span ? traceparentOf(t.span) : undefined,
       });
     }
     this.endTransition("ready");
@@ -318,8 +332,8 @@ export class Slot {
     const t = this.transition;
     if (!t) return;
     this.transition = undefined;
-    t.span.setAttribute("snooze.swap.outcome", outcome);
-    t.span.end();
+    t.span?.setAttribute("snooze.swap.outcome", outcome);
+    t.span?.end();
   }
 
   private arm(at: number, now: number): void {

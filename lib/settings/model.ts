@@ -90,7 +90,7 @@ export const tierSettings = z.strictObject({
     positive: true,
   })
     .optional()
-    .meta({ description: "How long a cold start may take before it is declared failed." }),
+    .meta({ description: "How long a cold start, with its warm-up, may take before it is declared failed." }),
   wakeTimeout: finiteDuration("a wake that hangs must fail, so held requests hear why", {
     positive: true,
   })
