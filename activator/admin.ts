@@ -10,7 +10,7 @@ export class AdminActionUnfinished extends Error {
   constructor(verb: "sleep" | "stop", model: string, tier: string, takenBack = false) {
     super(
       takenBack
-        ? `The ${verb} of ${model} was taken back: a request (or a wake) came for it after it was asked, so the model stays awake; ask again once it is idle.`
+        ? `The ${verb} of ${model} was taken back: a request (or a wake) came for it after it was asked, so the model stays awake (or is awake again for it); ask again once it is idle.`
         : `The ${verb} of ${model} did not finish in its time: the model is ${tier}.`,
     );
   }

@@ -277,6 +277,16 @@ function accepted(res: ServerResponse, status: number, outcome: string): void {
   res.end();
 }
 
+/** The bytes of a message's ce-* headers, names and values. */
+function attributeHeaderBytes(req: IncomingMessage): number {
+  let bytes = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2)
+    if (raw[i]!.length > 3 && raw[i]!.slice(0, 3).toLowerCase() === "ce-")
+      bytes += Buffer.byteLength(raw[i]!) + Buffer.byteLength(raw[i + 1]!);
+  return bytes;
+}
+
 /**
  * `POST /snooze/v1/events`, a Knative Trigger's subscriber: 202 once a wake or prewarm is under
  * way, 200 once a sleep or stop is done, 200 for an event already taken (`snooze-event:
@@ -289,16 +299,20 @@ export async function handleIncomingEvents(
   deps: EventEndpointDeps,
 ): Promise<void> {
   let body: Buffer;
+  // A binary-mode event's attributes are its ce-* headers: they count towards the limit too.
+  const limit = maxEventSize - attributeHeaderBytes(req);
   try {
+    // Refused before `100 Continue` when the size it declares is over: the body is never sent.
+    if (limit < 0 || Number(req.headers["content-length"]) > limit) throw new BodyTooLarge(limit);
     sendContinue(req, res);
-    body = await readBody(req, maxEventSize);
+    body = await readBody(req, limit);
   } catch (error) {
     if (!(error instanceof BodyTooLarge)) throw error;
     sendError(
       res,
       413,
       openAIError(
-        `the event is larger than the limit of ${maxEventSize} bytes`,
+        `the event is larger than the limit of ${maxEventSize} bytes (its body and ce-* headers together)`,
         "invalid_request_error",
         "event_too_large",
       ),

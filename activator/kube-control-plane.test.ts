@@ -69,7 +69,7 @@ test("a sleep a request took back on the leader says so, not a tier caught mid-d
     takenBack: true,
   });
   await expect(plane.admin("qwen", "sleep")).rejects.toThrow(
-    "The sleep of qwen was taken back: a request (or a wake) came for it after it was asked, so the model stays awake; ask again once it is idle.",
+    "The sleep of qwen was taken back: a request (or a wake) came for it after it was asked, so the model stays awake (or is awake again for it); ask again once it is idle.",
   );
 });
 

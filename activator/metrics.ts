@@ -49,7 +49,8 @@ export function activatorMetrics(registry: Registry) {
       name: "snooze_upstream_ttfb_seconds",
       help: "Time from dispatch to the engine's response headers.",
       labelNames: ["model"],
-      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+      // To firstByteTimeout's default (10 minutes): a slow first byte lands in a bucket, not only +Inf.
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600],
       registers: [registry],
     }),
   };

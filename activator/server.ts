@@ -39,6 +39,15 @@ const notFound = (res: ServerResponse, name: string) =>
 const created = Math.floor(Date.now() / 1000);
 
 const adminAction = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
+/** The methods of the fixed routes below; any other method is `405` with `Allow`. */
+const methodsOf = new Map([
+  ["/snooze/v1/models", "GET, HEAD"],
+  ["/snooze/v1/slots", "GET, HEAD"],
+  ["/snooze/v1/events", "POST"],
+  ["/metrics", "GET, HEAD"],
+  ["/healthz", "GET, HEAD"],
+  ["/readyz", "GET, HEAD"],
+]);
 
 /** GET, or HEAD: the same answer without its body (Node's response drops the body of a HEAD). */
 const reads = (req: IncomingMessage) => req.method === "GET" || req.method === "HEAD";
@@ -195,11 +204,7 @@ export function createActivatorServer({
     }
     const action = adminAction.exec(path);
     // A route that exists, asked with the wrong method: say which one it takes.
-    const allow = action
-      ? "POST"
-      : path === "/snooze/v1/models" || path === "/snooze/v1/slots"
-        ? "GET, HEAD"
-        : "";
+    const allow = action ? "POST" : (methodsOf.get(path) ?? "");
     if (allow && !allow.split(", ").includes(req.method ?? "")) {
       sendError(
         res,

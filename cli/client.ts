@@ -155,7 +155,12 @@ export class AdminClient {
       }
     } catch (error) {
       if (signal.aborted) return false;
-      throw error;
+      if (error instanceof SyntaxError) throw error;
+      // The server went away mid-stream (undici says "terminated", its cause the socket's end).
+      const cause = (error as Error & { cause?: Error }).cause;
+      throw new ClientError(
+        `lost the connection to ${this.url}: ${cause?.message ?? (error as Error).message} (did Snooze stop?)`,
+      );
     }
     return false;
   }

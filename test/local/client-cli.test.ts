@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { type AddressInfo, createServer as createNetServer } from "node:net";
+import { createServer as createHttpServer } from "node:http";
+import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
 import { createLogger } from "../../lib/log.ts";
@@ -146,6 +147,43 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     );
     expect(interval.code).toBe(2);
     expect(interval.stderr).toContain("--interval must be a duration of at least 200ms, not banana");
+  });
+
+  test("snooze wake whose Snooze goes away mid-wait: exit 1 saying the connection was lost, no stack trace", {
+    timeout: 20_000,
+  }, async () => {
+    // A server that lists the model, opens the event stream, takes the wake, then dies (a killed
+    // Snooze): its sockets end under the waiting client.
+    const sockets = new Set<Socket>();
+    const dying = createHttpServer((req, res) => {
+      if (req.url === "/snooze/v1/models") {
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify({ models: [{ id: "qwen", aliases: [], tier: "cold" }] }));
+      } else if (req.url?.startsWith("/snooze/v1/events/stream")) {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.write(`event: hello\ndata: {}\n\n`);
+      } else {
+        res.writeHead(202, { "content-type": "application/json" });
+        res.end(JSON.stringify({ model: "qwen", action: "wake", tier: "starting" }));
+        setTimeout(() => {
+          for (const socket of sockets) socket.destroy();
+        }, 200);
+      }
+    });
+    dying.on("connection", (socket) => sockets.add(socket));
+    dying.listen(0, "127.0.0.1");
+    await once(dying, "listening");
+    try {
+      const url = `http://127.0.0.1:${(dying.address() as AddressInfo).port}`;
+      const wake = await run(["wake", "qwen"], { SNOOZE_URL: url });
+      expect(wake.code).toBe(1);
+      expect(wake.stderr).toMatch(
+        new RegExp(`^snooze wake: lost the connection to ${url}: .+ \\(did Snooze stop\\?\\)`),
+      );
+      expect(wake.stderr).not.toContain("    at ");
+    } finally {
+      dying.close();
+    }
   });
 
   test("a server that takes the connection and never answers: exit 1 with a line saying so, no stack trace", {

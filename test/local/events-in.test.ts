@@ -275,4 +275,21 @@ describe("every malformed event is refused with a status and a reason", () => {
     expect(answer).toMatchObject({ status: 413, code: "event_too_large" });
     expect(answer.message).toContain("65536");
   });
+
+  test("a binary-mode event's ce-* headers count towards the limit: 10 kB of them and a 60 kB body is 413", async () => {
+    const headers = {
+      "content-type": "application/json",
+      "ce-specversion": "1.0",
+      "ce-id": nextId(),
+      "ce-source": "/test",
+      "ce-type": "dev.snooze.model.wake",
+      "ce-subject": "qwen",
+      "ce-padding": "x".repeat(10_000),
+    };
+    const answer = await refusal(
+      await send(headers, JSON.stringify({ model: "qwen", padding: "y".repeat(60_000) })),
+    );
+    expect(answer).toMatchObject({ status: 413, code: "event_too_large" });
+    expect(answer.message).toContain("ce-* headers");
+  });
 });

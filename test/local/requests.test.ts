@@ -145,6 +145,18 @@ describe("requests the activator answers itself", () => {
     const removal = await fetch(`${snooze.url}/snooze/v1/models`, { method: "DELETE" });
     expect(removal.status).toBe(405);
     expect(removal.headers.get("allow")).toBe("GET, HEAD");
+    // So do the events endpoint and the open routes (found by an outside tester: 404 and 200 before).
+    for (const [path, method, allow] of [
+      ["/snooze/v1/events", "GET", "POST"],
+      ["/snooze/v1/events", "PUT", "POST"],
+      ["/metrics", "POST", "GET, HEAD"],
+      ["/healthz", "DELETE", "GET, HEAD"],
+      ["/readyz", "PATCH", "GET, HEAD"],
+    ]) {
+      const wrong = await fetch(`${snooze.url}${path}`, { method });
+      expect([path, method, wrong.status, wrong.headers.get("allow")]).toEqual([path, method, 405, allow]);
+      expect(((await wrong.json()) as any).error.code).toBe("method_not_allowed");
+    }
   });
 
   test("CloudEvents in: wake in structured mode, sleep in binary mode, bad types refused", async () => {
@@ -226,6 +238,12 @@ describe("requests the activator answers itself", () => {
       event,
     );
     expect(taken).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 202/);
+    // An event declaring more than the limit is refused before the body is asked for.
+    const tooBig = await exchange(
+      `POST /snooze/v1/events HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/cloudevents+json\r\ncontent-length: 1000000\r\nexpect: 100-continue\r\n\r\n`,
+    );
+    expect(tooBig).not.toContain("100 Continue");
+    expect(tooBig.startsWith("HTTP/1.1 413")).toBe(true);
   });
 
   test("CONNECT (a client taking Snooze for a forward proxy) is answered 405, not dropped", async () => {
