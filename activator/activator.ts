@@ -4,6 +4,7 @@ import type { Registry } from "prom-client";
 import { clip } from "../lib/clip.ts";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import { BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
+import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
 import { isMultipartForm, parseForm, withField } from "../lib/http/form.ts";
 import { sendError } from "../lib/http/json.ts";
@@ -297,21 +298,7 @@ export class Activator {
       );
       return 503;
     }
-    const encoding = req.headers["content-encoding"]?.trim().toLowerCase();
-    if (encoding && encoding !== "identity") {
-      // The model is read from the JSON body, and vLLM's server does not decompress one either.
-      sendError(
-        res,
-        415,
-        openAIError(
-          `The request body is sent with Content-Encoding: ${clip(encoding)}; Snooze reads the JSON body as it is and does not decompress it. Send it uncompressed.`,
-          "invalid_request_error",
-          "unsupported_content_encoding",
-        ),
-        unreadBodyHeaders(req),
-      );
-      return 415;
-    }
+    if (refuseEncodedBody(req, res, "request body")) return 415;
     const declared = Number(req.headers["content-length"] ?? 0);
     if (declared > this.config.maxBodySize || declared > this.maxHeldBytes) {
       const limit = Math.min(this.config.maxBodySize, this.maxHeldBytes);

@@ -3,6 +3,7 @@ import type { CloudEventV1 } from "cloudevents";
 import { cloudEvents } from "../lib/cloudevents-sdk.ts";
 import { formatDuration, parseDuration } from "../lib/duration.ts";
 import { BodyTooLarge, readBody } from "../lib/http/body.ts";
+import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue } from "../lib/http/continue.ts";
 import { sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
@@ -79,6 +80,8 @@ export function parseIncomingEvents(headers: IncomingHttpHeaders, body: Buffer):
       return refuse(`the batch is not valid JSON: ${(error as Error).message}`, "invalid_json");
     }
     if (!Array.isArray(raw)) return refuse("a batch must be a JSON array of events");
+    // Nothing to act on is a mistake, not a success: the sender meant to send something.
+    if (raw.length === 0) return refuse("the batch is empty: send at least one event");
     const commands: EventCommand[] = [];
     for (const [index, item] of raw.entries()) {
       const parsed = structuredEvent(item);
@@ -103,16 +106,25 @@ export function parseIncomingEvents(headers: IncomingHttpHeaders, body: Buffer):
       "not_a_cloudevent",
     );
   const specversion = headers["ce-specversion"];
-  if (specversion === undefined) return refuse("the event has no ce-specversion header");
+  if (specversion === undefined)
+    return refuse("the event has no ce-specversion header", "invalid_event", 400, "ce-specversion");
   if (specversion !== "1.0")
     return refuse(
       `specversion ${JSON.stringify(specversion)} is not supported; send 1.0`,
       "unsupported_specversion",
+      400,
+      "ce-specversion",
     );
   for (const name of required)
-    if (!headers[`ce-${name}`]) return refuse(`the event has no ce-${name} header`);
+    if (!headers[`ce-${name}`])
+      return refuse(`the event has no ce-${name} header`, "invalid_event", 400, `ce-${name}`);
   if (headers["ce-time"] !== undefined && !isTimestamp(headers["ce-time"]))
-    return refuse(`ce-time ${JSON.stringify(headers["ce-time"])} is not an RFC 3339 timestamp`);
+    return refuse(
+      `ce-time ${JSON.stringify(headers["ce-time"])} is not an RFC 3339 timestamp`,
+      "invalid_event",
+      400,
+      "ce-time",
+    );
   if (body.length > 0 && contentType.includes("json")) {
     try {
       JSON.parse(text);
@@ -139,18 +151,34 @@ function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | Ev
   if (typeof raw !== "object" || raw === null || Array.isArray(raw))
     return refuse("an event must be a JSON object");
   const attributes = raw as Record<string, unknown>;
-  if (attributes.specversion === undefined) return refuse("the event has no specversion");
+  if (attributes.specversion === undefined)
+    return refuse("the event has no specversion", "invalid_event", 400, "specversion");
   if (attributes.specversion !== "1.0")
     return refuse(
       `specversion ${JSON.stringify(attributes.specversion)} is not supported; send 1.0`,
       "unsupported_specversion",
+      400,
+      "specversion",
     );
   for (const name of required) {
     const value = attributes[name];
-    if (typeof value !== "string" || value === "") return refuse(`the event has no ${name}`);
+    if (value === undefined || value === "")
+      return refuse(`the event has no ${name}`, "invalid_event", 400, name);
+    if (typeof value !== "string")
+      return refuse(
+        `the event's ${name} must be a string, not ${JSON.stringify(value)}`,
+        "invalid_event",
+        400,
+        name,
+      );
   }
   if (attributes.time !== undefined && !isTimestamp(attributes.time))
-    return refuse(`time ${JSON.stringify(attributes.time)} is not an RFC 3339 timestamp`);
+    return refuse(
+      `time ${JSON.stringify(attributes.time)} is not an RFC 3339 timestamp`,
+      "invalid_event",
+      400,
+      "time",
+    );
   return fromSdk(() =>
     cloudEvents().HTTP.toEvent({
       headers: { "content-type": "application/cloudevents+json" },
@@ -181,15 +209,25 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
   // A PingSource cannot choose its events' type: it names the action in an extension instead.
   const action =
     event.type === pingType ? `${eventTypePrefix}${String(event[actionExtension] ?? "")}` : event.type;
-  if (!eventTypes.includes(action))
+  if (!eventTypes.includes(action)) {
+    const given = event[actionExtension];
     return refuse(
-      event.type === pingType
-        ? `a ${pingType} event needs the extension ${actionExtension} (wake, prewarm, sleep or stop)`
-        : `unsupported event type ${JSON.stringify(event.type)}; Snooze takes ${eventTypes.join(", ")}, or ${pingType} with the extension ${actionExtension}`,
+      event.type !== pingType
+        ? `unsupported event type ${JSON.stringify(event.type)}; Snooze takes ${eventTypes.join(", ")}, or ${pingType} with the extension ${actionExtension}`
+        : given === undefined
+          ? `a ${pingType} event needs the extension ${actionExtension} (wake, prewarm, sleep or stop)`
+          : `the extension ${actionExtension} must be wake, prewarm, sleep or stop, not ${JSON.stringify(given)}`,
       "unsupported_event_type",
+      400,
+      event.type === pingType ? actionExtension : "type",
     );
+  }
   const verb = action.slice(eventTypePrefix.length) as EventVerb;
-  let data: unknown = event.data;
+  // Data sent base64-encoded (structured mode's data_base64) is read as the same JSON.
+  let data: unknown =
+    typeof event.data_base64 === "string"
+      ? Buffer.from(event.data_base64, "base64").toString("utf8")
+      : event.data;
   if (typeof data === "string" && data !== "") {
     try {
       data = JSON.parse(data);
@@ -298,6 +336,7 @@ export async function handleIncomingEvents(
   res: ServerResponse,
   deps: EventEndpointDeps,
 ): Promise<void> {
+  if (refuseEncodedBody(req, res, "event")) return;
   let body: Buffer;
   // A binary-mode event's attributes are its ce-* headers: they count towards the limit too.
   const limit = maxEventSize - attributeHeaderBytes(req);
@@ -330,14 +369,15 @@ export async function handleIncomingEvents(
     return;
   }
   const resolved: (EventCommand & { id: string })[] = [];
-  for (const command of parsed.commands) {
+  for (const [index, command] of parsed.commands.entries()) {
     const id = deps.modelNamed(command.model);
     if (!id) {
+      const which = parsed.mode === "batch" ? `event ${index} of the batch: ` : "";
       sendError(
         res,
         404,
         openAIError(
-          `the event names the model \`${command.model}\`, which does not exist; known models: ${deps.knownModels().join(", ")}`,
+          `${which}the event names the model \`${command.model}\`, which does not exist; known models: ${deps.knownModels().join(", ")}`,
           "invalid_request_error",
           "model_not_found",
           "subject",

@@ -114,6 +114,19 @@ describe("accepted events answer 2xx with an empty body, as Knative Eventing exp
     await until(() => tierOf("warm") === "asleep-1", 15_000, "warm asleep after the prewarm");
   });
 
+  test("structured mode with data_base64: the data is read as the same JSON", async () => {
+    expect((await structured(valid({ type: "dev.snooze.model.sleep" }))).status).toBe(200);
+    const response = await structured(
+      valid({
+        subject: undefined,
+        datacontenttype: "application/json",
+        data_base64: Buffer.from(JSON.stringify({ model: "qwen3" })).toString("base64"),
+      }),
+    );
+    expect(response.status).toBe(202);
+    await until(() => tierOf("qwen") === "ready", 10_000, "qwen ready");
+  });
+
   test("a redelivery (same source and id) is answered 200 and not acted on again", async () => {
     const stop = valid({ type: "dev.snooze.model.stop", subject: "llama" });
     expect((await structured(stop)).status).toBe(200);
@@ -193,6 +206,51 @@ describe("every malformed event is refused with a status and a reason", () => {
     expect(answer.status).toBe(status);
     expect(answer.code).toBe(code);
     expect(answer.message).toContain(reason);
+  });
+
+  // Found by an outside tester: a numeric id was "no id", a present but wrong snoozeaction "needs
+  // the extension", and no refusal named its attribute in `param`.
+  test.each([
+    ["a numeric id", { id: 5 }, "id", "the event's id must be a string, not 5"],
+    ["no id", { id: undefined }, "id", "no id"],
+    ["a time that is not a timestamp", { time: "yesterday" }, "time", "RFC 3339"],
+    [
+      "a ping whose snoozeaction is not an action",
+      { type: "dev.knative.sources.ping", snoozeaction: "explode" },
+      "snoozeaction",
+      'must be wake, prewarm, sleep or stop, not "explode"',
+    ],
+    ["an unknown type", { type: "com.example.other" }, "type", "unsupported event type"],
+  ])("structured, %s: the refusal names the attribute in param", async (_what, patch, param, reason) => {
+    const attributes = Object.fromEntries(
+      Object.entries(valid(patch as Record<string, unknown>)).filter(([, v]) => v !== undefined),
+    );
+    const answer = await refusal(await structured(attributes));
+    expect(answer.status).toBe(400);
+    expect(answer.param).toBe(param);
+    expect(answer.message).toContain(reason);
+  });
+
+  test("an empty batch is refused (was 200 duplicate); an unknown model in a batch names the event", async () => {
+    const batch = (events: unknown[]) =>
+      send({ "content-type": "application/cloudevents-batch+json" }, JSON.stringify(events));
+    const empty = await refusal(await batch([]));
+    expect(empty).toMatchObject({ status: 400, code: "invalid_event" });
+    expect(empty.message).toContain("the batch is empty");
+    const unknown = await refusal(await batch([valid({ subject: "llama" }), valid({ subject: "gpt-9" })]));
+    expect(unknown).toMatchObject({ status: 404, code: "model_not_found" });
+    expect(unknown.message).toMatch(/^event 1 of the batch: .*gpt-9/);
+  });
+
+  test("a gzipped event is 415 unsupported_content_encoding, as on /v1", async () => {
+    const { gzipSync } = await import("node:zlib");
+    const response = await send(
+      { "content-type": "application/cloudevents+json", "content-encoding": "gzip" },
+      gzipSync(JSON.stringify(valid())),
+    );
+    const answer = await refusal(response);
+    expect(answer).toMatchObject({ status: 415, code: "unsupported_content_encoding" });
+    expect(answer.message).toContain("Content-Encoding: gzip");
   });
 
   test.each([
