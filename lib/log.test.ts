@@ -30,3 +30,13 @@ test("a line written inside a span carries its trace_id and span_id; outside one
   expect(outside.trace_id).toBeUndefined();
   expect(outside.span_id).toBeUndefined();
 });
+
+test("a field named level, msg or time does not overwrite the line's own (found in the simulator's sleep log)", () => {
+  const lines: string[] = [];
+  const log = createLogger({ msg: "base" }, (line) => lines.push(line), "debug");
+  log.warn("asleep", { level: 1, time: "yesterday" });
+  const line = JSON.parse(lines[0]!);
+  expect(line).toMatchObject({ level: "warn", msg: "asleep" });
+  expect(Number.isNaN(Date.parse(line.time))).toBe(false);
+  expect(Object.keys(line).slice(0, 3)).toEqual(["time", "level", "msg"]);
+});

@@ -30,7 +30,11 @@ export function createLogger(
 ): Logger {
   const emit = (level: Level, msg: string, fields?: Record<string, unknown>) => {
     if (order[level] < order[minimum]) return;
-    const record = { time: new Date().toISOString(), level, msg, ...traceIds(), ...base, ...fields };
+    const time = new Date().toISOString();
+    const record = { time, level, msg, ...traceIds(), ...base, ...fields };
+    // A field named like the line's own keys does not overwrite them (a sleep's `level` was read as
+    // the log level); the keys keep their place first in the line.
+    Object.assign(record, { time, level, msg });
     write(`${JSON.stringify(record, errorReplacer)}\n`);
   };
   return {

@@ -408,7 +408,10 @@ export class SimEngine {
       if (level >= 1) {
         if (this.sleepingTags.size > 0) {
           // vLLM's executor ignores a sleep while asleep: level 1 then 2 stays level 1.
-          this.log.warn("executor is already sleeping", { level, sleepingLevel: this.sleepLevel });
+          this.log.warn("executor is already sleeping", {
+            askedLevel: level,
+            sleepingLevel: this.sleepLevel,
+          });
         } else {
           const sleepTime = level === 1 ? this.options.sleepTimeL1Ms : this.options.sleepTimeL2Ms;
           await delay(this.scaled(sleepTime), this.lifetime.signal);
@@ -420,7 +423,7 @@ export class SimEngine {
         }
       }
       this.metrics.recordSleepState(true, level);
-      this.log.info("asleep", { level, mode });
+      this.log.info("asleep", { sleepLevel: level, mode });
       this.stateChanged();
     });
   }
