@@ -3,6 +3,7 @@ import type { Duplex } from "node:stream";
 import type { Registry } from "prom-client";
 import { deferContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
+import { toOriginForm } from "../lib/http/origin-form.ts";
 import { decodeSegment, malformedSegment } from "../lib/http/path-segment.ts";
 import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress-class.ts";
 import { http } from "../lib/node-http.ts";
@@ -120,6 +121,20 @@ export function createActivatorServer({
   });
 
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
+    if (!toOriginForm(req)) {
+      req.resume();
+      sendError(
+        res,
+        400,
+        openAIError(
+          "The request target is an absolute URL that cannot be read; send the path (e.g. /v1/chat/completions).",
+          "invalid_request_error",
+          "invalid_request_target",
+        ),
+        { connection: "close" },
+      );
+      return;
+    }
     const path = (req.url ?? "/").split("?")[0]!;
     if (activator.hosts && req.headers[probeHeader] === probeValue) {
       // Knative's readiness probe: which version of this host's KIngress this activator routes.

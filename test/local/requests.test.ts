@@ -246,6 +246,40 @@ describe("requests the activator answers itself", () => {
     expect(tooBig.startsWith("HTTP/1.1 413")).toBe(true);
   });
 
+  test("an absolute-form target (RFC 9112) is served as its path, its authority taken as the Host", async () => {
+    // Found by an outside tester: answered 404 before. One request per connection, read to its end.
+    const ask = (head: string, body = "") =>
+      new Promise<string>((resolve, reject) => {
+        const { hostname, port } = new URL(snooze.url);
+        const socket = connect(Number(port), hostname, () => socket.write(head + body));
+        let reply = "";
+        socket.setEncoding("utf8");
+        socket.on("data", (chunk: string) => (reply += chunk));
+        socket.on("end", () => resolve(reply));
+        socket.on("error", reject);
+      });
+    const { host } = new URL(snooze.url);
+    const body = JSON.stringify({ model: "llama", messages: [{ role: "user", content: "hi" }] });
+    const served = await ask(
+      `POST http://${host}/v1/chat/completions HTTP/1.1\r\nhost: ignored.example\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n`,
+      body,
+    );
+    expect(served).toMatch(/^HTTP\/1\.1 200/);
+    expect(served).toContain('"model":"llama"');
+    // The engine's private API stays out of reach, dot segments and all.
+    const sleep = await ask(
+      `POST http://${host}/v1/../sleep?level=1 HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`,
+    );
+    expect(sleep).toMatch(/^HTTP\/1\.1 404/);
+    // The admin API's loopback check reads the target's authority, not the Host header.
+    const admin = await ask(
+      `GET http://rebound.example/snooze/v1/models HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`,
+    );
+    expect(admin).toMatch(/^HTTP\/1\.1 403/);
+    const unreadable = await ask(`GET http://[::1 HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`);
+    expect(unreadable).toMatch(/^HTTP\/1\.1 400/);
+  });
+
   test("CONNECT (a client taking Snooze for a forward proxy) is answered 405, not dropped", async () => {
     const reply = await new Promise<string>((resolve, reject) => {
       const { hostname, port } = new URL(snooze.url);
