@@ -11,7 +11,7 @@ import { watchConfigFile } from "./config-watch.ts";
 import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { ListenError, startLocalSnooze } from "./local-snooze.ts";
-import { serveStopSignals, watchStopSignals } from "./signals.ts";
+import { serveStopSignals, stopsWithParent, watchStopSignals } from "./signals.ts";
 
 export const serveCommand: Command = {
   name: "serve",
@@ -71,11 +71,12 @@ export const serveCommand: Command = {
     // A closed terminal or a dead parent's pipe must not turn the shutdown into a crash.
     process.stdout.on("error", () => {});
     process.stderr.on("error", () => {});
-    // From here on every stop signal, and the parent's exit, leads through the shutdown below.
+    // From here on every stop signal, and the parent's exit (see stopsWithParent), leads through
+    // the shutdown below.
     const signals = watchStopSignals(
       log,
       { graceMs: grace },
-      { signals: serveStopSignals, parentPollMs: 1_000 },
+      { signals: serveStopSignals, parentPollMs: stopsWithParent() ? 1_000 : 0 },
     );
     // SIGHUP is handled from here on (Node's default would end Snooze without stopping its engines):
     // it reloads the settings once Snooze serves, and is ignored before and during the shutdown.

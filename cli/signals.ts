@@ -102,3 +102,17 @@ export function watchStopSignals(
     },
   };
 }
+
+/**
+ * Whether `snooze serve` stops when its parent exits. Yes when npm started it (`npm start`, `npx
+ * snooze serve`: npm sets `npm_command` and does not pass SIGTERM on, so a stopped npm would leave
+ * Snooze to init with its engines), or when it runs in a terminal (a closed terminal ends its shell).
+ * Otherwise no: under `nohup`, a service manager or a detached shell job, outliving the parent is what
+ * was asked for. (Node resets an inherited SIGHUP ignore, so `nohup` itself cannot be seen.)
+ */
+export function stopsWithParent(
+  env: NodeJS.ProcessEnv = process.env,
+  inTerminal = process.stdin.isTTY === true || process.stdout.isTTY === true,
+): boolean {
+  return env.npm_command !== undefined || inTerminal;
+}

@@ -122,4 +122,45 @@ models:
     expect(await run.exited).toBe(0);
     await expect(fetch(`http://${engine}/health`)).rejects.toThrow();
   });
+
+  test("its parent's exit stops it when npm started it, not when it was detached (nohup)", {
+    timeout: 40_000,
+  }, async () => {
+    const config = writeConfig(`models:\n  fast:\n    command: ${simCommand([], 1)}\n`);
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    /** A shell that starts Snooze in the background, no terminal, waits until it listens, then exits. */
+    const detached = async (npmCommand: string | undefined) => {
+      const log = join(mkdtempSync(join(tmpdir(), "snooze-parent-")), "serve.log");
+      const env: NodeJS.ProcessEnv = { ...process.env, npm_command: npmCommand };
+      if (npmCommand === undefined) delete env.npm_command;
+      const script = `"${node}" bin/snooze.js serve --config "${config}" --port 0 </dev/null >/dev/null 2>"${log}" & pid=$!
+for i in $(seq 150); do grep -q '"msg":"listening"' "${log}" && break; sleep 0.1; done
+echo $pid`;
+      const parent = spawn("sh", ["-c", script], { stdio: ["ignore", "pipe", "ignore"], env });
+      let out = "";
+      parent.stdout!.on("data", (chunk) => (out += chunk));
+      await once(parent, "close");
+      const pid = Number(out.trim());
+      expect(pid).toBeGreaterThan(1);
+      return { pid, log };
+    };
+    const started = await detached("run-script");
+    await until(() => !alive(started.pid), 10_000, "snooze serve started by npm gone with its parent");
+    expect(readFileSync(started.log, "utf8")).toContain("the parent process exited; shutting down");
+    const nohup = await detached(undefined);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      expect(alive(nohup.pid)).toBe(true);
+    } finally {
+      process.kill(nohup.pid, "SIGTERM");
+      await until(() => !alive(nohup.pid), 15_000, "the detached snooze serve gone after SIGTERM");
+    }
+  });
 });
