@@ -65,12 +65,13 @@ export class Autoscaler {
   readonly slots = new Map<string, Slot>();
   private readonly slotOf = new Map<string, string>();
   private readonly listeners = new Set<(event: ReplicaEvent) => void>();
-  private readonly tierEvents = new TierEvents();
+  private readonly tierEvents: TierEvents;
   private readonly learningMetricSet: LearningMetrics;
   private saveTimer?: { cancel(): void };
 
   constructor(options: AutoscalerOptions) {
     this.options = options;
+    this.tierEvents = new TierEvents(() => options.clock.now());
     this.metrics = autoscalerMetrics(options.registry);
     this.slotMetricSet = slotMetrics(options.registry);
     this.learningMetricSet = learningMetrics(options.registry, {

@@ -43,6 +43,18 @@ test("each event says how long the replica was in the tier it left; a tier told 
   ).toBeUndefined();
 });
 
+test("a start that failed while starting: its activation.failed says how long it had been starting (was 0)", () => {
+  let now = 0;
+  const events = new TierEvents(() => now);
+  events.next(event({ tier: "starting", since: 1_000 }));
+  now = 3_020;
+  const failed = events.next(event({ tier: "starting", since: 1_000, error: "start of qwen failed: boom" }));
+  expect(failed).toMatchObject({
+    type: "dev.snooze.activation.failed",
+    data: { from: "starting", to: "starting", reason: "start of qwen failed: boom", durationMs: 2_020 },
+  });
+});
+
 test("a swap's event: type dev.snooze.slot.swapped, the slot as subject, the swap span's traceparent as extension", () => {
   expect(
     swapCloudEvent({

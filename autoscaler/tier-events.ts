@@ -70,6 +70,12 @@ export function swapCloudEvent(swap: SlotSwap): TierCloudEvent {
  */
 export class TierEvents {
   private readonly last = new Map<string, { tier: Tier; since: number; traceparent?: string }>();
+  private readonly now: () => number;
+
+  /** `now` dates a failure that leaves the replica where it was (a start that failed while starting). */
+  constructor(now: () => number = Date.now) {
+    this.now = now;
+  }
 
   next(event: ReplicaEvent): TierCloudEvent | undefined {
     const key = `${event.model}\u0000${event.replica}`;
@@ -88,8 +94,10 @@ export class TierEvents {
       });
     const news = cloudEventFor(from, event);
     if (!news) return undefined;
-    // How long the replica was `from`: the start, the wake, the drain and sleep, the time asleep.
-    const durationMs = before && event.since >= before.since ? event.since - before.since : undefined;
+    // How long the replica was `from`: the start, the wake, the drain and sleep, the time asleep; for
+    // a failure that left it there (its tier unchanged), until now.
+    const until = event.error !== undefined && event.tier === from ? this.now() : event.since;
+    const durationMs = before && until >= before.since ? until - before.since : undefined;
     return {
       ...news,
       data: { ...news.data, ...(durationMs !== undefined ? { durationMs } : {}) },
