@@ -314,7 +314,12 @@ export class ModelRoute {
         item.value.reject({
           reason: "activation-failed",
           message: event.error,
-          retryAfterMs: this.retryAfterMs(),
+          // The model tries again once its back-off is over: a retry before then would be held
+          // until then, or fail the same way.
+          retryAfterMs:
+            event.retryAt !== undefined
+              ? Math.max(minRetryAfterMs, event.retryAt - Date.now())
+              : this.retryAfterMs(),
         });
       }
       this.listener.loadChanged(this.config.id);

@@ -1189,7 +1189,7 @@ export class ModelController {
       tier: record.tier,
       since: record.since,
       ...(estimateMs !== undefined ? { estimateMs } : {}),
-      ...(error !== undefined ? { error } : {}),
+      ...(error !== undefined ? { error, retryAt: this.backoffUntil } : {}),
       ...(activation ? { traceparent: traceparentOf(activation.span) } : {}),
       ...(record.tier === "draining" && record.drainEndsAt !== undefined
         ? { endsAt: record.drainEndsAt }

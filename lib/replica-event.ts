@@ -35,6 +35,8 @@ export interface ReplicaEvent {
   estimateMs?: number;
   /** Set when an activation failed: the reason held requests are answered with. */
   error?: string;
+  /** With `error`: epoch ms when the model tries again (its back-off), for their Retry-After. */
+  retryAt?: number;
   /** For starting and waking: W3C traceparent of the activation span, so held requests can link to it. */
   traceparent?: string;
   /**

@@ -109,13 +109,25 @@ models:
     const body = (await response.json()) as any;
     expect(body.error.code).toBe("activation_failed");
     expect(body.error.message).toMatch(/start of broken failed: .*no-such-flag/);
+    // Each failure lengthens the back-off, and Retry-After says how long it is (it said 1 s each
+    // time, found by an outside tester): the model does not try again before then.
+    const retryAfters = [Number(response.headers.get("retry-after"))];
+    for (let i = 0; i < 2; i++) {
+      const again = await fetch(`${snooze.url}/v1/chat/completions`, chat("broken"));
+      expect(again.status).toBe(503);
+      await again.text();
+      retryAfters.push(Number(again.headers.get("retry-after")));
+    }
+    expect(retryAfters[0]).toBeGreaterThanOrEqual(1);
+    expect(retryAfters[2]).toBeGreaterThanOrEqual(2);
+    expect(retryAfters[2]).toBeGreaterThan(retryAfters[0]!);
     const metrics = await snooze.registry.metrics();
     expect(
       metricValue(metrics, "snooze_activation_duration_seconds_count", {
         model: "broken",
         outcome: "failed",
       }),
-    ).toBe(1);
+    ).toBe(3);
   });
 
   test("an engine command that does not exist → 503 naming it", async () => {
