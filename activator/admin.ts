@@ -16,6 +16,19 @@ export class AdminActionUnfinished extends Error {
   }
 }
 
+/**
+ * A person's sleep that ended otherwise: an engine's sleep call failed (an error, or no answer in a
+ * wake's time), so it was stopped instead, as an engine in an unknown state must be. The model is
+ * cold: no GPU held, but its next request starts it rather than waking it.
+ */
+export class SleepStoppedInstead extends Error {
+  constructor(model: string, reason: string | undefined) {
+    super(
+      `The sleep of ${model} failed${reason ? ` (${reason})` : ""}; its engine was stopped instead, so the model is cold and its next request starts it.`,
+    );
+  }
+}
+
 /** The next tier change the ladder has planned for a model, if its clock says when. */
 export interface NextChange {
   tier: Tier;

@@ -8,7 +8,7 @@ import { sendContinue } from "../lib/http/continue.ts";
 import { sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
-import { type AdminActions, AdminActionUnfinished } from "./admin.ts";
+import { type AdminActions, AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
 
 /**
  * What an incoming CloudEvent asks of a model. `prewarm` wakes it now, ahead of traffic; its
@@ -419,7 +419,7 @@ export async function handleIncomingEvents(
           res,
           unfinished ? 504 : 500,
           openAIError(
-            unfinished
+            unfinished || error instanceof SleepStoppedInstead
               ? (error as Error).message
               : `${command.verb} of \`${command.id}\` failed: ${(error as Error).message}`,
             "server_error",

@@ -8,7 +8,7 @@ import { createControlServer } from "../autoscaler/kube/control-server.ts";
 import type { AdminOutcome } from "../lib/control-protocol.ts";
 import type { KubeClient } from "../lib/kube/client.ts";
 import { silentLogger } from "../lib/log.ts";
-import { AdminActionUnfinished } from "./admin.ts";
+import { AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
 import { KubeControlPlane } from "./kube-control-plane.ts";
 
 let server: Server | undefined;
@@ -70,6 +70,20 @@ test("a sleep a request took back on the leader says so, not a tier caught mid-d
   });
   await expect(plane.admin("qwen", "sleep")).rejects.toThrow(
     "The sleep of qwen was taken back: a request (or a wake) came for it after it was asked, so the model stays awake (or is awake again for it); ask again once it is idle.",
+  );
+});
+
+test("a sleep the engine failed on the leader (stopped instead) is SleepStoppedInstead with the reason, as in local mode", async () => {
+  const { plane } = await againstAutoscaler({
+    status: 502,
+    message: "POST /sleep?level=1&mode=wait answered 500: boom",
+    tier: "cold",
+    stoppedInstead: true,
+  });
+  const failed = await plane.admin("qwen", "sleep").catch((error: unknown) => error);
+  expect(failed).toBeInstanceOf(SleepStoppedInstead);
+  expect((failed as Error).message).toBe(
+    "The sleep of qwen failed (POST /sleep?level=1&mode=wait answered 500: boom); its engine was stopped instead, so the model is cold and its next request starts it.",
   );
 });
 

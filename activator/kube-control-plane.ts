@@ -26,7 +26,7 @@ import type { Logger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
-import { AdminActionUnfinished } from "./admin.ts";
+import { AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
 
 type Model = ModelResource & KubeObject;
 
@@ -189,6 +189,7 @@ export class KubeControlPlane implements ControlPlane {
       signal: AbortSignal.timeout(adminTimeoutMs),
     });
     const outcome = (await response.json().catch(() => ({}))) as Partial<AdminOutcome>;
+    if (outcome.stoppedInstead === true) throw new SleepStoppedInstead(model, outcome.message);
     if (response.status === 504 && (verb === "sleep" || verb === "stop"))
       throw new AdminActionUnfinished(verb, model, outcome.tier ?? "awake", outcome.takenBack === true);
     if (!response.ok) throw new Error(outcome.message ?? `the autoscaler answered ${response.status}`);

@@ -9,7 +9,12 @@ import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress
 import { http } from "../lib/node-http.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Activator } from "./activator.ts";
-import { type AdminActions, AdminActionUnfinished, type AdminModelView } from "./admin.ts";
+import {
+  type AdminActions,
+  AdminActionUnfinished,
+  type AdminModelView,
+  SleepStoppedInstead,
+} from "./admin.ts";
 import { adminRefusal } from "./admin-guard.ts";
 import { CorsPolicy } from "./cors.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
@@ -264,6 +269,10 @@ export function createActivatorServer({
         try {
           await admin[verb](id);
         } catch (error) {
+          if (error instanceof SleepStoppedInstead) {
+            sendError(res, 502, openAIError(error.message, "server_error", "action_failed"));
+            return;
+          }
           if (!(error instanceof AdminActionUnfinished)) throw error;
           sendError(res, 504, openAIError(error.message, "server_error", "action_unfinished"));
           return;

@@ -58,7 +58,10 @@ export interface ModelControllerDeps {
 }
 
 /** How a person's sleep or stop ended: done, taken back by a request or a wake, or not in its time. */
-export type ParkOutcome = "done" | "taken-back" | "timed-out";
+export type ParkOutcome = "done" | "taken-back" | "timed-out" | "stopped-instead";
+
+/** How long an engine's sleep call may take: a wake's time (it moves back what a sleep moves out), at least 30 s. */
+export const sleepTimeoutMs = (wakeTimeout: number) => Math.max(wakeTimeout, 30_000);
 
 /** One replica as the controller knows it. */
 interface ReplicaRecord {
@@ -160,6 +163,8 @@ export class ModelController {
   private failures = 0;
   private crashes: number[] = [];
   private backoffUntil = 0;
+  /** The last sleep call that failed (its engine was stopped instead): when, and why. */
+  private sleepFailure?: { at: number; reason: string };
   private lastError?: string;
   private lastWakeMs: { 1?: number; 2?: number } = {};
   private lastStartMs?: number;
@@ -642,13 +647,25 @@ export class ModelController {
    * Drains and sleeps every awake replica (stops them without sleep mode) until the next request.
    * Requests held when it is asked are served first (an activation under way finishes for them).
    * Resolves `done` once nothing is awake; `taken-back` as soon as a request held since (or a
-   * wake) takes the model back; `timed-out` if it did not come within `timeoutMs`.
+   * wake) takes the model back; `timed-out` if it did not come within `timeoutMs`;
+   * `stopped-instead` when nothing is awake but an engine's sleep failed and it was stopped.
    */
-  sleepNow(level: 1 | 2 = this.config.sleepLevel, timeoutMs = this.parkTimeoutMs()): Promise<ParkOutcome> {
+  async sleepNow(
+    level: 1 | 2 = this.config.sleepLevel,
+    timeoutMs = this.parkTimeoutMs(),
+  ): Promise<ParkOutcome> {
+    const asked = this.deps.clock.now();
     this.wakeWanted = false;
     this.parked = this.config.sleep ? level : "stop";
     this.changed();
-    return this.park(() => this.quiet(), timeoutMs);
+    const outcome = await this.park(() => this.quiet(), timeoutMs);
+    // Parked, but not as asked: an engine whose sleep failed was stopped (see sleepFailed()).
+    return outcome === "done" && (this.sleepFailure?.at ?? -Infinity) >= asked ? "stopped-instead" : outcome;
+  }
+
+  /** Why the last sleep that failed did (its engine was stopped instead), if one did. */
+  sleepFailed(): string | undefined {
+    return this.sleepFailure?.reason;
   }
 
   /** Stops every replica until the next request, as `sleepNow` puts them to sleep. */
@@ -1423,13 +1440,16 @@ export class ModelController {
       await inSpan(
         "snooze.sleep",
         { "snooze.model": this.id, "snooze.sleep_level": next },
-        () => engine.sleep(next, "wait", drainTimeout + 30_000),
+        // The requests still running were ended at the drain's end: what is left is the engine
+        // moving its weights out, which a wake moves back, so it has a wake's time.
+        () => engine.sleep(next, "wait", sleepTimeoutMs(this.config.wakeTimeout)),
         parent,
       );
     } catch (error) {
       this.guard(leadership);
       // An engine in an unknown state would hang the next request: stop it instead.
       this.log.warn("sleep failed; stopping the engine", { replica: record.replica.id, error });
+      this.sleepFailure = { at: this.deps.clock.now(), reason: (error as Error).message };
       await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;
     }

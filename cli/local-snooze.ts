@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { Registry } from "prom-client";
 import { Activator } from "../activator/activator.ts";
-import { type AdminActions, AdminActionUnfinished } from "../activator/admin.ts";
+import { type AdminActions, AdminActionUnfinished, SleepStoppedInstead } from "../activator/admin.ts";
 import { type Listening, listenActivator } from "../activator/listen.ts";
 import { createActivatorServer } from "../activator/server.ts";
 import type { Autoscaler } from "../autoscaler/autoscaler.ts";
@@ -55,6 +55,7 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
   const park = async (verb: "sleep" | "stop", model: string) => {
     const found = controller(model);
     const outcome = await (verb === "sleep" ? found.sleepNow() : found.stopNow());
+    if (outcome === "stopped-instead") throw new SleepStoppedInstead(model, found.sleepFailed());
     if (outcome !== "done")
       throw new AdminActionUnfinished(verb, model, found.tier, outcome === "taken-back");
   };

@@ -103,6 +103,8 @@ export interface AdminOutcome {
   keptMs?: number;
   /** A sleep or stop not done (504): a request or a wake after it was asked took the model back. */
   takenBack?: boolean;
+  /** A sleep that failed (502): the engine was stopped instead; `message` is why the sleep failed. */
+  stoppedInstead?: boolean;
 }
 /** Every slot's status, from every autoscaler replica that leads one. */
 export const slotsPath = "/snooze/v1/slots";

@@ -567,6 +567,13 @@ export class KubeAutoscaler {
       if (verb === "wake") await controller.wakeNow();
       else {
         const outcome = await (verb === "sleep" ? controller.sleepNow() : controller.stopNow());
+        if (outcome === "stopped-instead")
+          return {
+            status: 502,
+            message: controller.sleepFailed() ?? "the engine's sleep failed",
+            tier: controller.tier,
+            stoppedInstead: true,
+          };
         if (outcome !== "done")
           return {
             status: 504,

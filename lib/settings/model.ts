@@ -95,7 +95,10 @@ export const tierSettings = z.strictObject({
     positive: true,
   })
     .optional()
-    .meta({ description: "How long a wake, with its warm-up, may take before it is declared failed." }),
+    .meta({
+      description:
+        "How long a wake, with its warm-up, may take before it is declared failed; an engine's sleep call gets as long (at least 30 s), past which the engine is stopped instead.",
+    }),
   drainTimeout: finiteDuration("a request that never ends would keep the replica awake").optional().meta({
     description:
       "How long in-flight requests may run after a replica stops taking new ones; those still running then are ended (503 or an SSE error event `drain_timeout`) and it sleeps or stops.",

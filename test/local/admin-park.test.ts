@@ -117,3 +117,43 @@ test("Ctrl-C during `snooze sleep` ends the wait, not the sleep: it says the sle
   expect(await stream.text()).toContain('"code":"drain_timeout"');
   await until(async () => (await tierOf(url)) === "asleep-1", 10_000, "the sleep");
 });
+
+for (const how of ["the admin API", "snooze sleep"] as const) {
+  test(`a sleep the engine fails: the engine is stopped instead, and ${how} says so (502 action_failed, exit 1)`, async () => {
+    // Found by an outside tester: the call answered 200 "cold" and the CLI exited 0.
+    snooze = await startWith(`
+models:
+  m: { command: ${simCommand(["--enable-sleep-mode"])} }
+`);
+    const url = snooze.url;
+    expect((await fetch(`${url}/v1/chat/completions`, chat("m"))).status).toBe(200);
+    const address = snooze.autoscaler.controller("m")!.state().address!;
+    const fault = await fetch(`http://${address}/sim/faults`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ sleepFail: 1 }),
+    });
+    expect(fault.ok).toBe(true);
+    const expected = "The sleep of m failed (POST /sleep?level=1&mode=wait answered 500";
+    const answer =
+      how === "snooze sleep"
+        ? await cliSleep(url)
+        : await fetch(`${url}/snooze/v1/models/m/sleep`, {
+            method: "POST",
+            signal: AbortSignal.timeout(20_000),
+          });
+    if (answer instanceof Response) {
+      expect(answer.status).toBe(502);
+      const { error } = (await answer.json()) as { error: { code: string; message: string } };
+      expect(error.code).toBe("action_failed");
+      expect(error.message).toContain(expected);
+      expect(error.message).toContain("its engine was stopped instead");
+    } else {
+      expect(answer.code, answer.output).toBe(1);
+      expect(answer.output).toContain(`answered 502: ${expected}`);
+    }
+    expect(await tierOf(url)).toBe("cold");
+    // The next request starts it again.
+    expect((await fetch(`${url}/v1/chat/completions`, chat("m"))).status).toBe(200);
+  });
+}
