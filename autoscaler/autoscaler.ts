@@ -31,6 +31,8 @@ export interface AutoscalerOptions {
   hostMemoryBudget: number;
   /** Time for activators to see `draining` before an engine is checked for idleness. */
   drainGraceMs: number;
+  /** How often ready engines are rechecked (ModelControllerDeps). */
+  selfHealIntervalMs?: number;
   /** An activator that stopped reporting for this long no longer counts. */
   activatorExpiryMs: number;
   /** Where what the models learned is kept across restarts (local mode's state file). */
@@ -100,6 +102,7 @@ export class Autoscaler {
       emit: (event) => this.publish(event, target.key),
       holding: membership.holding,
       drainGraceMs: this.options.drainGraceMs,
+      selfHealIntervalMs: this.options.selfHealIntervalMs,
       activatorExpiryMs: this.options.activatorExpiryMs,
       slot,
       statusChanged: membership.statusChanged,

@@ -418,6 +418,24 @@ describe("waking", () => {
   });
 });
 
+describe("self-heal", () => {
+  test("every 30 s a ready engine is rechecked; one that stopped answering is replaced, not left to time requests out", async () => {
+    // Found by an outside tester: a frozen engine (SIGSTOP) stayed ready, every request waiting
+    // for firstByteTimeout; only slot members were rechecked.
+    const { h, id, engine } = await readyModel(oneModel("    sleepAfter: 10m"), {
+      selfHealIntervalMs: 30_000,
+    });
+    await h.advance(30_000);
+    expect(engine.calls).toEqual(["healthy", "isSleeping"]);
+    expect(h.controller("m").tier).toBe("ready");
+    engine.healthyAnswer = false;
+    await h.advance(30_000);
+    expect(h.tiers("m")).toEqual(["cold"]);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+    expect(h.controller("m").state().lastError).toMatch(/^the engine of .*m-1 did not answer$/);
+  });
+});
+
 describe("failures and back-off", () => {
   test("a replica that departs while starting: the event carries the platform's reason", async () => {
     const h = new Harness(oneModel(), { answerErrors: true });

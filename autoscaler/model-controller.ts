@@ -45,6 +45,8 @@ export interface ModelControllerDeps {
   holding(): boolean;
   /** Time for activators to see `draining` before the engine is checked for idleness. */
   drainGraceMs: number;
+  /** How often ready engines are rechecked (default 30 s; tests that count engine calls set it off). */
+  selfHealIntervalMs?: number;
   /** An activator that stopped reporting for this long no longer counts (Infinity in-process). */
   activatorExpiryMs: number;
   /** Set for a slot member: the slot decides when it may be awake, and hears of every change. */
@@ -135,6 +137,9 @@ export interface ModelState {
 class NotLeading extends Error {}
 
 const maxBackoffMs = 60_000;
+/** How often ready engines are rechecked (alive, awake), and how long each check may take. */
+const selfHealIntervalMs = 30_000;
+const selfHealCheckMs = 5_000;
 const crashWindowMs = 5 * 60_000;
 const drainPollMs = 100;
 const failedOperationCoolMs = 1_000;
@@ -163,6 +168,7 @@ export class ModelController {
   private failures = 0;
   private crashes: number[] = [];
   private backoffUntil = 0;
+  private healer?: { cancel(): void };
   /** The last sleep call that failed (its engine was stopped instead): when, and why. */
   private sleepFailure?: { at: number; reason: string };
   private lastError?: string;
@@ -242,7 +248,24 @@ export class ModelController {
     this.records.clear();
     this.accountTiers();
     this.lastActive = this.deps.clock.now();
+    this.armHealer();
     this.changed();
+  }
+
+  /**
+   * Self-heal, every 30 s: a ready engine that froze or died unnoticed would make every request
+   * wait for firstByteTimeout (and, in a slot, hold the accelerator for ever); rechecked, it is
+   * replaced.
+   */
+  private armHealer(): void {
+    this.healer?.cancel();
+    const intervalMs = this.deps.selfHealIntervalMs ?? selfHealIntervalMs;
+    if (!Number.isFinite(intervalMs)) return;
+    this.healer = this.deps.clock.setTimeout(() => {
+      if (!this.leading || this.closed) return;
+      this.recheckReady();
+      this.armHealer();
+    }, intervalMs);
   }
 
   /** Stop acting at once; running operations drop at their next write. */
@@ -250,6 +273,7 @@ export class ModelController {
     this.leadership++;
     this.leading = false;
     this.timer?.cancel();
+    this.healer?.cancel();
     this.records.clear();
     this.accountTiers();
     this.learner.stop(this.deps.clock.now());
@@ -729,10 +753,10 @@ export class ModelController {
   }
 
   /** Self-heal: re-check the ready replicas' engines (alive, awake); free what is gone. */
-  recheckReady(): void {
+  private recheckReady(): void {
     for (const record of this.records.values())
       if (record.tier === "ready" && !record.busy)
-        this.operate(record, "recheck", () => this.recheck(record));
+        this.operate(record, "recheck", () => this.recheck(record, selfHealCheckMs));
   }
 
   /** Demote a level-1 sleeper to level 2 because its machine's host-memory budget ran out. */
@@ -1520,10 +1544,10 @@ export class ModelController {
   }
 
   /** Where is the engine really (after a takeover mid-operation, or when an activator could not reach it)? */
-  private async recheck(record: ReplicaRecord): Promise<void> {
+  private async recheck(record: ReplicaRecord, healthMs?: number): Promise<void> {
     const leadership = this.leadership;
     const engine = this.deps.platform.engine(record.replica);
-    if (!(await engine.healthy())) {
+    if (!(await engine.healthy(healthMs))) {
       this.guard(leadership);
       if (!this.present(record)) return;
       this.log.warn("replica failed its re-check; replacing it", { replica: record.replica.id });

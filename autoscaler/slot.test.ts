@@ -88,9 +88,6 @@ describe("a slot with two members", () => {
     expect(h.tiers("a")).toEqual(["draining", "asleep-1"]);
     expect(h.tiers("b")).toEqual(["cold", "starting", "ready"]);
     expect(h.platform.calls).toEqual([
-      // The slot's self-heal probe of its resident, due at 30 s too.
-      "a-1 healthy",
-      "a-1 isSleeping",
       "a-1 sleep(1,wait)",
       "scale b 0->1",
       "b-2 healthy",

@@ -45,8 +45,6 @@ interface Transition {
   prewarm?: boolean;
 }
 
-const selfHealIntervalMs = 30_000;
-
 /**
  * The single writer of one slot (one exclusive accelerator shared by several models). The arbiter
  * (`decideSlot`) says who may be resident; each member's pass then runs with a cap on its awake
@@ -67,7 +65,6 @@ export class Slot {
   private pending = false;
   private leading = false;
   private timer?: { cancel(): void };
-  private healer?: { cancel(): void };
   private maxResidents = 0;
   private readonly statusListeners: (() => void)[] = [];
   /** The accelerator's time awake (a member resident) and saved, against one always awake. */
@@ -105,14 +102,12 @@ export class Slot {
     this.leading = true;
     this.endTransition("leadership changed");
     this.residentSince = this.deps.clock.now();
-    this.armHealer();
     this.changed();
   }
 
   standDown(): void {
     this.leading = false;
     this.timer?.cancel();
-    this.healer?.cancel();
     this.endTransition("leadership lost");
   }
 
@@ -339,16 +334,6 @@ export class Slot {
   private arm(at: number, now: number): void {
     if (Number.isFinite(at))
       this.timer = this.deps.clock.setTimeout(() => this.changed(), Math.max(1, at - now));
-  }
-
-  /** Self-heal: a resident whose engine died unnoticed would hold the slot forever. */
-  private armHealer(): void {
-    this.healer?.cancel();
-    this.healer = this.deps.clock.setTimeout(() => {
-      if (!this.leading) return;
-      for (const member of this.members.values()) member.recheckReady();
-      this.armHealer();
-    }, selfHealIntervalMs);
   }
 }
 

@@ -22,6 +22,8 @@ export interface LocalAutoscalerOptions {
   eventSource?: string;
   /** Where what the models learned is kept across restarts (`learning.json`); none: not kept. */
   stateDir?: string;
+  /** How often ready engines are rechecked (default 30 s). */
+  selfHealIntervalMs?: number;
 }
 
 /**
@@ -46,6 +48,7 @@ export function localAutoscaler(options: LocalAutoscalerOptions): Autoscaler {
     // In one process the activator's view is exact and immediate: no grace, no expiry.
     drainGraceMs: 0,
     activatorExpiryMs: Number.POSITIVE_INFINITY,
+    selfHealIntervalMs: options.selfHealIntervalMs,
     learningStore: options.stateDir === undefined ? undefined : learningFile(options.stateDir, options.log),
   });
   for (const model of config.models.values()) addLocalModel(autoscaler, config, model);

@@ -21,7 +21,14 @@ export interface HarnessOptions extends Omit<FakePlatformOptions, "clock"> {
    * Build the Autoscaler directly (as localAutoscaler does, but with these) instead of through
    * `localAutoscaler`: for a fake CloudEvent sink or a leadership the test switches.
    */
-  direct?: { sink?: boolean; holding?: () => boolean; drainGraceMs?: number; activatorExpiryMs?: number };
+  direct?: {
+    sink?: boolean;
+    holding?: () => boolean;
+    drainGraceMs?: number;
+    activatorExpiryMs?: number;
+  };
+  /** How often ready engines are rechecked; off unless asked: most tests count every engine call. */
+  selfHealIntervalMs?: number;
   /**
    * Answer held requests when an event carries an error, as the activator does (its held count
    * for the model drops to 0).
@@ -50,6 +57,7 @@ export class Harness {
         log: silentLogger,
         registry: this.registry,
         clock: this.clock,
+        selfHealIntervalMs: options.selfHealIntervalMs ?? Number.POSITIVE_INFINITY,
       });
     } else {
       // A sink that keeps what it is given (typed by what the Autoscaler accepts).
@@ -72,6 +80,7 @@ export class Harness {
         hostMemoryBudget: this.config.hostMemoryBudget,
         drainGraceMs: direct.drainGraceMs ?? 0,
         activatorExpiryMs: direct.activatorExpiryMs ?? Number.POSITIVE_INFINITY,
+        selfHealIntervalMs: options.selfHealIntervalMs ?? Number.POSITIVE_INFINITY,
       });
       const holding = direct.holding ?? (() => true);
       for (const model of this.config.models.values()) {
