@@ -46,6 +46,10 @@ const holdMessages: Record<HoldFailure["reason"], (model: string, seconds: numbe
   abandoned: (model) => `The client left while the request for \`${model}\` was held.`,
 };
 
+/** The hold budget spent on a model that was ready, every place on it taken (concurrency, maxConnections). */
+const busyMessage = (model: string, s: number) =>
+  `The model \`${model}\` is ready but was busy for the whole hold budget: every place on it (its concurrency or maxConnections) stayed taken; retry in about ${s}s.`;
+
 const holdCodes: Record<HoldFailure["reason"], string> = {
   budget: "hold_budget_exceeded",
   "queue-full": "queue_full",
@@ -583,7 +587,9 @@ export class Activator {
       const message =
         failure.reason === "activation-failed"
           ? `${holdMessages[failure.reason](model, seconds)} ${failure.message}`
-          : holdMessages[failure.reason](model, seconds);
+          : failure.reason === "budget" && failure.busy
+            ? busyMessage(model, seconds)
+            : holdMessages[failure.reason](model, seconds);
       span.setStatus({ code: SpanStatusCode.ERROR, message });
       const body = openAIError(message, "service_unavailable_error", holdCodes[failure.reason]);
       if (res.headersSent) progress?.fail(body);

@@ -33,7 +33,7 @@ export interface Backend {
 
 /** Why a held request was not dispatched. */
 export type HoldFailure =
-  | { reason: "budget"; retryAfterMs: number }
+  | { reason: "budget"; retryAfterMs: number; busy?: boolean }
   | { reason: "queue-full"; retryAfterMs: number }
   | { reason: "activation-failed"; retryAfterMs: number; message: string }
   | { reason: "shutdown"; retryAfterMs: number }
@@ -417,7 +417,9 @@ export class ModelRoute {
   }
 
   private expired(item: Held<Waiter>): void {
-    item.value.reject({ reason: "budget", retryAfterMs: this.retryAfterMs() });
+    // A model with a ready replica was there, only full: the request waited for room, not a start.
+    const busy = [...this.backends.values()].some((b) => b.tier === "ready");
+    item.value.reject({ reason: "budget", retryAfterMs: this.retryAfterMs(), ...(busy ? { busy } : {}) });
     if (this.queue.length === 0) this.listener.loadChanged(this.config.id);
   }
 }

@@ -32,6 +32,30 @@ models:
     expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("slow"))).status).toBe(200);
   });
 
+  test("hold budget spent on a ready model that is full: the message says it was busy, not that it did not become ready", async () => {
+    // Found by an outside tester: a client holding the only place (concurrency 1) got others told
+    // the model "did not become ready".
+    snooze = await startWith(`
+models:
+  one:
+    concurrency: 1
+    holdBudget: 500ms
+    command: ${simCommand(["--itl", "100ms", "--load-time", "100ms"], 1)}
+`);
+    await snooze.autoscaler.controller("one")!.wakeNow();
+    expect(tierOf("one")).toBe("ready");
+    const stream = await fetch(`${snooze.url}/v1/chat/completions`, {
+      ...chat("one", { stream: true, max_tokens: 12, ignore_eos: true }),
+      signal: AbortSignal.timeout(20_000),
+    });
+    const refused = await fetch(`${snooze.url}/v1/chat/completions`, chat("one"));
+    expect(refused.status).toBe(503);
+    const { error } = (await refused.json()) as any;
+    expect(error.code).toBe("hold_budget_exceeded");
+    expect(error.message).toContain("is ready but was busy for the whole hold budget");
+    expect(await stream.text()).toContain("[DONE]");
+  });
+
   test("queue full → 503 at once, the queued ones are served", async () => {
     snooze = await startWith(`
 models:
