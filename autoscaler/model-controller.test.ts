@@ -695,6 +695,35 @@ describe("sleep and stop asked during an activation", () => {
     expect(controller.tier).toBe("ready");
   });
 
+  for (const [how, sleepEnds, outcome, tier] of [
+    ["succeeds", "release", "done", "ready"],
+    ["fails", "fail", "stopped-instead", "starting"],
+  ] as const) {
+    test(`a request after the sleep call went to the engine does not take it back: the person hears how it ended (it ${how})`, async () => {
+      // Found by an outside tester: the call said "taken back, the model stays awake" while the
+      // engine went on sleeping, and was stopped when its sleep then failed.
+      const { h, engine } = await readyModel();
+      const controller = h.controller("m");
+      const sleepCall = engine.hold("sleep");
+      let done: string | undefined;
+      void controller.sleepNow().then((result) => {
+        done = result;
+      });
+      await h.settle();
+      expect(sleepCall.reached).toBe(true);
+      h.stats("m", 0, 1);
+      h.demand("m");
+      await h.settle();
+      expect(done).toBeUndefined();
+      if (sleepEnds === "release") sleepCall.release();
+      else sleepCall.fail("no answer within 2m");
+      await h.settle();
+      expect(done).toBe(outcome);
+      // The request that came meanwhile is served next, by a wake or a new start.
+      expect(controller.tier).toBe(tier);
+    });
+  }
+
   test("a stop that does not come in its time answers so at its timeout", async () => {
     const { h, engine } = await readyModel(oneModel("    drainTimeout: 10s"));
     engine.running = 1;

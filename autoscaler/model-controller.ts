@@ -168,6 +168,8 @@ export class ModelController {
   private failures = 0;
   private crashes: number[] = [];
   private backoffUntil = 0;
+  /** When a replica's sleep or stop was last sent (past the point a request can take it back). */
+  private releaseSentAt?: number;
   private healer?: { cancel(): void };
   /** The last sleep call that failed (its engine was stopped instead): when, and why. */
   private sleepFailure?: { at: number; reason: string };
@@ -700,9 +702,20 @@ export class ModelController {
     return this.park(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
   }
 
+  /**
+   * A request takes a sleep or stop back only before it reaches an engine: once a replica's sleep
+   * or stop has been sent (it is leaving), the person waits for that to end and hears how it went,
+   * even if a request has since asked for the model again (and wakes it afterwards).
+   */
   private async park(done: () => boolean, timeoutMs: number): Promise<ParkOutcome> {
-    const takenBack = () => this.parked === undefined;
-    if (await this.settle(done, timeoutMs, takenBack)) return "done";
+    const asked = this.deps.clock.now();
+    const released = () =>
+      (this.releaseSentAt ?? Number.NEGATIVE_INFINITY) >= asked &&
+      ![...this.records.values()].some((r) => r.leaving);
+    const takenBack = () =>
+      this.parked === undefined && !released() && ![...this.records.values()].some((r) => r.leaving);
+    const finished = () => done() || (this.parked === undefined && released());
+    if (await this.settle(finished, timeoutMs, takenBack)) return "done";
     return takenBack() ? "taken-back" : "timed-out";
   }
 
@@ -1456,6 +1469,7 @@ export class ModelController {
     if (record.tier !== "draining" || !this.present(record)) return; // taken back by demand, or gone
     // From here on the engine is going down; requests arriving now wait for the next wake.
     record.leaving = true;
+    this.releaseSentAt = this.deps.clock.now();
     if (next === "stop") {
       await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;
