@@ -62,7 +62,7 @@ const holdCodes: Record<HoldFailure["reason"], string> = {
 const drainEnded = (model: string) =>
   new EndedEarly(
     "drained",
-    `The replica of model \`${model}\` answering this request is going to sleep or stopping (idle, a swap on its slot, a scale-in, changed engine settings, or \`snooze sleep\`/\`stop\`), and the request ran past its drainTimeout`,
+    `The replica of model \`${model}\` answering this request is going to sleep or stopping (idle, a swap on its slot, a scale-in, changed engine settings, \`snooze sleep\`/\`stop\`, or its engine stopped answering), and the request ran past its drainTimeout`,
   );
 
 /**

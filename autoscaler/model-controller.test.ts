@@ -430,7 +430,10 @@ describe("self-heal", () => {
     expect(h.controller("m").tier).toBe("ready");
     engine.healthyAnswer = false;
     await h.advance(30_000);
-    expect(h.tiers("m")).toEqual(["cold"]);
+    // Draining at once, its drain over at once: activators end what runs on it, route nothing more.
+    expect(h.tiers("m")).toEqual(["draining", "cold"]);
+    const [draining] = h.eventsOf("m", id);
+    expect(draining!.endsAt).toBe(draining!.since);
     expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
     expect(h.controller("m").state().lastError).toMatch(/^the engine of .*m-1 did not answer$/);
   });

@@ -1567,6 +1567,12 @@ export class ModelController {
       this.log.warn("replica failed its re-check; replacing it", { replica: record.replica.id });
       this.lastError = `the engine of ${record.replica.label} did not answer`;
       record.leaving = true;
+      // Activators route nothing more to it and end what runs on it now (its drain ends at once):
+      // a frozen engine would hold those requests until it is killed, a stop grace later.
+      if (record.tier === "ready") {
+        record.drainEndsAt = this.deps.clock.now();
+        await this.setTier(record, "draining");
+      }
       await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;
     }
