@@ -4,7 +4,7 @@ import { cloudEvents } from "../lib/cloudevents-sdk.ts";
 import { formatDuration, parseDuration } from "../lib/duration.ts";
 import { BodyTooLarge, readBody } from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
-import { sendContinue } from "../lib/http/continue.ts";
+import { sendContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
 import { sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
@@ -100,11 +100,7 @@ export function parseIncomingEvents(headers: IncomingHttpHeaders, body: Buffer):
     const parsed = structuredEvent(raw);
     return parsed.ok ? { ok: true, mode: "structured", commands: [parsed.command] } : parsed;
   }
-  if (!Object.keys(headers).some((name) => name.startsWith("ce-")))
-    return refuse(
-      "not a CloudEvent: send ce-* headers (binary mode) or an application/cloudevents+json body (structured mode)",
-      "not_a_cloudevent",
-    );
+  if (!looksLikeCloudEvent(headers)) return notACloudEvent();
   const specversion = headers["ce-specversion"];
   if (specversion === undefined)
     return refuse("the event has no ce-specversion header", "invalid_event", 400, "ce-specversion");
@@ -137,6 +133,21 @@ export function parseIncomingEvents(headers: IncomingHttpHeaders, body: Buffer):
   );
   return parsed.ok ? { ok: true, mode: "binary", commands: [parsed.command] } : parsed;
 }
+
+/** Whether the headers alone say a CloudEvent may follow: ce-* headers, or a CloudEvents content type. */
+function looksLikeCloudEvent(headers: IncomingHttpHeaders): boolean {
+  const contentType = String(headers["content-type"] ?? "").toLowerCase();
+  return (
+    contentType.startsWith("application/cloudevents") ||
+    Object.keys(headers).some((name) => name.startsWith("ce-"))
+  );
+}
+
+const notACloudEvent = () =>
+  refuse(
+    "not a CloudEvent: send ce-* headers (binary mode) or an application/cloudevents+json body (structured mode)",
+    "not_a_cloudevent",
+  );
 
 /** The SDK replaces a time it cannot read with the current time: check what the sender wrote. */
 function isTimestamp(value: unknown): boolean {
@@ -171,6 +182,13 @@ function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | Ev
         400,
         name,
       );
+  }
+  // Checked as the sender wrote it: the SDK decodes anything leniently (and keeps both).
+  if (attributes.data_base64 !== undefined) {
+    if (attributes.data !== undefined)
+      return refuse("an event has data or data_base64, not both", "invalid_event", 400, "data_base64");
+    if (typeof attributes.data_base64 !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(attributes.data_base64))
+      return refuse("data_base64 is not base64", "invalid_event", 400, "data_base64");
   }
   if (attributes.time !== undefined && !isTimestamp(attributes.time))
     return refuse(
@@ -341,8 +359,18 @@ export async function handleIncomingEvents(
   // A binary-mode event's attributes are its ce-* headers: they count towards the limit too.
   const limit = maxEventSize - attributeHeaderBytes(req);
   try {
-    // Refused before `100 Continue` when the size it declares is over: the body is never sent.
+    // Refused before `100 Continue` when the headers already say no: the body is never sent.
     if (limit < 0 || Number(req.headers["content-length"]) > limit) throw new BodyTooLarge(limit);
+    if (!looksLikeCloudEvent(req.headers)) {
+      const refusal = notACloudEvent();
+      sendError(
+        res,
+        refusal.status,
+        openAIError(refusal.message, "invalid_request_error", refusal.code),
+        unreadBodyHeaders(req),
+      );
+      return;
+    }
     sendContinue(req, res);
     body = await readBody(req, limit);
   } catch (error) {

@@ -242,6 +242,20 @@ describe("every malformed event is refused with a status and a reason", () => {
     expect(unknown.message).toMatch(/^event 1 of the batch: .*gpt-9/);
   });
 
+  test("data_base64 that is not base64, or sent with data as well, is refused naming it", async () => {
+    const notBase64 = await refusal(
+      await structured(valid({ subject: undefined, data_base64: "not base64 at all!" })),
+    );
+    expect(notBase64).toMatchObject({ status: 400, code: "invalid_event", param: "data_base64" });
+    const both = await refusal(
+      await structured(
+        valid({ data: { model: "qwen" }, data_base64: Buffer.from('{"model":"qwen"}').toString("base64") }),
+      ),
+    );
+    expect(both).toMatchObject({ status: 400, param: "data_base64" });
+    expect(both.message).toContain("not both");
+  });
+
   test("a gzipped event is 415 unsupported_content_encoding, as on /v1", async () => {
     const { gzipSync } = await import("node:zlib");
     const response = await send(

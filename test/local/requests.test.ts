@@ -244,6 +244,12 @@ describe("requests the activator answers itself", () => {
     );
     expect(tooBig).not.toContain("100 Continue");
     expect(tooBig.startsWith("HTTP/1.1 413")).toBe(true);
+    // So is a message whose headers say it is no CloudEvent (no ce-*, not a CloudEvents type).
+    const notAnEvent = await exchange(
+      `POST /snooze/v1/events HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 20\r\nexpect: 100-continue\r\n\r\n`,
+    );
+    expect(notAnEvent).not.toContain("100 Continue");
+    expect(notAnEvent).toMatch(/^HTTP\/1\.1 400[\s\S]*not_a_cloudevent/);
   });
 
   test("an absolute-form target (RFC 9112) is served as its path, its authority taken as the Host", async () => {
