@@ -333,6 +333,16 @@ function accepted(res: ServerResponse, status: number, outcome: string): void {
   res.end();
 }
 
+/** Answers a refusal in the OpenAI shape, its field (if it names one) in `param`. */
+function sendRefusal(res: ServerResponse, refusal: EventRefusal, headers?: Record<string, string>): void {
+  sendError(
+    res,
+    refusal.status,
+    openAIError(refusal.message, "invalid_request_error", refusal.code, refusal.param ?? null),
+    headers,
+  );
+}
+
 /** The bytes of a message's ce-* headers, names and values. */
 function attributeHeaderBytes(req: IncomingMessage): number {
   let bytes = 0;
@@ -362,13 +372,7 @@ export async function handleIncomingEvents(
     // Refused before `100 Continue` when the headers already say no: the body is never sent.
     if (limit < 0 || Number(req.headers["content-length"]) > limit) throw new BodyTooLarge(limit);
     if (!looksLikeCloudEvent(req.headers)) {
-      const refusal = notACloudEvent();
-      sendError(
-        res,
-        refusal.status,
-        openAIError(refusal.message, "invalid_request_error", refusal.code),
-        unreadBodyHeaders(req),
-      );
+      sendRefusal(res, notACloudEvent(), unreadBodyHeaders(req));
       return;
     }
     sendContinue(req, res);
@@ -389,11 +393,7 @@ export async function handleIncomingEvents(
   }
   const parsed = parseIncomingEvents(req.headers, body);
   if (!parsed.ok) {
-    sendError(
-      res,
-      parsed.status,
-      openAIError(parsed.message, "invalid_request_error", parsed.code, parsed.param ?? null),
-    );
+    sendRefusal(res, parsed);
     return;
   }
   const resolved: (EventCommand & { id: string })[] = [];

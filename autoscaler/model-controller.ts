@@ -63,7 +63,7 @@ export interface ModelControllerDeps {
 export type ParkOutcome = "done" | "taken-back" | "timed-out" | "stopped-instead";
 
 /** How long an engine's sleep call may take: a wake's time (it moves back what a sleep moves out), at least 30 s. */
-export const sleepTimeoutMs = (wakeTimeout: number) => Math.max(wakeTimeout, 30_000);
+const sleepTimeoutMs = (wakeTimeout: number) => Math.max(wakeTimeout, 30_000);
 
 /** One replica as the controller knows it. */
 interface ReplicaRecord {
@@ -135,6 +135,12 @@ export interface ModelState {
 
 /** This leadership ended while an operation ran: drop it, the next leader decides. */
 class NotLeading extends Error {}
+/** A fresh engine that does not answer /health yet: asked again after the back-off, not stopped. */
+class EngineNotUp extends Error {}
+/** An engine call that got no answer in its time (read as `timedOut`, as the engine client's errors are). */
+class NoAnswer extends Error {
+  readonly timedOut = true;
+}
 
 const maxBackoffMs = 60_000;
 /** How often ready engines are rechecked (alive, awake), and how long each check may take. */
@@ -676,17 +682,11 @@ export class ModelController {
    * wake) takes the model back; `timed-out` if it did not come within `timeoutMs`;
    * `stopped-instead` when nothing is awake but an engine's sleep failed and it was stopped.
    */
-  async sleepNow(
-    level: 1 | 2 = this.config.sleepLevel,
-    timeoutMs = this.parkTimeoutMs(),
-  ): Promise<ParkOutcome> {
-    const asked = this.deps.clock.now();
+  sleepNow(level: 1 | 2 = this.config.sleepLevel, timeoutMs = this.parkTimeoutMs()): Promise<ParkOutcome> {
     this.wakeWanted = false;
     this.parked = this.config.sleep ? level : "stop";
     this.changed();
-    const outcome = await this.park(() => this.quiet(), timeoutMs);
-    // Parked, but not as asked: an engine whose sleep failed was stopped (see sleepFailed()).
-    return outcome === "done" && (this.sleepFailure?.at ?? -Infinity) >= asked ? "stopped-instead" : outcome;
+    return this.park("sleep", () => this.quiet(), timeoutMs);
   }
 
   /** Why the last sleep that failed did (its engine was stopped instead), if one did. */
@@ -699,7 +699,7 @@ export class ModelController {
     this.wakeWanted = false;
     this.parked = "stop";
     this.changed();
-    return this.park(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
+    return this.park("stop", () => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
   }
 
   /**
@@ -707,16 +707,15 @@ export class ModelController {
    * or stop has been sent (it is leaving), the person waits for that to end and hears how it went,
    * even if a request has since asked for the model again (and wakes it afterwards).
    */
-  private async park(done: () => boolean, timeoutMs: number): Promise<ParkOutcome> {
+  private async park(verb: "sleep" | "stop", done: () => boolean, timeoutMs: number): Promise<ParkOutcome> {
     const asked = this.deps.clock.now();
-    const released = () =>
-      (this.releaseSentAt ?? Number.NEGATIVE_INFINITY) >= asked &&
-      ![...this.records.values()].some((r) => r.leaving);
-    const takenBack = () =>
-      this.parked === undefined && !released() && ![...this.records.values()].some((r) => r.leaving);
-    const finished = () => done() || (this.parked === undefined && released());
-    if (await this.settle(finished, timeoutMs, takenBack)) return "done";
-    return takenBack() ? "taken-back" : "timed-out";
+    const since = (at: number | undefined) => (at ?? Number.NEGATIVE_INFINITY) >= asked;
+    const leaving = () => [...this.records.values()].some((r) => r.leaving);
+    const takenBack = () => this.parked === undefined && !leaving() && !since(this.releaseSentAt);
+    const finished = () => done() || (this.parked === undefined && !leaving() && since(this.releaseSentAt));
+    if (!(await this.settle(finished, timeoutMs, takenBack))) return takenBack() ? "taken-back" : "timed-out";
+    // Parked, but not as asked: an engine whose sleep failed was stopped (see sleepFailed()).
+    return verb === "sleep" && since(this.sleepFailure?.at) ? "stopped-instead" : "done";
   }
 
   /**
@@ -1318,7 +1317,7 @@ export class ModelController {
         engine.healthy(),
         this.config.sleep ? engine.isSleeping().catch(() => false) : false,
       ]);
-      if (!healthy) throw Object.assign(new Error("the engine does not answer /health"), { notUp: true });
+      if (!healthy) throw new EngineNotUp("the engine does not answer /health");
       if (sleeping) await engine.wake(1, Math.max(1, until - this.deps.clock.now()));
       await this.warmUp(engine, activation, until);
     } catch (error) {
@@ -1330,7 +1329,7 @@ export class ModelController {
       // after the back-off, until startTimeout. An engine that is up but failed its wake or warm-up
       // is stopped, as after a failed wake: the next request (after the back-off) starts a clean
       // one, rather than this one being asked again and every held request failed again.
-      if ((error as { notUp?: unknown }).notUp !== true)
+      if (!(error instanceof EngineNotUp))
         await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;
     }
@@ -1362,11 +1361,8 @@ export class ModelController {
           // Named by the setting a person can change, not by the milliseconds that were left.
           const budget = activation.kind === "start" ? "startTimeout" : "wakeTimeout";
           const ms = activation.kind === "start" ? this.config.startTimeout : this.config.wakeTimeout;
-          throw Object.assign(
-            new Error(
-              `the warm-up got no answer within the ${activation.kind}'s ${budget} (${formatDuration(ms)})`,
-            ),
-            { timedOut: true },
+          throw new NoAnswer(
+            `the warm-up got no answer within the ${activation.kind}'s ${budget} (${formatDuration(ms)})`,
           );
         }
       },
