@@ -1,6 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Registry } from "prom-client";
+import { answerClientErrors, endSocketWithError } from "../lib/http/client-error.ts";
 import { deferContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
 import { toOriginForm } from "../lib/http/origin-form.ts";
@@ -135,6 +136,21 @@ export function createActivatorServer({
           "The request target is an absolute URL that cannot be read; send the path (e.g. /v1/chat/completions).",
           "invalid_request_error",
           "invalid_request_target",
+        ),
+        { connection: "close" },
+      );
+      return;
+    }
+    if (req.headers.host === undefined && req.httpVersion === "1.1") {
+      // RFC 9112 §3.2: a 1.1 request without Host is refused (Node would say so with an empty 400).
+      req.resume();
+      sendError(
+        res,
+        400,
+        openAIError(
+          "The request has no Host header, which HTTP/1.1 requires.",
+          "invalid_request_error",
+          "missing_host",
         ),
         { connection: "close" },
       );
@@ -318,7 +334,7 @@ export function createActivatorServer({
       else res.destroy();
     });
   };
-  const server = http.createServer({ keepAliveTimeout: 65_000 }, listener);
+  const server = http.createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, listener);
   server.once("close", () => {
     unwatch();
     timeline.close();
@@ -329,17 +345,17 @@ export function createActivatorServer({
   // CONNECT (a client that takes Snooze for a forward proxy): Node drops the connection unless
   // told otherwise; say what this is instead.
   server.on("connect", (req: IncomingMessage, socket: Duplex) => {
-    const body = JSON.stringify(
+    endSocketWithError(
+      socket,
+      "405 Method Not Allowed",
       openAIError(
         `${req.method} is not served here: Snooze is not a forward proxy. Send OpenAI requests to /v1/.`,
         "invalid_request_error",
         "method_not_allowed",
       ),
-    );
-    socket.on("error", () => {});
-    socket.end(
-      `HTTP/1.1 405 Method Not Allowed\r\nallow: GET, HEAD, POST\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      { allow: "GET, HEAD, POST" },
     );
   });
+  answerClientErrors(server);
   return server;
 }

@@ -252,18 +252,22 @@ describe("requests the activator answers itself", () => {
     expect(notAnEvent).toMatch(/^HTTP\/1\.1 400[\s\S]*not_a_cloudevent/);
   });
 
+  /** Writes `bytes` on a new connection and reads the reply until the server closes it. */
+  const rawReply = (bytes: string) =>
+    new Promise<string>((resolve, reject) => {
+      const { hostname, port } = new URL(snooze.url);
+      const socket = connect(Number(port), hostname, () => socket.write(bytes));
+      let text = "";
+      socket.setEncoding("utf8");
+      socket.on("data", (chunk: string) => (text += chunk));
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+    });
+  const errorOf = (reply: string) => JSON.parse(reply.slice(reply.indexOf("\r\n\r\n") + 4)).error;
+
   test("an absolute-form target (RFC 9112) is served as its path, its authority taken as the Host", async () => {
     // Found by an outside tester: answered 404 before. One request per connection, read to its end.
-    const ask = (head: string, body = "") =>
-      new Promise<string>((resolve, reject) => {
-        const { hostname, port } = new URL(snooze.url);
-        const socket = connect(Number(port), hostname, () => socket.write(head + body));
-        let reply = "";
-        socket.setEncoding("utf8");
-        socket.on("data", (chunk: string) => (reply += chunk));
-        socket.on("end", () => resolve(reply));
-        socket.on("error", reject);
-      });
+    const ask = (head: string, body = "") => rawReply(head + body);
     const { host } = new URL(snooze.url);
     const body = JSON.stringify({ model: "llama", messages: [{ role: "user", content: "hi" }] });
     const served = await ask(
@@ -287,20 +291,30 @@ describe("requests the activator answers itself", () => {
   });
 
   test("CONNECT (a client taking Snooze for a forward proxy) is answered 405, not dropped", async () => {
-    const reply = await new Promise<string>((resolve, reject) => {
-      const { hostname, port } = new URL(snooze.url);
-      const socket = connect(Number(port), hostname, () =>
-        socket.write("CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n"),
-      );
-      let text = "";
-      socket.setEncoding("utf8");
-      socket.on("data", (chunk: string) => (text += chunk));
-      socket.on("end", () => resolve(text));
-      socket.on("error", reject);
-    });
+    const reply = await rawReply("CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n");
     expect(reply.startsWith("HTTP/1.1 405")).toBe(true);
-    const body = JSON.parse(reply.slice(reply.indexOf("\r\n\r\n") + 4));
-    expect(body.error).toMatchObject({ code: "method_not_allowed", type: "invalid_request_error" });
+    expect(errorOf(reply)).toMatchObject({ code: "method_not_allowed", type: "invalid_request_error" });
+  });
+
+  test("what Node's parser refuses is answered as an OpenAI error too, not a bare status line", async () => {
+    // Found by an outside tester: a ce-* header past the 16 KiB limit got Node's bare 431.
+    const big = await rawReply(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-big: ${"a".repeat(20_000)}\r\n\r\n`,
+    );
+    expect(big).toMatch(/^HTTP\/1\.1 431 /);
+    expect(errorOf(big)).toMatchObject({ code: "request_headers_too_large", type: "invalid_request_error" });
+    const garbage = await rawReply("NOT HTTP AT ALL\r\n\r\n");
+    expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
+    expect(errorOf(garbage).code).toBe("malformed_request");
+    const smuggled = await rawReply(
+      "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 1\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+    );
+    expect(errorOf(smuggled).code).toBe("malformed_request");
+    const hostless = await rawReply("GET /healthz HTTP/1.1\r\n\r\n");
+    expect(hostless).toMatch(/^HTTP\/1\.1 400 /);
+    expect(errorOf(hostless).code).toBe("missing_host");
+    // HTTP/1.0 has no Host to require.
+    expect(await rawReply("GET /healthz HTTP/1.0\r\n\r\n")).toMatch(/^HTTP\/1\.1 200 /);
   });
 
   test("/healthz, /readyz and /metrics", async () => {
