@@ -82,9 +82,11 @@ export class Activator {
   private readonly unwatch: () => void;
   private readonly ticker: NodeJS.Timeout;
   private shuttingDown = false;
+  /** Forwards in flight, and requests whose body is still arriving: a shutdown waits for both. */
   private inFlightTotal = 0;
+  private readingTotal = 0;
   private readonly idle = new Set<() => void>();
-  /** How each forward in flight is ended when the shutdown grace is over. */
+  /** How each forward in flight, or body being read, is ended when the shutdown grace is over. */
   private readonly stopping = new Set<() => void>();
   /** The shutdown grace is over: a forward that starts now ends at once. */
   private forced = false;
@@ -344,9 +346,23 @@ export class Activator {
     };
     try {
       let body: Buffer;
+      // A body still arriving at SIGTERM is waited for (up to the grace), then served or answered
+      // like any other request; past the grace its client gets 503, not a cut connection.
+      const reading = new AbortController();
+      const cutShort = () => {
+        const message = "Snooze shut down before the request's body arrived.";
+        sendError(res, 503, openAIError(message, "service_unavailable_error", "shutting_down"), {
+          "retry-after": String(shutdownRetryAfterS),
+          connection: "close",
+        });
+        reading.abort(new Error(message));
+      };
+      this.readingTotal++;
+      this.stopping.add(cutShort);
       try {
-        body = await readBody(req, this.config.maxBodySize, reserve);
+        body = await readBody(req, this.config.maxBodySize, reserve, reading.signal);
       } catch (error) {
+        if (res.headersSent) return res.statusCode;
         if (error instanceof BodyTooLarge) {
           sendError(res, 413, openAIError(error.message, "invalid_request_error", "request_too_large"), {
             connection: "close",
@@ -355,6 +371,10 @@ export class Activator {
         }
         if (error instanceof OverBudget) return this.overBudget(res);
         throw error;
+      } finally {
+        this.stopping.delete(cutShort);
+        this.readingTotal--;
+        this.settle();
       }
       // An audio upload names its model in a form field.
       const contentType = req.headers["content-type"];
@@ -518,7 +538,7 @@ export class Activator {
       trace.getActiveSpan()?.setAttributes(usageAttributes(call.end(outcome)));
       route.release(backend);
       this.inFlightTotal--;
-      if (this.inFlightTotal === 0) for (const resolve of this.idle) resolve();
+      this.settle();
     }
   }
 
@@ -630,9 +650,10 @@ export class Activator {
     this.retiring.clear();
     for (const route of this.routes.values()) route.answerHeld();
     await this.untilIdle(graceMs);
-    if (this.inFlightTotal > 0) {
+    if (this.busy() > 0) {
       this.log.warn("shutdown grace is over: ending the requests still in flight", {
         inFlight: this.inFlightTotal,
+        reading: this.readingTotal,
         graceMs,
       });
       this.forced = true;
@@ -644,8 +665,16 @@ export class Activator {
     this.unwatch();
   }
 
+  private busy(): number {
+    return this.inFlightTotal + this.readingTotal;
+  }
+
+  private settle(): void {
+    if (this.busy() === 0) for (const resolve of this.idle) resolve();
+  }
+
   private async untilIdle(ms: number): Promise<void> {
-    if (this.inFlightTotal === 0) return;
+    if (this.busy() === 0) return;
     await new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);

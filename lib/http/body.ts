@@ -22,12 +22,14 @@ export class OverBudget extends Error {}
  * leaves its end-of-stream listeners (five closures and their contexts) on the request after the
  * last chunk, and a held request keeps them for as long as it is held. A refusal stops keeping
  * bytes but does not destroy the request, so the answer (413, 503) still reaches the client; the
- * rest of the body is discarded as it arrives.
+ * rest of the body is discarded as it arrives. `signal` gives up the read (its reason is the
+ * rejection): for a caller that answered already, since Node then never ends the request.
  */
 export function readBody(
   req: IncomingMessage,
   limit: number,
   reserve?: (bytes: number) => boolean,
+  signal?: AbortSignal,
 ): Promise<Buffer> {
   const header = req.headers["content-length"];
   const declared = header === undefined ? Number.NaN : Number(header);
@@ -40,6 +42,7 @@ export function readBody(
       req.off("end", onEnd);
       req.off("error", onError);
       req.off("close", onClose);
+      signal?.removeEventListener("abort", onAbort);
       if (error) return reject(error);
       resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     };
@@ -58,6 +61,9 @@ export function readBody(
           code: "ECONNRESET",
         }),
       );
+    const onAbort = () => settle(signal!.reason as Error);
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener("abort", onAbort);
     req.on("data", onData);
     req.on("end", onEnd);
     req.on("error", onError);

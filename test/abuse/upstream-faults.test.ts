@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import OpenAI from "openai";
 import { afterEach, describe, expect, test } from "vitest";
 import { metricValue, until } from "../helpers/local-snooze.ts";
@@ -362,5 +363,46 @@ describe("shutdown ends what the grace did not", () => {
     expect(text).toContain('"code":"shutting_down"');
     expect(text.trim().endsWith("data: [DONE]")).toBe(true);
     await snooze.close();
+  });
+
+  test("a body still arriving at SIGTERM is waited for and served; one still arriving past the grace gets 503", async () => {
+    // Found by an outside tester: an upload under way at SIGTERM was cut without an answer.
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      req.on("end", () => res.end("{}"));
+    });
+    cleanups.push(() => engine.server.close());
+    const snooze = await startActivator();
+    cleanups.push(() => snooze.close());
+    snooze.plane.readyAt("m", engine.address);
+    const body = chatBody();
+    const head = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
+    const upload = (rest: Promise<unknown>) => {
+      const socket = connect(snooze.port, "127.0.0.1");
+      socket.setEncoding("latin1");
+      let reply = "";
+      socket.on("data", (data: string) => (reply += data));
+      socket.on("error", () => {});
+      socket.write(head + body.slice(0, 10));
+      void rest.then(() => socket.write(body.slice(10)));
+      return new Promise<string>((resolve) => socket.on("close", () => resolve(reply)));
+    };
+    const finish = Promise.withResolvers<void>();
+    const finished = upload(finish.promise);
+    const stalled = upload(new Promise(() => {}));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const started = performance.now();
+    const shutdown = snooze.activator.shutdown(600);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    finish.resolve();
+    await shutdown;
+    expect(performance.now() - started).toBeGreaterThanOrEqual(550);
+    // The cut read let go of its bytes (it was not left waiting for a body Node never ends).
+    expect(metricValue(await snooze.registry.metrics(), "snooze_held_body_bytes")).toBe(0);
+    await snooze.close();
+    expect(finalStatus(await finished)).toBe(200);
+    const cut = await stalled;
+    expect(finalStatus(cut)).toBe(503);
+    expect(finalBody(cut).error).toMatchObject({ code: "shutting_down" });
   });
 });
