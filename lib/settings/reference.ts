@@ -125,6 +125,7 @@ ${topRows.join("\n")}
 ${engineRows.join("\n")}
 
 In \`command\`, \`\${PORT}\` is the port Snooze chose, \`\${HOST}\` is \`127.0.0.1\`, \`\${MODEL}\` the model id.
+Any other \`\${…}\` is passed on as written, for a shell in the command (\`sh -c "…"\`) to expand.
 Engines with \`sleep: true\` get \`VLLM_SERVER_DEV_MODE=1\` in their environment (vLLM serves its sleep
 endpoints only with it, and only when started with \`--enable-sleep-mode\`).
 
