@@ -62,7 +62,12 @@ const holdCodes: Record<HoldFailure["reason"], string> = {
 const drainEnded = (model: string) =>
   new EndedEarly(
     "drained",
-    `The replica of model \`${model}\` answering this request is going to sleep or stopping (idle, a swap on its slot, a scale-in, changed engine settings, \`snooze sleep\`/\`stop\`, or its engine stopped answering), and the request ran past its drainTimeout`,
+    `The replica of model \`${model}\` answering this request is going to sleep or stopping (idle, a swap on its slot, a scale-in, changed engine settings, or \`snooze sleep\`/\`stop\`), and the request ran past its drainTimeout`,
+  );
+const unresponsiveEnded = (model: string) =>
+  new EndedEarly(
+    "unresponsive",
+    `The engine of model \`${model}\` answering this request stopped answering (it failed a health check) and is being replaced`,
   );
 
 /**
@@ -524,7 +529,9 @@ export class Activator {
             return () => {};
           }
           this.stopping.add(shutdown);
-          const undrain = route.onDrainEnd(backend, () => end(drainEnded(route.config.id)));
+          const undrain = route.onDrainEnd(backend, (unresponsive) =>
+            end((unresponsive ? unresponsiveEnded : drainEnded)(route.config.id)),
+          );
           return () => {
             this.stopping.delete(shutdown);
             undrain();

@@ -25,8 +25,11 @@ export interface Backend {
   suspect: boolean;
   /** A probe of it is under way. */
   probing?: boolean;
-  /** How to end each forward in flight to it, for when its drain time is over. */
-  drainEnds: Set<() => void>;
+  /**
+   * How to end each forward in flight to it, for when its drain time is over; told whether the
+   * drain is because its engine stopped answering.
+   */
+  drainEnds: Set<(unresponsive: boolean) => void>;
   /** While it drains: fires at the drain's end (`ReplicaEvent.endsAt`). */
   drainTimer?: NodeJS.Timeout;
 }
@@ -224,7 +227,7 @@ export class ModelRoute {
   }
 
   /** Registers how to end one forward to `backend` when its drain time is over; returns the unregister. */
-  onDrainEnd(backend: Backend, end: () => void): () => void {
+  onDrainEnd(backend: Backend, end: (unresponsive: boolean) => void): () => void {
     backend.drainEnds.add(end);
     return () => backend.drainEnds.delete(end);
   }
@@ -305,7 +308,8 @@ export class ModelRoute {
       }
       backend.tier = event.tier;
       backend.suspect = false;
-      armDrainEnd(backend, event.tier === "draining" ? event.endsAt : undefined);
+      if (event.tier === "draining") armDrainEnd(backend, event.endsAt, event.unresponsive === true);
+      else armDrainEnd(backend, undefined, false);
       if (event.tier !== "waking" && event.tier !== "ready") backend.spares.release();
     }
     if (event.error && event.tier !== "ready") {
@@ -429,14 +433,14 @@ export class ModelRoute {
  * sleep would wait for whatever still runs, however long: the activator ends those forwards then
  * (the engine sees its clients go and aborts them), each client told why.
  */
-function armDrainEnd(backend: Backend, endsAt: number | undefined): void {
+function armDrainEnd(backend: Backend, endsAt: number | undefined, unresponsive: boolean): void {
   clearTimeout(backend.drainTimer);
   backend.drainTimer = undefined;
   if (endsAt === undefined) return;
   backend.drainTimer = setTimeout(
     () => {
       backend.drainTimer = undefined;
-      for (const end of [...backend.drainEnds]) end();
+      for (const end of [...backend.drainEnds]) end(unresponsive);
     },
     timerValue(endsAt - Date.now()),
   );

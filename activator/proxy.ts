@@ -26,6 +26,8 @@ export type UpstreamFailure =
   | "shutdown"
   /** The replica's drain time was over before the answer ended: it goes to sleep or stops. */
   | "drained"
+  /** The engine stopped answering (it failed a health check) and is being replaced. */
+  | "unresponsive"
   /** Anything else before an answer (a client library error, a malformed answer). */
   | "error";
 
@@ -78,8 +80,8 @@ const localResourceCodes = new Set(["EMFILE", "ENFILE", "ENOBUFS", "ENOMEM", "EA
 
 /** Why Snooze itself ended a forward before its answer ended; the client is told this, not cut. */
 export class EndedEarly extends Error {
-  readonly reason: "shutdown" | "drained";
-  constructor(reason: "shutdown" | "drained", message: string) {
+  readonly reason: "shutdown" | "drained" | "unresponsive";
+  constructor(reason: EndedEarly["reason"], message: string) {
     super(message);
     this.reason = reason;
   }
@@ -294,6 +296,11 @@ export function errorAnswer(
         status: 503,
         body: openAIError(`${cause.message}; retry.`, "service_unavailable_error", "drain_timeout"),
         headers: { "retry-after": "5" },
+      };
+    case "unresponsive":
+      return {
+        status: 502,
+        body: openAIError(`${cause.message}; retry.`, "server_error", "upstream_unresponsive"),
       };
     case "connect-timeout":
       return {

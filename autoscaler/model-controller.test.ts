@@ -434,6 +434,8 @@ describe("self-heal", () => {
     expect(h.tiers("m")).toEqual(["draining", "cold"]);
     const [draining] = h.eventsOf("m", id);
     expect(draining!.endsAt).toBe(draining!.since);
+    // ...and their clients hear that the engine stopped answering, not that a drain time ran out.
+    expect(draining!.unresponsive).toBe(true);
     expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
     expect(h.controller("m").state().lastError).toMatch(/^the engine of .*m-1 did not answer$/);
   });

@@ -88,6 +88,8 @@ interface ReplicaRecord {
   demote?: boolean;
   /** While it drains: when the drain time is over (activators end what still runs then). */
   drainEndsAt?: number;
+  /** It drains because its engine stopped answering (activators tell the clients so). */
+  unresponsive?: true;
 }
 
 /** One start or wake, traced from the decision to the first routable moment. */
@@ -1247,6 +1249,7 @@ export class ModelController {
       ...(record.tier === "draining" && record.drainEndsAt !== undefined
         ? { endsAt: record.drainEndsAt }
         : {}),
+      ...(record.tier === "draining" && record.unresponsive ? { unresponsive: true as const } : {}),
     };
   }
 
@@ -1567,6 +1570,7 @@ export class ModelController {
       // a frozen engine would hold those requests until it is killed, a stop grace later.
       if (record.tier === "ready") {
         record.drainEndsAt = this.deps.clock.now();
+        record.unresponsive = true;
         await this.setTier(record, "draining");
       }
       await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));

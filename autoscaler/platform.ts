@@ -2,7 +2,7 @@ import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
 import type { EngineLoad, SleepMode } from "./engine-client.ts";
 
 /** What a platform records of a replica's tier: the tier and what activators elsewhere need with it. */
-export type RecordedTier = Pick<ReplicaEvent, "tier" | "since" | "traceparent" | "endsAt">;
+export type RecordedTier = Pick<ReplicaEvent, "tier" | "since" | "traceparent" | "endsAt" | "unresponsive">;
 
 /**
  * One engine the platform runs: a child process (local) or a pod (Kubernetes). The controller keeps

@@ -44,6 +44,11 @@ export interface ReplicaEvent {
    * are ended then, each client told why, so its engine can sleep or stop.
    */
   endsAt?: number;
+  /**
+   * For draining: its engine stopped answering (it failed a health check) and is being replaced.
+   * Its drain ends at once, and each client whose request it ends is told that, not a drain time.
+   */
+  unresponsive?: true;
 }
 
 /** Tiers from most to least awake (cold last): a model's tier is its most awake replica's. */

@@ -15,6 +15,7 @@ import {
   tierAnnotation,
   tierLabel,
   tierSinceAnnotation,
+  unresponsiveAnnotation,
 } from "../../lib/kube/pod-replica.ts";
 import { selectorMatcher } from "../../lib/kube/selector.ts";
 import type { Tier } from "../../lib/replica-event.ts";
@@ -143,7 +144,7 @@ export class KubePlatform implements Platform {
   async recordTier(
     key: string,
     replica: Replica,
-    { tier, since, traceparent, endsAt }: RecordedTier,
+    { tier, since, traceparent, endsAt, unresponsive }: RecordedTier,
     believed?: Tier,
   ): Promise<void> {
     const path = paths.pod(this.namespaceOf(key), replica.id);
@@ -161,6 +162,7 @@ export class KubePlatform implements Platform {
               [activationTraceAnnotation]: traceparent ?? null,
               // Only while it drains: when requests still in flight to it are ended.
               [drainEndsAnnotation]: endsAt === undefined ? null : new Date(endsAt).toISOString(),
+              [unresponsiveAnnotation]: unresponsive ? "true" : null,
               [deletionCostAnnotation]: String(deletionCost[tier]),
             },
           },

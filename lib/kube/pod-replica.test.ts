@@ -45,6 +45,16 @@ describe("a pod as a replica, as the activator sees it", () => {
     ).not.toHaveProperty("endsAt");
   });
 
+  test("a pod drained because its engine stopped answering says so while it drains", () => {
+    const annotated = (tier: string) =>
+      pod({ "snooze.dev/tier": tier, "snooze.dev/unresponsive": "true" }, false);
+    expect(replicaEventForPod("qwen", annotated("draining"), 8000).unresponsive).toBe(true);
+    expect(replicaEventForPod("qwen", annotated("asleep-1"), 8000)).not.toHaveProperty("unresponsive");
+    expect(
+      replicaEventForPod("qwen", pod({ "snooze.dev/tier": "draining" }, false), 8000),
+    ).not.toHaveProperty("unresponsive");
+  });
+
   test("routable only when the autoscaler recorded ready and the pod is Ready", () => {
     const since = "2026-01-01T00:01:00.000Z";
     expect(

@@ -35,6 +35,8 @@ export const activationTraceAnnotation = "snooze.dev/activation-traceparent";
  * still in flight to it then, as local mode's in-process events tell them.
  */
 export const drainEndsAnnotation = "snooze.dev/drain-ends-at";
+/** While a pod drains because its engine stopped answering: "true" (activators tell clients so). */
+export const unresponsiveAnnotation = "snooze.dev/unresponsive";
 /** The ReplicaSet controller removes pods with the lowest cost first when it scales down. */
 export const deletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost";
 
@@ -97,6 +99,7 @@ export function replicaEventForPod(model: string, pod: Pod, port: number): Repli
   const traceparent = isWarming(tier) ? pod.metadata.annotations?.[activationTraceAnnotation] : undefined;
   const endsAt =
     tier === "draining" ? Date.parse(pod.metadata.annotations?.[drainEndsAnnotation] ?? "") : Number.NaN;
+  const unresponsive = tier === "draining" && pod.metadata.annotations?.[unresponsiveAnnotation] === "true";
   return {
     model,
     replica,
@@ -105,5 +108,6 @@ export function replicaEventForPod(model: string, pod: Pod, port: number): Repli
     since: Number.isFinite(since) ? since : Date.now(),
     ...(traceparent ? { traceparent } : {}),
     ...(Number.isFinite(endsAt) ? { endsAt } : {}),
+    ...(unresponsive ? { unresponsive: true as const } : {}),
   };
 }

@@ -333,6 +333,52 @@ describe("connections per engine", () => {
   });
 });
 
+describe("a replica's drain ends what still runs on it", () => {
+  test("told why: its drain time ran out (503 drain_timeout), or its engine stopped answering (502 upstream_unresponsive)", async () => {
+    // Found by an outside tester: requests on a frozen engine were told they ran past a drain time.
+    const engine = await rawEngine((socket) =>
+      socket.once("data", (data) => {
+        if (String(data).includes('"stream":true'))
+          socket.write(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
+              chunk('data: {"a":1}\n\n'),
+          );
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    const drain = async (unresponsive: boolean) => {
+      snooze.plane.readyAt("m", engine.address);
+      const plain = post(snooze);
+      const stream = await post(snooze, chatBody({ stream: true }));
+      await until(async () => engine.connections.size === 2, 2_000, "both requests at the engine");
+      const now = Date.now();
+      snooze.plane.emit({
+        model: "m",
+        replica: "m-0",
+        address: engine.address,
+        tier: "draining",
+        since: now,
+        endsAt: now,
+        ...(unresponsive ? { unresponsive: true as const } : {}),
+      });
+      return { plain: await plain, streamed: await stream.text() };
+    };
+    const timedOut = await drain(false);
+    expect(timedOut.plain.status).toBe(503);
+    expect(await errorOf(timedOut.plain)).toMatchObject({ code: "drain_timeout" });
+    expect(timedOut.streamed).toContain('"code":"drain_timeout"');
+    const frozen = await drain(true);
+    expect(frozen.plain.status).toBe(502);
+    const error = await errorOf(frozen.plain);
+    expect(error).toMatchObject({ code: "upstream_unresponsive", type: "server_error" });
+    expect(error.message).toMatch(/stopped answering/);
+    expect(frozen.streamed).toContain('"code":"upstream_unresponsive"');
+    expect(frozen.streamed.trim().endsWith("data: [DONE]")).toBe(true);
+    expect(await upstreamErrors(snooze, "unresponsive")).toBe(2);
+  });
+});
+
 describe("shutdown ends what the grace did not", () => {
   test("a request the engine never answers gets 503 shutting_down; a stalled stream an SSE error event", async () => {
     const engine = await rawEngine((socket) =>
