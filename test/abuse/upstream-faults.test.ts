@@ -333,19 +333,25 @@ describe("connections per engine", () => {
   });
 });
 
+/** An engine that starts a stream (one event) and then sends nothing, and never answers a plain request. */
+async function stallingEngine() {
+  const engine = await rawEngine((socket) =>
+    socket.once("data", (data) => {
+      if (String(data).includes('"stream":true'))
+        socket.write(
+          "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
+            chunk('data: {"a":1}\n\n'),
+        );
+    }),
+  );
+  cleanups.push(() => engine.close());
+  return engine;
+}
+
 describe("a replica's drain ends what still runs on it", () => {
   test("told why: its drain time ran out (503 drain_timeout), or its engine stopped answering (502 upstream_unresponsive)", async () => {
     // Found by an outside tester: requests on a frozen engine were told they ran past a drain time.
-    const engine = await rawEngine((socket) =>
-      socket.once("data", (data) => {
-        if (String(data).includes('"stream":true'))
-          socket.write(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
-              chunk('data: {"a":1}\n\n'),
-          );
-      }),
-    );
-    cleanups.push(() => engine.close());
+    const engine = await stallingEngine();
     const snooze = await activatorFor(engine.address);
     const drain = async (unresponsive: boolean) => {
       snooze.plane.readyAt("m", engine.address);
@@ -381,16 +387,7 @@ describe("a replica's drain ends what still runs on it", () => {
 
 describe("shutdown ends what the grace did not", () => {
   test("a request the engine never answers gets 503 shutting_down; a stalled stream an SSE error event", async () => {
-    const engine = await rawEngine((socket) =>
-      socket.once("data", (data) => {
-        if (String(data).includes('"stream":true'))
-          socket.write(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
-              chunk('data: {"a":1}\n\n'),
-          );
-      }),
-    );
-    cleanups.push(() => engine.close());
+    const engine = await stallingEngine();
     const snooze = await startActivator();
     snooze.plane.readyAt("m", engine.address);
     const plain = post(snooze);
