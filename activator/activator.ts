@@ -58,6 +58,13 @@ const holdCodes: Record<HoldFailure["reason"], string> = {
   abandoned: "abandoned",
 };
 
+/**
+ * The status a request that was held and not dispatched counts as: the 503 the hold answered (or
+ * sent as an SSE error event, ending the stream), else 499: its client left, even one that hold
+ * progress had already answered 200.
+ */
+const heldOutcome = (res: ServerResponse) => (res.writableEnded ? 503 : 499);
+
 /** A forward still running when its replica's drain time is over: the engine goes to sleep or stops. */
 const drainEnded = (model: string) =>
   new EndedEarly(
@@ -446,7 +453,7 @@ export class Activator {
       }
       route.arrived();
       let backend = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
-      if (!backend) return res.headersSent ? 503 : 499;
+      if (!backend) return heldOutcome(res);
       unreserve();
       for (let attempt = 0; ; attempt++) {
         const outcome = await this.dispatch(req, res, route, backend, check.path, resolution.body, appended);
@@ -480,7 +487,7 @@ export class Activator {
         }
         route.markUnreachable(backend);
         const next = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
-        if (!next) return res.headersSent ? 503 : 499;
+        if (!next) return heldOutcome(res);
         backend = next;
       }
     } finally {
@@ -582,10 +589,12 @@ export class Activator {
     const started = performance.now();
     const span = tracer.startSpan("snooze.hold", { attributes: { "snooze.model": model } });
     this.metrics.held.inc({ model });
-    // Only the first held request asks for an activation; the others join it.
-    if (route.held > 0) this.metrics.coalesced.inc({ model });
     const underWay = route.latestEvent?.traceparent ? route.latestActivation : undefined;
+    const before = route.held;
     const { promise, cancel } = route.hold();
+    // Only the first held request asks for an activation; the others join it (one refused because
+    // the queue is full joins nothing).
+    if (before > 0 && route.held > before) this.metrics.coalesced.inc({ model });
     const progress =
       stream && route.config.streamProgress
         ? new HoldProgress(res, () => route.progress(started))

@@ -70,6 +70,9 @@ models:
     expect(rejected.headers.get("retry-after")).toBeTruthy();
     expect(((await rejected.json()) as any).error.code).toBe("queue_full");
     expect((await Promise.all(queued)).map((r) => r.status)).toEqual([200, 200]);
+    // One joined the first one's activation; the refused one joined nothing (found by an outside tester).
+    const metrics = await snooze.registry.metrics();
+    expect(metricValue(metrics, "snooze_coalesced_requests_total", { model: "slow" })).toBe(1);
   });
 
   /** Model `qwen` served, then asleep at level 1 with `faults` set in its engine. */

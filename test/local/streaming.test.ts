@@ -94,6 +94,14 @@ models:
   });
 });
 
+/** `snooze_requests_total` by status code, those counted. */
+function requestsCounted(metrics: string): Record<string, number> {
+  const counted: Record<string, number> = {};
+  for (const [, code, value] of metrics.matchAll(/^snooze_requests_total\{[^}]*code="(\d+)"[^}]*\} (\S+)$/gm))
+    counted[code!] = (counted[code!] ?? 0) + Number(value);
+  return counted;
+}
+
 describe("progress while a streaming request is held (streamProgress)", () => {
   test("SSE comments while the engine starts, then the engine's stream", async () => {
     snooze = await startWith(`
@@ -129,6 +137,33 @@ models:
     expect(text).toContain(": starting qwen");
     expect(text).toContain('"code":"hold_budget_exceeded"');
     expect(text.trim().endsWith("data: [DONE]")).toBe(true);
+    expect(requestsCounted(await snooze.registry.metrics())).toEqual({ 503: 1 });
+  });
+
+  test("a client that leaves after progress began counts as 499, not as a 503 nobody was sent", async () => {
+    // Found by an outside tester: it inflated the 5xx count.
+    snooze = await startWith(`
+models:
+  qwen:
+    streamProgress: true
+    command: ${simCommand(["--load-time", "20s"], 1)}
+`);
+    const leave = new AbortController();
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, {
+      ...chat("qwen", { stream: true }),
+      signal: leave.signal,
+    });
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain(": starting qwen");
+    leave.abort();
+    await until(() => snooze!.activator.routes.get("qwen")!.held === 0, 5_000, "the hold ended");
+    await until(
+      async () => Object.keys(requestsCounted(await snooze!.registry.metrics())).length > 0,
+      5_000,
+      "the request counted",
+    );
+    expect(requestsCounted(await snooze.registry.metrics())).toEqual({ 499: 1 });
   });
 
   test("off by default: a held streaming request that fails gets a plain 503", async () => {
