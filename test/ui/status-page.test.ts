@@ -12,7 +12,13 @@ import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
  * so this suite never skips.
  */
 const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
-const images = join(import.meta.dirname, "../../docs/images");
+/**
+ * Where the screenshot goes: docs/images when asked to refresh it (`SNOOZE_SCREENSHOTS=1`), else a
+ * temporary folder, so a test run leaves the checkout as it was.
+ */
+const images = process.env.SNOOZE_SCREENSHOTS
+  ? join(import.meta.dirname, "../../docs/images")
+  : mkdtempSync(join(tmpdir(), "snooze-screenshots-"));
 
 let snooze: LocalSnooze;
 let browser: Browser;
