@@ -208,6 +208,55 @@ models:
   });
 });
 
+describe("a hint (a client listing or retrieving models)", () => {
+  const yaml = `
+models:
+  a:
+    command: [engine, "\${PORT}"]
+    prewarmBudget: 20m
+    sleepAfter: 10m
+`;
+  test("wakes a sleeper for its 2 minutes and, unused, lets it sleep when they end, not sleepAfter later", async () => {
+    // Found by an outside tester: a wasted hint kept the model awake for sleepAfter (10 minutes here).
+    const h = new Harness(yaml, { autoUp: 1_000 });
+    const c = h.controller("a");
+    await serve(h, "a");
+    await h.advance(10 * minute + 5_000);
+    expect(c.tier).toBe("asleep-1");
+    const hinted = c.prewarm(2 * minute, undefined, { hint: true });
+    await h.advance(2_000);
+    expect(await hinted).toEqual({ keptMs: 2 * minute });
+    expect(c.tier).toBe("ready");
+    await h.advance(2 * minute + 5_000);
+    expect(c.tier).toBe("asleep-1");
+    const span = exporter.getFinishedSpans().find((s) => s.name === "snooze.prewarm")!;
+    expect(span.attributes).toMatchObject({
+      "snooze.prewarm.kind": "hint",
+      "snooze.prewarm.outcome": "wasted",
+    });
+  });
+
+  test("does not undo a person's sleep: the model stays asleep until its next request", async () => {
+    // Found by an outside tester: `GET /v1/models/<id>` after `snooze sleep` woke the model.
+    const h = new Harness(yaml, { autoUp: 1_000 });
+    const c = h.controller("a");
+    await serve(h, "a");
+    const parked = c.sleepNow();
+    await h.advance(5_000);
+    expect(await parked).toBe("done");
+    const hinted = c.prewarm(2 * minute, undefined, { hint: true });
+    await h.advance(5_000);
+    expect(await hinted).toEqual({ keptMs: 0 });
+    expect(c.tier).toBe("asleep-1");
+    expect(exporter.getFinishedSpans().filter((s) => s.name === "snooze.prewarm")).toEqual([]);
+    // An event's prewarm is asked for outright: it does wake the model.
+    const asked = c.prewarm(2 * minute);
+    await h.advance(2_000);
+    expect(await asked).toEqual({ keptMs: 2 * minute });
+    expect(c.tier).toBe("ready");
+  });
+});
+
 /** A history in which every 5-minute bin of the week is busy: a prewarm is always likely. */
 function alwaysLikely(now: number): LearningSnapshot {
   return {

@@ -654,8 +654,11 @@ export class ModelController {
     options: { hint?: boolean } = {},
   ): Promise<{ keptMs: number }> {
     const now = this.deps.clock.now();
-    const keptMs = this.learner.explicit(now, forMs, this.config.prewarmBudget, isResident(this.tier));
-    // A hint (a client listing models) acts only within the budget: with none left it does nothing.
+    // A hint (a client listing models) is only a guess: it does not undo a person's sleep or stop.
+    if (options.hint && this.parked !== undefined) return { keptMs: 0 };
+    const kind = options.hint ? "hint" : "explicit";
+    const keptMs = this.learner.explicit(now, forMs, this.config.prewarmBudget, isResident(this.tier), kind);
+    // A hint acts only within the budget: with none left it does nothing.
     if (options.hint && keptMs === 0) return { keptMs };
     this.parked = undefined;
     if (this.tier !== "ready") this.prewarmWake = true;
@@ -1686,8 +1689,8 @@ export class ModelController {
     this.backoffUntil = 0;
     this.wakeWanted = false;
     this.prewarmWake = false;
-    // A learned prewarm's wake is not activity: unused, the replica sleeps when the prewarm ends.
-    if (!this.learner.learnedPrewarmOnly) this.lastActive = this.deps.clock.now();
+    // A guessed prewarm's wake (learned, staged, a hint) is not activity: unused, it sleeps when the prewarm ends.
+    if (!this.learner.guessedPrewarmOnly) this.lastActive = this.deps.clock.now();
     this.endActivation(record, "ready");
     this.log.info("engine ready", { replica: record.replica.id });
   }

@@ -48,11 +48,12 @@ export interface LearnerDeps {
 
 /**
  * A prewarm under way: `learned` wakes ahead of a likely window, `staged` starts a cold model to
- * put it to sleep ahead of a likely request (`planStage`), `explicit` was asked for (an event or
- * a listing's hint).
+ * put it to sleep ahead of a likely request (`planStage`), `explicit` was asked for (an event),
+ * `hint` is a client's listing or retrieval of models: a guess, so, like a learned one, its wake
+ * is no activity and it sleeps at once when unused.
  */
 interface Prewarm {
-  kind: "learned" | "staged" | "explicit";
+  kind: "learned" | "staged" | "explicit" | "hint";
   began: number;
   until: number;
   probability?: number;
@@ -200,8 +201,11 @@ export class ModelLearner {
     return this.prewarm !== undefined;
   }
 
-  /** A learned or staged prewarm runs and no request came yet: its wake does not count as activity. */
-  get learnedPrewarmOnly(): boolean {
+  /**
+   * A prewarm nobody asked for outright (learned, staged, a hint) runs and no request came yet:
+   * its wake does not count as activity.
+   */
+  get guessedPrewarmOnly(): boolean {
     return this.prewarm !== undefined && this.prewarm.kind !== "explicit";
   }
 
@@ -277,14 +281,25 @@ export class ModelLearner {
   }
 
   /**
-   * An explicit prewarm (a `dev.snooze.model.prewarm` event): kept awake from now for `forMs`,
-   * or for what is left of today's budget if that is less. Returns how long it is kept.
+   * A prewarm asked for (a `dev.snooze.model.prewarm` event, or a hint): kept awake from now for
+   * `forMs`, or for what is left of today's budget if that is less. Returns how long it is kept.
    */
-  explicit(now: number, forMs: number, budgetMs: number, resident: boolean): number {
+  explicit(
+    now: number,
+    forMs: number,
+    budgetMs: number,
+    resident: boolean,
+    kind: "explicit" | "hint" = "explicit",
+  ): number {
     const p = this.prewarm;
     const reserved = p ? p.until - p.began : 0;
     const left = budgetLeft(this.ledger, budgetMs, now, reserved);
     if (p) {
+      // Asked for outright, it counts as activity from now on, whatever it lengthens.
+      if (kind === "explicit" && p.kind !== kind) {
+        p.kind = kind;
+        p.span.setAttribute("snooze.prewarm.kind", kind);
+      }
       // One prewarm at a time: the one under way is lengthened, within the budget.
       const until = Math.min(Math.max(p.until, now + forMs), p.until + left);
       p.until = until;
@@ -297,7 +312,7 @@ export class ModelLearner {
         asked: formatDuration(forMs),
         kept: formatDuration(keep),
       });
-    if (keep > 0) this.begin(now, "explicit", now + keep, undefined, resident);
+    if (keep > 0) this.begin(now, kind, now + keep, undefined, resident);
     return keep;
   }
 
