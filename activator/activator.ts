@@ -270,7 +270,8 @@ export class Activator {
       if (model) span.setAttribute("gen_ai.request.model", model);
       if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
-      this.metrics.requests.inc({ model: model || "unknown", code: String(status) });
+      // No model Snooze serves (not found, not named): an empty label, which no id can be.
+      this.metrics.requests.inc({ model, code: String(status) });
     }
   }
 

@@ -38,6 +38,10 @@ describe("requests the activator answers itself", () => {
     const { error } = (await response.json()) as any;
     expect(error).toMatchObject({ type: "invalid_request_error", code: "model_not_found", param: "model" });
     expect(error.message).toContain("qwen, llama");
+    // Counted under an empty model label, which no model id can be (found by an outside tester:
+    // it was "unknown", a model's id as good as any).
+    const metrics = await (await fetch(`${snooze.url}/metrics`)).text();
+    expect(metrics).toMatch(/^snooze_requests_total\{model="",code="404"\} [1-9]/m);
   });
 
   test("bad JSON and a missing model are 400s", async () => {
