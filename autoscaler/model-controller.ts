@@ -1098,7 +1098,10 @@ export class ModelController {
     };
     this.records.set(replica.id, record);
     this.accountTiers();
-    if (recorded === undefined) this.deps.metrics.transition(this.id, "cold", "starting");
+    if (recorded === undefined) {
+      this.deps.metrics.transition(this.id, "cold", "starting");
+      this.log.info("tier", { replica: replica.id, from: "cold", to: "starting" });
+    }
     if (record.tier === "starting") {
       record.activation =
         this.pendingStarts.shift() ?? this.beginActivation("start", "cold", replica.createdAt);

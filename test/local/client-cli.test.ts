@@ -114,6 +114,7 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     expect(snooze.platform.replicaSet("qwen")?.replicas).toEqual([]);
     // Every tier change was logged at info, the stop's included.
     expect(tierLogs()).toEqual([
+      "info cold→starting",
       "info starting→ready",
       "info ready→draining",
       "info draining→asleep-1",
