@@ -26,6 +26,14 @@ test("each command loads under its own name, only when it runs", async () => {
   expect(output.join("\n")).toMatch(/^ {2}wake {4,}Wake \(or start\) a model now/m);
 });
 
+test("no command at all is a usage error: the help on stderr, exit 2", async () => {
+  const errors: string[] = [];
+  vi.spyOn(console, "error").mockImplementation((...args) => void errors.push(args.join(" ")));
+  expect(await main([])).toBe(2);
+  expect(errors.join("\n")).toContain("Usage: snooze <command>");
+  expect(output).toEqual([]);
+});
+
 test("an unknown command exits 2 and lists the commands", async () => {
   expect(await main(["snore"])).toBe(2);
   expect(output.join("\n")).toMatch(/unknown command "snore"\. Commands: serve, status/);

@@ -22,9 +22,14 @@ function topHelp(): string {
 /** Runs the CLI and resolves to the exit code: 0 ok, 1 runtime failure, 2 usage error. */
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+  if (name === "--help" || name === "-h" || name === "help") {
     console.log(topHelp());
-    return name === undefined ? 2 : 0;
+    return 0;
+  }
+  if (name === undefined) {
+    // A usage error: the help goes where errors go, so `snooze | …` does not take it for output.
+    console.error(topHelp());
+    return 2;
   }
   if (name === "--version" || name === "-v") {
     console.log(version);

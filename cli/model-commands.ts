@@ -75,9 +75,14 @@ async function follow(client: AdminClient, id: string, from: string, timeoutMs: 
     if (tty) process.stdout.write("\r\x1b[2K");
     console.log(text);
   };
+  // Failures go where errors go (the exit code is 1 with them), after clearing the progress line.
+  const failure = (text: string) => {
+    if (tty) process.stdout.write("\r\x1b[2K");
+    console.error(text);
+  };
   const finish = (code: number, text: string) => {
     outcome = code;
-    line(text);
+    (code === 0 ? line : failure)(text);
     return true;
   };
   const onEvent = (type: string, data: unknown): boolean => {
@@ -131,14 +136,14 @@ async function follow(client: AdminClient, id: string, from: string, timeoutMs: 
     await stream;
     if (outcome !== undefined) return outcome;
     if (abort.signal.aborted) {
-      line(`${id}: not ready after ${formatDuration(timeoutMs)} (still ${tier}); see \`snooze status\``);
+      failure(`${id}: not ready after ${formatDuration(timeoutMs)} (still ${tier}); see \`snooze status\``);
       return 1;
     }
-    line(`${id}: the event stream ended before the model was ready; see \`snooze status\``);
+    failure(`${id}: the event stream ended before the model was ready; see \`snooze status\``);
     return 1;
   } catch (error) {
     if (abort.signal.aborted && outcome === undefined) {
-      line(`${id}: not ready after ${formatDuration(timeoutMs)}`);
+      failure(`${id}: not ready after ${formatDuration(timeoutMs)}`);
       return 1;
     }
     if (outcome !== undefined) return outcome;

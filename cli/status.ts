@@ -46,7 +46,11 @@ export const statusCommand: Command = {
     }),
 };
 
-/** Redraws (on a terminal) or appends (otherwise) the table until SIGINT or SIGTERM. */
+/**
+ * Redraws (on a terminal) or appends (otherwise) the table until SIGINT or SIGTERM. A read that
+ * fails is said (in the redraw on a terminal, else on stderr) and tried again at the next tick; the
+ * exit code says how the last one went: 0, or 1 when Snooze could not be read then.
+ */
 async function watch(
   url: string,
   read: () => Promise<AdminModelView[]>,
@@ -62,16 +66,20 @@ async function watch(
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
+  let failed = false;
   try {
     while (!stopped) {
       let text: string;
       try {
         const models = await read();
         text = json ? JSON.stringify(models) : formatTable(models, Date.now());
+        failed = false;
       } catch (error) {
         text = `snooze status: ${(error as Error).message}`;
+        failed = true;
       }
       if (tty) process.stdout.write(`\x1b[H\x1b[2J${url}  ${new Date().toLocaleTimeString()}\n\n${text}\n`);
+      else if (failed) console.error(text);
       else console.log(json ? text : `${text}\n`);
       await new Promise<void>((resolve) => {
         wake = resolve;
@@ -82,7 +90,7 @@ async function watch(
     process.off("SIGINT", stop);
     process.off("SIGTERM", stop);
   }
-  return 0;
+  return failed ? 1 : 0;
 }
 
 /** The NEXT column: what the ladder does next on its own, and in how long (`sleeps in 12s`). */

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { createServer as createHttpServer } from "node:http";
+import { createServer as createHttpServer, type ServerResponse } from "node:http";
 import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
@@ -187,6 +187,38 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     }
   });
 
+  test("snooze wake whose activation fails: the failure on stderr, exit 1", { timeout: 20_000 }, async () => {
+    // Found by an outside tester: the failure went to stdout. A server that lists the model, opens
+    // the event stream, takes the wake, then reports the activation failed.
+    let stream: ServerResponse | undefined;
+    const failing = createHttpServer((req, res) => {
+      if (req.url === "/snooze/v1/models") {
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify({ models: [{ id: "qwen", aliases: [], tier: "cold" }] }));
+      } else if (req.url?.startsWith("/snooze/v1/events/stream")) {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.write(`event: hello\ndata: {}\n\n`);
+        stream = res;
+      } else {
+        res.writeHead(202, { "content-type": "application/json" });
+        res.end(JSON.stringify({ model: "qwen", action: "wake", tier: "starting" }));
+        const failed = { model: "qwen", replica: "qwen-1", tier: "cold", since: Date.now(), error: "boom" };
+        setTimeout(() => stream?.end(`event: tier\ndata: ${JSON.stringify(failed)}\n\n`), 100);
+      }
+    });
+    failing.listen(0, "127.0.0.1");
+    await once(failing, "listening");
+    try {
+      const url = `http://127.0.0.1:${(failing.address() as AddressInfo).port}`;
+      const wake = await run(["wake", "qwen"], { SNOOZE_URL: url });
+      expect(wake.code).toBe(1);
+      expect(wake.stderr).toMatch(/^qwen: the activation failed after .+: boom$/m);
+      expect(wake.stdout).not.toContain("failed");
+    } finally {
+      failing.close();
+    }
+  });
+
   test("a server that takes the connection and never answers: exit 1 with a line saying so, no stack trace", {
     timeout: 20_000,
   }, async () => {
@@ -220,6 +252,15 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     watch.child.kill("SIGINT");
     expect(await watch.code).toBe(0);
     expect(watch.stdout()).toMatch(/^qwen\s+cold/m);
+  });
+
+  test("status --watch with no Snooze there says so on stderr, keeps asking, and exits 1", async () => {
+    // Found by an outside tester: it printed the failure as output and exited 0.
+    const watch = start(["status", "--watch", "--interval", "200ms", "--url", "http://127.0.0.1:1"]);
+    await until(() => watch.stderr().split("cannot reach").length > 2, 10_000, "two failures");
+    watch.child.kill("SIGINT");
+    expect(await watch.code).toBe(1);
+    expect(watch.stdout()).toBe("");
   });
 });
 
