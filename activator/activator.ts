@@ -94,6 +94,7 @@ export class Activator {
   private readonly unwatch: () => void;
   private readonly ticker: NodeJS.Timeout;
   private shuttingDown = false;
+  private readonly shutdownBegun = new AbortController();
   /** Forwards in flight, and requests whose body is still arriving: a shutdown waits for both. */
   private inFlightTotal = 0;
   private readingTotal = 0;
@@ -214,6 +215,11 @@ export class Activator {
   /** The model id an id or alias names, if any. */
   modelNamed(name: string): string | undefined {
     return this.config.names.get(name);
+  }
+
+  /** Aborts when the shutdown begins: calls that wait on the control plane answer then. */
+  get shutdownSignal(): AbortSignal {
+    return this.shutdownBegun.signal;
   }
 
   get accepting(): boolean {
@@ -662,6 +668,7 @@ export class Activator {
    */
   async shutdown(graceMs: number): Promise<void> {
     this.shuttingDown = true;
+    this.shutdownBegun.abort();
     clearInterval(this.ticker);
     for (const { route } of this.retiring.values()) this.routes.set(route.config.id, route);
     this.retiring.clear();

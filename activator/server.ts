@@ -56,6 +56,35 @@ const methodsOf = new Map([
   ["/readyz", "GET, HEAD"],
 ]);
 
+/**
+ * Waits for `work` (a sleep or stop, an incoming event's action); should Snooze begin to shut down
+ * first, answers 503 `shutting_down` at once (the shutdown stops every engine anyway) rather than
+ * leave the caller to a connection cut when the server closes. False when it answered so.
+ */
+async function unlessShutdown(res: ServerResponse, stopping: AbortSignal, work: Promise<unknown>) {
+  const { promise: shutdown, resolve } = Promise.withResolvers<"shutdown">();
+  const onStop = () => resolve("shutdown");
+  if (stopping.aborted) onStop();
+  else stopping.addEventListener("abort", onStop, { once: true });
+  try {
+    if ((await Promise.race([work, shutdown])) !== "shutdown") return true;
+  } finally {
+    stopping.removeEventListener("abort", onStop);
+  }
+  void work.catch(() => {});
+  sendError(
+    res,
+    503,
+    openAIError(
+      "Snooze is shutting down and stops every engine; this action did not finish.",
+      "service_unavailable_error",
+      "shutting_down",
+    ),
+    { "retry-after": "5", connection: "close" },
+  );
+  return false;
+}
+
 /** GET, or HEAD: the same answer without its body (Node's response drops the body of a HEAD). */
 const reads = (req: IncomingMessage) => req.method === "GET" || req.method === "HEAD";
 
@@ -264,12 +293,13 @@ export function createActivatorServer({
       command = { verb: action[2] as "wake" | "sleep" | "stop", name };
     }
     if (path === "/snooze/v1/events" && req.method === "POST") {
-      await handleIncomingEvents(req, res, {
+      const handled = handleIncomingEvents(req, res, {
         admin,
         modelNamed: (name) => activator.modelNamed(name),
         knownModels: () => [...activator.routes.keys()],
         recent: recentEvents,
       });
+      await unlessShutdown(res, activator.shutdownSignal, handled);
       return;
     }
     if (command) {
@@ -283,7 +313,7 @@ export function createActivatorServer({
       if (verb === "wake") void admin.wake(id).catch(() => {});
       else {
         try {
-          await admin[verb](id);
+          if (!(await unlessShutdown(res, activator.shutdownSignal, admin[verb](id)))) return;
         } catch (error) {
           if (error instanceof SleepStoppedInstead) {
             sendError(res, 502, openAIError(error.message, "server_error", "action_failed"));

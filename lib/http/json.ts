@@ -7,6 +7,8 @@ export function sendJson(
   body: unknown,
   headers: Record<string, string> = {},
 ): void {
+  // Answered already (a shutdown answered for a call still under way): nothing more to say.
+  if (res.writableEnded) return;
   if (res.headersSent) {
     res.destroy();
     return;

@@ -157,3 +157,25 @@ models:
     expect((await fetch(`${url}/v1/chat/completions`, chat("m"))).status).toBe(200);
   });
 }
+
+test("a sleep still under way when Snooze shuts down is answered 503 shutting_down, not cut", async () => {
+  // Found by an outside tester: `snooze sleep` said it could not reach Snooze ("other side closed").
+  snooze = await startWith(`
+models:
+  m: { command: ${simCommand(["--enable-sleep-mode", "--load-time", "100ms", "--sleep-time-l1", "10s"], 1)} }
+`);
+  const url = snooze.url;
+  expect((await fetch(`${url}/v1/chat/completions`, chat("m"))).status).toBe(200);
+  const asked = fetch(`${url}/snooze/v1/models/m/sleep`, {
+    method: "POST",
+    signal: AbortSignal.timeout(20_000),
+  });
+  await until(async () => (await tierOf(url)) === "draining", 5_000, "the sleep");
+  const closing = snooze.close(1_000);
+  snooze = undefined;
+  const answer = await asked;
+  expect(answer.status).toBe(503);
+  expect(answer.headers.get("retry-after")).toBe("5");
+  expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("shutting_down");
+  await closing;
+});
