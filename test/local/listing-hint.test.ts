@@ -41,9 +41,11 @@ test("a listing wakes a recently used model with a budget (and keeps it awake a 
   // Well past its sleepAfter (300 ms) it stays awake for the request the listing announced.
   await new Promise((resolve) => setTimeout(resolve, 1_500));
   expect(tiers()).toEqual(["ready", "asleep-1", "cold"]);
-  expect(snooze.autoscaler.controller("used")!.state().learning!.prewarms.active?.kind).toBe("explicit");
-  // Put to sleep, then listed again at once: no second hint within the interval.
-  await snooze.autoscaler.controller("used")!.sleepNow();
+  expect(snooze.autoscaler.controller("used")!.state().learning!.prewarms.active?.kind).toBe("hint");
+  // The request comes (a hit) and the model sleeps sleepAfter later; listed again at once: no
+  // second hint within the interval.
+  expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("used"))).status).toBe(200);
+  await until(() => tierOf("used") === "asleep-1", 10_000, "used asleep again");
   for (let i = 0; i < 5; i++) expect((await fetch(`${snooze.url}/v1/models`)).status).toBe(200);
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   expect(tiers()).toEqual(["asleep-1", "asleep-1", "cold"]);
