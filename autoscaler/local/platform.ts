@@ -3,7 +3,7 @@ import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
 import { freePort, portInUse } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
-import type { ModelConfig } from "../../lib/settings/index.ts";
+import { type ModelConfig, snoozeArgument, substitutePlaceholders } from "../../lib/settings/index.ts";
 import { EngineClient } from "../engine-client.ts";
 import type { Departure, Platform, RecordedTier, Replica, ReplicaSetView } from "../platform.ts";
 import {
@@ -234,12 +234,14 @@ export class LocalPlatform implements Platform {
     // A fixed port another process already listens on: that process would answer the readiness
     // checks and get the model's traffic while the engine fails to bind. Not counted as up, ever.
     const taken = config.port !== undefined && (await portInUse(port, host));
-    const substitute = (arg: string) =>
-      arg.replaceAll("${PORT}", String(port)).replaceAll("${HOST}", host).replaceAll("${MODEL}", config.id);
+    const values = { PORT: String(port), HOST: host, MODEL: config.id };
     const [file, ...args] = config.command.flatMap((arg) =>
-      arg === "${SNOOZE}" ? snoozeArgv() : [substitute(arg)],
+      arg === snoozeArgument ? snoozeArgv() : [substitutePlaceholders(arg, values)],
     );
-    const env = { ...process.env, ...config.env, ...(config.sleep ? { VLLM_SERVER_DEV_MODE: "1" } : {}) };
+    const ownEnv = Object.fromEntries(
+      Object.entries(config.env).map(([name, value]) => [name, substitutePlaceholders(value, values)]),
+    );
+    const env = { ...process.env, ...ownEnv, ...(config.sleep ? { VLLM_SERVER_DEV_MODE: "1" } : {}) };
     const id = `${config.id}-${++this.sequence}`;
     const replica: Replica = {
       id,

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { byteSize, modelId } from "./fields.ts";
+import { byteLimit, byteSize, modelId } from "./fields.ts";
 import { localModel, tierSettings } from "./model.ts";
 import { slotSettings } from "./slot.ts";
 
@@ -12,13 +12,15 @@ export const snoozeFile = z.strictObject({
     description:
       "Host RAM all level-1 sleepers may use together; past it the longest asleep goes to level 2.",
   }),
-  maxBodySize: byteSize
+  maxBodySize: byteLimit("every request with a body would be refused (413)")
     .optional()
     .meta({ description: "Largest request body the activator reads (413 past it)." }),
-  maxHeldBytes: byteSize.optional().meta({
-    description:
-      "Request body bytes the activator may keep at once for requests being read or held, all models together; past it a 503 `held_bytes_exceeded` with Retry-After.",
-  }),
+  maxHeldBytes: byteLimit("every request with a body would be refused (503 held_bytes_exceeded)")
+    .optional()
+    .meta({
+      description:
+        "Request body bytes the activator may keep at once for requests being read or held, all models together; past it a 503 `held_bytes_exceeded` with Retry-After.",
+    }),
   eventSink: z
     .url({ protocol: /^https?$/ })
     .optional()

@@ -21,6 +21,7 @@ export {
   type TierSettingsInput,
   tierSettings,
 } from "./model.ts";
+export { type PlaceholderValues, snoozeArgument, substitutePlaceholders } from "./placeholders.ts";
 export {
   defaultMaxHeldBytes,
   explicitTierKeys,

@@ -1,9 +1,12 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import fc from "fast-check";
-import { describe, expect, test } from "vitest";
+import { afterAll, describe, expect, test } from "vitest";
 import { stringify } from "yaml";
 import { settingsFromAnnotations } from "./annotations.ts";
 import { ConfigError } from "./config-error.ts";
-import { parseConfig } from "./load.ts";
+import { loadConfigFile, parseConfig } from "./load.ts";
 
 const minimal = `
 defaults:
@@ -294,6 +297,228 @@ describe("settings that cannot work are refused", () => {
     expect(problemsOf("models:\n  ? [a, b]\n  : {command: [x]}\n")).toEqual([
       { key: "", line: 2, column: 5, message: "a key must be a plain name, not a list or a mapping" },
     ]);
+  });
+
+  test("a size limit of 0 bytes would refuse every request, so maxBodySize and maxHeldBytes start at 1 byte", () => {
+    const problems = problemsOf(withModel("", "maxBodySize: 0\nmaxHeldBytes: 0.4\n"));
+    expect(problems).toEqual([
+      {
+        key: "maxBodySize",
+        line: 1,
+        column: 1,
+        message: 'must be at least 1 byte: every request with a body would be refused (413), not "0"',
+      },
+      {
+        key: "maxHeldBytes",
+        line: 2,
+        column: 1,
+        message: expect.stringMatching(/^must be at least 1 byte: .*held_bytes_exceeded.*, not "0.4"$/),
+      },
+    ]);
+    expect(parseConfig(withModel("", "maxBodySize: 1\nmaxHeldBytes: 1Ki\n"))).toMatchObject({
+      maxBodySize: 1,
+      maxHeldBytes: 1024,
+    });
+  });
+
+  test("a timeout of 0 would be no timeout at all: connect, first-byte and idle timeouts ask for never", () => {
+    for (const key of ["connectTimeout", "firstByteTimeout", "idleTimeout"]) {
+      expect(problemsOf(withModel(`${key}: 0`)), key).toEqual([
+        {
+          key: `models.qwen.${key}`,
+          line: 4,
+          column: 5,
+          message: 'must be longer than 0; write "never" for no timeout, not "0"',
+        },
+      ]);
+    }
+    expect(
+      parseConfig(withModel("connectTimeout: never\nfirstByteTimeout: never\nidleTimeout: 1ms")).models.get(
+        "qwen",
+      ),
+    ).toMatchObject({
+      connectTimeout: Number.POSITIVE_INFINITY,
+      firstByteTimeout: Number.POSITIVE_INFINITY,
+      idleTimeout: 1,
+    });
+  });
+
+  test("a duration out of range is named as written, not in milliseconds", () => {
+    expect(problemsOf(withModel("sleepAfter: 597h"))[0]!.message).toMatch(/, not "597h"$/);
+    expect(problemsOf(withModel("holdBudget: 597h"))[0]!.message).toMatch(/, not "597h"$/);
+    expect(problemsOf(withModel("prewarmBudget: 25h"))[0]!.message).toBe(
+      'is more than a day: the budget is extra awake time per day, not "25h"',
+    );
+    expect(problemsOf(withModel("wakeTimeout: 0s"))[0]!.message).toMatch(
+      /^must be longer than 0: .*, not "0s"$/,
+    );
+  });
+
+  test("an empty alias is one problem", () => {
+    expect(problemsOf(withModel("aliases: ['']"))).toEqual([
+      { key: "models.qwen.aliases.0", line: 4, column: 15, message: 'may not be empty, not ""' },
+    ]);
+  });
+});
+
+describe("names that cannot all be reached", () => {
+  test("ids and aliases that differ only in case are refused: routing by Host ignores case", () => {
+    const problems = problemsOf(
+      [
+        "models:",
+        "  Qwen:",
+        "    command: [x, '${PORT}']",
+        "  qwen:",
+        "    command: [x, '${PORT}']",
+        "    aliases: [X]",
+        "  llama:",
+        "    command: [x, '${PORT}']",
+        "    aliases: [x]",
+        "",
+      ].join("\n"),
+    );
+    expect(problems).toEqual([
+      {
+        key: "models.qwen",
+        line: 4,
+        column: 3,
+        message:
+          '"qwen" and "Qwen" (model "Qwen") differ only in case; ids and aliases must differ in more than case, as routing by Host ignores case',
+      },
+      {
+        key: "models.llama.aliases.0",
+        line: 9,
+        column: 15,
+        message: expect.stringMatching(/^"x" and "X" \(model "qwen"\) differ only in case; .*Host/),
+      },
+    ]);
+  });
+
+  test("one model may have names that differ only in case: they reach the same model", () => {
+    const config = parseConfig("models:\n  Qwen:\n    command: [x, '${PORT}']\n    aliases: [qwen, QWEN]\n");
+    expect(config.names.get("qwen")).toBe("Qwen");
+    expect(config.names.get("QWEN")).toBe("Qwen");
+  });
+
+  test("aliases in defaults are refused where they are written, without the collisions they would cause", () => {
+    expect(
+      problemsOf(
+        "defaults:\n  aliases: [chat]\nmodels:\n  a:\n    command: [x, '${PORT}']\n  b:\n    command: [x, '${PORT}']\n",
+      ),
+    ).toEqual([
+      {
+        key: "defaults.aliases",
+        line: 2,
+        column: 3,
+        message: "aliases name one model, so they cannot be defaults: set them on each model",
+      },
+    ]);
+  });
+
+  test("a problem of a model whose id holds a dot names that model and its line", () => {
+    expect(problemsOf("models:\n  a:\n    command: [x, '${PORT}']\n  qwen2.5:\n    command: [x]\n")).toEqual([
+      { key: 'models."qwen2.5".command', line: 5, column: 5, message: expect.stringContaining("${PORT}") },
+    ]);
+  });
+});
+
+describe("a file that is not UTF-8", () => {
+  const dir = mkdtempSync(join(tmpdir(), "snooze-utf8-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  async function loadBytes(name: string, ...parts: (string | number[])[]) {
+    const path = join(dir, name);
+    writeFileSync(
+      path,
+      Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : Uint8Array.from(p)))),
+    );
+    try {
+      return await loadConfigFile(path);
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      return (error as ConfigError).message.replace(dir, "DIR");
+    }
+  }
+  const model = 'models:\n  qwen:\n    command: [x, "${PORT}"]\n';
+
+  test("is refused at the line and column of its first bad byte, not run with U+FFFD", async () => {
+    // `café` saved as Latin-1: é is the single byte 0xE9.
+    expect(await loadBytes("latin1.yaml", "models:\n  caf", [0xe9], ':\n    command: [x, "${PORT}"]\n')).toBe(
+      "DIR/latin1.yaml:2:6: (top level): the file is not UTF-8 (byte 0xE9 here is not valid UTF-8); save it as UTF-8",
+    );
+    // Columns count characters: the valid é before the bad byte is one column.
+    expect(await loadBytes("late.yaml", `${model}    env: {A: "é`, [0xc3, 0x28], '"}\n')).toMatch(
+      /late\.yaml:4:16: \(top level\): the file is not UTF-8 \(byte 0xC3 /,
+    );
+    // An encoded surrogate (CESU-8) is not UTF-8 either.
+    expect(await loadBytes("cesu.yaml", `${model}    env: {A: "`, [0xed, 0xa0, 0x80], '"}\n')).toMatch(
+      /cesu\.yaml:4:15: .*byte 0xED/,
+    );
+  });
+
+  test("UTF-16 and UTF-32 files say so; a UTF-8 byte order mark is fine", async () => {
+    const utf16le = [0xff, 0xfe, ...Buffer.from(model, "utf16le")];
+    expect(await loadBytes("le.yaml", utf16le)).toBe(
+      "DIR/le.yaml:1:1: (top level): the file is UTF-16; save it as UTF-8",
+    );
+    expect(await loadBytes("be.yaml", [0xfe, 0xff, 0, 0x6d])).toMatch(
+      /the file is UTF-16; save it as UTF-8$/,
+    );
+    expect(await loadBytes("32.yaml", [0xff, 0xfe, 0, 0, 0x6d, 0, 0, 0])).toMatch(
+      /the file is UTF-32; save it as UTF-8$/,
+    );
+    const config = await loadBytes("bom.yaml", [0xef, 0xbb, 0xbf], model.replace("qwen", "café"));
+    expect(typeof config === "string" ? config : [...config.models.keys()]).toEqual(["café"]);
+  });
+});
+
+describe("placeholders in an engine's command and env", () => {
+  test("an unknown ${NAME} is refused at its argument or env value, saying what is known and how to write a literal", () => {
+    const problems = problemsOf(
+      [
+        "models:",
+        "  qwen:",
+        "    command: [vllm, serve, --port, '${PROT}', --dir, '${HOME}/m']",
+        "    env:",
+        "      CACHE: '${NOPE}'",
+        "",
+      ].join("\n"),
+    );
+    expect(problems.map(({ key, line }) => ({ key, line }))).toEqual([
+      { key: "models.qwen.command", line: 3 },
+      { key: "models.qwen.command.3", line: 3 },
+      { key: "models.qwen.command.5", line: 3 },
+      { key: "models.qwen.env.CACHE", line: 5 },
+    ]);
+    expect(problems[1]!.message).toBe(
+      '${PROT} is not a placeholder: the known ones are ${PORT}, ${HOST}, ${MODEL} and ${SNOOZE}; write $${ for a literal ${ (as in "$${HOME}" for a shell)',
+    );
+    expect(problems[1]!.column).toBe(36);
+    expect(problems[3]!.message).toMatch(
+      /^\$\{NOPE\} is not a placeholder: the known ones are \$\{PORT\}, \$\{HOST\} and \$\{MODEL\};/,
+    );
+  });
+
+  test("${SNOOZE} only as a command argument of its own; a ${ never closed is refused too", () => {
+    const problems = problemsOf(
+      "models:\n  qwen:\n    command: ['${SNOOZE}', sim, '--port=${PORT}', '${SNOOZE}/x', 'a${']\n    env: {S: '${SNOOZE}'}\n",
+    );
+    expect(Object.fromEntries(problems.map((p) => [p.key, p.message]))).toEqual({
+      "models.qwen.command.3": expect.stringContaining("${SNOOZE} must be an argument of its own"),
+      "models.qwen.command.4": expect.stringContaining("a ${ without its closing }"),
+      "models.qwen.env.S": expect.stringContaining("only as a command argument of its own"),
+    });
+  });
+
+  test("$${ is a literal ${, $NAME is left alone, and ${PORT} in env is the port", () => {
+    const config = parseConfig(
+      "models:\n  qwen:\n    command: [sh, -c, 'exec engine --port \"$$PORT\" --home \"$${HOME}\"']\n    env: {PORT: '${PORT}'}\n",
+    );
+    expect(config.models.get("qwen")!.command[2]).toBe('exec engine --port "$$PORT" --home "$${HOME}"');
+    // An escaped ${PORT} is no port: the engine's port would be unknown.
+    expect(problemsOf("models:\n  qwen:\n    command: [x, '$${PORT}']\n")[0]).toMatchObject({
+      key: "models.qwen.command",
+      message: expect.stringContaining("must contain ${PORT}"),
+    });
   });
 });
 

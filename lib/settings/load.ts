@@ -5,16 +5,19 @@ import { fieldAt, reasonFor, showValue } from "./allowed-form.ts";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
 import { snoozeFile } from "./file.ts";
 import { resolveConfig, type SnoozeConfig } from "./resolve.ts";
+import { utf8Problem } from "./utf8.ts";
 
 /** Reads, validates and resolves a snooze.yaml; throws ConfigError naming file, line, key and reason. */
 export async function loadConfigFile(path: string): Promise<SnoozeConfig> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = await readFile(path, "utf8");
+    bytes = await readFile(path);
   } catch (error) {
     throw new ConfigError(path, [{ key: "", message: `cannot read the file: ${(error as Error).message}` }]);
   }
-  return parseConfig(text, path);
+  const notUtf8 = utf8Problem(bytes);
+  if (notUtf8) throw new ConfigError(path, [notUtf8]);
+  return parseConfig(bytes.toString("utf8"), path);
 }
 
 /** Alias expansions a file may make in all (YAML's guard against "billion laughs" alias bombs). */
@@ -123,10 +126,7 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
   if (problems.length > 0) {
     throw new ConfigError(
       file,
-      problems.map((p) => ({
-        ...locate(p.key.split(".").map((k) => (/^\d+$/.test(k) ? Number(k) : k))),
-        ...p,
-      })),
+      problems.map(({ path, message }) => ({ key: keyPath(path), message, ...locate(path) })),
     );
   }
   return config;

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { byteSize, duration, finiteDuration, modelId } from "./fields.ts";
+import { byteSize, duration, finiteDuration, modelId, timeout } from "./fields.ts";
 
 /**
  * How one model moves along the tier ladder. Every field is optional here: a
@@ -37,10 +37,9 @@ export const tierSettings = z.strictObject({
       description:
         "Learn the ladder: from this model's measured sleep and wake times and its idle gaps, choose when to sleep and at which level (or stop) to spend the fewest awake GPU-seconds while wakes stay within this target (for 95% of idle gaps, or as often as the fixed ladder manages). `sleepAfter`, `sleepLevel`, `sleep` and `deepSleepAfter` set explicitly are kept. Unset: the fixed ladder.",
     }),
-  prewarmBudget: finiteDuration("a budget must be a duration; 0 turns prewarm off")
-    .refine((ms) => ms <= 86_400_000, {
-      message: "is more than a day: the budget is extra awake time per day",
-    })
+  prewarmBudget: finiteDuration("a budget must be a duration; 0 turns prewarm off", {
+    atMost: { ms: 86_400_000, message: "is more than a day: the budget is extra awake time per day" },
+  })
     .optional()
     .meta({
       description:
@@ -66,15 +65,15 @@ export const tierSettings = z.strictObject({
     description:
       "Connections the activator opens to one replica at most (with `concurrency`, the smaller of the two); requests beyond it wait in the hold queue, within the hold budget.",
   }),
-  connectTimeout: duration.optional().meta({
+  connectTimeout: timeout.optional().meta({
     description:
       "How long connecting to an engine may take; past it the replica is re-checked and the request sent to whatever becomes ready, else a 504 `upstream_connect_timeout`. `never` turns it off.",
   }),
-  firstByteTimeout: duration.optional().meta({
+  firstByteTimeout: timeout.optional().meta({
     description:
       "How long the engine may take, from dispatch, to start its answer (a long prompt's prefill counts); past it a 504 `upstream_timeout`. `never` turns it off.",
   }),
-  idleTimeout: duration.optional().meta({
+  idleTimeout: timeout.optional().meta({
     description:
       "How long an answer under way may go without a byte from the engine; past it a stream ends with an SSE error event (`upstream_idle_timeout`), any other answer is cut off. `never` turns it off.",
   }),
@@ -158,10 +157,10 @@ export const localModel = tierSettings.extend({
     description:
       "The engine's argv; ${PORT}, ${HOST} and ${MODEL} are substituted, and an argument ${SNOOZE} runs this Snooze (for `${SNOOZE} sim`).",
   }),
-  env: z
-    .record(z.string(), z.string())
-    .optional()
-    .meta({ description: "Extra environment for the engine process." }),
+  env: z.record(z.string(), z.string()).optional().meta({
+    description:
+      "Extra environment for the engine process; ${PORT}, ${HOST} and ${MODEL} are substituted in its values.",
+  }),
   port: z.int().min(1).max(65_535).optional().meta({
     description:
       "A fixed port for the engine; a free one is chosen when absent. A start fails, saying so, when another process already listens there.",

@@ -75,6 +75,9 @@ export function configurationReference(): string {
   const list = (keys: string[]) => keys.map((k) => k.replace(/^(slot )?(.*)$/, "$1`$2`")).join(", ");
   const neverList = list(durations.filter(([, s]) => takesNever(s)).map(([k]) => k));
   const finiteList = list(durations.filter(([, s]) => !takesNever(s)).map(([k]) => k));
+  const zeroList = list(
+    durations.filter(([, s]) => !(s as z.ZodType).safeParse("0").success).map(([k]) => k),
+  );
   return `# Configuration reference
 
 <!-- Generated from lib/settings/ by \`node_modules/.bin/node hack/gen-config-docs.ts\`; a test fails when it is stale. -->
@@ -88,9 +91,12 @@ duration without its unit (\`30\`) is refused as one.
 
 Every duration arms a timer, so none may be longer than \`596h\` (about 24.8 days: a timer waits at most
 2^31-1 ms). \`never\` is taken only where it means "this step does not happen" (${neverList}); a timeout
-or budget that must end refuses it (${finiteList}), and \`startTimeout\` and \`wakeTimeout\` refuse
-\`0\` too. Two models may not share a fixed \`port\`, and YAML aliases (\`*name\`) may expand at most
-${maxAliasCount} times in all (the guard against alias bombs).
+or budget that must end refuses it (${finiteList}). \`0\` is refused too by ${zeroList}
+(for no timeout, write \`never\` where it is taken). \`maxBodySize\` and \`maxHeldBytes\` must be at least 1 byte.
+Two models may not share a fixed \`port\`. Ids and aliases must be unique, and differ in more than case: a
+\`Host\` header routes to a model in any case. \`aliases\` name one model, so they are set per model, not
+in \`defaults:\`. YAML aliases (\`*name\`) may expand at most ${maxAliasCount} times in all (the guard
+against alias bombs). A file that is not UTF-8 is refused, naming the line and column of its first bad byte.
 
 A bad file stops \`snooze serve\` with exit code 2 and one line per problem:
 \`snooze.yaml:12:5: models.qwen.sleepAfter: expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"\`.
@@ -124,8 +130,11 @@ ${topRows.join("\n")}
 | --- | --- |
 ${engineRows.join("\n")}
 
-In \`command\`, \`\${PORT}\` is the port Snooze chose, \`\${HOST}\` is \`127.0.0.1\`, \`\${MODEL}\` the model id.
-Any other \`\${…}\` is passed on as written, for a shell in the command (\`sh -c "…"\`) to expand.
+In \`command\` and in \`env\` values, \`\${PORT}\` is the port Snooze chose, \`\${HOST}\` is \`127.0.0.1\`, \`\${MODEL}\`
+the model id; \`\${SNOOZE}\` is a command argument of its own. Any other \`\${…}\` is refused, so a typo such as
+\`\${PROT}\` never reaches the engine: write \`$\${\` for a literal \`\${\` (\`sh -c "echo $\${HOME}"\` gives the shell
+\`\${HOME}\`; \`$HOME\` without braces is passed on as written). Unless the model sets a fixed \`port\`, the
+command or a value in \`env\` must hold \`\${PORT}\`.
 Engines with \`sleep: true\` get \`VLLM_SERVER_DEV_MODE=1\` in their environment (vLLM serves its sleep
 endpoints only with it, and only when started with \`--enable-sleep-mode\`).
 

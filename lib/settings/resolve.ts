@@ -1,6 +1,6 @@
-import type { ConfigProblem } from "./config-error.ts";
 import type { SnoozeFile } from "./file.ts";
 import { builtinTierDefaults, type ResolvedTierSettings } from "./model.ts";
+import { placeholderProblem, placeholdersIn } from "./placeholders.ts";
 import { builtinSlotDefaults } from "./slot.ts";
 
 /** A model ready to run: every tier setting filled in (times in ms, sizes in bytes). */
@@ -50,12 +50,26 @@ export function explicitTierKeys(...sources: (object | undefined)[]): string[] {
   return [...keys].sort();
 }
 
+/** A setting that cannot work, at its path in the file (`["models", "qwen2.5", "command", 3]`). */
+export interface ResolveProblem {
+  path: (string | number)[];
+  message: string;
+}
+
 /**
  * Fills in defaults and checks what a per-field schema cannot: aliases that
- * collide, slots that do not exist, engines whose port cannot be known, two engines on one port.
+ * collide, slots that do not exist, engines whose port cannot be known, two engines on one port,
+ * placeholders that are not.
  */
-export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problems: ConfigProblem[] } {
-  const problems: ConfigProblem[] = [];
+export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problems: ResolveProblem[] } {
+  const problems: ResolveProblem[] = [];
+  // Aliases name one model: in `defaults:` every model would get the same ones, which always collide.
+  if (file.defaults?.aliases !== undefined)
+    problems.push({
+      path: ["defaults", "aliases"],
+      message: "aliases name one model, so they cannot be defaults: set them on each model",
+    });
+  const defaults = defined({ ...file.defaults, aliases: undefined });
   const models = new Map<string, ModelConfig>();
   const names = new Map<string, string>();
   const slots = new Map<string, SlotConfig>();
@@ -63,7 +77,7 @@ export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problem
     slots.set(name, { ...builtinSlotDefaults, ...defined(slot), name });
   }
   for (const [id, model] of Object.entries(file.models)) {
-    const merged = { ...builtinTierDefaults, ...defined(file.defaults), ...defined(model) };
+    const merged = { ...builtinTierDefaults, ...defaults, ...defined(model) };
     const config: ModelConfig = {
       ...merged,
       id,
@@ -73,17 +87,26 @@ export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problem
       explicit: explicitTierKeys(file.defaults, model),
     };
     models.set(id, config);
-    if (!model.port && !model.command.some((arg) => arg.includes("${PORT}"))) {
+    const values = [...config.command, ...Object.values(config.env)];
+    if (!model.port && !values.some((text) => placeholdersIn(text).includes("PORT"))) {
       problems.push({
-        key: `models.${id}.command`,
+        path: ["models", id, "command"],
         message:
-          "the command must contain ${PORT} (the port Snooze picks for the engine), or the model must set `port`",
+          "the command (or a value in `env`) must contain ${PORT} (the port Snooze picks for the engine), or the model must set `port`",
       });
+    }
+    for (const [index, arg] of config.command.entries()) {
+      const message = placeholderProblem(arg, { in: "command" });
+      if (message) problems.push({ path: ["models", id, "command", index], message });
+    }
+    for (const [name, value] of Object.entries(config.env)) {
+      const message = placeholderProblem(value, { in: "env" });
+      if (message) problems.push({ path: ["models", id, "env", name], message });
     }
     if (config.slot !== undefined && !slots.has(config.slot)) {
       const known = [...slots.keys()];
       problems.push({
-        key: `models.${id}.slot`,
+        path: ["models", id, "slot"],
         message: `slot "${config.slot}" is not defined under \`slots:\`${known.length ? ` (defined: ${known.join(", ")})` : ""}`,
       });
     }
@@ -95,19 +118,34 @@ export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problem
     if (owner === undefined) byPort.set(model.port, id);
     else
       problems.push({
-        key: `models.${id}.port`,
+        path: ["models", id, "port"],
         message: `port ${model.port} is already the port of model "${owner}"; two engines cannot listen on one port`,
       });
   }
+  // Host routing ignores case (`Qwen.models.example` is `qwen`'s), so two names that differ only
+  // in case would leave one unreachable by Host: names must be unique regardless of case.
+  const byFoldedName = new Map<string, { name: string; id: string }>();
   for (const [id, model] of models) {
     for (const [index, name] of [id, ...model.aliases].entries()) {
+      const path = index === 0 ? ["models", id] : ["models", id, "aliases", index - 1];
       const owner = names.get(name);
+      const folded = byFoldedName.get(name.toLowerCase());
       if (owner !== undefined && owner !== id) {
         problems.push({
-          key: index === 0 ? `models.${id}` : `models.${id}.aliases.${index - 1}`,
+          path,
           message: `"${name}" already names model "${owner}"; ids and aliases must be unique`,
         });
-      } else names.set(name, id);
+        continue;
+      }
+      if (owner === undefined && folded !== undefined && folded.id !== id) {
+        problems.push({
+          path,
+          message: `"${name}" and "${folded.name}" (model "${folded.id}") differ only in case; ids and aliases must differ in more than case, as routing by Host ignores case`,
+        });
+        continue;
+      }
+      names.set(name, id);
+      if (folded === undefined) byFoldedName.set(name.toLowerCase(), { name, id });
     }
   }
   return {

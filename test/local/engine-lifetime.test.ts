@@ -156,3 +156,15 @@ models:
     },
   );
 });
+
+describe("what an engine is started with", () => {
+  test("${MODEL} and ${PORT} in env values are substituted, and $${…} reaches a shell as ${…}", async () => {
+    // The shell takes the served name and the port from the environment (`$${NAME}` is its own
+    // `${NAME}`): the engine answers, and its warm-up works, only if both were substituted there.
+    const line = `exec '${process.execPath}' '${snooze}' sim --served-model-name "$\${SERVED}" --port "$\${LISTEN}" --time-scale 0.05`;
+    const run = start(
+      `models:\n  qwen:\n    env: {SERVED: "\${MODEL}", LISTEN: "\${PORT}"}\n    command: ["sh", "-c", ${JSON.stringify(line)}]\n`,
+    );
+    await engineOf(await run.url, run.stateDir, "qwen");
+  });
+});
