@@ -2,6 +2,7 @@ import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { beforeAll, beforeEach, expect, test } from "vitest";
+import { createLogger } from "../lib/log.ts";
 import { Harness } from "../test/support/autoscaler-harness.ts";
 
 // With a tracer registered (this file only), starting and waking events carry the activation's
@@ -51,6 +52,40 @@ test("a cold start and a wake each carry their activation's traceparent while wa
   expect(names).toEqual(
     expect.arrayContaining(["snooze.start", "snooze.warmup", "snooze.drain", "snooze.sleep", "snooze.wake"]),
   );
+});
+
+test("log lines of a start, a release and a wake carry that operation's trace ids", async () => {
+  // Found by an outside tester: no line carried them, though tracing.md says every line written
+  // inside a traced operation does.
+  const lines: Record<string, string>[] = [];
+  const log = createLogger({}, (line) => void lines.push(JSON.parse(line)), "debug");
+  const h = new Harness(yaml, { log });
+  await h.serveCold("m");
+  await h.advance(60_000);
+  h.demand("m");
+  await h.settle();
+  const traceOf = (name: string, nth = 0) =>
+    exporter
+      .getFinishedSpans()
+      .filter((s) => s.name === name)
+      [nth]!.spanContext().traceId;
+  const [start, wake] = [traceOf("snooze.activation", 0), traceOf("snooze.activation", 1)];
+  const release = traceOf("snooze.drain");
+  expect(new Set([start, wake, release]).size).toBe(3);
+  const tierLines = lines
+    .filter((l) => l.msg === "tier")
+    .map((l) => [`${l.from}→${l.to}`, l.trace_id, typeof l.span_id]);
+  expect(tierLines).toEqual([
+    ["cold→starting", start, "string"],
+    ["starting→ready", start, "string"],
+    ["ready→draining", release, "string"],
+    ["draining→asleep-1", release, "string"],
+    ["asleep-1→waking", wake, "string"],
+    ["waking→ready", wake, "string"],
+  ]);
+  for (const msg of ["starting", "waking engine"])
+    expect(lines.find((l) => l.msg === msg)!.trace_id, msg).toMatch(/^[0-9a-f]{32}$/);
+  expect(lines.filter((l) => l.msg === "engine ready").map((l) => l.trace_id)).toEqual([start, wake]);
 });
 
 test("the CloudEvents that end an activation carry its traceparent", async () => {

@@ -1003,7 +1003,7 @@ export class ModelController {
     if (!record) return;
     switch (action.kind) {
       case "finish-start":
-        this.operate(record, "finish-start", () => this.finishStart(record));
+        this.operate(record, "finish-start", () => this.inActivation(record, () => this.finishStart(record)));
         return;
       case "wake":
         this.operate(record, "wake", () => this.wake(record, action.level));
@@ -1098,13 +1098,16 @@ export class ModelController {
     };
     this.records.set(replica.id, record);
     this.accountTiers();
-    if (recorded === undefined) {
-      this.deps.metrics.transition(this.id, "cold", "starting");
-      this.log.info("tier", { replica: replica.id, from: "cold", to: "starting" });
-    }
-    if (record.tier === "starting") {
+    if (record.tier === "starting")
       record.activation =
         this.pendingStarts.shift() ?? this.beginActivation("start", "cold", replica.createdAt);
+    if (recorded === undefined) {
+      this.deps.metrics.transition(this.id, "cold", "starting");
+      this.inActivation(record, () =>
+        this.log.info("tier", { replica: replica.id, from: "cold", to: "starting" }),
+      );
+    }
+    if (record.activation) {
       this.emitFor(record, this.estimate("start"));
       // Activators in other processes see the pod, not this event: a traced start goes on the pod
       // too, so they link the requests they hold to it. Untraced, there is nothing to write.
@@ -1267,6 +1270,11 @@ export class ModelController {
     return kind === "start" ? this.lastStartMs : (this.lastWakeMs[level] ?? this.lastWakeMs[1]);
   }
 
+  /** Runs `fn` in the trace of the replica's activation, if one runs: its log lines carry its ids. */
+  private inActivation<T>(record: ReplicaRecord, fn: () => T): T {
+    return record.activation ? context.with(record.activation.context, fn) : fn();
+  }
+
   private beginActivation(kind: "start" | "wake", from: Tier, started = this.deps.clock.now()): Activation {
     // A swap's, a prewarm's or the held request's trace, in that order; else a trace of its own.
     const parent = this.parent ?? this.learner.prewarmContext ?? this.callerContext ?? ROOT_CONTEXT;
@@ -1379,11 +1387,16 @@ export class ModelController {
     );
   }
 
-  private async wake(record: ReplicaRecord, level: 1 | 2): Promise<void> {
-    const leadership = this.leadership;
-    const from = record.tier;
-    const activation = this.beginActivation("wake", from);
+  private wake(record: ReplicaRecord, level: 1 | 2): Promise<void> {
+    const activation = this.beginActivation("wake", record.tier);
     record.activation = activation;
+    // Its log lines carry the activation's trace ids (tracing.md: logs join the traces).
+    return context.with(activation.context, () => this.wakeEngine(record, level, activation));
+  }
+
+  private async wakeEngine(record: ReplicaRecord, level: 1 | 2, activation: Activation): Promise<void> {
+    const leadership = this.leadership;
+    const from = activation.from;
     await this.setTier(record, "waking", { estimateMs: this.estimate("wake", level) });
     this.log.info("waking engine", { replica: record.replica.id, from });
     const engine = this.deps.platform.engine(record.replica);
@@ -1442,66 +1455,69 @@ export class ModelController {
     // Activators end the requests still running at the deadline: the sleep (mode=wait) then only
     // waits for the engine to see them go, not for a stream that would run for minutes.
     record.drainEndsAt = deadline;
-    await this.setTier(record, "draining");
     const drainSpan = tracer.startSpan(
       "snooze.drain",
       { root: swap === undefined, attributes: { "snooze.model": this.id } },
       swap ?? ROOT_CONTEXT,
     );
     const parent = swap ?? trace.setSpan(ROOT_CONTEXT, drainSpan);
-    const engine = this.deps.platform.engine(record.replica);
-    let idle = false;
-    try {
-      // The grace is a fixed time for activators to see the drain: a stats report does not end it.
-      const graceEnd = started + this.deps.drainGraceMs;
-      while (record.tier === "draining" && this.deps.clock.now() < graceEnd)
-        await this.pause(graceEnd - this.deps.clock.now());
-      while (record.tier === "draining" && this.deps.clock.now() < deadline) {
-        this.guard(leadership);
-        if (await this.idle(record, engine)) {
-          idle = true;
-          break;
+    // Its log lines carry the drain's trace ids (tracing.md: logs join the traces).
+    return context.with(trace.setSpan(swap ?? ROOT_CONTEXT, drainSpan), async () => {
+      await this.setTier(record, "draining");
+      const engine = this.deps.platform.engine(record.replica);
+      let idle = false;
+      try {
+        // The grace is a fixed time for activators to see the drain: a stats report does not end it.
+        const graceEnd = started + this.deps.drainGraceMs;
+        while (record.tier === "draining" && this.deps.clock.now() < graceEnd)
+          await this.pause(graceEnd - this.deps.clock.now());
+        while (record.tier === "draining" && this.deps.clock.now() < deadline) {
+          this.guard(leadership);
+          if (await this.idle(record, engine)) {
+            idle = true;
+            break;
+          }
+          await this.pause(Math.min(drainPollMs, deadline - this.deps.clock.now()));
         }
-        await this.pause(Math.min(drainPollMs, deadline - this.deps.clock.now()));
+      } finally {
+        drainSpan.setAttribute("snooze.drain.timed_out", !idle);
+        drainSpan.end();
       }
-    } finally {
-      drainSpan.setAttribute("snooze.drain.timed_out", !idle);
-      drainSpan.end();
-    }
-    const drained = this.deps.clock.now();
-    this.lastRelease = { drainMs: drained - started, sleepMs: 0 };
-    this.guard(leadership);
-    if (record.tier !== "draining" || !this.present(record)) return; // taken back by demand, or gone
-    // From here on the engine is going down; requests arriving now wait for the next wake.
-    record.leaving = true;
-    this.releaseSentAt = this.deps.clock.now();
-    if (next === "stop") {
-      await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-      return;
-    }
-    try {
-      await inSpan(
-        "snooze.sleep",
-        { "snooze.model": this.id, "snooze.sleep_level": next },
-        // The requests still running were ended at the drain's end: what is left is the engine
-        // moving its weights out, which a wake moves back, so it has a wake's time.
-        () => engine.sleep(next, "wait", sleepTimeoutMs(this.config.wakeTimeout)),
-        parent,
-      );
-    } catch (error) {
+      const drained = this.deps.clock.now();
+      this.lastRelease = { drainMs: drained - started, sleepMs: 0 };
       this.guard(leadership);
-      // An engine in an unknown state would hang the next request: stop it instead.
-      this.log.warn("sleep failed; stopping the engine", { replica: record.replica.id, error });
-      this.sleepFailure = { at: this.deps.clock.now(), reason: (error as Error).message };
-      await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-      return;
-    }
-    this.lastRelease.sleepMs = this.deps.clock.now() - drained;
-    this.learner.measured(next === 1 ? "sleep1" : "sleep2", this.lastRelease.sleepMs);
-    this.guard(leadership);
-    if (!this.present(record)) return; // gone while it fell asleep: its cold event was the last word
-    record.leaving = false;
-    await this.setTier(record, next === 1 ? "asleep-1" : "asleep-2");
+      if (record.tier !== "draining" || !this.present(record)) return; // taken back by demand, or gone
+      // From here on the engine is going down; requests arriving now wait for the next wake.
+      record.leaving = true;
+      this.releaseSentAt = this.deps.clock.now();
+      if (next === "stop") {
+        await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+        return;
+      }
+      try {
+        await inSpan(
+          "snooze.sleep",
+          { "snooze.model": this.id, "snooze.sleep_level": next },
+          // The requests still running were ended at the drain's end: what is left is the engine
+          // moving its weights out, which a wake moves back, so it has a wake's time.
+          () => engine.sleep(next, "wait", sleepTimeoutMs(this.config.wakeTimeout)),
+          parent,
+        );
+      } catch (error) {
+        this.guard(leadership);
+        // An engine in an unknown state would hang the next request: stop it instead.
+        this.log.warn("sleep failed; stopping the engine", { replica: record.replica.id, error });
+        this.sleepFailure = { at: this.deps.clock.now(), reason: (error as Error).message };
+        await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+        return;
+      }
+      this.lastRelease.sleepMs = this.deps.clock.now() - drained;
+      this.learner.measured(next === 1 ? "sleep1" : "sleep2", this.lastRelease.sleepMs);
+      this.guard(leadership);
+      if (!this.present(record)) return; // gone while it fell asleep: its cold event was the last word
+      record.leaving = false;
+      await this.setTier(record, next === 1 ? "asleep-1" : "asleep-2");
+    });
   }
 
   /** Drained: the engine runs and queues nothing, and no activator has a request in flight to it. */
@@ -1611,9 +1627,11 @@ export class ModelController {
     this.scaleOverride = { replicas: to, until: this.deps.clock.now() + scaleLagMs };
     const activations = Array.from({ length: to - from }, () => this.beginActivation("start", "cold"));
     this.pendingStarts.push(...activations);
-    this.log.info("starting", { from, to });
-    void this.deps.platform
-      .scale(this.key, from, to, [])
+    // One start: the platform's lines about it carry its trace ids (tracing.md: logs join the traces).
+    const startTrace = activations.length === 1 ? activations[0]!.context : ROOT_CONTEXT;
+    context.with(startTrace, () => this.log.info("starting", { from, to }));
+    void context
+      .with(startTrace, () => this.deps.platform.scale(this.key, from, to, []))
       .then(() => {
         this.counts.scales++;
       })
@@ -1678,7 +1696,7 @@ export class ModelController {
     this.wakeWanted = false;
     this.prewarmWake = false;
     this.backoffUntil = this.deps.clock.now() + this.backoff();
-    this.log.warn("activation failed", { reason, failures: this.failures });
+    this.inActivation(record, () => this.log.warn("activation failed", { reason, failures: this.failures }));
     record.activation?.span.recordException(new Error(reason));
     this.endActivation(record, "failed", reason);
     if (backTo && this.present(record)) void this.setTier(record, backTo, { error: reason }).catch(() => {});

@@ -204,8 +204,11 @@ export class Slot {
       caps.set(resident.model, undefined);
       const decision = this.decide(views, now);
       if (decision.kind === "swap") {
-        this.log.info("swapping", { from: resident.model, to: decision.to, reason: decision.reason });
-        this.begin(resident.model, decision.to, decision.reason, now, decision.prewarm);
+        const swap = this.begin(resident.model, decision.to, decision.reason, now, decision.prewarm);
+        // The line carries the swap's trace ids (tracing.md: logs join the traces).
+        context.with(swap.context ?? context.active(), () =>
+          this.log.info("swapping", { from: resident.model, to: decision.to, reason: decision.reason }),
+        );
         caps.set(resident.model, 0);
       } else if (decision.kind === "wait") this.arm(decision.at, now);
     } else {

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
+import { type Context, context, ROOT_CONTEXT } from "@opentelemetry/api";
 import { freePort, portInUse } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
 import { type ModelConfig, snoozeArgument, substitutePlaceholders } from "../../lib/settings/index.ts";
@@ -227,7 +228,16 @@ export class LocalPlatform implements Platform {
     for (const listener of this.listeners) listener(model, departure);
   }
 
-  private async spawn(entry: ModelEngines): Promise<void> {
+  /**
+   * The engine outlives the start that asked for it: its output, exit and readiness watch are no
+   * part of that start's trace (they run in the root context); only the line saying it starts is.
+   */
+  private spawn(entry: ModelEngines): Promise<void> {
+    const start = context.active();
+    return context.with(ROOT_CONTEXT, () => this.spawnEngine(entry, start));
+  }
+
+  private async spawnEngine(entry: ModelEngines, start: Context): Promise<void> {
     const { config, generation } = entry;
     if (config.port !== undefined) await this.untilOursLeave(config.port, entry);
     const port = config.port ?? (await freePort(host));
@@ -363,7 +373,7 @@ export class LocalPlatform implements Platform {
       // The guard itself could not start: there is no "exit" to wait for.
       if (pgid === undefined) void finish();
     });
-    log.info("engine starting", { command, pgid });
+    context.with(start, () => log.info("engine starting", { command, pgid }));
     if (taken) log.warn("the engine cannot become ready", { reason: portTaken(port) });
     else void this.watchReadiness(engine, config.id);
   }

@@ -2,7 +2,7 @@ import { Registry } from "prom-client";
 import { Autoscaler, type AutoscalerOptions } from "../../autoscaler/autoscaler.ts";
 import { localActivator, localAutoscaler } from "../../autoscaler/local/control-plane.ts";
 import type { ModelController } from "../../autoscaler/model-controller.ts";
-import { silentLogger } from "../../lib/log.ts";
+import { type Logger, silentLogger } from "../../lib/log.ts";
 import type { ReplicaEvent, Tier } from "../../lib/replica-event.ts";
 import { parseConfig, type SnoozeConfig } from "../../lib/settings/index.ts";
 import { FakePlatform, type FakePlatformOptions } from "./fake-platform.ts";
@@ -34,6 +34,8 @@ export interface HarnessOptions extends Omit<FakePlatformOptions, "clock"> {
    * for the model drops to 0).
    */
   answerErrors?: boolean;
+  /** Where the control plane logs; nowhere by default. */
+  log?: Logger;
 }
 
 /** One control plane on a manual clock over a fake platform, with the events it published. */
@@ -54,7 +56,7 @@ export class Harness {
       this.autoscaler = localAutoscaler({
         config: this.config,
         platform: this.platform,
-        log: silentLogger,
+        log: options.log ?? silentLogger,
         registry: this.registry,
         clock: this.clock,
         selfHealIntervalMs: options.selfHealIntervalMs ?? Number.POSITIVE_INFINITY,
@@ -74,7 +76,7 @@ export class Harness {
       this.autoscaler = new Autoscaler({
         platform: this.platform,
         clock: this.clock,
-        log: silentLogger,
+        log: options.log ?? silentLogger,
         registry: this.registry,
         sink: direct.sink ? sink : undefined,
         hostMemoryBudget: this.config.hostMemoryBudget,
