@@ -260,14 +260,15 @@ export class Autoscaler {
   }
 
   /**
-   * Stops acting; the platform's replicas stay (local mode's platform stops them on close). Events
-   * already queued for the sink get a short moment to go out.
+   * Stops acting; the platform's replicas stay, unless `enginesStop` says the platform stops them
+   * next (local mode's shutdown): then each is reported cold first. Events already queued for the
+   * sink get a short moment to go out.
    */
-  async close(): Promise<void> {
+  async close(options: { enginesStop?: boolean } = {}): Promise<void> {
     this.saveTimer?.cancel();
     this.saveLearning();
     for (const slot of this.slots.values()) slot.standDown();
-    for (const controller of this.byKey.values()) controller.close();
+    for (const controller of this.byKey.values()) controller.close(options.enginesStop);
     await this.options.sink?.drain?.(sinkDrainMs);
     await this.options.sink?.close?.();
   }

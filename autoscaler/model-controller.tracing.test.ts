@@ -174,3 +174,31 @@ models:
   expect(activation!.spanContext().traceId).toBe(caller.spanContext().traceId);
   expect(activation!.parentSpanContext?.spanId).toBe(caller.spanContext().spanId);
 });
+
+test("Snooze's shutdown: an activation under way ends (outcome stopped), and each replica is reported stopped", async () => {
+  // Found by an outside tester: a SIGTERM during a cold start left its spans open for ever, and no
+  // consumer heard that the engines Snooze stopped were gone.
+  const h = new Harness(`${yaml}  n:\n    command: [engine, "\${PORT}"]\n`, { direct: { sink: true } });
+  await h.serveCold("m");
+  h.demand("n");
+  await h.settle();
+  expect(h.controller("n").tier).toBe("starting");
+  await h.autoscaler.close({ enginesStop: true });
+  const activation = exporter
+    .getFinishedSpans()
+    .filter((s) => s.name === "snooze.activation" && s.attributes["snooze.model"] === "n");
+  expect(activation.map((s) => s.attributes["snooze.activation.outcome"])).toEqual(["stopped"]);
+  expect(exporter.getFinishedSpans().filter((s) => s.name === "snooze.start")).toHaveLength(2);
+  const stopped = h.cloudEvents.filter((e) => e.type === "dev.snooze.replica.stopped");
+  expect(stopped.map((e) => [e.subject, e.data.from])).toEqual([
+    ["m", "ready"],
+    ["n", "starting"],
+  ]);
+});
+
+test("standing down without stopping the engines (Kubernetes) says nothing of them", async () => {
+  const h = new Harness(yaml, { direct: { sink: true } });
+  await h.serveCold("m");
+  await h.autoscaler.close();
+  expect(h.cloudEvents.filter((e) => e.type === "dev.snooze.replica.stopped")).toEqual([]);
+});

@@ -284,15 +284,37 @@ export class ModelController {
     this.leading = false;
     this.timer?.cancel();
     this.healer?.cancel();
+    // Activations under way end here (outcome `stopped`): their spans must not stay open for ever.
+    for (const record of this.records.values()) this.endActivation(record, "stopped");
     this.records.clear();
     this.accountTiers();
     this.learner.stop(this.deps.clock.now());
     this.prewarmWake = false;
-    for (const activation of this.pendingStarts.splice(0)) activation.span.end();
+    for (const activation of this.pendingStarts.splice(0)) {
+      activation.startSpan?.end();
+      activation.span.setAttribute("snooze.activation.outcome", "stopped");
+      activation.span.end();
+    }
   }
 
-  close(): void {
+  /**
+   * Stops acting. `enginesStop`: the platform stops every engine next (Snooze's own shutdown in
+   * local mode), so each replica is reported cold now, its `stopped` CloudEvent included, rather
+   * than left ready in the eyes of every consumer. On Kubernetes the pods stay: nothing is said.
+   */
+  close(enginesStop = false): void {
     this.closed = true;
+    if (enginesStop && this.leading)
+      for (const record of this.records.values()) {
+        const from = record.tier;
+        if (from === "cold") continue;
+        this.endActivation(record, "stopped");
+        record.tier = "cold";
+        record.since = this.deps.clock.now();
+        this.deps.metrics.transition(this.id, from, "cold");
+        this.log.info("tier", { replica: record.replica.id, from, to: "cold", why: "Snooze stops" });
+        this.emitFor(record);
+      }
     this.standDown();
     for (const settle of this.settleWaiters) settle();
   }

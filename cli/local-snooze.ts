@@ -127,7 +127,8 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
         })
       : undefined;
   const stopAll = async () => {
-    await autoscaler.close();
+    // Local engines stop with Snooze: the control plane says so (stopped events) before they go.
+    await autoscaler.close({ enginesStop: platform instanceof LocalPlatform });
     await platform.close();
   };
   let listening: Listening;
