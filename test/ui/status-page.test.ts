@@ -4,6 +4,9 @@ import { join } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { startLocalSnooze } from "../../cli/local-snooze.ts";
+import { silentLogger } from "../../lib/log.ts";
+import { parseConfig } from "../../lib/settings/index.ts";
 import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
 
 /**
@@ -146,5 +149,28 @@ describe("the status page", () => {
     await row("qwen").locator('button[data-action="stop"]').click();
     await expect.poll(() => tierOf("qwen").textContent()).toBe("cold");
     expect(await row("qwen").locator(".replica").count()).toBe(0);
+  });
+
+  test("after Snooze restarts at the same address, the page lists the new process's entries", {
+    timeout: 30_000,
+  }, async () => {
+    // Found by an outside tester: the page kept the old process's entries and, asking only for
+    // entries numbered after the old ones, never showed a new one.
+    const { port } = new URL(snooze.url);
+    await snooze.close(1_000);
+    snooze = await startLocalSnooze({
+      config: parseConfig(
+        `models:\n  qwen:\n    command: ${simCommand(["--enable-sleep-mode"])}\n`,
+        "test.yaml",
+      ),
+      log: silentLogger,
+      host: "127.0.0.1",
+      port: Number(port),
+    });
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    await expect
+      .poll(() => page.locator("#entries tr .kind").allTextContents(), { timeout: 20_000 })
+      .toEqual(["cold start"]);
+    await expect.poll(() => tierOf("qwen").textContent()).toBe("ready");
   });
 });
