@@ -69,7 +69,8 @@ describe("the timeline", () => {
   test("a failed activation is one failure with its reason; a placeholder event is no replica", () => {
     const { timeline, event } = setup();
     event(10, "starting");
-    event(13, "starting", { error: "start of qwen failed: engine exited (code 1)" });
+    // Failed in place: the event keeps the tier's own `since` (found by an outside tester: 0 ms).
+    event(13, "starting", { error: "start of qwen failed: engine exited (code 1)", since: t0 + 10_000 });
     event(13.1, "cold");
     // A swap's announcement names no real replica.
     event(20, "cold", { replica: "qwen/activation" });

@@ -159,13 +159,16 @@ export class Timeline {
 
     if (event.error !== undefined) {
       const activation = before?.activation;
+      // A failure in place (a start that failed while starting) keeps its tier and its `since`: it
+      // happened now, not when that tier began.
+      const failedAt = before && event.tier === before.tier ? now : at;
       this.add({
         model: event.model,
         ...(before ? { replica: event.replica } : {}),
         kind: "failure",
-        at: iso(at),
+        at: iso(failedAt),
         ...(activation
-          ? { startedAt: iso(activation.since), durationMs: Math.max(0, at - activation.since) }
+          ? { startedAt: iso(activation.since), durationMs: Math.max(0, failedAt - activation.since) }
           : {}),
         ...(activation ? { from: activation.from } : {}),
         to: event.tier,
