@@ -1,4 +1,4 @@
-import { context, trace } from "@opentelemetry/api";
+import { context, SpanStatusCode, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { beforeAll, beforeEach, expect, test } from "vitest";
@@ -201,4 +201,29 @@ test("standing down without stopping the engines (Kubernetes) says nothing of th
   await h.serveCold("m");
   await h.autoscaler.close();
   expect(h.cloudEvents.filter((e) => e.type === "dev.snooze.replica.stopped")).toEqual([]);
+});
+
+test("a swap whose target never becomes ready ends with an error status", async () => {
+  // Found by an outside tester: its span said nothing was wrong.
+  const h = new Harness(`
+slots:
+  gpu:
+    minResidency: 0s
+models:
+  a:
+    slot: gpu
+    command: [engine, "\${PORT}"]
+  b:
+    slot: gpu
+    command: [engine, "\${PORT}"]
+`);
+  await h.serveCold("a");
+  h.demand("b");
+  await h.settle();
+  const [b] = h.platform.ids("b");
+  h.platform.crash(b!, "engine exited (code 1)");
+  await h.settle();
+  const [swap] = exporter.getFinishedSpans().filter((s) => s.name === "snooze.swap");
+  expect(swap!.attributes["snooze.swap.outcome"]).toBe("the target is cold");
+  expect(swap!.status.code).toBe(SpanStatusCode.ERROR);
 });

@@ -97,6 +97,13 @@ describe("a slot with two members", () => {
     expect(slot()).toMatchObject({ resident: "b", swaps: 1, maxResidents: 1 });
     expect(slot().lastSwap).toMatchObject({ from: "a", to: "b", durationMs: 0 });
     expect(violations).toEqual([]);
+    // The first grant (a's) is no swap: every phase of the swap metrics counted this one swap only
+    // (found by an outside tester: "activate" counted the grant too).
+    const metrics = await h.registry.metrics();
+    for (const phase of ["drain", "sleep", "activate", "total"])
+      expect(metrics, phase).toContain(
+        `snooze_slot_swap_duration_seconds_count{slot="gpu",phase="${phase}"} 1\n`,
+      );
   });
 
   test("swap back: the sleeper is woken, not started again", async () => {

@@ -1,4 +1,4 @@
-import { type Context, context, ROOT_CONTEXT, type Span, trace } from "@opentelemetry/api";
+import { type Context, context, ROOT_CONTEXT, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
@@ -186,7 +186,7 @@ export class Slot {
         caps.set(t.to, undefined);
       } else {
         this.observeRelease(t);
-        this.endTransition("the target is gone");
+        this.endTransition("the target is gone", true);
       }
     } else if (t?.step === "activating") {
       const target = views.find((v) => v.model === t.to);
@@ -194,7 +194,7 @@ export class Slot {
       if (target?.tier === "ready") this.finish(t, now);
       else if (!target || !isResident(target.tier)) {
         // The activation failed (the target backs off) or the target left: the slot is free again.
-        this.endTransition(`the target is ${target?.tier ?? "gone"}`);
+        this.endTransition(`the target is ${target?.tier ?? "gone"}`, true);
         caps.set(t.to, 0);
         // Not at once: a member that cannot act this turn must not spin the slot.
         this.arm(now + 50, now);
@@ -302,9 +302,10 @@ export class Slot {
   /** The target is ready: the swap is done. */
   private finish(t: Transition, now: number): void {
     const { phase, swaps } = this.deps.metrics;
-    phase.observe({ slot: this.config.name, phase: "activate" }, (now - (t.activatingAt ?? now)) / 1000);
     this.residentSince = now;
+    // A first grant of an empty slot is not a swap: none of the swap metrics counts it.
     if (t.from) {
+      phase.observe({ slot: this.config.name, phase: "activate" }, (now - (t.activatingAt ?? now)) / 1000);
       this.lastSwapAt = now;
       this.swaps++;
       this.lastSwap = {
@@ -326,11 +327,13 @@ export class Slot {
     this.endTransition("ready");
   }
 
-  private endTransition(outcome: string): void {
+  /** Ends the transition under way; `failed`: its target never became ready (the swap's error). */
+  private endTransition(outcome: string, failed = false): void {
     const t = this.transition;
     if (!t) return;
     this.transition = undefined;
     t.span?.setAttribute("snooze.swap.outcome", outcome);
+    if (failed) t.span?.setStatus({ code: SpanStatusCode.ERROR, message: outcome });
     t.span?.end();
   }
 
