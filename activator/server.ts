@@ -132,7 +132,8 @@ export function createActivatorServer({
         id: route.config.id,
         aliases: route.config.aliases,
         tier: route.tier,
-        since: new Date(event?.since ?? created * 1000).toISOString(),
+        // No event spoke of it yet: cold since the timeline began (the status page compares the two).
+        since: new Date(event?.since ?? timeline.startedAt).toISOString(),
         replicas: route.replicas(),
         held: route.held,
         inFlight: route.inFlight,

@@ -32,6 +32,15 @@ describe("requests the activator answers itself", () => {
     });
   });
 
+  test("a model no event spoke of yet is cold since Snooze began, not a rounded-down second before", async () => {
+    // Found by an outside tester: the page said "cold for 10s" of a Snooze that had run 8.6 s.
+    const { models } = (await (await fetch(`${snooze.url}/snooze/v1/models`)).json()) as any;
+    const { startedAt } = (await (await fetch(`${snooze.url}/snooze/v1/timeline`)).json()) as any;
+    const llama = models.find((m: { id: string }) => m.id === "llama");
+    expect(llama.tier).toBe("cold");
+    expect(Date.parse(llama.since)).toBeGreaterThanOrEqual(Date.parse(startedAt));
+  });
+
   test("an unknown model is a 404 naming the known ones", async () => {
     const response = await post("/v1/chat/completions", chat("gpt-9"));
     expect(response.status).toBe(404);
