@@ -80,6 +80,10 @@ describe("the status page", () => {
     expect(await tierOf("llama").textContent()).toBe("cold");
     expect(await row("qwen").locator(".aliases").textContent()).toBe("qwen3");
     expect(await page.locator("#live").textContent()).toBe("live");
+    // A cold model's GPU time saved ticks in the page, as the totals do (found by an outside tester).
+    const saved = row("llama").locator(".saved div").first();
+    const before = await saved.textContent();
+    await expect.poll(() => saved.textContent(), { timeout: 5_000 }).not.toBe(before);
     // /ui is the same page.
     expect((await fetch(`${snooze.url}/ui`)).headers.get("content-type")).toContain("text/html");
   });
