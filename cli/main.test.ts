@@ -44,6 +44,11 @@ test("an unknown flag exits 2 naming it", async () => {
   expect(output.join("\n")).toContain("Unknown option '--portt'");
 });
 
+test("snooze webhooks refuses a body limit under one byte", async () => {
+  expect(await main(["webhooks", "--max-body-size", "0"])).toBe(2);
+  expect(output.join("\n")).toContain("--max-body-size must be a size of at least 1 byte");
+});
+
 test("snooze autoscaler checks its event and host-memory flags before connecting", async () => {
   expect(await main(["autoscaler", "--event-mode", "xml"])).toBe(2);
   expect(output.join("\n")).toContain("--event-mode must be binary or structured");

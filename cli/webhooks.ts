@@ -137,8 +137,10 @@ export const webhooksCommand: Command = {
   async run(values) {
     const port = portValue(values);
     const maxBody = byteSize.safeParse(String(values["max-body-size"]));
-    if (!maxBody.success)
-      throw new UsageError(`--max-body-size must be a size like 6Mi, not "${values["max-body-size"]}"`);
+    if (!maxBody.success || maxBody.data < 1)
+      throw new UsageError(
+        `--max-body-size must be a size of at least 1 byte, like 6Mi, not "${values["max-body-size"]}"`,
+      );
     const mode = String(values.certs);
     if (mode !== "self" && mode !== "files")
       throw new UsageError(`--certs must be self or files, not "${mode}"`);
