@@ -57,6 +57,9 @@ export function endSocketWithError(
   const body = JSON.stringify(error);
   const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
   socket.on("error", () => {});
+  // Closed once written, not only half-closed: a request pipelined before this one (held for its
+  // model, say) must see its client go, as Node's own answer would have it.
+  socket.once("finish", () => socket.destroy());
   socket.end(
     `HTTP/1.1 ${status}\r\n${lines.join("")}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );

@@ -348,6 +348,29 @@ async function stallingEngine() {
   return engine;
 }
 
+describe("malformed HTTP after a held request on the same connection", () => {
+  test("gets its 400, and the held request sees its client go (not held on for its budget)", async () => {
+    const snooze = await startActivator({ holdBudget: 30_000 });
+    cleanups.push(() => snooze.close());
+    // No engine: the first request is held; the garbage pipelined after it breaks the connection.
+    // The client keeps its end open: only the server's close can tell the held request it is gone.
+    const body = chatBody();
+    const socket = connect({ port: snooze.port, host: "127.0.0.1", allowHalfOpen: true });
+    cleanups.push(() => socket.destroy());
+    socket.setEncoding("latin1");
+    let reply = "";
+    socket.on("data", (data: string) => (reply += data));
+    const closed = new Promise((resolve) => socket.once("end", resolve));
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}NOT HTTP\r\n\r\n`,
+    );
+    await closed;
+    expect(finalStatus(reply)).toBe(400);
+    expect(finalBody(reply).error.code).toBe("malformed_request");
+    await until(() => snooze.activator.routes.get("m")!.held === 0, 2_000, "the hold given up");
+  });
+});
+
 describe("a replica's drain ends what still runs on it", () => {
   test("told why: its drain time ran out (503 drain_timeout), or its engine stopped answering (502 upstream_unresponsive)", async () => {
     // Found by an outside tester: requests on a frozen engine were told they ran past a drain time.
