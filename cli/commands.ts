@@ -9,6 +9,8 @@ export interface CommandEntry {
   name: string;
   summary: string;
   load(): Promise<Command>;
+  /** A server that shuts down gracefully on SIGTERM/SIGINT (an early one, while it loads, exits 0). */
+  server?: true;
 }
 
 /**
@@ -22,6 +24,7 @@ export const commands: CommandEntry[] = [
     summary:
       "Run the activator and the autoscaler in one process; engines start, sleep, wake and stop on demand.",
     load: async () => (await import("./serve.ts")).serveCommand,
+    server: true,
   },
   {
     name: "status",

@@ -41,6 +41,8 @@ export async function main(argv: string[]): Promise<number> {
     console.error("Run `snooze --help` for usage.");
     return 2;
   }
+  // Loaded only here: `snooze --help` and the client commands import nothing they do not use.
+  if (entry.server) (await import("./signals.ts")).holdEarlyStopSignals();
   const command: Command = await entry.load();
   try {
     const { values, positionals } = parseCommandArgs(command, rest);

@@ -1,5 +1,22 @@
 import type { Logger } from "../lib/log.ts";
 
+/** Exits 0 on a stop signal that came before the server command had its own handlers. */
+const exitEarly = () => process.exit(0);
+
+/**
+ * A server command's modules take a moment to load; a SIGTERM or SIGINT then would kill the process
+ * with Node's default (exit 143 or 130), though nothing runs yet that a shutdown would stop. From
+ * here until the command installs its own handlers (which calls `releaseEarlyStopSignals`), such a
+ * signal is that whole graceful shutdown: exit 0.
+ */
+export function holdEarlyStopSignals(): void {
+  for (const signal of serveStopSignals) process.on(signal, exitEarly);
+}
+
+function releaseEarlyStopSignals(): void {
+  for (const signal of serveStopSignals) process.off(signal, exitEarly);
+}
+
 /**
  * Resolves on the first SIGTERM or SIGINT, after logging `message` with the signal and `fields`.
  * The commands' shutdown starts from here.
@@ -16,6 +33,7 @@ export function untilStopSignal(
     };
     process.once("SIGTERM", stop);
     process.once("SIGINT", stop);
+    releaseEarlyStopSignals();
   });
 }
 
@@ -80,6 +98,7 @@ export function watchStopSignals(
   };
   const handler = (signal: NodeJS.Signals) => stop(signal);
   for (const signal of signals) process.on(signal, handler);
+  releaseEarlyStopSignals();
   const parent = process.ppid;
   const pollMs = options.parentPollMs ?? 0;
   // Already an orphan (or a child of init by design, as under systemd or in a container): nothing to watch.

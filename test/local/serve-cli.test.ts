@@ -1,6 +1,7 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { open } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -35,6 +36,23 @@ describe("snooze serve as a process", () => {
     const run = serve(file);
     expect(await run.exited).toBe(2);
     expect(run.stderr()).toContain(`${file}:4:5: models.qwen.sleepAfter: expected a duration`);
+  });
+
+  test("SIGTERM before it has started (its settings not read yet) is a graceful exit 0, not Node's 143", async () => {
+    // Found by an outside tester: a SIGTERM in its first ~150 ms exited 143. A named pipe as the
+    // settings file holds it at that point for as long as the test likes: nothing runs yet.
+    const fifo = join(mkdtempSync(join(tmpdir(), "snooze-cli-")), "snooze.yaml");
+    execFileSync("mkfifo", [fifo]);
+    const run = serve(fifo);
+    // Opening the pipe's writing end completes once serve has opened it to read its settings.
+    const writer = await open(fifo, "w");
+    run.child.kill("SIGTERM");
+    // Its exit waits for the blocked read of the pipe (Node joins its I/O threads): end the pipe
+    // once the signal has surely been handled (the process sits idle, waiting on the read).
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await writer.close();
+    expect(await run.exited).toBe(0);
+    expect(run.stderr()).toBe("");
   });
 
   test("a missing settings file: exit code 2 naming it", async () => {
