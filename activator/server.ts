@@ -85,6 +85,14 @@ async function unlessShutdown(res: ServerResponse, stopping: AbortSignal, work: 
   return false;
 }
 
+/** How many Host headers the request carries (Node's `headers` keeps only the first). */
+function hostHeaders(req: IncomingMessage): number {
+  let count = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2)
+    if (req.rawHeaders[i]!.length === 4 && req.rawHeaders[i]!.toLowerCase() === "host") count++;
+  return count;
+}
+
 /** GET, or HEAD: the same answer without its body (Node's response drops the body of a HEAD). */
 const reads = (req: IncomingMessage) => req.method === "GET" || req.method === "HEAD";
 
@@ -166,6 +174,22 @@ export function createActivatorServer({
           "The request target is an absolute URL that cannot be read; send the path (e.g. /v1/chat/completions).",
           "invalid_request_error",
           "invalid_request_target",
+        ),
+        { connection: "close" },
+      );
+      return;
+    }
+    if (hostHeaders(req) > 1) {
+      // RFC 9112 §3.2: more than one Host is refused (Node keeps the first): routing by Host, the
+      // admin API's loopback check and Knative's routes would each read one of two stories.
+      req.resume();
+      sendError(
+        res,
+        400,
+        openAIError(
+          "The request has more than one Host header; send one.",
+          "invalid_request_error",
+          "duplicate_host",
         ),
         { connection: "close" },
       );

@@ -1,4 +1,4 @@
-import type { Server, ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { type OpenAIErrorBody, openAIError } from "../openai-error.ts";
 
@@ -24,23 +24,54 @@ function answerFor(code: string | undefined): [number, string, string, string] |
   }
 }
 
+/** The response Node has on the socket now (the oldest one not yet finished), if any. */
+const currentResponse = (socket: Duplex) =>
+  (socket as { _httpMessage?: (ServerResponse & { req?: IncomingMessage }) | null })._httpMessage ??
+  undefined;
+
+/** Sockets whose parse failure is being answered: later failures on them change nothing. */
+const answering = new WeakSet<Duplex>();
+
 /**
  * Requests Node's HTTP parser refuses (headers too large, malformed, too slow) never reach a
- * handler; Node answers them with a bare status line. This answers them the way every other refusal
- * is answered, an OpenAI-shaped error a client can show, then closes the connection (its bytes
- * cannot be read as a next request). Like Node, it writes only while no answer has begun on the
- * socket.
+ * handler; Node answers them with a bare status line, and cuts whatever was still being answered on
+ * the connection. This answers them the way every other refusal is answered, an OpenAI-shaped error
+ * a client can show, in order: the requests read whole before the bad bytes (pipelined on the
+ * connection) are answered first, then the error, then the connection closes (its bytes cannot be
+ * read as a next request). A request whose own body was malformed is answered the error at once.
  */
 export function answerClientErrors(server: Server): void {
   server.on("clientError", (error: Error & { code?: string }, socket: Duplex) => {
     const answer = answerFor(error.code);
-    const current = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
-    if (!answer || !socket.writable || current?.headersSent) {
+    if (!answer || !socket.writable) {
       socket.destroy();
       return;
     }
+    if (answering.has(socket)) return;
+    answering.add(socket);
+    // The parser is done with this connection: read nothing more from it.
+    socket.pause();
     const [status, phrase, code, message] = answer;
-    endSocketWithError(socket, `${status} ${phrase}`, openAIError(message, "invalid_request_error", code));
+    const respond = () => {
+      const current = currentResponse(socket);
+      if (current && !current.writableFinished) {
+        // Read whole before the bad bytes: its answer goes first (Node then hands the socket to the
+        // next one in line, if any, before this response's 'close').
+        if (current.req?.complete !== false) {
+          current.once("close", respond);
+          return;
+        }
+        // The malformed bytes were this request's own body: it gets the error, or is cut if its
+        // answer has begun.
+        if (current.headersSent) {
+          socket.destroy();
+          return;
+        }
+      }
+      if (socket.destroyed || !socket.writable) return;
+      endSocketWithError(socket, `${status} ${phrase}`, openAIError(message, "invalid_request_error", code));
+    };
+    respond();
   });
 }
 
@@ -57,8 +88,8 @@ export function endSocketWithError(
   const body = JSON.stringify(error);
   const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
   socket.on("error", () => {});
-  // Closed once written, not only half-closed: a request pipelined before this one (held for its
-  // model, say) must see its client go, as Node's own answer would have it.
+  // Closed once written, not only half-closed: a request still waiting on this connection must see
+  // its client go, as with Node's own answer.
   socket.once("finish", () => socket.destroy());
   socket.end(
     `HTTP/1.1 ${status}\r\n${lines.join("")}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,

@@ -348,26 +348,74 @@ async function stallingEngine() {
   return engine;
 }
 
-describe("malformed HTTP after a held request on the same connection", () => {
-  test("gets its 400, and the held request sees its client go (not held on for its budget)", async () => {
-    const snooze = await startActivator({ holdBudget: 30_000 });
-    cleanups.push(() => snooze.close());
-    // No engine: the first request is held; the garbage pipelined after it breaks the connection.
-    // The client keeps its end open: only the server's close can tell the held request it is gone.
-    const body = chatBody();
-    const socket = connect({ port: snooze.port, host: "127.0.0.1", allowHalfOpen: true });
+describe("malformed HTTP pipelined after good requests on the same connection", () => {
+  /** Writes `bytes` on a connection that stays half-open, and reads until the server closes it. */
+  async function pipelined(port: number, bytes: string): Promise<string> {
+    const socket = connect({ port, host: "127.0.0.1", allowHalfOpen: true });
     cleanups.push(() => socket.destroy());
     socket.setEncoding("latin1");
     let reply = "";
     socket.on("data", (data: string) => (reply += data));
-    const closed = new Promise((resolve) => socket.once("end", resolve));
-    socket.write(
-      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}NOT HTTP\r\n\r\n`,
+    const ended = new Promise((resolve) => socket.once("end", resolve));
+    socket.write(bytes);
+    await ended;
+    return reply;
+  }
+  const post = (body: string) =>
+    `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+  // Status lines, wherever they start (an answer's body ends with no line break before the next).
+  const statuses = (reply: string) => [...reply.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+
+  test("the good ones are answered first, in order (a stream to its end), then the 400, then the close", async () => {
+    // Found by an outside tester: the 400 went out in place of the first answer, and a stream under
+    // way was cut.
+    const engine = await httpEngine((req, res) => {
+      let body = "";
+      req.on("data", (chunk) => (body += chunk));
+      req.on("end", () => {
+        if (!body.includes('"stream":true')) return void res.end('{"answer":1}');
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        let n = 0;
+        const timer = setInterval(() => {
+          res.write(`data: {"n":${++n}}\n\n`);
+          if (n === 5) {
+            clearInterval(timer);
+            res.end("data: [DONE]\n\n");
+          }
+        }, 50);
+      });
+    });
+    cleanups.push(() => engine.server.close());
+    const snooze = await activatorFor(engine.address);
+    const reply = await pipelined(
+      snooze.port,
+      post(chatBody()) + post(chatBody({ stream: true })) + "NOT HTTP\r\n\r\n",
     );
-    await closed;
-    expect(finalStatus(reply)).toBe(400);
+    expect(statuses(reply)).toEqual([200, 200, 400]);
+    expect(reply.indexOf('{"answer":1}')).toBeLessThan(reply.indexOf("text/event-stream"));
+    expect(reply).toContain('data: {"n":5}');
+    expect(reply.indexOf("data: [DONE]")).toBeLessThan(reply.indexOf("HTTP/1.1 400"));
     expect(finalBody(reply).error.code).toBe("malformed_request");
-    await until(() => snooze.activator.routes.get("m")!.held === 0, 2_000, "the hold given up");
+  });
+
+  test("a held one is answered when its hold ends, then the 400", async () => {
+    const snooze = await startActivator({ holdBudget: 300 });
+    cleanups.push(() => snooze.close());
+    const reply = await pipelined(snooze.port, `${post(chatBody())}NOT HTTP\r\n\r\n`);
+    expect(statuses(reply)).toEqual([503, 400]);
+    expect(reply).toContain("hold_budget_exceeded");
+    expect(snooze.activator.routes.get("m")!.held).toBe(0);
+  });
+
+  test("a request whose own body is malformed gets the 400 at once", async () => {
+    const snooze = await startActivator({ holdBudget: 30_000 });
+    cleanups.push(() => snooze.close());
+    const reply = await pipelined(
+      snooze.port,
+      "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nnot a chunk\r\n",
+    );
+    expect(statuses(reply)).toEqual([400]);
+    expect(finalBody(reply).error.code).toBe("malformed_request");
   });
 });
 

@@ -326,6 +326,10 @@ describe("requests the activator answers itself", () => {
     const hostless = await rawReply("GET /healthz HTTP/1.1\r\n\r\n");
     expect(hostless).toMatch(/^HTTP\/1\.1 400 /);
     expect(errorOf(hostless).code).toBe("missing_host");
+    // Two Hosts are two stories (found by an outside tester: it answered 200).
+    const twoHosts = await rawReply("GET /healthz HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n");
+    expect(twoHosts).toMatch(/^HTTP\/1\.1 400 /);
+    expect(errorOf(twoHosts).code).toBe("duplicate_host");
     // HTTP/1.0 has no Host to require.
     expect(await rawReply("GET /healthz HTTP/1.0\r\n\r\n")).toMatch(/^HTTP\/1\.1 200 /);
   });
