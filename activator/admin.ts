@@ -61,8 +61,12 @@ export interface AdminModelView {
   lastWakeMs?: number;
   lastError?: string;
   slot?: string;
-  /** When the tier changes next on its own (sleep, deeper sleep, stop), when that is known. */
-  nextChange?: NextChange;
+  /**
+   * When the tier changes next on its own (sleep, deeper sleep, stop), when that is known; `null`:
+   * the control plane says nothing will until a request (or a prewarm or an operation ends) — the
+   * activator's own estimate is then not asked.
+   */
+  nextChange?: NextChange | null;
   usage?: GpuUsage;
   /** The control plane's GPU-seconds (awake, asleep, saved), prewarms and learned ladder. */
   learning?: LearningState;

@@ -230,7 +230,8 @@ export function extendView(
 ): AdminModelView {
   return {
     ...view,
-    nextChange: view.nextChange ?? estimateNextChange(route, timeline, now),
+    nextChange:
+      view.nextChange === null ? undefined : (view.nextChange ?? estimateNextChange(route, timeline, now)),
     usage: timeline.usage(view.id),
   };
 }

@@ -77,7 +77,8 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
             lastWakeMs: state.lastWakeMs,
             lastError: state.lastError,
             ...(state.learning ? { learning: state.learning } : {}),
-            ...(next ? { nextChange: { tier: next.tier, at: new Date(next.at).toISOString() } } : {}),
+            // The control plane's own word, none included (a prewarm, work, only a request).
+            nextChange: next ? { tier: next.tier, at: new Date(next.at).toISOString() } : null,
           }
         : {};
     },

@@ -42,6 +42,10 @@ test("a listing wakes a recently used model with a budget (and keeps it awake a 
   await new Promise((resolve) => setTimeout(resolve, 1_500));
   expect(tiers()).toEqual(["ready", "asleep-1", "cold"]);
   expect(snooze.autoscaler.controller("used")!.state().learning!.prewarms.active?.kind).toBe("hint");
+  // While the hint keeps it awake, no sleep is planned (found by an outside tester: "sleeps now"
+  // for the whole prewarm, from the activator's own estimate).
+  const { models } = (await (await fetch(`${snooze.url}/snooze/v1/models`)).json()) as any;
+  expect(models.find((m: { id: string }) => m.id === "used").nextChange).toBeUndefined();
   // The request comes (a hit) and the model sleeps sleepAfter later; listed again at once: no
   // second hint within the interval.
   expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("used"))).status).toBe(200);
