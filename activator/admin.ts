@@ -88,9 +88,10 @@ export interface AdminActions {
   /**
    * Wakes the model at prewarm priority and keeps it awake for `forMs` within its prewarmBudget
    * (the `dev.snooze.model.prewarm` event); absent: only `wake` is available here. A `hint` (a
-   * client listing models) does nothing once the budget is spent, where the event still wakes.
+   * client listing models) does nothing once the budget is spent, or while a person's sleep or stop
+   * holds, where the event still wakes. Resolves with how long the model is kept awake (0: not).
    */
-  prewarm?(model: string, forMs: number, options?: { hint?: boolean }): Promise<void>;
+  prewarm?(model: string, forMs: number, options?: { hint?: boolean }): Promise<{ keptMs: number }>;
   /** Resolves once done; rejects with AdminActionUnfinished when it did not happen in its time. */
   sleep(model: string): Promise<void>;
   stop(model: string): Promise<void>;

@@ -89,7 +89,7 @@ test("a sleep the engine failed on the leader (stopped instead) is SleepStoppedI
 
 test("done is done; another failure carries the autoscaler's message; a wake is never 'unfinished'", async () => {
   const done = await againstAutoscaler({ status: 200, message: "sleep: done", tier: "asleep-1" });
-  await expect(done.plane.admin("qwen", "sleep")).resolves.toBeUndefined();
+  await expect(done.plane.admin("qwen", "sleep")).resolves.toMatchObject({ tier: "asleep-1" });
   server!.close();
   const leaderless = await againstAutoscaler({
     status: 503,

@@ -182,7 +182,8 @@ export class KubeControlPlane implements ControlPlane {
    * A person's wake, sleep or stop, carried out by the autoscaler that holds the model's Lease (the
    * autoscaler Service forwards it there). Resolves when it is done; rejects with the reason.
    */
-  async admin(model: string, verb: AdminVerb, prewarm?: PrewarmAsk): Promise<void> {
+  /** Asks the Model's leader; resolves with its answer (a prewarm's `keptMs`), rejects on a refusal. */
+  async admin(model: string, verb: AdminVerb, prewarm?: PrewarmAsk): Promise<Partial<AdminOutcome>> {
     const response = await fetch(`${this.options.autoscalerUrl}${adminPath(model, verb, prewarm)}`, {
       method: "POST",
       headers: await callerHeaders(this.options.client),
@@ -193,6 +194,7 @@ export class KubeControlPlane implements ControlPlane {
     if (response.status === 504 && (verb === "sleep" || verb === "stop"))
       throw new AdminActionUnfinished(verb, model, outcome.tier ?? "awake", outcome.takenBack === true);
     if (!response.ok) throw new Error(outcome.message ?? `the autoscaler answered ${response.status}`);
+    return outcome;
   }
 
   /** Every slot's status, from the autoscalers that lead them. */

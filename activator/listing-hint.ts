@@ -66,4 +66,12 @@ export class ListingHints {
     for (const id of ids) this.hinted.set(id, now);
     return ids;
   }
+
+  /**
+   * A hint the control plane did not act on (a person's sleep or stop holds the model, or its
+   * budget is spent) woke nothing: it does not count against the limits.
+   */
+  giveBack(id: string, at: number): void {
+    if (this.hinted.get(id) === at) this.hinted.delete(id);
+  }
 }

@@ -130,8 +130,13 @@ export function createActivatorServer({
       prewarmBudget: route.config.prewarmBudget,
     }));
     // A hint that fails costs nothing: the request it announced activates the model as usual.
-    for (const id of hints.take(Date.now(), candidates, named))
-      void prewarm(id, hintForMs, { hint: true }).catch(() => {});
+    const now = Date.now();
+    for (const id of hints.take(now, candidates, named))
+      void prewarm(id, hintForMs, { hint: true })
+        .then(({ keptMs }) => {
+          if (keptMs === 0) hints.giveBack(id, now);
+        })
+        .catch(() => {});
   };
   const views = (): AdminModelView[] =>
     [...activator.routes.values()].map((route) => {

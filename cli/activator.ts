@@ -113,11 +113,13 @@ export const activatorCommand: Command = {
       adminToken,
       allowedOrigins,
       admin: {
-        wake: (model) => controlPlane.admin(model, "wake"),
+        wake: async (model) => void (await controlPlane.admin(model, "wake")),
         // The event's `for` (or a listing's hint) goes to the Model's leader, within its prewarmBudget.
-        prewarm: (model, forMs, options) => controlPlane.admin(model, "prewarm", { forMs, ...options }),
-        sleep: (model) => controlPlane.admin(model, "sleep"),
-        stop: (model) => controlPlane.admin(model, "stop"),
+        prewarm: async (model, forMs, options) => ({
+          keptMs: (await controlPlane.admin(model, "prewarm", { forMs, ...options })).keptMs ?? 0,
+        }),
+        sleep: async (model) => void (await controlPlane.admin(model, "sleep")),
+        stop: async (model) => void (await controlPlane.admin(model, "stop")),
         details: (model) => controlPlane.details(model),
         slots: () => controlPlane.slots(),
       },

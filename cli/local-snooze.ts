@@ -61,9 +61,7 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
   };
   return {
     wake: (model) => controller(model).wakeNow(),
-    prewarm: async (model, forMs, options) => {
-      await controller(model).prewarm(forMs, undefined, options);
-    },
+    prewarm: (model, forMs, options) => controller(model).prewarm(forMs, undefined, options),
     sleep: (model) => park("sleep", model),
     stop: (model) => park("stop", model),
     slots: async () => autoscaler.slotStatuses(),

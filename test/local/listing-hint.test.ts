@@ -78,3 +78,31 @@ test("retrieving one model by name hints at that one, even unused; a model witho
   await until(() => tierOf("unused") === "ready", 15_000, "unused started by the retrieval");
   expect(tierOf("nobudget")).toBe("asleep-1");
 });
+
+test("a hint refused because a person stopped the model does not use up its allowance", {
+  timeout: 40_000,
+}, async () => {
+  // Found by an outside tester: after the stop was lifted, the model could not be hinted for 10 minutes.
+  const own = await startWith(`
+models:
+  p:
+    prewarmBudget: 10m
+    sleepAfter: 300ms
+    command: ${simCommand(["--enable-sleep-mode"])}
+`);
+  try {
+    const tier = () => own.autoscaler.controller("p")!.tier;
+    expect((await fetch(`${own.url}/v1/chat/completions`, chat("p"))).status).toBe(200);
+    await own.autoscaler.controller("p")!.stopNow();
+    expect((await fetch(`${own.url}/v1/models/p`)).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(tier()).toBe("cold");
+    // A request lifts the stop; idle, the model sleeps; a retrieval now hints at it.
+    expect((await fetch(`${own.url}/v1/chat/completions`, chat("p"))).status).toBe(200);
+    await until(() => tier() === "asleep-1", 10_000, "p asleep");
+    expect((await fetch(`${own.url}/v1/models/p`)).status).toBe(200);
+    await until(() => tier() === "ready", 10_000, "p woken by the retrieval");
+  } finally {
+    await own.close(1_000);
+  }
+});
