@@ -18,6 +18,19 @@ beforeAll(() => {
 beforeEach(() => exporter.reset());
 
 const traceparent = /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/;
+/** Two models sharing one slot. */
+const slotYaml = `
+slots:
+  gpu:
+    minResidency: 0s
+models:
+  a:
+    slot: gpu
+    command: [engine, "\${PORT}"]
+  b:
+    slot: gpu
+    command: [engine, "\${PORT}"]
+`;
 const yaml = `
 defaults:
   sleepAfter: 1m
@@ -149,18 +162,7 @@ test("an idle sleep after a traced cold start is a trace of its own: the drain i
 });
 
 test("in a slot, the grant of an empty slot is no swap: the start continues the caller's trace", async () => {
-  const h = new Harness(`
-slots:
-  gpu:
-    minResidency: 0s
-models:
-  a:
-    slot: gpu
-    command: [engine, "\${PORT}"]
-  b:
-    slot: gpu
-    command: [engine, "\${PORT}"]
-`);
+  const h = new Harness(slotYaml);
   const caller = trace.getTracer("test").startSpan("POST /v1/chat/completions");
   context.with(trace.setSpan(context.active(), caller), () => h.demand("a"));
   await h.settle();
@@ -205,18 +207,7 @@ test("standing down without stopping the engines (Kubernetes) says nothing of th
 
 test("a swap whose target never becomes ready ends with an error status", async () => {
   // Found by an outside tester: its span said nothing was wrong.
-  const h = new Harness(`
-slots:
-  gpu:
-    minResidency: 0s
-models:
-  a:
-    slot: gpu
-    command: [engine, "\${PORT}"]
-  b:
-    slot: gpu
-    command: [engine, "\${PORT}"]
-`);
+  const h = new Harness(slotYaml);
   await h.serveCold("a");
   h.demand("b");
   await h.settle();

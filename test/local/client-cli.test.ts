@@ -150,48 +150,14 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     expect(interval.stderr).toContain("--interval must be a duration of at least 200ms, not banana");
   });
 
-  test("snooze wake whose Snooze goes away mid-wait: exit 1 saying the connection was lost, no stack trace", {
-    timeout: 20_000,
-  }, async () => {
-    // A server that lists the model, opens the event stream, takes the wake, then dies (a killed
-    // Snooze): its sockets end under the waiting client.
+  /**
+   * A stand-in Snooze for `snooze wake`: it lists the model cold, opens the event stream, takes the
+   * wake, and then does `afterWake` (with the event stream and every socket it has).
+   */
+  async function fakeSnooze(afterWake: (stream: ServerResponse, sockets: Set<Socket>) => void) {
     const sockets = new Set<Socket>();
-    const dying = createHttpServer((req, res) => {
-      if (req.url === "/snooze/v1/models") {
-        res.setHeader("content-type", "application/json");
-        res.end(JSON.stringify({ models: [{ id: "qwen", aliases: [], tier: "cold" }] }));
-      } else if (req.url?.startsWith("/snooze/v1/events/stream")) {
-        res.writeHead(200, { "content-type": "text/event-stream" });
-        res.write(`event: hello\ndata: {}\n\n`);
-      } else {
-        res.writeHead(202, { "content-type": "application/json" });
-        res.end(JSON.stringify({ model: "qwen", action: "wake", tier: "starting" }));
-        setTimeout(() => {
-          for (const socket of sockets) socket.destroy();
-        }, 200);
-      }
-    });
-    dying.on("connection", (socket) => sockets.add(socket));
-    dying.listen(0, "127.0.0.1");
-    await once(dying, "listening");
-    try {
-      const url = `http://127.0.0.1:${(dying.address() as AddressInfo).port}`;
-      const wake = await run(["wake", "qwen"], { SNOOZE_URL: url });
-      expect(wake.code).toBe(1);
-      expect(wake.stderr).toMatch(
-        new RegExp(`^snooze wake: lost the connection to ${url}: .+ \\(did Snooze stop\\?\\)`),
-      );
-      expect(wake.stderr).not.toContain("    at ");
-    } finally {
-      dying.close();
-    }
-  });
-
-  test("snooze wake whose activation fails: the failure on stderr, exit 1", { timeout: 20_000 }, async () => {
-    // Found by an outside tester: the failure went to stdout. A server that lists the model, opens
-    // the event stream, takes the wake, then reports the activation failed.
     let stream: ServerResponse | undefined;
-    const failing = createHttpServer((req, res) => {
+    const server = createHttpServer((req, res) => {
       if (req.url === "/snooze/v1/models") {
         res.setHeader("content-type", "application/json");
         res.end(JSON.stringify({ models: [{ id: "qwen", aliases: [], tier: "cold" }] }));
@@ -202,20 +168,49 @@ describe("snooze wake, sleep, stop, logs and status", () => {
       } else {
         res.writeHead(202, { "content-type": "application/json" });
         res.end(JSON.stringify({ model: "qwen", action: "wake", tier: "starting" }));
-        const failed = { model: "qwen", replica: "qwen-1", tier: "cold", since: Date.now(), error: "boom" };
-        setTimeout(() => stream?.end(`event: tier\ndata: ${JSON.stringify(failed)}\n\n`), 100);
+        afterWake(stream!, sockets);
       }
     });
-    failing.listen(0, "127.0.0.1");
-    await once(failing, "listening");
+    server.on("connection", (socket) => sockets.add(socket));
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+  }
+
+  test("snooze wake whose Snooze goes away mid-wait: exit 1 saying the connection was lost, no stack trace", {
+    timeout: 20_000,
+  }, async () => {
+    // It dies after taking the wake (a killed Snooze): its sockets end under the waiting client.
+    const { server, url } = await fakeSnooze((_stream, sockets) =>
+      setTimeout(() => {
+        for (const socket of sockets) socket.destroy();
+      }, 200),
+    );
     try {
-      const url = `http://127.0.0.1:${(failing.address() as AddressInfo).port}`;
+      const wake = await run(["wake", "qwen"], { SNOOZE_URL: url });
+      expect(wake.code).toBe(1);
+      expect(wake.stderr).toMatch(
+        new RegExp(`^snooze wake: lost the connection to ${url}: .+ \\(did Snooze stop\\?\\)`),
+      );
+      expect(wake.stderr).not.toContain("    at ");
+    } finally {
+      server.close();
+    }
+  });
+
+  test("snooze wake whose activation fails: the failure on stderr, exit 1", { timeout: 20_000 }, async () => {
+    // Found by an outside tester: the failure went to stdout. It reports the activation failed.
+    const failed = { model: "qwen", replica: "qwen-1", tier: "cold", since: Date.now(), error: "boom" };
+    const { server, url } = await fakeSnooze((stream) =>
+      setTimeout(() => stream.end(`event: tier\ndata: ${JSON.stringify(failed)}\n\n`), 100),
+    );
+    try {
       const wake = await run(["wake", "qwen"], { SNOOZE_URL: url });
       expect(wake.code).toBe(1);
       expect(wake.stderr).toMatch(/^qwen: the activation failed after .+: boom$/m);
       expect(wake.stdout).not.toContain("failed");
     } finally {
-      failing.close();
+      server.close();
     }
   });
 
