@@ -81,8 +81,10 @@ const sizeUnits: Record<string, number> = {
   Ti: 2 ** 40,
 };
 
-const sizeForm = /^\d+(\.\d+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$/;
-const sizeMessage = 'expected a size like "16Gi", "512Mi" or "2G"';
+// A fraction needs a unit (`1.5Gi`): a fraction of a byte (`0.5`) is no size.
+// (No lookahead: the CRD's pattern is checked by RE2, which has none.)
+const sizeForm = /^(\d+(Ki|Mi|Gi|Ti|K|M|G|T)?|\d+\.\d+(Ki|Mi|Gi|Ti|K|M|G|T))$/;
+const sizeMessage = 'expected a size like "16Gi", "512Mi", "2G" or a whole number of bytes';
 /** Bytes in a size of the right form. */
 const bytesOf = (text: string) => {
   const [, amount, unit] = /^(\d+(?:\.\d+)?)(\w*)$/.exec(text)!;

@@ -96,7 +96,7 @@ describe("parseConfig", () => {
       'maxHeldBytes: -5\nmodels:\n  "":\n    command: [x, "${PORT}"]\n  b:\n    command: [x, "${PORT}"]\n    sleepAfter: soon\n    priority: .inf\n',
     );
     expect(Object.fromEntries(problems.map((p) => [p.key, p.message]))).toEqual({
-      maxHeldBytes: 'expected a size like "16Gi", "512Mi" or "2G", not "-5"',
+      maxHeldBytes: 'expected a size like "16Gi", "512Mi", "2G" or a whole number of bytes, not "-5"',
       'models.""': "a name may not be empty",
       "models.b.sleepAfter":
         'expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never", not "soon"',
@@ -300,7 +300,7 @@ describe("settings that cannot work are refused", () => {
   });
 
   test("a size limit of 0 bytes would refuse every request, so maxBodySize and maxHeldBytes start at 1 byte", () => {
-    const problems = problemsOf(withModel("", "maxBodySize: 0\nmaxHeldBytes: 0.4\n"));
+    const problems = problemsOf(withModel("", "maxBodySize: 0\nmaxHeldBytes: 0Ki\n"));
     expect(problems).toEqual([
       {
         key: "maxBodySize",
@@ -312,9 +312,19 @@ describe("settings that cannot work are refused", () => {
         key: "maxHeldBytes",
         line: 2,
         column: 1,
-        message: expect.stringMatching(/^must be at least 1 byte: .*held_bytes_exceeded.*, not "0.4"$/),
+        message: expect.stringMatching(/^must be at least 1 byte: .*held_bytes_exceeded.*, not "0Ki"$/),
       },
     ]);
+    // A fraction of a byte is no size (found by an outside tester: 0.5 was taken as 1 byte); a
+    // fraction with a unit is.
+    expect(problemsOf(withModel("", "maxBodySize: 0.5\n"))).toEqual([
+      expect.objectContaining({
+        key: "maxBodySize",
+        line: 1,
+        message: expect.stringMatching(/whole number of bytes/),
+      }),
+    ]);
+    expect(parseConfig(withModel("", "maxBodySize: 1.5Ki\n")).maxBodySize).toBe(1536);
     expect(parseConfig(withModel("", "maxBodySize: 1\nmaxHeldBytes: 1Ki\n"))).toMatchObject({
       maxBodySize: 1,
       maxHeldBytes: 1024,
