@@ -299,6 +299,19 @@ describe("settings that cannot work are refused", () => {
     ]);
   });
 
+  test("every problem at once: a refused value does not hide the checks across settings", () => {
+    // Found by an outside tester: only the refused timeout was reported, then the rest on the next try.
+    const problems = problemsOf(
+      "defaults:\n  aliases: [z]\n  idleTimeout: 0\nmodels:\n  qwen:\n    aliases: [Foo]\n    command: [x, '${PORT}']\n  foo:\n    command: [x, '${PORT}']\n",
+    );
+    expect(problems.map((p) => `${p.line} ${p.key}`)).toEqual([
+      "2 defaults.aliases",
+      "3 defaults.idleTimeout",
+      "8 models.foo",
+    ]);
+    expect(problems.find((p) => p.key === "models.foo")!.message).toMatch(/differ only in case/);
+  });
+
   test("a size limit of 0 bytes would refuse every request, so maxBodySize and maxHeldBytes start at 1 byte", () => {
     const problems = problemsOf(withModel("", "maxBodySize: 0\nmaxHeldBytes: 0Ki\n"));
     expect(problems).toEqual([

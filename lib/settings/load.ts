@@ -117,11 +117,21 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
   // as the setting's own form ("30" is then not a duration, and says so).
   if (!parsed.success && data && numbersAsWritten(doc, data, parsed.error.issues))
     parsed = snoozeFile.safeParse(data, { reportInput: true });
-  if (!parsed.success)
-    throw new ConfigError(
-      file,
-      parsed.error.issues.map((issue) => toProblem(issue, locate)),
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => toProblem(issue, locate));
+    // One line per problem, all at once: the checks across settings (colliding names, placeholders)
+    // run too, on the file without the values already refused, when what is left still parses.
+    const rest = snoozeFile.safeParse(
+      withoutPaths(
+        data,
+        parsed.error.issues.map((i) => i.path),
+      ),
     );
+    if (rest.success)
+      for (const { path, message } of resolveConfig(rest.data).problems)
+        problems.push({ key: keyPath(path), message, ...locate(path) });
+    throw new ConfigError(file, problems);
+  }
   const { config, problems } = resolveConfig(parsed.data);
   if (problems.length > 0) {
     throw new ConfigError(
@@ -130,6 +140,26 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
     );
   }
   return config;
+}
+
+/** A copy of `data` without the values at `paths` (list items taken out, later ones first). */
+function withoutPaths(data: unknown, paths: readonly PropertyKey[][]): unknown {
+  const copy = structuredClone(data);
+  const deepestLast = [...paths].sort((a, b) => {
+    const [x, y] = [a.at(-1), b.at(-1)];
+    return typeof x === "number" && typeof y === "number" ? y - x : 0;
+  });
+  for (const path of deepestLast) {
+    if (path.length === 0) return undefined;
+    const parent = path
+      .slice(0, -1)
+      .reduce<unknown>((at, key) => (at as Record<PropertyKey, unknown>)?.[key], copy);
+    const key = path.at(-1)!;
+    if (Array.isArray(parent) && typeof key === "number") parent.splice(key, 1);
+    else if (parent !== null && typeof parent === "object")
+      delete (parent as Record<PropertyKey, unknown>)[key];
+  }
+  return copy;
 }
 
 /**
