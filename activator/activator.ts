@@ -272,7 +272,10 @@ export class Activator {
           );
         } else res.destroy();
       }
-      span.setAttribute("http.response.status_code", status);
+      // What was sent (a stream whose client left after its 200 is a 200 that ended early, as
+      // `error.type` says); 499, nginx's "client closed", only when nothing was.
+      span.setAttribute("http.response.status_code", res.headersSent ? res.statusCode : status);
+      if (status === 499 && res.headersSent) span.setAttribute("error.type", "client_closed");
       if (model) span.setAttribute("gen_ai.request.model", model);
       if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();

@@ -156,3 +156,33 @@ test("the caller's trace continues: its traceparent parents the server span; the
     expect(server.attributes["gen_ai.usage.output_tokens"]).toBe(5);
   }
 });
+
+test("a stream whose client leaves after its 200: the server span says 200 was sent, and that it ended early", async () => {
+  // Found by an outside tester: the span said 499, though a 200 had gone out.
+  const callerTrace = "5bf92f3577b34da6a3ce929d0e0e4737";
+  const leave = new AbortController();
+  const init = chat("qwen", { stream: true, max_tokens: 400, ignore_eos: true });
+  const response = await fetch(`${snooze.url}/v1/chat/completions`, {
+    ...init,
+    headers: { ...init.headers, traceparent: `00-${callerTrace}-00f067aa0ba902b7-01` },
+    signal: leave.signal,
+  });
+  expect(response.status).toBe(200);
+  await response.body!.getReader().read();
+  leave.abort();
+  await until(
+    () =>
+      exporter
+        .getFinishedSpans()
+        .some((s) => s.spanContext().traceId === callerTrace && s.kind === SpanKind.SERVER),
+    5_000,
+    "the server span",
+  );
+  const server = exporter
+    .getFinishedSpans()
+    .find((s) => s.spanContext().traceId === callerTrace && s.kind === SpanKind.SERVER)!;
+  expect(server.attributes).toMatchObject({
+    "http.response.status_code": 200,
+    "error.type": "client_closed",
+  });
+});
