@@ -35,6 +35,14 @@ export interface ActivatorOptions {
 /** What a request refused because Snooze shuts down is told to wait before it retries (elsewhere). */
 const shutdownRetryAfterS = 5;
 
+/** 503 `shutting_down`, on a connection that closes: this process serves no retry. */
+export function sendShuttingDown(res: ServerResponse, message = "Snooze is shutting down."): void {
+  sendError(res, 503, openAIError(message, "service_unavailable_error", "shutting_down"), {
+    "retry-after": String(shutdownRetryAfterS),
+    connection: "close",
+  });
+}
+
 const holdMessages: Record<HoldFailure["reason"], (model: string, seconds: number) => string> = {
   budget: (model, s) =>
     `The model \`${model}\` did not become ready within its hold budget; retry in about ${s}s.`,
@@ -318,12 +326,7 @@ export class Activator {
       return 405;
     }
     if (this.shuttingDown) {
-      sendError(
-        res,
-        503,
-        openAIError("Snooze is shutting down.", "service_unavailable_error", "shutting_down"),
-        { "retry-after": String(shutdownRetryAfterS), connection: "close" },
-      );
+      sendShuttingDown(res);
       return 503;
     }
     if (refuseEncodedBody(req, res, "request body")) return 415;
@@ -373,10 +376,7 @@ export class Activator {
       const reading = new AbortController();
       const cutShort = () => {
         const message = "Snooze shut down before the request's body arrived.";
-        sendError(res, 503, openAIError(message, "service_unavailable_error", "shutting_down"), {
-          "retry-after": String(shutdownRetryAfterS),
-          connection: "close",
-        });
+        sendShuttingDown(res, message);
         reading.abort(new Error(message));
       };
       this.readingTotal++;
@@ -588,12 +588,7 @@ export class Activator {
   private async hold(route: ModelRoute, res: ServerResponse, stream: boolean): Promise<Backend | undefined> {
     const model = route.config.id;
     if (this.shuttingDown) {
-      sendError(
-        res,
-        503,
-        openAIError("Snooze is shutting down.", "service_unavailable_error", "shutting_down"),
-        { "retry-after": String(shutdownRetryAfterS), connection: "close" },
-      );
+      sendShuttingDown(res);
       return undefined;
     }
     const started = performance.now();

@@ -9,7 +9,7 @@ import { decodeSegment, malformedSegment } from "../lib/http/path-segment.ts";
 import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress-class.ts";
 import { http } from "../lib/node-http.ts";
 import { openAIError } from "../lib/openai-error.ts";
-import type { Activator } from "./activator.ts";
+import { type Activator, sendShuttingDown } from "./activator.ts";
 import {
   type AdminActions,
   AdminActionUnfinished,
@@ -72,16 +72,7 @@ async function unlessShutdown(res: ServerResponse, stopping: AbortSignal, work: 
     stopping.removeEventListener("abort", onStop);
   }
   void work.catch(() => {});
-  sendError(
-    res,
-    503,
-    openAIError(
-      "Snooze is shutting down and stops every engine; this action did not finish.",
-      "service_unavailable_error",
-      "shutting_down",
-    ),
-    { "retry-after": "5", connection: "close" },
-  );
+  sendShuttingDown(res, "Snooze is shutting down and stops every engine; this action did not finish.");
   return false;
 }
 
