@@ -9,7 +9,10 @@ export interface CommandEntry {
   name: string;
   summary: string;
   load(): Promise<Command>;
-  /** A server that shuts down gracefully on SIGTERM/SIGINT (an early one, while it loads, exits 0). */
+  /**
+   * A server that shuts down gracefully on SIGTERM/SIGINT (an early one, while it loads, exits 0);
+   * once its shutdown is done, whatever is still open gets a second before the process exits.
+   */
   server?: true;
 }
 
@@ -63,17 +66,20 @@ export const commands: CommandEntry[] = [
     summary:
       "Run the admission webhooks (validation, one resident per slot, replicas=1 pinning, pod sleep mode) over HTTPS.",
     load: async () => (await import("./webhooks.ts")).webhooksCommand,
+    server: true,
   },
   {
     name: "activator",
     summary:
       "Run the data plane on Kubernetes: route OpenAI requests to ready pods of Models, hold them while the autoscaler wakes one.",
     load: async () => (await import("./activator.ts")).activatorCommand,
+    server: true,
   },
   {
     name: "autoscaler",
     summary:
       "Run the control plane on Kubernetes: wake, sleep, scale and arbitrate the pods of Models (one Lease holder per slot or Model).",
     load: async () => (await import("./autoscaler.ts")).autoscalerCommand,
+    server: true,
   },
 ];

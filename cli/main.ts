@@ -50,7 +50,11 @@ export async function main(argv: string[]): Promise<number> {
       console.log(commandHelp(command, entry.summary));
       return 0;
     }
-    return await command.run(values, positionals);
+    const code = await command.run(values, positionals);
+    // A server has shut down when `run` returns: a connection or timer still open then (an exporter
+    // waiting on a collector that never answers) gets a second, not the process's life.
+    if (entry.server) setTimeout(() => process.exit(code), 1_000).unref();
+    return code;
   } catch (error) {
     if (error instanceof UsageError) {
       console.error(`snooze ${command.name}: ${error.message}`);

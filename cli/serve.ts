@@ -136,9 +136,8 @@ export const serveCommand: Command = {
         await platform.kill();
         await Promise.race([snooze.close(0), delay(1_000, undefined, { ref: false })]);
       }
-      await Promise.race([telemetry.shutdown(), delay(2_000, undefined, { ref: false })]);
+      await telemetry.shutdown();
       log.info("stopped", { ms: Date.now() - started });
-      exitSoon(outcome === "done" ? 0 : 1);
       return outcome === "done" ? 0 : 1;
     } finally {
       signals.dispose();
@@ -146,11 +145,3 @@ export const serveCommand: Command = {
     }
   },
 };
-
-/**
- * Exits with `code` if anything (a lingering connection or timer) still keeps the process alive a
- * second after the shutdown: the engines are gone by then, so nothing is left to wait for.
- */
-function exitSoon(code: number): void {
-  setTimeout(() => process.exit(code), 1_000).unref();
-}

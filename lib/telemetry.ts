@@ -1,9 +1,18 @@
+import { setTimeout as delay } from "node:timers/promises";
 import type { NodeSDK } from "@opentelemetry/sdk-node";
+
+/**
+ * How long a shutdown waits for the last spans to be exported. A collector that accepts the
+ * connection and never answers would otherwise hold the exit for the exporter's own timeout (10 s
+ * by default), eating into a pod's termination grace.
+ */
+const flushLimitMs = 2_000;
 
 /**
  * Starts the OpenTelemetry SDK when the standard OTEL_* variables ask for it
  * (an exporter endpoint or OTEL_TRACES_EXPORTER); otherwise tracing stays a
- * no-op and costs nothing on the request path.
+ * no-op and costs nothing on the request path. Its `shutdown` flushes what is left, for at most
+ * `flushLimitMs`.
  */
 export async function startTelemetry(serviceName: string): Promise<{ shutdown(): Promise<void> }> {
   const wanted =
@@ -16,5 +25,8 @@ export async function startTelemetry(serviceName: string): Promise<{ shutdown():
   const { NodeSDK: SDK } = await import("@opentelemetry/sdk-node");
   const sdk: NodeSDK = new SDK({});
   sdk.start();
-  return { shutdown: () => sdk.shutdown() };
+  // A flush given up on rejects later (the span processor's own timeout); the spans are lost
+  // either way, and the rejection must not end the process with a stack trace.
+  const flush = () => sdk.shutdown().catch(() => {});
+  return { shutdown: () => Promise.race([flush(), delay(flushLimitMs, undefined, { ref: false })]) };
 }

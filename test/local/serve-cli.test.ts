@@ -141,6 +141,33 @@ models:
     await expect(fetch(`http://${engine}/health`)).rejects.toThrow();
   });
 
+  test("SIGTERM with a trace collector that never answers: exit 0, not held for the exporter's timeout", async () => {
+    // Found by an outside tester: the exit waited on the span export. The exporter's own timeout is
+    // a minute here, so a shutdown that waited for it would run past this test's limit.
+    const sockets: import("node:net").Socket[] = [];
+    const collector = createServer((socket) => {
+      sockets.push(socket);
+      socket.on("data", () => {});
+    }).listen(0, "127.0.0.1");
+    await once(collector, "listening");
+    try {
+      const endpoint = `http://127.0.0.1:${(collector.address() as AddressInfo).port}`;
+      const run = serveProcess(writeConfig(`models:\n  m:\n    command: ${simCommand([], 1)}\n`), [], {
+        env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_TIMEOUT: "60000" },
+      });
+      children.push(run.child);
+      const url = await run.url;
+      // A span to export: the answer to a request for a model Snooze does not serve.
+      expect((await fetch(`${url}/v1/chat/completions`, chat("other"))).status).toBe(404);
+      run.child.kill("SIGTERM");
+      expect(await run.exited).toBe(0);
+      expect(sockets.length).toBeGreaterThan(0);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      collector.close();
+    }
+  }, 20_000);
+
   test("its parent's exit stops it when npm started it, not when it was detached (nohup)", {
     timeout: 40_000,
   }, async () => {
