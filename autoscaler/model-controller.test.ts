@@ -686,6 +686,31 @@ describe("sleep and stop asked during an activation", () => {
     });
   }
 
+  test("stop asked while a model starts with no request held (a person's wake): the start is stopped at once, not loaded first, and counts as no failure", async () => {
+    // Found by an outside tester: `snooze wake --no-wait`, then `snooze stop`, answered only once
+    // the engine had loaded (up to startTimeout), then stopped it.
+    const h = new Harness(oneModel());
+    const controller = h.controller("m");
+    void controller.wakeNow();
+    await h.settle();
+    expect(controller.tier).toBe("starting");
+    const starting = h.platform.ids("m");
+    let done: string | undefined;
+    void controller.stopNow().then((outcome) => {
+      done = outcome;
+    });
+    await h.settle();
+    expect(done).toBe("done");
+    expect(controller.tier).toBe("cold");
+    expect(h.platform.ids("m")).toEqual([]);
+    expect(h.platform.scales.at(-1)).toMatchObject({ model: "m", to: 0, remove: starting, outcome: "ok" });
+    expect(controller.state().lastError).toBeUndefined();
+    // No back-off: the next request starts the model at once.
+    h.demand("m");
+    await h.settle();
+    expect(controller.tier).toBe("starting");
+  });
+
   test("a stop a new request takes back answers so at once, not at its timeout", async () => {
     const { h } = await readyModel();
     const controller = h.controller("m");

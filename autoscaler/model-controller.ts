@@ -711,6 +711,7 @@ export class ModelController {
    */
   sleepNow(level: 1 | 2 = this.config.sleepLevel, timeoutMs = this.parkTimeoutMs()): Promise<ParkOutcome> {
     this.wakeWanted = false;
+    this.prewarmWake = false;
     this.parked = this.config.sleep ? level : "stop";
     this.changed();
     return this.park("sleep", () => this.quiet(), timeoutMs);
@@ -721,9 +722,13 @@ export class ModelController {
     return this.sleepFailure?.reason;
   }
 
-  /** Stops every replica until the next request, as `sleepNow` puts them to sleep. */
+  /**
+   * Stops every replica until the next request, as `sleepNow` puts them to sleep. A start that no
+   * request waits for is stopped where it is, not finished first.
+   */
   stopNow(timeoutMs = this.parkTimeoutMs()): Promise<ParkOutcome> {
     this.wakeWanted = false;
+    this.prewarmWake = false;
     this.parked = "stop";
     this.changed();
     return this.park("stop", () => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
@@ -1002,9 +1007,14 @@ export class ModelController {
     this.learner.gpu.accrue(this.deps.clock.now());
   }
 
-  /** A stop asked for by a person takes the sleepers too, once nothing is busy. */
+  /**
+   * A stop asked for by a person takes the sleepers too, once nothing is busy, and a start that no
+   * request waits for: an engine that takes minutes to load is not loaded only to be stopped.
+   */
   private stopSleepers(scalable: boolean): void {
-    const sleepers = [...this.records.values()].filter((r) => isAsleep(r.tier) && !r.busy);
+    const sleepers = [...this.records.values()].filter(
+      (r) => (isAsleep(r.tier) || r.tier === "starting") && !r.busy,
+    );
     if (sleepers.length === 0 || this.scaling || !scalable) return;
     if ([...this.records.values()].some((r) => r.busy || r.tier === "draining")) return;
     void this.removeReplicas(sleepers, Math.max(0, this.workloadReplicas() - sleepers.length));
