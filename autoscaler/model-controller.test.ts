@@ -711,6 +711,27 @@ describe("sleep and stop asked during an activation", () => {
     expect(controller.tier).toBe("starting");
   });
 
+  test("stop asked while a prewarm starts the model: the prewarm ends with it, and the model stays cold", async () => {
+    const h = new Harness(oneModel());
+    const controller = h.controller("m");
+    let prewarmed = false;
+    void controller.prewarm(60_000).then(() => {
+      prewarmed = true;
+    });
+    await h.settle();
+    expect(controller.tier).toBe("starting");
+    let done: string | undefined;
+    void controller.stopNow().then((outcome) => {
+      done = outcome;
+    });
+    await h.settle();
+    expect(done).toBe("done");
+    expect(prewarmed).toBe(true);
+    await h.advance(60_000);
+    expect(controller.tier).toBe("cold");
+    expect(h.platform.ids("m")).toEqual([]);
+  });
+
   test("a stop a new request takes back answers so at once, not at its timeout", async () => {
     const { h } = await readyModel();
     const controller = h.controller("m");
