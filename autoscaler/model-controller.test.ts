@@ -437,7 +437,29 @@ describe("self-heal", () => {
     // ...and their clients hear that the engine stopped answering, not that a drain time ran out.
     expect(draining!.unresponsive).toBe(true);
     expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
-    expect(h.controller("m").state().lastError).toMatch(/^the engine of .*m-1 did not answer$/);
+    expect(h.controller("m").state().lastError).toBe("fake engine m-1 did not answer its health check");
+  });
+
+  test("a ready engine found asleep with requests in flight (put to sleep on its own port) is woken, not only relabelled", async () => {
+    // Found by an outside tester: it was shown asleep-1 with IN-FLIGHT 1, and the request waited
+    // inside the engine until another request asked for a wake, or for firstByteTimeout.
+    const { h, engine } = await readyModel(oneModel("    sleepAfter: 10m"), { selfHealIntervalMs: 30_000 });
+    engine.sleeping = true;
+    engine.level = 1;
+    h.stats("m", 1, 0);
+    await h.advance(30_000);
+    expect(h.tiers("m")).toEqual(["asleep-1", "waking", "ready"]);
+    expect(engine.calls).toEqual(["healthy", "isSleeping", "wake(1)", "warmup"]);
+    expect(engine.sleeping).toBe(false);
+  });
+
+  test("a ready engine found asleep with nothing in flight is only relabelled: the next request wakes it", async () => {
+    const { h, engine } = await readyModel(oneModel("    sleepAfter: 10m"), { selfHealIntervalMs: 30_000 });
+    engine.sleeping = true;
+    engine.level = 1;
+    await h.advance(30_000);
+    expect(h.tiers("m")).toEqual(["asleep-1"]);
+    expect(engine.calls).toEqual(["healthy", "isSleeping"]);
   });
 });
 

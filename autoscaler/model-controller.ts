@@ -1618,7 +1618,7 @@ export class ModelController {
       this.guard(leadership);
       if (!this.present(record)) return;
       this.log.warn("replica failed its re-check; replacing it", { replica: record.replica.id });
-      this.lastError = `the engine of ${record.replica.label} did not answer`;
+      this.lastError = `${record.replica.label} did not answer its health check`;
       record.leaving = true;
       // Activators route nothing more to it and end what runs on it now (its drain ends at once):
       // a frozen engine would hold those requests until it is killed, a stop grace later.
@@ -1639,7 +1639,16 @@ export class ModelController {
       const reported = await engine.sleepLevel().catch(() => undefined);
       this.guard(leadership);
       const level = reported === 1 || reported === 2 ? reported : 2;
+      const wasReady = record.tier === "ready";
       if (record.tier !== `asleep-${level}`) await this.setTier(record, `asleep-${level}`);
+      // Put to sleep behind Snooze's back (a call to the engine's own port) while it served: the
+      // requests in flight wait inside the engine for a wake that no held request would ask for.
+      if (wasReady && this.load().inFlight > 0) {
+        this.log.warn("a ready engine was found asleep with requests in flight; waking it", {
+          replica: record.replica.id,
+        });
+        await this.wake(record, level);
+      }
       return;
     }
     if (record.tier === "waking" || record.tier === "draining") {
