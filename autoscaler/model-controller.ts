@@ -658,6 +658,8 @@ export class ModelController {
 
   /** Wakes (or starts) a replica as if a request were held; resolves once one is ready or it failed. */
   async wakeNow(timeoutMs = this.config.startTimeout): Promise<void> {
+    // A person's wake ends their sleep or stop; a slot's grant (below) does not.
+    this.parked = undefined;
     this.wantAwake();
     await this.settle(() => !this.wakeWanted, timeoutMs);
   }
@@ -694,10 +696,11 @@ export class ModelController {
    * Wanted awake as if a request were held, until a replica is ready or the activation failed: an
    * admin wake, or a slot's grant (a swap once begun finishes even if its requests went away). A
    * grant for a prewarm does not count as activity: the model's idle clock stays where it was.
+   * A person's sleep or stop stands: whatever asked for the slot since (a request held anew, a
+   * wake, a prewarm) ended it already; the requests held before it are served, then it parks.
    */
   wantAwake(options?: { prewarm?: boolean }): void {
     this.wakeWanted = true;
-    this.parked = undefined;
     if (!options?.prewarm) this.lastActive = this.deps.clock.now();
     this.changed();
   }
@@ -744,7 +747,11 @@ export class ModelController {
     const since = (at: number | undefined) => (at ?? Number.NEGATIVE_INFINITY) >= asked;
     const leaving = () => [...this.records.values()].some((r) => r.leaving);
     const takenBack = () => this.parked === undefined && !leaving() && !since(this.releaseSentAt);
-    const finished = () => done() || (this.parked === undefined && !leaving() && since(this.releaseSentAt));
+    // Requests held before the ask are served first (a slot member's may still wait for the slot):
+    // until they are, the model is not parked as asked, however it looks now.
+    const served = () => this.load().held === 0;
+    const finished = () =>
+      (done() && served()) || (this.parked === undefined && !leaving() && since(this.releaseSentAt));
     if (!(await this.settle(finished, timeoutMs, takenBack))) return takenBack() ? "taken-back" : "timed-out";
     // Parked, but not as asked: an engine whose sleep failed was stopped (see sleepFailed()).
     return verb === "sleep" && since(this.sleepFailure?.at) ? "stopped-instead" : "done";

@@ -302,6 +302,56 @@ describe("a slot with two members", () => {
   });
 });
 
+describe("a person's sleep or stop of a member whose requests wait for the slot", () => {
+  // Found by an outside tester: the slot's grant for those requests undid the stop (the call said
+  // it was taken back by a request that came after it, and none had), or the call answered "cold"
+  // at once and the member started a second later and stayed awake.
+  for (const [verb, before, after] of [
+    ["stop", "cold", "cold"],
+    ["stop", "asleep-1", "cold"],
+    ["sleep", "cold", "asleep-1"],
+    ["sleep", "asleep-1", "asleep-1"],
+  ] as const) {
+    test(`${verb} of ${before === "cold" ? "a cold" : "an asleep-1"} member: its held requests are served first, then it is ${after}, and the call answers then`, async () => {
+      const { h, violations, advance } = await aResident(slotYaml({ minResidency: "30s", swapCooldown: "0s" }));
+      if (before === "asleep-1") {
+        // b served once, then a again: b sleeps at level 1 on the slot.
+        h.demand("b");
+        await advance(30_000);
+        await h.request("b");
+        h.demand("a");
+        await advance(30_000);
+        await h.request("a");
+      }
+      expect(h.controller("b").tier).toBe(before);
+      h.stats("b", 0, 2);
+      h.demand("b");
+      await h.settle();
+      const b = h.controller("b");
+      let outcome: string | undefined;
+      void (verb === "stop" ? b.stopNow() : b.sleepNow()).then((o) => {
+        outcome = o;
+      });
+      await h.settle();
+      expect(outcome).toBeUndefined();
+      // The slot goes to b at minResidency; its requests are served.
+      await advance(30_000);
+      expect(b.tier).toBe("ready");
+      expect(outcome).toBeUndefined();
+      h.stats("b", 2, 0);
+      await h.settle();
+      h.stats("b", 0, 0);
+      await advance(1);
+      expect(outcome).toBe("done");
+      expect(b.tier).toBe(after);
+      // ...and it stays so.
+      await advance(60_000);
+      expect(b.tier).toBe(after);
+      expect(violations).toEqual([]);
+    });
+  }
+});
+
 describe("slot members without sleep mode", () => {
   test("an incumbent without sleep mode is stopped to free the slot", async () => {
     const yaml = slotYaml({ minResidency: "0s", swapCooldown: "0s" }, "    sleep: false");
