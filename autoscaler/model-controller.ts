@@ -197,6 +197,8 @@ export class ModelController {
   private closed = false;
   /** A person asked for a wake: wanted as if a request were held, until a replica is ready. */
   private wakeWanted = false;
+  /** Since when `wakeWanted`: it waits for a slot as a request held since then would. */
+  private wakeWantedSince = 0;
   /** A person asked for sleep (or stop): no awake replica until the next request. */
   private parked?: 1 | 2 | "stop";
   private readonly settleWaiters = new Set<() => void>();
@@ -415,7 +417,7 @@ export class ModelController {
   load(now = this.deps.clock.now()): { inFlight: number; held: number; heldSince?: number } {
     let inFlight = 0;
     let held = this.wakeWanted ? 1 : 0;
-    let heldSince: number | undefined;
+    let heldSince = this.wakeWanted ? this.wakeWantedSince : undefined;
     for (const [id, entry] of this.activators) {
       if (now - entry.at > this.deps.activatorExpiryMs) {
         this.activators.delete(id);
@@ -700,6 +702,7 @@ export class ModelController {
    * wake, a prewarm) ended it already; the requests held before it are served, then it parks.
    */
   wantAwake(options?: { prewarm?: boolean }): void {
+    if (!this.wakeWanted) this.wakeWantedSince = this.deps.clock.now();
     this.wakeWanted = true;
     if (!options?.prewarm) this.lastActive = this.deps.clock.now();
     this.changed();

@@ -67,7 +67,11 @@ describe("decideSlot (sticky)", () => {
       member("b", { held: 1, heldSince: 60_000, priority: 5 }),
     ];
     expect(decideSlot(state(members))).toEqual({ kind: "wait", at: 120_000 });
-    expect(decideSlot(state(members, { now: 120_000 }))).toMatchObject({ kind: "swap", to: "b" });
+    expect(decideSlot(state(members, { now: 120_000 }))).toEqual({
+      kind: "swap",
+      to: "b",
+      reason: "higher priority waited past preemptAfter",
+    });
   });
 
   test("a swap in motion is not interrupted; a member in back-off waits it out", () => {
@@ -98,6 +102,19 @@ describe("decideSlot (other policies)", () => {
     expect(decideSlot(state(members, { policy: "fifo", residentSince: 99_999 }))).toMatchObject({
       kind: "swap",
       to: "b",
+    });
+  });
+
+  test("priority preempts a busy resident at once, and says so", () => {
+    // Found by an outside tester: the swap's reason said it had waited past preemptAfter.
+    const members = [
+      member("a", { tier: "ready", inFlight: 1 }),
+      member("b", { held: 1, heldSince: 99_999, priority: 1 }),
+    ];
+    expect(decideSlot(state(members, { policy: "priority" }))).toEqual({
+      kind: "swap",
+      to: "b",
+      reason: "a higher priority preempts",
     });
   });
 

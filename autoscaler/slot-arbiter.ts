@@ -100,7 +100,13 @@ export function decideSlot(state: SlotState): SlotDecision {
     : never;
   if (busy) {
     if (preemptor && now >= preemptAt)
-      return { kind: "swap", to: preemptor.model, reason: "higher priority waited past preemptAfter" };
+      return {
+        kind: "swap",
+        to: preemptor.model,
+        // Under `priority` a higher priority takes a busy slot at once; other policies wait first.
+        reason:
+          state.policy === "priority" ? "a higher priority preempts" : "higher priority waited past preemptAfter",
+      };
     return { kind: "wait", at: Math.min(starvedAt, preemptAt) };
   }
 

@@ -153,6 +153,21 @@ describe("a slot with two members", () => {
     expect(violations).toEqual([]);
   });
 
+  test("a person's wake of a member ages as a held request does: a busy incumbent keeps the slot only until maxWait", async () => {
+    // Found by an outside tester: the wake waited 0 ms for ever in the slot's eyes, so it was
+    // granted only when the incumbent went idle.
+    const { h, violations, advance, slot } = await aResident(slotYaml({ maxWait: "2m" }));
+    h.stats("a", 1, 0);
+    void h.controller("b").wakeNow();
+    await advance(60_000);
+    expect(slot().waiting).toEqual([{ model: "b", held: 1, waitingMs: 60_000 }]);
+    await advance(60_000 - 1);
+    expect(h.tiers("a")).toEqual([]);
+    await advance(1);
+    expect(h.tiers("a")[0]).toBe("draining");
+    expect(violations).toEqual([]);
+  });
+
   test("a swap once begun finishes even if the target's held requests go to 0", async () => {
     const { h, violations, advance, settle } = await aResident(slotYaml({ minResidency: "0s" }));
     const a = h.platform.engineOf("a-1");

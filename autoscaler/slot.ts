@@ -138,7 +138,7 @@ export class Slot {
         : {}),
       waiting: views
         .filter((v) => v.held > 0 && !isResident(v.tier))
-        .map((v) => ({ model: v.model, held: v.held, waitingMs: now - (v.heldSince ?? now) })),
+        .map((v) => ({ model: v.model, held: v.held, waitingMs: Math.max(0, now - (v.heldSince ?? now)) })),
       swaps: this.swaps,
       ...(this.lastSwap ? { lastSwap: this.lastSwap } : {}),
       maxResidents: this.maxResidents,
