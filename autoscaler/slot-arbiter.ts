@@ -105,7 +105,9 @@ export function decideSlot(state: SlotState): SlotDecision {
         to: preemptor.model,
         // Under `priority` a higher priority takes a busy slot at once; other policies wait first.
         reason:
-          state.policy === "priority" ? "a higher priority preempts" : "higher priority waited past preemptAfter",
+          state.policy === "priority"
+            ? "a higher priority preempts"
+            : "higher priority waited past preemptAfter",
       };
     return { kind: "wait", at: Math.min(starvedAt, preemptAt) };
   }

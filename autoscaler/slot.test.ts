@@ -328,7 +328,9 @@ describe("a person's sleep or stop of a member whose requests wait for the slot"
     ["sleep", "asleep-1", "asleep-1"],
   ] as const) {
     test(`${verb} of ${before === "cold" ? "a cold" : "an asleep-1"} member: its held requests are served first, then it is ${after}, and the call answers then`, async () => {
-      const { h, violations, advance } = await aResident(slotYaml({ minResidency: "30s", swapCooldown: "0s" }));
+      const { h, violations, advance } = await aResident(
+        slotYaml({ minResidency: "30s", swapCooldown: "0s" }),
+      );
       if (before === "asleep-1") {
         // b served once, then a again: b sleeps at level 1 on the slot.
         h.demand("b");
