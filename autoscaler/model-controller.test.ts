@@ -415,6 +415,10 @@ describe("waking", () => {
     expect(engine.calls).toEqual(["sleep(1,wait)"]);
     expect(h.tiers("m")).toEqual(["draining", "cold"]);
     expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+    // Found by an outside tester: `snooze status` gave no hint why the model was cold.
+    expect(h.controller("m").state().lastError).toBe(
+      "sleep of m failed, so its engine was stopped: sleep timed out",
+    );
   });
 });
 

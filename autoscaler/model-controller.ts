@@ -1550,6 +1550,8 @@ export class ModelController {
         // An engine in an unknown state would hang the next request: stop it instead.
         this.log.warn("sleep failed; stopping the engine", { replica: record.replica.id, error });
         this.sleepFailure = { at: this.deps.clock.now(), reason: (error as Error).message };
+        // `snooze status` says why the model went cold.
+        this.lastError = `sleep of ${this.id} failed, so its engine was stopped: ${(error as Error).message}`;
         await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
         return;
       }
@@ -1611,6 +1613,7 @@ export class ModelController {
     } catch (error) {
       this.guard(leadership);
       this.log.warn("deeper sleep failed; stopping the engine", { replica: record.replica.id, error });
+      this.lastError = `deeper sleep of ${this.id} failed, so its engine was stopped: ${(error as Error).message}`;
       record.leaving = true;
       await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;
