@@ -52,6 +52,38 @@ describe("resolveModel", () => {
     expect(result.ok && result.model).toBe("llama");
     const upper = resolveModel({ host: "Llama.Models.Example.com" }, Buffer.alloc(0), names);
     expect(upper.ok && upper.model).toBe("llama");
+    // Found by an outside tester: a host of one label (a compose network's alias) was ignored.
+    for (const host of ["llama", "Llama:8080", "q"])
+      expect(resolveModel({ host }, Buffer.alloc(0), names)).toMatchObject({
+        ok: true,
+        model: host === "q" ? "qwen" : "llama",
+      });
+    expect(resolveModel({ host: "[::1]:8080" }, Buffer.alloc(0), names)).toMatchObject({
+      ok: false,
+      status: 400,
+    });
+  });
+
+  test("an alias is rewritten in the client's own bytes: numbers a double cannot hold and deep nesting reach the engine as sent", () => {
+    // Found by an outside tester: the body was parsed and encoded again, so a 63-bit seed changed,
+    // `1e999` became null, and JSON nested 5,000 deep failed with 502 internal_error.
+    const raw =
+      '{ "seed" : 9007199254740993, "model" :"q", "temperature":1e999, "x": -0, "y": 1.0, "m": "ünï" }';
+    const result = resolveModel(json, Buffer.from(raw), names);
+    expect(result.ok && result.body.toString()).toBe(
+      '{ "seed" : 9007199254740993, "model" :"qwen", "temperature":1e999, "x": -0, "y": 1.0, "m": "ünï" }',
+    );
+    const deep = `{"model":"q","x":${"[".repeat(100_000)}${"]".repeat(100_000)}}`;
+    const nested = resolveModel(json, Buffer.from(deep), names);
+    expect(nested.ok && nested.body.toString()).toBe(deep.replace('"q"', '"qwen"'));
+  });
+
+  test("Content-Type is compared in any case", () => {
+    // Found by an outside tester: `Application/JSON; charset=UTF-8` got 400 unsupported_media_type.
+    for (const type of ["APPLICATION/JSON", "Application/Json; charset=UTF-8"]) {
+      const result = resolveModel({ "content-type": type }, body({ model: "q" }), names);
+      expect(result.ok && result.model).toBe("qwen");
+    }
   });
 
   test("errors: unknown, bad JSON, none", () => {

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { clip } from "../lib/clip.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
+import { replaceModel } from "./replace-model.ts";
 
 export type Resolution =
   | {
@@ -48,7 +49,10 @@ export function resolveModel(
       "model",
     ),
   });
-  const isJson = String(headers["content-type"] ?? "application/json").includes("json");
+  // Media types are case-insensitive (RFC 9110 §8.3.1): `Application/JSON` is JSON.
+  const isJson = String(headers["content-type"] ?? "application/json")
+    .toLowerCase()
+    .includes("json");
   let parsed: unknown;
   let invalid: Error | undefined;
   if (body.length > 0 && isJson) {
@@ -70,8 +74,7 @@ export function resolveModel(
     if (typeof requested !== "string" || requested === served || names.get(requested) !== id)
       return { ok: true, model: id, body, stream };
     if (form) return { ok: true, model: id, body, stream, renamed: served };
-    (parsed as { model: string }).model = served;
-    return { ok: true, model: id, body: Buffer.from(JSON.stringify(parsed)), stream };
+    return { ok: true, model: id, body: replaceModel(body, served) ?? body, stream };
   };
   const header = utf8(headers["snooze-model"]);
   if (header) {
@@ -108,8 +111,9 @@ export function resolveModel(
   }
   const host = String(headers.host ?? "").split(":")[0]!;
   const label = host.split(".")[0]!;
-  // Host names are case-insensitive: `Qwen.models.example` is `qwen`'s too.
-  const byHost = host.includes(".") ? (names.get(label) ?? names.get(label.toLowerCase())) : undefined;
+  // Host names are case-insensitive: `Qwen.models.example` is `qwen`'s too. A name of one label
+  // counts as well: `http://qwen:8080/v1` is how a compose network or a short Service name reaches it.
+  const byHost = label ? (names.get(label) ?? names.get(label.toLowerCase())) : undefined;
   if (byHost) return routed(byHost);
   // Valid JSON that cannot hold a `model` (an array, a string, null): say so, not "no model".
   if (parsed !== undefined && (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))) {
