@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, test } from "vitest";
-import { silentLogger } from "../lib/log.ts";
+import { createLogger, silentLogger } from "../lib/log.ts";
 import { builtinTierDefaults, type ModelConfig } from "../lib/settings/index.ts";
 import { PushedControlPlane } from "../test/support/pushed-control-plane.ts";
 import { Activator } from "./activator.ts";
@@ -34,7 +34,7 @@ async function listen(server: Server): Promise<string> {
   return `127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-async function start() {
+async function start(log = silentLogger) {
   const plane = new PushedControlPlane();
   activator = new Activator({
     config: {
@@ -46,7 +46,7 @@ async function start() {
     },
     controlPlane: plane,
     registry: new Registry(),
-    log: silentLogger,
+    log,
   });
   const url = `http://${await listen(
     createActivatorServer({
@@ -112,6 +112,24 @@ describe("models at run time", () => {
     expect(plane.demanded).toEqual(["llama"]);
     activator!.removeModel("llama");
     expect((await held).status).toBe(503);
+  });
+
+  test("a fault in the activator after the body was read: 500 internal_error, and the error is logged", async () => {
+    // Found by an outside tester (a body the activator could not encode again): the fault was taken
+    // for a client that had left, so the client got 502 "did not get an answer" and the log no cause.
+    const lines: string[] = [];
+    const { plane, engine, post } = await start(createLogger({}, (line) => lines.push(line), "error"));
+    activator!.upsertModel(model("qwen"));
+    plane.emit({ model: "qwen", replica: "qwen-0", address: engine, tier: "ready", since: Date.now() });
+    activator!.routes.get = () => {
+      throw new Error("boom");
+    };
+    const answer = await post("qwen");
+    expect(answer.status).toBe(500);
+    expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("internal_error");
+    expect(lines.map((l) => JSON.parse(l))).toEqual([
+      expect.objectContaining({ msg: "request failed", error: { name: "Error", message: "boom" } }),
+    ]);
   });
 
   test("an alias another model owns stays with its owner", async () => {

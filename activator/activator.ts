@@ -329,7 +329,8 @@ export class Activator {
       sendShuttingDown(res);
       return 503;
     }
-    if (refuseEncodedBody(req, res, "request body")) return 415;
+    const refused = refuseEncodedBody(req, res, "request body");
+    if (refused) return refused;
     const declared = Number(req.headers["content-length"] ?? 0);
     if (declared > this.config.maxBodySize || declared > this.maxHeldBytes) {
       const limit = Math.min(this.config.maxBodySize, this.maxHeldBytes);
@@ -382,7 +383,10 @@ export class Activator {
       this.readingTotal++;
       this.stopping.add(cutShort);
       try {
-        body = await readBody(req, this.config.maxBodySize, reserve, reading.signal);
+        // A body larger than the whole of maxHeldBytes can never be held: a 413, as when declared,
+        // not a 503 whose Retry-After no client could ever meet.
+        const limit = Math.min(this.config.maxBodySize, this.maxHeldBytes);
+        body = await readBody(req, limit, reserve, reading.signal);
       } catch (error) {
         if (res.headersSent) return res.statusCode;
         if (error instanceof BodyTooLarge) {
@@ -401,7 +405,8 @@ export class Activator {
       // An audio upload names its model in a form field.
       const contentType = req.headers["content-type"];
       let form: FormData | undefined;
-      if (byHost.kind !== "model" && isMultipartForm(contentType)) {
+      // Only where vLLM takes a form (a transcription, a translation): elsewhere it is no request.
+      if (byHost.kind !== "model" && check.path.startsWith("/v1/audio/") && isMultipartForm(contentType)) {
         try {
           form = await parseForm(body, contentType);
         } catch (error) {
@@ -719,13 +724,19 @@ export class Activator {
 
 /** The fields of a form body that route it. */
 function formFields(form: FormData): FormFields {
-  const model = form.get("model");
+  // The last of several `model` fields, as the engine's form parser (Starlette's) reads them.
+  const model = form.getAll("model").at(-1);
   return { ...(typeof model === "string" ? { model } : {}), stream: form.get("stream") === "true" };
 }
 
 /** Whether a JSON body asks for a streamed (SSE) answer. */
 function streamRequested(req: IncomingMessage, body: Buffer): boolean {
-  if (body.length === 0 || !String(req.headers["content-type"] ?? "application/json").includes("json"))
+  if (
+    body.length === 0 ||
+    !String(req.headers["content-type"] ?? "application/json")
+      .toLowerCase()
+      .includes("json")
+  )
     return false;
   try {
     return (JSON.parse(body.toString("utf8")) as { stream?: unknown } | null)?.stream === true;
@@ -737,5 +748,7 @@ function streamRequested(req: IncomingMessage, body: Buffer): boolean {
 /** The client closed or reset its connection while its body was read. */
 function isClientGone(req: IncomingMessage, error: unknown): boolean {
   const code = (error as { code?: string } | undefined)?.code;
-  return req.destroyed || code === "ECONNRESET" || code === "ECONNABORTED";
+  // The connection, not the request: a request is destroyed once its body has been read to the end,
+  // so every fault after that was taken for a client that left (answered 502, its error not logged).
+  return req.socket?.destroyed === true || code === "ECONNRESET" || code === "ECONNABORTED";
 }
