@@ -177,3 +177,32 @@ test("a replica a request could not reach is probed, not left unroutable until a
     if (engine.listening) engine.close();
   }
 });
+
+test("Retry-After before an activation is announced: the last start's or wake's estimate, not the 1 s floor", async () => {
+  // Found by an outside tester: a burst refused (queue_full) in the instant its first request asked
+  // for a cold model whose start takes 12 s was told to come back in 1 s.
+  const route = new ModelRoute(config, listener);
+  expect(route.retryAfterMs()).toBe(1_000);
+  const event = (tier: "starting" | "waking" | "ready" | "asleep-1" | "cold", estimateMs?: number) =>
+    route.apply({
+      model: "qwen",
+      replica: "qwen-1",
+      address: "127.0.0.1:1",
+      tier,
+      since: Date.now(),
+      ...(estimateMs ? { estimateMs } : {}),
+    });
+  event("starting", 12_000);
+  event("ready");
+  event("cold");
+  expect(route.retryAfterMs()).toBe(12_000);
+  event("starting", 12_000);
+  event("ready");
+  event("asleep-1");
+  expect(route.retryAfterMs()).toBe(1_000);
+  event("waking", 3_000);
+  event("ready");
+  event("asleep-1");
+  expect(route.retryAfterMs()).toBe(3_000);
+  await route.close();
+});

@@ -85,6 +85,8 @@ export class ModelRoute {
   private readonly queue: HoldQueue<Waiter>;
   private readonly listener: RouteListener;
   private lastEvent?: ReplicaEvent;
+  /** The estimates the last start and the last wake were announced with: the next one's likely time. */
+  private readonly estimates: { start?: number; wake?: number } = {};
   /** The last few activations and swaps announced for this model (a swap, then the wake it runs). */
   private readonly announced: { traceparent: string; at: number }[] = [];
   private inFlightTotal = 0;
@@ -263,6 +265,8 @@ export class ModelRoute {
 
   apply(event: ReplicaEvent): void {
     this.lastEvent = event;
+    if (event.estimateMs !== undefined && event.tier === "starting") this.estimates.start = event.estimateMs;
+    if (event.estimateMs !== undefined && event.tier === "waking") this.estimates.wake = event.estimateMs;
     if (event.traceparent && event.traceparent !== this.announced.at(-1)?.traceparent) {
       this.announced.push({ traceparent: event.traceparent, at: performance.now() });
       if (this.announced.length > 4) this.announced.shift();
@@ -367,13 +371,23 @@ export class ModelRoute {
     return `${verb} ${this.config.id}, ${formatDuration(performance.now() - since)} so far`;
   }
 
-  /** How long until the model is likely ready, from the measured activation time. */
+  /**
+   * How long until the model is likely ready, from the measured activation time: what is left of
+   * the one under way, or, before it was announced (a burst refused in the instant its first request
+   * asked for it), the whole of the last start or wake.
+   */
   retryAfterMs(): number {
     const event = this.lastEvent;
     if (event?.estimateMs !== undefined && (event.tier === "starting" || event.tier === "waking")) {
       return Math.max(minRetryAfterMs, event.since + event.estimateMs - Date.now());
     }
-    return Math.max(minRetryAfterMs, event?.estimateMs ?? 0);
+    const next =
+      event === undefined || event.tier === "cold"
+        ? this.estimates.start
+        : event.tier === "asleep-1" || event.tier === "asleep-2"
+          ? this.estimates.wake
+          : undefined;
+    return Math.max(minRetryAfterMs, event?.estimateMs ?? next ?? 0);
   }
 
   private taken(backend: Backend): void {

@@ -6,12 +6,34 @@ import { sendError } from "./json.ts";
 
 /**
  * Refuses (415) a body sent compressed: Snooze reads JSON bodies as they are, and neither it nor
- * vLLM's server decompresses one, so a gzipped body would otherwise be read as garbage. `what` names
- * the body in the message ("request body", "event"). True when it answered.
+ * vLLM's server decompresses one, so a gzipped body would otherwise be read as garbage; a transfer
+ * coding besides chunked likewise (501). `what` names the body in the message ("request body",
+ * "event"). The status it answered with, if it did.
  */
-export function refuseEncodedBody(req: IncomingMessage, res: ServerResponse, what: string): boolean {
+export function refuseEncodedBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  what: string,
+): number | undefined {
+  // A transfer coding besides chunked (`gzip, chunked`): Node takes the chunks off and leaves the
+  // rest, so the body would be read still compressed. RFC 9112 §6.1: a coding not understood is 501.
+  const transfer = req.headers["transfer-encoding"]?.toLowerCase();
+  const codings = transfer?.split(",").map((c) => c.trim()) ?? [];
+  if (codings.some((c) => c !== "chunked")) {
+    sendError(
+      res,
+      501,
+      openAIError(
+        `The ${what} is sent with Transfer-Encoding: ${clip(transfer!)}; Snooze understands only chunked. Send it uncompressed.`,
+        "invalid_request_error",
+        "unsupported_transfer_encoding",
+      ),
+      { connection: "close" },
+    );
+    return 501;
+  }
   const encoding = req.headers["content-encoding"]?.trim().toLowerCase();
-  if (!encoding || encoding === "identity") return false;
+  if (!encoding || encoding === "identity") return undefined;
   sendError(
     res,
     415,
@@ -22,5 +44,5 @@ export function refuseEncodedBody(req: IncomingMessage, res: ServerResponse, wha
     ),
     unreadBodyHeaders(req),
   );
-  return true;
+  return 415;
 }

@@ -1,4 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import { clip } from "../clip.ts";
+import { openAIError } from "../openai-error.ts";
+import { sendError } from "./json.ts";
 
 /**
  * `Expect: 100-continue`: the client sends the headers and waits for `100 Continue` before the
@@ -11,7 +14,8 @@ const awaiting = new WeakSet<IncomingMessage>();
 /**
  * Routes requests that expect 100-continue to `handler` as ordinary requests, with no
  * `100 Continue` until the handler calls `sendContinue`: one that answers without reading the
- * body (a refusal, a 404) never has the client upload it.
+ * body (a refusal, a 404) never has the client upload it. Any other expectation is refused with
+ * 417 (RFC 9110 §10.1.1), in OpenAI's error shape rather than Node's bare status line.
  */
 export function deferContinue(
   server: Server,
@@ -20,6 +24,18 @@ export function deferContinue(
   server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
     awaiting.add(req);
     handler(req, res);
+  });
+  server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
+    sendError(
+      res,
+      417,
+      openAIError(
+        `Expect: ${clip(String(req.headers.expect))} cannot be met: Snooze knows only 100-continue. Send the request without it.`,
+        "invalid_request_error",
+        "expectation_failed",
+      ),
+      unreadBodyHeaders(req),
+    );
   });
 }
 

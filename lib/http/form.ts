@@ -4,13 +4,34 @@
  * Node.js ships (undici's `Response.formData()` and `Request`), not by hand. Loaded on the first
  * such body only.
  */
-const multipart = /^\s*multipart\/form-data\s*;/i;
+// With no boundary too: parsing it then says so (\`invalid_form\`), rather than it being taken for
+// a body that is not JSON.
+const multipart = /^\s*multipart\/form-data\s*(;|$)/i;
 
 export const isMultipartForm = (contentType: string | undefined): contentType is string =>
   contentType !== undefined && multipart.test(contentType);
 
-/** Parses a whole multipart/form-data body; rejects when it is not one (a bad boundary, a cut part). */
+/**
+ * More parts than any OpenAI upload has (a file and a dozen fields). The parser runs on the event
+ * loop: a 33 MB form of small fields held every request and stream for seconds.
+ */
+export const maxFormParts = 256;
+
+/**
+ * Parses a whole multipart/form-data body; rejects when it is not one (a bad boundary, a cut part)
+ * or has more than `maxFormParts` parts (counted first, by the boundary, without parsing).
+ */
 export function parseForm(body: Buffer, contentType: string): Promise<FormData> {
+  const boundary = /;\s*boundary=(?:"([^"]+)"|([^\s;]+))/i.exec(contentType);
+  if (boundary) {
+    const delimiter = Buffer.from(`--${boundary[1] ?? boundary[2]}`);
+    let parts = -1; // the closing delimiter ends the last part
+    for (let at = body.indexOf(delimiter); at !== -1; at = body.indexOf(delimiter, at + delimiter.length))
+      if (++parts > maxFormParts)
+        return Promise.reject(
+          new Error(`more than ${maxFormParts} parts; an upload has a file and a few fields`),
+        );
+  }
   return new Response(body, { headers: { "content-type": contentType } }).formData();
 }
 

@@ -61,6 +61,15 @@ describe("maxHeldBytes", () => {
     expect((await Promise.all(held)).map((r) => r.status)).toEqual([200, 200]);
     expect(metricValue(await snooze.registry.metrics(), "snooze_held_body_bytes")).toBe(0);
     expect((await post(bodyOf(9_000))).status).toBe(200);
+    // With nothing held, a body without a length that alone outgrows the cap is a 413, as when
+    // declared: no Retry-After could help it (found by an outside tester: told to retry in 1 s).
+    const chunkedHuge = await rawRequest(
+      snooze.port,
+      "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+      `${(12_000).toString(16)}\r\n${bodyOf(12_000)}\r\n0\r\n\r\n`,
+    );
+    expect(finalStatus(chunkedHuge)).toBe(413);
+    expect(finalBody(chunkedHuge).error.code).toBe("request_too_large");
   });
 
   test("the bytes of held requests whose clients left are given back", async () => {

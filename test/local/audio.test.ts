@@ -57,3 +57,22 @@ test("a form that is not one, and a JSON body sent as a form: 400s saying what i
   expect(error.code).toBe("unsupported_media_type");
   expect(error.message).toContain("application/x-www-form-urlencoded");
 });
+
+test("a form with no boundary is a form that cannot be read; of two `model` fields the last routes it, as the engine reads it", async () => {
+  // Found by an outside tester: the first was told to send JSON instead; the second went by the
+  // first field while vLLM's form parser reads the last.
+  const bare = await fetch(`${snooze.url}/v1/audio/transcriptions`, {
+    method: "POST",
+    headers: { "content-type": "multipart/form-data" },
+    body: "--x\r\n",
+  });
+  expect(bare.status).toBe(400);
+  expect(((await bare.json()) as { error: { code: string } }).error.code).toBe("invalid_form");
+  const form = new FormData();
+  form.append("model", "nope");
+  form.append("model", "stt");
+  form.append("file", new Blob([Buffer.from("RIFF\u0000\u0000\u0000\u0000WAVEfmt ")]), "hello.wav");
+  const twice = await fetch(`${snooze.url}/v1/audio/transcriptions`, { method: "POST", body: form });
+  expect(twice.status).toBe(200);
+  expect(((await twice.json()) as { text: string }).text).toBe(transcriptionText);
+});

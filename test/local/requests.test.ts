@@ -303,6 +303,24 @@ describe("requests the activator answers itself", () => {
     expect(unreadable).toMatch(/^HTTP\/1\.1 400/);
   });
 
+  test("an Expect other than 100-continue is a 417, and a transfer coding besides chunked a 501, both as OpenAI errors", async () => {
+    // Found by an outside tester: the 417 was Node's own, with an empty body; `gzip, chunked` was read
+    // as a body still compressed.
+    const body = JSON.stringify({ model: "llama", messages: [{ role: "user", content: "hi" }] });
+    const expectation = await rawReply(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nexpect: 200-ok\r\nconnection: close\r\n\r\n${body}`,
+    );
+    expect(expectation).toMatch(/^HTTP\/1\.1 417 /);
+    expect(errorOf(expectation)).toMatchObject({ type: "invalid_request_error", code: "expectation_failed" });
+    expect(errorOf(expectation).message).toContain("200-ok");
+    const gzipped = gzipSync(body);
+    const coded = await rawReply(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ntransfer-encoding: gzip, chunked\r\n\r\n${gzipped.length.toString(16)}\r\n${gzipped.toString("latin1")}\r\n0\r\n\r\n`,
+    );
+    expect(coded).toMatch(/^HTTP\/1\.1 501 /);
+    expect(errorOf(coded)).toMatchObject({ code: "unsupported_transfer_encoding" });
+  });
+
   test("CONNECT (a client taking Snooze for a forward proxy) is answered 405, not dropped", async () => {
     const reply = await rawReply("CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n");
     expect(reply.startsWith("HTTP/1.1 405")).toBe(true);
