@@ -47,6 +47,20 @@ describe("cross-origin access to /v1/", () => {
     expect(new CorsPolicy(["*"]).refusal({ host, "sec-fetch-site": "cross-site" })).toBeUndefined();
   });
 
+  test("a page of this server's own origin is trusted at a loopback name only: elsewhere it may be a rebound name", () => {
+    // Found by an outside tester: `Host: attacker.example:8080` with the same Origin (a page whose
+    // name was pointed at 127.0.0.1) was taken for this server's own page and answered.
+    const none = new CorsPolicy([]);
+    for (const host of ["localhost:8080", "127.0.0.1:8080", "[::1]:8080"])
+      expect(none.refusal({ host, origin: `http://${host}` })).toBeUndefined();
+    const rebound = none.refusal({ host: "attacker.example:8080", origin: "http://attacker.example:8080" });
+    expect(rebound?.error.code).toBe("cross_origin_refused");
+    expect(rebound?.error.message).toContain("--allowed-origins http://attacker.example:8080");
+    // A chat page served by a reverse proxy under the same name is allowed once listed.
+    const listed = new CorsPolicy(["https://llm.example.com"]);
+    expect(listed.refusal({ host: "llm.example.com", origin: "https://llm.example.com" })).toBeUndefined();
+  });
+
   test("a preflight is an OPTIONS naming a method, from a page", () => {
     expect(CorsPolicy.isPreflight("OPTIONS", preflight("https://a.example"))).toBe(true);
     expect(CorsPolicy.isPreflight("OPTIONS", { origin: "https://a.example" })).toBe(false);

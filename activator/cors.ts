@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 import { clip } from "../lib/clip.ts";
 import { sameOrigin } from "../lib/http/same-origin.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
+import { isLoopbackHost } from "./admin-guard.ts";
 
 /**
  * Cross-origin browser access to the OpenAI API (`/v1/`), as vLLM's `--allowed-origins` gives it:
@@ -52,7 +53,12 @@ export class CorsPolicy {
   refusal(headers: IncomingHttpHeaders): OpenAIErrorBody | undefined {
     const origin = headers.origin;
     if (origin !== undefined) {
-      if (sameOrigin(origin, headers.host) || this.allowOrigin(origin)) return undefined;
+      if (this.allowOrigin(origin)) return undefined;
+      // This server's own page, at a loopback name only: a page elsewhere can point its own name at
+      // this machine (DNS rebinding) and so be same-origin to the browser. Another name is trusted
+      // once listed, as any origin.
+      if (sameOrigin(origin, headers.host))
+        return isLoopbackHost(new URL(origin).hostname) ? undefined : rebound(origin);
       return refused(origin);
     }
     // A browser sends Origin with every CORS request, so an allowed page's request has one; without
@@ -84,6 +90,16 @@ export class CorsPolicy {
       },
     };
   }
+}
+
+/** The 403's body for a page of this server's own origin at a name that is not loopback. */
+function rebound(origin: string): OpenAIErrorBody {
+  const shown = clip(origin);
+  return openAIError(
+    `Requests from pages of ${shown} are not allowed: a page of this server's own name is trusted only at a loopback name (localhost, 127.0.0.1, [::1]), since any page can point its name at this machine. Start Snooze with --allowed-origins ${shown} to allow it.`,
+    "permission_error",
+    "cross_origin_refused",
+  );
 }
 
 /** The 403's body for a page of `origin` that is not allowed: it says how to allow it. */
