@@ -56,9 +56,14 @@ describe("cross-origin access to /v1/", () => {
     const rebound = none.refusal({ host: "attacker.example:8080", origin: "http://attacker.example:8080" });
     expect(rebound?.error.code).toBe("cross_origin_refused");
     expect(rebound?.error.message).toContain("--allowed-origins http://attacker.example:8080");
+    // ...and its same-origin GET, which carries no Origin (a listing counts as a prewarm hint).
+    const get = none.refusal({ host: "attacker.example:8080", "sec-fetch-site": "same-origin" });
+    expect(get?.error.code).toBe("cross_origin_refused");
+    expect(none.refusal({ host: "localhost:8080", "sec-fetch-site": "same-origin" })).toBeUndefined();
     // A chat page served by a reverse proxy under the same name is allowed once listed.
     const listed = new CorsPolicy(["https://llm.example.com"]);
     expect(listed.refusal({ host: "llm.example.com", origin: "https://llm.example.com" })).toBeUndefined();
+    expect(listed.refusal({ host: "llm.example.com", "sec-fetch-site": "same-origin" })).toBeUndefined();
   });
 
   test("a preflight is an OPTIONS naming a method, from a page", () => {

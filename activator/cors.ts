@@ -65,7 +65,32 @@ export class CorsPolicy {
     // it (a no-cors GET: an image, a link prefetch) the site cannot be checked against the list.
     const site = headers["sec-fetch-site"];
     if ((site === "cross-site" || site === "same-site") && !this.any) return refused(`a ${site} page`);
+    // A same-origin GET carries no Origin: its page is at the name in Host, trusted as above (at a
+    // loopback name, or when an allowed origin has that name); a rebound page's `/v1/models` would
+    // otherwise still be answered, and count as a hint that prewarms.
+    if (site === "same-origin" && !this.any && !this.trustedName(headers.host)) {
+      const name = clip(String(headers.host));
+      return openAIError(
+        `Requests from pages of ${name} are not allowed: a page of this server's own name is trusted only at a loopback name (localhost, 127.0.0.1, [::1]), since any page can point its name at this machine. Start Snooze with --allowed-origins naming that origin to allow it.`,
+        "permission_error",
+        "cross_origin_refused",
+      );
+    }
     return undefined;
+  }
+
+  /** Whether a page at `host` (a Host header) is trusted: a loopback name, or an allowed origin's. */
+  private trustedName(host: string | undefined): boolean {
+    if (!host) return false;
+    let name: string;
+    try {
+      name = new URL(`http://${host}`).hostname;
+    } catch {
+      return false;
+    }
+    if (isLoopbackHost(name)) return true;
+    for (const origin of this.origins) if (sameOrigin(origin, host)) return true;
+    return false;
   }
 
   /**
