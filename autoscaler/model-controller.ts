@@ -904,7 +904,7 @@ export class ModelController {
       settings,
     });
     for (const action of plan.actions) this.act(action, set.scalable);
-    if (parkedAs === "stop") this.stopSleepers(set.scalable);
+    if (parkedAs === "stop") this.stopUnwanted(set.scalable);
     let next = Math.min(plan.nextAt, prewarm.nextAt, hold.nextAt);
     for (const r of this.records.values()) if (r.coolUntil > now) next = Math.min(next, r.coolUntil);
     for (const entry of this.activators.values())
@@ -1021,13 +1021,13 @@ export class ModelController {
    * A stop asked for by a person takes the sleepers too, once nothing is busy, and a start that no
    * request waits for: an engine that takes minutes to load is not loaded only to be stopped.
    */
-  private stopSleepers(scalable: boolean): void {
-    const sleepers = [...this.records.values()].filter(
+  private stopUnwanted(scalable: boolean): void {
+    const unwanted = [...this.records.values()].filter(
       (r) => (isAsleep(r.tier) || r.tier === "starting") && !r.busy,
     );
-    if (sleepers.length === 0 || this.scaling || !scalable) return;
+    if (unwanted.length === 0 || this.scaling || !scalable) return;
     if ([...this.records.values()].some((r) => r.busy || r.tier === "draining")) return;
-    void this.removeReplicas(sleepers, Math.max(0, this.workloadReplicas() - sleepers.length));
+    void this.removeReplicas(unwanted, Math.max(0, this.workloadReplicas() - unwanted.length));
   }
 
   private act(action: ReplicaAction, scalable: boolean): void {
