@@ -758,6 +758,32 @@ describe("sleep and stop asked during an activation", () => {
     expect(h.platform.ids("m")).toEqual([]);
   });
 
+  test("a stop, then a sleep, while a request is held for a starting model: the sleep replaces the stop, and both answer once the model sleeps", async () => {
+    // Found by an outside tester: the stop waited for a cold model that the sleep made asleep,
+    // and answered after 10 minutes.
+    const h = new Harness(oneModel());
+    h.demand("m");
+    await h.settle();
+    h.stats("m", 0, 1);
+    const controller = h.controller("m");
+    const outcomes: Record<string, string> = {};
+    void controller.stopNow().then((o) => {
+      outcomes.stop = o;
+    });
+    void controller.sleepNow().then((o) => {
+      outcomes.sleep = o;
+    });
+    await h.settle();
+    h.platform.bringUp("m-1");
+    await h.settle();
+    h.stats("m", 1, 0);
+    await h.settle();
+    h.stats("m", 0, 0);
+    await h.settle();
+    expect(outcomes).toEqual({ stop: "done", sleep: "done" });
+    expect(controller.tier).toBe("asleep-1");
+  });
+
   test("a stop a new request takes back answers so at once, not at its timeout", async () => {
     const { h } = await readyModel();
     const controller = h.controller("m");

@@ -201,6 +201,8 @@ export class ModelController {
   private wakeWantedSince = 0;
   /** A person asked for sleep (or stop): no awake replica until the next request. */
   private parked?: 1 | 2 | "stop";
+  /** How many sleeps and stops people asked for: a later one replaces an earlier one. */
+  private parkAsks = 0;
   private readonly settleWaiters = new Set<() => void>();
   /** The trace of the request whose demand will cause the next activation. */
   private callerContext?: Context;
@@ -747,14 +749,20 @@ export class ModelController {
    */
   private async park(verb: "sleep" | "stop", done: () => boolean, timeoutMs: number): Promise<ParkOutcome> {
     const asked = this.deps.clock.now();
+    const ask = ++this.parkAsks;
     const since = (at: number | undefined) => (at ?? Number.NEGATIVE_INFINITY) >= asked;
     const leaving = () => [...this.records.values()].some((r) => r.leaving);
     const takenBack = () => this.parked === undefined && !leaving() && !since(this.releaseSentAt);
     // Requests held before the ask are served first (a slot member's may still wait for the slot):
     // until they are, the model is not parked as asked, however it looks now.
     const served = () => this.load().held === 0;
+    // A later sleep or stop replaced this one (a stop, then a sleep): done once the model is parked
+    // as that one asked; the answer names the tier it is in.
+    const replaced = () => this.parkAsks !== ask && this.quiet() && served();
     const finished = () =>
-      (done() && served()) || (this.parked === undefined && !leaving() && since(this.releaseSentAt));
+      (done() && served()) ||
+      replaced() ||
+      (this.parked === undefined && !leaving() && since(this.releaseSentAt));
     if (!(await this.settle(finished, timeoutMs, takenBack))) return takenBack() ? "taken-back" : "timed-out";
     // Parked, but not as asked: an engine whose sleep failed was stopped (see sleepFailed()).
     return verb === "sleep" && since(this.sleepFailure?.at) ? "stopped-instead" : "done";
