@@ -80,6 +80,15 @@ describe("the timeline", () => {
     expect(timeline.usage("qwen").awakeSeconds).toBe(3.1);
   });
 
+  test("a start stopped on purpose (a person's stop, no error) is a stop, not a failure", () => {
+    // Found by an outside tester: it was listed as the failure "start ended (cold)".
+    const { timeline, event } = setup();
+    event(10, "starting");
+    event(12, "cold");
+    expect(summary(timeline)).toEqual(["stop 2000 starting→cold"]);
+    expect(timeline.entries()[0]!.message).toBeUndefined();
+  });
+
   test("GPU time: awake against always-on since the start, per model; segments of tiers", () => {
     const { timeline, event, at } = setup();
     event(10, "starting");

@@ -226,8 +226,9 @@ export class Timeline {
       before.activation = undefined;
     } else if (to === "cold") {
       if (from === "draining") entry("stop", before.drainSince);
-      else if (before.activation)
-        entry("failure", before.activation.since, { message: `${before.activation.kind} ended (cold)` });
+      // An activation that failed was told by its error (above): one that goes cold without one was
+      // stopped on purpose (a person's stop during a start, a reload, Snooze's shutdown).
+      else if (before.activation) entry("stop", before.activation.since);
       else if (from !== "starting" && from !== "waking") entry("stop", undefined);
     }
 
