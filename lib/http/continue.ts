@@ -21,22 +21,27 @@ export function deferContinue(
   server: Server,
   handler: (req: IncomingMessage, res: ServerResponse) => void,
 ): void {
-  server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
-    awaiting.add(req);
-    handler(req, res);
-  });
-  server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
+  const refuse = (req: IncomingMessage, res: ServerResponse) =>
     sendError(
       res,
       417,
       openAIError(
-        `Expect: ${clip(String(req.headers.expect))} cannot be met: Snooze knows only 100-continue. Send the request without it.`,
+        `Expect: ${clip(String(req.headers.expect)) || "(empty)"} cannot be met: Snooze knows only 100-continue. Send the request without it.`,
         "invalid_request_error",
         "expectation_failed",
       ),
       unreadBodyHeaders(req),
     );
+  server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
+    // Node takes `100-continue, foo` (or two Expect headers) for 100-continue: the other is refused.
+    const others = String(req.headers.expect)
+      .split(",")
+      .some((e) => e.trim().toLowerCase() !== "100-continue");
+    if (others) return refuse(req, res);
+    awaiting.add(req);
+    handler(req, res);
   });
+  server.on("checkExpectation", refuse);
 }
 
 /** Sends `100 Continue` if the client still waits for it; call it right before reading the body. */

@@ -313,6 +313,13 @@ describe("requests the activator answers itself", () => {
     expect(expectation).toMatch(/^HTTP\/1\.1 417 /);
     expect(errorOf(expectation)).toMatchObject({ type: "invalid_request_error", code: "expectation_failed" });
     expect(errorOf(expectation).message).toContain("200-ok");
+    // ...also beside 100-continue, which Node alone would have answered with 100 (found by an
+    // outside tester); and no body is asked for.
+    const mixed = await rawReply(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nexpect: 100-continue, foo\r\n\r\n`,
+    );
+    expect(mixed).toMatch(/^HTTP\/1\.1 417 /);
+    expect(errorOf(mixed).message).toContain("100-continue, foo");
     const gzipped = gzipSync(body);
     const coded = await rawReply(
       `POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ntransfer-encoding: gzip, chunked\r\n\r\n${gzipped.length.toString(16)}\r\n${gzipped.toString("latin1")}\r\n0\r\n\r\n`,
