@@ -6,7 +6,7 @@ import type { ControlPlane } from "../lib/control-plane.ts";
 import { BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
-import { isMultipartForm, parseForm, withField } from "../lib/http/form.ts";
+import { isMultipartForm, parseForm, withFieldValue } from "../lib/http/form.ts";
 import { sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
@@ -459,12 +459,12 @@ export class Activator {
         );
         return 503;
       }
-      let appended: Record<string, string> = byHost.kind === "model" ? byHost.headers : {};
+      const appended: Record<string, string> = byHost.kind === "model" ? byHost.headers : {};
       if (form && "renamed" in resolution && resolution.renamed !== undefined) {
-        // An alias in the form: the engine gets the name it serves, in a form encoded again.
-        const encoded = await withField(form, "model", resolution.renamed);
-        resolution.body = encoded.body;
-        appended = { ...appended, "content-type": encoded.contentType };
+        // An alias in the form: the engine gets the name it serves, in the client's own form.
+        resolution.body =
+          withFieldValue(resolution.body, String(contentType), "model", resolution.renamed) ??
+          resolution.body;
       }
       route.arrived();
       let backend = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
