@@ -7,7 +7,7 @@ import { BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
 import { isMultipartForm, parseForm, withFieldValue } from "../lib/http/form.ts";
-import { sendError } from "../lib/http/json.ts";
+import { isJsonType, sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import { defaultMaxHeldBytes, type ModelConfig, type SnoozeConfig } from "../lib/settings/index.ts";
@@ -332,8 +332,10 @@ export class Activator {
     const refused = refuseEncodedBody(req, res, "request body");
     if (refused) return refused;
     const declared = Number(req.headers["content-length"] ?? 0);
-    if (declared > this.config.maxBodySize || declared > this.maxHeldBytes) {
-      const limit = Math.min(this.config.maxBodySize, this.maxHeldBytes);
+    // A body larger than the whole of maxHeldBytes can never be held: a 413, whether declared or
+    // found so while read, not a 503 whose Retry-After no client could ever meet.
+    const limit = Math.min(this.config.maxBodySize, this.maxHeldBytes);
+    if (declared > limit) {
       sendError(
         res,
         413,
@@ -383,9 +385,6 @@ export class Activator {
       this.readingTotal++;
       this.stopping.add(cutShort);
       try {
-        // A body larger than the whole of maxHeldBytes can never be held: a 413, as when declared,
-        // not a 503 whose Retry-After no client could ever meet.
-        const limit = Math.min(this.config.maxBodySize, this.maxHeldBytes);
         body = await readBody(req, limit, reserve, reading.signal);
       } catch (error) {
         if (res.headersSent) return res.statusCode;
@@ -731,13 +730,7 @@ function formFields(form: FormData): FormFields {
 
 /** Whether a JSON body asks for a streamed (SSE) answer. */
 function streamRequested(req: IncomingMessage, body: Buffer): boolean {
-  if (
-    body.length === 0 ||
-    !String(req.headers["content-type"] ?? "application/json")
-      .toLowerCase()
-      .includes("json")
-  )
-    return false;
+  if (body.length === 0 || !isJsonType(req.headers["content-type"])) return false;
   try {
     return (JSON.parse(body.toString("utf8")) as { stream?: unknown } | null)?.stream === true;
   } catch {

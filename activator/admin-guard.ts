@@ -36,6 +36,12 @@ function hostName(header: string): string | undefined {
   }
 }
 
+/** Whether a Host header (`localhost:8080`, `[::1]:8080`) names this machine's loopback. */
+export function isLoopbackHostHeader(header: string | undefined): boolean {
+  const name = header === undefined ? undefined : hostName(header);
+  return name !== undefined && isLoopbackHost(name);
+}
+
 const refusal = (
   status: number,
   message: string,
@@ -77,8 +83,7 @@ export function adminRefusal(req: IncomingMessage, token: string | undefined): A
       "cross_origin_refused",
     );
   if (token === undefined) {
-    const name = host === undefined ? undefined : hostName(host);
-    if (name === undefined || !isLoopbackHost(name))
+    if (!isLoopbackHostHeader(host))
       return refusal(
         403,
         `Without an admin token the admin API answers only requests to a loopback name (localhost, 127.0.0.1, [::1]), not Host ${JSON.stringify(host ?? "")}.`,

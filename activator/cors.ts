@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 import { clip } from "../lib/clip.ts";
 import { sameOrigin } from "../lib/http/same-origin.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
-import { isLoopbackHost } from "./admin-guard.ts";
+import { isLoopbackHostHeader } from "./admin-guard.ts";
 
 /**
  * Cross-origin browser access to the OpenAI API (`/v1/`), as vLLM's `--allowed-origins` gives it:
@@ -58,7 +58,7 @@ export class CorsPolicy {
       // this machine (DNS rebinding) and so be same-origin to the browser. Another name is trusted
       // once listed, as any origin.
       if (sameOrigin(origin, headers.host))
-        return isLoopbackHost(new URL(origin).hostname) ? undefined : rebound(origin);
+        return this.trustedName(headers.host) ? undefined : rebound(origin, origin);
       return refused(origin);
     }
     // A browser sends Origin with every CORS request, so an allowed page's request has one; without
@@ -68,27 +68,14 @@ export class CorsPolicy {
     // A same-origin GET carries no Origin: its page is at the name in Host, trusted as above (at a
     // loopback name, or when an allowed origin has that name); a rebound page's `/v1/models` would
     // otherwise still be answered, and count as a hint that prewarms.
-    if (site === "same-origin" && !this.any && !this.trustedName(headers.host)) {
-      const name = clip(String(headers.host));
-      return openAIError(
-        `Requests from pages of ${name} are not allowed: a page of this server's own name is trusted only at a loopback name (localhost, 127.0.0.1, [::1]), since any page can point its name at this machine. Start Snooze with --allowed-origins naming that origin to allow it.`,
-        "permission_error",
-        "cross_origin_refused",
-      );
-    }
+    if (site === "same-origin" && !this.any && !this.trustedName(headers.host))
+      return rebound(String(headers.host), "naming that origin");
     return undefined;
   }
 
   /** Whether a page at `host` (a Host header) is trusted: a loopback name, or an allowed origin's. */
   private trustedName(host: string | undefined): boolean {
-    if (!host) return false;
-    let name: string;
-    try {
-      name = new URL(`http://${host}`).hostname;
-    } catch {
-      return false;
-    }
-    if (isLoopbackHost(name)) return true;
+    if (isLoopbackHostHeader(host)) return true;
     for (const origin of this.origins) if (sameOrigin(origin, host)) return true;
     return false;
   }
@@ -117,11 +104,13 @@ export class CorsPolicy {
   }
 }
 
-/** The 403's body for a page of this server's own origin at a name that is not loopback. */
-function rebound(origin: string): OpenAIErrorBody {
-  const shown = clip(origin);
+/**
+ * The 403's body for a page of this server's own origin (or, with no Origin, its Host: `pages`) at a
+ * name that is not loopback; `allow` says what to pass to --allowed-origins.
+ */
+function rebound(pages: string, allow: string): OpenAIErrorBody {
   return openAIError(
-    `Requests from pages of ${shown} are not allowed: a page of this server's own name is trusted only at a loopback name (localhost, 127.0.0.1, [::1]), since any page can point its name at this machine. Start Snooze with --allowed-origins ${shown} to allow it.`,
+    `Requests from pages of ${clip(pages)} are not allowed: a page of this server's own name is trusted only at a loopback name (localhost, 127.0.0.1, [::1]), since any page can point its name at this machine. Start Snooze with --allowed-origins ${clip(allow)} to allow it.`,
     "permission_error",
     "cross_origin_refused",
   );

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { clip } from "../lib/clip.ts";
+import { isJsonType } from "../lib/http/json.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { replaceModel } from "./replace-model.ts";
 
@@ -49,10 +50,7 @@ export function resolveModel(
       "model",
     ),
   });
-  // Media types are case-insensitive (RFC 9110 §8.3.1): `Application/JSON` is JSON.
-  const isJson = String(headers["content-type"] ?? "application/json")
-    .toLowerCase()
-    .includes("json");
+  const isJson = isJsonType(headers["content-type"]);
   let parsed: unknown;
   let invalid: Error | undefined;
   if (body.length > 0 && isJson) {

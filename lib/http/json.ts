@@ -30,3 +30,10 @@ export function sendError(
 ): void {
   sendJson(res, status, error, headers);
 }
+
+/**
+ * Whether a request's Content-Type says JSON, in any case (RFC 9110 §8.3.1: `Application/JSON`);
+ * none at all is read as JSON, as the engine reads it.
+ */
+export const isJsonType = (contentType: string | undefined): boolean =>
+  (contentType ?? "application/json").toLowerCase().includes("json");
