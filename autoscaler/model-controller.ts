@@ -493,6 +493,7 @@ export class ModelController {
       inFlight: load.inFlight,
       held: load.held,
       heldSince: load.held > 0 ? load.heldSince : undefined,
+      ...(this.wakeWanted ? { wake: true } : {}),
       backoffUntil: this.backoffUntil,
       ...(idle && (this.learner.prewarming || this.prewarmWake) ? { prewarm: true } : {}),
       ...(idle ? { idleSince: this.lastActive } : {}),

@@ -13,7 +13,10 @@ export interface SlotMember {
   priority: number;
   tier: Tier;
   inFlight: number;
+  /** Held requests, and one more while a person's wake waits (it waits as a request would). */
   held: number;
+  /** A person's wake (`snooze wake`, the admin API, a CloudEvent) waits: one of `held`. */
+  wake?: boolean;
   /** When its oldest held request arrived (epoch ms); undefined when none is held. */
   heldSince?: number;
   /** After repeated failures it may not activate before this moment. */

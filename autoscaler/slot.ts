@@ -138,7 +138,13 @@ export class Slot {
         : {}),
       waiting: views
         .filter((v) => v.held > 0 && !isResident(v.tier))
-        .map((v) => ({ model: v.model, held: v.held, waitingMs: Math.max(0, now - (v.heldSince ?? now)) })),
+        .map((v) => ({
+          model: v.model,
+          // Requests only, as `snooze status` counts them: a person's wake is named apart.
+          held: v.held - (v.wake ? 1 : 0),
+          ...(v.wake ? { wake: true as const } : {}),
+          waitingMs: Math.max(0, now - (v.heldSince ?? now)),
+        })),
       swaps: this.swaps,
       ...(this.lastSwap ? { lastSwap: this.lastSwap } : {}),
       maxResidents: this.maxResidents,

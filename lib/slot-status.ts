@@ -5,7 +5,8 @@ export interface SlotStatus {
   members: string[];
   resident?: string;
   transition?: { to: string; from?: string; step: "draining" | "activating"; since: string };
-  waiting: { model: string; held: number; waitingMs: number }[];
+  /** Members waiting for the slot: their held requests, and `wake` while a person's wake waits. */
+  waiting: { model: string; held: number; wake?: true; waitingMs: number }[];
   swaps: number;
   lastSwap?: { from: string; to: string; at: string; durationMs: number };
   /** The most residents ever seen at once: the invariant says 1. */
