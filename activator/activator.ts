@@ -6,7 +6,7 @@ import type { ControlPlane } from "../lib/control-plane.ts";
 import { BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
-import { isMultipartForm, parseForm, withFieldValue } from "../lib/http/form.ts";
+import { type FormPart, isMultipartForm, readForm, textOf, withFieldValue } from "../lib/http/form.ts";
 import { isJsonType, sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
@@ -403,11 +403,11 @@ export class Activator {
       }
       // An audio upload names its model in a form field.
       const contentType = req.headers["content-type"];
-      let form: FormData | undefined;
+      let form: FormPart[] | undefined;
       // Only where vLLM takes a form (a transcription, a translation): elsewhere it is no request.
       if (byHost.kind !== "model" && check.path.startsWith("/v1/audio/") && isMultipartForm(contentType)) {
         try {
-          form = await parseForm(body, contentType);
+          form = readForm(body, contentType);
         } catch (error) {
           const reason = (error as Error).message;
           sendError(
@@ -431,7 +431,7 @@ export class Activator {
               body,
               this.config.names,
               (id) => this.routes.get(id)?.config.servedModel,
-              form ? formFields(form) : undefined,
+              form ? formFields(body, form) : undefined,
             );
       if (!resolution.ok) {
         const known = this.hosts?.hosts() ?? [];
@@ -462,8 +462,7 @@ export class Activator {
       if (form && "renamed" in resolution && resolution.renamed !== undefined) {
         // An alias in the form: the engine gets the name it serves, in the client's own form.
         resolution.body =
-          withFieldValue(resolution.body, String(contentType), "model", resolution.renamed) ??
-          resolution.body;
+          withFieldValue(resolution.body, form, "model", resolution.renamed) ?? resolution.body;
       }
       route.arrived();
       let backend = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
@@ -722,10 +721,15 @@ export class Activator {
 }
 
 /** The fields of a form body that route it. */
-function formFields(form: FormData): FormFields {
-  // The last of several `model` fields, as the engine's form parser (Starlette's) reads them.
-  const model = form.getAll("model").at(-1);
-  return { ...(typeof model === "string" ? { model } : {}), stream: form.get("stream") === "true" };
+function formFields(body: Buffer, form: readonly FormPart[]): FormFields {
+  // The last of several fields, as the engine's form parser (Starlette's) reads them.
+  const last = (name: string) => form.findLast((p) => p.name === name);
+  const model = last("model");
+  const stream = last("stream");
+  return {
+    ...(model && textOf(body, model) !== undefined ? { model: textOf(body, model) } : {}),
+    stream: stream !== undefined && textOf(body, stream) === "true",
+  };
 }
 
 /** Whether a JSON body asks for a streamed (SSE) answer. */

@@ -196,11 +196,7 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
     send(
       context.res,
       200,
-      await transcribe(
-        await context.bytes(),
-        context.req.headers["content-type"],
-        engine.options.servedModelNames,
-      ),
+      transcribe(await context.bytes(), context.req.headers["content-type"], engine.options.servedModelNames),
     );
   const table: Record<string, Partial<Record<string, Route>>> = {
     "/health": { GET: (_e, c) => send(c.res, 200) },
