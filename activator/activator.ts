@@ -358,10 +358,14 @@ export class Activator {
       return byHost.status;
     }
     sendContinue(req, res);
-    // Body bytes count against maxHeldBytes while they are read and held, until dispatch.
+    // Body bytes count against maxHeldBytes while they are read and held, until dispatch. A body
+    // refused gives back what it had at once: the rest is only read to learn its size.
     let reserved = 0;
     const reserve = (bytes: number) => {
-      if (this.heldBytes + bytes > this.maxHeldBytes) return false;
+      if (this.heldBytes + bytes > this.maxHeldBytes) {
+        unreserve();
+        return false;
+      }
       this.heldBytes += bytes;
       reserved += bytes;
       this.metrics.heldBytes.set(this.heldBytes);

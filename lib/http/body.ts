@@ -13,8 +13,10 @@ export class OverBudget extends Error {}
 
 /**
  * Reads the whole request body once, refusing early when it exceeds `limit`. `reserve(n)` is asked
- * for every `n` bytes as they arrive, before they are kept; when it answers false, reading stops
- * with OverBudget (what was reserved until then is the caller's to give back). Bytes are reserved
+ * for every `n` bytes as they arrive, before they are kept; when it answers false, no more bytes are
+ * kept or reserved (what was reserved until then is the caller's to give back), but the rest of the
+ * body is still read and counted: it fails with BodyTooLarge if it outgrows `limit` (it could never
+ * be held), else with OverBudget at its end (it could be, later). Bytes are reserved
  * as received, never as declared: a client that declares a large Content-Length and sends nothing
  * holds nothing of a budget shared with others.
  *
@@ -35,8 +37,9 @@ export function readBody(
   const declared = header === undefined ? Number.NaN : Number(header);
   if (declared > limit) return Promise.reject(new BodyTooLarge(limit));
   return new Promise<Buffer>((resolve, reject) => {
-    const chunks: Buffer[] = [];
+    let chunks: Buffer[] = [];
     let size = 0;
+    let refused = false;
     const settle = (error: Error | undefined) => {
       req.off("data", onData);
       req.off("end", onEnd);
@@ -49,10 +52,15 @@ export function readBody(
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size > limit) return settle(new BodyTooLarge(limit));
-      if (reserve && !reserve(chunk.length)) return settle(new OverBudget());
+      if (refused) return;
+      if (reserve && !reserve(chunk.length)) {
+        refused = true;
+        chunks = [];
+        return;
+      }
       chunks.push(chunk);
     };
-    const onEnd = () => settle(undefined);
+    const onEnd = () => settle(refused ? new OverBudget() : undefined);
     const onError = (error: Error) => settle(error);
     // Closed before its end: the client went away mid-body.
     const onClose = () =>

@@ -50,6 +50,18 @@ describe("maxHeldBytes", () => {
     );
     expect(finalStatus(chunked)).toBe(503);
     expect(finalBody(chunked).error.code).toBe("held_bytes_exceeded");
+    // One that alone outgrows the cap is a 413 even while others are held: it is refused part way,
+    // then read to its size (found by an outside tester: told to retry, which could never help).
+    const chunkedTooLarge = await rawRequest(
+      snooze.port,
+      "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+      // In chunks of 1 kB: the first fits beside the held 8 kB, the third is refused.
+      `${(bodyOf(12_000).match(/.{1,1000}/g) ?? []).map((c) => `${c.length.toString(16)}\r\n${c}\r\n`).join("")}0\r\n\r\n`,
+    );
+    expect(finalStatus(chunkedTooLarge)).toBe(413);
+    expect(finalBody(chunkedTooLarge).error.code).toBe("request_too_large");
+    // What the refused bodies had reserved was given back.
+    expect(metricValue(await snooze.registry.metrics(), "snooze_held_body_bytes")).toBe(8_000);
 
     // The engine comes: the held requests are dispatched, their bytes freed, new ones accepted.
     const engine = await httpEngine((req, res) => {
