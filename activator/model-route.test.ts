@@ -206,3 +206,36 @@ test("Retry-After before an activation is announced: the last start's or wake's 
   expect(route.retryAfterMs()).toBe(3_000);
   await route.close();
 });
+
+test("while the model waits out a back-off longer than the hold budget, a request is answered at once: the failure and the back-off left", async () => {
+  // Found by an outside tester: it was held for its whole budget, then told to retry in 1 s.
+  const demands: string[] = [];
+  const route = new ModelRoute(config, { demand: (model) => demands.push(model), loadChanged() {} });
+  const failed = (retryIn: number) =>
+    route.apply({
+      model: "qwen",
+      replica: "qwen-1",
+      address: "127.0.0.1:1",
+      tier: "cold",
+      since: Date.now(),
+      error: "start of qwen failed: engine exited (code 1)",
+      retryAt: Date.now() + retryIn,
+    });
+  failed(config.holdBudget + 30_000);
+  const refused = route.hold();
+  const failure = await refused.promise.catch((f) => f);
+  expect(failure).toMatchObject({
+    reason: "activation-failed",
+    message: "start of qwen failed: engine exited (code 1)",
+  });
+  expect(failure.retryAfterMs).toBeGreaterThan(config.holdBudget + 29_000);
+  expect(demands).toEqual([]);
+  // A back-off that ends within the budget: held, for the model tries again meanwhile.
+  failed(config.holdBudget - 1_000);
+  const held = route.hold();
+  expect(route.held).toBe(1);
+  expect(demands).toEqual(["qwen"]);
+  held.cancel();
+  await held.promise.catch(() => {});
+  await route.close();
+});

@@ -199,6 +199,11 @@ export class ModelRoute {
     const promise = new Promise<Backend>((resolve, reject) => {
       waiter = { resolve, reject };
     });
+    const backedOff = this.backedOff();
+    if (backedOff) {
+      waiter.reject(backedOff);
+      return { promise, cancel() {} };
+    }
     const item = this.queue.push(waiter);
     if (!item) {
       waiter.reject({ reason: "queue-full", retryAfterMs: this.retryAfterMs() });
@@ -217,6 +222,22 @@ export class ModelRoute {
         if (this.queue.length === 0) this.listener.loadChanged(this.config.id);
       },
     };
+  }
+
+  /**
+   * The model's last activation failed and it waits out a back-off longer than a hold budget: a
+   * request is told so at once, with the reason and the back-off left, rather than held for its
+   * whole budget and told to retry in a second (found by an outside tester).
+   */
+  private backedOff(): HoldFailure | undefined {
+    const event = this.lastEvent;
+    if (!event?.error || event.retryAt === undefined) return undefined;
+    for (const backend of this.backends.values())
+      if (backend.tier === "ready" || backend.tier === "starting" || backend.tier === "waking")
+        return undefined;
+    const left = event.retryAt - Date.now();
+    if (left <= this.config.holdBudget) return undefined;
+    return { reason: "activation-failed", message: event.error, retryAfterMs: left };
   }
 
   /** A request to `backend` finished: free its capacity and let the next held one go. */

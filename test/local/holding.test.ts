@@ -157,6 +157,32 @@ models:
     ).toBe(3);
   });
 
+  test("during a back-off longer than the hold budget a request is answered at once, with the failure and the back-off left", async () => {
+    // Found by an outside tester: it was held for its whole budget, then told `hold_budget_exceeded`
+    // with Retry-After: 1 and no word of the failure.
+    snooze = await startWith(`
+models:
+  ghost:
+    holdBudget: 1s
+    command: ["no-such-engine-binary", "--port", "\${PORT}"]
+`);
+    // Each failure doubles the back-off: after four it is well past the 1 s budget.
+    for (let i = 0; i < 4; i++) {
+      const failed = await fetch(`${snooze.url}/v1/chat/completions`, chat("ghost"));
+      expect(failed.status).toBe(503);
+      await failed.text();
+    }
+    const started = performance.now();
+    const again = await fetch(`${snooze.url}/v1/chat/completions`, chat("ghost"));
+    expect(performance.now() - started).toBeLessThan(900);
+    expect(again.status).toBe(503);
+    expect(Number(again.headers.get("retry-after"))).toBeGreaterThan(1);
+    expect(((await again.json()) as any).error).toMatchObject({
+      code: "activation_failed",
+      message: expect.stringMatching(/start of ghost failed: .*no-such-engine-binary/),
+    });
+  });
+
   test("an engine command that does not exist → 503 naming it", async () => {
     snooze = await startWith(`
 models:
