@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { CloudEventV1 } from "cloudevents";
+import { clip } from "../lib/clip.ts";
 import { cloudEvents } from "../lib/cloudevents-sdk.ts";
 import { formatDuration, parseDuration } from "../lib/duration.ts";
 import { BodyTooLarge, readBody } from "../lib/http/body.ts";
@@ -405,7 +406,7 @@ export async function handleIncomingEvents(
         res,
         404,
         openAIError(
-          `${which}the event names the model \`${command.model}\`, which does not exist; known models: ${deps.knownModels().join(", ")}`,
+          `${which}the event names the model \`${clip(command.model)}\`, which does not exist; known models: ${deps.knownModels().join(", ")}`,
           "invalid_request_error",
           "model_not_found",
           "subject",

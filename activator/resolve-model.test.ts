@@ -88,6 +88,9 @@ describe("resolveModel", () => {
 
   test("errors: unknown, bad JSON, none", () => {
     expect(resolveModel(json, body({ model: "x" }), names)).toMatchObject({ ok: false, status: 404 });
+    // A 100,000-character name is not echoed whole (found by an outside tester: a 100 kB message).
+    const long = resolveModel(json, body({ model: "x".repeat(100_000) }), names);
+    expect(!long.ok && long.error.error.message.length).toBeLessThan(400);
     expect(resolveModel(json, Buffer.from("{"), names)).toMatchObject({ ok: false, status: 400 });
     expect(resolveModel({ host: "localhost" }, Buffer.alloc(0), names)).toMatchObject({
       ok: false,

@@ -44,7 +44,7 @@ export function resolveModel(
     ok: false,
     status: 404,
     error: openAIError(
-      `The model \`${name}\` does not exist. Known models: ${[...new Set(names.values())].join(", ")}.`,
+      `The model \`${clip(name)}\` does not exist. Known models: ${[...new Set(names.values())].join(", ")}.`,
       "invalid_request_error",
       "model_not_found",
       "model",

@@ -1,6 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Registry } from "prom-client";
+import { clip } from "../lib/clip.ts";
 import { answerClientErrors, endSocketWithError } from "../lib/http/client-error.ts";
 import { deferContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
@@ -40,7 +41,12 @@ const notFound = (res: ServerResponse, name: string) =>
   sendError(
     res,
     404,
-    openAIError(`The model \`${name}\` does not exist.`, "invalid_request_error", "model_not_found", "model"),
+    openAIError(
+      `The model \`${clip(name)}\` does not exist.`,
+      "invalid_request_error",
+      "model_not_found",
+      "model",
+    ),
   );
 
 const created = Math.floor(Date.now() / 1000);

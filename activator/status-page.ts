@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { clip } from "../lib/clip.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
 import { decodeSegment, malformedSegment } from "../lib/http/path-segment.ts";
 import { openAIError } from "../lib/openai-error.ts";
@@ -109,7 +110,7 @@ export function statusPageRoutes({ activator, admin, timeline }: StatusPageOptio
           res,
           404,
           openAIError(
-            `The model \`${name}\` does not exist.`,
+            `The model \`${clip(name)}\` does not exist.`,
             "invalid_request_error",
             "model_not_found",
             "model",
