@@ -187,6 +187,37 @@ test("the queue is bounded: past it events are dropped and counted", async () =>
   expect(await count("dropped")).toBe(3);
 });
 
+test("each event carries the sequence extension: after an outage's retries brought them out of order, it puts them back; a dropped one leaves a gap", async () => {
+  // Found by an outside tester: events queued while the sink was down arrived out of order, with
+  // nothing to tell their order by (`time` has millisecond steps, and ties).
+  const target = await endpoint((res, n) => res.writeHead(n === 1 ? 503 : 202).end());
+  const { sink: s } = sink({ url: target.url, maxQueued: 3, concurrency: 2, backoffMs: 300 });
+  for (let i = 0; i < 4; i++) s.emit("dev.snooze.replica.started", "qwen", { i });
+  await s.drain();
+  // The first request was answered 503; the others were delivered, in this order.
+  const delivered = target.received.slice(1).map(asEvent);
+  // The first attempt of event 0 was refused and retried after event 1 and 2 got through.
+  expect(delivered.map((e) => (e.data as { i: number }).i)).toEqual([1, 2, 0]);
+  const sequences = delivered.map((e) => e.sequence as string);
+  const inOrder = delivered
+    .slice()
+    .sort((a, b) => ((a.sequence as string) < (b.sequence as string) ? -1 : 1))
+    .map((e) => (e.data as { i: number }).i);
+  expect(inOrder).toEqual([0, 1, 2]);
+  // The fourth did not fit the queue: its number is missing after the third's.
+  const counts = sequences.map((q) => Number(q.split("-")[1])).sort((a, b) => a - b);
+  expect(counts).toEqual([1, 2, 3]);
+  s.emit("dev.snooze.replica.started", "qwen", { i: 4 });
+  await s.drain();
+  expect(Number((asEvent(target.received.at(-1)!).sequence as string).split("-")[1])).toBe(5);
+  // A later process with the same source sorts after this one.
+  const { sink: next } = sink({ url: target.url });
+  await new Promise((resolve) => setTimeout(resolve, 2));
+  next.emit("dev.snooze.replica.started", "qwen", { i: 0 });
+  await next.drain();
+  expect((asEvent(target.received.at(-1)!).sequence as string) > sequences[0]!).toBe(true);
+});
+
 test("an event the SDK refuses is counted as invalid, not sent", async () => {
   const target = await endpoint();
   const { sink: s, count } = sink({

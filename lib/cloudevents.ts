@@ -91,6 +91,10 @@ export class CloudEventSink implements EventSink {
   private readonly idle = new Set<() => void>();
   private active = 0;
   private closed = false;
+  /** Events emitted so far, delivered or not: the `sequence` attribute's count. */
+  private emitted = 0;
+  /** Orders this sink's sequences after those of an earlier process with the same source. */
+  private readonly epoch = String(Date.now()).padStart(13, "0");
 
   constructor(options: CloudEventSinkOptions) {
     this.url = options.url;
@@ -128,6 +132,9 @@ export class CloudEventSink implements EventSink {
   }
 
   emit(type: string, subject: string, data: Record<string, unknown>, extras: EventExtras = {}): void {
+    // Every event gets the next one, dropped or not: a consumer sees a gap where one was lost, and
+    // can put back in order those that retries or parallel deliveries brought out of it.
+    const sequence = `${this.epoch}-${String(++this.emitted).padStart(10, "0")}`;
     if (this.closed || this.pending >= this.maxQueued) {
       this.outcomes.inc({ type, outcome: "dropped" });
       this.log.debug("CloudEvent dropped: the queue is full", { type, subject });
@@ -139,6 +146,7 @@ export class CloudEventSink implements EventSink {
       event = new CloudEvent({
         ...this.extensions,
         ...(extras.traceparent ? { traceparent: extras.traceparent } : {}),
+        sequence,
         specversion: "1.0",
         source: this.source,
         type,
