@@ -113,7 +113,12 @@ export function createActivatorServer({
     slots: () => admin.slots(),
   });
   const unwatch = activator.watch((event) => timeline.observe(event));
-  const statusRoutes = statusPageRoutes({ activator, admin, timeline });
+  const statusRoutes = statusPageRoutes({
+    activator,
+    admin,
+    timeline,
+    tokenRequired: adminToken !== undefined,
+  });
   // A client listing the models hints that it is about to use one (listing-hint.ts): a short
   // prewarm within the model's budget, rate-limited so a listing never wakes everything.
   const hints = new ListingHints();

@@ -15,6 +15,8 @@ export interface StatusPageOptions {
   activator: Activator;
   admin: AdminActions;
   timeline: Timeline;
+  /** The admin API wants a bearer token: the page asks for it first. */
+  tokenRequired?: boolean;
 }
 
 const pageFile = new URL("./ui/index.html", import.meta.url);
@@ -24,13 +26,21 @@ const keepAliveMs = 15_000;
 const maxBufferedBytes = 1 << 20;
 const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "asleep-2", "cold"];
 
-let page: { html: Buffer; csp: string } | undefined;
+const pages = new Map<boolean, { html: Buffer; csp: string }>();
 
-/** The page, read once; its inline script and style are allowed by their hashes, nothing else runs. */
-function statusPage(): { html: Buffer; csp: string } {
-  if (page) return page;
-  const html = readFileSync(pageFile);
-  const text = html.toString("utf8");
+/**
+ * The page, read once; its inline script and style are allowed by their hashes, nothing else runs.
+ * With an admin token, a `<meta>` says so: the page asks for it before its first call, rather than
+ * learning it from three refused ones (401s the browser's console shows).
+ */
+function statusPage(tokenRequired: boolean): { html: Buffer; csp: string } {
+  const cached = pages.get(tokenRequired);
+  if (cached) return cached;
+  const file = readFileSync(pageFile, "utf8");
+  const text = tokenRequired
+    ? file.replace("<head>", '<head>\n<meta name="snooze-admin-token" content="required">')
+    : file;
+  const html = Buffer.from(text);
   const hashes = (tag: string) =>
     [...text.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, "g"))]
       .map((m) => `'sha256-${createHash("sha256").update(m[1]!, "utf8").digest("base64")}'`)
@@ -45,7 +55,8 @@ function statusPage(): { html: Buffer; csp: string } {
     "form-action 'none'",
     "frame-ancestors 'none'",
   ].join("; ");
-  page = { html, csp };
+  const page = { html, csp };
+  pages.set(tokenRequired, page);
   return page;
 }
 
@@ -56,14 +67,14 @@ function statusPage(): { html: Buffer; csp: string } {
  * handler that answers a request and resolves true, or resolves false for a path it does not own.
  * The admin routes sit behind the same checks as the rest of `/snooze/` (the caller applies them).
  */
-export function statusPageRoutes({ activator, admin, timeline }: StatusPageOptions) {
+export function statusPageRoutes({ activator, admin, timeline, tokenRequired = false }: StatusPageOptions) {
   return async (req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> => {
     const query = new URL(req.url ?? "/", "http://localhost").searchParams;
     if (
       (path === "/" || path === "/ui" || path === "/ui/") &&
       (req.method === "GET" || req.method === "HEAD")
     ) {
-      const { html, csp } = statusPage();
+      const { html, csp } = statusPage(tokenRequired);
       res.writeHead(200, {
         "content-type": "text/html; charset=utf-8",
         "content-length": html.length,
