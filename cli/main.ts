@@ -19,6 +19,11 @@ function topHelp(): string {
   ].join("\n");
 }
 
+function endOnClosedPipe(error: NodeJS.ErrnoException): void {
+  if (error.code !== "EPIPE") throw error;
+  process.exit(0);
+}
+
 /** Runs the CLI and resolves to the exit code: 0 ok, 1 runtime failure, 2 usage error. */
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
@@ -43,6 +48,8 @@ export async function main(argv: string[]): Promise<number> {
   }
   // Loaded only here: `snooze --help` and the client commands import nothing they do not use.
   if (entry.server) (await import("./signals.ts")).holdEarlyStopSignals();
+  // A client command's reader went away (`snooze logs -f | head -1`): its output is done, not failed.
+  else process.stdout.on("error", endOnClosedPipe);
   const command: Command = await entry.load();
   try {
     const { values, positionals } = parseCommandArgs(command, rest);

@@ -249,6 +249,26 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     expect(watch.stdout()).toMatch(/^qwen\s+cold/m);
   });
 
+  test("status --watch and logs -f whose reader goes away (`| head -1`): exit 0, no stack trace", async () => {
+    // Found by an outside tester: both threw an unhandled EPIPE and exited 1.
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
+    for (const args of [
+      ["status", "--watch", "--interval", "200ms"],
+      ["logs", "qwen", "-f"],
+    ]) {
+      const follow = start(args);
+      await until(() => follow.stdout().length > 0, 10_000, `${args[0]} output`);
+      follow.child.stdout!.destroy();
+      // Something more to write: a table every 200 ms, the engine's lines as it goes to sleep.
+      if (args[0] === "logs")
+        expect((await fetch(`${snooze.url}/snooze/v1/models/qwen/sleep`, { method: "POST" })).status).toBe(
+          200,
+        );
+      expect(await follow.code).toBe(0);
+      expect(follow.stderr()).not.toContain("EPIPE");
+    }
+  });
+
   test("status --watch with no Snooze there says so on stderr, keeps asking, and exits 1", async () => {
     // Found by an outside tester: it printed the failure as output and exited 0.
     const watch = start(["status", "--watch", "--interval", "200ms", "--url", "http://127.0.0.1:1"]);
