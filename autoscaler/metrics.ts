@@ -18,7 +18,7 @@ export function autoscalerMetrics(registry: Registry) {
   });
   const replicaTier = new Gauge({
     name: "snooze_replica_tier",
-    help: "1 for the tier each model's replica is in, 0 for the others.",
+    help: "1 for each model's tier (its most awake replica's; cold with none), 0 for the others. Published by the model's leader only.",
     labelNames: ["model", "tier"],
     registers: [registry],
   });
@@ -26,7 +26,12 @@ export function autoscalerMetrics(registry: Registry) {
     activation,
     transition(model: string, from: Tier, to: Tier) {
       transitions.inc({ model, from, to });
-      for (const tier of tiers) replicaTier.set({ model, tier }, tier === to ? 1 : 0);
+    },
+    /** The model's tier now; undefined: this process does not lead it, so says nothing of it. */
+    tier(model: string, now: Tier | undefined) {
+      for (const tier of tiers)
+        if (now === undefined) replicaTier.remove({ model, tier });
+        else replicaTier.set({ model, tier }, tier === now ? 1 : 0);
     },
   };
 }

@@ -1014,11 +1014,14 @@ export class ModelController {
   private accountTiers(): void {
     let awake = 0;
     let asleep = 0;
+    let most: Tier | undefined;
     for (const r of this.records.values()) {
       if (isResident(r.tier)) awake++;
       else if (isAsleep(r.tier)) asleep++;
+      if (r.tier !== "cold" && (!most || order.indexOf(r.tier) < order.indexOf(most))) most = r.tier;
     }
     this.learner.gpu.set(this.deps.clock.now(), awake, asleep);
+    this.deps.metrics.tier(this.id, this.leading ? (most ?? "cold") : undefined);
   }
 
   /** Brings the GPU-seconds up to now (a scrape). */
@@ -1200,9 +1203,16 @@ export class ModelController {
     record.tier = "cold";
     record.since = this.deps.clock.now();
     this.accountTiers();
+    const toCold = () => {
+      if (from === "cold") return;
+      this.deps.metrics.transition(this.id, from, "cold");
+      this.log.info("tier", { replica: record.replica.id, from, to: "cold" });
+    };
     if (!record.leaving) {
       if (from === "starting" || from === "waking") {
-        // The activation failed: counted once, as a failure (not also as a crash).
+        // The activation failed: counted once, as a failure (not also as a crash). The replica
+        // went cold all the same (the tier gauge stayed `starting` for ever without this).
+        toCold();
         this.activationFailed(
           record,
           `${from === "starting" ? "start" : "wake"} of ${this.id} failed: ${reason}`,
@@ -1216,10 +1226,7 @@ export class ModelController {
       this.log.warn("replica left on its own", { replica: record.replica.id, reason });
     }
     this.endActivation(record, "stopped");
-    if (from !== "cold") {
-      this.deps.metrics.transition(this.id, from, "cold");
-      this.log.info("tier", { replica: record.replica.id, from, to: "cold" });
-    }
+    toCold();
     this.emitFor(record);
     this.afterForget(wasLevelOne);
   }

@@ -131,11 +131,27 @@ models:
   broken:
     command: ["\${SNOOZE}", "sim", "--port", "\${PORT}", "--no-such-flag"]
 `);
+    // A model never started is cold in the metrics too, not absent.
+    expect(
+      metricValue(await snooze.registry.metrics(), "snooze_replica_tier", { model: "broken", tier: "cold" }),
+    ).toBe(1);
     const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("broken"));
     expect(response.status).toBe(503);
     const body = (await response.json()) as any;
     expect(body.error.code).toBe("activation_failed");
     expect(body.error.message).toMatch(/start of broken failed: .*no-such-flag/);
+    // The replica went cold in the metrics too (found by an outside tester: the tier gauge stayed
+    // `starting` for ever, and no starting → cold transition was counted).
+    const tierMetrics = await snooze.registry.metrics();
+    expect(metricValue(tierMetrics, "snooze_replica_tier", { model: "broken", tier: "cold" })).toBe(1);
+    expect(metricValue(tierMetrics, "snooze_replica_tier", { model: "broken", tier: "starting" })).toBe(0);
+    expect(
+      metricValue(tierMetrics, "snooze_tier_transitions_total", {
+        model: "broken",
+        from: "starting",
+        to: "cold",
+      }),
+    ).toBe(1);
     // Each failure lengthens the back-off, and Retry-After says how long it is (it said 1 s each
     // time, found by an outside tester): the model does not try again before then.
     const retryAfters = [Number(response.headers.get("retry-after"))];
