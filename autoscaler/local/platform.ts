@@ -340,7 +340,7 @@ export class LocalPlatform implements Platform {
       entry.engines.delete(id);
       gone();
       const { code, sig } = exit ?? { code: null, sig: null };
-      if (engine.stopping) {
+      if (engine.stopping && !taken) {
         this.changed(config.id);
         return;
       }
@@ -348,8 +348,12 @@ export class LocalPlatform implements Platform {
       entry.scale = Math.max(0, entry.scale - 1);
       const how = spawnError
         ? `could not run ${file}: ${spawnError.message}`
-        : `engine exited (${sig ? `signal ${sig}` : `code ${code}`})${lastWords(engine)}${taken ? `; ${portTaken(port)}` : ""}`;
-      log.warn("engine exited on its own", { reason: how });
+        : engine.stopping // stopped by us at once: its port was taken
+          ? `${portTaken(port)}${lastWords(engine)}`
+          : `engine exited (${sig ? `signal ${sig}` : `code ${code}`})${lastWords(engine)}${taken ? `; ${portTaken(port)}` : ""}`;
+      log.warn(engine.stopping ? "engine stopped: it cannot become ready" : "engine exited on its own", {
+        reason: how,
+      });
       this.changed(config.id, { replica: id, reason: how });
     };
     child.once("exit", (code, sig) => {
@@ -374,7 +378,9 @@ export class LocalPlatform implements Platform {
       if (pgid === undefined) void finish();
     });
     context.with(start, () => log.info("engine starting", { command, pgid }));
-    if (taken) log.warn("the engine cannot become ready", { reason: portTaken(port) });
+    // An engine that cannot bind its port may not exit either (a wrapper script that waits):
+    // stopped now, the start fails at once with the reason, not at startTimeout.
+    if (taken) void this.stop(engine);
     else void this.watchReadiness(engine, config.id);
   }
 

@@ -243,4 +243,34 @@ models:
       squatter.close();
     }
   });
+
+  test("a fixed port in use, and an engine that neither binds nor exits (a wrapper that waits): 503 at once, saying so", async () => {
+    // Found by an outside tester: the reason was logged at once, yet the request waited for
+    // startTimeout and was told only that the engine was not ready in time.
+    const squatter = createServer((_req, res) => res.end());
+    squatter.listen(0, "127.0.0.1");
+    await once(squatter, "listening");
+    try {
+      const port = (squatter.address() as AddressInfo).port;
+      snooze = await startWith(`
+models:
+  wrapped:
+    port: ${port}
+    startTimeout: 30s
+    command: [sh, -c, "sleep 1000", "\${PORT}"]
+`);
+      const started = performance.now();
+      const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("wrapped"));
+      expect(performance.now() - started).toBeLessThan(10_000);
+      expect(response.status).toBe(503);
+      const { error } = (await response.json()) as any;
+      expect(error.code).toBe("activation_failed");
+      expect(error.message).toContain(
+        `port ${port} (the model's fixed \`port\`) was in use by another process`,
+      );
+    } finally {
+      squatter.closeAllConnections();
+      squatter.close();
+    }
+  });
 });
