@@ -130,6 +130,8 @@ export class KubeClient {
       contentType?: string;
       query?: Record<string, string>;
       timeoutMs?: number;
+      /** Gives the request up (a reader that stops), besides the timeout. */
+      signal?: AbortSignal;
     } = {},
   ): Promise<T> {
     const url = new URL(this.server + path);
@@ -140,7 +142,9 @@ export class KubeClient {
       headers: await this.headers(hasBody ? (options.contentType ?? "application/json") : undefined),
       body: hasBody ? JSON.stringify(options.body) : undefined,
       dispatcher: this.dispatcher,
-      signal: AbortSignal.timeout(options.timeoutMs ?? 30_000),
+      signal: options.signal
+        ? AbortSignal.any([AbortSignal.timeout(options.timeoutMs ?? 30_000), options.signal])
+        : AbortSignal.timeout(options.timeoutMs ?? 30_000),
     });
     const text = await response.text();
     if (!response.ok) throw errorFrom(response.status, text, `${method} ${path}`);
@@ -151,8 +155,8 @@ export class KubeClient {
     return this.request<T>("GET", path);
   }
 
-  list<T>(path: string, query: Record<string, string> = {}): Promise<KubeList<T>> {
-    return this.request<KubeList<T>>("GET", path, { query });
+  list<T>(path: string, query: Record<string, string> = {}, signal?: AbortSignal): Promise<KubeList<T>> {
+    return this.request<KubeList<T>>("GET", path, { query, ...(signal ? { signal } : {}) });
   }
 
   create<T>(path: string, body: unknown): Promise<T> {
@@ -205,8 +209,19 @@ export class KubeClient {
     }
   }
 
-  async close(): Promise<void> {
-    await this.dispatcher.close().catch(() => {});
+  /**
+   * Closes the connections: requests in flight get `graceMs` to finish, then are cut. At shutdown a
+   * request nobody waits for any more (a certificate setup against an API server that never
+   * answers) would otherwise hold the process for its whole timeout.
+   */
+  async close(graceMs = 1_000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), graceMs);
+    });
+    const closed = await Promise.race([this.dispatcher.close().catch(() => {}), late]);
+    clearTimeout(timer);
+    if (closed === "late") await this.dispatcher.destroy().catch(() => {});
   }
 }
 

@@ -189,4 +189,33 @@ describe("Informer", () => {
     expect(seen).toEqual([]);
     informer = undefined;
   });
+
+  test("stop gives up a list the API server never answers, and the wait before a retry", async () => {
+    // Found by an outside tester: `snooze webhooks` with an API server that took connections and
+    // never answered stopped only when the list timed out, 30 s after a SIGTERM.
+    let listSignal: AbortSignal | undefined;
+    const hung = new Informer<Obj>({
+      name: "t",
+      source: {
+        list: (signal) => {
+          listSignal = signal;
+          return new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason)));
+        },
+        watch: () => new Promise(() => {}),
+      },
+    });
+    void hung.start();
+    await sleep(10);
+    await hung.stop();
+    expect(listSignal?.aborted).toBe(true);
+    // A list that failed: stop comes during the back-off (an hour here) and ends it.
+    const failing = new Informer<Obj>({
+      name: "t",
+      source: { list: () => Promise.reject(new Error("refused")), watch: () => new Promise(() => {}) },
+      backoff: { initialMs: 3_600_000, maxMs: 3_600_000 },
+    });
+    void failing.start();
+    await sleep(10);
+    await failing.stop();
+  });
 });

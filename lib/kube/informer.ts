@@ -4,7 +4,8 @@ import { isGone, KubeError, type KubeObject, type WatchEvent } from "./client.ts
 
 /** How an informer reads its objects: a consistent list, then a watch from its resourceVersion. */
 export interface ListWatch<T> {
-  list(): Promise<{ items: T[]; resourceVersion: string }>;
+  /** `signal` aborts at the informer's stop: a list the API server never answers does not hold it. */
+  list(signal: AbortSignal): Promise<{ items: T[]; resourceVersion: string }>;
   /** Streams events from `resourceVersion` until the stream ends (resolve) or fails (reject). */
   watch(resourceVersion: string, onEvent: (event: WatchEvent<T>) => void, signal: AbortSignal): Promise<void>;
 }
@@ -58,6 +59,8 @@ export class Informer<T> {
   private stopped = false;
   private running?: Promise<void>;
   private watchAbort?: AbortController;
+  /** Aborted at stop: the list under way and the wait before a retry end at once. */
+  private readonly stopping = new AbortController();
   private resyncTimer?: NodeJS.Timeout;
   private syncedOnce = false;
   private readonly syncWaiters = new Set<() => void>();
@@ -111,6 +114,7 @@ export class Informer<T> {
     this.stopped = true;
     clearInterval(this.resyncTimer);
     this.watchAbort?.abort();
+    this.stopping.abort();
     await this.running;
   }
 
@@ -121,7 +125,7 @@ export class Informer<T> {
       try {
         if (needList) {
           this.counts.lists++;
-          const { items, resourceVersion } = await this.source.list();
+          const { items, resourceVersion } = await this.source.list(this.stopping.signal);
           if (this.stopped) return;
           this.replace(items);
           this.resourceVersion = resourceVersion;
@@ -146,7 +150,9 @@ export class Informer<T> {
         this.counts.failures++;
         const delay = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** (failures - 1));
         this.log.warn("list or watch failed; retrying", { error, failures, delayMs: delay });
-        await sleep(delay * (0.8 + Math.random() * 0.4));
+        await sleep(delay * (0.8 + Math.random() * 0.4), undefined, { signal: this.stopping.signal }).catch(
+          () => {},
+        );
       }
     }
   }

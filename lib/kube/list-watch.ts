@@ -16,16 +16,16 @@ export function kubeListWatch<T>(client: KubeClient, path: string, selectors: Se
   if (selectors.labelSelector) query.labelSelector = selectors.labelSelector;
   if (selectors.fieldSelector) query.fieldSelector = selectors.fieldSelector;
   return {
-    async list() {
+    async list(signal) {
       const items: T[] = [];
       let next: string | undefined;
       let resourceVersion = "";
       for (let page = 0; page < 10_000; page++) {
-        const answer: KubeList<T> = await client.list<T>(path, {
-          ...query,
-          limit: "500",
-          ...(next ? { continue: next } : {}),
-        });
+        const answer: KubeList<T> = await client.list<T>(
+          path,
+          { ...query, limit: "500", ...(next ? { continue: next } : {}) },
+          signal,
+        );
         items.push(...answer.items);
         resourceVersion = answer.metadata.resourceVersion;
         next = answer.metadata.continue;

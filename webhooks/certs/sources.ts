@@ -49,13 +49,22 @@ export class SelfManagedCertificates implements CertificateSource {
         this.#schedule(nextRotation(data, this.#policy));
         return serving;
       } catch (error) {
+        if (signal.aborted) throw new Error("stopped before the certificates were ready");
         this.#failures++;
         const delay = Math.min(10_000, 250 * 2 ** this.#failures);
         this.#log.warn("could not set up the certificates; retrying", {
           error: String(error),
           retryInMs: delay,
         });
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        // The wait ends early at a stop: a SIGTERM is not kept waiting for the next try.
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delay);
+          const stop = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+          signal.addEventListener("abort", stop, { once: true });
+        });
         if (signal.aborted) throw new Error("stopped before the certificates were ready");
       }
     }
