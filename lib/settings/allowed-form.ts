@@ -13,7 +13,18 @@ export function allowedForm(schema: z.ZodType | undefined): string | undefined {
   } catch {
     return undefined;
   }
-  return describe(json);
+  // A text with a form of its own (a duration, a size, a URL) is more than "a string": say which.
+  return (json.type === "string" ? textForm(schema) : undefined) ?? describe(json);
+}
+
+/**
+ * The form a text field's own check asks for (`a duration like "30s", ...`), read from what it says
+ * of a text that has no form at all; undefined when any text will do.
+ */
+function textForm(schema: z.ZodType): string | undefined {
+  const result = schema.safeParse("\u0000");
+  const issue = result.error?.issues.find((i) => i.code === "invalid_format");
+  return issue?.message.replace(/^expected /, "");
 }
 
 /**

@@ -12,7 +12,8 @@ import { parseDuration } from "../duration.ts";
  * after 1 ms instead (a hold budget of 720h would spin), so settings that arm timers stop there.
  */
 export const maxTimerMs = 2 ** 31 - 1;
-const longest = "596h (about 24.8 days: a timer waits at most 2^31-1 ms)";
+// The limit exactly, in a form the settings take (`596h` alone would suggest `596h0m1s` is refused).
+const longest = "596h31m23.647s (2^31-1 ms, about 24.8 days: the longest a timer waits)";
 const durationForm = /^(never|0|(\d+(\.\d+)?(ms|s|m|h))+)$/;
 const finiteForm = /^(0|(\d+(\.\d+)?(ms|s|m|h))+)$/;
 /** Milliseconds in a duration of the right form; `never` is Infinity. */
@@ -69,32 +70,50 @@ export function finiteDuration(
     .meta({ description: 'A duration such as "30s", "5m" or "1h30m".' });
 }
 
-const sizeUnits: Record<string, number> = {
-  "": 1,
-  K: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
+// Kubernetes quantity suffixes for a count of bytes: binary (powers of 1024), decimal (powers of
+// 1000, `k` lower-case as in SI; `K` is not one) and an exponent of ten (`1e9`). Kubernetes' `m`
+// (milli) is left out: no size is a thousandth of a byte.
+const binaryPowers: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
+const decimalPowers: Record<string, number> = { "": 0, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
+
+// A fraction needs a unit (`1.5Gi`): a fraction of a byte (`0.5`) is no size, and an exponent
+// (`1e9`) takes a whole number, so that it cannot write one either (`5e0`, not `0.5e0`). `1E` is
+// exa and `1E3` a thousand, as in Kubernetes. (No lookahead: the CRD's pattern is checked by RE2.)
+const sizeForm = /^(\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)|\d+([eE]\d+)?)$/;
+const sizeMessage =
+  'expected a size like "16Gi", "512Mi", "2G", "500k", "1e9" or a whole number of bytes (Kubernetes quantity suffixes: Ki, Mi, Gi, Ti, Pi, Ei, k, M, G, T, P, E)';
+/** The largest size a number holds exactly (2^53-1 bytes, just under 8Pi): sizes are added and compared. */
+const largestSize = Number.MAX_SAFE_INTEGER;
+
+/**
+ * Bytes in a size of the right form, to the nearest byte (`1.3Gi`), computed exactly (`1.1G` is
+ * 1100000000, not 1100000000.0000002); Infinity past `largestSize`.
+ */
+const bytesOf = (text: string): number => {
+  const [, whole, fraction = "", suffix = ""] = /^(\d+)(?:\.(\d+))?(.*)$/.exec(text)!;
+  const digits = BigInt(whole + fraction);
+  if (digits === 0n) return 0;
+  let two = 0;
+  let ten = -fraction.length;
+  if (Object.hasOwn(binaryPowers, suffix)) two = binaryPowers[suffix]!;
+  else if (Object.hasOwn(decimalPowers, suffix)) ten += decimalPowers[suffix]!;
+  else ten += Number(suffix.slice(1)); // `e9`, `E3`
+  // At least 1 × 10^17 is past `largestSize`: stop before `1e999999999` builds a huge power of ten.
+  if (ten > 16) return Number.POSITIVE_INFINITY;
+  const numerator = digits * 2n ** BigInt(two) * 10n ** BigInt(Math.max(ten, 0));
+  const denominator = 10n ** BigInt(Math.max(-ten, 0));
+  const bytes = (2n * numerator + denominator) / (2n * denominator);
+  return bytes <= BigInt(largestSize) ? Number(bytes) : Number.POSITIVE_INFINITY;
+};
+const tooLarge = {
+  message: `is too large: at most ${largestSize} bytes (2^53-1, just under 8Pi)`,
 };
 
-// A fraction needs a unit (`1.5Gi`): a fraction of a byte (`0.5`) is no size.
-// (No lookahead: the CRD's pattern is checked by RE2, which has none.)
-const sizeForm = /^(\d+(Ki|Mi|Gi|Ti|K|M|G|T)?|\d+\.\d+(Ki|Mi|Gi|Ti|K|M|G|T))$/;
-const sizeMessage = 'expected a size like "16Gi", "512Mi", "2G" or a whole number of bytes';
-/** Bytes in a size of the right form. */
-const bytesOf = (text: string) => {
-  const [, amount, unit] = /^(\d+(?:\.\d+)?)(\w*)$/.exec(text)!;
-  return Math.round(Number(amount) * sizeUnits[unit ?? ""]!);
-};
-
-/** A byte size in Kubernetes quantity form: `512Mi`, `16Gi`, `2G`, `1048576`. */
+/** A byte size in Kubernetes quantity form: `512Mi`, `16Gi`, `2G`, `500k`, `1e9`, `1048576`. */
 export const byteSize = z
   .string()
-  .regex(sizeForm, { message: sizeMessage })
+  .regex(sizeForm, { message: sizeMessage, abort: true })
+  .refine((text) => bytesOf(text) <= largestSize, tooLarge)
   .transform(bytesOf)
   .meta({ description: 'A size in bytes, written like a Kubernetes quantity: "16Gi", "512Mi", "2G".' });
 
@@ -103,6 +122,7 @@ export function byteLimit(why: string) {
   return z
     .string()
     .regex(sizeForm, { message: sizeMessage, abort: true })
+    .refine((text) => bytesOf(text) <= largestSize, { ...tooLarge, abort: true })
     .refine((text) => bytesOf(text) >= 1, { message: `must be at least 1 byte: ${why}` })
     .transform(bytesOf)
     .meta({ description: 'A size in bytes, written like a Kubernetes quantity: "16Gi", "512Mi", "2G".' });

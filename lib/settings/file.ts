@@ -22,7 +22,8 @@ export const snoozeFile = z.strictObject({
         "Request body bytes the activator may keep at once for requests being read or held, all models together; past it a 503 `held_bytes_exceeded` with Retry-After.",
     }),
   eventSink: z
-    .url({ protocol: /^https?$/ })
+    // One message for a wrong scheme (`ftp://`) and for no URL at all: zod says "Invalid URL" to both.
+    .url({ protocol: /^https?$/, message: "expected an http or https URL" })
     .optional()
     .meta({
       description:

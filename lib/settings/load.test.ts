@@ -60,7 +60,46 @@ describe("parseConfig", () => {
   test("a value of the wrong type says so (it is there, not missing)", () => {
     const [problem] = problemsOf("models:\n  qwen:\n    command: [x, '${PORT}']\n    sleepAfter: [5]\n");
     expect(problem).toMatchObject({ key: "models.qwen.sleepAfter", line: 4 });
-    expect(problem!.message).toBe("expected a string, not [5]");
+    expect(problem!.message).toBe(
+      'expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never", not [5]',
+    );
+  });
+
+  test("a null (an empty value) where a setting is text says what the setting takes, not just a string", () => {
+    // Found by an outside tester: `sleepAfter:` with no value said `expected a string, not null`.
+    const problems = problemsOf(
+      "eventSink:\nmodels:\n  qwen:\n    command: [x, '${PORT}']\n    sleepAfter:\n    holdBudget: null\n    hostMemory: ~\n",
+    );
+    expect(Object.fromEntries(problems.map((p) => [p.key, p.message]))).toEqual({
+      eventSink: "expected an http or https URL, not null",
+      "models.qwen.sleepAfter":
+        'expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never", not null',
+      "models.qwen.holdBudget": 'expected a duration like "250ms", "30s", "5m", "1h30m" or "0", not null',
+      "models.qwen.hostMemory": expect.stringMatching(/^expected a size like "16Gi", .*, not null$/),
+    });
+  });
+
+  test("an event sink that is not http or https says so, not just Invalid URL", () => {
+    for (const url of ["ftp://example.com/", "example.com"])
+      expect(problemsOf(`eventSink: ${url}\n${withModel("")}`), url).toEqual([
+        { key: "eventSink", line: 1, column: 1, message: `expected an http or https URL, not "${url}"` },
+      ]);
+    expect(parseConfig(`eventSink: https://broker.example/\n${withModel("")}`).eventSink).toBe(
+      "https://broker.example/",
+    );
+  });
+
+  test("a file of two YAML documents says it must be one, at the line where the second starts", () => {
+    // Found by an outside tester: the YAML library's advice to use parseAllDocuments() came through.
+    expect(problemsOf(`${withModel("")}---\nmodels: {}\n`)).toEqual([
+      {
+        key: "",
+        line: 4,
+        column: 1,
+        message:
+          "the settings file must be one YAML document, but a second one starts here (after `---` or `...`)",
+      },
+    ]);
   });
 
   test("a value out of its allowed form names that form and the value, not zod's generic words", () => {
@@ -96,7 +135,8 @@ describe("parseConfig", () => {
       'maxHeldBytes: -5\nmodels:\n  "":\n    command: [x, "${PORT}"]\n  b:\n    command: [x, "${PORT}"]\n    sleepAfter: soon\n    priority: .inf\n',
     );
     expect(Object.fromEntries(problems.map((p) => [p.key, p.message]))).toEqual({
-      maxHeldBytes: 'expected a size like "16Gi", "512Mi", "2G" or a whole number of bytes, not "-5"',
+      maxHeldBytes:
+        'expected a size like "16Gi", "512Mi", "2G", "500k", "1e9" or a whole number of bytes (Kubernetes quantity suffixes: Ki, Mi, Gi, Ti, Pi, Ei, k, M, G, T, P, E), not "-5"',
       'models.""': "a name may not be empty",
       "models.b.sleepAfter":
         'expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never", not "soon"',
@@ -125,6 +165,14 @@ describe("parseConfig", () => {
     const [problem] = problemsOf("models:\n  qwen:\n    command: [x, '${PORT}']\n    holdBudget: 30\n");
     expect(problem).toMatchObject({ key: "models.qwen.holdBudget", line: 4, column: 5 });
     expect(problem!.message).toMatch(/^expected a duration like "250ms", "30s"/);
+  });
+
+  test("each unknown key is a problem of its own, at its own line", () => {
+    // Found by an outside tester: `command` and `port` in defaults were one line, at `command`.
+    expect(problemsOf(withModel("", "defaults:\n  command: [x]\n  sleepAfter: 5m\n  port: 8001\n"))).toEqual([
+      { key: "defaults.command", line: 2, column: 3, message: 'unknown key "command"' },
+      { key: "defaults.port", line: 4, column: 3, message: 'unknown key "port"' },
+    ]);
   });
 
   test("an unknown key is reported where it is written", () => {
@@ -156,6 +204,34 @@ describe("parseConfig", () => {
     );
     expect(problems.map((p) => p.key).sort()).toEqual(["models.a.slot", "models.b", "models.b.command"]);
     expect(problems.find((p) => p.key === "models.a.slot")).toMatchObject({ line: 5 });
+  });
+
+  test("a slot with a refused setting is still defined: its members are not told it is missing", () => {
+    // Found by an outside tester: an unknown key in a slot also gave `slot "gpu0" is not defined`.
+    const member = "models:\n  qwen: {command: [x, '${PORT}'], slot: gpu0}\n";
+    expect(problemsOf(`slots:\n  gpu0:\n    foo: 1\n${member}`)).toEqual([
+      { key: "slots.gpu0.foo", line: 3, column: 5, message: 'unknown key "foo"' },
+    ]);
+    // A slot refused whole is there too, only wrong.
+    expect(problemsOf(`slots:\n  gpu0: 5\n${member}`)).toEqual([
+      { key: "slots.gpu0", line: 2, column: 3, message: "expected an object, not 5" },
+    ]);
+    // A slot that is not there at all still is missing, even beside a refused one.
+    expect(problemsOf(`slots:\n  gpu1: 5\n${member}`).map((p) => p.key)).toEqual([
+      "slots.gpu1",
+      "models.qwen.slot",
+    ]);
+  });
+
+  test("a slot inherited from defaults that is not defined is named under defaults, once", () => {
+    // Found by an outside tester: it was named at the model, as `models.qwen.slot`.
+    const problems = problemsOf(
+      "defaults:\n  slot: gpu9\nmodels:\n  qwen:\n    command: [x, '${PORT}']\n  llama:\n    command: [x, '${PORT}']\n  mistral:\n    command: [x, '${PORT}']\n    slot: gpu8\n",
+    );
+    expect(problems.map((p) => `${p.line}:${p.column} ${p.key}: ${p.message}`)).toEqual([
+      '2:3 defaults.slot: slot "gpu9" is not defined under `slots:`',
+      '10:5 models.mistral.slot: slot "gpu8" is not defined under `slots:`',
+    ]);
   });
 
   test("the message of the error has file:line:col: key: reason", () => {
@@ -198,6 +274,17 @@ describe("settings that cannot work are refused", () => {
         { key: `models.qwen.${key}`, line: 4, column: 5, message: expect.stringContaining("at most 596h") },
       ]);
     }
+    // The limit stated is the limit: 596h and a second is fine (found by an outside tester: the
+    // message said "at most 596h").
+    expect(problemsOf(withModel("holdBudget: 597h"))[0]!.message).toBe(
+      'is too long: at most 596h31m23.647s (2^31-1 ms, about 24.8 days: the longest a timer waits), not "597h"',
+    );
+    expect(parseConfig(withModel("holdBudget: 596h0m1s")).models.get("qwen")!.holdBudget).toBe(
+      596 * 3_600_000 + 1_000,
+    );
+    expect(parseConfig(withModel("holdBudget: 596h31m23.647s")).models.get("qwen")!.holdBudget).toBe(
+      2 ** 31 - 1,
+    );
     // The longest that fits is fine; one millisecond more is not.
     expect(parseConfig(withModel("holdBudget: 596h")).models.get("qwen")!.holdBudget).toBe(596 * 3_600_000);
     expect(problemsOf(withModel("holdBudget: 596h31m23s648ms"))[0]!.key).toBe("models.qwen.holdBudget");
@@ -277,10 +364,12 @@ describe("settings that cannot work are refused", () => {
     const started = performance.now();
     const problems = problemsOf(bomb);
     expect(performance.now() - started).toBeLessThan(1_000);
+    // At the alias that goes past the limit: each *b is 10 expansions (itself and its 9 *a), so
+    // line 3 ends at 9 + 90 = 99, and the first *c (1 + 90) goes past.
     expect(problems).toEqual([
       {
         key: "",
-        line: 2,
+        line: 4,
         column: 8,
         message: expect.stringContaining("the aliases (*name) expand to too much"),
       },
@@ -288,6 +377,26 @@ describe("settings that cannot work are refused", () => {
     // A few aliases, as a file may use for shared commands, are fine.
     const shared = "models:\n  a:\n    command: &cmd [x, '${PORT}']\n  b:\n    command: *cmd\n";
     expect(parseConfig(shared).models.get("b")!.command).toEqual(["x", "${PORT}"]);
+  });
+
+  test("aliases may expand 100 times in all; the one past that is named where it is written", () => {
+    // Found by an outside tester: 100 were refused (the YAML library counts the anchor as one), at the first alias.
+    const aliases = (count: number) =>
+      `models:\n  qwen:\n    command: [x, &p "\${PORT}"]\n    env:\n${Array.from({ length: count }, (_, i) => `      E${i}: *p\n`).join("")}`;
+    expect(parseConfig(aliases(100)).models.get("qwen")!.env.E99).toBe("${PORT}");
+    expect(problemsOf(aliases(101))).toEqual([
+      { key: "", line: 105, column: 13, message: expect.stringContaining("at most 100 expansions in all") },
+    ]);
+    // "In all": two anchors share the limit, and an alias inside an anchor counts at every copy:
+    // 2 *a, then 32 *b of 3 each make 98; the 33rd *b goes past.
+    const two = `a: &a 1\nb: &b [*a, *a]\nc: [${Array(33).fill("*b").join(", ")}]\n${withModel("")}`;
+    expect(problemsOf(two)).toEqual([
+      { key: "", line: 3, column: 133, message: expect.stringContaining("expand to too much") },
+    ]);
+    // An alias inside the anchor it names would expand without end.
+    expect(problemsOf(`a: &a [*a]\n${withModel("")}`)).toEqual([
+      { key: "", line: 1, column: 8, message: expect.stringContaining("expand to too much") },
+    ]);
   });
 
   test("an alias with no anchor, and a key that is a list, are located problems", () => {
@@ -342,6 +451,42 @@ describe("settings that cannot work are refused", () => {
       maxBodySize: 1,
       maxHeldBytes: 1024,
     });
+  });
+
+  test("sizes take exactly Kubernetes' quantity suffixes, within what a number holds exactly", () => {
+    // Found by an outside tester: `1K` was taken and `1k`, `1Pi`, `1Ei`, `1P`, `1E`, `1e3` refused.
+    const bytes = (size: string) =>
+      parseConfig(withModel(`hostMemory: ${size}`)).models.get("qwen")!.hostMemory;
+    const refusal = (size: string) => problemsOf(withModel(`hostMemory: ${size}`))[0]!;
+    expect(bytes("1k")).toBe(1_000);
+    expect(bytes("1.5k")).toBe(1_500);
+    expect(bytes("1P")).toBe(1e15);
+    expect(bytes("1Pi")).toBe(2 ** 50);
+    expect(bytes("7Pi")).toBe(7 * 2 ** 50);
+    expect(bytes("1e3")).toBe(1_000);
+    expect(bytes("1E3")).toBe(1_000);
+    expect(bytes("0.001E")).toBe(1e15);
+    expect(bytes("0Ei")).toBe(0);
+    expect(bytes("1.1G")).toBe(1_100_000_000); // exact, not 1100000000.0000002
+    expect(bytes("1.3Gi")).toBe(1_395_864_371); // to the nearest byte
+    expect(bytes("9007199254740991")).toBe(Number.MAX_SAFE_INTEGER);
+    for (const size of ["1K", "-1", "-1Gi", "0.5", "1.5e3", "1e-3", "1m", "1KiB", "1 Gi"]) {
+      expect(refusal(size), size).toMatchObject({
+        key: "models.qwen.hostMemory",
+        line: 4,
+        message: expect.stringMatching(/^expected a size like .*"500k", "1e9" or a whole number of bytes/),
+      });
+    }
+    // Past 2^53-1 a size would no longer add up to the byte.
+    for (const size of ["1Ei", "1E", "8Pi", "9007199254740992", "1e16", "1e400", "1e999999999999"]) {
+      expect(refusal(size), size).toMatchObject({
+        key: "models.qwen.hostMemory",
+        message: `is too large: at most 9007199254740991 bytes (2^53-1, just under 8Pi), not "${size}"`,
+      });
+    }
+    expect(problemsOf(withModel("", "maxBodySize: 1Ei\n"))).toEqual([
+      expect.objectContaining({ key: "maxBodySize", message: expect.stringMatching(/^is too large: /) }),
+    ]);
   });
 
   test("a timeout of 0 would be no timeout at all: connect, first-byte and idle timeouts ask for never", () => {
@@ -413,6 +558,24 @@ describe("names that cannot all be reached", () => {
         line: 9,
         column: 15,
         message: expect.stringMatching(/^"x" and "X" \(model "qwen"\) differ only in case; .*Host/),
+      },
+    ]);
+  });
+
+  test("a name repeated in one model (an alias twice, or its own id) is refused at the repeat", () => {
+    // Found by an outside tester: `aliases: [q, q]` and `qwen: {aliases: [qwen]}` were taken.
+    expect(problemsOf("models:\n  qwen:\n    command: [x, '${PORT}']\n    aliases: [q, qwen, q]\n")).toEqual([
+      {
+        key: "models.qwen.aliases.1",
+        line: 4,
+        column: 18,
+        message: '"qwen" already names this model (its id); ids and aliases must be unique',
+      },
+      {
+        key: "models.qwen.aliases.2",
+        line: 4,
+        column: 24,
+        message: '"q" already names this model; ids and aliases must be unique',
       },
     ]);
   });

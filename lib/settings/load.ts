@@ -1,5 +1,16 @@
 import { readFile } from "node:fs/promises";
-import { isCollection, isNode, isScalar, LineCounter, parseDocument, visit } from "yaml";
+import {
+  type Alias,
+  isAlias,
+  isCollection,
+  isNode,
+  isScalar,
+  LineCounter,
+  type Node,
+  parseDocument,
+  visit,
+  type YAMLError,
+} from "yaml";
 import type { z } from "zod";
 import { fieldAt, reasonFor, showValue } from "./allowed-form.ts";
 import { ConfigError, type ConfigProblem } from "./config-error.ts";
@@ -48,9 +59,7 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
         const at = error.linePos?.[0];
         return {
           key: "",
-          // The place is already in file:line:col; the parser's own "at line L, column C:" (with its
-          // snippet on the next lines) would only repeat it.
-          message: `invalid YAML: ${error.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "")}`,
+          message: yamlErrorMessage(error),
           line: at?.line ?? start.line,
           column: at?.col ?? start.column,
         };
@@ -89,27 +98,33 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
     }
     return start;
   };
+  const bomb = aliasPastLimit(doc);
+  if (bomb)
+    throw new ConfigError(file, [
+      {
+        key: "",
+        message: `the aliases (*name) expand to too much: at most ${maxAliasCount} expansions in all (an alias bomb?)`,
+        ...at(bomb.range?.[0]),
+      },
+    ]);
   let data: unknown;
   try {
-    data = doc.toJS({ maxAliasCount });
+    // The aliases were counted above, exactly; the library's own count would add one for each
+    // anchor (refusing 100 expansions) and multiply along a chain of anchors.
+    data = doc.toJS({ maxAliasCount: -1 });
   } catch (error) {
-    // An alias bomb (anchors that expand to more than the limit) or an alias with no anchor.
-    // Point at the alias with no anchor, else at the first alias.
+    // An alias with no anchor: point at it, else at the file's start.
     let alias: number | undefined;
     visit(doc, {
       Alias(_, node) {
-        if (alias === undefined) alias = node.range?.[0];
-        if (node.resolve(doc) === undefined) {
-          alias = node.range?.[0];
-          return visit.BREAK;
-        }
-        return undefined;
+        if (node.resolve(doc) !== undefined) return undefined;
+        alias = node.range?.[0];
+        return visit.BREAK;
       },
     });
-    const message = /excessive alias count/i.test((error as Error).message)
-      ? `the aliases (*name) expand to too much: at most ${maxAliasCount} expansions in all (an alias bomb?)`
-      : `invalid YAML: ${(error as Error).message}`;
-    throw new ConfigError(file, [{ key: "", message, ...at(alias) }]);
+    throw new ConfigError(file, [
+      { key: "", message: `invalid YAML: ${(error as Error).message}`, ...at(alias) },
+    ]);
   }
   let parsed = snoozeFile.safeParse(data ?? {}, { reportInput: true });
   // `sleepAfter: 0` or `maxBodySize: 1048576` is a YAML number where the setting is written text
@@ -118,17 +133,13 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
   if (!parsed.success && data && numbersAsWritten(doc, data, parsed.error.issues))
     parsed = snoozeFile.safeParse(data, { reportInput: true });
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => toProblem(issue, locate));
+    const problems = parsed.error.issues.flatMap((issue) => toProblems(issue, locate));
     // One line per problem, all at once: the checks across settings (colliding names, placeholders)
     // run too, on the file without the values already refused, when what is left still parses.
-    const rest = snoozeFile.safeParse(
-      withoutPaths(
-        data,
-        parsed.error.issues.map((i) => i.path),
-      ),
-    );
+    const refused = refusedPaths(parsed.error.issues);
+    const rest = snoozeFile.safeParse(withoutPaths(data, refused));
     if (rest.success)
-      for (const { path, message } of resolveConfig(rest.data).problems)
+      for (const { path, message } of resolveConfig(rest.data, { refused }).problems)
         problems.push({ key: keyPath(path), message, ...locate(path) });
     throw new ConfigError(file, problems);
   }
@@ -140,6 +151,16 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
     );
   }
   return config;
+}
+
+/**
+ * The paths of the values zod refused: each unknown key on its own (the mapping that holds it is
+ * fine otherwise, and a slot with a misspelt setting is still a slot).
+ */
+function refusedPaths(issues: readonly z.core.$ZodIssue[]): PropertyKey[][] {
+  return issues.flatMap((issue) =>
+    issue.code === "unrecognized_keys" ? issue.keys.map((key) => [...issue.path, key]) : [issue.path],
+  );
 }
 
 /** A copy of `data` without the values at `paths` (list items taken out, later ones first). */
@@ -197,28 +218,82 @@ function keyOffset(doc: ReturnType<typeof parseDocument>, path: PropertyKey[]): 
   return pair?.key?.range?.[0];
 }
 
-function toProblem(
+function toProblems(
   issue: z.core.$ZodIssue,
   locate: (path: PropertyKey[]) => Pick<ConfigProblem, "line" | "column">,
-): ConfigProblem {
-  let path = issue.path;
-  let message = issue.message;
-  if (issue.code === "unrecognized_keys") {
-    // Point at the unknown key itself, and say which keys are allowed nearby.
-    path = [...issue.path, issue.keys[0]!];
-    message = `unknown key "${issue.keys.join('", "')}"`;
-  }
+): ConfigProblem[] {
+  const path = issue.path;
+  // One line per unknown key, each at the key itself: zod lists a mapping's unknown keys together.
+  if (issue.code === "unrecognized_keys")
+    return issue.keys.map((key) => ({
+      key: keyPath([...path, key]),
+      message: `unknown key "${key}"`,
+      ...locate([...path, key]),
+    }));
+  let message: string;
   if (issue.code === "invalid_key") {
     // A name zod refused as a record key ("Invalid key in record"): say what its own check said.
     const reasons = issue.issues.map((inner) => inner.message);
     message = issue.input === "" ? "a name may not be empty" : reasons.join("; ") || "not a valid name";
   } else if (issue.code === "invalid_type" && issue.input === undefined) message = "is required";
-  else if (issue.code !== "unrecognized_keys") {
+  else {
     // Every reason names the value found, as written.
     const reason = reasonFor(issue, fieldAt(snoozeFile, path));
     message = issue.input === undefined ? reason : `${reason}, not ${showValue(issue.input)}`;
   }
-  return { key: keyPath(path), message, ...locate(path) };
+  return [{ key: keyPath(path), message, ...locate(path) }];
+}
+
+/**
+ * What the YAML parser found wrong, in words for this file. The place is already in
+ * file:line:col; the parser's own "at line L, column C:" (with its snippet on the next lines) would
+ * only repeat it.
+ */
+function yamlErrorMessage(error: YAMLError): string {
+  // The parser's own words here are advice to a programmer (use parseAllDocuments()).
+  if (error.code === "MULTIPLE_DOCS")
+    return "the settings file must be one YAML document, but a second one starts here (after `---` or `...`)";
+  return `invalid YAML: ${error.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "")}`;
+}
+
+/**
+ * The alias at which the aliases (`*name`) of `doc` have expanded more than `maxAliasCount` times in
+ * all, in the order they are written, or undefined when they stay within it. An alias expands once,
+ * plus once for every alias inside what it names (so an alias bomb's nested anchors count as the
+ * copies they make); one inside the very anchor it names would expand without end.
+ */
+function aliasPastLimit(doc: ReturnType<typeof parseDocument>): Alias | undefined {
+  // An alias names the last node with its anchor written before it (as the YAML library resolves it).
+  const target = new Map<Alias, Node | undefined>();
+  const latest = new Map<string, Node>();
+  visit(doc, {
+    Node(_, node) {
+      if (isAlias(node)) target.set(node, latest.get(node.source));
+      else if (node.anchor) latest.set(node.anchor, node);
+    },
+  });
+  const weights = new Map<Node, number>();
+  /** Expansions one copy of `node` makes (Infinity for an anchor that holds an alias to itself). */
+  const weightOf = (node: Node | undefined): number => {
+    if (node === undefined) return 0;
+    const known = weights.get(node);
+    if (known !== undefined) return known;
+    weights.set(node, Number.POSITIVE_INFINITY); // until computed: a cycle back here never ends
+    let weight = 0;
+    visit(node, {
+      Alias(_, alias) {
+        weight += 1 + weightOf(target.get(alias));
+      },
+    });
+    weights.set(node, weight);
+    return weight;
+  };
+  let total = 0;
+  for (const [alias, node] of target) {
+    total += 1 + weightOf(node);
+    if (total > maxAliasCount) return alias;
+  }
+  return undefined;
 }
 
 /** A dotted key path; a name that is empty or holds a space or a dot is quoted (`models."my model"`). */

@@ -86,11 +86,14 @@ One schema (zod, in \`lib/settings/\`) validates \`snooze.yaml\`, the \`snooze.d
 Kubernetes workloads and the \`Model\`/\`Slot\` resources. YAML keys are camelCase; annotations are the
 same settings in kebab-case under \`snooze.dev/\`. Durations are written \`250ms\`, \`30s\`, \`5m\`,
 \`1h30m\`, \`0\`, or \`never\`; sizes like Kubernetes quantities (\`512Mi\`, \`16Gi\`, \`2G\`, or bytes:
-\`1048576\`). Quotes are not needed: a YAML number is taken as written (\`sleepAfter: 0\`), so a
-duration without its unit (\`30\`) is refused as one.
+\`1048576\`): \`Ki\`, \`Mi\`, \`Gi\`, \`Ti\`, \`Pi\`, \`Ei\` are powers of 1024, \`k\`, \`M\`, \`G\`, \`T\`, \`P\`, \`E\`
+powers of 1000 (\`K\` is not one), and \`1e9\` is 10^9 bytes. A fraction needs a unit (\`1.5Gi\`; it is
+taken to the nearest byte), and no size may pass 2^53-1 bytes (just under \`8Pi\`). Quotes are not
+needed: a YAML number is taken as written (\`sleepAfter: 0\`), so a duration without its unit (\`30\`)
+is refused as one.
 
-Every duration arms a timer, so none may be longer than \`596h\` (about 24.8 days: a timer waits at most
-2^31-1 ms). \`never\` is taken only where it means "this step does not happen" (${neverList}); a timeout
+Every duration arms a timer, so none may be longer than \`596h31m23.647s\` (2^31-1 ms, about 24.8 days:
+the longest a timer waits). \`never\` is taken only where it means "this step does not happen" (${neverList}); a timeout
 or budget that must end refuses it (${finiteList}). \`0\` is refused too by ${zeroList}
 (for no timeout, write \`never\` where it is taken). \`maxBodySize\` and \`maxHeldBytes\` must be at least 1 byte.
 Two models may not share a fixed \`port\`. Ids and aliases must be unique, and differ in more than case: a

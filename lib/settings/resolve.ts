@@ -56,13 +56,28 @@ export interface ResolveProblem {
   message: string;
 }
 
+/** What the checks across settings need to know of a file some of whose values were refused. */
+export interface ResolveOptions {
+  /**
+   * Paths of values that were written but refused, and so left out of `file`: what they name is
+   * there, only wrong, so a check does not also call it missing (a slot with a bad setting is
+   * still defined).
+   */
+  refused?: readonly (readonly PropertyKey[])[];
+}
+
 /**
  * Fills in defaults and checks what a per-field schema cannot: aliases that
  * collide, slots that do not exist, engines whose port cannot be known, two engines on one port,
  * placeholders that are not.
  */
-export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problems: ResolveProblem[] } {
+export function resolveConfig(
+  file: SnoozeFile,
+  { refused = [] }: ResolveOptions = {},
+): { config: SnoozeConfig; problems: ResolveProblem[] } {
   const problems: ResolveProblem[] = [];
+  const wasRefused = (path: readonly PropertyKey[]) =>
+    refused.some((r) => r.length <= path.length && r.every((key, i) => key === path[i]));
   // Aliases name one model: in `defaults:` every model would get the same ones, which always collide.
   if (file.defaults?.aliases !== undefined)
     problems.push({
@@ -103,10 +118,14 @@ export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problem
       const message = placeholderProblem(value, { in: "env" });
       if (message) problems.push({ path: ["models", id, "env", name], message });
     }
-    if (config.slot !== undefined && !slots.has(config.slot)) {
+    // Named where it is written: a slot a model inherits from `defaults:` is wrong there, once.
+    const slotPath = model.slot === undefined ? ["defaults", "slot"] : ["models", id, "slot"];
+    const undefinedSlot =
+      config.slot !== undefined && !slots.has(config.slot) && !wasRefused(["slots", config.slot]);
+    if (undefinedSlot && !problems.some((p) => p.path.join("\0") === slotPath.join("\0"))) {
       const known = [...slots.keys()];
       problems.push({
-        path: ["models", id, "slot"],
+        path: slotPath,
         message: `slot "${config.slot}" is not defined under \`slots:\`${known.length ? ` (defined: ${known.join(", ")})` : ""}`,
       });
     }
@@ -130,7 +149,15 @@ export function resolveConfig(file: SnoozeFile): { config: SnoozeConfig; problem
       const path = index === 0 ? ["models", id] : ["models", id, "aliases", index - 1];
       const owner = names.get(name);
       const folded = byFoldedName.get(name.toLowerCase());
-      if (owner !== undefined && owner !== id) {
+      // The same name twice in one model (`aliases: [q, q]`, or its own id) is a slip, not a second way in.
+      if (owner === id) {
+        problems.push({
+          path,
+          message: `"${name}" already names this model${name === id ? " (its id)" : ""}; ids and aliases must be unique`,
+        });
+        continue;
+      }
+      if (owner !== undefined) {
         problems.push({
           path,
           message: `"${name}" already names model "${owner}"; ids and aliases must be unique`,
