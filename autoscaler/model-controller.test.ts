@@ -827,6 +827,30 @@ describe("sleep and stop asked during an activation", () => {
     });
   }
 
+  test("the engine dies during its sleep while a request is held: the person hears the sleep failed, not done", async () => {
+    // Found by an outside tester: the replica was gone before its sleep call failed, so the call
+    // answered 200 with the tier of the new engine starting for the request.
+    const { h, engine } = await readyModel();
+    const controller = h.controller("m");
+    const sleepCall = engine.hold("sleep");
+    let done: string | undefined;
+    void controller.sleepNow().then((result) => {
+      done = result;
+    });
+    await h.settle();
+    expect(sleepCall.reached).toBe(true);
+    h.stats("m", 0, 1);
+    h.demand("m");
+    await h.settle();
+    h.platform.crash("m-1", "engine exited (signal SIGKILL)");
+    await h.settle();
+    expect(done).toBeUndefined();
+    sleepCall.fail("other side closed");
+    await h.settle();
+    expect(done).toBe("stopped-instead");
+    expect(controller.sleepFailed()).toContain("other side closed");
+  });
+
   test("a stop that does not come in its time answers so at its timeout", async () => {
     const { h, engine } = await readyModel(oneModel("    drainTimeout: 10s"));
     engine.running = 1;

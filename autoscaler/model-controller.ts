@@ -178,6 +178,11 @@ export class ModelController {
   private backoffUntil = 0;
   /** When a replica's sleep or stop was last sent (past the point a request can take it back). */
   private releaseSentAt?: number;
+  /**
+   * Engines' sleeps sent and not answered yet: a person's sleep waits for their answers, even when
+   * the replica is gone meanwhile (an engine that died mid-sleep is a failed sleep, not a done one).
+   */
+  private sleepsUnderWay = 0;
   private healer?: { cancel(): void };
   /** The last sleep call that failed (its engine was stopped instead): when, and why. */
   private sleepFailure?: { at: number; reason: string };
@@ -752,7 +757,7 @@ export class ModelController {
     const asked = this.deps.clock.now();
     const ask = ++this.parkAsks;
     const since = (at: number | undefined) => (at ?? Number.NEGATIVE_INFINITY) >= asked;
-    const leaving = () => [...this.records.values()].some((r) => r.leaving);
+    const leaving = () => this.sleepsUnderWay > 0 || [...this.records.values()].some((r) => r.leaving);
     const takenBack = () => this.parked === undefined && !leaving() && !since(this.releaseSentAt);
     // Requests held before the ask are served first (a slot member's may still wait for the slot):
     // until they are, the model is not parked as asked, however it looks now.
@@ -1552,6 +1557,7 @@ export class ModelController {
         await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
         return;
       }
+      this.sleepsUnderWay++;
       try {
         await inSpan(
           "snooze.sleep",
@@ -1560,7 +1566,7 @@ export class ModelController {
           // moving its weights out, which a wake moves back, so it has a wake's time.
           () => engine.sleep(next, "wait", sleepTimeoutMs(this.config.wakeTimeout)),
           parent,
-        );
+        ).finally(() => this.sleepsUnderWay--);
       } catch (error) {
         this.guard(leadership);
         // An engine in an unknown state would hang the next request: stop it instead.
