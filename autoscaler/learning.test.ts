@@ -208,6 +208,31 @@ models:
   });
 });
 
+describe("an explicit prewarm's window", () => {
+  test("is counted from when the model is ready, not from the event: a slow start does not eat into it", async () => {
+    // Found by an outside tester: with an 8 s start, `for: 20s` kept the model awake 12 s.
+    const h = new Harness(
+      `
+models:
+  a:
+    command: [engine, "\${PORT}"]
+    prewarmBudget: 10m
+    sleepAfter: 1s
+`,
+      { autoUp: 8_000 },
+    );
+    const c = h.controller("a");
+    const kept = c.prewarm(20_000);
+    await h.advance(8_000);
+    expect(await kept).toEqual({ keptMs: 20_000 });
+    expect(c.tier).toBe("ready");
+    await h.advance(20_000 - 1);
+    expect(c.tier).toBe("ready");
+    await h.advance(2_000);
+    expect(c.tier).toBe("asleep-1");
+  });
+});
+
 describe("a hint (a client listing or retrieving models)", () => {
   const yaml = `
 models:

@@ -677,8 +677,8 @@ export class ModelController {
   /**
    * An explicit prewarm (the `dev.snooze.model.prewarm` event): wakes (or starts) a replica at
    * prewarm priority (in a slot it never evicts a busy resident and yields to any request) and
-   * keeps the model awake for `forMs` from now, or for what is left of today's `prewarmBudget` if
-   * that is less; after that it follows `sleepAfter` from the moment it became ready, as after an
+   * keeps the model awake for `forMs` from when it is ready, or for what is left of today's
+   * `prewarmBudget` if that is less; after that it follows `sleepAfter` from the moment it became ready, as after an
    * admin wake. Resolves once a replica is ready (or the wake failed, or `timeoutMs` passed) with
    * how long it is kept awake (0: no budget left, only the wake; for a `hint`, nothing at all).
    */
@@ -691,7 +691,14 @@ export class ModelController {
     // A hint (a client listing models) is only a guess: it does not undo a person's sleep or stop.
     if (options.hint && this.parked !== undefined) return { keptMs: 0 };
     const kind = options.hint ? "hint" : "explicit";
-    const keptMs = this.learner.explicit(now, forMs, this.config.prewarmBudget, isResident(this.tier), kind);
+    const tier = this.tier;
+    const keptMs = this.learner.explicit(
+      now,
+      forMs,
+      this.config.prewarmBudget,
+      { resident: isResident(tier), ready: tier === "ready" },
+      kind,
+    );
     // A hint acts only within the budget: with none left it does nothing.
     if (options.hint && keptMs === 0) return { keptMs };
     this.parked = undefined;

@@ -59,6 +59,11 @@ interface Prewarm {
   probability?: number;
   /** The model had a resident replica during it (only then does it cost budget). */
   awake: boolean;
+  /**
+   * Asked for (an event's `for`, a hint) while no replica was ready: kept this long from the first
+   * ready, so a start or wake under way does not eat into it.
+   */
+  fromReadyMs?: number;
   span: Span;
   context: Context;
 }
@@ -227,6 +232,10 @@ export class ModelLearner {
     const p = this.prewarm;
     if (p) {
       if (c.resident) p.awake = true;
+      if (p.fromReadyMs !== undefined && c.resident) {
+        this.extend(p, now + p.fromReadyMs);
+        if (c.ready) p.fromReadyMs = undefined;
+      }
       if (c.parked) this.end(now, "wasted");
       else if (p.kind === "staged" && c.ready) {
         // Up: it sleeps at once, and the request it was started for wakes it.
@@ -281,14 +290,15 @@ export class ModelLearner {
   }
 
   /**
-   * A prewarm asked for (a `dev.snooze.model.prewarm` event, or a hint): kept awake from now for
-   * `forMs`, or for what is left of today's budget if that is less. Returns how long it is kept.
+   * A prewarm asked for (a `dev.snooze.model.prewarm` event, or a hint): kept awake for `forMs`, or
+   * for what is left of today's budget if that is less, from now when a replica is ready, else from
+   * when one is. Returns how long it is kept.
    */
   explicit(
     now: number,
     forMs: number,
     budgetMs: number,
-    resident: boolean,
+    model: { resident: boolean; ready: boolean },
     kind: "explicit" | "hint" = "explicit",
   ): number {
     const p = this.prewarm;
@@ -302,8 +312,8 @@ export class ModelLearner {
       }
       // One prewarm at a time: the one under way is lengthened, within the budget.
       const until = Math.min(Math.max(p.until, now + forMs), p.until + left);
-      p.until = until;
-      p.span.setAttribute("snooze.prewarm.until", new Date(until).toISOString());
+      this.extend(p, until);
+      if (!model.ready) p.fromReadyMs = Math.max(p.fromReadyMs ?? 0, until - now);
       return Math.max(0, until - now);
     }
     const keep = Math.max(0, Math.min(forMs, left));
@@ -312,8 +322,18 @@ export class ModelLearner {
         asked: formatDuration(forMs),
         kept: formatDuration(keep),
       });
-    if (keep > 0) this.begin(now, kind, now + keep, undefined, resident);
+    if (keep > 0) {
+      this.begin(now, kind, now + keep, undefined, model.resident);
+      if (!model.ready) this.prewarm!.fromReadyMs = keep;
+    }
     return keep;
+  }
+
+  /** Lengthens the prewarm under way to `until` (never shortens it). */
+  private extend(p: Prewarm, until: number): void {
+    if (until <= p.until) return;
+    p.until = until;
+    p.span.setAttribute("snooze.prewarm.until", new Date(until).toISOString());
   }
 
   budgetLeft(now: number, budgetMs: number): number {
