@@ -25,12 +25,9 @@ export const statusCommand: Command = {
   run: (values) =>
     runClient("status", async () => {
       const client = new AdminClient(values);
-      const read = async () =>
-        (
-          await client.json<{ models: AdminModelView[] }>("/snooze/v1/models", {
-            signal: AbortSignal.timeout(5_000),
-          })
-        ).models;
+      // The admin API's answer as it is (models and slots), for --json; the table shows its models.
+      const read = () =>
+        client.json<AdminModels>("/snooze/v1/models", { signal: AbortSignal.timeout(5_000) });
       // Checked with or without --watch: a mistyped flag is said, not ignored.
       const intervalMs = parseDuration(String(values.interval));
       if (intervalMs === undefined || intervalMs < 200)
@@ -38,13 +35,19 @@ export const statusCommand: Command = {
           `--interval must be a duration of at least 200ms, not ${String(values.interval)}`,
         );
       if (!values.watch) {
-        const models = await read();
-        console.log(values.json ? JSON.stringify(models, null, 2) : formatTable(models, Date.now()));
+        const answer = await read();
+        console.log(values.json ? JSON.stringify(answer, null, 2) : formatTable(answer.models, Date.now()));
         return 0;
       }
       return watch(client.url, read, intervalMs, values.json === true);
     }),
 };
+
+/** `GET /snooze/v1/models`: every model, and the slots. */
+interface AdminModels {
+  models: AdminModelView[];
+  slots?: unknown[];
+}
 
 /**
  * Redraws (on a terminal) or appends (otherwise) the table until SIGINT or SIGTERM. A read that
@@ -53,7 +56,7 @@ export const statusCommand: Command = {
  */
 async function watch(
   url: string,
-  read: () => Promise<AdminModelView[]>,
+  read: () => Promise<AdminModels>,
   intervalMs: number,
   json: boolean,
 ): Promise<number> {
@@ -71,8 +74,8 @@ async function watch(
     while (!stopped) {
       let text: string;
       try {
-        const models = await read();
-        text = json ? JSON.stringify(models) : formatTable(models, Date.now());
+        const answer = await read();
+        text = json ? JSON.stringify(answer) : formatTable(answer.models, Date.now());
         failed = false;
       } catch (error) {
         text = `snooze status: ${(error as Error).message}`;

@@ -87,6 +87,17 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     expect(row).toMatch(/^qwen\s+ready\s+\S+\s+sleeps in (4m\d+s|5m)\s+0\s+0/);
   });
 
+  test("status --json prints the admin API's answer as it is: the models and the slots", async () => {
+    // Found by an outside tester: it printed the models alone, though --help says the admin API's JSON.
+    const status = await run(["status", "--json"]);
+    expect(status.code).toBe(0);
+    const answer = JSON.parse(status.stdout);
+    const direct = (await (await fetch(`${snooze.url}/snooze/v1/models`)).json()) as object;
+    expect(Object.keys(answer).sort()).toEqual(Object.keys(direct).sort());
+    expect(answer.models.map((m: { id: string }) => m.id)).toEqual(["qwen"]);
+    expect(answer.slots).toEqual([]);
+  });
+
   test("logs prints the engine's output; -f follows it; sleep answers once asleep", async () => {
     const logs = await run(["logs", "qwen"]);
     expect(logs.code).toBe(0);
