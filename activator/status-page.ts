@@ -142,6 +142,19 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
         return true;
       }
       const after = afterOf(query.get("after"));
+      if (!after) {
+        sendError(
+          res,
+          400,
+          openAIError(
+            `after must be how many lines were read, \`<n>\` or \`<replica>:<n>,...\` with whole numbers, not ${JSON.stringify(query.get("after")!.slice(0, 40))}.`,
+            "invalid_request_error",
+            "invalid_parameter",
+            "after",
+          ),
+        );
+        return true;
+      }
       const lines = query.get("lines");
       if (lines !== null && !/^[1-9]\d*$/.test(lines)) {
         sendError(
@@ -167,16 +180,17 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
 
 /**
  * `after`: how many lines of each engine a follower has already read, as `<n>` for every engine or
- * `<replica>:<n>,...` per engine (an engine not named is read from its first kept line).
+ * `<replica>:<n>,...` per engine (an engine not named is read from its first kept line); undefined
+ * for anything else (`abc`, `-5`), which is refused rather than read as "from the start".
  */
-function afterOf(text: string | null): (replica: string) => number {
+function afterOf(text: string | null): ((replica: string) => number) | undefined {
   if (text === null || text === "") return () => Number.NaN;
   if (/^\d+$/.test(text)) return () => Number(text);
   const read = new Map<string, number>();
   for (const part of text.split(",")) {
-    const cut = part.lastIndexOf(":");
-    const count = Number(part.slice(cut + 1));
-    if (cut > 0 && Number.isInteger(count)) read.set(part.slice(0, cut), count);
+    const match = /^(.+):(\d+)$/.exec(part);
+    if (!match) return undefined;
+    read.set(match[1]!, Number(match[2]));
   }
   return (replica) => read.get(replica) ?? 0;
 }

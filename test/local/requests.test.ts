@@ -150,6 +150,17 @@ describe("requests the activator answers itself", () => {
       param: "lines",
     });
     expect((await fetch(`${snooze.url}/snooze/v1/models/qwen/logs?lines=50000`)).status).toBe(200);
+    // So is an `after` that is not a count (found by an outside tester: read as "from the start").
+    for (const after of ["abc", "-5", "qwen-1:x"]) {
+      const refused = await fetch(`${snooze.url}/snooze/v1/models/qwen/logs?after=${after}`);
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as any).error).toMatchObject({
+        code: "invalid_parameter",
+        param: "after",
+      });
+    }
+    for (const after of ["3", "qwen-1:3,qwen-2:0"])
+      expect((await fetch(`${snooze.url}/snooze/v1/models/qwen/logs?after=${after}`)).status).toBe(200);
     // A route asked with another method says which it takes.
     const get = await fetch(`${snooze.url}/snooze/v1/models/qwen/wake`);
     expect(get.status).toBe(405);
