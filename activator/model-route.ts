@@ -81,6 +81,8 @@ export const spareLimit = 4 * releaseWave;
  */
 export class ModelRoute {
   readonly config: ModelConfig;
+  /** When this activator began to route the model (epoch ms): at its start, or when a reload added it. */
+  readonly addedAt = Date.now();
   private readonly backends = new Map<string, Backend>();
   private readonly queue: HoldQueue<Waiter>;
   private readonly listener: RouteListener;

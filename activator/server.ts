@@ -110,6 +110,7 @@ export function createActivatorServer({
   // What the control plane did, for the status page: kept from the replica events this activator follows.
   const timeline = new Timeline({
     slotOf: (id) => activator.routes.get(id)?.config.slot,
+    addedAt: (id) => activator.routes.get(id)?.addedAt,
     slots: () => admin.slots(),
   });
   const unwatch = activator.watch((event) => timeline.observe(event));

@@ -89,6 +89,18 @@ describe("the timeline", () => {
     expect(timeline.entries()[0]!.message).toBeUndefined();
   });
 
+  test("GPU time of a model added by a reload counts from when it was added, not from the start", () => {
+    // Found by an outside tester: the page credited a model added 106 s in with savings from before.
+    let now = t0;
+    const timeline = new Timeline({
+      now: () => now,
+      addedAt: (m) => (m === "late" ? t0 + 40_000 : undefined),
+    });
+    now = t0 + 100_000;
+    expect(timeline.usage("late")).toMatchObject({ elapsedSeconds: 60, savedSeconds: 60 });
+    expect(timeline.usage("early")).toMatchObject({ elapsedSeconds: 100, savedSeconds: 100 });
+  });
+
   test("GPU time: awake against always-on since the start, per model; segments of tiers", () => {
     const { timeline, event, at } = setup();
     event(10, "starting");

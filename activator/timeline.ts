@@ -43,6 +43,8 @@ export interface TimelineOptions {
   slotOf?(model: string): string | undefined;
   /** The slots' statuses (the admin API's), read once a slot member becomes ready to see its swap. */
   slots?(): Promise<SlotStatus[]>;
+  /** When a model was added (a reload), if after the timeline's start: its usage counts from then. */
+  addedAt?(model: string): number | undefined;
   now?(): number;
   /** How far back entries and segments are kept (default one hour). */
   windowMs?: number;
@@ -123,15 +125,19 @@ export class Timeline {
     return ledger.segments.filter((s) => (s.to ?? Number.POSITIVE_INFINITY) >= cutoff);
   }
 
-  /** Accelerator seconds of `model` since the start, and what sleeping saved against always-on. */
+  /**
+   * Accelerator seconds of `model` since the start (or since it was added), and what sleeping saved
+   * against always-on over that time.
+   */
   usage(model: string): GpuUsage {
     const now = this.now();
+    const since = Math.max(this.startedAt, this.options.addedAt?.(model) ?? this.startedAt);
     const ledger = this.ledgers.get(model);
     let awakeMs = ledger?.awakeMs ?? 0;
     for (const [key, state] of this.replicas)
       if (key.startsWith(`${model}\u0000`) && state.awakeFrom !== undefined)
         awakeMs += Math.max(0, now - state.awakeFrom);
-    const elapsedMs = Math.max(0, now - this.startedAt);
+    const elapsedMs = Math.max(0, now - since);
     const baselineReplicas = Math.max(1, ledger?.peak ?? 0);
     const seconds = (ms: number) => Math.round(ms / 100) / 10;
     return {
