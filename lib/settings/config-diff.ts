@@ -42,7 +42,7 @@ export function diffConfig(before: SnoozeConfig, after: SnoozeConfig): ConfigDif
       diff.added.push(config);
       continue;
     }
-    const keys = changedKeys(old, config);
+    const keys = changedSettings(old, config);
     if (keys.length === 0) continue;
     if (keys.some((key) => engineKeys.includes(key))) diff.restarted.push({ config, keys });
     else diff.updated.push({ config, keys });
@@ -70,6 +70,19 @@ export function isEmptyDiff(diff: ConfigDiff): boolean {
       diff.global.length ===
     0
   );
+}
+
+/**
+ * The settings of a model that changed, as the file names them, sorted: `explicit` (which keys the
+ * file writes, not a key itself) shows as the keys written or left out since, though their values
+ * may be the defaults'.
+ */
+function changedSettings(a: ModelConfig, b: ModelConfig): string[] {
+  const keys = new Set(changedKeys(a, b).filter((key) => key !== "explicit"));
+  const before = new Set(a.explicit ?? []);
+  const after = new Set(b.explicit ?? []);
+  for (const key of [...before, ...after]) if (before.has(key) !== after.has(key)) keys.add(key);
+  return [...keys].sort();
 }
 
 /** The keys whose values differ between two settings objects, sorted. */
