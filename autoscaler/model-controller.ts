@@ -8,6 +8,7 @@ import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts"
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { inSpan, traceparentOf, tracer } from "../lib/tracing.ts";
 import { type FlowReport, trimReports } from "./demand-metric.ts";
+import { EngineError } from "./engine-client.ts";
 import { decideReplicas, type ReplicaAction } from "./horizontal.ts";
 import { decideTier } from "./ladder.ts";
 import type { LearningMetrics } from "./learning-metrics.ts";
@@ -162,6 +163,13 @@ const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "a
  * client connection can abort it. The same controller runs on both platforms; the platform
  * (processes, or pods and scale subresources) sits below it.
  */
+/** How long a failed call waits for an engine's exit to be noticed, when the engine may have died. */
+const exitNoticeMs = 1_000;
+
+/** An engine call that failed in its connection (refused, cut), not with an answer or a timeout. */
+const isTransportError = (error: unknown) =>
+  error instanceof EngineError && error.status === undefined && !error.timedOut;
+
 export class ModelController {
   private target: ModelTarget;
   private readonly deps: ModelControllerDeps;
@@ -1408,6 +1416,11 @@ export class ModelController {
       if (sleeping) await engine.wake(1, Math.max(1, until - this.deps.clock.now()));
       await this.warmUp(engine, activation, until);
     } catch (error) {
+      this.guard(leadership);
+      // A connection refused or cut: the engine may have died under it. Its exit, once noticed,
+      // fails the start with the exit code and last words, which say more than the connection.
+      if (this.present(record) && isTransportError(error))
+        await this.settle(() => !this.present(record), exitNoticeMs);
       this.guard(leadership);
       if (!this.present(record)) return;
       this.activationFailed(record, `start of ${this.id} failed: ${(error as Error).message}`);

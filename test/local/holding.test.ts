@@ -199,6 +199,28 @@ models:
     });
   });
 
+  test("an engine that dies on its warm-up → 503 with its exit code and last words, not the refused connection", async () => {
+    // Found by an outside tester: the answer said `connect ECONNREFUSED`, the exit and its reason
+    // only in `snooze logs`.
+    const engine = [
+      "const port = Number(process.argv[1]);",
+      "require('node:http').createServer((req, res) => {",
+      "  if (req.url === '/health') return res.end();",
+      "  console.error('crash on warmup'); process.exit(7);",
+      "}).listen(port, '127.0.0.1');",
+    ].join("\n");
+    snooze = await startWith(`
+models:
+  cw:
+    command: ${JSON.stringify([process.execPath, "-e", engine, "${PORT}"])}
+`);
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("cw"));
+    expect(response.status).toBe(503);
+    const { error } = (await response.json()) as any;
+    expect(error.code).toBe("activation_failed");
+    expect(error.message).toMatch(/start of cw failed: engine exited \(code 7\): .*crash on warmup/);
+  });
+
   test("an engine command that does not exist → 503 naming it", async () => {
     snooze = await startWith(`
 models:
