@@ -234,17 +234,35 @@ models:
     );
   });
 
-  test("a fixed port another process listens on → 503 saying so; that process never gets the model's requests", async () => {
-    const squatterSaw: string[] = [];
+  /** Runs `body` while another process (this one) listens on a port: what it saw is kept. */
+  async function withSquatter(body: (port: number, saw: string[]) => Promise<void>): Promise<void> {
+    const saw: string[] = [];
     const squatter = createServer((req, res) => {
-      squatterSaw.push(`${req.method} ${req.url}`);
+      saw.push(`${req.method} ${req.url}`);
       res.writeHead(200, { "content-type": "application/json" });
       res.end('{"choices":[{"text":"not the engine"}],"is_sleeping":false}');
     });
     squatter.listen(0, "127.0.0.1");
     await once(squatter, "listening");
     try {
-      const port = (squatter.address() as AddressInfo).port;
+      await body((squatter.address() as AddressInfo).port, saw);
+    } finally {
+      squatter.closeAllConnections();
+      squatter.close();
+    }
+  }
+
+  async function expectPortRefused(response: Response, port: number): Promise<void> {
+    expect(response.status).toBe(503);
+    const { error } = (await response.json()) as any;
+    expect(error.code).toBe("activation_failed");
+    expect(error.message).toContain(
+      `port ${port} (the model's fixed \`port\`) was in use by another process`,
+    );
+  }
+
+  test("a fixed port another process listens on → 503 saying so; that process never gets the model's requests", async () => {
+    await withSquatter(async (port, saw) => {
       snooze = await startWith(`
 models:
   fixed:
@@ -252,28 +270,15 @@ models:
     holdBudget: 10s
     command: ${simCommand()}
 `);
-      const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("fixed"));
-      expect(response.status).toBe(503);
-      const { error } = (await response.json()) as any;
-      expect(error.code).toBe("activation_failed");
-      expect(error.message).toContain(
-        `port ${port} (the model's fixed \`port\`) was in use by another process`,
-      );
-      expect(squatterSaw).toEqual([]);
-    } finally {
-      squatter.closeAllConnections();
-      squatter.close();
-    }
+      await expectPortRefused(await fetch(`${snooze.url}/v1/chat/completions`, chat("fixed")), port);
+      expect(saw).toEqual([]);
+    });
   });
 
   test("a fixed port in use, and an engine that neither binds nor exits (a wrapper that waits): 503 at once, saying so", async () => {
     // Found by an outside tester: the reason was logged at once, yet the request waited for
     // startTimeout and was told only that the engine was not ready in time.
-    const squatter = createServer((_req, res) => res.end());
-    squatter.listen(0, "127.0.0.1");
-    await once(squatter, "listening");
-    try {
-      const port = (squatter.address() as AddressInfo).port;
+    await withSquatter(async (port) => {
       snooze = await startWith(`
 models:
   wrapped:
@@ -284,15 +289,7 @@ models:
       const started = performance.now();
       const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("wrapped"));
       expect(performance.now() - started).toBeLessThan(10_000);
-      expect(response.status).toBe(503);
-      const { error } = (await response.json()) as any;
-      expect(error.code).toBe("activation_failed");
-      expect(error.message).toContain(
-        `port ${port} (the model's fixed \`port\`) was in use by another process`,
-      );
-    } finally {
-      squatter.closeAllConnections();
-      squatter.close();
-    }
+      await expectPortRefused(response, port);
+    });
   });
 });
