@@ -8,6 +8,7 @@ import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
 import { type FormPart, isMultipartForm, readForm, textOf, withFieldValue } from "../lib/http/form.ts";
 import { isJsonType, sendError } from "../lib/http/json.ts";
+import { answered } from "../lib/http/linger.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import { defaultMaxHeldBytes, type ModelConfig, type SnoozeConfig } from "../lib/settings/index.ts";
@@ -263,7 +264,7 @@ export class Activator {
         else res.destroy();
       }
     } finally {
-      if (!res.writableEnded && !res.destroyed) {
+      if (!answered(res) && !res.destroyed) {
         // Every path above answers; should one not, the client still gets an answer, not silence.
         this.log.error("a request was left unanswered", { model, status });
         if (!res.headersSent) {

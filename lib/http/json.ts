@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
 import type { OpenAIErrorBody } from "../openai-error.ts";
+import { answered, endLingering } from "./linger.ts";
 
 export function sendJson(
   res: ServerResponse,
@@ -8,7 +9,7 @@ export function sendJson(
   headers: Record<string, string> = {},
 ): void {
   // Answered already (a shutdown answered for a call still under way): nothing more to say.
-  if (res.writableEnded) return;
+  if (answered(res)) return;
   if (res.headersSent) {
     res.destroy();
     return;
@@ -19,7 +20,9 @@ export function sendJson(
     "content-length": Buffer.byteLength(text),
     ...headers,
   });
-  res.end(text);
+  // Answered before the body was read, and closing: closed once the body is in (see endLingering).
+  if (headers.connection === "close" && res.req && !res.req.complete) endLingering(res.req, res, text);
+  else res.end(text);
 }
 
 export function sendError(

@@ -1,3 +1,5 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { connect } from "node:net";
 import { afterEach, describe, expect, test } from "vitest";
 import { metricValue } from "../helpers/local-snooze.ts";
@@ -82,6 +84,45 @@ describe("maxHeldBytes", () => {
     );
     expect(finalStatus(chunkedHuge)).toBe(413);
     expect(finalBody(chunkedHuge).error.code).toBe("request_too_large");
+  });
+
+  test("a client still uploading gets the 413, not a reset: Node's fetch with a streamed body past the cap", async () => {
+    // Found by an outside tester: the answer came and the connection closed while the client was
+    // still sending, so its next write was reset and fetch failed (EPIPE) in 15 of 20 tries.
+    const snooze = await startActivator({ holdBudget: 20_000 }, { maxHeldBytes: 100_000 });
+    cleanups.push(() => snooze.close());
+    // In a process of its own, as a client is (in this one the server would read between its
+    // writes); each chunk made when the last was taken (`pull`), so it is still writing when the
+    // answer comes.
+    const client = `
+      const results = [];
+      for (let i = 0; i < 10; i++) {
+        let sent = 0;
+        const body = new ReadableStream({
+          start(c) { c.enqueue(new TextEncoder().encode('{"model":"m","prompt":"')); },
+          pull(c) {
+            if (sent >= 300000) { c.enqueue(new TextEncoder().encode('"}')); c.close(); return; }
+            sent += 65536;
+            c.enqueue(new Uint8Array(65536).fill(97));
+          },
+        });
+        try {
+          const r = await fetch(process.argv[1], { method: "POST", body, duplex: "half", headers: { "content-type": "application/json" } });
+          results.push(r.status + " " + (await r.json()).error.code);
+        } catch (e) { results.push("failed: " + (e.cause?.code ?? e.message)); }
+      }
+      console.log(JSON.stringify(results));`;
+    const child = spawn(
+      process.execPath,
+      ["--input-type=module", "-e", client, `${snooze.url}/v1/completions`],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    let out = "";
+    child.stdout!.on("data", (chunk) => (out += chunk));
+    await once(child, "exit");
+    expect(JSON.parse(out)).toEqual(Array(10).fill("413 request_too_large"));
   });
 
   test("the bytes of held requests whose clients left are given back", async () => {
