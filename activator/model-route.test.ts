@@ -230,12 +230,27 @@ test("while the model waits out a back-off longer than the hold budget, a reques
   });
   expect(failure.retryAfterMs).toBeGreaterThan(config.holdBudget + 29_000);
   expect(demands).toEqual([]);
-  // A back-off that ends within the budget: held, for the model tries again meanwhile.
-  failed(config.holdBudget - 1_000);
+  // A back-off that ends well within the budget: held, for the model tries again meanwhile.
+  failed(config.holdBudget - 2_000);
   const held = route.hold();
   expect(route.held).toBe(1);
   expect(demands).toEqual(["qwen"]);
   held.cancel();
   await held.promise.catch(() => {});
+  // One that ends as the budget does (less than a second before), or so late that the start it then
+  // tries (its last one took 5 s) cannot end within it: answered at once too (found by a later
+  // tester: held, then told to retry in 1 s).
+  failed(config.holdBudget);
+  expect(await route.hold().promise.catch((f) => f.reason)).toBe("activation-failed");
+  route.apply({
+    model: "qwen",
+    replica: "qwen-1",
+    address: "127.0.0.1:1",
+    tier: "starting",
+    since: Date.now(),
+    estimateMs: 5_000,
+  });
+  failed(config.holdBudget - 2_000);
+  expect(await route.hold().promise.catch((f) => f.reason)).toBe("activation-failed");
   await route.close();
 });

@@ -227,9 +227,10 @@ export class ModelRoute {
   }
 
   /**
-   * The model's last activation failed and it waits out a back-off longer than a hold budget: a
-   * request is told so at once, with the reason and the back-off left, rather than held for its
-   * whole budget and told to retry in a second (found by an outside tester).
+   * The model's last activation failed and it waits out a back-off that leaves a request no time to
+   * be served within its hold budget (the back-off left and the next activation's last measured
+   * time, at least a second, reach the budget): it is told so at once, with the reason and the back-off left,
+   * rather than held for its whole budget and told to retry in a second (found by outside testers).
    */
   private backedOff(): HoldFailure | undefined {
     const event = this.lastEvent;
@@ -238,7 +239,11 @@ export class ModelRoute {
       if (backend.tier === "ready" || backend.tier === "starting" || backend.tier === "waking")
         return undefined;
     const left = event.retryAt - Date.now();
-    if (left <= this.config.holdBudget) return undefined;
+    const next = Math.max(
+      minRetryAfterMs,
+      (event.tier === "cold" ? this.estimates.start : this.estimates.wake) ?? 0,
+    );
+    if (left + next < this.config.holdBudget) return undefined;
     return { reason: "activation-failed", message: event.error, retryAfterMs: left };
   }
 

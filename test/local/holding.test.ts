@@ -182,17 +182,28 @@ models:
     holdBudget: 1s
     command: ["no-such-engine-binary", "--port", "\${PORT}"]
 `);
-    // Each failure doubles the back-off: after four it is well past the 1 s budget.
-    for (let i = 0; i < 4; i++) {
-      const failed = await fetch(`${snooze.url}/v1/chat/completions`, chat("ghost"));
-      expect(failed.status).toBe(503);
-      await failed.text();
+    // Each failure doubles the back-off: retried as told until a back-off of 2 s or more was set.
+    for (let i = 0; i < 8; i++) {
+      const answer = await fetch(`${snooze.url}/v1/chat/completions`, chat("ghost"));
+      expect(answer.status).toBe(503);
+      await answer.text();
+      const retryAfter = Number(answer.headers.get("retry-after"));
+      if (retryAfter >= 2) break;
+      await new Promise((resolve) => setTimeout(resolve, retryAfter * 1_000));
     }
+    const failures = async () =>
+      metricValue(await snooze!.registry.metrics(), "snooze_activation_duration_seconds_count", {
+        model: "ghost",
+        outcome: "failed",
+      });
+    const before = await failures();
+    // Now the back-off outlasts the budget: answered at once, without a start being tried.
     const started = performance.now();
     const again = await fetch(`${snooze.url}/v1/chat/completions`, chat("ghost"));
     expect(performance.now() - started).toBeLessThan(900);
     expect(again.status).toBe(503);
-    expect(Number(again.headers.get("retry-after"))).toBeGreaterThan(1);
+    expect(Number(again.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(await failures()).toBe(before);
     expect(((await again.json()) as any).error).toMatchObject({
       code: "activation_failed",
       message: expect.stringMatching(/start of ghost failed: .*no-such-engine-binary/),
