@@ -141,13 +141,15 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
         );
         return true;
       }
-      const after = afterOf(query.get("after"));
+      // Given twice, which one was meant? Neither is taken (`after=3&after=abc` is refused too).
+      const afters = query.getAll("after");
+      const after = afters.length > 1 ? undefined : afterOf(query.get("after"));
       if (!after) {
         sendError(
           res,
           400,
           openAIError(
-            `after must be how many lines were read, \`<n>\` or \`<replica>:<n>,...\` with whole numbers, not ${JSON.stringify(query.get("after")!.slice(0, 40))}.`,
+            `after must be given once, as how many lines were read: \`<n>\` or \`<replica>:<n>,...\` with whole numbers, not ${JSON.stringify(afters.join("&").slice(0, 40))}.`,
             "invalid_request_error",
             "invalid_parameter",
             "after",

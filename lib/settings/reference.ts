@@ -96,8 +96,9 @@ Every duration arms a timer, so none may be longer than \`596h31m23.647s\` (2^31
 the longest a timer waits). \`never\` is taken only where it means "this step does not happen" (${neverList}); a timeout
 or budget that must end refuses it (${finiteList}). \`0\` is refused too by ${zeroList}
 (for no timeout, write \`never\` where it is taken). \`maxBodySize\` and \`maxHeldBytes\` must be at least 1 byte.
-Two models may not share a fixed \`port\`. Ids and aliases must be unique, and differ in more than case: a
-\`Host\` header routes to a model in any case. \`aliases\` name one model, so they are set per model, not
+Two models may not share a fixed \`port\`. Ids and aliases must be unique, and those of different models differ in
+more than case: a \`Host\` header routes to a model in any case (one model may take \`qwen\` and
+\`Qwen\` both, as a request body names it either way). \`aliases\` name one model, so they are set per model, not
 in \`defaults:\`. YAML aliases (\`*name\`) may expand at most ${maxAliasCount} times in all (the guard
 against alias bombs). A file that is not UTF-8 is refused, naming the line and column of its first bad byte.
 

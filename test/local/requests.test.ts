@@ -151,7 +151,7 @@ describe("requests the activator answers itself", () => {
     });
     expect((await fetch(`${snooze.url}/snooze/v1/models/qwen/logs?lines=50000`)).status).toBe(200);
     // So is an `after` that is not a count (found by an outside tester: read as "from the start").
-    for (const after of ["abc", "-5", "qwen-1:x"]) {
+    for (const after of ["abc", "-5", "qwen-1:x", "3&after=abc", "abc&after=3"]) {
       const refused = await fetch(`${snooze.url}/snooze/v1/models/qwen/logs?after=${after}`);
       expect(refused.status).toBe(400);
       expect(((await refused.json()) as any).error).toMatchObject({
