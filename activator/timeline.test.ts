@@ -101,6 +101,22 @@ describe("the timeline", () => {
     expect(timeline.usage("early")).toMatchObject({ elapsedSeconds: 100, savedSeconds: 100 });
   });
 
+  test("a model removed and added again by reloads counts its GPU time afresh from the second add", () => {
+    // Found by an outside tester: 66 s awake before the removal were set against 21 s since the add.
+    let now = t0;
+    let addedAt = t0 - 1;
+    const timeline = new Timeline({ now: () => now, addedAt: () => addedAt });
+    const event = (seconds: number, tier: Tier) => {
+      now = t0 + seconds * 1000;
+      timeline.observe({ model: "qwen", replica: "qwen-1", address: "127.0.0.1:9", tier, since: now });
+    };
+    event(0, "starting");
+    event(66, "cold");
+    addedAt = t0 + 70_000; // removed, then added again
+    now = t0 + 91_000;
+    expect(timeline.usage("qwen")).toMatchObject({ awakeSeconds: 0, elapsedSeconds: 21, savedSeconds: 21 });
+  });
+
   test("GPU time: awake against always-on since the start, per model; segments of tiers", () => {
     const { timeline, event, at } = setup();
     event(10, "starting");

@@ -69,6 +69,8 @@ interface ModelLedger {
   awakeMs: number;
   peak: number;
   segments: TierSegment[];
+  /** When the model was added, as `addedAt` said when this ledger began counting. */
+  addedAt?: number;
 }
 
 const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "asleep-2", "cold"];
@@ -132,7 +134,7 @@ export class Timeline {
   usage(model: string): GpuUsage {
     const now = this.now();
     const since = Math.max(this.startedAt, this.options.addedAt?.(model) ?? this.startedAt);
-    const ledger = this.ledgers.get(model);
+    const ledger = this.ledgers.has(model) ? this.ledger(model) : undefined;
     let awakeMs = ledger?.awakeMs ?? 0;
     for (const [key, state] of this.replicas)
       if (key.startsWith(`${model}\u0000`) && state.awakeFrom !== undefined)
@@ -292,9 +294,15 @@ export class Timeline {
 
   private ledger(model: string): ModelLedger {
     let ledger = this.ledgers.get(model);
+    const addedAt = this.options.addedAt?.(model);
     if (!ledger) {
-      ledger = { awakeMs: 0, peak: 0, segments: [{ tier: "cold", from: this.startedAt }] };
+      ledger = { awakeMs: 0, peak: 0, segments: [{ tier: "cold", from: this.startedAt }], addedAt };
       this.ledgers.set(model, ledger);
+    } else if (addedAt !== undefined && addedAt > this.startedAt && addedAt !== ledger.addedAt) {
+      // Removed, then added again by a reload: its GPU time counts afresh, as its usage's elapsed does.
+      ledger.awakeMs = 0;
+      ledger.peak = 0;
+      ledger.addedAt = addedAt;
     }
     return ledger;
   }
