@@ -15,13 +15,16 @@ export function sendJson(
     return;
   }
   const text = JSON.stringify(body);
+  // Answered before the body was read: the connection closes (what is left of the body cannot be
+  // read as the next request), once the body is in (see endLingering).
+  const unread = res.req !== undefined && !res.req.complete;
   res.writeHead(status, {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
     ...headers,
+    ...(unread ? { connection: "close" } : {}),
   });
-  // Answered before the body was read, and closing: closed once the body is in (see endLingering).
-  if (headers.connection === "close" && res.req && !res.req.complete) endLingering(res.req, res, text);
+  if (unread) endLingering(res.req, res, text);
   else res.end(text);
 }
 

@@ -21,6 +21,9 @@ const maxMs = 30_000;
  */
 export function endLingering(req: IncomingMessage, res: ServerResponse, last: string): void {
   res.write(last);
+  // Node corks the connection for a write until the next tick: uncorked now, the answer leaves
+  // before anything later in this turn can destroy the connection (a shutdown's closeAllConnections).
+  res.socket?.uncork();
   lingering.add(res);
   let idle: NodeJS.Timeout | undefined;
   const end = () => {

@@ -107,22 +107,23 @@ describe("maxHeldBytes", () => {
           },
         });
         try {
-          const r = await fetch(process.argv[1], { method: "POST", body, duplex: "half", headers: { "content-type": "application/json" } });
+          const r = await fetch(process.argv[1], { method: "POST", body, duplex: "half", headers: { "content-type": "application/json", ...JSON.parse(process.argv[2]) } });
           results.push(r.status + " " + (await r.json()).error.code);
         } catch (e) { results.push("failed: " + (e.cause?.code ?? e.message)); }
       }
       console.log(JSON.stringify(results));`;
-    const child = spawn(
-      process.execPath,
-      ["--input-type=module", "-e", client, `${snooze.url}/v1/completions`],
-      {
-        stdio: ["ignore", "pipe", "inherit"],
-      },
-    );
-    let out = "";
-    child.stdout!.on("data", (chunk) => (out += chunk));
-    await once(child, "exit");
-    expect(JSON.parse(out)).toEqual(Array(10).fill("413 request_too_large"));
+    const uploads = async (path: string, headers: Record<string, string> = {}) => {
+      const child = spawn(
+        process.execPath,
+        ["--input-type=module", "-e", client, `${snooze.url}${path}`, JSON.stringify(headers)],
+        { stdio: ["ignore", "pipe", "inherit"] },
+      );
+      let out = "";
+      child.stdout!.on("data", (chunk) => (out += chunk));
+      await once(child, "exit");
+      return JSON.parse(out) as string[];
+    };
+    expect(await uploads("/v1/completions")).toEqual(Array(10).fill("413 request_too_large"));
   });
 
   test("the bytes of held requests whose clients left are given back", async () => {

@@ -504,6 +504,26 @@ describe("shutdown ends what the grace did not", () => {
     const finish = Promise.withResolvers<void>();
     const finished = upload(finish.promise);
     const stalled = upload(new Promise(() => {}));
+    // Still sending, a byte every 50 ms, when the grace ends (found by a later tester: its answer,
+    // written but held back until the next tick, was destroyed with the connection).
+    const trickling = (() => {
+      const socket = connect(snooze.port, "127.0.0.1");
+      socket.setEncoding("latin1");
+      let reply = "";
+      socket.on("data", (data: string) => (reply += data));
+      socket.on("error", () => {});
+      socket.write(head + body.slice(0, 10));
+      let sent = 10;
+      const drip = setInterval(() => {
+        if (sent < body.length - 1 && !socket.destroyed) socket.write(body[sent++]!);
+      }, 50);
+      return new Promise<string>((resolve) =>
+        socket.on("close", () => {
+          clearInterval(drip);
+          resolve(reply);
+        }),
+      );
+    })();
     await new Promise((resolve) => setTimeout(resolve, 100));
     const started = performance.now();
     const shutdown = snooze.activator.shutdown(600);
@@ -518,5 +538,8 @@ describe("shutdown ends what the grace did not", () => {
     const cut = await stalled;
     expect(finalStatus(cut)).toBe(503);
     expect(finalBody(cut).error).toMatchObject({ code: "shutting_down" });
+    const dripped = await trickling;
+    expect(finalStatus(dripped)).toBe(503);
+    expect(finalBody(dripped).error).toMatchObject({ code: "shutting_down" });
   });
 });

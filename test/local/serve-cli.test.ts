@@ -3,7 +3,7 @@ import { once } from "node:events";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { open } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
-import { createServer } from "node:net";
+import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
@@ -139,6 +139,70 @@ models:
     expect((await streamed).trim().endsWith("data: [DONE]")).toBe(true);
     expect(await run.exited).toBe(0);
     await expect(fetch(`http://${engine}/health`)).rejects.toThrow();
+  });
+
+  test("SIGTERM while a body is still trickling in past the grace: the client gets 503 shutting_down, not a cut", async () => {
+    // Found by an outside tester: the answer was written but held back (Node corks a write until
+    // the next tick), and the shutdown destroyed the connection first.
+    const file = writeConfig(`models:\n  cold:\n    command: ${simCommand([], 1)}\n`);
+    const run = serveProcess(file, ["--shutdown-grace", "1s"]);
+    children.push(run.child);
+    const { port } = new URL(await run.url);
+    const body = JSON.stringify({ model: "cold", messages: [{ role: "user", content: "x".repeat(50_000) }] });
+    const socket = connect(Number(port), "127.0.0.1");
+    socket.setEncoding("latin1");
+    let reply = "";
+    socket.on("data", (data: string) => (reply += data));
+    socket.on("error", () => {});
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, 100)}`,
+    );
+    let sent = 100;
+    const drip = setInterval(() => {
+      if (socket.destroyed) return;
+      socket.write(body.slice(sent, sent + 10));
+      sent += 10;
+    }, 200);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    run.child.kill("SIGTERM");
+    await once(socket, "close");
+    clearInterval(drip);
+    expect(reply.split("\r\n")[0]).toBe("HTTP/1.1 503 Service Unavailable");
+    expect(reply).toContain('"code":"shutting_down"');
+    expect(await run.exited).toBe(0);
+  });
+
+  test("an admin route's refusal given before the body was read says Connection: close and closes once the body is in: every 2 MB upload gets its 403", async () => {
+    // Found by an outside tester: such refusals kept the connection alive (a slow upload after one
+    // stayed open past 60 s), and with Expect: 100-continue Node closed it at once, so a client
+    // still uploading (node:http writes the body without waiting) was reset in 10 of 10 tries.
+    const file = writeConfig(`models:\n  m:\n    command: ${simCommand([], 1)}\n`);
+    const run = serve(file);
+    const url = await run.url;
+    const expecting = `
+      const http = await import("node:http");
+      const results = [];
+      for (let i = 0; i < 10; i++) {
+        results.push(await new Promise((resolve) => {
+          const req = http.request(process.argv[1], { method: "POST", headers: {
+            "content-type": "application/json", origin: "http://evil.example" } });
+          req.on("response", (res) => {
+            let text = ""; res.on("data", (c) => (text += c));
+            res.on("end", () => resolve(res.statusCode + " " + res.headers.connection + " " + JSON.parse(text).error.code));
+          });
+          req.on("error", (e) => resolve("failed: " + e.code));
+          req.end(Buffer.alloc(2 * 1024 * 1024, 97));
+        }));
+      }
+      console.log(JSON.stringify(results));`;
+    // A client of its own process: in this one the server would read between its writes.
+    const client = spawn(node, ["--input-type=module", "-e", expecting, `${url}/snooze/v1/models/m/sleep`], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let answers = "";
+    client.stdout!.on("data", (chunk) => (answers += chunk));
+    await once(client, "exit");
+    expect(JSON.parse(answers)).toEqual(Array(10).fill("403 close cross_origin_refused"));
   });
 
   test("SIGTERM with a trace collector that never answers: exit 0, not held for the exporter's timeout", async () => {
