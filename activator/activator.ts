@@ -5,7 +5,7 @@ import { clip } from "../lib/clip.ts";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import { BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
-import { sendContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
+import { sendContinue } from "../lib/http/continue.ts";
 import { type FormPart, isMultipartForm, readForm, textOf, withFieldValue } from "../lib/http/form.ts";
 import { isJsonType, sendError } from "../lib/http/json.ts";
 import { answered } from "../lib/http/linger.ts";
@@ -259,7 +259,6 @@ export class Activator {
             res,
             500,
             openAIError("Internal error in the activator.", "server_error", "internal_error"),
-            unreadBodyHeaders(req),
           );
         else res.destroy();
       }
@@ -277,7 +276,6 @@ export class Activator {
               "server_error",
               "internal_error",
             ),
-            unreadBodyHeaders(req),
           );
         } else res.destroy();
       }
@@ -309,7 +307,6 @@ export class Activator {
           "invalid_request_error",
           "not_found",
         ),
-        unreadBodyHeaders(req),
       );
       return 404;
     }
@@ -322,7 +319,7 @@ export class Activator {
           "invalid_request_error",
           "method_not_allowed",
         ),
-        { allow: "POST", ...unreadBodyHeaders(req) },
+        { allow: "POST" },
       );
       return 405;
     }
@@ -355,7 +352,7 @@ export class Activator {
       kind: "none",
     };
     if (byHost.kind === "refused") {
-      sendError(res, byHost.status, byHost.error, unreadBodyHeaders(req));
+      sendError(res, byHost.status, byHost.error);
       return byHost.status;
     }
     sendContinue(req, res);

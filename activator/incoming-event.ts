@@ -5,7 +5,7 @@ import { cloudEvents } from "../lib/cloudevents-sdk.ts";
 import { formatDuration, parseDuration } from "../lib/duration.ts";
 import { BodyTooLarge, readBody } from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
-import { sendContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
+import { sendContinue } from "../lib/http/continue.ts";
 import { sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
@@ -373,7 +373,7 @@ export async function handleIncomingEvents(
     // Refused before `100 Continue` when the headers already say no: the body is never sent.
     if (limit < 0 || Number(req.headers["content-length"]) > limit) throw new BodyTooLarge(limit);
     if (!looksLikeCloudEvent(req.headers)) {
-      sendRefusal(res, notACloudEvent(), unreadBodyHeaders(req));
+      sendRefusal(res, notACloudEvent());
       return;
     }
     sendContinue(req, res);

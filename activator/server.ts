@@ -3,7 +3,7 @@ import type { Duplex } from "node:stream";
 import type { Registry } from "prom-client";
 import { clip } from "../lib/clip.ts";
 import { answerClientErrors, endSocketWithError } from "../lib/http/client-error.ts";
-import { deferContinue, unreadBodyHeaders } from "../lib/http/continue.ts";
+import { deferContinue } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
 import { toOriginForm } from "../lib/http/origin-form.ts";
 import { decodeSegment, malformedSegment } from "../lib/http/path-segment.ts";
@@ -252,7 +252,7 @@ export function createActivatorServer({
       const refused = cors.refusal(req.headers);
       if (refused) {
         req.resume();
-        sendError(res, 403, refused, unreadBodyHeaders(req));
+        sendError(res, 403, refused);
         return;
       }
       const allowed = cors.enabled ? cors.allowOrigin(req.headers.origin) : undefined;
@@ -312,7 +312,7 @@ export function createActivatorServer({
           "invalid_request_error",
           "method_not_allowed",
         ),
-        { allow, ...unreadBodyHeaders(req) },
+        { allow },
       );
       return;
     }
@@ -382,7 +382,6 @@ export function createActivatorServer({
       res,
       404,
       openAIError(`No route for ${req.method} ${path}.`, "invalid_request_error", "not_found"),
-      unreadBodyHeaders(req),
     );
   };
 

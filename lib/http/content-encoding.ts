@@ -1,7 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { clip } from "../clip.ts";
 import { openAIError } from "../openai-error.ts";
-import { unreadBodyHeaders } from "./continue.ts";
 import { sendError } from "./json.ts";
 
 /**
@@ -42,7 +41,6 @@ export function refuseEncodedBody(
       "invalid_request_error",
       "unsupported_content_encoding",
     ),
-    unreadBodyHeaders(req),
   );
   return 415;
 }

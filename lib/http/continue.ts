@@ -30,7 +30,6 @@ export function deferContinue(
         "invalid_request_error",
         "expectation_failed",
       ),
-      unreadBodyHeaders(req),
     );
   server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
     // Node takes `100-continue, foo` (or two Expect headers) for 100-continue: the other is refused.
@@ -47,13 +46,4 @@ export function deferContinue(
 /** Sends `100 Continue` if the client still waits for it; call it right before reading the body. */
 export function sendContinue(req: IncomingMessage, res: ServerResponse): void {
   if (awaiting.delete(req) && !res.headersSent && !res.destroyed) res.writeContinue();
-}
-
-/**
- * Headers for a final answer given without reading the body. A client that still waits for
- * `100 Continue` will not send the body, and one that sent part of it left bytes that cannot be
- * parsed as the next request: either way the connection must not be reused.
- */
-export function unreadBodyHeaders(req: IncomingMessage): Record<string, string> {
-  return req.complete ? {} : { connection: "close" };
 }

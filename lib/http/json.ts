@@ -15,8 +15,9 @@ export function sendJson(
     return;
   }
   const text = JSON.stringify(body);
-  // Answered before the body was read: the connection closes (what is left of the body cannot be
-  // read as the next request), once the body is in (see endLingering).
+  // Answered before the body was read: the connection closes, for it cannot be reused (a client
+  // that waits for `100 Continue` will not send the body; one that sent part of it left bytes that
+  // cannot be read as the next request), once the body is in (see endLingering).
   const unread = res.req !== undefined && !res.req.complete;
   res.writeHead(status, {
     "content-type": "application/json",
