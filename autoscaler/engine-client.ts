@@ -20,6 +20,10 @@ export class EngineError extends Error {
   }
 }
 
+/** A call that failed in its connection (refused, cut), not with an answer or a timeout. */
+export const isTransportError = (error: unknown): boolean =>
+  error instanceof EngineError && error.status === undefined && !error.timedOut;
+
 export interface EngineLoad {
   running: number;
   waiting: number;
@@ -115,7 +119,7 @@ export class EngineClient {
     // A connection dropped before any answer (the engine closed a kept-alive one, a reset) is sent
     // once more, as the activator does for a request: it says nothing about the engine's health.
     const body = (await ask().catch((error: unknown) => {
-      if (error instanceof EngineError && error.status === undefined && !error.timedOut) return ask();
+      if (isTransportError(error)) return ask();
       throw error;
     })) as { choices?: { text?: unknown }[] } | undefined;
     const choice = Array.isArray(body?.choices) ? body.choices[0] : undefined;

@@ -8,7 +8,7 @@ import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts"
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { inSpan, traceparentOf, tracer } from "../lib/tracing.ts";
 import { type FlowReport, trimReports } from "./demand-metric.ts";
-import { EngineError } from "./engine-client.ts";
+import { isTransportError } from "./engine-client.ts";
 import { decideReplicas, type ReplicaAction } from "./horizontal.ts";
 import { decideTier } from "./ladder.ts";
 import type { LearningMetrics } from "./learning-metrics.ts";
@@ -165,10 +165,6 @@ const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "a
  */
 /** How long a failed call waits for an engine's exit to be noticed, when the engine may have died. */
 const exitNoticeMs = 1_000;
-
-/** An engine call that failed in its connection (refused, cut), not with an answer or a timeout. */
-const isTransportError = (error: unknown) =>
-  error instanceof EngineError && error.status === undefined && !error.timedOut;
 
 export class ModelController {
   private target: ModelTarget;
