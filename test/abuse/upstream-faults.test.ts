@@ -491,22 +491,8 @@ describe("shutdown ends what the grace did not", () => {
     snooze.plane.readyAt("m", engine.address);
     const body = chatBody();
     const head = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
-    const upload = (rest: Promise<unknown>) => {
-      const socket = connect(snooze.port, "127.0.0.1");
-      socket.setEncoding("latin1");
-      let reply = "";
-      socket.on("data", (data: string) => (reply += data));
-      socket.on("error", () => {});
-      socket.write(head + body.slice(0, 10));
-      void rest.then(() => socket.write(body.slice(10)));
-      return new Promise<string>((resolve) => socket.on("close", () => resolve(reply)));
-    };
-    const finish = Promise.withResolvers<void>();
-    const finished = upload(finish.promise);
-    const stalled = upload(new Promise(() => {}));
-    // Still sending, a byte every 50 ms, when the grace ends (found by a later tester: its answer,
-    // written but held back until the next tick, was destroyed with the connection).
-    const trickling = (() => {
+    /** Sends the head and 10 bytes, then `rest` of the body: all of it at once, or a byte every 50 ms. */
+    const upload = (rest: Promise<unknown> | "drip") => {
       const socket = connect(snooze.port, "127.0.0.1");
       socket.setEncoding("latin1");
       let reply = "";
@@ -514,16 +500,25 @@ describe("shutdown ends what the grace did not", () => {
       socket.on("error", () => {});
       socket.write(head + body.slice(0, 10));
       let sent = 10;
-      const drip = setInterval(() => {
-        if (sent < body.length - 1 && !socket.destroyed) socket.write(body[sent++]!);
-      }, 50);
+      const drip =
+        rest === "drip"
+          ? setInterval(() => {
+              if (sent < body.length - 1 && !socket.destroyed) socket.write(body[sent++]!);
+            }, 50)
+          : void rest.then(() => socket.write(body.slice(10)));
       return new Promise<string>((resolve) =>
         socket.on("close", () => {
           clearInterval(drip);
           resolve(reply);
         }),
       );
-    })();
+    };
+    const finish = Promise.withResolvers<void>();
+    const finished = upload(finish.promise);
+    const stalled = upload(new Promise(() => {}));
+    // Still sending, a byte every 50 ms, when the grace ends (found by a later tester: its answer,
+    // written but held back until the next tick, was destroyed with the connection).
+    const trickling = upload("drip");
     await new Promise((resolve) => setTimeout(resolve, 100));
     const started = performance.now();
     const shutdown = snooze.activator.shutdown(600);
