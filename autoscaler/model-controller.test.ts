@@ -1012,6 +1012,28 @@ describe("a pod floor (minPods, Knative's min-scale)", () => {
     expect(h.platform.engineOf(kept!).calls[0]).toBe("wake(2)");
   });
 
+  test("a scale-down that removed other pods than it named (a ReplicaSet's choice among equal costs): the named one left is free again, and a request wakes it", async () => {
+    const h = new Harness(oneModel(), { autoUp: true });
+    target(h, 3, 1);
+    await h.settle();
+    target(h, undefined, 1);
+    await h.advance(60_000);
+    h.platform.spareNamed();
+    h.mark();
+    await h.advance(60 * 60_000);
+    const [stop] = h.platform.scales;
+    expect(`${stop!.expected}->${stop!.to}`).toBe("3->1");
+    // The one left is one the stop named: it stayed busy, as if leaving, for ever.
+    const [left] = h.platform.ids("m");
+    expect(stop!.remove).toContain(left);
+    h.mark();
+    h.demand("m");
+    await h.settle();
+    expect(h.controller("m").tier).toBe("ready");
+    expect(h.platform.scales).toEqual([]);
+    expect(h.platform.engineOf(left!).calls[0]).toMatch(/^wake\(/);
+  });
+
   test("a floor of one from cold starts a pod, which then sleeps when idle and stays", async () => {
     const h = new Harness(oneModel(), { autoUp: true });
     target(h, undefined, 1);

@@ -15,7 +15,7 @@ import type { LearningMetrics } from "./learning-metrics.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
-import type { Departure, Engine, Platform, Replica } from "./platform.ts";
+import type { Departure, Engine, Platform, Replica, ReplicaSetView } from "./platform.ts";
 import { reportNeedsPass } from "./report-pass.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
 
@@ -78,6 +78,8 @@ interface ReplicaRecord {
   busy: boolean;
   /** A sleep or stop is under way: a returning request can no longer take it back. */
   leaving: boolean;
+  /** The workload's count when a scale-down that named it went through: it goes when its pod does. */
+  removedFrom?: number;
   /** No new operation before this moment (after a failed one). */
   coolUntil: number;
   restarts: number;
@@ -885,6 +887,7 @@ export class ModelController {
       this.deps.statusChanged?.();
       return;
     }
+    this.releaseSpared(set);
     this.replaceOutdated(set.scalable);
     const now = this.deps.clock.now();
     const load = this.load(now);
@@ -1744,6 +1747,27 @@ export class ModelController {
       });
   }
 
+  /**
+   * A scale-down names the replicas to remove, but a ReplicaSet chooses among pods of equal
+   * deletion cost as it likes (two marked by scale-downs in quick succession), so another may go
+   * in a named one's place. Once the workload holds its new count (its scale moved, no pod left
+   * to remove), a named replica still here is free again, or it would stay busy for ever: never
+   * stopped, never woken.
+   */
+  private releaseSpared(set: ReplicaSetView): void {
+    if (this.scaling) return;
+    for (const record of this.records.values()) {
+      const from = record.removedFrom;
+      if (from === undefined || set.scale === from || set.replicas.length !== set.scale) continue;
+      record.removedFrom = undefined;
+      record.busy = false;
+      record.leaving = false;
+      this.log.warn("the workload removed another replica in place of this one; deciding again", {
+        replica: record.replica.id,
+      });
+    }
+  }
+
   /** Scales down, removing these replicas first. Resolves when the platform took the new count. */
   private async removeReplicas(wanted: ReplicaRecord[], to: number): Promise<void> {
     const leadership = this.leadership;
@@ -1767,6 +1791,7 @@ export class ModelController {
         to,
         records.map((r) => r.replica),
       );
+      for (const r of records) r.removedFrom = from;
       this.counts.scales++;
     } catch (error) {
       this.scaleOverride = undefined;

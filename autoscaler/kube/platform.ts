@@ -186,7 +186,9 @@ export class KubePlatform implements Platform {
    * Sets the workload's replicas from `expected` to `to`, marking `remove` as the first to go.
    * Reads the scale first and refuses (WriteConflict) when it is not `expected`: the decision was
    * made on a count that no longer holds. The write carries the resourceVersion it read, so a change
-   * in between is a 409, never overwritten.
+   * in between is a 409, never overwritten. A 409 is read again: the Deployment controller writes
+   * the workload's status after every scale, which changes its resourceVersion but not the count,
+   * so a write that follows another one closely is refused for nothing more than that.
    */
   async scale(key: string, expected: number, to: number, remove: readonly Replica[]): Promise<void> {
     const model = this.models.get(key);
@@ -194,28 +196,31 @@ export class KubePlatform implements Platform {
     for (const replica of remove) await this.markForRemoval(key, replica.id);
     const ref = this.workloadRef(model);
     const scalePath = this.scalePath(ref);
-    const scale = await this.options.client.get<{
-      metadata: { resourceVersion: string };
-      spec?: { replicas?: number };
-    }>(scalePath);
-    const current = scale.spec?.replicas ?? 0;
-    if (current !== expected)
-      throw new WriteConflict(`${ref.kind} ${ref.name} has ${current} replicas, not ${expected}`);
-    try {
-      await this.options.client.replace(scalePath, {
-        apiVersion: "autoscaling/v1",
-        kind: "Scale",
-        metadata: {
-          name: ref.name,
-          namespace: ref.namespace,
-          resourceVersion: scale.metadata.resourceVersion,
-        },
-        spec: { replicas: to },
-      });
-    } catch (error) {
-      if (isConflict(error)) throw new WriteConflict(`${ref.kind} ${ref.name} changed while scaling`);
-      throw error;
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const scale = await this.options.client.get<{
+        metadata: { resourceVersion: string };
+        spec?: { replicas?: number };
+      }>(scalePath);
+      const current = scale.spec?.replicas ?? 0;
+      if (current !== expected)
+        throw new WriteConflict(`${ref.kind} ${ref.name} has ${current} replicas, not ${expected}`);
+      try {
+        await this.options.client.replace(scalePath, {
+          apiVersion: "autoscaling/v1",
+          kind: "Scale",
+          metadata: {
+            name: ref.name,
+            namespace: ref.namespace,
+            resourceVersion: scale.metadata.resourceVersion,
+          },
+          spec: { replicas: to },
+        });
+        return;
+      } catch (error) {
+        if (!isConflict(error)) throw error;
+      }
     }
+    throw new WriteConflict(`${ref.kind} ${ref.name} kept changing while scaling`);
   }
 
   /**

@@ -221,6 +221,7 @@ export class FakePlatform implements Platform {
   private readonly listeners: ((model: string, departure?: Departure) => void)[] = [];
   private sequence = 0;
   private refuseNextScale = 0;
+  private spareNamedNext = 0;
   closed = false;
 
   constructor(models: Iterable<string>, options: FakePlatformOptions) {
@@ -263,10 +264,14 @@ export class FakePlatform implements Platform {
     if (entry.replicas.size > to) {
       const named = new Set(call.remove);
       const all = [...entry.replicas.values()];
-      const victims = [
-        ...all.filter((r) => named.has(r.id)),
-        ...all.filter((r) => !named.has(r.id)).reverse(),
-      ].slice(0, entry.replicas.size - to);
+      const first = all.filter((r) => named.has(r.id));
+      const others = all.filter((r) => !named.has(r.id)).reverse();
+      const spare = this.spareNamedNext > 0;
+      this.spareNamedNext = Math.max(0, this.spareNamedNext - 1);
+      const victims = (spare ? [...others, ...first] : [...first, ...others]).slice(
+        0,
+        entry.replicas.size - to,
+      );
       for (const victim of victims) this.drop(entry, victim.id);
     }
     this.changed(model);
@@ -376,6 +381,14 @@ export class FakePlatform implements Platform {
   /** The next `times` scale calls are refused as if the count changed under the caller. */
   refuseScales(times = 1): void {
     this.refuseNextScale += times;
+  }
+
+  /**
+   * The next `times` scale-downs remove other replicas than the named ones, as a ReplicaSet may
+   * when two pods carry the same deletion cost.
+   */
+  spareNamed(times = 1): void {
+    this.spareNamedNext += times;
   }
 
   private entry(model: string): ModelEntry {
