@@ -42,6 +42,12 @@ describe("validateModel: the one schema, with path, value and allowed form", () 
       ),
     },
     {
+      name: "an alias repeated (the CRD's list is a set, too)",
+      spec: { workloadRef: ref, aliases: ["q", "qwen-7b", "q"] },
+      message:
+        'Model "qwen" is not valid: spec.aliases.2: "q": is listed twice; ids and aliases must be unique',
+    },
+    {
       name: "min above max",
       spec: { workloadRef: ref, minReplicas: 3, maxReplicas: 2 },
       message:
@@ -102,6 +108,11 @@ describe("validateWorkloadAnnotations", () => {
       annotations: { "snooze.dev/warmup": "maybe" },
       message:
         'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/warmup"]: "maybe": expected true or false',
+    },
+    {
+      annotations: { "snooze.dev/aliases": "q, q" },
+      message:
+        'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/aliases"]: "q, q": is listed twice; ids and aliases must be unique',
     },
     {
       annotations: { "snooze.dev/slep-after": "5m" },

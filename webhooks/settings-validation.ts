@@ -29,7 +29,10 @@ export function specProblems(spec: unknown, issues: z.core.$ZodIssue[], shape: S
         .join("; ");
     }
     const where = ["spec", ...path].join(".");
-    const value = path.reduce<unknown>((node, key) => (isObject(node) ? node[key] : undefined), spec);
+    const value = path.reduce<unknown>(
+      (node, key) => (isObject(node) ? node[key] : Array.isArray(node) ? node[Number(key)] : undefined),
+      spec,
+    );
     if (issue.code === "invalid_type" && value === undefined) return `${where}: is required`;
     const field = path.length === 1 ? shape[path[0]!] : undefined;
     return `${where}: ${showValue(value)}: ${reasonFor(issue, field)}`;

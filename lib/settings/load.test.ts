@@ -575,7 +575,7 @@ describe("names that cannot all be reached", () => {
         key: "models.qwen.aliases.2",
         line: 4,
         column: 24,
-        message: '"q" already names this model; ids and aliases must be unique',
+        message: '"q" is listed twice; ids and aliases must be unique',
       },
     ]);
   });

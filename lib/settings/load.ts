@@ -239,7 +239,12 @@ function toProblems(
   else {
     // Every reason names the value found, as written.
     const reason = reasonFor(issue, fieldAt(snoozeFile, path));
-    message = issue.input === undefined ? reason : `${reason}, not ${showValue(issue.input)}`;
+    message =
+      issue.input === undefined
+        ? reason
+        : issue.code === "custom" && issue.params?.valueFirst
+          ? `${showValue(issue.input)} ${reason}`
+          : `${reason}, not ${showValue(issue.input)}`;
   }
   return [{ key: keyPath(path), message, ...locate(path) }];
 }

@@ -10,8 +10,21 @@ import { byteSize, duration, finiteDuration, modelId, timeout } from "./fields.t
 export const tierSettings = z.strictObject({
   aliases: z
     .array(modelId)
+    // The same alias twice is a slip; Kubernetes refuses it too (a list of type set).
+    .superRefine((aliases, ctx) => {
+      for (const [index, alias] of aliases.entries())
+        if (aliases.indexOf(alias) !== index)
+          ctx.addIssue({
+            code: "custom",
+            path: [index],
+            input: alias,
+            message: "is listed twice; ids and aliases must be unique",
+            // Said after the value: `"q" is listed twice`.
+            params: { valueFirst: true },
+          });
+    })
     .optional()
-    .meta({ description: "Other ids that clients may use for this model." }),
+    .meta({ description: "Other ids that clients may use for this model.", "x-kubernetes-list-type": "set" }),
   sleep: z.boolean().optional().meta({
     description: "Whether the engine supports vLLM sleep mode; without it a replica only goes ready ↔ cold.",
   }),
