@@ -232,6 +232,12 @@ describe("parseConfig", () => {
       '2:3 defaults.slot: slot "gpu9" is not defined under `slots:`',
       '10:5 models.mistral.slot: slot "gpu8" is not defined under `slots:`',
     ]);
+    // Also when no model inherits it (found by an outside tester: it was taken).
+    expect(
+      problemsOf(
+        "slots:\n  gpu0: {}\ndefaults:\n  slot: gpu9\nmodels:\n  qwen:\n    command: [x, '${PORT}']\n    slot: gpu0\n",
+      ).map((p) => `${p.line}:${p.column} ${p.key}: ${p.message}`),
+    ).toEqual(['4:3 defaults.slot: slot "gpu9" is not defined under `slots:` (defined: gpu0)']);
   });
 
   test("the message of the error has file:line:col: key: reason", () => {

@@ -91,6 +91,15 @@ export function resolveConfig(
   for (const [name, slot] of Object.entries(file.slots ?? {})) {
     slots.set(name, { ...builtinSlotDefaults, ...defined(slot), name });
   }
+  const checkSlot = (slot: string | undefined, path: string[]) => {
+    if (slot === undefined || slots.has(slot) || wasRefused(["slots", slot])) return;
+    if (problems.some((p) => p.path.join("\0") === path.join("\0"))) return;
+    const known = [...slots.keys()];
+    problems.push({
+      path,
+      message: `slot "${slot}" is not defined under \`slots:\`${known.length ? ` (defined: ${known.join(", ")})` : ""}`,
+    });
+  };
   for (const [id, model] of Object.entries(file.models)) {
     const merged = { ...builtinTierDefaults, ...defaults, ...defined(model) };
     const config: ModelConfig = {
@@ -119,17 +128,10 @@ export function resolveConfig(
       if (message) problems.push({ path: ["models", id, "env", name], message });
     }
     // Named where it is written: a slot a model inherits from `defaults:` is wrong there, once.
-    const slotPath = model.slot === undefined ? ["defaults", "slot"] : ["models", id, "slot"];
-    const undefinedSlot =
-      config.slot !== undefined && !slots.has(config.slot) && !wasRefused(["slots", config.slot]);
-    if (undefinedSlot && !problems.some((p) => p.path.join("\0") === slotPath.join("\0"))) {
-      const known = [...slots.keys()];
-      problems.push({
-        path: slotPath,
-        message: `slot "${config.slot}" is not defined under \`slots:\`${known.length ? ` (defined: ${known.join(", ")})` : ""}`,
-      });
-    }
+    checkSlot(config.slot, model.slot === undefined ? ["defaults", "slot"] : ["models", id, "slot"]);
   }
+  // Also when every model names its own: the next model added would inherit it.
+  checkSlot(file.defaults?.slot, ["defaults", "slot"]);
   const byPort = new Map<number, string>();
   for (const [id, model] of models) {
     if (model.port === undefined) continue;
