@@ -60,6 +60,8 @@ export interface AdminModelView {
   lastStartMs?: number;
   lastWakeMs?: number;
   lastError?: string;
+  /** While the model waits out a back-off after a failed activation: when activations begin again. */
+  retryAt?: string;
   slot?: string;
   /**
    * When the tier changes next on its own (sleep, deeper sleep, stop), when that is known; `null`:

@@ -233,18 +233,28 @@ export class ModelRoute {
    * rather than held for its whole budget and told to retry in a second (found by outside testers).
    */
   private backedOff(): HoldFailure | undefined {
+    const backoff = this.backoff();
+    if (!backoff) return undefined;
+    const left = backoff.retryAt - Date.now();
+    const next = Math.max(
+      minRetryAfterMs,
+      (this.lastEvent?.tier === "cold" ? this.estimates.start : this.estimates.wake) ?? 0,
+    );
+    if (left + next < this.config.holdBudget) return undefined;
+    return { reason: "activation-failed", message: backoff.error, retryAfterMs: left };
+  }
+
+  /**
+   * The back-off the model waits out after its last activation failed: when activations begin
+   * again, and why it failed. Undefined when there is none left, or a replica serves or activates.
+   */
+  backoff(): { retryAt: number; error: string } | undefined {
     const event = this.lastEvent;
-    if (!event?.error || event.retryAt === undefined) return undefined;
+    if (!event?.error || event.retryAt === undefined || event.retryAt <= Date.now()) return undefined;
     for (const backend of this.backends.values())
       if (backend.tier === "ready" || backend.tier === "starting" || backend.tier === "waking")
         return undefined;
-    const left = event.retryAt - Date.now();
-    const next = Math.max(
-      minRetryAfterMs,
-      (event.tier === "cold" ? this.estimates.start : this.estimates.wake) ?? 0,
-    );
-    if (left + next < this.config.holdBudget) return undefined;
-    return { reason: "activation-failed", message: event.error, retryAfterMs: left };
+    return { retryAt: event.retryAt, error: event.error };
   }
 
   /** A request to `backend` finished: free its capacity and let the next held one go. */

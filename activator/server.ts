@@ -144,6 +144,7 @@ export function createActivatorServer({
   const views = (): AdminModelView[] =>
     [...activator.routes.values()].map((route) => {
       const event = route.latestEvent;
+      const backoff = route.backoff();
       const view: AdminModelView = {
         id: route.config.id,
         aliases: route.config.aliases,
@@ -154,6 +155,7 @@ export function createActivatorServer({
         held: route.held,
         inFlight: route.inFlight,
         slot: route.config.slot,
+        ...(backoff ? { retryAt: new Date(backoff.retryAt).toISOString() } : {}),
         ...admin.details(route.config.id),
       };
       return extendView(view, route, timeline);

@@ -53,7 +53,7 @@ export const wakeCommand: Command = {
         console.log(`${id}: wake requested (now ${answer.tier})`);
         return 0;
       }
-      return follow(client, id, model.tier, timeoutMs);
+      return follow(client, model, timeoutMs);
     }),
 };
 
@@ -61,7 +61,8 @@ export const wakeCommand: Command = {
  * Opens the event stream first (so no tier change is missed), asks for the wake, then prints each
  * tier change of the model until one of its replicas is ready or its activation failed.
  */
-async function follow(client: AdminClient, id: string, from: string, timeoutMs: number): Promise<number> {
+async function follow(client: AdminClient, model: AdminModelView, timeoutMs: number): Promise<number> {
+  const { id, tier: from } = model;
   const started = performance.now();
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), timeoutMs);
@@ -126,6 +127,12 @@ async function follow(client: AdminClient, id: string, from: string, timeoutMs: 
       throw new ClientError("the event stream closed before it began");
     }
     if (from !== "ready") line(`${id}: ${from} → ready`);
+    // A back-off after failures comes first: the wait is said, not silent.
+    const retryIn = model.retryAt ? Date.parse(model.retryAt) - Date.now() : 0;
+    if (retryIn > 0)
+      line(
+        `${id}: waiting out a back-off after a failed activation${model.lastError ? ` (${model.lastError})` : ""}; the next try in ${formatDuration(retryIn)}`,
+      );
     const answer = await client.action<{ tier: string }>(actionPath(id, "wake"), abort.signal);
     if (answer.tier === "ready" && outcome === undefined) {
       abort.abort();

@@ -225,6 +225,44 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     }
   });
 
+  test("snooze wake during a back-off after failed starts says so, with the reason and the time left, then tries", {
+    timeout: 30_000,
+  }, async () => {
+    // Found by an outside tester: the wait was silent. An engine that exits at once fails each start.
+    const broken = await startLocalSnooze({
+      config: parseConfig(
+        `models:\n  broken:\n    command: ["\${SNOOZE}", "sim", "--port", "\${PORT}", "--no-such-flag"]\n`,
+        "broken.yaml",
+      ),
+      log: createLogger({}, () => {}, "error"),
+      host: "127.0.0.1",
+      port: 0,
+    });
+    try {
+      const env = { SNOOZE_URL: broken.url };
+      // Three failures: the back-off is 2 s after the third (0 after the first, 1 s after the second).
+      for (let i = 0; i < 3; i++) {
+        const failed = await run(["wake", "broken"], env);
+        expect(failed.code).toBe(1);
+        if (i < 2)
+          await until(
+            () => broken.activator.routes.get("broken")!.backoff() === undefined,
+            5_000,
+            "the back-off over",
+          );
+      }
+      const wake = await run(["wake", "broken"], env);
+      expect(wake.stdout).toMatch(
+        /^broken: waiting out a back-off after a failed activation \(start of broken failed: .*exit.*\); the next try in \d+(\.\d+)?m?s$/m,
+      );
+      // Then it tried, and said how that went.
+      expect(wake.code).toBe(1);
+      expect(wake.stderr).toMatch(/^broken: the activation failed after .+/m);
+    } finally {
+      await broken.close(1_000);
+    }
+  });
+
   test("a server that takes the connection and never answers: exit 1 with a line saying so, no stack trace", {
     timeout: 20_000,
   }, async () => {
