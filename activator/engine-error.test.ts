@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { engineErrorEvent } from "./engine-error.ts";
+import { engineErrorAnswer, engineErrorEvent } from "./engine-error.ts";
 
 const event = (status: number, body: string) => JSON.parse(engineErrorEvent(status, body));
 
@@ -46,5 +46,31 @@ describe("an engine's error answer as the data of an SSE event", () => {
     const long = event(502, "x".repeat(5_000)).error.message as string;
     expect(long.length).toBeLessThan(1_100);
     expect(long).toMatch(/^The engine answered 502: x+…\.$/);
+  });
+});
+
+describe("an engine's error answer passed on as the answer", () => {
+  test("vLLM's own shape is left untouched (undefined: pass the bytes as they came)", () => {
+    expect(engineErrorAnswer(400, '{"error":{"message":"bad","code":400}}')).toBeUndefined();
+  });
+
+  test("any other gets an `error` object beside the engine's own fields; text becomes the error alone", () => {
+    expect(JSON.parse(engineErrorAnswer(404, '{"detail":"Not Found"}')!)).toEqual({
+      detail: "Not Found",
+      error: {
+        message: "The engine answered 404: Not Found.",
+        type: "invalid_request_error",
+        param: null,
+        code: "engine_error",
+      },
+    });
+    expect(JSON.parse(engineErrorAnswer(500, "Internal Server Error")!)).toEqual({
+      error: {
+        message: "The engine answered 500: Internal Server Error.",
+        type: "server_error",
+        param: null,
+        code: "engine_error",
+      },
+    });
   });
 });

@@ -1,10 +1,10 @@
 import { clip } from "../lib/clip.ts";
 import { isObject } from "../lib/json-object.ts";
-import { openAIError } from "../lib/openai-error.ts";
+import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
 /**
- * How much of an engine's error answer is kept to tell it in a stream: an error is a few hundred
- * bytes; an engine that sends megabytes with an error status is not read into memory for it.
+ * How much of an engine's error answer is read to put it in OpenAI's shape: an error is a few
+ * hundred bytes; an engine that sends megabytes with an error status is not read into memory for it.
  */
 export const maxEngineErrorBytes = 64 * 1024;
 /** How much of an engine's words goes into a message made here. */
@@ -20,27 +20,45 @@ const maxWords = 1_000;
  * engine's status and words.
  */
 export function engineErrorEvent(status: number, body: string): string {
-  let parsed: unknown;
+  const parsed = parseJson(body);
+  return JSON.stringify(inOpenAIShape(status, parsed, body) ?? parsed);
+}
+
+/**
+ * An engine's error answer passed on as the answer itself, in OpenAI's shape: OpenAI's clients
+ * show only "404 status code (no body)" for a body without an `error` object, so the engine's
+ * words would be lost. The engine's own fields stay beside `error` (older vLLM's flat `object`,
+ * `message`, ...; FastAPI's `detail`) for a client that reads them. Undefined: it has that shape
+ * already, and passes untouched.
+ */
+export function engineErrorAnswer(status: number, body: string): string | undefined {
+  const parsed = parseJson(body);
+  const shaped = inOpenAIShape(status, parsed, body);
+  if (!shaped) return undefined;
+  return JSON.stringify(isObject(parsed) ? { ...parsed, ...shaped } : shaped);
+}
+
+function parseJson(body: string): unknown {
   try {
-    parsed = JSON.parse(body);
+    return JSON.parse(body);
   } catch {
-    parsed = undefined;
+    return undefined;
   }
-  if (isObject(parsed) && isObject(parsed.error)) return JSON.stringify(parsed);
+}
+
+/** The error in OpenAI's shape; undefined when `parsed` has it already. */
+function inOpenAIShape(status: number, parsed: unknown, body: string): OpenAIErrorBody | undefined {
+  if (isObject(parsed) && isObject(parsed.error)) return undefined;
   const type = status >= 500 ? "server_error" : "invalid_request_error";
   if (isObject(parsed) && typeof parsed.message === "string") {
     const text = (value: unknown) =>
       typeof value === "string" || typeof value === "number" ? String(value) : null;
-    return JSON.stringify(
-      openAIError(parsed.message, text(parsed.type) ?? type, text(parsed.code), text(parsed.param)),
-    );
+    return openAIError(parsed.message, text(parsed.type) ?? type, text(parsed.code), text(parsed.param));
   }
   const detail = isObject(parsed) && "detail" in parsed ? parsed.detail : undefined;
   const words = (typeof detail === "string" ? detail : detail !== undefined ? JSON.stringify(detail) : body)
     .replace(/\s+/g, " ")
     .trim();
   const clipped = clip(words, maxWords);
-  return JSON.stringify(
-    openAIError(`The engine answered ${status}${clipped ? `: ${clipped}` : ""}.`, type, "engine_error"),
-  );
+  return openAIError(`The engine answered ${status}${clipped ? `: ${clipped}` : ""}.`, type, "engine_error");
 }

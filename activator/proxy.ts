@@ -4,7 +4,7 @@ import { sendError } from "../lib/http/json.ts";
 import { endWithEvent } from "../lib/http/sse.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { replaceEngineCors } from "./cors.ts";
-import { engineErrorEvent, maxEngineErrorBytes } from "./engine-error.ts";
+import { engineErrorAnswer, engineErrorEvent, maxEngineErrorBytes } from "./engine-error.ts";
 import { endToEnd } from "./hop-headers.ts";
 import type { Backend } from "./model-route.ts";
 
@@ -147,11 +147,13 @@ class Relay implements Dispatcher.DispatchHandler {
   private status = 0;
   private contentType = "";
   /**
-   * An engine error after hold progress opened an SSE stream: collected (up to maxEngineErrorBytes),
-   * told as one event at the end.
+   * An engine's error answer, collected (up to maxEngineErrorBytes) to be put in OpenAI's shape: told
+   * as one event at the end after hold progress opened an SSE stream, else as the answer itself.
    */
   private errorBody?: Buffer[];
   private errorBytes = 0;
+  /** The headers of an error answer held back until its body is known (undefined in a stream). */
+  private errorHead?: OutgoingHttpHeaders;
   private readonly unregister: () => void;
   private readonly onClose = () => {
     if (!this.res.writableFinished) this.abort(new ClientGone());
@@ -214,6 +216,12 @@ class Relay implements Dispatcher.DispatchHandler {
       // chunked framing, and headers and body leave in one write instead of three.
       out["content-length"] = length;
     }
+    if (status >= 400 && headers["content-encoding"] === undefined) {
+      // Read before it is passed on: an error not in OpenAI's shape is put in it (engine-error.ts).
+      this.errorBody = [];
+      this.errorHead = out;
+      return;
+    }
     res.writeHead(status, out);
     // A stream (no length) shows its headers at once, as the engine sent them.
     if (typeof length !== "string") res.flushHeaders();
@@ -221,10 +229,14 @@ class Relay implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.errorBody) {
-      const room = maxEngineErrorBytes - this.errorBytes;
-      if (room > 0) this.errorBody.push(room < chunk.length ? chunk.subarray(0, room) : chunk);
-      this.errorBytes += Math.min(room, chunk.length);
-      return;
+      // Too big for an error message: a held-back answer goes out untouched, as it comes.
+      if (this.errorHead && this.errorBytes + chunk.length > maxEngineErrorBytes) this.releaseErrorHead();
+      else {
+        const room = maxEngineErrorBytes - this.errorBytes;
+        if (room > 0) this.errorBody.push(room < chunk.length ? chunk.subarray(0, room) : chunk);
+        this.errorBytes += Math.min(room, chunk.length);
+        return;
+      }
     }
     this.request.tap?.chunk(chunk);
     if (!this.res.write(chunk) && !controller.paused) {
@@ -234,13 +246,35 @@ class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
-    if (this.errorBody)
-      endWithEvent(this.res, engineErrorEvent(this.status, Buffer.concat(this.errorBody).toString()));
-    else this.res.end();
+    const body = this.errorBody && Buffer.concat(this.errorBody);
+    if (!body) this.res.end();
+    else if (!this.errorHead) endWithEvent(this.res, engineErrorEvent(this.status, body.toString()));
+    else {
+      const reshaped = engineErrorAnswer(this.status, body.toString());
+      const out = reshaped === undefined ? body : Buffer.from(reshaped);
+      const head = { ...this.errorHead, "content-length": String(out.length) };
+      if (reshaped !== undefined) head["content-type"] = "application/json";
+      this.request.tap?.chunk(out);
+      this.res.writeHead(this.status, head);
+      this.res.end(out);
+    }
     this.finish({ kind: "answered", status: this.status });
   }
 
+  /** An error answer held back but too big to reshape: its head and what was read go out now. */
+  private releaseErrorHead(): void {
+    this.res.writeHead(this.status, this.errorHead);
+    for (const part of this.errorBody ?? []) {
+      this.request.tap?.chunk(part);
+      this.res.write(part);
+    }
+    this.errorBody = undefined;
+    this.errorHead = undefined;
+  }
+
   onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
+    // An error answer cut part way: what came of it goes out, then the break (as for any answer).
+    if (this.errorHead && !this.res.destroyed) this.releaseErrorHead();
     this.finish(failed(this.res, this.abortReason, this.status, this.contentType, error));
   }
 }

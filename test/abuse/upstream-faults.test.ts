@@ -244,6 +244,73 @@ describe("the engine refuses a request whose hold progress already answered 200"
   });
 });
 
+describe("the engine refuses a request (no hold progress): its error answer as the openai client sees it", () => {
+  /** The engine answers this; the request goes through Snooze to it, by the openai client and by fetch. */
+  const refused = async (status: number, contentType: string, body: string) => {
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      res.writeHead(status, { "content-type": contentType });
+      res.end(body);
+    });
+    cleanups.push(() => engine.server.close());
+    const snooze = await activatorFor(engine.address);
+    const client = new OpenAI({ baseURL: `${snooze.url}/v1`, apiKey: "none", maxRetries: 0 });
+    const error = await client.chat.completions
+      .create({ model: "m", messages: [{ role: "user", content: "hi" }] })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(error).toBeInstanceOf(OpenAI.APIError);
+    const raw = await post(snooze);
+    return {
+      sdk: error as InstanceType<typeof OpenAI.APIError>,
+      status: raw.status,
+      contentType: raw.headers.get("content-type"),
+      text: await raw.text(),
+    };
+  };
+
+  test("vLLM's own error passes untouched; older vLLM's flat one and FastAPI's keep their fields beside `error`; plain text becomes JSON", async () => {
+    const vllm =
+      '{"error":{"message":"max_tokens is too large","type":"BadRequestError","param":"max_tokens","code":400}}';
+    const current = await refused(400, "application/json", vllm);
+    expect(current.text).toBe(vllm);
+    expect(current.sdk.message).toBe("400 max_tokens is too large");
+
+    const flat = {
+      object: "error",
+      message: "max_tokens is too large",
+      type: "BadRequestError",
+      param: null,
+      code: 400,
+    };
+    const older = await refused(400, "application/json", JSON.stringify(flat));
+    expect(older.sdk.status).toBe(400);
+    expect(older.sdk.message).toBe("400 max_tokens is too large");
+    expect(JSON.parse(older.text)).toEqual({
+      ...flat,
+      error: { message: "max_tokens is too large", type: "BadRequestError", param: null, code: "400" },
+    });
+
+    // Found by an outside tester: the SDK said "404 status code (no body)".
+    const fastapi = await refused(404, "application/json", '{"detail":"Not Found"}');
+    expect(fastapi.sdk.message).toBe("404 The engine answered 404: Not Found.");
+    expect(JSON.parse(fastapi.text)).toMatchObject({ detail: "Not Found", error: { code: "engine_error" } });
+
+    const crashed = await refused(500, "text/plain; charset=utf-8", "Internal Server Error");
+    expect(crashed).toMatchObject({ status: 500, contentType: "application/json" });
+    expect(crashed.sdk.message).toBe("500 The engine answered 500: Internal Server Error.");
+  });
+
+  test("an error answer too big to be a message passes untouched, whole", async () => {
+    const huge = "y".repeat(1 << 20);
+    const answer = await refused(500, "text/plain", huge);
+    expect(answer).toMatchObject({ status: 500, contentType: "text/plain" });
+    expect(answer.text).toBe(huge);
+  });
+});
+
 describe("Expect: 100-continue", () => {
   async function echoEngine() {
     const seen: Record<string, string | string[] | undefined>[] = [];
