@@ -1049,7 +1049,8 @@ describe("a pod floor (minPods, Knative's min-scale)", () => {
 });
 
 describe("operations that overlap", () => {
-  test("demand during a deeper sleep waits for it, then wakes from level 2", async () => {
+  test("demand during a deeper sleep's wake takes it back: the engine, awake, serves without sleeping at level 2", async () => {
+    // Found by an outside tester: the request waited for the whole move to level 2 and a level-2 wake.
     const { h, engine } = await readyModel();
     await h.advance(60_000);
     h.mark();
@@ -1060,6 +1061,23 @@ describe("operations that overlap", () => {
     await h.settle();
     expect(h.platform.scales).toEqual([]);
     wakeForDeepen.release();
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(1)", "warmup"]);
+    expect(h.tiers("m")).toEqual(["waking", "ready"]);
+    // Not a wake's time: nothing learned of it, and the last measured level-1 wake stands.
+    expect(h.controller("m").state().lastWakeMs).toBeUndefined();
+  });
+
+  test("demand during a deeper sleep's sleep waits for it, then wakes from level 2", async () => {
+    const { h, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    const sleepForDeepen = engine.hold("sleep");
+    await h.advance(10 * 60_000);
+    expect(sleepForDeepen.reached).toBe(true);
+    h.demand("m");
+    await h.settle();
+    sleepForDeepen.release();
     await h.settle();
     expect(engine.calls).toEqual(["wake(1)", "sleep(2,wait)", "wake(2)", "warmup"]);
     expect(h.tiers("m")).toEqual(["asleep-2", "waking", "ready"]);

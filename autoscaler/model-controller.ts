@@ -1469,27 +1469,38 @@ export class ModelController {
     );
   }
 
-  private wake(record: ReplicaRecord, level: 1 | 2): Promise<void> {
+  /**
+   * Wakes a sleeper for the requests held. `awake`: the engine is awake already (a deepening taken
+   * back half way), so only the rest of a wake is done: warm-up and ready, traced as a wake; its
+   * time is not a wake's and is not learned as one.
+   */
+  private wake(record: ReplicaRecord, level: 1 | 2, { awake = false } = {}): Promise<void> {
     const activation = this.beginActivation("wake", record.tier);
     record.activation = activation;
     // Its log lines carry the activation's trace ids (tracing.md: logs join the traces).
-    return context.with(activation.context, () => this.wakeEngine(record, level, activation));
+    return context.with(activation.context, () => this.wakeEngine(record, level, activation, awake));
   }
 
-  private async wakeEngine(record: ReplicaRecord, level: 1 | 2, activation: Activation): Promise<void> {
+  private async wakeEngine(
+    record: ReplicaRecord,
+    level: 1 | 2,
+    activation: Activation,
+    awake: boolean,
+  ): Promise<void> {
     const leadership = this.leadership;
     const from = activation.from;
-    await this.setTier(record, "waking", { estimateMs: this.estimate("wake", level) });
-    this.log.info("waking engine", { replica: record.replica.id, from });
+    await this.setTier(record, "waking", awake ? {} : { estimateMs: this.estimate("wake", level) });
+    this.log.info("waking engine", { replica: record.replica.id, from, ...(awake ? { awake } : {}) });
     const engine = this.deps.platform.engine(record.replica);
     const until = this.deps.clock.now() + this.config.wakeTimeout;
     try {
-      await inSpan(
-        "snooze.wake",
-        { "snooze.sleep_level": level },
-        () => engine.wake(level, this.config.wakeTimeout),
-        activation.context,
-      );
+      if (!awake)
+        await inSpan(
+          "snooze.wake",
+          { "snooze.sleep_level": level },
+          () => engine.wake(level, this.config.wakeTimeout),
+          activation.context,
+        );
       await this.warmUp(engine, activation, until);
     } catch (error) {
       this.guard(leadership);
@@ -1509,8 +1520,10 @@ export class ModelController {
     }
     this.guard(leadership);
     if (!this.present(record)) return;
-    this.lastWakeMs[level] = this.deps.clock.now() - activation.started;
-    this.learner.measured(level === 1 ? "wake1" : "wake2", this.lastWakeMs[level]);
+    if (!awake) {
+      this.lastWakeMs[level] = this.deps.clock.now() - activation.started;
+      this.learner.measured(level === 1 ? "wake1" : "wake2", this.lastWakeMs[level]);
+    }
     this.succeeded(record);
     await this.setTier(record, "ready");
   }
@@ -1640,14 +1653,19 @@ export class ModelController {
       return;
     }
     const engine = this.deps.platform.engine(record.replica);
+    let wanted = false;
     try {
       // No request causes a deepening: a trace of its own.
       await inSpan(
         "snooze.deepen",
         { "snooze.model": this.id },
-        async () => {
+        async (span) => {
           await engine.wake(1, this.config.wakeTimeout);
-          await engine.sleep(2, "wait", 30_000);
+          // A request came while the engine moved: it is awake now, so it serves that request
+          // rather than sleep at level 2 and be woken from there (a wake's time more).
+          wanted = this.load().held > 0;
+          span.setAttribute("snooze.deepen.taken_back", wanted);
+          if (!wanted) await engine.sleep(2, "wait", 30_000);
         },
         ROOT_CONTEXT,
       );
@@ -1661,7 +1679,8 @@ export class ModelController {
     }
     this.guard(leadership);
     if (!this.present(record)) return;
-    await this.setTier(record, "asleep-2");
+    if (wanted) await this.wake(record, 1, { awake: true });
+    else await this.setTier(record, "asleep-2");
   }
 
   /** Where is the engine really (after a takeover mid-operation, or when an activator could not reach it)? */
