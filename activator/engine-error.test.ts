@@ -1,5 +1,6 @@
+import { brotliCompressSync, gzipSync } from "node:zlib";
 import { describe, expect, test } from "vitest";
-import { engineErrorAnswer, engineErrorEvent } from "./engine-error.ts";
+import { engineErrorAnswer, engineErrorEvent, errorBodyText, readableCoding } from "./engine-error.ts";
 
 const event = (status: number, body: string) => JSON.parse(engineErrorEvent(status, body));
 
@@ -72,5 +73,28 @@ describe("an engine's error answer passed on as the answer", () => {
         code: "engine_error",
       },
     });
+  });
+});
+
+describe("what engines send at the edges (found by an outside tester)", () => {
+  test("a body nested too deep to write again is told by its words, in a stream as in an answer", () => {
+    const deep = `{"detail":${"[".repeat(10_000)}${"]".repeat(10_000)}}`;
+    expect(event(400, deep).error.code).toBe("engine_error");
+    expect(JSON.parse(engineErrorAnswer(400, deep)!).error.code).toBe("engine_error");
+  });
+
+  test("an empty message is no message; a long one is clipped, never inside an emoji", () => {
+    expect(event(400, '{"message":""}').error.message).toBe('The engine answered 400: {"message":""}.');
+    const long = event(500, `a${"😀".repeat(2_000)}`).error.message as string;
+    expect(long.isWellFormed()).toBe(true);
+  });
+
+  test("a compressed error body is read; a corrupt one, or a coding not known, is not", () => {
+    const gzipped = gzipSync('{"detail":"x"}');
+    expect(errorBodyText(gzipped, "gzip")).toBe('{"detail":"x"}');
+    expect(errorBodyText(brotliCompressSync("y"), "br")).toBe("y");
+    expect(errorBodyText(Buffer.from("not gzip"), "gzip")).toBeUndefined();
+    expect(readableCoding("compress")).toBe(false);
+    expect(errorBodyText(gzipSync("z".repeat(1 << 20)), "gzip")).toBeUndefined();
   });
 });

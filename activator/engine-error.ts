@@ -1,3 +1,4 @@
+import { brotliDecompressSync, gunzipSync, inflateSync, zstdDecompressSync } from "node:zlib";
 import { clip } from "../lib/clip.ts";
 import { isObject } from "../lib/json-object.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
@@ -11,6 +12,40 @@ export const maxEngineErrorBytes = 64 * 1024;
 const maxWords = 1_000;
 
 /**
+ * An error body's content codings that are decoded to read it (Snooze passes the client's
+ * `Accept-Encoding` on, so an engine behind compression answers compressed).
+ */
+const decoders: Record<string, (body: Buffer, options: { maxOutputLength: number }) => Buffer> = {
+  gzip: gunzipSync,
+  "x-gzip": gunzipSync,
+  deflate: inflateSync,
+  br: brotliDecompressSync,
+  zstd: zstdDecompressSync,
+};
+
+/** Whether an error body with this `Content-Encoding` can be read (none, or one Snooze decodes). */
+export function readableCoding(encoding: string | undefined): boolean {
+  const coding = encoding?.trim().toLowerCase();
+  return !coding || coding === "identity" || coding in decoders;
+}
+
+/**
+ * The text of an error body as the engine sent it; undefined when it cannot be decoded (a corrupt
+ * or oversized stream, a coding Snooze does not read).
+ */
+export function errorBodyText(body: Buffer, encoding: string | undefined): string | undefined {
+  const coding = encoding?.trim().toLowerCase();
+  if (!coding || coding === "identity") return body.toString();
+  const decode = decoders[coding];
+  if (!decode) return undefined;
+  try {
+    return decode(body, { maxOutputLength: maxEngineErrorBytes }).toString();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * The data of the SSE event that tells an engine's error answer once hold progress has answered 200
  * (proxy.ts): OpenAI's clients raise an error for an event whose data holds an `error` object, and
  * take anything else for a chunk of the answer (FastAPI's `{"detail":"Not Found"}`) or fail to
@@ -21,21 +56,30 @@ const maxWords = 1_000;
  */
 export function engineErrorEvent(status: number, body: string): string {
   const parsed = parseJson(body);
-  return JSON.stringify(inOpenAIShape(status, parsed, body) ?? parsed);
+  const shaped = inOpenAIShape(status, parsed, body);
+  // The engine's own shape, on one line (an SSE event's data must not break across lines).
+  return shaped
+    ? JSON.stringify(shaped)
+    : (stringify(parsed) ?? JSON.stringify(inOpenAIShape(status, undefined, body)));
 }
 
 /**
  * An engine's error answer passed on as the answer itself, in OpenAI's shape: OpenAI's clients
  * show only "404 status code (no body)" for a body without an `error` object, so the engine's
- * words would be lost. The engine's own fields stay beside `error` (older vLLM's flat `object`,
- * `message`, ...; FastAPI's `detail`) for a client that reads them. Undefined: it has that shape
- * already, and passes untouched.
+ * words would be lost. The engine's own fields stay beside `error`, as it wrote them (older vLLM's
+ * flat `object`, `message`, ...; FastAPI's `detail`), for a client that reads them; `error` is
+ * written last, so it is the one a JSON parser keeps. Undefined: it has that shape already, and
+ * passes untouched.
  */
 export function engineErrorAnswer(status: number, body: string): string | undefined {
   const parsed = parseJson(body);
   const shaped = inOpenAIShape(status, parsed, body);
   if (!shaped) return undefined;
-  return JSON.stringify(isObject(parsed) ? { ...parsed, ...shaped } : shaped);
+  const error = JSON.stringify(shaped.error);
+  if (!isObject(parsed)) return `{"error":${error}}`;
+  const text = body.trim();
+  const empty = Object.keys(parsed).length === 0;
+  return `${text.slice(0, -1).trimEnd()}${empty ? "" : ","}"error":${error}}`;
 }
 
 function parseJson(body: string): unknown {
@@ -46,17 +90,31 @@ function parseJson(body: string): unknown {
   }
 }
 
+/** JSON text of a parsed value; undefined for one nested too deep to write again. */
+function stringify(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The error in OpenAI's shape; undefined when `parsed` has it already. */
 function inOpenAIShape(status: number, parsed: unknown, body: string): OpenAIErrorBody | undefined {
   if (isObject(parsed) && isObject(parsed.error)) return undefined;
   const type = status >= 500 ? "server_error" : "invalid_request_error";
-  if (isObject(parsed) && typeof parsed.message === "string") {
+  if (isObject(parsed) && typeof parsed.message === "string" && parsed.message.trim() !== "") {
     const text = (value: unknown) =>
       typeof value === "string" || typeof value === "number" ? String(value) : null;
-    return openAIError(parsed.message, text(parsed.type) ?? type, text(parsed.code), text(parsed.param));
+    return openAIError(
+      clip(parsed.message, maxWords),
+      text(parsed.type) ?? type,
+      text(parsed.code),
+      text(parsed.param),
+    );
   }
   const detail = isObject(parsed) && "detail" in parsed ? parsed.detail : undefined;
-  const words = (typeof detail === "string" ? detail : detail !== undefined ? JSON.stringify(detail) : body)
+  const words = (typeof detail === "string" ? detail : (stringify(detail) ?? body))
     .replace(/\s+/g, " ")
     .trim();
   const clipped = clip(words, maxWords);

@@ -4,7 +4,13 @@ import { sendError } from "../lib/http/json.ts";
 import { endWithEvent } from "../lib/http/sse.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { replaceEngineCors } from "./cors.ts";
-import { engineErrorAnswer, engineErrorEvent, maxEngineErrorBytes } from "./engine-error.ts";
+import {
+  engineErrorAnswer,
+  engineErrorEvent,
+  errorBodyText,
+  maxEngineErrorBytes,
+  readableCoding,
+} from "./engine-error.ts";
 import { endToEnd } from "./hop-headers.ts";
 import type { Backend } from "./model-route.ts";
 
@@ -126,6 +132,23 @@ export function forward(
   });
 }
 
+/**
+ * How long an engine's error body may take to come whole after its head before the head is passed
+ * on as it is: an error comes in one write; one that trickles is not held from the client.
+ */
+const errorBodyWaitMs = 1_000;
+
+/** Headers that describe the engine's body bytes: dropped when the body is written anew. */
+const bodyHeaders = [
+  "content-encoding",
+  "etag",
+  "content-md5",
+  "digest",
+  "content-digest",
+  "repr-digest",
+  "content-range",
+];
+
 /** Client gone before the answer ended: the engine's request is cancelled with this. */
 class ClientGone extends Error {
   constructor() {
@@ -152,8 +175,11 @@ class Relay implements Dispatcher.DispatchHandler {
    */
   private errorBody?: Buffer[];
   private errorBytes = 0;
+  private errorCoding?: string;
   /** The headers of an error answer held back until its body is known (undefined in a stream). */
   private errorHead?: OutgoingHttpHeaders;
+  /** An error body that does not come at once is not waited for: its head goes out. */
+  private errorWait?: NodeJS.Timeout;
   private readonly unregister: () => void;
   private readonly onClose = () => {
     if (!this.res.writableFinished) this.abort(new ClientGone());
@@ -204,7 +230,10 @@ class Relay implements Dispatcher.DispatchHandler {
       // Hold progress already answered 200 and opened an SSE stream: an engine error can
       // only be told as an event in it.
       this.contentType = "text/event-stream";
-      if (status !== 200) this.errorBody = [];
+      if (status !== 200) {
+        this.errorBody = [];
+        this.errorCoding = headers["content-encoding"] as string | undefined;
+      }
       return;
     }
     const out = endToEnd(headers);
@@ -216,10 +245,13 @@ class Relay implements Dispatcher.DispatchHandler {
       // chunked framing, and headers and body leave in one write instead of three.
       out["content-length"] = length;
     }
-    if (status >= 400 && headers["content-encoding"] === undefined) {
+    const coding = headers["content-encoding"] as string | undefined;
+    if (status >= 400 && readableCoding(coding)) {
       // Read before it is passed on: an error not in OpenAI's shape is put in it (engine-error.ts).
       this.errorBody = [];
+      this.errorCoding = coding;
       this.errorHead = out;
+      this.errorWait = setTimeout(() => this.releaseErrorHead(), errorBodyWaitMs);
       return;
     }
     res.writeHead(status, out);
@@ -246,23 +278,39 @@ class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
+    clearTimeout(this.errorWait);
     const body = this.errorBody && Buffer.concat(this.errorBody);
     if (!body) this.res.end();
-    else if (!this.errorHead) endWithEvent(this.res, engineErrorEvent(this.status, body.toString()));
-    else {
-      const reshaped = engineErrorAnswer(this.status, body.toString());
-      const out = reshaped === undefined ? body : Buffer.from(reshaped);
-      const head = { ...this.errorHead, "content-length": String(out.length) };
-      if (reshaped !== undefined) head["content-type"] = "application/json";
-      this.request.tap?.chunk(out);
-      this.res.writeHead(this.status, head);
-      this.res.end(out);
-    }
+    else if (!this.errorHead) {
+      const text = errorBodyText(body, this.errorCoding) ?? body.toString();
+      endWithEvent(this.res, engineErrorEvent(this.status, text));
+    } else this.endError(body, this.errorHead);
     this.finish({ kind: "answered", status: this.status });
   }
 
-  /** An error answer held back but too big to reshape: its head and what was read go out now. */
+  /** A whole error answer, held back: in OpenAI's shape if it was not, else as the engine sent it. */
+  private endError(body: Buffer, head: OutgoingHttpHeaders): void {
+    const text = errorBodyText(body, this.errorCoding);
+    const reshaped = text === undefined ? undefined : engineErrorAnswer(this.status, text);
+    const out = reshaped === undefined ? body : Buffer.from(reshaped);
+    const sent: OutgoingHttpHeaders = { ...head, "content-length": String(out.length) };
+    if (reshaped !== undefined) {
+      sent["content-type"] = "application/json";
+      // They described the engine's bytes, not these.
+      for (const name of bodyHeaders) delete sent[name];
+    }
+    this.request.tap?.chunk(out);
+    this.res.writeHead(this.status, sent);
+    this.res.end(out);
+  }
+
+  /**
+   * An error answer held back that is too big to reshape, or slow to come: its head and what was
+   * read go out now, the rest as it comes.
+   */
   private releaseErrorHead(): void {
+    clearTimeout(this.errorWait);
+    if (!this.errorHead) return;
     this.res.writeHead(this.status, this.errorHead);
     for (const part of this.errorBody ?? []) {
       this.request.tap?.chunk(part);
@@ -273,8 +321,9 @@ class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
-    // An error answer cut part way: what came of it goes out, then the break (as for any answer).
-    if (this.errorHead && !this.res.destroyed) this.releaseErrorHead();
+    // An error answer held back and cut part way: nothing went out, so the client is told why
+    // (502 upstream_broken, 504 upstream_idle_timeout …) rather than left with a closed connection.
+    clearTimeout(this.errorWait);
     this.finish(failed(this.res, this.abortReason, this.status, this.contentType, error));
   }
 }
@@ -290,7 +339,8 @@ function failed(
   const ended = abortReason instanceof EndedEarly ? abortReason : undefined;
   if (abortReason && !ended) return { kind: "aborted" };
   const code = (error as { code?: string }).code ?? "";
-  const before = status === 0 && !res.headersSent;
+  // Before any byte of an answer; a connection retry only before the engine answered at all.
+  const before = !res.headersSent;
   let reason: UpstreamFailure;
   if (ended) reason = ended.reason;
   else if (code === "UND_ERR_CONNECT_TIMEOUT") reason = "connect-timeout";
@@ -300,7 +350,7 @@ function failed(
   else if (status === 0 && unreachableCodes.has(code)) reason = "unreachable";
   else if (status !== 0) reason = "broken";
   else reason = "error";
-  if (before && (reason === "unreachable" || reason === "connect-timeout")) {
+  if (before && status === 0 && (reason === "unreachable" || reason === "connect-timeout")) {
     return { kind: "unreachable", error, reason };
   }
   const answer = errorAnswer(reason, error, ended ?? error);

@@ -1,4 +1,5 @@
 import { connect } from "node:net";
+import { gzipSync } from "node:zlib";
 import OpenAI from "openai";
 import { afterEach, describe, expect, test } from "vitest";
 import { metricValue, until } from "../helpers/local-snooze.ts";
@@ -301,6 +302,59 @@ describe("the engine refuses a request (no hold progress): its error answer as t
     const crashed = await refused(500, "text/plain; charset=utf-8", "Internal Server Error");
     expect(crashed).toMatchObject({ status: 500, contentType: "application/json" });
     expect(crashed.sdk.message).toBe("500 The engine answered 500: Internal Server Error.");
+  });
+
+  test("the engine's own fields are kept as written; a compressed error is read; headers about the old bytes go", async () => {
+    // Found by an outside tester: big numbers came back rounded, a gzip error was not read.
+    const fields = await refused(
+      400,
+      "application/json",
+      '{ "detail": "Not Found", "id": 12345678901234567890 }',
+    );
+    expect(fields.text).toContain('"id": 12345678901234567890');
+    expect(JSON.parse(fields.text).error.code).toBe("engine_error");
+
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      res.writeHead(400, { "content-type": "application/json", "content-encoding": "gzip", etag: '"abc"' });
+      res.end(gzipSync('{"detail":"gzipped detail"}'));
+    });
+    cleanups.push(() => engine.server.close());
+    const snooze = await activatorFor(engine.address);
+    const response = await post(snooze, chatBody(), { "accept-encoding": "gzip" });
+    expect(response.status).toBe(400);
+    expect(response.headers.get("content-encoding")).toBeNull();
+    expect(response.headers.get("etag")).toBeNull();
+    expect(await errorOf(response)).toMatchObject({ message: "The engine answered 400: gzipped detail." });
+  });
+
+  test("an error body that breaks off, stalls, or nests 10,000 deep: the client is told, never left without an answer", async () => {
+    // Found by an outside tester: the first and the last got no answer at all, the second none
+    // until idleTimeout.
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      const kind = req.headers["x-fault"];
+      if (kind === "deep") {
+        res.writeHead(400, { "content-type": "application/json" });
+        res.end(`{"detail":${"[".repeat(10_000)}${"]".repeat(10_000)}}`);
+        return;
+      }
+      res.writeHead(400, { "content-type": "application/json", "content-length": "100" });
+      res.write('{"detail": "half');
+      if (kind === "drop") setTimeout(() => res.socket?.destroy(), 50);
+    });
+    cleanups.push(() => engine.server.close());
+    const snooze = await activatorFor(engine.address, { idleTimeout: 20_000 });
+    const dropped = await post(snooze, chatBody(), { "x-fault": "drop" });
+    expect(dropped.status).toBe(502);
+    expect(await errorOf(dropped)).toMatchObject({ code: "upstream_broken" });
+    const stalled = await post(snooze, chatBody(), { "x-fault": "stall" });
+    // The head goes on after a moment, as the engine sent it (not after idleTimeout's 20 s).
+    expect(stalled.status).toBe(400);
+    await stalled.body?.cancel();
+    const deep = await post(snooze, chatBody(), { "x-fault": "deep" });
+    expect(deep.status).toBe(400);
+    expect(await errorOf(deep)).toMatchObject({ code: "engine_error" });
   });
 
   test("an error answer too big to be a message passes untouched, whole", async () => {
