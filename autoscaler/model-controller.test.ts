@@ -519,6 +519,30 @@ describe("failures and back-off", () => {
     expect(h.controller("m").state().lastError).toBeUndefined();
   });
 
+  test("the engine's settings changed (a reload's new command): the back-off ends, and the start wanted begins now", async () => {
+    // Found by an outside tester: a fixed command waited out the old failures' minute.
+    const h = new Harness(oneModel());
+    h.demand("m");
+    await h.settle();
+    for (const id of ["m-1", "m-2", "m-3"]) {
+      h.platform.crash(id, "exit 1");
+      await h.settle();
+      await h.advance(2_000);
+    }
+    h.platform.crash("m-4", "exit 1");
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual([]);
+    const failure = h.events.at(-1)!;
+    expect(failure.retryAt).toBe(h.clock.now() + 4_000);
+    h.controller("m").engineChanged();
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual(["m-5"]);
+    expect(h.controller("m").state().lastError).toBeUndefined();
+    // The activators heard it: the model's last word carries no failure.
+    expect(h.events.at(-1)).toMatchObject({ model: "m", tier: "starting" });
+    expect(h.events.at(-1)!.error).toBeUndefined();
+  });
+
   test("startTimeout: a replica not up in time is a failed start and is removed", async () => {
     const h = new Harness(oneModel(), { answerErrors: true });
     h.demand("m");

@@ -649,6 +649,22 @@ export class ModelController {
       }));
   }
 
+  /**
+   * The engine's settings changed (a reload's new command, env or port): what failed before says
+   * nothing of the new engine, so the back-off after it ends, and a start wanted meanwhile begins
+   * now. The activators hear it too (an event without the failure), so they hold requests again.
+   */
+  engineChanged(): void {
+    const now = this.deps.clock.now();
+    if (this.failures === 0 && this.backoffUntil <= now && this.crashes.length === 0) return;
+    this.failures = 0;
+    this.crashes = [];
+    this.backoffUntil = now;
+    this.lastError = undefined;
+    if (this.leading) this.announce(undefined);
+    this.changed();
+  }
+
   /** Tells watchers, again, which activation this model's held requests wait on (a swap). */
   announce(traceparent: string | undefined): void {
     const record = this.summary().record;

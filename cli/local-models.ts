@@ -182,6 +182,7 @@ export class LocalModels {
     const { platform, autoscaler, activator } = this.options;
     platform.setModel(config, { restart: true });
     autoscaler.updateModel(localTarget(config));
+    autoscaler.controllerByKey(config.id)?.engineChanged();
     activator.upsertModel({ ...config });
   }
 

@@ -200,6 +200,35 @@ models:
     for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
   });
 
+  test("SIGHUP: a command fixed during the back-off of its failures starts at once, not when the back-off ends", async () => {
+    // Found by an outside tester: the fixed model waited out the old failures' back-off (up to a minute).
+    const broken = simCommand(["--load-time", "200ms", "--no-such-flag"], 1);
+    const before = `\nmodels:\n  qwen:\n    command: ${broken}\n`;
+    const run = start(before);
+    const url = await run.url;
+    // Four failed starts in a row: the back-off is 0, 1, 2, then 4 s.
+    for (let i = 0; i < 4; i++) expect((await ask(url, "qwen", { max_tokens: 1 })).status).toBe(503);
+    const view = async () =>
+      (
+        (await (await fetch(`${url}/snooze/v1/models`)).json()) as {
+          models: { id: string; retryAt?: string }[];
+        }
+      ).models[0]!;
+    const retryAt = Date.parse((await view()).retryAt!);
+    expect(retryAt).toBeGreaterThan(Date.now() + 1_000);
+
+    writeFileSync(run.config, before.replace(broken, simCommand(["--load-time", "200ms"], 1)));
+    run.child.kill("SIGHUP");
+    await until(() => run.stderr().includes('"restarted":["qwen (command)"]'), 5_000, "the reload");
+    expect((await view()).retryAt).toBeUndefined();
+    expect((await ask(url, "qwen", { max_tokens: 1 })).status).toBe(200);
+    expect(Date.now()).toBeLessThan(retryAt);
+
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
+  });
+
   test("SIGHUP: a model added on a fixed port that another model's engine got as a free port fails at once, not after it", async () => {
     const before = `
 models:
