@@ -1,4 +1,5 @@
 import { describe, expect, test } from "vitest";
+import { metricValue } from "../test/helpers/local-snooze.ts";
 import { Harness } from "../test/support/autoscaler-harness.ts";
 
 // One model; times short enough to read, every one of them on the manual clock.
@@ -1090,6 +1091,28 @@ describe("operations that overlap", () => {
     expect(h.tiers("m")).toEqual(["waking", "ready"]);
     // Not a wake's time: nothing learned of it, and the last measured level-1 wake stands.
     expect(h.controller("m").state().lastWakeMs).toBeUndefined();
+  });
+
+  test("a request whose client left during a deeper sleep's wake still takes it back; the activation counts from the move's start", async () => {
+    // Found by an outside tester: a client that timed out and retried paid a level-2 wake.
+    const { h, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    const wakeForDeepen = engine.hold("wake");
+    await h.advance(10 * 60_000);
+    const moved = h.clock.now();
+    h.demand("m");
+    await h.advance(1_000);
+    h.stats("m", 0, 0);
+    await h.advance(1_000);
+    wakeForDeepen.release();
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(1)", "warmup"]);
+    expect(h.tiers("m")).toEqual(["waking", "ready"]);
+    const metrics = await h.registry.metrics();
+    expect(metricValue(metrics, "snooze_activation_duration_seconds_sum")).toBe(
+      (h.clock.now() - moved) / 1000,
+    );
   });
 
   test("demand during a deeper sleep's sleep waits for it, then wakes from level 2", async () => {

@@ -1487,11 +1487,15 @@ export class ModelController {
 
   /**
    * Wakes a sleeper for the requests held. `awake`: the engine is awake already (a deepening taken
-   * back half way), so only the rest of a wake is done: warm-up and ready, traced as a wake; its
-   * time is not a wake's and is not learned as one.
+   * back half way), so only the rest of a wake is done: warm-up and ready, traced as a wake from
+   * `since` (the move's start); its time is not a wake's and is not learned as one.
    */
-  private wake(record: ReplicaRecord, level: 1 | 2, { awake = false } = {}): Promise<void> {
-    const activation = this.beginActivation("wake", record.tier);
+  private wake(
+    record: ReplicaRecord,
+    level: 1 | 2,
+    { awake = false, since = this.deps.clock.now() } = {},
+  ): Promise<void> {
+    const activation = this.beginActivation("wake", record.tier, since);
     record.activation = activation;
     // Its log lines carry the activation's trace ids (tracing.md: logs join the traces).
     return context.with(activation.context, () => this.wakeEngine(record, level, activation, awake));
@@ -1669,6 +1673,7 @@ export class ModelController {
       return;
     }
     const engine = this.deps.platform.engine(record.replica);
+    const moved = this.deps.clock.now();
     let wanted = false;
     try {
       // No request causes a deepening: a trace of its own.
@@ -1678,8 +1683,9 @@ export class ModelController {
         async (span) => {
           await engine.wake(1, this.config.wakeTimeout);
           // A request came while the engine moved: it is awake now, so it serves that request
-          // rather than sleep at level 2 and be woken from there (a wake's time more).
-          wanted = this.load().held > 0;
+          // rather than sleep at level 2 and be woken from there (a wake's time more). One whose
+          // client has gone since counts too, as a held request's activation goes on without it.
+          wanted = this.load().held > 0 || this.lastActive > moved;
           span.setAttribute("snooze.deepen.taken_back", wanted);
           if (!wanted) await engine.sleep(2, "wait", 30_000);
         },
@@ -1695,7 +1701,8 @@ export class ModelController {
     }
     this.guard(leadership);
     if (!this.present(record)) return;
-    if (wanted) await this.wake(record, 1, { awake: true });
+    // The held requests have waited since the move began: the activation counts from there.
+    if (wanted) await this.wake(record, 1, { awake: true, since: moved });
     else await this.setTier(record, "asleep-2");
   }
 
