@@ -753,8 +753,7 @@ export class ModelController {
    * `stopped-instead` when nothing is awake but an engine's sleep failed and it was stopped.
    */
   sleepNow(level: 1 | 2 = this.config.sleepLevel, timeoutMs = this.parkTimeoutMs()): Promise<ParkOutcome> {
-    this.wakeWanted = false;
-    this.prewarmWake = false;
+    this.cancelWake();
     this.parked = this.config.sleep ? level : "stop";
     this.changed();
     return this.park("sleep", () => this.quiet(), timeoutMs);
@@ -770,11 +769,22 @@ export class ModelController {
    * request waits for is stopped where it is, not finished first.
    */
   stopNow(timeoutMs = this.parkTimeoutMs()): Promise<ParkOutcome> {
-    this.wakeWanted = false;
-    this.prewarmWake = false;
+    this.cancelWake();
     this.parked = "stop";
     this.changed();
     return this.park("stop", () => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
+  }
+
+  /**
+   * A person's sleep or stop ends a wake that no request waits for. One that waits out a back-off
+   * has nothing under way to end, so it is said (the model's tier again, without the failure):
+   * whoever waits for that wake (`snooze wake`) hears that it will not come.
+   */
+  private cancelWake(): void {
+    const waiting = this.wakeWanted && this.deps.clock.now() < this.backoffUntil;
+    this.wakeWanted = false;
+    this.prewarmWake = false;
+    if (waiting && this.leading) this.announce(undefined);
   }
 
   /**

@@ -51,6 +51,8 @@ export const wakeCommand: Command = {
       if (values["no-wait"]) {
         const answer = await client.action<{ tier: string }>(actionPath(id, "wake"));
         console.log(`${id}: wake requested (now ${answer.tier})`);
+        const backoff = backoffNote(model);
+        if (backoff) console.log(backoff);
         return 0;
       }
       return follow(client, model, timeoutMs);
@@ -93,12 +95,24 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     if (event.error !== undefined && event.tier !== "ready")
       return finish(1, `${id}: the activation failed after ${elapsed()}: ${event.error}`);
     if (event.tier === "ready") return finish(0, `${id}: ready after ${elapsed()} (${event.replica})`);
-    if (event.tier !== tier && event.tier !== "cold") {
+    // A replica gone with no failure: a person's stop or sleep may have ended the wake. The model's
+    // own tier says (another replica may still be waking).
+    if (event.tier === "cold") void endedByPark();
+    else if (event.tier !== tier) {
       tier = event.tier;
       const estimate = event.estimateMs !== undefined ? `, usually ~${formatDuration(event.estimateMs)}` : "";
       line(`${id}: ${tier} (${event.replica}${estimate})`);
     }
     return false;
+  };
+  const endedByPark = async () => {
+    const now = await findModel(client, id).catch(() => undefined);
+    if (outcome !== undefined || now?.tier !== "cold" || now.retryAt !== undefined || now.held > 0) return;
+    finish(
+      1,
+      `${id}: the wake ended after ${elapsed()}: the model is cold again (a \`snooze stop\` or \`sleep\`?)`,
+    );
+    abort.abort();
   };
   let hello = false;
   let opened!: () => void;
@@ -119,6 +133,7 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
       abort.signal,
     )
     .finally(opened);
+  const release = onInterrupt("wake", id);
   try {
     await open;
     if (!hello) {
@@ -127,12 +142,9 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
       throw new ClientError("the event stream closed before it began");
     }
     if (from !== "ready") line(`${id}: ${from} → ready`);
-    // A back-off after failures comes first: the wait is said, not silent.
-    const retryIn = model.retryAt ? Date.parse(model.retryAt) - Date.now() : 0;
-    if (retryIn > 0)
-      line(
-        `${id}: waiting out a back-off after a failed activation${model.lastError ? ` (${model.lastError})` : ""}; the next try in ${formatDuration(retryIn)}`,
-      );
+    // A back-off after failures is said at once: the wait is not silent.
+    const backoff = backoffNote(model);
+    if (backoff) line(backoff);
     const answer = await client.action<{ tier: string }>(actionPath(id, "wake"), abort.signal);
     if (answer.tier === "ready" && outcome === undefined) {
       abort.abort();
@@ -156,11 +168,32 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     if (outcome !== undefined) return outcome;
     throw error;
   } finally {
+    release();
     clearTimeout(timer);
     clearInterval(ticker);
     abort.abort();
     await stream.catch(() => {});
   }
+}
+
+/** Ctrl-C ends the wait, not the action: Snooze goes on with it, and the person is told so. */
+function onInterrupt(verb: string, id: string): () => void {
+  const interrupted = () => {
+    process.stderr.write(
+      `\nsnooze ${verb}: no longer waiting; the ${verb} of ${id} goes on in Snooze (\`snooze status\` shows it)\n`,
+    );
+    process.exit(130);
+  };
+  process.once("SIGINT", interrupted);
+  return () => process.off("SIGINT", interrupted);
+}
+
+/** The line that says a wake waits out a back-off first; empty when there is none. */
+function backoffNote(model: AdminModelView): string {
+  const retryIn = model.retryAt ? Date.parse(model.retryAt) - Date.now() : 0;
+  if (retryIn <= 0) return "";
+  const why = model.lastError ? ` (${model.lastError})` : "";
+  return `${model.id}: waiting out a back-off after a failed activation${why}; the next try in ${formatDuration(retryIn)}`;
 }
 
 function parkCommand(verb: "sleep" | "stop"): Command {
@@ -176,21 +209,14 @@ function parkCommand(verb: "sleep" | "stop"): Command {
         const started = performance.now();
         if (process.stdout.isTTY)
           process.stdout.write(`${verb === "sleep" ? "sleeping" : "stopping"} ${id}…\n`);
-        // Ctrl-C ends the wait, not the action: Snooze goes on with it, and the person is told so.
-        const interrupted = () => {
-          process.stderr.write(
-            `\nsnooze ${verb}: no longer waiting; the ${verb} of ${id} goes on in Snooze (\`snooze status\` shows it)\n`,
-          );
-          process.exit(130);
-        };
-        process.once("SIGINT", interrupted);
+        const release = onInterrupt(verb, id);
         try {
           // The activator answers once the drain and the sleep (or stop) are done.
           const answer = await client.action<{ tier: string }>(actionPath(id, verb));
           console.log(`${id}: ${answer.tier} after ${formatDuration(performance.now() - started)}`);
           return 0;
         } finally {
-          process.off("SIGINT", interrupted);
+          release();
         }
       }),
   };

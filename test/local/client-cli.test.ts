@@ -209,6 +209,31 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     }
   });
 
+  test("snooze wake whose start a person's stop ends: it says so and exits 1, not waiting out --timeout", {
+    timeout: 30_000,
+  }, async () => {
+    // Found by an outside tester: the wake waited silently until its --timeout.
+    const slow = await startLocalSnooze({
+      config: parseConfig(
+        `models:\n  slow:\n    command: ${simCommand(["--load-time", "20s"], 1)}\n`,
+        "slow.yaml",
+      ),
+      log: createLogger({}, () => {}, "error"),
+      host: "127.0.0.1",
+      port: 0,
+    });
+    try {
+      const env = { SNOOZE_URL: slow.url };
+      const waiting = start(["wake", "slow"], env);
+      await until(() => /slow: starting/.test(waiting.stdout()), 10_000, "the start");
+      expect((await run(["stop", "slow"], env)).code).toBe(0);
+      expect(await waiting.code).toBe(1);
+      expect(waiting.stderr()).toMatch(/^slow: the wake ended after .+: the model is cold again/m);
+    } finally {
+      await slow.close(1_000);
+    }
+  });
+
   test("snooze wake whose activation fails: the failure on stderr, exit 1", { timeout: 20_000 }, async () => {
     // Found by an outside tester: the failure went to stdout. It reports the activation failed.
     const failed = { model: "qwen", replica: "qwen-1", tier: "cold", since: Date.now(), error: "boom" };
@@ -258,6 +283,12 @@ describe("snooze wake, sleep, stop, logs and status", () => {
       // Then it tried, and said how that went.
       expect(wake.code).toBe(1);
       expect(wake.stderr).toMatch(/^broken: the activation failed after .+/m);
+      // A person's stop during the next back-off ends that wake: the waiting command hears it.
+      const waiting = start(["wake", "broken"], env);
+      await until(() => waiting.stdout().includes("waiting out a back-off"), 5_000, "the back-off line");
+      expect((await run(["stop", "broken"], env)).code).toBe(0);
+      expect(await waiting.code).toBe(1);
+      expect(waiting.stderr()).toMatch(/^broken: the wake ended after .+: the model is cold again/m);
     } finally {
       await broken.close(1_000);
     }
