@@ -58,4 +58,7 @@ test("the NEXT column says what the ladder does next on its own, and when", () =
   );
   expect(formatNext(model("ready", { tier: "cold", at: "2025-12-31T23:59:59Z" }), now)).toBe("stops now");
   expect(formatNext(model("cold"), now)).toBe("-");
+  // A back-off after failures: when the next try may be (found by an outside tester: NEXT said "-").
+  expect(formatNext({ ...model("cold"), retryAt: "2026-01-01T00:00:40Z" }, now)).toBe("retry in 40s");
+  expect(formatNext({ ...model("cold"), retryAt: "2025-12-31T23:59:59Z" }, now)).toBe("-");
 });

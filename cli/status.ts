@@ -96,8 +96,13 @@ async function watch(
   return failed ? 1 : 0;
 }
 
-/** The NEXT column: what the ladder does next on its own, and in how long (`sleeps in 12s`). */
+/**
+ * The NEXT column: what the ladder does next on its own, and in how long (`sleeps in 12s`); while a
+ * back-off after failures lasts, when the next try may be (`retry in 40s`).
+ */
 export function formatNext(model: AdminModelView, now: number): string {
+  const retryIn = model.retryAt ? Date.parse(model.retryAt) - now : 0;
+  if (retryIn > 0) return `retry in ${formatDuration(retryIn)}`;
   const next = model.nextChange;
   if (!next) return "-";
   const verb =
