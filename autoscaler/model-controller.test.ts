@@ -277,14 +277,23 @@ describe("waking", () => {
     expect(h.controller("m").state().lastWakeMs).toBe(2_000);
   });
 
-  test("a wake from asleep-2 is a level-2 wake", async () => {
+  test("a wake from asleep-2 is a level-2 wake; the last wake shown is the last one, whatever its level", async () => {
     const { h, engine } = await asleep();
-    await h.advance(10 * 60_000);
-    h.mark();
+    engine.latency.wake = 1_000;
     h.demand("m");
-    await h.settle();
+    await h.advance(1_000);
+    expect(h.controller("m").state().lastWakeMs).toBe(1_000);
+    h.stats("m", 0, 0);
+    await h.advance(20 * 60_000);
+    h.mark();
+    engine.calls.length = 0;
+    engine.latency.wake = 3_000;
+    h.demand("m");
+    await h.advance(3_000);
     expect(engine.calls).toEqual(["wake(2)", "warmup"]);
     expect(h.tiers("m")).toEqual(["waking", "ready"]);
+    // Found by an outside tester: it kept showing the level-1 wake.
+    expect(h.controller("m").state().lastWakeMs).toBe(3_000);
   });
 
   test("demand during draining takes the replica back: no sleep", async () => {

@@ -194,6 +194,8 @@ export class ModelController {
   private sleepFailure?: { at: number; reason: string };
   private lastError?: string;
   private lastWakeMs: { 1?: number; 2?: number } = {};
+  /** The level of the last wake measured: the one `lastWakeMs` shows. */
+  private lastWakeLevel?: 1 | 2;
   private lastStartMs?: number;
   private scaling = false;
   private scaleOverride?: { replicas: number; until: number };
@@ -527,7 +529,7 @@ export class ModelController {
       })),
       pendingPods: this.pendingReplicas(),
       lastError: this.lastError,
-      lastWakeMs: this.lastWakeMs[1] ?? this.lastWakeMs[2],
+      lastWakeMs: this.lastWakeLevel && this.lastWakeMs[this.lastWakeLevel],
       lastStartMs: this.lastStartMs,
       learning: this.learningSnapshot(),
       now: this.deps.clock.now(),
@@ -577,7 +579,7 @@ export class ModelController {
       inFlight: load.inFlight,
       held: load.held,
       lastStartMs: this.lastStartMs,
-      lastWakeMs: this.lastWakeMs[1] ?? this.lastWakeMs[2],
+      lastWakeMs: this.lastWakeLevel && this.lastWakeMs[this.lastWakeLevel],
       lastError: this.lastError,
       leading: this.leading,
       workloadReplicas: this.workloadReplicas(),
@@ -1552,6 +1554,7 @@ export class ModelController {
     if (!this.present(record)) return;
     if (!awake) {
       this.lastWakeMs[level] = this.deps.clock.now() - activation.started;
+      this.lastWakeLevel = level;
       this.learner.measured(level === 1 ? "wake1" : "wake2", this.lastWakeMs[level]);
     }
     this.succeeded(record);
