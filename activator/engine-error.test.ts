@@ -96,5 +96,13 @@ describe("what engines send at the edges (found by an outside tester)", () => {
     expect(errorBodyText(Buffer.from("not gzip"), "gzip")).toBeUndefined();
     expect(readableCoding("compress")).toBe(false);
     expect(errorBodyText(gzipSync("z".repeat(1 << 20)), "gzip")).toBeUndefined();
+    // An empty body is empty, whatever its coding says.
+    expect(errorBodyText(Buffer.alloc(0), "gzip")).toBe("");
+  });
+
+  test("an `error` that is not an object is replaced, not written twice (found by an outside tester)", () => {
+    const answer = engineErrorAnswer(400, '{"error":"just a string","id":1}')!;
+    expect(answer.match(/"error"/g)).toHaveLength(1);
+    expect(JSON.parse(answer)).toMatchObject({ id: 1, error: { code: "engine_error" } });
   });
 });

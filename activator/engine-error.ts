@@ -35,7 +35,7 @@ export function readableCoding(encoding: string | undefined): boolean {
  */
 export function errorBodyText(body: Buffer, encoding: string | undefined): string | undefined {
   const coding = encoding?.trim().toLowerCase();
-  if (!coding || coding === "identity") return body.toString();
+  if (!coding || coding === "identity" || body.length === 0) return body.toString();
   const decode = decoders[coding];
   if (!decode) return undefined;
   try {
@@ -77,6 +77,8 @@ export function engineErrorAnswer(status: number, body: string): string | undefi
   if (!shaped) return undefined;
   const error = JSON.stringify(shaped.error);
   if (!isObject(parsed)) return `{"error":${error}}`;
+  // An `error` that is not an object (a string, null) is replaced, not written twice.
+  if ("error" in parsed) return stringify({ ...parsed, ...shaped }) ?? JSON.stringify(shaped);
   const text = body.trim();
   const empty = Object.keys(parsed).length === 0;
   return `${text.slice(0, -1).trimEnd()}${empty ? "" : ","}"error":${error}}`;

@@ -282,7 +282,8 @@ class Relay implements Dispatcher.DispatchHandler {
     const body = this.errorBody && Buffer.concat(this.errorBody);
     if (!body) this.res.end();
     else if (!this.errorHead) {
-      const text = errorBodyText(body, this.errorCoding) ?? body.toString();
+      // A body that cannot be decoded says nothing readable: only the status is told.
+      const text = errorBodyText(body, this.errorCoding) ?? "";
       endWithEvent(this.res, engineErrorEvent(this.status, text));
     } else this.endError(body, this.errorHead);
     this.finish({ kind: "answered", status: this.status });
@@ -312,6 +313,8 @@ class Relay implements Dispatcher.DispatchHandler {
     clearTimeout(this.errorWait);
     if (!this.errorHead) return;
     this.res.writeHead(this.status, this.errorHead);
+    // Out now, even before a body byte comes (a sized answer's head waits for its body otherwise).
+    this.res.flushHeaders();
     for (const part of this.errorBody ?? []) {
       this.request.tap?.chunk(part);
       this.res.write(part);
@@ -339,7 +342,7 @@ function failed(
   const ended = abortReason instanceof EndedEarly ? abortReason : undefined;
   if (abortReason && !ended) return { kind: "aborted" };
   const code = (error as { code?: string }).code ?? "";
-  // Before any byte of an answer; a connection retry only before the engine answered at all.
+  // Nothing of an answer went out yet (hold progress may have opened a stream already, though).
   const before = !res.headersSent;
   let reason: UpstreamFailure;
   if (ended) reason = ended.reason;
@@ -350,7 +353,9 @@ function failed(
   else if (status === 0 && unreachableCodes.has(code)) reason = "unreachable";
   else if (status !== 0) reason = "broken";
   else reason = "error";
-  if (before && status === 0 && (reason === "unreachable" || reason === "connect-timeout")) {
+  // The engine answered nothing: the caller re-checks it and sends the request once more, into a
+  // stream hold progress opened too (it ends that stream with the error if the retry fails).
+  if (status === 0 && (reason === "unreachable" || reason === "connect-timeout")) {
     return { kind: "unreachable", error, reason };
   }
   const answer = errorAnswer(reason, error, ended ?? error);
@@ -358,7 +363,8 @@ function failed(
     sendError(res, answer.status, answer.body, answer.headers);
     return { kind: "failed", status: answer.status, reason, error };
   }
-  endBroken(res, contentType, answer.body, error);
+  // A stream hold progress opened before the engine said anything is an SSE stream too.
+  endBroken(res, contentType || String(res.getHeader("content-type") ?? ""), answer.body, error);
   return { kind: "failed", status: status || 200, reason, error };
 }
 

@@ -195,6 +195,31 @@ describe("the engine refuses a request whose hold progress already answered 200"
     expect(events.at(-1)).toBe("data: [DONE]");
   });
 
+  test("an engine that closes the connection without answering, into a stream progress opened: retried once, then an error event", async () => {
+    // Found by an outside tester: the stream was cut with no event, and not retried.
+    let seen = 0;
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () => {
+        seen++;
+        socket.destroy();
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await startActivator({ holdBudget: 5_000, streamProgress: true });
+    cleanups.push(() => snooze.close());
+    const answer = post(snooze, chatBody({ stream: true }));
+    await new Promise((resolve) => setTimeout(resolve, 1_300));
+    snooze.plane.readyAt("m", engine.address);
+    const response = await answer;
+    expect(response.status).toBe(200);
+    const events = (await response.text()).split("\n\n").filter(Boolean);
+    expect(JSON.parse(events.at(-2)!.slice("data: ".length)).error).toMatchObject({
+      code: "upstream_unreachable",
+    });
+    expect(events.at(-1)).toBe("data: [DONE]");
+    expect(seen).toBe(2);
+  });
+
   test("an error not in OpenAI's shape is put in it, so the openai client raises it; a huge one is not kept whole", async () => {
     /** What the openai client makes of the engine's answer, once progress has answered 200. */
     const afterProgress = async (status: number, contentType: string, body: string) => {
@@ -340,6 +365,11 @@ describe("the engine refuses a request (no hold progress): its error answer as t
         return;
       }
       res.writeHead(400, { "content-type": "application/json", "content-length": "100" });
+      // A head alone, then nothing (found by an outside tester: the client got no head at all).
+      if (kind === "head") {
+        res.flushHeaders();
+        return;
+      }
       res.write('{"detail": "half');
       if (kind === "drop") setTimeout(() => res.socket?.destroy(), 50);
     });
@@ -352,6 +382,9 @@ describe("the engine refuses a request (no hold progress): its error answer as t
     // The head goes on after a moment, as the engine sent it (not after idleTimeout's 20 s).
     expect(stalled.status).toBe(400);
     await stalled.body?.cancel();
+    const headOnly = await post(snooze, chatBody(), { "x-fault": "head" });
+    expect(headOnly.status).toBe(400);
+    await headOnly.body?.cancel();
     const deep = await post(snooze, chatBody(), { "x-fault": "deep" });
     expect(deep.status).toBe(400);
     expect(await errorOf(deep)).toMatchObject({ code: "engine_error" });
