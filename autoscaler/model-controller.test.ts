@@ -553,6 +553,29 @@ describe("failures and back-off", () => {
     expect(h.events.at(-1)!.error).toBeUndefined();
   });
 
+  test("a person's stop ends a back-off: the next demand starts at once, and the activators hear the back-off is over", async () => {
+    // Found by an outside tester: after a stop ended a waiting wake, the API showed no back-off,
+    // but requests still waited it out.
+    const h = new Harness(oneModel());
+    h.demand("m");
+    await h.settle();
+    for (const id of ["m-1", "m-2", "m-3"]) {
+      h.platform.crash(id, "exit 1");
+      await h.settle();
+      await h.advance(2_000);
+    }
+    h.platform.crash("m-4", "exit 1");
+    await h.settle();
+    expect(h.events.at(-1)!.retryAt).toBe(h.clock.now() + 4_000);
+    h.stats("m", 0, 0);
+    await h.controller("m").stopNow();
+    expect(h.events.at(-1)).toMatchObject({ model: "m", tier: "cold" });
+    expect(h.events.at(-1)!.error).toBeUndefined();
+    h.demand("m");
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual(["m-5"]);
+  });
+
   test("startTimeout: a replica not up in time is a failed start and is removed", async () => {
     const h = new Harness(oneModel(), { answerErrors: true });
     h.demand("m");
@@ -1091,15 +1114,17 @@ describe("operations that overlap", () => {
     const wakeForDeepen = engine.hold("wake");
     await h.advance(10 * 60_000);
     expect(wakeForDeepen.reached).toBe(true);
+    const moved = h.clock.now();
     h.demand("m");
     await h.settle();
     expect(h.platform.scales).toEqual([]);
+    await h.advance(500);
     wakeForDeepen.release();
     await h.settle();
     expect(engine.calls).toEqual(["wake(1)", "warmup"]);
     expect(h.tiers("m")).toEqual(["waking", "ready"]);
-    // Not a wake's time: nothing learned of it, and the last measured level-1 wake stands.
-    expect(h.controller("m").state().lastWakeMs).toBeUndefined();
+    // A level-1 wake in all but name (the move's), measured from the move's start.
+    expect(h.controller("m").state().lastWakeMs).toBe(h.clock.now() - moved);
   });
 
   test("a request whose client left during a deeper sleep's wake still takes it back; the activation counts from the move's start", async () => {

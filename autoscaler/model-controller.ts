@@ -778,15 +778,19 @@ export class ModelController {
   }
 
   /**
-   * A person's sleep or stop ends a wake that no request waits for. One that waits out a back-off
-   * has nothing under way to end, so it is said (the model's tier again, without the failure):
-   * whoever waits for that wake (`snooze wake`) hears that it will not come.
+   * A person's sleep or stop ends a wake that no request waits for, and a back-off after failures:
+   * the person took the model in hand, so the next request or wake tries at once (and a failure
+   * then backs off longer, as before). The back-off's end is said (the model's tier again, without
+   * the failure): the activators stop showing it, and a `snooze wake` that waited for it hears
+   * that its wake will not come.
    */
   private cancelWake(): void {
-    const waiting = this.wakeWanted && this.deps.clock.now() < this.backoffUntil;
     this.wakeWanted = false;
     this.prewarmWake = false;
-    if (waiting && this.leading) this.announce(undefined);
+    const now = this.deps.clock.now();
+    if (this.backoffUntil <= now) return;
+    this.backoffUntil = now;
+    if (this.leading) this.announce(undefined);
   }
 
   /**
@@ -1321,7 +1325,7 @@ export class ModelController {
   private setTier(
     record: ReplicaRecord,
     tier: Tier,
-    news: { estimateMs?: number; error?: string } = {},
+    news: { estimateMs?: number; error?: string; since?: number } = {},
   ): Promise<void> {
     const leadership = this.leadership;
     this.guard(leadership);
@@ -1329,7 +1333,7 @@ export class ModelController {
     const now = this.deps.clock.now();
     if (isAsleep(tier) && !isAsleep(from)) record.asleepSince = now;
     record.tier = tier;
-    record.since = now;
+    record.since = news.since ?? now;
     this.accountTiers();
     if (from !== tier) this.deps.metrics.transition(this.id, from, tier);
     // Every tier change at info: `snooze serve`'s log says what each model did and when.
@@ -1499,8 +1503,8 @@ export class ModelController {
 
   /**
    * Wakes a sleeper for the requests held. `awake`: the engine is awake already (a deepening taken
-   * back half way), so only the rest of a wake is done: warm-up and ready, traced as a wake from
-   * `since` (the move's start); its time is not a wake's and is not learned as one.
+   * back half way, its level-1 wake done), so only the rest of a wake is done: warm-up and ready,
+   * traced, shown and measured as a level-1 wake from `since` (the move's start).
    */
   private wake(
     record: ReplicaRecord,
@@ -1521,7 +1525,11 @@ export class ModelController {
   ): Promise<void> {
     const leadership = this.leadership;
     const from = activation.from;
-    await this.setTier(record, "waking", awake ? {} : { estimateMs: this.estimate("wake", level) });
+    await this.setTier(
+      record,
+      "waking",
+      awake ? { since: activation.started } : { estimateMs: this.estimate("wake", level) },
+    );
     this.log.info("waking engine", { replica: record.replica.id, from, ...(awake ? { awake } : {}) });
     const engine = this.deps.platform.engine(record.replica);
     const until = this.deps.clock.now() + this.config.wakeTimeout;
@@ -1552,11 +1560,9 @@ export class ModelController {
     }
     this.guard(leadership);
     if (!this.present(record)) return;
-    if (!awake) {
-      this.lastWakeMs[level] = this.deps.clock.now() - activation.started;
-      this.lastWakeLevel = level;
-      this.learner.measured(level === 1 ? "wake1" : "wake2", this.lastWakeMs[level]);
-    }
+    this.lastWakeMs[level] = this.deps.clock.now() - activation.started;
+    this.lastWakeLevel = level;
+    this.learner.measured(level === 1 ? "wake1" : "wake2", this.lastWakeMs[level]);
     this.succeeded(record);
     await this.setTier(record, "ready");
   }

@@ -289,6 +289,10 @@ describe("snooze wake, sleep, stop, logs and status", () => {
       expect((await run(["stop", "broken"], env)).code).toBe(0);
       expect(await waiting.code).toBe(1);
       expect(waiting.stderr()).toMatch(/^broken: the wake ended after .+: the model is cold again/m);
+      // The stop ended the back-off too, as the admin API shows: the next wake tries at once.
+      const next = await run(["wake", "broken"], env);
+      expect(next.stdout).not.toContain("waiting out a back-off");
+      expect(next.stderr).toMatch(/^broken: the activation failed after \d+(\.\d+)?ms: /m);
     } finally {
       await broken.close(1_000);
     }
