@@ -529,8 +529,8 @@ describe("failures and back-off", () => {
     expect(h.controller("m").state().lastError).toBeUndefined();
   });
 
-  test("the engine's settings changed (a reload's new command): the back-off ends, and the start wanted begins now", async () => {
-    // Found by an outside tester: a fixed command waited out the old failures' minute.
+  /** Four failed starts in a row, the held request still waiting: a back-off of 4 s ahead. */
+  async function backedOff() {
     const h = new Harness(oneModel());
     h.demand("m");
     await h.settle();
@@ -542,8 +542,13 @@ describe("failures and back-off", () => {
     h.platform.crash("m-4", "exit 1");
     await h.settle();
     expect(h.platform.ids("m")).toEqual([]);
-    const failure = h.events.at(-1)!;
-    expect(failure.retryAt).toBe(h.clock.now() + 4_000);
+    expect(h.events.at(-1)!.retryAt).toBe(h.clock.now() + 4_000);
+    return h;
+  }
+
+  test("the engine's settings changed (a reload's new command): the back-off ends, and the start wanted begins now", async () => {
+    // Found by an outside tester: a fixed command waited out the old failures' minute.
+    const h = await backedOff();
     h.controller("m").engineChanged();
     await h.settle();
     expect(h.platform.ids("m")).toEqual(["m-5"]);
@@ -556,17 +561,7 @@ describe("failures and back-off", () => {
   test("a person's stop ends a back-off: the next demand starts at once, and the activators hear the back-off is over", async () => {
     // Found by an outside tester: after a stop ended a waiting wake, the API showed no back-off,
     // but requests still waited it out.
-    const h = new Harness(oneModel());
-    h.demand("m");
-    await h.settle();
-    for (const id of ["m-1", "m-2", "m-3"]) {
-      h.platform.crash(id, "exit 1");
-      await h.settle();
-      await h.advance(2_000);
-    }
-    h.platform.crash("m-4", "exit 1");
-    await h.settle();
-    expect(h.events.at(-1)!.retryAt).toBe(h.clock.now() + 4_000);
+    const h = await backedOff();
     h.stats("m", 0, 0);
     await h.controller("m").stopNow();
     expect(h.events.at(-1)).toMatchObject({ model: "m", tier: "cold" });

@@ -42,6 +42,19 @@ const post = (snooze: TestActivator, body = chatBody(), headers: Record<string, 
 
 const errorOf = async (response: Response) => ((await response.json()) as any).error;
 
+/** An engine that closes every connection once the request comes, without a byte of answer. */
+async function closingEngine() {
+  let seen = 0;
+  const engine = await rawEngine((socket) =>
+    socket.once("data", () => {
+      seen++;
+      socket.destroy();
+    }),
+  );
+  cleanups.push(() => engine.close());
+  return { address: engine.address, seen: () => seen };
+}
+
 async function upstreamErrors(snooze: TestActivator, reason: string): Promise<number> {
   return metricValue(await snooze.registry.metrics(), "snooze_upstream_errors_total", { reason });
 }
@@ -78,19 +91,12 @@ describe("the engine fails before any byte of an answer", () => {
   });
 
   test("an engine that closes every connection → retried once, then 502 upstream_unreachable", async () => {
-    let seen = 0;
-    const engine = await rawEngine((socket) =>
-      socket.once("data", () => {
-        seen++;
-        socket.destroy();
-      }),
-    );
-    cleanups.push(() => engine.close());
+    const engine = await closingEngine();
     const snooze = await activatorFor(engine.address);
     const response = await post(snooze);
     expect(response.status).toBe(502);
     expect(await errorOf(response)).toMatchObject({ code: "upstream_unreachable" });
-    expect(seen).toBe(2);
+    expect(engine.seen()).toBe(2);
     expect(snooze.plane.demands.filter((d) => d.hint?.unreachable)).toHaveLength(1);
   });
 
@@ -197,14 +203,7 @@ describe("the engine refuses a request whose hold progress already answered 200"
 
   test("an engine that closes the connection without answering, into a stream progress opened: retried once, then an error event", async () => {
     // Found by an outside tester: the stream was cut with no event, and not retried.
-    let seen = 0;
-    const engine = await rawEngine((socket) =>
-      socket.once("data", () => {
-        seen++;
-        socket.destroy();
-      }),
-    );
-    cleanups.push(() => engine.close());
+    const engine = await closingEngine();
     const snooze = await startActivator({ holdBudget: 5_000, streamProgress: true });
     cleanups.push(() => snooze.close());
     const answer = post(snooze, chatBody({ stream: true }));
@@ -217,7 +216,7 @@ describe("the engine refuses a request whose hold progress already answered 200"
       code: "upstream_unreachable",
     });
     expect(events.at(-1)).toBe("data: [DONE]");
-    expect(seen).toBe(2);
+    expect(engine.seen()).toBe(2);
   });
 
   test("an error not in OpenAI's shape is put in it, so the openai client raises it; a huge one is not kept whole", async () => {
