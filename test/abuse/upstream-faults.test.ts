@@ -175,6 +175,22 @@ describe("the engine stops in the middle of an answer", () => {
   });
 });
 
+/**
+ * A stream held over a second, so hold progress answers 200; then the engine at `address` is
+ * ready. The SSE events the client got, whole.
+ */
+async function eventsAfterProgress(address: string): Promise<string[]> {
+  const snooze = await startActivator({ holdBudget: 5_000, streamProgress: true });
+  cleanups.push(() => snooze.close());
+  const answer = post(snooze, chatBody({ stream: true }));
+  // Progress starts after a second held; the engine is ready a little later.
+  await new Promise((resolve) => setTimeout(resolve, 1_300));
+  snooze.plane.readyAt("m", address);
+  const response = await answer;
+  expect(response.status).toBe(200);
+  return (await response.text()).split("\n\n").filter(Boolean);
+}
+
 describe("the engine refuses a request whose hold progress already answered 200", () => {
   test("its error arrives as one SSE event in the open stream, then [DONE]", async () => {
     const engine = await httpEngine((req, res) => {
@@ -185,15 +201,7 @@ describe("the engine refuses a request whose hold progress already answered 200"
       setTimeout(() => res.end('"code": "bad_max_tokens"}}'), 20);
     });
     cleanups.push(() => engine.server.close());
-    const snooze = await startActivator({ holdBudget: 5_000, streamProgress: true });
-    cleanups.push(() => snooze.close());
-    const answer = post(snooze, chatBody({ stream: true }));
-    // Progress starts after a second held; the engine is ready a little later.
-    await new Promise((resolve) => setTimeout(resolve, 1_300));
-    snooze.plane.readyAt("m", engine.address);
-    const response = await answer;
-    expect(response.status).toBe(200);
-    const events = (await response.text()).split("\n\n").filter(Boolean);
+    const events = await eventsAfterProgress(engine.address);
     expect(events[0]).toMatch(/^: /);
     expect(JSON.parse(events.at(-2)!.slice("data: ".length))).toEqual({
       error: { message: "max_tokens is too large", code: "bad_max_tokens" },
@@ -204,14 +212,7 @@ describe("the engine refuses a request whose hold progress already answered 200"
   test("an engine that closes the connection without answering, into a stream progress opened: retried once, then an error event", async () => {
     // Found by an outside tester: the stream was cut with no event, and not retried.
     const engine = await closingEngine();
-    const snooze = await startActivator({ holdBudget: 5_000, streamProgress: true });
-    cleanups.push(() => snooze.close());
-    const answer = post(snooze, chatBody({ stream: true }));
-    await new Promise((resolve) => setTimeout(resolve, 1_300));
-    snooze.plane.readyAt("m", engine.address);
-    const response = await answer;
-    expect(response.status).toBe(200);
-    const events = (await response.text()).split("\n\n").filter(Boolean);
+    const events = await eventsAfterProgress(engine.address);
     expect(JSON.parse(events.at(-2)!.slice("data: ".length)).error).toMatchObject({
       code: "upstream_unreachable",
     });
