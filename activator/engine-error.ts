@@ -1,6 +1,6 @@
 import { brotliDecompressSync, gunzipSync, inflateSync, zstdDecompressSync } from "node:zlib";
 import { clip } from "../lib/clip.ts";
-import { isObject } from "../lib/json-object.ts";
+import { isObject, parseJson } from "../lib/json-object.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
 /**
@@ -82,14 +82,6 @@ export function engineErrorAnswer(status: number, body: string): string | undefi
   const text = body.trim();
   const empty = Object.keys(parsed).length === 0;
   return `${text.slice(0, -1).trimEnd()}${empty ? "" : ","}"error":${error}}`;
-}
-
-function parseJson(body: string): unknown {
-  try {
-    return JSON.parse(body);
-  } catch {
-    return undefined;
-  }
 }
 
 /** JSON text of a parsed value; undefined for one nested too deep to write again. */

@@ -10,6 +10,7 @@ import {
   SpanStatusCode,
   trace,
 } from "@opentelemetry/api";
+import { parseJson } from "../lib/json-object.ts";
 import { tracer, tracingRegistered } from "../lib/tracing.ts";
 
 /** The GenAI operation an OpenAI route performs (`gen_ai.operation.name`). */
@@ -132,23 +133,15 @@ export class UsageTap {
   usage(): Usage | undefined {
     if (this.kind === "other" || this.size === 0) return undefined;
     const text = Buffer.concat(this.chunks, this.size).toString("utf8");
-    if (this.kind === "json") return usageOf(parse(text));
+    if (this.kind === "json") return usageOf(parseJson(text));
     // The last `data:` event that carries a usage object.
     const events = text.split(/\r?\n/).filter((line) => line.startsWith("data:"));
     for (let i = events.length - 1; i >= 0; i--) {
       const payload = events[i]!.slice(5).trim();
       if (!payload.includes('"usage"')) continue;
-      const found = usageOf(parse(payload));
+      const found = usageOf(parseJson(payload));
       if (found) return found;
     }
-    return undefined;
-  }
-}
-
-function parse(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
     return undefined;
   }
 }
