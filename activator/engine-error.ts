@@ -1,5 +1,6 @@
 import { brotliDecompressSync, gunzipSync, inflateSync, zstdDecompressSync } from "node:zlib";
 import { clip } from "../lib/clip.ts";
+import { contentCoding } from "../lib/http/content-encoding.ts";
 import { isObject, parseJson } from "../lib/json-object.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
@@ -25,8 +26,8 @@ const decoders: Record<string, (body: Buffer, options: { maxOutputLength: number
 
 /** Whether an error body with this `Content-Encoding` can be read (none, or one Snooze decodes). */
 export function readableCoding(encoding: string | undefined): boolean {
-  const coding = encoding?.trim().toLowerCase();
-  return !coding || coding === "identity" || coding in decoders;
+  const coding = contentCoding(encoding);
+  return !coding || coding in decoders;
 }
 
 /**
@@ -34,8 +35,8 @@ export function readableCoding(encoding: string | undefined): boolean {
  * or oversized stream, a coding Snooze does not read).
  */
 export function errorBodyText(body: Buffer, encoding: string | undefined): string | undefined {
-  const coding = encoding?.trim().toLowerCase();
-  if (!coding || coding === "identity" || body.length === 0) return body.toString();
+  const coding = contentCoding(encoding);
+  if (!coding || body.length === 0) return body.toString();
   const decode = decoders[coding];
   if (!decode) return undefined;
   try {

@@ -3,6 +3,12 @@ import { clip } from "../clip.ts";
 import { openAIError } from "../openai-error.ts";
 import { sendError } from "./json.ts";
 
+/** A `Content-Encoding` header's coding, lower-cased; undefined for none (absent or `identity`). */
+export function contentCoding(header: string | undefined): string | undefined {
+  const coding = header?.trim().toLowerCase();
+  return !coding || coding === "identity" ? undefined : coding;
+}
+
 /**
  * Refuses (415) a body sent compressed: Snooze reads JSON bodies as they are, and neither it nor
  * vLLM's server decompresses one, so a gzipped body would otherwise be read as garbage; a transfer
@@ -31,8 +37,8 @@ export function refuseEncodedBody(
     );
     return 501;
   }
-  const encoding = req.headers["content-encoding"]?.trim().toLowerCase();
-  if (!encoding || encoding === "identity") return undefined;
+  const encoding = contentCoding(req.headers["content-encoding"]);
+  if (!encoding) return undefined;
   sendError(
     res,
     415,
