@@ -654,17 +654,25 @@ export class ModelController {
   /**
    * The engine's settings changed (a reload's new command, env or port): what failed before says
    * nothing of the new engine, so the back-off after it ends, and a start wanted meanwhile begins
-   * now. The activators hear it too (an event without the failure), so they hold requests again.
+   * now.
    */
   engineChanged(): void {
     const now = this.deps.clock.now();
     if (this.failures === 0 && this.backoffUntil <= now && this.crashes.length === 0) return;
     this.failures = 0;
     this.crashes = [];
-    this.backoffUntil = now;
     this.lastError = undefined;
-    if (this.leading) this.announce(undefined);
+    this.endBackoff(now);
     this.changed();
+  }
+
+  /**
+   * The back-off after failures is over now, whatever was left of it. The activators hear it (the
+   * model's tier again, without the failure), so they stop showing it and hold requests again.
+   */
+  private endBackoff(now: number): void {
+    this.backoffUntil = now;
+    if (this.leading) this.announce(undefined);
   }
 
   /** Tells watchers, again, which activation this model's held requests wait on (a swap). */
@@ -780,17 +788,14 @@ export class ModelController {
   /**
    * A person's sleep or stop ends a wake that no request waits for, and a back-off after failures:
    * the person took the model in hand, so the next request or wake tries at once (and a failure
-   * then backs off longer, as before). The back-off's end is said (the model's tier again, without
-   * the failure): the activators stop showing it, and a `snooze wake` that waited for it hears
-   * that its wake will not come.
+   * then backs off longer, as before). A `snooze wake` that waited for the back-off hears from its
+   * end that its wake will not come.
    */
   private cancelWake(): void {
     this.wakeWanted = false;
     this.prewarmWake = false;
     const now = this.deps.clock.now();
-    if (this.backoffUntil <= now) return;
-    this.backoffUntil = now;
-    if (this.leading) this.announce(undefined);
+    if (this.backoffUntil > now) this.endBackoff(now);
   }
 
   /**
