@@ -42,6 +42,17 @@ const post = (snooze: TestActivator, body = chatBody(), headers: Record<string, 
 
 const errorOf = async (response: Response) => ((await response.json()) as any).error;
 
+/** An engine that answers every request with this status and body. */
+async function answeringEngine(status: number, contentType: string, body: string) {
+  const engine = await httpEngine((req, res) => {
+    req.resume();
+    res.writeHead(status, { "content-type": contentType });
+    res.end(body);
+  });
+  cleanups.push(() => engine.server.close());
+  return engine;
+}
+
 /** An engine that closes every connection once the request comes, without a byte of answer. */
 async function closingEngine() {
   let seen = 0;
@@ -223,12 +234,7 @@ describe("the engine refuses a request whose hold progress already answered 200"
   test("an error not in OpenAI's shape is put in it, so the openai client raises it; a huge one is not kept whole", async () => {
     /** What the openai client makes of the engine's answer, once progress has answered 200. */
     const afterProgress = async (status: number, contentType: string, body: string) => {
-      const engine = await httpEngine((req, res) => {
-        req.resume();
-        res.writeHead(status, { "content-type": contentType });
-        res.end(body);
-      });
-      cleanups.push(() => engine.server.close());
+      const engine = await answeringEngine(status, contentType, body);
       const snooze = await startActivator({ holdBudget: 5_000, streamProgress: true });
       cleanups.push(() => snooze.close());
       const client = new OpenAI({ baseURL: `${snooze.url}/v1`, apiKey: "none", maxRetries: 0 });
@@ -273,12 +279,7 @@ describe("the engine refuses a request whose hold progress already answered 200"
 describe("the engine refuses a request (no hold progress): its error answer as the openai client sees it", () => {
   /** The engine answers this; the request goes through Snooze to it, by the openai client and by fetch. */
   const refused = async (status: number, contentType: string, body: string) => {
-    const engine = await httpEngine((req, res) => {
-      req.resume();
-      res.writeHead(status, { "content-type": contentType });
-      res.end(body);
-    });
-    cleanups.push(() => engine.server.close());
+    const engine = await answeringEngine(status, contentType, body);
     const snooze = await activatorFor(engine.address);
     const client = new OpenAI({ baseURL: `${snooze.url}/v1`, apiKey: "none", maxRetries: 0 });
     const error = await client.chat.completions

@@ -53,6 +53,16 @@ function start(args: string[], env: Record<string, string | undefined> = {}) {
   return { child, code, stdout: () => stdout, stderr: () => stderr };
 }
 
+/** A Snooze of its own for one test, on these settings, logging only errors (nowhere). */
+function anotherSnooze(yaml: string): Promise<LocalSnooze> {
+  return startLocalSnooze({
+    config: parseConfig(yaml, "test.yaml"),
+    log: createLogger({}, () => {}, "error"),
+    host: "127.0.0.1",
+    port: 0,
+  });
+}
+
 async function run(args: string[], env: Record<string, string | undefined> = {}) {
   const started = start(args, env);
   const code = await started.code;
@@ -213,15 +223,9 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     timeout: 30_000,
   }, async () => {
     // Found by an outside tester: the wake waited silently until its --timeout.
-    const slow = await startLocalSnooze({
-      config: parseConfig(
-        `models:\n  slow:\n    command: ${simCommand(["--load-time", "20s"], 1)}\n`,
-        "slow.yaml",
-      ),
-      log: createLogger({}, () => {}, "error"),
-      host: "127.0.0.1",
-      port: 0,
-    });
+    const slow = await anotherSnooze(
+      `models:\n  slow:\n    command: ${simCommand(["--load-time", "20s"], 1)}\n`,
+    );
     try {
       const env = { SNOOZE_URL: slow.url };
       const waiting = start(["wake", "slow"], env);
@@ -254,15 +258,9 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     timeout: 30_000,
   }, async () => {
     // Found by an outside tester: the wait was silent. An engine that exits at once fails each start.
-    const broken = await startLocalSnooze({
-      config: parseConfig(
-        `models:\n  broken:\n    command: ["\${SNOOZE}", "sim", "--port", "\${PORT}", "--no-such-flag"]\n`,
-        "broken.yaml",
-      ),
-      log: createLogger({}, () => {}, "error"),
-      host: "127.0.0.1",
-      port: 0,
-    });
+    const broken = await anotherSnooze(
+      `models:\n  broken:\n    command: ["\${SNOOZE}", "sim", "--port", "\${PORT}", "--no-such-flag"]\n`,
+    );
     try {
       const env = { SNOOZE_URL: broken.url };
       // Three failures: the back-off is 2 s after the third (0 after the first, 1 s after the second).
