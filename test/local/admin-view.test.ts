@@ -43,7 +43,11 @@ models:
   const problems: string[] = [];
   let samples = 0;
   let sampling = true;
-  /** Replicas killed by the test, and when: after a moment to notice, they must be gone from the view. */
+  /**
+   * Replicas whose engine died on purpose, and when: killed by the test, or seen dead while
+   * draining (a stop ends in death, and the replica stays listed until its process group is
+   * gone). After a moment to notice, they must be gone from the view.
+   */
   const killed = new Map<string, number>();
   const sampler = (async () => {
     while (sampling && snooze) {
@@ -55,9 +59,11 @@ models:
       if (residents.length > 1) problems.push(`two residents: ${residents.join(", ")}`);
       for (const model of models)
         for (const replica of model.replicas) {
+          if (!killed.has(replica.id) && replica.tier === "draining" && !alive(platform.pid(replica.id)))
+            killed.set(replica.id, performance.now());
           const killedAt = killed.get(replica.id);
           if (killedAt !== undefined && performance.now() - killedAt > 1_000)
-            problems.push(`${replica.id} listed as ${replica.tier} a second after its engine was killed`);
+            problems.push(`${replica.id} listed as ${replica.tier} a second after its engine died`);
           else if (killedAt === undefined && isResident(replica.tier) && !alive(platform.pid(replica.id)))
             problems.push(`${replica.id} listed as ${replica.tier} with no engine`);
         }
