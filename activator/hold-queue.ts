@@ -1,3 +1,5 @@
+import { backgroundTimer, clearBackgroundTimer } from "../lib/background-timer.ts";
+
 /**
  * A bounded FIFO of requests waiting for their model. Every entry of one queue
  * has the same budget, so deadlines are in arrival order and one timer on the
@@ -77,12 +79,11 @@ export class HoldQueue<T> {
   }
 
   private arm(): void {
-    clearTimeout(this.timer);
+    clearBackgroundTimer(this.timer);
     this.timer = undefined;
     const first = this.items[this.head];
     if (!first || !Number.isFinite(first.deadline)) return;
-    this.timer = setTimeout(() => this.expire(), Math.max(0, first.deadline - Date.now()));
-    this.timer.unref();
+    this.timer = backgroundTimer(() => this.expire(), Math.max(0, first.deadline - Date.now()));
   }
 
   private expire(): void {

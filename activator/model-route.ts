@@ -1,3 +1,4 @@
+import { backgroundTimer, clearBackgroundTimer } from "../lib/background-timer.ts";
 import type { Flow } from "../lib/control-plane.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { mostAwake, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
@@ -486,21 +487,20 @@ export class ModelRoute {
  * (the engine sees its clients go and aborts them), each client told why.
  */
 function armDrainEnd(backend: Backend, endsAt: number | undefined, unresponsive: boolean): void {
-  clearTimeout(backend.drainTimer);
+  clearBackgroundTimer(backend.drainTimer);
   backend.drainTimer = undefined;
   if (endsAt === undefined) return;
-  backend.drainTimer = setTimeout(
+  backend.drainTimer = backgroundTimer(
     () => {
       backend.drainTimer = undefined;
       for (const end of [...backend.drainEnds]) end(unresponsive);
     },
     timerValue(endsAt - Date.now()),
   );
-  backend.drainTimer.unref();
 }
 
 function closeBackend(backend: Backend): void {
-  clearTimeout(backend.drainTimer);
+  clearBackgroundTimer(backend.drainTimer);
   backend.spares.close();
   void backend.pool.close().catch(() => {});
 }

@@ -1,3 +1,5 @@
+import { backgroundTimer, clearBackgroundTimer } from "./background-timer.ts";
+
 /** Time as the decision logic sees it: injected, so tests can drive it. */
 export interface Clock {
   now(): number;
@@ -9,8 +11,7 @@ export const systemClock: Clock = {
   setTimeout(fn, ms) {
     // Timers past ~24.8 days overflow Node's 32-bit delay; "never" settings are Infinity.
     if (!Number.isFinite(ms) || ms > 2 ** 31 - 1) return { cancel() {} };
-    const timer = setTimeout(fn, Math.max(0, ms));
-    timer.unref();
-    return { cancel: () => clearTimeout(timer) };
+    const timer = backgroundTimer(fn, Math.max(0, ms));
+    return { cancel: () => clearBackgroundTimer(timer) };
   },
 };
