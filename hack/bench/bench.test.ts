@@ -56,6 +56,11 @@ describe("the benchmarks run", () => {
     expect(out).toMatch(/^this \/ baseline: cold [\d.]+×, wake [\d.]+×, RSS [\d.]+×$/m);
   });
 
+  test("busy-slot-memory prints its table", { timeout: 60_000 }, async () => {
+    const out = await bench("hack/bench/busy-slot-memory.ts", ["--requests", "50", "--rounds", "1"]);
+    expect(out).toMatch(/^\| this \| 50 \| \d+ \| [\d.]+ \| [\d.]+ \|$/m);
+  });
+
   test("npm run bench:slots prints its tables", { timeout: 60_000 }, async () => {
     const out = await bench("hack/bench/slots/run.ts", ["--seeds", "1", "--no-write"]);
     expect(out).toContain("## Slot policies (simulated)");
