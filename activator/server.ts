@@ -7,6 +7,7 @@ import { deferContinue } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
 import { toOriginForm } from "../lib/http/origin-form.ts";
 import { decodeSegment, malformedSegment } from "../lib/http/path-segment.ts";
+import { inTurn } from "../lib/http/pipeline.ts";
 import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress-class.ts";
 import { http } from "../lib/node-http.ts";
 import { openAIError } from "../lib/openai-error.ts";
@@ -175,6 +176,10 @@ export function createActivatorServer({
   });
 
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
+    // An upgrade Snooze does not make: Node reads nothing more from the connection after it (the
+    // bytes are the new protocol's), so a request pipelined behind it would wait unanswered until
+    // the keep-alive timeout (found by an outside tester). Its answer closes the connection.
+    if (asksUpgrade(req)) res.setHeader("connection", "close");
     if (!toOriginForm(req)) {
       req.resume();
       sendError(
@@ -387,17 +392,18 @@ export function createActivatorServer({
     );
   };
 
-  const listener = (req: IncomingMessage, res: ServerResponse) => {
-    handler(req, res).catch((error) => {
-      if (!res.headersSent)
-        sendError(
-          res,
-          500,
-          openAIError(`Internal error: ${(error as Error).message}`, "server_error", "internal_error"),
-        );
-      else res.destroy();
-    });
-  };
+  const listener = (req: IncomingMessage, res: ServerResponse) =>
+    inTurn(req, res, () =>
+      handler(req, res).catch((error) => {
+        if (!res.headersSent)
+          sendError(
+            res,
+            500,
+            openAIError(`Internal error: ${(error as Error).message}`, "server_error", "internal_error"),
+          );
+        else res.destroy();
+      }),
+    );
   const server = http.createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, listener);
   server.once("close", () => {
     unwatch();
@@ -422,4 +428,15 @@ export function createActivatorServer({
   });
   answerClientErrors(server);
   return server;
+}
+
+/** `Connection: upgrade` with an `Upgrade` header: the request asks to switch protocols. */
+function asksUpgrade(req: IncomingMessage): boolean {
+  return (
+    req.headers.upgrade !== undefined &&
+    String(req.headers.connection ?? "")
+      .toLowerCase()
+      .split(",")
+      .some((token) => token.trim() === "upgrade")
+  );
 }

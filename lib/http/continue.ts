@@ -2,6 +2,7 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { clip } from "../clip.ts";
 import { openAIError } from "../openai-error.ts";
 import { sendError } from "./json.ts";
+import { inTurn } from "./pipeline.ts";
 
 /**
  * `Expect: 100-continue`: the client sends the headers and waits for `100 Continue` before the
@@ -21,14 +22,18 @@ export function deferContinue(
   server: Server,
   handler: (req: IncomingMessage, res: ServerResponse) => void,
 ): void {
+  // In turn like every other request: a request pipelined behind the 417 (which closes the
+  // connection, the body unread) is not served.
   const refuse = (req: IncomingMessage, res: ServerResponse) =>
-    sendError(
-      res,
-      417,
-      openAIError(
-        `Expect: ${clip(String(req.headers.expect)) || "(empty)"} cannot be met: Snooze knows only 100-continue. Send the request without it.`,
-        "invalid_request_error",
-        "expectation_failed",
+    inTurn(req, res, () =>
+      sendError(
+        res,
+        417,
+        openAIError(
+          `Expect: ${clip(String(req.headers.expect)) || "(empty)"} cannot be met: Snooze knows only 100-continue. Send the request without it.`,
+          "invalid_request_error",
+          "expectation_failed",
+        ),
       ),
     );
   server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {

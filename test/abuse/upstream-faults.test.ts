@@ -562,6 +562,61 @@ describe("malformed HTTP pipelined after good requests on the same connection", 
     expect(snooze.activator.routes.get("m")!.held).toBe(0);
   });
 
+  describe("nothing behind the connection's last answer reaches the engine (found by an outside tester)", () => {
+    /** An engine that counts the requests it was sent; each answer comes after 50 ms. */
+    async function countingEngine() {
+      const seen = { requests: 0 };
+      const engine = await httpEngine((req, res) => {
+        seen.requests++;
+        req.resume();
+        req.on("end", () => setTimeout(() => res.end('{"answer":1}'), 50));
+      });
+      cleanups.push(() => engine.server.close());
+      return { seen, snooze: await activatorFor(engine.address) };
+    }
+    const withHeader = (header: string) => post(chatBody()).replace("\r\n\r\n", `\r\n${header}\r\n\r\n`);
+
+    test("a 417 between good ones: each is answered in turn (before, the one behind it went to the engine and its answer was thrown away)", async () => {
+      const { seen, snooze } = await countingEngine();
+      const reply = await pipelined(
+        snooze.port,
+        post(chatBody()) + withHeader("expect: foo") + post(chatBody()) + withHeader("connection: close"),
+      );
+      expect(statuses(reply)).toEqual([200, 417, 200, 200]);
+      expect(seen.requests).toBe(3);
+    });
+
+    test("behind the client's own `Connection: close`: not served (Node's rule, kept by the turns)", async () => {
+      const { seen, snooze } = await countingEngine();
+      const reply = await pipelined(snooze.port, withHeader("connection: close") + post(chatBody()));
+      expect(statuses(reply)).toEqual([200]);
+      expect(seen.requests).toBe(1);
+    });
+
+    test("pipelined good ones are each served, in turn, on the open connection", async () => {
+      const { seen, snooze } = await countingEngine();
+      const reply = await pipelined(
+        snooze.port,
+        post(chatBody()) + post(chatBody()) + withHeader("connection: close"),
+      );
+      expect(statuses(reply)).toEqual([200, 200, 200]);
+      expect(seen.requests).toBe(3);
+    });
+
+    test("an upgrade Snooze does not make is answered with a close: a request behind it is not left waiting", async () => {
+      // Node reads nothing after an upgrade request: before, the connection stayed open, the
+      // request behind it unanswered, until the keep-alive timeout (65 s).
+      const { seen, snooze } = await countingEngine();
+      const reply = await pipelined(
+        snooze.port,
+        withHeader("connection: upgrade\r\nupgrade: foo") + post(chatBody()),
+      );
+      expect(statuses(reply)).toEqual([200]);
+      expect(reply).toMatch(/\r\nconnection: close\r\n/i);
+      expect(seen.requests).toBe(1);
+    });
+  });
+
   test("a request whose own body is malformed gets the 400 at once", async () => {
     const snooze = await startActivator({ holdBudget: 30_000 });
     cleanups.push(() => snooze.close());
