@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { CloudEventV1 } from "cloudevents";
 import { clip } from "../lib/clip.ts";
+import { decodeAttributeHeaders } from "../lib/cloudevents-header.ts";
 import { cloudEvents } from "../lib/cloudevents-sdk.ts";
 import { formatDuration, parseDuration } from "../lib/duration.ts";
 import { BodyTooLarge, readBody } from "../lib/http/body.ts";
@@ -66,12 +67,13 @@ const required = ["id", "source", "type"] as const;
 /**
  * Reads the CloudEvents of one HTTP message (binary, structured or batch mode, the way a Knative
  * Trigger delivers them) with the `cloudevents` SDK and checks what the SDK lets pass: it fills in
- * a missing id or specversion and accepts 0.3, so the attributes the sender wrote are checked
+ * a missing id or specversion and accepts 0.3, so the attributes the sender wrote (binary mode:
+ * its ce-* headers percent-decoded, which the SDK does not do) are checked
  * first (specversion 1.0; id, source and type present), then the SDK's own schema validation, then
  * Snooze's types and data.
  */
-export function parseIncomingEvents(headers: IncomingHttpHeaders, body: Buffer): ParsedEvents {
-  const contentType = String(headers["content-type"] ?? "").toLowerCase();
+export function parseIncomingEvents(received: IncomingHttpHeaders, body: Buffer): ParsedEvents {
+  const contentType = String(received["content-type"] ?? "").toLowerCase();
   const text = body.toString("utf8");
   if (contentType.startsWith("application/cloudevents-batch+json")) {
     let raw: unknown;
@@ -101,7 +103,16 @@ export function parseIncomingEvents(headers: IncomingHttpHeaders, body: Buffer):
     const parsed = structuredEvent(raw);
     return parsed.ok ? { ok: true, mode: "structured", commands: [parsed.command] } : parsed;
   }
-  if (!looksLikeCloudEvent(headers)) return notACloudEvent();
+  if (!looksLikeCloudEvent(received)) return notACloudEvent();
+  const decoded = decodeAttributeHeaders(received);
+  if (!decoded.ok)
+    return refuse(
+      `${decoded.header} is not percent-encoded UTF-8 (CloudEvents HTTP binding 3.1.3.2: a space, '"', '%' and anything outside printable ASCII go as %XX of its UTF-8 bytes)`,
+      "invalid_event",
+      400,
+      decoded.header,
+    );
+  const headers = decoded.headers;
   const specversion = headers["ce-specversion"];
   if (specversion === undefined)
     return refuse("the event has no ce-specversion header", "invalid_event", 400, "ce-specversion");

@@ -1,5 +1,6 @@
 import type { CloudEvent, Message } from "cloudevents";
 import { Counter, type Registry } from "prom-client";
+import { encodeAttributeHeaders } from "./cloudevents-header.ts";
 import { cloudEvents } from "./cloudevents-sdk.ts";
 import type { Logger } from "./log.ts";
 import { Agent } from "./undici.ts";
@@ -159,7 +160,9 @@ export class CloudEventSink implements EventSink {
       this.log.warn("CloudEvent not built", { type, subject, error });
       return;
     }
-    const message = this.mode === "structured" ? HTTP.structured(event) : HTTP.binary(event);
+    const built = this.mode === "structured" ? HTTP.structured(event) : HTTP.binary(event);
+    // The SDK writes attribute values into ce-* headers as they are; the binding percent-encodes them.
+    const message = { ...built, headers: encodeAttributeHeaders(built.headers as Record<string, string>) };
     this.ready.push({ type, subject, message, attempt: 0 });
     this.pump();
   }

@@ -11,6 +11,7 @@ models:
     aliases: [qwen3]
     command: ${simCommand(["--enable-sleep-mode"])}
   llama:
+    aliases: [ünïcödé, 模型]
     command: ${simCommand()}
   untouched:
     command: ${simCommand()}
@@ -140,6 +141,34 @@ describe("accepted events answer 2xx with an empty body, as Knative Eventing exp
     expect(again.headers.get("snooze-event")).toBe("duplicate");
     expect(await again.text()).toBe("");
     expect(tierOf("llama")).toBe("ready");
+  });
+});
+
+describe("binary mode's ce-* headers are percent-decoded (CloudEvents HTTP binding 3.1.3.2)", () => {
+  /** A binary-mode stop event made by the SDK, with some ce-* headers as a spec-conforming sender writes them. */
+  const encodedStop = (headers: Record<string, string>) => {
+    const message = HTTP.binary(new CloudEvent({ type: "dev.snooze.model.stop", source: "/test/events" }));
+    return send({ ...(message.headers as Record<string, string>), ...headers }, String(message.body ?? ""));
+  };
+
+  test("an alias outside ASCII, as the Python SDK sends it, names its model (found by an outside tester)", async () => {
+    for (const subject of [
+      "%C3%BCn%C3%AFc%C3%B6d%C3%A9",
+      "%e6%a8%a1%e5%9e%8b",
+      '"%C3%BCn%C3%AFc%C3%B6d%C3%A9"',
+    ]) {
+      const response = await encodedStop({ "ce-subject": subject });
+      expect(response.status, `${subject}: ${await response.text()}`).toBe(200);
+    }
+    // Unnecessarily encoded characters are taken too, in any attribute.
+    const response = await encodedStop({ "ce-subject": "llam%61", "ce-type": "dev.snooze.model.%73top" });
+    expect(response.status).toBe(200);
+  });
+
+  test("encoded bytes that are not UTF-8 are refused, naming the header", async () => {
+    const overlong = await refusal(await encodedStop({ "ce-subject": "llama%C0%A0" }));
+    expect(overlong).toMatchObject({ status: 400, code: "invalid_event", param: "ce-subject" });
+    expect(overlong.message).toContain("not percent-encoded UTF-8");
   });
 });
 

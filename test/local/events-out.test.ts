@@ -99,6 +99,25 @@ models:
   }
 });
 
+test("a model named outside ASCII: its events' ce-subject is percent-encoded UTF-8, as the binding says", async () => {
+  // Before, the delivery failed ("invalid ce-subject header") and was retried until dropped.
+  const target = await sink();
+  const snooze = await startWith(`
+eventSink: ${target.url}
+models:
+  模型-ünï:
+    command: ${simCommand()}
+`);
+  try {
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("模型-ünï"))).status).toBe(200);
+    await until(() => target.arrivals.length >= 1, 3_000, "an event");
+    expect(target.arrivals[0]!.headers["ce-subject"]).toBe("%E6%A8%A1%E5%9E%8B-%C3%BCn%C3%AF");
+    expect(target.arrivals[0]!.event.data).toMatchObject({ model: "模型-ünï" });
+  } finally {
+    await snooze.close(1_000);
+  }
+});
+
 test("eventMode: structured sends application/cloudevents+json", async () => {
   const target = await sink();
   const snooze = await startWith(model(target.url, "eventMode: structured"));
