@@ -61,7 +61,7 @@ export const activatorCommand: Command = {
     ).replace(/\/$/, "");
     const log = createLogger({ component: "activator", identity });
     const { client, source } = await kubeClientFrom(values);
-    const telemetry = await startTelemetry("snooze-activator");
+    const telemetry = await startTelemetry("snooze-activator", log);
     const registry = new Registry();
 
     let activator: Activator | undefined;

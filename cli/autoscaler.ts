@@ -171,7 +171,7 @@ export const autoscalerCommand: Command = {
     const log = createLogger({ component: "autoscaler", identity });
     const { client, source } = await kubeClientFrom(values);
     // Spans (snooze.activation, .wake, .swap ...) go out when the standard OTEL_* variables ask.
-    const telemetry = await startTelemetry("snooze-autoscaler");
+    const telemetry = await startTelemetry("snooze-autoscaler", log);
     const registry = new Registry();
 
     const autoscaler = new KubeAutoscaler({

@@ -58,9 +58,12 @@ export async function main(argv: string[]): Promise<number> {
       return 0;
     }
     const code = await command.run(values, positionals);
-    // A server has shut down when `run` returns: a connection or timer still open then (an exporter
-    // waiting on a collector that never answers) gets a second, not the process's life.
-    if (entry.server) setTimeout(() => process.exit(code), 1_000).unref();
+    // A server has shut down when `run` returns: a connection or timer still open then gets a
+    // second, not the process's life; an exporter left waiting on a collector, nothing at all.
+    if (entry.server) {
+      const { spansLeftBehind } = await import("../lib/telemetry.ts");
+      setTimeout(() => process.exit(code), spansLeftBehind() ? 0 : 1_000).unref();
+    }
     return code;
   } catch (error) {
     if (error instanceof UsageError) {

@@ -88,7 +88,7 @@ export const serveCommand: Command = {
       const platform = new LocalPlatform(config.models.values(), log, { stopGraceMs: stopGrace, stateDir });
       // Before any port is bound: a killed predecessor's engines would hold fixed engine ports.
       await platform.stopLeftovers();
-      const telemetry = await startTelemetry("snooze-serve");
+      const telemetry = await startTelemetry("snooze-serve", log);
       let snooze: Awaited<ReturnType<typeof startLocalSnooze>>;
       try {
         snooze = await startLocalSnooze({

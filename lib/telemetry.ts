@@ -1,5 +1,6 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type { NodeSDK } from "@opentelemetry/sdk-node";
+import type { Logger } from "./log.ts";
 
 /**
  * How long a shutdown waits for the last spans to be exported. A collector that accepts the
@@ -8,25 +9,101 @@ import type { NodeSDK } from "@opentelemetry/sdk-node";
  */
 const flushLimitMs = 2_000;
 
+/** Export failures are told at most this often: a collector that is down fails every batch. */
+const failureLogEveryMs = 60_000;
+
+let leftBehind = false;
+
+/**
+ * Whether a shutdown gave up on spans still being exported: the exporter's connection to the
+ * collector is all that keeps the process alive then, so it exits at once.
+ */
+export const spansLeftBehind = () => leftBehind;
+
+export interface Telemetry {
+  /** Flushes what is left, for at most `flushLimitMs`; false when spans were left behind. */
+  shutdown(): Promise<boolean>;
+}
+
 /**
  * Starts the OpenTelemetry SDK when the standard OTEL_* variables ask for it
  * (an exporter endpoint or OTEL_TRACES_EXPORTER); otherwise tracing stays a
- * no-op and costs nothing on the request path. Its `shutdown` flushes what is left, for at most
- * `flushLimitMs`.
+ * no-op and costs nothing on the request path. Export failures are logged (a wrong endpoint or a
+ * collector that is down was silent, found by an outside tester), at most once a minute.
  */
-export async function startTelemetry(serviceName: string): Promise<{ shutdown(): Promise<void> }> {
+export async function startTelemetry(serviceName: string, log: Logger): Promise<Telemetry> {
   const wanted =
     process.env.OTEL_EXPORTER_OTLP_ENDPOINT ||
     process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ||
     (process.env.OTEL_TRACES_EXPORTER && process.env.OTEL_TRACES_EXPORTER !== "none");
-  if (!wanted || process.env.OTEL_SDK_DISABLED === "true") return { shutdown: async () => {} };
+  if (!wanted || process.env.OTEL_SDK_DISABLED === "true") return { shutdown: async () => true };
   // An empty value is as good as none (OpenTelemetry treats empty variables as unset).
   if (!process.env.OTEL_SERVICE_NAME) process.env.OTEL_SERVICE_NAME = serviceName;
-  const { NodeSDK: SDK } = await import("@opentelemetry/sdk-node");
+  const [{ NodeSDK: SDK }, { context, diag, DiagLogLevel, ROOT_CONTEXT }] = await Promise.all([
+    import("@opentelemetry/sdk-node"),
+    import("@opentelemetry/api"),
+  ]);
+  // OTEL_LOG_LEVEL set: the SDK's own console logger, as its users expect.
+  if (!process.env.OTEL_LOG_LEVEL) {
+    // Outside any request's context: the log line belongs to no request's trace.
+    const told = throttled(log);
+    const warn = (message: string, ...args: unknown[]) =>
+      context.with(ROOT_CONTEXT, () => told(message, ...args));
+    const quiet = () => {};
+    diag.setLogger({ error: warn, warn, info: quiet, debug: quiet, verbose: quiet }, DiagLogLevel.WARN);
+  }
   const sdk: NodeSDK = new SDK({});
   sdk.start();
   // A flush given up on rejects later (the span processor's own timeout); the spans are lost
   // either way, and the rejection must not end the process with a stack trace.
-  const flush = () => sdk.shutdown().catch(() => {});
-  return { shutdown: () => Promise.race([flush(), delay(flushLimitMs, undefined, { ref: false })]) };
+  const flush = () =>
+    sdk.shutdown().then(
+      () => true,
+      () => true,
+    );
+  return {
+    async shutdown() {
+      const flushed = await Promise.race([flush(), delay(flushLimitMs, false, { ref: false })]);
+      if (!flushed) {
+        leftBehind = true;
+        log.warn("spans still queued were not exported within 2 s and are lost", {
+          endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_ENDPOINT,
+        });
+      }
+      return flushed;
+    },
+  };
+}
+
+/** OpenTelemetry's warnings and errors as Snooze's warnings: the first at once, then one a minute. */
+function throttled(log: Logger): (message: string, ...args: unknown[]) => void {
+  let lastAt = Number.NEGATIVE_INFINITY;
+  let since = 0;
+  return (message, ...args) => {
+    const now = Date.now();
+    if (now - lastAt < failureLogEveryMs) {
+      since++;
+      return;
+    }
+    lastAt = now;
+    const detail = [message, ...args].map(reasonOf).join(" ");
+    log.warn("OpenTelemetry could not export spans", {
+      reason: detail.slice(0, 500),
+      ...(since > 0 ? { repeated: since } : {}),
+    });
+    since = 0;
+  };
+}
+
+/** The message of an error, also of one OpenTelemetry's error handler wrote out as JSON. */
+function reasonOf(value: unknown): string {
+  if (value instanceof Error) return value.message;
+  const text = String(value);
+  if (!text.startsWith("{")) return text;
+  try {
+    const parsed = JSON.parse(text) as { message?: unknown };
+    return typeof parsed.message === "string" ? parsed.message : text;
+  } catch {
+    return text;
+  }
 }
