@@ -1,4 +1,4 @@
-import { context, SpanStatusCode, trace } from "@opentelemetry/api";
+import { context, SpanStatusCode, TraceFlags, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { beforeAll, beforeEach, expect, test } from "vitest";
@@ -135,6 +135,28 @@ test("the held request's trace: the activation its demand causes is a child of t
   await h.advance(60_000);
   const [drain] = exporter.getFinishedSpans().filter((s) => s.name === "snooze.drain");
   expect(drain!.spanContext().traceId).not.toBe(caller.spanContext().traceId);
+});
+
+test("a caller its sampler passed over: the activation is a trace of its own, linked to it, and recorded", async () => {
+  // Found by an outside tester: the activation inherited the first caller's "not sampled", so the
+  // sampled requests that waited on it too linked to a cold start no collector ever saw.
+  const h = new Harness(yaml);
+  const unsampled = trace.wrapSpanContext({
+    traceId: "a".repeat(32),
+    spanId: "a".repeat(16),
+    traceFlags: TraceFlags.NONE,
+    isRemote: true,
+  });
+  h.autoscaler.demand("local", "m", undefined, trace.setSpan(context.active(), unsampled));
+  await h.settle();
+  h.platform.bringUp(h.platform.ids("m")[0]!);
+  await h.settle();
+  const [activation] = exporter.getFinishedSpans().filter((s) => s.name === "snooze.activation");
+  expect(activation, "the activation was recorded").toBeDefined();
+  expect(activation!.spanContext().traceId).not.toBe("a".repeat(32));
+  expect(activation!.parentSpanContext).toBeUndefined();
+  expect(activation!.links.map((l) => l.context.spanId)).toEqual(["a".repeat(16)]);
+  expect(exporter.getFinishedSpans().map((s) => s.name)).toContain("snooze.start");
 });
 
 test("an idle sleep after a traced cold start is a trace of its own: the drain its root, the sleep its child", async () => {

@@ -1,4 +1,12 @@
-import { type Context, context, ROOT_CONTEXT, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
+import {
+  type Context,
+  context,
+  ROOT_CONTEXT,
+  type Span,
+  SpanStatusCode,
+  TraceFlags,
+  trace,
+} from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
 import type { DemandLoad, Flow } from "../lib/control-plane.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
@@ -1393,11 +1401,17 @@ export class ModelController {
     // A swap's, a prewarm's or the held request's trace, in that order; else a trace of its own.
     const parent = this.parent ?? this.learner.prewarmContext ?? this.callerContext ?? ROOT_CONTEXT;
     this.callerContext = undefined;
+    const parentSpan = trace.getSpan(parent)?.spanContext();
+    // A parent its sampler passed over would take the activation, which every request held for it
+    // shares, out of all their traces: it begins a trace of its own then, linked to that parent,
+    // and the sampled requests that wait on it show it (found by an outside tester).
+    const unsampled = parentSpan !== undefined && (parentSpan.traceFlags & TraceFlags.SAMPLED) === 0;
     const span = tracer.startSpan(
       "snooze.activation",
       {
         // Its own trace unless a swap started it: no client request owns an activation.
-        root: trace.getSpan(parent) === undefined,
+        root: parentSpan === undefined || unsampled,
+        ...(unsampled ? { links: [{ context: parentSpan }] } : {}),
         attributes: { "snooze.model": this.id, "snooze.from_tier": from, "snooze.activation": kind },
       },
       parent,
