@@ -5,7 +5,7 @@ export function activatorMetrics(registry: Registry) {
   return {
     requests: new Counter({
       name: "snooze_requests_total",
-      help: "Requests answered by the activator, by model and HTTP status code.",
+      help: "Requests answered by the activator, by model and HTTP status code; 499 when the client left before its answer was whole (as nginx counts it), even after a 200 went out.",
       labelNames: ["model", "code"],
       registers: [registry],
     }),
