@@ -10,7 +10,6 @@
  *
  * Loopback only; each round sends at most `--requests` requests and stops after 60 s.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,8 +17,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Agent, request } from "undici";
-import { postJson, until } from "./context.ts";
+import { postJson } from "./context.ts";
 import { freePort, host } from "./ports.ts";
+import { startServerProcess } from "./server-process.ts";
 import { median } from "./stats.ts";
 
 const { values } = parseArgs({ options: { requests: { type: "string" }, rounds: { type: "string" } } });
@@ -74,9 +74,9 @@ const timerListPrototype =
 async function measure(name: string): Promise<void> {
   const [port, inspectPort] = [await freePort(), await freePort()];
   const url = `http://${host}:${port}`;
-  const child: ChildProcess = spawn(
-    process.execPath,
+  const serve = await startServerProcess(
     [
+      process.execPath,
       `--inspect=${host}:${inspectPort}`,
       join(checkouts[name]!, "bin/snooze.js"),
       "serve",
@@ -87,20 +87,11 @@ async function measure(name: string): Promise<void> {
       "--state-dir",
       join(dir, `state-${name}`),
     ],
-    { stdio: "ignore", env: { ...process.env, SNOOZE_LOG_LEVEL: "error" } },
+    port,
+    { SNOOZE_LOG_LEVEL: "error" },
   );
-  const exited = once(child, "exit");
   const dispatcher = new Agent({ connections: 1 });
   try {
-    await until(
-      () =>
-        fetch(`${url}/healthz`).then(
-          (r) => r.ok,
-          () => false,
-        ),
-      20_000,
-      "snooze serve",
-    );
     const chat = async (model: string) => {
       const answer = await request(`${url}/v1/chat/completions`, {
         method: "POST",
@@ -134,7 +125,7 @@ async function measure(name: string): Promise<void> {
         functionDeclaration: "function () { return this.length; }",
         returnByValue: true,
       });
-      const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))![1]) / 1024;
+      const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${serve.pid}/status`, "utf8"))![1]) / 1024;
       readings[name]!.push({
         sent,
         timerLists: count.result.value,
@@ -149,8 +140,7 @@ async function measure(name: string): Promise<void> {
     }
   } finally {
     await dispatcher.close();
-    child.kill("SIGTERM");
-    await exited;
+    await serve.stop();
   }
 }
 
