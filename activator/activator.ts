@@ -291,6 +291,15 @@ export class Activator {
     }
   }
 
+  /**
+   * A request refused before it could be routed (malformed, headers too large, no or two Host
+   * headers, an expectation Snooze cannot meet, CONNECT, a cross-origin request): counted under no
+   * model, so the counts match what clients were answered (found by an outside tester).
+   */
+  countRefused(status: number): void {
+    this.metrics.requests.inc({ model: "", code: String(status) });
+  }
+
   private async serve(
     req: IncomingMessage,
     res: ServerResponse,

@@ -192,6 +192,7 @@ export function createActivatorServer({
         ),
         { connection: "close" },
       );
+      activator.countRefused(400);
       return;
     }
     if (hostHeaders(req) > 1) {
@@ -208,6 +209,7 @@ export function createActivatorServer({
         ),
         { connection: "close" },
       );
+      activator.countRefused(400);
       return;
     }
     if (req.headers.host === undefined && req.httpVersion === "1.1") {
@@ -223,6 +225,7 @@ export function createActivatorServer({
         ),
         { connection: "close" },
       );
+      activator.countRefused(400);
       return;
     }
     const path = (req.url ?? "/").split("?")[0]!;
@@ -260,6 +263,7 @@ export function createActivatorServer({
       if (refused) {
         req.resume();
         sendError(res, 403, refused);
+        activator.countRefused(403);
         return;
       }
       const allowed = cors.enabled ? cors.allowOrigin(req.headers.origin) : undefined;
@@ -411,7 +415,7 @@ export function createActivatorServer({
   });
   // Expect: 100-continue: an OpenAI route first checks path, size and budget, the events endpoint
   // takes the body, and nothing else reads one (a 404 must not have the client upload it first).
-  deferContinue(server, listener);
+  deferContinue(server, listener, (status) => activator.countRefused(status));
   // CONNECT (a client that takes Snooze for a forward proxy): Node drops the connection unless
   // told otherwise; say what this is instead.
   server.on("connect", (req: IncomingMessage, socket: Duplex) => {
@@ -425,8 +429,9 @@ export function createActivatorServer({
       ),
       { allow: "GET, HEAD, POST" },
     );
+    activator.countRefused(405);
   });
-  answerClientErrors(server);
+  answerClientErrors(server, (status) => activator.countRefused(status));
   return server;
 }
 

@@ -40,7 +40,7 @@ const answering = new WeakSet<Duplex>();
  * connection) are answered first, then the error, then the connection closes (its bytes cannot be
  * read as a next request). A request whose own body was malformed is answered the error at once.
  */
-export function answerClientErrors(server: Server): void {
+export function answerClientErrors(server: Server, answered: (status: number) => void = () => {}): void {
   server.on("clientError", (error: Error & { code?: string }, socket: Duplex) => {
     const answer = answerFor(error.code);
     if (!answer || !socket.writable) {
@@ -70,6 +70,7 @@ export function answerClientErrors(server: Server): void {
       }
       if (socket.destroyed || !socket.writable) return;
       endSocketWithError(socket, `${status} ${phrase}`, openAIError(message, "invalid_request_error", code));
+      answered(status);
     };
     respond();
   });

@@ -21,11 +21,13 @@ const awaiting = new WeakSet<IncomingMessage>();
 export function deferContinue(
   server: Server,
   handler: (req: IncomingMessage, res: ServerResponse) => void,
+  refused: (status: number) => void = () => {},
 ): void {
   // In turn like every other request: a request pipelined behind the 417 (which closes the
   // connection, the body unread) is not served.
   const refuse = (req: IncomingMessage, res: ServerResponse) =>
-    inTurn(req, res, () =>
+    inTurn(req, res, () => {
+      refused(417);
       sendError(
         res,
         417,
@@ -34,8 +36,8 @@ export function deferContinue(
           "invalid_request_error",
           "expectation_failed",
         ),
-      ),
-    );
+      );
+    });
   server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
     // Node takes `100-continue, foo` (or two Expect headers) for 100-continue: the other is refused.
     const others = String(req.headers.expect)

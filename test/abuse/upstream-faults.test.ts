@@ -629,6 +629,35 @@ describe("malformed HTTP pipelined after good requests on the same connection", 
   });
 });
 
+test("requests refused before routing are counted under no model, as the client was answered (found by an outside tester)", async () => {
+  const snooze = await startActivator();
+  cleanups.push(() => snooze.close());
+  const chatHead = (extra: string) =>
+    `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n${extra}\r\n`;
+  const asked: [string, string, number][] = [
+    ["malformed", "GARBAGE\r\n\r\n", 400],
+    ["headers too large", `GET /v1/${"x".repeat(20_000)} HTTP/1.1\r\nhost: x\r\n\r\n`, 431],
+    ["two Host headers", chatHead("host: y\r\n"), 400],
+    ["no Host header", "POST /v1/chat/completions HTTP/1.1\r\ncontent-length: 2\r\n\r\n", 400],
+    ["an expectation Snooze cannot meet", chatHead("expect: foo\r\n"), 417],
+    ["CONNECT", "CONNECT x:443 HTTP/1.1\r\nhost: x:443\r\n\r\n", 405],
+  ];
+  for (const [what, head, status] of asked) {
+    const before =
+      metricValue(await snooze.registry.metrics(), "snooze_requests_total", {
+        model: "",
+        code: String(status),
+      }) ?? 0;
+    const reply = await rawRequest(snooze.port, head, head.startsWith("POST") ? "{}" : "");
+    expect(reply, what).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+    const after = metricValue(await snooze.registry.metrics(), "snooze_requests_total", {
+      model: "",
+      code: String(status),
+    });
+    expect(after, what).toBe(before + 1);
+  }
+});
+
 describe("a replica's drain ends what still runs on it", () => {
   test("told why: its drain time ran out (503 drain_timeout), or its engine stopped answering (502 upstream_unresponsive)", async () => {
     // Found by an outside tester: requests on a frozen engine were told they ran past a drain time.
