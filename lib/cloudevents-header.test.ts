@@ -21,6 +21,8 @@ test("decoded: one round, lower-case hex, quoted strings, unnecessary encoding; 
   expect(decodeHeaderValue("llam%61")).toBe("llama");
   expect(decodeHeaderValue("100% sure, %zz")).toBe("100% sure, %zz");
   expect(decodeHeaderValue("ünïcödé")).toBe("ünïcödé");
+  // UTF-8 bytes sent unencoded, as Node reads them (Latin-1): read as UTF-8.
+  expect(decodeHeaderValue(Buffer.from("模型 café", "utf8").toString("latin1"))).toBe("模型 café");
   expect(decodeHeaderValue("%C0%A0")).toBeUndefined();
   expect(decodeHeaderValue("%FF")).toBeUndefined();
   expect(decodeHeaderValue("%F0%9F%98")).toBeUndefined();

@@ -28,7 +28,8 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  * them: `%C0%A0` is an overlong space). A `%` without two hex digits after it is kept as it is.
  */
 export function decodeHeaderValue(value: string): string | undefined {
-  const text = value.length >= 2 && value.startsWith('"') && value.endsWith('"') ? unquote(value) : value;
+  const unquoted = value.length >= 2 && value.startsWith('"') && value.endsWith('"') ? unquote(value) : value;
+  const text = fromWire(unquoted);
   if (!text.includes("%")) return text;
   const bytes: number[] = [];
   for (let i = 0; i < text.length; i++) {
@@ -42,6 +43,20 @@ export function decodeHeaderValue(value: string): string | undefined {
     return utf8.decode(new Uint8Array(bytes));
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * Node reads header bytes as Latin-1. A sender that wrote UTF-8 bytes unencoded (against the
+ * binding, but some do) meant UTF-8: `模型` must not become `æ¨¡å` (found by an outside tester).
+ * Bytes that are not UTF-8 stay Latin-1, which is what the JavaScript SDK sends for `café`.
+ */
+function fromWire(value: string): string {
+  if (!/[\u0080-\u00ff]/.test(value)) return value;
+  try {
+    return utf8.decode(Buffer.from(value, "latin1"));
+  } catch {
+    return value;
   }
 }
 
