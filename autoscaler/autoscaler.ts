@@ -60,6 +60,8 @@ export interface Membership {
  */
 export class Autoscaler {
   private readonly options: AutoscalerOptions;
+  /** Where CloudEvents go: the options' sink, until a reload sets another. */
+  private sink?: EventSink;
   private readonly metrics: ReturnType<typeof autoscalerMetrics>;
   private readonly slotMetricSet: SlotMetrics;
   private readonly byKey = new Map<string, ModelController>();
@@ -73,6 +75,7 @@ export class Autoscaler {
 
   constructor(options: AutoscalerOptions) {
     this.options = options;
+    this.sink = options.sink;
     this.tierEvents = new TierEvents(() => options.clock.now());
     this.metrics = autoscalerMetrics(options.registry);
     this.slotMetricSet = slotMetrics(options.registry);
@@ -163,6 +166,19 @@ export class Autoscaler {
   }
 
   /** A new host-memory budget for the level-1 sleepers; checked at once. */
+  /**
+   * Events from now on go to `sink` (a reload's new `eventSink` or `eventMode`); those queued for
+   * the one before still get their short moment to go out, then it closes.
+   */
+  setSink(sink: EventSink | undefined): void {
+    const before = this.sink;
+    this.sink = sink;
+    void before
+      ?.drain?.(sinkDrainMs)
+      .then(() => before.close?.())
+      .catch(() => {});
+  }
+
   setHostMemoryBudget(bytes: number): void {
     this.options.hostMemoryBudget = bytes;
     this.enforceHostMemory();
@@ -269,8 +285,8 @@ export class Autoscaler {
     this.saveLearning();
     for (const slot of this.slots.values()) slot.standDown();
     for (const controller of this.byKey.values()) controller.close(options.enginesStop);
-    await this.options.sink?.drain?.(sinkDrainMs);
-    await this.options.sink?.close?.();
+    await this.sink?.drain?.(sinkDrainMs);
+    await this.sink?.close?.();
   }
 
   /** Writes what every model learned to the learning store, if there is one. */
@@ -300,7 +316,7 @@ export class Autoscaler {
 
   /** The one place news leaves the control plane: as a CloudEvent, and to the news listener. */
   private announce(news: News): void {
-    this.options.sink?.emit(news.type, news.subject, news.data, { traceparent: news.traceparent });
+    this.sink?.emit(news.type, news.subject, news.data, { traceparent: news.traceparent });
     this.options.news?.(news);
   }
 

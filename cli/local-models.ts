@@ -1,7 +1,12 @@
 import { Counter, type Registry } from "prom-client";
 import type { Activator } from "../activator/activator.ts";
 import type { Autoscaler } from "../autoscaler/autoscaler.ts";
-import { addLocalModel, localActivator, localTarget } from "../autoscaler/local/control-plane.ts";
+import {
+  addLocalModel,
+  localActivator,
+  localEventSink,
+  localTarget,
+} from "../autoscaler/local/control-plane.ts";
 import type { LocalPlatform } from "../autoscaler/local/platform.ts";
 import type { Logger } from "../lib/log.ts";
 import {
@@ -29,6 +34,8 @@ export interface LocalModelsOptions {
   activator: Activator;
   log: Logger;
   registry: Registry;
+  /** The source of outgoing CloudEvents, for a sink a reload builds. */
+  eventSource: string;
 }
 
 /** Time a model's engines get to go after the drain, beyond its drainTimeout, before it is moved anyway. */
@@ -114,6 +121,10 @@ export class LocalModels {
     const { activator, autoscaler } = this.options;
     activator.setLimits({ maxBodySize: next.maxBodySize, maxHeldBytes: next.maxHeldBytes });
     autoscaler.setHostMemoryBudget(next.hostMemoryBudget);
+    if (diff.global.some((g) => g.key === "eventSink" || g.key === "eventMode")) {
+      const { log, registry, eventSource: source } = this.options;
+      autoscaler.setSink(localEventSink(next, { source, log, registry }));
+    }
     const later = diff.global.filter((g) => !g.live).map((g) => g.key);
     if (later.length > 0)
       this.log.warn("these settings take effect at the next start of snooze serve", { keys: later });

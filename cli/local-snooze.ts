@@ -89,6 +89,7 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
 /** `snooze serve`: the activator and the autoscaler in one process, engines as child processes. */
 export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<LocalSnooze> {
   const registry = new Registry();
+  const eventSource = `/snooze/${hostname()}`;
   const platform = options.platform ?? new LocalPlatform(options.config.models.values(), options.log);
   const autoscaler = localAutoscaler({
     config: options.config,
@@ -96,7 +97,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     log: options.log,
     registry,
     clock: options.clock,
-    eventSource: `/snooze/${hostname()}`,
+    eventSource,
     stateDir: options.stateDir,
   });
   const activator = new Activator({
@@ -123,6 +124,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
           activator,
           log: options.log,
           registry,
+          eventSource,
         })
       : undefined;
   const stopAll = async () => {

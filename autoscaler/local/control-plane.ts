@@ -1,6 +1,6 @@
 import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../../lib/clock.ts";
-import { createEventSink } from "../../lib/cloudevents.ts";
+import { type CloudEventSink, createEventSink } from "../../lib/cloudevents.ts";
 import type { ControlPlane } from "../../lib/control-plane.ts";
 import type { Logger } from "../../lib/log.ts";
 import type { ModelConfig, SnoozeConfig } from "../../lib/settings/index.ts";
@@ -37,9 +37,7 @@ export function localAutoscaler(options: LocalAutoscalerOptions): Autoscaler {
     clock: options.clock ?? systemClock,
     log: options.log,
     registry: options.registry,
-    sink: createEventSink({
-      configured: config.eventSink,
-      mode: config.eventMode,
+    sink: localEventSink(config, {
       source: options.eventSource ?? "/snooze/local",
       log: options.log,
       registry: options.registry,
@@ -53,6 +51,14 @@ export function localAutoscaler(options: LocalAutoscalerOptions): Autoscaler {
   });
   for (const model of config.models.values()) addLocalModel(autoscaler, config, model);
   return autoscaler;
+}
+
+/** The sink of snooze.yaml's `eventSink` and `eventMode` (else Knative's `K_SINK`); none without either. */
+export function localEventSink(
+  config: Pick<SnoozeConfig, "eventSink" | "eventMode">,
+  options: { source: string; log: Logger; registry: Registry },
+): CloudEventSink | undefined {
+  return createEventSink({ configured: config.eventSink, mode: config.eventMode, ...options });
 }
 
 /** The target of a model of snooze.yaml: on demand, one replica at most. */

@@ -90,7 +90,7 @@ models:
     expect(diff.slots.map((s) => [s.name, s.minResidency])).toEqual([["gpu0", 5_000]]);
     expect(diff.global).toEqual([
       { key: "maxBodySize", live: true },
-      { key: "eventSink", live: false },
+      { key: "eventSink", live: true },
     ]);
     expect(diff.updated).toEqual([]);
   });

@@ -7,10 +7,16 @@ import type { ModelConfig, SlotConfig, SnoozeConfig } from "./resolve.ts";
  */
 export const engineKeys: readonly string[] = ["command", "env", "port", "sleep", "slot"];
 
-/** Top-level settings a running Snooze takes over as they are. */
-const liveGlobalKeys: readonly string[] = ["maxBodySize", "maxHeldBytes", "hostMemoryBudget"];
-/** Top-level settings read once at start (the event sink is built then). */
-const restartGlobalKeys: readonly string[] = ["eventSink", "eventMode"];
+/** Top-level settings a running Snooze takes over as they are (a new event sink is built for the last two). */
+const liveGlobalKeys: readonly string[] = [
+  "maxBodySize",
+  "maxHeldBytes",
+  "hostMemoryBudget",
+  "eventSink",
+  "eventMode",
+];
+/** Top-level settings read once at start: none today. */
+const restartGlobalKeys: readonly string[] = [];
 
 /** A model whose settings changed, and which of them. */
 export interface ChangedModel {

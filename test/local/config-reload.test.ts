@@ -4,6 +4,7 @@ import { describe, expect, test } from "vitest";
 import { freePort } from "../../lib/free-port.ts";
 import { chat, metricValue, simCommand, until } from "../helpers/local-snooze.ts";
 import { recordedEngines } from "../helpers/serve-process.ts";
+import { cloudEventSink } from "../support/cloudevent-sink.ts";
 import { gone, serveRuns } from "../support/serve-runs.ts";
 
 // Config reload of a real `snooze serve` (SIGHUP and --watch-config) with `snooze sim` engines:
@@ -115,6 +116,38 @@ models:
     expect(run.stderr()).toContain('"updated":["qwen (sleepAfter)"]');
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
+  });
+
+  test("SIGHUP: a new eventSink and eventMode take effect at once (before, at the next start; found by an outside tester)", async () => {
+    const [first, second] = [await cloudEventSink(), await cloudEventSink()];
+    try {
+      const yaml = (sink: string, mode: string) =>
+        `eventSink: ${sink}
+eventMode: ${mode}
+models:
+  qwen:
+    command: ${simCommand(["--load-time", "100ms"], 1)}
+`;
+      const run = start(yaml(first.url, "binary"));
+      const url = await run.url;
+      expect((await ask(url, "qwen", { max_tokens: 1 })).status).toBe(200);
+      await until(() => first.arrivals.length >= 1, 5_000, "the start's event at the first sink");
+      expect(first.arrivals[0]!.headers["ce-type"]).toBe("dev.snooze.replica.started");
+      writeFileSync(run.config, yaml(second.url, "structured"));
+      run.child.kill("SIGHUP");
+      await until(() => run.stderr().includes('"msg":"settings reloaded"'), 5_000, "the reload");
+      expect(run.stderr()).not.toContain("take effect at the next start");
+      expect((await fetch(`${url}/snooze/v1/models/qwen/stop`, { method: "POST" })).status).toBe(200);
+      await until(() => second.arrivals.length >= 1, 5_000, "the stop's event at the new sink");
+      expect(second.arrivals[0]!.headers["content-type"]).toMatch(/^application\/cloudevents\+json/);
+      expect(second.arrivals[0]!.event.type).toBe("dev.snooze.replica.stopped");
+      expect(first.arrivals.map((a) => a.event.type)).toEqual(["dev.snooze.replica.started"]);
+      run.child.kill("SIGTERM");
+      expect(await run.exited).toBe(0);
+    } finally {
+      first.close();
+      second.close();
+    }
   });
 
   test("--watch-config: an editor's rename-replace removes a model (its stream finishes), adds one, changes settings without a restart", async () => {
