@@ -2,12 +2,13 @@ import { once } from "node:events";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Registry } from "prom-client";
-import { afterEach, expect, test } from "vitest";
+import { afterEach, expect, test, vi } from "vitest";
 import type { KubeAutoscaler } from "../autoscaler/kube/autoscaler.ts";
 import { createControlServer } from "../autoscaler/kube/control-server.ts";
 import type { AdminOutcome } from "../lib/control-protocol.ts";
 import type { KubeClient } from "../lib/kube/client.ts";
 import { silentLogger } from "../lib/log.ts";
+import type { ReplicaEvent } from "../lib/replica-event.ts";
 import { AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
 import { KubeControlPlane } from "./kube-control-plane.ts";
 
@@ -103,4 +104,96 @@ test("done is done; another failure carries the autoscaler's message; a wake is 
   const failed = await wake.plane.admin("qwen", "wake").catch((error: unknown) => error);
   expect(failed).not.toBeInstanceOf(AdminActionUnfinished);
   expect((failed as Error).message).toBe("wake: timed out");
+});
+
+/**
+ * A KubeClient whose collections are lists the test fills and whose watches it feeds: the Models
+ * and pods an activator sees, without an API server (the e2e suite runs the real one).
+ */
+function watchedCluster() {
+  const watchers = new Map<string, (event: { type: "ADDED" | "MODIFIED"; object: unknown }) => void>();
+  const client = {
+    bearerToken: async () => "sa-token",
+    list: async () => ({ metadata: { resourceVersion: "1" }, items: [] }),
+    watch: (path: string, _q: unknown, onEvent: never, signal: AbortSignal) => {
+      watchers.set(path.includes("/models") ? "models" : "pods", onEvent);
+      return new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve()));
+    },
+  } as unknown as KubeClient;
+  const push = (kind: "models" | "pods", type: "ADDED" | "MODIFIED", object: unknown) =>
+    watchers.get(kind)?.({ type, object });
+  return { client, push, watching: () => watchers.size === 2 };
+}
+
+test("a Model's back-off reaches the activator from its status: told again at each failure, and when it ended early", async () => {
+  // Found in review: the activator never learned a back-off on Kubernetes (the status had no
+  // retryAt), and a second failure with the same message was not told at all.
+  const cluster = watchedCluster();
+  const plane = new KubeControlPlane({
+    client: cluster.client,
+    autoscalerUrl: "http://127.0.0.1:1",
+    identity: "activator-0",
+    log: silentLogger,
+    onModel: () => {},
+    onModelRemoved: () => {},
+  });
+  const events: ReplicaEvent[] = [];
+  plane.watch((event) => events.push(event));
+  await plane.start();
+  await vi.waitFor(() => expect(cluster.watching()).toBe(true));
+  const failedSince = "2026-03-01T10:00:00Z";
+  const model = (resourceVersion: string, status: Record<string, unknown>) => ({
+    apiVersion: "snooze.dev/v1alpha1",
+    kind: "Model",
+    metadata: { name: "qwen", namespace: "ml", resourceVersion },
+    spec: { workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "qwen" } },
+    status: { selector: "app=qwen", ...status },
+  });
+  const failed = (message: string, retryAt?: number) => ({
+    conditions: [
+      {
+        type: "ActivationFailed",
+        status: "True",
+        reason: "ActivationFailed",
+        message,
+        lastTransitionTime: failedSince,
+      },
+    ],
+    replicaTiers: [{ pod: "qwen-1", tier: "asleep-1", since: failedSince }],
+    ...(retryAt !== undefined ? { retryAt: new Date(retryAt).toISOString() } : {}),
+  });
+  const retryAt = Date.parse("2030-01-01T00:00:00.250Z");
+  cluster.push("models", "ADDED", model("2", failed("wake of qwen failed: boom", retryAt)));
+  expect(events.at(-1)).toMatchObject({
+    model: "qwen",
+    replica: "qwen/activation",
+    tier: "asleep-1",
+    error: "wake of qwen failed: boom",
+    retryAt,
+  });
+  // The same status again (a resync) is not news; the same failure again, with a new back-off, is.
+  const told = events.length;
+  cluster.push("models", "MODIFIED", model("3", failed("wake of qwen failed: boom", retryAt)));
+  expect(events.length).toBe(told);
+  cluster.push("models", "MODIFIED", model("4", failed("wake of qwen failed: boom", retryAt + 2_000)));
+  expect(events.at(-1)).toMatchObject({ error: "wake of qwen failed: boom", retryAt: retryAt + 2_000 });
+  // The failure is over (a reload changed the engine): the back-off ended, said once.
+  const before = Date.now();
+  const over = {
+    conditions: [
+      {
+        type: "ActivationFailed",
+        status: "False",
+        reason: "NoFailure",
+        message: "the last activation succeeded",
+      },
+    ],
+  };
+  cluster.push("models", "MODIFIED", model("5", over));
+  const ended = events.at(-1)!;
+  expect(ended.error).toBeUndefined();
+  expect(ended.retryAt).toBeGreaterThanOrEqual(before);
+  cluster.push("models", "MODIFIED", model("6", over));
+  expect(events.at(-1)).toBe(ended);
+  await plane.stop();
 });

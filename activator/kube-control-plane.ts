@@ -23,7 +23,7 @@ import type { ModelResource } from "../lib/kube/model-resource.ts";
 import { type Pod, replicaEventForPod } from "../lib/kube/pod-replica.ts";
 import { selectorMatcher } from "../lib/kube/selector.ts";
 import type { Logger } from "../lib/log.ts";
-import type { ReplicaEvent } from "../lib/replica-event.ts";
+import { mostAwake, type ReplicaEvent } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
 import { AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
@@ -316,21 +316,32 @@ export class KubeControlPlane implements ControlPlane {
     this.removals.set(id, timer);
   }
 
-  /** An activation failed (the Model's ActivationFailed condition turned True): held requests hear why. */
+  /**
+   * An activation failed (the Model's ActivationFailed condition turned True, or its back-off
+   * `retryAt` moved: a failure again): held requests hear why, and requests that arrive before
+   * `retryAt` hear it at once. A back-off that ended early (the condition turned False) is told too.
+   */
   private reportFailure(known: Known, resource: Model): void {
-    const failed = resource.status?.conditions?.find(
-      (c) => c.type === "ActivationFailed" && c.status === "True",
-    );
-    const signature = failed ? `${failed.lastTransitionTime}|${failed.message}` : undefined;
+    const status = resource.status;
+    const failed = status?.conditions?.find((c) => c.type === "ActivationFailed" && c.status === "True");
+    const retryAt = failed && status?.retryAt ? Date.parse(status.retryAt) : undefined;
+    const signature = failed ? `${failed.lastTransitionTime}|${failed.message}|${retryAt}` : undefined;
     if (signature === known.failure) return;
+    const hadFailed = known.failure !== undefined;
     known.failure = signature;
-    if (!failed) return;
+    if (!failed && !hadFailed) return;
+    const now = Date.now();
     this.emit({
       model: known.model.config.id,
       replica: `${known.model.name}/activation`,
-      tier: "cold",
-      since: Date.now(),
-      error: failed.message ?? "the activation failed",
+      tier: mostAwake(status?.replicaTiers?.map((r) => r.tier) ?? []),
+      since: now,
+      ...(failed
+        ? {
+            error: failed.message ?? "the activation failed",
+            ...(retryAt !== undefined && !Number.isNaN(retryAt) ? { retryAt } : {}),
+          }
+        : { retryAt: now }),
     });
   }
 

@@ -254,3 +254,31 @@ test("while the model waits out a back-off longer than the hold budget, a reques
   expect(await route.hold().promise.catch((f) => f.reason)).toBe("activation-failed");
   await route.close();
 });
+
+test("the back-off is the model's: replica events after the failure keep it, an activation or the control plane's word ends it", async () => {
+  // On Kubernetes the failed pod goes away after the failure is told (found in review: the route
+  // read the back-off from its last event, so the pod's departure ended it).
+  const route = new ModelRoute(config, listener);
+  const retryAt = Date.now() + config.holdBudget + 60_000;
+  const event = (replica: string, tier: "cold" | "asleep-1" | "starting", extra = {}) =>
+    route.apply({ model: "qwen", replica, tier, since: Date.now(), ...extra });
+  event("qwen/activation", "cold", { error: "start of qwen failed: pod qwen-1 not ready", retryAt });
+  event("qwen-1", "cold");
+  event("qwen-2", "asleep-1", { address: "127.0.0.1:2" });
+  expect(route.backoff()).toEqual({ retryAt, error: "start of qwen failed: pod qwen-1 not ready" });
+  expect(await route.hold().promise.catch((f) => f.reason)).toBe("activation-failed");
+  // The control plane says it is over (a reload changed the engine): held again.
+  event("qwen/activation", "asleep-1", { retryAt: Date.now() });
+  expect(route.backoff()).toBeUndefined();
+  const held = route.hold();
+  expect(route.held).toBe(1);
+  held.cancel();
+  await held.promise.catch(() => {});
+  // A new failure, then an activation under way: over too.
+  event("qwen/activation", "cold", { error: "wake of qwen failed", retryAt });
+  expect(route.backoff()?.error).toBe("wake of qwen failed");
+  event("qwen-3", "starting");
+  event("qwen-3", "cold");
+  expect(route.backoff()).toBeUndefined();
+  await route.close();
+});

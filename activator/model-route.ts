@@ -1,7 +1,7 @@
 import { backgroundTimer, clearBackgroundTimer } from "../lib/background-timer.ts";
 import type { Flow } from "../lib/control-plane.ts";
 import { formatDuration } from "../lib/duration.ts";
-import { mostAwake, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
+import { isWarming, mostAwake, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { Pool } from "../lib/undici.ts";
 import { type Held, HoldQueue } from "./hold-queue.ts";
@@ -88,6 +88,13 @@ export class ModelRoute {
   private readonly queue: HoldQueue<Waiter>;
   private readonly listener: RouteListener;
   private lastEvent?: ReplicaEvent;
+  /**
+   * The back-off after the model's last failed activation, as the control plane announced it. A
+   * fact of the model, not of one replica: the replica events that follow (on Kubernetes, the failed
+   * pod going away) do not end it; an activation under way or a replica ready does, and so does the
+   * control plane's word that it is over (a reload changed the engine).
+   */
+  private failure?: { error: string; retryAt: number };
   /** The estimates the last start and the last wake were announced with: the next one's likely time. */
   private readonly estimates: { start?: number; wake?: number } = {};
   /** The last few activations and swaps announced for this model (a swap, then the wake it runs). */
@@ -250,12 +257,20 @@ export class ModelRoute {
    * again, and why it failed. Undefined when there is none left, or a replica serves or activates.
    */
   backoff(): { retryAt: number; error: string } | undefined {
-    const event = this.lastEvent;
-    if (!event?.error || event.retryAt === undefined || event.retryAt <= Date.now()) return undefined;
+    const failure = this.failure;
+    if (!failure || failure.retryAt <= Date.now()) return undefined;
     for (const backend of this.backends.values())
       if (backend.tier === "ready" || backend.tier === "starting" || backend.tier === "waking")
         return undefined;
-    return { retryAt: event.retryAt, error: event.error };
+    return { ...failure };
+  }
+
+  /** Takes up what an event says of the back-off (see `failure`). */
+  private learnBackoff(event: ReplicaEvent): void {
+    if (event.error !== undefined && event.tier !== "ready")
+      this.failure = event.retryAt !== undefined ? { error: event.error, retryAt: event.retryAt } : undefined;
+    else if (event.retryAt !== undefined || event.tier === "ready" || isWarming(event.tier))
+      this.failure = undefined;
   }
 
   /** A request to `backend` finished: free its capacity and let the next held one go. */
@@ -304,6 +319,7 @@ export class ModelRoute {
 
   apply(event: ReplicaEvent): void {
     this.lastEvent = event;
+    this.learnBackoff(event);
     if (event.estimateMs !== undefined && event.tier === "starting") this.estimates.start = event.estimateMs;
     if (event.estimateMs !== undefined && event.tier === "waking") this.estimates.wake = event.estimateMs;
     if (event.traceparent && event.traceparent !== this.announced.at(-1)?.traceparent) {

@@ -543,6 +543,11 @@ describe("failures and back-off", () => {
     await h.settle();
     expect(h.platform.ids("m")).toEqual([]);
     expect(h.events.at(-1)!.retryAt).toBe(h.clock.now() + 4_000);
+    // What the Model's status publishes on Kubernetes, for the activators there.
+    expect(h.controller("m").observation()).toMatchObject({
+      lastError: "start of m failed: exit 1",
+      retryAt: h.clock.now() + 4_000,
+    });
     return h;
   }
 
@@ -563,9 +568,13 @@ describe("failures and back-off", () => {
     // but requests still waited it out.
     const h = await backedOff();
     h.stats("m", 0, 0);
+    h.mark();
+    const stopped = h.clock.now();
     await h.controller("m").stopNow();
     expect(h.events.at(-1)).toMatchObject({ model: "m", tier: "cold" });
     expect(h.events.at(-1)!.error).toBeUndefined();
+    // The word that the back-off is over: an event that carries `retryAt` and no error.
+    expect(h.events.filter((e) => e.error === undefined && e.retryAt === stopped)).toHaveLength(1);
     h.demand("m");
     await h.settle();
     expect(h.platform.ids("m")).toEqual(["m-5"]);

@@ -537,6 +537,7 @@ export class ModelController {
       })),
       pendingPods: this.pendingReplicas(),
       lastError: this.lastError,
+      ...(this.lastError !== undefined && this.backoffUntil > 0 ? { retryAt: this.backoffUntil } : {}),
       lastWakeMs: this.lastWakeLevel && this.lastWakeMs[this.lastWakeLevel],
       lastStartMs: this.lastStartMs,
       learning: this.learningSnapshot(),
@@ -680,11 +681,14 @@ export class ModelController {
    */
   private endBackoff(now: number): void {
     this.backoffUntil = now;
-    if (this.leading) this.announce(undefined);
+    if (this.leading) this.announce(undefined, now);
   }
 
-  /** Tells watchers, again, which activation this model's held requests wait on (a swap). */
-  announce(traceparent: string | undefined): void {
+  /**
+   * Tells watchers, again, which activation this model's held requests wait on (a swap), or that
+   * the back-off after its failures ended at `backoffEnded`.
+   */
+  announce(traceparent: string | undefined, backoffEnded?: number): void {
     const record = this.summary().record;
     this.deps.emit({
       model: this.id,
@@ -693,6 +697,7 @@ export class ModelController {
       tier: record?.tier ?? "cold",
       since: record?.since ?? this.deps.clock.now(),
       traceparent,
+      ...(backoffEnded !== undefined ? { retryAt: backoffEnded } : {}),
     });
   }
 

@@ -75,6 +75,17 @@ describe("modelStatus", () => {
     expect(status.conditions?.[1]).toMatchObject({ type: "ActivationFailed", status: "True" });
   });
 
+  test("while the back-off after a failure lasts, retryAt says when activations begin again (the activators' view on Kubernetes)", () => {
+    const failing = { ...base, lastError: "start of qwen failed: boom" };
+    const status = modelStatus({ ...failing, retryAt: now + 4_000 });
+    expect(status.retryAt).toBe(new Date(now + 4_000).toISOString());
+    expect(modelStatusSchema.safeParse(status).success).toBe(true);
+    // Over, none (the first failure tries again at once), or no failure: no retryAt.
+    expect(modelStatus({ ...failing, retryAt: now }).retryAt).toBeUndefined();
+    expect(modelStatus(failing).retryAt).toBeUndefined();
+    expect(modelStatus({ ...base, retryAt: now + 4_000 }).retryAt).toBeUndefined();
+  });
+
   test("lastTransitionTime moves only when a condition's status changes", () => {
     const first = modelStatus({ ...base, now: now - 60_000 });
     const same = modelStatus({ ...base, previous: first.conditions as never });

@@ -13,6 +13,8 @@ export interface ModelObservation {
   generation?: number;
   /** The last activation failure, while it is the latest news. */
   lastError?: string;
+  /** With `lastError`: epoch ms when the back-off after it ends (activations begin again). */
+  retryAt?: number;
   lastWakeMs?: number;
   lastStartMs?: number;
   /** What the controller learned of the model's traffic, kept in the status for the next leader. */
@@ -100,6 +102,7 @@ export function modelStatus(o: ModelObservation): ModelStatusInput {
     ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
   };
   const conditions = [readyCondition, degraded];
+  const retryAt = failedUntil(o);
   const capped = cappedCondition(o);
   if (capped) conditions.push(capped);
   return {
@@ -114,6 +117,7 @@ export function modelStatus(o: ModelObservation): ModelStatusInput {
       .sort((a, b) => a.pod.localeCompare(b.pod))
       .map((r) => ({ pod: r.pod, tier: r.tier, since: new Date(r.since).toISOString() })),
     conditions,
+    ...(retryAt !== undefined ? { retryAt: new Date(retryAt).toISOString() } : {}),
     ...(o.lastWakeMs !== undefined ? { lastWakeDuration: formatDuration(o.lastWakeMs) } : {}),
     ...(o.lastStartMs !== undefined ? { lastStartDuration: formatDuration(o.lastStartMs) } : {}),
     ...(o.learning !== undefined ? { learning: o.learning } : {}),
@@ -140,6 +144,11 @@ function cappedCondition(o: ModelObservation): Condition | undefined {
     lastTransitionTime: transitionTime(o.previous, "ReplicasCapped", status, o.now),
     ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
   };
+}
+
+/** When the back-off after the last failure ends, while it lasts. */
+function failedUntil(o: ModelObservation): number | undefined {
+  return o.lastError !== undefined && o.retryAt !== undefined && o.retryAt > o.now ? o.retryAt : undefined;
 }
 
 function transitionTime(

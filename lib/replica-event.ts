@@ -35,7 +35,11 @@ export interface ReplicaEvent {
   estimateMs?: number;
   /** Set when an activation failed: the reason held requests are answered with. */
   error?: string;
-  /** With `error`: epoch ms when the model tries again (its back-off), for their Retry-After. */
+  /**
+   * With `error`: epoch ms when the model tries again (its back-off), for their Retry-After and for
+   * requests that arrive meanwhile. Without `error`: the back-off ended early, at that time (a reload
+   * changed the engine).
+   */
   retryAt?: number;
   /** For starting and waking: W3C traceparent of the activation span, so held requests can link to it. */
   traceparent?: string;

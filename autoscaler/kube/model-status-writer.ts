@@ -82,7 +82,9 @@ export class ModelStatusWriter {
       try {
         await this.deps.client.patch(`${object}/status`, {
           metadata: { resourceVersion: resource.metadata.resourceVersion },
-          status,
+          // A merge patch keeps the fields it does not name: one that comes and goes is named null
+          // when it went.
+          status: { retryAt: null, ...status },
         });
         this.counts.statusWrites++;
         this.lastJson = json;

@@ -165,6 +165,10 @@ export const modelStatus = z.strictObject({
       "x-kubernetes-list-map-keys": ["pod"],
     }),
   conditions: conditions.optional(),
+  retryAt: z.iso.datetime().optional().meta({
+    description:
+      "While the model waits out a back-off after failed activations: when they begin again. Activators answer requests that could not be served before then at once (503 with the reason and Retry-After).",
+  }),
   lastWakeDuration: duration.optional().meta({ description: "How long the last wake took, e.g. 2.4s." }),
   lastStartDuration: duration
     .optional()

@@ -151,6 +151,47 @@ describe("the Model and Slot CRDs in a real apiserver", () => {
     await expect(hpa.getNamespacedCustomObject(target)).rejects.toMatchObject({ code: 403 });
   });
 
+  test("a back-off's retryAt is kept in the status, and a merge patch naming it null takes it out (as the autoscaler writes it)", async () => {
+    await createModel("backed-off", {
+      workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "backed-off" },
+    });
+    const env = { ...process.env, KUBECONFIG: cluster.info.kubeconfigPath };
+    const patchStatus = (status: object) =>
+      run(
+        cluster.info.kubectl,
+        [
+          "patch",
+          "model",
+          "backed-off",
+          "-n",
+          namespace.name,
+          "--subresource=status",
+          "--type=merge",
+          "-p",
+          JSON.stringify({ status }),
+        ],
+        { env },
+      );
+    const status = async () =>
+      (
+        (await custom.getNamespacedCustomObject({
+          group,
+          version,
+          namespace: namespace.name,
+          plural: "models",
+          name: "backed-off",
+        })) as {
+          status?: Record<string, unknown>;
+        }
+      ).status;
+    await patchStatus({ retryAt: "2030-01-01T00:00:00.250Z", phase: "Failed" });
+    expect(await status()).toMatchObject({ retryAt: "2030-01-01T00:00:00.250Z", phase: "Failed" });
+    await patchStatus({ retryAt: null, phase: "Cold" });
+    const after = await status();
+    expect(after).toMatchObject({ phase: "Cold" });
+    expect(after).not.toHaveProperty("retryAt");
+  });
+
   test("kubectl shows the printer columns and explains every field", async () => {
     const env = { ...process.env, KUBECONFIG: cluster.info.kubeconfigPath };
     const { stdout: table } = await run(cluster.info.kubectl, ["get", "models", "-n", namespace.name], {
@@ -173,6 +214,7 @@ describe("the Model and Slot CRDs in a real apiserver", () => {
       "sleepingReplicas",
       "replicaTiers",
       "lastWakeDuration",
+      "retryAt",
     ]) {
       expect(status).toContain(field);
     }
