@@ -121,13 +121,10 @@ export class LocalModels {
     const { activator, autoscaler } = this.options;
     activator.setLimits({ maxBodySize: next.maxBodySize, maxHeldBytes: next.maxHeldBytes });
     autoscaler.setHostMemoryBudget(next.hostMemoryBudget);
-    if (diff.global.some((g) => g.key === "eventSink" || g.key === "eventMode")) {
+    if (diff.global.includes("eventSink") || diff.global.includes("eventMode")) {
       const { log, registry, eventSource: source } = this.options;
       autoscaler.setSink(localEventSink(next, { source, log, registry }));
     }
-    const later = diff.global.filter((g) => !g.live).map((g) => g.key);
-    if (later.length > 0)
-      this.log.warn("these settings take effect at the next start of snooze serve", { keys: later });
     for (const slot of diff.slots) autoscaler.updateSlot(slot.name, slot);
     // Removed models give up their names first, so that a name may pass to another model.
     for (const id of diff.removed) this.after(id, () => this.remove(id, before.models.get(id)!));
@@ -233,6 +230,6 @@ function summary(diff: ConfigDiff): Record<string, unknown> {
     ...(diff.restarted.length ? { restarted: ids(diff.restarted) } : {}),
     ...(diff.updated.length ? { updated: ids(diff.updated) } : {}),
     ...(diff.slots.length ? { slots: diff.slots.map((s) => s.name) } : {}),
-    ...(diff.global.length ? { settings: diff.global.map((g) => g.key) } : {}),
+    ...(diff.global.length ? { settings: diff.global } : {}),
   };
 }

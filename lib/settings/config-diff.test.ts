@@ -88,10 +88,7 @@ models:
       `maxBodySize: 1Mi\neventSink: http://127.0.0.1:9/\n${base.replace("minResidency: 30s", "minResidency: 5s")}`,
     );
     expect(diff.slots.map((s) => [s.name, s.minResidency])).toEqual([["gpu0", 5_000]]);
-    expect(diff.global).toEqual([
-      { key: "maxBodySize", live: true },
-      { key: "eventSink", live: true },
-    ]);
+    expect(diff.global).toEqual(["maxBodySize", "eventSink"]);
     expect(diff.updated).toEqual([]);
   });
 });

@@ -7,16 +7,12 @@ import type { ModelConfig, SlotConfig, SnoozeConfig } from "./resolve.ts";
  */
 export const engineKeys: readonly string[] = ["command", "env", "port", "sleep", "slot"];
 
-/** Top-level settings a running Snooze takes over as they are (a new event sink is built for the last two). */
-const liveGlobalKeys: readonly string[] = [
-  "maxBodySize",
-  "maxHeldBytes",
-  "hostMemoryBudget",
-  "eventSink",
-  "eventMode",
-];
-/** Top-level settings read once at start: none today. */
-const restartGlobalKeys: readonly string[] = [];
+/**
+ * The top-level settings, each of which a running Snooze takes over at a reload (a new event sink
+ * is built for the last two). A setting added here that can only apply at the next start must be
+ * told apart again, so the reload can say so.
+ */
+const globalKeys = ["maxBodySize", "maxHeldBytes", "hostMemoryBudget", "eventSink", "eventMode"] as const;
 
 /** A model whose settings changed, and which of them. */
 export interface ChangedModel {
@@ -35,8 +31,8 @@ export interface ConfigDiff {
   updated: ChangedModel[];
   /** Slots whose own settings changed; their members stay. */
   slots: SlotConfig[];
-  /** Top-level settings that changed: `live` ones apply now, the others at the next start. */
-  global: { key: string; live: boolean }[];
+  /** Top-level settings that changed (each applies at once). */
+  global: (typeof globalKeys)[number][];
 }
 
 /** The changes from `before` to `after`, model by model (pure). */
@@ -58,10 +54,7 @@ export function diffConfig(before: SnoozeConfig, after: SnoozeConfig): ConfigDif
     const old = before.slots.get(name);
     if (old && changedKeys(old, slot).length > 0) diff.slots.push(slot);
   }
-  for (const key of [...liveGlobalKeys, ...restartGlobalKeys]) {
-    const k = key as keyof SnoozeConfig;
-    if (!same(before[k], after[k])) diff.global.push({ key, live: liveGlobalKeys.includes(key) });
-  }
+  for (const key of globalKeys) if (!same(before[key], after[key])) diff.global.push(key);
   return diff;
 }
 
