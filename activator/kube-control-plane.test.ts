@@ -177,6 +177,10 @@ test("a Model's back-off reaches the activator from its status: told again at ea
   expect(events.length).toBe(told);
   cluster.push("models", "MODIFIED", model("4", failed("wake of qwen failed: boom", retryAt + 2_000)));
   expect(events.at(-1)).toMatchObject({ error: "wake of qwen failed: boom", retryAt: retryAt + 2_000 });
+  // Moved earlier, the failure's condition unchanged: the back-off ended early (a person's stop).
+  cluster.push("models", "MODIFIED", model("4a", failed("wake of qwen failed: boom", retryAt - 60_000)));
+  expect(events.at(-1)?.error).toBeUndefined();
+  expect(events.at(-1)?.retryAt).toBe(retryAt - 60_000);
   // The failure is over (a reload changed the engine): the back-off ended, said once.
   const before = Date.now();
   const over = {

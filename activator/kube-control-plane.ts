@@ -52,8 +52,8 @@ interface Known {
   model: KubeModel;
   selector: string;
   matches: (labels?: Record<string, string>) => boolean;
-  /** The activation failure last told to the activator, so it is told once. */
-  failure?: string;
+  /** The activation failure last told to the activator, so each is told once. */
+  failure?: { since: string; message: string; retryAt?: number };
 }
 
 /**
@@ -317,32 +317,56 @@ export class KubeControlPlane implements ControlPlane {
   }
 
   /**
-   * An activation failed (the Model's ActivationFailed condition turned True, or its back-off
-   * `retryAt` moved: a failure again): held requests hear why, and requests that arrive before
-   * `retryAt` hear it at once. A back-off that ended early (the condition turned False) is told too.
+   * What the Model's status says of failures, told once each: an activation failed (its
+   * ActivationFailed condition turned True, or, while it stays True, its back-off `retryAt` moved
+   * later: a failure again), so held requests hear why and requests that arrive before `retryAt`
+   * hear it at once; or the back-off ended early (`retryAt` moved earlier: a reload changed the
+   * engine, a person stopped the model; or the condition turned False).
    */
   private reportFailure(known: Known, resource: Model): void {
     const status = resource.status;
     const failed = status?.conditions?.find((c) => c.type === "ActivationFailed" && c.status === "True");
-    const retryAt = failed && status?.retryAt ? Date.parse(status.retryAt) : undefined;
-    const signature = failed ? `${failed.lastTransitionTime}|${failed.message}|${retryAt}` : undefined;
-    if (signature === known.failure) return;
-    const hadFailed = known.failure !== undefined;
-    known.failure = signature;
-    if (!failed && !hadFailed) return;
+    const before = known.failure;
     const now = Date.now();
-    this.emit({
+    if (!failed) {
+      known.failure = undefined;
+      if (before) this.emit(this.failureEvent(known, resource, { retryAt: now }));
+      return;
+    }
+    const parsed = status?.retryAt ? Date.parse(status.retryAt) : Number.NaN;
+    const retryAt = Number.isNaN(parsed) ? undefined : parsed;
+    const told = {
+      since: failed.lastTransitionTime ?? "",
+      message: failed.message ?? "the activation failed",
+      retryAt,
+    };
+    known.failure = told;
+    const same = before?.since === told.since && before.message === told.message;
+    if (same && before.retryAt === retryAt) return;
+    if (same && retryAt !== undefined && before.retryAt !== undefined && retryAt < before.retryAt)
+      this.emit(this.failureEvent(known, resource, { retryAt }));
+    else
+      this.emit(
+        this.failureEvent(known, resource, {
+          error: told.message,
+          ...(retryAt !== undefined ? { retryAt } : {}),
+        }),
+      );
+  }
+
+  /** What the activator hears of a Model's failure (or of its end): news of the model, not of a pod. */
+  private failureEvent(
+    known: Known,
+    resource: Model,
+    news: { error?: string; retryAt?: number },
+  ): ReplicaEvent {
+    return {
       model: known.model.config.id,
       replica: `${known.model.name}/activation`,
-      tier: mostAwake(status?.replicaTiers?.map((r) => r.tier) ?? []),
-      since: now,
-      ...(failed
-        ? {
-            error: failed.message ?? "the activation failed",
-            ...(retryAt !== undefined && !Number.isNaN(retryAt) ? { retryAt } : {}),
-          }
-        : { retryAt: now }),
-    });
+      tier: mostAwake(resource.status?.replicaTiers?.map((r) => r.tier) ?? []),
+      since: Date.now(),
+      ...news,
+    };
   }
 
   private modelOfPod(pod: Pod): Known | undefined {

@@ -91,10 +91,11 @@ export class ModelRoute {
   /**
    * The back-off after the model's last failed activation, as the control plane announced it. A
    * fact of the model, not of one replica: the replica events that follow (on Kubernetes, the failed
-   * pod going away) do not end it; an activation under way or a replica ready does, and so does the
-   * control plane's word that it is over (a reload changed the engine).
+   * pod's own, which may still say starting) do not end it. A replica ready or activating that did
+   * not fail with it (`failed`: those activating when it came) does, while it lasts; so does the
+   * control plane's word that it is over (a reload changed the engine, a person stopped the model).
    */
-  private failure?: { error: string; retryAt: number };
+  private failure?: { error: string; retryAt: number; failed: Set<string> };
   /** The estimates the last start and the last wake were announced with: the next one's likely time. */
   private readonly estimates: { start?: number; wake?: number } = {};
   /** The last few activations and swaps announced for this model (a swap, then the wake it runs). */
@@ -260,17 +261,19 @@ export class ModelRoute {
     const failure = this.failure;
     if (!failure || failure.retryAt <= Date.now()) return undefined;
     for (const backend of this.backends.values())
-      if (backend.tier === "ready" || backend.tier === "starting" || backend.tier === "waking")
+      if ((backend.tier === "ready" || isWarming(backend.tier)) && !failure.failed.has(backend.replica))
         return undefined;
-    return { ...failure };
+    return { retryAt: failure.retryAt, error: failure.error };
   }
 
   /** Takes up what an event says of the back-off (see `failure`). */
   private learnBackoff(event: ReplicaEvent): void {
-    if (event.error !== undefined && event.tier !== "ready")
-      this.failure = event.retryAt !== undefined ? { error: event.error, retryAt: event.retryAt } : undefined;
-    else if (event.retryAt !== undefined || event.tier === "ready" || isWarming(event.tier))
-      this.failure = undefined;
+    if (event.error !== undefined && event.tier !== "ready") {
+      const failed = new Set([event.replica]);
+      for (const backend of this.backends.values()) if (isWarming(backend.tier)) failed.add(backend.replica);
+      this.failure =
+        event.retryAt !== undefined ? { error: event.error, retryAt: event.retryAt, failed } : undefined;
+    } else if (event.retryAt !== undefined || event.tier === "ready") this.failure = undefined;
   }
 
   /** A request to `backend` finished: free its capacity and let the next held one go. */

@@ -682,6 +682,8 @@ export class ModelController {
   private endBackoff(now: number): void {
     this.backoffUntil = now;
     if (this.leading) this.announce(undefined, now);
+    // On Kubernetes the activators read it from the Model's status (its retryAt moves to now).
+    this.deps.statusChanged?.();
   }
 
   /**

@@ -75,14 +75,15 @@ describe("modelStatus", () => {
     expect(status.conditions?.[1]).toMatchObject({ type: "ActivationFailed", status: "True" });
   });
 
-  test("while the back-off after a failure lasts, retryAt says when activations begin again (the activators' view on Kubernetes)", () => {
+  test("with a failure, retryAt says when its back-off ends or ended (the activators' view on Kubernetes)", () => {
     const failing = { ...base, lastError: "start of qwen failed: boom" };
     const status = modelStatus({ ...failing, retryAt: now + 4_000 });
     expect(status.retryAt).toBe(new Date(now + 4_000).toISOString());
     expect(modelStatusSchema.safeParse(status).success).toBe(true);
-    // Over, none (the first failure tries again at once), or no failure: no retryAt.
-    expect(modelStatus({ ...failing, retryAt: now }).retryAt).toBeUndefined();
-    expect(modelStatus(failing).retryAt).toBeUndefined();
+    // Kept once it passed (it moves only with a new failure or an early end); none without a failure.
+    expect(modelStatus({ ...failing, retryAt: now - 60_000 }).retryAt).toBe(
+      new Date(now - 60_000).toISOString(),
+    );
     expect(modelStatus({ ...base, retryAt: now + 4_000 }).retryAt).toBeUndefined();
   });
 

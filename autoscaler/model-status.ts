@@ -13,7 +13,10 @@ export interface ModelObservation {
   generation?: number;
   /** The last activation failure, while it is the latest news. */
   lastError?: string;
-  /** With `lastError`: epoch ms when the back-off after it ends (activations begin again). */
+  /**
+   * With `lastError`: epoch ms when the back-off after it ends or ended (activations begin again);
+   * moved to the time it ended when it ended early.
+   */
   retryAt?: number;
   lastWakeMs?: number;
   lastStartMs?: number;
@@ -146,9 +149,13 @@ function cappedCondition(o: ModelObservation): Condition | undefined {
   };
 }
 
-/** When the back-off after the last failure ends, while it lasts. */
+/**
+ * When the back-off after the last failure ends or ended, while that failure is the latest news. Not
+ * dropped once it passed: it changes only with a new failure or an early end, so the activators,
+ * which read it, can tell the two apart, and a status write does not depend on the time.
+ */
 function failedUntil(o: ModelObservation): number | undefined {
-  return o.lastError !== undefined && o.retryAt !== undefined && o.retryAt > o.now ? o.retryAt : undefined;
+  return o.lastError !== undefined ? o.retryAt : undefined;
 }
 
 function transitionTime(

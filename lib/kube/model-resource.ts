@@ -167,7 +167,7 @@ export const modelStatus = z.strictObject({
   conditions: conditions.optional(),
   retryAt: z.iso.datetime().optional().meta({
     description:
-      "While the model waits out a back-off after failed activations: when they begin again. Activators answer requests that could not be served before then at once (503 with the reason and Retry-After).",
+      "With the ActivationFailed condition: when the back-off after the last failure ends (or ended: it moves only with a new failure, or to the time it ended early). Activators answer requests that could not be served before then at once (503 with the reason and Retry-After).",
   }),
   lastWakeDuration: duration.optional().meta({ description: "How long the last wake took, e.g. 2.4s." }),
   lastStartDuration: duration

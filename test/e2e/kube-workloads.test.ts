@@ -203,6 +203,64 @@ describe("an activation that fails", () => {
   }, 90_000);
 });
 
+describe("a back-off after failed starts", () => {
+  test("the activator learns it from the Model's status: a request that cannot be served before it ends is answered at once, and the admin view says until when", async () => {
+    await suite.admin.createDeployment(
+      suite.ns.name,
+      simDeployment(suite.cluster, "flaky", {
+        model: "flaky",
+        extraArgs: ["--fault-never-ready"],
+        annotations: { "snooze.dev/start-timeout": "1s", "snooze.dev/hold-budget": "3s" },
+      }),
+    );
+    await waitFor(async () => ((await modelIds()).includes("flaky") ? true : undefined), {
+      what: "the activator knowing flaky",
+      timeoutMs: 15_000,
+      detail: logs,
+    });
+    const retryAt = async () => {
+      const at = (await suite.admin.model(suite.ns.name, "flaky")).status?.retryAt;
+      return at === undefined ? undefined : Date.parse(at);
+    };
+    // Four failed starts, each asked for once the back-off before it is over: back-offs of 0, 1,
+    // 2 and 4 s (the last the one that counts: 4 s left + a start is more than the 3 s budget).
+    for (let failures = 1; failures <= 4; failures++) {
+      const until = await retryAt();
+      if (until !== undefined) await new Promise((r) => setTimeout(r, Math.max(0, until - Date.now() + 100)));
+      const answer = await complete(suite.activator.url, "flaky");
+      expect(answer.status, answer.text).toBe(503);
+      expect(JSON.parse(answer.text).error.code, answer.text).toBe("activation_failed");
+    }
+    const until = await waitFor(
+      async () => {
+        const at = await retryAt();
+        return at !== undefined && at - Date.now() > 2_500 ? at : undefined;
+      },
+      { what: "a back-off of 4 s in the Model's status", timeoutMs: 5_000, detail: logs },
+    );
+    const started = performance.now();
+    const response = await fetch(`${suite.activator.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "flaky", prompt: "hello", max_tokens: 3 }),
+    });
+    const waited = performance.now() - started;
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    expect(response.status).toBe(503);
+    expect(body.error.code).toBe("activation_failed");
+    expect(body.error.message).toMatch(/start of flaky failed/);
+    // At once, not after its 3 s budget; told to come back when the back-off is over.
+    expect(waited).toBeLessThan(1_500);
+    expect(Number(response.headers.get("retry-after"))).toBeGreaterThanOrEqual(2);
+    const view = (await (await fetch(`${suite.activator.url}/snooze/v1/models`)).json()) as {
+      models: { id: string; retryAt?: string; lastError?: string }[];
+    };
+    const flaky = view.models.find((m) => m.id === "flaky");
+    expect(flaky?.retryAt && Date.parse(flaky.retryAt)).toBe(until);
+    expect(flaky?.lastError).toMatch(/start of flaky failed/);
+  }, 90_000);
+});
+
 describe("the whole ladder on Kubernetes", () => {
   test("ready → asleep-1 → asleep-2 → cold (the pod is scaled away), then a request starts it again", async () => {
     await suite.admin.createDeployment(
