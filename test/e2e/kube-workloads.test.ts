@@ -149,21 +149,29 @@ describe("Models of annotated Deployments", () => {
   }, 60_000);
 });
 
+/** A Deployment whose engine never becomes ready, as a model the activator knows. */
+async function neverReady(name: string, limits: { startTimeout: string; holdBudget: string }) {
+  await suite.admin.createDeployment(
+    suite.ns.name,
+    simDeployment(suite.cluster, name, {
+      model: name,
+      extraArgs: ["--fault-never-ready"],
+      annotations: {
+        "snooze.dev/start-timeout": limits.startTimeout,
+        "snooze.dev/hold-budget": limits.holdBudget,
+      },
+    }),
+  );
+  await waitFor(async () => ((await modelIds()).includes(name) ? true : undefined), {
+    what: `the activator knowing ${name}`,
+    timeoutMs: 15_000,
+    detail: logs,
+  });
+}
+
 describe("an activation that fails", () => {
   test("a pod that never becomes ready: the held request is answered 503 with the reason, the Model says Failed", async () => {
-    await suite.admin.createDeployment(
-      suite.ns.name,
-      simDeployment(suite.cluster, "stuck", {
-        model: "stuck",
-        extraArgs: ["--fault-never-ready"],
-        annotations: { "snooze.dev/start-timeout": "3s", "snooze.dev/hold-budget": "30s" },
-      }),
-    );
-    await waitFor(async () => ((await modelIds()).includes("stuck") ? true : undefined), {
-      what: "the activator knowing stuck",
-      timeoutMs: 15_000,
-      detail: logs,
-    });
+    await neverReady("stuck", { startTimeout: "3s", holdBudget: "30s" });
     const answer = await complete(suite.activator.url, "stuck");
     expect(answer.status, answer.text).toBe(503);
     const { error } = JSON.parse(answer.text);
@@ -205,19 +213,7 @@ describe("an activation that fails", () => {
 
 describe("a back-off after failed starts", () => {
   test("the activator learns it from the Model's status: a request that cannot be served before it ends is answered at once, and the admin view says until when", async () => {
-    await suite.admin.createDeployment(
-      suite.ns.name,
-      simDeployment(suite.cluster, "flaky", {
-        model: "flaky",
-        extraArgs: ["--fault-never-ready"],
-        annotations: { "snooze.dev/start-timeout": "1s", "snooze.dev/hold-budget": "3s" },
-      }),
-    );
-    await waitFor(async () => ((await modelIds()).includes("flaky") ? true : undefined), {
-      what: "the activator knowing flaky",
-      timeoutMs: 15_000,
-      detail: logs,
-    });
+    await neverReady("flaky", { startTimeout: "1s", holdBudget: "3s" });
     const retryAt = async () => {
       const at = (await suite.admin.model(suite.ns.name, "flaky")).status?.retryAt;
       return at === undefined ? undefined : Date.parse(at);
