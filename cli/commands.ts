@@ -14,6 +14,8 @@ export interface CommandEntry {
    * once its shutdown is done, whatever is still open gets a second before the process exits.
    */
   server?: true;
+  /** SIGHUP reloads its settings: one that comes while it loads is kept for when it serves. */
+  reloads?: true;
 }
 
 /**
@@ -28,6 +30,7 @@ export const commands: CommandEntry[] = [
       "Run the activator and the autoscaler in one process; engines start, sleep, wake and stop on demand.",
     load: async () => (await import("./serve.ts")).serveCommand,
     server: true,
+    reloads: true,
   },
   {
     name: "status",

@@ -47,7 +47,11 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   // Loaded only here: `snooze --help` and the client commands import nothing they do not use.
-  if (entry.server) (await import("./signals.ts")).holdEarlyStopSignals();
+  if (entry.server) {
+    const signals = await import("./signals.ts");
+    signals.holdEarlyStopSignals();
+    if (entry.reloads) signals.holdEarlyHangUps();
+  }
   // A client command's reader went away (`snooze logs -f | head -1`): its output is done, not failed.
   else process.stdout.on("error", endOnClosedPipe);
   const command: Command = await entry.load();

@@ -11,7 +11,7 @@ import { watchConfigFile } from "./config-watch.ts";
 import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { ListenError, startLocalSnooze } from "./local-snooze.ts";
-import { serveStopSignals, stopsWithParent, watchStopSignals } from "./signals.ts";
+import { serveStopSignals, stopsWithParent, takeEarlyHangUps, watchStopSignals } from "./signals.ts";
 
 export const serveCommand: Command = {
   name: "serve",
@@ -79,11 +79,16 @@ export const serveCommand: Command = {
       { signals: serveStopSignals, parentPollMs: stopsWithParent() ? 1_000 : 0 },
     );
     // SIGHUP is handled from here on (Node's default would end Snooze without stopping its engines):
-    // it reloads the settings once Snooze serves, and is ignored before and during the shutdown.
+    // it reloads the settings once Snooze serves (one that came before, while it loaded or started,
+    // then too) and is ignored during the shutdown.
     const file = String(values.config);
-    let reload: (cause: string) => void = () => log.info("SIGHUP before Snooze serves: ignored");
+    let hungUpEarly = false;
+    let reload: (cause: string) => void = () => {
+      hungUpEarly = true;
+    };
     const onHangUp = () => reload("SIGHUP");
     process.on("SIGHUP", onHangUp);
+    if (takeEarlyHangUps()) reload("SIGHUP");
     try {
       const platform = new LocalPlatform(config.models.values(), log, { stopGraceMs: stopGrace, stateDir });
       // Before any port is bound: a killed predecessor's engines would hold fixed engine ports.
@@ -115,6 +120,10 @@ export const serveCommand: Command = {
         void snooze.models
           ?.reload(file, cause)
           .catch((error: unknown) => log.error("reloading the settings failed", { error }));
+      if (hungUpEarly) {
+        log.info("SIGHUP came while Snooze started: reloading the settings now");
+        reload("SIGHUP");
+      }
       const watcher = values["watch-config"]
         ? watchConfigFile(file, () => reload("file changed"), { log })
         : undefined;

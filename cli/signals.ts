@@ -17,6 +17,29 @@ function releaseEarlyStopSignals(): void {
   for (const signal of serveStopSignals) process.off(signal, exitEarly);
 }
 
+let earlyHangUps = 0;
+const noteHangUp = () => {
+  earlyHangUps++;
+};
+
+/**
+ * A command that reloads its settings on SIGHUP takes a moment to load, and Node's default for a
+ * SIGHUP then ends the process (an outside tester's reloader, fired right after a start, killed
+ * `snooze serve` silently). From here until the command takes them (`takeEarlyHangUps`), SIGHUPs
+ * are kept: its settings file may have changed since it was read.
+ */
+export function holdEarlyHangUps(): void {
+  process.on("SIGHUP", noteHangUp);
+}
+
+/** Whether a SIGHUP came while they were held; from now on the command handles them itself. */
+export function takeEarlyHangUps(): boolean {
+  process.off("SIGHUP", noteHangUp);
+  const any = earlyHangUps > 0;
+  earlyHangUps = 0;
+  return any;
+}
+
 /**
  * Resolves on the first SIGTERM or SIGINT, after logging `message` with the signal and `fields`.
  * The commands' shutdown starts from here.

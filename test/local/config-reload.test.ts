@@ -1,4 +1,5 @@
-import { renameSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import { constants } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect, test } from "vitest";
 import { freePort } from "../../lib/free-port.ts";
@@ -29,6 +30,13 @@ async function modelView(url: string, id: string) {
   return body.data.find((m) => m.id === id)?.snooze;
 }
 
+/** Whether the process has a handler for `signal` (Linux: /proc/<pid>/status, SigCgt). */
+function catches(pid: number, signal: NodeJS.Signals): boolean {
+  const caught = /^SigCgt:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
+  const bit = 1n << BigInt(constants.signals[signal] - 1);
+  return caught !== undefined && (BigInt(`0x${caught}`) & bit) !== 0n;
+}
+
 async function metrics(url: string): Promise<string> {
   return (await fetch(`${url}/metrics`)).text();
 }
@@ -41,6 +49,30 @@ async function ask(url: string, model: string, extra: Record<string, unknown> = 
 }
 
 describe("snooze serve reloads its settings", () => {
+  test("SIGHUPs while it loads and starts: it serves, then reloads (before: Node's default ended it, silently)", async () => {
+    // Found by an outside tester: a reloader fired right after a start (SIGHUP within 0.3 s) killed it.
+    const config = `models:\n  qwen:\n    command: ${simCommand(["--load-time", "200ms"], 1)}\n`;
+    const run = start(config);
+    // From the moment its script runs: before that Node itself boots, and a SIGHUP then ends any
+    // Node process. The kernel says when its first handlers are in place (the early SIGQUIT one:
+    // Node itself catches SIGTERM and SIGINT from its start).
+    await until(() => catches(run.child.pid!, "SIGQUIT"), 10_000, "snooze serve's first signal handlers");
+    for (const ms of [0, 20, 60, 120]) {
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill("SIGHUP");
+    }
+    writeFileSync(run.config, `${config}  gemma:\n    command: ${simCommand(["--load-time", "200ms"], 1)}\n`);
+    run.child.kill("SIGHUP");
+    const url = await run.url;
+    expect(run.child.signalCode).toBeNull();
+    await until(
+      async () => (await ask(url, "gemma", { max_tokens: 1 })).status === 200,
+      10_000,
+      "gemma, from the reload",
+    );
+    expect((await ask(url, "qwen", { max_tokens: 1 })).status).toBe(200);
+  });
+
   test("SIGHUP: a model added and a changed command, while requests are held and in flight: none is lost", async () => {
     const qwen = (itl: string) => simCommand(["--load-time", "200ms", "--itl", itl], 1);
     const before = `
