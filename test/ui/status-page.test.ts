@@ -52,6 +52,8 @@ models:
     slot: gpu0
     sleepLevel: 2
     command: ${simCommand([...gpu, "--gpu-dir", gpuDir])}
+  broken:
+    command: ${simCommand(["--no-such-flag"])}
 `);
   // mistral holds the slot before the page opens (its cold start overlaps Chromium's).
   const [answer] = await Promise.all([
@@ -115,6 +117,15 @@ describe("the status page", () => {
     expect(await entry.textContent()).toMatch(/cold start\d+(\.\d+)?m?s/);
     await expect.poll(() => row("qwen").locator(".next").textContent()).toMatch(/^sleeps in (4m\d+s|5m)$/);
     expect(await row("qwen").locator(".replica").textContent()).toMatch(/^qwen-\d+ ready$/);
+  });
+
+  test("a model waiting out a back-off after failed starts shows when it tries again, as `snooze status` does", async () => {
+    // Found by an outside tester: the CLI said `retry in 59.8s`, the page's Next column `–`.
+    // Its engine exits at once: four failed starts leave a back-off of 4 s (0, 1, 2, then 4 s).
+    for (let i = 0; i < 4; i++)
+      expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("broken"))).status).toBe(503);
+    await expect.poll(() => row("broken").locator(".next").textContent()).toMatch(/^retry in [1-4](\.\d)?s$/);
+    expect(await row("broken").locator(".err").textContent()).toMatch(/^start of broken failed/);
   });
 
   test("the sleep, wake and stop buttons act on the model", async () => {
