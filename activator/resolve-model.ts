@@ -3,6 +3,7 @@ import { clip } from "../lib/clip.ts";
 import { isJsonType } from "../lib/http/json.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { replaceModel } from "./replace-model.ts";
+import { unknownModel } from "./unknown-model.ts";
 
 export type Resolution =
   | {
@@ -43,12 +44,7 @@ export function resolveModel(
   const unknown = (name: string): Resolution => ({
     ok: false,
     status: 404,
-    error: openAIError(
-      `The model \`${clip(name)}\` does not exist. Known models: ${[...new Set(names.values())].join(", ")}.`,
-      "invalid_request_error",
-      "model_not_found",
-      "model",
-    ),
+    error: unknownModel(name, names.values()),
   });
   const isJson = isJsonType(headers["content-type"]);
   let parsed: unknown;

@@ -22,8 +22,9 @@ import { adminRefusal } from "./admin-guard.ts";
 import { CorsPolicy } from "./cors.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
 import { hintForMs, ListingHints } from "./listing-hint.ts";
-import { extendView, statusPageRoutes } from "./status-page.ts";
+import { extendView, logsPath, statusPageRoutes } from "./status-page.ts";
 import { Timeline } from "./timeline.ts";
+import { unknownModel } from "./unknown-model.ts";
 
 export interface ServerOptions {
   activator: Activator;
@@ -38,23 +39,17 @@ export interface ServerOptions {
   allowedOrigins?: readonly string[];
 }
 
-const notFound = (res: ServerResponse, name: string) =>
-  sendError(
-    res,
-    404,
-    openAIError(
-      `The model \`${clip(name)}\` does not exist.`,
-      "invalid_request_error",
-      "model_not_found",
-      "model",
-    ),
-  );
-
 const created = Math.floor(Date.now() / 1000);
 
 const adminAction = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
 /** The methods of the fixed routes below; any other method is `405` with `Allow`. */
 const methodsOf = new Map([
+  ["/", "GET, HEAD"],
+  ["/ui", "GET, HEAD"],
+  ["/ui/", "GET, HEAD"],
+  ["/favicon.ico", "GET"],
+  ["/snooze/v1/timeline", "GET"],
+  ["/snooze/v1/events/stream", "GET"],
   ["/snooze/v1/models", "GET, HEAD"],
   ["/snooze/v1/slots", "GET, HEAD"],
   ["/snooze/v1/events", "POST"],
@@ -289,7 +284,7 @@ export function createActivatorServer({
       if (view) {
         sendJson(res, 200, modelObject(view));
         if (req.method === "GET") hint(view.id);
-      } else notFound(res, name);
+      } else sendError(res, 404, unknownModel(name, activator.routes.keys()));
       return;
     }
     // Returned, not awaited: this frame need not stay suspended for as long as a request is held.
@@ -313,7 +308,7 @@ export function createActivatorServer({
     }
     const action = adminAction.exec(path);
     // A route that exists, asked with the wrong method: say which one it takes.
-    const allow = action ? "POST" : (methodsOf.get(path) ?? "");
+    const allow = action ? "POST" : logsPath.test(path) ? "GET" : (methodsOf.get(path) ?? "");
     if (allow && !allow.split(", ").includes(req.method ?? "")) {
       sendError(
         res,
@@ -350,7 +345,7 @@ export function createActivatorServer({
       const { verb, name } = command;
       const id = activator.modelNamed(name);
       if (!id) {
-        notFound(res, name);
+        sendError(res, 404, unknownModel(name, activator.routes.keys()));
         return;
       }
       // A wake is asynchronous (watch the tier); sleep and stop answer once done.

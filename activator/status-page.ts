@@ -10,6 +10,7 @@ import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView, EngineLog, NextChange } from "./admin.ts";
 import type { ModelRoute } from "./model-route.ts";
 import type { Timeline, TimelineMessage } from "./timeline.ts";
+import { unknownModel } from "./unknown-model.ts";
 
 export interface StatusPageOptions {
   activator: Activator;
@@ -20,7 +21,7 @@ export interface StatusPageOptions {
 }
 
 const pageFile = new URL("./ui/index.html", import.meta.url);
-const logsPath = /^\/snooze\/v1\/models\/([^/]+)\/logs$/;
+export const logsPath = /^\/snooze\/v1\/models\/([^/]+)\/logs$/;
 const keepAliveMs = 15_000;
 /** A client this far behind on the event stream is cut off (it reconnects and reads the backlog). */
 const maxBufferedBytes = 1 << 20;
@@ -104,8 +105,22 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
     }
     if (path === "/snooze/v1/events/stream" && req.method === "GET") {
       // `after`: the last entry the client has (it gets the ones after it first); `latest`: none.
-      const after = query.get("after");
-      stream(req, res, timeline, after === "latest" ? Number.POSITIVE_INFINITY : Number(after ?? 0) || 0);
+      const afters = query.getAll("after");
+      const after = afters[0] ?? "0";
+      if (afters.length > 1 || (after !== "latest" && !/^\d+$/.test(after))) {
+        sendError(
+          res,
+          400,
+          openAIError(
+            `after must be given once, as the number of the last entry read or \`latest\`, not ${JSON.stringify(afters.join("&").slice(0, 40))}.`,
+            "invalid_request_error",
+            "invalid_parameter",
+            "after",
+          ),
+        );
+        return true;
+      }
+      stream(req, res, timeline, after === "latest" ? Number.POSITIVE_INFINITY : Number(after));
       return true;
     }
     const logs = logsPath.exec(path);
@@ -117,16 +132,7 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
       }
       const id = activator.modelNamed(name);
       if (!id) {
-        sendError(
-          res,
-          404,
-          openAIError(
-            `The model \`${clip(name)}\` does not exist.`,
-            "invalid_request_error",
-            "model_not_found",
-            "model",
-          ),
-        );
+        sendError(res, 404, unknownModel(name, activator.routes.keys()));
         return true;
       }
       if (!admin.logs) {
@@ -157,13 +163,14 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
         );
         return true;
       }
+      const allLines = query.getAll("lines");
       const lines = query.get("lines");
-      if (lines !== null && !/^[1-9]\d*$/.test(lines)) {
+      if (allLines.length > 1 || (lines !== null && !/^[1-9]\d*$/.test(lines))) {
         sendError(
           res,
           400,
           openAIError(
-            `lines must be a whole number of at least 1 (more than 10000 reads 10000), not ${JSON.stringify(lines.slice(0, 40))}.`,
+            `lines must be given once, as a whole number of at least 1 (more than 10000 reads 10000), not ${JSON.stringify(allLines.join("&").slice(0, 40))}.`,
             "invalid_request_error",
             "invalid_parameter",
             "lines",

@@ -47,6 +47,18 @@ describe("requests the activator answers itself", () => {
     const { error } = (await response.json()) as any;
     expect(error).toMatchObject({ type: "invalid_request_error", code: "model_not_found", param: "model" });
     expect(error.message).toContain("qwen, llama");
+    // The admin API's and /v1/models/<id>'s answers name them too (found by an outside tester).
+    for (const [path, method] of [
+      ["/v1/models/gpt-9", "GET"],
+      ["/snooze/v1/models/gpt-9/wake", "POST"],
+      ["/snooze/v1/models/gpt-9/logs", "GET"],
+    ]) {
+      const refused = await fetch(`${snooze.url}${path}`, { method });
+      expect([path, refused.status]).toEqual([path, 404]);
+      expect(((await refused.json()) as any).error.message).toBe(
+        "The model `gpt-9` does not exist. Known models: qwen, llama.",
+      );
+    }
     // Counted under an empty model label, which no model id can be (found by an outside tester:
     // it was "unknown", a model's id as good as any).
     const metrics = await (await fetch(`${snooze.url}/metrics`)).text();
@@ -161,6 +173,23 @@ describe("requests the activator answers itself", () => {
     }
     for (const after of ["3", "qwen-1:3,qwen-2:0"])
       expect((await fetch(`${snooze.url}/snooze/v1/models/qwen/logs?after=${after}`)).status).toBe(200);
+    // A count given twice, and an event stream's `after` that is not an entry's number, are refused
+    // too (found by an outside tester: the first taken, and everything replayed).
+    const twice = await fetch(`${snooze.url}/snooze/v1/models/qwen/logs?lines=1&lines=2`);
+    expect([twice.status, ((await twice.json()) as any).error.param]).toEqual([400, "lines"]);
+    for (const after of ["garbage", "-5", "1.5", "3&after=4"]) {
+      const refused = await fetch(`${snooze.url}/snooze/v1/events/stream?after=${after}`);
+      expect([after, refused.status]).toEqual([after, 400]);
+      expect(((await refused.json()) as any).error).toMatchObject({
+        code: "invalid_parameter",
+        param: "after",
+      });
+    }
+    for (const after of ["0", "7", "latest"]) {
+      const stream = await fetch(`${snooze.url}/snooze/v1/events/stream?after=${after}`);
+      expect([after, stream.status]).toEqual([after, 200]);
+      await stream.body?.cancel();
+    }
     // A route asked with another method says which it takes.
     const get = await fetch(`${snooze.url}/snooze/v1/models/qwen/wake`);
     expect(get.status).toBe(405);
@@ -176,6 +205,11 @@ describe("requests the activator answers itself", () => {
       ["/metrics", "POST", "GET, HEAD"],
       ["/healthz", "DELETE", "GET, HEAD"],
       ["/readyz", "PATCH", "GET, HEAD"],
+      ["/", "POST", "GET, HEAD"],
+      ["/ui", "PUT", "GET, HEAD"],
+      ["/snooze/v1/timeline", "DELETE", "GET"],
+      ["/snooze/v1/events/stream", "POST", "GET"],
+      ["/snooze/v1/models/qwen/logs", "POST", "GET"],
     ]) {
       const wrong = await fetch(`${snooze.url}${path}`, { method });
       expect([path, method, wrong.status, wrong.headers.get("allow")]).toEqual([path, method, 405, allow]);
