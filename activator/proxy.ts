@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { Dispatcher } from "undici";
+import { maxTimerMs } from "../lib/duration.ts";
 import { sendError } from "../lib/http/json.ts";
 import { endWithEvent } from "../lib/http/sse.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
@@ -93,9 +94,10 @@ export class EndedEarly extends Error {
   }
 }
 
-/** Timers above this fire at once in Node (and undici): such a timeout is as good as none. */
-const maxTimerMs = 2 ** 31 - 1;
-/** A setting in ms to undici's form: 0 is none; `never` (Infinity) too. */
+/**
+ * A setting in ms to undici's form: 0 is none; `never` (Infinity) too. Timers above `maxTimerMs`
+ * fire at once in Node (and undici), so a longer one is held to it.
+ */
 export const timerValue = (ms: number): number =>
   Number.isFinite(ms) && ms > 0 ? Math.min(ms, maxTimerMs) : 0;
 

@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { clip } from "../lib/clip.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
 import { decodeSegment, malformedSegment } from "../lib/http/path-segment.ts";
+import { parseLogsAfter } from "../lib/logs-after.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Tier } from "../lib/replica-event.ts";
 import type { Activator } from "./activator.ts";
@@ -149,13 +149,13 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
       }
       // Given twice, which one was meant? Neither is taken (`after=3&after=abc` is refused too).
       const afters = query.getAll("after");
-      const after = afters.length > 1 ? undefined : afterOf(query.get("after"));
+      const after = afters.length > 1 ? undefined : parseLogsAfter(query.get("after"));
       if (!after) {
         sendError(
           res,
           400,
           openAIError(
-            `after must be given once, as how many lines were read: \`<n>\` or \`<replica>:<n>,...\` with whole numbers, not ${JSON.stringify(afters.join("&").slice(0, 40))}.`,
+            `after must be given once, as how many lines were read: \`<n>\` or \`<replica>:<n>,...\` with whole numbers and each replica percent-encoded, not ${JSON.stringify(afters.join("&").slice(0, 40))}.`,
             "invalid_request_error",
             "invalid_parameter",
             "after",
@@ -185,23 +185,6 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
     }
     return false;
   };
-}
-
-/**
- * `after`: how many lines of each engine a follower has already read, as `<n>` for every engine or
- * `<replica>:<n>,...` per engine (an engine not named is read from its first kept line); undefined
- * for anything else (`abc`, `-5`), which is refused rather than read as "from the start".
- */
-function afterOf(text: string | null): ((replica: string) => number) | undefined {
-  if (text === null || text === "") return () => Number.NaN;
-  if (/^\d+$/.test(text)) return () => Number(text);
-  const read = new Map<string, number>();
-  for (const part of text.split(",")) {
-    const match = /^(.+):(\d+)$/.exec(part);
-    if (!match) return undefined;
-    read.set(match[1]!, Number(match[2]));
-  }
-  return (replica) => read.get(replica) ?? 0;
 }
 
 /** The lines of `log` numbered above `after` (1 is the engine's first line), at most the last `limit`. */

@@ -1,6 +1,8 @@
 import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
+import { clip } from "../lib/clip.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
 import { adminHeaders, adminTokenFlags, adminTokenFrom } from "./admin-token.ts";
+import type { Shape } from "./answer-shapes.ts";
 
 /** Where the client commands find Snooze when neither `--url` nor `$SNOOZE_URL` says. */
 export const defaultUrl = "http://127.0.0.1:8080";
@@ -15,16 +17,34 @@ export const clientFlags: Record<string, Flag> = {
   ...adminTokenFlags,
 };
 
-/** The activator's base URL: `--url`, else `$SNOOZE_URL`, else the local default. */
+/**
+ * The activator's base URL: `--url`, else `$SNOOZE_URL`, else the local default; without a trailing
+ * slash. A path is kept as a prefix (Snooze behind a reverse proxy at `http://host/snooze`); a query
+ * or fragment is refused, as the commands' own paths and queries could not go after it.
+ */
 export function serverUrl(values: FlagValues, env: Record<string, string | undefined> = process.env): string {
   const given = typeof values.url === "string" ? values.url : env.SNOOZE_URL?.trim() || defaultUrl;
+  const source = typeof values.url === "string" ? "--url" : "SNOOZE_URL";
   // A usage mistake (exit 2), not a Snooze that cannot be reached.
   const parsed = URL.canParse(given) ? new URL(given) : undefined;
   if (parsed?.protocol !== "http:" && parsed?.protocol !== "https:")
     throw new UsageError(
-      `${typeof values.url === "string" ? "--url" : "SNOOZE_URL"} must be an http:// or https:// URL, such as ${defaultUrl}; got ${JSON.stringify(given)}`,
+      `${source} must be an http:// or https:// URL, such as ${defaultUrl}; got ${JSON.stringify(given)}`,
     );
-  return given.replace(/\/+$/, "");
+  if (parsed.search || parsed.hash)
+    throw new UsageError(
+      `${source} must be Snooze's address alone, without a query (?…) or fragment (#…), such as ${defaultUrl}; got ${JSON.stringify(given)}`,
+    );
+  return `${parsed.origin}${parsed.pathname.replace(/\/+$/, "")}`;
+}
+
+/** An admin API `path` (with its query) under the base URL, after the base's own path prefix. */
+export function adminUrl(base: string, path: string): URL {
+  const url = new URL(base);
+  const { pathname, search } = new URL(path, url.origin);
+  url.pathname = `${url.pathname.replace(/\/+$/, "")}${pathname}`;
+  url.search = search;
+  return url;
 }
 
 /** A request to Snooze that did not work: printed after the command's name, exit code 1. */
@@ -51,6 +71,36 @@ const noAnswer = (target: string) =>
     `${target} did not answer in time: whatever listens there took the connection and said nothing (is it Snooze, and is it stuck?)`,
   );
 
+/**
+ * Something answered that is not Snooze's admin API (a proxy's or another service's page, a `{}`):
+ * said with what was wrong, exit 1 as for a Snooze that cannot be reached.
+ */
+export const notSnooze = (target: string, problem: string) =>
+  new ClientError(
+    `${target} did not answer as Snooze does: ${problem} (is Snooze at that address? pass --url or set SNOOZE_URL)`,
+  );
+
+/** `value` if it has the `shape` the command reads, else a ClientError saying how it does not. */
+export function checked<T>(target: string, value: unknown, shape: Shape): T {
+  const problem = shape(value, "");
+  if (problem) throw notSnooze(target, problem);
+  return value as T;
+}
+
+/** Any JSON: what an event's data must be at least (its reader checks the rest). */
+const anything: Shape = () => undefined;
+
+/** `text` as JSON of the `shape` the command reads, else a ClientError saying how it is not. */
+function answerOf<T>(target: string, text: string, shape: Shape): T {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw notSnooze(target, `its answer is not JSON: ${JSON.stringify(clip(text.trim(), 60))}`);
+  }
+  return checked<T>(target, value, shape);
+}
+
 /** The admin API of one running Snooze, with the admin token when one is set. */
 export class AdminClient {
   readonly url: string;
@@ -63,7 +113,7 @@ export class AdminClient {
 
   /** Sends a request; rejects with a ClientError saying what went wrong in words. */
   async request(path: string, init: RequestInit = {}): Promise<Response> {
-    const target = `${this.url}${path}`;
+    const target = String(adminUrl(this.url, path));
     let response: Response;
     try {
       response = await fetch(target, { ...init, headers: { ...this.headers, ...init.headers } });
@@ -86,8 +136,8 @@ export class AdminClient {
    * headers after 300 s. Sent with undici's request API and no headers timeout; resolves with the
    * JSON answer, rejects with a ClientError saying what went wrong in words.
    */
-  async action<T>(path: string, signal?: AbortSignal): Promise<T> {
-    const target = new URL(`${this.url}${path}`);
+  async action<T>(path: string, shape: Shape, signal?: AbortSignal): Promise<T> {
+    const target = adminUrl(this.url, path);
     const { Agent } = await import("../lib/undici.ts");
     const agent = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
     const deadline = AbortSignal.timeout(adminTimeoutMs + 30_000);
@@ -102,7 +152,7 @@ export class AdminClient {
       const text = await body.text();
       if (statusCode < 200 || statusCode >= 300)
         throw new ClientError(`${target} answered ${statusCode}: ${refusalText(text, String(statusCode))}`);
-      return JSON.parse(text) as T;
+      return answerOf<T>(String(target), text, shape);
     } catch (error) {
       if (error instanceof ClientError || signal?.aborted) throw error;
       if (deadline.aborted) throw noAnswer(String(target));
@@ -114,19 +164,28 @@ export class AdminClient {
     }
   }
 
-  async json<T>(path: string, init: RequestInit = {}): Promise<T> {
+  /** A GET whose answer is JSON of the `shape` the command reads; rejects with a ClientError otherwise. */
+  async json<T>(path: string, shape: Shape, init: RequestInit = {}): Promise<T> {
     const response = await this.request(path, init);
+    let text: string;
     try {
-      return (await response.json()) as T;
+      text = await response.text();
     } catch (error) {
-      if ((error as Error).name === "TimeoutError") throw noAnswer(`${this.url}${path}`);
-      throw error;
+      if ((error as Error).name === "AbortError") throw error;
+      if ((error as Error).name === "TimeoutError") throw noAnswer(response.url);
+      // The server went away mid-answer (undici says "terminated", its cause the socket's end).
+      const cause = (error as Error & { cause?: Error }).cause;
+      throw new ClientError(
+        `lost the connection to ${this.url}: ${cause?.message ?? (error as Error).message} (did Snooze stop?)`,
+      );
     }
+    return answerOf<T>(response.url, text, shape);
   }
 
   /**
    * Reads a server-sent event stream, calling `onEvent` for each event until it returns true (done),
-   * the stream ends or `signal` aborts. Resolves true when `onEvent` said done.
+   * the stream ends or `signal` aborts. Resolves true when `onEvent` said done. An event whose data
+   * is not JSON, or a ClientError from `onEvent` (an event of the wrong shape), rejects with it.
    */
   async events(
     path: string,
@@ -150,12 +209,12 @@ export class AdminClient {
             if (line.startsWith("event:")) type = line.slice(6).trim();
             else if (line.startsWith("data:")) data += line.slice(5).trim();
           }
-          if (data && onEvent(type, JSON.parse(data))) return true;
+          if (data && onEvent(type, answerOf(response.url, data, anything))) return true;
         }
       }
     } catch (error) {
       if (signal.aborted) return false;
-      if (error instanceof SyntaxError) throw error;
+      if (error instanceof ClientError) throw error;
       // The server went away mid-stream (undici says "terminated", its cause the socket's end).
       const cause = (error as Error & { cause?: Error }).cause;
       throw new ClientError(

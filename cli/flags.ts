@@ -1,5 +1,5 @@
 import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
-import { parseDuration } from "../lib/duration.ts";
+import { formatDuration, longestTimer, maxTimerMs, parseDuration } from "../lib/duration.ts";
 
 /** `--host` and `--port` as every server command takes them. */
 export function listenFlags(defaultPort: number): Record<"host" | "port", Flag> {
@@ -18,11 +18,30 @@ export function portValue(values: FlagValues, name = "port"): number {
   return port;
 }
 
-/** The value of a duration flag in ms, or a usage error naming it; `positive` refuses 0. */
-export function durationValue(values: FlagValues, name: string, { positive = false } = {}): number {
-  const ms = parseDuration(String(values[name]));
-  if (ms === undefined || (positive && ms <= 0)) {
-    throw new UsageError(`--${name} must be a duration like 30s or 720h, not "${values[name]}"`);
-  }
+/**
+ * The value of a duration flag in ms, or a usage error naming it: every command's duration flags
+ * (and `snooze sim`'s) are read here. `positive` refuses 0, `atLeastMs` anything shorter. A duration
+ * arms a timer, so it may be no longer than a timer waits (`maxTimerMs`, as in the settings file: a
+ * longer timer fires after 1 ms); `timer: false` lifts that for one that is only written down, such
+ * as a certificate's lifetime.
+ */
+export function durationValue(
+  values: FlagValues,
+  name: string,
+  {
+    positive = false,
+    atLeastMs = 0,
+    timer = true,
+  }: { positive?: boolean; atLeastMs?: number; timer?: boolean } = {},
+): number {
+  const text = String(values[name]);
+  const ms = parseDuration(text);
+  if (ms === undefined)
+    throw new UsageError(`--${name} must be a duration like 250ms, 30s, 5m or 1h30m, not "${text}"`);
+  if (timer && ms > maxTimerMs)
+    throw new UsageError(`--${name} is too long: at most ${longestTimer}, not "${text}"`);
+  if (positive && ms <= 0) throw new UsageError(`--${name} must be longer than 0, not "${text}"`);
+  if (ms < atLeastMs)
+    throw new UsageError(`--${name} must be at least ${formatDuration(atLeastMs)}, not "${text}"`);
   return ms;
 }

@@ -1,13 +1,24 @@
 import type { AdminModelView, EngineLog } from "../activator/admin.ts";
 import { UsageError } from "../lib/cli-flags.ts";
-import { formatDuration, parseDuration } from "../lib/duration.ts";
+import { formatDuration } from "../lib/duration.ts";
+import { formatLogsAfter } from "../lib/logs-after.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
-import { AdminClient, ClientError, clientFlags, modelArgument, runClient } from "./client.ts";
+import { actionAnswer, engineLogs, modelList, tierEvent } from "./answer-shapes.ts";
+import {
+  AdminClient,
+  adminUrl,
+  ClientError,
+  checked,
+  clientFlags,
+  modelArgument,
+  runClient,
+} from "./client.ts";
 import type { Command } from "./command.ts";
+import { durationValue } from "./flags.ts";
 
 /** The model's id for a name (an id or an alias), from the admin API's model list. */
 async function findModel(client: AdminClient, name: string): Promise<AdminModelView> {
-  const { models } = await client.json<{ models: AdminModelView[] }>("/snooze/v1/models", {
+  const { models } = await client.json<{ models: AdminModelView[] }>("/snooze/v1/models", modelList, {
     signal: AbortSignal.timeout(10_000),
   });
   const model = models.find((m) => m.id === name || m.aliases.includes(name));
@@ -19,13 +30,6 @@ async function findModel(client: AdminClient, name: string): Promise<AdminModelV
 }
 
 const actionPath = (id: string, verb: string) => `/snooze/v1/models/${encodeURIComponent(id)}/${verb}`;
-
-function timeoutValue(values: Record<string, unknown>): number {
-  const text = String(values.timeout);
-  const ms = parseDuration(text);
-  if (ms === undefined || ms <= 0) throw new UsageError(`--timeout must be a duration like 5m, not ${text}`);
-  return ms;
-}
 
 /** `snooze wake MODEL`: asks for a wake (or start) and, unless --no-wait, follows it until ready. */
 export const wakeCommand: Command = {
@@ -44,12 +48,12 @@ export const wakeCommand: Command = {
   run: (values, positionals) =>
     runClient("wake", async () => {
       const name = modelArgument("wake", positionals);
-      const timeoutMs = timeoutValue(values);
+      const timeoutMs = durationValue(values, "timeout", { positive: true });
       const client = new AdminClient(values);
       const model = await findModel(client, name);
       const id = model.id;
       if (values["no-wait"]) {
-        const answer = await client.action<{ tier: string }>(actionPath(id, "wake"));
+        const answer = await client.action<{ tier: string }>(actionPath(id, "wake"), actionAnswer);
         console.log(`${id}: wake requested (now ${answer.tier})`);
         const backoff = backoffNote(model);
         if (backoff) console.log(backoff);
@@ -58,6 +62,9 @@ export const wakeCommand: Command = {
       return follow(client, model, timeoutMs);
     }),
 };
+
+/** The replica events from now on: `snooze wake` follows its model's in them. */
+const eventsPath = "/snooze/v1/events/stream?after=latest";
 
 /**
  * Opens the event stream first (so no tier change is missed), asks for the wake, then prints each
@@ -90,7 +97,7 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
   };
   const onEvent = (type: string, data: unknown): boolean => {
     if (type !== "tier") return false;
-    const event = data as ReplicaEvent;
+    const event = checked<ReplicaEvent>(String(adminUrl(client.url, eventsPath)), data, tierEvent);
     if (event.model !== id) return false;
     if (event.error !== undefined && event.tier !== "ready")
       return finish(1, `${id}: the activation failed after ${elapsed()}: ${event.error}`);
@@ -121,7 +128,7 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
   });
   const stream = client
     .events(
-      "/snooze/v1/events/stream?after=latest",
+      eventsPath,
       (type, data) => {
         if (type === "hello") {
           hello = true;
@@ -133,6 +140,8 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
       abort.signal,
     )
     .finally(opened);
+  // Awaited below; until then, a stream that fails (an event not as Snooze sends it) is no unhandled rejection.
+  stream.catch(() => {});
   const release = onInterrupt("wake", id);
   try {
     await open;
@@ -145,7 +154,7 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     // A back-off after failures is said at once: the wait is not silent.
     const backoff = backoffNote(model);
     if (backoff) line(backoff);
-    const answer = await client.action<{ tier: string }>(actionPath(id, "wake"), abort.signal);
+    const answer = await client.action<{ tier: string }>(actionPath(id, "wake"), actionAnswer, abort.signal);
     if (answer.tier === "ready" && outcome === undefined) {
       abort.abort();
       console.log(`${id}: ready`);
@@ -212,7 +221,7 @@ function parkCommand(verb: "sleep" | "stop"): Command {
         const release = onInterrupt(verb, id);
         try {
           // The activator answers once the drain and the sleep (or stop) are done.
-          const answer = await client.action<{ tier: string }>(actionPath(id, verb));
+          const answer = await client.action<{ tier: string }>(actionPath(id, verb), actionAnswer);
           console.log(`${id}: ${answer.tier} after ${formatDuration(performance.now() - started)}`);
           return 0;
         } finally {
@@ -265,7 +274,7 @@ export const logsCommand: Command = {
         }
         first = false;
       };
-      const { replicas } = await client.json<{ replicas: EngineLog[] }>(`${path}?lines=${count}`);
+      const { replicas } = await client.json<{ replicas: EngineLog[] }>(`${path}?lines=${count}`, engineLogs);
       if (replicas.length === 0 && !values.follow)
         console.error(`snooze logs: ${id} has no engine output yet`);
       print(replicas);
@@ -278,10 +287,10 @@ export const logsCommand: Command = {
         while (!stop.signal.aborted) {
           await new Promise((resolve) => setTimeout(resolve, 1_000));
           if (stop.signal.aborted) break;
-          const after = [...seen].map(([replica, total]) => `${replica}:${total}`).join(",");
+          const after = formatLogsAfter(seen);
           const query = new URLSearchParams({ after, lines: "500" });
           try {
-            const next = await client.json<{ replicas: EngineLog[] }>(`${path}?${query}`, {
+            const next = await client.json<{ replicas: EngineLog[] }>(`${path}?${query}`, engineLogs, {
               signal: stop.signal,
             });
             print(next.replicas);

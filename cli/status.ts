@@ -1,8 +1,9 @@
 import type { AdminModelView } from "../activator/admin.ts";
-import { UsageError } from "../lib/cli-flags.ts";
-import { formatDuration, parseDuration } from "../lib/duration.ts";
+import { formatDuration } from "../lib/duration.ts";
+import { modelList } from "./answer-shapes.ts";
 import { AdminClient, clientFlags, runClient } from "./client.ts";
 import type { Command } from "./command.ts";
+import { durationValue } from "./flags.ts";
 
 /** `snooze status`: what a running Snooze holds, as a table (or JSON); `--watch` keeps it current. */
 export const statusCommand: Command = {
@@ -27,13 +28,9 @@ export const statusCommand: Command = {
       const client = new AdminClient(values);
       // The admin API's answer as it is (models and slots), for --json; the table shows its models.
       const read = () =>
-        client.json<AdminModels>("/snooze/v1/models", { signal: AbortSignal.timeout(5_000) });
+        client.json<AdminModels>("/snooze/v1/models", modelList, { signal: AbortSignal.timeout(5_000) });
       // Checked with or without --watch: a mistyped flag is said, not ignored.
-      const intervalMs = parseDuration(String(values.interval));
-      if (intervalMs === undefined || intervalMs < 200)
-        throw new UsageError(
-          `--interval must be a duration of at least 200ms, not ${String(values.interval)}`,
-        );
+      const intervalMs = durationValue(values, "interval", { atLeastMs: 200 });
       if (!values.watch) {
         const answer = await read();
         console.log(values.json ? JSON.stringify(answer, null, 2) : formatTable(answer.models, Date.now()));

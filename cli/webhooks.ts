@@ -10,6 +10,10 @@ import { untilStopSignal } from "./signals.ts";
 
 const durationFlag = (values: FlagValues, name: string): number =>
   durationValue(values, name, { positive: true });
+// A certificate's lifetime is written into it, not waited for by a timer (the rotation's timer waits
+// at most --cert-resync), so it may pass a timer's limit: the CA's default is a year.
+const lifetimeFlag = (values: FlagValues, name: string): number =>
+  durationValue(values, name, { positive: true, timer: false });
 
 /** The DNS names a Service is reached by from the apiserver. */
 export function serviceHosts(service: string, namespace: string): string[] {
@@ -151,10 +155,15 @@ export const webhooksCommand: Command = {
       .split(",")
       .map((h) => h.trim())
       .filter(Boolean);
-    const caValidityMs = durationFlag(values, "ca-validity");
-    const certValidityMs = durationFlag(values, "cert-validity");
+    const caValidityMs = lifetimeFlag(values, "ca-validity");
+    const certValidityMs = lifetimeFlag(values, "cert-validity");
     if (certValidityMs >= caValidityMs)
       throw new UsageError("--cert-validity must be shorter than --ca-validity");
+    // Read before connecting, so that a mistyped one is said at once.
+    const resyncMs = durationFlag(values, "cert-resync");
+    const reloadMs = durationFlag(values, "cert-reload");
+    const decisionTimeoutMs = durationFlag(values, "decision-timeout");
+    const grace = durationFlag(values, "shutdown-grace");
     const autoscalerUser = String(values["autoscaler-service-account"]);
     const leaseNamespace = String(
       values["lease-namespace"] ?? serviceAccountNamespace(autoscalerUser) ?? "snooze-system",
@@ -178,20 +187,19 @@ export const webhooksCommand: Command = {
               hosts: [...serviceHosts(String(values.service), namespace), ...extraHosts],
               caValidityMs,
               certValidityMs,
-              resyncMs: durationFlag(values, "cert-resync"),
+              resyncMs,
             }
           : {
               mode,
               certPath: String(values["tls-cert"]),
               keyPath: String(values["tls-key"]),
-              reloadMs: durationFlag(values, "cert-reload"),
+              reloadMs,
             },
       autoscaler: { username: autoscalerUser, leaseNamespace },
       maxBodyBytes: maxBody.data,
-      decisionTimeoutMs: durationFlag(values, "decision-timeout"),
+      decisionTimeoutMs,
       log,
     });
-    const grace = durationFlag(values, "shutdown-grace");
     await untilStopSignal(log, "shutting down", { graceMs: grace });
     await webhooks.close(grace);
     log.info("stopped");

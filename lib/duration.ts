@@ -24,3 +24,11 @@ export function formatDuration(ms: number): string {
   const seconds = whole % 60;
   return `${hours ? `${hours}h` : ""}${minutes ? `${minutes}m` : ""}${seconds ? `${seconds}s` : ""}` || "0s";
 }
+
+/**
+ * The longest delay a Node.js timer can wait: 2^31-1 ms (about 24.8 days). A longer one fires after
+ * 1 ms instead (with a TimeoutOverflowWarning), so a duration that arms a timer stops there.
+ */
+export const maxTimerMs = 2 ** 31 - 1;
+/** `maxTimerMs` as a refusal states it: exactly, in a form durations take (`596h` alone would suggest `596h1s` is refused). */
+export const longestTimer = "596h31m23.647s (2^31-1 ms, about 24.8 days: the longest a timer waits)";

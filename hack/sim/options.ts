@@ -3,8 +3,8 @@
  * `snooze sim` flags that set it. vLLM's own flag names are kept where vLLM
  * has one, so one command template serves `vllm serve` and `snooze sim`.
  */
+import { durationValue } from "../../cli/flags.ts";
 import { type Flag, type FlagValues, UsageError } from "../../lib/cli-flags.ts";
-import { parseDuration } from "../../lib/duration.ts";
 import { type Faults, noFaults } from "./faults.ts";
 import { defaultGpuDir } from "./gpu-ledger.ts";
 import { parseSize } from "./size.ts";
@@ -107,7 +107,7 @@ export const simFlags: Record<string, Flag> = {
     type: "string",
     multiple: true,
     placeholder: "name",
-    description: "name(s) clients use; repeat the flag or list names after it (default: the model)",
+    description: "name(s) clients use, listed after the flag as vLLM takes them (default: the model)",
   },
   host: { type: "string", default: "127.0.0.1", placeholder: "addr", description: "address to listen on" },
   port: { type: "string", default: "8000", placeholder: "port", description: "port to listen on" },
@@ -290,15 +290,17 @@ export function parseSimFlags(values: FlagValues, positionals: string[]): Launch
     throw new UsageError(`the model was given twice: ${positionalModel} and --model ${flagModel}`);
   }
   const model = positionalModel ?? flagModel ?? defaultModel;
-  const served = [...servedFlag, ...moreNames].flatMap((name) => name.split(/[\s,]+/).filter(Boolean));
+  // As in vLLM (nargs='+'), each word is one name, a comma or space in it included. Given twice,
+  // vLLM keeps only the last: refused here, so that no command works on the simulator and not on vLLM.
+  if (servedFlag.length > 1)
+    throw new UsageError(
+      `--served-model-name is given ${servedFlag.length} times; vLLM would serve only the last (${servedFlag.at(-1)}): list every name after one --served-model-name, as in --served-model-name ${servedFlag.join(" ")}`,
+    );
+  const served = [...servedFlag, ...moreNames];
 
   const text = (name: string) => values[name] as string;
-  const duration = (name: string) => {
-    const ms = parseDuration(text(name));
-    if (ms === undefined)
-      throw new UsageError(`--${name}: "${text(name)}" is not a duration like 250ms, 2s, 1m`);
-    return ms;
-  };
+  // Each delay arms a timer: read as every Snooze duration flag is, up to the longest a timer waits.
+  const duration = (name: string) => durationValue(values, name);
   const number = (name: string, check: (n: number) => boolean, expected: string) => {
     const value = Number(text(name));
     if (text(name).trim() === "" || !Number.isFinite(value) || !check(value)) {

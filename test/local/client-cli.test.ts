@@ -125,6 +125,38 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     expect(await follower.code).toBe(0);
   });
 
+  test("logs -f follows a model whose id has a comma (and other characters an id may have)", {
+    timeout: 30_000,
+  }, async () => {
+    // Found by an outside tester: `logs "a,b" -f` asked `after=a,b-2:4`, which the server read as
+    // two engines, `a` and `b-2:4`, and refused. An id is anything but whitespace.
+    const ids = ["a,b", "x:1%2C&y=#z"];
+    const odd = await anotherSnooze(
+      `models:\n${ids.map((id) => `  ${JSON.stringify(id)}:\n    sleepAfter: 5m\n    command: ${simCommand(["--enable-sleep-mode"])}\n`).join("")}`,
+    );
+    try {
+      const env = { SNOOZE_URL: odd.url };
+      for (const id of ids) {
+        expect((await run(["wake", id], env)).code).toBe(0);
+        const follower = start(["logs", id, "-f", "-n", "1"], env);
+        await until(() => follower.stdout().length > 0, 10_000, "the first line of logs -f");
+        expect((await run(["sleep", id], env)).code).toBe(0);
+        // The engine's line about falling asleep reaches the follower: its next asks were taken.
+        const asleep = () => /"msg":"asleep"/.test(follower.stdout());
+        await until(() => asleep() || follower.child.exitCode !== null, 10_000, `logs -f of ${id}`);
+        follower.child.kill("SIGINT");
+        expect({ id, code: await follower.code, stderr: follower.stderr(), asleep: asleep() }).toEqual({
+          id,
+          code: 0,
+          stderr: "",
+          asleep: true,
+        });
+      }
+    } finally {
+      await odd.close(1_000);
+    }
+  });
+
   test("--no-wait returns at once; stop answers once the engine is gone", async () => {
     const wake = await run(["wake", "qwen", "--no-wait"]);
     expect(wake.stdout).toBe("qwen: wake requested (now asleep-1)\n");
@@ -168,7 +200,9 @@ describe("snooze wake, sleep, stop, logs and status", () => {
       '--url must be an http:// or https:// URL, such as http://127.0.0.1:8080; got "notaurl"',
     );
     expect(interval.code).toBe(2);
-    expect(interval.stderr).toContain("--interval must be a duration of at least 200ms, not banana");
+    expect(interval.stderr).toContain(
+      '--interval must be a duration like 250ms, 30s, 5m or 1h30m, not "banana"',
+    );
   });
 
   /**
@@ -181,7 +215,20 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     const server = createHttpServer((req, res) => {
       if (req.url === "/snooze/v1/models") {
         res.setHeader("content-type", "application/json");
-        res.end(JSON.stringify({ models: [{ id: "qwen", aliases: [], tier: "cold" }] }));
+        res.end(
+          JSON.stringify({
+            models: [
+              {
+                id: "qwen",
+                aliases: [],
+                tier: "cold",
+                since: new Date().toISOString(),
+                held: 0,
+                inFlight: 0,
+              },
+            ],
+          }),
+        );
       } else if (req.url?.startsWith("/snooze/v1/events/stream")) {
         res.writeHead(200, { "content-type": "text/event-stream" });
         res.write(`event: hello\ndata: {}\n\n`);
@@ -320,6 +367,72 @@ describe("snooze wake, sleep, stop, logs and status", () => {
       }
     } finally {
       silent.close();
+    }
+  });
+
+  test("a server at --url that does not answer as Snooze does: every client command exits 1 saying so, no stack trace", {
+    timeout: 30_000,
+  }, async () => {
+    // Found by an outside tester: a 200 HTML page or a 200 `{}` crashed them with a SyntaxError or
+    // a TypeError. Each answer below is wrong in its own way, on the route a command reads.
+    const cold = {
+      id: "qwen",
+      aliases: [],
+      tier: "cold",
+      since: new Date().toISOString(),
+      held: 0,
+      inFlight: 0,
+    };
+    const answers: Record<string, string> = {
+      html: "<!doctype html><title>Welcome to nginx!</title>",
+      empty: "{}",
+      // Snooze's model list, but the actions and logs answer `{}` and the events are not JSON.
+      actions: JSON.stringify({ models: [cold] }),
+      "models-null": JSON.stringify({ models: [null] }),
+    };
+    let answer = "";
+    const server = createHttpServer((req, res) => {
+      if (req.url?.startsWith("/snooze/v1/events/stream")) {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.end("event: hello\ndata: {}\n\nevent: tier\ndata: <b>ready</b>\n\n");
+      } else if (req.url === "/snooze/v1/models" || answer !== answers.actions) {
+        res.writeHead(200, { "content-type": answer.startsWith("<") ? "text/html" : "application/json" });
+        res.end(answer);
+      } else {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(req.url?.includes("/logs") ? JSON.stringify({ replicas: [{ replica: "q" }] }) : "{}");
+      }
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const commands = [
+        ["status"],
+        ["status", "--json"],
+        ["wake", "qwen"],
+        ["wake", "qwen", "--no-wait"],
+        ["sleep", "qwen"],
+        ["stop", "qwen"],
+        ["logs", "qwen"],
+      ];
+      for (const [kind, body] of Object.entries(answers)) {
+        answer = body;
+        for (const args of commands) {
+          if (kind === "actions" && args[0] === "status") continue; // a right answer
+          const result = await run(args, { SNOOZE_URL: url });
+          const seen = { kind, args: args.join(" "), code: result.code, stderr: result.stderr };
+          expect(seen).toEqual({
+            ...seen,
+            code: 1,
+            stderr: expect.stringMatching(
+              new RegExp(`^snooze ${args[0]}: ${url}/snooze/v1/\\S+ did not answer as Snooze does: .+\n$`),
+            ),
+          });
+        }
+      }
+    } finally {
+      server.close();
     }
   });
 

@@ -83,7 +83,9 @@ describe("snooze sim as a process", () => {
       for (const flag of Object.keys(simFlags)) expect(out.join("\n")).toContain(`--${flag}`);
       out.length = 0;
       expect(await main(["sim", "--load-time", "soon"])).toBe(2);
-      expect(out.join("\n")).toContain('--load-time: "soon" is not a duration');
+      expect(out.join("\n")).toContain(
+        '--load-time must be a duration like 250ms, 30s, 5m or 1h30m, not "soon"',
+      );
       out.length = 0;
       expect(await main(["sim", "--gpu-count", "2"])).toBe(2);
       expect(out.join("\n")).toContain("--gpu-count");

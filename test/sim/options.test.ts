@@ -39,11 +39,14 @@ test("vLLM's spellings of the model and served names", () => {
   expect(parse("org/m").engine.servedModelNames).toEqual(["org/m"]);
   expect(parse("--model", "org/m").engine.model).toBe("org/m");
   expect(parse("org/m", "--served-model-name", "a", "b").engine.servedModelNames).toEqual(["a", "b"]);
-  expect(parse("--served-model-name", "a,b", "--served-model-name", "c").engine.servedModelNames).toEqual([
-    "a",
-    "b",
-    "c",
-  ]);
+  // A comma is no separator in vLLM (its flag takes words, nargs='+'): `a,b` is one name, as a
+  // model id with a comma is (found by an outside tester: the simulator served `a`).
+  expect(parse("--served-model-name", "a,b").engine.servedModelNames).toEqual(["a,b"]);
+  expect(parse("m", "--served-model-name", "a,b", "c d").engine.servedModelNames).toEqual(["a,b", "c d"]);
+  // Given twice, vLLM keeps only the last: refused, so no command works here that differs there.
+  expect(() => parse("--served-model-name", "a", "--served-model-name", "c")).toThrow(
+    "--served-model-name is given 2 times; vLLM would serve only the last (c): list every name after one --served-model-name, as in --served-model-name a c",
+  );
   expect(() => parse("one", "two")).toThrow(UsageError);
   expect(() => parse("one", "--model", "two")).toThrow(UsageError);
 });
@@ -71,6 +74,15 @@ test("durations, sizes and faults are read; bad ones are usage errors naming the
   expect(() => parse("--time-scale", "0")).toThrow("--time-scale");
   expect(() => parse("--gpu-id", "0", "--model-memory", "80GiB")).toThrow("no room for the KV cache");
   expect(() => parse("--engines", "2", "--port", "0")).toThrow("--base-port");
+});
+
+test("a delay flag stops where a timer can wait, as every Snooze duration does", () => {
+  // Longer, Node fires the timer after 1 ms: a --load-time of 720h opened the port at once.
+  expect(parse("--load-time", "596h31m23.647s").engine.loadTimeMs).toBe(2 ** 31 - 1);
+  for (const flag of ["load-time", "ttft", "itl-jitter", "wake-time-l1", "reload-time"])
+    expect(() => parse(`--${flag}`, "720h")).toThrow(
+      `--${flag} is too long: at most 596h31m23.647s (2^31-1 ms, about 24.8 days: the longest a timer waits), not "720h"`,
+    );
 });
 
 test("--engines: consecutive ports, indexed names, GPU ids round-robin", () => {

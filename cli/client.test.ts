@@ -1,0 +1,46 @@
+import { once } from "node:events";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { UsageError } from "../lib/cli-flags.ts";
+import { modelList } from "./answer-shapes.ts";
+import { AdminClient, serverUrl } from "./client.ts";
+
+/** A server that answers every request with the path and query it was asked for. */
+const echo = createServer((req, res) => {
+  res.setHeader("content-type", "application/json");
+  res.end(JSON.stringify({ models: [], asked: req.url }));
+});
+let origin = "";
+beforeAll(async () => {
+  echo.listen(0, "127.0.0.1");
+  await once(echo, "listening");
+  origin = `http://127.0.0.1:${(echo.address() as AddressInfo).port}`;
+});
+afterAll(() => void echo.close());
+
+const asked = async (url: string, path: string) =>
+  (await new AdminClient({ url }, {}).json<{ asked: string }>(path, modelList)).asked;
+
+test("the admin API's path goes under the base URL's own path (Snooze behind a proxy's prefix)", async () => {
+  expect(await asked(origin, "/snooze/v1/models")).toBe("/snooze/v1/models");
+  expect(await asked(`${origin}/`, "/snooze/v1/models")).toBe("/snooze/v1/models");
+  expect(await asked(`${origin}/gpu-box/`, "/snooze/v1/models/a%2Cb/logs?lines=5")).toBe(
+    "/gpu-box/snooze/v1/models/a%2Cb/logs?lines=5",
+  );
+  expect(serverUrl({ url: `${origin}/gpu-box//` })).toBe(`${origin}/gpu-box`);
+});
+
+test("a base URL with a query or a fragment is a usage mistake, not a request to the wrong path", () => {
+  // Found by an outside tester: `--url 'http://127.0.0.1:18200?x=1'` asked `/?x=1/snooze/v1/models`,
+  // the status page.
+  for (const url of [`${origin}?x=1`, `${origin}/#frag`, `${origin}/prefix?x=1#frag`]) {
+    expect(() => serverUrl({ url })).toThrow(UsageError);
+    expect(() => serverUrl({ url })).toThrow(
+      `--url must be Snooze's address alone, without a query (?…) or fragment (#…), such as http://127.0.0.1:8080; got ${JSON.stringify(url)}`,
+    );
+  }
+  expect(() => serverUrl({}, { SNOOZE_URL: `${origin}?x=1` })).toThrow(
+    /^SNOOZE_URL must be Snooze's address alone/,
+  );
+});
