@@ -70,6 +70,12 @@ export function fieldAt(schema: z.ZodType, path: readonly PropertyKey[]): z.ZodT
   return at;
 }
 
+/** The keys the mapping `schema` takes (none when it is not a mapping of named settings). */
+export function keysOf(schema: z.ZodType | undefined): string[] {
+  const def = unwrapped(schema)?._zod.def as unknown as Record<string, unknown> | undefined;
+  return def?.type === "object" ? Object.keys(def.shape as object) : [];
+}
+
 /** The schema under optional, default, nullable, readonly and pipe wrappers. */
 function unwrapped(schema: z.ZodType | undefined): z.ZodType | undefined {
   let at = schema;
@@ -89,7 +95,8 @@ function describe(json: Record<string, unknown>): string | undefined {
       Array.isArray(b.enum) ? b.enum : "const" in b ? [b.const] : [],
     ) as unknown[];
     if (values.length === branches.length) return oneOf(values);
-    const parts = branches.map(describe).filter((p): p is string => p !== undefined);
+    // Two branches of one kind (two shapes of mapping) are one form to the reader.
+    const parts = [...new Set(branches.map(describe).filter((p): p is string => p !== undefined))];
     return parts.length ? parts.join(", or ") : undefined;
   }
   if (Array.isArray(json.enum)) return oneOf(json.enum);
@@ -103,9 +110,17 @@ function describe(json: Record<string, unknown>): string | undefined {
       const min = typeof json.minimum === "number" && json.minimum > -Number.MAX_SAFE_INTEGER;
       const max = typeof json.maximum === "number" && json.maximum < Number.MAX_SAFE_INTEGER;
       if (min && max) return `${noun} from ${json.minimum} to ${json.maximum}`;
-      if (min) return `${noun} of at least ${json.minimum}`;
-      if (max) return `${noun} of at most ${json.maximum}`;
-      return noun;
+      // A bound that is not itself allowed (`.positive()`) is said so: "more than 0".
+      const above =
+        typeof json.exclusiveMinimum === "number" ? `more than ${json.exclusiveMinimum}` : undefined;
+      const below =
+        typeof json.exclusiveMaximum === "number" ? `less than ${json.exclusiveMaximum}` : undefined;
+      const bounds = [min ? `at least ${json.minimum}` : above, max ? `at most ${json.maximum}` : below];
+      const said = bounds.filter((b): b is string => b !== undefined);
+      if (said.length === 0) return noun;
+      return said.length === 1 && said[0]!.startsWith("at ")
+        ? `${noun} of ${said[0]}`
+        : `${noun} ${said.join(" and ")}`;
     }
     case "string":
       return "a string";

@@ -28,3 +28,7 @@ function formatProblem(file: string, problem: ConfigProblem): string {
   const where = problem.line ? `${file}:${problem.line}:${problem.column ?? 1}` : file;
   return `${where}: ${problem.key || "(top level)"}: ${problem.message}`;
 }
+
+/** A dotted key path; a name that is empty or holds a space or a dot is quoted (`models."my model"`). */
+export const keyPath = (path: readonly PropertyKey[]) =>
+  path.map((key) => (/^[^\s."]+$/.test(String(key)) ? String(key) : JSON.stringify(String(key)))).join(".");

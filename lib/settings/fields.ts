@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { parseDuration } from "../duration.ts";
+import { longestTimer as longest, maxTimerMs, parseDuration } from "../duration.ts";
 
 /**
  * Field types shared by the YAML file, annotations and the CRDs. Durations and
@@ -7,13 +7,9 @@ import { parseDuration } from "../duration.ts";
  * written form) and become milliseconds and bytes after parsing.
  */
 
-/**
- * The longest delay a Node.js timer can wait: 2^31-1 ms (about 24.8 days). A longer one fires
- * after 1 ms instead (a hold budget of 720h would spin), so settings that arm timers stop there.
- */
-export const maxTimerMs = 2 ** 31 - 1;
-// The limit exactly, in a form the settings take (`596h` alone would suggest `596h0m1s` is refused).
-const longest = "596h31m23.647s (2^31-1 ms, about 24.8 days: the longest a timer waits)";
+// Settings that arm timers stop at the longest a timer waits (`maxTimerMs`: a hold budget of
+// 720h would spin).
+
 const durationForm = /^(never|0|(\d+(\.\d+)?(ms|s|m|h))+)$/;
 const finiteForm = /^(0|(\d+(\.\d+)?(ms|s|m|h))+)$/;
 /** Milliseconds in a duration of the right form; `never` is Infinity. */

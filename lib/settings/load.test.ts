@@ -140,7 +140,7 @@ describe("parseConfig", () => {
       'models.""': "a name may not be empty",
       "models.b.sleepAfter":
         'expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never", not "soon"',
-      "models.b.priority": "expected an integer from -1000 to 1000, not Infinity",
+      "models.b.priority": "expected an integer from -1000 to 1000, not .inf",
     });
   });
 
@@ -180,7 +180,7 @@ describe("parseConfig", () => {
     expect(problems[0]).toMatchObject({
       key: "models.qwen.sleepAftr",
       line: 4,
-      message: 'unknown key "sleepAftr"',
+      message: 'unknown key "sleepAftr"; did you mean "sleepAfter"?',
     });
   });
 
@@ -410,7 +410,7 @@ describe("settings that cannot work are refused", () => {
       { key: "", line: 3, column: 14, message: expect.stringContaining("Unresolved alias") },
     ]);
     expect(problemsOf("models:\n  ? [a, b]\n  : {command: [x]}\n")).toEqual([
-      { key: "", line: 2, column: 5, message: "a key must be a plain name, not a list or a mapping" },
+      { key: "models", line: 2, column: 5, message: "a key must be a plain name, not a list or a mapping" },
     ]);
   });
 

@@ -2,8 +2,6 @@ import { readFile } from "node:fs/promises";
 import {
   type Alias,
   isAlias,
-  isCollection,
-  isNode,
   isScalar,
   LineCounter,
   type Node,
@@ -12,11 +10,17 @@ import {
   type YAMLError,
 } from "yaml";
 import type { z } from "zod";
-import { fieldAt, reasonFor, showValue } from "./allowed-form.ts";
-import { ConfigError, type ConfigProblem } from "./config-error.ts";
+import { fieldAt, keysOf, showValue } from "./allowed-form.ts";
+import { ConfigError, type ConfigProblem, keyPath } from "./config-error.ts";
 import { snoozeFile } from "./file.ts";
+import { nestingProblem } from "./nesting.ts";
+import { inPlainWords } from "./plain-words.ts";
 import { resolveConfig, type SnoozeConfig } from "./resolve.ts";
+import { closestKey } from "./suggest.ts";
 import { utf8Problem } from "./utf8.ts";
+import { keyProblems, keysAsWritten } from "./yaml-keys.ts";
+import { entryAt } from "./yaml-paths.ts";
+import { tagProblems } from "./yaml-tags.ts";
 
 /** Reads, validates and resolves a snooze.yaml; throws ConfigError naming file, line, key and reason. */
 export async function loadConfigFile(path: string): Promise<SnoozeConfig> {
@@ -39,6 +43,11 @@ export function parseConfig(text: string, file = "snooze.yaml"): SnoozeConfig {
     return parseConfigText(text, file);
   } catch (error) {
     if (error instanceof ConfigError) throw error;
+    // Nesting is bounded as written (`nestingProblem`), but aliases can stack anchors on each other.
+    if (error instanceof RangeError && /call stack/i.test(error.message))
+      throw new ConfigError(file, [
+        { key: "", message: "the settings nest too deep once their aliases (*name) are expanded", ...start },
+      ]);
     // Whatever the YAML library or a check trips over is still a problem in this file, not a crash.
     throw new ConfigError(file, [
       { key: "", message: `cannot read the settings: ${(error as Error).message}`, ...start },
@@ -50,8 +59,12 @@ export function parseConfig(text: string, file = "snooze.yaml"): SnoozeConfig {
 const start = { line: 1, column: 1 };
 
 function parseConfigText(text: string, file: string): SnoozeConfig {
+  const tooDeep = nestingProblem(text);
+  if (tooDeep) throw new ConfigError(file, [tooDeep]);
   const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: true });
+  // Keys set twice are found by `keyProblems`, which can name them; merge keys (`<<: *base`) share
+  // settings between models, as a reader of YAML expects.
+  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: false, merge: true });
   if (doc.errors.length > 0) {
     throw new ConfigError(
       file,
@@ -77,26 +90,12 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
     const pos = lines.linePos(offset);
     return { line: pos.line, column: pos.col };
   };
-  const keyProblems: ConfigProblem[] = [];
-  visit(doc, {
-    Pair(_, pair) {
-      // A mapping key that is itself a list or a mapping (`? [a, b]`) names no setting.
-      if (isCollection(pair.key))
-        keyProblems.push({
-          key: "",
-          message: "a key must be a plain name, not a list or a mapping",
-          ...at(pair.key.range?.[0]),
-        });
-    },
-  });
-  if (keyProblems.length > 0) throw new ConfigError(file, keyProblems);
+  const shapeProblems = [...keyProblems(doc, lines), ...tagProblems(doc, lines)];
+  if (shapeProblems.length > 0) throw new ConfigError(file, shapeProblems);
   const locate = (path: PropertyKey[]): Pick<ConfigProblem, "line" | "column"> => {
-    // Point at the deepest node that exists: a missing key is reported at its parent.
-    for (let depth = path.length; depth >= 0; depth--) {
-      const node = doc.getIn(path.slice(0, depth) as unknown[], true);
-      if (isNode(node) && node.range) return at(keyOffset(doc, path.slice(0, depth)) ?? node.range[0]);
-    }
-    return start;
+    // Point at the deepest entry that exists (a missing key is reported at its parent), at its key.
+    const { key, value } = entryAt(doc, path);
+    return at(key?.range?.[0] ?? value?.range?.[0]);
   };
   const bomb = aliasPastLimit(doc);
   if (bomb)
@@ -107,6 +106,7 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
         ...at(bomb.range?.[0]),
       },
     ]);
+  keysAsWritten(doc);
   let data: unknown;
   try {
     // The aliases were counted above, exactly; the library's own count would add one for each
@@ -126,14 +126,20 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
       { key: "", message: `invalid YAML: ${(error as Error).message}`, ...at(alias) },
     ]);
   }
-  let parsed = snoozeFile.safeParse(data ?? {}, { reportInput: true });
+  data = withoutOwnKeys(data);
+  const parseOptions = { reportInput: true, error: inPlainWords(snoozeFile) };
+  let parsed = snoozeFile.safeParse(data ?? {}, parseOptions);
   // `sleepAfter: 0` or `maxBodySize: 1048576` is a YAML number where the setting is written text
   // (a duration, a size, a name): take it as written and check it again, so the number is judged
   // as the setting's own form ("30" is then not a duration, and says so).
   if (!parsed.success && data && numbersAsWritten(doc, data, parsed.error.issues))
-    parsed = snoozeFile.safeParse(data, { reportInput: true });
+    parsed = snoozeFile.safeParse(data, parseOptions);
   if (!parsed.success) {
-    const problems = parsed.error.issues.flatMap((issue) => toProblems(issue, locate));
+    const written = (path: readonly PropertyKey[]) => {
+      const { value } = entryAt(doc, path);
+      return isScalar(value) && typeof value.value === "number" ? value.source : undefined;
+    };
+    const problems = distinct(parsed.error.issues.flatMap((issue) => toProblems(issue, locate, written)));
     // One line per problem, all at once: the checks across settings (colliding names, placeholders)
     // run too, on the file without the values already refused, when what is left still parses.
     const refused = refusedPaths(parsed.error.issues);
@@ -196,7 +202,7 @@ function numbersAsWritten(
   for (const issue of issues) {
     if (issue.code !== "invalid_type" || issue.expected !== "string" || typeof issue.input !== "number")
       continue;
-    const node = doc.getIn(issue.path as unknown[], true);
+    const node = entryAt(doc, issue.path).value;
     const parent = issue.path
       .slice(0, -1)
       .reduce<unknown>((at, key) => (at as Record<PropertyKey, unknown>)?.[key], data);
@@ -208,26 +214,17 @@ function numbersAsWritten(
   return replaced;
 }
 
-/** The offset of the key (not the value) of a mapping entry, so errors point at `sleepAfter:`. */
-function keyOffset(doc: ReturnType<typeof parseDocument>, path: PropertyKey[]): number | undefined {
-  if (path.length === 0) return undefined;
-  const parent = doc.getIn(path.slice(0, -1) as unknown[], true) as {
-    items?: { key?: { value?: unknown; range?: number[] } }[];
-  };
-  const pair = parent?.items?.find((item) => item.key?.value === path.at(-1));
-  return pair?.key?.range?.[0];
-}
-
 function toProblems(
   issue: z.core.$ZodIssue,
   locate: (path: PropertyKey[]) => Pick<ConfigProblem, "line" | "column">,
+  written: (path: readonly PropertyKey[]) => string | undefined,
 ): ConfigProblem[] {
   const path = issue.path;
   // One line per unknown key, each at the key itself: zod lists a mapping's unknown keys together.
   if (issue.code === "unrecognized_keys")
     return issue.keys.map((key) => ({
       key: keyPath([...path, key]),
-      message: `unknown key "${key}"`,
+      message: unknownKeyMessage(key, path),
       ...locate([...path, key]),
     }));
   let message: string;
@@ -237,14 +234,15 @@ function toProblems(
     message = issue.input === "" ? "a name may not be empty" : reasons.join("; ") || "not a valid name";
   } else if (issue.code === "invalid_type" && issue.input === undefined) message = "is required";
   else {
-    // Every reason names the value found, as written.
-    const reason = reasonFor(issue, fieldAt(snoozeFile, path));
+    // Every reason names the value found, as written (`1e400`, not the Infinity it reads as).
+    const reason = issue.message;
+    const value = (typeof issue.input === "number" ? written(path) : undefined) ?? showValue(issue.input);
     message =
       issue.input === undefined
         ? reason
         : issue.code === "custom" && issue.params?.valueFirst
-          ? `${showValue(issue.input)} ${reason}`
-          : `${reason}, not ${showValue(issue.input)}`;
+          ? `${value} ${reason}`
+          : `${reason}, not ${value}`;
   }
   return [{ key: keyPath(path), message, ...locate(path) }];
 }
@@ -301,6 +299,30 @@ function aliasPastLimit(doc: ReturnType<typeof parseDocument>): Alias | undefine
   return undefined;
 }
 
-/** A dotted key path; a name that is empty or holds a space or a dot is quoted (`models."my model"`). */
-const keyPath = (path: readonly PropertyKey[]) =>
-  path.map((key) => (/^[^\s."]+$/.test(String(key)) ? String(key) : JSON.stringify(String(key)))).join(".");
+/** Top-level keys of the user's own, ignored: a place for anchors that models share (`x-vllm: &vllm`). */
+export const ownKeyPrefix = "x-";
+
+function withoutOwnKeys(data: unknown): unknown {
+  if (data === null || typeof data !== "object" || Array.isArray(data)) return data;
+  return Object.fromEntries(Object.entries(data).filter(([key]) => !key.startsWith(ownKeyPrefix)));
+}
+
+/** `unknown key "sleepAftr"`, with the known key at that level it most likely meant. */
+function unknownKeyMessage(key: string, path: readonly PropertyKey[]): string {
+  const near = closestKey(key, keysOf(fieldAt(snoozeFile, path)));
+  if (near) return `unknown key "${key}"; did you mean "${near}"?`;
+  if (path.length === 0)
+    return `unknown key "${key}" (a key of your own, such as an anchor to share, starts with "${ownKeyPrefix}")`;
+  return `unknown key "${key}"`;
+}
+
+/** The problems without repeats: two checks of one value can say the same thing (an integer's two bounds). */
+function distinct(problems: ConfigProblem[]): ConfigProblem[] {
+  const seen = new Set<string>();
+  return problems.filter((p) => {
+    const id = `${p.key}\0${p.message}`;
+    if (seen.has(id)) return false;
+    seen.add(id);
+    return true;
+  });
+}

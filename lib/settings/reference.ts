@@ -3,6 +3,7 @@ import { annotationFor } from "./annotations.ts";
 import { snoozeFile } from "./file.ts";
 import { maxAliasCount } from "./load.ts";
 import { builtinTierDefaults, localModel, tierSettings } from "./model.ts";
+import { maxNesting } from "./nesting.ts";
 import { builtinSlotDefaults, slotSettings } from "./slot.ts";
 
 /**
@@ -90,17 +91,41 @@ same settings in kebab-case under \`snooze.dev/\`. Durations are written \`250ms
 powers of 1000 (\`K\` is not one), and \`1e9\` is 10^9 bytes. A fraction needs a unit (\`1.5Gi\`; it is
 taken to the nearest byte), and no size may pass 2^53-1 bytes (just under \`8Pi\`). Quotes are not
 needed: a YAML number is taken as written (\`sleepAfter: 0\`), so a duration without its unit (\`30\`)
-is refused as one.
+is refused as one. Keys are names as written too: a model \`1.50:\` is \`1.50\` (not \`1.5\`), \`true:\` is \`true\`,
+as in \`aliases\` and \`slot\`; but a key \`null:\`, \`~:\` or none at all is YAML null, which names nothing:
+quote it (\`"null":\`) to use it as a name. A key may be set once in a mapping. YAML tags other than the
+standard \`!!str\`, \`!!int\`, \`!!float\`, \`!!bool\`, \`!!null\`, \`!!map\`, \`!!seq\` (and \`!\`) are refused, as
+are lists and mappings nested more than ${maxNesting} deep.
 
 Every duration arms a timer, so none may be longer than \`596h31m23.647s\` (2^31-1 ms, about 24.8 days:
 the longest a timer waits). \`never\` is taken only where it means "this step does not happen" (${neverList}); a timeout
 or budget that must end refuses it (${finiteList}). \`0\` is refused too by ${zeroList}
 (for no timeout, write \`never\` where it is taken). \`maxBodySize\` and \`maxHeldBytes\` must be at least 1 byte.
 Two models may not share a fixed \`port\`. Ids and aliases must be unique, and those of different models differ in
-more than case: a \`Host\` header routes to a model in any case (one model may take \`qwen\` and
-\`Qwen\` both, as a request body names it either way). \`aliases\` name one model, so they are set per model, not
-in \`defaults:\`. YAML aliases (\`*name\`) may expand at most ${maxAliasCount} times in all (the guard
-against alias bombs). A file that is not UTF-8 is refused, naming the line and column of its first bad byte.
+more than case and Unicode form: a \`Host\` header routes to a model in any case, and names equal in Unicode
+NFKC look like one name (\`café\` written with \`é\` or with \`e\` and a combining accent, full-width \`ｑｗｅｎ\` and
+\`qwen\`), so names are compared in NFKC with case ignored. One model may take \`qwen\` and \`Qwen\` both (or both
+forms of \`café\`), as a request body names it either way. \`aliases\` name one model, so they are set per model,
+not in \`defaults:\`. A file that is not UTF-8 is refused, naming the line and column of its first bad byte.
+
+Settings can be shared with YAML anchors and aliases (\`&name\`, \`*name\`) and merge keys (\`<<: *name\`, or
+\`<<: [*a, *b]\`), which copy an anchored mapping's keys into a model, slot or \`defaults:\`; keys the mapping
+writes itself win, then the earlier source. Top-level keys that start with \`x-\` are ignored, a place for
+anchors (as in Docker Compose):
+
+\`\`\`yaml
+x-rarely-used: &rarely-used
+  sleepAfter: 2m
+  deepSleepAfter: 10m
+  zeroAfter: 1h
+models:
+  qwen:
+    <<: *rarely-used
+    command: [vllm, serve, Qwen/Qwen3-8B, --port, "\${PORT}", --enable-sleep-mode]
+    zeroAfter: 4h      # wins over the anchor's
+\`\`\`
+
+Aliases and merge keys may expand at most ${maxAliasCount} times in all (the guard against alias bombs).
 
 A bad file stops \`snooze serve\` with exit code 2 and one line per problem:
 \`snooze.yaml:12:5: models.qwen.sleepAfter: expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"\`.

@@ -1,5 +1,6 @@
 import type { SnoozeFile } from "./file.ts";
 import { builtinTierDefaults, type ResolvedTierSettings } from "./model.ts";
+import { foldedName, lookAlikeMessage } from "./name-fold.ts";
 import { placeholderProblem, placeholdersIn } from "./placeholders.ts";
 import { builtinSlotDefaults } from "./slot.ts";
 
@@ -143,14 +144,14 @@ export function resolveConfig(
         message: `port ${model.port} is already the port of model "${owner}"; two engines cannot listen on one port`,
       });
   }
-  // Host routing ignores case (`Qwen.models.example` is `qwen`'s), so two names that differ only
-  // in case would leave one unreachable by Host: names must be unique regardless of case.
+  // Host routing ignores case (`Qwen.models.example` is `qwen`'s), and names equal in Unicode NFKC
+  // look like one name (see `foldedName`): names of different models must differ in more.
   const byFoldedName = new Map<string, { name: string; id: string }>();
   for (const [id, model] of models) {
     for (const [index, name] of [id, ...model.aliases].entries()) {
       const path = index === 0 ? ["models", id] : ["models", id, "aliases", index - 1];
       const owner = names.get(name);
-      const folded = byFoldedName.get(name.toLowerCase());
+      const folded = byFoldedName.get(foldedName(name));
       // The same name twice in one model (`aliases: [q, q]`, or its own id) is a slip, not a second way in.
       if (owner === id) {
         problems.push({
@@ -167,14 +168,11 @@ export function resolveConfig(
         continue;
       }
       if (owner === undefined && folded !== undefined && folded.id !== id) {
-        problems.push({
-          path,
-          message: `"${name}" and "${folded.name}" (model "${folded.id}") differ only in case; ids and aliases must differ in more than case, as routing by Host ignores case`,
-        });
+        problems.push({ path, message: lookAlikeMessage(name, folded) });
         continue;
       }
       names.set(name, id);
-      if (folded === undefined) byFoldedName.set(name.toLowerCase(), { name, id });
+      if (folded === undefined) byFoldedName.set(foldedName(name), { name, id });
     }
   }
   return {

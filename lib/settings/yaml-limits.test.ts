@@ -1,0 +1,69 @@
+import { describe, expect, test } from "vitest";
+import { parseConfig } from "./load.ts";
+import { maxNesting } from "./nesting.ts";
+import { problemsOf, withModel } from "./testing.ts";
+
+describe("YAML the settings do not take", () => {
+  test("a file nested thousands deep says it nests too deep, at the line, not a stack overflow", () => {
+    // Found by an outside tester: `invalid YAML: Invalid regular expression … Stack overflow`, and
+    // `Maximum call stack size exceeded` at column after column.
+    const flow = withModel(`env: ${"[".repeat(3000)}${"]".repeat(3000)}`);
+    const block = withModel(
+      "",
+      `defaults:\n${Array.from({ length: 3000 }, (_, i) => `${"  ".repeat(i + 1)}- `).join("\n")}x\n`,
+    );
+    for (const text of [flow, block]) {
+      const problems = problemsOf(text);
+      expect(problems).toEqual([
+        {
+          key: "",
+          line: expect.any(Number),
+          column: expect.any(Number),
+          message: `the file nests lists and mappings more than ${maxNesting} deep here; settings need only a few levels, so take the extra ones out`,
+        },
+      ]);
+    }
+    // At the bracket one past the limit: three mappings hold `env`, whose first bracket is column 10.
+    expect(problemsOf(flow)[0]).toMatchObject({ line: 4, column: 10 + (maxNesting - 3) });
+    // As deep as the limit is fine as YAML (and then judged as settings).
+    const deepest = `x-deep: ${"[".repeat(maxNesting - 1)}${"]".repeat(maxNesting - 1)}\n${withModel("")}`;
+    expect(parseConfig(deepest).models.size).toBe(1);
+  });
+
+  test("a YAML tag other than the standard JSON-like ones is refused at its setting", () => {
+    // Found by an outside tester: `sleepAfter: !duration 30s` was taken as `30s`, the tag ignored.
+    expect(
+      problemsOf(
+        withModel("sleepAfter: !duration 30s\nenv: {A: !!binary aGk=}\nhostMemory: !!timestamp 2001-01-01"),
+      ),
+    ).toEqual([
+      {
+        key: "models.qwen.sleepAfter",
+        line: 4,
+        column: 5,
+        message: "the YAML tag !duration is not understood here: remove it and write the value plainly",
+      },
+      {
+        key: "models.qwen.env.A",
+        line: 5,
+        column: 11,
+        message: "the YAML tag !!binary is not understood here: remove it and write the value plainly",
+      },
+      {
+        key: "models.qwen.hostMemory",
+        line: 6,
+        column: 5,
+        message: "the YAML tag !!timestamp is not understood here: remove it and write the value plainly",
+      },
+    ]);
+    // The standard tags are a way to quote or to say the type, and are fine.
+    expect(
+      parseConfig(withModel("slot: !!str 5\npriority: !!int 3", "slots:\n  '5': !!map {}\n")).models.get(
+        "qwen",
+      ),
+    ).toMatchObject({
+      slot: "5",
+      priority: 3,
+    });
+  });
+});
