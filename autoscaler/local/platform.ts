@@ -92,6 +92,8 @@ export class LocalPlatform implements Platform {
   private readonly listeners: ((model: string, departure?: Departure) => void)[] = [];
   private readonly log: Logger;
   private sequence = 0;
+  /** `close` or `kill` began: no engine starts any more (a start waiting for a port would, after). */
+  private closing = false;
   private readonly stopGraceMs: number;
   private readonly stateDir: string | undefined;
   private readonly records: EngineRecords | undefined;
@@ -204,6 +206,7 @@ export class LocalPlatform implements Platform {
 
   /** Stops every engine: SIGTERM to each group, SIGKILL after the stop grace. */
   async close(): Promise<void> {
+    this.closing = true;
     const all = [...this.models.values()].flatMap((m) => [...m.engines.values()]);
     for (const entry of this.models.values()) entry.scale = 0;
     await Promise.all(all.map((engine) => this.stop(engine)));
@@ -211,6 +214,7 @@ export class LocalPlatform implements Platform {
 
   /** Kills every engine's process group at once (SIGKILL); resolves once they are gone. */
   async kill(): Promise<void> {
+    this.closing = true;
     const all = [...this.models.values()].flatMap((m) => [...m.engines.values()]);
     for (const entry of this.models.values()) entry.scale = 0;
     await Promise.all(all.map((engine) => this.stop(engine, 0)));
@@ -244,6 +248,12 @@ export class LocalPlatform implements Platform {
     // A fixed port another process already listens on: that process would answer the readiness
     // checks and get the model's traffic while the engine fails to bind. Not counted as up, ever.
     const taken = config.port !== undefined && (await portInUse(port, host));
+    // Found by an outside tester: a start waiting for the fixed port of an engine the shutdown was
+    // stopping went on once it was free, after every other engine had stopped.
+    if (this.closing) {
+      this.log.info("engine not started: Snooze is shutting down", { model: config.id });
+      return;
+    }
     const values = { PORT: String(port), HOST: host, MODEL: config.id };
     const [file, ...args] = config.command.flatMap((arg) =>
       arg === snoozeArgument ? snoozeArgv() : [substitutePlaceholders(arg, values)],

@@ -265,6 +265,34 @@ models:
     for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
   });
 
+  test("SIGTERM while a renamed model waits for its fixed port: its engine is not started once the port is free", async () => {
+    // Found by an outside tester: the shutdown stopped the old engine, then started the new one.
+    const port = await freePort();
+    const before = `\nmodels:\n  b:\n    port: ${port}\n    command: ${simCommand(["--load-time", "200ms", "--itl", "50ms"], 1)}\n`;
+    const run = start(before);
+    const url = await run.url;
+    expect((await ask(url, "b", { max_tokens: 1 })).status).toBe(200);
+    const streaming = ask(url, "b", { stream: true, max_tokens: 30 });
+    await until(async () => (await modelView(url, "b"))?.in_flight === 1, 5_000, "b's stream");
+    writeFileSync(run.config, before.replace("  b:", "  bb:"));
+    run.child.kill("SIGHUP");
+    await until(() => run.stderr().includes('"msg":"settings reloaded"'), 5_000, "the reload");
+    const renamed = ask(url, "bb");
+    await until(
+      () => run.stderr().includes("waiting for the engine that holds the model's port to stop"),
+      5_000,
+      "bb waiting for the port",
+    );
+    run.child.kill("SIGTERM");
+    expect((await renamed).status).toBe(503);
+    expect((await streaming).text).toMatch(/"finish_reason":"(length|stop)"/);
+    expect(await run.exited).toBe(0);
+    expect(run.stderr()).not.toMatch(/"msg":"engine starting"[^\n]*"model":"bb"/);
+    expect(run.stderr()).toContain("engine not started: Snooze is shutting down");
+    expect(recordedEngines(run.stateDir)).toEqual([]);
+    for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
+  });
+
   test("SIGHUP: a command fixed during the back-off of its failures starts at once, not when the back-off ends", async () => {
     // Found by an outside tester: the fixed model waited out the old failures' back-off (up to a minute).
     const broken = simCommand(["--load-time", "200ms", "--no-such-flag"], 1);
