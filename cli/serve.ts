@@ -76,7 +76,11 @@ export const serveCommand: Command = {
     const signals = watchStopSignals(
       log,
       { graceMs: grace },
-      { signals: serveStopSignals, parentPollMs: stopsWithParent() ? 1_000 : 0 },
+      {
+        signals: serveStopSignals,
+        parentPollMs: stopsWithParent() ? 1_000 : 0,
+        watchGrandparent: process.env.npm_command !== undefined,
+      },
     );
     // SIGHUP is handled from here on (Node's default would end Snooze without stopping its engines):
     // it reloads the settings once Snooze serves (one that came before, while it loaded or started,

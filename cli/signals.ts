@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import type { Logger } from "../lib/log.ts";
 
 /** Exits 0 on a stop signal that came before the server command had its own handlers. */
@@ -83,6 +84,11 @@ export interface StopSignalOptions {
    * a stopped npm leaves Snooze running with no parent. 0: no watch.
    */
   parentPollMs?: number;
+  /**
+   * Watch the grandparent too (its exit hands the parent to init): npm runs a script through
+   * `sh -c`, which outlives an npm killed with SIGKILL and stays this process's parent.
+   */
+  watchGrandparent?: boolean;
 }
 
 /**
@@ -123,12 +129,16 @@ export function watchStopSignals(
   for (const signal of signals) process.on(signal, handler);
   releaseEarlyStopSignals();
   const parent = process.ppid;
+  const grandparent = options.watchGrandparent ? parentOf(parent) : undefined;
   const pollMs = options.parentPollMs ?? 0;
+  const lineageBroken = () =>
+    process.ppid !== parent ||
+    (grandparent !== undefined && grandparent > 1 && parentOf(parent) !== grandparent);
   // Already an orphan (or a child of init by design, as under systemd or in a container): nothing to watch.
   const watch =
     pollMs > 0 && parent > 1
       ? setInterval(() => {
-          if (process.ppid !== parent) {
+          if (lineageBroken()) {
             clearInterval(watch);
             if (count === 0) stop("parent-exited");
           }
@@ -143,6 +153,18 @@ export function watchStopSignals(
       clearInterval(watch);
     },
   };
+}
+
+/** The parent of process `pid` (Linux: /proc/<pid>/stat), or undefined when it cannot be read. */
+function parentOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so read after the last `)`.
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    return Number.isInteger(ppid) ? ppid : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { open } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { connect, createServer } from "node:net";
@@ -263,6 +263,24 @@ echo $pid`;
     const started = await detached("run-script");
     await until(() => !alive(started.pid), 10_000, "snooze serve started by npm gone with its parent");
     expect(readFileSync(started.log, "utf8")).toContain("the parent process exited; shutting down");
+    // npm killed with SIGKILL: the `sh -c` it ran the script through stays, and Snooze's parent
+    // with it; npm, its grandparent, is gone (found by an outside tester: it went on serving).
+    const npmLog = join(mkdtempSync(join(tmpdir(), "snooze-parent-")), "serve.log");
+    const serve = `"${node}" bin/snooze.js serve --config "${config}" --port 0 </dev/null >/dev/null 2>"${npmLog}"; true`;
+    const npm = spawn("sh", ["-c", `sh -c '${serve}' & wait`], {
+      stdio: "ignore",
+      env: { ...process.env, npm_command: "start" },
+    });
+    const npmLogText = () => (existsSync(npmLog) ? readFileSync(npmLog, "utf8") : "");
+    await until(() => npmLogText().includes('"msg":"listening"'), 15_000, "snooze serve under npm");
+    const servePid = Number(/"msg":"listening".*"pid":(\d+)/.exec(npmLogText())![1]);
+    try {
+      npm.kill("SIGKILL");
+      await until(() => !alive(servePid), 10_000, "snooze serve gone with npm, its shell left behind");
+      expect(npmLogText()).toContain("the parent process exited; shutting down");
+    } finally {
+      if (alive(servePid)) process.kill(servePid, "SIGTERM");
+    }
     const nohup = await detached(undefined);
     try {
       await new Promise((resolve) => setTimeout(resolve, 3_000));
