@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
-import { clip } from "./clip.ts";
+import { clip, clipMiddle } from "./clip.ts";
 
 describe("clip", () => {
   test("short text is kept; long text is cut to max characters and marked", () => {
@@ -15,6 +15,20 @@ describe("clip", () => {
       fc.property(fc.string({ unit: "grapheme" }), fc.integer({ min: 1, max: 50 }), (text, max) => {
         const clipped = clip(text, max);
         // Well-formed: no lone surrogate, so it encodes to UTF-8 and back unchanged.
+        expect(clipped.isWellFormed()).toBe(true);
+        expect(clipped.length).toBeLessThanOrEqual(max + 1);
+      }),
+    );
+  });
+});
+
+describe("clipMiddle", () => {
+  test("keeps both ends of a long text, well-formed", () => {
+    expect(clipMiddle("abc", 4)).toBe("abc");
+    expect(clipMiddle("abcdefghij", 4)).toBe("ab…ij");
+    fc.assert(
+      fc.property(fc.string({ unit: "grapheme" }), fc.integer({ min: 2, max: 50 }), (text, max) => {
+        const clipped = clipMiddle(text, max);
         expect(clipped.isWellFormed()).toBe(true);
         expect(clipped.length).toBeLessThanOrEqual(max + 1);
       }),

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
 import { type Context, context, ROOT_CONTEXT } from "@opentelemetry/api";
+import { clipMiddle } from "../../lib/clip.ts";
 import { freePort, portInUse } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
 import { type ModelConfig, snoozeArgument, substitutePlaceholders } from "../../lib/settings/index.ts";
@@ -71,6 +72,8 @@ const readinessIntervalMs = 20;
 /** However much the engine prints, checks start at least this far apart. */
 const readinessMinGapMs = 5;
 const outputLines = 500;
+/** Characters kept of one line of engine output: its start and its end. */
+const maxLineLength = 2_000;
 const defaultStopGraceMs = 10_000;
 /** After SIGKILL, how long to wait for the output pipes to close before giving up on them. */
 const outputDrainMs = 1_000;
@@ -316,8 +319,11 @@ export class LocalPlatform implements Platform {
     }
     const log = this.log.child({ model: config.id, replica: id });
     const keep = (chunk: Buffer) => {
-      for (const line of chunk.toString("utf8").split("\n")) {
-        if (!line.trim()) continue;
+      for (const whole of chunk.toString("utf8").split("\n")) {
+        if (!whole.trim()) continue;
+        // Kept short (found by an outside tester: a 20 MB line became a 170 KB failure reason in
+        // every 503 and in `snooze status`, and 500 of them would be 32 MB of logs per engine).
+        const line = clipMiddle(whole, maxLineLength);
         engine.tail.push(line);
         if (engine.tail.length > 20) engine.tail.shift();
         engine.output.push(line);

@@ -245,6 +245,20 @@ models:
     );
   });
 
+  test("an engine that fails with a 2 MB line of output: the 503 gives its start and its end, a few KB", async () => {
+    // Found by an outside tester: a 20 MB line became a 170 KB reason, in every 503 and in `snooze status`.
+    snooze = await startWith(`
+models:
+  spam:
+    command: ["sh", "-c", "head -c 2000000 /dev/zero | tr '\\\\0' x >&2; echo ' final words' >&2; exit 1", "\${PORT}"]
+`);
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("spam"));
+    expect(response.status).toBe(503);
+    const { message } = ((await response.json()) as any).error;
+    expect(message).toMatch(/start of spam failed: engine exited \(code 1\): x+…x+.* final words$/);
+    expect(message.length).toBeLessThan(8_000);
+  });
+
   /** Runs `body` while another process (this one) listens on a port: what it saw is kept. */
   async function withSquatter(body: (port: number, saw: string[]) => Promise<void>): Promise<void> {
     const saw: string[] = [];
