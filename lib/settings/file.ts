@@ -19,7 +19,7 @@ export const snoozeFile = z.strictObject({
     .optional()
     .meta({
       description:
-        "Request body bytes the activator may keep at once for requests being read or held, all models together; past it a 503 `held_bytes_exceeded` with Retry-After.",
+        "Request body bytes the activator may keep at once for requests being read or held, all models together; past it a 503 `held_bytes_exceeded` with Retry-After (a body larger than it alone, like one over `maxBodySize`, is a 413 `request_too_large`).",
     }),
   eventSink: z
     // One message for a wrong scheme (`ftp://`) and for no URL at all: zod says "Invalid URL" to both.
