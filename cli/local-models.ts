@@ -74,6 +74,13 @@ export class LocalModels {
       registers: [options.registry],
     });
     for (const result of ["applied", "unchanged", "invalid"]) this.reloads.inc({ result }, 0);
+    this.warnUnused(options.config);
+  }
+
+  /** The file is valid, but says things that never happen: one warning naming each, where it is. */
+  private warnUnused(config: SnoozeConfig): void {
+    if (config.warnings?.length)
+      this.log.warn("settings that never take effect", { settings: config.warnings });
   }
 
   /** The settings in use. */
@@ -103,6 +110,7 @@ export class LocalModels {
       }
       const outcome = this.apply(config);
       this.reloads.inc({ result: outcome.result });
+      if (outcome.result !== "unchanged") this.warnUnused(config);
       if (outcome.result === "unchanged")
         this.log.info("settings reloaded: nothing changed", { file, cause });
       else this.log.info("settings reloaded", { file, cause, ...summary(outcome.diff) });

@@ -13,15 +13,22 @@ export class ConfigError extends Error {
   readonly problems: ConfigProblem[];
 
   constructor(file: string, problems: ConfigProblem[]) {
-    // In the order of the file, as a person reads it (zod reports them in the schema's order).
-    const inFileOrder = [...problems].sort(
-      (a, b) => (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0),
-    );
-    super(inFileOrder.map((p) => formatProblem(file, p)).join("\n"));
+    const inFileOrder = inReadingOrder(problems);
+    super(formatProblems(file, inFileOrder).join("\n"));
     this.name = "ConfigError";
     this.file = file;
     this.problems = inFileOrder;
   }
+}
+
+/** In the order of the file, as a person reads it (zod reports them in the schema's order). */
+function inReadingOrder(problems: readonly ConfigProblem[]): ConfigProblem[] {
+  return [...problems].sort((a, b) => (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
+}
+
+/** Each problem as a line `file:line:col: key: reason`, in the order of the file. */
+export function formatProblems(file: string, problems: readonly ConfigProblem[]): string[] {
+  return inReadingOrder(problems).map((p) => formatProblem(file, p));
 }
 
 function formatProblem(file: string, problem: ConfigProblem): string {

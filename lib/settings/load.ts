@@ -11,7 +11,7 @@ import {
 } from "yaml";
 import type { z } from "zod";
 import { fieldAt, keysOf, showValue } from "./allowed-form.ts";
-import { ConfigError, type ConfigProblem, keyPath } from "./config-error.ts";
+import { ConfigError, type ConfigProblem, formatProblems, keyPath } from "./config-error.ts";
 import { snoozeFile } from "./file.ts";
 import { nestingProblem } from "./nesting.ts";
 import { inPlainWords } from "./plain-words.ts";
@@ -149,13 +149,11 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
         problems.push({ key: keyPath(path), message, ...locate(path) });
     throw new ConfigError(file, problems);
   }
-  const { config, problems } = resolveConfig(parsed.data);
-  if (problems.length > 0) {
-    throw new ConfigError(
-      file,
-      problems.map(({ path, message }) => ({ key: keyPath(path), message, ...locate(path) })),
-    );
-  }
+  const { config, problems, unused } = resolveConfig(parsed.data);
+  const located = (list: typeof problems) =>
+    list.map(({ path, message }) => ({ key: keyPath(path), message, ...locate(path) }));
+  if (problems.length > 0) throw new ConfigError(file, located(problems));
+  if (unused.length > 0) config.warnings = formatProblems(file, located(unused));
   return config;
 }
 

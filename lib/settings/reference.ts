@@ -129,6 +129,10 @@ Aliases and merge keys may expand at most ${maxAliasCount} times in all (the gua
 
 A bad file stops \`snooze serve\` with exit code 2 and one line per problem:
 \`snooze.yaml:12:5: models.qwen.sleepAfter: expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"\`.
+A valid file whose model writes a setting that never takes effect (\`sleepLevel\`, \`deepSleepAfter\`,
+\`zeroAfter\` or \`wakeTimeout\` with \`sleep: false\`; \`deepSleepAfter\` with \`sleepLevel: 2\`, or at or
+after its \`zeroAfter\`) loads, with a warning in the log naming each one the same way
+(\`settings that never take effect\`); settings only inherited from \`defaults:\` are not named.
 
 A running \`snooze serve\` reads the file again on SIGHUP, and whenever it changes with
 \`--watch-config\`, and applies the difference without dropping a held or in-flight request: a changed

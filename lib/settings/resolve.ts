@@ -3,6 +3,7 @@ import { builtinTierDefaults, type ResolvedTierSettings } from "./model.ts";
 import { foldedName, lookAlikeMessage } from "./name-fold.ts";
 import { placeholderProblem, placeholdersIn } from "./placeholders.ts";
 import { builtinSlotDefaults } from "./slot.ts";
+import { unusedSettings } from "./unused-settings.ts";
 
 /** A model ready to run: every tier setting filled in (times in ms, sizes in bytes). */
 export interface ModelConfig extends ResolvedTierSettings {
@@ -34,6 +35,8 @@ export interface SnoozeConfig {
   eventSink?: string;
   /** How CloudEvents go to the sink (binary unless set). */
   eventMode?: "binary" | "structured";
+  /** Settings written that never take effect, as `file:line:col: key: why` (unused-settings.ts). */
+  warnings?: readonly string[];
 }
 
 const defaultMaxBodySize = 32 * 2 ** 20;
@@ -75,8 +78,9 @@ export interface ResolveOptions {
 export function resolveConfig(
   file: SnoozeFile,
   { refused = [] }: ResolveOptions = {},
-): { config: SnoozeConfig; problems: ResolveProblem[] } {
+): { config: SnoozeConfig; problems: ResolveProblem[]; unused: ResolveProblem[] } {
   const problems: ResolveProblem[] = [];
+  const unused: ResolveProblem[] = [];
   const wasRefused = (path: readonly PropertyKey[]) =>
     refused.some((r) => r.length <= path.length && r.every((key, i) => key === path[i]));
   // Aliases name one model: in `defaults:` every model would get the same ones, which always collide.
@@ -112,6 +116,7 @@ export function resolveConfig(
       explicit: explicitTierKeys(file.defaults, model),
     };
     models.set(id, config);
+    unused.push(...unusedSettings(id, model, config));
     const values = [...config.command, ...Object.values(config.env)];
     if (!model.port && !values.some((text) => placeholdersIn(text).includes("PORT"))) {
       problems.push({
@@ -187,5 +192,6 @@ export function resolveConfig(
       eventMode: file.eventMode,
     },
     problems,
+    unused,
   };
 }
