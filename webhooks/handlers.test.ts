@@ -480,4 +480,25 @@ describe("a count or a scaler above the Model's maxReplicas: allowed, with a war
       ),
     ).toEqual([]);
   });
+
+  test("settings that never take effect, on a Model or in a workload's annotations, are warned, as snooze.yaml's are", async () => {
+    // Found by an outside tester in local mode: they loaded silently; the same holds on Kubernetes.
+    const onModel = await warningsOf(
+      "validate-models",
+      request({ resource: resources.models, object: model({ sleep: false, sleepLevel: 2 }) }),
+    );
+    expect(onModel).toEqual([
+      'Model "qwen": spec.sleepLevel: never applies: `sleep` is false, so a replica goes from ready to cold at `sleepAfter` and never sleeps',
+    ]);
+    const onWorkload = await warningsOf(
+      "validate-workloads",
+      request({
+        resource: resources.deployments,
+        object: deployment("qwen", 1, { "snooze.dev/zero-after": "1h", "snooze.dev/deep-sleep-after": "3h" }),
+      }),
+    );
+    expect(onWorkload).toEqual([
+      'Deployment "qwen": metadata.annotations["snooze.dev/deep-sleep-after"]: never comes: the engine stops after 1h asleep (`zeroAfter`), before 3h asleep would take it to level 2 (`deepSleepAfter`)',
+    ]);
+  });
 });

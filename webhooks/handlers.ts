@@ -137,8 +137,9 @@ const handlers: Record<WebhookName, Handler> = {
     }
     const model = request.object;
     const old = request.operation === "UPDATE" ? request.oldObject : undefined;
+    const checked = validateModel(model);
     const refused = first(
-      validateModel(model),
+      checked,
       validateSlotModelReplicas(model),
       ...(old && removing ? [modelRemoval(old, model)] : []),
     );
@@ -148,7 +149,10 @@ const handlers: Record<WebhookName, Handler> = {
       sameAs(modelIntent(old ?? undefined, model), workloadOfModel(model)),
       deps,
     );
-    return withWarnings(verdict, modelCountWarnings(objectName(request, model), model));
+    return withWarnings(verdict, [
+      ...(checked.warnings ?? []),
+      ...modelCountWarnings(objectName(request, model), model),
+    ]);
   },
 
   "validate-slots": (request) => {
@@ -204,10 +208,10 @@ const handlers: Record<WebhookName, Handler> = {
     }
     const intent = workloadIntent(kind, old ?? undefined, request.object, oldSlot, newSlot, modelId);
     const verdict = await residency(request, sameAs(intent, modelsAsMembers(models)), deps);
-    const warnings = kind === "Service" ? knativeClassWarnings(name, request.object) : [];
-    return verdict.allowed && warnings.length > 0
-      ? allow({ patch: verdict.patch, warnings: [...(verdict.warnings ?? []), ...warnings] })
-      : verdict;
+    return withWarnings(verdict, [
+      ...(annotations.warnings ?? []),
+      ...(kind === "Service" ? knativeClassWarnings(name, request.object) : []),
+    ]);
   },
 
   "validate-scale": async (request, deps) => {

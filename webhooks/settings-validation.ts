@@ -2,7 +2,14 @@ import type { z } from "zod";
 import { modelSpec } from "../lib/kube/model-resource.ts";
 import { slotSpec } from "../lib/kube/slot-resource.ts";
 import { allowedForm, reasonFor, showValue } from "../lib/settings/allowed-form.ts";
-import { settingsFromAnnotations, tierSettings } from "../lib/settings/index.ts";
+import {
+  annotationFor,
+  builtinTierDefaults,
+  settingsFromAnnotations,
+  type TierSettings,
+  tierSettings,
+  unusedSettings,
+} from "../lib/settings/index.ts";
 import { invalidAnnotationsMessage, invalidSpecMessage } from "./messages.ts";
 import { annotationsOf, at, isObject } from "./object-path.ts";
 import { allow, invalid, type Verdict } from "./verdict.ts";
@@ -42,7 +49,12 @@ export function specProblems(spec: unknown, issues: z.core.$ZodIssue[], shape: S
 export function validateModel(model: unknown): Verdict {
   const spec = at(model, "spec");
   const parsed = modelSpec.safeParse(spec);
-  if (parsed.success) return allow();
+  if (parsed.success) {
+    const unused = unusedSettings(isObject(spec) ? spec : {}, { ...builtinTierDefaults, ...parsed.data });
+    return allow({
+      warnings: unused.map(({ key, message }) => `Model "${nameOf(model)}": spec.${key}: ${message}`),
+    });
+  }
   const problems = specProblems(spec, parsed.error.issues, modelSpec.shape as unknown as Shape);
   return invalid(invalidSpecMessage("Model", nameOf(model), problems));
 }
@@ -66,8 +78,15 @@ export function validateWorkloadAnnotations(kind: string, workload: unknown): Ve
     places.push(["spec.template.metadata.annotations", annotationsOf(at(workload, "spec", "template"))]);
   }
   const problems: Problem[] = [];
+  const warnings: string[] = [];
   for (const [where, annotations] of places) {
-    for (const problem of settingsFromAnnotations(annotations).problems) {
+    const { settings, problems: refused } = settingsFromAnnotations(annotations);
+    if (settings)
+      for (const { key, message } of unusedSettings(settings, { ...builtinTierDefaults, ...settings }))
+        warnings.push(
+          `${kind} "${nameOf(workload)}": ${where}["${annotationFor(key as keyof TierSettings)}"]: ${message}`,
+        );
+    for (const problem of refused) {
       const key = problem.annotation.replace(/^snooze\.dev\//, "");
       const camel = key.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
       const form = allowedForm((tierSettings.shape as Shape)[camel]);
@@ -77,7 +96,7 @@ export function validateWorkloadAnnotations(kind: string, workload: unknown): Ve
     }
   }
   return problems.length === 0
-    ? allow()
+    ? allow({ warnings })
     : invalid(invalidAnnotationsMessage(kind, nameOf(workload), problems));
 }
 

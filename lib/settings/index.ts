@@ -31,3 +31,4 @@ export {
   type SnoozeConfig,
 } from "./resolve.ts";
 export { builtinSlotDefaults, type SlotSettings, slotSettings } from "./slot.ts";
+export { type UnusedSetting, unusedSettings } from "./unused-settings.ts";

@@ -116,7 +116,8 @@ export function resolveConfig(
       explicit: explicitTierKeys(file.defaults, model),
     };
     models.set(id, config);
-    unused.push(...unusedSettings(id, model, config));
+    for (const { key, message } of unusedSettings(model, config))
+      unused.push({ path: ["models", id, key], message });
     const values = [...config.command, ...Object.values(config.env)];
     if (!model.port && !values.some((text) => placeholdersIn(text).includes("PORT"))) {
       problems.push({
