@@ -505,8 +505,13 @@ export class Activator {
           const answer = errorAnswer(outcome.reason, outcome.error);
           const message = `${answer.body.error.message} (model \`${route.config.id}\`)`;
           const body = { error: { ...answer.body.error, message } };
+          // The control plane was asked to replace the engine: come back once it may be up (found
+          // by an outside tester: with none, OpenAI's clients retried at once, into its back-off).
+          const retryAfter: Record<string, string> = this.shuttingDown
+            ? {}
+            : { "retry-after": String(Math.max(1, Math.ceil(route.retryAfterMs() / 1000))) };
           if (res.headersSent) new HoldProgress(res, () => "").fail(body);
-          else sendError(res, answer.status, body, answer.headers);
+          else sendError(res, answer.status, body, { ...answer.headers, ...retryAfter });
           return answer.status;
         }
         route.markUnreachable(backend);

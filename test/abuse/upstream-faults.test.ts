@@ -107,6 +107,8 @@ describe("the engine fails before any byte of an answer", () => {
     const response = await post(snooze);
     expect(response.status).toBe(502);
     expect(await errorOf(response)).toMatchObject({ code: "upstream_unreachable" });
+    // The engine is being replaced: a client is told when to come back (found by an outside tester).
+    expect(Number(response.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     expect(engine.seen()).toBe(2);
     expect(snooze.plane.demands.filter((d) => d.hint?.unreachable)).toHaveLength(1);
   });
