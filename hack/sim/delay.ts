@@ -1,5 +1,7 @@
 /** Waiting in simulated time: every delay passes through the engine's `--time-scale`. */
 
+import { maxTimerMs } from "../../lib/duration.ts";
+
 export class AbortedError extends Error {
   constructor() {
     super("aborted");
@@ -7,18 +9,30 @@ export class AbortedError extends Error {
   }
 }
 
-/** Resolves after `ms` of wall time, or rejects with AbortedError when `signal` aborts first. */
+/**
+ * Resolves after `ms` of wall time, or rejects with AbortedError when `signal` aborts first. A delay
+ * longer than one timer can wait (`--load-time 500h --time-scale 10`) is waited in several: a timer
+ * past it fires after 1 ms (found by an outside tester: such an engine was up at once).
+ */
 export function delay(ms: number, signal?: AbortSignal): Promise<void> {
   if (signal?.aborted) return Promise.reject(new AbortedError());
   return new Promise((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
     const onAbort = () => {
       clearTimeout(timer);
       reject(new AbortedError());
     };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
+    const wait = (left: number) => {
+      timer = setTimeout(
+        () => {
+          if (left > maxTimerMs) return wait(left - maxTimerMs);
+          signal?.removeEventListener("abort", onAbort);
+          resolve();
+        },
+        Math.min(left, maxTimerMs),
+      );
+    };
+    wait(ms);
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }

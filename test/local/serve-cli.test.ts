@@ -141,6 +141,30 @@ models:
     await expect(fetch(`http://${engine}/health`)).rejects.toThrow();
   });
 
+  test("SIGTERM with the longest graces the flags take: the stream in flight finishes (found by an outside tester: cut at once)", async () => {
+    const file = writeConfig(
+      `models:\n  fast:\n    command: ${simCommand(["--load-time", "100ms", "--itl", "20ms"], 1)}\n`,
+    );
+    const longest = "596h31m23.647s";
+    const run = serveProcess(file, ["--shutdown-grace", longest, "--stop-grace", longest]);
+    children.push(run.child);
+    const url = await run.url;
+    const streaming = await fetch(
+      `${url}/v1/chat/completions`,
+      chat("fast", { stream: true, max_tokens: 40 }),
+    );
+    const streamed = streaming.text();
+    await until(
+      async () => ((await (await fetch(`${url}/snooze/v1/models`)).json()) as any).models[0].inFlight === 1,
+      5_000,
+      "the stream",
+    );
+    run.child.kill("SIGTERM");
+    expect((await streamed).trim().endsWith("data: [DONE]")).toBe(true);
+    expect(await run.exited).toBe(0);
+    expect(run.stderr()).not.toContain("overran its graces");
+  });
+
   test("SIGTERM while a body is still trickling in past the grace: the client gets 503 shutting_down, not a cut", async () => {
     // Found by an outside tester: the answer was written but held back (Node corks a write until
     // the next tick), and the shutdown destroyed the connection first.
