@@ -11,6 +11,7 @@ import { sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import { type AdminActions, AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
+import { knownModels } from "./unknown-model.ts";
 
 /**
  * What an incoming CloudEvent asks of a model. `prewarm` wakes it now, ahead of traffic; its
@@ -417,7 +418,7 @@ export async function handleIncomingEvents(
         res,
         404,
         openAIError(
-          `${which}the event names the model \`${clip(command.model)}\`, which does not exist; known models: ${deps.knownModels().join(", ")}`,
+          `${which}the event names the model \`${clip(command.model)}\`, which does not exist; known models: ${knownModels(deps.knownModels())}`,
           "invalid_request_error",
           "model_not_found",
           "subject",

@@ -1,6 +1,20 @@
 import { clip } from "../lib/clip.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
+/** Names listed in an answer at most; a config of thousands of models is summed up past them. */
+const listedAtMost = 50;
+
+/**
+ * The known models as an answer lists them: each quoted (an id may hold a comma or a space), at most
+ * `listedAtMost`, then how many more.
+ */
+export function knownModels(known: Iterable<string>): string {
+  const ids = [...new Set(known)];
+  const listed = ids.slice(0, listedAtMost).map((id) => `\`${clip(id)}\``);
+  const more = ids.length - listed.length;
+  return `${listed.join(", ")}${more > 0 ? ` and ${more} more (GET /v1/models lists them)` : ""}`;
+}
+
 /**
  * The `404 model_not_found` every route answers for a name no model has (`/v1/…`, `/v1/models/<id>`,
  * the admin API's `/snooze/v1/models/<id>/…`): the name as given, and the models there are, so the
@@ -8,7 +22,7 @@ import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
  */
 export function unknownModel(name: string, known: Iterable<string>): OpenAIErrorBody {
   return openAIError(
-    `The model \`${clip(name)}\` does not exist. Known models: ${[...new Set(known)].join(", ")}.`,
+    `The model \`${clip(name)}\` does not exist. Known models: ${knownModels(known)}.`,
     "invalid_request_error",
     "model_not_found",
     "model",

@@ -46,7 +46,7 @@ describe("requests the activator answers itself", () => {
     expect(response.status).toBe(404);
     const { error } = (await response.json()) as any;
     expect(error).toMatchObject({ type: "invalid_request_error", code: "model_not_found", param: "model" });
-    expect(error.message).toContain("qwen, llama");
+    expect(error.message).toContain("Known models: `qwen`, `llama`.");
     // The admin API's and /v1/models/<id>'s answers name them too (found by an outside tester).
     for (const [path, method] of [
       ["/v1/models/gpt-9", "GET"],
@@ -56,7 +56,7 @@ describe("requests the activator answers itself", () => {
       const refused = await fetch(`${snooze.url}${path}`, { method });
       expect([path, refused.status]).toEqual([path, 404]);
       expect(((await refused.json()) as any).error.message).toBe(
-        "The model `gpt-9` does not exist. Known models: qwen, llama.",
+        "The model `gpt-9` does not exist. Known models: `qwen`, `llama`.",
       );
     }
     // Counted under an empty model label, which no model id can be (found by an outside tester:
