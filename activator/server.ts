@@ -48,7 +48,7 @@ const methodsOf = new Map([
   ["/ui", "GET, HEAD"],
   ["/ui/", "GET, HEAD"],
   ["/favicon.ico", "GET"],
-  ["/snooze/v1/timeline", "GET"],
+  ["/snooze/v1/timeline", "GET, HEAD"],
   ["/snooze/v1/events/stream", "GET"],
   ["/snooze/v1/models", "GET, HEAD"],
   ["/snooze/v1/slots", "GET, HEAD"],
@@ -308,7 +308,7 @@ export function createActivatorServer({
     }
     const action = adminAction.exec(path);
     // A route that exists, asked with the wrong method: say which one it takes.
-    const allow = action ? "POST" : logsPath.test(path) ? "GET" : (methodsOf.get(path) ?? "");
+    const allow = action ? "POST" : logsPath.test(path) ? "GET, HEAD" : (methodsOf.get(path) ?? "");
     if (allow && !allow.split(", ").includes(req.method ?? "")) {
       sendError(
         res,

@@ -92,7 +92,7 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
       res.end();
       return true;
     }
-    if (path === "/snooze/v1/timeline" && req.method === "GET") {
+    if (path === "/snooze/v1/timeline" && (req.method === "GET" || req.method === "HEAD")) {
       const models = [...activator.routes.keys()];
       sendJson(res, 200, {
         startedAt: new Date(timeline.startedAt).toISOString(),
@@ -124,7 +124,7 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
       return true;
     }
     const logs = logsPath.exec(path);
-    if (logs && req.method === "GET") {
+    if (logs && (req.method === "GET" || req.method === "HEAD")) {
       const name = decodeSegment(logs[1]!);
       if (name === undefined) {
         sendError(res, 400, malformedSegment(logs[1]!));

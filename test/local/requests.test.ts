@@ -185,6 +185,11 @@ describe("requests the activator answers itself", () => {
         param: "after",
       });
     }
+    // HEAD is answered as GET is, without the body, where GET answers at once.
+    for (const path of ["/snooze/v1/timeline", "/snooze/v1/models/qwen/logs", "/snooze/v1/models"]) {
+      const head = await fetch(`${snooze.url}${path}`, { method: "HEAD" });
+      expect([path, head.status, await head.text()]).toEqual([path, 200, ""]);
+    }
     for (const after of ["0", "7", "latest"]) {
       const stream = await fetch(`${snooze.url}/snooze/v1/events/stream?after=${after}`);
       expect([after, stream.status]).toEqual([after, 200]);
@@ -207,9 +212,9 @@ describe("requests the activator answers itself", () => {
       ["/readyz", "PATCH", "GET, HEAD"],
       ["/", "POST", "GET, HEAD"],
       ["/ui", "PUT", "GET, HEAD"],
-      ["/snooze/v1/timeline", "DELETE", "GET"],
+      ["/snooze/v1/timeline", "DELETE", "GET, HEAD"],
       ["/snooze/v1/events/stream", "POST", "GET"],
-      ["/snooze/v1/models/qwen/logs", "POST", "GET"],
+      ["/snooze/v1/models/qwen/logs", "POST", "GET, HEAD"],
     ]) {
       const wrong = await fetch(`${snooze.url}${path}`, { method });
       expect([path, method, wrong.status, wrong.headers.get("allow")]).toEqual([path, method, 405, allow]);
