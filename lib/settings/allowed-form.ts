@@ -129,7 +129,8 @@ function describe(json: Record<string, unknown>): string | undefined {
       return items?.type === "string" ? "a list of strings" : "a list";
     }
     case "object":
-      return "an object";
+      // YAML's word: a file has mappings, not JavaScript objects.
+      return "a mapping";
     default:
       return undefined;
   }

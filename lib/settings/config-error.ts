@@ -36,6 +36,18 @@ function formatProblem(file: string, problem: ConfigProblem): string {
   return `${where}: ${problem.key || "(top level)"}: ${problem.message}`;
 }
 
-/** A dotted key path; a name that is empty or holds a space or a dot is quoted (`models."my model"`). */
+/**
+ * A dotted key path; a name that is empty or holds a space, a dot or a character that does not show
+ * is quoted (`models."my model"`), the last spelled out (`models."qwen\u{200B}"`).
+ */
 export const keyPath = (path: readonly PropertyKey[]) =>
-  path.map((key) => (/^[^\s."]+$/.test(String(key)) ? String(key) : JSON.stringify(String(key)))).join(".");
+  path
+    .map((key) =>
+      /^[^\s."\p{Cc}\p{Cf}]+$/u.test(String(key))
+        ? String(key)
+        : JSON.stringify(String(key)).replace(
+            /\p{Cf}/gu,
+            (c) => `\\u{${c.codePointAt(0)!.toString(16).toUpperCase()}}`,
+          ),
+    )
+    .join(".");

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { longestTimer as longest, maxTimerMs, parseDuration } from "../duration.ts";
+import { spelledOut } from "./name-fold.ts";
 
 /**
  * Field types shared by the YAML file, annotations and the CRDs. Durations and
@@ -124,10 +125,67 @@ export function byteLimit(why: string) {
     .meta({ description: 'A size in bytes, written like a Kubernetes quantity: "16Gi", "512Mi", "2G".' });
 }
 
+/** Names of the invisible (format, Unicode Cf) characters most often pasted into a name by mistake. */
+const hiddenNames: Record<number, string> = {
+  173: "soft hyphen",
+  1564: "Arabic letter mark",
+  6158: "Mongolian vowel separator",
+  8203: "zero width space",
+  8204: "zero width non-joiner",
+  8205: "zero width joiner",
+  8206: "left-to-right mark",
+  8207: "right-to-left mark",
+  8234: "left-to-right embedding",
+  8235: "right-to-left embedding",
+  8236: "pop directional formatting",
+  8237: "left-to-right override",
+  8238: "right-to-left override",
+  8288: "word joiner",
+  8289: "function application",
+  8290: "invisible times",
+  8291: "invisible separator",
+  8292: "invisible plus",
+  8294: "left-to-right isolate",
+  8295: "right-to-left isolate",
+  8296: "first strong isolate",
+  8297: "pop directional isolate",
+  65279: "zero width no-break space, or byte order mark",
+};
+
+/**
+ * Why `name` holds a character that does not show (a control character, Unicode Cc, or a format
+ * character, Cf, such as U+200B), naming the first and its position (in characters, from 1), or
+ * undefined. `qwen` and `qwen` with a zero-width space after it look like one name but are two.
+ */
+export function hiddenCharacterProblem(name: string): string | undefined {
+  const characters = [...name];
+  const index = characters.findIndex((c) => /[\p{Cc}\p{Cf}]/u.test(c));
+  if (index < 0) return undefined;
+  const code = characters[index]!.codePointAt(0)!;
+  const hex = `U+${code.toString(16).toUpperCase().padStart(4, "0")}`;
+  const kind = /\p{Cc}/u.test(characters[index]!)
+    ? "a control character"
+    : (hiddenNames[code] ?? "an invisible format character");
+  return `${spelledOut(name)} holds ${hex} (${kind}) at position ${index + 1}, a character that does not show: take it out (the name would look like another)`;
+}
+
+/** A name check for zod: refuses a name with a hidden character, saying which and where. */
+const noHiddenCharacters = (name: string, ctx: z.RefinementCtx) => {
+  const message = hiddenCharacterProblem(name);
+  // The message names the value itself, spelled out so the character shows.
+  // One mistake, one problem: a U+FEFF is not also "whitespace".
+  if (message)
+    ctx.addIssue({ code: "custom", message, input: name, params: { standalone: true }, continue: false });
+};
+
 /** An OpenAI model id or alias: what clients put in the request's `model` field. */
 export const modelId = z
   .string()
   // One mistake, one problem: an empty name is not also "whitespace".
   .min(1, { message: "may not be empty", abort: true })
   .max(253)
+  .superRefine(noHiddenCharacters)
   .regex(/^[^\s]+$/, { message: "a model id may not contain whitespace" });
+
+/** The name of a slot. */
+export const slotName = z.string().min(1).superRefine(noHiddenCharacters);

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { byteLimit, byteSize, modelId } from "./fields.ts";
+import { byteLimit, byteSize, modelId, slotName } from "./fields.ts";
 import { localModel, tierSettings } from "./model.ts";
 import { slotSettings } from "./slot.ts";
 
@@ -36,7 +36,7 @@ export const snoozeFile = z.strictObject({
   models: z.record(modelId, localModel).refine((models) => Object.keys(models).length > 0, {
     message: "at least one model is required",
   }),
-  slots: z.record(z.string().min(1), slotSettings).optional(),
+  slots: z.record(slotName, slotSettings).optional(),
 });
 
 export type SnoozeFileInput = z.input<typeof snoozeFile>;

@@ -214,7 +214,7 @@ describe("parseConfig", () => {
     ]);
     // A slot refused whole is there too, only wrong.
     expect(problemsOf(`slots:\n  gpu0: 5\n${member}`)).toEqual([
-      { key: "slots.gpu0", line: 2, column: 3, message: "expected an object, not 5" },
+      { key: "slots.gpu0", line: 2, column: 3, message: "expected a mapping, not 5" },
     ]);
     // A slot that is not there at all still is missing, even beside a refused one.
     expect(problemsOf(`slots:\n  gpu1: 5\n${member}`).map((p) => p.key)).toEqual([
@@ -374,7 +374,7 @@ describe("settings that cannot work are refused", () => {
     // line 3 ends at 9 + 90 = 99, and the first *c (1 + 90) goes past.
     expect(problems).toEqual([
       {
-        key: "",
+        key: "d.0",
         line: 4,
         column: 8,
         message: expect.stringContaining("the aliases (*name) expand to too much"),
@@ -391,23 +391,33 @@ describe("settings that cannot work are refused", () => {
       `models:\n  qwen:\n    command: [x, &p "\${PORT}"]\n    env:\n${Array.from({ length: count }, (_, i) => `      E${i}: *p\n`).join("")}`;
     expect(parseConfig(aliases(100)).models.get("qwen")!.env.E99).toBe("${PORT}");
     expect(problemsOf(aliases(101))).toEqual([
-      { key: "", line: 105, column: 13, message: expect.stringContaining("at most 100 expansions in all") },
+      {
+        key: "models.qwen.env.E100",
+        line: 105,
+        column: 13,
+        message: expect.stringContaining("at most 100 expansions in all"),
+      },
     ]);
     // "In all": two anchors share the limit, and an alias inside an anchor counts at every copy:
     // 2 *a, then 32 *b of 3 each make 98; the 33rd *b goes past.
     const two = `a: &a 1\nb: &b [*a, *a]\nc: [${Array(33).fill("*b").join(", ")}]\n${withModel("")}`;
     expect(problemsOf(two)).toEqual([
-      { key: "", line: 3, column: 133, message: expect.stringContaining("expand to too much") },
+      { key: "c.32", line: 3, column: 133, message: expect.stringContaining("expand to too much") },
     ]);
     // An alias inside the anchor it names would expand without end.
     expect(problemsOf(`a: &a [*a]\n${withModel("")}`)).toEqual([
-      { key: "", line: 1, column: 8, message: expect.stringContaining("expand to too much") },
+      { key: "a.0", line: 1, column: 8, message: expect.stringContaining("would copy itself without end") },
     ]);
   });
 
   test("an alias with no anchor, and a key that is a list, are located problems", () => {
     expect(problemsOf("models:\n  a:\n    command: *nothing\n")).toEqual([
-      { key: "", line: 3, column: 14, message: expect.stringContaining("Unresolved alias") },
+      {
+        key: "models.a.command",
+        line: 3,
+        column: 14,
+        message: "the alias *nothing names no anchor (&nothing) before it",
+      },
     ]);
     expect(problemsOf("models:\n  ? [a, b]\n  : {command: [x]}\n")).toEqual([
       { key: "models", line: 2, column: 5, message: "a key must be a plain name, not a list or a mapping" },

@@ -1,14 +1,5 @@
 import { readFile } from "node:fs/promises";
-import {
-  type Alias,
-  isAlias,
-  isScalar,
-  LineCounter,
-  type Node,
-  parseDocument,
-  visit,
-  type YAMLError,
-} from "yaml";
+import { isScalar, LineCounter, parseDocument, type YAMLError } from "yaml";
 import type { z } from "zod";
 import { fieldAt, keysOf, showValue } from "./allowed-form.ts";
 import { ConfigError, type ConfigProblem, formatProblems, keyPath } from "./config-error.ts";
@@ -18,8 +9,9 @@ import { inPlainWords } from "./plain-words.ts";
 import { resolveConfig, type SnoozeConfig } from "./resolve.ts";
 import { closestKey } from "./suggest.ts";
 import { utf8Problem } from "./utf8.ts";
+import { aliasProblems } from "./yaml-aliases.ts";
 import { keyProblems, keysAsWritten } from "./yaml-keys.ts";
-import { entryAt } from "./yaml-paths.ts";
+import { entryAt, ignoredOwnContent, keysInOrder, ownKeyPrefix } from "./yaml-paths.ts";
 import { tagProblems } from "./yaml-tags.ts";
 
 /** Reads, validates and resolves a snooze.yaml; throws ConfigError naming file, line, key and reason. */
@@ -35,8 +27,8 @@ export async function loadConfigFile(path: string): Promise<SnoozeConfig> {
   return parseConfig(bytes.toString("utf8"), path);
 }
 
-/** Alias expansions a file may make in all (YAML's guard against "billion laughs" alias bombs). */
-export const maxAliasCount = 100;
+export { maxAliasCount } from "./yaml-aliases.ts";
+export { ownKeyPrefix } from "./yaml-paths.ts";
 
 export function parseConfig(text: string, file = "snooze.yaml"): SnoozeConfig {
   try {
@@ -64,7 +56,9 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
   const lines = new LineCounter();
   // Keys set twice are found by `keyProblems`, which can name them; merge keys (`<<: *base`) share
   // settings between models, as a reader of YAML expects.
-  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: false, merge: true });
+  // The library's warnings (a key that is a list, under an ignored `x-` key) go nowhere: what
+  // matters in them is reported here, in words for this file, and the rest is not read.
+  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: false, merge: true, logLevel: "error" });
   if (doc.errors.length > 0) {
     throw new ConfigError(
       file,
@@ -90,40 +84,29 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
     const pos = lines.linePos(offset);
     return { line: pos.line, column: pos.col };
   };
-  const shapeProblems = [...keyProblems(doc, lines), ...tagProblems(doc, lines)];
+  // Aliases first: one that names nothing, or itself, would mislead every later check.
+  const badAliases = aliasProblems(doc, lines);
+  if (badAliases.length > 0) throw new ConfigError(file, badAliases);
+  const ignored = ignoredOwnContent(doc);
+  const shapeProblems = [...keyProblems(doc, lines, ignored), ...tagProblems(doc, lines, ignored)];
   if (shapeProblems.length > 0) throw new ConfigError(file, shapeProblems);
   const locate = (path: PropertyKey[]): Pick<ConfigProblem, "line" | "column"> => {
     // Point at the deepest entry that exists (a missing key is reported at its parent), at its key.
     const { key, value } = entryAt(doc, path);
     return at(key?.range?.[0] ?? value?.range?.[0]);
   };
-  const bomb = aliasPastLimit(doc);
-  if (bomb)
-    throw new ConfigError(file, [
-      {
-        key: "",
-        message: `the aliases (*name) expand to too much: at most ${maxAliasCount} expansions in all (an alias bomb?)`,
-        ...at(bomb.range?.[0]),
-      },
-    ]);
   keysAsWritten(doc);
+  // Ids and slot names in the file's order (a plain object would put `10` before `alpha`).
+  const order = { models: keysInOrder(doc, ["models"]), slots: keysInOrder(doc, ["slots"]) };
   let data: unknown;
   try {
     // The aliases were counted above, exactly; the library's own count would add one for each
     // anchor (refusing 100 expansions) and multiply along a chain of anchors.
     data = doc.toJS({ maxAliasCount: -1 });
   } catch (error) {
-    // An alias with no anchor: point at it, else at the file's start.
-    let alias: number | undefined;
-    visit(doc, {
-      Alias(_, node) {
-        if (node.resolve(doc) !== undefined) return undefined;
-        alias = node.range?.[0];
-        return visit.BREAK;
-      },
-    });
+    // Aliases with no anchor were refused above, at their keys; anything else is the library's.
     throw new ConfigError(file, [
-      { key: "", message: `invalid YAML: ${(error as Error).message}`, ...at(alias) },
+      { key: "", message: `invalid YAML: ${(error as Error).message}`, ...start },
     ]);
   }
   data = withoutOwnKeys(data);
@@ -132,7 +115,7 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
   // `sleepAfter: 0` or `maxBodySize: 1048576` is a YAML number where the setting is written text
   // (a duration, a size, a name): take it as written and check it again, so the number is judged
   // as the setting's own form ("30" is then not a duration, and says so).
-  if (!parsed.success && data && numbersAsWritten(doc, data, parsed.error.issues))
+  if (!parsed.success && data && scalarsAsWritten(doc, data, parsed.error.issues))
     parsed = snoozeFile.safeParse(data, parseOptions);
   if (!parsed.success) {
     const written = (path: readonly PropertyKey[]) => {
@@ -145,11 +128,11 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
     const refused = refusedPaths(parsed.error.issues);
     const rest = snoozeFile.safeParse(withoutPaths(data, refused));
     if (rest.success)
-      for (const { path, message } of resolveConfig(rest.data, { refused }).problems)
+      for (const { path, message } of resolveConfig(rest.data, { refused, order }).problems)
         problems.push({ key: keyPath(path), message, ...locate(path) });
     throw new ConfigError(file, problems);
   }
-  const { config, problems, unused } = resolveConfig(parsed.data);
+  const { config, problems, unused } = resolveConfig(parsed.data, { order });
   const located = (list: typeof problems) =>
     list.map(({ path, message }) => ({ key: keyPath(path), message, ...locate(path) }));
   if (problems.length > 0) throw new ConfigError(file, located(problems));
@@ -189,16 +172,18 @@ function withoutPaths(data: unknown, paths: readonly PropertyKey[][]): unknown {
 
 /**
  * Replaces, in `data`, each YAML number the schema wanted as a string by its text as written in the
- * file (`0`, `1048576`, `0.5`); true when it replaced any.
+ * file (`0`, `1048576`, `0.5`), and each YAML boolean where the setting is a name (`aliases`,
+ * `slot`: `slot: true` names the slot "true", as a key `true:` does); true when it replaced any.
  */
-function numbersAsWritten(
+function scalarsAsWritten(
   doc: ReturnType<typeof parseDocument>,
   data: unknown,
   issues: readonly z.core.$ZodIssue[],
 ): boolean {
   let replaced = false;
   for (const issue of issues) {
-    if (issue.code !== "invalid_type" || issue.expected !== "string" || typeof issue.input !== "number")
+    if (issue.code !== "invalid_type" || issue.expected !== "string") continue;
+    if (typeof issue.input !== "number" && !(typeof issue.input === "boolean" && isNamePath(issue.path)))
       continue;
     const node = entryAt(doc, issue.path).value;
     const parent = issue.path
@@ -210,6 +195,15 @@ function numbersAsWritten(
     replaced = true;
   }
   return replaced;
+}
+
+/** Whether `path` is a name a model takes: an alias (`aliases.0`) or its slot, in a model or `defaults:`. */
+function isNamePath(path: readonly PropertyKey[]): boolean {
+  const setting = path[0] === "models" ? path.slice(2) : path[0] === "defaults" ? path.slice(1) : [];
+  return (
+    (setting.length === 1 && setting[0] === "slot") ||
+    (setting.length === 2 && setting[0] === "aliases" && typeof setting[1] === "number")
+  );
 }
 
 function toProblems(
@@ -236,7 +230,7 @@ function toProblems(
     const reason = issue.message;
     const value = (typeof issue.input === "number" ? written(path) : undefined) ?? showValue(issue.input);
     message =
-      issue.input === undefined
+      issue.input === undefined || (issue.code === "custom" && issue.params?.standalone)
         ? reason
         : issue.code === "custom" && issue.params?.valueFirst
           ? `${value} ${reason}`
@@ -256,49 +250,6 @@ function yamlErrorMessage(error: YAMLError): string {
     return "the settings file must be one YAML document, but a second one starts here (after `---` or `...`)";
   return `invalid YAML: ${error.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "")}`;
 }
-
-/**
- * The alias at which the aliases (`*name`) of `doc` have expanded more than `maxAliasCount` times in
- * all, in the order they are written, or undefined when they stay within it. An alias expands once,
- * plus once for every alias inside what it names (so an alias bomb's nested anchors count as the
- * copies they make); one inside the very anchor it names would expand without end.
- */
-function aliasPastLimit(doc: ReturnType<typeof parseDocument>): Alias | undefined {
-  // An alias names the last node with its anchor written before it (as the YAML library resolves it).
-  const target = new Map<Alias, Node | undefined>();
-  const latest = new Map<string, Node>();
-  visit(doc, {
-    Node(_, node) {
-      if (isAlias(node)) target.set(node, latest.get(node.source));
-      else if (node.anchor) latest.set(node.anchor, node);
-    },
-  });
-  const weights = new Map<Node, number>();
-  /** Expansions one copy of `node` makes (Infinity for an anchor that holds an alias to itself). */
-  const weightOf = (node: Node | undefined): number => {
-    if (node === undefined) return 0;
-    const known = weights.get(node);
-    if (known !== undefined) return known;
-    weights.set(node, Number.POSITIVE_INFINITY); // until computed: a cycle back here never ends
-    let weight = 0;
-    visit(node, {
-      Alias(_, alias) {
-        weight += 1 + weightOf(target.get(alias));
-      },
-    });
-    weights.set(node, weight);
-    return weight;
-  };
-  let total = 0;
-  for (const [alias, node] of target) {
-    total += 1 + weightOf(node);
-    if (total > maxAliasCount) return alias;
-  }
-  return undefined;
-}
-
-/** Top-level keys of the user's own, ignored: a place for anchors that models share (`x-vllm: &vllm`). */
-export const ownKeyPrefix = "x-";
 
 function withoutOwnKeys(data: unknown): unknown {
   if (data === null || typeof data !== "object" || Array.isArray(data)) return data;

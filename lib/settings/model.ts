@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { byteSize, duration, finiteDuration, modelId, timeout } from "./fields.ts";
+import { byteSize, duration, finiteDuration, modelId, slotName, timeout } from "./fields.ts";
 
 /**
  * How one model moves along the tier ladder. Every field is optional here: a
@@ -119,9 +119,7 @@ export const tierSettings = z.strictObject({
     description:
       "Host RAM this model's weights take while asleep at level 1 (counts against hostMemoryBudget).",
   }),
-  slot: z
-    .string()
-    .min(1)
+  slot: slotName
     .optional()
     .meta({ description: "The slot (one exclusive accelerator) this model shares with others." }),
   priority: z

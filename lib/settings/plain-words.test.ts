@@ -66,7 +66,7 @@ describe("zod's issues in plain words", () => {
       five: "must be a multiple of 5",
       mail: "expected an email address",
       kind: 'expected "a"',
-      either: "expected an object",
+      either: "expected a mapping",
       "names.A": "is not a valid name",
       set: "needs at least 1 entry",
       checked: "is not allowed here",

@@ -92,10 +92,15 @@ powers of 1000 (\`K\` is not one), and \`1e9\` is 10^9 bytes. A fraction needs a
 taken to the nearest byte), and no size may pass 2^53-1 bytes (just under \`8Pi\`). Quotes are not
 needed: a YAML number is taken as written (\`sleepAfter: 0\`), so a duration without its unit (\`30\`)
 is refused as one. Keys are names as written too: a model \`1.50:\` is \`1.50\` (not \`1.5\`), \`true:\` is \`true\`,
-as in \`aliases\` and \`slot\`; but a key \`null:\`, \`~:\` or none at all is YAML null, which names nothing:
-quote it (\`"null":\`) to use it as a name. A key may be set once in a mapping. YAML tags other than the
+and so are the names in \`aliases\` and \`slot\` (\`slot: true\` names the slot \`true\`, \`aliases: [12]\` the alias \`12\`);
+but a key \`null:\`, \`~:\` or none at all is YAML null, which names nothing: quote it (\`"null":\`) to use it
+as a name. A key may be set once in a mapping, a merge key \`<<\` too (list what it merges: \`<<: [*a, *b]\`).
+\`!!int\` and \`!!float\` take the number they tag, so \`!!float 5\` is 5, an integer, like \`5.0\`. YAML tags other than the
 standard \`!!str\`, \`!!int\`, \`!!float\`, \`!!bool\`, \`!!null\`, \`!!map\`, \`!!seq\` (and \`!\`) are refused, as
-are lists and mappings nested more than ${maxNesting} deep.
+are lists and mappings nested more than ${maxNesting} deep. Ids, aliases and slot names may not hold a
+character that does not show: a control character or an invisible format character (Unicode Cf, such as
+U+200B zero width space, U+200D zero width joiner or U+FEFF): \`qwen\` and \`qwen\` with a U+200B after it
+would look like one name. Models are listed (\`snooze status\`, \`/v1/models\`) in the order the file writes them.
 
 Every duration arms a timer, so none may be longer than \`596h31m23.647s\` (2^31-1 ms, about 24.8 days:
 the longest a timer waits). \`never\` is taken only where it means "this step does not happen" (${neverList}); a timeout
@@ -110,8 +115,11 @@ not in \`defaults:\`. A file that is not UTF-8 is refused, naming the line and c
 
 Settings can be shared with YAML anchors and aliases (\`&name\`, \`*name\`) and merge keys (\`<<: *name\`, or
 \`<<: [*a, *b]\`), which copy an anchored mapping's keys into a model, slot or \`defaults:\`; keys the mapping
-writes itself win, then the earlier source. Top-level keys that start with \`x-\` are ignored, a place for
-anchors (as in Docker Compose):
+writes itself win, then the earlier source. An alias names an anchor written before it, and may not sit
+inside what it names (a mapping cannot merge itself). Top-level keys that start with \`x-\` are ignored, a
+place for anchors (as in Docker Compose): what they hold is not read nor checked, except what an alias
+elsewhere uses, which is checked where it is written (aliases in them must still name an anchor, and count
+against the limit below):
 
 \`\`\`yaml
 x-rarely-used: &rarely-used

@@ -68,6 +68,17 @@ export interface ResolveOptions {
    * still defined).
    */
   refused?: readonly (readonly PropertyKey[])[];
+  /**
+   * Model ids and slot names in the order the file writes them: a parsed object lists integer-like
+   * keys (`10`) first, whatever their place. Names not listed follow, in the object's order.
+   */
+  order?: { models?: readonly string[]; slots?: readonly string[] };
+}
+
+/** The entries of `record`, those named in `order` first and in that order. */
+function entriesInOrder<T>(record: Record<string, T>, order: readonly string[] = []): [string, T][] {
+  const keys = new Set([...order.filter((key) => Object.hasOwn(record, key)), ...Object.keys(record)]);
+  return [...keys].map((key) => [key, record[key]!]);
 }
 
 /**
@@ -77,7 +88,7 @@ export interface ResolveOptions {
  */
 export function resolveConfig(
   file: SnoozeFile,
-  { refused = [] }: ResolveOptions = {},
+  { refused = [], order = {} }: ResolveOptions = {},
 ): { config: SnoozeConfig; problems: ResolveProblem[]; unused: ResolveProblem[] } {
   const problems: ResolveProblem[] = [];
   const unused: ResolveProblem[] = [];
@@ -93,7 +104,7 @@ export function resolveConfig(
   const models = new Map<string, ModelConfig>();
   const names = new Map<string, string>();
   const slots = new Map<string, SlotConfig>();
-  for (const [name, slot] of Object.entries(file.slots ?? {})) {
+  for (const [name, slot] of entriesInOrder(file.slots ?? {}, order.slots)) {
     slots.set(name, { ...builtinSlotDefaults, ...defined(slot), name });
   }
   const checkSlot = (slot: string | undefined, path: string[]) => {
@@ -105,7 +116,7 @@ export function resolveConfig(
       message: `slot "${slot}" is not defined under \`slots:\`${known.length ? ` (defined: ${known.join(", ")})` : ""}`,
     });
   };
-  for (const [id, model] of Object.entries(file.models)) {
+  for (const [id, model] of entriesInOrder(file.models, order.models)) {
     const merged = { ...builtinTierDefaults, ...defaults, ...defined(model) };
     const config: ModelConfig = {
       ...merged,

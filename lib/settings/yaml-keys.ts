@@ -14,11 +14,15 @@ import { isMergePair, keyText, pathOf } from "./yaml-paths.ts";
 
 /**
  * What is wrong with the keys of the file's mappings, each at the key: a key that is a list or a
- * mapping, one that is YAML null (`null:`, `~:`, or none at all), one set twice in one mapping, and
- * a merge key (`<<`) that names no mapping. The YAML library would turn a null key into the name ""
+ * mapping, one that is YAML null (`null:`, `~:`, or none at all), one set twice in one mapping (a
+ * merge key `<<` too), and a merge key that names no mapping. Mappings `ignored` are not checked. The YAML library would turn a null key into the name ""
  * and report a repeated key without saying which, so these are checked here, where the path is known.
  */
-export function keyProblems(doc: Document, lines: LineCounter): ConfigProblem[] {
+export function keyProblems(
+  doc: Document,
+  lines: LineCounter,
+  ignored: (ancestry: readonly unknown[], node: unknown) => boolean = () => false,
+): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
   const at = (offset: number | undefined) => {
     const pos = lines.linePos(offset ?? 0);
@@ -26,11 +30,16 @@ export function keyProblems(doc: Document, lines: LineCounter): ConfigProblem[] 
   };
   visit(doc, {
     Map(_, map, ancestry) {
+      // What the file keeps for itself under `x-` is not read, so not checked; but YAML itself
+      // cannot read a merge key that names no mapping.
+      const own = ignored(ancestry, map);
       const mapPath = pathOf(ancestry, map, doc);
       const firstLine = new Map<string, number>();
+      let firstMerge: number | undefined;
       for (const pair of map.items) {
         const key = isAlias(pair.key) ? pair.key.resolve(doc) : pair.key;
         const where = at((pair.key as { range?: number[] } | null)?.range?.[0] ?? map.range?.[0]);
+        if (own && !isMergePair(pair)) continue;
         if (isCollection(key)) {
           problems.push({
             key: keyPath(mapPath),
@@ -40,13 +49,21 @@ export function keyProblems(doc: Document, lines: LineCounter): ConfigProblem[] 
           continue;
         }
         if (isMergePair(pair)) {
-          if (!mergesMappings(doc, pair.value))
+          // The YAML library would take the first `<<` and drop the next without a word.
+          if (firstMerge !== undefined && !own)
+            problems.push({
+              key: keyPath([...mapPath, "<<"]),
+              message: `is set twice in this mapping (first on line ${firstMerge}): keep one, listing what it merges (\`<<: [*a, *b]\`)`,
+              ...where,
+            });
+          else if (!mergesMappings(doc, pair.value))
             problems.push({
               key: keyPath([...mapPath, "<<"]),
               message:
                 'a merge key takes a mapping or an alias of one (`<<: *base`), or a list of them; quote it (`"<<":`) for a key named <<',
               ...where,
             });
+          firstMerge ??= where.line;
           continue;
         }
         const name = keyText(key, doc);

@@ -1,4 +1,4 @@
-import { type Document, isAlias, isMap, isPair, isScalar, isSeq, type Node, type Pair } from "yaml";
+import { type Document, isAlias, isMap, isPair, isScalar, isSeq, type Node, type Pair, visit } from "yaml";
 
 /**
  * The name a mapping key stands for, as written: `1.50:` is the name "1.50" and `true:` is "true",
@@ -22,7 +22,7 @@ export function pathOf(ancestry: readonly unknown[], node: unknown, doc?: Docume
   for (const [index, parent] of chain.entries()) {
     const child = chain[index + 1];
     if (child === undefined) break;
-    if (isPair(parent)) path.push(keyText(parent.key, doc) ?? "");
+    if (isPair(parent)) path.push(isMergePair(parent) ? "<<" : (keyText(parent.key, doc) ?? ""));
     else if (isSeq(parent)) path.push(parent.items.indexOf(child as never));
   }
   return path;
@@ -66,4 +66,70 @@ function childOf(
     }
   }
   return undefined;
+}
+
+/**
+ * The keys of the mapping at `path`, in the order the file writes them (its own, then those its
+ * merge keys copy in), so that ids such as `10` keep their place: a JavaScript object would move
+ * integer-like keys to the front.
+ */
+export function keysInOrder(doc: Document, path: readonly PropertyKey[]): string[] {
+  const keys = new Set<string>();
+  const seen = new Set<unknown>();
+  const collect = (node: unknown) => {
+    const map = isAlias(node) ? node.resolve(doc) : node;
+    if (!isMap(map) || seen.has(map)) return;
+    seen.add(map);
+    for (const pair of map.items) {
+      if (isMergePair(pair)) continue;
+      const name = keyText(pair.key, doc);
+      if (name !== undefined) keys.add(name);
+    }
+    for (const pair of map.items.filter(isMergePair))
+      for (const source of isSeq(pair.value) ? pair.value.items : [pair.value]) collect(source);
+  };
+  collect(entryAt(doc, path).value);
+  return [...keys];
+}
+
+/** Top-level keys of the user's own, ignored: a place for anchors that models share (`x-vllm: &vllm`). */
+export const ownKeyPrefix = "x-";
+
+/**
+ * Whether a node (given with the ancestors `visit` passes along) is ignored: inside a top-level
+ * `x-` key and not inside an anchored node that an alias elsewhere uses (what an alias copies is
+ * checked where it is written; the rest is the user's own and not read).
+ */
+export function ignoredOwnContent(doc: Document): (ancestry: readonly unknown[], node: unknown) => boolean {
+  const top = doc.contents;
+  if (!isMap(top)) return () => false;
+  const ownPairs = new Set<unknown>(
+    top.items.filter((pair) => !isMergePair(pair) && keyText(pair.key, doc)?.startsWith(ownKeyPrefix)),
+  );
+  if (ownPairs.size === 0) return () => false;
+  const used = new Set<unknown>();
+  const ignored = (ancestry: readonly unknown[], node: unknown) => {
+    const chain = [...ancestry, node];
+    const own = chain.findIndex((n) => ownPairs.has(n));
+    return own >= 0 && !chain.slice(own).some((n) => used.has(n));
+  };
+  // An alias the settings read makes what it names read too, and so the aliases in that.
+  const aliases: { alias: Node; chain: readonly unknown[] }[] = [];
+  visit(doc, {
+    Alias(_, alias, ancestry) {
+      aliases.push({ alias, chain: [...ancestry] });
+    },
+  });
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const { alias, chain } of aliases) {
+      if (!isAlias(alias) || ignored(chain, alias)) continue;
+      const target = alias.resolve(doc);
+      if (target && !used.has(target)) {
+        used.add(target);
+        grew = true;
+      }
+    }
+  }
+  return ignored;
 }
