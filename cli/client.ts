@@ -1,8 +1,10 @@
 import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
-import { clip } from "../lib/clip.ts";
+import { clip, clipMiddle } from "../lib/clip.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
+import { formatDuration } from "../lib/duration.ts";
 import { adminHeaders, adminTokenFlags, adminTokenFrom } from "./admin-token.ts";
 import type { Shape } from "./answer-shapes.ts";
+import { printable } from "./printable.ts";
 
 /** Where the client commands find Snooze when neither `--url` nor `$SNOOZE_URL` says. */
 export const defaultUrl = "http://127.0.0.1:8080";
@@ -50,26 +52,137 @@ export function adminUrl(base: string, path: string): URL {
 /** A request to Snooze that did not work: printed after the command's name, exit code 1. */
 export class ClientError extends Error {}
 
-/** What the admin API says when it refuses: its OpenAI-shaped message, else the raw body. */
-async function refusal(response: Response): Promise<string> {
-  return refusalText(await response.text().catch(() => ""), response.statusText);
-}
-
 function refusalText(text: string, statusText: string): string {
+  let said = "";
   try {
-    const message = (JSON.parse(text) as { error?: { message?: string } }).error?.message;
-    if (message) return message;
+    said = (JSON.parse(text) as { error?: { message?: string } }).error?.message ?? "";
   } catch {
     // not JSON
   }
-  return text.trim() || statusText;
+  if (typeof said !== "string" || !said) said = text.trim() || statusText;
+  return printable(clipMiddle(said, maxMessageChars));
 }
+
+/** The most of a server's message a command prints: its start and its end, the middle cut out. */
+const maxMessageChars = 500;
+
+/**
+ * How long a call that Snooze answers at once (the model list, an engine's log lines, a wake's ask,
+ * the event stream's first event) may take in all, and how long any answer may pause once begun.
+ */
+export const answerTimeoutMs = 5_000;
+
+/** The most a JSON answer may hold; Snooze's are far smaller (a model list, 10000 log lines). */
+export const maxAnswerBytes = 16 * 1024 * 1024;
+
+/** The most one event of the event stream may hold; Snooze's are a few hundred bytes. */
+export const maxEventBytes = 1024 * 1024;
+
+/** How long the event stream may send nothing at all: Snooze sends a comment every 15 s. */
+export const eventStallMs = 45_000;
+
+const mib = (bytes: number) => `${bytes / 1024 / 1024} MiB`;
 
 /** A request's own time limit (`AbortSignal.timeout`) ran out: something took the connection and said nothing. */
 const noAnswer = (target: string) =>
   new ClientError(
     `${target} did not answer in time: whatever listens there took the connection and said nothing (is it Snooze, and is it stuck?)`,
   );
+
+/** An answer begun and not finished: the server stopped sending, or sent too slowly. */
+const stoppedAnswering = (target: string, how: string) =>
+  new ClientError(`${target} stopped answering: ${how} (is it Snooze, and is it stuck?)`);
+
+const pausedFor = (ms: number) => `it began its answer, then sent nothing for ${formatDuration(ms)}`;
+
+/** A time limit on one request, aborting it (and with it the connection) when it runs out. */
+class Deadline {
+  private readonly control = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  hit = false;
+  readonly signal: AbortSignal;
+  readonly ms: number;
+
+  constructor(ms: number, outer?: AbortSignal) {
+    this.ms = ms;
+    this.timer = setTimeout(() => {
+      this.hit = true;
+      this.control.abort();
+    }, ms);
+    this.signal = outer ? AbortSignal.any([outer, this.control.signal]) : this.control.signal;
+  }
+
+  /** Ends the request now (an answer too large, or one that paused too long). */
+  cancel(): void {
+    this.control.abort();
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+  }
+}
+
+/**
+ * `body`'s chunks, failing with a ClientError when the server sends nothing for `stallMs()` (read
+ * before each chunk) and cancelling the request then.
+ */
+async function* chunksOf(
+  target: string,
+  body: AsyncIterable<Uint8Array>,
+  stallMs: () => number,
+  deadline: Deadline,
+): AsyncGenerator<Uint8Array> {
+  const iterator = body[Symbol.asyncIterator]();
+  for (;;) {
+    const ms = stallMs();
+    const next = iterator.next();
+    next.catch(() => {}); // when the pause wins, the read fails later, as the request is cancelled
+    let timer: NodeJS.Timeout | undefined;
+    const paused = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        deadline.cancel();
+        reject(stoppedAnswering(target, pausedFor(ms)));
+      }, ms);
+    });
+    try {
+      const result = await Promise.race([next, paused]);
+      if (result.done) return;
+      yield result.value;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/**
+ * `body` as text: at most `maxAnswerBytes` (else a ClientError saying the answer is larger), with no
+ * pause longer than `answerTimeoutMs`.
+ */
+async function readAnswer(
+  target: string,
+  body: AsyncIterable<Uint8Array>,
+  length: string | null | undefined,
+  deadline: Deadline,
+): Promise<string> {
+  if (Number(length) > maxAnswerBytes) {
+    deadline.cancel();
+    throw tooLarge(target);
+  }
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of chunksOf(target, body, () => answerTimeoutMs, deadline)) {
+    size += chunk.byteLength;
+    if (size > maxAnswerBytes) {
+      deadline.cancel();
+      throw tooLarge(target);
+    }
+    parts.push(chunk);
+  }
+  return Buffer.concat(parts).toString("utf8");
+}
+
+const tooLarge = (target: string) =>
+  notSnooze(target, `its answer is larger than ${mib(maxAnswerBytes)}, more than Snooze sends`);
 
 /**
  * Something answered that is not Snooze's admin API (a proxy's or another service's page, a `{}`):
@@ -111,92 +224,157 @@ export class AdminClient {
     this.headers = adminHeaders(adminTokenFrom(values, env));
   }
 
-  /** Sends a request; rejects with a ClientError saying what went wrong in words. */
-  async request(path: string, init: RequestInit = {}): Promise<Response> {
+  /**
+   * Sends a GET within `deadline`; rejects with a ClientError saying what went wrong in words (with
+   * a refusal's message, read within the same bounds as any answer).
+   */
+  private async request(path: string, deadline: Deadline): Promise<Response> {
     const target = String(adminUrl(this.url, path));
     let response: Response;
     try {
-      response = await fetch(target, { ...init, headers: { ...this.headers, ...init.headers } });
+      response = await fetch(target, { headers: this.headers, signal: deadline.signal });
     } catch (error) {
-      if ((error as Error).name === "AbortError") throw error;
-      if ((error as Error).name === "TimeoutError") throw noAnswer(target);
+      if (deadline.hit) throw noAnswer(target);
+      if (deadline.signal.aborted) throw error; // the command's own signal
       const cause = (error as Error).cause as Error | undefined;
       throw new ClientError(
         `cannot reach ${this.url}: ${cause?.message ?? (error as Error).message} (is Snooze running? pass --url or set SNOOZE_URL)`,
       );
     }
-    if (!response.ok)
-      throw new ClientError(`${target} answered ${response.status}: ${await refusal(response)}`);
+    if (!response.ok) {
+      const text = await this.text(target, response.body, response.headers.get("content-length"), deadline);
+      throw new ClientError(
+        `${target} answered ${response.status}: ${refusalText(text, response.statusText)}`,
+      );
+    }
     return response;
   }
 
-  /**
-   * A wake, sleep or stop: a POST answered once the action is done, which may take as long as the
-   * server's own bound for it (`adminTimeoutMs`, 10 minutes) where fetch gives up on an answer's
-   * headers after 300 s. Sent with undici's request API and no headers timeout; resolves with the
-   * JSON answer, rejects with a ClientError saying what went wrong in words.
-   */
-  async action<T>(path: string, shape: Shape, signal?: AbortSignal): Promise<T> {
-    const target = adminUrl(this.url, path);
-    const { Agent } = await import("../lib/undici.ts");
-    const agent = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
-    const deadline = AbortSignal.timeout(adminTimeoutMs + 30_000);
+  /** An answer's body as text, within the bounds of `readAnswer` and `deadline`; why not, in words. */
+  private async text(
+    target: string,
+    body: AsyncIterable<Uint8Array> | null,
+    length: string | null | undefined,
+    deadline: Deadline,
+  ): Promise<string> {
     try {
-      const { statusCode, body } = await agent.request({
-        origin: target.origin,
-        path: `${target.pathname}${target.search}`,
-        method: "POST",
-        headers: this.headers,
-        signal: signal ? AbortSignal.any([signal, deadline]) : deadline,
-      });
-      const text = await body.text();
-      if (statusCode < 200 || statusCode >= 300)
-        throw new ClientError(`${target} answered ${statusCode}: ${refusalText(text, String(statusCode))}`);
-      return answerOf<T>(String(target), text, shape);
+      return await readAnswer(target, body ?? (async function* () {})(), length, deadline);
     } catch (error) {
-      if (error instanceof ClientError || signal?.aborted) throw error;
-      if (deadline.aborted) throw noAnswer(String(target));
-      throw new ClientError(
-        `cannot reach ${this.url}: ${(error as Error).message} (is Snooze running? pass --url or set SNOOZE_URL)`,
-      );
-    } finally {
-      void agent.close().catch(() => {});
-    }
-  }
-
-  /** A GET whose answer is JSON of the `shape` the command reads; rejects with a ClientError otherwise. */
-  async json<T>(path: string, shape: Shape, init: RequestInit = {}): Promise<T> {
-    const response = await this.request(path, init);
-    let text: string;
-    try {
-      text = await response.text();
-    } catch (error) {
-      if ((error as Error).name === "AbortError") throw error;
-      if ((error as Error).name === "TimeoutError") throw noAnswer(response.url);
+      if (error instanceof ClientError) throw error;
+      if (deadline.hit)
+        throw stoppedAnswering(target, `its answer did not end within ${formatDuration(deadline.ms)}`);
+      if (deadline.signal.aborted) throw error; // the command's own signal
       // The server went away mid-answer (undici says "terminated", its cause the socket's end).
       const cause = (error as Error & { cause?: Error }).cause;
       throw new ClientError(
         `lost the connection to ${this.url}: ${cause?.message ?? (error as Error).message} (did Snooze stop?)`,
       );
     }
-    return answerOf<T>(response.url, text, shape);
+  }
+
+  /**
+   * A wake, sleep or stop: a POST. A sleep or stop is answered once the action is done, which may
+   * take as long as the server's own bound for it (`adminTimeoutMs`, 10 minutes) where fetch gives
+   * up on an answer's headers after 300 s: sent with undici's request API and no headers timeout,
+   * given that long in all (`quick`, a wake's ask, answered at once: `answerTimeoutMs`). Once the
+   * answer begins it may not pause longer than `answerTimeoutMs`. Resolves with the JSON answer,
+   * rejects with a ClientError saying what went wrong in words.
+   */
+  async action<T>(path: string, shape: Shape, signal?: AbortSignal, quick = false): Promise<T> {
+    const target = String(adminUrl(this.url, path));
+    const url = new URL(target);
+    const { Agent } = await import("../lib/undici.ts");
+    const agent = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
+    const deadline = new Deadline(quick ? answerTimeoutMs : adminTimeoutMs + 30_000, signal);
+    try {
+      let answer: Awaited<ReturnType<typeof agent.request>>;
+      try {
+        answer = await agent.request({
+          origin: url.origin,
+          path: `${url.pathname}${url.search}`,
+          method: "POST",
+          headers: this.headers,
+          signal: deadline.signal,
+        });
+      } catch (error) {
+        if (deadline.hit) throw noAnswer(target);
+        if (signal?.aborted) throw error;
+        throw new ClientError(
+          `cannot reach ${this.url}: ${(error as Error).message} (is Snooze running? pass --url or set SNOOZE_URL)`,
+        );
+      }
+      const length = answer.headers["content-length"];
+      const text = await this.text(target, answer.body, typeof length === "string" ? length : null, deadline);
+      if (answer.statusCode < 200 || answer.statusCode >= 300)
+        throw new ClientError(
+          `${target} answered ${answer.statusCode}: ${refusalText(text, String(answer.statusCode))}`,
+        );
+      return answerOf<T>(target, text, shape);
+    } finally {
+      deadline.clear();
+      void agent.destroy().catch(() => {});
+    }
+  }
+
+  /**
+   * A GET whose answer is JSON of the `shape` the command reads, given `answerTimeoutMs` in all;
+   * rejects with a ClientError otherwise.
+   */
+  async json<T>(path: string, shape: Shape, init: { signal?: AbortSignal } = {}): Promise<T> {
+    const deadline = new Deadline(answerTimeoutMs, init.signal);
+    try {
+      const response = await this.request(path, deadline);
+      const text = await this.text(
+        response.url,
+        response.body,
+        response.headers.get("content-length"),
+        deadline,
+      );
+      return answerOf<T>(response.url, text, shape);
+    } finally {
+      deadline.clear();
+    }
   }
 
   /**
    * Reads a server-sent event stream, calling `onEvent` for each event until it returns true (done),
-   * the stream ends or `signal` aborts. Resolves true when `onEvent` said done. An event whose data
-   * is not JSON, or a ClientError from `onEvent` (an event of the wrong shape), rejects with it.
+   * the stream ends or `signal` aborts. Resolves true when `onEvent` said done. An answer that is
+   * not an event stream, an event whose data is not JSON or is larger than `maxEventBytes`, a
+   * stream whose first event takes longer than `answerTimeoutMs` or that is silent longer than
+   * `eventStallMs` after it, or a ClientError from `onEvent` (an event of the wrong shape), rejects.
    */
   async events(
     path: string,
     onEvent: (type: string, data: unknown) => boolean | undefined,
     signal: AbortSignal,
   ): Promise<boolean> {
-    const response = await this.request(path, { signal });
+    const deadline = new Deadline(answerTimeoutMs, signal);
+    let response: Response;
+    try {
+      response = await this.request(path, deadline);
+    } finally {
+      deadline.clear();
+    }
+    const target = response.url;
+    const type = response.headers.get("content-type") ?? "";
+    if (!/^text\/event-stream\b/i.test(type)) {
+      deadline.cancel();
+      throw notSnooze(
+        target,
+        `its event stream is ${type ? JSON.stringify(clip(type, 60)) : "of no content type"}, not text/event-stream`,
+      );
+    }
     const decoder = new TextDecoder();
     let buffer = "";
+    let began = false;
+    const stallMs = () => (began ? eventStallMs : answerTimeoutMs);
     try {
-      for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
+      for await (const chunk of chunksOf(
+        target,
+        response.body ?? (async function* () {})(),
+        stallMs,
+        deadline,
+      )) {
         buffer += decoder.decode(chunk, { stream: true });
         let cut = buffer.indexOf("\n\n");
         while (cut >= 0) {
@@ -209,12 +387,22 @@ export class AdminClient {
             if (line.startsWith("event:")) type = line.slice(6).trim();
             else if (line.startsWith("data:")) data += line.slice(5).trim();
           }
-          if (data && onEvent(type, answerOf(response.url, data, anything))) return true;
+          if (!data) continue;
+          began = true;
+          if (onEvent(type, answerOf(target, data, anything))) return true;
+        }
+        // What is left is one event not yet ended: at most maxEventBytes (a character is a byte or more).
+        if (buffer.length > maxEventBytes) {
+          deadline.cancel();
+          throw notSnooze(
+            target,
+            `its event stream sent an event larger than ${mib(maxEventBytes)}, more than Snooze sends`,
+          );
         }
       }
     } catch (error) {
-      if (signal.aborted) return false;
       if (error instanceof ClientError) throw error;
+      if (signal.aborted) return false;
       // The server went away mid-stream (undici says "terminated", its cause the socket's end).
       const cause = (error as Error & { cause?: Error }).cause;
       throw new ClientError(

@@ -1,5 +1,6 @@
 import type { AdminModelView, EngineLog } from "../activator/admin.ts";
 import { UsageError } from "../lib/cli-flags.ts";
+import { clip, clipMiddle } from "../lib/clip.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { formatLogsAfter } from "../lib/logs-after.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
@@ -7,24 +8,23 @@ import { actionAnswer, engineLogs, modelList, tierEvent } from "./answer-shapes.
 import {
   AdminClient,
   adminUrl,
-  ClientError,
   checked,
   clientFlags,
   modelArgument,
+  notSnooze,
   runClient,
 } from "./client.ts";
 import type { Command } from "./command.ts";
 import { durationValue } from "./flags.ts";
+import { printable, shown } from "./printable.ts";
 
 /** The model's id for a name (an id or an alias), from the admin API's model list. */
 async function findModel(client: AdminClient, name: string): Promise<AdminModelView> {
-  const { models } = await client.json<{ models: AdminModelView[] }>("/snooze/v1/models", modelList, {
-    signal: AbortSignal.timeout(10_000),
-  });
+  const { models } = await client.json<{ models: AdminModelView[] }>("/snooze/v1/models", modelList);
   const model = models.find((m) => m.id === name || m.aliases.includes(name));
   if (!model) {
-    const known = models.map((m) => m.id).join(", ");
-    throw new UsageError(`no model named ${name}; this Snooze serves ${known || "no models"}`);
+    const known = printable(clip(models.map((m) => m.id).join(", "), 1_000), true);
+    throw new UsageError(`no model named ${shown(name)}; this Snooze serves ${known || "no models"}`);
   }
   return model;
 }
@@ -53,8 +53,13 @@ export const wakeCommand: Command = {
       const model = await findModel(client, name);
       const id = model.id;
       if (values["no-wait"]) {
-        const answer = await client.action<{ tier: string }>(actionPath(id, "wake"), actionAnswer);
-        console.log(`${id}: wake requested (now ${answer.tier})`);
+        const answer = await client.action<{ tier: string }>(
+          actionPath(id, "wake"),
+          actionAnswer,
+          undefined,
+          true,
+        );
+        console.log(`${shown(id)}: wake requested (now ${shown(answer.tier)})`);
         const backoff = backoffNote(model);
         if (backoff) console.log(backoff);
         return 0;
@@ -72,6 +77,8 @@ const eventsPath = "/snooze/v1/events/stream?after=latest";
  */
 async function follow(client: AdminClient, model: AdminModelView, timeoutMs: number): Promise<number> {
   const { id, tier: from } = model;
+  // The model's id (and the server's other words) as printed: safe on a terminal.
+  const name = shown(id);
   const started = performance.now();
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), timeoutMs);
@@ -100,15 +107,16 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     const event = checked<ReplicaEvent>(String(adminUrl(client.url, eventsPath)), data, tierEvent);
     if (event.model !== id) return false;
     if (event.error !== undefined && event.tier !== "ready")
-      return finish(1, `${id}: the activation failed after ${elapsed()}: ${event.error}`);
-    if (event.tier === "ready") return finish(0, `${id}: ready after ${elapsed()} (${event.replica})`);
+      return finish(1, `${name}: the activation failed after ${elapsed()}: ${message(event.error)}`);
+    if (event.tier === "ready")
+      return finish(0, `${name}: ready after ${elapsed()} (${shown(event.replica)})`);
     // A replica gone with no failure: a person's stop or sleep may have ended the wake. The model's
     // own tier says (another replica may still be waking).
     if (event.tier === "cold") void endedByPark();
     else if (event.tier !== tier) {
       tier = event.tier;
       const estimate = event.estimateMs !== undefined ? `, usually ~${formatDuration(event.estimateMs)}` : "";
-      line(`${id}: ${tier} (${event.replica}${estimate})`);
+      line(`${name}: ${shown(tier)} (${shown(event.replica)}${estimate})`);
     }
     return false;
   };
@@ -117,7 +125,7 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     if (outcome !== undefined || now?.tier !== "cold" || now.retryAt !== undefined || now.held > 0) return;
     finish(
       1,
-      `${id}: the wake ended after ${elapsed()}: the model is cold again (a \`snooze stop\` or \`sleep\`?)`,
+      `${name}: the wake ended after ${elapsed()}: the model is cold again (a \`snooze stop\` or \`sleep\`?)`,
     );
     abort.abort();
   };
@@ -142,36 +150,47 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     .finally(opened);
   // Awaited below; until then, a stream that fails (an event not as Snooze sends it) is no unhandled rejection.
   stream.catch(() => {});
-  const release = onInterrupt("wake", id);
+  const release = onInterrupt("wake", name);
   try {
     await open;
     if (!hello) {
-      // The stream failed before it began (refused, unreachable): say why, wake nothing.
+      // The stream failed before it began (refused, unreachable, not Snooze's): say why, wake nothing.
       await stream;
-      throw new ClientError("the event stream closed before it began");
+      throw notSnooze(
+        String(adminUrl(client.url, eventsPath)),
+        "its event stream ended before its first event",
+      );
     }
-    if (from !== "ready") line(`${id}: ${from} → ready`);
+    if (from !== "ready") line(`${name}: ${shown(from)} → ready`);
     // A back-off after failures is said at once: the wait is not silent.
     const backoff = backoffNote(model);
     if (backoff) line(backoff);
-    const answer = await client.action<{ tier: string }>(actionPath(id, "wake"), actionAnswer, abort.signal);
+    const answer = await client.action<{ tier: string }>(
+      actionPath(id, "wake"),
+      actionAnswer,
+      abort.signal,
+      true,
+    );
     if (answer.tier === "ready" && outcome === undefined) {
       abort.abort();
-      console.log(`${id}: ready`);
+      console.log(`${name}: ready`);
       return 0;
     }
-    if (tty) ticker = setInterval(() => process.stdout.write(`\r\x1b[2K${id}: ${tier} ${elapsed()}`), 200);
+    if (tty)
+      ticker = setInterval(() => process.stdout.write(`\r\x1b[2K${name}: ${shown(tier)} ${elapsed()}`), 200);
     await stream;
     if (outcome !== undefined) return outcome;
     if (abort.signal.aborted) {
-      failure(`${id}: not ready after ${formatDuration(timeoutMs)} (still ${tier}); see \`snooze status\``);
+      failure(
+        `${name}: not ready after ${formatDuration(timeoutMs)} (still ${shown(tier)}); see \`snooze status\``,
+      );
       return 1;
     }
-    failure(`${id}: the event stream ended before the model was ready; see \`snooze status\``);
+    failure(`${name}: the event stream ended before the model was ready; see \`snooze status\``);
     return 1;
   } catch (error) {
     if (abort.signal.aborted && outcome === undefined) {
-      failure(`${id}: not ready after ${formatDuration(timeoutMs)}`);
+      failure(`${name}: not ready after ${formatDuration(timeoutMs)}`);
       return 1;
     }
     if (outcome !== undefined) return outcome;
@@ -201,8 +220,8 @@ function onInterrupt(verb: string, id: string): () => void {
 function backoffNote(model: AdminModelView): string {
   const retryIn = model.retryAt ? Date.parse(model.retryAt) - Date.now() : 0;
   if (retryIn <= 0) return "";
-  const why = model.lastError ? ` (${model.lastError})` : "";
-  return `${model.id}: waiting out a back-off after a failed activation${why}; the next try in ${formatDuration(retryIn)}`;
+  const why = model.lastError ? ` (${message(model.lastError)})` : "";
+  return `${shown(model.id)}: waiting out a back-off after a failed activation${why}; the next try in ${formatDuration(retryIn)}`;
 }
 
 function parkCommand(verb: "sleep" | "stop"): Command {
@@ -217,12 +236,14 @@ function parkCommand(verb: "sleep" | "stop"): Command {
         const { id } = await findModel(client, name);
         const started = performance.now();
         if (process.stdout.isTTY)
-          process.stdout.write(`${verb === "sleep" ? "sleeping" : "stopping"} ${id}…\n`);
-        const release = onInterrupt(verb, id);
+          process.stdout.write(`${verb === "sleep" ? "sleeping" : "stopping"} ${shown(id)}…\n`);
+        const release = onInterrupt(verb, shown(id));
         try {
           // The activator answers once the drain and the sleep (or stop) are done.
           const answer = await client.action<{ tier: string }>(actionPath(id, verb), actionAnswer);
-          console.log(`${id}: ${answer.tier} after ${formatDuration(performance.now() - started)}`);
+          console.log(
+            `${shown(id)}: ${shown(answer.tier)} after ${formatDuration(performance.now() - started)}`,
+          );
           return 0;
         } finally {
           release();
@@ -254,7 +275,10 @@ export const logsCommand: Command = {
     runClient("logs", async () => {
       const name = modelArgument("logs", positionals);
       const count = Number(values.lines);
-      if (!Number.isInteger(count) || count < 1) throw new UsageError(`--lines must be a positive number`);
+      if (!Number.isInteger(count) || count < 1)
+        throw new UsageError(
+          `--lines must be a whole number of at least 1, not ${JSON.stringify(values.lines)}`,
+        );
       const client = new AdminClient(values);
       const { id } = await findModel(client, name);
       const path = `/snooze/v1/models/${encodeURIComponent(id)}/logs`;
@@ -268,15 +292,17 @@ export const logsCommand: Command = {
           const number = log.total - log.lines.length + 1;
           const fresh = log.lines.slice(Math.max(0, before + 1 - number));
           const skipped = number - before - 1;
-          if (!first && skipped > 0) console.log(`[${log.replica}] … ${skipped} lines not kept`);
-          for (const text of fresh) console.log(several ? `[${log.replica}] ${text}` : text);
+          // The engine's lines are its output, printed as they are (as `kubectl logs` does); the
+          // replica's name is Snooze's, made safe.
+          if (!first && skipped > 0) console.log(`[${shown(log.replica)}] … ${skipped} lines not kept`);
+          for (const text of fresh) console.log(several ? `[${shown(log.replica)}] ${text}` : text);
           seen.set(log.replica, log.total);
         }
         first = false;
       };
       const { replicas } = await client.json<{ replicas: EngineLog[] }>(`${path}?lines=${count}`, engineLogs);
       if (replicas.length === 0 && !values.follow)
-        console.error(`snooze logs: ${id} has no engine output yet`);
+        console.error(`snooze logs: ${shown(id)} has no engine output yet`);
       print(replicas);
       if (!values.follow) return 0;
       const stop = new AbortController();
@@ -306,3 +332,6 @@ export const logsCommand: Command = {
       return 0;
     }),
 };
+
+/** An error the server reports (an activation's failure): kept to its start and end, safe to print. */
+const message = (text: string) => printable(clipMiddle(text, 500));

@@ -1,9 +1,11 @@
 import type { AdminModelView } from "../activator/admin.ts";
+import { clip } from "../lib/clip.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { modelList } from "./answer-shapes.ts";
 import { AdminClient, clientFlags, runClient } from "./client.ts";
 import type { Command } from "./command.ts";
 import { durationValue } from "./flags.ts";
+import { printable } from "./printable.ts";
 
 /** `snooze status`: what a running Snooze holds, as a table (or JSON); `--watch` keeps it current. */
 export const statusCommand: Command = {
@@ -27,8 +29,7 @@ export const statusCommand: Command = {
     runClient("status", async () => {
       const client = new AdminClient(values);
       // The admin API's answer as it is (models and slots), for --json; the table shows its models.
-      const read = () =>
-        client.json<AdminModels>("/snooze/v1/models", modelList, { signal: AbortSignal.timeout(5_000) });
+      const read = () => client.json<AdminModels>("/snooze/v1/models", modelList);
       // Checked with or without --watch: a mistyped flag is said, not ignored.
       const intervalMs = durationValue(values, "interval", { atLeastMs: 200 });
       if (!values.watch) {
@@ -120,7 +121,7 @@ export function formatTable(models: AdminModelView[], now: number): string {
     m.learning
       ? `${formatDuration(Math.round(m.learning.gpuSeconds.awake) * 1000)} (saved ${formatDuration(Math.round(m.learning.gpuSeconds.saved) * 1000)})`
       : "-";
-  const rows = [
+  const rows: string[][] = [
     [
       "MODEL",
       "TIER",
@@ -148,6 +149,9 @@ export function formatTable(models: AdminModelView[], now: number): string {
       m.lastError ?? "",
     ]),
   ];
+  // The server's words (names, errors) on one line each, safe on a terminal, the header let be.
+  for (const row of rows.slice(1))
+    for (const [column, cell] of row.entries()) row[column] = printable(clip(cell, 200), true);
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
   return rows
     .map((row) =>

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { createServer as createHttpServer, type ServerResponse } from "node:http";
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
@@ -471,6 +471,224 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     watch.child.kill("SIGINT");
     expect(await watch.code).toBe(1);
     expect(watch.stdout()).toBe("");
+  });
+});
+
+/**
+ * A stand-in server that lists one cold model `qwen` (or `models`) and hands every other request
+ * to `other`; it ends every connection when closed.
+ */
+async function misbehaving(
+  other: (req: IncomingMessage, res: ServerResponse) => void,
+  models: object[] = [
+    { id: "qwen", aliases: [], tier: "cold", since: new Date().toISOString(), held: 0, inFlight: 0 },
+  ],
+) {
+  const server = createHttpServer((req, res) => {
+    if (req.url === "/snooze/v1/models") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ models }));
+    } else other(req, res);
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
+
+describe("servers that misbehave (found by an outside tester)", () => {
+  test("an answer that begins and then stops: every client command exits 1 naming the URL, within seconds", {
+    timeout: 40_000,
+  }, async () => {
+    // They hung for good: logs, logs -f, wake --no-wait, sleep, and wake's event stream.
+    const { url, close } = await misbehaving((req, res) => {
+      res.writeHead(200, {
+        "content-type": req.url?.startsWith("/snooze/v1/events/stream")
+          ? "text/event-stream"
+          : "application/json",
+      });
+      res.flushHeaders();
+      // logs -f: its first read (`-n 7`) is answered, the polls after it stall.
+      if (req.url?.endsWith("/logs?lines=7")) res.end(JSON.stringify({ replicas: [] }));
+    });
+    try {
+      const env = { SNOOZE_URL: url };
+      const started = performance.now();
+      const commands = [
+        ["logs", "qwen"],
+        ["logs", "qwen", "-f", "-n", "7"],
+        ["wake", "qwen", "--no-wait"],
+        ["wake", "qwen"],
+        ["sleep", "qwen"],
+        ["stop", "qwen"],
+      ];
+      const results = await Promise.all(commands.map((args) => run(args, env)));
+      for (const [index, result] of results.entries()) {
+        const name = commands[index]![0];
+        const seen = { args: commands[index]!.join(" "), code: result.code, stderr: result.stderr };
+        expect(seen).toEqual({
+          ...seen,
+          code: 1,
+          stderr: expect.stringMatching(
+            new RegExp(`^snooze ${name}: ${url}/snooze/v1/\\S+ stopped answering: .+\n$`),
+          ),
+        });
+      }
+      expect(performance.now() - started).toBeLessThan(25_000);
+    } finally {
+      close();
+    }
+  });
+
+  test("an answer larger than Snooze sends: exit 1 saying so, not reading it all", {
+    timeout: 40_000,
+  }, async () => {
+    // A 600 MB answer grew the CLI to about 2 GB, and the message blamed a lost connection.
+    const { url, close } = await misbehaving((req, res) => {
+      if (req.url?.startsWith("/snooze/v1/events/stream")) {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        // A hello, then one event's data line of 2 MiB, never ended.
+        res.write(`event: hello\ndata: {}\n\nevent: tier\ndata: "${"x".repeat(2 * 1024 * 1024)}`);
+        return;
+      }
+      if (req.url?.endsWith("/wake")) return void res.end(JSON.stringify({ tier: "starting" }));
+      // 17 MiB of JSON, sent without a length, in 1 MiB chunks.
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write('{"replicas":[],"tier":"cold","x":"');
+      const chunk = "x".repeat(1024 * 1024);
+      let left = 17;
+      const more = () => {
+        while (left > 0 && !res.destroyed) {
+          left--;
+          if (!res.write(chunk)) return void res.once("drain", more);
+        }
+        if (!res.destroyed) res.end('"}');
+      };
+      more();
+    });
+    try {
+      const env = { SNOOZE_URL: url };
+      const [logs, sleep, wake] = await Promise.all([
+        run(["logs", "qwen"], env),
+        run(["sleep", "qwen"], env),
+        run(["wake", "qwen", "--timeout", "8s"], env),
+      ]);
+      for (const [name, result, limit] of [
+        ["logs", logs, "16 MiB"],
+        ["sleep", sleep, "16 MiB"],
+        ["wake", wake, "1 MiB"],
+      ] as const)
+        expect({ name, code: result.code, stderr: result.stderr }).toEqual({
+          name,
+          code: 1,
+          stderr: expect.stringMatching(
+            new RegExp(
+              `^snooze ${name}: ${url}/snooze/v1/\\S+ did not answer as Snooze does: .*larger than ${limit}`,
+            ),
+          ),
+        });
+    } finally {
+      close();
+    }
+  });
+
+  test("the server's words are printed safe: control characters made visible, long messages clipped", {
+    timeout: 30_000,
+  }, async () => {
+    // A 404 message beginning with ESC[31m reached the terminal as it was, all 200 KB of it.
+    const evil = "\x1b[31mred\x1b]0;title\x07";
+    const failed = { model: "qwen", replica: `q\x1b[2J`, tier: "cold", error: `${evil}boom` };
+    const { url, close } = await misbehaving((req, res) => {
+      if (req.url?.startsWith("/snooze/v1/events/stream")) {
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.write("event: hello\ndata: {}\n\n");
+        setTimeout(() => res.end(`event: tier\ndata: ${JSON.stringify(failed)}\n\n`), 300);
+      } else if (req.url?.endsWith("/wake")) {
+        res.writeHead(202, { "content-type": "application/json" });
+        res.end(JSON.stringify({ tier: "starting" }));
+      } else {
+        res.writeHead(404, { "content-type": "application/json" });
+        res.end(JSON.stringify({ error: { message: `${evil}${"y".repeat(200_000)}` } }));
+      }
+    });
+    const named = await misbehaving(() => {}, [
+      { id: `m\x1b[41m`, aliases: [], tier: "cold", since: new Date().toISOString(), held: 0, inFlight: 0 },
+    ]);
+    try {
+      const [sleep, wake, unknown, status] = await Promise.all([
+        run(["sleep", "qwen"], { SNOOZE_URL: url }),
+        run(["wake", "qwen"], { SNOOZE_URL: url }),
+        run(["stop", "nope"], { SNOOZE_URL: named.url }),
+        run(["status"], { SNOOZE_URL: named.url }),
+      ]);
+      expect(sleep.code).toBe(1);
+      expect(sleep.stderr).toMatch(
+        /^snooze sleep: \S+ answered 404: \\x1b\[31mred\\x1b\]0;title\\x07y+…y+\n$/,
+      );
+      expect(sleep.stderr.length).toBeLessThan(2_000);
+      expect(wake.code).toBe(1);
+      expect(wake.stderr).toMatch(
+        /^qwen: the activation failed after .+: \\x1b\[31mred\\x1b\]0;title\\x07boom$/m,
+      );
+      expect(unknown.code).toBe(2);
+      expect(unknown.stderr).toContain("this Snooze serves m\\x1b[41m");
+      expect(status.stdout).toMatch(/^m\\x1b\[41m +cold/m);
+      for (const result of [sleep, wake, unknown, status])
+        expect([...(result.stdout + result.stderr)].filter((c) => c < " " && c !== "\n")).toEqual([]);
+    } finally {
+      close();
+      named.close();
+    }
+  });
+
+  test("snooze wake whose event stream is not Snooze's: exit 1 naming the URL, at once", {
+    timeout: 30_000,
+  }, async () => {
+    // An HTML page said only "the event stream closed before it began"; JSON was read until --timeout.
+    let type = "text/html";
+    const { url, close } = await misbehaving((req, res) => {
+      if (!req.url?.startsWith("/snooze/v1/events/stream")) return void res.end("{}");
+      res.writeHead(200, { "content-type": type });
+      if (type === "text/html") res.end("<html>nope</html>");
+      else if (type === "text/event-stream")
+        res.end("retry: 2000\n\n"); // no hello
+      else res.write('{"models":[]}'); // and never ends
+    });
+    try {
+      for (const [kind, problem] of [
+        ["text/html", "text/html"],
+        ["application/json", "application/json"],
+        ["text/event-stream", "ended before"],
+      ] as const) {
+        type = kind;
+        const started = performance.now();
+        const wake = await run(["wake", "qwen", "--timeout", "20s"], { SNOOZE_URL: url });
+        expect({ kind, code: wake.code, stderr: wake.stderr }).toEqual({
+          kind,
+          code: 1,
+          stderr: expect.stringMatching(
+            new RegExp(
+              `^snooze wake: ${url}/snooze/v1/events/stream\\S* did not answer as Snooze does: .*${problem}.*\n$`,
+            ),
+          ),
+        });
+        expect(performance.now() - started).toBeLessThan(10_000);
+      }
+    } finally {
+      close();
+    }
+  });
+
+  test("logs -n that is not a whole number says so", async () => {
+    const logs = await run(["logs", "qwen", "-n", "1.5"]);
+    expect(logs.code).toBe(2);
+    expect(logs.stderr).toContain("--lines must be a whole number of at least 1");
   });
 });
 
