@@ -75,6 +75,15 @@ const tierLogs = () =>
     .filter((l) => l.msg === "tier" && l.model === "qwen")
     .map((l) => `${l.level} ${String(l.from)}→${String(l.to)}`);
 
+/** The admin API's view of a cold model `qwen`, as a fake Snooze answers it. */
+const coldQwen = () => ({
+  id: "qwen",
+  aliases: [],
+  tier: "cold",
+  since: new Date().toISOString(),
+  held: 0,
+  inFlight: 0,
+});
 describe("snooze wake, sleep, stop, logs and status", () => {
   test("wake follows a cold start until ready, by an alias, at the address in SNOOZE_URL", async () => {
     const wake = await run(["wake", "qwen3"]);
@@ -217,16 +226,7 @@ describe("snooze wake, sleep, stop, logs and status", () => {
         res.setHeader("content-type", "application/json");
         res.end(
           JSON.stringify({
-            models: [
-              {
-                id: "qwen",
-                aliases: [],
-                tier: "cold",
-                since: new Date().toISOString(),
-                held: 0,
-                inFlight: 0,
-              },
-            ],
+            models: [coldQwen()],
           }),
         );
       } else if (req.url?.startsWith("/snooze/v1/events/stream")) {
@@ -375,14 +375,7 @@ describe("snooze wake, sleep, stop, logs and status", () => {
   }, async () => {
     // Found by an outside tester: a 200 HTML page or a 200 `{}` crashed them with a SyntaxError or
     // a TypeError. Each answer below is wrong in its own way, on the route a command reads.
-    const cold = {
-      id: "qwen",
-      aliases: [],
-      tier: "cold",
-      since: new Date().toISOString(),
-      held: 0,
-      inFlight: 0,
-    };
+    const cold = coldQwen();
     const answers: Record<string, string> = {
       html: "<!doctype html><title>Welcome to nginx!</title>",
       empty: "{}",
