@@ -204,6 +204,22 @@ test("Retry-After before an activation is announced: the last start's or wake's 
   event("ready");
   event("asleep-1");
   expect(route.retryAfterMs()).toBe(3_000);
+  // Draining: it sleeps next, then a wake; without sleep mode it stops, then a start.
+  const draining = (tier: "draining") =>
+    route.apply({
+      model: "qwen",
+      replica: "qwen-1",
+      address: "127.0.0.1:1",
+      tier,
+      since: Date.now(),
+      endsAt: Date.now() + 60_000,
+    });
+  draining("draining");
+  expect(route.retryAfterMs()).toBe(3_000);
+  route.config.sleep = false;
+  draining("draining");
+  expect(route.retryAfterMs()).toBe(12_000);
+  route.config.sleep = true;
   await route.close();
 });
 

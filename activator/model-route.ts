@@ -439,10 +439,13 @@ export class ModelRoute {
     if (event?.estimateMs !== undefined && (event.tier === "starting" || event.tier === "waking")) {
       return Math.max(minRetryAfterMs, event.since + event.estimateMs - Date.now());
     }
+    // A replica that drains sleeps next (or stops, without sleep mode): at least a wake (or a
+    // start) before it serves again (found by an outside tester: 1 s, while a sleep took minutes).
+    const asleepNext = event?.tier === "asleep-1" || event?.tier === "asleep-2" || event?.tier === "draining";
     const next =
-      event === undefined || event.tier === "cold"
+      event === undefined || event.tier === "cold" || (event.tier === "draining" && !this.config.sleep)
         ? this.estimates.start
-        : event.tier === "asleep-1" || event.tier === "asleep-2"
+        : asleepNext
           ? this.estimates.wake
           : undefined;
     return Math.max(minRetryAfterMs, event?.estimateMs ?? next ?? 0);
