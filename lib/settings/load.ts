@@ -11,7 +11,7 @@ import { closestKey } from "./suggest.ts";
 import { utf8Problem } from "./utf8.ts";
 import { aliasProblems } from "./yaml-aliases.ts";
 import { keyProblems, keysAsWritten } from "./yaml-keys.ts";
-import { entryAt, ignoredOwnContent, keysInOrder, ownKeyPrefix } from "./yaml-paths.ts";
+import { entryAt, ignoredOwnContent, keysInOrder, ownKeyPrefix, positionAt } from "./yaml-paths.ts";
 import { tagProblems } from "./yaml-tags.ts";
 
 /** Reads, validates and resolves a snooze.yaml; throws ConfigError naming file, line, key and reason. */
@@ -79,11 +79,7 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
     throw new ConfigError(file, [
       { key: "", message: "the file is empty: it needs at least `models:` with one model", ...start },
     ]);
-  const at = (offset: number | undefined) => {
-    if (offset === undefined) return start;
-    const pos = lines.linePos(offset);
-    return { line: pos.line, column: pos.col };
-  };
+  const at = (offset: number | undefined) => (offset === undefined ? start : positionAt(lines, offset));
   // Aliases first: one that names nothing, or itself, would mislead every later check.
   const badAliases = aliasProblems(doc, lines);
   if (badAliases.length > 0) throw new ConfigError(file, badAliases);

@@ -1,5 +1,6 @@
 import { Lexer, LineCounter, Parser } from "yaml";
 import type { ConfigProblem } from "./config-error.ts";
+import { positionAt } from "./yaml-paths.ts";
 
 /**
  * How deep lists and mappings may sit inside each other. Settings need four levels
@@ -27,12 +28,10 @@ export function nestingProblem(text: string): ConfigProblem | undefined {
     let depth = 0;
     for (const token of parser.stack) if (collections.has(token.type)) depth++;
     if (depth > maxNesting) {
-      const pos = lines.linePos(before);
       return {
         key: "",
         message: `the file nests lists and mappings more than ${maxNesting} deep here; settings need only a few levels, so take the extra ones out`,
-        line: pos.line,
-        column: pos.col,
+        ...positionAt(lines, before),
       };
     }
   }

@@ -10,7 +10,7 @@ import {
   visit,
 } from "yaml";
 import { type ConfigProblem, keyPath } from "./config-error.ts";
-import { isMergePair, pathOf } from "./yaml-paths.ts";
+import { isMergePair, pathOf, positionAt } from "./yaml-paths.ts";
 
 /** Alias expansions a file may make in all (YAML's guard against "billion laughs" alias bombs). */
 export const maxAliasCount = 100;
@@ -23,10 +23,7 @@ export const maxAliasCount = 100;
  * file's start, or not at all.
  */
 export function aliasProblems(doc: Document, lines: LineCounter): ConfigProblem[] {
-  const at = (alias: Alias) => {
-    const pos = lines.linePos(alias.range?.[0] ?? 0);
-    return { line: pos.line, column: pos.col };
-  };
+  const at = (alias: Alias) => positionAt(lines, alias.range?.[0]);
   // An alias names the last node with its anchor written before it (as the YAML library resolves it).
   const target = new Map<Alias, Node | undefined>();
   const paths = new Map<Alias, string>();

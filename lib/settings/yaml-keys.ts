@@ -10,7 +10,7 @@ import {
   visit,
 } from "yaml";
 import { type ConfigProblem, keyPath } from "./config-error.ts";
-import { isMergePair, keyText, pathOf } from "./yaml-paths.ts";
+import { isMergePair, keyText, pathOf, positionAt } from "./yaml-paths.ts";
 
 /**
  * What is wrong with the keys of the file's mappings, each at the key: a key that is a list or a
@@ -24,10 +24,7 @@ export function keyProblems(
   ignored: (ancestry: readonly unknown[], node: unknown) => boolean = () => false,
 ): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  const at = (offset: number | undefined) => {
-    const pos = lines.linePos(offset ?? 0);
-    return { line: pos.line, column: pos.col };
-  };
+  const at = (offset: number | undefined) => positionAt(lines, offset);
   visit(doc, {
     Map(_, map, ancestry) {
       // What the file keeps for itself under `x-` is not read, so not checked; but YAML itself

@@ -1,4 +1,15 @@
-import { type Document, isAlias, isMap, isPair, isScalar, isSeq, type Node, type Pair, visit } from "yaml";
+import {
+  type Document,
+  isAlias,
+  isMap,
+  isPair,
+  isScalar,
+  isSeq,
+  type LineCounter,
+  type Node,
+  type Pair,
+  visit,
+} from "yaml";
 
 /**
  * The name a mapping key stands for, as written: `1.50:` is the name "1.50" and `true:` is "true",
@@ -132,4 +143,10 @@ export function ignoredOwnContent(doc: Document): (ancestry: readonly unknown[],
     }
   }
   return ignored;
+}
+
+/** Where `offset` is in the file, as a problem names it (line and column from 1). */
+export function positionAt(lines: LineCounter, offset = 0): { line: number; column: number } {
+  const pos = lines.linePos(offset);
+  return { line: pos.line, column: pos.col };
 }

@@ -1,6 +1,6 @@
 import { type Document, isNode, isPair, isScalar, type LineCounter, visit } from "yaml";
 import { type ConfigProblem, keyPath } from "./config-error.ts";
-import { pathOf } from "./yaml-paths.ts";
+import { pathOf, positionAt } from "./yaml-paths.ts";
 
 /**
  * The YAML tags a settings file may use: the JSON-like ones of the core schema (`!!str 8080` is a
@@ -51,12 +51,10 @@ export function tagProblems(
       const entry = isPair(parent) ? parent : undefined;
       const path = entry?.key === node ? pathOf(ancestry, entry.value, doc) : pathOf(ancestry, node, doc);
       const keyNode = isNode(entry?.key) ? entry.key : undefined;
-      const pos = lines.linePos(keyNode?.range?.[0] ?? node.range?.[0] ?? 0);
       problems.push({
         key: keyPath(path),
         message,
-        line: pos.line,
-        column: pos.col,
+        ...positionAt(lines, keyNode?.range?.[0] ?? node.range?.[0]),
       });
     },
   });
