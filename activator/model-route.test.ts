@@ -2,6 +2,7 @@ import { once } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { expect, test } from "vitest";
+import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
 import { parseConfig } from "../lib/settings/index.ts";
 import { waitFor } from "../test/sim/helpers.ts";
 import { ModelRoute, releaseWave, spareLimit } from "./model-route.ts";
@@ -183,15 +184,16 @@ test("Retry-After before an activation is announced: the last start's or wake's 
   // for a cold model whose start takes 12 s was told to come back in 1 s.
   const route = new ModelRoute(config, listener);
   expect(route.retryAfterMs()).toBe(1_000);
-  const event = (tier: "starting" | "waking" | "ready" | "asleep-1" | "cold", estimateMs?: number) =>
+  const apply = (tier: Tier, extra: Partial<ReplicaEvent> = {}) =>
     route.apply({
       model: "qwen",
       replica: "qwen-1",
       address: "127.0.0.1:1",
       tier,
       since: Date.now(),
-      ...(estimateMs ? { estimateMs } : {}),
+      ...extra,
     });
+  const event = (tier: Tier, estimateMs?: number) => apply(tier, estimateMs ? { estimateMs } : {});
   event("starting", 12_000);
   event("ready");
   event("cold");
@@ -205,19 +207,11 @@ test("Retry-After before an activation is announced: the last start's or wake's 
   event("asleep-1");
   expect(route.retryAfterMs()).toBe(3_000);
   // Draining: it sleeps next, then a wake; without sleep mode it stops, then a start.
-  const draining = (tier: "draining") =>
-    route.apply({
-      model: "qwen",
-      replica: "qwen-1",
-      address: "127.0.0.1:1",
-      tier,
-      since: Date.now(),
-      endsAt: Date.now() + 60_000,
-    });
-  draining("draining");
+  const draining = () => apply("draining", { endsAt: Date.now() + 60_000 });
+  draining();
   expect(route.retryAfterMs()).toBe(3_000);
   route.config.sleep = false;
-  draining("draining");
+  draining();
   expect(route.retryAfterMs()).toBe(12_000);
   route.config.sleep = true;
   await route.close();
