@@ -52,6 +52,25 @@ describe("cold start", () => {
     expect(h.controller("m").state()).toMatchObject({ tier: "ready", lastStartMs: 30_000 });
   });
 
+  test("an engine the platform has just heard answer /health is warmed up without asking it again", async () => {
+    const h = new Harness(oneModel());
+    h.demand("m");
+    await h.settle();
+    h.platform.bringUp("m-1", { answeredAt: h.clock.now() });
+    await h.settle();
+    expect(h.platform.engineOf("m-1").calls).toEqual(["warmup"]);
+    expect(h.tiers("m")).toEqual(["starting", "ready"]);
+  });
+
+  test("an answer the platform heard a while ago is asked again", async () => {
+    const h = new Harness(oneModel());
+    h.demand("m");
+    await h.settle();
+    h.platform.bringUp("m-1", { answeredAt: h.clock.now() - 1_000 });
+    await h.settle();
+    expect(h.platform.engineOf("m-1").calls).toEqual(["healthy", "isSleeping", "warmup"]);
+  });
+
   test("a fresh engine that says it is asleep is woken before its warm-up", async () => {
     const h = new Harness(oneModel());
     h.demand("m");

@@ -160,6 +160,8 @@ const maxBackoffMs = 60_000;
 const selfHealIntervalMs = 30_000;
 const selfHealCheckMs = 5_000;
 const crashWindowMs = 5 * 60_000;
+/** How recent the platform's own /health answer must be to finish a start without asking again. */
+const answeredFreshMs = 1_000;
 const drainPollMs = 100;
 const failedOperationCoolMs = 1_000;
 /** How long the platform's count may lag a scale we asked for (a cache catching up) before it wins again. */
@@ -1464,11 +1466,14 @@ export class ModelController {
     const until = activation.started + this.config.startTimeout;
     try {
       // Both questions at once: the held requests wait for the answers (a round trip each to an
-      // engine that has just started, whose first answers are slow).
-      const [healthy, sleeping] = await Promise.all([
-        engine.healthy(),
-        this.config.sleep ? engine.isSleeping().catch(() => false) : false,
-      ]);
+      // engine that has just started, whose first answers are slow). Not asked when the platform
+      // has just heard the engine, a process it started awake, answer /health.
+      const [healthy, sleeping] = this.justAnswered(record.replica)
+        ? [true, false]
+        : await Promise.all([
+            engine.healthy(),
+            this.config.sleep ? engine.isSleeping().catch(() => false) : false,
+          ]);
       if (!healthy) throw new EngineNotUp("the engine does not answer /health");
       if (sleeping) await engine.wake(1, Math.max(1, until - this.deps.clock.now()));
       await this.warmUp(engine, activation, until);
@@ -1496,6 +1501,12 @@ export class ModelController {
     this.learner.measured("start", this.lastStartMs);
     this.succeeded(record);
     await this.setTier(record, "ready");
+  }
+
+  /** The platform heard this fresh engine answer /health within the last `answeredFreshMs`. */
+  private justAnswered(replica: Replica): boolean {
+    const at = replica.answeredAt;
+    return at !== undefined && Math.abs(this.deps.clock.now() - at) < answeredFreshMs;
   }
 
   /**

@@ -19,6 +19,11 @@ export interface Replica {
   address?: string;
   /** The platform sees the engine up: the process answers `/health`, the pod is Ready. */
   up: boolean;
+  /**
+   * Epoch ms the platform itself saw this engine, a process it started (so awake), answer `/health`
+   * (local mode's readiness check). Finishing the start does not ask again what it has just heard.
+   */
+  answeredAt?: number;
   /** Epoch ms the replica was created (the start of a cold start). */
   createdAt: number;
   /** How often the engine restarted in place (the kubelet's restart count; 0 locally). */

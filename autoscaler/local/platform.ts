@@ -417,16 +417,19 @@ export class LocalPlatform implements Platform {
         const started = performance.now();
         if (await engine.client.healthy(1_000)) {
           if (engine.exited || engine.stopping) return;
-          engine.replica = { ...engine.replica, up: true };
+          engine.replica = { ...engine.replica, up: true, answeredAt: Date.now() };
           this.changed(model);
           return;
         }
         await new Promise<void>((resolve) => {
+          // A line printed after the gap asks at once: even a 0 ms timer waits a millisecond, and
+          // every cold start waits with it.
+          const after = (ms: number) => (ms > 0 ? setTimeout(resolve, ms) : void resolve());
           const soonest = () => Math.max(0, started + readinessMinGapMs - performance.now());
-          let timer = setTimeout(resolve, nudged ? soonest() : readinessIntervalMs);
+          let timer = after(nudged ? soonest() : readinessIntervalMs);
           wake = () => {
             clearTimeout(timer);
-            timer = setTimeout(resolve, soonest());
+            timer = after(soonest());
           };
         });
         wake = undefined;

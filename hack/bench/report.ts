@@ -106,9 +106,12 @@ function summary(r: BenchResults): string {
     ]);
     rows.push([
       "Activation: Snooze's own part of that first byte (ready → sent to the engine, engine's headers → client)",
-      `${fmt(a.ownFirstByteMs, 1)} ms after a wake; the engine's own first byte for the same burst sent to it directly: ${fmt(r.activation.engineBurst.firstMs, 1)} ms`,
+      `${fmt(a.ownFirstByteMs, 1)} ms after a wake${r.activation.cold ? `, ${fmt(r.activation.cold.ownFirstByteMs, 1)} ms after a cold start (learning it is up included)` : ""}; the engine's own first byte for the same burst sent to it directly: ${fmt(r.activation.engineBurst.firstMs, 1)} ms`,
       `≤ ${targets.activationP50Ms} ms`,
-      verdict(a.ownFirstByteMs <= targets.activationP50Ms),
+      verdict(
+        a.ownFirstByteMs <= targets.activationP50Ms &&
+          (!r.activation.cold || r.activation.cold.ownFirstByteMs <= targets.activationP50Ms),
+      ),
     ]);
     const lastRatio = a.lastByteMs / r.activation.engineBurst.lastMs;
     rows.push([

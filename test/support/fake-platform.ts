@@ -344,10 +344,13 @@ export class FakePlatform implements Platform {
     return this.entry(model).scale;
   }
 
-  /** The engine of `id` answers: the platform sees it up. */
-  bringUp(id: string): void {
+  /**
+   * The engine of `id` answers: the platform sees it up (and, with `answeredAt`, says when it heard
+   * its /health answer itself, as local mode does).
+   */
+  bringUp(id: string, heard: { answeredAt?: number } = {}): void {
     const { model, entry, replica } = this.locate(id);
-    entry.replicas.set(id, { ...replica, up: true });
+    entry.replicas.set(id, { ...replica, up: true, ...heard });
     this.changed(model);
   }
 
