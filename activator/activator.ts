@@ -20,7 +20,7 @@ import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
 import { checkEnginePath, type PathCheck } from "./openai-path.ts";
 import { EndedEarly, errorAnswer, forward, timerValue } from "./proxy.ts";
 import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
-import { type FormFields, resolveModel } from "./resolve-model.ts";
+import { type FormFields, nameLookup, resolveModel } from "./resolve-model.ts";
 
 export interface ActivatorOptions {
   config: SnoozeConfig;
@@ -223,7 +223,7 @@ export class Activator {
 
   /** The model id an id or alias names, if any. */
   modelNamed(name: string): string | undefined {
-    return this.config.names.get(name);
+    return nameLookup(this.config.names, name);
   }
 
   /** Aborts when the shutdown begins: calls that wait on the control plane answer then. */

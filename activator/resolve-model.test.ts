@@ -128,6 +128,26 @@ describe("resolveModel", () => {
     });
   });
 
+  test("a name in another Unicode form than the config's names the same model; the engine gets its own form", () => {
+    const nfc = "café".normalize("NFC");
+    const nfd = "café".normalize("NFD");
+    // The config wrote it composed, a macOS client sends it decomposed (and the other way round).
+    for (const [configured, sent] of [
+      [nfc, nfd],
+      [nfd, nfc],
+    ] as const) {
+      const accented = new Map([[configured, configured]]);
+      const result = resolveModel(json, body({ model: sent, prompt: "x" }), accented);
+      expect(result).toMatchObject({ ok: true, model: configured });
+      expect(result.ok && JSON.parse(result.body.toString()).model).toBe(configured);
+      const header = Buffer.from(sent, "utf8").toString("latin1");
+      expect(resolveModel({ ...json, "snooze-model": header }, body({}), accented)).toMatchObject({
+        ok: true,
+        model: configured,
+      });
+    }
+  });
+
   test("a body that is not JSON by its Content-Type: 400 naming it and saying what to send", () => {
     const form = { "content-type": "application/x-www-form-urlencoded" };
     const answer = resolveModel(form, body({ model: "qwen" }), names);

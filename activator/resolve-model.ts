@@ -65,14 +65,14 @@ export function resolveModel(
    */
   const routed = (id: string): Resolution => {
     const served = servedOf(id) ?? id;
-    if (typeof requested !== "string" || requested === served || names.get(requested) !== id)
+    if (typeof requested !== "string" || requested === served || nameLookup(names, requested) !== id)
       return { ok: true, model: id, body, stream };
     if (form) return { ok: true, model: id, body, stream, renamed: served };
     return { ok: true, model: id, body: replaceModel(body, served) ?? body, stream };
   };
   const header = utf8(headers["snooze-model"]);
   if (header) {
-    const id = names.get(header);
+    const id = nameLookup(names, header);
     return id ? routed(id) : unknown(header);
   }
   if (body.length > 0 && isJson) {
@@ -88,7 +88,7 @@ export function resolveModel(
       };
     }
     if (typeof requested === "string" && requested) {
-      const id = names.get(requested);
+      const id = nameLookup(names, requested);
       return id ? routed(id) : unknown(requested);
     }
     if (requested !== undefined && typeof requested !== "string") {
@@ -100,7 +100,7 @@ export function resolveModel(
     }
   }
   if (form && typeof requested === "string" && requested) {
-    const id = names.get(requested);
+    const id = nameLookup(names, requested);
     return id ? routed(id) : unknown(requested);
   }
   const host = String(headers.host ?? "").split(":")[0]!;
@@ -146,6 +146,19 @@ export function resolveModel(
       "model",
     ),
   };
+}
+
+/**
+ * The model `name` names. The same text may come in another Unicode form than the config's (`café`
+ * as e + U+0301 from a macOS client, NFD, against NFC in the file): it names the same model (the
+ * loader refuses two names that differ only so). Normalised only on a miss: the hot path is one get.
+ */
+export function nameLookup(names: ReadonlyMap<string, string>, name: string): string | undefined {
+  const id = names.get(name);
+  if (id !== undefined) return id;
+  const nfc = name.normalize("NFC");
+  const nfd = name.normalize("NFD");
+  return (nfc !== name ? names.get(nfc) : undefined) ?? (nfd !== name ? names.get(nfd) : undefined);
 }
 
 /**

@@ -110,7 +110,9 @@ Two models may not share a fixed \`port\`. Ids and aliases must be unique, and t
 more than case and Unicode form: a \`Host\` header routes to a model in any case, and names equal in Unicode
 NFKC look like one name (\`café\` written with \`é\` or with \`e\` and a combining accent, full-width \`ｑｗｅｎ\` and
 \`qwen\`), so names are compared in NFKC with case ignored. One model may take \`qwen\` and \`Qwen\` both (or both
-forms of \`café\`), as a request body names it either way. \`aliases\` name one model, so they are set per model,
+forms of \`café\`), as a request body names it either way. A request that names a model in the other
+canonical form (NFD \`café\` against NFC in the file, or the other way round) reaches it, and its body
+names the model to the engine as the file writes it. \`aliases\` name one model, so they are set per model,
 not in \`defaults:\`. A file that is not UTF-8 is refused, naming the line and column of its first bad byte.
 
 Settings can be shared with YAML anchors and aliases (\`&name\`, \`*name\`) and merge keys (\`<<: *name\`, or
