@@ -7,8 +7,12 @@ export interface Command {
   flags: Record<string, Flag>;
   /** Positional arguments this command accepts, for the usage line; none when absent. */
   positionals?: string;
-  run(values: FlagValues, positionals: string[]): Promise<number>;
+  /** `tokens` are the arguments in the order written (vLLM's `--served-model-name a b` needs it). */
+  run(values: FlagValues, positionals: string[], tokens: readonly ArgToken[]): Promise<number>;
 }
+
+/** One argument as parsed, in the order written. */
+export type ArgToken = NonNullable<ReturnType<typeof parseArgs>["tokens"]>[number];
 
 export function parseCommandArgs(command: Command, argv: string[]) {
   const options: Record<string, ParseArgsOptionDescriptor> = { help: { type: "boolean", short: "h" } };
@@ -22,6 +26,7 @@ export function parseCommandArgs(command: Command, argv: string[]) {
       options,
       strict: true,
       allowPositionals: command.positionals !== undefined,
+      tokens: true,
     });
     return parsed;
   } catch (error) {

@@ -56,12 +56,12 @@ export async function main(argv: string[]): Promise<number> {
   else process.stdout.on("error", endOnClosedPipe);
   const command: Command = await entry.load();
   try {
-    const { values, positionals } = parseCommandArgs(command, rest);
+    const { values, positionals, tokens } = parseCommandArgs(command, rest);
     if (values.help) {
       console.log(commandHelp(command, entry.summary));
       return 0;
     }
-    const code = await command.run(values, positionals);
+    const code = await command.run(values, positionals, tokens);
     // A server has shut down when `run` returns: a connection or timer still open then gets a
     // second, not the process's life; an exporter left waiting on a collector, nothing at all.
     if (entry.server) {

@@ -8,8 +8,8 @@ export const simCommand: Command = {
   name: "sim",
   flags: simFlags,
   positionals: "[model]",
-  run(values, positionals) {
-    const launch = parseSimFlags(values, positionals);
+  run(values, positionals, tokens) {
+    const launch = parseSimFlags(values, positionals, tokens);
     return runSim(launch, createLogger({ component: "sim" }));
   },
 };

@@ -3,6 +3,7 @@
  * `snooze sim` flags that set it. vLLM's own flag names are kept where vLLM
  * has one, so one command template serves `vllm serve` and `snooze sim`.
  */
+import type { ArgToken } from "../../cli/command.ts";
 import { durationValue } from "../../cli/flags.ts";
 import { type Flag, type FlagValues, UsageError } from "../../lib/cli-flags.ts";
 import { type Faults, noFaults } from "./faults.ts";
@@ -277,12 +278,18 @@ export interface LaunchOptions {
 }
 
 /** Reads the `snooze sim` flags; a bad value is a UsageError (exit code 2). */
-export function parseSimFlags(values: FlagValues, positionals: string[]): LaunchOptions {
+export function parseSimFlags(
+  values: FlagValues,
+  positionals: string[],
+  tokens: readonly ArgToken[],
+): LaunchOptions {
   const servedFlag = (values["served-model-name"] as string[] | undefined) ?? [];
-  // vLLM's `--served-model-name a b` takes several words; parseArgs leaves the
-  // words after the first as positionals behind the model.
-  const [positionalModel, ...moreNames] = positionals;
-  if (moreNames.length > 0 && servedFlag.length === 0) {
+  // vLLM's `--served-model-name a b` takes several words; parseArgs leaves the words after the
+  // first as positionals. Those written right after it are names (`sim --served-model-name a b`
+  // serves a and b); another is the model.
+  const moreNames = namesAfterServedFlag(tokens);
+  const [positionalModel, ...extraModels] = positionals.filter((_, i) => !moreNames.indices.has(i));
+  if (extraModels.length > 0) {
     throw new UsageError(`one model expected, got ${positionals.join(" ")}`);
   }
   const flagModel = values.model as string | undefined;
@@ -296,7 +303,7 @@ export function parseSimFlags(values: FlagValues, positionals: string[]): Launch
     throw new UsageError(
       `--served-model-name is given ${servedFlag.length} times; vLLM would serve only the last (${servedFlag.at(-1)}): list every name after one --served-model-name, as in --served-model-name ${servedFlag.join(" ")}`,
     );
-  const served = [...servedFlag, ...moreNames];
+  const served = [...servedFlag, ...moreNames.names];
 
   const text = (name: string) => values[name] as string;
   // Each delay arms a timer: read as every Snooze duration flag is, up to the longest a timer waits.
@@ -380,4 +387,24 @@ export function parseSimFlags(values: FlagValues, positionals: string[]): Launch
     },
   };
   return { engines, basePort, gpuIds, engine };
+}
+
+/**
+ * The positionals written right after `--served-model-name`'s value (vLLM reads `a b` as two
+ * names there), and their places among the positionals.
+ */
+function namesAfterServedFlag(tokens: readonly ArgToken[]): { names: string[]; indices: Set<number> } {
+  const names: string[] = [];
+  const indices = new Set<number>();
+  let after = false;
+  let position = -1;
+  for (const token of tokens) {
+    if (token.kind === "positional") {
+      position++;
+      if (!after) continue;
+      names.push(token.value);
+      indices.add(position);
+    } else after = token.kind === "option" && token.name === "served-model-name";
+  }
+  return { names, indices };
 }

@@ -6,8 +6,8 @@ import { parseSimFlags } from "../../hack/sim/options.ts";
 import { UsageError } from "../../lib/cli-flags.ts";
 
 const parse = (...argv: string[]) => {
-  const { values, positionals } = parseCommandArgs(simCommand, argv);
-  return parseSimFlags(values, positionals);
+  const { values, positionals, tokens } = parseCommandArgs(simCommand, argv);
+  return parseSimFlags(values, positionals, tokens);
 };
 
 test("with no flags: one engine serving sim-model on 127.0.0.1:8000, no GPU, no faults", () => {
@@ -49,6 +49,19 @@ test("vLLM's spellings of the model and served names", () => {
   );
   expect(() => parse("one", "two")).toThrow(UsageError);
   expect(() => parse("one", "--model", "two")).toThrow(UsageError);
+  // The words right after the flag are names, as vLLM's argparse reads them; the model comes
+  // before the flag, or after another flag (found by an outside tester: `b` became the model).
+  expect(parse("--served-model-name", "a", "b").engine).toMatchObject({
+    model: "sim-model",
+    servedModelNames: ["a", "b"],
+  });
+  expect(parse("--served-model-name", "a", "b", "--port", "9", "org/m").engine).toMatchObject({
+    model: "org/m",
+    servedModelNames: ["a", "b"],
+  });
+  expect(() => parse("one", "--served-model-name", "a", "--port", "9", "two")).toThrow(
+    "one model expected, got one two",
+  );
 });
 
 test("durations, sizes and faults are read; bad ones are usage errors naming the flag", () => {
