@@ -101,6 +101,29 @@ test("an engine that is not there says why (not fetch's 'fetch failed'); one tha
   expect(await gone.wake(1, 200).catch((error: unknown) => error)).toMatchObject({ timedOut: false });
 });
 
+test("a sleep call abandoned by its caller's signal ends at once, before its own timeout", async () => {
+  const { client, calls } = await engine(() => {}); // takes the sleep, never answers (frozen)
+  const abandon = new AbortController();
+  const started = performance.now();
+  const call = client.sleep(1, "wait", 60_000, abandon.signal).catch((error: unknown) => error);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  expect(calls).toEqual(["POST /sleep?level=1&mode=wait"]);
+  abandon.abort(new Error("stopped answering its health check"));
+  const failed = await call;
+  expect(performance.now() - started).toBeLessThan(5_000);
+  expect(failed).toBeInstanceOf(EngineError);
+  expect(failed).toMatchObject({
+    message: "POST /sleep?level=1&mode=wait: stopped answering its health check",
+    timedOut: false,
+  });
+  // Without the signal aborted, the call's own timeout still holds.
+  const stuck = await client.sleep(1, "wait", 100, new AbortController().signal).catch((e: unknown) => e);
+  expect(stuck).toMatchObject({
+    message: "POST /sleep?level=1&mode=wait: no answer within 100ms",
+    timedOut: true,
+  });
+});
+
 test("health is any 2xx; metrics are read whatever the status", async () => {
   let healthStatus = 200;
   const { client } = await engine((req, res) => {

@@ -50,7 +50,11 @@ interface Deadline {
   ms: number;
 }
 type Within = number | Deadline;
-const deadline = (ms: number): Deadline => ({ signal: AbortSignal.timeout(ms), ms });
+/** `ms` from now, or sooner when `abandon` (the caller's own signal) aborts. */
+const deadline = (ms: number, abandon?: AbortSignal): Deadline => {
+  const timeout = AbortSignal.timeout(ms);
+  return { signal: abandon ? AbortSignal.any([timeout, abandon]) : timeout, ms };
+};
 
 /** An answer's status and body text. */
 interface Answer {
@@ -85,9 +89,12 @@ export class EngineClient {
     return body.is_sleeping;
   }
 
-  /** `mode=wait` lets in-flight requests finish first; sleeping while decoding has crashed engines. */
-  async sleep(level: 1 | 2, mode: SleepMode, timeoutMs: number): Promise<void> {
-    await this.call("POST", `/sleep?level=${level}&mode=${mode}`, timeoutMs);
+  /**
+   * `mode=wait` lets in-flight requests finish first; sleeping while decoding has crashed engines.
+   * `abandon` gives the call up early (its engine stopped answering its health check meanwhile).
+   */
+  async sleep(level: 1 | 2, mode: SleepMode, timeoutMs: number, abandon?: AbortSignal): Promise<void> {
+    await this.call("POST", `/sleep?level=${level}&mode=${mode}`, deadline(timeoutMs, abandon));
   }
 
   /**

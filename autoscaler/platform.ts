@@ -57,7 +57,8 @@ export interface ReplicaSetView {
 export interface Engine {
   healthy(timeoutMs?: number): Promise<boolean>;
   isSleeping(timeoutMs?: number): Promise<boolean>;
-  sleep(level: 1 | 2, mode: SleepMode, timeoutMs: number): Promise<void>;
+  /** `abandon` gives the call up early: it rejects, whatever the engine does with the sleep. */
+  sleep(level: 1 | 2, mode: SleepMode, timeoutMs: number, abandon?: AbortSignal): Promise<void>;
   wake(fromLevel: 1 | 2, timeoutMs: number): Promise<void>;
   warmup(model: string, timeoutMs: number): Promise<void>;
   load(timeoutMs?: number): Promise<EngineLoad>;

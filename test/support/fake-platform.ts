@@ -124,8 +124,17 @@ export class FakeEngine implements Engine {
     return this.sleeping ? (this.level ?? 1) : 0;
   }
 
-  async sleep(level: 1 | 2, mode: SleepMode, _timeoutMs: number): Promise<void> {
-    await this.enter("sleep", `sleep(${level},${mode})`);
+  /** The signal the last sleep call was given to abandon it (see sleep-watch.ts). */
+  sleepAbandon?: AbortSignal;
+
+  async sleep(level: 1 | 2, mode: SleepMode, _timeoutMs: number, abandon?: AbortSignal): Promise<void> {
+    this.sleepAbandon = abandon;
+    // As the engine client does, an abandoned call rejects at once, whatever the engine does.
+    const abandoned = new Promise<never>((_, reject) =>
+      abandon?.addEventListener("abort", () => reject(new Error("sleep call abandoned")), { once: true }),
+    );
+    abandoned.catch(() => {});
+    await Promise.race([this.enter("sleep", `sleep(${level},${mode})`), abandoned]);
     // vLLM ignores a sleep while asleep.
     if (this.sleeping) return;
     this.sleeping = true;
