@@ -451,6 +451,85 @@ describe("waking", () => {
   });
 });
 
+describe("an engine frozen in its sleep call", () => {
+  // Found by an outside tester: an engine that froze during its sleep call (SIGSTOP) held its model,
+  // or its whole slot, until the call's timeout (a wake's time, 2m), and the requests held meanwhile
+  // ended as 503 hold_budget_exceeded. vLLM answers /health while it sleeps: it is asked meanwhile.
+  const reason =
+    "fake engine m-1 stopped answering its health check during its sleep call (2 checks in a row, 5s each)";
+
+  test("its sleep is given up once /health goes unanswered twice, the engine stopped, and a held request served by a fresh start", async () => {
+    const { h, id, engine } = await readyModel();
+    const sleepCall = engine.hold("sleep");
+    engine.hold("healthy");
+    engine.hold("healthy");
+    await h.advance(60_000);
+    expect(sleepCall.reached).toBe(true);
+    h.stats("m", 0, 1);
+    h.demand("m");
+    // The first check 5 s into the call, unanswered at 10 s; asked again at once, unanswered at 15 s.
+    await h.advance(15_000 - 1);
+    expect(engine.calls).toEqual(["sleep(1,wait)", "healthy", "healthy"]);
+    expect(h.tiers("m")).toEqual(["draining"]);
+    expect(h.platform.scales).toEqual([]);
+    await h.advance(1);
+    expect(engine.sleepAbandon?.aborted).toBe(true);
+    expect(h.tiers("m", id)).toEqual(["draining", "cold"]);
+    // `snooze status` and the 503s say why the model went cold.
+    expect(h.controller("m").state().lastError).toBe(
+      `sleep of m failed, so its engine was stopped: ${reason}`,
+    );
+    expect(h.controller("m").sleepFailed()).toBe(reason);
+    // The request held meanwhile starts a fresh engine, as after any failed sleep.
+    expect(h.platform.scales.map((s) => [s.expected, s.to, s.remove])).toEqual([
+      [1, 0, [id]],
+      [0, 1, []],
+    ]);
+    h.platform.bringUp("m-2");
+    await h.settle();
+    expect(h.tiers("m", "m-2")).toEqual(["starting", "ready"]);
+    // The watch ended with the call: the stopped engine is asked nothing more.
+    await h.advance(60_000);
+    expect(engine.calls).toEqual(["sleep(1,wait)", "healthy", "healthy"]);
+  });
+
+  test("a slow sleep whose engine answers /health completes as usual: no stop, and no watch left after it", async () => {
+    const { h, engine } = await readyModel();
+    engine.latency.sleep = 40_000;
+    await h.advance(60_000);
+    expect(h.tiers("m")).toEqual(["draining"]);
+    await h.advance(40_000);
+    expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
+    expect(engine.sleepAbandon?.aborted).toBe(false);
+    // Asked every 5 s while the sleep ran (at 5, 10 … 35 s), never after.
+    expect(engine.calls).toEqual(["sleep(1,wait)", ...Array<string>(7).fill("healthy")]);
+    expect(h.platform.scales).toEqual([]);
+    expect(h.controller("m").state().lastError).toBeUndefined();
+    // The next timer is the ladder's (deepSleepAfter), not a check 5 s on.
+    expect(h.clock.nextAt()).toBe(h.clock.now() + 10 * 60_000);
+    await h.advance(60_000);
+    expect(engine.calls.filter((c) => c === "healthy")).toHaveLength(7);
+  });
+
+  test("a deeper sleep's level-2 sleep call is watched too", async () => {
+    const { h, id, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    engine.hold("sleep");
+    engine.hold("healthy");
+    engine.hold("healthy");
+    await h.advance(10 * 60_000);
+    expect(engine.calls).toEqual(["wake(1)", "sleep(2,wait)"]);
+    await h.advance(15_000);
+    expect(engine.sleepAbandon?.aborted).toBe(true);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+    expect(h.tiers("m")).toEqual(["cold"]);
+    expect(h.controller("m").state().lastError).toBe(
+      `deeper sleep of m failed, so its engine was stopped: ${reason}`,
+    );
+  });
+});
+
 describe("self-heal", () => {
   test("every 30 s a ready engine is rechecked; one that stopped answering is replaced, not left to time requests out", async () => {
     // Found by an outside tester: a frozen engine (SIGSTOP) stayed ready, every request waiting

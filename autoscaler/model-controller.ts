@@ -25,6 +25,7 @@ import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
 import type { Departure, Engine, Platform, Replica, ReplicaSetView } from "./platform.ts";
 import { reportNeedsPass } from "./report-pass.ts";
+import { watchedSleep } from "./sleep-watch.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
 
 /** What one model asks of the control plane: its settings and how many awake replicas. */
@@ -1671,8 +1672,12 @@ export class ModelController {
           "snooze.sleep",
           { "snooze.model": this.id, "snooze.sleep_level": next },
           // The requests still running were ended at the drain's end: what is left is the engine
-          // moving its weights out, which a wake moves back, so it has a wake's time.
-          () => engine.sleep(next, "wait", sleepTimeoutMs(this.config.wakeTimeout)),
+          // moving its weights out, which a wake moves back, so it has a wake's time, unless it
+          // stops answering its health check meanwhile (frozen: see sleep-watch.ts).
+          () =>
+            watchedSleep(this.deps.clock, engine, record.replica.label, (abandon) =>
+              engine.sleep(next, "wait", sleepTimeoutMs(this.config.wakeTimeout), abandon),
+            ),
           parent,
         ).finally(() => this.sleepsUnderWay--);
       } catch (error) {
@@ -1743,7 +1748,10 @@ export class ModelController {
           // client has gone since counts too, as a held request's activation goes on without it.
           wanted = this.load().held > 0 || this.lastActive > moved;
           span.setAttribute("snooze.deepen.taken_back", wanted);
-          if (!wanted) await engine.sleep(2, "wait", 30_000);
+          if (!wanted)
+            await watchedSleep(this.deps.clock, engine, record.replica.label, (abandon) =>
+              engine.sleep(2, "wait", 30_000, abandon),
+            );
         },
         ROOT_CONTEXT,
       );

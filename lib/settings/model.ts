@@ -109,7 +109,7 @@ export const tierSettings = z.strictObject({
     .optional()
     .meta({
       description:
-        "How long a wake, with its warm-up, may take before it is declared failed; an engine's sleep call gets as long (at least 30 s), past which the engine is stopped instead.",
+        "How long a wake, with its warm-up, may take before it is declared failed; an engine's sleep call gets as long (at least 30 s), past which the engine is stopped instead; sooner when it stops answering `/health` during the call (two checks in a row, 5 s each).",
     }),
   drainTimeout: finiteDuration("a request that never ends would keep the replica awake").optional().meta({
     description:

@@ -1,0 +1,117 @@
+import { describe, expect, test } from "vitest";
+import { ManualClock } from "../test/support/manual-clock.ts";
+import { EngineFrozen, sleepWatchCheckMs, sleepWatchIntervalMs, watchedSleep } from "./sleep-watch.ts";
+
+/** An engine whose `/health` answers as `next` says: true, false, or never ("hang"). */
+function engine(answers: (boolean | "hang")[], otherwise: boolean | "hang" = true) {
+  const asked: number[] = [];
+  return {
+    asked,
+    healthy(_timeoutMs?: number): Promise<boolean> {
+      asked.push(asked.length);
+      const answer = answers.shift() ?? otherwise;
+      return answer === "hang" ? new Promise<boolean>(() => {}) : Promise.resolve(answer);
+    },
+  };
+}
+
+/** A sleep call that ends when the test says (or never), and records the signal it was given. */
+function sleepCall() {
+  const call: { signal?: AbortSignal; end?: () => void; fail?: (error: Error) => void } = {};
+  const run = (signal: AbortSignal) =>
+    new Promise<void>((resolve, reject) => {
+      call.signal = signal;
+      call.end = resolve;
+      call.fail = reject;
+    });
+  return { call, run };
+}
+
+/** The watched call's outcome, once it has one. */
+function outcome(promise: Promise<void>) {
+  const seen: { settled?: "done" | Error } = {};
+  promise.then(
+    () => (seen.settled = "done"),
+    (error: Error) => (seen.settled = error),
+  );
+  return seen;
+}
+
+describe("watchedSleep", () => {
+  test("a sleep call that never returns, from an engine that stops answering /health: given up, the call aborted, no timer left", async () => {
+    const clock = new ManualClock();
+    const health = engine([], "hang");
+    const { call, run } = sleepCall();
+    const seen = outcome(watchedSleep(clock, health, "engine m-1", run));
+    // First check after the interval; its miss is asked again at once; the second miss gives up.
+    const givesUpAt = sleepWatchIntervalMs + 2 * sleepWatchCheckMs;
+    await clock.advanceAndSettle(givesUpAt - 1);
+    expect(seen.settled).toBeUndefined();
+    expect(health.asked).toHaveLength(2);
+    expect(call.signal?.aborted).toBe(false);
+    await clock.advanceAndSettle(1);
+    expect(seen.settled).toBeInstanceOf(EngineFrozen);
+    expect((seen.settled as Error).message).toBe(
+      "engine m-1 stopped answering its health check during its sleep call (2 checks in a row, 5s each)",
+    );
+    expect(call.signal?.aborted).toBe(true);
+    expect(clock.pending).toBe(0);
+  });
+
+  test("an engine whose /health fails at once (refused, 503) twice in a row is given up at the first check", async () => {
+    const clock = new ManualClock();
+    const health = engine([], false);
+    const { call, run } = sleepCall();
+    const seen = outcome(watchedSleep(clock, health, "engine m-1", run));
+    await clock.advanceAndSettle(sleepWatchIntervalMs);
+    expect(seen.settled).toBeInstanceOf(EngineFrozen);
+    expect(health.asked).toHaveLength(2);
+    expect(call.signal?.aborted).toBe(true);
+    expect(clock.pending).toBe(0);
+  });
+
+  test("a slow sleep whose engine answers /health completes; the watch stops with it", async () => {
+    const clock = new ManualClock();
+    const health = engine([]);
+    const { call, run } = sleepCall();
+    const seen = outcome(watchedSleep(clock, health, "engine m-1", run));
+    await clock.advanceAndSettle(60_000);
+    expect(seen.settled).toBeUndefined();
+    expect(health.asked).toHaveLength(60_000 / sleepWatchIntervalMs);
+    call.end?.();
+    await clock.settle();
+    expect(seen.settled).toBe("done");
+    expect(call.signal?.aborted).toBe(false);
+    expect(clock.pending).toBe(0);
+    await clock.advanceAndSettle(60_000);
+    expect(health.asked).toHaveLength(60_000 / sleepWatchIntervalMs);
+  });
+
+  test("one check missed, the next answered: not a freeze (a loaded host may answer late once)", async () => {
+    const clock = new ManualClock();
+    const health = engine(["hang", true, false, true, "hang", true]);
+    const { call, run } = sleepCall();
+    const seen = outcome(watchedSleep(clock, health, "engine m-1", run));
+    await clock.advanceAndSettle(60_000);
+    expect(health.asked.length).toBeGreaterThan(6);
+    expect(seen.settled).toBeUndefined();
+    expect(call.signal?.aborted).toBe(false);
+    call.end?.();
+    await clock.settle();
+    expect(seen.settled).toBe("done");
+    expect(clock.pending).toBe(0);
+  });
+
+  test("a sleep call that fails on its own fails as it did, ended during a check: no timer left", async () => {
+    const clock = new ManualClock();
+    const health = engine([], "hang");
+    const { call, run } = sleepCall();
+    const seen = outcome(watchedSleep(clock, health, "engine m-1", run));
+    await clock.advanceAndSettle(sleepWatchIntervalMs + 1);
+    expect(health.asked).toHaveLength(1);
+    call.fail?.(new Error("POST /sleep?level=1&mode=wait answered 500"));
+    await clock.settle();
+    expect((seen.settled as Error).message).toBe("POST /sleep?level=1&mode=wait answered 500");
+    expect(clock.pending).toBe(0);
+  });
+});
