@@ -89,11 +89,13 @@ function summary(r: BenchResults): string {
   }
   if (r.activation) {
     const a = r.activation.activator;
+    // Every held request's wait, not the issue's target (that is the first one's first byte, the
+    // next rows): it is mostly the engine answering the whole burst, shown beside it.
     rows.push([
-      `Activation overhead p50, ${r.activation.count} held`,
-      `${fmt(a.overhead.p50, 1)} ms (p99 ${fmt(a.overhead.p99, 1)} ms); activator's own release: ${fmt(a.dispatched.p50, 1)} ms p50`,
-      `≤ ${targets.activationP50Ms} ms`,
-      verdict(a.overhead.p50 <= targets.activationP50Ms),
+      `Activation overhead, each of ${r.activation.count} held: TTFB less the wake and warm-up, p50`,
+      `${fmt(a.overhead.p50, 1)} ms (p99 ${fmt(a.overhead.p99, 1)} ms); activator's own release: ${fmt(a.dispatched.p50, 1)} ms p50; the same burst sent to the awake engine directly: ${fmt(r.activation.engineBurst.p50, 1)} ms p50`,
+      "—",
+      "",
     ]);
     rows.push([
       "Activation: engine ready → first held request's first byte, warm-up apart",
