@@ -11,7 +11,7 @@ import {
   createEventSink,
   isRetryableStatus,
 } from "./cloudevents.ts";
-import { silentLogger } from "./log.ts";
+import { createLogger, silentLogger } from "./log.ts";
 
 interface Received {
   headers: IncomingHttpHeaders;
@@ -139,6 +139,18 @@ test("a 400 is final: no retry, counted as failed", async () => {
   await s.drain();
   expect(target.received).toHaveLength(1);
   expect(await count("failed")).toBe(1);
+});
+
+test("the log names the sink without the credentials its URL holds (found by an outside tester)", async () => {
+  const target = await endpoint((res) => res.writeHead(400).end("no"));
+  const lines: string[] = [];
+  const url = target.url.replace("http://", "http://user:s3cretPW@") + "x?token=QTOKEN";
+  const { sink: s } = sink({ url, log: createLogger({}, (line) => void lines.push(line), "debug") });
+  s.emit("dev.snooze.replica.started", "qwen", {});
+  await s.drain();
+  expect(lines.join("")).toContain("CloudEvent not delivered");
+  expect(lines.join("")).toContain("user:redacted@127.0.0.1");
+  expect(lines.join("")).not.toMatch(/s3cretPW|QTOKEN/);
 });
 
 test("retries stop after the configured number, with the waits doubling", async () => {

@@ -3,6 +3,7 @@ import { Counter, type Registry } from "prom-client";
 import { encodeAttributeHeaders } from "./cloudevents-header.ts";
 import { cloudEvents } from "./cloudevents-sdk.ts";
 import type { Logger } from "./log.ts";
+import { redactUrl } from "./redact-url.ts";
 import { Agent } from "./undici.ts";
 
 /** How an event goes over HTTP: `ce-*` headers and the data as the body, or one JSON document. */
@@ -100,7 +101,7 @@ export class CloudEventSink implements EventSink {
   constructor(options: CloudEventSinkOptions) {
     this.url = options.url;
     this.source = options.source;
-    this.log = options.log.child({ sink: options.url });
+    this.log = options.log.child({ sink: redactUrl(options.url) });
     this.mode = options.mode ?? "binary";
     this.timeoutMs = options.timeoutMs ?? 5_000;
     this.retries = options.retries ?? 4;

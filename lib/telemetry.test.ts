@@ -22,7 +22,7 @@ test("shutdown returns while a collector that never answers still holds the last
   collector.listen(0, "127.0.0.1");
   await once(collector, "listening");
   const { port } = collector.address() as { port: number };
-  const { out, err, code } = await traced(`http://127.0.0.1:${port}`, {
+  const { out, err, code } = await traced(`http://otuser:otPASS@127.0.0.1:${port}`, {
     OTEL_EXPORTER_OTLP_TIMEOUT: "60000",
   });
   expect(out).toContain("shut down: false, left behind: true");
@@ -30,6 +30,9 @@ test("shutdown returns while a collector that never answers still holds the last
   // The flush did reach the collector: it was the one left waiting, not skipped.
   expect(sockets.length).toBeGreaterThan(0);
   expect(err).toContain("spans still queued were not exported within 2 s and are lost");
+  // Named without the password its URL holds (found by an outside tester).
+  expect(err).toContain("otuser:redacted@");
+  expect(err).not.toContain("otPASS");
 }, 20_000);
 
 test("a collector that is down is said in the log, once, not silently (found by an outside tester)", async () => {

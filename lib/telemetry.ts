@@ -1,6 +1,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type { NodeSDK } from "@opentelemetry/sdk-node";
 import type { Logger } from "./log.ts";
+import { redactUrl } from "./redact-url.ts";
 
 /**
  * How long a shutdown waits for the last spans to be exported. A collector that accepts the
@@ -67,7 +68,9 @@ export async function startTelemetry(serviceName: string, log: Logger): Promise<
       if (!flushed) {
         leftBehind = true;
         log.warn("spans still queued were not exported within 2 s and are lost", {
-          endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_ENDPOINT,
+          endpoint: redactUrl(
+            process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_ENDPOINT || "",
+          ),
         });
       }
       return flushed;
