@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import type { Dispatcher } from "undici";
 import { maxTimerMs } from "../lib/duration.ts";
 import { sendError } from "../lib/http/json.ts";
-import { endWithEvent } from "../lib/http/sse.ts";
+import { endWithEvent, eventsEnd, maxHeldEventBytes } from "../lib/http/sse.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { replaceEngineCors } from "./cors.ts";
 import {
@@ -159,6 +159,16 @@ class ClientGone extends Error {
 }
 
 /**
+ * The client took none of the answer for the model's `idleTimeout`: it holds a place on the engine
+ * (and keeps the model awake) for as long as it does not read. Its request ends as if it had gone.
+ */
+class ClientStalled extends Error {
+  constructor() {
+    super("The client took none of the answer within the model's idleTimeout");
+  }
+}
+
+/**
  * undici's handler for one forward: each chunk of the engine's answer is written to the client
  * as undici parses it. A handler rather than `request()` and a loop over its body stream: that
  * puts a Readable, a promise and an iterator step between every chunk and its write.
@@ -182,11 +192,20 @@ class Relay implements Dispatcher.DispatchHandler {
   private errorHead?: OutgoingHttpHeaders;
   /** An error body that does not come at once is not waited for: its head goes out. */
   private errorWait?: NodeJS.Timeout;
+  /** An SSE answer: passed on event by event, so an ending Snooze adds follows a whole event. */
+  private events = false;
+  /** The start of an event whose end has not come yet (SSE answers only). */
+  private partial?: Buffer;
+  /** Armed while the client does not take the answer (its socket's buffer full). */
+  private stallTimer?: NodeJS.Timeout;
   private readonly unregister: () => void;
   private readonly onClose = () => {
     if (!this.res.writableFinished) this.abort(new ClientGone());
   };
-  private readonly resume = () => this.controller?.resume();
+  private readonly resume = () => {
+    clearTimeout(this.stallTimer);
+    this.controller?.resume();
+  };
 
   constructor(res: ServerResponse, request: ForwardRequest, done: (outcome: ForwardOutcome) => void) {
     this.res = res;
@@ -204,6 +223,7 @@ class Relay implements Dispatcher.DispatchHandler {
   }
 
   private finish(outcome: ForwardOutcome): void {
+    clearTimeout(this.stallTimer);
     this.unregister();
     this.res.off("close", this.onClose);
     this.res.off("drain", this.resume);
@@ -226,12 +246,14 @@ class Relay implements Dispatcher.DispatchHandler {
     const { res, request } = this;
     this.status = status;
     this.contentType = String(headers["content-type"] ?? "");
+    this.events = status === 200 && this.contentType.toLowerCase().includes("text/event-stream");
     request.tap?.response(status, this.contentType);
     request.onResponse();
     if (res.headersSent) {
       // Hold progress already answered 200 and opened an SSE stream: an engine error can
       // only be told as an event in it.
       this.contentType = "text/event-stream";
+      this.events = true;
       if (status !== 200) {
         this.errorBody = [];
         this.errorCoding = headers["content-encoding"] as string | undefined;
@@ -273,15 +295,59 @@ class Relay implements Dispatcher.DispatchHandler {
       }
     }
     this.request.tap?.chunk(chunk);
-    if (!this.res.write(chunk) && !controller.paused) {
+    const whole = this.events ? this.wholeEvents(chunk) : chunk;
+    if (whole.length > 0 && !this.res.write(whole) && !controller.paused) {
       controller.pause();
       this.res.once("drain", this.resume);
+      this.watchStall();
     }
+  }
+
+  /**
+   * What of `chunk` ends an event (with the part held back before it); the rest is held back. An
+   * engine read cut mid-event (a client reading slowly gets many events per read) would otherwise
+   * leave half an event before the error event Snooze ends a stream with, and the client's parser
+   * would fail on it instead of reading the error (found by an outside tester).
+   */
+  private wholeEvents(chunk: Buffer): Buffer {
+    const joined = this.partial ? Buffer.concat([this.partial, chunk]) : chunk;
+    const end = eventsEnd(joined);
+    this.partial = end < joined.length ? joined.subarray(end) : undefined;
+    if (this.partial && this.partial.length > maxHeldEventBytes) {
+      this.partial = undefined;
+      return joined;
+    }
+    return end === joined.length ? joined : joined.subarray(0, end);
+  }
+
+  /**
+   * The client's socket is full: if it takes nothing more within the model's idleTimeout, its
+   * request ends (the engine's request with it) and its connection is closed. A client reading
+   * slowly keeps it alive: what it takes empties the socket's queue, which is checked each time.
+   */
+  private watchStall(): void {
+    const ms = timerValue(this.request.idleTimeoutMs);
+    if (ms === 0) return;
+    const queued = () => this.res.socket?.writableLength ?? 0;
+    let last = queued();
+    const check = () => {
+      const now = queued();
+      if (now < last) {
+        last = now;
+        this.stallTimer = setTimeout(check, ms);
+        return;
+      }
+      this.abort(new ClientStalled());
+      this.res.destroy();
+    };
+    clearTimeout(this.stallTimer);
+    this.stallTimer = setTimeout(check, ms);
   }
 
   onResponseEnd(): void {
     clearTimeout(this.errorWait);
     const body = this.errorBody && Buffer.concat(this.errorBody);
+    if (this.partial) this.res.write(this.partial);
     if (!body) this.res.end();
     else if (!this.errorHead) {
       // A body that cannot be decoded says nothing readable: only the status is told.

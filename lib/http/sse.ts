@@ -10,3 +10,28 @@ export function endWithEvent(res: ServerResponse, data: string): void {
   if (res.writableEnded || res.destroyed) return;
   res.end(`data: ${data.replaceAll("\n", " ")}\n\ndata: [DONE]\n\n`);
 }
+
+/**
+ * An SSE event's part held back, at most, until its end comes: past it the engine's bytes go out as
+ * they come (an engine that never ends its events must not grow the activator's memory).
+ */
+export const maxHeldEventBytes = 256 * 1024;
+
+/**
+ * Where the last complete SSE event of `chunk` ends (after its blank line), or 0. A blank line is
+ * `\n\n`, `\r\n\r\n` or `\r\r`; an engine's read nearly always ends with one, checked first.
+ */
+export function eventsEnd(chunk: Buffer): number {
+  const n = chunk.length;
+  if (
+    n >= 2 &&
+    chunk[n - 1] === 0x0a &&
+    (chunk[n - 2] === 0x0a || (chunk[n - 2] === 0x0d && chunk[n - 3] === 0x0a))
+  )
+    return n;
+  if (n >= 2 && chunk[n - 1] === 0x0d && chunk[n - 2] === 0x0d) return n;
+  const lf = chunk.lastIndexOf("\n\n");
+  const crlf = chunk.lastIndexOf("\r\n\r\n");
+  const cr = chunk.lastIndexOf("\r\r");
+  return Math.max(lf < 0 ? 0 : lf + 2, crlf < 0 ? 0 : crlf + 4, cr < 0 ? 0 : cr + 2);
+}

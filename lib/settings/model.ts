@@ -88,7 +88,7 @@ export const tierSettings = z.strictObject({
   }),
   idleTimeout: timeout.optional().meta({
     description:
-      "How long an answer under way may go without a byte from the engine; past it a stream ends with an SSE error event (`upstream_idle_timeout`), any other answer is cut off. `never` turns it off.",
+      "How long an answer under way may go without a byte from the engine; past it a stream ends with an SSE error event (`upstream_idle_timeout`), any other answer is cut off. Also how long a client may take none of the answer (it stopped reading): its request then ends and its connection is closed. `never` turns both off.",
   }),
   warmup: z
     .boolean()

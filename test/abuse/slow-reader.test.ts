@@ -48,6 +48,9 @@ async function pausedAnswer(settings: Parameters<typeof startActivator>[0] = {})
   const [response] = (await once(client, "response")) as [IncomingMessage];
   cleanups.push(() => response.destroy());
   expect(response.statusCode).toBe(200);
+  // A cut answer shows in what arrives (a test that expects one reads it); not an unhandled error.
+  response.on("error", () => {});
+  client.on("error", () => {});
   response.pause();
   // The engine writes until every buffer on the way is full, then waits.
   let last = -1;
@@ -86,10 +89,28 @@ test("a client that stops reading holds the engine back, and loses nothing", asy
   expect(await readAll(response)).toEqual({ received: pieces * piece, misplaced: 0 });
 });
 
-test("a client that stops reading is not an engine gone quiet: idleTimeout does not cut it", async () => {
-  const { response } = await pausedAnswer({ idleTimeout: 300 });
+test("a client that stops reading for less than idleTimeout is not an engine gone quiet: nothing is cut", async () => {
+  const { response } = await pausedAnswer({ idleTimeout: 8_000 });
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   expect(await readAll(response)).toEqual({ received: pieces * piece, misplaced: 0 });
+});
+
+test("a client that takes nothing for idleTimeout loses its request: the engine's ends, its place is freed (found by an outside tester)", async () => {
+  // It held a place on the engine, and kept the model awake, for as long as it did not read.
+  const { engine, snooze, response } = await pausedAnswer({ idleTimeout: 1_000 });
+  await until(() => engine.closed, 10_000, "the engine's answer to be closed");
+  await until(() => snooze.activator.routes.get("m")!.inFlight === 0, 5_000, "in-flight to reach 0");
+  // Its connection was closed: reading again, it finds the answer cut, not complete.
+  let received = 0;
+  response.on("data", (data: Buffer) => {
+    received += data.length;
+  });
+  // Not `once`: that rejects on the error (`aborted`) a cut answer emits before it closes.
+  const closed = new Promise((resolve) => response.once("close", resolve));
+  response.resume();
+  await closed;
+  expect(response.complete).toBe(false);
+  expect(received).toBeLessThan(pieces * piece);
 });
 
 test("a client that stops reading and goes away ends the engine's request and frees its place", async () => {

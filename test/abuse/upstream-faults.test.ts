@@ -172,6 +172,43 @@ describe("the engine stops in the middle of an answer", () => {
     expect(await upstreamErrors(snooze, "idle-timeout")).toBe(1);
   });
 
+  test("an SSE stream cut in the middle of an event: the error event follows the last whole one (found by an outside tester)", async () => {
+    // An engine's read cut mid-event (a slow client's stream reads many events at once): the half
+    // event must not reach the client before Snooze's error event, or its parser fails on both.
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () =>
+        socket.write(
+          "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
+            chunk('data: {"a":1}\n\ndata: {"b":2}\n\ndata: {"c":'),
+        ),
+      ),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address, { idleTimeout: 300 });
+    const response = await post(snooze, chatBody({ stream: true }));
+    const events = (await response.text()).split("\n\n").filter(Boolean);
+    expect(events.slice(0, 2)).toEqual(['data: {"a":1}', 'data: {"b":2}']);
+    expect(JSON.parse(events[2]!.slice("data: ".length)).error.code).toBe("upstream_idle_timeout");
+    expect(events.slice(3)).toEqual(["data: [DONE]"]);
+  });
+
+  test("an SSE stream's last bytes reach the client as the engine sent them, event end or not", async () => {
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () =>
+        socket.end(
+          "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
+            chunk('data: {"a":1}\r\n\r\ndata: {"b"') +
+            chunk(":2}\n\ndata: [DONE]") +
+            "0\r\n\r\n",
+        ),
+      ),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    const response = await post(snooze, chatBody({ stream: true }));
+    expect(await response.text()).toBe('data: {"a":1}\r\n\r\ndata: {"b":2}\n\ndata: [DONE]');
+  });
+
   test("a sized answer that stalls is cut off (the client sees the break, not a short body)", async () => {
     const engine = await rawEngine((socket) =>
       socket.once("data", () =>
