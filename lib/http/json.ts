@@ -1,4 +1,4 @@
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { OpenAIErrorBody } from "../openai-error.ts";
 import { answered, endLingering } from "./linger.ts";
 
@@ -18,7 +18,7 @@ export function sendJson(
   // Answered before the body was read: the connection closes, for it cannot be reused (a client
   // that waits for `100 Continue` will not send the body; one that sent part of it left bytes that
   // cannot be read as the next request), once the body is in (see endLingering).
-  const unread = res.req !== undefined && !res.req.complete;
+  const unread = res.req !== undefined && bodyToCome(res.req);
   res.writeHead(status, {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
@@ -27,6 +27,18 @@ export function sendJson(
   });
   if (unread) endLingering(res.req, res, text);
   else res.end(text);
+}
+
+/**
+ * The request has a body not read yet. One without a body (a GET, `Content-Length: 0`) is not
+ * `complete` yet while its handler runs either (Node marks it after the 'request' event), but
+ * nothing of it is left: its connection stays open (found by an outside tester: every
+ * `GET /v1/models`, an SDK's `models.list()`, cost a new connection).
+ */
+function bodyToCome(req: IncomingMessage): boolean {
+  if (req.complete) return false;
+  const length = req.headers["content-length"];
+  return req.headers["transfer-encoding"] !== undefined || (length !== undefined && Number(length) !== 0);
 }
 
 export function sendError(

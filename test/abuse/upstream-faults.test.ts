@@ -642,6 +642,21 @@ describe("malformed HTTP pipelined after good requests on the same connection", 
       expect(seen.requests).toBe(3);
     });
 
+    test("answers Snooze gives itself to requests without a body keep the connection open (found by an outside tester)", async () => {
+      // Before, every one closed it: an SDK's `models.list()` cost a new connection each time.
+      const { seen, snooze } = await countingEngine();
+      const reply = await pipelined(
+        snooze.port,
+        "GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n" +
+          "GET /v1/nothing HTTP/1.1\r\nhost: x\r\n\r\n" +
+          "POST /v1/nothing HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n" +
+          withHeader("connection: close"),
+      );
+      expect(statuses(reply)).toEqual([200, 404, 404, 200]);
+      expect(reply.match(/\r\nconnection: close\r\n/gi)).toHaveLength(1);
+      expect(seen.requests).toBe(1);
+    });
+
     test("an upgrade Snooze does not make is answered with a close: a request behind it is not left waiting", async () => {
       // Node reads nothing after an upgrade request: before, the connection stayed open, the
       // request behind it unanswered, until the keep-alive timeout (65 s).
