@@ -148,6 +148,19 @@ describe("resolveModel", () => {
     }
   });
 
+  test("a body with a byte order mark, or in UTF-16, is read as vLLM reads it, and sent on as UTF-8 (found by an outside tester)", () => {
+    const text = JSON.stringify({ model: "q", prompt: "x" });
+    for (const bytes of [
+      Buffer.from(`\ufeff${text}`),
+      Buffer.from(text, "utf16le"),
+      Buffer.from(`\ufeff${text}`, "utf16le").swap16(),
+    ]) {
+      const result = resolveModel(json, bytes, names);
+      expect(result).toMatchObject({ ok: true, model: "qwen" });
+      expect(result.ok && JSON.parse(result.body.toString("utf8")).model).toBe("qwen");
+    }
+  });
+
   test("a body that is not JSON by its Content-Type: 400 naming it and saying what to send", () => {
     const form = { "content-type": "application/x-www-form-urlencoded" };
     const answer = resolveModel(form, body({ model: "qwen" }), names);

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { clip } from "../lib/clip.ts";
 import { isJsonType } from "../lib/http/json.ts";
+import { jsonText } from "../lib/http/json-encoding.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { replaceModel } from "./replace-model.ts";
 import { unknownModel } from "./unknown-model.ts";
@@ -49,9 +50,14 @@ export function resolveModel(
   const isJson = isJsonType(headers["content-type"]);
   let parsed: unknown;
   let invalid: Error | undefined;
+  // What goes to the engine: the client's bytes, or their text as UTF-8 when they were in another
+  // encoding vLLM reads (a byte order mark, UTF-16), so that renaming a model works on it too.
+  let sent = body;
   if (body.length > 0 && isJson) {
+    const { text, utf8 } = jsonText(body);
     try {
-      parsed = JSON.parse(body.toString("utf8"));
+      parsed = JSON.parse(text);
+      if (!utf8) sent = Buffer.from(text);
     } catch (error) {
       invalid = error as Error;
     }
@@ -66,9 +72,9 @@ export function resolveModel(
   const routed = (id: string): Resolution => {
     const served = servedOf(id) ?? id;
     if (typeof requested !== "string" || requested === served || nameLookup(names, requested) !== id)
-      return { ok: true, model: id, body, stream };
+      return { ok: true, model: id, body: sent, stream };
     if (form) return { ok: true, model: id, body, stream, renamed: served };
-    return { ok: true, model: id, body: replaceModel(body, served) ?? body, stream };
+    return { ok: true, model: id, body: replaceModel(sent, served) ?? sent, stream };
   };
   const header = utf8(headers["snooze-model"]);
   if (header) {
