@@ -51,6 +51,23 @@ describe("host-memory budget", () => {
 });
 
 describe("CloudEvents", () => {
+  test("a sink closed at shutdown, or replaced by a reload, is told why what it still holds is lost (found by an outside tester)", async () => {
+    const h = new Harness(twoModels(), { direct: { sink: true } });
+    const told: string[] = [];
+    const sink = (name: string) => ({
+      emit: () => {},
+      drain: async () => {},
+      close: async (why?: string) => void told.push(`${name}: ${why}`),
+    });
+    h.autoscaler.setSink(sink("before the reload"));
+    h.autoscaler.setSink(sink("after the reload"));
+    await h.autoscaler.close();
+    expect(told).toEqual([
+      "before the reload: the settings named another sink, and this one did not take them within the 2 s it was given",
+      "after the reload: Snooze is stopping, and the sink did not take them within the 2 s the shutdown gives it",
+    ]);
+  });
+
   test("started, slept, woke, slept at level 2, stopped, and a failed activation, by type", async () => {
     const yaml = `
 defaults:

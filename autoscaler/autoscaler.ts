@@ -175,7 +175,11 @@ export class Autoscaler {
     this.sink = sink;
     void before
       ?.drain?.(sinkDrainMs)
-      .then(() => before.close?.())
+      .then(() =>
+        before.close?.(
+          `the settings named another sink, and this one did not take them within the ${sinkDrainMs / 1000} s it was given`,
+        ),
+      )
       .catch(() => {});
   }
 
@@ -286,7 +290,9 @@ export class Autoscaler {
     for (const slot of this.slots.values()) slot.standDown();
     for (const controller of this.byKey.values()) controller.close(options.enginesStop);
     await this.sink?.drain?.(sinkDrainMs);
-    await this.sink?.close?.();
+    await this.sink?.close?.(
+      `Snooze is stopping, and the sink did not take them within the ${sinkDrainMs / 1000} s the shutdown gives it`,
+    );
   }
 
   /** Writes what every model learned to the learning store, if there is one. */

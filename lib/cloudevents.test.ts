@@ -277,3 +277,42 @@ test("what Knative retries", () => {
   expect([500, 502, 503, 504, 404, 408, 409, 429].every(isRetryableStatus)).toBe(true);
   expect([400, 401, 403, 413, 415, 422].some(isRetryableStatus)).toBe(false);
 });
+
+test("close: events still queued, waiting for a retry or in flight are told of in one warning, by type and why, not one line each with the HTTP client's words (found by an outside tester)", async () => {
+  // A sink that accepts the connection and never answers, except the first attempt: a 503 (a retry waits).
+  const target = await endpoint((res, n) => {
+    if (n === 1) res.writeHead(503).end();
+  });
+  const lines: string[] = [];
+  const { sink: s, count } = sink({
+    url: target.url,
+    log: createLogger({}, (line) => void lines.push(line), "debug"),
+    maxQueued: 6,
+    concurrency: 2,
+    backoffMs: 60_000,
+  });
+  s.emit("dev.snooze.replica.woke", "a", {});
+  for (let i = 0; i < 5; i++) s.emit("dev.snooze.replica.stopped", "b", { i });
+  s.emit("dev.snooze.replica.stopped", "c", {}); // past the queue: dropped at once, as before
+  // The first attempt was refused (its retry waits a minute); two more are in flight.
+  const arrived = () => target.received.length >= 3;
+  for (let i = 0; i < 200 && !arrived(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  expect(arrived()).toBe(true);
+  await s.close("the shutdown's time ran out");
+  const warnings = lines.map((line) => JSON.parse(line)).filter((l) => l.level === "warn");
+  expect(warnings).toHaveLength(1);
+  expect(warnings[0]).toMatchObject({
+    msg: "6 CloudEvents were not delivered and are lost",
+    reason: "the shutdown's time ran out",
+    types: { "dev.snooze.replica.woke": 1, "dev.snooze.replica.stopped": 5 },
+    inFlight: 2,
+    waitingForRetry: 1,
+    queued: 3,
+  });
+  expect(lines.join("")).not.toMatch(/ClientDestroyed|destroyed/);
+  expect(await count("dropped")).toBe(7);
+  expect(await count("failed")).toBe(0);
+  // A second close has nothing more to say.
+  await s.close();
+  expect(lines.filter((line) => line.includes('"level":"warn"'))).toHaveLength(1);
+});

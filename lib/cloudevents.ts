@@ -46,7 +46,11 @@ export interface EventSink {
   emit(type: string, subject: string, data: Record<string, unknown>, extras?: EventExtras): void;
   /** Waits (bounded) until queued deliveries are done; at shutdown. */
   drain?(timeoutMs: number): Promise<void>;
-  close?(): Promise<void>;
+  /**
+   * Stops. Events still queued, waiting for a retry or in flight are lost: one warning says how
+   * many, of which types, and `why` (the caller knows: a shutdown, a new sink).
+   */
+  close?(why?: string): Promise<void>;
 }
 
 interface Delivery {
@@ -89,7 +93,12 @@ export class CloudEventSink implements EventSink {
   private readonly retried: Counter;
   private readonly agent: Agent;
   private readonly ready: Delivery[] = [];
-  private readonly timers = new Set<NodeJS.Timeout>();
+  /** Deliveries waiting for their retry, by the timer that brings them back. */
+  private readonly waiting = new Map<NodeJS.Timeout, Delivery>();
+  /** Deliveries in flight, until their attempt has ended. */
+  private readonly sending = new Set<Promise<void>>();
+  /** Deliveries whose attempt the close cut off. */
+  private readonly cutOff: Delivery[] = [];
   private readonly idle = new Set<() => void>();
   private active = 0;
   private closed = false;
@@ -112,7 +121,7 @@ export class CloudEventSink implements EventSink {
     this.extensions = options.extensions ?? {};
     this.outcomes = counter(options.registry, {
       name: "snooze_cloudevents_total",
-      help: "CloudEvents for the sink, by type and outcome: delivered, failed (refused, or retries spent), dropped (queue full), invalid (not built).",
+      help: "CloudEvents for the sink, by type and outcome: delivered, failed (refused, or retries spent), dropped (queue full, or still queued or in flight when the sink closed), invalid (not built).",
       labelNames: ["type", "outcome"],
     });
     this.retried = counter(options.registry, {
@@ -130,7 +139,7 @@ export class CloudEventSink implements EventSink {
 
   /** Events queued, waiting for a retry, or in flight. */
   get pending(): number {
-    return this.ready.length + this.timers.size + this.active;
+    return this.ready.length + this.waiting.size + this.active;
   }
 
   emit(type: string, subject: string, data: Record<string, unknown>, extras: EventExtras = {}): void {
@@ -183,25 +192,53 @@ export class CloudEventSink implements EventSink {
     });
   }
 
-  /** Stops: deliveries in flight are cut off, events queued or waiting for a retry are dropped. */
-  async close(): Promise<void> {
+  /**
+   * Stops: deliveries in flight are cut off, events queued or waiting for a retry are dropped, all
+   * counted as dropped. One warning says how many were lost, of which types, and why (`why`), in
+   * place of a line per event with the HTTP client's own words for the cut.
+   */
+  async close(why = "the sink was closed before it took them"): Promise<void> {
+    if (this.closed) return;
     this.closed = true;
-    for (const timer of this.timers) clearTimeout(timer);
-    this.timers.clear();
-    for (const delivery of this.ready.splice(0))
-      this.outcomes.inc({ type: delivery.type, outcome: "dropped" });
+    const waiting = [...this.waiting.values()];
+    for (const timer of this.waiting.keys()) clearTimeout(timer);
+    this.waiting.clear();
+    const queued = this.ready.splice(0);
+    const inFlight = [...this.sending];
     await this.agent.destroy().catch(() => {});
+    // An attempt answered before the cut counts as it ended; the others land in `cutOff`.
+    await Promise.allSettled(inFlight);
+    const cut = this.cutOff.splice(0);
+    const lost = [...cut, ...waiting, ...queued];
+    if (lost.length === 0) return;
+    const types: Record<string, number> = {};
+    for (const delivery of lost) {
+      this.outcomes.inc({ type: delivery.type, outcome: "dropped" });
+      types[delivery.type] = (types[delivery.type] ?? 0) + 1;
+    }
+    this.log.warn(
+      `${lost.length} CloudEvent${lost.length === 1 ? " was" : "s were"} not delivered and ${lost.length === 1 ? "is" : "are"} lost`,
+      {
+        reason: why,
+        types,
+        inFlight: cut.length,
+        waitingForRetry: waiting.length,
+        queued: queued.length,
+      },
+    );
   }
 
   private pump(): void {
     while (!this.closed && this.active < this.concurrency && this.ready.length > 0) {
       const delivery = this.ready.shift()!;
       this.active++;
-      void this.send(delivery).finally(() => {
+      const sent: Promise<void> = this.send(delivery).finally(() => {
+        this.sending.delete(sent);
         this.active--;
         this.pump();
         if (this.pending === 0) for (const done of [...this.idle]) done();
       });
+      this.sending.add(sent);
     }
   }
 
@@ -232,9 +269,19 @@ export class CloudEventSink implements EventSink {
       }
       retryAfterMs = retryAfter(response.headers["retry-after"]);
     } catch (error) {
+      // Cut off by the close: its one warning tells of it, not the HTTP client's words.
+      if (this.closed) {
+        this.cutOff.push(delivery);
+        return;
+      }
       reason = (error as Error).name === "TimeoutError" ? "the sink did not answer in time" : String(error);
     }
-    if (delivery.attempt >= this.retries || this.closed) {
+    // A retry that would come after the close: lost with the others the close tells of.
+    if (this.closed) {
+      this.cutOff.push(delivery);
+      return;
+    }
+    if (delivery.attempt >= this.retries) {
       this.gaveUp(delivery, reason);
       return;
     }
@@ -244,12 +291,12 @@ export class CloudEventSink implements EventSink {
     this.retried.inc({ type });
     this.log.debug("CloudEvent delivery failed; retrying", { type, subject, reason, inMs: wait });
     const timer = setTimeout(() => {
-      this.timers.delete(timer);
+      this.waiting.delete(timer);
       this.ready.push(delivery);
       this.pump();
     }, wait);
     timer.unref();
-    this.timers.add(timer);
+    this.waiting.set(timer, delivery);
   }
 
   private gaveUp(delivery: Delivery, reason: string): void {
