@@ -316,3 +316,29 @@ test("close: events still queued, waiting for a retry or in flight are told of i
   await s.close();
   expect(lines.filter((line) => line.includes('"level":"warn"'))).toHaveLength(1);
 });
+
+test("the sequence belongs to the process's source: a sink built anew (a reload's new eventSink or eventMode) continues it (found by an outside tester)", async () => {
+  const target = await endpoint();
+  const build = (mode: "binary" | "structured") => {
+    const created = createEventSink({
+      configured: target.url,
+      mode,
+      source: "/sequence-test",
+      log: silentLogger,
+      registry: new Registry(),
+    })!;
+    sinks.push(created);
+    return created;
+  };
+  const first = build("binary");
+  first.emit("dev.snooze.replica.started", "qwen", {});
+  first.emit("dev.snooze.replica.slept", "qwen", {});
+  await first.drain();
+  const second = build("structured");
+  second.emit("dev.snooze.replica.woke", "qwen", {});
+  await second.drain();
+  const sequences = target.received.map((r) => asEvent(r).sequence as string).sort();
+  // The prefix is when the process started, as events.md says; the count goes on.
+  const epoch = String(Math.floor(performance.timeOrigin)).padStart(13, "0");
+  expect(sequences).toEqual([1, 2, 3].map((n) => `${epoch}-${String(n).padStart(10, "0")}`));
+});

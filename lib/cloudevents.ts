@@ -33,6 +33,41 @@ export interface CloudEventSinkOptions {
   concurrency?: number;
   /** Extension attributes set on every event (Knative SinkBinding's `K_CE_OVERRIDES`). */
   extensions?: Record<string, string>;
+  /** Numbers the events (the `sequence` attribute); default: a sequence of this sink's own. */
+  sequence?: EventSequence;
+}
+
+/**
+ * The `sequence` extension's values of one source: `<epoch ms>-<count>`, both zero-padded, so they
+ * sort in the order the events were made when compared as strings, across restarts too (a later
+ * process has a later epoch). Every event made takes the next count, delivered or not.
+ */
+export class EventSequence {
+  private readonly epoch: string;
+  private count = 0;
+
+  constructor(epochMs = Date.now()) {
+    this.epoch = String(Math.floor(epochMs)).padStart(13, "0");
+  }
+
+  next(): string {
+    return `${this.epoch}-${String(++this.count).padStart(10, "0")}`;
+  }
+}
+
+const processSequences = new Map<string, EventSequence>();
+
+/**
+ * The sequence of `source` in this process: it starts at the process's start, and every sink of the
+ * source continues it (a reload that names another sink or mode builds a new one).
+ */
+export function processEventSequence(source: string): EventSequence {
+  let sequence = processSequences.get(source);
+  if (!sequence) {
+    sequence = new EventSequence(performance.timeOrigin);
+    processSequences.set(source, sequence);
+  }
+  return sequence;
 }
 
 /** What an event may carry besides its type, subject and data. */
@@ -102,10 +137,7 @@ export class CloudEventSink implements EventSink {
   private readonly idle = new Set<() => void>();
   private active = 0;
   private closed = false;
-  /** Events emitted so far, delivered or not: the `sequence` attribute's count. */
-  private emitted = 0;
-  /** Orders this sink's sequences after those of an earlier process with the same source. */
-  private readonly epoch = String(Date.now()).padStart(13, "0");
+  private readonly sequence: EventSequence;
 
   constructor(options: CloudEventSinkOptions) {
     this.url = options.url;
@@ -119,6 +151,7 @@ export class CloudEventSink implements EventSink {
     this.maxQueued = options.maxQueued ?? 100;
     this.concurrency = options.concurrency ?? 4;
     this.extensions = options.extensions ?? {};
+    this.sequence = options.sequence ?? new EventSequence();
     this.outcomes = counter(options.registry, {
       name: "snooze_cloudevents_total",
       help: "CloudEvents for the sink, by type and outcome: delivered, failed (refused, or retries spent), dropped (queue full, or still queued or in flight when the sink closed), invalid (not built).",
@@ -145,7 +178,7 @@ export class CloudEventSink implements EventSink {
   emit(type: string, subject: string, data: Record<string, unknown>, extras: EventExtras = {}): void {
     // Every event gets the next one, dropped or not: a consumer sees a gap where one was lost, and
     // can put back in order those that retries or parallel deliveries brought out of it.
-    const sequence = `${this.epoch}-${String(++this.emitted).padStart(10, "0")}`;
+    const sequence = this.sequence.next();
     if (this.closed || this.pending >= this.maxQueued) {
       this.outcomes.inc({ type, outcome: "dropped" });
       this.log.debug("CloudEvent dropped: the queue is full", { type, subject });
@@ -364,5 +397,7 @@ export function createEventSink(options: {
     log: options.log,
     registry: options.registry,
     extensions: ceOverrides(undefined, options.log),
+    // A reload's new sink continues the count of the one before.
+    sequence: processEventSequence(options.source),
   });
 }

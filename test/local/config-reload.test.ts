@@ -173,6 +173,12 @@ models:
       await until(() => second.arrivals.length >= 1, 5_000, "the stop's event at the new sink");
       expect(second.arrivals[0]!.headers["content-type"]).toMatch(/^application\/cloudevents\+json/);
       expect(second.arrivals[0]!.event.type).toBe("dev.snooze.replica.stopped");
+      // The new sink continues the process's sequence: same prefix, the next count (found by an
+      // outside tester: it began anew, its prefix the reload's time).
+      const [epoch, count] = String(first.arrivals[0]!.event.sequence).split("-");
+      expect(second.arrivals[0]!.event.sequence).toBe(
+        `${epoch}-${String(Number(count) + 1).padStart(10, "0")}`,
+      );
       expect(first.arrivals.map((a) => a.event.type)).toEqual(["dev.snooze.replica.started"]);
       run.child.kill("SIGTERM");
       expect(await run.exited).toBe(0);
