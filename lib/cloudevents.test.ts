@@ -342,3 +342,63 @@ test("the sequence belongs to the process's source: a sink built anew (a reload'
   const epoch = String(Math.floor(performance.timeOrigin)).padStart(13, "0");
   expect(sequences).toEqual([1, 2, 3].map((n) => `${epoch}-${String(n).padStart(10, "0")}`));
 });
+
+test("K_CE_OVERRIDES as Knative means it: one warning at start names each entry not used and why; an override never replaces Snooze's own attributes (found by an outside tester)", async () => {
+  const target = await endpoint();
+  const before = process.env.K_CE_OVERRIDES;
+  const lines: string[] = [];
+  const log = createLogger({}, (line) => void lines.push(line), "debug");
+  try {
+    process.env.K_CE_OVERRIDES = JSON.stringify({
+      extensions: {
+        team: "ml",
+        "Bad-Key": "x",
+        num: 5,
+        traceparent: "00-11111111111111111111111111111111-2222222222222222-01",
+        sequence: "9",
+      },
+      type: "x",
+    });
+    const build = () => {
+      const created = createEventSink({
+        configured: target.url,
+        source: "/o",
+        log,
+        registry: new Registry(),
+      })!;
+      sinks.push(created);
+      return created;
+    };
+    const first = build();
+    // A reload's new sink reads it again, and says nothing more.
+    const second = build();
+    const warnings = lines.map((line) => JSON.parse(line)).filter((l) => l.level === "warn");
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({
+      msg: "K_CE_OVERRIDES: entries not used",
+      used: ["team"],
+      ignored: [
+        `type: only "extensions" is read (Knative's K_CE_OVERRIDES), and type is an attribute Snooze sets itself`,
+        "extensions.Bad-Key: not a CloudEvents attribute name (lowercase a-z and 0-9, at most 20 characters)",
+        "extensions.num: the value must be a string, not 5",
+        "extensions.traceparent: an attribute Snooze sets itself, which an override never replaces",
+        "extensions.sequence: an attribute Snooze sets itself, which an override never replaces",
+      ],
+    });
+    const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    first.emit("dev.snooze.replica.started", "qwen", {}, { traceparent });
+    await first.drain();
+    second.emit("dev.snooze.replica.stopped", "qwen", {});
+    await second.drain();
+    const [started, stopped] = target.received.map(asEvent);
+    expect(started).toMatchObject({ type: "dev.snooze.replica.started", team: "ml", traceparent });
+    expect(stopped!.type).toBe("dev.snooze.replica.stopped");
+    expect(stopped!.traceparent).toBeUndefined();
+    expect(String(stopped!.sequence)).toMatch(/^\d{13}-\d{10}$/);
+  } finally {
+    if (before === undefined) delete process.env.K_CE_OVERRIDES;
+    else process.env.K_CE_OVERRIDES = before;
+  }
+  expect(ceOverrides('{"extensions":{"a":"b"},"x":1}', log)).toEqual({ a: "b" });
+  expect(ceOverrides("[1]")).toEqual({});
+});
