@@ -107,12 +107,16 @@ export function adminRefusal(req: IncomingMessage, token: string | undefined): A
     .split(";")[0]!
     .trim()
     .toLowerCase();
-  if (req.method === "POST" && formTypes.has(contentType))
+  if (req.method === "POST" && formTypes.has(contentType)) {
+    const events = (req.url ?? "").split("?")[0] === "/snooze/v1/events";
     return refusal(
       415,
-      `The admin API does not take ${contentType} (a form content type a web page may send cross-origin); send application/json, application/cloudevents+json or no body.`,
+      events
+        ? `The events endpoint does not take content-type ${contentType} (a form content type, which a web page may send cross-origin): send a binary-mode event's data as application/json (or no body), or the event as application/cloudevents+json, or a batch as application/cloudevents-batch+json.`
+        : `The admin API does not take content-type ${contentType} (a form content type, which a web page may send cross-origin): send application/json or no body.`,
       "invalid_request_error",
       "unsupported_media_type",
     );
+  }
   return undefined;
 }

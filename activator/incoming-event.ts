@@ -141,8 +141,9 @@ export function parseIncomingEvents(received: IncomingHttpHeaders, body: Buffer)
       return refuse(`the event's data is not valid JSON: ${(error as Error).message}`, "invalid_json");
     }
   }
-  const parsed = fromSdk(() =>
-    cloudEvents().HTTP.toEvent({ headers, body: body.length > 0 ? text : undefined }),
+  const parsed = fromSdk(
+    () => cloudEvents().HTTP.toEvent({ headers, body: body.length > 0 ? text : undefined }),
+    (name) => ({ param: `ce-${name}`, given: headers[`ce-${name}`] }),
   );
   return parsed.ok ? { ok: true, mode: "binary", commands: [parsed.command] } : parsed;
 }
@@ -177,6 +178,15 @@ function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | Ev
   const attributes = raw as Record<string, unknown>;
   if (attributes.specversion === undefined)
     return refuse("the event has no specversion", "invalid_event", 400, "specversion");
+  // A JSON number is not the attribute's type (and 1.0 reads back as 1): a malformed event, not
+  // another version.
+  if (typeof attributes.specversion !== "string")
+    return refuse(
+      `the event's specversion must be the string "1.0", not ${JSON.stringify(attributes.specversion)} (a JSON ${typeof attributes.specversion}): write "specversion": "1.0"`,
+      "invalid_event",
+      400,
+      "specversion",
+    );
   if (attributes.specversion !== "1.0")
     return refuse(
       `specversion ${JSON.stringify(attributes.specversion)} is not supported; send 1.0`,
@@ -210,17 +220,23 @@ function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | Ev
       400,
       "time",
     );
-  return fromSdk(() =>
-    cloudEvents().HTTP.toEvent({
-      headers: { "content-type": "application/cloudevents+json" },
-      body: JSON.stringify(raw),
-    }),
+  return fromSdk(
+    () =>
+      cloudEvents().HTTP.toEvent({
+        headers: { "content-type": "application/cloudevents+json" },
+        body: JSON.stringify(raw),
+      }),
+    (name) => ({ param: name, given: attributes[name] }),
   );
 }
+
+/** Where an attribute is in the message (`param`), and the value the sender wrote. */
+type AttributeOf = (name: string) => { param: string; given: unknown };
 
 /** Builds the event with the SDK, validates it against the CloudEvents schema, and reads Snooze's command. */
 function fromSdk(
   build: () => CloudEventV1<unknown> | CloudEventV1<unknown>[],
+  attribute: AttributeOf,
 ): { ok: true; command: EventCommand } | EventRefusal {
   let event: CloudEventV1<unknown>;
   try {
@@ -229,11 +245,50 @@ function fromSdk(
     event = built;
     (event as { validate?: () => boolean }).validate?.();
   } catch (error) {
-    if (error instanceof cloudEvents().ValidationError)
-      return refuse(`the event is not a valid CloudEvent: ${error.message.replace(/\s+/g, " ")}`);
+    if (error instanceof cloudEvents().ValidationError) return schemaRefusal(error, attribute);
     return refuse(`the event could not be read: ${(error as Error).message}`);
   }
   return commandOf(event);
+}
+
+/** One error of the SDK's schema validator (ajv), as far as it is read here. */
+interface SchemaError {
+  instancePath?: string;
+  keyword?: string;
+  params?: { format?: string; limit?: number };
+  message?: string;
+}
+
+/**
+ * The SDK's schema refusal in words: which attribute, what it must be, what was sent, and the
+ * attribute in `param` (its ce-* header in binary mode), not the validator's JSON.
+ */
+function schemaRefusal(error: Error & { errors?: unknown[] | null }, attribute: AttributeOf): EventRefusal {
+  const badName = /^invalid attribute name: "(.*)"$/.exec(error.message);
+  if (badName)
+    return refuse(
+      `${JSON.stringify(badName[1])} is not a CloudEvents attribute name: use lowercase a-z and 0-9 only`,
+      "invalid_event",
+      400,
+      attribute(badName[1]!).param,
+    );
+  const first = error.errors?.[0] as SchemaError | undefined;
+  const name = first?.instancePath?.split("/")[1];
+  if (!first || !name)
+    return refuse(`the event is not a valid CloudEvent: ${error.message.replace(/\s+/g, " ")}`);
+  const { param, given } = attribute(name);
+  const rule =
+    first.keyword === "type"
+      ? "must be a string"
+      : first.keyword === "minLength"
+        ? "must not be empty"
+        : first.keyword === "format" && first.params?.format === "uri"
+          ? "must be an absolute URI, like https://example.com/schema.json"
+          : first.keyword === "format" && first.params?.format === "uri-reference"
+            ? "must be a URI reference, like /my/source"
+            : (first.message ?? "is not valid");
+  const sent = given === undefined || first.keyword === "minLength" ? "" : `, not ${JSON.stringify(given)}`;
+  return refuse(`the event's ${name} ${rule}${sent}`, "invalid_event", 400, param);
 }
 
 function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventCommand } | EventRefusal {

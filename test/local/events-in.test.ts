@@ -180,6 +180,7 @@ describe("every malformed event is refused with a status and a reason", () => {
     ["no type", { type: undefined }, 400, "invalid_event", "no type"],
     ["no specversion", { specversion: undefined }, 400, "invalid_event", "no specversion"],
     ["specversion 0.3", { specversion: "0.3" }, 400, "unsupported_specversion", "0.3"],
+    ["specversion as a JSON number", { specversion: 1.0 }, 400, "invalid_event", 'must be the string "1.0"'],
     [
       "an unknown type",
       { type: "com.example.other" },
@@ -219,13 +220,19 @@ describe("every malformed event is refused with a status and a reason", () => {
     ],
     ["data that is not an object", { data: [1, 2] }, 400, "invalid_event", "JSON object"],
     ["a time that is not a timestamp", { time: "yesterday" }, 400, "invalid_event", "RFC 3339"],
-    ["a subject that is not a string (the SDK's schema)", { subject: 5 }, 400, "invalid_event", "/subject"],
+    [
+      "a subject that is not a string (the SDK's schema)",
+      { subject: 5 },
+      400,
+      "invalid_event",
+      "the event's subject must be a string, not 5",
+    ],
     [
       "a dataschema that is not a URI (the SDK's schema)",
       { dataschema: "::nope" },
       400,
       "invalid_event",
-      "uri",
+      "the event's dataschema must be an absolute URI",
     ],
   ])("structured, %s", async (_what, patch, status, code, reason) => {
     const attributes = Object.fromEntries(
@@ -250,6 +257,27 @@ describe("every malformed event is refused with a status and a reason", () => {
       'must be wake, prewarm, sleep or stop, not "explode"',
     ],
     ["an unknown type", { type: "com.example.other" }, "type", "unsupported event type"],
+    // Found by an outside tester: a JSON-number specversion was "unsupported_specversion", "specversion
+    // 1 is not supported; send 1.0"; the schema's refusals were its validator's JSON, param null.
+    [
+      "a specversion sent as a JSON number",
+      { specversion: 1.0 },
+      "specversion",
+      'the event\'s specversion must be the string "1.0", not 1 (a JSON number)',
+    ],
+    ["a numeric subject", { subject: 5 }, "subject", "the event's subject must be a string, not 5"],
+    [
+      "a dataschema that is not a URI",
+      { dataschema: "::nope" },
+      "dataschema",
+      'the event\'s dataschema must be an absolute URI, like https://example.com/schema.json, not "::nope"',
+    ],
+    [
+      "an attribute name that is not lowercase",
+      { "Bad-Name": "x" },
+      "Bad-Name",
+      '"Bad-Name" is not a CloudEvents attribute name',
+    ],
   ])("structured, %s: the refusal names the attribute in param", async (_what, patch, param, reason) => {
     const attributes = Object.fromEntries(
       Object.entries(valid(patch as Record<string, unknown>)).filter(([, v]) => v !== undefined),
@@ -258,6 +286,52 @@ describe("every malformed event is refused with a status and a reason", () => {
     expect(answer.status).toBe(400);
     expect(answer.param).toBe(param);
     expect(answer.message).toContain(reason);
+    expect(answer.message).not.toMatch(/instancePath|schemaPath/);
+  });
+
+  test("binary, a schema refusal names the ce-* header in param, in words", async () => {
+    const answer = await refusal(
+      await send(
+        {
+          "content-type": "application/json",
+          "ce-specversion": "1.0",
+          "ce-id": nextId(),
+          "ce-source": "/test",
+          "ce-type": "dev.snooze.model.wake",
+          "ce-subject": "qwen",
+          "ce-dataschema": "::nope",
+        },
+        "",
+      ),
+    );
+    expect(answer).toMatchObject({ status: 400, code: "invalid_event", param: "ce-dataschema" });
+    expect(answer.message).toBe(
+      'the event\'s dataschema must be an absolute URI, like https://example.com/schema.json, not "::nope"',
+    );
+  });
+
+  test("binary, data sent as text/plain: 415 unsupported_media_type, listing what to send, the batch type included (found by an outside tester)", async () => {
+    const answer = await refusal(
+      await send(
+        {
+          "content-type": "text/plain",
+          "ce-specversion": "1.0",
+          "ce-id": nextId(),
+          "ce-source": "/test",
+          "ce-type": "dev.snooze.model.wake",
+          "ce-subject": "qwen",
+        },
+        "hello",
+      ),
+    );
+    expect(answer).toMatchObject({ status: 415, code: "unsupported_media_type" });
+    expect(answer.message).toContain("content-type text/plain");
+    for (const type of [
+      "application/json",
+      "application/cloudevents+json",
+      "application/cloudevents-batch+json",
+    ])
+      expect(answer.message).toContain(type);
   });
 
   test("an empty batch is refused (was 200 duplicate); an unknown model in a batch names the event", async () => {
