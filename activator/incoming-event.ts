@@ -89,7 +89,9 @@ export function parseIncomingEvents(received: IncomingHttpHeaders, body: Buffer)
     const commands: EventCommand[] = [];
     for (const [index, item] of raw.entries()) {
       const parsed = structuredEvent(item);
-      if (!parsed.ok) return { ...parsed, message: `event ${index} of the batch: ${parsed.message}` };
+      // Counted from 1, as people count: "event 2 of 3" is the second.
+      if (!parsed.ok)
+        return { ...parsed, message: `event ${index + 1} of ${raw.length} in the batch: ${parsed.message}` };
       commands.push(parsed.command);
     }
     return { ok: true, mode: "batch", commands };
@@ -468,7 +470,8 @@ export async function handleIncomingEvents(
   for (const [index, command] of parsed.commands.entries()) {
     const id = deps.modelNamed(command.model);
     if (!id) {
-      const which = parsed.mode === "batch" ? `event ${index} of the batch: ` : "";
+      const which =
+        parsed.mode === "batch" ? `event ${index + 1} of ${parsed.commands.length} in the batch: ` : "";
       sendError(
         res,
         404,
