@@ -1,3 +1,4 @@
+import type { Context } from "@opentelemetry/api";
 import type { LearningState } from "../lib/learning-state.ts";
 import type { Tier } from "../lib/replica-event.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
@@ -84,16 +85,24 @@ export interface EngineLog {
   running: boolean;
 }
 
+/**
+ * Who asked for a wake or prewarm, for its trace: the activation it causes continues `caller`'s
+ * trace (as a held request's does), or, when its sampler passed over it, links to it.
+ */
+export interface AskedBy {
+  caller?: Context;
+}
+
 /** What the admin API can ask of the control plane, on a person's request. */
 export interface AdminActions {
-  wake(model: string): Promise<void>;
+  wake(model: string, options?: AskedBy): Promise<void>;
   /**
    * Wakes the model at prewarm priority and keeps it awake for `forMs` within its prewarmBudget
    * (the `dev.snooze.model.prewarm` event); absent: only `wake` is available here. A `hint` (a
    * client listing models) does nothing once the budget is spent, or while a person's sleep or stop
    * holds, where the event still wakes. Resolves with how long the model is kept awake (0: not).
    */
-  prewarm?(model: string, forMs: number, options?: { hint?: boolean }): Promise<{ keptMs: number }>;
+  prewarm?(model: string, forMs: number, options?: { hint?: boolean } & AskedBy): Promise<{ keptMs: number }>;
   /** Resolves once done; rejects with AdminActionUnfinished when it did not happen in its time. */
   sleep(model: string): Promise<void>;
   stop(model: string): Promise<void>;

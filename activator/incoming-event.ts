@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import { context } from "@opentelemetry/api";
 import type { CloudEventV1 } from "cloudevents";
 import { clip } from "../lib/clip.ts";
 import { decodeAttributeHeaders } from "../lib/cloudevents-header.ts";
@@ -10,6 +11,7 @@ import { sendContinue } from "../lib/http/continue.ts";
 import { sendError } from "../lib/http/json.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
+import { remoteContextOf } from "../lib/tracing.ts";
 import { type AdminActions, AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
 import { knownModels } from "./unknown-model.ts";
 
@@ -36,6 +38,8 @@ export interface EventCommand {
   forMs?: number;
   /** `source` + `id`: what makes a redelivery the same event. */
   key: string;
+  /** The event's distributed-tracing extension: the trace of whatever made the event. */
+  traceparent?: string;
 }
 
 /** Why an incoming message was refused: the status to answer and the reason. */
@@ -329,7 +333,12 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
   const model = event.subject || fields.model;
   if (typeof model !== "string" || model === "")
     return refuse("the event names no model: set its subject or data.model", "missing_model");
-  const command: EventCommand = { verb, model, key: `${event.source}\u0000${event.id}` };
+  const command: EventCommand = {
+    verb,
+    model,
+    key: `${event.source}\u0000${event.id}`,
+    ...(typeof event.traceparent === "string" ? { traceparent: event.traceparent } : {}),
+  };
   if (fields.for !== undefined) {
     // Only a prewarm keeps a model awake for a while: acting on a wake, sleep or stop and dropping
     // the duration the sender asked for would lose it without a word.
@@ -499,8 +508,13 @@ export async function handleIncomingEvents(
       // duration keeps the model awake that long, within its prewarmBudget, where the control plane
       // offers it; else it is a wake that then follows the model's sleepAfter.
       const prewarm = command.forMs !== undefined ? deps.admin.prewarm : undefined;
-      void (prewarm ? prewarm(command.id, command.forMs!) : deps.admin.wake(command.id)).catch(
-        (error: unknown) => deps.log?.warn("wake asked by an event failed", { model: command.id, error }),
+      // The activation continues the trace of what made the event (its traceparent extension),
+      // else the delivery's (the HTTP traceparent, which this request's server span continues).
+      const caller = remoteContextOf(command.traceparent) ?? context.active();
+      void (
+        prewarm ? prewarm(command.id, command.forMs!, { caller }) : deps.admin.wake(command.id, { caller })
+      ).catch((error: unknown) =>
+        deps.log?.warn("wake asked by an event failed", { model: command.id, error }),
       );
       if (command.forMs !== undefined && !prewarm)
         deps.log?.info("prewarm: woken; staying awake follows the model's sleepAfter", {

@@ -1,6 +1,8 @@
 import { once } from "node:events";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { type Context, propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { Registry } from "prom-client";
 import { afterEach, expect, test, vi } from "vitest";
 import type { KubeAutoscaler } from "../autoscaler/kube/autoscaler.ts";
@@ -59,7 +61,8 @@ test("a sleep or stop the Model's leader could not finish (504) is AdminActionUn
   const failed = await plane.admin("qwen", "stop").catch((error: unknown) => error);
   expect(failed).toBeInstanceOf(AdminActionUnfinished);
   expect((failed as Error).message).toBe("The stop of qwen did not finish in its time: the model is ready.");
-  expect(calls).toEqual([["qwen", "stop", false, undefined]]);
+  // No caller's trace (the fifth): none was given.
+  expect(calls).toEqual([["qwen", "stop", false, undefined, undefined]]);
 });
 
 test("a sleep a request took back on the leader says so, not a tier caught mid-drain", async () => {
@@ -104,6 +107,28 @@ test("done is done; another failure carries the autoscaler's message; a wake is 
   const failed = await wake.plane.admin("qwen", "wake").catch((error: unknown) => error);
   expect(failed).not.toBeInstanceOf(AdminActionUnfinished);
   expect((failed as Error).message).toBe("wake: timed out");
+});
+
+test("a wake or prewarm asked by a traced caller (an incoming event) carries its trace to the Model's leader (found by an outside tester)", async () => {
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  try {
+    const { plane, calls } = await againstAutoscaler({ status: 200, message: "wake: done", tier: "ready" });
+    const caller = trace.setSpanContext(ROOT_CONTEXT, {
+      traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+      spanId: "00f067aa0ba902b7",
+      traceFlags: 1,
+      isRemote: true,
+    });
+    await plane.admin("qwen", "wake", undefined, caller);
+    await plane.admin("qwen", "prewarm", { forMs: 60_000 }, caller);
+    await plane.admin("qwen", "wake");
+    const seen = calls.map((args) =>
+      args[4] ? trace.getSpanContext(args[4] as Context)?.spanId : undefined,
+    );
+    expect(seen).toEqual(["00f067aa0ba902b7", "00f067aa0ba902b7", undefined]);
+  } finally {
+    propagation.disable();
+  }
 });
 
 /**

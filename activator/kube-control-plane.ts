@@ -1,4 +1,4 @@
-import { context, propagation } from "@opentelemetry/api";
+import { type Context, context, propagation } from "@opentelemetry/api";
 import type { ControlPlane, DemandHint, Flow } from "../lib/control-plane.ts";
 import {
   type AdminOutcome,
@@ -183,10 +183,18 @@ export class KubeControlPlane implements ControlPlane {
    * autoscaler Service forwards it there). Resolves when it is done; rejects with the reason.
    */
   /** Asks the Model's leader; resolves with its answer (a prewarm's `keptMs`), rejects on a refusal. */
-  async admin(model: string, verb: AdminVerb, prewarm?: PrewarmAsk): Promise<Partial<AdminOutcome>> {
+  async admin(
+    model: string,
+    verb: AdminVerb,
+    prewarm?: PrewarmAsk,
+    caller?: Context,
+  ): Promise<Partial<AdminOutcome>> {
+    // The trace of whoever asked (an incoming event's): the activation the leader begins joins it.
+    const trace: Record<string, string> = {};
+    if (caller) propagation.inject(caller, trace);
     const response = await fetch(`${this.options.autoscalerUrl}${adminPath(model, verb, prewarm)}`, {
       method: "POST",
-      headers: await callerHeaders(this.options.client),
+      headers: await callerHeaders(this.options.client, trace),
       signal: AbortSignal.timeout(adminTimeoutMs),
     });
     const outcome = (await response.json().catch(() => ({}))) as Partial<AdminOutcome>;

@@ -1,5 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
+import { context, SpanStatusCode } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import { clip } from "../lib/clip.ts";
 import { answerClientErrors, endSocketWithError } from "../lib/http/client-error.ts";
@@ -22,6 +23,7 @@ import { adminRefusal } from "./admin-guard.ts";
 import { CorsPolicy } from "./cors.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
 import { hintForMs, ListingHints } from "./listing-hint.ts";
+import { startServerSpan } from "./request-trace.ts";
 import { extendView, logsPath, statusPageRoutes } from "./status-page.ts";
 import { Timeline } from "./timeline.ts";
 import { unknownModel } from "./unknown-model.ts";
@@ -332,13 +334,29 @@ export function createActivatorServer({
       command = { verb: action[2] as "wake" | "sleep" | "stop", name };
     }
     if (path === "/snooze/v1/events" && req.method === "POST") {
-      const handled = handleIncomingEvents(req, res, {
-        admin,
-        modelNamed: (name) => activator.modelNamed(name),
-        knownModels: () => [...activator.routes.keys()],
-        recent: recentEvents,
-      });
-      await unlessShutdown(res, activator.shutdownSignal, handled);
+      // A SERVER span, continuing the delivery's traceparent (a Broker's), as every request's does.
+      const { span, ctx } = startServerSpan(req, path, path);
+      try {
+        const handled = context.with(ctx, () =>
+          handleIncomingEvents(req, res, {
+            admin,
+            modelNamed: (name) => activator.modelNamed(name),
+            knownModels: () => [...activator.routes.keys()],
+            recent: recentEvents,
+          }),
+        );
+        await unlessShutdown(res, activator.shutdownSignal, handled);
+      } catch (error) {
+        span.recordException(error as Error);
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        throw error;
+      } finally {
+        if (res.headersSent) {
+          span.setAttribute("http.response.status_code", res.statusCode);
+          if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        }
+        span.end();
+      }
       return;
     }
     if (command) {

@@ -716,8 +716,14 @@ export class ModelController {
 
   // --- admin actions: the operations the ladder takes, on a person's request ---
 
-  /** Wakes (or starts) a replica as if a request were held; resolves once one is ready or it failed. */
-  async wakeNow(timeoutMs = this.config.startTimeout): Promise<void> {
+  /**
+   * Wakes (or starts) a replica as if a request were held; resolves once one is ready or it failed.
+   * `caller`: the trace of whoever asked (an incoming event's), which the activation continues as it
+   * does a held request's.
+   */
+  async wakeNow(timeoutMs = this.config.startTimeout, caller?: Context): Promise<void> {
+    // Kept for the activation this wake causes (none when a replica is ready already).
+    if (caller && trace.getSpan(caller) && this.tier !== "ready") this.callerContext = caller;
     // A person's wake ends their sleep or stop; a slot's grant (below) does not.
     this.parked = undefined;
     this.wantAwake();
@@ -735,7 +741,7 @@ export class ModelController {
   async prewarm(
     forMs: number,
     timeoutMs = this.config.startTimeout,
-    options: { hint?: boolean } = {},
+    options: { hint?: boolean; caller?: Context } = {},
   ): Promise<{ keptMs: number }> {
     const now = this.deps.clock.now();
     // A hint (a client listing models) is only a guess: it does not undo a person's sleep or stop.
@@ -748,9 +754,13 @@ export class ModelController {
       this.config.prewarmBudget,
       { resident: isResident(tier), ready: tier === "ready" },
       kind,
+      options.caller,
     );
     // A hint acts only within the budget: with none left it does nothing.
     if (options.hint && keptMs === 0) return { keptMs };
+    // With no budget left it is a plain wake: its activation continues the caller's trace.
+    if (options.caller && trace.getSpan(options.caller) && this.tier !== "ready")
+      this.callerContext = options.caller;
     this.parked = undefined;
     if (this.tier !== "ready") this.prewarmWake = true;
     this.changed();

@@ -1,4 +1,4 @@
-import { type Context, context, type Span, trace } from "@opentelemetry/api";
+import { type Context, context, isSpanContextValid, type Span, TraceFlags, trace } from "@opentelemetry/api";
 import { formatDuration } from "../lib/duration.ts";
 import {
   arrivalBins,
@@ -300,6 +300,7 @@ export class ModelLearner {
     budgetMs: number,
     model: { resident: boolean; ready: boolean },
     kind: "explicit" | "hint" = "explicit",
+    caller?: Context,
   ): number {
     const p = this.prewarm;
     const reserved = p ? p.until - p.began : 0;
@@ -323,7 +324,7 @@ export class ModelLearner {
         kept: formatDuration(keep),
       });
     if (keep > 0) {
-      this.begin(now, kind, now + keep, undefined, model.resident);
+      this.begin(now, kind, now + keep, undefined, model.resident, caller);
       if (!model.ready) this.prewarm!.fromReadyMs = keep;
     }
     return keep;
@@ -383,19 +384,30 @@ export class ModelLearner {
     until: number,
     probability: number | undefined,
     awake: boolean,
+    caller?: Context,
   ) {
     this.wastedUntil = undefined;
-    const span = tracer.startSpan("snooze.prewarm", {
-      root: true,
-      attributes: {
-        "snooze.model": this.deps.model,
-        "snooze.prewarm.kind": kind,
-        "snooze.prewarm.until": new Date(until).toISOString(),
-        ...(probability !== undefined
-          ? { "snooze.prewarm.probability": Math.round(probability * 100) / 100 }
-          : {}),
+    // Asked for by a traced caller (an incoming event): in its trace, as a held request's activation
+    // is; a caller its sampler passed over is linked instead. Else a trace of its own.
+    const found = caller ? trace.getSpan(caller)?.spanContext() : undefined;
+    const parent = found && isSpanContextValid(found) ? found : undefined;
+    const sampled = parent !== undefined && (parent.traceFlags & TraceFlags.SAMPLED) !== 0;
+    const span = tracer.startSpan(
+      "snooze.prewarm",
+      {
+        root: !sampled,
+        ...(parent && !sampled ? { links: [{ context: parent }] } : {}),
+        attributes: {
+          "snooze.model": this.deps.model,
+          "snooze.prewarm.kind": kind,
+          "snooze.prewarm.until": new Date(until).toISOString(),
+          ...(probability !== undefined
+            ? { "snooze.prewarm.probability": Math.round(probability * 100) / 100 }
+            : {}),
+        },
       },
-    });
+      sampled ? caller : undefined,
+    );
     this.prewarm = {
       kind,
       began: now,

@@ -113,10 +113,14 @@ export const activatorCommand: Command = {
       adminToken,
       allowedOrigins,
       admin: {
-        wake: async (model) => void (await controlPlane.admin(model, "wake")),
+        // The caller's trace (an incoming event's) goes along, so the activation joins it.
+        wake: async (model, options) =>
+          void (await controlPlane.admin(model, "wake", undefined, options?.caller)),
         // The event's `for` (or a listing's hint) goes to the Model's leader, within its prewarmBudget.
         prewarm: async (model, forMs, options) => ({
-          keptMs: (await controlPlane.admin(model, "prewarm", { forMs, ...options })).keptMs ?? 0,
+          keptMs:
+            (await controlPlane.admin(model, "prewarm", { forMs, hint: options?.hint }, options?.caller))
+              .keptMs ?? 0,
         }),
         sleep: async (model) => void (await controlPlane.admin(model, "sleep")),
         stop: async (model) => void (await controlPlane.admin(model, "stop")),

@@ -60,7 +60,7 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
       throw new AdminActionUnfinished(verb, model, found.tier, outcome === "taken-back");
   };
   return {
-    wake: (model) => controller(model).wakeNow(),
+    wake: (model, options) => controller(model).wakeNow(undefined, options?.caller),
     prewarm: (model, forMs, options) => controller(model).prewarm(forMs, undefined, options),
     sleep: (model) => park("sleep", model),
     stop: (model) => park("stop", model),

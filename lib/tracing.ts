@@ -3,6 +3,7 @@ import {
   context,
   isSpanContextValid,
   ProxyTracerProvider,
+  ROOT_CONTEXT,
   type Span,
   type SpanContext,
   SpanStatusCode,
@@ -60,6 +61,17 @@ export function traceparentOf(span: Span): string | undefined {
   const { traceId, spanId, traceFlags } = span.spanContext();
   if (!isSpanContextValid(span.spanContext())) return undefined;
   return `00-${traceId}-${spanId}-${traceFlags.toString(16).padStart(2, "0")}`;
+}
+
+/**
+ * A context whose span is the remote one a W3C traceparent names (a caller's, such as a CloudEvent's
+ * distributed-tracing extension), to continue its trace; none when it is not a valid traceparent.
+ */
+export function remoteContextOf(traceparent: unknown): Context | undefined {
+  const spanContext = typeof traceparent === "string" ? spanContextOf(traceparent) : undefined;
+  return spanContext && isSpanContextValid(spanContext)
+    ? trace.setSpanContext(ROOT_CONTEXT, spanContext)
+    : undefined;
 }
 
 /** The span context named by a traceparent, to link to it. */

@@ -1,4 +1,4 @@
-import { context, propagation } from "@opentelemetry/api";
+import { type Context, context, propagation } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import { systemClock } from "../../lib/clock.ts";
 import { createEventSink, type EventMode } from "../../lib/cloudevents.ts";
@@ -549,6 +549,7 @@ export class KubeAutoscaler {
     verb: AdminVerb,
     forwarded: boolean,
     prewarm?: PrewarmAsk,
+    caller?: Context,
   ): Promise<AdminOutcome> {
     const controller = this.core.controller(model);
     if (!controller) return { status: 404, message: `no Model serves ${model}` };
@@ -556,7 +557,10 @@ export class KubeAutoscaler {
       return { status: 400, message: "a prewarm needs forMs: how long to stay awake" };
     if (controller.isLeading) {
       if (verb === "prewarm") {
-        const { keptMs } = await controller.prewarm(prewarm!.forMs, undefined, { hint: prewarm!.hint });
+        const { keptMs } = await controller.prewarm(prewarm!.forMs, undefined, {
+          hint: prewarm!.hint,
+          caller,
+        });
         return {
           status: 200,
           message: `prewarm: kept awake for ${keptMs} ms`,
@@ -564,7 +568,7 @@ export class KubeAutoscaler {
           keptMs,
         };
       }
-      if (verb === "wake") await controller.wakeNow();
+      if (verb === "wake") await controller.wakeNow(undefined, caller);
       else {
         const outcome = await (verb === "sleep" ? controller.sleepNow() : controller.stopNow());
         if (outcome === "stopped-instead")
@@ -587,9 +591,15 @@ export class KubeAutoscaler {
     const address = this.leaderAddress(controller);
     if (forwarded || !address)
       return { status: 503, message: `no autoscaler leads ${model} right now; retry` };
+    // The caller's trace goes on to the leader, as a forwarded demand's does.
+    const trace: Record<string, string> = {};
+    if (caller) propagation.inject(caller, trace);
     const response = await fetch(`${address}${adminPath(model, verb, prewarm)}`, {
       method: "POST",
-      headers: await callerHeaders(this.options.client, { [forwardedHeader]: this.options.identity }),
+      headers: await callerHeaders(this.options.client, {
+        ...trace,
+        [forwardedHeader]: this.options.identity,
+      }),
       signal: AbortSignal.timeout(adminTimeoutMs),
     });
     return (await response.json()) as AdminOutcome;

@@ -79,7 +79,8 @@ test("a prewarm's forMs reaches the autoscaler from the admin route; without a u
     });
     expect(ok.status).toBe(200);
     expect(await ok.json()).toMatchObject({ keptMs: 600_000 });
-    expect(calls).toEqual([["qwen 3", "prewarm", false, { forMs: 600_000 }]]);
+    // The fifth is the caller's trace: none here.
+    expect(calls).toEqual([["qwen 3", "prewarm", false, { forMs: 600_000 }, undefined]]);
     for (const query of ["", "?forMs=", "?forMs=-5", "?forMs=1.5", "?forMs=10m"]) {
       const bad = await fetch(`${base}/snooze/v1/models/qwen/prewarm${query}`, { method: "POST" });
       expect(bad.status, query).toBe(400);
@@ -88,10 +89,10 @@ test("a prewarm's forMs reaches the autoscaler from the admin route; without a u
     expect(calls).toHaveLength(1);
     // A listing's hint says so.
     await fetch(`${base}${adminPath("qwen", "prewarm", { forMs: 120_000, hint: true })}`, { method: "POST" });
-    expect(calls[1]).toEqual(["qwen", "prewarm", false, { forMs: 120_000, hint: true }]);
+    expect(calls[1]).toEqual(["qwen", "prewarm", false, { forMs: 120_000, hint: true }, undefined]);
     // The other verbs carry none.
     await fetch(`${base}${adminPath("qwen", "wake", { forMs: 5_000 })}`, { method: "POST" });
-    expect(calls[2]).toEqual(["qwen", "wake", false, undefined]);
+    expect(calls[2]).toEqual(["qwen", "wake", false, undefined, undefined]);
     // A malformed percent-escape in the model's name or a demand's key is the caller's error, not a 500.
     const malformed = await fetch(`${base}/snooze/v1/models/qw%ZZen/wake`, { method: "POST" });
     expect(malformed.status).toBe(400);

@@ -1,5 +1,5 @@
 import type { IncomingMessage, Server } from "node:http";
-import { context, propagation, ROOT_CONTEXT } from "@opentelemetry/api";
+import { context, propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import { Counter, type Registry } from "prom-client";
 import {
   type AdminVerb,
@@ -106,7 +106,16 @@ export function createControlServer(
         const name = decodeSegment(admin[1]!);
         if (name === undefined)
           return sendJson(res, 400, { error: malformedSegment(admin[1]!).error.message });
-        const outcome = await autoscaler.admin(name, verb, forwarded, prewarm?.ok ? prewarm.ask : undefined);
+        // Whoever asked (an incoming event) may carry a trace: a wake's activation joins it.
+        const traced = propagation.extract(ROOT_CONTEXT, req.headers);
+        const caller = trace.getSpan(traced) ? traced : undefined;
+        const outcome = await autoscaler.admin(
+          name,
+          verb,
+          forwarded,
+          prewarm?.ok ? prewarm.ask : undefined,
+          caller,
+        );
         return sendJson(res, outcome.status, outcome);
       }
       if (req.method === "GET" && path === slotsPath)

@@ -2,7 +2,7 @@ import { context, propagation, SpanKind, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { chat, sharedGpu, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
@@ -184,5 +184,130 @@ test("a stream whose client leaves after its 200: the server span says 200 was s
   expect(server.attributes).toMatchObject({
     "http.response.status_code": 200,
     "error.type": "client_closed",
+  });
+});
+
+describe("an incoming event continues its caller's trace (found by an outside tester: both traceparents were ignored)", () => {
+  let events: LocalSnooze;
+  beforeAll(async () => {
+    events = await startWith(`
+models:
+  viaheader: { command: ${simCommand()} }
+  viaextension: { command: ${simCommand()} }
+  unsampled: { command: ${simCommand()} }
+  prewarmed: { prewarmBudget: 1h, command: ${simCommand()} }
+`);
+  });
+  afterAll(() => events.close(1_000));
+
+  /** A binary-mode event for `model`, with the HTTP headers given (traceparent, ce-traceparent). */
+  async function send(
+    type: string,
+    model: string,
+    headers: Record<string, string>,
+    data?: unknown,
+    status = 202,
+  ) {
+    const response = await fetch(`${events.url}/snooze/v1/events`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "ce-specversion": "1.0",
+        "ce-id": `trace-${model}`,
+        "ce-source": "/test/tracing",
+        "ce-type": type,
+        "ce-subject": model,
+        ...headers,
+      },
+      body: data === undefined ? undefined : JSON.stringify(data),
+    });
+    expect(response.status).toBe(status);
+  }
+  const wake = (model: string, headers: Record<string, string>) =>
+    send("dev.snooze.model.wake", model, headers);
+
+  async function activationOf(model: string) {
+    await until(
+      () =>
+        exporter
+          .getFinishedSpans()
+          .some((s) => s.name === "snooze.activation" && s.attributes["snooze.model"] === model),
+      10_000,
+      `the activation of ${model}`,
+    );
+    return exporter
+      .getFinishedSpans()
+      .find((s) => s.name === "snooze.activation" && s.attributes["snooze.model"] === model)!;
+  }
+  const serverSpanIn = (traceId: string) =>
+    exporter
+      .getFinishedSpans()
+      .find(
+        (s) => s.kind === SpanKind.SERVER && s.spanContext().traceId === traceId && s.name.includes("events"),
+      );
+
+  test("HTTP traceparent (a Broker's delivery): a SERVER span continues it, and the activation is that span's child", async () => {
+    const traceId = "6bf92f3577b34da6a3ce929d0e0e4731";
+    await wake("viaheader", { traceparent: `00-${traceId}-00f067aa0ba902b1-01` });
+    const activation = await activationOf("viaheader");
+    const server = serverSpanIn(traceId)!;
+    expect(server).toBeDefined();
+    expect(server.name).toBe("POST /snooze/v1/events");
+    expect(server.parentSpanContext?.spanId).toBe("00f067aa0ba902b1");
+    expect(server.attributes).toMatchObject({
+      "http.route": "/snooze/v1/events",
+      "http.response.status_code": 202,
+    });
+    expect(activation.spanContext().traceId).toBe(traceId);
+    expect(activation.parentSpanContext?.spanId).toBe(server.spanContext().spanId);
+  });
+
+  test("the event's own ce-traceparent (the distributed-tracing extension) parents the activation; the HTTP one, the server span", async () => {
+    const httpTrace = "6bf92f3577b34da6a3ce929d0e0e4732";
+    const eventTrace = "7bf92f3577b34da6a3ce929d0e0e4732";
+    await wake("viaextension", {
+      traceparent: `00-${httpTrace}-00f067aa0ba902b2-01`,
+      "ce-traceparent": `00-${eventTrace}-10f067aa0ba902b2-01`,
+    });
+    const activation = await activationOf("viaextension");
+    expect(activation.spanContext().traceId).toBe(eventTrace);
+    expect(activation.parentSpanContext?.spanId).toBe("10f067aa0ba902b2");
+    expect(serverSpanIn(httpTrace)?.parentSpanContext?.spanId).toBe("00f067aa0ba902b2");
+  });
+
+  test("an event its sampler passed over: the activation begins a trace of its own, linked to it, as a held request's does", async () => {
+    const eventTrace = "7bf92f3577b34da6a3ce929d0e0e4733";
+    await wake("unsampled", { "ce-traceparent": `00-${eventTrace}-10f067aa0ba902b3-00` });
+    const activation = await activationOf("unsampled");
+    expect(activation.spanContext().traceId).not.toBe(eventTrace);
+    expect(activation.parentSpanContext).toBeUndefined();
+    expect(activation.links.map((l) => l.context.spanId)).toEqual(["10f067aa0ba902b3"]);
+  });
+
+  test("a prewarm event: its snooze.prewarm span is in the event's trace, the activation under it", async () => {
+    const eventTrace = "7bf92f3577b34da6a3ce929d0e0e4734";
+    await send(
+      "dev.snooze.model.prewarm",
+      "prewarmed",
+      { "ce-traceparent": `00-${eventTrace}-10f067aa0ba902b4-01` },
+      { for: "10m" },
+    );
+    const activation = await activationOf("prewarmed");
+    // A stop ends the prewarm (its span with it), so the exporter has it.
+    await send("dev.snooze.model.stop", "prewarmed", { "ce-id": "trace-prewarmed-stop" }, undefined, 200);
+    await until(
+      () =>
+        exporter
+          .getFinishedSpans()
+          .some((s) => s.name === "snooze.prewarm" && s.spanContext().traceId === eventTrace),
+      5_000,
+      "the prewarm span",
+    );
+    const prewarm = exporter
+      .getFinishedSpans()
+      .find((s) => s.name === "snooze.prewarm" && s.spanContext().traceId === eventTrace)!;
+    expect(prewarm.parentSpanContext?.spanId).toBe("10f067aa0ba902b4");
+    expect(activation.spanContext().traceId).toBe(eventTrace);
+    expect(activation.parentSpanContext?.spanId).toBe(prewarm.spanContext().spanId);
   });
 });
