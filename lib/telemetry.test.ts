@@ -3,6 +3,7 @@ import { once } from "node:events";
 import { createServer, type Socket } from "node:net";
 import { resolve } from "node:path";
 import { afterAll, expect, test } from "vitest";
+import { settingsIgnored } from "./telemetry.ts";
 
 // A collector that accepts the export and never answers: the shutdown's flush gives up on it
 // rather than holding the process for the exporter's own timeout (set here to a minute, so a
@@ -50,6 +51,83 @@ test("a collector that is down is said in the log, once, not silently (found by 
   expect(warnings.length, err).toBe(1);
   expect(warnings[0]).toMatch(/ECONNREFUSED|connect/i);
 }, 20_000);
+
+test("a setting the SDK ignores is said as such at start, once each, and leaves the export failure its line (found by an outside tester)", async () => {
+  const closed = createServer();
+  closed.listen(0, "127.0.0.1");
+  await once(closed, "listening");
+  const { port } = closed.address() as { port: number };
+  closed.close();
+  const { err } = await traced(
+    `http://127.0.0.1:${port}`,
+    {
+      OTEL_BSP_SCHEDULE_DELAY: "50",
+      OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: "300",
+      OTEL_EXPORTER_OTLP_TIMEOUT: "abc",
+      OTEL_PROPAGATORS: "tracecontext,nonsense",
+      OTEL_TRACES_SAMPLER: "traceidratio",
+      OTEL_TRACES_SAMPLER_ARG: "abc",
+      OTEL_EXPORTER_OTLP_PROTOCOL: "carrier-pigeon",
+    },
+    500,
+  );
+  const lines = err
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+  const ignored = lines.filter((line) => line.msg === "OpenTelemetry setting ignored");
+  expect(
+    ignored.map(({ variable, value, using }) => ({ variable, value, using })).sort(byVariable),
+    err,
+  ).toEqual(
+    [
+      { variable: "OTEL_EXPORTER_OTLP_TIMEOUT", value: "abc", using: "10000 (ms, the default)" },
+      { variable: "OTEL_PROPAGATORS", value: "tracecontext,nonsense", using: "tracecontext" },
+      { variable: "OTEL_TRACES_SAMPLER_ARG", value: "abc", using: "1" },
+      { variable: "OTEL_EXPORTER_OTLP_PROTOCOL", value: "carrier-pigeon", using: "http/protobuf" },
+    ].sort(byVariable),
+  );
+  // Said at start, before any export was tried.
+  expect(lines.findIndex((line) => line.msg !== "OpenTelemetry setting ignored")).toBe(ignored.length);
+  // The real failure is told at once, not a minute later behind a setting's line.
+  const failures = lines.filter((line) => line.msg === "OpenTelemetry could not export spans");
+  expect(failures.length, err).toBe(1);
+  expect(failures[0]!.reason).toMatch(/ECONNREFUSED/);
+  expect(err).not.toContain("metrics protocol");
+}, 20_000);
+
+test("settings are told by the variable they came from, whatever words the SDK used", () => {
+  const env = {
+    OTEL_EXPORTER_OTLP_PROTOCOL: "carrier-pigeon",
+    OTEL_PROPAGATORS: "nonsense",
+    OTEL_TRACES_EXPORTER: "x",
+  };
+  expect(
+    settingsIgnored(
+      [
+        'Unsupported OTLP metrics protocol: "carrier-pigeon". Using http/protobuf.',
+        "Unsupported OTLP traces protocol: carrier-pigeon. Using http/protobuf.",
+        'Propagator "nonsense" requested through environment variable is unavailable.',
+        "Unrecognized OTEL_TRACES_EXPORTER value: x.",
+        "Unable to set up trace exporter(s) due to invalid exporter and/or protocol values.",
+        "something else entirely",
+      ],
+      env,
+    ),
+  ).toEqual([
+    { variable: "OTEL_EXPORTER_OTLP_PROTOCOL", value: "carrier-pigeon", using: "http/protobuf" },
+    {
+      variable: "OTEL_PROPAGATORS",
+      value: "nonsense",
+      using: "none: no trace context is read from requests or sent on",
+    },
+    { variable: "OTEL_TRACES_EXPORTER", value: "x", using: "none: no spans are exported" },
+    { reason: "something else entirely" },
+  ]);
+});
+
+const byVariable = (a: { variable?: unknown }, b: { variable?: unknown }) =>
+  String(a.variable).localeCompare(String(b.variable));
 
 /** A process that starts telemetry, ends a span every 100 ms for `spanningMs`, then shuts down. */
 async function traced(endpoint: string, env: Record<string, string>, spanningMs = 0) {
