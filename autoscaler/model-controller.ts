@@ -102,6 +102,12 @@ interface ReplicaRecord {
   drainEndsAt?: number;
   /** It drains because its engine stopped answering (activators tell the clients so). */
   unresponsive?: true;
+  /**
+   * The context of the operation that stopped it (a failed start's or wake's activation, a
+   * release's drain): the line of its going cold, which comes when the platform sees it gone, is
+   * that operation's too.
+   */
+  stoppedIn?: Context;
 }
 
 /** One start or wake, traced from the decision to the first routable moment. */
@@ -1159,12 +1165,15 @@ export class ModelController {
         this.operate(record, "deepen", () => this.deepen(record));
         return;
       case "start-failed":
-        this.activationFailed(
-          record,
-          `start of ${this.id} failed: ${record.replica.label} not ready within startTimeout (${formatDuration(this.config.startTimeout)})`,
-        );
-        if (scalable && !this.scaling)
-          void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+        // The stop is the failed start's: its lines carry the activation's trace ids.
+        this.inActivation(record, () => {
+          this.activationFailed(
+            record,
+            `start of ${this.id} failed: ${record.replica.label} not ready within startTimeout (${formatDuration(this.config.startTimeout)})`,
+          );
+          if (scalable && !this.scaling)
+            void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+        });
         return;
     }
   }
@@ -1287,10 +1296,14 @@ export class ModelController {
     record.tier = "cold";
     record.since = this.deps.clock.now();
     this.accountTiers();
+    // Gone during its start or wake, or after an operation stopped it: the line is that one's.
+    const within = record.activation?.context ?? record.stoppedIn;
     const toCold = () => {
       if (from === "cold") return;
       this.deps.metrics.transition(this.id, from, "cold");
-      this.log.info("tier", { replica: record.replica.id, from, to: "cold" });
+      const line = () => this.log.info("tier", { replica: record.replica.id, from, to: "cold" });
+      if (within) context.with(within, line);
+      else line();
     };
     if (!record.leaving) {
       if (from === "starting" || from === "waking") {
@@ -1878,6 +1891,7 @@ export class ModelController {
       record.removedFrom = undefined;
       record.busy = false;
       record.leaving = false;
+      record.stoppedIn = undefined;
       this.log.warn("the workload removed another replica in place of this one; deciding again", {
         replica: record.replica.id,
       });
@@ -1895,6 +1909,7 @@ export class ModelController {
     for (const r of records) {
       r.busy = true;
       r.leaving = true;
+      r.stoppedIn = context.active();
     }
     const from = this.workloadReplicas();
     try {
@@ -1914,6 +1929,7 @@ export class ModelController {
       for (const r of records) {
         r.busy = false;
         r.leaving = false;
+        r.stoppedIn = undefined;
       }
       if (!(error instanceof NotLeading)) this.log.warn("scale-down failed; deciding again", { error });
     } finally {

@@ -237,7 +237,8 @@ export class LocalPlatform implements Platform {
 
   /**
    * The engine outlives the start that asked for it: its output, exit and readiness watch are no
-   * part of that start's trace (they run in the root context); only the line saying it starts is.
+   * part of that start's trace (they run in the root context); only the line saying it starts is,
+   * and the line saying it left before it was up (the start failed with it).
    */
   private spawn(entry: ModelEngines): Promise<void> {
     const start = context.active();
@@ -367,9 +368,13 @@ export class LocalPlatform implements Platform {
         : engine.stopping // stopped by us at once: its port was taken
           ? `${portTaken(port)}${lastWords(engine)}`
           : `engine exited (${sig ? `signal ${sig}` : `code ${code}`})${lastWords(engine)}${taken ? `; ${portTaken(port)}` : ""}`;
-      log.warn(engine.stopping ? "engine stopped: it cannot become ready" : "engine exited on its own", {
-        reason: how,
-      });
+      // Gone before it was up: its start failed, and the line is that start's (its trace ids).
+      const said = () =>
+        log.warn(engine.stopping ? "engine stopped: it cannot become ready" : "engine exited on its own", {
+          reason: how,
+        });
+      if (engine.replica.up) said();
+      else context.with(start, said);
       this.changed(config.id, { replica: id, reason: how });
     };
     child.once("exit", (code, sig) => {

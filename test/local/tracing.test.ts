@@ -3,7 +3,9 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
+import { createLogger } from "../../lib/log.ts";
+import { parseConfig } from "../../lib/settings/index.ts";
 import { chat, sharedGpu, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 const exporter = new InMemorySpanExporter();
@@ -311,3 +313,51 @@ models:
     expect(activation.parentSpanContext?.spanId).toBe(prewarm.spanContext().spanId);
   });
 });
+
+test("a failed start's lines carry its activation's trace ids: the engine's exit, the stop, the tier to cold (found by an outside tester)", async () => {
+  const lines: Record<string, unknown>[] = [];
+  const failing = await startLocalSnooze({
+    config: parseConfig(
+      `
+models:
+  dies:
+    command: ["sh", "-c", "echo no weights \${PORT}; exit 3"]
+  slow:
+    command: ["sh", "-c", "sleep 30 \${PORT}"]
+    startTimeout: 1s
+`,
+      "test.yaml",
+    ),
+    log: createLogger({}, (line) => void lines.push(JSON.parse(line)), "info"),
+    host: "127.0.0.1",
+    port: 0,
+    statsIntervalMs: 200,
+  });
+  try {
+    for (const model of ["dies", "slow"])
+      expect((await fetch(`${failing.url}/v1/chat/completions`, chat(model))).status).toBe(503);
+    const cold = (model: string) => (l: Record<string, unknown>) =>
+      l.model === model && l.msg === "tier" && l.to === "cold";
+    await until(() => lines.some(cold("dies")) && lines.some(cold("slow")), 5_000, "both engines gone");
+    const activations = exporter.getFinishedSpans().filter((s) => s.name === "snooze.activation");
+    for (const [model, said] of [
+      ["dies", ["engine exited on its own", "tier starting→cold", "activation failed"]],
+      ["slow", ["activation failed", "stopping", "tier starting→cold"]],
+    ] as const) {
+      const activation = activations.find((s) => s.attributes["snooze.model"] === model)!;
+      const { traceId, spanId } = activation.spanContext();
+      const after = lines.filter(
+        (l) =>
+          l.model === model &&
+          lines.indexOf(l) > lines.findIndex((x) => x.msg === "starting" && x.model === model),
+      );
+      const named = (l: Record<string, unknown>) => (l.msg === "tier" ? `tier ${l.from}→${l.to}` : l.msg);
+      const failed = after.filter((l) => said.includes(named(l) as never));
+      expect(failed.map(named), model).toEqual(said);
+      for (const line of failed)
+        expect([named(line), line.trace_id, line.span_id]).toEqual([named(line), traceId, spanId]);
+    }
+  } finally {
+    await failing.close(1_000);
+  }
+}, 20_000);
