@@ -232,11 +232,15 @@ export const autoscalerCommand: Command = {
     await untilStopSignal(log, "shutting down; releasing Leases");
     await scaler.close();
     await ingresses?.stop();
-    await autoscaler.stop();
+    // The controllers stand down in stop's first, synchronous part (their activations end): the
+    // last spans go to the collector while the last CloudEvents go to the sink, not after them.
+    const stopping = autoscaler.stop();
+    const flushing = telemetry.shutdown();
+    await stopping;
     server.closeAllConnections();
     server.close();
     await client.close();
-    await telemetry.shutdown();
+    await flushing;
     log.info("stopped");
     return 0;
   },

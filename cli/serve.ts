@@ -110,6 +110,7 @@ export const serveCommand: Command = {
           allowedOrigins,
           platform,
           stateDir,
+          flushSpans: () => telemetry.shutdown(),
         });
       } catch (error) {
         if (!(error instanceof ListenError)) throw error;

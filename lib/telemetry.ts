@@ -22,7 +22,10 @@ let leftBehind = false;
 export const spansLeftBehind = () => leftBehind;
 
 export interface Telemetry {
-  /** Flushes what is left, for at most `flushLimitMs`; false when spans were left behind. */
+  /**
+   * Flushes what is left, for at most `flushLimitMs`; false when spans were left behind. Called
+   * again, it answers as the first call did (it flushes once).
+   */
   shutdown(): Promise<boolean>;
 }
 
@@ -75,18 +78,23 @@ export async function startTelemetry(serviceName: string, log: Logger): Promise<
       () => true,
       () => true,
     );
+  const shutdown = async () => {
+    const flushed = await Promise.race([flush(), delay(flushLimitMs, false, { ref: false })]);
+    if (!flushed) {
+      leftBehind = true;
+      log.warn("spans still queued were not exported within 2 s and are lost", {
+        endpoint: redactUrl(
+          process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_ENDPOINT || "",
+        ),
+      });
+    }
+    return flushed;
+  };
+  let shuttingDown: Promise<boolean> | undefined;
   return {
-    async shutdown() {
-      const flushed = await Promise.race([flush(), delay(flushLimitMs, false, { ref: false })]);
-      if (!flushed) {
-        leftBehind = true;
-        log.warn("spans still queued were not exported within 2 s and are lost", {
-          endpoint: redactUrl(
-            process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_ENDPOINT || "",
-          ),
-        });
-      }
-      return flushed;
+    shutdown() {
+      shuttingDown ??= shutdown();
+      return shuttingDown;
     },
   };
 }

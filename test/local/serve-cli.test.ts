@@ -256,6 +256,51 @@ models:
     }
   }, 20_000);
 
+  test("SIGTERM with an event sink and a trace collector that both never answer: they are waited for together, about 2 s, not one after the other", async () => {
+    // Found by an outside tester: the stop took 4 s, the sink's 2 s and then the collector's 2 s.
+    const sockets: import("node:net").Socket[] = [];
+    const silent = () =>
+      createServer((socket) => {
+        sockets.push(socket);
+        socket.on("data", () => {});
+      }).listen(0, "127.0.0.1");
+    const [sink, collector] = [silent(), silent()];
+    await Promise.all([once(sink, "listening"), once(collector, "listening")]);
+    const portOf = (server: typeof sink) => (server.address() as AddressInfo).port;
+    try {
+      const run = serveProcess(
+        writeConfig(
+          `eventSink: http://127.0.0.1:${portOf(sink)}\nmodels:\n  m:\n    command: ${simCommand()}\n`,
+        ),
+        [],
+        {
+          env: {
+            ...process.env,
+            OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${portOf(collector)}`,
+            OTEL_EXPORTER_OTLP_TIMEOUT: "60000",
+          },
+        },
+      );
+      children.push(run.child);
+      const url = await run.url;
+      // A cold start: spans to export, and CloudEvents (started, then stopped at shutdown) to send.
+      expect((await fetch(`${url}/v1/chat/completions`, chat("m"))).status).toBe(200);
+      const signalled = performance.now();
+      run.child.kill("SIGTERM");
+      expect(await run.exited).toBe(0);
+      const stopMs = performance.now() - signalled;
+      expect(run.stderr()).toContain("spans still queued were not exported within 2 s");
+      expect(sockets.length).toBeGreaterThanOrEqual(2);
+      // Each waits up to 2 s; one after the other took 4 s.
+      expect(stopMs).toBeGreaterThan(1_900);
+      expect(stopMs).toBeLessThan(3_500);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      sink.close();
+      collector.close();
+    }
+  }, 20_000);
+
   test("its parent's exit stops it when npm started it, not when it was detached (nohup)", {
     timeout: 40_000,
   }, async () => {
