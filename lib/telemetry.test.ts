@@ -1,9 +1,10 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { createServer as createHttpServer } from "node:http";
 import { createServer, type Socket } from "node:net";
 import { resolve } from "node:path";
 import { afterAll, expect, test } from "vitest";
-import { settingsIgnored } from "./telemetry.ts";
+import { exportFailure, settingsIgnored } from "./telemetry.ts";
 
 // A collector that accepts the export and never answers: the shutdown's flush gives up on it
 // rather than holding the process for the exporter's own timeout (set here to a minute, so a
@@ -124,6 +125,62 @@ test("settings are told by the variable they came from, whatever words the SDK u
     { variable: "OTEL_TRACES_EXPORTER", value: "x", using: "none: no spans are exported" },
     { reason: "something else entirely" },
   ]);
+});
+
+test("a wrong path is told with the URL tried, and a hint when the base endpoint already ends in /v1/traces (found by an outside tester)", async () => {
+  const paths: string[] = [];
+  const notFound = createHttpServer((request, response) => {
+    paths.push(request.url!);
+    request.resume();
+    request.on("end", () => response.writeHead(404).end("404 page not found"));
+  });
+  notFound.listen(0, "127.0.0.1");
+  await once(notFound, "listening");
+  const { port } = notFound.address() as { port: number };
+  try {
+    const { err } = await traced(
+      `http://otuser:otPASS@127.0.0.1:${port}/v1/traces`,
+      { OTEL_BSP_SCHEDULE_DELAY: "50" },
+      300,
+    );
+    const [failure, ...more] = err
+      .split("\n")
+      .filter((line) => line.includes("OpenTelemetry could not export spans"))
+      .map((line) => JSON.parse(line) as Record<string, string>);
+    expect(more).toEqual([]);
+    expect(paths[0]).toBe("/v1/traces/v1/traces");
+    expect(failure).toMatchObject({
+      reason: "Not Found",
+      url: `http://otuser:redacted@127.0.0.1:${port}/v1/traces/v1/traces`,
+    });
+    expect(failure!.hint).toContain("the SDK appends /v1/traces");
+    expect(err).not.toContain("otPASS");
+  } finally {
+    notFound.close();
+  }
+}, 20_000);
+
+test("an endpoint that is not http(s) is told as such, not as Node's 'Expected \"https:\"' (found by an outside tester)", async () => {
+  const { err } = await traced("ftp://127.0.0.1:16515", { OTEL_BSP_SCHEDULE_DELAY: "50" }, 300);
+  const failure = err.split("\n").find((line) => line.includes("OpenTelemetry could not export spans"));
+  expect(JSON.parse(failure!)).toMatchObject({
+    reason: "the OTLP endpoint must be an http:// or https:// URL, not ftp://",
+    url: "ftp://127.0.0.1:16515/v1/traces",
+  });
+}, 20_000);
+
+test("no hint for a Not Found whose base endpoint does not end in /v1/traces, nor for a full traces endpoint", () => {
+  const notFound = JSON.stringify({ message: "Not Found", code: "404", name: "OTLPExporterError" });
+  expect(exportFailure([notFound], { OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318/otlp/" })).toEqual({
+    reason: "Not Found",
+    url: "http://c:4318/otlp/v1/traces",
+  });
+  expect(
+    exportFailure([notFound], {
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318/v1/traces",
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://d:4318/v1/traces",
+    }),
+  ).toEqual({ reason: "Not Found", url: "http://d:4318/v1/traces" });
 });
 
 const byVariable = (a: { variable?: unknown }, b: { variable?: unknown }) =>
