@@ -36,6 +36,7 @@ async function listen(server: Server): Promise<string> {
 
 async function start(log = silentLogger) {
   const plane = new PushedControlPlane();
+  const registry = new Registry();
   activator = new Activator({
     config: {
       models: new Map(),
@@ -45,7 +46,7 @@ async function start(log = silentLogger) {
       maxBodySize: 1 << 20,
     },
     controlPlane: plane,
-    registry: new Registry(),
+    registry,
     log,
   });
   const url = `http://${await listen(
@@ -77,7 +78,7 @@ async function start(log = silentLogger) {
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ model: name, prompt: "hi" }),
     });
-  return { plane, url, engine, post };
+  return { plane, url, engine, post, registry };
 }
 
 describe("models at run time", () => {
@@ -112,6 +113,28 @@ describe("models at run time", () => {
     expect(plane.demanded).toEqual(["llama"]);
     activator!.removeModel("llama");
     expect((await held).status).toBe(503);
+  });
+
+  test("a removed model's held and in-flight gauges go, and its held request ending after does not bring one back", async () => {
+    // Found by an outside tester: snooze_in_flight_requests of a removed model stayed.
+    const { plane, engine, post, registry } = await start();
+    activator!.upsertModel(model("qwen"));
+    plane.emit({ model: "qwen", replica: "qwen-0", address: engine, tier: "ready", since: Date.now() });
+    expect((await post("qwen")).status).toBe(200);
+    activator!.upsertModel(model("llama"));
+    const held = post("llama");
+    for (let i = 0; i < 100 && plane.demanded.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    const gauges = async (id: string) =>
+      (await registry.metrics())
+        .split("\n")
+        .filter((line) => /^snooze_(held|in_flight)_requests\{/.test(line) && line.includes(`model="${id}"`));
+    expect(await gauges("qwen")).toContain('snooze_in_flight_requests{model="qwen"} 0');
+    expect(await gauges("llama")).toContain('snooze_held_requests{model="llama"} 1');
+    activator!.removeModel("qwen");
+    activator!.removeModel("llama");
+    expect((await held).status).toBe(503);
+    expect(await gauges("qwen")).toEqual([]);
+    expect(await gauges("llama")).toEqual([]);
   });
 
   test("a fault in the activator after the body was read: 500 internal_error, and the error is logged", async () => {

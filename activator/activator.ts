@@ -213,6 +213,7 @@ export class Activator {
     this.retiring.delete(id);
     this.config.models.delete(id);
     for (const [name, owner] of [...this.config.names]) if (owner === id) this.config.names.delete(name);
+    this.metrics.forget(id);
     void route.close();
   }
 
@@ -670,7 +671,8 @@ export class Activator {
       progress?.stop();
       res.off("close", onClose);
       if (res.destroyed && outcome === "dispatched") outcome = "abandoned";
-      this.metrics.held.dec({ model });
+      // A model removed meanwhile has no series left to count down (nor one to bring back below 0).
+      if (this.route(model) === route) this.metrics.held.dec({ model });
       this.metrics.holdDuration.observe({ model, outcome }, (performance.now() - started) / 1000);
       span.setAttribute("snooze.hold.outcome", outcome);
       span.end();

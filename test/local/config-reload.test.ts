@@ -205,6 +205,9 @@ models:
     const llamaEngine = engineOf(run.stateDir, "llama")!;
     const streaming = ask(url, "llama", { stream: true, max_tokens: 40 });
     await until(async () => (await modelView(url, "llama"))?.in_flight === 1, 5_000, "llama's stream");
+    const llamaSeries = await metrics(url);
+    for (const gauge of ["snooze_replica_tier", "snooze_held_requests", "snooze_in_flight_requests"])
+      expect(llamaSeries, gauge).toContain(`${gauge}{model="llama"`);
 
     // As vim and most editors save: a new file beside it, renamed over it.
     const after = before
@@ -225,6 +228,13 @@ models:
     expect(stream.text).toMatch(/"finish_reason":"(length|stop)"/);
     await until(() => run.stderr().includes('"msg":"model removed"'), 5_000, "llama's removal");
     expect(gone(llamaEngine.pgid)).toBe(true);
+    // Its gauges went with it: tier, held and in flight (found by an outside tester: the in-flight
+    // series stayed). Its counters keep their history.
+    const series = (await metrics(url)).split("\n").filter((line) => line.includes('model="llama"'));
+    expect(
+      series.filter((line) => /^snooze_(replica_tier|held_requests|in_flight_requests)\{/.test(line)),
+    ).toEqual([]);
+    expect(series.some((line) => line.startsWith("snooze_requests_total{"))).toBe(true);
     // Settings only: the same engine still serves qwen.
     expect((await ask(url, "qwen")).status).toBe(200);
     expect(engineOf(run.stateDir, "qwen")!.pgid).toBe(qwenEngine.pgid);
