@@ -37,12 +37,18 @@ test("shutdown returns while a collector that never answers still holds the last
   expect(err).not.toContain("otPASS");
 }, 20_000);
 
-test("a collector that is down is said in the log, once, not silently (found by an outside tester)", async () => {
+/** A loopback port nothing listens on (it did a moment ago): a collector that is down. */
+async function closedPort(): Promise<number> {
   const closed = createServer();
   closed.listen(0, "127.0.0.1");
   await once(closed, "listening");
   const { port } = closed.address() as { port: number };
   closed.close();
+  return port;
+}
+
+test("a collector that is down is said in the log, once, not silently (found by an outside tester)", async () => {
+  const port = await closedPort();
   const { err } = await traced(
     `http://127.0.0.1:${port}`,
     { OTEL_BSP_SCHEDULE_DELAY: "50", OTEL_EXPORTER_OTLP_TIMEOUT: "300" },
@@ -54,11 +60,7 @@ test("a collector that is down is said in the log, once, not silently (found by 
 }, 20_000);
 
 test("a setting the SDK ignores is said as such at start, once each, and leaves the export failure its line (found by an outside tester)", async () => {
-  const closed = createServer();
-  closed.listen(0, "127.0.0.1");
-  await once(closed, "listening");
-  const { port } = closed.address() as { port: number };
-  closed.close();
+  const port = await closedPort();
   const { err } = await traced(
     `http://127.0.0.1:${port}`,
     {

@@ -25,6 +25,19 @@ afterAll(() => snooze.close(1_000));
 
 let ids = 0;
 const nextId = () => `event-${++ids}`;
+/** A binary-mode wake of qwen's headers, with `patch` set over them (undefined: left out). */
+const binaryHeaders = (patch: Record<string, string | undefined> = {}) =>
+  Object.fromEntries(
+    Object.entries({
+      "ce-specversion": "1.0",
+      "ce-id": nextId(),
+      "ce-source": "/test/events",
+      "ce-type": "dev.snooze.model.wake",
+      "ce-subject": "qwen",
+      "content-type": "application/json",
+      ...patch,
+    }).filter(([, v]) => v !== undefined),
+  ) as Record<string, string>;
 const tierOf = (model: string) => snooze.autoscaler.controller(model)!.tier;
 
 const send = (headers: Record<string, string>, body: string | Buffer) =>
@@ -290,20 +303,7 @@ describe("every malformed event is refused with a status and a reason", () => {
   });
 
   test("binary, a schema refusal names the ce-* header in param, in words", async () => {
-    const answer = await refusal(
-      await send(
-        {
-          "content-type": "application/json",
-          "ce-specversion": "1.0",
-          "ce-id": nextId(),
-          "ce-source": "/test",
-          "ce-type": "dev.snooze.model.wake",
-          "ce-subject": "qwen",
-          "ce-dataschema": "::nope",
-        },
-        "",
-      ),
-    );
+    const answer = await refusal(await send(binaryHeaders({ "ce-dataschema": "::nope" }), ""));
     expect(answer).toMatchObject({ status: 400, code: "invalid_event", param: "ce-dataschema" });
     expect(answer.message).toBe(
       'the event\'s dataschema must be an absolute URI, like https://example.com/schema.json, not "::nope"',
@@ -311,19 +311,7 @@ describe("every malformed event is refused with a status and a reason", () => {
   });
 
   test("binary, data sent as text/plain: 415 unsupported_media_type, listing what to send, the batch type included (found by an outside tester)", async () => {
-    const answer = await refusal(
-      await send(
-        {
-          "content-type": "text/plain",
-          "ce-specversion": "1.0",
-          "ce-id": nextId(),
-          "ce-source": "/test",
-          "ce-type": "dev.snooze.model.wake",
-          "ce-subject": "qwen",
-        },
-        "hello",
-      ),
-    );
+    const answer = await refusal(await send(binaryHeaders({ "content-type": "text/plain" }), "hello"));
     expect(answer).toMatchObject({ status: 415, code: "unsupported_media_type" });
     expect(answer.message).toContain("content-type text/plain");
     for (const type of [
@@ -384,19 +372,6 @@ describe("every malformed event is refused with a status and a reason", () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(tierOf("untouched")).toBe(before);
   });
-
-  const binaryHeaders = (patch: Record<string, string | undefined> = {}) =>
-    Object.fromEntries(
-      Object.entries({
-        "ce-specversion": "1.0",
-        "ce-id": nextId(),
-        "ce-source": "/test/events",
-        "ce-type": "dev.snooze.model.wake",
-        "ce-subject": "qwen",
-        "content-type": "application/json",
-        ...patch,
-      }).filter(([, v]) => v !== undefined),
-    ) as Record<string, string>;
 
   test.each([
     ["no ce-id", { "ce-id": undefined }, "no ce-id"],
