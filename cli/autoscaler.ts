@@ -13,6 +13,7 @@ import { type EventMode, eventModes } from "../lib/cloudevents.ts";
 import { knativeNetworkingServed } from "../lib/knative/networking-served.ts";
 import { serviceAccountUser, TokenReviewer } from "../lib/kube/token-review.ts";
 import { createLogger } from "../lib/log.ts";
+import { redactUrl } from "../lib/redact-url.ts";
 import { byteSize } from "../lib/settings/fields.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import type { Command } from "./command.ts";
@@ -141,7 +142,7 @@ export const autoscalerCommand: Command = {
     const drainGraceMs = durationValue(values, "drain-grace");
     const eventSink = values["event-sink"] === undefined ? undefined : String(values["event-sink"]);
     if (eventSink !== undefined && !/^https?:\/\/./.test(eventSink))
-      throw new UsageError(`--event-sink must be an http(s) URL, not "${eventSink}"`);
+      throw new UsageError(`--event-sink must be an http(s) URL, not "${redactUrl(eventSink)}"`);
     const eventMode = String(values["event-mode"]);
     if (!(eventModes as readonly string[]).includes(eventMode))
       throw new UsageError(`--event-mode must be binary or structured, not "${eventMode}"`);

@@ -151,6 +151,11 @@ test("the log names the sink without the credentials its URL holds (found by an 
   expect(lines.join("")).toContain("CloudEvent not delivered");
   expect(lines.join("")).toContain("user:redacted@127.0.0.1");
   expect(lines.join("")).not.toMatch(/s3cretPW|QTOKEN/);
+  // The sink itself gets them: the password as Basic authentication, the query as written (found
+  // by an outside tester: the user and password were dropped).
+  expect(target.received[0]!.headers.authorization).toBe(
+    `Basic ${Buffer.from("user:s3cretPW").toString("base64")}`,
+  );
 });
 
 test("retries stop after the configured number, with the waits doubling", async () => {

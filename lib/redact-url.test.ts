@@ -7,4 +7,6 @@ test("a password and the query's values are redacted; where the URL points stays
   );
   expect(redactUrl("https://broker.example/ns/default")).toBe("https://broker.example/ns/default");
   expect(redactUrl("not a url")).toBe("not a url");
+  // Nothing to hide: as written, not as the URL parser spells it.
+  expect(redactUrl("HTTP://Broker.example")).toBe("HTTP://Broker.example");
 });

@@ -84,6 +84,15 @@ describe("parseConfig", () => {
       expect(problemsOf(`eventSink: ${url}\n${withModel("")}`), url).toEqual([
         { key: "eventSink", line: 1, column: 1, message: `expected an http or https URL, not "${url}"` },
       ]);
+    // A typo in the scheme must not put the URL's secrets in the error (found by an outside tester).
+    expect(problemsOf(`eventSink: ftp://user:hunter2@host/x?token=T0KEN\n${withModel("")}`)).toEqual([
+      {
+        key: "eventSink",
+        line: 1,
+        column: 1,
+        message: 'expected an http or https URL, not "ftp://user:redacted@host/x?token=redacted"',
+      },
+    ]);
     expect(parseConfig(`eventSink: https://broker.example/\n${withModel("")}`).eventSink).toBe(
       "https://broker.example/",
     );

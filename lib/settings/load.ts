@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { isScalar, LineCounter, parseDocument, type YAMLError } from "yaml";
 import type { z } from "zod";
+import { redactUrl } from "../redact-url.ts";
 import { fieldAt, keysOf, showValue } from "./allowed-form.ts";
 import { ConfigError, type ConfigProblem, formatProblems, keyPath } from "./config-error.ts";
 import { snoozeFile } from "./file.ts";
@@ -224,7 +225,9 @@ function toProblems(
   else {
     // Every reason names the value found, as written (`1e400`, not the Infinity it reads as).
     const reason = issue.message;
-    const value = (typeof issue.input === "number" ? written(path) : undefined) ?? showValue(issue.input);
+    const value =
+      (typeof issue.input === "number" ? written(path) : undefined) ??
+      showValue(typeof issue.input === "string" ? redactUrl(issue.input) : issue.input);
     message =
       issue.input === undefined || (issue.code === "custom" && issue.params?.standalone)
         ? reason
