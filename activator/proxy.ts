@@ -196,6 +196,8 @@ class Relay implements Dispatcher.DispatchHandler {
   private events = false;
   /** The start of an event whose end has not come yet (SSE answers only). */
   private partial?: Buffer;
+  /** What went out last ends in the middle of an event (one longer than maxHeldEventBytes). */
+  private midEvent = false;
   /** Armed while the client does not take the answer (its socket's buffer full). */
   private stallTimer?: NodeJS.Timeout;
   private readonly unregister: () => void;
@@ -313,8 +315,11 @@ class Relay implements Dispatcher.DispatchHandler {
     const joined = this.partial ? Buffer.concat([this.partial, chunk]) : chunk;
     const end = eventsEnd(joined);
     this.partial = end < joined.length ? joined.subarray(end) : undefined;
+    // What goes out now ends an event, unless the event is too long to hold.
+    if (end > 0) this.midEvent = false;
     if (this.partial && this.partial.length > maxHeldEventBytes) {
       this.partial = undefined;
+      this.midEvent = true;
       return joined;
     }
     return end === joined.length ? joined : joined.subarray(0, end);
@@ -395,6 +400,9 @@ class Relay implements Dispatcher.DispatchHandler {
     // An error answer held back and cut part way: nothing went out, so the client is told why
     // (502 upstream_broken, 504 upstream_idle_timeout …) rather than left with a closed connection.
     clearTimeout(this.errorWait);
+    // An event too long to hold went out in part: a blank line ends it, so the error event that
+    // follows is an event of its own (found by an outside tester).
+    if (this.midEvent && !this.res.writableEnded && !this.res.destroyed) this.res.write("\n\n");
     this.finish(failed(this.res, this.abortReason, this.status, this.contentType, error));
   }
 }

@@ -192,6 +192,26 @@ describe("the engine stops in the middle of an answer", () => {
     expect(events.slice(3)).toEqual(["data: [DONE]"]);
   });
 
+  test("an event too long to hold back went out in part: the error event still comes as an event of its own", async () => {
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () =>
+        socket.write(
+          "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
+            chunk('data: {"a":1}\n\n') +
+            chunk(`data: {"b":"${"y".repeat(300_000)}`),
+        ),
+      ),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address, { idleTimeout: 300 });
+    const response = await post(snooze, chatBody({ stream: true }));
+    const events = (await response.text()).split("\n\n").filter(Boolean);
+    expect(events[0]).toBe('data: {"a":1}');
+    expect(events[1]).toMatch(/^data: \{"b":"y+$/);
+    expect(JSON.parse(events[2]!.slice("data: ".length)).error.code).toBe("upstream_idle_timeout");
+    expect(events.slice(3)).toEqual(["data: [DONE]"]);
+  });
+
   test("an SSE stream's last bytes reach the client as the engine sent them, event end or not", async () => {
     const engine = await rawEngine((socket) =>
       socket.once("data", () =>
