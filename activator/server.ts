@@ -282,7 +282,9 @@ export function createActivatorServer({
         sendError(res, 400, malformedSegment(segment));
         return;
       }
-      const view = views().find((v) => v.id === name || v.aliases.includes(name));
+      // Named as requests name it: an id or alias, in either Unicode form (activator/resolve-model.ts).
+      const id = activator.modelNamed(name);
+      const view = id === undefined ? undefined : views().find((v) => v.id === id);
       if (view) {
         sendJson(res, 200, modelObject(view));
         if (req.method === "GET") hint(view.id);

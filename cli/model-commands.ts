@@ -21,7 +21,10 @@ import { printable, shown } from "./printable.ts";
 /** The model's id for a name (an id or an alias), from the admin API's model list. */
 async function findModel(client: AdminClient, name: string): Promise<AdminModelView> {
   const { models } = await client.json<{ models: AdminModelView[] }>("/snooze/v1/models", modelList);
-  const model = models.find((m) => m.id === name || m.aliases.includes(name));
+  // In either Unicode form (NFD from a macOS terminal against NFC in the file), as the server reads names.
+  const nfc = name.normalize("NFC");
+  const named = (other: string) => other === name || other.normalize("NFC") === nfc;
+  const model = models.find((m) => named(m.id) || m.aliases.some(named));
   if (!model) {
     const known = printable(clip(models.map((m) => m.id).join(", "), 1_000), true);
     throw new UsageError(`no model named ${shown(name)}; this Snooze serves ${known || "no models"}`);
