@@ -404,7 +404,9 @@ function namesAfterServedFlag(tokens: readonly ArgToken[]): { names: string[]; i
       if (!after) continue;
       names.push(token.value);
       indices.add(position);
-    } else after = token.kind === "option" && token.name === "served-model-name";
+    }
+    // `--served-model-name=a b`: argparse takes only `a` then (b is the model).
+    else after = token.kind === "option" && token.name === "served-model-name" && !token.inlineValue;
   }
   return { names, indices };
 }

@@ -59,6 +59,7 @@ test("vLLM's spellings of the model and served names", () => {
     model: "org/m",
     servedModelNames: ["a", "b"],
   });
+  expect(parse("--served-model-name=a", "b").engine).toMatchObject({ model: "b", servedModelNames: ["a"] });
   expect(() => parse("one", "--served-model-name", "a", "--port", "9", "two")).toThrow(
     "one model expected, got one two",
   );
