@@ -383,11 +383,11 @@ test("K_CE_OVERRIDES as Knative means it: one warning at start names each entry 
       msg: "K_CE_OVERRIDES: entries not used",
       used: ["team"],
       ignored: [
-        `type: only "extensions" is read (Knative's K_CE_OVERRIDES), and type is an attribute Snooze sets itself`,
+        `type: only "extensions" is read (Knative's K_CE_OVERRIDES), and type is an attribute Snooze or the CloudEvents spec defines`,
         "extensions.Bad-Key: not a CloudEvents attribute name (lowercase a-z and 0-9, at most 20 characters)",
         "extensions.num: the value must be a string, not 5",
-        "extensions.traceparent: an attribute Snooze sets itself, which an override never replaces",
-        "extensions.sequence: an attribute Snooze sets itself, which an override never replaces",
+        "extensions.traceparent: an attribute Snooze or the CloudEvents spec defines, which an override never replaces",
+        "extensions.sequence: an attribute Snooze or the CloudEvents spec defines, which an override never replaces",
       ],
     });
     const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";

@@ -417,7 +417,7 @@ export function readCeOverrides(text: string | undefined): CeOverrides {
   for (const key of Object.keys(parsed)) {
     if (key === "extensions") continue;
     ignored.push(
-      `${key}: only "extensions" is read (Knative's K_CE_OVERRIDES)${ownAttributes.has(key) ? `, and ${key} is an attribute Snooze sets itself` : ""}`,
+      `${key}: only "extensions" is read (Knative's K_CE_OVERRIDES)${ownAttributes.has(key) ? `, and ${key} is an attribute Snooze or the CloudEvents spec defines` : ""}`,
     );
   }
   const given = (parsed as { extensions?: unknown }).extensions;
@@ -432,7 +432,9 @@ export function readCeOverrides(text: string | undefined): CeOverrides {
         `extensions.${name}: not a CloudEvents attribute name (lowercase a-z and 0-9, at most 20 characters)`,
       );
     else if (ownAttributes.has(name))
-      ignored.push(`extensions.${name}: an attribute Snooze sets itself, which an override never replaces`);
+      ignored.push(
+        `extensions.${name}: an attribute Snooze or the CloudEvents spec defines, which an override never replaces`,
+      );
     else if (typeof value !== "string")
       ignored.push(`extensions.${name}: the value must be a string, not ${JSON.stringify(value)}`);
     else extensions[name] = value;
