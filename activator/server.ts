@@ -2,7 +2,6 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { context, SpanStatusCode } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
-import { clip } from "../lib/clip.ts";
 import { answerClientErrors, endSocketWithError } from "../lib/http/client-error.ts";
 import { deferContinue } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";

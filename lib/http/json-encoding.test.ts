@@ -17,7 +17,10 @@ test("UTF-8 with or without a mark, UTF-16 in either order with or without a mar
 function utf32(text: string, order: "le" | "be"): Buffer {
   const points = [...text].map((c) => c.codePointAt(0)!);
   const out = Buffer.alloc(points.length * 4);
-  points.forEach((p, i) => (order === "le" ? out.writeUInt32LE(p, i * 4) : out.writeUInt32BE(p, i * 4)));
+  for (const [i, p] of points.entries()) {
+    if (order === "le") out.writeUInt32LE(p, i * 4);
+    else out.writeUInt32BE(p, i * 4);
+  }
   return out;
 }
 
