@@ -4,7 +4,8 @@ import { createServer as createHttpServer } from "node:http";
 import { createServer, type Socket } from "node:net";
 import { resolve } from "node:path";
 import { afterAll, expect, test } from "vitest";
-import { exportFailure, settingsIgnored } from "./telemetry.ts";
+import { exportFailure } from "./otel-export-failure.ts";
+import { settingsIgnored } from "./otel-settings.ts";
 
 // A collector that accepts the export and never answers: the shutdown's flush gives up on it
 // rather than holding the process for the exporter's own timeout (set here to a minute, so a
