@@ -4,10 +4,10 @@ import type { AddressInfo } from "node:net";
 import { type CloudEventV1, HTTP } from "cloudevents";
 import { Registry } from "prom-client";
 import { afterEach, expect, test } from "vitest";
+import { ceOverrides } from "./ce-overrides.ts";
 import {
   CloudEventSink,
   type CloudEventSinkOptions,
-  ceOverrides,
   createEventSink,
   isRetryableStatus,
 } from "./cloudevents.ts";
