@@ -3,6 +3,7 @@ import { context, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import { clip } from "../lib/clip.ts";
 import type { ControlPlane } from "../lib/control-plane.ts";
+import { timerValue } from "../lib/duration.ts";
 import { BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue } from "../lib/http/continue.ts";
@@ -18,9 +19,10 @@ import { type HostRouter, type HostRouting, unknownHost } from "./host-routing.t
 import { type ActivatorMetrics, activatorMetrics } from "./metrics.ts";
 import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
 import { checkEnginePath, type PathCheck } from "./openai-path.ts";
-import { EndedEarly, errorAnswer, forward, timerValue } from "./proxy.ts";
+import { forward } from "./proxy.ts";
 import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
 import { type FormFields, nameLookup, resolveModel } from "./resolve-model.ts";
+import { EndedEarly, errorAnswer } from "./upstream-failure.ts";
 
 export interface ActivatorOptions {
   config: SnoozeConfig;

@@ -48,7 +48,7 @@ export function errorBodyText(body: Buffer, encoding: string | undefined): strin
 
 /**
  * The data of the SSE event that tells an engine's error answer once hold progress has answered 200
- * (proxy.ts): OpenAI's clients raise an error for an event whose data holds an `error` object, and
+ * (relay.ts): OpenAI's clients raise an error for an event whose data holds an `error` object, and
  * take anything else for a chunk of the answer (FastAPI's `{"detail":"Not Found"}`) or fail to
  * parse it (uvicorn's plain-text `Internal Server Error`). vLLM's own errors have that shape
  * already and pass as the engine wrote them; older vLLM's flat `{"object":"error","message",...}`

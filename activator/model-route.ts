@@ -1,11 +1,10 @@
 import { backgroundTimer, clearBackgroundTimer } from "../lib/background-timer.ts";
 import type { Flow } from "../lib/control-plane.ts";
-import { formatDuration } from "../lib/duration.ts";
+import { formatDuration, timerValue } from "../lib/duration.ts";
 import { isWarming, mostAwake, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { Pool } from "../lib/undici.ts";
 import { type Held, HoldQueue } from "./hold-queue.ts";
-import { timerValue } from "./proxy.ts";
 import { SpareConnections } from "./spare-connections.ts";
 
 /** A replica as the activator sees it: where it is, whether it takes traffic, how busy it is. */

@@ -32,3 +32,10 @@ export function formatDuration(ms: number): string {
 export const maxTimerMs = 2 ** 31 - 1;
 /** `maxTimerMs` as a refusal states it: exactly, in a form durations take (`596h` alone would suggest `596h1s` is refused). */
 export const longestTimer = "596h31m23.647s (2^31-1 ms, about 24.8 days: the longest a timer waits)";
+
+/**
+ * A setting in ms to undici's form: 0 is none; `never` (Infinity) too. Timers above `maxTimerMs`
+ * fire at once in Node (and undici), so a longer one is held to it.
+ */
+export const timerValue = (ms: number): number =>
+  Number.isFinite(ms) && ms > 0 ? Math.min(ms, maxTimerMs) : 0;

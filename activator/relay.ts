@@ -1,0 +1,354 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import type { Dispatcher } from "undici";
+import { timerValue } from "../lib/duration.ts";
+import { sendError } from "../lib/http/json.ts";
+import { endWithEvent, eventsEnd, maxHeldEventBytes } from "../lib/http/sse.ts";
+import type { OpenAIErrorBody } from "../lib/openai-error.ts";
+import { replaceEngineCors } from "./cors.ts";
+import {
+  engineErrorAnswer,
+  engineErrorEvent,
+  errorBodyText,
+  maxEngineErrorBytes,
+  readableCoding,
+} from "./engine-error.ts";
+import { endToEnd } from "./hop-headers.ts";
+import { EndedEarly, errorAnswer, failureReason, type UpstreamFailure } from "./upstream-failure.ts";
+
+export type ForwardOutcome =
+  | { kind: "answered"; status: number }
+  /**
+   * Nothing came back and the client's response is untouched: safe to send the request elsewhere.
+   * The caller must answer (or retry).
+   */
+  | { kind: "unreachable"; error: Error; reason: "connect-timeout" | "unreachable" }
+  /** The forward failed and the client already got its answer: an error status, an SSE error event or a cut. */
+  | { kind: "failed"; status: number; reason: UpstreamFailure; error: Error }
+  | { kind: "aborted" };
+
+export interface ForwardRequest {
+  /** The normalised path to send (never the client's raw target). */
+  path: string;
+  body: Buffer;
+  extraHeaders: OutgoingHttpHeaders;
+  /** Time to the engine's response headers; 0 is none. */
+  firstByteTimeoutMs: number;
+  /** Longest gap between body bytes; 0 is none. */
+  idleTimeoutMs: number;
+  /** Called once the engine's response headers arrived. */
+  onResponse(): void;
+  /** Sees the answer go by (tracing reads token usage from it); must not hold on to time. */
+  tap?: { response(status: number, contentType: string): void; chunk(chunk: Buffer): void };
+  /**
+   * Registers how Snooze ends this forward early (shutdown, or its replica's drain time is over);
+   * returns the unregister function.
+   */
+  onEnd(end: (why: EndedEarly) => void): () => void;
+}
+
+/**
+ * How long an engine's error body may take to come whole after its head before the head is passed
+ * on as it is: an error comes in one write; one that trickles is not held from the client.
+ */
+const errorBodyWaitMs = 1_000;
+
+/** Headers that describe the engine's body bytes: dropped when the body is written anew. */
+const bodyHeaders = [
+  "content-encoding",
+  "etag",
+  "content-md5",
+  "digest",
+  "content-digest",
+  "repr-digest",
+  "content-range",
+];
+
+/** Client gone before the answer ended: the engine's request is cancelled with this. */
+class ClientGone extends Error {
+  constructor() {
+    super("The client went away");
+  }
+}
+
+/**
+ * The client took none of the answer for the model's `idleTimeout`: it holds a place on the engine
+ * (and keeps the model awake) for as long as it does not read. Its request ends as if it had gone.
+ */
+class ClientStalled extends Error {
+  constructor() {
+    super("The client took none of the answer within the model's idleTimeout");
+  }
+}
+
+/**
+ * undici's handler for one forward: each chunk of the engine's answer is written to the client
+ * as undici parses it. A handler rather than `request()` and a loop over its body stream: that
+ * puts a Readable, a promise and an iterator step between every chunk and its write.
+ */
+export class Relay implements Dispatcher.DispatchHandler {
+  private readonly res: ServerResponse;
+  private readonly request: ForwardRequest;
+  private readonly done: (outcome: ForwardOutcome) => void;
+  private controller?: Dispatcher.DispatchController;
+  private abortReason?: Error;
+  private status = 0;
+  private contentType = "";
+  /**
+   * An engine's error answer, collected (up to maxEngineErrorBytes) to be put in OpenAI's shape: told
+   * as one event at the end after hold progress opened an SSE stream, else as the answer itself.
+   */
+  private errorBody?: Buffer[];
+  private errorBytes = 0;
+  private errorCoding?: string;
+  /** The headers of an error answer held back until its body is known (undefined in a stream). */
+  private errorHead?: OutgoingHttpHeaders;
+  /** An error body that does not come at once is not waited for: its head goes out. */
+  private errorWait?: NodeJS.Timeout;
+  /** An SSE answer: passed on event by event, so an ending Snooze adds follows a whole event. */
+  private events = false;
+  /** The start of an event whose end has not come yet (SSE answers only). */
+  private partial?: Buffer;
+  /** What went out last ends in the middle of an event (one longer than maxHeldEventBytes). */
+  private midEvent = false;
+  /** Armed while the client does not take the answer (its socket's buffer full). */
+  private stallTimer?: NodeJS.Timeout;
+  private readonly unregister: () => void;
+  private readonly onClose = () => {
+    if (!this.res.writableFinished) this.abort(new ClientGone());
+  };
+  private readonly resume = () => {
+    clearTimeout(this.stallTimer);
+    this.controller?.resume();
+  };
+
+  constructor(res: ServerResponse, request: ForwardRequest, done: (outcome: ForwardOutcome) => void) {
+    this.res = res;
+    this.request = request;
+    this.done = done;
+    res.once("close", this.onClose);
+    this.unregister = request.onEnd((why) => this.abort(why));
+  }
+
+  private abort(reason: Error): void {
+    if (this.abortReason) return;
+    this.abortReason = reason;
+    // Before undici started the request there is no controller yet: onRequestStart aborts then.
+    this.controller?.abort(reason);
+  }
+
+  private finish(outcome: ForwardOutcome): void {
+    clearTimeout(this.stallTimer);
+    this.unregister();
+    this.res.off("close", this.onClose);
+    this.res.off("drain", this.resume);
+    this.done(outcome);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.abortReason) controller.abort(this.abortReason);
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    status: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    // An interim answer (103 Early Hints): the answer itself follows on the same request. Passed on,
+    // it would go out as the client's final status and the answer after it would be lost.
+    if (status < 200) return;
+    const { res, request } = this;
+    this.status = status;
+    this.contentType = String(headers["content-type"] ?? "");
+    this.events = status === 200 && this.contentType.toLowerCase().includes("text/event-stream");
+    request.tap?.response(status, this.contentType);
+    request.onResponse();
+    if (res.headersSent) {
+      // Hold progress already answered 200 and opened an SSE stream: an engine error can
+      // only be told as an event in it.
+      this.contentType = "text/event-stream";
+      this.events = true;
+      if (status !== 200) {
+        this.errorBody = [];
+        this.errorCoding = headers["content-encoding"] as string | undefined;
+      }
+      return;
+    }
+    const out = endToEnd(headers);
+    // With --allowed-origins the browser sees Snooze's CORS answer (server.ts), not the engine's too.
+    if (res.hasHeader("access-control-allow-origin")) replaceEngineCors(out);
+    const length = headers["content-length"];
+    if (typeof length === "string") {
+      // A sized body is passed on untouched, so its length stays true: keeping it saves the
+      // chunked framing, and headers and body leave in one write instead of three.
+      out["content-length"] = length;
+    }
+    const coding = headers["content-encoding"] as string | undefined;
+    if (status >= 400 && readableCoding(coding)) {
+      // Read before it is passed on: an error not in OpenAI's shape is put in it (engine-error.ts).
+      this.errorBody = [];
+      this.errorCoding = coding;
+      this.errorHead = out;
+      this.errorWait = setTimeout(() => this.releaseErrorHead(), errorBodyWaitMs);
+      return;
+    }
+    res.writeHead(status, out);
+    // A stream (no length) shows its headers at once, as the engine sent them.
+    if (typeof length !== "string") res.flushHeaders();
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.errorBody) {
+      // Too big for an error message: a held-back answer goes out untouched, as it comes.
+      if (this.errorHead && this.errorBytes + chunk.length > maxEngineErrorBytes) this.releaseErrorHead();
+      else {
+        const room = maxEngineErrorBytes - this.errorBytes;
+        if (room > 0) this.errorBody.push(room < chunk.length ? chunk.subarray(0, room) : chunk);
+        this.errorBytes += Math.min(room, chunk.length);
+        return;
+      }
+    }
+    this.request.tap?.chunk(chunk);
+    const whole = this.events ? this.wholeEvents(chunk) : chunk;
+    if (whole.length > 0 && !this.res.write(whole) && !controller.paused) {
+      controller.pause();
+      this.res.once("drain", this.resume);
+      this.watchStall();
+    }
+  }
+
+  /**
+   * What of `chunk` ends an event (with the part held back before it); the rest is held back. An
+   * engine read cut mid-event (a client reading slowly gets many events per read) would otherwise
+   * leave half an event before the error event Snooze ends a stream with, and the client's parser
+   * would fail on it instead of reading the error (found by an outside tester).
+   */
+  private wholeEvents(chunk: Buffer): Buffer {
+    const joined = this.partial ? Buffer.concat([this.partial, chunk]) : chunk;
+    const end = eventsEnd(joined);
+    this.partial = end < joined.length ? joined.subarray(end) : undefined;
+    // What goes out now ends an event, unless the event is too long to hold.
+    if (end > 0) this.midEvent = false;
+    if (this.partial && this.partial.length > maxHeldEventBytes) {
+      this.partial = undefined;
+      this.midEvent = true;
+      return joined;
+    }
+    return end === joined.length ? joined : joined.subarray(0, end);
+  }
+
+  /**
+   * The client's socket is full: if it takes nothing more within the model's idleTimeout, its
+   * request ends (the engine's request with it) and its connection is closed. A client reading
+   * slowly keeps it alive: what it takes empties the socket's queue, which is checked each time.
+   */
+  private watchStall(): void {
+    const ms = timerValue(this.request.idleTimeoutMs);
+    if (ms === 0) return;
+    const queued = () => this.res.socket?.writableLength ?? 0;
+    let last = queued();
+    const check = () => {
+      const now = queued();
+      if (now < last) {
+        last = now;
+        this.stallTimer = setTimeout(check, ms);
+        return;
+      }
+      this.abort(new ClientStalled());
+      this.res.destroy();
+    };
+    clearTimeout(this.stallTimer);
+    this.stallTimer = setTimeout(check, ms);
+  }
+
+  onResponseEnd(): void {
+    clearTimeout(this.errorWait);
+    const body = this.errorBody && Buffer.concat(this.errorBody);
+    if (this.partial) this.res.write(this.partial);
+    if (!body) this.res.end();
+    else if (!this.errorHead) {
+      // A body that cannot be decoded says nothing readable: only the status is told.
+      const text = errorBodyText(body, this.errorCoding) ?? "";
+      endWithEvent(this.res, engineErrorEvent(this.status, text));
+    } else this.endError(body, this.errorHead);
+    this.finish({ kind: "answered", status: this.status });
+  }
+
+  /** A whole error answer, held back: in OpenAI's shape if it was not, else as the engine sent it. */
+  private endError(body: Buffer, head: OutgoingHttpHeaders): void {
+    const text = errorBodyText(body, this.errorCoding);
+    const reshaped = text === undefined ? undefined : engineErrorAnswer(this.status, text);
+    const out = reshaped === undefined ? body : Buffer.from(reshaped);
+    const sent: OutgoingHttpHeaders = { ...head, "content-length": String(out.length) };
+    if (reshaped !== undefined) {
+      sent["content-type"] = "application/json";
+      // They described the engine's bytes, not these.
+      for (const name of bodyHeaders) delete sent[name];
+    }
+    this.request.tap?.chunk(out);
+    this.res.writeHead(this.status, sent);
+    this.res.end(out);
+  }
+
+  /**
+   * An error answer held back that is too big to reshape, or slow to come: its head and what was
+   * read go out now, the rest as it comes.
+   */
+  private releaseErrorHead(): void {
+    clearTimeout(this.errorWait);
+    if (!this.errorHead) return;
+    this.res.writeHead(this.status, this.errorHead);
+    // Out now, even before a body byte comes (a sized answer's head waits for its body otherwise).
+    this.res.flushHeaders();
+    for (const part of this.errorBody ?? []) {
+      this.request.tap?.chunk(part);
+      this.res.write(part);
+    }
+    this.errorBody = undefined;
+    this.errorHead = undefined;
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
+    // An error answer held back and cut part way: nothing went out, so the client is told why
+    // (502 upstream_broken, 504 upstream_idle_timeout …) rather than left with a closed connection.
+    clearTimeout(this.errorWait);
+    // An event too long to hold went out in part: a blank line ends it, so the error event that
+    // follows is an event of its own (found by an outside tester).
+    if (this.midEvent && !this.res.writableEnded && !this.res.destroyed) this.res.write("\n\n");
+    this.finish(failed(this.res, this.abortReason, this.status, this.contentType, error));
+  }
+}
+
+/** Classifies a failed forward and ends the client's response accordingly. */
+function failed(
+  res: ServerResponse,
+  abortReason: Error | undefined,
+  status: number,
+  contentType: string,
+  error: Error,
+): ForwardOutcome {
+  const ended = abortReason instanceof EndedEarly ? abortReason : undefined;
+  if (abortReason && !ended) return { kind: "aborted" };
+  const reason = failureReason(error, status, ended);
+  // The engine answered nothing: the caller re-checks it and sends the request once more, into a
+  // stream hold progress opened too (it ends that stream with the error if the retry fails).
+  if (status === 0 && (reason === "unreachable" || reason === "connect-timeout")) {
+    return { kind: "unreachable", error, reason };
+  }
+  const answer = errorAnswer(reason, error, ended ?? error);
+  // Nothing of an answer went out yet (hold progress may have opened a stream already, though).
+  if (!res.headersSent) {
+    sendError(res, answer.status, answer.body, answer.headers);
+    return { kind: "failed", status: answer.status, reason, error };
+  }
+  // A stream hold progress opened before the engine said anything is an SSE stream too.
+  endBroken(res, contentType || String(res.getHeader("content-type") ?? ""), answer.body, error);
+  return { kind: "failed", status: status || 200, reason, error };
+}
+
+/** An SSE client gets a final error event it can show; anything else sees the connection end early. */
+function endBroken(res: ServerResponse, contentType: string, body: OpenAIErrorBody, error: Error): void {
+  if (res.writableEnded || res.destroyed) return;
+  if (contentType.includes("text/event-stream")) endWithEvent(res, JSON.stringify(body));
+  else res.destroy(error);
+}
