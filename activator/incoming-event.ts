@@ -40,6 +40,8 @@ export interface EventCommand {
   key: string;
   /** The event's distributed-tracing extension: the trace of whatever made the event. */
   traceparent?: string;
+  /** The same extension's vendor entries, carried with its traceparent. */
+  tracestate?: string;
 }
 
 /** Why an incoming message was refused: the status to answer and the reason. */
@@ -338,6 +340,7 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
     model,
     key: `${event.source}\u0000${event.id}`,
     ...(typeof event.traceparent === "string" ? { traceparent: event.traceparent } : {}),
+    ...(typeof event.tracestate === "string" ? { tracestate: event.tracestate } : {}),
   };
   if (fields.for !== undefined) {
     // Only a prewarm keeps a model awake for a while: acting on a wake, sleep or stop and dropping
@@ -510,7 +513,7 @@ export async function handleIncomingEvents(
       const prewarm = command.forMs !== undefined ? deps.admin.prewarm : undefined;
       // The activation continues the trace of what made the event (its traceparent extension),
       // else the delivery's (the HTTP traceparent, which this request's server span continues).
-      const caller = remoteContextOf(command.traceparent) ?? context.active();
+      const caller = remoteContextOf(command.traceparent, command.tracestate) ?? context.active();
       void (
         prewarm ? prewarm(command.id, command.forMs!, { caller }) : deps.admin.wake(command.id, { caller })
       ).catch((error: unknown) =>

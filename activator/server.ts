@@ -296,7 +296,13 @@ export function createActivatorServer({
       const refused = adminRefusal(req, adminToken);
       if (refused) {
         req.resume();
+        // A delivery refused here still shows in its sender's trace: a Broker or Trigger whose token
+        // is wrong or missing sees why its events did nothing.
+        const delivery = path === "/snooze/v1/events" && req.method === "POST";
+        const span = delivery ? startServerSpan(req, path, path).span : undefined;
         sendError(res, refused.status, refused.body, refused.headers);
+        span?.setAttribute("http.response.status_code", refused.status);
+        span?.end();
         return;
       }
     }

@@ -1,6 +1,7 @@
 import {
   type Context,
   context,
+  createTraceState,
   isSpanContextValid,
   ProxyTracerProvider,
   ROOT_CONTEXT,
@@ -67,11 +68,13 @@ export function traceparentOf(span: Span): string | undefined {
  * A context whose span is the remote one a W3C traceparent names (a caller's, such as a CloudEvent's
  * distributed-tracing extension), to continue its trace; none when it is not a valid traceparent.
  */
-export function remoteContextOf(traceparent: unknown): Context | undefined {
+export function remoteContextOf(traceparent: unknown, tracestate?: unknown): Context | undefined {
   const spanContext = typeof traceparent === "string" ? spanContextOf(traceparent) : undefined;
-  return spanContext && isSpanContextValid(spanContext)
-    ? trace.setSpanContext(ROOT_CONTEXT, spanContext)
-    : undefined;
+  if (!spanContext || !isSpanContextValid(spanContext)) return undefined;
+  // The vendors' entries go on with the trace (W3C Trace Context §3.3), as an HTTP tracestate does.
+  if (typeof tracestate === "string" && tracestate.trim() !== "")
+    spanContext.traceState = createTraceState(tracestate);
+  return trace.setSpanContext(ROOT_CONTEXT, spanContext);
 }
 
 /** The span context named by a traceparent, to link to it. */

@@ -4,7 +4,7 @@ import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
-import { createLogger } from "../../lib/log.ts";
+import { createLogger, silentLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/index.ts";
 import { chat, sharedGpu, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
@@ -264,17 +264,50 @@ models:
     expect(activation.parentSpanContext?.spanId).toBe(server.spanContext().spanId);
   });
 
-  test("the event's own ce-traceparent (the distributed-tracing extension) parents the activation; the HTTP one, the server span", async () => {
+  test("the event's own ce-traceparent (the distributed-tracing extension) parents the activation, its ce-tracestate goes on with it; the HTTP one, the server span", async () => {
     const httpTrace = "6bf92f3577b34da6a3ce929d0e0e4732";
     const eventTrace = "7bf92f3577b34da6a3ce929d0e0e4732";
     await wake("viaextension", {
       traceparent: `00-${httpTrace}-00f067aa0ba902b2-01`,
       "ce-traceparent": `00-${eventTrace}-10f067aa0ba902b2-01`,
+      "ce-tracestate": "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE",
     });
     const activation = await activationOf("viaextension");
     expect(activation.spanContext().traceId).toBe(eventTrace);
     expect(activation.parentSpanContext?.spanId).toBe("10f067aa0ba902b2");
+    expect(activation.spanContext().traceState?.serialize()).toBe("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE");
     expect(serverSpanIn(httpTrace)?.parentSpanContext?.spanId).toBe("00f067aa0ba902b2");
+  });
+
+  test("a delivery the admin guard refuses (no token) still gets its SERVER span, with the status, in the sender's trace", async () => {
+    const guarded = await startLocalSnooze({
+      config: parseConfig(`models:\n  guarded: { command: ${simCommand()} }\n`, "test.yaml"),
+      log: silentLogger,
+      host: "127.0.0.1",
+      port: 0,
+      adminToken: "s3cret-token",
+    });
+    try {
+      const traceId = "6bf92f3577b34da6a3ce929d0e0e4735";
+      const response = await fetch(`${guarded.url}/snooze/v1/events`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          traceparent: `00-${traceId}-00f067aa0ba902b5-01`,
+          "ce-specversion": "1.0",
+          "ce-id": "refused-1",
+          "ce-source": "/test/tracing",
+          "ce-type": "dev.snooze.model.wake",
+          "ce-subject": "guarded",
+        },
+      });
+      expect(response.status).toBe(401);
+      const server = serverSpanIn(traceId);
+      expect(server?.parentSpanContext?.spanId).toBe("00f067aa0ba902b5");
+      expect(server?.attributes["http.response.status_code"]).toBe(401);
+    } finally {
+      await guarded.close(1_000);
+    }
   });
 
   test("an event its sampler passed over: the activation begins a trace of its own, linked to it, as a held request's does", async () => {
