@@ -60,93 +60,94 @@ export function failureReason(error: Error, status: number, ended: EndedEarly | 
   return status !== 0 ? "broken" : "error";
 }
 
+/** What the client is told of each failure: the status, OpenAI's error type and code, the words. */
+interface FailureAnswer {
+  status: number;
+  type: string;
+  code: string;
+  /** `error` is undici's; `cause` is what Snooze ended the forward with (shutdown, drain). */
+  message(error: Error, cause: Error): string;
+  headers?: Readonly<Record<string, string>>;
+}
+
+const unavailable = "service_unavailable_error";
+const failureAnswers: Readonly<Record<UpstreamFailure, FailureAnswer>> = {
+  shutdown: {
+    status: 503,
+    type: unavailable,
+    code: "shutting_down",
+    message: (_, cause) => `${cause.message}; retry.`,
+    headers: { "retry-after": "5", connection: "close" },
+  },
+  drained: {
+    status: 503,
+    type: unavailable,
+    code: "drain_timeout",
+    message: (_, cause) => `${cause.message}; retry.`,
+    headers: { "retry-after": "5" },
+  },
+  unresponsive: {
+    status: 502,
+    type: "server_error",
+    code: "upstream_unresponsive",
+    message: (_, cause) => `${cause.message}; retry.`,
+  },
+  "connect-timeout": {
+    status: 504,
+    type: "server_error",
+    code: "upstream_connect_timeout",
+    message: (error) => `Connecting to the engine timed out: ${error.message}`,
+  },
+  "first-byte-timeout": {
+    status: 504,
+    type: "server_error",
+    code: "upstream_timeout",
+    message: () => "The engine did not start its answer within the model's firstByteTimeout.",
+  },
+  "idle-timeout": {
+    status: 504,
+    type: "server_error",
+    code: "upstream_idle_timeout",
+    message: () => "The engine sent nothing for longer than the model's idleTimeout.",
+  },
+  "local-resources": {
+    status: 503,
+    type: unavailable,
+    code: "activator_overloaded",
+    message: (error) =>
+      `The activator is out of resources to reach the engine (${(error as { code?: string }).code}); retry.`,
+    headers: { "retry-after": "1" },
+  },
+  unreachable: {
+    status: 502,
+    type: "server_error",
+    code: "upstream_unreachable",
+    message: (error) => `The engine could not be reached: ${error.message}`,
+  },
+  broken: {
+    status: 502,
+    type: "server_error",
+    code: "upstream_broken",
+    message: (error) => `The engine stopped in the middle of the response: ${error.message}`,
+  },
+  error: {
+    status: 502,
+    type: "server_error",
+    code: "upstream_error",
+    message: (error) => `The call to the engine failed: ${error.message}`,
+  },
+};
+
 /** The answer for a failure before any byte, or the SSE error event for one after. */
 export function errorAnswer(
   reason: UpstreamFailure,
   error: Error,
   cause: Error = error,
 ): { status: number; body: OpenAIErrorBody; headers?: Record<string, string> } {
-  switch (reason) {
-    case "shutdown":
-      return {
-        status: 503,
-        body: openAIError(`${cause.message}; retry.`, "service_unavailable_error", "shutting_down"),
-        headers: { "retry-after": "5", connection: "close" },
-      };
-    case "drained":
-      return {
-        status: 503,
-        body: openAIError(`${cause.message}; retry.`, "service_unavailable_error", "drain_timeout"),
-        headers: { "retry-after": "5" },
-      };
-    case "unresponsive":
-      return {
-        status: 502,
-        body: openAIError(`${cause.message}; retry.`, "server_error", "upstream_unresponsive"),
-      };
-    case "connect-timeout":
-      return {
-        status: 504,
-        body: openAIError(
-          `Connecting to the engine timed out: ${error.message}`,
-          "server_error",
-          "upstream_connect_timeout",
-        ),
-      };
-    case "first-byte-timeout":
-      return {
-        status: 504,
-        body: openAIError(
-          "The engine did not start its answer within the model's firstByteTimeout.",
-          "server_error",
-          "upstream_timeout",
-        ),
-      };
-    case "idle-timeout":
-      return {
-        status: 504,
-        body: openAIError(
-          "The engine sent nothing for longer than the model's idleTimeout.",
-          "server_error",
-          "upstream_idle_timeout",
-        ),
-      };
-    case "local-resources":
-      return {
-        status: 503,
-        body: openAIError(
-          `The activator is out of resources to reach the engine (${(error as { code?: string }).code}); retry.`,
-          "service_unavailable_error",
-          "activator_overloaded",
-        ),
-        headers: { "retry-after": "1" },
-      };
-    case "unreachable":
-      return {
-        status: 502,
-        body: openAIError(
-          `The engine could not be reached: ${error.message}`,
-          "server_error",
-          "upstream_unreachable",
-        ),
-      };
-    case "broken":
-      return {
-        status: 502,
-        body: openAIError(
-          `The engine stopped in the middle of the response: ${error.message}`,
-          "server_error",
-          "upstream_broken",
-        ),
-      };
-    default:
-      return {
-        status: 502,
-        body: openAIError(
-          `The call to the engine failed: ${error.message}`,
-          "server_error",
-          "upstream_error",
-        ),
-      };
-  }
+  const answer = failureAnswers[reason];
+  return {
+    status: answer.status,
+    body: openAIError(answer.message(error, cause), answer.type, answer.code),
+    ...(answer.headers ? { headers: { ...answer.headers } } : {}),
+  };
 }
