@@ -1,5 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { context, propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from "@opentelemetry/core";
 import { afterEach, expect, test } from "vitest";
 import { freePort } from "../lib/free-port.ts";
 import { EngineClient, EngineError } from "./engine-client.ts";
@@ -147,4 +150,30 @@ test("health is any 2xx; metrics are read whatever the status", async () => {
   await expect(client.healthy()).resolves.toBe(false);
   await expect(client.load()).resolves.toEqual({ running: 3, waiting: 1 });
   await expect(client.sleepLevel()).resolves.toBe(1);
+});
+
+test("a call made within an activation carries its trace context, not the first caller's baggage", async () => {
+  // What an SDK registers by default: a context manager and OTEL_PROPAGATORS=tracecontext,baggage.
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(
+    new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }),
+  );
+  try {
+    const seen: IncomingMessage["headers"][] = [];
+    const { client } = await engine((req, res) => {
+      seen.push(req.headers);
+      json(res, 200, { choices: [{ text: "x" }] });
+    });
+    const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const caller = propagation.setBaggage(
+      trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: "00f067aa0ba902b7", traceFlags: 1 }),
+      propagation.createBaggage({ "user.id": { value: "alice" } }),
+    );
+    await context.with(caller, () => client.warmup("m", 5_000));
+    expect(seen[0]?.traceparent).toBe(`00-${traceId}-00f067aa0ba902b7-01`);
+    expect(seen[0]?.baggage).toBeUndefined();
+  } finally {
+    propagation.disable();
+    context.disable();
+  }
 });

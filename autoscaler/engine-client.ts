@@ -174,8 +174,10 @@ export class EngineClient {
   private async send(method: string, path: string, within: Within, json?: unknown): Promise<Answer> {
     const { signal, ms } = typeof within === "number" ? deadline(within) : within;
     // Sleep, wake and warm-up run inside their snooze.* spans: the engine sees that trace context.
+    // Not the baggage of the caller whose request began the activation: it is that caller's
+    // application data, and these calls are Snooze's own, made for every request held.
     const headers: Record<string, string> = json === undefined ? {} : { "content-type": "application/json" };
-    propagation.inject(context.active(), headers);
+    propagation.inject(propagation.deleteBaggage(context.active()), headers);
     try {
       const { statusCode, body } = await engines().request({
         origin: this.baseUrl,
