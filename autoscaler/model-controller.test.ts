@@ -711,6 +711,45 @@ describe("failures and back-off", () => {
     expect(h.tiers("m")).toEqual(["cold", "starting"]);
   });
 
+  test("a ready engine that crashes again within 5 minutes: the back-off is told (lastError, retryAt on the event and the status), and a start that succeeds clears it", async () => {
+    // Found by an outside tester: the back-off grew unseen and requests waited out their budget.
+    const h = new Harness(oneModel());
+    await h.serveCold("m");
+    h.platform.crash("m-1", "engine exited (code 1)");
+    await h.settle();
+    expect(h.controller("m").state().lastError).toBeUndefined();
+    h.demand("m");
+    await h.settle();
+    h.platform.bringUp("m-2");
+    await h.settle();
+    expect(h.controller("m").tier).toBe("ready");
+    h.mark();
+    h.platform.crash("m-2", "engine exited (code 1)");
+    await h.settle();
+    const told =
+      "engine exited (code 1); its engine left on its own 2 times within 5m, so the next start waits 1s";
+    expect(h.events).toEqual([
+      {
+        model: "m",
+        replica: "m-2",
+        tier: "cold",
+        since: h.clock.now(),
+        error: told,
+        retryAt: h.clock.now() + 1_000,
+      },
+    ]);
+    expect(h.controller("m").observation()).toMatchObject({
+      lastError: told,
+      retryAt: h.clock.now() + 1_000,
+    });
+    h.demand("m");
+    await h.advance(1_000);
+    expect(h.platform.ids("m")).toEqual(["m-3"]);
+    h.platform.bringUp("m-3");
+    await h.settle();
+    expect(h.controller("m").state().lastError).toBeUndefined();
+  });
+
   test("an engine that restarts in place comes back as starting and is finished again", async () => {
     const { h, id, engine } = await readyModel();
     h.platform.restart(id);

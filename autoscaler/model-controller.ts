@@ -1319,8 +1319,22 @@ export class ModelController {
       }
       const now = this.deps.clock.now();
       this.crashes = [...this.crashes.filter((t) => now - t < crashWindowMs), now];
-      this.backoffUntil = now + this.backoff();
+      const backoff = this.backoff();
+      this.backoffUntil = now + backoff;
       this.log.warn("replica left on its own", { replica: record.replica.id, reason });
+      if (backoff > 0) {
+        // A crash loop: told as a failed activation is (lastError, retryAt; held requests hear why,
+        // and one that arrives in the back-off is answered at once when it leaves it no time),
+        // rather than hidden while every request waits out its hold budget (found by an outside tester).
+        this.lastError =
+          `${reason}; its engine left on its own ${this.crashes.length} times within ` +
+          `${formatDuration(crashWindowMs)}, so the next start waits ${formatDuration(backoff)}`;
+        this.endActivation(record, "stopped");
+        toCold();
+        this.emitFor(record, undefined, this.lastError);
+        this.afterForget(wasLevelOne);
+        return;
+      }
     }
     this.endActivation(record, "stopped");
     toCold();

@@ -210,6 +210,42 @@ models:
     });
   });
 
+  test("an engine that keeps dying once ready: its back-off is told (lastError, retryAt), and a request it leaves no time is answered at once", async () => {
+    // Found by an outside tester: the back-off grew unseen (no lastError, no retryAt) and each
+    // request waited out its whole hold budget for `hold_budget_exceeded`.
+    snooze = await startWith(`
+models:
+  flaky:
+    holdBudget: 1s
+    command: ${simCommand(["--fault-die-after", "2"])}
+`);
+    const view = async () =>
+      ((await (await fetch(`${snooze!.url}/snooze/v1/models`)).json()) as any).models.find(
+        (m: { id: string }) => m.id === "flaky",
+      );
+    // Each engine answers its warm-up and one request, then exits with code 1.
+    for (let i = 0; i < 2; i++) {
+      const answer = await fetch(`${snooze.url}/v1/chat/completions`, chat("flaky"));
+      expect(answer.status).toBe(200);
+      await answer.text();
+      await until(async () => (await view()).tier === "cold", 5_000, "the engine gone");
+    }
+    const told = /engine exited \(code 1\).*left on its own 2 times within 5m, so the next start waits 1s/;
+    expect(await view()).toMatchObject({
+      lastError: expect.stringMatching(told),
+      retryAt: expect.anything(),
+    });
+    const started = performance.now();
+    const refused = await fetch(`${snooze.url}/v1/chat/completions`, chat("flaky"));
+    expect(performance.now() - started).toBeLessThan(900);
+    expect(refused.status).toBe(503);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(((await refused.json()) as any).error).toMatchObject({
+      code: "activation_failed",
+      message: expect.stringMatching(told),
+    });
+  });
+
   test("an engine that dies on its warm-up → 503 with its exit code and last words, not the refused connection", async () => {
     // Found by an outside tester: the answer said `connect ECONNREFUSED`, the exit and its reason
     // only in `snooze logs`.
