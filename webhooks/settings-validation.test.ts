@@ -115,6 +115,13 @@ describe("validateWorkloadAnnotations", () => {
         'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/aliases"]: "q, q": is listed twice; ids and aliases must be unique',
     },
     {
+      // Found by an outside tester: 100,000 of them held the webhooks' event loop for 16 s.
+      annotations: { "snooze.dev/aliases": Array.from({ length: 100_000 }, (_, i) => `a${i}`).join(",") },
+      message: expect.stringMatching(
+        /^Deployment "qwen" has invalid snooze\.dev annotations: metadata\.annotations\["snooze\.dev\/aliases"\]: .*may list at most 100 aliases/,
+      ),
+    },
+    {
       annotations: { "snooze.dev/slep-after": "5m" },
       message: expect.stringMatching(
         /metadata\.annotations\["snooze\.dev\/slep-after"\]: "5m": unknown setting; known: snooze\.dev\/aliases, /,

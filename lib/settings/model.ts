@@ -1,6 +1,9 @@
 import { z } from "zod";
 import { byteSize, duration, finiteDuration, modelId, slotName, timeout } from "./fields.ts";
 
+/** The most aliases one model may have. */
+export const maxAliases = 100;
+
 /**
  * How one model moves along the tier ladder. Every field is optional here: a
  * model's value wins over the file's `defaults:`, which wins over
@@ -10,10 +13,14 @@ import { byteSize, duration, finiteDuration, modelId, slotName, timeout } from "
 export const tierSettings = z.strictObject({
   aliases: z
     .array(modelId)
+    // A bound, so a Model or a workload's annotation cannot make the webhooks (one event loop, a
+    // deadline the apiserver keeps) and the activator's routes work on an unbounded list.
+    .max(maxAliases, { message: `may list at most ${maxAliases} aliases` })
     // The same alias twice is a slip; Kubernetes refuses it too (a list of type set).
     .superRefine((aliases, ctx) => {
+      const seen = new Set<string>();
       for (const [index, alias] of aliases.entries())
-        if (aliases.indexOf(alias) !== index)
+        if (seen.size === seen.add(alias).size)
           ctx.addIssue({
             code: "custom",
             path: [index],
@@ -24,7 +31,10 @@ export const tierSettings = z.strictObject({
           });
     })
     .optional()
-    .meta({ description: "Other ids that clients may use for this model.", "x-kubernetes-list-type": "set" }),
+    .meta({
+      description: "Other ids that clients may use for this model (at most 100).",
+      "x-kubernetes-list-type": "set",
+    }),
   sleep: z.boolean().optional().meta({
     description: "Whether the engine supports vLLM sleep mode; without it a replica only goes ready ↔ cold.",
   }),
