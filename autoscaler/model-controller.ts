@@ -27,6 +27,7 @@ import type { Departure, Engine, Platform, Replica, ReplicaSetView } from "./pla
 import { reportNeedsPass } from "./report-pass.ts";
 import { watchedSleep } from "./sleep-watch.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
+import { nextStreak, type WaitStreak } from "./wait-streak.ts";
 
 /** What one model asks of the control plane: its settings and how many awake replicas. */
 export interface ModelTarget {
@@ -210,6 +211,8 @@ export class ModelController {
   /** The last sleep call that failed (its engine was stopped instead): when, and why. */
   private sleepFailure?: { at: number; reason: string };
   private lastError?: string;
+  /** While a slot member waits for its slot: since when, across its requests (wait-streak.ts). */
+  private waitStreak?: WaitStreak;
   private lastWakeMs: { 1?: number; 2?: number } = {};
   /** The level of the last wake measured: the one `lastWakeMs` shows. */
   private lastWakeLevel?: 1 | 2;
@@ -514,15 +517,19 @@ export class ModelController {
   /** This member as its slot's arbiter sees it. */
   slotView(): SlotMember {
     if (this.leading) this.syncRecords();
-    const load = this.load();
+    const now = this.deps.clock.now();
+    const load = this.load(now);
     const idle = load.inFlight === 0 && load.held === 0;
+    const heldSince = load.held > 0 ? load.heldSince : undefined;
+    // A resident's own held requests wait for room on it, not for the slot: their age is theirs.
+    this.waitStreak = isResident(this.tier) ? undefined : nextStreak(this.waitStreak, heldSince, now);
     return {
       model: this.key,
       priority: this.config.priority,
       tier: this.tier,
       inFlight: load.inFlight,
       held: load.held,
-      heldSince: load.held > 0 ? load.heldSince : undefined,
+      heldSince: heldSince !== undefined && this.waitStreak ? this.waitStreak.since : heldSince,
       ...(this.wakeWanted ? { wake: true } : {}),
       backoffUntil: this.backoffUntil,
       ...(idle && (this.learner.prewarming || this.prewarmWake) ? { prewarm: true } : {}),

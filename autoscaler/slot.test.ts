@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { isResident, type Tier } from "../lib/replica-event.ts";
 import { Harness, type HarnessOptions } from "../test/support/autoscaler-harness.ts";
+import { localActivator } from "./local/control-plane.ts";
 
 const slotYaml = (slot: Record<string, string> = {}, a = "", b = "") => `
 defaults:
@@ -149,6 +150,25 @@ describe("a slot with two members", () => {
     // Only the slot's self-heal probes (every 30 s) reach a's engine.
     expect(withoutProbes(h.platform.calls)).toEqual([]);
     await advance(1);
+    expect(h.tiers("a")[0]).toBe("draining");
+    expect(violations).toEqual([]);
+  });
+
+  test("a member whose requests time out (holdBudget below maxWait) and are asked again still takes a busy incumbent's slot at maxWait", async () => {
+    // Found by an outside tester: each retry began a new wait, so with holdBudget 3s and maxWait 8s
+    // the member was never served while the incumbent stayed busy.
+    const { h, violations, advance, slot } = await aResident(slotYaml({ maxWait: "8s" }));
+    h.stats("a", 1, 0);
+    const heldFor = (ms: number) => h.autoscaler.stats(localActivator, "b", 0, 1, ms);
+    heldFor(0);
+    for (let retry = 0; retry < 2; retry++) {
+      await advance(3_000);
+      // The held request timed out at its 3 s budget; its retry is the one held now.
+      heldFor(0);
+    }
+    expect(slot().waiting).toEqual([{ model: "b", held: 1, waitingMs: 6_000 }]);
+    expect(h.tiers("a")).toEqual([]);
+    await advance(2_000);
     expect(h.tiers("a")[0]).toBe("draining");
     expect(violations).toEqual([]);
   });
