@@ -74,8 +74,11 @@ const modelView = object({
   learning: optional(object({ gpuSeconds: object({ awake: number, saved: number }) })),
 });
 
+/** A slot as the admin API lists it (lib/slot-status.ts SlotStatus): whom `snooze wake` finds waiting. */
+const slotView = object({ name: string, waiting: array(object({ model: string })) });
+
 /** `GET /snooze/v1/models`. */
-export const modelList = object({ models: array(modelView), slots: optional(array(object({}))) });
+export const modelList = object({ models: array(modelView), slots: optional(array(slotView)) });
 
 /** The answer to `POST /snooze/v1/models/<id>/wake|sleep|stop`. */
 export const actionAnswer = object({ tier: string });

@@ -4,6 +4,7 @@ import { clip, clipMiddle } from "../lib/clip.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { formatLogsAfter } from "../lib/logs-after.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
+import type { SlotStatus } from "../lib/slot-status.ts";
 import { actionAnswer, engineLogs, modelList, tierEvent } from "./answer-shapes.ts";
 import {
   AdminClient,
@@ -18,9 +19,13 @@ import type { Command } from "./command.ts";
 import { durationValue } from "./flags.ts";
 import { printable, shown } from "./printable.ts";
 
+/** `GET /snooze/v1/models`: every model, and the slots (absent from a Snooze older than slots). */
+const listModels = (client: AdminClient) =>
+  client.json<{ models: AdminModelView[]; slots?: SlotStatus[] }>("/snooze/v1/models", modelList);
+
 /** The model's id for a name (an id or an alias), from the admin API's model list. */
 async function findModel(client: AdminClient, name: string): Promise<AdminModelView> {
-  const { models } = await client.json<{ models: AdminModelView[] }>("/snooze/v1/models", modelList);
+  const { models } = await listModels(client);
   // In either Unicode form (NFD from a macOS terminal against NFC in the file), as the server reads names.
   const nfc = name.normalize("NFC");
   const named = (other: string) => other === name || other.normalize("NFC") === nfc;
@@ -124,8 +129,13 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     return false;
   };
   const endedByPark = async () => {
-    const now = await findModel(client, id).catch(() => undefined);
+    const list = await listModels(client).catch(() => undefined);
+    const now = list?.models.find((m) => m.id === id);
     if (outcome !== undefined || now?.tier !== "cold" || now.retryAt !== undefined || now.held > 0) return;
+    // A swap's announcement says `cold` too while the wake waits for the slot, counted there apart
+    // from held requests: the wake goes on. A person's stop or sleep takes it out of the waiting.
+    const waiting = list?.slots?.find((s) => s.name === now.slot)?.waiting;
+    if (waiting?.some((w) => w.model === id && w.wake === true)) return;
     finish(
       1,
       `${name}: the wake ended after ${elapsed()}: the model is cold again (a \`snooze stop\` or \`sleep\`?)`,

@@ -285,6 +285,32 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     }
   });
 
+  test("snooze wake of a cold slot member while another is resident follows the swap: ready, exit 0", {
+    timeout: 30_000,
+  }, async () => {
+    // Found by an outside tester: the swap's announcement (the target still cold, no request held)
+    // read as a person's stop, and the wake exited 1 while the swap went on.
+    const member = simCommand(["--enable-sleep-mode", "--load-time", "1s", "--wake-time-l1", "500ms"], 1);
+    const slot = await anotherSnooze(`
+slots:
+  gpu0: { policy: fifo, minResidency: 0s, swapCooldown: 0s, maxWait: 5s, drainTimeout: 10s }
+models:
+  ma: { slot: gpu0, sleepAfter: 5m, command: ${member} }
+  mb: { slot: gpu0, sleepAfter: 5m, command: ${member} }
+`);
+    try {
+      const env = { SNOOZE_URL: slot.url };
+      expect((await run(["wake", "ma"], env)).code).toBe(0);
+      const wake = await run(["wake", "mb"], env);
+      expect(wake.stderr).toBe("");
+      expect(wake.code).toBe(0);
+      expect(wake.stdout).toMatch(/^mb: ready after .+ \(mb-\d+\)$/m);
+      expect(slot.activator.routes.get("ma")!.tier).toBe("asleep-1");
+    } finally {
+      await slot.close(1_000);
+    }
+  });
+
   test("snooze wake whose activation fails: the failure on stderr, exit 1", { timeout: 20_000 }, async () => {
     // Found by an outside tester: the failure went to stdout. It reports the activation failed.
     const failed = { model: "qwen", replica: "qwen-1", tier: "cold", since: Date.now(), error: "boom" };
