@@ -95,6 +95,8 @@ const unresponsiveEnded = (model: string) =>
  */
 export class Activator {
   readonly routes = new Map<string, ModelRoute>();
+  /** The models' order in the settings file (setOrder); none: the order they were added in. */
+  private order: readonly string[] = [];
   /** Models being removed: no name leads to them, their held and in-flight requests finish. */
   private readonly retiring = new Map<string, { route: ModelRoute; idle: () => void }>();
   private readonly config: SnoozeConfig;
@@ -145,7 +147,26 @@ export class Activator {
       loadChanged: (id) => this.report(id),
     });
     this.routes.set(model.id, route);
+    this.sortRoutes();
     return route;
+  }
+
+  /**
+   * The models' order in the settings file, after a reload: the routes, whence every listing
+   * (`/v1/models`, the admin API, the status page), follow it, a model added later included.
+   */
+  setOrder(ids: readonly string[]): void {
+    this.order = ids;
+    this.sortRoutes();
+  }
+
+  /** The routes in `order` (those not in it last, as they came): a Map lists in insertion order. */
+  private sortRoutes(): void {
+    const rank = new Map(this.order.map((id, index) => [id, index]));
+    const last = this.order.length;
+    const sorted = [...this.routes].sort(([a], [b]) => (rank.get(a) ?? last) - (rank.get(b) ?? last));
+    this.routes.clear();
+    for (const [id, route] of sorted) this.routes.set(id, route);
   }
 
   /**

@@ -137,6 +137,7 @@ export class LocalModels {
     // Removed models give up their names first, so that a name may pass to another model.
     for (const id of diff.removed) this.after(id, () => this.remove(id, before.models.get(id)!));
     activator.setNames(next.names);
+    activator.setOrder([...next.models.keys()]);
     for (const { config } of diff.updated) this.after(config.id, () => this.update(config));
     for (const { config, keys } of diff.restarted) {
       const old = before.models.get(config.id)!;

@@ -150,6 +150,43 @@ models:
     expect(await run.exited).toBe(0);
   });
 
+  test("SIGHUP: models are listed in the file's order (found by an outside tester)", async () => {
+    const models = (...ids: string[]) =>
+      `models:\n${ids.map((id) => `  ${id}:\n    command: ${simCommand()}\n`).join("")}`;
+    const run = start(models("ma", "mb"));
+    const url = await run.url;
+    let reloads = 0;
+    /** Writes the file, sends SIGHUP and returns once the reload was applied. */
+    const reload = async (yaml: string) => {
+      writeFileSync(run.config, yaml);
+      run.child.kill("SIGHUP");
+      reloads++;
+      await until(
+        () => run.stderr().split('"msg":"settings reloaded"').length > reloads,
+        5_000,
+        "the reload",
+      );
+    };
+    const listed = async () => {
+      const open = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
+      const admin = (await (await fetch(`${url}/snooze/v1/models`)).json()) as { models: { id: string }[] };
+      return { open: open.data.map((m) => m.id), admin: admin.models };
+    };
+    // Before: a model the file writes first was listed last.
+    await reload(models("m0", "ma", "mb"));
+    expect((await listed()).open).toEqual(["m0", "ma", "mb"]);
+    expect((await listed()).admin.map((m) => m.id)).toEqual(["m0", "ma", "mb"]);
+    // Removed, then added back: in its place again.
+    await reload(models("ma", "mc"));
+    await until(async () => (await listed()).open.join() === "ma,mc", 5_000, "m0 and mb removed");
+    await reload(models("ma", "mb", "mc"));
+    await until(async () => (await listed()).open.includes("mb"), 5_000, "mb added back");
+    expect((await listed()).open).toEqual(["ma", "mb", "mc"]);
+    expect((await listed()).admin.map((m) => m.id)).toEqual(["ma", "mb", "mc"]);
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+  });
+
   test("SIGHUP: a new eventSink and eventMode take effect at once (before, at the next start; found by an outside tester)", async () => {
     const [first, second] = [await cloudEventSink(), await cloudEventSink()];
     try {
