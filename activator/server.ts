@@ -146,8 +146,9 @@ export function createActivatorServer({
         id: route.config.id,
         aliases: route.config.aliases,
         tier: route.tier,
-        // No event spoke of it yet: cold since the timeline began (the status page compares the two).
-        since: new Date(event?.since ?? timeline.startedAt).toISOString(),
+        // No event spoke of it yet: cold since it was added (by a reload), else since the timeline
+        // began (the status page compares the two).
+        since: new Date(event?.since ?? Math.max(timeline.startedAt, route.addedAt)).toISOString(),
         replicas: route.replicas(),
         held: route.held,
         inFlight: route.inFlight,

@@ -101,7 +101,8 @@ are lists and mappings nested more than ${maxNesting} deep. Ids, aliases and slo
 character that does not show: a control character or an invisible format character (Unicode Cf, such as
 U+200B zero width space, U+200D zero width joiner or U+FEFF): \`qwen\` and \`qwen\` with a U+200B after it
 would look like one name. Models are listed (\`snooze status\`, \`/v1/models\`) in the order the file writes them, after a
-reload too (a model added, or removed and added back, takes its place in the file).
+reload too (a model added, or removed and added back, takes its place in the file, cold since it
+was added).
 
 Every duration arms a timer, so none may be longer than \`596h31m23.647s\` (2^31-1 ms, about 24.8 days:
 the longest a timer waits). \`never\` is taken only where it means "this step does not happen" (${neverList}); a timeout

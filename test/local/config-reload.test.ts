@@ -150,14 +150,17 @@ models:
     expect(await run.exited).toBe(0);
   });
 
-  test("SIGHUP: models are listed in the file's order (found by an outside tester)", async () => {
+  test("SIGHUP: models are listed in the file's order, an added one cold since it was added (found by an outside tester)", async () => {
     const models = (...ids: string[]) =>
       `models:\n${ids.map((id) => `  ${id}:\n    command: ${simCommand()}\n`).join("")}`;
     const run = start(models("ma", "mb"));
     const url = await run.url;
     let reloads = 0;
-    /** Writes the file, sends SIGHUP and returns once the reload was applied. */
+    /** Writes the file, sends SIGHUP, waits for the reload, and returns when the file was written. */
     const reload = async (yaml: string) => {
+      // Later than the start by a clear margin: an added model's `since` is not the start's.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const at = Date.now();
       writeFileSync(run.config, yaml);
       run.child.kill("SIGHUP");
       reloads++;
@@ -166,23 +169,30 @@ models:
         5_000,
         "the reload",
       );
+      return at;
     };
     const listed = async () => {
       const open = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
-      const admin = (await (await fetch(`${url}/snooze/v1/models`)).json()) as { models: { id: string }[] };
+      const admin = (await (await fetch(`${url}/snooze/v1/models`)).json()) as {
+        models: { id: string; since: string }[];
+      };
       return { open: open.data.map((m) => m.id), admin: admin.models };
     };
-    // Before: a model the file writes first was listed last.
-    await reload(models("m0", "ma", "mb"));
+    const sinceOf = async (id: string) => Date.parse((await listed()).admin.find((m) => m.id === id)!.since);
+    // Before: a model the file writes first was listed last, cold since the server started.
+    const added = await reload(models("m0", "ma", "mb"));
     expect((await listed()).open).toEqual(["m0", "ma", "mb"]);
     expect((await listed()).admin.map((m) => m.id)).toEqual(["m0", "ma", "mb"]);
-    // Removed, then added back: in its place again.
+    expect(await sinceOf("m0")).toBeGreaterThanOrEqual(added);
+    expect(await sinceOf("ma")).toBeLessThan(added);
+    // Removed, then added back: in its place again, cold since it came back.
     await reload(models("ma", "mc"));
     await until(async () => (await listed()).open.join() === "ma,mc", 5_000, "m0 and mb removed");
-    await reload(models("ma", "mb", "mc"));
+    const back = await reload(models("ma", "mb", "mc"));
     await until(async () => (await listed()).open.includes("mb"), 5_000, "mb added back");
     expect((await listed()).open).toEqual(["ma", "mb", "mc"]);
     expect((await listed()).admin.map((m) => m.id)).toEqual(["ma", "mb", "mc"]);
+    expect(await sinceOf("mb")).toBeGreaterThanOrEqual(back);
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
   });
