@@ -74,6 +74,23 @@ describe("pinWorkload", () => {
       expected: { "autoscaling.knative.dev/max-scale": "1" },
       warnings: 1,
     },
+    {
+      // Knative reads the older camelCase names when the kebab-case ones are absent: minScale 3
+      // beside max-scale 1 was refused by Knative (found by an outside tester).
+      annotations: { "autoscaling.knative.dev/minScale": "3" },
+      expected: { "autoscaling.knative.dev/max-scale": "1", "autoscaling.knative.dev/min-scale": "1" },
+      warnings: 1,
+    },
+    {
+      annotations: { "autoscaling.knative.dev/maxScale": "5", "autoscaling.knative.dev/initialScale": "2" },
+      expected: { "autoscaling.knative.dev/max-scale": "1" },
+      warnings: 2,
+    },
+    {
+      annotations: { "autoscaling.knative.dev/maxScale": "1", "autoscaling.knative.dev/minScale": "1" },
+      expected: { "autoscaling.knative.dev/maxScale": "1", "autoscaling.knative.dev/minScale": "1" },
+      warnings: 0,
+    },
   ])("Knative Service template $annotations", ({ annotations, expected, warnings }) => {
     const service = { metadata: { name: "qwen" }, spec: { template: { metadata: { annotations } } } };
     const result = pinWorkload("Service", service, "s");
@@ -85,6 +102,16 @@ describe("pinWorkload", () => {
     });
     expect(result.warnings).toHaveLength(warnings);
     expect(pinWorkload("Service", after, "s").patch).toEqual([]);
+  });
+});
+
+test("a Knative Service template with no annotations at all gets every pin, none lost to another", () => {
+  const service = { metadata: { name: "qwen" }, spec: { template: { spec: {} } } };
+  const after = applyPatch(service, pinWorkload("Service", service, "s").patch) as any;
+  expect(after.spec.template.metadata.annotations).toEqual({
+    "autoscaling.knative.dev/max-scale": "1",
+    "autoscaling.knative.dev/initial-scale": "0",
+    "snooze.dev/slot": "s",
   });
 });
 

@@ -44,36 +44,32 @@ export function pinWorkload(kind: WorkloadKind, workload: unknown, slot: string 
     }
   } else {
     const annotations = annotationsOf(template);
-    const pin = (key: string, { whenAbsent }: { whenAbsent: boolean }) => {
-      const value = annotations[knativeScale + key];
-      const number = value === undefined ? undefined : Number(value);
-      // max-scale 0 means "no limit" to Knative.
-      const tooMany = number === undefined ? whenAbsent : number > 1 || (key === "max-scale" && number === 0);
-      if (!tooMany) return;
-      patch.push(
-        ...setPatch(workload, ["spec", "template", "metadata", "annotations", knativeScale + key], "1"),
-      );
-      if (value !== undefined)
-        warnings.push(pinnedWarning(member, slot, `${knativeScale}${key}`, JSON.stringify(value)));
+    const path = (name: string) => ["spec", "template", "metadata", "annotations", knativeScale + name];
+    /**
+     * Sets `key` to `value` when `tooMany` says what Knative would read is wrong. Knative reads the
+     * kebab-case key, else its older camelCase name (`minScale`): a `minScale: "3"` left beside
+     * Snooze's `max-scale: "1"` was refused by Knative ("max-scale=1 is less than min-scale=3",
+     * found by an outside tester). A camelCase key pinned is replaced by the kebab one.
+     */
+    const pin = (key: string, value: string, tooMany: (written: number | undefined) => boolean) => {
+      const legacy = key.replace(/-(\w)/g, (_, c: string) => c.toUpperCase());
+      const written =
+        knativeScale + key in annotations ? key : knativeScale + legacy in annotations ? legacy : undefined;
+      const raw = written === undefined ? undefined : annotations[knativeScale + written];
+      if (!tooMany(raw === undefined ? undefined : Number(raw))) return;
+      if (written === legacy) patch.push(...removePatch(workload, path(legacy)));
+      patch.push(...setPatch(applyLocal(workload, patch), path(key), value));
+      if (written !== undefined)
+        warnings.push(pinnedWarning(member, slot, `${knativeScale}${written}`, JSON.stringify(raw)));
     };
-    pin("max-scale", { whenAbsent: true });
-    pin("min-scale", { whenAbsent: false });
+    // max-scale 0 means "no limit" to Knative; absent, none either.
+    pin("max-scale", "1", (n) => n === undefined || n > 1 || n === 0);
+    pin("min-scale", "1", (n) => n !== undefined && n > 1);
     // A new revision starts with no pod: Knative's default initial pod would load a second engine
     // onto the slot's GPU beside its resident (vLLM fails for want of memory, the revision never
     // gets Ready); the slot's arbiter starts it on its first request instead. Knative accepts 0
     // only with config-autoscaler's allow-zero-initial-scale: "true" (docs/knative.md).
-    const initial = annotations[`${knativeScale}initial-scale`];
-    if (initial === undefined || Number(initial) !== 0) {
-      patch.push(
-        ...setPatch(
-          workload,
-          ["spec", "template", "metadata", "annotations", `${knativeScale}initial-scale`],
-          "0",
-        ),
-      );
-      if (initial !== undefined)
-        warnings.push(pinnedWarning(member, slot, `${knativeScale}initial-scale`, JSON.stringify(initial)));
-    }
+    pin("initial-scale", "0", (n) => n !== 0);
   }
   // Stamp the template; apply the replica patches first so the paths stay valid.
   const stamped = patch.length > 0 ? applyLocal(workload, patch) : workload;
