@@ -49,7 +49,7 @@ export const webhooksCommand: Command = {
     namespace: {
       type: "string",
       default: process.env.POD_NAMESPACE ?? "snooze-system",
-      description: "namespace of the certificate Secret and of the Service",
+      description: "namespace of the certificate Secret, of the Service and of the slots' admission claims",
     },
     service: {
       type: "string",
@@ -196,6 +196,7 @@ export const webhooksCommand: Command = {
               reloadMs,
             },
       autoscaler: { username: autoscalerUser, leaseNamespace },
+      claimNamespace: namespace,
       maxBodyBytes: maxBody.data,
       decisionTimeoutMs,
       log,

@@ -1,8 +1,10 @@
 import { beforeEach, describe, expect, test } from "vitest";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
+import { fakeClaims } from "../test/support/webhooks/fake-leases.ts";
 import { resources } from "../test/support/webhooks/review-fixtures.ts";
 import type { AdmissionRequest } from "./admission.ts";
 import { handle, type WebhookName } from "./handlers.ts";
+import type { KubeClaimStore } from "./slot-claims.ts";
 import type { SlotState } from "./slot-residency.ts";
 
 /** The glue between requests, the cluster reader and the decisions, on an in-memory cluster. */
@@ -11,9 +13,11 @@ const autoscaler = {
   leaseNamespace: "snooze-system",
 };
 let cluster: FakeClusterReader;
+let claims: KubeClaimStore;
 
 beforeEach(() => {
   cluster = new FakeClusterReader();
+  claims = fakeClaims();
   cluster.states.set("team-a/gpu-0", { residents: [{ kind: "Model", name: "llama", tier: "ready" }] });
   cluster.leases.set("snooze-system/gpu-0", "as-0");
   cluster.models = [
@@ -330,7 +334,7 @@ describe("handlers", () => {
     for (const [key, tier] of c.tiers ?? []) cluster.tiers.set(key, tier);
     for (const [key, holder] of c.leases ?? []) cluster.leases.set(key, holder);
     if (c.state) cluster.states.set("team-a/gpu-0", c.state);
-    const verdict = await handle(c.webhook, c.request, { cluster, autoscaler });
+    const verdict = await handle(c.webhook, c.request, { cluster, autoscaler, claims });
     expect(verdict.allowed, verdict.message).toBe(c.allowed);
     if (c.message) expect(verdict.message).toMatch(c.message);
     if (c.patched !== undefined) expect((verdict.patch?.length ?? 0) > 0).toBe(c.patched);
@@ -380,7 +384,7 @@ describe("handlers", () => {
       ],
     ];
     for (const [webhook, r] of quiet)
-      expect((await handle(webhook, r, { cluster, autoscaler })).allowed).toBe(true);
+      expect((await handle(webhook, r, { cluster, autoscaler, claims })).allowed).toBe(true);
   });
 });
 
@@ -406,7 +410,7 @@ describe("a count or a scaler above the Model's maxReplicas: allowed, with a war
     });
   const warningsOf = async (webhook: WebhookName, r: AdmissionRequest) => {
     cluster.models = [...cluster.models, capped];
-    const verdict = await handle(webhook, r, { cluster, autoscaler });
+    const verdict = await handle(webhook, r, { cluster, autoscaler, claims });
     expect(verdict.allowed).toBe(true);
     return verdict.warnings ?? [];
   };
@@ -445,7 +449,7 @@ describe("a count or a scaler above the Model's maxReplicas: allowed, with a war
           },
         },
       }),
-      { cluster, autoscaler },
+      { cluster, autoscaler, claims },
     );
     expect(verdict).toEqual({ allowed: true });
   });

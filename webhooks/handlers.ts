@@ -11,6 +11,7 @@ import { gateWorkload } from "./readiness-gate.ts";
 import { pinScale, pinWorkload } from "./replica-pinning.ts";
 import { modelCountWarnings, type ScalerKind, scalerBoundsWarnings, scalerTarget } from "./scaler-bounds.ts";
 import { validateModel, validateSlot, validateWorkloadAnnotations } from "./settings-validation.ts";
+import { admitWithClaim, type ClaimStore } from "./slot-claims.ts";
 import {
   modelIdOf,
   modelSlot,
@@ -55,9 +56,18 @@ export type WebhookName = keyof typeof webhookPaths;
 export interface WebhookDeps {
   cluster: ClusterReader;
   autoscaler: AutoscalerIdentity;
+  /** The slots' admission claims (see slot-claims.ts). */
+  claims: ClaimStore;
+  /** The clock claims are written and judged by (tests set it). */
+  now?: () => number;
 }
 
-type Handler = (request: AdmissionRequest, deps: WebhookDeps) => Promise<Verdict> | Verdict;
+/** `signal` is aborted at the decision's deadline: nothing is written after it. */
+type Handler = (
+  request: AdmissionRequest,
+  deps: WebhookDeps,
+  signal?: AbortSignal,
+) => Promise<Verdict> | Verdict;
 
 const isModels = (r: AdmissionRequest) => r.resource.group === group && r.resource.resource === "models";
 const isSlots = (r: AdmissionRequest) => r.resource.group === group && r.resource.resource === "slots";
@@ -81,21 +91,42 @@ function unhandled(name: WebhookName, r: AdmissionRequest): Verdict {
   return allow({ warnings: [unhandledResourceWarning(name, resource)] });
 }
 
-/** The residency verdict for an intent, with the Lease read only when it can matter. */
+/**
+ * The residency verdict for an intent, with the Lease read only when it can matter, serialized
+ * with other reviews of the slot by its admission claim: an allowed write has taken the claim.
+ */
 async function residency(
   request: AdmissionRequest,
   intent: ResidencyIntent | undefined,
   deps: WebhookDeps,
+  signal: AbortSignal | undefined,
 ): Promise<Verdict> {
   if (!intent) return allow();
   const namespace = namespaceOf(request);
-  const state = await deps.cluster.slotState(namespace, intent.slot);
   const askedByAutoscaler = request.userInfo.username === deps.autoscaler.username;
+  const pod = requesterPod(request.userInfo);
   const lease =
-    askedByAutoscaler && requesterPod(request.userInfo) !== undefined
+    askedByAutoscaler && pod !== undefined
       ? await deps.cluster.leaseHolder(deps.autoscaler.leaseNamespace, intent.slot)
       : undefined;
-  return decideResidency(intent, state, request.userInfo, deps.autoscaler, lease);
+  return admitWithClaim({
+    store: deps.claims,
+    namespace,
+    intent,
+    dryRun: request.dryRun === true,
+    // The autoscaler that may swap (decideResidency's rule) takes the claim whoever holds it.
+    override: askedByAutoscaler && (pod === undefined || pod === lease),
+    decide: async () =>
+      decideResidency(
+        intent,
+        await deps.cluster.slotState(namespace, intent.slot),
+        request.userInfo,
+        deps.autoscaler,
+        lease,
+      ),
+    now: deps.now ?? Date.now,
+    ...(signal ? { signal } : {}),
+  });
 }
 
 const first = (...verdicts: Verdict[]) => verdicts.find((v) => !v.allowed);
@@ -129,7 +160,7 @@ const sameAs = (intent: ResidencyIntent | undefined, refs: MemberRef[]) =>
   intent ? { ...intent, sameAs: refs } : undefined;
 
 const handlers: Record<WebhookName, Handler> = {
-  "validate-models": async (request, deps) => {
+  "validate-models": async (request, deps, signal) => {
     if (!isModels(request) || subResource(request) !== "") return unhandled("validate-models", request);
     const removing = !mayRemoveResident(request.userInfo, deps.autoscaler);
     if (request.operation === "DELETE") {
@@ -148,6 +179,7 @@ const handlers: Record<WebhookName, Handler> = {
       request,
       sameAs(modelIntent(old ?? undefined, model), workloadOfModel(model)),
       deps,
+      signal,
     );
     return withWarnings(verdict, [
       ...(checked.warnings ?? []),
@@ -161,7 +193,7 @@ const handlers: Record<WebhookName, Handler> = {
     return validateSlot(request.object);
   },
 
-  "validate-workloads": async (request, deps) => {
+  "validate-workloads": async (request, deps, signal) => {
     const kind = workloadKind(request);
     if (!kind || subResource(request) !== "") return unhandled("validate-workloads", request);
     const namespace = namespaceOf(request);
@@ -207,14 +239,14 @@ const handlers: Record<WebhookName, Handler> = {
       if (!removal.allowed) return removal;
     }
     const intent = workloadIntent(kind, old ?? undefined, request.object, oldSlot, newSlot, modelId);
-    const verdict = await residency(request, sameAs(intent, modelsAsMembers(models)), deps);
+    const verdict = await residency(request, sameAs(intent, modelsAsMembers(models)), deps, signal);
     return withWarnings(verdict, [
       ...(annotations.warnings ?? []),
       ...(kind === "Service" ? knativeClassWarnings(name, request.object) : []),
     ]);
   },
 
-  "validate-scale": async (request, deps) => {
+  "validate-scale": async (request, deps, signal) => {
     if (subResource(request) !== "scale" || request.operation !== "UPDATE")
       return unhandled("validate-scale", request);
     const namespace = namespaceOf(request);
@@ -243,7 +275,10 @@ const handlers: Record<WebhookName, Handler> = {
         modelSlot(model),
         modelIdOf(model),
       );
-      return withWarnings(await residency(request, sameAs(intent, workloadOfModel(model)), deps), capped);
+      return withWarnings(
+        await residency(request, sameAs(intent, workloadOfModel(model)), deps, signal),
+        capped,
+      );
     }
     const kind = workloadKind(request);
     if (kind !== "Deployment" && kind !== "StatefulSet") return unhandled("validate-scale", request);
@@ -257,7 +292,7 @@ const handlers: Record<WebhookName, Handler> = {
       slot,
       workloadModelId(workload, models),
     );
-    return residency(request, sameAs(intent, modelsAsMembers(models)), deps);
+    return residency(request, sameAs(intent, modelsAsMembers(models)), deps, signal);
   },
 
   "validate-scalers": async (request, deps) => {
@@ -322,6 +357,11 @@ const handlers: Record<WebhookName, Handler> = {
   },
 };
 
-export function handle(name: WebhookName, request: AdmissionRequest, deps: WebhookDeps): Promise<Verdict> {
-  return Promise.resolve(handlers[name](request, deps));
+export function handle(
+  name: WebhookName,
+  request: AdmissionRequest,
+  deps: WebhookDeps,
+  signal?: AbortSignal,
+): Promise<Verdict> {
+  return Promise.resolve(handlers[name](request, deps, signal));
 }

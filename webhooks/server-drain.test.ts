@@ -5,6 +5,7 @@ import { afterEach, beforeAll, expect, test } from "vitest";
 import { silentLogger } from "../lib/log.ts";
 import { ManualClock } from "../test/support/manual-clock.ts";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
+import { fakeClaims } from "../test/support/webhooks/fake-leases.ts";
 import { resources, review } from "../test/support/webhooks/review-fixtures.ts";
 import { type CertificatePem, createCA, issueServingCert } from "./certs/x509.ts";
 import { webhookMetrics } from "./metrics.ts";
@@ -57,6 +58,7 @@ async function start(clock: ManualClock): Promise<WebhookServer> {
         username: "system:serviceaccount:snooze-system:snooze-autoscaler",
         leaseNamespace: "snooze-system",
       },
+      claims: fakeClaims(),
     },
     registry,
     metrics: webhookMetrics(registry),

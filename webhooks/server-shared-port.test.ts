@@ -3,6 +3,7 @@ import { Registry } from "prom-client";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { silentLogger } from "../lib/log.ts";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
+import { fakeClaims } from "../test/support/webhooks/fake-leases.ts";
 import { type CertificatePem, createCA, issueServingCert } from "./certs/x509.ts";
 import { webhookMetrics } from "./metrics.ts";
 import { startWebhookServer, type WebhookServer } from "./server.ts";
@@ -31,6 +32,7 @@ beforeAll(async () => {
         username: "system:serviceaccount:snooze-system:snooze-autoscaler",
         leaseNamespace: "snooze-system",
       },
+      claims: fakeClaims(),
     },
     registry,
     metrics: webhookMetrics(registry),

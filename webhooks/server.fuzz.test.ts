@@ -4,6 +4,7 @@ import { Agent, fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { silentLogger } from "../lib/log.ts";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
+import { fakeClaims } from "../test/support/webhooks/fake-leases.ts";
 import { resources, review } from "../test/support/webhooks/review-fixtures.ts";
 import { createCA, issueServingCert } from "./certs/x509.ts";
 import { webhookPaths } from "./handlers.ts";
@@ -33,6 +34,7 @@ beforeAll(async () => {
         username: "system:serviceaccount:snooze-system:snooze-autoscaler",
         leaseNamespace: "snooze-system",
       },
+      claims: fakeClaims(),
     },
     registry,
     metrics: webhookMetrics(registry),

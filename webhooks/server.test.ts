@@ -4,6 +4,7 @@ import { Agent, fetch } from "undici";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { silentLogger } from "../lib/log.ts";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
+import { fakeClaims } from "../test/support/webhooks/fake-leases.ts";
 import { resources, review } from "../test/support/webhooks/review-fixtures.ts";
 import { type CertificatePem, createCA, issueServingCert } from "./certs/x509.ts";
 import { webhookMetrics } from "./metrics.ts";
@@ -35,6 +36,7 @@ beforeAll(async () => {
         username: "system:serviceaccount:snooze-system:snooze-autoscaler",
         leaseNamespace: "snooze-system",
       },
+      claims: fakeClaims(),
     },
     registry,
     metrics: webhookMetrics(registry),

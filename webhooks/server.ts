@@ -108,7 +108,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
           const request = parsed.request;
           const verdict = await decideInTime(
             name,
-            () => handle(name, request, deps),
+            (signal) => handle(name, request, deps, signal),
             timeoutFor(c.req.query("timeout"), options.decisionTimeoutMs),
             log,
           );
@@ -211,25 +211,26 @@ function timeoutFor(query: string | undefined, fallbackMs: number): number {
 
 async function decideInTime(
   name: WebhookName,
-  decide: () => Promise<Verdict>,
+  decide: (signal: AbortSignal) => Promise<Verdict>,
   timeoutMs: number,
   log: Logger,
 ): Promise<Verdict> {
   let timer: NodeJS.Timeout | undefined;
+  // Aborted when the denial below is sent: a decision still running then writes nothing.
+  const deadline = new AbortController();
   try {
     return await Promise.race([
-      decide(),
+      decide(deadline.signal),
       new Promise<Verdict>((resolve) => {
-        timer = setTimeout(
-          () =>
-            resolve({
-              allowed: false,
-              code: 500,
-              reason: "Timeout",
-              message: `snooze webhook ${name} could not decide within ${timeoutMs}ms (reading the cluster took too long); retry`,
-            }),
-          timeoutMs,
-        );
+        timer = setTimeout(() => {
+          deadline.abort(new Error(`the decision's deadline (${timeoutMs}ms) passed`));
+          resolve({
+            allowed: false,
+            code: 500,
+            reason: "Timeout",
+            message: `snooze webhook ${name} could not decide within ${timeoutMs}ms (reading the cluster took too long); retry`,
+          });
+        }, timeoutMs);
       }),
     ]);
   } catch (error) {

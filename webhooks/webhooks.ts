@@ -6,6 +6,7 @@ import { certificateFacts, createCA, issueServingCert } from "./certs/x509.ts";
 import { KubeClusterReader } from "./cluster.ts";
 import { webhookMetrics } from "./metrics.ts";
 import { startWebhookServer, type TlsPair, type WebhookServer } from "./server.ts";
+import { KubeClaimStore } from "./slot-claims.ts";
 import type { AutoscalerIdentity } from "./slot-residency.ts";
 
 export type CertificateMode =
@@ -30,6 +31,8 @@ export interface WebhooksOptions {
   client: KubeClient;
   certificates: CertificateMode;
   autoscaler: AutoscalerIdentity;
+  /** Where the slots' admission claims (Leases) are kept: the webhooks' own namespace. */
+  claimNamespace: string;
   maxBodyBytes: number;
   decisionTimeoutMs: number;
   log: Logger;
@@ -61,7 +64,11 @@ export async function startWebhooks(options: WebhooksOptions): Promise<RunningWe
     port: options.port,
     reusePort: options.reusePort,
     tls: await throwawayCertificate(),
-    deps: { cluster, autoscaler: options.autoscaler },
+    deps: {
+      cluster,
+      autoscaler: options.autoscaler,
+      claims: new KubeClaimStore(client, options.claimNamespace),
+    },
     registry,
     metrics,
     log,

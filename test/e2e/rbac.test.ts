@@ -11,6 +11,8 @@ import {
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { group, version } from "../../lib/kube/api-group.ts";
+import { KubeClient } from "../../lib/kube/client.ts";
+import { claimLeaseName, KubeClaimStore } from "../../webhooks/slot-claims.ts";
 import { repoRoot } from "./harness/assets.ts";
 import { applyManifests, kustomize, waitForCrds } from "./harness/manifests.ts";
 import { createTestNamespace } from "./harness/namespace.ts";
@@ -138,11 +140,14 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("list", "models"),
       r("watch", "models"),
       r("get", "slots", { namespace: "team-a" }),
-      // The one-resident-per-slot rule reads members' workloads, their pods and the slot's Lease.
+      // The one-resident-per-slot rule reads members' workloads, their pods and the slot's Lease,
+      // and takes the slot's admission claim (a Lease of its own in snooze-system).
       r("list", "pods"),
       r("list", "deployments"),
       r("get", "statefulsets", { namespace: "team-a" }),
       r("get", "leases", { namespace: system }),
+      r("create", "leases", { namespace: system }),
+      r("update", "leases", { namespace: system }),
       // Its own certificate Secret and the CA bundles of its two webhook configurations, by name.
       r("update", "secrets", { namespace: system, name: "snooze-webhook-certs" }),
       r("update", "validatingwebhookconfigurations", {
@@ -164,9 +169,12 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       }),
       r("update", "models", { namespace: "team-a" }),
       r("patch", "models/status", { namespace: "team-a" }),
-      r("create", "leases", { namespace: system }),
-      r("update", "leases", { namespace: system }),
+      r("delete", "leases", { namespace: system }),
+      r("list", "leases", { namespace: system }),
+      r("patch", "leases", { namespace: system }),
       r("get", "leases", { namespace: "team-a" }),
+      r("create", "leases", { namespace: "team-a" }),
+      r("update", "leases", { namespace: "kube-system" }),
       r("patch", "pods", { namespace: "team-a" }),
       r("update", "deployments", { namespace: "team-a" }),
     ],
@@ -339,5 +347,36 @@ describe("real calls with the components' identities", () => {
     ).rejects.toMatchObject({
       code: 403,
     });
+  });
+
+  test("the webhooks take and retake a slot's admission claim in snooze-system; they delete none and write none elsewhere", async () => {
+    const kc = identities.get("snooze-webhooks")!;
+    const client = await KubeClient.fromKubeConfig(kc);
+    try {
+      const store = new KubeClaimStore(client, system);
+      const claim = (name: string) => ({
+        member: { kind: "Deployment", name },
+        at: Date.now(),
+        windowMs: 15_000,
+      });
+      expect(await store.write(workloads.name, "gpu-rbac", claim("a"), undefined)).toBe(true);
+      const first = await store.read(workloads.name, "gpu-rbac");
+      expect(first?.claim?.member).toEqual({ kind: "Deployment", name: "a" });
+      expect(await store.write(workloads.name, "gpu-rbac", claim("b"), first)).toBe(true);
+      // A second writer with the same, now stale, claim loses.
+      expect(await store.write(workloads.name, "gpu-rbac", claim("c"), first)).toBe(false);
+      expect((await store.read(workloads.name, "gpu-rbac"))?.claim?.member.name).toBe("b");
+      const leases = kc.makeApiClient(CoordinationV1Api);
+      const name = claimLeaseName(workloads.name, "gpu-rbac");
+      await expect(leases.deleteNamespacedLease({ namespace: system, name })).rejects.toMatchObject({
+        code: 403,
+      });
+      await expect(
+        new KubeClaimStore(client, workloads.name).write(workloads.name, "gpu-rbac", claim("a"), undefined),
+      ).rejects.toMatchObject({ status: 403 });
+      await cluster.admin.makeApiClient(CoordinationV1Api).deleteNamespacedLease({ namespace: system, name });
+    } finally {
+      await client.close();
+    }
   });
 });

@@ -1,0 +1,354 @@
+import { readFileSync } from "node:fs";
+import { beforeEach, describe, expect, test } from "vitest";
+import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
+import { FakeLeases, fakeClaims } from "../test/support/webhooks/fake-leases.ts";
+import { resources } from "../test/support/webhooks/review-fixtures.ts";
+import type { AdmissionRequest } from "./admission.ts";
+import { handle } from "./handlers.ts";
+import {
+  admitWithClaim,
+  type Claim,
+  checkClaim,
+  claimedSlotMessage,
+  claimLeaseName,
+  claimOfLease,
+  claimWindowMs,
+  type KubeClaimStore,
+  leaseOfClaim,
+} from "./slot-claims.ts";
+import type { ResidencyIntent } from "./slot-residency.ts";
+import { allow, forbid, type Verdict } from "./verdict.ts";
+
+const qwen = { kind: "Deployment", name: "qwen" };
+const llama = { kind: "Deployment", name: "llama" };
+const claimOf = (member: typeof qwen, at: number): Claim => ({ member, at, windowMs: 15_000 });
+const t0 = Date.parse("2026-01-01T00:00:00Z");
+
+describe("checkClaim: does a claim keep a member out at `now`", () => {
+  test.each([
+    { name: "no claim", claim: undefined, now: t0, held: false },
+    { name: "its own claim", claim: claimOf(qwen, t0), now: t0 + 1, held: false },
+    {
+      name: "a claim under its other name (the Model of the Deployment)",
+      claim: claimOf({ kind: "Model", name: "qwen-model" }, t0),
+      now: t0 + 1,
+      held: false,
+    },
+    { name: "another member's, 2 s old", claim: claimOf(llama, t0), now: t0 + 2_000, held: true },
+    {
+      name: "another member's, just under the window",
+      claim: claimOf(llama, t0),
+      now: t0 + 14_999,
+      held: true,
+    },
+    {
+      name: "another member's, as old as the window",
+      claim: claimOf(llama, t0),
+      now: t0 + 15_000,
+      held: false,
+    },
+    {
+      name: "another member's, written on a clock 3 s ahead",
+      claim: claimOf(llama, t0 + 3_000),
+      now: t0,
+      held: true,
+    },
+    {
+      name: "another member's, from a clock an hour ahead (broken)",
+      claim: claimOf(llama, t0 + 3_600_000),
+      now: t0,
+      held: false,
+    },
+  ])("$name: held $held", ({ claim, now, held }) => {
+    const self = [qwen, { kind: "Model", name: "qwen-model" }];
+    expect(checkClaim(claim, self, now).held).toBe(held);
+  });
+
+  test("says how old the claim is and how long is left", () => {
+    expect(checkClaim(claimOf(llama, t0), [qwen], t0 + 2_000)).toEqual({
+      held: true,
+      claim: claimOf(llama, t0),
+      ageMs: 2_000,
+      retryInMs: 13_000,
+    });
+    expect(checkClaim(claimOf(llama, t0 + 3_000), [qwen], t0)).toMatchObject({ ageMs: 0, retryInMs: 15_000 });
+  });
+});
+
+describe("the claim Lease", () => {
+  test("named after namespace and slot when that is a valid name, else by a hash", () => {
+    expect(claimLeaseName("team-a", "gpu-0")).toBe("snooze-claim-team-a.gpu-0");
+    const odd = claimLeaseName("team-a", "GPU_0");
+    expect(odd).toMatch(/^snooze-claim-[0-9a-f]{20}$/);
+    expect(claimLeaseName("team-a", "GPU_1")).not.toBe(odd);
+    expect(claimLeaseName("team-a", "x".repeat(250))).toMatch(/^snooze-claim-[0-9a-f]{20}$/);
+    // The first dot splits namespace and slot: no two pairs share a readable name.
+    expect(claimLeaseName("a", "b.c")).not.toBe(claimLeaseName("a-b", "c"));
+  });
+
+  test("holds the member, when and for how long; round trip", () => {
+    const lease = leaseOfClaim("snooze-system", "team-a", "gpu-0", claimOf(qwen, t0), "7");
+    expect(lease.metadata).toMatchObject({
+      name: "snooze-claim-team-a.gpu-0",
+      namespace: "snooze-system",
+      resourceVersion: "7",
+      annotations: { "snooze.dev/claim-namespace": "team-a", "snooze.dev/claim-slot": "gpu-0" },
+    });
+    expect(lease.spec).toEqual({
+      holderIdentity: "Deployment/qwen",
+      leaseDurationSeconds: 15,
+      acquireTime: "2026-01-01T00:00:00.000000Z",
+      renewTime: "2026-01-01T00:00:00.000000Z",
+    });
+    expect(claimOfLease(lease)).toEqual(claimOf(qwen, t0));
+  });
+
+  test.each([
+    { holderIdentity: "", renewTime: "2026-01-01T00:00:00Z", leaseDurationSeconds: 15 },
+    { holderIdentity: "qwen", renewTime: "2026-01-01T00:00:00Z", leaseDurationSeconds: 15 },
+    { holderIdentity: "Deployment/", renewTime: "2026-01-01T00:00:00Z", leaseDurationSeconds: 15 },
+    { holderIdentity: "Deployment/qwen", leaseDurationSeconds: 15 },
+    { holderIdentity: "Deployment/qwen", renewTime: "2026-01-01T00:00:00Z" },
+  ])("a Lease that holds no readable claim is free: %o", (spec) => {
+    expect(claimOfLease({ metadata: { name: "x" }, spec })).toBeUndefined();
+  });
+});
+
+test("docs/webhooks.md quotes the claim refusal word for word", () => {
+  const docs = readFileSync(new URL("../docs/webhooks.md", import.meta.url), "utf8");
+  expect(docs).toContain(
+    claimedSlotMessage({
+      slot: "gpu-0",
+      member: { kind: "Deployment", name: "qwen" },
+      change: "spec.replicas (scale) from 0 to 1",
+      modelId: "qwen",
+      claimant: { kind: "Deployment", name: "llama" },
+      ageMs: 1_200,
+      retryInMs: 13_800,
+    }),
+  );
+});
+
+describe("admitWithClaim: one claim per slot, by compare-and-swap", () => {
+  let leases: FakeLeases;
+  let store: KubeClaimStore;
+  let clock: number;
+  const intentOf = (member: typeof qwen): ResidencyIntent => ({
+    slot: "gpu-0",
+    member,
+    change: "spec.replicas (scale) from 0 to 1",
+    modelId: member.name,
+  });
+  const admit = (member: typeof qwen, extra: Partial<Parameters<typeof admitWithClaim>[0]> = {}) =>
+    admitWithClaim({
+      store,
+      namespace: "team-a",
+      intent: intentOf(member),
+      dryRun: false,
+      override: false,
+      decide: async () => allow(),
+      now: () => clock,
+      ...extra,
+    });
+  const stored = () =>
+    leases.leases.get(
+      `/apis/coordination.k8s.io/v1/namespaces/snooze-system/leases/snooze-claim-team-a.gpu-0`,
+    );
+
+  /** Holds every write until `n` writers are waiting, so all of them have read the same claim. */
+  const barrier = (n: number) => {
+    let waiting = 0;
+    const all = Promise.withResolvers<void>();
+    leases.beforeWrite = async () => {
+      if (++waiting >= n) all.resolve();
+      await all.promise;
+    };
+  };
+
+  beforeEach(() => {
+    leases = new FakeLeases();
+    store = fakeClaims(leases);
+    clock = t0;
+  });
+
+  test("an empty slot: the write takes the claim and is allowed", async () => {
+    expect(await admit(qwen)).toEqual(allow());
+    expect(stored()?.spec?.holderIdentity).toBe("Deployment/qwen");
+    expect(leases.writes.map((w) => w.method)).toEqual(["POST"]);
+  });
+
+  test("two writes that both read an empty slot: exactly one is allowed (AlreadyExists)", async () => {
+    barrier(2);
+    const [a, b] = await Promise.all([admit(qwen), admit(llama)]);
+    expect([a.allowed, b.allowed].filter(Boolean)).toHaveLength(1);
+    const refused = a.allowed ? b : a;
+    const winner = a.allowed ? "qwen" : "llama";
+    expect(refused.code).toBe(403);
+    expect(refused.message).toMatch(
+      new RegExp(`^slot "gpu-0" is claimed: Deployment "${winner}" was admitted as its resident 0\\.0s ago`),
+    );
+    expect(refused.message).toContain("Retry in 15.0s");
+    expect(stored()?.spec?.holderIdentity).toBe(`Deployment/${winner}`);
+  });
+
+  test("two writes that both read an expired claim: exactly one is allowed (Conflict)", async () => {
+    await admit({ kind: "Model", name: "old" });
+    clock += claimWindowMs;
+    barrier(2);
+    const verdicts = await Promise.all([admit(qwen), admit(llama)]);
+    expect(verdicts.filter((v) => v.allowed)).toHaveLength(1);
+    expect(leases.writes.slice(1).map((w) => w.method)).toEqual(["PUT", "PUT"]);
+  });
+
+  test("eight writers at once, two of them the same member: only that member is allowed", async () => {
+    barrier(8);
+    const members = [qwen, qwen, ...["a", "b", "c", "d", "e", "f"].map((name) => ({ kind: "Model", name }))];
+    const verdicts = await Promise.all(members.map((m) => admit(m)));
+    const allowed = members.filter((_, i) => verdicts[i]!.allowed);
+    expect(new Set(allowed.map((m) => m.name)).size).toBe(1);
+  });
+
+  test("the same write again (a retry) renews its own claim", async () => {
+    await admit(qwen);
+    clock += 5_000;
+    expect((await admit(qwen)).allowed).toBe(true);
+    expect(claimOfLease(stored()!)?.at).toBe(t0 + 5_000);
+  });
+
+  test("another member waits out the window; then the cluster decides", async () => {
+    await admit(qwen);
+    clock += 10_000;
+    const early = await admit(llama);
+    expect(early.message).toContain('Deployment "qwen" was admitted as its resident 10.0s ago');
+    expect(early.message).toContain("Retry in 5.0s");
+    clock += 5_000;
+    let decided = 0;
+    const decide = async () => {
+      decided++;
+      return forbid("the cluster says no");
+    };
+    expect(await admit(llama, { decide })).toEqual(forbid("the cluster says no"));
+    expect(decided).toBe(1);
+    // A refused write takes no claim.
+    expect(stored()?.spec?.holderIdentity).toBe("Deployment/qwen");
+  });
+
+  test("the cluster is read after the claim, and only when the claim lets the write through", async () => {
+    const order: string[] = [];
+    const reading = store.read.bind(store);
+    store.read = async (...args) => {
+      order.push("claim");
+      return reading(...args);
+    };
+    await admit(qwen, {
+      decide: async () => {
+        order.push("cluster");
+        return allow();
+      },
+    });
+    expect(order).toEqual(["claim", "cluster"]);
+    let decided = false;
+    await admit(llama, {
+      decide: async () => {
+        decided = true;
+        return allow();
+      },
+    });
+    expect(decided).toBe(false);
+  });
+
+  test("a dry run honours a claim and writes none", async () => {
+    expect((await admit(qwen, { dryRun: true })).allowed).toBe(true);
+    expect(leases.writes).toEqual([]);
+    await admit(llama);
+    expect((await admit(qwen, { dryRun: true })).allowed).toBe(false);
+    expect(leases.writes).toHaveLength(1);
+  });
+
+  test("the autoscaler's own write takes a claim another member holds", async () => {
+    await admit(llama);
+    expect((await admit(qwen, { override: true })).allowed).toBe(true);
+    expect(stored()?.spec?.holderIdentity).toBe("Deployment/qwen");
+  });
+
+  test("a claim that keeps changing under it: refused with an error after 3 tries, never allowed", async () => {
+    // Something rewrites the claim between every read and write of this review.
+    let writes = 0;
+    leases.beforeWrite = async () => {
+      const key = "/apis/coordination.k8s.io/v1/namespaces/snooze-system/leases/snooze-claim-team-a.gpu-0";
+      const current = leases.leases.get(key);
+      if (current)
+        leases.leases.set(key, {
+          ...current,
+          metadata: { ...current.metadata, resourceVersion: `x${++writes}` },
+        });
+    };
+    await fakeClaims(leases).write("team-a", "gpu-0", claimOf(qwen, t0 - 60_000), undefined);
+    await expect(admit(qwen)).rejects.toThrow('the admission claim on slot "gpu-0" changed under 3 attempts');
+  });
+
+  test("past the decision's deadline no claim is written", async () => {
+    const deadline = new AbortController();
+    const verdict = admit(qwen, {
+      signal: deadline.signal,
+      decide: async () => {
+        deadline.abort(new Error("deadline"));
+        return allow();
+      },
+    });
+    await expect(verdict).rejects.toThrow("deadline");
+    expect(leases.writes).toEqual([]);
+  });
+
+  test("a claim that cannot be read or written refuses (fail closed)", async () => {
+    leases.fail = new Error("apiserver unreachable");
+    await expect(admit(qwen)).rejects.toThrow("apiserver unreachable");
+  });
+});
+
+describe("through the handlers: two reviews of one empty slot at once", () => {
+  const request = (name: string): AdmissionRequest => ({
+    uid: name,
+    kind: { group: "autoscaling", version: "v1", kind: "Scale" },
+    resource: resources.deployments,
+    subResource: "scale",
+    name,
+    namespace: "team-a",
+    operation: "UPDATE",
+    userInfo: { username: "alice" },
+    object: { spec: { replicas: 1 } },
+    oldObject: { spec: { replicas: 0 } },
+  });
+  const autoscaler = {
+    username: "system:serviceaccount:snooze-system:snooze-autoscaler",
+    leaseNamespace: "snooze-system",
+  };
+
+  test("kubectl scale of two members at once (repro B): one allowed, one refused", async () => {
+    const cluster = new FakeClusterReader();
+    const member = (name: string) => ({
+      kind: "Deployment" as const,
+      object: { metadata: { name, namespace: "team-a", annotations: { "snooze.dev/slot": "race" } } },
+    });
+    cluster.workloads = [member("sa"), member("sb")];
+    const leases = new FakeLeases();
+    let waiting = 0;
+    const both = Promise.withResolvers<void>();
+    leases.beforeWrite = async () => {
+      if (++waiting >= 2) both.resolve();
+      await both.promise;
+    };
+    const deps = { cluster, autoscaler, claims: fakeClaims(leases) };
+    const verdicts: Verdict[] = await Promise.all([
+      handle("validate-scale", request("sa"), deps),
+      handle("validate-scale", request("sb"), deps),
+    ]);
+    expect(verdicts.filter((v) => v.allowed)).toHaveLength(1);
+    expect(verdicts.find((v) => !v.allowed)?.message).toMatch(/^slot "race" is claimed: Deployment "s[ab]"/);
+    // A dry run of the loser now is refused too, and writes nothing more.
+    const writes = leases.writes.length;
+    const loser = verdicts[0]!.allowed ? "sb" : "sa";
+    expect((await handle("validate-scale", { ...request(loser), dryRun: true }, deps)).allowed).toBe(false);
+    expect(leases.writes).toHaveLength(writes);
+  });
+});

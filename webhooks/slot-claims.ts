@@ -1,0 +1,260 @@
+import { createHash } from "node:crypto";
+import { isConflict, isNotFound, type KubeClient, paths } from "../lib/kube/client.ts";
+import { type Lease, microTime } from "../lib/kube/lease.ts";
+import type { MemberRef } from "./messages.ts";
+import type { ResidencyIntent } from "./slot-residency.ts";
+import { forbid, type Verdict } from "./verdict.ts";
+
+/**
+ * Admission claims: what serializes two writes that would each make a member of the same slot
+ * resident. The residency rule reads the cluster fresh, but the apiserver stores an allowed object
+ * only after every webhook has answered, so two reviews running side by side (on one replica or
+ * on two) each find the slot empty. Before allowing such a write the webhooks compare-and-swap a
+ * claim on the slot, kept in the apiserver: a coordination.k8s.io Lease of their own per slot
+ * (`snooze-claim-<namespace>.<slot>`, beside their certificate Secret; not the autoscaler's
+ * `snooze-slot-<slot>`), whose holderIdentity names the member admitted and whose renewTime says
+ * when. Of two writers exactly one wins the compare-and-swap; the other reads the winner's claim
+ * and is refused until the claim is older than its window, by which time the admitted object is
+ * stored and the fresh read sees it.
+ */
+
+/** Long enough for the apiserver to store an allowed object after the webhooks answered. */
+export const claimWindowMs = 15_000;
+/** Reads and writes of a claim: on a conflict the claim is read again, at most this many times. */
+export const claimAttempts = 3;
+
+export interface Claim {
+  member: MemberRef;
+  /** When the write was admitted (ms since the epoch, on the clock of the replica that wrote it). */
+  at: number;
+  windowMs: number;
+}
+
+/** A claim as stored: its resourceVersion makes the next write conditional. */
+export interface StoredClaim {
+  resourceVersion: string;
+  /** Undefined when the Lease does not hold a readable claim (it is then free). */
+  claim?: Claim;
+}
+
+export interface ClaimStore {
+  /** The claim on a slot of `namespace`; undefined when none was ever written. */
+  read(namespace: string, slot: string, signal?: AbortSignal): Promise<StoredClaim | undefined>;
+  /**
+   * Writes `claim` if the stored claim is still `previous` (same resourceVersion; created when
+   * `previous` is undefined). False when another writer came first (409 Conflict or AlreadyExists).
+   */
+  write(
+    namespace: string,
+    slot: string,
+    claim: Claim,
+    previous: StoredClaim | undefined,
+    signal?: AbortSignal,
+  ): Promise<boolean>;
+}
+
+export type ClaimCheck = { held: false } | { held: true; claim: Claim; ageMs: number; retryInMs: number };
+
+const sameMember = (a: MemberRef, b: MemberRef) => a.kind === b.kind && a.name === b.name;
+
+/**
+ * Does a claim keep `self` (a member and its other names) out at `now`? Only a claim of another
+ * member younger than its window does. A claim written on a clock a little ahead counts as just
+ * written; one more than a window in the future is a broken clock and does not count.
+ */
+export function checkClaim(claim: Claim | undefined, self: MemberRef[], now: number): ClaimCheck {
+  if (!claim || self.some((m) => sameMember(m, claim.member))) return { held: false };
+  if (claim.at - now > claim.windowMs) return { held: false };
+  const ageMs = Math.max(0, now - claim.at);
+  if (ageMs >= claim.windowMs) return { held: false };
+  return { held: true, claim, ageMs, retryInMs: claim.windowMs - ageMs };
+}
+
+const seconds = (ms: number) => `${(Math.ceil(ms / 100) / 10).toFixed(1)}s`;
+const ref = (member: MemberRef) => `${member.kind} "${member.name}"`;
+
+export interface ClaimedSlot {
+  slot: string;
+  member: MemberRef;
+  change: string;
+  modelId: string;
+  claimant: MemberRef;
+  ageMs: number;
+  retryInMs: number;
+}
+
+export function claimedSlotMessage(d: ClaimedSlot): string {
+  return (
+    `slot "${d.slot}" is claimed: ${ref(d.claimant)} was admitted as its resident ${seconds(d.ageMs)} ago ` +
+    `and may not be stored yet; changing ${d.change} of ${ref(d.member)} would make a second member resident. ` +
+    `Retry in ${seconds(d.retryInMs)}, when the slot's resident can be read; to switch, ask for a swap: ` +
+    `send a request for model "${d.modelId}" through the activator, or ` +
+    `POST /snooze/v1/models/${encodeURIComponent(d.modelId)}/wake on the activator.`
+  );
+}
+
+export interface ClaimedAdmission {
+  store: ClaimStore;
+  /** The namespace of the slot (and of the member). */
+  namespace: string;
+  intent: ResidencyIntent;
+  /** A dry run honours claims but writes none. */
+  dryRun: boolean;
+  /** The autoscaler's own writes (the Lease holder's): they take the claim whoever holds it. */
+  override: boolean;
+  /** The residency verdict without claims (reads the cluster); called after the claim is read. */
+  decide: () => Promise<Verdict>;
+  now: () => number;
+  /** Aborted at the decision's deadline: no claim is written after it. */
+  signal?: AbortSignal;
+}
+
+/**
+ * The residency verdict with the slot's claim: read the claim, refuse if another member holds it,
+ * else decide from the cluster (read after the claim, so after the claimed object was stored when
+ * the claim has expired), and take the claim with a conditional write before allowing. A conflict
+ * means another review took it meanwhile: read it again and decide again (bounded); a review that
+ * cannot get its claim is refused, never allowed.
+ */
+export async function admitWithClaim(a: ClaimedAdmission): Promise<Verdict> {
+  const { intent } = a;
+  const self = [intent.member, ...(intent.sameAs ?? [])];
+  for (let attempt = 1; attempt <= claimAttempts; attempt++) {
+    const stored = await a.store.read(a.namespace, intent.slot, a.signal);
+    const check = checkClaim(stored?.claim, self, a.now());
+    if (check.held && !a.override) {
+      return forbid(
+        claimedSlotMessage({
+          slot: intent.slot,
+          member: intent.member,
+          change: intent.change,
+          modelId: intent.modelId,
+          claimant: check.claim.member,
+          ageMs: check.ageMs,
+          retryInMs: check.retryInMs,
+        }),
+      );
+    }
+    const verdict = await a.decide();
+    if (!verdict.allowed || a.dryRun) return verdict;
+    a.signal?.throwIfAborted();
+    const claim = { member: intent.member, at: a.now(), windowMs: claimWindowMs };
+    if (await a.store.write(a.namespace, intent.slot, claim, stored, a.signal)) return verdict;
+  }
+  throw new Error(`the admission claim on slot "${intent.slot}" changed under ${claimAttempts} attempts`);
+}
+
+/** Annotations that say, on the Lease, whose claim it is. */
+export const claimNamespaceAnnotation = "snooze.dev/claim-namespace";
+export const claimSlotAnnotation = "snooze.dev/claim-slot";
+
+const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/**
+ * The claim Lease's name: `snooze-claim-<namespace>.<slot>` when that is a valid name (a
+ * namespace has no dot, so the first dot splits it unambiguously), else `snooze-claim-` and a
+ * hash of both (no dot, so it never equals a readable one).
+ */
+export function claimLeaseName(namespace: string, slot: string): string {
+  const readable = `snooze-claim-${namespace}.${slot}`;
+  if (readable.length <= 253 && dnsSubdomain.test(readable)) return readable;
+  const hash = createHash("sha256").update(`${namespace}/${slot}`).digest("hex").slice(0, 20);
+  return `snooze-claim-${hash}`;
+}
+
+/** The claim a Lease holds: holderIdentity `<kind>/<name>`, renewTime, leaseDurationSeconds. */
+export function claimOfLease(lease: Lease): Claim | undefined {
+  const holder = lease.spec?.holderIdentity ?? "";
+  const slash = holder.indexOf("/");
+  const at = Date.parse(lease.spec?.renewTime ?? "");
+  const seconds = lease.spec?.leaseDurationSeconds;
+  if (slash <= 0 || slash === holder.length - 1 || Number.isNaN(at) || !seconds || seconds <= 0)
+    return undefined;
+  return {
+    member: { kind: holder.slice(0, slash), name: holder.slice(slash + 1) },
+    at,
+    windowMs: seconds * 1000,
+  };
+}
+
+export function leaseOfClaim(
+  leaseNamespace: string,
+  namespace: string,
+  slot: string,
+  claim: Claim,
+  resourceVersion?: string,
+): Lease {
+  const time = microTime(claim.at);
+  return {
+    apiVersion: "coordination.k8s.io/v1",
+    kind: "Lease",
+    metadata: {
+      name: claimLeaseName(namespace, slot),
+      namespace: leaseNamespace,
+      labels: { "app.kubernetes.io/component": "webhooks", "app.kubernetes.io/part-of": "snooze" },
+      annotations: { [claimNamespaceAnnotation]: namespace, [claimSlotAnnotation]: slot },
+      ...(resourceVersion ? { resourceVersion } : {}),
+    },
+    spec: {
+      holderIdentity: `${claim.member.kind}/${claim.member.name}`,
+      leaseDurationSeconds: Math.ceil(claim.windowMs / 1000),
+      acquireTime: time,
+      renewTime: time,
+    },
+  };
+}
+
+/** The API calls a claim store makes: KubeClient's, or a fake's. */
+export type LeaseRequests = Pick<KubeClient, "request">;
+
+/**
+ * Claims as Leases in the webhooks' own namespace. Each call gives up after `timeoutMs` (and at
+ * the decision's deadline), so a claim never holds a review past it.
+ */
+export class KubeClaimStore implements ClaimStore {
+  readonly #client: LeaseRequests;
+  readonly #namespace: string;
+  readonly #timeoutMs: number;
+
+  constructor(client: LeaseRequests, leaseNamespace: string, timeoutMs = 3_000) {
+    this.#client = client;
+    this.#namespace = leaseNamespace;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  async read(namespace: string, slot: string, signal?: AbortSignal): Promise<StoredClaim | undefined> {
+    try {
+      const lease = await this.#client.request<Lease>(
+        "GET",
+        paths.lease(this.#namespace, claimLeaseName(namespace, slot)),
+        { timeoutMs: this.#timeoutMs, ...(signal ? { signal } : {}) },
+      );
+      const claim = claimOfLease(lease);
+      return { resourceVersion: lease.metadata.resourceVersion ?? "", ...(claim ? { claim } : {}) };
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  }
+
+  async write(
+    namespace: string,
+    slot: string,
+    claim: Claim,
+    previous: StoredClaim | undefined,
+    signal?: AbortSignal,
+  ): Promise<boolean> {
+    const body = leaseOfClaim(this.#namespace, namespace, slot, claim, previous?.resourceVersion);
+    const options = { body, timeoutMs: this.#timeoutMs, ...(signal ? { signal } : {}) };
+    try {
+      if (previous)
+        await this.#client.request("PUT", paths.lease(this.#namespace, body.metadata.name), options);
+      else await this.#client.request("POST", paths.leases(this.#namespace), options);
+      return true;
+    } catch (error) {
+      // 409: Conflict (a stale resourceVersion) or AlreadyExists; 404: deleted since it was read.
+      if (isConflict(error) || (previous && isNotFound(error))) return false;
+      throw error;
+    }
+  }
+}
