@@ -1,10 +1,11 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "node:tls";
 import { Registry } from "prom-client";
 import { Agent, fetch } from "undici";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { silentLogger } from "../lib/log.ts";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
-import { fakeClaims } from "../test/support/webhooks/fake-leases.ts";
+import { FakeLeases, fakeClaims } from "../test/support/webhooks/fake-leases.ts";
 import { resources, review } from "../test/support/webhooks/review-fixtures.ts";
 import { type CertificatePem, createCA, issueServingCert } from "./certs/x509.ts";
 import { webhookMetrics } from "./metrics.ts";
@@ -21,6 +22,7 @@ let registry: Registry;
 let dispatcher: Agent;
 let ready = true;
 const cluster = new FakeClusterReader();
+const leases = new FakeLeases();
 
 beforeAll(async () => {
   ca = await createCA("test-ca", validity());
@@ -36,7 +38,7 @@ beforeAll(async () => {
         username: "system:serviceaccount:snooze-system:snooze-autoscaler",
         leaseNamespace: "snooze-system",
       },
-      claims: fakeClaims(),
+      claims: fakeClaims(leases),
     },
     registry,
     metrics: webhookMetrics(registry),
@@ -181,6 +183,39 @@ describe("admission reviews over HTTPS", () => {
       code: 500,
       message: expect.stringContaining("could not decide within 300ms"),
     });
+  });
+
+  test("a decision that outlasts its deadline takes no slot claim after the denial was sent", async () => {
+    cluster.workloads.push({
+      kind: "Deployment",
+      object: {
+        metadata: { name: "late", namespace: "team-a", annotations: { "snooze.dev/slot": "gpu-late" } },
+      },
+    });
+    const slotState = cluster.slotState;
+    cluster.slotState = async () => {
+      await sleep(500);
+      return { residents: [] };
+    };
+    try {
+      const body = review({
+        resource: resources.deployments,
+        subResource: "scale",
+        operation: "UPDATE",
+        name: "late",
+        object: { spec: { replicas: 1 } },
+        oldObject: { spec: { replicas: 0 } },
+      });
+      expect((await answer("/validate/scale", body)).status).toMatchObject({ code: 500, reason: "Timeout" });
+      await sleep(400);
+      expect(leases.writes).toEqual([]);
+      // In time, the same write takes the claim.
+      cluster.slotState = async () => ({ residents: [] });
+      expect((await answer("/validate/scale", body)).allowed).toBe(true);
+      expect(leases.writes.map((w) => w.body.spec?.holderIdentity)).toEqual(["Deployment/late"]);
+    } finally {
+      cluster.slotState = slotState;
+    }
   });
 
   test("a resource the webhook does not handle is allowed with a warning about the configuration", async () => {
