@@ -99,10 +99,10 @@ export class EngineClient {
 
   /**
    * Wakes the engine. After level 2 the weights were discarded: wake the weights,
-   * reload them from disk, then wake the KV cache.
+   * reload them from disk, then wake the KV cache. `abandon` gives the call up early.
    */
-  async wake(fromLevel: 1 | 2, timeoutMs: number): Promise<void> {
-    const within = deadline(timeoutMs);
+  async wake(fromLevel: 1 | 2, timeoutMs: number, abandon?: AbortSignal): Promise<void> {
+    const within = deadline(timeoutMs, abandon);
     if (fromLevel === 2) {
       await this.call("POST", "/wake_up?tags=weights", within);
       await this.call("POST", "/collective_rpc", within, { method: "reload_weights" });
@@ -117,16 +117,17 @@ export class EngineClient {
   /**
    * A 1-token request: the first inference after a wake is several times slower without it. It must
    * come back as a well-formed completion: vLLM has shipped sleep-mode bugs that left a woken engine
-   * answering garbage, and such an engine must not get the held requests.
+   * answering garbage, and such an engine must not get the held requests. `abandon` gives it up early.
    */
-  async warmup(model: string, timeoutMs: number): Promise<void> {
-    const within = deadline(timeoutMs);
+  async warmup(model: string, timeoutMs: number, abandon?: AbortSignal): Promise<void> {
+    const within = deadline(timeoutMs, abandon);
     const ask = () =>
       this.call("POST", "/v1/completions", within, { model, prompt: "warm-up", max_tokens: 1 });
     // A connection dropped before any answer (the engine closed a kept-alive one, a reset) is sent
     // once more, as the activator does for a request: it says nothing about the engine's health.
+    // One given up on purpose is not.
     const body = (await ask().catch((error: unknown) => {
-      if (isTransportError(error)) return ask();
+      if (isTransportError(error) && !within.signal.aborted) return ask();
       throw error;
     })) as { choices?: { text?: unknown }[] } | undefined;
     const choice = Array.isArray(body?.choices) ? body.choices[0] : undefined;

@@ -395,7 +395,8 @@ describe("waking", () => {
     await h.advance(30_000);
     // wakeTimeout (2m) counts from the wake call: the held requests wait for both, not 2m twice.
     expect(engine.timeouts).toEqual({ wake: 120_000, warmup: 90_000 });
-    expect(engine.calls).toEqual(["wake(1)", "warmup"]);
+    // The watch's /health checks during the wake aside (the engine answers them).
+    expect(engine.calls.filter((c) => c !== "healthy")).toEqual(["wake(1)", "warmup"]);
     expect(h.events.map((e) => [e.tier, e.error])).toEqual([
       ["waking", undefined],
       ["waking", "wake of m failed: the warm-up got no answer within the wake's wakeTimeout (2m)"],
@@ -527,6 +528,75 @@ describe("an engine frozen in its sleep call", () => {
     expect(h.controller("m").state().lastError).toBe(
       `deeper sleep of m failed, so its engine was stopped: ${reason}`,
     );
+  });
+});
+
+describe("an engine frozen in its warm-up or its wake", () => {
+  // Found by an outside tester: an engine frozen (SIGSTOP) during its warm-up or its wake kept the
+  // model starting until startTimeout (10m) or waking until wakeTimeout (2m), and the requests held
+  // meanwhile waited out their hold budget. vLLM answers /health during both: it is asked meanwhile.
+  const frozen = (during: string) =>
+    `fake engine m-1 stopped answering its health check during ${during} (2 checks in a row, 5s each)`;
+
+  test("a start's warm-up: given up once /health goes unanswered twice, the start failed with why, the engine stopped", async () => {
+    const h = new Harness(oneModel("    startTimeout: 10m"), { answerErrors: true });
+    h.demand("m");
+    await h.settle();
+    const engine = h.platform.engineOf("m-1");
+    engine.hold("warmup");
+    engine.hold("healthy");
+    engine.hold("healthy");
+    h.platform.bringUp("m-1", { answeredAt: h.clock.now() });
+    await h.advance(15_000 - 1);
+    expect(engine.calls).toEqual(["warmup", "healthy", "healthy"]);
+    expect(h.tiers("m")).toEqual(["starting"]);
+    await h.advance(1);
+    const reason = `start of m failed: ${frozen("its warm-up")}`;
+    expect(engine.abandons.warmup?.aborted).toBe(true);
+    // The held requests hear why at once (503 activation_failed), not at their hold budget.
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["starting", undefined],
+      ["starting", reason],
+      ["cold", undefined],
+    ]);
+    expect(h.controller("m").state().lastError).toBe(reason);
+    expect(h.platform.scales.at(-1)).toMatchObject({ expected: 1, to: 0, remove: ["m-1"], outcome: "ok" });
+  });
+
+  test("a wake call: given up once /health goes unanswered twice, the wake failed with why, the engine stopped without being asked more", async () => {
+    const { h, id, engine } = await readyModel(oneModel(), { answerErrors: true });
+    await h.advance(60_000);
+    h.mark();
+    engine.hold("wake");
+    engine.hold("healthy");
+    engine.hold("healthy");
+    h.demand("m");
+    await h.advance(15_000);
+    const reason = `wake of m failed: ${frozen("its wake call")}`;
+    expect(engine.abandons.wake?.aborted).toBe(true);
+    // A stuck engine is not asked whether it sleeps: that would add its own timeout to the wait.
+    expect(engine.calls).toEqual(["wake(1)", "healthy", "healthy"]);
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["waking", undefined],
+      ["waking", reason],
+      ["cold", undefined],
+    ]);
+    expect(h.controller("m").state().lastError).toBe(reason);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+  });
+
+  test("a wake's warm-up is watched too", async () => {
+    const { h, engine } = await readyModel(oneModel(), { answerErrors: true });
+    await h.advance(60_000);
+    h.mark();
+    engine.hold("warmup");
+    engine.hold("healthy");
+    engine.hold("healthy");
+    h.demand("m");
+    await h.advance(15_000);
+    expect(engine.abandons.warmup?.aborted).toBe(true);
+    expect(h.controller("m").state().lastError).toBe(`wake of m failed: ${frozen("its warm-up")}`);
+    expect(h.tiers("m")).toEqual(["waking", "waking", "cold"]);
   });
 });
 

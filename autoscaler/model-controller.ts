@@ -16,6 +16,7 @@ import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts"
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { inSpan, traceparentOf, tracer } from "../lib/tracing.ts";
 import { type FlowReport, trimReports } from "./demand-metric.ts";
+import { EngineFrozen, watchedCall } from "./engine-call-watch.ts";
 import { isTransportError } from "./engine-client.ts";
 import { decideReplicas, type ReplicaAction } from "./horizontal.ts";
 import { decideTier } from "./ladder.ts";
@@ -23,9 +24,8 @@ import type { LearningMetrics } from "./learning-metrics.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
-import type { Departure, Engine, Platform, Replica, ReplicaSetView } from "./platform.ts";
+import type { Departure, Platform, Replica, ReplicaSetView } from "./platform.ts";
 import { reportNeedsPass } from "./report-pass.ts";
-import { watchedSleep } from "./sleep-watch.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
 import { nextStreak, type WaitStreak } from "./wait-streak.ts";
 
@@ -1520,8 +1520,11 @@ export class ModelController {
             this.config.sleep ? engine.isSleeping().catch(() => false) : false,
           ]);
       if (!healthy) throw new EngineNotUp("the engine does not answer /health");
-      if (sleeping) await engine.wake(1, Math.max(1, until - this.deps.clock.now()));
-      await this.warmUp(engine, activation, until);
+      if (sleeping) {
+        const timeoutMs = Math.max(1, until - this.deps.clock.now());
+        await this.watched(record, "its wake call", (signal) => engine.wake(1, timeoutMs, signal));
+      }
+      await this.warmUp(record, activation, until);
     } catch (error) {
       this.guard(leadership);
       // A connection refused or cut: the engine may have died under it. Its exit, once noticed,
@@ -1548,6 +1551,19 @@ export class ModelController {
     await this.setTier(record, "ready");
   }
 
+  /**
+   * A long engine call on `record` (a sleep, a wake, a warm-up), watched through the engine's
+   * `/health` (engine-call-watch.ts).
+   */
+  private watched<T>(
+    record: ReplicaRecord,
+    during: string,
+    call: (signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
+    const engine = this.deps.platform.engine(record.replica);
+    return watchedCall(this.deps.clock, { engine, label: record.replica.label, during }, call);
+  }
+
   /** The platform heard this fresh engine answer /health within the last `answeredFreshMs`. */
   private justAnswered(replica: Replica): boolean {
     const at = replica.answeredAt;
@@ -1560,17 +1576,21 @@ export class ModelController {
    * `wakeTimeout` from the wake. The held requests wait for both, and an engine that is up but does
    * not answer must not make them wait a second timeout.
    */
-  private async warmUp(engine: Engine, activation: Activation, until: number): Promise<void> {
+  private async warmUp(record: ReplicaRecord, activation: Activation, until: number): Promise<void> {
     if (!this.config.warmup) return;
+    const engine = this.deps.platform.engine(record.replica);
     const timeoutMs = Math.max(1, until - this.deps.clock.now());
     await inSpan(
       "snooze.warmup",
       {},
       async () => {
         try {
-          await engine.warmup(this.config.servedModel ?? this.id, timeoutMs);
+          await this.watched(record, "its warm-up", (signal) =>
+            engine.warmup(this.config.servedModel ?? this.id, timeoutMs, signal),
+          );
         } catch (error) {
-          if ((error as { timedOut?: unknown }).timedOut !== true) throw error;
+          if (error instanceof EngineFrozen || (error as { timedOut?: unknown }).timedOut !== true)
+            throw error;
           // Named by the setting a person can change, not by the milliseconds that were left.
           const budget = activation.kind === "start" ? "startTimeout" : "wakeTimeout";
           const ms = activation.kind === "start" ? this.config.startTimeout : this.config.wakeTimeout;
@@ -1620,10 +1640,13 @@ export class ModelController {
         await inSpan(
           "snooze.wake",
           { "snooze.sleep_level": level },
-          () => engine.wake(level, this.config.wakeTimeout),
+          () =>
+            this.watched(record, "its wake call", (signal) =>
+              engine.wake(level, this.config.wakeTimeout, signal),
+            ),
           activation.context,
         );
-      await this.warmUp(engine, activation, until);
+      await this.warmUp(record, activation, until);
     } catch (error) {
       this.guard(leadership);
       if (!this.present(record)) return;
@@ -1717,9 +1740,9 @@ export class ModelController {
           { "snooze.model": this.id, "snooze.sleep_level": next },
           // The requests still running were ended at the drain's end: what is left is the engine
           // moving its weights out, which a wake moves back, so it has a wake's time, unless it
-          // stops answering its health check meanwhile (frozen: see sleep-watch.ts).
+          // stops answering its health check meanwhile (frozen: see engine-call-watch.ts).
           () =>
-            watchedSleep(this.deps.clock, engine, record.replica.label, (abandon) =>
+            this.watched(record, "its sleep call", (abandon) =>
               engine.sleep(next, "wait", sleepTimeoutMs(this.config.wakeTimeout), abandon),
             ),
           parent,
@@ -1793,7 +1816,7 @@ export class ModelController {
           wanted = this.load().held > 0 || this.lastActive > moved;
           span.setAttribute("snooze.deepen.taken_back", wanted);
           if (!wanted)
-            await watchedSleep(this.deps.clock, engine, record.replica.label, (abandon) =>
+            await this.watched(record, "its sleep call", (abandon) =>
               engine.sleep(2, "wait", 30_000, abandon),
             );
         },

@@ -57,10 +57,13 @@ export interface ReplicaSetView {
 export interface Engine {
   healthy(timeoutMs?: number): Promise<boolean>;
   isSleeping(timeoutMs?: number): Promise<boolean>;
-  /** `abandon` gives the call up early: it rejects, whatever the engine does with the sleep. */
+  /**
+   * `abandon` gives a long call up early (its engine froze, its start was stopped, Snooze shuts
+   * down): it rejects at once and its connection is closed, whatever the engine does with it.
+   */
   sleep(level: 1 | 2, mode: SleepMode, timeoutMs: number, abandon?: AbortSignal): Promise<void>;
-  wake(fromLevel: 1 | 2, timeoutMs: number): Promise<void>;
-  warmup(model: string, timeoutMs: number): Promise<void>;
+  wake(fromLevel: 1 | 2, timeoutMs: number, abandon?: AbortSignal): Promise<void>;
+  warmup(model: string, timeoutMs: number, abandon?: AbortSignal): Promise<void>;
   load(timeoutMs?: number): Promise<EngineLoad>;
   /** The level the engine reports it sleeps at (0: awake); undefined when it does not say. */
   sleepLevel(timeoutMs?: number): Promise<0 | 1 | 2 | undefined>;

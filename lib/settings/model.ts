@@ -112,14 +112,17 @@ export const tierSettings = z.strictObject({
     positive: true,
   })
     .optional()
-    .meta({ description: "How long a cold start, with its warm-up, may take before it is declared failed." }),
+    .meta({
+      description:
+        "How long a cold start, with its warm-up, may take before it is declared failed; sooner when the engine stops answering `/health` during its warm-up (two checks in a row, 5 s each).",
+    }),
   wakeTimeout: finiteDuration("a wake that hangs must fail, so held requests hear why", {
     positive: true,
   })
     .optional()
     .meta({
       description:
-        "How long a wake, with its warm-up, may take before it is declared failed; an engine's sleep call gets as long (at least 30 s), past which the engine is stopped instead; sooner when it stops answering `/health` during the call (two checks in a row, 5 s each).",
+        "How long a wake, with its warm-up, may take before it is declared failed; an engine's sleep call gets as long (at least 30 s), past which the engine is stopped instead; sooner when it stops answering `/health` during the wake, the warm-up or the sleep call (two checks in a row, 5 s each).",
     }),
   drainTimeout: finiteDuration("a request that never ends would keep the replica awake").optional().meta({
     description:

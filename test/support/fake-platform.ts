@@ -124,33 +124,32 @@ export class FakeEngine implements Engine {
     return this.sleeping ? (this.level ?? 1) : 0;
   }
 
-  /** The signal the last sleep call was given to abandon it (see sleep-watch.ts). */
-  sleepAbandon?: AbortSignal;
+  /** The signal the last call of each long operation was given to abandon it (engine-call-watch.ts). */
+  readonly abandons: Partial<Record<"sleep" | "wake" | "warmup", AbortSignal>> = {};
+
+  /** The signal the last sleep call was given to abandon it. */
+  get sleepAbandon(): AbortSignal | undefined {
+    return this.abandons.sleep;
+  }
 
   async sleep(level: 1 | 2, mode: SleepMode, _timeoutMs: number, abandon?: AbortSignal): Promise<void> {
-    this.sleepAbandon = abandon;
-    // As the engine client does, an abandoned call rejects at once, whatever the engine does.
-    const abandoned = new Promise<never>((_, reject) =>
-      abandon?.addEventListener("abort", () => reject(new Error("sleep call abandoned")), { once: true }),
-    );
-    abandoned.catch(() => {});
-    await Promise.race([this.enter("sleep", `sleep(${level},${mode})`), abandoned]);
+    await this.abandonable("sleep", `sleep(${level},${mode})`, abandon);
     // vLLM ignores a sleep while asleep.
     if (this.sleeping) return;
     this.sleeping = true;
     this.level = level;
   }
 
-  async wake(fromLevel: 1 | 2, timeoutMs: number): Promise<void> {
+  async wake(fromLevel: 1 | 2, timeoutMs: number, abandon?: AbortSignal): Promise<void> {
     this.timeouts.wake = timeoutMs;
-    await this.enter("wake", `wake(${fromLevel})`);
+    await this.abandonable("wake", `wake(${fromLevel})`, abandon);
     this.sleeping = false;
     this.level = undefined;
   }
 
-  async warmup(_model: string, timeoutMs: number): Promise<void> {
+  async warmup(_model: string, timeoutMs: number, abandon?: AbortSignal): Promise<void> {
     this.timeouts.warmup = timeoutMs;
-    await this.enter("warmup", "warmup");
+    await this.abandonable("warmup", "warmup", abandon);
     if (this.sleeping) throw new Error("warm-up sent to a sleeping engine");
     this.warmups++;
   }
@@ -159,6 +158,20 @@ export class FakeEngine implements Engine {
     this.loads++;
     await this.enter("load");
     return { running: this.running, waiting: this.waiting };
+  }
+
+  /** As the engine client does, an abandoned call rejects at once, whatever the engine does. */
+  private async abandonable(
+    op: "sleep" | "wake" | "warmup",
+    entry: string,
+    abandon?: AbortSignal,
+  ): Promise<void> {
+    this.abandons[op] = abandon;
+    const abandoned = new Promise<never>((_, reject) =>
+      abandon?.addEventListener("abort", () => reject(new Error(`${op} call abandoned`)), { once: true }),
+    );
+    abandoned.catch(() => {});
+    await Promise.race([this.enter(op, entry), abandoned]);
   }
 
   private async enter(op: EngineOp, entry?: string): Promise<void> {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../test/support/manual-clock.ts";
-import { EngineFrozen, sleepWatchCheckMs, sleepWatchIntervalMs, watchedSleep } from "./sleep-watch.ts";
+import { callWatchCheckMs, callWatchIntervalMs, EngineFrozen, watchedCall } from "./engine-call-watch.ts";
 
 /** An engine whose `/health` answers as `next` says: true, false, or never ("hang"). */
 function engine(answers: (boolean | "hang")[], otherwise: boolean | "hang" = true) {
@@ -27,6 +27,14 @@ function sleepCall() {
   return { call, run };
 }
 
+/** The engine's sleep call, watched as the controller watches it. */
+const watch = (
+  clock: ManualClock,
+  health: ReturnType<typeof engine>,
+  run: (signal: AbortSignal) => Promise<void>,
+  stop?: AbortSignal,
+) => watchedCall(clock, { engine: health, label: "engine m-1", during: "its sleep call", stop }, run);
+
 /** The watched call's outcome, once it has one. */
 function outcome(promise: Promise<void>) {
   const seen: { settled?: "done" | Error } = {};
@@ -37,14 +45,14 @@ function outcome(promise: Promise<void>) {
   return seen;
 }
 
-describe("watchedSleep", () => {
+describe("watchedCall", () => {
   test("a sleep call that never returns, from an engine that stops answering /health: given up, the call aborted, no timer left", async () => {
     const clock = new ManualClock();
     const health = engine([], "hang");
     const { call, run } = sleepCall();
-    const seen = outcome(watchedSleep(clock, health, "engine m-1", run));
+    const seen = outcome(watch(clock, health, run));
     // First check after the interval; its miss is asked again at once; the second miss gives up.
-    const givesUpAt = sleepWatchIntervalMs + 2 * sleepWatchCheckMs;
+    const givesUpAt = callWatchIntervalMs + 2 * callWatchCheckMs;
     await clock.advanceAndSettle(givesUpAt - 1);
     expect(seen.settled).toBeUndefined();
     expect(health.asked).toHaveLength(2);
@@ -62,8 +70,8 @@ describe("watchedSleep", () => {
     const clock = new ManualClock();
     const health = engine([], false);
     const { call, run } = sleepCall();
-    const seen = outcome(watchedSleep(clock, health, "engine m-1", run));
-    await clock.advanceAndSettle(sleepWatchIntervalMs);
+    const seen = outcome(watch(clock, health, run));
+    await clock.advanceAndSettle(callWatchIntervalMs);
     expect(seen.settled).toBeInstanceOf(EngineFrozen);
     expect(health.asked).toHaveLength(2);
     expect(call.signal?.aborted).toBe(true);
@@ -74,24 +82,24 @@ describe("watchedSleep", () => {
     const clock = new ManualClock();
     const health = engine([]);
     const { call, run } = sleepCall();
-    const seen = outcome(watchedSleep(clock, health, "engine m-1", run));
+    const seen = outcome(watch(clock, health, run));
     await clock.advanceAndSettle(60_000);
     expect(seen.settled).toBeUndefined();
-    expect(health.asked).toHaveLength(60_000 / sleepWatchIntervalMs);
+    expect(health.asked).toHaveLength(60_000 / callWatchIntervalMs);
     call.end?.();
     await clock.settle();
     expect(seen.settled).toBe("done");
     expect(call.signal?.aborted).toBe(false);
     expect(clock.pending).toBe(0);
     await clock.advanceAndSettle(60_000);
-    expect(health.asked).toHaveLength(60_000 / sleepWatchIntervalMs);
+    expect(health.asked).toHaveLength(60_000 / callWatchIntervalMs);
   });
 
   test("one check missed, the next answered: not a freeze (a loaded host may answer late once)", async () => {
     const clock = new ManualClock();
     const health = engine(["hang", true, false, true, "hang", true]);
     const { call, run } = sleepCall();
-    const seen = outcome(watchedSleep(clock, health, "engine m-1", run));
+    const seen = outcome(watch(clock, health, run));
     await clock.advanceAndSettle(60_000);
     expect(health.asked.length).toBeGreaterThan(6);
     expect(seen.settled).toBeUndefined();
@@ -106,12 +114,35 @@ describe("watchedSleep", () => {
     const clock = new ManualClock();
     const health = engine([], "hang");
     const { call, run } = sleepCall();
-    const seen = outcome(watchedSleep(clock, health, "engine m-1", run));
-    await clock.advanceAndSettle(sleepWatchIntervalMs + 1);
+    const seen = outcome(watch(clock, health, run));
+    await clock.advanceAndSettle(callWatchIntervalMs + 1);
     expect(health.asked).toHaveLength(1);
     call.fail?.(new Error("POST /sleep?level=1&mode=wait answered 500"));
     await clock.settle();
     expect((seen.settled as Error).message).toBe("POST /sleep?level=1&mode=wait answered 500");
     expect(clock.pending).toBe(0);
+  });
+
+  test("a call whose start is stopped meanwhile is given up at once, its call aborted, no timer left", async () => {
+    const clock = new ManualClock();
+    const health = engine([]);
+    const { call, run } = sleepCall();
+    const stop = new AbortController();
+    const seen = outcome(watch(clock, health, run, stop.signal));
+    await clock.advanceAndSettle(callWatchIntervalMs + 1);
+    expect(seen.settled).toBeUndefined();
+    stop.abort(new Error("the start was stopped"));
+    await clock.settle();
+    expect((seen.settled as Error).message).toBe("the start was stopped");
+    expect(call.signal?.aborted).toBe(true);
+    expect(clock.pending).toBe(0);
+  });
+
+  test("the error names the call watched (a warm-up, a wake), and reads as a call that got no answer", () => {
+    const frozen = new EngineFrozen("engine m-1", "its warm-up");
+    expect(frozen.message).toBe(
+      "engine m-1 stopped answering its health check during its warm-up (2 checks in a row, 5s each)",
+    );
+    expect(frozen.timedOut).toBe(true);
   });
 });
