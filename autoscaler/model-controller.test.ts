@@ -1005,6 +1005,62 @@ describe("sleep and stop asked during an activation", () => {
     expect(controller.tier).toBe("starting");
   });
 
+  test("stop asked while a started engine warms up with no request held: the warm-up is given up, the engine stopped at once, no failure", async () => {
+    // Found by an outside tester: `snooze stop` during the warm-up of a start no request waited
+    // for (an engine whose first inference took a minute) answered only once the warm-up ended;
+    // with a frozen engine, at startTimeout.
+    const h = new Harness(oneModel("    startTimeout: 10m"));
+    const controller = h.controller("m");
+    void controller.wakeNow();
+    await h.settle();
+    const engine = h.platform.engineOf("m-1");
+    const warmup = engine.hold("warmup");
+    h.platform.bringUp("m-1", { answeredAt: h.clock.now() });
+    await h.settle();
+    expect(warmup.reached).toBe(true);
+    expect(controller.tier).toBe("starting");
+    let done: string | undefined;
+    void controller.stopNow().then((outcome) => {
+      done = outcome;
+    });
+    await h.settle();
+    expect(engine.abandons.warmup?.aborted).toBe(true);
+    expect(done).toBe("done");
+    expect(controller.tier).toBe("cold");
+    expect(h.platform.ids("m")).toEqual([]);
+    expect(h.tiers("m")).toEqual(["starting", "cold"]);
+    expect(controller.state().lastError).toBeUndefined();
+    // No back-off: the next request starts the model at once.
+    h.demand("m");
+    await h.settle();
+    expect(controller.tier).toBe("starting");
+  });
+
+  test("Snooze's shutdown during a warm-up or a wake gives the engine call up: its connection does not hold up the engine's stop", async () => {
+    // Found by an outside tester: SIGTERM during a warm-up took the whole engine stop grace.
+    const h = new Harness(oneModel());
+    h.demand("m");
+    await h.settle();
+    const engine = h.platform.engineOf("m-1");
+    engine.hold("warmup");
+    h.platform.bringUp("m-1", { answeredAt: h.clock.now() });
+    await h.settle();
+    expect(engine.abandons.warmup?.aborted).toBe(false);
+    h.controller("m").close(true);
+    await h.settle();
+    expect(engine.abandons.warmup?.aborted).toBe(true);
+
+    const { h: h2, engine: sleeper } = await readyModel();
+    await h2.advance(60_000);
+    sleeper.hold("wake");
+    h2.demand("m");
+    await h2.settle();
+    expect(sleeper.abandons.wake?.aborted).toBe(false);
+    h2.controller("m").close(true);
+    await h2.settle();
+    expect(sleeper.abandons.wake?.aborted).toBe(true);
+  });
+
   test("stop asked while a prewarm starts the model: the prewarm ends with it, and the model stays cold", async () => {
     const h = new Harness(oneModel());
     const controller = h.controller("m");

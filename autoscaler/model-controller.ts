@@ -97,6 +97,11 @@ interface ReplicaRecord {
   writes: Promise<unknown>;
   /** The activation this replica's start or wake belongs to. */
   activation?: Activation;
+  /**
+   * Gives up the long engine calls under way on this replica (a warm-up, a wake, a sleep): its
+   * start was stopped, or Snooze stops acting. Made by the first such call, dropped once used.
+   */
+  calls?: AbortController;
   /** The host-memory budget asked for a deeper sleep while an operation ran. */
   demote?: boolean;
   /** While it drains: when the drain time is over (activators end what still runs then). */
@@ -156,6 +161,8 @@ export interface ModelState {
 
 /** This leadership ended while an operation ran: drop it, the next leader decides. */
 class NotLeading extends Error {}
+/** A start that no request waits for was stopped by a person while it finished: not a failure. */
+class StartStopped extends Error {}
 /** A fresh engine that does not answer /health yet: asked again after the back-off, not stopped. */
 class EngineNotUp extends Error {}
 /** An engine call that got no answer in its time (read as `timedOut`, as the engine client's errors are). */
@@ -322,7 +329,12 @@ export class ModelController {
     this.timer?.cancel();
     this.healer?.cancel();
     // Activations under way end here (outcome `stopped`): their spans must not stay open for ever.
-    for (const record of this.records.values()) this.endActivation(record, "stopped");
+    // Their engine calls are given up too: an open warm-up or wake would hold up the engine's own
+    // graceful stop (Snooze's shutdown) until its stop grace ran out.
+    for (const record of this.records.values()) {
+      this.endActivation(record, "stopped");
+      this.abandonCalls(record, new NotLeading());
+    }
     this.records.clear();
     this.accountTiers();
     this.learner.stop(this.deps.clock.now());
@@ -1009,7 +1021,9 @@ export class ModelController {
       cap: this.deps.slot ? this.cap : undefined,
       settings,
     });
-    for (const action of plan.actions) this.act(action, set.scalable);
+    // Under a person's stop a start no request waits for is not finished but stopped (below).
+    for (const action of plan.actions)
+      if (parkedAs !== "stop" || action.kind !== "finish-start") this.act(action, set.scalable);
     if (parkedAs === "stop") this.stopUnwanted(set.scalable);
     let next = Math.min(plan.nextAt, prewarm.nextAt, hold.nextAt);
     for (const r of this.records.values()) if (r.coolUntil > now) next = Math.min(next, r.coolUntil);
@@ -1131,6 +1145,12 @@ export class ModelController {
    * request waits for: an engine that takes minutes to load is not loaded only to be stopped.
    */
   private stopUnwanted(scalable: boolean): void {
+    // One that is up and finishing its start (its warm-up, or the wake of an engine that came up
+    // asleep) is given up there: its operation ends at once, and the next pass stops it as one
+    // still loading (an engine whose first inference takes a minute, or that froze, would
+    // otherwise hold the stop until startTimeout).
+    for (const r of this.records.values())
+      if (r.tier === "starting" && r.busy) this.abandonCalls(r, new StartStopped("the start was stopped"));
     const unwanted = [...this.records.values()].filter(
       (r) => (isAsleep(r.tier) || r.tier === "starting") && !r.busy,
     );
@@ -1527,6 +1547,8 @@ export class ModelController {
       await this.warmUp(record, activation, until);
     } catch (error) {
       this.guard(leadership);
+      // A person's stop gave it up: the next pass stops it, as a start still loading.
+      if (error instanceof StartStopped) return;
       // A connection refused or cut: the engine may have died under it. Its exit, once noticed,
       // fails the start with the exit code and last words, which say more than the connection.
       if (this.present(record) && isTransportError(error))
@@ -1553,15 +1575,26 @@ export class ModelController {
 
   /**
    * A long engine call on `record` (a sleep, a wake, a warm-up), watched through the engine's
-   * `/health` (engine-call-watch.ts).
+   * `/health` (engine-call-watch.ts) and given up with the replica's other calls (`abandonCalls`).
    */
   private watched<T>(
     record: ReplicaRecord,
     during: string,
     call: (signal: AbortSignal) => Promise<T>,
   ): Promise<T> {
+    record.calls ??= new AbortController();
     const engine = this.deps.platform.engine(record.replica);
-    return watchedCall(this.deps.clock, { engine, label: record.replica.label, during }, call);
+    return watchedCall(
+      this.deps.clock,
+      { engine, label: record.replica.label, during, stop: record.calls.signal },
+      call,
+    );
+  }
+
+  /** Gives up the replica's long engine calls under way: each rejects at once with `reason`. */
+  private abandonCalls(record: ReplicaRecord, reason: Error): void {
+    record.calls?.abort(reason);
+    record.calls = undefined;
   }
 
   /** The platform heard this fresh engine answer /health within the last `answeredFreshMs`. */
