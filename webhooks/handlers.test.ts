@@ -86,6 +86,59 @@ const cases: Case[] = [
     message: /deleting it is refused/,
   },
   {
+    name: "deleting a Model the Slot's status names as resident (its own status not yet)",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "DELETE",
+      name: "qwen",
+      oldObject: model({ slot: "gpu-0" }),
+    }),
+    state: { residents: [{ kind: "Model", name: "qwen", tier: "resident in the Slot's status" }] },
+    allowed: false,
+    message:
+      /Model "qwen" is resident in slot "gpu-0" \(resident in the Slot's status\).*deleting it is refused/,
+  },
+  {
+    name: "moving that Model to another slot",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "UPDATE",
+      name: "qwen",
+      object: model({ slot: "gpu-1" }),
+      oldObject: model({ slot: "gpu-0" }),
+    }),
+    state: { residents: [{ kind: "Model", name: "qwen", tier: "resident in the Slot's status" }] },
+    allowed: false,
+    message: /changing spec.slot to "gpu-1" is refused/,
+  },
+  {
+    name: "removing its spec.slot",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "UPDATE",
+      name: "qwen",
+      object: model({}),
+      oldObject: model({ slot: "gpu-0" }),
+    }),
+    state: { residents: [{ kind: "Model", name: "qwen", tier: "resident in the Slot's status" }] },
+    allowed: false,
+    message: /removing spec.slot is refused/,
+  },
+  {
+    name: "deleting a Model of a slot where another member is resident",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "DELETE",
+      name: "qwen",
+      oldObject: model({ slot: "gpu-0" }),
+    }),
+    allowed: true,
+  },
+  {
     name: "the namespace controller deleting a resident Model",
     webhook: "validate-models",
     request: request({
@@ -381,6 +434,20 @@ describe("handlers", () => {
           resource: resources.deployments,
           object: deployment("q", 3, { "snooze.dev/slot": "gpu-0" }),
         }),
+      ],
+      [
+        "validate-models",
+        request({
+          resource: resources.models,
+          operation: "UPDATE",
+          name: "qwen",
+          object: model({ slot: "gpu-0", sleepAfter: "1m" }),
+          oldObject: model({ slot: "gpu-0" }),
+        }),
+      ],
+      [
+        "validate-models",
+        request({ resource: resources.models, operation: "DELETE", name: "qwen", oldObject: model({}) }),
       ],
     ];
     for (const [webhook, r] of quiet)

@@ -131,6 +131,26 @@ async function residency(
 
 const first = (...verdicts: Verdict[]) => verdicts.find((v) => !v.allowed);
 
+/**
+ * A Model deleted or leaving its slot (`now` undefined: deleted). Resident as the residency rule
+ * counts it: its own status first (no read), else the slot read fresh, whose `status.resident` may
+ * name it before its replicas show it.
+ */
+async function leavingSlot(
+  request: AdmissionRequest,
+  old: unknown,
+  now: unknown | undefined,
+  deps: WebhookDeps,
+): Promise<Verdict> {
+  const own = modelRemoval(old, now);
+  const slot = modelSlot(old);
+  if (!own.allowed || !slot || (now !== undefined && modelSlot(now) === slot)) return own;
+  const name = objectName(request, old);
+  const state = await deps.cluster.slotState(namespaceOf(request), slot);
+  const resident = state.residents.find((r) => r.kind === "Model" && r.name === name);
+  return resident ? modelRemoval(old, now, resident.tier) : own;
+}
+
 /** An allowing verdict with these warnings added (a denial stays as it is). */
 const withWarnings = (verdict: Verdict, warnings: string[]): Verdict =>
   verdict.allowed && warnings.length > 0
@@ -164,16 +184,14 @@ const handlers: Record<WebhookName, Handler> = {
     if (!isModels(request) || subResource(request) !== "") return unhandled("validate-models", request);
     const removing = !mayRemoveResident(request.userInfo, deps.autoscaler);
     if (request.operation === "DELETE") {
-      return removing ? modelRemoval(request.oldObject, undefined) : allow();
+      return removing ? leavingSlot(request, request.oldObject, undefined, deps) : allow();
     }
     const model = request.object;
     const old = request.operation === "UPDATE" ? request.oldObject : undefined;
     const checked = validateModel(model);
-    const refused = first(
-      checked,
-      validateSlotModelReplicas(model),
-      ...(old && removing ? [modelRemoval(old, model)] : []),
-    );
+    const refused =
+      first(checked, validateSlotModelReplicas(model)) ??
+      first(old && removing ? await leavingSlot(request, old, model, deps) : allow());
     if (refused) return refused;
     const verdict = await residency(
       request,

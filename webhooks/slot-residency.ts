@@ -149,13 +149,19 @@ export function scaleIntent(
   return { slot, member, change: `spec.replicas (scale) from ${before} to ${replicas}`, modelId };
 }
 
-/** A resident Model may not be deleted or moved out of its slot. */
-export function modelRemoval(oldModel: unknown, newModel: unknown | undefined): Verdict {
+/**
+ * A resident Model may not be deleted or moved out of its slot. `tier` is the Model's resident tier:
+ * its own status's unless the caller read the slot (whose `status.resident` counts as well).
+ */
+export function modelRemoval(
+  oldModel: unknown,
+  newModel: unknown | undefined,
+  tier = modelResidentTier(oldModel),
+): Verdict {
   const slot = modelSlot(oldModel);
   if (!slot) return allow();
   const newSlot = newModel === undefined ? undefined : modelSlot(newModel);
   if (newModel !== undefined && newSlot === slot) return allow();
-  const tier = modelResidentTier(oldModel);
   if (!tier) return allow();
   const how =
     newModel === undefined
