@@ -78,7 +78,21 @@ describe("validateSlot", () => {
       message:
         'Slot "gpu-0" is not valid: spec.minResidency: "soon": expected a duration like "250ms", "30s", "5m", "1h30m" or "0"',
     },
-    { spec: { device: 0 }, message: expect.stringContaining("spec.device: 0: expected a string") },
+    {
+      spec: { device: 0 },
+      message: expect.stringContaining('spec.device: 0: expected one GPU: an index ("0")'),
+    },
+    {
+      spec: { device: "all" },
+      message:
+        'Slot "gpu-0" is not valid: spec.device: "all": expected one GPU: an index ("0"), a GPU UUID ("GPU-" then hex digits and dashes, as `nvidia-smi -L` shows it) or a MIG device ("MIG-" then its UUID, "MIG-GPU-<uuid>/<gi>/<ci>", or "<gpu>:<mig>" such as "0:1"); not a list, "all", "none" or "void"',
+    },
+    {
+      spec: { device: "GPU-\u200b1" },
+      message: expect.stringContaining('spec.device: "GPU-\u200b1": expected one GPU'),
+    },
+    { spec: { device: "" }, message: expect.stringContaining('spec.device: "": expected one GPU') },
+    { spec: { device: "MIG-GPU-3f1c2e8a-1b2c-4d5e-8f9a-0b1c2d3e4f5a/1/0" }, message: undefined },
   ])("$spec", ({ spec, message }) => {
     const verdict = validateSlot({ metadata: { name: "gpu-0" }, ...(spec ? { spec } : {}) });
     if (message === undefined) expect(verdict.allowed).toBe(true);

@@ -37,6 +37,36 @@ describe("CRDs", () => {
     expect(Object.keys(spec).sort()).toEqual(Object.keys(slotSettings.shape).sort());
   });
 
+  test("a Slot's device is one GPU, and the CRD's pattern and the zod schema agree on it", () => {
+    const device = versionSchema(slotCrd()).properties.spec!.properties.device as {
+      pattern: string;
+      maxLength: number;
+    };
+    const crdAccepts = (value: string) =>
+      value.length <= device.maxLength && new RegExp(device.pattern).test(value);
+    const zodAccepts = (value: string) => slotSettings.safeParse({ device: value }).success;
+    const uuid = "3f1c2e8a-1b2c-4d5e-8f9a-0b1c2d3e4f5a";
+    const accepted = ["0", "7", "GPU-fef8089b", `GPU-${uuid}`, `MIG-${uuid}`, `MIG-GPU-${uuid}/1/0`, "0:1"];
+    const refused = [
+      "all",
+      "none",
+      "void",
+      "",
+      "0,1",
+      "0\n1",
+      "GPU-\u200b1",
+      " 0",
+      "gpu-0",
+      "GPU-",
+      "MIG-x",
+      "1".repeat(200),
+    ];
+    for (const value of accepted)
+      expect([value, crdAccepts(value), zodAccepts(value)]).toEqual([value, true, true]);
+    for (const value of refused)
+      expect([value, crdAccepts(value), zodAccepts(value)]).toEqual([value, false, false]);
+  });
+
   test("every field has a description, so `kubectl explain` documents it", () => {
     const undocumented: string[] = [];
     const walk = (node: JSONSchema, path: string, top = false) => {

@@ -1,6 +1,21 @@
 import { z } from "zod";
 import { duration, finiteDuration } from "./fields.ts";
 
+/**
+ * The slot's device as NVIDIA_VISIBLE_DEVICES names one GPU: an index, a GPU UUID (`GPU-` and hex
+ * digits, or a prefix of them, as the NVIDIA container runtime takes), or a MIG device: `MIG-<uuid>`
+ * (drivers from R470), `MIG-GPU-<uuid>/<gi>/<ci>` (before), or `<gpu index>:<mig index>`. Not a
+ * list, and not the runtime's words `all`, `none` or `void` (or empty), which name no one GPU.
+ */
+const deviceForm =
+  /^([0-9]+|[0-9]+:[0-9]+|GPU-[0-9a-fA-F][0-9a-fA-F-]*|MIG-[0-9a-fA-F][0-9a-fA-F-]*|MIG-GPU-[0-9a-fA-F][0-9a-fA-F-]*[/][0-9]+[/][0-9]+)$/;
+const deviceMessage =
+  'expected one GPU: an index ("0"), a GPU UUID ("GPU-" then hex digits and dashes, as `nvidia-smi -L` shows it) or a MIG device ("MIG-" then its UUID, "MIG-GPU-<uuid>/<gi>/<ci>", or "<gpu>:<mig>" such as "0:1"); not a list, "all", "none" or "void"';
+const device = z
+  .string()
+  .max(128, { message: `is too long: at most 128 characters; ${deviceMessage}`, abort: true })
+  .regex(deviceForm, { message: deviceMessage });
+
 /** A slot: one exclusive accelerator shared by several models, one resident at a time. */
 export const slotSettings = z.strictObject({
   policy: z
@@ -23,10 +38,10 @@ export const slotSettings = z.strictObject({
   preemptAfter: duration
     .optional()
     .meta({ description: "How long a higher-priority member waits before it may preempt a busy lower one." }),
-  device: z
-    .string()
-    .optional()
-    .meta({ description: "The accelerator the members share (a GPU index or device id)." }),
+  device: device.optional().meta({
+    description:
+      'The one GPU the members share: an index ("0"), a GPU UUID ("GPU-…") or a MIG device ("MIG-…", or GPU and MIG index such as "0:1").',
+  }),
 });
 
 export type SlotSettings = z.output<typeof slotSettings>;
