@@ -135,6 +135,24 @@ describe("validateWorkloadAnnotations", () => {
         /^Deployment "qwen" has invalid snooze\.dev annotations: metadata\.annotations\["snooze\.dev\/aliases"\]: .*may list at most 100 aliases/,
       ),
     },
+    // Found by an outside tester: the autoscaler copies it into the Model's spec.model, which the
+    // CRD refuses, so no Model was ever made and nobody was told.
+    {
+      annotations: { "snooze.dev/model": "x y" },
+      message:
+        'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/model"]: "x y": a model id may not contain whitespace',
+    },
+    {
+      annotations: { "snooze.dev/model": "qw\u200ben" },
+      message: expect.stringContaining(
+        'metadata.annotations["snooze.dev/model"]: "qw\u200ben": "qw\\u{200B}en" holds U+200B (zero width space) at position 3',
+      ),
+    },
+    {
+      annotations: { "snooze.dev/model": "q".repeat(300) },
+      message: expect.stringContaining("must be at most 253 characters long"),
+    },
+    { annotations: { "snooze.dev/model": " qwen " }, message: undefined },
     {
       annotations: { "snooze.dev/slep-after": "5m" },
       message: expect.stringMatching(

@@ -70,6 +70,12 @@ describe("Models from annotated workloads", () => {
     expect(result?.problems?.join("\n")).toMatch(/snooze\.dev\/sleep-after="soon": expected a duration/);
   });
 
+  test("a snooze.dev/model that spec.model could not hold is reported, not sent to be refused", () => {
+    const result = modelForWorkload(deployment({ "snooze.dev/model": "x y" }), "Deployment");
+    expect(result?.model).toBeUndefined();
+    expect(result?.problems).toEqual(['snooze.dev/model="x y": a model id may not contain whitespace']);
+  });
+
   test("a Knative Service is referenced as one", () => {
     const service: Workload = {
       apiVersion: "serving.knative.dev/v1",

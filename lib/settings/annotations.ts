@@ -1,4 +1,6 @@
+import { modelId } from "./fields.ts";
 import { type TierSettings, tierSettings } from "./model.ts";
+import { inPlainWords } from "./plain-words.ts";
 
 /** Annotations use the same settings as snooze.yaml, kebab-cased under this prefix. */
 export const annotationPrefix = "snooze.dev/";
@@ -45,6 +47,18 @@ export function settingsFromAnnotations(annotations: Record<string, string> = {}
     }
     raw[key] = coerce(key, value);
     source.set(key, name);
+  }
+  // Not a tier setting but the model id clients use: it becomes the Model's spec.model (trimmed;
+  // empty means the workload's name), so it must pass what that field does.
+  const id = annotations[modelAnnotation]?.trim();
+  if (id) {
+    const checked = modelId.safeParse(id, { error: inPlainWords(modelId) });
+    if (!checked.success)
+      problems.push({
+        annotation: modelAnnotation,
+        value: annotations[modelAnnotation]!,
+        message: checked.error.issues[0]!.message,
+      });
   }
   const parsed = tierSettings.safeParse(raw);
   if (!parsed.success) {
