@@ -12,12 +12,22 @@ export interface MemberRef {
 
 const ref = (member: MemberRef) => `${member.kind} "${member.name}"`;
 
+/** Problems listed in one denial at most; the rest are counted (`; and 7,980 more`). */
+export const listedProblems = 20;
+
+/** Problems joined with `; `, the first `listedProblems` of them, the rest counted. */
+function problemList(problems: string[]): string {
+  const shown = problems.slice(0, listedProblems).join("; ");
+  const more = problems.length - listedProblems;
+  return more > 0 ? `${shown}; and ${more.toLocaleString("en-US")} more` : shown;
+}
+
 export function invalidSpecMessage(kind: string, name: string, problems: string[]): string {
-  return `${kind} "${name}" is not valid: ${problems.join("; ")}`;
+  return `${kind} "${name}" is not valid: ${problemList(problems)}`;
 }
 
 export function invalidAnnotationsMessage(kind: string, name: string, problems: string[]): string {
-  return `${kind} "${name}" has invalid snooze.dev annotations: ${problems.join("; ")}`;
+  return `${kind} "${name}" has invalid snooze.dev annotations: ${problemList(problems)}`;
 }
 
 /** Admin API of the activator: where a person asks for a swap. */

@@ -27,13 +27,14 @@ type Shape = Record<string, z.ZodType>;
 
 /** zod's issues on `spec` as problems, with the value and the allowed form spelled out. */
 export function specProblems(spec: unknown, issues: z.core.$ZodIssue[], shape: Shape): Problem[] {
-  return issues.map((issue) => {
+  return issues.flatMap((issue) => {
     const path = issue.path.map(String);
     if (issue.code === "unrecognized_keys") {
+      // The allowed fields are said once, with the first unknown one.
       const allowed = path.length === 0 ? `; allowed: ${Object.keys(shape).join(", ")}` : "";
-      return issue.keys
-        .map((key) => `${["spec", ...path, key].join(".")}: unknown field${allowed}`)
-        .join("; ");
+      return issue.keys.map(
+        (key, i) => `${["spec", ...path, key].join(".")}: unknown field${i === 0 ? allowed : ""}`,
+      );
     }
     const where = ["spec", ...path].join(".");
     const value = path.reduce<unknown>(

@@ -32,6 +32,8 @@ export function settingsFromAnnotations(annotations: Record<string, string> = {}
   const problems: AnnotationProblem[] = [];
   const raw: Record<string, unknown> = {};
   const source = new Map<string, string>();
+  // The known keys are said once, with the first unknown one: not again for each of thousands.
+  let knownSaid = false;
   for (const [name, value] of Object.entries(annotations)) {
     if (!name.startsWith(annotationPrefix)) continue;
     const short = name.slice(annotationPrefix.length);
@@ -41,8 +43,11 @@ export function settingsFromAnnotations(annotations: Record<string, string> = {}
       problems.push({
         annotation: name,
         value,
-        message: `unknown setting; known: ${[...camelByKebab.keys()].map((k) => annotationPrefix + k).join(", ")}`,
+        message: knownSaid
+          ? "unknown setting (the known ones are listed with the first)"
+          : `unknown setting; known: ${[...camelByKebab.keys()].map((k) => annotationPrefix + k).join(", ")}`,
       });
+      knownSaid = true;
       continue;
     }
     raw[key] = coerce(key, value);
