@@ -490,6 +490,21 @@ describe("a count or a scaler above the Model's maxReplicas: allowed, with a war
     ]);
   });
 
+  test("for a Model in a slot the warning does not suggest raising its spec.maxReplicas (refused there)", async () => {
+    cluster.models = [{ ...capped, spec: { ...capped.spec, slot: "gpu-0", maxReplicas: 1 } }];
+    const verdict = await handle("validate-scalers", scaler("hpas", { maxReplicas: 4 }), {
+      cluster,
+      autoscaler,
+    });
+    expect(verdict.warnings).toEqual([
+      'HorizontalPodAutoscaler "qwen-scaler" may ask Model "capped" for 4 replicas (spec.maxReplicas), but the ' +
+        "Model's spec.maxReplicas is 1: Snooze runs at most 1, and the Model's ReplicasCapped condition says so " +
+        'while a count is above it. Set spec.maxReplicas to 1 or less; the Model is in slot "gpu-0", which runs ' +
+        "one replica of one member (spec.maxReplicas above 1 is refused): take it out of the slot to run more",
+    ]);
+    expect(verdict.warnings?.join()).not.toMatch(/raise/);
+  });
+
   test("a ScaledObject without maxReplicaCount asks for KEDA's default of 100", async () => {
     const [warning] = await warningsOf("validate-scalers", scaler("scaledObjects", {}));
     expect(warning).toMatch(

@@ -59,6 +59,14 @@ export function messageExamples(): Record<string, string> {
       "qwen",
       4,
     ),
+    scalerCappedInSlot: maxReplicasCapWarning(
+      { kind: "HorizontalPodAutoscaler", name: "qwen" },
+      "spec.maxReplicas",
+      4,
+      "qwen",
+      1,
+      "gpu-0",
+    ),
     countCapped: modelCountCapWarning("qwen", 6, 4),
   };
 }

@@ -124,23 +124,29 @@ export function unhandledResourceWarning(webhook: string, resource: string): str
   return `snooze webhook ${webhook} does not handle ${resource}; check the rules of the webhook configuration`;
 }
 
+/** For a Model in a slot, spec.maxReplicas above 1 is refused: no use telling anyone to raise it. */
+const slotBound = (slot: string) =>
+  `the Model is in slot "${slot}", which runs one replica of one member (spec.maxReplicas above 1 is refused): take it out of the slot to run more`;
+
 export function maxReplicasCapWarning(
   scaler: MemberRef,
   field: string,
   asked: number,
   model: string,
   max: number,
+  slot?: string,
 ): string {
   return (
     `${ref(scaler)} may ask Model "${model}" for ${asked} replicas (${field}), but the Model's ` +
     `spec.maxReplicas is ${max}: Snooze runs at most ${max}, and the Model's ReplicasCapped condition ` +
-    `says so while a count is above it. Set ${field} to ${max} or less, or raise the Model's spec.maxReplicas`
+    `says so while a count is above it. Set ${field} to ${max} or less` +
+    (slot === undefined ? ", or raise the Model's spec.maxReplicas" : `; ${slotBound(slot)}`)
   );
 }
 
-export function modelCountCapWarning(model: string, replicas: number, max: number): string {
+export function modelCountCapWarning(model: string, replicas: number, max: number, slot?: string): string {
   return (
     `Model "${model}": spec.replicas ${replicas} is above spec.maxReplicas ${max}: at most ${max} replicas run ` +
-    "(the Model's ReplicasCapped condition says so); raise spec.maxReplicas to run more"
+    `(the Model's ReplicasCapped condition says so); ${slot === undefined ? "raise spec.maxReplicas to run more" : slotBound(slot)}`
   );
 }

@@ -1,6 +1,7 @@
 import { group } from "../lib/kube/api-group.ts";
 import { maxReplicasCapWarning, modelCountCapWarning } from "./messages.ts";
 import { integerAt, stringAt } from "./object-path.ts";
+import { modelSlot } from "./slot-members.ts";
 
 /**
  * The Model's `spec.maxReplicas` is a bound Snooze never exceeds, and an HPA or KEDA does not know
@@ -47,7 +48,9 @@ export function scalerBoundsWarnings(
   const max = maxReplicasOf(model);
   if (target.asked <= max) return [];
   const name = stringAt(scaler, "metadata", "name") ?? "";
-  return [maxReplicasCapWarning({ kind, name }, target.field, target.asked, target.model, max)];
+  return [
+    maxReplicasCapWarning({ kind, name }, target.field, target.asked, target.model, max, modelSlot(model)),
+  ];
 }
 
 /** A warning for a Model whose spec.replicas (written directly or through /scale) is above its maxReplicas. */
@@ -58,5 +61,7 @@ export function modelCountWarnings(
 ): string[] {
   if (model === undefined) return [];
   const max = maxReplicasOf(model);
-  return replicas !== undefined && replicas > max ? [modelCountCapWarning(name, replicas, max)] : [];
+  return replicas !== undefined && replicas > max
+    ? [modelCountCapWarning(name, replicas, max, modelSlot(model))]
+    : [];
 }
