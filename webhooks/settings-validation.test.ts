@@ -48,6 +48,12 @@ describe("validateModel: the one schema, with path, value and allowed form", () 
         'Model "qwen" is not valid: spec.aliases.2: "q": is listed twice; ids and aliases must be unique',
     },
     {
+      name: "a slot no Slot object could be named",
+      spec: { workloadRef: ref, slot: "Not A Label!" },
+      message:
+        'Model "qwen" is not valid: spec.slot: "Not A Label!": a slot is named as its Slot object is: lowercase letters, digits, "-" and ".", starting and ending with a letter or digit, at most 241 characters',
+    },
+    {
       name: "min above max",
       spec: { workloadRef: ref, minReplicas: 3, maxReplicas: 2 },
       message:
@@ -164,6 +170,28 @@ describe("validateWorkloadAnnotations", () => {
       message: expect.stringContaining("must be at most 253 characters long"),
     },
     { annotations: { "snooze.dev/model": " qwen " }, message: undefined },
+    // Found by an outside tester: slot names no Slot object can have were taken, and several shared
+    // one Lease; an empty one got zod's own words.
+    {
+      annotations: { "snooze.dev/slot": "" },
+      message:
+        'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/slot"]: "": may not be empty: name the Slot the members share (lowercase letters, digits, "-" and ".", starting and ending with a letter or digit, at most 241 characters), or leave the setting out for no slot',
+    },
+    {
+      annotations: { "snooze.dev/slot": "GPU-0" },
+      message:
+        'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/slot"]: "GPU-0": a slot is named as its Slot object is: lowercase letters, digits, "-" and ".", starting and ending with a letter or digit, at most 241 characters',
+    },
+    {
+      annotations: { "snooze.dev/slot": "gpu-0 " },
+      message: expect.stringContaining(
+        '["snooze.dev/slot"]: "gpu-0 ": a slot is named as its Slot object is',
+      ),
+    },
+    {
+      annotations: { "snooze.dev/slot": "g".repeat(5_000) },
+      message: expect.stringContaining(": is too long: a slot is named as its Slot object is"),
+    },
     {
       annotations: { "snooze.dev/slep-after": "5m" },
       message: expect.stringMatching(

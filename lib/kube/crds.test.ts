@@ -5,6 +5,7 @@ import { invalidModels, validModelSpec } from "../../test/fixtures/models.ts";
 import { tierSettings } from "../settings/model.ts";
 import { slotSettings } from "../settings/slot.ts";
 import { crdFiles, modelCrd, slotCrd } from "./crds.ts";
+import { slotLeaseName } from "./lease.ts";
 import { modelSpec, modelStatus } from "./model-resource.ts";
 import type { JSONSchema } from "./structural-schema.ts";
 
@@ -65,6 +66,36 @@ describe("CRDs", () => {
       expect([value, crdAccepts(value), zodAccepts(value)]).toEqual([value, true, true]);
     for (const value of refused)
       expect([value, crdAccepts(value), zodAccepts(value)]).toEqual([value, false, false]);
+  });
+
+  test("a Model's slot is named as a Slot object can be; the CRD's pattern and the zod schema agree", () => {
+    const slot = versionSchema(modelCrd()).properties.spec!.properties.slot as {
+      pattern: string;
+      maxLength: number;
+    };
+    const crdAccepts = (value: string) =>
+      value.length >= 1 && value.length <= slot.maxLength && new RegExp(slot.pattern).test(value);
+    const zodAccepts = (value: string) => modelSpec.safeParse({ ...validModelSpec, slot: value }).success;
+    const accepted = ["gpu-0", "a", "0", "gpu.node-1", "g".repeat(241)];
+    const refused = [
+      "",
+      "Not A Label!",
+      "gpu-0 ",
+      " gpu-0",
+      "GPU-0",
+      "gpu_0",
+      "-gpu",
+      "gpu-",
+      "gpu..0",
+      "g".repeat(242),
+      "gpu\u200b0",
+    ];
+    for (const value of accepted)
+      expect([value, crdAccepts(value), zodAccepts(value)]).toEqual([value, true, true]);
+    for (const value of refused)
+      expect([value, crdAccepts(value), zodAccepts(value)]).toEqual([value, false, false]);
+    // Its Lease keeps the whole name, so two slots never share one.
+    expect(slotLeaseName("g".repeat(241))).toBe(`snooze-slot-${"g".repeat(241)}`);
   });
 
   test("every field has a description, so `kubectl explain` documents it", () => {

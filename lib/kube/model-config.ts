@@ -7,7 +7,7 @@ import {
 } from "../settings/index.ts";
 import { builtinSlotDefaults } from "../settings/slot.ts";
 import type { KubeObject } from "./client.ts";
-import { type ModelResource, type ModelSpec, modelSpec } from "./model-resource.ts";
+import { type ModelResource, type ModelSpec, storedModelSpec } from "./model-resource.ts";
 import type { SlotResource } from "./slot-resource.ts";
 
 /** A Model as the Kubernetes components use it: its settings resolved, and where it lives. */
@@ -32,7 +32,7 @@ function defined<T extends object>(object: T): Partial<T> {
  * Undefined when the spec does not parse (an object written before a schema change).
  */
 export function modelFromResource(resource: ModelResource & KubeObject): KubeModel | { error: string } {
-  const parsed = modelSpec.safeParse(resource.spec);
+  const parsed = storedModelSpec.safeParse(resource.spec);
   if (!parsed.success)
     return { error: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") };
   const spec = parsed.data;

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { learningSnapshot } from "../learning-snapshot.ts";
 import { type Tier, tiers } from "../replica-event.ts";
-import { duration, modelId } from "../settings/fields.ts";
+import { duration, kubeSlotName, modelId } from "../settings/fields.ts";
 import { tierSettings } from "../settings/model.ts";
 import type { apiVersion } from "./api-group.ts";
 import { conditions } from "./condition.ts";
@@ -46,66 +46,78 @@ function workloadRefMessage() {
   return "a Deployment or StatefulSet is apps/v1, a Service is a Knative Service (serving.knative.dev/v1)";
 }
 
+/** A Model's own fields beside the tier settings. */
+const kubeFields = {
+  workloadRef,
+  model: modelId.optional().meta({
+    description: "The OpenAI model id clients send (the request's `model`); defaults to metadata.name.",
+  }),
+  servedModel: modelId.optional().meta({
+    description:
+      "The model name the engine serves (vLLM's --served-model-name), when it is not the id: Snooze's warm-up asks for it, and a request routed by the id or an alias reaches the engine with it. Defaults to the id. A Knative revision's Model has its revision's name as id and the name its container serves here.",
+  }),
+  port: z
+    .int()
+    .min(1)
+    .max(65_535)
+    .default(8000)
+    .meta({ description: "The port the engine (vLLM) listens on in each pod." }),
+  replicas: z
+    .int()
+    .min(0)
+    .max(10_000)
+    // Defaulted, never absent: the scale subresource answers a 500 for a missing specReplicasPath
+    // (the HPA's FailedGetScale), and 0 already means "on demand" (see decideReplicas).
+    .default(0)
+    .meta({
+      description:
+        "Awake replicas wanted, written by a person, HPA or KEDA through the scale subresource; replicas above it sleep. " +
+        "0 (the default): none wanted by a count, Snooze wakes one on demand and it sleeps after sleepAfter idle. " +
+        "Demand keeps one awake beside a count of 0; minReplicas and maxReplicas bound it either way.",
+    }),
+  minReplicas: z
+    .int()
+    .min(0)
+    .max(10_000)
+    .default(0)
+    .meta({ description: "Replicas kept awake even when idle; 0 lets the model sleep and go cold." }),
+  minPods: z
+    .int()
+    .min(0)
+    .max(10_000)
+    .default(0)
+    .meta({
+      description:
+        "Pods kept whatever the idle time, awake or asleep (Knative's min-scale): they sleep when idle and are never stopped, " +
+        "pods above it go to zero after zeroAfter; a missing one is started. 0 lets every pod go to zero.",
+    }),
+  maxReplicas: z
+    .int()
+    .min(1)
+    .max(10_000)
+    .default(1)
+    .meta({ description: "The most replicas Snooze runs for this model." }),
+};
+
+interface Bounds {
+  minReplicas: number;
+  minPods: number;
+  maxReplicas: number;
+}
+const minAtMostMax = (s: Bounds) => s.minReplicas <= s.maxReplicas;
+const minPodsAtMostMax = (s: Bounds) => s.minPods <= s.maxReplicas;
+
+/**
+ * A Model's spec as it may be written (the CRD and the webhook): its slot named as a Slot object
+ * can be (`kubeSlotName`), which snooze.yaml's slot names need not be.
+ */
 export const modelSpec = tierSettings
   .extend({
-    workloadRef,
-    model: modelId.optional().meta({
-      description: "The OpenAI model id clients send (the request's `model`); defaults to metadata.name.",
-    }),
-    servedModel: modelId.optional().meta({
-      description:
-        "The model name the engine serves (vLLM's --served-model-name), when it is not the id: Snooze's warm-up asks for it, and a request routed by the id or an alias reaches the engine with it. Defaults to the id. A Knative revision's Model has its revision's name as id and the name its container serves here.",
-    }),
-    port: z
-      .int()
-      .min(1)
-      .max(65_535)
-      .default(8000)
-      .meta({ description: "The port the engine (vLLM) listens on in each pod." }),
-    replicas: z
-      .int()
-      .min(0)
-      .max(10_000)
-      // Defaulted, never absent: the scale subresource answers a 500 for a missing specReplicasPath
-      // (the HPA's FailedGetScale), and 0 already means "on demand" (see decideReplicas).
-      .default(0)
-      .meta({
-        description:
-          "Awake replicas wanted, written by a person, HPA or KEDA through the scale subresource; replicas above it sleep. " +
-          "0 (the default): none wanted by a count, Snooze wakes one on demand and it sleeps after sleepAfter idle. " +
-          "Demand keeps one awake beside a count of 0; minReplicas and maxReplicas bound it either way.",
-      }),
-    minReplicas: z
-      .int()
-      .min(0)
-      .max(10_000)
-      .default(0)
-      .meta({ description: "Replicas kept awake even when idle; 0 lets the model sleep and go cold." }),
-    minPods: z
-      .int()
-      .min(0)
-      .max(10_000)
-      .default(0)
-      .meta({
-        description:
-          "Pods kept whatever the idle time, awake or asleep (Knative's min-scale): they sleep when idle and are never stopped, " +
-          "pods above it go to zero after zeroAfter; a missing one is started. 0 lets every pod go to zero.",
-      }),
-    maxReplicas: z
-      .int()
-      .min(1)
-      .max(10_000)
-      .default(1)
-      .meta({ description: "The most replicas Snooze runs for this model." }),
+    ...kubeFields,
+    slot: kubeSlotName.optional().meta({ description: tierSettings.shape.slot.description ?? "" }),
   })
-  .refine((spec) => spec.minReplicas <= spec.maxReplicas, {
-    message: minMaxMessage(),
-    path: ["minReplicas"],
-  })
-  .refine((spec) => spec.minPods <= spec.maxReplicas, {
-    message: minPodsMaxMessage(),
-    path: ["minPods"],
-  })
+  .refine(minAtMostMax, { message: minMaxMessage(), path: ["minReplicas"] })
+  .refine(minPodsAtMostMax, { message: minPodsMaxMessage(), path: ["minPods"] })
   .meta({
     description: "How the model is served and when its replicas sleep, wake and stop.",
     "x-kubernetes-validations": [
@@ -113,6 +125,15 @@ export const modelSpec = tierSettings
       { rule: "self.minPods <= self.maxReplicas", message: minPodsMaxMessage(), fieldPath: ".minPods" },
     ],
   });
+
+/**
+ * A Model's spec as the autoscaler and the activator read it: any slot name, so a Model stored
+ * before slot names were checked keeps being served after an upgrade (its next write is refused).
+ */
+export const storedModelSpec = tierSettings
+  .extend(kubeFields)
+  .refine(minAtMostMax, { message: minMaxMessage(), path: ["minReplicas"] })
+  .refine(minPodsAtMostMax, { message: minPodsMaxMessage(), path: ["minPods"] });
 
 function minMaxMessage() {
   return "minReplicas must not be greater than maxReplicas";

@@ -1,4 +1,4 @@
-import { modelId } from "./fields.ts";
+import { kubeSlotName, modelId } from "./fields.ts";
 import { type TierSettings, tierSettings } from "./model.ts";
 import { inPlainWords } from "./plain-words.ts";
 
@@ -10,6 +10,9 @@ export const modelAnnotation = `${annotationPrefix}model`;
 
 /** Annotations under the prefix that are not tier settings (set by Snooze itself). */
 const reserved = new Set(["tier", "tier-since", "managed-by", "model"]);
+
+/** Annotations live on Kubernetes: a slot is named as its Slot object is, unlike in snooze.yaml. */
+const annotationSettings = tierSettings.extend({ slot: kubeSlotName.optional() });
 
 const kebab = (camel: string) => camel.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 const camelByKebab = new Map(Object.keys(tierSettings.shape).map((key) => [kebab(key), key]));
@@ -65,7 +68,7 @@ export function settingsFromAnnotations(annotations: Record<string, string> = {}
         message: checked.error.issues[0]!.message,
       });
   }
-  const parsed = tierSettings.safeParse(raw);
+  const parsed = annotationSettings.safeParse(raw);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       const key = String(issue.path[0]);
@@ -77,6 +80,8 @@ export function settingsFromAnnotations(annotations: Record<string, string> = {}
 }
 
 function coerce(key: string, value: string): unknown {
+  // The webhooks and the autoscaler match the slot as written: `gpu-0 ` is not `gpu-0`.
+  if (key === "slot") return value;
   const trimmed = value.trim();
   if (key === "aliases") return trimmed === "" ? [] : trimmed.split(",").map((a) => a.trim());
   if (["sleep", "warmup"].includes(key))

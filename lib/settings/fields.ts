@@ -187,5 +187,26 @@ export const modelId = z
   .superRefine(noHiddenCharacters)
   .regex(/^[^\s]+$/, { message: "a model id may not contain whitespace" });
 
-/** The name of a slot. */
+/** The name of a slot (snooze.yaml: a key under `slots:`, any name). */
 export const slotName = z.string().min(1).superRefine(noHiddenCharacters);
+
+/**
+ * On Kubernetes a slot is named as its Slot object is (a DNS-1123 subdomain: what the apiserver
+ * takes as a custom resource's name), and its Lease `snooze-slot-<name>` (at most 253 characters)
+ * must keep all of it. Any other name could never have a Slot, so its settings would never apply,
+ * and the Lease name, lowercased and cleaned, would be shared: `GPU-0`, `gpu_0`, `gpu-0 ` and
+ * `gpu-0` all had `snooze-slot-gpu-0`.
+ */
+export const kubeSlotNameMax = 253 - "snooze-slot-".length;
+const kubeSlotForm = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const kubeNameRule = `lowercase letters, digits, "-" and ".", starting and ending with a letter or digit, at most ${kubeSlotNameMax} characters`;
+const kubeSlotRule = `a slot is named as its Slot object is: ${kubeNameRule}`;
+export const kubeSlotName = z
+  .string()
+  .min(1, {
+    message: `may not be empty: name the Slot the members share (${kubeNameRule}), or leave the setting out for no slot`,
+    abort: true,
+  })
+  .max(kubeSlotNameMax, { message: `is too long: ${kubeSlotRule}`, abort: true })
+  .superRefine(noHiddenCharacters)
+  .regex(kubeSlotForm, { message: kubeSlotRule });

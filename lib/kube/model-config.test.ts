@@ -1,0 +1,24 @@
+import { describe, expect, test } from "vitest";
+import { tierSettings } from "../settings/model.ts";
+import type { KubeObject } from "./client.ts";
+import { modelFromResource } from "./model-config.ts";
+import type { ModelResource } from "./model-resource.ts";
+
+describe("modelFromResource", () => {
+  const model = (slot: string) =>
+    ({
+      apiVersion: "snooze.dev/v1alpha1",
+      kind: "Model",
+      metadata: { name: "qwen", namespace: "team-a" },
+      spec: { workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "qwen" }, slot },
+    }) as ModelResource & KubeObject;
+
+  test("a Model stored before slot names were checked is still read (only its next write is refused)", () => {
+    const read = modelFromResource(model("GPU_0"));
+    expect("error" in read ? read.error : read.config.slot).toBe("GPU_0");
+  });
+
+  test("snooze.yaml's slot names stay as they were: the Slot-object rule is Kubernetes' alone", () => {
+    expect(tierSettings.safeParse({ slot: "GPU_0" }).success).toBe(true);
+  });
+});
