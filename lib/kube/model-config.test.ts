@@ -1,8 +1,9 @@
 import { describe, expect, test } from "vitest";
 import { tierSettings } from "../settings/model.ts";
 import type { KubeObject } from "./client.ts";
-import { modelFromResource } from "./model-config.ts";
+import { modelFromResource, slotConfigFrom } from "./model-config.ts";
 import type { ModelResource } from "./model-resource.ts";
+import type { SlotResource } from "./slot-resource.ts";
 
 describe("modelFromResource", () => {
   const model = (slot: string) =>
@@ -21,4 +22,14 @@ describe("modelFromResource", () => {
   test("snooze.yaml's slot names stay as they were: the Slot-object rule is Kubernetes' alone", () => {
     expect(tierSettings.safeParse({ slot: "GPU_0" }).success).toBe(true);
   });
+});
+
+test("a Slot stored before devices were checked keeps its policy (the autoscaler does not use the device)", () => {
+  const slot = {
+    apiVersion: "snooze.dev/v1alpha1",
+    kind: "Slot",
+    metadata: { name: "gpu-0" },
+    spec: { policy: "fifo", device: "all" },
+  } as unknown as SlotResource;
+  expect(slotConfigFrom("gpu-0", slot).policy).toBe("fifo");
 });

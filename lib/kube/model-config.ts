@@ -3,12 +3,11 @@ import {
   explicitTierKeys,
   type ModelConfig,
   type SlotConfig,
-  slotSettings,
 } from "../settings/index.ts";
 import { builtinSlotDefaults } from "../settings/slot.ts";
 import type { KubeObject } from "./client.ts";
 import { type ModelResource, type ModelSpec, storedModelSpec } from "./model-resource.ts";
-import type { SlotResource } from "./slot-resource.ts";
+import { type SlotResource, storedSlotSpec } from "./slot-resource.ts";
 
 /** A Model as the Kubernetes components use it: its settings resolved, and where it lives. */
 export interface KubeModel {
@@ -72,6 +71,6 @@ export function modelFromResource(resource: ModelResource & KubeObject): KubeMod
 
 /** A Slot's settings resolved like a slot of snooze.yaml; built-in defaults when no Slot object exists. */
 export function slotConfigFrom(name: string, resource?: SlotResource): SlotConfig {
-  const parsed = slotSettings.safeParse(resource?.spec ?? {});
+  const parsed = storedSlotSpec.safeParse(resource?.spec ?? {});
   return { ...builtinSlotDefaults, ...(parsed.success ? defined(parsed.data) : {}), name };
 }

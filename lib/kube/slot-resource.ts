@@ -13,6 +13,13 @@ export const slotSpec = slotSettings.meta({
   description: "Who gets the accelerator next, and how swaps between member Models are paced.",
 });
 
+/**
+ * A Slot's spec as the autoscaler reads it: any device (it does not use it), so a Slot stored
+ * before devices were checked keeps its policy after an upgrade instead of falling back to the
+ * defaults (its next write is refused).
+ */
+export const storedSlotSpec = slotSettings.extend({ device: z.string().optional() });
+
 const transitionSteps = ["draining", "sleeping", "stopping", "waking", "starting"] as const;
 
 export const slotStatus = z.strictObject({
