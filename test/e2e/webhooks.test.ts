@@ -225,6 +225,23 @@ spec:
     expect(result.stderr).toMatch(/spec\.policy: Unsupported value: "lifo"/);
   });
 
+  test("a Slot's device is one GPU; a workload's model id and slot are names Snooze can use", async () => {
+    // Found by an outside tester: `device: all` gave member pods every GPU; `snooze.dev/model: x y`
+    // made no Model and told nobody; `snooze.dev/slot: GPU-0` named a slot no Slot can be.
+    const device = await kubectl(
+      ["apply", "-n", ns.name, "-f", "-"],
+      `apiVersion: ${group}/${version}\nkind: Slot\nmetadata: {name: every-gpu}\nspec: {device: all}\n`,
+    );
+    expect(device.stderr).toMatch(/spec\.device: Invalid value: "all": spec\.device in body should match/);
+    const result = await apply(
+      deploymentYaml("bad-names", 0, { "snooze.dev/model": "x y", "snooze.dev/slot": "GPU-0" }),
+    );
+    expect(result.stderr).toContain(
+      'Deployment "bad-names" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/model"]: "x y": a model id may not contain whitespace; ' +
+        'metadata.annotations["snooze.dev/slot"]: "GPU-0": a slot is named as its Slot object is',
+    );
+  });
+
   test("a Model in a slot may not ask for more than one replica", async () => {
     await expect(createModel("wide", { slot: "gpu-wide", maxReplicas: 2 })).rejects.toSatisfy(
       (error: unknown) =>
@@ -447,6 +464,29 @@ describe("members leave their slot only when not resident", () => {
     expect(
       (await kubectl(["delete", "-n", ns.name, "models.snooze.dev/resident", "--wait=false"])).code,
     ).toBe(0);
+  });
+
+  test("a Model the Slot's status names as resident may not be deleted or moved either", async () => {
+    // Found by an outside tester: only the Model's own replicaTiers were looked at.
+    await createSlot("gpu-s");
+    await createModel("mr", { slot: "gpu-s" });
+    await setStatus("slots", "gpu-s", { resident: "mr" });
+    const deletion = await kubectl(["delete", "-n", ns.name, "models.snooze.dev/mr", "--wait=false"]);
+    expect(deletion.stderr).toContain(
+      `Model "mr" is resident in slot "gpu-s" (resident in the Slot's status) and may not leave the slot while resident: deleting it is refused.`,
+    );
+    const move = await kubectl([
+      "patch",
+      "-n",
+      ns.name,
+      "models.snooze.dev/mr",
+      "--type=merge",
+      "-p",
+      '{"spec":{"slot":"gpu-t"}}',
+    ]);
+    expect(move.stderr).toContain('changing spec.slot to "gpu-t" is refused');
+    await setStatus("slots", "gpu-s", { resident: null });
+    expect((await kubectl(["delete", "-n", ns.name, "models.snooze.dev/mr", "--wait=false"])).code).toBe(0);
   });
 
   test("a resident member Deployment may not be deleted until it is scaled to 0", async () => {
