@@ -455,6 +455,25 @@ describe("handlers", () => {
   });
 });
 
+describe("pods of a slot whose stored device names no one GPU", () => {
+  test("the device is not bound, the pod keeps its own, and a warning says to fix the Slot", async () => {
+    cluster.slots = [{ metadata: { name: "gpu-0", namespace: "team-a" }, spec: { device: "all" } }];
+    const pod = {
+      metadata: { annotations: { "snooze.dev/slot": "gpu-0" } },
+      spec: {
+        containers: [{ name: "e", image: "vllm", env: [{ name: "NVIDIA_VISIBLE_DEVICES", value: "0" }] }],
+      },
+    };
+    const verdict = await handle("mutate-pods", request({ resource: resources.pods, object: pod }), {
+      cluster,
+      autoscaler,
+    });
+    expect(JSON.stringify(verdict.patch)).not.toContain('"all"');
+    expect(JSON.stringify(verdict.patch)).toContain("VLLM_SERVER_DEV_MODE");
+    expect(verdict.warnings?.[0]).toMatch(/^slot "gpu-0": the Slot's spec.device "all" is not one GPU/);
+  });
+});
+
 describe("a count or a scaler above the Model's maxReplicas: allowed, with a warning", () => {
   const capped = {
     metadata: { name: "capped", namespace: "team-a" },

@@ -1,10 +1,11 @@
 import { group } from "../lib/kube/api-group.ts";
 import { asksForModel } from "../lib/settings/index.ts";
+import { slotDevice } from "../lib/settings/slot.ts";
 import type { AdmissionRequest } from "./admission.ts";
 import type { ClusterReader } from "./cluster.ts";
 import { knativeClassWarnings } from "./knative-class.ts";
 import type { MemberRef } from "./messages.ts";
-import { unhandledResourceWarning } from "./messages.ts";
+import { invalidDeviceWarning, unhandledResourceWarning } from "./messages.ts";
 import { annotationsOf, integerAt, stringAt } from "./object-path.ts";
 import { mutatePod } from "./pod-sleep-mode.ts";
 import { gateWorkload } from "./readiness-gate.ts";
@@ -371,6 +372,11 @@ const handlers: Record<WebhookName, Handler> = {
     if (!slot) return allow();
     const slotObject = deps.cluster.cachedSlot(namespaceOf(request), slot);
     const device = stringAt(slotObject, "spec", "device");
+    // A Slot stored before devices were checked may name none (`all`): that one is not bound.
+    if (device !== undefined && !slotDevice.safeParse(device).success) {
+      const mutated = mutatePod(request.object, { slot });
+      return allow({ ...mutated, warnings: [invalidDeviceWarning(slot, device), ...mutated.warnings] });
+    }
     return allow(mutatePod(request.object, { slot, ...(device ? { device } : {}) }));
   },
 };

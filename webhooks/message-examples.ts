@@ -1,6 +1,7 @@
 import {
   deviceOverrideWarning,
   gpuRequestWarning,
+  invalidDeviceWarning,
   maxReplicasCapWarning,
   memberRemovalMessage,
   modelCountCapWarning,
@@ -51,6 +52,7 @@ export function messageExamples(): Record<string, string> {
     noEngine: noEngineContainerWarning("gpu-0"),
     shell: shellCommandWarning("vllm"),
     device: deviceOverrideWarning("vllm", '"all"', "0"),
+    invalidDevice: invalidDeviceWarning("gpu-0", "all"),
     gpuRequest: gpuRequestWarning("vllm", "gpu-0"),
     scalerCapped: maxReplicasCapWarning(
       { kind: "ScaledObject", name: "qwen" },

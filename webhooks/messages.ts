@@ -109,6 +109,14 @@ export function shellCommandWarning(container: string): string {
   );
 }
 
+export function invalidDeviceWarning(slot: string, device: string): string {
+  return (
+    `slot "${slot}": the Slot's spec.device ${JSON.stringify(device)} is not one GPU (it was stored before ` +
+    "devices were checked), so NVIDIA_VISIBLE_DEVICES was left as the pod has it: set the Slot's device to " +
+    "a GPU index, a GPU UUID or a MIG device"
+  );
+}
+
 export function deviceOverrideWarning(container: string, from: string, device: string): string {
   return `container "${container}": NVIDIA_VISIBLE_DEVICES ${from} replaced by the slot's device ${device}`;
 }

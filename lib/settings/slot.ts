@@ -11,7 +11,7 @@ const deviceForm =
   /^([0-9]+|[0-9]+:[0-9]+|GPU-[0-9a-fA-F][0-9a-fA-F-]*|MIG-[0-9a-fA-F][0-9a-fA-F-]*|MIG-GPU-[0-9a-fA-F][0-9a-fA-F-]*[/][0-9]+[/][0-9]+)$/;
 const deviceMessage =
   'expected one GPU: an index ("0"), a GPU UUID ("GPU-" then hex digits and dashes, as `nvidia-smi -L` shows it) or a MIG device ("MIG-" then its UUID, "MIG-GPU-<uuid>/<gi>/<ci>", or "<gpu>:<mig>" such as "0:1"); not a list, "all", "none" or "void"';
-const device = z
+export const slotDevice = z
   .string()
   .max(128, { message: `is too long: at most 128 characters; ${deviceMessage}`, abort: true })
   .regex(deviceForm, { message: deviceMessage });
@@ -38,7 +38,7 @@ export const slotSettings = z.strictObject({
   preemptAfter: duration
     .optional()
     .meta({ description: "How long a higher-priority member waits before it may preempt a busy lower one." }),
-  device: device.optional().meta({
+  device: slotDevice.optional().meta({
     description:
       'The one GPU the members share: an index ("0"), a GPU UUID ("GPU-…") or a MIG device ("MIG-…", or GPU and MIG index such as "0:1").',
   }),
