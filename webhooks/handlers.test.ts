@@ -467,6 +467,7 @@ describe("pods of a slot whose stored device names no one GPU", () => {
     const verdict = await handle("mutate-pods", request({ resource: resources.pods, object: pod }), {
       cluster,
       autoscaler,
+      claims,
     });
     expect(JSON.stringify(verdict.patch)).not.toContain('"all"');
     expect(JSON.stringify(verdict.patch)).toContain("VLLM_SERVER_DEV_MODE");
@@ -514,6 +515,7 @@ describe("a count or a scaler above the Model's maxReplicas: allowed, with a war
     const verdict = await handle("validate-scalers", scaler("hpas", { maxReplicas: 4 }), {
       cluster,
       autoscaler,
+      claims,
     });
     expect(verdict.warnings).toEqual([
       'HorizontalPodAutoscaler "qwen-scaler" may ask Model "capped" for 4 replicas (spec.maxReplicas), but the ' +
