@@ -622,6 +622,30 @@ describe("self-heal", () => {
     expect(h.controller("m").state().lastError).toBe("fake engine m-1 did not answer its health check");
   });
 
+  test("an engine replaced for failing its re-check counts as one that left on its own: the second within 5 minutes backs its replacement off", async () => {
+    // Found by an outside tester: engines that died under a request were found by the activator's
+    // failed connection, replaced at once through the re-check, again and again, never counted.
+    const { h, engine } = await readyModel(oneModel("    sleepAfter: 10m"), { selfHealIntervalMs: 30_000 });
+    engine.healthyAnswer = false;
+    await h.advance(30_000);
+    expect(h.platform.ids("m")).toEqual([]);
+    h.demand("m");
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual(["m-2"]);
+    h.platform.bringUp("m-2");
+    await h.settle();
+    h.platform.engineOf("m-2").healthyAnswer = false;
+    await h.advance(30_000);
+    expect(h.controller("m").state().lastError).toBe(
+      "fake engine m-2 did not answer its health check; its engine left on its own 2 times within 5m, so its restarts back off (1s after this one)",
+    );
+    h.demand("m");
+    await h.advance(1_000 - 1);
+    expect(h.platform.ids("m")).toEqual([]);
+    await h.advance(1);
+    expect(h.platform.ids("m")).toEqual(["m-3"]);
+  });
+
   test("a ready engine found asleep with requests in flight (put to sleep on its own port) is woken, not only relabelled", async () => {
     // Found by an outside tester: it was shown asleep-1 with IN-FLIGHT 1, and the request waited
     // inside the engine until another request asked for a wake, or for firstByteTimeout.
@@ -797,7 +821,7 @@ describe("failures and back-off", () => {
     h.platform.crash("m-2", "engine exited (code 1)");
     await h.settle();
     const told =
-      "engine exited (code 1); its engine left on its own 2 times within 5m, so the next start waits 1s";
+      "engine exited (code 1); its engine left on its own 2 times within 5m, so its restarts back off (1s after this one)";
     expect(h.events).toEqual([
       {
         model: "m",

@@ -1344,18 +1344,11 @@ export class ModelController {
         this.afterForget(wasLevelOne);
         return;
       }
-      const now = this.deps.clock.now();
-      this.crashes = [...this.crashes.filter((t) => now - t < crashWindowMs), now];
-      const backoff = this.backoff();
-      this.backoffUntil = now + backoff;
       this.log.warn("replica left on its own", { replica: record.replica.id, reason });
-      if (backoff > 0) {
+      if (this.leftOnItsOwn(reason) > 0) {
         // A crash loop: told as a failed activation is (lastError, retryAt; held requests hear why,
         // and one that arrives in the back-off is answered at once when it leaves it no time),
         // rather than hidden while every request waits out its hold budget (found by an outside tester).
-        this.lastError =
-          `${reason}; its engine left on its own ${this.crashes.length} times within ` +
-          `${formatDuration(crashWindowMs)}, so the next start waits ${formatDuration(backoff)}`;
         this.endActivation(record, "stopped");
         toCold();
         this.emitFor(record, undefined, this.lastError);
@@ -1367,6 +1360,23 @@ export class ModelController {
     toCold();
     this.emitFor(record);
     this.afterForget(wasLevelOne);
+  }
+
+  /**
+   * A replica failed on its own (it exited, or stopped answering and is replaced): counted within
+   * `crashWindowMs`, and the restarts back off. From the second the model's lastError says so.
+   * Returns the back-off.
+   */
+  private leftOnItsOwn(reason: string): number {
+    const now = this.deps.clock.now();
+    this.crashes = [...this.crashes.filter((t) => now - t < crashWindowMs), now];
+    const backoff = this.backoff();
+    this.backoffUntil = now + backoff;
+    if (backoff > 0)
+      this.lastError =
+        `${reason}; its engine left on its own ${this.crashes.length} times within ` +
+        `${formatDuration(crashWindowMs)}, so its restarts back off (${formatDuration(backoff)} after this one)`;
+    return backoff;
   }
 
   private afterForget(wasLevelOne: boolean): void {
@@ -1879,6 +1889,10 @@ export class ModelController {
       if (!this.present(record)) return;
       this.log.warn("replica failed its re-check; replacing it", { replica: record.replica.id });
       this.lastError = `${record.replica.label} did not answer its health check`;
+      // Dead or frozen, it failed on its own as a crash does: its replacement backs off in a loop
+      // (found by an outside tester: engines that died under a request were replaced at once,
+      // again and again, never counted).
+      this.leftOnItsOwn(this.lastError);
       record.leaving = true;
       // Activators route nothing more to it and end what runs on it now (its drain ends at once):
       // a frozen engine would hold those requests until it is killed, a stop grace later.

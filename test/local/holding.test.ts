@@ -230,7 +230,8 @@ models:
       await answer.text();
       await until(async () => (await view()).tier === "cold", 5_000, "the engine gone");
     }
-    const told = /engine exited \(code 1\).*left on its own 2 times within 5m, so the next start waits 1s/;
+    const told =
+      /engine exited \(code 1\).*left on its own 2 times within 5m, so its restarts back off \(1s after this one\)/;
     expect(await view()).toMatchObject({
       lastError: expect.stringMatching(told),
       retryAt: expect.anything(),
