@@ -1332,6 +1332,10 @@ export class ModelController {
       if (within) context.with(within, line);
       else line();
     };
+    // A crash loop is told as a failed activation is (lastError, retryAt; held requests hear why,
+    // and one that arrives in the back-off is answered at once when it leaves it no time), rather
+    // than hidden while every request waits out its hold budget (found by an outside tester).
+    let crashLoop: string | undefined;
     if (!record.leaving) {
       if (from === "starting" || from === "waking") {
         // The activation failed: counted once, as a failure (not also as a crash). The replica
@@ -1345,20 +1349,11 @@ export class ModelController {
         return;
       }
       this.log.warn("replica left on its own", { replica: record.replica.id, reason });
-      if (this.leftOnItsOwn(reason) > 0) {
-        // A crash loop: told as a failed activation is (lastError, retryAt; held requests hear why,
-        // and one that arrives in the back-off is answered at once when it leaves it no time),
-        // rather than hidden while every request waits out its hold budget (found by an outside tester).
-        this.endActivation(record, "stopped");
-        toCold();
-        this.emitFor(record, undefined, this.lastError);
-        this.afterForget(wasLevelOne);
-        return;
-      }
+      if (this.leftOnItsOwn(reason) > 0) crashLoop = this.lastError;
     }
     this.endActivation(record, "stopped");
     toCold();
-    this.emitFor(record);
+    this.emitFor(record, undefined, crashLoop);
     this.afterForget(wasLevelOne);
   }
 
