@@ -1,15 +1,72 @@
-import { once } from "node:events";
+import { readFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
 
-/** A loopback port nothing listens on right now (the OS's pick; another process may take it first). */
-export async function freePort(host = "127.0.0.1"): Promise<number> {
-  const server = createServer();
-  server.listen(0, host);
-  await once(server, "listening");
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, "close");
-  return port;
+/**
+ * Where free ports are looked for: below the kernel's ephemeral range, because a port picked from
+ * inside it can be taken by any outgoing connection between the pick and the bind (found by a
+ * benchmark whose engine lost its port to a parallel test's client). Linux says its range in
+ * /proc; elsewhere (and on a Linux whose range starts too low to leave room) the OS picks.
+ */
+function searchWindow(): { from: number; to: number } | undefined {
+  let low = 32_768;
+  try {
+    low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+  } catch {
+    // Not Linux: 32768 is below the BSDs' and macOS's range (49152) too.
+  }
+  const from = Math.max(10_000, low - 12_000);
+  return Number.isFinite(low) && low - from >= 1_000 ? { from, to: low } : undefined;
+}
+
+let window: { from: number; to: number } | undefined | null = null;
+
+function listenOn(port: number, host: string): Promise<{ port: number; close(): Promise<void> } | undefined> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once("error", () => resolve(undefined));
+    server.listen({ port, host, exclusive: true }, () => {
+      const bound = (server.address() as { port: number }).port;
+      resolve({ port: bound, close: () => new Promise<void>((done) => server.close(() => done())) });
+    });
+  });
+}
+
+/**
+ * `count` consecutive ports on `host` nothing listens on right now, the first returned. Another
+ * process may still take one before the caller binds it; looking outside the ephemeral range
+ * makes that rare rather than a matter of load.
+ */
+export async function freePortRange(count: number, host = "127.0.0.1"): Promise<number> {
+  if (window === null) window = searchWindow();
+  const span = window;
+  if (span === undefined && count === 1) {
+    const picked = await listenOn(0, host);
+    if (!picked) throw new Error(`no free port on ${host}`);
+    await picked.close();
+    return picked.port;
+  }
+  const { from, to } = span ?? { from: 20_000, to: 30_000 };
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = from + Math.floor(Math.random() * (to - from - count + 1));
+    const held: { close(): Promise<void> }[] = [];
+    try {
+      for (let i = 0; i < count; i++) {
+        const server = await listenOn(base + i, host);
+        if (!server) break;
+        held.push(server);
+      }
+      if (held.length === count) return base;
+    } finally {
+      await Promise.all(held.map((server) => server.close()));
+    }
+  }
+  throw new Error(`no ${count} consecutive free ports on ${host} in ${from}–${to}`);
+}
+
+/** A port on `host` nothing listens on right now (see freePortRange). */
+export function freePort(host = "127.0.0.1"): Promise<number> {
+  return freePortRange(1, host);
 }
 
 /** Whether something accepts connections on `host:port` now (a connection is opened and closed). */

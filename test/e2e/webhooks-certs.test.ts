@@ -11,11 +11,11 @@ import {
   type V1Deployment,
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, expect, test } from "vitest";
+import { freePort } from "../../lib/free-port.ts";
 import { secretData } from "../../webhooks/certs/cert-store.ts";
 import { createCA, splitPem } from "../../webhooks/certs/x509.ts";
 import { errorText } from "./harness/manifests.ts";
 import { createTestNamespace } from "./harness/namespace.ts";
-import { freePort } from "./harness/ports.ts";
 import type { ManagedProcess } from "./harness/process.ts";
 import { suiteCluster } from "./harness/suite.ts";
 import { waitFor } from "./harness/wait.ts";

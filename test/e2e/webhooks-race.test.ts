@@ -9,10 +9,10 @@ import {
   setHeaderOptions,
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { freePort } from "../../lib/free-port.ts";
 import { claimLeaseName } from "../../webhooks/slot-claims.ts";
 import { errorText } from "./harness/manifests.ts";
 import { createTestNamespace } from "./harness/namespace.ts";
-import { freePort } from "./harness/ports.ts";
 import type { ManagedProcess } from "./harness/process.ts";
 import { suiteCluster } from "./harness/suite.ts";
 import { waitFor } from "./harness/wait.ts";

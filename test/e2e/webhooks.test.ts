@@ -11,12 +11,12 @@ import {
 } from "@kubernetes/client-node";
 import { Agent, fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { freePort } from "../../lib/free-port.ts";
 import { group, version } from "../../lib/kube/api-group.ts";
 import { secretData } from "../../webhooks/certs/cert-store.ts";
 import { kubeconfigFor } from "./harness/kubeconfig.ts";
 import { errorText } from "./harness/manifests.ts";
 import { createTestNamespace } from "./harness/namespace.ts";
-import { freePort } from "./harness/ports.ts";
 import type { ManagedProcess } from "./harness/process.ts";
 import { suiteCluster } from "./harness/suite.ts";
 import { waitFor } from "./harness/wait.ts";

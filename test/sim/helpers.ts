@@ -126,37 +126,7 @@ export async function settlesWithin(promise: Promise<unknown>, ms: number): Prom
   }
 }
 
-/** A port that was free a moment ago, for tests that must know the port before it opens. */
-export function freePort(): Promise<number> {
-  return freePortRange(1);
-}
-
-/**
- * `count` consecutive free ports, below Linux's ephemeral range so outgoing
- * connections do not take them between the check and the use.
- */
-export async function freePortRange(count: number): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 10_000);
-    const servers: net.Server[] = [];
-    try {
-      for (let i = 0; i < count; i++) {
-        const server = net.createServer();
-        servers.push(server);
-        await new Promise<void>((resolve, reject) => {
-          server.once("error", reject);
-          server.listen(base + i, "127.0.0.1", resolve);
-        });
-      }
-      return base;
-    } catch {
-      // Taken: try another block.
-    } finally {
-      await Promise.all(servers.filter((s) => s.listening).map((s) => new Promise((r) => s.close(r))));
-    }
-  }
-  throw new Error(`no ${count} consecutive free ports found`);
-}
+export { freePort, freePortRange } from "../../lib/free-port.ts";
 
 /** Whether something accepts TCP connections on the port. */
 export function portOpen(port: number): Promise<boolean> {

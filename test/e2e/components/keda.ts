@@ -1,13 +1,13 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { KubernetesObject } from "@kubernetes/client-node";
+import { freePort } from "../../../lib/free-port.ts";
 import { KubeClient } from "../../../lib/kube/client.ts";
 import { type BuiltComponent, findBuilt, notBuilt } from "../harness/assets.ts";
 import { createCA, issueCert } from "../harness/certs.ts";
 import { pointServiceAtHost, routableAddress } from "../harness/host-address.ts";
 import { mintServiceAccountKubeconfig, writeKubeconfig } from "../harness/kubeconfig.ts";
 import { applyManifests, kustomize, type Manifest, waitForCrds } from "../harness/manifests.ts";
-import { freePort } from "../harness/ports.ts";
 import { type ManagedProcess, startProcess } from "../harness/process.ts";
 import type { SuiteCluster } from "../harness/suite.ts";
 import { waitFor } from "../harness/wait.ts";

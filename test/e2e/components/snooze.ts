@@ -1,12 +1,12 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
+import { freePort } from "../../../lib/free-port.ts";
 import { group, version } from "../../../lib/kube/api-group.ts";
 import { KubeClient, paths } from "../../../lib/kube/client.ts";
 import { awakeCondition, type Pod } from "../../../lib/kube/pod-replica.ts";
 import { repoRoot } from "../harness/assets.ts";
 import { writeKubeconfig } from "../harness/kubeconfig.ts";
 import { applyManifests, kustomize, waitForCrds } from "../harness/manifests.ts";
-import { freePort } from "../harness/ports.ts";
 import { type ManagedProcess, startProcess } from "../harness/process.ts";
 import type { SuiteCluster } from "../harness/suite.ts";
 import { waitFor } from "../harness/wait.ts";

@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import { Agent, fetch as undiciFetch } from "undici";
+import { freePort } from "../../../lib/free-port.ts";
 import {
   type CertificateAuthority,
   createCA,
@@ -7,7 +8,6 @@ import {
   type IssuedCert,
   issueCert,
 } from "./certs.ts";
-import { freePort } from "./ports.ts";
 import { type ManagedProcess, startProcess } from "./process.ts";
 import { waitFor } from "./wait.ts";
 

@@ -1,6 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { freePort } from "./ports.ts";
+import { freePort } from "../../../lib/free-port.ts";
 import { type ManagedProcess, startProcess } from "./process.ts";
 import { waitFor } from "./wait.ts";
 
