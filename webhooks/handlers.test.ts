@@ -67,6 +67,8 @@ interface Case {
   tiers?: [string, string][];
   state?: SlotState;
   leases?: [string, string][];
+  /** More workloads in the cluster. */
+  workloads?: FakeClusterReader["workloads"];
   allowed: boolean;
   message?: RegExp;
   patched?: boolean;
@@ -98,6 +100,78 @@ const cases: Case[] = [
     allowed: false,
     message:
       /Model "qwen" is resident in slot "gpu-0" \(resident in the Slot's status\).*deleting it is refused/,
+  },
+  {
+    name: "deleting a Model whose Deployment (in the slot only through the Model) is resident through its pods",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "DELETE",
+      name: "qwen",
+      oldObject: model({ slot: "gpu-0" }),
+    }),
+    state: { residents: [] },
+    workloads: [{ kind: "Deployment", object: deployment("qwen", 1) }],
+    tiers: [["team-a/qwen", "running"]],
+    allowed: false,
+    message:
+      /^Model "qwen" is resident in slot "gpu-0" \(its Deployment "qwen" is running\) and may not leave the slot while resident: deleting it is refused\. Let it sleep first \(POST \/snooze\/v1\/models\/qwen\/sleep on the activator, or scale it to 0\), then retry\.$/,
+  },
+  {
+    name: "deleting a Model whose annotated member Deployment the slot's read found resident",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "DELETE",
+      name: "qwen",
+      oldObject: model({ slot: "gpu-0" }),
+    }),
+    state: { residents: [{ kind: "Deployment", name: "qwen", tier: "ready" }] },
+    allowed: false,
+    message: /\(its Deployment "qwen" is ready\).*deleting it is refused/,
+  },
+  {
+    name: "moving a Model whose Deployment is resident through its pods to another slot",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "UPDATE",
+      name: "qwen",
+      object: model({ slot: "gpu-1" }),
+      oldObject: model({ slot: "gpu-0" }),
+    }),
+    state: { residents: [] },
+    workloads: [{ kind: "Deployment", object: deployment("qwen", 1) }],
+    tiers: [["team-a/qwen", "starting"]],
+    allowed: false,
+    message: /\(its Deployment "qwen" is starting\).*changing spec.slot to "gpu-1" is refused/,
+  },
+  {
+    name: "deleting a Model whose Deployment is scaled to 0",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "DELETE",
+      name: "qwen",
+      oldObject: model({ slot: "gpu-0" }),
+    }),
+    state: { residents: [] },
+    workloads: [{ kind: "Deployment", object: deployment("qwen", 0) }],
+    tiers: [["team-a/qwen", "running"]],
+    allowed: true,
+  },
+  {
+    name: "deleting a Model whose Deployment's pods are all asleep",
+    webhook: "validate-models",
+    request: request({
+      resource: resources.models,
+      operation: "DELETE",
+      name: "qwen",
+      oldObject: model({ slot: "gpu-0" }),
+    }),
+    state: { residents: [] },
+    workloads: [{ kind: "Deployment", object: deployment("qwen", 1) }],
+    allowed: true,
   },
   {
     name: "moving that Model to another slot",
@@ -387,6 +461,7 @@ describe("handlers", () => {
     for (const [key, tier] of c.tiers ?? []) cluster.tiers.set(key, tier);
     for (const [key, holder] of c.leases ?? []) cluster.leases.set(key, holder);
     if (c.state) cluster.states.set("team-a/gpu-0", c.state);
+    cluster.workloads.push(...(c.workloads ?? []));
     const verdict = await handle(c.webhook, c.request, { cluster, autoscaler, claims });
     expect(verdict.allowed, verdict.message).toBe(c.allowed);
     if (c.message) expect(verdict.message).toMatch(c.message);

@@ -19,6 +19,7 @@ import {
   slotAnnotation,
   type WorkloadKind,
   workloadModelId,
+  workloadReplicas,
   workloadSlot,
 } from "./slot-members.ts";
 import { validateSlotModelReplicas } from "./slot-replicas.ts";
@@ -30,6 +31,7 @@ import {
   modelRemoval,
   type ResidencyIntent,
   requesterPod,
+  type SlotState,
   scaleIntent,
   workloadIntent,
   workloadRemoval,
@@ -135,7 +137,9 @@ const first = (...verdicts: Verdict[]) => verdicts.find((v) => !v.allowed);
 /**
  * A Model deleted or leaving its slot (`now` undefined: deleted). Resident as the residency rule
  * counts it: its own status first (no read), else the slot read fresh, whose `status.resident` may
- * name it before its replicas show it.
+ * name it before its replicas show it, else its workload (spec.workloadRef) through its pods, read
+ * fresh: a Deployment or StatefulSet with replicas whose pods are not all asleep. That workload is
+ * the Model's engine whether or not it carries the slot annotation itself.
  */
 async function leavingSlot(
   request: AdmissionRequest,
@@ -146,10 +150,32 @@ async function leavingSlot(
   const own = modelRemoval(old, now);
   const slot = modelSlot(old);
   if (!own.allowed || !slot || (now !== undefined && modelSlot(now) === slot)) return own;
+  const namespace = namespaceOf(request);
   const name = objectName(request, old);
-  const state = await deps.cluster.slotState(namespaceOf(request), slot);
+  const state = await deps.cluster.slotState(namespace, slot);
   const resident = state.residents.find((r) => r.kind === "Model" && r.name === name);
-  return resident ? modelRemoval(old, now, resident.tier) : own;
+  if (resident) return modelRemoval(old, now, resident.tier);
+  const tier = await workloadResidentTierOf(namespace, old, state, deps);
+  return tier ? modelRemoval(old, now, tier) : own;
+}
+
+/** `its Deployment "qwen" is running` when the Model's workload is resident through its pods. */
+async function workloadResidentTierOf(
+  namespace: string,
+  model: unknown,
+  state: SlotState,
+  deps: WebhookDeps,
+): Promise<string | undefined> {
+  const [ref] = workloadOfModel(model);
+  if (!ref || (ref.kind !== "Deployment" && ref.kind !== "StatefulSet")) return undefined;
+  const said = (tier: string) => `its ${ref.kind} "${ref.name}" is ${tier}`;
+  // An annotated member workload was looked at by the slot's read already.
+  const counted = state.residents.find((r) => r.kind === ref.kind && r.name === ref.name);
+  if (counted) return said(counted.tier);
+  const workload = await deps.cluster.readWorkload(namespace, ref.kind, ref.name);
+  if (!workload || workloadReplicas(workload) <= 0) return undefined;
+  const tier = await deps.cluster.workloadTier(namespace, workload);
+  return tier ? said(tier) : undefined;
 }
 
 /** An allowing verdict with these warnings added (a denial stays as it is). */

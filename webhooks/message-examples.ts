@@ -48,6 +48,12 @@ export function messageExamples(): Record<string, string> {
       how: "deleting it",
       modelId: "llama",
     }),
+    removalThroughWorkload: memberRemovalMessage({
+      slot: "gpu-0",
+      member: { kind: "Model", name: "qwen", tier: 'its Deployment "qwen" is running' },
+      how: "deleting it",
+      modelId: "qwen",
+    }),
     pinned: pinnedWarning({ kind: "Deployment", name: "qwen" }, "gpu-0", "spec.replicas", "3"),
     noEngine: noEngineContainerWarning("gpu-0"),
     shell: shellCommandWarning("vllm"),
