@@ -49,7 +49,14 @@ export const webhooksCommand: Command = {
     namespace: {
       type: "string",
       default: process.env.POD_NAMESPACE ?? "snooze-system",
-      description: "namespace of the certificate Secret, of the Service and of the slots' admission claims",
+      description: "namespace of the certificate Secret and of the Service",
+    },
+    "claim-namespace": {
+      type: "string",
+      default: "snooze-slot-claims",
+      description:
+        "namespace of the slots' admission claims (Leases); keep it apart from the autoscaler's Leases",
+      placeholder: "namespace",
     },
     service: {
       type: "string",
@@ -196,7 +203,7 @@ export const webhooksCommand: Command = {
               reloadMs,
             },
       autoscaler: { username: autoscalerUser, leaseNamespace },
-      claimNamespace: namespace,
+      claimNamespace: String(values["claim-namespace"]),
       maxBodyBytes: maxBody.data,
       decisionTimeoutMs,
       log,

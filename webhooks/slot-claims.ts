@@ -11,8 +11,8 @@ import { forbid, type Verdict } from "./verdict.ts";
  * only after every webhook has answered, so two reviews running side by side (on one replica or
  * on two) each find the slot empty. Before allowing such a write the webhooks compare-and-swap a
  * claim on the slot, kept in the apiserver: a coordination.k8s.io Lease of their own per slot
- * (`snooze-claim-<namespace>.<slot>`, beside their certificate Secret; not the autoscaler's
- * `snooze-slot-<slot>`), whose holderIdentity names the member admitted and whose renewTime says
+ * (`snooze-claim-<namespace>.<slot>`, in a namespace that holds nothing else, snooze-slot-claims:
+ * the webhooks may write Leases there, and only read the autoscaler's `snooze-slot-<slot>`), whose holderIdentity names the member admitted and whose renewTime says
  * when. Of two writers exactly one wins the compare-and-swap; the other reads the winner's claim
  * and is refused until the claim is older than its window, by which time the admitted object is
  * stored and the fresh read sees it.
@@ -208,7 +208,7 @@ export function leaseOfClaim(
 export type LeaseRequests = Pick<KubeClient, "request">;
 
 /**
- * Claims as Leases in the webhooks' own namespace. Each call gives up after `timeoutMs` (and at
+ * Claims as Leases in their own namespace (snooze-slot-claims). Each call gives up after `timeoutMs` (and at
  * the decision's deadline), so a claim never holds a review past it.
  */
 export class KubeClaimStore implements ClaimStore {

@@ -31,7 +31,11 @@ export interface WebhooksOptions {
   client: KubeClient;
   certificates: CertificateMode;
   autoscaler: AutoscalerIdentity;
-  /** Where the slots' admission claims (Leases) are kept: the webhooks' own namespace. */
+  /**
+   * Where the slots' admission claims (Leases) are kept: a namespace of their own
+   * (snooze-slot-claims), so that the webhooks' write rights on Leases, which RBAC cannot limit to
+   * names, do not reach the autoscaler's Leases.
+   */
   claimNamespace: string;
   maxBodyBytes: number;
   decisionTimeoutMs: number;

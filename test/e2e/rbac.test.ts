@@ -25,6 +25,8 @@ import { suiteCluster } from "./harness/suite.ts";
  */
 const cluster = suiteCluster();
 const system = "snooze-system";
+/** The webhooks' admission claims: a namespace of their own, away from the autoscaler's Leases. */
+const claims = "snooze-slot-claims";
 type Access = V1ResourceAttributes & { what: string };
 
 const r = (verb: string, resource: string, extra: Partial<V1ResourceAttributes> = {}): Access => {
@@ -140,14 +142,16 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("list", "models"),
       r("watch", "models"),
       r("get", "slots", { namespace: "team-a" }),
-      // The one-resident-per-slot rule reads members' workloads, their pods and the slot's Lease,
-      // and takes the slot's admission claim (a Lease of its own in snooze-system).
+      // The one-resident-per-slot rule reads members' workloads, their pods and the slot's Lease
+      // (the autoscaler's, in snooze-system), and takes the slot's admission claim (a Lease of its
+      // own in snooze-slot-claims).
       r("list", "pods"),
       r("list", "deployments"),
       r("get", "statefulsets", { namespace: "team-a" }),
       r("get", "leases", { namespace: system }),
-      r("create", "leases", { namespace: system }),
-      r("update", "leases", { namespace: system }),
+      r("get", "leases", { namespace: claims }),
+      r("create", "leases", { namespace: claims }),
+      r("update", "leases", { namespace: claims }),
       // Its own certificate Secret and the CA bundles of its two webhook configurations, by name.
       r("update", "secrets", { namespace: system, name: "snooze-webhook-certs" }),
       r("update", "validatingwebhookconfigurations", {
@@ -169,9 +173,14 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       }),
       r("update", "models", { namespace: "team-a" }),
       r("patch", "models/status", { namespace: "team-a" }),
+      // The autoscaler's Leases (its leader and slot Leases): read, never written.
+      r("create", "leases", { namespace: system }),
+      r("update", "leases", { namespace: system, name: "snooze-slot-gpu-0" }),
+      r("update", "leases", { namespace: system }),
       r("delete", "leases", { namespace: system }),
       r("list", "leases", { namespace: system }),
       r("patch", "leases", { namespace: system }),
+      r("patch", "leases", { namespace: claims }),
       r("get", "leases", { namespace: "team-a" }),
       r("create", "leases", { namespace: "team-a" }),
       r("update", "leases", { namespace: "kube-system" }),
@@ -349,11 +358,11 @@ describe("real calls with the components' identities", () => {
     });
   });
 
-  test("the webhooks take and retake a slot's admission claim in snooze-system; they delete none and write none elsewhere", async () => {
+  test("the webhooks take and retake a slot's admission claim in snooze-slot-claims; they write no Lease in snooze-system", async () => {
     const kc = identities.get("snooze-webhooks")!;
     const client = await KubeClient.fromKubeConfig(kc);
     try {
-      const store = new KubeClaimStore(client, system);
+      const store = new KubeClaimStore(client, claims);
       const claim = (name: string) => ({
         member: { kind: "Deployment", name },
         at: Date.now(),
@@ -368,13 +377,40 @@ describe("real calls with the components' identities", () => {
       expect((await store.read(workloads.name, "gpu-rbac"))?.claim?.member.name).toBe("b");
       const leases = kc.makeApiClient(CoordinationV1Api);
       const name = claimLeaseName(workloads.name, "gpu-rbac");
-      await expect(leases.deleteNamespacedLease({ namespace: system, name })).rejects.toMatchObject({
+      await expect(leases.deleteNamespacedLease({ namespace: claims, name })).rejects.toMatchObject({
         code: 403,
       });
-      await expect(
-        new KubeClaimStore(client, workloads.name).write(workloads.name, "gpu-rbac", claim("a"), undefined),
-      ).rejects.toMatchObject({ status: 403 });
-      await cluster.admin.makeApiClient(CoordinationV1Api).deleteNamespacedLease({ namespace: system, name });
+      for (const elsewhere of [system, workloads.name]) {
+        await expect(
+          new KubeClaimStore(client, elsewhere).write(workloads.name, "gpu-rbac", claim("a"), undefined),
+        ).rejects.toMatchObject({ status: 403 });
+      }
+      // The autoscaler's Lease in snooze-system: readable, not writable.
+      const admin = cluster.admin.makeApiClient(CoordinationV1Api);
+      const autoscalerLease = await admin.createNamespacedLease({
+        namespace: system,
+        body: {
+          metadata: { name: `snooze-slot-${workloads.name}` },
+          spec: { holderIdentity: "snooze-autoscaler-0", leaseDurationSeconds: 15 },
+        },
+      });
+      try {
+        const read = await leases.readNamespacedLease({
+          namespace: system,
+          name: `snooze-slot-${workloads.name}`,
+        });
+        expect(read.spec?.holderIdentity).toBe("snooze-autoscaler-0");
+        await expect(
+          leases.replaceNamespacedLease({
+            namespace: system,
+            name: `snooze-slot-${workloads.name}`,
+            body: { ...autoscalerLease, spec: { ...autoscalerLease.spec, holderIdentity: "webhooks" } },
+          }),
+        ).rejects.toMatchObject({ code: 403 });
+      } finally {
+        await admin.deleteNamespacedLease({ namespace: system, name: `snooze-slot-${workloads.name}` });
+      }
+      await admin.deleteNamespacedLease({ namespace: claims, name });
     } finally {
       await client.close();
     }

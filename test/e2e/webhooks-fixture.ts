@@ -24,6 +24,8 @@ import { waitFor } from "./harness/wait.ts";
  * files never meet it.
  */
 export const system = "snooze-system";
+/** Where the webhooks keep the slots' admission claims (`--claim-namespace`'s default). */
+export const claimNamespace = "snooze-slot-claims";
 export const configurationName = "snooze-webhooks";
 export const certSecret = "snooze-webhook-certs";
 

@@ -17,10 +17,10 @@ import type { ManagedProcess } from "./harness/process.ts";
 import { suiteCluster } from "./harness/suite.ts";
 import { waitFor } from "./harness/wait.ts";
 import {
+  claimNamespace,
   installSnoozeIdentity,
   registerWebhooks,
   startWebhooksProcess,
-  system,
   waitForReadyLog,
   webhooksKubeconfig,
 } from "./webhooks-fixture.ts";
@@ -233,13 +233,13 @@ describe("two writes at once into one empty slot leave one resident", () => {
     await expect(
       cluster.admin
         .makeApiClient(CoordinationV1Api)
-        .readNamespacedLease({ namespace: system, name: claimLeaseName(ns.name, "dry-slot") }),
+        .readNamespacedLease({ namespace: claimNamespace, name: claimLeaseName(ns.name, "dry-slot") }),
     ).rejects.toMatchObject({ code: 404 });
     const real = await scale("dry");
     expect(real.code, real.stderr).toBe(0);
     const claim = await cluster.admin
       .makeApiClient(CoordinationV1Api)
-      .readNamespacedLease({ namespace: system, name: claimLeaseName(ns.name, "dry-slot") });
+      .readNamespacedLease({ namespace: claimNamespace, name: claimLeaseName(ns.name, "dry-slot") });
     expect(claim.spec?.holderIdentity).toBe("Deployment/dry");
   });
 });
