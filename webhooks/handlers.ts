@@ -6,13 +6,13 @@ import type { ClusterReader } from "./cluster.ts";
 import { knativeClassWarnings } from "./knative-class.ts";
 import type { MemberRef } from "./messages.ts";
 import { invalidDeviceWarning, unhandledResourceWarning } from "./messages.ts";
-import { annotationsOf, integerAt, stringAt } from "./object-path.ts";
+import { annotationsOf, at, integerAt, isObject, stringAt } from "./object-path.ts";
 import { mutatePod } from "./pod-sleep-mode.ts";
 import { gateWorkload } from "./readiness-gate.ts";
 import { pinScale, pinWorkload } from "./replica-pinning.ts";
 import { modelCountWarnings, type ScalerKind, scalerBoundsWarnings, scalerTarget } from "./scaler-bounds.ts";
 import { validateModel, validateSlot, validateWorkloadAnnotations } from "./settings-validation.ts";
-import { admitWithClaim, type ClaimStore } from "./slot-claims.ts";
+import { admitWithClaim, type ClaimStore, releaseClaim } from "./slot-claims.ts";
 import {
   modelIdOf,
   modelSlot,
@@ -26,14 +26,18 @@ import { validateSlotModelReplicas } from "./slot-replicas.ts";
 import {
   type AutoscalerIdentity,
   decideResidency,
+  type Leaving,
   mayRemoveResident,
   modelIntent,
+  modelLeaving,
   modelRemoval,
   type ResidencyIntent,
   requesterPod,
   type SlotState,
   scaleIntent,
+  scaleLeaving,
   workloadIntent,
+  workloadLeaving,
   workloadRemoval,
 } from "./slot-residency.ts";
 import { allow, type Verdict } from "./verdict.ts";
@@ -135,6 +139,56 @@ async function residency(
 const first = (...verdicts: Verdict[]) => verdicts.find((v) => !v.allowed);
 
 /**
+ * An allowed write (not a dry run) of a member that stops asking for its slot gives back the
+ * slot's admission claim if that member holds it (best effort, see releaseClaim).
+ */
+async function releasing(
+  request: AdmissionRequest,
+  verdict: Verdict,
+  leaving: Leaving | undefined,
+  deps: WebhookDeps,
+  signal: AbortSignal | undefined,
+): Promise<Verdict> {
+  if (verdict.allowed && leaving && request.dryRun !== true)
+    await releaseClaim(deps.claims, namespaceOf(request), leaving, signal);
+  return verdict;
+}
+
+/** A Model with spec.replicas set to `replicas` (its scale subresource's view). */
+const withReplicas = (model: unknown, replicas: number) => ({
+  ...(isObject(model) ? model : {}),
+  spec: { ...(isObject(at(model, "spec")) ? (at(model, "spec") as object) : {}), replicas },
+});
+
+/**
+ * The member a scale write from 1 or more to 0 takes out of its slot, if any; its parent read only
+ * then. A read that fails leaves the claim to its window (the write is not refused for it).
+ */
+async function scaledToZero(request: AdmissionRequest, deps: WebhookDeps): Promise<Leaving | undefined> {
+  const namespace = namespaceOf(request);
+  const name = request.name ?? "";
+  const before = integerAt(request.oldObject, "spec", "replicas") ?? 0;
+  const after = integerAt(request.object, "spec", "replicas") ?? 0;
+  if (before < 1 || after >= 1) return undefined;
+  try {
+    if (isModels(request)) {
+      // The count from the review (the cache may lag), minReplicas from the Model.
+      const model =
+        deps.cluster.cachedModel(namespace, name) ?? (await deps.cluster.readModel(namespace, name));
+      return model ? modelLeaving(withReplicas(model, before), withReplicas(model, after)) : undefined;
+    }
+    const kind = workloadKind(request);
+    if (kind !== "Deployment" && kind !== "StatefulSet") return undefined;
+    const workload = await deps.cluster.readWorkload(namespace, kind, name);
+    const models = deps.cluster.modelsReferencing(namespace, kind, name);
+    const slot = workload ? workloadSlot(kind, workload, models) : undefined;
+    return scaleLeaving(request.oldObject, request.object, { kind, name }, slot);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * A Model deleted or leaving its slot (`now` undefined: deleted). Resident as the residency rule
  * counts it: its own status first (no read), else the slot read fresh, whose `status.resident` may
  * name it before its replicas show it, else its workload (spec.workloadRef) through its pods, read
@@ -211,7 +265,8 @@ const handlers: Record<WebhookName, Handler> = {
     if (!isModels(request) || subResource(request) !== "") return unhandled("validate-models", request);
     const removing = !mayRemoveResident(request.userInfo, deps.autoscaler);
     if (request.operation === "DELETE") {
-      return removing ? leavingSlot(request, request.oldObject, undefined, deps) : allow();
+      const verdict = removing ? await leavingSlot(request, request.oldObject, undefined, deps) : allow();
+      return releasing(request, verdict, modelLeaving(request.oldObject, undefined), deps, signal);
     }
     const model = request.object;
     const old = request.operation === "UPDATE" ? request.oldObject : undefined;
@@ -226,10 +281,16 @@ const handlers: Record<WebhookName, Handler> = {
       deps,
       signal,
     );
-    return withWarnings(verdict, [
-      ...(checked.warnings ?? []),
-      ...modelCountWarnings(objectName(request, model), model),
-    ]);
+    return releasing(
+      request,
+      withWarnings(verdict, [
+        ...(checked.warnings ?? []),
+        ...modelCountWarnings(objectName(request, model), model),
+      ]),
+      old ? modelLeaving(old, model) : undefined,
+      deps,
+      signal,
+    );
   },
 
   "validate-slots": (request) => {
@@ -251,15 +312,17 @@ const handlers: Record<WebhookName, Handler> = {
     const member = { kind, name };
 
     if (request.operation === "DELETE") {
+      const leaving = workloadLeaving(kind, old, undefined, oldSlot, undefined);
       if (!oldSlot || kind === "Service" || mayRemoveResident(request.userInfo, deps.autoscaler))
-        return allow();
-      return workloadRemoval(
+        return releasing(request, allow(), leaving, deps, signal);
+      const removal = workloadRemoval(
         member,
         oldSlot,
         await deps.cluster.workloadTier(namespace, old),
         "deleting it",
         modelId,
       );
+      return releasing(request, removal, leaving, deps, signal);
     }
     const annotations = validateWorkloadAnnotations(kind, request.object);
     if (!annotations.allowed) return annotations;
@@ -285,10 +348,16 @@ const handlers: Record<WebhookName, Handler> = {
     }
     const intent = workloadIntent(kind, old ?? undefined, request.object, oldSlot, newSlot, modelId);
     const verdict = await residency(request, sameAs(intent, modelsAsMembers(models)), deps, signal);
-    return withWarnings(verdict, [
-      ...(annotations.warnings ?? []),
-      ...(kind === "Service" ? knativeClassWarnings(name, request.object) : []),
-    ]);
+    return releasing(
+      request,
+      withWarnings(verdict, [
+        ...(annotations.warnings ?? []),
+        ...(kind === "Service" ? knativeClassWarnings(name, request.object) : []),
+      ]),
+      old ? workloadLeaving(kind, old, request.object, oldSlot, newSlot) : undefined,
+      deps,
+      signal,
+    );
   },
 
   "validate-scale": async (request, deps, signal) => {
@@ -307,9 +376,10 @@ const handlers: Record<WebhookName, Handler> = {
             replicas,
           )
         : [];
-    // Only a change from 0 up can matter; read the parent only then.
+    // Only a change from 0 up can matter; read the parent only then. A change to 0 gives back the
+    // member's admission claim.
     if (!scaleIntent(request.oldObject, request.object, { kind: "", name }, "-", ""))
-      return allow({ warnings: capped });
+      return releasing(request, allow({ warnings: capped }), await scaledToZero(request, deps), deps, signal);
     if (isModels(request)) {
       const model = await deps.cluster.readModel(namespace, name);
       const member = { kind: "Model", name };

@@ -352,3 +352,173 @@ describe("through the handlers: two reviews of one empty slot at once", () => {
     expect(leases.writes).toHaveLength(writes);
   });
 });
+
+describe("a member that stops asking for its slot gives its claim back", () => {
+  const autoscaler = {
+    username: "system:serviceaccount:snooze-system:snooze-autoscaler",
+    leaseNamespace: "snooze-system",
+  };
+  const claimKey = "/apis/coordination.k8s.io/v1/namespaces/snooze-system/leases/snooze-claim-team-a.gpu-0";
+  const annotated = { "snooze.dev/slot": "gpu-0" };
+  const deployment = (name: string, replicas: number, annotations: Record<string, string> = annotated) => ({
+    metadata: { name, namespace: "team-a", annotations },
+    spec: { replicas },
+  });
+  const scaleReview = (name: string, from: number, to: number, extra: Partial<AdmissionRequest> = {}) =>
+    ({
+      uid: `${name}-${from}-${to}`,
+      kind: { group: "autoscaling", version: "v1", kind: "Scale" },
+      resource: resources.deployments,
+      subResource: "scale",
+      name,
+      namespace: "team-a",
+      operation: "UPDATE",
+      userInfo: { username: "alice" },
+      object: { spec: { replicas: to } },
+      oldObject: { spec: { replicas: from } },
+      ...extra,
+    }) as AdmissionRequest;
+  const workloadReview = (
+    operation: "UPDATE" | "DELETE",
+    old: Record<string, unknown>,
+    now?: Record<string, unknown>,
+  ): AdmissionRequest => ({
+    uid: "w",
+    kind: { group: "apps", version: "v1", kind: "Deployment" },
+    resource: resources.deployments,
+    name: "qwen",
+    namespace: "team-a",
+    operation,
+    userInfo: { username: "alice" },
+    oldObject: old,
+    ...(now ? { object: now } : {}),
+  });
+  const model = (replicas: number, slot = "gpu-0") => ({
+    metadata: { name: "qwen", namespace: "team-a" },
+    spec: { slot, replicas, workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "qwen-engine" } },
+  });
+  const modelReview = (old: Record<string, unknown>, now?: Record<string, unknown>): AdmissionRequest => ({
+    uid: "m",
+    kind: { group: "snooze.dev", version: "v1alpha1", kind: "Model" },
+    resource: resources.models,
+    name: "qwen",
+    namespace: "team-a",
+    operation: now ? "UPDATE" : "DELETE",
+    userInfo: { username: "alice" },
+    oldObject: old,
+    ...(now ? { object: now } : {}),
+  });
+
+  let cluster: FakeClusterReader;
+  let leases: FakeLeases;
+  let deps: Parameters<typeof handle>[2];
+  beforeEach(() => {
+    cluster = new FakeClusterReader();
+    cluster.workloads = ["qwen", "llama"].map((name) => ({
+      kind: "Deployment" as const,
+      object: deployment(name, 0),
+    }));
+    leases = new FakeLeases();
+    deps = { cluster, autoscaler, claims: fakeClaims(leases) };
+  });
+
+  /** qwen is admitted (claim), then `leave` runs; then llama's scale from 0 to 1 is judged at once. */
+  async function llamaAfter(leave: () => Promise<Verdict>): Promise<Verdict> {
+    expect((await handle("validate-scale", scaleReview("qwen", 0, 1), deps)).allowed).toBe(true);
+    expect(leases.leases.get(claimKey)?.spec?.holderIdentity).toBe("Deployment/qwen");
+    expect((await leave()).allowed).toBe(true);
+    return handle("validate-scale", scaleReview("llama", 0, 1), deps);
+  }
+
+  test("without it, the next member is refused for the claim's window (the protection itself)", async () => {
+    const verdict = await llamaAfter(async () => allow());
+    expect(verdict.message).toMatch(/^slot "gpu-0" is claimed: Deployment "qwen"/);
+  });
+
+  test.each([
+    ["scaled to 0 (kubectl scale)", () => handle("validate-scale", scaleReview("qwen", 1, 0), deps)],
+    [
+      "scaled to 0 by an update",
+      () =>
+        handle(
+          "validate-workloads",
+          workloadReview("UPDATE", deployment("qwen", 1), deployment("qwen", 0)),
+          deps,
+        ),
+    ],
+    ["deleted", () => handle("validate-workloads", workloadReview("DELETE", deployment("qwen", 1)), deps)],
+    [
+      "taken out of the slot",
+      () =>
+        handle(
+          "validate-workloads",
+          workloadReview("UPDATE", deployment("qwen", 1), deployment("qwen", 1, {})),
+          deps,
+        ),
+    ],
+  ])("%s: the next member is admitted at once", async (_, leave) => {
+    const verdict = await llamaAfter(leave);
+    expect(verdict, verdict.message).toEqual(allow());
+    expect(leases.leases.get(claimKey)?.spec?.holderIdentity).toBe("Deployment/llama");
+  });
+
+  test("a Model scaled to 0, through its scale or an update, or deleted gives back its claim", async () => {
+    cluster.models = [model(0)];
+    const up = { ...modelReview(model(0), model(1)), operation: "UPDATE" as const };
+    const leaves: (() => Promise<Verdict>)[] = [
+      () => handle("validate-models", modelReview(model(1), model(0)), deps),
+      () =>
+        handle(
+          "validate-scale",
+          { ...scaleReview("qwen", 1, 0), resource: resources.models, uid: "ms" } as AdmissionRequest,
+          deps,
+        ),
+      () => handle("validate-models", modelReview(model(1)), deps),
+      () => handle("validate-models", modelReview(model(1), model(1, "gpu-1")), deps),
+    ];
+    for (const leave of leaves) {
+      leases.leases.clear();
+      expect((await handle("validate-models", up, deps)).allowed).toBe(true);
+      expect(leases.leases.get(claimKey)?.spec?.holderIdentity).toBe("Model/qwen");
+      expect((await leave()).allowed).toBe(true);
+      expect(leases.leases.has(claimKey)).toBe(false);
+    }
+  });
+
+  test("only the member's own claim, and only a real write that leaves", async () => {
+    await handle("validate-scale", scaleReview("qwen", 0, 1), deps);
+    // Another member scaled down, a dry run, a count that stays up, a scale from 0 to 0: all keep it.
+    await handle("validate-scale", scaleReview("llama", 1, 0), deps);
+    await handle("validate-scale", scaleReview("qwen", 1, 0, { dryRun: true }), deps);
+    await handle("validate-scale", scaleReview("qwen", 2, 1), deps);
+    await handle("validate-scale", scaleReview("qwen", 0, 0), deps);
+    await handle("validate-workloads", workloadReview("DELETE", deployment("qwen", 0)), deps);
+    // Its Model (the same model under another name) scaled down does not release the workload's.
+    cluster.models = [
+      { ...model(1), spec: { ...model(1).spec, workloadRef: { kind: "Deployment", name: "qwen" } } },
+    ];
+    await handle("validate-models", modelReview(model(1), model(0)), deps);
+    expect(leases.leases.get(claimKey)?.spec?.holderIdentity).toBe("Deployment/qwen");
+    expect(leases.writes.map((w) => w.method)).toEqual(["POST"]);
+  });
+
+  test("a claim taken by someone else between the read and the release stays theirs", async () => {
+    await handle("validate-scale", scaleReview("qwen", 0, 1), deps);
+    leases.beforeWrite = async () => {
+      const current = leases.leases.get(claimKey)!;
+      leases.leases.set(claimKey, {
+        ...current,
+        metadata: { ...current.metadata, resourceVersion: "rewritten" },
+        spec: { ...current.spec, holderIdentity: "Deployment/llama" },
+      });
+    };
+    expect((await handle("validate-scale", scaleReview("qwen", 1, 0), deps)).allowed).toBe(true);
+    expect(leases.leases.get(claimKey)?.spec?.holderIdentity).toBe("Deployment/llama");
+  });
+
+  test("a claim that cannot be released does not refuse the write", async () => {
+    await handle("validate-scale", scaleReview("qwen", 0, 1), deps);
+    leases.fail = new Error("apiserver unreachable");
+    expect((await handle("validate-scale", scaleReview("qwen", 1, 0), deps)).allowed).toBe(true);
+  });
+});

@@ -51,6 +51,11 @@ export interface ClaimStore {
     previous: StoredClaim | undefined,
     signal?: AbortSignal,
   ): Promise<boolean>;
+  /**
+   * Deletes the claim if it is still `stored` (same resourceVersion). False when another writer
+   * changed it meanwhile (it is then theirs and stays); true when it is gone.
+   */
+  release(namespace: string, slot: string, stored: StoredClaim, signal?: AbortSignal): Promise<boolean>;
 }
 
 export type ClaimCheck = { held: false } | { held: true; claim: Claim; ageMs: number; retryInMs: number };
@@ -142,6 +147,30 @@ export async function admitWithClaim(a: ClaimedAdmission): Promise<Verdict> {
     if (await a.store.write(a.namespace, intent.slot, claim, stored, a.signal)) return verdict;
   }
   throw new Error(`the admission claim on slot "${intent.slot}" changed under ${claimAttempts} attempts`);
+}
+
+/**
+ * A member that stops asking for its slot (scaled to 0, deleted, moved out; see `Leaving`) gives
+ * its claim back, so that the next member is admitted at once rather than after the window. Only
+ * the claim of that very member (not of its other name: a Model's workload may still run) and only
+ * if nobody took it meanwhile (a conditional delete). Safe because the write that released it saw
+ * the member asking in its stored object: the write that made it ask was stored, and the fresh read
+ * of the next review sees the member for as long as it is resident. Best effort: a claim that
+ * cannot be released ends with its window, and the write is not refused for it.
+ */
+export async function releaseClaim(
+  store: ClaimStore,
+  namespace: string,
+  leaving: { slot: string; member: MemberRef },
+  signal?: AbortSignal,
+): Promise<boolean> {
+  try {
+    const stored = await store.read(namespace, leaving.slot, signal);
+    if (!stored?.claim || !sameMember(stored.claim.member, leaving.member)) return false;
+    return await store.release(namespace, leaving.slot, stored, signal);
+  } catch {
+    return false;
+  }
 }
 
 /** Annotations that say, on the Lease, whose claim it is. */
@@ -254,6 +283,32 @@ export class KubeClaimStore implements ClaimStore {
     } catch (error) {
       // 409: Conflict (a stale resourceVersion) or AlreadyExists; 404: deleted since it was read.
       if (isConflict(error) || (previous && isNotFound(error))) return false;
+      throw error;
+    }
+  }
+
+  async release(
+    namespace: string,
+    slot: string,
+    stored: StoredClaim,
+    signal?: AbortSignal,
+  ): Promise<boolean> {
+    const body = {
+      apiVersion: "v1",
+      kind: "DeleteOptions",
+      preconditions: { resourceVersion: stored.resourceVersion },
+    };
+    try {
+      await this.#client.request("DELETE", paths.lease(this.#namespace, claimLeaseName(namespace, slot)), {
+        body,
+        timeoutMs: this.#timeoutMs,
+        ...(signal ? { signal } : {}),
+      });
+      return true;
+    } catch (error) {
+      // 409: rewritten since it was read (someone else's claim now); 404: gone already.
+      if (isConflict(error)) return false;
+      if (isNotFound(error)) return true;
       throw error;
     }
   }

@@ -150,6 +150,52 @@ export function scaleIntent(
 }
 
 /**
+ * A member that stops asking for its slot: it asked before the write (its stored object, so a write
+ * that made it ask was stored) and the write deletes it, takes it to 0, or out of the slot. Its own
+ * admission claim on the slot is then released (see slot-claims.ts).
+ */
+export interface Leaving {
+  slot: string;
+  member: MemberRef;
+}
+
+/** A Model that asked for its slot (replicas or minReplicas ≥ 1) and no longer does (`newModel` undefined: deleted). */
+export function modelLeaving(oldModel: unknown, newModel: unknown | undefined): Leaving | undefined {
+  const slot = modelSlot(oldModel);
+  if (!slot || modelDesiredReplicas(oldModel) < 1) return undefined;
+  if (newModel !== undefined && modelSlot(newModel) === slot && modelDesiredReplicas(newModel) >= 1)
+    return undefined;
+  return { slot, member: { kind: "Model", name: nameOf(oldModel) } };
+}
+
+/** A Deployment or StatefulSet of a slot with replicas that is deleted (`newWorkload` undefined), scaled to 0 or moved out. */
+export function workloadLeaving(
+  kind: WorkloadKind,
+  oldWorkload: unknown,
+  newWorkload: unknown | undefined,
+  oldSlot: string | undefined,
+  newSlot: string | undefined,
+): Leaving | undefined {
+  if (!oldSlot || kind === "Service" || workloadReplicas(oldWorkload) < 1) return undefined;
+  if (newWorkload !== undefined && newSlot === oldSlot && workloadReplicas(newWorkload) >= 1)
+    return undefined;
+  return { slot: oldSlot, member: { kind, name: nameOf(oldWorkload) } };
+}
+
+/** A write to the scale subresource from 1 or more to 0. */
+export function scaleLeaving(
+  oldScale: unknown,
+  newScale: unknown,
+  member: MemberRef,
+  slot: string | undefined,
+): Leaving | undefined {
+  const replicas = integerAt(newScale, "spec", "replicas") ?? 0;
+  const before = integerAt(oldScale, "spec", "replicas") ?? 0;
+  if (!slot || before < 1 || replicas >= 1) return undefined;
+  return { slot, member };
+}
+
+/**
  * A resident Model may not be deleted or moved out of its slot. `tier` is the Model's resident tier:
  * its own status's unless the caller read the slot (whose `status.resident` counts as well).
  */

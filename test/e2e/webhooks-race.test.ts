@@ -226,6 +226,24 @@ describe("two writes at once into one empty slot leave one resident", () => {
     expect((await replicasOf(["ka", "kb", "ksa", "ksb"])).filter((c) => (c ?? 0) >= 1)).toHaveLength(2);
   });
 
+  test("a member scaled back to 0 gives its claim back: the next member is admitted at once", async () => {
+    for (const name of ["rel-a", "rel-b"]) expect((await create(name, "rel-slot", 0)).code).toBe(0);
+    const up = await scale("rel-a");
+    expect(up.code, up.stderr).toBe(0);
+    const down = await kubectl(["scale", "-n", ns.name, "deployment/rel-a", "--replicas=0"]);
+    expect(down.code, down.stderr).toBe(0);
+    // Before, this was refused for the rest of the claim's window ("is claimed ... Retry in 14.9s").
+    const next = await scale("rel-b");
+    expect(next.code, next.stderr).toBe(0);
+    const claim = await cluster.admin
+      .makeApiClient(CoordinationV1Api)
+      .readNamespacedLease({ namespace: claimNamespace, name: claimLeaseName(ns.name, "rel-slot") });
+    expect(claim.spec?.holderIdentity).toBe("Deployment/rel-b");
+    // The claim's protection stands: rel-a back up now is refused (by rel-b's claim or the cluster).
+    const again = await scale("rel-a");
+    expect(again.stderr).toMatch(/denied the request: slot "rel-slot" (is claimed|already has a resident)/);
+  });
+
   test("a dry run is judged but takes no claim", async () => {
     expect((await create("dry", "dry-slot", 0)).code).toBe(0);
     const dry = await scale("dry", "--dry-run=server");

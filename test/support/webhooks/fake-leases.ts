@@ -4,9 +4,10 @@ import { KubeClaimStore, type LeaseRequests } from "../../../webhooks/slot-claim
 
 /**
  * The Lease part of the API in memory, as KubeClaimStore calls it: GET, POST (409 AlreadyExists
- * when the name is taken) and PUT (409 Conflict on a stale resourceVersion), each object with a
- * resourceVersion of its own. `beforeWrite` runs before a POST or PUT is judged, so a test can
- * hold writers until all have read.
+ * when the name is taken), PUT (409 Conflict on a stale resourceVersion) and DELETE (409 Conflict
+ * when its precondition's resourceVersion is stale), each object with a resourceVersion of its own.
+ * `beforeWrite` runs before a POST, PUT or DELETE is judged, so a test can hold writers until all
+ * have read.
  */
 export class FakeLeases implements LeaseRequests {
   readonly leases = new Map<string, Lease>();
@@ -29,6 +30,16 @@ export class FakeLeases implements LeaseRequests {
     await this.beforeWrite();
     options.signal?.throwIfAborted();
     this.writes.push({ method, path, body });
+    if (method === "DELETE") {
+      const stored = this.leases.get(path);
+      if (!stored) throw new KubeError(404, "NotFound", `leases "${path}" not found`);
+      const wanted = (options.body as { preconditions?: { resourceVersion?: string } } | undefined)
+        ?.preconditions?.resourceVersion;
+      if (wanted !== undefined && wanted !== stored.metadata.resourceVersion)
+        throw new KubeError(409, "Conflict", "the precondition on resourceVersion failed");
+      this.leases.delete(path);
+      return { kind: "Status", status: "Success" } as T;
+    }
     const key = method === "POST" ? `${path}/${body.metadata.name}` : path;
     const stored = this.leases.get(key);
     if (method === "POST" && stored) throw new KubeError(409, "AlreadyExists", "already exists");
