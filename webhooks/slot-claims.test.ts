@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { beforeEach, describe, expect, test } from "vitest";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
-import { FakeLeases, fakeClaims } from "../test/support/webhooks/fake-leases.ts";
+import { FakeLeases, fakeClaims, ManualSchedule } from "../test/support/webhooks/fake-leases.ts";
 import { resources } from "../test/support/webhooks/review-fixtures.ts";
 import type { AdmissionRequest } from "./admission.ts";
 import { handle } from "./handlers.ts";
@@ -15,6 +15,7 @@ import {
   claimWindowMs,
   type KubeClaimStore,
   leaseOfClaim,
+  type StoredClaim,
 } from "./slot-claims.ts";
 import type { ResidencyIntent } from "./slot-residency.ts";
 import { allow, forbid, type Verdict } from "./verdict.ts";
@@ -24,54 +25,96 @@ const llama = { kind: "Deployment", name: "llama" };
 const claimOf = (member: typeof qwen, at: number): Claim => ({ member, at, windowMs: 15_000 });
 const t0 = Date.parse("2026-01-01T00:00:00Z");
 
-describe("checkClaim: does a claim keep a member out at `now`", () => {
+const stored = (claim: Claim | undefined, seenForMs = 0): StoredClaim | undefined =>
+  claim ? { resourceVersion: "1", claim, seenForMs } : undefined;
+
+describe("checkClaim: does a claim keep a member out", () => {
   test.each([
-    { name: "no claim", claim: undefined, now: t0, held: false },
-    { name: "its own claim", claim: claimOf(qwen, t0), now: t0 + 1, held: false },
+    { name: "no claim", claim: undefined, seen: 0, now: t0, held: false },
+    { name: "its own claim", claim: claimOf(qwen, t0), seen: 1, now: t0 + 1, held: false },
     {
       name: "a claim under its other name (the Model of the Deployment)",
       claim: claimOf({ kind: "Model", name: "qwen-model" }, t0),
+      seen: 1,
       now: t0 + 1,
       held: false,
     },
-    { name: "another member's, 2 s old", claim: claimOf(llama, t0), now: t0 + 2_000, held: true },
     {
-      name: "another member's, just under the window",
+      name: "another member's, seen here for 2 s",
       claim: claimOf(llama, t0),
+      seen: 2_000,
+      now: t0 + 2_000,
+      held: true,
+    },
+    {
+      name: "another member's, seen here for just under the window",
+      claim: claimOf(llama, t0),
+      seen: 14_999,
       now: t0 + 14_999,
       held: true,
     },
     {
-      name: "another member's, as old as the window",
+      name: "another member's, seen here for the window",
       claim: claimOf(llama, t0),
+      seen: 15_000,
       now: t0 + 15_000,
       held: false,
     },
     {
-      name: "another member's, written on a clock 3 s ahead",
-      claim: claimOf(llama, t0 + 3_000),
+      name: "another member's, just written, read on a clock 20 s ahead of its writer's",
+      claim: claimOf(llama, t0),
+      seen: 0,
+      now: t0 + 20_000,
+      held: true,
+    },
+    {
+      name: "another member's, written on a clock an hour ahead, first seen here",
+      claim: claimOf(llama, t0 + 3_600_000),
+      seen: 0,
       now: t0,
       held: true,
     },
     {
-      name: "another member's, from a clock an hour ahead (broken)",
+      name: "another member's, written on a clock an hour ahead, seen here for the window",
       claim: claimOf(llama, t0 + 3_600_000),
-      now: t0,
+      seen: 15_000,
+      now: t0 + 15_000,
       held: false,
     },
-  ])("$name: held $held", ({ claim, now, held }) => {
+    {
+      name: "another member's, its writer gone an hour ago (never ended), first seen here",
+      claim: claimOf(llama, t0 - 3_600_000),
+      seen: 0,
+      now: t0,
+      held: true,
+    },
+  ])("$name: held $held", ({ claim, seen, now, held }) => {
     const self = [qwen, { kind: "Model", name: "qwen-model" }];
-    expect(checkClaim(claim, self, now).held).toBe(held);
+    expect(checkClaim(stored(claim, seen), self, now).held).toBe(held);
   });
 
-  test("says how old the claim is and how long is left", () => {
-    expect(checkClaim(claimOf(llama, t0), [qwen], t0 + 2_000)).toEqual({
+  test("says how old the claim is and how long is left: by its writer's clock when that agrees", () => {
+    expect(checkClaim(stored(claimOf(llama, t0), 2_000), [qwen], t0 + 2_000)).toEqual({
       held: true,
       claim: claimOf(llama, t0),
       ageMs: 2_000,
       retryInMs: 13_000,
     });
-    expect(checkClaim(claimOf(llama, t0 + 3_000), [qwen], t0)).toMatchObject({ ageMs: 0, retryInMs: 15_000 });
+    // First read here 5 s after it was written (on agreeing clocks): its writer ends it in 10 s.
+    expect(checkClaim(stored(claimOf(llama, t0), 0), [qwen], t0 + 5_000)).toMatchObject({
+      ageMs: 5_000,
+      retryInMs: 10_000,
+    });
+    // Clocks that cannot be right (ahead; or the window passed, so the writer did not end it): the
+    // window from the first read here.
+    expect(checkClaim(stored(claimOf(llama, t0 + 3_000), 0), [qwen], t0)).toMatchObject({
+      ageMs: 0,
+      retryInMs: 15_000,
+    });
+    expect(checkClaim(stored(claimOf(llama, t0), 1_000), [qwen], t0 + 20_000)).toMatchObject({
+      ageMs: 1_000,
+      retryInMs: 14_000,
+    });
   });
 });
 
@@ -167,8 +210,8 @@ describe("admitWithClaim: one claim per slot, by compare-and-swap", () => {
 
   beforeEach(() => {
     leases = new FakeLeases();
-    store = fakeClaims(leases);
     clock = t0;
+    store = fakeClaims(leases, { now: () => clock });
   });
 
   test("an empty slot: the write takes the claim and is allowed", async () => {
@@ -303,6 +346,92 @@ describe("admitWithClaim: one claim per slot, by compare-and-swap", () => {
   test("a claim that cannot be read or written refuses (fail closed)", async () => {
     leases.fail = new Error("apiserver unreachable");
     await expect(admit(qwen)).rejects.toThrow("apiserver unreachable");
+  });
+});
+
+describe("clocks: two replicas that disagree", () => {
+  const intentOf = (member: typeof qwen): ResidencyIntent => ({
+    slot: "gpu-0",
+    member,
+    change: "spec.replicas (scale) from 0 to 1",
+    modelId: member.name,
+  });
+  let leases: FakeLeases;
+  let ends: ManualSchedule;
+  /** Time as it passes on both replicas (their monotonic clocks run alike). */
+  let elapsed: number;
+  /** Replica a, the writer, its wall clock right; replica b reads with its wall clock `skew` off. */
+  let a: KubeClaimStore;
+  let b: KubeClaimStore;
+  const admitOn = (store: KubeClaimStore, member: typeof qwen, skew = 0) =>
+    admitWithClaim({
+      store,
+      namespace: "team-a",
+      intent: intentOf(member),
+      dryRun: false,
+      override: false,
+      decide: async () => allow(),
+      now: () => t0 + elapsed + skew,
+    });
+  const key = "/apis/coordination.k8s.io/v1/namespaces/snooze-system/leases/snooze-claim-team-a.gpu-0";
+  /** The deletes the ends started have been answered. */
+  const settled = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+  beforeEach(() => {
+    leases = new FakeLeases();
+    ends = new ManualSchedule();
+    elapsed = 0;
+    a = fakeClaims(leases, { now: () => elapsed, schedule: ends.schedule });
+    b = fakeClaims(leases, { now: () => 1_000_000 + elapsed });
+  });
+
+  test.each([
+    ["20 s ahead (the claim looked 20 s old: expired)", 20_000],
+    ["an hour behind (the claim looked an hour ahead: a broken clock, ignored)", -3_600_000],
+    ["an hour ahead", 3_600_000],
+  ])("a reader whose clock is %s refuses a claim just written, for its window", async (_, skew) => {
+    expect((await admitOn(a, qwen)).allowed).toBe(true);
+    const refused = await admitOn(b, llama, skew);
+    expect(refused.message).toMatch(
+      /^slot "gpu-0" is claimed: Deployment "qwen" was admitted as its resident 0\.0s ago/,
+    );
+    expect(refused.message).toContain("Retry in 15.0s");
+    elapsed += 14_999;
+    expect((await admitOn(b, llama, skew)).allowed).toBe(false);
+    // Its writer did not end it (gone, say): a window after b first read it, b lets the next one in.
+    elapsed += 1;
+    expect((await admitOn(b, llama, skew)).allowed).toBe(true);
+  });
+
+  test("the writer ends its claim when the window has passed on its own clock: every replica admits then", async () => {
+    expect((await admitOn(a, qwen)).allowed).toBe(true);
+    elapsed += 10_000;
+    // b reads it for the first time 10 s after it was written; on agreeing clocks it says 5 s are left.
+    expect((await admitOn(b, llama)).message).toContain("Retry in 5.0s");
+    elapsed += 5_000;
+    ends.run();
+    await settled();
+    expect(leases.leases.has(key)).toBe(false);
+    expect((await admitOn(b, llama)).allowed).toBe(true);
+  });
+
+  test("a claim renewed (or taken) since is not ended by the earlier write's end", async () => {
+    await admitOn(a, qwen);
+    elapsed += 5_000;
+    await admitOn(a, qwen);
+    const [first] = ends.pending;
+    first!();
+    await settled();
+    expect(leases.leases.get(key)?.spec?.holderIdentity).toBe("Deployment/qwen");
+    ends.run();
+    await settled();
+    expect(leases.leases.has(key)).toBe(false);
+  });
+
+  test("a store that closes stops ending its claims (they end a window after readers first saw them)", async () => {
+    await admitOn(a, qwen);
+    a.close();
+    expect(ends.pending.size).toBe(0);
   });
 });
 

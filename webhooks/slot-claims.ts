@@ -14,8 +14,9 @@ import { forbid, type Verdict } from "./verdict.ts";
  * (`snooze-claim-<namespace>.<slot>`, in a namespace that holds nothing else, snooze-slot-claims:
  * the webhooks may write Leases there, and only read the autoscaler's `snooze-slot-<slot>`), whose holderIdentity names the member admitted and whose renewTime says
  * when. Of two writers exactly one wins the compare-and-swap; the other reads the winner's claim
- * and is refused until the claim is older than its window, by which time the admitted object is
- * stored and the fresh read sees it.
+ * and is refused until the claim ends, a window after it was written (judged without comparing
+ * clocks, see checkClaim), by which time the admitted object is stored and the fresh read sees it;
+ * or until the member gives it back (releaseClaim).
  */
 
 /** Long enough for the apiserver to store an allowed object after the webhooks answered. */
@@ -35,6 +36,12 @@ export interface StoredClaim {
   resourceVersion: string;
   /** Undefined when the Lease does not hold a readable claim (it is then free). */
   claim?: Claim;
+  /**
+   * How long this replica has seen this very version of the claim (its resourceVersion), on its own
+   * monotonic clock: 0 on the first read. No other clock enters it, so it is what a claim's end is
+   * judged by when its writer did not end it (see checkClaim).
+   */
+  seenForMs: number;
 }
 
 export interface ClaimStore {
@@ -63,15 +70,25 @@ export type ClaimCheck = { held: false } | { held: true; claim: Claim; ageMs: nu
 const sameMember = (a: MemberRef, b: MemberRef) => a.kind === b.kind && a.name === b.name;
 
 /**
- * Does a claim keep `self` (a member and its other names) out at `now`? Only a claim of another
- * member younger than its window does. A claim written on a clock a little ahead counts as just
- * written; one more than a window in the future is a broken clock and does not count.
+ * Does a stored claim keep `self` (a member and its other names) out? A claim of another member
+ * does until it is gone or this replica has seen it unchanged for its window. Clocks of different
+ * replicas are never compared: the replica that wrote a claim deletes it when its window has passed
+ * on its own clock (KubeClaimStore.write), and a claim still there (its writer died, or its delete
+ * failed) ends a window after this replica first read it, on this replica's clock, as client-go's
+ * leader election judges a Lease. That is never earlier than its window after it was written,
+ * whatever the clocks say. `now` (the wall clock, which the claim's `renewTime` was written on)
+ * only says how old the claim is and when to retry in a message.
  */
-export function checkClaim(claim: Claim | undefined, self: MemberRef[], now: number): ClaimCheck {
+export function checkClaim(stored: StoredClaim | undefined, self: MemberRef[], now: number): ClaimCheck {
+  const claim = stored?.claim;
   if (!claim || self.some((m) => sameMember(m, claim.member))) return { held: false };
-  if (claim.at - now > claim.windowMs) return { held: false };
-  const ageMs = Math.max(0, now - claim.at);
-  if (ageMs >= claim.windowMs) return { held: false };
+  const seenMs = Math.max(0, stored.seenForMs);
+  if (seenMs >= claim.windowMs) return { held: false };
+  // Its writer ends it at `at + windowMs` on the writer's clock: the expected end when the clocks
+  // agree; never later than a window after it was first seen here.
+  const writerAgeMs = now - claim.at;
+  const plausible = writerAgeMs >= seenMs && writerAgeMs < claim.windowMs;
+  const ageMs = plausible ? writerAgeMs : seenMs;
   return { held: true, claim, ageMs, retryInMs: claim.windowMs - ageMs };
 }
 
@@ -126,7 +143,7 @@ export async function admitWithClaim(a: ClaimedAdmission): Promise<Verdict> {
   const self = [intent.member, ...(intent.sameAs ?? [])];
   for (let attempt = 1; attempt <= claimAttempts; attempt++) {
     const stored = await a.store.read(a.namespace, intent.slot, a.signal);
-    const check = checkClaim(stored?.claim, self, a.now());
+    const check = checkClaim(stored, self, a.now());
     if (check.held && !a.override) {
       return forbid(
         claimedSlotMessage({
@@ -236,32 +253,71 @@ export function leaseOfClaim(
 /** The API calls a claim store makes: KubeClient's, or a fake's. */
 export type LeaseRequests = Pick<KubeClient, "request">;
 
+/** Runs `run` after `ms`; returns what cancels it. */
+export type Schedule = (run: () => void, ms: number) => () => void;
+
+const realSchedule: Schedule = (run, ms) => {
+  const timer = setTimeout(run, ms);
+  timer.unref();
+  return () => clearTimeout(timer);
+};
+
+export interface ClaimStoreOptions {
+  /** Each call gives up after this long (and at the decision's deadline). Default 3 s. */
+  timeoutMs?: number;
+  /** A monotonic clock in ms: how long a claim has been seen here. Default performance.now. */
+  now?: () => number;
+  /** When a claim this replica wrote is deleted (its window after the write). Tests set it. */
+  schedule?: Schedule;
+}
+
 /**
- * Claims as Leases in their own namespace (snooze-slot-claims). Each call gives up after `timeoutMs` (and at
- * the decision's deadline), so a claim never holds a review past it.
+ * Claims as Leases in their own namespace (snooze-slot-claims). Each call gives up after `timeoutMs`
+ * (and at the decision's deadline), so a claim never holds a review past it. A claim this store
+ * wrote is deleted by it once its window has passed (conditionally: not if rewritten since); it
+ * remembers since when it has seen each claim's current version (one entry per slot read).
  */
 export class KubeClaimStore implements ClaimStore {
   readonly #client: LeaseRequests;
   readonly #namespace: string;
   readonly #timeoutMs: number;
+  readonly #now: () => number;
+  readonly #schedule: Schedule;
+  readonly #sightings = new Map<string, { resourceVersion: string; since: number }>();
+  readonly #timers = new Set<() => void>();
 
-  constructor(client: LeaseRequests, leaseNamespace: string, timeoutMs = 3_000) {
+  constructor(client: LeaseRequests, leaseNamespace: string, options: ClaimStoreOptions = {}) {
     this.#client = client;
     this.#namespace = leaseNamespace;
-    this.#timeoutMs = timeoutMs;
+    this.#timeoutMs = options.timeoutMs ?? 3_000;
+    this.#now = options.now ?? (() => performance.now());
+    this.#schedule = options.schedule ?? realSchedule;
+  }
+
+  /** How long this version of the Lease `name` has been seen here (0: just now, the first time). */
+  #seen(name: string, resourceVersion: string): number {
+    const now = this.#now();
+    const seen = this.#sightings.get(name);
+    if (seen?.resourceVersion === resourceVersion) return now - seen.since;
+    this.#sightings.set(name, { resourceVersion, since: now });
+    return 0;
   }
 
   async read(namespace: string, slot: string, signal?: AbortSignal): Promise<StoredClaim | undefined> {
+    const name = claimLeaseName(namespace, slot);
     try {
-      const lease = await this.#client.request<Lease>(
-        "GET",
-        paths.lease(this.#namespace, claimLeaseName(namespace, slot)),
-        { timeoutMs: this.#timeoutMs, ...(signal ? { signal } : {}) },
-      );
+      const lease = await this.#client.request<Lease>("GET", paths.lease(this.#namespace, name), {
+        timeoutMs: this.#timeoutMs,
+        ...(signal ? { signal } : {}),
+      });
       const claim = claimOfLease(lease);
-      return { resourceVersion: lease.metadata.resourceVersion ?? "", ...(claim ? { claim } : {}) };
+      const resourceVersion = lease.metadata.resourceVersion ?? "";
+      return { resourceVersion, ...(claim ? { claim } : {}), seenForMs: this.#seen(name, resourceVersion) };
     } catch (error) {
-      if (isNotFound(error)) return undefined;
+      if (isNotFound(error)) {
+        this.#sightings.delete(name);
+        return undefined;
+      }
       throw error;
     }
   }
@@ -276,9 +332,12 @@ export class KubeClaimStore implements ClaimStore {
     const body = leaseOfClaim(this.#namespace, namespace, slot, claim, previous?.resourceVersion);
     const options = { body, timeoutMs: this.#timeoutMs, ...(signal ? { signal } : {}) };
     try {
-      if (previous)
-        await this.#client.request("PUT", paths.lease(this.#namespace, body.metadata.name), options);
-      else await this.#client.request("POST", paths.leases(this.#namespace), options);
+      const written = previous
+        ? await this.#client.request<Lease>("PUT", paths.lease(this.#namespace, body.metadata.name), options)
+        : await this.#client.request<Lease>("POST", paths.leases(this.#namespace), options);
+      const resourceVersion = written?.metadata?.resourceVersion ?? "";
+      this.#seen(body.metadata.name, resourceVersion);
+      this.#endAfterWindow(namespace, slot, claim.windowMs, resourceVersion);
       return true;
     } catch (error) {
       // 409: Conflict (a stale resourceVersion) or AlreadyExists; 404: deleted since it was read.
@@ -304,6 +363,7 @@ export class KubeClaimStore implements ClaimStore {
         timeoutMs: this.#timeoutMs,
         ...(signal ? { signal } : {}),
       });
+      this.#sightings.delete(claimLeaseName(namespace, slot));
       return true;
     } catch (error) {
       // 409: rewritten since it was read (someone else's claim now); 404: gone already.
@@ -311,5 +371,25 @@ export class KubeClaimStore implements ClaimStore {
       if (isNotFound(error)) return true;
       throw error;
     }
+  }
+
+  /**
+   * The claim just written ends when its window has passed on this replica's own clock (the one
+   * that wrote it): deleted unless rewritten since (a renewal, another member's claim). If this
+   * fails or the process is gone first, readers end it a window after they first saw it.
+   */
+  #endAfterWindow(namespace: string, slot: string, windowMs: number, resourceVersion: string): void {
+    if (!resourceVersion) return;
+    const cancel = this.#schedule(() => {
+      this.#timers.delete(cancel);
+      this.release(namespace, slot, { resourceVersion, seenForMs: windowMs }).catch(() => {});
+    }, windowMs);
+    this.#timers.add(cancel);
+  }
+
+  /** Stops ending the claims this store wrote (they end a window after readers first saw them). */
+  close(): void {
+    for (const cancel of this.#timers) cancel();
+    this.#timers.clear();
   }
 }

@@ -61,6 +61,7 @@ export async function startWebhooks(options: WebhooksOptions): Promise<RunningWe
   const registry = new Registry();
   const metrics = webhookMetrics(registry);
   const cluster = new KubeClusterReader(client, log);
+  const claims = new KubeClaimStore(client, options.claimNamespace);
   let certificateLoaded = false;
 
   const server = await startWebhookServer({
@@ -71,7 +72,7 @@ export async function startWebhooks(options: WebhooksOptions): Promise<RunningWe
     deps: {
       cluster,
       autoscaler: options.autoscaler,
-      claims: new KubeClaimStore(client, options.claimNamespace),
+      claims,
     },
     registry,
     metrics,
@@ -134,6 +135,8 @@ export async function startWebhooks(options: WebhooksOptions): Promise<RunningWe
       abort.abort();
       source.stop();
       await server.close(graceMs);
+      // Claims written here and not yet ended end a window after other replicas first read them.
+      claims.close();
       await cluster.stop().catch(() => {});
       await client.close();
     },

@@ -1,6 +1,6 @@
 import { KubeError } from "../../../lib/kube/client.ts";
 import type { Lease } from "../../../lib/kube/lease.ts";
-import { KubeClaimStore, type LeaseRequests } from "../../../webhooks/slot-claims.ts";
+import { KubeClaimStore, type LeaseRequests, type Schedule } from "../../../webhooks/slot-claims.ts";
 
 /**
  * The Lease part of the API in memory, as KubeClaimStore calls it: GET, POST (409 AlreadyExists
@@ -54,5 +54,28 @@ export class FakeLeases implements LeaseRequests {
   }
 }
 
-/** A claim store on fake Leases in snooze-system. */
-export const fakeClaims = (leases = new FakeLeases()) => new KubeClaimStore(leases, "snooze-system");
+/**
+ * Claim writes' ends, run by hand: `run()` ends every claim written so far, as its writer does when
+ * its window has passed.
+ */
+export class ManualSchedule {
+  readonly pending = new Set<() => void>();
+  readonly schedule: Schedule = (run) => {
+    this.pending.add(run);
+    return () => this.pending.delete(run);
+  };
+  run(): void {
+    const due = [...this.pending];
+    this.pending.clear();
+    for (const run of due) run();
+  }
+}
+
+/**
+ * A claim store on fake Leases in snooze-system. Its writes' ends never come unless `schedule` is
+ * a ManualSchedule's that the test runs; `now` is the clock sightings are judged by.
+ */
+export const fakeClaims = (
+  leases = new FakeLeases(),
+  options: { now?: () => number; schedule?: Schedule } = {},
+) => new KubeClaimStore(leases, "snooze-system", { schedule: new ManualSchedule().schedule, ...options });
