@@ -435,6 +435,61 @@ describe("clocks: two replicas that disagree", () => {
   });
 });
 
+describe("claims left behind are collected", () => {
+  const base = "/apis/coordination.k8s.io/v1/namespaces/snooze-system/leases";
+  let leases: FakeLeases;
+  let elapsed: number;
+  let collector: KubeClaimStore;
+  /** A claim whose writer was gone before it could end it (its end never runs). */
+  const orphan = (slot: string, member = qwen) =>
+    fakeClaims(leases).write("team-a", slot, claimOf(member, t0), undefined);
+
+  beforeEach(() => {
+    leases = new FakeLeases();
+    elapsed = 0;
+    collector = fakeClaims(leases, { now: () => elapsed });
+  });
+
+  test("a claim seen unchanged for its window is deleted; one first listed, or renewed since, stays", async () => {
+    await orphan("gone-slot");
+    await orphan("busy-slot");
+    expect(await collector.collect()).toBe(0);
+    elapsed += 10_000;
+    await orphan("late-slot");
+    // busy-slot's claim is taken anew (another version) before the window passes.
+    const busy = await fakeClaims(leases).read("team-a", "busy-slot");
+    await fakeClaims(leases).write("team-a", "busy-slot", claimOf(llama, t0 + 10_000), busy);
+    expect(await collector.collect()).toBe(0);
+    elapsed += 5_000;
+    expect(await collector.collect()).toBe(1);
+    expect([...leases.leases.keys()].sort()).toEqual([
+      `${base}/snooze-claim-team-a.busy-slot`,
+      `${base}/snooze-claim-team-a.late-slot`,
+    ]);
+    elapsed += 10_000;
+    expect(await collector.collect()).toBe(2);
+    expect(leases.leases.size).toBe(0);
+  });
+
+  test("a Lease that holds no readable claim is deleted at once; a claim rewritten while collecting stays", async () => {
+    leases.leases.set(`${base}/snooze-claim-junk`, {
+      metadata: { name: "snooze-claim-junk", resourceVersion: "j1" },
+      spec: {},
+    });
+    await orphan("gpu-0");
+    await collector.collect();
+    expect(leases.leases.has(`${base}/snooze-claim-junk`)).toBe(false);
+    elapsed += 15_000;
+    leases.beforeWrite = async () => {
+      const key = `${base}/snooze-claim-team-a.gpu-0`;
+      const current = leases.leases.get(key)!;
+      leases.leases.set(key, { ...current, metadata: { ...current.metadata, resourceVersion: "renewed" } });
+    };
+    expect(await collector.collect()).toBe(0);
+    expect(leases.leases.has(`${base}/snooze-claim-team-a.gpu-0`)).toBe(true);
+  });
+});
+
 describe("through the handlers: two reviews of one empty slot at once", () => {
   const request = (name: string): AdmissionRequest => ({
     uid: name,

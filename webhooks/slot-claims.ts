@@ -190,6 +190,12 @@ export async function releaseClaim(
   }
 }
 
+/** Labels of every claim Lease; what the collection of ended claims lists. */
+const claimLabels = { "app.kubernetes.io/component": "webhooks", "app.kubernetes.io/part-of": "snooze" };
+const claimSelector = Object.entries(claimLabels)
+  .map(([key, value]) => `${key}=${value}`)
+  .join(",");
+
 /** Annotations that say, on the Lease, whose claim it is. */
 export const claimNamespaceAnnotation = "snooze.dev/claim-namespace";
 export const claimSlotAnnotation = "snooze.dev/claim-slot";
@@ -237,7 +243,7 @@ export function leaseOfClaim(
     metadata: {
       name: claimLeaseName(namespace, slot),
       namespace: leaseNamespace,
-      labels: { "app.kubernetes.io/component": "webhooks", "app.kubernetes.io/part-of": "snooze" },
+      labels: { ...claimLabels },
       annotations: { [claimNamespaceAnnotation]: namespace, [claimSlotAnnotation]: slot },
       ...(resourceVersion ? { resourceVersion } : {}),
     },
@@ -346,31 +352,60 @@ export class KubeClaimStore implements ClaimStore {
     }
   }
 
-  async release(
-    namespace: string,
-    slot: string,
-    stored: StoredClaim,
-    signal?: AbortSignal,
-  ): Promise<boolean> {
-    const body = {
-      apiVersion: "v1",
-      kind: "DeleteOptions",
-      preconditions: { resourceVersion: stored.resourceVersion },
-    };
+  release(namespace: string, slot: string, stored: StoredClaim, signal?: AbortSignal): Promise<boolean> {
+    return this.#delete(claimLeaseName(namespace, slot), stored.resourceVersion, signal);
+  }
+
+  /** Deletes the Lease `name` if it is still at `resourceVersion`; true when it is gone. */
+  async #delete(name: string, resourceVersion: string, signal?: AbortSignal): Promise<boolean> {
+    const body = { apiVersion: "v1", kind: "DeleteOptions", preconditions: { resourceVersion } };
     try {
-      await this.#client.request("DELETE", paths.lease(this.#namespace, claimLeaseName(namespace, slot)), {
+      await this.#client.request("DELETE", paths.lease(this.#namespace, name), {
         body,
         timeoutMs: this.#timeoutMs,
         ...(signal ? { signal } : {}),
       });
-      this.#sightings.delete(claimLeaseName(namespace, slot));
+      this.#sightings.delete(name);
       return true;
     } catch (error) {
       // 409: rewritten since it was read (someone else's claim now); 404: gone already.
       if (isConflict(error)) return false;
-      if (isNotFound(error)) return true;
+      if (isNotFound(error)) {
+        this.#sightings.delete(name);
+        return true;
+      }
       throw error;
     }
+  }
+
+  /**
+   * Deletes the claims that have ended but are still stored: their writer was gone before their
+   * window passed (or its delete failed), or their slot is never raced for again (a Slot deleted).
+   * A claim ends here as checkClaim ends it: seen unchanged for its window on this replica's own
+   * clock (so a claim first listed now is deleted at the next collection at the earliest), or
+   * holding no readable claim. Conditional on the version listed; one list of the claims' namespace.
+   * Resolves to how many were deleted.
+   */
+  async collect(signal?: AbortSignal): Promise<number> {
+    const list = await this.#client.request<{ items?: Lease[] }>("GET", paths.leases(this.#namespace), {
+      query: { labelSelector: claimSelector },
+      timeoutMs: this.#timeoutMs,
+      ...(signal ? { signal } : {}),
+    });
+    const listed = new Set<string>();
+    let deleted = 0;
+    for (const lease of list?.items ?? []) {
+      const name = lease.metadata.name;
+      const resourceVersion = lease.metadata.resourceVersion ?? "";
+      listed.add(name);
+      const seenMs = this.#seen(name, resourceVersion);
+      const claim = claimOfLease(lease);
+      if (claim && seenMs < claim.windowMs) continue;
+      if (await this.#delete(name, resourceVersion, signal)) deleted++;
+    }
+    // What is no longer stored needs no memory here.
+    for (const name of this.#sightings.keys()) if (!listed.has(name)) this.#sightings.delete(name);
+    return deleted;
   }
 
   /**

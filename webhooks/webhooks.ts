@@ -39,6 +39,8 @@ export interface WebhooksOptions {
   claimNamespace: string;
   maxBodyBytes: number;
   decisionTimeoutMs: number;
+  /** How often claims left behind (their writer gone) are deleted. Default 1 min. */
+  claimCollectMs?: number;
   log: Logger;
 }
 
@@ -62,6 +64,17 @@ export async function startWebhooks(options: WebhooksOptions): Promise<RunningWe
   const metrics = webhookMetrics(registry);
   const cluster = new KubeClusterReader(client, log);
   const claims = new KubeClaimStore(client, options.claimNamespace);
+  // Claims whose writer was gone before their window passed would stay forever (one per slot ever
+  // raced for, a Slot deleted or not): every replica deletes those it has seen end.
+  const collecting = setInterval(() => {
+    claims
+      .collect()
+      .then((deleted) => {
+        if (deleted > 0) log.info("deleted admission claims left behind", { deleted });
+      })
+      .catch((error: unknown) => log.warn("could not collect admission claims", { error: String(error) }));
+  }, options.claimCollectMs ?? 60_000);
+  collecting.unref();
   let certificateLoaded = false;
 
   const server = await startWebhookServer({
@@ -136,6 +149,7 @@ export async function startWebhooks(options: WebhooksOptions): Promise<RunningWe
       source.stop();
       await server.close(graceMs);
       // Claims written here and not yet ended end a window after other replicas first read them.
+      clearInterval(collecting);
       claims.close();
       await cluster.stop().catch(() => {});
       await client.close();

@@ -154,6 +154,8 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("update", "leases", { namespace: claims }),
       // A member that stops asking for its slot gives its claim back.
       r("delete", "leases", { namespace: claims }),
+      // Claims left behind (their writer gone before it ended them) are listed and deleted.
+      r("list", "leases", { namespace: claims }),
       // Its own certificate Secret and the CA bundles of its two webhook configurations, by name.
       r("update", "secrets", { namespace: system, name: "snooze-webhook-certs" }),
       r("update", "validatingwebhookconfigurations", {
@@ -413,6 +415,15 @@ describe("real calls with the components' identities", () => {
       expect(
         await store.release(workloads.name, "gpu-rbac", (await store.read(workloads.name, "gpu-rbac"))!),
       ).toBe(true);
+      expect(await store.read(workloads.name, "gpu-rbac")).toBeUndefined();
+      // A claim left behind is collected once this replica has seen it for its window.
+      let elapsed = 0;
+      const collector = new KubeClaimStore(client, claims, { now: () => elapsed });
+      expect(await store.write(workloads.name, "gpu-rbac", claim("d"), undefined)).toBe(true);
+      store.close();
+      expect(await collector.collect()).toBe(0);
+      elapsed += 15_000;
+      expect(await collector.collect()).toBeGreaterThanOrEqual(1);
       expect(await store.read(workloads.name, "gpu-rbac")).toBeUndefined();
     } finally {
       await client.close();

@@ -3,7 +3,8 @@ import type { Lease } from "../../../lib/kube/lease.ts";
 import { KubeClaimStore, type LeaseRequests, type Schedule } from "../../../webhooks/slot-claims.ts";
 
 /**
- * The Lease part of the API in memory, as KubeClaimStore calls it: GET, POST (409 AlreadyExists
+ * The Lease part of the API in memory, as KubeClaimStore calls it: GET (one, or a namespace's list;
+ * the label selector is not applied), POST (409 AlreadyExists
  * when the name is taken), PUT (409 Conflict on a stale resourceVersion) and DELETE (409 Conflict
  * when its precondition's resourceVersion is stale), each object with a resourceVersion of its own.
  * `beforeWrite` runs before a POST, PUT or DELETE is judged, so a test can hold writers until all
@@ -21,6 +22,12 @@ export class FakeLeases implements LeaseRequests {
     if (this.fail === "hang") return new Promise<T>(() => {});
     if (this.fail) throw this.fail;
     options.signal?.throwIfAborted();
+    if (method === "GET" && path.endsWith("/leases")) {
+      const items = [...this.leases.entries()]
+        .filter(([key]) => key.startsWith(`${path}/`))
+        .map(([, lease]) => structuredClone(lease));
+      return { items } as T;
+    }
     if (method === "GET") {
       const lease = this.leases.get(path);
       if (!lease) throw new KubeError(404, "NotFound", `leases "${path}" not found`);
