@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { beforeEach, describe, expect, test } from "vitest";
+import { ManualClock } from "../test/support/manual-clock.ts";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
-import { FakeLeases, fakeClaims, ManualSchedule } from "../test/support/webhooks/fake-leases.ts";
+import { FakeLeases, fakeClaims, gone } from "../test/support/webhooks/fake-leases.ts";
 import { resources } from "../test/support/webhooks/review-fixtures.ts";
 import type { AdmissionRequest } from "./admission.ts";
 import { handle } from "./handlers.ts";
@@ -211,7 +212,10 @@ describe("admitWithClaim: one claim per slot, by compare-and-swap", () => {
   beforeEach(() => {
     leases = new FakeLeases();
     clock = t0;
-    store = fakeClaims(leases, { now: () => clock });
+    store = fakeClaims(
+      leases,
+      gone(() => clock),
+    );
   });
 
   test("an empty slot: the write takes the claim and is allowed", async () => {
@@ -357,9 +361,8 @@ describe("clocks: two replicas that disagree", () => {
     modelId: member.name,
   });
   let leases: FakeLeases;
-  let ends: ManualSchedule;
-  /** Time as it passes on both replicas (their monotonic clocks run alike). */
-  let elapsed: number;
+  /** Time as it passes on both replicas (their monotonic clocks run alike), and a's timers. */
+  let clock: ManualClock;
   /** Replica a, the writer, its wall clock right; replica b reads with its wall clock `skew` off. */
   let a: KubeClaimStore;
   let b: KubeClaimStore;
@@ -371,7 +374,7 @@ describe("clocks: two replicas that disagree", () => {
       dryRun: false,
       override: false,
       decide: async () => allow(),
-      now: () => t0 + elapsed + skew,
+      now: () => t0 + clock.now() + skew,
     });
   const key = "/apis/coordination.k8s.io/v1/namespaces/snooze-system/leases/snooze-claim-team-a.gpu-0";
   /** The deletes the ends started have been answered. */
@@ -379,10 +382,12 @@ describe("clocks: two replicas that disagree", () => {
 
   beforeEach(() => {
     leases = new FakeLeases();
-    ends = new ManualSchedule();
-    elapsed = 0;
-    a = fakeClaims(leases, { now: () => elapsed, schedule: ends.schedule });
-    b = fakeClaims(leases, { now: () => 1_000_000 + elapsed });
+    clock = new ManualClock(0);
+    a = fakeClaims(leases, clock);
+    b = fakeClaims(
+      leases,
+      gone(() => 1_000_000 + clock.now()),
+    );
   });
 
   test.each([
@@ -390,26 +395,30 @@ describe("clocks: two replicas that disagree", () => {
     ["an hour behind (the claim looked an hour ahead: a broken clock, ignored)", -3_600_000],
     ["an hour ahead", 3_600_000],
   ])("a reader whose clock is %s refuses a claim just written, for its window", async (_, skew) => {
-    expect((await admitOn(a, qwen)).allowed).toBe(true);
+    // The writer is gone before it could end its claim: its timers never run.
+    const writer = fakeClaims(
+      leases,
+      gone(() => clock.now()),
+    );
+    expect((await admitOn(writer, qwen)).allowed).toBe(true);
     const refused = await admitOn(b, llama, skew);
     expect(refused.message).toMatch(
       /^slot "gpu-0" is claimed: Deployment "qwen" was admitted as its resident 0\.0s ago/,
     );
     expect(refused.message).toContain("Retry in 15.0s");
-    elapsed += 14_999;
+    clock.advance(14_999);
     expect((await admitOn(b, llama, skew)).allowed).toBe(false);
-    // Its writer did not end it (gone, say): a window after b first read it, b lets the next one in.
-    elapsed += 1;
+    // A window after b first read it, b lets the next one in.
+    clock.advance(1);
     expect((await admitOn(b, llama, skew)).allowed).toBe(true);
   });
 
   test("the writer ends its claim when the window has passed on its own clock: every replica admits then", async () => {
     expect((await admitOn(a, qwen)).allowed).toBe(true);
-    elapsed += 10_000;
+    clock.advance(10_000);
     // b reads it for the first time 10 s after it was written; on agreeing clocks it says 5 s are left.
     expect((await admitOn(b, llama)).message).toContain("Retry in 5.0s");
-    elapsed += 5_000;
-    ends.run();
+    clock.advance(5_000);
     await settled();
     expect(leases.leases.has(key)).toBe(false);
     expect((await admitOn(b, llama)).allowed).toBe(true);
@@ -417,21 +426,22 @@ describe("clocks: two replicas that disagree", () => {
 
   test("a claim renewed (or taken) since is not ended by the earlier write's end", async () => {
     await admitOn(a, qwen);
-    elapsed += 5_000;
+    clock.advance(5_000);
     await admitOn(a, qwen);
-    const [first] = ends.pending;
-    first!();
+    // The first write's end, 15 s after it: the claim was written again since.
+    clock.advance(10_000);
     await settled();
     expect(leases.leases.get(key)?.spec?.holderIdentity).toBe("Deployment/qwen");
-    ends.run();
+    clock.advance(5_000);
     await settled();
     expect(leases.leases.has(key)).toBe(false);
   });
 
   test("a store that closes stops ending its claims (they end a window after readers first saw them)", async () => {
     await admitOn(a, qwen);
+    expect(clock.pending).toBe(1);
     a.close();
-    expect(ends.pending.size).toBe(0);
+    expect(clock.pending).toBe(0);
   });
 });
 
@@ -447,7 +457,10 @@ describe("claims left behind are collected", () => {
   beforeEach(() => {
     leases = new FakeLeases();
     elapsed = 0;
-    collector = fakeClaims(leases, { now: () => elapsed });
+    collector = fakeClaims(
+      leases,
+      gone(() => elapsed),
+    );
   });
 
   test("a claim seen unchanged for its window is deleted; one first listed, or renewed since, stays", async () => {

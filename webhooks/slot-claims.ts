@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { type Clock, systemClock } from "../lib/clock.ts";
 import { isConflict, isNotFound, type KubeClient, paths } from "../lib/kube/client.ts";
 import { type Lease, microTime } from "../lib/kube/lease.ts";
 import type { MemberRef } from "./messages.ts";
@@ -259,22 +260,20 @@ export function leaseOfClaim(
 /** The API calls a claim store makes: KubeClient's, or a fake's. */
 export type LeaseRequests = Pick<KubeClient, "request">;
 
-/** Runs `run` after `ms`; returns what cancels it. */
-export type Schedule = (run: () => void, ms: number) => () => void;
-
-const realSchedule: Schedule = (run, ms) => {
-  const timer = setTimeout(run, ms);
-  timer.unref();
-  return () => clearTimeout(timer);
-};
+/**
+ * The clock claims are seen by: monotonic (performance.now), so no wall clock, this replica's or
+ * another's, enters how long a claim has been seen; timers as the system's.
+ */
+const monotonicClock: Clock = { now: () => performance.now(), setTimeout: systemClock.setTimeout };
 
 export interface ClaimStoreOptions {
   /** Each call gives up after this long (and at the decision's deadline). Default 3 s. */
   timeoutMs?: number;
-  /** A monotonic clock in ms: how long a claim has been seen here. Default performance.now. */
-  now?: () => number;
-  /** When a claim this replica wrote is deleted (its window after the write). Tests set it. */
-  schedule?: Schedule;
+  /**
+   * How long a claim has been seen here, and when a claim this replica wrote is deleted (its
+   * window after the write). Default: a monotonic clock; tests tick a manual one.
+   */
+  clock?: Clock;
 }
 
 /**
@@ -287,22 +286,20 @@ export class KubeClaimStore implements ClaimStore {
   readonly #client: LeaseRequests;
   readonly #namespace: string;
   readonly #timeoutMs: number;
-  readonly #now: () => number;
-  readonly #schedule: Schedule;
+  readonly #clock: Clock;
   readonly #sightings = new Map<string, { resourceVersion: string; since: number }>();
-  readonly #timers = new Set<() => void>();
+  readonly #timers = new Set<{ cancel(): void }>();
 
   constructor(client: LeaseRequests, leaseNamespace: string, options: ClaimStoreOptions = {}) {
     this.#client = client;
     this.#namespace = leaseNamespace;
     this.#timeoutMs = options.timeoutMs ?? 3_000;
-    this.#now = options.now ?? (() => performance.now());
-    this.#schedule = options.schedule ?? realSchedule;
+    this.#clock = options.clock ?? monotonicClock;
   }
 
   /** How long this version of the Lease `name` has been seen here (0: just now, the first time). */
   #seen(name: string, resourceVersion: string): number {
-    const now = this.#now();
+    const now = this.#clock.now();
     const seen = this.#sightings.get(name);
     if (seen?.resourceVersion === resourceVersion) return now - seen.since;
     this.#sightings.set(name, { resourceVersion, since: now });
@@ -415,16 +412,16 @@ export class KubeClaimStore implements ClaimStore {
    */
   #endAfterWindow(namespace: string, slot: string, windowMs: number, resourceVersion: string): void {
     if (!resourceVersion) return;
-    const cancel = this.#schedule(() => {
-      this.#timers.delete(cancel);
+    const timer = this.#clock.setTimeout(() => {
+      this.#timers.delete(timer);
       this.release(namespace, slot, { resourceVersion, seenForMs: windowMs }).catch(() => {});
     }, windowMs);
-    this.#timers.add(cancel);
+    this.#timers.add(timer);
   }
 
   /** Stops ending the claims this store wrote (they end a window after readers first saw them). */
   close(): void {
-    for (const cancel of this.#timers) cancel();
+    for (const timer of this.#timers) timer.cancel();
     this.#timers.clear();
   }
 }

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { group, version } from "../../lib/kube/api-group.ts";
 import { KubeClient } from "../../lib/kube/client.ts";
 import { KubeClaimStore } from "../../webhooks/slot-claims.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 import { repoRoot } from "./harness/assets.ts";
 import { applyManifests, kustomize, waitForCrds } from "./harness/manifests.ts";
 import { createTestNamespace } from "./harness/namespace.ts";
@@ -417,12 +418,12 @@ describe("real calls with the components' identities", () => {
       ).toBe(true);
       expect(await store.read(workloads.name, "gpu-rbac")).toBeUndefined();
       // A claim left behind is collected once this replica has seen it for its window.
-      let elapsed = 0;
-      const collector = new KubeClaimStore(client, claims, { now: () => elapsed });
+      const clock = new ManualClock(0);
+      const collector = new KubeClaimStore(client, claims, { clock });
       expect(await store.write(workloads.name, "gpu-rbac", claim("d"), undefined)).toBe(true);
       store.close();
       expect(await collector.collect()).toBe(0);
-      elapsed += 15_000;
+      clock.advance(15_000);
       expect(await collector.collect()).toBeGreaterThanOrEqual(1);
       expect(await store.read(workloads.name, "gpu-rbac")).toBeUndefined();
     } finally {

@@ -1,6 +1,7 @@
+import type { Clock } from "../../../lib/clock.ts";
 import { KubeError } from "../../../lib/kube/client.ts";
 import type { Lease } from "../../../lib/kube/lease.ts";
-import { KubeClaimStore, type LeaseRequests, type Schedule } from "../../../webhooks/slot-claims.ts";
+import { KubeClaimStore, type LeaseRequests } from "../../../webhooks/slot-claims.ts";
 
 /**
  * The Lease part of the API in memory, as KubeClaimStore calls it: GET (one, or a namespace's list;
@@ -62,27 +63,14 @@ export class FakeLeases implements LeaseRequests {
 }
 
 /**
- * Claim writes' ends, run by hand: `run()` ends every claim written so far, as its writer does when
- * its window has passed.
+ * A clock at `now` whose timers never run: a claim store on it never ends the claims it writes, as
+ * one whose process is gone (readers end them).
  */
-export class ManualSchedule {
-  readonly pending = new Set<() => void>();
-  readonly schedule: Schedule = (run) => {
-    this.pending.add(run);
-    return () => this.pending.delete(run);
-  };
-  run(): void {
-    const due = [...this.pending];
-    this.pending.clear();
-    for (const run of due) run();
-  }
-}
+export const gone = (now: () => number): Clock => ({ now, setTimeout: () => ({ cancel() {} }) });
 
 /**
- * A claim store on fake Leases in snooze-system. Its writes' ends never come unless `schedule` is
- * a ManualSchedule's that the test runs; `now` is the clock sightings are judged by.
+ * A claim store on fake Leases in snooze-system, its clock what sightings are judged by and what
+ * ends its writes (by default one at 0 whose timers never run).
  */
-export const fakeClaims = (
-  leases = new FakeLeases(),
-  options: { now?: () => number; schedule?: Schedule } = {},
-) => new KubeClaimStore(leases, "snooze-system", { schedule: new ManualSchedule().schedule, ...options });
+export const fakeClaims = (leases = new FakeLeases(), clock: Clock = gone(() => 0)) =>
+  new KubeClaimStore(leases, "snooze-system", { clock });
