@@ -529,6 +529,29 @@ describe("an engine frozen in its sleep call", () => {
       `deeper sleep of m failed, so its engine was stopped: ${reason}`,
     );
   });
+
+  test("a deeper sleep's wake call is watched too: a frozen engine is stopped in seconds, not at wakeTimeout", async () => {
+    // Found by an outside tester: an engine frozen (SIGSTOP) in the wake that begins a move from
+    // level 1 to level 2 held the move (and the replica) until wakeTimeout.
+    const { h, id, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    engine.hold("wake");
+    engine.hold("healthy");
+    engine.hold("healthy");
+    await h.advance(10 * 60_000);
+    expect(engine.calls).toEqual(["wake(1)"]);
+    await h.advance(15_000 - 1);
+    expect(h.platform.scales).toEqual([]);
+    await h.advance(1);
+    expect(engine.abandons.wake?.aborted).toBe(true);
+    expect(engine.calls).toEqual(["wake(1)", "healthy", "healthy"]);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+    expect(h.tiers("m")).toEqual(["cold"]);
+    expect(h.controller("m").state().lastError).toBe(
+      "deeper sleep of m failed, so its engine was stopped: fake engine m-1 stopped answering its health check during its wake call (2 checks in a row, 5s each)",
+    );
+  });
 });
 
 describe("an engine frozen in its warm-up or its wake", () => {

@@ -1847,7 +1847,10 @@ export class ModelController {
         "snooze.deepen",
         { "snooze.model": this.id },
         async (span) => {
-          await engine.wake(1, this.config.wakeTimeout);
+          // Watched as any wake: a frozen engine would hold the move until wakeTimeout.
+          await this.watched(record, "its wake call", (abandon) =>
+            engine.wake(1, this.config.wakeTimeout, abandon),
+          );
           // A request came while the engine moved: it is awake now, so it serves that request
           // rather than sleep at level 2 and be woken from there (a wake's time more). One whose
           // client has gone since counts too, as a held request's activation goes on without it.
