@@ -1083,6 +1083,62 @@ describe("sleep and stop asked during an activation", () => {
     expect(controller.tier).toBe("starting");
   });
 
+  for (const phase of ["wake", "warmup"] as const) {
+    test(`stop asked during a sleeper's ${phase === "wake" ? "wake call" : "warm-up after its wake"} with no request held: the call is given up, the engine stopped at once, no failure`, async () => {
+      // Found by an outside tester: `snooze stop` during a wake no request waited for (a person's
+      // `snooze wake --no-wait`) answered only once the wake had ended, up to wakeTimeout.
+      const { h, id, engine } = await readyModel();
+      await h.advance(60_000);
+      h.mark();
+      const call = engine.hold(phase);
+      const controller = h.controller("m");
+      void controller.wakeNow();
+      await h.settle();
+      expect(call.reached).toBe(true);
+      expect(controller.tier).toBe("waking");
+      let done: string | undefined;
+      void controller.stopNow().then((outcome) => {
+        done = outcome;
+      });
+      await h.settle();
+      expect(engine.abandons[phase]?.aborted).toBe(true);
+      expect(done).toBe("done");
+      expect(h.tiers("m")).toEqual(["waking", "cold"]);
+      expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+      // Given up on purpose: no failure said to anyone, no back-off.
+      expect(h.events.some((e) => e.error !== undefined)).toBe(false);
+      expect(controller.state().lastError).toBeUndefined();
+      h.demand("m");
+      await h.settle();
+      expect(controller.tier).toBe("starting");
+    });
+  }
+
+  test("stop asked while a request is held for a waking model: the wake goes on for it, the request is served first, then the model stops", async () => {
+    // As for a start (above): a request held before the ask is served, not failed.
+    const { h, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    const wake = engine.hold("wake");
+    h.demand("m");
+    await h.settle();
+    h.stats("m", 0, 1);
+    const controller = h.controller("m");
+    let done: string | undefined;
+    void controller.stopNow().then((outcome) => {
+      done = outcome;
+    });
+    await h.settle();
+    expect(engine.abandons.wake?.aborted).toBe(false);
+    wake.release();
+    await h.settle();
+    expect(controller.tier).toBe("ready");
+    expect(done).toBeUndefined();
+    await h.request("m");
+    expect(done).toBe("done");
+    expect(controller.tier).toBe("cold");
+  });
+
   test("Snooze's shutdown during a warm-up or a wake gives the engine call up: its connection does not hold up the engine's stop", async () => {
     // Found by an outside tester: SIGTERM during a warm-up took the whole engine stop grace.
     const h = new Harness(oneModel());

@@ -161,8 +161,8 @@ export interface ModelState {
 
 /** This leadership ended while an operation ran: drop it, the next leader decides. */
 class NotLeading extends Error {}
-/** A start that no request waits for was stopped by a person while it finished: not a failure. */
-class StartStopped extends Error {}
+/** A start or wake that no request waits for was stopped by a person while it ran: not a failure. */
+class ActivationStopped extends Error {}
 /** A fresh engine that does not answer /health yet: asked again after the back-off, not stopped. */
 class EngineNotUp extends Error {}
 /** An engine call that got no answer in its time (read as `timedOut`, as the engine client's errors are). */
@@ -1148,9 +1148,13 @@ export class ModelController {
     // One that is up and finishing its start (its warm-up, or the wake of an engine that came up
     // asleep) is given up there: its operation ends at once, and the next pass stops it as one
     // still loading (an engine whose first inference takes a minute, or that froze, would
-    // otherwise hold the stop until startTimeout).
-    for (const r of this.records.values())
-      if (r.tier === "starting" && r.busy) this.abandonCalls(r, new StartStopped("the start was stopped"));
+    // otherwise hold the stop until startTimeout). One waking is given up too, and its operation
+    // stops it (a wake's time, or a frozen engine's two missed checks, would hold the stop).
+    for (const r of this.records.values()) {
+      if (r.tier === "starting" && r.busy)
+        this.abandonCalls(r, new ActivationStopped("the start was stopped"));
+      if (r.tier === "waking" && r.busy) this.abandonCalls(r, new ActivationStopped("the wake was stopped"));
+    }
     const unwanted = [...this.records.values()].filter(
       (r) => (isAsleep(r.tier) || r.tier === "starting") && !r.busy,
     );
@@ -1553,7 +1557,7 @@ export class ModelController {
     } catch (error) {
       this.guard(leadership);
       // A person's stop gave it up: the next pass stops it, as a start still loading.
-      if (error instanceof StartStopped) return;
+      if (error instanceof ActivationStopped) return;
       // A connection refused or cut: the engine may have died under it. Its exit, once noticed,
       // fails the start with the exit code and last words, which say more than the connection.
       if (this.present(record) && isTransportError(error))
@@ -1688,6 +1692,13 @@ export class ModelController {
     } catch (error) {
       this.guard(leadership);
       if (!this.present(record)) return;
+      if (error instanceof ActivationStopped) {
+        // A person's stop gave it up: the engine, in no known state half way, is stopped now (a
+        // request that comes meanwhile starts a fresh one; none waits for it, or it would go on).
+        this.log.info("wake given up: the model was stopped", { replica: record.replica.id });
+        await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+        return;
+      }
       const reason = `wake of ${this.id} failed: ${(error as Error).message}`;
       // A failed wake leaves the engine asleep if it says so; a second failure in a row, or an
       // engine that no longer answers, is stopped so the next try starts clean. One that did not
