@@ -1139,6 +1139,64 @@ describe("sleep and stop asked during an activation", () => {
     expect(controller.tier).toBe("cold");
   });
 
+  test("sleep asked while a started engine warms up with no request held: the warm-up is given up and the engine sleeps at once", async () => {
+    // Found by an outside tester: `snooze sleep` during the warm-up of a start no request waited
+    // for answered only once the warm-up had ended (a minute with a slow first inference).
+    const h = new Harness(oneModel("    startTimeout: 10m"));
+    const controller = h.controller("m");
+    void controller.wakeNow();
+    await h.settle();
+    const engine = h.platform.engineOf("m-1");
+    const warmup = engine.hold("warmup");
+    h.platform.bringUp("m-1", { answeredAt: h.clock.now() });
+    await h.settle();
+    expect(warmup.reached).toBe(true);
+    let done: string | undefined;
+    void controller.sleepNow().then((outcome) => {
+      done = outcome;
+    });
+    await h.settle();
+    expect(engine.abandons.warmup?.aborted).toBe(true);
+    expect(done).toBe("done");
+    expect(engine.calls).toEqual(["warmup", "sleep(1,wait)"]);
+    // Never routable: from its start straight to its drain (nothing runs on it) and its sleep.
+    expect(h.tiers("m")).toEqual(["starting", "draining", "asleep-1"]);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 0, to: 1, remove: [], outcome: "ok" }]);
+    expect(h.events.some((e) => e.error !== undefined)).toBe(false);
+    expect(controller.state().lastError).toBeUndefined();
+    // Not measured as a start: it did not finish one.
+    expect(controller.state().lastStartMs).toBeUndefined();
+    // The next request wakes it (with its warm-up).
+    h.demand("m");
+    await h.settle();
+    expect(controller.tier).toBe("ready");
+    expect(engine.calls).toEqual(["warmup", "sleep(1,wait)", "wake(1)", "warmup"]);
+  });
+
+  test("sleep asked during a sleeper's wake with no request held: the wake call ends, its warm-up is skipped, and the engine sleeps again", async () => {
+    const { h, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    const wake = engine.hold("wake");
+    const controller = h.controller("m");
+    void controller.wakeNow();
+    await h.settle();
+    let done: string | undefined;
+    void controller.sleepNow().then((outcome) => {
+      done = outcome;
+    });
+    await h.settle();
+    // The wake call is not given up: an engine half woken is in no state to sleep or be woken.
+    expect(engine.abandons.wake?.aborted).toBe(false);
+    expect(done).toBeUndefined();
+    wake.release();
+    await h.settle();
+    expect(done).toBe("done");
+    expect(engine.calls).toEqual(["wake(1)", "sleep(1,wait)"]);
+    expect(h.tiers("m")).toEqual(["waking", "draining", "asleep-1"]);
+    expect(h.platform.scales).toEqual([]);
+  });
+
   test("Snooze's shutdown during a warm-up or a wake gives the engine call up: its connection does not hold up the engine's stop", async () => {
     // Found by an outside tester: SIGTERM during a warm-up took the whole engine stop grace.
     const h = new Harness(oneModel());

@@ -102,6 +102,8 @@ interface ReplicaRecord {
    * start was stopped, or Snooze stops acting. Made by the first such call, dropped once used.
    */
   calls?: AbortController;
+  /** Gives up the warm-up under way on this replica (a person's sleep: see `SleepInstead`). */
+  warmUpCall?: AbortController;
   /** The host-memory budget asked for a deeper sleep while an operation ran. */
   demote?: boolean;
   /** While it drains: when the drain time is over (activators end what still runs then). */
@@ -163,6 +165,18 @@ export interface ModelState {
 class NotLeading extends Error {}
 /** A start or wake that no request waits for was stopped by a person while it ran: not a failure. */
 class ActivationStopped extends Error {}
+/**
+ * A person's sleep came while a start or wake that no request waits for warmed its engine up: the
+ * warm-up is given up and the engine sleeps at `level` instead (a warm-up serves the first request,
+ * and the next wake has one of its own).
+ */
+class SleepInstead extends Error {
+  readonly level: 1 | 2;
+  constructor(level: 1 | 2) {
+    super(`a person's sleep (level ${level}) came during the warm-up`);
+    this.level = level;
+  }
+}
 /** A fresh engine that does not answer /health yet: asked again after the back-off, not stopped. */
 class EngineNotUp extends Error {}
 /** An engine call that got no answer in its time (read as `timedOut`, as the engine client's errors are). */
@@ -1025,6 +1039,7 @@ export class ModelController {
     for (const action of plan.actions)
       if (parkedAs !== "stop" || action.kind !== "finish-start") this.act(action, set.scalable);
     if (parkedAs === "stop") this.stopUnwanted(set.scalable);
+    else if (parkedAs !== undefined) this.sleepUnwanted(parkedAs);
     let next = Math.min(plan.nextAt, prewarm.nextAt, hold.nextAt);
     for (const r of this.records.values()) if (r.coolUntil > now) next = Math.min(next, r.coolUntil);
     for (const entry of this.activators.values())
@@ -1161,6 +1176,26 @@ export class ModelController {
     if (unwanted.length === 0 || this.scaling || !scalable) return;
     if ([...this.records.values()].some((r) => r.busy || r.tier === "draining")) return;
     void this.removeReplicas(unwanted, Math.max(0, this.workloadReplicas() - unwanted.length));
+  }
+
+  /**
+   * A sleep asked for by a person gives up the warm-up of a start or wake that no request waits
+   * for: the engine, loaded or awake, sleeps at once (`SleepInstead`). The engine's load or its
+   * wake call is not given up: an engine must be loaded to sleep, and one half woken is in no known
+   * state; the warm-up is skipped after it.
+   */
+  private sleepUnwanted(level: 1 | 2): void {
+    for (const r of this.records.values())
+      if ((r.tier === "starting" || r.tier === "waking") && r.warmUpCall) {
+        r.warmUpCall.abort(new SleepInstead(level));
+        r.warmUpCall = undefined;
+      }
+  }
+
+  /** A person's sleep with no request held: the level it asked for; undefined otherwise. */
+  private sleepWanted(): 1 | 2 | undefined {
+    const parked = this.parked;
+    return parked !== undefined && parked !== "stop" && this.load().held === 0 ? parked : undefined;
   }
 
   private act(action: ReplicaAction, scalable: boolean): void {
@@ -1538,6 +1573,7 @@ export class ModelController {
     // The whole start is bounded by startTimeout, its warm-up included: a first inference slower
     // than wakeTimeout must not fail a start that is still within its time.
     const until = activation.started + this.config.startTimeout;
+    let sleepInstead: 1 | 2 | undefined;
     try {
       // Both questions at once: the held requests wait for the answers (a round trip each to an
       // engine that has just started, whose first answers are slow). Not asked when the platform
@@ -1553,7 +1589,7 @@ export class ModelController {
         const timeoutMs = Math.max(1, until - this.deps.clock.now());
         await this.watched(record, "its wake call", (signal) => engine.wake(1, timeoutMs, signal));
       }
-      await this.warmUp(record, activation, until);
+      sleepInstead = await this.warmUp(record, activation, until);
     } catch (error) {
       this.guard(leadership);
       // A person's stop gave it up: the next pass stops it, as a start still loading.
@@ -1576,6 +1612,7 @@ export class ModelController {
     }
     this.guard(leadership);
     if (!this.present(record)) return;
+    if (sleepInstead !== undefined) return this.sleepInstead(record, sleepInstead);
     this.lastStartMs = this.deps.clock.now() - activation.started;
     this.learner.measured("start", this.lastStartMs);
     this.succeeded(record);
@@ -1590,14 +1627,12 @@ export class ModelController {
     record: ReplicaRecord,
     during: string,
     call: (signal: AbortSignal) => Promise<T>,
+    alsoStop?: AbortSignal,
   ): Promise<T> {
     record.calls ??= new AbortController();
     const engine = this.deps.platform.engine(record.replica);
-    return watchedCall(
-      this.deps.clock,
-      { engine, label: record.replica.label, during, stop: record.calls.signal },
-      call,
-    );
+    const stop = alsoStop ? AbortSignal.any([record.calls.signal, alsoStop]) : record.calls.signal;
+    return watchedCall(this.deps.clock, { engine, label: record.replica.label, during, stop }, call);
   }
 
   /** Gives up the replica's long engine calls under way: each rejects at once with `reason`. */
@@ -1616,21 +1651,38 @@ export class ModelController {
    * The 1-token warm-up after a start or wake (the first inference is slow without it), when on.
    * It has what is left of the activation's time (`until`): `startTimeout` from the start, or
    * `wakeTimeout` from the wake. The held requests wait for both, and an engine that is up but does
-   * not answer must not make them wait a second timeout.
+   * not answer must not make them wait a second timeout. Resolves with a level when a person's
+   * sleep, with no request held, skipped it or gave it up: the engine sleeps at that level instead.
    */
-  private async warmUp(record: ReplicaRecord, activation: Activation, until: number): Promise<void> {
-    if (!this.config.warmup) return;
+  private async warmUp(
+    record: ReplicaRecord,
+    activation: Activation,
+    until: number,
+  ): Promise<1 | 2 | undefined> {
+    if (!this.config.warmup) return undefined;
+    const asleep = this.sleepWanted();
+    if (asleep !== undefined) return asleep;
     const engine = this.deps.platform.engine(record.replica);
     const timeoutMs = Math.max(1, until - this.deps.clock.now());
-    await inSpan(
+    const ownStop = new AbortController();
+    record.warmUpCall = ownStop;
+    return inSpan(
       "snooze.warmup",
       {},
-      async () => {
+      async (span) => {
         try {
-          await this.watched(record, "its warm-up", (signal) =>
-            engine.warmup(this.config.servedModel ?? this.id, timeoutMs, signal),
+          await this.watched(
+            record,
+            "its warm-up",
+            (signal) => engine.warmup(this.config.servedModel ?? this.id, timeoutMs, signal),
+            ownStop.signal,
           );
+          return undefined;
         } catch (error) {
+          if (error instanceof SleepInstead) {
+            span.setAttribute("snooze.warmup.skipped", "sleep");
+            return error.level;
+          }
           if (error instanceof EngineFrozen || (error as { timedOut?: unknown }).timedOut !== true)
             throw error;
           // Named by the setting a person can change, not by the milliseconds that were left.
@@ -1639,10 +1691,28 @@ export class ModelController {
           throw new NoAnswer(
             `the warm-up got no answer within the ${activation.kind}'s ${budget} (${formatDuration(ms)})`,
           );
+        } finally {
+          if (record.warmUpCall === ownStop) record.warmUpCall = undefined;
         }
       },
       activation.context,
     );
+  }
+
+  /**
+   * A start or wake whose warm-up a person's sleep skipped (no request waits for it): its
+   * activation ends (not a failure, not measured), and the engine, loaded and awake, drains (nothing
+   * runs on it but what is left of an abandoned warm-up) and sleeps at `level`.
+   */
+  private async sleepInstead(record: ReplicaRecord, level: 1 | 2): Promise<void> {
+    this.inActivation(record, () =>
+      this.log.info("asked to sleep: warm-up skipped, the engine sleeps now", {
+        replica: record.replica.id,
+        sleepLevel: level,
+      }),
+    );
+    this.endActivation(record, "stopped");
+    await this.drainThen(record, level);
   }
 
   /**
@@ -1677,6 +1747,7 @@ export class ModelController {
     this.log.info("waking engine", { replica: record.replica.id, from, ...(awake ? { awake } : {}) });
     const engine = this.deps.platform.engine(record.replica);
     const until = this.deps.clock.now() + this.config.wakeTimeout;
+    let sleepInstead: 1 | 2 | undefined;
     try {
       if (!awake)
         await inSpan(
@@ -1688,7 +1759,7 @@ export class ModelController {
             ),
           activation.context,
         );
-      await this.warmUp(record, activation, until);
+      sleepInstead = await this.warmUp(record, activation, until);
     } catch (error) {
       this.guard(leadership);
       if (!this.present(record)) return;
@@ -1714,6 +1785,7 @@ export class ModelController {
     }
     this.guard(leadership);
     if (!this.present(record)) return;
+    if (sleepInstead !== undefined) return this.sleepInstead(record, sleepInstead);
     this.lastWakeMs[level] = this.deps.clock.now() - activation.started;
     this.lastWakeLevel = level;
     this.learner.measured(level === 1 ? "wake1" : "wake2", this.lastWakeMs[level]);

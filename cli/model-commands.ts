@@ -3,7 +3,7 @@ import { UsageError } from "../lib/cli-flags.ts";
 import { clip, clipMiddle } from "../lib/clip.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { formatLogsAfter } from "../lib/logs-after.ts";
-import type { ReplicaEvent } from "../lib/replica-event.ts";
+import { isAsleep, isResident, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
 import { actionAnswer, engineLogs, modelList, tierEvent } from "./answer-shapes.ts";
 import {
@@ -119,8 +119,9 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     if (event.tier === "ready")
       return finish(0, `${name}: ready after ${elapsed()} (${shown(event.replica)})`);
     // A replica gone with no failure: a person's stop or sleep may have ended the wake. The model's
-    // own tier says (another replica may still be waking).
-    if (event.tier === "cold") void endedByPark();
+    // own tier says (another replica may still be waking). A sleep asked during a warm-up no request
+    // waits for skips it: the replica goes from starting or waking to sleep, never ready.
+    if (event.tier === "cold" || (isAsleep(event.tier) && isResident(tier))) void endedByPark();
     else if (event.tier !== tier) {
       tier = event.tier;
       const estimate = event.estimateMs !== undefined ? `, usually ~${formatDuration(event.estimateMs)}` : "";
@@ -131,14 +132,16 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
   const endedByPark = async () => {
     const list = await listModels(client).catch(() => undefined);
     const now = list?.models.find((m) => m.id === id);
-    if (outcome !== undefined || now?.tier !== "cold" || now.retryAt !== undefined || now.held > 0) return;
+    const parked = now !== undefined && (now.tier === "cold" || isAsleep(now.tier));
+    if (outcome !== undefined || !parked || now.retryAt !== undefined || now.held > 0) return;
     // A swap's announcement says `cold` too while the wake waits for the slot, counted there apart
     // from held requests: the wake goes on. A person's stop or sleep takes it out of the waiting.
     const waiting = list?.slots?.find((s) => s.name === now.slot)?.waiting;
     if (waiting?.some((w) => w.model === id && w.wake === true)) return;
+    const again = now.tier === "cold" ? "cold again" : `asleep (${shown(now.tier)})`;
     finish(
       1,
-      `${name}: the wake ended after ${elapsed()}: the model is cold again (a \`snooze stop\` or \`sleep\`?)`,
+      `${name}: the wake ended after ${elapsed()}: the model is ${again} (a \`snooze stop\` or \`sleep\`?)`,
     );
     abort.abort();
   };
@@ -246,11 +249,15 @@ function parkCommand(verb: "sleep" | "stop"): Command {
       runClient(verb, async () => {
         const name = modelArgument(verb, positionals);
         const client = new AdminClient(values);
-        const { id } = await findModel(client, name);
+        const model = await findModel(client, name);
+        const { id } = model;
         const started = performance.now();
         if (process.stdout.isTTY)
           process.stdout.write(`${verb === "sleep" ? "sleeping" : "stopping"} ${shown(id)}…\n`);
         const release = onInterrupt(verb, shown(id));
+        // Not silent while it waits: what it waits for, once the answer is not there at once.
+        const note = parkNote(verb, model);
+        const noted = note ? setTimeout(() => console.log(note), parkNoteAfterMs) : undefined;
         try {
           // The activator answers once the drain and the sleep (or stop) are done.
           const answer = await client.action<{ tier: string }>(actionPath(id, verb), actionAnswer);
@@ -259,10 +266,36 @@ function parkCommand(verb: "sleep" | "stop"): Command {
           );
           return 0;
         } finally {
+          clearTimeout(noted);
           release();
         }
       }),
   };
+}
+
+/** How long a sleep or stop runs before the command says what it waits for. */
+const parkNoteAfterMs = 1_000;
+
+/**
+ * What a person's sleep or stop waits for before it is done, by what the model was doing when it
+ * was asked: the requests held for it (served first), a start's load or a wake call (an engine
+ * sleeps only loaded and awake; its warm-up is skipped), requests in flight (at most its
+ * drainTimeout); empty when nothing is waited for but the engine's own sleep or stop.
+ */
+function parkNote(verb: "sleep" | "stop", model: AdminModelView): string {
+  const name = shown(model.id);
+  const then = verb === "sleep" ? "then it sleeps" : "then it stops";
+  const requests = (n: number) => `${n} request${n === 1 ? "" : "s"}`;
+  if (model.held > 0)
+    return `${name}: ${requests(model.held)} held for it ${model.held === 1 ? "is" : "are"} served first, ${then}`;
+  const tier: Tier = model.tier;
+  if (verb === "sleep" && tier === "starting")
+    return `${name}: its engine is still loading; it sleeps once loaded (its warm-up is skipped)`;
+  if (verb === "sleep" && tier === "waking")
+    return `${name}: its wake call is under way; it sleeps once awake (its warm-up is skipped)`;
+  if (model.inFlight > 0)
+    return `${name}: waiting for ${requests(model.inFlight)} in flight to finish (at most its drainTimeout), ${then}`;
+  return "";
 }
 
 export const sleepCommand = parkCommand("sleep");

@@ -285,6 +285,34 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     }
   });
 
+  test("snooze sleep during a start no request waits for: says it waits for the load, skips the warm-up, and a snooze wake following it ends saying the model sleeps", {
+    timeout: 40_000,
+  }, async () => {
+    // Found by an outside tester: the sleep waited silently for the start's warm-up (a minute with
+    // a slow first inference), and only then put the engine to sleep.
+    const slow = await anotherSnooze(
+      `models:\n  slow:\n    command: ${simCommand(["--enable-sleep-mode", "--load-time", "3s", "--ttft", "30s"], 1)}\n`,
+    );
+    try {
+      const env = { SNOOZE_URL: slow.url };
+      const waiting = start(["wake", "slow"], env);
+      await until(() => /slow: starting/.test(waiting.stdout()), 10_000, "the start");
+      const asked = performance.now();
+      const sleep = await run(["sleep", "slow"], env);
+      expect(sleep.code, sleep.stderr).toBe(0);
+      expect(sleep.stdout).toContain(
+        "slow: its engine is still loading; it sleeps once loaded (its warm-up is skipped)\n",
+      );
+      expect(sleep.stdout).toMatch(/^slow: asleep-1 after \S+\n$/m);
+      // The load (3 s) and the sleep, not the 30 s warm-up.
+      expect(performance.now() - asked).toBeLessThan(15_000);
+      expect(await waiting.code).toBe(1);
+      expect(waiting.stderr()).toMatch(/^slow: the wake ended after .+: the model is asleep \(asleep-1\)/m);
+    } finally {
+      await slow.close(1_000);
+    }
+  });
+
   test("snooze wake of a cold slot member while another is resident follows the swap: ready, exit 0", {
     timeout: 30_000,
   }, async () => {
