@@ -814,13 +814,22 @@ describe("failures and back-off", () => {
     expect(h.platform.ids("m")).toEqual([]);
   });
 
-  test("a ready replica that crashes: cold without an error; the next demand starts again", async () => {
+  test("a ready replica that crashes: cold without an error, with how it went; the next demand starts again", async () => {
     const h = new Harness(oneModel());
     await h.serveCold("m");
     h.mark();
     h.platform.crash("m-1", "engine exited (signal SIGKILL)");
     await h.settle();
-    expect(h.events).toEqual([{ model: "m", replica: "m-1", tier: "cold", since: h.clock.now() }]);
+    // Activators tell the exit to a request the engine died under.
+    expect(h.events).toEqual([
+      {
+        model: "m",
+        replica: "m-1",
+        tier: "cold",
+        since: h.clock.now(),
+        exit: "engine exited (signal SIGKILL)",
+      },
+    ]);
     expect(h.platform.scales).toEqual([]);
     h.demand("m");
     await h.settle();
@@ -853,6 +862,7 @@ describe("failures and back-off", () => {
         since: h.clock.now(),
         error: told,
         retryAt: h.clock.now() + 1_000,
+        exit: "engine exited (code 1)",
       },
     ]);
     expect(h.controller("m").observation()).toMatchObject({

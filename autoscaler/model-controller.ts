@@ -1355,7 +1355,9 @@ export class ModelController {
   /** A replica is gone: asked to (a stop), or on its own (a crash, a deleted pod). */
   private forget(record: ReplicaRecord): void {
     this.records.delete(record.replica.id);
-    const reason = this.departures.get(record.replica.id) ?? `${record.replica.label} is gone`;
+    // The platform's words when it saw the replica leave on its own (an engine's exit), if it did.
+    const departed = this.departures.get(record.replica.id);
+    const reason = departed ?? `${record.replica.label} is gone`;
     this.departures.delete(record.replica.id);
     const wasLevelOne = record.tier === "asleep-1";
     const from = record.tier;
@@ -1392,7 +1394,8 @@ export class ModelController {
     }
     this.endActivation(record, "stopped");
     toCold();
-    this.emitFor(record, undefined, crashLoop);
+    // How it went goes to activators too: a request its engine died under is told (with `exit`).
+    this.emitFor(record, undefined, crashLoop, record.leaving ? undefined : departed);
     this.afterForget(wasLevelOne);
   }
 
@@ -1484,7 +1487,7 @@ export class ModelController {
     return write;
   }
 
-  private eventOf(record: ReplicaRecord, estimateMs?: number, error?: string): ReplicaEvent {
+  private eventOf(record: ReplicaRecord, estimateMs?: number, error?: string, exit?: string): ReplicaEvent {
     const activation = record.tier === "starting" || record.tier === "waking" ? record.activation : undefined;
     return {
       model: this.id,
@@ -1499,11 +1502,12 @@ export class ModelController {
         ? { endsAt: record.drainEndsAt }
         : {}),
       ...(record.tier === "draining" && record.unresponsive ? { unresponsive: true as const } : {}),
+      ...(record.tier === "cold" && exit !== undefined ? { exit } : {}),
     };
   }
 
-  private emitFor(record: ReplicaRecord, estimateMs?: number, error?: string): void {
-    this.deps.emit(this.eventOf(record, estimateMs, error));
+  private emitFor(record: ReplicaRecord, estimateMs?: number, error?: string, exit?: string): void {
+    this.deps.emit(this.eventOf(record, estimateMs, error, exit));
   }
 
   private estimate(kind: "start" | "wake", level: 1 | 2 = 1): number | undefined {

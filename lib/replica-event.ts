@@ -53,6 +53,11 @@ export interface ReplicaEvent {
    * Its drain ends at once, and each client whose request it ends is told that, not a drain time.
    */
   unresponsive?: true;
+  /**
+   * For cold: how its engine went when it went on its own, as the platform told it (its exit code
+   * or signal and last lines of output). Activators tell it to a request that engine failed under.
+   */
+  exit?: string;
 }
 
 /** Tiers from most to least awake (cold last): a model's tier is its most awake replica's. */
