@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import { createServer } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
 import { expect, test } from "vitest";
 import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
 import { parseConfig } from "../lib/settings/index.ts";
@@ -176,6 +176,41 @@ test("a replica a request could not reach is probed, not left unroutable until a
   } finally {
     await route.close(true);
     if (engine.listening) engine.close();
+  }
+});
+
+test("a replica whose engine still takes connections but does not answer (on its way down) stays unroutable: the probe asks /health", async () => {
+  // Found while testing the resend: a dying engine's listening socket outlived it a moment, the
+  // probe's connection was accepted, and the request sent again went back to it and failed again.
+  const dying = createNetServer((socket) => socket.destroy());
+  dying.listen(0, "127.0.0.1");
+  await once(dying, "listening");
+  const address = `127.0.0.1:${(dying.address() as AddressInfo).port}`;
+  const route = new ModelRoute(config, listener);
+  try {
+    route.apply({ model: "qwen", replica: "qwen-1", address, tier: "ready", since: Date.now() });
+    const backend = route.tryAcquire()!;
+    route.release(backend);
+    route.markUnreachable(backend);
+    const held = route.hold();
+    let served = false;
+    void held.promise.then(
+      () => (served = true),
+      () => {},
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(served).toBe(false);
+    // Its replacement, once reported, takes the request.
+    const engine = createServer((_req, res) => res.end("ok"));
+    engine.listen(0, "127.0.0.1");
+    await once(engine, "listening");
+    const replacement = `127.0.0.1:${(engine.address() as AddressInfo).port}`;
+    route.apply({ model: "qwen", replica: "qwen-2", address: replacement, tier: "ready", since: Date.now() });
+    expect((await held.promise).replica).toBe("qwen-2");
+    engine.close();
+  } finally {
+    await route.close(true);
+    dying.close();
   }
 });
 

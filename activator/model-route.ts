@@ -19,7 +19,7 @@ export interface Backend {
   /** Connections `pool` may open: requests to this replica beyond it wait in the hold queue. */
   connections: number;
   /**
-   * A connection to it failed before any answer: not routable until a new connection to it succeeds
+   * A connection to it failed before any answer: not routable until its engine answers `/health`
    * (`probe`) or the control plane reports on it again.
    */
   suspect: boolean;
@@ -56,6 +56,9 @@ export interface RouteListener {
 }
 
 const minRetryAfterMs = 1_000;
+
+/** How long a suspect replica's engine has to answer `/health` (`probe`). */
+const probeTimeoutMs = 2_000;
 
 /**
  * Held requests released in one turn of the event loop; the rest follow in the next turns. Released
@@ -302,21 +305,34 @@ export class ModelRoute {
   }
 
   /**
-   * Opens a connection to a suspect replica; once the engine accepts one, the replica is routable
-   * again and the held requests go (the first on that connection). A probe that fails leaves it to
-   * the control plane; the next request held tries again, so a model never stays unroutable while
-   * its engine is well.
+   * Asks a suspect replica's engine for `/health`; once it answers, the replica is routable again
+   * and the held requests go. An answer, not only an accepted connection: an engine on its way down
+   * (a process exiting, whose listening socket outlives it a moment) still completes handshakes,
+   * and a request sent again to it would fail again, spending its one resend. A probe that fails
+   * leaves it to the control plane; the next request held tries again, so a model never stays
+   * unroutable while its engine is well.
    */
   private probe(backend: Backend): void {
     if (backend.probing) return;
     backend.probing = true;
-    void backend.spares.probe().then((connected) => {
-      backend.probing = false;
-      if (!connected || !backend.suspect || this.backends.get(backend.replica) !== backend) return;
-      backend.suspect = false;
-      if (this.queue.length > 0) this.dispatchHeld();
-      else this.releaseSpares();
-    });
+    void backend.pool
+      .request({
+        method: "GET",
+        path: "/health",
+        headersTimeout: probeTimeoutMs,
+        bodyTimeout: probeTimeoutMs,
+      })
+      .then(async (answer) => {
+        await answer.body.dump();
+        return answer.statusCode >= 200 && answer.statusCode < 300;
+      })
+      .catch(() => false)
+      .then((well) => {
+        backend.probing = false;
+        if (!well || !backend.suspect || this.backends.get(backend.replica) !== backend) return;
+        backend.suspect = false;
+        if (this.queue.length > 0) this.dispatchHeld();
+      });
   }
 
   apply(event: ReplicaEvent): void {

@@ -2,7 +2,6 @@ import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { afterEach, expect, test } from "vitest";
-import { freePort } from "../lib/free-port.ts";
 import { Pool } from "../lib/undici.ts";
 import { waitFor } from "../test/sim/helpers.ts";
 import { SpareConnections } from "./spare-connections.ts";
@@ -131,17 +130,4 @@ test("a spare that cannot connect is forgotten; the pool's own connect reports t
   spares.fill(2);
   await waitFor(() => spares.count === 0);
   await expect(pool.request({ method: "GET", path: "/" })).rejects.toMatchObject({ code: "ECONNREFUSED" });
-});
-
-test("a probe tells whether the engine takes connections, and the request sent next uses the one it opened", async () => {
-  const { origin, sockets } = await engine();
-  const { spares, pool } = pooled(origin, 1);
-  await expect(spares.probe()).resolves.toBe(true);
-  expect(spares.count).toBe(1);
-  expect(await (await pool.request({ method: "GET", path: "/again" })).body.text()).toBe("GET /again");
-  expect(sockets.length).toBe(1);
-  // Nothing listens there: refused.
-  const nobody = pooled(new URL(`http://127.0.0.1:${await freePort()}`), 1);
-  await expect(nobody.spares.probe()).resolves.toBe(false);
-  expect(nobody.spares.count).toBe(0);
 });

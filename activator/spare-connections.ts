@@ -73,16 +73,6 @@ export class SpareConnections {
   }
 
   /**
-   * Opens one more connection, kept like the others: resolves whether the engine accepted it (the
-   * test of an engine a request could not reach; the request sent again then takes it).
-   */
-  probe(): Promise<boolean> {
-    if (this.closed) return Promise.resolve(false);
-    this.wanted = true;
-    return new Promise((resolve) => this.open(resolve));
-  }
-
-  /**
    * Closes the spares left, and those still on their way once they arrive (unless the pool waits for
    * them); the pool dials for itself from now on, until the next `fill`.
    */
@@ -97,9 +87,9 @@ export class SpareConnections {
     this.release();
   }
 
-  private open(connected?: (ok: boolean) => void): void {
+  private open(): void {
     this.opening++;
-    this.dial(this.target, (error, socket) => {
+    this.dial(this.target, (_error, socket) => {
       this.opening--;
       const waiter = this.waiting.shift();
       if (waiter) {
@@ -110,7 +100,6 @@ export class SpareConnections {
         if (this.wanted) this.keep(socket);
         else socket.destroy();
       }
-      connected?.(!error && Boolean(socket));
     });
   }
 

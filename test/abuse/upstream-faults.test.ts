@@ -53,12 +53,15 @@ async function answeringEngine(status: number, contentType: string, body: string
   return engine;
 }
 
-/** An engine that closes every connection once the request comes, without a byte of answer. */
+/**
+ * An engine that closes every connection once the request comes, without a byte of answer;
+ * `seen` counts the requests sent to it (not the activator's `/health` probes).
+ */
 async function closingEngine() {
   let seen = 0;
   const engine = await rawEngine((socket) =>
-    socket.once("data", () => {
-      seen++;
+    socket.once("data", (data) => {
+      if (String(data).startsWith("POST ")) seen++;
       socket.destroy();
     }),
   );
