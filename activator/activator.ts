@@ -11,7 +11,7 @@ import { type FormPart, isMultipartForm, readForm, textOf, withFieldValue } from
 import { isJsonType, sendError } from "../lib/http/json.ts";
 import { answered } from "../lib/http/linger.ts";
 import type { Logger } from "../lib/log.ts";
-import { openAIError } from "../lib/openai-error.ts";
+import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { defaultMaxHeldBytes, type ModelConfig, type SnoozeConfig } from "../lib/settings/index.ts";
 import { spanContextOf, tracer } from "../lib/tracing.ts";
 import { HoldProgress } from "./hold-progress.ts";
@@ -22,7 +22,7 @@ import { checkEnginePath, type PathCheck } from "./openai-path.ts";
 import { forward } from "./proxy.ts";
 import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
 import { type FormFields, nameLookup, resolveModel } from "./resolve-model.ts";
-import { EndedEarly, errorAnswer } from "./upstream-failure.ts";
+import { EndedEarly, errorAnswer, failedUnder, failedUnderAnswer } from "./upstream-failure.ts";
 
 export interface ActivatorOptions {
   config: SnoozeConfig;
@@ -34,6 +34,17 @@ export interface ActivatorOptions {
   /** Routes by Host first (Snooze's Knative ingress class); requests for other hosts go by `model`. */
   hosts?: HostRouter;
 }
+
+/**
+ * How many times a request whose engine answered nothing (unreachable, or failed under it) is sent
+ * again: once, as Knative's activator retries a failed connection. A request that itself makes the
+ * engine fail (an input that crashes it) is then answered, rather than crash-looping engine after
+ * engine.
+ */
+const maxResends = 1;
+
+/** How long the answer to a request its engine died under waits to hear the engine's exit. */
+const exitWaitMs = 1_000;
 
 /** What a request refused because Snooze shuts down is told to wait before it retries (elsewhere). */
 const shutdownRetryAfterS = 5;
@@ -517,28 +528,34 @@ export class Activator {
           });
           return outcome.status;
         }
-        // Could not connect: the engine may have died. Self-heal once: have the control plane
-        // re-check it and activate again, and send the request to whatever becomes ready.
-        this.log.warn("engine unreachable", {
-          model: route.config.id,
-          replica: backend.replica,
-          error: outcome.error,
-          attempt,
+        // The engine answered nothing, and nothing of an answer reached the client: it could not
+        // be reached, or it failed under the request (died, dropped the connection, stopped
+        // answering). The request is not lost: it waits again, as a new one would (hold budget,
+        // progress), and goes to whatever replica is ready next, the engine's replacement or
+        // another one. Once only: a request that itself kills engines must not crash-loop them.
+        const resend = attempt < maxResends && !this.shuttingDown;
+        this.log.warn(
+          resend
+            ? "engine failed before answering; sending the request again"
+            : "engine failed before answering",
+          {
+            model: route.config.id,
+            replica: backend.replica,
+            reason: outcome.reason,
+            error: outcome.error,
+            attempt,
+          },
+        );
+        if (!resend) return this.answerUnanswered(res, route, backend, outcome);
+        // Have the control plane re-check it (an engine that is gone is replaced; one found well
+        // is routed to again): not one it found unresponsive, which it replaces already.
+        if (outcome.reason !== "unresponsive") route.markUnreachable(backend);
+        this.metrics.resent.inc({ model: route.config.id, reason: outcome.reason });
+        trace.getActiveSpan()?.addEvent("snooze.resend", {
+          "snooze.replica": backend.replica,
+          "error.type": outcome.reason,
+          "snooze.resend.attempt": attempt + 1,
         });
-        if (attempt > 0 || this.shuttingDown) {
-          const answer = errorAnswer(outcome.reason, outcome.error);
-          const message = `${answer.body.error.message} (model \`${route.config.id}\`)`;
-          const body = { error: { ...answer.body.error, message } };
-          // The control plane was asked to replace the engine: come back once it may be up (found
-          // by an outside tester: with none, OpenAI's clients retried at once, into its back-off).
-          const retryAfter: Record<string, string> = this.shuttingDown
-            ? {}
-            : { "retry-after": String(Math.max(1, Math.ceil(route.retryAfterMs() / 1000))) };
-          if (res.headersSent) new HoldProgress(res, () => "").fail(body);
-          else sendError(res, answer.status, body, { ...answer.headers, ...retryAfter });
-          return answer.status;
-        }
-        route.markUnreachable(backend);
         const next = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
         if (!next) return heldOutcome(res);
         backend = next;
@@ -546,6 +563,45 @@ export class Activator {
     } finally {
       unreserve();
     }
+  }
+
+  /**
+   * The answer for a request whose last try got no answer from the engine (`unanswered`), when it
+   * is not sent again: the engine failed under it after a resend (`upstream_died`, with the engine's
+   * exit when the control plane tells it within a second), or could not be reached.
+   */
+  private async answerUnanswered(
+    res: ServerResponse,
+    route: ModelRoute,
+    backend: Backend,
+    outcome: Extract<Awaited<ReturnType<typeof forward>>, { kind: "unanswered" }>,
+  ): Promise<number> {
+    const model = route.config.id;
+    let answer: { status: number; body: OpenAIErrorBody; headers?: Record<string, string> };
+    if (!this.shuttingDown && failedUnder(outcome.reason, outcome.error)) {
+      const exit =
+        outcome.reason === "unresponsive" ? undefined : await route.exitOf(backend.replica, exitWaitMs);
+      answer = failedUnderAnswer(model, outcome.reason, outcome.error, exit);
+      this.log.warn("the engine failed under a request sent again already: answered, not sent again", {
+        model,
+        replica: backend.replica,
+        ...(exit ? { exit } : {}),
+      });
+    } else {
+      answer = errorAnswer(outcome.reason, outcome.error);
+      const message = `${answer.body.error.message} (model \`${model}\`)`;
+      answer.body = { error: { ...answer.body.error, message } };
+    }
+    // The engine is likely being replaced: come back once it may be up (found by an outside
+    // tester: with none, OpenAI's clients retried at once, into its back-off).
+    const retryAfter: Record<string, string> = this.shuttingDown
+      ? {}
+      : { "retry-after": String(Math.max(1, Math.ceil(route.retryAfterMs() / 1000))) };
+    // The client may have left while the exit was waited for.
+    if (res.destroyed) return 499;
+    if (res.headersSent) new HoldProgress(res, () => "").fail(answer.body);
+    else sendError(res, answer.status, answer.body, { ...answer.headers, ...retryAfter });
+    return answer.status;
   }
 
   /** One forward to `backend`, counted in flight; the generation's clocks start here. */

@@ -46,7 +46,13 @@ export function activatorMetrics(registry: Registry) {
     }),
     upstreamErrors: new Counter({
       name: "snooze_upstream_errors_total",
-      help: "Forwards to an engine that failed, by reason (connect-timeout, unreachable, first-byte-timeout, idle-timeout, broken, local-resources, shutdown, drained, error); an unreachable engine retried once counts twice.",
+      help: "Forwards to an engine that failed, by reason (connect-timeout, unreachable, first-byte-timeout, idle-timeout, broken, local-resources, shutdown, drained, unresponsive, error); a request sent again after a failure counts each try.",
+      labelNames: ["model", "reason"],
+      registers: [registry],
+    }),
+    resent: new Counter({
+      name: "snooze_resent_requests_total",
+      help: "Requests sent again because their engine answered nothing (reason: unreachable, connect-timeout, unresponsive): held again for the next ready replica, once per request.",
       labelNames: ["model", "reason"],
       registers: [registry],
     }),

@@ -60,6 +60,9 @@ const minRetryAfterMs = 1_000;
 /** How long a suspect replica's engine has to answer `/health` (`probe`). */
 const probeTimeoutMs = 2_000;
 
+/** Exits of replicas kept for requests their engines failed under: only the latest few matter. */
+const keptExits = 16;
+
 /**
  * Held requests released in one turn of the event loop; the rest follow in the next turns. Released
  * all in one loop, 1,000 held requests were each forwarded (≈ 50 µs of CPU apiece) before the first
@@ -108,6 +111,10 @@ export class ModelRoute {
   private readonly totals: Flow = { arrived: 0, completed: 0, serviceMs: 0 };
   /** The next wave of held requests is due on the next turn (see `releaseWave`). */
   private waveDue = false;
+  /** How the last few replicas that went on their own went (`ReplicaEvent.exit`), by replica. */
+  private readonly exits = new Map<string, string>();
+  /** Calls waiting to hear what became of a replica (`exitOf`), told of every event. */
+  private readonly fateWaiters = new Set<() => void>();
 
   constructor(config: ModelConfig, listener: RouteListener) {
     this.config = config;
@@ -287,6 +294,31 @@ export class ModelRoute {
     this.dispatchHeld();
   }
 
+  /**
+   * How a replica that failed under a request went, when the control plane says it went on its own
+   * (its engine's exit): waits up to `withinMs` while the replica still counts as ready, since the
+   * platform sees an engine exit a moment after its connections close. Undefined when the
+   * control plane said nothing of it in time, or knows no exit (on Kubernetes, a pod's).
+   */
+  async exitOf(replica: string, withinMs: number): Promise<string | undefined> {
+    const told = () => this.exits.has(replica) || this.backends.get(replica)?.tier !== "ready";
+    if (!told())
+      await new Promise<void>((resolve) => {
+        const check = () => {
+          if (!told()) return;
+          clearTimeout(timer);
+          this.fateWaiters.delete(check);
+          resolve();
+        };
+        const timer = setTimeout(() => {
+          this.fateWaiters.delete(check);
+          resolve();
+        }, withinMs);
+        this.fateWaiters.add(check);
+      });
+    return this.exits.get(replica);
+  }
+
   /** Registers how to end one forward to `backend` when its drain time is over; returns the unregister. */
   onDrainEnd(backend: Backend, end: (unresponsive: boolean) => void): () => void {
     backend.drainEnds.add(end);
@@ -337,6 +369,11 @@ export class ModelRoute {
 
   apply(event: ReplicaEvent): void {
     this.lastEvent = event;
+    if (event.exit !== undefined) {
+      this.exits.delete(event.replica);
+      this.exits.set(event.replica, event.exit);
+      if (this.exits.size > keptExits) this.exits.delete(this.exits.keys().next().value!);
+    }
     this.learnBackoff(event);
     if (event.estimateMs !== undefined && event.tier === "starting") this.estimates.start = event.estimateMs;
     if (event.estimateMs !== undefined && event.tier === "waking") this.estimates.wake = event.estimateMs;
@@ -389,6 +426,7 @@ export class ModelRoute {
       else armDrainEnd(backend, undefined, false);
       if (event.tier !== "waking" && event.tier !== "ready") backend.spares.release();
     }
+    for (const told of [...this.fateWaiters]) told();
     if (event.error && event.tier !== "ready") {
       // The activation these requests waited for failed: answer them now, with the reason.
       for (const item of this.queue.drain()) {

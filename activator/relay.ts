@@ -18,10 +18,12 @@ import { EndedEarly, errorAnswer, failureReason, type UpstreamFailure } from "./
 export type ForwardOutcome =
   | { kind: "answered"; status: number }
   /**
-   * Nothing came back and the client's response is untouched: safe to send the request elsewhere.
-   * The caller must answer (or retry).
+   * The engine answered nothing and no byte of an answer went to the client (hold progress may have
+   * opened a stream): the request can be sent again, its body being read whole. The engine could
+   * not be reached, its connection broke before an answer (it may have died under the request), or
+   * Snooze ended the forward because the engine stopped answering. The caller must answer (or resend).
    */
-  | { kind: "unreachable"; error: Error; reason: "connect-timeout" | "unreachable" }
+  | { kind: "unanswered"; error: Error; reason: "connect-timeout" | "unreachable" | "unresponsive" }
   /** The forward failed and the client already got its answer: an error status, an SSE error event or a cut. */
   | { kind: "failed"; status: number; reason: UpstreamFailure; error: Error }
   | { kind: "aborted" };
@@ -330,10 +332,14 @@ function failed(
   const ended = abortReason instanceof EndedEarly ? abortReason : undefined;
   if (abortReason && !ended) return { kind: "aborted" };
   const reason = failureReason(error, status, ended);
-  // The engine answered nothing: the caller re-checks it and sends the request once more, into a
-  // stream hold progress opened too (it ends that stream with the error if the retry fails).
-  if (status === 0 && (reason === "unreachable" || reason === "connect-timeout")) {
-    return { kind: "unreachable", error, reason };
+  // The engine answered nothing: the caller sends the request once more (having the engine
+  // re-checked, unless the control plane found it unresponsive already), into a stream hold
+  // progress opened too (it ends that stream with the error if the resend fails as well).
+  if (
+    status === 0 &&
+    (reason === "unreachable" || reason === "connect-timeout" || reason === "unresponsive")
+  ) {
+    return { kind: "unanswered", error, reason };
   }
   const answer = errorAnswer(reason, error, ended ?? error);
   // Nothing of an answer went out yet (hold progress may have opened a stream already, though).

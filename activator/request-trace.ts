@@ -169,7 +169,7 @@ export function usageAttributes(usage: Usage | undefined): Attributes {
 /** How one forward to an engine ended, as the CLIENT span records it. */
 export type EngineCallOutcome =
   | { kind: "answered"; status: number }
-  | { kind: "unreachable"; error: Error; reason?: string }
+  | { kind: "unanswered"; error: Error; reason?: string }
   | { kind: "failed"; status: number; reason: string; error: Error }
   | { kind: "aborted" };
 
@@ -225,7 +225,7 @@ export class EngineCall {
       this.span.setAttribute("http.response.status_code", outcome.status);
     if (outcome?.kind === "answered" && outcome.status >= 500)
       this.span.setStatus({ code: SpanStatusCode.ERROR });
-    if (outcome?.kind === "unreachable" || outcome?.kind === "failed" || error) {
+    if (outcome?.kind === "unanswered" || outcome?.kind === "failed" || error) {
       const cause = error ?? (outcome as { error: Error }).error;
       this.span.recordException(cause);
       this.span.setAttribute(

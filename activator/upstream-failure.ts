@@ -36,6 +36,12 @@ const unreachableCodes = new Set([
   "EAI_AGAIN",
 ]);
 
+/**
+ * Of those, the errors of a connection that broke once made: the engine had the request (or was
+ * about to) and went, or dropped it, before answering.
+ */
+const brokenCodes = new Set(["ECONNRESET", "EPIPE", "UND_ERR_SOCKET"]);
+
 /** Errors of this process, not the engine's: the client may retry in a moment. */
 const localResourceCodes = new Set(["EMFILE", "ENFILE", "ENOBUFS", "ENOMEM", "EADDRNOTAVAIL"]);
 
@@ -149,5 +155,41 @@ export function errorAnswer(
     status: answer.status,
     body: openAIError(answer.message(error, cause), answer.type, answer.code),
     ...(answer.headers ? { headers: { ...answer.headers } } : {}),
+  };
+}
+
+/**
+ * Whether a forward that got no answer failed under the request, rather than before reaching the
+ * engine: its connection broke once made (the engine died, or dropped it), or Snooze ended it
+ * because the engine stopped answering. Such a request may itself be what made the engine fail.
+ */
+export function failedUnder(reason: UpstreamFailure, error: Error): boolean {
+  if (reason === "unresponsive") return true;
+  return reason === "unreachable" && brokenCodes.has((error as { code?: string }).code ?? "");
+}
+
+/**
+ * The answer for a request whose engine failed under it on its last try, with no byte of an
+ * answer (`failedUnder`), after it had been sent again once already: `exit` is how that engine
+ * went, when the control plane said.
+ */
+export function failedUnderAnswer(
+  model: string,
+  reason: UpstreamFailure,
+  error: Error,
+  exit: string | undefined,
+): { status: number; body: OpenAIErrorBody } {
+  const how =
+    reason === "unresponsive"
+      ? "it stopped answering and is being replaced"
+      : `its connection closed: ${error.message}`;
+  return {
+    status: 502,
+    body: openAIError(
+      `The engine of model \`${model}\` failed under this request before answering (${how}${exit ? `; ${exit}` : ""}). ` +
+        "The request was already sent again once, after an earlier failure, and is not sent again: it may itself be what makes the engine fail.",
+      "server_error",
+      "upstream_died",
+    ),
   };
 }

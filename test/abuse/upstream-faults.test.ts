@@ -104,16 +104,40 @@ describe("the engine fails before any byte of an answer", () => {
     await until(() => engine.connections.size === 0, 2_000, "the timed-out connection to close");
   });
 
-  test("an engine that closes every connection → retried once, then 502 upstream_unreachable", async () => {
+  test("an engine that closes every connection once it has the request → sent again once, then 502 upstream_died", async () => {
     const engine = await closingEngine();
     const snooze = await activatorFor(engine.address);
     const response = await post(snooze);
     expect(response.status).toBe(502);
-    expect(await errorOf(response)).toMatchObject({ code: "upstream_unreachable" });
+    const error = await errorOf(response);
+    expect(error).toMatchObject({ type: "server_error", code: "upstream_died" });
+    // No exit is known here (no control plane says one): the message says what the activator saw.
+    expect(error.message).toMatch(
+      /failed under this request before answering \(its connection closed: other side closed\)\. .*not sent again/,
+    );
+    expect(await upstreamErrors(snooze, "unreachable")).toBe(2);
+    expect(
+      metricValue(await snooze.registry.metrics(), "snooze_resent_requests_total", { reason: "unreachable" }),
+    ).toBe(1);
     // The engine is being replaced: a client is told when to come back (found by an outside tester).
     expect(Number(response.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     expect(engine.seen()).toBe(2);
     expect(snooze.plane.demands.filter((d) => d.hint?.unreachable)).toHaveLength(1);
+  });
+
+  test("nothing listens (refused) → sent again once, then 502 upstream_unreachable at once: the request never reached an engine", async () => {
+    const closed = await httpEngine(() => {});
+    await new Promise((resolve) => closed.server.close(resolve));
+    const snooze = await activatorFor(closed.address);
+    const started = performance.now();
+    const response = await post(snooze);
+    expect(response.status).toBe(502);
+    const error = await errorOf(response);
+    expect(error).toMatchObject({ code: "upstream_unreachable" });
+    expect(error.message).toMatch(/could not be reached: .*ECONNREFUSED/);
+    // Not waited for an exit: no engine had the request.
+    expect(performance.now() - started).toBeLessThan(900);
+    expect(await upstreamErrors(snooze, "unreachable")).toBe(2);
   });
 
   test("connecting hangs (accept queue full) → 504 upstream_connect_timeout after connectTimeout, twice", async () => {
@@ -282,12 +306,12 @@ describe("the engine refuses a request whose hold progress already answered 200"
     expect(events.at(-1)).toBe("data: [DONE]");
   });
 
-  test("an engine that closes the connection without answering, into a stream progress opened: retried once, then an error event", async () => {
+  test("an engine that closes the connection without answering, into a stream progress opened: sent again once, then an error event", async () => {
     // Found by an outside tester: the stream was cut with no event, and not retried.
     const engine = await closingEngine();
     const events = await eventsAfterProgress(engine.address);
     expect(JSON.parse(events.at(-2)!.slice("data: ".length)).error).toMatchObject({
-      code: "upstream_unreachable",
+      code: "upstream_died",
     });
     expect(events.at(-1)).toBe("data: [DONE]");
     expect(engine.seen()).toBe(2);
@@ -736,9 +760,10 @@ test("requests refused before routing are counted under no model, as the client 
 });
 
 describe("a replica's drain ends what still runs on it", () => {
-  test("told why: its drain time ran out (503 drain_timeout), or its engine stopped answering (502 upstream_unresponsive)", async () => {
+  test("told why: its drain time ran out (503 drain_timeout), or its engine stopped answering (502 upstream_unresponsive once the answer began; before, the request is sent to the replacement)", async () => {
     // Found by an outside tester: requests on a frozen engine were told they ran past a drain time.
     const engine = await stallingEngine();
+    const replacement = await answeringEngine(200, "application/json", '{"served":"by the replacement"}');
     const snooze = await activatorFor(engine.address);
     const drain = async (unresponsive: boolean) => {
       snooze.plane.readyAt("m", engine.address);
@@ -755,6 +780,19 @@ describe("a replica's drain ends what still runs on it", () => {
         endsAt: now,
         ...(unresponsive ? { unresponsive: true as const } : {}),
       });
+      // The control plane replaces an unresponsive engine.
+      if (unresponsive)
+        setTimeout(
+          () =>
+            snooze.plane.emit({
+              model: "m",
+              replica: "m-1",
+              address: replacement.address,
+              tier: "ready",
+              since: Date.now(),
+            }),
+          100,
+        );
       return { plain: await plain, streamed: await stream.text() };
     };
     const timedOut = await drain(false);
@@ -762,13 +800,17 @@ describe("a replica's drain ends what still runs on it", () => {
     expect(await errorOf(timedOut.plain)).toMatchObject({ code: "drain_timeout" });
     expect(timedOut.streamed).toContain('"code":"drain_timeout"');
     const frozen = await drain(true);
-    expect(frozen.plain.status).toBe(502);
-    const error = await errorOf(frozen.plain);
-    expect(error).toMatchObject({ code: "upstream_unresponsive", type: "server_error" });
-    expect(error.message).toMatch(/stopped answering/);
+    // Nothing of an answer had reached the client: held again, then served by the replacement
+    // (found by an outside tester: it was answered 502 upstream_unresponsive and lost).
+    expect(frozen.plain.status).toBe(200);
+    expect(await frozen.plain.json()).toEqual({ served: "by the replacement" });
+    // The stream had begun: it cannot be sent again, and is told why it ends.
     expect(frozen.streamed).toContain('"code":"upstream_unresponsive"');
+    expect(frozen.streamed).toMatch(/stopped answering/);
     expect(frozen.streamed.trim().endsWith("data: [DONE]")).toBe(true);
     expect(await upstreamErrors(snooze, "unresponsive")).toBe(2);
+    const metrics = await snooze.registry.metrics();
+    expect(metricValue(metrics, "snooze_resent_requests_total", { reason: "unresponsive" })).toBe(1);
   });
 });
 

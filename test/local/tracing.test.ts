@@ -189,6 +189,39 @@ test("a stream whose client leaves after its 200: the server span says 200 was s
   });
 });
 
+test("a request sent again after its engine dropped the connection: a snooze.resend event on its server span, one CLIENT span per try", async () => {
+  const callerTrace = "6bf92f3577b34da6a3ce929d0e0e4738";
+  // The model is ready from the tests before: its engine drops the next request's connection.
+  const address = snooze.autoscaler.controller("qwen")!.state().address!;
+  const set = await fetch(`http://${address}/sim/faults`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ dropConnection: 1 }),
+  });
+  expect(set.status).toBe(200);
+  const init = chat("qwen");
+  const response = await fetch(`${snooze.url}/v1/chat/completions`, {
+    ...init,
+    headers: { ...init.headers, traceparent: `00-${callerTrace}-00f067aa0ba902b7-01` },
+  });
+  expect(response.status).toBe(200);
+  await until(
+    () =>
+      exporter
+        .getFinishedSpans()
+        .some((s) => s.spanContext().traceId === callerTrace && s.kind === SpanKind.SERVER),
+    2_000,
+    "the server span",
+  );
+  const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === callerTrace);
+  const server = spans.find((s) => s.kind === SpanKind.SERVER)!;
+  const resends = server.events.filter((e) => e.name === "snooze.resend");
+  expect(resends).toHaveLength(1);
+  expect(resends[0]!.attributes).toMatchObject({ "error.type": "unreachable", "snooze.resend.attempt": 1 });
+  const clients = spans.filter((s) => s.kind === SpanKind.CLIENT);
+  expect(clients.map((c) => c.attributes["error.type"])).toEqual(["unreachable", undefined]);
+});
+
 describe("an incoming event continues its caller's trace (found by an outside tester: both traceparents were ignored)", () => {
   let events: LocalSnooze;
   beforeAll(async () => {
