@@ -226,3 +226,72 @@ test("a Model's back-off reaches the activator from its status: told again at ea
   expect(events.at(-1)).toBe(ended);
   await plane.stop();
 });
+
+test("slots name their members by the model ids models are listed by, not the autoscaler's namespace/name keys", async () => {
+  // Found in review: `snooze wake` of a slot member looks for its model id among the waiting, and
+  // on Kubernetes never found it (the autoscaler keys members `namespace/name`).
+  const cluster = watchedCluster();
+  const slots = [
+    {
+      name: "gpu-0",
+      policy: "fifo",
+      members: ["ml/qwen-object", "ml/llama"],
+      resident: "ml/llama",
+      transition: { to: "ml/qwen-object", from: "ml/llama", step: "draining", since: "2026-03-01T10:00:00Z" },
+      waiting: [{ model: "ml/qwen-object", held: 0, wake: true, waitingMs: 50 }],
+      swaps: 1,
+      lastSwap: { from: "ml/qwen-object", to: "ml/llama", at: "2026-03-01T09:00:00Z", durationMs: 900 },
+      maxResidents: 1,
+    },
+  ];
+  const autoscaler = { modelDemand: { handle: () => false }, slotStatuses: async () => slots };
+  server = createControlServer(autoscaler as unknown as KubeAutoscaler, new Registry(), {
+    authenticate: async () => ({
+      ok: true,
+      username: "system:serviceaccount:snooze-system:snooze-activator",
+    }),
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const plane = new KubeControlPlane({
+    client: cluster.client,
+    autoscalerUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    identity: "activator-0",
+    log: silentLogger,
+    onModel: () => {},
+    onModelRemoved: () => {},
+  });
+  await plane.start();
+  await vi.waitFor(() => expect(cluster.watching()).toBe(true));
+  // The Model qwen-object serves the model id `qwen`; llama's id is its name.
+  cluster.push("models", "ADDED", {
+    apiVersion: "snooze.dev/v1alpha1",
+    kind: "Model",
+    metadata: { name: "qwen-object", namespace: "ml", resourceVersion: "2" },
+    spec: {
+      model: "qwen",
+      slot: "gpu-0",
+      workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "qwen" },
+    },
+    status: { selector: "app=qwen" },
+  });
+  cluster.push("models", "ADDED", {
+    apiVersion: "snooze.dev/v1alpha1",
+    kind: "Model",
+    metadata: { name: "llama", namespace: "ml", resourceVersion: "3" },
+    spec: { slot: "gpu-0", workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "llama" } },
+    status: { selector: "app=llama" },
+  });
+  try {
+    const [slot] = await plane.slots();
+    expect(slot).toMatchObject({
+      members: ["qwen", "llama"],
+      resident: "llama",
+      transition: { to: "qwen", from: "llama" },
+      waiting: [{ model: "qwen", wake: true }],
+      lastSwap: { from: "qwen", to: "llama" },
+    });
+  } finally {
+    await plane.stop();
+  }
+});

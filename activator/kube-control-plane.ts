@@ -25,7 +25,7 @@ import { selectorMatcher } from "../lib/kube/selector.ts";
 import type { Logger } from "../lib/log.ts";
 import { mostAwake, type ReplicaEvent } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
-import type { SlotStatus } from "../lib/slot-status.ts";
+import { renameMembers, type SlotStatus } from "../lib/slot-status.ts";
 import { AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
 
 type Model = ModelResource & KubeObject;
@@ -205,14 +205,19 @@ export class KubeControlPlane implements ControlPlane {
     return outcome;
   }
 
-  /** Every slot's status, from the autoscalers that lead them. */
+  /**
+   * Every slot's status, from the autoscalers that lead them, its members named by the model ids
+   * this API lists models by (the autoscaler keys them `namespace/name`): `snooze wake` finds its
+   * model among the waiting by its id (found in review: on Kubernetes it never did).
+   */
   async slots(): Promise<SlotStatus[]> {
     const response = await fetch(`${this.options.autoscalerUrl}${slotsPath}`, {
       headers: await callerHeaders(this.options.client),
       signal: AbortSignal.timeout(5_000),
     });
     if (!response.ok) throw new Error(`the autoscaler answered ${response.status}`);
-    return ((await response.json()) as { slots: SlotStatus[] }).slots;
+    const { slots } = (await response.json()) as { slots: SlotStatus[] };
+    return slots.map((slot) => renameMembers(slot, (key) => this.known.get(key)?.model.config.id ?? key));
   }
 
   /** The model id of the Model `namespace/name`, when this activator routes it (Knative's splits name revisions, whose Models carry their names). */

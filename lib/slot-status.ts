@@ -14,3 +14,16 @@ export interface SlotStatus {
   /** Seconds the slot's accelerator held a resident, and saved against one always awake. */
   gpuSeconds?: { awake: number; saved: number };
 }
+
+/** `status` with every member named by `rename` (its members, resident, transition, waiting and last swap). */
+export function renameMembers(status: SlotStatus, rename: (member: string) => string): SlotStatus {
+  const { transition: t, lastSwap } = status;
+  return {
+    ...status,
+    members: status.members.map(rename),
+    ...(status.resident !== undefined ? { resident: rename(status.resident) } : {}),
+    ...(t ? { transition: { ...t, to: rename(t.to), ...(t.from ? { from: rename(t.from) } : {}) } } : {}),
+    waiting: status.waiting.map((w) => ({ ...w, model: rename(w.model) })),
+    ...(lastSwap ? { lastSwap: { ...lastSwap, from: rename(lastSwap.from), to: rename(lastSwap.to) } } : {}),
+  };
+}

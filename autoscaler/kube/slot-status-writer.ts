@@ -2,23 +2,24 @@ import { group, version } from "../../lib/kube/api-group.ts";
 import { isConflict, type KubeClient, paths } from "../../lib/kube/client.ts";
 import type { SlotResource, SlotStatusInput } from "../../lib/kube/slot-resource.ts";
 import type { Logger } from "../../lib/log.ts";
-import type { SlotStatus } from "../../lib/slot-status.ts";
+import { renameMembers, type SlotStatus } from "../../lib/slot-status.ts";
 
 /** Members are keyed `namespace/name`; the Slot's status names them by name. */
 const nameOf = (key: string) => key.slice(key.indexOf("/") + 1);
 
 /** The Slot object's status from what the slot reports. */
-export function slotStatusInput(status: SlotStatus, generation?: number): SlotStatusInput {
+export function slotStatusInput(reported: SlotStatus, generation?: number): SlotStatusInput {
+  const status = renameMembers(reported, nameOf);
   const t = status.transition;
   return {
     observedGeneration: generation,
-    members: status.members.map(nameOf).sort(),
-    ...(status.resident ? { resident: nameOf(status.resident) } : {}),
+    members: [...status.members].sort(),
+    ...(status.resident ? { resident: status.resident } : {}),
     ...(t
       ? {
           transition: {
-            ...(t.from ? { from: nameOf(t.from) } : {}),
-            to: nameOf(t.to),
+            ...(t.from ? { from: t.from } : {}),
+            to: t.to,
             step: t.step === "draining" ? ("draining" as const) : ("waking" as const),
             startedAt: t.since,
           },
@@ -28,8 +29,8 @@ export function slotStatusInput(status: SlotStatus, generation?: number): SlotSt
     ...(status.lastSwap
       ? {
           lastSwap: {
-            from: nameOf(status.lastSwap.from),
-            to: nameOf(status.lastSwap.to),
+            from: status.lastSwap.from,
+            to: status.lastSwap.to,
             finishedAt: status.lastSwap.at,
             duration: `${Math.round(status.lastSwap.durationMs)}ms`,
           },
