@@ -4,7 +4,7 @@ import type { Registry } from "prom-client";
 import { clip } from "../lib/clip.ts";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import { timerValue } from "../lib/duration.ts";
-import { BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
+import { BodyStalled, BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue } from "../lib/http/continue.ts";
 import { type FormPart, isMultipartForm, readForm, textOf, withFieldValue } from "../lib/http/form.ts";
@@ -12,7 +12,12 @@ import { isJsonType, sendError } from "../lib/http/json.ts";
 import { answered } from "../lib/http/linger.ts";
 import type { Logger } from "../lib/log.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
-import { defaultMaxHeldBytes, type ModelConfig, type SnoozeConfig } from "../lib/settings/index.ts";
+import {
+  defaultBodyTimeout,
+  defaultMaxHeldBytes,
+  type ModelConfig,
+  type SnoozeConfig,
+} from "../lib/settings/index.ts";
 import { spanContextOf, tracer } from "../lib/tracing.ts";
 import { HoldProgress } from "./hold-progress.ts";
 import { type HostRouter, type HostRouting, unknownHost } from "./host-routing.ts";
@@ -45,6 +50,12 @@ const maxResends = 1;
 
 /** How long the answer to a request its engine died under waits to hear the engine's exit. */
 const exitWaitMs = 1_000;
+
+/**
+ * What a body still arriving must bring in every `bodyTimeout`, at least (or its end): a client that
+ * sends less holds its part of maxHeldBytes without really uploading (see readBody's `pace`).
+ */
+const bodyMinBytes = 1024;
 
 /** What a request refused because Snooze shuts down is told to wait before it retries (elsewhere). */
 const shutdownRetryAfterS = 5;
@@ -130,6 +141,10 @@ export class Activator {
   /** Body bytes of requests being read or held, all models (maxHeldBytes caps it). */
   private heldBytes = 0;
   private maxHeldBytes: number;
+  /** How long a body being read may go without `bodyMinBytes` of it (ms; Infinity: never). */
+  private bodyTimeout: number;
+  /** Bodies being read that hold bytes: when each began (performance clock), and what it holds. */
+  private readonly uploads = new Set<{ startedAt: number; bytes(): number }>();
 
   constructor(options: ActivatorOptions) {
     this.config = options.config;
@@ -138,6 +153,7 @@ export class Activator {
     this.log = options.log;
     this.metrics = activatorMetrics(options.registry);
     this.maxHeldBytes = options.config.maxHeldBytes ?? defaultMaxHeldBytes;
+    this.bodyTimeout = options.config.bodyTimeout ?? defaultBodyTimeout;
     for (const model of options.config.models.values()) this.addRoute(model);
     this.unwatch = this.controlPlane.watch((event) => this.route(event.model)?.apply(event));
     this.ticker = setInterval(() => {
@@ -234,9 +250,10 @@ export class Activator {
   }
 
   /** New limits for request bodies (a config reload): they count for requests from now on. */
-  setLimits(limits: { maxBodySize: number; maxHeldBytes?: number }): void {
+  setLimits(limits: { maxBodySize: number; maxHeldBytes?: number; bodyTimeout?: number }): void {
     this.config.maxBodySize = limits.maxBodySize;
     this.maxHeldBytes = limits.maxHeldBytes ?? defaultMaxHeldBytes;
+    this.bodyTimeout = limits.bodyTimeout ?? defaultBodyTimeout;
   }
 
   /** Removes a model: its held requests are answered with 503, requests in flight finish. */
@@ -428,12 +445,31 @@ export class Activator {
         sendShuttingDown(res, message);
         reading.abort(new Error(message));
       };
+      // A body that stops arriving is given up at the end of a window of `bodyTimeout` that
+      // brought too little: others are told to come back by then (overBudget).
+      const pace = { windowMs: timerValue(this.bodyTimeout), minBytes: bodyMinBytes };
+      const upload = { startedAt: performance.now(), bytes: () => reserved };
       this.readingTotal++;
       this.stopping.add(cutShort);
+      this.uploads.add(upload);
       try {
-        body = await readBody(req, limit, reserve, reading.signal);
+        body = await readBody(req, limit, reserve, reading.signal, pace);
       } catch (error) {
         if (res.headersSent) return res.statusCode;
+        if (error instanceof BodyStalled) {
+          // Its bytes are given back as this returns; the connection closes once the answer is out.
+          sendError(
+            res,
+            408,
+            openAIError(
+              `The request body stopped arriving: less than ${bodyMinBytes} bytes of it came in ${pace.windowMs / 1000}s (bodyTimeout), ${error.received} bytes in all. Send the body without long pauses.`,
+              "invalid_request_error",
+              "request_timeout",
+            ),
+            { connection: "close" },
+          );
+          return 408;
+        }
         if (error instanceof BodyTooLarge) {
           sendError(res, 413, openAIError(error.message, "invalid_request_error", "request_too_large"), {
             connection: "close",
@@ -443,6 +479,7 @@ export class Activator {
         if (error instanceof OverBudget) return this.overBudget(res);
         throw error;
       } finally {
+        this.uploads.delete(upload);
         this.stopping.delete(cutShort);
         this.readingTotal--;
         this.settle();
@@ -665,11 +702,22 @@ export class Activator {
     }
   }
 
-  /** 503 + Retry-After: the bodies already read or held take the whole maxHeldBytes. */
+  /**
+   * 503 + Retry-After: the bodies already read or held take the whole maxHeldBytes. Held ones give
+   * their bytes back when their model is ready; those still arriving when they end, or, if they
+   * stalled, at the end of their current `bodyTimeout` window at the latest: by then they were given
+   * up (found by an outside tester: told 1 s while stalled uploads held the bytes for 5 minutes).
+   */
   private overBudget(res: ServerResponse): number {
     let waitMs = 1_000;
     for (const route of this.routes.values())
       if (route.held > 0) waitMs = Math.max(waitMs, route.retryAfterMs());
+    const windowMs = timerValue(this.bodyTimeout);
+    if (windowMs > 0) {
+      const now = performance.now();
+      for (const upload of this.uploads)
+        if (upload.bytes() > 0) waitMs = Math.max(waitMs, windowMs - ((now - upload.startedAt) % windowMs));
+    }
     sendError(
       res,
       503,

@@ -127,7 +127,11 @@ export class LocalModels {
     if (isEmptyDiff(diff)) return { result: "unchanged" };
     this.applied = next;
     const { activator, autoscaler } = this.options;
-    activator.setLimits({ maxBodySize: next.maxBodySize, maxHeldBytes: next.maxHeldBytes });
+    activator.setLimits({
+      maxBodySize: next.maxBodySize,
+      maxHeldBytes: next.maxHeldBytes,
+      bodyTimeout: next.bodyTimeout,
+    });
     autoscaler.setHostMemoryBudget(next.hostMemoryBudget);
     if (diff.global.includes("eventSink") || diff.global.includes("eventMode")) {
       const { log, registry, eventSource: source } = this.options;

@@ -12,7 +12,14 @@ export const engineKeys: readonly string[] = ["command", "env", "port", "sleep",
  * is built for the last two). A setting added here that can only apply at the next start must be
  * told apart again, so the reload can say so.
  */
-const globalKeys = ["maxBodySize", "maxHeldBytes", "hostMemoryBudget", "eventSink", "eventMode"] as const;
+const globalKeys = [
+  "maxBodySize",
+  "maxHeldBytes",
+  "bodyTimeout",
+  "hostMemoryBudget",
+  "eventSink",
+  "eventMode",
+] as const;
 
 /** A model whose settings changed, and which of them. */
 export interface ChangedModel {

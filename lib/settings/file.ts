@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { byteLimit, byteSize, modelId, slotName } from "./fields.ts";
+import { byteLimit, byteSize, modelId, slotName, timeout } from "./fields.ts";
 import { localModel, tierSettings } from "./model.ts";
 import { slotSettings } from "./slot.ts";
 
@@ -21,6 +21,10 @@ export const snoozeFile = z.strictObject({
       description:
         "Request body bytes the activator may keep at once for requests being read or held, all models together; past it a 503 `held_bytes_exceeded` with Retry-After (a body larger than it alone, like one over `maxBodySize`, is a 413 `request_too_large`).",
     }),
+  bodyTimeout: timeout.optional().meta({
+    description:
+      "How long a request body that is still arriving may go without bringing at least 1 KiB (or its end); past it the request gets a 408 `request_timeout`, the bytes it held count no more against `maxHeldBytes`, and its connection is closed, so uploads that stall or trickle cannot keep others out. `never` turns it off.",
+  }),
   eventSink: z
     // One message for a wrong scheme (`ftp://`) and for no URL at all: zod says "Invalid URL" to both.
     .url({ protocol: /^https?$/, message: "expected an http or https URL" })

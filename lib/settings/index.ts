@@ -23,6 +23,7 @@ export {
 } from "./model.ts";
 export { type PlaceholderValues, snoozeArgument, substitutePlaceholders } from "./placeholders.ts";
 export {
+  defaultBodyTimeout,
   defaultMaxHeldBytes,
   explicitTierKeys,
   type ModelConfig,

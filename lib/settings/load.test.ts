@@ -478,6 +478,19 @@ describe("settings that cannot work are refused", () => {
     });
   });
 
+  test("bodyTimeout: 10s unless set, `never` turns it off, 0 is refused", () => {
+    expect(parseConfig(withModel("")).bodyTimeout).toBe(10_000);
+    expect(parseConfig(withModel("", "bodyTimeout: 30s\n")).bodyTimeout).toBe(30_000);
+    expect(parseConfig(withModel("", "bodyTimeout: never\n")).bodyTimeout).toBe(Number.POSITIVE_INFINITY);
+    expect(problemsOf(withModel("", "bodyTimeout: 0\n"))).toEqual([
+      expect.objectContaining({
+        key: "bodyTimeout",
+        line: 1,
+        message: expect.stringMatching(/longer than 0/),
+      }),
+    ]);
+  });
+
   test("sizes take exactly Kubernetes' quantity suffixes, within what a number holds exactly", () => {
     // Found by an outside tester: `1K` was taken and `1k`, `1Pi`, `1Ei`, `1P`, `1E`, `1e3` refused.
     const bytes = (size: string) =>

@@ -58,11 +58,12 @@ export function configurationReference(): string {
     hostMemoryBudget: "unlimited",
     maxBodySize: "`32Mi`",
     maxHeldBytes: "`256Mi`",
+    bodyTimeout: "`10s`",
     eventSink: "`$K_SINK`, else none",
     eventMode: "`binary`",
   };
   const topRows = (
-    ["hostMemoryBudget", "maxBodySize", "maxHeldBytes", "eventSink", "eventMode"] as const
+    ["hostMemoryBudget", "maxBodySize", "maxHeldBytes", "bodyTimeout", "eventSink", "eventMode"] as const
   ).map((key) => `| \`${key}\` | ${topDefaults[key]} | ${describe(snoozeFile.shape[key])} |`);
   // Which durations take `never`, read from the schema itself.
   const durations = [

@@ -32,6 +32,8 @@ export interface SnoozeConfig {
   maxBodySize: number;
   /** Body bytes of requests being read or held, all models together (default 256Mi). */
   maxHeldBytes?: number;
+  /** How long a body being read may go without bringing 1 KiB (default 10s; Infinity: never). */
+  bodyTimeout?: number;
   eventSink?: string;
   /** How CloudEvents go to the sink (binary unless set). */
   eventMode?: "binary" | "structured";
@@ -41,6 +43,7 @@ export interface SnoozeConfig {
 
 const defaultMaxBodySize = 32 * 2 ** 20;
 export const defaultMaxHeldBytes = 256 * 2 ** 20;
+export const defaultBodyTimeout = 10_000;
 
 function defined<T extends object>(object: T | undefined): Partial<T> {
   return Object.fromEntries(Object.entries(object ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
@@ -200,6 +203,7 @@ export function resolveConfig(
       hostMemoryBudget: file.hostMemoryBudget ?? Number.POSITIVE_INFINITY,
       maxBodySize: file.maxBodySize ?? defaultMaxBodySize,
       maxHeldBytes: file.maxHeldBytes ?? defaultMaxHeldBytes,
+      bodyTimeout: file.bodyTimeout ?? defaultBodyTimeout,
       eventSink: file.eventSink,
       eventMode: file.eventMode,
     },

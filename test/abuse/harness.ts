@@ -55,7 +55,7 @@ export interface TestActivator {
 /** One model `m` with the given settings (times in ms, sizes in bytes). */
 export async function startActivator(
   settings: Partial<ModelConfig> = {},
-  top: { maxBodySize?: number; maxHeldBytes?: number; allowedOrigins?: string[] } = {},
+  top: { maxBodySize?: number; maxHeldBytes?: number; bodyTimeout?: number; allowedOrigins?: string[] } = {},
 ): Promise<TestActivator> {
   const plane = new TestPlane();
   const registry = new Registry();
@@ -68,6 +68,7 @@ export async function startActivator(
       hostMemoryBudget: Number.POSITIVE_INFINITY,
       maxBodySize: top.maxBodySize ?? 1 << 20,
       maxHeldBytes: top.maxHeldBytes,
+      bodyTimeout: top.bodyTimeout,
     } as ConstructorParameters<typeof Activator>[0]["config"],
     controlPlane: plane,
     registry,

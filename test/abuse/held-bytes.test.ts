@@ -177,4 +177,83 @@ describe("maxHeldBytes", () => {
     });
     expect(answer.status).toBe(200);
   });
+
+  test("uploads that stall after most of their body are given up after bodyTimeout: 408, their bytes back, connection closed; others are told when", async () => {
+    // Found by an outside tester: four uploads that sent nearly all of a 1 MiB body and stalled held
+    // all of maxHeldBytes until Node's request timeout (300 s), and everyone else was told
+    // `held_bytes_exceeded` with `Retry-After: 1` meanwhile.
+    const snooze = await startActivator({ holdBudget: 20_000 }, { maxHeldBytes: 4_000, bodyTimeout: 2_000 });
+    cleanups.push(() => snooze.close());
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      req.on("end", () => res.end("{}"));
+    });
+    cleanups.push(() => engine.server.close());
+    snooze.plane.readyAt("m", engine.address);
+    const stalled = Array.from({ length: 4 }, () => connect(snooze.port, "127.0.0.1"));
+    cleanups.push(() => {
+      for (const socket of stalled) socket.destroy();
+    });
+    const replies = stalled.map((socket) => {
+      let reply = "";
+      socket.setEncoding("latin1");
+      socket.on("data", (chunk) => (reply += chunk));
+      socket.on("error", () => {});
+      socket.write(
+        `POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n${bodyOf(1_000).slice(0, 990)}`,
+      );
+      return once(socket, "close").then(() => reply);
+    });
+    const heldBytes = async () => metricValue(await snooze.registry.metrics(), "snooze_held_body_bytes");
+    while ((await heldBytes()) < 3_960) await new Promise((resolve) => setTimeout(resolve, 10));
+    const post = () =>
+      fetch(`${snooze.url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: bodyOf(500),
+        signal: AbortSignal.timeout(10_000),
+      });
+    const refused = await post();
+    expect(refused.status).toBe(503);
+    // The stalled uploads are given up when their 2 s window ends: that is when to come back.
+    expect(refused.headers.get("retry-after")).toBe("2");
+    const started = performance.now();
+    for (const reply of await Promise.all(replies)) {
+      expect(finalStatus(reply)).toBe(408);
+      expect(finalBody(reply).error).toMatchObject({
+        type: "invalid_request_error",
+        code: "request_timeout",
+      });
+      expect(reply).toMatch(/\r\nconnection: close\r\n/i);
+    }
+    expect(performance.now() - started).toBeLessThan(8_000);
+    expect(await heldBytes()).toBe(0);
+    expect((await post()).status).toBe(200);
+  });
+
+  test("an upload that trickles (a few bytes at a time, below 1 KiB per bodyTimeout) is given up too", async () => {
+    const snooze = await startActivator({ holdBudget: 20_000 }, { maxHeldBytes: 10_000, bodyTimeout: 500 });
+    cleanups.push(() => snooze.close());
+    const socket = connect(snooze.port, "127.0.0.1");
+    cleanups.push(() => socket.destroy());
+    let reply = "";
+    socket.setEncoding("latin1");
+    socket.on("data", (chunk) => (reply += chunk));
+    socket.on("error", () => {});
+    socket.write(
+      "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 9000\r\n\r\n",
+    );
+    const body = bodyOf(9_000);
+    let sent = 0;
+    const trickle = setInterval(() => {
+      if (socket.destroyed || sent >= body.length) return;
+      socket.write(body.slice(sent, sent + 5));
+      sent += 5;
+    }, 50);
+    cleanups.push(() => clearInterval(trickle));
+    const started = performance.now();
+    while (!reply.includes("\r\n\r\n")) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(finalStatus(reply)).toBe(408);
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
 });
