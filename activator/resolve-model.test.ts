@@ -64,6 +64,30 @@ describe("resolveModel", () => {
     });
   });
 
+  test("a Host label matches a name written with capitals, in any case", () => {
+    // Found by an outside tester: alias `Alpha2`, `Host: alpha2` was a 400 missing_model, as only the
+    // label was lowered.
+    const capitals = new Map([
+      ["alpha", "alpha"],
+      ["Alpha2", "alpha"],
+      ["QWEN", "QWEN"],
+    ]);
+    for (const host of ["alpha2", "ALPHA2.models.example", "Alpha2:8080", "aLpHa2"])
+      expect(resolveModel({ host }, Buffer.alloc(0), capitals)).toMatchObject({ ok: true, model: "alpha" });
+    expect(resolveModel({ host: "qwen.models.example" }, Buffer.alloc(0), capitals)).toMatchObject({
+      ok: true,
+      model: "QWEN",
+    });
+    // Two models whose names differ only in case (the settings refuse them; Kubernetes Models could
+    // bring them): a label that matches both names neither.
+    const clash = new Map([
+      ["Beta", "one"],
+      ["BETA", "two"],
+    ]);
+    expect(resolveModel({ host: "beta" }, Buffer.alloc(0), clash)).toMatchObject({ ok: false, status: 400 });
+    expect(resolveModel({ host: "Beta" }, Buffer.alloc(0), clash)).toMatchObject({ ok: true, model: "one" });
+  });
+
   test("an alias is rewritten in the client's own bytes: numbers a double cannot hold and deep nesting reach the engine as sent", () => {
     // Found by an outside tester: the body was parsed and encoded again, so a 63-bit seed changed,
     // `1e999` became null, and JSON nested 5,000 deep failed with 502 internal_error.

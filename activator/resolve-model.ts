@@ -111,9 +111,9 @@ export function resolveModel(
   }
   const host = String(headers.host ?? "").split(":")[0]!;
   const label = host.split(".")[0]!;
-  // Host names are case-insensitive: `Qwen.models.example` is `qwen`'s too. A name of one label
-  // counts as well: `http://qwen:8080/v1` is how a compose network or a short Service name reaches it.
-  const byHost = label ? (names.get(label) ?? names.get(label.toLowerCase())) : undefined;
+  // A name of one label counts as well: `http://qwen:8080/v1` is how a compose network or a short
+  // Service name reaches it.
+  const byHost = label ? hostLookup(names, label) : undefined;
   if (byHost) return routed(byHost);
   // Valid JSON that cannot hold a `model` (an array, a string, null): say so, not "no model".
   if (parsed !== undefined && (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))) {
@@ -165,6 +165,28 @@ export function nameLookup(names: ReadonlyMap<string, string>, name: string): st
   const nfc = name.normalize("NFC");
   const nfd = name.normalize("NFD");
   return (nfc !== name ? names.get(nfc) : undefined) ?? (nfd !== name ? names.get(nfd) : undefined);
+}
+
+/**
+ * The model a Host's first label names. Host names are case-insensitive: `Qwen.models.example` is
+ * `qwen`'s, and `alpha2.models.example` is that of a model named `Alpha2` (found by an outside
+ * tester: only the label was lowered, so a name with capitals was never reached by Host). The
+ * settings refuse names of two models that differ only in case; should two such names come anyway
+ * (Kubernetes Models are not checked against each other), a label they both match names neither.
+ * The names are searched only when the label, as written and lowered, is no name: the hot path is
+ * one or two gets.
+ */
+function hostLookup(names: ReadonlyMap<string, string>, label: string): string | undefined {
+  const lower = label.toLowerCase();
+  const id = names.get(label) ?? names.get(lower);
+  if (id !== undefined) return id;
+  let found: string | undefined;
+  for (const [name, owner] of names) {
+    if (name.toLowerCase() !== lower) continue;
+    if (found !== undefined && found !== owner) return undefined;
+    found = owner;
+  }
+  return found;
 }
 
 /**
