@@ -5,7 +5,7 @@ import { expect, test } from "vitest";
 import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
 import { parseConfig } from "../lib/settings/index.ts";
 import { waitFor } from "../test/sim/helpers.ts";
-import { ModelRoute, releaseWave, spareLimit } from "./model-route.ts";
+import { ModelRoute, releaseWave, spareLimit, unmeasuredMs } from "./model-route.ts";
 
 const config = parseConfig("models:\n  qwen:\n    command: [x, '${PORT}']\n").models.get("qwen")!;
 const listener = { demand() {}, loadChanged() {} };
@@ -218,7 +218,8 @@ test("Retry-After before an activation is announced: the last start's or wake's 
   // Found by an outside tester: a burst refused (queue_full) in the instant its first request asked
   // for a cold model whose start takes 12 s was told to come back in 1 s.
   const route = new ModelRoute(config, listener);
-  expect(route.retryAfterMs()).toBe(1_000);
+  // Nothing measured yet: a first start is taken to last unmeasuredMs.start.
+  expect(route.retryAfterMs()).toBe(unmeasuredMs.start);
   const apply = (tier: Tier, extra: Partial<ReplicaEvent> = {}) =>
     route.apply({
       model: "qwen",
@@ -236,7 +237,8 @@ test("Retry-After before an activation is announced: the last start's or wake's 
   event("starting", 12_000);
   event("ready");
   event("asleep-1");
-  expect(route.retryAfterMs()).toBe(1_000);
+  // No wake measured yet.
+  expect(route.retryAfterMs()).toBe(unmeasuredMs.wake);
   event("waking", 3_000);
   event("ready");
   event("asleep-1");
@@ -249,6 +251,35 @@ test("Retry-After before an activation is announced: the last start's or wake's 
   draining();
   expect(route.retryAfterMs()).toBe(12_000);
   route.config.sleep = true;
+  await route.close();
+});
+
+test("Retry-After during a model's first start, nothing measured: not the 1 s floor, and at least as long again as it has run", async () => {
+  // Found by an outside tester: requests refused (queue_full) during a first start of 4.4 s were told
+  // `Retry-After: 1`, and the openai client's two retries were spent within 2 s.
+  const route = new ModelRoute(config, listener);
+  const starting = (ranMs: number, tier: Tier = "starting") =>
+    route.apply({
+      model: "qwen",
+      replica: "qwen-1",
+      address: "127.0.0.1:1",
+      tier,
+      since: Date.now() - ranMs,
+    });
+  // Within a few milliseconds: the clock moves between the event and the question.
+  const near = (ms: number) => {
+    const told = route.retryAfterMs();
+    expect(told).toBeLessThanOrEqual(ms);
+    expect(told).toBeGreaterThan(ms - 100);
+  };
+  starting(0);
+  near(unmeasuredMs.start);
+  starting(4_000);
+  near(unmeasuredMs.start - 4_000);
+  starting(30_000);
+  expect(route.retryAfterMs()).toBeGreaterThanOrEqual(30_000);
+  starting(0, "waking");
+  near(unmeasuredMs.wake);
   await route.close();
 });
 

@@ -64,6 +64,14 @@ const probeTimeoutMs = 2_000;
 const keptExits = 16;
 
 /**
+ * What a start or wake is taken to last before one was measured (a model's first): a client told to
+ * come back in a second ran out of its retries (the openai client's two, 2 s in all) long before a
+ * first start of a few seconds ended (found by an outside tester). vLLM's own starts take tens of
+ * seconds; a wake from level 1 a few.
+ */
+export const unmeasuredMs = { start: 10_000, wake: 2_000 };
+
+/**
  * Held requests released in one turn of the event loop; the rest follow in the next turns. Released
  * all in one loop, 1,000 held requests were each forwarded (≈ 50 µs of CPU apiece) before the first
  * one's bytes left, and reached the engine as one herd of connections it parsed before answering
@@ -485,22 +493,32 @@ export class ModelRoute {
   /**
    * How long until the model is likely ready, from the measured activation time: what is left of
    * the one under way, or, before it was announced (a burst refused in the instant its first request
-   * asked for it), the whole of the last start or wake.
+   * asked for it), the whole of the last start or wake. Before any was measured, `unmeasuredMs`
+   * stands in for it, and one under way is taken to run at least as long again as it has.
    */
   retryAfterMs(): number {
     const event = this.lastEvent;
     if (event?.estimateMs !== undefined && (event.tier === "starting" || event.tier === "waking")) {
       return Math.max(minRetryAfterMs, event.since + event.estimateMs - Date.now());
     }
+    if (event?.tier === "starting" || event?.tier === "waking") {
+      // Nothing measured yet: what is left of `unmeasuredMs`, and at least as long again as it has
+      // run (one that has run long is likely to run long yet).
+      const ran = Math.max(0, Date.now() - event.since);
+      const assumed = event.tier === "starting" ? unmeasuredMs.start : unmeasuredMs.wake;
+      return Math.max(minRetryAfterMs, ran, assumed - ran);
+    }
     // A replica that drains sleeps next (or stops, without sleep mode): at least a wake (or a
     // start) before it serves again (found by an outside tester: 1 s, while a sleep took minutes).
     const asleepNext = event?.tier === "asleep-1" || event?.tier === "asleep-2" || event?.tier === "draining";
-    const next =
+    const kind =
       event === undefined || event.tier === "cold" || (event.tier === "draining" && !this.config.sleep)
-        ? this.estimates.start
+        ? "start"
         : asleepNext
-          ? this.estimates.wake
+          ? "wake"
           : undefined;
+    // None measured yet: the one that comes next is the model's first.
+    const next = kind && (this.estimates[kind] ?? unmeasuredMs[kind]);
     return Math.max(minRetryAfterMs, event?.estimateMs ?? next ?? 0);
   }
 
