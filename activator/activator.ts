@@ -349,7 +349,15 @@ export class Activator {
    * model, so the counts match what clients were answered (found by an outside tester).
    */
   countRefused(status: number): void {
-    this.metrics.requests.inc({ model: "", code: String(status) });
+    this.countAnswered("", status);
+  }
+
+  /**
+   * A request under `/v1/` the server answered itself (a CORS preflight, `GET /v1/models`,
+   * `/v1/models/{model}`): counted like the rest, `model` empty when it names none Snooze serves.
+   */
+  countAnswered(model: string, status: number): void {
+    this.metrics.requests.inc({ model, code: String(status) });
   }
 
   private async serve(

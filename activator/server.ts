@@ -254,6 +254,8 @@ export function createActivatorServer({
           res.writeHead(204, answer.headers);
           res.end();
         }
+        // Counted as every request to /v1/ is (found by an outside tester: preflights were not).
+        activator.countAnswered("", answer.status);
         return;
       }
       const refused = cors.refusal(req.headers);
@@ -271,6 +273,7 @@ export function createActivatorServer({
     }
     if (path === "/v1/models" && reads(req)) {
       sendJson(res, 200, { object: "list", data: views().map(modelObject) });
+      activator.countAnswered("", 200);
       // A HEAD is a check, not a client about to use a model.
       if (req.method === "GET") hint();
       return;
@@ -280,6 +283,7 @@ export function createActivatorServer({
       const name = decodeSegment(segment);
       if (name === undefined) {
         sendError(res, 400, malformedSegment(segment));
+        activator.countAnswered("", 400);
         return;
       }
       // Named as requests name it: an id or alias, in either Unicode form (activator/resolve-model.ts).
@@ -287,8 +291,12 @@ export function createActivatorServer({
       const view = id === undefined ? undefined : views().find((v) => v.id === id);
       if (view) {
         sendJson(res, 200, modelObject(view));
+        activator.countAnswered(view.id, 200);
         if (req.method === "GET") hint(view.id);
-      } else sendError(res, 404, unknownModel(name, activator.routes.keys()));
+      } else {
+        sendError(res, 404, unknownModel(name, activator.routes.keys()));
+        activator.countAnswered("", 404);
+      }
       return;
     }
     // Returned, not awaited: this frame need not stay suspended for as long as a request is held.
