@@ -23,7 +23,7 @@ import { HoldProgress } from "./hold-progress.ts";
 import { type HostRouter, type HostRouting, unknownHost } from "./host-routing.ts";
 import { type ActivatorMetrics, activatorMetrics } from "./metrics.ts";
 import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
-import { checkEnginePath, type PathCheck } from "./openai-path.ts";
+import { checkEnginePath, type PathCheck, streamingRoutes } from "./openai-path.ts";
 import { forward } from "./proxy.ts";
 import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
 import { type FormFields, nameLookup, resolveModel } from "./resolve-model.ts";
@@ -534,6 +534,10 @@ export class Activator {
         return resolution.status;
       }
       named(resolution.model);
+      // Where the engine answers JSON whatever `stream` says (embeddings, score, rerank), hold
+      // progress must not open an SSE stream: the answer would come as raw JSON in it, which an SSE
+      // parser drops (found by an outside tester).
+      if (!streamingRoutes.has(check.path)) resolution.stream = false;
       const route = this.routes.get(resolution.model);
       if (!route) {
         // The Model went between the host lookup and now.

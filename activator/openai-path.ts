@@ -22,6 +22,20 @@ export const engineRoutes: ReadonlySet<string> = new Set([
   "/v1/rerank",
 ]);
 
+/**
+ * The routes on which vLLM answers `stream: true` with an SSE stream (its chat, completion and
+ * responses servers; its speech-to-text server for transcriptions and translations). Its pooling
+ * routes (`/v1/embeddings`, `/v1/score`, `/v1/rerank`) answer JSON whatever `stream` says: hold
+ * progress, which opens an SSE stream before the engine answers, is only for these.
+ */
+export const streamingRoutes: ReadonlySet<string> = new Set([
+  "/v1/chat/completions",
+  "/v1/completions",
+  "/v1/responses",
+  "/v1/audio/transcriptions",
+  "/v1/audio/translations",
+]);
+
 /** The answer for each route written exactly, made once: the request path allocates none. */
 const exactRoutes: ReadonlyMap<string, PathCheck> = new Map(
   [...engineRoutes].map((path) => [path, Object.freeze({ ok: true as const, path })]),

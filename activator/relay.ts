@@ -108,6 +108,11 @@ export class Relay implements Dispatcher.DispatchHandler {
   private errorWait?: NodeJS.Timeout;
   /** An SSE answer: passed on event by event, so an ending Snooze adds follows a whole event. */
   private events = false;
+  /**
+   * A 200 that is not SSE, into a stream hold progress opened: passed on as the data of one event
+   * (see `asEventData`); the last byte passed on was a CR (a CRLF cut between two reads).
+   */
+  private asEvent?: { afterCR: boolean };
   /** The start of an event whose end has not come yet (SSE answers only). */
   private partial?: Buffer;
   /** What went out last ends in the middle of an event (one longer than maxHeldEventBytes). */
@@ -168,11 +173,19 @@ export class Relay implements Dispatcher.DispatchHandler {
     if (res.headersSent) {
       // Hold progress already answered 200 and opened an SSE stream: an engine error can
       // only be told as an event in it.
+      const sse = this.events;
       this.contentType = "text/event-stream";
       this.events = true;
       if (status !== 200) {
         this.errorBody = [];
         this.errorCoding = headers["content-encoding"] as string | undefined;
+      } else if (!sse) {
+        // Nor can an answer that is not SSE (an engine that ignores `stream`): as raw bytes in the
+        // stream, an SSE parser would drop it, and the answer would be lost without a word.
+        this.events = false;
+        this.asEvent = { afterCR: false };
+        this.midEvent = true;
+        res.write("data: ");
       }
       return;
     }
@@ -211,7 +224,11 @@ export class Relay implements Dispatcher.DispatchHandler {
       }
     }
     this.request.tap?.chunk(chunk);
-    const whole = this.events ? this.wholeEvents(chunk) : chunk;
+    const whole = this.asEvent
+      ? asEventData(chunk, this.asEvent)
+      : this.events
+        ? this.wholeEvents(chunk)
+        : chunk;
     if (whole.length > 0 && !this.res.write(whole) && !controller.paused) {
       controller.pause();
       this.res.once("drain", this.resume);
@@ -267,7 +284,8 @@ export class Relay implements Dispatcher.DispatchHandler {
     clearTimeout(this.errorWait);
     const body = this.errorBody && Buffer.concat(this.errorBody);
     if (this.partial) this.res.write(this.partial);
-    if (!body) this.res.end();
+    if (this.asEvent) this.res.end("\n\ndata: [DONE]\n\n");
+    else if (!body) this.res.end();
     else if (!this.errorHead) {
       // A body that cannot be decoded says nothing readable: only the status is told.
       const text = errorBodyText(body, this.errorCoding) ?? "";
@@ -357,4 +375,17 @@ function endBroken(res: ServerResponse, contentType: string, body: OpenAIErrorBo
   if (res.writableEnded || res.destroyed) return;
   if (contentType.includes("text/event-stream")) endWithEvent(res, JSON.stringify(body));
   else res.destroy(error);
+}
+
+/**
+ * Bytes of an answer that is not SSE as the data of one SSE event (the caller wrote `data: ` before
+ * the first): each line break starts a new `data:` line, which an SSE parser joins with `\n` again,
+ * so the client reads the engine's answer (JSON keeps its meaning). A CRLF cut between two reads
+ * is one line break, not two.
+ */
+function asEventData(chunk: Buffer, state: { afterCR: boolean }): Buffer {
+  let text = chunk.toString("latin1");
+  if (state.afterCR && text.startsWith("\n")) text = text.slice(1);
+  state.afterCR = text.endsWith("\r");
+  return Buffer.from(text.replace(/\r\n|\r|\n/g, "\ndata: "), "latin1");
 }

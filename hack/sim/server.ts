@@ -14,7 +14,7 @@ import { modelList, serveGeneration } from "./openai-handler.ts";
 import { type ApiKind, parseOpenAIRequest } from "./openai-request.ts";
 import { resolveSimOptions, type SimOptions } from "./options.ts";
 import * as sleepApi from "./sleep-api.ts";
-import { transcribe } from "./transcription.ts";
+import { streamTranscription, transcribe } from "./transcription.ts";
 import { internalError, methodNotAllowed, notFoundRoute, VllmHttpError } from "./vllm-error.ts";
 
 /** Version `/version` reports: a semver that says it is not vLLM. */
@@ -192,12 +192,16 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
     }
     await serveGeneration(engine, request, context.req, context.res);
   };
-  const transcription = async (engine: SimEngine, context: RequestContext) =>
-    send(
-      context.res,
-      200,
-      transcribe(await context.bytes(), context.req.headers["content-type"], engine.options.servedModelNames),
-    );
+  const transcription =
+    (kind: "transcription" | "translation") => async (engine: SimEngine, context: RequestContext) => {
+      const answer = transcribe(
+        await context.bytes(),
+        context.req.headers["content-type"],
+        engine.options.servedModelNames,
+      );
+      if (answer.stream) streamTranscription(context.res, answer, kind);
+      else send(context.res, 200, { text: answer.text });
+    };
   const table: Record<string, Partial<Record<string, Route>>> = {
     "/health": { GET: (_e, c) => send(c.res, 200) },
     "/ping": { GET: (_e, c) => send(c.res, 200), POST: (_e, c) => send(c.res, 200) },
@@ -212,8 +216,8 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
     "/v1/models": { GET: (e, c) => send(c.res, 200, modelList(e)) },
     "/v1/chat/completions": { POST: generation("chat") },
     "/v1/completions": { POST: generation("completion") },
-    "/v1/audio/transcriptions": { POST: transcription },
-    "/v1/audio/translations": { POST: transcription },
+    "/v1/audio/transcriptions": { POST: transcription("transcription") },
+    "/v1/audio/translations": { POST: transcription("translation") },
     "/sim/faults": {
       GET: (e, c) => json(admin.getFaults(e))(c),
       POST: async (e, c) => json(admin.postFaults(e, await c.body()))(c),

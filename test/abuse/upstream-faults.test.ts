@@ -288,6 +288,58 @@ async function eventsAfterProgress(address: string): Promise<string[]> {
   return (await response.text()).split("\n\n").filter(Boolean);
 }
 
+describe("a held request with `stream: true` whose engine answers plain JSON (found by an outside tester: the answer was lost)", () => {
+  test("on a route vLLM never streams (embeddings), hold progress opens no stream: the JSON answer comes as it is", async () => {
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end('{"object":"list","data":[{"embedding":[0.5]}]}');
+      });
+    });
+    cleanups.push(() => engine.server.close());
+    const snooze = await startActivator({ holdBudget: 5_000, streamProgress: true });
+    cleanups.push(() => snooze.close());
+    const answer = fetch(`${snooze.url}/v1/embeddings`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", input: "hi", stream: true }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    // Held past the second after which progress would begin.
+    await new Promise((resolve) => setTimeout(resolve, 1_300));
+    snooze.plane.readyAt("m", engine.address);
+    const response = await answer;
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toBe("application/json");
+    expect(await response.json()).toEqual({ object: "list", data: [{ embedding: [0.5] }] });
+  });
+
+  test("where progress already opened a stream, a 200 that is not SSE arrives as the data of one event, then [DONE]", async () => {
+    const answer = { id: "c1", object: "chat.completion", choices: [{ message: { content: "a\nb" } }] };
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      res.writeHead(200, { "content-type": "application/json" });
+      // Pretty-printed with CRLF, a CRLF cut between two writes.
+      const text = JSON.stringify(answer, null, 2).replaceAll("\n", "\r\n");
+      const cut = text.indexOf("\n", 10);
+      res.write(text.slice(0, cut));
+      setTimeout(() => res.end(text.slice(cut)), 20);
+    });
+    cleanups.push(() => engine.server.close());
+    const events = await eventsAfterProgress(engine.address);
+    expect(events[0]).toMatch(/^: /);
+    expect(events.at(-1)).toBe("data: [DONE]");
+    // As an SSE parser reads it: the data lines joined with a line break.
+    const data = events
+      .at(-2)!
+      .split("\n")
+      .map((line) => line.slice("data: ".length))
+      .join("\n");
+    expect(JSON.parse(data)).toEqual(answer);
+  });
+});
+
 describe("the engine refuses a request whose hold progress already answered 200", () => {
   test("its error arrives as one SSE event in the open stream, then [DONE]", async () => {
     const engine = await httpEngine((req, res) => {

@@ -38,6 +38,23 @@ test("a transcription and a translation by the openai SDK: routed by the form's 
   });
 });
 
+test("a streamed transcription (`stream: true`): SSE chunks, as vLLM streams them", async () => {
+  // The sim answered plain JSON to `stream: true`, which vLLM answers with a stream.
+  const client = new OpenAI({ baseURL: `${snooze.url}/v1`, apiKey: "none", maxRetries: 0 });
+  const stream = await client.audio.transcriptions.create({
+    model: "stt",
+    file: await wav(),
+    stream: true,
+  });
+  const chunks: { object: string; model: string; choices: { delta: { content: string } }[] }[] = [];
+  for await (const chunk of stream) chunks.push(chunk as unknown as (typeof chunks)[number]);
+  expect(chunks.length).toBeGreaterThan(1);
+  expect(chunks.every((chunk) => chunk.object === "transcription.chunk" && chunk.model === "whisper")).toBe(
+    true,
+  );
+  expect(chunks.map((chunk) => chunk.choices[0]!.delta.content).join("")).toBe(transcriptionText);
+});
+
 test("a form that is not one, and a JSON body sent as a form: 400s saying what is wrong", async () => {
   const broken = await fetch(`${snooze.url}/v1/audio/transcriptions`, {
     method: "POST",
