@@ -155,6 +155,23 @@ describe("models at run time", () => {
     ]);
   });
 
+  test("the 404 for an unknown model lists the models in the file's order, after a model was removed and added back", async () => {
+    // Found by an outside tester: it listed them as their names were added, so a model removed and
+    // re-added by a reload came last, while /v1/models lists the file's order.
+    const { post, url } = await start();
+    for (const id of ["a", "b", "c"]) activator!.upsertModel(model(id));
+    activator!.removeModel("a");
+    activator!.upsertModel(model("a"));
+    activator!.setOrder(["a", "b", "c"]);
+    const listed = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] };
+    expect(listed.data.map((m) => m.id)).toEqual(["a", "b", "c"]);
+    const unknown = await post("nope");
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as { error: { message: string } }).error.message).toContain(
+      "Known models: `a`, `b`, `c`.",
+    );
+  });
+
   test("an alias another model owns stays with its owner", async () => {
     await start();
     activator!.upsertModel(model("a", ["shared"]));

@@ -396,6 +396,20 @@ export class Activator {
       sendShuttingDown(res);
       return 503;
     }
+    if (req.headers["snooze-model"] !== undefined && headerCount(req, "snooze-model") > 1) {
+      // Node joins them (`a, nope`), and would look that up as one name (found by an outside tester).
+      sendError(
+        res,
+        400,
+        openAIError(
+          "The request has more than one `snooze-model` header; send one, naming the model.",
+          "invalid_request_error",
+          "duplicate_header",
+          "snooze-model",
+        ),
+      );
+      return 400;
+    }
     const refused = refuseEncodedBody(req, res, "request body");
     if (refused) return refused;
     const declared = Number(req.headers["content-length"] ?? 0);
@@ -523,6 +537,9 @@ export class Activator {
               this.config.names,
               (id) => this.routes.get(id)?.config.servedModel,
               form ? formFields(body, form) : undefined,
+              // The file's order, as /v1/models lists them (found by an outside tester: a model
+              // removed and added back by a reload came last, as the names were added).
+              () => this.routes.keys(),
             );
       if (!resolution.ok) {
         const known = this.hosts?.hosts() ?? [];
@@ -887,6 +904,14 @@ function formFields(body: Buffer, form: readonly FormPart[]): FormFields {
     ...(model && textOf(body, model) !== undefined ? { model: textOf(body, model) } : {}),
     stream: stream !== undefined && textOf(body, stream) === "true",
   };
+}
+
+/** How many headers of this name (lower case) the request carries: Node's `headers` joins them. */
+function headerCount(req: IncomingMessage, name: string): number {
+  let count = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2)
+    if (req.rawHeaders[i]!.length === name.length && req.rawHeaders[i]!.toLowerCase() === name) count++;
+  return count;
 }
 
 /** Whether a JSON body asks for a streamed (SSE) answer. */

@@ -33,7 +33,9 @@ export interface FormFields {
  * gateway), else the JSON body's `model` field (or a form body's, `form`), else the first
  * label of `Host` (`qwen.models.example.com`). Aliases resolve to the model id, and the
  * body's `model` is rewritten to the name the engine serves: the model's `servedModel`
- * (`servedOf`) when it has one, else its id.
+ * (`servedOf`) when it has one, else its id. A name of no model gets the 404 that lists `known`
+ * (the models in the settings file's order, as `/v1/models` lists them; by default the ids of
+ * `names`, in the order they were added).
  */
 export function resolveModel(
   headers: IncomingHttpHeaders,
@@ -41,11 +43,12 @@ export function resolveModel(
   names: ReadonlyMap<string, string>,
   servedOf: (id: string) => string | undefined = () => undefined,
   form?: FormFields,
+  known: () => Iterable<string> = () => names.values(),
 ): Resolution {
   const unknown = (name: string): Resolution => ({
     ok: false,
     status: 404,
-    error: unknownModel(name, names.values()),
+    error: unknownModel(name, known()),
   });
   const isJson = isJsonType(headers["content-type"]);
   let parsed: unknown;

@@ -2,6 +2,7 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { context, SpanStatusCode } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
+import { clip } from "../lib/clip.ts";
 import { answerClientErrors, endSocketWithError } from "../lib/http/client-error.ts";
 import { deferContinue } from "../lib/http/continue.ts";
 import { sendError, sendJson } from "../lib/http/json.ts";
@@ -86,6 +87,12 @@ function hostHeaders(req: IncomingMessage): number {
     if (req.rawHeaders[i]!.length === 4 && req.rawHeaders[i]!.toLowerCase() === "host") count++;
   return count;
 }
+
+/**
+ * `/v1/models` and `/v1/models/{model}` as written (one segment, not `.` or `..`): the routes that
+ * take GET and HEAD only. A path with dot-segments goes on to the activator, which normalises it.
+ */
+const modelsPath = /^\/v1\/models(\/(?!\.\.?$)[^/]*)?$/;
 
 /** GET, or HEAD: the same answer without its body (Node's response drops the body of a HEAD). */
 const reads = (req: IncomingMessage) => req.method === "GET" || req.method === "HEAD";
@@ -276,6 +283,36 @@ export function createActivatorServer({
       activator.countAnswered("", 200);
       // A HEAD is a check, not a client about to use a model.
       if (req.method === "GET") hint();
+      return;
+    }
+    if (modelsPath.test(path) && !reads(req)) {
+      // The listing is read-only (found by an outside tester: a PUT was `404 not_found`).
+      sendError(
+        res,
+        405,
+        openAIError(
+          `${clip(path)} takes GET, HEAD, not ${req.method}.`,
+          "invalid_request_error",
+          "method_not_allowed",
+        ),
+        { allow: "GET, HEAD" },
+      );
+      activator.countAnswered("", 405);
+      return;
+    }
+    if (path === "/v1/models/" && reads(req)) {
+      // Not a model named `` (found by an outside tester: "The model `` does not exist").
+      sendError(
+        res,
+        400,
+        openAIError(
+          "The path names no model: GET /v1/models/{model} takes a model's id or alias after the slash (GET /v1/models lists them).",
+          "invalid_request_error",
+          "missing_model",
+          "model",
+        ),
+      );
+      activator.countAnswered("", 400);
       return;
     }
     if (path.startsWith("/v1/models/") && reads(req)) {

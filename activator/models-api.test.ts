@@ -1,0 +1,62 @@
+import { afterEach, expect, test } from "vitest";
+import {
+  finalBody,
+  finalStatus,
+  rawRequest,
+  startActivator,
+  type TestActivator,
+} from "../test/abuse/harness.ts";
+
+/** `/v1/models` and `/v1/models/{model}`, and naming a model by the `snooze-model` header. */
+let snooze: TestActivator | undefined;
+afterEach(async () => {
+  await snooze?.close();
+  snooze = undefined;
+});
+
+test("/v1/models takes GET and HEAD: another method is a 405 with Allow", async () => {
+  // Found by an outside tester: `PUT /v1/models` was a 404 not_found.
+  snooze = await startActivator();
+  for (const [method, path] of [
+    ["PUT", "/v1/models"],
+    ["POST", "/v1/models"],
+    ["DELETE", "/v1/models/m"],
+    ["PATCH", "/v1/models/"],
+  ] as const) {
+    const answer = await fetch(`${snooze.url}${path}`, {
+      method,
+      body: method === "DELETE" ? undefined : "{}",
+    });
+    expect(answer.status).toBe(405);
+    expect(answer.headers.get("allow")).toBe("GET, HEAD");
+    expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("method_not_allowed");
+  }
+});
+
+test("GET /v1/models/ says the path names no model, not that a model `` does not exist", async () => {
+  // Found by an outside tester.
+  snooze = await startActivator();
+  const answer = await fetch(`${snooze.url}/v1/models/`);
+  expect(answer.status).toBe(400);
+  const { error } = (await answer.json()) as { error: { code: string; message: string } };
+  expect(error.code).toBe("missing_model");
+  expect(error.message).toMatch(/^The path names no model/);
+  expect((await fetch(`${snooze.url}/v1/models/m`)).status).toBe(200);
+});
+
+test("two snooze-model headers: a 400 naming the header, not a lookup of both joined", async () => {
+  // Found by an outside tester: Node joined them (`m, nope`), looked up as one name: a 404.
+  snooze = await startActivator();
+  const body = '{"prompt":"hi"}';
+  const reply = await rawRequest(
+    snooze.port,
+    `POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nsnooze-model: m\r\nSnooze-Model: nope\r\ncontent-length: ${body.length}\r\n\r\n`,
+    body,
+  );
+  expect(finalStatus(reply)).toBe(400);
+  expect(finalBody(reply).error).toMatchObject({
+    code: "duplicate_header",
+    param: "snooze-model",
+    message: expect.stringContaining("`snooze-model`"),
+  });
+});
