@@ -185,7 +185,13 @@ export const modelId = z
   .min(1, { message: "may not be empty", abort: true })
   .max(253)
   .superRefine(noHiddenCharacters)
-  .regex(/^[^\s]+$/, { message: "a model id may not contain whitespace" });
+  .regex(/^[^\s]+$/, { message: "a model id may not contain whitespace" })
+  // Clients put the name in a path (`/v1/models/{model}`), where these mean this folder and the
+  // one above: the openai SDK refuses them as path parameters (found by an outside tester).
+  .refine((name) => name !== "." && name !== "..", {
+    message:
+      'may not be "." or "..": a model\'s name goes into URL paths (/v1/models/{model}), where it would mean the folder itself or the one above, and OpenAI\'s clients refuse it',
+  });
 
 /** The name of a slot (snooze.yaml: a key under `slots:`, any name). */
 export const slotName = z.string().min(1).superRefine(noHiddenCharacters);

@@ -139,6 +139,35 @@ describe("parseConfig", () => {
     expect(problems.map((p) => p.line)).toEqual([...problems.map((p) => p.line)].sort((a, b) => a! - b!));
   });
 
+  test('"." and ".." are no model id or alias: a client puts the name in a URL path', () => {
+    // Found by an outside tester: they were taken, and the openai SDK refuses them as path parameters.
+    const problems = problemsOf(
+      [
+        "models:",
+        '  "..":',
+        '    command: [x, "${PORT}"]',
+        "  b:",
+        '    command: [x, "${PORT}"]',
+        "    aliases: [ok, .]",
+        "",
+      ].join("\n"),
+    );
+    expect(problems).toEqual([
+      expect.objectContaining({
+        key: 'models.".."',
+        line: 2,
+        message: expect.stringMatching(/^may not be "\." or "\.\."/),
+      }),
+      expect.objectContaining({
+        key: "models.b.aliases.1",
+        line: 6,
+        message: expect.stringMatching(/^may not be "\." or "\.\."/),
+      }),
+    ]);
+    // Dots elsewhere in a name are fine.
+    expect(parseConfig(withModel("aliases: [qwen2.5, ..x, .hidden]")).names.get("..x")).toBe("qwen");
+  });
+
   test("every reason names the value as written; an empty name says so", () => {
     const problems = problemsOf(
       'maxHeldBytes: -5\nmodels:\n  "":\n    command: [x, "${PORT}"]\n  b:\n    command: [x, "${PORT}"]\n    sleepAfter: soon\n    priority: .inf\n',

@@ -101,7 +101,8 @@ standard \`!!str\`, \`!!int\`, \`!!float\`, \`!!bool\`, \`!!null\`, \`!!map\`, \
 are lists and mappings nested more than ${maxNesting} deep. Ids, aliases and slot names may not hold a
 character that does not show: a control character or an invisible format character (Unicode Cf, such as
 U+200B zero width space, U+200D zero width joiner or U+FEFF): \`qwen\` and \`qwen\` with a U+200B after it
-would look like one name. Models are listed (\`snooze status\`, \`/v1/models\`) in the order the file writes them, after a
+would look like one name. Nor may an id or alias be \`.\` or \`..\`: clients put the name in URL paths
+(\`/v1/models/{model}\`), where it would mean the folder itself or the one above. Models are listed (\`snooze status\`, \`/v1/models\`) in the order the file writes them, after a
 reload too (a model added, or removed and added back, takes its place in the file, cold since it
 was added).
 
