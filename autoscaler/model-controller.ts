@@ -24,7 +24,7 @@ import type { LearningMetrics } from "./learning-metrics.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
-import type { Departure, Platform, Replica, ReplicaSetView } from "./platform.ts";
+import { type Departure, type Platform, type Replica, type ReplicaSetView, StartFailed } from "./platform.ts";
 import { reportNeedsPass } from "./report-pass.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
 import { nextStreak, type WaitStreak } from "./wait-streak.ts";
@@ -2037,14 +2037,20 @@ export class ModelController {
       })
       .catch((error: unknown) => {
         this.scaleOverride = undefined;
-        for (const activation of activations) {
-          const index = this.pendingStarts.indexOf(activation);
-          if (index >= 0) this.pendingStarts.splice(index, 1);
+        const unused = activations.filter((activation) => this.pendingStarts.includes(activation));
+        for (const activation of unused) this.pendingStarts.splice(this.pendingStarts.indexOf(activation), 1);
+        // An engine the platform could not even begin failed its start, as one that exits at once
+        // does: held requests hear why, lastError says it, and the starts back off (found by an
+        // outside tester: they were held for their whole budget, and `snooze wake` for its timeout).
+        const notBegun = error instanceof StartFailed && leadership === this.leadership && this.leading;
+        const failed = notBegun ? unused.shift() : undefined;
+        for (const activation of unused) {
           activation.startSpan?.end();
           activation.span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
           activation.span.end();
         }
-        if (leadership === this.leadership) this.log.warn("scale-up failed; deciding again", { error });
+        if (notBegun) this.startNotBegun(error, failed);
+        else if (leadership === this.leadership) this.log.warn("scale-up failed; deciding again", { error });
       })
       .finally(() => {
         this.scaling = false;
@@ -2112,6 +2118,32 @@ export class ModelController {
       this.scaling = false;
       if (leadership === this.leadership) this.changed();
     }
+  }
+
+  /** A start whose engine the platform could not begin: a failed activation of a replica that never was. */
+  private startNotBegun(error: StartFailed, activation: Activation | undefined): void {
+    const now = this.deps.clock.now();
+    const record: ReplicaRecord = {
+      replica: {
+        id: error.replica,
+        label: `engine ${error.replica}`,
+        uid: error.replica,
+        up: false,
+        createdAt: now,
+        restarts: 0,
+        node: "",
+      },
+      tier: "cold",
+      since: now,
+      asleepSince: now,
+      busy: false,
+      leaving: false,
+      coolUntil: 0,
+      restarts: 0,
+      writes: Promise.resolve(),
+      ...(activation ? { activation } : {}),
+    };
+    this.activationFailed(record, `start of ${this.id} failed: ${error.message}`);
   }
 
   /** An activation failed: held requests hear why (the event carries the reason), and back-off grows. */

@@ -76,6 +76,21 @@ export interface Departure {
 }
 
 /**
+ * A scale-up that could not even begin an engine (local mode: `spawn` itself failed, as for an
+ * argument list the system refuses, E2BIG, or no process to be had, EAGAIN): the start failed, as
+ * one whose engine exits at once does, rather than a count to decide again. `replica` names the
+ * replica it was to be.
+ */
+export class StartFailed extends Error {
+  readonly replica: string;
+  constructor(replica: string, message: string) {
+    super(message);
+    this.name = "StartFailed";
+    this.replica = replica;
+  }
+}
+
+/**
  * Where engines run, shaped like a replica set: the controller reads a model's replicas, scales the
  * model to N (naming the replicas that go first), records each replica's tier, and reaches each
  * engine. Everything above this interface (the ladder, the horizontal decision, slots) is the same
@@ -86,7 +101,8 @@ export interface Platform {
   replicaSet(model: string): ReplicaSetView | undefined;
   /**
    * Scales the model from `expected` to `to` replicas, removing `remove` first when it shrinks.
-   * Rejects (and changes nothing) when the count is no longer `expected`: decide again.
+   * Rejects (and changes nothing) when the count is no longer `expected`: decide again. Rejects
+   * with `StartFailed` when an engine it was to start could not be begun (the count stays as it was).
    */
   scale(model: string, expected: number, to: number, remove: readonly Replica[]): Promise<void>;
   /**

@@ -7,7 +7,14 @@ import { freePort, portInUse } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
 import { type ModelConfig, snoozeArgument, substitutePlaceholders } from "../../lib/settings/index.ts";
 import { EngineClient } from "../engine-client.ts";
-import type { Departure, Platform, RecordedTier, Replica, ReplicaSetView } from "../platform.ts";
+import {
+  type Departure,
+  type Platform,
+  type RecordedTier,
+  type Replica,
+  type ReplicaSetView,
+  StartFailed,
+} from "../platform.ts";
 import {
   EngineRecords,
   engineTokenVariable,
@@ -152,7 +159,16 @@ export class LocalPlatform implements Platform {
     entry.scale = to;
     const running = [...entry.engines.values()].filter((e) => !e.stopping);
     if (to > running.length) {
-      for (let i = running.length; i < to; i++) await this.spawn(entry);
+      for (let i = running.length; i < to; i++) {
+        try {
+          await this.spawn(entry);
+        } catch (error) {
+          // The engines not begun are not asked for any more: counted, they would stay `starting`
+          // for ever, and the requests held for them would wait out their hold budget.
+          entry.scale = Math.max(0, entry.scale - (to - i));
+          throw error;
+        }
+      }
       return;
     }
     const named = new Set(remove.map((r) => r.id));
@@ -282,13 +298,26 @@ export class LocalPlatform implements Platform {
     const token = newEngineToken();
     // Detached: the guard leads a new session and process group, which the engine joins. Its stdin
     // is a pipe nobody writes: it closes when this process dies, however it dies.
-    const child = spawn(process.execPath, [guardScript, String(this.stopGraceMs), file!, ...args], {
-      env: { ...env, [engineTokenVariable]: token },
-      stdio: ["pipe", "pipe", "pipe"],
-      detached: true,
-    });
+    // `spawn` throws for what the system refuses outright (E2BIG: an argument list too long;
+    // ENOMEM), and tells by an "error" event, with no process, when it could not start one (EAGAIN,
+    // EMFILE): either way the start fails now, with the reason, as one whose engine exits at once
+    // (found by an outside tester: the requests held for it waited out their hold budget, told nothing).
+    let child: ChildProcess;
+    try {
+      child = spawn(process.execPath, [guardScript, String(this.stopGraceMs), file!, ...args], {
+        env: { ...env, [engineTokenVariable]: token },
+        stdio: ["pipe", "pipe", "pipe"],
+        detached: true,
+      });
+    } catch (error) {
+      throw this.notStarted(config.id, id, file!, error as Error, start);
+    }
     const pgid = child.pid;
-    const forget = pgid === undefined ? () => {} : killGroupOnExit(pgid);
+    if (pgid === undefined) {
+      const error = await new Promise<Error>((resolve) => child.once("error", resolve));
+      throw this.notStarted(config.id, id, file!, error, start);
+    }
+    const forget = killGroupOnExit(pgid);
     let gone!: () => void;
     const engine: Engine = {
       replica,
@@ -306,18 +335,16 @@ export class LocalPlatform implements Platform {
     };
     entry.engines.set(id, engine);
     const command = [file, ...args].join(" ");
-    if (pgid !== undefined) {
-      this.records?.add({
-        model: config.id,
-        replica: id,
-        pgid,
-        startTime: processStartTime(pgid),
-        token,
-        port,
-        startedAt: new Date(replica.createdAt).toISOString(),
-        command,
-      });
-    }
+    this.records?.add({
+      model: config.id,
+      replica: id,
+      pgid,
+      startTime: processStartTime(pgid),
+      token,
+      port,
+      startedAt: new Date(replica.createdAt).toISOString(),
+      command,
+    });
     const log = this.log.child({ model: config.id, replica: id });
     const keep = (chunk: Buffer) => {
       for (const whole of chunk.toString("utf8").split("\n")) {
@@ -394,15 +421,19 @@ export class LocalPlatform implements Platform {
       exit ??= { code, sig };
       void finish();
     });
-    child.once("error", () => {
-      // The guard itself could not start: there is no "exit" to wait for.
-      if (pgid === undefined) void finish();
-    });
     context.with(start, () => log.info("engine starting", { command, pgid }));
     // An engine that cannot bind its port may not exit either (a wrapper script that waits):
     // stopped now, the start fails at once with the reason, not at startTimeout.
     if (taken) void this.stop(engine);
     else void this.watchReadiness(engine, config.id);
+  }
+
+  /** The engine `id` could not be begun at all: why, in its start's trace and as the start's failure. */
+  private notStarted(model: string, id: string, file: string, error: Error, start: Context): StartFailed {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason = `could not run ${file}: ${error.message}${code === "E2BIG" ? " (its command and environment are longer than the system takes)" : ""}`;
+    context.with(start, () => this.log.warn("engine not started", { model, replica: id, reason }));
+    return new StartFailed(id, reason);
   }
 
   /**

@@ -751,6 +751,50 @@ describe("placeholders in an engine's command and env", () => {
     );
   });
 
+  test("a NUL in an argument or an env name or value, and `=` in an env name, are refused where written", () => {
+    // Found by an outside tester: such a file loaded, and `spawn` then refused every start.
+    const problems = problemsOf(
+      [
+        "models:",
+        "  qwen:",
+        '    command: [vllm, "a\\0b", --port, "${PORT}"]',
+        "    env:",
+        '      "A\\0B": x',
+        "      C=D: x",
+        '      E: "v\\0w"',
+        '      "": x',
+        "",
+      ].join("\n"),
+    );
+    expect(problems.map(({ key, line, message }) => ({ key, line, message }))).toEqual([
+      {
+        key: "models.qwen.command.1",
+        line: 3,
+        message: "an argument may not hold a NUL character (\\0): no process can be given one",
+      },
+      {
+        key: 'models.qwen.env."A\\u0000B"',
+        line: 5,
+        message: expect.stringMatching(/^"A\\u0000B" cannot name an environment variable: .*"=" or a NUL/),
+      },
+      {
+        key: "models.qwen.env.C=D",
+        line: 6,
+        message: expect.stringMatching(/^"C=D" cannot name an environment variable/),
+      },
+      {
+        key: "models.qwen.env.E",
+        line: 7,
+        message: "an environment value may not hold a NUL character (\\0): no process can be given one",
+      },
+      {
+        key: 'models.qwen.env.""',
+        line: 8,
+        message: expect.stringMatching(/^"" cannot name an environment variable/),
+      },
+    ]);
+  });
+
   test("${SNOOZE} only as a command argument of its own; a ${ never closed is refused too", () => {
     const problems = problemsOf(
       "models:\n  qwen:\n    command: ['${SNOOZE}', sim, '--port=${PORT}', '${SNOOZE}/x', 'a${']\n    env: {S: '${SNOOZE}'}\n",

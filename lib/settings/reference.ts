@@ -181,7 +181,10 @@ In \`command\` and in \`env\` values, \`\${PORT}\` is the port Snooze chose, \`\
 the model id; \`\${SNOOZE}\` is a command argument of its own. Any other \`\${…}\` is refused, so a typo such as
 \`\${PROT}\` never reaches the engine: write \`$\${\` for a literal \`\${\` (\`sh -c "echo $\${HOME}"\` gives the shell
 \`\${HOME}\`; \`$HOME\` without braces is passed on as written). Unless the model sets a fixed \`port\`, the
-command or a value in \`env\` must hold \`\${PORT}\`.
+command or a value in \`env\` must hold \`\${PORT}\`. No argument, \`env\` name or value may hold a NUL character
+(\`"\\0"\`: no process can be given one), and an \`env\` name may not be empty nor hold \`=\`. A start whose engine
+cannot even be run (the system refuses its command, as for an argument list too long: E2BIG) fails as one whose
+engine exits at once does: held requests get \`503 activation_failed\` with the reason, and the model's \`lastError\` says it.
 Engines with \`sleep: true\` get \`VLLM_SERVER_DEV_MODE=1\` in their environment (vLLM serves its sleep
 endpoints only with it, and only when started with \`--enable-sleep-mode\`).
 

@@ -140,12 +140,22 @@ export function resolveConfig(
           "the command (or a value in `env`) must contain ${PORT} (the port Snooze picks for the engine), or the model must set `port`",
       });
     }
+    // A NUL cannot pass to a process (its arguments and environment are C strings), nor `=` into
+    // a variable's name: the engine could not be started at all (found by an outside tester: such a
+    // file loaded, and every start of the model failed).
     for (const [index, arg] of config.command.entries()) {
-      const message = placeholderProblem(arg, { in: "command" });
+      const message = arg.includes("\0")
+        ? "an argument may not hold a NUL character (\\0): no process can be given one"
+        : placeholderProblem(arg, { in: "command" });
       if (message) problems.push({ path: ["models", id, "command", index], message });
     }
     for (const [name, value] of Object.entries(config.env)) {
-      const message = placeholderProblem(value, { in: "env" });
+      const message =
+        name === "" || name.includes("=") || name.includes("\0")
+          ? `${JSON.stringify(name)} cannot name an environment variable: a name must not be empty nor hold "=" or a NUL character (\\0)`
+          : value.includes("\0")
+            ? "an environment value may not hold a NUL character (\\0): no process can be given one"
+            : placeholderProblem(value, { in: "env" });
       if (message) problems.push({ path: ["models", id, "env", name], message });
     }
     // Named where it is written: a slot a model inherits from `defaults:` is wrong there, once.

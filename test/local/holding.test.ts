@@ -173,6 +173,40 @@ models:
     ).toBe(3);
   });
 
+  test("a start whose engine cannot even be spawned (E2BIG) → 503 at once with the reason, lastError, back-off", {
+    timeout: 15_000,
+  }, async () => {
+    // Found by an outside tester: `spawn` threw (an argument list the system refuses, a NUL byte),
+    // the scale-up was only logged, and the request was held for its whole budget, `snooze wake`
+    // for its timeout, with no LAST ERROR in `snooze status`.
+    snooze = await startWith(`
+models:
+  huge:
+    holdBudget: 10s
+    command: ["\${SNOOZE}", "sim", "--port", "\${PORT}", "--served-model-name", "${"x".repeat(300_000)}"]
+`);
+    const started = performance.now();
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("huge"));
+    expect(performance.now() - started).toBeLessThan(3_000);
+    expect(response.status).toBe(503);
+    const body = (await response.json()) as any;
+    expect(body.error.code).toBe("activation_failed");
+    expect(body.error.message).toMatch(/start of huge failed: could not run .*E2BIG/);
+    const controller = snooze.autoscaler.controller("huge")!;
+    expect(controller.state().lastError).toMatch(/E2BIG/);
+    expect(tierOf("huge")).toBe("cold");
+    // `snooze wake`'s call ends with the failure, not at its timeout; the second failure backs off.
+    const woken = performance.now();
+    await controller.wakeNow(10_000);
+    expect(performance.now() - woken).toBeLessThan(3_000);
+    expect(controller.state().workloadReplicas).toBe(0);
+    expect(snooze.activator.routes.get("huge")!.backoff()?.error).toMatch(/E2BIG/);
+    const metrics = await snooze.registry.metrics();
+    expect(
+      metricValue(metrics, "snooze_activation_duration_seconds_count", { model: "huge", outcome: "failed" }),
+    ).toBe(2);
+  });
+
   test("during a back-off longer than the hold budget a request is answered at once, with the failure and the back-off left", async () => {
     // Found by an outside tester: it was held for its whole budget, then told `hold_budget_exceeded`
     // with Retry-After: 1 and no word of the failure.
