@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, test } from "vitest";
+import type { LearningSnapshot } from "../../lib/learning-snapshot.ts";
 import { createLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/index.ts";
 import { FakePlatform } from "../../test/support/fake-platform.ts";
@@ -73,6 +74,27 @@ describe("the learning file", () => {
     const again = capture();
     learningFile(dir, again.log);
     expect(again.lines.find((l) => l.level === "warn")!.reason).toBe("unknown version 7 (expected 1)");
+  });
+
+  test("a model named like an object's own members (constructor, toString, __proto__) finds only its own record", () => {
+    // Found by an outside tester: `constructor` found Object's constructor, and the log said the
+    // history was "not usable … received function".
+    const dir = stateDir();
+    writeFileSync(join(dir, learningFileName), JSON.stringify({ version: 1, models: {} }));
+    const store = learningFile(dir, capture().log);
+    for (const name of ["constructor", "toString", "hasOwnProperty", "__proto__"])
+      expect(store.load(name), name).toBeUndefined();
+    const snapshot = { version: 1 } as unknown as LearningSnapshot;
+    store.save(
+      new Map([
+        ["__proto__", snapshot],
+        ["constructor", snapshot],
+      ]),
+    );
+    const again = learningFile(dir, capture().log);
+    expect(again.load("__proto__")).toEqual(snapshot);
+    expect(again.load("constructor")).toEqual(snapshot);
+    expect(again.load("toString")).toBeUndefined();
   });
 
   test("a model's record that does not parse is refused alone, with the reason", () => {

@@ -22,13 +22,17 @@ interface LearningFile {
  */
 export function learningFile(stateDir: string, log: Logger): LearningStore {
   const path = join(stateDir, learningFileName);
-  const models = read(path, log);
+  // A Map, not the parsed object: a model named `constructor` or `toString` would find the
+  // object's inherited function there (found by an outside tester: "learning history not usable
+  // … received function"), and one named `__proto__` set its prototype.
+  const models = new Map(Object.entries(read(path, log)));
   return {
     source: path,
-    load: (key) => models[key],
+    load: (key) => models.get(key),
     save(snapshots: ReadonlyMap<string, LearningSnapshot>) {
-      for (const [key, snapshot] of snapshots) models[key] = snapshot;
-      const file: LearningFile = { version: 1, models };
+      for (const [key, snapshot] of snapshots) models.set(key, snapshot);
+      // `fromEntries` defines each key as its own (`__proto__` too), and JSON.stringify writes them all.
+      const file: LearningFile = { version: 1, models: Object.fromEntries(models) };
       makeDirectory(stateDir);
       const temporary = `${path}.${process.pid}.tmp`;
       writeFileSync(temporary, `${JSON.stringify(file)}\n`, { mode: 0o600 });

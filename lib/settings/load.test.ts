@@ -597,6 +597,52 @@ describe("settings that cannot work are refused", () => {
 });
 
 describe("names that cannot all be reached", () => {
+  test("__proto__ as a model id, a slot name or an env name is refused where written, not dropped", () => {
+    // Found by an outside tester: the schema dropped it, and the server started without that model.
+    const problems = problemsOf(
+      [
+        "x-env: &env",
+        "  __proto__: merged",
+        "models:",
+        "  __proto__:",
+        '    command: [x, "${PORT}"]',
+        "  a:",
+        '    command: [x, "${PORT}"]',
+        "    env:",
+        "      __proto__: y",
+        "  b:",
+        '    command: [x, "${PORT}"]',
+        "    env: {<<: *env}",
+        "slots:",
+        "  __proto__: {}",
+        "",
+      ].join("\n"),
+    );
+    expect(problems.map(({ key, line, message }) => ({ key, line, message }))).toEqual([
+      { key: "models.b.env.__proto__", line: 2, message: expect.stringContaining("an environment variable") },
+      {
+        key: "models.__proto__",
+        line: 4,
+        message: expect.stringMatching(/^"__proto__" cannot be a model id: /),
+      },
+      { key: "models.a.env.__proto__", line: 9, message: expect.stringContaining("an environment variable") },
+      {
+        key: "slots.__proto__",
+        line: 14,
+        message: expect.stringMatching(/^"__proto__" cannot be a slot name: .*choose another name$/),
+      },
+    ]);
+  });
+
+  test("ids and aliases named like an object's members are models like any other", () => {
+    const config = parseConfig(
+      'models:\n  constructor:\n    command: [x, "${PORT}"]\n    aliases: [__proto__, valueOf]\n  toString:\n    command: [x, "${PORT}"]\n    slot: hasOwnProperty\nslots:\n  hasOwnProperty: {}\n',
+    );
+    expect([...config.models.keys()]).toEqual(["constructor", "toString"]);
+    expect(config.names.get("__proto__")).toBe("constructor");
+    expect([...config.slots.keys()]).toEqual(["hasOwnProperty"]);
+  });
+
   test("ids and aliases that differ only in case are refused: routing by Host ignores case", () => {
     const problems = problemsOf(
       [

@@ -107,6 +107,12 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
     ]);
   }
   data = withoutOwnKeys(data);
+  const reserved = reservedNames(data);
+  if (reserved.length > 0)
+    throw new ConfigError(
+      file,
+      reserved.map(({ path, message }) => ({ key: keyPath(path), message, ...locate(path) })),
+    );
   const parseOptions = { reportInput: true, error: inPlainWords(snoozeFile) };
   let parsed = snoozeFile.safeParse(data ?? {}, parseOptions);
   // `sleepAfter: 0` or `maxBodySize: 1048576` is a YAML number where the setting is written text
@@ -253,6 +259,34 @@ function yamlErrorMessage(error: YAMLError): string {
 function withoutOwnKeys(data: unknown): unknown {
   if (data === null || typeof data !== "object" || Array.isArray(data)) return data;
   return Object.fromEntries(Object.entries(data).filter(([key]) => !key.startsWith(ownKeyPrefix)));
+}
+
+/**
+ * `__proto__` written as a model id, a slot name or an `env` name: the settings are JavaScript
+ * objects, in which that key is the object's prototype, so the schema drops it and the model (slot,
+ * variable) would be gone without a word (found by an outside tester). Refused, where it is written.
+ */
+function reservedNames(data: unknown): { path: string[]; message: string }[] {
+  const name = "__proto__";
+  const has = (value: unknown): value is Record<string, unknown> =>
+    value !== null && typeof value === "object" && !Array.isArray(value);
+  const problems: { path: string[]; message: string }[] = [];
+  const refuse = (path: string[], what: string) =>
+    problems.push({
+      path,
+      message: `"${name}" cannot be ${what}: Snooze's settings are JavaScript objects, in which it is reserved; choose another name`,
+    });
+  if (!has(data)) return problems;
+  const { models, slots } = data;
+  if (has(models)) {
+    for (const [id, model] of Object.entries(models)) {
+      if (id === name) refuse(["models", id], "a model id");
+      if (has(model) && has(model.env) && Object.hasOwn(model.env, name))
+        refuse(["models", id, "env", name], "the name of an environment variable here");
+    }
+  }
+  if (has(slots) && Object.hasOwn(slots, name)) refuse(["slots", name], "a slot name");
+  return problems;
 }
 
 /** `unknown key "sleepAftr"`, with the known key at that level it most likely meant. */
