@@ -86,6 +86,9 @@ test("the limit itself is taken, and a certificate's lifetime may be longer", as
   expect(await main(["wake", "qwen", "--timeout", "0"])).toBe(2);
   expect(output[0]).toBe('snooze wake: --timeout must be longer than 0, not "0"');
   output = [];
+  expect(await main(["wake", "qwen", "--timeout", "0.4ms"])).toBe(2);
+  expect(output[0]).toBe('snooze wake: --timeout must be at least 1ms, not "0.4ms"');
+  output = [];
   // A lifetime over the timer's limit gets past the flags to the cluster it cannot find.
   expect(
     await main([

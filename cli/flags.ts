@@ -41,6 +41,8 @@ export function durationValue(
   if (timer && ms > maxTimerMs)
     throw new UsageError(`--${name} is too long: at most ${longestTimer}, not "${text}"`);
   if (positive && ms <= 0) throw new UsageError(`--${name} must be longer than 0, not "${text}"`);
+  // A timer waits whole milliseconds: less than one would be no time at all.
+  if (positive && ms < 1) throw new UsageError(`--${name} must be at least 1ms, not "${text}"`);
   if (ms < atLeastMs)
     throw new UsageError(`--${name} must be at least ${formatDuration(atLeastMs)}, not "${text}"`);
   return ms;

@@ -35,17 +35,25 @@ export const duration = durationText
   .meta({ description: 'A duration such as "30s", "5m" or "1h30m"; "never" disables the step.' });
 
 /**
+ * Under a millisecond, but not 0: a timer waits whole milliseconds, so `0.4ms` would be a timeout of
+ * none (found by an outside tester: `startTimeout: 0.0001ms` loaded, and every start then failed
+ * "not ready within startTimeout (0ms)").
+ */
+const underOneMs = (text: string) => msOf(text) > 0 && msOf(text) < 1;
+
+/**
  * A timeout that `never` turns off. 0 is refused: the timers would take it as no timeout at all,
- * which nobody reading `0` would guess.
+ * which nobody reading `0` would guess; so is less than a millisecond.
  */
 export const timeout = durationText
   .refine((text) => msOf(text) > 0, { message: 'must be longer than 0; write "never" for no timeout' })
+  .refine((text) => !underOneMs(text), { message: 'must be at least 1ms; write "never" for no timeout' })
   .transform(msOf)
   .meta({ description: 'A duration such as "30s", "5m" or "1h30m"; "never" turns the timeout off.' });
 
 /**
  * A duration that must end: a timeout or budget for which `never` cannot work (`why` says what
- * would go wrong); at most `maxTimerMs` (or `atMost`, with its reason), and above 0 when `positive`.
+ * would go wrong); at most `maxTimerMs` (or `atMost`, with its reason), and at least 1 ms when `positive`.
  */
 export function finiteDuration(
   why: string,
@@ -63,6 +71,7 @@ export function finiteDuration(
     .refine((text) => msOf(text) <= maxTimerMs, { message: `is too long: at most ${longest}` })
     .refine((text) => !atMost || msOf(text) <= atMost.ms, { message: atMost?.message })
     .refine((text) => !positive || msOf(text) > 0, { message: `must be longer than 0: ${why}` })
+    .refine((text) => !positive || !underOneMs(text), { message: `must be at least 1ms: ${why}` })
     .transform(msOf)
     .meta({ description: 'A duration such as "30s", "5m" or "1h30m".' });
 }

@@ -578,6 +578,31 @@ describe("settings that cannot work are refused", () => {
     });
   });
 
+  test("a timeout under a millisecond is refused too: a timer would take it as 0", () => {
+    // Found by an outside tester: `startTimeout: 0.0001ms` loaded, then every start failed "not
+    // ready within startTimeout (0ms)"; `connectTimeout: 0.4ms` too.
+    for (const key of ["connectTimeout", "firstByteTimeout", "idleTimeout"])
+      expect(problemsOf(withModel(`${key}: 0.4ms`)), key).toEqual([
+        {
+          key: `models.qwen.${key}`,
+          line: 4,
+          column: 5,
+          message: 'must be at least 1ms; write "never" for no timeout, not "0.4ms"',
+        },
+      ]);
+    for (const key of ["startTimeout", "wakeTimeout", "wakeTarget"])
+      expect(problemsOf(withModel(`${key}: 0.0001ms`))[0], key).toMatchObject({
+        key: `models.qwen.${key}`,
+        message: expect.stringMatching(/^must be at least 1ms: .*, not "0.0001ms"$/),
+      });
+    expect(
+      parseConfig(withModel("startTimeout: 1ms\nconnectTimeout: 1.5ms")).models.get("qwen"),
+    ).toMatchObject({
+      startTimeout: 1,
+      connectTimeout: 1.5,
+    });
+  });
+
   test("a duration out of range is named as written, not in milliseconds", () => {
     expect(problemsOf(withModel("sleepAfter: 597h"))[0]!.message).toMatch(/, not "597h"$/);
     expect(problemsOf(withModel("holdBudget: 597h"))[0]!.message).toMatch(/, not "597h"$/);

@@ -110,7 +110,8 @@ was added).
 Every duration arms a timer, so none may be longer than \`596h31m23.647s\` (2^31-1 ms, about 24.8 days:
 the longest a timer waits). \`never\` is taken only where it means "this step does not happen" (${neverList}); a timeout
 or budget that must end refuses it (${finiteList}). \`0\` is refused too by ${zeroList}
-(for no timeout, write \`never\` where it is taken). \`maxBodySize\` and \`maxHeldBytes\` must be at least 1 byte.
+(for no timeout, write \`never\` where it is taken), and so is anything under \`1ms\` (\`0.4ms\`: a timer waits whole
+milliseconds). \`maxBodySize\` and \`maxHeldBytes\` must be at least 1 byte.
 Two models may not share a fixed \`port\`. Ids and aliases must be unique, and those of different models differ in
 more than case and Unicode form: a \`Host\` header routes to a model in any case, and names equal in Unicode
 NFKC look like one name (\`café\` written with \`é\` or with \`e\` and a combining accent, full-width \`ｑｗｅｎ\` and
