@@ -36,6 +36,8 @@ export interface LocalModelsOptions {
   registry: Registry;
   /** The source of outgoing CloudEvents, for a sink a reload builds. */
   eventSource: string;
+  /** The port Snooze listens on, once it does: a reload that gives it to an engine is refused. */
+  listenPort?: () => number | undefined;
 }
 
 /** Time a model's engines get to go after the drain, beyond its drainTimeout, before it is moved anyway. */
@@ -97,7 +99,8 @@ export class LocalModels {
     const next = this.reloading.then(async (): Promise<ReloadResult> => {
       let config: SnoozeConfig;
       try {
-        config = await loadConfigFile(file);
+        const listenPort = this.options.listenPort?.();
+        config = await loadConfigFile(file, listenPort === undefined ? {} : { listenPort });
       } catch (error) {
         if (!(error instanceof ConfigError)) throw error;
         this.reloads.inc({ result: "invalid" });

@@ -120,9 +120,11 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     adminToken: options.adminToken,
     allowedOrigins: options.allowedOrigins,
   });
+  let listenPort: number | undefined;
   const models =
     platform instanceof LocalPlatform
       ? new LocalModels({
+          listenPort: () => listenPort,
           config: options.config,
           platform,
           autoscaler,
@@ -154,6 +156,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     throw new ListenError(`cannot listen on ${options.host}:${options.port}: ${why}`);
   }
   const { port } = listening.address;
+  listenPort = port;
   const host = options.host.includes(":") ? `[${options.host}]` : options.host;
   let closing: Promise<void> | undefined;
   return {

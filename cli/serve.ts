@@ -61,7 +61,8 @@ export const serveCommand: Command = {
     const log = createLogger({ component: "serve" });
     let config: Awaited<ReturnType<typeof loadConfigFile>>;
     try {
-      config = await loadConfigFile(String(values.config));
+      // Its own port is no engine's: refused here, with the file's line, not at the engine's start.
+      config = await loadConfigFile(String(values.config), port === 0 ? {} : { listenPort: port });
     } catch (error) {
       if (error instanceof ConfigError) {
         console.error(`snooze serve: the settings file is not valid:\n${error.message}`);

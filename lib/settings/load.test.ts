@@ -395,6 +395,16 @@ describe("settings that cannot work are refused", () => {
     ]);
   });
 
+  test("a fixed port that is Snooze's own listen port, when it is known", () => {
+    // Found by an outside tester: it loaded, and every start of the model failed.
+    const text = "models:\n  a:\n    command: [x]\n    port: 8080\n";
+    expect(() => parseConfig(text, "s.yaml", { listenPort: 8080 })).toThrow(
+      "s.yaml:4:5: models.a.port: port 8080 is the port Snooze itself listens on (`snooze serve --port`); the engine could never bind it: give it another",
+    );
+    expect(parseConfig(text, "s.yaml", { listenPort: 8081 }).models.get("a")!.port).toBe(8080);
+    expect(parseConfig(text, "s.yaml").models.get("a")!.port).toBe(8080);
+  });
+
   test("a YAML alias bomb is a located problem, not a stack trace", () => {
     const bomb = [
       'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]',

@@ -15,8 +15,14 @@ import { keyProblems, keysAsWritten } from "./yaml-keys.ts";
 import { entryAt, ignoredOwnContent, keysInOrder, ownKeyPrefix, positionAt } from "./yaml-paths.ts";
 import { tagProblems } from "./yaml-tags.ts";
 
+/** What a file is checked against besides itself. */
+export interface LoadOptions {
+  /** The port `snooze serve` listens on: no engine may take it as its fixed `port`. */
+  listenPort?: number;
+}
+
 /** Reads, validates and resolves a snooze.yaml; throws ConfigError naming file, line, key and reason. */
-export async function loadConfigFile(path: string): Promise<SnoozeConfig> {
+export async function loadConfigFile(path: string, options: LoadOptions = {}): Promise<SnoozeConfig> {
   let bytes: Buffer;
   try {
     bytes = await readFile(path);
@@ -25,15 +31,15 @@ export async function loadConfigFile(path: string): Promise<SnoozeConfig> {
   }
   const notUtf8 = utf8Problem(bytes);
   if (notUtf8) throw new ConfigError(path, [notUtf8]);
-  return parseConfig(bytes.toString("utf8"), path);
+  return parseConfig(bytes.toString("utf8"), path, options);
 }
 
 export { maxAliasCount } from "./yaml-aliases.ts";
 export { ownKeyPrefix } from "./yaml-paths.ts";
 
-export function parseConfig(text: string, file = "snooze.yaml"): SnoozeConfig {
+export function parseConfig(text: string, file = "snooze.yaml", options: LoadOptions = {}): SnoozeConfig {
   try {
-    return parseConfigText(text, file);
+    return parseConfigText(text, file, options);
   } catch (error) {
     if (error instanceof ConfigError) throw error;
     // Nesting is bounded as written (`nestingProblem`), but aliases can stack anchors on each other.
@@ -51,7 +57,7 @@ export function parseConfig(text: string, file = "snooze.yaml"): SnoozeConfig {
 /** Where a problem is reported when nothing more precise is known: the file's first character. */
 const start = { line: 1, column: 1 };
 
-function parseConfigText(text: string, file: string): SnoozeConfig {
+function parseConfigText(text: string, file: string, { listenPort }: LoadOptions): SnoozeConfig {
   const tooDeep = nestingProblem(text);
   if (tooDeep) throw new ConfigError(file, [tooDeep]);
   const lines = new LineCounter();
@@ -131,11 +137,11 @@ function parseConfigText(text: string, file: string): SnoozeConfig {
     const refused = refusedPaths(parsed.error.issues);
     const rest = snoozeFile.safeParse(withoutPaths(data, refused));
     if (rest.success)
-      for (const { path, message } of resolveConfig(rest.data, { refused, order }).problems)
+      for (const { path, message } of resolveConfig(rest.data, { refused, order, listenPort }).problems)
         problems.push({ key: keyPath(path), message, ...locate(path) });
     throw new ConfigError(file, problems);
   }
-  const { config, problems, unused } = resolveConfig(parsed.data, { order });
+  const { config, problems, unused } = resolveConfig(parsed.data, { order, listenPort });
   const located = (list: typeof problems) =>
     list.map(({ path, message }) => ({ key: keyPath(path), message, ...locate(path) }));
   if (problems.length > 0) throw new ConfigError(file, located(problems));

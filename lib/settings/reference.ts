@@ -112,7 +112,8 @@ the longest a timer waits). \`never\` is taken only where it means "this step do
 or budget that must end refuses it (${finiteList}). \`0\` is refused too by ${zeroList}
 (for no timeout, write \`never\` where it is taken), and so is anything under \`1ms\` (\`0.4ms\`: a timer waits whole
 milliseconds). \`maxBodySize\` and \`maxHeldBytes\` must be at least 1 byte.
-Two models may not share a fixed \`port\`. Ids and aliases must be unique, and those of different models differ in
+Two models may not share a fixed \`port\`, and none may take the port \`snooze serve\` listens on (its \`--port\`):
+such a file stops \`snooze serve\` at start, and a reload that brings it is refused. Ids and aliases must be unique, and those of different models differ in
 more than case and Unicode form: a \`Host\` header routes to a model in any case, and names equal in Unicode
 NFKC look like one name (\`café\` written with \`é\` or with \`e\` and a combining accent, full-width \`ｑｗｅｎ\` and
 \`qwen\`), so names are compared in NFKC with case ignored. One model may take \`qwen\` and \`Qwen\` both (or both

@@ -76,6 +76,11 @@ export interface ResolveOptions {
    * keys (`10`) first, whatever their place. Names not listed follow, in the object's order.
    */
   order?: { models?: readonly string[]; slots?: readonly string[] };
+  /**
+   * The port `snooze serve` listens on, when known: an engine given it as its fixed `port` could
+   * never bind it (vLLM binds every interface by default, so whatever the hosts).
+   */
+  listenPort?: number;
 }
 
 /** The entries of `record`, those named in `order` first and in that order. */
@@ -91,7 +96,7 @@ function entriesInOrder<T>(record: Record<string, T>, order: readonly string[] =
  */
 export function resolveConfig(
   file: SnoozeFile,
-  { refused = [], order = {} }: ResolveOptions = {},
+  { refused = [], order = {}, listenPort }: ResolveOptions = {},
 ): { config: SnoozeConfig; problems: ResolveProblem[]; unused: ResolveProblem[] } {
   const problems: ResolveProblem[] = [];
   const unused: ResolveProblem[] = [];
@@ -166,6 +171,13 @@ export function resolveConfig(
   const byPort = new Map<number, string>();
   for (const [id, model] of models) {
     if (model.port === undefined) continue;
+    if (model.port === listenPort) {
+      problems.push({
+        path: ["models", id, "port"],
+        message: `port ${model.port} is the port Snooze itself listens on (\`snooze serve --port\`); the engine could never bind it: give it another`,
+      });
+      continue;
+    }
     const owner = byPort.get(model.port);
     if (owner === undefined) byPort.set(model.port, id);
     else

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import { acceptBacklog, acceptors } from "../../activator/listen.ts";
+import { freePort } from "../../lib/free-port.ts";
 import { chat, simCommand, until } from "../helpers/local-snooze.ts";
 import { serveProcess } from "../helpers/serve-process.ts";
 
@@ -59,6 +60,31 @@ describe("snooze serve as a process", () => {
     const run = serve("/nonexistent/snooze.yaml");
     expect(await run.exited).toBe(2);
     expect(run.stderr()).toContain("/nonexistent/snooze.yaml: (top level): cannot read the file");
+  });
+
+  test("a model whose fixed port is serve's own: exit code 2 naming it; a reload that brings it is refused", async () => {
+    // Found by an outside tester: it started, and the model's every start failed.
+    const port = await freePort("127.0.0.1");
+    const command = simCommand([], 1);
+    const refused = serveProcess(writeConfig(`models:\n  m:\n    command: ${command}\n    port: ${port}\n`), [
+      "--port",
+      String(port),
+    ]);
+    children.push(refused.child);
+    expect(await refused.exited).toBe(2);
+    expect(refused.stderr()).toMatch(
+      new RegExp(`snooze\\.yaml:4:5: models\\.m\\.port: port ${port} is the port Snooze itself listens on`),
+    );
+    // Running: a reload that gives its port to a model changes nothing, and says why.
+    const file = writeConfig(`models:\n  m:\n    command: ${command}\n`);
+    const run = serveProcess(file, ["--port", String(port)]);
+    children.push(run.child);
+    const url = await run.url;
+    writeFileSync(file, `models:\n  m:\n    command: ${command}\n    port: ${port}\n`);
+    run.child.kill("SIGHUP");
+    await until(() => run.stderr().includes("the settings file is not valid"), 10_000, "the refused reload");
+    expect(run.stderr()).toContain(`models.m.port: port ${port} is the port Snooze itself listens on`);
+    expect((await fetch(`${url}/v1/chat/completions`, chat("m"))).status).toBe(200);
   });
 
   test("a port in use: exit code 1 saying so", async () => {
