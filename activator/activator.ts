@@ -864,6 +864,18 @@ export class Activator {
     this.unwatch();
   }
 
+  /**
+   * A forced stop during the shutdown (a second signal, or both graces overrun): ends what is in
+   * flight now, as when the grace is over, so each request is told Snooze shut down
+   * (`shutting_down`) before its engine is killed under it (found by an outside tester: the streams
+   * ended `upstream_broken`, "the engine stopped…"). Resolves once their answers left, or after 1 s.
+   */
+  async endInFlight(): Promise<void> {
+    this.forced = true;
+    for (const abort of [...this.stopping]) abort();
+    await this.untilIdle(1_000);
+  }
+
   private busy(): number {
     return this.inFlightTotal + this.readingTotal;
   }

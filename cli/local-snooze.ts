@@ -47,6 +47,11 @@ export interface LocalSnooze {
   models?: LocalModels;
   /** Graceful: stop accepting, answer held requests, let in-flight ones finish, stop the engines. */
   close(graceMs?: number): Promise<void>;
+  /**
+   * During `close`, ends the requests in flight at once (`shutting_down`), as its grace's end
+   * would: call it before killing the engines of a forced stop. Resolves once their answers left (1 s at most).
+   */
+  endInFlight(): Promise<void>;
 }
 
 /** Admin actions on the in-process control plane; engine output where the platform keeps it. */
@@ -175,6 +180,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
       })();
       return closing;
     },
+    endInFlight: () => activator.endInFlight(),
   };
 }
 

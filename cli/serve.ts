@@ -151,6 +151,9 @@ export const serveCommand: Command = {
       if (outcome !== "done") {
         if (outcome === "late")
           log.warn("the shutdown overran its graces; killing the engines", { grace, stopGrace });
+        // The requests in flight are told Snooze shut down before their engines die under them
+        // (else they would read as an engine that broke off: `upstream_broken`).
+        await snooze.endInFlight();
         await platform.kill();
         await Promise.race([snooze.close(0), delay(1_000, undefined, { ref: false })]);
       }
