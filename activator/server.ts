@@ -354,7 +354,12 @@ export function createActivatorServer({
     }
     if (await statusRoutes(req, res, path)) return;
     if (path === "/snooze/v1/models" && reads(req)) {
-      sendJson(res, 200, { models: views(), slots: await admin.slots() });
+      // During the shutdown Snooze still answers here (`snooze status` says it shuts down).
+      sendJson(res, 200, {
+        models: views(),
+        slots: await admin.slots(),
+        ...(activator.accepting ? {} : { shuttingDown: true }),
+      });
       return;
     }
     if (path === "/snooze/v1/slots" && reads(req)) {

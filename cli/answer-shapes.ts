@@ -13,12 +13,13 @@ const kindOf = (value: unknown) =>
 const where = (at: string) => at || "the answer";
 
 const primitive =
-  (type: "string" | "number"): Shape =>
+  (type: "string" | "number" | "boolean"): Shape =>
   (value, at) =>
     typeof value === type ? undefined : `${where(at)} is ${kindOf(value)}, not a ${type}`;
 
 export const string = primitive("string");
 export const number = primitive("number");
+export const boolean = primitive("boolean");
 
 export const optional =
   (shape: Shape): Shape =>
@@ -78,7 +79,11 @@ const modelView = object({
 const slotView = object({ name: string, waiting: array(object({ model: string })) });
 
 /** `GET /snooze/v1/models`. */
-export const modelList = object({ models: array(modelView), slots: optional(array(slotView)) });
+export const modelList = object({
+  models: array(modelView),
+  slots: optional(array(slotView)),
+  shuttingDown: optional(boolean),
+});
 
 /** The answer to `POST /snooze/v1/models/<id>/wake|sleep|stop`. */
 export const actionAnswer = object({ tier: string });

@@ -45,7 +45,10 @@ export interface LocalSnooze {
   platform: Platform;
   /** The owner of the models after start: config reloads go through it (with a local platform). */
   models?: LocalModels;
-  /** Graceful: stop accepting, answer held requests, let in-flight ones finish, stop the engines. */
+  /**
+   * Graceful: answer held requests (and new ones: 503 shutting_down), let in-flight ones finish,
+   * stop the engines, then stop listening.
+   */
   close(graceMs?: number): Promise<void>;
   /**
    * During `close`, ends the requests in flight at once (`shutting_down`), as its grace's end
@@ -173,10 +176,15 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     models,
     close(graceMs = 30_000) {
       closing ??= (async () => {
-        listening.close();
+        // The port stays Snooze's until its engines are gone: meanwhile a new request is answered
+        // 503 shutting_down, `/readyz` 503, and the admin API (`snooze status`) says Snooze is
+        // shutting down (found by an outside tester: a refused connection made the CLI ask "is
+        // Snooze running?" during the drain).
         await activator.shutdown(graceMs);
         server.closeAllConnections();
         await stopAll();
+        listening.close();
+        server.closeAllConnections();
       })();
       return closing;
     },

@@ -34,17 +34,26 @@ export const statusCommand: Command = {
       const intervalMs = durationValue(values, "interval", { atLeastMs: 200 });
       if (!values.watch) {
         const answer = await read();
-        console.log(values.json ? JSON.stringify(answer, null, 2) : formatTable(answer.models, Date.now()));
+        console.log(values.json ? JSON.stringify(answer, null, 2) : formatStatus(answer, Date.now()));
         return 0;
       }
       return watch(client.url, read, intervalMs, values.json === true);
     }),
 };
 
-/** `GET /snooze/v1/models`: every model, and the slots. */
+/** `GET /snooze/v1/models`: every model, and the slots; `shuttingDown` while Snooze shuts down. */
 interface AdminModels {
   models: AdminModelView[];
   slots?: unknown[];
+  shuttingDown?: boolean;
+}
+
+/** The table, under a line saying Snooze shuts down when it does (it answers until its engines are gone). */
+export function formatStatus(answer: AdminModels, now: number): string {
+  const table = formatTable(answer.models, now);
+  return answer.shuttingDown === true
+    ? `Snooze is shutting down: it takes no new requests, lets those in flight finish, then stops its engines.\n\n${table}`
+    : table;
 }
 
 /**
@@ -73,7 +82,7 @@ async function watch(
       let text: string;
       try {
         const answer = await read();
-        text = json ? JSON.stringify(answer) : formatTable(answer.models, Date.now());
+        text = json ? JSON.stringify(answer) : formatStatus(answer, Date.now());
         failed = false;
       } catch (error) {
         text = `snooze status: ${(error as Error).message}`;

@@ -167,6 +167,50 @@ models:
     await expect(fetch(`http://${engine}/health`)).rejects.toThrow();
   });
 
+  test("during the graceful shutdown `snooze status` answers, saying Snooze shuts down; a new request gets 503 shutting_down", async () => {
+    // Found by an outside tester: the port was closed at once, so `snooze status` said "cannot
+    // reach … is Snooze running?" while Snooze drained its streams.
+    const file = writeConfig(
+      `models:\n  fast:\n    command: ${simCommand(["--load-time", "100ms", "--itl", "50ms"], 1)}\n`,
+    );
+    const run = serveProcess(file, ["--shutdown-grace", "30s"]);
+    children.push(run.child);
+    const url = await run.url;
+    const streaming = await fetch(
+      `${url}/v1/chat/completions`,
+      chat("fast", { stream: true, max_tokens: 60 }),
+    );
+    const streamed = streaming.text();
+    await until(
+      async () => ((await (await fetch(`${url}/snooze/v1/models`)).json()) as any).models[0].inFlight === 1,
+      5_000,
+      "the stream",
+    );
+    run.child.kill("SIGTERM");
+    await until(() => run.stderr().includes("shutting down"), 5_000, "the shutdown to begin");
+    const status = await new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      const child = spawn(node, ["bin/snooze.js", "status", "--url", url], {
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      let err = "";
+      child.stdout.on("data", (chunk) => (out += chunk));
+      child.stderr.on("data", (chunk) => (err += chunk));
+      child.on("close", (code) => resolve({ code, out, err }));
+    });
+    expect(status.err).toBe("");
+    expect(status.code).toBe(0);
+    expect(status.out).toMatch(/^Snooze is shutting down: .*\n\nMODEL +TIER/);
+    expect(status.out).toContain("fast");
+    const refused = await fetch(`${url}/v1/chat/completions`, chat("fast"));
+    expect(refused.status).toBe(503);
+    expect(((await refused.json()) as any).error.code).toBe("shutting_down");
+    expect((await fetch(`${url}/readyz`)).status).toBe(503);
+    // The stream in flight still finishes, and then Snooze exits.
+    expect((await streamed).trim().endsWith("data: [DONE]")).toBe(true);
+    expect(await run.exited).toBe(0);
+  });
+
   test("SIGTERM with the longest graces the flags take: the stream in flight finishes (found by an outside tester: cut at once)", async () => {
     const file = writeConfig(
       `models:\n  fast:\n    command: ${simCommand(["--load-time", "100ms", "--itl", "20ms"], 1)}\n`,
