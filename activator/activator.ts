@@ -800,7 +800,9 @@ export class Activator {
       outcome = failure.reason;
       // Shutting down: this process will not serve the retry; say so as its other 503s do.
       const shutdown = failure.reason === "shutdown";
-      const seconds = Math.max(Math.ceil(failure.retryAfterMs / 1000), shutdown ? shutdownRetryAfterS : 0);
+      // Shutting down, the model's own estimate says nothing: the retry goes to another process (or
+      // this one restarted), where it is held for whatever is left of the start.
+      const seconds = shutdown ? shutdownRetryAfterS : Math.ceil(failure.retryAfterMs / 1000);
       const message =
         failure.reason === "activation-failed"
           ? `${holdMessages[failure.reason](model, seconds)} ${failure.message}`
