@@ -12,9 +12,9 @@ export class ConfigError extends Error {
   readonly file: string;
   readonly problems: ConfigProblem[];
 
-  constructor(file: string, problems: ConfigProblem[]) {
+  constructor(file: string, problems: ConfigProblem[], options?: ErrorOptions) {
     const inFileOrder = inReadingOrder(problems);
-    super(formatProblems(file, inFileOrder).join("\n"));
+    super(formatProblems(file, inFileOrder).join("\n"), options);
     this.name = "ConfigError";
     this.file = file;
     this.problems = inFileOrder;

@@ -11,7 +11,7 @@ export { type ChangedModel, type ConfigDiff, diffConfig, engineKeys, isEmptyDiff
 export { ConfigError, type ConfigProblem } from "./config-error.ts";
 export { byteSize, duration, modelId } from "./fields.ts";
 export { type SnoozeFile, type SnoozeFileInput, snoozeFile } from "./file.ts";
-export { type LoadOptions, loadConfigFile, parseConfig } from "./load.ts";
+export { type LoadOptions, loadConfigFile, maxConfigBytes, parseConfig, readConfigBytes } from "./load.ts";
 export {
   builtinTierDefaults,
   type LocalModelInput,

@@ -1,4 +1,6 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { open } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
@@ -6,7 +8,7 @@ import { afterAll, describe, expect, test } from "vitest";
 import { stringify } from "yaml";
 import { settingsFromAnnotations } from "./annotations.ts";
 import { ConfigError } from "./config-error.ts";
-import { loadConfigFile, parseConfig } from "./load.ts";
+import { loadConfigFile, maxConfigBytes, parseConfig } from "./load.ts";
 
 const minimal = `
 defaults:
@@ -802,6 +804,71 @@ describe("a file that is not UTF-8", () => {
     );
     const config = await loadBytes("bom.yaml", [0xef, 0xbb, 0xbf], model.replace("qwen", "café"));
     expect(typeof config === "string" ? config : [...config.models.keys()]).toEqual(["café"]);
+  });
+});
+
+describe("a path that is not a settings file", () => {
+  // Found by an outside tester: a 1.5 GB file (`-c model.safetensors`) was read whole and crashed
+  // on a string too long, /dev/zero grew without bound, and a named pipe hung the process.
+  const dir = mkdtempSync(join(tmpdir(), "snooze-not-settings-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  async function problem(path: string) {
+    try {
+      await loadConfigFile(path);
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      return (error as ConfigError).message.replace(dir, "DIR");
+    }
+    throw new Error("expected a ConfigError");
+  }
+  const model = 'models:\n  qwen:\n    command: [x, "${PORT}"]\n';
+
+  test("a file larger than the limit is refused by its size, before it is read", async () => {
+    const big = join(dir, "model.safetensors");
+    writeFileSync(big, model);
+    truncateSync(big, 1500 * 1024 * 1024); // sparse: takes no disk
+    expect(await problem(big)).toBe(
+      "DIR/model.safetensors: (top level): the file is 1.5 GiB; a settings file may be at most 1 MiB (is this the settings file?)",
+    );
+    const over = join(dir, "over.yaml");
+    writeFileSync(over, `${model}# ${"x".repeat(maxConfigBytes)}\n`);
+    expect(await problem(over)).toMatch(
+      /over\.yaml: \(top level\): the file is more than 1 MiB; a settings file may be at most 1 MiB/,
+    );
+    // At the limit it is read.
+    const at = join(dir, "at.yaml");
+    writeFileSync(at, `${model}#`.padEnd(maxConfigBytes, "x").slice(0, -1).concat("\n"));
+    expect([...(await loadConfigFile(at)).models.keys()]).toEqual(["qwen"]);
+  });
+
+  test("a directory, a device and a named pipe are refused without being read", async () => {
+    const folder = join(dir, "folder");
+    mkdirSync(folder);
+    expect(await problem(folder)).toBe(
+      "DIR/folder: (top level): it is a directory, not a settings file: give the path of a YAML file",
+    );
+    expect(await problem("/dev/zero")).toBe(
+      "/dev/zero: (top level): it is a device, not a settings file: give the path of a YAML file",
+    );
+    const fifo = join(dir, "fifo");
+    execFileSync("mkfifo", [fifo]);
+    // Without a writer, opening the pipe to read would wait forever: unblock it should it be opened.
+    const refused = problem(fifo);
+    const guard = setTimeout(() => void open(fifo, "w").then((w) => w.close()), 2_000);
+    try {
+      expect(await refused).toBe(
+        "DIR/fifo: (top level): it is a named pipe (FIFO), not a settings file: give the path of a YAML file",
+      );
+    } finally {
+      clearTimeout(guard);
+    }
+  });
+
+  test("a missing file says it cannot be read, with the system's reason", async () => {
+    const error = await loadConfigFile(join(dir, "none.yaml")).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).message).toMatch(/none\.yaml: \(top level\): cannot read the file: ENOENT/);
+    expect(((error as ConfigError).cause as NodeJS.ErrnoException).code).toBe("ENOENT");
   });
 });
 

@@ -1,4 +1,5 @@
-import { readFile } from "node:fs/promises";
+import { constants, type Stats } from "node:fs";
+import { type FileHandle, open, stat } from "node:fs/promises";
 import { isScalar, LineCounter, parseDocument, type YAMLError } from "yaml";
 import type { z } from "zod";
 import { redactUrl } from "../redact-url.ts";
@@ -21,17 +22,107 @@ export interface LoadOptions {
   listenPort?: number;
 }
 
+/**
+ * The largest settings file Snooze reads: 1 MiB, a Kubernetes ConfigMap's own limit. A real one is
+ * a few KiB (a hundred models fit in some 20 KiB); a larger file is another file given by mistake
+ * (`-c model.safetensors`), which would otherwise be read whole into memory first.
+ */
+export const maxConfigBytes = 1024 * 1024;
+
 /** Reads, validates and resolves a snooze.yaml; throws ConfigError naming file, line, key and reason. */
 export async function loadConfigFile(path: string, options: LoadOptions = {}): Promise<SnoozeConfig> {
-  let bytes: Buffer;
-  try {
-    bytes = await readFile(path);
-  } catch (error) {
-    throw new ConfigError(path, [{ key: "", message: `cannot read the file: ${(error as Error).message}` }]);
-  }
+  const bytes = await readConfigBytes(path);
   const notUtf8 = utf8Problem(bytes);
   if (notUtf8) throw new ConfigError(path, [notUtf8]);
   return parseConfig(bytes.toString("utf8"), path, options);
+}
+
+/**
+ * The bytes of the settings file at `path`, or a ConfigError saying why they cannot be: it cannot
+ * be read (missing: its `cause` has the code `ENOENT`), is not a regular file (a directory, a named
+ * pipe, a device such as /dev/zero), or is larger than `maxConfigBytes`. What the path names is
+ * looked at before it is opened, so a named pipe never blocks the read (and with it the process's
+ * exit); it is opened without blocking and looked at again (it may have been swapped meanwhile),
+ * and read no further than the limit, so a file that grows as it is read is refused too.
+ */
+export async function readConfigBytes(path: string): Promise<Buffer> {
+  const cannotRead = (error: unknown) =>
+    new ConfigError(path, [{ key: "", message: `cannot read the file: ${(error as Error).message}` }], {
+      cause: error,
+    });
+  const refuse = (stats: Stats) => {
+    const problem = notASettingsFile(stats);
+    if (problem) throw new ConfigError(path, [{ key: "", message: problem }]);
+  };
+  try {
+    refuse(await stat(path));
+  } catch (error) {
+    throw error instanceof ConfigError ? error : cannotRead(error);
+  }
+  let file: FileHandle;
+  try {
+    file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (error) {
+    throw cannotRead(error);
+  }
+  try {
+    refuse(await file.stat());
+    // One byte past the limit tells a file at the limit from one beyond it.
+    const buffer = Buffer.alloc(maxConfigBytes + 1);
+    let length = 0;
+    for (;;) {
+      const { bytesRead } = await file.read(buffer, length, buffer.length - length, null);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+      if (length > maxConfigBytes)
+        throw new ConfigError(path, [
+          {
+            key: "",
+            message: `the file grew past ${formatSize(maxConfigBytes)} as it was read; ${sizeAdvice}`,
+          },
+        ]);
+    }
+    return buffer.subarray(0, length);
+  } catch (error) {
+    throw error instanceof ConfigError ? error : cannotRead(error);
+  } finally {
+    await file.close().catch(() => {});
+  }
+}
+
+const sizeAdvice = `a settings file may be at most ${formatSize(maxConfigBytes)} (is this the settings file?)`;
+
+/** What is wrong with a path's file as a settings file, if anything: not a regular file, or too large. */
+function notASettingsFile(stats: Stats): string | undefined {
+  if (!stats.isFile()) {
+    const what = stats.isDirectory()
+      ? "a directory"
+      : stats.isFIFO()
+        ? "a named pipe (FIFO)"
+        : stats.isCharacterDevice() || stats.isBlockDevice()
+          ? "a device"
+          : stats.isSocket()
+            ? "a socket"
+            : "not a regular file";
+    return `it is ${what}, not a settings file: give the path of a YAML file`;
+  }
+  if (stats.size > maxConfigBytes) {
+    const [size, limit] = [formatSize(stats.size), formatSize(maxConfigBytes)];
+    return `the file is ${size === limit ? `more than ${limit}` : size}; ${sizeAdvice}`;
+  }
+  return undefined;
+}
+
+/** A size in bytes as a person reads it: `1 MiB`, `1.5 GiB`, `700 bytes`. */
+function formatSize(bytes: number): string {
+  const units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${unit === 0 ? value : Number(value.toFixed(1))} ${units[unit]}`;
 }
 
 export { maxAliasCount } from "./yaml-aliases.ts";

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { annotationFor } from "./annotations.ts";
 import { snoozeFile } from "./file.ts";
-import { maxAliasCount } from "./load.ts";
+import { maxAliasCount, maxConfigBytes } from "./load.ts";
 import { builtinTierDefaults, localModel, tierSettings } from "./model.ts";
 import { maxNesting } from "./nesting.ts";
 import { builtinSlotDefaults, slotSettings } from "./slot.ts";
@@ -146,6 +146,10 @@ Aliases and merge keys may expand at most ${maxAliasCount} times in all (the gua
 
 A bad file stops \`snooze serve\` with exit code 2 and one line per problem:
 \`snooze.yaml:12:5: models.qwen.sleepAfter: expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"\`.
+The file must be a regular file (or a link to one) of at most ${maxConfigBytes / 1024 / 1024} MiB, a Kubernetes ConfigMap's own limit
+(a hundred models fit in some 20 KiB): a directory, a named pipe, a device such as \`/dev/zero\` or a larger
+file (\`-c model.safetensors\`) is refused before it is read, the same way, saying what it is
+(\`model.safetensors: (top level): the file is 1.5 GiB; a settings file may be at most 1 MiB\`).
 A valid file whose model writes a setting that never takes effect (\`sleepLevel\`, \`deepSleepAfter\`,
 \`zeroAfter\` or \`wakeTimeout\` with \`sleep: false\`; \`deepSleepAfter\` with \`sleepLevel: 2\`, or at or
 after its \`zeroAfter\`) loads, with a warning in the log naming each one the same way

@@ -1,6 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { open } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { connect, createServer } from "node:net";
@@ -40,20 +40,50 @@ describe("snooze serve as a process", () => {
   });
 
   test("SIGTERM before it has started (its settings not read yet) is a graceful exit 0, not Node's 143", async () => {
-    // Found by an outside tester: a SIGTERM in its first ~150 ms exited 143. A named pipe as the
-    // settings file holds it at that point for as long as the test likes: nothing runs yet.
-    const fifo = join(mkdtempSync(join(tmpdir(), "snooze-cli-")), "snooze.yaml");
-    execFileSync("mkfifo", [fifo]);
-    const run = serve(fifo);
-    // Opening the pipe's writing end completes once serve has opened it to read its settings.
-    const writer = await open(fifo, "w");
+    // Found by an outside tester: a SIGTERM in its first ~150 ms exited 143. The signal goes once
+    // Snooze holds the early stop signals (SIGQUIT, which Node leaves alone, is then caught), while
+    // it loads its modules, before it reads its settings.
+    const file = writeConfig(`models:\n  fast:\n    command: ${simCommand([], 1)}\n`);
+    const run = serve(file);
+    const caught = () => {
+      try {
+        const mask = /SigCgt:\s*([0-9a-f]+)/.exec(readFileSync(`/proc/${run.child.pid}/status`, "utf8"))?.[1];
+        return mask !== undefined && (BigInt(`0x${mask}`) & 4n) !== 0n;
+      } catch {
+        return false;
+      }
+    };
+    await until(caught, 10_000, "the early stop signals held");
     run.child.kill("SIGTERM");
-    // Its exit waits for the blocked read of the pipe (Node joins its I/O threads): end the pipe
-    // once the signal has surely been handled (the process sits idle, waiting on the read).
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    await writer.close();
     expect(await run.exited).toBe(0);
     expect(run.stderr()).toBe("");
+  });
+
+  test("a named pipe, a device or a huge file as the settings file: exit code 2 at once, saying what it is", async () => {
+    // Found by an outside tester: a named pipe hung `snooze serve` for good, deaf to SIGTERM (its
+    // exit waited for the blocked read), and a 1.5 GB file crashed it with a stack trace.
+    const dir = mkdtempSync(join(tmpdir(), "snooze-cli-"));
+    const fifo = join(dir, "snooze.yaml");
+    execFileSync("mkfifo", [fifo]);
+    const piped = serve(fifo);
+    const guard = setTimeout(() => void open(fifo, "w").then((w) => w.close()), 5_000);
+    try {
+      expect(await piped.exited).toBe(2);
+    } finally {
+      clearTimeout(guard);
+    }
+    expect(piped.stderr()).toContain(`${fifo}: (top level): it is a named pipe (FIFO), not a settings file`);
+    const zero = serve("/dev/zero");
+    expect(await zero.exited).toBe(2);
+    expect(zero.stderr()).toContain("/dev/zero: (top level): it is a device, not a settings file");
+    const big = join(dir, "model.safetensors");
+    writeFileSync(big, "");
+    truncateSync(big, 1500 * 1024 * 1024);
+    const huge = serve(big);
+    expect(await huge.exited).toBe(2);
+    expect(huge.stderr()).toContain(
+      `${big}: (top level): the file is 1.5 GiB; a settings file may be at most 1 MiB`,
+    );
   });
 
   test("a missing settings file: exit code 2 naming it", async () => {
