@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
@@ -58,4 +58,25 @@ test("a file removed for good is said once; written again, it is read", async ()
   writeFileSync(file, "models: {d: 4}\n");
   await until(() => changes() === 1, 5_000, "the file back");
   expect(lines.filter((line) => line.includes("the settings file is gone"))).toHaveLength(1);
+});
+
+test("a file that is there but cannot be used is a change (the reload says why), not a file gone", async () => {
+  // Found by an outside tester: a directory in the file's place, a 545 MB file or one that cannot
+  // be read were all logged as "the settings file is gone" (or not at all), and nothing reloaded.
+  const { file, lines, changes } = start();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  rmSync(file);
+  mkdirSync(file);
+  await until(() => changes() === 1, 5_000, "the directory in the file's place");
+  rmSync(file, { recursive: true });
+  writeFileSync(file, "");
+  truncateSync(file, 545 * 1024 * 1024);
+  await until(() => changes() === 2, 5_000, "the huge file");
+  // The same problem again is no new change; the file made right is.
+  truncateSync(file, 545 * 1024 * 1024);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  expect(changes()).toBe(2);
+  writeFileSync(file, "models: {e: 5}\n");
+  await until(() => changes() === 3, 5_000, "the file made right");
+  expect(lines.join("")).not.toContain("the settings file is gone");
 });

@@ -1,8 +1,8 @@
 import { type FSWatcher, watch } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { type Clock, systemClock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
+import { ConfigError, readConfigBytes } from "../lib/settings/index.ts";
 
 export interface ConfigWatchOptions {
   log: Logger;
@@ -22,7 +22,9 @@ export interface ConfigWatchOptions {
  *
  * A directory deleted or moved away ends the watch on it: the directory at the path is then watched
  * again once it is there (looked for every `retryMs`), and its file read. A file that stays gone is
- * logged once; the settings in use stay.
+ * logged once; the settings in use stay. A file that is there but cannot be used (not readable, a
+ * directory in its place, larger than a settings file may be: `readConfigBytes`) is a change too,
+ * once per problem, so the reload says what is wrong with it and counts it as invalid.
  */
 export function watchConfigFile(
   file: string,
@@ -35,14 +37,29 @@ export function watchConfigFile(
   const { log } = options;
   const directory = dirname(file);
   const name = basename(file);
-  let last: string | undefined;
+  /** What was last seen at the path: the file's bytes, or what is wrong with it. */
+  let last: Buffer | string | undefined;
   let timer: { cancel(): void } | undefined;
   let watcher: FSWatcher | undefined;
   let missing = false;
   let closed = false;
-  const read = () => readFile(file, "utf8").catch(() => undefined);
-  void read().then((text) => {
-    last ??= text;
+  /** The file's bytes, what is wrong with it (in words), or undefined when it is not there. */
+  const read = async (): Promise<Buffer | string | undefined> => {
+    try {
+      return await readConfigBytes(file);
+    } catch (error) {
+      if (!(error instanceof ConfigError)) return String(error);
+      return (error.cause as NodeJS.ErrnoException | undefined)?.code === "ENOENT"
+        ? undefined
+        : error.message;
+    }
+  };
+  const same = (a: Buffer | string | undefined, b: Buffer | string | undefined) =>
+    typeof a === "string" || typeof b === "string" || a === undefined || b === undefined
+      ? a === b
+      : a.equals(b);
+  void read().then((seen) => {
+    last ??= seen;
   });
   const soon = (ms = debounceMs) => {
     timer?.cancel();
@@ -55,17 +72,18 @@ export function watchConfigFile(
       if (!arm()) return soon(retryMs);
       log.info("watching the settings file's directory again", { file });
     }
-    const text = await read();
+    const seen = await read();
     if (closed) return;
-    if (text === undefined) {
+    if (seen === undefined) {
       // Gone for a moment mid-rename (the rename's own event brings us back here), or for good.
       if (!missing) log.warn("the settings file is gone; the settings in use stay", { file });
       missing = true;
       return;
     }
     missing = false;
-    if (text === last) return;
-    last = text;
+    if (same(seen, last)) return;
+    last = seen;
+    // A file that cannot be used is reloaded too: the reload says what is wrong with it.
     changed();
   };
   /** The directory went (deleted, or moved away): this watch sees nothing from now on. */

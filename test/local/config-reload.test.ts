@@ -1,4 +1,4 @@
-import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect, test } from "vitest";
@@ -146,6 +146,37 @@ models:
     run.child.kill("SIGHUP");
     await until(() => run.stderr().includes('"msg":"settings reloaded"'), 5_000, "the reload");
     expect(run.stderr()).toContain('"updated":["qwen (sleepAfter)"]');
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+  });
+
+  test("a path that cannot be used (a directory in the file's place, a huge file) is an invalid file, said and counted, by the watch and by SIGHUP", async () => {
+    // Found by an outside tester: the watch said "the settings file is gone" for a 545 MB file and
+    // nothing for a directory; SIGHUP logged "reloading the settings failed: Cannot create a string
+    // longer…" with no file, and neither was counted as invalid.
+    const yaml = `models:\n  qwen:\n    command: ${simCommand()}\n`;
+    const run = start(yaml, ["--watch-config"]);
+    const url = await run.url;
+    const invalid = async () =>
+      metricValue(await metrics(url), "snooze_config_reloads_total", { result: "invalid" });
+    // The watch has read the file as it was (its first read races a change made at once).
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    rmSync(run.config);
+    mkdirSync(run.config);
+    await until(async () => (await invalid()) === 1, 5_000, "the directory refused");
+    expect(run.stderr()).toContain(`${run.config}: (top level): it is a directory, not a settings file`);
+    rmSync(run.config, { recursive: true });
+    writeFileSync(run.config, "");
+    truncateSync(run.config, 545 * 1024 * 1024);
+    await until(async () => (await invalid()) === 2, 5_000, "the huge file refused");
+    expect(run.stderr()).toContain(`${run.config}: (top level): the file is 545 MiB`);
+    run.child.kill("SIGHUP");
+    await until(async () => (await invalid()) === 3, 5_000, "the huge file refused on SIGHUP");
+    const said = run.stderr();
+    expect(said.match(/the settings file is not valid; the settings in use stay/g)).toHaveLength(3);
+    expect(said).not.toContain("the settings file is gone");
+    expect(said).not.toContain("reloading the settings failed");
+    expect((await ask(url, "qwen")).status).toBe(200);
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
   });
