@@ -75,6 +75,23 @@ export interface AdminModelView {
   learning?: LearningState;
 }
 
+/**
+ * The last reload of the settings file (local mode), when it was refused and no reload applied since:
+ * the file on disk is not what runs. `GET /snooze/v1/models` carries it as `reloadFailure`.
+ */
+export interface ReloadFailure {
+  /** When it was refused (ISO time). */
+  at: string;
+  /** What asked for the reload: `SIGHUP`, or `file changed` (`--watch-config`). */
+  cause: string;
+  file: string;
+  /** What is wrong, one line per problem: `file:line:column: key: reason` (at most `maxReloadProblems`). */
+  problems: string[];
+}
+
+/** The most problems a ReloadFailure lists; the log has them all. */
+export const maxReloadProblems = 20;
+
 /** The last lines an engine printed (stdout and stderr), oldest first. */
 export interface EngineLog {
   replica: string;
@@ -112,4 +129,8 @@ export interface AdminActions {
   slots(): Promise<SlotStatus[]>;
   /** The engines' output, where the platform keeps it (local mode); absent: not available here. */
   logs?(model: string): Promise<EngineLog[]>;
+  /** The last reload of the settings file, while it stands refused (local mode); absent: none. */
+  reloadFailure?(): ReloadFailure | undefined;
+  /** Calls `listener` whenever `reloadFailure` comes or goes; returns what stops it. */
+  onReloadFailure?(listener: () => void): () => void;
 }

@@ -118,6 +118,8 @@ export function createActivatorServer({
     slots: () => admin.slots(),
   });
   const unwatch = activator.watch((event) => timeline.observe(event));
+  // A reload refused, or made good: the status page reads the model list (and its banner) again.
+  const unwatchReloads = admin.onReloadFailure?.(() => timeline.modelsChanged());
   const statusRoutes = statusPageRoutes({
     activator,
     admin,
@@ -354,11 +356,14 @@ export function createActivatorServer({
     }
     if (await statusRoutes(req, res, path)) return;
     if (path === "/snooze/v1/models" && reads(req)) {
-      // During the shutdown Snooze still answers here (`snooze status` says it shuts down).
+      // During the shutdown Snooze still answers here (`snooze status` says it shuts down). The last
+      // reload, while it stands refused: the file on disk is not what runs (local mode).
+      const reloadFailure = admin.reloadFailure?.();
       sendJson(res, 200, {
         models: views(),
         slots: await admin.slots(),
         ...(activator.accepting ? {} : { shuttingDown: true }),
+        ...(reloadFailure ? { reloadFailure } : {}),
       });
       return;
     }
@@ -482,6 +487,7 @@ export function createActivatorServer({
   const server = http.createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, listener);
   server.once("close", () => {
     unwatch();
+    unwatchReloads?.();
     timeline.close();
   });
   // Expect: 100-continue: an OpenAI route first checks path, size and budget, the events endpoint

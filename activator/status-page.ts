@@ -201,7 +201,13 @@ function linesAfter(log: EngineLog, after: number, limit: number): EngineLog {
 function stream(req: IncomingMessage, res: ServerResponse, timeline: Timeline, after: number): void {
   const send = (message: TimelineMessage | { type: "hello"; data: unknown }) => {
     const data =
-      message.type === "tier" ? message.event : message.type === "entry" ? message.entry : message.data;
+      message.type === "tier"
+        ? message.event
+        : message.type === "entry"
+          ? message.entry
+          : message.type === "models"
+            ? {}
+            : message.data;
     res.write(`event: ${message.type}\ndata: ${JSON.stringify(data)}\n\n`);
     if (res.writableLength > maxBufferedBytes) res.destroy();
   };

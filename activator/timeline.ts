@@ -35,8 +35,15 @@ export interface TierSegment {
   to?: number;
 }
 
-/** What the live stream carries: every replica event as it arrives, and each finished entry. */
-export type TimelineMessage = { type: "tier"; event: ReplicaEvent } | { type: "entry"; entry: TimelineEntry };
+/**
+ * What the live stream carries: every replica event as it arrives, each finished entry, and word
+ * that the model list (`GET /snooze/v1/models`) changed otherwise: a model added or removed, a
+ * reload of the settings refused or a refused one made good.
+ */
+export type TimelineMessage =
+  | { type: "tier"; event: ReplicaEvent }
+  | { type: "entry"; entry: TimelineEntry }
+  | { type: "models" };
 
 export interface TimelineOptions {
   /** The slot a model belongs to, if any: a slot member's ready replica may end a swap. */
@@ -272,6 +279,11 @@ export class Timeline {
         slot: slot.name,
       });
     }
+  }
+
+  /** The model list changed other than by a replica event (a model added or removed, a reload refused). */
+  modelsChanged(): void {
+    this.publish({ type: "models" });
   }
 
   close(): void {

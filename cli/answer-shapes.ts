@@ -78,11 +78,15 @@ const modelView = object({
 /** A slot as the admin API lists it (lib/slot-status.ts SlotStatus): whom `snooze wake` finds waiting. */
 const slotView = object({ name: string, waiting: array(object({ model: string })) });
 
+/** The last reload of the settings file, while it stands refused (activator/admin.ts ReloadFailure). */
+const reloadFailure = object({ at: string, cause: string, file: string, problems: array(string) });
+
 /** `GET /snooze/v1/models`. */
 export const modelList = object({
   models: array(modelView),
   slots: optional(array(slotView)),
   shuttingDown: optional(boolean),
+  reloadFailure: optional(reloadFailure),
 });
 
 /** The answer to `POST /snooze/v1/models/<id>/wake|sleep|stop`. */

@@ -1,5 +1,6 @@
 import { Counter, type Registry } from "prom-client";
 import type { Activator } from "../activator/activator.ts";
+import { maxReloadProblems, type ReloadFailure } from "../activator/admin.ts";
 import type { Autoscaler } from "../autoscaler/autoscaler.ts";
 import {
   addLocalModel,
@@ -64,6 +65,9 @@ export class LocalModels {
   private readonly chains = new Map<string, Promise<void>>();
   /** One reload at a time: a second SIGHUP waits for the first one's file to be read and applied. */
   private reloading: Promise<unknown> = Promise.resolve();
+  /** The last reload, while it stands refused: the file on disk is not what runs. */
+  private failure: ReloadFailure | undefined;
+  private readonly failureListeners = new Set<() => void>();
 
   constructor(options: LocalModelsOptions) {
     this.options = options;
@@ -91,6 +95,32 @@ export class LocalModels {
   }
 
   /**
+   * The last reload, when it was refused (the settings in use stayed) and none applied since: the
+   * admin API, `snooze status` and the status page show it, as the log alone is easily missed.
+   */
+  get reloadFailure(): ReloadFailure | undefined {
+    return this.failure;
+  }
+
+  /** Calls `listener` whenever `reloadFailure` comes, changes or goes; returns what stops it. */
+  onReloadFailure(listener: () => void): () => void {
+    this.failureListeners.add(listener);
+    return () => this.failureListeners.delete(listener);
+  }
+
+  private setFailure(failure: ReloadFailure | undefined): void {
+    if (failure === undefined && this.failure === undefined) return;
+    this.failure = failure;
+    for (const listener of this.failureListeners) {
+      try {
+        listener();
+      } catch (error) {
+        this.log.warn("a listener of the reload's outcome failed", { error });
+      }
+    }
+  }
+
+  /**
    * Reads `file` again and applies what changed. A file that does not load (unreadable, invalid
    * YAML, a setting that fails validation) changes nothing: the settings in use stay, and the log
    * says why, one line per problem as `file:line:column: key: reason`.
@@ -104,13 +134,15 @@ export class LocalModels {
       } catch (error) {
         if (!(error instanceof ConfigError)) throw error;
         this.reloads.inc({ result: "invalid" });
-        this.log.error("the settings file is not valid; the settings in use stay", {
-          file,
-          cause,
-          problems: error.message.split("\n"),
-        });
+        const problems = error.message.split("\n");
+        this.log.error("the settings file is not valid; the settings in use stay", { file, cause, problems });
+        const shown = problems.slice(0, maxReloadProblems);
+        if (problems.length > shown.length)
+          shown.push(`… and ${problems.length - shown.length} more (the log lists them all)`);
+        this.setFailure({ at: new Date().toISOString(), cause, file, problems: shown });
         return { result: "invalid", error };
       }
+      this.setFailure(undefined);
       const outcome = this.apply(config);
       this.reloads.inc({ result: outcome.result });
       if (outcome.result !== "unchanged") this.warnUnused(config);

@@ -57,8 +57,15 @@ export interface LocalSnooze {
   endInFlight(): Promise<void>;
 }
 
-/** Admin actions on the in-process control plane; engine output where the platform keeps it. */
-export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminActions {
+/**
+ * Admin actions on the in-process control plane; engine output where the platform keeps it; the last
+ * refused reload of the settings file where they are reloaded.
+ */
+export function localAdmin(
+  autoscaler: Autoscaler,
+  platform?: Platform,
+  models?: Pick<LocalModels, "reloadFailure" | "onReloadFailure">,
+): AdminActions {
   const controller = (model: string) => {
     const found = autoscaler.controller(model);
     if (!found) throw new Error(`no model ${model}`);
@@ -96,6 +103,12 @@ export function localAdmin(autoscaler: Autoscaler, platform?: Platform): AdminAc
     ...(platform instanceof LocalPlatform
       ? { logs: async (model: string) => platform.logs(autoscaler.controller(model)?.key ?? model) }
       : {}),
+    ...(models
+      ? {
+          reloadFailure: () => models.reloadFailure,
+          onReloadFailure: (listener: () => void) => models.onReloadFailure(listener),
+        }
+      : {}),
   };
 }
 
@@ -121,13 +134,6 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     log: options.log,
     statsIntervalMs: options.statsIntervalMs,
   });
-  const server = createActivatorServer({
-    activator,
-    admin: localAdmin(autoscaler, platform),
-    registry,
-    adminToken: options.adminToken,
-    allowedOrigins: options.allowedOrigins,
-  });
   let listenPort: number | undefined;
   const models =
     platform instanceof LocalPlatform
@@ -142,6 +148,13 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
           eventSource,
         })
       : undefined;
+  const server = createActivatorServer({
+    activator,
+    admin: localAdmin(autoscaler, platform, models),
+    registry,
+    adminToken: options.adminToken,
+    allowedOrigins: options.allowedOrigins,
+  });
   const stopAll = async () => {
     // Local engines stop with Snooze: the control plane says so (stopped events) before they go.
     const closing = autoscaler.close({ enginesStop: platform instanceof LocalPlatform });

@@ -1,6 +1,6 @@
 import { expect, test } from "vitest";
 import type { AdminModelView } from "../activator/admin.ts";
-import { formatNext, formatTable } from "./status.ts";
+import { formatNext, formatStatus, formatTable } from "./status.ts";
 
 test("the status table lines up its columns and says how long each tier has lasted", () => {
   const now = Date.parse("2026-01-01T00:01:00Z");
@@ -61,4 +61,39 @@ test("the NEXT column says what the ladder does next on its own, and when", () =
   // A back-off after failures: when the next try may be (found by an outside tester: NEXT said "-").
   expect(formatNext({ ...model("cold"), retryAt: "2026-01-01T00:00:40Z" }, now)).toBe("retry in 40s");
   expect(formatNext({ ...model("cold"), retryAt: "2025-12-31T23:59:59Z" }, now)).toBe("-");
+});
+
+test("a refused reload of the settings is said under the table, until one applies", () => {
+  // Found by an outside tester: `snooze status` looked normal while the file on disk was not what ran.
+  const now = Date.parse("2026-01-01T00:01:00Z");
+  const models: AdminModelView[] = [
+    {
+      id: "qwen",
+      aliases: [],
+      tier: "cold",
+      since: "2026-01-01T00:00:00Z",
+      replicas: [],
+      held: 0,
+      inFlight: 0,
+    },
+  ];
+  const table = formatTable(models, now);
+  expect(formatStatus({ models }, now)).toBe(table);
+  const text = formatStatus(
+    {
+      models,
+      reloadFailure: {
+        at: "2026-01-01T00:00:48Z",
+        cause: "SIGHUP",
+        file: "snooze.yaml",
+        problems: ['snooze.yaml:4:5: models.qwen.sleepAfter: expected a duration, not "soon\x1b[2J"'],
+      },
+    },
+    now,
+  );
+  expect(text.split("\n").slice(-3)).toEqual([
+    "",
+    "The settings file snooze.yaml was refused 12s ago (SIGHUP); Snooze runs the settings it had:",
+    '  snooze.yaml:4:5: models.qwen.sleepAfter: expected a duration, not "soon\\x1b[2J"',
+  ]);
 });

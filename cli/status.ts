@@ -1,4 +1,4 @@
-import type { AdminModelView } from "../activator/admin.ts";
+import type { AdminModelView, ReloadFailure } from "../activator/admin.ts";
 import { clip } from "../lib/clip.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { modelList } from "./answer-shapes.ts";
@@ -41,19 +41,40 @@ export const statusCommand: Command = {
     }),
 };
 
-/** `GET /snooze/v1/models`: every model, and the slots; `shuttingDown` while Snooze shuts down. */
+/**
+ * `GET /snooze/v1/models`: every model, the slots, `shuttingDown` while Snooze shuts down, and a
+ * refused reload of the settings file.
+ */
 interface AdminModels {
   models: AdminModelView[];
   slots?: unknown[];
   shuttingDown?: boolean;
+  reloadFailure?: ReloadFailure;
 }
 
-/** The table, under a line saying Snooze shuts down when it does (it answers until its engines are gone). */
+/**
+ * The table, under a line saying Snooze shuts down when it does (it answers until its engines are
+ * gone), and over the last reload of the settings file while it stands refused.
+ */
 export function formatStatus(answer: AdminModels, now: number): string {
-  const table = formatTable(answer.models, now);
-  return answer.shuttingDown === true
-    ? `Snooze is shutting down: it takes no new requests, lets those in flight finish, then stops its engines.\n\n${table}`
-    : table;
+  let text = formatTable(answer.models, now);
+  if (answer.shuttingDown === true)
+    text = `Snooze is shutting down: it takes no new requests, lets those in flight finish, then stops its engines.\n\n${text}`;
+  if (answer.reloadFailure) text = `${text}\n\n${formatReloadFailure(answer.reloadFailure, now)}`;
+  return text;
+}
+
+/**
+ * A refused reload, said under the table: the file on disk is not what runs, which the log alone
+ * keeps from whoever reads only `snooze status` (found by an outside tester).
+ */
+export function formatReloadFailure(failure: ReloadFailure, now: number): string {
+  const ago = formatDuration(Math.max(0, now - Date.parse(failure.at)));
+  const safe = (text: string) => printable(clip(text, 500), true);
+  return [
+    `The settings file ${safe(failure.file)} was refused ${ago} ago (${safe(failure.cause)}); Snooze runs the settings it had:`,
+    ...failure.problems.map((problem) => `  ${safe(problem)}`),
+  ].join("\n");
 }
 
 /**

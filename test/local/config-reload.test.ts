@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, renameSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
@@ -141,11 +142,36 @@ models:
     const text = await metrics(url);
     expect(metricValue(text, "snooze_config_reloads_total", { result: "invalid" })).toBe(1);
     expect(metricValue(text, "snooze_config_reloads_total", { result: "applied" })).toBe(0);
-    // Fixed, the next SIGHUP applies it.
+    // Not only in the log: the admin API and `snooze status` say the file on disk is not what runs
+    // (found by an outside tester: both looked normal).
+    const state = async () =>
+      (await (await fetch(`${url}/snooze/v1/models`)).json()) as {
+        models: unknown[];
+        reloadFailure?: { at: string; cause: string; file: string; problems: string[] };
+      };
+    const failure = (await state()).reloadFailure;
+    expect(failure).toEqual({
+      at: expect.any(String),
+      cause: "SIGHUP",
+      file: run.config,
+      problems: [expect.stringMatching(/snooze\.yaml:4:5: models\.qwen\.sleepAfter: expected a duration/)],
+    });
+    expect(Date.now() - Date.parse(failure!.at)).toBeLessThan(10_000);
+    const status = (...args: string[]) =>
+      execFileSync(process.execPath, ["bin/snooze.js", "status", "--url", url, ...args], {
+        encoding: "utf8",
+      });
+    expect(status()).toMatch(
+      /\n\nThe settings file .*snooze\.yaml was refused \d+(\.\d+)?m?s ago \(SIGHUP\); Snooze runs the settings it had:\n {2}.*snooze\.yaml:4:5: models\.qwen\.sleepAfter: expected a duration/,
+    );
+    expect(JSON.parse(status("--json")).reloadFailure).toEqual(failure);
+    // Fixed, the next SIGHUP applies it, and the failure is gone.
     writeFileSync(run.config, yaml.replace("sleepAfter: 5m", "sleepAfter: 1m"));
     run.child.kill("SIGHUP");
     await until(() => run.stderr().includes('"msg":"settings reloaded"'), 5_000, "the reload");
     expect(run.stderr()).toContain('"updated":["qwen (sleepAfter)"]');
+    expect((await state()).reloadFailure).toBeUndefined();
+    expect(status()).not.toContain("refused");
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
   });

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
@@ -24,6 +24,8 @@ const images = process.env.SNOOZE_SCREENSHOTS
   : mkdtempSync(join(tmpdir(), "snooze-screenshots-"));
 
 let snooze: LocalSnooze;
+/** The settings the page's Snooze runs (a reload test writes them to a file). */
+let settings: string;
 let browser: Browser;
 let page: Page;
 
@@ -33,7 +35,7 @@ beforeAll(async () => {
   const gpuDir = mkdtempSync(join(tmpdir(), "snooze-gpu-"));
   const gpu = ["--enable-sleep-mode", "--gpu-id", "0", "--gpu-memory", "24GiB", "--model-memory", "16GiB"];
   const launched = chromium.launch({ executablePath, headless: true });
-  snooze = await startWith(`
+  settings = `
 defaults:
   sleepAfter: 5m
   zeroAfter: 30m
@@ -54,7 +56,8 @@ models:
     command: ${simCommand([...gpu, "--gpu-dir", gpuDir])}
   broken:
     command: ${simCommand(["--no-such-flag"])}
-`);
+`;
+  snooze = await startWith(settings);
   // mistral holds the slot before the page opens (its cold start overlaps Chromium's).
   const [answer] = await Promise.all([
     fetch(`${snooze.url}/v1/chat/completions`, chat("mistral")),
@@ -164,6 +167,25 @@ describe("the status page", () => {
     await row("qwen").locator('button[data-action="stop"]').click();
     await expect.poll(() => tierOf("qwen").textContent()).toBe("cold");
     expect(await row("qwen").locator(".replica").count()).toBe(0);
+  });
+
+  test("a refused reload of the settings shows as a banner at once, until a reload applies", async () => {
+    // Found by an outside tester: a refused reload showed only in the log; the page looked normal.
+    const file = join(mkdtempSync(join(tmpdir(), "snooze-page-reload-")), "snooze.yaml");
+    writeFileSync(file, settings.replace("sleepAfter: 5m", "sleepAfter: soon"));
+    expect((await snooze.models!.reload(file, "SIGHUP")).result).toBe("invalid");
+    const failure = page.locator("#reload-failure");
+    // Pushed by the event stream, not left to the page's 15 s backstop.
+    await expect.poll(() => failure.isVisible(), { timeout: 3_000 }).toBe(true);
+    expect(await failure.locator("#reload-failure-title").textContent()).toMatch(
+      /^The settings file .*snooze\.yaml was refused at .* \(SIGHUP\); Snooze runs the settings it had:$/,
+    );
+    expect(await failure.locator("pre").textContent()).toMatch(
+      /snooze\.yaml:3:\d+: defaults\.sleepAfter: expected a duration/,
+    );
+    writeFileSync(file, settings);
+    expect((await snooze.models!.reload(file, "SIGHUP")).result).toBe("unchanged");
+    await expect.poll(() => failure.isVisible(), { timeout: 3_000 }).toBe(false);
   });
 
   test("after Snooze restarts at the same address, the page lists the new process's entries", {
