@@ -31,6 +31,18 @@ test("the admin API's path goes under the base URL's own path (Snooze behind a p
   expect(serverUrl({ url: `${origin}/gpu-box//` })).toBe(`${origin}/gpu-box`);
 });
 
+test("a base URL whose port is out of range says so, not that it is no http:// URL", () => {
+  // Found by an outside tester: `--url http://127.0.0.1:99999` "must be an http:// URL".
+  expect(() => serverUrl({ url: "http://127.0.0.1:99999" })).toThrow(
+    '--url has the port 99999, out of range: a port is 1 to 65535; got "http://127.0.0.1:99999"',
+  );
+  expect(() => serverUrl({}, { SNOOZE_URL: "https://user@[::1]:65536/snooze" })).toThrow(
+    /^SNOOZE_URL has the port 65536, out of range/,
+  );
+  expect(() => serverUrl({ url: "ftp://127.0.0.1:99999" })).toThrow(/must be an http:\/\/ or https:\/\/ URL/);
+  expect(serverUrl({ url: "http://127.0.0.1:65535" })).toBe("http://127.0.0.1:65535");
+});
+
 test("a base URL with a query or a fragment is a usage mistake, not a request to the wrong path", () => {
   // Found by an outside tester: `--url 'http://127.0.0.1:18200?x=1'` asked `/?x=1/snooze/v1/models`,
   // the status page.

@@ -29,6 +29,12 @@ export function serverUrl(values: FlagValues, env: Record<string, string | undef
   const source = typeof values.url === "string" ? "--url" : "SNOOZE_URL";
   // A usage mistake (exit 2), not a Snooze that cannot be reached.
   const parsed = URL.canParse(given) ? new URL(given) : undefined;
+  // The URL parser refuses a port past 65535 as it refuses a URL that is none: say which it was.
+  const port = /^https?:\/\/(?:[^/?#@]*@)?(?:\[[^\]]*\]|[^/?#:[\]]*):(\d+)(?:[/?#]|$)/i.exec(given)?.[1];
+  if (!parsed && port !== undefined && Number(port) > 65_535)
+    throw new UsageError(
+      `${source} has the port ${port}, out of range: a port is 1 to 65535; got ${JSON.stringify(given)}`,
+    );
   if (parsed?.protocol !== "http:" && parsed?.protocol !== "https:")
     throw new UsageError(
       `${source} must be an http:// or https:// URL, such as ${defaultUrl}; got ${JSON.stringify(given)}`,

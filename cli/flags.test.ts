@@ -103,3 +103,22 @@ test("the limit itself is taken, and a certificate's lifetime may be longer", as
   ).toBe(2);
   expect(output[0]).not.toContain("validity");
 });
+
+test("a port is decimal digits, 1 to 65535 (0: any free port): not hex, an exponent or spaces", async () => {
+  // Found by an outside tester: `--port 0x4650` listened on 18000; `1e4` and " 18104" were taken.
+  for (const port of ["0x4650", "1e4", " 18104", "18104 ", "65536", "+80", "80.0", "", "0o17"]) {
+    output = [];
+    expect(await main(["serve", "--port", port, "--config", "/nonexistent/snooze.yaml"])).toBe(2);
+    expect(output.join("\n")).toContain(
+      `--port must be a port number, 1 to 65535 in decimal digits (0: any free port), not "${port}"`,
+    );
+  }
+  expect(await main(["autoscaler", "--grpc-port", "0x10"])).toBe(2);
+  expect(output.join("\n")).toContain("--grpc-port must be a port number, 1 to 65535 in decimal digits");
+  // Taken: the port then fails on its settings file, not on the port.
+  for (const port of ["0", "18104", "65535"]) {
+    output = [];
+    expect(await main(["serve", "--port", port, "--config", "/nonexistent/snooze.yaml"])).toBe(2);
+    expect(output.join("\n")).toContain("the settings file is not valid");
+  }
+});

@@ -5,15 +5,27 @@ import { formatDuration, longestTimer, maxTimerMs, parseDuration } from "../lib/
 export function listenFlags(defaultPort: number): Record<"host" | "port", Flag> {
   return {
     host: { type: "string", default: "127.0.0.1", description: "address to listen on" },
-    port: { type: "string", short: "p", default: String(defaultPort), description: "port to listen on" },
+    port: {
+      type: "string",
+      short: "p",
+      default: String(defaultPort),
+      description: "port to listen on (0: any free port)",
+    },
   };
 }
 
-/** The value of a port flag, or a usage error naming it. */
+/**
+ * The value of a port flag, or a usage error naming it: decimal digits only, 1 to 65535, or 0 for
+ * any free port. `Number()` alone took `0x4650` (port 18000), `1e4` and `" 18104"` (found by an
+ * outside tester).
+ */
 export function portValue(values: FlagValues, name = "port"): number {
-  const port = Number(values[name]);
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-    throw new UsageError(`--${name} must be a port number, not "${values[name]}"`);
+  const text = String(values[name]);
+  const port = /^\d{1,5}$/.test(text) ? Number(text) : Number.NaN;
+  if (!(port <= 65_535)) {
+    throw new UsageError(
+      `--${name} must be a port number, 1 to 65535 in decimal digits (0: any free port), not "${text}"`,
+    );
   }
   return port;
 }

@@ -75,3 +75,24 @@ test("the executable refuses an old Node.js with a clear message", () => {
   expect(result.status).toBe(1);
   expect(result.stderr).toContain("Snooze needs Node.js 24 LTS");
 });
+
+test("a misspelt command is answered with the one meant, as a misspelt settings key is", async () => {
+  // Found by an outside tester: `snooze statsu` listed the commands, no "did you mean".
+  expect(await main(["statsu"])).toBe(2);
+  expect(output.join("\n")).toMatch(
+    /^snooze: unknown command "statsu"; did you mean "status"\? Commands: serve, status/,
+  );
+  output = [];
+  expect(await main(["snore"])).toBe(2);
+  expect(output.join("\n")).not.toContain("did you mean");
+});
+
+test("`snooze help <command>` is that command's help; an unknown one is said", async () => {
+  // Found by an outside tester: it printed the general help.
+  expect(await main(["help", "status"])).toBe(0);
+  expect(output.join("\n")).toMatch(/^Usage: snooze status \[flags\]/);
+  expect(output.join("\n")).toContain("--watch");
+  output = [];
+  expect(await main(["help", "wkae"])).toBe(2);
+  expect(output.join("\n")).toContain('unknown command "wkae"; did you mean "wake"?');
+});

@@ -1,8 +1,10 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { defaultStateDir } from "../autoscaler/local/engine-records.ts";
 import { LocalPlatform } from "../autoscaler/local/platform.ts";
+import { UsageError } from "../lib/cli-flags.ts";
 import { maxTimerMs } from "../lib/duration.ts";
 import { createLogger } from "../lib/log.ts";
+import { unwritableDirectory } from "../lib/make-directory.ts";
 import { releaseStartupMemory } from "../lib/release-startup-memory.ts";
 import { ConfigError, loadConfigFile } from "../lib/settings/index.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
@@ -59,6 +61,26 @@ export const serveCommand: Command = {
     const adminToken = serverAdminToken(values, String(values.host));
     const allowedOrigins = allowedOriginsValue(values);
     const log = createLogger({ component: "serve" });
+    // Found out at start, not at the shutdown's first write (found by an outside tester: `--state-dir
+    // /proc/x` started and only warned when it stopped). One given (the flag, $SNOOZE_STATE_DIR) is a
+    // usage mistake; the default under the home directory is warned about, as a read-only home (a
+    // container's) ran before and still runs, keeping nothing.
+    const cannotWrite = unwritableDirectory(stateDir, 0o700);
+    const given =
+      typeof values["state-dir"] === "string"
+        ? "--state-dir"
+        : process.env.SNOOZE_STATE_DIR
+          ? "SNOOZE_STATE_DIR"
+          : undefined;
+    if (cannotWrite && given)
+      throw new UsageError(
+        `${given} ${stateDir} cannot be used, as files cannot be written there: ${cannotWrite}`,
+      );
+    if (cannotWrite)
+      log.warn(
+        "the state directory cannot be written: the record of running engines and what the models learn are not kept (--state-dir names another)",
+        { stateDir, error: cannotWrite },
+      );
     let config: Awaited<ReturnType<typeof loadConfigFile>>;
     try {
       // Its own port is no engine's: refused here, with the file's line, not at the engine's start.

@@ -1,8 +1,8 @@
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
-import { makeDirectory } from "./make-directory.ts";
+import { makeDirectory, unwritableDirectory } from "./make-directory.ts";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -30,4 +30,15 @@ test("a path it cannot make throws the reason at once: under /proc (where Node's
   writeFileSync(file, "");
   expect(() => makeDirectory(join(file, "state"))).toThrow(/ENOTDIR/);
   expect(existsSync(join(file, "state"))).toBe(false);
+});
+
+test("a directory files cannot be kept in is found, with the system's reason; a good one is made and left empty", () => {
+  expect(unwritableDirectory("/proc/x")).toMatch(/^ENOENT: .*mkdir '\/proc\/x'/);
+  const file = join(scratch(), "file");
+  writeFileSync(file, "");
+  expect(unwritableDirectory(join(file, "state"))).toMatch(/ENOTDIR/);
+  const good = join(scratch(), "state", "snooze");
+  expect(unwritableDirectory(good, 0o700)).toBeUndefined();
+  expect(statSync(good).mode & 0o777).toBe(0o700);
+  expect(readdirSync(good)).toEqual([]);
 });

@@ -1,5 +1,5 @@
-import { mkdirSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 
 /**
  * `mkdir -p`: creates `path` and the directories above it that are missing. Not Node's
@@ -26,5 +26,22 @@ export function makeDirectory(path: string, mode?: number): void {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     }
+  }
+}
+
+/**
+ * Why files cannot be kept in directory `path` (made first, as `makeDirectory` makes it, with
+ * `mode`), or undefined when they can: a file is written there and removed, so a read-only mount,
+ * a directory of another user and a path under /proc are all found, as the system says them.
+ */
+export function unwritableDirectory(path: string, mode?: number): string | undefined {
+  const probe = join(path, `.snooze-probe-${process.pid}`);
+  try {
+    makeDirectory(path, mode);
+    writeFileSync(probe, "", { mode: 0o600 });
+    rmSync(probe, { force: true });
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
   }
 }

@@ -86,6 +86,17 @@ describe("snooze serve as a process", () => {
     );
   });
 
+  test("a state directory that cannot be written: exit code 2 at start, not a warning at the shutdown", async () => {
+    // Found by an outside tester: `--state-dir /proc/x` started and warned only when it stopped.
+    const file = writeConfig(`models:\n  fast:\n    command: ${simCommand([], 1)}\n`);
+    const refused = serveProcess(file, ["--state-dir", "/proc/x"]);
+    children.push(refused.child);
+    expect(await refused.exited).toBe(2);
+    expect(refused.stderr()).toContain(
+      "snooze serve: --state-dir /proc/x cannot be used, as files cannot be written there: ENOENT",
+    );
+  });
+
   test("a missing settings file: exit code 2 naming it", async () => {
     const run = serve("/nonexistent/snooze.yaml");
     expect(await run.exited).toBe(2);
