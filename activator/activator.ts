@@ -121,6 +121,8 @@ export class Activator {
   private order: readonly string[] = [];
   /** Models being removed: no name leads to them, their held and in-flight requests finish. */
   private readonly retiring = new Map<string, { route: ModelRoute; idle: () => void }>();
+  /** Who hears that the model list changed (the status page's event stream). */
+  private readonly listListeners = new Set<() => void>();
   private readonly config: SnoozeConfig;
   private readonly controlPlane: ControlPlane;
   readonly hosts?: HostRouter;
@@ -183,8 +185,29 @@ export class Activator {
    * (`/v1/models`, the admin API, the status page), follow it, a model added later included.
    */
   setOrder(ids: readonly string[]): void {
+    const before = [...this.routes.keys()].join("\0");
     this.order = ids;
     this.sortRoutes();
+    if ([...this.routes.keys()].join("\0") !== before) this.listChanged();
+  }
+
+  /**
+   * Calls `listener` when the model list changes: a model added, retired or removed, its aliases or
+   * slot changed, the order changed. Returns what stops it.
+   */
+  onModelListChange(listener: () => void): () => void {
+    this.listListeners.add(listener);
+    return () => this.listListeners.delete(listener);
+  }
+
+  private listChanged(): void {
+    for (const listener of this.listListeners) {
+      try {
+        listener();
+      } catch (error) {
+        this.log.warn("a listener of the model list failed", { error });
+      }
+    }
   }
 
   /** The routes in `order` (those not in it last, as they came): a Map lists in insertion order. */
@@ -203,6 +226,9 @@ export class Activator {
    */
   upsertModel(model: ModelConfig): void {
     const route = this.routes.get(model.id);
+    // What the list shows of a model's settings: a change there is a change of the list.
+    const shown = (config: ModelConfig) => JSON.stringify([config.aliases, config.slot ?? null]);
+    const listed = route === undefined || shown(route.config) !== shown(model);
     if (route) Object.assign(route.config, model);
     else this.addRoute(model);
     this.config.models.set(model.id, route?.config ?? model);
@@ -212,6 +238,7 @@ export class Activator {
       if (owner === undefined || owner === model.id) this.config.names.set(name, model.id);
       else this.log.warn("a name already belongs to another model", { name, model: model.id, owner });
     }
+    if (listed) this.listChanged();
   }
 
   /** A model's route, also while it is being retired. */
@@ -230,6 +257,7 @@ export class Activator {
     this.routes.delete(id);
     this.config.models.delete(id);
     for (const [name, owner] of [...this.config.names]) if (owner === id) this.config.names.delete(name);
+    this.listChanged();
     return new Promise<void>((resolve) => {
       const idle = () => {
         if (route.held > 0 || route.inFlight > 0) return;
@@ -260,12 +288,13 @@ export class Activator {
   removeModel(id: string): void {
     const route = this.route(id);
     if (!route) return;
-    this.routes.delete(id);
+    const listed = this.routes.delete(id);
     this.retiring.delete(id);
     this.config.models.delete(id);
     for (const [name, owner] of [...this.config.names]) if (owner === id) this.config.names.delete(name);
     this.metrics.forget(id);
     void route.close();
+    if (listed) this.listChanged();
   }
 
   /** The control plane's replica events, as this activator follows them (the status page's timeline). */

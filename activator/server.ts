@@ -118,8 +118,19 @@ export function createActivatorServer({
     slots: () => admin.slots(),
   });
   const unwatch = activator.watch((event) => timeline.observe(event));
-  // A reload refused, or made good: the status page reads the model list (and its banner) again.
-  const unwatchReloads = admin.onReloadFailure?.(() => timeline.modelsChanged());
+  // A model added or removed, a reload refused or made good: the status page reads the model list
+  // (and its banner) again at once, once for all the changes of one turn (a reload makes several).
+  let listNoted = false;
+  const noteList = () => {
+    if (listNoted) return;
+    listNoted = true;
+    setImmediate(() => {
+      listNoted = false;
+      timeline.modelsChanged();
+    });
+  };
+  const unwatchList = activator.onModelListChange(noteList);
+  const unwatchReloads = admin.onReloadFailure?.(noteList);
   const statusRoutes = statusPageRoutes({
     activator,
     admin,
@@ -487,6 +498,7 @@ export function createActivatorServer({
   const server = http.createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, listener);
   server.once("close", () => {
     unwatch();
+    unwatchList();
     unwatchReloads?.();
     timeline.close();
   });

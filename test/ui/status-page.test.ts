@@ -188,6 +188,18 @@ describe("the status page", () => {
     await expect.poll(() => failure.isVisible(), { timeout: 3_000 }).toBe(false);
   });
 
+  test("a model a reload adds shows at once, and one it removes goes", async () => {
+    // Found by an outside tester: an added model showed only at the page's 15 s backstop refresh.
+    const file = join(mkdtempSync(join(tmpdir(), "snooze-page-reload-")), "snooze.yaml");
+    writeFileSync(file, `${settings}  gemma:\n    command: ${simCommand(["--enable-sleep-mode"])}\n`);
+    expect((await snooze.models!.reload(file, "SIGHUP")).result).toBe("applied");
+    await expect.poll(() => row("gemma").count(), { timeout: 3_000 }).toBe(1);
+    expect(await tierOf("gemma").textContent()).toBe("cold");
+    writeFileSync(file, settings);
+    expect((await snooze.models!.reload(file, "SIGHUP")).result).toBe("applied");
+    await expect.poll(() => row("gemma").count(), { timeout: 3_000 }).toBe(0);
+  });
+
   test("after Snooze restarts at the same address, the page lists the new process's entries", {
     timeout: 30_000,
   }, async () => {
@@ -195,6 +207,16 @@ describe("the status page", () => {
     // entries numbered after the old ones, never showed a new one.
     const { port } = new URL(snooze.url);
     await snooze.close(1_000);
+    // While Snooze cannot be reached the page says since when, greys what it shows and stops its
+    // clocks (found by an outside tester: it went on counting stale tiers down, "reconnecting" aside).
+    const offline = () => page.evaluate("document.body.classList.contains('offline')");
+    await expect.poll(offline, { timeout: 5_000 }).toBe(true);
+    expect(await page.locator("#live").textContent()).toMatch(/^disconnected since .+; reconnecting$/);
+    const clocks = () =>
+      Promise.all([row("qwen").locator(".for").textContent(), page.locator("#uptime").textContent()]);
+    const frozen = await clocks();
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    expect(await clocks()).toEqual(frozen);
     snooze = await startLocalSnooze({
       config: parseConfig(
         `models:\n  qwen:\n    command: ${simCommand(["--enable-sleep-mode"])}\n`,
@@ -209,5 +231,7 @@ describe("the status page", () => {
       .poll(() => page.locator("#entries tr .kind").allTextContents(), { timeout: 20_000 })
       .toEqual(["cold start"]);
     await expect.poll(() => tierOf("qwen").textContent()).toBe("ready");
+    expect(await offline()).toBe(false);
+    expect(await page.locator("#live").textContent()).toBe("live");
   });
 });
