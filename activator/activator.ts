@@ -8,7 +8,7 @@ import { BodyStalled, BodyTooLarge, OverBudget, readBody } from "../lib/http/bod
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue } from "../lib/http/continue.ts";
 import { type FormPart, isMultipartForm, readForm, textOf, withFieldValue } from "../lib/http/form.ts";
-import { isJsonType, sendError } from "../lib/http/json.ts";
+import { errorCodeOf, isJsonType, sendError } from "../lib/http/json.ts";
 import { answered } from "../lib/http/linger.ts";
 import type { Logger } from "../lib/log.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
@@ -362,10 +362,16 @@ export class Activator {
       }
       // What was sent (a stream whose client left after its 200 is a 200 that ended early, as
       // `error.type` says); 499, nginx's "client closed", only when nothing was.
-      span.setAttribute("http.response.status_code", res.headersSent ? res.statusCode : status);
+      const sent = res.headersSent ? res.statusCode : status;
+      span.setAttribute("http.response.status_code", sent);
       if (status === 499 && res.headersSent) span.setAttribute("error.type", "client_closed");
+      // A 5xx (sent, or told mid-stream after a 200) names its error, as the HTTP conventions
+      // require: the OpenAI error code Snooze answered with (`hold_budget_exceeded` ...), else the
+      // status code (an engine's own 5xx passed through). Found by an outside tester: none was set.
+      else if (status >= 500 || sent >= 500)
+        span.setAttribute("error.type", errorCodeOf(res) ?? String(sent >= 500 ? sent : status));
       if (model) span.setAttribute("gen_ai.request.model", model);
-      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      if (status >= 500 || sent >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
       // No model Snooze serves (not found, not named): an empty label, which no id can be.
       this.metrics.requests.inc({ model, code: String(status) });

@@ -1,4 +1,5 @@
 import type { ServerResponse } from "node:http";
+import { noteErrorCode } from "../lib/http/json.ts";
 import { endWithEvent } from "../lib/http/sse.ts";
 import type { OpenAIErrorBody } from "../lib/openai-error.ts";
 
@@ -32,6 +33,7 @@ export class HoldProgress {
 
   /** Ends the stream with an error event, as the OpenAI API does mid-stream. */
   fail(error: OpenAIErrorBody): void {
+    noteErrorCode(this.res, error);
     endWithEvent(this.res, JSON.stringify(error));
   }
 

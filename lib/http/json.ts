@@ -41,13 +41,31 @@ function bodyToCome(req: IncomingMessage): boolean {
   return req.headers["transfer-encoding"] !== undefined || (length !== undefined && Number(length) !== 0);
 }
 
+/** The OpenAI error `code` each response was answered with (see `errorCodeOf`). */
+const errorCodes = new WeakMap<ServerResponse, string>();
+
 export function sendError(
   res: ServerResponse,
   status: number,
   error: OpenAIErrorBody,
   headers: Record<string, string> = {},
 ): void {
+  if (!answered(res) && !res.headersSent) noteErrorCode(res, error);
   sendJson(res, status, error, headers);
+}
+
+/** Remembers the OpenAI error `code` a response carries (also one told mid-stream, as an SSE event). */
+export function noteErrorCode(res: ServerResponse, error: OpenAIErrorBody): void {
+  const { code } = error.error;
+  if (typeof code === "string" && code !== "") errorCodes.set(res, code);
+}
+
+/**
+ * The OpenAI error `code` a response was answered with, if any: a low-cardinality name for why it
+ * failed, the `error.type` of its server span.
+ */
+export function errorCodeOf(res: ServerResponse): string | undefined {
+  return errorCodes.get(res);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { context, propagation, SpanKind, trace } from "@opentelemetry/api";
+import { context, propagation, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
@@ -187,6 +187,45 @@ test("a stream whose client leaves after its 200: the server span says 200 was s
     "http.response.status_code": 200,
     "error.type": "client_closed",
   });
+});
+
+test("a 503 hold_budget_exceeded: the server span has an error status and names it in error.type", async () => {
+  // Found by an outside tester: the 5xx had an error status but no `error.type`, which the HTTP
+  // conventions require for it.
+  const callerTrace = "7bf92f3577b34da6a3ce929d0e0e4739";
+  const slow = await startWith(`
+models:
+  tardy:
+    holdBudget: 300ms
+    command: ${simCommand(["--load-time", "3s"], 1)}
+`);
+  try {
+    const init = chat("tardy");
+    const response = await fetch(`${slow.url}/v1/chat/completions`, {
+      ...init,
+      headers: { ...init.headers, traceparent: `00-${callerTrace}-00f067aa0ba902b7-01` },
+    });
+    expect(response.status).toBe(503);
+    await response.text();
+    await until(
+      () =>
+        exporter
+          .getFinishedSpans()
+          .some((s) => s.spanContext().traceId === callerTrace && s.kind === SpanKind.SERVER),
+      2_000,
+      "the server span",
+    );
+    const server = exporter
+      .getFinishedSpans()
+      .find((s) => s.spanContext().traceId === callerTrace && s.kind === SpanKind.SERVER)!;
+    expect(server.status.code).toBe(SpanStatusCode.ERROR);
+    expect(server.attributes).toMatchObject({
+      "http.response.status_code": 503,
+      "error.type": "hold_budget_exceeded",
+    });
+  } finally {
+    await slow.close(1_000);
+  }
 });
 
 test("a request sent again after its engine dropped the connection: a snooze.resend event on its server span, one CLIENT span per try", async () => {
