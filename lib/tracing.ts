@@ -1,7 +1,7 @@
 import {
   type Context,
   context,
-  createTraceState,
+  defaultTextMapGetter,
   isSpanContextValid,
   ProxyTracerProvider,
   ROOT_CONTEXT,
@@ -10,6 +10,7 @@ import {
   SpanStatusCode,
   trace,
 } from "@opentelemetry/api";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { setTraceIdSource } from "./log.ts";
 
 /** The tracer every Snooze span comes from; a no-op until an SDK is registered (see lib/telemetry.ts). */
@@ -65,26 +66,31 @@ export function traceparentOf(span: Span): string | undefined {
 }
 
 /**
+ * W3C Trace Context parsing, the one implementation for every traceparent Snooze reads: OpenTelemetry's
+ * own propagator, as the HTTP `traceparent` of the default `OTEL_PROPAGATORS` is read. It continues a
+ * higher version by its first fields (W3C forward compatibility) and refuses version `ff`.
+ */
+const w3c = new W3CTraceContextPropagator();
+
+/**
  * A context whose span is the remote one a W3C traceparent names (a caller's, such as a CloudEvent's
  * distributed-tracing extension), to continue its trace; none when it is not a valid traceparent.
+ * Parsed as the HTTP header is (found by an outside tester: an event's `01-…` traceparent began a
+ * new trace, while the same value as an HTTP header was continued).
  */
 export function remoteContextOf(traceparent: unknown, tracestate?: unknown): Context | undefined {
-  const spanContext = typeof traceparent === "string" ? spanContextOf(traceparent) : undefined;
-  if (!spanContext || !isSpanContextValid(spanContext)) return undefined;
+  if (typeof traceparent !== "string") return undefined;
   // The vendors' entries go on with the trace (W3C Trace Context §3.3), as an HTTP tracestate does.
-  if (typeof tracestate === "string" && tracestate.trim() !== "")
-    spanContext.traceState = createTraceState(tracestate);
-  return trace.setSpanContext(ROOT_CONTEXT, spanContext);
+  const carrier: Record<string, string> = { traceparent };
+  if (typeof tracestate === "string" && tracestate.trim() !== "") carrier.tracestate = tracestate;
+  const extracted = w3c.extract(ROOT_CONTEXT, carrier, defaultTextMapGetter);
+  const spanContext = trace.getSpanContext(extracted);
+  return spanContext && isSpanContextValid(spanContext) ? extracted : undefined;
 }
 
 /** The span context named by a traceparent, to link to it. */
 export function spanContextOf(traceparent: string | undefined): SpanContext | undefined {
-  const match = traceparent && /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(traceparent);
-  if (!match) return undefined;
-  return {
-    traceId: match[1]!,
-    spanId: match[2]!,
-    traceFlags: Number.parseInt(match[3]!, 16),
-    isRemote: true,
-  };
+  return traceparent === undefined
+    ? undefined
+    : trace.getSpanContext(remoteContextOf(traceparent) ?? ROOT_CONTEXT);
 }

@@ -270,6 +270,8 @@ models:
   viaextension: { command: ${simCommand()} }
   unsampled: { command: ${simCommand()} }
   prewarmed: { prewarmBudget: 1h, command: ${simCommand()} }
+  future: { command: ${simCommand()} }
+  versionff: { command: ${simCommand()} }
 `);
   });
   afterAll(() => events.close(1_000));
@@ -349,6 +351,27 @@ models:
     expect(activation.parentSpanContext?.spanId).toBe("10f067aa0ba902b2");
     expect(activation.spanContext().traceState?.serialize()).toBe("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE");
     expect(serverSpanIn(httpTrace)?.parentSpanContext?.spanId).toBe("00f067aa0ba902b2");
+  });
+
+  test("an event's traceparent of a higher version is continued as the HTTP header is (W3C forward compatibility); version ff is refused", async () => {
+    // Found by an outside tester: `01-…` in ce-traceparent began a new trace, while the same value
+    // as an HTTP traceparent was continued.
+    const futureTrace = "8bf92f3577b34da6a3ce929d0e0e4733";
+    await wake("future", { "ce-traceparent": `01-${futureTrace}-20f067aa0ba902b3-01-what-comes-next` });
+    const future = await activationOf("future");
+    expect(future.spanContext().traceId).toBe(futureTrace);
+    expect(future.parentSpanContext?.spanId).toBe("20f067aa0ba902b3");
+
+    const httpTrace = "6bf92f3577b34da6a3ce929d0e0e4734";
+    const refusedTrace = "9bf92f3577b34da6a3ce929d0e0e4734";
+    await wake("versionff", {
+      traceparent: `00-${httpTrace}-00f067aa0ba902b4-01`,
+      "ce-traceparent": `ff-${refusedTrace}-30f067aa0ba902b4-01`,
+    });
+    const refused = await activationOf("versionff");
+    // Not the ff one: the delivery's trace, through its server span.
+    expect(refused.spanContext().traceId).toBe(httpTrace);
+    expect(refused.parentSpanContext?.spanId).toBe(serverSpanIn(httpTrace)!.spanContext().spanId);
   });
 
   test("a delivery the admin guard refuses (no token) still gets its SERVER span, with the status, in the sender's trace", async () => {
