@@ -322,7 +322,10 @@ export class Autoscaler {
 
   /** The one place news leaves the control plane: as a CloudEvent, and to the news listener. */
   private announce(news: News): void {
-    this.sink?.emit(news.type, news.subject, news.data, { traceparent: news.traceparent });
+    this.sink?.emit(news.type, news.subject, news.data, {
+      traceparent: news.traceparent,
+      tracestate: news.tracestate,
+    });
     this.options.news?.(news);
   }
 

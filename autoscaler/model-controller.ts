@@ -14,7 +14,7 @@ import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
-import { inSpan, traceparentOf, tracer } from "../lib/tracing.ts";
+import { inSpan, traceContextOf, traceparentOf, tracer } from "../lib/tracing.ts";
 import { type FlowReport, trimReports } from "./demand-metric.ts";
 import { EngineFrozen, watchedCall } from "./engine-call-watch.ts";
 import { isTransportError } from "./engine-client.ts";
@@ -732,7 +732,10 @@ export class ModelController {
    * Tells watchers, again, which activation this model's held requests wait on (a swap), or that
    * the back-off after its failures ended at `backoffEnded`.
    */
-  announce(traceparent: string | undefined, backoffEnded?: number): void {
+  announce(
+    traceContext: { traceparent?: string; tracestate?: string } | undefined,
+    backoffEnded?: number,
+  ): void {
     const record = this.summary().record;
     this.deps.emit({
       model: this.id,
@@ -740,7 +743,7 @@ export class ModelController {
       address: record?.replica.address,
       tier: record?.tier ?? "cold",
       since: record?.since ?? this.deps.clock.now(),
-      traceparent,
+      ...traceContext,
       ...(backoffEnded !== undefined ? { retryAt: backoffEnded } : {}),
     });
   }
@@ -1497,7 +1500,7 @@ export class ModelController {
       since: record.since,
       ...(estimateMs !== undefined ? { estimateMs } : {}),
       ...(error !== undefined ? { error, retryAt: this.backoffUntil } : {}),
-      ...(activation ? { traceparent: traceparentOf(activation.span) } : {}),
+      ...(activation ? traceContextOf(activation.span) : {}),
       ...(record.tier === "draining" && record.drainEndsAt !== undefined
         ? { endsAt: record.drainEndsAt }
         : {}),

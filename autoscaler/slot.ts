@@ -5,7 +5,7 @@ import type { Logger } from "../lib/log.ts";
 import { activationBuckets } from "../lib/metrics-buckets.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
-import { traceparentOf, tracer } from "../lib/tracing.ts";
+import { traceContextOf, tracer } from "../lib/tracing.ts";
 import { GpuAccount, type LearningMetrics } from "./learning-metrics.ts";
 import type { ModelController } from "./model-controller.ts";
 import { decideSlot, isResident, type SlotMember } from "./slot-arbiter.ts";
@@ -27,6 +27,7 @@ export interface SlotDeps {
     reason: string;
     durationMs: number;
     traceparent?: string;
+    tracestate?: string;
   }): void;
 }
 
@@ -285,7 +286,7 @@ export class Slot {
       ...(prewarm ? { prewarm: true } : {}),
     };
     this.transition = transition;
-    if (span) this.members.get(to)?.announce(traceparentOf(span));
+    if (span) this.members.get(to)?.announce(traceContextOf(span));
     return transition;
   }
 
@@ -327,7 +328,7 @@ export class Slot {
         to: t.to,
         reason: t.reason,
         durationMs: now - t.startedAt,
-        traceparent: t.span ? traceparentOf(t.span) : undefined,
+        ...(t.span ? traceContextOf(t.span) : {}),
       });
     }
     this.endTransition("ready");

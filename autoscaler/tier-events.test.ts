@@ -72,3 +72,27 @@ test("a swap's event: type dev.snooze.slot.swapped, the slot as subject, the swa
     traceparent: "00-x-y-01",
   });
 });
+
+test("the activation's tracestate goes with its traceparent, to the event that ends it and to a swap's (found by an outside tester)", () => {
+  const events = new TierEvents();
+  events.next(event({ tier: "waking", since: 1_000, traceparent: "00-a-b-01", tracestate: "rojo=1" }));
+  expect(events.next(event({ tier: "ready", since: 2_000 }))).toMatchObject({
+    traceparent: "00-a-b-01",
+    tracestate: "rojo=1",
+  });
+  // A sleep is no activation: neither.
+  const slept = events.next(event({ tier: "asleep-1", since: 3_000 }));
+  expect(slept?.traceparent).toBeUndefined();
+  expect(slept?.tracestate).toBeUndefined();
+  expect(
+    swapCloudEvent({
+      slot: "gpu0",
+      from: "a",
+      to: "b",
+      reason: "fifo",
+      durationMs: 1,
+      traceparent: "00-x-y-01",
+      tracestate: "congo=2",
+    }),
+  ).toMatchObject({ traceparent: "00-x-y-01", tracestate: "congo=2", data: { durationMs: 1 } });
+});

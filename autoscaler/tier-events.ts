@@ -27,6 +27,8 @@ export interface TierCloudEvent {
   data: Record<string, unknown>;
   /** The activation's W3C traceparent, for the distributed-tracing extension. */
   traceparent?: string;
+  /** Its W3C tracestate (the caller's vendor entries), which the extension carries with it. */
+  tracestate?: string;
 }
 
 /**
@@ -49,27 +51,32 @@ export interface SlotSwap {
   durationMs: number;
   /** The `snooze.swap` span's W3C traceparent. */
   traceparent?: string;
+  /** And its tracestate, when it has entries. */
+  tracestate?: string;
 }
 
 /** The `dev.snooze.slot.swapped` CloudEvent of a swap; its subject is the slot. */
 export function swapCloudEvent(swap: SlotSwap): TierCloudEvent {
-  const { traceparent, ...data } = swap;
+  const { traceparent, tracestate, ...data } = swap;
   return {
     type: "dev.snooze.slot.swapped",
     subject: swap.slot,
     data,
-    ...(traceparent ? { traceparent } : {}),
+    ...(traceparent ? { traceparent, ...(tracestate ? { tracestate } : {}) } : {}),
   };
 }
 
 /**
  * Turns the stream of replica events into CloudEvents: remembers each replica's last tier (so
- * `from` is known) and the traceparent of its activation, which only the `starting` and `waking`
+ * `from` is known) and the trace context (traceparent, tracestate) of its activation, which only the `starting` and `waking`
  * events carry, so the `started`, `woke` and `activation.failed` events that end that activation
  * carry it too.
  */
 export class TierEvents {
-  private readonly last = new Map<string, { tier: Tier; since: number; traceparent?: string }>();
+  private readonly last = new Map<
+    string,
+    { tier: Tier; since: number; traceparent?: string; tracestate?: string }
+  >();
   private readonly now: () => number;
 
   /** `now` dates a failure that leaves the replica where it was (a start that failed while starting). */
@@ -82,8 +89,11 @@ export class TierEvents {
     const before = this.last.get(key);
     const from = before?.tier ?? "cold";
     const activating = isWarming(event.tier);
-    const traceparent =
-      event.traceparent ?? (isWarming(from) || activating ? before?.traceparent : undefined);
+    // The activation's trace context, the traceparent with its tracestate (never one without the other's).
+    const remembered = isWarming(from) || activating ? before : undefined;
+    const { traceparent, tracestate } = event.traceparent
+      ? event
+      : { traceparent: remembered?.traceparent, tracestate: remembered?.tracestate };
     if (event.tier === "cold") this.last.delete(key);
     else
       this.last.set(key, {
@@ -91,6 +101,7 @@ export class TierEvents {
         // The same tier told again (a swap's announcement) did not start anew.
         since: before?.tier === event.tier ? before.since : event.since,
         traceparent: activating ? traceparent : undefined,
+        tracestate: activating ? tracestate : undefined,
       });
     const news = cloudEventFor(from, event);
     if (!news) return undefined;
@@ -102,7 +113,7 @@ export class TierEvents {
       ...news,
       data: { ...news.data, ...(durationMs !== undefined ? { durationMs } : {}) },
       subject: event.model,
-      ...(traceparent ? { traceparent } : {}),
+      ...(traceparent ? { traceparent, ...(tracestate ? { tracestate } : {}) } : {}),
     };
   }
 }

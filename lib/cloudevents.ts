@@ -75,6 +75,8 @@ export function processEventSequence(source: string): EventSequence {
 export interface EventExtras {
   /** The distributed-tracing extension: the W3C traceparent of the activation the event is about. */
   traceparent?: string;
+  /** Its W3C tracestate, carried with it when non-empty (the same extension). */
+  tracestate?: string;
 }
 
 /** Where Snooze's CloudEvents go: `emit` never blocks and never throws. */
@@ -193,7 +195,12 @@ export class CloudEventSink implements EventSink {
     try {
       event = new CloudEvent({
         ...this.extensions,
-        ...(extras.traceparent ? { traceparent: extras.traceparent } : {}),
+        ...(extras.traceparent
+          ? {
+              traceparent: extras.traceparent,
+              ...(extras.tracestate ? { tracestate: extras.tracestate } : {}),
+            }
+          : {}),
         sequence,
         specversion: "1.0",
         source: this.source,

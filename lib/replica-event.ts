@@ -43,6 +43,8 @@ export interface ReplicaEvent {
   retryAt?: number;
   /** For starting and waking: W3C traceparent of the activation span, so held requests can link to it. */
   traceparent?: string;
+  /** With `traceparent`: the activation's W3C tracestate (the caller's vendor entries), when it has any. */
+  tracestate?: string;
   /**
    * For draining: epoch ms when its drain time (drainTimeout) is over. Requests still in flight to it
    * are ended then, each client told why, so its engine can sleep or stop.

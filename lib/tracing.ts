@@ -66,6 +66,17 @@ export function traceparentOf(span: Span): string | undefined {
 }
 
 /**
+ * The W3C trace context a CloudEvent about a span carries (the distributed-tracing extension defines
+ * both): its traceparent and, when the trace has vendor entries (the caller's), its tracestate.
+ */
+export function traceContextOf(span: Span): { traceparent?: string; tracestate?: string } {
+  const traceparent = traceparentOf(span);
+  if (!traceparent) return {};
+  const tracestate = span.spanContext().traceState?.serialize();
+  return { traceparent, ...(tracestate ? { tracestate } : {}) };
+}
+
+/**
  * W3C Trace Context parsing, the one implementation for every traceparent Snooze reads: OpenTelemetry's
  * own propagator, as the HTTP `traceparent` of the default `OTEL_PROPAGATORS` is read. It continues a
  * higher version by its first fields (W3C forward compatibility) and refuses version `ff`.

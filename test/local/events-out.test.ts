@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
-import { context, trace } from "@opentelemetry/api";
+import { context, propagation, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { chat, metricValue, sharedGpu, simCommand, startWith, until } from "../helpers/local-snooze.ts";
@@ -9,6 +10,8 @@ import { cloudEventSink } from "../support/cloudevent-sink.ts";
 const exporter = new InMemorySpanExporter();
 beforeAll(() => {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  // What the SDK registers by default (OTEL_PROPAGATORS=tracecontext,baggage).
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(
     new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }),
   );
@@ -55,6 +58,43 @@ test("events of a traced activation carry its traceparent (distributed-tracing e
     // A sleep is no activation: no trace context.
     expect(byType.get("dev.snooze.replica.slept")!.event.traceparent).toBeUndefined();
     expect(byType.get("dev.snooze.replica.woke")!.event.source).toMatch(/^\/snooze\//);
+  } finally {
+    await snooze.close(1_000);
+  }
+});
+
+test("events of an activation in a caller's trace carry the caller's tracestate with the traceparent", async () => {
+  // Found by an outside tester: the tracestate went on to every span, but the events only carried
+  // the traceparent (the distributed-tracing extension defines both).
+  const target = await sink();
+  const snooze = await startWith(model(target.url));
+  try {
+    const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4740";
+    const tracestate = "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE";
+    const init = chat("qwen");
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, {
+      ...init,
+      headers: { ...init.headers, traceparent: `00-${callerTrace}-00f067aa0ba902b7-01`, tracestate },
+    });
+    expect(response.status).toBe(200);
+    await until(
+      () => target.arrivals.some((a) => a.event.type === "dev.snooze.replica.started"),
+      3_000,
+      "the started event",
+    );
+    const started = target.arrivals.find((a) => a.event.type === "dev.snooze.replica.started")!;
+    expect(String(started.event.traceparent)).toMatch(new RegExp(`^00-${callerTrace}-`));
+    expect(started.event.tracestate).toBe(tracestate);
+    expect(started.headers["ce-tracestate"]).toBe(tracestate);
+    // A sleep is no activation: neither.
+    await until(() => snooze.autoscaler.controller("qwen")!.tier === "asleep-1", 5_000, "asleep");
+    await until(
+      () => target.arrivals.some((a) => a.event.type === "dev.snooze.replica.slept"),
+      3_000,
+      "the slept event",
+    );
+    const slept = target.arrivals.find((a) => a.event.type === "dev.snooze.replica.slept")!;
+    expect(slept.event.tracestate).toBeUndefined();
   } finally {
     await snooze.close(1_000);
   }

@@ -13,7 +13,7 @@ export interface SentCloudEvent {
   subject: string;
   data: Record<string, unknown>;
   /** What the sink was given besides type, subject and data (the activation's traceparent). */
-  extras?: { traceparent?: string };
+  extras?: { traceparent?: string; tracestate?: string };
 }
 
 export interface HarnessOptions extends Omit<FakePlatformOptions, "clock"> {
@@ -68,7 +68,7 @@ export class Harness {
           type: string,
           subject: string,
           data: Record<string, unknown>,
-          extras?: { traceparent?: string },
+          extras?: { traceparent?: string; tracestate?: string },
         ) => {
           this.cloudEvents.push({ type, subject, data, ...(extras ? { extras } : {}) });
         },
