@@ -1,6 +1,9 @@
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import { type AddressInfo, connect } from "node:net";
+import { context, SpanKind, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { Registry } from "prom-client";
 import { request } from "undici";
 import { afterEach, describe, expect, test } from "vitest";
@@ -143,6 +146,43 @@ describe("routing by Host (Snooze's Knative ingress class)", () => {
     expect(echoed.engine).toBe("one");
     expect(JSON.parse(echoed.body)).toEqual({ model: "anything", prompt: "hi" });
     expect(echoed.revision).toBe("qwen-00001");
+  });
+
+  test("traced: the GenAI request model is what the client asked and the engine was sent, not the revision; the revision is a snooze.* attribute", async () => {
+    // Found by an outside tester: the CLIENT span was `completions qwen-00001`, its
+    // gen_ai.request.model the revision's Model, while the engine was sent `model: "qwen"`.
+    const exporter = new InMemorySpanExporter();
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    trace.setGlobalTracerProvider(
+      new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }),
+    );
+    try {
+      const { plane, hosts, post } = await start({ "team-a/qwen-00001": "team-a-qwen-00001" });
+      hosts.set([ingress([{ revision: "qwen-00001", percent: 100 }])]);
+      plane.emit(ready("team-a-qwen-00001", await engine("one")));
+      const answer = await post({ host }, { model: "qwen", prompt: "hi" });
+      expect(answer.status).toBe(200);
+      expect(JSON.parse(((await answer.json()) as { body: string }).body).model).toBe("qwen");
+      const client = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT)!;
+      expect(client.name).toBe("text_completion qwen");
+      expect(client.attributes).toMatchObject({
+        "gen_ai.provider.name": "vllm",
+        "gen_ai.request.model": "qwen",
+        "snooze.model": "team-a-qwen-00001",
+        "snooze.revision": "team-a/qwen-00001",
+      });
+      const serverSpan = () => exporter.getFinishedSpans().find((s) => s.kind === SpanKind.SERVER);
+      // The server span ends just after the answer does.
+      for (let i = 0; i < 100 && !serverSpan(); i++) await new Promise((r) => setTimeout(r, 10));
+      const server = serverSpan()!;
+      expect(server.attributes).toMatchObject({
+        "gen_ai.request.model": "qwen",
+        "snooze.model": "team-a-qwen-00001",
+      });
+    } finally {
+      trace.disable();
+      context.disable();
+    }
   });
 
   test("a request for a cold revision is held, demand goes out at once, and it is answered when ready", async () => {

@@ -327,9 +327,16 @@ export class Activator {
       clip(target.split("?")[0]!),
     );
     let model = "";
+    // The name the client asked for (an alias, or on Knative the Service's model name, not the revision).
+    let requestModel = "";
     let status = 0;
     try {
-      status = await context.with(ctx, () => this.serve(req, res, check, (id) => (model = id)));
+      status = await context.with(ctx, () =>
+        this.serve(req, res, check, (id, requested) => {
+          model = id;
+          requestModel = requested ?? id;
+        }),
+      );
     } catch (error) {
       if (isClientGone(req, error)) status = 499;
       else {
@@ -370,7 +377,7 @@ export class Activator {
       // status code (an engine's own 5xx passed through). Found by an outside tester: none was set.
       else if (status >= 500 || sent >= 500)
         span.setAttribute("error.type", errorCodeOf(res) ?? String(sent >= 500 ? sent : status));
-      if (model) span.setAttribute("gen_ai.request.model", model);
+      if (model) span.setAttributes({ "gen_ai.request.model": requestModel, "snooze.model": model });
       if (status >= 500 || sent >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
       // No model Snooze serves (not found, not named): an empty label, which no id can be.
@@ -399,7 +406,7 @@ export class Activator {
     req: IncomingMessage,
     res: ServerResponse,
     check: PathCheck,
-    named: (model: string) => void,
+    named: (model: string, requested: string | undefined) => void,
   ): Promise<number> {
     // Refusals before the body: a client that waits for 100-continue never uploads it.
     if (!check.ok) {
@@ -565,7 +572,7 @@ export class Activator {
       // A Knative route names the model by its Host; the body goes to the engine as the client sent it.
       const resolution =
         byHost.kind === "model"
-          ? { ok: true as const, model: byHost.model, body, stream: streamRequested(req, body) }
+          ? { ok: true as const, model: byHost.model, body, ...bodyFields(req, body) }
           : resolveModel(
               req.headers,
               body,
@@ -585,7 +592,7 @@ export class Activator {
         sendError(res, resolution.status, resolution.error);
         return resolution.status;
       }
-      named(resolution.model);
+      named(resolution.model, resolution.requested);
       // Where the engine answers JSON whatever `stream` says (embeddings, score, rerank), hold
       // progress must not open an SSE stream: the answer would come as raw JSON in it, which an SSE
       // parser drops (found by an outside tester).
@@ -616,7 +623,12 @@ export class Activator {
       if (!backend) return heldOutcome(res);
       unreserve();
       for (let attempt = 0; ; attempt++) {
-        const outcome = await this.dispatch(req, res, route, backend, check.path, resolution.body, appended);
+        const outcome = await this.dispatch(req, res, route, backend, check.path, resolution.body, appended, {
+          // What the engine was sent (found by an outside tester: through Knative the CLIENT span
+          // said the revision, `chat roll-00001`, while the engine got `model: "roll"`).
+          requestModel: resolution.sent ?? route.config.servedModel ?? route.config.id,
+          ...(byHost.kind === "model" ? { revision: byHost.revision } : {}),
+        });
         if (outcome.kind === "answered") return outcome.status;
         if (outcome.kind === "aborted") return 499;
         this.metrics.upstreamErrors.inc({ model: route.config.id, reason: outcome.reason });
@@ -714,12 +726,15 @@ export class Activator {
     path: string,
     body: Buffer,
     appended: Record<string, string>,
+    traced: { requestModel: string; revision?: string },
   ) {
     this.inFlightTotal++;
     const dispatched = performance.now();
     // A CLIENT span per engine call; its context (not the request's) goes to the engine.
     const call = new EngineCall({
-      model: route.config.id,
+      model: traced.requestModel,
+      snoozeModel: route.config.id,
+      ...(traced.revision ? { revision: traced.revision } : {}),
       route: path,
       method: req.method ?? "POST",
       address: backend.address,
@@ -964,12 +979,18 @@ function headerCount(req: IncomingMessage, name: string): number {
 }
 
 /** Whether a JSON body asks for a streamed (SSE) answer. */
-function streamRequested(req: IncomingMessage, body: Buffer): boolean {
-  if (body.length === 0 || !isJsonType(req.headers["content-type"])) return false;
+/** What a body routed by its Host (Knative) asks: a stream, and which model (the client's name, sent as is). */
+function bodyFields(
+  req: IncomingMessage,
+  body: Buffer,
+): { stream: boolean; requested?: string; sent?: string } {
+  if (body.length === 0 || !isJsonType(req.headers["content-type"])) return { stream: false };
   try {
-    return (JSON.parse(body.toString("utf8")) as { stream?: unknown } | null)?.stream === true;
+    const parsed = JSON.parse(body.toString("utf8")) as { stream?: unknown; model?: unknown } | null;
+    const model = typeof parsed?.model === "string" && parsed.model ? parsed.model : undefined;
+    return { stream: parsed?.stream === true, ...(model ? { requested: model, sent: model } : {}) };
   } catch {
-    return false;
+    return { stream: false };
   }
 }
 

@@ -187,7 +187,7 @@ export class EngineCall {
   private readonly tap: UsageTap | undefined;
   private ended = false;
 
-  constructor(options: { model: string; route: string; method: string; address: string; replica: string }) {
+  constructor(options: EngineCallOptions) {
     const operation = genAiOperation(options.route);
     this.span = tracer.startSpan(
       operation ? `${operation} ${options.model}` : `${options.method} ${options.route}`,
@@ -240,10 +240,28 @@ export class EngineCall {
   }
 }
 
-function clientAttributes(
-  options: { model: string; route: string; method: string; address: string; replica: string },
-  operation: string | undefined,
-): Attributes {
+/** What an engine call's span says of it. */
+export interface EngineCallOptions {
+  /** The model the engine was sent (the body's `model`): `gen_ai.request.model` and the span's name. */
+  model: string;
+  /** Snooze's id of the model (on Knative, the revision's): `snooze.model`. */
+  snoozeModel?: string;
+  /** The Knative revision (`namespace/name`) the request was routed to: `snooze.revision`. */
+  revision?: string;
+  route: string;
+  method: string;
+  address: string;
+  replica: string;
+}
+
+/**
+ * `gen_ai.provider.name`, which the GenAI conventions require. Snooze's engines are vLLM: none of
+ * the convention's well-known values (`openai` is OpenAI's own service, with `openai.*`
+ * attributes) is theirs, and the convention then allows a custom value.
+ */
+export const genAiProvider = "vllm";
+
+function clientAttributes(options: EngineCallOptions, operation: string | undefined): Attributes {
   const [host, port] = splitAddress(options.address);
   return {
     "http.request.method": options.method,
@@ -251,7 +269,10 @@ function clientAttributes(
     "server.address": host,
     ...(port ? { "server.port": port } : {}),
     ...(operation ? { "gen_ai.operation.name": operation } : {}),
+    "gen_ai.provider.name": genAiProvider,
     "gen_ai.request.model": options.model,
+    ...(options.snoozeModel ? { "snooze.model": options.snoozeModel } : {}),
+    ...(options.revision ? { "snooze.revision": options.revision } : {}),
     "snooze.replica": options.replica,
   };
 }

@@ -206,6 +206,8 @@ describe("resolveModel", () => {
       model: "qwen",
       body: raw,
       stream: false,
+      requested: "qwen",
+      sent: "qwen",
     });
     expect(resolveModel(multipart, raw, names, undefined, { model: "q", stream: true })).toEqual({
       ok: true,
@@ -213,6 +215,8 @@ describe("resolveModel", () => {
       body: raw,
       stream: true,
       renamed: "qwen",
+      requested: "q",
+      sent: "qwen",
     });
     expect(resolveModel(multipart, raw, names, undefined, { model: "x", stream: false })).toMatchObject({
       ok: false,
@@ -223,5 +227,21 @@ describe("resolveModel", () => {
       status: 400,
       error: { error: { code: "missing_model" } },
     });
+  });
+
+  test("what the client asked for and what the engine is sent, for the spans' gen_ai.request.model", () => {
+    expect(resolveModel(json, body({ model: "q" }), names, () => "Qwen/Qwen2.5-7B")).toMatchObject({
+      model: "qwen",
+      requested: "q",
+      sent: "Qwen/Qwen2.5-7B",
+    });
+    expect(resolveModel(json, body({ model: "qwen" }), names)).toMatchObject({
+      requested: "qwen",
+      sent: "qwen",
+    });
+    // Named by the header only: the body names no model for the engine.
+    const answer = resolveModel({ ...json, "snooze-model": "q" }, body({ prompt: "hi" }), names);
+    expect(answer).toMatchObject({ model: "qwen", requested: "q" });
+    expect(answer.ok && answer.sent).toBeUndefined();
   });
 });

@@ -19,6 +19,10 @@ export type Resolution =
        * caller encodes the form again, which JSON bodies need not (`body` is rewritten).
        */
       renamed?: string;
+      /** The name the client asked for (the header's, the body's `model`, or the Host label). */
+      requested?: string;
+      /** The `model` the body sent to the engine names, when it names one (the GenAI request model). */
+      sent?: string;
     }
   | { ok: false; status: number; error: OpenAIErrorBody };
 
@@ -72,17 +76,32 @@ export function resolveModel(
    * client wrote another name of the same model (an alias, or the id of a model served as another
    * name). A name of no model, or of another one, is left as written: the engine answers it.
    */
-  const routed = (id: string): Resolution => {
+  const routed = (id: string, asked: string): Resolution => {
     const served = servedOf(id) ?? id;
     if (typeof requested !== "string" || requested === served || nameLookup(names, requested) !== id)
-      return { ok: true, model: id, body: sent, stream };
-    if (form) return { ok: true, model: id, body, stream, renamed: served };
-    return { ok: true, model: id, body: replaceModel(sent, served) ?? sent, stream };
+      return {
+        ok: true,
+        model: id,
+        body: sent,
+        stream,
+        requested: asked,
+        ...(typeof requested === "string" && requested ? { sent: requested } : {}),
+      };
+    if (form) return { ok: true, model: id, body, stream, renamed: served, requested: asked, sent: served };
+    const replaced = replaceModel(sent, served);
+    return {
+      ok: true,
+      model: id,
+      body: replaced ?? sent,
+      stream,
+      requested: asked,
+      ...(replaced ? { sent: served } : { sent: requested }),
+    };
   };
   const header = utf8(headers["snooze-model"]);
   if (header) {
     const id = nameLookup(names, header);
-    return id ? routed(id) : unknown(header);
+    return id ? routed(id, header) : unknown(header);
   }
   if (body.length > 0 && isJson) {
     if (invalid) {
@@ -98,7 +117,7 @@ export function resolveModel(
     }
     if (typeof requested === "string" && requested) {
       const id = nameLookup(names, requested);
-      return id ? routed(id) : unknown(requested);
+      return id ? routed(id, requested) : unknown(requested);
     }
     if (requested !== undefined && typeof requested !== "string") {
       return {
@@ -110,14 +129,14 @@ export function resolveModel(
   }
   if (form && typeof requested === "string" && requested) {
     const id = nameLookup(names, requested);
-    return id ? routed(id) : unknown(requested);
+    return id ? routed(id, requested) : unknown(requested);
   }
   const host = String(headers.host ?? "").split(":")[0]!;
   const label = host.split(".")[0]!;
   // A name of one label counts as well: `http://qwen:8080/v1` is how a compose network or a short
   // Service name reaches it.
   const byHost = label ? hostLookup(names, label) : undefined;
-  if (byHost) return routed(byHost);
+  if (byHost) return routed(byHost, label);
   // Valid JSON that cannot hold a `model` (an array, a string, null): say so, not "no model".
   if (parsed !== undefined && (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))) {
     const kind = parsed === null ? "null" : Array.isArray(parsed) ? "an array" : `a ${typeof parsed}`;

@@ -151,7 +151,9 @@ test("the caller's trace continues: its traceparent parents the server span; the
       "server.address": "127.0.0.1",
       "http.response.status_code": 200,
       "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": "vllm",
       "gen_ai.request.model": "qwen",
+      "snooze.model": "qwen",
       "gen_ai.usage.output_tokens": 5,
     });
     expect(clients[0]!.attributes["gen_ai.usage.input_tokens"]).toBeGreaterThan(0);
