@@ -163,6 +163,49 @@ describe("decideReplicas", () => {
     expect(kinds(plan)).toEqual(["drain-and-sleep a"]);
   });
 
+  test("a count lowered below what held requests fill (KEDA's 1 after zero) keeps those replicas until none is held", () => {
+    // Found by an outside tester with real KEDA: three replicas woken for six held requests at
+    // concurrency 1, then KEDA's activation writes 1.
+    const three = ["a", "b", "c"].map((p, i) => replica(p, "ready", { since: now - 2_000 + i }));
+    const kept = decideReplicas(
+      input(three, { desired: 1, concurrency: 1, held: 3, inFlight: 3, lastActive: now }),
+    );
+    expect(kept.target).toBe(3);
+    expect(kept.actions).toEqual([]);
+    // Fewer requests than replicas: only the replicas they fill stay.
+    const fewer = decideReplicas(
+      input(three, { desired: 1, concurrency: 1, held: 1, inFlight: 1, lastActive: now }),
+    );
+    expect(fewer.target).toBe(2);
+    expect(kinds(fewer)).toEqual(["drain-and-sleep a"]);
+    // Warming replicas count as capacity the held requests wait for: none of them is given up.
+    const starting = ["a", "b", "c"].map((p) => replica(p, "starting", { podReady: false }));
+    expect(
+      decideReplicas(input(starting, { desired: 1, concurrency: 1, held: 6, lastActive: now })).target,
+    ).toBe(3);
+    // Nothing held any more: the count is obeyed, the in-flight requests finish on the draining ones.
+    const obeyed = decideReplicas(
+      input(three, { desired: 1, concurrency: 1, held: 0, inFlight: 3, lastActive: now }),
+    );
+    expect(obeyed.target).toBe(1);
+    expect(kinds(obeyed)).toEqual(["drain-and-sleep a", "drain-and-sleep b"]);
+    // It keeps, it never adds: one awake replica and nine held stay one under a count of 1.
+    expect(
+      decideReplicas(
+        input([replica("r", "ready"), replica("s", "asleep-1")], {
+          desired: 1,
+          concurrency: 1,
+          held: 9,
+          lastActive: now,
+        }),
+      ).actions,
+    ).toEqual([]);
+    // A slot's cap still wins.
+    expect(
+      decideReplicas(input(three, { desired: 1, concurrency: 1, held: 3, inFlight: 3, cap: 1 })).target,
+    ).toBe(1);
+  });
+
   test("the Model's minReplicas holds under an external count of 0", () => {
     const plan = decideReplicas(
       input([replica("a", "ready", { since: now - 900_000 })], {

@@ -133,10 +133,12 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
   // (the ladder); with an external count (`desired`), that many stay and demand keeps one more
   // only when the count is below one: a held request wakes one, and the replica that served it
   // stays awake until the model was idle `sleepAfter`, as without a count. So KEDA's 0 ("all
-  // asleep") never makes a woken replica sleep between two requests a second apart, while a count
-  // of 1 or more is obeyed as it is: an HPA's scale-down drains the surplus even under load.
-  // minReplicas and maxReplicas, the Model's own bounds, hold either way; a slot's cap above all.
-  // minPods is not an awake count: it only keeps pods from being stopped (below).
+  // asleep") never makes a woken replica sleep between two requests a second apart. A count of 1
+  // or more asks for nothing beyond itself, and is obeyed as it is once no request is held: an
+  // HPA's scale-down drains the surplus even with requests in flight (they finish on the draining
+  // replicas). While requests are held, it does not take away the awake and warming replicas they
+  // fill (below). minReplicas and maxReplicas, the Model's own bounds, hold either way; a slot's
+  // cap above all. minPods is not an awake count: it only keeps pods from being stopped (below).
   let target: number;
   if (input.cap === 0) target = 0;
   else {
@@ -154,9 +156,22 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
     else target = Math.max(onDemand, minReplicas);
     if (input.held > 0) target = Math.max(target, 1);
     // No count (or KEDA's 0): demand itself asks for the replicas its requests need. A count of 1
-    // or more is an HPA's or a person's and is obeyed as it is.
+    // or more is an HPA's or a person's: demand asks for nothing beyond it (only keeps, below).
     if (!input.parked && (input.desired === undefined || input.desired === 0) && input.concurrency > 0)
       target = Math.max(target, Math.ceil((input.held + input.inFlight) / input.concurrency));
+    // A count lowered below the capacity requests wait for does not give it up while they wait:
+    // with a request held, the awake and warming replicas (never more) that the held and in-flight
+    // requests fill stay, as the demand metric's floor keeps them in what it tells HPA and KEDA.
+    // KEDA's activation writes 1 from zero whatever the load (its HPA scales on from there), so
+    // without this the replicas Snooze had woken or started for a burst drained at once and came
+    // back at the HPA's next sync (found by an outside tester with real KEDA). status.replicas keeps counting them, so the HPA converges on
+    // them; once nothing is held the count is obeyed again, so this never keeps a replica longer
+    // than the queue it serves, nor starts or wakes one.
+    if (!input.parked && input.held > 0 && input.concurrency > 0)
+      target = Math.max(
+        target,
+        Math.min(awake, Math.ceil((input.held + input.inFlight) / input.concurrency)),
+      );
     target = Math.min(target, input.maxReplicas);
     if (input.cap !== undefined) target = Math.min(target, input.cap);
   }

@@ -1462,6 +1462,63 @@ describe("desired replicas", () => {
     expect(tiers.filter((t) => t === "asleep-1")).toHaveLength(2);
     expect(h.platform.scales).toEqual([]);
   });
+  // Found by an outside tester with real KEDA: its activation writes 1 from zero whatever the load,
+  // and Snooze drained the replicas it had woken or started for held requests at once.
+  test("KEDA's 1 after zero does not drain the replicas that held requests fill; once none is held the count wins", async () => {
+    const h = new Harness(oneModel("    concurrency: 1"), { autoUp: true });
+    three(h, 3);
+    await h.settle();
+    three(h, 0);
+    await h.advance(60_000);
+    expect(
+      h
+        .controller("m")
+        .state()
+        .replicas.map((r) => r.tier),
+    ).toEqual(["asleep-1", "asleep-1", "asleep-1"]);
+    h.mark();
+    const tiers = () =>
+      h
+        .controller("m")
+        .state()
+        .replicas.map((r) => r.tier);
+
+    // Six requests held at KEDA's zero: concurrency 1 wakes all three sleepers.
+    h.stats("m", 0, 6);
+    await h.settle();
+    expect(tiers()).toEqual(["ready", "ready", "ready"]);
+    h.stats("m", 3, 3);
+    // KEDA's activation writes 1 while three requests still wait: nothing drains.
+    three(h, 1);
+    await h.advance(1_000);
+    expect(tiers()).toEqual(["ready", "ready", "ready"]);
+    expect(h.tiers("m").filter((t) => t === "draining")).toEqual([]);
+    // The last held request is dispatched: nothing waits, the count of 1 is obeyed.
+    h.stats("m", 3, 0);
+    await h.settle();
+    expect(tiers().filter((t) => t === "ready")).toHaveLength(1);
+    expect(h.tiers("m").filter((t) => t === "draining")).toHaveLength(2);
+    expect(h.platform.scales).toEqual([]);
+  });
+
+  test("KEDA's 1 while pods start for held requests: none is put to sleep as it comes up", async () => {
+    const h = new Harness(oneModel("    concurrency: 1"));
+    three(h, 0);
+    h.stats("m", 0, 6);
+    await h.settle();
+    expect(h.platform.scales.map((s) => `${s.expected}->${s.to}`)).toEqual(["0->3"]);
+    three(h, 1);
+    await h.settle();
+    for (const id of h.platform.ids("m")) h.platform.bringUp(id);
+    await h.advance(1_000);
+    expect(
+      h
+        .controller("m")
+        .state()
+        .replicas.map((r) => r.tier),
+    ).toEqual(["ready", "ready", "ready"]);
+    expect(h.tiers("m").filter((t) => t === "draining")).toEqual([]);
+  });
 });
 
 describe("a pod floor (minPods, Knative's min-scale)", () => {

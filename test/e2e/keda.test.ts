@@ -15,6 +15,7 @@ import { waitFor } from "./harness/wait.ts";
  */
 
 const model = "qwen";
+const burst = "burst";
 const kedaApi = "/apis/keda.sh/v1alpha1";
 let keda: Keda | undefined;
 let grpcService: TcpService | undefined;
@@ -41,6 +42,24 @@ const suite = kubeSnoozeSuite({
         sleepAfter: "4s",
         deepSleepAfter: "1h",
         zeroAfter: "30s",
+      }),
+    );
+    // One request per replica, up to 3, no pods yet: a burst at KEDA's zero starts all three.
+    await admin.createDeployment(
+      ns.name,
+      simDeployment(cluster, burst, { model: burst, loadTime: "3s", extraArgs: ["--itl", "20ms"] }),
+    );
+    await admin.createModel(
+      ns.name,
+      modelObject(burst, {
+        model: burst,
+        port: 8000,
+        replicas: 0,
+        maxReplicas: 3,
+        concurrency: 1,
+        sleepAfter: "4s",
+        deepSleepAfter: "1h",
+        zeroAfter: "1h",
       }),
     );
     for (const other of ["llama", "gemma"]) {
@@ -71,7 +90,7 @@ beforeAll(async () => {
 afterAll(async () => {
   // Before the namespace goes (this hook runs first): KEDA's finalizers on ScaledObjects need the operator.
   const collection = `${kedaApi}/namespaces/${suite.ns.name}/scaledobjects`;
-  for (const name of ["qwen", "missing-model", "unknown-key"])
+  for (const name of ["qwen", "missing-model", "unknown-key", burst])
     await suite.admin.client.delete(`${collection}/${name}`).catch(() => {});
   if (keda?.operator.running())
     await waitFor(
@@ -115,7 +134,16 @@ const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs = 30_000
     detail: logs,
   });
 
-function scaledObject(name: string, target: string, metadata: Record<string, string>) {
+function scaledObject(
+  name: string,
+  target: string,
+  metadata: Record<string, string>,
+  trigger: { type: "external-push" | "external"; pollingInterval: number; maxReplicaCount: number } = {
+    type: "external-push",
+    pollingInterval: 10,
+    maxReplicaCount: 5,
+  },
+) {
   return {
     apiVersion: "keda.sh/v1alpha1",
     kind: "ScaledObject",
@@ -123,12 +151,12 @@ function scaledObject(name: string, target: string, metadata: Record<string, str
     spec: {
       scaleTargetRef: { apiVersion: "snooze.dev/v1alpha1", kind: "Model", name: target },
       // Polling is slow on purpose: a scale from zero within a second was pushed, not polled.
-      pollingInterval: 10,
+      pollingInterval: trigger.pollingInterval,
       // Longer than the demand metric's 5 s rate window: once load is gone the HPA steps down to 1
       // before KEDA's cooldown takes the Model to 0 (with 5 s the two raced and 1 was skipped).
       cooldownPeriod: 15,
       minReplicaCount: 0,
-      maxReplicaCount: 5,
+      maxReplicaCount: trigger.maxReplicaCount,
       advanced: {
         horizontalPodAutoscalerConfig: {
           behavior: {
@@ -143,7 +171,7 @@ function scaledObject(name: string, target: string, metadata: Record<string, str
           },
         },
       },
-      triggers: [{ type: "external-push", metadata: { scalerAddress: grpcService!.address, ...metadata } }],
+      triggers: [{ type: trigger.type, metadata: { scalerAddress: grpcService!.address, ...metadata } }],
     },
   };
 }
@@ -189,11 +217,11 @@ const pushes = async (result: boolean) => {
 };
 
 /** A completion that takes `tokens` × 20 ms once it runs. */
-async function generate(tokens: number) {
+async function generate(tokens: number, name = model) {
   const response = await fetch(`${suite.activator.url}/v1/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model, prompt: "hello", max_tokens: tokens, ignore_eos: true }),
+    body: JSON.stringify({ model: name, prompt: "hello", max_tokens: tokens, ignore_eos: true }),
     signal: AbortSignal.timeout(120_000),
   });
   await response.text();
@@ -395,6 +423,110 @@ describe("KEDA and the HPA scale a Model on Snooze's demand", () => {
     await waitPods("the sleepers stopped", (p) => p.length === 0, 60_000);
     expect((await suite.admin.deployment(suite.ns.name, model)).spec.replicas).toBe(0);
   }, 240_000);
+
+  // Found by an outside tester: KEDA's activation writes spec.replicas 1 from zero whatever the
+  // load, and Snooze drained at once the replicas it had woken or started for requests still held
+  // (its own demand read 4–7); KEDA's HPA wrote 3 soon after and they were woken again.
+  test("bursts at KEDA's zero (polled external trigger): KEDA's 1 does not put to sleep the pods woken or started for held requests", async () => {
+    await createScaledObject(
+      scaledObject(
+        burst,
+        burst,
+        { model: burst, targetDemand: "1" },
+        { type: "external", pollingInterval: 2, maxReplicaCount: 3 },
+      ),
+    );
+    await waitFor(
+      async () => {
+        const h = await suite.admin.client
+          .get<any>(
+            `/apis/autoscaling/v2/namespaces/${suite.ns.name}/horizontalpodautoscalers/keda-hpa-${burst}`,
+          )
+          .catch(() => undefined);
+        return condition(h, "AbleToScale")?.status === "True" ? h : undefined;
+      },
+      { what: "KEDA's HPA for the burst Model", timeoutMs: 60_000, intervalMs: 250, detail: logs },
+    );
+    const burstPods = () => suite.admin.pods(suite.ns.name, burst).catch(() => [] as Pod[]);
+    const heldNow = async () =>
+      sum(await samples(suite.activator.url, "snooze_held_requests").catch(() => ({})), (l) =>
+        l.includes(burst),
+      );
+    /**
+     * Six requests at once. Counted: the pods put to sleep (draining or asleep) while requests were
+     * held, and those woken again after that (a flap).
+     */
+    const sixAtOnce = async (what: string) => {
+      const timeline: string[] = [];
+      const putToSleep = new Set<string>();
+      const slept = new Set<string>();
+      const flapped = new Set<string>();
+      const asleepBefore = new Set((await burstPods()).map((p) => p.metadata.name));
+      let stopped = false;
+      const started = Date.now();
+      const sampler = (async () => {
+        let last = "";
+        while (!stopped) {
+          const [m, ps, held] = await Promise.all([
+            suite.admin.model(suite.ns.name, burst).catch(() => undefined),
+            burstPods(),
+            heldNow(),
+          ]);
+          for (const p of ps) {
+            const [name, tier] = [p.metadata.name, tierOf(p)];
+            if (tier === "waking" || tier === "ready") {
+              asleepBefore.delete(name);
+              if (slept.has(name)) flapped.add(name);
+            } else if ((tier === "draining" || tier?.startsWith("asleep")) && !asleepBefore.has(name)) {
+              slept.add(name);
+              if (held > 0) putToSleep.add(name);
+            }
+          }
+          const tiers = ps.map((p) => `${p.metadata.name.slice(-5)}:${tierOf(p)}`).sort();
+          const line = `spec=${m?.spec?.replicas} status=${m?.status?.replicas} held=${held} [${tiers.join(",")}]`;
+          if (line !== last) timeline.push(`${((Date.now() - started) / 1_000).toFixed(1)}s ${line}`);
+          last = line;
+          await sleep(100);
+        }
+      })();
+      const statuses = await Promise.all(Array.from({ length: 6 }, () => generate(100, burst)));
+      const tookMs = Date.now() - started;
+      stopped = true;
+      await sampler;
+      const specs = timeline
+        .map((l) => Number(/spec=(\d+)/.exec(l)?.[1]))
+        .filter((v, i, all) => i === 0 || v !== all[i - 1]);
+      console.log(
+        `e2e keda: 6 requests at KEDA's zero (${what}), concurrency 1, maxReplicas 3: answered in ${tookMs} ms; ` +
+          `spec.replicas ${specs.join(" → ")}; pods put to sleep while requests were held: ${putToSleep.size}, ` +
+          `woken again: ${flapped.size}\n${timeline.join("\n")}`,
+      );
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 200]);
+      // KEDA wrote its 1 (its HPA went on from there); no pod the held requests waited for was put
+      // to sleep, none came back (once nothing is held the HPA's scale-down is obeyed).
+      expect(specs, timeline.join("\n")).toContain(1);
+      expect([...putToSleep], timeline.join("\n")).toEqual([]);
+      expect([...flapped], timeline.join("\n")).toEqual([]);
+    };
+
+    // Cold: no pods, three start for the six requests.
+    expect((await suite.admin.model(suite.ns.name, burst)).spec.replicas).toBe(0);
+    await sixAtOnce("three pods to start");
+    // KEDA back at zero after its cooldown, the three pods asleep: the next burst wakes them.
+    await waitFor(
+      async () => {
+        const m = await suite.admin.model(suite.ns.name, burst);
+        const ps = await burstPods();
+        return m.spec.replicas === 0 && ps.length === 3 && ps.every((p) => tierOf(p)?.startsWith("asleep"))
+          ? true
+          : undefined;
+      },
+      { what: "KEDA's zero, the three burst pods asleep", timeoutMs: 60_000, intervalMs: 250, detail: logs },
+    );
+    await sixAtOnce("three pods asleep");
+    await suite.admin.client.delete(`${kedaApi}/namespaces/${suite.ns.name}/scaledobjects/${burst}`);
+    await suite.admin.scaleModel(suite.ns.name, burst, 0);
+  }, 180_000);
 
   test("bad input: a ScaledObject naming a Model that does not exist, or metadata the scaler does not know, gets a gRPC error naming the field", async () => {
     const refusedBefore = await scalerCalls((l) => l.includes("NOT_FOUND") || l.includes("INVALID_ARGUMENT"));
