@@ -164,9 +164,9 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
     // requests fill stay, as the demand metric's floor keeps them in what it tells HPA and KEDA.
     // KEDA's activation writes 1 from zero whatever the load (its HPA scales on from there), so
     // without this the replicas Snooze had woken or started for a burst drained at once and came
-    // back at the HPA's next sync (found by an outside tester with real KEDA). status.replicas keeps counting them, so the HPA converges on
-    // them; once nothing is held the count is obeyed again, so this never keeps a replica longer
-    // than the queue it serves, nor starts or wakes one.
+    // back at the HPA's next sync (found by an outside tester with real KEDA). status.replicas
+    // keeps counting them, so the HPA converges on them; once nothing is held the count is obeyed
+    // again, so this never keeps a replica longer than the queue it serves, nor starts or wakes one.
     if (!input.parked && input.held > 0 && input.concurrency > 0)
       target = Math.max(
         target,
