@@ -144,7 +144,7 @@ test("a 400 is final: no retry, counted as failed", async () => {
 test("the log names the sink without the credentials its URL holds (found by an outside tester)", async () => {
   const target = await endpoint((res) => res.writeHead(400).end("no"));
   const lines: string[] = [];
-  const url = target.url.replace("http://", "http://user:s3cretPW@") + "x?token=QTOKEN";
+  const url = `${target.url.replace("http://", "http://user:s3cretPW@")}x?token=QTOKEN`;
   const { sink: s } = sink({ url, log: createLogger({}, (line) => void lines.push(line), "debug") });
   s.emit("dev.snooze.replica.started", "qwen", {});
   await s.drain();

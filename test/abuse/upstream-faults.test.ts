@@ -682,7 +682,7 @@ describe("malformed HTTP pipelined after good requests on the same connection", 
     const snooze = await activatorFor(engine.address);
     const reply = await pipelined(
       snooze.port,
-      post(chatBody()) + post(chatBody({ stream: true })) + "NOT HTTP\r\n\r\n",
+      `${post(chatBody()) + post(chatBody({ stream: true }))}NOT HTTP\r\n\r\n`,
     );
     expect(statuses(reply)).toEqual([200, 200, 400]);
     expect(reply.indexOf('{"answer":1}')).toBeLessThan(reply.indexOf("text/event-stream"));
