@@ -94,6 +94,12 @@ describe("Models from annotated workloads", () => {
     expect(sameSpec({ ...desired, minReplicas: 0, maxReplicas: 1, replicas: 3 }, desired)).toBe(true);
     expect(sameSpec({ ...desired, sleepAfter: "6m" }, desired)).toBe(false);
     expect(sameSpec({ ...desired, zeroAfter: "1h" }, desired)).toBe(false);
+    // A bound that went (min-scale of an unreachable revision, a withdrawn cluster default) is a
+    // change: the API's defaults are 0 and 1, not what the Model said before.
+    expect(sameSpec({ ...desired, minPods: 0, port: 8000 }, desired)).toBe(true);
+    expect(sameSpec({ ...desired, minPods: 1 }, desired)).toBe(false);
+    expect(sameSpec({ ...desired, maxReplicas: 3 }, desired)).toBe(false);
+    expect(sameSpec({ ...desired, minReplicas: 1 }, desired)).toBe(false);
   });
 
   test("ownedBy: the managed-by label and an owner reference to the workload", () => {

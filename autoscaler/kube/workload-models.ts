@@ -97,15 +97,24 @@ export function modelForWorkload(workload: Workload, kind: WorkloadKind): Worklo
   };
 }
 
-/** Spec fields the API fills in or others write (HPA through the scale subresource). */
-const notOurs = new Set(["port", "minReplicas", "minPods", "maxReplicas", "replicas"]);
+/** Spec fields the API fills in when absent: the Model CRD's defaults (lib/kube/model-resource.ts). */
+const defaulted: Record<string, unknown> = { port: 8000, minReplicas: 0, minPods: 0, maxReplicas: 1 };
+/** Spec fields others write (HPA through the scale subresource). */
+const notOurs = new Set(["replicas"]);
 
-/** Whether an existing Model still says what the workload's annotations say. */
+/**
+ * Whether an existing Model still says what the workload's annotations say. A field the desired
+ * spec leaves out must be at the API's default: a setting that went (a Knative revision's
+ * min-scale once it is unreachable, a cluster default withdrawn) is a change.
+ */
 export function sameSpec(existing: Record<string, unknown>, desired: Record<string, unknown>): boolean {
   for (const [key, value] of Object.entries(desired)) {
     if (JSON.stringify(existing[key]) !== JSON.stringify(value)) return false;
   }
-  for (const key of Object.keys(existing)) if (!(key in desired) && !notOurs.has(key)) return false;
+  for (const key of Object.keys(existing)) {
+    if (key in desired || notOurs.has(key)) continue;
+    if (!(key in defaulted) || JSON.stringify(existing[key]) !== JSON.stringify(defaulted[key])) return false;
+  }
   return true;
 }
 

@@ -251,6 +251,7 @@ export const paths = {
   leases: (namespace: string) => `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
   lease: (namespace: string, name: string) =>
     `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${name}`,
+  configMaps: (namespace: string) => `/api/v1/namespaces/${namespace}/configmaps`,
   secrets: (namespace: string) => `/api/v1/namespaces/${namespace}/secrets`,
   secret: (namespace: string, name: string) => `/api/v1/namespaces/${namespace}/secrets/${name}`,
   webhookConfiguration: (kind: WebhookConfigurationKind, name: string) =>

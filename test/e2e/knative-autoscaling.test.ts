@@ -38,7 +38,8 @@ import { waitFor } from "./harness/wait.ts";
  * status), so the Revision and the Service are Ready; its pod sleeps when idle (never deleted),
  * a request by the Service's Host (Snooze's ingress class, through the activator) wakes the same
  * pod, and a longer idle scales the Deployment to zero; `min-scale: 1` keeps one pod, asleep; a
- * Service without the class, or with a class Snooze does not serve, is left to others.
+ * Service without the class, or with a class Snooze does not serve, is left to others. Scale bounds
+ * as the KPA has them: no min-scale while a revision is unreachable, config-autoscaler's defaults.
  */
 const folder = findKnative();
 let knative: Knative | undefined;
@@ -65,7 +66,7 @@ const suite = kubeSnoozeSuite({
   },
 });
 
-const services = ["sleepy", "kept", "burst", "slot-a", "slot-b", "plain", "other"];
+const services = ["sleepy", "kept", "burst", "slot-a", "slot-b", "plain", "other", "rolled", "defaulted"];
 afterAll(async () => {
   await deleteKnativeServices(client(), ns(), services);
   await knative?.stop();
@@ -592,4 +593,149 @@ describe("PodAutoscalers that are not Snooze's", () => {
     expect(await absent(modelPath(revision))).toBe(true);
     expect(await absent(`${networkingApi}/namespaces/${ns()}/serverlessservices/${revision}`)).toBe(true);
   }, 60_000);
+});
+
+describe("scale bounds as the KPA has them", () => {
+  /** The Deployment at `replicas` and that many live pods of the revision. */
+  const podsAt = (revision: string, replicas: number, what: string, timeoutMs = 60_000) =>
+    waitFor(
+      async () => {
+        const pods = await revisionPods(revision);
+        return (await deployment(revision)).spec.replicas === replicas && pods.length === replicas
+          ? pods
+          : undefined;
+      },
+      { what, timeoutMs, intervalMs: 250, detail: logs },
+    );
+  const modelSpecOf = (revision: string, what: string, check: (spec: Model["spec"]) => boolean) => {
+    let last: Model["spec"] | undefined;
+    return waitFor(
+      async () => {
+        last = (await model(revision).catch(() => undefined))?.spec;
+        return last && check(last) ? last : undefined;
+      },
+      {
+        what,
+        timeoutMs: 30_000,
+        intervalMs: 200,
+        detail: () => `Model spec: ${JSON.stringify(last)}\n${logs()}`,
+      },
+    );
+  };
+  const reachability = (pa: KnativeObject) => (pa as { spec?: { reachability?: string } }).spec?.reachability;
+
+  test("after a rollout the old revision is Unreachable: its min-scale pod goes when idle; routed again, min-scale keeps one", async () => {
+    const name = "rolled";
+    const [first, second] = [revisionOf(name), `${name}-00002`];
+    const annotations = {
+      [classAnnotation]: autoscalerClass,
+      "autoscaling.knative.dev/min-scale": "1",
+      "autoscaling.knative.dev/scale-to-zero-pod-retention-period": "2s",
+      "snooze.dev/sleep-after": "2s",
+    };
+    const service = (loadTime: string) => {
+      const s = knativeService(name, { kubelet: suite.cluster.info.kubelet, args: args(name), annotations });
+      const container = s.spec.template.spec.containers[0]!;
+      container.args = container.args.map((a, i, all) => (all[i - 1] === "--load-time" ? loadTime : a));
+      return s;
+    };
+    await createService(service("500ms"));
+    await readyUrl(name);
+    await modelSpecOf(first, "the first revision's Model with min-scale 1", (spec) => spec.minPods === 1);
+
+    // A new revision (a changed container); the Route moves to it once it is Ready.
+    await client().patch(`${servingApi}/namespaces/${ns()}/services/${name}`, {
+      spec: { template: { spec: { containers: service("400ms").spec.template.spec.containers } } },
+    });
+    await waitFor(
+      async () => {
+        const k = await client().get<KnativeObject>(`${servingApi}/namespaces/${ns()}/services/${name}`);
+        const status = k.status as {
+          latestReadyRevisionName?: string;
+          traffic?: { revisionName?: string }[];
+        };
+        return conditionOf(k, "Ready")?.status === "True" &&
+          status.latestReadyRevisionName === second &&
+          status.traffic?.every((t) => t.revisionName === second)
+          ? k
+          : undefined;
+      },
+      { what: "the Service Ready on its second revision", timeoutMs: 120_000, intervalMs: 250, detail: logs },
+    );
+    await waitPa(first, "the first revision's PA Unreachable", (pa) => reachability(pa) === "Unreachable");
+    // Knative's KPA ignores min-scale for an unreachable revision; so does its Model.
+    const spec = await modelSpecOf(first, "the first revision's Model without minPods", (s) => !s.minPods);
+    expect(spec).toMatchObject({ zeroAfter: "2s", sleepAfter: "2s" });
+    // Idle 2 s, asleep; 2 s later, stopped: the Deployment at 0, the PA at 0.
+    await podsAt(first, 0, "the first revision at 0 pods");
+    await waitPa(
+      first,
+      "the first revision's PA at 0/0",
+      (p) => scale(p).desiredScale === 0 && scale(p).actualScale === 0,
+    );
+    // The routed revision keeps its min-scale pod.
+    expect((await model(second)).spec.minPods).toBe(1);
+    expect(await revisionPods(second)).toHaveLength(1);
+
+    // Traffic pinned back to the first revision: reachable again, so min-scale starts its pod again.
+    await client().patch(`${servingApi}/namespaces/${ns()}/services/${name}`, {
+      spec: { traffic: [{ revisionName: first, percent: 100 }] },
+    });
+    await waitPa(
+      first,
+      "the first revision's PA Reachable",
+      (pa) => reachability(pa) === "Reachable",
+      60_000,
+    );
+    await modelSpecOf(first, "the first revision's Model with minPods 1 again", (s) => s.minPods === 1);
+    await podsAt(first, 1, "the first revision at 1 pod again");
+  }, 300_000);
+
+  test("config-autoscaler's min-scale and max-scale apply where the annotations say nothing, and a change applies at once", async () => {
+    const name = "defaulted";
+    const revision = revisionOf(name);
+    try {
+      await knative!.configure("config-autoscaler", { "min-scale": "1", "max-scale": "3" });
+      await createService(
+        knativeService(name, {
+          kubelet: suite.cluster.info.kubelet,
+          args: args(name),
+          annotations: {
+            [classAnnotation]: autoscalerClass,
+            "autoscaling.knative.dev/scale-to-zero-pod-retention-period": "2s",
+            "snooze.dev/sleep-after": "2s",
+          },
+        }),
+      );
+      await readyUrl(name);
+      await modelSpecOf(
+        revision,
+        "the Model with the cluster's min-scale 1 and max-scale 3",
+        (spec) => spec.minPods === 1 && spec.maxReplicas === 3,
+      );
+      // Idle: the one pod sleeps and stays, past the retention period three times over.
+      const [pod] = await waitFor(
+        async () =>
+          ((p) => (p.length === 1 && tierOf(p[0] as KubePod) === "asleep-1" ? p : undefined))(
+            await revisionPods(revision),
+          ),
+        { what: "the pod asleep", timeoutMs: 30_000, intervalMs: 200, detail: logs },
+      );
+      await new Promise((resolve) => setTimeout(resolve, 6_000));
+      expect((await revisionPods(revision)).map((p) => p.metadata.uid)).toEqual([pod!.metadata.uid]);
+      expect((await deployment(revision)).spec.replicas).toBe(1);
+
+      // Knative's defaults again (none, no limit), without restarting anything: no floor, Snooze's max.
+      await knative!.configure("config-autoscaler", { "min-scale": "0", "max-scale": "0" });
+      const spec = await modelSpecOf(
+        revision,
+        "the Model without the cluster's bounds",
+        (s) => !s.minPods && (s.maxReplicas ?? 1) === 1,
+      );
+      expect(spec).toMatchObject({ zeroAfter: "2s" });
+      await podsAt(revision, 0, "the revision at 0 pods once min-scale is gone");
+    } finally {
+      await knative?.configure("config-autoscaler", { "min-scale": "0", "max-scale": "0" });
+    }
+  }, 240_000);
 });

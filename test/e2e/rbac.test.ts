@@ -115,6 +115,10 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("watch", "ingresses", { group: "networking.internal.knative.dev" }),
       r("patch", "ingresses/status", { namespace: "team-a", group: "networking.internal.knative.dev" }),
       r("list", "endpointslices", { namespace: system, group: "discovery.k8s.io" }),
+      // Knative's autoscaling defaults: config-autoscaler, by name (a list or watch with its field selector).
+      r("get", "configmaps", { namespace: "knative-serving", name: "config-autoscaler" }),
+      r("list", "configmaps", { namespace: "knative-serving", name: "config-autoscaler" }),
+      r("watch", "configmaps", { namespace: "knative-serving", name: "config-autoscaler" }),
     ],
     denied: [
       // A PodAutoscaler's spec is Knative's revision reconciler's; Revisions are not read.
@@ -124,6 +128,10 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       // A KIngress's spec is Knative's Route reconciler's; other namespaces' endpoints are not read.
       r("update", "ingresses", { namespace: "team-a", group: "networking.internal.knative.dev" }),
       r("list", "endpointslices", { namespace: "team-a", group: "discovery.k8s.io" }),
+      // No other ConfigMap, and not every one by a list.
+      r("get", "configmaps", { namespace: "knative-serving", name: "config-network" }),
+      r("list", "configmaps", { namespace: "knative-serving" }),
+      r("get", "configmaps", { namespace: system }),
       r("update", "models", { namespace: "team-a" }),
       r("patch", "models", { namespace: "team-a" }),
       r("delete", "pods", { namespace: "team-a" }),
@@ -338,6 +346,16 @@ describe("real calls with the components' identities", () => {
     await expect(
       autoscaler.makeApiClient(CoreV1Api).deleteNamespacedPod({ name: "anything", namespace: ns }),
     ).rejects.toMatchObject({ code: 403 });
+
+    // Knative's config-autoscaler, listed as its watch lists it: by the name's field selector.
+    const core = autoscaler.makeApiClient(CoreV1Api);
+    await core.listNamespacedConfigMap({
+      namespace: "knative-serving",
+      fieldSelector: "metadata.name=config-autoscaler",
+    });
+    await expect(core.listNamespacedConfigMap({ namespace: "knative-serving" })).rejects.toMatchObject({
+      code: 403,
+    });
   });
 
   test("the activator lists pods in every namespace but cannot change one", async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "vitest";
 import type { ModelStatusInput } from "../../../lib/kube/model-resource.ts";
+import { knativeDefaults } from "./autoscaler-config.ts";
 import { initializedAt, type PaObservation, podAutoscalerStatus, sameStatus } from "./pa-status.ts";
 import type { PodAutoscaler } from "./revision-model.ts";
 
@@ -124,7 +125,15 @@ describe("a Snooze-class PodAutoscaler's status", () => {
 
   test("initialized at max(min-scale, initial-scale), initial-scale 1 by default", () => {
     expect(initializedAt(pa())).toBe(1);
-    expect(initializedAt(pa({ "autoscaling.knative.dev/initial-scale": "0" }))).toBe(0);
+    // initial-scale 0 counts only with config-autoscaler's allow-zero-initial-scale (Knative's
+    // GetInitialScale); else config-autoscaler's initial-scale does.
+    expect(initializedAt(pa({ "autoscaling.knative.dev/initial-scale": "0" }))).toBe(1);
+    expect(
+      initializedAt(pa({ "autoscaling.knative.dev/initial-scale": "0" }), {
+        ...knativeDefaults,
+        allowZeroInitialScale: true,
+      }),
+    ).toBe(0);
     expect(initializedAt(pa({ "autoscaling.knative.dev/min-scale": "2" }))).toBe(2);
     expect(
       initializedAt(
@@ -136,6 +145,29 @@ describe("a Snooze-class PodAutoscaler's status", () => {
       observe({ pa: two, model: model("Ready"), deploymentReplicas: 2, podsUp: 1, sks }),
     );
     expect(cond(one, "ScaleTargetInitialized")?.status).toBe("Unknown");
+  });
+
+  test("config-autoscaler's min-scale and initial-scale where the annotations say nothing", () => {
+    const defaults = { ...knativeDefaults, minScale: 2, initialScale: 3, allowZeroInitialScale: true };
+    expect(initializedAt(pa(), defaults)).toBe(3);
+    expect(initializedAt(pa(), { ...defaults, initialScale: 0 })).toBe(2);
+    // The annotations win.
+    expect(
+      initializedAt(
+        pa({ "autoscaling.knative.dev/min-scale": "0", "autoscaling.knative.dev/initial-scale": "1" }),
+        defaults,
+      ),
+    ).toBe(1);
+    // Unreachable: no min-scale, the cluster's neither.
+    const unreachable = { ...pa(), spec: { reachability: "Unreachable" } };
+    expect(initializedAt(unreachable, { ...defaults, initialScale: 0 })).toBe(0);
+    const status = podAutoscalerStatus(
+      observe({ model: model("Ready"), deploymentReplicas: 3, podsUp: 2, sks, defaults }),
+    );
+    expect(cond(status, "ScaleTargetInitialized")).toMatchObject({
+      status: "Unknown",
+      message: "waiting for 3 pods to be up (2 up)",
+    });
   });
 
   test("sameStatus ignores key order and severity, not a changed field", () => {

@@ -1,4 +1,5 @@
 import type { ModelStatusInput } from "../../../lib/kube/model-resource.ts";
+import { type KnativeDefaults, knativeDefaults } from "./autoscaler-config.ts";
 import {
   type KnativeCondition,
   knativeAnnotation,
@@ -14,7 +15,8 @@ import {
  *   (`NoTraffic`, as the KPA says at zero), or the last activation failed. Knative treats Active
  *   as informational: a Revision asleep or at zero stays Ready, as a KPA revision at zero does.
  * - `ScaleTargetInitialized`: True once as many pods are up as `max(min-scale, initial-scale)`
- *   (initial-scale 1 when absent, Knative's default), and then for good, as the KPA keeps it.
+ *   (each config-autoscaler's when its annotation is absent: initial-scale 1 by default), and then
+ *   for good, as the KPA keeps it.
  * - `SKSReady`: True once the ServerlessService has its public and private Services. The SKS is in
  *   Serve mode; its endpoints being empty at zero does not matter, because requests reach the
  *   revision through Snooze's activator, which holds them while the revision is cold or asleep.
@@ -33,6 +35,8 @@ export interface PaObservation {
   /** Live pods of the revision whose containers are up (kubelet Ready). */
   podsUp: number;
   sks?: { status?: { serviceName?: string; privateServiceName?: string } };
+  /** `config-autoscaler`'s defaults (min-scale, initial-scale); Knative's own when absent. */
+  defaults?: KnativeDefaults;
   now: number;
 }
 
@@ -61,7 +65,7 @@ export function podAutoscalerStatus(o: PaObservation): PodAutoscalerStatus {
   const privateServiceName = o.sks?.status?.privateServiceName;
 
   const active = activeCondition(o);
-  const threshold = initializedAt(o.pa);
+  const threshold = initializedAt(o.pa, o.defaults);
   const wasInitialized = previous.some((c) => c.type === "ScaleTargetInitialized" && c.status === "True");
   const initialized = wasInitialized || (serviceName !== undefined && o.podsUp >= threshold);
   const dependents: KnativeCondition[] = [
@@ -124,15 +128,24 @@ function activeCondition(o: PaObservation): Verdict {
   }
 }
 
-/** Pods that must be up before the scale target counts as initialized (Knative's activeThreshold). */
-export function initializedAt(pa: PodAutoscaler): number {
+/**
+ * Pods that must be up before the scale target counts as initialized (Knative's activeThreshold):
+ * min-scale (the annotation, else config-autoscaler's; none while unreachable) or initial-scale
+ * (the annotation, else config-autoscaler's; an annotation of 0 only with
+ * `allow-zero-initial-scale`), the larger.
+ */
+export function initializedAt(pa: PodAutoscaler, defaults: KnativeDefaults = knativeDefaults): number {
   const number = (text: string | undefined) =>
     text !== undefined && /^\d+$/.test(text) ? Number(text) : undefined;
   const min =
     pa.spec?.reachability === "Unreachable"
       ? 0
-      : (number(knativeAnnotation(pa.metadata.annotations, "minScale")) ?? 0);
-  const initial = number(knativeAnnotation(pa.metadata.annotations, "initialScale")) ?? 1;
+      : (number(knativeAnnotation(pa.metadata.annotations, "minScale")) ?? defaults.minScale);
+  const annotated = number(knativeAnnotation(pa.metadata.annotations, "initialScale"));
+  const initial =
+    annotated === undefined || (annotated === 0 && !defaults.allowZeroInitialScale)
+      ? defaults.initialScale
+      : annotated;
   return Math.max(min, initial);
 }
 

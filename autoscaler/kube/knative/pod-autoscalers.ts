@@ -15,10 +15,21 @@ import { type Pod, podLive, podUp } from "../../../lib/kube/pod-replica.ts";
 import type { Logger } from "../../../lib/log.ts";
 import { ensureOwnedModel } from "../owned-model.ts";
 import { managedByLabel, managedByValue } from "../workload-models.ts";
+import {
+  autoscalerConfigMap,
+  autoscalerDefaults,
+  type KnativeDefaults,
+  knativeDefaults,
+  knativeSystemNamespace,
+} from "./autoscaler-config.ts";
 import { podAutoscalerStatus, sameStatus } from "./pa-status.ts";
 import { modelForRevision, type PodAutoscaler, type RevisionDeployment } from "./revision-model.ts";
 
 type Model = ModelResource & KubeObject;
+
+interface ConfigMap extends KubeObject {
+  data?: Record<string, string>;
+}
 
 interface ServerlessService extends KubeObject {
   spec?: { mode?: string; objectRef?: unknown; protocolType?: string; numActivators?: number };
@@ -52,12 +63,22 @@ export interface KnativePodAutoscalersOptions {
  *   revision's pods, as the HPA class does;
  * - the PA's status, from the Model's status, the Deployment and its pods (pa-status.ts), which is
  *   what makes Knative's revision reconciler mark the Revision Ready.
+ * Knative's `config-autoscaler` (watched, by name, in `knative-serving`) gives the defaults of
+ * min-scale, max-scale and initial-scale that a revision's annotations do not set; a change applies
+ * to every revision's Model at once.
  * One autoscaler replica writes (a Lease in the autoscaler's namespace); the others only watch.
  */
 export class KnativePodAutoscalers {
   private readonly options: KnativePodAutoscalersOptions;
   private readonly log: Logger;
-  informers?: { pas: Informer<PodAutoscaler>; sks: Informer<ServerlessService> };
+  informers?: {
+    pas: Informer<PodAutoscaler>;
+    sks: Informer<ServerlessService>;
+    config: Informer<ConfigMap>;
+  };
+  /** config-autoscaler's defaults: the last valid ones (Knative's own until one is read). */
+  private defaults: KnativeDefaults = knativeDefaults;
+  private configProblem?: string;
   private elector?: LeaseElector;
   private pending = false;
   private again = false;
@@ -72,7 +93,10 @@ export class KnativePodAutoscalers {
   }
 
   get synced(): boolean {
-    return !this.informers || (this.informers.pas.synced && this.informers.sks.synced);
+    return (
+      !this.informers ||
+      (this.informers.pas.synced && this.informers.sks.synced && this.informers.config.synced)
+    );
   }
 
   /** Starts when Knative Serving's autoscaling API is served; a cluster without it is left alone. */
@@ -96,10 +120,20 @@ export class KnativePodAutoscalers {
         ),
         { name: "serverlessservices", ...common },
       ),
+      // One ConfigMap, by name: the RBAC grants only it (resourceNames needs the field selector).
+      config: kubeInformer<ConfigMap>(client, paths.configMaps(knativeSystemNamespace), {
+        name: "config-autoscaler",
+        fieldSelector: `metadata.name=${autoscalerConfigMap}`,
+        ...common,
+      }),
     };
     const changed = () => this.schedule();
     const handler = { add: changed, update: changed, delete: changed };
-    this.unsubscribe.push(this.informers.pas.on(handler), this.informers.sks.on(handler));
+    this.unsubscribe.push(
+      this.informers.pas.on(handler),
+      this.informers.sks.on(handler),
+      this.informers.config.on(handler),
+    );
     // Model status, the Deployment's replicas and the pods' readiness are what the PA's status says.
     const relevant = (object: KubeObject) => object.metadata.labels?.[revisionLabel] !== undefined;
     const ifRevision = (object: KubeObject) => relevant(object) && this.schedule();
@@ -111,7 +145,11 @@ export class KnativePodAutoscalers {
       this.options.deployments.on(revisionHandler),
       this.options.pods.on(revisionHandler),
     );
-    await Promise.all([this.informers.pas.start(), this.informers.sks.start()]);
+    await Promise.all([
+      this.informers.pas.start(),
+      this.informers.sks.start(),
+      this.informers.config.start(),
+    ]);
     this.elector = new LeaseElector({
       client,
       namespace: this.options.leaseNamespace,
@@ -129,7 +167,11 @@ export class KnativePodAutoscalers {
     this.stopped = true;
     for (const off of this.unsubscribe.splice(0)) off();
     await this.elector?.stop(true);
-    await Promise.all([this.informers?.pas.stop(), this.informers?.sks.stop()]);
+    await Promise.all([
+      this.informers?.pas.stop(),
+      this.informers?.sks.stop(),
+      this.informers?.config.stop(),
+    ]);
   }
 
   /** One sync at a time, 50 ms after the first change (a pod's status comes in bursts). */
@@ -156,8 +198,29 @@ export class KnativePodAutoscalers {
     }, 50).unref();
   }
 
+  /** config-autoscaler's defaults; an invalid ConfigMap (Knative refuses it too) keeps the last. */
+  private readDefaults(): KnativeDefaults {
+    const map = this.informers!.config.get(`${knativeSystemNamespace}/${autoscalerConfigMap}`);
+    const read = autoscalerDefaults(map?.data);
+    if (read.problem !== undefined) {
+      if (read.problem !== this.configProblem)
+        this.log.warn("Knative's config-autoscaler is not valid; keeping the defaults read before", {
+          problem: read.problem,
+          defaults: this.defaults,
+        });
+      this.configProblem = read.problem;
+      return this.defaults;
+    }
+    this.configProblem = undefined;
+    if (JSON.stringify(read.defaults) !== JSON.stringify(this.defaults))
+      this.log.info("Knative's autoscaling defaults (config-autoscaler)", { defaults: read.defaults });
+    this.defaults = read.defaults;
+    return this.defaults;
+  }
+
   private async sync(): Promise<void> {
     const { pas } = this.informers!;
+    const defaults = this.readDefaults();
     // A revision's pods, by `namespace/revision`: one pass over the pods, not one per PodAutoscaler.
     const podsOf = new Map<string, Pod[]>();
     for (const pod of this.options.pods.list()) {
@@ -174,7 +237,7 @@ export class KnativePodAutoscalers {
       const key = `${pa.metadata.namespace}/${pa.metadata.name}`;
       wanted.add(key);
       try {
-        await this.reconcile(pa, podsOf.get(key) ?? []);
+        await this.reconcile(pa, podsOf.get(key) ?? [], defaults);
       } catch (error) {
         if (isConflict(error)) {
           // Someone wrote in between (Knative's revision reconciler updates the PA's spec): again.
@@ -207,7 +270,7 @@ export class KnativePodAutoscalers {
     }
   }
 
-  private async reconcile(pa: PodAutoscaler, pods: readonly Pod[]): Promise<void> {
+  private async reconcile(pa: PodAutoscaler, pods: readonly Pod[], defaults: KnativeDefaults): Promise<void> {
     const namespace = pa.metadata.namespace!;
     const name = pa.metadata.name;
     const key = `${namespace}/${name}`;
@@ -215,7 +278,7 @@ export class KnativePodAutoscalers {
     const deployment = deploymentName
       ? this.options.deployments.get(`${namespace}/${deploymentName}`)
       : undefined;
-    const result = modelForRevision(pa, deployment);
+    const result = modelForRevision(pa, deployment, defaults);
     if (result.problems)
       this.log.warn("a Snooze-class revision's settings are not valid; no Model", {
         podAutoscaler: key,
@@ -230,6 +293,7 @@ export class KnativePodAutoscalers {
       deploymentReplicas: deployment?.spec?.replicas,
       podsUp: pods.filter((p) => podLive(p) && podUp(p)).length,
       sks,
+      defaults,
       now: Date.now(),
     });
     if (sameStatus(pa.status, status)) return;
@@ -326,6 +390,8 @@ export class KnativePodAutoscalers {
     return {
       enabled: this.informers !== undefined,
       leading: this.elector?.leading ?? false,
+      defaults: this.defaults,
+      ...(this.configProblem ? { configProblem: this.configProblem } : {}),
       counts: this.counts,
     };
   }

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { modelSpec } from "../../../lib/kube/model-resource.ts";
+import { knativeDefaults } from "./autoscaler-config.ts";
 import { goDuration, knativeSettings, modelForRevision, type PodAutoscaler } from "./revision-model.ts";
 
 const pa = (annotations: Record<string, string>, spec: PodAutoscaler["spec"] = {}): PodAutoscaler => ({
@@ -131,6 +132,58 @@ describe("the Model of a Snooze-class revision", () => {
     const model = modelForRevision(pa({ "autoscaling.knative.dev/min-scale": "3" }), deployment()).model!;
     expect(model.spec).toMatchObject({ minPods: 3, maxReplicas: 3 });
     expect(modelSpec.safeParse(model.spec).success).toBe(true);
+  });
+
+  test("an unreachable revision keeps no min-scale pods (Knative's ScaleBounds); reachable again, it does", () => {
+    const kept = { "autoscaling.knative.dev/min-scale": "1" };
+    const unreachable = modelForRevision(pa(kept, { reachability: "Unreachable" }), deployment()).model!;
+    expect(unreachable.spec).not.toHaveProperty("minPods");
+    expect(modelSpec.safeParse(unreachable.spec).success).toBe(true);
+    for (const reachability of ["Reachable", "Unknown", undefined])
+      expect(
+        modelForRevision(pa(kept, { reachability }), deployment()).model!.spec,
+        String(reachability),
+      ).toMatchObject({ minPods: 1 });
+    // The room min-scale makes above Snooze's default max stays: only the floor goes.
+    const three = { "autoscaling.knative.dev/min-scale": "3" };
+    const spec = modelForRevision(pa(three, { reachability: "Unreachable" }), deployment()).model!.spec;
+    expect(spec).toMatchObject({ maxReplicas: 3 });
+    expect(spec).not.toHaveProperty("minPods");
+    // The cluster's min-scale is dropped too.
+    const cluster = { ...knativeDefaults, minScale: 1 };
+    expect(
+      modelForRevision(pa({}, { reachability: "Unreachable" }), deployment(), cluster).model!.spec,
+    ).not.toHaveProperty("minPods");
+  });
+
+  test("config-autoscaler's min-scale and max-scale apply where the revision's annotations say nothing", () => {
+    const cluster = { ...knativeDefaults, minScale: 1, maxScale: 3 };
+    expect(modelForRevision(pa({}), deployment(), cluster).model!.spec).toMatchObject({
+      minPods: 1,
+      maxReplicas: 3,
+    });
+    // The annotations win: min-scale 0 keeps no pod, max-scale 0 is no limit.
+    const own = modelForRevision(
+      pa({ "autoscaling.knative.dev/min-scale": "0", "autoscaling.knative.dev/max-scale": "0" }),
+      deployment(),
+      cluster,
+    ).model!.spec;
+    expect(own).toMatchObject({ maxReplicas: 10_000 });
+    expect(own).not.toHaveProperty("minPods");
+    expect(
+      knativeSettings({ "autoscaling.knative.dev/max-scale": "2" }, undefined, { defaults: cluster }),
+    ).toEqual({ minPods: 1, maxReplicas: 2 });
+    // The cluster's min-scale 2 with no max anywhere: room for 2, as for the annotation.
+    expect(knativeSettings({}, undefined, { defaults: { ...knativeDefaults, minScale: 2 } })).toEqual({
+      minPods: 2,
+      maxReplicas: 2,
+    });
+    // An annotation Knative would not parse falls back to the cluster's value, as in the KPA.
+    expect(
+      knativeSettings({ "autoscaling.knative.dev/max-scale": "lots" }, undefined, { defaults: cluster }),
+    ).toEqual({ minPods: 1, maxReplicas: 3 });
+    // Knative's own defaults (none, no limit): what no ConfigMap means.
+    expect(knativeSettings({}, undefined, { defaults: knativeDefaults })).toEqual({});
   });
 
   test("the id is the revision's name; the engine's name comes from the container, or snooze.dev/model", () => {

@@ -6,6 +6,7 @@ import type { ModelResource } from "../../../lib/kube/model-resource.ts";
 import { servedModelOf } from "../../../lib/kube/served-model.ts";
 import { modelAnnotation } from "../../../lib/settings/index.ts";
 import { managedByLabel, managedByValue, specFromAnnotations } from "../workload-models.ts";
+import { type KnativeDefaults, knativeDefaults } from "./autoscaler-config.ts";
 
 /**
  * The Model a Snooze-class revision asks for, pure. Knative copies a revision's annotations onto
@@ -116,21 +117,27 @@ const unlimited = 10_000;
  * - `scale-to-zero-pod-retention-period` (how long the last pod stays once the revision is idle)
  *   → `zeroAfter`: how long a pod stays, asleep, before it is stopped.
  * - `min-scale` (pods the revision keeps) → `minPods`: that many pods stay, asleep when idle,
- *   and the pods above it follow the ladder to zero.
- * - `max-scale` (pods at most; 0 = no limit) → `maxReplicas`; absent, Snooze's default of 1, or
- *   `min-scale` when that is more (Knative would run that many).
+ *   and the pods above it follow the ladder to zero. Absent, `config-autoscaler`'s `min-scale`.
+ *   None while the revision is unreachable (no route sends it traffic: an old revision after a
+ *   rollout), as the KPA ignores min-scale then; reachable again (or Unknown), it applies again.
+ * - `max-scale` (pods at most; 0 = no limit) → `maxReplicas`; absent, `config-autoscaler`'s
+ *   `max-scale`; 0 there too, Snooze's default of 1, or `min-scale` when that is more (Knative
+ *   would run that many).
  * - `target` (requests per pod the KPA aims at) has no Model field: Snooze adds a pod for held
  *   demand and keeps each awake until idle `sleepAfter`; it does not split load by a target.
  * - the revision's `containerConcurrency` (a hard limit per pod) → `concurrency`.
  * - `initial-scale` has no Model field: Knative creates the Deployment with that many pods, and
  *   the PodAutoscaler's scale target is initialized once that many are up (pa-status.ts).
  * A `snooze.dev/*` annotation for the same setting wins; Knative's webhook validated its own keys,
- * so a value it would refuse is left out here rather than guessed.
+ * so a value it would refuse is left out here rather than guessed (the cluster default applies, as
+ * in the KPA).
  */
 export function knativeSettings(
   annotations: Record<string, string> | undefined,
   containerConcurrency?: number,
+  scope: RevisionScope = {},
 ): Record<string, unknown> {
+  const defaults = scope.defaults ?? knativeDefaults;
   const spec: Record<string, unknown> = {};
   const window = knativeAnnotation(annotations, "window");
   const sleepAfter = window && goDuration(window);
@@ -138,16 +145,29 @@ export function knativeSettings(
   const retention = knativeAnnotation(annotations, "retention");
   const zeroAfter = retention && goDuration(retention);
   if (zeroAfter) spec.zeroAfter = zeroAfter;
-  const max = count(knativeAnnotation(annotations, "maxScale"));
+  // The KPA's scale bounds: the annotation, else config-autoscaler's default (0: none, no limit).
+  const max =
+    count(knativeAnnotation(annotations, "maxScale")) ??
+    (defaults.maxScale > 0 ? defaults.maxScale : undefined);
   if (max !== undefined) spec.maxReplicas = max === 0 ? unlimited : Math.min(max, unlimited);
-  const min = count(knativeAnnotation(annotations, "minScale"));
-  if (min !== undefined && min > 0) {
+  const min = count(knativeAnnotation(annotations, "minScale")) ?? defaults.minScale;
+  if (min > 0) {
     // Knative's webhook refuses min-scale above a max-scale other than 0; no Model goes past its max.
-    spec.minPods = Math.min(min, (spec.maxReplicas as number | undefined) ?? unlimited);
-    if (max === undefined && min > 1) spec.maxReplicas = spec.minPods;
+    const floor = Math.min(min, (spec.maxReplicas as number | undefined) ?? unlimited);
+    // The room min-scale makes stays while unreachable, so the Model's max does not change with it.
+    if (max === undefined && min > 1) spec.maxReplicas = floor;
+    if (scope.reachability !== "Unreachable") spec.minPods = floor;
   }
   if (containerConcurrency !== undefined && containerConcurrency > 0) spec.concurrency = containerConcurrency;
   return spec;
+}
+
+/** What, besides a revision's annotations, bounds its scale as the KPA bounds it. */
+export interface RevisionScope {
+  /** `config-autoscaler`'s defaults; Knative's own when absent. */
+  defaults?: KnativeDefaults;
+  /** The PA's `spec.reachability`: `Unreachable` drops min-scale (Knative's ScaleBounds). */
+  reachability?: string;
 }
 
 export type RevisionModel =
@@ -155,7 +175,11 @@ export type RevisionModel =
   | { model?: undefined; problems: string[] };
 
 /** The Model of a Snooze-class revision, from its PodAutoscaler and Deployment. */
-export function modelForRevision(pa: PodAutoscaler, deployment?: RevisionDeployment): RevisionModel {
+export function modelForRevision(
+  pa: PodAutoscaler,
+  deployment?: RevisionDeployment,
+  defaults?: KnativeDefaults,
+): RevisionModel {
   const annotations = pa.metadata.annotations ?? {};
   const own = specFromAnnotations(annotations);
   if (!own.spec) return { problems: own.problems };
@@ -166,7 +190,10 @@ export function modelForRevision(pa: PodAutoscaler, deployment?: RevisionDeploym
         `spec.scaleTargetRef: ${JSON.stringify(target ?? null)}: Snooze scales a revision's apps/v1 Deployment`,
       ],
     };
-  const knative = knativeSettings(annotations, pa.spec?.containerConcurrency);
+  const knative = knativeSettings(annotations, pa.spec?.containerConcurrency, {
+    defaults,
+    reachability: pa.spec?.reachability,
+  });
   // Snooze's own annotation for a setting wins over Knative's key that maps to it.
   const settings: Record<string, unknown> = { ...knative, ...own.spec };
   // Knative puts the user container first and its queue-proxy after it.
