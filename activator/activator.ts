@@ -4,7 +4,7 @@ import type { Registry } from "prom-client";
 import { clip } from "../lib/clip.ts";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import { timerValue } from "../lib/duration.ts";
-import { BodyStalled, BodyTooLarge, OverBudget, readBody } from "../lib/http/body.ts";
+import { BodyStalled, BodyTooLarge, type MinimumPace, OverBudget, readBody } from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue } from "../lib/http/continue.ts";
 import { type FormPart, isMultipartForm, readForm, textOf, withFieldValue } from "../lib/http/form.ts";
@@ -146,7 +146,8 @@ export class Activator {
   /** How long a body being read may go without `bodyMinBytes` of it (ms; Infinity: never). */
   private bodyTimeout: number;
   /** Bodies being read that hold bytes: when each began (performance clock), and what it holds. */
-  private readonly uploads = new Set<{ startedAt: number; bytes(): number }>();
+  /** Bodies being read, each with its own `bodyTimeout` window (the one in force when it began). */
+  private readonly uploads = new Set<{ startedAt: number; pace: MinimumPace; bytes(): number }>();
 
   constructor(options: ActivatorOptions) {
     this.config = options.config;
@@ -512,7 +513,7 @@ export class Activator {
       // A body that stops arriving is given up at the end of a window of `bodyTimeout` that
       // brought too little: others are told to come back by then (overBudget).
       const pace = { windowMs: timerValue(this.bodyTimeout), minBytes: bodyMinBytes };
-      const upload = { startedAt: performance.now(), bytes: () => reserved };
+      const upload = { startedAt: performance.now(), pace, bytes: () => reserved };
       this.readingTotal++;
       this.stopping.add(cutShort);
       this.uploads.add(upload);
@@ -784,18 +785,21 @@ export class Activator {
   /**
    * 503 + Retry-After: the bodies already read or held take the whole maxHeldBytes. Held ones give
    * their bytes back when their model is ready; those still arriving when they end, or, if they
-   * stalled, at the end of their current `bodyTimeout` window at the latest: by then they were given
-   * up (found by an outside tester: told 1 s while stalled uploads held the bytes for 5 minutes).
+   * stalled, at the end of their current `bodyTimeout` window, or of the next one when the current
+   * one brought its share already: by then they were given up (found by an outside tester: told
+   * 1 s while stalled uploads held the bytes for 5 minutes). Each upload's own window counts: a
+   * reload that shortens bodyTimeout leaves the uploads under way on theirs.
    */
   private overBudget(res: ServerResponse): number {
     let waitMs = 1_000;
     for (const route of this.routes.values())
       if (route.held > 0) waitMs = Math.max(waitMs, route.retryAfterMs());
-    const windowMs = timerValue(this.bodyTimeout);
-    if (windowMs > 0) {
-      const now = performance.now();
-      for (const upload of this.uploads)
-        if (upload.bytes() > 0) waitMs = Math.max(waitMs, windowMs - ((now - upload.startedAt) % windowMs));
+    const now = performance.now();
+    for (const { startedAt, pace, bytes } of this.uploads) {
+      const { windowMs, minBytes, windowBytes = 0 } = pace;
+      if (windowMs === 0 || bytes() === 0) continue;
+      const windowEnds = windowMs - ((now - startedAt) % windowMs);
+      waitMs = Math.max(waitMs, windowEnds + (windowBytes >= minBytes ? windowMs : 0));
     }
     sendError(
       res,

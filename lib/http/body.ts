@@ -18,6 +18,11 @@ export class OverBudget extends Error {}
 export interface MinimumPace {
   windowMs: number;
   minBytes: number;
+  /**
+   * Bytes the current window brought so far, kept by readBody: a caller can tell whether the body,
+   * should it stall now, is given up at this window's end or the next one's.
+   */
+  windowBytes?: number;
 }
 
 /** The body stopped arriving, or trickled slower than its MinimumPace. */
@@ -68,11 +73,11 @@ export function readBody(
     let chunks: Buffer[] = [];
     let size = 0;
     let refused = false;
-    let windowBytes = 0;
+    if (pace) pace.windowBytes = 0;
     let paceTimer: NodeJS.Timeout | undefined;
     const checkPace = () => {
-      if (windowBytes < pace!.minBytes) return settle(new BodyStalled(pace!, size));
-      windowBytes = 0;
+      if (pace!.windowBytes! < pace!.minBytes) return settle(new BodyStalled(pace!, size));
+      pace!.windowBytes = 0;
       paceTimer = setTimeout(checkPace, pace!.windowMs);
     };
     const settle = (error: Error | undefined) => {
@@ -87,7 +92,7 @@ export function readBody(
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      windowBytes += chunk.length;
+      if (pace) pace.windowBytes! += chunk.length;
       if (size > limit) return settle(new BodyTooLarge(limit));
       if (refused) return;
       if (reserve && !reserve(chunk.length)) {

@@ -231,6 +231,41 @@ describe("maxHeldBytes", () => {
     expect((await post()).status).toBe(200);
   });
 
+  test("uploads that brought their share in their first window and then stalled are given up a window later: others are told that, not the first window's end", async () => {
+    // Found by an outside tester: told the current window's end, while such an upload is given up
+    // only at the end of the next one.
+    const snooze = await startActivator({ holdBudget: 20_000 }, { maxHeldBytes: 6_000, bodyTimeout: 2_000 });
+    cleanups.push(() => snooze.close());
+    const stalled = Array.from({ length: 3 }, () => connect(snooze.port, "127.0.0.1"));
+    cleanups.push(() => {
+      for (const socket of stalled) socket.destroy();
+    });
+    const replies = stalled.map((socket) => {
+      let reply = "";
+      socket.setEncoding("latin1");
+      socket.on("data", (chunk) => (reply += chunk));
+      socket.on("error", () => {});
+      socket.write(
+        `POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2000\r\n\r\n${bodyOf(2_000).slice(0, 1_500)}`,
+      );
+      return once(socket, "close").then(() => reply);
+    });
+    const heldBytes = async () => metricValue(await snooze.registry.metrics(), "snooze_held_body_bytes");
+    while ((await heldBytes()) < 4_500) await new Promise((resolve) => setTimeout(resolve, 10));
+    const refused = await fetch(`${snooze.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: bodyOf(2_000),
+      signal: AbortSignal.timeout(10_000),
+    });
+    // Its 2,000 bytes do not fit beside the 4,500 held.
+    expect(refused.status).toBe(503);
+    // 1,500 bytes in the first window: its end passes, the second one's gives them up.
+    expect(Number(refused.headers.get("retry-after"))).toBe(4);
+    for (const reply of await Promise.all(replies)) expect(finalStatus(reply)).toBe(408);
+    expect(await heldBytes()).toBe(0);
+  });
+
   test("an upload that trickles (a few bytes at a time, below 1 KiB per bodyTimeout) is given up too", async () => {
     const snooze = await startActivator({ holdBudget: 20_000 }, { maxHeldBytes: 10_000, bodyTimeout: 500 });
     cleanups.push(() => snooze.close());
