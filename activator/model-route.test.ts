@@ -308,6 +308,29 @@ test("Retry-After during a model's first start, nothing measured: not the 1 s fl
   await route.close();
 });
 
+test("Retry-After during a start past its measured estimate: at least as long again as it has run, not the 1 s floor", async () => {
+  // Found by an outside tester: a start measured at 1.2 s that now took 12 s (a reload's slower
+  // command) told every refused request `Retry-After: 1` after its first 1.2 s.
+  const route = new ModelRoute(config, listener);
+  const starting = (ranMs: number) =>
+    route.apply({
+      model: "qwen",
+      replica: "qwen-1",
+      address: "127.0.0.1:1",
+      tier: "starting",
+      since: Date.now() - ranMs,
+      estimateMs: 1_200,
+    });
+  starting(0);
+  expect(route.retryAfterMs()).toBeLessThanOrEqual(1_200);
+  expect(route.retryAfterMs()).toBeGreaterThan(1_100);
+  starting(6_000);
+  expect(route.retryAfterMs()).toBeGreaterThanOrEqual(6_000);
+  starting(9_000);
+  expect(route.retryAfterMs()).toBeGreaterThanOrEqual(9_000);
+  await route.close();
+});
+
 test("while the model waits out a back-off longer than the hold budget, a request is answered at once: the failure and the back-off left", async () => {
   // Found by an outside tester: it was held for its whole budget, then told to retry in 1 s.
   const demands: string[] = [];
