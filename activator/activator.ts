@@ -664,14 +664,17 @@ export class Activator {
         // Have the control plane re-check it (an engine that is gone is replaced; one found well
         // is routed to again): not one it found unresponsive, which it replaces already.
         if (outcome.reason !== "unresponsive") route.markUnreachable(backend);
+        const failedOn = backend.replica;
+        const next = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream, true));
+        if (!next) return heldOutcome(res);
+        // Counted when it is sent again, not when it waits for that: one refused or abandoned while
+        // held again was never resent (found by an outside tester).
         this.metrics.resent.inc({ model: route.config.id, reason: outcome.reason });
         trace.getActiveSpan()?.addEvent("snooze.resend", {
-          "snooze.replica": backend.replica,
+          "snooze.replica": failedOn,
           "error.type": outcome.reason,
           "snooze.resend.attempt": attempt + 1,
         });
-        const next = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
-        if (!next) return heldOutcome(res);
         backend = next;
       }
     } finally {
@@ -815,7 +818,12 @@ export class Activator {
   }
 
   /** Holds the request until a replica has room; answers 503 itself when it cannot. */
-  private async hold(route: ModelRoute, res: ServerResponse, stream: boolean): Promise<Backend | undefined> {
+  private async hold(
+    route: ModelRoute,
+    res: ServerResponse,
+    stream: boolean,
+    resend = false,
+  ): Promise<Backend | undefined> {
     const model = route.config.id;
     if (this.shuttingDown) {
       sendShuttingDown(res);
@@ -826,7 +834,7 @@ export class Activator {
     this.metrics.held.inc({ model });
     const underWay = route.latestEvent?.traceparent ? route.latestActivation : undefined;
     const before = route.held;
-    const { promise, cancel } = route.hold();
+    const { promise, cancel } = route.hold(resend);
     // Only the first held request asks for an activation; the others join it (one refused because
     // the queue is full joins nothing).
     if (before > 0 && route.held > before) this.metrics.coalesced.inc({ model });

@@ -12,6 +12,14 @@ test("first in, first out, bounded", () => {
   expect(queue.length).toBe(0);
 });
 
+test("a request admitted once already (resent after its engine failed under it) is not refused by a full queue", () => {
+  const queue = new HoldQueue<number>(1, 1_000, () => {});
+  expect(queue.push(1)).toBeDefined();
+  expect(queue.push(2)).toBeUndefined();
+  expect(queue.push(3, Date.now(), true)).toBeDefined();
+  expect(queue.drain().map((h) => h.value)).toEqual([1, 3]);
+});
+
 test("entries past their budget expire in order", () => {
   vi.useFakeTimers();
   try {

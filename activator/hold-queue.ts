@@ -29,9 +29,12 @@ export class HoldQueue<T> {
     return this.items.length - this.head;
   }
 
-  /** Adds a request; false when the queue is full. */
-  push(value: T, now = Date.now()): Held<T> | undefined {
-    if (this.length >= this.capacity) return undefined;
+  /**
+   * Adds a request; undefined when the queue is full, unless `admitted`: a request taken in once
+   * already (it was on an engine that failed under it) is not refused for a place it had.
+   */
+  push(value: T, now = Date.now(), admitted = false): Held<T> | undefined {
+    if (this.length >= this.capacity && !admitted) return undefined;
     const item = { value, enqueuedAt: now, deadline: now + this.budgetMs };
     this.items.push(item);
     if (this.length === 1) this.arm();

@@ -52,7 +52,7 @@ export function activatorMetrics(registry: Registry) {
     }),
     resent: new Counter({
       name: "snooze_resent_requests_total",
-      help: "Requests sent again because their engine answered nothing (reason: unreachable, connect-timeout, unresponsive): held again for the next ready replica, once per request.",
+      help: "Requests sent again because their engine answered nothing (reason: unreachable, connect-timeout, unresponsive), once per request, counted when the next ready replica takes them (one refused or abandoned while held again is not).",
       labelNames: ["model", "reason"],
       registers: [registry],
     }),

@@ -234,7 +234,12 @@ export class ModelRoute {
   }
 
   /** Waits for capacity within the hold budget. Resolves with a backend already counted as taken. */
-  hold(): { promise: Promise<Backend>; cancel(): void } {
+  /**
+   * Holds a request until a replica has room. `resend`: one its engine failed under, sent again;
+   * it had its place already, so a full queue does not refuse it (found by an outside tester:
+   * requests on an engine that died were told `queue_full`).
+   */
+  hold(resend = false): { promise: Promise<Backend>; cancel(): void } {
     let waiter!: Waiter;
     const promise = new Promise<Backend>((resolve, reject) => {
       waiter = { resolve, reject };
@@ -244,7 +249,7 @@ export class ModelRoute {
       waiter.reject(backedOff);
       return { promise, cancel() {} };
     }
-    const item = this.queue.push(waiter);
+    const item = this.queue.push(waiter, Date.now(), resend);
     if (!item) {
       waiter.reject({ reason: "queue-full", retryAfterMs: this.retryAfterMs() });
       return { promise, cancel() {} };
