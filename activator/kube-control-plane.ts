@@ -8,6 +8,7 @@ import {
   callerHeaders,
   type DemandBody,
   demandPath,
+  nextLoadSeq,
   type PrewarmAsk,
   type StatsBody,
   slotsPath,
@@ -80,6 +81,8 @@ export class KubeControlPlane implements ControlPlane {
   private readonly removals = new Map<string, NodeJS.Timeout>();
   private pendingStats = new Map<string, Omit<StatsBody["models"][number], "model">>();
   private flushScheduled = false;
+  /** The last load report's stamp (`seq`). */
+  private loadSeq = 0;
   /** The status the autoscaler last refused a report with, so a refusal is logged once. */
   private refusedWith?: number;
   /** Requests to the autoscaler that failed, for the state endpoint and tests. */
@@ -138,6 +141,7 @@ export class KubeControlPlane implements ControlPlane {
             inFlight: load.inFlight,
             held: load.held,
             ...(load.oldestHeldMs !== undefined ? { oldestHeldMs: Math.round(load.oldestHeldMs) } : {}),
+            seq: this.stamp(),
           }
         : {}),
     };
@@ -147,10 +151,19 @@ export class KubeControlPlane implements ControlPlane {
     this.post(demandPath, body, trace);
   }
 
+  /** The next load report's stamp (lib/control-protocol.ts nextLoadSeq). */
+  private stamp(): number {
+    this.loadSeq = nextLoadSeq(this.loadSeq);
+    return this.loadSeq;
+  }
+
   stats(model: string, inFlight: number, held: number, oldestHeldMs?: number, flow?: Flow): void {
     this.pendingStats.set(model, {
       inFlight,
       held,
+      // Stamped now, when the load was seen, not when the batch is posted: a demand posted since
+      // carries a newer load, and wins however the two posts race.
+      seq: this.stamp(),
       ...(oldestHeldMs !== undefined ? { oldestHeldMs: Math.round(oldestHeldMs) } : {}),
       ...(flow
         ? { arrived: flow.arrived, completed: flow.completed, serviceMs: Math.round(flow.serviceMs) }

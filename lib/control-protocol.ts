@@ -40,6 +40,8 @@ export interface DemandBody {
   inFlight?: number;
   held?: number;
   oldestHeldMs?: number;
+  /** The load's stamp: a report older than one applied already is dropped (autoscaler/kube/load-order.ts). */
+  seq?: number;
 }
 
 export interface StatsBody {
@@ -50,6 +52,8 @@ export interface StatsBody {
     inFlight: number;
     held: number;
     oldestHeldMs?: number;
+    /** The load's stamp, taken when it was seen (see DemandBody.seq). */
+    seq?: number;
     /** Running totals since the activator started (see Flow): the demand metric's arrival rate and service time. */
     arrived?: number;
     completed?: number;
@@ -143,4 +147,12 @@ export function isStatsBody(value: unknown): value is StatsBody {
         (m.serviceMs === undefined || (typeof m.serviceMs === "number" && m.serviceMs >= 0)),
     )
   );
+}
+
+/**
+ * The stamp of an activator's load report (`seq`): increasing within a process, and above any
+ * earlier process's (a microsecond clock), so a restarted activator's reports are not taken for old.
+ */
+export function nextLoadSeq(last: number, nowMs = Date.now()): number {
+  return Math.max(last + 1, nowMs * 1_000);
 }

@@ -43,6 +43,7 @@ import { readyAndWarming } from "../model-status.ts";
 import type { Slot } from "../slot.ts";
 import type { News } from "../tier-events.ts";
 import { KnativePodAutoscalers } from "./knative/pod-autoscalers.ts";
+import { LoadOrder } from "./load-order.ts";
 import { ModelDemand, type ModelLookup } from "./model-demand.ts";
 import { modelEventsFor } from "./model-events.ts";
 import { ModelStatusWriter } from "./model-status-writer.ts";
@@ -144,6 +145,8 @@ export class KubeAutoscaler {
   private address?: string;
   /** Forwarded demand and stats, for tests and the state endpoint. */
   readonly counts = { forwarded: 0, dropped: 0 };
+  /** Load reports from activators are applied in the order they were seen there, not as they arrive. */
+  private readonly loadOrder = new LoadOrder(activatorExpiryMs);
   /** Each Model's demand for external scalers (KEDA), read here or at the Model's leader. */
   readonly modelDemand: ModelDemand;
   private readonly loadListeners = new Set<(key: string, poke: boolean) => void>();
@@ -499,8 +502,11 @@ export class KubeAutoscaler {
 
   /** Demand for `model`: acted on here when this replica leads it, else forwarded to the leader. */
   demand(body: DemandBody, forwarded: boolean): void {
+    // A load older than one taken already (the posts race) is left out; the demand itself counts.
     const load =
-      body.inFlight !== undefined && body.held !== undefined
+      body.inFlight !== undefined &&
+      body.held !== undefined &&
+      this.loadOrder.fresh(body.activator, body.model, body.seq, Date.now())
         ? { inFlight: body.inFlight, held: body.held, oldestHeldMs: body.oldestHeldMs }
         : undefined;
     if (this.core.demand(body.activator, body.model, body.unreachable, undefined, load)) {
@@ -516,6 +522,7 @@ export class KubeAutoscaler {
   stats(body: StatsBody, forwarded: boolean): void {
     const byLeader = new Map<string, StatsBody["models"]>();
     for (const entry of body.models) {
+      if (!this.loadOrder.fresh(body.activator, entry.model, entry.seq, Date.now())) continue;
       const flow =
         entry.arrived !== undefined && entry.completed !== undefined && entry.serviceMs !== undefined
           ? { arrived: entry.arrived, completed: entry.completed, serviceMs: entry.serviceMs }
