@@ -5,7 +5,7 @@ import { expect, test } from "vitest";
 import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
 import { parseConfig } from "../lib/settings/index.ts";
 import { waitFor } from "../test/sim/helpers.ts";
-import { ModelRoute, releaseWave, spareLimit, unmeasuredMs } from "./model-route.ts";
+import { firstWave, ModelRoute, releaseWave, spareLimit, unmeasuredMs } from "./model-route.ts";
 
 const config = parseConfig("models:\n  qwen:\n    command: [x, '${PORT}']\n").models.get("qwen")!;
 const listener = { demand() {}, loadChanged() {} };
@@ -43,32 +43,57 @@ test("a model's tier is its most awake replica's, whatever order the events came
   await route.close();
 });
 
-test("held requests leave in waves of releaseWave a turn, in arrival order, and newcomers queue behind them", async () => {
+test("held requests leave in waves a turn apart, the first of one request, doubling up to releaseWave, in arrival order; newcomers queue behind them", async () => {
   const route = new ModelRoute(config, listener);
+  const release = async () => {
+    route.apply({
+      model: "qwen",
+      replica: "qwen-1",
+      address: "127.0.0.1:1",
+      tier: "waking",
+      since: Date.now(),
+    });
+    const order: number[] = [];
+    const count = 1 + 2 + 4 + 8 + 2 * releaseWave + 3;
+    const held = Array.from({ length: count }, (_, i) => {
+      const hold = route.hold();
+      void hold.promise.then((backend) => {
+        order.push(i);
+        route.release(backend);
+      });
+      return hold;
+    });
+    route.apply({
+      model: "qwen",
+      replica: "qwen-1",
+      address: "127.0.0.1:1",
+      tier: "ready",
+      since: Date.now(),
+    });
+    // Within this turn (microtasks and ticks included) only the first request went.
+    await new Promise((resolve) => process.nextTick(resolve));
+    expect(order).toEqual([0]);
+    // A request arriving now does not overtake the ones still held.
+    expect(route.tryAcquire()).toBeUndefined();
+    const waves = [order.length];
+    while (order.length < count) {
+      await new Promise((resolve) => setImmediate(resolve));
+      waves.push(order.length - waves.reduce((a, b) => a + b, 0));
+    }
+    expect(waves).toEqual([firstWave, 2, 4, 8, releaseWave, releaseWave, 3]);
+    expect(order).toEqual(held.map((_, i) => i));
+    expect(route.held).toBe(0);
+  };
+  await release();
+  // The next release starts with one request again.
   route.apply({
     model: "qwen",
     replica: "qwen-1",
     address: "127.0.0.1:1",
-    tier: "waking",
+    tier: "asleep-1",
     since: Date.now(),
   });
-  const order: number[] = [];
-  const held = Array.from({ length: 2 * releaseWave + 3 }, (_, i) => {
-    const hold = route.hold();
-    void hold.promise.then(() => order.push(i));
-    return hold;
-  });
-  route.apply({ model: "qwen", replica: "qwen-1", address: "127.0.0.1:1", tier: "ready", since: Date.now() });
-  // Within this turn (microtasks and ticks included) only the first wave went.
-  await new Promise((resolve) => process.nextTick(resolve));
-  expect(order).toEqual(Array.from({ length: releaseWave }, (_, i) => i));
-  // A request arriving now does not overtake the ones still held.
-  expect(route.tryAcquire()).toBeUndefined();
-  await new Promise((resolve) => setImmediate(resolve));
-  await new Promise((resolve) => setImmediate(resolve));
-  await new Promise((resolve) => setImmediate(resolve));
-  expect(order).toEqual(held.map((_, i) => i));
-  expect(route.held).toBe(0);
+  await release();
   expect(route.tryAcquire()).toBeDefined();
   await route.close(true);
 });
