@@ -10,6 +10,7 @@ import { sendContinue } from "../lib/http/continue.ts";
 import { type FormPart, isMultipartForm, readForm, textOf, withFieldValue } from "../lib/http/form.ts";
 import { errorCodeOf, isJsonType, sendError } from "../lib/http/json.ts";
 import { answered } from "../lib/http/linger.ts";
+import { LinkedSet } from "../lib/linked-set.ts";
 import type { Logger } from "../lib/log.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import {
@@ -137,7 +138,7 @@ export class Activator {
   private readingTotal = 0;
   private readonly idle = new Set<() => void>();
   /** How each forward in flight, or body being read, is ended when the shutdown grace is over. */
-  private readonly stopping = new Set<() => void>();
+  private readonly stopping = new LinkedSet<() => void>();
   /** The shutdown grace is over: a forward that starts now ends at once. */
   private forced = false;
   /** Body bytes of requests being read or held, all models (maxHeldBytes caps it). */
@@ -145,9 +146,11 @@ export class Activator {
   private maxHeldBytes: number;
   /** How long a body being read may go without `bodyMinBytes` of it (ms; Infinity: never). */
   private bodyTimeout: number;
-  /** Bodies being read that hold bytes: when each began (performance clock), and what it holds. */
-  /** Bodies being read, each with its own `bodyTimeout` window (the one in force when it began). */
-  private readonly uploads = new Set<{ startedAt: number; pace: MinimumPace; bytes(): number }>();
+  /**
+   * Bodies being read, each with its own `bodyTimeout` window (the one in force when it began): when
+   * each began (performance clock), and what it holds.
+   */
+  private readonly uploads = new LinkedSet<{ startedAt: number; pace: MinimumPace; bytes(): number }>();
 
   constructor(options: ActivatorOptions) {
     this.config = options.config;
@@ -515,8 +518,8 @@ export class Activator {
       const pace = { windowMs: timerValue(this.bodyTimeout), minBytes: bodyMinBytes };
       const upload = { startedAt: performance.now(), pace, bytes: () => reserved };
       this.readingTotal++;
-      this.stopping.add(cutShort);
-      this.uploads.add(upload);
+      const unstop = this.stopping.add(cutShort);
+      const unlist = this.uploads.add(upload);
       try {
         body = await readBody(req, limit, reserve, reading.signal, pace);
       } catch (error) {
@@ -544,8 +547,8 @@ export class Activator {
         if (error instanceof OverBudget) return this.overBudget(res);
         throw error;
       } finally {
-        this.uploads.delete(upload);
-        this.stopping.delete(cutShort);
+        unlist();
+        unstop();
         this.readingTotal--;
         this.settle();
       }
@@ -764,12 +767,12 @@ export class Activator {
             queueMicrotask(shutdown);
             return () => {};
           }
-          this.stopping.add(shutdown);
+          const unstop = this.stopping.add(shutdown);
           const undrain = route.onDrainEnd(backend, (unresponsive) =>
             end((unresponsive ? unresponsiveEnded : drainEnded)(route.config.id)),
           );
           return () => {
-            this.stopping.delete(shutdown);
+            unstop();
             undrain();
           };
         },
@@ -920,7 +923,7 @@ export class Activator {
         graceMs,
       });
       this.forced = true;
-      for (const abort of [...this.stopping]) abort();
+      for (const abort of this.stopping) abort();
       // Their error answers leave at once; a client that does not read gets cut when the server closes.
       await this.untilIdle(1_000);
     }
@@ -936,7 +939,7 @@ export class Activator {
    */
   async endInFlight(): Promise<void> {
     this.forced = true;
-    for (const abort of [...this.stopping]) abort();
+    for (const abort of this.stopping) abort();
     await this.untilIdle(1_000);
   }
 

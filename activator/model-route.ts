@@ -1,6 +1,7 @@
 import { backgroundTimer, clearBackgroundTimer } from "../lib/background-timer.ts";
 import type { Flow } from "../lib/control-plane.ts";
 import { formatDuration, timerValue } from "../lib/duration.ts";
+import { LinkedSet } from "../lib/linked-set.ts";
 import { isWarming, mostAwake, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { Pool } from "../lib/undici.ts";
@@ -29,7 +30,7 @@ export interface Backend {
    * How to end each forward in flight to it, for when its drain time is over; told whether the
    * drain is because its engine stopped answering.
    */
-  drainEnds: Set<(unresponsive: boolean) => void>;
+  drainEnds: LinkedSet<(unresponsive: boolean) => void>;
   /** While it drains: fires at the drain's end (`ReplicaEvent.endsAt`). */
   drainTimer?: NodeJS.Timeout;
 }
@@ -346,8 +347,7 @@ export class ModelRoute {
 
   /** Registers how to end one forward to `backend` when its drain time is over; returns the unregister. */
   onDrainEnd(backend: Backend, end: (unresponsive: boolean) => void): () => void {
-    backend.drainEnds.add(end);
-    return () => backend.drainEnds.delete(end);
+    return backend.drainEnds.add(end);
   }
 
   /**
@@ -441,7 +441,7 @@ export class ModelRoute {
           }),
           connections,
           suspect: false,
-          drainEnds: new Set(),
+          drainEnds: new LinkedSet(),
         };
         this.backends.set(event.replica, backend);
       }
@@ -609,7 +609,7 @@ function armDrainEnd(backend: Backend, endsAt: number | undefined, unresponsive:
   backend.drainTimer = backgroundTimer(
     () => {
       backend.drainTimer = undefined;
-      for (const end of [...backend.drainEnds]) end(unresponsive);
+      for (const end of backend.drainEnds) end(unresponsive);
     },
     timerValue(endsAt - Date.now()),
   );
