@@ -10,7 +10,7 @@
  */
 import diagnostics from "node:diagnostics_channel";
 import { readFileSync } from "node:fs";
-import { type ELDHistogram, monitorEventLoopDelay } from "node:perf_hooks";
+import { type ELDHistogram, monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { LocalPlatform } from "../../autoscaler/local/platform.ts";
 import type { Platform, Replica } from "../../autoscaler/platform.ts";
 import { startLocalSnooze } from "../../cli/local-snooze.ts";
@@ -117,6 +117,15 @@ snooze.autoscaler.watch((event) => {
   if (event.tier === "ready") entry.ready = now();
 });
 
+// Every collection's pause of the main thread, summed: what the request path's garbage costs it.
+const gcPauses = { count: 0, ms: 0 };
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    gcPauses.count++;
+    gcPauses.ms += entry.duration;
+  }
+}).observe({ entryTypes: ["gc"] });
+
 let loopDelay: ELDHistogram | undefined;
 const loopDelayPeriodMs = 10;
 
@@ -177,6 +186,8 @@ async function answer(request: ActivatorRequest): Promise<ActivatorReply> {
       loopDelay = undefined;
       return { loopDelay: reading };
     }
+    case "gc":
+      return { gc: { ...gcPauses } };
     case "close":
       await snooze.close(2_000);
       setImmediate(() => process.exit(0));

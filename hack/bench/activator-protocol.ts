@@ -38,6 +38,8 @@ export type ActivatorRequest =
   | { cmd: "timeline"; model: string }
   /** Start measuring the event loop's delay (`start`), or stop and read it (`stop`). */
   | { cmd: "loop-delay"; phase: "start" | "stop" }
+  /** The garbage collector's pauses of the main thread so far (the process's whole life). */
+  | { cmd: "gc" }
   | { cmd: "close" };
 
 /** The activator's memory after a full GC, and then after V8's memory-reducing one. */
@@ -55,8 +57,15 @@ export interface LoopDelay {
   maxMs: number;
 }
 
+/** The collections that paused the activator's main thread so far, young and old. */
+export interface GcPauses {
+  count: number;
+  ms: number;
+}
+
 export interface ActivatorReply {
   memory?: MemoryReading;
+  gc?: GcPauses;
   route?: RouteView;
   timeline?: Timeline;
   loopDelay?: LoopDelay;

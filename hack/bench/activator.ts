@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import type {
   ActivatorReply,
   ActivatorRequest,
+  GcPauses,
   LoopDelay,
   MemoryReading,
   RouteView,
@@ -19,6 +20,8 @@ export interface ActivatorProcess {
   timeline(model: string): Promise<Timeline>;
   /** Starts measuring its event loop's delay; the promise it returns stops and reads it. */
   loopDelay(): Promise<() => Promise<LoopDelay>>;
+  /** Its garbage collector's pauses so far; undefined from an activator process that does not tell. */
+  gcPauses(): Promise<GcPauses | undefined>;
   close(): Promise<void>;
 }
 
@@ -92,6 +95,8 @@ export async function startActivator(
     memory: async () => (await ask({ cmd: "memory" })).memory!,
     route: async (model) => (await ask({ cmd: "route", model })).route!,
     timeline: async (model) => (await ask({ cmd: "timeline", model })).timeline!,
+    // Undefined from a baseline checkout whose activator process does not answer it yet.
+    gcPauses: async () => (await ask({ cmd: "gc" }).catch(() => undefined))?.gc,
     async loopDelay() {
       await ask({ cmd: "loop-delay", phase: "start" });
       return async () => (await ask({ cmd: "loop-delay", phase: "stop" })).loopDelay!;

@@ -232,6 +232,14 @@ function summary(r: BenchResults): string {
   return table(["What", "Measured", "Target", ""], rows);
 }
 
+/** The activators' garbage-collection pauses at 64 connections, as one sentence (empty when not read). */
+function gcPauses(w: WarmPathResult): string {
+  const read = w.summaries.filter((s) => s.gcPauseUsPerRequest !== undefined);
+  if (read.length === 0) return "";
+  const parts = read.map((s) => `${s.target} ${fmt(s.gcPauseUsPerRequest!, 1)} µs`);
+  return ` Garbage collection paused the activator's main thread per request under the ${w.throughputConnections} connections (its pauses over the run, from \`PerformanceObserver\`, over its requests): ${parts.join(", ")}.`;
+}
+
 function warmPathSection(w: WarmPathResult): string {
   const rows = w.summaries.map((s) => [
     s.target,
@@ -251,7 +259,7 @@ throughput: wrk, ${w.throughputConnections} connections, ${w.throughputSeconds} 
 ${table(["target", "p50 µs", "p99 µs", "p50 added µs", "p99 added µs", "requests/s", "proxy CPU µs/request", "errors"], rows)}
 
 Activator throughput over nginx: ${fmt(w.throughputVsNginx1)}× nginx with 1 worker, ${fmt(w.throughputVsNginxAuto)}× nginx with a worker per core;
-${fmt(w.throughputVsNodeMinimal)}× the minimal Node.js proxy${w.throughputVsLlamaSwap === undefined ? "" : `; ${fmt(w.throughputVsLlamaSwap)}× llama-swap`}.${
+${fmt(w.throughputVsNodeMinimal)}× the minimal Node.js proxy${w.throughputVsLlamaSwap === undefined ? "" : `; ${fmt(w.throughputVsLlamaSwap)}× llama-swap`}.${gcPauses(w)}${
     w.vsBaseline
       ? `
 

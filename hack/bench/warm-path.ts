@@ -23,6 +23,7 @@
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startActivator } from "./activator.ts";
+import type { GcPauses } from "./activator-protocol.ts";
 import { type BenchContext, postJson, rotate, writeSnoozeYaml, yamlArgv } from "./context.ts";
 import { llamaSwapPeer, startLlamaSwap } from "./llama-swap.ts";
 import { nginxCommand, nginxProxyConfig, nginxStaticConfig, startNginx } from "./nginx.ts";
@@ -85,7 +86,8 @@ export const chatAnswer = JSON.stringify({
 
 export interface WarmPathRound {
   latency: Record<WarmPathTarget, WrkResult>;
-  throughput: Record<WarmPathTarget, WrkResult & { cpuSeconds: number }>;
+  /** gcMs: the garbage collector's pauses of the process's main thread over the run (activators only). */
+  throughput: Record<WarmPathTarget, WrkResult & { cpuSeconds: number; gcMs?: number }>;
 }
 
 export interface WarmPathSummary {
@@ -96,6 +98,8 @@ export interface WarmPathSummary {
   addedP99Us: number;
   requestsPerSecond: number;
   cpuUsPerRequest: number;
+  /** The activators': their main thread's garbage-collection pauses per request under load. */
+  gcPauseUsPerRequest?: number;
   errors: number;
 }
 
@@ -215,7 +219,12 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
     );
     proxies.push(minimal2);
 
-    const targets: Partial<Record<WarmPathTarget, { url: string; pids: () => number[] }>> = {
+    const targets: Partial<
+      Record<
+        WarmPathTarget,
+        { url: string; pids: () => number[]; gcPauses?: () => Promise<GcPauses | undefined> }
+      >
+    > = {
       direct: { url: `http://${upstream}`, pids: () => [] },
       "nginx-1w": { url: `http://127.0.0.1:${ports.nginx1}`, pids: nginx1.pids },
       "nginx-auto": { url: `http://127.0.0.1:${ports.nginxAuto}`, pids: nginxAuto.pids },
@@ -224,8 +233,16 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
         url: `http://127.0.0.1:${minimal2Port}`,
         pids: () => [minimal2.pid, ...childrenOf(minimal2.pid)],
       },
-      activator: { url: activator.url, pids: () => [activator.pid] },
-      ...(baseline ? { "activator-baseline": { url: baseline.url, pids: () => [baseline.pid] } } : {}),
+      activator: { url: activator.url, pids: () => [activator.pid], gcPauses: activator.gcPauses },
+      ...(baseline
+        ? {
+            "activator-baseline": {
+              url: baseline.url,
+              pids: () => [baseline.pid],
+              gcPauses: baseline.gcPauses,
+            },
+          }
+        : {}),
       // Its own process only: the engine it starts is its child, and is not the proxy's CPU.
       ...(llamaSwap ? { "llama-swap": { url: llamaSwap.url, pids: () => [llamaSwap.pid] } } : {}),
     };
@@ -252,6 +269,7 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
           dir: ctx.dir,
         });
         const meter = cpuMeter(target.pids());
+        const gcBefore = await target.gcPauses?.();
         const loaded = await runWrk({
           url,
           body: chatRequest,
@@ -259,7 +277,13 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
           durationSeconds: throughputSeconds,
           dir: ctx.dir,
         });
-        throughput[name] = { ...loaded, cpuSeconds: meter.read() };
+        const cpuSeconds = meter.read();
+        const gcAfter = await target.gcPauses?.();
+        throughput[name] = {
+          ...loaded,
+          cpuSeconds,
+          ...(gcBefore && gcAfter ? { gcMs: gcAfter.ms - gcBefore.ms } : {}),
+        };
         ctx.log(
           `warm path round ${round + 1}/${rounds} ${name}: p50 ${latency[name].latency.p50} µs, ` +
             `${Math.round(loaded.requestsPerSecond)} req/s`,
@@ -290,6 +314,14 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
                 results,
                 (r) => (r.throughput[target].cpuSeconds / r.throughput[target].requests) * 1e6,
               ),
+        ...(results.every((r) => r.throughput[target].gcMs !== undefined)
+          ? {
+              gcPauseUsPerRequest: medianOf(
+                results,
+                (r) => (r.throughput[target].gcMs! / r.throughput[target].requests) * 1e3,
+              ),
+            }
+          : {}),
         errors,
       };
     });
