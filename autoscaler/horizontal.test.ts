@@ -356,6 +356,40 @@ describe("decideReplicas", () => {
     expect(kinds(plan)).toEqual(["finish-start up", "start-failed stuck"]);
   });
 
+  test("a starting pod the platform says cannot come up failed at once, with its reason; only a starting one", () => {
+    const reason = 'ImagePullBackOff: Back-off pulling image "registry.invalid/vllm:1"';
+    const plan = decideReplicas(
+      input(
+        [
+          // Seconds into a start of minutes: startTimeout is far away.
+          replica("pull", "starting", { podReady: false, since: now - 2_000, failing: reason }),
+          replica("loading", "starting", { podReady: false, since: now - 2_000 }),
+          // Busy (an operation runs on it): left to that operation, as a timed-out one is.
+          replica("busy", "starting", { podReady: false, busy: true, failing: "CrashLoopBackOff" }),
+        ],
+        { held: 1 },
+      ),
+    );
+    expect(plan.actions).toEqual([{ kind: "start-failed", pod: "pull", reason }]);
+    // The one still loading is looked at again at its startTimeout.
+    expect(plan.nextAt).toBe(now - 2_000 + settings.startTimeout);
+    // The same input twice, the same plan: a pure function of its input.
+    expect(
+      decideReplicas(
+        input([replica("pull", "starting", { podReady: false, since: now - 2_000, failing: reason })]),
+      ).actions,
+    ).toEqual([{ kind: "start-failed", pod: "pull", reason }]);
+  });
+
+  test("a failing reason on a replica that is not starting changes nothing (an awake or sleeping pod's restart is the controller's)", () => {
+    const failing = "CrashLoopBackOff: back-off 10s restarting failed container";
+    const plain = decideReplicas(input([replica("r", "ready"), replica("s", "asleep-1")]));
+    const marked = decideReplicas(
+      input([replica("r", "ready", { failing }), replica("s", "asleep-1", { failing })]),
+    );
+    expect(marked).toEqual(plain);
+  });
+
   test("back-off delays activation and says when it ends", () => {
     const plan = decideReplicas(input([replica("s", "asleep-1")], { held: 1, backoffUntil: now + 5_000 }));
     expect(plan.actions).toEqual([]);

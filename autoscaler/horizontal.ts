@@ -22,6 +22,8 @@ export interface ReplicaView {
   busy: boolean;
   /** Requests the engine runs and queues, when known: the idlest goes to sleep first. */
   load: number;
+  /** The platform knows it cannot come up as it is, and why (an image that cannot be pulled, a crash loop). */
+  failing?: string;
 }
 
 export interface HorizontalInput {
@@ -69,8 +71,11 @@ export type ReplicaAction =
   | { kind: "drain-and-sleep"; pod: string; level: 1 | 2 }
   | { kind: "drain-and-stop"; pod: string }
   | { kind: "deepen"; pod: string }
-  /** The pod did not come up within startTimeout. */
-  | { kind: "start-failed"; pod: string }
+  /**
+   * The pod did not come up within startTimeout, or (with `reason`) the platform says it cannot
+   * come up as it is: it failed at once, not at startTimeout.
+   */
+  | { kind: "start-failed"; pod: string; reason?: string }
   /** Scale the workload up: new pods start. */
   | { kind: "scale-up"; to: number }
   /** Scale the workload down, removing these pods (lowest deletion cost). */
@@ -97,10 +102,13 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
   };
   const free = (r: ReplicaView) => !r.busy;
 
-  // Pods coming up: once Ready they are warmed up; past startTimeout they failed.
+  // Pods coming up: once Ready they are warmed up; past startTimeout they failed, and so did one
+  // the platform says cannot come up as it is (its image cannot be pulled, its engine crash-loops).
   for (const r of replicas.filter((r) => r.tier === "starting" && free(r))) {
+    if (r.failing !== undefined && !r.podReady)
+      actions.push({ kind: "start-failed", pod: r.pod, reason: r.failing });
     // startTimeout counts for a replica that is up but keeps failing its checks (health, warm-up) too.
-    if (now - r.since >= settings.startTimeout) actions.push({ kind: "start-failed", pod: r.pod });
+    else if (now - r.since >= settings.startTimeout) actions.push({ kind: "start-failed", pod: r.pod });
     else {
       if (r.podReady) actions.push({ kind: "finish-start", pod: r.pod });
       later(r.since + settings.startTimeout);

@@ -814,6 +814,65 @@ describe("failures and back-off", () => {
     expect(h.platform.ids("m")).toEqual([]);
   });
 
+  test("a replica the platform says cannot start (an image it cannot pull) failed at once: the held request hears why, it is removed, the back-off follows", async () => {
+    // On Kubernetes a pod in ImagePullBackOff or a crash loop waited out startTimeout (here 10m)
+    // and the request held for it its whole hold budget, then `hold_budget_exceeded` with no reason.
+    const h = new Harness(oneModel("    startTimeout: 10m"), { answerErrors: true });
+    h.demand("m");
+    await h.settle();
+    await h.advance(3_000);
+    expect(h.tiers("m")).toEqual(["starting"]);
+    const why = 'ImagePullBackOff: Back-off pulling image "registry.invalid/vllm:1"';
+    h.platform.fail("m-1", why);
+    await h.settle();
+    const reason = `start of m failed: fake engine m-1 cannot start: ${why}`;
+    // The held request is answered with the reason (503 activation_failed) at once, not at startTimeout.
+    expect(h.events.map((e) => [e.replica, e.tier, e.error])).toEqual([
+      ["m-1", "starting", undefined],
+      ["m-1", "starting", reason],
+      ["m-1", "cold", undefined],
+    ]);
+    expect(h.platform.scales.map((s) => [s.expected, s.to, s.remove])).toEqual([
+      [0, 1, []],
+      [1, 0, ["m-1"]],
+    ]);
+    expect(h.platform.ids("m")).toEqual([]);
+    expect(h.controller("m").state().lastError).toBe(reason);
+
+    // The next request tries again; a second failure (a crash loop this time) backs off, as any
+    // failed start does.
+    h.mark();
+    h.demand("m");
+    await h.settle();
+    expect(h.platform.ids("m")).toEqual(["m-2"]);
+    const crash =
+      "CrashLoopBackOff: back-off 10s restarting failed container; last exited with code 2 (Error)";
+    h.platform.fail("m-2", crash, 1);
+    await h.settle();
+    const second = `start of m failed: fake engine m-2 cannot start: ${crash}`;
+    expect(h.events.filter((e) => e.error !== undefined).map((e) => e.error)).toEqual([second]);
+    expect(h.controller("m").state().lastError).toBe(second);
+    expect(h.events.find((e) => e.error !== undefined)!.retryAt).toBe(h.clock.now() + 1_000);
+    h.demand("m");
+    await h.advance(1_000 - 1);
+    expect(h.platform.ids("m")).toEqual([]);
+    await h.advance(1);
+    expect(h.platform.ids("m")).toEqual(["m-3"]);
+  });
+
+  test("a starting replica that is not failing waits for startTimeout as before; one whose failing reason cleared goes on", async () => {
+    const h = new Harness(oneModel(), { answerErrors: true });
+    h.demand("m");
+    await h.settle();
+    h.platform.fail("m-1", undefined);
+    await h.advance(60_000);
+    expect(h.tiers("m")).toEqual(["starting"]);
+    h.platform.bringUp("m-1");
+    await h.settle();
+    expect(h.controller("m").tier).toBe("ready");
+    expect(h.controller("m").state().lastError).toBeUndefined();
+  });
+
   test("a ready replica that crashes: cold without an error, with how it went; the next demand starts again", async () => {
     const h = new Harness(oneModel());
     await h.serveCold("m");

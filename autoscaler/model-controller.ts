@@ -1020,6 +1020,7 @@ export class ModelController {
         podReady: r.replica.up,
         busy: r.busy || now < r.coolUntil,
         load: 0,
+        ...(r.replica.failing !== undefined ? { failing: r.replica.failing } : {}),
       })),
       pendingPods: this.pendingReplicas(),
       workloadReplicas: this.workloadReplicas(),
@@ -1234,11 +1235,15 @@ export class ModelController {
         this.operate(record, "deepen", () => this.deepen(record));
         return;
       case "start-failed":
-        // The stop is the failed start's: its lines carry the activation's trace ids.
+        // The stop is the failed start's: its lines carry the activation's trace ids. One the
+        // platform says cannot come up (an image it cannot pull, an engine that keeps exiting) is
+        // told at once with the platform's reason, rather than after startTimeout with none.
         this.inActivation(record, () => {
           this.activationFailed(
             record,
-            `start of ${this.id} failed: ${record.replica.label} not ready within startTimeout (${formatDuration(this.config.startTimeout)})`,
+            action.reason !== undefined
+              ? `start of ${this.id} failed: ${record.replica.label} cannot start: ${action.reason}`
+              : `start of ${this.id} failed: ${record.replica.label} not ready within startTimeout (${formatDuration(this.config.startTimeout)})`,
           );
           if (scalable && !this.scaling)
             void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));

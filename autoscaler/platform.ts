@@ -37,6 +37,15 @@ export interface Replica {
    * new command): the controller drains it and stops it, and the next start runs the new ones.
    */
   outdated?: boolean;
+  /**
+   * The platform knows this replica cannot come up as it is, and why (a human reason): on
+   * Kubernetes, a pod that is not Ready whose engine container waits with `ImagePullBackOff`,
+   * `CreateContainerConfigError`, `CrashLoopBackOff` and the like, or has exited during its start.
+   * A starting replica that is failing has failed its start at once (not at `startTimeout`). Local
+   * mode never sets it: an engine that cannot be spawned or exits during its start is told by
+   * `StartFailed` or a departure.
+   */
+  failing?: string;
 }
 
 /** What the platform says of one model's replicas: a replica set. */

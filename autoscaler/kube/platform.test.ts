@@ -119,3 +119,174 @@ describe("KubePlatform.scale", () => {
     expect(deployment.replicas).toBe(3);
   });
 });
+
+describe("KubePlatform.replicaSet: a pod that cannot come up as it is", () => {
+  type Status = NonNullable<Pod["status"]>;
+  const pod = (name: string, status: Status, containers = ["vllm"]): Pod => ({
+    metadata: {
+      name,
+      namespace: "ns",
+      uid: `uid-${name}`,
+      labels: { app: "qwen" },
+      creationTimestamp: "2026-01-01T00:00:00Z",
+    },
+    spec: { nodeName: "gpu-1", containers: containers.map((c) => ({ name: c })) },
+    status,
+  });
+  const notReady = [
+    { type: "PodScheduled", status: "True" },
+    { type: "ContainersReady", status: "False" },
+    { type: "Ready", status: "False" },
+  ];
+  const waiting = (reason: string, message?: string, extra: object = {}): Status => ({
+    phase: "Pending",
+    conditions: notReady,
+    containerStatuses: [
+      {
+        name: "vllm",
+        restartCount: 0,
+        state: { waiting: { reason, ...(message ? { message } : {}) } },
+        ...extra,
+      },
+    ],
+  });
+  const replicasOf = (...list: Pod[]) => {
+    const deployment = new FakeDeployment();
+    const platform = new KubePlatform({
+      client: deployment.client(),
+      pods: { get: () => undefined, list: () => list } as unknown as Informer<Pod>,
+      workload: () => ({ replicas: list.length, selector: "app=qwen", scalable: true }),
+    });
+    platform.setModel(model);
+    return platform.replicaSet(model.key)!.replicas;
+  };
+  const failing = (status: Status, containers?: string[]) =>
+    replicasOf(pod("qwen-a", status, containers))[0]!.failing;
+
+  test.each([
+    [
+      "ErrImagePull",
+      'failed to pull and unpack image "registry.invalid/vllm:1": dial tcp: lookup registry.invalid: no such host',
+    ],
+    ["ImagePullBackOff", 'Back-off pulling image "registry.invalid/vllm:1"'],
+    ["InvalidImageName", 'Failed to apply default image tag "vllm/VLLM": couldn\'t parse image name'],
+    ["ErrImageNeverPull", 'Container image "vllm:dev" is not present with pull policy of Never'],
+    ["CreateContainerConfigError", 'secret "hf-token" not found'],
+    ["CreateContainerError", "context deadline exceeded"],
+    ["RunContainerError", 'exec: "vllm": executable file not found in $PATH'],
+  ])("%s: failing, with the kubelet's message", (reason, message) => {
+    expect(failing(waiting(reason, message))).toBe(`${reason}: ${message}`);
+  });
+
+  test("a crash loop: the kubelet's message and the last termination's exit code, reason and message", () => {
+    const [replica] = replicasOf(
+      pod(
+        "qwen-a",
+        waiting(
+          "CrashLoopBackOff",
+          "back-off 20s restarting failed container=vllm pod=qwen-a_ns(uid-qwen-a)",
+          {
+            restartCount: 2,
+            lastState: {
+              terminated: { exitCode: 1, reason: "Error", message: "ValueError: unknown model qwen-7b\n" },
+            },
+          },
+        ),
+      ),
+    );
+    expect(replica!.failing).toBe(
+      "CrashLoopBackOff: back-off 20s restarting failed container=vllm pod=qwen-a_ns(uid-qwen-a); " +
+        "last exited with code 1 (Error): ValueError: unknown model qwen-7b",
+    );
+    expect(replica!.restarts).toBe(2);
+    expect(replica!.up).toBe(false);
+  });
+
+  test("an engine container that terminated during its start (not Ready): failing, with its exit", () => {
+    expect(
+      failing({
+        phase: "Running",
+        conditions: notReady,
+        containerStatuses: [
+          { name: "vllm", restartCount: 0, state: { terminated: { exitCode: 137, reason: "OOMKilled" } } },
+        ],
+      }),
+    ).toBe("the engine exited with code 137 (OOMKilled) during its start");
+  });
+
+  test("the engine container is found by name: the kubelet sorts statuses, a sidecar may come first", () => {
+    const status: Status = {
+      phase: "Pending",
+      conditions: notReady,
+      containerStatuses: [
+        { name: "queue-proxy", restartCount: 0, state: { running: {} } },
+        {
+          name: "user-container",
+          restartCount: 4,
+          state: { waiting: { reason: "ImagePullBackOff", message: 'Back-off pulling image "x.invalid/m"' } },
+        },
+      ],
+    };
+    const [replica] = replicasOf(pod("qwen-a", status, ["user-container", "queue-proxy"]));
+    expect(replica!.failing).toBe('ImagePullBackOff: Back-off pulling image "x.invalid/m"');
+    expect(replica!.restarts).toBe(4);
+  });
+
+  test("a very long reason is cut in the middle", () => {
+    const reason = failing(waiting("CreateContainerError", `${"a".repeat(3_000)}END`))!;
+    expect(reason.length).toBeLessThanOrEqual(2_000);
+    expect(reason.startsWith("CreateContainerError: aaa")).toBe(true);
+    expect(reason.endsWith("aaEND")).toBe(true);
+  });
+
+  test("still able to come up: creating, initializing, a pull under way, unschedulable, loading after a restart, Ready", () => {
+    const cases: Status[] = [
+      waiting("ContainerCreating"),
+      waiting("PodInitializing"),
+      // A pull, however slow, shows as ContainerCreating; the kubelet's event says "Pulling".
+      waiting("ContainerCreating", "Pulling image vllm/vllm-openai:v0.11.0"),
+      // Unschedulable: no container status at all (a cluster autoscaler may add a node).
+      {
+        phase: "Pending",
+        conditions: [{ type: "PodScheduled", status: "False" }],
+      },
+      // Restarted once and loading again: running, the last exit behind it.
+      {
+        phase: "Running",
+        conditions: notReady,
+        containerStatuses: [
+          {
+            name: "vllm",
+            restartCount: 1,
+            state: { running: { startedAt: "2026-01-01T00:01:00Z" } },
+            lastState: { terminated: { exitCode: 1, reason: "Error" } },
+          },
+        ],
+      },
+      // Up: whatever a status says besides, it is not failing.
+      {
+        phase: "Running",
+        conditions: [
+          { type: "ContainersReady", status: "True" },
+          { type: "Ready", status: "True" },
+        ],
+        containerStatuses: [{ name: "vllm", restartCount: 0, state: { terminated: { exitCode: 1 } } }],
+      },
+    ];
+    for (const status of cases) expect(failing(status)).toBeUndefined();
+    // An image that cannot be pulled in a sidecar is not the engine's (the first container's) reason.
+    expect(
+      failing(
+        {
+          phase: "Pending",
+          conditions: notReady,
+          containerStatuses: [
+            { name: "vllm", state: { running: {} } },
+            { name: "sidecar", state: { waiting: { reason: "ImagePullBackOff" } } },
+          ],
+        },
+        ["vllm", "sidecar"],
+      ),
+    ).toBeUndefined();
+  });
+});

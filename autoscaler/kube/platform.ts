@@ -4,6 +4,8 @@ import type { KubeModel } from "../../lib/kube/model-config.ts";
 import {
   activationTraceAnnotation,
   awakeCondition,
+  type ContainerState,
+  type ContainerStatus,
   deletionCostAnnotation,
   drainEndsAnnotation,
   type Pod,
@@ -315,15 +317,78 @@ function replicaOf(pod: Pod, port: number): Replica {
   const recorded = recordedTier(pod);
   const created = Date.parse(pod.metadata.creationTimestamp ?? "");
   const createdAt = Number.isFinite(created) ? created : Date.now();
+  const up = podUp(pod);
+  const failing = up ? undefined : cannotStart(pod);
   return {
     id: pod.metadata.name,
     label: `pod ${pod.metadata.name}`,
     uid: pod.metadata.uid ?? pod.metadata.name,
     address: podAddress(pod, port),
-    up: podUp(pod),
+    up,
     createdAt,
-    restarts: pod.status?.containerStatuses?.[0]?.restartCount ?? 0,
+    restarts: engineStatus(pod)?.restartCount ?? 0,
     node: pod.spec?.nodeName ?? "",
     ...(recorded ? { recorded: { tier: recorded, since: recordedSince(pod) ?? createdAt } } : {}),
+    ...(failing !== undefined ? { failing } : {}),
   };
+}
+
+/**
+ * The engine container's status: the pod's first container, found by name (the kubelet lists
+ * container statuses sorted by name, so a sidecar such as Knative's queue-proxy may come first).
+ */
+function engineStatus(pod: Pod): ContainerStatus | undefined {
+  const statuses = pod.status?.containerStatuses ?? [];
+  const name = pod.spec?.containers?.[0]?.name;
+  return (name !== undefined ? statuses.find((s) => s.name === name) : undefined) ?? statuses[0];
+}
+
+/**
+ * The kubelet's waiting reasons (its own strings) of a container that will not run as it is: an
+ * image that cannot be pulled or is not there, a container the runtime cannot create or run, an
+ * engine that keeps exiting. Each stays until someone changes the pod or what it names (the image,
+ * a Secret, the command), so waiting out startTimeout only keeps held requests waiting. Not among
+ * them: `ContainerCreating` and `PodInitializing` (a pull, even a slow one of a large image, shows
+ * as ContainerCreating), nor an unschedulable pod, whose container has no status yet (a cluster
+ * autoscaler may add a GPU node within minutes).
+ */
+const failingReasons = new Set([
+  "ErrImagePull",
+  "ImagePullBackOff",
+  "InvalidImageName",
+  "ErrImageNeverPull",
+  "CreateContainerConfigError",
+  "CreateContainerError",
+  "RunContainerError",
+  "CrashLoopBackOff",
+]);
+
+/** Longest reason kept: it goes into every 503, the Model's status and `lastError`. */
+const maxReasonLength = 2_000;
+
+/**
+ * Why a pod that is not up cannot come up as it is, from its engine container's status; undefined
+ * while it may still come up. As Knative Serving's revision reconciler reads a container's waiting
+ * reason and last termination: the kubelet's reason and message, and for an engine that exited,
+ * the exit code, reason and message of its last termination.
+ */
+export function cannotStart(pod: Pod): string | undefined {
+  const status = engineStatus(pod);
+  const waiting = status?.state?.waiting;
+  let reason: string | undefined;
+  if (waiting?.reason && failingReasons.has(waiting.reason)) {
+    reason = waiting.message ? `${waiting.reason}: ${waiting.message}` : waiting.reason;
+    const last = status?.lastState?.terminated;
+    if (waiting.reason === "CrashLoopBackOff" && last) reason += `; last ${termination(last)}`;
+  } else if (status?.state?.terminated) {
+    reason = `the engine ${termination(status.state.terminated)} during its start`;
+  }
+  if (reason === undefined || reason.length <= maxReasonLength) return reason;
+  const half = Math.floor((maxReasonLength - 3) / 2);
+  return `${reason.slice(0, half)} … ${reason.slice(-half)}`;
+}
+
+function termination(t: NonNullable<ContainerState["terminated"]>): string {
+  const how = t.signal ? `killed by signal ${t.signal}` : `exited with code ${t.exitCode ?? "unknown"}`;
+  return `${how}${t.reason ? ` (${t.reason})` : ""}${t.message ? `: ${t.message.trim()}` : ""}`;
 }

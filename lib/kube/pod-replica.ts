@@ -6,13 +6,30 @@ import type { KubeObject } from "./client.ts";
  * activator reads them through its pod watch. Pods stay plain JSON.
  */
 export interface Pod extends KubeObject {
-  spec?: { nodeName?: string; containers?: { ports?: { containerPort: number; name?: string }[] }[] };
+  spec?: {
+    nodeName?: string;
+    containers?: { name?: string; ports?: { containerPort: number; name?: string }[] }[];
+  };
   status?: {
     phase?: string;
     podIP?: string;
     conditions?: { type: string; status: string }[];
-    containerStatuses?: { restartCount?: number }[];
+    containerStatuses?: ContainerStatus[];
   };
+}
+
+/** What a pod's status says of one container (the fields Snooze reads). */
+export interface ContainerStatus {
+  name?: string;
+  restartCount?: number;
+  state?: ContainerState;
+  lastState?: ContainerState;
+}
+
+export interface ContainerState {
+  waiting?: { reason?: string; message?: string };
+  running?: { startedAt?: string };
+  terminated?: { exitCode?: number; signal?: number; reason?: string; message?: string };
 }
 
 export const tierAnnotation = "snooze.dev/tier";

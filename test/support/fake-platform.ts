@@ -393,6 +393,21 @@ export class FakePlatform implements Platform {
     this.changed(model, { replica: id, reason });
   }
 
+  /**
+   * The platform sees that the replica cannot come up as it is (a pod whose image cannot be
+   * pulled, an engine in a crash loop): `failing` says why; undefined clears it.
+   */
+  fail(id: string, reason: string | undefined, restarts?: number): void {
+    const { model, entry, replica } = this.locate(id);
+    const { failing: _, ...rest } = replica;
+    entry.replicas.set(id, {
+      ...rest,
+      ...(reason !== undefined ? { failing: reason } : {}),
+      ...(restarts !== undefined ? { restarts } : {}),
+    });
+    this.changed(model);
+  }
+
   /** The engine restarted in place (the kubelet's restart count grows); it comes back awake. */
   restart(id: string, up = true): void {
     const { model, entry, replica } = this.locate(id);
