@@ -1,6 +1,6 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, test } from "vitest";
-import { containerLaunches } from "./container-launch.ts";
+import { containerLaunches, registryHost } from "./container-launch.ts";
 
 const placement = { podIP: "10.213.1.2", hostIP: "10.213.1.1", nodeName: "snooze-stand-in" };
 const pod = (container: Record<string, unknown>, ...sidecars: Record<string, unknown>[]): V1Pod =>
@@ -170,5 +170,50 @@ describe("containerLaunches: a sidecar runs the binary its image is mapped to", 
       images,
     );
     expect(commanded?.program).toMatchObject({ kind: "unrunnable", reason: "CreateContainerError" });
+  });
+});
+
+describe("containerLaunches: an image no registry can serve", () => {
+  test("a registry host under the reserved .invalid TLD cannot be pulled, first container or sidecar", () => {
+    const launches = containerLaunches(
+      pod(
+        { image: "registry.invalid/vllm/vllm-openai:v0.11.0" },
+        { name: "side", image: "Cache.Invalid:5000/x" },
+      ),
+      placement,
+    );
+    expect(launches.map((l) => [l.name, l.program.kind])).toEqual([
+      ["engine", "unpullable"],
+      ["side", "unpullable"],
+    ]);
+    expect(launches[0]!.program).toEqual({
+      kind: "unpullable",
+      message:
+        'failed to pull and unpack image "registry.invalid/vllm/vllm-openai:v0.11.0": failed to resolve reference ' +
+        '"registry.invalid/vllm/vllm-openai:v0.11.0": failed to do request: Head "https://registry.invalid/v2/...": ' +
+        "dial tcp: lookup registry.invalid: no such host",
+    });
+  });
+
+  test("any other image runs as before: the first container as snooze sim", () => {
+    for (const image of [
+      "vllm/vllm-openai",
+      "invalid/vllm",
+      "registry.example.com/invalid:1",
+      "localhost:5000/x",
+    ])
+      expect(first(pod({ image })).program.kind).toBe("sim");
+  });
+
+  test("registryHost follows Docker's reference grammar", () => {
+    expect(registryHost("vllm/vllm-openai:v1")).toBeUndefined();
+    expect(registryHost("ubuntu")).toBeUndefined();
+    expect(registryHost("localhost/x")).toBe("localhost");
+    expect(registryHost("Registry.Invalid:5000/a/b@sha256:00")).toBe("registry.invalid");
+  });
+
+  test("terminationMessagePolicy FallbackToLogsOnError is carried to the first container's launch", () => {
+    expect(first(pod({ terminationMessagePolicy: "FallbackToLogsOnError" })).logsOnError).toBe(true);
+    expect(first(pod({})).logsOnError).toBeUndefined();
   });
 });

@@ -12,8 +12,12 @@ export interface ContainerLaunch {
   program:
     | { kind: "sim"; args: string[] }
     | { kind: "binary"; path: string; args: string[] }
-    | { kind: "unrunnable"; reason: string; message: string };
+    | { kind: "unrunnable"; reason: string; message: string }
+    /** An image no registry can ever serve (its host is under `.invalid`): why its pull fails. */
+    | { kind: "unpullable"; message: string };
   env: Record<string, string>;
+  /** `terminationMessagePolicy: FallbackToLogsOnError`: a failed exit's message is its log's tail. */
+  logsOnError?: boolean;
   /** The readiness check; undefined: ready once running, as the kubelet does without a probe. */
   readiness?: ReadinessCheck;
 }
@@ -60,6 +64,23 @@ export function containerLaunches(
   if (containers.length === 0) throw new Error("the pod has no containers");
   return containers.map((container, index) => {
     const env = podEnv(pod, container, placement);
+    const host = registryHost(container.image ?? "");
+    if (host?.endsWith(".invalid")) {
+      // RFC 2606 reserves .invalid: no resolver ever answers for it, so a real kubelet fails this
+      // pull for sure, and so does this one, in the words of containerd's resolver.
+      const image = container.image!;
+      return {
+        name: container.name,
+        image,
+        program: {
+          kind: "unpullable",
+          message:
+            `failed to pull and unpack image "${image}": failed to resolve reference "${image}": ` +
+            `failed to do request: Head "https://${host}/v2/...": dial tcp: lookup ${host}: no such host`,
+        },
+        env,
+      };
+    }
     if (index === 0) return simContainer(container, env);
     const path = images.get(container.image ?? "");
     if (path === undefined) {
@@ -112,7 +133,21 @@ function simContainer(container: V1Container, env: Record<string, string>): Cont
     program: { kind: "sim", args: simArgs },
     env,
     readiness: readiness(container, port),
+    ...(container.terminationMessagePolicy === "FallbackToLogsOnError" ? { logsOnError: true } : {}),
   };
+}
+
+/**
+ * The registry host an image reference names (lowercase, without its port), or undefined for one
+ * on the default registry: as in Docker's reference grammar, the first path component is a host
+ * when it has a `.` or a `:`, or is `localhost`.
+ */
+export function registryHost(image: string): string | undefined {
+  const slash = image.indexOf("/");
+  if (slash < 0) return undefined;
+  const first = image.slice(0, slash);
+  if (!first.includes(".") && !first.includes(":") && first !== "localhost") return undefined;
+  return first.replace(/:\d+$/, "").toLowerCase();
 }
 
 /** The container's HTTP readiness probe; `defaultPort` set: `GET /health` there without one. */

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, openSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -119,6 +119,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
           pid: c.child?.pid,
         })),
         readinessGates: readinessGatesOf(current),
+        ref: { name: record.name, namespace: record.namespace, uid: record.uid },
       },
       current.status,
       new Date(),
@@ -135,8 +136,38 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
     }
   };
 
+  /**
+   * An image that cannot be pulled: `ErrImagePull`, then `ImagePullBackOff` while the next try
+   * waits (1 s, doubling to 10 s, as crashes do), then again, until the pod goes.
+   */
+  const pullFails = (record: PodRecord, container: ContainerRecord, message: string, tries: number) => {
+    container.run = { state: "pull-failed", message, backoff: false };
+    log.warn("cannot pull image", { pod: record.key, container: container.launch.name, reason: message });
+    const later = (ms: number, step: () => void) => {
+      const timer = setTimeout(() => {
+        record.timers.delete(timer);
+        enqueue(record.key, async () => {
+          if (record.stopping || stopped) return;
+          step();
+          await writeStatus(record);
+        });
+      }, ms);
+      record.timers.add(timer);
+    };
+    later(1_000, () => {
+      container.run = { state: "pull-failed", message, backoff: true };
+      later(Math.min(maxBackoffMs, 1_000 * 2 ** tries), () =>
+        pullFails(record, container, message, tries + 1),
+      );
+    });
+  };
+
   const startContainer = (record: PodRecord, container: ContainerRecord) => {
     const { program } = container.launch;
+    if (program.kind === "unpullable") {
+      pullFails(record, container, program.message, 0);
+      return;
+    }
     if (program.kind === "unrunnable") {
       container.run = { state: "unrunnable", reason: program.reason, message: program.message };
       log.warn("cannot run container", {
@@ -169,8 +200,12 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
     container.run = { state: "running", startedAt, ready: container.launch.readiness === undefined };
     container.probeFailures = 0;
     container.exited = new Promise<Exit>((resolveExit) => {
-      const done = (code: number | null, signal: string | null) =>
-        resolveExit({ code, signal, startedAt, finishedAt: new Date() });
+      const done = (code: number | null, signal: string | null) => {
+        // FallbackToLogsOnError: a failed exit's message is the tail of what it wrote.
+        const failed = code !== 0;
+        const message = failed && container.launch.logsOnError ? logTail(logPath) : undefined;
+        resolveExit({ code, signal, startedAt, finishedAt: new Date(), ...(message ? { message } : {}) });
+      };
       child.once("exit", done);
       child.once("error", () => done(127, null));
     });
@@ -199,10 +234,12 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
     });
     const policy = latest(record)?.spec?.restartPolicy ?? "Always";
     const restart = policy === "Always" || (policy === "OnFailure" && exit.code !== 0);
-    container.run = restart ? { state: "backoff", lastExit: exit } : { state: "exited", lastExit: exit };
+    const delay = Math.min(maxBackoffMs, 1_000 * 2 ** container.restartCount);
+    container.run = restart
+      ? { state: "backoff", lastExit: exit, delayMs: delay }
+      : { state: "exited", lastExit: exit };
     await writeStatus(record);
     if (!restart) return;
-    const delay = Math.min(maxBackoffMs, 1_000 * 2 ** container.restartCount);
     const timer = setTimeout(() => {
       record.timers.delete(timer);
       enqueue(record.key, async () => {
@@ -383,6 +420,28 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
       await network.close();
     },
   };
+}
+
+/**
+ * The end of a container's log, as the kubelet takes it for `FallbackToLogsOnError`: at most the
+ * last 80 lines and 2,048 bytes.
+ */
+function logTail(path: string): string | undefined {
+  try {
+    const fd = openSync(path, "r");
+    try {
+      const size = fstatSync(fd).size;
+      const length = Math.min(size, 2_048);
+      const buffer = Buffer.alloc(length);
+      readSync(fd, buffer, 0, length, size - length);
+      const text = buffer.toString("utf8").split("\n").slice(-81).join("\n").trim();
+      return text || undefined;
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return undefined;
+  }
 }
 
 /** The condition types a pod's readiness gates name. */

@@ -54,6 +54,63 @@ describe("podStatus", () => {
     expect(conditionOf(status, "Ready")?.status).toBe("False");
   });
 
+  test("a crash loop in the kubelet's words: the back-off and the pod in the message, the exit and its log's tail in lastState", () => {
+    const exit = {
+      code: 2,
+      signal: null,
+      startedAt: t0,
+      finishedAt: t1,
+      message: "error: unknown flag --nope",
+    };
+    const status = podStatus(
+      {
+        ...one({ restartCount: 1, run: { state: "backoff", lastExit: exit, delayMs: 2_000 } }),
+        ref: { name: "qwen-abc", namespace: "team", uid: "u-1" },
+      },
+      undefined,
+      t1,
+    );
+    expect(status.containerStatuses?.[0]).toMatchObject({
+      restartCount: 1,
+      state: {
+        waiting: {
+          reason: "CrashLoopBackOff",
+          message: "back-off 2s restarting failed container=engine pod=qwen-abc_team(u-1)",
+        },
+      },
+      lastState: { terminated: { exitCode: 2, reason: "Error", message: "error: unknown flag --nope" } },
+    });
+    // Killed by a signal: 128 + its number; no termination message unless the policy took one.
+    const killed = podStatus(
+      one({
+        run: { state: "backoff", lastExit: { code: null, signal: "SIGTERM", startedAt: t0, finishedAt: t1 } },
+      }),
+      undefined,
+      t1,
+    );
+    expect(killed.containerStatuses?.[0]?.lastState?.terminated).toMatchObject({ exitCode: 143 });
+    expect(killed.containerStatuses?.[0]?.lastState?.terminated?.message).toBeUndefined();
+  });
+
+  test("an image that cannot be pulled: ErrImagePull with the runtime's words, then ImagePullBackOff as the kubelet says it", () => {
+    const image = "registry.invalid/vllm:1";
+    const why = "dial tcp: lookup registry.invalid: no such host";
+    const pulling = (backoff: boolean) =>
+      podStatus(one({ image, run: { state: "pull-failed", message: why, backoff } }), undefined, t1);
+    const tried = pulling(false);
+    expect(tried.containerStatuses?.[0]).toMatchObject({
+      ready: false,
+      started: false,
+      restartCount: 0,
+      state: { waiting: { reason: "ErrImagePull", message: why } },
+    });
+    expect(conditionOf(tried, "Ready")?.status).toBe("False");
+    expect(pulling(true).containerStatuses?.[0]?.state?.waiting).toEqual({
+      reason: "ImagePullBackOff",
+      message: `Back-off pulling image "${image}": ErrImagePull: ${why}`,
+    });
+  });
+
   test("readiness gates: Ready waits for every gate's condition, ContainersReady does not", () => {
     const running = one({ run: { state: "running", startedAt: t0, ready: true } });
     const gated = { ...running, readinessGates: ["snooze.dev/awake"] };

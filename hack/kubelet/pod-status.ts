@@ -1,3 +1,4 @@
+import { constants } from "node:os";
 import type {
   V1ContainerState,
   V1ContainerStatus,
@@ -5,20 +6,30 @@ import type {
   V1PodStatus,
 } from "@kubernetes/client-node";
 
+const { signals } = constants;
+
 /** What the stand-in kubelet knows about one container of a pod. */
 export type ContainerRun =
   | { state: "starting" }
   | { state: "running"; startedAt: Date; ready: boolean }
-  | { state: "backoff"; lastExit: Exit }
+  /** Exited; restarted after `delayMs` (the kubelet's crash back-off). */
+  | { state: "backoff"; lastExit: Exit; delayMs?: number }
   | { state: "exited"; lastExit: Exit }
   /** Never started: the stand-in kubelet cannot run it (an image without a binary mapped to it). */
-  | { state: "unrunnable"; reason: string; message: string };
+  | { state: "unrunnable"; reason: string; message: string }
+  /**
+   * Its image cannot be pulled (`message`: why, as the runtime says): `ErrImagePull` right after a
+   * try, `ImagePullBackOff` while the kubelet waits to try again.
+   */
+  | { state: "pull-failed"; message: string; backoff: boolean };
 
 export interface Exit {
   code: number | null;
   signal: string | null;
   startedAt: Date;
   finishedAt: Date;
+  /** The termination message (`terminationMessagePolicy: FallbackToLogsOnError`: the log's tail). */
+  message?: string;
 }
 
 export interface ContainerReport {
@@ -38,6 +49,8 @@ export interface PodRun {
   containers: ContainerReport[];
   /** The pod's readiness gates (`spec.readinessGates[].conditionType`): Ready also waits for them. */
   readinessGates?: string[];
+  /** The pod, as the kubelet names it in its messages (`back-off 10s restarting failed container=...`). */
+  ref?: { name: string; namespace: string; uid: string };
 }
 
 /**
@@ -79,11 +92,11 @@ export function podStatus(pod: PodRun, previous: V1PodStatus | undefined, now: D
     podIP: pod.podIP,
     podIPs: [{ ip: pod.podIP }],
     startTime: pod.startTime,
-    containerStatuses: pod.containers.map((c) => containerStatus(c, isReady(c))),
+    containerStatuses: pod.containers.map((c) => containerStatus(c, isReady(c), pod.ref)),
   };
 }
 
-function containerStatus(c: ContainerReport, ready: boolean): V1ContainerStatus {
+function containerStatus(c: ContainerReport, ready: boolean, ref: PodRun["ref"]): V1ContainerStatus {
   const exit = c.run.state === "backoff" || c.run.state === "exited" ? c.run.lastExit : undefined;
   return {
     name: c.name,
@@ -93,7 +106,7 @@ function containerStatus(c: ContainerReport, ready: boolean): V1ContainerStatus 
     ready,
     started: c.run.state === "running",
     restartCount: c.restartCount,
-    state: containerState(c.run),
+    state: containerState(c, ref),
     lastState: exit && c.run.state === "backoff" ? { terminated: terminated(exit) } : {},
   };
 }
@@ -109,32 +122,48 @@ function condition(type: string, status: boolean): Omit<V1PodCondition, "lastTra
   return { type, status: status ? "True" : "False" };
 }
 
-function containerState(run: ContainerRun): V1ContainerState {
+function containerState({ run, name, image }: ContainerReport, ref: PodRun["ref"]): V1ContainerState {
   switch (run.state) {
     case "starting":
       return { waiting: { reason: "ContainerCreating" } };
     case "running":
       return { running: { startedAt: run.startedAt } };
-    case "backoff":
-      return { waiting: { reason: "CrashLoopBackOff", message: exitMessage(run.lastExit) } };
+    case "backoff": {
+      // The kubelet's words; the exit itself is in lastState.
+      const delay = `${Math.round((run.delayMs ?? 0) / 1_000)}s`;
+      const pod = ref ? ` pod=${ref.name}_${ref.namespace}(${ref.uid})` : "";
+      return {
+        waiting: {
+          reason: "CrashLoopBackOff",
+          message: `back-off ${delay} restarting failed container=${name}${pod}`,
+        },
+      };
+    }
     case "exited":
       return { terminated: terminated(run.lastExit) };
     case "unrunnable":
       return { waiting: { reason: run.reason, message: run.message } };
+    case "pull-failed":
+      return run.backoff
+        ? {
+            waiting: {
+              reason: "ImagePullBackOff",
+              message: `Back-off pulling image "${image}": ErrImagePull: ${run.message}`,
+            },
+          }
+        : { waiting: { reason: "ErrImagePull", message: run.message } };
   }
 }
 
 function terminated(exit: Exit) {
   return {
-    exitCode: exit.code ?? 137,
+    // Killed by a signal: 128 + its number, as a container runtime reports it.
+    exitCode: exit.code ?? 128 + (signals[exit.signal as keyof typeof signals] ?? 9),
     signal: undefined,
     reason: exit.code === 0 ? "Completed" : "Error",
-    message: exitMessage(exit),
+    // As the kubelet: the termination message only (none unless the policy takes the log's tail).
+    message: exit.message,
     startedAt: exit.startedAt,
     finishedAt: exit.finishedAt,
   };
-}
-
-function exitMessage(exit: Exit): string {
-  return exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.code}`;
 }
