@@ -151,11 +151,20 @@ describe("Models of annotated Deployments", () => {
 
 /** A Deployment whose engine never becomes ready, as a model the activator knows. */
 async function neverReady(name: string, limits: { startTimeout: string; holdBudget: string }) {
+  await failingModel(name, limits, { extraArgs: ["--fault-never-ready"] });
+}
+
+/** A Deployment of a model the activator knows, whose pods do not come up as they are. */
+async function failingModel(
+  name: string,
+  limits: { startTimeout: string; holdBudget: string },
+  pod: Omit<Parameters<typeof simDeployment>[2], "model" | "annotations">,
+) {
   await suite.admin.createDeployment(
     suite.ns.name,
     simDeployment(suite.cluster, name, {
       model: name,
-      extraArgs: ["--fault-never-ready"],
+      ...pod,
       annotations: {
         "snooze.dev/start-timeout": limits.startTimeout,
         "snooze.dev/hold-budget": limits.holdBudget,
@@ -208,6 +217,62 @@ describe("an activation that fails", () => {
     expect(again.status, again.text).toBe(503);
     expect(JSON.parse(again.text).error.code).toBe("activation_failed");
     expect(again.ms).toBeLessThan(20_000);
+  }, 90_000);
+});
+
+describe("a pod that cannot start", () => {
+  // With startTimeout and the hold budget at 10 minutes, a request waiting for them would fail
+  // this test's timeout: it is answered because the pod's status says it cannot start.
+  const limits = { startTimeout: "10m", holdBudget: "10m" };
+
+  /** A request held for `name`: 503 activation_failed within seconds, the Model Failed, the pod scaled away. */
+  async function failsAtOnce(name: string, reason: RegExp) {
+    const answer = await complete(suite.activator.url, name);
+    expect(answer.status, `${answer.text}\n${logs()}`).toBe(503);
+    const { error } = JSON.parse(answer.text);
+    expect(error.code).toBe("activation_failed");
+    expect(error.message).toMatch(
+      new RegExp(`start of ${name} failed: pod ${name}-\\S+ cannot start: ${reason.source}`),
+    );
+    expect(answer.ms).toBeLessThan(30_000);
+    const status = (await suite.admin.model(suite.ns.name, name)).status;
+    expect(status.conditions.find((c: any) => c.type === "ActivationFailed")).toMatchObject({
+      status: "True",
+      message: expect.stringMatching(reason),
+    });
+    await waitFor(
+      async () =>
+        (await suite.admin.deployment(suite.ns.name, name)).spec.replicas === 0 ? true : undefined,
+      { what: `the ${name} pod scaled away`, timeoutMs: 15_000, detail: logs },
+    );
+    const failed = await waitFor(
+      async () => {
+        const s = (await suite.admin.model(suite.ns.name, name)).status;
+        return s?.phase === "Failed" ? s : undefined;
+      },
+      { what: "phase Failed", timeoutMs: 15_000, detail: logs },
+    );
+    expect(failed.replicas).toBe(0);
+    return answer;
+  }
+
+  test("an image that can never be pulled (ErrImagePull, ImagePullBackOff): the held request hears why within seconds, not at startTimeout", async () => {
+    await failingModel("unpullable", limits, { image: "registry.invalid/vllm/vllm-openai:v0.11.0" });
+    await failsAtOnce(
+      "unpullable",
+      /(ErrImagePull|ImagePullBackOff): .*registry\.invalid\/vllm\/vllm-openai:v0\.11\.0.*no such host/,
+    );
+  }, 90_000);
+
+  test("an engine that exits during its start (CrashLoopBackOff): the held request hears its exit and last words", async () => {
+    await failingModel("crashing", limits, {
+      extraArgs: ["--no-such-flag"],
+      terminationMessagePolicy: "FallbackToLogsOnError",
+    });
+    await failsAtOnce(
+      "crashing",
+      /CrashLoopBackOff: back-off \d+s restarting failed container=vllm .*; last exited with code 2 \(Error\): .*Unknown option '--no-such-flag'/,
+    );
   }, 90_000);
 });
 

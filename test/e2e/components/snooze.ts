@@ -202,6 +202,9 @@ export function simDeployment(
     annotations?: Record<string, string>;
     loadTime?: string;
     extraArgs?: string[];
+    /** The engine container's image (the stand-in kubelet runs a sim whatever it is, unless it cannot be pulled). */
+    image?: string;
+    terminationMessagePolicy?: "File" | "FallbackToLogsOnError";
   },
 ) {
   const { kubelet } = cluster.info;
@@ -223,7 +226,10 @@ export function simDeployment(
           containers: [
             {
               name: "vllm",
-              image: "vllm/vllm-openai:v0.11.0",
+              image: options.image ?? "vllm/vllm-openai:v0.11.0",
+              ...(options.terminationMessagePolicy
+                ? { terminationMessagePolicy: options.terminationMessagePolicy }
+                : {}),
               args: [
                 "Qwen/Qwen3-0.6B",
                 "--served-model-name",
