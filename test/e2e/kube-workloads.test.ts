@@ -235,6 +235,7 @@ describe("a pod that cannot start", () => {
       new RegExp(`start of ${name} failed: pod ${name}-\\S+ cannot start: ${reason.source}`),
     );
     expect(answer.ms).toBeLessThan(30_000);
+    console.log(`e2e: ${name}: 503 after ${Math.round(answer.ms)} ms: ${error.message}`);
     const status = (await suite.admin.model(suite.ns.name, name)).status;
     expect(status.conditions.find((c: any) => c.type === "ActivationFailed")).toMatchObject({
       status: "True",
