@@ -381,6 +381,32 @@ describe("decideReplicas", () => {
     ).toEqual([{ kind: "start-failed", pod: "pull", reason }]);
   });
 
+  test("in a slot, a crash during the start is left to startTimeout (another member may hold the GPU's memory); an image that cannot be pulled fails at once", () => {
+    const crash =
+      "CrashLoopBackOff: back-off 10s restarting failed container; last exited with code 1 (Error)";
+    const pull = 'ImagePullBackOff: Back-off pulling image "registry.invalid/vllm:1"';
+    const starting = (pod: string, failing: string, crashed?: boolean) =>
+      replica(pod, "starting", {
+        podReady: false,
+        since: now - 2_000,
+        failing,
+        ...(crashed ? { crashed } : {}),
+      });
+    const replicas = [starting("crash", crash, true), starting("pull", pull)];
+    for (const slot of [{ inSlot: true }, { inSlot: true, cap: 0 }, { cap: 1 }]) {
+      const plan = decideReplicas(input(replicas, { held: 1, ...slot }));
+      expect(plan.actions.filter((a) => a.kind === "start-failed")).toEqual([
+        { kind: "start-failed", pod: "pull", reason: pull },
+      ]);
+      expect(plan.nextAt).toBe(now - 2_000 + settings.startTimeout);
+    }
+    // Outside a slot a crash fails at once too.
+    expect(decideReplicas(input(replicas, { held: 1 })).actions).toEqual([
+      { kind: "start-failed", pod: "crash", reason: crash },
+      { kind: "start-failed", pod: "pull", reason: pull },
+    ]);
+  });
+
   test("a failing reason on a replica that is not starting changes nothing (an awake or sleeping pod's restart is the controller's)", () => {
     const failing = "CrashLoopBackOff: back-off 10s restarting failed container";
     const plain = decideReplicas(input([replica("r", "ready"), replica("s", "asleep-1")]));

@@ -24,6 +24,8 @@ export interface ReplicaView {
   load: number;
   /** The platform knows it cannot come up as it is, and why (an image that cannot be pulled, a crash loop). */
   failing?: string;
+  /** With `failing`: the engine itself exited (a crash), which in a slot may be another member's doing. */
+  crashed?: boolean;
 }
 
 export interface HorizontalInput {
@@ -60,6 +62,8 @@ export interface HorizontalInput {
   backoffUntil: number;
   /** A slot's limit on awake replicas: 0 while the model may not hold its slot. */
   cap?: number;
+  /** The model shares a slot (an accelerator) with other models. */
+  inSlot?: boolean;
   settings: LadderSettings & { startTimeout: number };
 }
 
@@ -104,8 +108,11 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
 
   // Pods coming up: once Ready they are warmed up; past startTimeout they failed, and so did one
   // the platform says cannot come up as it is (its image cannot be pulled, its engine crash-loops).
+  // Not a slot member's crash: another member may hold the accelerator's memory (a pod Knative
+  // made outside the slot's turns), and the engine comes up once the slot is its own.
+  const inSlot = input.inSlot === true || input.cap !== undefined;
   for (const r of replicas.filter((r) => r.tier === "starting" && free(r))) {
-    if (r.failing !== undefined && !r.podReady)
+    if (r.failing !== undefined && !r.podReady && !(r.crashed && inSlot))
       actions.push({ kind: "start-failed", pod: r.pod, reason: r.failing });
     // startTimeout counts for a replica that is up but keeps failing its checks (health, warm-up) too.
     else if (now - r.since >= settings.startTimeout) actions.push({ kind: "start-failed", pod: r.pod });

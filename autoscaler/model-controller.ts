@@ -1021,6 +1021,7 @@ export class ModelController {
         busy: r.busy || now < r.coolUntil,
         load: 0,
         ...(r.replica.failing !== undefined ? { failing: r.replica.failing } : {}),
+        ...(r.replica.crashed ? { crashed: true } : {}),
       })),
       pendingPods: this.pendingReplicas(),
       workloadReplicas: this.workloadReplicas(),
@@ -1037,6 +1038,7 @@ export class ModelController {
       now,
       backoffUntil: this.backoffUntil,
       cap: this.deps.slot ? this.cap : undefined,
+      ...(this.deps.slot ? { inSlot: true } : {}),
       settings,
     });
     // Under a person's stop a start no request waits for is not finished but stopped (below).

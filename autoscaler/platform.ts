@@ -46,6 +46,13 @@ export interface Replica {
    * `StartFailed` or a departure.
    */
   failing?: string;
+  /**
+   * With `failing`: the failure is the engine's own exit (a crash loop, a termination), not its
+   * image or its configuration. Such a crash may be another engine's doing: a slot member started
+   * while another member holds the accelerator's memory (a Knative revision's first pod) crashes
+   * until the slot is its own, so in a slot it is left to `startTimeout`.
+   */
+  crashed?: boolean;
 }
 
 /** What the platform says of one model's replicas: a replica set. */

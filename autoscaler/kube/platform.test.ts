@@ -162,6 +162,7 @@ describe("KubePlatform.replicaSet: a pod that cannot come up as it is", () => {
   };
   const failing = (status: Status, containers?: string[]) =>
     replicasOf(pod("qwen-a", status, containers))[0]!.failing;
+  const crashed = (status: Status) => replicasOf(pod("qwen-a", status))[0]!.crashed;
 
   test.each([
     [
@@ -174,8 +175,9 @@ describe("KubePlatform.replicaSet: a pod that cannot come up as it is", () => {
     ["CreateContainerConfigError", 'secret "hf-token" not found'],
     ["CreateContainerError", "context deadline exceeded"],
     ["RunContainerError", 'exec: "vllm": executable file not found in $PATH'],
-  ])("%s: failing, with the kubelet's message", (reason, message) => {
+  ])("%s: failing, with the kubelet's message; not a crash", (reason, message) => {
     expect(failing(waiting(reason, message))).toBe(`${reason}: ${message}`);
+    expect(crashed(waiting(reason, message))).toBeUndefined();
   });
 
   test("a crash loop: the kubelet's message and the last termination's exit code, reason and message", () => {
@@ -200,6 +202,7 @@ describe("KubePlatform.replicaSet: a pod that cannot come up as it is", () => {
     );
     expect(replica!.restarts).toBe(2);
     expect(replica!.up).toBe(false);
+    expect(replica!.crashed).toBe(true);
   });
 
   test("an engine container that terminated during its start (not Ready): failing, with its exit", () => {
@@ -212,6 +215,13 @@ describe("KubePlatform.replicaSet: a pod that cannot come up as it is", () => {
         ],
       }),
     ).toBe("the engine exited with code 137 (OOMKilled) during its start");
+    expect(
+      crashed({
+        phase: "Running",
+        conditions: notReady,
+        containerStatuses: [{ name: "vllm", state: { terminated: { exitCode: 1 } } }],
+      }),
+    ).toBe(true);
   });
 
   test("the engine container is found by name: the kubelet sorts statuses, a sidecar may come first", () => {

@@ -319,6 +319,7 @@ function replicaOf(pod: Pod, port: number): Replica {
   const createdAt = Number.isFinite(created) ? created : Date.now();
   const up = podUp(pod);
   const failing = up ? undefined : cannotStart(pod);
+  const crashed = failing !== undefined && engineExited(pod);
   return {
     id: pod.metadata.name,
     label: `pod ${pod.metadata.name}`,
@@ -330,6 +331,7 @@ function replicaOf(pod: Pod, port: number): Replica {
     node: pod.spec?.nodeName ?? "",
     ...(recorded ? { recorded: { tier: recorded, since: recordedSince(pod) ?? createdAt } } : {}),
     ...(failing !== undefined ? { failing } : {}),
+    ...(crashed ? { crashed: true } : {}),
   };
 }
 
@@ -386,6 +388,12 @@ export function cannotStart(pod: Pod): string | undefined {
   if (reason === undefined || reason.length <= maxReasonLength) return reason;
   const half = Math.floor((maxReasonLength - 3) / 2);
   return `${reason.slice(0, half)} … ${reason.slice(-half)}`;
+}
+
+/** The engine container exited on its own: it crash-loops, or it terminated. */
+function engineExited(pod: Pod): boolean {
+  const state = engineStatus(pod)?.state;
+  return state?.waiting?.reason === "CrashLoopBackOff" || state?.terminated !== undefined;
 }
 
 function termination(t: NonNullable<ContainerState["terminated"]>): string {
