@@ -114,7 +114,7 @@ export const tierSettings = z.strictObject({
     .optional()
     .meta({
       description:
-        "How long a cold start, with its warm-up, may take before it is declared failed; sooner when the engine stops answering `/health` during its warm-up (two checks in a row, 5 s each), and at once when the engine cannot start (locally: it cannot be spawned or exits; on Kubernetes: the pod waits with `ImagePullBackOff`, `CrashLoopBackOff` and the like, [kubernetes.md](kubernetes.md#how-replicas-move)).",
+        "How long a cold start, with its warm-up, may take before it is declared failed; sooner when the engine stops answering `/health` during its warm-up (two checks in a row, 5 s each), and at once when the engine cannot start (locally: it cannot be spawned or exits; on Kubernetes: its pod waits with `ImagePullBackOff`, `CrashLoopBackOff` and the like, a slot member's crash excepted).",
     }),
   wakeTimeout: finiteDuration("a wake that hangs must fail, so held requests hear why", {
     positive: true,
