@@ -381,6 +381,34 @@ describe("decideReplicas", () => {
     ).toEqual([{ kind: "start-failed", pod: "pull", reason }]);
   });
 
+  test("a start that failed already (its pod still there) fails again only for a request held once the back-off is over", () => {
+    const reason = 'ImagePullBackOff: Back-off pulling image "registry.invalid/vllm:1"';
+    const failed = replica("pull", "starting", {
+      podReady: false,
+      since: now - 20 * 60_000,
+      failing: reason,
+      startFailed: true,
+    });
+    // Nothing held: nothing to tell, whatever the time (also past startTimeout).
+    expect(decideReplicas(input([failed], { held: 0 })).actions).toEqual([]);
+    // Held during the back-off: looked at again when it ends.
+    const during = decideReplicas(input([failed], { held: 2, backoffUntil: now + 4_000 }));
+    expect(during.actions).toEqual([]);
+    expect(during.nextAt).toBe(now + 4_000);
+    // Held after it: failed again, with the reason (one past startTimeout, without one).
+    expect(decideReplicas(input([failed], { held: 2, backoffUntil: now })).actions).toEqual([
+      { kind: "start-failed", pod: "pull", reason },
+    ]);
+    const timedOut = replica("slow", "starting", {
+      podReady: false,
+      since: now - 20 * 60_000,
+      startFailed: true,
+    });
+    expect(decideReplicas(input([timedOut], { held: 1 })).actions).toEqual([
+      { kind: "start-failed", pod: "slow" },
+    ]);
+  });
+
   test("in a slot, a crash during the start is left to startTimeout (another member may hold the GPU's memory); an image that cannot be pulled fails at once", () => {
     const crash =
       "CrashLoopBackOff: back-off 10s restarting failed container; last exited with code 1 (Error)";

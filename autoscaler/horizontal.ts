@@ -26,6 +26,12 @@ export interface ReplicaView {
   failing?: string;
   /** With `failing`: the engine itself exited (a crash), which in a slot may be another member's doing. */
   crashed?: boolean;
+  /**
+   * Its start failed already and the pod is still there (a Knative revision's pod, which Snooze
+   * cannot scale away, or one whose removal is under way): failed again only for requests held
+   * once the back-off is over, not on every pass.
+   */
+  startFailed?: boolean;
 }
 
 export interface HorizontalInput {
@@ -112,6 +118,15 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
   // made outside the slot's turns), and the engine comes up once the slot is its own.
   const inSlot = input.inSlot === true || input.cap !== undefined;
   for (const r of replicas.filter((r) => r.tier === "starting" && free(r))) {
+    // Failed once: each failure writes the Model's status, and the write's own event brings the
+    // next pass, so failing it on every pass would loop. Requests held later are told once the
+    // back-off (which each failure lengthens) is over; until then the activator tells them itself.
+    if (r.startFailed) {
+      if (input.held > 0 && now >= input.backoffUntil)
+        actions.push({ kind: "start-failed", pod: r.pod, ...(r.failing ? { reason: r.failing } : {}) });
+      else if (input.held > 0) later(input.backoffUntil);
+      continue;
+    }
     if (r.failing !== undefined && !r.podReady && !(r.crashed && inSlot))
       actions.push({ kind: "start-failed", pod: r.pod, reason: r.failing });
     // startTimeout counts for a replica that is up but keeps failing its checks (health, warm-up) too.

@@ -860,6 +860,38 @@ describe("failures and back-off", () => {
     expect(h.platform.ids("m")).toEqual(["m-3"]);
   });
 
+  test("a replica that cannot start and cannot be scaled away (Knative's) fails once, then again only for a request held after the back-off", async () => {
+    // Failing it on every pass looped: each failure writes the Model's status, whose event brings
+    // the next pass (found when the fail-at-once start came in).
+    const h = new Harness(oneModel("    startTimeout: 10m"), { answerErrors: true });
+    h.demand("m");
+    await h.settle();
+    h.platform.pinScale("m");
+    const why = 'ImagePullBackOff: Back-off pulling image "registry.invalid/vllm:1"';
+    h.platform.fail("m-1", why);
+    await h.settle();
+    const errors = () => h.events.filter((e) => e.error !== undefined).map((e) => e.error);
+    const reason = `start of m failed: fake engine m-1 cannot start: ${why}`;
+    expect(errors()).toEqual([reason]);
+    // The pod stays (Snooze may not remove it); more passes with nothing held fail nothing again.
+    expect(h.platform.ids("m")).toEqual(["m-1"]);
+    for (let i = 0; i < 5; i++) {
+      h.platform.fail("m-1", why);
+      await h.advance(60_000);
+    }
+    expect(errors()).toEqual([reason]);
+    // A request held now is told again, once.
+    h.demand("m");
+    await h.settle();
+    expect(errors()).toEqual([reason, reason]);
+    await h.advance(60_000);
+    expect(errors()).toEqual([reason, reason]);
+    // A restart in place is a new start, which may fail again.
+    h.platform.restart("m-1", false);
+    await h.settle();
+    expect(errors()).toEqual([reason, reason, reason]);
+  });
+
   test("a starting replica that is not failing waits for startTimeout as before; one whose failing reason cleared goes on", async () => {
     const h = new Harness(oneModel(), { answerErrors: true });
     h.demand("m");

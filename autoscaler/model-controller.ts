@@ -97,6 +97,8 @@ interface ReplicaRecord {
   writes: Promise<unknown>;
   /** The activation this replica's start or wake belongs to. */
   activation?: Activation;
+  /** Its start failed and it is still there (see `ReplicaView.startFailed`); a restart in place clears it. */
+  startFailed?: boolean;
   /**
    * Gives up the long engine calls under way on this replica (a warm-up, a wake, a sleep): its
    * start was stopped, or Snooze stops acting. Made by the first such call, dropped once used.
@@ -1022,6 +1024,7 @@ export class ModelController {
         load: 0,
         ...(r.replica.failing !== undefined ? { failing: r.replica.failing } : {}),
         ...(r.replica.crashed ? { crashed: true } : {}),
+        ...(r.startFailed ? { startFailed: true } : {}),
       })),
       pendingPods: this.pendingReplicas(),
       workloadReplicas: this.workloadReplicas(),
@@ -1247,8 +1250,11 @@ export class ModelController {
               ? `start of ${this.id} failed: ${record.replica.label} cannot start: ${action.reason}`
               : `start of ${this.id} failed: ${record.replica.label} not ready within startTimeout (${formatDuration(this.config.startTimeout)})`,
           );
-          if (scalable && !this.scaling)
-            void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+          const removes = scalable && !this.scaling;
+          if (removes) void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+          // Failed for good (see ReplicaView.startFailed), unless its removal waits for the scale
+          // under way: then the next pass fails it again and removes it.
+          record.startFailed = removes || !scalable;
         });
         return;
     }
@@ -1295,6 +1301,7 @@ export class ModelController {
         this.log.warn("engine restarted", { replica: replica.id, restarts: replica.restarts });
         record.tier = "starting";
         record.since = now;
+        record.startFailed = undefined;
         this.accountTiers();
         this.emitFor(record);
       }

@@ -418,6 +418,12 @@ export class FakePlatform implements Platform {
     this.changed(model);
   }
 
+  /** The count is no longer Snooze's to change (a Knative Service's pods belong to Knative). */
+  pinScale(model: string): void {
+    this.entry(model).scalable = false;
+    this.changed(model);
+  }
+
   /** The next `times` scale calls are refused as if the count changed under the caller. */
   refuseScales(times = 1): void {
     this.refuseNextScale += times;
