@@ -114,6 +114,10 @@ test("snooze serve loads no Kubernetes client, gRPC, OpenTelemetry SDK or CloudE
   expect(modules.filter((url) => /\/node_modules\/undici\/(index\.js|lib\/web\/)/.test(url))).toEqual([]);
   // The tracing API is used (a no-op until configured); the SDK loads only when tracing is on.
   expect(modules.filter((url) => /\/node_modules\/@opentelemetry\/sdk-/.test(url))).toEqual([]);
+  // Nor OpenTelemetry's core (its W3C propagator), until a traceparent is read (lib/tracing.ts).
+  expect(
+    modules.filter((url) => /\/node_modules\/@opentelemetry\/(core|semantic-conventions)\//.test(url)),
+  ).toEqual([]);
   // No event sink is set and no event came in: the CloudEvents SDK waits (lib/cloudevents-sdk.ts).
   expect(modules.filter((url) => /\/node_modules\/cloudevents\//.test(url))).toEqual([]);
 });

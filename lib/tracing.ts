@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import {
   type Context,
   context,
@@ -10,7 +11,7 @@ import {
   SpanStatusCode,
   trace,
 } from "@opentelemetry/api";
-import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import type * as OpenTelemetryCore from "@opentelemetry/core";
 import { setTraceIdSource } from "./log.ts";
 
 /** The tracer every Snooze span comes from; a no-op until an SDK is registered (see lib/telemetry.ts). */
@@ -76,12 +77,21 @@ export function traceContextOf(span: Span): { traceparent?: string; tracestate?:
   return { traceparent, ...(tracestate ? { tracestate } : {}) };
 }
 
+const require = createRequire(import.meta.url);
+let propagator: OpenTelemetryCore.W3CTraceContextPropagator | undefined;
+
 /**
  * W3C Trace Context parsing, the one implementation for every traceparent Snooze reads: OpenTelemetry's
  * own propagator, as the HTTP `traceparent` of the default `OTEL_PROPAGATORS` is read. It continues a
- * higher version by its first fields (W3C forward compatibility) and refuses version `ff`.
+ * higher version by its first fields (W3C forward compatibility) and refuses version `ff`. Loaded
+ * with the first traceparent read: `@opentelemetry/core` and the semantic conventions it imports
+ * are 65 modules and about 2.5 MiB of an idle `snooze serve`'s RSS (issue 14), and with tracing off
+ * most processes never read one. Its CommonJS build shares the API's context keys (`Symbol.for`).
  */
-const w3c = new W3CTraceContextPropagator();
+function w3c(): OpenTelemetryCore.W3CTraceContextPropagator {
+  propagator ??= new (require("@opentelemetry/core") as typeof OpenTelemetryCore).W3CTraceContextPropagator();
+  return propagator;
+}
 
 /**
  * A context whose span is the remote one a W3C traceparent names (a caller's, such as a CloudEvent's
@@ -94,7 +104,7 @@ export function remoteContextOf(traceparent: unknown, tracestate?: unknown): Con
   // The vendors' entries go on with the trace (W3C Trace Context §3.3), as an HTTP tracestate does.
   const carrier: Record<string, string> = { traceparent };
   if (typeof tracestate === "string" && tracestate.trim() !== "") carrier.tracestate = tracestate;
-  const extracted = w3c.extract(ROOT_CONTEXT, carrier, defaultTextMapGetter);
+  const extracted = w3c().extract(ROOT_CONTEXT, carrier, defaultTextMapGetter);
   const spanContext = trace.getSpanContext(extracted);
   return spanContext && isSpanContextValid(spanContext) ? extracted : undefined;
 }
