@@ -85,7 +85,7 @@ let propagator: OpenTelemetryCore.W3CTraceContextPropagator | undefined;
  * own propagator, as the HTTP `traceparent` of the default `OTEL_PROPAGATORS` is read. It continues a
  * higher version by its first fields (W3C forward compatibility) and refuses version `ff`. Loaded
  * with the first traceparent read: `@opentelemetry/core` and the semantic conventions it imports
- * are 65 modules and about 2.5 MiB of an idle `snooze serve`'s RSS (issue 14), and with tracing off
+ * are 36 modules and 1–2 MiB of an idle `snooze serve`'s RSS (issue 14), and with tracing off
  * most processes never read one. Its CommonJS build shares the API's context keys (`Symbol.for`).
  */
 function w3c(): OpenTelemetryCore.W3CTraceContextPropagator {
