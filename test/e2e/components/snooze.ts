@@ -316,6 +316,29 @@ export async function adminClient(cluster: SuiteCluster) {
           labelSelector: typeof app === "string" ? `app=${app}` : `app in (${app.join(",")})`,
         })
       ).items.filter((p) => !p.metadata.deletionTimestamp),
+    /**
+     * Every `spec.replicas` a Model is written with from now on, as the apiserver's watch tells each
+     * write (a sampler can miss one overwritten within its period), until `signal` aborts.
+     */
+    watchModelReplicas: async (
+      ns: string,
+      name: string,
+      signal: AbortSignal,
+      written: (replicas: number | undefined) => void,
+    ) => {
+      const path = paths.custom(group, version, "models", ns);
+      const now = await client.get<any>(`${path}/${name}`);
+      return client
+        .watch<any>(
+          path,
+          { fieldSelector: `metadata.name=${name}`, resourceVersion: now.metadata.resourceVersion },
+          (event) => written(event.object?.spec?.replicas),
+          signal,
+        )
+        .catch((error) => {
+          if (!signal.aborted) throw error;
+        });
+    },
     /** What `kubectl scale model` does: a merge patch of the scale subresource. */
     scaleModel: (ns: string, name: string, replicas: number) =>
       client.patch(`${paths.custom(group, version, "models", ns)}/${name}/scale`, { spec: { replicas } }),
