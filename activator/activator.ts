@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { context, SpanStatusCode, trace } from "@opentelemetry/api";
-import type { Registry } from "prom-client";
 import { clip } from "../lib/clip.ts";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import { timerValue } from "../lib/duration.ts";
@@ -13,6 +12,7 @@ import { answered } from "../lib/http/linger.ts";
 import { LinkedSet } from "../lib/linked-set.ts";
 import type { Logger } from "../lib/log.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
+import type { Registry } from "../lib/prometheus.ts";
 import {
   defaultBodyTimeout,
   defaultMaxHeldBytes,

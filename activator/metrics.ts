@@ -1,5 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import { activationBuckets } from "../lib/metrics-buckets.ts";
+import { Counter, Gauge, Histogram, type Registry } from "../lib/prometheus.ts";
 
 export function activatorMetrics(registry: Registry) {
   const held = new Gauge({

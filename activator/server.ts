@@ -1,7 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { context, SpanStatusCode } from "@opentelemetry/api";
-import type { Registry } from "prom-client";
 import { clip } from "../lib/clip.ts";
 import { answerClientErrors, endSocketWithError } from "../lib/http/client-error.ts";
 import { deferContinue } from "../lib/http/continue.ts";
@@ -12,6 +11,7 @@ import { inTurn } from "../lib/http/pipeline.ts";
 import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress-class.ts";
 import { http } from "../lib/node-http.ts";
 import { openAIError } from "../lib/openai-error.ts";
+import type { Registry } from "../lib/prometheus.ts";
 import { type Activator, sendShuttingDown } from "./activator.ts";
 import {
   type AdminActions,

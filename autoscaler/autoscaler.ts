@@ -1,9 +1,9 @@
 import { type Context, context } from "@opentelemetry/api";
-import type { Registry } from "prom-client";
 import type { Clock } from "../lib/clock.ts";
 import type { EventSink } from "../lib/cloudevents.ts";
 import type { DemandLoad, Flow } from "../lib/control-plane.ts";
 import type { Logger } from "../lib/log.ts";
+import type { Registry } from "../lib/prometheus.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
 import { demotionsForBudget } from "./host-memory.ts";

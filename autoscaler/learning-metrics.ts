@@ -1,4 +1,4 @@
-import { Counter, type Registry } from "prom-client";
+import { Counter, type Registry } from "../lib/prometheus.ts";
 
 /**
  * Metrics of what the control plane learned and what it saved: prewarms by outcome, and

@@ -1,5 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import { activationBuckets } from "../lib/metrics-buckets.ts";
+import { Counter, Gauge, Histogram, type Registry } from "../lib/prometheus.ts";
 import { type Tier, tiers } from "../lib/replica-event.ts";
 
 export function autoscalerMetrics(registry: Registry) {

@@ -1,8 +1,8 @@
 import { type Context, context, ROOT_CONTEXT, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import { activationBuckets } from "../lib/metrics-buckets.ts";
+import { Counter, Gauge, Histogram, type Registry } from "../lib/prometheus.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
 import { traceContextOf, tracer } from "../lib/tracing.ts";

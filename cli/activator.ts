@@ -1,5 +1,4 @@
 import { hostname } from "node:os";
-import { Registry } from "prom-client";
 import { Activator } from "../activator/activator.ts";
 import { KubeControlPlane } from "../activator/kube-control-plane.ts";
 import { KubeIngresses } from "../activator/kube-ingresses.ts";
@@ -7,6 +6,7 @@ import { listenActivator } from "../activator/listen.ts";
 import { createActivatorServer } from "../activator/server.ts";
 import { knativeNetworkingServed } from "../lib/knative/networking-served.ts";
 import { createLogger } from "../lib/log.ts";
+import { Registry } from "../lib/prometheus.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";

@@ -120,6 +120,13 @@ test("snooze serve loads no Kubernetes client, gRPC, OpenTelemetry SDK or CloudE
   ).toEqual([]);
   // No event sink is set and no event came in: the CloudEvents SDK waits (lib/cloudevents-sdk.ts).
   expect(modules.filter((url) => /\/node_modules\/cloudevents\//.test(url))).toEqual([]);
+  // Of prom-client, the four classes used (lib/prometheus.ts), not its index: that loads the push
+  // gateway, the cluster aggregator and the default metrics, which load OpenTelemetry's API twice.
+  expect(modules.some((url) => url.endsWith("/node_modules/prom-client/lib/histogram.js"))).toBe(true);
+  expect(
+    modules.filter((url) => /\/node_modules\/prom-client\/(index|lib\/pushgateway)\.js$/.test(url)),
+  ).toEqual([]);
+  expect(modules.filter((url) => /\/node_modules\/@opentelemetry\/api\/.*\.cjs$/.test(url))).toEqual([]);
 });
 
 test("snooze --help loads no command's module", () => {

@@ -1,4 +1,3 @@
-import { Counter, type Registry } from "prom-client";
 import type { Activator } from "../activator/activator.ts";
 import { maxReloadProblems, type ReloadFailure } from "../activator/admin.ts";
 import type { Autoscaler } from "../autoscaler/autoscaler.ts";
@@ -10,6 +9,7 @@ import {
 } from "../autoscaler/local/control-plane.ts";
 import type { LocalPlatform } from "../autoscaler/local/platform.ts";
 import type { Logger } from "../lib/log.ts";
+import { Counter, type Registry } from "../lib/prometheus.ts";
 import {
   type ChangedModel,
   type ConfigDiff,

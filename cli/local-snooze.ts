@@ -1,5 +1,4 @@
 import { hostname } from "node:os";
-import { Registry } from "prom-client";
 import { Activator } from "../activator/activator.ts";
 import { type AdminActions, AdminActionUnfinished, SleepStoppedInstead } from "../activator/admin.ts";
 import { type Listening, listenActivator } from "../activator/listen.ts";
@@ -10,6 +9,7 @@ import { LocalPlatform } from "../autoscaler/local/platform.ts";
 import type { Platform } from "../autoscaler/platform.ts";
 import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
+import { Registry } from "../lib/prometheus.ts";
 import type { SnoozeConfig } from "../lib/settings/index.ts";
 import { LocalModels } from "./local-models.ts";
 

@@ -1,9 +1,9 @@
 import type { CloudEvent, Message } from "cloudevents";
-import { Counter, type Registry } from "prom-client";
 import { ownAttributes, processCeOverrides } from "./ce-overrides.ts";
 import { encodeAttributeHeaders } from "./cloudevents-header.ts";
 import { cloudEvents } from "./cloudevents-sdk.ts";
 import type { Logger } from "./log.ts";
+import { Counter, type Registry } from "./prometheus.ts";
 import { redactUrl } from "./redact-url.ts";
 import { Agent } from "./undici.ts";
 

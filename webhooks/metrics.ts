@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, Histogram, type Registry } from "../lib/prometheus.ts";
 
 export function webhookMetrics(registry: Registry) {
   return {

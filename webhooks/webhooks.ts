@@ -1,6 +1,6 @@
-import { Registry } from "prom-client";
 import type { KubeClient } from "../lib/kube/client.ts";
 import type { Logger } from "../lib/log.ts";
+import { Registry } from "../lib/prometheus.ts";
 import { FileCertificates, SelfManagedCertificates } from "./certs/sources.ts";
 import { certificateFacts, createCA, issueServingCert } from "./certs/x509.ts";
 import { KubeClusterReader } from "./cluster.ts";

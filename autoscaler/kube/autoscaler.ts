@@ -1,5 +1,4 @@
 import { type Context, context, propagation } from "@opentelemetry/api";
-import type { Registry } from "prom-client";
 import { systemClock } from "../../lib/clock.ts";
 import { createEventSink, type EventMode } from "../../lib/cloudevents.ts";
 import {
@@ -36,6 +35,7 @@ import type { Pod } from "../../lib/kube/pod-replica.ts";
 import { type LabelSelector, selectorString } from "../../lib/kube/selector.ts";
 import type { SlotResource } from "../../lib/kube/slot-resource.ts";
 import type { Logger } from "../../lib/log.ts";
+import type { Registry } from "../../lib/prometheus.ts";
 import type { SlotStatus } from "../../lib/slot-status.ts";
 import { Autoscaler } from "../autoscaler.ts";
 import type { ModelController, ModelTarget } from "../model-controller.ts";

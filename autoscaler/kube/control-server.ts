@@ -1,6 +1,5 @@
 import type { IncomingMessage, Server } from "node:http";
 import { context, propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
-import { Counter, type Registry } from "prom-client";
 import {
   type AdminVerb,
   adminRoute,
@@ -18,6 +17,7 @@ import { sendJson } from "../../lib/http/json.ts";
 import { decodeSegment, malformedSegment } from "../../lib/http/path-segment.ts";
 import type { CallerCheck } from "../../lib/kube/token-review.ts";
 import { http } from "../../lib/node-http.ts";
+import { Counter, type Registry } from "../../lib/prometheus.ts";
 import type { KubeAutoscaler } from "./autoscaler.ts";
 import { isDemandRoute } from "./model-demand.ts";
 

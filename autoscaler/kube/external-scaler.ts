@@ -10,8 +10,8 @@ import {
   status,
 } from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
-import { Counter, type Registry } from "prom-client";
 import type { Logger } from "../../lib/log.ts";
+import { Counter, type Registry } from "../../lib/prometheus.ts";
 import { DemandError, type DemandSample, type ModelDemand } from "./model-demand.ts";
 
 /**

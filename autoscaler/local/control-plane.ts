@@ -1,8 +1,8 @@
-import type { Registry } from "prom-client";
 import { type Clock, systemClock } from "../../lib/clock.ts";
 import { type CloudEventSink, createEventSink } from "../../lib/cloudevents.ts";
 import type { ControlPlane } from "../../lib/control-plane.ts";
 import type { Logger } from "../../lib/log.ts";
+import type { Registry } from "../../lib/prometheus.ts";
 import type { ModelConfig, SnoozeConfig } from "../../lib/settings/index.ts";
 import { Autoscaler } from "../autoscaler.ts";
 import type { ModelController, ModelTarget } from "../model-controller.ts";

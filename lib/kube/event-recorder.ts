@@ -1,5 +1,5 @@
-import { Counter, type Registry } from "prom-client";
 import type { Logger } from "../log.ts";
+import { Counter, type Registry } from "../prometheus.ts";
 import { isNotFound } from "./client.ts";
 import { type CorrelatorOptions, EventCorrelator } from "./event-correlator.ts";
 
