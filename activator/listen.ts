@@ -17,9 +17,11 @@ export const acceptBacklog = 4096;
  * 14, `hack/bench/accept-queue.ts`). With several sockets the kernel spreads the connections over
  * their queues and each sweep accepts one from each: with 32, 1,000 streams opened at once were
  * all accepted within 2 s in 4 of 4 first bursts (with 1: 78–271 still waiting after 2 s in 2 of
- * 3). Each costs a file descriptor and a small server object (≈ 0.4 MiB RSS for the 31 more).
+ * 3); with 128, 90 % of them within 75 ms of the first (475 ms with 32), and the slowest stream's
+ * first event came 20–25 % sooner (docs/benchmarks.md). Each costs a file descriptor and a small
+ * server object: an idle `snooze serve` read the same RSS with 128 as with 32, within 0.5 MiB.
  */
-export const acceptors = process.platform === "linux" ? 32 : 1;
+export const acceptors = process.platform === "linux" ? 128 : 1;
 
 export interface Listening {
   address: AddressInfo;
