@@ -119,10 +119,14 @@ snooze.autoscaler.watch((event) => {
 
 // Every collection's pause of the main thread, summed: what the request path's garbage costs it.
 const gcPauses = { count: 0, ms: 0 };
+// The same while the loop delay is watched: whether a late turn was a collection's pause.
+let windowGc = { ms: 0, maxMs: 0 };
 new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) {
     gcPauses.count++;
     gcPauses.ms += entry.duration;
+    windowGc.ms += entry.duration;
+    windowGc.maxMs = Math.max(windowGc.maxMs, entry.duration);
   }
 }).observe({ entryTypes: ["gc"] });
 
@@ -172,6 +176,7 @@ async function answer(request: ActivatorRequest): Promise<ActivatorReply> {
         loopDelay?.disable();
         loopDelay = monitorEventLoopDelay({ resolution: loopDelayPeriodMs });
         loopDelay.enable();
+        windowGc = { ms: 0, maxMs: 0 };
         return {};
       }
       if (!loopDelay) throw new Error("loop-delay stop without a start");
@@ -182,6 +187,8 @@ async function answer(request: ActivatorRequest): Promise<ActivatorReply> {
         p50Ms: ms(loopDelay.percentile(50)),
         p99Ms: ms(loopDelay.percentile(99)),
         maxMs: ms(loopDelay.max),
+        gcMs: windowGc.ms,
+        gcMaxMs: windowGc.maxMs,
       };
       loopDelay = undefined;
       return { loopDelay: reading };

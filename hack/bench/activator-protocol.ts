@@ -55,6 +55,9 @@ export interface LoopDelay {
   p50Ms: number;
   p99Ms: number;
   maxMs: number;
+  /** Collections' pauses of the main thread over the same time: summed, and the longest one. */
+  gcMs: number;
+  gcMaxMs: number;
 }
 
 /** The collections that paused the activator's main thread so far, young and old. */

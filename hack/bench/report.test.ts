@@ -136,7 +136,7 @@ describe("benchmark report", () => {
                 p50Ms: adminMaxMs / 2,
                 maxMs: adminMaxMs,
                 probes: 70,
-                loopDelay: { p50Ms: 1, p99Ms: 40, maxMs: 60 },
+                loopDelay: { p50Ms: 1, p99Ms: 40, maxMs: 60, gcMs: 12, gcMaxMs: 3 },
               },
             }
           : {}),

@@ -359,7 +359,7 @@ ${
     : ""
 }Activator chunk rate over nginx: ${fmt(s.rateVsNginx1)}× nginx with 1 worker, ${fmt(s.rateVsNginxAuto)}× with a worker per core${s.rateVsLlamaSwap === undefined ? "" : `; ${fmt(s.rateVsLlamaSwap)}× llama-swap`}.${
     admin
-      ? ` Meanwhile the activator's \`/snooze/v1/models\` and \`/healthz\`, asked in turn every 50 ms through the window: p50 ${fmt(admin.p50Ms, 1)} ms, max ${fmt(admin.maxMs, 1)} ms (${admin.probes} answers); its event loop ran a 10 ms timer late by p50 ${fmt(admin.loopDelay.p50Ms, 1)} ms, p99 ${fmt(admin.loopDelay.p99Ms, 1)} ms, max ${fmt(admin.loopDelay.maxMs, 1)} ms (the median round).`
+      ? ` Meanwhile the activator's \`/snooze/v1/models\` and \`/healthz\`, asked in turn every 50 ms through the window: p50 ${fmt(admin.p50Ms, 1)} ms, max ${fmt(admin.maxMs, 1)} ms (${admin.probes} answers); its event loop ran a 10 ms timer late by p50 ${fmt(admin.loopDelay.p50Ms, 1)} ms, p99 ${fmt(admin.loopDelay.p99Ms, 1)} ms, max ${fmt(admin.loopDelay.maxMs, 1)} ms, and collections paused it for ${fmt(admin.loopDelay.gcMs, 0)} ms of the window, ${fmt(admin.loopDelay.gcMaxMs, 1)} ms at the longest (the median round).`
       : ""
   }`;
 }

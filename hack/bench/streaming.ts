@@ -278,7 +278,8 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
               ? `, admin max ${Math.max(...adminMs).toFixed(0)} ms (${adminMs.length} probes)`
               : "") +
             (delay
-              ? `, event-loop delay p50 ${delay.p50Ms.toFixed(0)} ms, max ${delay.maxMs.toFixed(0)} ms`
+              ? `, event-loop delay p50 ${delay.p50Ms.toFixed(0)} ms, max ${delay.maxMs.toFixed(0)} ms, ` +
+                `GC pauses ${delay.gcMs.toFixed(0)} ms (longest ${delay.gcMaxMs.toFixed(1)} ms)`
               : ""),
         );
         const through =
