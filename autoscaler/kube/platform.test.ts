@@ -284,19 +284,59 @@ describe("KubePlatform.replicaSet: a pod that cannot come up as it is", () => {
       },
     ];
     for (const status of cases) expect(failing(status)).toBeUndefined();
-    // An image that cannot be pulled in a sidecar is not the engine's (the first container's) reason.
+    // A sidecar's or an init container's crash loop may end on a later try (an init container
+    // waiting for a download the engine needs): left to startTimeout.
     expect(
       failing(
         {
           phase: "Pending",
           conditions: notReady,
-          containerStatuses: [
-            { name: "vllm", state: { running: {} } },
-            { name: "sidecar", state: { waiting: { reason: "ImagePullBackOff" } } },
+          initContainerStatuses: [
+            {
+              name: "fetch-weights",
+              restartCount: 3,
+              state: { waiting: { reason: "CrashLoopBackOff", message: "back-off 40s" } },
+            },
           ],
+          containerStatuses: [{ name: "vllm", state: { waiting: { reason: "PodInitializing" } } }],
         },
-        ["vllm", "sidecar"],
+        ["vllm"],
       ),
     ).toBeUndefined();
+  });
+
+  test("a sidecar or an init container that cannot run keeps the pod from ever being Ready: failing, named", () => {
+    const sidecar: Status = {
+      phase: "Pending",
+      conditions: notReady,
+      containerStatuses: [
+        { name: "vllm", state: { running: {} } },
+        {
+          name: "auth-proxy",
+          state: { waiting: { reason: "ImagePullBackOff", message: 'Back-off pulling image "x.invalid/p"' } },
+        },
+      ],
+    };
+    expect(failing(sidecar, ["vllm", "auth-proxy"])).toBe(
+      'container "auth-proxy": ImagePullBackOff: Back-off pulling image "x.invalid/p"',
+    );
+    const init: Status = {
+      phase: "Pending",
+      conditions: notReady,
+      initContainerStatuses: [
+        {
+          name: "fetch-weights",
+          state: {
+            waiting: { reason: "CreateContainerConfigError", message: 'secret "hf-token" not found' },
+          },
+        },
+      ],
+      containerStatuses: [{ name: "vllm", state: { waiting: { reason: "PodInitializing" } } }],
+    };
+    expect(failing(init)).toBe(
+      'init container "fetch-weights": CreateContainerConfigError: secret "hf-token" not found',
+    );
+    // Not the engine's own exit: in a slot it fails at once too (it is no other member's doing).
+    expect(crashed(init)).toBeUndefined();
   });
 });

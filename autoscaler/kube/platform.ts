@@ -354,7 +354,7 @@ function engineStatus(pod: Pod): ContainerStatus | undefined {
  * as ContainerCreating), nor an unschedulable pod, whose container has no status yet (a cluster
  * autoscaler may add a GPU node within minutes).
  */
-const failingReasons = new Set([
+const cannotRunReasons = new Set([
   "ErrImagePull",
   "ImagePullBackOff",
   "InvalidImageName",
@@ -362,8 +362,8 @@ const failingReasons = new Set([
   "CreateContainerConfigError",
   "CreateContainerError",
   "RunContainerError",
-  "CrashLoopBackOff",
 ]);
+const failingReasons = new Set([...cannotRunReasons, "CrashLoopBackOff"]);
 
 /** Longest reason kept: it goes into every 503, the Model's status and `lastError`. */
 const maxReasonLength = 2_000;
@@ -379,15 +379,40 @@ export function cannotStart(pod: Pod): string | undefined {
   const waiting = status?.state?.waiting;
   let reason: string | undefined;
   if (waiting?.reason && failingReasons.has(waiting.reason)) {
-    reason = waiting.message ? `${waiting.reason}: ${waiting.message}` : waiting.reason;
+    reason = waitingReason(waiting);
     const last = status?.lastState?.terminated;
     if (waiting.reason === "CrashLoopBackOff" && last) reason += `; last ${termination(last)}`;
   } else if (status?.state?.terminated) {
     reason = `the engine ${termination(status.state.terminated)} during its start`;
-  }
+  } else reason = otherContainerCannotRun(pod, status);
   if (reason === undefined || reason.length <= maxReasonLength) return reason;
   const half = Math.floor((maxReasonLength - 3) / 2);
   return `${reason.slice(0, half)} … ${reason.slice(-half)}`;
+}
+
+function waitingReason(waiting: { reason?: string; message?: string }): string {
+  return waiting.message ? `${waiting.reason}: ${waiting.message}` : `${waiting.reason}`;
+}
+
+/**
+ * An init container or a sidecar that will not run as it is (an image that cannot be pulled, a
+ * Secret it names that is not there): the pod is Ready only once every one of them has run, so it
+ * never will. Their crash loops are not counted: an init container may be waiting for what the
+ * engine needs (weights to download, a mount) and succeed on a later try.
+ */
+function otherContainerCannotRun(pod: Pod, engine: ContainerStatus | undefined): string | undefined {
+  const kinds = [
+    ["init container", pod.status?.initContainerStatuses ?? []],
+    ["container", pod.status?.containerStatuses ?? []],
+  ] as const;
+  for (const [kind, statuses] of kinds) {
+    for (const status of statuses) {
+      const waiting = status.state?.waiting;
+      if (status === engine || !waiting?.reason || !cannotRunReasons.has(waiting.reason)) continue;
+      return `${kind} ${JSON.stringify(status.name ?? "")}: ${waitingReason(waiting)}`;
+    }
+  }
+  return undefined;
 }
 
 /** The engine container exited on its own: it crash-loops, or it terminated. */

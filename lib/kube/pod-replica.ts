@@ -15,6 +15,8 @@ export interface Pod extends KubeObject {
     podIP?: string;
     conditions?: { type: string; status: string }[];
     containerStatuses?: ContainerStatus[];
+    /** Init containers, native sidecars (an init container that keeps running) among them. */
+    initContainerStatuses?: ContainerStatus[];
   };
 }
 

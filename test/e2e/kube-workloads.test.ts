@@ -265,6 +265,14 @@ describe("a pod that cannot start", () => {
     );
   }, 90_000);
 
+  test("a sidecar whose image can never be pulled: the pod can never be Ready, so the held request hears why at once", async () => {
+    await failingModel("sidecar-unpullable", limits, { sidecarImage: "proxy.invalid/auth-proxy:1" });
+    await failsAtOnce(
+      "sidecar-unpullable",
+      /container "auth-proxy": (ErrImagePull|ImagePullBackOff): .*proxy\.invalid\/auth-proxy:1.*no such host/,
+    );
+  }, 90_000);
+
   test("an engine that exits during its start (CrashLoopBackOff): the held request hears its exit and last words", async () => {
     await failingModel("crashing", limits, {
       extraArgs: ["--no-such-flag"],

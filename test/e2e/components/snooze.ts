@@ -205,6 +205,8 @@ export function simDeployment(
     /** The engine container's image (the stand-in kubelet runs a sim whatever it is, unless it cannot be pulled). */
     image?: string;
     terminationMessagePolicy?: "File" | "FallbackToLogsOnError";
+    /** A sidecar container beside the engine, with this image (one under `.invalid` cannot be pulled). */
+    sidecarImage?: string;
   },
 ) {
   const { kubelet } = cluster.info;
@@ -257,6 +259,7 @@ export function simDeployment(
               ports: [{ name: "http", containerPort: 8000 }],
               readinessProbe: { httpGet: { path: "/health", port: "http" }, periodSeconds: 1 },
             },
+            ...(options.sidecarImage ? [{ name: "auth-proxy", image: options.sidecarImage }] : []),
           ],
         },
       },
