@@ -691,27 +691,29 @@ describe("scale bounds as the KPA has them", () => {
     await podsAt(first, 1, "the first revision at 1 pod again");
   }, 300_000);
 
-  test("config-autoscaler's min-scale and max-scale apply where the annotations say nothing, and a change applies at once", async () => {
+  test("config-autoscaler's min-scale, max-scale, stable-window and retention apply where the annotations say nothing, and a change applies at once", async () => {
     const name = "defaulted";
     const revision = revisionOf(name);
+    // Knative's config keys as Snooze's defaults: sleepAfter and zeroAfter of a revision without the annotations.
+    const windows = { "stable-window": "6s", "scale-to-zero-pod-retention-period": "2s" };
     try {
-      await knative!.configure("config-autoscaler", { "min-scale": "1", "max-scale": "3" });
+      await knative!.configure("config-autoscaler", { "min-scale": "1", "max-scale": "3", ...windows });
       await createService(
         knativeService(name, {
           kubelet: suite.cluster.info.kubelet,
           args: args(name),
-          annotations: {
-            [classAnnotation]: autoscalerClass,
-            "autoscaling.knative.dev/scale-to-zero-pod-retention-period": "2s",
-            "snooze.dev/sleep-after": "2s",
-          },
+          annotations: { [classAnnotation]: autoscalerClass },
         }),
       );
       await readyUrl(name);
       await modelSpecOf(
         revision,
-        "the Model with the cluster's min-scale 1 and max-scale 3",
-        (spec) => spec.minPods === 1 && spec.maxReplicas === 3,
+        "the Model with the cluster's min-scale 1, max-scale 3, stable-window and retention",
+        (spec) =>
+          spec.minPods === 1 &&
+          spec.maxReplicas === 3 &&
+          spec.sleepAfter === "6s" &&
+          spec.zeroAfter === "2000ms",
       );
       // Idle: the one pod sleeps and stays, past the retention period three times over.
       const [pod] = await waitFor(
@@ -732,10 +734,15 @@ describe("scale bounds as the KPA has them", () => {
         "the Model without the cluster's bounds",
         (s) => !s.minPods && (s.maxReplicas ?? 1) === 1,
       );
-      expect(spec).toMatchObject({ zeroAfter: "2s" });
+      expect(spec).toMatchObject({ sleepAfter: "6s", zeroAfter: "2000ms" });
       await podsAt(revision, 0, "the revision at 0 pods once min-scale is gone");
     } finally {
-      await knative?.configure("config-autoscaler", { "min-scale": "0", "max-scale": "0" });
+      // A merge patch: null takes the keys out again.
+      await knative?.configure("config-autoscaler", {
+        "min-scale": "0",
+        "max-scale": "0",
+        ...Object.fromEntries(Object.keys(windows).map((key) => [key, null as unknown as string])),
+      });
     }
   }, 240_000);
 });

@@ -4,9 +4,22 @@ import { autoscalerDefaults, knativeDefaults } from "./autoscaler-config.ts";
 describe("Knative's config-autoscaler defaults", () => {
   test("absent keys (or no ConfigMap) are Knative's defaults", () => {
     expect(autoscalerDefaults(undefined)).toEqual({ defaults: knativeDefaults });
-    expect(autoscalerDefaults({ "stable-window": "60s", _example: "..." })).toEqual({
+    expect(autoscalerDefaults({ _example: "..." })).toEqual({
       defaults: { minScale: 0, maxScale: 0, initialScale: 1, allowZeroInitialScale: false },
     });
+  });
+
+  test("stable-window and scale-to-zero-pod-retention-period are read when the ConfigMap sets them", () => {
+    expect(
+      autoscalerDefaults({ "stable-window": "1m30s", "scale-to-zero-pod-retention-period": "1h" }).defaults,
+    ).toMatchObject({ stableWindow: "90s", retention: "3600000ms" });
+    expect(autoscalerDefaults({ "scale-to-zero-pod-retention-period": "0s" }).defaults?.retention).toBe(
+      "0ms",
+    );
+    // Not set: no default of Knative's own (60 s, 0 s) replaces Snooze's.
+    const none = autoscalerDefaults({ "min-scale": "1" }).defaults!;
+    expect(none.stableWindow).toBeUndefined();
+    expect(none.retention).toBeUndefined();
   });
 
   test("min-scale, max-scale, initial-scale, allow-zero-initial-scale are read", () => {
@@ -30,5 +43,15 @@ describe("Knative's config-autoscaler defaults", () => {
     expect(autoscalerDefaults({ "max-scale-limit": "5" }).problem).toMatch(/max-scale = 0/);
     expect(autoscalerDefaults({ "max-scale-limit": "5", "max-scale": "6" }).problem).toMatch(/max-scale = 6/);
     expect(autoscalerDefaults({ "max-scale": "99999999999" }).problem).toMatch(/max-scale/);
+    // As Knative's autoscalerconfig validates them.
+    expect(autoscalerDefaults({ "stable-window": "5s" }).problem).toBe(
+      "stable-window = 5s, must be in [6s; 1h] range",
+    );
+    expect(autoscalerDefaults({ "stable-window": "2h" }).problem).toMatch(/\[6s; 1h\] range/);
+    expect(autoscalerDefaults({ "stable-window": "6500ms" }).problem).toMatch(/at most second precision/);
+    expect(autoscalerDefaults({ "stable-window": "a minute" }).problem).toMatch(/not a duration/);
+    expect(autoscalerDefaults({ "scale-to-zero-pod-retention-period": "-1s" }).problem).toBe(
+      "scale-to-zero-pod-retention-period cannot be negative, was: -1s",
+    );
   });
 });

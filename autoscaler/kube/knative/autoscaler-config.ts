@@ -5,6 +5,8 @@
  * revision reconciler creates the Deployment with `initial-scale` pods; Snooze reads the same keys
  * so a Snooze-class revision is bounded as a KPA one would be (docs/knative.md).
  */
+import { goDurationMs } from "./go-duration.ts";
+
 export const knativeSystemNamespace = "knative-serving";
 export const autoscalerConfigMap = "config-autoscaler";
 
@@ -17,6 +19,15 @@ export interface KnativeDefaults {
   initialScale: number;
   /** `allow-zero-initial-scale`: whether a revision's `initial-scale: "0"` counts. */
   allowZeroInitialScale: boolean;
+  /**
+   * `stable-window`, when the ConfigMap sets it: what a revision's `window` annotation means when
+   * it has none (`sleepAfter`). Knative's built-in 60 s is not taken for it: a cluster that says
+   * nothing keeps Snooze's own default (a pod put to sleep after a minute would be woken, at a
+   * cost, far more often than the KPA's pod it replaces was started).
+   */
+  stableWindow?: string;
+  /** `scale-to-zero-pod-retention-period`, when set: the `zeroAfter` of a revision without the annotation. */
+  retention?: string;
 }
 
 /** Knative's defaults when the ConfigMap does not set a key (or is absent). */
@@ -26,6 +37,10 @@ export const knativeDefaults: KnativeDefaults = Object.freeze({
   initialScale: 1,
   allowZeroInitialScale: false,
 });
+
+/** Knative's bounds of a stable window (`autoscaling.WindowMin`, `WindowMax`). */
+const windowMinMs = 6_000;
+const windowMaxMs = 3_600_000;
 
 /** A 32-bit integer as Go's strconv.ParseInt(text, 10, 32) reads it; undefined otherwise. */
 function int32(text: string): number | undefined {
@@ -69,6 +84,28 @@ export function autoscalerDefaults(
     if (b === undefined)
       return { problem: `allow-zero-initial-scale: ${JSON.stringify(zero)} is not a boolean` };
     d.allowZeroInitialScale = b;
+  }
+  // Durations as Knative's config validates them (`autoscalerconfig.validate`).
+  const window = data?.["stable-window"];
+  if (window !== undefined) {
+    const ms = goDurationMs(window);
+    if (ms === undefined) return { problem: `stable-window: ${JSON.stringify(window)} is not a duration` };
+    if (ms < windowMinMs || ms > windowMaxMs)
+      return { problem: `stable-window = ${window}, must be in [6s; 1h] range` };
+    if (ms % 1_000 !== 0)
+      return { problem: `stable-window = ${window}, must be specified with at most second precision` };
+    d.stableWindow = `${ms / 1_000}s`;
+  }
+  const retention = data?.["scale-to-zero-pod-retention-period"];
+  if (retention !== undefined) {
+    const ms = goDurationMs(retention);
+    if (ms === undefined)
+      return {
+        problem: `scale-to-zero-pod-retention-period: ${JSON.stringify(retention)} is not a duration`,
+      };
+    if (ms < 0)
+      return { problem: `scale-to-zero-pod-retention-period cannot be negative, was: ${retention}` };
+    d.retention = `${Math.round(ms)}ms`;
   }
   if (d.initialScale < 0 || (d.initialScale === 0 && !d.allowZeroInitialScale))
     return {

@@ -1,7 +1,8 @@
 import { describe, expect, test } from "vitest";
 import { modelSpec } from "../../../lib/kube/model-resource.ts";
 import { knativeDefaults } from "./autoscaler-config.ts";
-import { goDuration, knativeSettings, modelForRevision, type PodAutoscaler } from "./revision-model.ts";
+import { goDuration } from "./go-duration.ts";
+import { knativeSettings, modelForRevision, type PodAutoscaler } from "./revision-model.ts";
 
 const pa = (annotations: Record<string, string>, spec: PodAutoscaler["spec"] = {}): PodAutoscaler => ({
   apiVersion: "autoscaling.internal.knative.dev/v1alpha1",
@@ -184,6 +185,25 @@ describe("the Model of a Snooze-class revision", () => {
     ).toEqual({ minPods: 1, maxReplicas: 3 });
     // Knative's own defaults (none, no limit): what no ConfigMap means.
     expect(knativeSettings({}, undefined, { defaults: knativeDefaults })).toEqual({});
+  });
+
+  test("config-autoscaler's stable-window and retention, when it sets them, where the annotations say nothing", () => {
+    const cluster = { ...knativeDefaults, stableWindow: "90s", retention: "600000ms" };
+    expect(knativeSettings({}, undefined, { defaults: cluster })).toEqual({
+      sleepAfter: "90s",
+      zeroAfter: "600000ms",
+    });
+    // The revision's annotations win, as in the KPA.
+    expect(
+      knativeSettings(
+        {
+          "autoscaling.knative.dev/window": "6s",
+          "autoscaling.knative.dev/scale-to-zero-pod-retention-period": "0s",
+        },
+        undefined,
+        { defaults: cluster },
+      ),
+    ).toEqual({ sleepAfter: "6s", zeroAfter: "0s" });
   });
 
   test("the id is the revision's name; the engine's name comes from the container, or snooze.dev/model", () => {

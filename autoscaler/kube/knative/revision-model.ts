@@ -1,4 +1,3 @@
-import { parseDuration } from "../../../lib/duration.ts";
 import { knativeAutoscaling, podAutoscalers } from "../../../lib/knative/autoscaler-class.ts";
 import { apiVersion } from "../../../lib/kube/api-group.ts";
 import type { KubeObject } from "../../../lib/kube/client.ts";
@@ -7,6 +6,7 @@ import { servedModelOf } from "../../../lib/kube/served-model.ts";
 import { modelAnnotation } from "../../../lib/settings/index.ts";
 import { managedByLabel, managedByValue, specFromAnnotations } from "../workload-models.ts";
 import { type KnativeDefaults, knativeDefaults } from "./autoscaler-config.ts";
+import { goDuration } from "./go-duration.ts";
 
 /**
  * The Model a Snooze-class revision asks for, pure. Knative copies a revision's annotations onto
@@ -81,26 +81,6 @@ export function knativeAnnotation(
   return undefined;
 }
 
-const goUnitMs: Record<string, number> = {
-  ns: 1e-6,
-  us: 1e-3,
-  µs: 1e-3,
-  ms: 1,
-  s: 1_000,
-  m: 60_000,
-  h: 3_600_000,
-};
-
-/** A Go duration (`time.ParseDuration`, as Knative reads its annotations) in Snooze's form. */
-export function goDuration(text: string): string | undefined {
-  if (parseDuration(text) !== undefined) return text;
-  if (!/^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/.test(text)) return undefined;
-  let ms = 0;
-  for (const [, amount, unit] of text.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g))
-    ms += Number(amount) * goUnitMs[unit!]!;
-  return `${Math.round(ms)}ms`;
-}
-
 /** A whole number ≥ 0 as Knative parses it (ParseInt, base 10, 32 bits); undefined otherwise. */
 function count(text: string | undefined): number | undefined {
   if (text === undefined || !/^\d+$/.test(text)) return undefined;
@@ -114,8 +94,10 @@ const unlimited = 10_000;
 /**
  * What Knative's annotations mean, as Model spec fields (their meaning kept; docs/knative.md):
  * - `window` (idle time before the KPA scales down) → `sleepAfter`: idle that long, a pod sleeps.
+ *   Absent, `config-autoscaler`'s `stable-window` when the ConfigMap sets one.
  * - `scale-to-zero-pod-retention-period` (how long the last pod stays once the revision is idle)
- *   → `zeroAfter`: how long a pod stays, asleep, before it is stopped.
+ *   → `zeroAfter`: how long a pod stays, asleep, before it is stopped. Absent, the ConfigMap's key
+ *   of the same name when it sets one.
  * - `min-scale` (pods the revision keeps) → `minPods`: that many pods stay, asleep when idle,
  *   and the pods above it follow the ladder to zero. Absent, `config-autoscaler`'s `min-scale`.
  *   None while the revision is unreachable (no route sends it traffic: an old revision after a
@@ -139,11 +121,12 @@ export function knativeSettings(
 ): Record<string, unknown> {
   const defaults = scope.defaults ?? knativeDefaults;
   const spec: Record<string, unknown> = {};
+  // The annotation, else the cluster's default when config-autoscaler sets one, else Snooze's own.
   const window = knativeAnnotation(annotations, "window");
-  const sleepAfter = window && goDuration(window);
+  const sleepAfter = (window && goDuration(window)) || defaults.stableWindow;
   if (sleepAfter) spec.sleepAfter = sleepAfter;
   const retention = knativeAnnotation(annotations, "retention");
-  const zeroAfter = retention && goDuration(retention);
+  const zeroAfter = (retention && goDuration(retention)) || defaults.retention;
   if (zeroAfter) spec.zeroAfter = zeroAfter;
   // The KPA's scale bounds: the annotation, else config-autoscaler's default (0: none, no limit).
   const max =
