@@ -73,7 +73,7 @@ test("snooze sim loads neither the Kubernetes client nor OpenTelemetry nor gRPC"
   expect(modules.filter((url) => bundledUndici.test(url))).toEqual([]);
 });
 
-test("snooze serve loads no Kubernetes client, gRPC, OpenTelemetry SDK or CloudEvents SDK", {
+test("snooze serve loads no Kubernetes client, gRPC, OpenTelemetry SDK, CloudEvents SDK or zod locale but English", {
   timeout: 30_000,
 }, async () => {
   const port = await freePort();
@@ -127,6 +127,10 @@ test("snooze serve loads no Kubernetes client, gRPC, OpenTelemetry SDK or CloudE
     modules.filter((url) => /\/node_modules\/prom-client\/(index|lib\/pushgateway)\.js$/.test(url)),
   ).toEqual([]);
   expect(modules.filter((url) => /\/node_modules\/@opentelemetry\/api\/.*\.cjs$/.test(url))).toEqual([]);
+  // Of zod's 64 locales, which every zod entry point re-exports, only the English one it uses
+  // (lib/zod-locales-hook.ts, registered by bin/snooze.js).
+  expect(modules.some((url) => url.endsWith("/node_modules/zod/v4/classic/schemas.js"))).toBe(true);
+  expect(modules.filter((url) => /\/node_modules\/zod\/v4\/locales\/(?!en\.js$)/.test(url))).toEqual([]);
 });
 
 test("snooze --help loads no command's module", () => {
@@ -149,5 +153,6 @@ test("snooze --help loads no command's module", () => {
     "cli/commands.ts",
     "cli/main.ts",
     "lib/cli-flags.ts",
+    "lib/zod-locales-hook.ts",
   ]);
 });
