@@ -4,7 +4,7 @@ import { formatDuration, timerValue } from "../lib/duration.ts";
 import { LinkedSet } from "../lib/linked-set.ts";
 import { isWarming, mostAwake, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
-import { Pool } from "../lib/undici.ts";
+import { type Pool, undici } from "../lib/undici.ts";
 import { type Held, HoldQueue } from "./hold-queue.ts";
 import { SpareConnections } from "./spare-connections.ts";
 
@@ -426,7 +426,7 @@ export class ModelRoute {
           tier: event.tier,
           inFlight: backend?.inFlight ?? 0,
           spares,
-          pool: new Pool(origin, {
+          pool: new (undici().Pool)(origin, {
             // One connection per in-flight request, as many as the throttler lets through
             // (`tryAcquire`), so no request ever waits inside undici, unseen by the hold budget
             // and the metrics (long SSE streams would keep it waiting forever). The bound keeps

@@ -2,7 +2,7 @@ import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { afterEach, expect, test } from "vitest";
-import { Pool } from "../lib/undici.ts";
+import { type Pool, undici } from "../lib/undici.ts";
 import { waitFor } from "../test/sim/helpers.ts";
 import { SpareConnections } from "./spare-connections.ts";
 
@@ -25,7 +25,7 @@ function pooled(
   options: ConstructorParameters<typeof SpareConnections>[1] = {},
 ) {
   const spares = new SpareConnections(origin, options);
-  const pool = new Pool(origin, { connections, pipelining: 1, connect: spares.connect });
+  const pool = new (undici().Pool)(origin, { connections, pipelining: 1, connect: spares.connect });
   opened.push({ spares, pool });
   return { spares, pool };
 }

@@ -1,6 +1,6 @@
 import type { Socket } from "node:net";
 import type { buildConnector as BuildConnector } from "undici";
-import { buildConnector } from "../lib/undici.ts";
+import { undici } from "../lib/undici.ts";
 
 type Connector = BuildConnector.connector;
 
@@ -38,7 +38,7 @@ export class SpareConnections {
   private closed = false;
 
   constructor(origin: URL, options: { connectTimeout?: number; maxAgeMs?: number; now?: () => number } = {}) {
-    this.dial = buildConnector(
+    this.dial = undici().buildConnector(
       options.connectTimeout !== undefined ? { timeout: options.connectTimeout } : {},
     );
     this.target = {

@@ -1,5 +1,5 @@
 import { context, propagation } from "@opentelemetry/api";
-import { Agent } from "../lib/undici.ts";
+import { type Agent, undici } from "../lib/undici.ts";
 
 /**
  * Speaks vLLM's sleep API and readiness to one engine (real vLLM or `snooze sim`).
@@ -37,7 +37,7 @@ export interface EngineLoad {
  * warm-up), and reports a refused connection as "fetch failed" rather than what failed.
  */
 let agent: Agent | undefined;
-const engines = () => (agent ??= new Agent());
+const engines = () => (agent ??= new (undici().Agent)());
 
 const isOk = (status: number) => status >= 200 && status < 300;
 

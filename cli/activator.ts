@@ -8,6 +8,7 @@ import { knativeNetworkingServed } from "../lib/knative/networking-served.ts";
 import { createLogger } from "../lib/log.ts";
 import { Registry } from "../lib/prometheus.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
+import { undici } from "../lib/undici.ts";
 import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
 import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
@@ -48,6 +49,9 @@ export const activatorCommand: Command = {
     },
   },
   async run(values) {
+    // undici's dispatchers now, not at the first ready pod a route forwards to, where loading them
+    // (some milliseconds) would hold the first activation's requests that much longer (lib/undici.ts).
+    undici();
     const port = portValue(values);
     const grace = durationValue(values, "shutdown-grace");
     const adminToken = serverAdminToken(values, String(values.host));

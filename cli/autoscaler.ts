@@ -16,6 +16,7 @@ import { Registry } from "../lib/prometheus.ts";
 import { redactUrl } from "../lib/redact-url.ts";
 import { byteSize } from "../lib/settings/fields.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
+import { undici } from "../lib/undici.ts";
 import type { Command } from "./command.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
@@ -128,6 +129,8 @@ export const autoscalerCommand: Command = {
     },
   },
   async run(values) {
+    // undici's dispatchers now, not at the first engine call, which may be a wake (lib/undici.ts).
+    undici();
     const port = portValue(values);
     const grpcPort = portValue(values, "grpc-port");
     const timing = {

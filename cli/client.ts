@@ -289,7 +289,7 @@ export class AdminClient {
   async action<T>(path: string, shape: Shape, signal?: AbortSignal, quick = false): Promise<T> {
     const target = String(adminUrl(this.url, path));
     const url = new URL(target);
-    const { Agent } = await import("../lib/undici.ts");
+    const { Agent } = (await import("../lib/undici.ts")).undici();
     const agent = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
     const deadline = new Deadline(quick ? answerTimeoutMs : adminTimeoutMs + 30_000, signal);
     try {

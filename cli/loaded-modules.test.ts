@@ -133,6 +133,17 @@ test("snooze serve loads no Kubernetes client, gRPC, OpenTelemetry SDK, CloudEve
   expect(modules.filter((url) => /\/node_modules\/zod\/v4\/locales\/(?!en\.js$)/.test(url))).toEqual([]);
 });
 
+test("an idle snooze serve loads no HTTP client until it calls an engine", { timeout: 30_000 }, async () => {
+  const port = await freePort();
+  const config = join(dir, "idle.yaml");
+  writeFileSync(config, `models:\n  m:\n    command: ["\${SNOOZE}", sim, --port, "\${PORT}"]\n`);
+  const modules = await modulesOf(["serve", "--config", config, "--port", String(port)], port, "/healthz");
+  expect(modules.some((url) => url.endsWith("/activator/server.ts"))).toBe(true);
+  // undici's dispatchers load at their first use (lib/undici.ts), and with them Node's http2 and tls.
+  expect(modules.filter((url) => /\/node_modules\/undici\//.test(url))).toEqual([]);
+  expect(modules.filter((url) => /^internal:(http2|tls|internal\/http2\/.*)$/.test(url))).toEqual([]);
+});
+
 test("snooze --help loads no command's module", () => {
   const list = join(dir, "modules-help.txt");
   const result = spawnSync(

@@ -5,7 +5,7 @@ import { cloudEvents } from "./cloudevents-sdk.ts";
 import type { Logger } from "./log.ts";
 import { Counter, type Registry } from "./prometheus.ts";
 import { redactUrl } from "./redact-url.ts";
-import { Agent } from "./undici.ts";
+import { type Agent, undici } from "./undici.ts";
 
 /** How an event goes over HTTP: `ce-*` headers and the data as the body, or one JSON document. */
 export type EventMode = "binary" | "structured";
@@ -168,7 +168,7 @@ export class CloudEventSink implements EventSink {
       help: "Delivery attempts of CloudEvents that were retried, by type.",
       labelNames: ["type"],
     });
-    this.agent = new Agent({
+    this.agent = new (undici().Agent)({
       connect: { timeout: this.timeoutMs },
       headersTimeout: this.timeoutMs,
       bodyTimeout: this.timeoutMs,

@@ -3,7 +3,9 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import * as undici from "undici";
 import { afterAll, expect, test } from "vitest";
-import { Agent, buildConnector, Pool } from "./undici.ts";
+import { undici as dispatchers } from "./undici.ts";
+
+const { Agent, buildConnector, Pool } = dispatchers();
 
 const server = createServer((req, res) => res.end(`${req.method} ${req.url}`));
 server.listen(0, "127.0.0.1");

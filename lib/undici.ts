@@ -10,14 +10,35 @@ import type * as Undici from "undici";
  * api)`), so the classes are the very ones the package exports (same files, one module cache) and
  * its types apply. undici is pinned in package.json; lib/undici.test.ts fails if a new version
  * moves these files or changes what index.js does for them.
+ *
+ * They load at the first call of `undici()`, not with this module: a `snooze serve` that has not
+ * yet called an engine or forwarded a request needs no HTTP client, and these 30 modules bring
+ * Node's `http2` and `tls` (undici's client requires its HTTP/2 half at load), about 4 MiB of an
+ * idle serve's RSS (issue 14). In `snooze serve` the first engine call, a cold start's first health
+ * check while the engine boots, loads them, synchronously (25–50 ms on a loaded 2-core machine);
+ * `snooze activator` and `snooze autoscaler`, whose first use may be a held request's release or a
+ * wake, load them at start.
  */
-const require = createRequire(import.meta.url);
-const dispatcher = require("undici/lib/dispatcher/dispatcher.js") as { prototype: object };
-Object.assign(dispatcher.prototype, require("undici/lib/api/index.js"));
-
-export const Pool = require("undici/lib/dispatcher/pool.js") as typeof Undici.Pool;
+export interface Dispatchers {
+  Pool: typeof Undici.Pool;
+  Agent: typeof Undici.Agent;
+  /** The connector a Pool builds from its `connect` options, for a Pool given a connector of its own. */
+  buildConnector: typeof Undici.buildConnector;
+}
 export type Pool = Undici.Pool;
-export const Agent = require("undici/lib/dispatcher/agent.js") as typeof Undici.Agent;
 export type Agent = Undici.Agent;
-/** The connector a Pool builds from its `connect` options, for a Pool given a connector of its own. */
-export const buildConnector = require("undici/lib/core/connect.js") as typeof Undici.buildConnector;
+
+let loaded: Dispatchers | undefined;
+
+export function undici(): Dispatchers {
+  if (loaded) return loaded;
+  const require = createRequire(import.meta.url);
+  const dispatcher = require("undici/lib/dispatcher/dispatcher.js") as { prototype: object };
+  Object.assign(dispatcher.prototype, require("undici/lib/api/index.js"));
+  loaded = {
+    Pool: require("undici/lib/dispatcher/pool.js"),
+    Agent: require("undici/lib/dispatcher/agent.js"),
+    buildConnector: require("undici/lib/core/connect.js"),
+  };
+  return loaded;
+}
