@@ -15,7 +15,7 @@ if (major < 22 || (major === 22 && minor < 18)) {
 // directory (default: Node's own, under the OS temp dir); NODE_DISABLE_COMPILE_CACHE=1 turns it off.
 const { enableCompileCache } = await import("node:module");
 enableCompileCache?.();
-// Before any command loads: zod without the 64 locales its every entry point re-exports and Snooze
+// Before any command loads: zod without the 62 locales its every entry point re-exports and Snooze
 // never uses (lib/zod-locales-hook.ts; issue 14).
 await import("../lib/zod-locales-hook.ts");
 const { main } = await import("../cli/main.ts");

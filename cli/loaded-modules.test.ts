@@ -127,7 +127,7 @@ test("snooze serve loads no Kubernetes client, gRPC, OpenTelemetry SDK, CloudEve
     modules.filter((url) => /\/node_modules\/prom-client\/(index|lib\/pushgateway)\.js$/.test(url)),
   ).toEqual([]);
   expect(modules.filter((url) => /\/node_modules\/@opentelemetry\/api\/.*\.cjs$/.test(url))).toEqual([]);
-  // Of zod's 64 locales, which every zod entry point re-exports, only the English one it uses
+  // Of zod's 63 locales, which every zod entry point re-exports, only the English one it uses
   // (lib/zod-locales-hook.ts, registered by bin/snooze.js).
   expect(modules.some((url) => url.endsWith("/node_modules/zod/v4/classic/schemas.js"))).toBe(true);
   expect(modules.filter((url) => /\/node_modules\/zod\/v4\/locales\/(?!en\.js$)/.test(url))).toEqual([]);

@@ -46,7 +46,7 @@ function run(withHook: boolean): {
   return JSON.parse(execFileSync(process.execPath, args, { encoding: "utf8" }));
 }
 
-test("zod without its 64 locales gives the same messages", { timeout: 20_000 }, () => {
+test("zod with English alone of its 63 locales gives the same messages", { timeout: 20_000 }, () => {
   const without = run(false);
   const withHook = run(true);
   expect(without.locales.length).toBeGreaterThan(60);
