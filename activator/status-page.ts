@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { sendError, sendJson } from "../lib/http/json.ts";
@@ -38,6 +37,8 @@ function statusPage(tokenRequired: boolean): { html: Buffer; csp: string } {
   const cached = pages.get(tokenRequired);
   if (cached) return cached;
   const file = readFileSync(pageFile, "utf8");
+  // node:crypto with the first page served, not at start: an idle `snooze serve` needs none of it.
+  const { createHash } = process.getBuiltinModule("node:crypto");
   const text = tokenRequired
     ? file.replace("<head>", '<head>\n<meta name="snooze-admin-token" content="required">')
     : file;

@@ -133,7 +133,9 @@ test("snooze serve loads no Kubernetes client, gRPC, OpenTelemetry SDK, CloudEve
   expect(modules.filter((url) => /\/node_modules\/zod\/v4\/locales\/(?!en\.js$)/.test(url))).toEqual([]);
 });
 
-test("an idle snooze serve loads no HTTP client until it calls an engine", { timeout: 30_000 }, async () => {
+test("an idle snooze serve loads no HTTP client nor node:crypto until it starts an engine", {
+  timeout: 30_000,
+}, async () => {
   const port = await freePort();
   const config = join(dir, "idle.yaml");
   writeFileSync(config, `models:\n  m:\n    command: ["\${SNOOZE}", sim, --port, "\${PORT}"]\n`);
@@ -142,6 +144,8 @@ test("an idle snooze serve loads no HTTP client until it calls an engine", { tim
   // undici's dispatchers load at their first use (lib/undici.ts), and with them Node's http2 and tls.
   expect(modules.filter((url) => /\/node_modules\/undici\//.test(url))).toEqual([]);
   expect(modules.filter((url) => /^internal:(http2|tls|internal\/http2\/.*)$/.test(url))).toEqual([]);
+  // Nor node:crypto: the first engine's token, admin token check or status page loads it.
+  expect(modules.filter((url) => /^internal:(crypto|internal\/crypto\/.*)$/.test(url))).toEqual([]);
 });
 
 test("snooze --help loads no command's module", () => {

@@ -1,4 +1,3 @@
-import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 
 /** The token of an `Authorization: Bearer <token>` header, or undefined when there is none. */
@@ -14,6 +13,8 @@ export function bearerToken(headers: IncomingHttpHeaders): string | undefined {
  * length first, so neither the first differing byte nor the length shows in the timing.
  */
 export function sameSecret(given: string, expected: string): boolean {
+  // node:crypto at the first check, not at start: an idle `snooze serve` needs none of it (issue 14).
+  const { createHash, timingSafeEqual } = process.getBuiltinModule("node:crypto");
   const digest = (text: string) => createHash("sha256").update(text, "utf8").digest();
   return timingSafeEqual(digest(given), digest(expected));
 }
