@@ -347,12 +347,12 @@ function engineStatus(pod: Pod): ContainerStatus | undefined {
 
 /**
  * The kubelet's waiting reasons (its own strings) of a container that will not run as it is: an
- * image that cannot be pulled or is not there, a container the runtime cannot create or run, an
- * engine that keeps exiting. Each stays until someone changes the pod or what it names (the image,
- * a Secret, the command), so waiting out startTimeout only keeps held requests waiting. Not among
- * them: `ContainerCreating` and `PodInitializing` (a pull, even a slow one of a large image, shows
- * as ContainerCreating), nor an unschedulable pod, whose container has no status yet (a cluster
- * autoscaler may add a GPU node within minutes).
+ * image that cannot be pulled or is not there, a container the runtime cannot create or run. Each
+ * stays until someone changes the pod or what it names (the image, a Secret, the command), so
+ * waiting out startTimeout only keeps held requests waiting; they count for every container of the
+ * pod. Not among them: `ContainerCreating` and `PodInitializing` (a pull, even a slow one of a large
+ * image, shows as ContainerCreating), nor an unschedulable pod, whose container has no status yet
+ * (a cluster autoscaler may add a GPU node within minutes).
  */
 const cannotRunReasons = new Set([
   "ErrImagePull",
@@ -363,14 +363,15 @@ const cannotRunReasons = new Set([
   "CreateContainerError",
   "RunContainerError",
 ]);
+/** For the engine container, also one that keeps exiting (see otherContainerCannotRun for the others). */
 const failingReasons = new Set([...cannotRunReasons, "CrashLoopBackOff"]);
 
 /** Longest reason kept: it goes into every 503, the Model's status and `lastError`. */
 const maxReasonLength = 2_000;
 
 /**
- * Why a pod that is not up cannot come up as it is, from its engine container's status; undefined
- * while it may still come up. As Knative Serving's revision reconciler reads a container's waiting
+ * Why a pod that is not up cannot come up as it is, from its engine container's status, else from
+ * another container's or an init container's that cannot run; undefined while it may still come up. As Knative Serving's revision reconciler reads a container's waiting
  * reason and last termination: the kubelet's reason and message, and for an engine that exited,
  * the exit code, reason and message of its last termination.
  */
