@@ -737,11 +737,11 @@ describe("scale bounds as the KPA has them", () => {
       expect(spec).toMatchObject({ sleepAfter: "6s", zeroAfter: "2000ms" });
       await podsAt(revision, 0, "the revision at 0 pods once min-scale is gone");
     } finally {
-      // A merge patch: null takes the keys out again.
+      // null takes the keys out again.
       await knative?.configure("config-autoscaler", {
         "min-scale": "0",
         "max-scale": "0",
-        ...Object.fromEntries(Object.keys(windows).map((key) => [key, null as unknown as string])),
+        ...Object.fromEntries(Object.keys(windows).map((key) => [key, null])),
       });
     }
   }, 240_000);

@@ -82,8 +82,11 @@ export interface Knative {
   controller: ManagedProcess;
   webhook: ManagedProcess;
   autoscaler: ManagedProcess;
-  /** Merges `data` into one of Knative's config maps (through Knative's config validation webhook). */
-  configure(configMap: string, data: Record<string, string>): Promise<void>;
+  /**
+   * Merges `data` into one of Knative's config maps (through Knative's config validation webhook);
+   * a key set to null is removed (a merge patch).
+   */
+  configure(configMap: string, data: Record<string, string | null>): Promise<void>;
   /** The last lines of each process's log, for failure messages. */
   logs(lines?: number): string;
   /**
