@@ -148,6 +148,38 @@ test("an idle snooze serve loads no HTTP client nor node:crypto until it starts 
   expect(modules.filter((url) => /^internal:(crypto|internal\/crypto\/.*)$/.test(url))).toEqual([]);
 });
 
+test("a traceparent read loads OpenTelemetry's core once, as the ES module the API and SDK are", {
+  timeout: 30_000,
+}, async () => {
+  const port = await freePort();
+  const config = join(dir, "traced.yaml");
+  writeFileSync(config, `models:\n  m:\n    command: ["\${SNOOZE}", sim, --port, "\${PORT}"]\n`);
+  const modules = await modulesOf(
+    ["serve", "--config", config, "--port", String(port)],
+    port,
+    "/healthz",
+    async () => {
+      // An event's distributed-tracing extension is read by lib/tracing.ts's W3C propagator.
+      const response = await fetch(`http://127.0.0.1:${port}/snooze/v1/events`, {
+        method: "POST",
+        headers: { "content-type": "application/cloudevents+json" },
+        body: JSON.stringify({
+          specversion: "1.0",
+          id: "1",
+          source: "/test",
+          type: "dev.snooze.model.wake",
+          subject: "m",
+          traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        }),
+      });
+      expect(response.status).toBe(202);
+    },
+  );
+  expect(modules.some((url) => url.endsWith("/node_modules/@opentelemetry/core/dist/index.mjs"))).toBe(true);
+  // Its CommonJS build would bring a second copy of the core and of the API beside the ES ones.
+  expect(modules.filter((url) => /\/node_modules\/@opentelemetry\/.*\.cjs$/.test(url))).toEqual([]);
+});
+
 test("snooze --help loads no command's module", () => {
   const list = join(dir, "modules-help.txt");
   const result = spawnSync(

@@ -1,4 +1,5 @@
 import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
 import {
   type Context,
   context,
@@ -78,6 +79,9 @@ export function traceContextOf(span: Span): { traceparent?: string; tracestate?:
 }
 
 const require = createRequire(import.meta.url);
+// The ES module build, the one `@opentelemetry/api` above and the SDK (lib/telemetry.ts) import: its
+// CommonJS build would bring a second copy of the API and, with tracing on, of the core itself.
+const coreModule = fileURLToPath(import.meta.resolve("@opentelemetry/core"));
 let propagator: OpenTelemetryCore.W3CTraceContextPropagator | undefined;
 
 /**
@@ -86,10 +90,10 @@ let propagator: OpenTelemetryCore.W3CTraceContextPropagator | undefined;
  * higher version by its first fields (W3C forward compatibility) and refuses version `ff`. Loaded
  * with the first traceparent read: `@opentelemetry/core` and the semantic conventions it imports
  * are 36 modules and 1–2 MiB of an idle `snooze serve`'s RSS (issue 14), and with tracing off
- * most processes never read one. Its CommonJS build shares the API's context keys (`Symbol.for`).
+ * most processes never read one. Loaded synchronously by `require`, which takes an ES module.
  */
 function w3c(): OpenTelemetryCore.W3CTraceContextPropagator {
-  propagator ??= new (require("@opentelemetry/core") as typeof OpenTelemetryCore).W3CTraceContextPropagator();
+  propagator ??= new (require(coreModule) as typeof OpenTelemetryCore).W3CTraceContextPropagator();
   return propagator;
 }
 
