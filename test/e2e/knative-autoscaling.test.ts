@@ -710,10 +710,7 @@ describe("scale bounds as the KPA has them", () => {
         revision,
         "the Model with the cluster's min-scale 1, max-scale 3, stable-window and retention",
         (spec) =>
-          spec.minPods === 1 &&
-          spec.maxReplicas === 3 &&
-          spec.sleepAfter === "6s" &&
-          spec.zeroAfter === "2000ms",
+          spec.minPods === 1 && spec.maxReplicas === 3 && spec.sleepAfter === "6s" && spec.zeroAfter === "2s",
       );
       // Idle: the one pod sleeps and stays, past the retention period three times over.
       const [pod] = await waitFor(
@@ -734,7 +731,7 @@ describe("scale bounds as the KPA has them", () => {
         "the Model without the cluster's bounds",
         (s) => !s.minPods && (s.maxReplicas ?? 1) === 1,
       );
-      expect(spec).toMatchObject({ sleepAfter: "6s", zeroAfter: "2000ms" });
+      expect(spec).toMatchObject({ sleepAfter: "6s", zeroAfter: "2s" });
       await podsAt(revision, 0, "the revision at 0 pods once min-scale is gone");
     } finally {
       // null takes the keys out again.

@@ -5,7 +5,7 @@
  * revision reconciler creates the Deployment with `initial-scale` pods; Snooze reads the same keys
  * so a Snooze-class revision is bounded as a KPA one would be (docs/knative.md).
  */
-import { goDurationMs } from "./go-duration.ts";
+import { goDuration, goDurationMs } from "./go-duration.ts";
 
 export const knativeSystemNamespace = "knative-serving";
 export const autoscalerConfigMap = "config-autoscaler";
@@ -26,7 +26,11 @@ export interface KnativeDefaults {
    * cost, far more often than the KPA's pod it replaces was started).
    */
   stableWindow?: string;
-  /** `scale-to-zero-pod-retention-period`, when set: the `zeroAfter` of a revision without the annotation. */
+  /**
+   * `scale-to-zero-pod-retention-period`, when set: the `zeroAfter` of a revision without the
+   * annotation. Both are written as the same value in an annotation is (`goDuration`), so the Model
+   * reads alike whichever of the two set it.
+   */
   retention?: string;
 }
 
@@ -94,7 +98,7 @@ export function autoscalerDefaults(
       return { problem: `stable-window = ${window}, must be in [6s; 1h] range` };
     if (ms % 1_000 !== 0)
       return { problem: `stable-window = ${window}, must be specified with at most second precision` };
-    d.stableWindow = `${ms / 1_000}s`;
+    d.stableWindow = goDuration(window);
   }
   const retention = data?.["scale-to-zero-pod-retention-period"];
   if (retention !== undefined) {
@@ -105,7 +109,7 @@ export function autoscalerDefaults(
       };
     if (ms < 0)
       return { problem: `scale-to-zero-pod-retention-period cannot be negative, was: ${retention}` };
-    d.retention = `${Math.round(ms)}ms`;
+    d.retention = goDuration(retention);
   }
   if (d.initialScale < 0 || (d.initialScale === 0 && !d.allowZeroInitialScale))
     return {
