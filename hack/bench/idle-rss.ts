@@ -8,7 +8,10 @@
  * Rounds use a compile cache directory of their own: the first round fills it (what the very first
  * run after an install or an edit costs, the type stripper included), the later rounds are what
  * every run after that costs. With BENCH_LLAMA_SWAP the peer is measured with the same models
- * (a Go binary: no compile cache, so its first run is no different).
+ * (a Go binary: no compile cache, so its first run is no different). With BENCH_BASELINE (another
+ * checkout, e.g. a worktree of the previous commit) its `snooze serve` with the same 3 models runs
+ * in the same rounds, so a change's idle cost is read side by side:
+ *   BENCH_BASELINE=<checkout> npm run bench -- --only idle-rss --no-write
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -91,6 +94,22 @@ export async function idleRss(ctx: BenchContext): Promise<IdleRssResult> {
       name: "snooze serve (3 models)",
       argv: (port) => [node, snooze, "serve", "--config", few, "--port", String(port)],
     },
+    ...(process.env.BENCH_BASELINE
+      ? [
+          {
+            name: "snooze serve (3 models), baseline",
+            argv: (port: number) => [
+              node,
+              join(process.env.BENCH_BASELINE!, "bin/snooze.js"),
+              "serve",
+              "--config",
+              few,
+              "--port",
+              String(port),
+            ],
+          },
+        ]
+      : []),
     {
       name: `snooze serve (${manyModels} models)`,
       argv: (port) => [node, snooze, "serve", "--config", many, "--port", String(port)],

@@ -406,7 +406,7 @@ Each process started, given ${fmt(m.settleMs / 1000, 1)} s, its resident set rea
 rounds with a compile cache of their own, the first of which fills it (its figure is the "first run" column: the type
 stripper loaded, every file compiled); the other columns are medians of the later rounds. RSS includes the node binary's
 pages, shared by every process running it; RssAnon is what each more engine adds. The serve configs' engines are never
-started. Targets (issue 14): \`snooze sim\` ≤ ${targets.idleSimMiB} MiB, \`snooze serve\` ≤ ${targets.idleServeMiB} MiB.
+started. Targets (issue 14): \`snooze sim\` ≤ ${targets.idleSimMiB} MiB, \`snooze serve\` ≤ ${targets.idleServeMiB} MiB.${m.rows.some((r) => r.target.endsWith(", baseline")) ? " The baseline row is BENCH_BASELINE's checkout, in the same rounds." : ""}
 
 ${table(["process", "RSS MiB", "RssAnon MiB", "RSS vs node HTTP server", "first run RSS MiB"], rows)}`;
 }
