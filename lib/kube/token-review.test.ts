@@ -13,7 +13,7 @@ const users: Record<string, string> = {
 };
 let server: Server;
 let client: KubeClient;
-let received: { path: string; authorization?: string; token?: string }[] = [];
+let received: { path: string; authorization?: string; token?: string; audiences?: string[] }[] = [];
 let failing = false;
 
 beforeAll(async () => {
@@ -21,7 +21,12 @@ beforeAll(async () => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = JSON.parse(Buffer.concat(chunks).toString() || "{}");
-    received.push({ path: req.url ?? "", authorization: req.headers.authorization, token: body.spec?.token });
+    received.push({
+      path: req.url ?? "",
+      authorization: req.headers.authorization,
+      token: body.spec?.token,
+      ...(body.spec?.audiences ? { audiences: body.spec.audiences } : {}),
+    });
     if (failing) {
       res.writeHead(403, { "content-type": "application/json" });
       res.end(JSON.stringify({ kind: "Status", reason: "Forbidden", message: "cannot create tokenreviews" }));
@@ -59,10 +64,26 @@ const allowed = [users["activator-token"]!, users["autoscaler-token"]!];
 describe("TokenReviewer", () => {
   test("an allowed ServiceAccount's token passes, reviewed once with the reviewer's own credentials", async () => {
     const reviewer = new TokenReviewer(client, { allowed });
-    expect(await reviewer.check("activator-token")).toEqual({ ok: true, username: users["activator-token"] });
+    expect(await reviewer.check("activator-token")).toEqual({
+      ok: true,
+      username: users["activator-token"],
+      groups: ["system:serviceaccounts"],
+    });
     expect(received).toEqual([
       { path: tokenReviewsPath, authorization: "Bearer reviewer-own-token", token: "activator-token" },
     ]);
+  });
+
+  test("with audiences, the review asks for them; without allowed, any valid token passes", async () => {
+    const reviewer = new TokenReviewer(client, { audiences: ["snooze.dev/events"] });
+    expect(await reviewer.check("stranger-token")).toMatchObject({
+      ok: true,
+      username: users["stranger-token"],
+    });
+    expect(received).toEqual([
+      expect.objectContaining({ token: "stranger-token", audiences: ["snooze.dev/events"] }),
+    ]);
+    expect(await reviewer.check("forged")).toMatchObject({ ok: false, status: 401 });
   });
 
   test("no token is 401 without asking; a bad one 401; another ServiceAccount's 403", async () => {

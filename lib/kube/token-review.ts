@@ -1,5 +1,5 @@
-import { createHash } from "node:crypto";
 import type { KubeClient } from "./client.ts";
+import { ReviewCache, type ReviewCacheOptions } from "./review-cache.ts";
 
 /** The username Kubernetes gives a ServiceAccount's tokens. */
 export const serviceAccountUser = (namespace: string, name: string) =>
@@ -10,55 +10,49 @@ export const tokenReviewsPath = "/apis/authentication.k8s.io/v1/tokenreviews";
 /** What the API server said of a token (the part of a TokenReview's status Snooze reads). */
 interface TokenReviewStatus {
   authenticated?: boolean;
-  user?: { username?: string };
+  user?: { username?: string; groups?: string[] };
   error?: string;
 }
 
 /** Who a caller is, or why it is refused: 401 not authenticated, 403 not allowed, 503 cannot tell now. */
 export type CallerCheck =
-  | { ok: true; username: string }
+  | { ok: true; username: string; groups?: string[] }
   | { ok: false; status: 401 | 403 | 503; message: string };
 
-export interface TokenReviewerOptions {
-  /** Usernames that may call (`system:serviceaccount:NS:NAME`). */
-  allowed: Iterable<string>;
-  /** How long an accepted token is trusted without asking again (a refused one: at most 10 s). */
-  cacheMs?: number;
-  /** Tokens remembered at most; the oldest goes first. */
-  maxEntries?: number;
-  now?: () => number;
-}
-
-interface Cached {
-  check: CallerCheck;
-  expires: number;
+export interface TokenReviewerOptions extends ReviewCacheOptions {
+  /** Usernames that may call (`system:serviceaccount:NS:NAME`); absent, anyone the token is valid for. */
+  allowed?: Iterable<string>;
+  /** Who `allowed` lets call, for the 403's message: "the autoscaler". */
+  what?: string;
+  /**
+   * The audiences the token must be issued for (a TokenReview's `spec.audiences`); absent, the API
+   * server's own. A token for another audience is not valid (401).
+   */
+  audiences?: string[];
 }
 
 /**
  * Authenticates callers by their Kubernetes bearer token: a TokenReview asks the API server whose
  * token it is (the reviewer needs `create` on tokenreviews.authentication.k8s.io), and only the
- * allowed usernames pass. Accepted tokens are cached for a minute by the token's hash (bounded),
- * so an activator's stats every second cost one review a minute, and refused ones for 10 s, so
- * a caller with a bad token cannot make the API server review every request; a review the API
- * server could not answer is not cached, and it refuses (503), never lets through.
+ * allowed usernames pass. Answers are cached (review-cache.ts), so an activator's stats every
+ * second cost one review a minute; a review the API server could not answer is not cached, and it
+ * refuses (503), never lets through.
  */
 export class TokenReviewer {
   private readonly client: KubeClient;
-  readonly allowed: ReadonlySet<string>;
-  private readonly cacheMs: number;
-  private readonly maxEntries: number;
-  private readonly now: () => number;
-  private readonly cache = new Map<string, Cached>();
-  private readonly pending = new Map<string, Promise<CallerCheck>>();
+  readonly allowed: ReadonlySet<string> | undefined;
+  private readonly what: string;
+  private readonly audiences: string[] | undefined;
+  private readonly cache: ReviewCache<CallerCheck>;
   /** TokenReviews sent, for tests and the state endpoint. */
   reviews = 0;
 
-  constructor(client: KubeClient, options: TokenReviewerOptions) {
+  constructor(client: KubeClient, options: TokenReviewerOptions = {}) {
     this.client = client;
-    this.allowed = new Set(options.allowed);
-    this.cacheMs = options.cacheMs ?? 60_000;
-    this.maxEntries = options.maxEntries ?? 1_000;
-    this.now = options.now ?? Date.now;
+    this.allowed = options.allowed ? new Set(options.allowed) : undefined;
+    this.what = options.what ?? "the autoscaler";
+    this.audiences = options.audiences;
+    this.cache = new ReviewCache(options);
   }
 
   /** Who holds `token` and whether they may call; undefined `token` (no Authorization header): 401. */
@@ -69,26 +63,21 @@ export class TokenReviewer {
         status: 401,
         message: "send the caller's ServiceAccount token as Authorization: Bearer <token>",
       };
-    const key = createHash("sha256").update(token).digest("base64url");
-    const cached = this.cache.get(key);
-    if (cached && cached.expires > this.now()) return cached.check;
-    if (cached) this.cache.delete(key);
-    let review = this.pending.get(key);
-    if (!review) {
-      review = this.review(token, key).finally(() => this.pending.delete(key));
-      this.pending.set(key, review);
-    }
-    return review;
+    return this.cache.answer(
+      token,
+      () => this.review(token),
+      (check) => check.ok || check.status !== 503,
+    );
   }
 
-  private async review(token: string, key: string): Promise<CallerCheck> {
+  private async review(token: string): Promise<CallerCheck> {
     this.reviews++;
     let status: TokenReviewStatus | undefined;
     try {
       const answer = await this.client.create<{ status?: TokenReviewStatus }>(tokenReviewsPath, {
         apiVersion: "authentication.k8s.io/v1",
         kind: "TokenReview",
-        spec: { token },
+        spec: { token, ...(this.audiences ? { audiences: this.audiences } : {}) },
       });
       status = answer?.status;
     } catch (error) {
@@ -99,32 +88,18 @@ export class TokenReviewer {
       };
     }
     const username = status?.user?.username;
-    let check: CallerCheck;
     if (!status?.authenticated || !username)
-      check = {
+      return {
         ok: false,
         status: 401,
         message: `the token is not valid${status?.error ? `: ${status.error}` : ""}`,
       };
-    else if (!this.allowed.has(username))
-      check = {
+    if (this.allowed && !this.allowed.has(username))
+      return {
         ok: false,
         status: 403,
-        message: `${username} may not call the autoscaler (allowed: ${[...this.allowed].join(", ")})`,
+        message: `${username} may not call ${this.what} (allowed: ${[...this.allowed].join(", ")})`,
       };
-    else check = { ok: true, username };
-    this.remember(key, check);
-    return check;
-  }
-
-  private remember(key: string, check: CallerCheck): void {
-    while (this.cache.size >= this.maxEntries) {
-      const oldest = this.cache.keys().next().value;
-      if (oldest === undefined) break;
-      this.cache.delete(oldest);
-    }
-    // A refusal is kept shorter: a token minted a moment ago may only be valid in a few seconds.
-    const ms = check.ok ? this.cacheMs : Math.min(this.cacheMs, 10_000);
-    this.cache.set(key, { check, expires: this.now() + ms });
+    return { ok: true, username, groups: status.user?.groups ?? [] };
   }
 }
