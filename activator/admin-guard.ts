@@ -50,6 +50,26 @@ const refusal = (
   headers?: Record<string, string>,
 ): AdminRefusal => ({ status, body: openAIError(message, type, code), ...(headers ? { headers } : {}) });
 
+/** Whether a request is an event delivery, `POST /snooze/v1/events`. */
+export function isEventDelivery(req: IncomingMessage): boolean {
+  return req.method === "POST" && (req.url ?? "").split("?")[0] === "/snooze/v1/events";
+}
+
+/**
+ * The bearer of an event delivery that is not the admin token, when the activator takes senders'
+ * own tokens (`senders`, event-senders.ts): the events endpoint checks it once it knows what the
+ * events ask. Undefined for any other request, and for the admin token itself.
+ */
+export function senderToken(
+  req: IncomingMessage,
+  token: string | undefined,
+  senders: boolean,
+): string | undefined {
+  if (!senders || token === undefined || !isEventDelivery(req)) return undefined;
+  const given = bearerToken(req.headers);
+  return given !== undefined && !sameSecret(given, token) ? given : undefined;
+}
+
 /**
  * The checks every request to the admin API and the events endpoint (`/snooze/...`) passes before
  * it is routed; undefined when it may go on.
@@ -60,11 +80,16 @@ const refusal = (
  * - Without a token (only allowed on a loopback bind) the `Host` must be a loopback name too (403):
  *   a page whose own name was re-pointed at 127.0.0.1 (DNS rebinding) is same-origin to the
  *   browser, but its Host header still carries that name.
- * - With a token, `Authorization: Bearer <token>` must carry it (401; compared in constant time).
+ * - With a token, `Authorization: Bearer <token>` must carry it (401; compared in constant time),
+ *   or, on an event delivery when `senders` is set, a sender's own token (checked later).
  * - A POST with a form content type (`application/x-www-form-urlencoded`, `multipart/form-data`,
  *   `text/plain`: what a page may send without asking) is refused (415).
  */
-export function adminRefusal(req: IncomingMessage, token: string | undefined): AdminRefusal | undefined {
+export function adminRefusal(
+  req: IncomingMessage,
+  token: string | undefined,
+  senders = false,
+): AdminRefusal | undefined {
   const origin = req.headers.origin;
   const host = req.headers.host;
   if (origin !== undefined && !sameOrigin(origin, host))
@@ -92,7 +117,7 @@ export function adminRefusal(req: IncomingMessage, token: string | undefined): A
       );
   } else {
     const given = bearerToken(req.headers);
-    if (given === undefined || !sameSecret(given, token))
+    if (given === undefined || (!sameSecret(given, token) && !senderToken(req, token, senders)))
       return refusal(
         401,
         given === undefined
@@ -108,7 +133,7 @@ export function adminRefusal(req: IncomingMessage, token: string | undefined): A
     .trim()
     .toLowerCase();
   if (req.method === "POST" && formTypes.has(contentType)) {
-    const events = (req.url ?? "").split("?")[0] === "/snooze/v1/events";
+    const events = isEventDelivery(req);
     return refusal(
       415,
       events

@@ -13,6 +13,8 @@ import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import { remoteContextOf } from "../lib/tracing.ts";
 import { type AdminActions, AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
+import type { AdminRefusal } from "./admin-guard.ts";
+import type { EventAction } from "./event-senders.ts";
 import { knownModels } from "./unknown-model.ts";
 
 /**
@@ -407,6 +409,12 @@ export interface EventEndpointDeps {
   knownModels(): string[];
   recent: RecentEvents;
   log?: Logger;
+  /**
+   * Whether the delivery's sender may do what its events ask, when it holds a token of its own
+   * rather than the admin token (event-senders.ts); asked once the events are read, before any is
+   * taken (a redelivery too).
+   */
+  authorize?(actions: EventAction[]): Promise<AdminRefusal | undefined>;
 }
 
 /** Answers with no body, as Knative Eventing expects of a subscriber that sends no reply event. */
@@ -497,6 +505,13 @@ export async function handleIncomingEvents(
       return;
     }
     resolved.push({ ...command, id });
+  }
+  if (deps.authorize) {
+    const refused = await deps.authorize(resolved.map(({ verb, id }) => ({ verb, model: id })));
+    if (refused) {
+      sendError(res, refused.status, refused.body, refused.headers);
+      return;
+    }
   }
   const fresh = resolved.filter((command) => !deps.recent.has(command.key));
   if (fresh.length === 0) {

@@ -238,6 +238,13 @@ export class KubeControlPlane implements ControlPlane {
     return this.known.get(`${namespace}/${name}`)?.model.config.id;
   }
 
+  /** The Model that serves the model id `id`, by namespace and name. */
+  modelObjectOf(id: string): { namespace: string; name: string } | undefined {
+    const key = this.byId.get(id);
+    const slash = key?.indexOf("/") ?? -1;
+    return key && slash > 0 ? { namespace: key.slice(0, slash), name: key.slice(slash + 1) } : undefined;
+  }
+
   /** Facts for the admin view: the last activation failure the autoscaler reported. */
   details(id: string): { lastError?: string } {
     const key = this.byId.get(id);

@@ -19,8 +19,9 @@ import {
   type AdminModelView,
   SleepStoppedInstead,
 } from "./admin.ts";
-import { adminRefusal } from "./admin-guard.ts";
+import { adminRefusal, senderToken } from "./admin-guard.ts";
 import { CorsPolicy } from "./cors.ts";
+import type { EventSenders } from "./event-senders.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
 import { hintForMs, ListingHints } from "./listing-hint.ts";
 import { startServerSpan } from "./request-trace.ts";
@@ -39,6 +40,8 @@ export interface ServerOptions {
   adminToken?: string;
   /** Origins whose browser pages may call `/v1/` (`*`: any); none by default (cors.ts). */
   allowedOrigins?: readonly string[];
+  /** Who else may send events, by a token of their own (Kubernetes: kube-event-senders.ts). */
+  eventSenders?: EventSenders;
 }
 
 const created = Math.floor(Date.now() / 1000);
@@ -107,6 +110,7 @@ export function createActivatorServer({
   registry,
   adminToken,
   allowedOrigins = [],
+  eventSenders,
 }: ServerOptions): Server {
   const cors = new CorsPolicy(allowedOrigins);
   // Event ids already taken, so a Broker's redelivery is not acted on twice.
@@ -352,7 +356,7 @@ export function createActivatorServer({
     // Returned, not awaited: this frame need not stay suspended for as long as a request is held.
     if (path.startsWith("/v1/")) return activator.handle(req, res);
     if (path.startsWith("/snooze/")) {
-      const refused = adminRefusal(req, adminToken);
+      const refused = adminRefusal(req, adminToken, eventSenders !== undefined);
       if (refused) {
         req.resume();
         // A delivery refused here still shows in its sender's trace: a Broker or Trigger whose token
@@ -410,6 +414,7 @@ export function createActivatorServer({
     if (path === "/snooze/v1/events" && req.method === "POST") {
       // A SERVER span, continuing the delivery's traceparent (a Broker's), as every request's does.
       const { span, ctx } = startServerSpan(req, path, path);
+      const sender = senderToken(req, adminToken, eventSenders !== undefined);
       try {
         const handled = context.with(ctx, () =>
           handleIncomingEvents(req, res, {
@@ -417,6 +422,9 @@ export function createActivatorServer({
             modelNamed: (name) => activator.modelNamed(name),
             knownModels: () => [...activator.routes.keys()],
             recent: recentEvents,
+            ...(sender && eventSenders
+              ? { authorize: (actions) => eventSenders.refusal(sender, actions) }
+              : {}),
           }),
         );
         await unlessShutdown(res, activator.shutdownSignal, handled);

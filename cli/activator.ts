@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
 import { Activator } from "../activator/activator.ts";
 import { KubeControlPlane } from "../activator/kube-control-plane.ts";
+import { defaultEventsAudience, KubeEventSenders } from "../activator/kube-event-senders.ts";
 import { KubeIngresses } from "../activator/kube-ingresses.ts";
 import { listenActivator } from "../activator/listen.ts";
 import { createActivatorServer } from "../activator/server.ts";
@@ -34,6 +35,13 @@ export const activatorCommand: Command = {
       description:
         "this activator's name in demand and stats (default: $POD_NAME, else the host name and pid)",
       placeholder: "name",
+    },
+    "events-audience": {
+      type: "string",
+      default: defaultEventsAudience,
+      description:
+        "besides the admin token, POST /snooze/v1/events takes a Kubernetes token issued for this audience (a Knative Trigger's OIDC token) whose user RBAC lets do the event's verb on its Model",
+      placeholder: "audience",
     },
     "shutdown-grace": {
       type: "string",
@@ -116,6 +124,11 @@ export const activatorCommand: Command = {
       registry,
       adminToken,
       allowedOrigins,
+      eventSenders: new KubeEventSenders({
+        client,
+        audience: String(values["events-audience"]),
+        modelObjectOf: (id) => controlPlane.modelObjectOf(id),
+      }),
       admin: {
         // The caller's trace (an incoming event's) goes along, so the activation joins it.
         wake: async (model, options) =>

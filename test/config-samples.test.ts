@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { describe, expect, test } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { parseIncomingEvents } from "../activator/incoming-event.ts";
+import { defaultEventsAudience } from "../activator/kube-event-senders.ts";
 import { autoscalerClass, classAnnotation } from "../lib/knative/autoscaler-class.ts";
 import { ingressClassAnnotation, snoozeIngressClass } from "../lib/knative/ingress-class.ts";
 import { modelSpec } from "../lib/kube/model-resource.ts";
@@ -48,12 +49,21 @@ describe("config/samples", () => {
   });
 
   test("the scheduled prewarm: the PingSource's event is read as a prewarm, and the Trigger selects it", () => {
-    const [ping, trigger] = docs("scheduled-prewarm.yaml") as unknown as [
+    const [ping, trigger, role, binding] = docs("scheduled-prewarm.yaml") as unknown as [
       {
         kind: string;
         spec: { data: string; contentType: string; ceOverrides: { extensions: Record<string, string> } };
       },
-      { kind: string; spec: { filter: { attributes: Record<string, string> }; subscriber: { uri: string } } },
+      {
+        kind: string;
+        metadata: { name: string };
+        spec: {
+          filter: { attributes: Record<string, string> };
+          subscriber: { uri: string; audience: string };
+        };
+      },
+      { kind: string; metadata: { name: string }; rules: Record<string, string[]>[] },
+      { kind: string; roleRef: { name: string }; subjects: { kind: string; name: string }[] },
     ];
     expect(ping.kind).toBe("PingSource");
     expect(trigger.kind).toBe("Trigger");
@@ -75,5 +85,16 @@ describe("config/samples", () => {
       commands: [{ verb: "prewarm", model: "qwen", forMs: 2 * 3_600_000 }],
     });
     expect(new URL(trigger.spec.subscriber.uri).pathname).toBe("/snooze/v1/events");
+    // Knative mints the Trigger's token for the activator's audience; its ServiceAccount (named as
+    // Knative Eventing names a Trigger's OIDC identity) may prewarm qwen, and only that.
+    expect(trigger.spec.subscriber.audience).toBe(defaultEventsAudience);
+    expect(role.kind).toBe("Role");
+    expect(role.rules).toEqual([
+      { apiGroups: ["snooze.dev"], resources: ["models"], resourceNames: ["qwen"], verbs: ["prewarm"] },
+    ]);
+    expect(binding.roleRef.name).toBe(role.metadata.name);
+    expect(binding.subjects).toEqual([
+      { kind: "ServiceAccount", name: `${trigger.metadata.name}-oidc-eventing.knative.dev-trigger` },
+    ]);
   });
 });

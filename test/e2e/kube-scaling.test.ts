@@ -229,6 +229,98 @@ describe("a Model on Kubernetes, through the activator", () => {
     await waitPods("asleep once the prewarm ended", (p) => p.length === 1 && tierOf(p[0]!) === "asleep-1");
   });
 
+  test("an event sender's own Kubernetes token (a Knative Trigger's OIDC token): its audience and RBAC verb on the Model decide", async () => {
+    // An activator with an admin token, as on a cluster: a sender's token is not the admin token.
+    const activator = await suite.startActivator("activator-events", undefined, {
+      SNOOZE_ADMIN_TOKEN: "e2e-admin",
+    });
+    const { client } = suite.admin;
+    const ns = suite.ns.name;
+    try {
+      await client.create(`/api/v1/namespaces/${ns}/serviceaccounts`, {
+        apiVersion: "v1",
+        kind: "ServiceAccount",
+        metadata: { name: "prewarm-trigger" },
+      });
+      // What Knative Eventing mints for a Trigger whose subscriber has `audience: snooze.dev/events`.
+      const tokenFor = async (audiences: string[]) =>
+        (
+          await client.create<{ status: { token: string } }>(
+            `/api/v1/namespaces/${ns}/serviceaccounts/prewarm-trigger/token`,
+            {
+              apiVersion: "authentication.k8s.io/v1",
+              kind: "TokenRequest",
+              spec: { audiences, expirationSeconds: 600 },
+            },
+          )
+        ).status.token;
+      const send = (token: string, type: string, id: string) =>
+        fetch(`${activator.url}/snooze/v1/events`, {
+          method: "POST",
+          headers: { "content-type": "application/cloudevents+json", authorization: `Bearer ${token}` },
+          body: JSON.stringify({ specversion: "1.0", id, source: "/e2e/trigger", type, subject: model }),
+        });
+      const token = await tokenFor(["snooze.dev/events"]);
+      // Valid token, no permission yet: 403 saying which Role would let it.
+      const denied = await send(token, "dev.snooze.model.wake", "e2e-sender-1");
+      expect(denied.status).toBe(403);
+      const deniedBody = (await denied.json()) as any;
+      expect(deniedBody.error.code).toBe("sender_not_allowed");
+      expect(deniedBody.error.message).toContain(
+        `system:serviceaccount:${ns}:prewarm-trigger may not wake models.snooze.dev ${ns}/${model}`,
+      );
+      expect(deniedBody.error.message).toContain("verbs: [wake]");
+      // A token for the API server's own audience is not one for the events endpoint: 401.
+      const wrongAudience = await send(await tokenFor([]), "dev.snooze.model.prewarm", "e2e-sender-2");
+      expect(wrongAudience.status).toBe(401);
+      expect(((await wrongAudience.json()) as any).error.code).toBe("invalid_sender_token");
+      // The Role the 403 named, bound to the sender: it may prewarm this Model, and nothing else.
+      await client.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`, {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "Role",
+        metadata: { name: "prewarm-qwen" },
+        rules: [
+          { apiGroups: ["snooze.dev"], resources: ["models"], verbs: ["prewarm"], resourceNames: [model] },
+        ],
+      });
+      await client.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: { name: "prewarm-qwen" },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "prewarm-qwen" },
+        subjects: [{ kind: "ServiceAccount", name: "prewarm-trigger", namespace: ns }],
+      });
+      // RBAC's authorizer sees the binding a moment after it is made.
+      const allowed = await waitFor(
+        async () => {
+          const answer = await send(token, "dev.snooze.model.prewarm", `e2e-sender-3-${Date.now()}`);
+          return answer.status === 403 ? undefined : answer;
+        },
+        { what: "the prewarm allowed once the Role is bound", timeoutMs: 20_000, intervalMs: 1_000 },
+      );
+      expect(allowed.status).toBe(202);
+      expect(allowed.headers.get("snooze-event")).toBe("accepted");
+      const stop = await send(token, "dev.snooze.model.stop", "e2e-sender-4");
+      expect(stop.status).toBe(403);
+      expect(((await stop.json()) as any).error.message).toContain("may not stop");
+      // The admin token still does everything, as before.
+      const byAdmin = await fetch(`${activator.url}/snooze/v1/events`, {
+        method: "POST",
+        headers: { "content-type": "application/cloudevents+json", authorization: "Bearer e2e-admin" },
+        body: JSON.stringify({
+          specversion: "1.0",
+          id: "e2e-sender-5",
+          source: "/e2e",
+          type: "dev.snooze.model.wake",
+          subject: model,
+        }),
+      });
+      expect(byAdmin.status).toBe(202);
+    } finally {
+      await activator.stop();
+    }
+  });
+
   test("the status page works through the activator: the page, the timeline, next change and GPU time, the event stream", async () => {
     const url = suite.activator.url;
     expect((await complete(url, model)).status).toBe(200);

@@ -42,6 +42,7 @@ const r = (verb: string, resource: string, extra: Partial<V1ResourceAttributes> 
     mutatingwebhookconfigurations: "admissionregistration.k8s.io",
     events: "events.k8s.io",
     tokenreviews: "authentication.k8s.io",
+    subjectaccessreviews: "authorization.k8s.io",
     services: extra.group ?? "",
   };
   return {
@@ -67,6 +68,9 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("watch", "services", { group: "serving.knative.dev" }),
       // Snooze's Knative ingress class: the KIngresses whose hosts it routes.
       r("watch", "ingresses", { group: "networking.internal.knative.dev" }),
+      // Event senders with a token of their own (a Knative Trigger's): who they are, what they may do.
+      r("create", "tokenreviews"),
+      r("create", "subjectaccessreviews"),
     ],
     denied: [
       r("patch", "pods", { namespace: "team-a" }),
@@ -80,7 +84,6 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("update", "deployments/scale", { namespace: "team-a" }),
       r("create", "leases", { namespace: system }),
       r("list", "services"),
-      r("create", "tokenreviews"),
     ],
   },
   "snooze-autoscaler": {

@@ -1,0 +1,147 @@
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import { subjectAccessReviewsPath } from "../lib/kube/access-review.ts";
+import { KubeClient } from "../lib/kube/client.ts";
+import { serviceAccountUser, tokenReviewsPath } from "../lib/kube/token-review.ts";
+import { KubeEventSenders } from "./kube-event-senders.ts";
+
+/**
+ * A stand-in API server: TokenReviews from a table of tokens (each valid for one audience), and
+ * SubjectAccessReviews from a table of grants. The real API server's answers to both are checked by
+ * test/e2e/kube-scaling.test.ts ("an event sender's own Kubernetes token").
+ */
+const trigger = serviceAccountUser("team-a", "oidc-eventing.knative.dev-trigger-prewarm");
+const tokens: Record<string, { username: string; audience: string }> = {
+  "trigger-token": { username: trigger, audience: "snooze.dev/events" },
+  "api-token": { username: trigger, audience: "https://kubernetes.default.svc" },
+};
+/** `user verb namespace/name` a RoleBinding would allow. */
+let grants = new Set<string>();
+let failing = false;
+let received: { path: string; spec: any }[] = [];
+let server: Server;
+let client: KubeClient;
+
+beforeAll(async () => {
+  server = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const { spec } = JSON.parse(Buffer.concat(chunks).toString());
+    received.push({ path: req.url ?? "", spec });
+    if (failing) {
+      res.writeHead(403, { "content-type": "application/json" });
+      res.end(JSON.stringify({ kind: "Status", reason: "Forbidden", message: "RBAC missing" }));
+      return;
+    }
+    let status: unknown;
+    if (req.url === tokenReviewsPath) {
+      const known = tokens[spec.token];
+      status =
+        known && spec.audiences?.includes(known.audience)
+          ? { authenticated: true, user: { username: known.username, groups: ["system:serviceaccounts"] } }
+          : { authenticated: false, error: "token audiences are invalid for the target audiences" };
+    } else {
+      const { verb, namespace, name } = spec.resourceAttributes;
+      status = { allowed: grants.has(`${spec.user} ${verb} ${namespace}/${name}`) };
+    }
+    res.writeHead(201, { "content-type": "application/json" });
+    res.end(JSON.stringify({ status }));
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  client = new KubeClient({
+    server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    token: "own",
+  });
+});
+afterAll(async () => {
+  await client.close();
+  server.close();
+});
+beforeEach(() => {
+  grants = new Set();
+  failing = false;
+  received = [];
+});
+
+const senders = () =>
+  new KubeEventSenders({
+    client,
+    audience: "snooze.dev/events",
+    modelObjectOf: (model) => (model === "qwen" ? { namespace: "team-a", name: "qwen" } : undefined),
+  });
+
+describe("KubeEventSenders", () => {
+  test("a token for the events audience whose user RBAC lets do the verb on the Model passes", async () => {
+    grants.add(`${trigger} prewarm team-a/qwen`);
+    expect(await senders().refusal("trigger-token", [{ verb: "prewarm", model: "qwen" }])).toBeUndefined();
+    expect(received).toEqual([
+      { path: tokenReviewsPath, spec: { token: "trigger-token", audiences: ["snooze.dev/events"] } },
+      {
+        path: subjectAccessReviewsPath,
+        spec: {
+          user: trigger,
+          groups: ["system:serviceaccounts"],
+          resourceAttributes: {
+            group: "snooze.dev",
+            resource: "models",
+            verb: "prewarm",
+            namespace: "team-a",
+            name: "qwen",
+          },
+        },
+      },
+    ]);
+  });
+
+  test("another verb than the one granted is 403, saying which Role would let it", async () => {
+    grants.add(`${trigger} prewarm team-a/qwen`);
+    const refused = await senders().refusal("trigger-token", [
+      { verb: "prewarm", model: "qwen" },
+      { verb: "stop", model: "qwen" },
+    ]);
+    expect(refused?.status).toBe(403);
+    expect(refused?.body.error.code).toBe("sender_not_allowed");
+    expect(refused?.body.error.message).toBe(
+      `${trigger} may not stop models.snooze.dev team-a/qwen. To let it, bind it a Role in team-a with the rule apiGroups: [snooze.dev], resources: [models], verbs: [stop] (resourceNames: [qwen] for this Model alone).`,
+    );
+  });
+
+  test("a token for another audience (the API server's own) is 401, saying which audience", async () => {
+    const refused = await senders().refusal("api-token", [{ verb: "wake", model: "qwen" }]);
+    expect(refused?.status).toBe(401);
+    expect(refused?.body.error.code).toBe("invalid_sender_token");
+    expect(refused?.body.error.message).toContain("issued for the audience snooze.dev/events");
+    expect(refused?.body.error.message).toContain("token audiences are invalid");
+    expect(refused?.headers?.["www-authenticate"]).toContain("Bearer");
+    // Nothing asked of RBAC for a sender not known.
+    expect(received.map((r) => r.path)).toEqual([tokenReviewsPath]);
+  });
+
+  test("the same verb on the same Model twice in a batch is asked once; answers are cached", async () => {
+    grants.add(`${trigger} wake team-a/qwen`);
+    const s = senders();
+    const twice = [
+      { verb: "wake" as const, model: "qwen" },
+      { verb: "wake" as const, model: "qwen" },
+    ];
+    expect(await s.refusal("trigger-token", twice)).toBeUndefined();
+    expect(await s.refusal("trigger-token", twice)).toBeUndefined();
+    expect(received.length).toBe(2);
+  });
+
+  test("when the API server cannot answer (RBAC missing, down): 503 with Retry-After, never let through", async () => {
+    failing = true;
+    const s = senders();
+    const refused = await s.refusal("trigger-token", [{ verb: "wake", model: "qwen" }]);
+    expect(refused?.status).toBe(503);
+    expect(refused?.body.error.code).toBe("sender_check_unavailable");
+    expect(refused?.headers?.["retry-after"]).toBe("5");
+    // Not remembered: asked again at once once the API server answers.
+    failing = false;
+    grants.add(`${trigger} wake team-a/qwen`);
+    expect(await s.refusal("trigger-token", [{ verb: "wake", model: "qwen" }])).toBeUndefined();
+  });
+});
