@@ -13,9 +13,15 @@ import { KubeEventSenders } from "./kube-event-senders.ts";
  * test/e2e/kube-scaling.test.ts ("an event sender's own Kubernetes token").
  */
 const trigger = serviceAccountUser("team-a", "oidc-eventing.knative.dev-trigger-prewarm");
+/** A token shaped as the API server's are (a JWT; the signature is the stand-in's business). */
+const jwt = (claims: Record<string, unknown>) =>
+  ["e30", Buffer.from(JSON.stringify(claims)).toString("base64url"), "c2ln"].join(".");
+const hour = () => Math.floor(Date.now() / 1_000) + 3_600;
+const triggerToken = jwt({ aud: ["snooze.dev/events"], exp: hour(), sub: trigger });
+/** Claims the events audience, but the API server does not know it: forged. */
+const forgedToken = jwt({ aud: ["snooze.dev/events"], exp: hour(), sub: trigger, forged: true });
 const tokens: Record<string, { username: string; audience: string }> = {
-  "trigger-token": { username: trigger, audience: "snooze.dev/events" },
-  "api-token": { username: trigger, audience: "https://kubernetes.default.svc" },
+  [triggerToken]: { username: trigger, audience: "snooze.dev/events" },
 };
 /** `user verb namespace/name` a RoleBinding would allow. */
 let grants = new Set<string>();
@@ -76,9 +82,9 @@ const senders = () =>
 describe("KubeEventSenders", () => {
   test("a token for the events audience whose user RBAC lets do the verb on the Model passes", async () => {
     grants.add(`${trigger} prewarm team-a/qwen`);
-    expect(await senders().refusal("trigger-token", [{ verb: "prewarm", model: "qwen" }])).toBeUndefined();
+    expect(await senders().refusal(triggerToken, [{ verb: "prewarm", model: "qwen" }])).toBeUndefined();
     expect(received).toEqual([
-      { path: tokenReviewsPath, spec: { token: "trigger-token", audiences: ["snooze.dev/events"] } },
+      { path: tokenReviewsPath, spec: { token: triggerToken, audiences: ["snooze.dev/events"] } },
       {
         path: subjectAccessReviewsPath,
         spec: {
@@ -98,7 +104,7 @@ describe("KubeEventSenders", () => {
 
   test("another verb than the one granted is 403, saying which Role would let it", async () => {
     grants.add(`${trigger} prewarm team-a/qwen`);
-    const refused = await senders().refusal("trigger-token", [
+    const refused = await senders().refusal(triggerToken, [
       { verb: "prewarm", model: "qwen" },
       { verb: "stop", model: "qwen" },
     ]);
@@ -109,8 +115,8 @@ describe("KubeEventSenders", () => {
     );
   });
 
-  test("a token for another audience (the API server's own) is 401, saying which audience", async () => {
-    const refused = await senders().refusal("api-token", [{ verb: "wake", model: "qwen" }]);
+  test("a token the API server says is not valid is 401, saying which audience it must be for", async () => {
+    const refused = await senders().refusal(forgedToken, [{ verb: "wake", model: "qwen" }]);
     expect(refused?.status).toBe(401);
     expect(refused?.body.error.code).toBe("invalid_sender_token");
     expect(refused?.body.error.message).toContain("issued for the audience snooze.dev/events");
@@ -120,6 +126,23 @@ describe("KubeEventSenders", () => {
     expect(received.map((r) => r.path)).toEqual([tokenReviewsPath]);
   });
 
+  test("what cannot be a token for the audience is 401 without asking the API server", async () => {
+    const s = senders();
+    for (const [token, why] of [
+      ["made-up", "it is not a JWT"],
+      [
+        jwt({ aud: ["https://kubernetes.default.svc"], exp: hour() }),
+        "it is issued for https://kubernetes.default.svc",
+      ],
+      [jwt({ aud: "snooze.dev/events", exp: Math.floor(Date.now() / 1_000) - 1 }), "it has expired"],
+    ] as const) {
+      const refused = await s.refusal(token, [{ verb: "wake", model: "qwen" }]);
+      expect(refused?.status).toBe(401);
+      expect(refused?.body.error.message).toContain(why);
+    }
+    expect(received).toEqual([]);
+  });
+
   test("the same verb on the same Model twice in a batch is asked once; answers are cached", async () => {
     grants.add(`${trigger} wake team-a/qwen`);
     const s = senders();
@@ -127,21 +150,21 @@ describe("KubeEventSenders", () => {
       { verb: "wake" as const, model: "qwen" },
       { verb: "wake" as const, model: "qwen" },
     ];
-    expect(await s.refusal("trigger-token", twice)).toBeUndefined();
-    expect(await s.refusal("trigger-token", twice)).toBeUndefined();
+    expect(await s.refusal(triggerToken, twice)).toBeUndefined();
+    expect(await s.refusal(triggerToken, twice)).toBeUndefined();
     expect(received.length).toBe(2);
   });
 
   test("when the API server cannot answer (RBAC missing, down): 503 with Retry-After, never let through", async () => {
     failing = true;
     const s = senders();
-    const refused = await s.refusal("trigger-token", [{ verb: "wake", model: "qwen" }]);
+    const refused = await s.refusal(triggerToken, [{ verb: "wake", model: "qwen" }]);
     expect(refused?.status).toBe(503);
     expect(refused?.body.error.code).toBe("sender_check_unavailable");
     expect(refused?.headers?.["retry-after"]).toBe("5");
     // Not remembered: asked again at once once the API server answers.
     failing = false;
     grants.add(`${trigger} wake team-a/qwen`);
-    expect(await s.refusal("trigger-token", [{ verb: "wake", model: "qwen" }])).toBeUndefined();
+    expect(await s.refusal(triggerToken, [{ verb: "wake", model: "qwen" }])).toBeUndefined();
   });
 });

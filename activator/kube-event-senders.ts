@@ -1,6 +1,7 @@
 import { AccessReviewer } from "../lib/kube/access-review.ts";
 import { group } from "../lib/kube/api-group.ts";
 import type { KubeClient } from "../lib/kube/client.ts";
+import { audienceClaims } from "../lib/kube/jwt-claims.ts";
 import type { ReviewCacheOptions } from "../lib/kube/review-cache.ts";
 import { TokenReviewer } from "../lib/kube/token-review.ts";
 import { openAIError } from "../lib/openai-error.ts";
@@ -38,7 +39,12 @@ export class KubeEventSenders implements EventSenders {
   }
 
   async refusal(token: string, actions: readonly EventAction[]): Promise<AdminRefusal | undefined> {
-    const caller = await this.tokens.check(token);
+    // What cannot be a valid token for the audience is refused without asking the API server, so
+    // a caller sending made-up tokens cannot turn each delivery into a TokenReview.
+    const unfit = unfitFor(token, this.options.audience, (this.options.now ?? Date.now)());
+    const caller = unfit
+      ? ({ ok: false, status: 401, message: unfit } as const)
+      : await this.tokens.check(token);
     if (!caller.ok)
       return caller.status === 503
         ? unavailable(caller.message)
@@ -70,6 +76,16 @@ export class KubeEventSenders implements EventSenders {
     }
     return undefined;
   }
+}
+
+/** Why `token` cannot be valid for `audience`, by what it claims of itself; undefined if it may be. */
+function unfitFor(token: string, audience: string, now: number): string | undefined {
+  const claims = audienceClaims(token);
+  if (!claims) return "it is not a JWT";
+  if (!claims.audiences.includes(audience))
+    return `it is issued for ${claims.audiences.join(", ") || "no audience"}`;
+  if (claims.expiresAt !== undefined && claims.expiresAt <= now) return "it has expired";
+  return undefined;
 }
 
 const forbidden = (message: string): AdminRefusal => ({
