@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, test } from "vitest";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
@@ -63,6 +64,7 @@ function residencyMonitor() {
 }
 
 const logs = () => suite.logs(30, 10);
+const snoozeBin = fileURLToPath(new URL("../../bin/snooze.js", import.meta.url));
 
 describe("a slot with two Models on Kubernetes", () => {
   test("requests alternating between the two swap them, never with two resident", async () => {
@@ -243,4 +245,26 @@ describe("a slot with two Models on Kubernetes", () => {
     const [qwen] = await suite.admin.pods(suite.ns.name, "qwen");
     expect(tierOf(qwen!)).toBe("asleep-1");
   });
+
+  test("snooze wake, the command, follows a wake that waits for the slot: llama sleeps, qwen is ready, the command exits 0", async () => {
+    const monitor = residencyMonitor();
+    let stdout = "";
+    try {
+      ({ stdout } = await promisify(execFile)(
+        process.execPath,
+        [snoozeBin, "wake", "qwen", "--url", suite.activator.url, "--timeout", "60s"],
+        { timeout: 90_000 },
+      ));
+    } finally {
+      const { max, worst } = await monitor.stop();
+      expect(max, `two resident at once: ${worst}`).toBe(1);
+    }
+    // The swap's steps as the command prints them, then the end: ready, naming the pod.
+    expect(stdout, logs()).toMatch(/^qwen: ready after \S+ \(qwen-\S+\)$/m);
+    const [qwen] = await suite.admin.pods(suite.ns.name, "qwen");
+    const [llama] = await suite.admin.pods(suite.ns.name, "llama");
+    expect(tierOf(qwen!)).toBe("ready");
+    expect(tierOf(llama!)).toBe("asleep-1");
+    console.log(`e2e: snooze wake through a swap:\n${stdout}`);
+  }, 120_000);
 });
