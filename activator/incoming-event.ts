@@ -13,8 +13,7 @@ import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import { remoteContextOf } from "../lib/tracing.ts";
 import { type AdminActions, AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
-import type { AdminRefusal } from "./admin-guard.ts";
-import type { EventAction } from "./event-senders.ts";
+import type { SenderCheck } from "./event-senders.ts";
 import { knownModels } from "./unknown-model.ts";
 
 /**
@@ -410,11 +409,11 @@ export interface EventEndpointDeps {
   recent: RecentEvents;
   log?: Logger;
   /**
-   * Whether the delivery's sender may do what its events ask, when it holds a token of its own
-   * rather than the admin token (event-senders.ts); asked once the events are read, before any is
-   * taken (a redelivery too).
+   * When the delivery's sender holds a token of its own rather than the admin token
+   * (event-senders.ts): who it is, asked before the body is read, and whether it may do what the
+   * events ask, asked before any is taken (a redelivery too).
    */
-  authorize?(actions: EventAction[]): Promise<AdminRefusal | undefined>;
+  sender?: SenderCheck;
 }
 
 /** Answers with no body, as Knative Eventing expects of a subscriber that sends no reply event. */
@@ -455,6 +454,13 @@ export async function handleIncomingEvents(
   deps: EventEndpointDeps,
 ): Promise<void> {
   if (refuseEncodedBody(req, res, "event")) return;
+  // A stranger learns nothing of the models (a 404 lists them) and has no body read.
+  const unknown = await deps.sender?.authenticate();
+  if (unknown) {
+    req.resume();
+    sendError(res, unknown.status, unknown.body, unknown.headers);
+    return;
+  }
   let body: Buffer;
   // A binary-mode event's attributes are its ce-* headers: they count towards the limit too.
   const limit = maxEventSize - attributeHeaderBytes(req);
@@ -506,12 +512,10 @@ export async function handleIncomingEvents(
     }
     resolved.push({ ...command, id });
   }
-  if (deps.authorize) {
-    const refused = await deps.authorize(resolved.map(({ verb, id }) => ({ verb, model: id })));
-    if (refused) {
-      sendError(res, refused.status, refused.body, refused.headers);
-      return;
-    }
+  const forbidden = await deps.sender?.authorize(resolved.map(({ verb, id }) => ({ verb, model: id })));
+  if (forbidden) {
+    sendError(res, forbidden.status, forbidden.body, forbidden.headers);
+    return;
   }
   const fresh = resolved.filter((command) => !deps.recent.has(command.key));
   if (fresh.length === 0) {

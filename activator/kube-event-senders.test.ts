@@ -82,7 +82,11 @@ const senders = () =>
 describe("KubeEventSenders", () => {
   test("a token for the events audience whose user RBAC lets do the verb on the Model passes", async () => {
     grants.add(`${trigger} prewarm team-a/qwen`);
-    expect(await senders().refusal(triggerToken, [{ verb: "prewarm", model: "qwen" }])).toBeUndefined();
+    expect(
+      await senders()
+        .delivery(triggerToken)
+        .authorize([{ verb: "prewarm", model: "qwen" }]),
+    ).toBeUndefined();
     expect(received).toEqual([
       { path: tokenReviewsPath, spec: { token: triggerToken, audiences: ["snooze.dev/events"] } },
       {
@@ -104,10 +108,12 @@ describe("KubeEventSenders", () => {
 
   test("another verb than the one granted is 403, saying which Role would let it", async () => {
     grants.add(`${trigger} prewarm team-a/qwen`);
-    const refused = await senders().refusal(triggerToken, [
-      { verb: "prewarm", model: "qwen" },
-      { verb: "stop", model: "qwen" },
-    ]);
+    const refused = await senders()
+      .delivery(triggerToken)
+      .authorize([
+        { verb: "prewarm", model: "qwen" },
+        { verb: "stop", model: "qwen" },
+      ]);
     expect(refused?.status).toBe(403);
     expect(refused?.body.error.code).toBe("sender_not_allowed");
     expect(refused?.body.error.message).toBe(
@@ -116,7 +122,9 @@ describe("KubeEventSenders", () => {
   });
 
   test("a token the API server says is not valid is 401, saying which audience it must be for", async () => {
-    const refused = await senders().refusal(forgedToken, [{ verb: "wake", model: "qwen" }]);
+    const refused = await senders()
+      .delivery(forgedToken)
+      .authorize([{ verb: "wake", model: "qwen" }]);
     expect(refused?.status).toBe(401);
     expect(refused?.body.error.code).toBe("invalid_sender_token");
     expect(refused?.body.error.message).toContain("issued for the audience snooze.dev/events");
@@ -124,6 +132,17 @@ describe("KubeEventSenders", () => {
     expect(refused?.headers?.["www-authenticate"]).toContain("Bearer");
     // Nothing asked of RBAC for a sender not known.
     expect(received.map((r) => r.path)).toEqual([tokenReviewsPath]);
+  });
+
+  test("who sends is asked first (before the body is read), once per delivery", async () => {
+    grants.add(`${trigger} wake team-a/qwen`);
+    const delivery = senders().delivery(triggerToken);
+    expect(await delivery.authenticate()).toBeUndefined();
+    expect(received.map((r) => r.path)).toEqual([tokenReviewsPath]);
+    expect(await delivery.authorize([{ verb: "wake", model: "qwen" }])).toBeUndefined();
+    expect(received.map((r) => r.path)).toEqual([tokenReviewsPath, subjectAccessReviewsPath]);
+    const stranger = await senders().delivery(forgedToken).authenticate();
+    expect(stranger?.status).toBe(401);
   });
 
   test("what cannot be a token for the audience is 401 without asking the API server", async () => {
@@ -136,7 +155,7 @@ describe("KubeEventSenders", () => {
       ],
       [jwt({ aud: "snooze.dev/events", exp: Math.floor(Date.now() / 1_000) - 1 }), "it has expired"],
     ] as const) {
-      const refused = await s.refusal(token, [{ verb: "wake", model: "qwen" }]);
+      const refused = await s.delivery(token).authorize([{ verb: "wake", model: "qwen" }]);
       expect(refused?.status).toBe(401);
       expect(refused?.body.error.message).toContain(why);
     }
@@ -150,21 +169,21 @@ describe("KubeEventSenders", () => {
       { verb: "wake" as const, model: "qwen" },
       { verb: "wake" as const, model: "qwen" },
     ];
-    expect(await s.refusal(triggerToken, twice)).toBeUndefined();
-    expect(await s.refusal(triggerToken, twice)).toBeUndefined();
+    expect(await s.delivery(triggerToken).authorize(twice)).toBeUndefined();
+    expect(await s.delivery(triggerToken).authorize(twice)).toBeUndefined();
     expect(received.length).toBe(2);
   });
 
   test("when the API server cannot answer (RBAC missing, down): 503 with Retry-After, never let through", async () => {
     failing = true;
     const s = senders();
-    const refused = await s.refusal(triggerToken, [{ verb: "wake", model: "qwen" }]);
+    const refused = await s.delivery(triggerToken).authorize([{ verb: "wake", model: "qwen" }]);
     expect(refused?.status).toBe(503);
     expect(refused?.body.error.code).toBe("sender_check_unavailable");
     expect(refused?.headers?.["retry-after"]).toBe("5");
     // Not remembered: asked again at once once the API server answers.
     failing = false;
     grants.add(`${trigger} wake team-a/qwen`);
-    expect(await s.refusal(triggerToken, [{ verb: "wake", model: "qwen" }])).toBeUndefined();
+    expect(await s.delivery(triggerToken).authorize([{ verb: "wake", model: "qwen" }])).toBeUndefined();
   });
 });

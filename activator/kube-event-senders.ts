@@ -3,10 +3,10 @@ import { group } from "../lib/kube/api-group.ts";
 import type { KubeClient } from "../lib/kube/client.ts";
 import { audienceClaims } from "../lib/kube/jwt-claims.ts";
 import type { ReviewCacheOptions } from "../lib/kube/review-cache.ts";
-import { TokenReviewer } from "../lib/kube/token-review.ts";
+import { type CallerCheck, TokenReviewer } from "../lib/kube/token-review.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { AdminRefusal } from "./admin-guard.ts";
-import type { EventAction, EventSenders } from "./event-senders.ts";
+import type { EventAction, EventSenders, SenderCheck } from "./event-senders.ts";
 
 /** The audience a sender's token must be issued for, unless the activator is told another. */
 export const defaultEventsAudience = "snooze.dev/events";
@@ -38,25 +38,48 @@ export class KubeEventSenders implements EventSenders {
     this.access = new AccessReviewer(options.client, options);
   }
 
-  async refusal(token: string, actions: readonly EventAction[]): Promise<AdminRefusal | undefined> {
-    // What cannot be a valid token for the audience is refused without asking the API server, so
-    // a caller sending made-up tokens cannot turn each delivery into a TokenReview.
+  delivery(token: string): SenderCheck {
+    let caller: Promise<CallerCheck> | undefined;
+    const who = () => {
+      caller ??= this.caller(token);
+      return caller;
+    };
+    return {
+      authenticate: async () => {
+        const check = await who();
+        return check.ok ? undefined : this.unauthenticated(check);
+      },
+      authorize: async (actions) => {
+        const check = await who();
+        return check.ok ? this.refusal(check, actions) : this.unauthenticated(check);
+      },
+    };
+  }
+
+  /** Who holds `token`: what cannot be valid for the audience by its own claims is refused without asking. */
+  private async caller(token: string): Promise<CallerCheck> {
+    // So a caller sending made-up tokens cannot turn each delivery into a TokenReview.
     const unfit = unfitFor(token, this.options.audience, (this.options.now ?? Date.now)());
-    const caller = unfit
-      ? ({ ok: false, status: 401, message: unfit } as const)
-      : await this.tokens.check(token);
-    if (!caller.ok)
-      return caller.status === 503
-        ? unavailable(caller.message)
-        : {
-            status: 401,
-            body: openAIError(
-              `The events endpoint needs the admin token or a Kubernetes token issued for the audience ${this.options.audience} (a Knative Trigger's, with spec.subscriber.audience: ${this.options.audience} and Knative Eventing's authentication-oidc feature on): ${caller.message}.`,
-              "authentication_error",
-              "invalid_sender_token",
-            ),
-            headers: { "www-authenticate": 'Bearer realm="snooze-admin"' },
-          };
+    return unfit ? { ok: false, status: 401, message: unfit } : this.tokens.check(token);
+  }
+
+  private unauthenticated(check: Extract<CallerCheck, { ok: false }>): AdminRefusal {
+    if (check.status === 503) return unavailable(check.message);
+    return {
+      status: 401,
+      body: openAIError(
+        `The events endpoint needs the admin token or a Kubernetes token issued for the audience ${this.options.audience} (a Knative Trigger's, with spec.subscriber.audience: ${this.options.audience} and Knative Eventing's authentication-oidc feature on): ${check.message}.`,
+        "authentication_error",
+        "invalid_sender_token",
+      ),
+      headers: { "www-authenticate": 'Bearer realm="snooze-admin"' },
+    };
+  }
+
+  private async refusal(
+    caller: Extract<CallerCheck, { ok: true }>,
+    actions: readonly EventAction[],
+  ): Promise<AdminRefusal | undefined> {
     const asked = new Set<string>();
     for (const { verb, model } of actions) {
       if (asked.has(`${verb} ${model}`)) continue;

@@ -422,9 +422,7 @@ export function createActivatorServer({
             modelNamed: (name) => activator.modelNamed(name),
             knownModels: () => [...activator.routes.keys()],
             recent: recentEvents,
-            ...(sender && eventSenders
-              ? { authorize: (actions) => eventSenders.refusal(sender, actions) }
-              : {}),
+            ...(sender && eventSenders ? { sender: eventSenders.delivery(sender) } : {}),
           }),
         );
         await unlessShutdown(res, activator.shutdownSignal, handled);

@@ -270,6 +270,20 @@ describe("a Model on Kubernetes, through the activator", () => {
         `system:serviceaccount:${ns}:prewarm-trigger may not wake models.snooze.dev ${ns}/${model}`,
       );
       expect(deniedBody.error.message).toContain("verbs: [wake]");
+      // A stranger learns nothing of the models: 401, not a 404 listing them.
+      const stranger = await fetch(`${activator.url}/snooze/v1/events`, {
+        method: "POST",
+        headers: { "content-type": "application/cloudevents+json", authorization: "Bearer made-up" },
+        body: JSON.stringify({
+          specversion: "1.0",
+          id: "e2e-sender-0",
+          source: "/e2e",
+          type: "dev.snooze.model.wake",
+          subject: "no-such-model",
+        }),
+      });
+      expect(stranger.status).toBe(401);
+      expect(await stranger.text()).not.toContain(model);
       // A token for the API server's own audience is not one for the events endpoint: 401.
       const wrongAudience = await send(await tokenFor([]), "dev.snooze.model.prewarm", "e2e-sender-2");
       expect(wrongAudience.status).toBe(401);
