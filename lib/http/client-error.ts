@@ -2,8 +2,34 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { type OpenAIErrorBody, openAIError } from "../openai-error.ts";
 
+/**
+ * An HTTP/2 client with prior knowledge (`curl --http2-prior-knowledge`, an h2c-only library)
+ * opens with this preface, which Node's HTTP/1 parser refuses. An HTTP/1.1 error is noise to such
+ * a client ("Empty reply from server"); RFC 9113 has the answer it reads: the server's SETTINGS
+ * (the preface every HTTP/2 server sends first), then GOAWAY with HTTP_1_1_REQUIRED, whose debug
+ * data says it in words. No stream was processed (last stream 0), so the client may send again
+ * over HTTP/1.1.
+ */
+const H2_PREFACE_REFUSED = "HPE_PAUSED_H2_UPGRADE";
+const H2_MESSAGE = "Snooze serves HTTP/1.1 only: send the request without HTTP/2 prior knowledge.";
+
+function h2Refusal(): Buffer {
+  const settings = Buffer.from([0, 0, 0, 0x4, 0, 0, 0, 0, 0]); // empty SETTINGS, stream 0
+  const debug = Buffer.from(H2_MESSAGE);
+  const goaway = Buffer.alloc(9 + 8 + debug.length);
+  goaway.writeUIntBE(8 + debug.length, 0, 3); // length
+  goaway[3] = 0x7; // GOAWAY; flags 0, stream 0
+  goaway.writeUInt32BE(0, 9); // last stream id
+  goaway.writeUInt32BE(0xd, 13); // HTTP_1_1_REQUIRED
+  debug.copy(goaway, 17);
+  return Buffer.concat([settings, goaway]);
+}
+
 /** What Node's parser could not take, and how to say so: status, reason phrase, code, message. */
-function answerFor(code: string | undefined): [number, string, string, string] | undefined {
+function answerFor(
+  code: string | undefined,
+  reason: string | undefined,
+): [number, string, string, string] | undefined {
   switch (code) {
     case "HPE_HEADER_OVERFLOW":
       return [
@@ -14,12 +40,22 @@ function answerFor(code: string | undefined): [number, string, string, string] |
       ];
     case "ERR_HTTP_REQUEST_TIMEOUT":
       return [408, "Request Timeout", "request_timeout", "The request was not received in time."];
+    case H2_PREFACE_REFUSED:
+      // Counted as a 505; the client is answered in HTTP/2 (h2Refusal).
+      return [505, "HTTP Version Not Supported", "http_version_not_supported", H2_MESSAGE];
     case "ECONNRESET":
     case "EPIPE":
       return undefined;
     default:
+      // The parser's own words say what was wrong ("Duplicate Content-Length", "Invalid character
+      // in chunk size"): a client told only "not well-formed" has to guess which of its bytes.
       return code?.startsWith("HPE_")
-        ? [400, "Bad Request", "malformed_request", "The request is not well-formed HTTP/1.1."]
+        ? [
+            400,
+            "Bad Request",
+            "malformed_request",
+            `The request is not well-formed HTTP/1.1${reason ? `: ${reason}` : ""}.`,
+          ]
         : undefined;
   }
 }
@@ -41,8 +77,8 @@ const answering = new WeakSet<Duplex>();
  * read as a next request). A request whose own body was malformed is answered the error at once.
  */
 export function answerClientErrors(server: Server, answered: (status: number) => void = () => {}): void {
-  server.on("clientError", (error: Error & { code?: string }, socket: Duplex) => {
-    const answer = answerFor(error.code);
+  server.on("clientError", (error: Error & { code?: string; reason?: string }, socket: Duplex) => {
+    const answer = answerFor(error.code, error.reason);
     if (!answer || !socket.writable) {
       socket.destroy();
       return;
@@ -69,7 +105,16 @@ export function answerClientErrors(server: Server, answered: (status: number) =>
         }
       }
       if (socket.destroyed || !socket.writable) return;
-      endSocketWithError(socket, `${status} ${phrase}`, openAIError(message, "invalid_request_error", code));
+      if (error.code === H2_PREFACE_REFUSED) {
+        socket.on("error", () => {});
+        socket.once("finish", () => socket.destroy());
+        socket.end(h2Refusal());
+      } else
+        endSocketWithError(
+          socket,
+          `${status} ${phrase}`,
+          openAIError(message, "invalid_request_error", code),
+        );
       answered(status);
     };
     respond();

@@ -1,3 +1,4 @@
+import http2 from "node:http2";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -398,6 +399,19 @@ describe("requests the activator answers itself", () => {
       "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 1\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
     );
     expect(errorOf(smuggled).code).toBe("malformed_request");
+    // The message says what was wrong, in the parser's words (found by an outside tester: every
+    // refusal read "not well-formed", leaving the client to guess which of its bytes).
+    expect(errorOf(smuggled).message).toBe(
+      "The request is not well-formed HTTP/1.1: Transfer-Encoding can't be present with Content-Length.",
+    );
+    const twoLengths = await rawReply(
+      "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\n{}",
+    );
+    expect(errorOf(twoLengths).message).toContain(": Duplicate Content-Length.");
+    const badChunk = await rawReply(
+      "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    );
+    expect(errorOf(badChunk).message).toContain(": Invalid character in chunk size.");
     const hostless = await rawReply("GET /healthz HTTP/1.1\r\n\r\n");
     expect(hostless).toMatch(/^HTTP\/1\.1 400 /);
     expect(errorOf(hostless).code).toBe("missing_host");
@@ -407,6 +421,24 @@ describe("requests the activator answers itself", () => {
     expect(errorOf(twoHosts).code).toBe("duplicate_host");
     // HTTP/1.0 has no Host to require.
     expect(await rawReply("GET /healthz HTTP/1.0\r\n\r\n")).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  test("an HTTP/2 client with prior knowledge is told in HTTP/2 to use HTTP/1.1, not sent HTTP/1.1 bytes", async () => {
+    // Found by an outside tester: `curl --http2-prior-knowledge` said "Empty reply from server",
+    // the 400 in HTTP/1.1 being no frame it could read.
+    const session = http2.connect(snooze.url);
+    const goaway = new Promise<[number, string]>((resolve) => {
+      session.once("goaway", (code, _lastStream, data) => resolve([code, data?.toString() ?? ""]));
+      session.once("close", () => resolve([-1, "closed without a GOAWAY"]));
+    });
+    session.on("error", () => {});
+    const stream = session.request({ ":path": "/v1/models" });
+    stream.on("error", () => {});
+    stream.end();
+    const [code, words] = await goaway;
+    expect(code).toBe(http2.constants.NGHTTP2_HTTP_1_1_REQUIRED);
+    expect(words).toContain("HTTP/1.1 only");
+    session.destroy();
   });
 
   test("/healthz, /readyz and /metrics", async () => {
