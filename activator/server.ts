@@ -46,7 +46,10 @@ export interface ServerOptions {
 
 const created = Math.floor(Date.now() / 1000);
 
-const adminAction = /^\/snooze\/v1\/models\/([^/]+)\/(wake|sleep|stop)$/;
+// The model's name is everything between `models/` and the verb, slashes included: vLLM serves a
+// model under its Hugging Face id (`meta-llama/Llama-3.1-8B`), which a person types as it is, as
+// `/v1/models/{model}` takes it; percent-encoded (`%2F`, as the CLI sends it) it is read the same.
+const adminAction = /^\/snooze\/v1\/models\/(.+)\/(wake|sleep|stop)$/;
 /** The methods of the fixed routes below; any other method is `405` with `Allow`. */
 const methodsOf = new Map([
   ["/", "GET, HEAD"],

@@ -20,7 +20,8 @@ export interface StatusPageOptions {
 }
 
 const pageFile = new URL("./ui/index.html", import.meta.url);
-export const logsPath = /^\/snooze\/v1\/models\/([^/]+)\/logs$/;
+/** A model's logs; its name may hold slashes, as an admin action's (activator/server.ts). */
+export const logsPath = /^\/snooze\/v1\/models\/(.+)\/logs$/;
 const keepAliveMs = 15_000;
 /** A client this far behind on the event stream is cut off (it reconnects and reads the backlog). */
 const maxBufferedBytes = 1 << 20;
