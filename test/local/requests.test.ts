@@ -316,11 +316,18 @@ describe("requests the activator answers itself", () => {
     expect(notAnEvent).toMatch(/^HTTP\/1\.1 400[\s\S]*not_a_cloudevent/);
   });
 
-  /** Writes `bytes` on a new connection and reads the reply until the server closes it. */
-  const rawReply = (bytes: string) =>
+  /**
+   * Writes `bytes` on a new connection and reads the reply until the server closes it; with
+   * `piece`, in writes of that many bytes, each after the last was sent.
+   */
+  const rawReply = (bytes: string, piece = bytes.length) =>
     new Promise<string>((resolve, reject) => {
       const { hostname, port } = new URL(snooze.url);
-      const socket = connect(Number(port), hostname, () => socket.write(bytes));
+      const send = async () => {
+        for (let at = 0; at < bytes.length && !socket.destroyed; at += piece)
+          await new Promise((sent) => socket.write(bytes.slice(at, at + piece), sent));
+      };
+      const socket = connect(Number(port), hostname, () => void send());
       let text = "";
       socket.setEncoding("utf8");
       socket.on("data", (chunk: string) => (text += chunk));
@@ -392,6 +399,13 @@ describe("requests the activator answers itself", () => {
     );
     expect(big).toMatch(/^HTTP\/1\.1 431 /);
     expect(errorOf(big)).toMatchObject({ code: "request_headers_too_large", type: "invalid_request_error" });
+    // A URL past the limit is told it is the URL, whole or arriving in pieces (found by an outside
+    // tester: a 20 KB query string was told to send fewer headers).
+    const longTarget = `POST /v1/chat/completions?q=${"a".repeat(20_000)} HTTP/1.1\r\nhost: x\r\n\r\n`;
+    for (const reply of [await rawReply(longTarget), await rawReply(longTarget, 7_000)]) {
+      expect(reply).toMatch(/^HTTP\/1\.1 414 /);
+      expect(errorOf(reply)).toMatchObject({ code: "uri_too_long", type: "invalid_request_error" });
+    }
     const garbage = await rawReply("NOT HTTP AT ALL\r\n\r\n");
     expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
     expect(errorOf(garbage).code).toBe("malformed_request");
