@@ -204,6 +204,24 @@ export function createActivatorServer({
     // bytes are the new protocol's), so a request pipelined behind it would wait unanswered until
     // the keep-alive timeout (found by an outside tester). Its answer closes the connection.
     if (asksUpgrade(req)) res.setHeader("connection", "close");
+    if (req.httpVersionMajor > 1) {
+      // Node's parser takes `HTTP/2.0` in a request line (an HTTP/2 connection's preface is refused
+      // before this: lib/http/client-error.ts); such a request is no HTTP/1.x one to be routed.
+      // RFC 9110 §15.6.6: the major version is not supported.
+      req.resume();
+      sendError(
+        res,
+        505,
+        openAIError(
+          `HTTP/${req.httpVersion} is not served here: Snooze speaks HTTP/1.1 (and 1.0).`,
+          "invalid_request_error",
+          "http_version_not_supported",
+        ),
+        { connection: "close" },
+      );
+      activator.countRefused(505);
+      return;
+    }
     if (!toOriginForm(req)) {
       req.resume();
       sendError(

@@ -791,6 +791,7 @@ test("requests refused before routing are counted under no model, as the client 
     ["malformed", "GARBAGE\r\n\r\n", 400],
     ["headers too large", `GET /v1/models HTTP/1.1\r\nhost: x\r\nx-big: ${"x".repeat(20_000)}\r\n\r\n`, 431],
     ["a URL too long", `GET /v1/${"x".repeat(20_000)} HTTP/1.1\r\nhost: x\r\n\r\n`, 414],
+    ["HTTP/2.0 in a request line", "GET /v1/models HTTP/2.0\r\nhost: x\r\n\r\n", 505],
     ["two Host headers", chatHead("host: y\r\n"), 400],
     ["no Host header", "POST /v1/chat/completions HTTP/1.1\r\ncontent-length: 2\r\n\r\n", 400],
     ["an expectation Snooze cannot meet", chatHead("expect: foo\r\n"), 417],

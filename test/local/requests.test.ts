@@ -435,6 +435,13 @@ describe("requests the activator answers itself", () => {
     expect(errorOf(twoHosts).code).toBe("duplicate_host");
     // HTTP/1.0 has no Host to require.
     expect(await rawReply("GET /healthz HTTP/1.0\r\n\r\n")).toMatch(/^HTTP\/1\.1 200 /);
+    // A request line claiming HTTP/2.0, which Node's parser lets through, is not routed as HTTP/1.1
+    // (found by an outside tester: it was answered, a model resolved and all).
+    const two = await rawReply(
+      'POST /v1/chat/completions HTTP/2.0\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 16\r\n\r\n{"model":"qwen"}',
+    );
+    expect(two).toMatch(/^HTTP\/1\.1 505 /);
+    expect(errorOf(two)).toMatchObject({ code: "http_version_not_supported", type: "invalid_request_error" });
   });
 
   test("an HTTP/2 client with prior knowledge is told in HTTP/2 to use HTTP/1.1, not sent HTTP/1.1 bytes", async () => {
