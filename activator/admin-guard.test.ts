@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import { describe, expect, test } from "vitest";
-import { adminRefusal, senderToken } from "./admin-guard.ts";
+import { adminRefusal, isLoopbackHost, isLoopbackHostHeader, senderToken } from "./admin-guard.ts";
 
 /** The parts of a request the guard reads. */
 const request = (method: string, url: string, headers: Record<string, string> = {}) =>
@@ -41,4 +41,41 @@ describe("a token of the sender's own on an event delivery (event-senders.ts)", 
     });
     expect(adminRefusal(form, "admin-token", true)?.status).toBe(415);
   });
+});
+
+test("a Host header names the loopback in every spelling a local client sends, and nothing else does", () => {
+  for (const host of [
+    "localhost",
+    "LOCALHOST:8080",
+    "localhost.:8080",
+    "127.0.0.1:8080",
+    "127.1",
+    "127.0.0.1.",
+    "[::1]:8080",
+    "[0:0:0:0:0:0:0:1]",
+    "[::ffff:127.0.0.1]:8080",
+    "[::ffff:127.255.255.255]",
+  ])
+    expect([host, isLoopbackHostHeader(host)]).toEqual([host, true]);
+  for (const host of [
+    undefined,
+    "",
+    "evil.example",
+    "localhost.evil.example",
+    "localhost..",
+    "127.0.0.1.evil.example",
+    "0.0.0.0",
+    "[::]",
+    "[::ffff:10.0.0.1]",
+    "[::ffff:a00:1]",
+    "[::ffff:8000:1]",
+  ])
+    expect([host, isLoopbackHostHeader(host)]).toEqual([host, false]);
+});
+
+test("a bind address is the loopback as written on the command line", () => {
+  for (const host of ["localhost", "127.0.0.1", "::1", "[::1]", "::ffff:127.0.0.1"])
+    expect(isLoopbackHost(host)).toBe(true);
+  for (const host of ["0.0.0.0", "::", "192.168.1.2", "::ffff:192.168.1.2"])
+    expect(isLoopbackHost(host)).toBe(false);
 });

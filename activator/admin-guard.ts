@@ -16,14 +16,18 @@ const formTypes = new Set(["application/x-www-form-urlencoded", "multipart/form-
 
 /**
  * Whether `host` (a bind address or the host part of a Host header) is this machine's loopback:
- * `localhost`, 127.0.0.0/8, `::1` or an IPv4-mapped 127 address. `0.0.0.0`, `::` and every other
- * address are not: they are reachable from elsewhere.
+ * `localhost` (also written fully qualified, `localhost.`, RFC 6761 §6.3), 127.0.0.0/8, `::1` or an
+ * IPv4-mapped 127 address, in dotted form or in the hex form a URL parser gives it
+ * (`::ffff:7f00:1`: a Host `[::ffff:127.0.0.1]` reaches this check so; found by an outside tester,
+ * refused before). `0.0.0.0`, `::` and every other address are not: they are reachable from
+ * elsewhere.
  */
 export function isLoopbackHost(host: string): boolean {
   const name = host.toLowerCase().replace(/^\[(.*)\]$/, "$1");
-  if (name === "localhost") return true;
+  if (name === "localhost" || name === "localhost.") return true;
   if (isIP(name) === 4) return name.startsWith("127.");
-  if (isIP(name) === 6) return name === "::1" || /^::ffff:127\./.test(name) || name === "0:0:0:0:0:0:0:1";
+  if (isIP(name) === 6)
+    return name === "::1" || name === "0:0:0:0:0:0:0:1" || /^::ffff:(127\.|7f[0-9a-f]{2}:)/.test(name);
   return false;
 }
 
