@@ -1,4 +1,5 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { type OpenAIErrorBody, openAIError } from "../openai-error.ts";
 
@@ -7,8 +8,8 @@ import { type OpenAIErrorBody, openAIError } from "../openai-error.ts";
  * opens with this preface, which Node's HTTP/1 parser refuses. An HTTP/1.1 error is noise to such
  * a client ("Empty reply from server"); RFC 9113 has the answer it reads: the server's SETTINGS
  * (the preface every HTTP/2 server sends first), then GOAWAY with HTTP_1_1_REQUIRED, whose debug
- * data says it in words. No stream was processed (last stream 0), so the client may send again
- * over HTTP/1.1.
+ * data says it in words (counted as a 505). No stream was processed (last stream 0), so the
+ * client may send again over HTTP/1.1.
  */
 const H2_PREFACE_REFUSED = "HPE_PAUSED_H2_UPGRADE";
 const H2_MESSAGE = "Snooze serves HTTP/1.1 only: send the request without HTTP/2 prior knowledge.";
@@ -62,8 +63,14 @@ function answerFor(error: ParseError): [number, string, string, string] | undefi
     case "ERR_HTTP_REQUEST_TIMEOUT":
       return [408, "Request Timeout", "request_timeout", "The request was not received in time."];
     case H2_PREFACE_REFUSED:
-      // Counted as a 505; the client is answered in HTTP/2 (h2Refusal).
-      return [505, "HTTP Version Not Supported", "http_version_not_supported", H2_MESSAGE];
+      // Not the connection's opening (that is answered in HTTP/2, below): an HTTP/1.1 client's
+      // bytes, told as such rather than in the parser's words ("Pause on PRI/Upgrade").
+      return [
+        400,
+        "Bad Request",
+        "malformed_request",
+        "The request is not well-formed HTTP/1.1: an HTTP/2 connection preface after HTTP/1.1 requests.",
+      ];
     case "ECONNRESET":
     case "EPIPE":
       return undefined;
@@ -80,6 +87,9 @@ function answerFor(error: ParseError): [number, string, string, string] | undefi
         : undefined;
   }
 }
+
+/** Bytes written on the connection so far (0 before its first answer). */
+const bytesWritten = (socket: Duplex) => (socket as Partial<Socket>).bytesWritten ?? 0;
 
 /** The response Node has on the socket now (the oldest one not yet finished), if any. */
 const currentResponse = (socket: Duplex) =>
@@ -99,6 +109,14 @@ const answering = new WeakSet<Duplex>();
  */
 export function answerClientErrors(server: Server, answered: (status: number) => void = () => {}): void {
   server.on("clientError", (error: ParseError, socket: Duplex) => {
+    if (error.code === H2_PREFACE_REFUSED && !currentResponse(socket) && bytesWritten(socket) === 0) {
+      // The connection opened with the preface: an HTTP/2 client, answered in HTTP/2.
+      socket.on("error", () => {});
+      socket.once("finish", () => socket.destroy());
+      socket.end(h2Refusal());
+      answered(505);
+      return;
+    }
     const answer = answerFor(error);
     if (!answer || !socket.writable) {
       socket.destroy();
@@ -126,16 +144,7 @@ export function answerClientErrors(server: Server, answered: (status: number) =>
         }
       }
       if (socket.destroyed || !socket.writable) return;
-      if (error.code === H2_PREFACE_REFUSED) {
-        socket.on("error", () => {});
-        socket.once("finish", () => socket.destroy());
-        socket.end(h2Refusal());
-      } else
-        endSocketWithError(
-          socket,
-          `${status} ${phrase}`,
-          openAIError(message, "invalid_request_error", code),
-        );
+      endSocketWithError(socket, `${status} ${phrase}`, openAIError(message, "invalid_request_error", code));
       answered(status);
     };
     respond();

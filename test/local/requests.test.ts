@@ -460,6 +460,11 @@ describe("requests the activator answers itself", () => {
     expect(code).toBe(http2.constants.NGHTTP2_HTTP_1_1_REQUIRED);
     expect(words).toContain("HTTP/1.1 only");
     session.destroy();
+    // After HTTP/1.1 requests on a connection the preface is an HTTP/1.1 client's bytes: they get
+    // their answers, then an HTTP/1.1 error, not HTTP/2 frames.
+    const late = await rawReply("GET /healthz HTTP/1.1\r\nhost: x\r\n\r\nPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    expect(late).toMatch(/^HTTP\/1\.1 200 [\s\S]*HTTP\/1\.1 400 /);
+    expect(late).toContain("an HTTP/2 connection preface after HTTP/1.1 requests");
   });
 
   test("/healthz, /readyz and /metrics", async () => {
