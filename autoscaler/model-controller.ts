@@ -97,6 +97,8 @@ interface ReplicaRecord {
   writes: Promise<unknown>;
   /** The activation this replica's start or wake belongs to. */
   activation?: Activation;
+  /** It left on its own, in the platform's words (an engine's exit code and last lines). */
+  departed?: string;
   /** Its start failed and it is still there (see `ReplicaView.startFailed`); a restart in place clears it. */
   startFailed?: boolean;
   /**
@@ -1376,6 +1378,7 @@ export class ModelController {
     const departed = this.departures.get(record.replica.id);
     const reason = departed ?? `${record.replica.label} is gone`;
     this.departures.delete(record.replica.id);
+    record.departed = departed;
     const wasLevelOne = record.tier === "asleep-1";
     const from = record.tier;
     record.tier = "cold";
@@ -1615,12 +1618,10 @@ export class ModelController {
       this.guard(leadership);
       // A person's stop gave it up: the next pass stops it, as a start still loading.
       if (error instanceof ActivationStopped) return;
-      // A connection refused or cut: the engine may have died under it. Its exit, once noticed,
-      // fails the start with the exit code and last words, which say more than the connection.
-      if (this.present(record) && isTransportError(error))
-        await this.settle(() => !this.present(record), exitNoticeMs);
+      // Its exit, if the engine died under the call, fails the start (with its code and last words).
+      const gone = await this.goneUnder(record, error);
       this.guard(leadership);
-      if (!this.present(record)) return;
+      if (gone) return;
       this.activationFailed(record, `start of ${this.id} failed: ${(error as Error).message}`);
       record.coolUntil = this.backoffUntil;
       // Not answering /health yet (a pod just Ready, a health check that failed once): asked again
@@ -1791,6 +1792,11 @@ export class ModelController {
         await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
         return;
       }
+      // Its exit, if the engine died under the wake or its warm-up, fails the wake as a start's
+      // does: with the exit code and last words (found by an outside tester: "other side closed").
+      const gone = await this.goneUnder(record, error);
+      this.guard(leadership);
+      if (gone) return;
       const reason = `wake of ${this.id} failed: ${(error as Error).message}`;
       // A failed wake leaves the engine asleep if it says so; a second failure in a row, or an
       // engine that no longer answers, is stopped so the next try starts clean. One that did not
@@ -1891,11 +1897,17 @@ export class ModelController {
         ).finally(() => this.sleepsUnderWay--);
       } catch (error) {
         this.guard(leadership);
+        // An engine that died under its sleep call: its exit says why, not the cut connection.
+        const exit = (await this.goneUnder(record, error)) ? record.departed : undefined;
+        this.guard(leadership);
+        const reason = exit ?? (error as Error).message;
         // An engine in an unknown state would hang the next request: stop it instead.
-        this.log.warn("sleep failed; stopping the engine", { replica: record.replica.id, error });
-        this.sleepFailure = { at: this.deps.clock.now(), reason: (error as Error).message };
+        this.log.warn("sleep failed; stopping the engine", { replica: record.replica.id, error, exit });
+        this.sleepFailure = { at: this.deps.clock.now(), reason };
         // `snooze status` says why the model went cold.
-        this.lastError = `sleep of ${this.id} failed, so its engine was stopped: ${(error as Error).message}`;
+        this.lastError = exit
+          ? `sleep of ${this.id} failed: ${exit}`
+          : `sleep of ${this.id} failed, so its engine was stopped: ${reason}`;
         await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
         return;
       }
@@ -1969,8 +1981,12 @@ export class ModelController {
       );
     } catch (error) {
       this.guard(leadership);
-      this.log.warn("deeper sleep failed; stopping the engine", { replica: record.replica.id, error });
-      this.lastError = `deeper sleep of ${this.id} failed, so its engine was stopped: ${(error as Error).message}`;
+      const exit = (await this.goneUnder(record, error)) ? record.departed : undefined;
+      this.guard(leadership);
+      this.log.warn("deeper sleep failed; stopping the engine", { replica: record.replica.id, error, exit });
+      this.lastError = exit
+        ? `deeper sleep of ${this.id} failed: ${exit}`
+        : `deeper sleep of ${this.id} failed, so its engine was stopped: ${(error as Error).message}`;
       record.leaving = true;
       await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;
@@ -1980,6 +1996,17 @@ export class ModelController {
     // The held requests have waited since the move began: the activation counts from there.
     if (wanted) await this.wake(record, 1, { awake: true, since: moved });
     else await this.setTier(record, "asleep-2");
+  }
+
+  /**
+   * After an engine call failed: is the replica gone? A call that failed in its connection (refused,
+   * cut) may be the engine dying under it; its exit, noticed within a second, is waited for, since
+   * its code and last words say more than the connection did (`departed` keeps them).
+   */
+  private async goneUnder(record: ReplicaRecord, error: unknown): Promise<boolean> {
+    if (this.present(record) && isTransportError(error))
+      await this.settle(() => !this.present(record), exitNoticeMs);
+    return !this.present(record);
   }
 
   /** Where is the engine really (after a takeover mid-operation, or when an activator could not reach it)? */

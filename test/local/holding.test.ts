@@ -303,6 +303,57 @@ models:
     expect(error.message).toMatch(/start of cw failed: engine exited \(code 7\): .*crash on warmup/);
   });
 
+  /** An engine that serves, sleeps and wakes, but exits with `code` on the call to `dieOn`. */
+  function engineDyingOn(dieOn: "/sleep" | "/wake_up", code: number): string {
+    return [
+      "const port = Number(process.argv[1]); let sleeping = false;",
+      "const json = (res, body) => { res.setHeader('content-type', 'application/json'); res.end(JSON.stringify(body)); };",
+      "require('node:http').createServer((req, res) => {",
+      "  const path = req.url.split('?')[0];",
+      `  if (path === ${JSON.stringify(dieOn)}) { console.error('crash on ' + path); process.exit(${code}); }`,
+      "  if (path === '/health') return res.end();",
+      "  if (path === '/is_sleeping') return json(res, { is_sleeping: sleeping });",
+      "  if (path === '/sleep') { sleeping = true; return json(res, {}); }",
+      "  if (path === '/wake_up') { sleeping = false; return json(res, {}); }",
+      "  req.resume(); req.on('end', () => json(res, { choices: [{ index: 0, text: 'ok', message: { role: 'assistant', content: 'ok' } }] }));",
+      "}).listen(port, '127.0.0.1');",
+    ].join("\n");
+  }
+
+  test("an engine that dies on its wake call → 503 with its exit code and last words, not the cut connection", async () => {
+    // Found by an outside tester: "wake of … failed: POST /wake_up: other side closed", while a
+    // start whose engine died on its warm-up said the exit.
+    snooze = await startWith(`
+models:
+  dw:
+    sleepAfter: 200ms
+    command: ${JSON.stringify([process.execPath, "-e", engineDyingOn("/wake_up", 10), "${PORT}"])}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("dw"))).status).toBe(200);
+    await until(() => tierOf("dw") === "asleep-1", 5_000, "asleep-1");
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("dw"));
+    expect(response.status).toBe(503);
+    const { error } = (await response.json()) as any;
+    expect(error.code).toBe("activation_failed");
+    expect(error.message).toMatch(/wake of dw failed: engine exited \(code 10\): .*crash on \/wake_up/);
+  });
+
+  test("an engine that dies on its sleep call: lastError says its exit code and last words", async () => {
+    snooze = await startWith(`
+models:
+  ds:
+    sleepAfter: 200ms
+    command: ${JSON.stringify([process.execPath, "-e", engineDyingOn("/sleep", 9), "${PORT}"])}
+`);
+    expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("ds"))).status).toBe(200);
+    const controller = snooze.autoscaler.controller("ds")!;
+    await until(() => controller.state().lastError !== undefined, 5_000, "a lastError");
+    expect(controller.state().lastError).toMatch(
+      /^sleep of ds failed: engine exited \(code 9\): .*crash on \/sleep/,
+    );
+    expect(tierOf("ds")).toBe("cold");
+  });
+
   test("an engine command that does not exist → 503 naming it", async () => {
     snooze = await startWith(`
 models:
