@@ -30,7 +30,18 @@ export function parseCommandArgs(command: Command, argv: string[]) {
     });
     return parsed;
   } catch (error) {
+    const unknown = /^Unknown option '(--[^']+)'/.exec((error as Error).message);
+    if (unknown) throw new UnknownFlag((error as Error).message, unknown[1]!);
     throw new UsageError((error as Error).message);
+  }
+}
+
+/** A flag the command does not have (`--portt`): main answers it with the one meant, if one is near. */
+export class UnknownFlag extends UsageError {
+  readonly flag: string;
+  constructor(message: string, flag: string) {
+    super(message);
+    this.flag = flag;
   }
 }
 

@@ -44,6 +44,23 @@ test("an unknown flag exits 2 naming it", async () => {
   expect(output.join("\n")).toContain("Unknown option '--portt'");
 });
 
+test("a misspelt flag is answered with the one meant; one near none is said as before", async () => {
+  // Found by an outside tester: `snooze serve --prot 1` named no flag, while a misspelt command did.
+  expect(await main(["serve", "--prot", "1"])).toBe(2);
+  expect(output.join("\n")).toContain("snooze serve: Unknown option '--prot'; did you mean '--port'?");
+  output = [];
+  expect(await main(["serve", "--shutdown_grace=5s"])).toBe(2);
+  expect(output.join("\n")).toContain("did you mean '--shutdown-grace'?");
+  output = [];
+  // A command that takes positionals: the suggestion replaces Node's hint about `--`.
+  expect(await main(["wake", "qwen", "--no-wiat"])).toBe(2);
+  expect(output.join("\n")).toContain("snooze wake: Unknown option '--no-wiat'; did you mean '--no-wait'?");
+  output = [];
+  expect(await main(["status", "--frobnicate"])).toBe(2);
+  expect(output.join("\n")).toContain("Unknown option '--frobnicate'");
+  expect(output.join("\n")).not.toContain("did you mean");
+});
+
 test("snooze webhooks refuses a body limit under one byte", async () => {
   expect(await main(["webhooks", "--max-body-size", "0"])).toBe(2);
   expect(output.join("\n")).toContain("--max-body-size must be a size of at least 1 byte");

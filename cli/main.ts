@@ -1,5 +1,5 @@
 import { UsageError } from "../lib/cli-flags.ts";
-import { type Command, commandHelp, parseCommandArgs } from "./command.ts";
+import { type Command, commandHelp, parseCommandArgs, UnknownFlag } from "./command.ts";
 import { commands } from "./commands.ts";
 
 const version = "0.1.0";
@@ -22,6 +22,16 @@ function topHelp(): string {
 function endOnClosedPipe(error: NodeJS.ErrnoException): void {
   if (error.code !== "EPIPE") throw error;
   process.exit(0);
+}
+
+/**
+ * The flag a misspelt one most likely meant (`--portt` → `--port`), as a misspelt command or
+ * settings key is answered (found by an outside tester: `snooze serve --prot 1` named no flag).
+ */
+async function nearFlag(flag: string, command: Command): Promise<string | undefined> {
+  const { closestKey } = await import("../lib/settings/suggest.ts");
+  const near = closestKey(flag.slice(2), [...Object.keys(command.flags), "help"]);
+  return near === undefined ? undefined : `--${near}`;
 }
 
 /** Runs the CLI and resolves to the exit code: 0 ok, 1 runtime failure, 2 usage error. */
@@ -82,7 +92,11 @@ export async function main(argv: string[]): Promise<number> {
     return code;
   } catch (error) {
     if (error instanceof UsageError) {
-      console.error(`snooze ${command.name}: ${error.message}`);
+      const flag = error instanceof UnknownFlag ? error.flag : undefined;
+      const near = flag === undefined ? undefined : await nearFlag(flag, command);
+      console.error(
+        `snooze ${command.name}: ${near ? `Unknown option '${flag}'; did you mean '${near}'?` : error.message}`,
+      );
       console.error(`Run \`snooze ${command.name} --help\` for usage.`);
       return 2;
     }
