@@ -120,6 +120,10 @@ export class Activator {
   readonly routes = new Map<string, ModelRoute>();
   /** The models' order in the settings file (setOrder); none: the order they were added in. */
   private order: readonly string[] = [];
+  /** Each id's place in `order`. */
+  private rank = new Map<string, number>();
+  /** The place of the route listed last: a route added with a later one is in its place already. */
+  private lastRank = -1;
   /** Models being removed: no name leads to them, their held and in-flight requests finish. */
   private readonly retiring = new Map<string, { route: ModelRoute; idle: () => void }>();
   /** Who hears that the model list changed (the status page's event stream). */
@@ -180,7 +184,11 @@ export class Activator {
       loadChanged: (id) => this.report(id),
     });
     this.routes.set(model.id, route);
-    this.sortRoutes();
+    // Routes mostly come in the file's order (at start, every one): sorted only when one does not,
+    // or a file of 10,000 models took 20 s to serve, sorting them all again for each.
+    const rank = this.rankOf(model.id);
+    if (rank < this.lastRank) this.sortRoutes();
+    else this.lastRank = rank;
     return route;
   }
 
@@ -191,6 +199,7 @@ export class Activator {
   setOrder(ids: readonly string[]): void {
     const before = [...this.routes.keys()].join("\0");
     this.order = ids;
+    this.rank = new Map(ids.map((id, index) => [id, index]));
     this.sortRoutes();
     if ([...this.routes.keys()].join("\0") !== before) this.listChanged();
   }
@@ -216,11 +225,15 @@ export class Activator {
 
   /** The routes in `order` (those not in it last, as they came): a Map lists in insertion order. */
   private sortRoutes(): void {
-    const rank = new Map(this.order.map((id, index) => [id, index]));
-    const last = this.order.length;
-    const sorted = [...this.routes].sort(([a], [b]) => (rank.get(a) ?? last) - (rank.get(b) ?? last));
+    const sorted = [...this.routes].sort(([a], [b]) => this.rankOf(a) - this.rankOf(b));
     this.routes.clear();
     for (const [id, route] of sorted) this.routes.set(id, route);
+    this.lastRank = sorted.length > 0 ? this.rankOf(sorted[sorted.length - 1]![0]) : -1;
+  }
+
+  /** An id's place in `order`; those not in it come last, as they came. */
+  private rankOf(id: string): number {
+    return this.rank.get(id) ?? this.order.length;
   }
 
   /**
@@ -233,16 +246,24 @@ export class Activator {
     // What the list shows of a model's settings: a change there is a change of the list.
     const shown = (config: ModelConfig) => JSON.stringify([config.aliases, config.slot ?? null]);
     const listed = route === undefined || shown(route.config) !== shown(model);
+    // The names it had: its id and aliases (as upserted, or as a reload's `setNames` gave them), not
+    // every name of every model looked through (10,000 Models added one by one took minutes).
+    if (route) this.dropNames(route.config);
     if (route) Object.assign(route.config, model);
     else this.addRoute(model);
     this.config.models.set(model.id, route?.config ?? model);
-    for (const [name, id] of [...this.config.names]) if (id === model.id) this.config.names.delete(name);
     for (const name of [model.id, ...model.aliases]) {
       const owner = this.config.names.get(name);
       if (owner === undefined || owner === model.id) this.config.names.set(name, model.id);
       else this.log.warn("a name already belongs to another model", { name, model: model.id, owner });
     }
     if (listed) this.listChanged();
+  }
+
+  /** Takes the names a model has (its id and aliases) off it; those another model owns stay. */
+  private dropNames(config: ModelConfig): void {
+    for (const name of [config.id, ...config.aliases])
+      if (this.config.names.get(name) === config.id) this.config.names.delete(name);
   }
 
   /** A model's route, also while it is being retired. */
@@ -260,7 +281,7 @@ export class Activator {
     if (!route) return Promise.resolve();
     this.routes.delete(id);
     this.config.models.delete(id);
-    for (const [name, owner] of [...this.config.names]) if (owner === id) this.config.names.delete(name);
+    this.dropNames(route.config);
     this.listChanged();
     return new Promise<void>((resolve) => {
       const idle = () => {
@@ -295,7 +316,7 @@ export class Activator {
     const listed = this.routes.delete(id);
     this.retiring.delete(id);
     this.config.models.delete(id);
-    for (const [name, owner] of [...this.config.names]) if (owner === id) this.config.names.delete(name);
+    this.dropNames(route.config);
     this.metrics.forget(id);
     void route.close();
     if (listed) this.listChanged();
