@@ -9,6 +9,7 @@ import {
   type Node,
   type Pair,
   visit,
+  type YAMLMap,
 } from "yaml";
 
 /**
@@ -67,7 +68,7 @@ function childOf(
   if (isSeq(collection))
     return typeof step === "number" ? { value: collection.items[step] as Node | undefined } : undefined;
   if (!isMap(collection)) return undefined;
-  const own = collection.items.find((pair) => !isMergePair(pair) && keyText(pair.key, doc) === String(step));
+  const own = ownPair(doc, collection, String(step));
   if (own) return { key: own.key as Node, value: own.value as Node };
   for (const pair of collection.items.filter(isMergePair)) {
     const sources = isSeq(pair.value) ? pair.value.items : [pair.value];
@@ -77,6 +78,29 @@ function childOf(
     }
   }
   return undefined;
+}
+
+/**
+ * Each mapping's own entries (merge keys aside) by their key's text, the first where one is written
+ * twice: every problem and every number taken as written looks up its path, and reading all of a
+ * mapping's keys for each made a file of 10,000 models with a mistake in each take 6 s, 20,000 take
+ * 18 s (found by an outside tester). Made again if the mapping's entries change.
+ */
+const ownEntries = new WeakMap<YAMLMap, { size: number; byKey: Map<string, Pair> }>();
+
+function ownPair(doc: Document, map: YAMLMap, key: string): Pair | undefined {
+  let index = ownEntries.get(map);
+  if (index?.size !== map.items.length) {
+    const byKey = new Map<string, Pair>();
+    for (const pair of map.items) {
+      if (isMergePair(pair)) continue;
+      const text = keyText(pair.key, doc);
+      if (text !== undefined && !byKey.has(text)) byKey.set(text, pair);
+    }
+    index = { size: map.items.length, byKey };
+    ownEntries.set(map, index);
+  }
+  return index.byKey.get(key);
 }
 
 /**
