@@ -60,7 +60,7 @@ export const activatorCommand: Command = {
     // undici's dispatchers now, not at the first ready pod a route forwards to, where loading them
     // (some milliseconds) would hold the first activation's requests that much longer (lib/undici.ts).
     undici();
-    const port = portValue(values);
+    const port = portValue(values, "port", { fetched: true });
     const grace = durationValue(values, "shutdown-grace");
     const adminToken = serverAdminToken(values, String(values.host));
     const allowedOrigins = allowedOriginsValue(values);

@@ -131,7 +131,7 @@ export const autoscalerCommand: Command = {
   async run(values) {
     // undici's dispatchers now, not at the first engine call, which may be a wake (lib/undici.ts).
     undici();
-    const port = portValue(values);
+    const port = portValue(values, "port", { fetched: true });
     const grpcPort = portValue(values, "grpc-port");
     const timing = {
       durationMs: durationValue(values, "lease-duration", { positive: true }),

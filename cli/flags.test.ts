@@ -115,6 +115,16 @@ test("a port is decimal digits, 1 to 65535 (0: any free port): not hex, an expon
   }
   expect(await main(["autoscaler", "--grpc-port", "0x10"])).toBe(2);
   expect(output.join("\n")).toContain("--grpc-port must be a port number, 1 to 65535 in decimal digits");
+  // Found by an outside tester: `snooze serve --port 1` served, and `snooze status` could not
+  // reach it ("bad port"): the ports fetch blocks are refused where clients fetch, not for webhooks.
+  for (const command of ["serve", "activator", "autoscaler"])
+    for (const port of ["6000", "1", "10080"]) {
+      output = [];
+      expect(await main([command, "--port", port])).toBe(2);
+      expect(output.join("\n")).toContain(
+        `--port ${port} is a port that browsers and fetch will not connect to (the Fetch standard's bad ports)`,
+      );
+    }
   // Taken: the port then fails on its settings file, not on the port.
   for (const port of ["0", "18104", "65535"]) {
     output = [];

@@ -15,11 +15,25 @@ export function listenFlags(defaultPort: number): Record<"host" | "port", Flag> 
 }
 
 /**
+ * The ports the Fetch standard blocks (https://fetch.spec.whatwg.org/#bad-port): browsers, Node's
+ * `fetch` and the clients built on it (OpenAI's Node SDK, `snooze status`) will not connect to them.
+ */
+const fetchBlockedPorts = new Set([
+  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104,
+  109, 110, 111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515,
+  526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049,
+  3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
+]);
+
+/**
  * The value of a port flag, or a usage error naming it: decimal digits only, 1 to 65535, or 0 for
  * any free port. `Number()` alone took `0x4650` (port 18000), `1e4` and `" 18104"` (found by an
- * outside tester).
+ * outside tester). `fetched`: clients reach the port with `fetch` (the OpenAI API, the status page,
+ * the admin API), so one that fetch blocks is refused too: Snooze served on `--port 1` while
+ * `snooze status` said it could not reach it ("bad port (is Snooze running?)", found by an outside
+ * tester).
  */
-export function portValue(values: FlagValues, name = "port"): number {
+export function portValue(values: FlagValues, name = "port", { fetched = false } = {}): number {
   const text = String(values[name]);
   const port = /^\d{1,5}$/.test(text) ? Number(text) : Number.NaN;
   if (!(port <= 65_535)) {
@@ -27,6 +41,10 @@ export function portValue(values: FlagValues, name = "port"): number {
       `--${name} must be a port number, 1 to 65535 in decimal digits (0: any free port), not "${text}"`,
     );
   }
+  if (fetched && fetchBlockedPorts.has(port))
+    throw new UsageError(
+      `--${name} ${port} is a port that browsers and fetch will not connect to (the Fetch standard's bad ports), so OpenAI's Node SDK, the status page and \`snooze status\` could not reach Snooze: choose another`,
+    );
   return port;
 }
 

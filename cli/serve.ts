@@ -54,7 +54,7 @@ export const serveCommand: Command = {
     },
   },
   async run(values) {
-    const port = portValue(values);
+    const port = portValue(values, "port", { fetched: true });
     const grace = durationValue(values, "shutdown-grace");
     const stopGrace = durationValue(values, "stop-grace");
     const stateDir = typeof values["state-dir"] === "string" ? values["state-dir"] : defaultStateDir();
