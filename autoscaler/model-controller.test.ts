@@ -669,6 +669,49 @@ describe("self-heal", () => {
     expect(h.platform.ids("m")).toEqual(["m-3"]);
   });
 
+  test("an engine an activator could not reach, seen exit within a second, is told by its exit: its code, and in a crash loop its back-off to the requests held", async () => {
+    // Found by an outside tester: the re-check, asked by the activator whose request the dying
+    // engine reset, got there before the exit: "did not answer its health check", no back-off told,
+    // so the request held again waited out its hold budget, then heard Retry-After: 1 (16 s left).
+    const { h, id } = await readyModel(oneModel("    sleepAfter: 10m"));
+    const dies = async (replica: string) => {
+      h.platform.engineOf(replica).healthyAnswer = false;
+      h.autoscaler.demand("local", "m", replica);
+      await h.advance(100);
+      h.platform.crash(replica, "engine exited (code 7): boom");
+      await h.advance(1_000);
+    };
+    await dies(id);
+    h.demand("m");
+    await h.settle();
+    h.platform.bringUp("m-2");
+    await h.settle();
+    h.mark();
+    await dies("m-2");
+    const reason =
+      "engine exited (code 7): boom; its engine left on its own 2 times within 5m, so its restarts back off (1s after this one)";
+    expect(h.controller("m").state().lastError).toBe(reason);
+    expect(h.eventsOf("m", "m-2").map((e) => [e.tier, e.error, e.exit])).toEqual([
+      ["cold", reason, "engine exited (code 7): boom"],
+    ]);
+  });
+
+  test("an engine replaced for failing its re-check in a crash loop: the requests held hear the back-off", async () => {
+    const { h, engine } = await readyModel(oneModel("    sleepAfter: 10m"), { selfHealIntervalMs: 30_000 });
+    engine.healthyAnswer = false;
+    await h.advance(30_000);
+    h.demand("m");
+    await h.settle();
+    h.platform.bringUp("m-2");
+    await h.settle();
+    h.mark();
+    h.platform.engineOf("m-2").healthyAnswer = false;
+    await h.advance(30_000);
+    const cold = h.eventsOf("m", "m-2").find((e) => e.tier === "cold");
+    expect(cold?.error).toBe(h.controller("m").state().lastError);
+    expect(cold?.retryAt).toBeGreaterThan(h.clock.now());
+  });
+
   test("a ready engine found asleep with requests in flight (put to sleep on its own port) is woken, not only relabelled", async () => {
     // Found by an outside tester: it was shown asleep-1 with IN-FLIGHT 1, and the request waited
     // inside the engine until another request asked for a wake, or for firstByteTimeout.

@@ -99,6 +99,8 @@ interface ReplicaRecord {
   activation?: Activation;
   /** It left on its own, in the platform's words (an engine's exit code and last lines). */
   departed?: string;
+  /** Replaced for failing its re-check, in a crash loop: why, for the requests held when it is gone. */
+  crashLoop?: string;
   /** Its start failed and it is still there (see `ReplicaView.startFailed`); a restart in place clears it. */
   startFailed?: boolean;
   /**
@@ -410,7 +412,9 @@ export class ModelController {
     this.learner.activity(now, true);
     if (unreachable) {
       const record = this.records.get(unreachable);
-      if (record && !record.busy) this.operate(record, "recheck", () => this.recheck(record));
+      // An activator's connection failed: the engine may be dying, its exit not yet seen.
+      if (record && !record.busy)
+        this.operate(record, "recheck", () => this.recheck(record, undefined, exitNoticeMs));
     }
     this.changed();
   }
@@ -1415,7 +1419,7 @@ export class ModelController {
     this.endActivation(record, "stopped");
     toCold();
     // How it went goes to activators too: a request its engine died under is told (with `exit`).
-    this.emitFor(record, undefined, crashLoop, record.leaving ? undefined : departed);
+    this.emitFor(record, undefined, crashLoop ?? record.crashLoop, record.leaving ? undefined : departed);
     this.afterForget(wasLevelOne);
   }
 
@@ -2009,19 +2013,28 @@ export class ModelController {
     return !this.present(record);
   }
 
-  /** Where is the engine really (after a takeover mid-operation, or when an activator could not reach it)? */
-  private async recheck(record: ReplicaRecord, healthMs?: number): Promise<void> {
+  /**
+   * Where is the engine really (after a takeover mid-operation, or when an activator could not reach
+   * it)? `exitWaitMs`: how long an engine that fails its health check may take to be seen exit.
+   */
+  private async recheck(record: ReplicaRecord, healthMs?: number, exitWaitMs = 0): Promise<void> {
     const leadership = this.leadership;
     const engine = this.deps.platform.engine(record.replica);
     if (!(await engine.healthy(healthMs))) {
+      this.guard(leadership);
+      // An engine that died under a request is told by its exit, as any exit is: its code and last
+      // words, and its crash loop's back-off to the requests held (found by an outside tester: the
+      // re-check got there first, "did not answer its health check", and a request held again for
+      // it waited out its hold budget, then heard Retry-After: 1 in a back-off of 16 s).
+      if (exitWaitMs > 0 && this.present(record)) await this.settle(() => !this.present(record), exitWaitMs);
       this.guard(leadership);
       if (!this.present(record)) return;
       this.log.warn("replica failed its re-check; replacing it", { replica: record.replica.id });
       this.lastError = `${record.replica.label} did not answer its health check`;
       // Dead or frozen, it failed on its own as a crash does: its replacement backs off in a loop
       // (found by an outside tester: engines that died under a request were replaced at once,
-      // again and again, never counted).
-      this.leftOnItsOwn(this.lastError);
+      // again and again, never counted). Requests held hear the back-off when it goes cold.
+      if (this.leftOnItsOwn(this.lastError) > 0) record.crashLoop = this.lastError;
       record.leaving = true;
       // Activators route nothing more to it and end what runs on it now (its drain ends at once):
       // a frozen engine would hold those requests until it is killed, a stop grace later.
