@@ -2,7 +2,7 @@ import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { TracerProvider } from "@opentelemetry/sdk-trace";
 import { beforeAll, expect, test } from "vitest";
-import { createLogger } from "./log.ts";
+import { createLogger, envLevel } from "./log.ts";
 // Loading the tracing module is what makes log lines carry span ids.
 import "./tracing.ts";
 
@@ -39,4 +39,23 @@ test("a field named level, msg or time does not overwrite the line's own (found 
   expect(line).toMatchObject({ level: "warn", msg: "asleep" });
   expect(Number.isNaN(Date.parse(line.time))).toBe(false);
   expect(Object.keys(line).slice(0, 3)).toEqual(["time", "level", "msg"]);
+});
+
+test("SNOOZE_LOG_LEVEL is read in any case; one that names no level is said once, and info is used", () => {
+  // Found by an outside tester: `DEBUG` and `verbose` gave info without a word; `toString` passed.
+  const lines: string[] = [];
+  const write = (line: string) => void lines.push(line);
+  expect(envLevel("DEBUG", write)).toBe("debug");
+  expect(envLevel("warn", write)).toBe("warn");
+  expect(envLevel(undefined, write)).toBe("info");
+  expect(envLevel("", write)).toBe("info");
+  expect(lines).toEqual([]);
+  expect(envLevel("toString", write)).toBe("info");
+  expect(envLevel("verbose", write)).toBe("info");
+  expect(lines).toHaveLength(1);
+  expect(JSON.parse(lines[0]!)).toMatchObject({
+    level: "warn",
+    msg: "SNOOZE_LOG_LEVEL is not a log level (debug, info, warn, error); logging at info",
+    value: "toString",
+  });
 });

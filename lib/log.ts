@@ -18,9 +18,28 @@ export interface Logger {
   child(fields: Record<string, unknown>): Logger;
 }
 
-function envLevel(): Level {
-  const level = process.env.SNOOZE_LOG_LEVEL as Level | undefined;
-  return level && level in order ? level : "info";
+let unknownLevelTold = false;
+
+/**
+ * `SNOOZE_LOG_LEVEL` in any case (`DEBUG` too); one that names no level is said once, then info is
+ * used (found by an outside tester: `DEBUG` and `verbose` gave info without a word, and `toString`,
+ * a key of every object, passed as a level and logged everything).
+ */
+export function envLevel(
+  value = process.env.SNOOZE_LOG_LEVEL,
+  write: (line: string) => void = (line) => process.stderr.write(line),
+): Level {
+  if (value === undefined || value === "") return "info";
+  const level = value.toLowerCase();
+  if (Object.hasOwn(order, level)) return level as Level;
+  if (!unknownLevelTold) {
+    unknownLevelTold = true;
+    const time = new Date().toISOString();
+    write(
+      `${JSON.stringify({ time, level: "warn", msg: `SNOOZE_LOG_LEVEL is not a log level (${Object.keys(order).join(", ")}); logging at info`, value })}\n`,
+    );
+  }
+  return "info";
 }
 
 export function createLogger(
