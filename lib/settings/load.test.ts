@@ -965,6 +965,20 @@ describe("placeholders in an engine's command and env", () => {
       message: expect.stringContaining("must contain ${PORT}"),
     });
   });
+
+  test("a refused `port` (or `env` value) is told once, not also as a missing ${PORT}", () => {
+    // Found by an outside tester: `port: 0` said the port was out of range and, at the command,
+    // that it must hold ${PORT} or the model must set `port`, which it did.
+    for (const [setting, key] of [
+      ["port: 0", "models.b.port"],
+      ["port: 70000", "models.b.port"],
+      ["env: {P: [1]}", "models.b.env.P"],
+    ])
+      expect(
+        problemsOf(`models:\n  b:\n    command: [x]\n    ${setting}\n`).map((p) => p.key),
+        setting,
+      ).toEqual([key]);
+  });
 });
 
 describe("any input: a ConfigError with file:line:col, or settings that can all work", () => {

@@ -102,6 +102,9 @@ export function resolveConfig(
   const unused: ResolveProblem[] = [];
   const wasRefused = (path: readonly PropertyKey[]) =>
     refused.some((r) => r.length <= path.length && r.every((key, i) => key === path[i]));
+  /** Whether a value at or under `path` was refused. */
+  const refusedWithin = (path: readonly PropertyKey[]) =>
+    refused.some((r) => path.every((key, i) => key === r[i]));
   // Aliases name one model: in `defaults:` every model would get the same ones, which always collide.
   if (file.defaults?.aliases !== undefined)
     problems.push({
@@ -138,7 +141,9 @@ export function resolveConfig(
     for (const { key, message } of unusedSettings(model, config))
       unused.push({ path: ["models", id, key], message });
     const values = [...config.command, ...Object.values(config.env)];
-    if (!model.port && !values.some((text) => placeholdersIn(text).includes("PORT"))) {
+    // A `port` or `env` value refused already (a port of 70000) is told once: not also as missing.
+    const portRefused = refusedWithin(["models", id, "port"]) || refusedWithin(["models", id, "env"]);
+    if (!model.port && !portRefused && !values.some((text) => placeholdersIn(text).includes("PORT"))) {
       problems.push({
         path: ["models", id, "command"],
         message:
