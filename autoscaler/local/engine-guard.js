@@ -67,12 +67,19 @@ setInterval(() => {
   if (process.ppid !== parent) orphaned();
 }, 1_000).unref();
 
+/** What to do about the usual reasons a command cannot run ("spawn ./engine.sh EACCES" alone did not say). */
+const spawnHints = {
+  ENOENT: "no such file, nor a command of that name on PATH",
+  EACCES: "it is not executable (chmod +x), or it is a directory",
+};
+
 const engine = spawn(file, args, { stdio: ["ignore", "inherit", "inherit"] });
 let done = false;
 engine.once("error", (error) => {
   if (done) return;
   done = true;
-  console.error(`could not run ${file}: ${error.message}`);
+  const hint = spawnHints[/** @type {NodeJS.ErrnoException} */ (error).code ?? ""];
+  console.error(`could not run ${file}: ${error.message}${hint ? ` (${hint})` : ""}`);
   process.exit(127);
 });
 engine.once("exit", (code, signal) => {

@@ -1,6 +1,9 @@
 import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
@@ -363,8 +366,33 @@ models:
     const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("ghost"));
     expect(response.status).toBe(503);
     expect(((await response.json()) as any).error.message).toMatch(
-      /start of ghost failed: .*no-such-engine-binary.*ENOENT/,
+      /start of ghost failed: .*no-such-engine-binary.*ENOENT \(no such file, nor a command of that name on PATH\)/,
     );
+  });
+
+  test("an engine command that is not executable, or a directory → 503 saying so", async () => {
+    // Found by an outside tester: "spawn /…/engine.sh EACCES" alone.
+    const dir = mkdtempSync(join(tmpdir(), "snooze-noexec-"));
+    try {
+      const script = join(dir, "engine.sh");
+      writeFileSync(script, "#!/bin/sh\n", { mode: 0o644 });
+      snooze = await startWith(`
+models:
+  noexec:
+    command: [${JSON.stringify(script)}, "\${PORT}"]
+  folder:
+    command: [${JSON.stringify(dir)}, "\${PORT}"]
+`);
+      for (const model of ["noexec", "folder"]) {
+        const response = await fetch(`${snooze.url}/v1/chat/completions`, chat(model));
+        expect(response.status).toBe(503);
+        expect(((await response.json()) as any).error.message).toMatch(
+          /could not run .*EACCES \(it is not executable \(chmod \+x\), or it is a directory\)/,
+        );
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("an engine that fails with a 2 MB line of output: the 503 gives its start and its end, a few KB", async () => {
