@@ -17,6 +17,7 @@ import {
   type Knative,
   type KnativeObject,
   knativeMissing,
+  knativeNamespace,
   knativeService,
   kpaClass,
   networkingApi,
@@ -691,11 +692,18 @@ describe("scale bounds as the KPA has them", () => {
     await podsAt(first, 1, "the first revision at 1 pod again");
   }, 300_000);
 
-  test("config-autoscaler's min-scale, max-scale, stable-window and retention apply where the annotations say nothing, and a change applies at once", async () => {
+  test("config-autoscaler's min-scale, max-scale, stable-window and retention apply where the annotations say nothing, a change applies at once, and one Knative would refuse is not taken", async () => {
     const name = "defaulted";
     const revision = revisionOf(name);
     // Knative's config keys as Snooze's defaults: sleepAfter and zeroAfter of a revision without the annotations.
     const windows = { "stable-window": "6s", "scale-to-zero-pod-retention-period": "2s" };
+    const configMapPath = `${paths.configMaps(knativeNamespace)}/config-autoscaler`;
+    // Knative's config webhook validates the config maps with this label (autoscaler, controller, ...).
+    const webhookLabel = "app.kubernetes.io/component";
+    const autoscaler = () => suite.autoscalers.get("autoscaler-a")!;
+    const snoozeState = async () =>
+      (await autoscaler().state()) as { knative: { configProblem?: string; defaults: unknown } };
+    const snoozeLog = () => autoscaler().process.tail(400);
     try {
       await knative!.configure("config-autoscaler", { "min-scale": "1", "max-scale": "3", ...windows });
       await createService(
@@ -733,13 +741,60 @@ describe("scale bounds as the KPA has them", () => {
       );
       expect(spec).toMatchObject({ sleepAfter: "6s", zeroAfter: "2s" });
       await podsAt(revision, 0, "the revision at 0 pods once min-scale is gone");
+
+      // Values Knative refuses. Its config webhook turns them away at the door, with its reason:
+      await expect(knative!.configure("config-autoscaler", { "stable-window": "2s" })).rejects.toThrow(
+        /stable-window = 2s, must be in \[6s; 1h0m0s\] range/,
+      );
+      // Past it (a ConfigMap without the label the webhook selects by, as one written while no
+      // webhook ran), Snooze keeps what it read before and says why: in its log and its state.
+      await client().patch(configMapPath, { metadata: { labels: { [webhookLabel]: null } } });
+      const invalid = [
+        [
+          { "stable-window": "6.5s" },
+          "stable-window = 6.5s, must be specified with at most second precision",
+        ],
+        [{ "stable-window": "2s" }, "stable-window = 2s, must be in [6s; 1h0m0s] range"],
+        [
+          { "stable-window": "7s", "scale-to-zero-pod-retention-period": "-1s" },
+          "scale-to-zero-pod-retention-period cannot be negative, was: -1s",
+        ],
+      ] as const;
+      for (const [data, problem] of invalid) {
+        await knative!.configure("config-autoscaler", data);
+        await waitFor(
+          async () =>
+            ((state) => (state.knative.configProblem === problem ? state : undefined))(await snoozeState()),
+          { what: `Snooze's state saying ${problem}`, timeoutMs: 10_000, intervalMs: 100, detail: logs },
+        );
+        expect(snoozeLog()).toContain(JSON.stringify(problem));
+        expect((await model(revision)).spec).toMatchObject({ sleepAfter: "6s", zeroAfter: "2000ms" });
+        // Knative's own autoscaler keeps the config it had too, for the same reason in the same words.
+        await waitFor(async () => knative!.autoscaler.tail(400).includes(problem) || undefined, {
+          what: `Knative's autoscaler logging ${problem}`,
+          timeoutMs: 10_000,
+          detail: logs,
+        });
+      }
+      expect(snoozeLog()).toContain(
+        "Knative's config-autoscaler is not valid; keeping the defaults read before",
+      );
+      // A valid value again applies at once.
+      await knative!.configure("config-autoscaler", { "scale-to-zero-pod-retention-period": "3s" });
+      await modelSpecOf(
+        revision,
+        "the Model with the later valid stable-window 7s and retention 3s",
+        (s) => s.sleepAfter === "7s" && s.zeroAfter === "3000ms",
+      );
+      expect((await snoozeState()).knative.configProblem).toBeUndefined();
     } finally {
-      // null takes the keys out again.
+      // null takes the keys out again (valid values only, so the webhook, back with its label, passes it).
       await knative?.configure("config-autoscaler", {
         "min-scale": "0",
         "max-scale": "0",
         ...Object.fromEntries(Object.keys(windows).map((key) => [key, null])),
       });
+      await client().patch(configMapPath, { metadata: { labels: { [webhookLabel]: "autoscaler" } } });
     }
   }, 240_000);
 });

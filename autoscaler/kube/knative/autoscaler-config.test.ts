@@ -41,11 +41,12 @@ describe("Knative's config-autoscaler defaults", () => {
     expect(autoscalerDefaults({ "max-scale-limit": "5" }).problem).toMatch(/max-scale = 0/);
     expect(autoscalerDefaults({ "max-scale-limit": "5", "max-scale": "6" }).problem).toMatch(/max-scale = 6/);
     expect(autoscalerDefaults({ "max-scale": "99999999999" }).problem).toMatch(/max-scale/);
-    // As Knative's autoscalerconfig validates them.
+    // As Knative's autoscalerconfig validates them, in its words (Go's durations: its webhook
+    // denies "stable-window = 2s, must be in [6s; 1h0m0s] range").
     expect(autoscalerDefaults({ "stable-window": "5s" }).problem).toBe(
-      "stable-window = 5s, must be in [6s; 1h] range",
+      "stable-window = 5s, must be in [6s; 1h0m0s] range",
     );
-    expect(autoscalerDefaults({ "stable-window": "2h" }).problem).toMatch(/\[6s; 1h\] range/);
+    expect(autoscalerDefaults({ "stable-window": "2h" }).problem).toMatch(/\[6s; 1h0m0s\] range/);
     expect(autoscalerDefaults({ "stable-window": "6500ms" }).problem).toMatch(/at most second precision/);
     expect(autoscalerDefaults({ "stable-window": "a minute" }).problem).toMatch(/not a duration/);
     expect(autoscalerDefaults({ "scale-to-zero-pod-retention-period": "-1s" }).problem).toBe(

@@ -95,7 +95,7 @@ export function autoscalerDefaults(
     const ms = goDurationMs(window);
     if (ms === undefined) return { problem: `stable-window: ${JSON.stringify(window)} is not a duration` };
     if (ms < windowMinMs || ms > windowMaxMs)
-      return { problem: `stable-window = ${window}, must be in [6s; 1h] range` };
+      return { problem: `stable-window = ${window}, must be in [6s; 1h0m0s] range` };
     if (ms % 1_000 !== 0)
       return { problem: `stable-window = ${window}, must be specified with at most second precision` };
     d.stableWindow = goDuration(window);
