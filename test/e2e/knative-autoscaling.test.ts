@@ -768,7 +768,7 @@ describe("scale bounds as the KPA has them", () => {
           { what: `Snooze's state saying ${problem}`, timeoutMs: 10_000, intervalMs: 100, detail: logs },
         );
         expect(snoozeLog()).toContain(JSON.stringify(problem));
-        expect((await model(revision)).spec).toMatchObject({ sleepAfter: "6s", zeroAfter: "2000ms" });
+        expect((await model(revision)).spec).toMatchObject({ sleepAfter: "6s", zeroAfter: "2s" });
         // Knative's own autoscaler keeps the config it had too, for the same reason in the same words.
         await waitFor(async () => knative!.autoscaler.tail(400).includes(problem) || undefined, {
           what: `Knative's autoscaler logging ${problem}`,
@@ -784,7 +784,7 @@ describe("scale bounds as the KPA has them", () => {
       await modelSpecOf(
         revision,
         "the Model with the later valid stable-window 7s and retention 3s",
-        (s) => s.sleepAfter === "7s" && s.zeroAfter === "3000ms",
+        (s) => s.sleepAfter === "7s" && s.zeroAfter === "3s",
       );
       expect((await snoozeState()).knative.configProblem).toBeUndefined();
     } finally {
