@@ -409,6 +409,26 @@ describe("decideReplicas", () => {
     ]);
   });
 
+  test("a start that failed on a platform that keeps such pods: kept until startTimeout, then failed again (and removed); one that came up goes on", () => {
+    const reason = 'ImagePullBackOff: Back-off pulling image "registry.invalid/vllm:1"';
+    const kept = (since: number, extra: Partial<ReplicaView> = {}) =>
+      replica("pull", "starting", { podReady: false, since, failing: reason, startFailed: true, ...extra });
+    const keep = { keepFailedStarts: true, held: 0 };
+    // Within startTimeout, nothing held: nothing to do, looked at again at its startTimeout.
+    const within = decideReplicas(input([kept(now - 60_000)], keep));
+    expect(within.actions).toEqual([]);
+    expect(within.nextAt).toBe(now - 60_000 + settings.startTimeout);
+    // At its startTimeout: failed again, which (kept no longer) removes it.
+    expect(decideReplicas(input([kept(now - settings.startTimeout)], keep)).actions).toEqual([
+      { kind: "start-failed", pod: "pull", reason },
+    ]);
+    // It came up after all (the image pushed): its start goes on, kept or not.
+    for (const extra of [keep, {}])
+      expect(
+        decideReplicas(input([kept(now - 60_000, { podReady: true, failing: undefined })], extra)).actions,
+      ).toEqual([{ kind: "finish-start", pod: "pull" }]);
+  });
+
   test("in a slot, a crash during the start is left to startTimeout (another member may hold the GPU's memory); an image that cannot be pulled fails at once", () => {
     const crash =
       "CrashLoopBackOff: back-off 10s restarting failed container; last exited with code 1 (Error)";

@@ -28,8 +28,9 @@ export interface ReplicaView {
   crashed?: boolean;
   /**
    * Its start failed already and the pod is still there (a Knative revision's pod, which Snooze
-   * cannot scale away, or one whose removal is under way): failed again only for requests held
-   * once the back-off is over, not on every pass.
+   * cannot scale away or keeps, see `keepFailedStarts`, or one whose removal is under way): failed
+   * again only for requests held once the back-off is over, not on every pass; its start goes on
+   * if it comes up after all.
    */
   startFailed?: boolean;
 }
@@ -70,6 +71,14 @@ export interface HorizontalInput {
   cap?: number;
   /** The model shares a slot (an accelerator) with other models. */
   inSlot?: boolean;
+  /**
+   * A pod whose start failed stays until its startTimeout rather than being scaled away at once
+   * (held requests are still told at once): a Knative revision's pod before the revision reached
+   * its initial scale, since Knative fails such a revision for good once its PodAutoscaler is not
+   * Ready, whereas the kubelet may yet start the pod (the image pushed, the Secret created), and
+   * past Knative's progress deadline its revision reconciler reports the kubelet's reason itself.
+   */
+  keepFailedStarts?: boolean;
   settings: LadderSettings & { startTimeout: number };
 }
 
@@ -122,9 +131,23 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
     // next pass, so failing it on every pass would loop. Requests held later are told once the
     // back-off (which each failure lengthens) is over; until then the activator tells them itself.
     if (r.startFailed) {
-      if (input.held > 0 && now >= input.backoffUntil)
-        actions.push({ kind: "start-failed", pod: r.pod, ...(r.failing ? { reason: r.failing } : {}) });
-      else if (input.held > 0) later(input.backoffUntil);
+      // It came up after all (the kubelet pulled the image once it was pushed, say): it goes on.
+      if (r.podReady && r.failing === undefined) {
+        actions.push({ kind: "finish-start", pod: r.pod });
+        continue;
+      }
+      const failedAgain = {
+        kind: "start-failed",
+        pod: r.pod,
+        ...(r.failing ? { reason: r.failing } : {}),
+      } as const;
+      // Kept (keepFailedStarts) until its startTimeout: then it fails for good and goes.
+      if (input.keepFailedStarts && now - r.since >= settings.startTimeout) actions.push(failedAgain);
+      else if (input.held > 0 && now >= input.backoffUntil) actions.push(failedAgain);
+      else {
+        if (input.held > 0) later(input.backoffUntil);
+        if (input.keepFailedStarts) later(r.since + settings.startTimeout);
+      }
       continue;
     }
     if (r.failing !== undefined && !r.podReady && !(r.crashed && inSlot))

@@ -935,6 +935,51 @@ describe("failures and back-off", () => {
     expect(errors()).toEqual([reason, reason, reason]);
   });
 
+  test("a replica that cannot start on a platform that keeps such pods (a Knative revision before its initial scale): told at once, kept; it goes on if it comes up, and goes at startTimeout if not", async () => {
+    // Scaling it away at once made Knative fail the revision for good ("Initial scale was never
+    // achieved", found against real Knative), though the kubelet could still start the pod.
+    const h = new Harness(oneModel("    startTimeout: 10m"), { answerErrors: true });
+    h.platform.keepFailedStarts("m");
+    h.demand("m");
+    await h.settle();
+    const why = 'ImagePullBackOff: Back-off pulling image "registry.invalid/vllm:1"';
+    h.platform.fail("m-1", why);
+    await h.settle();
+    const errors = () => h.events.filter((e) => e.error !== undefined).map((e) => e.error);
+    const reason = `start of m failed: fake engine m-1 cannot start: ${why}`;
+    // The held request is told at once; the pod stays, starting, and nothing is scaled.
+    expect(errors()).toEqual([reason]);
+    expect(h.platform.ids("m")).toEqual(["m-1"]);
+    // Its events: starting, then starting with the error; never cold.
+    expect(h.tiers("m")).toEqual(["starting", "starting"]);
+    expect(h.platform.scales.map((s) => `${s.expected}->${s.to}`)).toEqual(["0->1"]);
+    await h.advance(5 * 60_000);
+    expect(errors()).toEqual([reason]);
+    // The image arrives: the kubelet starts it, and its start goes on to ready.
+    h.platform.fail("m-1", undefined);
+    h.platform.bringUp("m-1");
+    await h.settle();
+    expect(h.controller("m").tier).toBe("ready");
+    expect(h.tiers("m").at(-1)).toBe("ready");
+    expect(h.platform.scales.map((s) => `${s.expected}->${s.to}`)).toEqual(["0->1"]);
+
+    // Another that never comes up goes at its startTimeout, failed for good.
+    const g = new Harness(oneModel("    startTimeout: 10m"), { answerErrors: true });
+    g.platform.keepFailedStarts("m");
+    g.demand("m");
+    await g.settle();
+    g.platform.fail("m-1", why);
+    await g.settle();
+    await g.advance(10 * 60_000 - 1);
+    expect(g.platform.ids("m")).toEqual(["m-1"]);
+    await g.advance(1);
+    expect(g.platform.scales.map((s) => [s.expected, s.to, s.remove])).toEqual([
+      [0, 1, []],
+      [1, 0, ["m-1"]],
+    ]);
+    expect(g.events.filter((e) => e.error !== undefined).map((e) => e.error)).toEqual([reason, reason]);
+  });
+
   test("a starting replica that is not failing waits for startTimeout as before; one whose failing reason cleared goes on", async () => {
     const h = new Harness(oneModel(), { answerErrors: true });
     h.demand("m");

@@ -1017,6 +1017,7 @@ export class ModelController {
       asleep: [...this.records.values()].some((r) => isAsleep(r.tier)),
     });
     const settings = hold.held ? this.keptAsleep(this.tierSettings(parkedAs)) : this.tierSettings(parkedAs);
+    const keepFailedStarts = set.scalable && set.keepFailedStarts === true;
     // A replica a learned prewarm kept or woke, and that no request used, sleeps when it ended.
     const floor = this.learner.readyFloor(settings.sleepAfter);
     const plan = decideReplicas({
@@ -1048,11 +1049,13 @@ export class ModelController {
       backoffUntil: this.backoffUntil,
       cap: this.deps.slot ? this.cap : undefined,
       ...(this.deps.slot ? { inSlot: true } : {}),
+      ...(keepFailedStarts ? { keepFailedStarts } : {}),
       settings,
     });
     // Under a person's stop a start no request waits for is not finished but stopped (below).
     for (const action of plan.actions)
-      if (parkedAs !== "stop" || action.kind !== "finish-start") this.act(action, set.scalable);
+      if (parkedAs !== "stop" || action.kind !== "finish-start")
+        this.act(action, set.scalable, keepFailedStarts);
     if (parkedAs === "stop") this.stopUnwanted(set.scalable);
     else if (parkedAs !== undefined) this.sleepUnwanted(parkedAs);
     let next = Math.min(plan.nextAt, prewarm.nextAt, hold.nextAt);
@@ -1213,7 +1216,7 @@ export class ModelController {
     return parked !== undefined && parked !== "stop" && this.load().held === 0 ? parked : undefined;
   }
 
-  private act(action: ReplicaAction, scalable: boolean): void {
+  private act(action: ReplicaAction, scalable: boolean, keepFailedStarts = false): void {
     if (action.kind === "scale-up" || action.kind === "stop") {
       if (this.scaling || !scalable) return;
       if (action.kind === "scale-up") this.scaleUp(action.to);
@@ -1228,6 +1231,8 @@ export class ModelController {
     if (!record) return;
     switch (action.kind) {
       case "finish-start":
+        // A start that failed while its pod was kept, and that came up after all, goes on.
+        record.startFailed = undefined;
         this.operate(record, "finish-start", () => this.inActivation(record, () => this.finishStart(record)));
         return;
       case "wake":
@@ -1256,11 +1261,14 @@ export class ModelController {
               ? `start of ${this.id} failed: ${record.replica.label} cannot start: ${action.reason}`
               : `start of ${this.id} failed: ${record.replica.label} not ready within startTimeout (${formatDuration(this.config.startTimeout)})`,
           );
-          const removes = scalable && !this.scaling;
+          // A pod kept (keepFailedStarts: a Knative revision's before its initial scale) stays
+          // until its startTimeout: the kubelet may yet start it, and Knative judges the revision.
+          const kept = keepFailedStarts && this.deps.clock.now() - record.since < this.config.startTimeout;
+          const removes = scalable && !kept && !this.scaling;
           if (removes) void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
           // Failed for good (see ReplicaView.startFailed), unless its removal waits for the scale
           // under way: then the next pass fails it again and removes it.
-          record.startFailed = removes || !scalable;
+          record.startFailed = removes || !scalable || kept;
         });
         return;
     }

@@ -62,6 +62,11 @@ export interface ReplicaSetView {
   scale: number;
   /** Whether Snooze may change the count (a Knative Service's pods belong to Knative). */
   scalable: boolean;
+  /**
+   * A pod whose start failed stays until its startTimeout instead of being scaled away at once: a
+   * Knative revision's pod before the revision reached its initial scale (`HorizontalInput.keepFailedStarts`).
+   */
+  keepFailedStarts?: boolean;
   /** Label selector of the replicas, for the scale subresource (empty locally). */
   selector: string;
 }

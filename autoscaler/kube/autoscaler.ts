@@ -495,6 +495,11 @@ export class KubeAutoscaler {
       replicas: workload.spec?.replicas ?? 1,
       selector: selectorString(workload.spec?.selector),
       scalable: true,
+      // A Snooze-class revision's Deployment (its Model is named as the revision) before the
+      // revision reached its initial scale: a pod that cannot start is kept (docs/knative.md).
+      ...(ref.kind === "Deployment" && this.knative.initializing(namespace, model.name, ref.name)
+        ? { keepFailedStarts: true }
+        : {}),
     };
   }
 

@@ -37,6 +37,8 @@ export interface WorkloadView {
   replicas: number;
   selector: string;
   scalable: boolean;
+  /** A pod whose start failed stays until startTimeout (`ReplicaSetView.keepFailedStarts`). */
+  keepFailedStarts?: boolean;
 }
 
 /** Someone else changed what we were about to change: re-read and decide again, never overwrite. */
@@ -101,7 +103,13 @@ export class KubePlatform implements Platform {
     const replicas = this.podsOf(model, workload.selector)
       .filter(podLive)
       .map((pod) => replicaOf(pod, model.spec.port));
-    return { replicas, scale: workload.replicas, scalable: workload.scalable, selector: workload.selector };
+    return {
+      replicas,
+      scale: workload.replicas,
+      scalable: workload.scalable,
+      selector: workload.selector,
+      ...(workload.keepFailedStarts ? { keepFailedStarts: true } : {}),
+    };
   }
 
   /** The pods a selector picks in a Model's namespace (live or not). */

@@ -39,8 +39,10 @@ import { waitFor } from "./harness/wait.ts";
  * status), so the Revision and the Service are Ready; its pod sleeps when idle (never deleted),
  * a request by the Service's Host (Snooze's ingress class, through the activator) wakes the same
  * pod, and a longer idle scales the Deployment to zero; `min-scale: 1` keeps one pod, asleep; a
- * Service without the class, or with a class Snooze does not serve, is left to others. Scale bounds
- * as the KPA has them: no min-scale while a revision is unreachable, config-autoscaler's defaults.
+ * Service without the class, or with a class Snooze does not serve, is left to others. A revision
+ * whose pod cannot pull its image: held requests told at once, and a new revision's first pod left
+ * for Knative to judge. Scale bounds as the KPA has them: no min-scale while a revision is
+ * unreachable, config-autoscaler's defaults (and not a value Knative would refuse).
  */
 const folder = findKnative();
 let knative: Knative | undefined;
@@ -67,7 +69,19 @@ const suite = kubeSnoozeSuite({
   },
 });
 
-const services = ["sleepy", "kept", "burst", "slot-a", "slot-b", "plain", "other", "rolled", "defaulted"];
+const services = [
+  "unpulled",
+  "unpullable",
+  "sleepy",
+  "kept",
+  "burst",
+  "slot-a",
+  "slot-b",
+  "plain",
+  "other",
+  "rolled",
+  "defaulted",
+];
 afterAll(async () => {
   await deleteKnativeServices(client(), ns(), services);
   await knative?.stop();
@@ -144,10 +158,14 @@ async function engineAsleep(pod: Pod): Promise<boolean> {
   return ((await response.json()) as { isSleeping: boolean }).isSleeping;
 }
 
-/** A chat completion by the Service's URL (its Host), through the activator. */
-async function ask(url: string, name: string) {
+/**
+ * A chat completion through the activator: by the Service's URL (its Host), or, without a URL, by
+ * the revision's id as the body's model (a revision no Route sends traffic to has no Host yet).
+ */
+async function ask(url: string | undefined, name: string) {
   const started = performance.now();
-  const response = await fetchVia(suite.activator.url)(`${url}/v1/chat/completions`, {
+  const send = url === undefined ? fetch : fetchVia(suite.activator.url);
+  const response = await send(`${url ?? suite.activator.url}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ model: name, messages: [{ role: "user", content: "hi" }], max_tokens: 2 }),
@@ -525,6 +543,166 @@ describe("a slot", () => {
     }
     expect(most, `two resident at once: ${worst}`).toBe(1);
   }, 300_000);
+});
+
+describe("a revision whose pod cannot start", () => {
+  // An image no registry serves (the stand-in kubelet fails its pull in containerd's words), named
+  // by digest so that Knative's controller does not resolve its tag first (that would fail before
+  // any pod exists). startTimeout and the hold budget are 10 minutes: a request answered within
+  // seconds was told why, not timed out.
+  const image = `registry.invalid/vllm/vllm-openai@sha256:${"0".repeat(64)}`;
+  const annotations = {
+    [classAnnotation]: autoscalerClass,
+    "snooze.dev/start-timeout": "10m",
+    "snooze.dev/hold-budget": "10m",
+  };
+  const cannotPull =
+    /pod \S+ cannot start: (ErrImagePull|ImagePullBackOff): .*"registry\.invalid\/vllm\/vllm-openai@sha256:0{64}".*no such host/;
+  const service = (name: string, more: Record<string, string> = {}) =>
+    knativeService(name, {
+      kubelet: suite.cluster.info.kubelet,
+      image,
+      args: args(name),
+      annotations: { ...annotations, ...more },
+    });
+  /** A request held for `revision`: 503 activation_failed with the kubelet's words, within seconds. */
+  const failsAtOnce = async (url: string | undefined, name: string, revision: string) => {
+    const answer = await ask(url, url === undefined ? revision : name);
+    expect(answer.status, `${answer.text}\n${logs()}`).toBe(503);
+    const { error } = JSON.parse(answer.text);
+    expect(error.code).toBe("activation_failed");
+    expect(error.message).toMatch(new RegExp(`start of ${revision} failed: ${cannotPull.source}`));
+    expect(answer.ms).toBeLessThan(15_000);
+    console.log(`e2e: ${revision}: 503 after ${Math.round(answer.ms)} ms: ${error.message}`);
+  };
+  /** The Deployment back at 0 and no pod left: nothing keeps pulling. */
+  const scaledAway = (revision: string) =>
+    waitFor(
+      async () =>
+        (await deployment(revision)).spec.replicas === 0 && (await revisionPods(revision)).length === 0
+          ? true
+          : undefined,
+      { what: `${revision}'s pod scaled away`, timeoutMs: 20_000, intervalMs: 250, detail: logs },
+    );
+  const revisionObject = (revision: string) =>
+    client().get<KnativeObject>(`${servingApi}/namespaces/${ns()}/revisions/${revision}`);
+
+  test("routed, at zero (initial-scale 0): a request by its Host gets 503 activation_failed within seconds, the Model and the PA say why, the Revision stays Ready", async () => {
+    const name = "unpulled";
+    const revision = revisionOf(name);
+    await createService(service(name, { "autoscaling.knative.dev/initial-scale": "0" }));
+    // No pod is asked for until a request comes, so Knative sees nothing wrong: Ready and routed.
+    const url = await readyUrl(name);
+    await failsAtOnce(url, name, revision);
+    const failed = await waitFor(
+      async () => ((m) => (m.status?.phase === "Failed" ? m : undefined))(await model(revision)),
+      { what: "the Model Failed", timeoutMs: 10_000, detail: logs },
+    );
+    expect(failed.status?.conditions?.find((c) => c.type === "ActivationFailed")).toMatchObject({
+      status: "True",
+      message: expect.stringMatching(cannotPull),
+    });
+    await scaledAway(revision);
+    // The PA: Active False with the kubelet's words; its scale target was initialized (no pod
+    // asked for), so Knative's revision reconciler keeps the Revision Ready (routable: the next
+    // request tries again) and copies the PA's Active into the Revision's.
+    const pa = await waitPa(
+      revision,
+      "the PA Active False ActivationFailed",
+      (p) =>
+        conditionOf(p, "Active")?.reason === "ActivationFailed" &&
+        conditionOf(p, "Active")?.status === "False",
+    );
+    expect(conditionOf(pa, "Active")).toMatchObject({
+      status: "False",
+      message: expect.stringMatching(cannotPull),
+    });
+    expect(conditionOf(pa, "ScaleTargetInitialized")?.status).toBe("True");
+    const rev = await waitFor(
+      async () =>
+        ((r) => (conditionOf(r, "Active")?.reason === "ActivationFailed" ? r : undefined))(
+          await revisionObject(revision),
+        ),
+      { what: "the Revision's Active ActivationFailed", timeoutMs: 10_000, detail: logs },
+    );
+    expect(conditionOf(rev, "Active")?.message).toMatch(cannotPull);
+    expect(conditionOf(rev, "Ready")?.status).toBe("True");
+    expect(row(await kubectl("get", "ksvc"), name)).toEqual([name, url, revision, revision, "True"]);
+    // The next request starts a pod again and is told again, as quickly.
+    await failsAtOnce(url, name, revision);
+    await scaledAway(revision);
+  }, 120_000);
+
+  test("a new Service's first pod cannot pull: a request by the revision's id gets 503 within seconds; the pod is kept and the PA Unknown with why, so Knative judges the revision at its progress deadline, with the kubelet's reason", async () => {
+    const name = "unpullable";
+    const revision = revisionOf(name);
+    // Knative's progress deadline (default 10 minutes) at 5 s, to see its own verdict here.
+    await createService(service(name, { "serving.knative.dev/progress-deadline": "5s" }));
+    // Knative asks for one pod (initial-scale 1); it cannot pull. Snooze fails the start with the
+    // kubelet's words but keeps the pod: the kubelet may yet pull it (the image pushed), and a PA
+    // not Ready before the initial scale would make Knative fail the revision for good at once.
+    const failing = await waitFor(
+      async () =>
+        ((m) =>
+          m?.status?.conditions?.some((c) => c.type === "ActivationFailed" && c.status === "True")
+            ? m
+            : undefined)(await model(revision).catch(() => undefined)),
+      { what: "the Model's ActivationFailed", timeoutMs: 30_000, detail: logs },
+    );
+    expect(failing.status?.conditions?.find((c) => c.type === "ActivationFailed")?.message).toMatch(
+      cannotPull,
+    );
+    const pa = await waitPa(
+      revision,
+      "the PA Active Unknown ActivationFailed",
+      (p) => conditionOf(p, "Active")?.reason === "ActivationFailed",
+    );
+    expect(conditionOf(pa, "Active")).toMatchObject({
+      status: "Unknown",
+      message: expect.stringMatching(cannotPull),
+    });
+    expect(conditionOf(pa, "Ready")?.status).toBe("Unknown");
+    // A request by its id (no Route sends it traffic yet) is told at once, as often as it comes.
+    await failsAtOnce(undefined, name, revision);
+    expect((await deployment(revision)).spec.replicas).toBe(1);
+    expect(await revisionPods(revision)).toHaveLength(1);
+
+    // Past its progress deadline Knative's revision reconciler fails the revision itself, with the
+    // kubelet's reason from the pod Snooze kept; Snooze's PA stays Unknown, Active says why.
+    const rev = await waitFor(
+      async () =>
+        ((r) => (conditionOf(r, "Ready")?.status === "False" ? r : undefined))(
+          await revisionObject(revision),
+        ),
+      { what: "Knative failing the Revision", timeoutMs: 30_000, detail: logs },
+    );
+    expect(conditionOf(rev, "Ready")).toMatchObject({
+      reason: expect.stringMatching(/^(ImagePullBackOff|ErrImagePull)$/),
+      message: expect.stringMatching(/registry\.invalid/),
+    });
+    expect(conditionOf(rev, "Active")).toMatchObject({
+      status: "Unknown",
+      reason: "ActivationFailed",
+      message: expect.stringMatching(cannotPull),
+    });
+    const ksvc = await waitFor(
+      async () => ((k) => (k?.[3] === "False" ? k : undefined))(row(await kubectl("get", "ksvc"), name)),
+      { what: "kubectl get ksvc: not Ready", timeoutMs: 10_000, detail: logs },
+    );
+    // NAME URL LATESTCREATED READY REASON (no LATESTREADY)
+    expect(ksvc.slice(2)).toEqual([revision, "False", "RevisionMissing"]);
+    const k = await client().get<KnativeObject>(`${servingApi}/namespaces/${ns()}/services/${name}`);
+    expect(conditionOf(k, "ConfigurationsReady")?.message).toMatch(
+      new RegExp(`Revision "${revision}" failed with message: .*registry\\.invalid`),
+    );
+    console.log(
+      `e2e: ${name}: Revision Ready ${JSON.stringify(conditionOf(rev, "Ready"))}; kubectl get ksvc: ${ksvc.join(" ")}`,
+    );
+    // Snooze does not undo it: a second later the Revision is still failed, the PA still Unknown.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(conditionOf(await revisionObject(revision), "Ready")?.status).toBe("False");
+    expect(conditionOf(await client().get<KnativeObject>(paPath(revision)), "Ready")?.status).toBe("Unknown");
+  }, 120_000);
 });
 
 describe("PodAutoscalers that are not Snooze's", () => {

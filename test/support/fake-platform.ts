@@ -208,6 +208,7 @@ export interface FakePlatformOptions {
 interface ModelEntry {
   scale: number;
   scalable: boolean;
+  keepFailedStarts?: boolean;
   replicas: Map<string, Replica>;
 }
 
@@ -265,6 +266,7 @@ export class FakePlatform implements Platform {
       scale: entry.scale,
       scalable: entry.scalable,
       selector: "",
+      ...(entry.keepFailedStarts ? { keepFailedStarts: true } : {}),
     };
   }
 
@@ -421,6 +423,12 @@ export class FakePlatform implements Platform {
   /** The count is no longer Snooze's to change (a Knative Service's pods belong to Knative). */
   pinScale(model: string): void {
     this.entry(model).scalable = false;
+    this.changed(model);
+  }
+
+  /** A replica whose start failed is kept until startTimeout (a Knative revision's before its initial scale). */
+  keepFailedStarts(model: string, keep = true): void {
+    this.entry(model).keepFailedStarts = keep;
     this.changed(model);
   }
 

@@ -53,6 +53,41 @@ describe("a Snooze-class PodAutoscaler's status", () => {
     expect(cond(status, "Ready")).toMatchObject({ status: "Unknown", reason: "Queued" });
   });
 
+  test("a pod kept after its start failed (before the initial scale): Active and Ready Unknown with why, never False", () => {
+    // False before the scale target is initialized makes Knative fail the revision for good
+    // ("Initial scale was never achieved"), though the kubelet may yet start the pod.
+    const why =
+      'start of qwen-00001 failed: pod qwen-00001-deployment-x cannot start: ImagePullBackOff: Back-off pulling image "r.invalid/v:1"';
+    const starting = model("Starting", "Starting", "1 replica starting");
+    starting.conditions!.push({
+      type: "ActivationFailed",
+      status: "True",
+      reason: "ActivationFailed",
+      message: why,
+    });
+    const status = podAutoscalerStatus(observe({ model: starting, deploymentReplicas: 1, sks }));
+    expect(cond(status, "Active")).toMatchObject({
+      status: "Unknown",
+      reason: "ActivationFailed",
+      message: why,
+    });
+    expect(cond(status, "ScaleTargetInitialized")).toMatchObject({ status: "Unknown" });
+    expect(cond(status, "Ready")).toMatchObject({
+      status: "Unknown",
+      reason: "ActivationFailed",
+      message: why,
+    });
+    expect(status.conditions?.some((c) => c.status === "False")).toBe(false);
+    // Once initialized no pod is kept: a new start after an earlier failure is Queued, as any.
+    const initialized = podAutoscalerStatus(
+      observe({ model: model("Ready"), deploymentReplicas: 1, podsUp: 1, sks }),
+    );
+    const again = podAutoscalerStatus(
+      observe({ pa: pa({}, initialized), model: starting, deploymentReplicas: 1, sks, now: t0 + 60_000 }),
+    );
+    expect(cond(again, "Active")).toMatchObject({ status: "Unknown", reason: "Queued" });
+  });
+
   test("asleep: Inactive with the Model's reason, initialized stays, the pod still counts as actual", () => {
     const before = podAutoscalerStatus(
       observe({ model: model("Ready"), deploymentReplicas: 1, podsUp: 1, sks }),

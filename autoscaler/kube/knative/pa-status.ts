@@ -11,8 +11,9 @@ import {
  * A Snooze-class PodAutoscaler's status, pure: what Knative's revision reconciler reads to make the
  * Revision Ready and to show its replicas. The conditions are Knative's (a living condition set):
  * - `Active`: True while a pod is awake (the Model's phase Ready); Unknown while one starts
- *   (`Queued`, Knative's word) or wakes; False when all pods sleep (`Asleep`), none is left
- *   (`NoTraffic`, as the KPA says at zero), or the last activation failed. Knative treats Active
+ *   (`Queued`, Knative's word; `ActivationFailed` with why while a pod whose start failed is
+ *   kept) or wakes; False when all pods sleep (`Asleep`), none is left (`NoTraffic`, as the KPA
+ *   says at zero), or the last activation failed. Knative treats Active
  *   as informational: a Revision asleep or at zero stays Ready, as a KPA revision at zero does.
  * - `ScaleTargetInitialized`: True once as many pods are up as `max(min-scale, initial-scale)`
  *   (each config-autoscaler's when its annotation is absent: initial-scale 1 by default), and then
@@ -64,10 +65,10 @@ export function podAutoscalerStatus(o: PaObservation): PodAutoscalerStatus {
   const serviceName = o.sks?.status?.serviceName;
   const privateServiceName = o.sks?.status?.privateServiceName;
 
-  const active = activeCondition(o);
   const threshold = initializedAt(o.pa, o.defaults);
   const wasInitialized = previous.some((c) => c.type === "ScaleTargetInitialized" && c.status === "True");
   const initialized = wasInitialized || (serviceName !== undefined && o.podsUp >= threshold);
+  const active = activeCondition(o, initialized);
   const dependents: KnativeCondition[] = [
     condition("Active", ...active),
     initialized
@@ -100,7 +101,7 @@ export function podAutoscalerStatus(o: PaObservation): PodAutoscalerStatus {
 
 type Verdict = [KnativeCondition["status"], string?, string?];
 
-function activeCondition(o: PaObservation): Verdict {
+function activeCondition(o: PaObservation, initialized: boolean): Verdict {
   if (o.problems && o.problems.length > 0)
     return ["False", "InvalidSettings", `snooze.dev annotations: ${o.problems.join("; ")}`];
   const ready = o.model?.conditions?.find((c) => c.type === "Ready");
@@ -109,8 +110,18 @@ function activeCondition(o: PaObservation): Verdict {
       return ["True"];
     case "Waking":
       return ["Unknown", "Waking", ready?.message ?? "a pod is waking"];
-    case "Starting":
-      return ["Unknown", "Queued", "Requests to the target are being held as pods start."];
+    case "Starting": {
+      // Before the initial scale, a pod kept after its start failed (keepFailedStarts): Unknown,
+      // not False, with why. Knative fails a revision for good when its PA is not Ready before
+      // the initial scale; left Unknown, the pod may still come up, and past its progress
+      // deadline Knative's revision reconciler reports the kubelet's reason itself.
+      const failure = initialized
+        ? undefined
+        : o.model.conditions?.find((c) => c.type === "ActivationFailed" && c.status === "True");
+      return failure?.message
+        ? ["Unknown", "ActivationFailed", failure.message]
+        : ["Unknown", "Queued", "Requests to the target are being held as pods start."];
+    }
     case "Failed":
       return ["False", "ActivationFailed", ready?.message ?? "the last activation failed"];
     case "Asleep":
