@@ -74,8 +74,8 @@ export interface HorizontalInput {
   /**
    * A pod whose start failed stays until its startTimeout rather than being scaled away at once
    * (held requests are still told at once): a Knative revision's pod before the revision reached
-   * its initial scale, since Knative fails such a revision for good once its PodAutoscaler is not
-   * Ready, whereas the kubelet may yet start the pod (the image pushed, the Secret created), and
+   * its initial scale, since Knative marks such a revision failed as soon as its PodAutoscaler is
+   * not Ready, whereas the kubelet may yet start the pod (the image pushed, the Secret created), and
    * past Knative's progress deadline its revision reconciler reports the kubelet's reason itself.
    */
   keepFailedStarts?: boolean;

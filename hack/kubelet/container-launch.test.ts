@@ -173,6 +173,28 @@ describe("containerLaunches: a sidecar runs the binary its image is mapped to", 
   });
 });
 
+describe("containerLaunches: env from a Secret", () => {
+  test("an entry naming a Secret's key is left for the kubelet to read when it starts the container", () => {
+    const launch = first(
+      pod({
+        env: [
+          { name: "VLLM_SERVER_DEV_MODE", value: "1" },
+          { name: "HF_TOKEN", valueFrom: { secretKeyRef: { name: "hf", key: "token" } } },
+          { name: "EXTRA", valueFrom: { secretKeyRef: { name: "extra", key: "k", optional: true } } },
+          // Without a name there is no Secret to read: left out, as before.
+          { name: "NONE", valueFrom: { secretKeyRef: {} } },
+        ],
+      }),
+    );
+    expect(launch.env).toEqual({ VLLM_SERVER_DEV_MODE: "1" });
+    expect(launch.secretEnv).toEqual([
+      { env: "HF_TOKEN", secret: "hf", key: "token", optional: false },
+      { env: "EXTRA", secret: "extra", key: "k", optional: true },
+    ]);
+    expect(first(pod({})).secretEnv).toBeUndefined();
+  });
+});
+
 describe("containerLaunches: an image no registry can serve", () => {
   test("a registry host under the reserved .invalid TLD cannot be pulled, first container or sidecar", () => {
     const launches = containerLaunches(

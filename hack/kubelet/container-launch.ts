@@ -16,10 +16,23 @@ export interface ContainerLaunch {
     /** An image no registry can ever serve (its host is under `.invalid`): why its pull fails. */
     | { kind: "unpullable"; message: string };
   env: Record<string, string>;
+  /**
+   * Env entries from a Secret's key (`valueFrom.secretKeyRef` with a name): read from the API when
+   * the container starts; a Secret or key that is not there fails its start as the kubelet does
+   * (`CreateContainerConfigError`) unless the entry is optional.
+   */
+  secretEnv?: SecretEnv[];
   /** `terminationMessagePolicy: FallbackToLogsOnError`: a failed exit's message is its log's tail. */
   logsOnError?: boolean;
   /** The readiness check; undefined: ready once running, as the kubelet does without a probe. */
   readiness?: ReadinessCheck;
+}
+
+export interface SecretEnv {
+  env: string;
+  secret: string;
+  key: string;
+  optional: boolean;
 }
 
 export interface ReadinessCheck {
@@ -52,8 +65,9 @@ export interface PodPlacement {
  *   reported waiting with the reason, and the pod never becomes Ready.
  *
  * Env: literal values (an entry without one is set empty), and the downward API fields a kubelet fills (`metadata.name`, `.namespace`,
- * `.uid`, `spec.nodeName`, `spec.serviceAccountName`, `status.podIP`, `status.hostIP`). Other
- * `valueFrom` sources (Secrets, ConfigMaps, resources) are left out.
+ * `.uid`, `spec.nodeName`, `spec.serviceAccountName`, `status.podIP`, `status.hostIP`); a Secret's
+ * key (`secretKeyRef` naming a Secret) is listed in `secretEnv`, for the kubelet to read when it
+ * starts the container. Other `valueFrom` sources (ConfigMaps, resources) are left out.
  */
 export function containerLaunches(
   pod: V1Pod,
@@ -63,6 +77,16 @@ export function containerLaunches(
   const containers = pod.spec?.containers ?? [];
   if (containers.length === 0) throw new Error("the pod has no containers");
   return containers.map((container, index) => {
+    const secretEnv = (container.env ?? []).flatMap((entry): SecretEnv[] => {
+      const ref = entry.valueFrom?.secretKeyRef;
+      return ref?.name
+        ? [{ env: entry.name, secret: ref.name, key: ref.key, optional: ref.optional === true }]
+        : [];
+    });
+    return { ...launchOf(container, index), ...(secretEnv.length > 0 ? { secretEnv } : {}) };
+  });
+
+  function launchOf(container: V1Container, index: number): ContainerLaunch {
     const env = podEnv(pod, container, placement);
     const host = registryHost(container.image ?? "");
     if (host?.endsWith(".invalid")) {
@@ -116,7 +140,7 @@ export function containerLaunches(
       env,
       readiness: container.readinessProbe ? readiness(container, undefined) : undefined,
     };
-  });
+  }
 }
 
 function simContainer(container: V1Container, env: Record<string, string>): ContainerLaunch {

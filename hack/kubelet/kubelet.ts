@@ -162,7 +162,55 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
     });
   };
 
-  const startContainer = (record: PodRecord, container: ContainerRecord) => {
+  /**
+   * A container whose env names a Secret (or a key of it) that is not there does not start: the
+   * kubelet's `CreateContainerConfigError` with its words, tried again every 2 s (the kubelet
+   * retries the pod's sync) until the Secret is there or the pod goes. After the image's pull, as
+   * the kubelet makes the container's config only once it has the image.
+   */
+  const startContainer = async (record: PodRecord, container: ContainerRecord) => {
+    const { secretEnv = [], program } = container.launch;
+    if (program.kind !== "unpullable") {
+      for (const ref of secretEnv) {
+        let data: Record<string, string> | undefined;
+        try {
+          data =
+            (await core.readNamespacedSecret({ name: ref.secret, namespace: record.namespace })).data ?? {};
+        } catch (error) {
+          if (statusOf(error) !== 404) throw error;
+        }
+        const value = data?.[ref.key];
+        if (value !== undefined) {
+          container.launch.env[ref.env] = Buffer.from(value, "base64").toString();
+          continue;
+        }
+        if (ref.optional) continue;
+        const message =
+          data === undefined
+            ? `secret "${ref.secret}" not found`
+            : `couldn't find key ${ref.key} in Secret ${record.namespace}/${ref.secret}`;
+        container.run = { state: "unrunnable", reason: "CreateContainerConfigError", message };
+        log.warn("cannot make the container's config", {
+          pod: record.key,
+          container: container.launch.name,
+          reason: message,
+        });
+        const timer = setTimeout(() => {
+          record.timers.delete(timer);
+          enqueue(record.key, async () => {
+            if (record.stopping || stopped) return;
+            await startContainer(record, container);
+            await writeStatus(record);
+          });
+        }, 2_000);
+        record.timers.add(timer);
+        return;
+      }
+    }
+    runContainer(record, container);
+  };
+
+  const runContainer = (record: PodRecord, container: ContainerRecord) => {
     const { program } = container.launch;
     if (program.kind === "unpullable") {
       pullFails(record, container, program.message, 0);
@@ -245,7 +293,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
       enqueue(record.key, async () => {
         if (record.stopping || stopped) return;
         container.restartCount++;
-        startContainer(record, container);
+        await startContainer(record, container);
         await writeStatus(record);
       });
     }, delay);
@@ -390,7 +438,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
       timers: new Set(),
     };
     pods.set(key, fresh);
-    for (const container of fresh.containers) startContainer(fresh, container);
+    for (const container of fresh.containers) await startContainer(fresh, container);
     await writeStatus(fresh);
   };
 

@@ -72,6 +72,7 @@ const suite = kubeSnoozeSuite({
 const services = [
   "unpulled",
   "unpullable",
+  "unconfigured",
   "sleepy",
   "kept",
   "burst",
@@ -689,8 +690,10 @@ describe("a revision whose pod cannot start", () => {
       async () => ((k) => (k?.[3] === "False" ? k : undefined))(row(await kubectl("get", "ksvc"), name)),
       { what: "kubectl get ksvc: not Ready", timeoutMs: 10_000, detail: logs },
     );
-    // NAME URL LATESTCREATED READY REASON (no LATESTREADY)
-    expect(ksvc.slice(2)).toEqual([revision, "False", "RevisionMissing"]);
+    // NAME URL LATESTCREATED READY REASON (no LATESTREADY); the reason is the Configuration's or
+    // the Route's, whichever Knative's Service reconciler saw fail first (both seen).
+    expect(ksvc.slice(2, 4)).toEqual([revision, "False"]);
+    expect(["RevisionFailed", "RevisionMissing"]).toContain(ksvc[4]);
     const k = await client().get<KnativeObject>(`${servingApi}/namespaces/${ns()}/services/${name}`);
     expect(conditionOf(k, "ConfigurationsReady")?.message).toMatch(
       new RegExp(`Revision "${revision}" failed with message: .*registry\\.invalid`),
@@ -702,6 +705,68 @@ describe("a revision whose pod cannot start", () => {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(conditionOf(await revisionObject(revision), "Ready")?.status).toBe("False");
     expect(conditionOf(await client().get<KnativeObject>(paPath(revision)), "Ready")?.status).toBe("Unknown");
+  }, 120_000);
+
+  test("a new Service's first pod names a Secret not there yet (CreateContainerConfigError): told at once, the pod kept; once the Secret is created the same pod comes up and the Service gets Ready", async () => {
+    const name = "unconfigured";
+    const revision = revisionOf(name);
+    const withSecret = knativeService(name, {
+      kubelet: suite.cluster.info.kubelet,
+      args: args(name),
+      annotations,
+    });
+    const container = withSecret.spec.template.spec.containers[0] as { env: unknown[] };
+    container.env = [
+      ...container.env,
+      { name: "HF_TOKEN", valueFrom: { secretKeyRef: { name: "hf-token", key: "token" } } },
+    ];
+    await createService(withSecret);
+    const missing = /pod \S+ cannot start: CreateContainerConfigError: secret "hf-token" not found/;
+    const failing = await waitFor(
+      async () =>
+        ((m) =>
+          m?.status?.conditions?.some((c) => c.type === "ActivationFailed" && c.status === "True")
+            ? m
+            : undefined)(await model(revision).catch(() => undefined)),
+      { what: "the Model's ActivationFailed", timeoutMs: 30_000, detail: logs },
+    );
+    expect(failing.status?.conditions?.find((c) => c.type === "ActivationFailed")?.message).toMatch(missing);
+    await waitPa(
+      revision,
+      "the PA Active Unknown ActivationFailed",
+      (p) =>
+        conditionOf(p, "Active")?.reason === "ActivationFailed" &&
+        conditionOf(p, "Active")?.status === "Unknown",
+    );
+    const kept = await revisionPods(revision);
+    expect(kept).toHaveLength(1);
+    const answer = await ask(undefined, revision);
+    expect(answer.status, answer.text).toBe(503);
+    expect(JSON.parse(answer.text).error).toMatchObject({
+      code: "activation_failed",
+      message: expect.stringMatching(missing),
+    });
+    expect(answer.ms).toBeLessThan(15_000);
+    console.log(
+      `e2e: ${revision}: 503 after ${Math.round(answer.ms)} ms: ${JSON.parse(answer.text).error.message}`,
+    );
+
+    // The Secret arrives: the kubelet starts the kept pod, Snooze finishes its start, and Knative
+    // sees the initial scale reached: the Revision and the Service Ready, answered by the Host.
+    const created = performance.now();
+    await client().create(paths.secrets(ns()), {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "hf-token" },
+      stringData: { token: "t" },
+    });
+    const url = await readyUrl(name);
+    console.log(
+      `e2e: ${name}: Ready ${Math.round(performance.now() - created)} ms after its Secret was created`,
+    );
+    expect((await revisionPods(revision)).map((p) => p.metadata.uid)).toEqual([kept[0]!.metadata.uid]);
+    const served = await ask(url, name);
+    expect(served.status, served.text).toBe(200);
   }, 120_000);
 });
 

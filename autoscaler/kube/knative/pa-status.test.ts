@@ -54,7 +54,7 @@ describe("a Snooze-class PodAutoscaler's status", () => {
   });
 
   test("a pod kept after its start failed (before the initial scale): Active and Ready Unknown with why, never False", () => {
-    // False before the scale target is initialized makes Knative fail the revision for good
+    // False before the scale target is initialized makes Knative mark the revision failed at once
     // ("Initial scale was never achieved"), though the kubelet may yet start the pod.
     const why =
       'start of qwen-00001 failed: pod qwen-00001-deployment-x cannot start: ImagePullBackOff: Back-off pulling image "r.invalid/v:1"';

@@ -112,7 +112,7 @@ function activeCondition(o: PaObservation, initialized: boolean): Verdict {
       return ["Unknown", "Waking", ready?.message ?? "a pod is waking"];
     case "Starting": {
       // Before the initial scale, a pod kept after its start failed (keepFailedStarts): Unknown,
-      // not False, with why. Knative fails a revision for good when its PA is not Ready before
+      // not False, with why. Knative marks a revision failed as soon as its PA is not Ready before
       // the initial scale; left Unknown, the pod may still come up, and past its progress
       // deadline Knative's revision reconciler reports the kubelet's reason itself.
       const failure = initialized

@@ -381,8 +381,8 @@ export class KnativePodAutoscalers {
   /**
    * Whether the Snooze-class revision whose Deployment `namespace/deployment` is has not reached
    * its initial scale yet (its PA's ScaleTargetInitialized is not True): a pod of it that cannot
-   * start is kept rather than scaled away (`keepFailedStarts`), since Knative fails a revision for
-   * good once its PA is not Ready before then, and the kubelet may yet start the pod.
+   * start is kept rather than scaled away (`keepFailedStarts`), since Knative marks a revision
+   * failed as soon as its PA is not Ready before then, and the kubelet may yet start the pod.
    */
   initializing(namespace: string, revision: string, deployment: string): boolean {
     const pa = this.informers?.pas.get(`${namespace}/${revision}`);
