@@ -9,6 +9,7 @@ import { sendContinue } from "../lib/http/continue.ts";
 import { type FormPart, isMultipartForm, readForm, textOf, withFieldValue } from "../lib/http/form.ts";
 import { errorCodeOf, isJsonType, sendError } from "../lib/http/json.ts";
 import { answered } from "../lib/http/linger.ts";
+import { laxBool } from "../lib/lax-bool.ts";
 import { LinkedSet } from "../lib/linked-set.ts";
 import type { Logger } from "../lib/log.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
@@ -1042,7 +1043,7 @@ function bodyFields(
   try {
     const parsed = JSON.parse(body.toString("utf8")) as { stream?: unknown; model?: unknown } | null;
     const model = typeof parsed?.model === "string" && parsed.model ? parsed.model : undefined;
-    return { stream: parsed?.stream === true, ...(model ? { requested: model, sent: model } : {}) };
+    return { stream: laxBool(parsed?.stream) === true, ...(model ? { requested: model, sent: model } : {}) };
   } catch {
     return { stream: false };
   }

@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import { clip } from "../lib/clip.ts";
 import { isJsonType } from "../lib/http/json.ts";
 import { jsonText } from "../lib/http/json-encoding.ts";
+import { laxBool } from "../lib/lax-bool.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { replaceModel } from "./replace-model.ts";
 import { unknownModel } from "./unknown-model.ts";
@@ -69,7 +70,8 @@ export function resolveModel(
       invalid = error as Error;
     }
   }
-  const stream = form ? form.stream : (parsed as { stream?: unknown } | undefined)?.stream === true;
+  // As vLLM reads it (pydantic, lax): `"stream": "true"` streams too.
+  const stream = form ? form.stream : laxBool((parsed as { stream?: unknown } | undefined)?.stream) === true;
   const requested = form ? form.model : (parsed as { model?: unknown } | null | undefined)?.model;
   /**
    * The request for model `id`, its body's `model` set to the name the engine serves when the

@@ -3,6 +3,7 @@
  * does: schema errors first (400 `Bad Request`, like pydantic), then value
  * errors while serving (400 `BadRequestError`), then the model (404).
  */
+import { laxBool } from "../../lib/lax-bool.ts";
 import { countChatTokens, countTokens } from "./text.ts";
 import {
   badRequest,
@@ -62,11 +63,21 @@ export function parseOpenAIRequest(
   };
   const isInt = (value: unknown) => Number.isInteger(value);
   check("model", (v) => typeof v === "string", "string_type", "Input should be a valid string");
-  check("stream", (v) => typeof v === "boolean", "bool_type", "Input should be a valid boolean");
+  // Lax, as pydantic reads them: "true", 1, "yes" are true (lib/lax-bool.ts).
+  const checkBool = (name: string) =>
+    typeof fields[name] === "string" || typeof fields[name] === "number"
+      ? check(
+          name,
+          (v) => laxBool(v) !== undefined,
+          "bool_parsing",
+          "Input should be a valid boolean, unable to interpret input",
+        )
+      : check(name, (v) => typeof v === "boolean", "bool_type", "Input should be a valid boolean");
+  checkBool("stream");
   for (const name of ["max_tokens", "max_completion_tokens", "min_tokens", "n", "seed"]) {
     check(name, isInt, "int_type", "Input should be a valid integer");
   }
-  check("ignore_eos", (v) => typeof v === "boolean", "bool_type", "Input should be a valid boolean");
+  checkBool("ignore_eos");
   check(
     "stream_options",
     (v) => !!v && typeof v === "object" && !Array.isArray(v),
@@ -129,7 +140,7 @@ export function parseOpenAIRequest(
   }
   if (issues.length > 0) throw schemaError(issues);
 
-  const stream = fields.stream === true;
+  const stream = laxBool(fields.stream) === true;
   const streamOptions = fields.stream_options as Record<string, unknown> | null | undefined;
   if (streamOptions && !stream) {
     throw schemaError([
@@ -168,7 +179,7 @@ export function parseOpenAIRequest(
       stream && streamOptions?.include_usage === true && streamOptions.continuous_usage_stats === true,
     maxTokens: maxTokens ?? undefined,
     minTokens: (fields.min_tokens as number | null | undefined) ?? undefined,
-    ignoreEos: fields.ignore_eos === true,
+    ignoreEos: laxBool(fields.ignore_eos) === true,
     n,
     seed: (fields.seed as number | null | undefined) ?? undefined,
     prompts,

@@ -123,6 +123,24 @@ models:
     expect(text.trim().endsWith("data: [DONE]")).toBe(true);
   });
 
+  test('"stream": "true" is a stream, as vLLM (pydantic, lax) reads it: progress too', async () => {
+    snooze = await startWith(`
+models:
+  qwen:
+    streamProgress: true
+    command: ${simCommand(["--load-time", "2500ms"], 1)}
+`);
+    const response = await fetch(
+      `${snooze.url}/v1/chat/completions`,
+      chat("qwen", { stream: "true", max_tokens: 3 }),
+    );
+    expect(response.headers.get("content-type")).toContain("text/event-stream");
+    const text = await response.text();
+    expect(text.indexOf(": starting qwen")).toBeGreaterThanOrEqual(0);
+    expect(text.indexOf(": starting")).toBeLessThan(text.indexOf("data: {"));
+    expect(text.trim().endsWith("data: [DONE]")).toBe(true);
+  });
+
   test("a hold that fails after progress began ends the stream with an error event", async () => {
     snooze = await startWith(`
 models:

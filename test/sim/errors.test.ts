@@ -32,6 +32,25 @@ describe("bad requests get vLLM's error bodies", () => {
     expect(notObject.json.error.type).toBe("Bad Request");
   });
 
+  test('booleans are read as pydantic\'s lax mode reads them: "true" streams; "maybe" is bool_parsing', async () => {
+    const engine = await sim();
+    const streamed = await fetch(`${engine.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(chat("sim-model", { stream: "true", max_tokens: 2 })),
+    });
+    expect(streamed.headers.get("content-type")).toContain("text/event-stream");
+    expect((await streamed.text()).trim().endsWith("data: [DONE]")).toBe(true);
+    const unclear = await postJson(
+      engine.url,
+      "/v1/chat/completions",
+      chat("sim-model", { stream: "maybe" }),
+    );
+    expect(unclear.status).toBe(400);
+    expect(unclear.json.error.param).toBe("body.stream");
+    expect(unclear.json.error.message).toContain("unable to interpret input");
+  });
+
   test("values vLLM rejects while serving: 400 BadRequestError", async () => {
     const engine = await sim({ maxModelLen: 64 });
     const zero = await postJson(engine.url, "/v1/chat/completions", chat("x", { max_tokens: 0 }));
