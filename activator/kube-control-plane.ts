@@ -241,8 +241,8 @@ export class KubeControlPlane implements ControlPlane {
   /** The Model that serves the model id `id`, by namespace and name. */
   modelObjectOf(id: string): { namespace: string; name: string } | undefined {
     const key = this.byId.get(id);
-    const slash = key?.indexOf("/") ?? -1;
-    return key && slash > 0 ? { namespace: key.slice(0, slash), name: key.slice(slash + 1) } : undefined;
+    const model = key === undefined ? undefined : this.known.get(key)?.model;
+    return model && { namespace: model.namespace, name: model.name };
   }
 
   /** Facts for the admin view: the last activation failure the autoscaler reported. */

@@ -34,8 +34,10 @@ export class KubeEventSenders implements EventSenders {
 
   constructor(options: KubeEventSendersOptions) {
     this.options = options;
-    this.tokens = new TokenReviewer(options.client, { ...options, audiences: [options.audience] });
-    this.access = new AccessReviewer(options.client, options);
+    const { cacheMs, maxEntries, now } = options;
+    const cache = { cacheMs, maxEntries, now };
+    this.tokens = new TokenReviewer(options.client, { ...cache, audiences: [options.audience] });
+    this.access = new AccessReviewer(options.client, cache);
   }
 
   delivery(token: string): SenderCheck {

@@ -32,8 +32,6 @@ export type AccessCheck = { ok: true } | { ok: false; status: 403 | 503; message
 export class AccessReviewer {
   private readonly client: KubeClient;
   private readonly cache: ReviewCache<AccessCheck>;
-  /** SubjectAccessReviews sent, for tests. */
-  reviews = 0;
 
   constructor(client: KubeClient, options: ReviewCacheOptions = {}) {
     this.client = client;
@@ -50,7 +48,6 @@ export class AccessReviewer {
   }
 
   private async review(subject: Subject, action: ResourceAction): Promise<AccessCheck> {
-    this.reviews++;
     let status:
       | { allowed?: boolean; denied?: boolean; reason?: string; evaluationError?: string }
       | undefined;

@@ -22,8 +22,6 @@ export type CallerCheck =
 export interface TokenReviewerOptions extends ReviewCacheOptions {
   /** Usernames that may call (`system:serviceaccount:NS:NAME`); absent, anyone the token is valid for. */
   allowed?: Iterable<string>;
-  /** Who `allowed` lets call, for the 403's message: "the autoscaler". */
-  what?: string;
   /**
    * The audiences the token must be issued for (a TokenReview's `spec.audiences`); absent, the API
    * server's own. A token for another audience is not valid (401).
@@ -41,7 +39,6 @@ export interface TokenReviewerOptions extends ReviewCacheOptions {
 export class TokenReviewer {
   private readonly client: KubeClient;
   readonly allowed: ReadonlySet<string> | undefined;
-  private readonly what: string;
   private readonly audiences: string[] | undefined;
   private readonly cache: ReviewCache<CallerCheck>;
   /** TokenReviews sent, for tests and the state endpoint. */
@@ -50,7 +47,6 @@ export class TokenReviewer {
   constructor(client: KubeClient, options: TokenReviewerOptions = {}) {
     this.client = client;
     this.allowed = options.allowed ? new Set(options.allowed) : undefined;
-    this.what = options.what ?? "the autoscaler";
     this.audiences = options.audiences;
     this.cache = new ReviewCache(options);
   }
@@ -98,7 +94,7 @@ export class TokenReviewer {
       return {
         ok: false,
         status: 403,
-        message: `${username} may not call ${this.what} (allowed: ${[...this.allowed].join(", ")})`,
+        message: `${username} may not call the autoscaler (allowed: ${[...this.allowed].join(", ")})`,
       };
     return { ok: true, username, groups: status.user?.groups ?? [] };
   }
