@@ -13,6 +13,7 @@ import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import { remoteContextOf } from "../lib/tracing.ts";
 import { type AdminActions, AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
+import type { AdminRefusal } from "./admin-guard.ts";
 import type { SenderCheck } from "./event-senders.ts";
 import { knownModels } from "./unknown-model.ts";
 
@@ -443,6 +444,21 @@ function attributeHeaderBytes(req: IncomingMessage): number {
 }
 
 /**
+ * A sender refused for its token: said in the log too, since a scheduled source (a PingSource)
+ * reports its failed deliveries only in its own adapter's log, where whoever set up the schedule
+ * rarely looks. A token that is no sender's at all (401) is anyone's noise: debug only.
+ */
+function refusedSender(deps: EventEndpointDeps, refusal: AdminRefusal): void {
+  const fields = {
+    status: refusal.status,
+    code: refusal.body.error.code,
+    reason: refusal.body.error.message,
+  };
+  if (refusal.status === 401) deps.log?.debug("event sender refused", fields);
+  else deps.log?.warn("event sender refused", fields);
+}
+
+/**
  * `POST /snooze/v1/events`, a Knative Trigger's subscriber: 202 once a wake or prewarm is under
  * way, 200 once a sleep or stop is done, 200 for an event already taken (`snooze-event:
  * duplicate`), all with an empty body; 400 for a message that is not a valid Snooze event, 404 for
@@ -458,6 +474,7 @@ export async function handleIncomingEvents(
   const unknown = await deps.sender?.authenticate();
   if (unknown) {
     req.resume();
+    refusedSender(deps, unknown);
     sendError(res, unknown.status, unknown.body, unknown.headers);
     return;
   }
@@ -514,6 +531,7 @@ export async function handleIncomingEvents(
   }
   const forbidden = await deps.sender?.authorize(resolved.map(({ verb, id }) => ({ verb, model: id })));
   if (forbidden) {
+    refusedSender(deps, forbidden);
     sendError(res, forbidden.status, forbidden.body, forbidden.headers);
     return;
   }

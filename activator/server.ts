@@ -9,6 +9,7 @@ import { toOriginForm } from "../lib/http/origin-form.ts";
 import { decodeSegment, malformedSegment } from "../lib/http/path-segment.ts";
 import { inTurn } from "../lib/http/pipeline.ts";
 import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress-class.ts";
+import type { Logger } from "../lib/log.ts";
 import { http } from "../lib/node-http.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Registry } from "../lib/prometheus.ts";
@@ -42,6 +43,8 @@ export interface ServerOptions {
   allowedOrigins?: readonly string[];
   /** Who else may send events, by a token of their own (Kubernetes: kube-event-senders.ts). */
   eventSenders?: EventSenders;
+  /** Where the events endpoint says what it refused or could not do (the activator's log). */
+  log?: Logger;
 }
 
 const created = Math.floor(Date.now() / 1000);
@@ -114,6 +117,7 @@ export function createActivatorServer({
   adminToken,
   allowedOrigins = [],
   eventSenders,
+  log,
 }: ServerOptions): Server {
   const cors = new CorsPolicy(allowedOrigins);
   // Event ids already taken, so a Broker's redelivery is not acted on twice.
@@ -443,6 +447,7 @@ export function createActivatorServer({
             modelNamed: (name) => activator.modelNamed(name),
             knownModels: () => [...activator.routes.keys()],
             recent: recentEvents,
+            log,
             ...(sender && eventSenders ? { sender: eventSenders.delivery(sender) } : {}),
           }),
         );

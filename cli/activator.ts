@@ -124,6 +124,7 @@ export const activatorCommand: Command = {
       registry,
       adminToken,
       allowedOrigins,
+      log,
       eventSenders: new KubeEventSenders({
         client,
         audience: String(values["events-audience"]),

@@ -154,6 +154,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     registry,
     adminToken: options.adminToken,
     allowedOrigins: options.allowedOrigins,
+    log: options.log,
   });
   const stopAll = async () => {
     // Local engines stop with Snooze: the control plane says so (stopped events) before they go.

@@ -1,0 +1,105 @@
+import { once } from "node:events";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, test } from "vitest";
+import { createLogger } from "../lib/log.ts";
+import { openAIError } from "../lib/openai-error.ts";
+import type { AdminRefusal } from "./admin-guard.ts";
+import type { SenderCheck } from "./event-senders.ts";
+import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
+
+/**
+ * A delivery whose sender is refused for its token is said in the activator's log, not only to the
+ * sender: a PingSource reports its failed deliveries only in its adapter's log (found with a real
+ * Knative Eventing in e2e, where the refusals were nowhere in Snooze's).
+ */
+let server: Server | undefined;
+afterEach(() => server?.close());
+
+async function endpoint(sender: SenderCheck) {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({}, (line) => lines.push(JSON.parse(line)), "debug");
+  const woken: string[] = [];
+  server = createServer((req, res) => {
+    void handleIncomingEvents(req, res, {
+      admin: {
+        wake: async (model) => void woken.push(model),
+        prewarm: async (model) => {
+          woken.push(model);
+          return { keptMs: 0 };
+        },
+        sleep: async () => {},
+        stop: async () => {},
+      },
+      modelNamed: (name) => (name === "qwen" ? "qwen" : undefined),
+      knownModels: () => ["qwen"],
+      recent: new RecentEvents(),
+      log,
+      sender,
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/snooze/v1/events`;
+  const send = () =>
+    fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/cloudevents+json" },
+      body: JSON.stringify({
+        specversion: "1.0",
+        id: "e-1",
+        source: "/apis/v1/namespaces/team/pingsources/prewarm-qwen",
+        type: "dev.snooze.model.wake",
+        subject: "qwen",
+      }),
+    });
+  return { lines, woken, send };
+}
+
+const refusal = (status: number, code: string, message: string): AdminRefusal => ({
+  status,
+  body: openAIError(message, "permission_error", code),
+});
+
+describe("a refused event sender in the activator's log", () => {
+  test("403: a warning with the reason, as the sender heard it; nothing is woken", async () => {
+    const reason = "system:serviceaccount:team:prewarm-qwen may not wake models.snooze.dev team/qwen";
+    const { lines, woken, send } = await endpoint({
+      authenticate: async () => undefined,
+      authorize: async () => refusal(403, "sender_not_allowed", reason),
+    });
+    const answer = await send();
+    expect(answer.status).toBe(403);
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        level: "warn",
+        msg: "event sender refused",
+        status: 403,
+        code: "sender_not_allowed",
+        reason,
+      }),
+    );
+    expect(woken).toEqual([]);
+  });
+
+  test("503 (the API server could not be asked): a warning too", async () => {
+    const { lines, send } = await endpoint({
+      authenticate: async () => refusal(503, "sender_check_unavailable", "the API server did not answer"),
+      authorize: async () => undefined,
+    });
+    expect((await send()).status).toBe(503);
+    expect(lines).toContainEqual(
+      expect.objectContaining({ level: "warn", code: "sender_check_unavailable" }),
+    );
+  });
+
+  test("401 (no sender's token at all): debug only, so strangers cannot fill the log", async () => {
+    const { lines, send } = await endpoint({
+      authenticate: async () => refusal(401, "invalid_sender_token", "not a token for snooze.dev/events"),
+      authorize: async () => undefined,
+    });
+    expect((await send()).status).toBe(401);
+    expect(lines).toContainEqual(expect.objectContaining({ level: "debug", code: "invalid_sender_token" }));
+    expect(lines.filter((l) => l.level !== "debug")).toEqual([]);
+  });
+});
