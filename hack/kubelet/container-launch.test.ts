@@ -173,6 +173,40 @@ describe("containerLaunches: a sidecar runs the binary its image is mapped to", 
   });
 });
 
+describe("containerLaunches: a first container whose image is mapped runs that binary, not a sim", () => {
+  test("Knative Eventing's PingSource adapter: its binary, its env, probed on the named port after the delay", () => {
+    // The adapter's container as config/core's Deployment has it (abridged).
+    const adapter = {
+      name: "dispatcher",
+      image: "ko://knative.dev/eventing/cmd/mtping",
+      env: [
+        { name: "SYSTEM_NAMESPACE", value: "", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+        { name: "K_SINK_TIMEOUT", value: "-1" },
+      ],
+      ports: [
+        { name: "metrics", containerPort: 9090 },
+        { name: "probes", containerPort: 8080 },
+      ],
+      readinessProbe: {
+        httpGet: { path: "/readiness", port: "probes" },
+        initialDelaySeconds: 20,
+        periodSeconds: 10,
+      },
+    };
+    const launch = first(pod(adapter), new Map([[adapter.image, "/cache/knative-eventing/mtping"]]));
+    expect(launch.program).toEqual({ kind: "binary", path: "/cache/knative-eventing/mtping", args: [] });
+    expect(launch.env).toEqual({ SYSTEM_NAMESPACE: "team", K_SINK_TIMEOUT: "-1" });
+    expect(launch.readiness).toMatchObject({
+      path: "/readiness",
+      port: 8080,
+      initialDelayMs: 20_000,
+      periodMs: 10_000,
+    });
+    // Unmapped, the same container is a model server as before.
+    expect(first(pod(adapter)).program.kind).toBe("sim");
+  });
+});
+
 describe("containerLaunches: env from a Secret", () => {
   test("an entry naming a Secret's key is left for the kubelet to read when it starts the container", () => {
     const launch = first(

@@ -5,9 +5,9 @@ export interface ContainerLaunch {
   name: string;
   image: string;
   /**
-   * What runs: the first container as `snooze sim` (args after `sim`), a later container as the
-   * local binary its image is mapped to (`--run-image`), or nothing, with the reason for the pod
-   * status, when the image is not mapped.
+   * What runs: a container whose image is mapped (`--run-image`) as that local binary, else the
+   * first container as `snooze sim` (args after `sim`), else nothing, with the reason for the pod
+   * status.
    */
   program:
     | { kind: "sim"; args: string[] }
@@ -54,7 +54,8 @@ export interface PodPlacement {
 /**
  * Translates a pod into the processes to run, one per container. There are no images:
  *
- * - The first container is the model server. Its `command` (the image entrypoint, e.g. `vllm
+ * - A container whose image `images` maps runs that binary, first or not (below).
+ * - Else the first container is the model server. Its `command` (the image entrypoint, e.g. `vllm
  *   serve`) is not run; its `args` go to `snooze sim`, which takes vLLM's flag names and positional
  *   model. The port is `--port` from the args, else the first containerPort, else vLLM's 8000.
  *   Readiness follows the HTTP readinessProbe when there is one, else `GET /health` on the port
@@ -105,8 +106,8 @@ export function containerLaunches(
         env,
       };
     }
-    if (index === 0) return simContainer(container, env);
     const path = images.get(container.image ?? "");
+    if (index === 0 && path === undefined) return simContainer(container, env);
     if (path === undefined) {
       return {
         name: container.name,

@@ -19,6 +19,7 @@ import { httpProbe } from "./http-probe.ts";
 import { registerNode, statusOf } from "./node.ts";
 import type { PodAddress, PodNetwork } from "./pod-network.ts";
 import { type ContainerRun, type Exit, gatesTrue, podStatus } from "./pod-status.ts";
+import { apiserverForPods, type PodCredentials, podCredentials } from "./service-account.ts";
 
 export interface KubeletOptions {
   nodeName: string;
@@ -29,7 +30,7 @@ export interface KubeletOptions {
   logDir: string;
   /** The argv that starts `snooze`; `sim ...` is appended. */
   snoozeCommand?: string[];
-  /** Images of sidecar containers and the local binary each runs as (e.g. Knative's queue-proxy). */
+  /** Images and the local binary each runs as (Knative's queue-proxy, Knative Eventing's adapter). */
   images?: ReadonlyMap<string, string>;
   log: Logger;
 }
@@ -45,6 +46,7 @@ interface PodRecord {
   namespace: string;
   name: string;
   address: PodAddress;
+  credentials?: PodCredentials;
   startTime: Date;
   containers: ContainerRecord[];
   stopping: boolean;
@@ -65,8 +67,9 @@ const maxBackoffMs = 10_000;
 
 /**
  * A stand-in for the kubelet, enough for Snooze's e2e tests: it binds pods that carry the test
- * label to one fake node, runs each pod's first container as `snooze sim` and its sidecars as the
- * local binaries their images are mapped to, on the pod's own address, reports the pod status
+ * label to one fake node, runs each container whose image is mapped as that local binary and an
+ * unmapped first container as `snooze sim`, on the pod's own address, with the pod's ServiceAccount
+ * credentials (service-account.ts), reports the pod status
  * (Running, Ready from the readiness checks, pod IP, one status per container) and stops the
  * processes when the pod goes.
  */
@@ -79,6 +82,10 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
   const queues = new Map<string, Promise<void>>();
   let stopped = false;
   await mkdir(options.logDir, { recursive: true });
+  // Tokens are secrets: beside the logs, in a folder only this user reads.
+  const credentialsDir = join(options.logDir, ".credentials");
+  await mkdir(credentialsDir, { recursive: true, mode: 0o700 });
+  const apiserver = await apiserverForPods(kc, network);
 
   const stopLease = await registerNode(kc, { name: nodeName, hostIP: network.hostIP }, log);
 
@@ -353,6 +360,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
         container.child = undefined;
       }),
     );
+    await record.credentials?.stop();
     await network.release(record.address.ip);
     log.info("pod stopped", { pod: record.key });
   };
@@ -421,12 +429,25 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
       log.error("cannot run pod", { pod: key, error });
       return;
     }
+    let credentials: PodCredentials | undefined;
+    try {
+      credentials = await podCredentials(core, kc, apiserver, pod, credentialsDir, (error) =>
+        log.warn("cannot refresh the pod's ServiceAccount token", { pod: key, error }),
+      );
+    } catch (error) {
+      await network.release(address.ip);
+      log.error("cannot make the pod's ServiceAccount token", { pod: key, error });
+      return;
+    }
+    // The pod's own env wins, as a container's env would over what its image sets.
+    for (const launch of launches) launch.env = { ...credentials?.env, ...launch.env };
     const fresh: PodRecord = {
       key,
       uid: pod.metadata?.uid ?? "",
       namespace,
       name,
       address,
+      credentials,
       startTime: new Date(),
       containers: launches.map((launch) => ({
         launch,
@@ -465,6 +486,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
       await Promise.allSettled([...queues.values()]);
       await Promise.allSettled([...pods.values()].map((record) => stopPod(record, 5_000)));
       pods.clear();
+      await apiserver.close();
       await network.close();
     },
   };

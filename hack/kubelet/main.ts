@@ -11,9 +11,10 @@ import { loopbackNetwork, netnsNetwork, type PodNetwork } from "./pod-network.ts
 
 const usage = `Usage: node hack/kubelet/main.ts [flags]
 
-A stand-in kubelet for tests: binds pods matching --selector to one fake node and runs each
-pod's first container as \`snooze sim\` on the pod's own IP, and a later container (a sidecar)
-as the local binary its image is mapped to. See docs/kubernetes-testing.md.
+A stand-in kubelet for tests: binds pods matching --selector to one fake node and runs, on the
+pod's own IP, each container whose image is mapped as that local binary and an unmapped first
+container as \`snooze sim\`, with the pod's ServiceAccount token in a kubeconfig ($KUBECONFIG).
+See docs/kubernetes-testing.md.
 
 Flags:
   --kubeconfig <file>     kubeconfig to use (default: $KUBECONFIG or ~/.kube/config)
@@ -23,7 +24,7 @@ Flags:
                           or loopback (127.1.x.y; Services get no endpoints). Default: netns as root
   --pod-cidr <cidr>       /16 the netns mode takes a /24 from (default 10.213.0.0/16)
   --run-image <image>=<path>
-                          run a sidecar whose image is <image> as the binary <path> (repeatable;
+                          run a container whose image is <image> as the binary <path> (repeatable;
                           e.g. Knative's queue-proxy); other sidecars are reported not running
   --log-dir <dir>         where each pod's output goes (default: a folder in the temp dir)
   -h, --help              show this help`;

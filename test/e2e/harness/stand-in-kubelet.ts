@@ -27,7 +27,7 @@ export async function startStandInKubelet(
     nodeName?: string;
     network?: "netns" | "loopback";
     selectorValue?: string;
-    /** Sidecar images and the local binary each runs as (`--run-image`), e.g. Knative's queue-proxy. */
+    /** Images and the local binary each runs as (`--run-image`), e.g. Knative's queue-proxy. */
     images?: Record<string, string>;
   } = {},
 ): Promise<StandInKubelet> {
