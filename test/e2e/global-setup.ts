@@ -1,5 +1,6 @@
 import type { TestProject } from "vitest/node";
 import { findKnative, knativeImages } from "./components/knative.ts";
+import { findKnativeEventing, knativeEventingImages } from "./components/knative-eventing.ts";
 import {
   startControlPlane,
   type TestCluster,
@@ -20,10 +21,15 @@ export default async function setup(project: TestProject) {
     : await startControlPlane();
   let kubelet: StandInKubelet;
   try {
-    // Knative's revision pods carry its queue-proxy: the kubelet runs it as the binary of the build.
+    // Knative's revision pods carry its queue-proxy, and Knative Eventing's PingSource adapter is a
+    // pod of its own: the kubelet runs them as the binaries of the builds.
     const knative = findKnative();
+    const eventing = findKnativeEventing();
     kubelet = await startStandInKubelet(cluster.kubeconfigPath, cluster.admin, cluster.dir, {
-      images: knative ? knativeImages(knative) : {},
+      images: {
+        ...(knative ? knativeImages(knative) : {}),
+        ...(eventing ? knativeEventingImages(eventing) : {}),
+      },
     });
   } catch (error) {
     await cluster.stop();

@@ -4,6 +4,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { requireKeda } from "./components/keda.ts";
 import { findKnative } from "./components/knative.ts";
+import { findKnativeEventing, knativeEventingMissing } from "./components/knative-eventing.ts";
 import { repoRoot } from "./harness/assets.ts";
 import {
   applyManifests,
@@ -28,9 +29,11 @@ beforeAll(async () => {
   // Dry-runs of namespaced objects need their namespace and the CRDs of their kinds for real.
   // Knative Serving's CRDs are its own when hack/build-knative.sh built it (another file may have
   // installed them already: a stand-in must not replace them); else a minimal stand-in of its Service
-  // CRD. Knative Eventing is not built: stand-ins of its PingSource and Trigger CRDs (see the
-  // fixtures). KEDA's CRDs are its own, from the module hack/build-keda.sh builds.
+  // CRD. Knative Eventing's (PingSource, Trigger) are its own, from hack/build-knative-eventing.sh.
+  // KEDA's CRDs are its own, from the module hack/build-keda.sh builds.
   const knative = findKnative();
+  const eventing = findKnativeEventing();
+  if (!eventing) throw new Error(knativeEventingMissing());
   const keda = requireKeda();
   const prerequisites = [
     ...all.filter((m) => m.object.kind === "CustomResourceDefinition" || m.object.kind === "Namespace"),
@@ -38,6 +41,7 @@ beforeAll(async () => {
       (m) => !knative || m.object.metadata?.name !== "services.serving.knative.dev",
     ),
     ...(knative ? await manifestsUnder(join(knative, "config/core/300-resources")) : []),
+    ...(await manifestsUnder(join(eventing, "config/core/resources"))),
     ...(await kustomize(cluster.info.kubectl, join(keda, "config/crd"))),
   ];
   expect(await applyManifests(cluster.admin, prerequisites, { dryRun: false })).toEqual([]);

@@ -35,7 +35,12 @@ export interface KubeSnoozeSuite {
     more?: { extra?: string[]; env?: Record<string, string> },
   ): Promise<Component>;
   /** Starts `snooze activator` as its ServiceAccount, sending demand to `autoscalerUrl`. */
-  startActivator(identity: string, autoscalerUrl?: string, env?: Record<string, string>): Promise<Component>;
+  startActivator(
+    identity: string,
+    autoscalerUrl?: string,
+    env?: Record<string, string>,
+    host?: string,
+  ): Promise<Component>;
   /** The last lines of the autoscaler's and the activator's output, for failure messages. */
   logs(autoscalerLines: number, activatorLines: number): string;
 }
@@ -104,13 +109,14 @@ export function kubeSnoozeSuite(options: KubeSnoozeSuiteOptions): KubeSnoozeSuit
       autoscalers.set(identity, component);
       return component;
     },
-    startActivator(identity, autoscalerUrl = suite.autoscaler.url, env) {
+    startActivator(identity, autoscalerUrl = suite.autoscaler.url, env, host) {
       return startActivator(cluster, {
         namespace: suite.ns.name,
         identity,
         kubeconfig: suite.kubeconfigs.activator,
         autoscalerUrl,
         env,
+        host,
       });
     },
     logs: (autoscalerLines, activatorLines) =>

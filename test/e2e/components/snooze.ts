@@ -67,6 +67,7 @@ async function startComponent(
   args: string[],
   port: number,
   env: Record<string, string> = {},
+  host = "127.0.0.1",
 ): Promise<Component> {
   const dir = join(cluster.info.dir, "components");
   await mkdir(dir, { recursive: true });
@@ -75,7 +76,7 @@ async function startComponent(
     cwd: repoRoot,
     env: { ...process.env, SNOOZE_LOG_LEVEL: process.env.SNOOZE_LOG_LEVEL ?? "info", ...env },
   });
-  const url = `http://127.0.0.1:${port}`;
+  const url = `http://${host}:${port}`;
   await waitFor(
     async () => {
       const response = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(1_000) });
@@ -164,9 +165,12 @@ export async function startActivator(
     kubeconfig: string;
     autoscalerUrl: string;
     env?: Record<string, string>;
+    /** The address it listens on (default 127.0.0.1); a pod reaches the node's pod-network address. */
+    host?: string;
   },
 ): Promise<Component> {
-  const port = await freePort();
+  const host = options.host ?? "127.0.0.1";
+  const port = await freePort(host);
   return startComponent(
     cluster,
     options.identity,
@@ -181,7 +185,7 @@ export async function startActivator(
       "--autoscaler-url",
       options.autoscalerUrl,
       "--host",
-      "127.0.0.1",
+      host,
       "--port",
       String(port),
       "--shutdown-grace",
@@ -189,6 +193,7 @@ export async function startActivator(
     ],
     port,
     options.env,
+    host,
   );
 }
 

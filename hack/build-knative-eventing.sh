@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Builds Knative Eventing's control plane (controller, webhook) and its PingSource adapter (mtping)
+# from the Go module pinned in hack/knative-eventing/go.mod, and copies its manifests (config/core
+# of the same module: namespace, CRDs, RBAC, config maps, webhook configurations, the adapter's
+# Deployment) into a cache folder the e2e harness reads:
+#
+#   ${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/knative-eventing/<eventing-version>/{controller,webhook,mtping,config/}
+#
+# It shares its dependencies' versions with Knative Serving's build (hack/knative): on a machine
+# that built that first, most packages come from Go's build cache. A second run with the same pins,
+# Go version and flags finds the stamp file and returns at once. The last line printed is the
+# folder. Set SNOOZE_KNATIVE_EVENTING_FORCE=1 to rebuild anyway.
+#
+#   --print-folder   print the folder if the pinned version is built, else exit 1 (no Go needed)
+#   --print-stamp    print the cache key of this checkout and Go, and exit
+set -euo pipefail
+mode="${1:-build}"
+
+repo_root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=hack/lib/go-build.sh
+source "$repo_root/hack/lib/go-build.sh"
+module="$repo_root/hack/knative-eventing"
+eventing=knative.dev/eventing
+
+# The version is read from the wrapper go.mod, so the pin lives in exactly one place.
+version="$(awk -v m="$eventing" '($1 == "require" && $2 == m) { print $3; exit } ($1 == m && $2 ~ /^v/) { print $2; exit }' "$module/go.mod")"
+if [[ -z "$version" ]]; then
+  echo "build-knative-eventing: cannot read the pinned version of $eventing from $module/go.mod" >&2
+  exit 1
+fi
+
+out="${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/knative-eventing/$version"
+binaries=(controller webhook mtping)
+
+built() {
+  for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || return 1; done
+  [[ -f "$out/config/core/resources/pingsource.yaml" && -f "$out/config/core/deployments/pingsource-mt-adapter.yaml" ]]
+}
+
+if [[ "$mode" == "--print-folder" ]]; then
+  built || exit 1
+  echo "$out"
+  exit 0
+fi
+
+go_build_env
+go_flags="-trimpath"
+ld_flags="-s -w"
+stamp="$(go_build_stamp "$module/go.mod" "$module/go.sum" -- "$go_flags $ld_flags ${binaries[*]}")"
+if [[ "$mode" == "--print-stamp" ]]; then
+  echo "$stamp"
+  exit 0
+fi
+
+if [[ "${SNOOZE_KNATIVE_EVENTING_FORCE:-}" != "1" && -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$stamp" ]] && built; then
+  echo "build-knative-eventing: eventing $version already built (cached, $(go env GOVERSION))" >&2
+  echo "$out"
+  exit 0
+fi
+
+started=$SECONDS
+echo "build-knative-eventing: building Knative Eventing $version (controller, webhook, mtping) with $(go env GOVERSION) into $out" >&2
+mkdir -p "$(dirname "$out")"
+work="$(mktemp -d "$(dirname "$out")/.build.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+go_build_step build-knative-eventing "download modules" bash -c "cd '$module' && go mod download $eventing && go list -deps $eventing/cmd/controller $eventing/cmd/webhook $eventing/cmd/mtping >/dev/null"
+for b in "${binaries[@]}"; do
+  go_build_step build-knative-eventing "build $b" bash -c "cd '$module' && go build $go_flags -ldflags '$ld_flags' -o '$work/$b' $eventing/cmd/$b"
+done
+
+# The manifests come from the same module as the binaries, so they always match them.
+eventing_dir="$(cd "$module" && go list -m -f '{{.Dir}}' "$eventing")"
+mkdir -p "$work/config"
+cp -R "$eventing_dir/config/core" "$work/config/core"
+chmod -R u+w "$work/config"
+
+echo "$stamp" >"$work/.stamp"
+go_build_swap_in "$work" "$out"
+trap - EXIT
+
+echo "build-knative-eventing: built in $((SECONDS - started))s; binaries and manifests in $out" >&2
+echo "$out"

@@ -1,0 +1,11 @@
+//go:build tools
+
+// Package tools pins Knative Eventing's commands in this module's build list, so `go mod tidy` keeps
+// every module they need and hack/build-knative-eventing.sh can build them by import path.
+package tools
+
+import (
+	_ "knative.dev/eventing/cmd/controller"
+	_ "knative.dev/eventing/cmd/mtping"
+	_ "knative.dev/eventing/cmd/webhook"
+)

@@ -1,0 +1,241 @@
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import type { KubernetesObject } from "@kubernetes/client-node";
+import { KubeClient } from "../../../lib/kube/client.ts";
+import { type BuiltComponent, findBuilt, notBuilt } from "../harness/assets.ts";
+import { routableAddress } from "../harness/host-address.ts";
+import { mintServiceAccountKubeconfig, writeKubeconfig } from "../harness/kubeconfig.ts";
+import { type LoopbackNetns, loopbackNetns } from "../harness/loopback-netns.ts";
+import { type Manifest, manifestsUnder } from "../harness/manifests.ts";
+import { type ManagedProcess, startProcess } from "../harness/process.ts";
+import type { SuiteCluster } from "../harness/suite.ts";
+import {
+  applyWebhookConfigurations,
+  installManifests,
+  removeWebhookConfigurations,
+  startKnativeWebhook,
+  waitForLeaderLease,
+  webhookKinds,
+} from "./knative-system.ts";
+
+/**
+ * Knative Eventing in the e2e cluster, enough for its sources to deliver to Snooze: the controller
+ * and webhook built by hack/build-knative-eventing.sh from the pinned `knative.dev/eventing`
+ * module, run as processes against the real apiserver as Eventing's own ServiceAccounts, and the
+ * PingSource adapter (`pingsource-mt-adapter`) as Knative runs it: a Deployment of
+ * config/core that Eventing's controller scales up for the first PingSource, whose pod the stand-in
+ * kubelet runs as the real `mtping` binary (global-setup maps its image), with the pod's
+ * ServiceAccount token, in a network namespace of its own. Manifests from the same module's
+ * config/core (namespace, CRDs, RBAC, config maps, the webhook configurations and their Service;
+ * of the Deployments only the adapter's).
+ *
+ * - The webhook on this machine, reached by the apiserver through the `eventing-webhook` Service's
+ *   EndpointSlice (as Serving's, knative-system.ts).
+ * - The controller in a network namespace of its own (its health probes bind :8080).
+ * - No Broker, channel or their data plane: a source's sink is given as a URI (the e2e cluster has
+ *   no DNS for `*.svc.cluster.local` names).
+ *
+ * Needs root (network namespaces).
+ */
+export const eventingNamespace = "knative-eventing";
+/** The PingSource adapter's image in config/core (its ko reference, as built). */
+export const pingAdapterImage = "ko://knative.dev/eventing/cmd/mtping";
+const adapterDeployment = "pingsource-mt-adapter";
+const webhookService = "eventing-webhook";
+
+const eventingBuild: BuiltComponent = {
+  name: "Knative Eventing",
+  script: "build-knative-eventing.sh",
+  cacheFolder: "knative-eventing",
+  envVar: "SNOOZE_KNATIVE_EVENTING_DIR",
+  marker: "controller",
+};
+
+/** The folder hack/build-knative-eventing.sh built, or undefined when it is not built. */
+export const findKnativeEventing = (): string | undefined => findBuilt(eventingBuild);
+
+export const knativeEventingMissing = (): string => notBuilt(eventingBuild);
+
+/** The images the stand-in kubelet runs as binaries of `folder` (its `--run-image` flags). */
+export const knativeEventingImages = (folder: string): Record<string, string> => ({
+  [pingAdapterImage]: join(folder, "mtping"),
+});
+
+export interface KnativeEventing {
+  folder: string;
+  namespace: string;
+  controller: ManagedProcess;
+  webhook: ManagedProcess;
+  /** The last lines of each process's log and of the adapter pod's, for failure messages. */
+  logs(lines?: number): string;
+  /** Removes the webhook configurations and stops the processes; CRDs and config maps stay. */
+  stop(): Promise<void>;
+}
+
+const installedKinds = new Set([
+  "Namespace",
+  "CustomResourceDefinition",
+  "ServiceAccount",
+  "ClusterRole",
+  "ClusterRoleBinding",
+  "Role",
+  "RoleBinding",
+  "ConfigMap",
+  "Secret",
+  "Service",
+  "Deployment",
+  ...webhookKinds,
+]);
+
+/** Installs Eventing's manifests, starts its webhook and controller, and waits until they work. */
+export async function startKnativeEventing(
+  cluster: SuiteCluster,
+  folder: string,
+  options: { config?: Record<string, Record<string, string>> } = {},
+): Promise<KnativeEventing> {
+  const dir = join(cluster.info.dir, "knative-eventing");
+  await mkdir(dir, { recursive: true });
+  const admin = await KubeClient.fromKubeConfig(cluster.admin);
+  const hostIP = routableAddress();
+
+  const all = (await manifestsUnder(join(folder, "config/core"))).filter((m) => kept(m));
+  const picked = all.map((m) => adjust(m, cluster, options.config ?? {}));
+  await installManifests(cluster, "Knative Eventing", picked);
+
+  const kubeconfigOf = async (serviceAccount: string) =>
+    writeKubeconfig(
+      join(dir, `${serviceAccount}.kubeconfig`),
+      await mintServiceAccountKubeconfig(cluster.admin, eventingNamespace, serviceAccount, 4 * 3_600),
+    );
+  const env = (component: string, extra: Record<string, string> = {}) => ({
+    ...process.env,
+    POD_NAME: `${component}-e2e`,
+    SYSTEM_NAMESPACE: eventingNamespace,
+    CONFIG_LOGGING_NAME: "config-logging",
+    CONFIG_OBSERVABILITY_NAME: "config-observability",
+    METRICS_DOMAIN: "knative.dev/eventing",
+    ...extra,
+  });
+
+  const started: ManagedProcess[] = [];
+  let netns: LoopbackNetns | undefined;
+  const stopAll = async () => {
+    await removeWebhookConfigurations(admin, picked);
+    for (const p of started.reverse()) await p.stop(5_000);
+    await netns?.close();
+    await admin.close();
+  };
+  try {
+    const webhook = await startKnativeWebhook(admin, {
+      name: "eventing-webhook",
+      binary: join(folder, "webhook"),
+      args: [`--kubeconfig=${await kubeconfigOf("eventing-webhook")}`],
+      logPath: join(dir, "webhook.log"),
+      env: env("eventing-webhook", {
+        WEBHOOK_NAME: webhookService,
+        SINK_BINDING_SELECTION_MODE: "exclusion",
+      }),
+      namespace: eventingNamespace,
+      service: webhookService,
+      hostIP,
+      // Served through the apiserver: a dry-run create passes Eventing's defaulting and validation.
+      admits: () =>
+        admin.create(`/apis/sources.knative.dev/v1/namespaces/${eventingNamespace}/pingsources?dryRun=All`, {
+          apiVersion: "sources.knative.dev/v1",
+          kind: "PingSource",
+          metadata: { name: "webhook-probe" },
+          spec: { schedule: "* * * * *", sink: { uri: "http://127.0.0.1/" } },
+        }),
+    });
+    started.push(webhook);
+    await applyWebhookConfigurations(cluster, "Knative Eventing", picked);
+
+    const startedAt = Date.now();
+    netns = await loopbackNetns(dir, "eventing-controller", cluster.info.server);
+    const wrapped = netns.wrap([
+      join(folder, "controller"),
+      `--kubeconfig=${await kubeconfigOf("eventing-controller")}`,
+    ]);
+    const controller = startProcess("eventing-controller", wrapped[0]!, wrapped.slice(1), {
+      logPath: join(dir, "controller.log"),
+      // The images of adapters this harness never runs (ApiServerSource, integrations): Eventing
+      // reads them at start and writes them into the Deployments it makes for those.
+      env: env("eventing-controller", {
+        APISERVER_RA_IMAGE: "ko://knative.dev/eventing/cmd/apiserver_receive_adapter",
+        AUTH_PROXY_IMAGE: "ko://knative.dev/eventing/cmd/auth_proxy",
+      }),
+    });
+    started.push(controller);
+    await waitForLeaderLease(admin, eventingNamespace, "controller.", controller, startedAt);
+    const adapterLog = join(cluster.info.dir, "pods", `${eventingNamespace}_${adapterDeployment}`);
+    return {
+      folder,
+      namespace: eventingNamespace,
+      controller,
+      webhook,
+      logs: (lines = 30) =>
+        [
+          ...[webhook, controller].map((p) => `${p.name}:\n${p.tail(lines)}`),
+          `adapter pods: ${adapterLog}*`,
+        ].join("\n"),
+      stop: stopAll,
+    };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}
+
+/** config/core's objects this harness installs: of the Deployments only the PingSource adapter's. */
+function kept(m: Manifest): boolean {
+  const kind = m.object.kind ?? "";
+  if (!installedKinds.has(kind)) return false;
+  const name = m.object.metadata?.name ?? "";
+  if (kind === "Deployment") return name === adapterDeployment;
+  if (kind === "Service") return name === webhookService;
+  return true;
+}
+
+/**
+ * config/core's object as this harness runs it: config maps with the test's values on top; the
+ * webhook's Service without a selector (its EndpointSlice points at the process); the adapter's pod
+ * template with the stand-in kubelet's label and scheduler, so it runs there.
+ */
+function adjust(
+  m: Manifest,
+  cluster: SuiteCluster,
+  config: Record<string, Record<string, string>>,
+): Manifest {
+  const name = m.object.metadata?.name ?? "";
+  const object = m.object as KubernetesObject & Record<string, any>;
+  if (m.object.kind === "ConfigMap" && config[name]) {
+    return { ...m, object: { ...object, data: { ...object.data, ...config[name] } } as KubernetesObject };
+  }
+  if (m.object.kind === "Service") {
+    const spec = { ...object.spec };
+    delete spec.selector;
+    return { ...m, object: { ...object, spec } as KubernetesObject };
+  }
+  if (m.object.kind === "Deployment") {
+    const { kubelet } = cluster.info;
+    const template = object.spec.template;
+    return {
+      ...m,
+      object: {
+        ...object,
+        spec: {
+          ...object.spec,
+          template: {
+            ...template,
+            metadata: {
+              ...template.metadata,
+              labels: { ...template.metadata?.labels, [kubelet.selector.key]: kubelet.selector.value },
+            },
+            spec: { ...template.spec, schedulerName: kubelet.schedulerName },
+          },
+        },
+      } as KubernetesObject,
+    };
+  }
+  return m;
+}
