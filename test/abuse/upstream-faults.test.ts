@@ -172,6 +172,33 @@ describe("interim answers", () => {
     expect(response.status).toBe(200);
     expect(await response.text()).toBe(answer);
   });
+
+  test("100 Continue the activator never asked for, then the answer: the client gets the answer, sent once (found by an outside tester)", async () => {
+    // RFC 9110 §15.2: a client must parse 1xx answers it did not expect. undici destroys the
+    // connection on a 100 ("bad response"): before, the request was sent again and ended in a 502.
+    const answer = JSON.stringify({ object: "chat.completion", choices: [] });
+    let seen = 0;
+    const engine = await rawEngine((socket) =>
+      socket.on("data", (data) => {
+        if (!String(data).startsWith("POST ")) return;
+        seen++;
+        socket.write("HTTP/1.1 100 Continue\r\nx-interim: yes\r\n\r\n");
+        // ...twice, the second in the same packet as the answer: each is dropped.
+        socket.write(
+          `HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${answer.length}\r\n\r\n${answer}`,
+        );
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    for (let i = 0; i < 2; i++) {
+      const response = await post(snooze);
+      expect(response.status).toBe(200);
+      expect(response.headers.get("x-interim")).toBeNull();
+      expect(await response.text()).toBe(answer);
+    }
+    expect(seen).toBe(2);
+  });
 });
 
 describe("the engine stops in the middle of an answer", () => {
