@@ -226,13 +226,14 @@ export function createActivatorServer({
       activator.countRefused(505);
       return;
     }
-    if (!toOriginForm(req)) {
+    const badTarget = toOriginForm(req);
+    if (badTarget) {
       req.resume();
       sendError(
         res,
         400,
         openAIError(
-          "The request target is an absolute URL that cannot be read; send the path (e.g. /v1/chat/completions).",
+          `The request target ${badTarget}. Send the path (e.g. /v1/chat/completions).`,
           "invalid_request_error",
           "invalid_request_target",
         ),

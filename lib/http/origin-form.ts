@@ -1,6 +1,9 @@
 import type { IncomingMessage } from "node:http";
+import { clip } from "../clip.ts";
 
 const absoluteForm = /^https?:\/\/([^/?#]*)(.*)$/is;
+/** A target that begins with a URI scheme (RFC 3986 §3.1) is an absolute URL, of whatever scheme. */
+const scheme = /^([a-z][a-z0-9+.-]*):/i;
 
 /**
  * Turns an absolute-form request target (`POST http://host/v1/completions`, which RFC 9112 §3.2.2
@@ -8,19 +11,28 @@ const absoluteForm = /^https?:\/\/([^/?#]*)(.*)$/is;
  * the target's authority as the Host: the Host header of such a request is ignored. So routing by
  * Host, the loopback check of the admin API and the path checks see one request, not two stories.
  * The path is kept as written (not normalised by a URL parser), so it meets the same checks as any
- * other. False when the authority cannot be read or carries credentials (the caller answers 400).
+ * other. Undefined when the target is (now) in origin form, else what is wrong with it, for the
+ * caller's 400: an absolute URL of another scheme than http(s) (`ftp://host/v1/...` names no
+ * resource of this server), an authority that cannot be read, or one with credentials.
  */
-export function toOriginForm(req: IncomingMessage): boolean {
-  const match = req.url === undefined ? null : absoluteForm.exec(req.url);
-  if (!match) return true;
+export function toOriginForm(req: IncomingMessage): string | undefined {
+  if (req.url === undefined || req.url.startsWith("/")) return undefined;
+  const match = absoluteForm.exec(req.url);
+  if (!match) {
+    const other = scheme.exec(req.url)?.[1];
+    return other === undefined
+      ? undefined
+      : `is an absolute URL with the scheme \`${clip(other, 40)}\`: Snooze serves http and https URLs only`;
+  }
   const [, authority, rest] = match as unknown as [string, string, string];
-  if (authority === "" || authority.includes("@")) return false;
+  if (authority.includes("@")) return "is an absolute URL with credentials in its authority";
+  if (authority === "") return "is an absolute URL without a host";
   try {
     new URL(`http://${authority}/`);
   } catch {
-    return false;
+    return "is an absolute URL whose authority (host and port) cannot be read";
   }
   req.url = rest.startsWith("/") ? rest : `/${rest}`;
   req.headers.host = authority;
-  return true;
+  return undefined;
 }

@@ -359,6 +359,25 @@ describe("requests the activator answers itself", () => {
     expect(admin).toMatch(/^HTTP\/1\.1 403/);
     const unreadable = await ask(`GET http://[::1 HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`);
     expect(unreadable).toMatch(/^HTTP\/1\.1 400/);
+    expect(errorOf(unreadable)).toMatchObject({
+      type: "invalid_request_error",
+      code: "invalid_request_target",
+    });
+    const credentials = await ask(
+      `GET http://user:pw@${host}/v1/models HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`,
+    );
+    expect(credentials).toMatch(/^HTTP\/1\.1 400/);
+    expect(errorOf(credentials).message).toContain("credentials");
+    // Another scheme is no URL of this server: a 400 that says so (found by an outside tester: 404).
+    const ftp = await ask(
+      `POST ftp://${host}/v1/chat/completions HTTP/1.1\r\nhost: ${host}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n`,
+      body,
+    );
+    expect(ftp).toMatch(/^HTTP\/1\.1 400 /);
+    expect(errorOf(ftp)).toMatchObject({ type: "invalid_request_error", code: "invalid_request_target" });
+    expect(errorOf(ftp).message).toBe(
+      "The request target is an absolute URL with the scheme `ftp`: Snooze serves http and https URLs only. Send the path (e.g. /v1/chat/completions).",
+    );
   });
 
   test("an Expect other than 100-continue is a 417, and a transfer coding besides chunked a 501, both as OpenAI errors", async () => {
