@@ -403,6 +403,38 @@ describe("requests the activator answers itself", () => {
     );
     expect(coded).toMatch(/^HTTP\/1\.1 501 /);
     expect(errorOf(coded)).toMatchObject({ code: "unsupported_transfer_encoding" });
+    expect(errorOf(coded).message).toBe(
+      "The request body is sent with Transfer-Encoding: gzip, chunked; Snooze decodes only the chunked transfer coding, not gzip. Send the body uncompressed, with Transfer-Encoding: chunked alone or with Content-Length.",
+    );
+  });
+
+  test("Transfer-Encoding: identity is told for what it is, not as compression (found by an outside tester)", async () => {
+    // RFC 2616's `identity` is no transfer coding of HTTP/1.1 since RFC 7230; the answer was a 501
+    // "Send it uncompressed", for a body that was not compressed.
+    const body = JSON.stringify({ model: "llama", messages: [{ role: "user", content: "hi" }] });
+    // Alone, chunked is not the final coding: the body's length cannot be read (RFC 9112 §6.3: 400,
+    // and the connection closed; Node's parser refuses it too, on any other route).
+    const alone = await rawReply(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ntransfer-encoding: identity\r\n\r\n${body}`,
+    );
+    expect(alone).toMatch(/^HTTP\/1\.1 400 /);
+    expect(alone).toMatch(/\r\nconnection: close\r\n/i);
+    expect(errorOf(alone)).toMatchObject({ type: "invalid_request_error", code: "malformed_request" });
+    expect(errorOf(alone).message).toBe(
+      "The request is not well-formed HTTP/1.1: its Transfer-Encoding (identity) does not end with chunked, so the body's length cannot be read (RFC 9112 §6.3); and identity is not a transfer coding HTTP/1.1 defines (RFC 2616's, removed since). Send the body with Content-Length, or with Transfer-Encoding: chunked alone.",
+    );
+    // Before chunked: a coding not understood, 501 (RFC 9112 §6.1).
+    const before = await rawReply(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ntransfer-encoding: Identity, chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
+    );
+    expect(before).toMatch(/^HTTP\/1\.1 501 /);
+    expect(errorOf(before)).toMatchObject({
+      type: "invalid_request_error",
+      code: "unsupported_transfer_encoding",
+    });
+    expect(errorOf(before).message).toBe(
+      "The request body is sent with Transfer-Encoding: identity, chunked; identity is not a transfer coding HTTP/1.1 defines (RFC 2616's, removed since), and Snooze decodes only chunked. Send the body with Transfer-Encoding: chunked alone, or with Content-Length.",
+    );
   });
 
   test("CONNECT (a client taking Snooze for a forward proxy) is answered 405, not dropped", async () => {
