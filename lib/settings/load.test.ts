@@ -238,6 +238,48 @@ describe("parseConfig", () => {
     expect(problems[0]!.line).toBeGreaterThan(0);
   });
 
+  test("a file is read as YAML 1.2 whatever its %YAML line says: `yes` is text, and a %YAML 1.1 line is refused", () => {
+    // Found by an outside tester: `%YAML 1.1` on the first line made `sleep: yes` true, and without
+    // it `yes` was refused; one line changed what the same value meant.
+    const body = "models:\n  qwen:\n    command: [x, '${PORT}']\n    sleep: yes\n    priority: 010\n";
+    const hint =
+      'expected true or false, not "yes" (in YAML 1.2, as settings files are read, "yes" is text: write true)';
+    expect(problemsOf(body)).toEqual([{ key: "models.qwen.sleep", line: 4, column: 5, message: hint }]);
+    const directive = {
+      key: "",
+      line: 2,
+      column: 1,
+      message:
+        "`%YAML 1.1`: settings files are read as YAML 1.2 only, where `yes`, `no`, `on` and `off` are text (write `true` or `false`) and `010` is ten; remove this line",
+    };
+    // Refused with what else is wrong, judged as YAML 1.2, so one run names every fix.
+    expect(problemsOf(`# settings\n%YAML 1.1\n---\n${body}`)).toEqual([
+      directive,
+      { key: "models.qwen.sleep", line: 7, column: 5, message: hint },
+    ]);
+    // Refused alone too: `010` would be eight in YAML 1.1 and is ten here, with no other word.
+    expect(problemsOf(`\uFEFF# settings\n%YAML 1.1\n---\n${body.replace("yes", "true")}`)).toEqual([
+      directive,
+    ]);
+    expect(() => parseConfig(`%YAML 1.1\n---\n${body}`, "s.yaml")).toThrow(
+      /^s\.yaml:1:1: \(top level\): `%YAML 1\.1`/,
+    );
+    expect(problemsOf(`%YAML 1.3\n---\n${body.replace("yes", "true")}`)).toEqual([
+      {
+        key: "",
+        line: 1,
+        column: 1,
+        message: "`%YAML 1.3`: settings files are read as YAML 1.2 only; remove this line",
+      },
+    ]);
+    // `%YAML 1.2` says what the file is read as anyway; `off` names its fix too.
+    const config = parseConfig(
+      `%YAML 1.2\n%TAG !e! tag:example.com,2000:\n---\n${body.replace("yes", "true")}`,
+    );
+    expect(config.models.get("qwen")).toMatchObject({ sleep: true, priority: 10 });
+    expect(problemsOf(body.replace("yes", "Off"))[0]!.message).toMatch(/"Off" is text: write false\)$/);
+  });
+
   test("colliding aliases, unknown slots and a command without a port", () => {
     const problems = problemsOf(
       "models:\n  a:\n    command: [x, '${PORT}']\n    aliases: [b]\n    slot: gpu0\n  b:\n    command: [x]\n",

@@ -15,6 +15,7 @@ import { aliasProblems } from "./yaml-aliases.ts";
 import { keyProblems, keysAsWritten } from "./yaml-keys.ts";
 import { entryAt, ignoredOwnContent, keysInOrder, ownKeyPrefix, positionAt } from "./yaml-paths.ts";
 import { tagProblems } from "./yaml-tags.ts";
+import { yamlVersionProblem } from "./yaml-version.ts";
 
 /** What a file is checked against besides itself. */
 export interface LoadOptions {
@@ -129,6 +130,21 @@ export { maxAliasCount } from "./yaml-aliases.ts";
 export { ownKeyPrefix } from "./yaml-paths.ts";
 
 export function parseConfig(text: string, file = "snooze.yaml", options: LoadOptions = {}): SnoozeConfig {
+  // Refused with whatever else is wrong, all judged as YAML 1.2, so one run names every fix.
+  const version = yamlVersionProblem(text);
+  let config: SnoozeConfig;
+  try {
+    config = parseSettings(text, file, options);
+  } catch (error) {
+    if (version && error instanceof ConfigError)
+      throw new ConfigError(file, [version, ...error.problems], { cause: error.cause });
+    throw error;
+  }
+  if (version) throw new ConfigError(file, [version]);
+  return config;
+}
+
+function parseSettings(text: string, file: string, options: LoadOptions): SnoozeConfig {
   try {
     return parseConfigText(text, file, options);
   } catch (error) {
@@ -156,7 +172,15 @@ function parseConfigText(text: string, file: string, { listenPort }: LoadOptions
   // settings between models, as a reader of YAML expects.
   // The library's warnings (a key that is a list, under an ignored `x-` key) go nowhere: what
   // matters in them is reported here, in words for this file, and the rest is not read.
-  const doc = parseDocument(text, { lineCounter: lines, uniqueKeys: false, merge: true, logLevel: "error" });
+  // The core schema whatever a `%YAML 1.1` directive asks (it is refused in `parseConfig`): `yes` is
+  // text, as it is in a file without the directive, so the same value never means two things.
+  const doc = parseDocument(text, {
+    lineCounter: lines,
+    uniqueKeys: false,
+    merge: true,
+    schema: "core",
+    logLevel: "error",
+  });
   if (doc.errors.length > 0) {
     throw new ConfigError(
       file,
@@ -337,9 +361,23 @@ function toProblems(
         : issue.code === "custom" && issue.params?.valueFirst
           ? `${value} ${reason}`
           : `${reason}, not ${value}`;
+    // YAML 1.1 (and many a YAML file) reads these as booleans; YAML 1.2, as this file is read, does not.
+    if (
+      issue.code === "invalid_type" &&
+      issue.expected === "boolean" &&
+      typeof issue.input === "string" &&
+      yaml11Booleans.has(issue.input)
+    )
+      message += ` (in YAML 1.2, as settings files are read, ${value} is text: write ${
+        yaml11True.has(issue.input) ? "true" : "false"
+      })`;
   }
   return [{ key: keyPath(path), message, ...locate(path) }];
 }
+
+/** The words YAML 1.1 reads as true (and false) which YAML 1.2 reads as text. */
+const yaml11True = new Set(["y", "Y", "yes", "Yes", "YES", "on", "On", "ON"]);
+const yaml11Booleans = new Set([...yaml11True, "n", "N", "no", "No", "NO", "off", "Off", "OFF"]);
 
 /**
  * What the YAML parser found wrong, in words for this file. The place is already in

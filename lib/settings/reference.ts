@@ -96,6 +96,10 @@ is refused as one. Keys are names as written too: a model \`1.50:\` is \`1.50\` 
 and so are the names in \`aliases\` and \`slot\` (\`slot: true\` names the slot \`true\`, \`aliases: [12]\` the alias \`12\`);
 but a key \`null:\`, \`~:\` or none at all is YAML null, which names nothing: quote it (\`"null":\`) to use it
 as a name. A key may be set once in a mapping, a merge key \`<<\` too (list what it merges: \`<<: [*a, *b]\`).
+The file is read as YAML 1.2 (its core schema, which JSON's values fit): \`yes\`, \`no\`, \`on\` and \`off\` are text,
+not true and false (\`sleep: yes\` is refused, saying to write \`true\`), and \`010\` is ten. A \`%YAML\` line asking
+for another version is refused, with whatever else is wrong (\`%YAML 1.1\` would read those values otherwise,
+so one line would change what the file means): remove it.
 \`!!int\` and \`!!float\` take the number they tag, so \`!!float 5\` is 5, an integer, like \`5.0\`. YAML tags other than the
 standard \`!!str\`, \`!!int\`, \`!!float\`, \`!!bool\`, \`!!null\`, \`!!map\`, \`!!seq\` (and \`!\`) are refused, as
 are lists and mappings nested more than ${maxNesting} deep. Ids, aliases and slot names may not hold a
