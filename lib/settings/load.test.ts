@@ -209,10 +209,38 @@ describe("parseConfig", () => {
 
   test("each unknown key is a problem of its own, at its own line", () => {
     // Found by an outside tester: `command` and `port` in defaults were one line, at `command`.
-    expect(problemsOf(withModel("", "defaults:\n  command: [x]\n  sleepAfter: 5m\n  port: 8001\n"))).toEqual([
-      { key: "defaults.command", line: 2, column: 3, message: 'unknown key "command"' },
-      { key: "defaults.port", line: 4, column: 3, message: 'unknown key "port"' },
+    expect(
+      problemsOf(withModel("", "defaults:\n  command: [x]\n  sleepAfter: 5m\n  port: 8001\n")).map((p) => [
+        p.key,
+        p.line,
+        p.column,
+      ]),
+    ).toEqual([
+      ["defaults.command", 2, 3],
+      ["defaults.port", 4, 3],
     ]);
+  });
+
+  test("a model's engine settings in defaults, or a model's setting at the top level, say where they go", () => {
+    // Found by an outside tester: `defaults: {command: ...}` said only `unknown key "command"`.
+    const messages = problemsOf(
+      withModel("", "defaults:\n  command: [x]\n  env: {A: b}\n  port: 8001\nsleepAfter: 5m\nenv: {A: b}\n"),
+    ).map((p) => `${p.key}: ${p.message}`);
+    expect(messages).toEqual([
+      'defaults.command: unknown key "command" in defaults: a model\'s engine command is set on the model, under `models.<id>`; to share one, anchor it under a top-level `x-` key, with ${MODEL} where the model\'s id goes (`x-vllm: &vllm [vllm, serve, "${MODEL}", --port, "${PORT}"]`), and write `command: *vllm` in each model',
+      'defaults.env: unknown key "env" in defaults: a model\'s engine environment is set on the model, under `models.<id>`; to share it, anchor it under a top-level `x-` key (`x-env: &env {HF_HOME: /models}`) and write `env: *env` in each model',
+      'defaults.port: unknown key "port" in defaults: a fixed port is one engine\'s, set on the model that needs it, under `models.<id>` (two models may not share one); without it each engine gets a free port',
+      'sleepAfter: unknown key "sleepAfter" at the top level: a model\'s setting goes under `defaults:` (for every model) or under the model, in `models:`',
+      expect.stringMatching(
+        /^env: unknown key "env" at the top level: a model's engine environment is set on the model/,
+      ),
+    ]);
+    // What the advice says to write works.
+    const config = parseConfig(
+      'x-vllm: &vllm [vllm, serve, "${MODEL}", --port, "${PORT}"]\nx-env: &env {HF_HOME: /models}\nmodels:\n  a: {command: *vllm, env: *env}\n  b: {command: *vllm, env: *env}\n',
+    );
+    expect(config.models.get("b")).toMatchObject({ env: { HF_HOME: "/models" } });
+    expect(config.models.get("b")!.command).toEqual(["vllm", "serve", "${MODEL}", "--port", "${PORT}"]);
   });
 
   test("an unknown key is reported where it is written", () => {

@@ -6,6 +6,7 @@ import { redactUrl } from "../redact-url.ts";
 import { fieldAt, keysOf, showValue } from "./allowed-form.ts";
 import { ConfigError, type ConfigProblem, formatProblems, keyPath } from "./config-error.ts";
 import { snoozeFile } from "./file.ts";
+import { type localModel, tierSettings } from "./model.ts";
 import { nestingProblem } from "./nesting.ts";
 import { inPlainWords } from "./plain-words.ts";
 import { resolveConfig, type SnoozeConfig } from "./resolve.ts";
@@ -424,14 +425,37 @@ function reservedNames(data: unknown): { path: string[]; message: string }[] {
   return problems;
 }
 
-/** `unknown key "sleepAftr"`, with the known key at that level it most likely meant. */
+/**
+ * `unknown key "sleepAftr"`, with the known key at that level it most likely meant; a model's own
+ * setting in `defaults:` or at the top level, and a tier setting at the top level, say where they go.
+ */
 function unknownKeyMessage(key: string, path: readonly PropertyKey[]): string {
+  const inDefaults = path.length === 1 && path[0] === "defaults";
+  if ((inDefaults || path.length === 0) && Object.hasOwn(engineKeyAdvice, key))
+    return `unknown key "${key}" ${inDefaults ? "in defaults" : "at the top level"}: ${engineKeyAdvice[key]}`;
+  if (path.length === 0 && Object.hasOwn(tierSettings.shape, key))
+    return `unknown key "${key}" at the top level: a model's setting goes under \`defaults:\` (for every model) or under the model, in \`models:\``;
   const near = closestKey(key, keysOf(fieldAt(snoozeFile, path)));
   if (near) return `unknown key "${key}"; did you mean "${near}"?`;
   if (path.length === 0)
     return `unknown key "${key}" (a key of your own, such as an anchor to share, starts with "${ownKeyPrefix}")`;
   return `unknown key "${key}"`;
 }
+
+/**
+ * Where the settings of one model's engine go, which `defaults:` does not take (each model runs an
+ * engine of its own), and how to share them all the same. One entry per key a model has beyond the
+ * tier settings (`satisfies` keeps the two lists equal).
+ */
+const engineKeyAdvice = {
+  command:
+    'a model\'s engine command is set on the model, under `models.<id>`; to share one, anchor it under a top-level `x-` key, with ${MODEL} where the model\'s id goes (`x-vllm: &vllm [vllm, serve, "${MODEL}", --port, "${PORT}"]`), and write `command: *vllm` in each model',
+  env: "a model's engine environment is set on the model, under `models.<id>`; to share it, anchor it under a top-level `x-` key (`x-env: &env {HF_HOME: /models}`) and write `env: *env` in each model",
+  port: "a fixed port is one engine's, set on the model that needs it, under `models.<id>` (two models may not share one); without it each engine gets a free port",
+} satisfies Record<Exclude<keyof typeof localModel.shape, keyof typeof tierSettings.shape>, string> as Record<
+  string,
+  string
+>;
 
 /** The problems without repeats: two checks of one value can say the same thing (an integer's two bounds). */
 function distinct(problems: ConfigProblem[]): ConfigProblem[] {

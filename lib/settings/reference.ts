@@ -124,7 +124,10 @@ NFKC look like one name (\`café\` written with \`é\` or with \`e\` and a combi
 forms of \`café\`), as a request body names it either way. A request that names a model in the other
 canonical form (NFD \`café\` against NFC in the file, or the other way round) reaches it, and its body
 names the model to the engine as the file writes it. \`aliases\` name one model, so they are set per model,
-not in \`defaults:\`. A file that is not UTF-8 is refused, naming the line and column of its first bad byte.
+not in \`defaults:\`; so are \`command\`, \`env\` and \`port\` (each model runs an engine of its own): in \`defaults:\`
+they are refused, saying where they go and how to share one (an anchor under an \`x-\` key, below; a \`command\`
+can write \`\${MODEL}\` for the model's id). A model's setting written at the top level is refused, saying to put it
+under \`defaults:\` or under the model. A file that is not UTF-8 is refused, naming the line and column of its first bad byte.
 
 Settings can be shared with YAML anchors and aliases (\`&name\`, \`*name\`) and merge keys (\`<<: *name\`, or
 \`<<: [*a, *b]\`), which copy an anchored mapping's keys into a model, slot or \`defaults:\`; keys the mapping
