@@ -176,7 +176,7 @@ describe("KubePlatform.replicaSet: a pod that cannot come up as it is", () => {
     ["CreateContainerError", "context deadline exceeded"],
     ["RunContainerError", 'exec: "vllm": executable file not found in $PATH'],
   ])("%s: failing, with the kubelet's message; not a crash", (reason, message) => {
-    expect(failing(waiting(reason, message))).toBe(`${reason}: ${message}`);
+    expect(failing(waiting(reason, message))).toBe(`engine container "vllm": ${reason}: ${message}`);
     expect(crashed(waiting(reason, message))).toBeUndefined();
   });
 
@@ -197,7 +197,7 @@ describe("KubePlatform.replicaSet: a pod that cannot come up as it is", () => {
       ),
     );
     expect(replica!.failing).toBe(
-      "CrashLoopBackOff: back-off 20s restarting failed container=vllm pod=qwen-a_ns(uid-qwen-a); " +
+      `engine container "vllm": CrashLoopBackOff: back-off 20s restarting failed container=vllm pod=qwen-a_ns(uid-qwen-a); ` +
         "last exited with code 1 (Error): ValueError: unknown model qwen-7b",
     );
     expect(replica!.restarts).toBe(2);
@@ -214,7 +214,7 @@ describe("KubePlatform.replicaSet: a pod that cannot come up as it is", () => {
           { name: "vllm", restartCount: 0, state: { terminated: { exitCode: 137, reason: "OOMKilled" } } },
         ],
       }),
-    ).toBe("the engine exited with code 137 (OOMKilled) during its start");
+    ).toBe('the engine container "vllm" exited with code 137 (OOMKilled) during its start');
     expect(
       crashed({
         phase: "Running",
@@ -238,14 +238,51 @@ describe("KubePlatform.replicaSet: a pod that cannot come up as it is", () => {
       ],
     };
     const [replica] = replicasOf(pod("qwen-a", status, ["user-container", "queue-proxy"]));
-    expect(replica!.failing).toBe('ImagePullBackOff: Back-off pulling image "x.invalid/m"');
+    expect(replica!.failing).toBe(
+      'engine container "user-container": ImagePullBackOff: Back-off pulling image "x.invalid/m"',
+    );
     expect(replica!.restarts).toBe(4);
+  });
+
+  test("a pod of an engine and sidecars names the engine container too, not only a sidecar", () => {
+    // Found by an outside tester: `cannot start: ImagePullBackOff: …` named no container, while a
+    // sidecar's reason did (`container "auth-proxy": …`), so with several containers it read as
+    // any of them.
+    const status: Status = {
+      phase: "Pending",
+      conditions: notReady,
+      initContainerStatuses: [{ name: "fetch-weights", state: { terminated: { exitCode: 0 } } }],
+      containerStatuses: [
+        { name: "auth-proxy", restartCount: 0, state: { running: {} } },
+        { name: "queue-proxy", restartCount: 0, state: { running: {} } },
+        {
+          name: "vllm",
+          restartCount: 0,
+          state: { waiting: { reason: "ErrImagePull", message: 'failed to pull "registry.invalid/vllm:1"' } },
+        },
+      ],
+    };
+    const containers = ["vllm", "auth-proxy", "queue-proxy"];
+    expect(failing(status, containers)).toBe(
+      'engine container "vllm": ErrImagePull: failed to pull "registry.invalid/vllm:1"',
+    );
+    // An engine that exited during its start is named too.
+    const exited: Status = {
+      ...status,
+      containerStatuses: [
+        ...status.containerStatuses!.slice(0, 2),
+        { name: "vllm", restartCount: 0, state: { terminated: { exitCode: 2, reason: "Error" } } },
+      ],
+    };
+    expect(failing(exited, containers)).toBe(
+      'the engine container "vllm" exited with code 2 (Error) during its start',
+    );
   });
 
   test("a very long reason is cut in the middle", () => {
     const reason = failing(waiting("CreateContainerError", `${"a".repeat(3_000)}END`))!;
     expect(reason.length).toBeLessThanOrEqual(2_000);
-    expect(reason.startsWith("CreateContainerError: aaa")).toBe(true);
+    expect(reason.startsWith('engine container "vllm": CreateContainerError: aaa')).toBe(true);
     expect(reason.endsWith("aaEND")).toBe(true);
   });
 

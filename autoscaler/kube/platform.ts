@@ -386,13 +386,15 @@ const maxReasonLength = 2_000;
 export function cannotStart(pod: Pod): string | undefined {
   const status = engineStatus(pod);
   const waiting = status?.state?.waiting;
+  // Named as a sidecar is (`container "auth-proxy": …`), so a pod of several containers says which.
+  const engine = `engine container ${JSON.stringify(status?.name ?? pod.spec?.containers?.[0]?.name ?? "")}`;
   let reason: string | undefined;
   if (waiting?.reason && failingReasons.has(waiting.reason)) {
-    reason = waitingReason(waiting);
+    reason = `${engine}: ${waitingReason(waiting)}`;
     const last = status?.lastState?.terminated;
     if (waiting.reason === "CrashLoopBackOff" && last) reason += `; last ${termination(last)}`;
   } else if (status?.state?.terminated) {
-    reason = `the engine ${termination(status.state.terminated)} during its start`;
+    reason = `the ${engine} ${termination(status.state.terminated)} during its start`;
   } else reason = otherContainerCannotRun(pod, status);
   if (reason === undefined || reason.length <= maxReasonLength) return reason;
   const half = Math.floor((maxReasonLength - 3) / 2);

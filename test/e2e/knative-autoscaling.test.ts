@@ -558,7 +558,7 @@ describe("a revision whose pod cannot start", () => {
     "snooze.dev/hold-budget": "10m",
   };
   const cannotPull =
-    /pod \S+ cannot start: (ErrImagePull|ImagePullBackOff): .*"registry\.invalid\/vllm\/vllm-openai@sha256:0{64}".*no such host/;
+    /pod \S+ cannot start: engine container "user-container": (ErrImagePull|ImagePullBackOff): .*"registry\.invalid\/vllm\/vllm-openai@sha256:0{64}".*no such host/;
   const service = (name: string, more: Record<string, string> = {}) =>
     knativeService(name, {
       kubelet: suite.cluster.info.kubelet,
@@ -721,7 +721,8 @@ describe("a revision whose pod cannot start", () => {
       { name: "HF_TOKEN", valueFrom: { secretKeyRef: { name: "hf-token", key: "token" } } },
     ];
     await createService(withSecret);
-    const missing = /pod \S+ cannot start: CreateContainerConfigError: secret "hf-token" not found/;
+    const missing =
+      /pod \S+ cannot start: engine container "user-container": CreateContainerConfigError: secret "hf-token" not found/;
     const failing = await waitFor(
       async () =>
         ((m) =>

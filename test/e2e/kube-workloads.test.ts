@@ -261,7 +261,7 @@ describe("a pod that cannot start", () => {
     await failingModel("unpullable", limits, { image: "registry.invalid/vllm/vllm-openai:v0.11.0" });
     await failsAtOnce(
       "unpullable",
-      /(ErrImagePull|ImagePullBackOff): .*registry\.invalid\/vllm\/vllm-openai:v0\.11\.0.*no such host/,
+      /engine container "vllm": (ErrImagePull|ImagePullBackOff): .*registry\.invalid\/vllm\/vllm-openai:v0\.11\.0.*no such host/,
     );
   }, 90_000);
 
@@ -280,7 +280,7 @@ describe("a pod that cannot start", () => {
     });
     await failsAtOnce(
       "crashing",
-      /CrashLoopBackOff: back-off \d+s restarting failed container=vllm .*; last exited with code 2 \(Error\): .*Unknown option '--no-such-flag'/,
+      /engine container "vllm": CrashLoopBackOff: back-off \d+s restarting failed container=vllm .*; last exited with code 2 \(Error\): .*Unknown option '--no-such-flag'/,
     );
   }, 90_000);
 });
