@@ -1,7 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { isAsleep, type Tier } from "../lib/replica-event.ts";
-import { decideReplicas, type HorizontalInput, type ReplicaView } from "./horizontal.ts";
+import {
+  decideReplicas,
+  type HorizontalInput,
+  keptFor,
+  progressDeadlineMargin,
+  type ReplicaView,
+} from "./horizontal.ts";
 
 const settings = {
   sleep: true,
@@ -427,6 +433,32 @@ describe("decideReplicas", () => {
       expect(
         decideReplicas(input([kept(now - 60_000, { podReady: true, failing: undefined })], extra)).actions,
       ).toEqual([{ kind: "finish-start", pod: "pull" }]);
+  });
+
+  test("a kept pod goes past Knative's progress deadline (and a margin for Knative's verdict) when that is sooner than startTimeout", () => {
+    // Found in review: with `progress-deadline: 2m` and startTimeout 30m the pod was kept 28
+    // minutes after Knative had failed its revision, holding its node's GPU.
+    const reason = 'ImagePullBackOff: Back-off pulling image "registry.invalid/vllm:1"';
+    const kept = (since: number) =>
+      replica("pull", "starting", { podReady: false, since, failing: reason, startFailed: true });
+    const deadline = 60_000;
+    const keep = { keepFailedStarts: true, held: 0, progressDeadline: deadline };
+    const goes = deadline + progressDeadlineMargin;
+    expect(keptFor(settings.startTimeout, deadline)).toBe(goes);
+    const within = decideReplicas(input([kept(now - goes + 1)], keep));
+    expect(within.actions).toEqual([]);
+    expect(within.nextAt).toBe(now + 1);
+    expect(decideReplicas(input([kept(now - goes)], keep)).actions).toEqual([
+      { kind: "start-failed", pod: "pull", reason },
+    ]);
+    // A deadline past startTimeout changes nothing: startTimeout still ends it.
+    const later = { ...keep, progressDeadline: settings.startTimeout };
+    expect(keptFor(settings.startTimeout, settings.startTimeout)).toBe(settings.startTimeout);
+    expect(decideReplicas(input([kept(now - goes)], later)).nextAt).toBe(now - goes + settings.startTimeout);
+    // Not kept at all: the deadline is not read (the pod already went when its start failed).
+    expect(
+      decideReplicas(input([kept(now - goes)], { held: 0, progressDeadline: deadline })).actions,
+    ).toEqual([]);
   });
 
   test("in a slot, a crash during the start is left to startTimeout (another member may hold the GPU's memory); an image that cannot be pulled fails at once", () => {

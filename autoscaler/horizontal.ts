@@ -79,7 +79,33 @@ export interface HorizontalInput {
    * past Knative's progress deadline its revision reconciler reports the kubelet's reason itself.
    */
   keepFailedStarts?: boolean;
+  /**
+   * With `keepFailedStarts`: the revision's progress deadline in ms (its Deployment's
+   * `progressDeadlineSeconds`, which Knative sets from the revision's
+   * `serving.knative.dev/progress-deadline`, else `config-deployment`'s `progress-deadline`). Past
+   * it Knative has judged the revision, so the pod is kept no longer (see `keptFor`).
+   */
+  progressDeadline?: number;
   settings: LadderSettings & { startTimeout: number };
+}
+
+/**
+ * Past a revision's progress deadline, how long Knative gets to judge it before a kept pod goes:
+ * the revision reconciler reads the pod's reason only while the pod is there, once the Deployment
+ * says its progress deadline was exceeded. Knative's own KPA waits as long before it scales a
+ * revision stuck activating to zero (its `activationTimeoutBuffer`, for the same reason).
+ */
+export const progressDeadlineMargin = 30_000;
+
+/**
+ * How long a pod whose start failed is kept (`keepFailedStarts`), from its start: its startTimeout,
+ * or its progress deadline and `progressDeadlineMargin` when that is sooner (Knative has judged the
+ * revision by then, and a pod kept longer only holds its node's accelerator).
+ */
+export function keptFor(startTimeout: number, progressDeadline?: number): number {
+  return progressDeadline === undefined
+    ? startTimeout
+    : Math.min(startTimeout, progressDeadline + progressDeadlineMargin);
 }
 
 export type ReplicaAction =
@@ -141,12 +167,14 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
         pod: r.pod,
         ...(r.failing ? { reason: r.failing } : {}),
       } as const;
-      // Kept (keepFailedStarts) until its startTimeout: then it fails for good and goes.
-      if (input.keepFailedStarts && now - r.since >= settings.startTimeout) actions.push(failedAgain);
+      // Kept (keepFailedStarts) until its startTimeout, or sooner past Knative's progress deadline
+      // (keptFor): then it fails for good and goes.
+      const keep = keptFor(settings.startTimeout, input.progressDeadline);
+      if (input.keepFailedStarts && now - r.since >= keep) actions.push(failedAgain);
       else if (input.held > 0 && now >= input.backoffUntil) actions.push(failedAgain);
       else {
         if (input.held > 0) later(input.backoffUntil);
-        if (input.keepFailedStarts) later(r.since + settings.startTimeout);
+        if (input.keepFailedStarts) later(r.since + keep);
       }
       continue;
     }

@@ -980,6 +980,48 @@ describe("failures and back-off", () => {
     expect(g.events.filter((e) => e.error !== undefined).map((e) => e.error)).toEqual([reason, reason]);
   });
 
+  test("a kept replica goes past the revision's progress deadline and 30 s when that is sooner than startTimeout: Knative has judged the revision by then", async () => {
+    // Found in review: with Knative's progress deadline under startTimeout, the kept pod outlived
+    // the revision Knative had failed, holding its node's accelerator until startTimeout.
+    const why = 'ImagePullBackOff: Back-off pulling image "registry.invalid/vllm:1"';
+    const reason = `start of m failed: fake engine m-1 cannot start: ${why}`;
+    const h = new Harness(oneModel("    startTimeout: 10m"), { answerErrors: true });
+    h.platform.keepFailedStarts("m", true, 60_000);
+    h.demand("m");
+    await h.settle();
+    h.platform.fail("m-1", why);
+    await h.settle();
+    const errors = () => h.events.filter((e) => e.error !== undefined).map((e) => e.error);
+    expect(errors()).toEqual([reason]);
+    await h.advance(90_000 - 1);
+    expect(h.platform.ids("m")).toEqual(["m-1"]);
+    await h.advance(1);
+    expect(h.platform.scales.map((s) => [s.expected, s.to, s.remove])).toEqual([
+      [0, 1, []],
+      [1, 0, ["m-1"]],
+    ]);
+    expect(errors()).toEqual([reason, reason]);
+
+    // No longer failing but still not up (the Secret created, the pod creating): it goes too,
+    // and the reason says which limit it was.
+    const g = new Harness(oneModel("    startTimeout: 10m"), { answerErrors: true });
+    g.platform.keepFailedStarts("m", true, 60_000);
+    g.demand("m");
+    await g.settle();
+    g.platform.fail("m-1", why);
+    await g.settle();
+    g.platform.fail("m-1", undefined);
+    await g.advance(90_000);
+    expect(g.platform.scales.map((s) => [s.expected, s.to, s.remove])).toEqual([
+      [0, 1, []],
+      [1, 0, ["m-1"]],
+    ]);
+    expect(g.events.filter((e) => e.error !== undefined).map((e) => e.error)).toEqual([
+      reason,
+      "start of m failed: fake engine m-1 not ready within the revision's progress deadline and 30s (1m30s)",
+    ]);
+  });
+
   test("a starting replica that is not failing waits for startTimeout as before; one whose failing reason cleared goes on", async () => {
     const h = new Harness(oneModel(), { answerErrors: true });
     h.demand("m");

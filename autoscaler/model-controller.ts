@@ -18,7 +18,7 @@ import { inSpan, traceContextOf, traceparentOf, tracer } from "../lib/tracing.ts
 import { type FlowReport, trimReports } from "./demand-metric.ts";
 import { EngineFrozen, watchedCall } from "./engine-call-watch.ts";
 import { isTransportError } from "./engine-client.ts";
-import { decideReplicas, type ReplicaAction } from "./horizontal.ts";
+import { decideReplicas, keptFor, progressDeadlineMargin, type ReplicaAction } from "./horizontal.ts";
 import { decideTier } from "./ladder.ts";
 import type { LearningMetrics } from "./learning-metrics.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
@@ -1018,6 +1018,8 @@ export class ModelController {
     });
     const settings = hold.held ? this.keptAsleep(this.tierSettings(parkedAs)) : this.tierSettings(parkedAs);
     const keepFailedStarts = set.scalable && set.keepFailedStarts === true;
+    // How long such a pod is kept: as decideReplicas keeps it, so the failure it decides removes it.
+    const keepFor = keepFailedStarts ? keptFor(settings.startTimeout, set.progressDeadline) : undefined;
     // A replica a learned prewarm kept or woke, and that no request used, sleeps when it ended.
     const floor = this.learner.readyFloor(settings.sleepAfter);
     const plan = decideReplicas({
@@ -1050,12 +1052,14 @@ export class ModelController {
       cap: this.deps.slot ? this.cap : undefined,
       ...(this.deps.slot ? { inSlot: true } : {}),
       ...(keepFailedStarts ? { keepFailedStarts } : {}),
+      ...(keepFailedStarts && set.progressDeadline !== undefined
+        ? { progressDeadline: set.progressDeadline }
+        : {}),
       settings,
     });
     // Under a person's stop a start no request waits for is not finished but stopped (below).
     for (const action of plan.actions)
-      if (parkedAs !== "stop" || action.kind !== "finish-start")
-        this.act(action, set.scalable, keepFailedStarts);
+      if (parkedAs !== "stop" || action.kind !== "finish-start") this.act(action, set.scalable, keepFor);
     if (parkedAs === "stop") this.stopUnwanted(set.scalable);
     else if (parkedAs !== undefined) this.sleepUnwanted(parkedAs);
     let next = Math.min(plan.nextAt, prewarm.nextAt, hold.nextAt);
@@ -1216,7 +1220,8 @@ export class ModelController {
     return parked !== undefined && parked !== "stop" && this.load().held === 0 ? parked : undefined;
   }
 
-  private act(action: ReplicaAction, scalable: boolean, keepFailedStarts = false): void {
+  /** `keepFor`: how long a pod whose start failed is kept (`keepFailedStarts`); undefined: not kept. */
+  private act(action: ReplicaAction, scalable: boolean, keepFor?: number): void {
     if (action.kind === "scale-up" || action.kind === "stop") {
       if (this.scaling || !scalable) return;
       if (action.kind === "scale-up") this.scaleUp(action.to);
@@ -1255,15 +1260,22 @@ export class ModelController {
         // platform says cannot come up (an image it cannot pull, an engine that keeps exiting) is
         // told at once with the platform's reason, rather than after startTimeout with none.
         this.inActivation(record, () => {
+          // A kept pod failed again sooner than startTimeout: at Knative's progress deadline.
+          const age = this.deps.clock.now() - record.since;
+          const limit =
+            keepFor !== undefined && keepFor < this.config.startTimeout && age >= keepFor
+              ? `the revision's progress deadline and ${formatDuration(progressDeadlineMargin)} (${formatDuration(keepFor)})`
+              : `startTimeout (${formatDuration(this.config.startTimeout)})`;
           this.activationFailed(
             record,
             action.reason !== undefined
               ? `start of ${this.id} failed: ${record.replica.label} cannot start: ${action.reason}`
-              : `start of ${this.id} failed: ${record.replica.label} not ready within startTimeout (${formatDuration(this.config.startTimeout)})`,
+              : `start of ${this.id} failed: ${record.replica.label} not ready within ${limit}`,
           );
           // A pod kept (keepFailedStarts: a Knative revision's before its initial scale) stays
-          // until its startTimeout: the kubelet may yet start it, and Knative judges the revision.
-          const kept = keepFailedStarts && this.deps.clock.now() - record.since < this.config.startTimeout;
+          // until its startTimeout, or sooner past Knative's progress deadline (keptFor): the
+          // kubelet may yet start it, and Knative judges the revision.
+          const kept = keepFor !== undefined && age < keepFor;
           const removes = scalable && !kept && !this.scaling;
           if (removes) void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
           // Failed for good (see ReplicaView.startFailed), unless its removal waits for the scale

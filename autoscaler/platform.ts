@@ -67,6 +67,11 @@ export interface ReplicaSetView {
    * Knative revision's pod before the revision reached its initial scale (`HorizontalInput.keepFailedStarts`).
    */
   keepFailedStarts?: boolean;
+  /**
+   * With `keepFailedStarts`: the revision's progress deadline in ms, past which (with a margin) the
+   * pod is kept no longer (`HorizontalInput.progressDeadline`).
+   */
+  progressDeadline?: number;
   /** Label selector of the replicas, for the scale subresource (empty locally). */
   selector: string;
 }

@@ -43,6 +43,7 @@ import { readyAndWarming } from "../model-status.ts";
 import type { Slot } from "../slot.ts";
 import type { News } from "../tier-events.ts";
 import { KnativePodAutoscalers } from "./knative/pod-autoscalers.ts";
+import { progressDeadlineOf } from "./knative/progress-deadline.ts";
 import { LoadOrder } from "./load-order.ts";
 import { ModelDemand, type ModelLookup } from "./model-demand.ts";
 import { modelEventsFor } from "./model-events.ts";
@@ -85,7 +86,7 @@ export interface KubeAutoscalerOptions {
 
 type Model = ModelResource & KubeObject;
 interface ScalableWorkload extends Workload {
-  spec?: Workload["spec"] & { replicas?: number; selector?: LabelSelector };
+  spec?: Workload["spec"] & { replicas?: number; selector?: LabelSelector; progressDeadlineSeconds?: number };
 }
 
 /** One Lease and what its holder drives: a single unslotted Model, or every member of a slot. */
@@ -491,15 +492,17 @@ export class KubeAutoscaler {
     const informer = ref.kind === "StatefulSet" ? this.informers.statefulsets : this.informers.deployments;
     const workload = informer.get(`${namespace}/${ref.name}`);
     if (!workload) return undefined;
+    // A Snooze-class revision's Deployment (its Model is named as the revision) before the
+    // revision reached its initial scale: a pod that cannot start is kept (docs/knative.md), until
+    // startTimeout or, sooner, past the revision's progress deadline (from this Deployment).
+    const keep = ref.kind === "Deployment" && this.knative.initializing(namespace, model.name, ref.name);
+    const deadline = keep ? progressDeadlineOf(workload) : undefined;
     return {
       replicas: workload.spec?.replicas ?? 1,
       selector: selectorString(workload.spec?.selector),
       scalable: true,
-      // A Snooze-class revision's Deployment (its Model is named as the revision) before the
-      // revision reached its initial scale: a pod that cannot start is kept (docs/knative.md).
-      ...(ref.kind === "Deployment" && this.knative.initializing(namespace, model.name, ref.name)
-        ? { keepFailedStarts: true }
-        : {}),
+      ...(keep ? { keepFailedStarts: true } : {}),
+      ...(deadline !== undefined ? { progressDeadline: deadline } : {}),
     };
   }
 

@@ -279,6 +279,24 @@ describe("KubePlatform.replicaSet: a pod that cannot come up as it is", () => {
     );
   });
 
+  test("a Knative revision's workload: its pods kept after a failed start, until startTimeout or its progress deadline", () => {
+    const view = (workload: object) => {
+      const platform = new KubePlatform({
+        client: new FakeDeployment().client(),
+        pods: { get: () => undefined, list: () => [] } as unknown as Informer<Pod>,
+        workload: () => ({ replicas: 1, selector: "app=qwen", scalable: true, ...workload }),
+      });
+      platform.setModel(model);
+      const { keepFailedStarts, progressDeadline } = platform.replicaSet(model.key)!;
+      return { keepFailedStarts, progressDeadline };
+    };
+    expect(view({ keepFailedStarts: true, progressDeadline: 5_000 })).toEqual({
+      keepFailedStarts: true,
+      progressDeadline: 5_000,
+    });
+    expect(view({})).toEqual({ keepFailedStarts: undefined, progressDeadline: undefined });
+  });
+
   test("a very long reason is cut in the middle", () => {
     const reason = failing(waiting("CreateContainerError", `${"a".repeat(3_000)}END`))!;
     expect(reason.length).toBeLessThanOrEqual(2_000);

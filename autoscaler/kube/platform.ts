@@ -39,6 +39,8 @@ export interface WorkloadView {
   scalable: boolean;
   /** A pod whose start failed stays until startTimeout (`ReplicaSetView.keepFailedStarts`). */
   keepFailedStarts?: boolean;
+  /** Knative's progress deadline of the revision, in ms (`ReplicaSetView.progressDeadline`). */
+  progressDeadline?: number;
 }
 
 /** Someone else changed what we were about to change: re-read and decide again, never overwrite. */
@@ -109,6 +111,7 @@ export class KubePlatform implements Platform {
       scalable: workload.scalable,
       selector: workload.selector,
       ...(workload.keepFailedStarts ? { keepFailedStarts: true } : {}),
+      ...(workload.progressDeadline !== undefined ? { progressDeadline: workload.progressDeadline } : {}),
     };
   }
 

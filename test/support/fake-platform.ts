@@ -209,6 +209,7 @@ interface ModelEntry {
   scale: number;
   scalable: boolean;
   keepFailedStarts?: boolean;
+  progressDeadline?: number;
   replicas: Map<string, Replica>;
 }
 
@@ -267,6 +268,7 @@ export class FakePlatform implements Platform {
       scalable: entry.scalable,
       selector: "",
       ...(entry.keepFailedStarts ? { keepFailedStarts: true } : {}),
+      ...(entry.progressDeadline !== undefined ? { progressDeadline: entry.progressDeadline } : {}),
     };
   }
 
@@ -426,9 +428,14 @@ export class FakePlatform implements Platform {
     this.changed(model);
   }
 
-  /** A replica whose start failed is kept until startTimeout (a Knative revision's before its initial scale). */
-  keepFailedStarts(model: string, keep = true): void {
-    this.entry(model).keepFailedStarts = keep;
+  /**
+   * A replica whose start failed is kept until startTimeout (a Knative revision's before its initial
+   * scale), or sooner past the revision's `progressDeadline` (ms) when one is given.
+   */
+  keepFailedStarts(model: string, keep = true, progressDeadline?: number): void {
+    const entry = this.entry(model);
+    entry.keepFailedStarts = keep;
+    entry.progressDeadline = progressDeadline;
     this.changed(model);
   }
 
