@@ -300,6 +300,15 @@ describe("parseConfig", () => {
         message: "`%YAML 1.3`: settings files are read as YAML 1.2 only; remove this line",
       },
     ]);
+    // A directive without a version is the parser's to report, once.
+    expect(problemsOf(`%YAML\n---\n${body.replace("yes", "true")}`)).toEqual([
+      {
+        key: "",
+        line: 1,
+        column: 1,
+        message: "invalid YAML: %YAML directive should contain exactly one part",
+      },
+    ]);
     // `%YAML 1.2` says what the file is read as anyway; `off` names its fix too.
     const config = parseConfig(
       `%YAML 1.2\n%TAG !e! tag:example.com,2000:\n---\n${body.replace("yes", "true")}`,

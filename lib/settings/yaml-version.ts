@@ -19,7 +19,8 @@ export function yamlVersionProblem(text: string): ConfigProblem | undefined {
       return undefined;
     }
     const version = directive[1] ?? "";
-    if (version === "1.2") return undefined;
+    // No version at all is the YAML parser's to report (the directive needs one).
+    if (version === "1.2" || version === "") return undefined;
     return {
       key: "",
       message:
