@@ -705,7 +705,25 @@ describe("a revision whose pod cannot start", () => {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(conditionOf(await revisionObject(revision), "Ready")?.status).toBe("False");
     expect(conditionOf(await client().get<KnativeObject>(paPath(revision)), "Ready")?.status).toBe("Unknown");
-  }, 120_000);
+    // 30 s past the progress deadline (startTimeout is 10 minutes) the kept pod goes, as Knative's
+    // KPA scales such a revision to zero: Knative has judged it, and its verdict stays the kubelet's.
+    await waitFor(
+      async () =>
+        (await deployment(revision)).spec.replicas === 0 && (await revisionPods(revision)).length === 0
+          ? true
+          : undefined,
+      {
+        what: `${revision}'s kept pod gone past its progress deadline`,
+        timeoutMs: 60_000,
+        intervalMs: 500,
+        detail: logs,
+      },
+    );
+    expect(conditionOf(await revisionObject(revision), "Ready")).toMatchObject({
+      status: "False",
+      reason: expect.stringMatching(/^(ImagePullBackOff|ErrImagePull)$/),
+    });
+  }, 180_000);
 
   test("a new Service's first pod names a Secret not there yet (CreateContainerConfigError): told at once, the pod kept; once the Secret is created the same pod comes up and the Service gets Ready", async () => {
     const name = "unconfigured";
