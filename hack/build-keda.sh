@@ -24,7 +24,7 @@ module="$repo_root/hack/keda"
 keda_module=github.com/kedacore/keda/v2
 
 # The version is read from the wrapper go.mod, so the pin lives in exactly one place.
-keda_version="$(awk -v m="$keda_module" '$1 == "require" && $2 == m { print $3; exit } $1 == m && $2 ~ /^v/ { print $2; exit }' "$module/go.mod")"
+keda_version="$(go_pinned_version "$module/go.mod" "$keda_module")"
 if [[ -z "$keda_version" ]]; then
   echo "build-keda: cannot read the pinned version of $keda_module from $module/go.mod" >&2
   exit 1

@@ -21,7 +21,7 @@ module="$repo_root/hack/knative"
 serving=knative.dev/serving
 
 # The version is read from the wrapper go.mod, so the pin lives in exactly one place.
-version="$(awk -v m="$serving" '($1 == "require" && $2 == m) { print $3; exit } ($1 == m && $2 ~ /^v/) { print $2; exit }' "$module/go.mod")"
+version="$(go_pinned_version "$module/go.mod" "$serving")"
 if [[ -z "$version" ]]; then
   echo "build-knative: cannot read the pinned version of $serving from $module/go.mod" >&2
   exit 1
@@ -50,7 +50,7 @@ if [[ "$mode" == "--print-stamp" ]]; then
   exit 0
 fi
 
-if [[ "${SNOOZE_KNATIVE_FORCE:-}" != "1" && -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$stamp" ]] && built; then
+if go_build_cached "$out" "$stamp" "${SNOOZE_KNATIVE_FORCE:-}" && built; then
   echo "build-knative: serving $version already built (cached, $(go env GOVERSION))" >&2
   echo "$out"
   exit 0

@@ -21,11 +21,8 @@ source "$repo_root/hack/lib/go-build.sh"
 modules="$repo_root/hack/kube-assets"
 
 # The versions are read from the wrapper go.mod files, so the pins live in exactly one place.
-pinned_version() { # <go.mod> <module path>
-  awk -v m="$2" '$1 == "require" && $2 == m { print $3; exit } $1 == m && $2 ~ /^v/ { print $2; exit }' "$1"
-}
-k8s_version="$(pinned_version "$modules/kubernetes/go.mod" k8s.io/kubernetes)"
-etcd_version="$(pinned_version "$modules/etcd/go.mod" go.etcd.io/etcd/server/v3)"
+k8s_version="$(go_pinned_version "$modules/kubernetes/go.mod" k8s.io/kubernetes)"
+etcd_version="$(go_pinned_version "$modules/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 if [[ -z "$k8s_version" || -z "$etcd_version" ]]; then
   echo "build-kube-assets: cannot read the pinned versions from $modules/*/go.mod" >&2
   exit 1

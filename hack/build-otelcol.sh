@@ -47,7 +47,7 @@ if [[ "$mode" == "--print-stamp" ]]; then
   exit 0
 fi
 
-if [[ "${SNOOZE_OTELCOL_FORCE:-}" != "1" && -x "$binary" && -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$stamp" ]]; then
+if go_build_cached "$out" "$stamp" "${SNOOZE_OTELCOL_FORCE:-}" && [[ -x "$binary" ]]; then
   echo "build-otelcol: collector $version already built (cached, $go_version)" >&2
   echo "$binary"
   exit 0

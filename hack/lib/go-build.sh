@@ -2,6 +2,10 @@
 # outside the repository. Source it; it defines functions only. Each script keeps its own pins,
 # cache folder and smoke test, and calls:
 #
+#   go_pinned_version <go.mod> <module>
+#                                    the version the wrapper module requires, so a pin lives in one place
+#   go_build_cached <out> <stamp> <force>
+#                                    whether <out> holds the build of <stamp> (and <force> is not 1)
 #   go_build_env                     never fetch another toolchain; static, reproducible builds
 #   go_build_stamp <file>... -- <words>
 #                                    the cache key: the files' bytes, Go, the target and the words
@@ -12,6 +16,14 @@
 #                                    run a step at the lowest CPU priority, timed, output on stderr
 #   go_build_swap_in <work> <out>    replace <out> by the finished <work> folder in one rename, so a
 #                                    reader never sees a half-built folder
+
+go_pinned_version() {
+  awk -v m="$2" '($1 == "require" && $2 == m) { print $3; exit } ($1 == m && $2 ~ /^v/) { print $2; exit }' "$1"
+}
+
+go_build_cached() {
+  [[ "$3" != "1" && -f "$1/.stamp" && "$(cat "$1/.stamp")" == "$2" ]]
+}
 
 go_build_env() {
   export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"

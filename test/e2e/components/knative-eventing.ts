@@ -11,11 +11,13 @@ import { type ManagedProcess, startProcess } from "../harness/process.ts";
 import type { SuiteCluster } from "../harness/suite.ts";
 import {
   applyWebhookConfigurations,
+  asRunHere,
+  coreKinds,
   installManifests,
+  knativeEnv,
   removeWebhookConfigurations,
   startKnativeWebhook,
   waitForLeaderLease,
-  webhookKinds,
 } from "./knative-system.ts";
 
 /**
@@ -72,20 +74,7 @@ export interface KnativeEventing {
   stop(): Promise<void>;
 }
 
-const installedKinds = new Set([
-  "Namespace",
-  "CustomResourceDefinition",
-  "ServiceAccount",
-  "ClusterRole",
-  "ClusterRoleBinding",
-  "Role",
-  "RoleBinding",
-  "ConfigMap",
-  "Secret",
-  "Service",
-  "Deployment",
-  ...webhookKinds,
-]);
+const installedKinds = new Set([...coreKinds, "Deployment"]);
 
 /** Installs Eventing's manifests, starts its webhook and controller, and waits until they work. */
 export async function startKnativeEventing(
@@ -107,15 +96,7 @@ export async function startKnativeEventing(
       join(dir, `${serviceAccount}.kubeconfig`),
       await mintServiceAccountKubeconfig(cluster.admin, eventingNamespace, serviceAccount, 4 * 3_600),
     );
-  const env = (component: string, extra: Record<string, string> = {}) => ({
-    ...process.env,
-    POD_NAME: `${component}-e2e`,
-    SYSTEM_NAMESPACE: eventingNamespace,
-    CONFIG_LOGGING_NAME: "config-logging",
-    CONFIG_OBSERVABILITY_NAME: "config-observability",
-    METRICS_DOMAIN: "knative.dev/eventing",
-    ...extra,
-  });
+  const env = knativeEnv(eventingNamespace, "knative.dev/eventing");
 
   const started: ManagedProcess[] = [];
   let netns: LoopbackNetns | undefined;
@@ -196,46 +177,32 @@ function kept(m: Manifest): boolean {
   return true;
 }
 
-/**
- * config/core's object as this harness runs it: config maps with the test's values on top; the
- * webhook's Service without a selector (its EndpointSlice points at the process); the adapter's pod
- * template with the stand-in kubelet's label and scheduler, so it runs there.
- */
+/** config/core's object as this harness runs it (asRunHere), and the adapter's pod template with
+ * the stand-in kubelet's label and scheduler, so it runs there. */
 function adjust(
   m: Manifest,
   cluster: SuiteCluster,
   config: Record<string, Record<string, string>>,
 ): Manifest {
-  const name = m.object.metadata?.name ?? "";
+  if (m.object.kind !== "Deployment") return asRunHere(m, config);
   const object = m.object as KubernetesObject & Record<string, any>;
-  if (m.object.kind === "ConfigMap" && config[name]) {
-    return { ...m, object: { ...object, data: { ...object.data, ...config[name] } } as KubernetesObject };
-  }
-  if (m.object.kind === "Service") {
-    const spec = { ...object.spec };
-    delete spec.selector;
-    return { ...m, object: { ...object, spec } as KubernetesObject };
-  }
-  if (m.object.kind === "Deployment") {
-    const { kubelet } = cluster.info;
-    const template = object.spec.template;
-    return {
-      ...m,
-      object: {
-        ...object,
-        spec: {
-          ...object.spec,
-          template: {
-            ...template,
-            metadata: {
-              ...template.metadata,
-              labels: { ...template.metadata?.labels, [kubelet.selector.key]: kubelet.selector.value },
-            },
-            spec: { ...template.spec, schedulerName: kubelet.schedulerName },
+  const { kubelet } = cluster.info;
+  const template = object.spec.template;
+  return {
+    ...m,
+    object: {
+      ...object,
+      spec: {
+        ...object.spec,
+        template: {
+          ...template,
+          metadata: {
+            ...template.metadata,
+            labels: { ...template.metadata?.labels, [kubelet.selector.key]: kubelet.selector.value },
           },
+          spec: { ...template.spec, schedulerName: kubelet.schedulerName },
         },
-      } as KubernetesObject,
-    };
-  }
-  return m;
+      },
+    } as KubernetesObject,
+  };
 }

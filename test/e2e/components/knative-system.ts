@@ -1,3 +1,4 @@
+import type { KubernetesObject } from "@kubernetes/client-node";
 import { freePort } from "../../../lib/free-port.ts";
 import type { KubeClient } from "../../../lib/kube/client.ts";
 import { pointServiceAtHost } from "../harness/host-address.ts";
@@ -13,6 +14,55 @@ import { waitFor } from "../harness/wait.ts";
  * its manifests and processes it runs; the way of running them is here, once.
  */
 export const webhookKinds = new Set(["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]);
+
+/** The kinds of config/core both install (not its Deployments, HPAs and PDBs: the harness runs the processes). */
+export const coreKinds = [
+  "Namespace",
+  "CustomResourceDefinition",
+  "ServiceAccount",
+  "ClusterRole",
+  "ClusterRoleBinding",
+  "Role",
+  "RoleBinding",
+  "ConfigMap",
+  "Secret",
+  "Service",
+  ...webhookKinds,
+];
+
+/**
+ * The env Knative's Deployments give a component of `namespace` (its pod name and namespace from
+ * the downward API, its config map names), with `extra` on top.
+ */
+export const knativeEnv =
+  (namespace: string, metricsDomain: string) =>
+  (component: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({
+    ...process.env,
+    POD_NAME: `${component}-e2e`,
+    SYSTEM_NAMESPACE: namespace,
+    CONFIG_LOGGING_NAME: "config-logging",
+    CONFIG_OBSERVABILITY_NAME: "config-observability",
+    METRICS_DOMAIN: metricsDomain,
+    ...extra,
+  });
+
+/**
+ * config/core's object as the harness runs it: a config map with `config`'s values on top of its
+ * own; a Service without its selector (no pod backs it: an EndpointSlice points at the process).
+ */
+export function asRunHere(m: Manifest, config: Record<string, Record<string, string>>): Manifest {
+  const name = m.object.metadata?.name ?? "";
+  if (m.object.kind === "ConfigMap" && config[name]) {
+    const object = m.object as KubernetesObject & { data?: Record<string, string> };
+    return { ...m, object: { ...object, data: { ...object.data, ...config[name] } } as KubernetesObject };
+  }
+  if (m.object.kind === "Service") {
+    const spec = { ...(m.object as { spec: Record<string, unknown> }).spec };
+    delete spec.selector;
+    return { ...m, object: { ...m.object, spec } as KubernetesObject };
+  }
+  return m;
+}
 
 /**
  * Applies `manifests` (webhook configurations left out: see {@link applyWebhookConfigurations}):

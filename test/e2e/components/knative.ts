@@ -1,16 +1,26 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { KubernetesObject } from "@kubernetes/client-node";
 import { freePort } from "../../../lib/free-port.ts";
 import { KubeClient } from "../../../lib/kube/client.ts";
 import { type BuiltComponent, findBuilt, notBuilt } from "../harness/assets.ts";
-import { pointServiceAtHost, routableAddress } from "../harness/host-address.ts";
+import { routableAddress } from "../harness/host-address.ts";
 import { mintServiceAccountKubeconfig, writeKubeconfig } from "../harness/kubeconfig.ts";
 import { type LoopbackNetns, loopbackNetns } from "../harness/loopback-netns.ts";
-import { applyManifests, type Manifest, manifestsUnder, waitForCrds } from "../harness/manifests.ts";
+import { manifestsUnder } from "../harness/manifests.ts";
 import { type ManagedProcess, startProcess } from "../harness/process.ts";
 import type { SuiteCluster } from "../harness/suite.ts";
 import { waitFor } from "../harness/wait.ts";
+import {
+  applyWebhookConfigurations,
+  asRunHere,
+  coreKinds,
+  installManifests,
+  knativeEnv,
+  removeWebhookConfigurations,
+  startKnativeWebhook,
+  waitForAggregatedRole,
+  waitForLeaderLease,
+} from "./knative-system.ts";
 
 /**
  * Knative Serving in the e2e cluster: its controller, webhook and autoscaler (the KPA), built by
@@ -96,20 +106,7 @@ export interface Knative {
   stop(): Promise<void>;
 }
 
-const installedKinds = new Set([
-  "Namespace",
-  "CustomResourceDefinition",
-  "ServiceAccount",
-  "ClusterRole",
-  "ClusterRoleBinding",
-  "Role",
-  "RoleBinding",
-  "ConfigMap",
-  "Secret",
-  "Service",
-  "Image",
-]);
-const webhookKinds = new Set(["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]);
+const installedKinds = new Set([...coreKinds, "Image"]);
 // The webhook's Service (reached through the EndpointSlice below), and the activator's, which no
 // process backs here (its Endpoints, below, are empty): the serverless services' proxy mode points at them.
 const installedServices = new Set([webhookService, "activator-service"]);
@@ -141,62 +138,22 @@ export async function startKnative(
   const hostIP = routableAddress();
   const overrides = configOverrides(options);
 
-  const all = await manifestsUnder(join(folder, "config/core"));
-  const webhookConfigurations = all.filter((m) => webhookKinds.has(m.object.kind ?? ""));
-  const picked = all
+  const picked = (await manifestsUnder(join(folder, "config/core")))
     .filter((m) => installedKinds.has(m.object.kind ?? ""))
     .filter((m) => m.object.kind !== "Service" || installedServices.has(m.object.metadata?.name ?? ""))
-    .map((m) => adjust(m, overrides));
-  // CRDs first: the Image of config/core is a custom resource.
-  const crds = picked.filter((m) => m.object.kind === "CustomResourceDefinition");
-  const crdFailures = await applyManifests(cluster.admin, crds, { dryRun: false });
-  if (crdFailures.length > 0) throw new Error(`installing Knative's CRDs failed:\n${crdFailures.join("\n")}`);
-  await waitForCrds(
-    cluster.admin,
-    crds.map((m) => m.object.metadata?.name ?? ""),
-  );
+    .map((m) => asRunHere(m, overrides));
   // Config maps before the webhook configurations: until the webhook serves, its config
   // validation (failurePolicy Fail) would refuse them.
-  const failures = await applyManifests(
-    cluster.admin,
-    picked.filter((m) => m.object.kind !== "CustomResourceDefinition"),
-    { dryRun: false },
-  );
-  if (failures.length > 0) throw new Error(`installing Knative Serving failed:\n${failures.join("\n")}`);
-
+  await installManifests(cluster, "Knative Serving", picked);
   // The controller ServiceAccount's ClusterRole aggregates the others (kube-controller-manager fills it).
-  await waitFor(
-    async () => {
-      const role = await admin.get<{ rules?: unknown[] }>(
-        "/apis/rbac.authorization.k8s.io/v1/clusterroles/knative-serving-admin",
-      );
-      return (role.rules ?? []).length > 0 ? true : undefined;
-    },
-    { what: "the aggregated ClusterRole knative-serving-admin to get its rules", timeoutMs: 30_000 },
-  );
+  await waitForAggregatedRole(admin, "knative-serving-admin");
   const kubeconfig = await writeKubeconfig(
     join(dir, "controller.kubeconfig"),
     await mintServiceAccountKubeconfig(cluster.admin, knativeNamespace, serviceAccount, 4 * 3_600),
   );
-  const env = (component: string, extra: Record<string, string> = {}) => ({
-    ...process.env,
-    POD_NAME: `${component}-e2e`,
-    SYSTEM_NAMESPACE: knativeNamespace,
-    CONFIG_LOGGING_NAME: "config-logging",
-    CONFIG_OBSERVABILITY_NAME: "config-observability",
-    METRICS_DOMAIN: "knative.dev/internal/serving",
-    ...extra,
-  });
+  const env = knativeEnv(knativeNamespace, "knative.dev/internal/serving");
   const args = [`--kubeconfig=${kubeconfig}`];
 
-  // The webhook, its Service's endpoint, then the webhook configurations it reconciles.
-  const webhookPort = await freePort(hostIP);
-  await pointServiceAtHost(
-    admin,
-    { namespace: knativeNamespace, service: webhookService, portName: "https-webhook" },
-    hostIP,
-    webhookPort,
-  );
   // Knative's activator Service has no selector here and no process behind it; its SKS reconciler
   // reads the Endpoints `activator-service` before anything else of a revision and errors on every
   // sync without them. A cluster whose activator has no ready pod has them empty: so do these.
@@ -208,54 +165,34 @@ export async function startKnative(
     metadata: { name: "activator-service", namespace: knativeNamespace },
     subsets: [],
   });
-  const webhookFailures = await applyManifests(cluster.admin, webhookConfigurations, { dryRun: false });
-  if (webhookFailures.length > 0)
-    throw new Error(`installing Knative's webhook configurations failed:\n${webhookFailures.join("\n")}`);
-
   const started: { stop(graceMs?: number): Promise<void> }[] = [];
   let netns: LoopbackNetns | undefined;
   const stopAll = async () => {
-    // First, so no later file's Knative object or config map waits on a webhook that is gone
-    // (failurePolicy Fail); the next start applies them again.
-    for (const m of webhookConfigurations) {
-      const plural = m.object.kind === "MutatingWebhookConfiguration" ? "mutating" : "validating";
-      await admin
-        .delete(
-          `/apis/admissionregistration.k8s.io/v1/${plural}webhookconfigurations/${m.object.metadata?.name}`,
-        )
-        .catch(() => {});
-    }
+    await removeWebhookConfigurations(admin, picked);
     for (const p of started.reverse()) await p.stop(5_000);
     await netns?.close();
     await admin.close();
   };
   try {
-    const webhook = startProcess("knative-webhook", join(folder, "webhook"), args, {
+    // The webhook, then the webhook configurations it reconciles.
+    const webhook = await startKnativeWebhook(admin, {
+      name: "knative-webhook",
+      binary: join(folder, "webhook"),
+      args,
       logPath: join(dir, "webhook.log"),
-      env: env("webhook", {
-        WEBHOOK_NAME: "webhook",
-        WEBHOOK_PORT: String(webhookPort),
-        PROFILING_PORT: String(await freePort()),
-      }),
-    });
-    started.push(webhook);
-    // Served through the apiserver: a dry-run create passes Knative's defaulting and validation.
-    await waitFor(
-      async () => {
-        await admin.create(
+      env: env("webhook", { WEBHOOK_NAME: "webhook" }),
+      namespace: knativeNamespace,
+      service: webhookService,
+      hostIP,
+      // Served through the apiserver: a dry-run create passes Knative's defaulting and validation.
+      admits: () =>
+        admin.create(
           `/apis/serving.knative.dev/v1/namespaces/${knativeNamespace}/services?dryRun=All`,
           knativeService("webhook-probe", { image: "dev.local/probe", args: [] }),
-        );
-        return true;
-      },
-      {
-        what: "Knative's webhook to admit a Service (through the apiserver)",
-        timeoutMs: 60_000,
-        intervalMs: 250,
-        abort: webhook.exited,
-        detail: () => webhook.tail(),
-      },
-    );
+        ),
+    });
+    started.push(webhook);
+    await applyWebhookConfigurations(cluster, "Knative Serving", picked);
 
     const startedAt = Date.now();
     netns = await loopbackNetns(dir, "knative-controller", cluster.info.server);
@@ -273,33 +210,8 @@ export async function startKnative(
     started.push(autoscaler);
     // Each works once it leads its reconcilers: a Lease of its own taken after it started (Knative's
     // leader election; the autoscaler's one bucket lease covers all of its reconcilers).
-    for (const [process, prefix] of [
-      [controller, "controller."],
-      [autoscaler, "autoscaler-bucket-"],
-    ] as const) {
-      await waitFor(
-        async () => {
-          const leases = await admin.list<{ metadata: { name: string }; spec?: { acquireTime?: string } }>(
-            `/apis/coordination.k8s.io/v1/namespaces/${knativeNamespace}/leases`,
-          );
-          return leases.items.some(
-            (l) =>
-              l.metadata.name.startsWith(prefix) &&
-              l.spec?.acquireTime !== undefined &&
-              Date.parse(l.spec.acquireTime) >= startedAt - 1_000,
-          )
-            ? true
-            : undefined;
-        },
-        {
-          what: `Knative's ${process.name} to take its leader Lease (${prefix}*)`,
-          timeoutMs: 60_000,
-          intervalMs: 250,
-          abort: process.exited,
-          detail: () => process.tail(),
-        },
-      );
-    }
+    await waitForLeaderLease(admin, knativeNamespace, "controller.", controller, startedAt);
+    await waitForLeaderLease(admin, knativeNamespace, "autoscaler-bucket-", autoscaler, startedAt);
     const logs = (lines = 30) =>
       [webhook, controller, autoscaler].map((p) => `${p.name}:\n${p.tail(lines)}`).join("\n");
     return {
@@ -319,22 +231,6 @@ export async function startKnative(
     await stopAll();
     throw error;
   }
-}
-
-/** config/core's object with this harness's config on top (config maps only). */
-function adjust(m: Manifest, overrides: Record<string, Record<string, string>>): Manifest {
-  const name = m.object.metadata?.name ?? "";
-  if (m.object.kind === "ConfigMap" && overrides[name]) {
-    const object = m.object as KubernetesObject & { data?: Record<string, string> };
-    return { ...m, object: { ...object, data: { ...object.data, ...overrides[name] } } as KubernetesObject };
-  }
-  if (m.object.kind === "Service") {
-    // No selector: no pod backs it; the webhook's EndpointSlice points at the process.
-    const spec = { ...(m.object as { spec: Record<string, unknown> }).spec };
-    delete spec.selector;
-    return { ...m, object: { ...m.object, spec } as KubernetesObject };
-  }
-  return m;
 }
 
 export interface KnativeServiceOptions {
