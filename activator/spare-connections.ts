@@ -1,7 +1,6 @@
 import type { Socket } from "node:net";
 import type { buildConnector as BuildConnector } from "undici";
-import { dropUnaskedContinue } from "../lib/http/unasked-continue.ts";
-import { undici } from "../lib/undici.ts";
+import { engineConnector } from "../lib/http/unasked-continue.ts";
 
 type Connector = BuildConnector.connector;
 
@@ -39,15 +38,11 @@ export class SpareConnections {
   private closed = false;
 
   constructor(origin: URL, options: { connectTimeout?: number; maxAgeMs?: number; now?: () => number } = {}) {
-    const dial = undici().buildConnector(
-      options.connectTimeout !== undefined ? { timeout: options.connectTimeout } : {},
-    );
     // Every connection to the engine, spare or not: a `100 Continue` it sends unasked is dropped
     // before undici reads it (it would take it for a broken server and cut the request).
-    this.dial = (connectOptions, callback) =>
-      dial(connectOptions, (...args) =>
-        args[0] ? callback(...args) : callback(null, dropUnaskedContinue(args[1] as Socket)),
-      );
+    this.dial = engineConnector(
+      options.connectTimeout !== undefined ? { timeout: options.connectTimeout } : {},
+    );
     this.target = {
       hostname: origin.hostname,
       host: origin.host,

@@ -38,6 +38,18 @@ const json = (res: ServerResponse, status: number, body: unknown) => {
   res.end(JSON.stringify(body));
 };
 
+test("an engine that sends 100 Continue unasked before each answer: health checks, wake and is_sleeping still work (undici alone fails them)", async () => {
+  const { client, calls } = await engine((req, res) => {
+    res.writeContinue();
+    if (req.url === "/is_sleeping") json(res, 200, { is_sleeping: false });
+    else res.end();
+  });
+  expect(await client.healthy()).toBe(true);
+  await client.wake(1, 5_000);
+  expect(await client.healthy()).toBe(true);
+  expect(calls).toEqual(["GET /health", "POST /wake_up", "GET /is_sleeping", "GET /health"]);
+});
+
 test("a level-2 wake wakes the weights, reloads them, wakes the KV cache, then checks is_sleeping", async () => {
   const { client, calls } = await engine((req, res) =>
     req.url === "/is_sleeping" ? json(res, 200, { is_sleeping: false }) : res.end(),

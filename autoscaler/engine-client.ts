@@ -1,4 +1,5 @@
 import { context, propagation } from "@opentelemetry/api";
+import { engineConnector } from "../lib/http/unasked-continue.ts";
 import { type Agent, undici } from "../lib/undici.ts";
 
 /**
@@ -37,7 +38,9 @@ export interface EngineLoad {
  * warm-up), and reports a refused connection as "fetch failed" rather than what failed.
  */
 let agent: Agent | undefined;
-const engines = () => (agent ??= new (undici().Agent)());
+// With the activator's connector: an engine's unasked `100 Continue` before its answer (undici takes
+// it for a broken server) is dropped, so a health check or a wake is not failed for it.
+const engines = () => (agent ??= new (undici().Agent)({ connect: engineConnector() }));
 
 const isOk = (status: number) => status >= 200 && status < 300;
 

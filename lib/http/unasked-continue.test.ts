@@ -2,7 +2,7 @@ import { once } from "node:events";
 import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
 import { afterEach, expect, test } from "vitest";
 import { type Pool, undici } from "../undici.ts";
-import { dropUnaskedContinue } from "./unasked-continue.ts";
+import { engineConnector } from "./unasked-continue.ts";
 
 /**
  * A raw engine that answers the n-th request on a connection with `answers(n)`, written in the
@@ -40,16 +40,10 @@ async function rawEngine(
 }
 
 function pool(origin: string, drop = true): Pool {
-  const dial = undici().buildConnector({});
   const made = new (undici().Pool)(origin, {
     connections: 1,
     pipelining: 1,
-    connect: drop
-      ? (options, callback) =>
-          dial(options, (...args) =>
-            args[0] ? callback(...args) : callback(null, dropUnaskedContinue(args[1] as Socket)),
-          )
-      : dial,
+    connect: drop ? engineConnector() : undici().buildConnector({}),
   });
   pools.push(made);
   return made;

@@ -1,4 +1,19 @@
 import type { Socket } from "node:net";
+import type { buildConnector } from "undici";
+import { undici } from "../undici.ts";
+
+/**
+ * undici's connector for `options`, every socket it makes passed through {@link dropUnaskedContinue}:
+ * the connector of every dispatcher that talks to engines (the activator's pools, the autoscaler's
+ * engine calls), so an engine's unasked 100 is read the same way everywhere.
+ */
+export function engineConnector(options: buildConnector.BuildOptions = {}): buildConnector.connector {
+  const dial = undici().buildConnector(options);
+  return (connectOptions, callback) =>
+    dial(connectOptions, (...args) =>
+      args[0] ? callback(...args) : callback(null, dropUnaskedContinue(args[1] as Socket)),
+    );
+}
 
 /**
  * undici (8.13, both its llhttp and its Milo parser) never sends `Expect: 100-continue` over
