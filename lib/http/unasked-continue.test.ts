@@ -1,8 +1,8 @@
 import { once } from "node:events";
-import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
+import { type AddressInfo, connect, createServer, type Server, type Socket } from "node:net";
 import { afterEach, expect, test } from "vitest";
 import { type Pool, undici } from "../undici.ts";
-import { engineConnector } from "./unasked-continue.ts";
+import { dropUnaskedContinue, engineConnector } from "./unasked-continue.ts";
 
 /**
  * A raw engine that answers the n-th request on a connection with `answers(n)`, written in the
@@ -103,14 +103,37 @@ test("a final status line is passed on as it comes, in pieces too", async () => 
   const engine = await rawEngine(
     (n) =>
       [
-        ["HTTP/1.1 2", `04 No Content\r\n\r\n`],
         ["HTTP/1.1 1", "00 Continue\r\n\r\n", ok("a")],
+        ["HTTP/1.1 2", `04 No Content\r\n\r\n`],
         ["HTTP/1.1 404 Not Found\r\ncontent-length: 1\r\n\r\nx"],
       ][n]!,
   );
   const made = pool(engine.origin);
-  expect((await get(made)).status).toBe(204);
   expect(await get(made)).toMatchObject({ status: 200, body: "a" });
+  expect((await get(made)).status).toBe(204);
   expect(await get(made)).toMatchObject({ status: 404, body: "x" });
   expect(engine.connections()).toBe(1);
+});
+
+test("between an answer's status line and the next request undici reads the socket's own read: a streamed body is not filtered", async () => {
+  const engine = await rawEngine((n) => [n === 0 ? ok("a") : `HTTP/1.1 100 Continue\r\n\r\n${ok("b")}`]);
+  const socket = connect({ host: "127.0.0.1", port: Number(new URL(engine.origin).port) });
+  await once(socket, "connect");
+  const own = socket.read;
+  dropUnaskedContinue(socket);
+  const answer = async () => {
+    socket.write("GET / HTTP/1.1\r\nhost: engine\r\n\r\n");
+    expect(socket.read).not.toBe(own);
+    let text = "";
+    while (!/[ab]$/.test(text)) {
+      await once(socket, "readable");
+      for (let chunk = socket.read(); chunk !== null; chunk = socket.read()) text += chunk;
+    }
+    expect(socket.read).toBe(own);
+    return text;
+  };
+  expect(await answer()).toBe(ok("a"));
+  // The next request: its answer's 100 is dropped again.
+  expect(await answer()).toBe(ok("b"));
+  socket.destroy();
 });

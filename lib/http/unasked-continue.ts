@@ -25,20 +25,27 @@ export function engineConnector(options: buildConnector.BuildOptions = {}): buil
  * then saw the engine fail before answering, sent the request again, and answered 502 (found by an
  * outside tester). Other 1xx answers (103 Early Hints) undici passes on as interim answers already.
  *
- * This takes such 100s out of what undici reads from a connection to an engine: at the start of each
- * answer (before the connection's first answer, and after each request written), the heads of 1xx
- * answers are read whole; a 100's is dropped, any other passed on; what comes after the first final
- * status line is passed on untouched until the next request is written (undici writes one request
- * at a time on a connection: `pipelining: 1`). A head that never ends (over `maxInterimHead`) is
- * passed on as it is, for undici to refuse.
+ * This takes such 100s out of what undici reads from a connection to an engine: at the start of an
+ * answer, the heads of 1xx answers are read whole; a 100's is dropped, any other passed on; what
+ * comes after the first final status line is passed on untouched (undici writes one request at a
+ * time on a connection: `pipelining: 1`). A head that never ends (over `maxInterimHead`) is passed
+ * on as it is, for undici to refuse.
+ *
+ * Between an answer's status line and the next request, undici reads the socket's own `read`, not
+ * the filter, so a streamed answer's chunks cost nothing more. (A side-by-side benchmark first
+ * seemed to say filtering cost 4-15% more CPU per chunk at 250 streams; the same benchmark with the
+ * same code on both sides said 1.10x too: its noise, docs/benchmarks.md.)
  */
 export function dropUnaskedContinue(socket: Socket): Socket {
   const read = socket.read;
-  const write = socket.write;
   /** The next bytes begin an answer (its status line), not yet known to be a final one. */
   let atStart = true;
   /** Bytes at an answer's start, held until what they are is known. */
   let held: Buffer | undefined;
+  const finalSeen = () => {
+    atStart = false;
+    socket.read = read;
+  };
   const take = (chunk: Buffer): Buffer | undefined => {
     if (!atStart) return chunk;
     let bytes = held ? Buffer.concat([held, chunk]) : chunk;
@@ -56,7 +63,7 @@ export function dropUnaskedContinue(socket: Socket): Socket {
           held = bytes;
           break;
         }
-        atStart = false;
+        finalSeen();
         out.push(bytes);
         break;
       }
@@ -68,7 +75,7 @@ export function dropUnaskedContinue(socket: Socket): Socket {
     return out.length === 0 ? undefined : out.length === 1 ? out[0] : Buffer.concat(out);
   };
   // undici reads with `read()` (paused mode); `read(0)` and sized reads are the stream's own.
-  socket.read = function (this: Socket, size?: number) {
+  const filtering = function (this: Socket, size?: number) {
     if (size !== undefined) return read.call(this, size);
     for (;;) {
       const chunk = read.call(this) as Buffer | null;
@@ -77,9 +84,14 @@ export function dropUnaskedContinue(socket: Socket): Socket {
       if (passed) return passed;
     }
   };
+  const write = socket.write;
+  socket.read = filtering;
   socket.write = function (this: Socket, ...args: Parameters<Socket["write"]>) {
     // A request: what the engine sends next is its answer's start.
-    atStart = true;
+    if (!atStart) {
+      atStart = true;
+      socket.read = filtering;
+    }
     return write.apply(this, args);
   } as Socket["write"];
   return socket;
