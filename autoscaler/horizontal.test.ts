@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, test } from "vitest";
 import { isAsleep, type Tier } from "../lib/replica-event.ts";
 import {
+  burstInFlight,
   decideReplicas,
   type HorizontalInput,
   keptFor,
@@ -40,6 +41,7 @@ const input = (replicas: ReplicaView[], extra: Partial<HorizontalInput> = {}): H
   concurrency: 0,
   inFlight: 0,
   held: 0,
+  burst: 0,
   lastActive: now - 1_000,
   now,
   backoffUntil: 0,
@@ -169,7 +171,7 @@ describe("decideReplicas", () => {
     expect(kinds(plan)).toEqual(["drain-and-sleep a"]);
   });
 
-  test("a count lowered below what held requests fill (KEDA's 1 after zero) keeps those replicas until none is held", () => {
+  test("a count lowered below what held requests fill (KEDA's 1 after zero) keeps those replicas until the burst is done", () => {
     // Found by an outside tester with real KEDA: three replicas woken for six held requests at
     // concurrency 1, then KEDA's activation writes 1.
     const three = ["a", "b", "c"].map((p, i) => replica(p, "ready", { since: now - 2_000 + i }));
@@ -189,9 +191,21 @@ describe("decideReplicas", () => {
     expect(
       decideReplicas(input(starting, { desired: 1, concurrency: 1, held: 6, lastActive: now })).target,
     ).toBe(3);
-    // Nothing held any more: the count is obeyed, the in-flight requests finish on the draining ones.
+    // Nothing held any more: the replicas the burst's requests still run on stay, each released as
+    // they finish (the queue can empty before KEDA's HPA writes its first count: seen in e2e).
+    const running = decideReplicas(
+      input(three, { desired: 1, concurrency: 1, held: 0, inFlight: 3, burst: 3, lastActive: now }),
+    );
+    expect(running.target).toBe(3);
+    expect(running.actions).toEqual([]);
+    const finishing = decideReplicas(
+      input(three, { desired: 1, concurrency: 1, held: 0, inFlight: 2, burst: 2, lastActive: now }),
+    );
+    expect(kinds(finishing)).toEqual(["drain-and-sleep a"]);
+    // Requests that came after the queue emptied keep nothing: the count is obeyed, and they finish
+    // on the draining replicas.
     const obeyed = decideReplicas(
-      input(three, { desired: 1, concurrency: 1, held: 0, inFlight: 3, lastActive: now }),
+      input(three, { desired: 1, concurrency: 1, held: 0, inFlight: 3, burst: 0, lastActive: now }),
     );
     expect(obeyed.target).toBe(1);
     expect(kinds(obeyed)).toEqual(["drain-and-sleep a", "drain-and-sleep b"]);
@@ -210,6 +224,24 @@ describe("decideReplicas", () => {
     expect(
       decideReplicas(input(three, { desired: 1, concurrency: 1, held: 3, inFlight: 3, cap: 1 })).target,
     ).toBe(1);
+  });
+
+  test("burstInFlight: all of a burst while any is held, then only its requests, as they finish", () => {
+    let burst = 0;
+    const pass = (held: number, inFlight: number) => {
+      burst = burstInFlight(burst, { held, inFlight });
+      return burst;
+    };
+    expect(pass(0, 4)).toBe(0);
+    expect(pass(6, 0)).toBe(6);
+    expect(pass(3, 3)).toBe(6);
+    // The queue empties: everything released is in flight.
+    expect(pass(0, 6)).toBe(6);
+    expect(pass(0, 4)).toBe(4);
+    // A new request after the queue emptied does not count.
+    expect(pass(0, 5)).toBe(4);
+    expect(pass(0, 0)).toBe(0);
+    expect(pass(0, 2)).toBe(0);
   });
 
   test("the Model's minReplicas holds under an external count of 0", () => {

@@ -63,6 +63,11 @@ export interface HorizontalInput {
   concurrency: number;
   inFlight: number;
   held: number;
+  /**
+   * The burst the held queue last released, still running (`burstInFlight`): once nothing is held,
+   * a lowered count waits for these requests, not for ones that came after the queue emptied.
+   */
+  burst: number;
   lastActive: number;
   now: number;
   /** No activation before this moment (back-off after failures). */
@@ -134,6 +139,15 @@ export interface HorizontalPlan {
   awake: number;
   /** Look again at this moment even if nothing changes (Infinity: only on the next event). */
   nextAt: number;
+}
+
+/**
+ * The requests of the last burst still running, after a pass that saw `load`: while requests are
+ * held, all of them (held and in flight); once the queue is empty, the fewest in flight seen since,
+ * so requests that came after it do not count. Zero once the burst is done.
+ */
+export function burstInFlight(previous: number, load: { held: number; inFlight: number }): number {
+  return load.held > 0 ? load.held + load.inFlight : Math.min(previous, load.inFlight);
 }
 
 export function decideReplicas(input: HorizontalInput): HorizontalPlan {
@@ -215,10 +229,10 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
   // only when the count is below one: a held request wakes one, and the replica that served it
   // stays awake until the model was idle `sleepAfter`, as without a count. So KEDA's 0 ("all
   // asleep") never makes a woken replica sleep between two requests a second apart. A count of 1
-  // or more asks for nothing beyond itself, and is obeyed as it is once no request is held: an
-  // HPA's scale-down drains the surplus even with requests in flight (they finish on the draining
-  // replicas). While requests are held, it does not take away the awake and warming replicas they
-  // fill (below). minReplicas and maxReplicas, the Model's own bounds, hold either way; a slot's
+  // or more asks for nothing beyond itself, and is obeyed as it is once no request of a burst is
+  // held or running: an HPA's scale-down drains the surplus even with requests in flight (they
+  // finish on the draining replicas). While a burst's requests are held or running, it does not
+  // take away the awake and warming replicas they fill (below). minReplicas and maxReplicas, the Model's own bounds, hold either way; a slot's
   // cap above all. minPods is not an awake count: it only keeps pods from being stopped (below).
   let target: number;
   if (input.cap === 0) target = 0;
@@ -240,19 +254,20 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
     // or more is an HPA's or a person's: demand asks for nothing beyond it (only keeps, below).
     if (!input.parked && (input.desired === undefined || input.desired === 0) && input.concurrency > 0)
       target = Math.max(target, Math.ceil((input.held + input.inFlight) / input.concurrency));
-    // A count lowered below the capacity requests wait for does not give it up while they wait:
-    // with a request held, the awake and warming replicas (never more) that the held and in-flight
-    // requests fill stay, as the demand metric's floor keeps them in what it tells HPA and KEDA.
-    // KEDA's activation writes 1 from zero whatever the load (its HPA scales on from there), so
-    // without this the replicas Snooze had woken or started for a burst drained at once and came
-    // back at the HPA's next sync (found by an outside tester with real KEDA). status.replicas
-    // keeps counting them, so the HPA converges on them; once nothing is held the count is obeyed
-    // again, so this never keeps a replica longer than the queue it serves, nor starts or wakes one.
-    if (!input.parked && input.held > 0 && input.concurrency > 0)
-      target = Math.max(
-        target,
-        Math.min(awake, Math.ceil((input.held + input.inFlight) / input.concurrency)),
-      );
+    // A count lowered below the capacity requests wait for does not give it up while they wait or
+    // run: with a request held, the awake and warming replicas (never more) that the held and
+    // in-flight requests fill stay, as the demand metric's floor keeps them in what it tells HPA and
+    // KEDA; once the queue is empty, those that the burst it released still fills stay, each
+    // released as its requests finish. KEDA's activation writes 1 from zero whatever the load (its
+    // HPA scales on from there), so without this the replicas Snooze had woken or started for a
+    // burst drained at once and came back at the HPA's next sync (found by an outside tester with
+    // real KEDA; the queue emptying before the HPA's first count did the same, seen in e2e).
+    // status.replicas keeps counting them, so the HPA converges on them; requests that came after
+    // the queue emptied keep nothing, so a count is never fought longer than the burst lasts, and
+    // this never starts or wakes a replica.
+    const waiting = input.held > 0 ? input.held + input.inFlight : Math.min(input.burst, input.inFlight);
+    if (!input.parked && waiting > 0 && input.concurrency > 0)
+      target = Math.max(target, Math.min(awake, Math.ceil(waiting / input.concurrency)));
     target = Math.min(target, input.maxReplicas);
     if (input.cap !== undefined) target = Math.min(target, input.cap);
   }

@@ -18,7 +18,13 @@ import { inSpan, traceContextOf, traceparentOf, tracer } from "../lib/tracing.ts
 import { type FlowReport, trimReports } from "./demand-metric.ts";
 import { EngineFrozen, watchedCall } from "./engine-call-watch.ts";
 import { isTransportError } from "./engine-client.ts";
-import { decideReplicas, keptFor, progressDeadlineMargin, type ReplicaAction } from "./horizontal.ts";
+import {
+  burstInFlight,
+  decideReplicas,
+  keptFor,
+  progressDeadlineMargin,
+  type ReplicaAction,
+} from "./horizontal.ts";
 import { decideTier } from "./ladder.ts";
 import type { LearningMetrics } from "./learning-metrics.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
@@ -254,6 +260,8 @@ export class ModelController {
   private passed = false;
   /** The last pass saw nothing in flight and nothing held (report-pass.ts). */
   private decidedIdle = false;
+  /** The last burst of held requests still running, as of the last pass (`burstInFlight`). */
+  private burst = 0;
   private closed = false;
   /** A person asked for a wake: wanted as if a request were held, until a replica is ready. */
   private wakeWanted = false;
@@ -1007,6 +1015,7 @@ export class ModelController {
     const now = this.deps.clock.now();
     const load = this.load(now);
     this.decidedIdle = load.inFlight === 0 && load.held === 0;
+    this.burst = burstInFlight(this.burst, load);
     const parkedAs = load.held === 0 ? this.parked : undefined;
     const parked = parkedAs !== undefined;
     const prewarm = this.prewarmStep(now, load, parked, this.tierSettings(parkedAs));
@@ -1045,6 +1054,7 @@ export class ModelController {
       concurrency: this.config.concurrency,
       inFlight: load.inFlight,
       held: load.held + prewarm.held,
+      burst: this.burst,
       // No request since a prewarm ended unused: neither its wake nor its start is activity.
       lastActive: floor !== undefined ? Math.min(this.lastActive, floor) : this.lastActive,
       now,
