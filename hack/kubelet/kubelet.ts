@@ -431,9 +431,11 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
     }
     let credentials: PodCredentials | undefined;
     try {
-      credentials = await podCredentials(core, kc, apiserver, pod, credentialsDir, (error) =>
-        log.warn("cannot refresh the pod's ServiceAccount token", { pod: key, error }),
-      );
+      credentials = await podCredentials(core, kc, apiserver, pod, {
+        dir: credentialsDir,
+        onRefreshError: (error) =>
+          log.warn("cannot refresh the pod's ServiceAccount token", { pod: key, error }),
+      });
     } catch (error) {
       await network.release(address.ip);
       log.error("cannot make the pod's ServiceAccount token", { pod: key, error });

@@ -6,7 +6,8 @@ import { type AddressInfo, connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node";
-import { afterEach, describe, expect, test } from "vitest";
+import { afterEach, describe, expect, test, vi } from "vitest";
+import { ManualClock } from "../../test/support/manual-clock.ts";
 import type { PodNetwork } from "./pod-network.ts";
 import { apiserverForPods, podCredentials } from "./service-account.ts";
 
@@ -59,20 +60,27 @@ describe("apiserverForPods: where a pod's processes reach the API server", () =>
 });
 
 describe("podCredentials: the pod's ServiceAccount token, as the kubelet projects it", () => {
-  async function standInApiserver() {
+  /** Tokens live an hour from `now`; while `failing`, the API server answers 503. */
+  async function standInApiserver(now: () => number = Date.now) {
     const asked: { url: string; body: any }[] = [];
+    const state = { failing: false };
     const server = createHttpServer(async (req, res) => {
       let body = "";
       for await (const chunk of req) body += chunk;
       asked.push({ url: req.url ?? "", body: JSON.parse(body || "{}") });
       res.setHeader("content-type", "application/json");
+      if (state.failing) {
+        res.statusCode = 503;
+        res.end(JSON.stringify({ kind: "Status", status: "Failure", code: 503, message: "etcd is away" }));
+        return;
+      }
       res.end(
         JSON.stringify({
           apiVersion: "authentication.k8s.io/v1",
           kind: "TokenRequest",
           status: {
             token: `token-${asked.length}`,
-            expirationTimestamp: new Date(Date.now() + 3_600_000).toISOString(),
+            expirationTimestamp: new Date(now() + 3_600_000).toISOString(),
           },
         }),
       );
@@ -83,7 +91,7 @@ describe("podCredentials: the pod's ServiceAccount token, as the kubelet project
     const kc = kubeconfig(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
     const dir = await mkdtemp(join(tmpdir(), "snooze-kubelet-sa-"));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    return { asked, kc, dir };
+    return { asked, kc, dir, state };
   }
   const pod = (spec: Record<string, unknown> = {}) =>
     ({
@@ -98,14 +106,10 @@ describe("podCredentials: the pod's ServiceAccount token, as the kubelet project
       tlsServerName: "127.0.0.1",
       close: async () => {},
     };
-    const credentials = await podCredentials(
-      kc.makeApiClient(CoreV1Api),
-      kc,
-      apiserver,
-      pod(),
+    const credentials = await podCredentials(kc.makeApiClient(CoreV1Api), kc, apiserver, pod(), {
       dir,
-      () => {},
-    );
+      onRefreshError: () => {},
+    });
     expect(asked).toEqual([
       {
         url: "/api/v1/namespaces/knative-eventing/serviceaccounts/pingsource-mt-adapter/token",
@@ -137,10 +141,49 @@ describe("podCredentials: the pod's ServiceAccount token, as the kubelet project
       kc,
       apiserver,
       pod({ automountServiceAccountToken: false }),
-      dir,
-      () => {},
+      { dir, onRefreshError: () => {} },
     );
     expect(none).toBeUndefined();
     expect(asked).toEqual([]);
+  });
+
+  test("the token is made again at 80% of its life; a refresh that fails is retried in 10 s, the old token kept; none after the pod", async () => {
+    const clock = new ManualClock();
+    const { asked, kc, dir, state } = await standInApiserver(() => clock.now());
+    const apiserver = { server: "https://127.0.0.1:6443", close: async () => {} };
+    const errors: unknown[] = [];
+    const credentials = await podCredentials(kc.makeApiClient(CoreV1Api), kc, apiserver, pod(), {
+      dir,
+      onRefreshError: (error) => errors.push(error),
+      clock,
+    });
+    const tokenFile = JSON.parse(readFileSync(credentials!.env.KUBECONFIG!, "utf8")).users[0].user.tokenFile;
+    const token = () => readFileSync(tokenFile, "utf8");
+    expect(token()).toBe("token-1");
+    // An hour's token: not before 48 minutes.
+    clock.advance(2_880_000 - 1);
+    await clock.settle();
+    expect(asked).toHaveLength(1);
+    clock.advance(1);
+    await vi.waitFor(() => expect(token()).toBe("token-2"));
+    await vi.waitFor(() => expect(clock.pending).toBe(1));
+    expect(clock.nextAt() - clock.now()).toBe(2_880_000);
+    // The API server fails the next one: told, the old token kept, tried again 10 s later.
+    state.failing = true;
+    clock.advance(2_880_000);
+    await vi.waitFor(() => expect(errors).toHaveLength(1));
+    await vi.waitFor(() => expect(clock.pending).toBe(1));
+    expect(token()).toBe("token-2");
+    expect(clock.nextAt() - clock.now()).toBe(10_000);
+    state.failing = false;
+    clock.advance(10_000);
+    await vi.waitFor(() => expect(token()).toBe("token-4"));
+    await vi.waitFor(() => expect(clock.pending).toBe(1));
+    // Gone with the pod: no timer left, nothing more asked.
+    await credentials!.stop();
+    expect(clock.pending).toBe(0);
+    clock.advance(10 * 3_600_000);
+    await clock.settle();
+    expect(asked).toHaveLength(4);
   });
 });

@@ -3,6 +3,7 @@ import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import type { CoreV1Api, KubeConfig, V1Pod } from "@kubernetes/client-node";
+import { type Clock, systemClock } from "../../lib/clock.ts";
 import type { PodNetwork } from "./pod-network.ts";
 
 /**
@@ -65,6 +66,17 @@ export interface PodCredentials {
 /** A projected ServiceAccount token's life when the pod does not say (the kubelet's default). */
 const tokenSeconds = 3_600;
 
+/** How soon a refresh that failed is tried again. */
+const refreshRetryMs = 10_000;
+
+export interface PodCredentialsOptions {
+  /** Where each pod's token and kubeconfig are written (a folder per pod). */
+  dir: string;
+  /** A refresh failed: it is tried again after `refreshRetryMs`, and the old token serves until then. */
+  onRefreshError: (error: unknown) => void;
+  clock?: Clock;
+}
+
 /**
  * What the kubelet's projected ServiceAccount volume gives a pod, for processes that share the
  * host's filesystem: a token of the pod's ServiceAccount that the API server binds to the pod (a
@@ -79,8 +91,7 @@ export async function podCredentials(
   kc: KubeConfig,
   apiserver: ApiserverForPods,
   pod: V1Pod,
-  dir: string,
-  onRefreshError: (error: unknown) => void,
+  { dir, onRefreshError, clock = systemClock }: PodCredentialsOptions,
 ): Promise<PodCredentials | undefined> {
   if (pod.spec?.automountServiceAccountToken === false) return undefined;
   const namespace = pod.metadata?.namespace ?? "default";
@@ -112,21 +123,21 @@ export async function podCredentials(
     await rename(`${tokenPath}.new`, tokenPath);
     const expires = status.expirationTimestamp
       ? new Date(status.expirationTimestamp).getTime()
-      : Date.now() + tokenSeconds * 1_000;
-    return Math.max(1_000, 0.8 * (expires - Date.now()));
+      : clock.now() + tokenSeconds * 1_000;
+    return Math.max(1_000, 0.8 * (expires - clock.now()));
   };
 
-  let timer: NodeJS.Timeout | undefined;
+  let timer: { cancel(): void } | undefined;
   let stopped = false;
   const schedule = (ms: number) => {
-    timer = setTimeout(() => {
+    if (stopped) return;
+    timer = clock.setTimeout(() => {
       writeToken().then(schedule, (error: unknown) => {
         if (stopped) return;
         onRefreshError(error);
-        schedule(10_000);
+        schedule(refreshRetryMs);
       });
     }, ms);
-    timer.unref();
   };
   schedule(await writeToken());
 
@@ -136,7 +147,7 @@ export async function podCredentials(
     env: { KUBECONFIG: kubeconfigPath },
     async stop() {
       stopped = true;
-      clearTimeout(timer);
+      timer?.cancel();
       await rm(folder, { recursive: true, force: true });
     },
   };
