@@ -178,7 +178,7 @@ export function failedUnderAnswer(
   reason: UpstreamFailure,
   error: Error,
   exit: string | undefined,
-): { status: number; body: OpenAIErrorBody } {
+): { status: number; body: OpenAIErrorBody; headers: Record<string, string> } {
   const how =
     reason === "unresponsive"
       ? "it stopped answering and is being replaced"
@@ -191,5 +191,8 @@ export function failedUnderAnswer(
       "server_error",
       "upstream_died",
     ),
+    // OpenAI's clients retry a 502 on their own (twice by default), and each retry would cost two
+    // more engines: this header is what both SDKs obey over the status (found by an outside tester).
+    headers: { "x-should-retry": "false" },
   };
 }

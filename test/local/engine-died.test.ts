@@ -101,6 +101,9 @@ models:
     const killer = await ask({ kill: true });
     expect(killer.status).toBe(502);
     expect(Number(killer.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    // OpenAI's clients retry a 502 by themselves (twice by default), each retry two more engines
+    // killed; `x-should-retry: false` is the header both SDKs obey over the status.
+    expect(killer.headers.get("x-should-retry")).toBe("false");
     const { error } = (await killer.json()) as any;
     expect(error).toMatchObject({ type: "server_error", code: "upstream_died" });
     expect(error.message).toMatch(/engine of model `m` failed under this request before answering/);
