@@ -318,6 +318,9 @@ export function createActivatorServer({
       const allowed = cors.enabled ? cors.allowOrigin(req.headers.origin) : undefined;
       if (allowed) {
         res.setHeader("access-control-allow-origin", allowed);
+        // A page sees only CORS-safelisted headers unless told: OpenAI's SDK in a browser would retry
+        // a 503 at once instead of after its Retry-After, and retry an upstream_died it must not.
+        res.setHeader("access-control-expose-headers", "Retry-After, X-Should-Retry");
         res.setHeader("vary", "Origin");
       }
     }

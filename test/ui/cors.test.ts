@@ -144,3 +144,35 @@ test("a page that skips the preflight (no-cors POST, a Blob or text/plain body) 
   expect(response.status).toBe(403);
   expect(((await response.json()) as { error: { code: string } }).error.code).toBe("cross_origin_refused");
 });
+
+test("an allowed page can read Retry-After and x-should-retry, which the OpenAI SDK's retries follow", async () => {
+  // A model that never becomes ready within its hold budget: a 503 with Retry-After.
+  const snooze = await startActivator({ holdBudget: 300 }, { allowedOrigins: [pageOrigin] });
+  activators.push(snooze);
+  const tab = await browser.newPage();
+  try {
+    await tab.goto(pageOrigin);
+    const seen = await tab.evaluate(async (target) => {
+      const response = await fetch(target, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "m", messages: [] }),
+      });
+      await response.text();
+      return { status: response.status, retryAfter: response.headers.get("retry-after") };
+    }, `${snooze.url}/v1/chat/completions`);
+    // Without Access-Control-Expose-Headers the browser hid it, and the SDK retried at once, into
+    // the hold or back-off Retry-After told of (found by an outside tester).
+    expect(seen.status).toBe(503);
+    expect(Number(seen.retryAfter)).toBeGreaterThanOrEqual(1);
+  } finally {
+    await tab.close();
+  }
+  const response = await fetch(`${snooze.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { origin: pageOrigin, "content-type": "application/json" },
+    body: JSON.stringify({ model: "m", messages: [] }),
+  });
+  await response.text();
+  expect(response.headers.get("access-control-expose-headers")).toBe("Retry-After, X-Should-Retry");
+});
