@@ -21,6 +21,26 @@ test("an SSE stream's final usage chunk, split across chunks, after a long strea
   expect(tap.usage()).toEqual({ inputTokens: 3, outputTokens: 900, responseModel: "qwen" });
 });
 
+test("a streamed Responses API answer: the usage of its response.completed event, nested in `response`", () => {
+  const tap = new UsageTap();
+  tap.response("text/event-stream; charset=utf-8");
+  const event = (type: string, data: object) =>
+    `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+  const response = { id: "resp_1", object: "response", model: "qwen", output: [] };
+  const text =
+    event("response.created", { response: { ...response, status: "in_progress", usage: null } }) +
+    event("response.output_text.delta", { delta: "Hello" }) +
+    event("response.completed", {
+      response: {
+        ...response,
+        status: "completed",
+        usage: { input_tokens: 5, output_tokens: 2, total_tokens: 7 },
+      },
+    });
+  feed(tap, text, 64);
+  expect(tap.usage()).toEqual({ inputTokens: 5, outputTokens: 2, responseModel: "qwen" });
+});
+
 test("no usage: a stream without include_usage, a JSON answer over 1 MiB, other content types", () => {
   const stream = new UsageTap();
   stream.response("text/event-stream");

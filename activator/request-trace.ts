@@ -147,7 +147,12 @@ export class UsageTap {
 }
 
 function usageOf(body: unknown): Usage | undefined {
-  const { usage, model } = (body ?? {}) as { usage?: Record<string, unknown> | null; model?: unknown };
+  type Reported = { usage?: Record<string, unknown> | null; model?: unknown; response?: unknown };
+  const top = (body ?? {}) as Reported;
+  // A streamed Responses API answer tells it in its last event (`response.completed`), inside the
+  // response object it carries; chat and completions chunks, and a JSON answer, at the top.
+  const nested = top.response;
+  const { usage, model } = !top.usage && nested && typeof nested === "object" ? (nested as Reported) : top;
   if (!usage || typeof usage !== "object") return undefined;
   const number = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
   const inputTokens = number(usage.prompt_tokens) ?? number(usage.input_tokens);
