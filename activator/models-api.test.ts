@@ -60,3 +60,32 @@ test("two snooze-model headers: a 400 naming the header, not a lookup of both jo
     message: expect.stringContaining("`snooze-model`"),
   });
 });
+
+test("an OpenAI route without /v1 (a client's base URL missing it) is a 404 that says where the routes are", async () => {
+  // Found by an outside tester: OpenAI's SDKs with base_url http://host:port showed only
+  // "No route for POST /chat/completions."
+  snooze = await startActivator();
+  for (const [method, path, meant] of [
+    ["POST", "/chat/completions", "/v1/chat/completions"],
+    ["POST", "/responses", "/v1/responses"],
+    ["GET", "/models", "/v1/models"],
+    ["GET", "/models/m", "/v1/models/m"],
+  ] as const) {
+    const answer = await fetch(`${snooze.url}${path}`, {
+      method,
+      ...(method === "POST"
+        ? { headers: { "content-type": "application/json" }, body: '{"model":"m"}' }
+        : {}),
+    });
+    expect(answer.status).toBe(404);
+    const { error } = (await answer.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("not_found");
+    expect(error.message).toContain(`did you mean ${method} ${meant}?`);
+    expect(error.message).toContain("base URL ends in /v1");
+  }
+  // Other paths keep the plain answer.
+  const other = await fetch(`${snooze.url}/nothing`);
+  expect(((await other.json()) as { error: { message: string } }).error.message).toBe(
+    "No route for GET /nothing.",
+  );
+});

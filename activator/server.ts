@@ -25,6 +25,7 @@ import { CorsPolicy } from "./cors.ts";
 import type { EventSenders } from "./event-senders.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
 import { hintForMs, ListingHints } from "./listing-hint.ts";
+import { engineRoutes } from "./openai-path.ts";
 import { startServerSpan } from "./request-trace.ts";
 import { extendView, logsPath, statusPageRoutes } from "./status-page.ts";
 import { Timeline } from "./timeline.ts";
@@ -512,10 +513,17 @@ export function createActivatorServer({
       sendJson(res, activator.accepting ? 200 : 503, { ready: activator.accepting });
       return;
     }
+    // The usual slip: an OpenAI client's base URL without its /v1 (http://host:8080), which vLLM's
+    // docs write with it.
+    const underV1 = `/v1${path}`;
+    const meant =
+      engineRoutes.has(underV1) || underV1 === "/v1/models" || underV1.startsWith("/v1/models/")
+        ? `: did you mean ${req.method} ${clip(underV1)}? An OpenAI client's base URL ends in /v1 (http://host:port/v1).`
+        : ".";
     sendError(
       res,
       404,
-      openAIError(`No route for ${req.method} ${path}.`, "invalid_request_error", "not_found"),
+      openAIError(`No route for ${req.method} ${path}${meant}`, "invalid_request_error", "not_found"),
     );
   };
 
