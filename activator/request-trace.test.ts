@@ -41,6 +41,29 @@ test("a streamed Responses API answer: the usage of its response.completed event
   expect(tap.usage()).toEqual({ inputTokens: 5, outputTokens: 2, responseModel: "qwen" });
 });
 
+test("a response.completed event larger than the tail, read in two pieces: its start is kept", () => {
+  // It repeats the whole answer, the instructions and the tools' schemas: tens of KiB for an agent.
+  const delta = `event: response.output_text.delta\ndata: ${JSON.stringify({ type: "response.output_text.delta", delta: "x".repeat(100) })}\n\n`;
+  const completed = `event: response.completed\ndata: ${JSON.stringify({
+    type: "response.completed",
+    response: {
+      model: "qwen",
+      instructions: "y".repeat(40_000),
+      usage: { input_tokens: 9, output_tokens: 400 },
+    },
+  })}\n\n`;
+  const half = completed.length >> 1;
+  // As OpenAI ends it, and with a `[DONE]` after it, as a chat stream ends.
+  for (const end of ["", "data: [DONE]\n\n"]) {
+    const tap = new UsageTap();
+    tap.response("text/event-stream");
+    feed(tap, delta.repeat(400), 4096);
+    tap.chunk(Buffer.from(completed.slice(0, half)));
+    tap.chunk(Buffer.from(completed.slice(half) + end));
+    expect(tap.usage()).toEqual({ inputTokens: 9, outputTokens: 400, responseModel: "qwen" });
+  }
+});
+
 test("no usage: a stream without include_usage, a JSON answer over 1 MiB, other content types", () => {
   const stream = new UsageTap();
   stream.response("text/event-stream");

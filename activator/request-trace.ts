@@ -10,6 +10,7 @@ import {
   SpanStatusCode,
   trace,
 } from "@opentelemetry/api";
+import { eventsEnd } from "../lib/http/sse.ts";
 import { parseJson } from "../lib/json-object.ts";
 import { tracer, tracingRegistered } from "../lib/tracing.ts";
 
@@ -97,10 +98,13 @@ const wholeBodyBytes = 1024 * 1024;
 /**
  * Watches an answer go by without holding it up or copying it: it keeps references to the chunks
  * of a JSON answer up to 1 MiB (to parse `usage` once it has ended), and of an SSE stream only the
- * last 16 KiB (where the final usage chunk of `stream_options.include_usage` is).
+ * last 16 KiB (where the final usage chunk of `stream_options.include_usage` is), or as much more
+ * (up to 1 MiB) as its last two events take.
  */
 export class UsageTap {
   private chunks: Buffer[] = [];
+  /** SSE: where the last two events ending in each chunk end (`eventEnds`). */
+  private ends: [number, number][] = [];
   private size = 0;
   private kind: "json" | "sse" | "other" = "other";
 
@@ -125,8 +129,33 @@ export class UsageTap {
       }
       return;
     }
-    while (this.chunks.length > 1 && this.size - this.chunks[0]!.length >= tailBytes)
+    this.ends.push(eventEnds(chunk));
+    while (
+      this.chunks.length > 1 &&
+      this.size - this.chunks[0]!.length >= tailBytes &&
+      (this.size > wholeBodyBytes || this.lastTwoAfterFirst())
+    ) {
       this.size -= this.chunks.shift()!.length;
+      this.ends.shift();
+    }
+  }
+
+  /**
+   * Whether the last two events (the last whole or not yet; usage is in the last or, before
+   * `[DONE]`, the one before) begin after the first chunk kept, which may then go: a Responses API
+   * stream's `response.completed` repeats the whole answer, instructions and tools, tens of KiB read
+   * in pieces, and with its start gone its usage was lost. Up to 1 MiB is kept for them.
+   */
+  private lastTwoAfterFirst(): boolean {
+    const last = this.chunks.length - 1;
+    let starts = 0;
+    for (let i = last; i >= 1 && starts < 2; i--) {
+      const [end, before] = this.ends[i]!;
+      // An event begins after each end that bytes follow: the chunk's own, or the next chunk's.
+      if (end > 0 && (end < this.chunks[i]!.length || i < last)) starts++;
+      if (before > 0) starts++;
+    }
+    return starts >= 2;
   }
 
   /** The usage the answer reported, if it did. */
@@ -144,6 +173,13 @@ export class UsageTap {
     }
     return undefined;
   }
+}
+
+/** Where the last event ending in `chunk` ends and where the one before it ends (0: none). */
+function eventEnds(chunk: Buffer): [number, number] {
+  const end = eventsEnd(chunk);
+  // Without the last byte of its blank line, the last event's end is no end.
+  return end === 0 ? [0, 0] : [end, eventsEnd(chunk.subarray(0, end - 1))];
 }
 
 function usageOf(body: unknown): Usage | undefined {
