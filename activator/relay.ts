@@ -117,6 +117,12 @@ export class Relay implements Dispatcher.DispatchHandler {
   private partial?: Buffer;
   /** What went out last ends in the middle of an event (one longer than maxHeldEventBytes). */
   private midEvent = false;
+  /**
+   * A sized answer's head, written with its first body byte (or its end): should the engine break
+   * off before that, nothing went out and the client is told why (502 upstream_broken, a drain's or
+   * shutdown's 503) rather than given an empty reply (found by an outside tester).
+   */
+  private sizedHead?: { status: number; headers: OutgoingHttpHeaders };
   /** Armed while the client does not take the answer (its socket's buffer full). */
   private stallTimer?: NodeJS.Timeout;
   private readonly unregister: () => void;
@@ -207,9 +213,18 @@ export class Relay implements Dispatcher.DispatchHandler {
       this.errorWait = setTimeout(() => this.releaseErrorHead(), errorBodyWaitMs);
       return;
     }
-    res.writeHead(status, out);
     // A stream (no length) shows its headers at once, as the engine sent them.
-    if (typeof length !== "string") res.flushHeaders();
+    if (typeof length !== "string") {
+      res.writeHead(status, out);
+      res.flushHeaders();
+    } else this.sizedHead = { status, headers: out };
+  }
+
+  /** The sized answer's head, now that its body comes (or it ended). */
+  private writeSizedHead(): void {
+    if (!this.sizedHead) return;
+    this.res.writeHead(this.sizedHead.status, this.sizedHead.headers);
+    this.sizedHead = undefined;
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -224,6 +239,7 @@ export class Relay implements Dispatcher.DispatchHandler {
       }
     }
     this.request.tap?.chunk(chunk);
+    this.writeSizedHead();
     const whole = this.asEvent
       ? asEventData(chunk, this.asEvent)
       : this.events
@@ -283,6 +299,7 @@ export class Relay implements Dispatcher.DispatchHandler {
   onResponseEnd(): void {
     clearTimeout(this.errorWait);
     const body = this.errorBody && Buffer.concat(this.errorBody);
+    this.writeSizedHead();
     if (this.partial) this.res.write(this.partial);
     if (this.asEvent) this.res.end("\n\ndata: [DONE]\n\n");
     else if (!body) this.res.end();

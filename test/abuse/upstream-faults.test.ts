@@ -297,6 +297,20 @@ describe("the engine stops in the middle of an answer", () => {
     expect(response.status).toBe(200);
     await expect(response.text()).rejects.toThrow();
   });
+  test("a sized answer whose engine closes after its head, before a byte of its body: 502 upstream_broken, not an empty reply (found by an outside tester)", async () => {
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () => {
+        socket.write("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n");
+        socket.end();
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    const response = await post(snooze);
+    expect(response.status).toBe(502);
+    expect(await errorOf(response)).toMatchObject({ type: "server_error", code: "upstream_broken" });
+    expect(await upstreamErrors(snooze, "broken")).toBe(1);
+  });
 });
 
 /**
