@@ -1,3 +1,4 @@
+import { localResourceCodes } from "../lib/http/local-resources.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
 /** Why a forward failed, as counted in `snooze_upstream_errors_total{reason}`. */
@@ -42,9 +43,6 @@ const unreachableCodes = new Set([
  */
 const brokenCodes = new Set(["ECONNRESET", "EPIPE", "UND_ERR_SOCKET"]);
 
-/** Errors of this process, not the engine's: the client may retry in a moment. */
-const localResourceCodes = new Set(["EMFILE", "ENFILE", "ENOBUFS", "ENOMEM", "EADDRNOTAVAIL"]);
-
 /** Why Snooze itself ended a forward before its answer ended; the client is told this, not cut. */
 export class EndedEarly extends Error {
   readonly reason: "shutdown" | "drained" | "unresponsive";
@@ -61,6 +59,7 @@ export function failureReason(error: Error, status: number, ended: EndedEarly | 
   if (code === "UND_ERR_CONNECT_TIMEOUT") return "connect-timeout";
   if (code === "UND_ERR_HEADERS_TIMEOUT") return "first-byte-timeout";
   if (code === "UND_ERR_BODY_TIMEOUT") return "idle-timeout";
+  // Errors of this process, not the engine's: the client may retry in a moment.
   if (localResourceCodes.has(code)) return "local-resources";
   if (status === 0 && unreachableCodes.has(code)) return "unreachable";
   return status !== 0 ? "broken" : "error";

@@ -1,5 +1,7 @@
+import { execFile } from "node:child_process";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { promisify } from "node:util";
 import { context, propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from "@opentelemetry/core";
@@ -114,6 +116,38 @@ test("an engine that is not there says why (not fetch's 'fetch failed'); one tha
   // The wake's budget, however little of it was left when the call went out.
   expect(stuck).toMatchObject({ message: "POST /wake_up: no answer within 200ms", timedOut: true });
   expect(await gone.wake(1, 200).catch((error: unknown) => error)).toMatchObject({ timedOut: false });
+});
+
+test("a health check this process cannot make (out of file descriptors) rejects as local, not 'unhealthy' (found by an outside tester: the self-heal replaced healthy engines)", async () => {
+  // A connection per check, so the check must open one.
+  const { client } = await engine((_req, res) => {
+    res.writeHead(200, { connection: "close" });
+    res.end();
+  });
+  // In a process of its own whose file descriptors are all taken once undici is loaded.
+  const script = `
+    const { EngineClient } = await import(${JSON.stringify(new URL("./engine-client.ts", import.meta.url).href)});
+    const client = new EngineClient(process.argv[1]);
+    await client.healthy(2000);
+    const held = [];
+    try { for (;;) held.push((await import("node:fs")).openSync("/dev/null", "r")); } catch {}
+    const answer = await client.healthy(2000).then((healthy) => ({ healthy }), (error) => ({ message: error.message, local: error.local }));
+    console.log(JSON.stringify(answer));`;
+  const { stdout } = await promisify(execFile)(
+    "sh",
+    [
+      "-c",
+      'ulimit -n 64 && exec "$0" --input-type=module -e "$1" "$2"',
+      process.execPath,
+      script,
+      client.baseUrl.slice(7),
+    ],
+    { timeout: 20_000 },
+  );
+  expect(JSON.parse(stdout)).toEqual({
+    message: expect.stringMatching(/^GET \/health: connect EMFILE/),
+    local: true,
+  });
 });
 
 test("a sleep call abandoned by its caller's signal ends at once, before its own timeout", async () => {

@@ -1,4 +1,5 @@
 import { context, propagation } from "@opentelemetry/api";
+import { localResourceCodes } from "../lib/http/local-resources.ts";
 import { engineConnector } from "../lib/http/unasked-continue.ts";
 import { type Agent, undici } from "../lib/undici.ts";
 
@@ -13,17 +14,26 @@ export class EngineError extends Error {
   readonly status?: number;
   /** The engine took the call and did not answer within its time: it is stuck, not just refusing. */
   readonly timedOut: boolean;
-  constructor(message: string, status?: number, timedOut = false) {
+  /**
+   * The call never reached the engine: this process is out of file descriptors, ports or memory
+   * (EMFILE ...). It says nothing of the engine.
+   */
+  readonly local: boolean;
+  constructor(message: string, status?: number, timedOut = false, local = false) {
     super(message);
     this.name = "EngineError";
     this.status = status;
     this.timedOut = timedOut;
+    this.local = local;
   }
 }
 
 /** A call that failed in its connection (refused, cut), not with an answer or a timeout. */
 export const isTransportError = (error: unknown): boolean =>
-  error instanceof EngineError && error.status === undefined && !error.timedOut;
+  error instanceof EngineError && error.status === undefined && !error.timedOut && !error.local;
+
+/** A call this process could not make (out of file descriptors, ports ...): nothing of the engine. */
+export const isLocalFailure = (error: unknown): boolean => error instanceof EngineError && error.local;
 
 export interface EngineLoad {
   running: number;
@@ -72,11 +82,17 @@ export class EngineClient {
     this.baseUrl = `http://${address}`;
   }
 
-  /** True when the HTTP server answers `/health` with 200 (the engine finished loading). */
+  /**
+   * True when the HTTP server answers `/health` with 200 (the engine finished loading). Rejects
+   * (`isLocalFailure`) when this process could not ask: out of file descriptors, the check would
+   * say "unhealthy" of every engine, and the self-heal replaced healthy engines for Snooze's own
+   * shortage (found by an outside tester: 300 idle client connections stopped two ready models).
+   */
   async healthy(timeoutMs = 2_000): Promise<boolean> {
     try {
       return isOk((await this.send("GET", "/health", timeoutMs)).status);
-    } catch {
+    } catch (error) {
+      if (isLocalFailure(error)) throw error;
       return false;
     }
   }
@@ -198,7 +214,8 @@ export class EngineClient {
     } catch (error) {
       const timedOut = (error as Error).name === "TimeoutError";
       const cause = timedOut ? `no answer within ${ms}ms` : (error as Error).message;
-      throw new EngineError(`${method} ${path}: ${cause}`, undefined, timedOut);
+      const local = localResourceCodes.has((error as { code?: string }).code ?? "");
+      throw new EngineError(`${method} ${path}: ${cause}`, undefined, timedOut, local);
     }
   }
 }

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { metricValue } from "../test/helpers/local-snooze.ts";
 import { Harness } from "../test/support/autoscaler-harness.ts";
+import { EngineError } from "./engine-client.ts";
 
 // One model; times short enough to read, every one of them on the manual clock.
 const oneModel = (extra = "") => `
@@ -643,6 +644,20 @@ describe("self-heal", () => {
     expect(draining!.unresponsive).toBe(true);
     expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
     expect(h.controller("m").state().lastError).toBe("fake engine m-1 did not answer its health check");
+  });
+
+  test("a re-check this process cannot make (out of file descriptors) keeps the engine: it says nothing of it (found by an outside tester)", async () => {
+    const { h, engine } = await readyModel(oneModel("    sleepAfter: 10m"), { selfHealIntervalMs: 30_000 });
+    engine.healthyError = new EngineError("GET /health: connect EMFILE 127.0.0.1:1", undefined, false, true);
+    await h.advance(30_000);
+    expect(h.controller("m").tier).toBe("ready");
+    expect(h.platform.scales).toEqual([]);
+    expect(h.controller("m").state().lastError).toBeUndefined();
+    // Asked again at the next re-check, and replaced then if it really stopped answering.
+    engine.healthyError = undefined;
+    engine.healthyAnswer = false;
+    await h.advance(30_000);
+    expect(h.tiers("m")).toEqual(["draining", "cold"]);
   });
 
   test("an engine replaced for failing its re-check counts as one that left on its own: the second within 5 minutes backs its replacement off", async () => {

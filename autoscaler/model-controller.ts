@@ -1639,7 +1639,8 @@ export class ModelController {
       const [healthy, sleeping] = this.justAnswered(record.replica)
         ? [true, false]
         : await Promise.all([
-            engine.healthy(),
+            // Not asked (Snooze out of file descriptors): not up yet, asked again after the back-off.
+            engine.healthy().catch(() => false),
             this.config.sleep ? engine.isSleeping().catch(() => false) : false,
           ]);
       if (!healthy) throw new EngineNotUp("the engine does not answer /health");
@@ -2050,7 +2051,19 @@ export class ModelController {
   private async recheck(record: ReplicaRecord, healthMs?: number, exitWaitMs = 0): Promise<void> {
     const leadership = this.leadership;
     const engine = this.deps.platform.engine(record.replica);
-    if (!(await engine.healthy(healthMs))) {
+    let healthy: boolean;
+    try {
+      healthy = await engine.healthy(healthMs);
+    } catch (error) {
+      // Snooze could not ask (out of file descriptors or ports): that says nothing of the engine,
+      // which is kept; the next re-check asks again.
+      this.log.warn("could not re-check the replica: this process is short of resources", {
+        replica: record.replica.id,
+        error,
+      });
+      return;
+    }
+    if (!healthy) {
       this.guard(leadership);
       // An engine that died under a request is told by its exit, as any exit is: its code and last
       // words, and its crash loop's back-off to the requests held (found by an outside tester: the

@@ -81,6 +81,7 @@ export interface ReplicaSetView {
  * engine took and did not answer in its time rejects with an error whose `timedOut` is true.
  */
 export interface Engine {
+  /** Rejects, rather than say false, when this process could not ask (engine-client.ts `isLocalFailure`). */
   healthy(timeoutMs?: number): Promise<boolean>;
   isSleeping(timeoutMs?: number): Promise<boolean>;
   /**

@@ -451,7 +451,8 @@ export class LocalPlatform implements Platform {
       while (!engine.exited && !engine.stopping) {
         nudged = false;
         const started = performance.now();
-        if (await engine.client.healthy(1_000)) {
+        // Not asked (Snooze out of file descriptors): not up yet, asked again.
+        if (await engine.client.healthy(1_000).catch(() => false)) {
           if (engine.exited || engine.stopping) return;
           engine.replica = { ...engine.replica, up: true, answeredAt: Date.now() };
           this.changed(model);

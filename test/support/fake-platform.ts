@@ -53,6 +53,8 @@ export class FakeEngine implements Engine {
   readonly id: string;
   /** What `healthy()` answers while the engine runs. */
   healthyAnswer = true;
+  /** Set: `healthy()` rejects with it (the engine client could not ask, as out of file descriptors). */
+  healthyError?: Error;
   sleeping = false;
   level?: 1 | 2;
   /** Requests the engine runs and queues, as `load()` reports them. */
@@ -110,6 +112,7 @@ export class FakeEngine implements Engine {
     } catch {
       return false;
     }
+    if (this.healthyError) throw this.healthyError;
     return this.healthyAnswer;
   }
 
