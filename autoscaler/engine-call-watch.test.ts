@@ -1,15 +1,21 @@
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../test/support/manual-clock.ts";
 import { callWatchCheckMs, callWatchIntervalMs, EngineFrozen, watchedCall } from "./engine-call-watch.ts";
+import { EngineError } from "./engine-client.ts";
 
-/** An engine whose `/health` answers as `next` says: true, false, or never ("hang"). */
-function engine(answers: (boolean | "hang")[], otherwise: boolean | "hang" = true) {
+/**
+ * An engine whose `/health` answers as `next` says: true, false, never ("hang"), or not asked at
+ * all ("local": this process out of file descriptors).
+ */
+function engine(answers: (boolean | "hang" | "local")[], otherwise: boolean | "hang" | "local" = true) {
   const asked: number[] = [];
   return {
     asked,
     healthy(_timeoutMs?: number): Promise<boolean> {
       asked.push(asked.length);
       const answer = answers.shift() ?? otherwise;
+      if (answer === "local")
+        return Promise.reject(new EngineError("GET /health: connect EMFILE", undefined, false, true));
       return answer === "hang" ? new Promise<boolean>(() => {}) : Promise.resolve(answer);
     },
   };
@@ -64,6 +70,20 @@ describe("watchedCall", () => {
     );
     expect(call.signal?.aborted).toBe(true);
     expect(clock.pending).toBe(0);
+  });
+
+  test("checks this process could not make (out of file descriptors) are no misses: the call goes on (found by an outside tester)", async () => {
+    const clock = new ManualClock();
+    const health = engine(["local", "local", false, "local", "local", "local"], true);
+    const { call, run } = sleepCall();
+    const seen = outcome(watch(clock, health, run));
+    // Each is asked again after the interval, as after an answer: a miss between them is one miss.
+    await clock.advanceAndSettle(7 * callWatchIntervalMs);
+    expect(seen.settled).toBeUndefined();
+    expect(call.signal?.aborted).toBe(false);
+    call.end?.();
+    await clock.advanceAndSettle(0);
+    expect(seen.settled).toBe("done");
   });
 
   test("an engine whose /health fails at once (refused, 503) twice in a row is given up at the first check", async () => {

@@ -1,5 +1,6 @@
 import type { Clock } from "../lib/clock.ts";
 import { formatDuration } from "../lib/duration.ts";
+import { isLocalFailure } from "./engine-client.ts";
 import type { Engine } from "./platform.ts";
 
 /**
@@ -71,16 +72,21 @@ export async function watchedCall<T>(
     const check = () => {
       // The answer, or false when none came within its time on the clock (the engine client's own
       // timeout is real time: a manual clock in tests would never reach it).
-      const answered = new Promise<boolean>((resolve) => {
+      // Undefined when this process could not ask (out of file descriptors): that says nothing of
+      // the engine, so it is no miss, and the engine is asked again after the interval (found by an
+      // outside tester: Snooze's own shortage stopped healthy engines).
+      const answered = new Promise<boolean | undefined>((resolve) => {
         timer = clock.setTimeout(() => resolve(false), callWatchCheckMs);
-        engine.healthy(callWatchCheckMs).then(resolve, () => resolve(false));
+        engine
+          .healthy(callWatchCheckMs)
+          .then(resolve, (error: unknown) => resolve(isLocalFailure(error) ? undefined : false));
       });
       void answered.then((healthy) => {
         timer?.cancel();
         if (ended) return;
-        misses = healthy ? 0 : misses + 1;
+        if (healthy !== undefined) misses = healthy ? 0 : misses + 1;
         if (misses >= callWatchMisses) reject(new EngineFrozen(label, during));
-        else timer = clock.setTimeout(check, healthy ? callWatchIntervalMs : 0);
+        else timer = clock.setTimeout(check, healthy === false ? 0 : callWatchIntervalMs);
       });
     };
     timer = clock.setTimeout(check, callWatchIntervalMs);
