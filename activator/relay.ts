@@ -198,7 +198,10 @@ export class Relay implements Dispatcher.DispatchHandler {
     const out = endToEnd(headers);
     // With --allowed-origins the browser sees Snooze's CORS answer (server.ts), not the engine's too.
     if (res.hasHeader("access-control-allow-origin")) replaceEngineCors(out);
-    const length = headers["content-length"];
+    // An SSE answer goes on without its length, as a stream: an error event Snooze ends it with
+    // after a break would be bytes past a declared length, and the client would wait for the rest
+    // of the declared bytes, for ever (found by an outside tester).
+    const length = this.events ? undefined : headers["content-length"];
     if (typeof length === "string") {
       // A sized body is passed on untouched, so its length stays true: keeping it saves the
       // chunked framing, and headers and body leave in one write instead of three.

@@ -226,6 +226,30 @@ describe("the engine stops in the middle of an answer", () => {
     expect(await upstreamErrors(snooze, "idle-timeout")).toBe(1);
   });
 
+  test("an SSE stream with a Content-Length that breaks off, or goes quiet: the error event and [DONE] end it, the client is not left waiting for the declared bytes (found by an outside tester)", async () => {
+    for (const [end, code] of [
+      ["close", "upstream_broken"],
+      ["stall", "upstream_idle_timeout"],
+    ] as const) {
+      const engine = await rawEngine((socket) =>
+        socket.once("data", () => {
+          socket.write(
+            'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 500\r\n\r\ndata: {"a":1}\n\n',
+          );
+          if (end === "close") setTimeout(() => socket.destroy(), 100);
+        }),
+      );
+      cleanups.push(() => engine.close());
+      const snooze = await activatorFor(engine.address, { idleTimeout: 300 });
+      const response = await post(snooze, chatBody({ stream: true }));
+      expect(response.status).toBe(200);
+      const events = (await response.text()).split("\n\n").filter(Boolean);
+      expect(events[0]).toBe('data: {"a":1}');
+      expect(JSON.parse(events[1]!.slice("data: ".length)).error.code).toBe(code);
+      expect(events.slice(2)).toEqual(["data: [DONE]"]);
+    }
+  });
+
   test("an SSE stream cut in the middle of an event: the error event follows the last whole one (found by an outside tester)", async () => {
     // An engine's read cut mid-event (a slow client's stream reads many events at once): the half
     // event must not reach the client before Snooze's error event, or its parser fails on both.
