@@ -123,6 +123,8 @@ export class Relay implements Dispatcher.DispatchHandler {
    * shutdown's 503) rather than given an empty reply (found by an outside tester).
    */
   private sizedHead?: { status: number; headers: OutgoingHttpHeaders };
+  /** The head that went out declared a length: nothing may follow the engine's bytes. */
+  private sizedOut = false;
   /** Armed while the client does not take the answer (its socket's buffer full). */
   private stallTimer?: NodeJS.Timeout;
   private readonly unregister: () => void;
@@ -228,6 +230,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     if (!this.sizedHead) return;
     this.res.writeHead(this.sizedHead.status, this.sizedHead.headers);
     this.sizedHead = undefined;
+    this.sizedOut = true;
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -338,6 +341,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     clearTimeout(this.errorWait);
     if (!this.errorHead) return;
     this.res.writeHead(this.status, this.errorHead);
+    this.sizedOut = this.errorHead["content-length"] !== undefined;
     // Out now, even before a body byte comes (a sized answer's head waits for its body otherwise).
     this.res.flushHeaders();
     for (const part of this.errorBody ?? []) {
@@ -355,7 +359,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     // An event too long to hold went out in part: a blank line ends it, so the error event that
     // follows is an event of its own (found by an outside tester).
     if (this.midEvent && !this.res.writableEnded && !this.res.destroyed) this.res.write("\n\n");
-    this.finish(failed(this.res, this.abortReason, this.status, this.contentType, error));
+    this.finish(failed(this.res, this.abortReason, this.status, this.contentType, error, this.sizedOut));
   }
 }
 
@@ -366,6 +370,7 @@ function failed(
   status: number,
   contentType: string,
   error: Error,
+  sized: boolean,
 ): ForwardOutcome {
   const ended = abortReason instanceof EndedEarly ? abortReason : undefined;
   if (abortReason && !ended) return { kind: "aborted" };
@@ -386,14 +391,22 @@ function failed(
     return { kind: "failed", status: answer.status, reason, error };
   }
   // A stream hold progress opened before the engine said anything is an SSE stream too.
-  endBroken(res, contentType || String(res.getHeader("content-type") ?? ""), answer.body, error);
+  endBroken(res, contentType || String(res.getHeader("content-type") ?? ""), answer.body, error, sized);
   return { kind: "failed", status: status || 200, reason, error };
 }
 
 /** An SSE client gets a final error event it can show; anything else sees the connection end early. */
-function endBroken(res: ServerResponse, contentType: string, body: OpenAIErrorBody, error: Error): void {
+function endBroken(
+  res: ServerResponse,
+  contentType: string,
+  body: OpenAIErrorBody,
+  error: Error,
+  sized: boolean,
+): void {
   if (res.writableEnded || res.destroyed) return;
-  if (contentType.includes("text/event-stream")) endWithEvent(res, JSON.stringify(body));
+  // Not past a declared length (an error answer labelled SSE, sized): the client would wait for
+  // the rest of the declared bytes for ever.
+  if (contentType.includes("text/event-stream") && !sized) endWithEvent(res, JSON.stringify(body));
   else res.destroy(error);
 }
 

@@ -250,6 +250,24 @@ describe("the engine stops in the middle of an answer", () => {
     }
   });
 
+  test("an error answer labelled SSE with a Content-Length, whose head went on (it stalled) and which then breaks off: cut, not left waiting", async () => {
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () => {
+        socket.write(
+          'HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/event-stream\r\ncontent-length: 500\r\n\r\ndata: {"a":1}\n\n',
+        );
+        setTimeout(() => socket.destroy(), 1_300);
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    const response = await post(snooze, chatBody({ stream: true }));
+    expect(response.status).toBe(500);
+    const started = Date.now();
+    await expect(response.text()).rejects.toThrow(/terminated/);
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
   test("an SSE stream cut in the middle of an event: the error event follows the last whole one (found by an outside tester)", async () => {
     // An engine's read cut mid-event (a slow client's stream reads many events at once): the half
     // event must not reach the client before Snooze's error event, or its parser fails on both.
