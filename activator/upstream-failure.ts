@@ -139,9 +139,20 @@ const failureAnswers: Readonly<Record<UpstreamFailure, FailureAnswer>> = {
     status: 502,
     type: "server_error",
     code: "upstream_error",
-    message: (error) => `The call to the engine failed: ${error.message}`,
+    message: (error) => `The call to the engine failed: ${readable(error)}`,
   },
 };
+
+/**
+ * An error's words for the client. undici checks some of what an engine sends with `assert` (a
+ * status line's code below 100: `HTTP/1.1 000`); its message, "The expression evaluated to a falsy
+ * value: assert(statusCode >= 100)", said nothing a client could use (found by an outside tester).
+ */
+function readable(error: Error): string {
+  if ((error as { code?: string }).code !== "ERR_ASSERTION") return error.message;
+  const check = /assert\((.*)\)/.exec(error.message)?.[1];
+  return `the engine's answer is not valid HTTP${check ? ` (the HTTP client's check \`${check}\` failed)` : ""}`;
+}
 
 /** The answer for a failure before any byte, or the SSE error event for one after. */
 export function errorAnswer(

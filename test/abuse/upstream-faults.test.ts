@@ -88,6 +88,21 @@ describe("the engine fails before any byte of an answer", () => {
     expect(await upstreamErrors(snooze, "error")).toBe(1);
   });
 
+  test("a status line with a code below 100 (`HTTP/1.1 000`) → 502 upstream_error that says the answer is not HTTP, not the HTTP client's assertion (found by an outside tester)", async () => {
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () => socket.end("HTTP/1.1 000 Zero\r\ncontent-length: 2\r\n\r\n{}")),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    const response = await post(snooze);
+    expect(response.status).toBe(502);
+    expect(await errorOf(response)).toMatchObject({
+      code: "upstream_error",
+      message:
+        "The call to the engine failed: the engine's answer is not valid HTTP (the HTTP client's check `statusCode >= 100` failed)",
+    });
+  });
+
   test("an engine that takes the request and never answers → 504 upstream_timeout after firstByteTimeout", async () => {
     const engine = await rawEngine((socket) => socket.resume());
     cleanups.push(() => engine.close());
