@@ -167,6 +167,41 @@ describe("the ladder on the clock", () => {
     expect(h.platform.scales).toEqual([]);
   });
 
+  test("a sleep call this process cannot make (out of file descriptors) keeps the engine awake and asks again once it was idle for sleepAfter again (found by an outside tester)", async () => {
+    const { h, engine } = await readyModel();
+    engine.localFailNext("sleep");
+    await h.advance(60_000);
+    // Taken back, not stopped: the call never reached the engine.
+    expect(h.tiers("m")).toEqual(["draining", "ready"]);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+    expect(h.platform.scales).toEqual([]);
+    expect(h.controller("m").state().lastError).toBeUndefined();
+    // Back in ready, its idle clock starts again: asked again once idle for sleepAfter.
+    await h.advance(60_000 - 1);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+    await h.advance(1);
+    expect(h.tiers("m")).toEqual(["draining", "ready", "draining", "asleep-1"]);
+    expect(engine.calls).toEqual(["sleep(1,wait)", "sleep(1,wait)"]);
+    expect(engine.sleeping).toBe(true);
+  });
+
+  test("a person's sleep whose call this process cannot make is asked again after the cool-down, and answered done", async () => {
+    const { h, engine } = await readyModel(oneModel("    sleepAfter: 10m"));
+    engine.localFailNext("sleep");
+    let done: string | undefined;
+    void h
+      .controller("m")
+      .sleepNow()
+      .then((outcome) => {
+        done = outcome;
+      });
+    await h.advance(10_000);
+    expect(engine.calls).toEqual(["sleep(1,wait)", "sleep(1,wait)"]);
+    expect(h.tiers("m")).toEqual(["draining", "ready", "draining", "asleep-1"]);
+    expect(done).toBe("done");
+    expect(h.platform.scales).toEqual([]);
+  });
+
   test("a request in flight keeps the replica ready; the idle clock starts when it ends", async () => {
     const { h, engine } = await readyModel();
     // The activator reports its load every second while the request runs.

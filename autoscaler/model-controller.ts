@@ -17,7 +17,7 @@ import type { ModelConfig } from "../lib/settings/index.ts";
 import { inSpan, traceContextOf, traceparentOf, tracer } from "../lib/tracing.ts";
 import { type FlowReport, trimReports } from "./demand-metric.ts";
 import { EngineFrozen, watchedCall } from "./engine-call-watch.ts";
-import { isTransportError } from "./engine-client.ts";
+import { isLocalFailure, isTransportError } from "./engine-client.ts";
 import {
   burstInFlight,
   decideReplicas,
@@ -1932,6 +1932,20 @@ export class ModelController {
         ).finally(() => this.sleepsUnderWay--);
       } catch (error) {
         this.guard(leadership);
+        if (isLocalFailure(error) && this.present(record) && record.tier === "draining") {
+          // The call never left this process (out of file descriptors or memory): the engine did
+          // not get it and is as it was, awake and drained. It is taken back, and its sleep asked
+          // again after the cool-down, rather than a healthy engine stopped for Snooze's own
+          // shortage (found by an outside tester: the self-heal's checks did the same).
+          this.log.warn("sleep could not be asked; the engine stays awake and is asked again", {
+            replica: record.replica.id,
+            error,
+          });
+          record.leaving = false;
+          record.coolUntil = this.deps.clock.now() + failedOperationCoolMs;
+          await this.setTier(record, "ready");
+          return;
+        }
         // An engine that died under its sleep call: its exit says why, not the cut connection.
         const exit = (await this.goneUnder(record, error)) ? record.departed : undefined;
         this.guard(leadership);

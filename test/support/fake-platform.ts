@@ -1,4 +1,4 @@
-import type { EngineLoad, SleepMode } from "../../autoscaler/engine-client.ts";
+import { EngineError, type EngineLoad, type SleepMode } from "../../autoscaler/engine-client.ts";
 import type {
   Departure,
   Engine,
@@ -44,6 +44,13 @@ function gate(): OpenGate {
   return g;
 }
 
+/** How an engine call fails: `local` when this process could not make it (`isLocalFailure`). */
+interface Fault {
+  message: string;
+  timedOut: boolean;
+  local?: boolean;
+}
+
 /**
  * One fake vLLM engine: awake or asleep at a level, with faults, gates and latencies the test sets.
  * Every call is logged in order (`calls`, and the platform's `calls` prefixed with the replica id),
@@ -71,7 +78,7 @@ export class FakeEngine implements Engine {
   readonly calls: string[] = [];
   private readonly clock: Clock;
   private readonly note: (entry: string) => void;
-  private readonly faults = new Map<EngineOp, { message: string; timedOut: boolean }[]>();
+  private readonly faults = new Map<EngineOp, Fault[]>();
   private readonly gates = new Map<EngineOp, OpenGate[]>();
 
   constructor(id: string, clock: Clock, note: (entry: string) => void) {
@@ -90,7 +97,12 @@ export class FakeEngine implements Engine {
     this.queueFault(op, { message: `${op}: no answer within its timeout`, timedOut: true });
   }
 
-  private queueFault(op: EngineOp, fault: { message: string; timedOut: boolean }): void {
+  /** The next call of `op` cannot be made by this process (out of file descriptors): `isLocalFailure`. */
+  localFailNext(op: EngineOp, message = `${op}: connect EMFILE`): void {
+    this.queueFault(op, { message, timedOut: false, local: true });
+  }
+
+  private queueFault(op: EngineOp, fault: Fault): void {
     this.faults.set(op, [...(this.faults.get(op) ?? []), fault]);
   }
 
@@ -189,6 +201,7 @@ export class FakeEngine implements Engine {
     if (ms !== undefined && ms > 0) await new Promise<void>((resolve) => this.clock.setTimeout(resolve, ms));
     if (!this.alive) throw new Error(`connect ECONNREFUSED (${this.id} is gone)`);
     const fault = this.faults.get(op)?.shift();
+    if (fault?.local) throw new EngineError(fault.message, undefined, false, true);
     if (fault !== undefined) throw Object.assign(new Error(fault.message), { timedOut: fault.timedOut });
   }
 }
