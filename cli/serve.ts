@@ -57,6 +57,10 @@ export const serveCommand: Command = {
     const port = portValue(values, "port", { fetched: true });
     const grace = durationValue(values, "shutdown-grace");
     const stopGrace = durationValue(values, "stop-grace");
+    // `--state-dir "$DIR"` with DIR unset names no directory: taken as written, it was the working
+    // directory, which got learning.json and the engine records (found by an outside tester).
+    if (values["state-dir"] === "")
+      throw new UsageError("--state-dir is empty: name a directory, or leave the flag out for the default");
     const stateDir = typeof values["state-dir"] === "string" ? values["state-dir"] : defaultStateDir();
     const adminToken = serverAdminToken(values, String(values.host));
     const allowedOrigins = allowedOriginsValue(values);

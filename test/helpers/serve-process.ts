@@ -31,12 +31,13 @@ export function writeConfig(text: string, dir = scratchDir()): string {
 export function serveProcess(
   config: string,
   args: string[] = [],
-  options: { command?: string[]; env?: NodeJS.ProcessEnv } = {},
+  options: { command?: string[]; env?: NodeJS.ProcessEnv; cwd?: string } = {},
 ): ServeProcess {
   const argv = options.command ?? [process.execPath, "bin/snooze.js"];
   const child = spawn(argv[0]!, [...argv.slice(1), "serve", "--config", config, "--port", "0", ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     env: options.env ?? process.env,
+    cwd: options.cwd,
   });
   let stderr = "";
   const exited = new Promise<number | null>((resolve) => child.once("close", resolve));

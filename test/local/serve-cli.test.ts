@@ -1,6 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, mkdtempSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { open } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { connect, createServer } from "node:net";
@@ -95,6 +95,20 @@ describe("snooze serve as a process", () => {
     expect(refused.stderr()).toContain(
       "snooze serve: --state-dir /proc/x cannot be used, as files cannot be written there: ENOENT",
     );
+  });
+
+  test('an empty --state-dir (`--state-dir "$DIR"` with DIR unset): exit code 2, nothing written where it runs', async () => {
+    // Found by an outside tester: it was taken as the working directory, which got learning.json.
+    const file = writeConfig(`models:\n  fast:\n    command: ${simCommand([], 1)}\n`);
+    const cwd = mkdtempSync(join(tmpdir(), "snooze-cli-"));
+    const run = serveProcess(file, ["--state-dir", ""], {
+      command: [process.execPath, join(process.cwd(), "bin/snooze.js")],
+      cwd,
+    });
+    children.push(run.child);
+    expect(await run.exited).toBe(2);
+    expect(run.stderr()).toContain("snooze serve: --state-dir is empty: name a directory");
+    expect(readdirSync(cwd)).toEqual([]);
   });
 
   test("a missing settings file: exit code 2 naming it", async () => {
