@@ -13,7 +13,7 @@ import { undici } from "../lib/undici.ts";
 import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
 import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
-import { durationValue, listenFlags, portValue } from "./flags.ts";
+import { durationValue, listenFailure, listenFlags, portValue } from "./flags.ts";
 import { kubeClientFrom, kubeFlags } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
@@ -146,7 +146,12 @@ export const activatorCommand: Command = {
         slots: () => controlPlane.slots(),
       },
     });
-    const listening = await listenActivator(server, { port, host: String(values.host) });
+    let listening: Awaited<ReturnType<typeof listenActivator>>;
+    try {
+      listening = await listenActivator(server, { port, host: String(values.host) });
+    } catch (error) {
+      throw listenFailure(error, String(values.host), port) ?? error;
+    }
     log.info("listening", { address: listening.address, models: [...activator.routes.keys()] });
     await untilStopSignal(log, "shutting down", { graceMs: grace });
     listening.close();

@@ -7,7 +7,7 @@ import { createControlServer } from "../autoscaler/kube/control-server.ts";
 import type { ScalerTls } from "../autoscaler/kube/external-scaler.ts";
 import { serviceActivators } from "../autoscaler/kube/knative-ingress/activator-prober.ts";
 import { KnativeIngressReconciler } from "../autoscaler/kube/knative-ingress/reconciler.ts";
-import { type FlagValues, UsageError } from "../lib/cli-flags.ts";
+import { CommandFailure, type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { type EventMode, eventModes } from "../lib/cloudevents.ts";
 import { knativeNetworkingServed } from "../lib/knative/networking-served.ts";
 import { serviceAccountUser, TokenReviewer } from "../lib/kube/token-review.ts";
@@ -18,7 +18,7 @@ import { byteSize } from "../lib/settings/fields.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import { undici } from "../lib/undici.ts";
 import type { Command } from "./command.ts";
-import { durationValue, listenFlags, portValue } from "./flags.ts";
+import { durationValue, listenFailure, listenFlags, portValue } from "./flags.ts";
 import { kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
@@ -133,6 +133,9 @@ export const autoscalerCommand: Command = {
     undici();
     const port = portValue(values, "port", { fetched: true });
     const grpcPort = portValue(values, "grpc-port");
+    // Said before connecting anywhere, rather than as the second listen's port in use.
+    if (grpcPort === port && port !== 0)
+      throw new UsageError(`--grpc-port ${grpcPort} is the --port too: the HTTP and gRPC ports must differ`);
     const timing = {
       durationMs: durationValue(values, "lease-duration", { positive: true }),
       renewDeadlineMs: durationValue(values, "lease-renew-deadline", { positive: true }),
@@ -195,8 +198,12 @@ export const autoscalerCommand: Command = {
     const server = createControlServer(autoscaler, registry, {
       authenticate: (token) => reviewer.check(token),
     });
-    server.listen(port, String(values.host));
-    await once(server, "listening");
+    try {
+      server.listen(port, String(values.host));
+      await once(server, "listening");
+    } catch (error) {
+      throw listenFailure(error, String(values.host), port) ?? error;
+    }
     const actualPort = (server.address() as AddressInfo).port;
     const address = String(
       values["advertise-address"] ?? `http://${process.env.POD_IP ?? ownAddress()}:${actualPort}`,
@@ -210,7 +217,16 @@ export const autoscalerCommand: Command = {
       log: log.child({ part: "external-scaler" }),
       registry,
     });
-    const boundGrpcPort = await scaler.listen(String(values.host), grpcPort, grpcTls);
+    let boundGrpcPort: number;
+    try {
+      boundGrpcPort = await scaler.listen(String(values.host), grpcPort, grpcTls);
+    } catch (error) {
+      // Every error of gRPC's bind is the port's: said in one line, whatever it is.
+      throw (
+        listenFailure(error, String(values.host), grpcPort, "--grpc-port") ??
+        new CommandFailure(`cannot listen on --grpc-port ${grpcPort}: ${(error as Error).message}`)
+      );
+    }
     log.info("serving KEDA's external scaler protocol", {
       grpcPort: boundGrpcPort,
       tls: grpcTls ? (grpcTls.clientCa ? "mutual" : "server") : "off",

@@ -1,4 +1,4 @@
-import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
+import { CommandFailure, type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { formatDuration, longestTimer, maxTimerMs, parseDuration } from "../lib/duration.ts";
 
 /** `--host` and `--port` as every server command takes them. */
@@ -12,6 +12,28 @@ export function listenFlags(defaultPort: number): Record<"host" | "port", Flag> 
       description: "port to listen on (0: any free port)",
     },
   };
+}
+
+/**
+ * A server's listen that failed, as one line naming the address and the flag to change, as
+ * `snooze serve` says it; undefined for an error that is not a listen's. Found by an outside tester:
+ * a port in use (or `--grpc-port` equal to `--port`) ended `snooze activator`, `autoscaler` and
+ * `webhooks` with Node's stack trace.
+ */
+export function listenFailure(
+  error: unknown,
+  host: string,
+  port: number,
+  flag = "--port",
+): CommandFailure | undefined {
+  const { code, syscall, message } = error as NodeJS.ErrnoException;
+  // gRPC's bind says it only in its message: "No address added ... [listen EADDRINUSE: ...]".
+  const inUse = code === "EADDRINUSE" || /\bEADDRINUSE\b/.test(String(message));
+  if (!inUse && syscall !== "listen" && syscall !== "getaddrinfo") return undefined;
+  const address = host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+  return new CommandFailure(
+    `cannot listen on ${address}: ${inUse ? `the port is in use (pass another ${flag})` : message}`,
+  );
 }
 
 /**

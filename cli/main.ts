@@ -1,4 +1,4 @@
-import { UsageError } from "../lib/cli-flags.ts";
+import { CommandFailure, UsageError } from "../lib/cli-flags.ts";
 import { type Command, commandHelp, parseCommandArgs, UnknownFlag } from "./command.ts";
 import { commands } from "./commands.ts";
 
@@ -91,6 +91,13 @@ export async function main(argv: string[]): Promise<number> {
     }
     return code;
   } catch (error) {
+    if (error instanceof CommandFailure) {
+      console.error(`snooze ${command.name}: ${error.message}`);
+      // A server that failed while starting may hold what it opened so far (watches on the API
+      // server, a listening port): they get a second, as after a shutdown.
+      if (entry.server) setTimeout(() => process.exit(1), 1_000).unref();
+      return 1;
+    }
     if (error instanceof UsageError) {
       const flag = error instanceof UnknownFlag ? error.flag : undefined;
       const near = flag === undefined ? undefined : await nearFlag(flag, command);

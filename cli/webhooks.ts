@@ -4,7 +4,7 @@ import { byteSize } from "../lib/settings/index.ts";
 import { serviceAccountNamespace } from "../webhooks/slot-residency.ts";
 import { startWebhooks } from "../webhooks/webhooks.ts";
 import type { Command } from "./command.ts";
-import { durationValue, portValue } from "./flags.ts";
+import { durationValue, listenFailure, portValue } from "./flags.ts";
 import { kubeClientFrom } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
@@ -207,6 +207,8 @@ export const webhooksCommand: Command = {
       maxBodyBytes: maxBody.data,
       decisionTimeoutMs,
       log,
+    }).catch((error: unknown) => {
+      throw listenFailure(error, String(values.host), port) ?? error;
     });
     await untilStopSignal(log, "shutting down", { graceMs: grace });
     await webhooks.close(grace);

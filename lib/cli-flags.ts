@@ -7,3 +7,9 @@ export type FlagValues = Record<string, string | boolean | (string | boolean)[] 
 
 /** A mistake in how the command was called: printed with usage, exit code 2. */
 export class UsageError extends Error {}
+
+/**
+ * A failure the command says in one line (a port in use): printed as `snooze <command>: message`
+ * with no stack trace, exit code 1.
+ */
+export class CommandFailure extends Error {}
