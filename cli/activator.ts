@@ -14,7 +14,7 @@ import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
 import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
 import { durationValue, listenFailure, listenFlags, portValue } from "./flags.ts";
-import { kubeClientFrom, kubeFlags } from "./kube-flags.ts";
+import { httpUrlValue, kubeClientFrom, kubeFlags } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
 export const activatorCommand: Command = {
@@ -66,11 +66,14 @@ export const activatorCommand: Command = {
     const allowedOrigins = allowedOriginsValue(values);
     const statsIntervalMs = durationValue(values, "stats-interval", { positive: true });
     const identity = String(values.identity ?? process.env.POD_NAME ?? `${hostname()}-${process.pid}`);
-    const autoscalerUrl = String(
-      values["autoscaler-url"] ??
-        process.env.SNOOZE_AUTOSCALER_URL ??
-        "http://snooze-autoscaler.snooze-system.svc:8090",
-    ).replace(/\/$/, "");
+    const autoscalerUrl = httpUrlValue(
+      String(
+        values["autoscaler-url"] ??
+          // Set but empty is unset, as $SNOOZE_URL is for the client commands.
+          (process.env.SNOOZE_AUTOSCALER_URL || "http://snooze-autoscaler.snooze-system.svc:8090"),
+      ),
+      values["autoscaler-url"] === undefined ? "$SNOOZE_AUTOSCALER_URL" : "--autoscaler-url",
+    );
     const log = createLogger({ component: "activator", identity });
     const { client, source } = await kubeClientFrom(values);
     const telemetry = await startTelemetry("snooze-activator", log);

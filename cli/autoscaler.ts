@@ -19,7 +19,7 @@ import { startTelemetry } from "../lib/telemetry.ts";
 import { undici } from "../lib/undici.ts";
 import type { Command } from "./command.ts";
 import { durationValue, listenFailure, listenFlags, portValue } from "./flags.ts";
-import { kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
+import { httpUrlValue, kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
 export const autoscalerCommand: Command = {
@@ -173,6 +173,11 @@ export const autoscalerCommand: Command = {
       throw new UsageError(
         `--knative-ingress-probe must list http(s) URLs, not "${values["knative-ingress-probe"]}"`,
       );
+    // Said before connecting: other replicas forward demand there.
+    const advertised =
+      values["advertise-address"] === undefined
+        ? undefined
+        : httpUrlValue(String(values["advertise-address"]), "--advertise-address");
     const identity = String(values.identity ?? process.env.POD_NAME ?? hostname());
     const leaseNamespace = String(values["lease-namespace"] ?? process.env.POD_NAMESPACE ?? "snooze-system");
     const log = createLogger({ component: "autoscaler", identity });
@@ -205,9 +210,10 @@ export const autoscalerCommand: Command = {
       throw listenFailure(error, String(values.host), port) ?? error;
     }
     const actualPort = (server.address() as AddressInfo).port;
-    const address = String(
-      values["advertise-address"] ?? `http://${process.env.POD_IP ?? ownAddress()}:${actualPort}`,
-    );
+    const address =
+      values["advertise-address"] === undefined
+        ? `http://${process.env.POD_IP ?? ownAddress()}:${actualPort}`
+        : advertised;
     log.info("starting", { server: client.server, credentials: source, address, port: actualPort });
     // Loaded only here: other commands need not pay for gRPC and protobuf at start-up.
     const { ExternalScalerServer } = await import("../autoscaler/kube/external-scaler.ts");

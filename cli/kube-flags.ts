@@ -2,6 +2,7 @@ import { networkInterfaces } from "node:os";
 import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { KubeClient } from "../lib/kube/client.ts";
 import { loadKubeConfig } from "../lib/kube/kubeconfig.ts";
+import { redactUrl } from "../lib/redact-url.ts";
 
 /** Flags the Kubernetes components share. */
 export const kubeFlags: Record<string, Flag> = {
@@ -33,4 +34,18 @@ export async function kubeClientFrom(values: FlagValues): Promise<{ client: Kube
     throw new UsageError((error as Error).message);
   }
   return { client: await KubeClient.fromKubeConfig(loaded.kc), source: loaded.source };
+}
+
+/**
+ * An http(s) URL another component is called at (`--autoscaler-url`, `--advertise-address`), without
+ * its trailing slash, or a usage error naming `source`. Found by an outside tester: `x` was taken,
+ * and every demand sent to it then failed, the requests held until their hold budget ran out.
+ */
+export function httpUrlValue(text: string, source: string): string {
+  const parsed = URL.canParse(text) ? new URL(text) : undefined;
+  if (parsed?.protocol !== "http:" && parsed?.protocol !== "https:")
+    throw new UsageError(
+      `${source} must be an http(s) URL, such as http://snooze-autoscaler.snooze-system.svc:8090, not "${redactUrl(text)}"`,
+    );
+  return text.replace(/\/$/, "");
 }

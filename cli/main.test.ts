@@ -75,6 +75,18 @@ test("snooze autoscaler checks its event and host-memory flags before connecting
   expect(output.join("\n")).toContain("--host-memory-budget must be a size like 64Gi");
 });
 
+test("snooze activator and autoscaler refuse a URL that is none before connecting", async () => {
+  // Found by an outside tester: `--autoscaler-url x` was taken, and every demand sent to it failed.
+  expect(await main(["activator", "--autoscaler-url", "x"])).toBe(2);
+  expect(output.join("\n")).toContain("snooze activator: --autoscaler-url must be an http(s) URL, such as");
+  expect(output.join("\n")).toContain('not "x"');
+  output = [];
+  expect(await main(["autoscaler", "--advertise-address", "10.0.0.7:8090"])).toBe(2);
+  expect(output.join("\n")).toContain(
+    "snooze autoscaler: --advertise-address must be an http(s) URL, such as",
+  );
+});
+
 test("the executable refuses an old Node.js with a clear message", () => {
   // The machine's own `node` may be older than 22.18; simulate one by overriding the version.
   const result = spawnSync(
