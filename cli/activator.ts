@@ -14,7 +14,7 @@ import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
 import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
 import { durationValue, listenFailure, listenFlags, portValue } from "./flags.ts";
-import { httpUrlValue, kubeClientFrom, kubeFlags } from "./kube-flags.ts";
+import { httpUrlValue, identityValue, kubeClientFrom, kubeFlags } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
 export const activatorCommand: Command = {
@@ -65,7 +65,7 @@ export const activatorCommand: Command = {
     const adminToken = serverAdminToken(values, String(values.host));
     const allowedOrigins = allowedOriginsValue(values);
     const statsIntervalMs = durationValue(values, "stats-interval", { positive: true });
-    const identity = String(values.identity ?? process.env.POD_NAME ?? `${hostname()}-${process.pid}`);
+    const identity = identityValue(values, () => `${hostname()}-${process.pid}`);
     const autoscalerUrl = httpUrlValue(
       String(
         values["autoscaler-url"] ??

@@ -19,7 +19,7 @@ import { startTelemetry } from "../lib/telemetry.ts";
 import { undici } from "../lib/undici.ts";
 import type { Command } from "./command.ts";
 import { durationValue, listenFailure, listenFlags, portValue } from "./flags.ts";
-import { httpUrlValue, kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
+import { httpUrlValue, identityValue, kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
 export const autoscalerCommand: Command = {
@@ -178,7 +178,7 @@ export const autoscalerCommand: Command = {
       values["advertise-address"] === undefined
         ? undefined
         : httpUrlValue(String(values["advertise-address"]), "--advertise-address");
-    const identity = String(values.identity ?? process.env.POD_NAME ?? hostname());
+    const identity = identityValue(values, hostname);
     const leaseNamespace = String(values["lease-namespace"] ?? process.env.POD_NAMESPACE ?? "snooze-system");
     const log = createLogger({ component: "autoscaler", identity });
     const { client, source } = await kubeClientFrom(values);

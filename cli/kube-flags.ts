@@ -49,3 +49,14 @@ export function httpUrlValue(text: string, source: string): string {
     );
   return text.replace(/\/$/, "");
 }
+
+/**
+ * This replica's name: `--identity`, else `$POD_NAME` (set but empty is unset), else `fallback`. An
+ * empty `--identity` is refused (found by an outside tester: it was taken): a Lease whose holder is
+ * "" is one nobody holds, so another replica takes it while this one still acts on it.
+ */
+export function identityValue(values: FlagValues, fallback: () => string): string {
+  if (values.identity === "")
+    throw new UsageError("--identity is empty: name this replica (default: $POD_NAME, else the host name)");
+  return String(values.identity ?? (process.env.POD_NAME || fallback()));
+}

@@ -87,6 +87,15 @@ test("snooze activator and autoscaler refuse a URL that is none before connectin
   );
 });
 
+test("snooze activator and autoscaler refuse an empty --identity before connecting", async () => {
+  // Found by an outside tester: it was taken, and a Lease held by "" is one nobody holds.
+  for (const command of ["activator", "autoscaler"]) {
+    output = [];
+    expect(await main([command, "--identity", ""])).toBe(2);
+    expect(output.join("\n")).toContain(`snooze ${command}: --identity is empty: name this replica`);
+  }
+});
+
 test("the executable refuses an old Node.js with a clear message", () => {
   // The machine's own `node` may be older than 22.18; simulate one by overriding the version.
   const result = spawnSync(
