@@ -302,6 +302,9 @@ export const sleepCommand = parkCommand("sleep");
 
 export const stopCommand = parkCommand("stop");
 
+/** The most lines the logs route returns at once (activator/status-page.ts): more reads as many. */
+const maxLogLines = 10_000;
+
 /** `snooze logs MODEL`: the engine's last lines of stdout and stderr; `-f` keeps printing new ones. */
 export const logsCommand: Command = {
   name: "logs",
@@ -320,11 +323,12 @@ export const logsCommand: Command = {
   run: (values, positionals) =>
     runClient("logs", async () => {
       const name = modelArgument("logs", positionals);
-      const count = Number(values.lines);
-      if (!Number.isInteger(count) || count < 1)
-        throw new UsageError(
-          `--lines must be a whole number of at least 1, not ${JSON.stringify(values.lines)}`,
-        );
+      // Decimal digits only, as the server reads `lines` (Number() took "0x10", "1e3" and " 5"),
+      // and no more than it reads: past 2^53 a count went out as "1e+22", which it refused.
+      const text = String(values.lines);
+      const count = /^\d+$/.test(text) ? Math.min(Number(text), maxLogLines) : 0;
+      if (count < 1)
+        throw new UsageError(`--lines must be a whole number of at least 1, not ${JSON.stringify(text)}`);
       const client = new AdminClient(values);
       const { id } = await findModel(client, name);
       const path = `/snooze/v1/models/${encodeURIComponent(id)}/logs`;

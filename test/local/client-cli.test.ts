@@ -736,6 +736,16 @@ describe("servers that misbehave (found by an outside tester)", () => {
     const logs = await run(["logs", "qwen", "-n", "1.5"]);
     expect(logs.code).toBe(2);
     expect(logs.stderr).toContain("--lines must be a whole number of at least 1");
+    // Found by an outside tester: hex, an exponent and spaces were taken (as `--port` once took
+    // them), and a count past 2^53 went out as `lines=1e+22`, which the server refused with a 400.
+    for (const count of ["0x10", "1e3", " 5", "0"]) {
+      const refused = await run(["logs", "qwen", "-n", count]);
+      expect({ count, code: refused.code }).toEqual({ count, code: 2 });
+      expect(refused.stderr).toContain(`--lines must be a whole number of at least 1, not "${count}"`);
+    }
+    const huge = await run(["logs", "qwen", "-n", "9999999999999999999999"]);
+    expect(huge.stderr).not.toContain("answered 400");
+    expect(huge.code).toBe(0);
   });
 });
 
