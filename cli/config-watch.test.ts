@@ -1,4 +1,12 @@
-import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
@@ -79,4 +87,40 @@ test("a file that is there but cannot be used is a change (the reload says why),
   writeFileSync(file, "models: {e: 5}\n");
   await until(() => changes() === 3, 5_000, "the file made right");
   expect(lines.join("")).not.toContain("the settings file is gone");
+});
+
+test("a link at the path: an edit of the file it leads to is seen, also after the link is pointed elsewhere", async () => {
+  // Found by an outside tester: only the link's own directory was watched, so saving the file it
+  // leads to (a dotfiles checkout, another folder) reloaded nothing until a SIGHUP.
+  root = mkdtempSync(join(tmpdir(), "snooze-watch-"));
+  const elsewhere = join(root, "dotfiles");
+  mkdirSync(elsewhere);
+  const real = join(elsewhere, "snooze.yaml");
+  writeFileSync(real, "models: {}\n");
+  const file = join(root, "snooze.yaml");
+  symlinkSync(real, file);
+  let changes = 0;
+  const watch = watchConfigFile(file, () => changes++, {
+    log: createLogger({}, () => {}, "info"),
+    debounceMs: 20,
+    retryMs: 50,
+  });
+  stop = () => watch.close();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  writeFileSync(real, "models: {a: 1}\n");
+  await until(() => changes === 1, 5_000, "the edit of the file the link leads to");
+  // An editor's save there (a new file renamed over it) too.
+  writeFileSync(join(elsewhere, ".snooze.yaml.swp"), "models: {b: 2}\n");
+  renameSync(join(elsewhere, ".snooze.yaml.swp"), real);
+  await until(() => changes === 2, 5_000, "the save by rename");
+  // Pointed at another file (in a third folder): that one's edits are seen from then on.
+  const third = join(root, "other");
+  mkdirSync(third);
+  writeFileSync(join(third, "snooze.yaml"), "models: {c: 3}\n");
+  rmSync(file);
+  symlinkSync(join(third, "snooze.yaml"), file);
+  await until(() => changes === 3, 5_000, "the link pointed elsewhere");
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  writeFileSync(join(third, "snooze.yaml"), "models: {d: 4}\n");
+  await until(() => changes === 4, 5_000, "an edit of the new target");
 });

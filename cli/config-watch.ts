@@ -1,4 +1,4 @@
-import { type FSWatcher, watch } from "node:fs";
+import { type FSWatcher, realpathSync, watch } from "node:fs";
 import { basename, dirname } from "node:path";
 import { type Clock, systemClock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
@@ -19,6 +19,11 @@ export interface ConfigWatchOptions {
  * (vim, most IDEs), which ends a watch on the file itself, and Kubernetes swaps a ConfigMap's
  * `..data` link. Events come in bursts (truncate, write, rename), so the file is read once things
  * are quiet for `debounceMs`, and `changed` runs only when its text differs from the last seen.
+ *
+ * A link at the path (`snooze.yaml -> ~/dotfiles/snooze.yaml`) is followed: the directory of the
+ * file it leads to is watched too, so an edit made there is seen (found by an outside tester: only
+ * the link's own directory was watched, and such edits reloaded nothing until a SIGHUP); a link
+ * pointed elsewhere is followed anew.
  *
  * A directory deleted or moved away ends the watch on it: the directory at the path is then watched
  * again once it is there (looked for every `retryMs`), and its file read. A file that stays gone is
@@ -43,6 +48,33 @@ export function watchConfigFile(
   let watcher: FSWatcher | undefined;
   let missing = false;
   let closed = false;
+  /** The file a link at the path leads to, and the watch on its directory. */
+  let target: { path: string; watcher: FSWatcher } | undefined;
+  const follow = () => {
+    let real: string | undefined;
+    let own: string | undefined;
+    try {
+      real = realpathSync(file);
+      own = `${realpathSync(directory)}/${name}`;
+    } catch {}
+    if (real === target?.path) return;
+    target?.watcher.close();
+    target = undefined;
+    // No link (or none that leads anywhere yet): the watch on the path's directory sees it all.
+    if (real === undefined || real === own) return;
+    const leadsTo = basename(real);
+    try {
+      const watcher = watch(dirname(real), { persistent: false }, (_event, filename) => {
+        if (filename === null || String(filename) === leadsTo) soon();
+      });
+      // Its directory went: looked for again when the path is next read.
+      watcher.on("error", () => {
+        watcher.close();
+        if (target?.watcher === watcher) target = undefined;
+      });
+      target = { path: real, watcher };
+    } catch {}
+  };
   /** The file's bytes, what is wrong with it (in words), or undefined when it is not there. */
   const read = async (): Promise<Buffer | string | undefined> => {
     try {
@@ -74,6 +106,7 @@ export function watchConfigFile(
     }
     const seen = await read();
     if (closed) return;
+    follow();
     if (seen === undefined) {
       // Gone for a moment mid-rename (the rename's own event brings us back here), or for good.
       if (!missing) log.warn("the settings file is gone; the settings in use stay", { file });
@@ -112,11 +145,13 @@ export function watchConfigFile(
     log.warn("cannot watch the settings file's directory yet; SIGHUP still reloads it", { file });
     soon(retryMs);
   }
+  follow();
   return {
     close() {
       closed = true;
       timer?.cancel();
       watcher?.close();
+      target?.watcher.close();
     },
   };
 }
