@@ -315,8 +315,14 @@ export function parseSimFlags(
     }
     return value;
   };
+  // Read as vLLM's argparse reads an int (Python's int()): decimal digits, a sign and spaces around
+  // them; Number() also took "0x10", "1e3" and "0b1", which vLLM refuses (found by an outside tester).
   const integer = (name: string, min: number) =>
-    number(name, (n) => Number.isInteger(n) && n >= min, `an integer >= ${min}`);
+    number(
+      name,
+      (n) => /^\s*[+-]?\d+\s*$/.test(text(name)) && Number.isSafeInteger(n) && n >= min,
+      `an integer >= ${min}`,
+    );
   const size = (name: string) => {
     const bytes = parseSize(text(name));
     if (bytes === undefined || bytes <= 0)

@@ -90,6 +90,23 @@ test("durations, sizes and faults are read; bad ones are usage errors naming the
   expect(() => parse("--engines", "2", "--port", "0")).toThrow("--base-port");
 });
 
+test("a whole-number flag is read as vLLM's argparse reads it: decimal digits, not hex or an exponent", () => {
+  // Found by an outside tester: `--port 0x10` listened on port 16 and `--max-num-seqs 1e3` was 1000,
+  // where vLLM (Python's int()) refuses both: a command would work on the simulator and not on vLLM.
+  for (const [flag, value] of [
+    ["port", "0x10"],
+    ["max-num-seqs", "1e3"],
+    ["seed", "0b1"],
+    ["engines", "2.0"],
+    ["fault-wake-fail", "Infinity"],
+  ] as const)
+    expect(() => parse(`--${flag}`, value)).toThrow(`--${flag}: "${value}" is not an integer`);
+  // Python's int() takes a sign and spaces around the digits.
+  expect(parse("--max-num-seqs", " +8 ").engine.maxNumSeqs).toBe(8);
+  // A seed past 2^53 cannot be held exactly: refused rather than rounded to another seed.
+  expect(() => parse("--seed", "9007199254740993")).toThrow('--seed: "9007199254740993" is not an integer');
+});
+
 test("a delay flag stops where a timer can wait, as every Snooze duration does", () => {
   // Longer, Node fires the timer after 1 ms: a --load-time of 720h opened the port at once.
   expect(parse("--load-time", "596h31m23.647s").engine.loadTimeMs).toBe(2 ** 31 - 1);
