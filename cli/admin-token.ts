@@ -32,14 +32,27 @@ export function adminTokenFrom(
     }
     const token = text.trim();
     if (!token) throw new UsageError(`--admin-token-file ${file} is empty`);
-    if (/\s/.test(token))
-      throw new UsageError(`--admin-token-file ${file}: the token may not contain whitespace`);
-    return token;
+    return checkedToken(token, `--admin-token-file ${file}`);
   }
   const fromEnv = env[adminTokenEnv]?.trim();
   if (fromEnv === undefined || fromEnv === "") return undefined;
-  if (/\s/.test(fromEnv)) throw new UsageError(`$${adminTokenEnv}: the token may not contain whitespace`);
-  return fromEnv;
+  return checkedToken(fromEnv, `$${adminTokenEnv}`);
+}
+
+/**
+ * `token` if an HTTP header can carry it as it is: visible ASCII. Found by an outside tester: a
+ * control character or a byte that is not UTF-8 made every client command say it "cannot reach"
+ * Snooze, and a server took "tökén", which curl sends as UTF-8 bytes and Node's fetch as Latin-1
+ * (a 401 for the one, accepted for the other).
+ */
+function checkedToken(token: string, source: string): string {
+  if (/\s/.test(token)) throw new UsageError(`${source}: the token may not contain whitespace`);
+  const bad = /[^\x21-\x7e]/.exec(token);
+  if (bad)
+    throw new UsageError(
+      `${source}: the token may hold only visible ASCII characters (letters, digits and punctuation), not ${JSON.stringify(bad[0])} (character ${bad.index + 1})`,
+    );
+  return token;
 }
 
 /**
