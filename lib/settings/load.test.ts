@@ -266,6 +266,19 @@ describe("parseConfig", () => {
     expect(problems[0]!.line).toBeGreaterThan(0);
   });
 
+  test("a YAML mistake the parser reports several times over is said once", () => {
+    // Found by an outside tester: three identical lines for `x-a: {{{`.
+    const problems = problemsOf("x-a: {{{\nmodels:\n  qwen: {command: [x, '${PORT}']}\n");
+    expect(problems).toEqual([
+      {
+        key: "",
+        line: 2,
+        column: 1,
+        message: "invalid YAML: Flow map in block collection must be sufficiently indented and end with a }",
+      },
+    ]);
+  });
+
   test("a file is read as YAML 1.2 whatever its %YAML line says: `yes` is text, and a %YAML 1.1 line is refused", () => {
     // Found by an outside tester: `%YAML 1.1` on the first line made `sleep: yes` true, and without
     // it `yes` was refused; one line changed what the same value meant.

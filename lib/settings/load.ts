@@ -183,16 +183,23 @@ function parseConfigText(text: string, file: string, { listenPort }: LoadOptions
     logLevel: "error",
   });
   if (doc.errors.length > 0) {
+    const problems = doc.errors.map((error) => {
+      const at = error.linePos?.[0];
+      return {
+        key: "",
+        message: yamlErrorMessage(error),
+        line: at?.line ?? start.line,
+        column: at?.col ?? start.column,
+      };
+    });
+    // The parser can report one mistake several times over (`x: {{{` gave the same "Flow map ...
+    // must end with a }" three times at one place; found by an outside tester): said once.
+    const said = new Set<string>();
     throw new ConfigError(
       file,
-      doc.errors.map((error) => {
-        const at = error.linePos?.[0];
-        return {
-          key: "",
-          message: yamlErrorMessage(error),
-          line: at?.line ?? start.line,
-          column: at?.col ?? start.column,
-        };
+      problems.filter((p) => {
+        const key = `${p.line}:${p.column}:${p.message}`;
+        return !said.has(key) && said.add(key);
       }),
     );
   }
