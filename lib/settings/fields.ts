@@ -162,19 +162,23 @@ const hiddenNames: Record<number, string> = {
 };
 
 /**
- * Why `name` holds a character that does not show (a control character, Unicode Cc, or a format
- * character, Cf, such as U+200B), naming the first and its position (in characters, from 1), or
+ * Why `name` holds a character that does not show (a control character, Unicode Cc, a format
+ * character, Cf, such as U+200B, or a lone surrogate, Cs), naming the first and its position (in characters, from 1), or
  * undefined. `qwen` and `qwen` with a zero-width space after it look like one name but are two.
  */
 export function hiddenCharacterProblem(name: string): string | undefined {
   const characters = [...name];
-  const index = characters.findIndex((c) => /[\p{Cc}\p{Cf}]/u.test(c));
+  // A lone surrogate (Cs, only written as an escape, "\ud800") is no character at all: it shows as
+  // U+FFFD, and a command line or UTF-8 carries it as that, so no engine could be told the name.
+  const index = characters.findIndex((c) => /[\p{Cc}\p{Cf}\p{Cs}]/u.test(c));
   if (index < 0) return undefined;
   const code = characters[index]!.codePointAt(0)!;
   const hex = `U+${code.toString(16).toUpperCase().padStart(4, "0")}`;
   const kind = /\p{Cc}/u.test(characters[index]!)
     ? "a control character"
-    : (hiddenNames[code] ?? "an invisible format character");
+    : /\p{Cs}/u.test(characters[index]!)
+      ? "a lone surrogate: half of a UTF-16 pair, no character"
+      : (hiddenNames[code] ?? "an invisible format character");
   return `${spelledOut(name)} holds ${hex} (${kind}) at position ${index + 1}, a character that does not show: take it out (the name would look like another)`;
 }
 

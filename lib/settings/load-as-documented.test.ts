@@ -124,6 +124,22 @@ describe("names, merge keys, aliases and x- keys as the docs say", () => {
     ]);
   });
 
+  test("a name holding a lone surrogate (half of a UTF-16 pair, written as an escape) is refused", () => {
+    // Found by an outside tester: `"b\ud800":` was served, but no engine could be told the name (a
+    // command line carries it as U+FFFD), so every start ended in the engine's 404.
+    expect(problemsOf(`models:\n  "b\\ud800": {${cmd}}\n  a: {${cmd}, aliases: ["x\\udc00"]}\n`)).toEqual([
+      expect.objectContaining({
+        line: 2,
+        message: expect.stringContaining(
+          "U+D800 (a lone surrogate: half of a UTF-16 pair, no character) at position 2",
+        ),
+      }),
+      expect.objectContaining({ key: "models.a.aliases.0", message: expect.stringContaining("U+DC00") }),
+    ]);
+    // A pair is one character, taken.
+    expect([...parseConfig(`models:\n  "b\\ud83d\\ude00": {${cmd}}\n`).models.keys()]).toEqual(["b😀"]);
+  });
+
   test("what is inside a top-level x- key is not checked, unless an alias uses it", () => {
     const notes = "x-notes:\n  ~: 1\n  a: !weird 1\n  b: 1\n  b: 2\n  ? [k]\n  : v\n";
     expect(parseConfig(withModel("", notes)).models.size).toBe(1);

@@ -105,7 +105,8 @@ standard \`!!str\`, \`!!int\`, \`!!float\`, \`!!bool\`, \`!!null\`, \`!!map\`, \
 are lists and mappings nested more than ${maxNesting} deep. Ids, aliases and slot names may not hold a
 character that does not show: a control character or an invisible format character (Unicode Cf, such as
 U+200B zero width space, U+200D zero width joiner or U+FEFF): \`qwen\` and \`qwen\` with a U+200B after it
-would look like one name. Nor may an id or alias be \`.\` or \`..\`: clients put the name in URL paths
+would look like one name; nor a lone surrogate (an escape such as \`"\\ud800"\` without its pair), which is no
+character and reaches an engine's command line as U+FFFD. Nor may an id or alias be \`.\` or \`..\`: clients put the name in URL paths
 (\`/v1/models/{model}\`), where it would mean the folder itself or the one above. \`__proto__\` is refused as a model id, a slot name and an \`env\` name (in JavaScript objects it is the
 object's prototype, not a key); as an alias it is taken, as are \`constructor\`, \`toString\` and the like anywhere. Models are listed (\`snooze status\`, \`/v1/models\`) in the order the file writes them, after a
 reload too (a model added, or removed and added back, takes its place in the file, cold since it
