@@ -266,6 +266,17 @@ describe("parseConfig", () => {
     expect(problems[0]!.line).toBeGreaterThan(0);
   });
 
+  test("line ends: LF, CRLF and a bare CR (YAML 1.2's three line breaks) read alike, with the same line numbers", () => {
+    // Found by an outside tester: a file whose lines end in a bare CR (as classic Mac OS wrote them)
+    // read as one line, "invalid YAML: Nested mappings are not allowed in compact mappings" at 1:8.
+    const lines = ["models:", "  qwen:", "    command: [x, '${PORT}']", "    sleepAfter: 10"];
+    for (const end of ["\n", "\r\n", "\r"])
+      expect(problemsOf(lines.join(end) + end)).toEqual([
+        expect.objectContaining({ key: "models.qwen.sleepAfter", line: 4, column: 5 }),
+      ]);
+    expect([...parseConfig(lines.slice(0, 3).join("\r")).models.keys()]).toEqual(["qwen"]);
+  });
+
   test("a YAML mistake the parser reports several times over is said once", () => {
     // Found by an outside tester: three identical lines for `x-a: {{{`.
     const problems = problemsOf("x-a: {{{\nmodels:\n  qwen: {command: [x, '${PORT}']}\n");

@@ -130,7 +130,11 @@ function formatSize(bytes: number): string {
 export { maxAliasCount } from "./yaml-aliases.ts";
 export { ownKeyPrefix } from "./yaml-paths.ts";
 
-export function parseConfig(text: string, file = "snooze.yaml", options: LoadOptions = {}): SnoozeConfig {
+export function parseConfig(raw: string, file = "snooze.yaml", options: LoadOptions = {}): SnoozeConfig {
+  // A bare CR ends a line in YAML 1.2 (as LF and CRLF do), but the yaml library reads it as text:
+  // a file saved with classic Mac OS line ends was one long line (found by an outside tester). Made
+  // LF, one character for one, so every offset, line and column stays where it was.
+  const text = raw.replace(/\r(?!\n)/g, "\n");
   // Refused with whatever else is wrong, all judged as YAML 1.2, so one run names every fix.
   const version = yamlVersionProblem(text);
   let config: SnoozeConfig;

@@ -129,6 +129,7 @@ not in \`defaults:\`; so are \`command\`, \`env\` and \`port\` (each model runs 
 they are refused, saying where they go and how to share one (an anchor under an \`x-\` key, below; a \`command\`
 can write \`\${MODEL}\` for the model's id). A model's setting written at the top level is refused, saying to put it
 under \`defaults:\` or under the model. A file that is not UTF-8 is refused, naming the line and column of its first bad byte.
+Its lines may end in LF, CRLF or a bare CR (YAML 1.2's line breaks, as Unix, Windows and classic Mac OS save them).
 
 Settings can be shared with YAML anchors and aliases (\`&name\`, \`*name\`) and merge keys (\`<<: *name\`, or
 \`<<: [*a, *b]\`), which copy an anchored mapping's keys into a model, slot or \`defaults:\`; keys the mapping
