@@ -68,7 +68,10 @@ export function settingsFromAnnotations(annotations: Record<string, string> = {}
         message: checked.error.issues[0]!.message,
       });
   }
-  const parsed = annotationSettings.safeParse(raw);
+  // In the words snooze.yaml's problems use ("expected true or false"), not zod's ("Invalid input:
+  // expected boolean, received string"), which the autoscaler logged for a workload as it was
+  // (found by an outside tester; the webhooks reworded some of them themselves).
+  const parsed = annotationSettings.safeParse(raw, { error: inPlainWords(annotationSettings) });
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       const key = String(issue.path[0]);

@@ -1322,4 +1322,18 @@ describe("settingsFromAnnotations", () => {
       ]),
     );
   });
+
+  test("a value of the wrong kind is said in the words of the settings file, not zod's", () => {
+    // Found by an outside tester: "Invalid input: expected boolean, received string" for `yes`.
+    const { problems } = settingsFromAnnotations({
+      "snooze.dev/sleep": "yes",
+      "snooze.dev/queue-depth": "0x10",
+      "snooze.dev/priority": "high",
+    });
+    expect(problems.map((p) => `${p.annotation}: ${p.message}`)).toEqual([
+      "snooze.dev/sleep: expected true or false",
+      "snooze.dev/queue-depth: expected an integer from 1 to 1000000",
+      "snooze.dev/priority: expected an integer from -1000 to 1000",
+    ]);
+  });
 });
