@@ -195,7 +195,7 @@ describe("validateWorkloadAnnotations", () => {
     {
       annotations: { "snooze.dev/slep-after": "5m" },
       message: expect.stringMatching(
-        /metadata\.annotations\["snooze\.dev\/slep-after"\]: "5m": unknown setting; known: snooze\.dev\/aliases, /,
+        /metadata\.annotations\["snooze\.dev\/slep-after"\]: "5m": unknown setting; did you mean snooze\.dev\/sleep-after\?; known: snooze\.dev\/aliases, /,
       ),
     },
   ])("$annotations", ({ annotations, message }) => {

@@ -1,6 +1,7 @@
 import { kubeSlotName, modelId } from "./fields.ts";
 import { type TierSettings, tierSettings } from "./model.ts";
 import { inPlainWords } from "./plain-words.ts";
+import { closestKey } from "./suggest.ts";
 
 /** Annotations use the same settings as snooze.yaml, kebab-cased under this prefix. */
 export const annotationPrefix = "snooze.dev/";
@@ -43,12 +44,16 @@ export function settingsFromAnnotations(annotations: Record<string, string> = {}
     if (reserved.has(short)) continue;
     const key = camelByKebab.get(short);
     if (!key) {
+      // As a misspelt key in snooze.yaml is answered: `snooze.dev/sleepAfter` (the file's spelling)
+      // or `slep-after` named no setting in a list of nineteen (found by an outside tester).
+      const near = closestKey(short, [...camelByKebab.keys(), ...reserved]);
+      const meant = near ? `; did you mean ${annotationPrefix}${near}?` : "";
       problems.push({
         annotation: name,
         value,
         message: knownSaid
-          ? "unknown setting (the known ones are listed with the first)"
-          : `unknown setting; known: ${[...camelByKebab.keys()].map((k) => annotationPrefix + k).join(", ")}`,
+          ? `unknown setting${meant} (the known ones are listed with the first)`
+          : `unknown setting${meant}; known: ${[...camelByKebab.keys()].map((k) => annotationPrefix + k).join(", ")}`,
       });
       knownSaid = true;
       continue;

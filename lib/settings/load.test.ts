@@ -1323,6 +1323,23 @@ describe("settingsFromAnnotations", () => {
     );
   });
 
+  test("an unknown annotation is answered with the one meant, as a misspelt key in the file is", () => {
+    // Found by an outside tester: `snooze.dev/sleepAfter` (as snooze.yaml spells it) and
+    // `snooze.dev/slep-after` were each "unknown setting" and a list of nineteen.
+    const { problems } = settingsFromAnnotations({
+      "snooze.dev/sleepAfter": "5m",
+      "snooze.dev/slep-after": "5m",
+      "snooze.dev/frobnicate": "1",
+    });
+    expect(problems.map((p) => p.message)).toEqual([
+      expect.stringMatching(
+        /^unknown setting; did you mean snooze\.dev\/sleep-after\?; known: snooze\.dev\/aliases, /,
+      ),
+      "unknown setting; did you mean snooze.dev/sleep-after? (the known ones are listed with the first)",
+      "unknown setting (the known ones are listed with the first)",
+    ]);
+  });
+
   test("a value of the wrong kind is said in the words of the settings file, not zod's", () => {
     // Found by an outside tester: "Invalid input: expected boolean, received string" for `yes`.
     const { problems } = settingsFromAnnotations({

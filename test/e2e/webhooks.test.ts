@@ -209,7 +209,7 @@ spec:
     metadata: {annotations: {snooze.dev/warmup: maybe}}
 `);
     expect(result.stderr).toContain(
-      'Service "ksvc" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/slep-after"]: "5m": unknown setting; known:',
+      'Service "ksvc" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/slep-after"]: "5m": unknown setting; did you mean snooze.dev/sleep-after?; known:',
     );
     expect(result.stderr).toContain(
       'spec.template.metadata.annotations["snooze.dev/warmup"]: "maybe": expected true or false',
