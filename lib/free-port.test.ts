@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { freePort, freePortRange, portInUse } from "./free-port.ts";
 
 const ephemeralLow = (() => {
@@ -38,6 +38,22 @@ describe("freePort", () => {
     expect(await portInUse(port)).toBe(true);
     await close();
   });
+
+  it.runIf(ephemeralLow !== undefined && ephemeralLow > 11_000)(
+    "never gives a port kept for someone else (a cold model's fixed port)",
+    async () => {
+      // Found by an outside tester: an engine could be given the fixed port of a model that was
+      // cold, whose start then failed saying another process held its port.
+      const from = Math.max(10_000, ephemeralLow! - 12_000);
+      // The first pick lands on `from`, which is kept.
+      const random = vi.spyOn(Math, "random").mockReturnValueOnce(0);
+      try {
+        expect(await freePort("127.0.0.1", new Set([from]))).not.toBe(from);
+      } finally {
+        random.mockRestore();
+      }
+    },
+  );
 
   it("gives consecutive ports, each of which can be bound", async () => {
     const base = await freePortRange(3);

@@ -35,20 +35,29 @@ function listenOn(port: number, host: string): Promise<{ port: number; close(): 
 /**
  * `count` consecutive ports on `host` nothing listens on right now, the first returned. Another
  * process may still take one before the caller binds it; looking outside the ephemeral range
- * makes that rare rather than a matter of load.
+ * makes that rare rather than a matter of load. None is in `avoid`: ports kept for someone who
+ * is not listening yet (a model's fixed `port` while it is cold).
  */
-export async function freePortRange(count: number, host = "127.0.0.1"): Promise<number> {
+export async function freePortRange(
+  count: number,
+  host = "127.0.0.1",
+  avoid: ReadonlySet<number> = new Set(),
+): Promise<number> {
   if (window === null) window = searchWindow();
   const span = window;
   if (span === undefined && count === 1) {
-    const picked = await listenOn(0, host);
-    if (!picked) throw new Error(`no free port on ${host}`);
-    await picked.close();
-    return picked.port;
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const picked = await listenOn(0, host);
+      if (!picked) throw new Error(`no free port on ${host}`);
+      await picked.close();
+      if (!avoid.has(picked.port)) return picked.port;
+    }
+    throw new Error(`no free port on ${host} outside those kept for fixed ports`);
   }
   const { from, to } = span ?? { from: 20_000, to: 30_000 };
   for (let attempt = 0; attempt < 50; attempt++) {
     const base = from + Math.floor(Math.random() * (to - from - count + 1));
+    if (Array.from({ length: count }, (_, i) => base + i).some((port) => avoid.has(port))) continue;
     const held: { close(): Promise<void> }[] = [];
     try {
       for (let i = 0; i < count; i++) {
@@ -64,9 +73,9 @@ export async function freePortRange(count: number, host = "127.0.0.1"): Promise<
   throw new Error(`no ${count} consecutive free ports on ${host} in ${from}–${to}`);
 }
 
-/** A port on `host` nothing listens on right now (see freePortRange). */
-export function freePort(host = "127.0.0.1"): Promise<number> {
-  return freePortRange(1, host);
+/** A port on `host` nothing listens on right now, and not in `avoid` (see freePortRange). */
+export function freePort(host = "127.0.0.1", avoid?: ReadonlySet<number>): Promise<number> {
+  return freePortRange(1, host, avoid);
 }
 
 /** Whether something accepts connections on `host:port` now (a connection is opened and closed). */

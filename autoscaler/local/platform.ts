@@ -264,7 +264,11 @@ export class LocalPlatform implements Platform {
   private async spawnEngine(entry: ModelEngines, start: Context): Promise<void> {
     const { config, generation } = entry;
     if (config.port !== undefined) await this.untilOursLeave(config.port, entry);
-    const port = config.port ?? (await freePort(host));
+    // Not another model's fixed port: that model, cold now, would find its port taken by this
+    // engine and fail saying another process holds it (the pick is from some 12,000 ports, which
+    // fixed ports in the 20000s share; found by an outside tester).
+    const fixed = new Set([...this.models.values()].flatMap((other) => other.config.port ?? []));
+    const port = config.port ?? (await freePort(host, fixed));
     // A fixed port another process already listens on: that process would answer the readiness
     // checks and get the model's traffic while the engine fails to bind. Not counted as up, ever.
     const taken = config.port !== undefined && (await portInUse(port, host));
