@@ -58,6 +58,21 @@ export function adminUrl(base: string, path: string): URL {
 /** A request to Snooze that did not work: printed after the command's name, exit code 1. */
 export class ClientError extends Error {}
 
+/**
+ * Snooze at `url` could not be reached, and why, in words. An https:// address whose server speaks
+ * plain HTTP (as `snooze serve` does) was OpenSSL's own two lines, ending in a path inside Node's
+ * sources ("...:wrong version number:../deps/openssl/...c:77:", found by an outside tester).
+ */
+function cannotReach(url: string, error: Error & { code?: string }): ClientError {
+  if (error.code === "ERR_SSL_WRONG_VERSION_NUMBER")
+    return new ClientError(
+      `cannot reach ${url}: the server there does not speak TLS (https://); Snooze serves plain HTTP unless a proxy before it adds TLS: write http://`,
+    );
+  return new ClientError(
+    `cannot reach ${url}: ${error.message.trim()} (is Snooze running? pass --url or set SNOOZE_URL)`,
+  );
+}
+
 function refusalText(text: string, statusText: string): string {
   let said = "";
   try {
@@ -242,10 +257,7 @@ export class AdminClient {
     } catch (error) {
       if (deadline.hit) throw noAnswer(target);
       if (deadline.signal.aborted) throw error; // the command's own signal
-      const cause = (error as Error).cause as Error | undefined;
-      throw new ClientError(
-        `cannot reach ${this.url}: ${cause?.message ?? (error as Error).message} (is Snooze running? pass --url or set SNOOZE_URL)`,
-      );
+      throw cannotReach(this.url, ((error as Error).cause as Error | undefined) ?? (error as Error));
     }
     if (!response.ok) {
       const text = await this.text(target, response.body, response.headers.get("content-length"), deadline);
@@ -305,9 +317,7 @@ export class AdminClient {
       } catch (error) {
         if (deadline.hit) throw noAnswer(target);
         if (signal?.aborted) throw error;
-        throw new ClientError(
-          `cannot reach ${this.url}: ${(error as Error).message} (is Snooze running? pass --url or set SNOOZE_URL)`,
-        );
+        throw cannotReach(this.url, error as Error);
       }
       const length = answer.headers["content-length"];
       const text = await this.text(target, answer.body, typeof length === "string" ? length : null, deadline);

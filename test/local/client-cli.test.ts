@@ -732,6 +732,21 @@ describe("servers that misbehave (found by an outside tester)", () => {
     }
   });
 
+  test("an https:// address whose server speaks plain HTTP: exit 1 saying to write http://, not OpenSSL's words", async () => {
+    const { url, close } = await misbehaving((_req, res) => res.end("{}"));
+    try {
+      for (const args of [["status"], ["sleep", "qwen"]]) {
+        const result = await run(args, { SNOOZE_URL: url.replace("http:", "https:") });
+        expect(result.code).toBe(1);
+        expect(result.stderr).toBe(
+          `snooze ${args[0]}: cannot reach ${url.replace("http:", "https:")}: the server there does not speak TLS (https://); Snooze serves plain HTTP unless a proxy before it adds TLS: write http://\n`,
+        );
+      }
+    } finally {
+      close();
+    }
+  });
+
   test("logs -n that is not a whole number says so", async () => {
     const logs = await run(["logs", "qwen", "-n", "1.5"]);
     expect(logs.code).toBe(2);
