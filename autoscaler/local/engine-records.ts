@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { isAbsolute, join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../../lib/log.ts";
 import { makeDirectory } from "../../lib/make-directory.ts";
@@ -50,7 +50,9 @@ interface ProcStat {
 /** `SNOOZE_STATE_DIR`, else `$XDG_STATE_HOME/snooze`, else `~/.local/state/snooze`. */
 export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
   if (env.SNOOZE_STATE_DIR) return env.SNOOZE_STATE_DIR;
-  if (env.XDG_STATE_HOME) return join(env.XDG_STATE_HOME, "snooze");
+  // The XDG Base Directory spec: a relative path there is invalid and ignored. Taken, the state
+  // went under whatever directory `snooze serve` was started from (found by an outside tester).
+  if (env.XDG_STATE_HOME && isAbsolute(env.XDG_STATE_HOME)) return join(env.XDG_STATE_HOME, "snooze");
   return join(homedir(), ".local", "state", "snooze");
 }
 
