@@ -147,7 +147,7 @@ x-rarely-used: &rarely-used
 models:
   qwen:
     <<: *rarely-used
-    command: [vllm, serve, Qwen/Qwen3-8B, --port, "\${PORT}", --enable-sleep-mode]
+    command: [vllm, serve, Qwen/Qwen3-8B, --served-model-name, "\${MODEL}", --port, "\${PORT}", --enable-sleep-mode]
     zeroAfter: 4h      # wins over the anchor's
 \`\`\`
 
@@ -162,7 +162,10 @@ file (\`-c model.safetensors\`) is refused before it is read, the same way, sayi
 A valid file whose model writes a setting that never takes effect (\`sleepLevel\`, \`deepSleepAfter\`,
 \`zeroAfter\` or \`wakeTimeout\` with \`sleep: false\`; \`deepSleepAfter\` with \`sleepLevel: 2\`, or at or
 after its \`zeroAfter\`) loads, with a warning in the log naming each one the same way
-(\`settings that never take effect\`); settings only inherited from \`defaults:\` are not named.
+(\`settings that never take effect\`); settings only inherited from \`defaults:\` are not named. So does a
+\`command\` that serves the model under another name than its id, which requests (an alias is rewritten to
+it) and the warm-up use: vLLM would answer them 404. vLLM serves the words after \`--served-model-name\`,
+else the model it loads: \`vllm serve Qwen/Qwen3-8B\` for a model \`qwen\` needs \`--served-model-name "\${MODEL}"\`.
 
 A running \`snooze serve\` reads the file again on SIGHUP, and whenever it changes with
 \`--watch-config\`, and applies the difference without dropping a held or in-flight request: a changed

@@ -2,6 +2,7 @@ import type { SnoozeFile } from "./file.ts";
 import { builtinTierDefaults, type ResolvedTierSettings } from "./model.ts";
 import { foldedName, lookAlikeMessage } from "./name-fold.ts";
 import { placeholderProblem, placeholdersIn } from "./placeholders.ts";
+import { servedNames } from "./served-names.ts";
 import { builtinSlotDefaults } from "./slot.ts";
 import { unusedSettings } from "./unused-settings.ts";
 
@@ -156,6 +157,15 @@ export function resolveConfig(
     models.set(id, config);
     for (const { key, message } of unusedSettings(model, config))
       unused.push({ path: ["models", id, key], message });
+    // Requests (by an alias too: it is rewritten) and the warm-up name the model by its id. A vLLM
+    // that serves it under another name answers each with a 404, found only after the weights
+    // loaded (found by an outside tester: `vllm serve Qwen/Qwen3-8B` for a model `qwen`).
+    const served = servedNames(config.command, id);
+    if (served && !served.includes(id))
+      unused.push({
+        path: ["models", id, "command"],
+        message: `the engine serves the model as ${served.map((name) => JSON.stringify(name)).join(", ") || "no name"}, but Snooze asks for it as ${JSON.stringify(id)} (its id), which vLLM answers with a 404: add --served-model-name "\${MODEL}" (or rename the model)`,
+      });
     const values = [...config.command, ...Object.values(config.env)];
     // A `port` or `env` value refused already (a port of 70000) is told once: not also as missing.
     const portRefused = refusedWithin(["models", id, "port"]) || refusedWithin(["models", id, "env"]);

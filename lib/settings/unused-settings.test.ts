@@ -27,4 +27,30 @@ describe("settings that never take effect (warnings; the file stays valid)", () 
     expect(parseConfig(model("    zeroAfter: never\n    deepSleepAfter: 3h\n")).warnings).toBeUndefined();
     expect(parseConfig(model("    zeroAfter: 4h\n    deepSleepAfter: 1h\n")).warnings).toBeUndefined();
   });
+
+  test("a vLLM command that serves the model under another name than its id, which requests use", () => {
+    // Found by an outside tester: `vllm serve Qwen/Qwen3-8B` for a model `qwen` loaded silently,
+    // and each start ended, once the weights had loaded, in vLLM's 404 for the warm-up.
+    const warned = (command: string) =>
+      parseConfig(`models:\n  qwen:\n    command: ${command}\n`, "s.yaml").warnings ?? [];
+    expect(warned('[vllm, serve, Qwen/Qwen3-8B, --port, "${PORT}"]')).toEqual([
+      's.yaml:3:5: models.qwen.command: the engine serves the model as "Qwen/Qwen3-8B", but Snooze asks for it as "qwen" (its id), which vLLM answers with a 404: add --served-model-name "${MODEL}" (or rename the model)',
+    ]);
+    expect(
+      warned('[/opt/venv/bin/vllm, serve, --model, Q/Q, --served-model-name, q1, q2, --port, "${PORT}"]'),
+    ).toEqual([
+      expect.stringContaining('the engine serves the model as "q1", "q2", but Snooze asks for it as "qwen"'),
+    ]);
+    expect(warned('[x, --served-model-name=other, "${PORT}"]')).toHaveLength(1);
+    // Served under its id: nothing to say; nor for a command that is not vLLM's and names none.
+    for (const command of [
+      '[vllm, serve, Qwen/Qwen3-8B, --served-model-name, "${MODEL}", --port, "${PORT}"]',
+      '[vllm, serve, Q/Q, --served-model-name, other, qwen, --port, "${PORT}"]',
+      '[vllm, serve, qwen, --port, "${PORT}"]',
+      '[vllm, serve, --model=qwen, --port, "${PORT}"]',
+      '["${SNOOZE}", sim, --port, "${PORT}"]',
+      '[llama-server, -m, model.gguf, --port, "${PORT}"]',
+    ])
+      expect({ command, warnings: warned(command) }).toEqual({ command, warnings: [] });
+  });
 });
