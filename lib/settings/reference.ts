@@ -166,6 +166,8 @@ after its \`zeroAfter\`) loads, with a warning in the log naming each one the sa
 \`command\` that serves the model under another name than its id, which requests (an alias is rewritten to
 it) and the warm-up use: vLLM would answer them 404. vLLM serves the words after \`--served-model-name\`,
 else the model it loads: \`vllm serve Qwen/Qwen3-8B\` for a model \`qwen\` needs \`--served-model-name "\${MODEL}"\`.
+And so does a \`vllm serve\` without \`--enable-sleep-mode\` (nor a \`--config\` file that may set it) for a model
+whose \`sleep\` is true: vLLM then serves no sleep endpoints, so each sleep would fail and stop the engine.
 
 A running \`snooze serve\` reads the file again on SIGHUP, and whenever it changes with
 \`--watch-config\`, and applies the difference without dropping a held or in-flight request: a changed

@@ -2,7 +2,7 @@ import type { SnoozeFile } from "./file.ts";
 import { builtinTierDefaults, type ResolvedTierSettings } from "./model.ts";
 import { foldedName, lookAlikeMessage } from "./name-fold.ts";
 import { placeholderProblem, placeholdersIn } from "./placeholders.ts";
-import { servedNames } from "./served-names.ts";
+import { servedNames, vllmWithoutSleepMode } from "./served-names.ts";
 import { builtinSlotDefaults } from "./slot.ts";
 import { unusedSettings } from "./unused-settings.ts";
 
@@ -165,6 +165,14 @@ export function resolveConfig(
       unused.push({
         path: ["models", id, "command"],
         message: `the engine serves the model as ${served.map((name) => JSON.stringify(name)).join(", ") || "no name"}, but Snooze asks for it as ${JSON.stringify(id)} (its id), which vLLM answers with a 404: add --served-model-name "\${MODEL}" (or rename the model)`,
+      });
+    // Without the flag vLLM has no sleep endpoints: each sleep fails and the engine is stopped
+    // instead, so the model goes ready -> cold with a failure each time (found by an outside tester).
+    if (config.sleep && vllmWithoutSleepMode(config.command))
+      unused.push({
+        path: ["models", id, "command"],
+        message:
+          "`sleep` is true, but this `vllm serve` has no --enable-sleep-mode, without which vLLM serves no sleep endpoints: each sleep would fail and stop the engine instead; add --enable-sleep-mode, or set `sleep: false`",
       });
     const values = [...config.command, ...Object.values(config.env)];
     // A `port` or `env` value refused already (a port of 70000) is told once: not also as missing.

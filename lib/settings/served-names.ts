@@ -23,7 +23,7 @@ export function servedNames(command: readonly string[], id: string): string[] | 
     }
   }
   if (flagSeen) return names;
-  if (basename(args[0] ?? "") !== "vllm" || args[1] !== "serve") return undefined;
+  if (!isVllmServe(args)) return undefined;
   const modelFlag = args.findIndex((arg) => arg === "--model" || arg.startsWith("--model="));
   if (modelFlag >= 0) {
     const flag = args[modelFlag]!;
@@ -34,4 +34,21 @@ export function servedNames(command: readonly string[], id: string): string[] | 
         : undefined;
   }
   return args[2] && !args[2].startsWith("-") ? [args[2]] : undefined;
+}
+
+/** Whether `command` runs `vllm serve` itself (not through a shell or a container, which it cannot see into). */
+export function isVllmServe(command: readonly string[]): boolean {
+  return basename(command[0] ?? "") === "vllm" && command[1] === "serve";
+}
+
+/**
+ * **Pure**: whether a `vllm serve` command line leaves sleep mode off: vLLM serves its sleep
+ * endpoints only with `--enable-sleep-mode`. Not said when a `--config` file may turn it on.
+ */
+export function vllmWithoutSleepMode(command: readonly string[]): boolean {
+  return (
+    isVllmServe(command) &&
+    !command.some((arg) => arg === "--enable-sleep-mode" || arg.startsWith("--enable-sleep-mode=")) &&
+    !command.some((arg) => arg === "--config" || arg.startsWith("--config="))
+  );
 }

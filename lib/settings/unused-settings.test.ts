@@ -31,8 +31,9 @@ describe("settings that never take effect (warnings; the file stays valid)", () 
   test("a vLLM command that serves the model under another name than its id, which requests use", () => {
     // Found by an outside tester: `vllm serve Qwen/Qwen3-8B` for a model `qwen` loaded silently,
     // and each start ended, once the weights had loaded, in vLLM's 404 for the warm-up.
+    // (`sleep: false`: the warning about --enable-sleep-mode has a test of its own.)
     const warned = (command: string) =>
-      parseConfig(`models:\n  qwen:\n    command: ${command}\n`, "s.yaml").warnings ?? [];
+      parseConfig(`models:\n  qwen:\n    command: ${command}\n    sleep: false\n`, "s.yaml").warnings ?? [];
     expect(warned('[vllm, serve, Qwen/Qwen3-8B, --port, "${PORT}"]')).toEqual([
       's.yaml:3:5: models.qwen.command: the engine serves the model as "Qwen/Qwen3-8B", but Snooze asks for it as "qwen" (its id), which vLLM answers with a 404: add --served-model-name "${MODEL}" (or rename the model)',
     ]);
@@ -52,5 +53,18 @@ describe("settings that never take effect (warnings; the file stays valid)", () 
       '[llama-server, -m, model.gguf, --port, "${PORT}"]',
     ])
       expect({ command, warnings: warned(command) }).toEqual({ command, warnings: [] });
+  });
+
+  test("a `vllm serve` without --enable-sleep-mode for a model whose `sleep` is true", () => {
+    // Found by an outside tester: it loaded silently, and each sleep failed and stopped the engine.
+    const warned = (command: string, settings = "") =>
+      parseConfig(`models:\n  qwen:\n    command: ${command}\n${settings}`, "s.yaml").warnings ?? [];
+    expect(warned('[vllm, serve, Q/Q, --served-model-name, "${MODEL}", --port, "${PORT}"]')).toEqual([
+      "s.yaml:3:5: models.qwen.command: `sleep` is true, but this `vllm serve` has no --enable-sleep-mode, without which vLLM serves no sleep endpoints: each sleep would fail and stop the engine instead; add --enable-sleep-mode, or set `sleep: false`",
+    ]);
+    const command = '[vllm, serve, Q/Q, --served-model-name, "${MODEL}", --port, "${PORT}"';
+    expect(warned(`${command}]`, "    sleep: false\n")).toEqual([]);
+    expect(warned(`${command}, --enable-sleep-mode]`)).toEqual([]);
+    expect(warned(`${command}, --config, vllm.yaml]`)).toEqual([]);
   });
 });
