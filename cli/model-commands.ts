@@ -32,7 +32,16 @@ async function findModel(client: AdminClient, name: string): Promise<AdminModelV
   const model = models.find((m) => named(m.id) || m.aliases.some(named));
   if (!model) {
     const known = printable(clip(models.map((m) => m.id).join(", "), 1_000), true);
-    throw new UsageError(`no model named ${shown(name)}; this Snooze serves ${known || "no models"}`);
+    // The name meant, among the ids and aliases (an alias is not in the list): `snooze wake QWEN3`
+    // or `qwen-3` for an alias `qwen3` only listed the ids (found by an outside tester).
+    const { closestKey } = await import("../lib/settings/suggest.ts");
+    const near = closestKey(
+      name,
+      models.flatMap((m) => [m.id, ...m.aliases]),
+    );
+    throw new UsageError(
+      `no model named ${shown(name)}${near === undefined ? "" : `; did you mean ${shown(near)}?`}; this Snooze serves ${known || "no models"}`,
+    );
   }
   return model;
 }

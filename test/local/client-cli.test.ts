@@ -195,6 +195,12 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     ]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("snooze sleep: no model named gpt-9; this Snooze serves qwen");
+    // A name near an id or alias (names are exact, as in a request's body) is answered with it.
+    const near = await run(["wake", "QWEN-3"]);
+    expect(near.code).toBe(2);
+    expect(near.stderr).toContain(
+      "snooze wake: no model named QWEN-3; did you mean qwen3?; this Snooze serves qwen",
+    );
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("name the model");
     expect(nobody.code).toBe(1);
