@@ -118,11 +118,12 @@ export class Relay implements Dispatcher.DispatchHandler {
   /** What went out last ends in the middle of an event (one longer than maxHeldEventBytes). */
   private midEvent = false;
   /**
-   * A sized answer's head, written with its first body byte (or its end): should the engine break
-   * off before that, nothing went out and the client is told why (502 upstream_broken, a drain's or
-   * shutdown's 503) rather than given an empty reply (found by an outside tester).
+   * A sized answer's headers (its status is `status`), written with its first body byte (or its
+   * end): should the engine break off before that, nothing went out and the client is told why (502
+   * upstream_broken, a drain's or shutdown's 503) rather than given an empty reply (found by an
+   * outside tester).
    */
-  private sizedHead?: { status: number; headers: OutgoingHttpHeaders };
+  private sizedHead?: OutgoingHttpHeaders;
   /** The head that went out declared a length: nothing may follow the engine's bytes. */
   private sizedOut = false;
   /** Armed while the client does not take the answer (its socket's buffer full). */
@@ -222,13 +223,13 @@ export class Relay implements Dispatcher.DispatchHandler {
     if (typeof length !== "string") {
       res.writeHead(status, out);
       res.flushHeaders();
-    } else this.sizedHead = { status, headers: out };
+    } else this.sizedHead = out;
   }
 
   /** The sized answer's head, now that its body comes (or it ended). */
   private writeSizedHead(): void {
     if (!this.sizedHead) return;
-    this.res.writeHead(this.sizedHead.status, this.sizedHead.headers);
+    this.res.writeHead(this.status, this.sizedHead);
     this.sizedHead = undefined;
     this.sizedOut = true;
   }
