@@ -114,6 +114,14 @@ export function parseIncomingEvents(received: IncomingHttpHeaders, body: Buffer)
     const parsed = structuredEvent(raw);
     return parsed.ok ? { ok: true, mode: "structured", commands: [parsed.command] } : parsed;
   }
+  // Structured or batch mode in another event format (XML, Avro, Protobuf ...) is a CloudEvent
+  // Snooze cannot read: say so, rather than read it as binary mode and miss its ce-specversion.
+  if (contentType.startsWith("application/cloudevents"))
+    return refuse(
+      `The events endpoint does not take content-type ${contentType.split(";")[0]!.trim()}: it reads only the JSON event format. Send the event as application/cloudevents+json, a batch as application/cloudevents-batch+json, or a binary-mode event's data as application/json.`,
+      "unsupported_media_type",
+      415,
+    );
   if (!looksLikeCloudEvent(received)) return notACloudEvent();
   const decoded = decodeAttributeHeaders(received);
   if (!decoded.ok)

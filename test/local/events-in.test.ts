@@ -322,6 +322,21 @@ describe("every malformed event is refused with a status and a reason", () => {
       expect(answer.message).toContain(type);
   });
 
+  test("structured mode in another event format (XML, Avro, Protobuf): 415 naming it, not a missing ce-specversion (found by an outside tester)", async () => {
+    for (const type of [
+      "application/cloudevents+xml",
+      "application/cloudevents+avro",
+      "application/cloudevents+protobuf",
+      "application/cloudevents-batch+protobuf",
+    ]) {
+      const answer = await refusal(await send({ "content-type": type }, "<event/>"));
+      expect(answer).toMatchObject({ status: 415, code: "unsupported_media_type" });
+      expect(answer.message).toContain(`content-type ${type}`);
+      expect(answer.message).toContain("application/cloudevents+json");
+      expect(answer.message).toContain("application/cloudevents-batch+json");
+    }
+  });
+
   test("an empty batch is refused (was 200 duplicate); an unknown model in a batch names the event", async () => {
     const batch = (events: unknown[]) =>
       send({ "content-type": "application/cloudevents-batch+json" }, JSON.stringify(events));
