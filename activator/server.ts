@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import { context, SpanStatusCode } from "@opentelemetry/api";
+import { context, type Span, SpanStatusCode } from "@opentelemetry/api";
 import { clip } from "../lib/clip.ts";
 import { answerClientErrors, endSocketWithError } from "../lib/http/client-error.ts";
 import { deferContinue } from "../lib/http/continue.ts";
@@ -106,6 +106,15 @@ const modelsPath = /^\/v1\/models(\/(?!\.\.?$)[^/]*)?$/;
 
 /** GET, or HEAD: the same answer without its body (Node's response drops the body of a HEAD). */
 const reads = (req: IncomingMessage) => req.method === "GET" || req.method === "HEAD";
+
+/**
+ * Ends the SERVER span of a /v1 request Snooze answers itself (the model list): a client's
+ * `models.list()` is in its trace as a chat request is, and counted in snooze_requests_total too.
+ */
+function answered(span: Span, status: number): void {
+  span.setAttribute("http.response.status_code", status);
+  span.end();
+}
 
 /**
  * The activator's HTTP surface: OpenAI routes under /v1/, the admin API under
@@ -326,8 +335,10 @@ export function createActivatorServer({
       }
     }
     if (path === "/v1/models" && reads(req)) {
+      const { span } = startServerSpan(req, "/v1/models", path);
       sendJson(res, 200, { object: "list", data: views().map(modelObject) });
       activator.countAnswered("", 200);
+      answered(span, 200);
       // A HEAD is a check, not a client about to use a model.
       if (req.method === "GET") hint();
       return;
@@ -363,11 +374,13 @@ export function createActivatorServer({
       return;
     }
     if (path.startsWith("/v1/models/") && reads(req)) {
+      const { span } = startServerSpan(req, "/v1/models/{model}", path);
       const segment = path.slice("/v1/models/".length);
       const name = decodeSegment(segment);
       if (name === undefined) {
         sendError(res, 400, malformedSegment(segment));
         activator.countAnswered("", 400);
+        answered(span, 400);
         return;
       }
       // Named as requests name it: an id or alias, in either Unicode form (activator/resolve-model.ts).
@@ -376,10 +389,12 @@ export function createActivatorServer({
       if (view) {
         sendJson(res, 200, modelObject(view));
         activator.countAnswered(view.id, 200);
+        answered(span, 200);
         if (req.method === "GET") hint(view.id);
       } else {
         sendError(res, 404, unknownModel(name, activator.routes.keys()));
         activator.countAnswered("", 404);
+        answered(span, 404);
       }
       return;
     }
