@@ -132,6 +132,9 @@ export function parseIncomingEvents(received: IncomingHttpHeaders, body: Buffer)
       decoded.header,
     );
   const headers = decoded.headers;
+  // An empty subject names no model, as in structured mode (where the SDK lets it pass): the model
+  // is then data.model, or the event is missing_model. The SDK's schema would refuse the header.
+  if (headers["ce-subject"] === "") delete headers["ce-subject"];
   const specversion = headers["ce-specversion"];
   if (specversion === undefined)
     return refuse("the event has no ce-specversion header", "invalid_event", 400, "ce-specversion");

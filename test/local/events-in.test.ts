@@ -302,6 +302,14 @@ describe("every malformed event is refused with a status and a reason", () => {
     expect(answer.message).not.toMatch(/instancePath|schemaPath/);
   });
 
+  test("binary, an empty ce-subject is no model named, as in structured mode: missing_model, or data.model names it (found by an outside tester: invalid_event)", async () => {
+    const answer = await refusal(await send(binaryHeaders({ "ce-subject": "" }), "{}"));
+    expect(answer).toMatchObject({ status: 400, code: "missing_model" });
+    expect(answer.message).toContain("subject or data.model");
+    const named = await send(binaryHeaders({ "ce-subject": "" }), '{"model":"qwen"}');
+    expect(named.status).toBe(202);
+  });
+
   test("binary, a schema refusal names the ce-* header in param, in words", async () => {
     const answer = await refusal(await send(binaryHeaders({ "ce-dataschema": "::nope" }), ""));
     expect(answer).toMatchObject({ status: 400, code: "invalid_event", param: "ce-dataschema" });
