@@ -114,14 +114,8 @@ export function parseIncomingEvents(received: IncomingHttpHeaders, body: Buffer)
     const parsed = structuredEvent(raw);
     return parsed.ok ? { ok: true, mode: "structured", commands: [parsed.command] } : parsed;
   }
-  // Structured or batch mode in another event format (XML, Avro, Protobuf ...) is a CloudEvent
-  // Snooze cannot read: say so, rather than read it as binary mode and miss its ce-specversion.
-  if (contentType.startsWith("application/cloudevents"))
-    return refuse(
-      `The events endpoint does not take content-type ${contentType.split(";")[0]!.trim()}: it reads only the JSON event format. Send the event as application/cloudevents+json, a batch as application/cloudevents-batch+json, or a binary-mode event's data as application/json.`,
-      "unsupported_media_type",
-      415,
-    );
+  const unread = unreadFormat(received);
+  if (unread) return unread;
   if (!looksLikeCloudEvent(received)) return notACloudEvent();
   const decoded = decodeAttributeHeaders(received);
   if (!decoded.ok)
@@ -167,6 +161,29 @@ export function parseIncomingEvents(received: IncomingHttpHeaders, body: Buffer)
     (name) => ({ param: `ce-${name}`, given: headers[`ce-${name}`] }),
   );
   return parsed.ok ? { ok: true, mode: "binary", commands: [parsed.command] } : parsed;
+}
+
+/**
+ * Structured or batch mode in another event format (XML, Avro, Protobuf ...) is a CloudEvent Snooze
+ * cannot read: said so (before the body, from the headers), rather than read as binary mode and
+ * refused for a missing ce-specversion.
+ */
+function unreadFormat(headers: IncomingHttpHeaders): EventRefusal | undefined {
+  const contentType = String(headers["content-type"] ?? "")
+    .split(";")[0]!
+    .trim()
+    .toLowerCase();
+  if (
+    !contentType.startsWith("application/cloudevents") ||
+    contentType === "application/cloudevents+json" ||
+    contentType === "application/cloudevents-batch+json"
+  )
+    return undefined;
+  return refuse(
+    `The events endpoint does not take content-type ${contentType}: it reads only the JSON event format. Send the event as application/cloudevents+json, a batch as application/cloudevents-batch+json, or a binary-mode event's data as application/json.`,
+    "unsupported_media_type",
+    415,
+  );
 }
 
 /** Whether the headers alone say a CloudEvent may follow: ce-* headers, or a CloudEvents content type. */
@@ -495,8 +512,9 @@ export async function handleIncomingEvents(
   try {
     // Refused before `100 Continue` when the headers already say no: the body is never sent.
     if (limit < 0 || Number(req.headers["content-length"]) > limit) throw new BodyTooLarge(limit);
-    if (!looksLikeCloudEvent(req.headers)) {
-      sendRefusal(res, notACloudEvent());
+    const unread = unreadFormat(req.headers);
+    if (unread || !looksLikeCloudEvent(req.headers)) {
+      sendRefusal(res, unread ?? notACloudEvent());
       return;
     }
     sendContinue(req, res);

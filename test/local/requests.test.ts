@@ -314,6 +314,12 @@ describe("requests the activator answers itself", () => {
     );
     expect(notAnEvent).not.toContain("100 Continue");
     expect(notAnEvent).toMatch(/^HTTP\/1\.1 400[\s\S]*not_a_cloudevent/);
+    // And one in an event format Snooze does not read (found by an outside tester).
+    const xml = await exchange(
+      `POST /snooze/v1/events HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/cloudevents+xml\r\ncontent-length: 20\r\nexpect: 100-continue\r\n\r\n`,
+    );
+    expect(xml).not.toContain("100 Continue");
+    expect(xml).toMatch(/^HTTP\/1\.1 415[\s\S]*unsupported_media_type/);
   });
 
   /**
