@@ -344,6 +344,7 @@ export function createActivatorServer({
       return;
     }
     if (modelsPath.test(path) && !reads(req)) {
+      const { span } = startServerSpan(req, path === "/v1/models" ? path : "/v1/models/{model}", path);
       // The listing is read-only (found by an outside tester: a PUT was `404 not_found`).
       sendError(
         res,
@@ -356,9 +357,11 @@ export function createActivatorServer({
         { allow: "GET, HEAD" },
       );
       activator.countAnswered("", 405);
+      answered(span, 405);
       return;
     }
     if (path === "/v1/models/" && reads(req)) {
+      const { span } = startServerSpan(req, "/v1/models/{model}", path);
       // Not a model named `` (found by an outside tester: "The model `` does not exist").
       sendError(
         res,
@@ -371,6 +374,7 @@ export function createActivatorServer({
         ),
       );
       activator.countAnswered("", 400);
+      answered(span, 400);
       return;
     }
     if (path.startsWith("/v1/models/") && reads(req)) {

@@ -161,20 +161,22 @@ test("the caller's trace continues: its traceparent parents the server span; the
   }
 });
 
-test("the model list Snooze answers itself continues the caller's trace too: GET /v1/models and /v1/models/{model} have SERVER spans (found by an outside tester: they had none)", async () => {
+test("the model list Snooze answers itself continues the caller's trace too: GET /v1/models and /v1/models/{model} have SERVER spans, refusals too (found by an outside tester: they had none)", async () => {
   const traceId = "5bf92f3577b34da6a3ce929d0e0e4736";
   const headers = { traceparent: `00-${traceId}-00f067aa0ba902b7-01` };
   for (const [path, status] of [
     ["/v1/models", 200],
     ["/v1/models/qwen", 200],
     ["/v1/models/nope", 404],
+    ["/v1/models/", 400],
   ] as const)
     expect((await fetch(`${snooze.url}${path}`, { headers })).status).toBe(status);
+  expect((await fetch(`${snooze.url}/v1/models`, { method: "PUT", headers })).status).toBe(405);
   const servers = () =>
     exporter
       .getFinishedSpans()
       .filter((s) => s.spanContext().traceId === traceId && s.kind === SpanKind.SERVER);
-  await until(() => servers().length === 3, 2_000, "server spans");
+  await until(() => servers().length === 5, 2_000, "server spans");
   expect(
     servers().map((s) => [
       s.name,
@@ -186,6 +188,8 @@ test("the model list Snooze answers itself continues the caller's trace too: GET
     ["GET /v1/models", "/v1/models", "/v1/models", 200],
     ["GET /v1/models/{model}", "/v1/models/{model}", "/v1/models/qwen", 200],
     ["GET /v1/models/{model}", "/v1/models/{model}", "/v1/models/nope", 404],
+    ["GET /v1/models/{model}", "/v1/models/{model}", "/v1/models/", 400],
+    ["PUT /v1/models", "/v1/models", "/v1/models", 405],
   ]);
   for (const span of servers()) expect(span.parentSpanContext?.spanId).toBe("00f067aa0ba902b7");
 });
