@@ -1,10 +1,9 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer, type Server } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
+import { tokenKubeconfig } from "../support/token-kubeconfig.ts";
 
 /**
  * The Kubernetes commands as real processes whose port another process holds: one line saying so
@@ -38,18 +37,10 @@ beforeAll(async () => {
   taken = createServer();
   await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
   takenPort = (taken.address() as { port: number }).port;
-  dir = mkdtempSync(join(tmpdir(), "snooze-kube-listen-"));
-  kubeconfig = join(dir, "kubeconfig");
-  writeFileSync(
-    kubeconfig,
-    `apiVersion: v1
-kind: Config
-clusters: [{name: empty, cluster: {server: "http://127.0.0.1:${(api.address() as { port: number }).port}"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: empty, user: u, namespace: default}}]
-current-context: c
-`,
-  );
+  ({ dir, path: kubeconfig } = tokenKubeconfig(
+    (api.address() as { port: number }).port,
+    "snooze-kube-listen-",
+  ));
 });
 afterAll(() => {
   api.closeAllConnections();

@@ -1,9 +1,8 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
+import { tokenKubeconfig } from "../support/token-kubeconfig.ts";
 
 /**
  * The Kubernetes commands as real processes, against an API server that takes every connection and
@@ -23,18 +22,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
   const { port } = silent.address() as { port: number };
-  dir = mkdtempSync(join(tmpdir(), "snooze-kube-stop-"));
-  kubeconfig = join(dir, "kubeconfig");
-  writeFileSync(
-    kubeconfig,
-    `apiVersion: v1
-kind: Config
-clusters: [{name: silent, cluster: {server: "http://127.0.0.1:${port}"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: silent, user: u, namespace: default}}]
-current-context: c
-`,
-  );
+  ({ dir, path: kubeconfig } = tokenKubeconfig(port, "snooze-kube-stop-"));
 });
 afterAll(() => {
   for (const socket of sockets) socket.destroy();
