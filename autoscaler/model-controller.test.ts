@@ -408,6 +408,29 @@ describe("waking", () => {
     expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
   });
 
+  test("a wake call this process cannot make (out of file descriptors): the engine sleeps on, however often, and wakes once it can", async () => {
+    const { h, id, engine } = await asleep(oneModel(), { answerErrors: true });
+    for (let i = 0; i < 2; i++) {
+      h.mark();
+      engine.localFailNext("wake");
+      h.demand("m");
+      await h.settle();
+      // Not asked whether it sleeps (that call could not be made either), not stopped.
+      expect(engine.calls).toEqual(["wake(1)"]);
+      expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+        ["waking", undefined],
+        ["asleep-1", "wake of m failed: wake: connect EMFILE"],
+      ]);
+      expect(h.platform.ids("m")).toEqual([id]);
+      expect(h.platform.scales).toEqual([]);
+      await h.advance(60_000);
+    }
+    h.mark();
+    h.demand("m");
+    await h.settle();
+    expect(h.tiers("m")).toEqual(["waking", "ready"]);
+  });
+
   test("a wake the engine took and never answered: not asked whether it sleeps, removed at once", async () => {
     const { h, id, engine } = await asleep(oneModel(), { answerErrors: true });
     engine.timeOutNext("wake");

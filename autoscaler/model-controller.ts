@@ -1805,6 +1805,7 @@ export class ModelController {
     const engine = this.deps.platform.engine(record.replica);
     const until = this.deps.clock.now() + this.config.wakeTimeout;
     let sleepInstead: 1 | 2 | undefined;
+    let woken = awake;
     try {
       if (!awake)
         await inSpan(
@@ -1816,6 +1817,7 @@ export class ModelController {
             ),
           activation.context,
         );
+      woken = true;
       sleepInstead = await this.warmUp(record, activation, until);
     } catch (error) {
       this.guard(leadership);
@@ -1838,8 +1840,12 @@ export class ModelController {
       // answer the wake in its time is not asked again: that would add the question's own timeout
       // to the held requests' wait for an answer it cannot give.
       const stuck = (error as { timedOut?: unknown }).timedOut === true;
+      // A wake call this process could not make (out of file descriptors) never reached the engine:
+      // it sleeps as it did, and is not stopped for Snooze's own shortage (the back-off still holds).
+      const unasked = !woken && isLocalFailure(error);
       const sleeping =
-        this.failures < 1 && !stuck ? await engine.isSleeping().catch(() => undefined) : undefined;
+        unasked ||
+        (this.failures < 1 && !stuck ? await engine.isSleeping().catch(() => undefined) : undefined);
       this.activationFailed(record, reason, sleeping ? from : undefined);
       record.coolUntil = this.backoffUntil;
       if (!sleeping) await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
