@@ -11,6 +11,7 @@ import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import { Registry } from "../lib/prometheus.ts";
 import type { SnoozeConfig } from "../lib/settings/index.ts";
+import { listenFailure } from "./flags.ts";
 import { LocalModels } from "./local-models.ts";
 
 /** The activator could not open its port. */
@@ -173,9 +174,10 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
   } catch (error) {
     await activator.shutdown(0);
     await stopAll();
-    const code = (error as NodeJS.ErrnoException).code;
-    const why = code === "EADDRINUSE" ? "the port is in use (pass another --port)" : (error as Error).message;
-    throw new ListenError(`cannot listen on ${options.host}:${options.port}: ${why}`);
+    const failure = listenFailure(error, options.host, options.port);
+    throw new ListenError(
+      failure?.message ?? `cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`,
+    );
   }
   const { port } = listening.address;
   listenPort = port;
