@@ -53,7 +53,7 @@ describe("a Snooze-class PodAutoscaler's status", () => {
     expect(cond(status, "Ready")).toMatchObject({ status: "Unknown", reason: "Queued" });
   });
 
-  test("a pod kept after its start failed (before the initial scale): Active and Ready Unknown with why, never False", () => {
+  test("a pod kept after its start failed (before the initial scale): Active and Ready Unknown with why while kept, False once let go", () => {
     // False before the scale target is initialized makes Knative mark the revision failed at once
     // ("Initial scale was never achieved"), though the kubelet may yet start the pod.
     const why =
@@ -78,6 +78,17 @@ describe("a Snooze-class PodAutoscaler's status", () => {
       message: why,
     });
     expect(status.conditions?.some((c) => c.status === "False")).toBe(false);
+    // Let go past the progress deadline (the Deployment at 0, the pod still terminating, the
+    // Model still Starting): False at once, so the Revision Knative failed stays failed.
+    const letGo = podAutoscalerStatus(
+      observe({ pa: pa({}, status), model: starting, deploymentReplicas: 0, podsUp: 0, sks }),
+    );
+    expect(cond(letGo, "Active")).toMatchObject({
+      status: "False",
+      reason: "ActivationFailed",
+      message: why,
+    });
+    expect(cond(letGo, "Ready")).toMatchObject({ status: "False", reason: "ActivationFailed" });
     // Once initialized no pod is kept: a new start after an earlier failure is Queued, as any.
     const initialized = podAutoscalerStatus(
       observe({ model: model("Ready"), deploymentReplicas: 1, podsUp: 1, sks }),

@@ -118,9 +118,15 @@ function activeCondition(o: PaObservation, initialized: boolean): Verdict {
       const failure = initialized
         ? undefined
         : o.model.conditions?.find((c) => c.type === "ActivationFailed" && c.status === "True");
-      return failure?.message
-        ? ["Unknown", "ActivationFailed", failure.message]
-        : ["Unknown", "Queued", "Requests to the target are being held as pods start."];
+      if (!failure?.message)
+        return ["Unknown", "Queued", "Requests to the target are being held as pods start."];
+      // Once the kept pod is let go (the Deployment asked for none), the failure is final: False
+      // now, from the scale Snooze wrote, not later from the Model. Knative's revision reconciler
+      // reads the Deployment's Progressing True (complete at zero) as resources available, and a
+      // PA still Unknown then would turn the failed Revision back to Unknown "Deploying".
+      return o.deploymentReplicas === 0
+        ? ["False", "ActivationFailed", failure.message]
+        : ["Unknown", "ActivationFailed", failure.message];
     }
     case "Failed":
       return ["False", "ActivationFailed", ready?.message ?? "the last activation failed"];
