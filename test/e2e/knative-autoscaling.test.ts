@@ -720,10 +720,23 @@ describe("a revision whose pod cannot start", () => {
         detail: logs,
       },
     );
-    expect(conditionOf(await revisionObject(revision), "Ready")).toMatchObject({
-      status: "False",
-      reason: expect.stringMatching(/^(ImagePullBackOff|ErrImagePull|ProgressDeadlineExceeded)$/),
-    });
+    // Snooze's PA goes False as it lets the pod go (from its own scale to zero); the Deployment
+    // controller's Progressing True (complete at zero) races it to Knative's revision reconciler,
+    // which may read that first and say Unknown "Deploying" for the moment between (so would
+    // Knative's own KPA, which also scales before it writes its status).
+    const failedForGood = await waitFor(
+      async () =>
+        ((r) => (r?.status === "False" ? r : undefined))(
+          conditionOf(await revisionObject(revision), "Ready"),
+        ),
+      {
+        what: "the Revision still failed once its pod is gone",
+        timeoutMs: 5_000,
+        intervalMs: 100,
+        detail: logs,
+      },
+    );
+    expect(failedForGood.reason).toMatch(/^(ImagePullBackOff|ErrImagePull|ProgressDeadlineExceeded)$/);
   }, 180_000);
 
   test("a new Service's first pod names a Secret not there yet (CreateContainerConfigError): told at once, the pod kept; once the Secret is created the same pod comes up and the Service gets Ready", async () => {
