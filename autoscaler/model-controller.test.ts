@@ -613,6 +613,84 @@ describe("an engine frozen in its sleep call", () => {
   });
 });
 
+describe("a deeper sleep this process cannot ask (out of file descriptors)", () => {
+  // Left open by the fixes for a sleep and a wake this process could not make: the move from level
+  // 1 to level 2 (wake(1), then sleep(2)) stopped the engine when either call failed in this process.
+
+  test("its wake call: the engine, which never got it, sleeps on at level 1, and the move is asked again after the cool-down", async () => {
+    const { h, id, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    engine.localFailNext("wake");
+    await h.advance(10 * 60_000);
+    expect(engine.calls).toEqual(["wake(1)"]);
+    expect(engine.sleeping).toBe(true);
+    expect(engine.level).toBe(1);
+    // Nothing changed for anyone: no tier event, not stopped, no error to show.
+    expect(h.tiers("m")).toEqual([]);
+    expect(h.controller("m").tier).toBe("asleep-1");
+    expect(h.platform.ids("m")).toEqual([id]);
+    expect(h.platform.scales).toEqual([]);
+    expect(h.controller("m").state().lastError).toBeUndefined();
+    await h.advance(1_000 - 1);
+    expect(engine.calls).toEqual(["wake(1)"]);
+    await h.advance(1);
+    expect(engine.calls).toEqual(["wake(1)", "wake(1)", "sleep(2,wait)"]);
+    expect(h.tiers("m")).toEqual(["asleep-2"]);
+    expect(engine.level).toBe(2);
+    expect(h.platform.scales).toEqual([]);
+  });
+
+  test("its level-2 sleep call, after the wake: the engine is awake, so the replica is ready (not stopped, not shown asleep), and sleeps again by the ladder", async () => {
+    const { h, id, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    engine.localFailNext("sleep");
+    await h.advance(10 * 60_000);
+    expect(engine.calls).toEqual(["wake(1)", "sleep(2,wait)"]);
+    expect(engine.sleeping).toBe(false);
+    // The record says what the engine is: awake, and routable.
+    expect(h.tiers("m")).toEqual(["ready"]);
+    expect(h.controller("m").tier).toBe("ready");
+    expect(h.platform.tierRecords.map((r) => r.tier)).toEqual(["ready"]);
+    expect(h.platform.ids("m")).toEqual([id]);
+    expect(h.platform.scales).toEqual([]);
+    expect(h.controller("m").state().lastError).toBeUndefined();
+    // Back in ready, its idle clock starts again: it sleeps once idle for sleepAfter, as any
+    // ready replica, and moves to level 2 after deepSleepAfter.
+    await h.advance(60_000 - 1);
+    expect(engine.calls).toEqual(["wake(1)", "sleep(2,wait)"]);
+    await h.advance(1);
+    expect(h.tiers("m")).toEqual(["ready", "draining", "asleep-1"]);
+    await h.advance(10 * 60_000);
+    expect(engine.calls).toEqual(["wake(1)", "sleep(2,wait)", "sleep(1,wait)", "wake(1)", "sleep(2,wait)"]);
+    expect(h.tiers("m")).toEqual(["ready", "draining", "asleep-1", "asleep-2"]);
+    expect(engine.level).toBe(2);
+    expect(h.platform.scales).toEqual([]);
+  });
+
+  test("however often either call cannot be made, no engine is stopped, and the move ends at level 2 once it can be asked", async () => {
+    const { h, id, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    engine.localFailNext("wake");
+    engine.localFailNext("wake");
+    await h.advance(10 * 60_000 + 1_000);
+    expect(engine.calls).toEqual(["wake(1)", "wake(1)"]);
+    expect(h.controller("m").tier).toBe("asleep-1");
+    engine.localFailNext("sleep");
+    await h.advance(1_000);
+    expect(engine.calls).toEqual(["wake(1)", "wake(1)", "wake(1)", "sleep(2,wait)"]);
+    expect(h.tiers("m")).toEqual(["ready"]);
+    await h.advance(60_000 + 10 * 60_000);
+    expect(h.tiers("m")).toEqual(["ready", "draining", "asleep-1", "asleep-2"]);
+    expect(engine.level).toBe(2);
+    expect(h.platform.ids("m")).toEqual([id]);
+    expect(h.platform.scales).toEqual([]);
+    expect(h.controller("m").state().lastError).toBeUndefined();
+  });
+});
+
 describe("an engine frozen in its warm-up or its wake", () => {
   // Found by an outside tester: an engine frozen (SIGSTOP) during its warm-up or its wake kept the
   // model starting until startTimeout (10m) or waking until wakeTimeout (2m), and the requests held

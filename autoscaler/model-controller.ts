@@ -2012,6 +2012,7 @@ export class ModelController {
     const engine = this.deps.platform.engine(record.replica);
     const moved = this.deps.clock.now();
     let wanted = false;
+    let woken = false;
     try {
       // No request causes a deepening: a trace of its own.
       await inSpan(
@@ -2022,6 +2023,7 @@ export class ModelController {
           await this.watched(record, "its wake call", (abandon) =>
             engine.wake(1, this.config.wakeTimeout, abandon),
           );
+          woken = true;
           // A request came while the engine moved: it is awake now, so it serves that request
           // rather than sleep at level 2 and be woken from there (a wake's time more). One whose
           // client has gone since counts too, as a held request's activation goes on without it.
@@ -2036,6 +2038,10 @@ export class ModelController {
       );
     } catch (error) {
       this.guard(leadership);
+      if (isLocalFailure(error) && this.present(record)) {
+        await this.deepenUnasked(record, woken, error);
+        return;
+      }
       const exit = (await this.goneUnder(record, error)) ? record.departed : undefined;
       this.guard(leadership);
       this.log.warn("deeper sleep failed; stopping the engine", { replica: record.replica.id, error, exit });
@@ -2051,6 +2057,30 @@ export class ModelController {
     // The held requests have waited since the move began: the activation counts from there.
     if (wanted) await this.wake(record, 1, { awake: true, since: moved });
     else await this.setTier(record, "asleep-2");
+  }
+
+  /**
+   * A deeper sleep whose call this process could not make (out of file descriptors or memory): the
+   * engine did not get it, and is not stopped for Snooze's own shortage. Before the wake it sleeps
+   * at level 1 as it did: the ladder asks for the move again after the cool-down. After the wake,
+   * its level-2 sleep not asked, it is awake: the replica is ready again (routable, not shown
+   * asleep), and sleeps again as any idle ready replica does, at sleepAfter, then deeper at
+   * deepSleepAfter.
+   */
+  private async deepenUnasked(record: ReplicaRecord, woken: boolean, error: unknown): Promise<void> {
+    record.coolUntil = this.deps.clock.now() + failedOperationCoolMs;
+    if (!woken) {
+      this.log.warn("deeper sleep could not be asked; the engine sleeps on at level 1 and is asked again", {
+        replica: record.replica.id,
+        error,
+      });
+      return;
+    }
+    this.log.warn("level-2 sleep could not be asked; the engine, woken for it, is ready again", {
+      replica: record.replica.id,
+      error,
+    });
+    await this.setTier(record, "ready");
   }
 
   /**
