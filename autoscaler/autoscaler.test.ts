@@ -37,6 +37,30 @@ describe("host-memory budget", () => {
     expect(h.events.find((e) => e.tier === "asleep-2")?.since).toBe(h.clock.now());
   });
 
+  test("a demotion this process cannot ask (out of file descriptors): the sleeper stays at level 1, and the budget asks again after the cool-down", async () => {
+    const h = new Harness(budget, { autoUp: true });
+    await h.serveCold("a");
+    await h.advance(10_000);
+    await h.serveCold("b");
+    h.mark();
+    await h.advance(50_000);
+    const a = h.platform.engineOf("a-1");
+    a.localFailNext("wake");
+    await h.advance(10_000);
+    // The wake never reached the engine: a sleeps on at level 1, kept, with no error.
+    expect(a.calls).toEqual(["sleep(1,wait)", "wake(1)"]);
+    expect(a.level).toBe(1);
+    expect(h.tiers("a")).toEqual(["draining", "asleep-1"]);
+    expect(h.platform.scales).toEqual([]);
+    expect(h.controller("a").state().lastError).toBeUndefined();
+    // deepSleepAfter (1h) is far: only the budget asks for the move again, once the cool-down is over.
+    await h.advance(1_000);
+    expect(a.calls).toEqual(["sleep(1,wait)", "wake(1)", "wake(1)", "sleep(2,wait)"]);
+    expect(h.tiers("a")).toEqual(["draining", "asleep-1", "asleep-2"]);
+    expect(h.tiers("b")).toEqual(["draining", "asleep-1"]);
+    expect(h.platform.scales).toEqual([]);
+  });
+
   test("the budget is per machine: sleepers on two nodes each fit", async () => {
     const h = new Harness(budget, { autoUp: true, node: (model) => `node-${model}` });
     await h.serveCold("a");

@@ -118,6 +118,11 @@ interface ReplicaRecord {
   warmUpCall?: AbortController;
   /** The host-memory budget asked for a deeper sleep while an operation ran. */
   demote?: boolean;
+  /**
+   * A deeper sleep could not be asked (this process was short of file descriptors): the host-memory
+   * budget, which may have asked for it, is asked again once the cool-down is over.
+   */
+  budgetAgain?: boolean;
   /** While it drains: when the drain time is over (activators end what still runs then). */
   drainEndsAt?: number;
   /** It drains because its engine stopped answering (activators tell the clients so). */
@@ -1013,6 +1018,7 @@ export class ModelController {
     this.releaseSpared(set);
     this.replaceOutdated(set.scalable);
     const now = this.deps.clock.now();
+    this.askBudgetAgain(now);
     const load = this.load(now);
     this.decidedIdle = load.inFlight === 0 && load.held === 0;
     this.burst = burstInFlight(this.burst, load);
@@ -1105,6 +1111,21 @@ export class ModelController {
         void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       }
     }
+  }
+
+  /**
+   * A deeper sleep that could not be asked is asked again after its cool-down: the ladder's by the
+   * decision below, a demotion by the host-memory budget, asked here first (it demotes whom it
+   * still finds over the budget, and a replica it demotes is busy before the decision).
+   */
+  private askBudgetAgain(now: number): void {
+    let again = false;
+    for (const record of this.records.values())
+      if (record.budgetAgain && now >= record.coolUntil) {
+        record.budgetAgain = false;
+        again ||= record.tier === "asleep-1" && !record.busy;
+      }
+    if (again) this.deps.levelOneChanged?.();
   }
 
   /** The ladder settings of this pass: a person's sleep or stop, else the learned ladder, else the model's. */
@@ -2062,10 +2083,10 @@ export class ModelController {
   /**
    * A deeper sleep whose call this process could not make (out of file descriptors or memory): the
    * engine did not get it, and is not stopped for Snooze's own shortage. Before the wake it sleeps
-   * at level 1 as it did: the ladder asks for the move again after the cool-down. After the wake,
-   * its level-2 sleep not asked, it is awake: the replica is ready again (routable, not shown
-   * asleep), and sleeps again as any idle ready replica does, at sleepAfter, then deeper at
-   * deepSleepAfter.
+   * at level 1 as it did: the move is asked again after the cool-down (by the ladder, or by the
+   * host-memory budget that asked for it). After the wake, its level-2 sleep not asked, it is
+   * awake: the replica is ready again (routable, not shown asleep), and sleeps again as any idle
+   * ready replica does, at sleepAfter, then deeper at deepSleepAfter.
    */
   private async deepenUnasked(record: ReplicaRecord, woken: boolean, error: unknown): Promise<void> {
     record.coolUntil = this.deps.clock.now() + failedOperationCoolMs;
@@ -2074,6 +2095,7 @@ export class ModelController {
         replica: record.replica.id,
         error,
       });
+      record.budgetAgain = true;
       return;
     }
     this.log.warn("level-2 sleep could not be asked; the engine, woken for it, is ready again", {
