@@ -642,17 +642,22 @@ describe("a deeper sleep this process cannot ask (out of file descriptors)", () 
   });
 
   test("its level-2 sleep call, after the wake: the engine is awake, so the replica is ready (not stopped, not shown asleep), and sleeps again by the ladder", async () => {
-    const { h, id, engine } = await readyModel();
+    const { h, id, engine } = await readyModel(oneModel(), { direct: { sink: true } });
     await h.advance(60_000);
     h.mark();
     engine.localFailNext("sleep");
     await h.advance(10 * 60_000);
     expect(engine.calls).toEqual(["wake(1)", "sleep(2,wait)"]);
     expect(engine.sleeping).toBe(false);
-    // The record says what the engine is: awake, and routable.
-    expect(h.tiers("m")).toEqual(["ready"]);
+    // The record says what the engine is: awake (woken for the move, shown as a move taken back
+    // is), and routable; not warmed up, which could not be asked either.
+    expect(h.tiers("m")).toEqual(["waking", "ready"]);
+    expect(h.eventsOf("m")[0]?.since).toBe(h.clock.now());
     expect(h.controller("m").tier).toBe("ready");
-    expect(h.platform.tierRecords.map((r) => r.tier)).toEqual(["ready"]);
+    expect(h.platform.tierRecords.map((r) => r.tier)).toEqual(["waking", "ready"]);
+    expect(h.cloudEvents.map((e) => [e.type, e.data.from, e.data.to])).toEqual([
+      ["dev.snooze.replica.woke", "waking", "ready"],
+    ]);
     expect(h.platform.ids("m")).toEqual([id]);
     expect(h.platform.scales).toEqual([]);
     expect(h.controller("m").state().lastError).toBeUndefined();
@@ -661,10 +666,10 @@ describe("a deeper sleep this process cannot ask (out of file descriptors)", () 
     await h.advance(60_000 - 1);
     expect(engine.calls).toEqual(["wake(1)", "sleep(2,wait)"]);
     await h.advance(1);
-    expect(h.tiers("m")).toEqual(["ready", "draining", "asleep-1"]);
+    expect(h.tiers("m")).toEqual(["waking", "ready", "draining", "asleep-1"]);
     await h.advance(10 * 60_000);
     expect(engine.calls).toEqual(["wake(1)", "sleep(2,wait)", "sleep(1,wait)", "wake(1)", "sleep(2,wait)"]);
-    expect(h.tiers("m")).toEqual(["ready", "draining", "asleep-1", "asleep-2"]);
+    expect(h.tiers("m")).toEqual(["waking", "ready", "draining", "asleep-1", "asleep-2"]);
     expect(engine.level).toBe(2);
     expect(h.platform.scales).toEqual([]);
   });
@@ -681,9 +686,9 @@ describe("a deeper sleep this process cannot ask (out of file descriptors)", () 
     engine.localFailNext("sleep");
     await h.advance(1_000);
     expect(engine.calls).toEqual(["wake(1)", "wake(1)", "wake(1)", "sleep(2,wait)"]);
-    expect(h.tiers("m")).toEqual(["ready"]);
+    expect(h.tiers("m")).toEqual(["waking", "ready"]);
     await h.advance(60_000 + 10 * 60_000);
-    expect(h.tiers("m")).toEqual(["ready", "draining", "asleep-1", "asleep-2"]);
+    expect(h.tiers("m")).toEqual(["waking", "ready", "draining", "asleep-1", "asleep-2"]);
     expect(engine.level).toBe(2);
     expect(h.platform.ids("m")).toEqual([id]);
     expect(h.platform.scales).toEqual([]);

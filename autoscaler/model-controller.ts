@@ -2060,7 +2060,7 @@ export class ModelController {
     } catch (error) {
       this.guard(leadership);
       if (isLocalFailure(error) && this.present(record)) {
-        await this.deepenUnasked(record, woken, error);
+        await this.deepenUnasked(record, woken, error, moved);
         return;
       }
       const exit = (await this.goneUnder(record, error)) ? record.departed : undefined;
@@ -2086,9 +2086,16 @@ export class ModelController {
    * at level 1 as it did: the move is asked again after the cool-down (by the ladder, or by the
    * host-memory budget that asked for it). After the wake, its level-2 sleep not asked, it is
    * awake: the replica is ready again (routable, not shown asleep), and sleeps again as any idle
-   * ready replica does, at sleepAfter, then deeper at deepSleepAfter.
+   * ready replica does, at sleepAfter, then deeper at deepSleepAfter. It is shown waking from the
+   * move's start (`moved`), then ready, as a move taken back half way is (a `woke` event), but not
+   * warmed up: that is one more call, of a process short of descriptors, for no request.
    */
-  private async deepenUnasked(record: ReplicaRecord, woken: boolean, error: unknown): Promise<void> {
+  private async deepenUnasked(
+    record: ReplicaRecord,
+    woken: boolean,
+    error: unknown,
+    moved: number,
+  ): Promise<void> {
     record.coolUntil = this.deps.clock.now() + failedOperationCoolMs;
     if (!woken) {
       this.log.warn("deeper sleep could not be asked; the engine sleeps on at level 1 and is asked again", {
@@ -2102,6 +2109,7 @@ export class ModelController {
       replica: record.replica.id,
       error,
     });
+    await this.setTier(record, "waking", { since: moved });
     await this.setTier(record, "ready");
   }
 
