@@ -3,7 +3,7 @@ import { once } from "node:events";
 import { createServer as createHttpServer } from "node:http";
 import { createServer } from "node:net";
 import { expect, test } from "vitest";
-import { acceptors, listenActivator } from "./listen.ts";
+import { acceptors, acceptorsWithin, listenActivator } from "./listen.ts";
 
 const listeningSockets = (port: number) =>
   execFileSync("ss", ["-ltnH", `( sport = :${port} )`], { encoding: "utf8" })
@@ -80,4 +80,13 @@ test("a port another process listens on fails with EADDRINUSE, even one shared w
       other.close();
     }
   }
+});
+
+test("the acceptors a descriptor limit leaves room for: 128, an eighth of a small limit, at least 1", () => {
+  expect(acceptorsWithin(undefined)).toBe(128);
+  expect(acceptorsWithin(1_048_576)).toBe(128);
+  expect(acceptorsWithin(1024)).toBe(128);
+  expect(acceptorsWithin(400)).toBe(50);
+  expect(acceptorsWithin(120)).toBe(15);
+  expect(acceptorsWithin(7)).toBe(1);
 });

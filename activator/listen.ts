@@ -1,6 +1,7 @@
 import { once } from "node:events";
 import type { Server as HttpServer } from "node:http";
 import { type AddressInfo, createServer, type Server, type ServerOpts } from "node:net";
+import { openFilesLimit } from "../lib/open-files-limit.ts";
 
 /**
  * The accept queue the activator listens with: a wake releases every held request at once and a
@@ -20,8 +21,19 @@ export const acceptBacklog = 4096;
  * 3); with 128, 90 % of them within 75 ms of the first (475 ms with 32), and the slowest stream's
  * first event came 20–25 % sooner (docs/benchmarks.md). Each costs a file descriptor and a small
  * server object: an idle `snooze serve` read the same RSS with 128 as with 32, within 0.5 MiB.
+ * Fewer under a small descriptor limit (`acceptorsWithin`).
  */
-export const acceptors = process.platform === "linux" ? 128 : 1;
+export const acceptors = process.platform === "linux" ? acceptorsWithin(openFilesLimit()) : 1;
+
+/**
+ * The acceptors a descriptor limit leaves room for: 128, or an eighth of the limit where that is
+ * fewer (at least 1), so a small `ulimit -n` still leaves the descriptors to engines, clients and
+ * upstream connections rather than refusing to start (128 sockets under a limit of 120).
+ */
+export function acceptorsWithin(limit: number | undefined): number {
+  const most = 128;
+  return limit === undefined ? most : Math.max(1, Math.min(most, Math.floor(limit / 8)));
+}
 
 export interface Listening {
   address: AddressInfo;

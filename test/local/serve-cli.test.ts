@@ -7,7 +7,7 @@ import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
-import { acceptBacklog, acceptors } from "../../activator/listen.ts";
+import { acceptBacklog, acceptors, acceptorsWithin } from "../../activator/listen.ts";
 import { freePort } from "../../lib/free-port.ts";
 import { chat, simCommand, until } from "../helpers/local-snooze.ts";
 import { serveProcess } from "../helpers/serve-process.ts";
@@ -178,6 +178,24 @@ describe("snooze serve as a process", () => {
       expect(backlog).toBe(Math.min(acceptBacklog, somaxconn));
       expect(backlog).toBeGreaterThan(511);
     }
+  });
+
+  test("under a small descriptor limit (`ulimit -n 120`) it listens on an eighth of it and serves, rather than failing with EMFILE", async () => {
+    // Found in review: its 128 listening sockets alone took more than the limit.
+    const run = serveProcess(writeConfig(`models:\n  fast:\n    command: ${simCommand([], 1)}\n`), [], {
+      command: ["sh", "-c", 'ulimit -n 120 && exec "$0" "$@"', process.execPath, "bin/snooze.js"],
+    });
+    children.push(run.child);
+    const url = await run.url;
+    const { port } = new URL(url);
+    const lines = execFileSync("ss", ["-ltnH", `( sport = :${port} )`], { encoding: "utf8" })
+      .trim()
+      .split("\n");
+    expect(lines).toHaveLength(acceptorsWithin(120));
+    const answer = await fetch(`${url}/v1/chat/completions`, chat("fast"));
+    expect(answer.status).toBe(200);
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
   });
 
   test("SIGTERM: held requests get 503 + Retry-After, in-flight streams finish, engines stop", async () => {
