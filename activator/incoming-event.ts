@@ -201,6 +201,17 @@ const notACloudEvent = () =>
     "not_a_cloudevent",
   );
 
+/** Where a parsed JSON value holds a number too large for a double (`1e999`), as a dotted path. */
+function nonFiniteAt(value: unknown, path = ""): string | undefined {
+  if (typeof value === "number") return Number.isFinite(value) ? undefined : path;
+  if (typeof value !== "object" || value === null) return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const found = nonFiniteAt(item, path ? `${path}.${key}` : key);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 /** The SDK replaces a time it cannot read with the current time: check what the sender wrote. */
 function isTimestamp(value: unknown): boolean {
   return (
@@ -214,6 +225,15 @@ function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | Ev
   if (typeof raw !== "object" || raw === null || Array.isArray(raw))
     return refuse("an event must be a JSON object");
   const attributes = raw as Record<string, unknown>;
+  // The event goes to the SDK as JSON again, where Infinity would become null: said here instead.
+  const tooLarge = nonFiniteAt(attributes);
+  if (tooLarge)
+    return refuse(
+      `the event's ${tooLarge} is a JSON number too large for a double (read as Infinity)`,
+      "invalid_event",
+      400,
+      tooLarge,
+    );
   if (attributes.specversion === undefined)
     return refuse("the event has no specversion", "invalid_event", 400, "specversion");
   // A JSON number is not the attribute's type (and 1.0 reads back as 1): a malformed event, not
@@ -385,7 +405,10 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
     const ms = typeof fields.for === "string" ? parseDuration(fields.for) : undefined;
     if (ms === undefined || !Number.isFinite(ms))
       return refuse(
-        `data.for must be a duration like "10m", not ${JSON.stringify(fields.for)}`,
+        typeof fields.for === "number"
+          ? // A JSON number has no unit; one too large for a double (1e999) parses as Infinity.
+            `data.for must be a duration string with its unit, like "10m" or "600s", not the number ${Number.isFinite(fields.for) ? fields.for : "(too large to read)"}`
+          : `data.for must be a duration like "10m", not ${JSON.stringify(fields.for)}`,
         "invalid_duration",
         400,
         "data.for",

@@ -218,6 +218,13 @@ describe("every malformed event is refused with a status and a reason", () => {
       "soon",
     ],
     [
+      "a prewarm duration as a JSON number (no unit)",
+      { type: "dev.snooze.model.prewarm", data: { for: 600 } },
+      400,
+      "invalid_duration",
+      'a duration string with its unit, like "10m" or "600s", not the number 600',
+    ],
+    [
       "a wake with a duration (only a prewarm takes one)",
       { type: "dev.snooze.model.wake", data: { for: "10m" } },
       400,
@@ -255,6 +262,31 @@ describe("every malformed event is refused with a status and a reason", () => {
     expect(answer.status).toBe(status);
     expect(answer.code).toBe(code);
     expect(answer.message).toContain(reason);
+  });
+
+  test("structured, a prewarm duration of 1e999 (a JSON number too large for a double): said where, not `null`", async () => {
+    // Found by an outside tester: it read "not null", JSON.stringify's word for Infinity.
+    const text = JSON.stringify(valid({ type: "dev.snooze.model.prewarm", data: { for: 0 } })).replace(
+      '"for":0',
+      '"for":1e999',
+    );
+    const answer = await refusal(await send({ "content-type": "application/cloudevents+json" }, text));
+    expect(answer).toMatchObject({ status: 400, code: "invalid_event", param: "data.for" });
+    expect(answer.message).toBe(
+      "the event's data.for is a JSON number too large for a double (read as Infinity)",
+    );
+  });
+
+  test("binary, a prewarm duration as a JSON number, 600 or 1e999: a duration takes its unit", async () => {
+    for (const [number, said] of [
+      ["600", "not the number 600"],
+      ["1e999", "not the number (too large to read)"],
+    ]) {
+      const headers = binaryHeaders({ "ce-type": "dev.snooze.model.prewarm" });
+      const answer = await refusal(await send(headers, `{"for":${number}}`));
+      expect(answer).toMatchObject({ status: 400, code: "invalid_duration", param: "data.for" });
+      expect(answer.message).toContain(said);
+    }
   });
 
   // Found by an outside tester: a numeric id was "no id", a present but wrong snoozeaction "needs
