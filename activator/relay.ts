@@ -391,8 +391,9 @@ function failed(
     sendError(res, answer.status, answer.body, answer.headers);
     return { kind: "failed", status: answer.status, reason, error };
   }
-  // A stream hold progress opened before the engine said anything is an SSE stream too.
-  endBroken(res, contentType || String(res.getHeader("content-type") ?? ""), answer.body, error, sized);
+  // Headers out before the engine's (status 0) are hold progress's, whose stream is SSE. Not read
+  // back with getHeader: it does not see a head given to writeHead alone, and the stream was cut.
+  endBroken(res, status === 0 ? "text/event-stream" : contentType, answer.body, error, sized);
   return { kind: "failed", status: status || 200, reason, error };
 }
 

@@ -374,8 +374,11 @@ describe("the engine stops in the middle of an answer", () => {
  * A stream held over a second, so hold progress answers 200; then the engine at `address` is
  * ready. The SSE events the client got, whole.
  */
-async function eventsAfterProgress(address: string): Promise<string[]> {
-  const snooze = await startActivator({ holdBudget: 5_000, streamProgress: true });
+async function eventsAfterProgress(
+  address: string,
+  settings: Parameters<typeof startActivator>[0] = {},
+): Promise<string[]> {
+  const snooze = await startActivator({ holdBudget: 5_000, streamProgress: true, ...settings });
   cleanups.push(() => snooze.close());
   const answer = post(snooze, chatBody({ stream: true }));
   // Progress starts after a second held; the engine is ready a little later.
@@ -465,6 +468,19 @@ describe("the engine refuses a request whose hold progress already answered 200"
     });
     expect(events.at(-1)).toBe("data: [DONE]");
     expect(engine.seen()).toBe(2);
+  });
+
+  test("an engine that never answers, into a stream progress opened: the upstream_timeout error event, then [DONE], not a cut", async () => {
+    // Found while testing a status past 599: hold progress writes its head with writeHead, which
+    // getHeader does not see, so the stream was taken for one that is not SSE and cut.
+    const engine = await rawEngine((socket) => socket.resume());
+    cleanups.push(() => engine.close());
+    const events = await eventsAfterProgress(engine.address, { firstByteTimeout: 300 });
+    expect(events[0]).toMatch(/^: /);
+    expect(JSON.parse(events.at(-2)!.slice("data: ".length)).error).toMatchObject({
+      code: "upstream_timeout",
+    });
+    expect(events.at(-1)).toBe("data: [DONE]");
   });
 
   test("an error not in OpenAI's shape is put in it, so the openai client raises it; a huge one is not kept whole", async () => {
