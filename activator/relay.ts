@@ -13,7 +13,14 @@ import {
   readableCoding,
 } from "./engine-error.ts";
 import { endToEnd } from "./hop-headers.ts";
-import { EndedEarly, errorAnswer, failureReason, type UpstreamFailure } from "./upstream-failure.ts";
+import {
+  EndedEarly,
+  errorAnswer,
+  failureReason,
+  isHttpStatus,
+  NotHttpStatus,
+  type UpstreamFailure,
+} from "./upstream-failure.ts";
 
 export type ForwardOutcome =
   | { kind: "answered"; status: number }
@@ -166,10 +173,16 @@ export class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(
-    _controller: Dispatcher.DispatchController,
+    controller: Dispatcher.DispatchController,
     status: number,
     headers: IncomingHttpHeaders,
   ): void {
+    // A status HTTP does not have (`HTTP/1.1 000`, `799`) is not passed on: the client is told the
+    // engine's answer is not HTTP (502 upstream_error). `status` stays 0: nothing was answered.
+    if (!isHttpStatus(status)) {
+      controller.abort(new NotHttpStatus(status));
+      return;
+    }
     // An interim answer (103 Early Hints): the answer itself follows on the same request. Passed on,
     // it would go out as the client's final status and the answer after it would be lost.
     if (status < 200) return;

@@ -145,13 +145,33 @@ const failureAnswers: Readonly<Record<UpstreamFailure, FailureAnswer>> = {
 
 /**
  * An error's words for the client. undici checks some of what an engine sends with `assert` (a
- * status line's code below 100: `HTTP/1.1 000`); its message, "The expression evaluated to a falsy
- * value: assert(statusCode >= 100)", said nothing a client could use (found by an outside tester).
+ * status line's code below 100, `HTTP/1.1 000`, before the relay checked statuses itself); its
+ * message, "The expression evaluated to a falsy value: assert(statusCode >= 100)", said nothing a
+ * client could use (found by an outside tester).
  */
 function readable(error: Error): string {
   if ((error as { code?: string }).code !== "ERR_ASSERTION") return error.message;
   const check = /assert\((.*)\)/.exec(error.message)?.[1];
-  return `the engine's answer is not valid HTTP${check ? ` (the HTTP client's check \`${check}\` failed)` : ""}`;
+  return notHttp(check && `the HTTP client's check \`${check}\` failed`);
+}
+
+/** The words for an engine's answer that is not HTTP, and why when known. */
+const notHttp = (why: string | undefined) => `the engine's answer is not valid HTTP${why ? ` (${why})` : ""}`;
+
+/**
+ * Whether a final status is one HTTP has: RFC 9110 §15 puts every status within 100–599. undici
+ * passes one of 600–999 on (it fails one below 100 only once the answer is read, by an assert), and
+ * passed through (`HTTP/1.1 799 Weird`) it reached OpenAI's clients as a status they cannot read
+ * (found by an outside tester).
+ */
+export const isHttpStatus = (status: number): boolean => status >= 100 && status <= 599;
+
+/** The error a forward whose engine answered a status HTTP does not have ends with (`isHttpStatus`). */
+export class NotHttpStatus extends Error {
+  constructor(status: number) {
+    // As the status line wrote it (`000`, `099`), not as a number.
+    super(notHttp(`its status ${String(status).padStart(3, "0")} is not within 100–599`));
+  }
 }
 
 /** The answer for a failure before any byte, or the SSE error event for one after. */

@@ -194,6 +194,9 @@ test("health is any 2xx; metrics are read whatever the status", async () => {
   await expect(client.healthy()).resolves.toBe(true);
   healthStatus = 503;
   await expect(client.healthy()).resolves.toBe(false);
+  // A status HTTP does not have (the activator tells its client so) is no health either.
+  healthStatus = 799;
+  await expect(client.healthy()).resolves.toBe(false);
   await expect(client.load()).resolves.toEqual({ running: 3, waiting: 1 });
   await expect(client.sleepLevel()).resolves.toBe(1);
 });

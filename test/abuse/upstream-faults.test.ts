@@ -89,18 +89,54 @@ describe("the engine fails before any byte of an answer", () => {
   });
 
   test("a status line with a code below 100 (`HTTP/1.1 000`) → 502 upstream_error that says the answer is not HTTP, not the HTTP client's assertion (found by an outside tester)", async () => {
+    for (const code of ["000", "099"]) {
+      const engine = await rawEngine((socket) =>
+        socket.once("data", () => socket.end(`HTTP/1.1 ${code} Zero\r\ncontent-length: 2\r\n\r\n{}`)),
+      );
+      cleanups.push(() => engine.close());
+      const snooze = await activatorFor(engine.address);
+      const response = await post(snooze);
+      expect(response.status).toBe(502);
+      expect(await errorOf(response)).toMatchObject({
+        code: "upstream_error",
+        message: `The call to the engine failed: the engine's answer is not valid HTTP (its status ${code} is not within 100–599)`,
+      });
+    }
+  });
+
+  test("a status line with a code past 599 (`HTTP/1.1 799 Weird`) → 502 upstream_error that says the answer is not HTTP, not passed on (found by an outside tester)", async () => {
+    for (const code of [600, 799, 999]) {
+      const engine = await rawEngine((socket) =>
+        socket.once("data", () => socket.end(`HTTP/1.1 ${code} Weird\r\ncontent-length: 2\r\n\r\n{}`)),
+      );
+      cleanups.push(() => engine.close());
+      const snooze = await activatorFor(engine.address);
+      const response = await post(snooze);
+      expect(response.status).toBe(502);
+      expect(await errorOf(response)).toMatchObject({
+        type: "server_error",
+        code: "upstream_error",
+        message: `The call to the engine failed: the engine's answer is not valid HTTP (its status ${code} is not within 100–599)`,
+      });
+      expect(await upstreamErrors(snooze, "error")).toBe(1);
+    }
+  });
+
+  test("a status past 599 into a stream hold progress opened: an SSE error event, then [DONE]", async () => {
     const engine = await rawEngine((socket) =>
-      socket.once("data", () => socket.end("HTTP/1.1 000 Zero\r\ncontent-length: 2\r\n\r\n{}")),
+      socket.once("data", () =>
+        socket.end("HTTP/1.1 799 Weird\r\ncontent-type: text/event-stream\r\ncontent-length: 2\r\n\r\n{}"),
+      ),
     );
     cleanups.push(() => engine.close());
-    const snooze = await activatorFor(engine.address);
-    const response = await post(snooze);
-    expect(response.status).toBe(502);
-    expect(await errorOf(response)).toMatchObject({
+    const events = await eventsAfterProgress(engine.address);
+    expect(events[0]).toMatch(/^: /);
+    expect(JSON.parse(events.at(-2)!.slice("data: ".length)).error).toMatchObject({
       code: "upstream_error",
       message:
-        "The call to the engine failed: the engine's answer is not valid HTTP (the HTTP client's check `statusCode >= 100` failed)",
+        "The call to the engine failed: the engine's answer is not valid HTTP (its status 799 is not within 100–599)",
     });
+    expect(events.at(-1)).toBe("data: [DONE]");
   });
 
   test("an engine that takes the request and never answers → 504 upstream_timeout after firstByteTimeout", async () => {
