@@ -108,6 +108,11 @@ const failureAnswers: Readonly<Record<UpstreamFailure, FailureAnswer>> = {
     type: "server_error",
     code: "upstream_timeout",
     message: () => "The engine did not start its answer within the model's firstByteTimeout.",
+    // The engine had the request and may still be generating it: OpenAI's clients retry a 504 on
+    // their own (twice by default), each retry the whole generation again, so they are told not to
+    // (found by an outside tester). A request that timed out while held never reached an engine:
+    // that is `hold_budget_exceeded`, a 503 whose retry is right, and it has no such header.
+    headers: { "x-should-retry": "false" },
   },
   "idle-timeout": {
     status: 504,

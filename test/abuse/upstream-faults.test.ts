@@ -148,6 +148,9 @@ describe("the engine fails before any byte of an answer", () => {
     const took = performance.now() - started;
     expect(response.status).toBe(504);
     expect(await errorOf(response)).toMatchObject({ code: "upstream_timeout" });
+    // The engine may still be generating it: OpenAI's clients, which retry a 504 on their own,
+    // would repeat the generation (found by an outside tester).
+    expect(response.headers.get("x-should-retry")).toBe("false");
     expect(took).toBeGreaterThanOrEqual(250);
     expect(took).toBeLessThan(3_000);
     expect(await upstreamErrors(snooze, "first-byte-timeout")).toBe(1);
@@ -200,6 +203,8 @@ describe("the engine fails before any byte of an answer", () => {
     const took = performance.now() - started;
     expect(response.status).toBe(504);
     expect(await errorOf(response)).toMatchObject({ code: "upstream_connect_timeout" });
+    // No engine had the request: retrying it repeats no work.
+    expect(response.headers.get("x-should-retry")).toBeNull();
     expect(took).toBeGreaterThanOrEqual(550);
     expect(took).toBeLessThan(5_000);
     expect(await upstreamErrors(snooze, "connect-timeout")).toBe(2);
@@ -772,6 +777,8 @@ describe("connections per engine", () => {
     expect(first.status).toBe(200);
     expect(second.status).toBe(503);
     expect(second.headers.get("retry-after")).toBeTruthy();
+    // Never sent to an engine: a retry repeats no work, so OpenAI's clients may retry it.
+    expect(second.headers.get("x-should-retry")).toBeNull();
     expect(await errorOf(second)).toMatchObject({ code: "hold_budget_exceeded" });
   });
 });
