@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from "n
 import type { Dispatcher } from "undici";
 import { timerValue } from "../lib/duration.ts";
 import { sendError } from "../lib/http/json.ts";
-import { endWithEvent, eventsEnd, maxHeldEventBytes } from "../lib/http/sse.ts";
+import { doneEnd, endWithEvent, eventsEnd, maxHeldEventBytes } from "../lib/http/sse.ts";
 import type { OpenAIErrorBody } from "../lib/openai-error.ts";
 import { replaceEngineCors } from "./cors.ts";
 import {
@@ -60,6 +60,13 @@ export interface ForwardRequest {
  * on as it is: an error comes in one write; one that trickles is not held from the client.
  */
 const errorBodyWaitMs = 1_000;
+
+/**
+ * How long an engine's stream may stay open after its `data: [DONE]` (the client's answer ended
+ * there) before its request is given up: an engine ends it at once, on a connection kept for the
+ * next request; one that does not would hold a place on it, and keep the model awake, for nothing.
+ */
+const afterDoneWaitMs = 1_000;
 
 /** Headers that describe the engine's body bytes: dropped when the body is written anew. */
 const bodyHeaders = [
@@ -133,6 +140,11 @@ export class Relay implements Dispatcher.DispatchHandler {
   private sizedHead?: OutgoingHttpHeaders;
   /** The head that went out declared a length: nothing may follow the engine's bytes. */
   private sizedOut = false;
+  /**
+   * The client's answer ended with the engine's `data: [DONE]`: after it an OpenAI stream is over,
+   * and nothing more is passed on. Armed to give the engine's request up if it does not end.
+   */
+  private afterDone?: NodeJS.Timeout;
   /** Armed while the client does not take the answer (its socket's buffer full). */
   private stallTimer?: NodeJS.Timeout;
   private readonly unregister: () => void;
@@ -161,6 +173,7 @@ export class Relay implements Dispatcher.DispatchHandler {
 
   private finish(outcome: ForwardOutcome): void {
     clearTimeout(this.stallTimer);
+    clearTimeout(this.afterDone);
     this.unregister();
     this.res.off("close", this.onClose);
     this.res.off("drain", this.resume);
@@ -248,6 +261,7 @@ export class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.afterDone) return;
     if (this.errorBody) {
       // Too big for an error message: a held-back answer goes out untouched, as it comes.
       if (this.errorHead && this.errorBytes + chunk.length > maxEngineErrorBytes) this.releaseErrorHead();
@@ -265,11 +279,32 @@ export class Relay implements Dispatcher.DispatchHandler {
       : this.events
         ? this.wholeEvents(chunk)
         : chunk;
+    const done = this.events ? doneEnd(whole) : -1;
+    if (done >= 0) {
+      this.endAtDone(whole.subarray(0, done));
+      return;
+    }
     if (whole.length > 0 && !this.res.write(whole) && !controller.paused) {
       controller.pause();
       this.res.once("drain", this.resume);
       this.watchStall();
     }
+  }
+
+  /**
+   * The engine's `data: [DONE]` ends the client's answer: OpenAI's clients read a stream to its end
+   * even past [DONE], so an engine that kept it open kept them waiting, and its idle timeout then
+   * wrote an error event after [DONE] (found by an outside tester). What the engine sends after it
+   * is not passed on; its request is let go when it ends, or after `afterDoneWaitMs`.
+   */
+  private endAtDone(last: Buffer): void {
+    this.partial = undefined;
+    this.midEvent = false;
+    this.res.end(last);
+    this.afterDone = setTimeout(
+      () => this.abort(new Error("The stream was over at its [DONE]")),
+      afterDoneWaitMs,
+    );
   }
 
   /**
@@ -317,6 +352,10 @@ export class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
+    if (this.afterDone) {
+      this.finish({ kind: "answered", status: this.status });
+      return;
+    }
     clearTimeout(this.errorWait);
     const body = this.errorBody && Buffer.concat(this.errorBody);
     this.writeSizedHead();
@@ -367,6 +406,12 @@ export class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
+    // After [DONE] the client had its whole answer: whatever ends the engine's request (it went
+    // quiet, it was given up, the client left) is not the client's to hear.
+    if (this.afterDone) {
+      this.finish({ kind: "answered", status: this.status });
+      return;
+    }
     // An error answer held back and cut part way: nothing went out, so the client is told why
     // (502 upstream_broken, 504 upstream_idle_timeout …) rather than left with a closed connection.
     clearTimeout(this.errorWait);

@@ -35,3 +35,22 @@ export function eventsEnd(chunk: Buffer): number {
   const cr = chunk.lastIndexOf("\r\r");
   return Math.max(lf < 0 ? 0 : lf + 2, crlf < 0 ? 0 : crlf + 4, cr < 0 ? 0 : cr + 2);
 }
+
+/** The `data: [DONE]` line OpenAI's streams end with (`data:[DONE]` too: the space is optional). */
+const doneLine = /(?:^|[\r\n])data: ?\[DONE\](?=[\r\n])/;
+const blankLine = /\r\n\r\n|\n\n|\r\r/g;
+
+/**
+ * Where the `data: [DONE]` event of `events` (whole events, as `eventsEnd` cuts them) ends, after
+ * its blank line; -1 when there is none. After it an OpenAI stream is over: its clients stop there.
+ */
+export function doneEnd(events: Buffer): number {
+  // Most reads carry no [DONE]: found without making a string of them.
+  if (!events.includes("[DONE]")) return -1;
+  const text = events.toString("latin1");
+  const line = doneLine.exec(text);
+  if (!line) return -1;
+  blankLine.lastIndex = line.index + line[0].length;
+  const blank = blankLine.exec(text);
+  return blank ? blank.index + blank[0].length : -1;
+}

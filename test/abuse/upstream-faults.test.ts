@@ -430,6 +430,72 @@ async function eventsAfterProgress(
   return (await response.text()).split("\n\n").filter(Boolean);
 }
 
+describe("after `data: [DONE]` an OpenAI stream is over (found by an outside tester: an engine that kept the stream open had an idle-timeout error event appended after [DONE])", () => {
+  const head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+
+  test("an engine that keeps the stream open after [DONE]: the client's answer ends with [DONE] at once, and nothing follows it", async () => {
+    // As the engine may write it: [DONE] in a read of its own, with the event before it, cut in
+    // two reads, with CRLF blank lines; and bytes after it (a stray event), then silence.
+    for (const reads of [
+      ['data: {"a":1}\n\n', "data: [DONE]\n\n"],
+      ['data: {"a":1}\n\ndata: [DONE]\n\ndata: {"late":1}\n\n'],
+      ['data: {"a":1}\n\ndata: [DO', "NE]\n\n", 'data: {"late":1}\n\n'],
+      ['data: {"a":1}\r\n\r\ndata:[DONE]\r\n\r\n'],
+    ]) {
+      const engine = await rawEngine((socket) =>
+        socket.once("data", async () => {
+          socket.write(head);
+          for (const read of reads) {
+            socket.write(chunk(read));
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+        }),
+      );
+      cleanups.push(() => engine.close());
+      const snooze = await activatorFor(engine.address, { idleTimeout: 3_000 });
+      const started = performance.now();
+      const response = await post(snooze, chatBody({ stream: true }));
+      expect(response.status).toBe(200);
+      const text = await response.text();
+      const done = reads.join("").search(/data: ?\[DONE\]/);
+      const blank = reads.join("").includes("\r\n") ? "\r\n\r\n" : "\n\n";
+      expect(text).toBe(reads.join("").slice(0, reads.join("").indexOf(blank, done) + blank.length));
+      // Not when the engine's idle timeout fires: OpenAI's clients read a stream to its end.
+      expect(performance.now() - started).toBeLessThan(1_500);
+      // The engine's request is let go soon after, not held for its idleTimeout: it counts as
+      // answered, not as a failure.
+      await until(() => engine.connections.size === 0, 2_000, "the engine's connection to be let go");
+      expect(await upstreamErrors(snooze, "idle-timeout")).toBe(0);
+      expect(
+        metricValue(await snooze.registry.metrics(), "snooze_requests_total", { model: "m", code: "200" }),
+      ).toBe(1);
+    }
+  });
+
+  test("an engine that ends its stream after [DONE] keeps its connection for the next request", async () => {
+    let connections = 0;
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write('data: {"a":1}\n\n');
+      res.write("data: [DONE]\n\n");
+      setTimeout(() => res.end(), 20);
+    });
+    engine.server.on("connection", () => connections++);
+    cleanups.push(() => {
+      engine.server.closeAllConnections();
+      engine.server.close();
+    });
+    const snooze = await activatorFor(engine.address);
+    for (let i = 0; i < 3; i++) {
+      const response = await post(snooze, chatBody({ stream: true }));
+      expect(await response.text()).toBe('data: {"a":1}\n\ndata: [DONE]\n\n');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(connections).toBe(1);
+  });
+});
+
 describe("a held request with `stream: true` whose engine answers plain JSON (found by an outside tester: the answer was lost)", () => {
   test("on a route vLLM never streams (embeddings), hold progress opens no stream: the JSON answer comes as it is", async () => {
     const engine = await httpEngine((req, res) => {
