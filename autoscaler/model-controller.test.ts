@@ -696,6 +696,80 @@ describe("a deeper sleep this process cannot ask (out of file descriptors)", () 
   });
 });
 
+describe("a warm-up or a start's call this process cannot make (out of file descriptors)", () => {
+  // Left open by the fixes for a sleep, a wake and a deeper sleep this process could not make: a
+  // warm-up that failed in this process (after a wake that worked, or a start) stopped the engine,
+  // awake and healthy.
+
+  test("a wake's warm-up: skipped, the engine, awake, is ready and gets the held requests; not stopped", async () => {
+    const { h, id, engine } = await readyModel(oneModel(), { answerErrors: true });
+    await h.advance(60_000);
+    h.mark();
+    const warmups = engine.warmups;
+    engine.latency.wake = 2_000;
+    engine.localFailNext("warmup");
+    h.demand("m");
+    await h.advance(2_000);
+    expect(engine.calls).toEqual(["wake(1)", "warmup"]);
+    expect(engine.sleeping).toBe(false);
+    expect(engine.warmups).toBe(warmups);
+    // A wake that worked: no error for the held requests, measured, routed.
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["waking", undefined],
+      ["ready", undefined],
+    ]);
+    expect(h.controller("m").state()).toMatchObject({ tier: "ready", lastWakeMs: 2_000 });
+    expect(h.controller("m").state().lastError).toBeUndefined();
+    expect(h.platform.ids("m")).toEqual([id]);
+    expect(h.platform.scales).toEqual([]);
+    // Only that warm-up is skipped: the next wake warms up again.
+    h.stats("m", 0, 0);
+    await h.advance(60_000);
+    h.demand("m");
+    await h.advance(2_000);
+    expect(engine.calls).toEqual(["wake(1)", "warmup", "sleep(1,wait)", "wake(1)", "warmup"]);
+    expect(engine.warmups).toBe(warmups + 1);
+  });
+
+  test("the warm-up of a deeper sleep taken back by a request: skipped, the engine ready, not stopped", async () => {
+    const { h, id, engine } = await readyModel();
+    await h.advance(60_000);
+    h.mark();
+    const wakeForDeepen = engine.hold("wake");
+    await h.advance(10 * 60_000);
+    expect(wakeForDeepen.reached).toBe(true);
+    h.demand("m");
+    await h.settle();
+    engine.localFailNext("warmup");
+    wakeForDeepen.release();
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(1)", "warmup"]);
+    expect(engine.sleeping).toBe(false);
+    expect(h.tiers("m")).toEqual(["waking", "ready"]);
+    expect(h.controller("m").state().lastError).toBeUndefined();
+    expect(h.platform.ids("m")).toEqual([id]);
+    expect(h.platform.scales).toEqual([]);
+  });
+
+  test("a start's warm-up: skipped, the loaded engine ready, not stopped", async () => {
+    const h = new Harness(oneModel(), { answerErrors: true });
+    h.demand("m");
+    await h.settle();
+    const engine = h.platform.engineOf("m-1");
+    engine.localFailNext("warmup");
+    h.platform.bringUp("m-1", { answeredAt: h.clock.now() });
+    await h.settle();
+    expect(engine.calls).toEqual(["warmup"]);
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["starting", undefined],
+      ["ready", undefined],
+    ]);
+    expect(h.controller("m").state().lastError).toBeUndefined();
+    expect(h.platform.ids("m")).toEqual(["m-1"]);
+    expect(h.platform.scales).toHaveLength(1);
+  });
+});
+
 describe("an engine frozen in its warm-up or its wake", () => {
   // Found by an outside tester: an engine frozen (SIGSTOP) during its warm-up or its wake kept the
   // model starting until startTimeout (10m) or waking until wakeTimeout (2m), and the requests held

@@ -240,3 +240,19 @@ test("a swap whose target never becomes ready ends with an error status", async 
   expect(swap!.attributes["snooze.swap.outcome"]).toBe("the target is cold");
   expect(swap!.status.code).toBe(SpanStatusCode.ERROR);
 });
+
+test("a warm-up this process could not make (out of file descriptors) is skipped, and its span says so; the wake is ready", async () => {
+  const h = new Harness(yaml);
+  const id = await h.serveCold("m");
+  await h.advance(60_000);
+  exporter.reset();
+  h.platform.engineOf(id).localFailNext("warmup");
+  h.demand("m");
+  await h.settle();
+  expect(h.controller("m").tier).toBe("ready");
+  const [warmup] = exporter.getFinishedSpans().filter((s) => s.name === "snooze.warmup");
+  expect(warmup!.attributes["snooze.warmup.skipped"]).toBe("local");
+  expect(warmup!.status.code).not.toBe(SpanStatusCode.ERROR);
+  const [activation] = exporter.getFinishedSpans().filter((s) => s.name === "snooze.activation");
+  expect(activation!.attributes["snooze.activation.outcome"]).toBe("ready");
+});

@@ -1731,6 +1731,7 @@ export class ModelController {
    * `wakeTimeout` from the wake. The held requests wait for both, and an engine that is up but does
    * not answer must not make them wait a second timeout. Resolves with a level when a person's
    * sleep, with no request held, skipped it or gave it up: the engine sleeps at that level instead.
+   * One this process could not make (out of file descriptors) is skipped: the engine is routed.
    */
   private async warmUp(
     record: ReplicaRecord,
@@ -1760,6 +1761,18 @@ export class ModelController {
           if (error instanceof SleepInstead) {
             span.setAttribute("snooze.warmup.skipped", "sleep");
             return error.level;
+          }
+          if (isLocalFailure(error)) {
+            // The warm-up never reached the engine (this process is out of file descriptors or
+            // memory): it says nothing of the engine, awake by then (its wake answered, or its
+            // start's checks did). It is routed without its warm-up, its first request slower,
+            // rather than stopped for Snooze's own shortage: the held requests go to it.
+            span.setAttribute("snooze.warmup.skipped", "local");
+            this.log.warn("warm-up could not be asked; the engine, awake, is routed without it", {
+              replica: record.replica.id,
+              error,
+            });
+            return undefined;
           }
           if (error instanceof EngineFrozen || (error as { timedOut?: unknown }).timedOut !== true)
             throw error;
