@@ -699,7 +699,7 @@ describe("a deeper sleep this process cannot ask (out of file descriptors)", () 
 describe("a warm-up or a start's call this process cannot make (out of file descriptors)", () => {
   // Left open by the fixes for a sleep, a wake and a deeper sleep this process could not make: a
   // warm-up that failed in this process (after a wake that worked, or a start) stopped the engine,
-  // awake and healthy.
+  // awake and healthy, and a start's own calls did the same to an engine that had loaded.
 
   test("a wake's warm-up: skipped, the engine, awake, is ready and gets the held requests; not stopped", async () => {
     const { h, id, engine } = await readyModel(oneModel(), { answerErrors: true });
@@ -765,6 +765,57 @@ describe("a warm-up or a start's call this process cannot make (out of file desc
       ["ready", undefined],
     ]);
     expect(h.controller("m").state().lastError).toBeUndefined();
+    expect(h.platform.ids("m")).toEqual(["m-1"]);
+    expect(h.platform.scales).toHaveLength(1);
+  });
+
+  test("the wake of an engine that came up asleep: it sleeps on, kept, and its start is finished once the call can be made", async () => {
+    const h = new Harness(oneModel(), { answerErrors: true });
+    h.demand("m");
+    await h.settle();
+    const engine = h.platform.engineOf("m-1");
+    engine.sleeping = true;
+    engine.localFailNext("wake");
+    h.platform.bringUp("m-1");
+    await h.settle();
+    // The held requests hear the failure, as for a start's check that failed; the start is asked
+    // again after the back-off (none after a first failure), not given up with its engine.
+    const reason = "start of m failed: wake: connect EMFILE";
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["starting", undefined],
+      ["starting", reason],
+      ["ready", undefined],
+    ]);
+    expect(engine.calls).toEqual([
+      "healthy",
+      "isSleeping",
+      "wake(1)",
+      "healthy",
+      "isSleeping",
+      "wake(1)",
+      "warmup",
+    ]);
+    expect(h.platform.ids("m")).toEqual(["m-1"]);
+    expect(h.platform.scales).toHaveLength(1);
+    expect(h.controller("m").state().lastError).toBeUndefined();
+  });
+
+  test("whether a fresh engine sleeps, asked and not answered: it is not taken as awake (a request to a sleeping engine hangs) but asked again", async () => {
+    const h = new Harness(oneModel(), { answerErrors: true });
+    h.demand("m");
+    await h.settle();
+    const engine = h.platform.engineOf("m-1");
+    engine.sleeping = true;
+    engine.localFailNext("isSleeping");
+    h.platform.bringUp("m-1");
+    await h.settle();
+    const reason = "start of m failed: isSleeping: connect EMFILE";
+    expect(h.events.map((e) => [e.tier, e.error])).toEqual([
+      ["starting", undefined],
+      ["starting", reason],
+      ["ready", undefined],
+    ]);
+    expect(engine.calls).toEqual(["healthy", "isSleeping", "healthy", "isSleeping", "wake(1)", "warmup"]);
     expect(h.platform.ids("m")).toEqual(["m-1"]);
     expect(h.platform.scales).toHaveLength(1);
   });

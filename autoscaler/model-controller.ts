@@ -1662,7 +1662,14 @@ export class ModelController {
         : await Promise.all([
             // Not asked (Snooze out of file descriptors): not up yet, asked again after the back-off.
             engine.healthy().catch(() => false),
-            this.config.sleep ? engine.isSleeping().catch(() => false) : false,
+            // An engine without the sleep endpoints is awake. One this process could not ask is
+            // not taken for awake (a request to a sleeping engine hangs): asked again, as above.
+            this.config.sleep
+              ? engine.isSleeping().catch((error: unknown) => {
+                  if (isLocalFailure(error)) throw error;
+                  return false;
+                })
+              : false,
           ]);
       if (!healthy) throw new EngineNotUp("the engine does not answer /health");
       if (sleeping) {
@@ -1681,10 +1688,12 @@ export class ModelController {
       this.activationFailed(record, `start of ${this.id} failed: ${(error as Error).message}`);
       record.coolUntil = this.backoffUntil;
       // Not answering /health yet (a pod just Ready, a health check that failed once): asked again
-      // after the back-off, until startTimeout. An engine that is up but failed its wake or warm-up
-      // is stopped, as after a failed wake: the next request (after the back-off) starts a clean
-      // one, rather than this one being asked again and every held request failed again.
-      if (!(error instanceof EngineNotUp))
+      // after the back-off, until startTimeout. So is one whose check or wake call this process
+      // could not make (out of file descriptors): the engine never got it, and is as it was, loaded.
+      // An engine that is up but failed its wake or warm-up is stopped, as after a failed wake: the
+      // next request (after the back-off) starts a clean one, rather than this one being asked
+      // again and every held request failed again.
+      if (!(error instanceof EngineNotUp) && !isLocalFailure(error))
         await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
       return;
     }
