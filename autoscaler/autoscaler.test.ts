@@ -223,6 +223,36 @@ describe("leadership", () => {
     expect(controller.tier).toBe("ready");
   });
 
+  test("leadership lost mid-wake, and the next leader cannot make the warm-up (out of file descriptors): the engine, awake, is ready without it, not left waking", async () => {
+    let holding = true;
+    const h = new Harness(twoModels(), {
+      autoUp: true,
+      keepRecordedTiers: true,
+      direct: { holding: () => holding },
+    });
+    await h.serveCold("a");
+    await h.advance(60_000);
+    h.mark();
+    const engine = h.platform.engineOf("a-1");
+    const wake = engine.hold("wake");
+    h.demand("a");
+    await h.settle();
+    holding = false;
+    wake.release();
+    await h.advance(60_000);
+    expect(h.tiers("a")).toEqual(["waking"]);
+    const controller = h.controller("a");
+    controller.standDown();
+    holding = true;
+    engine.localFailNext("warmup");
+    controller.lead();
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(1)", "warmup", "healthy", "isSleeping", "warmup"]);
+    expect(h.tiers("a")).toEqual(["waking", "waking", "ready"]);
+    expect(controller.tier).toBe("ready");
+    expect(h.platform.scales).toEqual([]);
+  });
+
   test("a new leader adopts recorded tiers without touching the engines", async () => {
     const h = new Harness(twoModels(), { autoUp: true, keepRecordedTiers: true });
     await h.serveCold("a");

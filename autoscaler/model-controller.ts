@@ -2214,7 +2214,17 @@ export class ModelController {
     }
     if (record.tier === "waking" || record.tier === "draining") {
       if (this.config.warmup)
-        await engine.warmup(this.config.servedModel ?? this.id, this.config.wakeTimeout);
+        await engine
+          .warmup(this.config.servedModel ?? this.id, this.config.wakeTimeout)
+          .catch((error: unknown) => {
+            // Not made (this process is out of file descriptors): the engine, awake, is routed
+            // without it, as after a wake (warmUp), rather than left waking with no one to finish it.
+            if (!isLocalFailure(error)) throw error;
+            this.log.warn("warm-up could not be asked; the engine, awake, is routed without it", {
+              replica: record.replica.id,
+              error,
+            });
+          });
       this.guard(leadership);
       await this.setTier(record, "ready");
     }
