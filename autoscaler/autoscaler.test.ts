@@ -253,6 +253,40 @@ describe("leadership", () => {
     expect(h.platform.scales).toEqual([]);
   });
 
+  test("leadership lost mid-wake, and the engine fails the next leader's warm-up: stopped, not left waking for good; the next request starts a clean one", async () => {
+    let holding = true;
+    const h = new Harness(twoModels(), {
+      autoUp: true,
+      keepRecordedTiers: true,
+      direct: { holding: () => holding },
+    });
+    await h.serveCold("a");
+    await h.advance(60_000);
+    h.mark();
+    const engine = h.platform.engineOf("a-1");
+    const wake = engine.hold("wake");
+    h.demand("a");
+    await h.settle();
+    holding = false;
+    wake.release();
+    await h.advance(60_000);
+    const controller = h.controller("a");
+    controller.standDown();
+    holding = true;
+    engine.failNext("warmup", "the warm-up did not return a completion");
+    controller.lead();
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(1)", "warmup", "healthy", "isSleeping", "warmup"]);
+    // The request held since the wake gets a clean engine.
+    expect(h.platform.scales.map((s) => `${s.expected}->${s.to} ${s.remove.join(",")}`)).toEqual([
+      "1->0 a-1",
+      "0->1 ",
+    ]);
+    expect(h.tiers("a", "a-1")).toEqual(["waking", "waking", "cold"]);
+    expect(h.tiers("a", "a-2")).toEqual(["starting", "ready"]);
+    expect(controller.tier).toBe("ready");
+  });
+
   test("a new leader adopts recorded tiers without touching the engines", async () => {
     const h = new Harness(twoModels(), { autoUp: true, keepRecordedTiers: true });
     await h.serveCold("a");

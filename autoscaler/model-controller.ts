@@ -2214,17 +2214,31 @@ export class ModelController {
     }
     if (record.tier === "waking" || record.tier === "draining") {
       if (this.config.warmup)
-        await engine
-          .warmup(this.config.servedModel ?? this.id, this.config.wakeTimeout)
-          .catch((error: unknown) => {
-            // Not made (this process is out of file descriptors): the engine, awake, is routed
-            // without it, as after a wake (warmUp), rather than left waking with no one to finish it.
-            if (!isLocalFailure(error)) throw error;
+        try {
+          await engine.warmup(this.config.servedModel ?? this.id, this.config.wakeTimeout);
+        } catch (error) {
+          this.guard(leadership);
+          // Not made (this process is out of file descriptors): the engine, awake, is routed
+          // without it, as after a wake (warmUp), rather than left waking with no one to finish it.
+          if (isLocalFailure(error))
             this.log.warn("warm-up could not be asked; the engine, awake, is routed without it", {
               replica: record.replica.id,
               error,
             });
-          });
+          else {
+            // Failed: stopped, as an engine awake after a wake whose warm-up failed is, and the next
+            // request starts a clean one (seen while fixing the warm-up this process could not
+            // make: it stayed waking for good, routed nothing, never put to sleep nor stopped).
+            const exit = (await this.goneUnder(record, error)) ? record.departed : undefined;
+            this.guard(leadership);
+            if (!this.present(record)) return;
+            this.log.warn("warm-up failed; stopping the engine", { replica: record.replica.id, error });
+            this.lastError = `wake of ${this.id} failed: ${exit ?? (error as Error).message}`;
+            record.leaving = true;
+            await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+            return;
+          }
+        }
       this.guard(leadership);
       await this.setTier(record, "ready");
     }
