@@ -94,16 +94,16 @@ export const tierSettings = z.strictObject({
   }),
   firstByteTimeout: timeout.optional().meta({
     description:
-      "How long the engine may take, from dispatch, to start its answer (a long prompt's prefill counts); past it a 504 `upstream_timeout`. `never` turns it off.",
+      "How long the engine may take, from dispatch, to start its answer (a long prompt's prefill counts); past it a 504 `upstream_timeout`, with `x-should-retry: false` (the engine may still be generating it). `never` turns it off.",
   }),
   idleTimeout: timeout.optional().meta({
     description:
       "How long an answer under way may go without a byte from the engine; past it a stream ends with an SSE error event (`upstream_idle_timeout`), any other answer is cut off. Also how long a client may take none of the answer (it stopped reading): its request then ends and its connection is closed. `never` turns both off.",
   }),
-  warmup: z
-    .boolean()
-    .optional()
-    .meta({ description: "Send a 1-token request after every start and wake, before routing traffic." }),
+  warmup: z.boolean().optional().meta({
+    description:
+      "Send a 1-token request after every start and wake, before routing traffic. One Snooze cannot make (out of file descriptors) is skipped and the engine routed.",
+  }),
   streamProgress: z.boolean().optional().meta({
     description:
       'While a streaming request is held past 1 s, answer 200 at once and send SSE comment lines (`: waking qwen, ~2s`); a failure then arrives as an SSE error event instead of a 503. Only on routes vLLM streams (chat, completions, responses, audio transcriptions and translations): embeddings, score and rerank answer JSON whatever `stream` says. A streaming request is one whose `stream` vLLM reads as true: `true`, and as pydantic reads booleans, `1`, `"true"`, `"yes"`, `"on"` in any case.',
