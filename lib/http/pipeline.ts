@@ -13,6 +13,15 @@ const latest = new WeakMap<Socket, ServerResponse>();
  * if that answer closed the connection (RFC 9112 §9.6: nothing after the last request is
  * processed). A request with none before it under way, every request but a pipelined one, is
  * served at once.
+ *
+ * While a request waits for its turn the connection is not read, as nginx reads the next request
+ * only once the one before it is answered: Node parses whatever a client pipelines as fast as it
+ * comes, and counts nothing against it until answers are written, so behind one held request (which
+ * may wait minutes for its model) every request after it was kept, bodies and all, outside
+ * maxHeldBytes. 3 MB of pipelined `GET /healthz` took 1 GB, and answering them blocked the process
+ * for seconds (found by an outside tester). Now what one read brought waits, no more; the connection
+ * is read again when the last request read is served. A client that leaves meanwhile is seen when
+ * its answers are written.
  */
 export function inTurn(req: IncomingMessage, res: ServerResponse, serve: () => void): void {
   const socket = req.socket;
@@ -23,11 +32,17 @@ export function inTurn(req: IncomingMessage, res: ServerResponse, serve: () => v
   else if (before.writableFinished || before.destroyed) serveIfOpen(req, serve);
   else {
     let waiting = true;
+    // After this turn of the parser: Node resumes the connection as each request it parses ends.
+    queueMicrotask(() => {
+      if (waiting) socket.pause();
+    });
     const answered = () => {
       if (!waiting) return;
       waiting = false;
       before.off("finish", answered);
       before.off("close", answered);
+      // Only the last one read: one served ahead of it would read past it again.
+      if (latest.get(socket) === res) socket.resume();
       serveIfOpen(req, serve);
     };
     before.on("finish", answered);

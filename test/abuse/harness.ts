@@ -49,6 +49,8 @@ export interface TestActivator {
   activator: Activator;
   plane: TestPlane;
   registry: Registry;
+  /** The activator's HTTP server (to watch what it parses). */
+  server: Server;
   close(): Promise<void>;
 }
 
@@ -96,6 +98,7 @@ export async function startActivator(
     activator,
     plane,
     registry,
+    server,
     async close() {
       server.close();
       await activator.shutdown(0);

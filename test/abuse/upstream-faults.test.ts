@@ -1,3 +1,4 @@
+import { once } from "node:events";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import OpenAI from "openai";
@@ -921,6 +922,31 @@ describe("malformed HTTP pipelined after good requests on the same connection", 
     expect(statuses(reply)).toEqual([503, 400]);
     expect(reply).toContain("hold_budget_exceeded");
     expect(snooze.activator.routes.get("m")!.held).toBe(0);
+  });
+
+  test("requests pipelined behind a held one are not read ahead of their turn (found by an outside tester)", async () => {
+    // Before, Node parsed every one at once, and each waited whole for its turn: 3 MB of pipelined
+    // `GET /healthz` behind one held request took 1 GB, and answering them blocked the process for
+    // seconds, every other client with it.
+    const snooze = await startActivator({ holdBudget: 500 });
+    cleanups.push(() => snooze.close());
+    let parsed = 0;
+    snooze.server.on("request", () => parsed++);
+    const socket = connect({ port: snooze.port, host: "127.0.0.1" });
+    cleanups.push(() => socket.destroy());
+    socket.setEncoding("latin1");
+    let reply = "";
+    socket.on("data", (data: string) => (reply += data));
+    await once(socket, "connect");
+    const probes = 20_000;
+    socket.write(post(chatBody()) + "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n".repeat(probes));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // What one read of the connection brought (64 KiB, some 2,000 of them), not all.
+    expect(parsed).toBeLessThan(5_000);
+    // Then each is read and answered in turn, once the held one is.
+    await until(() => statuses(reply).length === probes + 1, 20_000, "every request answered");
+    expect(statuses(reply).slice(0, 2)).toEqual([503, 200]);
+    expect(parsed).toBe(probes + 1);
   });
 
   describe("nothing behind the connection's last answer reaches the engine (found by an outside tester)", () => {
