@@ -456,6 +456,13 @@ describe("requests the activator answers itself", () => {
     );
     expect(big).toMatch(/^HTTP\/1\.1 431 /);
     expect(errorOf(big)).toMatchObject({ code: "request_headers_too_large", type: "invalid_request_error" });
+    // So are more than 1,000 header fields, however small: the message names that limit too (found
+    // by an outside tester: 5 KB of headers were told they passed 16 KiB).
+    const many = await rawReply(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n${"a: b\r\n".repeat(1_000)}\r\n`,
+    );
+    expect(many).toMatch(/^HTTP\/1\.1 431 /);
+    expect(errorOf(many).message).toContain("at most 1000 header fields");
     // A URL past the limit is told it is the URL, whole or arriving in pieces (found by an outside
     // tester: a 20 KB query string was told to send fewer headers).
     const longTarget = `POST /v1/chat/completions?q=${"a".repeat(20_000)} HTTP/1.1\r\nhost: x\r\n\r\n`;
