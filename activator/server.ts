@@ -285,6 +285,14 @@ export function createActivatorServer({
       activator.countRefused(400);
       return;
     }
+    if (req.url === "*") {
+      // `OPTIONS *` (RFC 9110 §9.3.7): what the server as a whole takes, asked by some load
+      // balancers and proxies to check that it answers.
+      req.resume();
+      res.writeHead(204, { allow: "GET, HEAD, POST, OPTIONS" });
+      res.end();
+      return;
+    }
     const path = (req.url ?? "/").split("?")[0]!;
     if (activator.hosts && req.headers[probeHeader] === probeValue) {
       // Knative's readiness probe: which version of this host's KIngress this activator routes.

@@ -13,10 +13,15 @@ const scheme = /^([a-z][a-z0-9+.-]*):/i;
  * The path is kept as written (not normalised by a URL parser), so it meets the same checks as any
  * other. Undefined when the target is (now) in origin form, else what is wrong with it, for the
  * caller's 400: an absolute URL of another scheme than http(s) (`ftp://host/v1/...` names no
- * resource of this server), an authority that cannot be read, or one with credentials.
+ * resource of this server), an authority that cannot be read, or one with credentials; and `*`
+ * but in `OPTIONS *`.
  */
 export function toOriginForm(req: IncomingMessage): string | undefined {
   if (req.url === undefined || req.url.startsWith("/")) return undefined;
+  // RFC 9112 §3.2.4: the asterisk form names the server itself, and only OPTIONS takes it (the
+  // caller answers `OPTIONS *`). Found by an outside tester: both were told "No route for GET *".
+  if (req.url === "*")
+    return req.method === "OPTIONS" ? undefined : "is `*` (the asterisk form), which only OPTIONS takes";
   const match = absoluteForm.exec(req.url);
   if (!match) {
     const other = scheme.exec(req.url)?.[1];

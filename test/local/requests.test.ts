@@ -386,6 +386,21 @@ describe("requests the activator answers itself", () => {
     );
   });
 
+  test("`OPTIONS *` says what the server takes; `*` with another method is a 400 (found by an outside tester)", async () => {
+    // Before: `404 No route for OPTIONS *`, and for `GET *`.
+    const asterisk = await rawReply("OPTIONS * HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n");
+    expect(asterisk).toMatch(/^HTTP\/1\.1 204 /);
+    expect(asterisk).toMatch(/\r\nallow: GET, HEAD, POST, OPTIONS\r\n/i);
+    for (const [line, said] of [
+      ["GET *", "The request target is `*` (the asterisk form), which only OPTIONS takes."],
+    ]) {
+      const reply = await rawReply(`${line} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n`);
+      expect([line, reply.slice(0, 12)]).toEqual([line, "HTTP/1.1 400"]);
+      expect(errorOf(reply)).toMatchObject({ code: "invalid_request_target" });
+      expect(errorOf(reply).message).toBe(`${said} Send the path (e.g. /v1/chat/completions).`);
+    }
+  });
+
   test("an Expect other than 100-continue is a 417, and a transfer coding besides chunked a 501, both as OpenAI errors", async () => {
     // Found by an outside tester: the 417 was Node's own, with an empty body; `gzip, chunked` was read
     // as a body still compressed.
