@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { connect } from "node:net";
-import { afterEach, expect, test } from "vitest";
+import { afterEach, expect, test, vi } from "vitest";
 import { BodyTooLarge, OverBudget, readBody } from "./body.ts";
 
 /** readBody on a real node:http server, fed by raw sockets so chunking and aborts are exact. */
@@ -43,6 +43,34 @@ async function exchange(
 
 const post = (headers: string) =>
   `POST /v1/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n${headers}\r\n`;
+
+test("a body sent in tiny chunks is kept in a few blocks, not a Buffer per chunk (found by an outside tester)", async () => {
+  // Node hands each chunk over as a Buffer of its own: 1 MB of body sent as 1-byte chunks was a
+  // million Buffers until it was whole, 500 MB of memory counted as 1 MB against maxHeldBytes.
+  const bytes = 100_000;
+  const concat = vi.spyOn(Buffer, "concat");
+  let calls: (typeof concat.mock.calls)[number][] = [];
+  let body: Buffer | undefined;
+  try {
+    await exchange(
+      async (req, res) => {
+        body = await readBody(req, bytes);
+        res.end("ok");
+      },
+      [post("transfer-encoding: chunked\r\n"), `${"1\r\nx\r\n".repeat(bytes)}0\r\n\r\n`],
+    );
+  } finally {
+    calls = [...concat.mock.calls];
+    concat.mockRestore();
+  }
+  expect(body?.toString()).toBe("x".repeat(bytes));
+  // The Buffers readBody joined at the end: the first chunks as they came, then 64 KiB blocks.
+  const joined = calls
+    .map(([list]) => list as readonly Uint8Array[])
+    .filter((list) => list.reduce((sum, part) => sum + part.length, 0) === bytes);
+  expect(joined).toHaveLength(1);
+  expect(joined[0]!.length).toBeLessThan(100);
+});
 
 test("a sized body arrives intact, and the request keeps no listener of readBody's", async () => {
   let result: { body: string; before: number[]; after: number[] } | undefined;
