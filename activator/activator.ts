@@ -342,7 +342,7 @@ export class Activator {
     return !this.shuttingDown;
   }
 
-  /** Handles one request under `/v1/` that names a model. */
+  /** Handles one request under `/v1/` (or `/v2/`: `underApiVersion`) that names a model. */
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const target = req.url ?? "/";
     const check = checkEnginePath(target);

@@ -8,8 +8,10 @@
 
 /**
  * The OpenAI-compatible routes vLLM's API server serves under `/v1/` that take a request for one
- * model (all POST; `GET /v1/models` the activator answers itself). vLLM's own non-OpenAI routes
- * (`/tokenize`, `/pooling`, `/classify`, `/score` without `/v1`) and its admin routes are not here.
+ * model (all POST; `GET /v1/models` the activator answers itself), and `/v2/rerank`, the route
+ * Cohere's v2 client (`cohere.ClientV2`) posts to, which vLLM serves as it serves `/v1/rerank`.
+ * vLLM's own non-OpenAI routes (`/tokenize`, `/pooling`, `/classify`, `/score` without `/v1`) and
+ * its admin routes are not here.
  */
 export const engineRoutes: ReadonlySet<string> = new Set([
   "/v1/chat/completions",
@@ -20,7 +22,17 @@ export const engineRoutes: ReadonlySet<string> = new Set([
   "/v1/audio/translations",
   "/v1/score",
   "/v1/rerank",
+  "/v2/rerank",
 ]);
+
+/**
+ * The paths the server hands to the activator, which checks them against `engineRoutes`: under
+ * `/v1/`, and under `/v2/` for `/v2/rerank` (found by an outside tester: Cohere's v2 client got
+ * "No route for POST /v2/rerank" where vLLM would have answered it).
+ */
+export function underApiVersion(path: string): boolean {
+  return path.startsWith("/v1/") || path.startsWith("/v2/");
+}
 
 /**
  * The routes on which vLLM answers `stream: true` with an SSE stream (its chat, completion and

@@ -25,7 +25,7 @@ import { CorsPolicy } from "./cors.ts";
 import type { EventSenders } from "./event-senders.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
 import { hintForMs, ListingHints } from "./listing-hint.ts";
-import { engineRoutes } from "./openai-path.ts";
+import { engineRoutes, underApiVersion } from "./openai-path.ts";
 import { startServerSpan } from "./request-trace.ts";
 import { extendView, logsPath, statusPageRoutes } from "./status-page.ts";
 import { Timeline } from "./timeline.ts";
@@ -313,7 +313,7 @@ export function createActivatorServer({
         );
       return;
     }
-    if (path.startsWith("/v1/")) {
+    if (underApiVersion(path)) {
       if (CorsPolicy.isPreflight(req.method, req.headers)) {
         req.resume();
         const answer = cors.preflight(req.headers);
@@ -411,7 +411,7 @@ export function createActivatorServer({
       return;
     }
     // Returned, not awaited: this frame need not stay suspended for as long as a request is held.
-    if (path.startsWith("/v1/")) return activator.handle(req, res);
+    if (underApiVersion(path)) return activator.handle(req, res);
     if (path.startsWith("/snooze/")) {
       const refused = adminRefusal(req, adminToken, eventSenders !== undefined);
       if (refused) {

@@ -1,0 +1,59 @@
+import { afterEach, expect, test } from "vitest";
+import { httpEngine, startActivator, type TestActivator } from "../test/abuse/harness.ts";
+
+/** Routes vLLM serves beside the OpenAI ones, as the clients written for them call them. */
+let snooze: TestActivator | undefined;
+const closers: (() => void)[] = [];
+afterEach(async () => {
+  await snooze?.close();
+  snooze = undefined;
+  for (const close of closers.splice(0)) close();
+});
+
+test("Cohere's v2 rerank (/v2/rerank, which vLLM serves) is held for the model and reaches its engine", async () => {
+  // Found by an outside tester: cohere.ClientV2(base_url="http://host:8080").rerank(...) posts to
+  // /v2/rerank, which vLLM answers as /v1/rerank; Snooze said "No route for POST /v2/rerank.".
+  const seen: string[] = [];
+  const engine = await httpEngine((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => {
+      body += chunk;
+    });
+    req.on("end", () => {
+      seen.push(`${req.method} ${req.url} ${JSON.parse(body).model}`);
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end('{"id":"rerank-1","results":[{"index":0,"relevance_score":0.9}]}');
+    });
+  });
+  closers.push(() => engine.server.close());
+  snooze = await startActivator({ holdBudget: 5_000 }, { allowedOrigins: ["https://rag.example"] });
+  const answer = fetch(`${snooze.url}/v2/rerank`, {
+    method: "POST",
+    headers: { "content-type": "application/json", origin: "https://rag.example" },
+    body: JSON.stringify({ model: "m", query: "q", documents: ["a"] }),
+    signal: AbortSignal.timeout(10_000),
+  });
+  // Held until the model is ready, as on /v1/rerank.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  expect(snooze.plane.demands.map((d) => d.model)).toEqual(["m"]);
+  snooze.plane.readyAt("m", engine.address);
+  const response = await answer;
+  expect(response.status).toBe(200);
+  expect(response.headers.get("access-control-allow-origin")).toBe("https://rag.example");
+  expect(await response.json()).toEqual({ id: "rerank-1", results: [{ index: 0, relevance_score: 0.9 }] });
+  expect(seen).toEqual(["POST /v2/rerank m"]);
+  // A browser's preflight is answered as for /v1/; other /v2/ paths reach no engine.
+  const preflight = await fetch(`${snooze.url}/v2/rerank`, {
+    method: "OPTIONS",
+    headers: { origin: "https://rag.example", "access-control-request-method": "POST" },
+  });
+  expect(preflight.status).toBe(204);
+  const other = await fetch(`${snooze.url}/v2/chat`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "m" }),
+  });
+  expect(other.status).toBe(404);
+  expect(((await other.json()) as any).error.code).toBe("not_found");
+  expect(seen).toHaveLength(1);
+});
