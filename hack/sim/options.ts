@@ -30,6 +30,11 @@ export interface SimOptions {
   enableSleepMode: boolean;
   /** vLLM's `VLLM_SERVER_DEV_MODE=1`: without it the sleep endpoints do not exist. */
   devMode: boolean;
+  /**
+   * vLLM's `--api-key` (or `VLLM_API_KEY`): requests to paths under `/v1` without
+   * `Authorization: Bearer <key>` are a 401; the sleep API, `/health` and `/metrics` are not guarded.
+   */
+  apiKey?: string | undefined;
   maxNumSeqs: number;
   maxModelLen: number;
   gpuMemoryUtilization: number;
@@ -63,6 +68,7 @@ export function defaultSimOptions(): SimOptions {
     port: 8000,
     enableSleepMode: false,
     devMode: process.env.VLLM_SERVER_DEV_MODE === "1",
+    apiKey: process.env.VLLM_API_KEY || undefined,
     maxNumSeqs: 256,
     maxModelLen: 4096,
     gpuMemoryUtilization: 0.9,
@@ -115,6 +121,11 @@ export const simFlags: Record<string, Flag> = {
   "enable-sleep-mode": {
     type: "boolean",
     description: "serve the sleep API (also needs VLLM_SERVER_DEV_MODE=1, as vLLM)",
+  },
+  "api-key": {
+    type: "string",
+    placeholder: "key",
+    description: "require Authorization: Bearer <key> on /v1 routes, as vLLM (default: $VLLM_API_KEY)",
   },
   "max-num-seqs": {
     type: "string",
@@ -357,6 +368,7 @@ export function parseSimFlags(
     host: text("host"),
     port: engines > 1 ? basePort : port,
     enableSleepMode: values["enable-sleep-mode"] === true,
+    apiKey: (values["api-key"] as string | undefined) || defaultSimOptions().apiKey,
     maxNumSeqs: integer("max-num-seqs", 1),
     maxModelLen: integer("max-model-len", 1),
     gpuMemoryUtilization: utilization,

@@ -262,6 +262,11 @@ async function handleRequest(
     body: async () => (await readBody(req)).toString("utf8"),
     bytes: () => readBody(req),
   };
+  if (!authorized(engine.options.apiKey, url.pathname, req)) {
+    // vLLM's AuthenticationMiddleware: only paths under /v1, never a CORS preflight, its own body.
+    send(res, 401, { error: "Unauthorized" });
+    return;
+  }
   try {
     const methods = table[url.pathname];
     if (!methods) throw notFoundRoute();
@@ -280,6 +285,13 @@ async function handleRequest(
     }
     throw error;
   }
+}
+
+/** Whether a request passes vLLM's `--api-key` check: `Authorization: Bearer <key>` under `/v1`. */
+function authorized(apiKey: string | undefined, path: string, req: http.IncomingMessage): boolean {
+  if (!apiKey || !path.startsWith("/v1") || req.method === "OPTIONS") return true;
+  const [scheme, token] = (req.headers.authorization ?? "").split(" ", 2);
+  return scheme?.toLowerCase() === "bearer" && token === apiKey;
 }
 
 function send(res: http.ServerResponse, status: number, body?: unknown): void {
