@@ -253,6 +253,35 @@ describe("leadership", () => {
     expect(h.platform.scales).toEqual([]);
   });
 
+  test("leadership lost mid-wake, and the engine answers the next leader's warm-up 401 (vLLM --api-key): ready without it, not stopped", async () => {
+    let holding = true;
+    const h = new Harness(twoModels(), {
+      autoUp: true,
+      keepRecordedTiers: true,
+      direct: { holding: () => holding },
+    });
+    await h.serveCold("a");
+    await h.advance(60_000);
+    h.mark();
+    const engine = h.platform.engineOf("a-1");
+    const wake = engine.hold("wake");
+    h.demand("a");
+    await h.settle();
+    holding = false;
+    wake.release();
+    await h.advance(60_000);
+    const controller = h.controller("a");
+    controller.standDown();
+    holding = true;
+    engine.unauthorizedNext("warmup");
+    controller.lead();
+    await h.settle();
+    expect(engine.calls).toEqual(["wake(1)", "warmup", "healthy", "isSleeping", "warmup"]);
+    expect(h.tiers("a")).toEqual(["waking", "waking", "ready"]);
+    expect(controller.tier).toBe("ready");
+    expect(h.platform.scales).toEqual([]);
+  });
+
   test("leadership lost mid-wake, and the engine fails the next leader's warm-up: stopped, not left waking for good; the next request starts a clean one", async () => {
     let holding = true;
     const h = new Harness(twoModels(), {

@@ -35,6 +35,14 @@ export const isTransportError = (error: unknown): boolean =>
 /** A call this process could not make (out of file descriptors, ports ...): nothing of the engine. */
 export const isLocalFailure = (error: unknown): boolean => error instanceof EngineError && error.local;
 
+/**
+ * A call the engine answered 401: it guards its `/v1` routes with an API key (vLLM's `--api-key` or
+ * `VLLM_API_KEY`) that Snooze does not send. Only the warm-up goes there; the sleep API, `/health`
+ * and `/metrics` are not guarded, and clients send their own key with their requests.
+ */
+export const isUnauthorized = (error: unknown): boolean =>
+  error instanceof EngineError && error.status === 401;
+
 export interface EngineLoad {
   running: number;
   waiting: number;

@@ -17,7 +17,7 @@ import type { ModelConfig } from "../lib/settings/index.ts";
 import { inSpan, traceContextOf, traceparentOf, tracer } from "../lib/tracing.ts";
 import { type FlowReport, trimReports } from "./demand-metric.ts";
 import { EngineFrozen, watchedCall } from "./engine-call-watch.ts";
-import { isLocalFailure, isTransportError } from "./engine-client.ts";
+import { isLocalFailure, isTransportError, isUnauthorized } from "./engine-client.ts";
 import {
   burstInFlight,
   decideReplicas,
@@ -202,6 +202,9 @@ class NoAnswer extends Error {
 }
 
 const maxBackoffMs = 60_000;
+/** The warning for a warm-up the engine refused 401 (`isUnauthorized`): said on each start and wake. */
+const unauthorizedWarmup =
+  "the engine wants an API key on /v1 (vLLM --api-key) that Snooze does not send: routed without its warm-up";
 /** How often ready engines are rechecked (alive, awake), and how long each check may take. */
 const selfHealIntervalMs = 30_000;
 const selfHealCheckMs = 5_000;
@@ -1783,6 +1786,15 @@ export class ModelController {
             });
             return undefined;
           }
+          if (isUnauthorized(error)) {
+            // The engine answered, and wants an API key on /v1 that Snooze does not have (vLLM's
+            // --api-key): it is up and awake, and its clients send their key. Routed without its
+            // warm-up, rather than stopped after every start and wake (found by an outside tester:
+            // a model behind --api-key never served, each start "answered 401").
+            span.setAttribute("snooze.warmup.skipped", "unauthorized");
+            this.log.warn(unauthorizedWarmup, { replica: record.replica.id });
+            return undefined;
+          }
           if (error instanceof EngineFrozen || (error as { timedOut?: unknown }).timedOut !== true)
             throw error;
           // Named by the setting a person can change, not by the milliseconds that were left.
@@ -2225,6 +2237,7 @@ export class ModelController {
               replica: record.replica.id,
               error,
             });
+          else if (isUnauthorized(error)) this.log.warn(unauthorizedWarmup, { replica: record.replica.id });
           else {
             // Failed: stopped, as an engine awake after a wake whose warm-up failed is, and the next
             // request starts a clean one (seen while fixing the warm-up this process could not

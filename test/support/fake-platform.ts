@@ -49,6 +49,8 @@ interface Fault {
   message: string;
   timedOut: boolean;
   local?: boolean;
+  /** The engine's answer status (`EngineError.status`). */
+  status?: number;
 }
 
 /**
@@ -100,6 +102,15 @@ export class FakeEngine implements Engine {
   /** The next call of `op` cannot be made by this process (out of file descriptors): `isLocalFailure`. */
   localFailNext(op: EngineOp, message = `${op}: connect EMFILE`): void {
     this.queueFault(op, { message, timedOut: false, local: true });
+  }
+
+  /** The next call of `op` is answered 401, as vLLM's `--api-key` answers one without the key. */
+  unauthorizedNext(op: EngineOp): void {
+    this.queueFault(op, {
+      message: `${op} answered 401: {"error":"Unauthorized"}`,
+      timedOut: false,
+      status: 401,
+    });
   }
 
   private queueFault(op: EngineOp, fault: Fault): void {
@@ -202,6 +213,7 @@ export class FakeEngine implements Engine {
     if (!this.alive) throw new Error(`connect ECONNREFUSED (${this.id} is gone)`);
     const fault = this.faults.get(op)?.shift();
     if (fault?.local) throw new EngineError(fault.message, undefined, false, true);
+    if (fault?.status !== undefined) throw new EngineError(fault.message, fault.status);
     if (fault !== undefined) throw Object.assign(new Error(fault.message), { timedOut: fault.timedOut });
   }
 }
