@@ -7,7 +7,7 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from "@opentelemetry/core";
 import { afterEach, expect, test } from "vitest";
 import { freePort } from "../lib/free-port.ts";
-import { EngineClient, EngineError } from "./engine-client.ts";
+import { EngineClient, EngineError, vllmApiKey } from "./engine-client.ts";
 
 /** A real HTTP server standing in for an engine; `answer` decides each reply and sees every request. */
 const servers: Server[] = [];
@@ -225,4 +225,33 @@ test("a call made within an activation carries its trace context, not the first 
     propagation.disable();
     context.disable();
   }
+});
+
+test("an engine run with vLLM's --api-key gets the key on its /v1 calls (the warm-up), none on the sleep API", async () => {
+  // Found by an outside tester: the warm-up went without the key, was answered 401, and the start failed.
+  const seen: string[] = [];
+  const { client: plain } = await engine((req, res) => {
+    seen.push(`${req.method} ${req.url} ${req.headers.authorization ?? "-"}`);
+    if (req.url === "/is_sleeping") json(res, 200, { is_sleeping: false });
+    else if (req.url === "/v1/completions") json(res, 200, { choices: [{ text: "!" }] });
+    else res.end();
+  });
+  const keyed = new EngineClient(plain.baseUrl.slice("http://".length), "sekrit");
+  await keyed.wake(1, 5_000);
+  await keyed.warmup("m", 5_000);
+  await plain.warmup("m", 5_000);
+  expect(seen).toEqual([
+    "POST /wake_up -",
+    "GET /is_sleeping -",
+    "POST /v1/completions Bearer sekrit",
+    "POST /v1/completions -",
+  ]);
+});
+
+test("the API key a vllm serve command runs with: after --api-key (or =), else VLLM_API_KEY", () => {
+  expect(vllmApiKey(["serve", "m", "--api-key", "a", "--port", "1"], {})).toBe("a");
+  expect(vllmApiKey(["serve", "m", "--api-key=b"], { VLLM_API_KEY: "c" })).toBe("b");
+  expect(vllmApiKey(["serve", "m"], { VLLM_API_KEY: "c" })).toBe("c");
+  expect(vllmApiKey(["serve", "m", "--api-key"], {})).toBeUndefined();
+  expect(vllmApiKey(["serve", "m", "--api-key", "--port", "1"], { VLLM_API_KEY: "" })).toBeUndefined();
 });

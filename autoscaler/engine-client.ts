@@ -83,11 +83,32 @@ interface Answer {
   text: string;
 }
 
+/**
+ * The API key a `vllm serve` command runs with, as vLLM takes it: the first word after `--api-key`
+ * (or `--api-key=<key>`), else `VLLM_API_KEY` from its environment. vLLM then wants
+ * `Authorization: Bearer <key>` on every path under `/v1`, the warm-up's included.
+ */
+export function vllmApiKey(
+  args: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+): string | undefined {
+  let key: string | undefined;
+  for (const [index, arg] of args.entries()) {
+    if (arg === "--api-key" && index + 1 < args.length && !args[index + 1]!.startsWith("--"))
+      key = args[index + 1];
+    else if (arg.startsWith("--api-key=")) key = arg.slice("--api-key=".length);
+  }
+  return key || env.VLLM_API_KEY || undefined;
+}
+
 export class EngineClient {
   readonly baseUrl: string;
+  /** The engine's API key (`vllmApiKey`), sent on the calls under `/v1` (the warm-up), where vLLM checks it. */
+  private readonly apiKey?: string;
 
-  constructor(address: string) {
+  constructor(address: string, apiKey?: string) {
     this.baseUrl = `http://${address}`;
+    this.apiKey = apiKey;
   }
 
   /**
@@ -205,6 +226,7 @@ export class EngineClient {
     // Not the baggage of the caller whose request began the activation: it is that caller's
     // application data, and these calls are Snooze's own, made for every request held.
     const headers: Record<string, string> = json === undefined ? {} : { "content-type": "application/json" };
+    if (this.apiKey && path.startsWith("/v1")) headers.authorization = `Bearer ${this.apiKey}`;
     propagation.inject(propagation.deleteBaggage(context.active()), headers);
     try {
       const { statusCode, body } = await engines().request({

@@ -6,7 +6,7 @@ import { clipMiddle } from "../../lib/clip.ts";
 import { freePort, portInUse } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
 import { type ModelConfig, snoozeArgument, substitutePlaceholders } from "../../lib/settings/index.ts";
-import { EngineClient } from "../engine-client.ts";
+import { EngineClient, vllmApiKey } from "../engine-client.ts";
 import {
   type Departure,
   type Platform,
@@ -327,7 +327,8 @@ export class LocalPlatform implements Platform {
       replica,
       child,
       pgid,
-      client: new EngineClient(replica.address!),
+      // With the key of an engine run with vLLM's --api-key, its warm-up is let through.
+      client: new EngineClient(replica.address!, vllmApiKey(args, env)),
       tail: [],
       output: [],
       printed: 0,

@@ -12,33 +12,43 @@ beforeAll(async () => {
 models:
   keyed:
     command: ${simCommand(["--enable-sleep-mode", "--api-key", "sekrit"])}
+  hidden:
+    # The key where Snooze cannot read it (inside a shell's script): the warm-up goes without it.
+    command: ["sh", "-c", 'exec "$@" --api-key sekrit', "sh", ${simCommand(["--enable-sleep-mode"]).slice(1, -1)}]
 `);
 });
 afterAll(() => snooze.close(1_000));
 
-const withKey = (key?: string) => {
-  const init = chat("keyed");
+const withKey = (key?: string, model = "keyed") => {
+  const init = chat(model);
   return { ...init, headers: { ...init.headers, ...(key ? { authorization: `Bearer ${key}` } : {}) } };
 };
-const tier = async () =>
-  ((await (await fetch(`${snooze.url}/v1/models/keyed`)).json()) as { snooze: { tier: string } }).snooze.tier;
+const tier = async (model: string) =>
+  ((await (await fetch(`${snooze.url}/v1/models/${model}`)).json()) as { snooze: { tier: string } }).snooze
+    .tier;
 
-test("a model whose engine wants an API key starts and wakes for a request with the key, routed without its warm-up", async () => {
-  // Found by an outside tester: the warm-up, sent without a key, was answered 401 and taken for a
-  // failed start: the engine was stopped and every request got 503 activation_failed.
-  const first = await fetch(`${snooze.url}/v1/chat/completions`, withKey("sekrit"));
-  expect(first.status).toBe(200);
-  expect(((await first.json()) as { object: string }).object).toBe("chat.completion");
-  // The engine's own answer to a client without the key is passed on.
-  const refused = await fetch(`${snooze.url}/v1/chat/completions`, withKey());
-  expect(refused.status).toBe(401);
-  await refused.body?.cancel();
-  // Asleep, then woken by the next request: the wake's warm-up is refused too, and is skipped.
-  const slept = await fetch(`${snooze.url}/snooze/v1/models/keyed/sleep`, { method: "POST" });
-  expect(slept.status).toBe(200);
-  await until(async () => (await tier()) === "asleep-1", 10_000, "keyed asleep");
-  const woken = await fetch(`${snooze.url}/v1/chat/completions`, withKey("sekrit"));
-  expect(woken.status).toBe(200);
-  await woken.body?.cancel();
-  expect(await tier()).toBe("ready");
-});
+test.each([
+  ["keyed", "its key read from the command, the warm-up sent with it"],
+  ["hidden", "its key out of Snooze's sight, the warm-up answered 401 and skipped"],
+])(
+  "a model whose engine wants an API key (%s: %s) starts and wakes for requests with the key",
+  async (model) => {
+    // Found by an outside tester: the warm-up, sent without a key, was answered 401 and taken for a
+    // failed start: the engine was stopped and every request got 503 activation_failed.
+    const first = await fetch(`${snooze.url}/v1/chat/completions`, withKey("sekrit", model));
+    expect(first.status).toBe(200);
+    expect(((await first.json()) as { object: string }).object).toBe("chat.completion");
+    // The engine's own answer to a client without the key is passed on.
+    const refused = await fetch(`${snooze.url}/v1/chat/completions`, withKey(undefined, model));
+    expect(refused.status).toBe(401);
+    await refused.body?.cancel();
+    // Asleep, then woken by the next request, its warm-up as the start's.
+    const slept = await fetch(`${snooze.url}/snooze/v1/models/${model}/sleep`, { method: "POST" });
+    expect(slept.status).toBe(200);
+    await until(async () => (await tier(model)) === "asleep-1", 10_000, `${model} asleep`);
+    const woken = await fetch(`${snooze.url}/v1/chat/completions`, withKey("sekrit", model));
+    expect(woken.status).toBe(200);
+    await woken.body?.cancel();
+    expect(await tier(model)).toBe("ready");
+  },
+);
