@@ -8,6 +8,8 @@ import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue } from "../lib/http/continue.ts";
 import { type FormPart, isMultipartForm, readForm, textOf, withFieldValue } from "../lib/http/form.ts";
 import { errorCodeOf, isJsonType, sendError } from "../lib/http/json.ts";
+import { type JsonBody, readJsonBody } from "../lib/http/json-body.ts";
+import { offLoopBytes, readJsonBodyOffLoop } from "../lib/http/json-off-loop.ts";
 import { answered } from "../lib/http/linger.ts";
 import { laxBool } from "../lib/lax-bool.ts";
 import { LinkedSet } from "../lib/linked-set.ts";
@@ -550,10 +552,16 @@ export class Activator {
           return 400;
         }
       }
+      // A large JSON body is parsed off the event loop (`offLoopBytes`): one shaped to be slow to
+      // parse would hold every other client meanwhile.
+      const json =
+        !form && body.length >= offLoopBytes && isJsonType(contentType)
+          ? await readJsonBodyOffLoop(body)
+          : undefined;
       // A Knative route names the model by its Host; the body goes to the engine as the client sent it.
       const resolution =
         byHost.kind === "model"
-          ? { ok: true as const, model: byHost.model, body, ...bodyFields(req, body) }
+          ? { ok: true as const, model: byHost.model, body, ...bodyFields(req, body, json) }
           : resolveModel(
               req.headers,
               body,
@@ -563,6 +571,7 @@ export class Activator {
               // The file's order, as /v1/models lists them (found by an outside tester: a model
               // removed and added back by a reload came last, as the names were added).
               () => this.routes.keys(),
+              json,
             );
       if (!resolution.ok) {
         const known = this.hosts?.hosts() ?? [];
@@ -1038,15 +1047,15 @@ function headerCount(req: IncomingMessage, name: string): number {
 function bodyFields(
   req: IncomingMessage,
   body: Buffer,
+  json?: JsonBody,
 ): { stream: boolean; requested?: string; sent?: string } {
   if (body.length === 0 || !isJsonType(req.headers["content-type"])) return { stream: false };
-  try {
-    const parsed = JSON.parse(body.toString("utf8")) as { stream?: unknown; model?: unknown } | null;
-    const model = typeof parsed?.model === "string" && parsed.model ? parsed.model : undefined;
-    return { stream: laxBool(parsed?.stream) === true, ...(model ? { requested: model, sent: model } : {}) };
-  } catch {
-    return { stream: false };
-  }
+  const parsed = (json ?? readJsonBody(body)).parsed as
+    | { stream?: unknown; model?: unknown }
+    | null
+    | undefined;
+  const model = typeof parsed?.model === "string" && parsed.model ? parsed.model : undefined;
+  return { stream: laxBool(parsed?.stream) === true, ...(model ? { requested: model, sent: model } : {}) };
 }
 
 /** The client closed or reset its connection while its body was read. */

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { clip } from "../lib/clip.ts";
 import { isJsonType } from "../lib/http/json.ts";
-import { jsonText } from "../lib/http/json-encoding.ts";
+import { type JsonBody, readJsonBody } from "../lib/http/json-body.ts";
 import { laxBool } from "../lib/lax-bool.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 import { replaceModel } from "./replace-model.ts";
@@ -49,6 +49,8 @@ export function resolveModel(
   servedOf: (id: string) => string | undefined = () => undefined,
   form?: FormFields,
   known: () => Iterable<string> = () => names.values(),
+  /** The body already read as JSON (`readJsonBodyOffLoop`, for a large one); else read here. */
+  json?: JsonBody,
 ): Resolution {
   const unknown = (name: string): Resolution => ({
     ok: false,
@@ -56,20 +58,10 @@ export function resolveModel(
     error: unknownModel(name, known()),
   });
   const isJson = isJsonType(headers["content-type"]);
-  let parsed: unknown;
-  let invalid: Error | undefined;
-  // What goes to the engine: the client's bytes, or their text as UTF-8 when they were in another
-  // encoding vLLM reads (a byte order mark, UTF-16), so that renaming a model works on it too.
-  let sent = body;
-  if (body.length > 0 && isJson) {
-    const { text, utf8 } = jsonText(body);
-    try {
-      parsed = JSON.parse(text);
-      if (!utf8) sent = Buffer.from(text);
-    } catch (error) {
-      invalid = error as Error;
-    }
-  }
+  const read = body.length > 0 && isJson ? (json ?? readJsonBody(body)) : undefined;
+  const parsed = read?.parsed;
+  const invalid = read?.invalid;
+  const sent = read?.sent ?? body;
   // As vLLM reads it (pydantic, lax): `"stream": "true"` streams too.
   const stream = form ? form.stream : laxBool((parsed as { stream?: unknown } | undefined)?.stream) === true;
   const requested = form ? form.model : (parsed as { model?: unknown } | null | undefined)?.model;
