@@ -1,8 +1,8 @@
 import { jsonText } from "./json-encoding.ts";
 
 /**
- * A JSON request body as routing reads it. `parsed` keeps only what routing looks at (see
- * `routingView`); `invalid` is why it is not JSON; `sent` is what goes to the engine: the client's
+ * A JSON request body as routing reads it. `parsed` is its value (from a worker thread, only what
+ * routing looks at: `routingView`); `invalid` is why it is not JSON; `sent` is what goes to the engine: the client's
  * bytes, or their text as UTF-8 when they came in another encoding vLLM reads (a byte order mark,
  * UTF-16), so that renaming a model works on it too.
  */
@@ -17,7 +17,7 @@ export function readJsonBody(body: Buffer): JsonBody {
   const { text, utf8 } = jsonText(body);
   const sent = utf8 ? body : Buffer.from(text);
   try {
-    return { parsed: routingView(JSON.parse(text)), sent };
+    return { parsed: JSON.parse(text), sent };
   } catch (error) {
     return { invalid: error as Error, sent };
   }
