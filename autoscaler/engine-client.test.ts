@@ -80,6 +80,20 @@ test("an engine still asleep after wake_up, or answering an error, fails the cal
   );
 });
 
+test("a sleep checks is_sleeping after the engine's 200: one still awake fails the call (found by an outside tester: a slot's target was started beside it)", async () => {
+  let asleep = false;
+  const { client, calls } = await engine((req, res) =>
+    req.url === "/is_sleeping" ? json(res, 200, { is_sleeping: asleep }) : res.end(),
+  );
+  const failed = await client.sleep(1, "wait", 5_000).catch((error: unknown) => error);
+  expect(failed).toBeInstanceOf(EngineError);
+  expect((failed as Error).message).toBe("the engine still reports is_sleeping=false after sleep");
+  expect(calls).toEqual(["POST /sleep?level=1&mode=wait", "GET /is_sleeping"]);
+  asleep = true;
+  await client.sleep(2, "wait", 5_000);
+  expect(calls.slice(2)).toEqual(["POST /sleep?level=2&mode=wait", "GET /is_sleeping"]);
+});
+
 test("a warm-up must come back as a completion", async () => {
   const { client, calls } = await engine((_req, res, body) =>
     JSON.parse(body).model === "good"

@@ -140,9 +140,20 @@ export class EngineClient {
   /**
    * `mode=wait` lets in-flight requests finish first; sleeping while decoding has crashed engines.
    * `abandon` gives the call up early (its engine stopped answering its health check meanwhile).
+   * The 200 is checked against `/is_sleeping`, as a wake's is: an engine that says it slept and is
+   * still awake holds its GPU memory, and taken for asleep it would have a slot's next member
+   * started or woken beside it (found by an outside tester). A check this process could not make
+   * (out of file descriptors) takes the engine at its word: failing the sleep for it would have
+   * the caller take a sleeping engine for awake, and a request sent to it hangs.
    */
   async sleep(level: 1 | 2, mode: SleepMode, timeoutMs: number, abandon?: AbortSignal): Promise<void> {
-    await this.call("POST", `/sleep?level=${level}&mode=${mode}`, deadline(timeoutMs, abandon));
+    const within = deadline(timeoutMs, abandon);
+    await this.call("POST", `/sleep?level=${level}&mode=${mode}`, within);
+    const asleep = await this.sleeping(within).catch((error: unknown) => {
+      if (isLocalFailure(error)) return true;
+      throw error;
+    });
+    if (!asleep) throw new EngineError("the engine still reports is_sleeping=false after sleep");
   }
 
   /**
