@@ -1626,6 +1626,34 @@ describe("sleep and stop asked during an activation", () => {
     });
   }
 
+  test("stop asked while an idle engine's sleep call hangs (it answers /health): the call is given up, the engine stopped at once, no failure", async () => {
+    // Found by an outside tester: `snooze stop` of a slot's incumbent whose sleep call hung waited
+    // out the call's timeout (a wake's time, at least 30 s), and the slot's next member's held
+    // requests as long: the engine is being stopped anyway, half asleep or not.
+    const { h, id, engine } = await readyModel();
+    const sleepCall = engine.hold("sleep");
+    await h.advance(60_000);
+    expect(sleepCall.reached).toBe(true);
+    expect(h.tiers("m")).toEqual(["draining"]);
+    const controller = h.controller("m");
+    let done: string | undefined;
+    void controller.stopNow().then((outcome) => {
+      done = outcome;
+    });
+    await h.settle();
+    expect(engine.sleepAbandon?.aborted).toBe(true);
+    expect(done).toBe("done");
+    expect(h.tiers("m", id)).toEqual(["draining", "cold"]);
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
+    // Given up on purpose: no failed sleep said to anyone, no back-off.
+    expect(h.events.some((e) => e.error !== undefined)).toBe(false);
+    expect(controller.state().lastError).toBeUndefined();
+    expect(controller.sleepFailed()).toBeUndefined();
+    h.demand("m");
+    await h.settle();
+    expect(controller.tier).toBe("starting");
+  });
+
   test("stop asked while a request is held for a waking model: the wake goes on for it, the request is served first, then the model stops", async () => {
     // As for a start (above): a request held before the ask is served, not failed.
     const { h, engine } = await readyModel();

@@ -1220,11 +1220,15 @@ export class ModelController {
     // asleep) is given up there: its operation ends at once, and the next pass stops it as one
     // still loading (an engine whose first inference takes a minute, or that froze, would
     // otherwise hold the stop until startTimeout). One waking is given up too, and its operation
-    // stops it (a wake's time, or a frozen engine's two missed checks, would hold the stop).
+    // stops it (a wake's time, or a frozen engine's two missed checks, would hold the stop). So is
+    // one drained and in its sleep call: an engine whose sleep hangs while it answers /health
+    // would hold the stop, and a slot's next member, for the call's timeout (at least 30 s).
     for (const r of this.records.values()) {
       if (r.tier === "starting" && r.busy)
         this.abandonCalls(r, new ActivationStopped("the start was stopped"));
       if (r.tier === "waking" && r.busy) this.abandonCalls(r, new ActivationStopped("the wake was stopped"));
+      if (r.tier === "draining" && r.leaving && r.busy)
+        this.abandonCalls(r, new ActivationStopped("the sleep was stopped"));
     }
     const unwanted = [...this.records.values()].filter(
       (r) => (isAsleep(r.tier) || r.tier === "starting") && !r.busy,
@@ -1993,6 +1997,14 @@ export class ModelController {
         ).finally(() => this.sleepsUnderWay--);
       } catch (error) {
         this.guard(leadership);
+        if (error instanceof ActivationStopped) {
+          // A person's stop gave it up: the engine, half asleep, is stopped now, as it was asked;
+          // not a failed sleep (no lastError, nothing said to the sleep's asker but the stop).
+          this.log.info("sleep given up: the model was stopped", { replica: record.replica.id });
+          if (this.present(record))
+            await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+          return;
+        }
         if (isLocalFailure(error) && this.present(record) && record.tier === "draining") {
           // The call never left this process (out of file descriptors or memory): the engine did
           // not get it and is as it was, awake and drained. It is taken back, and its sleep asked
