@@ -100,6 +100,8 @@ const guardScript = fileURLToPath(new URL("./engine-guard.js", import.meta.url))
 export class LocalPlatform implements Platform {
   private readonly models = new Map<string, ModelEngines>();
   private readonly listeners: ((model: string, departure?: Departure) => void)[] = [];
+  /** Free ports picked for engines not listed yet (see `freeEnginePort`). */
+  private readonly picked = new Set<number>();
   private readonly log: Logger;
   private sequence = 0;
   /** `close` or `kill` began: no engine starts any more (a start waiting for a port would, after). */
@@ -268,13 +270,14 @@ export class LocalPlatform implements Platform {
     // engine and fail saying another process holds it (the pick is from some 12,000 ports, which
     // fixed ports in the 20000s share; found by an outside tester).
     const fixed = new Set([...this.models.values()].flatMap((other) => other.config.port ?? []));
-    const port = config.port ?? (await freePort(host, fixed));
+    const port = config.port ?? (await this.freeEnginePort(fixed));
     // A fixed port another process already listens on: that process would answer the readiness
     // checks and get the model's traffic while the engine fails to bind. Not counted as up, ever.
     const taken = config.port !== undefined && (await portInUse(port, host));
     // Found by an outside tester: a start waiting for the fixed port of an engine the shutdown was
     // stopping went on once it was free, after every other engine had stopped.
     if (this.closing) {
+      this.picked.delete(port);
       this.log.info("engine not started: Snooze is shutting down", { model: config.id });
       return;
     }
@@ -314,10 +317,12 @@ export class LocalPlatform implements Platform {
         detached: true,
       });
     } catch (error) {
+      this.picked.delete(port);
       throw this.notStarted(config.id, id, file!, error as Error, start);
     }
     const pgid = child.pid;
     if (pgid === undefined) {
+      this.picked.delete(port);
       const error = await new Promise<Error>((resolve) => child.once("error", resolve));
       throw this.notStarted(config.id, id, file!, error, start);
     }
@@ -339,6 +344,7 @@ export class LocalPlatform implements Platform {
       }),
     };
     entry.engines.set(id, engine);
+    this.picked.delete(port); // listed now: its port is the engine's
     const command = [file, ...args].join(" ");
     this.records?.add({
       model: config.id,
@@ -431,6 +437,29 @@ export class LocalPlatform implements Platform {
     // stopped now, the start fails at once with the reason, not at startTimeout.
     if (taken) void this.stop(engine);
     else void this.watchReadiness(engine, config.id);
+  }
+
+  /**
+   * A free port for an engine: none of `fixed`, and none that an engine of Snooze's still running
+   * was given. vLLM loads for minutes before it binds its port, which looks free all that while: a
+   * second engine given it has whichever binds first answer the other model's readiness checks and
+   * get its traffic, the other failing to bind (found by an outside tester). Picked again when an
+   * engine started during the pick (while the port was tried) was given the same one.
+   */
+  private async freeEnginePort(fixed: ReadonlySet<number>): Promise<number> {
+    let port = await freePort(host, new Set([...fixed, ...this.enginePorts()]));
+    for (let again = 0; again < 10 && this.enginePorts().has(port); again++)
+      port = await freePort(host, new Set([...fixed, ...this.enginePorts()]));
+    // Kept from other picks until its engine is listed (or its start given up): `spawnEngine` lets go.
+    this.picked.add(port);
+    return port;
+  }
+
+  /** The ports of this platform's engines that have not exited, listening or not yet, and those picked for one. */
+  private enginePorts(): Set<number> {
+    const engines = [...this.models.values()].flatMap((m) => [...m.engines.values()]);
+    const ports = engines.filter((e) => !e.exited).map((e) => Number(e.replica.address?.split(":").pop()));
+    return new Set([...ports, ...this.picked]);
   }
 
   /** The engine `id` could not be begun at all: why, in its start's trace and as the start's failure. */
