@@ -1654,6 +1654,34 @@ describe("sleep and stop asked during an activation", () => {
     expect(controller.tier).toBe("starting");
   });
 
+  for (const phase of ["wake", "sleep"] as const) {
+    test(`stop asked during a deeper sleep's ${phase} call that hangs (the engine answers /health): the call is given up, the engine stopped at once, no failure`, async () => {
+      // As for an idle sleep (above): the move from level 1 to 2 no request waits for is the
+      // model's own, and a person's stop should not wait out its call (a wake's time, or 30 s).
+      const { h, id, engine } = await readyModel();
+      await h.advance(60_000);
+      expect(h.controller("m").tier).toBe("asleep-1");
+      if (phase === "sleep") engine.hold("wake").release();
+      const call = engine.hold(phase);
+      await h.advance(10 * 60_000);
+      expect(call.reached).toBe(true);
+      h.mark();
+      const controller = h.controller("m");
+      let done: string | undefined;
+      void controller.stopNow().then((outcome) => {
+        done = outcome;
+      });
+      await h.settle();
+      expect(engine.abandons[phase]?.aborted).toBe(true);
+      expect(done).toBe("done");
+      expect(h.tiers("m", id)).toEqual(["cold"]);
+      expect(controller.state().lastError).toBeUndefined();
+      h.demand("m");
+      await h.settle();
+      expect(controller.tier).toBe("starting");
+    });
+  }
+
   test("stop asked while a request is held for a waking model: the wake goes on for it, the request is served first, then the model stops", async () => {
     // As for a start (above): a request held before the ask is served, not failed.
     const { h, engine } = await readyModel();

@@ -1221,14 +1221,17 @@ export class ModelController {
     // still loading (an engine whose first inference takes a minute, or that froze, would
     // otherwise hold the stop until startTimeout). One waking is given up too, and its operation
     // stops it (a wake's time, or a frozen engine's two missed checks, would hold the stop). So is
-    // one drained and in its sleep call: an engine whose sleep hangs while it answers /health
-    // would hold the stop, and a slot's next member, for the call's timeout (at least 30 s).
+    // one drained and in its sleep call, and a sleeper moving to level 2 (its wake or its sleep
+    // call): an engine whose call hangs while it answers /health would hold the stop, and a slot's
+    // next member, for the call's timeout (a wake's time, at least 30 s).
     for (const r of this.records.values()) {
       if (r.tier === "starting" && r.busy)
         this.abandonCalls(r, new ActivationStopped("the start was stopped"));
       if (r.tier === "waking" && r.busy) this.abandonCalls(r, new ActivationStopped("the wake was stopped"));
       if (r.tier === "draining" && r.leaving && r.busy)
         this.abandonCalls(r, new ActivationStopped("the sleep was stopped"));
+      if (isAsleep(r.tier) && r.busy)
+        this.abandonCalls(r, new ActivationStopped("the deeper sleep was stopped"));
     }
     const unwanted = [...this.records.values()].filter(
       (r) => (isAsleep(r.tier) || r.tier === "starting") && !r.busy,
@@ -2105,6 +2108,14 @@ export class ModelController {
       );
     } catch (error) {
       this.guard(leadership);
+      if (error instanceof ActivationStopped) {
+        // A person's stop gave it up (see stopUnwanted): stopped as asked, not a failed move.
+        this.log.info("deeper sleep given up: the model was stopped", { replica: record.replica.id });
+        record.leaving = true;
+        if (this.present(record))
+          await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+        return;
+      }
       if (isLocalFailure(error) && this.present(record)) {
         await this.deepenUnasked(record, woken, error, moved);
         return;
