@@ -124,7 +124,13 @@ export const serveCommand: Command = {
     try {
       const platform = new LocalPlatform(config.models.values(), log, { stopGraceMs: stopGrace, stateDir });
       // Before any port is bound: a killed predecessor's engines would hold fixed engine ports.
-      await platform.stopLeftovers();
+      // A stop signal meanwhile kills them at once and ends Snooze here, before it serves: the
+      // wait could last the whole stop grace, and Snooze then bound its port only to shut down
+      // (found by an outside tester).
+      const stopping = new AbortController();
+      void signals.first.then(() => stopping.abort());
+      await platform.stopLeftovers(stopping.signal);
+      if (stopping.signal.aborted) return 0;
       const telemetry = await startTelemetry("snooze-serve", log);
       let snooze: Awaited<ReturnType<typeof startLocalSnooze>>;
       try {

@@ -186,7 +186,12 @@ export interface Leftover {
  * engines); a process group is signalled only when it is verifiably the one recorded (its leader's
  * start time, or the engine's token in a member's environment), so a reused pid is never killed.
  */
-export async function stopLeftovers(dir: string, log: Logger, graceMs: number): Promise<Leftover[]> {
+export async function stopLeftovers(
+  dir: string,
+  log: Logger,
+  graceMs: number,
+  cut?: AbortSignal,
+): Promise<Leftover[]> {
   if (!hasProc) return [];
   let names: string[];
   try {
@@ -230,8 +235,9 @@ export async function stopLeftovers(dir: string, log: Logger, graceMs: number): 
     });
     const groups = new Set(found.map((e) => e.pgid));
     for (const pgid of groups) signalGroup(pgid, "SIGTERM");
-    if (!(await gone(groups, graceMs))) {
-      log.warn("leftover engines ignored SIGTERM; killing them", { graceMs });
+    if (!(await gone(groups, graceMs, cut))) {
+      if (cut?.aborted) log.warn("a stop signal came: killing the leftover engines now");
+      else log.warn("leftover engines ignored SIGTERM; killing them", { graceMs });
       for (const pgid of groups) signalGroup(pgid, "SIGKILL");
       if (!(await gone(groups, 2_000))) log.error("leftover engines are still running after SIGKILL");
     }
@@ -240,12 +246,12 @@ export async function stopLeftovers(dir: string, log: Logger, graceMs: number): 
   return found;
 }
 
-/** Waits until no process is left in `groups`; false after `timeoutMs`. */
-async function gone(groups: ReadonlySet<number>, timeoutMs: number): Promise<boolean> {
+/** Waits until no process is left in `groups`; false after `timeoutMs`, or once `cut` aborts. */
+async function gone(groups: ReadonlySet<number>, timeoutMs: number, cut?: AbortSignal): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (members(groups).length === 0) return true;
-    if (Date.now() >= deadline) return false;
+    if (Date.now() >= deadline || cut?.aborted) return false;
     await delay(50);
   }
 }

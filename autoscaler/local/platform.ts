@@ -218,11 +218,12 @@ export class LocalPlatform implements Platform {
 
   /**
    * Stops the engines that a Snooze no longer running left behind (by the records in the state
-   * directory), and resolves once they are gone: call it before binding any port.
+   * directory), and resolves once they are gone: call it before binding any port. `cut` (a stop
+   * signal) ends their stop grace: they are killed at once.
    */
-  async stopLeftovers(): Promise<Leftover[]> {
+  async stopLeftovers(cut?: AbortSignal): Promise<Leftover[]> {
     if (this.stateDir === undefined) return [];
-    return stopLeftovers(this.stateDir, this.log, this.stopGraceMs);
+    return stopLeftovers(this.stateDir, this.log, this.stopGraceMs, cut);
   }
 
   /** Stops every engine: SIGTERM to each group, SIGKILL after the stop grace. */

@@ -81,6 +81,40 @@ describe("engines never outlive snooze serve", () => {
     expect(recordedEngines(stateDir)).toHaveLength(0);
   });
 
+  test("SIGTERM while a restart waits for a killed one's engine that ignores SIGTERM: it is killed, and Snooze exits at once without serving (found by an outside tester)", async () => {
+    // Before: the restart waited out the stop grace for the leftover, then bound its port and
+    // logged "listening", and only then shut down (the docs say a SIGTERM while it starts ends it at once).
+    const engine = `process.on("SIGTERM", () => {}); require("node:http").createServer((q, s) => s.end("{}")).listen(Number(process.argv[1]), "127.0.0.1")`;
+    const yaml = `models:\n  stubborn:\n    sleep: false\n    warmup: false\n    command: [${JSON.stringify(process.execPath)}, -e, ${JSON.stringify(engine)}, "\${PORT}"]\n`;
+    const dir = scratchDir();
+    const stateDir = join(dir, "state");
+    const config = writeConfig(yaml, dir);
+    const args = ["--state-dir", stateDir, "--stop-grace", "30s"];
+    const first = serveProcess(config, args);
+    runs.track(first.child);
+    const pgid = await engineOf(await first.url, stateDir, "stubborn");
+    first.child.kill("SIGKILL");
+    process.kill(pgid, "SIGKILL"); // its guard too: nobody else will stop the engine
+    await first.exited;
+    await until(() => !running(pgid), 2_000, "the guard to die");
+    expect(groupMembers(pgid)).toHaveLength(1);
+
+    const second = serveProcess(config, args);
+    runs.track(second.child);
+    await until(
+      () => second.stderr().includes("stopping engines a previous snooze serve left running"),
+      10_000,
+      "the restart to stop the leftover",
+    );
+    const signalled = performance.now();
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
+    expect(performance.now() - signalled).toBeLessThan(5_000);
+    expect(second.stderr()).not.toContain('"msg":"listening"');
+    expect(gone(pgid)).toBe(true);
+    expect(recordedEngines(stateDir)).toHaveLength(0);
+  }, 30_000);
+
   test("SIGTERM stops wrapper engines whole: sh -c exec …, and sh -c that does not exec", async () => {
     const run = start(`
 models:
