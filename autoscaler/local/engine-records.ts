@@ -161,8 +161,16 @@ export class EngineRecords {
       makeDirectory(this.dir, 0o700);
       const state: StateFile = { version: 1, snooze: this.snooze, engines: [...this.engines.values()] };
       const temporary = `${this.file}.tmp`;
-      writeFileSync(temporary, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
-      renameSync(temporary, this.file);
+      try {
+        writeFileSync(temporary, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+        renameSync(temporary, this.file);
+      } catch (error) {
+        // Not left behind (a full disk): nothing else would remove it once this Snooze is gone.
+        try {
+          rmSync(temporary, { force: true });
+        } catch {} // a read-only disk: the error said is the write's
+        throw error;
+      }
     } catch (error) {
       this.log.warn("cannot write the record of running engines", { file: this.file, error });
     }

@@ -1,4 +1,4 @@
-import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { LearningSnapshot } from "../../lib/learning-snapshot.ts";
 import type { Logger } from "../../lib/log.ts";
@@ -35,8 +35,17 @@ export function learningFile(stateDir: string, log: Logger): LearningStore {
       const file: LearningFile = { version: 1, models: Object.fromEntries(models) };
       makeDirectory(stateDir);
       const temporary = `${path}.${process.pid}.tmp`;
-      writeFileSync(temporary, `${JSON.stringify(file)}\n`, { mode: 0o600 });
-      renameSync(temporary, path);
+      try {
+        writeFileSync(temporary, `${JSON.stringify(file)}\n`, { mode: 0o600 });
+        renameSync(temporary, path);
+      } catch (error) {
+        // Named by pid, a temporary left by a failed save (a full disk) would stay for good: the
+        // next Snooze writes another.
+        try {
+          rmSync(temporary, { force: true });
+        } catch {} // a read-only disk: the error said is the write's
+        throw error;
+      }
     },
   };
 }
