@@ -250,7 +250,15 @@ export async function stopLeftovers(
       if (!(await gone(groups, 2_000))) log.error("leftover engines are still running after SIGKILL");
     }
   }
-  for (const file of done) rmSync(file, { force: true });
+  for (const file of done) {
+    try {
+      rmSync(file, { force: true });
+    } catch (error) {
+      // A state directory that cannot be written (a read-only home) still serves: the record stays,
+      // and the next start finds its engines gone and tries again.
+      log.warn("cannot delete the record of a snooze serve that is gone", { file, error });
+    }
+  }
   return found;
 }
 
