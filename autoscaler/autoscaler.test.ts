@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import { Harness } from "../test/support/autoscaler-harness.ts";
+import type { FakeEngine } from "../test/support/fake-platform.ts";
 
 const twoModels = (top = "", defaults = "") => `
 ${top}
@@ -224,29 +225,7 @@ describe("leadership", () => {
   });
 
   test("leadership lost mid-wake, and the next leader cannot make the warm-up (out of file descriptors): the engine, awake, is ready without it, not left waking", async () => {
-    let holding = true;
-    const h = new Harness(twoModels(), {
-      autoUp: true,
-      keepRecordedTiers: true,
-      direct: { holding: () => holding },
-    });
-    await h.serveCold("a");
-    await h.advance(60_000);
-    h.mark();
-    const engine = h.platform.engineOf("a-1");
-    const wake = engine.hold("wake");
-    h.demand("a");
-    await h.settle();
-    holding = false;
-    wake.release();
-    await h.advance(60_000);
-    expect(h.tiers("a")).toEqual(["waking"]);
-    const controller = h.controller("a");
-    controller.standDown();
-    holding = true;
-    engine.localFailNext("warmup");
-    controller.lead();
-    await h.settle();
+    const { h, engine, controller } = await nextLeaderFindsWaking((engine) => engine.localFailNext("warmup"));
     expect(engine.calls).toEqual(["wake(1)", "warmup", "healthy", "isSleeping", "warmup"]);
     expect(h.tiers("a")).toEqual(["waking", "waking", "ready"]);
     expect(controller.tier).toBe("ready");
@@ -254,28 +233,9 @@ describe("leadership", () => {
   });
 
   test("leadership lost mid-wake, and the engine answers the next leader's warm-up 401 (vLLM --api-key): ready without it, not stopped", async () => {
-    let holding = true;
-    const h = new Harness(twoModels(), {
-      autoUp: true,
-      keepRecordedTiers: true,
-      direct: { holding: () => holding },
-    });
-    await h.serveCold("a");
-    await h.advance(60_000);
-    h.mark();
-    const engine = h.platform.engineOf("a-1");
-    const wake = engine.hold("wake");
-    h.demand("a");
-    await h.settle();
-    holding = false;
-    wake.release();
-    await h.advance(60_000);
-    const controller = h.controller("a");
-    controller.standDown();
-    holding = true;
-    engine.unauthorizedNext("warmup");
-    controller.lead();
-    await h.settle();
+    const { h, engine, controller } = await nextLeaderFindsWaking((engine) =>
+      engine.unauthorizedNext("warmup"),
+    );
     expect(engine.calls).toEqual(["wake(1)", "warmup", "healthy", "isSleeping", "warmup"]);
     expect(h.tiers("a")).toEqual(["waking", "waking", "ready"]);
     expect(controller.tier).toBe("ready");
@@ -283,28 +243,9 @@ describe("leadership", () => {
   });
 
   test("leadership lost mid-wake, and the engine fails the next leader's warm-up: stopped, not left waking for good; the next request starts a clean one", async () => {
-    let holding = true;
-    const h = new Harness(twoModels(), {
-      autoUp: true,
-      keepRecordedTiers: true,
-      direct: { holding: () => holding },
-    });
-    await h.serveCold("a");
-    await h.advance(60_000);
-    h.mark();
-    const engine = h.platform.engineOf("a-1");
-    const wake = engine.hold("wake");
-    h.demand("a");
-    await h.settle();
-    holding = false;
-    wake.release();
-    await h.advance(60_000);
-    const controller = h.controller("a");
-    controller.standDown();
-    holding = true;
-    engine.failNext("warmup", "the warm-up did not return a completion");
-    controller.lead();
-    await h.settle();
+    const { h, engine, controller } = await nextLeaderFindsWaking((engine) =>
+      engine.failNext("warmup", "the warm-up did not return a completion"),
+    );
     expect(engine.calls).toEqual(["wake(1)", "warmup", "healthy", "isSleeping", "warmup"]);
     // The request held since the wake gets a clean engine.
     expect(h.platform.scales.map((s) => `${s.expected}->${s.to} ${s.remove.join(",")}`)).toEqual([
@@ -402,3 +343,34 @@ models:
     expect(engine.calls).toEqual(["sleep(1,wait)"]);
   });
 });
+
+/**
+ * Leadership lost while model a's engine wakes: the old leader's wake and warm-up ran, but it wrote
+ * nothing more (the record says waking); `fault` is set on the engine, then a new leader takes over.
+ */
+async function nextLeaderFindsWaking(fault: (engine: FakeEngine) => void) {
+  let holding = true;
+  const h = new Harness(twoModels(), {
+    autoUp: true,
+    keepRecordedTiers: true,
+    direct: { holding: () => holding },
+  });
+  await h.serveCold("a");
+  await h.advance(60_000);
+  h.mark();
+  const engine = h.platform.engineOf("a-1");
+  const wake = engine.hold("wake");
+  h.demand("a");
+  await h.settle();
+  holding = false;
+  wake.release();
+  await h.advance(60_000);
+  expect(h.tiers("a")).toEqual(["waking"]);
+  const controller = h.controller("a");
+  controller.standDown();
+  holding = true;
+  fault(engine);
+  controller.lead();
+  await h.settle();
+  return { h, engine, controller };
+}
