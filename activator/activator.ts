@@ -31,6 +31,7 @@ import { checkEnginePath, type PathCheck, streamingRoutes } from "./openai-path.
 import { forward } from "./proxy.ts";
 import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
 import { type FormFields, nameLookup, resolveModel } from "./resolve-model.ts";
+import { type SlotWait, slotWait } from "./slot-wait.ts";
 import { EndedEarly, errorAnswer, failedUnder, failedUnderAnswer } from "./upstream-failure.ts";
 
 export interface ActivatorOptions {
@@ -71,6 +72,10 @@ export function sendShuttingDown(res: ServerResponse, message = "Snooze is shutt
     connection: "close",
   });
 }
+
+/** The hold budget spent while a swap on the model's slot waited for its resident to leave. */
+const slotWaitMessage = (model: string, s: number, reason: string) =>
+  `The model \`${model}\` did not become ready within its hold budget: it waits for its slot, as ${reason}; retry in about ${s}s.`;
 
 const holdMessages: Record<HoldFailure["reason"], (model: string, seconds: number) => string> = {
   budget: (model, s) =>
@@ -173,6 +178,13 @@ export class Activator {
       for (const id of [...this.routes.keys(), ...this.retiring.keys()]) this.report(id);
     }, options.statsIntervalMs ?? 1_000);
     this.ticker.unref();
+  }
+
+  /** What a request held for `route`'s model waits for on its slot, if its slot's resident is leaving. */
+  private slotWaitOf(route: ModelRoute): SlotWait | undefined {
+    if (route.config.slot === undefined) return undefined;
+    const peers = [...this.routes.values()].map((r) => ({ config: r.config, event: r.latestEvent }));
+    return slotWait(route.config, peers, Date.now());
   }
 
   private addRoute(model: ModelConfig): ModelRoute {
@@ -916,13 +928,20 @@ export class Activator {
       const shutdown = failure.reason === "shutdown";
       // Shutting down, the model's own estimate says nothing: the retry goes to another process (or
       // this one restarted), where it is held for whatever is left of the start.
-      const seconds = shutdown ? shutdownRetryAfterS : Math.ceil(failure.retryAfterMs / 1000);
+      // Waiting for the slot's resident to leave (its sleep call may hang up to its timeout): said,
+      // and what is left of it comes before the model's own wake or start.
+      const slot = failure.reason === "budget" && !failure.busy ? this.slotWaitOf(route) : undefined;
+      const seconds = shutdown
+        ? shutdownRetryAfterS
+        : Math.ceil((failure.retryAfterMs + (slot?.leftMs ?? 0)) / 1000);
       const message =
         failure.reason === "activation-failed"
           ? `${holdMessages[failure.reason](model, seconds)} ${failure.message}`
           : failure.reason === "budget" && failure.busy
             ? busyMessage(model, seconds)
-            : holdMessages[failure.reason](model, seconds);
+            : slot
+              ? slotWaitMessage(model, seconds, slot.reason)
+              : holdMessages[failure.reason](model, seconds);
       span.setStatus({ code: SpanStatusCode.ERROR, message });
       const body = openAIError(message, "service_unavailable_error", holdCodes[failure.reason]);
       if (res.headersSent) progress?.fail(body);

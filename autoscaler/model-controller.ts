@@ -12,7 +12,7 @@ import type { DemandLoad, Flow } from "../lib/control-plane.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
 import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
-import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
+import { isAsleep, type ReplicaEvent, sleepTimeoutMs, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { inSpan, traceContextOf, traceparentOf, tracer } from "../lib/tracing.ts";
 import { type FlowReport, trimReports } from "./demand-metric.ts";
@@ -78,9 +78,6 @@ export interface ModelControllerDeps {
 
 /** How a person's sleep or stop ended: done, taken back by a request or a wake, or not in its time. */
 export type ParkOutcome = "done" | "taken-back" | "timed-out" | "stopped-instead";
-
-/** How long an engine's sleep call may take: a wake's time (it moves back what a sleep moves out), at least 30 s. */
-const sleepTimeoutMs = (wakeTimeout: number) => Math.max(wakeTimeout, 30_000);
 
 /** One replica as the controller knows it. */
 interface ReplicaRecord {

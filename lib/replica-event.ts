@@ -22,6 +22,13 @@ export const isAsleep = (tier: Tier) => tier === "asleep-1" || tier === "asleep-
 export const residentTiers: readonly Tier[] = ["starting", "waking", "ready", "draining"];
 export const isResident = (tier: Tier) => residentTiers.includes(tier);
 
+/**
+ * How long an engine's sleep call may take: a wake's time (it moves back what a sleep moves out), at
+ * least 30 s. Past it the engine is stopped instead. Activators count on it too: a request held for
+ * a slot member while the slot's resident goes to sleep is told how long that may still take.
+ */
+export const sleepTimeoutMs = (wakeTimeout: number) => Math.max(wakeTimeout, 30_000);
+
 /** What the control plane tells every activator whenever a replica changes tier. */
 export interface ReplicaEvent {
   model: string;

@@ -1,7 +1,9 @@
 import { afterEach, describe, expect, test } from "vitest";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
-import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
+import { silentLogger } from "../../lib/log.ts";
 import type { ReplicaEvent, Tier } from "../../lib/replica-event.ts";
+import { parseConfig } from "../../lib/settings/index.ts";
 import { chat, metricValue, sharedGpu, simCommand, startWith } from "../helpers/local-snooze.ts";
 
 let snooze: LocalSnooze | undefined;
@@ -129,5 +131,53 @@ describe("a slot whose incumbent streams past drainTimeout", () => {
     expect(tierOf("a")).toBe("asleep-1");
     expect(overlaps).toEqual([]);
     expect((await ask("a")).status).toBe(200);
+  });
+});
+
+describe("a slot whose incumbent's sleep call is slow", () => {
+  test("a request held for the other member past its hold budget is told it waits for the resident's sleep, and a retry after the sleep call's timeout", async () => {
+    // Found by a probe: it was told `retry in about 10s` (the member's own unmeasured start), with
+    // no word of the slot, while the resident's sleep call may take 30 s or more.
+    const gpu = sharedGpu();
+    const config = parseConfig(
+      `
+slots:
+  gpu0:
+    minResidency: 0s
+    swapCooldown: 0s
+models:
+  a:
+    slot: gpu0
+    port: 48731
+    drainTimeout: 1s
+    command: ${simCommand([...gpu, "--sleep-time-l1", "100s"])}
+  b:
+    slot: gpu0
+    port: 48732
+    holdBudget: 3s
+    command: ${simCommand(gpu)}
+`,
+      "test.yaml",
+    );
+    snooze = await startLocalSnooze({
+      config,
+      log: silentLogger,
+      host: "127.0.0.1",
+      port: 48730,
+      statsIntervalMs: 200,
+    });
+    expect((await ask("a")).status).toBe(200);
+    const refused = await ask("b");
+    expect(refused.status).toBe(503);
+    const { error } = (await refused.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("hold_budget_exceeded");
+    // a drained within its second, and its sleep call (5 s here) runs when b's budget is spent.
+    expect(error.message).toMatch(
+      /waits for its slot, as the slot `gpu0`'s resident `a` is still going to sleep/,
+    );
+    // a's sleep call is given its wakeTimeout (2m) before its engine is stopped: most of it is left.
+    const retryAfter = Number(refused.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThanOrEqual(100);
+    expect(error.message).toContain(`retry in about ${retryAfter}s`);
   });
 });

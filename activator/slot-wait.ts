@@ -1,0 +1,64 @@
+import { formatDuration } from "../lib/duration.ts";
+import { type ReplicaEvent, sleepTimeoutMs } from "../lib/replica-event.ts";
+import type { ModelConfig } from "../lib/settings/index.ts";
+
+/** Another member of a model's slot, as the activator knows it: its settings and its latest event. */
+export interface SlotPeer {
+  config: Pick<ModelConfig, "id" | "slot" | "sleep" | "wakeTimeout">;
+  event?: ReplicaEvent;
+}
+
+/** What a request held for a slot member waits for: the slot's resident leaving, and how long that may take. */
+export interface SlotWait {
+  /** Says what it waits for, e.g. "the slot `gpu0`'s resident `a` is still going to sleep (...)". */
+  reason: string;
+  /** How long until the resident is likely gone, at least: the retry adds the model's own activation. */
+  leftMs: number;
+}
+
+/**
+ * What a request held for `model` waits for when its slot's resident is leaving (draining, then
+ * going to sleep or stopping): a swap waits for it before the model can wake or start. The
+ * resident's drain ends at its `endsAt` at the latest; its sleep call then has `sleepTimeoutMs`
+ * (its wakeTimeout, at least 30 s) before its engine is stopped instead. A pure function of `now`
+ * (epoch ms). Undefined when the model has no slot or no other member of it is leaving.
+ */
+export function slotWait(
+  model: Pick<ModelConfig, "id" | "slot">,
+  peers: Iterable<SlotPeer>,
+  now: number,
+): SlotWait | undefined {
+  if (model.slot === undefined) return undefined;
+  for (const peer of peers) {
+    const { config, event } = peer;
+    if (config.id === model.id || config.slot !== model.slot || event?.tier !== "draining") continue;
+    const slot = `the slot \`${model.slot}\`'s resident \`${config.id}\``;
+    const drainEnd = event.endsAt ?? event.since;
+    if (!config.sleep)
+      return {
+        reason: `${slot} is still draining and stopping`,
+        leftMs: Math.max(0, drainEnd - now),
+      };
+    const timeout = sleepTimeoutMs(config.wakeTimeout);
+    if (!Number.isFinite(drainEnd))
+      return {
+        reason: `${slot} is still draining before it goes to sleep (its drain has no end set)`,
+        leftMs: 0,
+      };
+    // Its sleep call may have begun already (the engine idle before the drain's end): unseen here,
+    // so the drain's end is what is known for sure.
+    if (now < drainEnd)
+      return {
+        reason: `${slot} is still draining and going to sleep (its drain ends within ${formatDuration(drainEnd - now)}, and its sleep call may take up to ${formatDuration(timeout)})`,
+        leftMs: drainEnd - now,
+      };
+    // Its drain is over: its sleep call is under way (it may have begun sooner, the engine idle),
+    // and is given up at its timeout at the latest, the engine then stopped instead.
+    const left = Math.max(0, drainEnd + timeout - now);
+    return {
+      reason: `${slot} is still going to sleep (its sleep call has run at least ${formatDuration(now - drainEnd)} and is given up within ${formatDuration(left)}, its engine then stopped)`,
+      leftMs: left,
+    };
+  }
+  return undefined;
+}
