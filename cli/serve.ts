@@ -1,9 +1,9 @@
 import { setTimeout as delay } from "node:timers/promises";
-import { defaultStateDir } from "../autoscaler/local/engine-records.ts";
+import { defaultStateDir, stopLeftovers } from "../autoscaler/local/engine-records.ts";
 import { LocalPlatform } from "../autoscaler/local/platform.ts";
 import { UsageError } from "../lib/cli-flags.ts";
 import { maxTimerMs } from "../lib/duration.ts";
-import { createLogger } from "../lib/log.ts";
+import { createLogger, type Logger } from "../lib/log.ts";
 import { unwritableDirectory } from "../lib/make-directory.ts";
 import { releaseStartupMemory } from "../lib/release-startup-memory.ts";
 import { ConfigError, loadConfigFile } from "../lib/settings/index.ts";
@@ -14,7 +14,13 @@ import { watchConfigFile } from "./config-watch.ts";
 import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
 import { durationValue, listenFlags, portValue } from "./flags.ts";
 import { ListenError, startLocalSnooze } from "./local-snooze.ts";
-import { serveStopSignals, stopsWithParent, takeEarlyHangUps, watchStopSignals } from "./signals.ts";
+import {
+  releaseEarlyStopSignals,
+  serveStopSignals,
+  stopsWithParent,
+  takeEarlyHangUps,
+  watchStopSignals,
+} from "./signals.ts";
 
 export const serveCommand: Command = {
   name: "serve",
@@ -76,10 +82,15 @@ export const serveCommand: Command = {
         : process.env.SNOOZE_STATE_DIR
           ? "SNOOZE_STATE_DIR"
           : undefined;
-    if (cannotWrite && given)
+    if (cannotWrite && given) {
+      // Stopping what a killed predecessor left needs only to read its records: done before the
+      // refusal, or the engines recorded there ran on, holding their GPUs and ports, for as long as
+      // the directory stayed read-only (found by a probe).
+      await stopLeftoversBeforeRefusal(stateDir, log, stopGrace);
       throw new UsageError(
         `${given} ${stateDir} cannot be used, as files cannot be written there: ${cannotWrite}`,
       );
+    }
     if (cannotWrite)
       log.warn(
         "the state directory cannot be written: the record of running engines and what the models learn are not kept (--state-dir names another)",
@@ -198,3 +209,15 @@ export const serveCommand: Command = {
     }
   },
 };
+
+/**
+ * Stops the engines a killed snooze serve recorded in a state directory this one cannot write, before
+ * it refuses to start: the records are read, the engines stopped (their records stay). A stop signal
+ * meanwhile kills them at once rather than leaving them after a bare SIGTERM.
+ */
+async function stopLeftoversBeforeRefusal(stateDir: string, log: Logger, graceMs: number): Promise<void> {
+  const cut = new AbortController();
+  releaseEarlyStopSignals();
+  for (const signal of serveStopSignals) process.on(signal, () => cut.abort());
+  await stopLeftovers(stateDir, log, graceMs, cut.signal);
+}

@@ -14,7 +14,7 @@ export function holdEarlyStopSignals(): void {
   for (const signal of serveStopSignals) process.on(signal, exitEarly);
 }
 
-function releaseEarlyStopSignals(): void {
+export function releaseEarlyStopSignals(): void {
   for (const signal of serveStopSignals) process.off(signal, exitEarly);
 }
 
