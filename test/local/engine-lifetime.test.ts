@@ -59,24 +59,6 @@ function readOnlyWrapper(dir: string): string[] {
   ];
 }
 
-/** Whether this machine lets a test make such a mount (root, unshare, a kernel that allows it). */
-const canMountReadOnly =
-  process.platform === "linux" &&
-  spawnSync(
-    "unshare",
-    [
-      "-m",
-      "--propagation",
-      "private",
-      "sh",
-      "-c",
-      "mount --bind / /mnt 2>/dev/null || mount -t tmpfs x /mnt",
-    ],
-    {
-      stdio: "ignore",
-    },
-  ).status === 0;
-
 describe("engines never outlive snooze serve", () => {
   test("SIGKILL of snooze serve: the guard stops its engine's process group within seconds", async () => {
     const run = start(`models:\n  qwen:\n    command: ${simCommand()}\n`);
@@ -121,37 +103,34 @@ describe("engines never outlive snooze serve", () => {
     expect(recordedEngines(stateDir)).toHaveLength(0);
   });
 
-  test.skipIf(!canMountReadOnly)(
-    "a restart whose --state-dir is read-only stops what the killed one left, then refuses to start (exit 2)",
-    async () => {
-      // Found by a probe: it exited 2 before reading the records, and the engine ran on.
-      const port = 48741;
-      const line = `exec ${simLine} >/dev/null 2>&1`;
-      const yaml = `models:\n  qwen:\n    port: ${port}\n    command: ["sh", "-c", ${JSON.stringify(line)}]\n`;
-      const dir = scratchDir();
-      const stateDir = join(dir, "state");
-      const config = writeConfig(yaml, dir);
-      const args = ["--state-dir", stateDir, "--stop-grace", "2s", "--port", "48742"];
-      const first = serveProcess(config, args);
-      runs.track(first.child);
-      const pgid = await engineOf(await first.url, stateDir, "qwen");
-      first.child.kill("SIGKILL");
-      process.kill(pgid, "SIGKILL"); // its guard too: nobody else will stop the engine
-      await first.exited;
-      await until(() => !running(pgid), 2_000, "the guard to die");
-      expect(groupMembers(pgid)).toHaveLength(1);
+  test("a restart whose --state-dir is read-only stops what the killed one left, then refuses to start (exit 2)", async () => {
+    // Found by a probe: it exited 2 before reading the records, and the engine ran on.
+    const port = await freePort();
+    const line = `exec ${simLine} >/dev/null 2>&1`;
+    const yaml = `models:\n  qwen:\n    port: ${port}\n    command: ["sh", "-c", ${JSON.stringify(line)}]\n`;
+    const dir = scratchDir();
+    const stateDir = join(dir, "state");
+    const config = writeConfig(yaml, dir);
+    const args = ["--state-dir", stateDir, "--stop-grace", "2s"];
+    const first = serveProcess(config, args);
+    runs.track(first.child);
+    const pgid = await engineOf(await first.url, stateDir, "qwen");
+    first.child.kill("SIGKILL");
+    process.kill(pgid, "SIGKILL"); // its guard too: nobody else will stop the engine
+    await first.exited;
+    await until(() => !running(pgid), 2_000, "the guard to die");
+    expect(groupMembers(pgid)).toHaveLength(1);
 
-      // The second sees the state directory read-only: a read-only bind mount in a mount namespace
-      // of its own (root ignores file modes), the directory writable for everyone else.
-      const second = serveProcess(config, args, { command: readOnlyWrapper(stateDir) });
-      runs.track(second.child);
-      expect(await second.exited).toBe(2);
-      expect(second.stderr()).toContain("stopping engines a previous snooze serve left running");
-      expect(second.stderr()).toMatch(/--state-dir .* cannot be used, as files cannot be written there/);
-      expect(second.stderr()).not.toContain('"msg":"listening"');
-      expect(gone(pgid)).toBe(true);
-    },
-  );
+    // The second sees the state directory read-only: a read-only bind mount in a mount namespace
+    // of its own (root ignores file modes), the directory writable for everyone else.
+    const second = serveProcess(config, args, { command: readOnlyWrapper(stateDir) });
+    runs.track(second.child);
+    expect(await second.exited).toBe(2);
+    expect(second.stderr()).toContain("stopping engines a previous snooze serve left running");
+    expect(second.stderr()).toMatch(/--state-dir .* cannot be used, as files cannot be written there/);
+    expect(second.stderr()).not.toContain('"msg":"listening"');
+    expect(gone(pgid)).toBe(true);
+  });
 
   test("SIGTERM while a restart waits for a killed one's engine that ignores SIGTERM: it is killed, and Snooze exits at once without serving (found by an outside tester)", async () => {
     // Before: the restart waited out the stop grace for the leftover, then bound its port and

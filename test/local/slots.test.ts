@@ -148,12 +148,10 @@ slots:
 models:
   a:
     slot: gpu0
-    port: 48731
     drainTimeout: 1s
     command: ${simCommand([...gpu, "--sleep-time-l1", "100s"])}
   b:
     slot: gpu0
-    port: 48732
     holdBudget: 3s
     command: ${simCommand(gpu)}
 `,
@@ -163,7 +161,7 @@ models:
       config,
       log: silentLogger,
       host: "127.0.0.1",
-      port: 48730,
+      port: 0,
       statsIntervalMs: 200,
     });
     expect((await ask("a")).status).toBe(200);
