@@ -199,9 +199,6 @@ class NoAnswer extends Error {
 }
 
 const maxBackoffMs = 60_000;
-/** The warning for a warm-up the engine refused 401 (`isUnauthorized`): said on each start and wake. */
-const unauthorizedWarmup =
-  "the engine wants an API key on /v1 (vLLM --api-key) that Snooze does not send: routed without its warm-up";
 /** How often ready engines are rechecked (alive, awake), and how long each check may take. */
 const selfHealIntervalMs = 30_000;
 const selfHealCheckMs = 5_000;
@@ -1749,6 +1746,33 @@ export class ModelController {
    * sleep, with no request held, skipped it or gave it up: the engine sleeps at that level instead.
    * One this process could not make (out of file descriptors) is skipped: the engine is routed.
    */
+  /**
+   * Whether a warm-up that failed with `error` is skipped, the engine routed without it, and why
+   * (said in the log): `local`, the call never reached the engine (this process is out of file
+   * descriptors or memory), so it says nothing of the engine, awake by then (its wake answered, or
+   * its start's checks did), which is not stopped for Snooze's own shortage; `unauthorized`, the
+   * engine answered and wants an API key on /v1 that Snooze does not have (vLLM's --api-key), and
+   * its clients send theirs (found by an outside tester: a model behind --api-key never served,
+   * each start "answered 401"). Its first request is then slower. Undefined: the warm-up failed.
+   */
+  private skippedWarmUp(record: ReplicaRecord, error: unknown): "local" | "unauthorized" | undefined {
+    if (isLocalFailure(error)) {
+      this.log.warn("warm-up could not be asked; the engine, awake, is routed without it", {
+        replica: record.replica.id,
+        error,
+      });
+      return "local";
+    }
+    if (isUnauthorized(error)) {
+      this.log.warn(
+        "the engine wants an API key on /v1 (vLLM --api-key) that Snooze does not send: routed without its warm-up",
+        { replica: record.replica.id },
+      );
+      return "unauthorized";
+    }
+    return undefined;
+  }
+
   private async warmUp(
     record: ReplicaRecord,
     activation: Activation,
@@ -1778,25 +1802,9 @@ export class ModelController {
             span.setAttribute("snooze.warmup.skipped", "sleep");
             return error.level;
           }
-          if (isLocalFailure(error)) {
-            // The warm-up never reached the engine (this process is out of file descriptors or
-            // memory): it says nothing of the engine, awake by then (its wake answered, or its
-            // start's checks did). It is routed without its warm-up, its first request slower,
-            // rather than stopped for Snooze's own shortage: the held requests go to it.
-            span.setAttribute("snooze.warmup.skipped", "local");
-            this.log.warn("warm-up could not be asked; the engine, awake, is routed without it", {
-              replica: record.replica.id,
-              error,
-            });
-            return undefined;
-          }
-          if (isUnauthorized(error)) {
-            // The engine answered, and wants an API key on /v1 that Snooze does not have (vLLM's
-            // --api-key): it is up and awake, and its clients send their key. Routed without its
-            // warm-up, rather than stopped after every start and wake (found by an outside tester:
-            // a model behind --api-key never served, each start "answered 401").
-            span.setAttribute("snooze.warmup.skipped", "unauthorized");
-            this.log.warn(unauthorizedWarmup, { replica: record.replica.id });
+          const skipped = this.skippedWarmUp(record, error);
+          if (skipped) {
+            span.setAttribute("snooze.warmup.skipped", skipped);
             return undefined;
           }
           if (error instanceof EngineFrozen || (error as { timedOut?: unknown }).timedOut !== true)
@@ -2250,15 +2258,9 @@ export class ModelController {
           await engine.warmup(this.config.servedModel ?? this.id, this.config.wakeTimeout);
         } catch (error) {
           this.guard(leadership);
-          // Not made (this process is out of file descriptors): the engine, awake, is routed
-          // without it, as after a wake (warmUp), rather than left waking with no one to finish it.
-          if (isLocalFailure(error))
-            this.log.warn("warm-up could not be asked; the engine, awake, is routed without it", {
-              replica: record.replica.id,
-              error,
-            });
-          else if (isUnauthorized(error)) this.log.warn(unauthorizedWarmup, { replica: record.replica.id });
-          else {
+          // One skipped (not made, or refused for a key) is routed without it, as after a wake
+          // (warmUp), rather than left waking with no one to finish it.
+          if (!this.skippedWarmUp(record, error)) {
             // Failed: stopped, as an engine awake after a wake whose warm-up failed is, and the next
             // request starts a clean one (seen while fixing the warm-up this process could not
             // make: it stayed waking for good, routed nothing, never put to sleep nor stopped).
