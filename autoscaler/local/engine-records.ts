@@ -1,9 +1,10 @@
-import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { homedir } from "node:os";
 import { isAbsolute, join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../../lib/log.ts";
 import { makeDirectory } from "../../lib/make-directory.ts";
+import { replaceFile } from "../../lib/replace-file.ts";
 import { signalGroup } from "./orphans.ts";
 
 /**
@@ -160,17 +161,7 @@ export class EngineRecords {
       // Private: engine command lines may carry secrets (an --api-key).
       makeDirectory(this.dir, 0o700);
       const state: StateFile = { version: 1, snooze: this.snooze, engines: [...this.engines.values()] };
-      const temporary = `${this.file}.tmp`;
-      try {
-        writeFileSync(temporary, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
-        renameSync(temporary, this.file);
-      } catch (error) {
-        // Not left behind (a full disk): nothing else would remove it once this Snooze is gone.
-        try {
-          rmSync(temporary, { force: true });
-        } catch {} // a read-only disk: the error said is the write's
-        throw error;
-      }
+      replaceFile(this.file, `${this.file}.tmp`, `${JSON.stringify(state, null, 2)}\n`);
     } catch (error) {
       this.log.warn("cannot write the record of running engines", { file: this.file, error });
     }

@@ -1,8 +1,9 @@
-import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import type { LearningSnapshot } from "../../lib/learning-snapshot.ts";
 import type { Logger } from "../../lib/log.ts";
 import { makeDirectory } from "../../lib/make-directory.ts";
+import { replaceFile } from "../../lib/replace-file.ts";
 import type { LearningStore } from "../learning-store.ts";
 
 /** The file in the state directory that keeps what each model learned. */
@@ -34,18 +35,8 @@ export function learningFile(stateDir: string, log: Logger): LearningStore {
       // `fromEntries` defines each key as its own (`__proto__` too), and JSON.stringify writes them all.
       const file: LearningFile = { version: 1, models: Object.fromEntries(models) };
       makeDirectory(stateDir);
-      const temporary = `${path}.${process.pid}.tmp`;
-      try {
-        writeFileSync(temporary, `${JSON.stringify(file)}\n`, { mode: 0o600 });
-        renameSync(temporary, path);
-      } catch (error) {
-        // Named by pid, a temporary left by a failed save (a full disk) would stay for good: the
-        // next Snooze writes another.
-        try {
-          rmSync(temporary, { force: true });
-        } catch {} // a read-only disk: the error said is the write's
-        throw error;
-      }
+      // Named by pid: each Snooze writes its own temporary.
+      replaceFile(path, `${path}.${process.pid}.tmp`, `${JSON.stringify(file)}\n`);
     },
   };
 }
