@@ -59,6 +59,31 @@ function readOnlyWrapper(dir: string): string[] {
   ];
 }
 
+/**
+ * A `snooze serve` with one engine on a fixed port, killed (SIGKILL) with the engine's guard: the
+ * engine is left running, recorded in the state directory, and nobody is left to stop it.
+ */
+async function orphanedEngine() {
+  const port = await freePort();
+  // Its output goes nowhere: an engine writing to the pipe of a dead Snooze may die of it, and
+  // this one has to outlive its Snooze and its guard.
+  const line = `exec ${simLine} >/dev/null 2>&1`;
+  const yaml = `models:\n  qwen:\n    port: ${port}\n    command: ["sh", "-c", ${JSON.stringify(line)}]\n`;
+  const dir = scratchDir();
+  const stateDir = join(dir, "state");
+  const config = writeConfig(yaml, dir);
+  const args = ["--state-dir", stateDir, "--stop-grace", "2s"];
+  const first = serveProcess(config, args);
+  runs.track(first.child);
+  const pgid = await engineOf(await first.url, stateDir, "qwen");
+  first.child.kill("SIGKILL");
+  process.kill(pgid, "SIGKILL");
+  await first.exited;
+  await until(() => !running(pgid), 2_000, "the guard to die");
+  expect(groupMembers(pgid)).toHaveLength(1); // the orphaned engine, still serving its port
+  return { port, config, args, stateDir, pgid };
+}
+
 describe("engines never outlive snooze serve", () => {
   test("SIGKILL of snooze serve: the guard stops its engine's process group within seconds", async () => {
     const run = start(`models:\n  qwen:\n    command: ${simCommand()}\n`);
@@ -69,24 +94,7 @@ describe("engines never outlive snooze serve", () => {
   });
 
   test("a restart after SIGKILL stops what the killed one left (guard killed too) before it binds a fixed port", async () => {
-    const port = await freePort();
-    // Its output goes nowhere: an engine writing to the pipe of a dead Snooze may die of it, and
-    // this one has to outlive its Snooze and its guard.
-    const line = `exec ${simLine} >/dev/null 2>&1`;
-    const yaml = `models:\n  qwen:\n    port: ${port}\n    command: ["sh", "-c", ${JSON.stringify(line)}]\n`;
-    const dir = scratchDir();
-    const stateDir = join(dir, "state");
-    const config = writeConfig(yaml, dir);
-    const args = ["--state-dir", stateDir, "--stop-grace", "2s"];
-    const first = serveProcess(config, args);
-    runs.track(first.child);
-    const pgid = await engineOf(await first.url, stateDir, "qwen");
-    // Snooze and the engine's guard die at once: nobody is left to stop the engine.
-    first.child.kill("SIGKILL");
-    process.kill(pgid, "SIGKILL");
-    await first.exited;
-    await until(() => !running(pgid), 2_000, "the guard to die");
-    expect(groupMembers(pgid)).toHaveLength(1); // the orphaned engine, still serving its port
+    const { port, config, args, stateDir, pgid } = await orphanedEngine();
     expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
 
     const second = serveProcess(config, args);
@@ -105,21 +113,7 @@ describe("engines never outlive snooze serve", () => {
 
   test("a restart whose --state-dir is read-only stops what the killed one left, then refuses to start (exit 2)", async () => {
     // Found by a probe: it exited 2 before reading the records, and the engine ran on.
-    const port = await freePort();
-    const line = `exec ${simLine} >/dev/null 2>&1`;
-    const yaml = `models:\n  qwen:\n    port: ${port}\n    command: ["sh", "-c", ${JSON.stringify(line)}]\n`;
-    const dir = scratchDir();
-    const stateDir = join(dir, "state");
-    const config = writeConfig(yaml, dir);
-    const args = ["--state-dir", stateDir, "--stop-grace", "2s"];
-    const first = serveProcess(config, args);
-    runs.track(first.child);
-    const pgid = await engineOf(await first.url, stateDir, "qwen");
-    first.child.kill("SIGKILL");
-    process.kill(pgid, "SIGKILL"); // its guard too: nobody else will stop the engine
-    await first.exited;
-    await until(() => !running(pgid), 2_000, "the guard to die");
-    expect(groupMembers(pgid)).toHaveLength(1);
+    const { config, args, stateDir, pgid } = await orphanedEngine();
 
     // The second sees the state directory read-only: a read-only bind mount in a mount namespace
     // of its own (root ignores file modes), the directory writable for everyone else.
