@@ -2,6 +2,7 @@ import type { TestProject } from "vitest/node";
 import { findKnative, knativeImages } from "./components/knative.ts";
 import { findKnativeEventing, knativeEventingImages } from "./components/knative-eventing.ts";
 import {
+  type LocalControlPlane,
   startControlPlane,
   type TestCluster,
   useExistingCluster,
@@ -43,6 +44,7 @@ export default async function setup(project: TestProject) {
     kubeconfigPath: cluster.kubeconfigPath,
     kubectl: cluster.kubectl,
     clientCA: cluster.clientCA,
+    apiserverPid: cluster.kind === "local" ? (cluster as LocalControlPlane).apiserver.process.pid : undefined,
     server: current?.server ?? "",
     caPem,
     kubelet: {

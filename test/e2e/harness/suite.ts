@@ -13,6 +13,8 @@ export interface SuiteClusterInfo {
   kubectl: string;
   /** Local control plane only: the client CA that user identities are minted from. */
   clientCA?: { name: string; certPath: string; keyPath: string; certPem: string };
+  /** Local control plane only: kube-apiserver's process, which an outage test pauses. */
+  apiserverPid?: number;
   server: string;
   caPem: string;
   kubelet: {

@@ -1,0 +1,98 @@
+import { describe, expect, test } from "vitest";
+import type { Pod } from "../../lib/kube/pod-replica.ts";
+import { kubeSnoozeSuite } from "./components/kube-suite.ts";
+import { complete, modelObject, simDeployment, tierOf } from "./components/snooze.ts";
+import { usingExistingCluster } from "./harness/control-plane.ts";
+import { waitFor } from "./harness/wait.ts";
+
+/**
+ * kube-apiserver stops answering (SIGSTOP: its connections stay open and hang, the worst kind of
+ * outage) while Snooze runs. A ready model keeps answering: the data plane does not need the API
+ * server, and the autoscaler puts no engine to sleep under the activators while it cannot tell them
+ * (the `draining` it writes first hangs with the API server). A wake does need it, as Knative's
+ * scale from zero does: activators learn a replica's tier from its pod, so a request for a sleeping
+ * model is held through the outage and answered once the API server is back. The outages stay
+ * under kube-controller-manager's and the leases' deadlines.
+ */
+const model = "qwen";
+const suite = kubeSnoozeSuite({
+  namespace: "snooze-e2e-outage",
+  objects: async ({ admin, ns, cluster }) => {
+    await admin.createDeployment(ns.name, simDeployment(cluster, model, { model, loadTime: "500ms" }));
+    await admin.createModel(
+      ns.name,
+      modelObject(model, { model, sleepAfter: "2s", maxReplicas: 1, port: 8000 }),
+    );
+  },
+});
+
+const logs = () => suite.logs(40, 30);
+const pods = () => suite.admin.pods(suite.ns.name, model);
+const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs = 30_000) =>
+  waitFor(
+    async () => {
+      const p = await pods();
+      return check(p) ? p : undefined;
+    },
+    { what, timeoutMs, intervalMs: 100, detail: logs },
+  );
+const asleep = (p: Pod[]) => p.length === 1 && tierOf(p[0]!) === "asleep-1";
+
+/** Pauses kube-apiserver; the returned call resumes it. */
+function pauseApiServer(): () => void {
+  const pid = suite.cluster.info.apiserverPid;
+  if (pid === undefined) throw new Error("the local control plane did not say kube-apiserver's pid");
+  process.kill(pid, "SIGSTOP");
+  let resumed = false;
+  return () => {
+    if (resumed) return;
+    resumed = true;
+    process.kill(pid, "SIGCONT");
+  };
+}
+
+describe.skipIf(usingExistingCluster())("kube-apiserver hangs while Snooze runs", () => {
+  test("a ready model keeps answering, past its sleepAfter, and sleeps once the API server is back", async () => {
+    const first = await complete(suite.activator.url, model);
+    expect(first.status, first.text).toBe(200);
+    const resume = pauseApiServer();
+    try {
+      const during = await complete(suite.activator.url, model, 5_000);
+      expect(during.status, during.text).toBe(200);
+      // Past sleepAfter (2 s) with the API server still away: the engine was not put to sleep under
+      // the activator, which could not have heard of it.
+      await new Promise((resolve) => setTimeout(resolve, 3_500));
+      const later = await complete(suite.activator.url, model, 5_000);
+      expect(later.status, `${later.text}\n${logs()}`).toBe(200);
+    } finally {
+      resume();
+    }
+    await waitPods("the pod asleep after the outage", asleep);
+    expect((await suite.admin.model(suite.ns.name, model)).status).toMatchObject({
+      replicas: 0,
+      sleepingReplicas: 1,
+    });
+  });
+
+  test("a request for a sleeping model is held through the outage and answered after it", async () => {
+    await waitPods("the pod asleep", asleep);
+    const resume = pauseApiServer();
+    let answer: ReturnType<typeof complete> | undefined;
+    try {
+      answer = complete(suite.activator.url, model, 30_000);
+      const early = await Promise.race([
+        answer,
+        new Promise((resolve) => setTimeout(resolve, 3_000, "held")),
+      ]);
+      expect(early).toBe("held");
+    } finally {
+      resume();
+    }
+    const resumedAt = performance.now();
+    const held = await answer;
+    expect(held.status, `${held.text}\n${logs()}`).toBe(200);
+    // Answered within seconds of the API server's return, not after a watch's stale timeout.
+    expect(performance.now() - resumedAt, logs()).toBeLessThan(15_000);
+    await waitPods("the pod asleep again", asleep);
+  });
+});
