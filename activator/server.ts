@@ -54,12 +54,15 @@ const created = Math.floor(Date.now() / 1000);
 // model under its Hugging Face id (`meta-llama/Llama-3.1-8B`), which a person types as it is, as
 // `/v1/models/{model}` takes it; percent-encoded (`%2F`, as the CLI sends it) it is read the same.
 const adminAction = /^\/snooze\/v1\/models\/(.+)\/(wake|sleep|stop)$/;
-/** The methods of the fixed routes below; any other method is `405` with `Allow`. */
-const methodsOf = new Map([
+/**
+ * The methods of the fixed routes below; any other method is `405` with `Allow`. A route read with
+ * GET takes HEAD too (RFC 9110 §9.3.2), but for the event stream, which has no end to measure.
+ */
+export const methodsOf: ReadonlyMap<string, string> = new Map([
   ["/", "GET, HEAD"],
   ["/ui", "GET, HEAD"],
   ["/ui/", "GET, HEAD"],
-  ["/favicon.ico", "GET"],
+  ["/favicon.ico", "GET, HEAD"],
   ["/snooze/v1/timeline", "GET, HEAD"],
   ["/snooze/v1/events/stream", "GET"],
   ["/snooze/v1/models", "GET, HEAD"],

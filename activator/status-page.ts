@@ -89,7 +89,7 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
       res.end(req.method === "HEAD" ? undefined : html);
       return true;
     }
-    if (path === "/favicon.ico" && req.method === "GET") {
+    if (path === "/favicon.ico" && (req.method === "GET" || req.method === "HEAD")) {
       res.writeHead(204, { "cache-control": "max-age=86400" });
       res.end();
       return true;
