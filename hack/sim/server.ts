@@ -13,6 +13,8 @@ import { SimEngine } from "./engine.ts";
 import { modelList, serveGeneration } from "./openai-handler.ts";
 import { type ApiKind, parseOpenAIRequest } from "./openai-request.ts";
 import { resolveSimOptions, type SimOptions } from "./options.ts";
+import { serveResponse } from "./responses-handler.ts";
+import { parseResponsesRequest, responseNotFound } from "./responses-request.ts";
 import * as sleepApi from "./sleep-api.ts";
 import { streamTranscription, transcribe } from "./transcription.ts";
 import { internalError, methodNotAllowed, notFoundRoute, VllmHttpError } from "./vllm-error.ts";
@@ -192,6 +194,14 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
     }
     await serveGeneration(engine, request, context.req, context.res);
   };
+  const responses = async (_engine: SimEngine, context: RequestContext) => {
+    const request = parseResponsesRequest(
+      await context.body(),
+      engine.options.servedModelNames,
+      engine.options.maxModelLen,
+    );
+    await serveResponse(engine, request, context.req, context.res);
+  };
   const transcription =
     (kind: "transcription" | "translation") => async (engine: SimEngine, context: RequestContext) => {
       const answer = transcribe(
@@ -216,6 +226,7 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
     "/v1/models": { GET: (e, c) => send(c.res, 200, modelList(e)) },
     "/v1/chat/completions": { POST: generation("chat") },
     "/v1/completions": { POST: generation("completion") },
+    "/v1/responses": { POST: responses },
     "/v1/audio/transcriptions": { POST: transcription("transcription") },
     "/v1/audio/translations": { POST: transcription("translation") },
     "/sim/faults": {
@@ -268,7 +279,7 @@ async function handleRequest(
     return;
   }
   try {
-    const methods = table[url.pathname];
+    const methods = table[url.pathname] ?? storedResponseRoutes(url.pathname);
     if (!methods) throw notFoundRoute();
     const route = methods[req.method ?? "GET"] ?? (req.method === "HEAD" ? methods.GET : undefined);
     if (!route) throw methodNotAllowed();
@@ -285,6 +296,23 @@ async function handleRequest(
     }
     throw error;
   }
+}
+
+/**
+ * vLLM's routes for a stored response (retrieve, delete, cancel, its input items): without
+ * `VLLM_ENABLE_RESPONSES_API_STORE` it keeps none, so each names one it does not have.
+ */
+function storedResponseRoutes(path: string): Partial<Record<string, Route>> | undefined {
+  const match = /^\/v1\/responses\/([^/]+)(\/cancel|\/input_items)?$/.exec(path);
+  if (!match) return undefined;
+  const notFound = () => {
+    let id = match[1]!;
+    try {
+      id = decodeURIComponent(id);
+    } catch {}
+    throw responseNotFound(id);
+  };
+  return match[2] === "/cancel" ? { POST: notFound } : { GET: notFound, DELETE: notFound };
 }
 
 /** Whether a request passes vLLM's `--api-key` check: `Authorization: Bearer <key>` under `/v1`. */
