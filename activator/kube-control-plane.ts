@@ -62,7 +62,8 @@ interface Known {
  * HTTP at once; stats are batched into one request per turn (the activator reports every second
  * and whenever load goes to or from zero). Replica events come from a pod watch: each pod of a
  * Model (selected by the Model's `status.selector`) is a replica, its tier the `snooze.dev/tier`
- * annotation the autoscaler writes, routable only when that says ready and the pod is Ready.
+ * annotation the autoscaler writes, routable only when that says ready and the pod's containers pass
+ * their probe (`replicaEventForPod`).
  * Models come from a Model watch, so the activator learns models, aliases and settings at run
  * time, and knows on start which pods sleep before it takes a request. Every request to the
  * autoscaler carries this activator's ServiceAccount token (the KubeClient's), which the

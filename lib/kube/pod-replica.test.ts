@@ -74,6 +74,23 @@ describe("a pod as a replica, as the activator sees it", () => {
     expect(replicaEventForPod("qwen", pod({ "snooze.dev/tier": "ready" }, false), 8000).tier).toBe("waking");
   });
 
+  test("routable once recorded ready with its probe passing, before the kubelet folds the awake gate into Ready", () => {
+    const gated = (containersReady: boolean): Pod => ({
+      ...pod({ "snooze.dev/tier": "ready" }, false),
+      status: {
+        phase: "Running",
+        podIP: "10.0.0.7",
+        conditions: [
+          { type: "ContainersReady", status: containersReady ? "True" : "False" },
+          { type: "snooze.dev/awake", status: "True" },
+          { type: "Ready", status: "False" },
+        ],
+      },
+    });
+    expect(replicaEventForPod("qwen", gated(true), 8000).tier).toBe("ready");
+    expect(replicaEventForPod("qwen", gated(false), 8000).tier).toBe("waking");
+  });
+
   test("asleep, draining and unrecorded pods are never routable", () => {
     for (const tier of ["asleep-1", "asleep-2", "draining", "waking"])
       expect(replicaEventForPod("qwen", pod({ "snooze.dev/tier": tier }, true), 8000).tier).toBe(tier);

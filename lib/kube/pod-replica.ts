@@ -102,9 +102,12 @@ export function podAddress(pod: Pod, port: number): string | undefined {
 
 /**
  * The replica event an activator derives from a pod. Routable (tier `ready`) only when the
- * autoscaler recorded `ready` AND the kubelet reports the pod Ready: a ready engine whose pod
- * failed its probe, or one whose tier was never recorded, takes no traffic. A pod going away is
- * cold, so the activator drops it at once.
+ * autoscaler recorded `ready` AND the pod's containers pass their readiness probe
+ * (`ContainersReady`): a ready engine whose probe fails, or one whose tier was never recorded,
+ * takes no traffic. Not the pod's Ready, which adds the awake gate the autoscaler opens right after
+ * recording `ready`: that gate is for Services, the HPA and Knative, and waiting for the kubelet to
+ * fold it into Ready added a kubelet round trip (50–100 ms in the e2e suite) to every wake. A pod
+ * going away is cold, so the activator drops it at once.
  */
 export function replicaEventForPod(model: string, pod: Pod, port: number): ReplicaEvent {
   const replica = pod.metadata.name;
@@ -113,8 +116,8 @@ export function replicaEventForPod(model: string, pod: Pod, port: number): Repli
   const recorded = recordedTier(pod);
   const address = podAddress(pod, port);
   let tier: Tier = recorded ?? "starting";
-  // Recorded ready but the kubelet says not Ready: not routable; "waking" keeps held requests waiting.
-  if (tier === "ready" && !podReady(pod)) tier = "waking";
+  // Recorded ready but the probe fails: not routable; "waking" keeps held requests waiting.
+  if (tier === "ready" && !podUp(pod)) tier = "waking";
   const traceparent = isWarming(tier) ? pod.metadata.annotations?.[activationTraceAnnotation] : undefined;
   const endsAt =
     tier === "draining" ? Date.parse(pod.metadata.annotations?.[drainEndsAnnotation] ?? "") : Number.NaN;
