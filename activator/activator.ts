@@ -31,6 +31,7 @@ import { checkEnginePath, type PathCheck, streamingRoutes } from "./openai-path.
 import { forward } from "./proxy.ts";
 import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
 import { type FormFields, nameLookup, resolveModel } from "./resolve-model.ts";
+import { ResponseIds } from "./response-ids.ts";
 import { type SlotWait, slotWait } from "./slot-wait.ts";
 import { EndedEarly, errorAnswer, failedUnder, failedUnderAnswer } from "./upstream-failure.ts";
 
@@ -126,6 +127,8 @@ const unresponsiveEnded = (model: string) =>
  */
 export class Activator {
   readonly routes = new Map<string, ModelRoute>();
+  /** Which model made each Responses API id it passed on: a stored response's routes name none. */
+  private readonly responseIds = new ResponseIds();
   /** The models' order in the settings file (setOrder); none: the order they were added in. */
   private order: readonly string[] = [];
   /** Each id's place in `order`. */
@@ -331,6 +334,7 @@ export class Activator {
     const listed = this.routes.delete(id);
     this.retiring.delete(id);
     this.config.models.delete(id);
+    this.responseIds.forget(id);
     this.dropNames(route.config);
     this.metrics.forget(id);
     void route.close();
@@ -363,7 +367,7 @@ export class Activator {
     // The span is named by the route, never by the client's text; it continues the caller's trace.
     const { span, ctx } = startServerSpan(
       req,
-      check.ok ? check.path : undefined,
+      check.ok ? (check.stored?.route ?? check.path) : undefined,
       clip(target.split("?")[0]!),
     );
     let model = "";
@@ -426,6 +430,42 @@ export class Activator {
   }
 
   /**
+   * The model a stored response's route is for, when its `snooze-model` header names none: the
+   * one whose engine made the response, as its answer said, while that engine still runs, awake or
+   * asleep (the response is in its memory: a stopped engine's went with it, and starting one to
+   * hear so would cost a start). Undefined: the header names the model (`resolveModel`).
+   */
+  private storedBy(
+    req: IncomingMessage,
+    id: string,
+  ): { ok: true; model: string } | { ok: false; error: OpenAIErrorBody } | undefined {
+    if (req.headers["snooze-model"] !== undefined) return undefined;
+    const maker = this.responseIds.makerOf(id);
+    if (maker === undefined)
+      return {
+        ok: false,
+        error: openAIError(
+          `Snooze did not pass on a response \`${clip(id)}\` (it remembers the last 10,000 it did), so it does not know which model's engine keeps it; name the model in the \`snooze-model\` header.`,
+          "invalid_request_error",
+          "response_not_found",
+          "response_id",
+        ),
+      };
+    const replicas = this.routes.get(maker.model)?.replicas() ?? [];
+    if (!replicas.some((replica) => replica.id === maker.replica))
+      return {
+        ok: false,
+        error: openAIError(
+          `The engine of \`${maker.model}\` that made response \`${clip(id)}\` has stopped since, and the responses it kept went with it.`,
+          "invalid_request_error",
+          "response_not_found",
+          "response_id",
+        ),
+      };
+    return { ok: true, model: maker.model };
+  }
+
+  /**
    * A request refused before it could be routed (malformed, headers too large, no or two Host
    * headers, an expectation Snooze cannot meet, CONNECT, a cross-origin request): counted under no
    * model, so the counts match what clients were answered (found by an outside tester).
@@ -461,16 +501,17 @@ export class Activator {
       );
       return 404;
     }
-    if (req.method !== "POST") {
+    const method = check.stored?.method ?? "POST";
+    if (req.method !== method) {
       sendError(
         res,
         405,
         openAIError(
-          `${check.path} takes POST, not ${req.method}.`,
+          `${check.stored?.route ?? check.path} takes ${method}, not ${req.method}.`,
           "invalid_request_error",
           "method_not_allowed",
         ),
-        { allow: "POST" },
+        { allow: method },
       );
       return 405;
     }
@@ -571,20 +612,27 @@ export class Activator {
           ? await readJsonBodyOffLoop(body)
           : undefined;
       // A Knative route names the model by its Host; the body goes to the engine as the client sent it.
+      const learned = check.stored && byHost.kind !== "model" && this.storedBy(req, check.stored.id);
+      if (learned && !learned.ok) {
+        sendError(res, 404, learned.error);
+        return 404;
+      }
       const resolution =
         byHost.kind === "model"
           ? { ok: true as const, model: byHost.model, body, ...bodyFields(req, body, json) }
-          : resolveModel(
-              req.headers,
-              body,
-              this.config.names,
-              (id) => this.routes.get(id)?.config.servedModel,
-              form ? formFields(body, form) : undefined,
-              // The file's order, as /v1/models lists them (found by an outside tester: a model
-              // removed and added back by a reload came last, as the names were added).
-              () => this.routes.keys(),
-              json,
-            );
+          : learned
+            ? { ok: true as const, model: learned.model, body, stream: false }
+            : resolveModel(
+                req.headers,
+                body,
+                this.config.names,
+                (id) => this.routes.get(id)?.config.servedModel,
+                form ? formFields(body, form) : undefined,
+                // The file's order, as /v1/models lists them (found by an outside tester: a model
+                // removed and added back by a reload came last, as the names were added).
+                () => this.routes.keys(),
+                json,
+              );
       if (!resolution.ok) {
         const known = this.hosts?.hosts() ?? [];
         if (resolution.error.error.code === "missing_model" && known.length > 0) {
@@ -814,7 +862,16 @@ export class Activator {
         path,
         body,
         extraHeaders: { ...appended, ...call.headers },
-        tap: call.recording ? call : undefined,
+        // A new response's id is learned from its answer, for its retrieve and cancel.
+        tap:
+          path === "/v1/responses"
+            ? this.responseIds.tap(
+                { model: route.config.id, replica: backend.replica },
+                call.recording ? call : undefined,
+              )
+            : call.recording
+              ? call
+              : undefined,
         firstByteTimeoutMs: timerValue(route.config.firstByteTimeout),
         idleTimeoutMs: timerValue(route.config.idleTimeout),
         onResponse: () =>

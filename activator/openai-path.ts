@@ -54,8 +54,52 @@ const exactRoutes: ReadonlyMap<string, PathCheck> = new Map(
 );
 
 export type PathCheck =
-  /** `path` is the normalised route to forward; the query string is dropped (no route takes one). */
-  { ok: true; path: string } | { ok: false; reason: string };
+  /**
+   * `path` is the normalised route to forward; the query string is dropped (no route takes one but
+   * a stored response's retrieve, whose own parameters `path` carries, re-encoded). `stored`: a
+   * route of one stored response (`storedResponseRoute`), which names no model in its body.
+   */
+  { ok: true; path: string; stored?: StoredResponseRoute } | { ok: false; reason: string };
+
+/**
+ * vLLM's routes of one response it stored (with `VLLM_ENABLE_RESPONSES_API_STORE=1`): retrieve it
+ * (`GET`, or as a stream again with `?stream=true&starting_after=N`) and cancel a background one.
+ * `route` is the template spans are named by: never the id, one per response.
+ */
+export interface StoredResponseRoute {
+  id: string;
+  method: "GET" | "POST";
+  route: "/v1/responses/{response_id}" | "/v1/responses/{response_id}/cancel";
+}
+
+/** A response id as vLLM makes them (`resp_` and hex, or a client's `request_id`): nothing to decode. */
+const responseId = /^[A-Za-z0-9_.~-]{1,256}$/;
+/** The query parameters vLLM's retrieve reads; any other is dropped. */
+const retrieveParameters = new Set(["stream", "starting_after", "include", "include[]"]);
+
+/** The stored-response route a normalised path is, if any, with the path and query to forward. */
+function storedResponseRoute(
+  path: string,
+  query: string,
+): { path: string; stored: StoredResponseRoute } | undefined {
+  const parts = path.split("/");
+  // ["", "v1", "responses", id] or ["", "v1", "responses", id, "cancel"]
+  if (parts.length < 4 || parts.length > 5 || parts[1] !== "v1" || parts[2] !== "responses") return undefined;
+  const id = parts[3]!;
+  if (!responseId.test(id)) return undefined;
+  if (parts.length === 5) {
+    if (parts[4] !== "cancel") return undefined;
+    return { path, stored: { id, method: "POST", route: "/v1/responses/{response_id}/cancel" } };
+  }
+  const kept = new URLSearchParams();
+  for (const [name, value] of new URLSearchParams(query))
+    if (retrieveParameters.has(name)) kept.append(name, value);
+  const search = kept.toString();
+  return {
+    path: search ? `${path}?${search}` : path,
+    stored: { id, method: "GET", route: "/v1/responses/{response_id}" },
+  };
+}
 
 /**
  * Normalises a request target and checks it against `engineRoutes`. Refused outright, before any
@@ -86,8 +130,10 @@ export function checkEnginePath(target: string): PathCheck {
   }
   const path = removeDotSegments(decoded);
   if (path.includes("//")) return { ok: false, reason: "an empty path segment" };
-  if (!engineRoutes.has(path)) return { ok: false, reason: "not an OpenAI route the engine serves" };
-  return { ok: true, path };
+  if (engineRoutes.has(path)) return { ok: true, path };
+  const stored = storedResponseRoute(path, query < 0 ? "" : target.slice(query + 1));
+  if (stored) return { ok: true, ...stored };
+  return { ok: false, reason: "not an OpenAI route the engine serves" };
 }
 
 /** RFC 3986 §5.2.4 on an absolute path: `.` segments go, `..` removes the segment before it. */

@@ -35,6 +35,11 @@ export interface SimOptions {
    * `Authorization: Bearer <key>` are a 401; the sleep API, `/health` and `/metrics` are not guarded.
    */
   apiKey?: string | undefined;
+  /**
+   * vLLM's `VLLM_ENABLE_RESPONSES_API_STORE=1`: responses are kept for a retrieve and `background`
+   * is served. Off by default, as in vLLM.
+   */
+  responsesStore: boolean;
   maxNumSeqs: number;
   maxModelLen: number;
   gpuMemoryUtilization: number;
@@ -69,6 +74,8 @@ export function defaultSimOptions(): SimOptions {
     enableSleepMode: false,
     devMode: process.env.VLLM_SERVER_DEV_MODE === "1",
     apiKey: process.env.VLLM_API_KEY || undefined,
+    // vLLM reads it as an integer flag: "1" on, "0" or unset off.
+    responsesStore: Number(process.env.VLLM_ENABLE_RESPONSES_API_STORE ?? "0") !== 0,
     maxNumSeqs: 256,
     maxModelLen: 4096,
     gpuMemoryUtilization: 0.9,

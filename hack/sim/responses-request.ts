@@ -1,9 +1,8 @@
 /**
  * Reading `/v1/responses` bodies the way vLLM does for a model without a reasoning or tool parser:
  * schema errors first (400 `Bad Request`, like pydantic), then the model (404), then what vLLM
- * refuses while serving. vLLM keeps no response store unless `VLLM_ENABLE_RESPONSES_API_STORE=1`
- * (off by default, and not simulated): `store` is ignored, `background` is refused, and a
- * `previous_response_id` names a response it never kept.
+ * refuses while serving. vLLM keeps no response store unless `VLLM_ENABLE_RESPONSES_API_STORE=1`:
+ * without it `store` is ignored and `background` refused.
  */
 import { laxBool } from "../../lib/lax-bool.ts";
 import { countChatTokens } from "./text.ts";
@@ -11,6 +10,11 @@ import { errorBody, modelNotFound, type SchemaIssue, schemaError, VllmHttpError 
 
 export interface ResponsesRequest {
   stream: boolean;
+  /** Kept for a retrieve: `store` (true by default) on an engine with a store. */
+  store: boolean;
+  /** Answered at once, generated after (needs the store). */
+  background: boolean;
+  previousResponseId: string | undefined;
   /** What the answer may take: `max_output_tokens`, capped by what the context leaves. */
   maxTokens: number;
   /** `max_output_tokens` as asked; undefined: the context's room, which the response reports. */
@@ -37,6 +41,7 @@ export function parseResponsesRequest(
   rawBody: string,
   servedModelNames: readonly string[],
   maxModelLen: number,
+  storeEnabled: boolean,
 ): ResponsesRequest {
   let body: unknown;
   try {
@@ -107,7 +112,7 @@ export function parseResponsesRequest(
   const model = fields.model as string | null | undefined;
   if (model && !servedModelNames.includes(model)) throw modelNotFound(model);
   // `store` defaults to true, as in OpenAI's API; this engine keeps nothing, so it cannot run later.
-  if (background)
+  if (background && !storeEnabled)
     throw responsesError(
       400,
       "This vLLM engine does not support `store=True` and therefore does not support the background mode. " +
@@ -115,8 +120,12 @@ export function parseResponsesRequest(
         "launching the vLLM server.",
       "background",
     );
-  const previous = fields.previous_response_id as string | null | undefined;
-  if (previous) throw responseNotFound(previous);
+  if (background && laxBool(fields.stream) === true)
+    throw responsesError(
+      400,
+      "The simulator does not simulate a background stream; ask without `stream`.",
+      "stream",
+    );
 
   const instructions = (fields.instructions as string | null | undefined) ?? null;
   const messages: { role?: unknown; content?: unknown }[] = [
@@ -139,6 +148,9 @@ export function parseResponsesRequest(
   const room = maxModelLen - tokens;
   return {
     stream: laxBool(fields.stream) === true,
+    store: storeEnabled && laxBool(fields.store) !== false,
+    background,
+    previousResponseId: (fields.previous_response_id as string | null | undefined) || undefined,
     maxTokens: maxOutputTokens === undefined ? room : Math.max(1, Math.min(room, maxOutputTokens)),
     maxOutputTokens,
     instructions,

@@ -13,8 +13,9 @@ import { SimEngine } from "./engine.ts";
 import { modelList, serveGeneration } from "./openai-handler.ts";
 import { type ApiKind, parseOpenAIRequest } from "./openai-request.ts";
 import { resolveSimOptions, type SimOptions } from "./options.ts";
-import { serveResponse } from "./responses-handler.ts";
-import { parseResponsesRequest, responseNotFound } from "./responses-request.ts";
+import { ResponseStore } from "./response-store.ts";
+import { cancelResponse, retrieveResponse, serveResponse } from "./responses-handler.ts";
+import { parseResponsesRequest } from "./responses-request.ts";
 import * as sleepApi from "./sleep-api.ts";
 import { streamTranscription, transcribe } from "./transcription.ts";
 import { internalError, methodNotAllowed, notFoundRoute, VllmHttpError } from "./vllm-error.ts";
@@ -194,13 +195,16 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
     }
     await serveGeneration(engine, request, context.req, context.res);
   };
+  const store = engine.options.responsesStore ? new ResponseStore() : undefined;
+  if (store) stores.set(engine, store);
   const responses = async (_engine: SimEngine, context: RequestContext) => {
     const request = parseResponsesRequest(
       await context.body(),
       engine.options.servedModelNames,
       engine.options.maxModelLen,
+      store !== undefined,
     );
-    await serveResponse(engine, request, context.req, context.res);
+    await serveResponse(engine, request, context.req, context.res, store);
   };
   const transcription =
     (kind: "transcription" | "translation") => async (engine: SimEngine, context: RequestContext) => {
@@ -253,6 +257,8 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
 }
 
 const routeTables = new WeakMap<SimEngine, ReturnType<typeof routes>>();
+/** Each engine's response store, when it has one (`routes` makes it). */
+const stores = new WeakMap<SimEngine, ResponseStore>();
 
 async function handleRequest(
   engine: SimEngine,
@@ -279,7 +285,7 @@ async function handleRequest(
     return;
   }
   try {
-    const methods = table[url.pathname] ?? storedResponseRoutes(url.pathname);
+    const methods = table[url.pathname] ?? storedResponseRoutes(url.pathname, stores.get(engine));
     if (!methods) throw notFoundRoute();
     const route = methods[req.method ?? "GET"] ?? (req.method === "HEAD" ? methods.GET : undefined);
     if (!route) throw methodNotAllowed();
@@ -299,20 +305,21 @@ async function handleRequest(
 }
 
 /**
- * vLLM's routes for a stored response (retrieve, delete, cancel, its input items): without
- * `VLLM_ENABLE_RESPONSES_API_STORE` it keeps none, so each names one it does not have.
+ * vLLM's routes of a stored response: retrieve it, cancel a background one. Without a store
+ * (`VLLM_ENABLE_RESPONSES_API_STORE`) it keeps none, so each names one it does not have.
  */
-function storedResponseRoutes(path: string): Partial<Record<string, Route>> | undefined {
-  const match = /^\/v1\/responses\/([^/]+)(\/cancel|\/input_items)?$/.exec(path);
+function storedResponseRoutes(
+  path: string,
+  store: ResponseStore | undefined,
+): Partial<Record<string, Route>> | undefined {
+  const match = /^\/v1\/responses\/([^/]+)(\/cancel)?$/.exec(path);
   if (!match) return undefined;
-  const notFound = () => {
-    let id = match[1]!;
-    try {
-      id = decodeURIComponent(id);
-    } catch {}
-    throw responseNotFound(id);
-  };
-  return match[2] === "/cancel" ? { POST: notFound } : { GET: notFound, DELETE: notFound };
+  let id = match[1]!;
+  try {
+    id = decodeURIComponent(id);
+  } catch {}
+  if (match[2] === "/cancel") return { POST: (_e, c) => send(c.res, 200, cancelResponse(store, id)) };
+  return { GET: (_e, c) => send(c.res, 200, retrieveResponse(store, id, c.query)) };
 }
 
 /** Whether a request passes vLLM's `--api-key` check: `Authorization: Bearer <key>` under `/v1`. */

@@ -192,7 +192,20 @@ describe("checkEnginePath", () => {
       "?",
       "#",
     );
-    const words = fc.constantFrom("v1", "chat", "completions", "sleep", "..", ".", "%2e", "%2f", "//");
+    const words = fc.constantFrom(
+      "v1",
+      "chat",
+      "completions",
+      "responses",
+      "resp_1",
+      "cancel",
+      "sleep",
+      "..",
+      ".",
+      "%2e",
+      "%2f",
+      "//",
+    );
     const target = fc.oneof(
       fc.array(fc.oneof(alphabet, words), { maxLength: 20 }).map((parts) => `/${parts.join("")}`),
       fc.array(words, { maxLength: 6 }).map((parts) => `/v1/${parts.join("/")}`),
@@ -202,10 +215,17 @@ describe("checkEnginePath", () => {
       fc.property(target, (raw) => {
         const check = checkEnginePath(raw);
         if (!check.ok) return;
-        expect(engineRoutes.has(check.path)).toBe(true);
-        expect(check.path).toMatch(/^[a-z0-9/]+$/);
+        const path = check.path.split("?")[0]!;
+        if (check.stored) {
+          // One stored response's route: its id one segment of safe characters, nothing after but cancel.
+          expect(path).toMatch(/^\/v1\/responses\/[A-Za-z0-9_.~-]+(\/cancel)?$/);
+          expect(path.split("/")[3]).toBe(check.stored.id);
+        } else {
+          expect(engineRoutes.has(path)).toBe(true);
+          expect(path).toMatch(/^[a-z0-9/]+$/);
+        }
         // An engine that resolves the raw text itself (WHATWG URL, as the sim does) lands on the same route.
-        expect(decodeURIComponent(new URL(raw, "http://engine").pathname)).toBe(check.path);
+        expect(decodeURIComponent(new URL(raw, "http://engine").pathname)).toBe(path);
       }),
       { numRuns: 5_000, seed: 11 },
     );
@@ -218,5 +238,20 @@ describe("checkEnginePath", () => {
     expect(checkEnginePath("/v1/%2e%2e/v1/completions")).toEqual({ ok: true, path: "/v1/completions" });
     expect(checkEnginePath("/v1/%zz").ok).toBe(false);
     expect(checkEnginePath("http://engine/v1/completions").ok).toBe(false);
+    // A stored response's routes: the id kept, the retrieve's own parameters re-encoded, others dropped.
+    expect(checkEnginePath("/v1/responses/resp_1?stream=true&starting_after=3&x=1")).toEqual({
+      ok: true,
+      path: "/v1/responses/resp_1?stream=true&starting_after=3",
+      stored: { id: "resp_1", method: "GET", route: "/v1/responses/{response_id}" },
+    });
+    expect(checkEnginePath("/v1/responses/resp_1/cancel?x=1")).toEqual({
+      ok: true,
+      path: "/v1/responses/resp_1/cancel",
+      stored: { id: "resp_1", method: "POST", route: "/v1/responses/{response_id}/cancel" },
+    });
+    expect(checkEnginePath("/v1/responses/resp_1/../../../sleep").ok).toBe(false);
+    expect(checkEnginePath("/v1/responses/resp_1/input_items").ok).toBe(false);
+    expect(checkEnginePath("/v1/responses/a%20b").ok).toBe(false);
+    expect(checkEnginePath("/v1/responses/resp_1/cancel/x").ok).toBe(false);
   });
 });

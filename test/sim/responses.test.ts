@@ -105,6 +105,51 @@ describe("the Responses API", () => {
   });
 });
 
+describe("the Responses API with vLLM's store (VLLM_ENABLE_RESPONSES_API_STORE=1)", () => {
+  test("a response is kept for a retrieve; a later one may follow it by previous_response_id", async () => {
+    const engine = await sim({ servedModelNames: ["qwen"], responsesStore: true });
+    const sdk = client(engine.url);
+    const made = await sdk.responses.create({ model: "qwen", input: "hi" });
+    const retrieved = await sdk.responses.retrieve(made.id);
+    expect(retrieved).toMatchObject({ id: made.id, status: "completed", output_text: made.output_text });
+    const next = await sdk.responses.create({ model: "qwen", input: "more", previous_response_id: made.id });
+    expect(next.previous_response_id).toBe(made.id);
+    // Not kept when the client says so.
+    const unkept = await sdk.responses.create({ model: "qwen", input: "hi", store: false });
+    await expect(sdk.responses.retrieve(unkept.id)).rejects.toMatchObject({ status: 404 });
+    // A stream is kept too, as its completed response.
+    const stream = await sdk.responses.create({ model: "qwen", input: "hi", stream: true });
+    let id = "";
+    for await (const event of stream) if (event.type === "response.completed") id = event.response.id;
+    expect((await sdk.responses.retrieve(id)).status).toBe("completed");
+  });
+
+  test("a background response: queued at once, completed later; one still running can be cancelled", async () => {
+    // Slow tokens (×0.01 time scale: 1 s each is 10 ms), so the cancel comes while it runs.
+    const engine = await sim({ servedModelNames: ["qwen"], responsesStore: true, itlMs: 1_000 });
+    const sdk = client(engine.url);
+    const queued = await sdk.responses.create({ model: "qwen", input: "hi", background: true });
+    expect(queued.status).toBe("queued");
+    let done = await sdk.responses.retrieve(queued.id);
+    for (let i = 0; i < 200 && done.status === "in_progress"; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      done = await sdk.responses.retrieve(queued.id);
+    }
+    expect(done.status).toBe("completed");
+    expect(done.output_text.length).toBeGreaterThan(0);
+    await expect(sdk.responses.cancel(queued.id)).rejects.toMatchObject({ status: 400 });
+    const running = await sdk.responses.create({
+      model: "qwen",
+      input: "hi",
+      background: true,
+      max_output_tokens: 500,
+    });
+    const cancelled = await sdk.responses.cancel(running.id);
+    expect(cancelled.status).toBe("cancelled");
+    expect((await sdk.responses.retrieve(running.id)).status).toBe("cancelled");
+  });
+});
+
 function textOf(response: OpenAI.Responses.Response): string {
   return response.output
     .flatMap((item) => (item.type === "message" ? item.content : []))

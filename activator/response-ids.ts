@@ -1,0 +1,75 @@
+/**
+ * Which model answered each Responses API id, learned from the answers the activator passes on: a
+ * stored response's retrieve and cancel (`GET /v1/responses/{id}`, `POST …/cancel`) name no model,
+ * and only the engine that made a response has it (vLLM keeps them in its memory, with
+ * `VLLM_ENABLE_RESPONSES_API_STORE=1`). The id is in an answer's first bytes: a JSON response
+ * begins `{"id":"resp_…"`, a stream's first event is `response.created`, whose `response` begins
+ * the same. The most recent `limit` ids are kept; a request for an older one names its model in
+ * the `snooze-model` header.
+ */
+export class ResponseIds {
+  private readonly makers = new Map<string, Maker>();
+  private readonly limit: number;
+
+  constructor(limit = 10_000) {
+    this.limit = limit;
+  }
+
+  /** The model and replica whose engine made response `id`, if it passed here. */
+  makerOf(id: string): Maker | undefined {
+    return this.makers.get(id);
+  }
+
+  /** A model went (a reload removed it): its responses went with its engine. */
+  forget(model: string): void {
+    for (const [id, maker] of this.makers) if (maker.model === model) this.makers.delete(id);
+  }
+
+  /**
+   * A tap for one `POST /v1/responses` answer from the engine of `maker`: reads the id from its
+   * first bytes, then passes every call on to `next` (tracing's tap), untouched.
+   */
+  tap(maker: Maker, next?: AnswerTap): AnswerTap {
+    let head = "";
+    let done = false;
+    return {
+      response: (status, contentType) => {
+        // Only a success carries a response; an error's body is no place to look.
+        if (status >= 300) done = true;
+        next?.response(status, contentType);
+      },
+      chunk: (chunk) => {
+        if (!done) {
+          head += chunk.toString("latin1", 0, Math.min(chunk.length, idWithin - head.length));
+          const found = idPattern.exec(head);
+          if (found) this.learn(found[1]!, maker);
+          if (found || head.length >= idWithin) done = true;
+        }
+        next?.chunk(chunk);
+      },
+    };
+  }
+
+  private learn(id: string, maker: Maker): void {
+    this.makers.delete(id);
+    this.makers.set(id, maker);
+    if (this.makers.size > this.limit) this.makers.delete(this.makers.keys().next().value!);
+  }
+}
+
+/** The engine that made a response: its model, and which of the model's replicas. */
+export interface Maker {
+  model: string;
+  replica: string;
+}
+
+/** What sees an engine's answer go by (the relay's `tap`). */
+export interface AnswerTap {
+  response(status: number, contentType: string): void;
+  chunk(chunk: Buffer): void;
+}
+
+/** How far into an answer its id is looked for: it is the first field of the first object. */
+const idWithin = 4096;
+/** The first `"id"` of the answer: the response's (a stream's event type and sequence come around it). */
+const idPattern = /"id"\s*:\s*"([A-Za-z0-9_.~-]{1,256})"/;
