@@ -1094,7 +1094,14 @@ export class Activator {
     if (!route) return;
     this.retiring.get(model)?.idle();
     this.metrics.inFlight.set({ model }, route.inFlight);
-    this.controlPlane.stats(model, route.inFlight, route.held, route.oldestHeldMs(), route.flow);
+    this.controlPlane.stats(
+      model,
+      route.inFlight,
+      route.held,
+      route.oldestHeldMs(),
+      route.flow,
+      route.routed(),
+    );
   }
 }
 

@@ -158,7 +158,14 @@ export class KubeControlPlane implements ControlPlane {
     return this.loadSeq;
   }
 
-  stats(model: string, inFlight: number, held: number, oldestHeldMs?: number, flow?: Flow): void {
+  stats(
+    model: string,
+    inFlight: number,
+    held: number,
+    oldestHeldMs?: number,
+    flow?: Flow,
+    routed?: readonly string[],
+  ): void {
     this.pendingStats.set(model, {
       inFlight,
       held,
@@ -169,6 +176,7 @@ export class KubeControlPlane implements ControlPlane {
       ...(flow
         ? { arrived: flow.arrived, completed: flow.completed, serviceMs: Math.round(flow.serviceMs) }
         : {}),
+      ...(routed ? { routed: [...routed] } : {}),
     });
     if (this.flushScheduled) return;
     this.flushScheduled = true;

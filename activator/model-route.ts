@@ -194,6 +194,13 @@ export class ModelRoute {
     }));
   }
 
+  /** The replicas requests go to now (ready), as this activator sees them: what its reports name. */
+  routed(): string[] {
+    const out: string[] = [];
+    for (const backend of this.backends.values()) if (backend.tier === "ready") out.push(backend.replica);
+    return out;
+  }
+
   get latestEvent(): ReplicaEvent | undefined {
     return this.lastEvent;
   }

@@ -257,10 +257,11 @@ export class Autoscaler {
     held: number,
     oldestHeldMs?: number,
     flow?: Flow,
+    routed?: readonly string[],
   ): boolean {
     const controller = this.byId.get(id);
     if (!controller?.isLeading) return false;
-    controller.stats(activator, inFlight, held, oldestHeldMs, flow);
+    controller.stats(activator, inFlight, held, oldestHeldMs, flow, routed);
     return true;
   }
 

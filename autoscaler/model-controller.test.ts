@@ -254,6 +254,54 @@ describe("the ladder on the clock", () => {
     expect(h.eventsOf("m").at(-1)).not.toHaveProperty("endsAt");
   });
 
+  test("a drain waits until no activator that names its replicas still routes to this one (a pod watch that lags)", async () => {
+    const { h, id, engine } = await readyModel();
+    // On Kubernetes an activator learns of the drain from its pod watch; its reports say which
+    // replicas it still sends requests to. One that has not seen the drain keeps naming this one.
+    const report = (routed: string[]) =>
+      h.autoscaler.stats("kube-a", "m", 0, 0, undefined, undefined, routed);
+    report([id]);
+    await h.advance(60_000);
+    expect(h.tiers("m")).toEqual(["draining"]);
+    for (let i = 0; i < 5; i++) {
+      report([id]);
+      await h.advance(1_000);
+    }
+    expect(engine.calls).toEqual([]);
+    // Its watch caught up: it routes to the replica no more, and the engine sleeps.
+    report([]);
+    await h.advance(100);
+    expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+  });
+
+  test("an activator still routing to the replica at the drain's end keeps it awake; the next idle time tries again", async () => {
+    const { h, id, engine } = await readyModel(oneModel("    drainTimeout: 10s"));
+    const report = (routed: string[]) =>
+      h.autoscaler.stats("kube-a", "m", 0, 0, undefined, undefined, routed);
+    report([id]);
+    await h.advance(60_000);
+    for (let i = 0; i < 10; i++) {
+      report([id]);
+      await h.advance(1_000);
+    }
+    await h.settle();
+    expect(h.tiers("m")).toEqual(["draining", "ready"]);
+    expect(engine.calls).toEqual([]);
+    // An activator whose last word predates the drain counts as not having seen it either.
+    await h.advance(60_000);
+    expect(h.tiers("m")).toEqual(["draining", "ready", "draining"]);
+    await h.advance(10_000);
+    expect(h.tiers("m")).toEqual(["draining", "ready", "draining", "ready"]);
+    // Its watch caught up: reporting every second as activators do, it names the replica no more.
+    for (let i = 0; i < 62; i++) {
+      report([]);
+      await h.advance(1_000);
+    }
+    expect(h.tiers("m").slice(-2)).toEqual(["draining", "asleep-1"]);
+    expect(engine.calls).toEqual(["sleep(1,wait)"]);
+  });
+
   test("asleep-1 for deepSleepAfter: wake(1) then sleep(2), straight to asleep-2", async () => {
     const { h, engine } = await readyModel();
     await h.advance(60_000);

@@ -151,6 +151,8 @@ interface Load {
   at: number;
   /** The activator's recent stats reports, oldest first (the demand metric's rates; demand-metric.ts). */
   reports?: FlowReport[];
+  /** The replicas it sent requests to at its last report that said (`at`): a drain waits for it. */
+  routed?: { replicas: readonly string[]; at: number };
 }
 
 /** What the admin API and `snooze status` show of a model. */
@@ -416,6 +418,8 @@ export class ModelController {
       heldSince: load?.oldestHeldMs !== undefined ? now - load.oldestHeldMs : (entry?.heldSince ?? now),
       at: now,
       ...(entry?.reports ? { reports: entry.reports } : {}),
+      // A demand says nothing of the replicas: the last report's word, with its own time, stands.
+      ...(entry?.routed ? { routed: entry.routed } : {}),
     });
     this.lastActive = now;
     this.parked = undefined;
@@ -429,10 +433,21 @@ export class ModelController {
     this.changed();
   }
 
-  /** `oldestHeldMs`: how long the oldest request held there has waited, when the activator knows. */
-  stats(activator: string, inFlight: number, held: number, oldestHeldMs?: number, flow?: Flow): void {
+  /**
+   * `oldestHeldMs`: how long the oldest request held there has waited, when the activator knows.
+   * `routed`: the replicas it sends requests to, as it sees them (undefined: it does not say).
+   */
+  stats(
+    activator: string,
+    inFlight: number,
+    held: number,
+    oldestHeldMs?: number,
+    flow?: Flow,
+    routed?: readonly string[],
+  ): void {
     const now = this.deps.clock.now();
     const before = this.activators.get(activator);
+    const seen = routed ? { replicas: routed, at: now } : before?.routed;
     if (
       before !== undefined &&
       !reportNeedsPass({
@@ -451,6 +466,7 @@ export class ModelController {
       if (inFlight > 0 || before.inFlight > 0) this.lastActive = now;
       before.inFlight = inFlight;
       before.at = now;
+      if (seen) before.routed = seen;
       this.learner.activity(now, this.busyWithRequests(now));
       for (const settle of this.settleWaiters) settle();
       return;
@@ -461,7 +477,14 @@ export class ModelController {
     const reports = flow
       ? trimReports([...(before?.reports ?? []), { at: now, inFlight, held, ...flow }], now)
       : undefined;
-    this.activators.set(activator, { inFlight, held, heldSince, at: now, ...(reports ? { reports } : {}) });
+    this.activators.set(activator, {
+      inFlight,
+      held,
+      heldSince,
+      at: now,
+      ...(reports ? { reports } : {}),
+      ...(seen ? { routed: seen } : {}),
+    });
     this.learner.activity(now, this.busyWithRequests(now));
     // The report that says the work ended counts as activity too: the idle clock starts there.
     if (inFlight > 0 || held > 0 || (before && (before.inFlight > 0 || before.held > 0))) {
@@ -1968,7 +1991,7 @@ export class ModelController {
           await this.pause(graceEnd - this.deps.clock.now());
         while (record.tier === "draining" && this.deps.clock.now() < deadline) {
           this.guard(leadership);
-          if (await this.idle(record, engine)) {
+          if (await this.idle(record, engine, started)) {
             idle = true;
             break;
           }
@@ -1982,6 +2005,19 @@ export class ModelController {
       this.lastRelease = { drainMs: drained - started, sleepMs: 0 };
       this.guard(leadership);
       if (record.tier !== "draining" || !this.present(record)) return; // taken back by demand, or gone
+      const lagging = this.routedBy(record, started);
+      if (lagging !== undefined) {
+        // Asleep, it would hang whatever that activator still sends it: it stays awake, and its
+        // idle time starts again.
+        this.log.warn("an activator still routes to the replica at the drain's end; it stays awake", {
+          replica: record.replica.id,
+          activator: lagging,
+        });
+        record.coolUntil = this.deps.clock.now() + failedOperationCoolMs;
+        this.lastActive = this.deps.clock.now();
+        await this.setTier(record, "ready");
+        return;
+      }
       // From here on the engine is going down; requests arriving now wait for the next wake.
       record.leaving = true;
       this.releaseSentAt = this.deps.clock.now();
@@ -2051,12 +2087,34 @@ export class ModelController {
   }
 
   /** Drained: the engine runs and queues nothing, and no activator has a request in flight to it. */
-  private async idle(record: ReplicaRecord, engine: ReturnType<Platform["engine"]>): Promise<boolean> {
+  private async idle(
+    record: ReplicaRecord,
+    engine: ReturnType<Platform["engine"]>,
+    since: number,
+  ): Promise<boolean> {
+    if (this.routedBy(record, since) !== undefined) return false;
     const others = [...this.records.values()].some((r) => r !== record && r.tier === "ready");
     // With other ready replicas the model's in-flight count is theirs too; the drain grace covers ours.
     if (!others && this.load().inFlight > 0) return false;
     const load = await engine.load(1_000).catch(() => ({ running: 0, waiting: 0 }));
     return load.running + load.waiting === 0;
+  }
+
+  /**
+   * A live activator that may still send requests to `record`: its last report since `since` (the
+   * drain's start) names it, or it has not reported since (its word predates the drain). On
+   * Kubernetes an activator learns of the drain from its pod watch, which lags while the API server
+   * is away or the watch is in back-off: a replica put to sleep then would get its requests and
+   * hang them (found by the API server restart e2e test). Activators that do not say (local mode)
+   * are not waited for.
+   */
+  private routedBy(record: ReplicaRecord, since: number): string | undefined {
+    const now = this.deps.clock.now();
+    for (const [activator, entry] of this.activators) {
+      if (!entry.routed || now - entry.at > this.deps.activatorExpiryMs) continue;
+      if (entry.routed.at < since || entry.routed.replicas.includes(record.replica.id)) return activator;
+    }
+    return undefined;
   }
 
   /** Waits on the controller's clock; a stats report ends the wait early. */

@@ -10,9 +10,18 @@ export interface ControlPlane {
   demand(model: string, hint?: DemandHint): void;
   /**
    * The activator's load for `model`: requests in flight to its replicas, requests held, and how
-   * long the oldest held request has waited (ms; the slot arbiter orders members by it).
+   * long the oldest held request has waited (ms; the slot arbiter orders members by it). `routed`:
+   * the replicas it sends requests to now, as it sees them (on Kubernetes its view of the pods may
+   * lag: a drain waits until it no longer names the replica).
    */
-  stats(model: string, inFlight: number, held: number, oldestHeldMs?: number, flow?: Flow): void;
+  stats(
+    model: string,
+    inFlight: number,
+    held: number,
+    oldestHeldMs?: number,
+    flow?: Flow,
+    routed?: readonly string[],
+  ): void;
   /** Replica events, starting with the current state of every known replica. Returns unsubscribe. */
   watch(listener: (event: ReplicaEvent) => void): () => void;
 }

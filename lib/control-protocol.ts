@@ -58,6 +58,8 @@ export interface StatsBody {
     arrived?: number;
     completed?: number;
     serviceMs?: number;
+    /** The replicas the activator sends this model's requests to, as it sees them (ControlPlane.stats). */
+    routed?: string[];
   }[];
 }
 
@@ -144,7 +146,8 @@ export function isStatsBody(value: unknown): value is StatsBody {
         (m.oldestHeldMs === undefined || (typeof m.oldestHeldMs === "number" && m.oldestHeldMs >= 0)) &&
         (m.arrived === undefined || (Number.isInteger(m.arrived) && m.arrived >= 0)) &&
         (m.completed === undefined || (Number.isInteger(m.completed) && m.completed >= 0)) &&
-        (m.serviceMs === undefined || (typeof m.serviceMs === "number" && m.serviceMs >= 0)),
+        (m.serviceMs === undefined || (typeof m.serviceMs === "number" && m.serviceMs >= 0)) &&
+        (m.routed === undefined || (Array.isArray(m.routed) && m.routed.every((r) => typeof r === "string"))),
     )
   );
 }

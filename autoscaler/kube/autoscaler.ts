@@ -536,7 +536,15 @@ export class KubeAutoscaler {
           ? { arrived: entry.arrived, completed: entry.completed, serviceMs: entry.serviceMs }
           : undefined;
       if (
-        this.core.stats(body.activator, entry.model, entry.inFlight, entry.held, entry.oldestHeldMs, flow)
+        this.core.stats(
+          body.activator,
+          entry.model,
+          entry.inFlight,
+          entry.held,
+          entry.oldestHeldMs,
+          flow,
+          entry.routed,
+        )
       ) {
         this.loadChanged(entry.model, false);
         continue;

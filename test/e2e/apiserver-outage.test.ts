@@ -1,8 +1,10 @@
+import { readFile, writeFile } from "node:fs/promises";
 import { describe, expect, test } from "vitest";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
 import { complete, modelObject, simDeployment, tierOf } from "./components/snooze.ts";
 import { usingExistingCluster } from "./harness/control-plane.ts";
+import { startTcpService, type TcpService } from "./harness/tcp-service.ts";
 import { waitFor } from "./harness/wait.ts";
 
 /**
@@ -12,9 +14,12 @@ import { waitFor } from "./harness/wait.ts";
  * (the `draining` it writes first hangs with the API server). A wake does need it, as Knative's
  * scale from zero does: activators learn a replica's tier from its pod, so a request for a sleeping
  * model is held through the outage and answered once the API server is back. The outages stay
- * under kube-controller-manager's and the leases' deadlines.
+ * under kube-controller-manager's and the leases' deadlines. Snooze's components reach the API
+ * server through a TCP relay, which can also reset every connection and refuse new ones for a while,
+ * as a restarting API server does.
  */
 const model = "qwen";
+let relay: TcpService | undefined;
 const suite = kubeSnoozeSuite({
   namespace: "snooze-e2e-outage",
   objects: async ({ admin, ns, cluster }) => {
@@ -24,6 +29,19 @@ const suite = kubeSnoozeSuite({
       modelObject(model, { model, sleepAfter: "2s", maxReplicas: 1, port: 8000 }),
     );
   },
+  start: async (suite) => {
+    const server = new URL(suite.cluster.info.server);
+    relay = await startTcpService([server.host]);
+    // The serving certificate names 127.0.0.1, whatever the port: TLS passes through the relay.
+    for (const path of [suite.kubeconfigs.autoscaler, suite.kubeconfigs.activator])
+      await writeFile(
+        path,
+        (await readFile(path, "utf8")).replaceAll(server.origin, `https://${relay.address}`),
+      );
+    await suite.startAutoscaler("autoscaler-a");
+    suite.activator = await suite.startActivator("activator-a");
+  },
+  teardown: () => relay?.close(),
 });
 
 const logs = () => suite.logs(40, 30);
@@ -75,6 +93,8 @@ describe.skipIf(usingExistingCluster())("kube-apiserver hangs while Snooze runs"
   });
 
   test("a request for a sleeping model is held through the outage and answered after it", async () => {
+    const started = await complete(suite.activator.url, model);
+    expect(started.status, started.text).toBe(200);
     await waitPods("the pod asleep", asleep);
     const resume = pauseApiServer();
     let answer: ReturnType<typeof complete> | undefined;
@@ -89,10 +109,34 @@ describe.skipIf(usingExistingCluster())("kube-apiserver hangs while Snooze runs"
       resume();
     }
     const resumedAt = performance.now();
-    const held = await answer;
+    const held = await answer!.catch((error: Error) => ({ status: 0, text: String(error), ms: 0 }));
     expect(held.status, `${held.text}\n${logs()}`).toBe(200);
     // Answered within seconds of the API server's return, not after a watch's stale timeout.
     expect(performance.now() - resumedAt, logs()).toBeLessThan(15_000);
     await waitPods("the pod asleep again", asleep);
+  });
+
+  test("kube-apiserver restarts (every connection reset, new ones refused for 5 s): served meanwhile, then the watches resume", async () => {
+    const first = await complete(suite.activator.url, model);
+    expect(first.status, first.text).toBe(200);
+    const upstream = relay!.backends;
+    relay!.backends = ["127.0.0.1:1"];
+    relay!.reset();
+    try {
+      const during = await complete(suite.activator.url, model, 5_000);
+      expect(during.status, during.text).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 4_000));
+    } finally {
+      relay!.backends = upstream;
+    }
+    // The components list and watch again: the idle model sleeps, and a request wakes it.
+    await waitPods("the pod asleep after the restart", asleep, 45_000);
+    const woken = await complete(suite.activator.url, model, 30_000).catch((error: Error) => ({
+      status: 0,
+      text: String(error),
+      ms: 0,
+    }));
+    expect(woken.status, `${woken.text}\n${logs()}`).toBe(200);
+    expect(suite.autoscaler.process.tail(400)).toMatch(/list or watch failed; retrying/);
   });
 });

@@ -120,7 +120,7 @@ export function kubeSnoozeSuite(options: KubeSnoozeSuiteOptions): KubeSnoozeSuit
       });
     },
     logs: (autoscalerLines, activatorLines) =>
-      `autoscaler:\n${autoscaler?.process.tail(autoscalerLines)}\nactivator:\n${activator?.process.tail(activatorLines)}`,
+      `autoscaler:\n${(autoscaler ?? autoscalers.values().next().value)?.process.tail(autoscalerLines)}\nactivator:\n${activator?.process.tail(activatorLines)}`,
   };
 
   beforeAll(async () => {

@@ -14,6 +14,8 @@ export interface TcpService {
   backends: string[];
   /** Connections per backend so far. */
   readonly counts: Map<string, number>;
+  /** Resets every connection through it, as a backend that restarts does; the listener stays. */
+  reset(): void;
   close(): Promise<void>;
 }
 
@@ -21,7 +23,10 @@ export async function startTcpService(backends: string[]): Promise<TcpService> {
   let next = 0;
   const sockets = new Set<Socket>();
   const counts = new Map<string, number>();
-  const service: TcpService = { address: "", backends: [...backends], counts, close };
+  const reset = () => {
+    for (const socket of sockets) socket.resetAndDestroy();
+  };
+  const service: TcpService = { address: "", backends: [...backends], counts, reset, close };
 
   const dial = (address: string) =>
     new Promise<Socket>((resolve, reject) => {
