@@ -4,12 +4,12 @@
  * errors while serving (400 `BadRequestError`), then the model (404).
  */
 import { laxBool } from "../../lib/lax-bool.ts";
+import { requestFields } from "./request-fields.ts";
 import { countChatTokens, countTokens } from "./text.ts";
 import {
   badRequest,
   invalidParameter,
   modelNotFound,
-  type SchemaIssue,
   schemaError,
   type VllmHttpError,
 } from "./vllm-error.ts";
@@ -38,41 +38,10 @@ export function parseOpenAIRequest(
   servedModelNames: readonly string[],
   maxModelLen: number,
 ): OpenAIRequest {
-  let body: unknown;
-  try {
-    body = JSON.parse(rawBody);
-  } catch {
-    throw schemaError([{ type: "json_invalid", loc: "body.0", msg: "JSON decode error", input: {} }]);
-  }
-  if (!body || typeof body !== "object" || Array.isArray(body)) {
-    throw schemaError([
-      {
-        type: "model_attributes_type",
-        loc: "body",
-        msg: "Input should be a valid dictionary or object to extract fields from",
-        input: body,
-      },
-    ]);
-  }
-  const fields = body as Record<string, unknown>;
-  const issues: SchemaIssue[] = [];
-  const check = (name: string, ok: (value: unknown) => boolean, type: string, msg: string) => {
-    const value = fields[name];
-    if (value !== undefined && value !== null && !ok(value))
-      issues.push({ type, loc: `body.${name}`, msg, input: value });
-  };
+  const { fields, issues, check, checkBool } = requestFields(rawBody);
+  const body = fields;
   const isInt = (value: unknown) => Number.isInteger(value);
   check("model", (v) => typeof v === "string", "string_type", "Input should be a valid string");
-  // Lax, as pydantic reads them: "true", 1, "yes" are true (lib/lax-bool.ts).
-  const checkBool = (name: string) =>
-    typeof fields[name] === "string" || typeof fields[name] === "number"
-      ? check(
-          name,
-          (v) => laxBool(v) !== undefined,
-          "bool_parsing",
-          "Input should be a valid boolean, unable to interpret input",
-        )
-      : check(name, (v) => typeof v === "boolean", "bool_type", "Input should be a valid boolean");
   checkBool("stream");
   for (const name of ["max_tokens", "max_completion_tokens", "min_tokens", "n", "seed"]) {
     check(name, isInt, "int_type", "Input should be a valid integer");

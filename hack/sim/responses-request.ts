@@ -5,8 +5,9 @@
  * without it `store` is ignored and `background` refused.
  */
 import { laxBool } from "../../lib/lax-bool.ts";
+import { requestFields } from "./request-fields.ts";
 import { countChatTokens } from "./text.ts";
-import { errorBody, modelNotFound, type SchemaIssue, schemaError, VllmHttpError } from "./vllm-error.ts";
+import { errorBody, modelNotFound, schemaError, VllmHttpError } from "./vllm-error.ts";
 
 export interface ResponsesRequest {
   stream: boolean;
@@ -43,28 +44,8 @@ export function parseResponsesRequest(
   maxModelLen: number,
   storeEnabled: boolean,
 ): ResponsesRequest {
-  let body: unknown;
-  try {
-    body = JSON.parse(rawBody);
-  } catch {
-    throw schemaError([{ type: "json_invalid", loc: "body.0", msg: "JSON decode error", input: {} }]);
-  }
-  if (!body || typeof body !== "object" || Array.isArray(body))
-    throw schemaError([
-      {
-        type: "model_attributes_type",
-        loc: "body",
-        msg: "Input should be a valid dictionary or object to extract fields from",
-        input: body,
-      },
-    ]);
-  const fields = body as Record<string, unknown>;
-  const issues: SchemaIssue[] = [];
-  const check = (name: string, ok: (value: unknown) => boolean, type: string, msg: string) => {
-    const value = fields[name];
-    if (value !== undefined && value !== null && !ok(value))
-      issues.push({ type, loc: `body.${name}`, msg, input: value });
-  };
+  const { fields, issues, check, checkBool } = requestFields(rawBody);
+  const body = fields;
   const string = (v: unknown) => typeof v === "string";
   const number = (v: unknown) => typeof v === "number" && Number.isFinite(v);
   check("model", string, "string_type", "Input should be a valid string");
@@ -74,8 +55,7 @@ export function parseResponsesRequest(
   check("seed", Number.isInteger, "int_type", "Input should be a valid integer");
   check("temperature", number, "float_type", "Input should be a valid number");
   check("top_p", number, "float_type", "Input should be a valid number");
-  for (const name of ["stream", "store", "background"])
-    check(name, (v) => laxBool(v) !== undefined, "bool_parsing", "Input should be a valid boolean");
+  for (const name of ["stream", "store", "background"]) checkBool(name);
   const input = fields.input;
   const items = Array.isArray(input) ? input : undefined;
   if (input === undefined || input === null)

@@ -1,0 +1,52 @@
+/**
+ * A request body's fields as vLLM's pydantic models read them, shared by its OpenAI routes: the
+ * body must be a JSON object, and each field's type is checked where it is given (null counts as
+ * absent), every failure collected to be told at once (`schemaError`).
+ */
+import { laxBool } from "../../lib/lax-bool.ts";
+import { type SchemaIssue, schemaError } from "./vllm-error.ts";
+
+export interface RequestFields {
+  fields: Record<string, unknown>;
+  issues: SchemaIssue[];
+  /** Records an issue when field `name` is given and `ok` refuses it. */
+  check(name: string, ok: (value: unknown) => boolean, type: string, msg: string): void;
+  /** A boolean read as pydantic's lax mode does: `"true"`, `1`, `"yes"` are true (lib/lax-bool.ts). */
+  checkBool(name: string): void;
+}
+
+/** Parses `rawBody` as a JSON object, else throws the schema error vLLM answers with. */
+export function requestFields(rawBody: string): RequestFields {
+  let body: unknown;
+  try {
+    body = JSON.parse(rawBody);
+  } catch {
+    throw schemaError([{ type: "json_invalid", loc: "body.0", msg: "JSON decode error", input: {} }]);
+  }
+  if (!body || typeof body !== "object" || Array.isArray(body))
+    throw schemaError([
+      {
+        type: "model_attributes_type",
+        loc: "body",
+        msg: "Input should be a valid dictionary or object to extract fields from",
+        input: body,
+      },
+    ]);
+  const fields = body as Record<string, unknown>;
+  const issues: SchemaIssue[] = [];
+  const check = (name: string, ok: (value: unknown) => boolean, type: string, msg: string) => {
+    const value = fields[name];
+    if (value !== undefined && value !== null && !ok(value))
+      issues.push({ type, loc: `body.${name}`, msg, input: value });
+  };
+  const checkBool = (name: string) =>
+    typeof fields[name] === "string" || typeof fields[name] === "number"
+      ? check(
+          name,
+          (v) => laxBool(v) !== undefined,
+          "bool_parsing",
+          "Input should be a valid boolean, unable to interpret input",
+        )
+      : check(name, (v) => typeof v === "boolean", "bool_type", "Input should be a valid boolean");
+  return { fields, issues, check, checkBool };
+}
