@@ -430,42 +430,6 @@ export class Activator {
   }
 
   /**
-   * The model a stored response's route is for, when its `snooze-model` header names none: the
-   * one whose engine made the response, as its answer said, while that engine still runs, awake or
-   * asleep (the response is in its memory: a stopped engine's went with it, and starting one to
-   * hear so would cost a start). Undefined: the header names the model (`resolveModel`).
-   */
-  private storedBy(
-    req: IncomingMessage,
-    id: string,
-  ): { ok: true; model: string } | { ok: false; error: OpenAIErrorBody } | undefined {
-    if (req.headers["snooze-model"] !== undefined) return undefined;
-    const maker = this.responseIds.makerOf(id);
-    if (maker === undefined)
-      return {
-        ok: false,
-        error: openAIError(
-          `Snooze did not pass on a response \`${clip(id)}\` (it remembers the last 10,000 it did), so it does not know which model's engine keeps it; name the model in the \`snooze-model\` header.`,
-          "invalid_request_error",
-          "response_not_found",
-          "response_id",
-        ),
-      };
-    const replicas = this.routes.get(maker.model)?.replicas() ?? [];
-    if (!replicas.some((replica) => replica.id === maker.replica))
-      return {
-        ok: false,
-        error: openAIError(
-          `The engine of \`${maker.model}\` that made response \`${clip(id)}\` has stopped since, and the responses it kept went with it.`,
-          "invalid_request_error",
-          "response_not_found",
-          "response_id",
-        ),
-      };
-    return { ok: true, model: maker.model };
-  }
-
-  /**
    * A request refused before it could be routed (malformed, headers too large, no or two Host
    * headers, an expectation Snooze cannot meet, CONNECT, a cross-origin request): counted under no
    * model, so the counts match what clients were answered (found by an outside tester).
@@ -612,7 +576,12 @@ export class Activator {
           ? await readJsonBodyOffLoop(body)
           : undefined;
       // A Knative route names the model by its Host; the body goes to the engine as the client sent it.
-      const learned = check.stored && byHost.kind !== "model" && this.storedBy(req, check.stored.id);
+      // A stored response's retrieve or cancel names no model: the one that made it, unless a header does.
+      const learned =
+        check.stored &&
+        byHost.kind !== "model" &&
+        req.headers["snooze-model"] === undefined &&
+        this.responseIds.modelFor(check.stored.id, (model) => this.routes.get(model)?.replicas() ?? []);
       if (learned && !learned.ok) {
         sendError(res, 404, learned.error);
         return 404;

@@ -1,3 +1,6 @@
+import { clip } from "../lib/clip.ts";
+import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
+
 /**
  * Which model answered each Responses API id, learned from the answers the activator passes on: a
  * stored response's retrieve and cancel (`GET /v1/responses/{id}`, `POST …/cancel`) name no model,
@@ -18,6 +21,27 @@ export class ResponseIds {
   /** The model and replica whose engine made response `id`, if it passed here. */
   makerOf(id: string): Maker | undefined {
     return this.makers.get(id);
+  }
+
+  /**
+   * The model a stored response's route goes to: the one whose engine made response `id`, while
+   * that engine still runs, awake or asleep (the response is in its memory: a stopped engine's went
+   * with it, and starting one to hear so would cost a start). `replicasOf`: a model's replicas now.
+   */
+  modelFor(
+    id: string,
+    replicasOf: (model: string) => readonly { id: string }[],
+  ): { ok: true; model: string } | { ok: false; error: OpenAIErrorBody } {
+    const maker = this.makers.get(id);
+    if (maker === undefined)
+      return notFound(
+        `Snooze did not pass on a response \`${clip(id)}\` (it remembers the last ${this.limit} it did), so it does not know which model's engine keeps it; name the model in the \`snooze-model\` header.`,
+      );
+    if (!replicasOf(maker.model).some((replica) => replica.id === maker.replica))
+      return notFound(
+        `The engine of \`${maker.model}\` that made response \`${clip(id)}\` has stopped since, and the responses it kept went with it.`,
+      );
+    return { ok: true, model: maker.model };
   }
 
   /** A model went (a reload removed it): its responses went with its engine. */
@@ -62,6 +86,11 @@ export interface Maker {
   model: string;
   replica: string;
 }
+
+const notFound = (message: string) => ({
+  ok: false as const,
+  error: openAIError(message, "invalid_request_error", "response_not_found", "response_id"),
+});
 
 /** What sees an engine's answer go by (the relay's `tap`). */
 export interface AnswerTap {
