@@ -5,7 +5,6 @@ import { kubeSnoozeSuite } from "./components/kube-suite.ts";
 import { complete, modelObject, simDeployment, tierOf } from "./components/snooze.ts";
 import { usingExistingCluster } from "./harness/control-plane.ts";
 import { startTcpService, type TcpService } from "./harness/tcp-service.ts";
-import { waitFor } from "./harness/wait.ts";
 
 /**
  * kube-apiserver stops answering (SIGSTOP: its connections stay open and hang, the worst kind of
@@ -45,15 +44,8 @@ const suite = kubeSnoozeSuite({
 });
 
 const logs = () => suite.logs(40, 30);
-const pods = () => suite.admin.pods(suite.ns.name, model);
-const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs = 30_000) =>
-  waitFor(
-    async () => {
-      const p = await pods();
-      return check(p) ? p : undefined;
-    },
-    { what, timeoutMs, intervalMs: 100, detail: logs },
-  );
+const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs?: number) =>
+  suite.waitPods(model, what, check, timeoutMs);
 const asleep = (p: Pod[]) => p.length === 1 && tierOf(p[0]!) === "asleep-1";
 
 /** Pauses kube-apiserver; the returned call resumes it. */

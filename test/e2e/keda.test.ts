@@ -126,13 +126,8 @@ const waitModel = (what: string, check: (m: any) => boolean, timeoutMs = 30_000)
     intervalMs: 50,
     detail: logs,
   });
-const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs = 30_000) =>
-  waitFor(async () => ((p) => (check(p) ? p : undefined))(await pods()), {
-    what,
-    timeoutMs,
-    intervalMs: 100,
-    detail: logs,
-  });
+const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs?: number) =>
+  suite.waitPods(model, what, check, timeoutMs);
 
 function scaledObject(
   name: string,

@@ -49,14 +49,8 @@ const waitStatus = (what: string, check: (s: any) => boolean, timeoutMs = 30_000
     },
     { what, timeoutMs, intervalMs: 100, detail: logs },
   );
-const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs = 30_000) =>
-  waitFor(
-    async () => {
-      const p = await pods();
-      return check(p) ? p : undefined;
-    },
-    { what, timeoutMs, intervalMs: 100, detail: logs },
-  );
+const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs?: number) =>
+  suite.waitPods(model, what, check, timeoutMs);
 
 const condition = (pod: Pod, type: string) => pod.status?.conditions?.find((c) => c.type === type)?.status;
 const ready = (pod: Pod) => condition(pod, "Ready") === "True";

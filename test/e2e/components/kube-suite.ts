@@ -1,6 +1,8 @@
 import { afterAll, beforeAll } from "vitest";
+import type { Pod } from "../../../lib/kube/pod-replica.ts";
 import { createTestNamespace } from "../harness/namespace.ts";
 import { type SuiteCluster, suiteCluster } from "../harness/suite.ts";
+import { waitFor } from "../harness/wait.ts";
 import {
   type Admin,
   adminClient,
@@ -43,6 +45,11 @@ export interface KubeSnoozeSuite {
   ): Promise<Component>;
   /** The last lines of the autoscaler's and the activator's output, for failure messages. */
   logs(autoscalerLines: number, activatorLines: number): string;
+  /**
+   * Waits until `model`'s pods in the namespace pass `check` (asked every 100 ms) and returns them;
+   * else fails saying `what` with the components' last lines.
+   */
+  waitPods(model: string, what: string, check: (pods: Pod[]) => boolean, timeoutMs?: number): Promise<Pod[]>;
 }
 
 export interface KubeSnoozeSuiteOptions {
@@ -119,6 +126,14 @@ export function kubeSnoozeSuite(options: KubeSnoozeSuiteOptions): KubeSnoozeSuit
         host,
       });
     },
+    waitPods: (model, what, check, timeoutMs = 30_000) =>
+      waitFor(
+        async () => {
+          const pods = await suite.admin.pods(suite.ns.name, model);
+          return check(pods) ? pods : undefined;
+        },
+        { what, timeoutMs, intervalMs: 100, detail: () => suite.logs(40, 30) },
+      ),
     logs: (autoscalerLines, activatorLines) =>
       `autoscaler:\n${(autoscaler ?? autoscalers.values().next().value)?.process.tail(autoscalerLines)}\nactivator:\n${activator?.process.tail(activatorLines)}`,
   };
