@@ -7,7 +7,7 @@
 import { laxBool } from "../../lib/lax-bool.ts";
 import { requestFields } from "./request-fields.ts";
 import { countChatTokens } from "./text.ts";
-import { errorBody, modelNotFound, schemaError, VllmHttpError } from "./vllm-error.ts";
+import { errorBody, invalidParameter, modelNotFound, schemaError, VllmHttpError } from "./vllm-error.ts";
 
 export interface ResponsesRequest {
   stream: boolean;
@@ -125,13 +125,20 @@ export function parseResponsesRequest(
       "input",
     );
   const maxOutputTokens = (fields.max_output_tokens as number | null | undefined) ?? undefined;
+  // vLLM's sampling parameters refuse it, under the name they give it.
+  if (maxOutputTokens !== undefined && maxOutputTokens < 1)
+    throw invalidParameter(
+      `max_tokens must be at least 1, got ${maxOutputTokens}.`,
+      "max_tokens",
+      maxOutputTokens,
+    );
   const room = maxModelLen - tokens;
   return {
     stream: laxBool(fields.stream) === true,
     store: storeEnabled && laxBool(fields.store) !== false,
     background,
     previousResponseId: (fields.previous_response_id as string | null | undefined) || undefined,
-    maxTokens: maxOutputTokens === undefined ? room : Math.max(1, Math.min(room, maxOutputTokens)),
+    maxTokens: maxOutputTokens === undefined ? room : Math.min(room, maxOutputTokens),
     maxOutputTokens,
     instructions,
     temperature: (fields.temperature as number | null | undefined) ?? 1,

@@ -100,6 +100,9 @@ describe("the Responses API", () => {
     expect(wrong.json.error.param).toBe("body.input");
     const tokens = await postJson(engine.url, "/v1/responses", { input: "x", max_output_tokens: "many" });
     expect(tokens.json.error.param).toBe("body.max_output_tokens");
+    const none = await postJson(engine.url, "/v1/responses", { input: "x", max_output_tokens: 0 });
+    expect(none.status).toBe(400);
+    expect(none.json.error.param).toBe("max_tokens");
     const unknown = await postJson(engine.url, "/v1/responses", { model: "nope", input: "x" });
     expect(unknown.status).toBe(404);
   });
