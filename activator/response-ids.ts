@@ -35,7 +35,7 @@ export class ResponseIds {
     const maker = this.makers.get(id);
     if (maker === undefined)
       return notFound(
-        `Snooze did not pass on a response \`${clip(id)}\` (it remembers the last ${this.limit} it did), so it does not know which model's engine keeps it; name the model in the \`snooze-model\` header.`,
+        `Snooze did not pass on a response \`${clip(id)}\` (it remembers the last ${this.limit.toLocaleString("en-US")} it did), so it does not know which model's engine keeps it; name the model in the \`snooze-model\` header.`,
       );
     if (!replicasOf(maker.model).some((replica) => replica.id === maker.replica))
       return notFound(
