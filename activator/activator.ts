@@ -74,7 +74,7 @@ export function sendShuttingDown(res: ServerResponse, message = "Snooze is shutt
   });
 }
 
-/** The hold budget spent while a swap on the model's slot waited for its resident to leave. */
+/** The hold budget spent while the model's slot had another resident, staying or leaving. */
 const slotWaitMessage = (model: string, s: number, reason: string) =>
   `The model \`${model}\` did not become ready within its hold budget: it waits for its slot, as ${reason}; retry in about ${s}s.`;
 
@@ -183,7 +183,7 @@ export class Activator {
     this.ticker.unref();
   }
 
-  /** What a request held for `route`'s model waits for on its slot, if its slot's resident is leaving. */
+  /** What a request held for `route`'s model waits for on its slot, if another member holds it. */
   private slotWaitOf(route: ModelRoute): SlotWait | undefined {
     if (route.config.slot === undefined) return undefined;
     const peers = [...this.routes.values()].map((r) => ({ config: r.config, event: r.latestEvent }));
@@ -955,11 +955,12 @@ export class Activator {
       // Shutting down, the model's own estimate says nothing: the retry goes to another process (or
       // this one restarted), where it is held for whatever is left of the start.
       // Waiting for the slot's resident to leave (its sleep call may hang up to its timeout): said,
-      // and what is left of it comes before the model's own wake or start.
+      // and what is left of it comes before the model's own wake or start. Waiting for the slot's
+      // policy to hand it over: said, and the retry told to come soon enough to keep its place.
       const slot = failure.reason === "budget" && !failure.busy ? this.slotWaitOf(route) : undefined;
       const seconds = shutdown
         ? shutdownRetryAfterS
-        : Math.ceil((failure.retryAfterMs + (slot?.leftMs ?? 0)) / 1000);
+        : Math.ceil((slot?.retryAfterMs ?? failure.retryAfterMs + (slot?.leftMs ?? 0)) / 1000);
       const message =
         failure.reason === "activation-failed"
           ? `${holdMessages[failure.reason](model, seconds)} ${failure.message}`

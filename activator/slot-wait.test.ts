@@ -1,4 +1,5 @@
 import { describe, expect, test } from "vitest";
+import { slotRetryAfterMs, waitGapMs } from "../lib/slot-line.ts";
 import { slotWait } from "./slot-wait.ts";
 
 const member = (id: string, slot = "gpu0", sleep = true) => ({ id, slot, sleep, wakeTimeout: 120_000 });
@@ -46,5 +47,49 @@ describe("slotWait", () => {
     expect(
       slotWait(member("b"), [{ config: member("a", "gpu0", false), event: draining("a", 0, 10_000) }], 4_000),
     ).toEqual({ reason: "the slot `gpu0`'s resident `a` is still draining and stopping", leftMs: 6_000 });
+  });
+});
+
+describe("slotWait while another member stays resident", () => {
+  const event = (model: string, tier: "ready" | "starting" | "waking" | "asleep-1") =>
+    ({ model, replica: `${model}-1`, tier, since: 0 }) as const;
+
+  test("a ready resident: the slot's policy decides, and the retry is told to come soon enough to keep the model's place", () => {
+    // Found by a probe: the model's own start (10 s unmeasured) was told, past the 5 s pause that
+    // ends a member's wait, so a client that obeyed it waited anew each time and, with holdBudget
+    // under maxWait, was never served while the resident stayed busy.
+    const wait = slotWait(member("b"), [{ config: member("a"), event: event("a", "ready") }], 4_000);
+    expect(wait?.retryAfterMs).toBe(slotRetryAfterMs);
+    expect(wait?.leftMs).toBeUndefined();
+    expect(wait?.reason).toBe(
+      "the slot `gpu0`'s resident `a` (ready) keeps it until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within 5s)",
+    );
+    expect(slotRetryAfterMs).toBeLessThan(waitGapMs);
+  });
+
+  test("another member starting or waking (a swap of its own): the same", () => {
+    for (const tier of ["starting", "waking"] as const)
+      expect(slotWait(member("b"), [{ config: member("c"), event: event("c", tier) }], 0)?.retryAfterMs).toBe(
+        slotRetryAfterMs,
+      );
+  });
+
+  test("not when the model itself is resident, nor for asleep members or another slot's", () => {
+    expect(
+      slotWait(
+        member("b"),
+        [
+          { config: member("b"), event: event("b", "waking") },
+          { config: member("a"), event: event("a", "ready") },
+        ],
+        0,
+      ),
+    ).toBeUndefined();
+    expect(
+      slotWait(member("b"), [{ config: member("a"), event: event("a", "asleep-1") }], 0),
+    ).toBeUndefined();
+    expect(
+      slotWait(member("b"), [{ config: member("a", "gpu1"), event: event("a", "ready") }], 0),
+    ).toBeUndefined();
   });
 });

@@ -1,6 +1,7 @@
 import { formatDuration } from "../lib/duration.ts";
-import { type ReplicaEvent, sleepTimeoutMs } from "../lib/replica-event.ts";
+import { isResident, type ReplicaEvent, sleepTimeoutMs } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
+import { slotRetryAfterMs, waitGapMs } from "../lib/slot-line.ts";
 
 /** Another member of a model's slot, as the activator knows it: its settings and its latest event. */
 export interface SlotPeer {
@@ -9,19 +10,32 @@ export interface SlotPeer {
 }
 
 /** What a request held for a slot member waits for: the slot's resident leaving, and how long that may take. */
-export interface SlotWait {
-  /** Says what it waits for, e.g. "the slot `gpu0`'s resident `a` is still going to sleep (...)". */
-  reason: string;
-  /** How long until the resident is likely gone, at least: the retry adds the model's own activation. */
-  leftMs: number;
-}
+export type SlotWait =
+  | {
+      /** Says what it waits for, e.g. "the slot `gpu0`'s resident `a` is still going to sleep (...)". */
+      reason: string;
+      /** How long until the resident is likely gone, at least: the retry adds the model's own activation. */
+      leftMs: number;
+      retryAfterMs?: undefined;
+    }
+  | {
+      /** The slot's policy keeps another member resident: when it hands the slot over is its to say. */
+      reason: string;
+      leftMs?: undefined;
+      /** What the retry is told, in place of the model's own activation: soon enough to keep its place. */
+      retryAfterMs: number;
+    };
 
 /**
- * What a request held for `model` waits for when its slot's resident is leaving (draining, then
- * going to sleep or stopping): a swap waits for it before the model can wake or start. The
- * resident's drain ends at its `endsAt` at the latest; its sleep call then has `sleepTimeoutMs`
- * (its wakeTimeout, at least 30 s) before its engine is stopped instead. A pure function of `now`
- * (epoch ms). Undefined when the model has no slot or no other member of it is leaving.
+ * What a request held for `model` waits for when another member of its slot holds the slot. One
+ * leaving (draining, then going to sleep or stopping): a swap waits for it before the model can
+ * wake or start. The resident's drain ends at its `endsAt` at the latest; its sleep call then has
+ * `sleepTimeoutMs` (its wakeTimeout, at least 30 s) before its engine is stopped instead. One
+ * staying (ready, or starting or waking for a swap of its own): the slot's policy hands the slot
+ * over when it will (a busy resident keeps it up to the slot's maxWait), counting the model's wait
+ * from its first request as long as requests for it keep coming; so the retry is told to come
+ * soon, not after the model's own wake or start. A pure function of `now` (epoch ms). Undefined
+ * when the model has no slot, is resident itself, or no other member is resident.
  */
 export function slotWait(
   model: Pick<ModelConfig, "id" | "slot">,
@@ -29,10 +43,18 @@ export function slotWait(
   now: number,
 ): SlotWait | undefined {
   if (model.slot === undefined) return undefined;
-  for (const peer of peers) {
+  const members = [...peers].filter((p) => p.config.slot === model.slot);
+  const self = members.find((p) => p.config.id === model.id)?.event;
+  if (self && isResident(self.tier)) return undefined;
+  for (const peer of members) {
     const { config, event } = peer;
-    if (config.id === model.id || config.slot !== model.slot || event?.tier !== "draining") continue;
+    if (config.id === model.id || !event || !isResident(event.tier)) continue;
     const slot = `the slot \`${model.slot}\`'s resident \`${config.id}\``;
+    if (event.tier !== "draining")
+      return {
+        reason: `${slot} (${event.tier}) keeps it until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within ${formatDuration(waitGapMs)})`,
+        retryAfterMs: slotRetryAfterMs,
+      };
     const drainEnd = event.endsAt ?? event.since;
     if (!config.sleep)
       return {

@@ -1,5 +1,6 @@
 import { expect, test } from "vitest";
-import { nextStreak, waitGapMs } from "./wait-streak.ts";
+import { waitGapMs } from "../lib/slot-line.ts";
+import { nextStreak } from "./wait-streak.ts";
 
 test("a member's wait runs from its first request while requests keep coming, each timed out and asked again", () => {
   let streak = nextStreak(undefined, 0, 0);

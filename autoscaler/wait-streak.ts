@@ -1,3 +1,5 @@
+import { waitGapMs } from "../lib/slot-line.ts";
+
 /**
  * How long a slot member has wanted the slot, across its requests. The age of the oldest request
  * held alone starts again whenever that request leaves: with a `holdBudget` shorter than the slot's
@@ -6,13 +8,6 @@
  * an outside tester). So a member's wait runs from its first request for as long as requests keep
  * coming, and ends only after a pause in them.
  */
-
-/**
- * A pause in a member's requests this long ends its wait. Longer than a retry after
- * `Retry-After` (a second or a few) and the activators' reports between them; short enough that
- * demand that went away and came back later waits anew.
- */
-export const waitGapMs = 5_000;
 
 export interface WaitStreak {
   /** When the wait began (epoch ms): the oldest request of the streak. */

@@ -179,3 +179,55 @@ models:
     expect(error.message).toContain(`retry in about ${retryAfter}s`);
   });
 });
+
+describe("a slot whose resident stays busy", () => {
+  test("a request held past its hold budget is told it waits for the slot and to retry within 2 s; a client that obeys Retry-After is served once maxWait is reached", async () => {
+    // Found by a probe: it was told `retry in about 10s` (its own unmeasured start), past the 5 s
+    // pause that ends a member's wait for its slot, so each retry waited anew: with holdBudget under
+    // maxWait, a client that obeyed Retry-After was never served while the resident stayed busy.
+    const gpu = sharedGpu();
+    const config = parseConfig(
+      `
+slots:
+  gpu0:
+    minResidency: 0s
+    swapCooldown: 0s
+    maxWait: 4s
+    drainTimeout: 500ms
+models:
+  a:
+    slot: gpu0
+    command: ${simCommand([...gpu, "--itl", "2s"])}
+  b:
+    slot: gpu0
+    holdBudget: 3s
+    command: ${simCommand(gpu)}
+`,
+      "test.yaml",
+    );
+    snooze = await startLocalSnooze({
+      config,
+      log: silentLogger,
+      host: "127.0.0.1",
+      port: 0,
+      statsIntervalMs: 200,
+    });
+    // a busy for as long as the test runs: its tokens come every 100 ms, 1,000 of them.
+    const stream = await ask("a", { stream: true, max_tokens: 1_000, ignore_eos: true });
+    expect(stream.status).toBe(200);
+    const drained = stream.text();
+    const refused = await ask("b");
+    expect(refused.status).toBe(503);
+    const { error } = (await refused.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("hold_budget_exceeded");
+    expect(error.message).toMatch(/waits for its slot, as the slot `gpu0`'s resident `a` \(ready\) keeps it/);
+    const retryAfter = Number(refused.headers.get("retry-after"));
+    expect(retryAfter).toBe(2);
+    expect(error.message).toContain("retry in about 2s");
+    await new Promise((resolve) => setTimeout(resolve, retryAfter * 1_000));
+    // Its wait ran on across the pause: past maxWait, b takes the slot from the busy resident.
+    const served = await ask("b");
+    expect(served.status, await served.clone().text()).toBe(200);
+    expect(await drained).toMatch(/drain_timeout/);
+  });
+});
