@@ -22,6 +22,7 @@ import {
   type ModelConfig,
   type SnoozeConfig,
 } from "../lib/settings/index.ts";
+import { slotRetryAfterMs } from "../lib/slot-line.ts";
 import { spanContextOf, tracer } from "../lib/tracing.ts";
 import { HoldProgress } from "./hold-progress.ts";
 import { type HostRouter, type HostRouting, unknownHost } from "./host-routing.ts";
@@ -954,13 +955,12 @@ export class Activator {
       const shutdown = failure.reason === "shutdown";
       // Shutting down, the model's own estimate says nothing: the retry goes to another process (or
       // this one restarted), where it is held for whatever is left of the start.
-      // Waiting for the slot's resident to leave (its sleep call may hang up to its timeout): said,
-      // and what is left of it comes before the model's own wake or start. Waiting for the slot's
-      // policy to hand it over: said, and the retry told to come soon enough to keep its place.
+      // Waiting for its slot (the slot's policy keeps another member, or one is leaving): said, and
+      // the retry told to come soon enough to keep the model's place (slot-wait.ts).
       const slot = failure.reason === "budget" && !failure.busy ? this.slotWaitOf(route) : undefined;
       const seconds = shutdown
         ? shutdownRetryAfterS
-        : Math.ceil((slot?.retryAfterMs ?? failure.retryAfterMs + (slot?.leftMs ?? 0)) / 1000);
+        : Math.ceil((slot ? slotRetryAfterMs : failure.retryAfterMs) / 1000);
       const message =
         failure.reason === "activation-failed"
           ? `${holdMessages[failure.reason](model, seconds)} ${failure.message}`

@@ -1,7 +1,7 @@
 import { formatDuration } from "../lib/duration.ts";
 import { isResident, type ReplicaEvent, sleepTimeoutMs } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
-import { slotRetryAfterMs, waitGapMs } from "../lib/slot-line.ts";
+import { waitGapMs } from "../lib/slot-line.ts";
 
 /** Another member of a model's slot, as the activator knows it: its settings and its latest event. */
 export interface SlotPeer {
@@ -9,33 +9,24 @@ export interface SlotPeer {
   event?: ReplicaEvent;
 }
 
-/** What a request held for a slot member waits for: the slot's resident leaving, and how long that may take. */
-export type SlotWait =
-  | {
-      /** Says what it waits for, e.g. "the slot `gpu0`'s resident `a` is still going to sleep (...)". */
-      reason: string;
-      /** How long until the resident is likely gone, at least: the retry adds the model's own activation. */
-      leftMs: number;
-      retryAfterMs?: undefined;
-    }
-  | {
-      /** The slot's policy keeps another member resident: when it hands the slot over is its to say. */
-      reason: string;
-      leftMs?: undefined;
-      /** What the retry is told, in place of the model's own activation: soon enough to keep its place. */
-      retryAfterMs: number;
-    };
+/** What a request held for a slot member waits for: another member holding the slot, staying or leaving. */
+export interface SlotWait {
+  /** Says what it waits for, e.g. "the slot `gpu0`'s resident `a` is still going to sleep (...)". */
+  reason: string;
+}
 
 /**
  * What a request held for `model` waits for when another member of its slot holds the slot. One
- * leaving (draining, then going to sleep or stopping): a swap waits for it before the model can
- * wake or start. The resident's drain ends at its `endsAt` at the latest; its sleep call then has
- * `sleepTimeoutMs` (its wakeTimeout, at least 30 s) before its engine is stopped instead. One
  * staying (ready, or starting or waking for a swap of its own): the slot's policy hands the slot
- * over when it will (a busy resident keeps it up to the slot's maxWait), counting the model's wait
- * from its first request as long as requests for it keep coming; so the retry is told to come
- * soon, not after the model's own wake or start. A pure function of `now` (epoch ms). Undefined
- * when the model has no slot, is resident itself, or no other member is resident.
+ * over when it will (a busy resident keeps it up to the slot's maxWait). One leaving (draining,
+ * then going to sleep or stopping): a swap waits for it before the model can wake or start; its
+ * drain ends at its `endsAt` at the latest, and its sleep call then has `sleepTimeoutMs` (its
+ * wakeTimeout, at least 30 s) before its engine is stopped instead. Either way the request's retry
+ * is told `slotRetryAfterMs` (activator.ts), not these bounds: the model's wait for its slot runs
+ * on only across requests that come again within `waitGapMs`, and a swap that gives it the slot
+ * finishes whether or not its requests are still there, so one told to come back later than that
+ * lost its turn (the slot went back to a busy member before it came). A pure function of `now`
+ * (epoch ms). Undefined when the model has no slot, is resident itself, or no other member is.
  */
 export function slotWait(
   model: Pick<ModelConfig, "id" | "slot">,
@@ -53,33 +44,23 @@ export function slotWait(
     if (event.tier !== "draining")
       return {
         reason: `${slot} (${event.tier}) keeps it until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within ${formatDuration(waitGapMs)})`,
-        retryAfterMs: slotRetryAfterMs,
       };
     const drainEnd = event.endsAt ?? event.since;
-    if (!config.sleep)
-      return {
-        reason: `${slot} is still draining and stopping`,
-        leftMs: Math.max(0, drainEnd - now),
-      };
+    if (!config.sleep) return { reason: `${slot} is still draining and stopping` };
     const timeout = sleepTimeoutMs(config.wakeTimeout);
     if (!Number.isFinite(drainEnd))
-      return {
-        reason: `${slot} is still draining before it goes to sleep (its drain has no end set)`,
-        leftMs: 0,
-      };
+      return { reason: `${slot} is still draining before it goes to sleep (its drain has no end set)` };
     // Its sleep call may have begun already (the engine idle before the drain's end): unseen here,
     // so the drain's end is what is known for sure.
     if (now < drainEnd)
       return {
         reason: `${slot} is still draining and going to sleep (its drain ends within ${formatDuration(drainEnd - now)}, and its sleep call may take up to ${formatDuration(timeout)})`,
-        leftMs: drainEnd - now,
       };
     // Its drain is over: its sleep call is under way (it may have begun sooner, the engine idle),
     // and is given up at its timeout at the latest, the engine then stopped instead.
     const left = Math.max(0, drainEnd + timeout - now);
     return {
       reason: `${slot} is still going to sleep (its sleep call has run at least ${formatDuration(now - drainEnd)} and is given up within ${formatDuration(left)}, its engine then stopped)`,
-      leftMs: left,
     };
   }
   return undefined;
