@@ -173,6 +173,24 @@ describe("a slot with two members", () => {
     expect(violations).toEqual([]);
   });
 
+  test("a saturated incumbent, its hold queue never empty, still gives the slot up at maxWait: its held requests' age is the oldest's, not when its queue last filled", async () => {
+    // docs/slots.md called this a known limitation (the simulation's `held-nonzero`) after the
+    // activators' reports had come to carry the oldest held request's age: this keeps it so.
+    const { h, violations, advance } = await aResident(slotYaml({ maxWait: "8s" }));
+    const aSaturated = () => h.autoscaler.stats(localActivator, "a", 4, 3, 400);
+    aSaturated();
+    h.autoscaler.stats(localActivator, "b", 0, 1, 0);
+    for (let second = 0; second < 7; second++) {
+      await advance(1_000);
+      aSaturated();
+      h.autoscaler.stats(localActivator, "b", 0, 1, (second + 1) * 1_000);
+    }
+    expect(h.tiers("a")).toEqual([]);
+    await advance(1_500);
+    expect(h.tiers("a")[0]).toBe("draining");
+    expect(violations).toEqual([]);
+  });
+
   test("a person's wake of a member ages as a held request does: a busy incumbent keeps the slot only until maxWait", async () => {
     // Found by an outside tester: the wake waited 0 ms for ever in the slot's eyes, so it was
     // granted only when the incumbent went idle.

@@ -84,7 +84,7 @@ const robustness: Robustness = {
   })),
 };
 
-// The reproducer of sticky's starvation under a saturated resident, with today's heldSince and the documented one.
+// The reproducer of sticky's starvation under a saturated resident, with an early control plane's heldSince and today's.
 const saturation = (["held-nonzero", "oldest-held"] as const).map((heldSince) => {
   const result = simulateSlot(
     saturationRequests(),
@@ -132,14 +132,14 @@ ${seeds.length > 0 ? `Robustness. ${robustnessText(robustness)}` : "(Robustness 
 The p95 hold is set by a handful of overlapping bursts per trace, so it moves with the trace; the
 dedicated-GPU row shows how little of it is queueing for an engine's concurrency.
 
-Known weakness (reproducer: \`hack/bench/slots/saturation.ts\`): one member saturated (a request every
+An early weakness (reproducer: \`hack/bench/slots/saturation.ts\`): one member saturated (a request every
 ${s(saturationDefaults.residentEveryMs)} s, more than its concurrency serves) and one request for another member at
 t=${s(saturationDefaults.waitingAt)} s. sticky promises that no member is passed over for longer than maxWait.
 
 ${saturation
   .map(
     ({ heldSince, waiting }) =>
-      `- heldSince = ${heldSince === "held-nonzero" ? "when held went non-zero (what ModelController reports today)" : "arrival of the oldest held request (what the arbiter documents)"}: the waiting request ${waiting.result === "served" ? `was served after ${s(waiting.holdMs)} s held` : `got a 503 after ${s(waiting.holdMs)} s held`}.`,
+      `- heldSince = ${heldSince === "held-nonzero" ? "when held went non-zero (what an early ModelController reported)" : "arrival of the oldest held request (what the activators report today)"}: the waiting request ${waiting.result === "served" ? `was served after ${s(waiting.holdMs)} s held` : `got a 503 after ${s(waiting.holdMs)} s held`}.`,
   )
   .join("\n")}
 `;

@@ -60,10 +60,10 @@ export interface SimConfig {
   /** Seeds the engines' timing jitter. */
   seed: number;
   /**
-   * What a member's `heldSince` means. "held-nonzero" is what ModelController
-   * reports today: the moment its held count went from zero to non-zero (a
-   * queue that never empties keeps an old value). "oldest-held" is what the
-   * arbiter's field documentation says: the arrival of the oldest request now held.
+   * What a member's `heldSince` means. "held-nonzero" is what an early
+   * ModelController reported: the moment its held count went from zero to
+   * non-zero (a queue that never empties keeps an old value). "oldest-held" is
+   * what the activators report today: the arrival of the oldest request now held.
    */
   heldSince?: "held-nonzero" | "oldest-held";
 }
