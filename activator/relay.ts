@@ -39,6 +39,7 @@ export interface ForwardRequest {
   /** The normalised path to send (never the client's raw target). */
   path: string;
   body: Buffer;
+  /** Sent over the client's own; one set to undefined is not sent at all (undici skips it). */
   extraHeaders: OutgoingHttpHeaders;
   /** Time to the engine's response headers; 0 is none. */
   firstByteTimeoutMs: number;

@@ -243,6 +243,13 @@ export class EngineCall {
     const active = context.active();
     const carried = isSpanContextValid(this.span.spanContext()) ? trace.setSpan(active, this.span) : active;
     propagation.inject(carried, this.headers);
+    // The propagator's fields (traceparent, tracestate, baggage by default) are Snooze's to send: a
+    // field it leaves out (or empty) is not the client's either, which `forward` would pass on.
+    // Found by an outside tester: a traceparent Snooze could not continue began a new trace, and the
+    // caller's tracestate went to the engine beside it, the vendors' entries of another trace
+    // (W3C Trace Context: a vendor that restarts the trace deletes tracestate). Without an SDK the
+    // propagator has no fields, and the client's headers go on untouched.
+    for (const field of propagation.fields()) if (!this.headers[field]) this.headers[field] = undefined;
   }
 
   /** The answer's headers arrived (the forward's tap). */
