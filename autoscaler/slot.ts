@@ -58,6 +58,12 @@ export class Slot {
   readonly members = new Map<string, ModelController>();
   private readonly deps: SlotDeps;
   private readonly log: Logger;
+  /**
+   * The slot in its metrics' `slot` label: its key, the name in local mode and `namespace/name` on
+   * Kubernetes, as `snooze_slot_gpu_seconds_total` and its log lines name it. Found by an outside
+   * tester: the other slot metrics said only the name, so two namespaces' `gpu0` shared one series.
+   */
+  private readonly label: string;
   private transition?: Transition;
   private residentSince = 0;
   private lastSwapAt = Number.NEGATIVE_INFINITY;
@@ -75,8 +81,9 @@ export class Slot {
     this.config = config;
     this.deps = deps;
     this.log = deps.log.child({ slot: logName });
+    this.label = logName;
     this.gpu = new GpuAccount((state, seconds) =>
-      deps.learning?.slotGpuSeconds.inc({ slot: logName, state }, seconds),
+      deps.learning?.slotGpuSeconds.inc({ slot: this.label, state }, seconds),
     );
   }
 
@@ -96,6 +103,8 @@ export class Slot {
 
   remove(key: string): void {
     this.members.delete(key);
+    // A member gone (a reload, a deleted Model) is no longer one of the slot's: its series goes.
+    this.deps.metrics.resident.remove({ slot: this.label, model: key });
     this.changed();
   }
 
@@ -110,6 +119,10 @@ export class Slot {
     this.leading = false;
     this.timer?.cancel();
     this.endTransition("leadership lost");
+    // The slot's leader publishes who is resident: a process that no longer leads it says nothing
+    // of it (its last word would stay, and another leader's beside it).
+    for (const key of this.members.keys())
+      this.deps.metrics.resident.remove({ slot: this.label, model: key });
   }
 
   /** Something about a member changed: look again, once, after the current turn. */
@@ -169,10 +182,7 @@ export class Slot {
         residents: residents.map((r) => r.model),
       });
     for (const view of views)
-      this.deps.metrics.resident.set(
-        { slot: this.config.name, model: view.model },
-        isResident(view.tier) ? 1 : 0,
-      );
+      this.deps.metrics.resident.set({ slot: this.label, model: view.model }, isResident(view.tier) ? 1 : 0);
     const now = this.deps.clock.now();
     this.gpu.set(now, residents.length > 0 ? 1 : 0, 0);
     const caps = new Map<string, number | undefined>(views.map((v) => [v.model, 0]));
@@ -302,8 +312,8 @@ export class Slot {
     const incumbent = t.from ? this.members.get(t.from) : undefined;
     if (!incumbent) return;
     const { phase } = this.deps.metrics;
-    phase.observe({ slot: this.config.name, phase: "drain" }, incumbent.lastRelease.drainMs / 1000);
-    phase.observe({ slot: this.config.name, phase: "sleep" }, incumbent.lastRelease.sleepMs / 1000);
+    phase.observe({ slot: this.label, phase: "drain" }, incumbent.lastRelease.drainMs / 1000);
+    phase.observe({ slot: this.label, phase: "sleep" }, incumbent.lastRelease.sleepMs / 1000);
   }
 
   /** The target is ready: the swap is done. */
@@ -312,7 +322,7 @@ export class Slot {
     this.residentSince = now;
     // A first grant of an empty slot is not a swap: none of the swap metrics counts it.
     if (t.from) {
-      phase.observe({ slot: this.config.name, phase: "activate" }, (now - (t.activatingAt ?? now)) / 1000);
+      phase.observe({ slot: this.label, phase: "activate" }, (now - (t.activatingAt ?? now)) / 1000);
       this.lastSwapAt = now;
       this.swaps++;
       this.lastSwap = {
@@ -321,8 +331,8 @@ export class Slot {
         at: new Date(now).toISOString(),
         durationMs: now - t.startedAt,
       };
-      swaps.inc({ slot: this.config.name, from: t.from, to: t.to });
-      phase.observe({ slot: this.config.name, phase: "total" }, (now - t.startedAt) / 1000);
+      swaps.inc({ slot: this.label, from: t.from, to: t.to });
+      phase.observe({ slot: this.label, phase: "total" }, (now - t.startedAt) / 1000);
       this.deps.swapped?.({
         from: t.from,
         to: t.to,
