@@ -13,6 +13,7 @@ import {
 import { eventsEnd } from "../lib/http/sse.ts";
 import { parseJson } from "../lib/json-object.ts";
 import { tracer, tracingRegistered } from "../lib/tracing.ts";
+import { spanMethod } from "./known-method.ts";
 
 /** The GenAI operation an OpenAI route performs (`gen_ai.operation.name`). */
 const operations: Record<string, string> = {
@@ -52,16 +53,16 @@ export function startServerSpan(
   urlPath: string,
 ): { span: Span; ctx: Context } {
   const parent = propagation.extract(context.active(), req.headers);
-  const method = req.method ?? "GET";
+  const method = spanMethod(req.method ?? "GET");
   const operation = genAiOperation(route);
   const span = tracer.startSpan(
-    `${method} ${route ?? "/v1/*"}`,
+    `${method.name} ${route ?? "/v1/*"}`,
     {
       kind: SpanKind.SERVER,
       // Given at the start, where a sampler sees them; with no SDK a no-op span would drop them.
       attributes: tracingRegistered()
         ? {
-            "http.request.method": method,
+            ...method.attributes,
             "url.path": urlPath,
             "url.scheme": "http",
             ...(route ? { "http.route": route } : {}),
@@ -231,7 +232,7 @@ export class EngineCall {
   constructor(options: EngineCallOptions) {
     const operation = genAiOperation(options.route);
     this.span = tracer.startSpan(
-      operation ? `${operation} ${options.model}` : `${options.method} ${options.route}`,
+      operation ? `${operation} ${options.model}` : `${spanMethod(options.method).name} ${options.route}`,
       {
         kind: SpanKind.CLIENT,
         attributes: tracingRegistered() ? clientAttributes(options, operation) : undefined,
@@ -312,7 +313,7 @@ export const genAiProvider = "vllm";
 function clientAttributes(options: EngineCallOptions, operation: string | undefined): Attributes {
   const [host, port] = splitAddress(options.address);
   return {
-    "http.request.method": options.method,
+    ...spanMethod(options.method).attributes,
     "url.full": `http://${options.address}${options.route}`,
     "server.address": host,
     ...(port ? { "server.port": port } : {}),

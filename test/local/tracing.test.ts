@@ -194,6 +194,35 @@ test("the model list Snooze answers itself continues the caller's trace too: GET
   for (const span of servers()) expect(span.parentSpanContext?.spanId).toBe("00f067aa0ba902b7");
 });
 
+test("a method OpenTelemetry's HTTP conventions do not know is _OTHER in the span, its name HTTP, the method as sent in http.request.method_original", async () => {
+  // Found by an outside tester: PROPFIND, PURGE, M-SEARCH (any method Node's parser takes) named
+  // the span and were its http.request.method.
+  const traceId = "5bf92f3577b34da6a3ce929d0e0e4740";
+  const headers = { traceparent: `00-${traceId}-00f067aa0ba902b7-01` };
+  for (const [method, path] of [
+    ["PROPFIND", "/v1/chat/completions"],
+    ["PURGE", "/v1/models"],
+    ["M-SEARCH", "/v1/nowhere"],
+  ] as const)
+    expect((await fetch(`${snooze.url}${path}`, { method, headers })).status).toBeGreaterThanOrEqual(400);
+  const servers = () =>
+    exporter
+      .getFinishedSpans()
+      .filter((s) => s.spanContext().traceId === traceId && s.kind === SpanKind.SERVER);
+  await until(() => servers().length === 3, 2_000, "server spans");
+  expect(
+    servers().map((s) => [
+      s.name,
+      s.attributes["http.request.method"],
+      s.attributes["http.request.method_original"],
+    ]),
+  ).toEqual([
+    ["HTTP /v1/chat/completions", "_OTHER", "PROPFIND"],
+    ["HTTP /v1/models", "_OTHER", "PURGE"],
+    ["HTTP /v1/*", "_OTHER", "M-SEARCH"],
+  ]);
+});
+
 test("a stream whose client leaves after its 200: the server span says 200 was sent, and that it ended early", async () => {
   // Found by an outside tester: the span said 499, though a 200 had gone out.
   const callerTrace = "5bf92f3577b34da6a3ce929d0e0e4737";
