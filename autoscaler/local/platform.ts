@@ -24,6 +24,7 @@ import {
   stopLeftovers,
 } from "./engine-records.ts";
 import { killGroupOnExit, signalGroup, untilGroupGone } from "./orphans.ts";
+import { OutputLines } from "./output-lines.ts";
 
 interface Engine {
   replica: Replica;
@@ -358,8 +359,8 @@ export class LocalPlatform implements Platform {
       command,
     });
     const log = this.log.child({ model: config.id, replica: id });
-    const keep = (chunk: Buffer) => {
-      for (const whole of chunk.toString("utf8").split("\n")) {
+    const keep = (lines: string[]) => {
+      for (const whole of lines) {
         if (!whole.trim()) continue;
         // Kept short (found by an outside tester: a 20 MB line became a 170 KB failure reason in
         // every 503 and in `snooze status`, and 500 of them would be 32 MB of logs per engine).
@@ -374,8 +375,15 @@ export class LocalPlatform implements Platform {
       engine.nudge?.();
     };
     child.stdin!.on("error", () => {}); // never written; only its closing matters
-    child.stdout!.on("data", keep);
-    child.stderr!.on("data", keep);
+    // Each stream cut into lines of its own (found by an outside tester: a line that straddled two
+    // chunks of the pipe was two lines, in `snooze logs`, the log and an exit's last words).
+    const streams = [child.stdout!, child.stderr!].map((stream) => {
+      const lines = new OutputLines(maxLineLength);
+      stream.on("data", (chunk: Buffer) => keep(lines.push(chunk)));
+      const end = () => keep(lines.end());
+      stream.once("end", end);
+      return end;
+    });
     let spawnError: Error | undefined;
     child.once("error", (error) => {
       spawnError = error;
@@ -387,6 +395,8 @@ export class LocalPlatform implements Platform {
       if (finishing) return;
       finishing = true;
       clearTimeout(drain);
+      // A last line without its line end (streams given up on after outputDrainMs end no other way).
+      for (const end of streams) end();
       // Listed until every process of its group is gone: its memory (the GPU's too) is free by then.
       await untilGroupGone(pgid);
       engine.exited = true;

@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, expect, test } from "vitest";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { chat, startWith, until } from "../helpers/local-snooze.ts";
+
+/**
+ * An engine whose output comes in pieces, as a pipe delivers Python's 8 KiB blocks: a line in two
+ * writes, a UTF-8 character in two, a progress bar's carriage returns. A chat that says `exit` makes
+ * it print a last line without its line end and exit.
+ */
+const engine = [
+  "const port = Number(process.argv[1]);",
+  "const later = (ms, f) => new Promise((r) => setTimeout(() => { f(); r(); }, ms));",
+  "(async () => {",
+  "  process.stdout.write('INFO the start of a line ');",
+  "  await later(100, () => process.stdout.write('and its end\\nINFO caf'));",
+  "  const e = Buffer.from('é\\n');",
+  "  await later(100, () => process.stdout.write(e.subarray(0, 1)));",
+  "  await later(100, () => process.stdout.write(e.subarray(1)));",
+  "  await later(100, () => process.stderr.write('Loading: 50%\\rLoading: 100%\\n'));",
+  "  require('node:http').createServer((req, res) => {",
+  "    if (req.url === '/health') return res.end();",
+  "    let body = ''; req.on('data', (c) => (body += c)); req.on('end', () => {",
+  "      if (body.includes('exit')) { process.stderr.write('ERROR the last words, without a line end'); process.exit(3); }",
+  "      res.setHeader('content-type', 'application/json');",
+  "      res.end(JSON.stringify({ choices: [{ index: 0, text: 'ok', message: { role: 'assistant', content: 'ok' } }] }));",
+  "    });",
+  "  }).listen(port, '127.0.0.1');",
+  "})();",
+].join("\n");
+
+let snooze: LocalSnooze;
+beforeAll(async () => {
+  snooze = await startWith(`
+models:
+  pieces:
+    sleep: false
+    command: ${JSON.stringify([process.execPath, "-e", engine, "${PORT}"])}
+`);
+});
+afterAll(() => snooze.close(1_000));
+
+const lines = async (): Promise<string[]> => {
+  const answer = (await (await fetch(`${snooze.url}/snooze/v1/models/pieces/logs`)).json()) as {
+    replicas: { lines: string[] }[];
+  };
+  return answer.replicas.flatMap((log) => log.lines);
+};
+
+test("engine output is read in lines, not in the pipe's chunks: a line written in pieces is one line, whole (found by an outside tester)", async () => {
+  expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("pieces"))).status).toBe(200);
+  expect(await lines()).toEqual([
+    "INFO the start of a line and its end",
+    "INFO café",
+    "Loading: 50%",
+    "Loading: 100%",
+  ]);
+});
+
+test("an engine's last line without its line end is among its last words", async () => {
+  const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("pieces", { exit: true }));
+  await response.arrayBuffer();
+  await until(
+    async () => (await lines()).includes("ERROR the last words, without a line end"),
+    5_000,
+    "the last line",
+  );
+});
