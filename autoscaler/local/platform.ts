@@ -290,7 +290,16 @@ export class LocalPlatform implements Platform {
     const ownEnv = Object.fromEntries(
       Object.entries(config.env).map(([name, value]) => [name, substitutePlaceholders(value, values)]),
     );
-    const env = { ...process.env, ...ownEnv, ...(config.sleep ? { VLLM_SERVER_DEV_MODE: "1" } : {}) };
+    // Python (vLLM logs to stdout) writes a pipe in 8 KiB blocks: its lines reached `snooze logs`
+    // minutes late, and those of an engine that died by a signal (a CUDA abort, an OOM kill) never,
+    // nor its last words in the failure (found by an outside tester). Unbuffered unless the model's
+    // `env` or Snooze's own says otherwise.
+    const env = {
+      PYTHONUNBUFFERED: "1",
+      ...process.env,
+      ...ownEnv,
+      ...(config.sleep ? { VLLM_SERVER_DEV_MODE: "1" } : {}),
+    };
     const id = `${config.id}-${++this.sequence}`;
     const replica: Replica = {
       id,

@@ -207,7 +207,10 @@ command or a value in \`env\` must hold \`\${PORT}\`. No argument, \`env\` name 
 cannot even be run (the system refuses its command, as for an argument list too long: E2BIG) fails as one whose
 engine exits at once does: held requests get \`503 activation_failed\` with the reason, and the model's \`lastError\` says it.
 Engines with \`sleep: true\` get \`VLLM_SERVER_DEV_MODE=1\` in their environment (vLLM serves its sleep
-endpoints only with it, and only when started with \`--enable-sleep-mode\`).
+endpoints only with it, and only when started with \`--enable-sleep-mode\`). Every engine gets
+\`PYTHONUNBUFFERED=1\` unless \`env\` (or Snooze's own environment) sets it: vLLM logs to its standard output,
+which Python writes to a pipe only in 8 KiB blocks, so its lines would reach \`snooze logs\` late, and those
+of an engine killed by a signal, its reason among them, never.
 
 ## Tier settings (per model, in \`defaults:\`, or as annotations)
 

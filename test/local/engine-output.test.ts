@@ -11,6 +11,7 @@ const engine = [
   "const port = Number(process.argv[1]);",
   "const later = (ms, f) => new Promise((r) => setTimeout(() => { f(); r(); }, ms));",
   "(async () => {",
+  "  process.stdout.write('PYTHONUNBUFFERED=' + process.env.PYTHONUNBUFFERED + '\\n');",
   "  process.stdout.write('INFO the start of a line ');",
   "  await later(100, () => process.stdout.write('and its end\\nINFO caf'));",
   "  const e = Buffer.from('é\\n');",
@@ -29,7 +30,10 @@ const engine = [
 ].join("\n");
 
 let snooze: LocalSnooze;
+// Snooze's own environment may say it already (some CI images do): here it does not.
+const inherited = process.env.PYTHONUNBUFFERED;
 beforeAll(async () => {
+  delete process.env.PYTHONUNBUFFERED;
   snooze = await startWith(`
 models:
   pieces:
@@ -37,7 +41,10 @@ models:
     command: ${JSON.stringify([process.execPath, "-e", engine, "${PORT}"])}
 `);
 });
-afterAll(() => snooze.close(1_000));
+afterAll(async () => {
+  await snooze.close(1_000);
+  if (inherited !== undefined) process.env.PYTHONUNBUFFERED = inherited;
+});
 
 const lines = async (): Promise<string[]> => {
   const answer = (await (await fetch(`${snooze.url}/snooze/v1/models/pieces/logs`)).json()) as {
@@ -46,9 +53,10 @@ const lines = async (): Promise<string[]> => {
   return answer.replicas.flatMap((log) => log.lines);
 };
 
-test("engine output is read in lines, not in the pipe's chunks: a line written in pieces is one line, whole (found by an outside tester)", async () => {
+test("engine output is read in lines, not in the pipe's chunks: a line written in pieces is one line, whole; a Python engine is asked to write its lines unbuffered (found by an outside tester)", async () => {
   expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("pieces"))).status).toBe(200);
   expect(await lines()).toEqual([
+    "PYTHONUNBUFFERED=1",
     "INFO the start of a line and its end",
     "INFO café",
     "Loading: 50%",
