@@ -2,6 +2,7 @@ import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { TracerProvider } from "@opentelemetry/sdk-trace";
 import { beforeAll, expect, test } from "vitest";
+import { freePort } from "./free-port.ts";
 import { createLogger, envLevel } from "./log.ts";
 // Loading the tracing module is what makes log lines carry span ids.
 import "./tracing.ts";
@@ -58,4 +59,48 @@ test("SNOOZE_LOG_LEVEL is read in any case; one that names no level is said once
     msg: "SNOOZE_LOG_LEVEL is not a log level (debug, info, warn, error); logging at info",
     value: "toString",
   });
+});
+
+test("an error is logged with its system code and its causes: a failed fetch says why (found by an outside tester: `fetch failed` alone)", async () => {
+  const lines: string[] = [];
+  const log = createLogger({}, (line) => lines.push(line));
+  // A port nothing listens on: the connection is refused.
+  const error = await fetch(`http://127.0.0.1:${await freePort()}/`).catch((e: unknown) => e);
+  log.warn("could not reach the autoscaler", { error });
+  const logged = JSON.parse(lines[0]!).error;
+  expect(logged).toMatchObject({
+    name: "TypeError",
+    message: "fetch failed",
+    cause: { code: "ECONNREFUSED", message: expect.stringContaining("ECONNREFUSED") },
+  });
+  const looped = new Error("outer");
+  looped.cause = looped;
+  log.warn("looped", { error: looped, reason: new Error("plain", { cause: "a string" }) });
+  const line = JSON.parse(lines[1]!);
+  expect(line.error).toMatchObject({
+    message: "outer",
+    cause: { message: "outer", cause: { message: "outer" } },
+  });
+  expect(line.reason).toEqual({ name: "Error", message: "plain", cause: "a string" });
+});
+
+test("a field JSON cannot hold costs the line its fields, not the caller an exception", () => {
+  const lines: string[] = [];
+  const log = createLogger({ component: "test" }, (line) => lines.push(line));
+  const circular: Record<string, unknown> = {};
+  circular.self = circular;
+  expect(() => log.error("failed", { circular })).not.toThrow();
+  expect(() => log.error("counted", { n: 10n })).not.toThrow();
+  expect(lines.map((line) => JSON.parse(line))).toEqual([
+    expect.objectContaining({
+      level: "error",
+      msg: "failed",
+      unwritable: expect.stringContaining("circular"),
+    }),
+    expect.objectContaining({
+      level: "error",
+      msg: "counted",
+      unwritable: expect.stringContaining("BigInt"),
+    }),
+  ]);
 });

@@ -54,7 +54,7 @@ export function createLogger(
     // A field named like the line's own keys does not overwrite them (a sleep's `level` was read as
     // the log level); the keys keep their place first in the line.
     Object.assign(record, { time, level, msg });
-    write(`${JSON.stringify(record, errorReplacer)}\n`);
+    write(`${serialize(record)}\n`);
   };
   return {
     debug: (msg, fields) => emit("debug", msg, fields),
@@ -75,8 +75,43 @@ export function setTraceIdSource(source: TraceIdSource): void {
   traceIds = source;
 }
 
+/**
+ * The line's JSON. A field JSON cannot hold (a BigInt, an object that refers to itself) costs that
+ * line its fields, not the caller an exception: a logger that throws turned a failure being told
+ * into another one.
+ */
+function serialize(record: Record<string, unknown>): string {
+  try {
+    return JSON.stringify(record, errorReplacer);
+  } catch (error) {
+    const { time, level, msg } = record;
+    return JSON.stringify({ time, level, msg, unwritable: (error as Error).message });
+  }
+}
+
+/** How deep an error's causes are followed: far enough for fetch's `fetch failed` → the socket's. */
+const causesShown = 3;
+
+/**
+ * An error as its name and message, with its system `code` (`ECONNREFUSED` ...) and its `cause`
+ * (found by an outside tester: a fetch that failed was logged as `fetch failed`, its reason, the
+ * refused or reset connection, only in the cause left out).
+ */
 function errorReplacer(_key: string, value: unknown) {
-  return value instanceof Error ? { name: value.name, message: value.message } : value;
+  return value instanceof Error ? errorFields(value, causesShown) : value;
+}
+
+function errorFields(error: Error, causes: number): Record<string, unknown> {
+  const { code } = error as { code?: unknown };
+  const { cause } = error;
+  return {
+    name: error.name,
+    message: error.message,
+    ...(typeof code === "string" || typeof code === "number" ? { code } : {}),
+    ...(cause === undefined || causes === 0
+      ? {}
+      : { cause: cause instanceof Error ? errorFields(cause, causes - 1) : String(cause) }),
+  };
 }
 
 /** A logger that drops everything, for tests and library callers that pass none. */
