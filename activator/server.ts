@@ -111,6 +111,26 @@ const modelsPath = /^\/v1\/models(\/(?!\.\.?$)[^/]*)?$/;
 const reads = (req: IncomingMessage) => req.method === "GET" || req.method === "HEAD";
 
 /**
+ * The route of an admin request that has a SERVER span (the model as `{model}`, never the client's
+ * text): an event delivery and a model's wake, sleep or stop.
+ */
+function tracedAdminRoute(method: string | undefined, path: string): string | undefined {
+  if (method !== "POST") return undefined;
+  if (path === "/snooze/v1/events") return path;
+  const action = adminAction.exec(path);
+  return action ? `/snooze/v1/models/{model}/${action[2]}` : undefined;
+}
+
+/** Ends an admin request's SERVER span with what was answered. */
+function endAdminSpan(span: Span, res: ServerResponse): void {
+  if (res.headersSent) {
+    span.setAttribute("http.response.status_code", res.statusCode);
+    if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  }
+  span.end();
+}
+
+/**
  * Ends the SERVER span of a /v1 request Snooze answers itself (the model list): a client's
  * `models.list()` is in its trace as a chat request is, and counted in snooze_requests_total too.
  */
@@ -421,8 +441,8 @@ export function createActivatorServer({
         req.resume();
         // A delivery refused here still shows in its sender's trace: a Broker or Trigger whose token
         // is wrong or missing sees why its events did nothing.
-        const delivery = path === "/snooze/v1/events" && req.method === "POST";
-        const span = delivery ? startServerSpan(req, path, path).span : undefined;
+        const route = tracedAdminRoute(req.method, path);
+        const span = route ? startServerSpan(req, route, path).span : undefined;
         sendError(res, refused.status, refused.body, refused.headers);
         span?.setAttribute("http.response.status_code", refused.status);
         span?.end();
@@ -492,41 +512,50 @@ export function createActivatorServer({
         span.setStatus({ code: SpanStatusCode.ERROR });
         throw error;
       } finally {
-        if (res.headersSent) {
-          span.setAttribute("http.response.status_code", res.statusCode);
-          if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-        }
-        span.end();
+        endAdminSpan(span, res);
       }
       return;
     }
     if (command) {
       const { verb, name } = command;
-      const id = activator.modelNamed(name);
-      if (!id) {
-        sendError(res, 404, unknownModel(name, activator.routes.keys()));
-        return;
-      }
-      // A wake is asynchronous (watch the tier); sleep and stop answer once done.
-      if (verb === "wake") void admin.wake(id).catch(() => {});
-      else {
-        try {
-          if (!(await unlessShutdown(res, activator.shutdownSignal, admin[verb](id)))) return;
-        } catch (error) {
-          if (error instanceof SleepStoppedInstead) {
-            sendError(res, 502, openAIError(error.message, "server_error", "action_failed"));
-            return;
-          }
-          if (!(error instanceof AdminActionUnfinished)) throw error;
-          sendError(res, 504, openAIError(error.message, "server_error", "action_unfinished"));
+      // A SERVER span continuing the caller's traceparent, as an event's delivery has: a wake's
+      // activation is in the caller's trace (found by an outside tester: a traced wake began a trace
+      // of its own, and the call showed nowhere in the caller's). A sleep or stop stays a trace of
+      // its own (docs/tracing.md); the call that asked for it is in the caller's.
+      const { span, ctx } = startServerSpan(req, tracedAdminRoute(req.method, path)!, path);
+      try {
+        const id = activator.modelNamed(name);
+        if (!id) {
+          sendError(res, 404, unknownModel(name, activator.routes.keys()));
           return;
         }
+        // A wake is asynchronous (watch the tier); sleep and stop answer once done.
+        if (verb === "wake") void admin.wake(id, { caller: ctx }).catch(() => {});
+        else {
+          try {
+            if (!(await unlessShutdown(res, activator.shutdownSignal, admin[verb](id)))) return;
+          } catch (error) {
+            if (error instanceof SleepStoppedInstead) {
+              sendError(res, 502, openAIError(error.message, "server_error", "action_failed"));
+              return;
+            }
+            if (!(error instanceof AdminActionUnfinished)) throw error;
+            sendError(res, 504, openAIError(error.message, "server_error", "action_unfinished"));
+            return;
+          }
+        }
+        sendJson(res, verb === "wake" ? 202 : 200, {
+          model: id,
+          action: verb,
+          tier: activator.routes.get(id)!.tier,
+        });
+      } catch (error) {
+        span.recordException(error as Error);
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        throw error;
+      } finally {
+        endAdminSpan(span, res);
       }
-      sendJson(res, verb === "wake" ? 202 : 200, {
-        model: id,
-        action: verb,
-        tier: activator.routes.get(id)!.tier,
-      });
       return;
     }
     if (path === "/metrics") {

@@ -553,3 +553,54 @@ models:
     await failing.close(1_000);
   }
 }, 20_000);
+
+test("a person's wake through the admin API continues the caller's trace: a SERVER span named by the route, the activation its child; sleep and unknown models have their span too", async () => {
+  // Found by an outside tester: a traced POST /snooze/v1/models/{model}/wake began a trace of its
+  // own, and the call showed nowhere in the caller's.
+  const admin = await startWith(`
+models:
+  woken: { command: ${simCommand(["--enable-sleep-mode"])} }
+`);
+  try {
+    const traceId = "8bf92f3577b34da6a3ce929d0e0e4741";
+    const callerSpan = "00f067aa0ba902b7";
+    const headers = { traceparent: `00-${traceId}-${callerSpan}-01` };
+    const post = (path: string) => fetch(`${admin.url}${path}`, { method: "POST", headers });
+    expect((await post("/snooze/v1/models/woken/wake")).status).toBe(202);
+    await until(
+      () =>
+        exporter
+          .getFinishedSpans()
+          .some((s) => s.name === "snooze.activation" && s.attributes["snooze.model"] === "woken"),
+      10_000,
+      "the activation",
+    );
+    expect((await post("/snooze/v1/models/woken/sleep")).status).toBe(200);
+    expect((await post("/snooze/v1/models/nobody/wake")).status).toBe(404);
+    const inTrace = () => exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+    await until(
+      () => inTrace().filter((s) => s.kind === SpanKind.SERVER).length === 3,
+      2_000,
+      "server spans",
+    );
+    const servers = inTrace().filter((s) => s.kind === SpanKind.SERVER);
+    expect(
+      servers.map((s) => [s.name, s.attributes["http.response.status_code"], s.parentSpanContext?.spanId]),
+    ).toEqual([
+      ["POST /snooze/v1/models/{model}/wake", 202, callerSpan],
+      ["POST /snooze/v1/models/{model}/sleep", 200, callerSpan],
+      ["POST /snooze/v1/models/{model}/wake", 404, callerSpan],
+    ]);
+    const activation = inTrace().find((s) => s.name === "snooze.activation")!;
+    expect(activation.parentSpanContext?.spanId).toBe(servers[0]!.spanContext().spanId);
+    // The sleep itself is a trace of its own, as every person's sleep is.
+    expect(
+      exporter
+        .getFinishedSpans()
+        .some((s) => s.name === "snooze.sleep" && s.attributes["snooze.model"] === "woken"),
+    ).toBe(true);
+    expect(inTrace().map((s) => s.name)).not.toContain("snooze.sleep");
+  } finally {
+    await admin.close(1_000);
+  }
+});
