@@ -215,6 +215,23 @@ test("health is any 2xx; metrics are read whatever the status", async () => {
   await expect(client.sleepLevel()).resolves.toBe(1);
 });
 
+test("metrics with timestamps: load and sleep level are read from the values (found by an outside tester: the timestamps were)", async () => {
+  const { client } = await engine((_req, res) => {
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end(
+      [
+        'vllm:num_requests_running{model_name="m"} 3 1712345678000',
+        'vllm:num_requests_waiting{model_name="m"} 1 1712345678000',
+        'vllm:engine_sleep_state{model_name="m",sleep_state="awake"} 0 1712345678000',
+        'vllm:engine_sleep_state{model_name="m",sleep_state="weights_offloaded"} 1 1712345678000',
+        'vllm:engine_sleep_state{model_name="m",sleep_state="discard_all"} 0 1712345678000',
+      ].join("\n"),
+    );
+  });
+  await expect(client.load()).resolves.toEqual({ running: 3, waiting: 1 });
+  await expect(client.sleepLevel()).resolves.toBe(1);
+});
+
 test("a call made within an activation carries its trace context, not the first caller's baggage", async () => {
   // What an SDK registers by default: a context manager and OTEL_PROPAGATORS=tracecontext,baggage.
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());

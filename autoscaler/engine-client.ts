@@ -2,6 +2,7 @@ import { context, propagation } from "@opentelemetry/api";
 import { localResourceCodes } from "../lib/http/local-resources.ts";
 import { engineConnector } from "../lib/http/unasked-continue.ts";
 import { type Agent, undici } from "../lib/undici.ts";
+import { sumMetric } from "./metric-sum.ts";
 
 /**
  * Speaks vLLM's sleep API and readiness to one engine (real vLLM or `snooze sim`).
@@ -202,7 +203,7 @@ export class EngineClient {
    */
   async sleepLevel(timeoutMs = 2_000): Promise<0 | 1 | 2 | undefined> {
     const { text } = await this.send("GET", "/metrics", timeoutMs);
-    const state = (name: string) => sumMetric(text, "vllm:engine_sleep_state", `sleep_state="${name}"`);
+    const state = (name: string) => sumMetric(text, "vllm:engine_sleep_state", { sleep_state: name });
     if (state("discard_all") > 0) return 2;
     if (state("weights_offloaded") > 0) return 1;
     if (state("awake") > 0) return 0;
@@ -259,15 +260,4 @@ export class EngineClient {
       throw new EngineError(`${method} ${path}: ${cause}`, undefined, timedOut, local);
     }
   }
-}
-
-function sumMetric(text: string, name: string, label?: string): number {
-  let total = 0;
-  for (const line of text.split("\n")) {
-    if (!line.startsWith(name) || (line[name.length] !== "{" && line[name.length] !== " ")) continue;
-    if (label && !line.slice(0, line.lastIndexOf(" ")).includes(label)) continue;
-    const value = Number(line.slice(line.lastIndexOf(" ") + 1));
-    if (Number.isFinite(value)) total += value;
-  }
-  return total;
 }
