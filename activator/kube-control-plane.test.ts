@@ -8,8 +8,9 @@ import { afterEach, expect, test, vi } from "vitest";
 import type { KubeAutoscaler } from "../autoscaler/kube/autoscaler.ts";
 import { createControlServer } from "../autoscaler/kube/control-server.ts";
 import type { AdminOutcome } from "../lib/control-protocol.ts";
+import { freePort } from "../lib/free-port.ts";
 import type { KubeClient } from "../lib/kube/client.ts";
-import { silentLogger } from "../lib/log.ts";
+import { createLogger, silentLogger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import { AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
 import { KubeControlPlane } from "./kube-control-plane.ts";
@@ -24,7 +25,7 @@ afterEach(() => {
  * The activator's control plane against the autoscaler's real control server, whose admin action
  * (the Model's leader carrying it out) answers `outcome`; the calls it got are recorded.
  */
-async function againstAutoscaler(outcome: AdminOutcome) {
+async function againstAutoscaler(outcome: AdminOutcome, port = 0) {
   const calls: unknown[][] = [];
   const autoscaler = {
     modelDemand: { handle: () => false },
@@ -39,7 +40,7 @@ async function againstAutoscaler(outcome: AdminOutcome) {
         ? { ok: true, username: "system:serviceaccount:snooze-system:snooze-activator" }
         : { ok: false, status: 401, message: "not a ServiceAccount of Snooze" },
   });
-  server.listen(0, "127.0.0.1");
+  server.listen(port, "127.0.0.1");
   await once(server, "listening");
   const plane = new KubeControlPlane({
     client: { bearerToken: async () => "sa-token" } as unknown as KubeClient,
@@ -294,4 +295,33 @@ test("slots name their members by the model ids models are listed by, not the au
   } finally {
     await plane.stop();
   }
+});
+
+test("an autoscaler that cannot be reached is said once (then once a minute), not at every report; and when it answers again", async () => {
+  // Found by an outside tester: one warning a second (each stats report) and one per demand, for as
+  // long as the autoscaler was down.
+  const port = await freePort();
+  const lines: string[] = [];
+  const plane = new KubeControlPlane({
+    client: { bearerToken: async () => "sa-token" } as unknown as KubeClient,
+    autoscalerUrl: `http://127.0.0.1:${port}`,
+    identity: "activator-0",
+    log: createLogger({}, (line) => lines.push(line)),
+    onModel: () => {},
+    onModelRemoved: () => {},
+  });
+  const said = (msg: string) => lines.map((line) => JSON.parse(line)).filter((line) => line.msg === msg);
+  for (let i = 1; i <= 5; i++) {
+    plane.stats("qwen", 0, 1);
+    plane.demand("qwen");
+    await vi.waitFor(() => expect(plane.counts.failures).toBe(2 * i));
+  }
+  expect(said("could not reach the autoscaler")).toHaveLength(1);
+  expect(said("could not reach the autoscaler")[0].error).toMatchObject({ cause: { code: "ECONNREFUSED" } });
+  const { calls } = await againstAutoscaler({ status: 200, message: "done" }, port);
+  plane.stats("qwen", 0, 1);
+  await vi.waitFor(() =>
+    expect(said("the autoscaler answers again")).toEqual([expect.objectContaining({ repeated: 9 })]),
+  );
+  expect(calls).toEqual([]);
 });

@@ -57,6 +57,9 @@ interface Known {
   failure?: { since: string; message: string; retryAt?: number };
 }
 
+/** How often an autoscaler that cannot be reached is said again. */
+const unreachableToldEveryMs = 60_000;
+
 /**
  * The ControlPlane seam on Kubernetes, seen from an activator. Demand goes to the autoscaler over
  * HTTP at once; stats are batched into one request per turn (the activator reports every second
@@ -86,6 +89,8 @@ export class KubeControlPlane implements ControlPlane {
   private loadSeq = 0;
   /** The status the autoscaler last refused a report with, so a refusal is logged once. */
   private refusedWith?: number;
+  /** While the autoscaler cannot be reached: when that was last said, and the failures since. */
+  private unreachable?: { toldAt: number; since: number };
   /** Requests to the autoscaler that failed, for the state endpoint and tests. */
   readonly counts = { demands: 0, statsPosts: 0, failures: 0 };
 
@@ -275,6 +280,7 @@ export class KubeControlPlane implements ControlPlane {
         }),
       )
       .then(async (response) => {
+        this.reached();
         if (response.ok) {
           await response.body?.cancel();
           this.refusedWith = undefined;
@@ -290,8 +296,36 @@ export class KubeControlPlane implements ControlPlane {
       .catch((error: unknown) => {
         // The next stats report (every second) carries held requests, so demand is not lost.
         this.counts.failures++;
-        this.log.warn("could not reach the autoscaler", { path, error });
+        this.unreachableAgain(path, error);
       });
+  }
+
+  /**
+   * A report that could not be made: said at once, then at most once a minute with how many failed
+   * since (found by an outside tester: one line a second, and one per demand, for as long as the
+   * autoscaler was down, an hour's outage 3600 lines saying the same).
+   */
+  private unreachableAgain(path: string, error: unknown): void {
+    const now = Date.now();
+    const was = this.unreachable;
+    if (was && now - was.toldAt < unreachableToldEveryMs) {
+      was.since++;
+      return;
+    }
+    this.log.warn("could not reach the autoscaler", {
+      path,
+      error,
+      ...(was && was.since > 0 ? { repeated: was.since } : {}),
+    });
+    this.unreachable = { toldAt: now, since: 0 };
+  }
+
+  /** The autoscaler answered: an outage that was said is said to be over. */
+  private reached(): void {
+    if (!this.unreachable) return;
+    const { since } = this.unreachable;
+    this.unreachable = undefined;
+    this.log.info("the autoscaler answers again", since > 0 ? { repeated: since } : {});
   }
 
   private emit(event: ReplicaEvent): void {
