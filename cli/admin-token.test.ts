@@ -1,4 +1,5 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect, test } from "vitest";
@@ -23,4 +24,30 @@ test("a token is visible ASCII, as an HTTP header carries it: anything else is a
   expect(() => adminTokenFrom({}, { SNOOZE_ADMIN_TOKEN: "a b" })).toThrow(
     "the token may not contain whitespace",
   );
+});
+
+test("--admin-token-file that is not a small regular file is a usage error saying what it is, never a hang", () => {
+  // Found by a probe: a named pipe blocked the command for good (deaf to SIGTERM), and /dev/zero or
+  // /dev/urandom was read until memory ran out.
+  const dir = mkdtempSync(join(tmpdir(), "snooze-token-"));
+  const fifo = join(dir, "fifo");
+  execFileSync("mkfifo", [fifo]);
+  expect(() => adminTokenFrom({ "admin-token-file": fifo }, {})).toThrow(
+    `cannot read --admin-token-file ${fifo}: it is a named pipe (FIFO), not a regular file`,
+  );
+  expect(() => adminTokenFrom({ "admin-token-file": "/dev/zero" }, {})).toThrow(
+    "cannot read --admin-token-file /dev/zero: it is a device, not a regular file",
+  );
+  expect(() => adminTokenFrom({ "admin-token-file": dir }, {})).toThrow(
+    `cannot read --admin-token-file ${dir}: it is a directory, not a regular file`,
+  );
+  const large = join(dir, "large");
+  writeFileSync(large, "a".repeat(64 * 1024 + 1));
+  expect(() => adminTokenFrom({ "admin-token-file": large }, {})).toThrow(
+    `cannot read --admin-token-file ${large}: the file is 65537 bytes; it may be at most 65536 bytes`,
+  );
+  const link = join(dir, "link");
+  writeFileSync(join(dir, "token"), "s3cr3t\n");
+  symlinkSync(join(dir, "token"), link);
+  expect(adminTokenFrom({ "admin-token-file": link }, {})).toBe("s3cr3t");
 });

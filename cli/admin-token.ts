@@ -1,9 +1,12 @@
-import { readFileSync } from "node:fs";
 import { isLoopbackHost } from "../activator/admin-guard.ts";
 import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
+import { readSmallFileSync } from "../lib/small-file.ts";
 
 /** The environment variable that carries the admin token, for servers and client commands alike. */
 export const adminTokenEnv = "SNOOZE_ADMIN_TOKEN";
+
+/** The largest token file read: a token is tens of bytes (`openssl rand -hex 32`: 65 with its newline). */
+const maxTokenFileBytes = 64 * 1024;
 
 /**
  * `--admin-token-file`: a file, not the token itself, so the token shows neither in `ps` nor in
@@ -26,7 +29,10 @@ export function adminTokenFrom(
   if (typeof file === "string") {
     let text: string;
     try {
-      text = readFileSync(file, "utf8");
+      // Bounded and never blocking: `--admin-token-file` given a named pipe hung the command for
+      // good, deaf to SIGTERM, and /dev/urandom filled memory until the kernel killed it (found by
+      // a probe).
+      text = readSmallFileSync(file, maxTokenFileBytes).toString("utf8");
     } catch (error) {
       throw new UsageError(`cannot read --admin-token-file ${file}: ${(error as Error).message}`);
     }

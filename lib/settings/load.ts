@@ -3,6 +3,7 @@ import { type FileHandle, open, stat } from "node:fs/promises";
 import { isScalar, LineCounter, parseDocument, type YAMLError } from "yaml";
 import type { z } from "zod";
 import { redactUrl } from "../redact-url.ts";
+import { notRegular } from "../small-file.ts";
 import { fieldAt, keysOf, showValue } from "./allowed-form.ts";
 import { ConfigError, type ConfigProblem, formatProblems, keyPath } from "./config-error.ts";
 import { snoozeFile } from "./file.ts";
@@ -96,18 +97,8 @@ const sizeAdvice = `a settings file may be at most ${formatSize(maxConfigBytes)}
 
 /** What is wrong with a path's file as a settings file, if anything: not a regular file, or too large. */
 function notASettingsFile(stats: Stats): string | undefined {
-  if (!stats.isFile()) {
-    const what = stats.isDirectory()
-      ? "a directory"
-      : stats.isFIFO()
-        ? "a named pipe (FIFO)"
-        : stats.isCharacterDevice() || stats.isBlockDevice()
-          ? "a device"
-          : stats.isSocket()
-            ? "a socket"
-            : "not a regular file";
-    return `it is ${what}, not a settings file: give the path of a YAML file`;
-  }
+  const what = notRegular(stats);
+  if (what) return `it is ${what}, not a settings file: give the path of a YAML file`;
   if (stats.size > maxConfigBytes) {
     const [size, limit] = [formatSize(stats.size), formatSize(maxConfigBytes)];
     return `the file is ${size === limit ? `more than ${limit}` : size}; ${sizeAdvice}`;
