@@ -531,13 +531,15 @@ export class LocalPlatform implements Platform {
   }
 
   /**
-   * Waits until no engine of a model on its way out holds `port`: one of another model whose
-   * settings name the same fixed port (a model renamed or removed by a reload: settings in use
-   * never give two models one port; its engine serves its last requests, then stops), or an engine
-   * of this model outdated by new settings. A fixed port passes from that engine to the new one;
-   * started beside it, the new one could not bind it and the request waiting for it would fail.
-   * Not waited for: an engine of this model that stays (a second replica cannot share a fixed
-   * port), and one of another model that was given the port as a free one (it may never leave).
+   * Waits until no engine on its way out holds `port`: one of another model whose settings name
+   * the same fixed port (a model renamed or removed by a reload: settings in use never give two
+   * models one port; its engine serves its last requests, then stops), or any engine outdated by
+   * new settings or being stopped, of this model or another (two models that swapped their fixed
+   * ports in one reload: found by a probe, b's start failed on a's engine draining on its old
+   * port). A fixed port passes from that engine to the new one; started beside it, the new one
+   * could not bind it and the request waiting for it would fail. Not waited for: an engine of this
+   * model that stays (a second replica cannot share a fixed port), and one of another model that
+   * was given the port as a free one and stays (it may never leave).
    */
   private async untilOursLeave(port: number, entry: ModelEngines): Promise<void> {
     const address = `${host}:${port}`;
@@ -546,7 +548,7 @@ export class LocalPlatform implements Platform {
         (e) =>
           !e.exited &&
           e.replica.address === address &&
-          (other !== entry ? other.config.port === port : e.stopping || e.replica.outdated === true),
+          (e.stopping || e.replica.outdated === true || (other !== entry && other.config.port === port)),
       ),
     );
     if (leaving.length === 0) return;

@@ -385,6 +385,33 @@ models:
     for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
   });
 
+  test("SIGHUP: two models swap their fixed ports while one's engine streams: the other's start waits for that engine to leave", async () => {
+    // Found by a probe: b's new engine started beside a's, which still held the port, and b's
+    // request got a 503 saying "another process" held it (it was a's engine, on its way out).
+    const [portA, portB] = [await freePort(), await freePort()];
+    const model = (id: string, port: number) =>
+      `  ${id}:\n    port: ${port}\n    command: ${simCommand(["--load-time", "200ms", "--itl", "50ms"], 1)}\n`;
+    const run = start(`models:\n${model("a", portA)}${model("b", portB)}`);
+    const url = await run.url;
+    expect((await ask(url, "a", { max_tokens: 1 })).status).toBe(200);
+    expect((await ask(url, "b", { max_tokens: 1 })).status).toBe(200);
+    const streaming = ask(url, "a", { stream: true, max_tokens: 30 });
+    await until(async () => (await modelView(url, "a"))?.in_flight === 1, 5_000, "a's stream");
+
+    writeFileSync(run.config, `models:\n${model("a", portB)}${model("b", portA)}`);
+    run.child.kill("SIGHUP");
+    await until(() => run.stderr().includes('"msg":"settings reloaded"'), 5_000, "the reload");
+    const moved = await ask(url, "b");
+    expect(moved.status, moved.text).toBe(200);
+    expect((await streaming).text).toMatch(/"finish_reason":"(length|stop)"/);
+    expect(run.stderr()).toContain("waiting for the engine that holds the model's port to stop");
+    expect((await ask(url, "a", { max_tokens: 1 })).status).toBe(200);
+
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
+  });
+
   test("SIGTERM while a renamed model waits for its fixed port: its engine is not started once the port is free", async () => {
     // Found by an outside tester: the shutdown stopped the old engine, then started the new one.
     const port = await freePort();
