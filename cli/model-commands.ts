@@ -120,6 +120,8 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     return true;
   };
   const onEvent = (type: string, data: unknown): boolean => {
+    // The list of models changed (a reload): one that is no longer in it ends the wake.
+    if (type === "models") void endedByRemoval();
     if (type !== "tier") return false;
     const event = checked<ReplicaEvent>(String(adminUrl(client.url, eventsPath)), data, tierEvent);
     if (event.model !== id) return false;
@@ -138,8 +140,21 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     }
     return false;
   };
+  // A reload that removed or renamed the model: its engine stopped (a cold event) and no wake is
+  // coming. Found by a probe: read as "not parked", the wake waited silently until its --timeout.
+  const removed = (list: { models: AdminModelView[] } | undefined) => {
+    if (outcome !== undefined || list === undefined || list.models.some((m) => m.id === id)) return false;
+    finish(
+      1,
+      `${name}: the wake ended after ${elapsed()}: the model is no longer in Snooze's settings (a reload removed or renamed it)`,
+    );
+    abort.abort();
+    return true;
+  };
+  const endedByRemoval = async () => removed(await listModels(client).catch(() => undefined));
   const endedByPark = async () => {
     const list = await listModels(client).catch(() => undefined);
+    if (removed(list)) return;
     const now = list?.models.find((m) => m.id === id);
     const parked = now !== undefined && (now.tier === "cold" || isAsleep(now.tier));
     if (outcome !== undefined || !parked || now.retryAt !== undefined || now.held > 0) return;

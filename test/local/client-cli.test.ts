@@ -291,6 +291,26 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     }
   });
 
+  test("snooze wake whose model a reload removes (or renames) during its start: it says so and exits 1, not waiting out --timeout", {
+    timeout: 30_000,
+  }, async () => {
+    // Found by a probe: the removal's cold event found the model gone from the list, which was read
+    // as "not parked", and the wake waited silently until its --timeout (10 minutes by default).
+    const yaml = (id: string) => `models:\n  ${id}:\n    command: ${simCommand(["--load-time", "20s"], 1)}\n`;
+    const slow = await anotherSnooze(yaml("slow"));
+    try {
+      const waiting = start(["wake", "slow"], { SNOOZE_URL: slow.url });
+      await until(() => /slow: starting/.test(waiting.stdout()), 10_000, "the start");
+      expect(slow.models!.apply(parseConfig(yaml("renamed"), "test.yaml")).result).toBe("applied");
+      expect(await waiting.code).toBe(1);
+      expect(waiting.stderr()).toMatch(
+        /^slow: the wake ended after .+: the model is no longer in Snooze's settings \(a reload removed or renamed it\)/m,
+      );
+    } finally {
+      await slow.close(1_000);
+    }
+  });
+
   test("snooze sleep during a start no request waits for: says it waits for the load, skips the warm-up, and a snooze wake following it ends saying the model sleeps", {
     timeout: 40_000,
   }, async () => {
