@@ -29,7 +29,7 @@ import { engineRoutes, underApiVersion } from "./openai-path.ts";
 import { startServerSpan } from "./request-trace.ts";
 import { extendView, logsPath, statusPageRoutes } from "./status-page.ts";
 import { Timeline } from "./timeline.ts";
-import { unknownModel } from "./unknown-model.ts";
+import { removedModel, unknownModel } from "./unknown-model.ts";
 
 export interface ServerOptions {
   activator: Activator;
@@ -544,11 +544,14 @@ export function createActivatorServer({
             return;
           }
         }
-        sendJson(res, verb === "wake" ? 202 : 200, {
-          model: id,
-          action: verb,
-          tier: activator.routes.get(id)!.tier,
-        });
+        const route = activator.routes.get(id);
+        // Found by a probe: a reload that removed the model while its sleep or stop waited for a
+        // drain made this answer a 500 (reading the tier of a route that was gone).
+        if (!route) {
+          sendError(res, 404, removedModel(id, verb, activator.routes.keys()));
+          return;
+        }
+        sendJson(res, verb === "wake" ? 202 : 200, { model: id, action: verb, tier: route.tier });
       } catch (error) {
         span.recordException(error as Error);
         span.setStatus({ code: SpanStatusCode.ERROR });

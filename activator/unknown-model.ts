@@ -28,3 +28,16 @@ export function unknownModel(name: string, known: Iterable<string>): OpenAIError
     "model",
   );
 }
+
+/**
+ * The `404 model_not_found` a person's sleep or stop answers when a reload took its model out of
+ * the settings (removed or renamed) while the action waited: the removal stops its engine.
+ */
+export function removedModel(name: string, verb: string, known: Iterable<string>): OpenAIErrorBody {
+  return openAIError(
+    `The model \`${clip(name)}\` was taken out of the settings (a reload removed or renamed it) while its ${verb} was under way; the removal stops its engine. Known models: ${knownModels(known)}.`,
+    "invalid_request_error",
+    "model_not_found",
+    "model",
+  );
+}

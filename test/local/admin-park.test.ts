@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { afterEach, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { parseConfig } from "../../lib/settings/index.ts";
 import { chat, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 /**
@@ -179,3 +180,25 @@ models:
   expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("shutting_down");
   await closing;
 });
+
+for (const verb of ["sleep", "stop"] as const) {
+  test(`a ${verb} waiting for a drain when a reload removes the model: 404 model_not_found saying so, not a 500`, async () => {
+    // Found by a probe: the answer read the tier of the model's route, gone with the model.
+    const { url, stream } = await streaming("30s");
+    const asked = fetch(`${url}/snooze/v1/models/m/${verb}`, {
+      method: "POST",
+      signal: AbortSignal.timeout(20_000),
+    });
+    await until(async () => (await tierOf(url)) === "draining", 10_000, "the drain");
+    const other = `models:\n  other: { command: ${simCommand([], 1)} }\n`;
+    expect(snooze!.models!.apply(parseConfig(other, "test.yaml")).result).toBe("applied");
+    expect(await stream.text()).toContain("[DONE]");
+    const answer = await asked;
+    expect(answer.status).toBe(404);
+    expect(((await answer.json()) as { error: unknown }).error).toMatchObject({
+      code: "model_not_found",
+      param: "model",
+      message: `The model \`m\` was taken out of the settings (a reload removed or renamed it) while its ${verb} was under way; the removal stops its engine. Known models: \`other\`.`,
+    });
+  });
+}
