@@ -56,3 +56,14 @@ test("a base URL with a query or a fragment is a usage mistake, not a request to
     /^SNOOZE_URL must be Snooze's address alone/,
   );
 });
+
+test("the OpenAI base URL (ending in /v1) given as Snooze's address is a usage error naming the flag", () => {
+  // Found by a probe: SNOOZE_URL set as OPENAI_BASE_URL made every command a 404 for /v1/snooze/v1/models.
+  expect(() => serverUrl({ url: "http://127.0.0.1:8080/v1/" })).toThrow(
+    '--url is Snooze\'s own address, not the OpenAI base URL its clients use: drop the /v1 (http://127.0.0.1:8080); got "http://127.0.0.1:8080/v1/"',
+  );
+  expect(() => serverUrl({}, { SNOOZE_URL: "http://gpu-box/snooze/V1" })).toThrow(
+    /^SNOOZE_URL is Snooze's own address, not the OpenAI base URL its clients use: drop the \/v1 \(http:\/\/gpu-box\/snooze\)/,
+  );
+  expect(serverUrl({ url: "http://gpu-box/v1x" })).toBe("http://gpu-box/v1x");
+});

@@ -43,7 +43,15 @@ export function serverUrl(values: FlagValues, env: Record<string, string | undef
     throw new UsageError(
       `${source} must be Snooze's address alone, without a query (?…) or fragment (#…), such as ${defaultUrl}; got ${JSON.stringify(given)}`,
     );
-  return `${parsed.origin}${parsed.pathname.replace(/\/+$/, "")}`;
+  const base = `${parsed.origin}${parsed.pathname.replace(/\/+$/, "")}`;
+  // The OpenAI base URL clients are given (`OPENAI_BASE_URL=http://127.0.0.1:8080/v1`) is not
+  // Snooze's own address: under it every command got a 404 for `/v1/snooze/v1/models`, naming no
+  // flag (found by a probe). Snooze serves /v1 itself, so no proxy prefix ends there.
+  if (/\/v1$/i.test(base))
+    throw new UsageError(
+      `${source} is Snooze's own address, not the OpenAI base URL its clients use: drop the /v1 (${base.slice(0, -3) || defaultUrl}); got ${JSON.stringify(given)}`,
+    );
+  return base;
 }
 
 /** An admin API `path` (with its query) under the base URL, after the base's own path prefix. */
