@@ -91,6 +91,11 @@ interface ReplicaRecord {
   busy: boolean;
   /** A sleep or stop is under way: a returning request can no longer take it back. */
   leaving: boolean;
+  /**
+   * It drains to be replaced (its engine settings changed): a reload that gives back the settings
+   * it runs takes it back, until the drain is over.
+   */
+  restarting?: boolean;
   /** The workload's count when a scale-down that named it went through: it goes when its pod does. */
   removedFrom?: number;
   /** No new operation before this moment (after a failed one). */
@@ -1118,9 +1123,22 @@ export class ModelController {
   private replaceOutdated(scalable: boolean): void {
     if (!scalable) return;
     for (const record of this.records.values()) {
+      if (record.restarting && !record.replica.outdated && record.tier === "draining") {
+        // Found by a probe: a reload that undid the one before (a command saved by mistake, then
+        // restored) still restarted the engine that ran it, its requests held through its drain
+        // and a cold start. Its drain ends here (drainThen sees it taken back).
+        record.restarting = false;
+        record.leaving = false;
+        this.log.info("engine settings as the engine runs them again: it stays", {
+          replica: record.replica.id,
+        });
+        void this.setTier(record, "ready").catch(() => {});
+        continue;
+      }
       if (!record.replica.outdated || record.busy || record.leaving) continue;
       if (record.tier === "ready" || record.tier === "draining") {
         record.leaving = true;
+        record.restarting = true;
         this.log.info("engine settings changed: draining, then restarting", { replica: record.replica.id });
         this.operate(record, "restart", () => this.drainThen(record, "stop"));
       } else if (!this.scaling) {
@@ -2020,6 +2038,7 @@ export class ModelController {
       }
       // From here on the engine is going down; requests arriving now wait for the next wake.
       record.leaving = true;
+      record.restarting = false;
       this.releaseSentAt = this.deps.clock.now();
       if (next === "stop") {
         await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));

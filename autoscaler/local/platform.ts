@@ -5,6 +5,7 @@ import { type Context, context, ROOT_CONTEXT } from "@opentelemetry/api";
 import { clipMiddle } from "../../lib/clip.ts";
 import { freePort, portInUse } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
+import { sameEngineSettings } from "../../lib/settings/config-diff.ts";
 import { type ModelConfig, snoozeArgument, substitutePlaceholders } from "../../lib/settings/index.ts";
 import { EngineClient, vllmApiKey } from "../engine-client.ts";
 import {
@@ -44,6 +45,8 @@ interface Engine {
   stopping: boolean;
   /** Resolves once the engine is gone and its output read. */
   gone: Promise<void>;
+  /** The settings it was started with: it is outdated while the model's differ in an engine setting. */
+  settings: ModelConfig;
 }
 
 export interface LocalPlatformOptions {
@@ -122,7 +125,9 @@ export class LocalPlatform implements Platform {
   /**
    * Adds a model, or takes new settings for one (a config reload). With `restart`, the engines
    * running now are marked outdated: the controller drains and stops them, and every engine
-   * started from now on runs the new command.
+   * started from now on runs the new command. An engine started with the settings given now (a
+   * reload that undid the one before while the engine drained for it) is outdated no more: the
+   * controller takes it back, rather than restarting an engine that runs what is asked.
    */
   setModel(config: ModelConfig, options: { restart?: boolean } = {}): void {
     const entry = this.models.get(config.id);
@@ -134,7 +139,10 @@ export class LocalPlatform implements Platform {
     if (!options.restart) return;
     entry.generation++;
     if (entry.engines.size === 0) return;
-    for (const engine of entry.engines.values()) engine.replica = { ...engine.replica, outdated: true };
+    for (const engine of entry.engines.values()) {
+      const outdated = !sameEngineSettings(engine.settings, config);
+      engine.replica = { ...engine.replica, outdated };
+    }
     this.changed(config.id);
   }
 
@@ -311,7 +319,9 @@ export class LocalPlatform implements Platform {
       restarts: 0,
       node,
       // The settings changed while a free port was found: this engine runs the old command.
-      ...(entry.generation !== generation ? { outdated: true } : {}),
+      ...(entry.generation !== generation && !sameEngineSettings(config, entry.config)
+        ? { outdated: true }
+        : {}),
     };
     const token = newEngineToken();
     // Detached: the guard leads a new session and process group, which the engine joins. Its stdin
@@ -353,6 +363,7 @@ export class LocalPlatform implements Platform {
       gone: new Promise<void>((resolve) => {
         gone = resolve;
       }),
+      settings: config,
     };
     entry.engines.set(id, engine);
     this.picked.delete(port); // listed now: its port is the engine's

@@ -99,6 +99,14 @@ function changedKeys(a: object, b: object): string[] {
   return [...keys].filter((key) => !same(left[key], right[key])).sort();
 }
 
+/**
+ * Whether two settings of one model start the same engine (no engine setting differs): a reload
+ * that restores what a running engine was started with leaves it running.
+ */
+export function sameEngineSettings(a: ModelConfig, b: ModelConfig): boolean {
+  return engineKeys.every((key) => same(a[key as keyof ModelConfig], b[key as keyof ModelConfig]));
+}
+
 /** Structural equality of settings values: numbers (Infinity too), strings, arrays, plain objects. */
 function same(a: unknown, b: unknown): boolean {
   if (Object.is(a, b)) return true;

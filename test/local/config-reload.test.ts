@@ -412,6 +412,43 @@ models:
     for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
   });
 
+  test("SIGHUP: a changed command undone while its engine drains for it keeps that engine: no restart, the held request served by it", async () => {
+    // Found by a probe: the engine that ran the command restored was still drained and stopped,
+    // and the requests held meanwhile waited for its drain and a cold start of the same command.
+    const before = `\nmodels:\n  qwen:\n    drainTimeout: 30s\n    command: ${simCommand(["--load-time", "200ms", "--itl", "50ms"], 1)}\n`;
+    const run = start(before);
+    const url = await run.url;
+    expect((await ask(url, "qwen", { max_tokens: 1 })).status).toBe(200);
+    const engine = engineOf(run.stateDir, "qwen")!;
+    const streaming = ask(url, "qwen", { stream: true, max_tokens: 60, ignore_eos: true });
+    await until(async () => (await modelView(url, "qwen"))?.in_flight === 1, 5_000, "the stream");
+
+    writeFileSync(run.config, before.replace('"200ms"', '"300ms"'));
+    run.child.kill("SIGHUP");
+    await until(
+      () => run.stderr().includes("engine settings changed: draining"),
+      5_000,
+      "the restart's drain",
+    );
+    const held = ask(url, "qwen", { max_tokens: 1 });
+    await until(async () => (await modelView(url, "qwen"))?.held === 1, 5_000, "the held request");
+    writeFileSync(run.config, before);
+    run.child.kill("SIGHUP");
+    const answer = await held;
+    expect(answer.status, answer.text).toBe(200);
+    // Served by the engine that ran all along, before the stream (3 s) ended its drain.
+    const stream = await streaming;
+    expect(answer.endedAt).toBeLessThan(stream.endedAt);
+    expect(stream.text).toContain('"finish_reason":"length"');
+    expect(run.stderr()).toContain("engine settings as the engine runs them again: it stays");
+    expect(recordedEngines(run.stateDir).map((e) => (e as { pgid: number }).pgid)).toEqual([engine.pgid]);
+    expect((await modelView(url, "qwen"))?.tier).toBe("ready");
+
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    for (const pgid of runs.groups) expect(gone(pgid)).toBe(true);
+  });
+
   test("SIGTERM while a renamed model waits for its fixed port: its engine is not started once the port is free", async () => {
     // Found by an outside tester: the shutdown stopped the old engine, then started the new one.
     const port = await freePort();
