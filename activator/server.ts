@@ -491,6 +491,16 @@ export function createActivatorServer({
       }
       command = { verb: action[2] as "wake" | "sleep" | "stop", name };
     }
+    // Found by a probe: a wake asked during the shutdown (the admin API's, or an event's) started
+    // an engine, loaded to be stopped seconds later, while sleep and stop were refused.
+    if (
+      activator.shutdownSignal.aborted &&
+      (command || path === "/snooze/v1/events") &&
+      req.method === "POST"
+    ) {
+      sendShuttingDown(res, "Snooze is shutting down and stops every engine; it takes no action now.");
+      return;
+    }
     if (path === "/snooze/v1/events" && req.method === "POST") {
       // A SERVER span, continuing the delivery's traceparent (a Broker's), as every request's does.
       const { span, ctx } = startServerSpan(req, path, path);

@@ -202,3 +202,39 @@ for (const verb of ["sleep", "stop"] as const) {
     });
   });
 }
+
+test("a wake asked during the shutdown, by the admin API or an event, is answered 503 shutting_down and starts no engine", async () => {
+  // Found by a probe: it was answered 202 and started an engine, stopped again with the rest.
+  snooze = await startWith(`
+models:
+  m: { command: ${simCommand(["--itl", "100ms"], 1)} }
+  other: { command: ${simCommand(["--load-time", "100ms"], 1)} }
+`);
+  const url = snooze.url;
+  const stream = await fetch(`${url}/v1/chat/completions`, {
+    ...chat("m", { stream: true, max_tokens: 30, ignore_eos: true }),
+    signal: AbortSignal.timeout(20_000),
+  });
+  const closing = snooze.close(10_000);
+  const platform = snooze.platform;
+  snooze = undefined;
+  const wake = await fetch(`${url}/snooze/v1/models/other/wake`, { method: "POST" });
+  expect(wake.status).toBe(503);
+  expect(wake.headers.get("retry-after")).toBe("5");
+  expect(((await wake.json()) as { error: { code: string } }).error.code).toBe("shutting_down");
+  const event = await fetch(`${url}/snooze/v1/events`, {
+    method: "POST",
+    headers: {
+      "ce-specversion": "1.0",
+      "ce-id": "1",
+      "ce-source": "/test",
+      "ce-type": "dev.snooze.model.wake",
+      "ce-subject": "other",
+    },
+  });
+  expect(event.status).toBe(503);
+  expect(await stream.text()).toContain("[DONE]");
+  // Seconds after the wake, while the shutdown waits for the stream: no engine for it (one loads in 100 ms).
+  expect(platform.replicaSet("other")?.replicas ?? []).toEqual([]);
+  await closing;
+});
