@@ -186,7 +186,8 @@ export function createActivatorServer({
   const hints = new ListingHints();
   const hint = (named?: string) => {
     const prewarm = admin.prewarm;
-    if (!prewarm) return;
+    // None during the shutdown: its engine would be started only to be stopped (found by a probe).
+    if (!prewarm || activator.shutdownSignal.aborted) return;
     const candidates = [...activator.routes.values()].map((route) => ({
       id: route.config.id,
       tier: route.tier,

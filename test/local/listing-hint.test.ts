@@ -106,3 +106,28 @@ models:
     await own.close(1_000);
   }
 });
+
+test("a listing or a retrieval during the shutdown hints nothing: no engine is started to be stopped", {
+  timeout: 40_000,
+}, async () => {
+  // Found by a probe: as the admin API's wake did, a hint started a model's engine during the shutdown.
+  const own = await startWith(`
+models:
+  busy:
+    command: ${simCommand(["--itl", "100ms"], 1)}
+  p:
+    prewarmBudget: 10m
+    command: ${simCommand(["--load-time", "100ms"], 1)}
+`);
+  const stream = await fetch(`${own.url}/v1/chat/completions`, {
+    ...chat("busy", { stream: true, max_tokens: 20, ignore_eos: true }),
+    signal: AbortSignal.timeout(20_000),
+  });
+  const closing = own.close(10_000);
+  await fetch(`${own.url}/v1/models/p`);
+  await fetch(`${own.url}/v1/models`);
+  // The stream (2 s) holds the shutdown up: a hinted start (100 ms) would be listed by its end.
+  expect(await stream.text()).toContain("[DONE]");
+  expect(own.platform.replicaSet("p")?.replicas ?? []).toEqual([]);
+  await closing;
+});
