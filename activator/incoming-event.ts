@@ -9,6 +9,7 @@ import { BodyTooLarge, readBody } from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue } from "../lib/http/continue.ts";
 import { sendError } from "../lib/http/json.ts";
+import { tooDeepAt } from "../lib/json-nesting.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import { remoteContextOf } from "../lib/tracing.ts";
@@ -62,6 +63,26 @@ export type ParsedEvents =
 
 /** The largest event (or batch) the endpoint reads; past it the answer is 413. */
 export const maxEventSize = 64 * 1024;
+
+/**
+ * How deep objects and arrays may nest in an event (its data included). Snooze reads two levels
+ * (`data.for`); the SDK's validator and `JSON.stringify` walk the event recursively, and overflowed
+ * the stack on data nested a few thousand deep, which was answered 500 (which Knative retries).
+ */
+export const maxEventNesting = 64;
+
+/** An event nested deeper than `maxEventNesting`, refused naming where. */
+function tooDeep(event: unknown): EventRefusal | undefined {
+  const at = tooDeepAt(event, maxEventNesting);
+  return at === undefined
+    ? undefined
+    : refuse(
+        `the event's ${at} nests objects and arrays more than ${maxEventNesting} deep; an event needs only a few levels`,
+        "invalid_event",
+        400,
+        at,
+      );
+}
 
 const refuse = (message: string, code = "invalid_event", status = 400, param?: string): EventRefusal => ({
   ok: false,
@@ -150,11 +171,15 @@ export function parseIncomingEvents(received: IncomingHttpHeaders, body: Buffer)
       "ce-time",
     );
   if (body.length > 0 && contentType.includes("json")) {
+    let data: unknown;
     try {
-      JSON.parse(text);
+      data = JSON.parse(text);
     } catch (error) {
       return refuse(`the event's data is not valid JSON: ${(error as Error).message}`, "invalid_json");
     }
+    // Counted as in structured mode, where the data is one level down in the event.
+    const deep = tooDeep({ data });
+    if (deep) return deep;
   }
   const parsed = fromSdk(
     () => cloudEvents().HTTP.toEvent({ headers, body: body.length > 0 ? text : undefined }),
@@ -225,6 +250,8 @@ function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | Ev
   if (typeof raw !== "object" || raw === null || Array.isArray(raw))
     return refuse("an event must be a JSON object");
   const attributes = raw as Record<string, unknown>;
+  const deep = tooDeep(attributes);
+  if (deep) return deep;
   // The event goes to the SDK as JSON again, where Infinity would become null: said here instead.
   const tooLarge = nonFiniteAt(attributes);
   if (tooLarge)

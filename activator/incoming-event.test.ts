@@ -1,0 +1,62 @@
+import { describe, expect, test } from "vitest";
+import { maxEventNesting, parseIncomingEvents } from "./incoming-event.ts";
+
+const attributes = {
+  specversion: "1.0",
+  id: "1",
+  source: "/test",
+  type: "dev.snooze.model.wake",
+  subject: "qwen",
+};
+const binaryHeaders = {
+  "ce-specversion": "1.0",
+  "ce-id": "1",
+  "ce-source": "/test",
+  "ce-type": "dev.snooze.model.wake",
+  "ce-subject": "qwen",
+  "content-type": "application/json",
+};
+const structured = { "content-type": "application/cloudevents+json" };
+const batch = { "content-type": "application/cloudevents-batch+json" };
+
+/** JSON arrays nested `depth` deep, as text (JSON.stringify of such a value would overflow itself). */
+const nested = (depth: number) => `${"[".repeat(depth)}${"]".repeat(depth)}`;
+
+describe("data nested deeper than the limit is a 400 naming where, in every mode (found by a probe: 500)", () => {
+  // 20,000 levels are 40 kB, inside the size limit: the SDK's validator overflowed the stack.
+  const deep = nested(20_000);
+  const event = `{"specversion":"1.0","id":"1","source":"/test","type":"dev.snooze.model.wake","subject":"qwen","data":{"x":${deep}}}`;
+
+  test.each([
+    ["structured", structured, event],
+    ["batch", batch, `[${event}]`],
+    ["binary", binaryHeaders, `{"x":${deep}}`],
+  ])("%s", (mode, headers, body) => {
+    const parsed = parseIncomingEvents(headers, Buffer.from(body));
+    expect(parsed).toMatchObject({ ok: false, status: 400, code: "invalid_event" });
+    if (parsed.ok) return;
+    expect(parsed.message).toContain(`more than ${maxEventNesting} deep`);
+    expect(parsed.param).toMatch(/^data\.x(\.0)+$/);
+    if (mode === "batch") expect(parsed.message).toMatch(/^event 1 of 1 in the batch/);
+  });
+
+  test("an extension attribute nested deep too", () => {
+    const parsed = parseIncomingEvents(
+      structured,
+      Buffer.from(
+        `{"specversion":"1.0","id":"1","source":"/test","type":"dev.snooze.model.wake","subject":"qwen","ext":${deep}}`,
+      ),
+    );
+    expect(parsed).toMatchObject({ ok: false, status: 400, code: "invalid_event" });
+  });
+
+  test("data nested up to the limit is read", () => {
+    // The event is one level, its data the next: the data may take the rest.
+    const data = JSON.parse(`{"x":${nested(maxEventNesting - 2)}}`);
+    for (const [headers, body] of [
+      [structured, JSON.stringify({ ...attributes, data })],
+      [binaryHeaders, JSON.stringify(data)],
+    ] as const)
+      expect(parseIncomingEvents(headers, Buffer.from(body))).toMatchObject({ ok: true });
+  });
+});
