@@ -60,3 +60,36 @@ describe("data nested deeper than the limit is a 400 naming where, in every mode
       expect(parseIncomingEvents(headers, Buffer.from(body))).toMatchObject({ ok: true });
   });
 });
+
+describe("a time that is no date on the calendar is refused, naming it (found by a probe: 30 February was taken)", () => {
+  test.each([
+    "2026-02-30T10:00:00Z",
+    "2026-02-29T10:00:00Z",
+    "2026-04-31T08:00:00+02:00",
+    "2026-01-01T24:00:00Z",
+  ])("%s", (time) => {
+    expect(
+      parseIncomingEvents(structured, Buffer.from(JSON.stringify({ ...attributes, time }))),
+    ).toMatchObject({ ok: false, status: 400, code: "invalid_event", param: "time" });
+    expect(parseIncomingEvents({ ...binaryHeaders, "ce-time": time }, Buffer.alloc(0))).toMatchObject({
+      ok: false,
+      status: 400,
+      code: "invalid_event",
+      param: "ce-time",
+    });
+  });
+
+  test.each(["2024-02-29T10:00:00Z", "2026-04-30T23:59:59.123456789-05:30", "2026-12-31t00:00:00z"])(
+    "%s is read",
+    (time) => {
+      expect(
+        parseIncomingEvents(structured, Buffer.from(JSON.stringify({ ...attributes, time }))),
+      ).toMatchObject({
+        ok: true,
+      });
+      expect(parseIncomingEvents({ ...binaryHeaders, "ce-time": time }, Buffer.alloc(0))).toMatchObject({
+        ok: true,
+      });
+    },
+  );
+});

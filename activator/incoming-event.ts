@@ -12,6 +12,7 @@ import { sendError } from "../lib/http/json.ts";
 import { tooDeepAt } from "../lib/json-nesting.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
+import { isRfc3339 } from "../lib/rfc3339.ts";
 import { remoteContextOf } from "../lib/tracing.ts";
 import { type AdminActions, AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
 import type { AdminRefusal } from "./admin-guard.ts";
@@ -163,7 +164,8 @@ export function parseIncomingEvents(received: IncomingHttpHeaders, body: Buffer)
   for (const name of required)
     if (!headers[`ce-${name}`])
       return refuse(`the event has no ce-${name} header`, "invalid_event", 400, `ce-${name}`);
-  if (headers["ce-time"] !== undefined && !isTimestamp(headers["ce-time"]))
+  // The SDK replaces a time it cannot read with the current time: what the sender wrote is checked.
+  if (headers["ce-time"] !== undefined && !isRfc3339(headers["ce-time"]))
     return refuse(
       `ce-time ${JSON.stringify(headers["ce-time"])} is not an RFC 3339 timestamp`,
       "invalid_event",
@@ -237,15 +239,6 @@ function nonFiniteAt(value: unknown, path = ""): string | undefined {
   return undefined;
 }
 
-/** The SDK replaces a time it cannot read with the current time: check what the sender wrote. */
-function isTimestamp(value: unknown): boolean {
-  return (
-    typeof value === "string" &&
-    /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(value) &&
-    !Number.isNaN(Date.parse(value))
-  );
-}
-
 function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | EventRefusal {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw))
     return refuse("an event must be a JSON object");
@@ -298,7 +291,7 @@ function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | Ev
     if (typeof attributes.data_base64 !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(attributes.data_base64))
       return refuse("data_base64 is not base64", "invalid_event", 400, "data_base64");
   }
-  if (attributes.time !== undefined && !isTimestamp(attributes.time))
+  if (attributes.time !== undefined && !isRfc3339(attributes.time))
     return refuse(
       `time ${JSON.stringify(attributes.time)} is not an RFC 3339 timestamp`,
       "invalid_event",
