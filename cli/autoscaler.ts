@@ -8,7 +8,7 @@ import type { ScalerTls } from "../autoscaler/kube/external-scaler.ts";
 import { serviceActivators } from "../autoscaler/kube/knative-ingress/activator-prober.ts";
 import { KnativeIngressReconciler } from "../autoscaler/kube/knative-ingress/reconciler.ts";
 import { CommandFailure, type FlagValues, UsageError } from "../lib/cli-flags.ts";
-import { type EventMode, eventModes } from "../lib/cloudevents.ts";
+import { type EventMode, eventModes, sinkUrlProblem } from "../lib/cloudevents.ts";
 import { knativeNetworkingServed } from "../lib/knative/networking-served.ts";
 import { serviceAccountUser, TokenReviewer } from "../lib/kube/token-review.ts";
 import { createLogger } from "../lib/log.ts";
@@ -147,8 +147,10 @@ export const autoscalerCommand: Command = {
     const grpcTls = await grpcTlsOf(values);
     const drainGraceMs = durationValue(values, "drain-grace");
     const eventSink = values["event-sink"] === undefined ? undefined : String(values["event-sink"]);
-    if (eventSink !== undefined && !/^https?:\/\/./.test(eventSink))
-      throw new UsageError(`--event-sink must be an http(s) URL, not "${redactUrl(eventSink)}"`);
+    if (eventSink !== undefined && sinkUrlProblem(eventSink))
+      throw new UsageError(
+        `--event-sink must be an http(s) URL, not "${redactUrl(eventSink)}": ${sinkUrlProblem(eventSink)}`,
+      );
     const eventMode = String(values["event-mode"]);
     if (!(eventModes as readonly string[]).includes(eventMode))
       throw new UsageError(`--event-mode must be binary or structured, not "${eventMode}"`);

@@ -71,6 +71,11 @@ test("snooze autoscaler checks its event and host-memory flags before connecting
   expect(output.join("\n")).toContain("--event-mode must be binary or structured");
   expect(await main(["autoscaler", "--event-sink", "ftp://sink"])).toBe(2);
   expect(output.join("\n")).toContain("--event-sink must be an http(s) URL");
+  // A URL parser takes `localhost:9000` (scheme `localhost:`), and the old check `http://a b`.
+  for (const sink of ["localhost:9000", "http://a b"]) {
+    expect(await main(["autoscaler", "--event-sink", sink])).toBe(2);
+    expect(output.join("\n")).toContain(`--event-sink must be an http(s) URL, not "${sink}"`);
+  }
   expect(await main(["autoscaler", "--host-memory-budget", "lots"])).toBe(2);
   expect(output.join("\n")).toContain("--host-memory-budget must be a size like 64Gi");
 });

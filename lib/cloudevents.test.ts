@@ -278,6 +278,32 @@ test("the sink comes from the configuration, else K_SINK; K_CE_OVERRIDES adds ex
   expect(ceOverrides("not json")).toEqual({});
 });
 
+test("a K_SINK that is no http(s) URL is said once at start, and no sink made, rather than every event failing its five attempts (found by a probe)", () => {
+  const before = process.env.K_SINK;
+  try {
+    for (const [value, reason] of [
+      ["localhost:9000", "does not start with http:// or https://"],
+      ["ftp://127.0.0.1/", "does not start with http:// or https://"],
+      ["http://a b/", "it is not a URL"],
+    ]) {
+      process.env.K_SINK = value;
+      const lines: string[] = [];
+      const log = createLogger({}, (line) => void lines.push(line), "debug");
+      expect(createEventSink({ source: "/s", log, registry: new Registry() })).toBeUndefined();
+      expect(lines).toHaveLength(1);
+      expect(JSON.parse(lines[0]!)).toMatchObject({
+        level: "warn",
+        msg: "K_SINK is not used: no CloudEvents are sent",
+        sink: value,
+        reason: expect.stringContaining(reason!),
+      });
+    }
+  } finally {
+    if (before === undefined) delete process.env.K_SINK;
+    else process.env.K_SINK = before;
+  }
+});
+
 test("what Knative retries", () => {
   expect([500, 502, 503, 504, 404, 408, 409, 429].every(isRetryableStatus)).toBe(true);
   expect([400, 401, 403, 413, 415, 422].some(isRetryableStatus)).toBe(false);

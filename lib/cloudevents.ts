@@ -372,9 +372,24 @@ function retryAfter(value: string | string[] | undefined): number | undefined {
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
+/** Why `url` cannot be a sink (it is no http or https URL, in words), or undefined when it can. */
+export function sinkUrlProblem(url: string): string | undefined {
+  const example = "write it like http://broker.example/";
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return `it is not a URL: ${example}`;
+  }
+  // `localhost:9000` parses, with `localhost:` as its scheme.
+  return parsed.protocol === "http:" || parsed.protocol === "https:"
+    ? undefined
+    : `it does not start with http:// or https://: ${example}`;
+}
+
 /**
  * The sink for outgoing events: the one configured (`eventSink`, `--event-sink`), else Knative
- * SinkBinding's `K_SINK`; none when neither is set.
+ * SinkBinding's `K_SINK`; none when neither is set, or when the one set is no http(s) URL (said once).
  */
 export function createEventSink(options: {
   configured?: string;
@@ -385,6 +400,19 @@ export function createEventSink(options: {
 }): CloudEventSink | undefined {
   const url = options.configured || process.env.K_SINK;
   if (!url) return undefined;
+  // eventSink and --event-sink are checked where they are read; K_SINK is not, and a value that is
+  // no http(s) URL (`localhost:9000`) failed every delivery, each retried four times and warned of.
+  const problem = sinkUrlProblem(url);
+  if (problem) {
+    options.log.warn(
+      `${options.configured ? "the event sink" : "K_SINK"} is not used: no CloudEvents are sent`,
+      {
+        sink: redactUrl(url),
+        reason: problem,
+      },
+    );
+    return undefined;
+  }
   return new CloudEventSink({
     url,
     source: options.source,
