@@ -38,6 +38,10 @@ export interface EventCommand {
   verb: EventVerb;
   /** The model (id or alias) the event names in its subject or `data.model`. */
   model: string;
+  /** Where the event names it (`param` of a refusal about it). */
+  modelFrom: "subject" | "data.model";
+  /** `data.model` when the subject names the model too, and it is written otherwise: it must be the same model. */
+  dataModel?: string;
   /** For prewarm: how long the model is wanted awake (ms). */
   forMs?: number;
   /** `source` + `id`: what makes a redelivery the same event. */
@@ -408,6 +412,10 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
   const command: EventCommand = {
     verb,
     model,
+    modelFrom: event.subject ? "subject" : "data.model",
+    ...(event.subject && fields.model !== undefined && fields.model !== null && fields.model !== event.subject
+      ? { dataModel: typeof fields.model === "string" ? fields.model : JSON.stringify(fields.model) }
+      : {}),
     key: `${event.source}\u0000${event.id}`,
     ...(typeof event.traceparent === "string" ? { traceparent: event.traceparent } : {}),
     ...(typeof event.tracestate === "string" ? { tracestate: event.tracestate } : {}),
@@ -583,10 +591,10 @@ export async function handleIncomingEvents(
   }
   const resolved: (EventCommand & { id: string })[] = [];
   for (const [index, command] of parsed.commands.entries()) {
+    const which =
+      parsed.mode === "batch" ? `event ${index + 1} of ${parsed.commands.length} in the batch: ` : "";
     const id = deps.modelNamed(command.model);
     if (!id) {
-      const which =
-        parsed.mode === "batch" ? `event ${index + 1} of ${parsed.commands.length} in the batch: ` : "";
       sendError(
         res,
         404,
@@ -594,7 +602,20 @@ export async function handleIncomingEvents(
           `${which}the event names the model \`${clip(command.model)}\`, which does not exist; known models: ${knownModels(deps.knownModels())}`,
           "invalid_request_error",
           "model_not_found",
-          "subject",
+          command.modelFrom,
+        ),
+      );
+      return;
+    }
+    // A subject and a data.model naming two models: acting on one (a stop!) could be the wrong one.
+    if (command.dataModel !== undefined && deps.modelNamed(command.dataModel) !== id) {
+      sendRefusal(
+        res,
+        refuse(
+          `${which}the event's subject names the model \`${clip(command.model)}\` and its data.model \`${clip(command.dataModel)}\`, not the same one: name the model once, in the subject or in data.model`,
+          "invalid_event",
+          400,
+          "data.model",
         ),
       );
       return;

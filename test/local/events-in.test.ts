@@ -389,6 +389,46 @@ describe("every malformed event is refused with a status and a reason", () => {
     expect(unknown.message).toMatch(/^event 2 of 2 in the batch: .*gpt-9/);
   });
 
+  test("a subject and a data.model naming two models are refused, not one of them acted on (found by a probe: the subject's was acted on)", async () => {
+    const before = tierOf("untouched");
+    for (const [subject, model] of [
+      ["untouched", "llama"],
+      ["untouched", "gpt-9"],
+      ["untouched", 5],
+    ]) {
+      const answer = await refusal(
+        await structured(valid({ type: "dev.snooze.model.wake", subject, data: { model } })),
+      );
+      expect(answer).toMatchObject({ status: 400, code: "invalid_event", param: "data.model" });
+      expect(answer.message).toContain("not the same one");
+    }
+    const binary = await refusal(
+      await send(binaryHeaders({ "ce-subject": "untouched" }), JSON.stringify({ model: "llama" })),
+    );
+    expect(binary).toMatchObject({ status: 400, code: "invalid_event", param: "data.model" });
+    const inBatch = await refusal(
+      await send(
+        { "content-type": "application/cloudevents-batch+json" },
+        JSON.stringify([
+          valid({ subject: "llama" }),
+          valid({ subject: "untouched", data: { model: "llama" } }),
+        ]),
+      ),
+    );
+    expect(inBatch.message).toMatch(/^event 2 of 2 in the batch: .*not the same one/);
+    expect(tierOf("untouched")).toBe(before);
+    // The same model, by its id and an alias, is one model.
+    const same = await structured(
+      valid({ type: "dev.snooze.model.sleep", subject: "qwen", data: { model: "qwen3" } }),
+    );
+    expect(same.status).toBe(200);
+  });
+
+  test("an unknown model named in data.model is refused naming data.model", async () => {
+    const answer = await refusal(await structured(valid({ subject: undefined, data: { model: "gpt-9" } })));
+    expect(answer).toMatchObject({ status: 404, code: "model_not_found", param: "data.model" });
+  });
+
   test("data_base64 that is not base64, or sent with data as well, is refused naming it", async () => {
     const notBase64 = await refusal(
       await structured(valid({ subject: undefined, data_base64: "not base64 at all!" })),
