@@ -3,7 +3,7 @@ import { createServer, type IncomingHttpHeaders, type Server, type ServerRespons
 import type { AddressInfo } from "node:net";
 import { type CloudEventV1, HTTP } from "cloudevents";
 import { Registry } from "prom-client";
-import { afterEach, expect, test } from "vitest";
+import { afterEach, describe, expect, test } from "vitest";
 import { ceOverrides } from "./ce-overrides.ts";
 import {
   CloudEventSink,
@@ -16,6 +16,7 @@ import { createLogger, silentLogger } from "./log.ts";
 interface Received {
   headers: IncomingHttpHeaders;
   body: string;
+  path?: string;
 }
 
 const servers: Server[] = [];
@@ -37,7 +38,7 @@ async function endpoint(
     let body = "";
     req.on("data", (chunk) => (body += chunk));
     req.on("end", () => {
-      received.push({ headers: req.headers, body });
+      received.push({ headers: req.headers, body, path: req.url });
       answer(res, received.length);
     });
   });
@@ -156,6 +157,56 @@ test("the log names the sink without the credentials its URL holds (found by an 
   expect(target.received[0]!.headers.authorization).toBe(
     `Basic ${Buffer.from("user:s3cretPW").toString("base64")}`,
   );
+});
+
+describe("a sink that redirects (found by a probe: a 307 was a failed delivery)", () => {
+  test("a 307 or 308 is followed with the same POST, as Knative's delivery follows it; the URL's credentials go to its own origin only", async () => {
+    const elsewhere = await endpoint();
+    const target = await endpoint((res, n) => {
+      if (n === 1) res.writeHead(307, { location: "/moved?to=here" }).end();
+      else if (n === 2) res.writeHead(308, { location: elsewhere.url }).end();
+      else res.writeHead(202).end();
+    });
+    const url = target.url.replace("http://", "http://user:pw@");
+    const { sink: s, count } = sink({ url });
+    s.emit("dev.snooze.replica.woke", "qwen", { model: "qwen" });
+    await s.drain();
+    expect(await count("delivered")).toBe(1);
+    expect(target.received.map((r) => r.path)).toEqual(["/", "/moved?to=here"]);
+    expect(elsewhere.received).toHaveLength(1);
+    const [first, second] = target.received;
+    const last = elsewhere.received[0]!;
+    for (const r of [second!, last]) {
+      expect(r.body).toBe(first!.body);
+      expect(r.headers["ce-id"]).toBe(first!.headers["ce-id"]);
+    }
+    expect(second!.headers.authorization).toBe(first!.headers.authorization);
+    expect(first!.headers.authorization).toMatch(/^Basic /);
+    expect(last.headers.authorization).toBeUndefined();
+    expect(asEvent(last).subject).toBe("qwen");
+  });
+
+  test("a 301, 302 or 303 (a POST turned into a GET) is final, the log saying where it points; a redirect loop ends", async () => {
+    const lines: string[] = [];
+    const log = createLogger({}, (line) => void lines.push(line), "debug");
+    const moved = await endpoint((res) =>
+      res.writeHead(302, { location: "https://example.invalid/in" }).end(),
+    );
+    const loop = await endpoint((res) => res.writeHead(307, { location: "/" }).end());
+    const { sink: one, count: countOne } = sink({ url: moved.url, log });
+    const { sink: two, count: countTwo } = sink({ url: loop.url, log });
+    one.emit("dev.snooze.replica.woke", "qwen", {});
+    two.emit("dev.snooze.replica.woke", "qwen", {});
+    await Promise.all([one.drain(), two.drain()]);
+    expect(moved.received).toHaveLength(1);
+    expect(loop.received).toHaveLength(11);
+    expect([await countOne("failed"), await countTwo("failed")]).toEqual([1, 1]);
+    const reasons = lines.map((line) => JSON.parse(line).reason as string);
+    expect(reasons).toContain(
+      "the sink answered 302, a redirect to https://example.invalid/in that would drop the event (only a 307 or 308 keeps a POST's body): set the sink to where it points",
+    );
+    expect(reasons).toContain(`the sink answered 307 after 10 redirects (to ${loop.url})`);
+  });
 });
 
 test("retries stop after the configured number, with the waits doubling", async () => {

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from "node:http";
 import type { CloudEvent, Message } from "cloudevents";
 import { ownAttributes, processCeOverrides } from "./ce-overrides.ts";
 import { encodeAttributeHeaders } from "./cloudevents-header.ts";
@@ -291,22 +292,13 @@ export class CloudEventSink implements EventSink {
     let reason: string;
     let retryAfterMs: number | undefined;
     try {
-      const url = new URL(this.url);
-      const response = await this.agent.request({
-        origin: url.origin,
-        path: `${url.pathname}${url.search}`,
-        method: "POST",
-        headers: { ...(message.headers as Record<string, string>), ...basicAuth(url) },
-        body: message.body as string | undefined,
-        signal: AbortSignal.timeout(this.timeoutMs),
-      });
-      await response.body.dump().catch(() => {});
-      const status = response.statusCode;
+      const response = await this.post(message);
+      const status = response.status;
       if (status >= 200 && status < 300) {
         this.outcomes.inc({ type, outcome: "delivered" });
         return;
       }
-      reason = `the sink answered ${status}`;
+      reason = `the sink answered ${status}${redirectNote(status, response.location, response.hops)}`;
       if (!isRetryableStatus(status)) {
         this.gaveUp(delivery, reason);
         return;
@@ -343,6 +335,47 @@ export class CloudEventSink implements EventSink {
     this.waiting.set(timer, delivery);
   }
 
+  /**
+   * One attempt: the message POSTed to the sink, and on to where a 307 or 308 points, as Go's HTTP
+   * client (Knative's delivery) follows them, at most `maxRedirects` times, all within the
+   * attempt's timeout. The URL's credentials go to its own origin only. Any other status is the
+   * answer: a 301, 302 or 303 would turn the POST into a GET without the event.
+   */
+  private async post(
+    message: Message,
+  ): Promise<{ status: number; headers: IncomingHttpHeaders; location?: string; hops: number }> {
+    const signal = AbortSignal.timeout(this.timeoutMs);
+    const first = new URL(this.url);
+    const auth = basicAuth(first);
+    let url = first;
+    for (let hops = 0; ; hops++) {
+      const response = await this.agent.request({
+        origin: url.origin,
+        path: `${url.pathname}${url.search}`,
+        method: "POST",
+        headers: {
+          ...(message.headers as Record<string, string>),
+          ...(url.origin === first.origin ? auth : {}),
+        },
+        body: message.body as string | undefined,
+        signal,
+      });
+      await response.body.dump().catch(() => {});
+      const status = response.statusCode;
+      const header = response.headers.location;
+      const location = typeof header === "string" ? header : undefined;
+      const next = location === undefined ? undefined : URL.parse(location, url.href);
+      if (
+        (status !== 307 && status !== 308) ||
+        hops === maxRedirects ||
+        !next ||
+        (next.protocol !== "http:" && next.protocol !== "https:")
+      )
+        return { status, headers: response.headers, location: next?.href ?? location, hops };
+      url = next;
+    }
+  }
+
   private gaveUp(delivery: Delivery, reason: string): void {
     this.outcomes.inc({ type: delivery.type, outcome: "failed" });
     this.log.warn("CloudEvent not delivered", {
@@ -352,6 +385,19 @@ export class CloudEventSink implements EventSink {
       reason,
     });
   }
+}
+
+/** Redirects one delivery attempt follows (Go's HTTP client stops after 10). */
+const maxRedirects = 10;
+
+/** What a redirect the delivery did not follow (or followed too often) is, for the log. */
+function redirectNote(status: number, location: string | undefined, hops: number): string {
+  if (status < 300 || status > 399 || location === undefined) return "";
+  if (status === 307 || status === 308)
+    return hops === maxRedirects
+      ? ` after ${hops} redirects (to ${redactUrl(location)})`
+      : ` redirecting to ${redactUrl(location)}, which is no http or https URL`;
+  return `, a redirect to ${redactUrl(location)} that would drop the event (only a 307 or 308 keeps a POST's body): set the sink to where it points`;
 }
 
 function counter(
