@@ -93,3 +93,41 @@ describe("a time that is no date on the calendar is refused, naming it (found by
     },
   );
 });
+
+describe("data that is not a JSON object is refused naming data (or data_base64) and what it was (found by a probe: param was null)", () => {
+  test.each([
+    [
+      "structured, an array",
+      structured,
+      JSON.stringify({ ...attributes, data: [1] }),
+      "data",
+      "a JSON array",
+    ],
+    [
+      "structured, text",
+      structured,
+      JSON.stringify({ ...attributes, datacontenttype: "text/plain", data: "hello" }),
+      "data",
+      "not text that is not JSON (text/plain)",
+    ],
+    [
+      "structured, base64 bytes",
+      structured,
+      JSON.stringify({ ...attributes, datacontenttype: "application/octet-stream", data_base64: "AAE=" }),
+      "data_base64",
+      "not text that is not JSON",
+    ],
+    ["binary, a number", binaryHeaders, "5", "data", "a JSON number"],
+    [
+      "binary, bytes",
+      { ...binaryHeaders, "content-type": "application/octet-stream" },
+      "\u0000\u0001",
+      "data",
+      "not text that is not JSON (application/octet-stream)",
+    ],
+  ])("%s", (_what, headers, body, param, said) => {
+    const parsed = parseIncomingEvents(headers, Buffer.from(body));
+    expect(parsed).toMatchObject({ ok: false, status: 400, param });
+    if (!parsed.ok) expect(parsed.message).toContain(said);
+  });
+});

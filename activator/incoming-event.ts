@@ -396,15 +396,27 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
     typeof event.data_base64 === "string"
       ? Buffer.from(event.data_base64, "base64").toString("utf8")
       : event.data;
+  // Named as the sender wrote it: data_base64, or data (binary mode's body).
+  const dataParam = typeof event.data_base64 === "string" ? "data_base64" : "data";
   if (typeof data === "string" && data !== "") {
     try {
       data = JSON.parse(data);
     } catch {
-      return refuse("the event's data must be a JSON object", "invalid_json");
+      return refuse(
+        `the event's ${dataParam} must be a JSON object, like {"model":"qwen"}, not text that is not JSON (${event.datacontenttype ?? "no datacontenttype"})`,
+        "invalid_json",
+        400,
+        dataParam,
+      );
     }
   }
   if (data !== undefined && data !== null && (typeof data !== "object" || Array.isArray(data)))
-    return refuse("the event's data must be a JSON object");
+    return refuse(
+      `the event's ${dataParam} must be a JSON object, like {"model":"qwen"}, not a JSON ${Array.isArray(data) ? "array" : typeof data}`,
+      "invalid_event",
+      400,
+      dataParam,
+    );
   const fields = (data ?? {}) as { model?: unknown; for?: unknown };
   const model = event.subject || fields.model;
   if (typeof model !== "string" || model === "")
