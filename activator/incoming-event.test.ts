@@ -131,3 +131,23 @@ describe("data that is not a JSON object is refused naming data (or data_base64)
     if (!parsed.ok) expect(parsed.message).toContain(said);
   });
 });
+
+test('a ce-* header sent twice is refused naming it, not read as the joined value (found by a probe: specversion "1.0, 1.0", the model `qwen, llama`)', () => {
+  for (const name of ["ce-specversion", "ce-subject", "CE-ID"]) {
+    const raw = Object.entries(binaryHeaders).flat();
+    raw.push(name, "again");
+    const parsed = parseIncomingEvents(binaryHeaders, Buffer.alloc(0), raw);
+    expect(parsed).toMatchObject({
+      ok: false,
+      status: 400,
+      code: "invalid_event",
+      param: name.toLowerCase(),
+    });
+    if (!parsed.ok) expect(parsed.message).toContain("sent more than once");
+  }
+  // In structured mode the event is the body: ce-* headers are not read.
+  const raw = ["content-type", structured["content-type"], "ce-id", "a", "ce-id", "b"];
+  expect(parseIncomingEvents(structured, Buffer.from(JSON.stringify(attributes)), raw)).toMatchObject({
+    ok: true,
+  });
+});

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:
 import { context } from "@opentelemetry/api";
 import type { CloudEventV1 } from "cloudevents";
 import { clip } from "../lib/clip.ts";
-import { decodeAttributeHeaders } from "../lib/cloudevents-header.ts";
+import { decodeAttributeHeaders, repeatedAttributeHeader } from "../lib/cloudevents-header.ts";
 import { cloudEvents } from "../lib/cloudevents-sdk.ts";
 import { formatDuration, parseDuration } from "../lib/duration.ts";
 import { BodyTooLarge, readBody } from "../lib/http/body.ts";
@@ -105,9 +105,13 @@ const required = ["id", "source", "type"] as const;
  * a missing id or specversion and accepts 0.3, so the attributes the sender wrote (binary mode:
  * its ce-* headers percent-decoded, which the SDK does not do) are checked
  * first (specversion 1.0; id, source and type present), then the SDK's own schema validation, then
- * Snooze's types and data.
+ * Snooze's types and data. `rawHeaders` (the request's) tell a ce-* header sent twice.
  */
-export function parseIncomingEvents(received: IncomingHttpHeaders, body: Buffer): ParsedEvents {
+export function parseIncomingEvents(
+  received: IncomingHttpHeaders,
+  body: Buffer,
+  rawHeaders: readonly string[] = [],
+): ParsedEvents {
   const contentType = String(received["content-type"] ?? "").toLowerCase();
   const text = body.toString("utf8");
   if (contentType.startsWith("application/cloudevents-batch+json")) {
@@ -143,6 +147,14 @@ export function parseIncomingEvents(received: IncomingHttpHeaders, body: Buffer)
   const unread = unreadFormat(received);
   if (unread) return unread;
   if (!looksLikeCloudEvent(received)) return notACloudEvent();
+  const repeated = repeatedAttributeHeader(rawHeaders);
+  if (repeated)
+    return refuse(
+      `${repeated} is sent more than once: an attribute has one value, in one header`,
+      "invalid_event",
+      400,
+      repeated,
+    );
   const decoded = decodeAttributeHeaders(received);
   if (!decoded.ok)
     return refuse(
@@ -596,7 +608,7 @@ export async function handleIncomingEvents(
     );
     return;
   }
-  const parsed = parseIncomingEvents(req.headers, body);
+  const parsed = parseIncomingEvents(req.headers, body, req.rawHeaders);
   if (!parsed.ok) {
     sendRefusal(res, parsed);
     return;

@@ -86,3 +86,19 @@ export function encodeAttributeHeaders(headers: Record<string, string>): Record<
     encoded[name] = name.toLowerCase().startsWith("ce-") ? encodeHeaderValue(String(value)) : value;
   return encoded;
 }
+
+/**
+ * The first `ce-*` header a message sends more than once (lowercase), from its raw header list.
+ * Node joins repeats with ", ", so two `ce-subject` headers read as one model named `qwen, llama`,
+ * and two `ce-specversion: 1.0` as the version `1.0, 1.0`: an attribute has one value.
+ */
+export function repeatedAttributeHeader(rawHeaders: readonly string[]): string | undefined {
+  const seen = new Set<string>();
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    if (!name.startsWith("ce-")) continue;
+    if (seen.has(name)) return name;
+    seen.add(name);
+  }
+  return undefined;
+}

@@ -1,3 +1,4 @@
+import { request } from "node:http";
 import { CloudEvent, HTTP } from "cloudevents";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
@@ -422,6 +423,30 @@ describe("every malformed event is refused with a status and a reason", () => {
       valid({ type: "dev.snooze.model.sleep", subject: "qwen", data: { model: "qwen3" } }),
     );
     expect(same.status).toBe(200);
+  });
+
+  test("binary, a ce-* header sent twice is refused naming it, and nothing is acted on", async () => {
+    // fetch joins repeated headers into one; node:http sends an array as repeated lines.
+    const before = tierOf("untouched");
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request(`${snooze.url}/snooze/v1/events`, {
+        method: "POST",
+        headers: {
+          ...binaryHeaders({ "ce-type": "dev.snooze.model.stop" }),
+          "ce-subject": ["untouched", "llama"],
+        },
+      });
+      req.on("response", (res) => {
+        let body = "";
+        res.on("data", (chunk) => (body += chunk));
+        res.on("end", () => resolve({ status: res.statusCode!, body }));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body).error).toMatchObject({ code: "invalid_event", param: "ce-subject" });
+    expect(tierOf("untouched")).toBe(before);
   });
 
   test("an unknown model named in data.model is refused naming data.model", async () => {
