@@ -151,3 +151,22 @@ test('a ce-* header sent twice is refused naming it, not read as the joined valu
     ok: true,
   });
 });
+
+test.each([
+  ["snoozeaction", ["wake"], "array"],
+  ["traceparent", { version: "00" }, "object"],
+  ["myext", { a: 1 }, "object"],
+])(
+  'an extension %s whose value is a JSON %s is refused naming it (found by a probe: snoozeaction ["wake"] was a wake)',
+  (name, value, kind) => {
+    const event = { ...attributes, type: "dev.knative.sources.ping", snoozeaction: "wake", [name]: value };
+    const parsed = parseIncomingEvents(structured, Buffer.from(JSON.stringify(event)));
+    expect(parsed).toMatchObject({ ok: false, status: 400, code: "invalid_event", param: name });
+    if (!parsed.ok) expect(parsed.message).toContain(`not a JSON ${kind}`);
+  },
+);
+
+test("extensions that are strings, numbers or booleans are read", () => {
+  const event = { ...attributes, text: "a", count: 5, flag: true, gone: null };
+  expect(parseIncomingEvents(structured, Buffer.from(JSON.stringify(event)))).toMatchObject({ ok: true });
+});

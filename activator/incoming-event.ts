@@ -100,6 +100,24 @@ const refuse = (message: string, code = "invalid_event", status = 400, param?: s
 const required = ["id", "source", "type"] as const;
 
 /**
+ * The attributes the spec defines, and the data, in the JSON format. Any other member is an
+ * extension, whose value is a string, a number or a boolean: the SDK let an object or array pass,
+ * and `snoozeaction: ["wake"]` read as a wake.
+ */
+const contextAttributes = new Set([
+  "specversion",
+  "id",
+  "source",
+  "type",
+  "datacontenttype",
+  "dataschema",
+  "subject",
+  "time",
+  "data",
+  "data_base64",
+]);
+
+/**
  * Reads the CloudEvents of one HTTP message (binary, structured or batch mode, the way a Knative
  * Trigger delivers them) with the `cloudevents` SDK and checks what the SDK lets pass: it fills in
  * a missing id or specversion and accepts 0.3, so the attributes the sender wrote (binary mode:
@@ -300,6 +318,16 @@ function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | Ev
         name,
       );
   }
+  const extension = Object.entries(attributes).find(
+    ([name, value]) => !contextAttributes.has(name) && typeof value === "object" && value !== null,
+  );
+  if (extension)
+    return refuse(
+      `the event's extension ${extension[0]} must be a string, a number or a boolean (an attribute holds one value), not a JSON ${Array.isArray(extension[1]) ? "array" : "object"}`,
+      "invalid_event",
+      400,
+      extension[0],
+    );
   // Checked as the sender wrote it: the SDK decodes anything leniently (and keeps both).
   if (attributes.data_base64 !== undefined) {
     if (attributes.data !== undefined)
