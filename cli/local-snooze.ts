@@ -8,6 +8,7 @@ import { inProcessControlPlane, localAutoscaler } from "../autoscaler/local/cont
 import { LocalPlatform } from "../autoscaler/local/platform.ts";
 import type { Platform } from "../autoscaler/platform.ts";
 import type { Clock } from "../lib/clock.ts";
+import { eventSourceOf } from "../lib/cloudevents.ts";
 import type { Logger } from "../lib/log.ts";
 import { Registry } from "../lib/prometheus.ts";
 import type { SnoozeConfig } from "../lib/settings/index.ts";
@@ -116,7 +117,7 @@ export function localAdmin(
 /** `snooze serve`: the activator and the autoscaler in one process, engines as child processes. */
 export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<LocalSnooze> {
   const registry = new Registry();
-  const eventSource = `/snooze/${hostname()}`;
+  const eventSource = eventSourceOf("snooze", hostname());
   const platform = options.platform ?? new LocalPlatform(options.config.models.values(), options.log);
   const autoscaler = localAutoscaler({
     config: options.config,

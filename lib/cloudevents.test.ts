@@ -9,8 +9,10 @@ import {
   CloudEventSink,
   type CloudEventSinkOptions,
   createEventSink,
+  eventSourceOf,
   isRetryableStatus,
 } from "./cloudevents.ts";
+import { decodeHeaderValue } from "./cloudevents-header.ts";
 import { createLogger, silentLogger } from "./log.ts";
 
 interface Received {
@@ -353,6 +355,24 @@ test("a K_SINK that is no http(s) URL is said once at start, and no sink made, r
     if (before === undefined) delete process.env.K_SINK;
     else process.env.K_SINK = before;
   }
+});
+
+test("the source names this process as it was named (--identity, the host name), percent-encoded: a space no longer makes every event invalid (found by a probe)", async () => {
+  const target = await endpoint();
+  const source = eventSourceOf("snooze", "autoscaler", "gpu box/1 ü");
+  expect(source).toBe("/snooze/autoscaler/gpu%20box%2F1%20%C3%BC");
+  expect(eventSourceOf("snooze", "gpu-box.local")).toBe("/snooze/gpu-box.local");
+  for (const mode of ["binary", "structured"] as const) {
+    const { sink: s, count } = sink({ url: target.url, source, mode });
+    s.emit("dev.snooze.replica.woke", "qwen", {});
+    await s.drain();
+    expect(await count("delivered")).toBe(1);
+  }
+  // Binary mode percent-encodes the header once more, as the binding says (the JavaScript SDK does
+  // not decode it: the Python and Go SDKs do).
+  const [binary, structured] = target.received;
+  expect(decodeHeaderValue(String(binary!.headers["ce-source"]))).toBe(source);
+  expect(asEvent(structured!).source).toBe(source);
 });
 
 test("what Knative retries", () => {

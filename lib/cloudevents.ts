@@ -418,6 +418,15 @@ function retryAfter(value: string | string[] | undefined): number | undefined {
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
+/**
+ * The `source` attribute of this process's events, a URI reference: `/` and each segment
+ * percent-encoded. A name is written as it was given (`--identity`, the host name), and one with
+ * a space in it made a source the SDK refused, so every event was counted invalid and none sent.
+ */
+export function eventSourceOf(...segments: string[]): string {
+  return `/${segments.map(encodeURIComponent).join("/")}`;
+}
+
 /** Why `url` cannot be a sink (it is no http or https URL, in words), or undefined when it can. */
 export function sinkUrlProblem(url: string): string | undefined {
   const example = "write it like http://broker.example/";

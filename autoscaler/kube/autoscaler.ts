@@ -1,6 +1,6 @@
 import { type Context, context, propagation } from "@opentelemetry/api";
 import { systemClock } from "../../lib/clock.ts";
-import { createEventSink, type EventMode } from "../../lib/cloudevents.ts";
+import { createEventSink, type EventMode, eventSourceOf } from "../../lib/cloudevents.ts";
 import {
   type AdminOutcome,
   type AdminVerb,
@@ -193,7 +193,7 @@ export class KubeAutoscaler {
       sink: createEventSink({
         configured: options.eventSink,
         mode: options.eventMode,
-        source: `/snooze/autoscaler/${options.identity}`,
+        source: eventSourceOf("snooze", "autoscaler", options.identity),
         log: options.log,
         registry: options.registry,
       }),
