@@ -352,6 +352,14 @@ export class Activator {
     return nameLookup(this.config.names, name);
   }
 
+  /**
+   * What a body still arriving must bring in each window of `bodyTimeout` (readBody's `pace`, a
+   * new one per body): for the other routes that read a body, such as the events endpoint.
+   */
+  bodyPace(): MinimumPace {
+    return { windowMs: timerValue(this.bodyTimeout), minBytes: bodyMinBytes };
+  }
+
   /** Aborts when the shutdown begins: calls that wait on the control plane answer then. */
   get shutdownSignal(): AbortSignal {
     return this.shutdownBegun.signal;
@@ -725,7 +733,7 @@ export class Activator {
     };
     // A body that stops arriving is given up at the end of a window of `bodyTimeout` that
     // brought too little: others are told to come back by then (overBudget).
-    const pace = { windowMs: timerValue(this.bodyTimeout), minBytes: bodyMinBytes };
+    const pace = this.bodyPace();
     const upload = { startedAt: performance.now(), pace, bytes: reserved };
     this.readingTotal++;
     const unstop = this.stopping.add(cutShort);
@@ -736,16 +744,9 @@ export class Activator {
       if (res.headersSent) return res.statusCode;
       if (error instanceof BodyStalled) {
         // Its bytes are given back as serve returns; the connection closes once the answer is out.
-        sendError(
-          res,
-          408,
-          openAIError(
-            `The request body stopped arriving: less than ${bodyMinBytes} bytes of it came in ${pace.windowMs / 1000}s (bodyTimeout), ${error.received} bytes in all. Send the body without long pauses.`,
-            "invalid_request_error",
-            "request_timeout",
-          ),
-          { connection: "close" },
-        );
+        sendError(res, 408, openAIError(error.advice, "invalid_request_error", "request_timeout"), {
+          connection: "close",
+        });
         return 408;
       }
       if (error instanceof BodyTooLarge) {

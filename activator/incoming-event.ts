@@ -5,7 +5,7 @@ import { clip } from "../lib/clip.ts";
 import { decodeAttributeHeaders, repeatedAttributeHeader } from "../lib/cloudevents-header.ts";
 import { cloudEvents } from "../lib/cloudevents-sdk.ts";
 import { formatDuration, parseDuration } from "../lib/duration.ts";
-import { BodyTooLarge, readBody } from "../lib/http/body.ts";
+import { BodyStalled, BodyTooLarge, type MinimumPace, readBody } from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue } from "../lib/http/continue.ts";
 import { sendError } from "../lib/http/json.ts";
@@ -541,6 +541,11 @@ export interface EventEndpointDeps {
   recent: RecentEvents;
   log?: Logger;
   /**
+   * What a body still arriving must bring in each window (the activator's `bodyTimeout`): a body
+   * that stalls is a 408, not a connection held until Node's request timeout (5 minutes).
+   */
+  bodyPace?: () => MinimumPace;
+  /**
    * When the delivery's sender holds a token of its own rather than the admin token
    * (event-senders.ts): who it is, asked before the body is read, and whether it may do what the
    * events ask, asked before any is taken (a redelivery too).
@@ -621,8 +626,14 @@ export async function handleIncomingEvents(
       return;
     }
     sendContinue(req, res);
-    body = await readBody(req, limit);
+    body = await readBody(req, limit, undefined, undefined, deps.bodyPace?.());
   } catch (error) {
+    if (error instanceof BodyStalled) {
+      sendError(res, 408, openAIError(error.advice, "invalid_request_error", "request_timeout"), {
+        connection: "close",
+      });
+      return;
+    }
     if (!(error instanceof BodyTooLarge)) throw error;
     sendError(
       res,

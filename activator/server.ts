@@ -513,6 +513,7 @@ export function createActivatorServer({
             modelNamed: (name) => activator.modelNamed(name),
             knownModels: () => [...activator.routes.keys()],
             recent: recentEvents,
+            bodyPace: () => activator.bodyPace(),
             log,
             ...(sender && eventSenders ? { sender: eventSenders.delivery(sender) } : {}),
           }),

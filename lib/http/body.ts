@@ -35,6 +35,11 @@ export class BodyStalled extends Error {
     this.pace = pace;
     this.received = received;
   }
+
+  /** What the client is told (a 408 `request_timeout`). */
+  get advice(): string {
+    return `The request body stopped arriving: less than ${this.pace.minBytes} bytes of it came in ${this.pace.windowMs / 1000}s (bodyTimeout), ${this.received} bytes in all. Send the body without long pauses.`;
+  }
 }
 
 /**

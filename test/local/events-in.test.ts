@@ -7,6 +7,7 @@ import { simCommand, startWith, until } from "../helpers/local-snooze.ts";
 let snooze: LocalSnooze;
 beforeAll(async () => {
   snooze = await startWith(`
+bodyTimeout: 1s
 models:
   qwen:
     aliases: [qwen3]
@@ -446,6 +447,31 @@ describe("every malformed event is refused with a status and a reason", () => {
     });
     expect(answer.status).toBe(400);
     expect(JSON.parse(answer.body).error).toMatchObject({ code: "invalid_event", param: "ce-subject" });
+    expect(tierOf("untouched")).toBe(before);
+  });
+
+  test("a body that stops arriving is a 408 once bodyTimeout passes, and nothing is acted on (found by a probe: the connection was held, unanswered, for Node's 5 minutes)", async () => {
+    const before = tierOf("untouched");
+    const answer = await new Promise<{ status: number; body: string; connection?: string }>(
+      (resolve, reject) => {
+        const req = request(`${snooze.url}/snooze/v1/events`, {
+          method: "POST",
+          headers: { ...binaryHeaders({ "ce-subject": "untouched" }), "content-length": "100" },
+        });
+        req.on("response", (res) => {
+          let body = "";
+          res.on("data", (chunk) => (body += chunk));
+          res.on("end", () => resolve({ status: res.statusCode!, body, connection: res.headers.connection }));
+        });
+        req.on("error", reject);
+        // 10 bytes of the 100 promised, and then nothing.
+        req.write('{"model":');
+      },
+    );
+    expect(answer.status).toBe(408);
+    expect(answer.connection).toBe("close");
+    expect(JSON.parse(answer.body).error).toMatchObject({ code: "request_timeout" });
+    expect(JSON.parse(answer.body).error.message).toContain("bodyTimeout");
     expect(tierOf("untouched")).toBe(before);
   });
 
