@@ -210,7 +210,16 @@ export function parseIncomingEvents(
       400,
       "ce-time",
     );
-  if (body.length > 0 && contentType.includes("json")) {
+  // A binary-mode event's content type is its data's: Snooze reads JSON data only (a form type was
+  // refused before the body, with the admin API's other routes).
+  const mediaType = contentType.split(";")[0]!.trim();
+  if (body.length > 0 && mediaType !== "" && !isJsonMediaType(mediaType))
+    return refuse(
+      `The events endpoint reads a binary-mode event's data as JSON, not ${mediaType}: send the data as application/json (or no body), or the event as application/cloudevents+json`,
+      "unsupported_media_type",
+      415,
+    );
+  if (body.length > 0 && mediaType !== "") {
     let data: unknown;
     try {
       data = JSON.parse(text);
@@ -226,6 +235,11 @@ export function parseIncomingEvents(
     (name) => ({ param: `ce-${name}`, given: headers[`ce-${name}`] }),
   );
   return parsed.ok ? { ok: true, mode: "binary", commands: [parsed.command] } : parsed;
+}
+
+/** JSON by its media type: application/json, text/json, or a structured syntax suffix (`+json`). */
+function isJsonMediaType(mediaType: string): boolean {
+  return mediaType === "application/json" || mediaType === "text/json" || mediaType.endsWith("+json");
 }
 
 /**
