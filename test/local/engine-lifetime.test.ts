@@ -76,6 +76,10 @@ async function orphanedEngine() {
   const first = serveProcess(config, args);
   runs.track(first.child);
   const pgid = await engineOf(await first.url, stateDir, "qwen");
+  // Both frozen first: killed one after the other, the one still alive could see the other go and
+  // stop the engine in between (the guard does when its Snooze dies), which made this test flaky.
+  first.child.kill("SIGSTOP");
+  process.kill(pgid, "SIGSTOP");
   first.child.kill("SIGKILL");
   process.kill(pgid, "SIGKILL");
   await first.exited;
