@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import { context, type Span, SpanStatusCode } from "@opentelemetry/api";
+import { type Context, context, type Span, SpanStatusCode } from "@opentelemetry/api";
 import { clip } from "../lib/clip.ts";
 import { answerClientErrors, endSocketWithError } from "../lib/http/client-error.ts";
 import { deferContinue } from "../lib/http/continue.ts";
@@ -122,12 +122,27 @@ function tracedAdminRoute(method: string | undefined, path: string): string | un
 }
 
 /** Ends an admin request's SERVER span with what was answered. */
-function endAdminSpan(span: Span, res: ServerResponse): void {
-  if (res.headersSent) {
-    span.setAttribute("http.response.status_code", res.statusCode);
-    if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+async function inAdminSpan(
+  req: IncomingMessage,
+  res: ServerResponse,
+  route: string,
+  path: string,
+  handle: (ctx: Context) => Promise<void>,
+): Promise<void> {
+  const { span, ctx } = startServerSpan(req, route, path);
+  try {
+    await handle(ctx);
+  } catch (error) {
+    span.recordException(error as Error);
+    span.setStatus({ code: SpanStatusCode.ERROR });
+    throw error;
+  } finally {
+    if (res.headersSent) {
+      span.setAttribute("http.response.status_code", res.statusCode);
+      if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    span.end();
   }
-  span.end();
 }
 
 /**
@@ -504,9 +519,8 @@ export function createActivatorServer({
     }
     if (path === "/snooze/v1/events" && req.method === "POST") {
       // A SERVER span, continuing the delivery's traceparent (a Broker's), as every request's does.
-      const { span, ctx } = startServerSpan(req, path, path);
       const sender = senderToken(req, adminToken, eventSenders !== undefined);
-      try {
+      await inAdminSpan(req, res, path, path, async (ctx) => {
         const handled = context.with(ctx, () =>
           handleIncomingEvents(req, res, {
             admin,
@@ -519,13 +533,7 @@ export function createActivatorServer({
           }),
         );
         await unlessShutdown(res, activator.shutdownSignal, handled);
-      } catch (error) {
-        span.recordException(error as Error);
-        span.setStatus({ code: SpanStatusCode.ERROR });
-        throw error;
-      } finally {
-        endAdminSpan(span, res);
-      }
+      });
       return;
     }
     if (command) {
@@ -534,8 +542,7 @@ export function createActivatorServer({
       // activation is in the caller's trace (found by an outside tester: a traced wake began a trace
       // of its own, and the call showed nowhere in the caller's). A sleep or stop stays a trace of
       // its own (docs/tracing.md); the call that asked for it is in the caller's.
-      const { span, ctx } = startServerSpan(req, tracedAdminRoute(req.method, path)!, path);
-      try {
+      await inAdminSpan(req, res, tracedAdminRoute(req.method, path)!, path, async (ctx) => {
         const id = activator.modelNamed(name);
         if (!id) {
           sendError(res, 404, unknownModel(name, activator.routes.keys()));
@@ -564,13 +571,7 @@ export function createActivatorServer({
           return;
         }
         sendJson(res, verb === "wake" ? 202 : 200, { model: id, action: verb, tier: route.tier });
-      } catch (error) {
-        span.recordException(error as Error);
-        span.setStatus({ code: SpanStatusCode.ERROR });
-        throw error;
-      } finally {
-        endAdminSpan(span, res);
-      }
+      });
       return;
     }
     if (path === "/metrics") {
