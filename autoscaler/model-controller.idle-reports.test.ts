@@ -183,3 +183,30 @@ describe("the ladder decides on time as without the reports", () => {
     expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
   });
 });
+
+describe("an operation cut short by a moment without the Lease", () => {
+  test("a wake cut by a lapse of the Lease's renewal is found out again, not left waking for good", async () => {
+    // Found by the API server outage e2e test: the wake's "waking" write waited for a paused API
+    // server, the Lease's renewal lapsed meanwhile, and the wake gave up at its next leadership
+    // check though this replica went on leading: the engine woke, the replica stayed `waking`.
+    let holding = true;
+    const h = await readyModel(oneModel(), { direct: { holding: () => holding } });
+    const engine = h.platform.engineOf("m-1");
+    await h.advance(60_000);
+    await h.settle();
+    expect(h.tiers("m")).toEqual(["draining", "asleep-1"]);
+    const wake = engine.hold("wake");
+    h.demand("m");
+    await h.settle();
+    expect(h.tiers("m").at(-1)).toBe("waking");
+    holding = false;
+    wake.release();
+    await h.settle();
+    expect(h.tiers("m").at(-1)).toBe("waking");
+    // The renewal goes through again: the next report's pass finds the engine awake and routes it.
+    holding = true;
+    h.stats("m", 0, 1);
+    await h.settle();
+    expect(h.tiers("m").at(-1)).toBe("ready");
+  });
+});

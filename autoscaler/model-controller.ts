@@ -89,6 +89,12 @@ interface ReplicaRecord {
   recorded?: Tier;
   /** An operation runs on it: no second one starts. */
   busy: boolean;
+  /**
+   * An operation on it was cut short by a moment without the Lease's renewal (the API server away)
+   * while this replica went on leading: where its engine is gets found out again (`recheck`) at the
+   * next pass that holds the Lease, or a wake cut so would leave it `waking` for good.
+   */
+  interrupted?: boolean;
   /** A sleep or stop is under way: a returning request can no longer take it back. */
   leaving: boolean;
   /**
@@ -1030,6 +1036,11 @@ export class ModelController {
     if (!this.leading || this.closed || !this.deps.holding()) return;
     this.timer?.cancel();
     this.syncRecords();
+    for (const record of this.records.values())
+      if (record.interrupted && !record.busy) {
+        record.interrupted = false;
+        this.operate(record, "recheck", () => this.recheck(record));
+      }
     // A wake asked for while a replica is ready already is done: it must not count as held forever.
     if (this.wakeWanted && [...this.records.values()].some((r) => r.tier === "ready")) {
       this.wakeWanted = false;
@@ -1549,7 +1560,11 @@ export class ModelController {
     const leadership = this.leadership;
     void operation()
       .catch((error: unknown) => {
-        if (error instanceof NotLeading || leadership !== this.leadership) return;
+        if (leadership !== this.leadership) return;
+        if (error instanceof NotLeading) {
+          record.interrupted = true;
+          return;
+        }
         this.log.warn("operation failed", { replica: record.replica.id, operation: what, error });
         record.coolUntil = this.deps.clock.now() + failedOperationCoolMs;
       })

@@ -10,9 +10,11 @@ import { startTcpService, type TcpService } from "./harness/tcp-service.ts";
  * kube-apiserver stops answering while Snooze runs. Paused (SIGSTOP: its connections stay open and
  * hang, the worst kind of outage), a ready model keeps answering: the data plane does not need the
  * API server, and the autoscaler puts no engine to sleep under the activators while it cannot tell
- * them (the `draining` it writes first hangs with the API server). Restarted (Snooze's components
- * reach it through a TCP relay, which resets every connection and refuses new ones for a while), a
- * ready model keeps answering, and afterwards an idle engine is put to sleep only once the
+ * them (the `draining` it writes first hangs with the API server). A wake does need it, as Knative's
+ * scale from zero does: activators learn a replica's tier from its pod, so a request for a sleeping
+ * model is held through the outage and answered once the API server is back. Restarted (Snooze's
+ * components reach it through a TCP relay, which resets every connection and refuses new ones for a
+ * while), a ready model keeps answering, and afterwards an idle engine is put to sleep only once the
  * activator's lagging watch has seen its drain. The outages stay under kube-controller-manager's and
  * the leases' deadlines.
  */
@@ -81,6 +83,30 @@ describe.skipIf(usingExistingCluster())("kube-apiserver hangs while Snooze runs"
       replicas: 0,
       sleepingReplicas: 1,
     });
+  });
+
+  test("a request for a sleeping model is held through the outage and answered after it", async () => {
+    const started = await complete(suite.activator.url, model);
+    expect(started.status, started.text).toBe(200);
+    await waitPods("the pod asleep", asleep);
+    const resume = pauseApiServer();
+    let answer: ReturnType<typeof complete> | undefined;
+    try {
+      answer = complete(suite.activator.url, model, 30_000);
+      const early = await Promise.race([
+        answer,
+        new Promise((resolve) => setTimeout(resolve, 3_000, "held")),
+      ]);
+      expect(early).toBe("held");
+    } finally {
+      resume();
+    }
+    const resumedAt = performance.now();
+    const held = await answer!.catch((error: Error) => ({ status: 0, text: String(error), ms: 0 }));
+    expect(held.status, `${held.text}\n${logs()}`).toBe(200);
+    // Answered within seconds of the API server's return, not after a watch's stale timeout.
+    expect(performance.now() - resumedAt, logs()).toBeLessThan(15_000);
+    await waitPods("the pod asleep again", asleep);
   });
 
   test("kube-apiserver restarts (every connection reset, new ones refused for 5 s): served meanwhile, then the watches resume", async () => {
