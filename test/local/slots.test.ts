@@ -1,9 +1,7 @@
 import { afterEach, describe, expect, test } from "vitest";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
-import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
-import { silentLogger } from "../../lib/log.ts";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import type { ReplicaEvent, Tier } from "../../lib/replica-event.ts";
-import { parseConfig } from "../../lib/settings/index.ts";
 import { chat, metricValue, sharedGpu, simCommand, startWith } from "../helpers/local-snooze.ts";
 
 let snooze: LocalSnooze | undefined;
@@ -141,8 +139,7 @@ describe("a slot whose incumbent's sleep call is slow", () => {
     // that call's timeout (2 m here) on top (found by a later probe): the swap it asked for was long
     // over when a client that obeyed came back, and a busy resident had taken the slot back.
     const gpu = sharedGpu();
-    const config = parseConfig(
-      `
+    snooze = await startWith(`
 slots:
   gpu0:
     minResidency: 0s
@@ -156,16 +153,7 @@ models:
     slot: gpu0
     holdBudget: 3s
     command: ${simCommand(gpu)}
-`,
-      "test.yaml",
-    );
-    snooze = await startLocalSnooze({
-      config,
-      log: silentLogger,
-      host: "127.0.0.1",
-      port: 0,
-      statsIntervalMs: 200,
-    });
+`);
     expect((await ask("a")).status).toBe(200);
     const refused = await ask("b");
     expect(refused.status).toBe(503);
@@ -192,8 +180,7 @@ describe("a slot whose resident stays busy", () => {
     // pause that ends a member's wait for its slot, so each retry waited anew: with holdBudget under
     // maxWait, a client that obeyed Retry-After was never served while the resident stayed busy.
     const gpu = sharedGpu();
-    const config = parseConfig(
-      `
+    snooze = await startWith(`
 slots:
   gpu0:
     minResidency: 0s
@@ -208,16 +195,7 @@ models:
     slot: gpu0
     holdBudget: 3s
     command: ${simCommand(gpu)}
-`,
-      "test.yaml",
-    );
-    snooze = await startLocalSnooze({
-      config,
-      log: silentLogger,
-      host: "127.0.0.1",
-      port: 0,
-      statsIntervalMs: 200,
-    });
+`);
     // a busy for as long as the test runs: its tokens come every 100 ms, 1,000 of them.
     const stream = await ask("a", { stream: true, max_tokens: 1_000, ignore_eos: true });
     expect(stream.status).toBe(200);
