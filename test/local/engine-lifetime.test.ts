@@ -76,16 +76,23 @@ async function orphanedEngine() {
   const first = serveProcess(config, args);
   runs.track(first.child);
   const pgid = await engineOf(await first.url, stateDir, "qwen");
-  // Both frozen first: killed one after the other, the one still alive could see the other go and
-  // stop the engine in between (the guard does when its Snooze dies), which made this test flaky.
-  first.child.kill("SIGSTOP");
-  process.kill(pgid, "SIGSTOP");
-  first.child.kill("SIGKILL");
-  process.kill(pgid, "SIGKILL");
-  await first.exited;
-  await until(() => !running(pgid), 2_000, "the guard to die");
+  await killWithGuard(first, pgid);
   expect(groupMembers(pgid)).toHaveLength(1); // the orphaned engine, still serving its port
   return { port, config, args, stateDir, pgid };
+}
+
+/**
+ * SIGKILL of a `snooze serve` and its engine's guard (`pgid`), so that nobody is left to stop the
+ * engine. Both are frozen first: killed one after the other, the one still alive could see the other
+ * go and stop the engine in between (the guard does when its Snooze dies), a flaky race.
+ */
+async function killWithGuard(serve: ReturnType<typeof serveProcess>, pgid: number): Promise<void> {
+  serve.child.kill("SIGSTOP");
+  process.kill(pgid, "SIGSTOP");
+  serve.child.kill("SIGKILL");
+  process.kill(pgid, "SIGKILL");
+  await serve.exited;
+  await until(() => !running(pgid), 2_000, "the guard to die");
 }
 
 describe("engines never outlive snooze serve", () => {
@@ -142,10 +149,7 @@ describe("engines never outlive snooze serve", () => {
     const first = serveProcess(config, args);
     runs.track(first.child);
     const pgid = await engineOf(await first.url, stateDir, "stubborn");
-    first.child.kill("SIGKILL");
-    process.kill(pgid, "SIGKILL"); // its guard too: nobody else will stop the engine
-    await first.exited;
-    await until(() => !running(pgid), 2_000, "the guard to die");
+    await killWithGuard(first, pgid); // its guard too: nobody else will stop the engine
     expect(groupMembers(pgid)).toHaveLength(1);
 
     const second = serveProcess(config, args);
