@@ -1795,14 +1795,6 @@ export class ModelController {
   }
 
   /**
-   * The 1-token warm-up after a start or wake (the first inference is slow without it), when on.
-   * It has what is left of the activation's time (`until`): `startTimeout` from the start, or
-   * `wakeTimeout` from the wake. The held requests wait for both, and an engine that is up but does
-   * not answer must not make them wait a second timeout. Resolves with a level when a person's
-   * sleep, with no request held, skipped it or gave it up: the engine sleeps at that level instead.
-   * One this process could not make (out of file descriptors) is skipped: the engine is routed.
-   */
-  /**
    * Whether a warm-up that failed with `error` is skipped, the engine routed without it, and why
    * (said in the log): `local`, the call never reached the engine (this process is out of file
    * descriptors or memory), so it says nothing of the engine, awake by then (its wake answered, or
@@ -1829,6 +1821,14 @@ export class ModelController {
     return undefined;
   }
 
+  /**
+   * The 1-token warm-up after a start or wake (the first inference is slow without it), when on.
+   * It has what is left of the activation's time (`until`): `startTimeout` from the start, or
+   * `wakeTimeout` from the wake. The held requests wait for both, and an engine that is up but does
+   * not answer must not make them wait a second timeout. Resolves with a level when a person's
+   * sleep, with no request held, skipped it or gave it up: the engine sleeps at that level instead.
+   * One this process could not make (out of file descriptors) is skipped: the engine is routed.
+   */
   private async warmUp(
     record: ReplicaRecord,
     activation: Activation,
