@@ -1,6 +1,7 @@
 import { backgroundTimer, clearBackgroundTimer } from "../lib/background-timer.ts";
 import type { Flow } from "../lib/control-plane.ts";
 import { formatDuration, timerValue } from "../lib/duration.ts";
+import { keepNewest } from "../lib/keep-newest.ts";
 import { LinkedSet } from "../lib/linked-set.ts";
 import { isWarming, mostAwake, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
@@ -402,9 +403,7 @@ export class ModelRoute {
   apply(event: ReplicaEvent): void {
     this.lastEvent = event;
     if (event.exit !== undefined) {
-      this.exits.delete(event.replica);
-      this.exits.set(event.replica, event.exit);
-      if (this.exits.size > keptExits) this.exits.delete(this.exits.keys().next().value!);
+      keepNewest(this.exits, event.replica, event.exit, keptExits);
     }
     this.learnBackoff(event);
     if (event.estimateMs !== undefined && event.tier === "starting") this.estimates.start = event.estimateMs;

@@ -1,4 +1,5 @@
 import { clip } from "../lib/clip.ts";
+import { keepNewest } from "../lib/keep-newest.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
 /**
@@ -75,9 +76,7 @@ export class ResponseIds {
   }
 
   private learn(id: string, maker: Maker): void {
-    this.makers.delete(id);
-    this.makers.set(id, maker);
-    if (this.makers.size > this.limit) this.makers.delete(this.makers.keys().next().value!);
+    keepNewest(this.makers, id, maker, this.limit);
   }
 }
 

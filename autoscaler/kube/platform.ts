@@ -1,3 +1,4 @@
+import { keepNewest } from "../../lib/keep-newest.ts";
 import { isConflict, type KubeClient, KubeError, paths } from "../../lib/kube/client.ts";
 import type { Informer } from "../../lib/kube/informer.ts";
 import type { KubeModel } from "../../lib/kube/model-config.ts";
@@ -265,8 +266,7 @@ export class KubePlatform implements Platform {
       },
       "strategic",
     );
-    this.awakeWritten.set(uid, awake);
-    if (this.awakeWritten.size > 10_000) this.awakeWritten.delete(this.awakeWritten.keys().next().value!);
+    keepNewest(this.awakeWritten, uid, awake, 10_000);
   }
 
   /** Marks a pod as the first to go on the next scale-down. */

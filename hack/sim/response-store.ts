@@ -1,3 +1,5 @@
+import { keepNewest } from "../../lib/keep-newest.ts";
+
 /**
  * vLLM's in-memory response store, on with `VLLM_ENABLE_RESPONSES_API_STORE=1` (off by default: it
  * never forgets, vLLM warns of the leak). Each response kept by id as its last state; a background
@@ -17,9 +19,7 @@ export class ResponseStore {
   }
 
   put(id: string, entry: StoredResponse): void {
-    this.responses.delete(id);
-    this.responses.set(id, entry);
-    if (this.responses.size > this.limit) this.responses.delete(this.responses.keys().next().value!);
+    keepNewest(this.responses, id, entry, this.limit);
   }
 }
 

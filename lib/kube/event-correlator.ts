@@ -1,3 +1,5 @@
+import { keepNewest } from "../keep-newest.ts";
+
 /**
  * What to do with one more Kubernetes Event, decided as client-go's event recorders do, so a model
  * that wakes and sleeps all day leaves a handful of Events with counts rather than thousands:
@@ -57,14 +59,11 @@ export class EventCorrelator {
       entry.count++;
       entry.lastObserved = now;
       // Re-inserted: the map's order is the order of last use, for eviction.
-      this.series.delete(seriesKey);
-      this.series.set(seriesKey, entry);
+      keepNewest(this.series, seriesKey, entry, this.maxKeys);
       return { kind: "series", name: entry.name, count: entry.count, lastObservedTime: now };
     }
     const created = { name: eventName(name, now, this.sequence++), count: 1, lastObserved: now };
-    this.series.delete(seriesKey);
-    this.series.set(seriesKey, created);
-    trim(this.series, this.maxKeys);
+    keepNewest(this.series, seriesKey, created, this.maxKeys);
     return { kind: "create", name: created.name };
   }
 
@@ -77,9 +76,7 @@ export class EventCorrelator {
     const bucket = this.buckets.get(object) ?? { tokens: this.burst, at: now };
     bucket.tokens = Math.min(this.burst, bucket.tokens + Math.max(0, now - bucket.at) / this.refillMs);
     bucket.at = now;
-    this.buckets.delete(object);
-    this.buckets.set(object, bucket);
-    trim(this.buckets, this.maxKeys);
+    keepNewest(this.buckets, object, bucket, this.maxKeys);
     if (bucket.tokens < 1) return false;
     bucket.tokens -= 1;
     return true;
@@ -93,8 +90,4 @@ export class EventCorrelator {
 function eventName(object: string, now: number, sequence: number): string {
   const nanos = BigInt(Math.floor(now)) * 1_000_000n + BigInt(sequence % 1_000_000);
   return `${object}.${nanos.toString(16)}`;
-}
-
-function trim<V>(map: Map<string, V>, max: number): void {
-  while (map.size > max) map.delete(map.keys().next().value!);
 }

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { keepNewest } from "../keep-newest.ts";
 
 export interface ReviewCacheOptions {
   /** How long an answer that lets the caller through is kept. */
@@ -57,12 +58,7 @@ export class ReviewCache<T extends Answer> {
   }
 
   private remember(key: string, answer: T): void {
-    while (this.answers.size >= this.maxEntries) {
-      const oldest = this.answers.keys().next().value;
-      if (oldest === undefined) break;
-      this.answers.delete(oldest);
-    }
     const ms = answer.ok ? this.cacheMs : Math.min(this.cacheMs, 10_000);
-    this.answers.set(key, { answer, expires: this.now() + ms });
+    keepNewest(this.answers, key, { answer, expires: this.now() + ms }, this.maxEntries);
   }
 }
