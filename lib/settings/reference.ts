@@ -168,6 +168,8 @@ it) and the warm-up use: vLLM would answer them 404. vLLM serves the words after
 else the model it loads: \`vllm serve Qwen/Qwen3-8B\` for a model \`qwen\` needs \`--served-model-name "\${MODEL}"\`.
 And so does a \`vllm serve\` without \`--enable-sleep-mode\` (nor a \`--config\` file that may set it) for a model
 whose \`sleep\` is true: vLLM then serves no sleep endpoints, so each sleep would fail and stop the engine.
+And so does a slot under \`slots:\` that no model names in \`slot:\` (most often a model's \`slot:\` was meant
+to name it): its settings govern no model.
 
 A running \`snooze serve\` reads the file again on SIGHUP, and whenever it changes with
 \`--watch-config\`, and applies the difference without dropping a held or in-flight request: a changed

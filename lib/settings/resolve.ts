@@ -207,6 +207,15 @@ export function resolveConfig(
   }
   // Also when every model names its own: the next model added would inherit it.
   checkSlot(file.defaults?.slot, ["defaults", "slot"]);
+  // A slot no model names governs nothing: most often a model's `slot:` was meant to name it (a
+  // misspelt one is refused above only when it names no slot at all).
+  const members = new Set([...models.values()].map((model) => model.slot));
+  for (const name of slots.keys())
+    if (!members.has(name))
+      unused.push({
+        path: ["slots", name],
+        message: "no model names this slot in `slot:`, so its settings govern no model",
+      });
   const byPort = new Map<number, string>();
   for (const [id, model] of models) {
     if (model.port === undefined) continue;

@@ -67,4 +67,18 @@ describe("settings that never take effect (warnings; the file stays valid)", () 
     expect(warned(`${command}, --enable-sleep-mode]`)).toEqual([]);
     expect(warned(`${command}, --config, vllm.yaml]`)).toEqual([]);
   });
+
+  test("a slot no model names: its settings govern nothing", () => {
+    const file = (slotOfQwen: string) =>
+      `slots:\n  gpu0:\n    policy: priority\n  gpu1: {}\nmodels:\n  qwen:\n    command: [x, "\${PORT}"]\n${slotOfQwen}`;
+    expect(parseConfig(file("    slot: gpu0\n"), "s.yaml").warnings).toEqual([
+      "s.yaml:4:3: slots.gpu1: no model names this slot in `slot:`, so its settings govern no model",
+    ]);
+    // A slot a model inherits from `defaults:` has that model as a member.
+    expect(
+      parseConfig(
+        `defaults:\n  slot: gpu0\nslots:\n  gpu0: {}\nmodels:\n  qwen:\n    command: [x, "\${PORT}"]\n`,
+      ).warnings,
+    ).toBeUndefined();
+  });
 });
