@@ -14,8 +14,8 @@ import { group, version } from "../../lib/kube/api-group.ts";
 import { KubeClient } from "../../lib/kube/client.ts";
 import { KubeClaimStore } from "../../webhooks/slot-claims.ts";
 import { ManualClock } from "../support/manual-clock.ts";
-import { repoRoot } from "./harness/assets.ts";
-import { applyManifests, kustomize, waitForCrds } from "./harness/manifests.ts";
+import { identityManifests } from "./components/snooze.ts";
+import { applyManifests, waitForCrds } from "./harness/manifests.ts";
 import { createTestNamespace } from "./harness/namespace.ts";
 import { suiteCluster } from "./harness/suite.ts";
 
@@ -211,17 +211,7 @@ let workloads: Awaited<ReturnType<typeof createTestNamespace>>;
 
 beforeAll(async () => {
   // Only the identity part of config/default for real: namespace, CRDs, ServiceAccounts, RBAC.
-  const rendered = await kustomize(cluster.info.kubectl, `${repoRoot}/config/default`);
-  const kinds = new Set([
-    "Namespace",
-    "CustomResourceDefinition",
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-  ]);
-  const identity = rendered.filter((m) => kinds.has(m.object.kind ?? ""));
+  const identity = await identityManifests(cluster);
   // No wildcard anywhere: every verb and resource a component gets is named.
   for (const m of identity.filter((i) => i.object.kind === "ClusterRole" || i.object.kind === "Role")) {
     const rules = (m.object as { rules?: { verbs: string[]; resources?: string[]; apiGroups?: string[] }[] })

@@ -11,7 +11,7 @@ import {
 import { Agent, fetch } from "undici";
 import { repoRoot } from "./harness/assets.ts";
 import { writeKubeconfig } from "./harness/kubeconfig.ts";
-import { applyManifests, kustomize, waitForCrds } from "./harness/manifests.ts";
+import { applyManifests, identityKinds, kustomize, waitForCrds } from "./harness/manifests.ts";
 import { type ManagedProcess, startProcess } from "./harness/process.ts";
 import type { SuiteCluster } from "./harness/suite.ts";
 import { waitFor } from "./harness/wait.ts";
@@ -29,16 +29,7 @@ export const claimNamespace = "snooze-slot-claims";
 export const configurationName = "snooze-webhooks";
 export const certSecret = "snooze-webhook-certs";
 
-const kinds = new Set([
-  "Namespace",
-  "CustomResourceDefinition",
-  "ServiceAccount",
-  "ClusterRole",
-  "ClusterRoleBinding",
-  "Role",
-  "RoleBinding",
-  "Secret",
-]);
+const kinds = new Set<string>([...identityKinds, "Secret"]);
 
 /** Namespace, CRDs, ServiceAccounts, RBAC and the certificate Secret of config/default, for real. */
 export async function installSnoozeIdentity(cluster: SuiteCluster): Promise<void> {

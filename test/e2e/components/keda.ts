@@ -7,7 +7,13 @@ import { type BuiltComponent, findBuilt, notBuilt } from "../harness/assets.ts";
 import { createCA, issueCert } from "../harness/certs.ts";
 import { pointServiceAtHost, routableAddress } from "../harness/host-address.ts";
 import { mintServiceAccountKubeconfig, writeKubeconfig } from "../harness/kubeconfig.ts";
-import { applyManifests, kustomize, type Manifest, waitForCrds } from "../harness/manifests.ts";
+import {
+  applyManifests,
+  identityKinds,
+  kustomize,
+  type Manifest,
+  waitForCrds,
+} from "../harness/manifests.ts";
 import { type ManagedProcess, startProcess } from "../harness/process.ts";
 import type { SuiteCluster } from "../harness/suite.ts";
 import { waitFor } from "../harness/wait.ts";
@@ -55,17 +61,7 @@ export interface Keda {
   stop(): Promise<void>;
 }
 
-const installedKinds = new Set([
-  "Namespace",
-  "CustomResourceDefinition",
-  "ServiceAccount",
-  "ClusterRole",
-  "ClusterRoleBinding",
-  "Role",
-  "RoleBinding",
-  "APIService",
-  "Service",
-]);
+const installedKinds = new Set<string>([...identityKinds, "APIService", "Service"]);
 
 /** Installs KEDA's manifests, starts the adapter and the operator, and waits until both serve. */
 export async function startKeda(cluster: SuiteCluster, folder: string): Promise<Keda> {

@@ -2,7 +2,7 @@ import type { KubernetesObject } from "@kubernetes/client-node";
 import { freePort } from "../../../lib/free-port.ts";
 import type { KubeClient } from "../../../lib/kube/client.ts";
 import { pointServiceAtHost } from "../harness/host-address.ts";
-import { applyManifests, type Manifest, waitForCrds } from "../harness/manifests.ts";
+import { applyManifests, identityKinds, type Manifest, waitForCrds } from "../harness/manifests.ts";
 import { type ManagedProcess, startProcess } from "../harness/process.ts";
 import type { SuiteCluster } from "../harness/suite.ts";
 import { waitFor } from "../harness/wait.ts";
@@ -16,19 +16,7 @@ import { waitFor } from "../harness/wait.ts";
 export const webhookKinds = new Set(["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]);
 
 /** The kinds of config/core both install (not its Deployments, HPAs and PDBs: the harness runs the processes). */
-export const coreKinds = [
-  "Namespace",
-  "CustomResourceDefinition",
-  "ServiceAccount",
-  "ClusterRole",
-  "ClusterRoleBinding",
-  "Role",
-  "RoleBinding",
-  "ConfigMap",
-  "Secret",
-  "Service",
-  ...webhookKinds,
-];
+export const coreKinds = [...identityKinds, "ConfigMap", "Secret", "Service", ...webhookKinds];
 
 /**
  * The env Knative's Deployments give a component of `namespace` (its pod name and namespace from

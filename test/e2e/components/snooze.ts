@@ -6,7 +6,13 @@ import { KubeClient, paths } from "../../../lib/kube/client.ts";
 import { awakeCondition, type Pod } from "../../../lib/kube/pod-replica.ts";
 import { repoRoot } from "../harness/assets.ts";
 import { writeKubeconfig } from "../harness/kubeconfig.ts";
-import { applyManifests, kustomize, waitForCrds } from "../harness/manifests.ts";
+import {
+  applyManifests,
+  identityKinds,
+  kustomize,
+  type Manifest,
+  waitForCrds,
+} from "../harness/manifests.ts";
 import { type ManagedProcess, startProcess } from "../harness/process.ts";
 import type { SuiteCluster } from "../harness/suite.ts";
 import { waitFor } from "../harness/wait.ts";
@@ -18,23 +24,16 @@ import { waitFor } from "../harness/wait.ts";
  */
 export const system = "snooze-system";
 
-/** Applies the identity part of config/default (namespace, CRDs, ServiceAccounts, RBAC) for real. */
-export async function installIdentities(cluster: SuiteCluster): Promise<void> {
+/** The identity part of config/default: namespace, CRDs, ServiceAccounts, RBAC. */
+export async function identityManifests(cluster: SuiteCluster): Promise<Manifest[]> {
   const rendered = await kustomize(cluster.info.kubectl, `${repoRoot}/config/default`);
-  const kinds = new Set([
-    "Namespace",
-    "CustomResourceDefinition",
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-  ]);
-  const failures = await applyManifests(
-    cluster.admin,
-    rendered.filter((m) => kinds.has(m.object.kind ?? "")),
-    { dryRun: false },
-  );
+  const kinds = new Set<string>(identityKinds);
+  return rendered.filter((m) => kinds.has(m.object.kind ?? ""));
+}
+
+/** Applies the identity part of config/default for real. */
+export async function installIdentities(cluster: SuiteCluster): Promise<void> {
+  const failures = await applyManifests(cluster.admin, await identityManifests(cluster), { dryRun: false });
   if (failures.length > 0) throw new Error(`installing identities failed:\n${failures.join("\n")}`);
   await waitForCrds(cluster.admin, ["models.snooze.dev", "slots.snooze.dev"]);
 }

@@ -63,6 +63,17 @@ export async function manifestsUnder(dir: string): Promise<Manifest[]> {
   return out;
 }
 
+/** The kinds that give a component its identity and rights: namespace, CRDs, ServiceAccounts, RBAC. */
+export const identityKinds = [
+  "Namespace",
+  "CustomResourceDefinition",
+  "ServiceAccount",
+  "ClusterRole",
+  "ClusterRoleBinding",
+  "Role",
+  "RoleBinding",
+] as const;
+
 /** `kubectl kustomize <dir>`: the objects `kubectl apply -k <dir>` would send. */
 export async function kustomize(kubectl: string, dir: string): Promise<Manifest[]> {
   const { stdout } = await run(kubectl, ["kustomize", dir], { maxBuffer: 16 * 1024 * 1024 });
