@@ -24,6 +24,7 @@ import {
   processStartTime,
   stopLeftovers,
 } from "./engine-records.ts";
+import { EngineSecrets } from "./engine-secrets.ts";
 import { killGroupOnExit, signalGroup, untilGroupGone } from "./orphans.ts";
 import { OutputLines } from "./output-lines.ts";
 
@@ -367,6 +368,8 @@ export class LocalPlatform implements Platform {
     };
     entry.engines.set(id, engine);
     this.picked.delete(port); // listed now: its port is the engine's
+    // The record is private (mode 0600) and names the engine as it runs; the log shows no secret.
+    const secrets = new EngineSecrets(args, env);
     const command = [file, ...args].join(" ");
     this.records?.add({
       model: config.id,
@@ -384,7 +387,7 @@ export class LocalPlatform implements Platform {
         if (!whole.trim()) continue;
         // Kept short (found by an outside tester: a 20 MB line became a 170 KB failure reason in
         // every 503 and in `snooze status`, and 500 of them would be 32 MB of logs per engine).
-        const line = clipMiddle(whole, maxLineLength);
+        const line = clipMiddle(secrets.hide(whole), maxLineLength);
         engine.tail.push(line);
         if (engine.tail.length > 20) engine.tail.shift();
         engine.output.push(line);
@@ -463,7 +466,7 @@ export class LocalPlatform implements Platform {
       exit ??= { code, sig };
       void finish();
     });
-    context.with(start, () => log.info("engine starting", { command, pgid }));
+    context.with(start, () => log.info("engine starting", { command: secrets.command(file!), pgid }));
     // An engine that cannot bind its port may not exit either (a wrapper script that waits):
     // stopped now, the start fails at once with the reason, not at startTimeout.
     if (taken) void this.stop(engine);

@@ -1,0 +1,66 @@
+import { vllmApiKey } from "../engine-client.ts";
+
+/** vLLM's flags whose value is a secret: its API key and a Hugging Face token. */
+const secretFlags = ["--api-key", "--hf-token"];
+
+const hidden = "[redacted]";
+
+/** A secret flag and its value written inside one argument. */
+const flagInText = /(--api-key|--hf-token)(=|\s+)(?!--)\S+/g;
+
+/**
+ * A key this short is not looked for in the engine's output: replacing every "ab" of it would
+ * garble the lines and hide little. Its flag's value in the command is hidden all the same.
+ */
+const shortestSought = 4;
+
+/**
+ * What Snooze shows of an engine without its secrets: the command it runs (the `engine starting`
+ * log line) with the values of `--api-key` and `--hf-token` hidden, and its output lines (the log
+ * at debug, `snooze logs`, a failed start's last words in 503s and CloudEvents) with every
+ * occurrence of those values and of `VLLM_API_KEY` hidden: vLLM prints its non-default arguments,
+ * the key among them, as it starts (found by an outside tester: the engine's `--api-key`, which
+ * clients send as their bearer token, was in every `engine starting` line at info level).
+ */
+export class EngineSecrets {
+  private readonly args: readonly string[];
+  private readonly sought: string[];
+
+  constructor(args: readonly string[], env: Readonly<Record<string, string | undefined>>) {
+    this.args = args;
+    const values = [vllmApiKey(args, env), ...flagValues(args)];
+    this.sought = [...new Set(values)].filter((v): v is string => !!v && v.length >= shortestSought);
+  }
+
+  /** The command line, `file` and its arguments joined by spaces, with the secrets' values hidden. */
+  command(file: string): string {
+    const shown: string[] = [file];
+    for (const [index, arg] of this.args.entries()) {
+      const flag = secretFlags.find((name) => arg.startsWith(`${name}=`));
+      if (flag) shown.push(`${flag}=${hidden}`);
+      else if (secretFlags.includes(this.args[index - 1] ?? "") && !arg.startsWith("--")) shown.push(hidden);
+      // A flag inside one argument (a shell's script: `sh -c "exec vllm serve --api-key …"`).
+      else shown.push(this.hide(arg).replace(flagInText, `$1$2${hidden}`));
+    }
+    return shown.join(" ");
+  }
+
+  /** `text` with every secret value in it hidden (a line of the engine's output). */
+  hide(text: string): string {
+    let shown = text;
+    for (const secret of this.sought) if (shown.includes(secret)) shown = shown.replaceAll(secret, hidden);
+    return shown;
+  }
+}
+
+function flagValues(args: readonly string[]): string[] {
+  const values: string[] = [];
+  for (const [index, arg] of args.entries()) {
+    for (const flag of secretFlags) {
+      if (arg.startsWith(`${flag}=`)) values.push(arg.slice(flag.length + 1));
+      else if (arg === flag && index + 1 < args.length && !args[index + 1]!.startsWith("--"))
+        values.push(args[index + 1]!);
+    }
+  }
+  return values;
+}
