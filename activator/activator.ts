@@ -970,7 +970,21 @@ export class Activator {
             : slot
               ? slotWaitMessage(model, seconds, slot.reason)
               : holdMessages[failure.reason](model, seconds);
-      span.setStatus({ code: SpanStatusCode.ERROR, message });
+      // A client that left is no fault of Snooze's: the server span has no error status for it
+      // either (found by an outside tester: the abandoned hold was the trace's one error).
+      if (failure.reason !== "abandoned") span.setStatus({ code: SpanStatusCode.ERROR, message });
+      // The long wait that ended in a refusal is in the log too, with the request's trace ids, not
+      // only in its metric: an engine slow to start showed nothing between `engine starting` and
+      // its `startTimeout` while every request got 503 (found by an outside tester). A failed
+      // activation is told once, by the control plane, not by each request it failed.
+      if (failure.reason === "budget" || failure.reason === "queue-full")
+        this.log.warn(failure.reason === "budget" ? "hold budget spent" : "hold queue full", {
+          model,
+          code: holdCodes[failure.reason],
+          heldMs: Math.round(performance.now() - started),
+          ...(route.latestEvent ? { tier: route.latestEvent.tier } : {}),
+          retryAfter: seconds,
+        });
       const body = openAIError(message, "service_unavailable_error", holdCodes[failure.reason]);
       if (res.headersSent) progress?.fail(body);
       else if (!res.destroyed)

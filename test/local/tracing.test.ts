@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
 import { createLogger, silentLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/index.ts";
-import { chat, sharedGpu, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+import { chat, metricValue, sharedGpu, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 const exporter = new InMemorySpanExporter();
 let snooze: LocalSnooze;
@@ -290,6 +290,76 @@ models:
   } finally {
     await slow.close(1_000);
   }
+});
+
+describe("a request held for a model slow to start", () => {
+  const lines: Record<string, unknown>[] = [];
+  let slow: LocalSnooze;
+  beforeAll(async () => {
+    slow = await startLocalSnooze({
+      config: parseConfig(
+        `
+models:
+  tardy:
+    holdBudget: 300ms
+    command: ${simCommand(["--load-time", "3s"], 1)}
+`,
+        "test.yaml",
+      ),
+      log: createLogger({}, (line) => void lines.push(JSON.parse(line)), "info"),
+      host: "127.0.0.1",
+      port: 0,
+      statsIntervalMs: 200,
+    });
+  });
+  afterAll(() => slow.close(1_000));
+  const traced = (trace: string, signal?: AbortSignal) => {
+    const init = chat("tardy");
+    return { ...init, signal, headers: { ...init.headers, traceparent: `00-${trace}-00f067aa0ba902b7-01` } };
+  };
+  const spansOf = async (trace: string) => {
+    const done = () =>
+      exporter
+        .getFinishedSpans()
+        .some((s) => s.spanContext().traceId === trace && s.kind === SpanKind.SERVER);
+    await until(done, 2_000, "the server span");
+    return exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === trace);
+  };
+
+  test("its hold budget spent: a warning in the log with the request's trace ids, the model, how long it waited and its tier (found by an outside tester: nothing was logged)", async () => {
+    const callerTrace = "7bf92f3577b34da6a3ce929d0e0e4740";
+    expect((await fetch(`${slow.url}/v1/chat/completions`, traced(callerTrace))).status).toBe(503);
+    const server = (await spansOf(callerTrace)).find((s) => s.kind === SpanKind.SERVER)!;
+    const line = lines.find((l) => l.msg === "hold budget spent");
+    expect(line).toMatchObject({
+      level: "warn",
+      model: "tardy",
+      code: "hold_budget_exceeded",
+      tier: "starting",
+      trace_id: callerTrace,
+      span_id: server.spanContext().spanId,
+    });
+    expect(line!.heldMs).toBeGreaterThanOrEqual(300);
+  });
+
+  test("its client leaves while it is held: the hold says abandoned, with no error status, as its server span (found by an outside tester: the hold was the trace's one error)", async () => {
+    const callerTrace = "7bf92f3577b34da6a3ce929d0e0e4741";
+    const leave = new AbortController();
+    const asked = fetch(`${slow.url}/v1/chat/completions`, traced(callerTrace, leave.signal)).catch((e) => e);
+    const held = async () =>
+      metricValue(await (await fetch(`${slow.url}/metrics`)).text(), "snooze_held_requests", {
+        model: "tardy",
+      }) > 0;
+    await until(held, 2_000, "the request held");
+    leave.abort();
+    expect(await asked).toBeInstanceOf(Error);
+    const spans = await spansOf(callerTrace);
+    const hold = spans.find((s) => s.name === "snooze.hold")!;
+    expect(hold.attributes["snooze.hold.outcome"]).toBe("abandoned");
+    expect(hold.status.code).toBe(SpanStatusCode.UNSET);
+    expect(spans.find((s) => s.kind === SpanKind.SERVER)!.status.code).toBe(SpanStatusCode.UNSET);
+    expect(lines.filter((l) => l.trace_id === callerTrace && l.level !== "info")).toEqual([]);
+  });
 });
 
 test("a request sent again after its engine dropped the connection: a snooze.resend event on its server span, one CLIENT span per try", async () => {
