@@ -424,14 +424,25 @@ export class Activator {
       // `error.type` says); 499, nginx's "client closed", only when nothing was.
       const sent = res.headersSent ? res.statusCode : status;
       span.setAttribute("http.response.status_code", sent);
-      if (status === 499 && res.headersSent) span.setAttribute("error.type", "client_closed");
       // A 5xx (sent, or told mid-stream after a 200) names its error, as the HTTP conventions
       // require: the OpenAI error code Snooze answered with (`hold_budget_exceeded` ...), else the
       // status code (an engine's own 5xx passed through). Found by an outside tester: none was set.
-      else if (status >= 500 || sent >= 500)
+      // So does an answer that failed after its 2xx went out (the engine died mid-stream: an SSE
+      // error event or a cut), which the conventions count an error too. Looked up only for a span
+      // that records: with tracing off this costs the request nothing.
+      const fault =
+        status >= 500 ||
+        sent >= 500 ||
+        (status !== 499 &&
+          sent < 400 &&
+          res.headersSent &&
+          span.isRecording() &&
+          errorCodeOf(res) !== undefined);
+      if (status === 499 && res.headersSent) span.setAttribute("error.type", "client_closed");
+      else if (fault)
         span.setAttribute("error.type", errorCodeOf(res) ?? String(sent >= 500 ? sent : status));
       if (model) span.setAttributes({ "gen_ai.request.model": requestModel, "snooze.model": model });
-      if (status >= 500 || sent >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      if (fault) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
       // No model Snooze serves (not found, not named): an empty label, which no id can be.
       this.metrics.requests.inc({ model, code: String(status) });

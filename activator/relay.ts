@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { Dispatcher } from "undici";
 import { timerValue } from "../lib/duration.ts";
-import { sendError } from "../lib/http/json.ts";
+import { noteErrorCode, sendError } from "../lib/http/json.ts";
 import { doneEnd, endWithEvent, eventsEnd, maxHeldEventBytes } from "../lib/http/sse.ts";
 import type { OpenAIErrorBody } from "../lib/openai-error.ts";
 import { replaceEngineCors } from "./cors.ts";
@@ -452,6 +452,10 @@ function failed(
   }
   // Headers out before the engine's (status 0) are hold progress's, whose stream is SSE. Not read
   // back with getHeader: it does not see a head given to writeHead alone, and the stream was cut.
+  // The answer's status went out, then the answer failed: its server span names why (the error
+  // event's code, or the cut's), as it does a 5xx (found by an outside tester: an engine that died
+  // mid-stream left a server span with no error at all, only its CLIENT span said so).
+  noteErrorCode(res, answer.body);
   endBroken(res, status === 0 ? "text/event-stream" : contentType, answer.body, error, sized);
   return { kind: "failed", status: status || 200, reason, error };
 }

@@ -362,6 +362,48 @@ models:
   });
 });
 
+test("an engine that dies mid-stream: the server span says 200 was sent, then the error told in the stream, with an error status (found by an outside tester: it had none)", async () => {
+  const engine = [
+    "require('node:http').createServer((req, res) => {",
+    "  if (req.url === '/health') return res.end();",
+    "  let body = ''; req.on('data', (c) => (body += c)); req.on('end', () => {",
+    "    if (!body.includes('midstream')) { res.setHeader('content-type', 'application/json'); return res.end('{\"choices\":[{\"index\":0,\"text\":\"ok\"}]}'); }",
+    "    res.writeHead(200, { 'content-type': 'text/event-stream' });",
+    '    res.write(\'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\\n\\n\');',
+    "    setTimeout(() => process.exit(7), 100);",
+    "  });",
+    "}).listen(Number(process.argv[1]), '127.0.0.1');",
+  ].join("\n");
+  const dying = await startWith(`
+models:
+  breaks:
+    sleep: false
+    command: ${JSON.stringify([process.execPath, "-e", engine, "${PORT}"])}
+`);
+  try {
+    const callerTrace = "7bf92f3577b34da6a3ce929d0e0e4742";
+    const init = chat("breaks", { stream: true, messages: [{ role: "user", content: "midstream" }] });
+    const response = await fetch(`${dying.url}/v1/chat/completions`, {
+      ...init,
+      headers: { ...init.headers, traceparent: `00-${callerTrace}-00f067aa0ba902b7-01` },
+    });
+    const text = await response.text();
+    expect([response.status, text]).toEqual([200, expect.stringContaining('"code":"upstream_broken"')]);
+    const server = () =>
+      exporter
+        .getFinishedSpans()
+        .find((s) => s.spanContext().traceId === callerTrace && s.kind === SpanKind.SERVER);
+    await until(() => server() !== undefined, 2_000, "the server span");
+    expect(server()!.attributes).toMatchObject({
+      "http.response.status_code": 200,
+      "error.type": "upstream_broken",
+    });
+    expect(server()!.status.code).toBe(SpanStatusCode.ERROR);
+  } finally {
+    await dying.close(1_000);
+  }
+});
+
 test("a request sent again after its engine dropped the connection: a snooze.resend event on its server span, one CLIENT span per try", async () => {
   const callerTrace = "6bf92f3577b34da6a3ce929d0e0e4738";
   // The model is ready from the tests before: its engine drops the next request's connection.
