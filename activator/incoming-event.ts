@@ -49,6 +49,9 @@ export interface EventCommand {
    * they are, since 10,000 are remembered (a 60 kB id was kept whole: 600 MB for a full window).
    */
   key: string;
+  /** Its `source` and `id`, for the log (clipped: they may be long). */
+  source: string;
+  eventId: string;
   /** The event's distributed-tracing extension: the trace of whatever made the event. */
   traceparent?: string;
   /** The same extension's vendor entries, carried with its traceparent. */
@@ -486,6 +489,8 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
       ? { dataModel: typeof fields.model === "string" ? fields.model : JSON.stringify(fields.model) }
       : {}),
     key: eventKey(event.source, event.id),
+    source: clip(event.source),
+    eventId: clip(event.id),
     ...(typeof event.traceparent === "string" ? { traceparent: event.traceparent } : {}),
     ...(typeof event.tracestate === "string" ? { tracestate: event.tracestate } : {}),
   };
@@ -722,6 +727,17 @@ export async function handleIncomingEvents(
   }
   let waited = false;
   for (const command of fresh) {
+    // What the event asked, and which event it was (a PingSource's, a cron job's): the tier lines
+    // that follow name no cause, and an activation continues the event's own trace, not the
+    // delivery's, whose ids this line carries; its `traceparent` joins the two (found by an outside
+    // tester: an event's wake showed in the log as a start out of nowhere).
+    deps.log?.info("asked by an event", {
+      model: command.id,
+      action: command.verb,
+      source: command.source,
+      id: command.eventId,
+      ...(command.traceparent ? { traceparent: command.traceparent } : {}),
+    });
     if (command.verb === "wake" || command.verb === "prewarm") {
       deps.recent.add(command.key);
       // A wake may take minutes: it goes on after the answer (watch the tier). A prewarm with a

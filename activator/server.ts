@@ -548,6 +548,10 @@ export function createActivatorServer({
           sendError(res, 404, unknownModel(name, activator.routes.keys()));
           return;
         }
+        // Who asked is in the log, with the call's trace ids: the tier lines after it name no
+        // cause, and a sleep's or stop's are a trace of their own (found by an outside tester: a
+        // model woken or stopped by a person looked, in the log, like one that did it by itself).
+        context.with(ctx, () => log?.info("asked through the admin API", { model: id, action: verb }));
         // A wake is asynchronous (watch the tier); sleep and stop answer once done.
         if (verb === "wake") void admin.wake(id, { caller: ctx }).catch(() => {});
         else {

@@ -362,6 +362,60 @@ models:
   });
 });
 
+test("a wake asked through the admin API or by an event says so in the log, with the call's trace ids; the event's line joins its own trace (found by an outside tester: the log showed a start out of nowhere)", async () => {
+  const lines: Record<string, unknown>[] = [];
+  const asked = await startLocalSnooze({
+    config: parseConfig(
+      `models:\n  woken:\n    command: ${simCommand(["--load-time", "3s"], 1)}\n`,
+      "test.yaml",
+    ),
+    log: createLogger({}, (line) => void lines.push(JSON.parse(line)), "info"),
+    host: "127.0.0.1",
+    port: 0,
+    statsIntervalMs: 200,
+  });
+  try {
+    const adminTrace = "7bf92f3577b34da6a3ce929d0e0e4743";
+    const wake = await fetch(`${asked.url}/snooze/v1/models/woken/wake`, {
+      method: "POST",
+      headers: { traceparent: `00-${adminTrace}-00f067aa0ba902b7-01` },
+    });
+    expect(wake.status).toBe(202);
+    const deliveryTrace = "7bf92f3577b34da6a3ce929d0e0e4744";
+    const eventParent = "00-7bf92f3577b34da6a3ce929d0e0e4745-00f067aa0ba902b8-01";
+    const event = await fetch(`${asked.url}/snooze/v1/events`, {
+      method: "POST",
+      headers: {
+        "ce-specversion": "1.0",
+        "ce-type": "dev.snooze.model.wake",
+        "ce-source": "/cron/morning",
+        "ce-id": "e-1",
+        "ce-subject": "woken",
+        "ce-traceparent": eventParent,
+        traceparent: `00-${deliveryTrace}-00f067aa0ba902b7-01`,
+      },
+    });
+    expect(event.status).toBe(202);
+    expect(lines.find((l) => l.msg === "asked through the admin API")).toMatchObject({
+      level: "info",
+      model: "woken",
+      action: "wake",
+      trace_id: adminTrace,
+    });
+    expect(lines.find((l) => l.msg === "asked by an event")).toMatchObject({
+      level: "info",
+      model: "woken",
+      action: "wake",
+      source: "/cron/morning",
+      id: "e-1",
+      traceparent: eventParent,
+      trace_id: deliveryTrace,
+    });
+  } finally {
+    await asked.close(1_000);
+  }
+});
+
 test("an engine that dies mid-stream: the server span says 200 was sent, then the error told in the stream, with an error status (found by an outside tester: it had none)", async () => {
   const engine = [
     "require('node:http').createServer((req, res) => {",
