@@ -393,7 +393,10 @@ export class Activator {
     } catch (error) {
       if (isClientGone(req, error)) status = 499;
       else {
-        this.log.error("request failed", { error, model });
+        // In the request's context, as every other line about it: out here, after `context.with`
+        // returned, the line had no trace ids, the one line an operator most needs to find the
+        // trace of (found by an outside tester).
+        context.with(ctx, () => this.log.error("request failed", { error, model }));
         status = 500;
         if (!res.headersSent)
           sendError(
@@ -406,7 +409,7 @@ export class Activator {
     } finally {
       if (!answered(res) && !res.destroyed) {
         // Every path above answers; should one not, the client still gets an answer, not silence.
-        this.log.error("a request was left unanswered", { model, status });
+        context.with(ctx, () => this.log.error("a request was left unanswered", { model, status }));
         if (!res.headersSent) {
           status = 502;
           sendError(

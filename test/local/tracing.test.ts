@@ -416,6 +416,39 @@ test("a wake asked through the admin API or by an event says so in the log, with
   }
 });
 
+test("a fault in the activator is logged with its request's trace ids (found by an outside tester: the error line, written after the request's context was left, had none)", async () => {
+  const lines: Record<string, unknown>[] = [];
+  const faulty = await startLocalSnooze({
+    config: parseConfig(`models:\n  qwen:\n    command: ${simCommand()}\n`, "test.yaml"),
+    log: createLogger({}, (line) => void lines.push(JSON.parse(line)), "error"),
+    host: "127.0.0.1",
+    port: 0,
+    statsIntervalMs: 200,
+  });
+  try {
+    const routes = faulty.activator.routes;
+    // Only the request's own lookup fails: the stats ticker and the shutdown read the routes too.
+    const get = routes.get.bind(routes);
+    routes.get = () => {
+      routes.get = get;
+      throw new Error("boom");
+    };
+    const callerTrace = "7bf92f3577b34da6a3ce929d0e0e4746";
+    const init = chat("qwen");
+    const answer = await fetch(`${faulty.url}/v1/chat/completions`, {
+      ...init,
+      headers: { ...init.headers, traceparent: `00-${callerTrace}-00f067aa0ba902b7-01` },
+    });
+    expect(answer.status).toBe(500);
+    expect(lines.find((l) => l.msg === "request failed")).toMatchObject({
+      level: "error",
+      trace_id: callerTrace,
+    });
+  } finally {
+    await faulty.close(1_000);
+  }
+});
+
 test("an engine that dies mid-stream: the server span says 200 was sent, then the error told in the stream, with an error status (found by an outside tester: it had none)", async () => {
   const engine = [
     "require('node:http').createServer((req, res) => {",
