@@ -990,9 +990,11 @@ export class Activator {
       // The long wait that ended in a refusal is in the log too, with the request's trace ids, not
       // only in its metric: an engine slow to start showed nothing between `engine starting` and
       // its `startTimeout` while every request got 503 (found by an outside tester). A failed
-      // activation is told once, by the control plane, not by each request it failed.
-      if (failure.reason === "budget" || failure.reason === "queue-full")
-        this.log.warn(failure.reason === "budget" ? "hold budget spent" : "hold queue full", {
+      // activation is told once, by the control plane, not by each request it failed; a full queue
+      // is no wait and refuses at whatever rate requests come (its metric and span say it): a line
+      // each would let an overload flood the log.
+      if (failure.reason === "budget")
+        this.log.warn("hold budget spent", {
           model,
           code: holdCodes[failure.reason],
           heldMs: Math.round(performance.now() - started),
