@@ -20,4 +20,8 @@ test("the command shows no secret flag's value, also inside a shell's script; ou
   );
   // A key too short to look for is not searched for in output (it would garble every line).
   expect(new EngineSecrets(["--api-key", "ab"], {}).hide("table")).toBe("table");
+  // One secret inside another: the longer is hidden whole.
+  expect(new EngineSecrets(["--api-key", "abcd", "--hf-token", "abcdefgh"], {}).hide("t=abcdefgh")).toBe(
+    "t=[redacted]",
+  );
 });

@@ -29,7 +29,10 @@ export class EngineSecrets {
   constructor(args: readonly string[], env: Readonly<Record<string, string | undefined>>) {
     this.args = args;
     const values = [vllmApiKey(args, env), ...flagValues(args)];
-    this.sought = [...new Set(values)].filter((v): v is string => !!v && v.length >= shortestSought);
+    // Longest first: a key inside a longer token would otherwise leave the token's rest shown.
+    this.sought = [...new Set(values)]
+      .filter((v): v is string => !!v && v.length >= shortestSought)
+      .sort((a, b) => b.length - a.length);
   }
 
   /** The command line, `file` and its arguments joined by spaces, with the secrets' values hidden. */
