@@ -100,6 +100,47 @@ test("a setting the SDK ignores is said as such at start, once each, and leaves 
   expect(err).not.toContain("metrics protocol");
 }, 20_000);
 
+test("Snooze names its service without writing OTEL_SERVICE_NAME, which every engine it starts would inherit (found in review)", async () => {
+  const bodies: string[] = [];
+  const receiver = createHttpServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => (body += chunk));
+    req.on("end", () => {
+      bodies.push(body);
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+  });
+  receiver.listen(0, "127.0.0.1");
+  await once(receiver, "listening");
+  const endpoint = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
+  const serviceOf = async (env: Record<string, string>) => {
+    bodies.length = 0;
+    const { out } = await traced(endpoint, { OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", ...env });
+    const names = bodies.flatMap((body) =>
+      (
+        JSON.parse(body) as {
+          resourceSpans: { resource: { attributes: { key: string; value: { stringValue?: string } }[] } }[];
+        }
+      ).resourceSpans.flatMap((r) =>
+        r.resource.attributes.filter((a) => a.key === "service.name").map((a) => a.value.stringValue),
+      ),
+    );
+    return { names: [...new Set(names)], inherited: /inherited: (.*)/.exec(out)?.[1] };
+  };
+  try {
+    expect(await serviceOf({ OTEL_SERVICE_NAME: "" })).toEqual({
+      names: ["telemetry-test"],
+      inherited: "",
+    });
+    expect(await serviceOf({ OTEL_SERVICE_NAME: "mine" })).toEqual({ names: ["mine"], inherited: "mine" });
+    expect(
+      await serviceOf({ OTEL_SERVICE_NAME: "", OTEL_RESOURCE_ATTRIBUTES: "team=a,service.name=theirs" }),
+    ).toEqual({ names: ["theirs"], inherited: "" });
+  } finally {
+    receiver.close();
+  }
+}, 30_000);
+
 test("settings are told by the variable they came from, whatever words the SDK used", () => {
   const env = {
     OTEL_EXPORTER_OTLP_PROTOCOL: "carrier-pigeon",
@@ -204,6 +245,7 @@ async function traced(endpoint: string, env: Record<string, string>, spanningMs 
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     trace.getTracer("t").startSpan("last").end();
+    console.log("inherited: " + (process.env.OTEL_SERVICE_NAME ?? "(unset)"));
     const flushed = await telemetry.shutdown();
     console.log("shut down: " + flushed + ", left behind: " + spansLeftBehind());
     process.exit(0);

@@ -47,8 +47,6 @@ export async function startTelemetry(serviceName: string, log: Logger): Promise<
   // to say it will not trace).
   const off = process.env.OTEL_SDK_DISABLED === "true" || process.env.OTEL_TRACES_EXPORTER?.trim() === "none";
   if (!wanted || off) return { shutdown: async () => true };
-  // An empty value is as good as none (OpenTelemetry treats empty variables as unset).
-  if (!process.env.OTEL_SERVICE_NAME) process.env.OTEL_SERVICE_NAME = serviceName;
   const [{ NodeSDK: SDK }, { context, diag, DiagLogLevel, ROOT_CONTEXT }] = await Promise.all([
     import("@opentelemetry/sdk-node"),
     import("@opentelemetry/api"),
@@ -69,7 +67,10 @@ export async function startTelemetry(serviceName: string, log: Logger): Promise<
     const quiet = () => {};
     diag.setLogger({ error: warn, warn, info: quiet, debug: quiet, verbose: quiet }, DiagLogLevel.WARN);
   }
-  const sdk: NodeSDK = new SDK({});
+  // Snooze's name only where the variables name no service. Given to the SDK, not written to
+  // process.env: every engine Snooze starts inherits that, and a vLLM tracing with
+  // `--otlp-traces-endpoint` then sent its spans as Snooze's service (found in review).
+  const sdk: NodeSDK = new SDK(namesService(process.env) ? {} : { serviceName });
   sdk.start();
   starting = false;
   for (const ignored of settingsIgnored(settings)) log.warn("OpenTelemetry setting ignored", { ...ignored });
@@ -118,4 +119,16 @@ function throttled(log: Logger): (message: string, ...args: unknown[]) => void {
     });
     since = 0;
   };
+}
+
+/**
+ * Whether the environment names the service: `OTEL_SERVICE_NAME`, or `service.name` in
+ * `OTEL_RESOURCE_ATTRIBUTES` (empty values count as unset, as OpenTelemetry reads them).
+ */
+export function namesService(env: NodeJS.ProcessEnv): boolean {
+  if (env.OTEL_SERVICE_NAME?.trim()) return true;
+  return (env.OTEL_RESOURCE_ATTRIBUTES ?? "").split(",").some((pair) => {
+    const at = pair.indexOf("=");
+    return at > 0 && pair.slice(0, at).trim() === "service.name" && pair.slice(at + 1).trim() !== "";
+  });
 }
