@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
 import { type Context, context, ROOT_CONTEXT } from "@opentelemetry/api";
+import { adminTokenEnv } from "../../lib/admin-token-env.ts";
 import { clipMiddle } from "../../lib/clip.ts";
 import { freePort, portInUse } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
@@ -303,9 +304,12 @@ export class LocalPlatform implements Platform {
     // minutes late, and those of an engine that died by a signal (a CUDA abort, an OOM kill) never,
     // nor its last words in the failure (found by an outside tester). Unbuffered unless the model's
     // `env` or Snooze's own says otherwise.
+    // Snooze's admin token is no engine's business (an engine runs whatever command the file gives,
+    // which may print or pass on its environment): not inherited, unless the model's `env` gives it.
+    const { [adminTokenEnv]: _adminToken, ...inherited } = process.env;
     const env = {
       PYTHONUNBUFFERED: "1",
-      ...process.env,
+      ...inherited,
       ...ownEnv,
       ...(config.sleep ? { VLLM_SERVER_DEV_MODE: "1" } : {}),
     };
