@@ -36,6 +36,12 @@ export interface SimOptions {
    */
   apiKey?: string | undefined;
   /**
+   * vLLM's `--enable-request-id-headers`: every answer carries `X-Request-Id`, the request's own or
+   * a fresh uuid4 in hex. Off by default, as in vLLM (whose ids in the body follow the request's
+   * header either way).
+   */
+  requestIdHeaders: boolean;
+  /**
    * vLLM's `VLLM_ENABLE_RESPONSES_API_STORE=1`: responses are kept for a retrieve and `background`
    * is served. Off by default, as in vLLM.
    */
@@ -74,6 +80,7 @@ export function defaultSimOptions(): SimOptions {
     enableSleepMode: false,
     devMode: process.env.VLLM_SERVER_DEV_MODE === "1",
     apiKey: process.env.VLLM_API_KEY || undefined,
+    requestIdHeaders: false,
     // vLLM reads it as an integer flag: "1" on, "0" or unset off.
     responsesStore: Number(process.env.VLLM_ENABLE_RESPONSES_API_STORE ?? "0") !== 0,
     maxNumSeqs: 256,
@@ -133,6 +140,10 @@ export const simFlags: Record<string, Flag> = {
     type: "string",
     placeholder: "key",
     description: "require Authorization: Bearer <key> on /v1 routes, as vLLM (default: $VLLM_API_KEY)",
+  },
+  "enable-request-id-headers": {
+    type: "boolean",
+    description: "answer every request with X-Request-Id (its own, else a fresh one), as vLLM",
   },
   "max-num-seqs": {
     type: "string",
@@ -376,6 +387,7 @@ export function parseSimFlags(
     port: engines > 1 ? basePort : port,
     enableSleepMode: values["enable-sleep-mode"] === true,
     apiKey: (values["api-key"] as string | undefined) || defaultSimOptions().apiKey,
+    requestIdHeaders: values["enable-request-id-headers"] === true,
     maxNumSeqs: integer("max-num-seqs", 1),
     maxModelLen: integer("max-model-len", 1),
     gpuMemoryUtilization: utilization,

@@ -3,6 +3,7 @@
  * process: the port opens only when loading is done. `startSim` is the
  * programmatic entry point for tests and benchmarks; the CLI uses it too.
  */
+import { randomUUID } from "node:crypto";
 import type * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { type Logger, silentLogger } from "../../lib/log.ts";
@@ -76,6 +77,9 @@ export async function startSim(
   const server = nodeHttp.createServer((req, res) => {
     inFlight += 1;
     if (draining) res.shouldKeepAlive = false;
+    // vLLM's XRequestIdMiddleware: on every answer, whatever writes its head.
+    if (resolved.requestIdHeaders)
+      res.setHeader("x-request-id", req.headers["x-request-id"] ?? randomUUID().replaceAll("-", ""));
     res.once("close", () => {
       inFlight -= 1;
       if (inFlight === 0) drained?.();

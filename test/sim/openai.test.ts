@@ -245,6 +245,24 @@ describe("OpenAI API", () => {
     expect(((await response.json()) as any).id).toBe("chatcmpl-abc123");
   });
 
+  test("--enable-request-id-headers: every answer carries X-Request-Id, the request's own or a fresh one", async () => {
+    const off = await sim();
+    expect((await fetch(`${off.url}/health`)).headers.get("x-request-id")).toBeNull();
+    const engine = await sim({ requestIdHeaders: true });
+    const own = await post(engine.url, "/v1/chat/completions", chat("x", { max_tokens: 1 }), {
+      headers: { "content-type": "application/json", "x-request-id": "abc123" },
+    });
+    expect(own.headers.get("x-request-id")).toBe("abc123");
+    const streamed = await post(
+      engine.url,
+      "/v1/chat/completions",
+      chat("x", { max_tokens: 1, stream: true }),
+    );
+    expect(streamed.headers.get("x-request-id")).toMatch(/^[0-9a-f]{32}$/);
+    await streamed.text();
+    expect((await fetch(`${engine.url}/health`)).headers.get("x-request-id")).toMatch(/^[0-9a-f]{32}$/);
+  });
+
   test("/health, /ping and /version answer; unknown routes answer FastAPI's 404", async () => {
     const engine = await sim();
     const health = await fetch(`${engine.url}/health`);

@@ -135,3 +135,8 @@ test("--engines: consecutive ports, indexed names, GPU ids round-robin", () => {
     [9002, ["m-2"], "x"],
   ]);
 });
+
+test("--enable-request-id-headers turns on vLLM's X-Request-Id answers (off by default)", () => {
+  expect(parse().engine.requestIdHeaders).toBe(false);
+  expect(parse("--enable-request-id-headers").engine.requestIdHeaders).toBe(true);
+});
