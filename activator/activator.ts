@@ -30,6 +30,7 @@ import { type ActivatorMetrics, activatorMetrics } from "./metrics.ts";
 import { type Backend, type HoldFailure, ModelRoute } from "./model-route.ts";
 import { checkEnginePath, type PathCheck, streamingRoutes } from "./openai-path.ts";
 import { forward } from "./proxy.ts";
+import { adoptRequestId } from "./request-id.ts";
 import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
 import { type FormFields, nameLookup, resolveModel } from "./resolve-model.ts";
 import { ResponseIds } from "./response-ids.ts";
@@ -661,7 +662,7 @@ export class Activator {
           withFieldValue(resolution.body, form, "model", resolution.renamed) ?? resolution.body;
       }
       route.arrived();
-      let backend = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream));
+      let backend = route.tryAcquire() ?? (await this.hold(route, req, res, resolution));
       if (!backend) return heldOutcome(res);
       unreserve();
       for (let attempt = 0; ; attempt++) {
@@ -706,7 +707,7 @@ export class Activator {
         // is routed to again): not one it found unresponsive, which it replaces already.
         if (outcome.reason !== "unresponsive") route.markUnreachable(backend);
         const failedOn = backend.replica;
-        const next = route.tryAcquire() ?? (await this.hold(route, res, resolution.stream, true));
+        const next = route.tryAcquire() ?? (await this.hold(route, req, res, resolution, true));
         if (!next) return heldOutcome(res);
         // Counted when it is sent again, not when it waits for that: one refused or abandoned while
         // held again was never resent (found by an outside tester).
@@ -926,8 +927,9 @@ export class Activator {
   /** Holds the request until a replica has room; answers 503 itself when it cannot. */
   private async hold(
     route: ModelRoute,
+    req: IncomingMessage,
     res: ServerResponse,
-    stream: boolean,
+    { stream, body }: { stream: boolean; body: Buffer },
     resend = false,
   ): Promise<Backend | undefined> {
     const model = route.config.id;
@@ -946,7 +948,11 @@ export class Activator {
     if (before > 0 && route.held > before) this.metrics.coalesced.inc({ model });
     const progress =
       stream && route.config.streamProgress
-        ? new HoldProgress(res, () => route.progress(started))
+        ? new HoldProgress(
+            res,
+            () => route.progress(started),
+            () => adoptRequestId(req, body),
+          )
         : undefined;
     progress?.start();
     // Holding signalled demand, so an activation this request waits on has begun by now: link to it.

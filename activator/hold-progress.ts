@@ -15,12 +15,17 @@ const everyMs = 2_000;
 export class HoldProgress {
   private readonly res: ServerResponse;
   private readonly describe: () => string;
+  private readonly requestId?: () => string;
   private timer?: NodeJS.Timeout;
 
-  /** `describe` says what the request waits for, e.g. `waking qwen, ~2s`. */
-  constructor(res: ServerResponse, describe: () => string) {
+  /**
+   * `describe` says what the request waits for, e.g. `waking qwen, ~2s`; `requestId` gives the
+   * request the id its head says (`adoptRequestId`), the engine's answer coming too late for it.
+   */
+  constructor(res: ServerResponse, describe: () => string, requestId?: () => string) {
     this.res = res;
     this.describe = describe;
+    if (requestId) this.requestId = requestId;
   }
 
   start(): void {
@@ -40,7 +45,11 @@ export class HoldProgress {
   private tick(): void {
     if (this.res.destroyed || this.res.writableEnded) return;
     if (!this.res.headersSent) {
-      this.res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      this.res.writeHead(200, {
+        "content-type": "text/event-stream",
+        "cache-control": "no-cache",
+        ...(this.requestId ? { "x-request-id": this.requestId() } : {}),
+      });
     }
     this.res.write(`: ${this.describe()}\n\n`);
     this.timer = setTimeout(() => this.tick(), everyMs);

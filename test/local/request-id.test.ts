@@ -1,0 +1,67 @@
+/**
+ * The request id OpenAI's SDKs show (`x-request-id`: `request_id` in Node, `_request_id` in
+ * Python) through `snooze serve`, against an engine that sends one (vLLM's
+ * `--enable-request-id-headers`). Hold progress answers a held stream before the engine does, so
+ * the engine's header came too late and the id was lost (found by an outside tester with the Node
+ * SDK): Snooze now names the request in that early head and gives the engine the same id.
+ */
+import OpenAI from "openai";
+import { afterEach, describe, expect, test } from "vitest";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { simCommand, startWith } from "../helpers/local-snooze.ts";
+
+let snooze: LocalSnooze | undefined;
+afterEach(async () => {
+  await snooze?.close(1_000);
+  snooze = undefined;
+});
+
+const config = `
+models:
+  qwen:
+    streamProgress: true
+    command: ${simCommand(["--load-time", "1500ms", "--enable-request-id-headers"], 1)}
+`;
+
+const client = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: "none", maxRetries: 0 });
+
+/** One streamed chat completion: the id the SDK read from the head, and the one its chunks carry. */
+async function streamedIds(openai: OpenAI, options: OpenAI.RequestOptions = {}, extra = {}) {
+  const { data, request_id } = await openai.chat.completions
+    .create(
+      { model: "qwen", messages: [{ role: "user", content: "hi" }], max_tokens: 3, stream: true, ...extra },
+      options,
+    )
+    .withResponse();
+  const chunks = new Set<string>();
+  for await (const chunk of data) chunks.add(chunk.id);
+  return { requestId: request_id, chunkIds: [...chunks] };
+}
+
+describe("x-request-id through hold progress", () => {
+  test("a held stream's head names the request, and the engine used the same id", async () => {
+    snooze = await startWith(config);
+    const held = await streamedIds(client(snooze.url));
+    expect(held.requestId).toMatch(/^[0-9a-f]{32}$/);
+    expect(held.chunkIds).toEqual([`chatcmpl-${held.requestId}`]);
+    // Once the model is ready nothing is held: the engine's own header, as it sent it (vLLM draws
+    // it apart from the id in the body when the client sent none).
+    const direct = await streamedIds(client(snooze.url));
+    expect(direct.requestId).toMatch(/^[0-9a-f]{32}$/);
+    expect(direct.requestId).not.toBe(held.requestId);
+  });
+
+  test("a client's own X-Request-Id is kept, held or not", async () => {
+    snooze = await startWith(config);
+    const held = await streamedIds(client(snooze.url), { headers: { "X-Request-Id": "mine-1" } });
+    expect(held).toEqual({ requestId: "mine-1", chunkIds: ["chatcmpl-mine-1"] });
+    const direct = await streamedIds(client(snooze.url), { headers: { "X-Request-Id": "mine-2" } });
+    expect(direct).toEqual({ requestId: "mine-2", chunkIds: ["chatcmpl-mine-2"] });
+  });
+
+  test("a body's request_id (vLLM's extension) still names the engine's request", async () => {
+    snooze = await startWith(config);
+    const held = await streamedIds(client(snooze.url), {}, { request_id: "body-7" });
+    expect(held).toEqual({ requestId: "body-7", chunkIds: ["chatcmpl-body-7"] });
+  });
+});
