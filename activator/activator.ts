@@ -370,7 +370,7 @@ export class Activator {
     return !this.shuttingDown;
   }
 
-  /** Handles one request under `/v1/` (or `/v2/`: `underApiVersion`) that names a model. */
+  /** Handles one request under `/v1/` (or `/v2/`, or one of vLLM's own inference routes: `forActivator`) that names a model. */
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const target = req.url ?? "/";
     const check = checkEnginePath(target);
@@ -482,7 +482,9 @@ export class Activator {
         res,
         404,
         openAIError(
-          `No OpenAI route for ${req.method} ${clip(req.url ?? "")} (${check.reason}).`,
+          check.advice
+            ? `No route for ${req.method} ${clip(req.url ?? "")}: ${check.advice}`
+            : `No OpenAI route for ${req.method} ${clip(req.url ?? "")} (${check.reason}).`,
           "invalid_request_error",
           "not_found",
         ),

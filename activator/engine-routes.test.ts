@@ -57,3 +57,73 @@ test("Cohere's v2 rerank (/v2/rerank, which vLLM serves) is held for the model a
   expect(((await other.json()) as any).error.code).toBe("not_found");
   expect(seen).toHaveLength(1);
 });
+
+test("vLLM's inference routes outside /v1 are held for the body's model and reach its engine as written", async () => {
+  // Found by an outside tester: POST /tokenize (and /pooling, /classify, /score, /rerank,
+  // /invocations), which vLLM serves beside /v1, got "No route" through Snooze.
+  const seen: string[] = [];
+  const engine = await httpEngine((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => {
+      body += chunk;
+    });
+    req.on("end", () => {
+      seen.push(`${req.method} ${req.url} ${JSON.parse(body).model}`);
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end('{"count":1,"tokens":[1]}');
+    });
+  });
+  closers.push(() => engine.server.close());
+  snooze = await startActivator({ holdBudget: 5_000 });
+  const post = (path: string) =>
+    fetch(`${snooze!.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", prompt: "hi" }),
+      signal: AbortSignal.timeout(10_000),
+    });
+  const held = post("/tokenize");
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  expect(snooze.plane.demands.map((d) => d.model)).toEqual(["m"]);
+  snooze.plane.readyAt("m", engine.address);
+  expect((await held).status).toBe(200);
+  const routes = ["/detokenize", "/pooling", "/classify", "/score", "/rerank", "/invocations"];
+  for (const path of routes) expect((await post(path)).status, path).toBe(200);
+  expect(seen).toEqual(["/tokenize", ...routes].map((path) => `POST ${path} m`));
+});
+
+test("vLLM's engine-private routes and /health are refused, saying why and where to go instead", async () => {
+  const seen: string[] = [];
+  const engine = await httpEngine((req, res) => {
+    seen.push(`${req.method} ${req.url}`);
+    res.end("{}");
+  });
+  closers.push(() => engine.server.close());
+  snooze = await startActivator({ holdBudget: 5_000 });
+  snooze.plane.readyAt("m", engine.address);
+  const ask = async (method: string, path: string) => {
+    const response = await fetch(`${snooze!.url}${path}`, {
+      method,
+      ...(method === "POST"
+        ? { headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "m" }) }
+        : {}),
+    });
+    return { status: response.status, error: ((await response.json()) as any).error };
+  };
+  for (const path of ["/sleep?level=1", "/wake_up", "/collective_rpc", "/reset_prefix_cache"]) {
+    const { status, error } = await ask("POST", path);
+    expect(status, path).toBe(404);
+    expect(error.code).toBe("not_found");
+    expect(error.message).toContain("engine-private API");
+    expect(error.message).toContain("/snooze/v1/models/{model}/sleep");
+  }
+  const lora = await ask("POST", "/v1/load_lora_adapter");
+  expect(lora.status).toBe(404);
+  expect(lora.error.message).toContain("--lora-modules");
+  for (const path of ["/health", "/version"]) {
+    const { status, error } = await ask("GET", path);
+    expect(status, path).toBe(404);
+    expect(error.message).toContain("/healthz");
+  }
+  expect(seen).toEqual([]);
+});

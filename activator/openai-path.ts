@@ -1,3 +1,5 @@
+import { engineOwnRoute } from "./engine-own-routes.ts";
+
 /**
  * Which paths may reach an engine. A vLLM engine serves more than the OpenAI API on the same port:
  * with dev mode on (which sleep mode needs) `/sleep`, `/wake_up`, `/collective_rpc`, and under
@@ -7,11 +9,14 @@
  */
 
 /**
- * The OpenAI-compatible routes vLLM's API server serves under `/v1/` that take a request for one
- * model (all POST; `GET /v1/models` the activator answers itself), and `/v2/rerank`, the route
- * Cohere's v2 client (`cohere.ClientV2`) posts to, which vLLM serves as it serves `/v1/rerank`.
- * vLLM's own non-OpenAI routes (`/tokenize`, `/pooling`, `/classify`, `/score` without `/v1`) and
- * its admin routes are not here.
+ * The routes vLLM's API server serves that take a request for one model (all POST; `GET /v1/models`
+ * the activator answers itself): the OpenAI-compatible ones under `/v1/`, `/v2/rerank` (Cohere's v2
+ * client, `cohere.ClientV2`, posts there; vLLM serves it as `/v1/rerank`), and vLLM's own
+ * inference routes outside `/v1/` (found by an outside tester: "No route for POST /tokenize" where
+ * vLLM answers): tokenization, pooling, classification, scoring and reranking, and SageMaker's
+ * `/invocations`, which vLLM dispatches by the body's shape. Each is routed by the body's `model`
+ * (or `snooze-model`, or the Host), held and forwarded as the `/v1/` ones are. vLLM's
+ * engine-private routes and those about one engine process are not here (`engine-own-routes.ts`).
  */
 export const engineRoutes: ReadonlySet<string> = new Set([
   "/v1/chat/completions",
@@ -23,15 +28,28 @@ export const engineRoutes: ReadonlySet<string> = new Set([
   "/v1/score",
   "/v1/rerank",
   "/v2/rerank",
+  "/tokenize",
+  "/detokenize",
+  "/pooling",
+  "/classify",
+  "/score",
+  "/rerank",
+  "/invocations",
 ]);
+
+/** The routes of `engineRoutes` outside `/v1/` and `/v2/`, which the server hands on by name. */
+const rootRoutes: ReadonlySet<string> = new Set(
+  [...engineRoutes].filter((path) => !path.startsWith("/v1/") && !path.startsWith("/v2/")),
+);
 
 /**
  * The paths the server hands to the activator, which checks them against `engineRoutes`: under
- * `/v1/`, and under `/v2/` for `/v2/rerank` (found by an outside tester: Cohere's v2 client got
- * "No route for POST /v2/rerank" where vLLM would have answered it).
+ * `/v1/`, under `/v2/` for `/v2/rerank` (found by an outside tester: Cohere's v2 client got
+ * "No route for POST /v2/rerank" where vLLM would have answered it), and vLLM's inference routes
+ * outside them, as written.
  */
-export function underApiVersion(path: string): boolean {
-  return path.startsWith("/v1/") || path.startsWith("/v2/");
+export function forActivator(path: string): boolean {
+  return path.startsWith("/v1/") || path.startsWith("/v2/") || rootRoutes.has(path);
 }
 
 /**
@@ -59,7 +77,9 @@ export type PathCheck =
    * a stored response's retrieve, whose own parameters `path` carries, re-encoded). `stored`: a
    * route of one stored response (`storedResponseRoute`), which names no model in its body.
    */
-  { ok: true; path: string; stored?: StoredResponseRoute } | { ok: false; reason: string };
+  | { ok: true; path: string; stored?: StoredResponseRoute }
+  /** `advice`: the path is a vLLM route Snooze keeps back, and why (`engineOwnRoute`). */
+  | { ok: false; reason: string; advice?: string };
 
 /**
  * vLLM's routes of one response it stored (with `VLLM_ENABLE_RESPONSES_API_STORE=1`): retrieve it
@@ -133,7 +153,8 @@ export function checkEnginePath(target: string): PathCheck {
   if (engineRoutes.has(path)) return { ok: true, path };
   const stored = storedResponseRoute(path, query < 0 ? "" : target.slice(query + 1));
   if (stored) return { ok: true, ...stored };
-  return { ok: false, reason: "not an OpenAI route the engine serves" };
+  const advice = engineOwnRoute(path);
+  return { ok: false, reason: "not an OpenAI route the engine serves", ...(advice ? { advice } : {}) };
 }
 
 /** RFC 3986 §5.2.4 on an absolute path: `.` segments go, `..` removes the segment before it. */

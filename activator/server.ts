@@ -22,10 +22,11 @@ import {
 } from "./admin.ts";
 import { adminRefusal, senderToken } from "./admin-guard.ts";
 import { CorsPolicy } from "./cors.ts";
+import { engineOwnRoute } from "./engine-own-routes.ts";
 import type { EventSenders } from "./event-senders.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
 import { hintForMs, ListingHints } from "./listing-hint.ts";
-import { engineRoutes, underApiVersion } from "./openai-path.ts";
+import { engineRoutes, forActivator } from "./openai-path.ts";
 import { startServerSpan } from "./request-trace.ts";
 import { extendView, logsPath, statusPageRoutes } from "./status-page.ts";
 import { Timeline } from "./timeline.ts";
@@ -352,7 +353,7 @@ export function createActivatorServer({
         );
       return;
     }
-    if (underApiVersion(path)) {
+    if (forActivator(path)) {
       if (CorsPolicy.isPreflight(req.method, req.headers)) {
         req.resume();
         const answer = cors.preflight(req.headers);
@@ -450,7 +451,7 @@ export function createActivatorServer({
       return;
     }
     // Returned, not awaited: this frame need not stay suspended for as long as a request is held.
-    if (underApiVersion(path)) return activator.handle(req, res);
+    if (forActivator(path)) return activator.handle(req, res);
     if (path.startsWith("/snooze/")) {
       const refused = adminRefusal(req, adminToken, eventSenders !== undefined);
       if (refused) {
@@ -599,10 +600,16 @@ export function createActivatorServer({
       engineRoutes.has(underV1) || underV1 === "/v1/models" || underV1.startsWith("/v1/models/")
         ? `: did you mean ${req.method} ${clip(underV1)}? An OpenAI client's base URL ends in /v1 (http://host:port/v1).`
         : ".";
+    // One of vLLM's own routes Snooze keeps back: say why, and where to go instead.
+    const advice = engineOwnRoute(path);
     sendError(
       res,
       404,
-      openAIError(`No route for ${req.method} ${path}${meant}`, "invalid_request_error", "not_found"),
+      openAIError(
+        `No route for ${req.method} ${path}${advice ? `: ${advice}` : meant}`,
+        "invalid_request_error",
+        "not_found",
+      ),
     );
   };
 
