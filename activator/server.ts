@@ -377,8 +377,9 @@ export function createActivatorServer({
       if (allowed) {
         res.setHeader("access-control-allow-origin", allowed);
         // A page sees only CORS-safelisted headers unless told: OpenAI's SDK in a browser would retry
-        // a 503 at once instead of after its Retry-After, and retry an upstream_died it must not.
-        res.setHeader("access-control-expose-headers", "Retry-After, X-Should-Retry");
+        // a 503 at once instead of after its Retry-After, and retry an upstream_died it must not;
+        // and its `request_id` (X-Request-Id: the engine's, or hold progress's) would be null.
+        res.setHeader("access-control-expose-headers", "Retry-After, X-Should-Retry, X-Request-Id");
         res.setHeader("vary", "Origin");
       }
     }

@@ -8,6 +8,9 @@
 import OpenAI from "openai";
 import { afterEach, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { startLocalSnooze } from "../../cli/local-snooze.ts";
+import { silentLogger } from "../../lib/log.ts";
+import { parseConfig } from "../../lib/settings/index.ts";
 import { simCommand, startWith } from "../helpers/local-snooze.ts";
 
 let snooze: LocalSnooze | undefined;
@@ -64,4 +67,25 @@ describe("x-request-id through hold progress", () => {
     const held = await streamedIds(client(snooze.url), {}, { request_id: "body-7" });
     expect(held).toEqual({ requestId: "body-7", chunkIds: ["chatcmpl-body-7"] });
   });
+});
+
+test("a browser page allowed by --allowed-origins may read the request id (Access-Control-Expose-Headers)", async () => {
+  // Without it the browser hides X-Request-Id from the page, and the SDK's request_id is null there.
+  const page = "https://chat.example";
+  snooze = await startLocalSnooze({
+    config: parseConfig(config, "test.yaml"),
+    log: silentLogger,
+    host: "127.0.0.1",
+    port: 0,
+    allowedOrigins: [page],
+  });
+  const response = await fetch(`${snooze.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { origin: page, "content-type": "application/json", "x-request-id": "page-1" },
+    body: JSON.stringify({ model: "qwen", messages: [{ role: "user", content: "hi" }], max_tokens: 1 }),
+  });
+  await response.text();
+  expect(response.headers.get("x-request-id")).toBe("page-1");
+  const exposed = response.headers.get("access-control-expose-headers")!.toLowerCase().split(/,\s*/);
+  expect(exposed).toContain("x-request-id");
 });

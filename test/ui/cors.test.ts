@@ -174,5 +174,7 @@ test("an allowed page can read Retry-After and x-should-retry, which the OpenAI 
     body: JSON.stringify({ model: "m", messages: [] }),
   });
   await response.text();
-  expect(response.headers.get("access-control-expose-headers")).toBe("Retry-After, X-Should-Retry");
+  expect(response.headers.get("access-control-expose-headers")).toBe(
+    "Retry-After, X-Should-Retry, X-Request-Id",
+  );
 });
