@@ -87,7 +87,17 @@ test("vLLM's inference routes outside /v1 are held for the body's model and reac
   expect(snooze.plane.demands.map((d) => d.model)).toEqual(["m"]);
   snooze.plane.readyAt("m", engine.address);
   expect((await held).status).toBe(200);
-  const routes = ["/detokenize", "/pooling", "/classify", "/score", "/rerank", "/invocations"];
+  // And Anthropic's Messages API, which vLLM serves for Anthropic's clients (Claude Code).
+  const routes = [
+    "/detokenize",
+    "/pooling",
+    "/classify",
+    "/score",
+    "/rerank",
+    "/invocations",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+  ];
   for (const path of routes) expect((await post(path)).status, path).toBe(200);
   expect(seen).toEqual(["/tokenize", ...routes].map((path) => `POST ${path} m`));
 });

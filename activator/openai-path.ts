@@ -14,7 +14,9 @@ import { engineOwnRoute } from "./engine-own-routes.ts";
  * client, `cohere.ClientV2`, posts there; vLLM serves it as `/v1/rerank`), and vLLM's own
  * inference routes outside `/v1/` (found by an outside tester: "No route for POST /tokenize" where
  * vLLM answers): tokenization, pooling, classification, scoring and reranking, and SageMaker's
- * `/invocations`, which vLLM dispatches by the body's shape. Each is routed by the body's `model`
+ * `/invocations`, which vLLM dispatches by the body's shape; and Anthropic's Messages API
+ * (`/v1/messages`, `/v1/messages/count_tokens`), which vLLM serves for Anthropic's clients (Claude
+ * Code with `ANTHROPIC_BASE_URL`). Each is routed by the body's `model`
  * (or `snooze-model`, or the Host), held and forwarded as the `/v1/` ones are. vLLM's
  * engine-private routes and those about one engine process are not here (`engine-own-routes.ts`).
  */
@@ -28,6 +30,8 @@ export const engineRoutes: ReadonlySet<string> = new Set([
   "/v1/score",
   "/v1/rerank",
   "/v2/rerank",
+  "/v1/messages",
+  "/v1/messages/count_tokens",
   "/tokenize",
   "/detokenize",
   "/pooling",
@@ -56,7 +60,9 @@ export function forActivator(path: string): boolean {
  * The routes on which vLLM answers `stream: true` with an SSE stream (its chat, completion and
  * responses servers; its speech-to-text server for transcriptions and translations). Its pooling
  * routes (`/v1/embeddings`, `/v1/score`, `/v1/rerank`) answer JSON whatever `stream` says: hold
- * progress, which opens an SSE stream before the engine answers, is only for these.
+ * progress, which opens an SSE stream before the engine answers, is only for these. Not Anthropic's
+ * `/v1/messages` either: its clients read only named events, so a failure told as an unnamed
+ * `data:` event after progress would end their stream without a word.
  */
 export const streamingRoutes: ReadonlySet<string> = new Set([
   "/v1/chat/completions",
