@@ -130,6 +130,10 @@ test("vLLM's engine-private routes and /health are refused, saying why and where
   const lora = await ask("POST", "/v1/load_lora_adapter");
   expect(lora.status).toBe(404);
   expect(lora.error.message).toContain("--lora-modules");
+  // Asked under /v1/, as a client whose base URL ends in /v1 would: told where it is.
+  const under = await ask("POST", "/v1/tokenize");
+  expect(under.status).toBe(404);
+  expect(under.error.message).toContain("outside /v1/, as POST /tokenize");
   for (const path of ["/health", "/version"]) {
     const { status, error } = await ask("GET", path);
     expect(status, path).toBe(404);

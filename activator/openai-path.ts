@@ -159,7 +159,11 @@ export function checkEnginePath(target: string): PathCheck {
   if (engineRoutes.has(path)) return { ok: true, path };
   const stored = storedResponseRoute(path, query < 0 ? "" : target.slice(query + 1));
   if (stored) return { ok: true, ...stored };
-  const advice = engineOwnRoute(path);
+  // A vLLM route outside /v1/ asked under it (an OpenAI client's base URL ends in /v1): where it is.
+  const outside = path.startsWith("/v1/") ? path.slice(3) : "";
+  const advice =
+    engineOwnRoute(path) ??
+    (rootRoutes.has(outside) ? `vLLM serves it outside /v1/, as POST ${outside}.` : undefined);
   return { ok: false, reason: "not an OpenAI route the engine serves", ...(advice ? { advice } : {}) };
 }
 
