@@ -664,7 +664,7 @@ export class Activator {
           withFieldValue(resolution.body, form, "model", resolution.renamed) ?? resolution.body;
       }
       route.arrived();
-      let backend = route.tryAcquire() ?? (await this.hold(route, req, res, resolution));
+      let backend = route.tryAcquire() ?? (await this.hold(route, req, res, resolution, json));
       if (!backend) return heldOutcome(res);
       unreserve();
       for (let attempt = 0; ; attempt++) {
@@ -709,7 +709,7 @@ export class Activator {
         // is routed to again): not one it found unresponsive, which it replaces already.
         if (outcome.reason !== "unresponsive") route.markUnreachable(backend);
         const failedOn = backend.replica;
-        const next = route.tryAcquire() ?? (await this.hold(route, req, res, resolution, true));
+        const next = route.tryAcquire() ?? (await this.hold(route, req, res, resolution, json, true));
         if (!next) return heldOutcome(res);
         // Counted when it is sent again, not when it waits for that: one refused or abandoned while
         // held again was never resent (found by an outside tester).
@@ -932,6 +932,8 @@ export class Activator {
     req: IncomingMessage,
     res: ServerResponse,
     { stream, body }: { stream: boolean; body: Buffer },
+    /** The body as read off the event loop, if it was (a large one). */
+    json: JsonBody | undefined,
     resend = false,
   ): Promise<Backend | undefined> {
     const model = route.config.id;
@@ -953,7 +955,7 @@ export class Activator {
         ? new HoldProgress(
             res,
             () => route.progress(started),
-            () => adoptRequestId(req, body),
+            () => adoptRequestId(req, body, json),
           )
         : undefined;
     progress?.start();

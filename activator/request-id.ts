@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
+import { type JsonBody, readJsonBody } from "../lib/http/json-body.ts";
 
 /**
  * The id a held request is known by once hold progress answers it (`x-request-id` in the early
@@ -14,21 +15,22 @@ import type { IncomingMessage } from "node:http";
  *
  * Only on hold progress's path: an answer the engine heads itself passes its headers on as they are.
  */
-export function adoptRequestId(req: IncomingMessage, body: Buffer): string {
+export function adoptRequestId(req: IncomingMessage, body: Buffer, json?: JsonBody): string {
   const own = req.headers["x-request-id"];
   if (typeof own === "string" && own !== "") return own;
-  const id = bodyRequestId(body) ?? randomUUID().replaceAll("-", "");
+  const id = bodyRequestId(body, json) ?? randomUUID().replaceAll("-", "");
   req.headers["x-request-id"] = id;
   return id;
 }
 
-/** The JSON body's top-level `request_id` string, if it has one (read only if it names one). */
-function bodyRequestId(body: Buffer): string | undefined {
-  if (!body.includes('"request_id"')) return undefined;
-  try {
-    const id = (JSON.parse(body.toString("utf8")) as { request_id?: unknown } | null)?.request_id;
-    return typeof id === "string" && id !== "" ? id : undefined;
-  } catch {
-    return undefined;
-  }
+/**
+ * The JSON body's top-level `request_id` string, if it has one: from `json` when the body was read
+ * off the event loop (a large one, whose parse would hold every other client), else read here, only
+ * if the body names one at all.
+ */
+function bodyRequestId(body: Buffer, json: JsonBody | undefined): string | undefined {
+  if (!json && !body.includes('"request_id"')) return undefined;
+  const parsed = (json ?? readJsonBody(body)).parsed as { request_id?: unknown } | null | undefined;
+  const id = parsed?.request_id;
+  return typeof id === "string" && id !== "" ? id : undefined;
 }

@@ -67,6 +67,17 @@ describe("x-request-id through hold progress", () => {
     const held = await streamedIds(client(snooze.url), {}, { request_id: "body-7" });
     expect(held).toEqual({ requestId: "body-7", chunkIds: ["chatcmpl-body-7"] });
   });
+
+  test("a large body's request_id too, read off the event loop as the body was", async () => {
+    snooze = await startWith(config);
+    // Past offLoopBytes (256 KiB): the activator parsed it on a worker, and kept only what it reads.
+    const held = await streamedIds(
+      client(snooze.url),
+      {},
+      { request_id: "big-1", user: "x".repeat(300_000) },
+    );
+    expect(held).toEqual({ requestId: "big-1", chunkIds: ["chatcmpl-big-1"] });
+  });
 });
 
 test("a browser page allowed by --allowed-origins may read the request id (Access-Control-Expose-Headers)", async () => {
