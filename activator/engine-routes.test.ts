@@ -97,6 +97,8 @@ test("vLLM's inference routes outside /v1 are held for the body's model and reac
     "/invocations",
     "/v1/messages",
     "/v1/messages/count_tokens",
+    "/v1/chat/completions/render",
+    "/v1/completions/render",
   ];
   for (const path of routes) expect((await post(path)).status, path).toBe(200);
   expect(seen).toEqual(["/tokenize", ...routes].map((path) => `POST ${path} m`));

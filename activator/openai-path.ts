@@ -16,7 +16,9 @@ import { engineOwnRoute } from "./engine-own-routes.ts";
  * vLLM answers): tokenization, pooling, classification, scoring and reranking, and SageMaker's
  * `/invocations`, which vLLM dispatches by the body's shape; and Anthropic's Messages API
  * (`/v1/messages`, `/v1/messages/count_tokens`), which vLLM serves for Anthropic's clients (Claude
- * Code with `ANTHROPIC_BASE_URL`). Each is routed by the body's `model`
+ * Code with `ANTHROPIC_BASE_URL`); and the render routes of newer vLLM
+ * (`/v1/chat/completions/render`, `/v1/completions/render`: the prompt's tokens as the engine would
+ * make them, JSON even with `stream: true`), which routers in front of vLLM call. Each is routed by the body's `model`
  * (or `snooze-model`, or the Host), held and forwarded as the `/v1/` ones are. vLLM's
  * engine-private routes and those about one engine process are not here (`engine-own-routes.ts`).
  */
@@ -32,6 +34,8 @@ export const engineRoutes: ReadonlySet<string> = new Set([
   "/v2/rerank",
   "/v1/messages",
   "/v1/messages/count_tokens",
+  "/v1/chat/completions/render",
+  "/v1/completions/render",
   "/tokenize",
   "/detokenize",
   "/pooling",
