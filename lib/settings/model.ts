@@ -106,7 +106,7 @@ export const tierSettings = z.strictObject({
   }),
   streamProgress: z.boolean().optional().meta({
     description:
-      'While a streaming request is held past 1 s, answer 200 at once and send SSE comment lines (`: waking qwen, ~2s`); a failure then arrives as an SSE error event instead of a 503. Only on routes vLLM streams (chat, completions, responses, audio transcriptions and translations): embeddings, score and rerank answer JSON whatever `stream` says. A streaming request is one whose `stream` vLLM reads as true: `true`, and as pydantic reads booleans, `1`, `"true"`, `"yes"`, `"on"` in any case.',
+      'While a streaming request is held past 1 s, answer 200 at once and send SSE comment lines (`: waking qwen, ~2s`); a failure then arrives as an SSE error event instead of a 503. Only on routes vLLM streams (chat, completions, responses, audio transcriptions and translations): embeddings, score and rerank answer JSON whatever `stream` says. A streaming request is one whose `stream` vLLM reads as true: `true`, and as pydantic reads booleans, `1`, `"true"`, `"yes"`, `"on"` in any case. The early head names the request in `x-request-id` (the client\'s own `X-Request-Id`, else the body\'s `request_id`, else a fresh id), which the engine is sent too.',
   }),
   startTimeout: finiteDuration("a start that hangs must fail, so held requests hear why", {
     positive: true,
