@@ -10,17 +10,19 @@ import { engineOwnRoute } from "./engine-own-routes.ts";
 
 /**
  * The routes vLLM's API server serves that take a request for one model (all POST; `GET /v1/models`
- * the activator answers itself): the OpenAI-compatible ones under `/v1/`, `/v2/rerank` (Cohere's v2
- * client, `cohere.ClientV2`, posts there; vLLM serves it as `/v1/rerank`), and vLLM's own
- * inference routes outside `/v1/` (found by an outside tester: "No route for POST /tokenize" where
- * vLLM answers): tokenization, pooling, classification, scoring and reranking, and SageMaker's
- * `/invocations`, which vLLM dispatches by the body's shape; and Anthropic's Messages API
- * (`/v1/messages`, `/v1/messages/count_tokens`), which vLLM serves for Anthropic's clients (Claude
- * Code with `ANTHROPIC_BASE_URL`); and the render routes of newer vLLM
- * (`/v1/chat/completions/render`, `/v1/completions/render`: the prompt's tokens as the engine would
- * make them, JSON even with `stream: true`), which routers in front of vLLM call. Each is routed by the body's `model`
- * (or `snooze-model`, or the Host), held and forwarded as the `/v1/` ones are. vLLM's
- * engine-private routes and those about one engine process are not here (`engine-own-routes.ts`).
+ * the activator answers itself):
+ * - the OpenAI-compatible ones under `/v1/`;
+ * - `/v2/rerank`, where Cohere's v2 client (`cohere.ClientV2`) posts; vLLM serves it as `/v1/rerank`;
+ * - vLLM's own inference routes outside `/v1/` (found by an outside tester: "No route for POST
+ *   /tokenize" where vLLM answers): tokenization, pooling, classification, scoring, reranking, and
+ *   SageMaker's `/invocations`, which vLLM dispatches by the body's shape;
+ * - Anthropic's Messages API (`/v1/messages`, `/v1/messages/count_tokens`), which vLLM serves for
+ *   Anthropic's clients (Claude Code with `ANTHROPIC_BASE_URL`);
+ * - newer vLLM's render routes (`/v1/chat/completions/render`, `/v1/completions/render`: a prompt's
+ *   tokens as the engine would make them, JSON even with `stream: true`), which routers call.
+ * Each is routed by the body's `model` (or `snooze-model`, or the Host), held and forwarded as the
+ * `/v1/` ones are. vLLM's engine-private routes and those about one engine process are not here
+ * (`engine-own-routes.ts`).
  */
 export const engineRoutes: ReadonlySet<string> = new Set([
   "/v1/chat/completions",
