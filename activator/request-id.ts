@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { type JsonBody, readJsonBody } from "../lib/http/json-body.ts";
 
@@ -18,7 +17,9 @@ import { type JsonBody, readJsonBody } from "../lib/http/json-body.ts";
 export function adoptRequestId(req: IncomingMessage, body: Buffer, json?: JsonBody): string {
   const own = req.headers["x-request-id"];
   if (typeof own === "string" && own !== "") return own;
-  const id = bodyRequestId(body, json) ?? randomUUID().replaceAll("-", "");
+  // node:crypto at first use, not at startup: an idle serve loads none (cli/loaded-modules.test.ts).
+  const id =
+    bodyRequestId(body, json) ?? process.getBuiltinModule("node:crypto").randomUUID().replaceAll("-", "");
   req.headers["x-request-id"] = id;
   return id;
 }
