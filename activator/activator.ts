@@ -3,7 +3,14 @@ import { context, SpanStatusCode, trace } from "@opentelemetry/api";
 import { clip } from "../lib/clip.ts";
 import type { ControlPlane } from "../lib/control-plane.ts";
 import { timerValue } from "../lib/duration.ts";
-import { BodyStalled, BodyTooLarge, type MinimumPace, OverBudget, readBody } from "../lib/http/body.ts";
+import {
+  BodyStalled,
+  BodyTooLarge,
+  bodyMinBytes,
+  type MinimumPace,
+  OverBudget,
+  readBody,
+} from "../lib/http/body.ts";
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue } from "../lib/http/continue.ts";
 import { type FormPart, isMultipartForm, readForm, textOf, withFieldValue } from "../lib/http/form.ts";
@@ -58,12 +65,6 @@ const maxResends = 1;
 
 /** How long the answer to a request its engine died under waits to hear the engine's exit. */
 const exitWaitMs = 1_000;
-
-/**
- * What a body still arriving must bring in every `bodyTimeout`, at least (or its end): a client that
- * sends less holds its part of maxHeldBytes without really uploading (see readBody's `pace`).
- */
-const bodyMinBytes = 1024;
 
 /** What a request refused because Snooze shuts down is told to wait before it retries (elsewhere). */
 const shutdownRetryAfterS = 5;

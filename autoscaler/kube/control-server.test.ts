@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, connect } from "node:net";
 import { context, propagation, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
@@ -104,3 +104,37 @@ test("a prewarm's forMs reaches the autoscaler from the admin route; without a u
     server.close();
   }
 });
+
+test("a demand whose body stops arriving is answered 408 at the end of a window that brought too little, on a connection that closes, as the activator answers one", async () => {
+  // Found by an outside tester: the body was read with no pace, so a caller that declared 100 bytes
+  // and sent 12 held the request (and its connection) until Node's request timeout, 5 minutes.
+  const demands: unknown[] = [];
+  const autoscaler = { demand: (body: unknown) => void demands.push(body) } as unknown as KubeAutoscaler;
+  const server = createControlServer(autoscaler, new Registry(), {
+    authenticate: async () => ({
+      ok: true,
+      username: "system:serviceaccount:snooze-system:snooze-activator",
+    }),
+    bodyPace: { windowMs: 300, minBytes: 1024 },
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const socket = connect((server.address() as AddressInfo).port, "127.0.0.1");
+  try {
+    let answer = "";
+    socket.on("data", (chunk: Buffer) => {
+      answer += chunk.toString();
+    });
+    socket.write(
+      `POST ${demandPath} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer t\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"activator"`,
+    );
+    await once(socket, "close");
+    expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(answer.toLowerCase()).toContain("connection: close");
+    expect(answer).toContain("less than 1024 bytes of the request body came in 0.3s");
+    expect(demands).toEqual([]);
+  } finally {
+    socket.destroy();
+    server.close();
+  }
+}, 30_000);

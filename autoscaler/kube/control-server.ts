@@ -12,12 +12,13 @@ import {
   statsPath,
 } from "../../lib/control-protocol.ts";
 import { bearerToken } from "../../lib/http/bearer.ts";
-import { BodyTooLarge, readBody } from "../../lib/http/body.ts";
+import { BodyStalled, BodyTooLarge, bodyMinBytes, type MinimumPace, readBody } from "../../lib/http/body.ts";
 import { sendJson } from "../../lib/http/json.ts";
 import { decodeSegment, malformedSegment } from "../../lib/http/path-segment.ts";
 import type { CallerCheck } from "../../lib/kube/token-review.ts";
 import { http } from "../../lib/node-http.ts";
 import { Counter, type Registry } from "../../lib/prometheus.ts";
+import { defaultBodyTimeout } from "../../lib/settings/resolve.ts";
 import type { KubeAutoscaler } from "./autoscaler.ts";
 import { isDemandRoute } from "./model-demand.ts";
 
@@ -29,6 +30,11 @@ export interface ControlServerOptions {
    * (a TokenReview: lib/kube/token-review.ts); anything but ok is the answer.
    */
   authenticate(token: string | undefined): Promise<CallerCheck>;
+  /**
+   * What a body still arriving must bring in each window (readBody's `pace`); default: 1 KiB in
+   * 10 s, the activator's default `bodyTimeout`.
+   */
+  bodyPace?: Omit<MinimumPace, "windowBytes">;
 }
 
 /**
@@ -55,8 +61,12 @@ export function createControlServer(
   registry: Registry,
   options: ControlServerOptions,
 ): Server {
+  const pace = options.bodyPace ?? { windowMs: defaultBodyTimeout, minBytes: bodyMinBytes };
+  // Paced, as the activator reads a body: without it a caller that declared a body and sent part of
+  // it held the request and its connection until Node's request timeout, 5 minutes (found by an
+  // outside tester). A new pace per body: readBody counts each window's bytes in it.
   const json = async (req: IncomingMessage): Promise<unknown> =>
-    JSON.parse((await readBody(req, maxBody)).toString());
+    JSON.parse((await readBody(req, maxBody, undefined, undefined, { ...pace })).toString());
   const callers = new Counter({
     name: "snooze_autoscaler_callers_total",
     help: "Requests to the autoscaler's demand, stats, admin and slots routes, by the answer to who sent them: accepted, or refused with 401 (no valid token), 403 (not an allowed ServiceAccount), 503 (cannot check now).",
@@ -131,6 +141,8 @@ export function createControlServer(
       if (path === "/readyz") return sendJson(res, autoscaler.ready ? 200 : 503, { ready: autoscaler.ready });
       sendJson(res, 404, { error: `no route for ${req.method} ${path}` });
     } catch (error) {
+      if (error instanceof BodyStalled)
+        return sendJson(res, 408, { error: error.message }, { connection: "close" });
       if (error instanceof BodyTooLarge) return sendJson(res, 413, { error: error.message });
       if (error instanceof SyntaxError) return sendJson(res, 400, { error: `bad JSON: ${error.message}` });
       sendJson(res, 500, { error: (error as Error).message });

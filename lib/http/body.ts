@@ -25,6 +25,12 @@ export interface MinimumPace {
   windowBytes?: number;
 }
 
+/**
+ * What a body still arriving must bring in every window, at least (or its end), by default: a client
+ * that sends less holds what it reserved, and its connection, without really uploading.
+ */
+export const bodyMinBytes = 1024;
+
 /** The body stopped arriving, or trickled slower than its MinimumPace. */
 export class BodyStalled extends Error {
   readonly pace: MinimumPace;
