@@ -1,10 +1,7 @@
 import { isLoopbackHost } from "../activator/admin-guard.ts";
 import { adminTokenEnv } from "../lib/admin-token-env.ts";
 import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
-import { readSmallFileSync } from "../lib/small-file.ts";
-
-/** The largest token file read: a token is tens of bytes (`openssl rand -hex 32`: 65 with its newline). */
-const maxTokenFileBytes = 64 * 1024;
+import { maxTokenFileBytes, readSmallFileSync } from "../lib/small-file.ts";
 
 /**
  * `--admin-token-file`: a file, not the token itself, so the token shows neither in `ps` nor in

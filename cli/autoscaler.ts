@@ -1,5 +1,4 @@
 import { once } from "node:events";
-import { readFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { KubeAutoscaler } from "../autoscaler/kube/autoscaler.ts";
@@ -15,6 +14,7 @@ import { createLogger } from "../lib/log.ts";
 import { Registry } from "../lib/prometheus.ts";
 import { redactUrl } from "../lib/redact-url.ts";
 import { byteSize } from "../lib/settings/fields.ts";
+import { maxPemFileBytes, readSmallFileSync } from "../lib/small-file.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import { undici } from "../lib/undici.ts";
 import type { Command } from "./command.ts";
@@ -305,16 +305,18 @@ async function grpcTlsOf(values: FlagValues): Promise<ScalerTls | undefined> {
       "--grpc-client-ca needs --grpc-tls-cert and --grpc-tls-key (mutual TLS is TLS first)",
     );
   if (cert === undefined || key === undefined) return undefined;
-  const read = async (flag: string, path: string) => {
+  // Bounded and never blocking (found by an outside tester: a named pipe kept the start waiting for
+  // good, deaf to SIGTERM, and /dev/zero was read on and on, never refused).
+  const read = (flag: string, path: string) => {
     try {
-      return await readFile(path);
+      return readSmallFileSync(path, maxPemFileBytes);
     } catch (error) {
       throw new UsageError(`--${flag} ${path}: ${(error as Error).message}`);
     }
   };
   return {
-    cert: await read("grpc-tls-cert", cert),
-    key: await read("grpc-tls-key", key),
-    ...(clientCa !== undefined ? { clientCa: await read("grpc-client-ca", clientCa) } : {}),
+    cert: read("grpc-tls-cert", cert),
+    key: read("grpc-tls-key", key),
+    ...(clientCa !== undefined ? { clientCa: read("grpc-client-ca", clientCa) } : {}),
   };
 }

@@ -1,6 +1,15 @@
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats, statSync } from "node:fs";
 
 /**
+ * The largest PEM file read (a certificate chain, a private key, a CA bundle): a system's whole CA
+ * bundle is some 200 KiB. Kubeconfigs, which embed them, are held to it too.
+ */
+export const maxPemFileBytes = 4 * 1024 * 1024;
+
+/** The largest bearer token file read: a ServiceAccount token is some 1 KiB. */
+export const maxTokenFileBytes = 64 * 1024;
+
+/**
  * The bytes of a small regular file a flag names (a token, a key), read without blocking: a path
  * that is not a regular file (a named pipe, a device such as /dev/zero, a directory) or is larger
  * than `maxBytes` is refused with an Error saying what it is. A plain readFileSync of a named pipe

@@ -1,7 +1,7 @@
-import { readFile } from "node:fs/promises";
 import { createInterface } from "node:readline";
 import { Readable } from "node:stream";
 import { Agent, type Dispatcher, fetch } from "undici";
+import { maxTokenFileBytes, readSmallFileSync } from "../small-file.ts";
 import { type KubeCredentials, parseKubeconfig } from "./kubeconfig.ts";
 
 /** An answer of the API server that is not 2xx, with its Status reason (`Conflict`, `NotFound`, ...). */
@@ -116,7 +116,9 @@ export class KubeClient {
     const { token, tokenFile } = this.credentials;
     if (!tokenFile) return token;
     try {
-      return (await readFile(tokenFile, "utf8")).trim();
+      // Bounded and never blocking: a named pipe kept a thread of libuv's pool (four in all) waiting
+      // for good at each request, and /dev/zero was read until memory ran out.
+      return readSmallFileSync(tokenFile, maxTokenFileBytes).toString("utf8").trim();
     } catch (error) {
       throw new Error(`cannot read the token file ${tokenFile}: ${(error as Error).message}`);
     }

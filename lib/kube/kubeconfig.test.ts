@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
@@ -179,6 +180,30 @@ describe("inClusterCredentials", () => {
     );
     expect(() => inClusterCredentials(env, join(dir, "no-sa"))).toThrow(/ServiceAccount token/);
   });
+});
+
+test("a token file or a ServiceAccount file that is a named pipe or a device is refused by what it is; nothing waits for a writer", async () => {
+  // Found by an outside tester: the token file, read again for every request, was read with
+  // readFile, so a named pipe kept a thread of libuv's pool waiting for good at each request, and
+  // /dev/zero was read on and on; in a pod, the mounted ca.crt was read with readFileSync.
+  const fifo = join(dir, "fifo");
+  execFileSync("mkfifo", [fifo]);
+  for (const [tokenFile, what] of [
+    [fifo, "a named pipe (FIFO)"],
+    ["/dev/zero", "a device"],
+  ] as const) {
+    const client = new KubeClient({ server: "https://127.0.0.1:1", tokenFile });
+    await expect(client.bearerToken()).rejects.toThrow(
+      `cannot read the token file ${tokenFile}: it is ${what}, not a regular file`,
+    );
+    await client.close();
+  }
+  const sa = mkdtempSync(join(dir, "sa-"));
+  writeFileSync(join(sa, "token"), "jwt");
+  execFileSync("mkfifo", [join(sa, "ca.crt")]);
+  expect(() =>
+    inClusterCredentials({ KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" }, sa),
+  ).toThrow("it is a named pipe (FIFO), not a regular file");
 });
 
 describe("KubeClient with loaded credentials", () => {

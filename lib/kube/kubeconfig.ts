@@ -1,7 +1,8 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { parse } from "yaml";
 import { isObject } from "../json-object.ts";
+import { maxPemFileBytes, readSmallFileSync } from "../small-file.ts";
 
 /** Where a component's identity comes from, for its start-up log line. */
 export type KubeconfigSource = "flag" | "KUBECONFIG" | "in-cluster";
@@ -48,11 +49,18 @@ export function loadKubeConfig(flag: string | undefined): { kc: KubeCredentials;
   );
 }
 
+/**
+ * The text of a file a kubeconfig is or names, bounded and never blocking (readSmallFileSync): given
+ * a named pipe, `--kubeconfig` hung the command for good, deaf to SIGTERM, and given /dev/zero read
+ * until the kernel killed it (found by an outside tester).
+ */
+const readCredentialFile = (path: string) => readSmallFileSync(path, maxPemFileBytes).toString("utf8");
+
 /** A kubeconfig file's current context. Relative file names in it are relative to the file. */
 export function readKubeconfig(path: string): KubeCredentials {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    text = readCredentialFile(path);
   } catch (error) {
     throw new Error(`cannot read the kubeconfig ${path}: ${(error as Error).message}`);
   }
@@ -146,7 +154,7 @@ export function parseKubeconfig(
     if (file === undefined) return undefined;
     const path = resolve(baseDir, file);
     try {
-      return readFileSync(path, "utf8");
+      return readCredentialFile(path);
     } catch (error) {
       return fail(`${where}: cannot read ${field} ${path}: ${(error as Error).message}`);
     }
@@ -190,7 +198,7 @@ export function inClusterCredentials(
     throw new Error(`in-cluster credentials need the ServiceAccount token ${tokenFile}`);
   const read = (name: string) => {
     const path = join(dir, name);
-    return existsSync(path) ? readFileSync(path, "utf8") : undefined;
+    return existsSync(path) ? readCredentialFile(path) : undefined;
   };
   return compact({
     server: `https://${host.includes(":") ? `[${host}]` : host}:${port}`,
