@@ -1,8 +1,9 @@
+import { execFileSync } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
-import { silentLogger } from "../../lib/log.ts";
+import { createLogger, silentLogger } from "../../lib/log.ts";
 import type { TlsPair } from "../server.ts";
 import { FileCertificates } from "./sources.ts";
 
@@ -37,4 +38,51 @@ test("certificate files (cert-manager's Secret) are read again and a changed pai
   await writeFile(keyPath, "key-2");
   await next;
   expect(changes).toEqual([{ certPem: "cert-2", keyPem: "key-2" }]);
+});
+
+test("--tls-cert or --tls-key that is a named pipe or a device is refused by what it is, at start and at a reload, and the current pair is kept", async () => {
+  // Found by an outside tester: read with readFile, a named pipe kept the start waiting for good
+  // (and, once swapped in, a thread of libuv's pool at every reload), and /dev/zero was read on and on.
+  dir = await mkdtemp(join(tmpdir(), "snooze-certs-"));
+  const certPath = join(dir, "tls.crt");
+  const keyPath = join(dir, "tls.key");
+  execFileSync("mkfifo", [certPath]);
+  await writeFile(keyPath, "key-1");
+  const refused = new FileCertificates({ certPath, keyPath, reloadMs: 20, log: silentLogger });
+  await expect(refused.initial()).rejects.toThrow(
+    `cannot read --tls-cert ${certPath}: it is a named pipe (FIFO), not a regular file`,
+  );
+  const device = new FileCertificates({
+    certPath: join(dir, "tls.crt.ok"),
+    keyPath: "/dev/zero",
+    reloadMs: 20,
+    log: silentLogger,
+  });
+  await writeFile(join(dir, "tls.crt.ok"), "cert-1");
+  await expect(device.initial()).rejects.toThrow(
+    "cannot read --tls-key /dev/zero: it is a device, not a regular file",
+  );
+
+  await rm(certPath);
+  await writeFile(certPath, "cert-1");
+  const warnings: string[] = [];
+  let warned: () => void = () => {};
+  const warning = new Promise<void>((resolve) => (warned = resolve));
+  const log = createLogger({}, (line) => {
+    const record = JSON.parse(line) as { level: string; error?: string };
+    if (record.level !== "warn") return;
+    warnings.push(String(record.error));
+    warned();
+  });
+  source = new FileCertificates({ certPath, keyPath, reloadMs: 20, log });
+  expect(await source.initial()).toEqual({ certPem: "cert-1", keyPem: "key-1" });
+  const changes: TlsPair[] = [];
+  source.watch((tls) => changes.push(tls));
+  await rm(certPath);
+  execFileSync("mkfifo", [certPath]);
+  await warning;
+  expect(warnings[0]).toContain(
+    `cannot read --tls-cert ${certPath}: it is a named pipe (FIFO), not a regular file`,
+  );
+  expect(changes).toEqual([]);
 });

@@ -1,5 +1,5 @@
-import { readFile } from "node:fs/promises";
 import type { Logger } from "../../lib/log.ts";
+import { maxPemFileBytes, readSmallFileSync } from "../../lib/small-file.ts";
 import type { TlsPair } from "../server.ts";
 import { CertStore, type CertStoreOptions } from "./cert-store.ts";
 import { nextRotation } from "./rotation.ts";
@@ -131,12 +131,20 @@ export class FileCertificates implements CertificateSource {
     this.#log = options.log;
   }
 
+  /**
+   * Bounded and never blocking (readSmallFileSync): a named pipe given as --tls-cert kept a thread of
+   * libuv's pool (four in all) waiting for good at every reload, until no file, DNS or crypto work
+   * was done, and /dev/zero was read on and on (found by an outside tester).
+   */
   async #read(): Promise<TlsPair> {
-    const [certPem, keyPem] = await Promise.all([
-      readFile(this.#certPath, "utf8"),
-      readFile(this.#keyPath, "utf8"),
-    ]);
-    return { certPem, keyPem };
+    const read = (flag: string, path: string) => {
+      try {
+        return readSmallFileSync(path, maxPemFileBytes).toString("utf8");
+      } catch (error) {
+        throw new Error(`cannot read --${flag} ${path}: ${(error as Error).message}`);
+      }
+    };
+    return { certPem: read("tls-cert", this.#certPath), keyPem: read("tls-key", this.#keyPath) };
   }
 
   async initial(): Promise<TlsPair> {
