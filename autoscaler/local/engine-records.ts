@@ -5,6 +5,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../../lib/log.ts";
 import { makeDirectory } from "../../lib/make-directory.ts";
 import { replaceFile } from "../../lib/replace-file.ts";
+import { readSmallFileSync } from "../../lib/small-file.ts";
 import { signalGroup } from "./orphans.ts";
 
 /**
@@ -17,6 +18,9 @@ import { signalGroup } from "./orphans.ts";
 
 /** The environment variable that marks an engine (and its children) as one a Snooze started. */
 export const engineTokenVariable = "SNOOZE_ENGINE_TOKEN";
+
+/** The largest record of engines read: one engine is some 200 bytes of it. */
+const maxRecordBytes = 4 * 1024 * 1024;
 
 /** One engine as the record holds it. */
 export interface EngineRecord {
@@ -205,7 +209,9 @@ export async function stopLeftovers(
     const file = join(dir, name);
     let state: StateFile;
     try {
-      state = JSON.parse(readFileSync(file, "utf8")) as StateFile;
+      // Bounded and never blocking: a named pipe named like a record hung `snooze serve` at start
+      // for good, silent and deaf to SIGTERM (found by an outside tester).
+      state = JSON.parse(readSmallFileSync(file, maxRecordBytes).toString("utf8")) as StateFile;
       if (state.version !== 1 || !Array.isArray(state.engines)) throw new Error("not a record of engines");
     } catch (error) {
       log.warn("ignoring an unreadable record of engines", { file, error });

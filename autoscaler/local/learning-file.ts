@@ -1,13 +1,20 @@
-import { readFileSync, renameSync } from "node:fs";
+import { renameSync } from "node:fs";
 import { join } from "node:path";
 import type { LearningSnapshot } from "../../lib/learning-snapshot.ts";
 import type { Logger } from "../../lib/log.ts";
 import { makeDirectory } from "../../lib/make-directory.ts";
 import { replaceFile } from "../../lib/replace-file.ts";
+import { readSmallFileSync } from "../../lib/small-file.ts";
 import type { LearningStore } from "../learning-store.ts";
 
 /** The file in the state directory that keeps what each model learned. */
 export const learningFileName = "learning.json";
+
+/**
+ * The largest learning history read: a model's record is at most some 45 KiB (a busy week's 2016
+ * bins), so this holds well over a thousand busy models.
+ */
+const maxLearningFileBytes = 64 * 1024 * 1024;
 
 interface LearningFile {
   version: 1;
@@ -44,7 +51,9 @@ export function learningFile(stateDir: string, log: Logger): LearningStore {
 function read(path: string, log: Logger): Record<string, unknown> {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    // Bounded and never blocking: a named pipe in its place hung `snooze serve` at start for good,
+    // silent and deaf to SIGTERM (found by an outside tester).
+    text = readSmallFileSync(path, maxLearningFileBytes).toString("utf8");
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "ENOENT") log.info("no learning history yet; every model starts with none", { file: path });

@@ -86,6 +86,31 @@ describe("snooze serve as a process", () => {
     );
   });
 
+  test("a named pipe in the state directory as learning.json or as a record of engines: serve starts, says what it is, and stops at SIGTERM", async () => {
+    // Found by an outside tester: either one hung `snooze serve` at start for good, silent and deaf
+    // to SIGTERM (its read of the pipe blocked the process).
+    const file = writeConfig(`models:\n  fast:\n    command: ${simCommand([], 1)}\n`);
+    const stateDir = mkdtempSync(join(tmpdir(), "snooze-cli-"));
+    const pipes = [join(stateDir, "learning.json"), join(stateDir, "serve-1.json")];
+    for (const pipe of pipes) execFileSync("mkfifo", [pipe]);
+    const run = serveProcess(file, ["--shutdown-grace", "5s", "--state-dir", stateDir]);
+    children.push(run.child);
+    // A writer that comes and goes unblocks a reader stuck on a pipe, so a hang fails the test.
+    const guard = setTimeout(() => {
+      for (const pipe of pipes) void open(pipe, "w").then((w) => w.close());
+    }, 15_000);
+    try {
+      await run.url;
+    } finally {
+      clearTimeout(guard);
+    }
+    expect(run.stderr()).toContain("cannot read the learning history");
+    expect(run.stderr()).toContain("ignoring an unreadable record of engines");
+    expect(run.stderr().match(/it is a named pipe \(FIFO\), not a regular file/g)).toHaveLength(2);
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+  });
+
   test("a state directory that cannot be written: exit code 2 at start, not a warning at the shutdown", async () => {
     // Found by an outside tester: `--state-dir /proc/x` started and warned only when it stopped.
     const file = writeConfig(`models:\n  fast:\n    command: ${simCommand([], 1)}\n`);
