@@ -14,6 +14,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { makeDirectory } from "../../lib/make-directory.ts";
+import { readSmallFileSync } from "../../lib/small-file.ts";
 
 /** Overrides the default ledger directory, so test runs isolate themselves. */
 export const gpuDirEnv = "SNOOZE_SIM_GPU_DIR";
@@ -21,6 +22,9 @@ export const gpuDirEnv = "SNOOZE_SIM_GPU_DIR";
 export function defaultGpuDir(): string {
   return process.env[gpuDirEnv] || path.join(os.tmpdir(), "snooze-sim-gpu");
 }
+
+/** The largest claim or lock file read: one is some 100 bytes of JSON, a lock a pid. */
+const maxClaimBytes = 64 * 1024;
 
 export interface Claim {
   pid: number;
@@ -123,9 +127,12 @@ export function liveClaims(deviceDir: string, exceptFile?: string): Claim[] {
     if (file === exceptFile) continue;
     let claim: Claim;
     try {
-      claim = JSON.parse(fs.readFileSync(file, "utf8")) as Claim;
+      // Bounded and never blocking: a named pipe named like a claim hung every `snooze sim` on the
+      // device at start, silent and deaf to SIGTERM (found by an outside tester); the default
+      // directory is under /tmp, where anyone may put one.
+      claim = JSON.parse(readSmallFileSync(file, maxClaimBytes).toString("utf8")) as Claim;
     } catch {
-      continue; // Vanished between readdir and read.
+      continue; // Vanished between readdir and read, or not a claim at all.
     }
     if (!processAlive(claim.pid)) {
       fs.rmSync(file, { force: true });
@@ -190,7 +197,7 @@ function withLock<T>(deviceDir: string, work: () => T): T {
 
 function lockIsStale(lock: string): boolean {
   try {
-    const pid = Number(fs.readFileSync(lock, "utf8"));
+    const pid = Number(readSmallFileSync(lock, maxClaimBytes).toString("utf8"));
     // An empty file is a lock being written right now, unless it is old.
     if (pid > 0 && !processAlive(pid)) return true;
     return Date.now() - fs.statSync(lock).mtimeMs > staleLockMs;

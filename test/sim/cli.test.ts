@@ -1,7 +1,9 @@
 /**
  * `snooze sim` as real processes: what the local platform and `npm start` run.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { mkdirSync, rmSync } from "node:fs";
+import { open } from "node:fs/promises";
 import * as path from "node:path";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { main } from "../../cli/main.ts";
@@ -196,6 +198,43 @@ describe("snooze sim as a process", () => {
     expect((await post(a.url, "/wake_up")).status).toBe(200);
     expect((await postJson(a.url, "/v1/completions", { prompt: "x", max_tokens: 1 })).status).toBe(200);
   });
+
+  test("a named pipe in the simulated GPU's directory, as a claim or as its lock, never hangs a sim", async () => {
+    // Found by an outside tester: a named pipe named like a claim hung `snooze sim` at start for
+    // good, silent and deaf to SIGTERM; the default directory is under /tmp, where anyone may put one.
+    const dir = tempDir();
+    const device = path.join(dir, "gpu-0");
+    mkdirSync(device);
+    const claim = path.join(device, "claim-other.json");
+    execFileSync("mkfifo", [claim]);
+    const args = ["--served-model-name", "a", "--load-time", "0", "--gpu-dir", dir, "--gpu-id", "0"];
+    const gpu = ["--gpu-memory", "24GiB", "--model-memory", "8GiB"];
+    // A writer that comes and goes unblocks a reader stuck on a pipe, so a hang fails the test.
+    const unblock = (pipe: string) => setTimeout(() => void open(pipe, "w").then((w) => w.close()), 15_000);
+    let guard = unblock(claim);
+    const started = snoozeSim([...args, ...gpu, "--port", String(await freePort())]);
+    try {
+      await started.logged("listening", 20_000);
+    } finally {
+      clearTimeout(guard);
+    }
+    expect(started.stderr()).not.toContain("error");
+    started.child.kill("SIGTERM");
+    expect(await started.exited).toBe(0);
+
+    // A lock that is a named pipe is never taken for a stale one: the start gives up, saying so.
+    rmSync(claim);
+    const lock = path.join(device, ".lock");
+    execFileSync("mkfifo", [lock]);
+    guard = unblock(lock);
+    const locked = snoozeSim([...args, ...gpu, "--port", String(await freePort())]);
+    try {
+      expect(await locked.exited).not.toBe(0);
+    } finally {
+      clearTimeout(guard);
+    }
+    expect(locked.stderr()).toContain(`simulated GPU lock ${lock} stayed taken`);
+  }, 60_000);
 
   test("--fault-never-ready keeps the port closed; --fault-die-after exits 1", async () => {
     const [port, diesPort] = [await freePort(), await freePort()];
