@@ -286,3 +286,15 @@ test("the API key a vllm serve command runs with: after --api-key (or =), else V
   expect(vllmApiKey(["serve", "m", "--api-key"], {})).toBeUndefined();
   expect(vllmApiKey(["serve", "m", "--api-key", "--port", "1"], { VLLM_API_KEY: "" })).toBeUndefined();
 });
+
+test("an answer larger than 16 MiB (a /metrics that does not end) fails the call, read no further", async () => {
+  // Found by an outside tester reading the engine client: answers were read whole with body.text(),
+  // so this one was taken, and an endless one would be kept for as long as the call's deadline lets it.
+  const chunk = Buffer.alloc(1024 * 1024, "#");
+  const { client } = await engine((_req, res) => {
+    res.writeHead(200, { "content-type": "text/plain" });
+    for (let i = 0; i < 20; i++) res.write(chunk);
+    res.end();
+  });
+  await expect(client.load(30_000)).rejects.toThrow("GET /metrics: the answer is larger than 16777216 bytes");
+});

@@ -1,4 +1,5 @@
 import { context, propagation } from "@opentelemetry/api";
+import { boundedText } from "../lib/http/bounded-text.ts";
 import { localResourceCodes } from "../lib/http/local-resources.ts";
 import { engineConnector } from "../lib/http/unasked-continue.ts";
 import { type Agent, undici } from "../lib/undici.ts";
@@ -28,6 +29,12 @@ export class EngineError extends Error {
     this.local = local;
   }
 }
+
+/**
+ * The largest engine answer read: vLLM's /metrics, the largest, is some hundreds of KiB; the others
+ * (is_sleeping, a 1-token warm-up) are small.
+ */
+const maxAnswerBytes = 16 * 1024 * 1024;
 
 /** A call that failed in its connection (refused, cut), not with an answer or a timeout. */
 export const isTransportError = (error: unknown): boolean =>
@@ -252,7 +259,9 @@ export class EngineClient {
         headersTimeout: 0,
         bodyTimeout: 0,
       });
-      return { status: statusCode, text: await body.text() };
+      // Bounded (found by an outside tester reading this): read whole, an engine's endless answer (a
+      // /metrics that never ends) would be kept in memory for as long as the call's deadline lets it.
+      return { status: statusCode, text: await boundedText(body, maxAnswerBytes) };
     } catch (error) {
       const timedOut = (error as Error).name === "TimeoutError";
       const cause = timedOut ? `no answer within ${ms}ms` : (error as Error).message;
