@@ -116,8 +116,9 @@ export class KubeClient {
     const { token, tokenFile } = this.credentials;
     if (!tokenFile) return token;
     try {
-      // Bounded and never blocking: a named pipe kept a thread of libuv's pool (four in all) waiting
-      // for good at each request, and /dev/zero was read until memory ran out.
+      // Bounded and never blocking (found by an outside tester): read with readFile, a named pipe kept
+      // a thread of libuv's pool (four in all) waiting for good at each request, and /dev/zero was
+      // read on and on.
       return readSmallFileSync(tokenFile, maxTokenFileBytes).toString("utf8").trim();
     } catch (error) {
       throw new Error(`cannot read the token file ${tokenFile}: ${(error as Error).message}`);

@@ -51,8 +51,8 @@ export function loadKubeConfig(flag: string | undefined): { kc: KubeCredentials;
 
 /**
  * The text of a file a kubeconfig is or names, bounded and never blocking (readSmallFileSync): given
- * a named pipe, `--kubeconfig` hung the command for good, deaf to SIGTERM, and given /dev/zero read
- * until the kernel killed it (found by an outside tester).
+ * a named pipe, `--kubeconfig` hung the command for good, deaf to SIGTERM, and given /dev/zero it
+ * read on until killed (found by an outside tester).
  */
 const readCredentialFile = (path: string) => readSmallFileSync(path, maxPemFileBytes).toString("utf8");
 
