@@ -36,21 +36,41 @@ export function removePatch(object: unknown, path: string[]): JsonPatch {
 /**
  * Applies a patch made by these helpers to a copy of `object`, so several steps can build on each
  * other and tests can check the result. Supports add, replace and remove of object members.
+ *
+ * Only the objects and arrays on an operation's path are copied (each once), the rest is shared
+ * with `object`, which is left as it was: a deep copy of the whole object (structuredClone) is
+ * recursive, and a template holding fields nested 10,000 deep (a CRD that keeps unknown fields
+ * takes them) overflowed the stack, so the webhook refused the write and said to retry.
  */
 export function applyPatch<T>(object: T, patch: JsonPatch): T {
-  const copy = structuredClone(object) as unknown;
+  const copies = new WeakSet<object>();
+  const copied = (node: unknown): unknown => {
+    if (Array.isArray(node)) {
+      if (copies.has(node)) return node;
+      const copy = [...node];
+      copies.add(copy);
+      return copy;
+    }
+    if (isObject(node)) {
+      if (copies.has(node)) return node;
+      const copy = { ...node };
+      copies.add(copy);
+      return copy;
+    }
+    return node;
+  };
+  const root = copied(object);
   for (const op of patch) {
     const segments = op.path
       .slice(1)
       .split("/")
       .map((s) => s.replaceAll("~1", "/").replaceAll("~0", "~"));
-    let parent: unknown = copy;
+    let parent: unknown = root;
     for (const segment of segments.slice(0, -1)) {
-      parent = Array.isArray(parent)
-        ? parent[Number(segment)]
-        : isObject(parent)
-          ? parent[segment]
-          : undefined;
+      const container = parent as Record<string, unknown>;
+      const child = Array.isArray(parent) || isObject(parent) ? container[segment] : undefined;
+      parent = copied(child);
+      if (parent !== child) container[segment] = parent;
     }
     const key = segments.at(-1)!;
     if (Array.isArray(parent)) {
@@ -65,5 +85,5 @@ export function applyPatch<T>(object: T, patch: JsonPatch): T {
       throw new Error(`cannot apply ${op.op} at ${op.path}`);
     }
   }
-  return copy as T;
+  return root as T;
 }

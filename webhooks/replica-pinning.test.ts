@@ -126,3 +126,22 @@ describe("pinScale", () => {
     if (patched) expect(applyPatch({ spec: { replicas } }, result.patch).spec.replicas).toBe(1);
   });
 });
+
+test("a template holding deeply nested fields is pinned as any other, not refused", () => {
+  // A Knative Service's CRD keeps fields it does not know; one nested 10,000 deep overflowed the
+  // stack of the deep copy each pinning step made, and the Service was refused with "retry",
+  // which could never help (found by an outside tester).
+  let deep: Record<string, unknown> = {};
+  for (let i = 0; i < 10_000; i++) deep = { a: deep };
+  const service = { metadata: { name: "qwen" }, spec: { template: { spec: { deep } } } };
+  const { patch } = pinWorkload("Service", service, "s");
+  const after = applyPatch(service, patch) as any;
+  expect(after.spec.template.metadata.annotations).toEqual({
+    "autoscaling.knative.dev/max-scale": "1",
+    "autoscaling.knative.dev/initial-scale": "0",
+    "snooze.dev/slot": "s",
+  });
+  expect(after.spec.template.spec.deep).toBe(deep);
+  // The original is left as it was.
+  expect((service.spec.template as any).metadata).toBeUndefined();
+});
