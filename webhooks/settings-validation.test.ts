@@ -82,6 +82,19 @@ test("a Model with 5,000 unknown fields: the allowed ones said once, 20 listed",
   expect(message).toMatch(/spec\.f19: unknown field; and 4,980 more$/);
 });
 
+test("a field holding a value nested 10,000 deep is named with the start of its value", () => {
+  // Showing the value serialized all of it, recursively: the stack overflowed and the Model was
+  // refused with "retry" rather than with the field (found by an outside tester).
+  let deep: Record<string, unknown> = {};
+  for (let i = 0; i < 10_000; i++) deep = { a: deep };
+  expect(validateModel(model({ workloadRef: ref, sleepAfter: deep })).message).toBe(
+    `Model "qwen" is not valid: spec.sleepAfter: ${'{"a":'.repeat(15)}{"...: expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"`,
+  );
+  expect(validateSlot({ metadata: { name: "gpu-0" }, spec: { policy: [deep] } }).message).toMatch(
+    /^Slot "gpu-0" is not valid: spec\.policy: \[\{"a":\{"a":.*\.\.\.: expected "sticky", "fifo" or "priority"$/,
+  );
+});
+
 describe("validateSlot", () => {
   test.each([
     { spec: undefined, message: undefined },

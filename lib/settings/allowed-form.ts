@@ -51,10 +51,44 @@ export function showValue(value: unknown): string {
   if (value === undefined) return "(missing)";
   // JSON has no Infinity or NaN (it writes null): `priority: .inf` shows as written.
   const text =
-    typeof value === "number" && !Number.isFinite(value)
-      ? String(value)
-      : (JSON.stringify(value) ?? String(value));
-  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+    typeof value === "number" && !Number.isFinite(value) ? String(value) : jsonStart(value, shownChars);
+  return text.length > shownChars ? `${text.slice(0, shownChars - 3)}...` : text;
+}
+
+const shownChars = 80;
+
+/**
+ * `value` as JSON.stringify writes it, but only its first `room` characters or a few more: what is
+ * shown of a value is 80 characters, and JSON.stringify of the whole of it is recursive, so a value
+ * nested 10,000 deep (a field a Model's CRD left untyped) overflowed the stack, and the webhook
+ * refused the Model with "retry" instead of naming the field (found by an outside tester). Each
+ * level writes a character at least, so this recursion stops within `room` levels.
+ */
+function jsonStart(value: unknown, room: number): string {
+  if (typeof value === "string") return JSON.stringify(value.slice(0, room + 1));
+  if (typeof value !== "object" || value === null) return JSON.stringify(value) ?? String(value);
+  if (Array.isArray(value)) {
+    let text = "[";
+    for (let i = 0; i < value.length && text.length <= room; i++) {
+      const item = value[i];
+      const shown =
+        item === undefined || typeof item === "function" ? "null" : jsonStart(item, room - text.length);
+      text += (i > 0 ? "," : "") + shown;
+    }
+    return `${text}]`;
+  }
+  const prototype = Object.getPrototypeOf(value);
+  if (prototype !== Object.prototype && prototype !== null) return JSON.stringify(value) ?? String(value);
+  let text = "{";
+  let first = true;
+  for (const [key, item] of Object.entries(value)) {
+    if (text.length > room) break;
+    if (item === undefined || typeof item === "function") continue;
+    text += `${first ? "" : ","}${JSON.stringify(key)}:`;
+    text += jsonStart(item, Math.max(0, room - text.length));
+    first = false;
+  }
+  return `${text}}`;
 }
 
 /** The field at `path` inside `schema` (through objects, records, lists and optional wrappers). */
