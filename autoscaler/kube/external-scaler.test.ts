@@ -168,6 +168,37 @@ describe("the external scaler over gRPC", () => {
     });
   });
 
+  it("a huge key or value is refused with INVALID_ARGUMENT quoting the start of it, and the channel goes on", async () => {
+    // The whole key went into the status message: a 1 MB one made a trailer no HTTP/2 client takes,
+    // the client saw a protocol error instead of the field, and calls after it on that channel
+    // failed too (found by an outside tester with grpc-js's client).
+    const replica = new FakeReplica("a");
+    replica.lead("ml/qwen", 1, 0);
+    const { call } = await scalerFor(replica);
+    const huge = "k".repeat(1_000_000);
+    for (const [metadata, field] of [
+      [{ model: "qwen", [huge]: "1" }, "scalerMetadata.kkkk"],
+      [{ model: `Q${huge}` }, "scalerMetadata.model"],
+      [{ model: "q".repeat(254) }, "scalerMetadata.model"],
+      [{ model: "qwen", targetDemand: huge }, "scalerMetadata.targetDemand"],
+    ] as const) {
+      const refused = await call("GetMetricSpec", ref(metadata)).catch((error: ServiceError) => error);
+      expect(refused).toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringContaining(field),
+      });
+      expect((refused as ServiceError).details.length).toBeLessThan(1_000);
+    }
+    const namespace = await call("IsActive", ref({ model: "qwen" }, huge)).catch(
+      (error: ServiceError) => error,
+    );
+    expect(namespace).toMatchObject({
+      code: status.INVALID_ARGUMENT,
+      details: expect.stringContaining("namespace:"),
+    });
+    expect(await call("IsActive", ref({ model: "qwen" }))).toEqual({ result: true });
+  });
+
   it("StreamIsActive sends the current result at once and pushes true the moment a request is held", async () => {
     const replica = new FakeReplica("a");
     replica.lead("ml/qwen", 0, 0);

@@ -10,6 +10,7 @@ import {
   status,
 } from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
+import { clip } from "../../lib/clip.ts";
 import type { Logger } from "../../lib/log.ts";
 import { Counter, type Registry } from "../../lib/prometheus.ts";
 import { DemandError, type DemandSample, type ModelDemand } from "./model-demand.ts";
@@ -63,6 +64,15 @@ export class ScalerInputError extends Error {
 }
 
 const dns1123 = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** Names (Kubernetes' own limit for a Model's name and longer than any namespace's). */
+const maxNameLength = 253;
+
+/**
+ * What a trigger wrote, as a message quotes it: the start of it. The message is the status's
+ * grpc-message trailer, and a 1 MB key quoted whole made a trailer the client refused (a protocol
+ * error instead of the field, and the channel's next calls failed too; found by an outside tester).
+ */
+const quoted = (text: string) => clip(text, 100);
 
 /** Reads a ScaledObjectRef's metadata; throws ScalerInputError naming the first bad field. */
 export function scalerTargetOf(ref: ScaledObjectRef): ScalerTarget {
@@ -74,7 +84,7 @@ export function scalerTargetOf(ref: ScaledObjectRef): ScalerTarget {
     if (!(ownKeys as readonly string[]).includes(plain))
       throw new ScalerInputError(
         status.INVALID_ARGUMENT,
-        `scalerMetadata.${key}`,
+        `scalerMetadata.${quoted(key)}`,
         `unknown field; Snooze's external scaler reads ${ownKeys.join(" and ")} (and KEDA's scalerAddress, enableTLS, unsafeSsl)`,
       );
     if (plain === key || values[plain] === undefined) values[plain] = value;
@@ -87,11 +97,11 @@ export function scalerTargetOf(ref: ScaledObjectRef): ScalerTarget {
       "required: the Model this ScaledObject scales, by name (in the ScaledObject's namespace) or namespace/name",
     );
   const parts = model.split("/");
-  if (parts.length > 2 || parts.some((p) => !dns1123.test(p)))
+  if (parts.length > 2 || parts.some((p) => p.length > maxNameLength || !dns1123.test(p)))
     throw new ScalerInputError(
       status.INVALID_ARGUMENT,
       "scalerMetadata.model",
-      `"${model}" is not a Model name or namespace/name`,
+      `"${quoted(model)}" is not a Model name or namespace/name (at most ${maxNameLength} characters each)`,
     );
   let key = model;
   if (parts.length === 1) {
@@ -99,7 +109,13 @@ export function scalerTargetOf(ref: ScaledObjectRef): ScalerTarget {
       throw new ScalerInputError(
         status.INVALID_ARGUMENT,
         "namespace",
-        `the ScaledObject's namespace is empty, so "${model}" names no Model; write namespace/name`,
+        `the ScaledObject's namespace is empty, so "${quoted(model)}" names no Model; write namespace/name`,
+      );
+    if (ref.namespace.length > 63 || !dns1123.test(ref.namespace))
+      throw new ScalerInputError(
+        status.INVALID_ARGUMENT,
+        "namespace",
+        `"${quoted(ref.namespace)}" is not a namespace, so "${quoted(model)}" names no Model; write namespace/name`,
       );
     key = `${ref.namespace}/${model}`;
   }
@@ -110,7 +126,7 @@ export function scalerTargetOf(ref: ScaledObjectRef): ScalerTarget {
       throw new ScalerInputError(
         status.INVALID_ARGUMENT,
         "scalerMetadata.targetDemand",
-        `must be a positive number (requests one awake replica is meant for), not "${values.targetDemand}"`,
+        `must be a positive number (requests one awake replica is meant for), not "${quoted(values.targetDemand)}"`,
       );
   }
   return { key, targetDemand };
@@ -209,7 +225,7 @@ export class ExternalScalerServer {
             throw new ScalerInputError(
               status.INVALID_ARGUMENT,
               "metricName",
-              `unknown metric "${name}"; this scaler serves ${demandMetricName}`,
+              `unknown metric "${quoted(name)}"; this scaler serves ${demandMetricName}`,
             );
           const sample = await this.sample(target, "count");
           return {
@@ -329,7 +345,11 @@ export class ExternalScalerServer {
     const code = input?.code ?? status.INTERNAL;
     this.calls.inc({ method, code: status[code] ?? String(code) });
     const details = input?.message ?? `internal error: ${(error as Error)?.message ?? String(error)}`;
-    const where = { method, scaledObject: `${ref.namespace ?? ""}/${ref.name ?? ""}`, error: details };
+    const where = {
+      method,
+      scaledObject: quoted(`${ref.namespace ?? ""}/${ref.name ?? ""}`),
+      error: details,
+    };
     if (input && input.code !== status.UNAVAILABLE) this.log.info("refused a KEDA request", where);
     else this.log.warn("could not answer KEDA", where);
     send({ code, details });
