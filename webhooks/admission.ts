@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { moreJsonValuesThan } from "../lib/json-values.ts";
 import type { Verdict } from "./verdict.ts";
 
 /**
@@ -73,8 +74,21 @@ export type UserInfo = z.output<typeof userInfo>;
 
 export type ParsedReview = { ok: true; request: AdmissionRequest } | { ok: false; problem: string };
 
+/**
+ * JSON values a review may hold, its objects and their items together. Far above what Kubernetes
+ * objects hold (a Deployment with hundreds of containers' settings holds some thousands), and low
+ * enough that parsing one takes about 14 MB at most: 6 MiB of `[{},{},…]` (within the body limit)
+ * took 360 MB, past the 256 MiB the webhook pod may use, and three at once killed the process.
+ */
+export const defaultMaxJsonValues = 200_000;
+
 /** Parses the body of a webhook call; `problem` says what is wrong, for the 400 answer. */
-export function parseAdmissionReview(body: string): ParsedReview {
+export function parseAdmissionReview(body: string, maxValues = defaultMaxJsonValues): ParsedReview {
+  if (moreJsonValuesThan(body, maxValues))
+    return {
+      ok: false,
+      problem: `the review holds more than ${maxValues} JSON values (objects, arrays and their items), more than any Kubernetes object needs; it is not parsed`,
+    };
   let json: unknown;
   try {
     json = JSON.parse(body);

@@ -31,6 +31,8 @@ export interface WebhookServerOptions {
   log: Logger;
   /** Reviews larger than this are refused with 400. */
   maxBodyBytes: number;
+  /** Reviews holding more JSON values than this are refused with 400 (default: defaultMaxJsonValues). */
+  maxJsonValues?: number;
   /** A decision that takes longer is answered with a denial (fail closed) before the apiserver gives up. */
   decisionTimeoutMs: number;
   /** Whether the process is ready for traffic: caches synced, certificate loaded. */
@@ -99,7 +101,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
             metrics.requests.inc({ webhook: name, verdict: "malformed" });
             return malformed(`expected Content-Type application/json, got "${type}"`);
           }
-          const parsed = parseAdmissionReview(await c.req.text());
+          const parsed = parseAdmissionReview(await c.req.text(), options.maxJsonValues);
           if (!parsed.ok) {
             metrics.requests.inc({ webhook: name, verdict: "malformed" });
             log.warn("malformed review", { webhook: name, problem: parsed.problem });
