@@ -26,6 +26,8 @@ const tokens: Record<string, { username: string; audience: string }> = {
 /** `user verb namespace/name` a RoleBinding would allow. */
 let grants = new Set<string>();
 let failing = false;
+/** SubjectAccessReviews are taken and never answered. */
+let accessHangs = false;
 let received: { path: string; spec: any }[] = [];
 let server: Server;
 let client: KubeClient;
@@ -36,6 +38,7 @@ beforeAll(async () => {
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const { spec } = JSON.parse(Buffer.concat(chunks).toString());
     received.push({ path: req.url ?? "", spec });
+    if (accessHangs && req.url === subjectAccessReviewsPath) return;
     if (failing) {
       res.writeHead(403, { "content-type": "application/json" });
       res.end(JSON.stringify({ kind: "Status", reason: "Forbidden", message: "RBAC missing" }));
@@ -69,6 +72,7 @@ afterAll(async () => {
 beforeEach(() => {
   grants = new Set();
   failing = false;
+  accessHangs = false;
   received = [];
 });
 
@@ -185,5 +189,20 @@ describe("KubeEventSenders", () => {
     failing = false;
     grants.add(`${trigger} wake team-a/qwen`);
     expect(await s.delivery(triggerToken).authorize([{ verb: "wake", model: "qwen" }])).toBeUndefined();
+  });
+
+  test("an API server that does not answer in time: 503 saying so, not held for the client's 30 s", async () => {
+    accessHangs = true;
+    const s = new KubeEventSenders({
+      client,
+      audience: "snooze.dev/events",
+      modelObjectOf: () => ({ namespace: "team-a", name: "qwen" }),
+      reviewTimeoutMs: 200,
+    });
+    const refused = await s.delivery(triggerToken).authorize([{ verb: "wake", model: "qwen" }]);
+    expect(refused?.status).toBe(503);
+    expect(refused?.body.error.message).toBe(
+      `cannot ask the API server whether ${trigger} may wake now: the API server did not answer within 0.2s`,
+    );
   });
 });

@@ -1,5 +1,6 @@
 import type { KubeClient } from "./client.ts";
 import { ReviewCache, type ReviewCacheOptions } from "./review-cache.ts";
+import { sendReview } from "./review-request.ts";
 
 export const subjectAccessReviewsPath = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
@@ -32,10 +33,12 @@ export type AccessCheck = { ok: true } | { ok: false; status: 403 | 503; message
 export class AccessReviewer {
   private readonly client: KubeClient;
   private readonly cache: ReviewCache<AccessCheck>;
+  private readonly timeoutMs: number | undefined;
 
   constructor(client: KubeClient, options: ReviewCacheOptions = {}) {
     this.client = client;
     this.cache = new ReviewCache(options);
+    this.timeoutMs = options.reviewTimeoutMs;
   }
 
   check(subject: Subject, action: ResourceAction): Promise<AccessCheck> {
@@ -52,15 +55,16 @@ export class AccessReviewer {
       | { allowed?: boolean; denied?: boolean; reason?: string; evaluationError?: string }
       | undefined;
     try {
-      const answer = await this.client.create<{ status?: typeof status }>(subjectAccessReviewsPath, {
-        apiVersion: "authorization.k8s.io/v1",
-        kind: "SubjectAccessReview",
-        spec: {
-          user: subject.username,
-          groups: subject.groups ?? [],
-          resourceAttributes: action,
+      const answer = await sendReview<{ status?: typeof status }>(
+        this.client,
+        subjectAccessReviewsPath,
+        {
+          apiVersion: "authorization.k8s.io/v1",
+          kind: "SubjectAccessReview",
+          spec: { user: subject.username, groups: subject.groups ?? [], resourceAttributes: action },
         },
-      });
+        this.timeoutMs,
+      );
       status = answer?.status;
     } catch (error) {
       return {

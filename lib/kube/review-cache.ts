@@ -7,6 +7,8 @@ export interface ReviewCacheOptions {
   /** Answers remembered at most; the oldest goes first. */
   maxEntries?: number;
   now?: () => number;
+  /** How long the API server may take to answer one review (default: review-request.ts). */
+  reviewTimeoutMs?: number;
 }
 
 /** The part of a review's answer the cache reads: whether it lets the caller through. */

@@ -15,6 +15,8 @@ let server: Server;
 let client: KubeClient;
 let received: { path: string; authorization?: string; token?: string; audiences?: string[] }[] = [];
 let failing = false;
+/** The API server takes the review and answers nothing. */
+let hanging = false;
 
 beforeAll(async () => {
   server = createServer(async (req, res) => {
@@ -27,6 +29,7 @@ beforeAll(async () => {
       token: body.spec?.token,
       ...(body.spec?.audiences ? { audiences: body.spec.audiences } : {}),
     });
+    if (hanging) return;
     if (failing) {
       res.writeHead(403, { "content-type": "application/json" });
       res.end(JSON.stringify({ kind: "Status", reason: "Forbidden", message: "cannot create tokenreviews" }));
@@ -57,6 +60,7 @@ afterAll(async () => {
 beforeEach(() => {
   received = [];
   failing = false;
+  hanging = false;
 });
 
 const allowed = [users["activator-token"]!, users["autoscaler-token"]!];
@@ -141,6 +145,20 @@ describe("TokenReviewer", () => {
     failing = false;
     expect(await reviewer.check("activator-token")).toMatchObject({ ok: true });
     expect(reviewer.reviews).toBe(2);
+  });
+
+  test("an API server that does not answer in time is refused with 503 saying so, not held for the client's 30 s", async () => {
+    // Callers (an activator's reports, 5 s) gave up first and never heard why (found by an outside tester).
+    const reviewer = new TokenReviewer(client, { allowed, reviewTimeoutMs: 200 });
+    hanging = true;
+    const refused = await reviewer.check("activator-token");
+    expect(refused).toMatchObject({
+      ok: false,
+      status: 503,
+      message: "cannot check the caller's token now: the API server did not answer within 0.2s",
+    });
+    hanging = false;
+    expect(await reviewer.check("activator-token")).toMatchObject({ ok: true });
   });
 });
 

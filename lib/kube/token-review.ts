@@ -1,5 +1,6 @@
 import type { KubeClient } from "./client.ts";
 import { ReviewCache, type ReviewCacheOptions } from "./review-cache.ts";
+import { sendReview } from "./review-request.ts";
 
 /** The username Kubernetes gives a ServiceAccount's tokens. */
 export const serviceAccountUser = (namespace: string, name: string) =>
@@ -41,6 +42,7 @@ export class TokenReviewer {
   readonly allowed: ReadonlySet<string> | undefined;
   private readonly audiences: string[] | undefined;
   private readonly cache: ReviewCache<CallerCheck>;
+  private readonly timeoutMs: number | undefined;
   /** TokenReviews sent, for tests and the state endpoint. */
   reviews = 0;
 
@@ -49,6 +51,7 @@ export class TokenReviewer {
     this.allowed = options.allowed ? new Set(options.allowed) : undefined;
     this.audiences = options.audiences;
     this.cache = new ReviewCache(options);
+    this.timeoutMs = options.reviewTimeoutMs;
   }
 
   /** Who holds `token` and whether they may call; undefined `token` (no Authorization header): 401. */
@@ -70,11 +73,16 @@ export class TokenReviewer {
     this.reviews++;
     let status: TokenReviewStatus | undefined;
     try {
-      const answer = await this.client.create<{ status?: TokenReviewStatus }>(tokenReviewsPath, {
-        apiVersion: "authentication.k8s.io/v1",
-        kind: "TokenReview",
-        spec: { token, ...(this.audiences ? { audiences: this.audiences } : {}) },
-      });
+      const answer = await sendReview<{ status?: TokenReviewStatus }>(
+        this.client,
+        tokenReviewsPath,
+        {
+          apiVersion: "authentication.k8s.io/v1",
+          kind: "TokenReview",
+          spec: { token, ...(this.audiences ? { audiences: this.audiences } : {}) },
+        },
+        this.timeoutMs,
+      );
       status = answer?.status;
     } catch (error) {
       return {
