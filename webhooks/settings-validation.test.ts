@@ -156,7 +156,19 @@ describe("validateWorkloadAnnotations", () => {
     {
       annotations: { "snooze.dev/aliases": "q, q" },
       message:
-        'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/aliases"]: "q, q": is listed twice; ids and aliases must be unique',
+        'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/aliases"]: "q, q": entry 2 ("q"): is listed twice; ids and aliases must be unique',
+    },
+    // Found by an outside tester: each entry's problem was said without the entry, ",,," four
+    // times over, and "a,B c," did not say which one holds whitespace.
+    {
+      annotations: { "snooze.dev/aliases": ",,," },
+      message:
+        'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/aliases"]: ",,,": entries 1, 2, 3 and 4: may not be empty',
+    },
+    {
+      annotations: { "snooze.dev/aliases": "a,B c," },
+      message:
+        'Deployment "qwen" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/aliases"]: "a,B c,": entry 2 ("B c"): a model id may not contain whitespace; metadata.annotations["snooze.dev/aliases"]: "a,B c,": entry 3: may not be empty',
     },
     {
       // Found by an outside tester: 100,000 of them held the webhooks' event loop for 16 s.

@@ -1,3 +1,4 @@
+import { showValue } from "./allowed-form.ts";
 import { kubeSlotName, modelId } from "./fields.ts";
 import { type TierSettings, tierSettings } from "./model.ts";
 import { inPlainWords } from "./plain-words.ts";
@@ -78,13 +79,43 @@ export function settingsFromAnnotations(annotations: Record<string, string> = {}
   // (found by an outside tester; the webhooks reworded some of them themselves).
   const parsed = annotationSettings.safeParse(raw, { error: inPlainWords(annotationSettings) });
   if (!parsed.success) {
+    // A list's entries with the same problem are said once, naming them: ",,," was "may not be
+    // empty" four times, and "a,B c," did not say which entry held whitespace (found by an outside
+    // tester).
+    const entries = new Map<string, { annotation: string; message: string; items: number[] }>();
     for (const issue of parsed.error.issues) {
       const key = String(issue.path[0]);
       const annotation = source.get(key) ?? annotationPrefix + kebab(key);
+      const item = issue.path[1];
+      if (typeof item === "number" && Array.isArray(raw[key])) {
+        const same = `${annotation}\n${issue.message}`;
+        const group = entries.get(same) ?? { annotation, message: issue.message, items: [] };
+        group.items.push(item);
+        entries.set(same, group);
+        continue;
+      }
       problems.push({ annotation, value: annotations[annotation] ?? "", message: issue.message });
+    }
+    for (const { annotation, message, items } of entries.values()) {
+      const list = raw[camelByKebab.get(annotation.slice(annotationPrefix.length)) ?? ""] as unknown[];
+      problems.push({
+        annotation,
+        value: annotations[annotation] ?? "",
+        message: `${entriesNamed(items, list)}: ${message}`,
+      });
     }
   }
   return problems.length > 0 ? { problems } : { settings: parsed.data, problems };
+}
+
+/** `entry 2 ("B c")`, `entry 3` (an empty one), or `entries 1, 2 and 4`: 1-based, as a person counts. */
+function entriesNamed(items: number[], list: unknown[]): string {
+  if (items.length === 1) {
+    const value = list[items[0]!];
+    return `entry ${items[0]! + 1}${value === "" ? "" : ` (${showValue(value)})`}`;
+  }
+  const numbers = items.map((i) => String(i + 1));
+  return `entries ${numbers.slice(0, -1).join(", ")} and ${numbers.at(-1)}`;
 }
 
 function coerce(key: string, value: string): unknown {
