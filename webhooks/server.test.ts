@@ -256,6 +256,16 @@ describe("malformed reviews get 400 and no verdict", () => {
   test("unknown paths are 404", async () => {
     expect((await post("/validate/pods", valid)).status).toBe(404);
   });
+
+  test("another method than POST on a webhook's path is 405, saying POST", async () => {
+    // It was 404 "not found", as if the path were wrong (found by an outside tester).
+    for (const method of ["GET", "PUT", "DELETE"]) {
+      const response = await fetch(`${server.url}/validate/models`, { method, dispatcher });
+      expect(response.status).toBe(405);
+      expect(response.headers.get("allow")).toBe("POST");
+      expect(await response.text()).toContain("POST");
+    }
+  });
 });
 
 describe("probes, metrics, certificates", () => {

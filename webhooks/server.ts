@@ -135,6 +135,13 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       },
     );
   }
+  // The path is right, the method is not: a 404 would say the path is wrong.
+  for (const path of Object.values(webhookPaths))
+    app.all(path, (c) =>
+      c.text(`${c.req.method} is not taken here: send the AdmissionReview with POST\n`, 405, {
+        allow: "POST",
+      }),
+    );
   app.notFound((c) => c.text("not found\n", 404));
   app.onError((error, c) => {
     // Reached only by bugs outside a decision (those are denials): answer 400, not 500, and log.
