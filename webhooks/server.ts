@@ -4,6 +4,7 @@ import { getRequestListener } from "@hono/node-server";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { type Clock, systemClock } from "../lib/clock.ts";
+import { ByteBudget } from "../lib/http/byte-budget.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Registry } from "../lib/prometheus.ts";
 import { admissionResponse, parseAdmissionReview } from "./admission.ts";
@@ -54,6 +55,14 @@ export interface WebhookServer {
   close(graceMs?: number): Promise<void>;
 }
 
+/**
+ * From this size a review's body counts against the shared budget (twice the body limit): read,
+ * parsed and decided, a body costs several times its size in memory, and with no bound ten 6 MiB
+ * reviews at once would take the pod past its 256 MiB. The apiserver's reviews are nearly all far
+ * smaller, and never wait.
+ */
+const largeBodyBytes = 256 * 1024;
+
 const malformed = (message: string) =>
   new Response(`${message}\n`, { status: 400, headers: { "content-type": "text/plain" } });
 
@@ -83,9 +92,32 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     c.body(await options.registry.metrics(), 200, { "content-type": options.registry.contentType }),
   );
 
+  const largeBodies = new ByteBudget(2 * options.maxBodyBytes);
   for (const [name, path] of Object.entries(webhookPaths) as [WebhookName, string][]) {
     app.post(
       path,
+      // A large body waits here, before a byte of it is read, until the large ones before it are
+      // answered; one without Content-Length may be as large as the limit. One declared over the
+      // limit is refused below without being read, so it takes nothing.
+      async (c, next) => {
+        const header = c.req.header("content-length");
+        const declared = header === undefined ? options.maxBodyBytes : Number(header);
+        if (declared < largeBodyBytes || declared > options.maxBodyBytes) return next();
+        let release: () => void;
+        try {
+          release = await largeBodies.take(
+            Number.isFinite(declared) ? declared : options.maxBodyBytes,
+            c.req.raw.signal,
+          );
+        } catch {
+          return malformed("the client went away while its review waited");
+        }
+        try {
+          await next();
+        } finally {
+          release();
+        }
+      },
       bodyLimit({
         maxSize: options.maxBodyBytes,
         onError: () => {
