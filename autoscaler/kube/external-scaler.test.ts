@@ -1,6 +1,11 @@
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import {
+  type AddressInfo,
+  connect as connectTcp,
+  createServer as createNetServer,
+  type Socket,
+} from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { credentials, loadPackageDefinition, type ServiceError, status } from "@grpc/grpc-js";
@@ -27,6 +32,10 @@ class FakeReplica implements DemandSource {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
+  /** Watches of this replica's load open now (one per StreamIsActive it serves). */
+  get watchers() {
+    return this.listeners.size;
+  }
   /** Leads `key` with this load; `poke` as an activator's demand does. */
   lead(key: string, inFlight: number, held: number, poke = false, desired?: number) {
     this.models.set(key, { leading: true, load: { inFlight, held }, desired });
@@ -34,6 +43,44 @@ class FakeReplica implements DemandSource {
   }
   follow(key: string, leader?: string) {
     this.models.set(key, { leading: false, leader });
+  }
+}
+
+/**
+ * A TCP relay to the scaler that can fall silent: it stops forwarding in both directions and
+ * closes neither end, as a peer on a lost node or behind a partition looks to the server.
+ */
+class SilentRelay {
+  private readonly server = createNetServer();
+  private readonly sockets = new Set<Socket>();
+  private silent = false;
+
+  async to(port: number): Promise<number> {
+    this.server.on("connection", (client) => {
+      const upstream = connectTcp(port, "127.0.0.1");
+      for (const [from, to] of [
+        [client, upstream],
+        [upstream, client],
+      ] as const) {
+        this.sockets.add(from);
+        from.on("data", (chunk) => {
+          if (!this.silent) to.write(chunk);
+        });
+        from.on("error", () => {});
+      }
+    });
+    this.server.listen(0, "127.0.0.1");
+    await once(this.server, "listening");
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  silence(): void {
+    this.silent = true;
+  }
+
+  close(): void {
+    for (const socket of this.sockets) socket.destroy();
+    this.server.close();
   }
 }
 
@@ -50,6 +97,7 @@ afterEach(async () => {
 async function scalerFor(
   replica: FakeReplica,
   demand = new ModelDemand({ source: replica, log: silentLogger, tickMs: 100 }),
+  options: { keepaliveMs?: number; via?: (port: number) => Promise<number> } = {},
 ) {
   const server = new ExternalScalerServer({
     demand,
@@ -58,9 +106,11 @@ async function scalerFor(
     registry: new Registry(),
     repushMs: 300,
     zeroRepushMs: 100,
+    ...(options.keepaliveMs ? { keepaliveMs: options.keepaliveMs } : {}),
   });
   const port = await server.listen("127.0.0.1", 0);
-  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure());
+  const reached = options.via ? await options.via(port) : port;
+  const client = new Client(`127.0.0.1:${reached}`, credentials.createInsecure());
   cleanups.push(
     () => server.close(100),
     () => client.close(),
@@ -241,6 +291,27 @@ describe("the external scaler over gRPC", () => {
     const settled = results.length;
     await sleep(500);
     expect(results.length).toBe(settled);
+  });
+
+  it("a stream whose connection goes silent (KEDA's node lost, a partition) is ended by the server's keepalive", async () => {
+    // Without pings nothing was ever written to an inactive stream, so the server never learned the
+    // peer was gone: its watch, timers and stream stayed for good (found by an outside tester).
+    const replica = new FakeReplica("a");
+    replica.lead("ml/qwen", 0, 0);
+    const relay = new SilentRelay();
+    cleanups.push(() => relay.close());
+    const { client } = await scalerFor(replica, undefined, {
+      keepaliveMs: 200,
+      via: (port) => relay.to(port),
+    });
+    const stream = client.StreamIsActive(ref({ model: "qwen" }));
+    stream.on("error", () => {});
+    const results: boolean[] = [];
+    stream.on("data", (r: { result: boolean }) => results.push(r.result));
+    await expect.poll(() => results).toEqual([false]);
+    expect(replica.watchers).toBe(1);
+    relay.silence();
+    await expect.poll(() => replica.watchers, { timeout: 5_000 }).toBe(0);
   });
 
   it("StreamIsActive on an unknown Model ends with NOT_FOUND", async () => {

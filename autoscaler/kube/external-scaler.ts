@@ -146,6 +146,13 @@ export interface ExternalScalerOptions {
    * the waking Model; it does not retry until the next push or poll.
    */
   zeroRepushMs?: number;
+  /**
+   * How often the server pings a connection, and how long it waits for the answer before closing
+   * it (default 60 s, and 20 s for the answer). An inactive stream is written to only when its
+   * result changes, so without pings a peer that vanished without closing (its node lost, a
+   * partition) kept its streams, their watches and timers for good (found by an outside tester).
+   */
+  keepaliveMs?: number;
 }
 
 const protoPath = fileURLToPath(new URL("./externalscaler.proto", import.meta.url));
@@ -165,7 +172,7 @@ export interface ScalerTls {
 export class ExternalScalerServer {
   private readonly options: ExternalScalerOptions;
   private readonly log: Logger;
-  private readonly server = new Server();
+  private readonly server: Server;
   private readonly streams = new Set<AbortController>();
   private readonly calls: Counter<"method" | "code">;
   private readonly pushes: Counter<"result">;
@@ -177,6 +184,11 @@ export class ExternalScalerServer {
     this.log = options.log;
     this.repushMs = options.repushMs ?? 2_000;
     this.zeroRepushMs = options.zeroRepushMs ?? 250;
+    const keepaliveMs = options.keepaliveMs ?? 60_000;
+    this.server = new Server({
+      "grpc.keepalive_time_ms": keepaliveMs,
+      "grpc.keepalive_timeout_ms": Math.min(20_000, keepaliveMs),
+    });
     this.calls = new Counter({
       name: "snooze_external_scaler_calls_total",
       help: "KEDA external scaler calls answered, by method and gRPC status code.",
