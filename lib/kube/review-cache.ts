@@ -4,7 +4,7 @@ import { keepNewest } from "../keep-newest.ts";
 export interface ReviewCacheOptions {
   /** How long an answer that lets the caller through is kept. */
   cacheMs?: number;
-  /** Answers remembered at most; the oldest goes first. */
+  /** Answers remembered at most, of each kind (letting through, refusing); the oldest goes first. */
   maxEntries?: number;
   now?: () => number;
   /** How long the API server may take to answer one review (default: review-request.ts). */
@@ -21,14 +21,18 @@ interface Answer {
  * is kept `cacheMs` (a minute), so a busy caller costs one review a minute; a no at most 10 s, so a
  * caller with a bad token or no permission cannot make the API server review every request, while
  * a token minted or a Role bound a moment ago passes soon. Callers asking the same thing at once
- * share one review. Bounded: past `maxEntries` the oldest answer goes. What is asked is kept only
- * as its SHA-256 (a token is a secret).
+ * share one review. Bounded: past `maxEntries` the oldest answer goes, counted apart for yeses and
+ * noes, so that a caller sending thousands of made-up tokens pushes out only noes, never the yeses
+ * of the callers that belong (with one count it pushed them all out, and each of their next
+ * requests waited on a review again). What is asked is kept only as its SHA-256 (a token is a
+ * secret).
  */
 export class ReviewCache<T extends Answer> {
   private readonly cacheMs: number;
   private readonly maxEntries: number;
   private readonly now: () => number;
-  private readonly answers = new Map<string, { answer: T; expires: number }>();
+  private readonly yeses = new Map<string, { answer: T; expires: number }>();
+  private readonly noes = new Map<string, { answer: T; expires: number }>();
   private readonly pending = new Map<string, Promise<T>>();
 
   constructor(options: ReviewCacheOptions = {}) {
@@ -43,9 +47,12 @@ export class ReviewCache<T extends Answer> {
    */
   answer(question: string, review: () => Promise<T>, keep: (answer: T) => boolean): Promise<T> {
     const key = createHash("sha256").update(question).digest("base64url");
-    const cached = this.answers.get(key);
+    const cached = this.yeses.get(key) ?? this.noes.get(key);
     if (cached && cached.expires > this.now()) return Promise.resolve(cached.answer);
-    if (cached) this.answers.delete(key);
+    if (cached) {
+      this.yeses.delete(key);
+      this.noes.delete(key);
+    }
     let asked = this.pending.get(key);
     if (!asked) {
       asked = review()
@@ -61,6 +68,13 @@ export class ReviewCache<T extends Answer> {
 
   private remember(key: string, answer: T): void {
     const ms = answer.ok ? this.cacheMs : Math.min(this.cacheMs, 10_000);
-    keepNewest(this.answers, key, { answer, expires: this.now() + ms }, this.maxEntries);
+    // A key has one answer: the newest, in the map of its kind.
+    (answer.ok ? this.noes : this.yeses).delete(key);
+    keepNewest(
+      answer.ok ? this.yeses : this.noes,
+      key,
+      { answer, expires: this.now() + ms },
+      this.maxEntries,
+    );
   }
 }

@@ -125,7 +125,8 @@ describe("TokenReviewer", () => {
   });
 
   test("the cache is bounded: the oldest token is asked about again", async () => {
-    const reviewer = new TokenReviewer(client, { allowed, maxEntries: 2 });
+    // Without `allowed` every valid token is accepted: three yeses for two places.
+    const reviewer = new TokenReviewer(client, { maxEntries: 2 });
     await reviewer.check("activator-token");
     await reviewer.check("autoscaler-token");
     await reviewer.check("stranger-token");
@@ -134,6 +135,18 @@ describe("TokenReviewer", () => {
     expect(reviewer.reviews).toBe(3);
     await reviewer.check("activator-token");
     expect(reviewer.reviews).toBe(4);
+  });
+
+  test("refused tokens never push an accepted one out of the cache", async () => {
+    // One map for both: a caller sending a few thousand made-up tokens pushed out every accepted
+    // one, so the activators' next reports each waited on a TokenReview again, beside the flood's
+    // (found by an outside tester).
+    const reviewer = new TokenReviewer(client, { allowed, maxEntries: 2 });
+    await reviewer.check("activator-token");
+    for (let i = 0; i < 5; i++) await reviewer.check(`made-up-${i}`);
+    const reviews = reviewer.reviews;
+    expect(await reviewer.check("activator-token")).toMatchObject({ ok: true });
+    expect(reviewer.reviews).toBe(reviews);
   });
 
   test("when the API server cannot review (no RBAC, down), callers are refused with 503 and nothing is cached", async () => {
