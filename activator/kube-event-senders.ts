@@ -34,8 +34,8 @@ export class KubeEventSenders implements EventSenders {
 
   constructor(options: KubeEventSendersOptions) {
     this.options = options;
-    const { cacheMs, maxEntries, now, reviewTimeoutMs } = options;
-    const cache = { cacheMs, maxEntries, now, reviewTimeoutMs };
+    const { cacheMs, maxEntries, now, reviewTimeoutMs, maxReviewsInFlight } = options;
+    const cache = { cacheMs, maxEntries, now, reviewTimeoutMs, maxReviewsInFlight };
     this.tokens = new TokenReviewer(options.client, { ...cache, audiences: [options.audience] });
     this.access = new AccessReviewer(options.client, cache);
   }

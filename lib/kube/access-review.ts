@@ -1,6 +1,6 @@
 import type { KubeClient } from "./client.ts";
 import { ReviewCache, type ReviewCacheOptions } from "./review-cache.ts";
-import { sendReview } from "./review-request.ts";
+import { ReviewSender } from "./review-request.ts";
 
 export const subjectAccessReviewsPath = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 
@@ -31,14 +31,12 @@ export type AccessCheck = { ok: true } | { ok: false; status: 403 | 503; message
  * could not answer is not cached, and it refuses (503), never lets through.
  */
 export class AccessReviewer {
-  private readonly client: KubeClient;
   private readonly cache: ReviewCache<AccessCheck>;
-  private readonly timeoutMs: number | undefined;
+  private readonly sender: ReviewSender;
 
   constructor(client: KubeClient, options: ReviewCacheOptions = {}) {
-    this.client = client;
     this.cache = new ReviewCache(options);
-    this.timeoutMs = options.reviewTimeoutMs;
+    this.sender = new ReviewSender(client, options);
   }
 
   check(subject: Subject, action: ResourceAction): Promise<AccessCheck> {
@@ -55,16 +53,11 @@ export class AccessReviewer {
       | { allowed?: boolean; denied?: boolean; reason?: string; evaluationError?: string }
       | undefined;
     try {
-      const answer = await sendReview<{ status?: typeof status }>(
-        this.client,
-        subjectAccessReviewsPath,
-        {
-          apiVersion: "authorization.k8s.io/v1",
-          kind: "SubjectAccessReview",
-          spec: { user: subject.username, groups: subject.groups ?? [], resourceAttributes: action },
-        },
-        this.timeoutMs,
-      );
+      const answer = await this.sender.send<{ status?: typeof status }>(subjectAccessReviewsPath, {
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "SubjectAccessReview",
+        spec: { user: subject.username, groups: subject.groups ?? [], resourceAttributes: action },
+      });
       status = answer?.status;
     } catch (error) {
       return {

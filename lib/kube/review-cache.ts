@@ -9,6 +9,8 @@ export interface ReviewCacheOptions {
   now?: () => number;
   /** How long the API server may take to answer one review (default: review-request.ts). */
   reviewTimeoutMs?: number;
+  /** Reviews under way at once at most (default: review-request.ts). */
+  maxReviewsInFlight?: number;
 }
 
 /** The part of a review's answer the cache reads: whether it lets the caller through. */

@@ -137,6 +137,25 @@ describe("TokenReviewer", () => {
     expect(reviewer.reviews).toBe(4);
   });
 
+  test("only so many reviews wait on the API server at once; a new token past them is 503 at once", async () => {
+    // Each made-up token was a review of its own: 200 of them were 200 reviews waiting on a slow
+    // API server at once (found by an outside tester).
+    const reviewer = new TokenReviewer(client, { allowed, reviewTimeoutMs: 500, maxReviewsInFlight: 2 });
+    hanging = true;
+    const waiting = [reviewer.check("made-up-1"), reviewer.check("made-up-2")];
+    expect(await reviewer.check("made-up-3")).toMatchObject({
+      ok: false,
+      status: 503,
+      message:
+        "cannot check the caller's token now: 2 reviews are already waiting on the API server, the most at once",
+    });
+    expect(await Promise.all(waiting)).toMatchObject([{ status: 503 }, { status: 503 }]);
+    expect(received.filter((r) => r.token?.startsWith("made-up-"))).toHaveLength(2);
+    // Room again once they are answered (here: given up).
+    hanging = false;
+    expect(await reviewer.check("activator-token")).toMatchObject({ ok: true });
+  });
+
   test("refused tokens never push an accepted one out of the cache", async () => {
     // One map for both: a caller sending a few thousand made-up tokens pushed out every accepted
     // one, so the activators' next reports each waited on a TokenReview again, beside the flood's

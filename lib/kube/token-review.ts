@@ -1,6 +1,6 @@
 import type { KubeClient } from "./client.ts";
 import { ReviewCache, type ReviewCacheOptions } from "./review-cache.ts";
-import { sendReview } from "./review-request.ts";
+import { ReviewSender } from "./review-request.ts";
 
 /** The username Kubernetes gives a ServiceAccount's tokens. */
 export const serviceAccountUser = (namespace: string, name: string) =>
@@ -38,20 +38,18 @@ export interface TokenReviewerOptions extends ReviewCacheOptions {
  * refuses (503), never lets through.
  */
 export class TokenReviewer {
-  private readonly client: KubeClient;
   readonly allowed: ReadonlySet<string> | undefined;
   private readonly audiences: string[] | undefined;
   private readonly cache: ReviewCache<CallerCheck>;
-  private readonly timeoutMs: number | undefined;
+  private readonly sender: ReviewSender;
   /** TokenReviews sent, for tests and the state endpoint. */
   reviews = 0;
 
   constructor(client: KubeClient, options: TokenReviewerOptions = {}) {
-    this.client = client;
     this.allowed = options.allowed ? new Set(options.allowed) : undefined;
     this.audiences = options.audiences;
     this.cache = new ReviewCache(options);
-    this.timeoutMs = options.reviewTimeoutMs;
+    this.sender = new ReviewSender(client, options);
   }
 
   /** Who holds `token` and whether they may call; undefined `token` (no Authorization header): 401. */
@@ -73,16 +71,11 @@ export class TokenReviewer {
     this.reviews++;
     let status: TokenReviewStatus | undefined;
     try {
-      const answer = await sendReview<{ status?: TokenReviewStatus }>(
-        this.client,
-        tokenReviewsPath,
-        {
-          apiVersion: "authentication.k8s.io/v1",
-          kind: "TokenReview",
-          spec: { token, ...(this.audiences ? { audiences: this.audiences } : {}) },
-        },
-        this.timeoutMs,
-      );
+      const answer = await this.sender.send<{ status?: TokenReviewStatus }>(tokenReviewsPath, {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenReview",
+        spec: { token, ...(this.audiences ? { audiences: this.audiences } : {}) },
+      });
       status = answer?.status;
     } catch (error) {
       return {
