@@ -15,6 +15,7 @@ import { startWebhookServer, type WebhookServer } from "./server.ts";
  * limit); small ones, nearly all of them, never wait. Each large body costs a multiple of its size
  * in memory, and the webhook pod may use 256 MiB.
  */
+const cluster = new FakeClusterReader();
 let ca: CertificatePem;
 let server: WebhookServer;
 let dispatcher: Agent;
@@ -29,7 +30,7 @@ beforeAll(async () => {
     port: 0,
     tls: await issueServingCert(ca, ["127.0.0.1"], validity),
     deps: {
-      cluster: new FakeClusterReader(),
+      cluster,
       autoscaler: {
         username: "system:serviceaccount:snooze-system:snooze-autoscaler",
         leaseNamespace: "snooze-system",
@@ -99,6 +100,44 @@ test("a large review waits while large ones hold the budget; small ones are answ
     expect(response.status).toBe(200);
     expect(((await response.json()) as { response: { allowed: boolean } }).response.allowed).toBe(true);
   } finally {
+    for (const socket of holders) socket.destroy();
+  }
+});
+
+test("time spent waiting for the budget is gone from the decision's deadline, which the apiserver counts from its send", async () => {
+  const holders = [await stalled(1_000_000), await stalled(1_000_000)];
+  cluster.failReads = "hang";
+  try {
+    // A scale write from 0 up reads the cluster, which hangs: the decision ends at its deadline.
+    const body = JSON.stringify({
+      ...review({
+        resource: resources.deployments,
+        subResource: "scale",
+        operation: "UPDATE",
+        name: "qwen",
+        object: { spec: { replicas: 1 } },
+        oldObject: { spec: { replicas: 0 } },
+      }),
+      padding: "x".repeat(300_000),
+    });
+    const large = fetch(`${server.url}/validate/scale?timeout=2s`, {
+      method: "POST",
+      dispatcher,
+      headers: { "content-type": "application/json" },
+      body,
+    });
+    expect(await answered(large, 300)).toBe(false);
+    holders[0]!.destroy();
+    const { response } = (await (await large).json()) as {
+      response: { status: { reason: string; message: string } };
+    };
+    expect(response.status.reason).toBe("Timeout");
+    // 1.5 s from the review's arrival (half a second before the apiserver's 2 s), 300 ms of it
+    // spent waiting: the decision had 1.2 s at most. It had the full 1.5 s after its wait before.
+    const within = Number(/within (\d+)ms/.exec(response.status.message)?.[1]);
+    expect(within).toBeLessThanOrEqual(1_200);
+  } finally {
+    cluster.failReads = undefined;
     for (const socket of holders) socket.destroy();
   }
 });

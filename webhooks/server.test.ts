@@ -182,7 +182,8 @@ describe("admission reviews over HTTPS", () => {
     cluster.failReads = "hang";
     expect((await answer("/validate/scale", body)).status).toMatchObject({
       code: 500,
-      message: expect.stringContaining("could not decide within 300ms"),
+      // 300 ms from the review's arrival, less what reading it took.
+      message: expect.stringMatching(/could not decide within (300|[12]\d\d)ms/),
     });
   });
 

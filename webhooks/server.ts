@@ -81,7 +81,8 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   const { deps, metrics, log } = options;
   const clock = options.clock ?? systemClock;
   let draining = false;
-  const app = new Hono();
+  // When a review came in: its deadline counts from then, its wait for the body budget included.
+  const app = new Hono<{ Variables: { arrivedAt: number } }>();
 
   // While draining, every answer tells the apiserver not to reuse its connection, and the server
   // closes it after the answer: the only way to close a keep-alive connection that no client is
@@ -105,6 +106,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       // answered; one without Content-Length may be as large as the limit. One declared over the
       // limit is refused below without being read, so it takes nothing.
       async (c, next) => {
+        c.set("arrivedAt", performance.now());
         const header = c.req.header("content-length");
         const declared = header === undefined ? options.maxBodyBytes : Number(header);
         if (declared < largeBodyBytes || declared > options.maxBodyBytes) return next();
@@ -148,7 +150,15 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
           const verdict = await decideInTime(
             name,
             (signal) => handle(name, request, deps, signal),
-            timeoutFor(c.req.query("timeout"), options.decisionTimeoutMs),
+            // The apiserver's clock started when it sent the review: time spent waiting for the
+            // body budget and reading the body is gone from the decision's.
+            Math.max(
+              100,
+              Math.round(
+                timeoutFor(c.req.query("timeout"), options.decisionTimeoutMs) -
+                  (performance.now() - c.get("arrivedAt")),
+              ),
+            ),
             log,
           );
           const label = verdict.code === 500 ? "error" : verdictLabel(verdict);
