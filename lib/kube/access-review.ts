@@ -1,3 +1,4 @@
+import { clip } from "../clip.ts";
 import type { KubeClient } from "./client.ts";
 import { ReviewCache, type ReviewCacheOptions } from "./review-cache.ts";
 import { ReviewSender } from "./review-request.ts";
@@ -68,7 +69,9 @@ export class AccessReviewer {
     }
     if (status?.allowed === true) return { ok: true };
     const { group, resource, verb, namespace, name } = action;
-    const why = status?.reason || status?.evaluationError;
+    // The authorizer's words, by their start (a webhook authorizer may say a lot).
+    const reason = status?.reason || status?.evaluationError;
+    const why = reason ? clip(String(reason)) : undefined;
     return {
       ok: false,
       status: 403,

@@ -17,6 +17,8 @@ let received: { path: string; authorization?: string; token?: string; audiences?
 let failing = false;
 /** The API server takes the review and answers nothing. */
 let hanging = false;
+/** The API server's error for a token it does not know, when set. */
+let longError: string | undefined;
 
 beforeAll(async () => {
   server = createServer(async (req, res) => {
@@ -42,7 +44,7 @@ beforeAll(async () => {
         kind: "TokenReview",
         status: username
           ? { authenticated: true, user: { username, groups: ["system:serviceaccounts"] } }
-          : { authenticated: false, error: "invalid bearer token" },
+          : { authenticated: false, error: longError ?? "invalid bearer token" },
       }),
     );
   });
@@ -61,6 +63,7 @@ beforeEach(() => {
   received = [];
   failing = false;
   hanging = false;
+  longError = undefined;
 });
 
 const allowed = [users["activator-token"]!, users["autoscaler-token"]!];
@@ -154,6 +157,16 @@ describe("TokenReviewer", () => {
     // Room again once they are answered (here: given up).
     hanging = false;
     expect(await reviewer.check("activator-token")).toMatchObject({ ok: true });
+  });
+
+  test("the API server's reason for refusing a token is quoted by its start", async () => {
+    // Quoted whole, a 5 MB reason (a token webhook behind the API server says what it likes) went
+    // into every 401 and log line (found by an outside tester).
+    const reviewer = new TokenReviewer(client, { allowed });
+    longError = "e".repeat(5_000_000);
+    const refused = await reviewer.check("unknown-token");
+    expect(refused).toMatchObject({ ok: false, status: 401 });
+    expect(refused.ok ? "" : refused.message).toMatch(/^the token is not valid: e{200}…$/);
   });
 
   test("refused tokens never push an accepted one out of the cache", async () => {

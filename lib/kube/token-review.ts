@@ -1,3 +1,4 @@
+import { clip } from "../clip.ts";
 import type { KubeClient } from "./client.ts";
 import { ReviewCache, type ReviewCacheOptions } from "./review-cache.ts";
 import { ReviewSender } from "./review-request.ts";
@@ -89,7 +90,8 @@ export class TokenReviewer {
       return {
         ok: false,
         status: 401,
-        message: `the token is not valid${status?.error ? `: ${status.error}` : ""}`,
+        // The API server's words, by their start: a token webhook behind it may say a lot.
+        message: `the token is not valid${status?.error ? `: ${clip(String(status.error))}` : ""}`,
       };
     if (this.allowed && !this.allowed.has(username))
       return {
