@@ -119,7 +119,7 @@ export async function serveGeneration(
           engineSeed: engine.options.seed,
           requestSeed: request.seed,
           choiceIndex: index % request.n,
-          maxTokens: request.maxTokens ?? engine.options.maxModelLen - prompt.tokens,
+          maxTokens: prompt.maxTokens,
           minTokens: request.minTokens,
           ignoreEos: request.ignoreEos,
           garbage,

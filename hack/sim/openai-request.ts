@@ -1,18 +1,20 @@
 /**
- * Reading `/v1/chat/completions` and `/v1/completions` bodies the way vLLM
- * does: schema errors first (400 `Bad Request`, like pydantic), then value
- * errors while serving (400 `BadRequestError`), then the model (404).
+ * Reading `/v1/chat/completions` and `/v1/completions` bodies the way vLLM 0.33
+ * does: its checks of the raw body first (400 `BadRequestError` naming the
+ * parameter), then the schema (400 `Bad Request`, like pydantic), then the model
+ * (404), then what rendering the prompt finds (tools without a parser, a
+ * context too long), each as vLLM answers it.
  */
 import { laxBool } from "../../lib/lax-bool.ts";
+import { checkRequestedOutput, type OutputRequest, outputBudget } from "./context-length.ts";
+import { pythonTruthy } from "./python-truthy.ts";
 import { requestFields } from "./request-fields.ts";
 import { countChatTokens, countTokens } from "./text.ts";
-import {
-  badRequest,
-  invalidParameter,
-  modelNotFound,
-  schemaError,
-  type VllmHttpError,
-} from "./vllm-error.ts";
+import { checkToolUsage, unparsedToolChoice } from "./tool-choice.ts";
+import { badRequest, invalidParameter, modelNotFound, schemaError } from "./vllm-error.ts";
+
+/** vLLM's default `max_tokens` of a completion (chat's is what the context leaves). */
+const completionDefaultMaxTokens = 16;
 
 export type ApiKind = "chat" | "completion";
 
@@ -21,14 +23,15 @@ export interface OpenAIRequest {
   stream: boolean;
   includeUsage: boolean;
   continuousUsage: boolean;
-  /** Undefined: up to the context length, as vLLM's default. */
-  maxTokens: number | undefined;
   minTokens: number | undefined;
   ignoreEos: boolean;
   n: number;
   seed: number | undefined;
-  /** One entry per prompt (completions accept a batch); each yields `n` choices. */
-  prompts: { text: string; tokens: number }[];
+  /**
+   * One entry per prompt (completions accept a batch); each yields `n` choices of at most
+   * `maxTokens` (`max_tokens` capped by what the context leaves).
+   */
+  prompts: { text: string; tokens: number; maxTokens: number }[];
 }
 
 /** Parses and validates a body; throws a VllmHttpError for whatever vLLM would refuse. */
@@ -40,6 +43,15 @@ export function parseOpenAIRequest(
 ): OpenAIRequest {
   const { fields, issues, check, checkBool } = requestFields(rawBody);
   const body = fields;
+  // vLLM's checks of the raw body (pydantic "before" validators) run ahead of its schema.
+  if (pythonTruthy(fields.stream_options) && !pythonTruthy(fields.stream))
+    throw invalidParameter("Stream options can only be defined when `stream=True`.", "stream_options");
+  const toolChoice = kind === "chat" ? checkToolUsage(fields) : undefined;
+  if (
+    kind === "completion" &&
+    (fields.prompt === undefined || fields.prompt === null || fields.prompt === "")
+  )
+    throw invalidParameter("Either prompt or prompt_embeds must be provided and non-empty.", "prompt");
   const isInt = (value: unknown) => Number.isInteger(value);
   check("model", (v) => typeof v === "string", "string_type", "Input should be a valid string");
   checkBool("stream");
@@ -54,7 +66,7 @@ export function parseOpenAIRequest(
     "Input should be a valid dictionary or instance of StreamOptions",
   );
 
-  let prompts: { text: string; tokens: number }[] = [];
+  let prompts: PromptText[] = [];
   if (kind === "chat") {
     const messages = fields.messages;
     if (messages === undefined) {
@@ -87,7 +99,11 @@ export function parseOpenAIRequest(
       if (issues.length === 0) {
         const list = messages as { role: string; content?: unknown }[];
         prompts = [
-          { text: JSON.stringify(list.map((m) => [m.role, m.content])), tokens: countChatTokens(list) },
+          {
+            text: JSON.stringify(list.map((m) => [m.role, m.content])),
+            tokens: countChatTokens(list),
+            fromText: true,
+          },
         ];
       }
     }
@@ -111,34 +127,20 @@ export function parseOpenAIRequest(
 
   const stream = laxBool(fields.stream) === true;
   const streamOptions = fields.stream_options as Record<string, unknown> | null | undefined;
-  if (streamOptions && !stream) {
-    throw schemaError([
-      {
-        type: "value_error",
-        loc: "body",
-        msg: "Value error, Stream options can only be defined when `stream=True`.",
-        input: body,
-      },
-    ]);
-  }
-  if (
-    kind === "completion" &&
-    (prompts.length === 0 || prompts.some((p) => p.text === "" && p.tokens === 0))
-  ) {
-    throw badRequest("Either prompt or prompt_embeds must be provided and non-empty.");
-  }
+  if (kind === "completion" && (prompts.length === 0 || prompts.some((p) => p.text === "" && p.tokens === 0)))
+    throw invalidParameter("Either prompt or prompt_embeds must be provided and non-empty.", "prompt");
 
-  const maxTokens = (fields.max_completion_tokens ?? fields.max_tokens) as number | null | undefined;
-  const maxTokensName = fields.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
-  const n = (fields.n as number | null | undefined) ?? 1;
-  if (n < 1) throw invalidParameter(`n must be at least 1, got ${n}.`, "n", n);
-  if (maxTokens != null && maxTokens < 1) {
-    throw invalidParameter(`max_tokens must be at least 1, got ${maxTokens}.`, "max_tokens", maxTokens);
-  }
   const model = fields.model as string | null | undefined;
-  if (model && !servedModelNames.includes(model)) throw modelNotFound(model);
-  for (const prompt of prompts)
-    contextCheck(prompt.tokens, maxTokens ?? undefined, maxTokensName, maxModelLen);
+  if (model && !servedModelNames.includes(model)) throw modelNotFound(model, servedModelNames);
+  const unparsed = unparsedToolChoice(toolChoice);
+  if (unparsed) throw unparsed;
+
+  const output = requestedOutput(kind, fields, maxModelLen);
+  checkRequestedOutput(output);
+  const budgets = prompts.map((prompt) => outputBudget(prompt.tokens, prompt.fromText, output));
+  const n = (fields.n as number | null | undefined) ?? 1;
+  // vLLM's sampling parameters name no parameter for this one.
+  if (n < 1) throw badRequest(`n must be at least 1, got ${n}.`);
 
   return {
     kind,
@@ -146,52 +148,59 @@ export function parseOpenAIRequest(
     includeUsage: stream && streamOptions?.include_usage === true,
     continuousUsage:
       stream && streamOptions?.include_usage === true && streamOptions.continuous_usage_stats === true,
-    maxTokens: maxTokens ?? undefined,
     minTokens: (fields.min_tokens as number | null | undefined) ?? undefined,
     ignoreEos: laxBool(fields.ignore_eos) === true,
     n,
     seed: (fields.seed as number | null | undefined) ?? undefined,
-    prompts,
+    prompts: prompts.map((prompt, i) => ({
+      text: prompt.text,
+      tokens: prompt.tokens,
+      maxTokens: budgets[i]!,
+    })),
+  };
+}
+
+interface PromptText {
+  text: string;
+  tokens: number;
+  /** Tokenized from text (a chat, a string), not given as token ids. */
+  fromText: boolean;
+}
+
+/** The output a request asks for: chat's `max_completion_tokens` before `max_tokens`; a completion's `max_tokens`, 16 unless given. */
+function requestedOutput(kind: ApiKind, fields: Record<string, unknown>, maxModelLen: number): OutputRequest {
+  if (kind === "completion")
+    return {
+      requested: (fields.max_tokens as number | null | undefined) ?? completionDefaultMaxTokens,
+      requestedName: "max_tokens",
+      maxModelLen,
+    };
+  const completionTokens = fields.max_completion_tokens as number | null | undefined;
+  if (completionTokens !== undefined && completionTokens !== null)
+    return { requested: completionTokens, requestedName: "max_completion_tokens", maxModelLen };
+  return {
+    requested: (fields.max_tokens as number | null | undefined) ?? undefined,
+    requestedName: "max_tokens",
+    maxModelLen,
   };
 }
 
 /** A completion `prompt`: a string, a list of strings, a token list, or a list of token lists. */
-function completionPrompts(prompt: unknown): { text: string; tokens: number }[] | undefined {
-  if (typeof prompt === "string") return [{ text: prompt, tokens: countTokens(prompt) }];
+function completionPrompts(prompt: unknown): PromptText[] | undefined {
+  if (typeof prompt === "string") return [{ text: prompt, tokens: countTokens(prompt), fromText: true }];
   if (!Array.isArray(prompt)) return undefined;
   if (prompt.every((item) => Number.isInteger(item))) {
-    return [{ text: prompt.join(","), tokens: prompt.length }];
+    return [{ text: prompt.join(","), tokens: prompt.length, fromText: false }];
   }
   if (prompt.every((item) => typeof item === "string")) {
-    return (prompt as string[]).map((text) => ({ text, tokens: countTokens(text) }));
+    return (prompt as string[]).map((text) => ({ text, tokens: countTokens(text), fromText: true }));
   }
   if (prompt.every((item) => Array.isArray(item) && item.every((token) => Number.isInteger(token)))) {
-    return (prompt as number[][]).map((tokens) => ({ text: tokens.join(","), tokens: tokens.length }));
+    return (prompt as number[][]).map((tokens) => ({
+      text: tokens.join(","),
+      tokens: tokens.length,
+      fromText: false,
+    }));
   }
   return undefined;
-}
-
-function contextCheck(
-  promptTokens: number,
-  maxTokens: number | undefined,
-  name: string,
-  maxModelLen: number,
-): void {
-  if (promptTokens >= maxModelLen) {
-    const error: VllmHttpError = badRequest(
-      `This model's maximum context length is ${maxModelLen} tokens. However, your request has ${promptTokens} ` +
-        "input tokens. Please reduce the length of the input messages.",
-      "input_tokens",
-    );
-    throw error;
-  }
-  if (maxTokens !== undefined && promptTokens + maxTokens > maxModelLen) {
-    throw invalidParameter(
-      `'max_tokens' or 'max_completion_tokens' is too large: ${maxTokens}. This model's maximum context length ` +
-        `is ${maxModelLen} tokens and your request has ${promptTokens} input tokens ` +
-        `(${maxTokens} > ${maxModelLen} - ${promptTokens}).`,
-      name,
-      maxTokens,
-    );
-  }
 }

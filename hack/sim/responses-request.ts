@@ -90,7 +90,7 @@ export function parseResponsesRequest(
     ]);
 
   const model = fields.model as string | null | undefined;
-  if (model && !servedModelNames.includes(model)) throw modelNotFound(model);
+  if (model && !servedModelNames.includes(model)) throw modelNotFound(model, servedModelNames);
   // `store` defaults to true, as in OpenAI's API; this engine keeps nothing, so it cannot run later.
   if (background && !storeEnabled)
     throw responsesError(

@@ -37,7 +37,7 @@ export function transcribe(
   const part = form.findLast((p) => p.name === "model");
   const model = part && textOf(body, part);
   if (!model) throw badRequest("`model` is required", "model");
-  if (!servedModelNames.includes(model)) throw modelNotFound(model);
+  if (!servedModelNames.includes(model)) throw modelNotFound(model, servedModelNames);
   if (!form.some((p) => p.name === "file" && p.filename !== undefined))
     throw badRequest("`file` is required", "file");
   const stream = form.findLast((p) => p.name === "stream");

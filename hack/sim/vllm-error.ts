@@ -38,15 +38,26 @@ export function badRequest(message: string, param: string | null = null): VllmHt
   return new VllmHttpError(400, errorBody(message, "BadRequestError", 400, param));
 }
 
-/** vLLM's VLLMValidationError appends the parameter and value to its message. */
-export function invalidParameter(message: string, parameter: string, value: unknown): VllmHttpError {
-  return badRequest(`${message} (parameter=${parameter}, value=${pythonValue(value)})`, parameter);
+/**
+ * vLLM's VLLMValidationError: its message ends with the parameter and the value refused, each
+ * when known (a value of None is left out), and `param` names the parameter.
+ */
+export function invalidParameter(message: string, parameter: string, value?: unknown): VllmHttpError {
+  const extras = [`parameter=${parameter}`];
+  if (value !== undefined && value !== null) extras.push(`value=${pythonValue(value)}`);
+  return badRequest(`${message} (${extras.join(", ")})`, parameter);
 }
 
-export function modelNotFound(model: string): VllmHttpError {
+/** A model the engine does not serve: vLLM's check lists the names it does serve. */
+export function modelNotFound(model: string, servedModelNames: readonly string[]): VllmHttpError {
   return new VllmHttpError(
     404,
-    errorBody(`The model \`${model}\` does not exist.`, "NotFoundError", 404, "model"),
+    errorBody(
+      `The model \`${model}\` does not exist. Valid aliases: ${servedModelNames.join(", ")}.`,
+      "NotFoundError",
+      404,
+      "model",
+    ),
   );
 }
 

@@ -80,20 +80,29 @@ describe("OpenAI API", () => {
     expect(seeded.json.choices[0].message.content).not.toBe(first);
   });
 
-  test("without max_tokens the answer stops on its own at a deterministic length", async () => {
+  test("without max_tokens a chat answer stops on its own at a deterministic length", async () => {
     const engine = await sim();
     const lengths = new Set<number>();
     for (const prompt of ["one", "two", "three"]) {
-      const first = (await postJson(engine.url, "/v1/completions", { prompt })).json;
-      const again = (await postJson(engine.url, "/v1/completions", { prompt })).json;
+      const first = (await postJson(engine.url, "/v1/chat/completions", chat(prompt))).json;
+      const again = (await postJson(engine.url, "/v1/chat/completions", chat(prompt))).json;
       expect(first.choices[0].finish_reason).toBe("stop");
-      expect(again.choices[0].text).toBe(first.choices[0].text);
+      expect(again.choices[0].message.content).toBe(first.choices[0].message.content);
       const tokens = first.usage.completion_tokens;
       expect(tokens).toBeGreaterThanOrEqual(naturalLengthRange.min);
       expect(tokens).toBeLessThanOrEqual(naturalLengthRange.max);
       lengths.add(tokens);
     }
     expect(lengths.size).toBeGreaterThan(1);
+  });
+
+  test("a completion without max_tokens takes vLLM's default of 16 tokens, as with max_tokens null", async () => {
+    const engine = await sim();
+    for (const body of [{ prompt: "one" }, { prompt: "one", max_tokens: null }]) {
+      const { json } = await postJson(engine.url, "/v1/completions", body);
+      expect(json.choices[0].finish_reason).toBe("length");
+      expect(json.usage.completion_tokens).toBe(16);
+    }
   });
 
   test("max_tokens above the natural length stops; ignore_eos runs to max_tokens", async () => {
