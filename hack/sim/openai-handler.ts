@@ -7,12 +7,17 @@
  * - a choice aborted before its first token gets no chunk of its own;
  * - chat chunks omit `usage`, completion chunks carry `"usage": null`;
  * - `stream_options.include_usage` adds a final chunk with `choices: []`;
- * - `model` in responses is the first served model name, whatever alias was asked.
+ * - `model` in responses is the first served model name, whatever alias was asked;
+ * - `echo` repeats a completion's prompt (chat: the assistant's last message) before the
+ *   answer, in its first chunk when streaming (chat: a chunk of its own after the role);
+ * - `stop_reason` is the stop string that ended a choice, else null.
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { SimEngine, StepDelta } from "./engine.ts";
+import { chatLogprob, completionLogprobs } from "./logprobs.ts";
 import type { OpenAIRequest } from "./openai-request.ts";
+import { cutAtStop } from "./stop-strings.ts";
 import { planOutput } from "./text.ts";
 
 interface ChoiceState {
@@ -20,6 +25,11 @@ interface ChoiceState {
   text: string;
   tokens: number;
   finishReason: string | null;
+  stopReason: string | null;
+  /** Each token's text, kept only when logprobs are asked for. */
+  tokenTexts: string[];
+  /** Characters already sent in a completion's streamed logprobs (`text_offset`). */
+  streamedChars: number;
 }
 
 export async function serveGeneration(
@@ -36,7 +46,15 @@ export async function serveGeneration(
   const object = chat ? "chat.completion.chunk" : "text_completion";
   const promptTokens = request.prompts.reduce((sum, prompt) => sum + prompt.tokens, 0);
   const choices: ChoiceState[] = request.prompts.flatMap((_prompt, promptIndex) =>
-    Array.from({ length: request.n }, () => ({ promptIndex, text: "", tokens: 0, finishReason: null })),
+    Array.from({ length: request.n }, () => ({
+      promptIndex,
+      text: "",
+      tokens: 0,
+      finishReason: null,
+      stopReason: null,
+      tokenTexts: [],
+      streamedChars: 0,
+    })),
   );
   const usage = (completion: number) => ({
     prompt_tokens: promptTokens,
@@ -58,10 +76,18 @@ export async function serveGeneration(
   }
   let firstStep = true;
 
+  const wantLogprobs = request.logprobs !== undefined;
+  /** What `echo` puts before a choice's answer. */
+  const echoed = (choice: ChoiceState) =>
+    !request.echo ? "" : chat ? (request.assistantPrefix ?? "") : request.prompts[choice.promptIndex]!.text;
   const onStep = (deltas: StepDelta[]) => {
     for (const delta of deltas) {
       const choice = choices[delta.choice]!;
-      if (delta.text !== "") choice.tokens += 1;
+      // An abort carries no token; a token cut by a stop string may carry no text.
+      if (delta.finishReason !== "abort") {
+        choice.tokens += 1;
+        if (wantLogprobs) choice.tokenTexts.push(delta.text);
+      }
       choice.text += delta.text;
       choice.finishReason = delta.finishReason;
     }
@@ -80,6 +106,16 @@ export async function serveGeneration(
         if (request.continuousUsage) chunk.usage = usage(0);
         sendChunk(chunk);
       });
+      const prefix = request.echo ? (request.assistantPrefix ?? "") : "";
+      if (prefix !== "")
+        for (let index = 0; index < choices.length; index++)
+          sendChunk({
+            id,
+            object,
+            created,
+            model,
+            choices: [{ index, delta: { content: prefix }, logprobs: null, finish_reason: null }],
+          });
     }
     firstStep = false;
     for (const delta of deltas) {
@@ -87,21 +123,33 @@ export async function serveGeneration(
       // vLLM skips an output without text or tokens when nothing was sent before.
       if (delta.text === "" && choice.tokens === 0) continue;
       const finished = delta.finishReason !== null;
+      const stopReason = finished ? choice.stopReason : null;
+      const hasToken = delta.finishReason !== "abort";
+      const position = choice.tokens - 1;
+      let logprobs: unknown = null;
+      if (wantLogprobs && hasToken) {
+        logprobs = chat
+          ? { content: [chatLogprob(delta.text, position, request.logprobs!)] }
+          : completionLogprobs([delta.text], position, choice.streamedChars, request.logprobs!);
+      }
+      // A completion's echoed prompt rides in the choice's first chunk.
+      const text = !chat && position === 0 && hasToken ? echoed(choice) + delta.text : delta.text;
+      choice.streamedChars += text.length;
       const choiceData: Record<string, unknown> = chat
         ? {
             index: delta.choice,
             delta: { content: delta.text },
-            logprobs: null,
+            logprobs,
             finish_reason: delta.finishReason,
           }
         : {
             index: delta.choice,
-            text: delta.text,
-            logprobs: null,
+            text,
+            logprobs,
             finish_reason: delta.finishReason,
-            stop_reason: null,
+            stop_reason: stopReason,
           };
-      if (chat && finished) choiceData.stop_reason = null;
+      if (chat && finished) choiceData.stop_reason = stopReason;
       const chunk: Record<string, unknown> = { id, object, created, model, choices: [choiceData] };
       if (request.continuousUsage) chunk.usage = usage(choice.tokens);
       else if (!chat) chunk.usage = null;
@@ -114,16 +162,21 @@ export async function serveGeneration(
     plan: (garbage) =>
       choices.map((choice, index) => {
         const prompt = request.prompts[choice.promptIndex]!;
-        return planOutput({
-          prompt: prompt.text,
-          engineSeed: engine.options.seed,
-          requestSeed: request.seed,
-          choiceIndex: index % request.n,
-          maxTokens: prompt.maxTokens,
-          minTokens: request.minTokens,
-          ignoreEos: request.ignoreEos,
-          garbage,
-        });
+        const plan = cutAtStop(
+          planOutput({
+            prompt: prompt.text,
+            engineSeed: engine.options.seed,
+            requestSeed: request.seed,
+            choiceIndex: index % request.n,
+            maxTokens: prompt.maxTokens,
+            minTokens: request.minTokens,
+            ignoreEos: request.ignoreEos,
+            garbage,
+          }),
+          request.stop,
+        );
+        choice.stopReason = plan.stopReason;
+        return plan;
       }),
     onStep,
   });
@@ -153,7 +206,7 @@ export async function serveGeneration(
           index,
           message: {
             role: "assistant",
-            content: choice.text,
+            content: echoed(choice) + choice.text,
             refusal: null,
             annotations: null,
             audio: null,
@@ -161,9 +214,11 @@ export async function serveGeneration(
             tool_calls: [],
             reasoning: null,
           },
-          logprobs: null,
+          logprobs: wantLogprobs
+            ? { content: choice.tokenTexts.map((token, i) => chatLogprob(token, i, request.logprobs!)) }
+            : null,
           finish_reason: choice.finishReason,
-          stop_reason: null,
+          stop_reason: choice.stopReason,
           token_ids: null,
         })),
         service_tier: null,
@@ -180,10 +235,12 @@ export async function serveGeneration(
         model,
         choices: choices.map((choice, index) => ({
           index,
-          text: choice.text,
-          logprobs: null,
+          text: echoed(choice) + choice.text,
+          logprobs: wantLogprobs
+            ? completionLogprobs(choice.tokenTexts, 0, echoed(choice).length, request.logprobs!)
+            : null,
           finish_reason: choice.finishReason,
-          stop_reason: null,
+          stop_reason: choice.stopReason,
           token_ids: null,
           prompt_logprobs: null,
           prompt_token_ids: null,

@@ -7,8 +7,10 @@
  */
 import { laxBool } from "../../lib/lax-bool.ts";
 import { checkRequestedOutput, type OutputRequest, outputBudget } from "./context-length.ts";
+import { maxLogprobs, simVocabSize } from "./logprobs.ts";
 import { pythonTruthy } from "./python-truthy.ts";
 import { requestFields } from "./request-fields.ts";
+import { type StopRule, stopStrings } from "./stop-strings.ts";
 import { countChatTokens, countTokens } from "./text.ts";
 import { checkToolUsage, unparsedToolChoice } from "./tool-choice.ts";
 import { badRequest, invalidParameter, modelNotFound, schemaError } from "./vllm-error.ts";
@@ -27,6 +29,16 @@ export interface OpenAIRequest {
   ignoreEos: boolean;
   n: number;
   seed: number | undefined;
+  stop: StopRule;
+  /**
+   * Log probabilities asked for: how many candidates each token lists (chat's `top_logprobs`,
+   * completions' `logprobs`); undefined when none are asked.
+   */
+  logprobs: number | undefined;
+  /** Completions: the prompt comes back before the answer; chat: the last message, if the assistant's. */
+  echo: boolean;
+  /** Chat: the last message's text when it is the assistant's (what `echo` repeats). */
+  assistantPrefix: string | undefined;
   /**
    * One entry per prompt (completions accept a batch); each yields `n` choices of at most
    * `maxTokens` (`max_tokens` capped by what the context leaves).
@@ -52,6 +64,7 @@ export function parseOpenAIRequest(
     (fields.prompt === undefined || fields.prompt === null || fields.prompt === "")
   )
     throw invalidParameter("Either prompt or prompt_embeds must be provided and non-empty.", "prompt");
+  checkLogprobFields(kind, fields);
   const isInt = (value: unknown) => Number.isInteger(value);
   check("model", (v) => typeof v === "string", "string_type", "Input should be a valid string");
   checkBool("stream");
@@ -59,6 +72,20 @@ export function parseOpenAIRequest(
     check(name, isInt, "int_type", "Input should be a valid integer");
   }
   checkBool("ignore_eos");
+  checkBool("echo");
+  checkBool("include_stop_str_in_output");
+  if (kind === "chat") {
+    checkBool("logprobs");
+    check("top_logprobs", isInt, "int_type", "Input should be a valid integer");
+  } else {
+    check("logprobs", isInt, "int_type", "Input should be a valid integer");
+  }
+  check(
+    "stop",
+    (v) => typeof v === "string" || (Array.isArray(v) && v.every((item) => typeof item === "string")),
+    "union_type",
+    "Input should be a valid string or list of strings",
+  );
   check(
     "stream_options",
     (v) => !!v && typeof v === "object" && !Array.isArray(v),
@@ -141,6 +168,20 @@ export function parseOpenAIRequest(
   const n = (fields.n as number | null | undefined) ?? 1;
   // vLLM's sampling parameters name no parameter for this one.
   if (n < 1) throw badRequest(`n must be at least 1, got ${n}.`);
+  const logprobs =
+    kind === "chat"
+      ? laxBool(fields.logprobs) === true
+        ? ((fields.top_logprobs as number | null | undefined) ?? 0)
+        : undefined
+      : ((fields.logprobs as number | null | undefined) ?? undefined);
+  const asked = logprobs === -1 ? simVocabSize : logprobs;
+  if (asked !== undefined && asked > maxLogprobs)
+    throw invalidParameter(
+      `Requested sample logprobs of ${asked}, which is greater than max allowed: ${maxLogprobs}`,
+      "logprobs",
+      asked,
+    );
+  const minTokens = (fields.min_tokens as number | null | undefined) ?? undefined;
 
   return {
     kind,
@@ -148,16 +189,46 @@ export function parseOpenAIRequest(
     includeUsage: stream && streamOptions?.include_usage === true,
     continuousUsage:
       stream && streamOptions?.include_usage === true && streamOptions.continuous_usage_stats === true,
-    minTokens: (fields.min_tokens as number | null | undefined) ?? undefined,
+    minTokens,
     ignoreEos: laxBool(fields.ignore_eos) === true,
     n,
     seed: (fields.seed as number | null | undefined) ?? undefined,
+    stop: {
+      strings: stopStrings(fields.stop),
+      minTokens: minTokens ?? 0,
+      includeInOutput: laxBool(fields.include_stop_str_in_output) === true,
+    },
+    logprobs: logprobs === -1 ? maxLogprobs : logprobs,
+    echo: laxBool(fields.echo) === true,
+    assistantPrefix: kind === "chat" ? assistantPrefix(fields.messages) : undefined,
     prompts: prompts.map((prompt, i) => ({
       text: prompt.text,
       tokens: prompt.tokens,
       maxTokens: budgets[i]!,
     })),
   };
+}
+
+/** vLLM's checks of the raw logprob fields, ahead of the schema (its `check_logprobs`). */
+function checkLogprobFields(kind: ApiKind, fields: Record<string, unknown>): void {
+  const name = kind === "chat" ? "top_logprobs" : "logprobs";
+  const value = fields[name];
+  if (value === undefined || value === null) return;
+  if (typeof value !== "number") throw invalidParameter(`\`${name}\` must be an integer.`, name, value);
+  if (value < 0 && value !== -1)
+    throw invalidParameter(`\`${name}\` must be a positive value or -1.`, name, value);
+  if (kind === "chat" && (value === -1 || value > 0) && !pythonTruthy(fields.logprobs))
+    throw invalidParameter("when using `top_logprobs`, `logprobs` must be set to true.", name);
+}
+
+/** The last message's text when the assistant wrote it: what chat's `echo` puts before the answer. */
+function assistantPrefix(messages: unknown): string | undefined {
+  if (!Array.isArray(messages)) return undefined;
+  const last = messages.at(-1) as { role?: unknown; content?: unknown } | undefined;
+  if (last?.role !== "assistant") return undefined;
+  if (typeof last.content === "string") return last.content;
+  if (!Array.isArray(last.content)) return "";
+  return last.content.map((part) => String((part as { text?: unknown })?.text ?? "")).join("\n");
 }
 
 interface PromptText {
