@@ -15,8 +15,10 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { SimEngine, StepDelta } from "./engine.ts";
+import { planJson } from "./json-output.ts";
 import { chatLogprob, completionLogprobs } from "./logprobs.ts";
 import type { OpenAIRequest } from "./openai-request.ts";
+import { hashString } from "./random.ts";
 import { cutAtStop } from "./stop-strings.ts";
 import { planOutput } from "./text.ts";
 
@@ -162,19 +164,21 @@ export async function serveGeneration(
     plan: (garbage) =>
       choices.map((choice, index) => {
         const prompt = request.prompts[choice.promptIndex]!;
-        const plan = cutAtStop(
-          planOutput({
-            prompt: prompt.text,
-            engineSeed: engine.options.seed,
-            requestSeed: request.seed,
-            choiceIndex: index % request.n,
-            maxTokens: prompt.maxTokens,
-            minTokens: request.minTokens,
-            ignoreEos: request.ignoreEos,
-            garbage,
-          }),
-          request.stop,
-        );
+        const seedText = `${request.seed ?? ""}|${index % request.n}|${prompt.text}`;
+        const planned =
+          request.jsonFormat && !garbage
+            ? planJson(request.jsonFormat, hashString(seedText, engine.options.seed), prompt.maxTokens)
+            : planOutput({
+                prompt: prompt.text,
+                engineSeed: engine.options.seed,
+                requestSeed: request.seed,
+                choiceIndex: index % request.n,
+                maxTokens: prompt.maxTokens,
+                minTokens: request.minTokens,
+                ignoreEos: request.ignoreEos,
+                garbage,
+              });
+        const plan = cutAtStop(planned, request.stop);
         choice.stopReason = plan.stopReason;
         return plan;
       }),

@@ -7,6 +7,7 @@
  */
 import { laxBool } from "../../lib/lax-bool.ts";
 import { checkRequestedOutput, type OutputRequest, outputBudget } from "./context-length.ts";
+import { type JsonFormat, jsonFormat } from "./json-output.ts";
 import { maxLogprobs, simVocabSize } from "./logprobs.ts";
 import { pythonTruthy } from "./python-truthy.ts";
 import { requestFields } from "./request-fields.ts";
@@ -37,6 +38,8 @@ export interface OpenAIRequest {
   logprobs: number | undefined;
   /** Completions: the prompt comes back before the answer; chat: the last message, if the assistant's. */
   echo: boolean;
+  /** `response_format` asking for JSON; undefined: free text. */
+  jsonFormat: JsonFormat | undefined;
   /** Chat: the last message's text when it is the assistant's (what `echo` repeats). */
   assistantPrefix: string | undefined;
   /**
@@ -65,6 +68,12 @@ export function parseOpenAIRequest(
   )
     throw invalidParameter("Either prompt or prompt_embeds must be provided and non-empty.", "prompt");
   checkLogprobFields(kind, fields);
+  const format = fields.response_format as { type?: unknown; json_schema?: unknown } | null | undefined;
+  if (format && typeof format === "object" && format.type === "json_schema" && format.json_schema == null)
+    throw invalidParameter(
+      "When response_format type is 'json_schema', the 'json_schema' field must be provided.",
+      "response_format",
+    );
   const isInt = (value: unknown) => Number.isInteger(value);
   check("model", (v) => typeof v === "string", "string_type", "Input should be a valid string");
   checkBool("stream");
@@ -200,6 +209,7 @@ export function parseOpenAIRequest(
     },
     logprobs: logprobs === -1 ? maxLogprobs : logprobs,
     echo: laxBool(fields.echo) === true,
+    jsonFormat: jsonFormat(fields.response_format),
     assistantPrefix: kind === "chat" ? assistantPrefix(fields.messages) : undefined,
     prompts: prompts.map((prompt, i) => ({
       text: prompt.text,
