@@ -136,14 +136,14 @@ export const simFlags: Record<string, Flag> = {
     type: "boolean",
     description: "serve the sleep API (also needs VLLM_SERVER_DEV_MODE=1, as vLLM)",
   },
+  "enable-request-id-headers": {
+    type: "boolean",
+    description: "answer every request with an X-Request-Id header (the request's, else a new one), as vLLM",
+  },
   "api-key": {
     type: "string",
     placeholder: "key",
     description: "require Authorization: Bearer <key> on /v1 routes, as vLLM (default: $VLLM_API_KEY)",
-  },
-  "enable-request-id-headers": {
-    type: "boolean",
-    description: "answer every request with X-Request-Id (its own, else a fresh one), as vLLM",
   },
   "max-num-seqs": {
     type: "string",

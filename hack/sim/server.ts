@@ -11,6 +11,7 @@ import { http as nodeHttp } from "../../lib/node-http.ts";
 import * as admin from "./admin.ts";
 import { AbortedError } from "./delay.ts";
 import { SimEngine } from "./engine.ts";
+import { requireJsonMediaType } from "./json-media-type.ts";
 import { modelList, serveGeneration } from "./openai-handler.ts";
 import { type ApiKind, parseOpenAIRequest } from "./openai-request.ts";
 import { resolveSimOptions, type SimOptions } from "./options.ts";
@@ -186,9 +187,11 @@ const json = (answer: { status: number; json?: unknown }) => (context: RequestCo
 
 function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>>> {
   const generation = (kind: ApiKind) => async (_engine: SimEngine, context: RequestContext) => {
+    const body = await context.body();
+    requireJsonMediaType(context.req.headers, body);
     const request = parseOpenAIRequest(
       kind,
-      await context.body(),
+      body,
       engine.options.servedModelNames,
       engine.options.maxModelLen,
     );
@@ -202,8 +205,10 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
   const store = engine.options.responsesStore ? new ResponseStore() : undefined;
   if (store) stores.set(engine, store);
   const responses = async (_engine: SimEngine, context: RequestContext) => {
+    const body = await context.body();
+    requireJsonMediaType(context.req.headers, body);
     const request = parseResponsesRequest(
-      await context.body(),
+      body,
       engine.options.servedModelNames,
       engine.options.maxModelLen,
       store !== undefined,

@@ -49,6 +49,9 @@ const json = fc.oneof(
 );
 const body = fc.oneof(
   json,
+  // A request the engine serves (sent as JSON, it gets a 200): vLLM, as the sim now, refuses a
+  // body sent as another content type, so the fuzz alone seldom reaches an answer.
+  fc.constant(JSON.stringify({ model: "qwen", messages: [{ role: "user", content: "hi" }], max_tokens: 2 })),
   fc.uint8Array({ maxLength: 512 }).map((bytes) => Buffer.from(bytes).toString("latin1")),
   fc.string({ maxLength: 64 }).map((s) => `{"model":"qwen",${s}`),
   fc.constant("x".repeat(20_000)),

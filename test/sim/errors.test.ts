@@ -5,7 +5,10 @@ import { chat, post, postJson, sim } from "./helpers.ts";
 describe("bad requests get vLLM's error bodies", () => {
   test("a body that is not JSON: 400 Bad Request from the schema check", async () => {
     const engine = await sim();
-    const response = await post(engine.url, "/v1/chat/completions", undefined, { body: "{nope" });
+    const response = await post(engine.url, "/v1/chat/completions", undefined, {
+      body: "{nope",
+      headers: { "content-type": "application/json" },
+    });
     expect(response.status).toBe(400);
     const body = (await response.json()) as any;
     expect(body.error).toMatchObject({ type: "Bad Request", code: 400 });
