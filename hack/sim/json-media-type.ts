@@ -1,5 +1,5 @@
 /**
- * vLLM's JSON routes (chat, completions, responses) take only `application/json`: any other
+ * vLLM's JSON routes (chat, completions, responses, tokenize) take only `application/json`: any other
  * Content-Type, or none, is refused by its `validate_json_request` dependency as a one-item
  * validation error without a `param`. FastAPI reads the body first, though: without a
  * Content-Type, or with another JSON one (`application/x+json`), a body that is not JSON is its

@@ -190,6 +190,7 @@ export function parseOpenAIRequest(
       "logprobs",
       asked,
     );
+  for (const prompt of prompts) if (prompt.ids) checkVocabulary(prompt.ids);
   const minTokens = (fields.min_tokens as number | null | undefined) ?? undefined;
 
   return {
@@ -246,6 +247,20 @@ interface PromptText {
   tokens: number;
   /** Tokenized from text (a chat, a string), not given as token ids. */
   fromText: boolean;
+  /** The token ids given instead of text. */
+  ids?: readonly number[];
+}
+
+/** vLLM's engine refuses a token id outside the vocabulary (it names no parameter). */
+function checkVocabulary(ids: readonly number[]): void {
+  let lowest = 0;
+  let highest = 0;
+  for (const id of ids) {
+    if (id < lowest) lowest = id;
+    if (id > highest) highest = id;
+  }
+  if (lowest < 0) throw badRequest(`Token id ${lowest} is out of vocabulary`);
+  if (highest > simVocabSize - 1) throw badRequest(`Token id ${highest} is out of vocabulary`);
 }
 
 /** The output a request asks for: chat's `max_completion_tokens` before `max_tokens`; a completion's `max_tokens`, 16 unless given. */
@@ -271,7 +286,7 @@ function completionPrompts(prompt: unknown): PromptText[] | undefined {
   if (typeof prompt === "string") return [{ text: prompt, tokens: countTokens(prompt), fromText: true }];
   if (!Array.isArray(prompt)) return undefined;
   if (prompt.every((item) => Number.isInteger(item))) {
-    return [{ text: prompt.join(","), tokens: prompt.length, fromText: false }];
+    return [{ text: prompt.join(","), tokens: prompt.length, fromText: false, ids: prompt as number[] }];
   }
   if (prompt.every((item) => typeof item === "string")) {
     return (prompt as string[]).map((text) => ({ text, tokens: countTokens(text), fromText: true }));
@@ -281,6 +296,7 @@ function completionPrompts(prompt: unknown): PromptText[] | undefined {
       text: tokens.join(","),
       tokens: tokens.length,
       fromText: false,
+      ids: tokens,
     }));
   }
   return undefined;

@@ -19,6 +19,8 @@ import { ResponseStore } from "./response-store.ts";
 import { cancelResponse, retrieveResponse, serveResponse } from "./responses-handler.ts";
 import { parseResponsesRequest } from "./responses-request.ts";
 import * as sleepApi from "./sleep-api.ts";
+import { detokenize, tokenize } from "./tokenize-api.ts";
+import { SimTokenizer } from "./tokenizer.ts";
 import { streamTranscription, transcribe } from "./transcription.ts";
 import { internalError, methodNotAllowed, notFoundRoute, VllmHttpError } from "./vllm-error.ts";
 
@@ -202,6 +204,13 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
     }
     await serveGeneration(engine, request, context.req, context.res);
   };
+  const tokenizer = new SimTokenizer();
+  const { servedModelNames, maxModelLen } = engine.options;
+  const tokenization = async (context: RequestContext, answer: (body: string) => unknown) => {
+    const body = await context.body();
+    requireJsonMediaType(context.req.headers, body);
+    send(context.res, 200, answer(body));
+  };
   const store = engine.options.responsesStore ? new ResponseStore() : undefined;
   if (store) stores.set(engine, store);
   const responses = async (_engine: SimEngine, context: RequestContext) => {
@@ -240,6 +249,12 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
     "/v1/chat/completions": { POST: generation("chat") },
     "/v1/completions": { POST: generation("completion") },
     "/v1/responses": { POST: responses },
+    "/tokenize": {
+      POST: (_e, c) => tokenization(c, (body) => tokenize(tokenizer, body, servedModelNames, maxModelLen)),
+    },
+    "/detokenize": {
+      POST: (_e, c) => tokenization(c, (body) => detokenize(tokenizer, body, servedModelNames)),
+    },
     "/v1/audio/transcriptions": { POST: transcription("transcription") },
     "/v1/audio/translations": { POST: transcription("translation") },
     "/sim/faults": {
