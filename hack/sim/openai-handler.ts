@@ -5,7 +5,12 @@
  * - streaming headers go out at once; the role chunk comes with the first token;
  * - the last token of a choice rides in the chunk that carries `finish_reason`;
  * - a choice aborted before its first token gets no chunk of its own;
- * - chat chunks omit `usage`, completion chunks carry `"usage": null`;
+ * - chunks carry only the fields vLLM sets (it serializes them with `exclude_unset`): no
+ *   `usage` unless continuous, `token_ids` and `kv_transfer_params` as null, `stop_reason` on a
+ *   chat choice only when it finishes;
+ * - `system_fingerprint` on a whole answer, and on a stream's last chunk (the usage chunk when
+ *   there is one);
+ * - a chat message without tool calls has no `tool_calls` (vLLM's serializer drops the empty list);
  * - `stream_options.include_usage` adds a final chunk with `choices: []`;
  * - `model` in responses is the first served model name, whatever alias was asked;
  * - `echo` repeats a completion's prompt (chat: the assistant's last message) before the
@@ -15,6 +20,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { SimEngine, StepDelta } from "./engine.ts";
+import { systemFingerprint } from "./fingerprint.ts";
 import { planJson } from "./json-output.ts";
 import { chatLogprob, completionLogprobs } from "./logprobs.ts";
 import type { OpenAIRequest } from "./openai-request.ts";
@@ -45,6 +51,7 @@ export async function serveGeneration(
   const id = `${chat ? "chatcmpl" : "cmpl"}-${baseId}`;
   const created = Math.floor(Date.now() / 1000);
   const model = engine.modelName;
+  const fingerprint = systemFingerprint(engine.options);
   const object = chat ? "chat.completion.chunk" : "text_completion";
   const promptTokens = request.prompts.reduce((sum, prompt) => sum + prompt.tokens, 0);
   const choices: ChoiceState[] = request.prompts.flatMap((_prompt, promptIndex) =>
@@ -106,6 +113,8 @@ export async function serveGeneration(
           ],
         };
         if (request.continuousUsage) chunk.usage = usage(0);
+        chunk.prompt_token_ids = null;
+        chunk.prompt_text = null;
         sendChunk(chunk);
       });
       const prefix = request.echo ? (request.assistantPrefix ?? "") : "";
@@ -138,23 +147,37 @@ export async function serveGeneration(
       const text = !chat && position === 0 && hasToken ? echoed(choice) + delta.text : delta.text;
       choice.streamedChars += text.length;
       const choiceData: Record<string, unknown> = chat
-        ? {
-            index: delta.choice,
-            delta: { content: delta.text },
-            logprobs,
-            finish_reason: delta.finishReason,
-          }
+        ? finished
+          ? {
+              index: delta.choice,
+              delta: { content: delta.text },
+              logprobs,
+              finish_reason: delta.finishReason,
+              stop_reason: stopReason,
+              token_ids: null,
+              weight_versions: null,
+            }
+          : {
+              index: delta.choice,
+              delta: { content: delta.text },
+              logprobs,
+              finish_reason: null,
+              token_ids: null,
+            }
         : {
             index: delta.choice,
             text,
             logprobs,
             finish_reason: delta.finishReason,
             stop_reason: stopReason,
+            prompt_token_ids: null,
+            token_ids: null,
+            weight_versions: null,
           };
-      if (chat && finished) choiceData.stop_reason = stopReason;
       const chunk: Record<string, unknown> = { id, object, created, model, choices: [choiceData] };
       if (request.continuousUsage) chunk.usage = usage(choice.tokens);
-      else if (!chat) chunk.usage = null;
+      if (finished && !request.includeUsage) chunk.system_fingerprint = fingerprint;
+      chunk.kv_transfer_params = null;
       sendChunk(chunk);
     }
   };
@@ -195,11 +218,24 @@ export async function serveGeneration(
 
   if (request.stream) {
     if (request.includeUsage)
-      sendChunk({ id, object, created, model, choices: [], usage: usage(completionTokens()) });
+      sendChunk({
+        id,
+        object,
+        created,
+        model,
+        choices: [],
+        usage: usage(completionTokens()),
+        system_fingerprint: fingerprint,
+      });
     write("data: [DONE]\n\n");
     res.end();
     return;
   }
+  const wholeUsage = {
+    ...usage(completionTokens()),
+    prompt_tokens_details: null,
+    completion_tokens_details: null,
+  };
   const body = chat
     ? {
         id,
@@ -215,7 +251,6 @@ export async function serveGeneration(
             annotations: null,
             audio: null,
             function_call: null,
-            tool_calls: [],
             reasoning: null,
           },
           logprobs: wantLogprobs
@@ -224,13 +259,18 @@ export async function serveGeneration(
           finish_reason: choice.finishReason,
           stop_reason: choice.stopReason,
           token_ids: null,
+          routed_experts: null,
+          weight_versions: null,
         })),
         service_tier: null,
-        system_fingerprint: null,
-        usage: { ...usage(completionTokens()), prompt_tokens_details: null },
+        system_fingerprint: fingerprint,
+        usage: wholeUsage,
         prompt_logprobs: null,
         prompt_token_ids: null,
+        prompt_text: null,
         kv_transfer_params: null,
+        ec_transfer_params: null,
+        metrics: null,
       }
     : {
         id,
@@ -248,11 +288,15 @@ export async function serveGeneration(
           token_ids: null,
           prompt_logprobs: null,
           prompt_token_ids: null,
+          routed_experts: null,
+          weight_versions: null,
         })),
         service_tier: null,
-        system_fingerprint: null,
-        usage: { ...usage(completionTokens()), prompt_tokens_details: null },
+        system_fingerprint: fingerprint,
+        usage: wholeUsage,
         kv_transfer_params: null,
+        ec_transfer_params: null,
+        metrics: null,
       };
   const json = JSON.stringify(body);
   res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });

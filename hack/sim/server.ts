@@ -18,14 +18,14 @@ import { resolveSimOptions, type SimOptions } from "./options.ts";
 import { ResponseStore } from "./response-store.ts";
 import { cancelResponse, retrieveResponse, serveResponse } from "./responses-handler.ts";
 import { parseResponsesRequest } from "./responses-request.ts";
+import { simVersion } from "./sim-version.ts";
 import * as sleepApi from "./sleep-api.ts";
 import { detokenize, tokenize } from "./tokenize-api.ts";
 import { SimTokenizer } from "./tokenizer.ts";
 import { streamTranscription, transcribe } from "./transcription.ts";
 import { internalError, methodNotAllowed, notFoundRoute, VllmHttpError } from "./vllm-error.ts";
 
-/** Version `/version` reports: a semver that says it is not vLLM. */
-export const simVersion = "0.0.0+snooze.sim";
+export { simVersion } from "./sim-version.ts";
 
 const maxBodyBytes = 32 * 1024 * 1024;
 

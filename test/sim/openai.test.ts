@@ -46,7 +46,35 @@ describe("OpenAI API", () => {
       total_tokens: 14,
       completion_tokens: 5,
       prompt_tokens_details: null,
+      completion_tokens_details: null,
     });
+    // vLLM 0.33's fields, in its order; an answer without tool calls has no tool_calls.
+    expect(Object.keys(json)).toEqual([
+      "id",
+      "object",
+      "created",
+      "model",
+      "choices",
+      "service_tier",
+      "system_fingerprint",
+      "usage",
+      "prompt_logprobs",
+      "prompt_token_ids",
+      "prompt_text",
+      "kv_transfer_params",
+      "ec_transfer_params",
+      "metrics",
+    ]);
+    expect(json.system_fingerprint).toMatch(/^vllm-.+-[0-9a-f]{8}$/);
+    expect(Object.keys(json.choices[0].message)).toEqual([
+      "role",
+      "content",
+      "refusal",
+      "annotations",
+      "audio",
+      "function_call",
+      "reasoning",
+    ]);
   });
 
   test("a request without model uses the served model, as vLLM", async () => {
@@ -149,9 +177,13 @@ describe("OpenAI API", () => {
         delta: { content: expect.any(String) },
         logprobs: null,
         finish_reason: null,
+        token_ids: null,
       });
+      expect(chunk.kv_transfer_params).toBeNull();
     }
     expect(chunks[4].choices[0]).toMatchObject({ finish_reason: "length", stop_reason: null });
+    // With a usage chunk to come, the fingerprint waits for it.
+    expect(chunks[4]).not.toHaveProperty("system_fingerprint");
     expect(chunks[4].choices[0].delta.content.length).toBeGreaterThan(0);
     expect(chunks[5]).toEqual({
       id,
@@ -160,6 +192,7 @@ describe("OpenAI API", () => {
       model: "sim-model",
       choices: [],
       usage: { prompt_tokens: 9, total_tokens: 13, completion_tokens: 4 },
+      system_fingerprint: expect.stringMatching(/^vllm-/),
     });
     // The streamed text is the text a non-streaming request gets.
     const text = chunks
@@ -181,6 +214,9 @@ describe("OpenAI API", () => {
     expect(events.slice(0, -1).every((chunk) => chunk.choices.length === 1 && !("usage" in chunk))).toBe(
       true,
     );
+    // Without a usage chunk the last one carries the fingerprint.
+    expect(events.at(-2).system_fingerprint).toMatch(/^vllm-/);
+    expect(events[1]).not.toHaveProperty("system_fingerprint");
   });
 
   test("continuous_usage_stats puts running usage on every chunk", async () => {
@@ -200,7 +236,7 @@ describe("OpenAI API", () => {
     expect(usage).toEqual([0, 1, 2, 3, 3]);
   });
 
-  test("completion streaming: text chunks carrying usage null, then usage and [DONE]", async () => {
+  test("completion streaming: text chunks as vLLM 0.33 sets them (no usage), then usage and [DONE]", async () => {
     const engine = await sim();
     const events = await sseEvents(
       await post(engine.url, "/v1/completions", {
@@ -212,7 +248,8 @@ describe("OpenAI API", () => {
     );
     expect(events).toHaveLength(3 + 1 + 1);
     for (const chunk of events.slice(0, 3)) {
-      expect(chunk).toMatchObject({ object: "text_completion", usage: null });
+      expect(chunk).toMatchObject({ object: "text_completion" });
+      expect(chunk).not.toHaveProperty("usage");
       expect(chunk.id).toMatch(/^cmpl-/);
       expect(Object.keys(chunk.choices[0])).toEqual([
         "index",
@@ -220,6 +257,9 @@ describe("OpenAI API", () => {
         "logprobs",
         "finish_reason",
         "stop_reason",
+        "prompt_token_ids",
+        "token_ids",
+        "weight_versions",
       ]);
     }
     expect(events.slice(0, 3).map((chunk) => chunk.choices[0].finish_reason)).toEqual([null, null, "length"]);
