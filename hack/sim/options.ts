@@ -41,6 +41,8 @@ export interface SimOptions {
    * header either way).
    */
   requestIdHeaders: boolean;
+  /** vLLM's `--enable-server-load-tracking`: `/load` counts inference requests in flight (else 0). */
+  enableServerLoadTracking: boolean;
   /**
    * vLLM's `VLLM_ENABLE_RESPONSES_API_STORE=1`: responses are kept for a retrieve and `background`
    * is served. Off by default, as in vLLM.
@@ -78,6 +80,7 @@ export function defaultSimOptions(): SimOptions {
     host: "127.0.0.1",
     port: 8000,
     enableSleepMode: false,
+    enableServerLoadTracking: false,
     devMode: process.env.VLLM_SERVER_DEV_MODE === "1",
     apiKey: process.env.VLLM_API_KEY || undefined,
     requestIdHeaders: false,
@@ -139,6 +142,10 @@ export const simFlags: Record<string, Flag> = {
   "enable-request-id-headers": {
     type: "boolean",
     description: "answer every request with an X-Request-Id header (the request's, else a new one), as vLLM",
+  },
+  "enable-server-load-tracking": {
+    type: "boolean",
+    description: "count inference requests in flight in GET /load, as vLLM (else it says 0)",
   },
   "api-key": {
     type: "string",
@@ -386,6 +393,7 @@ export function parseSimFlags(
     host: text("host"),
     port: engines > 1 ? basePort : port,
     enableSleepMode: values["enable-sleep-mode"] === true,
+    enableServerLoadTracking: values["enable-server-load-tracking"] === true,
     apiKey: (values["api-key"] as string | undefined) || defaultSimOptions().apiKey,
     requestIdHeaders: values["enable-request-id-headers"] === true,
     maxNumSeqs: integer("max-num-seqs", 1),

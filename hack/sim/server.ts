@@ -188,6 +188,18 @@ const json = (answer: { status: number; json?: unknown }) => (context: RequestCo
   send(context.res, answer.status, answer.json);
 
 function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>>> {
+  // vLLM's `load_aware_call`: a request counts from its handler's start until its answer is sent.
+  let serverLoad = 0;
+  const loadAware = (route: Route): Route => {
+    if (!engine.options.enableServerLoadTracking) return route;
+    return (e, context) => {
+      serverLoad += 1;
+      context.res.once("close", () => {
+        serverLoad -= 1;
+      });
+      return route(e, context);
+    };
+  };
   const generation = (kind: ApiKind) => async (_engine: SimEngine, context: RequestContext) => {
     const body = await context.body();
     requireJsonMediaType(context.req.headers, body);
@@ -238,6 +250,7 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
     "/health": { GET: (_e, c) => send(c.res, 200) },
     "/ping": { GET: (_e, c) => send(c.res, 200), POST: (_e, c) => send(c.res, 200) },
     "/version": { GET: (_e, c) => send(c.res, 200, { version: simVersion }) },
+    "/load": { GET: (_e, c) => send(c.res, 200, { server_load: serverLoad }) },
     "/metrics": {
       GET: (e, c) => {
         const text = e.metrics.render(e.modelName, "0", e.gauges());
@@ -246,17 +259,17 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
       },
     },
     "/v1/models": { GET: (e, c) => send(c.res, 200, modelList(e)) },
-    "/v1/chat/completions": { POST: generation("chat") },
-    "/v1/completions": { POST: generation("completion") },
-    "/v1/responses": { POST: responses },
+    "/v1/chat/completions": { POST: loadAware(generation("chat")) },
+    "/v1/completions": { POST: loadAware(generation("completion")) },
+    "/v1/responses": { POST: loadAware(responses) },
     "/tokenize": {
       POST: (_e, c) => tokenization(c, (body) => tokenize(tokenizer, body, servedModelNames, maxModelLen)),
     },
     "/detokenize": {
       POST: (_e, c) => tokenization(c, (body) => detokenize(tokenizer, body, servedModelNames)),
     },
-    "/v1/audio/transcriptions": { POST: transcription("transcription") },
-    "/v1/audio/translations": { POST: transcription("translation") },
+    "/v1/audio/transcriptions": { POST: loadAware(transcription("transcription")) },
+    "/v1/audio/translations": { POST: loadAware(transcription("translation")) },
     "/sim/faults": {
       GET: (e, c) => json(admin.getFaults(e))(c),
       POST: async (e, c) => json(admin.postFaults(e, await c.body()))(c),

@@ -325,4 +325,20 @@ describe("OpenAI API", () => {
       json: { detail: "Method Not Allowed" },
     });
   });
+
+  test("/load: 0 as vLLM says without --enable-server-load-tracking; with it, inference requests in flight", async () => {
+    const plain = await sim();
+    expect(await getJson(plain.url, "/load")).toEqual({ status: 200, json: { server_load: 0 } });
+    const engine = await sim({ enableServerLoadTracking: true, timeScale: 1, ttftMs: 10_000 });
+    const controller = new AbortController();
+    const pending = post(engine.url, "/v1/chat/completions", chat("x", { max_tokens: 1, stream: true }), {
+      signal: controller.signal,
+    });
+    const response = await pending;
+    expect(response.status).toBe(200);
+    expect((await getJson(engine.url, "/load")).json).toEqual({ server_load: 1 });
+    controller.abort();
+    await response.body?.cancel().catch(() => {});
+    await expect.poll(async () => (await getJson(engine.url, "/load")).json.server_load).toBe(0);
+  });
 });
