@@ -14,7 +14,7 @@ import { requestFields } from "./request-fields.ts";
 import { type StopRule, stopStrings } from "./stop-strings.ts";
 import { countChatTokens, countTokens } from "./text.ts";
 import { checkToolUsage, unparsedToolChoice } from "./tool-choice.ts";
-import { badRequest, invalidParameter, modelNotFound, schemaError } from "./vllm-error.ts";
+import { badRequest, invalidParameter, modelNotFound, type SchemaIssue, schemaError } from "./vllm-error.ts";
 
 /** vLLM's default `max_tokens` of a completion (chat's is what the context leaves). */
 const completionDefaultMaxTokens = 16;
@@ -56,8 +56,7 @@ export function parseOpenAIRequest(
   servedModelNames: readonly string[],
   maxModelLen: number,
 ): OpenAIRequest {
-  const { fields, issues, check, checkBool } = requestFields(rawBody);
-  const body = fields;
+  const { fields, issues, check, checkBool, checkInt } = requestFields(rawBody);
   // vLLM's checks of the raw body (pydantic "before" validators) run ahead of its schema.
   if (pythonTruthy(fields.stream_options) && !pythonTruthy(fields.stream))
     throw invalidParameter("Stream options can only be defined when `stream=True`.", "stream_options");
@@ -74,90 +73,50 @@ export function parseOpenAIRequest(
       "When response_format type is 'json_schema', the 'json_schema' field must be provided.",
       "response_format",
     );
-  const isInt = (value: unknown) => Number.isInteger(value);
-  check("model", (v) => typeof v === "string", "string_type", "Input should be a valid string");
-  checkBool("stream");
-  for (const name of ["max_tokens", "max_completion_tokens", "min_tokens", "n", "seed"]) {
-    check(name, isInt, "int_type", "Input should be a valid integer");
-  }
-  checkBool("ignore_eos");
-  checkBool("echo");
-  checkBool("include_stop_str_in_output");
-  if (kind === "chat") {
-    checkBool("logprobs");
-    check("top_logprobs", isInt, "int_type", "Input should be a valid integer");
-  } else {
-    check("logprobs", isInt, "int_type", "Input should be a valid integer");
-  }
-  check(
-    "stop",
-    (v) => typeof v === "string" || (Array.isArray(v) && v.every((item) => typeof item === "string")),
-    "union_type",
-    "Input should be a valid string or list of strings",
-  );
-  check(
-    "stream_options",
-    (v) => !!v && typeof v === "object" && !Array.isArray(v),
-    "model_type",
-    "Input should be a valid dictionary or instance of StreamOptions",
-  );
-
+  // Pydantic reports the fields' errors in the order the request model declares them.
+  const stringField = (name: string) =>
+    check(name, (v) => typeof v === "string", "string_type", "Input should be a valid string");
+  const stop = () =>
+    check(
+      "stop",
+      (v) => typeof v === "string" || (Array.isArray(v) && v.every((item) => typeof item === "string")),
+      "union_type",
+      "Input should be a valid string or list of strings",
+    );
+  const streamOptionsField = () =>
+    check(
+      "stream_options",
+      (v) => !!v && typeof v === "object" && !Array.isArray(v),
+      "model_type",
+      "Input should be a valid dictionary or instance of StreamOptions",
+    );
+  const tail = () => {
+    checkBool("include_stop_str_in_output");
+    checkBool("ignore_eos");
+    checkInt("min_tokens");
+  };
   let prompts: PromptText[] = [];
   if (kind === "chat") {
-    const messages = fields.messages;
-    if (messages === undefined) {
-      issues.push({ type: "missing", loc: "body.messages", msg: "Field required", input: body });
-    } else if (!Array.isArray(messages)) {
-      issues.push({
-        type: "list_type",
-        loc: "body.messages",
-        msg: "Input should be a valid list",
-        input: messages,
-      });
-    } else {
-      messages.forEach((message, i) => {
-        if (!message || typeof message !== "object" || Array.isArray(message)) {
-          issues.push({
-            type: "dict_type",
-            loc: `body.messages.${i}`,
-            msg: "Input should be a valid dictionary",
-            input: message,
-          });
-        } else if (typeof (message as { role?: unknown }).role !== "string") {
-          issues.push({
-            type: "missing",
-            loc: `body.messages.${i}.role`,
-            msg: "Field required",
-            input: message,
-          });
-        }
-      });
-      if (issues.length === 0) {
-        const list = messages as { role: string; content?: unknown }[];
-        prompts = [
-          {
-            text: JSON.stringify(list.map((m) => [m.role, m.content])),
-            tokens: countChatTokens(list),
-            fromText: true,
-          },
-        ];
-      }
-    }
+    prompts = chatPrompt(fields, issues);
+    stringField("model");
+    checkBool("logprobs");
+    checkInt("top_logprobs");
+    for (const name of ["max_tokens", "max_completion_tokens", "n", "seed"]) checkInt(name);
+    stop();
+    checkBool("stream");
+    streamOptionsField();
+    tail();
+    checkBool("echo");
   } else {
-    const prompt = fields.prompt;
-    if (prompt !== undefined && prompt !== null) {
-      const parsed = completionPrompts(prompt);
-      if (parsed === undefined) {
-        issues.push({
-          type: "union_type",
-          loc: "body.prompt",
-          msg: "Input should be a valid string or list",
-          input: prompt,
-        });
-      } else {
-        prompts = parsed;
-      }
-    }
+    stringField("model");
+    prompts = completionPrompt(fields, issues);
+    checkBool("echo");
+    checkInt("logprobs");
+    for (const name of ["max_tokens", "n", "seed"]) checkInt(name);
+    stop();
+    checkBool("stream");
+    streamOptionsField();
+    tail();
   }
   if (issues.length > 0) throw schemaError(issues);
 
@@ -240,6 +199,73 @@ function assistantPrefix(messages: unknown): string | undefined {
   if (typeof last.content === "string") return last.content;
   if (!Array.isArray(last.content)) return "";
   return last.content.map((part) => String((part as { text?: unknown })?.text ?? "")).join("\n");
+}
+
+/** Chat `messages`: a list of objects with a `role`; its issues are pushed onto `issues`. */
+function chatPrompt(body: Record<string, unknown>, issues: SchemaIssue[]): PromptText[] {
+  const fields = body;
+  const before = issues.length;
+  let prompts: PromptText[] = [];
+  const messages = fields.messages;
+  if (messages === undefined) {
+    issues.push({ type: "missing", loc: "body.messages", msg: "Field required", input: body });
+  } else if (!Array.isArray(messages)) {
+    issues.push({
+      type: "list_type",
+      loc: "body.messages",
+      msg: "Input should be a valid list",
+      input: messages,
+    });
+  } else {
+    messages.forEach((message, i) => {
+      if (!message || typeof message !== "object" || Array.isArray(message)) {
+        issues.push({
+          type: "dict_type",
+          loc: `body.messages.${i}`,
+          msg: "Input should be a valid dictionary",
+          input: message,
+        });
+      } else if (typeof (message as { role?: unknown }).role !== "string") {
+        issues.push({
+          type: "missing",
+          loc: `body.messages.${i}.role`,
+          msg: "Field required",
+          input: message,
+        });
+      }
+    });
+    if (issues.length === before) {
+      const list = messages as { role: string; content?: unknown }[];
+      prompts = [
+        {
+          text: JSON.stringify(list.map((m) => [m.role, m.content])),
+          tokens: countChatTokens(list),
+          fromText: true,
+        },
+      ];
+    }
+  }
+  return prompts;
+}
+
+/** A completion's `prompt` (absent or null is refused earlier, by vLLM's own check). */
+function completionPrompt(fields: Record<string, unknown>, issues: SchemaIssue[]): PromptText[] {
+  let prompts: PromptText[] = [];
+  const prompt = fields.prompt;
+  if (prompt !== undefined && prompt !== null) {
+    const parsed = completionPrompts(prompt);
+    if (parsed === undefined) {
+      issues.push({
+        type: "union_type",
+        loc: "body.prompt",
+        msg: "Input should be a valid string or list",
+        input: prompt,
+      });
+    } else {
+      prompts = parsed;
+    }
+  }
+  return prompts;
 }
 
 interface PromptText {

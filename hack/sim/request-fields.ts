@@ -4,6 +4,7 @@
  * absent), every failure collected to be told at once (`schemaError`).
  */
 import { laxBool } from "../../lib/lax-bool.ts";
+import { laxInt } from "./lax-int.ts";
 import { type SchemaIssue, schemaError } from "./vllm-error.ts";
 
 export interface RequestFields {
@@ -13,6 +14,8 @@ export interface RequestFields {
   check(name: string, ok: (value: unknown) => boolean, type: string, msg: string): void;
   /** A boolean read as pydantic's lax mode does: `"true"`, `1`, `"yes"` are true (lib/lax-bool.ts). */
   checkBool(name: string): void;
+  /** An integer read as pydantic's lax mode does (lax-int.ts); a string or float it takes is stored as the integer. */
+  checkInt(name: string): void;
 }
 
 /** Parses `rawBody` as a JSON object, else throws the schema error vLLM answers with. */
@@ -48,5 +51,12 @@ export function requestFields(rawBody: string): RequestFields {
           "Input should be a valid boolean, unable to interpret input",
         )
       : check(name, (v) => typeof v === "boolean", "bool_type", "Input should be a valid boolean");
-  return { fields, issues, check, checkBool };
+  const checkInt = (name: string) => {
+    const value = fields[name];
+    if (value === undefined || value === null) return;
+    const read = laxInt(value);
+    if (read.ok) fields[name] = read.value;
+    else issues.push({ type: read.type, loc: `body.${name}`, msg: read.msg, input: value });
+  };
+  return { fields, issues, check, checkBool, checkInt };
 }

@@ -44,15 +44,15 @@ export function parseResponsesRequest(
   maxModelLen: number,
   storeEnabled: boolean,
 ): ResponsesRequest {
-  const { fields, issues, check, checkBool } = requestFields(rawBody);
+  const { fields, issues, check, checkBool, checkInt } = requestFields(rawBody);
   const body = fields;
   const string = (v: unknown) => typeof v === "string";
   const number = (v: unknown) => typeof v === "number" && Number.isFinite(v);
   check("model", string, "string_type", "Input should be a valid string");
   check("instructions", string, "string_type", "Input should be a valid string");
   check("previous_response_id", string, "string_type", "Input should be a valid string");
-  check("max_output_tokens", Number.isInteger, "int_type", "Input should be a valid integer");
-  check("seed", Number.isInteger, "int_type", "Input should be a valid integer");
+  checkInt("max_output_tokens");
+  checkInt("seed");
   check("temperature", number, "float_type", "Input should be a valid number");
   check("top_p", number, "float_type", "Input should be a valid number");
   for (const name of ["stream", "store", "background"]) checkBool(name);

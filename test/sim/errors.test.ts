@@ -29,11 +29,31 @@ describe("bad requests get vLLM's error bodies", () => {
     );
     expect(mistyped.status).toBe(400);
     expect(mistyped.json.error.message).toMatch(/^2 validation errors:/);
-    expect(mistyped.json.error.param).toBe("body.stream");
+    // Pydantic lists errors in the order the request model declares its fields: max_tokens first.
+    expect(mistyped.json.error.param).toBe("body.max_tokens");
+    expect(mistyped.json.error.message).toContain(
+      "{'type': 'int_parsing', 'loc': 'body.max_tokens', 'msg': 'Input should be a valid integer, unable to parse string as an integer', 'input': 'many'}",
+    );
 
     const notObject = await postJson(engine.url, "/v1/completions", [1, 2]);
     expect(notObject.status).toBe(400);
     expect(notObject.json.error.type).toBe("Bad Request");
+  });
+
+  test('integers are read as pydantic\'s lax mode reads them: "3" and 3.0 are 3; 2.5 is int_from_float', async () => {
+    const engine = await sim();
+    for (const maxTokens of ["3", 3.0, " 3 "]) {
+      const { status, json } = await postJson(engine.url, "/v1/completions", {
+        prompt: "x",
+        max_tokens: maxTokens,
+      });
+      expect(status).toBe(200);
+      expect(json.usage.completion_tokens).toBe(3);
+    }
+    const fractional = await postJson(engine.url, "/v1/completions", { prompt: "x", max_tokens: 2.5 });
+    expect(fractional.status).toBe(400);
+    expect(fractional.json.error).toMatchObject({ type: "Bad Request", param: "body.max_tokens" });
+    expect(fractional.json.error.message).toContain("int_from_float");
   });
 
   test('booleans are read as pydantic\'s lax mode reads them: "true" streams; "maybe" is bool_parsing', async () => {
