@@ -1,12 +1,15 @@
 /**
- * vLLM's development endpoints for sleep mode, with vLLM's answers: `200` and
- * an empty body for `/sleep`, `/wake_up` and `/reset_prefix_cache`,
- * `{"is_sleeping": bool}`, and `{"results": [...]}` from `/collective_rpc`.
+ * vLLM's development endpoints for sleep mode, with vLLM 0.33's answers:
+ * `{"status": "sleeping", "level": n}` from `/sleep` (its `level` and `mode`
+ * read as FastAPI reads query parameters: an integer from 0 to 2, one of the
+ * pause modes, else its validation error), `{"status": "awake"|"sleeping",
+ * "tags": [...]|null}` from `/wake_up`, `{"is_sleeping": bool}`, an empty
+ * `200` from `/reset_prefix_cache`, and `{"results": [...]}` from `/collective_rpc`.
  * vLLM only mounts them with `VLLM_SERVER_DEV_MODE=1`; the router also asks
  * for `--enable-sleep-mode` before it mounts the sleep ones.
  */
 import type { PauseMode, SimEngine } from "./engine.ts";
-import { badRequest, httpException, internalError } from "./vllm-error.ts";
+import { httpException, internalError, pythonRepr, type SchemaIssue, schemaError } from "./vllm-error.ts";
 
 export interface DevAnswer {
   status: number;
@@ -14,25 +17,58 @@ export interface DevAnswer {
 }
 
 const pauseModes: readonly string[] = ["abort", "wait", "keep"];
+const expectedModes = "'abort', 'wait' or 'keep'";
 
 /** `POST /sleep?level=1&mode=abort` (vLLM's defaults). */
 export async function sleepEndpoint(engine: SimEngine, query: URLSearchParams): Promise<DevAnswer> {
   const levelText = query.get("level") ?? "1";
   const mode = query.get("mode") ?? "abort";
-  // vLLM runs int(level): a ValueError, which its handler turns into a 400.
-  if (!/^\s*[-+]?\d+\s*$/.test(levelText)) {
-    throw badRequest(`invalid literal for int() with base 10: '${levelText}'`);
-  }
-  if (!pauseModes.includes(mode)) throw badRequest(`Invalid pause mode: ${mode}`);
-  await engine.sleep(Number(levelText), mode as PauseMode);
-  return { status: 200 };
+  const issues: SchemaIssue[] = [];
+  const level = Number.parseInt(levelText, 10);
+  if (!/^\s*[-+]?\d+\s*$/.test(levelText))
+    issues.push({
+      type: "int_parsing",
+      loc: "query.level",
+      msg: "Input should be a valid integer, unable to parse string as an integer",
+      input: levelText,
+    });
+  else if (level < 0)
+    issues.push({
+      type: "greater_than_equal",
+      loc: "query.level",
+      msg: "Input should be greater than or equal to 0",
+      input: levelText,
+      ctx: "{'ge': 0}",
+    });
+  else if (level > 2)
+    issues.push({
+      type: "less_than_equal",
+      loc: "query.level",
+      msg: "Input should be less than or equal to 2",
+      input: levelText,
+      ctx: "{'le': 2}",
+    });
+  if (!pauseModes.includes(mode))
+    issues.push({
+      type: "literal_error",
+      loc: "query.mode",
+      msg: `Input should be ${expectedModes}`,
+      input: mode,
+      ctx: `{'expected': ${pythonRepr(expectedModes)}}`,
+    });
+  if (issues.length > 0) throw schemaError(issues);
+  await engine.sleep(level, mode as PauseMode);
+  return { status: 200, json: { status: "sleeping", level } };
 }
 
-/** `POST /wake_up[?tags=weights&tags=kv_cache]`. */
+/** `POST /wake_up[?tags=weights&tags=kv_cache]`: "sleeping" while a part still sleeps. */
 export async function wakeUpEndpoint(engine: SimEngine, query: URLSearchParams): Promise<DevAnswer> {
   const tags = query.getAll("tags");
   await engine.wake(tags.length === 0 ? undefined : tags);
-  return { status: 200 };
+  return {
+    status: 200,
+    json: { status: engine.isSleeping ? "sleeping" : "awake", tags: tags.length === 0 ? null : tags },
+  };
 }
 
 /** `GET /is_sleeping`. */

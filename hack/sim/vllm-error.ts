@@ -89,6 +89,8 @@ export interface SchemaIssue {
   loc: string;
   msg: string;
   input: unknown;
+  /** A constraint's context as Python prints it (`{'le': 2}`), when pydantic gives one. */
+  ctx?: string;
 }
 
 /**
@@ -100,10 +102,16 @@ export function schemaError(issues: readonly SchemaIssue[]): VllmHttpError {
   const label = count === 1 ? "error" : "errors";
   const lines = issues.map(
     (issue) =>
-      `  {'type': '${issue.type}', 'loc': '${issue.loc}', 'msg': '${issue.msg}', 'input': ${pythonInput(issue.input)}}`,
+      `  {'type': '${issue.type}', 'loc': '${issue.loc}', 'msg': ${pythonRepr(issue.msg)}, 'input': ${pythonInput(issue.input)}${issue.ctx ? `, 'ctx': ${issue.ctx}` : ""}}`,
   );
   const message = `${count} validation ${label}:\n${lines.join("\n")}`;
   return new VllmHttpError(400, errorBody(message, "Bad Request", 400, issues[0]?.loc ?? null));
+}
+
+/** A string as Python's `repr` writes it: single quotes, double ones when it holds a single quote. */
+export function pythonRepr(text: string): string {
+  if (text.includes("'") && !text.includes('"')) return `"${text}"`;
+  return `'${text.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`;
 }
 
 function pythonInput(value: unknown): string {
@@ -116,6 +124,10 @@ function pythonValue(value: unknown, quoteStrings = false): string {
   if (value === null || value === undefined) return "None";
   if (value === true) return "True";
   if (value === false) return "False";
-  if (typeof value === "string") return quoteStrings ? `'${value.slice(0, 200)}'` : value;
+  // vLLM's validation handler cuts a long input at 200 characters and says so.
+  if (typeof value === "string")
+    return quoteStrings
+      ? pythonRepr(value.length > 200 ? `${value.slice(0, 200)}...[truncated]` : value)
+      : value;
   return String(value);
 }

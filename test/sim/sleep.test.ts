@@ -73,7 +73,7 @@ describe("sleep levels", () => {
 
     const slept = await post(engine.url, "/sleep?level=1");
     expect(slept.status).toBe(200);
-    expect(await slept.text()).toBe("");
+    expect(await slept.json()).toEqual({ status: "sleeping", level: 1 });
     expect(await isSleeping(engine.url)).toBe(true);
     expect((await fetch(`${engine.url}/health`)).status).toBe(200);
     expect((await getJson(engine.url, "/v1/models")).status).toBe(200);
@@ -100,7 +100,7 @@ describe("sleep levels", () => {
 
     const woke = await post(engine.url, "/wake_up");
     expect(woke.status).toBe(200);
-    expect(await woke.text()).toBe("");
+    expect(await woke.json()).toEqual({ status: "awake", tags: null });
     const answer = await parked;
     expect(answer.status).toBe(200);
     expect(answer.json.choices[0].finish_reason).toBe("length");
@@ -184,18 +184,45 @@ describe("sleep levels", () => {
     expect(await isSleeping(engine.url)).toBe(true);
   });
 
-  test("bad level or mode: 400 BadRequestError", async () => {
+  test("bad level or mode: FastAPI's query validation error, as vLLM 0.33 declares them (level 0 to 2)", async () => {
     const engine = await sim();
     const level = await postJson(engine.url, "/sleep?level=deep");
     expect(level.status).toBe(400);
-    expect(level.json.error).toMatchObject({ type: "BadRequestError", code: 400 });
-    expect(await postJson(engine.url, "/sleep?level=1&mode=nap")).toEqual({
+    expect(level.json.error).toMatchObject({ type: "Bad Request", param: "query.level", code: 400 });
+    expect(await postJson(engine.url, "/sleep?level=3&mode=nap")).toEqual({
       status: 400,
       json: {
-        error: { message: "Invalid pause mode: nap", type: "BadRequestError", param: null, code: 400 },
+        error: {
+          message:
+            "2 validation errors:\n" +
+            "  {'type': 'less_than_equal', 'loc': 'query.level', 'msg': 'Input should be less than or equal to 2', 'input': '3', 'ctx': {'le': 2}}\n" +
+            "  {'type': 'literal_error', 'loc': 'query.mode', 'msg': \"Input should be 'abort', 'wait' or 'keep'\", 'input': 'nap', 'ctx': {'expected': \"'abort', 'wait' or 'keep'\"}}",
+          type: "Bad Request",
+          param: "query.level",
+          code: 400,
+        },
       },
     });
+    expect((await postJson(engine.url, "/sleep?level=-1")).json.error.message).toContain(
+      "greater_than_equal",
+    );
     expect(await isSleeping(engine.url)).toBe(false);
+  });
+
+  test("sleep and wake_up answer vLLM 0.33's JSON: the level slept, awake or still sleeping and the tags", async () => {
+    const engine = await sim();
+    expect(await postJson(engine.url, "/sleep?level=1")).toEqual({
+      status: 200,
+      json: { status: "sleeping", level: 1 },
+    });
+    expect(await postJson(engine.url, "/wake_up?tags=weights")).toEqual({
+      status: 200,
+      json: { status: "sleeping", tags: ["weights"] },
+    });
+    expect(await postJson(engine.url, "/wake_up")).toEqual({
+      status: 200,
+      json: { status: "awake", tags: null },
+    });
   });
 
   test("collective_rpc: reload while the weights sleep is a 500; bad bodies are 400", async () => {
