@@ -282,8 +282,11 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
       POST: async (e, c) => json(await sleepApi.collectiveRpcEndpoint(e, await c.body()))(c),
     };
     table["/reset_prefix_cache"] = {
-      POST: async (e, c) => json(await sleepApi.resetPrefixCacheEndpoint(e))(c),
+      POST: async (e, c) => json(await sleepApi.resetPrefixCacheEndpoint(e, c.query))(c),
     };
+    // Caches the simulator does not have: vLLM resets them and answers an empty 200.
+    table["/reset_mm_cache"] = { POST: (_e, c) => send(c.res, 200) };
+    table["/reset_encoder_cache"] = { POST: (_e, c) => send(c.res, 200) };
     if (engine.options.enableSleepMode) {
       table["/sleep"] = { POST: async (e, c) => json(await sleepApi.sleepEndpoint(e, c.query))(c) };
       table["/wake_up"] = { POST: async (e, c) => json(await sleepApi.wakeUpEndpoint(e, c.query))(c) };

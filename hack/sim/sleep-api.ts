@@ -3,11 +3,13 @@
  * `{"status": "sleeping", "level": n}` from `/sleep` (its `level` and `mode`
  * read as FastAPI reads query parameters: an integer from 0 to 2, one of the
  * pause modes, else its validation error), `{"status": "awake"|"sleeping",
- * "tags": [...]|null}` from `/wake_up`, `{"is_sleeping": bool}`, an empty
- * `200` from `/reset_prefix_cache`, and `{"results": [...]}` from `/collective_rpc`.
+ * "tags": [...]|null}` from `/wake_up`, `{"is_sleeping": bool}`,
+ * `{"success": bool}` from `/reset_prefix_cache`, and `{"results": [...]}` from
+ * `/collective_rpc`.
  * vLLM only mounts them with `VLLM_SERVER_DEV_MODE=1`; the router also asks
  * for `--enable-sleep-mode` before it mounts the sleep ones.
  */
+import { laxBool } from "../../lib/lax-bool.ts";
 import type { PauseMode, SimEngine } from "./engine.ts";
 import { httpException, internalError, pythonRepr, type SchemaIssue, schemaError } from "./vllm-error.ts";
 
@@ -84,7 +86,9 @@ export async function collectiveRpcEndpoint(engine: SimEngine, rawBody: string):
   } catch (error) {
     throw httpException(400, `JSON decode error: ${(error as Error).message}`);
   }
-  const method = body && typeof body === "object" ? (body as { method?: unknown }).method : undefined;
+  if (!body || typeof body !== "object" || Array.isArray(body))
+    throw httpException(400, "Request body must be a JSON object");
+  const method = (body as { method?: unknown }).method;
   if (method === undefined || method === null) throw httpException(400, "Missing 'method' in request body");
   if (method !== "reload_weights") {
     throw internalError(
@@ -95,8 +99,16 @@ export async function collectiveRpcEndpoint(engine: SimEngine, rawBody: string):
   return { status: 200, json: { results: [null] } };
 }
 
-/** `POST /reset_prefix_cache`. */
-export async function resetPrefixCacheEndpoint(engine: SimEngine): Promise<DevAnswer> {
+/**
+ * `POST /reset_prefix_cache[?reset_running_requests=true]`: vLLM's reset fails (`success:
+ * false`, for the caller to retry) while running requests hold cache blocks, unless told to
+ * reset those too.
+ */
+export async function resetPrefixCacheEndpoint(
+  engine: SimEngine,
+  query: URLSearchParams,
+): Promise<DevAnswer> {
+  const resetRunning = laxBool(query.get("reset_running_requests") ?? "false") === true;
   await engine.resetPrefixCache();
-  return { status: 200 };
+  return { status: 200, json: { success: resetRunning || engine.gauges().running === 0 } };
 }

@@ -46,7 +46,37 @@ describe("sleep endpoints exist only with VLLM_SERVER_DEV_MODE=1 and --enable-sl
       status: 200,
       json: { results: [null] },
     });
-    expect((await post(engine.url, "/reset_prefix_cache")).status).toBe(200);
+    expect(await postJson(engine.url, "/reset_prefix_cache")).toEqual({
+      status: 200,
+      json: { success: true },
+    });
+  });
+
+  test("cache resets as vLLM 0.33's: a prefix-cache reset fails while requests run, unless told to reset those", async () => {
+    const engine = await sim({ devMode: true, timeScale: 1, ttftMs: 10_000 });
+    const controller = new AbortController();
+    const running = await post(
+      engine.url,
+      "/v1/chat/completions",
+      chat("x", { max_tokens: 1, stream: true }),
+      {
+        signal: controller.signal,
+      },
+    );
+    await expect.poll(() => engine.engine.gauges().running).toBe(1);
+    expect((await postJson(engine.url, "/reset_prefix_cache")).json).toEqual({ success: false });
+    expect((await postJson(engine.url, "/reset_prefix_cache?reset_running_requests=true")).json).toEqual({
+      success: true,
+    });
+    controller.abort();
+    await running.body?.cancel().catch(() => {});
+    for (const path of ["/reset_mm_cache", "/reset_encoder_cache"]) {
+      const response = await post(engine.url, path);
+      expect([response.status, await response.text()]).toEqual([200, ""]);
+    }
+    expect((await postJson(engine.url, "/collective_rpc", ["reload_weights"])).json).toEqual({
+      error: { message: "Request body must be a JSON object", type: "Bad Request", param: null, code: 400 },
+    });
   });
 
   test("the process environment decides dev mode by default", async () => {
