@@ -105,6 +105,7 @@ export function parseOpenAIRequest(
     stop();
     checkBool("stream");
     streamOptionsField();
+    stringField("user");
     tail();
     checkBool("echo");
   } else {
@@ -116,6 +117,8 @@ export function parseOpenAIRequest(
     stop();
     checkBool("stream");
     streamOptionsField();
+    stringField("suffix");
+    stringField("user");
     tail();
   }
   if (issues.length > 0) throw schemaError(issues);
@@ -129,6 +132,7 @@ export function parseOpenAIRequest(
   if (model && !servedModelNames.includes(model)) throw modelNotFound(model, servedModelNames);
   const unparsed = unparsedToolChoice(toolChoice);
   if (unparsed) throw unparsed;
+  if (kind === "completion") checkSuffix(fields);
 
   const output = requestedOutput(kind, fields, maxModelLen);
   checkRequestedOutput(output);
@@ -275,6 +279,22 @@ interface PromptText {
   fromText: boolean;
   /** The token ids given instead of text. */
   ids?: readonly number[];
+}
+
+/**
+ * A completion's `suffix` asks for fill-in-the-middle, which vLLM renders only for models with a
+ * FIM template; the simulated model has none, so vLLM's renderer refuses it, as it does here.
+ */
+function checkSuffix(fields: Record<string, unknown>): void {
+  if (fields.suffix === undefined || fields.suffix === null) return;
+  if (laxBool(fields.echo) === true) throw badRequest("Echo is unsupported with suffix.", "suffix");
+  const prompt = fields.prompt;
+  if (
+    typeof prompt === "string" ||
+    (Array.isArray(prompt) && prompt.every((item) => typeof item === "string"))
+  )
+    throw badRequest("suffix is only supported for models with FIM completion rendering", "suffix");
+  throw badRequest("suffix requires text prompt input for FIM completion rendering", "suffix");
 }
 
 /** vLLM's engine refuses a token id outside the vocabulary (it names no parameter). */

@@ -211,6 +211,25 @@ describe("bad requests get vLLM's error bodies", () => {
     }
   });
 
+  test("a completion's suffix (fill-in-the-middle) is refused, as vLLM's renderer refuses it without a FIM template", async () => {
+    const engine = await sim();
+    const refused = async (body: Record<string, unknown>) =>
+      (await postJson(engine.url, "/v1/completions", { prompt: "def f(", max_tokens: 2, ...body })).json
+        .error;
+    expect(await refused({ suffix: "return x" })).toEqual({
+      message: "suffix is only supported for models with FIM completion rendering",
+      type: "BadRequestError",
+      param: "suffix",
+      code: 400,
+    });
+    expect((await refused({ suffix: "x", echo: true })).message).toBe("Echo is unsupported with suffix.");
+    expect((await refused({ suffix: "x", prompt: [1, 2] })).message).toBe(
+      "suffix requires text prompt input for FIM completion rendering",
+    );
+    // `user` is a string in vLLM's schema.
+    expect((await refused({ user: 7 })).param).toBe("body.user");
+  });
+
   test("stream_options without stream is refused, naming stream_options", async () => {
     const engine = await sim();
     const { status, json } = await postJson(
