@@ -140,9 +140,19 @@ export class Autoscaler {
       slot.remove(key);
       if (slot.members.size === 0) {
         slot.standDown();
+        slot.forgetSeries();
         this.slots.delete(slotKey);
       }
     }
+  }
+
+  /**
+   * A model gone for good, after `removeModel` (a reload removed it, its Model was deleted; not a
+   * move to another slot): its metric series go, as they can no longer grow.
+   */
+  forgetModel(id: string): void {
+    this.metrics.forget(id);
+    this.learningMetricSet.forgetModel(id);
   }
 
   /** New settings or desired count for a model already added. */

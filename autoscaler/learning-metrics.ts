@@ -1,3 +1,4 @@
+import { forgetSeries } from "../lib/forget-series.ts";
 import { Counter, type Registry } from "../lib/prometheus.ts";
 
 /**
@@ -6,7 +7,7 @@ import { Counter, type Registry } from "../lib/prometheus.ts";
  * totals up to the moment of the scrape.
  */
 export function learningMetrics(registry: Registry, collect: { models?(): void; slots?(): void } = {}) {
-  return {
+  const metrics = {
     prewarms: new Counter({
       name: "snooze_prewarms_total",
       help: "Prewarms (a wake, or a replica kept awake, ahead of a predicted or announced request), by outcome: hit (a request arrived while it was awake from the prewarm), wasted, or asleep (a staged start of a cold model that reached its sleep before a request came).",
@@ -27,6 +28,18 @@ export function learningMetrics(registry: Registry, collect: { models?(): void; 
       registers: [registry],
       collect: collect.slots,
     }),
+  };
+  return {
+    ...metrics,
+    /** A model gone for good: its series go (see activator/metrics.ts `forget`). */
+    forgetModel(model: string): void {
+      forgetSeries(metrics.prewarms, { model });
+      forgetSeries(metrics.gpuSeconds, { model });
+    },
+    /** A slot gone (its last member left it): its series go. */
+    forgetSlot(slot: string): void {
+      forgetSeries(metrics.slotGpuSeconds, { slot });
+    },
   };
 }
 

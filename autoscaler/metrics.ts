@@ -1,3 +1,4 @@
+import { forgetSeries } from "../lib/forget-series.ts";
 import { activationBuckets } from "../lib/metrics-buckets.ts";
 import { Counter, Gauge, Histogram, type Registry } from "../lib/prometheus.ts";
 import { type Tier, tiers } from "../lib/replica-event.ts";
@@ -32,6 +33,10 @@ export function autoscalerMetrics(registry: Registry) {
       for (const tier of tiers)
         if (now === undefined) replicaTier.remove({ model, tier });
         else replicaTier.set({ model, tier }, tier === now ? 1 : 0);
+    },
+    /** A model gone for good (a reload removed it, its Model was deleted): its series go too. */
+    forget(model: string) {
+      for (const metric of [activation, transitions, replicaTier]) forgetSeries(metric, { model });
     },
   };
 }

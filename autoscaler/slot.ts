@@ -1,5 +1,6 @@
 import { type Context, context, ROOT_CONTEXT, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
+import { forgetSeries } from "../lib/forget-series.ts";
 import type { Logger } from "../lib/log.ts";
 import { activationBuckets } from "../lib/metrics-buckets.ts";
 import { Counter, Gauge, Histogram, type Registry } from "../lib/prometheus.ts";
@@ -103,9 +104,18 @@ export class Slot {
 
   remove(key: string): void {
     this.members.delete(key);
-    // A member gone (a reload, a deleted Model) is no longer one of the slot's: its series goes.
+    // A member gone (a reload, a deleted Model) is no longer one of the slot's: its series go, its
+    // swaps' too (they can no longer grow; left, a slot whose members changed for weeks kept them all).
     this.deps.metrics.resident.remove({ slot: this.label, model: key });
+    forgetSeries(this.deps.metrics.swaps, { slot: this.label, from: key });
+    forgetSeries(this.deps.metrics.swaps, { slot: this.label, to: key });
     this.changed();
+  }
+
+  /** The slot is gone (its last member left it): its series go with it. */
+  forgetSeries(): void {
+    for (const metric of Object.values(this.deps.metrics)) forgetSeries(metric, { slot: this.label });
+    this.deps.learning?.forgetSlot(this.label);
   }
 
   lead(): void {

@@ -266,6 +266,7 @@ export class LocalModels {
     autoscaler.removeModel(id);
     await platform.removeModel(id);
     activator.removeModel(id);
+    autoscaler.forgetModel(id);
     this.log.info("model removed", { model: id });
   }
 }

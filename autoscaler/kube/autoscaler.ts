@@ -339,7 +339,14 @@ export class KubeAutoscaler {
       if (existing) this.removeModel(parsed.key);
       this.addModel(parsed, unitKey);
     }
-    for (const key of [...this.entries.keys()]) if (!seen.has(key)) this.removeModel(key);
+    for (const [key, entry] of [...this.entries]) {
+      if (seen.has(key)) continue;
+      this.removeModel(key);
+      // Its metric series go once no Model left serves its id (they are labelled by the id).
+      const id = entry.model.config.id;
+      if (![...this.entries.values()].some((other) => other.model.config.id === id))
+        this.core.forgetModel(id);
+    }
     this.syncSlots();
     this.scheduleWorkloadSync();
   }

@@ -332,13 +332,10 @@ models:
     expect(stream.text).toMatch(/"finish_reason":"(length|stop)"/);
     await until(() => run.stderr().includes('"msg":"model removed"'), 5_000, "llama's removal");
     expect(gone(llamaEngine.pgid)).toBe(true);
-    // Its gauges went with it: tier, held and in flight (found by an outside tester: the in-flight
-    // series stayed). Its counters keep their history.
+    // Its series went with it: gauges (found by an outside tester: the in-flight series stayed),
+    // counters and histograms (found by a probe: about 60 series stayed for every model removed).
     const series = (await metrics(url)).split("\n").filter((line) => line.includes('model="llama"'));
-    expect(
-      series.filter((line) => /^snooze_(replica_tier|held_requests|in_flight_requests)\{/.test(line)),
-    ).toEqual([]);
-    expect(series.some((line) => line.startsWith("snooze_requests_total{"))).toBe(true);
+    expect(series).toEqual([]);
     // Settings only: the same engine still serves qwen.
     expect((await ask(url, "qwen")).status).toBe(200);
     expect(engineOf(run.stateDir, "qwen")!.pgid).toBe(qwenEngine.pgid);
