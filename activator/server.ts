@@ -175,6 +175,7 @@ export function createActivatorServer({
   const timeline = new Timeline({
     slotOf: (id) => activator.routes.get(id)?.config.slot,
     addedAt: (id) => activator.routes.get(id)?.addedAt,
+    listed: (id) => activator.routes.has(id),
     slots: () => admin.slots(),
   });
   const unwatch = activator.watch((event) => timeline.observe(event));

@@ -201,4 +201,52 @@ describe("the timeline", () => {
     at(3_700);
     expect(timeline.entries()).toEqual([]);
   });
+
+  test("a model no longer listed keeps no history once its last replica is gone (found by a probe: one ledger per model ever served)", () => {
+    let now = t0;
+    const listed = new Set(["qwen", "llama"]);
+    const timeline = new Timeline({ now: () => now, listed: (model) => listed.has(model) });
+    const event = (model: string, seconds: number, tier: Tier) => {
+      now = t0 + seconds * 1000;
+      timeline.observe({ model, replica: `${model}-1`, tier, since: now });
+    };
+    const fresh = [{ tier: "cold", from: t0 }];
+    for (const model of ["qwen", "llama"]) {
+      event(model, 1, "starting");
+      event(model, 2, "ready");
+    }
+    event("qwen", 3, "cold");
+    expect(timeline.segments("qwen")).not.toEqual(fresh);
+
+    // Removed while cold: gone with the list's change.
+    listed.delete("qwen");
+    timeline.modelsChanged();
+    expect(timeline.segments("qwen")).toEqual(fresh);
+    expect(timeline.usage("qwen").awakeSeconds).toBe(0);
+
+    // Removed while it runs: kept while its engine serves what it held, gone once it stops.
+    listed.delete("llama");
+    timeline.modelsChanged();
+    expect(timeline.segments("llama")).not.toEqual(fresh);
+    event("llama", 4, "cold");
+    expect(timeline.segments("llama")).toEqual(fresh);
+    // The stops stay in the last hour's entries, as everything that happened does.
+    expect(timeline.entries().filter((e) => e.kind === "stop")).toHaveLength(2);
+  });
+
+  test("a slot no longer reported keeps no record of its last swap", () => {
+    const timeline = new Timeline({ now: () => t0 + 10_000 });
+    const slot = (name: string) => ({
+      name,
+      policy: "sticky",
+      members: ["llama", "qwen"],
+      waiting: [],
+      swaps: 1,
+      maxResidents: 1,
+      lastSwap: { from: "llama", to: "qwen", at: "2026-01-01T00:00:06.000Z", durationMs: 2_500 },
+    });
+    const seen = () => (timeline as unknown as { swapsSeen: Map<string, string> }).swapsSeen.size;
+    for (let round = 0; round < 10; round++) timeline.noteSlots([slot("gpu0"), slot(`gone${round}`)]);
+    expect(seen()).toBe(2);
+  });
 });

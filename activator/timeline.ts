@@ -52,6 +52,11 @@ export interface TimelineOptions {
   slots?(): Promise<SlotStatus[]>;
   /** When a model was added (a reload), if after the timeline's start: its usage counts from then. */
   addedAt?(model: string): number | undefined;
+  /**
+   * Whether a model is served (listed) now. A model that is not, once no replica of it is left, has
+   * its tier history and GPU time dropped; without this they are kept for every model ever seen.
+   */
+  listed?(model: string): boolean;
   now?(): number;
   /** How far back entries and segments are kept (default one hour). */
   windowMs?: number;
@@ -257,10 +262,15 @@ export class Timeline {
     before.since = at;
     if (to === "cold") this.replicas.delete(key);
     this.modelChanged(event.model, at);
+    // A removed model's engine stops after the model left the list (it served what it held first).
+    if (to === "cold") this.forgetIfGone(event.model);
   }
 
   /** Swaps the slots report that this timeline has not listed yet. */
   noteSlots(statuses: SlotStatus[]): void {
+    // Slots a reload took away: their last swap is no longer reported (the statuses are all slots).
+    const named = new Set(statuses.map((slot) => slot.name));
+    for (const name of this.swapsSeen.keys()) if (!named.has(name)) this.swapsSeen.delete(name);
     for (const slot of statuses) {
       const swap = slot.lastSwap;
       if (!swap) continue;
@@ -283,7 +293,19 @@ export class Timeline {
 
   /** The model list changed other than by a replica event (a model added or removed, a reload refused). */
   modelsChanged(): void {
+    for (const model of this.ledgers.keys()) this.forgetIfGone(model);
     this.publish({ type: "models" });
+  }
+
+  /**
+   * A model no longer listed with no replica left: its ledger goes (found by a probe: a Snooze whose
+   * reloads added and removed models kept a ledger of up to 500 segments for every one, for good).
+   * Added again, it begins afresh, as its usage does from its new `addedAt`.
+   */
+  private forgetIfGone(model: string): void {
+    if (this.options.listed?.(model) !== false) return;
+    for (const key of this.replicas.keys()) if (key.startsWith(`${model}\u0000`)) return;
+    this.ledgers.delete(model);
   }
 
   close(): void {
