@@ -5,7 +5,7 @@ import { promisify } from "node:util";
 import { context, propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from "@opentelemetry/core";
-import { afterEach, expect, test } from "vitest";
+import { afterEach, expect, test, vi } from "vitest";
 import { freePort } from "../lib/free-port.ts";
 import { EngineClient, EngineError, vllmApiKey } from "./engine-client.ts";
 
@@ -185,6 +185,38 @@ test("a sleep call abandoned by its caller's signal ends at once, before its own
     message: "POST /sleep?level=1&mode=wait: no answer within 100ms",
     timedOut: true,
   });
+});
+
+test("each call's time limit ends with the call, answered or failed (found by a probe: a warm-up's stayed for its whole 10 minutes)", async () => {
+  let asleep = false;
+  const { client } = await engine((req, res) => {
+    if (req.url === "/is_sleeping") json(res, 200, { is_sleeping: asleep });
+    else if (req.url === "/v1/completions") json(res, 200, { choices: [{ text: "ok" }] });
+    else res.end();
+  });
+  // Distinct limits, so that only these calls' timers are counted.
+  const limits = new Set([600_001, 600_002, 600_003, 600_004, 600_005]);
+  const armed: unknown[] = [];
+  const cleared = new Set<unknown>();
+  const arm = vi.spyOn(globalThis, "setTimeout");
+  const clear = vi.spyOn(globalThis, "clearTimeout");
+  try {
+    await client.sleep(1, "wait", 600_001).catch(() => {}); // still awake: fails
+    asleep = true;
+    await client.sleep(1, "wait", 600_002);
+    await client.wake(2, 600_003).catch(() => {}); // still asleep: fails
+    asleep = false;
+    await client.warmup("m", 600_004);
+    await client.healthy(600_005);
+    for (const [index, [, ms]] of arm.mock.calls.entries())
+      if (limits.has(ms as number)) armed.push(arm.mock.results[index]!.value);
+    for (const [handle] of clear.mock.calls) cleared.add(handle);
+  } finally {
+    arm.mockRestore();
+    clear.mockRestore();
+  }
+  expect(armed).toHaveLength(5);
+  expect(armed.filter((handle) => !cleared.has(handle))).toEqual([]);
 });
 
 test("health is any 2xx; metrics are read whatever the status", async () => {

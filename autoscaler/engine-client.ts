@@ -77,12 +77,29 @@ const isOk = (status: number) => status >= 200 && status < 300;
 interface Deadline {
   signal: AbortSignal;
   ms: number;
+  /** The calls are over: the timer goes now. */
+  end(): void;
 }
 type Within = number | Deadline;
-/** `ms` from now, or sooner when `abandon` (the caller's own signal) aborts. */
+/**
+ * `ms` from now, or sooner when `abandon` (the caller's own signal) aborts; `end` it once the calls
+ * are over. Not `AbortSignal.timeout`, which cannot be cancelled: its timer, the signal and what
+ * listened to it stayed until the time was up, though the call had ended (found by a probe: after
+ * 20 rounds of starts, wakes, sleeps and swaps, about ten per round were still there, the warm-ups'
+ * for their whole `startTimeout`, 10 minutes).
+ */
 const deadline = (ms: number, abandon?: AbortSignal): Deadline => {
-  const timeout = AbortSignal.timeout(ms);
-  return { signal: abandon ? AbortSignal.any([timeout, abandon]) : timeout, ms };
+  const timeout = new AbortController();
+  const timer = setTimeout(
+    () => timeout.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")),
+    ms,
+  );
+  timer.unref();
+  return {
+    signal: abandon ? AbortSignal.any([timeout.signal, abandon]) : timeout.signal,
+    ms,
+    end: () => clearTimeout(timer),
+  };
 };
 
 /** An answer's status and body text. */
@@ -156,12 +173,16 @@ export class EngineClient {
    */
   async sleep(level: 1 | 2, mode: SleepMode, timeoutMs: number, abandon?: AbortSignal): Promise<void> {
     const within = deadline(timeoutMs, abandon);
-    await this.call("POST", `/sleep?level=${level}&mode=${mode}`, within);
-    const asleep = await this.sleeping(within).catch((error: unknown) => {
-      if (isLocalFailure(error)) return true;
-      throw error;
-    });
-    if (!asleep) throw new EngineError("the engine still reports is_sleeping=false after sleep");
+    try {
+      await this.call("POST", `/sleep?level=${level}&mode=${mode}`, within);
+      const asleep = await this.sleeping(within).catch((error: unknown) => {
+        if (isLocalFailure(error)) return true;
+        throw error;
+      });
+      if (!asleep) throw new EngineError("the engine still reports is_sleeping=false after sleep");
+    } finally {
+      within.end();
+    }
   }
 
   /**
@@ -170,15 +191,19 @@ export class EngineClient {
    */
   async wake(fromLevel: 1 | 2, timeoutMs: number, abandon?: AbortSignal): Promise<void> {
     const within = deadline(timeoutMs, abandon);
-    if (fromLevel === 2) {
-      await this.call("POST", "/wake_up?tags=weights", within);
-      await this.call("POST", "/collective_rpc", within, { method: "reload_weights" });
-      await this.call("POST", "/wake_up?tags=kv_cache", within);
-    } else {
-      await this.call("POST", "/wake_up", within);
+    try {
+      if (fromLevel === 2) {
+        await this.call("POST", "/wake_up?tags=weights", within);
+        await this.call("POST", "/collective_rpc", within, { method: "reload_weights" });
+        await this.call("POST", "/wake_up?tags=kv_cache", within);
+      } else {
+        await this.call("POST", "/wake_up", within);
+      }
+      if (await this.sleeping(within))
+        throw new EngineError("the engine still reports is_sleeping=true after wake_up");
+    } finally {
+      within.end();
     }
-    if (await this.sleeping(within))
-      throw new EngineError("the engine still reports is_sleeping=true after wake_up");
   }
 
   /**
@@ -193,10 +218,12 @@ export class EngineClient {
     // A connection dropped before any answer (the engine closed a kept-alive one, a reset) is sent
     // once more, as the activator does for a request: it says nothing about the engine's health.
     // One given up on purpose is not.
-    const body = (await ask().catch((error: unknown) => {
-      if (isTransportError(error) && !within.signal.aborted) return ask();
-      throw error;
-    })) as { choices?: { text?: unknown }[] } | undefined;
+    const body = (await ask()
+      .catch((error: unknown) => {
+        if (isTransportError(error) && !within.signal.aborted) return ask();
+        throw error;
+      })
+      .finally(within.end)) as { choices?: { text?: unknown }[] } | undefined;
     const choice = Array.isArray(body?.choices) ? body.choices[0] : undefined;
     if (typeof choice?.text !== "string")
       throw new EngineError(
@@ -240,7 +267,8 @@ export class EngineClient {
 
   /** One request within its time, answer read whole; a call that gets no answer is an EngineError. */
   private async send(method: string, path: string, within: Within, json?: unknown): Promise<Answer> {
-    const { signal, ms } = typeof within === "number" ? deadline(within) : within;
+    const own = typeof within === "number" ? deadline(within) : undefined;
+    const { signal, ms } = own ?? (within as Deadline);
     // Sleep, wake and warm-up run inside their snooze.* spans: the engine sees that trace context.
     // Not the baggage of the caller whose request began the activation: it is that caller's
     // application data, and these calls are Snooze's own, made for every request held.
@@ -267,6 +295,8 @@ export class EngineClient {
       const cause = timedOut ? `no answer within ${ms}ms` : (error as Error).message;
       const local = localResourceCodes.has((error as { code?: string }).code ?? "");
       throw new EngineError(`${method} ${path}: ${cause}`, undefined, timedOut, local);
+    } finally {
+      own?.end();
     }
   }
 }
