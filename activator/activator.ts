@@ -964,6 +964,9 @@ export class Activator {
     // on/off rather than once: `once` wraps the listener in two more objects per held request.
     const onClose = () => cancel();
     res.on("close", onClose);
+    // Gone already (it left while its large body was parsed off the loop): its "close" came and went,
+    // and nothing else takes it out of the queue before capacity or its budget comes (found by a probe).
+    if (res.destroyed) cancel();
     let outcome = "dispatched";
     try {
       const backend = await promise;
