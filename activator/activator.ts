@@ -602,6 +602,10 @@ export class Activator {
         !form && body.length >= offLoopBytes && isJsonType(contentType)
           ? await readJsonBodyOffLoop(body)
           : undefined;
+      // The client may have left during that parse: its "close" came and went before a hold or a
+      // relay listened for it, so it was held until capacity or its budget came, or sent to the
+      // engine, which generated its whole answer for no one (found by a probe).
+      if (json !== undefined && res.destroyed) return 499;
       // A Knative route names the model by its Host; the body goes to the engine as the client sent it.
       // A stored response's retrieve or cancel names no model: the one that made it, unless a header does.
       const learned =
@@ -964,9 +968,6 @@ export class Activator {
     // on/off rather than once: `once` wraps the listener in two more objects per held request.
     const onClose = () => cancel();
     res.on("close", onClose);
-    // Gone already (it left while its large body was parsed off the loop): its "close" came and went,
-    // and nothing else takes it out of the queue before capacity or its budget comes (found by a probe).
-    if (res.destroyed) cancel();
     let outcome = "dispatched";
     try {
       const backend = await promise;
