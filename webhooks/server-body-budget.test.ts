@@ -1,14 +1,11 @@
 import { connect, type TLSSocket } from "node:tls";
-import { Registry } from "prom-client";
 import { Agent, fetch } from "undici";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { silentLogger } from "../lib/log.ts";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
-import { FakeLeases, fakeClaims } from "../test/support/webhooks/fake-leases.ts";
 import { resources, review } from "../test/support/webhooks/review-fixtures.ts";
-import { type CertificatePem, createCA, issueServingCert } from "./certs/x509.ts";
-import { webhookMetrics } from "./metrics.ts";
-import { startWebhookServer, type WebhookServer } from "./server.ts";
+import { startTestWebhookServer } from "../test/support/webhooks/test-server.ts";
+import type { CertificatePem } from "./certs/x509.ts";
+import type { WebhookServer } from "./server.ts";
 
 /**
  * Large reviews are read and decided a few at a time (their bytes share a budget of twice the body
@@ -22,28 +19,11 @@ let dispatcher: Agent;
 const maxBodyBytes = 1024 * 1024;
 
 beforeAll(async () => {
-  const validity = { notBefore: new Date(Date.now() - 60_000), notAfter: new Date(Date.now() + 3_600_000) };
-  ca = await createCA("test-ca", validity);
-  const registry = new Registry();
-  server = await startWebhookServer({
-    host: "127.0.0.1",
-    port: 0,
-    tls: await issueServingCert(ca, ["127.0.0.1"], validity),
-    deps: {
-      cluster,
-      autoscaler: {
-        username: "system:serviceaccount:snooze-system:snooze-autoscaler",
-        leaseNamespace: "snooze-system",
-      },
-      claims: fakeClaims(new FakeLeases()),
-    },
-    registry,
-    metrics: webhookMetrics(registry),
-    log: silentLogger,
+  ({ server, ca } = await startTestWebhookServer({
+    deps: { cluster },
     maxBodyBytes,
     decisionTimeoutMs: 5_000,
-    ready: () => true,
-  });
+  }));
   dispatcher = new Agent({ connect: { ca: ca.certPem } });
 });
 

@@ -1,12 +1,8 @@
 import { connect } from "node:tls";
-import { Registry } from "prom-client";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { silentLogger } from "../lib/log.ts";
-import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
-import { fakeClaims } from "../test/support/webhooks/fake-leases.ts";
-import { type CertificatePem, createCA, issueServingCert } from "./certs/x509.ts";
-import { webhookMetrics } from "./metrics.ts";
-import { startWebhookServer, type WebhookServer } from "./server.ts";
+import { startTestWebhookServer } from "../test/support/webhooks/test-server.ts";
+import type { CertificatePem } from "./certs/x509.ts";
+import type { WebhookServer } from "./server.ts";
 
 /**
  * On a shared port (SO_REUSEPORT) the kernel hands connections to every listener, ready or not:
@@ -18,29 +14,13 @@ let server: WebhookServer;
 let ready = false;
 
 beforeAll(async () => {
-  const validity = { notBefore: new Date(Date.now() - 60_000), notAfter: new Date(Date.now() + 3_600_000) };
-  ca = await createCA("shared-port-ca", validity);
-  const registry = new Registry();
-  server = await startWebhookServer({
-    host: "127.0.0.1",
-    port: 0,
+  ({ server, ca } = await startTestWebhookServer({
+    caName: "shared-port-ca",
     reusePort: true,
-    tls: await issueServingCert(ca, ["127.0.0.1"], validity),
-    deps: {
-      cluster: new FakeClusterReader(),
-      autoscaler: {
-        username: "system:serviceaccount:snooze-system:snooze-autoscaler",
-        leaseNamespace: "snooze-system",
-      },
-      claims: fakeClaims(),
-    },
-    registry,
-    metrics: webhookMetrics(registry),
-    log: silentLogger,
     maxBodyBytes: 64 * 1024,
     decisionTimeoutMs: 1_000,
     ready: () => ready,
-  });
+  }));
 });
 
 afterAll(() => server?.close(0));

@@ -1,40 +1,18 @@
 import { connect } from "node:tls";
-import { Registry } from "prom-client";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { silentLogger } from "../lib/log.ts";
-import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
-import { FakeLeases, fakeClaims } from "../test/support/webhooks/fake-leases.ts";
-import { type CertificatePem, createCA, issueServingCert } from "./certs/x509.ts";
-import { webhookMetrics } from "./metrics.ts";
-import { startWebhookServer, type WebhookServer } from "./server.ts";
+import { startTestWebhookServer } from "../test/support/webhooks/test-server.ts";
+import type { CertificatePem } from "./certs/x509.ts";
+import type { WebhookServer } from "./server.ts";
 
 let ca: CertificatePem;
 let server: WebhookServer;
 
 beforeAll(async () => {
-  const validity = { notBefore: new Date(Date.now() - 60_000), notAfter: new Date(Date.now() + 3_600_000) };
-  ca = await createCA("test-ca", validity);
-  const registry = new Registry();
-  server = await startWebhookServer({
-    host: "127.0.0.1",
-    port: 0,
-    tls: await issueServingCert(ca, ["127.0.0.1"], validity),
-    deps: {
-      cluster: new FakeClusterReader(),
-      autoscaler: {
-        username: "system:serviceaccount:snooze-system:snooze-autoscaler",
-        leaseNamespace: "snooze-system",
-      },
-      claims: fakeClaims(new FakeLeases()),
-    },
-    registry,
-    metrics: webhookMetrics(registry),
-    log: silentLogger,
+  ({ server, ca } = await startTestWebhookServer({
     maxBodyBytes: 1024 * 1024,
     decisionTimeoutMs: 5_000,
     requestTimeoutMs: 1_000,
-    ready: () => true,
-  });
+  }));
 });
 
 afterAll(async () => {

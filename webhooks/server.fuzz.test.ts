@@ -1,15 +1,11 @@
 import fc from "fast-check";
-import { Registry } from "prom-client";
 import { Agent, fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { silentLogger } from "../lib/log.ts";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
-import { fakeClaims } from "../test/support/webhooks/fake-leases.ts";
 import { resources, review } from "../test/support/webhooks/review-fixtures.ts";
-import { createCA, issueServingCert } from "./certs/x509.ts";
+import { startTestWebhookServer } from "../test/support/webhooks/test-server.ts";
 import { webhookPaths } from "./handlers.ts";
-import { webhookMetrics } from "./metrics.ts";
-import { startWebhookServer, type WebhookServer } from "./server.ts";
+import type { WebhookServer } from "./server.ts";
 
 /**
  * Fuzzing the running HTTPS server: malformed bodies always get 400 (never a verdict, never a 5xx);
@@ -21,28 +17,13 @@ let dispatcher: Agent;
 const cluster = new FakeClusterReader();
 
 beforeAll(async () => {
-  const validity = { notBefore: new Date(Date.now() - 60_000), notAfter: new Date(Date.now() + 3_600_000) };
-  const ca = await createCA("fuzz-ca", validity);
-  const registry = new Registry();
-  server = await startWebhookServer({
-    host: "127.0.0.1",
-    port: 0,
-    tls: await issueServingCert(ca, ["127.0.0.1"], validity),
-    deps: {
-      cluster,
-      autoscaler: {
-        username: "system:serviceaccount:snooze-system:snooze-autoscaler",
-        leaseNamespace: "snooze-system",
-      },
-      claims: fakeClaims(),
-    },
-    registry,
-    metrics: webhookMetrics(registry),
-    log: silentLogger,
+  const { server: started, ca } = await startTestWebhookServer({
+    caName: "fuzz-ca",
+    deps: { cluster },
     maxBodyBytes: 256 * 1024,
     decisionTimeoutMs: 2_000,
-    ready: () => true,
   });
+  server = started;
   dispatcher = new Agent({ connect: { ca: ca.certPem }, connections: 4 });
   cluster.slotState = async () => ({ residents: [{ kind: "Model", name: "other", tier: "ready" }] });
 });
