@@ -78,9 +78,21 @@ models:
     expect(((await b.json()) as any).choices[0].message.content).toBe(served);
     expect(starts(dir)).toBe(2);
     const metrics = await snooze.registry.metrics();
-    expect(metricValue(metrics, "snooze_resent_requests_total", { reason: "unresponsive" })).toBe(1);
-    expect(metricValue(metrics, "snooze_resent_requests_total", { reason: "unreachable" })).toBe(1);
-    expect(metricValue(metrics, "snooze_upstream_errors_total", { reason: "unresponsive" })).toBe(1);
+    // Each request was sent again once. The refused one's reason is `unreachable`; the hung one's
+    // is `unresponsive` when the control plane's verdict on the engine reaches its forward first,
+    // and `unreachable` too when, on a loaded machine, the engine's closed port is found first
+    // (seen in CI and with three busy loops beside the test, before and after this session's
+    // changes): the request is served by the replacement either way.
+    const count = (name: string) =>
+      ["unresponsive", "unreachable"].reduce(
+        (sum, reason) => sum + metricValue(metrics, name, { reason }),
+        0,
+      );
+    expect(count("snooze_resent_requests_total")).toBe(2);
+    expect(count("snooze_upstream_errors_total")).toBe(2);
+    expect(
+      metricValue(metrics, "snooze_resent_requests_total", { reason: "unreachable" }),
+    ).toBeGreaterThanOrEqual(1);
   });
 
   test("a request that kills every engine it reaches: sent to one replacement, then 502 upstream_died with the exit, no crash loop", {
