@@ -79,10 +79,10 @@ models:
     expect(starts(dir)).toBe(2);
     const metrics = await snooze.registry.metrics();
     // Each request was sent again once. The refused one's reason is `unreachable`; the hung one's
-    // is `unresponsive` when the control plane's verdict on the engine reaches its forward first,
-    // and `unreachable` too when, on a loaded machine, the engine's closed port is found first
-    // (seen in CI and with three busy loops beside the test, before and after this session's
-    // changes): the request is served by the replacement either way.
+    // is `unresponsive` when the control plane's verdict on the engine (a drain end, on a timer)
+    // reaches its forward first, and `unreachable` too when, on a loaded machine, the engine is
+    // stopped and its connection closes first (seen in CI and with three busy loops beside the
+    // test, at this commit's parent and before it): the request is served by the replacement either way.
     const count = (name: string) =>
       ["unresponsive", "unreachable"].reduce(
         (sum, reason) => sum + metricValue(metrics, name, { reason }),
