@@ -10,9 +10,8 @@ afterEach(async () => {
   for (const close of closers.splice(0)) close();
 });
 
-test("Cohere's v2 rerank (/v2/rerank, which vLLM serves) is held for the model and reaches its engine", async () => {
-  // Found by an outside tester: cohere.ClientV2(base_url="http://host:8080").rerank(...) posts to
-  // /v2/rerank, which vLLM answers as /v1/rerank; Snooze said "No route for POST /v2/rerank.".
+/** An engine that answers every request with `answer` and notes each as `METHOD path model`. */
+async function recordingEngine(answer: string) {
   const seen: string[] = [];
   const engine = await httpEngine((req, res) => {
     let body = "";
@@ -22,10 +21,19 @@ test("Cohere's v2 rerank (/v2/rerank, which vLLM serves) is held for the model a
     req.on("end", () => {
       seen.push(`${req.method} ${req.url} ${JSON.parse(body).model}`);
       res.writeHead(200, { "content-type": "application/json" });
-      res.end('{"id":"rerank-1","results":[{"index":0,"relevance_score":0.9}]}');
+      res.end(answer);
     });
   });
   closers.push(() => engine.server.close());
+  return { engine, seen };
+}
+
+test("Cohere's v2 rerank (/v2/rerank, which vLLM serves) is held for the model and reaches its engine", async () => {
+  // Found by an outside tester: cohere.ClientV2(base_url="http://host:8080").rerank(...) posts to
+  // /v2/rerank, which vLLM answers as /v1/rerank; Snooze said "No route for POST /v2/rerank.".
+  const { engine, seen } = await recordingEngine(
+    '{"id":"rerank-1","results":[{"index":0,"relevance_score":0.9}]}',
+  );
   snooze = await startActivator({ holdBudget: 5_000 }, { allowedOrigins: ["https://rag.example"] });
   const answer = fetch(`${snooze.url}/v2/rerank`, {
     method: "POST",
@@ -61,19 +69,7 @@ test("Cohere's v2 rerank (/v2/rerank, which vLLM serves) is held for the model a
 test("vLLM's inference routes outside /v1 are held for the body's model and reach its engine as written", async () => {
   // Found by an outside tester: POST /tokenize (and /pooling, /classify, /score, /rerank,
   // /invocations), which vLLM serves beside /v1, got "No route" through Snooze.
-  const seen: string[] = [];
-  const engine = await httpEngine((req, res) => {
-    let body = "";
-    req.on("data", (chunk) => {
-      body += chunk;
-    });
-    req.on("end", () => {
-      seen.push(`${req.method} ${req.url} ${JSON.parse(body).model}`);
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end('{"count":1,"tokens":[1]}');
-    });
-  });
-  closers.push(() => engine.server.close());
+  const { engine, seen } = await recordingEngine('{"count":1,"tokens":[1]}');
   snooze = await startActivator({ holdBudget: 5_000 });
   const post = (path: string) =>
     fetch(`${snooze!.url}${path}`, {
