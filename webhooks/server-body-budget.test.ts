@@ -2,7 +2,7 @@ import { connect, type TLSSocket } from "node:tls";
 import { Agent, fetch } from "undici";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
-import { resources, review } from "../test/support/webhooks/review-fixtures.ts";
+import { resources, review, scaleFromZero } from "../test/support/webhooks/review-fixtures.ts";
 import { startTestWebhookServer } from "../test/support/webhooks/test-server.ts";
 import type { CertificatePem } from "./certs/x509.ts";
 import type { WebhookServer } from "./server.ts";
@@ -90,14 +90,7 @@ test("time spent waiting for the budget is gone from the decision's deadline, wh
   try {
     // A scale write from 0 up reads the cluster, which hangs: the decision ends at its deadline.
     const body = JSON.stringify({
-      ...review({
-        resource: resources.deployments,
-        subResource: "scale",
-        operation: "UPDATE",
-        name: "qwen",
-        object: { spec: { replicas: 1 } },
-        oldObject: { spec: { replicas: 0 } },
-      }),
+      ...scaleFromZero("qwen"),
       padding: "x".repeat(300_000),
     });
     const large = fetch(`${server.url}/validate/scale?timeout=2s`, {

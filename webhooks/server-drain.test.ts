@@ -6,7 +6,7 @@ import { silentLogger } from "../lib/log.ts";
 import { ManualClock } from "../test/support/manual-clock.ts";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
 import { fakeClaims } from "../test/support/webhooks/fake-leases.ts";
-import { resources, review } from "../test/support/webhooks/review-fixtures.ts";
+import { resources, review, scaleFromZero } from "../test/support/webhooks/review-fixtures.ts";
 import { type CertificatePem, createCA, issueServingCert } from "./certs/x509.ts";
 import { webhookMetrics } from "./metrics.ts";
 import { startWebhookServer, type WebhookServer } from "./server.ts";
@@ -90,14 +90,7 @@ const model = review({
     spec: { workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "q" } },
   },
 });
-const scale = review({
-  resource: resources.deployments,
-  subResource: "scale",
-  operation: "UPDATE",
-  name: "qwen",
-  object: { spec: { replicas: 1 } },
-  oldObject: { spec: { replicas: 0 } },
-});
+const scale = scaleFromZero("qwen");
 
 const send = (client: Client, path: string, body: unknown) =>
   client.request({

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { silentLogger } from "../lib/log.ts";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
 import { FakeLeases, fakeClaims } from "../test/support/webhooks/fake-leases.ts";
-import { resources, review } from "../test/support/webhooks/review-fixtures.ts";
+import { resources, review, scaleFromZero } from "../test/support/webhooks/review-fixtures.ts";
 import { type CertificatePem, createCA, issueServingCert } from "./certs/x509.ts";
 import { webhookMetrics } from "./metrics.ts";
 import { startWebhookServer, type WebhookServer } from "./server.ts";
@@ -166,14 +166,7 @@ describe("admission reviews over HTTPS", () => {
   });
 
   test("a decision whose reads fail or hang is a denial (fail closed), not a 5xx", async () => {
-    const body = review({
-      resource: resources.deployments,
-      subResource: "scale",
-      operation: "UPDATE",
-      name: "qwen",
-      object: { spec: { replicas: 1 } },
-      oldObject: { spec: { replicas: 0 } },
-    });
+    const body = scaleFromZero("qwen");
     cluster.failReads = new Error("apiserver unreachable");
     expect((await answer("/validate/scale", body)).status).toMatchObject({
       code: 500,
@@ -200,14 +193,7 @@ describe("admission reviews over HTTPS", () => {
       return { residents: [] };
     };
     try {
-      const body = review({
-        resource: resources.deployments,
-        subResource: "scale",
-        operation: "UPDATE",
-        name: "late",
-        object: { spec: { replicas: 1 } },
-        oldObject: { spec: { replicas: 0 } },
-      });
+      const body = scaleFromZero("late");
       expect((await answer("/validate/scale", body)).status).toMatchObject({ code: 500, reason: "Timeout" });
       await sleep(400);
       expect(leases.writes).toEqual([]);

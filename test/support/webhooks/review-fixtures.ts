@@ -40,3 +40,14 @@ export const resources = {
   hpas: { group: "autoscaling", version: "v2", resource: "horizontalpodautoscalers" },
   scaledObjects: { group: "keda.sh", version: "v1alpha1", resource: "scaledobjects" },
 };
+
+/** A Deployment `name` scaled from 0 to 1 through its scale subresource: the write that takes a slot claim. */
+export const scaleFromZero = (name: string) =>
+  review({
+    resource: resources.deployments,
+    subResource: "scale",
+    operation: "UPDATE",
+    name,
+    object: { spec: { replicas: 1 } },
+    oldObject: { spec: { replicas: 0 } },
+  });
