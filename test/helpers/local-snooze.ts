@@ -2,7 +2,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
-import { silentLogger } from "../../lib/log.ts";
+import { type Logger, silentLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/index.ts";
 
 /** A sim engine command for snooze.yaml, with every delay scaled down for tests. */
@@ -22,9 +22,9 @@ export function simCommand(extra: string[] = [], scale = 0.05): string {
 }
 
 /** Starts `snooze serve` in this process on a free port from YAML text. */
-export async function startWith(yaml: string): Promise<LocalSnooze> {
+export async function startWith(yaml: string, log: Logger = silentLogger): Promise<LocalSnooze> {
   const config = parseConfig(yaml, "test.yaml");
-  return startLocalSnooze({ config, log: silentLogger, host: "127.0.0.1", port: 0, statsIntervalMs: 200 });
+  return startLocalSnooze({ config, log, host: "127.0.0.1", port: 0, statsIntervalMs: 200 });
 }
 
 export function chat(model: string, extra: Record<string, unknown> = {}) {

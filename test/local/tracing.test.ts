@@ -296,21 +296,15 @@ describe("a request held for a model slow to start", () => {
   const lines: Record<string, unknown>[] = [];
   let slow: LocalSnooze;
   beforeAll(async () => {
-    slow = await startLocalSnooze({
-      config: parseConfig(
-        `
+    slow = await startWith(
+      `
 models:
   tardy:
     holdBudget: 300ms
     command: ${simCommand(["--load-time", "3s"], 1)}
 `,
-        "test.yaml",
-      ),
-      log: createLogger({}, (line) => void lines.push(JSON.parse(line)), "info"),
-      host: "127.0.0.1",
-      port: 0,
-      statsIntervalMs: 200,
-    });
+      createLogger({}, (line) => void lines.push(JSON.parse(line)), "info"),
+    );
   });
   afterAll(() => slow.close(1_000));
   const traced = (trace: string, signal?: AbortSignal) => {
@@ -364,16 +358,10 @@ models:
 
 test("a wake asked through the admin API or by an event says so in the log, with the call's trace ids; the event's line joins its own trace (found by an outside tester: the log showed a start out of nowhere)", async () => {
   const lines: Record<string, unknown>[] = [];
-  const asked = await startLocalSnooze({
-    config: parseConfig(
-      `models:\n  woken:\n    command: ${simCommand(["--load-time", "3s"], 1)}\n`,
-      "test.yaml",
-    ),
-    log: createLogger({}, (line) => void lines.push(JSON.parse(line)), "info"),
-    host: "127.0.0.1",
-    port: 0,
-    statsIntervalMs: 200,
-  });
+  const asked = await startWith(
+    `models:\n  woken:\n    command: ${simCommand(["--load-time", "3s"], 1)}\n`,
+    createLogger({}, (line) => void lines.push(JSON.parse(line)), "info"),
+  );
   try {
     const adminTrace = "7bf92f3577b34da6a3ce929d0e0e4743";
     const wake = await fetch(`${asked.url}/snooze/v1/models/woken/wake`, {
@@ -418,13 +406,10 @@ test("a wake asked through the admin API or by an event says so in the log, with
 
 test("a fault in the activator is logged with its request's trace ids (found by an outside tester: the error line, written after the request's context was left, had none)", async () => {
   const lines: Record<string, unknown>[] = [];
-  const faulty = await startLocalSnooze({
-    config: parseConfig(`models:\n  qwen:\n    command: ${simCommand()}\n`, "test.yaml"),
-    log: createLogger({}, (line) => void lines.push(JSON.parse(line)), "error"),
-    host: "127.0.0.1",
-    port: 0,
-    statsIntervalMs: 200,
-  });
+  const faulty = await startWith(
+    `models:\n  qwen:\n    command: ${simCommand()}\n`,
+    createLogger({}, (line) => void lines.push(JSON.parse(line)), "error"),
+  );
   try {
     const routes = faulty.activator.routes;
     // Only the request's own lookup fails: the stats ticker and the shutdown read the routes too.
@@ -707,9 +692,8 @@ models:
 
 test("a failed start's lines carry its activation's trace ids: the engine's exit, the stop, the tier to cold (found by an outside tester)", async () => {
   const lines: Record<string, unknown>[] = [];
-  const failing = await startLocalSnooze({
-    config: parseConfig(
-      `
+  const failing = await startWith(
+    `
 models:
   dies:
     command: ["sh", "-c", "echo no weights \${PORT}; exit 3"]
@@ -717,13 +701,8 @@ models:
     command: ["sh", "-c", "sleep 30 \${PORT}"]
     startTimeout: 1s
 `,
-      "test.yaml",
-    ),
-    log: createLogger({}, (line) => void lines.push(JSON.parse(line)), "info"),
-    host: "127.0.0.1",
-    port: 0,
-    statsIntervalMs: 200,
-  });
+    createLogger({}, (line) => void lines.push(JSON.parse(line)), "info"),
+  );
   try {
     for (const model of ["dies", "slow"])
       expect((await fetch(`${failing.url}/v1/chat/completions`, chat(model))).status).toBe(503);
