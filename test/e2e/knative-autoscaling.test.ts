@@ -189,6 +189,24 @@ const row = (table: string, name: string) =>
     ?.trim()
     .split(/\s+/);
 
+// `kubectl get revisions` waits: the Revision copies its replica counts from the PA on its own
+// reconcile, a moment after the PA changed, so a row read right after the PA may still be stale.
+const waitRevisionRow = (revision: string, expected: string[]) => {
+  let last: string[] | undefined;
+  return waitFor(
+    async () => {
+      last = row(await kubectl("get", "revisions"), revision);
+      return JSON.stringify(last) === JSON.stringify(expected) ? last : undefined;
+    },
+    {
+      what: `the Revision's row ${expected.join(" ")}`,
+      timeoutMs: 20_000,
+      intervalMs: 250,
+      detail: () => `last row: ${last?.join(" ")}\n${logs()}`,
+    },
+  );
+};
+
 const waitPa = (
   revision: string,
   what: string,
@@ -294,9 +312,8 @@ describe("Snooze's Knative autoscaler class", () => {
 
     // kubectl: the Service Ready with its URL, the revision's 1 actual / 1 desired, one pod, the Model.
     expect(row(await kubectl("get", "ksvc"), name)).toEqual([name, url, revision, revision, "True"]);
-    const revisions = row(await kubectl("get", "revisions"), revision);
     // NAME CONFIG GENERATION READY REASON ACTUAL DESIRED (REASON empty when Ready).
-    expect(revisions).toEqual([revision, name, "1", "True", "1", "1"]);
+    await waitRevisionRow(revision, [revision, name, "1", "True", "1", "1"]);
     expect(row(await kubectl("get", "pods"), firstPod!.metadata.name)?.slice(1, 3)).toEqual([
       "2/2",
       "Running",
@@ -380,7 +397,7 @@ describe("Snooze's Knative autoscaler class", () => {
     expect(conditionOf(pa, "Active")).toMatchObject({ status: "False", reason: "NoTraffic" });
     const rev = await client().get<KnativeObject>(`${servingApi}/namespaces/${ns()}/revisions/${revision}`);
     expect(conditionOf(rev, "Ready")?.status).toBe("True");
-    expect(row(await kubectl("get", "revisions"), revision)).toEqual([revision, name, "1", "True", "0", "0"]);
+    await waitRevisionRow(revision, [revision, name, "1", "True", "0", "0"]);
 
     const answer = await ask(url, name);
     expect(answer.status, answer.text).toBe(200);
