@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
+import { connect as connectHttp2 } from "node:http2";
 import {
   type AddressInfo,
   connect as connectTcp,
@@ -16,6 +17,7 @@ import { forwardedHeader } from "../../lib/control-protocol.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { demandMetricName, ExternalScalerServer, scalerTargetOf } from "./external-scaler.ts";
 import { type DemandSource, ModelDemand, type ModelLookup } from "./model-demand.ts";
+import type { StreamLimits } from "./stream-cap.ts";
 
 /** One autoscaler replica as the scaler sees it: which Models it knows, leads, and their load. */
 class FakeReplica implements DemandSource {
@@ -97,7 +99,11 @@ afterEach(async () => {
 async function scalerFor(
   replica: FakeReplica,
   demand = new ModelDemand({ source: replica, log: silentLogger, tickMs: 100 }),
-  options: { keepaliveMs?: number; via?: (port: number) => Promise<number> } = {},
+  options: {
+    keepaliveMs?: number;
+    via?: (port: number) => Promise<number>;
+    streamLimits?: StreamLimits;
+  } = {},
 ) {
   const server = new ExternalScalerServer({
     demand,
@@ -107,6 +113,7 @@ async function scalerFor(
     repushMs: 300,
     zeroRepushMs: 100,
     ...(options.keepaliveMs ? { keepaliveMs: options.keepaliveMs } : {}),
+    ...(options.streamLimits ? { streamLimits: options.streamLimits } : {}),
   });
   const port = await server.listen("127.0.0.1", 0);
   const reached = options.via ? await options.via(port) : port;
@@ -121,7 +128,7 @@ async function scalerFor(
         error ? reject(error) : resolve(value),
       ),
     );
-  return { server, client, call, demand };
+  return { server, client, call, demand, port };
 }
 
 /** The control server's demand route, as another replica reaches it. */
@@ -312,6 +319,61 @@ describe("the external scaler over gRPC", () => {
     expect(replica.watchers).toBe(1);
     relay.silence();
     await expect.poll(() => replica.watchers, { timeout: 5_000 }).toBe(0);
+  });
+
+  it.each([
+    [
+      { total: 10, perPeer: 3 },
+      3,
+      "127.0.0.1 has 3 StreamIsActive streams open, the limit per client address",
+    ],
+    [{ total: 3, perPeer: 5 }, 3, "this autoscaler replica has 3 StreamIsActive streams open, its limit"],
+  ])(
+    "with limits %j, streams past %i are refused with RESOURCE_EXHAUSTED naming the limit; the open ones go on, and a closed one makes room",
+    async (streamLimits, room, message) => {
+      // Nothing bounded the streams: each holds a watch and a timer, and 2,000 idle ones took 2.6% of
+      // the event loop. A stream past the limit ends at once; KEDA logs it and retries.
+      const replica = new FakeReplica("a");
+      replica.lead("ml/qwen", 0, 0);
+      const { client } = await scalerFor(replica, undefined, { streamLimits });
+      const open = () => {
+        const stream = client.StreamIsActive(ref({ model: "qwen" }));
+        cleanups.push(() => stream.cancel());
+        const results: boolean[] = [];
+        const ended: { error?: ServiceError } = {};
+        stream.on("data", (r: { result: boolean }) => results.push(r.result));
+        stream.on("error", (error: ServiceError) => {
+          ended.error = error;
+        });
+        return { stream, results, ended };
+      };
+      const streams = Array.from({ length: room }, open);
+      for (const { results } of streams) await expect.poll(() => results).toEqual([false]);
+      const refused = open();
+      await expect.poll(() => refused.ended.error?.code).toBe(status.RESOURCE_EXHAUSTED);
+      expect(refused.ended.error?.details).toContain(message);
+      expect(refused.results).toEqual([]);
+      expect(replica.watchers).toBe(room);
+      // The open ones still push.
+      replica.lead("ml/qwen", 0, 1, true);
+      for (const { results } of streams) await expect.poll(() => results.at(-1)).toBe(true);
+      // One closed: its place is free again (once the server has seen the cancel).
+      streams[0]!.stream.cancel();
+      await expect.poll(() => replica.watchers).toBe(room - 1);
+      const next = open();
+      await expect.poll(() => next.results).toEqual([true]);
+      expect(next.ended.error).toBeUndefined();
+    },
+  );
+
+  it("tells each HTTP/2 connection how many calls it may have in flight: a client's streams plus room for KEDA's unary calls", async () => {
+    const { port } = await scalerFor(new FakeReplica("a"), undefined, {
+      streamLimits: { total: 10, perPeer: 4 },
+    });
+    const session = connectHttp2(`http://127.0.0.1:${port}`);
+    cleanups.push(() => session.close());
+    const [settings] = (await once(session, "remoteSettings")) as [{ maxConcurrentStreams?: number }];
+    expect(settings.maxConcurrentStreams).toBe(4 + 1_024);
   });
 
   it("StreamIsActive on an unknown Model ends with NOT_FOUND", async () => {

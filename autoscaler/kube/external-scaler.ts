@@ -14,6 +14,7 @@ import { clip } from "../../lib/clip.ts";
 import type { Logger } from "../../lib/log.ts";
 import { Counter, type Registry } from "../../lib/prometheus.ts";
 import { DemandError, type DemandSample, type ModelDemand } from "./model-demand.ts";
+import { defaultStreamLimits, peerHost, StreamCap, type StreamLimits } from "./stream-cap.ts";
 
 /**
  * KEDA's external scaler protocol (`externalscaler.proto`, vendored beside this file), served by
@@ -153,7 +154,17 @@ export interface ExternalScalerOptions {
    * partition) kept its streams, their watches and timers for good (found by an outside tester).
    */
   keepaliveMs?: number;
+  /** StreamIsActive streams open at once, in all and per client address (stream-cap.ts). */
+  streamLimits?: StreamLimits;
 }
+
+/**
+ * Calls one HTTP/2 connection may have in flight beyond the streams one client may hold: KEDA's
+ * operator sends its IsActive and GetMetricSpec calls on the connection its streams are on, and a
+ * grpc-go client that reaches the server's limit waits for a stream to end, which a StreamIsActive
+ * never does. So the limit per connection is a client's streams plus room for those calls.
+ */
+const unaryHeadroom = 1_024;
 
 const protoPath = fileURLToPath(new URL("./externalscaler.proto", import.meta.url));
 
@@ -174,6 +185,9 @@ export class ExternalScalerServer {
   private readonly log: Logger;
   private readonly server: Server;
   private readonly streams = new Set<AbortController>();
+  private readonly cap: StreamCap;
+  /** A refusal was logged and no stream has opened since: the next ones are only counted. */
+  private refusing = false;
   private readonly calls: Counter<"method" | "code">;
   private readonly pushes: Counter<"result">;
   private readonly repushMs: number;
@@ -185,9 +199,12 @@ export class ExternalScalerServer {
     this.repushMs = options.repushMs ?? 2_000;
     this.zeroRepushMs = options.zeroRepushMs ?? 250;
     const keepaliveMs = options.keepaliveMs ?? 60_000;
+    const limits = options.streamLimits ?? defaultStreamLimits;
+    this.cap = new StreamCap(limits);
     this.server = new Server({
       "grpc.keepalive_time_ms": keepaliveMs,
       "grpc.keepalive_timeout_ms": Math.min(20_000, keepaliveMs),
+      "grpc.max_concurrent_streams": limits.perPeer + unaryHeadroom,
     });
     this.calls = new Counter({
       name: "snooze_external_scaler_calls_total",
@@ -379,6 +396,18 @@ export class ExternalScalerServer {
       this.fail("StreamIsActive", call.request, error, (e) => call.emit("error", e));
       return;
     }
+    const peer = peerHost(call.getPeer());
+    const slot = this.cap.open(peer);
+    if ("refusal" in slot) {
+      this.calls.inc({ method: "StreamIsActive", code: "RESOURCE_EXHAUSTED" });
+      // Logged once until a stream opens again: a client retrying in a loop must not flood the log.
+      if (!this.refusing)
+        this.log.warn("refused a StreamIsActive stream: too many open", { peer, error: slot.refusal });
+      this.refusing = true;
+      call.emit("error", { code: status.RESOURCE_EXHAUSTED, details: slot.refusal });
+      return;
+    }
+    this.refusing = false;
     const abort = new AbortController();
     this.streams.add(abort);
     call.on("cancelled", () => abort.abort());
@@ -417,6 +446,7 @@ export class ExternalScalerServer {
       } finally {
         clearInterval(repush);
         this.streams.delete(abort);
+        slot.release();
       }
     })();
   }
