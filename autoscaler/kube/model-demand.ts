@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { callerHeaders, forwardedHeader, type TokenSource } from "../../lib/control-protocol.ts";
 import { sendJson } from "../../lib/http/json.ts";
+import { latestStateWriter } from "../../lib/http/latest-state-writer.ts";
 import { decodeSegment, malformedSegment } from "../../lib/http/path-segment.ts";
 import type { Logger } from "../../lib/log.ts";
 import { demandOf, type FlowReport } from "../demand-metric.ts";
@@ -42,6 +43,16 @@ export interface DemandUpdate {
   sample: DemandSample;
   poke: boolean;
 }
+
+/**
+ * Two steps of a watch as one, for a watcher that has not taken the first yet: the newer sample
+ * (only the latest load matters), and a poke if either was one (a request held in between must
+ * still make the scaler push "active" again).
+ */
+export const mergeUpdates = (waiting: DemandUpdate, newer: DemandUpdate): DemandUpdate => ({
+  sample: newer.sample,
+  poke: waiting.poke || newer.poke,
+});
 
 /** What the leader of a Model knows that its demand is made from (demandOf's inputs but `now`). */
 export interface LeaderView {
@@ -374,16 +385,23 @@ export class ModelDemand {
     }
     const abort = new AbortController();
     res.on("close", () => abort.abort());
+    // At the watcher's pace: one that stops reading gets the latest step when it reads again,
+    // instead of this replica buffering every step meanwhile.
+    const writer = latestStateWriter(
+      res,
+      (update: DemandUpdate) => `${JSON.stringify(update)}\n`,
+      mergeUpdates,
+    );
     void (async () => {
       try {
         for await (const update of this.watch(key, abort.signal, { localOnly: forwarded })) {
           if (!res.headersSent)
             res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
-          res.write(`${JSON.stringify(update)}\n`);
+          writer.send(update);
         }
         if (!res.headersSent)
           throw new DemandError("unavailable", `this autoscaler does not lead Model ${key}`);
-        res.end();
+        writer.end();
       } catch (error) {
         fail(error);
       }
