@@ -16,6 +16,7 @@
  * - `echo` repeats a completion's prompt (chat: the assistant's last message) before the
  *   answer, in its first chunk when streaming (chat: a chunk of its own after the role);
  * - `stop_reason` is the stop string that ended a choice, else null.
+ * - with `stop` strings, a chunk's text lags the tokens by what could start one (stop-hold.ts).
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -25,6 +26,7 @@ import { planJson } from "./json-output.ts";
 import { chatLogprob, completionLogprobs } from "./logprobs.ts";
 import type { OpenAIRequest } from "./openai-request.ts";
 import { hashString } from "./random.ts";
+import { codePoints, heldBack, releasable } from "./stop-hold.ts";
 import { cutAtStop } from "./stop-strings.ts";
 import { planOutput } from "./text.ts";
 
@@ -38,6 +40,8 @@ interface ChoiceState {
   tokenTexts: string[];
   /** Characters already sent in a completion's streamed logprobs (`text_offset`). */
   streamedChars: number;
+  /** Code points of `text` streamed so far; the rest is held back while a stop string may follow. */
+  releasedPoints: number;
 }
 
 export async function serveGeneration(
@@ -63,6 +67,7 @@ export async function serveGeneration(
       stopReason: null,
       tokenTexts: [],
       streamedChars: 0,
+      releasedPoints: 0,
     })),
   );
   const usage = (completion: number) => ({
@@ -86,6 +91,7 @@ export async function serveGeneration(
   let firstStep = true;
 
   const wantLogprobs = request.logprobs !== undefined;
+  const held = heldBack(request.stop);
   /** What `echo` puts before a choice's answer. */
   const echoed = (choice: ChoiceState) =>
     !request.echo ? "" : chat ? (request.assistantPrefix ?? "") : request.prompts[choice.promptIndex]!.text;
@@ -143,14 +149,17 @@ export async function serveGeneration(
           ? { content: [chatLogprob(delta.text, position, request.logprobs!)] }
           : completionLogprobs([delta.text], position, choice.streamedChars, request.logprobs!);
       }
+      // The text that may begin a stop string waits for the next tokens, as in vLLM.
+      const released = releasable(choice.text, choice.releasedPoints, held, finished);
+      choice.releasedPoints += codePoints(released).length;
       // A completion's echoed prompt rides in the choice's first chunk.
-      const text = !chat && position === 0 && hasToken ? echoed(choice) + delta.text : delta.text;
+      const text = !chat && position === 0 && hasToken ? echoed(choice) + released : released;
       choice.streamedChars += text.length;
       const choiceData: Record<string, unknown> = chat
         ? finished
           ? {
               index: delta.choice,
-              delta: { content: delta.text },
+              delta: { content: released },
               logprobs,
               finish_reason: delta.finishReason,
               stop_reason: stopReason,
@@ -159,7 +168,7 @@ export async function serveGeneration(
             }
           : {
               index: delta.choice,
-              delta: { content: delta.text },
+              delta: { content: released },
               logprobs,
               finish_reason: null,
               token_ids: null,

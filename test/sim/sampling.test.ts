@@ -156,6 +156,59 @@ describe("sampling fields a client reads back", () => {
     expect(chatStopped.choices[0]!.finish_reason).toBe("stop");
   });
 
+  test("a stream holds back the text a stop string may start, as vLLM: no chunk carries the stop string's start, the text is the same", async () => {
+    const engine = await sim();
+    const openai = client(engine.url);
+    const ask = { model: "sim-model", messages, max_tokens: 40, ignore_eos: true, logprobs: true };
+    /** Each chunk's text and the token it carries (its logprob entry), for choice 0. */
+    const streamed = async (extra: Record<string, unknown>) => {
+      const stream = await openai.chat.completions.create({
+        ...ask,
+        ...extra,
+        stream: true,
+      } as OpenAI.ChatCompletionCreateParamsStreaming);
+      const chunks: { text: string; token: string | undefined; finish: string | null; stop: unknown }[] = [];
+      for await (const chunk of stream) {
+        const choice = chunk.choices[0];
+        if (!choice?.logprobs) continue; // the role chunk
+        chunks.push({
+          text: choice.delta.content ?? "",
+          token: choice.logprobs.content?.[0]?.token,
+          finish: choice.finish_reason,
+          stop: (choice as { stop_reason?: unknown }).stop_reason,
+        });
+      }
+      return chunks;
+    };
+    const free = await streamed({});
+    const whole = free.map((chunk) => chunk.text).join("");
+    // A stop string that starts inside one token and ends with the next: the first token does not
+    // yet tell whether it comes.
+    const at = free.findIndex((chunk, i) => i >= 2 && chunk.text.length >= 3);
+    const stop = free[at]!.text.slice(-2) + free[at + 1]!.text;
+    const cut = whole.indexOf(stop);
+    const never = "a stop string never seen";
+
+    const chunks = await streamed({ stop: [stop, never] });
+    expect(chunks.map((chunk) => chunk.text).join("")).toBe(whole.slice(0, cut));
+    expect(chunks.at(-1)).toMatchObject({ finish: "stop", stop: stop });
+    // Until the last chunk, the last len(longest stop) - 1 characters generated wait (vLLM's
+    // stop_buffer_length), so nothing of the stop string is sent before it is known.
+    let generated = "";
+    let sent = "";
+    for (const chunk of chunks.slice(0, -1)) {
+      generated += chunk.token;
+      sent += chunk.text;
+      expect(sent).toBe(generated.slice(0, Math.max(0, generated.length - (never.length - 1))));
+      expect(sent.length).toBeLessThanOrEqual(cut);
+    }
+
+    // With include_stop_str_in_output nothing is held: each chunk carries its token.
+    const kept = await streamed({ stop: [stop], include_stop_str_in_output: true });
+    expect(kept.map((chunk) => chunk.text)).toEqual(kept.map((chunk) => chunk.token));
+    expect(kept.map((chunk) => chunk.text).join("")).toBe(whole.slice(0, cut + stop.length));
+  });
+
   test("echo repeats a completion's prompt before the answer, streamed in the first chunk", async () => {
     const engine = await sim();
     const plain = await client(engine.url).completions.create({
