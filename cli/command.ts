@@ -9,6 +9,11 @@ export interface Command {
   positionals?: string;
   /** `tokens` are the arguments in the order written (vLLM's `--served-model-name a b` needs it). */
   run(values: FlagValues, positionals: string[], tokens: readonly ArgToken[]): Promise<number>;
+  /**
+   * Rewrites the arguments before they are parsed, for a command that takes another program's
+   * command line (`snooze sim` takes `vllm serve`'s); may throw a UsageError.
+   */
+  rewriteArgs?(argv: readonly string[]): string[];
 }
 
 /** One argument as parsed, in the order written. */
@@ -17,12 +22,12 @@ export type ArgToken = NonNullable<ReturnType<typeof parseArgs>["tokens"]>[numbe
 export function parseCommandArgs(command: Command, argv: string[]) {
   const options: Record<string, ParseArgsOptionDescriptor> = { help: { type: "boolean", short: "h" } };
   for (const [name, flag] of Object.entries(command.flags)) {
-    const { description: _d, placeholder: _p, ...descriptor } = flag;
+    const { description: _d, placeholder: _p, hidden: _h, ...descriptor } = flag;
     options[name] = descriptor;
   }
   try {
     const parsed = parseArgs({
-      args: argv,
+      args: command.rewriteArgs ? command.rewriteArgs(argv) : argv,
       options,
       strict: true,
       allowPositionals: command.positionals !== undefined,
@@ -36,12 +41,17 @@ export function parseCommandArgs(command: Command, argv: string[]) {
   }
 }
 
-/** A flag the command does not have (`--portt`): main answers it with the one meant, if one is near. */
+/**
+ * A flag the command does not have (`--portt`): main answers it with the one meant, if one is near,
+ * after `lead`, the words that name it.
+ */
 export class UnknownFlag extends UsageError {
   readonly flag: string;
-  constructor(message: string, flag: string) {
+  readonly lead: string;
+  constructor(message: string, flag: string, lead = `Unknown option '${flag}'`) {
     super(message);
     this.flag = flag;
+    this.lead = lead;
   }
 }
 
@@ -53,7 +63,8 @@ export function commandHelp(command: Command, summary: string): string {
     "",
     "Flags:",
   ];
-  const rows = Object.entries(command.flags).map(([name, flag]) => {
+  const shown = Object.entries(command.flags).filter(([, flag]) => !flag.hidden);
+  const rows = shown.map(([name, flag]) => {
     const value = flag.type === "string" ? ` <${flag.placeholder ?? "value"}>` : "";
     const short = flag.short ? `-${flag.short}, ` : "    ";
     const def =

@@ -30,7 +30,8 @@ function endOnClosedPipe(error: NodeJS.ErrnoException): void {
  */
 async function nearFlag(flag: string, command: Command): Promise<string | undefined> {
   const { closestKey } = await import("../lib/settings/suggest.ts");
-  const near = closestKey(flag.slice(2), [...Object.keys(command.flags), "help"]);
+  const shown = Object.entries(command.flags).filter(([, spec]) => !spec.hidden);
+  const near = closestKey(flag.slice(2), [...shown.map(([name]) => name), "help"]);
   return near === undefined ? undefined : `--${near}`;
 }
 
@@ -99,10 +100,10 @@ export async function main(argv: string[]): Promise<number> {
       return 1;
     }
     if (error instanceof UsageError) {
-      const flag = error instanceof UnknownFlag ? error.flag : undefined;
-      const near = flag === undefined ? undefined : await nearFlag(flag, command);
+      const unknown = error instanceof UnknownFlag ? error : undefined;
+      const near = unknown === undefined ? undefined : await nearFlag(unknown.flag, command);
       console.error(
-        `snooze ${command.name}: ${near ? `Unknown option '${flag}'; did you mean '${near}'?` : error.message}`,
+        `snooze ${command.name}: ${near ? `${unknown!.lead}; did you mean '${near}'?` : error.message}`,
       );
       console.error(`Run \`snooze ${command.name} --help\` for usage.`);
       return 2;

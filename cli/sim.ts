@@ -1,5 +1,6 @@
 import { runSim } from "../hack/sim/launcher.ts";
 import { parseSimFlags, simFlags } from "../hack/sim/options.ts";
+import { ignoredFlag, simArgsFromVllm } from "../hack/sim/vllm-args.ts";
 import { createLogger } from "../lib/log.ts";
 import type { Command } from "./command.ts";
 
@@ -8,8 +9,14 @@ export const simCommand: Command = {
   name: "sim",
   flags: simFlags,
   positionals: "[model]",
+  // A `vllm serve` command line works as it is: vLLM's flags that change nothing here are taken.
+  rewriteArgs: (argv) => simArgsFromVllm(argv, simFlags),
   run(values, positionals, tokens) {
     const launch = parseSimFlags(values, positionals, tokens);
-    return runSim(launch, createLogger({ component: "sim" }));
+    const logger = createLogger({ component: "sim" });
+    const ignored = (values[ignoredFlag] as string[] | undefined) ?? [];
+    // Once, so that a user who passed them knows they change nothing in the simulator.
+    if (ignored.length > 0) logger.info("vLLM flags without effect in the simulator", { flags: ignored });
+    return runSim(launch, logger);
   },
 };

@@ -1,7 +1,14 @@
 import type { ParseArgsOptionDescriptor } from "node:util";
 
-/** One flag of a command: its parseArgs descriptor plus the text `--help` shows. */
-export type Flag = ParseArgsOptionDescriptor & { description: string; placeholder?: string };
+/**
+ * One flag of a command: its parseArgs descriptor plus the text `--help` shows. A `hidden` flag is
+ * set by the command's own argument reading (`Command.rewriteArgs`), not by users: `--help` leaves it out.
+ */
+export type Flag = ParseArgsOptionDescriptor & {
+  description: string;
+  placeholder?: string;
+  hidden?: boolean;
+};
 
 export type FlagValues = Record<string, string | boolean | (string | boolean)[] | undefined>;
 

@@ -9,6 +9,7 @@ import { type Flag, type FlagValues, UsageError } from "../../lib/cli-flags.ts";
 import { type Faults, noFaults } from "./faults.ts";
 import { defaultGpuDir } from "./gpu-ledger.ts";
 import { parseSize } from "./size.ts";
+import { ignoredFlag } from "./vllm-args.ts";
 
 export interface SimGpuOptions {
   /** Engines with the same id on one machine share one memory budget. */
@@ -302,6 +303,13 @@ export const simFlags: Record<string, Flag> = {
     description: "the next n inference requests have their connection reset before any answer",
   },
   "fault-never-ready": { type: "boolean", description: "loading never finishes: the port never opens" },
+  // Set by simArgsFromVllm for each vLLM flag without effect here, so the start-up log can name it.
+  [ignoredFlag]: {
+    type: "string",
+    multiple: true,
+    hidden: true,
+    description: "a vLLM flag (with its value) that has no effect in the simulator",
+  },
 };
 
 export interface LaunchOptions {

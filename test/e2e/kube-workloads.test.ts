@@ -280,7 +280,7 @@ describe("a pod that cannot start", () => {
     });
     await failsAtOnce(
       "crashing",
-      /engine container "vllm": CrashLoopBackOff: back-off \d+s restarting failed container=vllm .*; last exited with code 2 \(Error\): .*Unknown option '--no-such-flag'/,
+      /engine container "vllm": CrashLoopBackOff: back-off \d+s restarting failed container=vllm .*; last exited with code 2 \(Error\): .*unrecognized arguments: --no-such-flag/,
     );
   }, 90_000);
 });

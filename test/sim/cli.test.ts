@@ -5,6 +5,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdirSync, rmSync } from "node:fs";
 import { open } from "node:fs/promises";
 import * as path from "node:path";
+import OpenAI from "openai";
 import { afterEach, describe, expect, test, vi } from "vitest";
 import { main } from "../../cli/main.ts";
 import { simFlags } from "../../hack/sim/options.ts";
@@ -82,7 +83,8 @@ describe("snooze sim as a process", () => {
     const error = vi.spyOn(console, "error").mockImplementation((text: string) => void out.push(text));
     try {
       expect(await main(["sim", "--help"])).toBe(0);
-      for (const flag of Object.keys(simFlags)) expect(out.join("\n")).toContain(`--${flag}`);
+      for (const [flag, spec] of Object.entries(simFlags))
+        if (!spec.hidden) expect(out.join("\n")).toContain(`--${flag}`);
       out.length = 0;
       expect(await main(["sim", "--load-time", "soon"])).toBe(2);
       expect(out.join("\n")).toContain(
@@ -91,6 +93,12 @@ describe("snooze sim as a process", () => {
       out.length = 0;
       expect(await main(["sim", "--gpu-count", "2"])).toBe(2);
       expect(out.join("\n")).toContain("--gpu-count");
+      // A flag vLLM does not have either is refused in vLLM's words, as `vllm serve` refuses it.
+      out.length = 0;
+      expect(await main(["sim", "org/m", "--frobnicate", "1"])).toBe(2);
+      expect(out.join("\n")).toContain(
+        "snooze sim: unrecognized arguments: --frobnicate (a flag neither vLLM nor the simulator has)",
+      );
     } finally {
       log.mockRestore();
       error.mockRestore();
@@ -142,6 +150,56 @@ describe("snooze sim as a process", () => {
     run.child.kill("SIGTERM");
     expect((await stream.rest()).at(-1)).toBe("[DONE]");
     expect(stream.finishReason).toBe("length");
+    expect(await run.exited).toBe(0);
+  });
+
+  test("a command line copied from vLLM's docs starts it; the flags without effect are named once", async () => {
+    const port = await freePort();
+    // vLLM's OpenAI-compatible server and tool-calling quick starts, with the simulator's port and load time.
+    const run = snoozeSim([
+      "meta-llama/Llama-3.1-8B-Instruct",
+      "--dtype",
+      "auto",
+      "--api-key",
+      "token-abc123",
+      "--enable-auto-tool-choice",
+      "--tool-call-parser",
+      "llama3_json",
+      "--chat-template",
+      "examples/tool_chat_template_llama3.1_json.jinja",
+      "--tensor-parallel-size=1",
+      "--gpu-memory-utilization",
+      "0.85",
+      "--port",
+      String(port),
+      "--load-time",
+      "0",
+    ]);
+    await run.logged("listening");
+    const openai = new OpenAI({
+      baseURL: `http://127.0.0.1:${port}/v1`,
+      apiKey: "token-abc123",
+      maxRetries: 0,
+    });
+    const answer = await openai.chat.completions.create({
+      model: "meta-llama/Llama-3.1-8B-Instruct",
+      messages: [{ role: "user", content: "Hello!" }],
+      max_tokens: 3,
+    });
+    expect(answer.choices[0]!.finish_reason).toBe("length");
+    const notes = run
+      .stderr()
+      .split("\n")
+      .filter((line) => line.includes('"msg":"vLLM flags without effect in the simulator"'));
+    expect(notes).toHaveLength(1);
+    expect(JSON.parse(notes[0]!).flags).toEqual([
+      "--dtype auto",
+      "--enable-auto-tool-choice",
+      "--tool-call-parser llama3_json",
+      "--chat-template examples/tool_chat_template_llama3.1_json.jinja",
+      "--tensor-parallel-size 1",
+    ]);
+    run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
   });
 

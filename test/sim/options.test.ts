@@ -63,6 +63,11 @@ test("vLLM's spellings of the model and served names", () => {
   expect(() => parse("one", "--served-model-name", "a", "--port", "9", "two")).toThrow(
     "one model expected, got one two",
   );
+  // A vLLM flag the simulator ignores ends the served names too, as argparse reads it.
+  expect(parse("--served-model-name", "a", "--trust-remote-code", "org/m").engine).toMatchObject({
+    model: "org/m",
+    servedModelNames: ["a"],
+  });
 });
 
 test("durations, sizes and faults are read; bad ones are usage errors naming the flag", () => {

@@ -1,0 +1,101 @@
+import { expect, test } from "vitest";
+import { UsageError } from "../../lib/cli-flags.ts";
+import { simFlags } from "./options.ts";
+import { simArgsFromVllm, UnrecognizedFlag } from "./vllm-args.ts";
+import { vllmFlags } from "./vllm-flags.ts";
+
+const read = (...argv: string[]) => simArgsFromVllm(argv, simFlags);
+const ignored = (text: string) => `--vllm-flag-ignored=${text}`;
+
+test("vLLM's flags that change nothing here are taken with their values, as argparse takes them", () => {
+  expect(
+    read(
+      "org/m",
+      "--dtype",
+      "bfloat16",
+      "--tensor-parallel-size=2",
+      "--enable-auto-tool-choice",
+      "--port",
+      "9",
+    ),
+  ).toEqual([
+    "org/m",
+    ignored("--dtype bfloat16"),
+    ignored("--tensor-parallel-size 2"),
+    ignored("--enable-auto-tool-choice"),
+    "--port",
+    "9",
+  ]);
+  // A value is never the positional model, a flag without one never takes it.
+  expect(read("--quantization", "awq", "--trust-remote-code", "org/m")).toEqual([
+    ignored("--quantization awq"),
+    ignored("--trust-remote-code"),
+    "org/m",
+  ]);
+  // A list takes every word up to the next flag; `--no-` turns an on-off flag off.
+  expect(read("--ignore-patterns", "a", "b", "--no-enable-prefix-caching", "m")).toEqual([
+    ignored("--ignore-patterns a b"),
+    ignored("--no-enable-prefix-caching"),
+    "m",
+  ]);
+  // vLLM's short spellings, -O3, JSON keys one by one, negative numbers as values.
+  expect(read("-tp", "4", "-O3", "-q=fp8", "--compilation-config.level", "3", "--rope-theta", "-1")).toEqual([
+    ignored("-tp 4"),
+    ignored("-O 3"),
+    ignored("-q fp8"),
+    ignored("--compilation-config.level 3"),
+    ignored("--rope-theta -1"),
+  ]);
+  // `--hf-token` takes the next word when it is no flag (argparse's nargs="?").
+  expect(read("--hf-token", "--dtype=auto")).toEqual([ignored("--hf-token"), ignored("--dtype auto")]);
+});
+
+test("the simulator's own flags pass on, `_` read as `-`; `--no-` of one of vLLM's turns it off", () => {
+  expect(read("--max_model_len", "8192", "--served_model_name=a", "--load-time", "0")).toEqual([
+    "--max-model-len",
+    "8192",
+    "--served-model-name=a",
+    "--load-time",
+    "0",
+  ]);
+  expect(read("--enable-sleep-mode", "--no-enable-sleep-mode", "m")).toEqual(["m"]);
+  expect(read("--no-enable-sleep-mode", "--enable-sleep-mode")).toEqual(["--enable-sleep-mode"]);
+  // An ignored flag between the served names and the model keeps its place: `b` is the model.
+  expect(read("--served-model-name", "a", "--enforce-eager", "b")).toEqual([
+    "--served-model-name",
+    "a",
+    ignored("--enforce-eager"),
+    "b",
+  ]);
+  expect(read("-h", "--", "--dtype")).toEqual(["-h", "--", "--dtype"]);
+});
+
+test("what vLLM refuses is refused in its words; flags that would change what a client sees are refused", () => {
+  expect(() => read("--frobnicate", "1")).toThrow(UnrecognizedFlag);
+  expect(() => read("--frobnicate")).toThrow("unrecognized arguments: --frobnicate");
+  expect(() => read("-x")).toThrow("unrecognized arguments: -x");
+  expect(() => read("--no-fault-never-ready")).toThrow("unrecognized arguments: --no-fault-never-ready");
+  expect(() => read("--no-dtype")).toThrow("unrecognized arguments: --no-dtype");
+  expect(() => read("--dtype")).toThrow("argument --dtype: expected one argument");
+  expect(() => read("--dtype", "--enforce-eager")).toThrow("argument --dtype: expected one argument");
+  expect(() => read("--ignore-patterns")).toThrow(
+    "argument --ignore-patterns: expected at least one argument",
+  );
+  expect(() => read("--enforce-eager=yes")).toThrow(
+    "argument --enforce-eager: ignored explicit argument 'yes'",
+  );
+  expect(() => read("--ssl-certfile", "c.pem")).toThrow(
+    "--ssl-certfile is not simulated: the simulator serves plain HTTP",
+  );
+  expect(() => read("--config", "c.yaml")).toThrow(UsageError);
+});
+
+test("every flag the simulator shares with vLLM is one vLLM has", () => {
+  const shared = ["model", "served-model-name", "host", "port", "enable-sleep-mode", "api-key", "seed"];
+  shared.push("enable-request-id-headers", "enable-server-load-tracking", "max-num-seqs", "max-model-len");
+  shared.push("gpu-memory-utilization");
+  for (const name of shared) {
+    expect(simFlags[name], name).toBeDefined();
+    expect(vllmFlags.has(name), name).toBe(true);
+  }
+});

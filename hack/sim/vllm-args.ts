@@ -1,0 +1,122 @@
+/**
+ * Reads a `snooze sim` command line the way `vllm serve` reads it, so that a model's command can
+ * swap one for the other: the simulator's own flags pass on to its parser; a vLLM flag that has no
+ * effect here is taken with its value(s) as argparse would take them (so a value is never read as
+ * the positional model) and passed on as one `--vllm-flag-ignored=<flag and value>` for the start-up
+ * log; a flag neither has is refused as vLLM refuses it (`unrecognized arguments`, exit code 2).
+ *
+ * As vLLM's FlexibleArgumentParser, `_` in a flag's name is `-` (`--max_model_len`), and `-O3` is
+ * `-O 3`. A JSON flag's keys may be given one by one (`--compilation-config.level 3`).
+ */
+import { UnknownFlag } from "../../cli/command.ts";
+import { type Flag, UsageError } from "../../lib/cli-flags.ts";
+import { type VllmFlagKind, vllmFlags, vllmShortFlags } from "./vllm-flags.ts";
+
+/** The hidden `snooze sim` flag that carries each ignored vLLM flag to the start-up log. */
+export const ignoredFlag = "vllm-flag-ignored";
+
+/** A flag that neither vLLM nor the simulator has, named in vLLM's (argparse's) words. */
+export class UnrecognizedFlag extends UnknownFlag {
+  constructor(flag: string) {
+    super(
+      `unrecognized arguments: ${flag} (a flag neither vLLM nor the simulator has)`,
+      flag,
+      `unrecognized arguments: ${flag}`,
+    );
+  }
+}
+
+/** The arguments for the simulator's parser; a UsageError for what vLLM would refuse. */
+export function simArgsFromVllm(argv: readonly string[], simFlags: Readonly<Record<string, Flag>>): string[] {
+  const out: string[] = [];
+  let i = 0;
+  /** The words argparse gives a flag of this kind after it (inline: the value after `=`). */
+  const take = (flag: string, kind: VllmFlagKind, inline: string | undefined): string[] => {
+    if (typeof kind === "object") throw new UsageError(`${flag} is not simulated: ${kind.unsupported}`);
+    if (kind === "on-off" || kind === "switch") {
+      if (inline !== undefined)
+        throw new UsageError(`argument ${flag}: ignored explicit argument '${inline}'`);
+      return [];
+    }
+    if (inline !== undefined) return [inline];
+    const words: string[] = [];
+    while (i < argv.length && !looksLikeFlag(argv[i]!) && (kind === "values" || words.length === 0))
+      words.push(argv[i++]!);
+    if (words.length === 0 && kind !== "optional-value")
+      throw new UsageError(
+        `argument ${flag}: expected ${kind === "values" ? "at least one argument" : "one argument"}`,
+      );
+    return words;
+  };
+  const ignore = (written: string, words: string[]) =>
+    out.push(`--${ignoredFlag}=${[written, ...words].join(" ")}`);
+
+  while (i < argv.length) {
+    const arg = argv[i++]!;
+    if (arg === "--") {
+      out.push(arg, ...argv.slice(i));
+      break;
+    }
+    if (!looksLikeFlag(arg)) {
+      out.push(arg);
+      continue;
+    }
+    const equals = arg.indexOf("=");
+    const written = equals < 0 ? arg : arg.slice(0, equals);
+    const inline = equals < 0 ? undefined : arg.slice(equals + 1);
+    if (!written.startsWith("--")) {
+      // A short flag: the simulator's -h, or one of vLLM's (all take a value), `-O3` included.
+      const short = written.slice(1);
+      if (short === "h") {
+        out.push(arg);
+        continue;
+      }
+      const long = vllmShortFlags.get(short) ?? (short.startsWith("O") ? "compilation-config" : undefined);
+      if (long === undefined) throw new UnrecognizedFlag(written);
+      const attached = short.length > 1 && long === "compilation-config" ? short.slice(1) : undefined;
+      ignore(attached === undefined ? written : "-O", take(written, "value", attached ?? inline));
+      continue;
+    }
+    const raw = written.slice(2);
+    const name = raw.includes(".") ? raw : raw.replaceAll("_", "-");
+    const own = simFlags[name] ?? (name === "help" ? { type: "boolean" } : undefined);
+    if (own) {
+      out.push(`--${name}${inline === undefined ? "" : `=${inline}`}`);
+      // A value written after the flag stays with it, whatever it looks like.
+      if (own.type === "string" && inline === undefined && i < argv.length) out.push(argv[i++]!);
+      continue;
+    }
+    const negated = name.startsWith("no-") ? name.slice(3) : undefined;
+    if (
+      negated !== undefined &&
+      vllmFlags.get(negated) === "on-off" &&
+      simFlags[negated]?.type === "boolean"
+    ) {
+      take(written, "on-off", inline);
+      // vLLM keeps the last of `--x` and `--no-x`: this one turns the simulator's flag back off.
+      for (let at = out.indexOf(`--${negated}`); at >= 0; at = out.indexOf(`--${negated}`)) out.splice(at, 1);
+      continue;
+    }
+    ignore(written, take(written, kindOf(name) ?? unrecognized(written), inline));
+  }
+  return out;
+}
+
+/** How vLLM reads a flag (`--no-x` for an on-off `--x`, `--x.key` for a JSON `--x`), if it has it. */
+function kindOf(name: string): VllmFlagKind | undefined {
+  const kind = vllmFlags.get(name);
+  if (kind !== undefined) return kind;
+  if (name.startsWith("no-") && vllmFlags.get(name.slice(3)) === "on-off") return "on-off";
+  const dot = name.indexOf(".");
+  if (dot > 0 && vllmFlags.get(name.slice(0, dot)) === "value") return "value";
+  return undefined;
+}
+
+function unrecognized(flag: string): never {
+  throw new UnrecognizedFlag(flag);
+}
+
+/** As argparse tells a flag from a value: a dash first, unless it is a negative number. */
+function looksLikeFlag(arg: string): boolean {
+  return arg.startsWith("-") && arg !== "-" && !/^-\d+$|^-\d*\.\d+$/.test(arg);
+}
