@@ -283,14 +283,32 @@ export class LocalPlatform implements Platform {
     // fixed ports in the 20000s share; found by an outside tester).
     const fixed = new Set([...this.models.values()].flatMap((other) => other.config.port ?? []));
     const port = config.port ?? (await this.freeEnginePort(fixed));
+    try {
+      await this.beginEngine(entry, config, generation, port, start);
+    } finally {
+      // Listed by now (its address keeps the port from other picks), or never to be: kept no more,
+      // however the start ended: one place lets go of it, not each way out on its own.
+      if (config.port === undefined) this.picked.delete(port);
+    }
+  }
+
+  /**
+   * Spawns an engine of `entry` on `port` (picked or fixed) and lists it, unless its start is moot
+   * now. It runs `config`, the settings of generation `generation` when the start began.
+   */
+  private async beginEngine(
+    entry: ModelEngines,
+    config: ModelConfig,
+    generation: number,
+    port: number,
+    start: Context,
+  ): Promise<void> {
     // A fixed port another process already listens on: that process would answer the readiness
     // checks and get the model's traffic while the engine fails to bind. Not counted as up, ever.
     const taken = config.port !== undefined && (await portInUse(port, host));
-    // Found by an outside tester: a start waiting for the fixed port of an engine the shutdown was
-    // stopping went on once it was free, after every other engine had stopped.
-    if (this.closing) {
-      this.picked.delete(port);
-      this.log.info("engine not started: Snooze is shutting down", { model: config.id });
+    const moot = this.startMoot(entry);
+    if (moot) {
+      this.log.info(`engine not started: ${moot}`, { model: config.id });
       return;
     }
     const values = { PORT: String(port), HOST: host, MODEL: config.id };
@@ -343,12 +361,10 @@ export class LocalPlatform implements Platform {
         detached: true,
       });
     } catch (error) {
-      this.picked.delete(port);
       throw this.notStarted(config.id, id, file!, error as Error, start);
     }
     const pgid = child.pid;
     if (pgid === undefined) {
-      this.picked.delete(port);
       const error = await new Promise<Error>((resolve) => child.once("error", resolve));
       throw this.notStarted(config.id, id, file!, error, start);
     }
@@ -371,7 +387,6 @@ export class LocalPlatform implements Platform {
       settings: config,
     };
     entry.engines.set(id, engine);
-    this.picked.delete(port); // listed now: its port is the engine's
     // The record is private (mode 0600) and names the engine as it runs; the log shows no secret.
     const secrets = new EngineSecrets(args, env);
     const command = [file, ...args].join(" ");
@@ -475,6 +490,20 @@ export class LocalPlatform implements Platform {
     // stopped now, the start fails at once with the reason, not at startTimeout.
     if (taken) void this.stop(engine);
     else void this.watchReadiness(engine, config.id);
+  }
+
+  /**
+   * Why a start that waited (for a port) must not begin its engine any more, if it must not. Found
+   * by an outside tester: a start waiting for the fixed port of an engine the shutdown was stopping
+   * went on once it was free, after every other engine had stopped. Found by reading the code: one
+   * waiting while its model was removed (a reload, once the model's stop timed out) spawned an
+   * engine into the forgotten model, listed nowhere and stopped by nothing but Snooze's exit,
+   * holding the fixed port that the model, added again, would find taken.
+   */
+  private startMoot(entry: ModelEngines): string | undefined {
+    if (this.closing) return "Snooze is shutting down";
+    if (this.models.get(entry.config.id) !== entry) return "the model was removed";
+    return undefined;
   }
 
   /**

@@ -40,3 +40,20 @@ models:
   expect(address("a")).not.toBe(address("b"));
   expect([address("a"), address("b")].sort()).toEqual(["127.0.0.1:47901", "127.0.0.1:47902"]);
 });
+
+test("a start whose engine cannot be spawned (E2BIG) keeps no port: the next start is given the one it picked", async () => {
+  // A picked port is kept from other picks until its engine is listed; a start that throws before
+  // that lets go of it, or every later engine would be kept off it for as long as Snooze runs.
+  const loading = `[node, -e, "setTimeout(() => {}, 60000)", "\${PORT}"]`;
+  const config = parseConfig(`
+models:
+  huge:
+    command: [node, -e, "0", "\${PORT}", "${"x".repeat(300_000)}"]
+  b:
+    command: ${loading}
+`);
+  platform = new LocalPlatform(config.models.values(), silentLogger, { stopGraceMs: 1_000 });
+  await expect(platform.scale("huge", 0, 1, [])).rejects.toThrow(/could not run .*E2BIG/);
+  await platform.scale("b", 0, 1, []);
+  expect(platform.replicaSet("b")?.replicas[0]?.address).toBe("127.0.0.1:47901");
+});
