@@ -413,3 +413,30 @@ test("the back-off is the model's: the failed replica's own events after it keep
   expect(route.backoff()).toBeUndefined();
   await route.close();
 });
+
+test("a drain already over when it is told (the engine was found unresponsive) ends the forwards on the replica as the event arrives, not on a timer; one still to come waits for its end", async () => {
+  // The control plane stops that engine right after telling: on a timer, the stop's news (its
+  // connection closed, its exit) could reach the forward first, and the request was counted and
+  // answered as `unreachable` (found by a test made tolerant of it, on a loaded machine).
+  const route = new ModelRoute(config, listener);
+  const apply = (tier: Tier, extra: Partial<ReplicaEvent> = {}) =>
+    route.apply({
+      model: "qwen",
+      replica: "qwen-1",
+      address: "127.0.0.1:1",
+      tier,
+      since: Date.now(),
+      ...extra,
+    });
+  apply("ready");
+  const backend = route.tryAcquire()!;
+  const ends: boolean[] = [];
+  const unregister = route.onDrainEnd(backend, (unresponsive) => ends.push(unresponsive));
+  apply("draining", { endsAt: Date.now() + 60_000 });
+  expect(ends).toEqual([]);
+  apply("draining", { endsAt: Date.now(), unresponsive: true });
+  expect(ends).toEqual([true]);
+  unregister();
+  route.release(backend);
+  await route.close();
+});

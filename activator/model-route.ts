@@ -607,18 +607,24 @@ export class ModelRoute {
  * A draining replica's engine sleeps or stops once its drain time is over, and vLLM's `mode=wait`
  * sleep would wait for whatever still runs, however long: the activator ends those forwards then
  * (the engine sees its clients go and aborts them), each client told why.
+ *
+ * A drain over already when it is told (an engine found unresponsive drains for no time) ends them
+ * now, not on a timer: the control plane stops that engine right after telling, and a timer, even
+ * of 0 ms, let the stop's news come first: the connection it closed failed the forward as
+ * `unreachable`, or its exit's `cold` cleared the timer (found by a test made tolerant of it; on a
+ * loaded machine, one run in two).
  */
 function armDrainEnd(backend: Backend, endsAt: number | undefined, unresponsive: boolean): void {
   clearBackgroundTimer(backend.drainTimer);
   backend.drainTimer = undefined;
   if (endsAt === undefined) return;
-  backend.drainTimer = backgroundTimer(
-    () => {
-      backend.drainTimer = undefined;
-      for (const end of backend.drainEnds) end(unresponsive);
-    },
-    timerValue(endsAt - Date.now()),
-  );
+  const end = () => {
+    backend.drainTimer = undefined;
+    for (const ending of backend.drainEnds) ending(unresponsive);
+  };
+  const ms = timerValue(endsAt - Date.now());
+  if (ms === 0) end();
+  else backend.drainTimer = backgroundTimer(end, ms);
 }
 
 function closeBackend(backend: Backend): void {

@@ -78,21 +78,15 @@ models:
     expect(((await b.json()) as any).choices[0].message.content).toBe(served);
     expect(starts(dir)).toBe(2);
     const metrics = await snooze.registry.metrics();
-    // Each request was sent again once. The refused one's reason is `unreachable`; the hung one's
-    // is `unresponsive` when the control plane's verdict on the engine (a drain end, on a timer)
-    // reaches its forward first, and `unreachable` too when, on a loaded machine, the engine is
-    // stopped and its connection closes first (seen in CI and with three busy loops beside the
-    // test, at this commit's parent and before it): the request is served by the replacement either way.
-    const count = (name: string) =>
-      ["unresponsive", "unreachable"].reduce(
-        (sum, reason) => sum + metricValue(metrics, name, { reason }),
-        0,
-      );
-    expect(count("snooze_resent_requests_total")).toBe(2);
-    expect(count("snooze_upstream_errors_total")).toBe(2);
-    expect(
-      metricValue(metrics, "snooze_resent_requests_total", { reason: "unreachable" }),
-    ).toBeGreaterThanOrEqual(1);
+    // Each request was sent again once: the refused one as `unreachable`, the hung one as
+    // `unresponsive`, the control plane's verdict on its engine, which ends it as it arrives, before
+    // the engine's stop that follows can (its connection closing, its exit). Before, the verdict
+    // ended it on a timer and, on a loaded machine, the stop often came first: the hung request
+    // was counted as `unreachable` (this test was made tolerant of it for a while).
+    for (const name of ["snooze_resent_requests_total", "snooze_upstream_errors_total"]) {
+      expect(metricValue(metrics, name, { reason: "unreachable" })).toBe(1);
+      expect(metricValue(metrics, name, { reason: "unresponsive" })).toBe(1);
+    }
   });
 
   test("a request that kills every engine it reaches: sent to one replacement, then 502 upstream_died with the exit, no crash loop", {
