@@ -33,8 +33,24 @@ export function formatProblems(file: string, problems: readonly ConfigProblem[])
 
 function formatProblem(file: string, problem: ConfigProblem): string {
   const where = problem.line ? `${file}:${problem.line}:${problem.column ?? 1}` : file;
-  return `${where}: ${problem.key || "(top level)"}: ${problem.message}`;
+  return `${where}: ${problem.key || "(top level)"}: ${oneLine(problem.message)}`;
 }
+
+/**
+ * A message on one line: it may quote a key or value from the file, and a YAML key can hold a line
+ * break (`"models\n"`); written raw, one problem would span two lines and break the
+ * `file:line:col:` form editors and scripts read. Line breaks are spelled out as escapes.
+ */
+function oneLine(message: string): string {
+  return message.replace(/[\n\r\u2028\u2029]/g, (c) => lineBreakEscapes[c] ?? c);
+}
+
+const lineBreakEscapes: Record<string, string> = {
+  "\n": "\\n",
+  "\r": "\\r",
+  "\u2028": "\\u{2028}",
+  "\u2029": "\\u{2029}",
+};
 
 /**
  * A dotted key path; a name that is empty or holds a space, a dot or a character that does not show

@@ -1278,6 +1278,14 @@ describe("any input: a ConfigError with file:line:col, or settings that can all 
     fc.assert(fc.property(text, check), { numRuns: 2_000 });
   });
 
+  test("a key holding a line break: its problem stays on one line, the break spelled out", () => {
+    // Found by the property above: `models\n` (a block key) printed raw split its line.
+    check("?\t|\n  models");
+    expect(() => parseConfig("?\t|\n  models", "fuzz.yaml")).toThrow(
+      /unknown key "models\\n"; did you mean "models"\?/,
+    );
+  });
+
   test("random settings files", () => {
     fc.assert(fc.property(structured, check), { numRuns: 1_000 });
   });
