@@ -39,8 +39,8 @@ import { checkEnginePath, type PathCheck, streamingRoutes } from "./openai-path.
 import { forward } from "./proxy.ts";
 import { adoptRequestId } from "./request-id.ts";
 import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
-import { type FormFields, nameLookup, resolveModel } from "./resolve-model.ts";
-import { ResponseIds } from "./response-ids.ts";
+import { type FormFields, nameLookup, type Resolution, resolveModel } from "./resolve-model.ts";
+import { makerGone, ResponseIds } from "./response-ids.ts";
 import { type SlotWait, slotWait } from "./slot-wait.ts";
 import { EndedEarly, errorAnswer, failedUnder, failedUnderAnswer } from "./upstream-failure.ts";
 
@@ -81,7 +81,10 @@ export function sendShuttingDown(res: ServerResponse, message = "Snooze is shutt
 const slotWaitMessage = (model: string, s: number, reason: string) =>
   `The model \`${model}\` did not become ready within its hold budget: it waits for its slot, as ${reason}; retry in about ${s}s.`;
 
-const holdMessages: Record<HoldFailure["reason"], (model: string, seconds: number) => string> = {
+/** Why a hold ends in a 503 (a request pinned to a replica that went is a 404: `Pin`). */
+type HoldRefusal = Exclude<HoldFailure["reason"], "replica-gone">;
+
+const holdMessages: Record<HoldRefusal, (model: string, seconds: number) => string> = {
   budget: (model, s) =>
     `The model \`${model}\` did not become ready within its hold budget; retry in about ${s}s.`,
   "queue-full": (model, s) =>
@@ -96,7 +99,7 @@ const holdMessages: Record<HoldFailure["reason"], (model: string, seconds: numbe
 const busyMessage = (model: string, s: number) =>
   `The model \`${model}\` is ready but was busy for the whole hold budget: every place on it (its concurrency or maxConnections) stayed taken; retry in about ${s}s.`;
 
-const holdCodes: Record<HoldFailure["reason"], string> = {
+const holdCodes: Record<HoldRefusal, string> = {
   budget: "hold_budget_exceeded",
   "queue-full": "queue_full",
   "activation-failed": "activation_failed",
@@ -109,7 +112,17 @@ const holdCodes: Record<HoldFailure["reason"], string> = {
  * sent as an SSE error event, ending the stream), else 499: its client left, even one that hold
  * progress had already answered 200.
  */
-const heldOutcome = (res: ServerResponse) => (res.writableEnded ? 503 : 499);
+const heldOutcome = (res: ServerResponse) =>
+  res.writableEnded ? (res.statusCode >= 400 ? res.statusCode : 503) : 499;
+
+/**
+ * The one replica a request may go to, the one whose engine keeps the stored response it is about
+ * (`ResponseIds`), and the 404 it gets should that replica go while it is held.
+ */
+interface Pin {
+  replica: string;
+  gone: OpenAIErrorBody;
+}
 
 /** A forward still running when its replica's drain time is over: the engine goes to sleep or stops. */
 const drainEnded = (model: string) =>
@@ -286,6 +299,9 @@ export class Activator {
     for (const name of [config.id, ...config.aliases])
       if (this.config.names.get(name) === config.id) this.config.names.delete(name);
   }
+
+  /** A model's replicas as this activator knows them now (none when it routes no such model). */
+  private readonly replicasOf = (model: string) => this.routes.get(model)?.replicas() ?? [];
 
   /** A model's route, also while it is being retired. */
   private route(id: string): ModelRoute | undefined {
@@ -612,16 +628,16 @@ export class Activator {
         check.stored &&
         byHost.kind !== "model" &&
         req.headers["snooze-model"] === undefined &&
-        this.responseIds.modelFor(check.stored.id, (model) => this.routes.get(model)?.replicas() ?? []);
+        this.responseIds.makerFor(check.stored.id, this.replicasOf);
       if (learned && !learned.ok) {
         sendError(res, 404, learned.error);
         return 404;
       }
-      const resolution =
+      const resolution: Resolution =
         byHost.kind === "model"
           ? { ok: true as const, model: byHost.model, body, ...bodyFields(req, body, json) }
           : learned
-            ? { ok: true as const, model: learned.model, body, stream: false }
+            ? { ok: true as const, model: learned.maker.model, body, stream: false }
             : resolveModel(
                 req.headers,
                 body,
@@ -662,6 +678,26 @@ export class Activator {
         );
         return 503;
       }
+      // Only the replica that made a stored response has it: its routes, and a follow-up, go there.
+      let pin: Pin | undefined;
+      if (learned)
+        pin = {
+          replica: learned.maker.replica,
+          gone: makerGone(learned.maker, check.stored!.id, "response_id"),
+        };
+      else if (check.path === "/v1/responses" && resolution.previousResponseId !== undefined) {
+        const previous = resolution.previousResponseId;
+        const found = this.responseIds.pinFor(previous, resolution.model, this.replicasOf);
+        if (found && !found.ok) {
+          sendError(res, 404, found.error);
+          return 404;
+        }
+        if (found)
+          pin = {
+            replica: found.maker.replica,
+            gone: makerGone(found.maker, previous, "previous_response_id"),
+          };
+      }
       const appended: Record<string, string> = byHost.kind === "model" ? byHost.headers : {};
       if (form && "renamed" in resolution && resolution.renamed !== undefined) {
         // An alias in the form: the engine gets the name it serves, in the client's own form.
@@ -669,7 +705,8 @@ export class Activator {
           withFieldValue(resolution.body, form, "model", resolution.renamed) ?? resolution.body;
       }
       route.arrived();
-      let backend = route.tryAcquire() ?? (await this.hold(route, req, res, resolution, json));
+      let backend =
+        route.tryAcquire(pin?.replica) ?? (await this.hold(route, req, res, resolution, json, false, pin));
       if (!backend) return heldOutcome(res);
       unreserve();
       for (let attempt = 0; ; attempt++) {
@@ -714,7 +751,8 @@ export class Activator {
         // is routed to again): not one it found unresponsive, which it replaces already.
         if (outcome.reason !== "unresponsive") route.markUnreachable(backend);
         const failedOn = backend.replica;
-        const next = route.tryAcquire() ?? (await this.hold(route, req, res, resolution, json, true));
+        const next =
+          route.tryAcquire(pin?.replica) ?? (await this.hold(route, req, res, resolution, json, true, pin));
         if (!next) return heldOutcome(res);
         // Counted when it is sent again, not when it waits for that: one refused or abandoned while
         // held again was never resent (found by an outside tester).
@@ -940,6 +978,8 @@ export class Activator {
     /** The body as read off the event loop, if it was (a large one). */
     json: JsonBody | undefined,
     resend = false,
+    /** The one replica it may go to, if any. */
+    pin?: Pin,
   ): Promise<Backend | undefined> {
     const model = route.config.id;
     if (this.shuttingDown) {
@@ -951,7 +991,7 @@ export class Activator {
     this.metrics.held.inc({ model });
     const underWay = route.latestEvent?.traceparent ? route.latestActivation : undefined;
     const before = route.held;
-    const { promise, cancel } = route.hold(resend);
+    const { promise, cancel } = route.hold(resend, pin?.replica);
     // Only the first held request asks for an activation; the others join it (one refused because
     // the queue is full joins nothing).
     if (before > 0 && route.held > before) this.metrics.coalesced.inc({ model });
@@ -981,6 +1021,13 @@ export class Activator {
     } catch (error) {
       const failure = error as HoldFailure;
       outcome = failure.reason;
+      if (failure.reason === "replica-gone") {
+        // Not a wait that ran out: what the request asked for is gone, as it would be told at once.
+        const gone = pin?.gone ?? openAIError("The replica went.", "invalid_request_error", "not_found");
+        if (res.headersSent) progress?.fail(gone);
+        else if (!res.destroyed) sendError(res, 404, gone);
+        return undefined;
+      }
       // Shutting down: this process will not serve the retry; say so as its other 503s do.
       const shutdown = failure.reason === "shutdown";
       // Shutting down, the model's own estimate says nothing: the retry goes to another process (or

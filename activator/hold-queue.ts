@@ -65,6 +65,20 @@ export class HoldQueue<T> {
     return true;
   }
 
+  /** The oldest waiting request that `wanted` accepts, left in place. */
+  find(wanted: (value: T) => boolean): Held<T> | undefined {
+    for (let i = this.head; i < this.items.length; i++)
+      if (wanted(this.items[i]!.value)) return this.items[i];
+    return undefined;
+  }
+
+  /** Removes every waiting request that `gone` accepts, returning them in arrival order. */
+  removeWhere(gone: (value: T) => boolean): Held<T>[] {
+    const removed = this.items.slice(this.head).filter((item) => gone(item.value));
+    for (const item of removed) this.remove(item);
+    return removed;
+  }
+
   /** Empties the queue, returning what was in it in arrival order. */
   drain(): Held<T>[] {
     const all = this.items.slice(this.head);

@@ -43,11 +43,15 @@ export type HoldFailure =
   | { reason: "activation-failed"; retryAfterMs: number; message: string }
   | { reason: "shutdown"; retryAfterMs: number }
   /** The client went away while held. */
-  | { reason: "abandoned"; retryAfterMs: number };
+  | { reason: "abandoned"; retryAfterMs: number }
+  /** The replica the request was pinned to went away (stopped, or replaced by another engine). */
+  | { reason: "replica-gone"; retryAfterMs: number };
 
 interface Waiter {
   resolve(backend: Backend): void;
   reject(failure: HoldFailure): void;
+  /** The one replica it may go to (`hold`'s `pin`), if any. */
+  pin?: string;
 }
 
 export interface RouteListener {
@@ -111,6 +115,8 @@ export class ModelRoute {
   readonly addedAt = Date.now();
   private readonly backends = new Map<string, Backend>();
   private readonly queue: HoldQueue<Waiter>;
+  /** Held requests that may go to one replica only (`hold`'s `pin`). */
+  private pinnedHeld = 0;
   private readonly listener: RouteListener;
   private lastEvent?: ReplicaEvent;
   /**
@@ -226,18 +232,27 @@ export class ModelRoute {
    * A ready replica with free capacity for a request that just arrived, counted as taken; undefined
    * when none, or when earlier requests are still held (they go first, in arrival order).
    */
-  tryAcquire(): Backend | undefined {
-    return this.queue.length > 0 ? undefined : this.acquire();
+  tryAcquire(pin?: string): Backend | undefined {
+    // Requests held for one replica wait for that one alone, which has no room (else they would
+    // have gone): they hold back no request for another.
+    return this.queue.length > this.pinnedHeld ? undefined : this.acquire(pin);
   }
 
-  private acquire(): Backend | undefined {
-    let chosen: Backend | undefined;
+  /** `acquire` without taking it: the replica a request (for `pin` alone, if given) would go to. */
+  private available(pin?: string): Backend | undefined {
     const limit = this.perReplica;
-    for (const backend of this.backends.values()) {
-      if (backend.tier !== "ready" || backend.suspect) continue;
-      if (backend.inFlight >= Math.min(limit, backend.connections)) continue;
-      if (!chosen || backend.inFlight < chosen.inFlight) chosen = backend;
+    if (pin !== undefined) {
+      const backend = this.backends.get(pin);
+      return backend && hasRoom(backend, limit) ? backend : undefined;
     }
+    let chosen: Backend | undefined;
+    for (const backend of this.backends.values())
+      if (hasRoom(backend, limit) && (!chosen || backend.inFlight < chosen.inFlight)) chosen = backend;
+    return chosen;
+  }
+
+  private acquire(pin?: string): Backend | undefined {
+    const chosen = this.available(pin);
     if (chosen) this.taken(chosen);
     return chosen;
   }
@@ -246,13 +261,19 @@ export class ModelRoute {
   /**
    * Holds a request until a replica has room. `resend`: one its engine failed under, sent again;
    * it had its place already, so a full queue does not refuse it (found by an outside tester:
-   * requests on an engine that died were told `queue_full`).
+   * requests on an engine that died were told `queue_full`). `pin`: the one replica it may go to
+   * (one whose engine keeps what it asks for, a stored response); refused with `replica-gone` when
+   * that replica is not, or no longer, there.
    */
-  hold(resend = false): { promise: Promise<Backend>; cancel(): void } {
+  hold(resend = false, pin?: string): { promise: Promise<Backend>; cancel(): void } {
     let waiter!: Waiter;
     const promise = new Promise<Backend>((resolve, reject) => {
-      waiter = { resolve, reject };
+      waiter = { resolve, reject, ...(pin !== undefined ? { pin } : {}) };
     });
+    if (pin !== undefined && !this.backends.has(pin)) {
+      waiter.reject({ reason: "replica-gone", retryAfterMs: 0 });
+      return { promise, cancel() {} };
+    }
     const backedOff = this.backedOff();
     if (backedOff) {
       waiter.reject(backedOff);
@@ -263,6 +284,7 @@ export class ModelRoute {
       waiter.reject({ reason: "queue-full", retryAfterMs: this.retryAfterMs() });
       return { promise, cancel() {} };
     }
+    if (pin !== undefined) this.pinnedHeld++;
     this.lastActiveAt = Date.now();
     if (this.queue.length === 1) this.listener.loadChanged(this.config.id);
     this.listener.demand(this.config.id);
@@ -272,6 +294,7 @@ export class ModelRoute {
       promise,
       cancel: () => {
         if (!this.queue.remove(item)) return;
+        this.left(item);
         waiter.reject({ reason: "abandoned", retryAfterMs: 0 });
         if (this.queue.length === 0) this.listener.loadChanged(this.config.id);
       },
@@ -417,10 +440,15 @@ export class ModelRoute {
       if (backend) {
         this.backends.delete(event.replica);
         closeBackend(backend);
+        this.forsake(event.replica);
       }
     } else {
       if (!backend || backend.address !== event.address) {
-        if (backend) closeBackend(backend);
+        if (backend) {
+          closeBackend(backend);
+          // Another engine under the same name: what the old one kept in memory is not in it.
+          this.forsake(event.replica);
+        }
         const connections = this.perReplica;
         const origin = `http://${event.address}`;
         const spares = new SpareConnections(new URL(origin), {
@@ -460,6 +488,7 @@ export class ModelRoute {
     for (const told of [...this.fateWaiters]) told();
     if (event.error && event.tier !== "ready") {
       // The activation these requests waited for failed: answer them now, with the reason.
+      this.pinnedHeld = 0;
       for (const item of this.queue.drain()) {
         item.value.reject({
           reason: "activation-failed",
@@ -481,6 +510,7 @@ export class ModelRoute {
 
   /** Answers every held request with 503 (the model goes away, or Snooze shuts down). */
   answerHeld(): void {
+    this.pinnedHeld = 0;
     for (const item of this.queue.drain())
       item.value.reject({ reason: "shutdown", retryAfterMs: this.retryAfterMs() });
   }
@@ -568,9 +598,17 @@ export class ModelRoute {
         });
         break;
       }
-      const backend = this.acquire();
-      if (!backend) break;
-      this.queue.shift()!.value.resolve(backend);
+      // In arrival order; one held for a replica without room lets those behind it go elsewhere.
+      const item =
+        this.pinnedHeld === 0
+          ? this.queue.peek()!
+          : this.queue.find((w) => this.available(w.pin) !== undefined);
+      const backend = item && this.acquire(item.value.pin);
+      if (!item || !backend) break;
+      if (item === this.queue.peek()) this.queue.shift();
+      else this.queue.remove(item);
+      this.left(item);
+      item.value.resolve(backend);
       released++;
     }
     // Nothing left held (released, expired or gone): the next release starts small again.
@@ -595,7 +633,26 @@ export class ModelRoute {
     for (const backend of this.backends.values()) if (backend.tier !== "waking") backend.spares.release();
   }
 
+  /** A held request left the queue (its replica's, `hold`'s `pin`, counted in `pinnedHeld`). */
+  private left(item: Held<Waiter>): void {
+    if (item.value.pin !== undefined) this.pinnedHeld--;
+  }
+
+  /**
+   * The requests held for `replica` alone are answered: it went, and whatever they wanted of it
+   * (a stored response in its engine's memory) went with it.
+   */
+  private forsake(replica: string): void {
+    if (this.pinnedHeld === 0) return;
+    for (const item of this.queue.removeWhere((w) => w.pin === replica)) {
+      this.left(item);
+      item.value.reject({ reason: "replica-gone", retryAfterMs: 0 });
+    }
+    if (this.queue.length === 0) this.listener.loadChanged(this.config.id);
+  }
+
   private expired(item: Held<Waiter>): void {
+    this.left(item);
     // A model with a ready replica was there, only full: the request waited for room, not a start.
     const busy = [...this.backends.values()].some((b) => b.tier === "ready");
     item.value.reject({ reason: "budget", retryAfterMs: this.retryAfterMs(), ...(busy ? { busy } : {}) });
@@ -625,6 +682,13 @@ function armDrainEnd(backend: Backend, endsAt: number | undefined, unresponsive:
   const ms = timerValue(endsAt - Date.now());
   if (ms === 0) end();
   else backend.drainTimer = backgroundTimer(end, ms);
+}
+
+/** Whether `backend` takes a request now: ready, reachable, below `limit` requests and its connections. */
+function hasRoom(backend: Backend, limit: number): boolean {
+  return (
+    backend.tier === "ready" && !backend.suspect && backend.inFlight < Math.min(limit, backend.connections)
+  );
 }
 
 function closeBackend(backend: Backend): void {

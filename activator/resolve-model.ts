@@ -24,6 +24,8 @@ export type Resolution =
       requested?: string;
       /** The `model` the body sent to the engine names, when it names one (the GenAI request model). */
       sent?: string;
+      /** The JSON body's `previous_response_id` (a Responses API follow-up), when it is a string. */
+      previousResponseId?: string;
     }
   | { ok: false; status: number; error: OpenAIErrorBody };
 
@@ -65,6 +67,8 @@ export function resolveModel(
   // As vLLM reads it (pydantic, lax): `"stream": "true"` streams too.
   const stream = form ? form.stream : laxBool((parsed as { stream?: unknown } | undefined)?.stream) === true;
   const requested = form ? form.model : (parsed as { model?: unknown } | null | undefined)?.model;
+  const previous = (parsed as { previous_response_id?: unknown } | null | undefined)?.previous_response_id;
+  const follows = typeof previous === "string" && previous !== "" ? { previousResponseId: previous } : {};
   /**
    * The request for model `id`, its body's `model` set to the name the engine serves when the
    * client wrote another name of the same model (an alias, or the id of a model served as another
@@ -80,6 +84,7 @@ export function resolveModel(
         stream,
         requested: asked,
         ...(typeof requested === "string" && requested ? { sent: requested } : {}),
+        ...follows,
       };
     if (form) return { ok: true, model: id, body, stream, renamed: served, requested: asked, sent: served };
     const replaced = replaceModel(sent, served);
@@ -90,6 +95,7 @@ export function resolveModel(
       stream,
       requested: asked,
       ...(replaced ? { sent: served } : { sent: requested }),
+      ...follows,
     };
   };
   const header = utf8(headers["snooze-model"]);

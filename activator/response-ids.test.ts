@@ -44,3 +44,24 @@ test("only the last `limit` ids are kept, and a model's go when it goes", () => 
   ids.forget("qwen");
   expect(ids.makerOf("resp_3")).toBeUndefined();
 });
+
+test("a stored response's route and a follow-up go to the replica that made it; told 404 once it is gone", () => {
+  const ids = new ResponseIds();
+  const tap = ids.tap(maker);
+  tap.response(200, "application/json");
+  tap.chunk(Buffer.from('{"id":"resp_1"}'));
+  const both = () => [{ id: "qwen-1" }, { id: "qwen-2" }];
+  expect(ids.makerFor("resp_1", both)).toEqual({ ok: true, maker });
+  expect(ids.pinFor("resp_1", "qwen", both)).toEqual({ ok: true, maker });
+  // Unknown, or another model's: the engine the request goes to decides.
+  expect(ids.pinFor("resp_other", "qwen", both)).toBeUndefined();
+  expect(ids.pinFor("resp_1", "llama", both)).toBeUndefined();
+  const onlyTheOther = () => [{ id: "qwen-2" }];
+  for (const [found, param] of [
+    [ids.makerFor("resp_1", onlyTheOther), "response_id"],
+    [ids.pinFor("resp_1", "qwen", onlyTheOther), "previous_response_id"],
+  ] as const) {
+    expect(found).toMatchObject({ ok: false, error: { error: { code: "response_not_found", param } } });
+    expect(found?.ok === false && found.error.error.message).toMatch(/replica `qwen-1`\) has stopped since/);
+  }
+});
