@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import { type JsonBody, readJsonBody } from "../lib/http/json-body.ts";
+import { freshRequestId } from "../lib/http/request-id.ts";
 
 /**
  * The id a held request is known by once hold progress answers it (`x-request-id` in the early
@@ -17,9 +18,7 @@ import { type JsonBody, readJsonBody } from "../lib/http/json-body.ts";
 export function adoptRequestId(req: IncomingMessage, body: Buffer, json?: JsonBody): string {
   const own = req.headers["x-request-id"];
   if (typeof own === "string" && own !== "") return own;
-  // node:crypto at first use, not at startup: an idle serve loads none (cli/loaded-modules.test.ts).
-  const id =
-    bodyRequestId(body, json) ?? process.getBuiltinModule("node:crypto").randomUUID().replaceAll("-", "");
+  const id = bodyRequestId(body, json) ?? freshRequestId();
   req.headers["x-request-id"] = id;
   return id;
 }

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { OpenAIErrorBody } from "../openai-error.ts";
 import { answered, endLingering } from "./linger.ts";
+import { requestIdOf } from "./request-id.ts";
 
 export function sendJson(
   res: ServerResponse,
@@ -44,14 +45,21 @@ function bodyToCome(req: IncomingMessage): boolean {
 /** The OpenAI error `code` each response was answered with (see `errorCodeOf`). */
 const errorCodes = new WeakMap<ServerResponse, string>();
 
+/**
+ * Answers with an OpenAI-shaped error: every error Snooze writes itself comes here. It names the
+ * request in `x-request-id` (`requestIdOf`), as the engine's answer would have: OpenAI's SDKs show
+ * it as the error's `request_id`, which was empty on Snooze's own 404s and 503s.
+ */
 export function sendError(
   res: ServerResponse,
   status: number,
   error: OpenAIErrorBody,
   headers: Record<string, string> = {},
 ): void {
-  if (!answered(res) && !res.headersSent) noteErrorCode(res, error);
-  sendJson(res, status, error, headers);
+  // Already answered (sendJson then says nothing more, or cuts a stream): no id to make.
+  const open = !answered(res) && !res.headersSent;
+  if (open) noteErrorCode(res, error);
+  sendJson(res, status, error, open ? { "x-request-id": requestIdOf(res.req), ...headers } : headers);
 }
 
 /** Remembers the OpenAI error `code` a response carries (also one told mid-stream, as an SSE event). */

@@ -100,3 +100,48 @@ test("a browser page allowed by --allowed-origins may read the request id (Acces
   const exposed = response.headers.get("access-control-expose-headers")!.toLowerCase().split(/,\s*/);
   expect(exposed).toContain("x-request-id");
 });
+
+describe("x-request-id on Snooze's own answers", () => {
+  const own = `
+maxBodySize: 1Ki
+models:
+  qwen:
+    holdBudget: 300ms
+    command: ${simCommand(["--load-time", "5s"], 1)}
+`;
+
+  test("the openai client's request_id on an unknown model's 404 and a spent hold budget's 503: the caller's id, else a fresh one", async () => {
+    snooze = await startWith(own);
+    const sdk = client(snooze.url);
+    const fails = (model: string, headers: Record<string, string> = {}) =>
+      sdk.chat.completions.create({ model, messages: [{ role: "user", content: "hi" }] }, { headers }).then(
+        () => {
+          throw new Error("expected an error");
+        },
+        (error: InstanceType<typeof OpenAI.APIError>) => error,
+      );
+    const unknown = await fails("nope", { "X-Request-Id": "mine-404" });
+    expect([unknown.status, unknown.requestID]).toEqual([404, "mine-404"]);
+    const fresh = await fails("nope");
+    expect(fresh.requestID).toMatch(/^[0-9a-f]{32}$/);
+    const budget = await fails("qwen", { "X-Request-Id": "mine-503" });
+    expect([budget.status, budget.code, budget.requestID]).toEqual([503, "hold_budget_exceeded", "mine-503"]);
+  });
+
+  test("raw HTTP: a 400 for a body that is not JSON, a 413 for one too large, a 404 for no route", async () => {
+    snooze = await startWith(own);
+    const post = (path: string, body: string, headers: Record<string, string> = {}) =>
+      fetch(`${snooze!.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body,
+      });
+    const invalid = await post("/v1/chat/completions", "{nope", { "x-request-id": "raw-400" });
+    expect([invalid.status, invalid.headers.get("x-request-id")]).toEqual([400, "raw-400"]);
+    const large = await post("/v1/chat/completions", "x".repeat(2_048));
+    expect(large.status).toBe(413);
+    expect(large.headers.get("x-request-id")).toMatch(/^[0-9a-f]{32}$/);
+    const route = await post("/v1/nowhere", "{}", { "x-request-id": "raw-404" });
+    expect([route.status, route.headers.get("x-request-id")]).toEqual([404, "raw-404"]);
+  });
+});
