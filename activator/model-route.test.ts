@@ -440,3 +440,30 @@ test("a drain already over when it is told (the engine was found unresponsive) e
   route.release(backend);
   await route.close();
 });
+
+test("a request pinned to a replica waits for that one alone, holds back no other, and is told when it goes", async () => {
+  const route = new ModelRoute({ ...config, concurrency: 1 }, listener);
+  for (const [replica, port] of [
+    ["qwen-1", 1],
+    ["qwen-2", 2],
+  ] as const)
+    route.apply({ model: "qwen", replica, address: `127.0.0.1:${port}`, tier: "ready", since: Date.now() });
+  const first = route.tryAcquire("qwen-1")!;
+  expect(first.replica).toBe("qwen-1");
+  expect(route.tryAcquire("qwen-1")).toBeUndefined();
+  const pinned = route.hold(false, "qwen-1");
+  // qwen-2 has room: a request for any replica goes there, not behind the pinned one.
+  const other = route.tryAcquire()!;
+  expect(other.replica).toBe("qwen-2");
+  route.release(other);
+  route.release(first);
+  expect((await pinned.promise).replica).toBe("qwen-1");
+  // Held for it while it stops: refused at once, not at the end of the hold budget.
+  const again = route.hold(false, "qwen-1");
+  route.apply({ model: "qwen", replica: "qwen-1", tier: "cold", since: Date.now() });
+  await expect(again.promise).rejects.toMatchObject({ reason: "replica-gone" });
+  await expect(route.hold(false, "qwen-1").promise).rejects.toMatchObject({ reason: "replica-gone" });
+  expect(route.held).toBe(0);
+  expect(route.tryAcquire()?.replica).toBe("qwen-2");
+  await route.close();
+});
