@@ -17,6 +17,9 @@
  *   answer, in its first chunk when streaming (chat: a chunk of its own after the role);
  * - `stop_reason` is the stop string that ended a choice, else null.
  * - with `stop` strings, a chunk's text lags the tokens by what could start one (stop-hold.ts).
+ * - a tool call (tool-call.ts) streams as OpenAI's: a first delta with the call's id, type, index
+ *   and name (`arguments: ""`), then one argument fragment a token; `stop` strings do not apply to
+ *   it (vLLM matches them on the model's raw markup, which the simulator has none of).
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -29,6 +32,7 @@ import { hashString } from "./random.ts";
 import { codePoints, heldBack, releasable } from "./stop-hold.ts";
 import { cutAtStop } from "./stop-strings.ts";
 import { planOutput } from "./text.ts";
+import { planToolCall, toolCallContent, toolCallFinishReason } from "./tool-call.ts";
 
 interface ChoiceState {
   promptIndex: number;
@@ -42,6 +46,8 @@ interface ChoiceState {
   streamedChars: number;
   /** Code points of `text` streamed so far; the rest is held back while a stop string may follow. */
   releasedPoints: number;
+  /** The tool this choice calls (its `text` is then the call's arguments), as vLLM ids a call. */
+  toolCall: { id: string; name: string } | undefined;
 }
 
 export async function serveGeneration(
@@ -68,6 +74,7 @@ export async function serveGeneration(
       tokenTexts: [],
       streamedChars: 0,
       releasedPoints: 0,
+      toolCall: undefined,
     })),
   );
   const usage = (completion: number) => ({
@@ -95,6 +102,18 @@ export async function serveGeneration(
   /** What `echo` puts before a choice's answer. */
   const echoed = (choice: ChoiceState) =>
     !request.echo ? "" : chat ? (request.assistantPrefix ?? "") : request.prompts[choice.promptIndex]!.text;
+  const toolChoice = request.toolUse?.choice ?? "auto";
+  const finishReason = (choice: ChoiceState, reason: string | null) =>
+    choice.toolCall && reason !== null ? toolCallFinishReason(toolChoice, reason) : reason;
+  /** A streamed chunk's delta: text, or a tool call's opening (first token) or argument fragment. */
+  const chatDelta = (choice: ChoiceState, text: string, position: number, hasToken: boolean) => {
+    if (!choice.toolCall) return { content: text };
+    if (!hasToken) return {};
+    const { id, name } = choice.toolCall;
+    return position === 0
+      ? { tool_calls: [{ id, type: "function", index: 0, function: { name, arguments: text } }] }
+      : { tool_calls: [{ index: 0, function: { arguments: text } }] };
+  };
   const onStep = (deltas: StepDelta[]) => {
     for (const delta of deltas) {
       const choice = choices[delta.choice]!;
@@ -150,7 +169,9 @@ export async function serveGeneration(
           : completionLogprobs([delta.text], position, choice.streamedChars, request.logprobs!);
       }
       // The text that may begin a stop string waits for the next tokens, as in vLLM.
-      const released = releasable(choice.text, choice.releasedPoints, held, finished);
+      const released = choice.toolCall
+        ? delta.text
+        : releasable(choice.text, choice.releasedPoints, held, finished);
       choice.releasedPoints += codePoints(released).length;
       // A completion's echoed prompt rides in the choice's first chunk.
       const text = !chat && position === 0 && hasToken ? echoed(choice) + released : released;
@@ -159,16 +180,16 @@ export async function serveGeneration(
         ? finished
           ? {
               index: delta.choice,
-              delta: { content: released },
+              delta: chatDelta(choice, released, position, hasToken),
               logprobs,
-              finish_reason: delta.finishReason,
+              finish_reason: finishReason(choice, delta.finishReason),
               stop_reason: stopReason,
               token_ids: null,
               weight_versions: null,
             }
           : {
               index: delta.choice,
-              delta: { content: released },
+              delta: chatDelta(choice, released, position, hasToken),
               logprobs,
               finish_reason: null,
               token_ids: null,
@@ -197,9 +218,18 @@ export async function serveGeneration(
       choices.map((choice, index) => {
         const prompt = request.prompts[choice.promptIndex]!;
         const seedText = `${request.seed ?? ""}|${index % request.n}|${prompt.text}`;
+        const seed = hashString(seedText, engine.options.seed);
+        // Weights left garbage by a level-2 wake write "!!!", which no parser reads as a call.
+        const call =
+          request.toolUse && !garbage ? planToolCall(request.toolUse, seed, prompt.maxTokens) : undefined;
+        if (call) {
+          choice.toolCall = { id: `chatcmpl-tool-${randomUUID().replaceAll("-", "")}`, name: call.name };
+          choice.stopReason = null;
+          return { ...call, stopReason: null };
+        }
         const planned =
           request.jsonFormat && !garbage
-            ? planJson(request.jsonFormat, hashString(seedText, engine.options.seed), prompt.maxTokens)
+            ? planJson(request.jsonFormat, seed, prompt.maxTokens)
             : planOutput({
                 prompt: prompt.text,
                 engineSeed: engine.options.seed,
@@ -255,17 +285,26 @@ export async function serveGeneration(
           index,
           message: {
             role: "assistant",
-            content: echoed(choice) + choice.text,
+            content: choice.toolCall ? toolCallContent(toolChoice) : echoed(choice) + choice.text,
             refusal: null,
             annotations: null,
             audio: null,
             function_call: null,
+            ...(choice.toolCall && {
+              tool_calls: [
+                {
+                  id: choice.toolCall.id,
+                  type: "function",
+                  function: { name: choice.toolCall.name, arguments: choice.text },
+                },
+              ],
+            }),
             reasoning: null,
           },
           logprobs: wantLogprobs
             ? { content: choice.tokenTexts.map((token, i) => chatLogprob(token, i, request.logprobs!)) }
             : null,
-          finish_reason: choice.finishReason,
+          finish_reason: finishReason(choice, choice.finishReason),
           stop_reason: choice.stopReason,
           token_ids: null,
           routed_experts: null,

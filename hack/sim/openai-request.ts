@@ -13,7 +13,8 @@ import { pythonTruthy } from "./python-truthy.ts";
 import { requestFields } from "./request-fields.ts";
 import { type StopRule, stopStrings } from "./stop-strings.ts";
 import { countChatTokens, countTokens } from "./text.ts";
-import { checkToolUsage, unparsedToolChoice } from "./tool-choice.ts";
+import type { ToolUse } from "./tool-call.ts";
+import { checkToolUsage, toolUse, unparsedToolChoice } from "./tool-choice.ts";
 import { badRequest, invalidParameter, modelNotFound, type SchemaIssue, schemaError } from "./vllm-error.ts";
 
 /** vLLM's default `max_tokens` of a completion (chat's is what the context leaves). */
@@ -40,6 +41,8 @@ export interface OpenAIRequest {
   echo: boolean;
   /** `response_format` asking for JSON; undefined: free text. */
   jsonFormat: JsonFormat | undefined;
+  /** Chat with a tool parser: the tools the model may call; undefined: it answers in text. */
+  toolUse: ToolUse | undefined;
   /** Chat: the last message's text when it is the assistant's (what `echo` repeats). */
   assistantPrefix: string | undefined;
   /**
@@ -49,12 +52,17 @@ export interface OpenAIRequest {
   prompts: { text: string; tokens: number; maxTokens: number }[];
 }
 
-/** Parses and validates a body; throws a VllmHttpError for whatever vLLM would refuse. */
+/**
+ * Parses and validates a body; throws a VllmHttpError for whatever vLLM would refuse.
+ * `toolParser`: the engine has vLLM's tool parser (`--enable-auto-tool-choice` with
+ * `--tool-call-parser`), so a chat's tools may be called.
+ */
 export function parseOpenAIRequest(
   kind: ApiKind,
   rawBody: string,
   servedModelNames: readonly string[],
   maxModelLen: number,
+  toolParser = false,
 ): OpenAIRequest {
   const { fields, issues, check, checkBool, checkInt } = requestFields(rawBody);
   // vLLM's checks of the raw body (pydantic "before" validators) run ahead of its schema.
@@ -130,7 +138,7 @@ export function parseOpenAIRequest(
 
   const model = fields.model as string | null | undefined;
   if (model && !servedModelNames.includes(model)) throw modelNotFound(model, servedModelNames);
-  const unparsed = unparsedToolChoice(toolChoice);
+  const unparsed = toolParser ? undefined : unparsedToolChoice(toolChoice);
   if (unparsed) throw unparsed;
   if (kind === "completion") checkSuffix(fields);
 
@@ -174,6 +182,7 @@ export function parseOpenAIRequest(
     logprobs: logprobs === -1 ? maxLogprobs : logprobs,
     echo: laxBool(fields.echo) === true,
     jsonFormat: jsonFormat(fields.response_format),
+    toolUse: kind === "chat" && toolParser ? toolUse(fields, toolChoice) : undefined,
     assistantPrefix: kind === "chat" ? assistantPrefix(fields.messages) : undefined,
     prompts: prompts.map((prompt, i) => ({
       text: prompt.text,

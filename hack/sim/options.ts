@@ -45,6 +45,13 @@ export interface SimOptions {
   /** vLLM's `--enable-server-load-tracking`: `/load` counts inference requests in flight (else 0). */
   enableServerLoadTracking: boolean;
   /**
+   * vLLM's `--tool-call-parser`, which takes effect only with `--enable-auto-tool-choice`
+   * (`enableAutoToolChoice`): then chat requests with tools get tool calls (tool-call.ts). Any
+   * name is taken, as the simulated model has no markup of its own to parse.
+   */
+  toolCallParser?: string | undefined;
+  enableAutoToolChoice: boolean;
+  /**
    * vLLM's `VLLM_ENABLE_RESPONSES_API_STORE=1`: responses are kept for a retrieve and `background`
    * is served. Off by default, as in vLLM.
    */
@@ -82,6 +89,7 @@ export function defaultSimOptions(): SimOptions {
     port: 8000,
     enableSleepMode: false,
     enableServerLoadTracking: false,
+    enableAutoToolChoice: false,
     devMode: process.env.VLLM_SERVER_DEV_MODE === "1",
     apiKey: process.env.VLLM_API_KEY || undefined,
     requestIdHeaders: false,
@@ -147,6 +155,17 @@ export const simFlags: Record<string, Flag> = {
   "enable-server-load-tracking": {
     type: "boolean",
     description: "count inference requests in flight in GET /load, as vLLM (else it says 0)",
+  },
+  "enable-auto-tool-choice": {
+    type: "boolean",
+    description:
+      "with --tool-call-parser: chat requests with tools get tool calls, as vLLM (tool_choice auto, required or named)",
+  },
+  "tool-call-parser": {
+    type: "string",
+    placeholder: "name",
+    description:
+      "vLLM's tool parser; any name, as the simulated model's calls need no parsing (see --enable-auto-tool-choice)",
   },
   "api-key": {
     type: "string",
@@ -394,6 +413,11 @@ export function parseSimFlags(
     );
   }
 
+  const toolCallParser = (values["tool-call-parser"] as string | undefined) || undefined;
+  // vLLM checks this pair before loading anything (`validate_parsed_serve_args`).
+  if (values["enable-auto-tool-choice"] === true && toolCallParser === undefined)
+    throw new UsageError("Error: --enable-auto-tool-choice requires --tool-call-parser");
+
   const engine: SimOptions = {
     ...defaultSimOptions(),
     model,
@@ -402,6 +426,8 @@ export function parseSimFlags(
     port: engines > 1 ? basePort : port,
     enableSleepMode: values["enable-sleep-mode"] === true,
     enableServerLoadTracking: values["enable-server-load-tracking"] === true,
+    enableAutoToolChoice: values["enable-auto-tool-choice"] === true,
+    toolCallParser,
     apiKey: (values["api-key"] as string | undefined) || defaultSimOptions().apiKey,
     requestIdHeaders: values["enable-request-id-headers"] === true,
     maxNumSeqs: integer("max-num-seqs", 1),

@@ -208,6 +208,8 @@ function routes(engine: SimEngine): Record<string, Partial<Record<string, Route>
       body,
       engine.options.servedModelNames,
       engine.options.maxModelLen,
+      // vLLM has a tool parser only with both flags (its ParserManager).
+      engine.options.enableAutoToolChoice && engine.options.toolCallParser !== undefined,
     );
     if (engine.faults.dropConnection > 0) {
       engine.faults.dropConnection -= 1;

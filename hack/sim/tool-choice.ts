@@ -1,11 +1,13 @@
 /**
- * `tools` and `tool_choice` of a chat request, as vLLM 0.33 reads them for a model served
- * without `--tool-call-parser` (the simulator has none): tools given without a `tool_choice` mean
- * `auto`, and every choice but `none` is refused. The request's own consistency (an empty list,
- * a choice without tools, a named tool that is not listed) is checked first, on the raw body, as
- * vLLM's `check_tool_usage` does before the fields are read.
+ * `tools` and `tool_choice` of a chat request, as vLLM 0.33 reads them: tools given without a
+ * `tool_choice` mean `auto`. Without a tool parser (`--enable-auto-tool-choice` with
+ * `--tool-call-parser`) every choice but `none` is refused; with one, the choice and the tools
+ * are what the simulated model calls from (tool-call.ts). The request's own consistency (an
+ * empty list, a choice without tools, a named tool that is not listed) is checked first, on the
+ * raw body, as vLLM's `check_tool_usage` does before the fields are read.
  */
 import { pythonTruthy } from "./python-truthy.ts";
+import type { ToolUse } from "./tool-call.ts";
 import { badRequest, invalidParameter, type VllmHttpError } from "./vllm-error.ts";
 
 const correctUsage = 'Correct usage: `{"type": "function", "function": {"name": "my_function"}}`';
@@ -56,7 +58,29 @@ export function checkToolUsage(body: Record<string, unknown>): unknown {
   return toolChoice;
 }
 
-/** What vLLM answers, while rendering the chat, for a tool choice it has no parser for. */
+/**
+ * The tools a checked tool choice may call, or undefined when none may be (`none`, no tools).
+ * The body's `messages` tell whether the conversation ends with a tool's result.
+ */
+export function toolUse(body: Record<string, unknown>, toolChoice: unknown): ToolUse | undefined {
+  if (toolChoice === "none" || toolChoice === null || toolChoice === undefined) return undefined;
+  const tools = (Array.isArray(body.tools) ? body.tools : []).flatMap((tool) => {
+    const fn = (tool as { function?: { name?: unknown; parameters?: unknown } } | null)?.function;
+    return typeof fn?.name === "string" ? [{ name: fn.name, parameters: fn.parameters }] : [];
+  });
+  const last = Array.isArray(body.messages) ? (body.messages.at(-1) as { role?: unknown } | null) : null;
+  const choice =
+    toolChoice === "auto" || toolChoice === "required"
+      ? toolChoice
+      : { name: (toolChoice as { function: { name: string } }).function.name };
+  return { choice, tools, afterToolResult: last?.role === "tool" };
+}
+
+/**
+ * What vLLM answers, while rendering the chat, for a tool choice it has no parser for: its tool
+ * parser exists only with both `--enable-auto-tool-choice` and `--tool-call-parser`, so even a
+ * named or `required` choice (served through structured output) needs both.
+ */
 export function unparsedToolChoice(toolChoice: unknown): VllmHttpError | undefined {
   if (toolChoice === null || toolChoice === undefined || toolChoice === "none") return undefined;
   if (toolChoice === "auto")

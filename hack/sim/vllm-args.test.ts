@@ -9,20 +9,12 @@ const ignored = (text: string) => `--vllm-flag-ignored=${text}`;
 
 test("vLLM's flags that change nothing here are taken with their values, as argparse takes them", () => {
   expect(
-    read(
-      "org/m",
-      "--dtype",
-      "bfloat16",
-      "--tensor-parallel-size=2",
-      "--enable-auto-tool-choice",
-      "--port",
-      "9",
-    ),
+    read("org/m", "--dtype", "bfloat16", "--tensor-parallel-size=2", "--enforce-eager", "--port", "9"),
   ).toEqual([
     "org/m",
     ignored("--dtype bfloat16"),
     ignored("--tensor-parallel-size 2"),
-    ignored("--enable-auto-tool-choice"),
+    ignored("--enforce-eager"),
     "--port",
     "9",
   ]);
@@ -60,6 +52,12 @@ test("the simulator's own flags pass on, `_` read as `-`; `--no-` of one of vLLM
   ]);
   expect(read("--enable-sleep-mode", "--no-enable-sleep-mode", "m")).toEqual(["m"]);
   expect(read("--no-enable-sleep-mode", "--enable-sleep-mode")).toEqual(["--enable-sleep-mode"]);
+  // The tool-calling pair has an effect (tool calls), so it is the simulator's, not ignored.
+  expect(read("--enable_auto_tool_choice", "--tool-call-parser", "hermes")).toEqual([
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+  ]);
   // An ignored flag between the served names and the model keeps its place: `b` is the model.
   expect(read("--served-model-name", "a", "--enforce-eager", "b")).toEqual([
     "--served-model-name",
@@ -93,7 +91,7 @@ test("what vLLM refuses is refused in its words; flags that would change what a 
 test("every flag the simulator shares with vLLM is one vLLM has", () => {
   const shared = ["model", "served-model-name", "host", "port", "enable-sleep-mode", "api-key", "seed"];
   shared.push("enable-request-id-headers", "enable-server-load-tracking", "max-num-seqs", "max-model-len");
-  shared.push("gpu-memory-utilization");
+  shared.push("gpu-memory-utilization", "enable-auto-tool-choice", "tool-call-parser");
   for (const name of shared) {
     expect(simFlags[name], name).toBeDefined();
     expect(vllmFlags.has(name), name).toBe(true);

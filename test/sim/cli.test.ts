@@ -153,7 +153,7 @@ describe("snooze sim as a process", () => {
     expect(await run.exited).toBe(0);
   });
 
-  test("a command line copied from vLLM's docs starts it; the flags without effect are named once", async () => {
+  test("a command line copied from vLLM's docs starts it, tool calls included; the flags without effect are named once", async () => {
     const port = await freePort();
     // vLLM's OpenAI-compatible server and tool-calling quick starts, with the simulator's port and load time.
     const run = snoozeSim([
@@ -187,6 +187,27 @@ describe("snooze sim as a process", () => {
       max_tokens: 3,
     });
     expect(answer.choices[0]!.finish_reason).toBe("length");
+    // --enable-auto-tool-choice with --tool-call-parser: tools are called, as vLLM's parser reads them.
+    const tools = [
+      {
+        type: "function" as const,
+        function: {
+          name: "get_weather",
+          parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+        },
+      },
+    ];
+    const call = await openai.chat.completions.create({
+      model: "meta-llama/Llama-3.1-8B-Instruct",
+      messages: [{ role: "user", content: "Weather in Paris?" }],
+      tools,
+    });
+    expect(call.choices[0]!.finish_reason).toBe("tool_calls");
+    const toolCall = call.choices[0]!.message.tool_calls![0]!;
+    expect(toolCall.type === "function" && toolCall.function.name).toBe("get_weather");
+    expect(toolCall.type === "function" && typeof JSON.parse(toolCall.function.arguments).city).toBe(
+      "string",
+    );
     const notes = run
       .stderr()
       .split("\n")
@@ -194,8 +215,6 @@ describe("snooze sim as a process", () => {
     expect(notes).toHaveLength(1);
     expect(JSON.parse(notes[0]!).flags).toEqual([
       "--dtype auto",
-      "--enable-auto-tool-choice",
-      "--tool-call-parser llama3_json",
       "--chat-template examples/tool_chat_template_llama3.1_json.jinja",
       "--tensor-parallel-size 1",
     ]);

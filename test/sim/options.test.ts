@@ -145,3 +145,15 @@ test("--enable-request-id-headers turns on vLLM's X-Request-Id answers (off by d
   expect(parse().engine.requestIdHeaders).toBe(false);
   expect(parse("--enable-request-id-headers").engine.requestIdHeaders).toBe(true);
 });
+
+test("tool calls need both --enable-auto-tool-choice and --tool-call-parser; the first alone is vLLM's start-up error", () => {
+  expect(parse().engine).toMatchObject({ enableAutoToolChoice: false, toolCallParser: undefined });
+  expect(parse("--enable-auto-tool-choice", "--tool-call-parser", "hermes").engine).toMatchObject({
+    enableAutoToolChoice: true,
+    toolCallParser: "hermes",
+  });
+  expect(parse("--tool-call-parser=llama3_json").engine.toolCallParser).toBe("llama3_json");
+  expect(() => parse("--enable-auto-tool-choice")).toThrow(
+    new UsageError("Error: --enable-auto-tool-choice requires --tool-call-parser"),
+  );
+});
