@@ -257,6 +257,44 @@ test("the queue is bounded: past it events are dropped and counted", async () =>
   expect(await count("dropped")).toBe(3);
 });
 
+test("a full queue is said in the log, once as it fills and once, with the count by type, when an event fits again (found by an outside tester: the drops were at debug level only, so a sink that fell behind lost events without a line)", async () => {
+  // Answers nothing until told: the first two events hold both slots of the queue.
+  const held: ServerResponse[] = [];
+  let holding = true;
+  const target = await endpoint((res) => (holding ? void held.push(res) : res.writeHead(202).end()));
+  const lines: string[] = [];
+  const { sink: s, count } = sink({
+    url: target.url,
+    log: createLogger({}, (line) => void lines.push(line), "info"),
+    maxQueued: 2,
+    concurrency: 2,
+  });
+  const warnings = () => lines.map((line) => JSON.parse(line)).filter((l) => l.level === "warn");
+  s.emit("dev.snooze.replica.started", "a", {});
+  s.emit("dev.snooze.replica.started", "b", {});
+  for (let i = 0; i < 3; i++) s.emit("dev.snooze.replica.stopped", "c", { i });
+  s.emit("dev.snooze.replica.slept", "d", {});
+  expect(await count("dropped")).toBe(4);
+  // One line as the queue fills, not one per event.
+  expect(warnings()).toHaveLength(1);
+  expect(warnings()[0]).toMatchObject({
+    msg: "CloudEvents are dropped: the sink's queue is full",
+    maxQueued: 2,
+  });
+  for (let i = 0; i < 200 && held.length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  holding = false;
+  for (const res of held.splice(0)) res.writeHead(202).end();
+  await s.drain(5_000);
+  s.emit("dev.snooze.replica.woke", "e", {});
+  await s.drain(5_000);
+  expect(warnings()).toHaveLength(2);
+  expect(warnings()[1]).toMatchObject({
+    msg: "4 CloudEvents were dropped while the sink's queue was full",
+    types: { "dev.snooze.replica.stopped": 3, "dev.snooze.replica.slept": 1 },
+  });
+  expect(await count("delivered")).toBe(3);
+});
+
 test("each event carries the sequence extension: after an outage's retries brought them out of order, it puts them back; a dropped one leaves a gap", async () => {
   // Found by an outside tester: events queued while the sink was down arrived out of order, with
   // nothing to tell their order by (`time` has millisecond steps, and ties).
@@ -402,8 +440,13 @@ test("close: events still queued, waiting for a retry or in flight are told of i
   expect(arrived()).toBe(true);
   await s.close("the shutdown's time ran out");
   const warnings = lines.map((line) => JSON.parse(line)).filter((l) => l.level === "warn");
-  expect(warnings).toHaveLength(1);
-  expect(warnings[0]).toMatchObject({
+  // The one past the queue is said as the queue fills and counted at the close, apart from the lost.
+  expect(warnings.map((w) => w.msg)).toEqual([
+    "CloudEvents are dropped: the sink's queue is full",
+    "1 CloudEvent was dropped while the sink's queue was full",
+    "6 CloudEvents were not delivered and are lost",
+  ]);
+  expect(warnings[2]).toMatchObject({
     msg: "6 CloudEvents were not delivered and are lost",
     reason: "the shutdown's time ran out",
     types: { "dev.snooze.replica.woke": 1, "dev.snooze.replica.stopped": 5 },
@@ -416,7 +459,7 @@ test("close: events still queued, waiting for a retry or in flight are told of i
   expect(await count("failed")).toBe(0);
   // A second close has nothing more to say.
   await s.close();
-  expect(lines.filter((line) => line.includes('"level":"warn"'))).toHaveLength(1);
+  expect(lines.filter((line) => line.includes('"level":"warn"'))).toHaveLength(3);
 });
 
 test("the sequence belongs to the process's source: a sink built anew (a reload's new eventSink or eventMode) continues it (found by an outside tester)", async () => {

@@ -5,6 +5,7 @@ import { encodeAttributeHeaders } from "./cloudevents-header.ts";
 import { cloudEvents } from "./cloudevents-sdk.ts";
 import type { Logger } from "./log.ts";
 import { Counter, type Registry } from "./prometheus.ts";
+import { QueueOverflow } from "./queue-overflow.ts";
 import { redactUrl } from "./redact-url.ts";
 import { type Agent, undici } from "./undici.ts";
 
@@ -142,6 +143,7 @@ export class CloudEventSink implements EventSink {
   private active = 0;
   private closed = false;
   private readonly sequence: EventSequence;
+  private readonly overflow = new QueueOverflow();
 
   constructor(options: CloudEventSinkOptions) {
     this.url = options.url;
@@ -189,8 +191,16 @@ export class CloudEventSink implements EventSink {
     if (this.closed || this.pending >= this.maxQueued) {
       this.outcomes.inc({ type, outcome: "dropped" });
       this.log.debug("CloudEvent dropped: the queue is full", { type, subject });
+      // Said once as the queue fills, and counted once it has room (sayOverflow): a line per event
+      // would flood the log just when the sink is down.
+      if (!this.closed && this.overflow.drop(type))
+        this.log.warn("CloudEvents are dropped: the sink's queue is full", {
+          maxQueued: this.maxQueued,
+          reason: "the sink takes them slower than they come (it is down, slow, or refusing them)",
+        });
       return;
     }
+    this.sayOverflow();
     const { CloudEvent, HTTP } = cloudEvents();
     let event: CloudEvent<Record<string, unknown>>;
     try {
@@ -245,6 +255,7 @@ export class CloudEventSink implements EventSink {
   async close(why = "the sink was closed before it took them"): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.sayOverflow();
     const waiting = [...this.waiting.values()];
     for (const timer of this.waiting.keys()) clearTimeout(timer);
     this.waiting.clear();
@@ -271,6 +282,16 @@ export class CloudEventSink implements EventSink {
         queued: queued.length,
       },
     );
+  }
+
+  /** The count of a run of drops by a full queue, once it ends. */
+  private sayOverflow(): void {
+    const run = this.overflow.end();
+    if (run)
+      this.log.warn(
+        `${run.count} CloudEvent${run.count === 1 ? " was" : "s were"} dropped while the sink's queue was full`,
+        { types: run.types },
+      );
   }
 
   private pump(): void {
