@@ -478,6 +478,14 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
       dataParam,
     );
   const fields = (data ?? {}) as { model?: unknown; for?: unknown };
+  // A number or an object there is a mistake about data.model, not an event that names no model.
+  if (fields.model !== undefined && fields.model !== null && typeof fields.model !== "string")
+    return refuse(
+      `the event's data.model must be a string, a model's id or alias, not ${clip(JSON.stringify(fields.model))}`,
+      "invalid_event",
+      400,
+      "data.model",
+    );
   const model = event.subject || fields.model;
   if (typeof model !== "string" || model === "")
     return refuse("the event names no model: set its subject or data.model", "missing_model");
@@ -485,8 +493,8 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
     verb,
     model,
     modelFrom: event.subject ? "subject" : "data.model",
-    ...(event.subject && fields.model !== undefined && fields.model !== null && fields.model !== event.subject
-      ? { dataModel: typeof fields.model === "string" ? fields.model : JSON.stringify(fields.model) }
+    ...(event.subject && typeof fields.model === "string" && fields.model !== event.subject
+      ? { dataModel: fields.model }
       : {}),
     key: eventKey(event.source, event.id),
     source: clip(event.source),

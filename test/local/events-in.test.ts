@@ -396,7 +396,6 @@ describe("every malformed event is refused with a status and a reason", () => {
     for (const [subject, model] of [
       ["untouched", "llama"],
       ["untouched", "gpt-9"],
-      ["untouched", 5],
     ]) {
       const answer = await refusal(
         await structured(valid({ type: "dev.snooze.model.wake", subject, data: { model } })),
@@ -478,6 +477,20 @@ describe("every malformed event is refused with a status and a reason", () => {
   test("an unknown model named in data.model is refused naming data.model", async () => {
     const answer = await refusal(await structured(valid({ subject: undefined, data: { model: "gpt-9" } })));
     expect(answer).toMatchObject({ status: 404, code: "model_not_found", param: "data.model" });
+  });
+
+  test("a data.model that is no string is refused naming data.model and what it was, not as no model named (found by an outside tester)", async () => {
+    for (const model of [5, { id: "qwen" }, ["qwen"], true])
+      for (const subject of [undefined, "qwen"]) {
+        const answer = await refusal(await structured(valid({ subject, data: { model } })));
+        expect(answer).toMatchObject({ status: 400, code: "invalid_event", param: "data.model" });
+        expect(answer.message).toBe(
+          `the event's data.model must be a string, a model's id or alias, not ${JSON.stringify(model)}`,
+        );
+      }
+    // Binary mode reads its data the same way.
+    const binary = await refusal(await send(binaryHeaders({ "ce-subject": undefined }), '{"model":7}'));
+    expect(binary).toMatchObject({ status: 400, code: "invalid_event", param: "data.model" });
   });
 
   test("data_base64 that is not base64, or sent with data as well, is refused naming it", async () => {
