@@ -188,6 +188,16 @@ export function parseIncomingEvents(
       decoded.header,
     );
   const headers = decoded.headers;
+  // The SDK takes these as attributes, and Snooze read a ce-data_base64 header's JSON in place of
+  // the body: the data a filter or log saw in the body was not what was acted on.
+  const dataHeader = ["ce-data", "ce-data_base64"].find((name) => headers[name] !== undefined);
+  if (dataHeader)
+    return refuse(
+      `${dataHeader} is no attribute: a binary-mode event's data is the body (data and data_base64 are members of a structured-mode event)`,
+      "invalid_event",
+      400,
+      dataHeader,
+    );
   // An empty subject names no model, as in structured mode (where the SDK lets it pass): the model
   // is then data.model, or the event is missing_model. The SDK's schema would refuse the header.
   if (headers["ce-subject"] === "") delete headers["ce-subject"];

@@ -352,6 +352,27 @@ describe("every malformed event is refused with a status and a reason", () => {
     );
   });
 
+  test("binary, a ce-data_base64 header is refused naming it, not read in place of the body (found by an outside tester: the header's model was acted on, the body's ignored)", async () => {
+    const before = tierOf("untouched");
+    const header = Buffer.from('{"model":"untouched"}').toString("base64");
+    for (const [name, value] of [
+      ["ce-data_base64", header],
+      ["ce-data", '{"model":"untouched"}'],
+    ] as const) {
+      const answer = await refusal(
+        await send(
+          binaryHeaders({ "ce-type": "dev.snooze.model.stop", "ce-subject": undefined, [name]: value }),
+          '{"model":"qwen"}',
+        ),
+      );
+      expect(answer).toMatchObject({ status: 400, code: "invalid_event", param: name });
+      expect(answer.message).toBe(
+        `${name} is no attribute: a binary-mode event's data is the body (data and data_base64 are members of a structured-mode event)`,
+      );
+    }
+    expect(tierOf("untouched")).toBe(before);
+  });
+
   test("binary, data sent as text/plain: 415 unsupported_media_type, listing what to send, the batch type included (found by an outside tester)", async () => {
     const answer = await refusal(await send(binaryHeaders({ "content-type": "text/plain" }), "hello"));
     expect(answer).toMatchObject({ status: 415, code: "unsupported_media_type" });
