@@ -738,7 +738,13 @@ export async function handleIncomingEvents(
     sendError(res, forbidden.status, forbidden.body, forbidden.headers);
     return;
   }
-  const fresh = resolved.filter((command) => !deps.recent.has(command.key));
+  // An event twice in one batch is a redelivery too: its copy is not acted on again.
+  const inBatch = new Set<string>();
+  const fresh = resolved.filter((command) => {
+    if (deps.recent.has(command.key) || inBatch.has(command.key)) return false;
+    inBatch.add(command.key);
+    return true;
+  });
   if (fresh.length === 0) {
     accepted(res, 200, "duplicate");
     return;

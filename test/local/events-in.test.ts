@@ -159,6 +159,17 @@ describe("accepted events answer 2xx with an empty body, as Knative Eventing exp
   });
 });
 
+test("an event twice in one batch is acted on once, as a redelivery is (found by an outside tester: the second copy, a stop, stopped what the batch's wake had just started)", async () => {
+  const stop = valid({ type: "dev.snooze.model.stop", subject: "llama" });
+  const answer = await send(
+    { "content-type": "application/cloudevents-batch+json" },
+    JSON.stringify([stop, valid({ subject: "llama" }), stop]),
+  );
+  expect(answer.status).toBe(200);
+  expect(answer.headers.get("snooze-event")).toBe("accepted; some duplicate");
+  await until(() => tierOf("llama") === "ready", 10_000, "llama ready");
+});
+
 describe("binary mode's ce-* headers are percent-decoded (CloudEvents HTTP binding 3.1.3.2)", () => {
   /** A binary-mode stop event made by the SDK, with some ce-* headers as a spec-conforming sender writes them. */
   const encodedStop = (headers: Record<string, string>) => {
