@@ -236,7 +236,12 @@ export function parseIncomingEvents(
     try {
       data = JSON.parse(text);
     } catch (error) {
-      return refuse(`the event's data is not valid JSON: ${(error as Error).message}`, "invalid_json");
+      return refuse(
+        `the event's data is not valid JSON: ${(error as Error).message}`,
+        "invalid_json",
+        400,
+        "data",
+      );
     }
     // Counted as in structured mode, where the data is one level down in the event.
     const deep = tooDeep({ data });
@@ -498,7 +503,8 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
     );
   const model = event.subject || fields.model;
   if (typeof model !== "string" || model === "")
-    return refuse("the event names no model: set its subject or data.model", "missing_model");
+    // Named as the subject: where a model is looked for first.
+    return refuse("the event names no model: set its subject or data.model", "missing_model", 400, "subject");
   const command: EventCommand = {
     verb,
     model,

@@ -576,9 +576,16 @@ describe("every malformed event is refused with a status and a reason", () => {
     expect(answer.message).toContain(reason);
   });
 
-  test("binary, data that is not JSON", async () => {
+  test("binary, data that is not JSON: param names the data, as for data that is JSON but no object (found by an outside tester: param null)", async () => {
     const answer = await refusal(await send(binaryHeaders(), "{nope"));
-    expect(answer).toMatchObject({ status: 400, code: "invalid_json" });
+    expect(answer).toMatchObject({ status: 400, code: "invalid_json", param: "data" });
+  });
+
+  test("no model named: param names the subject, where a model is named first (found by an outside tester: param null)", async () => {
+    const structuredAnswer = await refusal(await structured(valid({ subject: undefined })));
+    expect(structuredAnswer).toMatchObject({ status: 400, code: "missing_model", param: "subject" });
+    const binaryAnswer = await refusal(await send(binaryHeaders({ "ce-subject": undefined }), "{}"));
+    expect(binaryAnswer).toMatchObject({ status: 400, code: "missing_model", param: "subject" });
   });
 
   test("structured, a body that is not JSON", async () => {
