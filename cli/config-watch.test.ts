@@ -66,6 +66,12 @@ test("a file removed for good is said once; written again, it is read", async ()
   writeFileSync(file, "models: {d: 4}\n");
   await until(() => changes() === 1, 5_000, "the file back");
   expect(lines.filter((line) => line.includes("the settings file is gone"))).toHaveLength(1);
+  // Back with the very text it had is a change too: a reload refused while it was gone must end.
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  rmSync(file);
+  await until(() => lines.filter((line) => line.includes("is gone")).length === 2, 5_000, "gone again");
+  writeFileSync(file, "models: {d: 4}\n");
+  await until(() => changes() === 2, 5_000, "the same file back");
 });
 
 test("a file that is there but cannot be used is a change (the reload says why), not a file gone", async () => {

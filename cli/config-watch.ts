@@ -27,7 +27,7 @@ export interface ConfigWatchOptions {
  *
  * A directory deleted or moved away ends the watch on it: the directory at the path is then watched
  * again once it is there (looked for every `retryMs`), and its file read. A file that stays gone is
- * logged once; the settings in use stay. A file that is there but cannot be used (not readable, a
+ * logged once; the settings in use stay; when it comes back it is a change, whatever it holds. A file that is there but cannot be used (not readable, a
  * directory in its place, larger than a settings file may be: `readConfigBytes`) is a change too,
  * once per problem, so the reload says what is wrong with it and counts it as invalid.
  */
@@ -113,8 +113,12 @@ export function watchConfigFile(
       missing = true;
       return;
     }
+    // A file back after it was gone is read into the settings even when it says what it said:
+    // a SIGHUP while it was gone was refused, and that refusal stood in `snooze status` over a
+    // file that is what runs (found by an outside tester). Such a reload finds nothing changed.
+    const back = missing;
     missing = false;
-    if (same(seen, last)) return;
+    if (!back && same(seen, last)) return;
     last = seen;
     // A file that cannot be used is reloaded too: the reload says what is wrong with it.
     changed();

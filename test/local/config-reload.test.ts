@@ -176,6 +176,29 @@ models:
     expect(await run.exited).toBe(0);
   });
 
+  test("--watch-config: a file back after a SIGHUP refused it while gone ends the refusal, though it says what it said", async () => {
+    // Found by an outside tester: the file moved away, a SIGHUP (refused: no file), the file moved
+    // back unchanged; the watch saw its old text and reloaded nothing, so `snooze status` went on
+    // saying the file was refused while it was the one that runs.
+    const yaml = `models:\n  qwen:\n    command: ${simCommand()}\n`;
+    const run = start(yaml, ["--watch-config"]);
+    const url = await run.url;
+    const failure = async () =>
+      ((await (await fetch(`${url}/snooze/v1/models`)).json()) as { reloadFailure?: unknown }).reloadFailure;
+    // The watch has read the file as it was (its first read races a change made at once).
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const away = `${run.config}.away`;
+    renameSync(run.config, away);
+    await until(() => run.stderr().includes("the settings file is gone"), 5_000, "the file gone");
+    run.child.kill("SIGHUP");
+    await until(async () => (await failure()) !== undefined, 5_000, "the SIGHUP refused");
+    renameSync(away, run.config);
+    await until(async () => (await failure()) === undefined, 5_000, "the refusal ended by the file back");
+    expect(run.stderr()).toContain('"msg":"settings reloaded: nothing changed"');
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+  });
+
   test("a path that cannot be used (a directory in the file's place, a huge file) is an invalid file, said and counted, by the watch and by SIGHUP", async () => {
     // Found by an outside tester: the watch said "the settings file is gone" for a 545 MB file and
     // nothing for a directory; SIGHUP logged "reloading the settings failed: Cannot create a string
