@@ -62,8 +62,16 @@ test("the OpenAI base URL (ending in /v1) given as Snooze's address is a usage e
   expect(() => serverUrl({ url: "http://127.0.0.1:8080/v1/" })).toThrow(
     '--url is Snooze\'s own address, not the OpenAI base URL its clients use: drop the /v1 (http://127.0.0.1:8080); got "http://127.0.0.1:8080/v1/"',
   );
+  expect(() => serverUrl({}, { SNOOZE_URL: "http://gpu-box/proxy/V1" })).toThrow(
+    /^SNOOZE_URL is Snooze's own address, not the OpenAI base URL its clients use: drop the \/v1 \(http:\/\/gpu-box\/proxy\)/,
+  );
+  // Its admin API's address: dropping only the /v1 left /snooze, whose commands all got a 404
+  // (found by an outside tester); both readings are offered, /snooze may be a proxy's prefix.
+  expect(() => serverUrl({ url: "http://127.0.0.1:8080/snooze/v1/" })).toThrow(
+    "--url is Snooze's own address, not its admin API's (the commands add /snooze/v1 themselves) nor the OpenAI base URL its clients use: drop the /snooze/v1 (http://127.0.0.1:8080), or only the /v1 when a proxy serves Snooze under /snooze (http://127.0.0.1:8080/snooze); got \"http://127.0.0.1:8080/snooze/v1/\"",
+  );
   expect(() => serverUrl({}, { SNOOZE_URL: "http://gpu-box/snooze/V1" })).toThrow(
-    /^SNOOZE_URL is Snooze's own address, not the OpenAI base URL its clients use: drop the \/v1 \(http:\/\/gpu-box\/snooze\)/,
+    /^SNOOZE_URL is Snooze's own address, not its admin API's .*: drop the \/snooze\/v1 \(http:\/\/gpu-box\), or only the \/v1 when a proxy serves Snooze under \/snooze \(http:\/\/gpu-box\/snooze\)/,
   );
   expect(serverUrl({ url: "http://gpu-box/v1x" })).toBe("http://gpu-box/v1x");
 });

@@ -47,6 +47,13 @@ export function serverUrl(values: FlagValues, env: Record<string, string | undef
   // The OpenAI base URL clients are given (`OPENAI_BASE_URL=http://127.0.0.1:8080/v1`) is not
   // Snooze's own address: under it every command got a 404 for `/v1/snooze/v1/models`, naming no
   // flag (found by a probe). Snooze serves /v1 itself, so no proxy prefix ends there.
+  // Nor is its admin API's (`/snooze/v1`, as the docs name it): told to drop only the /v1, a user
+  // got `http://host/snooze` and a 404 for `/snooze/snooze/v1/models` (found by an outside tester).
+  // Both readings are offered: `/snooze` may be a proxy's prefix before the OpenAI base URL.
+  if (/\/snooze\/v1$/i.test(base))
+    throw new UsageError(
+      `${source} is Snooze's own address, not its admin API's (the commands add /snooze/v1 themselves) nor the OpenAI base URL its clients use: drop the /snooze/v1 (${base.slice(0, -10) || defaultUrl}), or only the /v1 when a proxy serves Snooze under /snooze (${base.slice(0, -3)}); got ${JSON.stringify(given)}`,
+    );
   if (/\/v1$/i.test(base))
     throw new UsageError(
       `${source} is Snooze's own address, not the OpenAI base URL its clients use: drop the /v1 (${base.slice(0, -3) || defaultUrl}); got ${JSON.stringify(given)}`,
