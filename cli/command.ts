@@ -35,7 +35,7 @@ export function parseCommandArgs(command: Command, argv: string[]) {
     });
     return parsed;
   } catch (error) {
-    const unknown = /^Unknown option '(--[^']+)'/.exec((error as Error).message);
+    const unknown = /^Unknown option '(--?[^']+)'/.exec((error as Error).message);
     if (unknown) throw new UnknownFlag((error as Error).message, unknown[1]!);
     throw new UsageError((error as Error).message);
   }

@@ -61,6 +61,21 @@ test("a misspelt flag is answered with the one meant; one near none is said as b
   expect(output.join("\n")).not.toContain("did you mean");
 });
 
+test("an unknown flag near none is answered with the flags the command takes, not Node's hint to pass it as a model", async () => {
+  // Found by an outside tester: `snooze wake qwen --json` was told to write `-- "--json"` (a quote
+  // left open), as if `--json` were a model's name.
+  expect(await main(["wake", "qwen", "--json"])).toBe(2);
+  expect(output.join("\n")).toContain(
+    "snooze wake: Unknown option '--json'; snooze wake takes --url, --admin-token-file, --no-wait, --timeout, --help (a model whose name begins with '-' goes after '--': snooze wake -- --json)",
+  );
+  expect(output.join("\n")).not.toContain("positional");
+  output = [];
+  expect(await main(["status", "-x"])).toBe(2);
+  expect(output.join("\n")).toContain(
+    "snooze status: Unknown option '-x'; snooze status takes --url, --admin-token-file, --json, --watch, --interval, --help\n",
+  );
+});
+
 test("snooze webhooks refuses a body limit under one byte", async () => {
   expect(await main(["webhooks", "--max-body-size", "0"])).toBe(2);
   expect(output.join("\n")).toContain("--max-body-size must be a size of at least 1 byte");

@@ -29,10 +29,36 @@ function endOnClosedPipe(error: NodeJS.ErrnoException): void {
  * settings key is answered (found by an outside tester: `snooze serve --prot 1` named no flag).
  */
 async function nearFlag(flag: string, command: Command): Promise<string | undefined> {
+  if (!flag.startsWith("--")) return undefined;
   const { closestKey } = await import("../lib/settings/suggest.ts");
-  const shown = Object.entries(command.flags).filter(([, spec]) => !spec.hidden);
-  const near = closestKey(flag.slice(2), [...shown.map(([name]) => name), "help"]);
+  const near = closestKey(flag.slice(2), shownFlags(command));
   return near === undefined ? undefined : `--${near}`;
+}
+
+/** The flags `--help` lists for `command`, by name. */
+function shownFlags(command: Command): string[] {
+  return [
+    ...Object.entries(command.flags)
+      .filter(([, spec]) => !spec.hidden)
+      .map(([name]) => name),
+    "help",
+  ];
+}
+
+/**
+ * An unknown flag near none: what the command takes instead. Node's own words for it, in a command
+ * that takes a model, told the user to pass the flag as a model's name after `--`, with a quote left
+ * open (`as in '-- "--json"`, found by an outside tester); that way stays said, for a name that
+ * does begin with a dash.
+ */
+function unknownFlagText(unknown: UnknownFlag, command: Command): string {
+  const flags = shownFlags(command)
+    .map((name) => `--${name}`)
+    .join(", ");
+  const dash = command.positionals
+    ? ` (a ${command.positionals.replace(/[<>]/g, "")} whose name begins with '-' goes after '--': snooze ${command.name} -- ${unknown.flag})`
+    : "";
+  return `${unknown.lead}; snooze ${command.name} takes ${flags}${dash}`;
 }
 
 /** Runs the CLI and resolves to the exit code: 0 ok, 1 runtime failure, 2 usage error. */
@@ -102,9 +128,12 @@ export async function main(argv: string[]): Promise<number> {
     if (error instanceof UsageError) {
       const unknown = error instanceof UnknownFlag ? error : undefined;
       const near = unknown === undefined ? undefined : await nearFlag(unknown.flag, command);
-      console.error(
-        `snooze ${command.name}: ${near ? `${unknown!.lead}; did you mean '${near}'?` : error.message}`,
-      );
+      const said = !unknown
+        ? error.message
+        : near
+          ? `${unknown.lead}; did you mean '${near}'?`
+          : unknownFlagText(unknown, command);
+      console.error(`snooze ${command.name}: ${said}`);
       console.error(`Run \`snooze ${command.name} --help\` for usage.`);
       return 2;
     }
