@@ -17,6 +17,7 @@
 // TypeScript parser, which more than doubled a guard's private memory (22 MB against 9 MB).
 import { spawn } from "node:child_process";
 import { constants } from "node:os";
+import { isAbsolute } from "node:path";
 
 const [graceArg, file, ...args] = process.argv.slice(2);
 const graceMs = Number(graceArg);
@@ -78,7 +79,14 @@ let done = false;
 engine.once("error", (error) => {
   if (done) return;
   done = true;
-  const hint = spawnHints[/** @type {NodeJS.ErrnoException} */ (error).code ?? ""];
+  const code = /** @type {NodeJS.ErrnoException} */ (error).code ?? "";
+  // A relative path (`./engine.sh`) starts from the directory Snooze runs in, not the settings
+  // file's: "no such file" alone left a user with the script beside snooze.yaml puzzled (found by an
+  // outside tester, with `snooze serve -c conf/snooze.yaml`).
+  const hint =
+    code === "ENOENT" && file.includes("/") && !isAbsolute(file)
+      ? `no such file in ${process.cwd()}, the directory snooze serve runs in, where a relative path starts; write the path from there, or an absolute one`
+      : spawnHints[code];
   console.error(`could not run ${file}: ${error.message}${hint ? ` (${hint})` : ""}`);
   process.exit(127);
 });

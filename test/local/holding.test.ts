@@ -370,6 +370,21 @@ models:
     );
   });
 
+  test("an engine command given as a relative path that is not there → 503 naming the directory it starts from", async () => {
+    // Found by an outside tester: `./engine.sh` beside the settings file, Snooze run from elsewhere,
+    // was "no such file, nor a command of that name on PATH", with no word of where it was looked for.
+    snooze = await startWith(`
+models:
+  ghost:
+    command: ["./no-such-engine.sh", "--port", "\${PORT}"]
+`);
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("ghost"));
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as any).error.message).toContain(
+      `could not run ./no-such-engine.sh: spawn ./no-such-engine.sh ENOENT (no such file in ${process.cwd()}, the directory snooze serve runs in, where a relative path starts; write the path from there, or an absolute one)`,
+    );
+  });
+
   test("an engine command that is not executable, or a directory → 503 saying so", async () => {
     // Found by an outside tester: "spawn /…/engine.sh EACCES" alone.
     const dir = mkdtempSync(join(tmpdir(), "snooze-noexec-"));
