@@ -65,6 +65,8 @@ export class LocalModels {
   private readonly chains = new Map<string, Promise<void>>();
   /** One reload at a time: a second SIGHUP waits for the first one's file to be read and applied. */
   private reloading: Promise<unknown> = Promise.resolve();
+  /** The reload waiting for its turn (it has not read the file yet), which later asks join. */
+  private waiting: { file: string; result: Promise<ReloadResult> } | undefined;
   /** The last reload, while it stands refused: the file on disk is not what runs. */
   private failure: ReloadFailure | undefined;
   private readonly failureListeners = new Set<() => void>();
@@ -124,9 +126,16 @@ export class LocalModels {
    * Reads `file` again and applies what changed. A file that does not load (unreadable, invalid
    * YAML, a setting that fails validation) changes nothing: the settings in use stay, and the log
    * says why, one line per problem as `file:line:column: key: reason`.
+   *
+   * A reload asked while another waits for its turn joins that one, which reads the file after both
+   * asks: a burst of SIGHUPs (a script's loop, a supervisor's retries) was a reload for each, one
+   * after another, each parsing the file on the event loop (found by an outside tester: 300 SIGHUPs
+   * made 108 reloads).
    */
   reload(file: string, cause: string): Promise<ReloadResult> {
+    if (this.waiting?.file === file) return this.waiting.result;
     const next = this.reloading.then(async (): Promise<ReloadResult> => {
+      this.waiting = undefined;
       let config: SnoozeConfig;
       try {
         const listenPort = this.options.listenPort?.();
@@ -152,6 +161,7 @@ export class LocalModels {
       return outcome;
     });
     this.reloading = next.catch(() => {});
+    this.waiting = { file, result: next };
     return next;
   }
 
