@@ -43,7 +43,7 @@ export function parseCommandArgs(command: Command, argv: string[]) {
 
 /**
  * A flag the command does not have (`--portt`): main answers it with the one meant, if one is near,
- * after `lead`, the words that name it.
+ * else with the flags the command takes, after `lead`, the words that name it.
  */
 export class UnknownFlag extends UsageError {
   readonly flag: string;

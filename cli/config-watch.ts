@@ -27,9 +27,10 @@ export interface ConfigWatchOptions {
  *
  * A directory deleted or moved away ends the watch on it: the directory at the path is then watched
  * again once it is there (looked for every `retryMs`), and its file read. A file that stays gone is
- * logged once; the settings in use stay; when it comes back it is a change, whatever it holds. A file that is there but cannot be used (not readable, a
- * directory in its place, larger than a settings file may be: `readConfigBytes`) is a change too,
- * once per problem, so the reload says what is wrong with it and counts it as invalid.
+ * logged once; the settings in use stay; when it comes back it is a change, whatever it holds. A
+ * file that is there but cannot be used (not readable, a directory in its place, larger than a
+ * settings file may be: `readConfigBytes`) is a change too, once per problem, so the reload says
+ * what is wrong with it and counts it as invalid.
  */
 export function watchConfigFile(
   file: string,
