@@ -42,6 +42,24 @@ async function simEngine(): Promise<string> {
   return address;
 }
 
+/** A long stream through the activator, taking a place on the replica it goes to until aborted. */
+async function occupy(url: string): Promise<AbortController> {
+  const leave = new AbortController();
+  const stream = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: "m",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 500,
+      stream: true,
+    }),
+    signal: leave.signal,
+  });
+  expect(stream.status).toBe(200);
+  return leave;
+}
+
 test("a stored response's routes and follow-ups go to the replica that made it, and say so when it is gone", async () => {
   const [first, second] = await Promise.all([simEngine(), simEngine()]);
   snooze = await startActivator({ holdBudget: 10_000 });
@@ -53,19 +71,7 @@ test("a stored response's routes and follow-ups go to the replica that made it, 
   // Both idle: the first replica makes it.
   const made = await sdk.responses.create({ model: "m", input: "hi", max_output_tokens: 3 });
   // A long stream keeps m-0 busy: a request for any replica now goes to m-1.
-  const busy = new AbortController();
-  const stream = await fetch(`${snooze.url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: "m",
-      messages: [{ role: "user", content: "hi" }],
-      max_tokens: 500,
-      stream: true,
-    }),
-    signal: busy.signal,
-  });
-  expect(stream.status).toBe(200);
+  const busy = await occupy(snooze!.url);
   try {
     expect(
       snooze.activator.routes
@@ -126,19 +132,7 @@ test("a follow-up held for its busy replica goes there once it has room, while o
   snooze.plane.emit({ model: "m", replica: "m-1", address: second!, tier: "ready", since: Date.now() });
   const sdk = new OpenAI({ baseURL: `${snooze.url}/v1`, apiKey: "none", maxRetries: 0 });
   const made = await sdk.responses.create({ model: "m", input: "hi", max_output_tokens: 3 });
-  const busy = new AbortController();
-  const stream = await fetch(`${snooze.url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: "m",
-      messages: [{ role: "user", content: "hi" }],
-      max_tokens: 500,
-      stream: true,
-    }),
-    signal: busy.signal,
-  });
-  expect(stream.status).toBe(200);
+  const busy = await occupy(snooze!.url);
   // m-0 takes one request at a time and has one: the follow-up waits for it.
   const next = sdk.responses.create({
     model: "m",
@@ -153,18 +147,7 @@ test("a follow-up held for its busy replica goes there once it has room, while o
   busy.abort();
   expect((await next).previous_response_id).toBe(made.id);
   // Held for m-0 while it stops: a 404 at once, not the rest of the hold budget.
-  const again = new AbortController();
-  await fetch(`${snooze.url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: "m",
-      messages: [{ role: "user", content: "hi" }],
-      max_tokens: 500,
-      stream: true,
-    }),
-    signal: again.signal,
-  });
+  const again = await occupy(snooze!.url);
   const held = fetch(`${snooze.url}/v1/responses/${made.id}`);
   await until(() => snooze!.activator.routes.get("m")!.held === 1, 5_000, "the retrieve held");
   snooze.plane.emit({ model: "m", replica: "m-0", tier: "cold", since: Date.now() });
