@@ -239,13 +239,10 @@ test("a replica whose engine still takes connections but does not answer (on its
   }
 });
 
-test("Retry-After before an activation is announced: the last start's or wake's estimate, not the 1 s floor", async () => {
-  // Found by an outside tester: a burst refused (queue_full) in the instant its first request asked
-  // for a cold model whose start takes 12 s was told to come back in 1 s.
-  const route = new ModelRoute(config, listener);
-  // Nothing measured yet: a first start is taken to last unmeasuredMs.start.
-  expect(route.retryAfterMs()).toBe(unmeasuredMs.start);
-  const apply = (tier: Tier, extra: Partial<ReplicaEvent> = {}) =>
+/** Applies events of the one replica `qwen-1` to `route`: its tier, and anything else the test sets. */
+const applyTo =
+  (route: ModelRoute) =>
+  (tier: Tier, extra: Partial<ReplicaEvent> = {}) =>
     route.apply({
       model: "qwen",
       replica: "qwen-1",
@@ -254,6 +251,14 @@ test("Retry-After before an activation is announced: the last start's or wake's 
       since: Date.now(),
       ...extra,
     });
+
+test("Retry-After before an activation is announced: the last start's or wake's estimate, not the 1 s floor", async () => {
+  // Found by an outside tester: a burst refused (queue_full) in the instant its first request asked
+  // for a cold model whose start takes 12 s was told to come back in 1 s.
+  const route = new ModelRoute(config, listener);
+  // Nothing measured yet: a first start is taken to last unmeasuredMs.start.
+  expect(route.retryAfterMs()).toBe(unmeasuredMs.start);
+  const apply = applyTo(route);
   const event = (tier: Tier, estimateMs?: number) => apply(tier, estimateMs ? { estimateMs } : {});
   event("starting", 12_000);
   event("ready");
@@ -419,15 +424,7 @@ test("a drain already over when it is told (the engine was found unresponsive) e
   // connection closed, its exit) could reach the forward first, and the request was counted and
   // answered as `unreachable` (found by a test made tolerant of it, on a loaded machine).
   const route = new ModelRoute(config, listener);
-  const apply = (tier: Tier, extra: Partial<ReplicaEvent> = {}) =>
-    route.apply({
-      model: "qwen",
-      replica: "qwen-1",
-      address: "127.0.0.1:1",
-      tier,
-      since: Date.now(),
-      ...extra,
-    });
+  const apply = applyTo(route);
   apply("ready");
   const backend = route.tryAcquire()!;
   const ends: boolean[] = [];
