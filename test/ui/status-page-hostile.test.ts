@@ -1,0 +1,82 @@
+import { existsSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { type Browser, chromium } from "playwright-core";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
+
+/**
+ * What an engine says reaches the status page: its failure (with its last words) under the tier
+ * and in the timeline, its output in the log tail. A hostile or broken engine's text is shown as
+ * text and within the page (real Chromium).
+ */
+const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
+
+let snooze: LocalSnooze;
+let browser: Browser;
+/** Another origin's server: a script that ran in the page would call it. */
+let beacon: Server;
+const calls: string[] = [];
+
+beforeAll(async () => {
+  if (!existsSync(executablePath))
+    throw new Error(`no Chromium at ${executablePath}: apt-get install chromium (or set SNOOZE_CHROMIUM)`);
+  beacon = createServer((req, res) => {
+    calls.push(req.url ?? "");
+    res.end();
+  });
+  await new Promise<void>((resolve) => beacon.listen(0, "127.0.0.1", resolve));
+  const { port } = beacon.address() as AddressInfo;
+  const markup = `<img src=x onerror="window.pwned=1;fetch('http://127.0.0.1:${port}/img')"></script><script>window.pwned=2</script>`;
+  // One line of markup, then one word of 20,000 characters; then the engine exits before it is ready.
+  const script = `printf '%s\\n' '${markup}' '${"A".repeat(20_000)}' >&2; exit 1 # \${PORT}`;
+  [snooze, browser] = await Promise.all([
+    startWith(`
+models:
+  good:
+    command: ${simCommand()}
+  hostile:
+    command: ["sh", "-c", ${JSON.stringify(script)}]
+`),
+    chromium.launch({ executablePath, headless: true }),
+  ]);
+  expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("hostile"))).status).toBe(503);
+});
+afterAll(async () => {
+  await browser?.close();
+  await snooze?.close(1_000);
+  beacon?.close();
+});
+
+test("an engine's markup and a 20,000-character word are shown as text, within the page", async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(snooze.url);
+  const row = page.locator('#models tr[data-model="hostile"]:not(.logs)');
+  await expect.poll(() => row.locator(".err").textContent()).toContain("<img src=x onerror=");
+  await expect
+    .poll(() => page.locator('#entries tr[data-kind="failure"]').textContent())
+    .toContain("</script>");
+  await row.locator('button[data-action="logs"]').click();
+  const logs = page.locator('tr.logs[data-model="hostile"] pre');
+  await expect.poll(() => logs.textContent()).toContain("<script>window.pwned=2</script>");
+  expect(await page.evaluate("window.pwned")).toBeUndefined();
+  expect(calls).toEqual([]);
+  // Found by an outside tester: the word made the page 9,300 px wide, the buttons off screen, and
+  // the failure under the tier ran down the page.
+  expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(1280);
+  const wake = await page.locator('#models tr[data-model="good"] button[data-action="wake"]').boundingBox();
+  expect(wake!.x + wake!.width).toBeLessThanOrEqual(1280);
+  expect((await row.locator(".err").boundingBox())!.height).toBeLessThan(150);
+  // Only the cells that carry such text break: a time of day, a name in the timeline, a duration do not.
+  const lines = (selector: string) =>
+    page.locator(selector).evaluate((node) => {
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      return range.getClientRects().length;
+    });
+  expect(await lines('#entries tr[data-kind="failure"] td:first-child')).toBe(1);
+  expect(await lines('#entries tr[data-kind="failure"] td.id')).toBe(1);
+  expect(await lines('#models tr[data-model="good"] .saved div:last-child')).toBe(1);
+  await page.close();
+});
