@@ -28,8 +28,9 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => beacon.listen(0, "127.0.0.1", resolve));
   const { port } = beacon.address() as AddressInfo;
-  const markup = `<img src=x onerror="window.pwned=1;fetch('http://127.0.0.1:${port}/img')"></script><script>window.pwned=2</script>`;
-  // One line of markup, then one word of 20,000 characters; then the engine exits before it is ready.
+  const markup = `<img src=x onerror="window.pwned=1;fetch('http://127.0.0.1:${port}/img')"></script><script>window.pwned=2</script> \u202eevil`;
+  // One line of markup (ending in a right-to-left override it never closes), then one word of
+  // 20,000 characters; then the engine exits before it is ready.
   const script = `printf '%s\\n' '${markup}' '${"A".repeat(20_000)}' >&2; exit 1 # \${PORT}`;
   [snooze, browser] = await Promise.all([
     startWith(`
@@ -78,5 +79,26 @@ test("an engine's markup and a 20,000-character word are shown as text, within t
   expect(await lines('#entries tr[data-kind="failure"] td:first-child')).toBe(1);
   expect(await lines('#entries tr[data-kind="failure"] td.id')).toBe(1);
   expect(await lines('#models tr[data-model="good"] .saved div:last-child')).toBe(1);
+  await page.close();
+});
+
+test("a mark in an engine's failure that reverses text reorders none of the page's own", async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(snooze.url);
+  const detail = page.locator('#entries tr[data-kind="failure"] td:last-child');
+  await expect.poll(() => detail.textContent()).toMatch(/ \(hostile-\d+\)$/);
+  // Found by an outside tester: the failure's U+202E ran on into the replica the page names after
+  // it, shown backwards as `(1-elitsoh)`. Its "(" must stay left of its "h".
+  const order = await detail.evaluate((cell) => {
+    const suffix = cell.lastChild!;
+    const at = (offset: number) => {
+      const range = document.createRange();
+      range.setStart(suffix, offset);
+      range.setEnd(suffix, offset + 1);
+      return range.getBoundingClientRect().left;
+    };
+    return { paren: at(1), h: at(2) };
+  });
+  expect(order.paren).toBeLessThan(order.h);
   await page.close();
 });
