@@ -70,12 +70,13 @@ test("an engine's markup and a 20,000-character word are shown as text, within t
   expect(wake!.x + wake!.width).toBeLessThanOrEqual(1280);
   expect((await row.locator(".err").boundingBox())!.height).toBeLessThan(150);
   // Only the cells that carry such text break: a time of day, a name in the timeline, a duration do not.
+  // Browser-side code as text: this project's TypeScript has no DOM types.
   const lines = (selector: string) =>
-    page.locator(selector).evaluate((node) => {
+    page.evaluate(`(() => {
       const range = document.createRange();
-      range.selectNodeContents(node);
+      range.selectNodeContents(document.querySelector(${JSON.stringify(selector)}));
       return range.getClientRects().length;
-    });
+    })()`);
   expect(await lines('#entries tr[data-kind="failure"] td:first-child')).toBe(1);
   expect(await lines('#entries tr[data-kind="failure"] td.id')).toBe(1);
   expect(await lines('#models tr[data-model="good"] .saved div:last-child')).toBe(1);
@@ -89,16 +90,16 @@ test("a mark in an engine's failure that reverses text reorders none of the page
   await expect.poll(() => detail.textContent()).toMatch(/ \(hostile-\d+\)$/);
   // Found by an outside tester: the failure's U+202E ran on into the replica the page names after
   // it, shown backwards as `(1-elitsoh)`. Its "(" must stay left of its "h".
-  const order = await detail.evaluate((cell) => {
-    const suffix = cell.lastChild!;
-    const at = (offset: number) => {
+  const order = (await page.evaluate(`(() => {
+    const suffix = document.querySelector('#entries tr[data-kind="failure"] td:last-child').lastChild;
+    const at = (offset) => {
       const range = document.createRange();
       range.setStart(suffix, offset);
       range.setEnd(suffix, offset + 1);
       return range.getBoundingClientRect().left;
     };
     return { paren: at(1), h: at(2) };
-  });
+  })()`)) as { paren: number; h: number };
   expect(order.paren).toBeLessThan(order.h);
   await page.close();
 });
