@@ -1,4 +1,4 @@
-import { Worker } from "node:worker_threads";
+import { OffLoopWorker } from "../off-loop-worker.ts";
 import { type JsonBody, readJsonBody } from "./json-body.ts";
 import { jsonText } from "./json-encoding.ts";
 
@@ -13,35 +13,10 @@ export const offLoopBytes = 256 * 1024;
 
 type Answer = { parsed?: unknown; invalid?: string };
 
-let worker: Worker | undefined;
-let nextId = 0;
-/** The bodies sent to the worker, by id: each resolves with its answer, or undefined if the worker failed. */
-const pending = new Map<number, (answer: Answer | undefined) => void>();
-
-/** One worker, started with the first large body and kept, not keeping the process alive when idle. */
-function parser(): Worker {
-  if (worker) return worker;
-  // No resourceLimits: a worker past its limit inside JSON.parse aborts the whole process (V8 cannot
-  // stop it there), sooner than the process's own heap would (seen with a limit of 64 MB).
-  const started = new Worker(new URL("./json-worker.ts", import.meta.url));
-  started.unref();
-  started.on("message", ({ id, ...answer }: Answer & { id: number }) => {
-    pending.get(id)?.(answer);
-    pending.delete(id);
-  });
-  // Should it fail, what it was parsing is parsed here instead, and the next body gets a new one.
-  const ended = () => {
-    if (worker === started) worker = undefined;
-    for (const [id, waiting] of pending) {
-      waiting(undefined);
-      pending.delete(id);
-    }
-  };
-  started.on("error", ended);
-  started.on("exit", ended);
-  worker = started;
-  return started;
-}
+/** One worker, started with the first large body and kept for the next. */
+const parser = new OffLoopWorker<string, Answer>(new URL("./json-worker.ts", import.meta.url), {
+  keep: true,
+});
 
 /**
  * `readJsonBody`, with a body of `offLoopBytes` or more parsed on a worker thread, so the event loop
@@ -51,19 +26,8 @@ export async function readJsonBodyOffLoop(body: Buffer): Promise<JsonBody> {
   if (body.length < offLoopBytes) return readJsonBody(body);
   const { text, utf8 } = jsonText(body);
   const sent = utf8 ? body : Buffer.from(text);
-  const id = nextId++;
-  const answer = await new Promise<Answer | undefined>((resolve) => {
-    pending.set(id, resolve);
-    // Ref'd while a body waits on it: the process does not exit under a request.
-    const thread = parser();
-    thread.ref();
-    thread.postMessage({ id, text });
-  })
-    // A worker that could not start: parsed here, as one that failed.
-    .catch(() => undefined)
-    .finally(() => {
-      if (pending.size === 0) worker?.unref();
-    });
+  const answer = await parser.ask(text);
+  // A worker that failed, or could not start: parsed here.
   if (!answer) return readJsonBody(body);
   return answer.invalid !== undefined
     ? { invalid: new SyntaxError(answer.invalid), sent }
