@@ -12,6 +12,7 @@ export { ConfigError, type ConfigProblem } from "./config-error.ts";
 export { byteSize, duration, modelId } from "./fields.ts";
 export { type SnoozeFile, type SnoozeFileInput, snoozeFile } from "./file.ts";
 export { type LoadOptions, loadConfigFile, maxConfigBytes, parseConfig, readConfigBytes } from "./load.ts";
+export { loadConfigFileOffLoop } from "./load-off-loop.ts";
 export {
   builtinTierDefaults,
   type LocalModelInput,

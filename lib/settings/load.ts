@@ -34,10 +34,18 @@ export const maxConfigBytes = 1024 * 1024;
 
 /** Reads, validates and resolves a snooze.yaml; throws ConfigError naming file, line, key and reason. */
 export async function loadConfigFile(path: string, options: LoadOptions = {}): Promise<SnoozeConfig> {
-  const bytes = await readConfigBytes(path);
+  return parseConfigBytes(await readConfigBytes(path), path, options);
+}
+
+/** `parseConfig` of a file's bytes, which must be UTF-8. */
+export function parseConfigBytes(bytes: Uint8Array, path: string, options: LoadOptions = {}): SnoozeConfig {
   const notUtf8 = utf8Problem(bytes);
   if (notUtf8) throw new ConfigError(path, [notUtf8]);
-  return parseConfig(bytes.toString("utf8"), path, options);
+  return parseConfig(
+    Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8"),
+    path,
+    options,
+  );
 }
 
 /**
