@@ -16,7 +16,7 @@ import {
   ConfigError,
   diffConfig,
   isEmptyDiff,
-  loadConfigFile,
+  loadConfigFileOffLoop,
   type ModelConfig,
   type SnoozeConfig,
 } from "../lib/settings/index.ts";
@@ -125,7 +125,8 @@ export class LocalModels {
   /**
    * Reads `file` again and applies what changed. A file that does not load (unreadable, invalid
    * YAML, a setting that fails validation) changes nothing: the settings in use stay, and the log
-   * says why, one line per problem as `file:line:column: key: reason`.
+   * says why, one line per problem as `file:line:column: key: reason`. A large file is parsed on a
+   * worker thread (`loadConfigFileOffLoop`): requests are proxied and streams flow meanwhile.
    *
    * A reload asked while another waits for its turn joins that one, which reads the file after both
    * asks: a burst of SIGHUPs (a script's loop, a supervisor's retries) was a reload for each, one
@@ -139,7 +140,7 @@ export class LocalModels {
       let config: SnoozeConfig;
       try {
         const listenPort = this.options.listenPort?.();
-        config = await loadConfigFile(file, listenPort === undefined ? {} : { listenPort });
+        config = await loadConfigFileOffLoop(file, listenPort === undefined ? {} : { listenPort });
       } catch (error) {
         if (!(error instanceof ConfigError)) throw error;
         this.reloads.inc({ result: "invalid" });
