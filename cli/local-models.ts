@@ -25,6 +25,8 @@ import {
 export type ReloadResult =
   | { result: "applied"; diff: ConfigDiff }
   | { result: "unchanged" }
+  /** The shutdown began before the file was read and applied: nothing is (`stopReloads`). */
+  | { result: "dropped" }
   | { result: "invalid"; error: ConfigError };
 
 export interface LocalModelsOptions {
@@ -70,6 +72,8 @@ export class LocalModels {
   /** The last reload, while it stands refused: the file on disk is not what runs. */
   private failure: ReloadFailure | undefined;
   private readonly failureListeners = new Set<() => void>();
+  /** Set once the shutdown began (`stopReloads`). */
+  private stopped = false;
 
   constructor(options: LocalModelsOptions) {
     this.options = options;
@@ -137,6 +141,7 @@ export class LocalModels {
     if (this.waiting?.file === file) return this.waiting.result;
     const next = this.reloading.then(async (): Promise<ReloadResult> => {
       this.waiting = undefined;
+      if (this.stopped) return this.dropped(file, cause);
       let config: SnoozeConfig;
       try {
         const listenPort = this.options.listenPort?.();
@@ -152,6 +157,8 @@ export class LocalModels {
         this.setFailure({ at: new Date().toISOString(), cause, file, problems: shown });
         return { result: "invalid", error };
       }
+      // A large file takes seconds to parse, and the shutdown may have begun meanwhile.
+      if (this.stopped) return this.dropped(file, cause);
       this.setFailure(undefined);
       const outcome = this.apply(config);
       this.reloads.inc({ result: outcome.result });
@@ -166,8 +173,22 @@ export class LocalModels {
     return next;
   }
 
+  /**
+   * The shutdown began: a reload under way or asked from now on applies nothing, lest it start or
+   * restart engines as they are being stopped (a large file is parsed on a worker thread for
+   * seconds, and a SIGTERM can come meanwhile).
+   */
+  stopReloads(): void {
+    this.stopped = true;
+  }
+
+  private dropped(file: string, cause: string): ReloadResult {
+    this.log.info("the shutdown began: the settings file is not reloaded", { file, cause });
+    return { result: "dropped" };
+  }
+
   /** Applies new (valid) settings: the diff from the ones in use, model by model. */
-  apply(next: SnoozeConfig): Exclude<ReloadResult, { result: "invalid" }> {
+  apply(next: SnoozeConfig): Extract<ReloadResult, { result: "applied" | "unchanged" }> {
     const before = this.applied;
     const diff = diffConfig(before, next);
     if (isEmptyDiff(diff)) return { result: "unchanged" };

@@ -193,6 +193,7 @@ export async function startLocalSnooze(options: LocalSnoozeOptions): Promise<Loc
     models,
     close(graceMs = 30_000) {
       closing ??= (async () => {
+        models?.stopReloads();
         // The port stays Snooze's until its engines are gone: meanwhile a new request is answered
         // 503 shutting_down, `/readyz` 503, and the admin API (`snooze status`) says Snooze is
         // shutting down (found by an outside tester: a refused connection made the CLI ask "is

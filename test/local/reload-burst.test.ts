@@ -41,3 +41,23 @@ test("reloads asked while one waits for its turn join it: a burst behind a reloa
   writeFileSync(file, yaml);
   expect((await models.reload(file, "SIGHUP")).result).toBe("applied");
 });
+
+test("a reload whose file is still parsed when the shutdown begins applies nothing: no engine starts as they stop", async () => {
+  // A large file is parsed on a worker thread, for seconds: a SIGTERM can come meanwhile.
+  const yaml = `models:\n  qwen:\n    command: ${simCommand()}\n`;
+  snooze = await startWith(yaml);
+  dir = mkdtempSync(join(tmpdir(), "snooze-reload-burst-"));
+  const file = join(dir, "snooze.yaml");
+  let large = `${yaml}  gemma:\n    command: ${simCommand()}\n`;
+  for (let i = 0; large.length < 64 * 1024; i++) large += `x-own-${i}: &own${i} {a: "value ${i}"}\n`;
+  writeFileSync(file, large);
+  const models = snooze.models!;
+  const reload = models.reload(file, "SIGHUP");
+  // Read by now, and on the worker thread (which takes longer than this to start).
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const closed = snooze.close(1_000);
+  expect((await reload).result).toBe("dropped");
+  await closed;
+  expect([...models.config.models.keys()]).toEqual(["qwen"]);
+  expect((await models.reload(file, "SIGHUP")).result).toBe("dropped");
+});
