@@ -55,6 +55,11 @@ export class UnknownFlag extends UsageError {
   }
 }
 
+/** The flags `--help` lists for `command` (not the hidden ones), with their specs. */
+export function shownFlags(command: Command): [string, Flag][] {
+  return Object.entries(command.flags).filter(([, flag]) => !flag.hidden);
+}
+
 export function commandHelp(command: Command, summary: string): string {
   const lines = [
     `Usage: snooze ${command.name} [flags]${command.positionals ? ` ${command.positionals}` : ""}`,
@@ -63,7 +68,7 @@ export function commandHelp(command: Command, summary: string): string {
     "",
     "Flags:",
   ];
-  const shown = Object.entries(command.flags).filter(([, flag]) => !flag.hidden);
+  const shown = shownFlags(command);
   const rows = shown.map(([name, flag]) => {
     const value = flag.type === "string" ? ` <${flag.placeholder ?? "value"}>` : "";
     const short = flag.short ? `-${flag.short}, ` : "    ";

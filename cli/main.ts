@@ -1,5 +1,5 @@
 import { CommandFailure, UsageError } from "../lib/cli-flags.ts";
-import { type Command, commandHelp, parseCommandArgs, UnknownFlag } from "./command.ts";
+import { type Command, commandHelp, parseCommandArgs, shownFlags, UnknownFlag } from "./command.ts";
 import { commands } from "./commands.ts";
 
 const version = "0.1.0";
@@ -31,18 +31,13 @@ function endOnClosedPipe(error: NodeJS.ErrnoException): void {
 async function nearFlag(flag: string, command: Command): Promise<string | undefined> {
   if (!flag.startsWith("--")) return undefined;
   const { closestKey } = await import("../lib/settings/suggest.ts");
-  const near = closestKey(flag.slice(2), shownFlags(command));
+  const near = closestKey(flag.slice(2), shownFlagNames(command));
   return near === undefined ? undefined : `--${near}`;
 }
 
-/** The flags `--help` lists for `command`, by name. */
-function shownFlags(command: Command): string[] {
-  return [
-    ...Object.entries(command.flags)
-      .filter(([, spec]) => !spec.hidden)
-      .map(([name]) => name),
-    "help",
-  ];
+/** The flags `--help` lists for `command`, by name, `help` included. */
+function shownFlagNames(command: Command): string[] {
+  return [...shownFlags(command).map(([name]) => name), "help"];
 }
 
 /**
@@ -52,7 +47,7 @@ function shownFlags(command: Command): string[] {
  * does begin with a dash.
  */
 function unknownFlagText(unknown: UnknownFlag, command: Command): string {
-  const flags = shownFlags(command)
+  const flags = shownFlagNames(command)
     .map((name) => `--${name}`)
     .join(", ");
   const dash = command.positionals
