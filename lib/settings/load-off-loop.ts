@@ -12,6 +12,8 @@ import type { SnoozeConfig } from "./resolve.ts";
  * is held 6 to 11 ms whatever the size (starting it), but the answer comes 0.5 to 1 s later and
  * the process grows by 15 to 35 MiB meanwhile (the worker loads the settings' modules anew). So a
  * file below this, a stall no longer than a garbage collection's, is parsed on the loop, as before.
+ * (These figures were measured once by hand with a throwaway script, not kept; the stall itself is
+ * held by test/local/config-reload.test.ts, which times `/healthz` during a large file's reload.)
  */
 export const offLoopConfigBytes = 16 * 1024;
 
