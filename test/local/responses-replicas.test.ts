@@ -42,6 +42,13 @@ async function simEngine(): Promise<string> {
   return address;
 }
 
+/** What `promise` was rejected with; undefined if it was fulfilled. */
+const rejection = (promise: Promise<unknown>) =>
+  promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+
 /** A long stream through the activator, taking a place on the replica it goes to until aborted. */
 async function occupy(url: string): Promise<AbortController> {
   const leave = new AbortController();
@@ -98,22 +105,16 @@ test("a stored response's routes and follow-ups go to the replica that made it, 
   }
   // m-0 stops: its responses went with it, whatever m-1 would say.
   snooze.plane.emit({ model: "m", replica: "m-0", tier: "cold", since: Date.now() });
-  const gone = await sdk.responses.retrieve(made.id).then(
-    () => undefined,
-    (error: unknown) => error,
-  );
+  const gone = await rejection(sdk.responses.retrieve(made.id));
   expect(gone).toBeInstanceOf(OpenAI.NotFoundError);
   expect((gone as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({
     code: "response_not_found",
     param: "response_id",
     message: expect.stringMatching(/replica `m-0`\) has stopped since/),
   });
-  const follow = await sdk.responses
-    .create({ model: "m", input: "more", previous_response_id: made.id })
-    .then(
-      () => undefined,
-      (error: unknown) => error,
-    );
+  const follow = await rejection(
+    sdk.responses.create({ model: "m", input: "more", previous_response_id: made.id }),
+  );
   expect(follow).toBeInstanceOf(OpenAI.NotFoundError);
   expect((follow as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({
     code: "response_not_found",
