@@ -8,6 +8,7 @@ import { sendError, sendJson } from "../lib/http/json.ts";
 import { toOriginForm } from "../lib/http/origin-form.ts";
 import { decodeSegment, malformedSegment } from "../lib/http/path-segment.ts";
 import { inTurn } from "../lib/http/pipeline.ts";
+import { requestIdOf } from "../lib/http/request-id.ts";
 import { probeHashHeader, probeHeader, probeValue } from "../lib/knative/ingress-class.ts";
 import type { Logger } from "../lib/log.ts";
 import { http } from "../lib/node-http.ts";
@@ -648,7 +649,7 @@ export function createActivatorServer({
         "invalid_request_error",
         "method_not_allowed",
       ),
-      { allow: "GET, HEAD, POST" },
+      { allow: "GET, HEAD, POST", "x-request-id": requestIdOf(req) },
     );
     activator.countRefused(405);
   });

@@ -2,6 +2,7 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { type OpenAIErrorBody, openAIError } from "../openai-error.ts";
+import { requestIdInRaw } from "./request-id.ts";
 
 /**
  * An HTTP/2 client with prior knowledge (`curl --http2-prior-knowledge`, an h2c-only library)
@@ -146,7 +147,9 @@ export function answerClientErrors(server: Server, answered: (status: number) =>
         }
       }
       if (socket.destroyed || !socket.writable) return;
-      endSocketWithError(socket, `${status} ${phrase}`, openAIError(message, "invalid_request_error", code));
+      endSocketWithError(socket, `${status} ${phrase}`, openAIError(message, "invalid_request_error", code), {
+        "x-request-id": requestIdInRaw(error.rawPacket),
+      });
       answered(status);
     };
     respond();

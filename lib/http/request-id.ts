@@ -17,3 +17,13 @@ export function freshRequestId(): string {
   // node:crypto at first use, not at startup: an idle serve loads none (cli/loaded-modules.test.ts).
   return process.getBuiltinModule("node:crypto").randomUUID().replaceAll("-", "");
 }
+
+/**
+ * A request Node's parser refused never became an `IncomingMessage`, but the caller's own
+ * `X-Request-Id` may be among the bytes it read (a 431's headers are mostly there): named back if
+ * it is a plain token, else a fresh id, so the refusal still carries one.
+ */
+export function requestIdInRaw(raw: Buffer | undefined): string {
+  const own = raw?.toString("latin1").match(/\r?\nx-request-id:[ \t]*([!-~]{1,256})[ \t]*\r?\n/i)?.[1];
+  return own ?? freshRequestId();
+}

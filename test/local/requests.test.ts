@@ -459,17 +459,22 @@ describe("requests the activator answers itself", () => {
   });
 
   test("CONNECT (a client taking Snooze for a forward proxy) is answered 405, not dropped", async () => {
-    const reply = await rawReply("CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n");
+    const reply = await rawReply(
+      "CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\nx-request-id: tunnel-1\r\n\r\n",
+    );
     expect(reply.startsWith("HTTP/1.1 405")).toBe(true);
+    expect(reply).toMatch(/\r\nx-request-id: tunnel-1\r\n/);
     expect(errorOf(reply)).toMatchObject({ code: "method_not_allowed", type: "invalid_request_error" });
   });
 
   test("what Node's parser refuses is answered as an OpenAI error too, not a bare status line", async () => {
     // Found by an outside tester: a ce-* header past the 16 KiB limit got Node's bare 431.
     const big = await rawReply(
-      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-big: ${"a".repeat(20_000)}\r\n\r\n`,
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-request-id: big-1\r\nx-big: ${"a".repeat(20_000)}\r\n\r\n`,
     );
     expect(big).toMatch(/^HTTP\/1\.1 431 /);
+    // Named by the caller's own id, found among the bytes read, as every other refusal is.
+    expect(big).toMatch(/\r\nx-request-id: big-1\r\n/);
     expect(errorOf(big)).toMatchObject({ code: "request_headers_too_large", type: "invalid_request_error" });
     // So are more than 1,000 header fields, however small: the message names that limit too (found
     // by an outside tester: 5 KB of headers were told they passed 16 KiB).
@@ -487,6 +492,8 @@ describe("requests the activator answers itself", () => {
     }
     const garbage = await rawReply("NOT HTTP AT ALL\r\n\r\n");
     expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
+    // No id of the caller's: a fresh one, in vLLM's form.
+    expect(garbage).toMatch(/\r\nx-request-id: [0-9a-f]{32}\r\n/);
     expect(errorOf(garbage).code).toBe("malformed_request");
     const smuggled = await rawReply(
       "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 1\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
