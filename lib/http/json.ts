@@ -23,6 +23,11 @@ export function sendJson(
   res.writeHead(status, {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
+    // Snooze's own JSON is live state (the admin API's view of models and replicas) or an error
+    // about one request: no cache may keep it, and no browser may read it as anything but JSON
+    // (found by an outside tester: the admin JSON had neither).
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
     ...headers,
     ...(unread ? { connection: "close" } : {}),
   });

@@ -86,7 +86,11 @@ models:
   // An admin stop answers once the engine is gone, and the view says so at that moment.
   const stop = await fetch(`${snooze.url}/snooze/v1/models/a/stop`, { method: "POST" });
   expect(stop.status).toBe(200);
-  const { models } = (await (await fetch(`${snooze.url}/snooze/v1/models`)).json()) as { models: View[] };
+  const listing = await fetch(`${snooze.url}/snooze/v1/models`);
+  // Live state: no cache keeps it, no browser sniffs it as anything but JSON.
+  expect(listing.headers.get("cache-control")).toBe("no-store");
+  expect(listing.headers.get("x-content-type-options")).toBe("nosniff");
+  const { models } = (await listing.json()) as { models: View[] };
   expect(models.find((m) => m.id === "a")).toMatchObject({ tier: "cold", replicas: [] });
   sampling = false;
   await sampler;
