@@ -210,8 +210,14 @@ export class Activator {
     const route = new ModelRoute(model, {
       demand: (id, unreachable) => {
         const route = this.route(id);
+        const pinnedTo = route?.pinnedTo();
         const load = route
-          ? { inFlight: route.inFlight, held: route.held, oldestHeldMs: route.oldestHeldMs() }
+          ? {
+              inFlight: route.inFlight,
+              held: route.held,
+              oldestHeldMs: route.oldestHeldMs(),
+              ...(pinnedTo ? { pinnedTo } : {}),
+            }
           : undefined;
         this.controlPlane.demand(id, { ...(unreachable ? { unreachable } : {}), ...(load ? { load } : {}) });
       },
@@ -1164,6 +1170,7 @@ export class Activator {
       route.oldestHeldMs(),
       route.flow,
       route.routed(),
+      route.pinnedTo(),
     );
   }
 }

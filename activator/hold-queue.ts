@@ -72,6 +72,11 @@ export class HoldQueue<T> {
     return undefined;
   }
 
+  /** The waiting requests' values, in arrival order. */
+  *values(): IterableIterator<T> {
+    for (let i = this.head; i < this.items.length; i++) yield this.items[i]!.value;
+  }
+
   /** Removes every waiting request that `gone` accepts, returning them in arrival order. */
   removeWhere(gone: (value: T) => boolean): Held<T>[] {
     const removed = this.items.slice(this.head).filter((item) => gone(item.value));

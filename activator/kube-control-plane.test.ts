@@ -325,3 +325,38 @@ test("an autoscaler that cannot be reached is said once (then once a minute), no
   );
   expect(calls).toEqual([]);
 });
+
+test("the replicas held requests wait for alone reach the autoscaler with the demand and the stats, through its real control server", async () => {
+  const bodies: unknown[] = [];
+  const autoscaler = {
+    modelDemand: { handle: () => false },
+    demand: (body: unknown) => void bodies.push(body),
+    stats: (body: unknown) => void bodies.push(body),
+  } as unknown as KubeAutoscaler;
+  server = createControlServer(autoscaler, new Registry(), {
+    authenticate: async () => ({
+      ok: true,
+      username: "system:serviceaccount:snooze-system:snooze-activator",
+    }),
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const plane = new KubeControlPlane({
+    client: { bearerToken: async () => "sa-token" } as unknown as KubeClient,
+    autoscalerUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    identity: "activator-0",
+    log: silentLogger,
+    onModel: () => {},
+    onModelRemoved: () => {},
+  });
+  plane.demand("qwen", { load: { inFlight: 0, held: 2, pinnedTo: ["qwen-abc"] } });
+  await vi.waitFor(() => expect(bodies).toHaveLength(1));
+  plane.stats("qwen", 0, 2, 5, undefined, undefined, ["qwen-abc"]);
+  await vi.waitFor(() => expect(bodies).toHaveLength(2));
+  expect(bodies[0]).toMatchObject({ model: "qwen", held: 2, pinnedTo: ["qwen-abc"] });
+  expect(bodies[1]).toMatchObject({ models: [{ model: "qwen", held: 2, pinnedTo: ["qwen-abc"] }] });
+  // None pinned: no field at all, as before.
+  plane.stats("qwen", 0, 1);
+  await vi.waitFor(() => expect(bodies).toHaveLength(3));
+  expect((bodies[2] as { models: object[] }).models[0]).not.toHaveProperty("pinnedTo");
+});

@@ -147,6 +147,7 @@ export class KubeControlPlane implements ControlPlane {
             inFlight: load.inFlight,
             held: load.held,
             ...(load.oldestHeldMs !== undefined ? { oldestHeldMs: Math.round(load.oldestHeldMs) } : {}),
+            ...(load.pinnedTo?.length ? { pinnedTo: [...load.pinnedTo] } : {}),
             seq: this.stamp(),
           }
         : {}),
@@ -170,6 +171,7 @@ export class KubeControlPlane implements ControlPlane {
     oldestHeldMs?: number,
     flow?: Flow,
     routed?: readonly string[],
+    pinnedTo?: readonly string[],
   ): void {
     this.pendingStats.set(model, {
       inFlight,
@@ -182,6 +184,7 @@ export class KubeControlPlane implements ControlPlane {
         ? { arrived: flow.arrived, completed: flow.completed, serviceMs: Math.round(flow.serviceMs) }
         : {}),
       ...(routed ? { routed: [...routed] } : {}),
+      ...(pinnedTo?.length ? { pinnedTo: [...pinnedTo] } : {}),
     });
     if (this.flushScheduled) return;
     this.flushScheduled = true;

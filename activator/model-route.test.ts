@@ -448,13 +448,17 @@ test("a request pinned to a replica waits for that one alone, holds back no othe
   const first = route.tryAcquire("qwen-1")!;
   expect(first.replica).toBe("qwen-1");
   expect(route.tryAcquire("qwen-1")).toBeUndefined();
+  expect(route.pinnedTo()).toBeUndefined();
   const pinned = route.hold(false, "qwen-1");
+  // Told to the control plane, which wakes the replica if it sleeps.
+  expect(route.pinnedTo()).toEqual(["qwen-1"]);
   // qwen-2 has room: a request for any replica goes there, not behind the pinned one.
   const other = route.tryAcquire()!;
   expect(other.replica).toBe("qwen-2");
   route.release(other);
   route.release(first);
   expect((await pinned.promise).replica).toBe("qwen-1");
+  expect(route.pinnedTo()).toBeUndefined();
   // Held for it while it stops: refused at once, not at the end of the hold budget.
   const again = route.hold(false, "qwen-1");
   route.apply({ model: "qwen", replica: "qwen-1", tier: "cold", since: Date.now() });

@@ -185,6 +185,17 @@ export class ModelRoute {
     return oldest ? Date.now() - oldest.enqueuedAt : undefined;
   }
 
+  /**
+   * The replicas some held requests may go to alone (`hold`'s `pin`): the control plane wakes each
+   * one that sleeps, since no other replica can serve them. Undefined when none is (no scan then).
+   */
+  pinnedTo(): string[] | undefined {
+    if (this.pinnedHeld === 0) return undefined;
+    const replicas = new Set<string>();
+    for (const waiter of this.queue.values()) if (waiter.pin !== undefined) replicas.add(waiter.pin);
+    return [...replicas];
+  }
+
   /** The model's tier as the activator knows it (the most awake replica's). */
   get tier(): Tier {
     if (this.backends.size === 0) return this.lastEvent?.tier ?? "cold";

@@ -268,10 +268,11 @@ export class Autoscaler {
     oldestHeldMs?: number,
     flow?: Flow,
     routed?: readonly string[],
+    pinnedTo?: readonly string[],
   ): boolean {
     const controller = this.byId.get(id);
     if (!controller?.isLeading) return false;
-    controller.stats(activator, inFlight, held, oldestHeldMs, flow, routed);
+    controller.stats(activator, inFlight, held, oldestHeldMs, flow, routed, pinnedTo);
     return true;
   }
 

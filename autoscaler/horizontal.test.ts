@@ -534,6 +534,98 @@ describe("decideReplicas", () => {
     expect(plan.nextAt).toBe(now + 5_000);
   });
 
+  describe("a replica held requests wait for alone (pinnedTo: a stored response's maker)", () => {
+    test("is woken beside a ready replica, whatever the count asks, and counts in the target", () => {
+      const replicas = [replica("a", "ready"), replica("b", "asleep-1"), replica("made-it", "asleep-2")];
+      // Without the pin a ready replica is enough: nothing moves.
+      expect(decideReplicas(input(replicas, { held: 1 })).actions).toEqual([]);
+      const plan = decideReplicas(input(replicas, { held: 1, pinnedTo: ["made-it"] }));
+      expect(kinds(plan)).toEqual(["wake made-it"]);
+      expect(plan.target).toBe(2);
+    });
+
+    test("is the one woken when the count asks for one more, not the most recently asleep", () => {
+      const plan = decideReplicas(
+        input(
+          [replica("b", "asleep-1", { since: now - 5 }), replica("made-it", "asleep-1", { since: now - 50 })],
+          {
+            held: 1,
+            pinnedTo: ["made-it"],
+          },
+        ),
+      );
+      expect(kinds(plan)).toEqual(["wake made-it"]);
+      expect(plan.target).toBe(1);
+    });
+
+    test("is taken back while it drains, and never chosen to drain", () => {
+      const draining = decideReplicas(
+        input([replica("a", "ready"), replica("made-it", "draining", { busy: true })], {
+          held: 1,
+          pinnedTo: ["made-it"],
+        }),
+      );
+      expect(kinds(draining)).toEqual(["undrain made-it"]);
+      // A count of 1 with two awake: the other one goes, though the pinned one is idler.
+      const surplus = decideReplicas(
+        input([replica("a", "ready", { load: 3 }), replica("made-it", "ready", { load: 0 })], {
+          desired: 1,
+          held: 1,
+          inFlight: 3,
+          pinnedTo: ["made-it"],
+        }),
+      );
+      expect(kinds(surplus)).toEqual(["drain-and-sleep a"]);
+    });
+
+    test("waits for maxReplicas, a slot's cap, and the back-off", () => {
+      const replicas = [replica("a", "ready"), replica("made-it", "asleep-1")];
+      const pinned = { held: 1, pinnedTo: ["made-it"] };
+      expect(decideReplicas(input(replicas, { ...pinned, maxReplicas: 1 })).actions).toEqual([]);
+      expect(decideReplicas(input(replicas, { ...pinned, cap: 1 })).actions).toEqual([]);
+      const backedOff = decideReplicas(input(replicas, { ...pinned, backoffUntil: now + 5_000 }));
+      expect(backedOff.actions).toEqual([]);
+      expect(backedOff.nextAt).toBe(now + 5_000);
+    });
+
+    test("property: every pinned replica asleep or draining is brought back when there is room, and none is drained", () => {
+      const tierArb = fc.constantFrom<Tier>(
+        "starting",
+        "ready",
+        "draining",
+        "asleep-1",
+        "asleep-2",
+        "waking",
+      );
+      fc.assert(
+        fc.property(
+          fc.array(fc.record({ tier: tierArb, pinned: fc.boolean(), load: fc.nat(3) }), { maxLength: 6 }),
+          fc.option(fc.nat(4), { nil: undefined }),
+          fc.nat(3),
+          (views, desired, held) => {
+            const replicas = views.map((v, i) =>
+              replica(`p${i}`, v.tier, { busy: v.tier === "draining", load: v.load }),
+            );
+            const pinnedTo = replicas.filter((_, i) => views[i]!.pinned).map((r) => r.pod);
+            const plan = decideReplicas(
+              input(replicas, { desired, held: held + 1, pinnedTo, maxReplicas: 10 }),
+            );
+            const moved = new Map(
+              plan.actions.flatMap((a) => ("pod" in a ? [[a.pod, a.kind] as const] : [])),
+            );
+            for (const pod of pinnedTo) {
+              const tier = replicas.find((r) => r.pod === pod)!.tier;
+              if (tier === "draining") expect(moved.get(pod)).toBe("undrain");
+              if (isAsleep(tier)) expect(moved.get(pod)).toBe("wake");
+              expect(moved.get(pod)).not.toBe("drain-and-sleep");
+            }
+          },
+        ),
+        { numRuns: 1_000 },
+      );
+    });
+  });
+
   test("a slot cap of zero sleeps a resident and never wakes one, whatever the demand", () => {
     const plan = decideReplicas(
       input([replica("r", "ready"), replica("s", "asleep-1")], { held: 5, cap: 0, desired: 2 }),

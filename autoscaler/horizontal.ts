@@ -64,6 +64,11 @@ export interface HorizontalInput {
   inFlight: number;
   held: number;
   /**
+   * Replicas some held requests may go to alone: the replica that made a stored response (the
+   * Responses API's retrieve, cancel, `previous_response_id`) keeps it in its engine's memory.
+   */
+  pinnedTo?: readonly string[];
+  /**
    * The burst the held queue last released, still running (`burstInFlight`): once nothing is held,
    * a lowered count waits for these requests, not for ones that came after the queue emptied.
    */
@@ -272,21 +277,29 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
     if (input.cap !== undefined) target = Math.min(target, input.cap);
   }
 
+  const pinned = new Set(input.pinnedTo);
+  const pinnedFirst = (a: ReplicaView, b: ReplicaView) =>
+    Number(pinned.has(b.pod)) - Number(pinned.has(a.pod));
   const waking = new Set<string>();
+  const undrained = new Set<string>();
+  const mayActivate = now >= input.backoffUntil;
+  let drained = 0;
   let scaleTo = input.workloadReplicas;
   if (awake < target) {
     let short = target - awake;
-    for (const r of replicas.filter((r) => r.tier === "draining")) {
+    // The replicas held requests wait for alone come back first (see pinnedTo).
+    for (const r of replicas.filter((r) => r.tier === "draining").sort(pinnedFirst)) {
       if (short === 0) break;
       actions.push({ kind: "undrain", pod: r.pod });
+      undrained.add(r.pod);
       short--;
     }
-    const mayActivate = now >= input.backoffUntil;
     if (!mayActivate && short > 0) later(input.backoffUntil);
     // Level 1 wakes fastest (weights in host RAM), then level 2; the most recently asleep first.
     const sleepers = replicas
       .filter((r) => isAsleep(r.tier) && free(r))
-      .sort((a, b) => (a.tier === b.tier ? b.since - a.since : a.tier === "asleep-1" ? -1 : 1));
+      .sort((a, b) => (a.tier === b.tier ? b.since - a.since : a.tier === "asleep-1" ? -1 : 1))
+      .sort(pinnedFirst);
     for (const r of sleepers) {
       if (short === 0 || !mayActivate) break;
       actions.push({ kind: "wake", pod: r.pod, level: r.tier === "asleep-2" ? 2 : 1 });
@@ -295,9 +308,12 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
     }
     if (short > 0 && mayActivate) scaleTo = Math.min(input.workloadReplicas + short, input.maxReplicas);
   } else if (awake > target) {
-    // The idlest awake replicas leave first; warming ones finish their activation before anything.
+    // The idlest awake replicas leave first; warming ones finish their activation before anything,
+    // and one that held requests wait for alone stays.
     let excess = awake - target;
-    const candidates = ready.filter(free).sort((a, b) => a.load - b.load || a.since - b.since);
+    const candidates = ready
+      .filter((r) => free(r) && !pinned.has(r.pod))
+      .sort((a, b) => a.load - b.load || a.since - b.since);
     for (const r of candidates) {
       if (excess === 0) break;
       actions.push(
@@ -305,7 +321,31 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
           ? { kind: "drain-and-sleep", pod: r.pod, level: settings.sleepLevel }
           : { kind: "drain-and-stop", pod: r.pod },
       );
+      drained++;
       excess--;
+    }
+  }
+  // A request held for one replica alone is served by that replica or by none: each such replica
+  // not awake yet is taken back or woken whatever the count asks (another awake replica is no use
+  // to it), within maxReplicas and a slot's cap. Before, a retrieve of a response whose maker slept
+  // beside a ready replica waited out its hold budget: only a count asking for more woke anyone.
+  if (pinned.size > 0 && !input.parked && input.cap !== 0) {
+    const room = Math.min(input.maxReplicas, input.cap ?? Number.POSITIVE_INFINITY);
+    let awakeAfter = awake + undrained.size + waking.size - drained;
+    for (const r of replicas) {
+      if (!pinned.has(r.pod) || undrained.has(r.pod) || waking.has(r.pod) || awakeAfter >= room) continue;
+      if (r.tier === "draining") {
+        actions.push({ kind: "undrain", pod: r.pod });
+        undrained.add(r.pod);
+      } else if (isAsleep(r.tier) && free(r) && mayActivate) {
+        actions.push({ kind: "wake", pod: r.pod, level: r.tier === "asleep-2" ? 2 : 1 });
+        waking.add(r.pod);
+      } else {
+        if (isAsleep(r.tier) && !mayActivate) later(input.backoffUntil);
+        continue;
+      }
+      awakeAfter++;
+      target++;
     }
   }
 

@@ -2,6 +2,7 @@ import { describe, expect, test } from "vitest";
 import { metricValue } from "../test/helpers/local-snooze.ts";
 import { Harness } from "../test/support/autoscaler-harness.ts";
 import { EngineError } from "./engine-client.ts";
+import { localActivator } from "./local/control-plane.ts";
 
 // One model; times short enough to read, every one of them on the manual clock.
 const oneModel = (extra = "") => `
@@ -2053,6 +2054,45 @@ describe("desired replicas", () => {
     expect(h.controller("m").tier).toBe("asleep-1");
     expect(h.platform.engineOf(id!).calls).toEqual(["wake(1)", "warmup", "sleep(1,wait)"]);
     expect(h.platform.scales).toEqual([]);
+  });
+
+  test("a request held for one replica alone (a stored response's maker) wakes that one, though another is ready", async () => {
+    const h = new Harness(oneModel(), { autoUp: true });
+    three(h, 2);
+    await h.settle();
+    three(h, undefined);
+    await h.advance(60_000);
+    const [first, maker] = h.platform.ids("m");
+    // One request wakes one replica: the maker sleeps on beside it.
+    h.demand("m");
+    await h.settle();
+    await h.request("m");
+    const tiers = () =>
+      Object.fromEntries(
+        h
+          .controller("m")
+          .state()
+          .replicas.map((r) => [r.id, r.tier]),
+      );
+    const awake = Object.entries(tiers()).find(([, tier]) => tier === "ready")![0];
+    const asleep = awake === first ? maker! : first!;
+    expect(tiers()[asleep]).toBe("asleep-1");
+    h.mark();
+
+    // A retrieve of a response the sleeper made is held for it alone: it is woken.
+    h.autoscaler.demand(localActivator, "m", undefined, undefined, {
+      inFlight: 0,
+      held: 1,
+      pinnedTo: [asleep],
+    });
+    await h.settle();
+    expect(tiers()).toEqual({ [awake]: "ready", [asleep]: "ready" });
+    expect(h.platform.engineOf(asleep).calls).toEqual(["wake(1)", "warmup"]);
+    expect(h.platform.scales).toEqual([]);
+    // Served, the pin is gone from the next report: both follow the ladder again.
+    h.autoscaler.stats(localActivator, "m", 0, 0);
+    await h.advance(60_000);
+    expect(tiers()).toEqual({ [awake]: "asleep-1", [asleep]: "asleep-1" });
   });
 
   test("desired below the awake count drains the surplus to sleep", async () => {

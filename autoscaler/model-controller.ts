@@ -164,6 +164,8 @@ interface Load {
   reports?: FlowReport[];
   /** The replicas it sent requests to at its last report that said (`at`): a drain waits for it. */
   routed?: { replicas: readonly string[]; at: number };
+  /** Replicas some of its held requests may go to alone (DemandLoad.pinnedTo). */
+  pinnedTo?: readonly string[];
 }
 
 /** What the admin API and `snooze status` show of a model. */
@@ -423,6 +425,7 @@ export class ModelController {
     // With the activator's load of this moment, it replaces the last report (which may still count
     // a request that just finished); without it, one held request is added to what was reported.
     const held = Math.max(load?.held ?? entry?.held ?? 0, 1);
+    const pinnedTo = load ? load.pinnedTo : entry?.pinnedTo;
     this.activators.set(activator, {
       inFlight: load?.inFlight ?? entry?.inFlight ?? 0,
       held,
@@ -431,6 +434,7 @@ export class ModelController {
       ...(entry?.reports ? { reports: entry.reports } : {}),
       // A demand says nothing of the replicas: the last report's word, with its own time, stands.
       ...(entry?.routed ? { routed: entry.routed } : {}),
+      ...(pinnedTo?.length ? { pinnedTo } : {}),
     });
     this.lastActive = now;
     this.parked = undefined;
@@ -447,6 +451,7 @@ export class ModelController {
   /**
    * `oldestHeldMs`: how long the oldest request held there has waited, when the activator knows.
    * `routed`: the replicas it sends requests to, as it sees them (undefined: it does not say).
+   * `pinnedTo`: replicas some held requests may go to alone (DemandLoad.pinnedTo).
    */
   stats(
     activator: string,
@@ -455,6 +460,7 @@ export class ModelController {
     oldestHeldMs?: number,
     flow?: Flow,
     routed?: readonly string[],
+    pinnedTo?: readonly string[],
   ): void {
     const now = this.deps.clock.now();
     const before = this.activators.get(activator);
@@ -495,6 +501,7 @@ export class ModelController {
       at: now,
       ...(reports ? { reports } : {}),
       ...(seen ? { routed: seen } : {}),
+      ...(held > 0 && pinnedTo?.length ? { pinnedTo } : {}),
     });
     this.learner.activity(now, this.busyWithRequests(now));
     // The report that says the work ended counts as activity too: the idle clock starts there.
@@ -527,8 +534,14 @@ export class ModelController {
   }
 
   /** The model's load, summed over the activators that reported recently. */
-  load(now = this.deps.clock.now()): { inFlight: number; held: number; heldSince?: number } {
+  load(now = this.deps.clock.now()): {
+    inFlight: number;
+    held: number;
+    heldSince?: number;
+    pinnedTo?: readonly string[];
+  } {
     let inFlight = 0;
+    let pinnedTo: Set<string> | undefined;
     let held = this.wakeWanted ? 1 : 0;
     let heldSince = this.wakeWanted ? this.wakeWantedSince : undefined;
     for (const [id, entry] of this.activators) {
@@ -540,9 +553,13 @@ export class ModelController {
       held += entry.held;
       if (entry.held > 0 && entry.heldSince !== undefined)
         heldSince = Math.min(heldSince ?? entry.heldSince, entry.heldSince);
+      if (entry.pinnedTo) {
+        pinnedTo ??= new Set();
+        for (const replica of entry.pinnedTo) pinnedTo.add(replica);
+      }
     }
     if (held > 0) heldSince ??= now;
-    return { inFlight, held, heldSince };
+    return { inFlight, held, heldSince, ...(pinnedTo ? { pinnedTo: [...pinnedTo] } : {}) };
   }
 
   /** Each live activator's recent stats reports with running totals (the demand metric's input). */
@@ -1096,6 +1113,7 @@ export class ModelController {
       concurrency: this.config.concurrency,
       inFlight: load.inFlight,
       held: load.held + prewarm.held,
+      ...(load.pinnedTo ? { pinnedTo: load.pinnedTo } : {}),
       burst: this.burst,
       // No request since a prewarm ended unused: neither its wake nor its start is activity.
       lastActive: floor !== undefined ? Math.min(this.lastActive, floor) : this.lastActive,

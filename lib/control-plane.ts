@@ -12,7 +12,7 @@ export interface ControlPlane {
    * The activator's load for `model`: requests in flight to its replicas, requests held, and how
    * long the oldest held request has waited (ms; the slot arbiter orders members by it). `routed`:
    * the replicas it sends requests to now, as it sees them (on Kubernetes its view of the pods may
-   * lag: a drain waits until it no longer names the replica).
+   * lag: a drain waits until it no longer names the replica). `pinnedTo`: see DemandLoad.
    */
   stats(
     model: string,
@@ -21,6 +21,7 @@ export interface ControlPlane {
     oldestHeldMs?: number,
     flow?: Flow,
     routed?: readonly string[],
+    pinnedTo?: readonly string[],
   ): void;
   /** Replica events, starting with the current state of every known replica. Returns unsubscribe. */
   watch(listener: (event: ReplicaEvent) => void): () => void;
@@ -53,4 +54,10 @@ export interface DemandLoad {
   inFlight: number;
   held: number;
   oldestHeldMs?: number;
+  /**
+   * The replicas some held requests may go to alone (the maker of a stored response: the
+   * Responses API's retrieve, cancel, `previous_response_id`): each is woken if it sleeps, whatever
+   * other replicas are awake.
+   */
+  pinnedTo?: readonly string[];
 }

@@ -40,6 +40,8 @@ export interface DemandBody {
   inFlight?: number;
   held?: number;
   oldestHeldMs?: number;
+  /** Replicas some held requests may go to alone (DemandLoad.pinnedTo). */
+  pinnedTo?: string[];
   /** The load's stamp: a report older than one applied already is dropped (autoscaler/kube/load-order.ts). */
   seq?: number;
 }
@@ -60,6 +62,8 @@ export interface StatsBody {
     serviceMs?: number;
     /** The replicas the activator sends this model's requests to, as it sees them (ControlPlane.stats). */
     routed?: string[];
+    /** Replicas some held requests may go to alone (DemandLoad.pinnedTo). */
+    pinnedTo?: string[];
   }[];
 }
 
@@ -125,7 +129,8 @@ export function isDemandBody(value: unknown): value is DemandBody {
     (v.unreachable === undefined || typeof v.unreachable === "string") &&
     (v.inFlight === undefined || (Number.isInteger(v.inFlight) && v.inFlight >= 0)) &&
     (v.held === undefined || (Number.isInteger(v.held) && v.held >= 0)) &&
-    (v.oldestHeldMs === undefined || (typeof v.oldestHeldMs === "number" && v.oldestHeldMs >= 0))
+    (v.oldestHeldMs === undefined || (typeof v.oldestHeldMs === "number" && v.oldestHeldMs >= 0)) &&
+    isNameList(v.pinnedTo)
   );
 }
 
@@ -147,9 +152,15 @@ export function isStatsBody(value: unknown): value is StatsBody {
         (m.arrived === undefined || (Number.isInteger(m.arrived) && m.arrived >= 0)) &&
         (m.completed === undefined || (Number.isInteger(m.completed) && m.completed >= 0)) &&
         (m.serviceMs === undefined || (typeof m.serviceMs === "number" && m.serviceMs >= 0)) &&
-        (m.routed === undefined || (Array.isArray(m.routed) && m.routed.every((r) => typeof r === "string"))),
+        isNameList(m.routed) &&
+        isNameList(m.pinnedTo),
     )
   );
+}
+
+/** An optional list of replica names. */
+function isNameList(value: unknown): boolean {
+  return value === undefined || (Array.isArray(value) && value.every((name) => typeof name === "string"));
 }
 
 /**

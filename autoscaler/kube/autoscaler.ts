@@ -522,7 +522,12 @@ export class KubeAutoscaler {
       body.inFlight !== undefined &&
       body.held !== undefined &&
       this.loadOrder.fresh(body.activator, body.model, body.seq, Date.now())
-        ? { inFlight: body.inFlight, held: body.held, oldestHeldMs: body.oldestHeldMs }
+        ? {
+            inFlight: body.inFlight,
+            held: body.held,
+            oldestHeldMs: body.oldestHeldMs,
+            ...(body.pinnedTo ? { pinnedTo: body.pinnedTo } : {}),
+          }
         : undefined;
     if (this.core.demand(body.activator, body.model, body.unreachable, undefined, load)) {
       this.loadChanged(body.model, true);
@@ -551,6 +556,7 @@ export class KubeAutoscaler {
           entry.oldestHeldMs,
           flow,
           entry.routed,
+          entry.pinnedTo,
         )
       ) {
         this.loadChanged(entry.model, false);

@@ -96,8 +96,17 @@ export function inProcessControlPlane(autoscaler: Autoscaler): ControlPlane {
   return {
     demand: (model, hint) =>
       void autoscaler.demand(localActivator, model, hint?.unreachable, undefined, hint?.load),
-    stats: (model, inFlight, held, oldestHeldMs) =>
-      void autoscaler.stats(localActivator, model, inFlight, held, oldestHeldMs),
+    stats: (model, inFlight, held, oldestHeldMs, _flow, _routed, pinnedTo) =>
+      void autoscaler.stats(
+        localActivator,
+        model,
+        inFlight,
+        held,
+        oldestHeldMs,
+        undefined,
+        undefined,
+        pinnedTo,
+      ),
     watch: (listener) => autoscaler.watch(listener),
   };
 }
