@@ -1,7 +1,7 @@
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterEach, describe, expect, test } from "vitest";
+import { afterEach, describe, expect, test, vi } from "vitest";
 import { createLogger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { AdminRefusal } from "./admin-guard.ts";
@@ -102,4 +102,69 @@ describe("a refused event sender in the activator's log", () => {
     expect(lines).toContainEqual(expect.objectContaining({ level: "debug", code: "invalid_sender_token" }));
     expect(lines.filter((l) => l.level !== "debug")).toEqual([]);
   });
+});
+
+test("a redelivery that comes while the event's sleep is still under way waits for it, not acting again; a failed one may be tried again", async () => {
+  // Found by an outside tester: a Broker that gave up waiting on a sleep draining for minutes sent
+  // the event again, and the second copy asked the control plane for a second sleep.
+  let finish!: (error?: Error) => void;
+  const sleeps: string[] = [];
+  const asked: unknown[] = [];
+  const log = createLogger({}, (line) => {
+    if (JSON.parse(line).msg === "asked by an event") asked.push(line);
+  });
+  server = createServer((req, res) => {
+    void handleIncomingEvents(req, res, {
+      admin: {
+        wake: async () => {},
+        prewarm: async () => ({ keptMs: 0 }),
+        sleep: (model) => {
+          sleeps.push(model);
+          return new Promise<void>((resolve, reject) => {
+            finish = (error) => (error ? reject(error) : resolve());
+          });
+        },
+        stop: async () => {},
+      },
+      modelNamed: (name) => (name === "qwen" ? "qwen" : undefined),
+      knownModels: () => ["qwen"],
+      recent,
+      log,
+    });
+  });
+  const recent = new RecentEvents();
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/snooze/v1/events`;
+  const send = () =>
+    fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/cloudevents+json" },
+      body: JSON.stringify({
+        specversion: "1.0",
+        id: "s-1",
+        source: "/test",
+        type: "dev.snooze.model.sleep",
+        subject: "qwen",
+      }),
+    });
+  // The first delivery fails: the redelivery during it gets the same failure, and the next one acts.
+  const [first, second] = [send(), send()];
+  // Both deliveries taken (each logs what it asks) while the first one's sleep is under way.
+  await vi.waitFor(() => expect(asked).toHaveLength(2));
+  expect(sleeps).toHaveLength(1);
+  finish(new Error("the engine did not answer"));
+  expect((await first).status).toBe(500);
+  expect((await second).status).toBe(500);
+  const [third, fourth] = [send(), send()];
+  await vi.waitFor(() => expect(asked).toHaveLength(4));
+  expect(sleeps).toHaveLength(2);
+  finish();
+  expect((await third).status).toBe(200);
+  expect((await fourth).status).toBe(200);
+  expect(sleeps).toEqual(["qwen", "qwen"]);
+  // Done: later copies are duplicates.
+  const fifth = await send();
+  expect(fifth.headers.get("snooze-event")).toBe("duplicate");
+  expect(sleeps).toHaveLength(2);
 });

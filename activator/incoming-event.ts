@@ -557,6 +557,8 @@ function eventKey(source: string, id: string): string {
  */
 export class RecentEvents {
   private readonly seen = new Map<string, number>();
+  /** Actions of events still under way (a sleep waits for its drain), by key. */
+  private readonly underWay = new Map<string, Promise<void>>();
   private readonly windowMs: number;
   private readonly capacity: number;
   private readonly now: () => number;
@@ -573,6 +575,22 @@ export class RecentEvents {
     if (this.now() - at <= this.windowMs) return true;
     this.seen.delete(key);
     return false;
+  }
+
+  /**
+   * Runs the action of the event `key` once: a redelivery that comes while it is under way (a
+   * Broker gave up waiting for the answer of a sleep that drains for minutes) waits for the same
+   * outcome instead of acting again. Once it succeeds the event counts as taken; one that failed
+   * may be tried again.
+   */
+  once(key: string, act: () => Promise<void>): Promise<void> {
+    const running = this.underWay.get(key);
+    if (running) return running;
+    const action = act().then(() => this.add(key));
+    this.underWay.set(key, action);
+    const forget = () => this.underWay.delete(key);
+    action.then(forget, forget);
+    return action;
   }
 
   add(key: string): void {
@@ -789,8 +807,9 @@ export async function handleIncomingEvents(
         });
     } else {
       waited = true;
+      const { verb, id } = command;
       try {
-        await deps.admin[command.verb](command.id);
+        await deps.recent.once(command.key, () => deps.admin[verb](id));
       } catch (error) {
         // Requests held since kept the model awake (the sender may retry), or the action failed.
         const unfinished = error instanceof AdminActionUnfinished;
@@ -807,7 +826,6 @@ export async function handleIncomingEvents(
         );
         return;
       }
-      deps.recent.add(command.key);
     }
   }
   accepted(res, waited ? 200 : 202, fresh.length < resolved.length ? "accepted; some duplicate" : "accepted");
