@@ -1,3 +1,4 @@
+import OpenAI from "openai";
 import { describe, expect, test } from "vitest";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
@@ -21,7 +22,15 @@ const model = "qwen";
 const suite = kubeSnoozeSuite({
   namespace: "snooze-e2e-scaling",
   objects: async ({ admin, ns, cluster }) => {
-    await admin.createDeployment(ns.name, simDeployment(cluster, model, { model, loadTime: "1500ms" }));
+    await admin.createDeployment(
+      ns.name,
+      simDeployment(cluster, model, {
+        model,
+        loadTime: "1500ms",
+        // Stored responses, kept by the engine that made them (the Responses API test below).
+        env: { VLLM_ENABLE_RESPONSES_API_STORE: "1" },
+      }),
+    );
     await admin.createModel(
       ns.name,
       modelObject(model, {
@@ -462,4 +471,49 @@ describe("a Model on Kubernetes, through the activator", () => {
       await second.stop();
     }
   }, 90_000);
+
+  test("a stored response's retrieve wakes the sleeping replica that made it, though another is ready", async () => {
+    const transitionsTo = async (tier: string) => {
+      const text = await (await fetch(`${suite.autoscaler.url}/metrics`)).text();
+      return text
+        .split("\n")
+        .filter((l) => l.startsWith("snooze_tier_transitions_total{") && l.includes(`to="${tier}"`))
+        .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+    };
+    const client = new OpenAI({
+      baseURL: `${suite.activator.url}/v1`,
+      apiKey: "unused",
+      maxRetries: 0,
+      timeout: 60_000,
+    });
+    await suite.admin.scaleModel(suite.ns.name, model, 3);
+    await waitStatus("3 ready", (s) => s.readyReplicas === 3, 45_000);
+    // Made at once, the responses spread over the three pods, each kept by the engine that made it.
+    const made = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map(() => client.responses.create({ model, input: "hello", max_output_tokens: 4 })),
+    );
+    const makers = new Set<string>();
+    for (const p of await pods()) {
+      const { requests } = (await simState(p.status!.podIP!)) as unknown as {
+        requests: Record<string, number>;
+      };
+      if ((requests["POST /v1/responses"] ?? 0) > 0) makers.add(p.metadata.name);
+    }
+    // A count of 1 again: two of them sleep, one stays ready.
+    await suite.admin.scaleModel(suite.ns.name, model, 1);
+    await waitStatus("1 ready, 2 asleep", (s) => s.readyReplicas === 1 && s.sleepingReplicas === 2);
+    const asleepMakers = (await pods()).filter(
+      (p) => tierOf(p) === "asleep-1" && makers.has(p.metadata.name),
+    );
+    expect(asleepMakers.length).toBeGreaterThan(0);
+    const wakesBefore = await transitionsTo("waking");
+    // Each retrieve goes to its maker: one asleep is woken for it, not left to the hold budget.
+    for (const response of made) {
+      const got = await client.responses.retrieve(response.id);
+      expect(got.id).toBe(response.id);
+      expect(got.status).toBe(response.status);
+    }
+    expect((await transitionsTo("waking")) - wakesBefore).toBeGreaterThanOrEqual(asleepMakers.length);
+    for (const p of await pods()) expect((await simState(p.status!.podIP!)).arrivedWhileAsleep).toBe(0);
+  }, 120_000);
 });

@@ -211,6 +211,8 @@ export function simDeployment(
     terminationMessagePolicy?: "File" | "FallbackToLogsOnError";
     /** A sidecar container beside the engine, with this image (one under `.invalid` cannot be pulled). */
     sidecarImage?: string;
+    /** The engine's environment besides vLLM's dev mode (e.g. `VLLM_ENABLE_RESPONSES_API_STORE`). */
+    env?: Record<string, string>;
   },
 ) {
   const { kubelet } = cluster.info;
@@ -259,7 +261,10 @@ export function simDeployment(
                 "2ms",
                 ...(options.extraArgs ?? []),
               ],
-              env: [{ name: "VLLM_SERVER_DEV_MODE", value: "1" }],
+              env: [
+                { name: "VLLM_SERVER_DEV_MODE", value: "1" },
+                ...Object.entries(options.env ?? {}).map(([name, value]) => ({ name, value })),
+              ],
               ports: [{ name: "http", containerPort: 8000 }],
               readinessProbe: { httpGet: { path: "/health", port: "http" }, periodSeconds: 1 },
             },
