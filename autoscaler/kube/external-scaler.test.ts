@@ -278,6 +278,29 @@ describe("the external scaler over gRPC", () => {
     await expect.poll(() => results.at(-1)?.result).toBe(false);
   });
 
+  it("idle streams hold no repush timer: only a Model with requests held, or active at zero, arms one", async () => {
+    // Each stream had its own 250 ms interval from its start, whatever its Model did: thousands of
+    // idle KEDA triggers woke the autoscaler thousands of times a second for nothing.
+    const replica = new FakeReplica("a");
+    replica.lead("ml/qwen", 0, 0);
+    const { client } = await scalerFor(replica);
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+    const results: boolean[] = [];
+    for (let i = 0; i < 20; i++) {
+      const stream = client.StreamIsActive(ref({ model: "qwen" }));
+      cleanups.push(() => stream.cancel());
+      stream.on("data", (r: { result: boolean }) => results.push(r.result));
+      stream.on("error", () => {});
+    }
+    await expect.poll(() => results.length).toBe(20);
+    const idle = timers();
+    // Held: every stream arms its repush timer; released: they go again.
+    replica.lead("ml/qwen", 0, 1, true);
+    await expect.poll(() => timers()).toBeGreaterThanOrEqual(idle + 20);
+    replica.lead("ml/qwen", 0, 0);
+    await expect.poll(() => timers()).toBeLessThanOrEqual(idle);
+  });
+
   it("while the Model waits at spec.replicas 0 and is active, true is pushed again until it is scaled", async () => {
     const replica = new FakeReplica("a");
     replica.lead("ml/qwen", 0, 0, false, 0);

@@ -421,19 +421,30 @@ export class ExternalScalerServer {
       last = result;
       lastAt = Date.now();
     };
-    const repush = setInterval(
-      () => {
-        if (!latest?.active || abort.signal.aborted) return;
-        const since = Date.now() - lastAt;
-        if ((latest.atZero && since >= this.zeroRepushMs) || (latest.held > 0 && since >= this.repushMs))
-          send(true);
-      },
-      Math.min(this.zeroRepushMs, this.repushMs),
-    );
+    // Armed only while a repush may be due (active, and at zero or with requests held): thousands
+    // of idle streams then cost no timer at all.
+    let repush: NodeJS.Timeout | undefined;
+    const follow = (sample: DemandSample) => {
+      if (sample.active && (sample.atZero || sample.held > 0)) {
+        repush ??= setInterval(
+          () => {
+            if (!latest?.active || abort.signal.aborted) return;
+            const since = Date.now() - lastAt;
+            if ((latest.atZero && since >= this.zeroRepushMs) || (latest.held > 0 && since >= this.repushMs))
+              send(true);
+          },
+          Math.min(this.zeroRepushMs, this.repushMs),
+        );
+      } else {
+        clearInterval(repush);
+        repush = undefined;
+      }
+    };
     void (async () => {
       try {
         for await (const { sample, poke } of this.options.demand.watch(target.key, abort.signal)) {
           latest = sample;
+          follow(sample);
           // A new leader's "inactive" is not known yet; a request it was told of is.
           if (sample.settling && !sample.active) continue;
           if (sample.active !== last || (poke && sample.active)) send(sample.active);
