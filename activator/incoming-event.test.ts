@@ -195,3 +195,16 @@ test.each(["application/json; charset=utf-8", "text/json", "application/vnd.exam
     expect(parsed).toMatchObject({ ok: true });
   },
 );
+
+test("a body with a byte order mark, or in UTF-16, is read as the same JSON, as an OpenAI request's is", () => {
+  const event = JSON.stringify(attributes);
+  for (const body of [
+    Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(event)]),
+    Buffer.from(`\ufeff${event}`, "utf16le"),
+  ]) {
+    expect(parseIncomingEvents(structured, body)).toMatchObject({ ok: true, commands: [{ verb: "wake" }] });
+  }
+  const data = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"model":"qwen"}')]);
+  const { "ce-subject": _, ...noSubject } = binaryHeaders;
+  expect(parseIncomingEvents(noSubject, data)).toMatchObject({ ok: true, commands: [{ model: "qwen" }] });
+});

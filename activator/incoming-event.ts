@@ -9,6 +9,7 @@ import { BodyStalled, BodyTooLarge, type MinimumPace, readBody } from "../lib/ht
 import { refuseEncodedBody } from "../lib/http/content-encoding.ts";
 import { sendContinue } from "../lib/http/continue.ts";
 import { sendError } from "../lib/http/json.ts";
+import { jsonText } from "../lib/http/json-encoding.ts";
 import { tooDeepAt } from "../lib/json-nesting.ts";
 import type { Logger } from "../lib/log.ts";
 import { openAIError } from "../lib/openai-error.ts";
@@ -137,7 +138,9 @@ export function parseIncomingEvents(
   rawHeaders: readonly string[] = [],
 ): ParsedEvents {
   const contentType = String(received["content-type"] ?? "").toLowerCase();
-  const text = body.toString("utf8");
+  // As an OpenAI request's body is read (RFC 8259 §8.1): a byte order mark (Windows' editors and
+  // PowerShell write one) or UTF-16 is JSON too, not an "unexpected token" at position 0.
+  const { text } = jsonText(body);
   if (contentType.startsWith("application/cloudevents-batch+json")) {
     let raw: unknown;
     try {
