@@ -16,10 +16,16 @@ import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
 let server: Server | undefined;
 afterEach(() => server?.close());
 
-async function endpoint(sender: SenderCheck) {
+/** The events endpoint, its admin actions recorded (`admin` replaces some), and one event to send. */
+async function endpoint(
+  sender?: SenderCheck,
+  admin: Partial<Parameters<typeof handleIncomingEvents>[2]["admin"]> = {},
+  type = "dev.snooze.model.wake",
+) {
   const lines: Record<string, unknown>[] = [];
   const log = createLogger({}, (line) => lines.push(JSON.parse(line)), "debug");
   const woken: string[] = [];
+  const recent = new RecentEvents();
   server = createServer((req, res) => {
     void handleIncomingEvents(req, res, {
       admin: {
@@ -30,12 +36,13 @@ async function endpoint(sender: SenderCheck) {
         },
         sleep: async () => {},
         stop: async () => {},
+        ...admin,
       },
       modelNamed: (name) => (name === "qwen" ? "qwen" : undefined),
       knownModels: () => ["qwen"],
-      recent: new RecentEvents(),
+      recent,
       log,
-      sender,
+      ...(sender ? { sender } : {}),
     });
   });
   server.listen(0, "127.0.0.1");
@@ -49,7 +56,7 @@ async function endpoint(sender: SenderCheck) {
         specversion: "1.0",
         id: "e-1",
         source: "/apis/v1/namespaces/team/pingsources/prewarm-qwen",
-        type: "dev.snooze.model.wake",
+        type,
         subject: "qwen",
       }),
     });
@@ -109,55 +116,24 @@ test("a redelivery that comes while the event's sleep is still under way waits f
   // the event again, and the second copy asked the control plane for a second sleep.
   let finish!: (error?: Error) => void;
   const sleeps: string[] = [];
-  const asked: unknown[] = [];
-  const log = createLogger({}, (line) => {
-    if (JSON.parse(line).msg === "asked by an event") asked.push(line);
-  });
-  server = createServer((req, res) => {
-    void handleIncomingEvents(req, res, {
-      admin: {
-        wake: async () => {},
-        prewarm: async () => ({ keptMs: 0 }),
-        sleep: (model) => {
-          sleeps.push(model);
-          return new Promise<void>((resolve, reject) => {
-            finish = (error) => (error ? reject(error) : resolve());
-          });
-        },
-        stop: async () => {},
-      },
-      modelNamed: (name) => (name === "qwen" ? "qwen" : undefined),
-      knownModels: () => ["qwen"],
-      recent,
-      log,
+  const sleep = (model: string) => {
+    sleeps.push(model);
+    return new Promise<void>((resolve, reject) => {
+      finish = (error) => (error ? reject(error) : resolve());
     });
-  });
-  const recent = new RecentEvents();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/snooze/v1/events`;
-  const send = () =>
-    fetch(url, {
-      method: "POST",
-      headers: { "content-type": "application/cloudevents+json" },
-      body: JSON.stringify({
-        specversion: "1.0",
-        id: "s-1",
-        source: "/test",
-        type: "dev.snooze.model.sleep",
-        subject: "qwen",
-      }),
-    });
+  };
+  const { lines, send } = await endpoint(undefined, { sleep }, "dev.snooze.model.sleep");
+  const asked = () => lines.filter((line) => line.msg === "asked by an event").length;
   // The first delivery fails: the redelivery during it gets the same failure, and the next one acts.
   const [first, second] = [send(), send()];
   // Both deliveries taken (each logs what it asks) while the first one's sleep is under way.
-  await vi.waitFor(() => expect(asked).toHaveLength(2));
+  await vi.waitFor(() => expect(asked()).toBe(2));
   expect(sleeps).toHaveLength(1);
   finish(new Error("the engine did not answer"));
   expect((await first).status).toBe(500);
   expect((await second).status).toBe(500);
   const [third, fourth] = [send(), send()];
-  await vi.waitFor(() => expect(asked).toHaveLength(4));
+  await vi.waitFor(() => expect(asked()).toBe(4));
   expect(sleeps).toHaveLength(2);
   finish();
   expect((await third).status).toBe(200);

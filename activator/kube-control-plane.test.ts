@@ -21,6 +21,24 @@ afterEach(() => {
   server = undefined;
 });
 
+/** The activator's ServiceAccount, as the control server's TokenReview would name it. */
+const activatorAccount = async () => ({
+  ok: true as const,
+  username: "system:serviceaccount:snooze-system:snooze-activator",
+});
+
+/** The autoscaler's real control server in front of `autoscaler`, listening; its URL. */
+async function controlServerFor(
+  autoscaler: object,
+  port = 0,
+  authenticate: Parameters<typeof createControlServer>[2]["authenticate"] = activatorAccount,
+): Promise<string> {
+  server = createControlServer(autoscaler as KubeAutoscaler, new Registry(), { authenticate });
+  server.listen(port, "127.0.0.1");
+  await once(server, "listening");
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
 /**
  * The activator's control plane against the autoscaler's real control server, whose admin action
  * (the Model's leader carrying it out) answers `outcome`; the calls it got are recorded.
@@ -33,18 +51,15 @@ async function againstAutoscaler(outcome: AdminOutcome, port = 0) {
       calls.push(args);
       return outcome;
     },
-  } as unknown as KubeAutoscaler;
-  server = createControlServer(autoscaler, new Registry(), {
-    authenticate: async (token) =>
-      token === "sa-token"
-        ? { ok: true, username: "system:serviceaccount:snooze-system:snooze-activator" }
-        : { ok: false, status: 401, message: "not a ServiceAccount of Snooze" },
-  });
-  server.listen(port, "127.0.0.1");
-  await once(server, "listening");
+  };
+  const url = await controlServerFor(autoscaler, port, async (token) =>
+    token === "sa-token"
+      ? activatorAccount()
+      : { ok: false, status: 401, message: "not a ServiceAccount of Snooze" },
+  );
   const plane = new KubeControlPlane({
     client: { bearerToken: async () => "sa-token" } as unknown as KubeClient,
-    autoscalerUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    autoscalerUrl: url,
     identity: "activator-0",
     log: silentLogger,
     onModel: () => {},
@@ -246,17 +261,9 @@ test("slots name their members by the model ids models are listed by, not the au
     },
   ];
   const autoscaler = { modelDemand: { handle: () => false }, slotStatuses: async () => slots };
-  server = createControlServer(autoscaler as unknown as KubeAutoscaler, new Registry(), {
-    authenticate: async () => ({
-      ok: true,
-      username: "system:serviceaccount:snooze-system:snooze-activator",
-    }),
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
   const plane = new KubeControlPlane({
     client: cluster.client,
-    autoscalerUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    autoscalerUrl: await controlServerFor(autoscaler),
     identity: "activator-0",
     log: silentLogger,
     onModel: () => {},
@@ -332,18 +339,10 @@ test("the replicas held requests wait for alone reach the autoscaler with the de
     modelDemand: { handle: () => false },
     demand: (body: unknown) => void bodies.push(body),
     stats: (body: unknown) => void bodies.push(body),
-  } as unknown as KubeAutoscaler;
-  server = createControlServer(autoscaler, new Registry(), {
-    authenticate: async () => ({
-      ok: true,
-      username: "system:serviceaccount:snooze-system:snooze-activator",
-    }),
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
+  };
   const plane = new KubeControlPlane({
     client: { bearerToken: async () => "sa-token" } as unknown as KubeClient,
-    autoscalerUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    autoscalerUrl: await controlServerFor(autoscaler),
     identity: "activator-0",
     log: silentLogger,
     onModel: () => {},
