@@ -18,9 +18,26 @@ import { freshRequestId } from "../lib/http/request-id.ts";
 export function adoptRequestId(req: IncomingMessage, body: Buffer, json?: JsonBody): string {
   const own = req.headers["x-request-id"];
   if (typeof own === "string" && own !== "") return own;
-  const id = bodyRequestId(body, json) ?? freshRequestId();
+  const named = bodyRequestId(body, json);
+  // One no header can carry as it is: the engine still names the request by it (no header goes,
+  // so vLLM reads the body's), and the head gets an id of its own. Found by an outside tester: a
+  // line break in it made writing the head throw in a timer, which ended the whole process.
+  if (named !== undefined && !fitsHeader(named)) return freshRequestId();
+  const id = named ?? freshRequestId();
   req.headers["x-request-id"] = id;
   return id;
+}
+
+/** The longest body `request_id` sent as a header: well inside every parser's header limit (16 KiB for Node's and uvicorn's). */
+const maxHeaderId = 1_024;
+
+/**
+ * Whether an id reads the same as a header value on both sides: visible ASCII, spaces only inside
+ * (a parser drops them at the edges, and vLLM would name the request by what is left), short enough.
+ * Node refuses a line break, a control character or one past Latin-1 in a header outright.
+ */
+function fitsHeader(id: string): boolean {
+  return id.length <= maxHeaderId && /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(id);
 }
 
 /**

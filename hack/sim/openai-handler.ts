@@ -57,7 +57,11 @@ export async function serveGeneration(
   res: ServerResponse,
 ): Promise<void> {
   const chat = request.kind === "chat";
-  const baseId = (req.headers["x-request-id"] as string | undefined) ?? randomUUID().replaceAll("-", "");
+  // vLLM's order: the X-Request-Id header, else the body's request_id, else a fresh uuid4 in hex.
+  const baseId =
+    (req.headers["x-request-id"] as string | undefined) ??
+    request.requestId ??
+    randomUUID().replaceAll("-", "");
   const id = `${chat ? "chatcmpl" : "cmpl"}-${baseId}`;
   const created = Math.floor(Date.now() / 1000);
   const model = engine.modelName;

@@ -46,6 +46,11 @@ export interface OpenAIRequest {
   /** Chat: the last message's text when it is the assistant's (what `echo` repeats). */
   assistantPrefix: string | undefined;
   /**
+   * The body's `request_id` (vLLM's extension), when a non-empty string: what vLLM names the request
+   * by when no `X-Request-Id` header names it.
+   */
+  requestId: string | undefined;
+  /**
    * One entry per prompt (completions accept a batch); each yields `n` choices of at most
    * `maxTokens` (`max_tokens` capped by what the context leaves).
    */
@@ -184,6 +189,8 @@ export function parseOpenAIRequest(
     jsonFormat: jsonFormat(fields.response_format),
     toolUse: kind === "chat" && toolParser ? toolUse(fields, toolChoice) : undefined,
     assistantPrefix: kind === "chat" ? assistantPrefix(fields.messages) : undefined,
+    requestId:
+      typeof fields.request_id === "string" && fields.request_id !== "" ? fields.request_id : undefined,
     prompts: prompts.map((prompt, i) => ({
       text: prompt.text,
       tokens: prompt.tokens,

@@ -68,6 +68,25 @@ describe("x-request-id through hold progress", () => {
     expect(held).toEqual({ requestId: "body-7", chunkIds: ["chatcmpl-body-7"] });
   });
 
+  test("a body's request_id that no header can carry crashes nothing: the engine names its request by it, the head by a fresh id", async () => {
+    // Found by an outside tester: hold progress wrote the body's id into its head as it was, and a
+    // line break (or a character past Latin-1) made Node throw in a timer, which ended the process.
+    snooze = await startWith(config);
+    const unfit = ["two\nlines", "carriage\rreturn", "日本語", " padded ", "tab\tin", "x".repeat(2_000)];
+    // All held at once, by the one cold start: each gets hold progress's head.
+    const held = await Promise.all(
+      unfit.map((id) => streamedIds(client(snooze!.url), {}, { request_id: id })),
+    );
+    for (const [i, id] of unfit.entries()) {
+      expect(held[i]!.requestId).toMatch(/^[0-9a-f]{32}$/);
+      // vLLM names a request by the header, else by the body's request_id: no header went, so the
+      // engine used the body's, as it would have without Snooze.
+      expect(held[i]!.chunkIds).toEqual([`chatcmpl-${id}`]);
+    }
+    expect(new Set(held.map((h) => h.requestId)).size).toBe(unfit.length);
+    expect((await fetch(`${snooze.url}/healthz`)).status).toBe(200);
+  });
+
   test("a large body's request_id too, read off the event loop as the body was", async () => {
     snooze = await startWith(config);
     // Past offLoopBytes (256 KiB): the activator parsed it on a worker, and kept only what it reads.
