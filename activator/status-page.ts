@@ -72,7 +72,11 @@ function statusPage(tokenRequired: boolean): { html: Buffer; csp: string } {
  */
 export function statusPageRoutes({ activator, admin, timeline, tokenRequired = false }: StatusPageOptions) {
   return async (req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> => {
-    const query = new URL(req.url ?? "/", "http://localhost").searchParams;
+    // The target's query as written: `new URL(target, base)` takes a target beginning `//` for a
+    // host, and threw on one it could not read (found by an outside tester: `GET //` was a 500).
+    const target = req.url ?? "/";
+    const at = target.indexOf("?");
+    const query = new URLSearchParams(at < 0 ? "" : target.slice(at + 1));
     if (
       (path === "/" || path === "/ui" || path === "/ui/") &&
       (req.method === "GET" || req.method === "HEAD")

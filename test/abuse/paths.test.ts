@@ -108,6 +108,30 @@ describe("path tricks against a canary engine", () => {
     expect(unexpected(state)).toEqual([]);
   });
 
+  test("a target that a URL parser reads as a host (`//`, `///`, `//[`, `//h:99999/`) is a 404, not a 500", async () => {
+    // Found by an outside tester: the status page's routes read the query with `new URL(target,
+    // base)`, which takes `//x` for a host and throws on one it cannot read; the client got
+    // `500 internal_error: Invalid URL`.
+    for (const target of [
+      "//",
+      "///",
+      "//[",
+      "//h:99999/x",
+      "//%",
+      "///v1:0x/chat/completions",
+      "//?after=1",
+    ])
+      for (const method of ["GET", "POST"]) {
+        const reply = await rawRequest(
+          port,
+          `${method} ${target} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`,
+        );
+        expect(finalStatus(reply), `${method} ${target}`).toBe(404);
+        expect(finalBody(reply).error).toMatchObject({ type: "invalid_request_error", code: "not_found" });
+      }
+    expect(unexpected(await simState())).toEqual([]);
+  });
+
   test("a GET on an inference route is a 405, not forwarded", async () => {
     const reply = await rawRequest(
       port,
