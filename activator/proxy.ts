@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { forwardedFor } from "./forwarded-for.ts";
 import { endToEnd } from "./hop-headers.ts";
 import type { Backend } from "./model-route.ts";
 import { type ForwardOutcome, type ForwardRequest, Relay } from "./relay.ts";
@@ -18,12 +19,15 @@ export function forward(
 ): Promise<ForwardOutcome> {
   return new Promise((resolve) => {
     const relay = new Relay(res, request, resolve);
+    const headers = endToEnd(req.headers);
+    const chain = forwardedFor(headers["x-forwarded-for"] as string | undefined, req.socket.remoteAddress);
     backend.pool.dispatch(
       {
         path: request.path,
         method: req.method as "POST",
         headers: {
-          ...endToEnd(req.headers),
+          ...headers,
+          ...(chain ? { "x-forwarded-for": chain } : {}),
           ...request.extraHeaders,
           "content-length": String(request.body.length),
         } as Record<string, string>,
