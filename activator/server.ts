@@ -619,13 +619,21 @@ export function createActivatorServer({
   const listener = (req: IncomingMessage, res: ServerResponse) =>
     inTurn(req, res, () =>
       handler(req, res).catch((error) => {
-        if (!res.headersSent)
-          sendError(
-            res,
-            500,
-            openAIError(`Internal error: ${(error as Error).message}`, "server_error", "internal_error"),
-          );
-        else res.destroy();
+        // A defect, not the client's doing: said in the log with its stack, so it can be found.
+        log?.error("internal error answering a request", { method: req.method, error });
+        // The last resort never throws itself: a throw here (a header Node refuses) would be an
+        // unhandled rejection, which ends the process.
+        try {
+          if (!res.headersSent)
+            sendError(
+              res,
+              500,
+              openAIError(`Internal error: ${(error as Error).message}`, "server_error", "internal_error"),
+            );
+          else res.destroy();
+        } catch {
+          res.destroy();
+        }
       }),
     );
   const server = http.createServer({ keepAliveTimeout: 65_000, requireHostHeader: false }, listener);
