@@ -202,7 +202,10 @@ export function createActivatorServer({
   // A client listing the models hints that it is about to use one (listing-hint.ts): a short
   // prewarm within the model's budget, rate-limited so a listing never wakes everything.
   const hints = new ListingHints();
-  const hint = (named?: string) => {
+  // `caller`: the listing's context. A prewarm it causes continues its trace, as an event's or a
+  // person's wake does (found by an outside tester: the hint's wake began a trace of its own, and
+  // the listing's trace showed nothing of the wake it caused).
+  const hint = (caller: Context, named?: string) => {
     const prewarm = admin.prewarm;
     // None during the shutdown: its engine would be started only to be stopped (found by a probe).
     if (!prewarm || activator.shutdownSignal.aborted) return;
@@ -215,7 +218,7 @@ export function createActivatorServer({
     // A hint that fails costs nothing: the request it announced activates the model as usual.
     const now = Date.now();
     for (const id of hints.take(now, candidates, named))
-      void prewarm(id, hintForMs, { hint: true })
+      void prewarm(id, hintForMs, { hint: true, caller })
         .then(({ keptMs }) => {
           if (keptMs === 0) hints.giveBack(id, now);
         })
@@ -386,12 +389,12 @@ export function createActivatorServer({
       }
     }
     if (path === "/v1/models" && reads(req)) {
-      const { span } = startServerSpan(req, "/v1/models", path);
+      const { span, ctx } = startServerSpan(req, "/v1/models", path);
       sendJson(res, 200, { object: "list", data: views().map(modelObject) });
       activator.countAnswered("", 200);
       answered(span, 200);
       // A HEAD is a check, not a client about to use a model.
-      if (req.method === "GET") hint();
+      if (req.method === "GET") hint(ctx);
       return;
     }
     if (modelsPath.test(path) && !reads(req)) {
@@ -429,7 +432,7 @@ export function createActivatorServer({
       return;
     }
     if (path.startsWith("/v1/models/") && reads(req)) {
-      const { span } = startServerSpan(req, "/v1/models/{model}", path);
+      const { span, ctx } = startServerSpan(req, "/v1/models/{model}", path);
       const segment = path.slice("/v1/models/".length);
       const name = decodeSegment(segment);
       if (name === undefined) {
@@ -445,7 +448,7 @@ export function createActivatorServer({
         sendJson(res, 200, modelObject(view));
         activator.countAnswered(view.id, 200);
         answered(span, 200);
-        if (req.method === "GET") hint(view.id);
+        if (req.method === "GET") hint(ctx, view.id);
       } else {
         sendError(res, 404, unknownModel(name, activator.routes.keys()));
         activator.countAnswered("", 404);

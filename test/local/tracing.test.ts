@@ -782,3 +782,37 @@ models:
     await admin.close(1_000);
   }
 });
+
+test("a listing's hint continues the caller's trace: GET /v1/models/{model} that prewarms a model has the snooze.prewarm span under it, the activation under that (found by an outside tester: the hint's wake began a trace of its own)", async () => {
+  const hinting = await startWith(`
+models:
+  hinted: { prewarmBudget: 1h, command: ${simCommand(["--enable-sleep-mode"])} }
+`);
+  try {
+    const traceId = "8bf92f3577b34da6a3ce929d0e0e4751";
+    const callerSpan = "00f067aa0ba902c1";
+    const response = await fetch(`${hinting.url}/v1/models/hinted`, {
+      headers: { traceparent: `00-${traceId}-${callerSpan}-01` },
+    });
+    expect(response.status).toBe(200);
+    await response.text();
+    const inTrace = () => exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+    await until(
+      () => inTrace().some((s) => s.name === "snooze.activation"),
+      10_000,
+      "the hint's activation in the caller's trace",
+    );
+    // A stop ends the prewarm, and with it its span.
+    expect((await fetch(`${hinting.url}/snooze/v1/models/hinted/stop`, { method: "POST" })).status).toBe(200);
+    await until(() => inTrace().some((s) => s.name === "snooze.prewarm"), 5_000, "the prewarm span");
+    const server = inTrace().find((s) => s.kind === SpanKind.SERVER)!;
+    expect(server.parentSpanContext?.spanId).toBe(callerSpan);
+    const prewarm = inTrace().find((s) => s.name === "snooze.prewarm")!;
+    expect(prewarm.attributes["snooze.prewarm.kind"]).toBe("hint");
+    expect(prewarm.parentSpanContext?.spanId).toBe(server.spanContext().spanId);
+    const activation = inTrace().find((s) => s.name === "snooze.activation")!;
+    expect(activation.parentSpanContext?.spanId).toBe(prewarm.spanContext().spanId);
+  } finally {
+    await hinting.close(1_000);
+  }
+});
