@@ -272,8 +272,14 @@ export class EngineCall {
     if (usage) this.span.setAttributes(usageAttributes(usage));
     if (outcome?.kind === "answered" || outcome?.kind === "failed")
       this.span.setAttribute("http.response.status_code", outcome.status);
-    if (outcome?.kind === "answered" && outcome.status >= 500)
+    // An engine's error answer is the call's error, a 4xx too: OpenTelemetry's HTTP conventions
+    // leave a 4xx unset on a SERVER span (the client's mistake) but not on a CLIENT span, and name
+    // the error by its status code. Found by an outside tester: an engine's 400 showed as a call
+    // that went well, and its 500 had an error status but no error.type.
+    if (outcome?.kind === "answered" && outcome.status >= 400) {
+      this.span.setAttribute("error.type", String(outcome.status));
       this.span.setStatus({ code: SpanStatusCode.ERROR });
+    }
     if (outcome?.kind === "unanswered" || outcome?.kind === "failed" || error) {
       const cause = error ?? (outcome as { error: Error }).error;
       this.span.recordException(cause);

@@ -816,3 +816,65 @@ models:
     await hinting.close(1_000);
   }
 });
+
+test("an engine's error answer is an error of its CLIENT span, named in error.type by its status code, as the HTTP conventions ask of a client span: a 4xx too, which leaves the server span unset (found by an outside tester: neither had error.type, a 4xx no error status)", async () => {
+  // Answers a chat with the status its body asks for, in vLLM's error shape.
+  const engine = [
+    "const port = Number(process.argv[1]);",
+    "require('node:http').createServer((req, res) => {",
+    "  if (req.url === '/health') return res.end();",
+    "  let body = ''; req.on('data', (c) => (body += c)); req.on('end', () => {",
+    "    const status = JSON.parse(body || '{}').want_status ?? 200;",
+    "    res.writeHead(status, { 'content-type': 'application/json' });",
+    "    res.end(JSON.stringify(status === 200",
+    "      ? { choices: [{ index: 0, text: 'ok', message: { role: 'assistant', content: 'ok' } }] }",
+    "      : { object: 'error', message: 'no', type: 'Error', param: null, code: status }));",
+    "  });",
+    "}).listen(port, '127.0.0.1');",
+  ].join("\n");
+  const failing = await startWith(`
+models:
+  picky:
+    sleep: false
+    command: ${JSON.stringify([process.execPath, "-e", engine, "${PORT}"])}
+`);
+  try {
+    const spansFor = async (status: number, traceId: string) => {
+      const init = chat("picky", { want_status: status });
+      const response = await fetch(`${failing.url}/v1/chat/completions`, {
+        ...init,
+        headers: { ...init.headers, traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+      });
+      expect(response.status).toBe(status);
+      await response.text();
+      const inTrace = () => exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+      await until(() => inTrace().some((s) => s.kind === SpanKind.SERVER), 5_000, "the server span");
+      return {
+        server: inTrace().find((s) => s.kind === SpanKind.SERVER)!,
+        client: inTrace().find((s) => s.kind === SpanKind.CLIENT)!,
+      };
+    };
+    const answered = await spansFor(200, "8bf92f3577b34da6a3ce929d0e0e4761");
+    expect(answered.client.status.code).toBe(SpanStatusCode.UNSET);
+    expect(answered.client.attributes["error.type"]).toBeUndefined();
+    for (const [status, serverStatus] of [
+      [400, SpanStatusCode.UNSET],
+      [404, SpanStatusCode.UNSET],
+      [500, SpanStatusCode.ERROR],
+      [503, SpanStatusCode.ERROR],
+    ] as const) {
+      const { server, client } = await spansFor(status, `8bf92f3577b34da6a3ce929d0e0e4${status}`);
+      expect([client.name, client.status.code, client.attributes]).toMatchObject([
+        "chat picky",
+        SpanStatusCode.ERROR,
+        { "http.response.status_code": status, "error.type": String(status) },
+      ]);
+      expect([server.status.code, server.attributes["http.response.status_code"]]).toEqual([
+        serverStatus,
+        status,
+      ]);
+    }
+  } finally {
+    await failing.close(1_000);
+  }
+});
