@@ -137,6 +137,48 @@ describe("models at run time", () => {
     expect(await gauges("llama")).toEqual([]);
   });
 
+  test("requests of a removed model that end after it (held, in flight, failing) bring none of its series back (found by an outside tester: a deleted Model's count, hold time and held gauge came back for good)", async () => {
+    const { plane, post, registry } = await start();
+    // An engine that answers only when told to: `late` sends its headers then, `drops` cuts the
+    // connection then (the request is sent again, to a model that is gone).
+    const waiting: (() => void)[] = [];
+    const engine = await listen(
+      createServer((req, res) => {
+        let body = "";
+        req.on("data", (c) => (body += c));
+        req.on("end", () => {
+          const { model: name } = JSON.parse(body) as { model: string };
+          waiting.push(() => {
+            if (name === "drops") return req.socket.destroy();
+            res.writeHead(200, { "content-type": "application/json" });
+            res.end('{"usage":{"prompt_tokens":1}}');
+          });
+        });
+      }),
+    );
+    for (const id of ["held", "late", "drops"]) activator!.upsertModel(model(id));
+    for (const id of ["late", "drops"])
+      plane.emit({ model: id, replica: `${id}-0`, address: engine, tier: "ready", since: Date.now() });
+    const held = post("held");
+    const late = post("late");
+    const drops = post("drops");
+    for (let i = 0; i < 200 && (waiting.length < 2 || plane.demanded.length === 0); i++)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(waiting).toHaveLength(2);
+    for (const id of ["held", "late", "drops"]) activator!.removeModel(id);
+    expect((await held).status).toBe(503);
+    for (const answer of waiting) answer();
+    expect((await late).status).toBe(200);
+    // Sent again to a model that is gone: answered at once, as its held requests were, not held
+    // for its whole budget.
+    expect((await drops).status).toBe(503);
+    const text = await registry.metrics();
+    expect(text.split("\n").filter((line) => /model="(held|late|drops)"/.test(line))).toEqual([]);
+    // Still counted as answered, under no model, as a request for a model Snooze does not serve is.
+    expect(text).toContain('snooze_requests_total{model="",code="503"} 2');
+    expect(text).toContain('snooze_requests_total{model="",code="200"} 1');
+  });
+
   test("a fault in the activator after the body was read: 500 internal_error, and the error is logged", async () => {
     // Found by an outside tester (a body the activator could not encode again): the fault was taken
     // for a client that had left, so the client got 502 "did not get an answer" and the log no cause.

@@ -315,6 +315,17 @@ export class Activator {
   }
 
   /**
+   * Whether a request's route is still the one its model's id names, so its metrics may count: a
+   * removed model's series are gone for good (`metrics.forget`), and a request of it that ends
+   * later (held, in flight, sent again) must not bring one back, where it would stay for ever
+   * (found by an outside tester: a deleted Model's request count, hold time and errors came back,
+   * and its held gauge stayed at 1).
+   */
+  private counts(route: ModelRoute): boolean {
+    return this.route(route.config.id) === route;
+  }
+
+  /**
    * Takes a model out of service gently (a config reload removed it): from now on no name leads to
    * it (a new request gets the 404 that lists the known models), while the requests it holds and
    * has in flight are served as before. Resolves once it has none left; `removeModel` then ends it.
@@ -471,8 +482,9 @@ export class Activator {
       if (model) span.setAttributes({ "gen_ai.request.model": requestModel, "snooze.model": model });
       if (fault) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
-      // No model Snooze serves (not found, not named): an empty label, which no id can be.
-      this.metrics.requests.inc({ model, code: String(status) });
+      // No model Snooze serves (not found, not named, or removed while the request ran, whose
+      // series are gone): an empty label, which no id can be.
+      this.metrics.requests.inc({ model: model && this.route(model) ? model : "", code: String(status) });
     }
   }
 
@@ -724,7 +736,8 @@ export class Activator {
         });
         if (outcome.kind === "answered") return outcome.status;
         if (outcome.kind === "aborted") return 499;
-        this.metrics.upstreamErrors.inc({ model: route.config.id, reason: outcome.reason });
+        if (this.counts(route))
+          this.metrics.upstreamErrors.inc({ model: route.config.id, reason: outcome.reason });
         if (outcome.kind === "failed") {
           this.log.warn("engine call failed", {
             model: route.config.id,
@@ -762,7 +775,7 @@ export class Activator {
         if (!next) return heldOutcome(res);
         // Counted when it is sent again, not when it waits for that: one refused or abandoned while
         // held again was never resent (found by an outside tester).
-        this.metrics.resent.inc({ model: route.config.id, reason: outcome.reason });
+        if (this.counts(route)) this.metrics.resent.inc({ model: route.config.id, reason: outcome.reason });
         trace.getActiveSpan()?.addEvent("snooze.resend", {
           "snooze.replica": failedOn,
           "error.type": outcome.reason,
@@ -911,11 +924,13 @@ export class Activator {
               : undefined,
         firstByteTimeoutMs: timerValue(route.config.firstByteTimeout),
         idleTimeoutMs: timerValue(route.config.idleTimeout),
-        onResponse: () =>
-          this.metrics.upstreamTtfb.observe(
-            { model: route.config.id },
-            (performance.now() - dispatched) / 1000,
-          ),
+        onResponse: () => {
+          if (this.counts(route))
+            this.metrics.upstreamTtfb.observe(
+              { model: route.config.id },
+              (performance.now() - dispatched) / 1000,
+            );
+        },
         onEnd: (end) => {
           const shutdown = () => end(new EndedEarly("shutdown", "Snooze shut down before the answer ended"));
           if (this.forced) {
@@ -994,13 +1009,16 @@ export class Activator {
     }
     const started = performance.now();
     const span = tracer.startSpan("snooze.hold", { attributes: { "snooze.model": model } });
-    this.metrics.held.inc({ model });
+    // A request sent again after its model was removed is held by a closed route, which answers it
+    // at once: its series are gone, and none comes back for it.
+    const counted = this.counts(route);
+    if (counted) this.metrics.held.inc({ model });
     const underWay = route.latestEvent?.traceparent ? route.latestActivation : undefined;
     const before = route.held;
     const { promise, cancel } = route.hold(resend, pin?.replica);
     // Only the first held request asks for an activation; the others join it (one refused because
     // the queue is full joins nothing).
-    if (before > 0 && route.held > before) this.metrics.coalesced.inc({ model });
+    if (counted && before > 0 && route.held > before) this.metrics.coalesced.inc({ model });
     const progress =
       stream && route.config.streamProgress
         ? new HoldProgress(
@@ -1089,8 +1107,10 @@ export class Activator {
       res.off("close", onClose);
       if (res.destroyed && outcome === "dispatched") outcome = "abandoned";
       // A model removed meanwhile has no series left to count down (nor one to bring back below 0).
-      if (this.route(model) === route) this.metrics.held.dec({ model });
-      this.metrics.holdDuration.observe({ model, outcome }, (performance.now() - started) / 1000);
+      if (counted && this.counts(route)) {
+        this.metrics.held.dec({ model });
+        this.metrics.holdDuration.observe({ model, outcome }, (performance.now() - started) / 1000);
+      }
       span.setAttribute("snooze.hold.outcome", outcome);
       span.end();
     }

@@ -143,6 +143,8 @@ export class ModelRoute {
   private readonly exits = new Map<string, string>();
   /** Calls waiting to hear what became of a replica (`exitOf`), told of every event. */
   private readonly fateWaiters = new Set<() => void>();
+  /** Closed (`close`): its model was removed, or Snooze shuts down; it holds no request any more. */
+  private closed = false;
 
   constructor(config: ModelConfig, listener: RouteListener) {
     this.config = config;
@@ -283,6 +285,13 @@ export class ModelRoute {
     });
     if (pin !== undefined && !this.backends.has(pin)) {
       waiter.reject({ reason: "replica-gone", retryAfterMs: 0 });
+      return { promise, cancel() {} };
+    }
+    // Closed (its model removed): a request sent again after its engine failed under it is answered
+    // as the held ones were, at once; nothing would ever serve it here (found by an outside tester:
+    // it waited out its whole hold budget, then heard the model was busy).
+    if (this.closed) {
+      waiter.reject({ reason: "shutdown", retryAfterMs: this.retryAfterMs() });
       return { promise, cancel() {} };
     }
     const backedOff = this.backedOff();
@@ -531,6 +540,7 @@ export class ModelRoute {
    * resolves when they have), or `force`d (whatever is still open is cut at once).
    */
   async close(force = false): Promise<void> {
+    this.closed = true;
     this.answerHeld();
     await Promise.all(
       [...this.backends.values()].map((b) => {
