@@ -15,12 +15,17 @@ import { parseJson } from "../lib/json-object.ts";
 import { tracer, tracingRegistered } from "../lib/tracing.ts";
 import { spanMethod } from "./known-method.ts";
 
-/** The GenAI operation an OpenAI route performs (`gen_ai.operation.name`). */
+/**
+ * The GenAI operation an inference route performs (`gen_ai.operation.name`): OpenAI's, and
+ * Anthropic's Messages API, which vLLM serves for Claude's clients, a chat as the conventions name
+ * it (found by an outside tester: its spans were `POST /v1/messages`, with no operation).
+ */
 const operations: Record<string, string> = {
   "/v1/chat/completions": "chat",
   "/v1/completions": "text_completion",
   "/v1/embeddings": "embeddings",
   "/v1/responses": "chat",
+  "/v1/messages": "chat",
 };
 
 export function genAiOperation(route: string | undefined): string | undefined {

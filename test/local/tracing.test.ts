@@ -878,3 +878,76 @@ models:
     await failing.close(1_000);
   }
 });
+
+test("Anthropic's Messages API (POST /v1/messages, which vLLM serves for Claude's clients) is a chat: its spans are named and attributed as a chat completion's, with the usage it reports (found by an outside tester: its CLIENT span was POST /v1/messages, with no GenAI operation)", async () => {
+  // Answers /v1/messages as vLLM does: a message, or (stream) its events, usage in message_delta.
+  const engine = [
+    "const port = Number(process.argv[1]);",
+    "require('node:http').createServer((req, res) => {",
+    "  if (req.url === '/health') return res.end();",
+    "  let body = ''; req.on('data', (c) => (body += c)); req.on('end', () => {",
+    "    const { stream } = JSON.parse(body || '{}');",
+    "    const usage = { input_tokens: 7, output_tokens: 2 };",
+    "    res.setHeader('content-type', stream ? 'text/event-stream' : 'application/json');",
+    "    // Snooze's warm-up, a completion.",
+    "    if (req.url === '/v1/completions') return res.end(JSON.stringify({ choices: [{ index: 0, text: 'ok' }] }));",
+    "    if (!stream)",
+    "      return res.end(JSON.stringify({ id: 'msg_1', type: 'message', role: 'assistant', model: 'claude', content: [{ type: 'text', text: 'ok' }], usage }));",
+    "    const event = (type, data) => res.write('event: ' + type + '\\ndata: ' + JSON.stringify({ type, ...data }) + '\\n\\n');",
+    "    event('message_start', { message: { id: 'msg_2', type: 'message', role: 'assistant', model: 'claude', content: [], usage: { input_tokens: 7, output_tokens: 0 } } });",
+    "    event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'ok' } });",
+    "    event('message_delta', { delta: { stop_reason: 'end_turn' }, usage });",
+    "    event('message_stop', {});",
+    "    res.end();",
+    "  });",
+    "}).listen(port, '127.0.0.1');",
+  ].join("\n");
+  const anthropic = await startWith(`
+models:
+  claude:
+    sleep: false
+    command: ${JSON.stringify([process.execPath, "-e", engine, "${PORT}"])}
+`);
+  try {
+    for (const [stream, traceId] of [
+      [false, "8bf92f3577b34da6a3ce929d0e0e4771"],
+      [true, "8bf92f3577b34da6a3ce929d0e0e4772"],
+    ] as const) {
+      const response = await fetch(`${anthropic.url}/v1/messages`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "anthropic-version": "2023-06-01",
+          traceparent: `00-${traceId}-00f067aa0ba902b7-01`,
+        },
+        body: JSON.stringify({
+          model: "claude",
+          max_tokens: 5,
+          stream,
+          messages: [{ role: "user", content: "hello" }],
+        }),
+      });
+      expect(response.status).toBe(200);
+      await response.text();
+      const inTrace = () => exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+      await until(() => inTrace().some((s) => s.kind === SpanKind.SERVER), 5_000, "the server span");
+      const server = inTrace().find((s) => s.kind === SpanKind.SERVER)!;
+      const client = inTrace().find((s) => s.kind === SpanKind.CLIENT)!;
+      expect([server.name, server.attributes]).toMatchObject([
+        "POST /v1/messages",
+        { "gen_ai.operation.name": "chat", "gen_ai.request.model": "claude" },
+      ]);
+      expect([client.name, client.attributes]).toMatchObject([
+        "chat claude",
+        {
+          "gen_ai.operation.name": "chat",
+          "gen_ai.request.model": "claude",
+          "gen_ai.usage.input_tokens": 7,
+          "gen_ai.usage.output_tokens": 2,
+        },
+      ]);
+    }
+  } finally {
+    await anthropic.close(1_000);
+  }
+});
