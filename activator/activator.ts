@@ -733,6 +733,7 @@ export class Activator {
           // said the revision, `chat roll-00001`, while the engine got `model: "roll"`).
           requestModel: resolution.sent ?? route.config.servedModel ?? route.config.id,
           ...(byHost.kind === "model" ? { revision: byHost.revision } : {}),
+          route: check.stored?.route ?? check.path,
         });
         if (outcome.kind === "answered") return outcome.status;
         if (outcome.kind === "aborted") return 499;
@@ -892,7 +893,7 @@ export class Activator {
     path: string,
     body: Buffer,
     appended: Record<string, string>,
-    traced: { requestModel: string; revision?: string },
+    traced: { requestModel: string; revision?: string; route: string },
   ) {
     this.inFlightTotal++;
     const dispatched = performance.now();
@@ -901,7 +902,8 @@ export class Activator {
       model: traced.requestModel,
       snoozeModel: route.config.id,
       ...(traced.revision ? { revision: traced.revision } : {}),
-      route: path,
+      route: traced.route,
+      path,
       method: req.method ?? "POST",
       address: backend.address,
       replica: backend.replica,

@@ -308,7 +308,14 @@ export interface EngineCallOptions {
   snoozeModel?: string;
   /** The Knative revision (`namespace/name`) the request was routed to: `snooze.revision`. */
   revision?: string;
+  /**
+   * The route, as a template (`/v1/responses/{response_id}`): the span's name when it is no GenAI
+   * operation, never the client's text (found by an outside tester: a stored response's retrieve
+   * was named by its id and query, one span name per response).
+   */
   route: string;
+  /** The path and query sent (a stored response's id in it): `url.full`. */
+  path: string;
   method: string;
   address: string;
   replica: string;
@@ -325,7 +332,7 @@ function clientAttributes(options: EngineCallOptions, operation: string | undefi
   const [host, port] = splitAddress(options.address);
   return {
     ...spanMethod(options.method).attributes,
-    "url.full": `http://${options.address}${options.route}`,
+    "url.full": `http://${options.address}${options.path}`,
     "server.address": host,
     ...(port ? { "server.port": port } : {}),
     ...(operation ? { "gen_ai.operation.name": operation } : {}),

@@ -951,3 +951,39 @@ models:
     await anthropic.close(1_000);
   }
 });
+
+test("a stored response's retrieve and cancel: the CLIENT span is named by the route, never by the response's id or the query (found by an outside tester: GET /v1/responses/resp_…?stream=false, one name per response)", async () => {
+  const stored = await startWith(`
+models:
+  keeper:
+    command: ${simCommand()}
+    env: { VLLM_ENABLE_RESPONSES_API_STORE: "1" }
+`);
+  try {
+    const made = await fetch(`${stored.url}/v1/responses`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "keeper", input: "hello", max_output_tokens: 3, store: true }),
+    });
+    expect(made.status).toBe(200);
+    const { id } = (await made.json()) as { id: string };
+    const traceId = "8bf92f3577b34da6a3ce929d0e0e4781";
+    const headers = { traceparent: `00-${traceId}-00f067aa0ba902b7-01` };
+    const retrieved = await fetch(`${stored.url}/v1/responses/${id}?stream=false`, { headers });
+    expect(retrieved.status).toBe(200);
+    await retrieved.text();
+    const cancelled = await fetch(`${stored.url}/v1/responses/${id}/cancel`, { method: "POST", headers });
+    await cancelled.text();
+    const inTrace = () => exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+    await until(() => inTrace().filter((s) => s.kind === SpanKind.CLIENT).length === 2, 5_000, "the calls");
+    const clients = inTrace().filter((s) => s.kind === SpanKind.CLIENT);
+    expect(clients.map((s) => s.name)).toEqual([
+      "GET /v1/responses/{response_id}",
+      "POST /v1/responses/{response_id}/cancel",
+    ]);
+    // What was sent is in url.full, as the HTTP conventions have it.
+    expect(clients[0]!.attributes["url.full"]).toMatch(new RegExp(`/v1/responses/${id}\\?stream=false$`));
+  } finally {
+    await stored.close(1_000);
+  }
+});
