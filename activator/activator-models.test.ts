@@ -105,14 +105,23 @@ describe("models at run time", () => {
     expect(activator!.routes.size).toBe(0);
   });
 
-  test("a held request of a removed model is answered with 503 at once", async () => {
+  test("a held request of a removed model is answered at once: 404 model_not_found, as a request after the removal is, not a shutdown", async () => {
+    // Found by an outside tester: it was told "Snooze is shutting down" (503, Connection: close).
     const { plane, post } = await start();
     activator!.upsertModel(model("llama"));
+    activator!.upsertModel(model("qwen"));
     const held = post("llama");
     for (let i = 0; i < 100 && plane.demanded.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
     expect(plane.demanded).toEqual(["llama"]);
     activator!.removeModel("llama");
-    expect((await held).status).toBe(503);
+    const answer = await held;
+    expect(answer.status).toBe(404);
+    expect(answer.headers.get("connection")).not.toBe("close");
+    const { error } = (await answer.json()) as { error: Record<string, string> };
+    expect(error).toMatchObject({ code: "model_not_found", param: "model", type: "invalid_request_error" });
+    expect(error.message).toBe(
+      "The model `llama` was removed while the request was held; nothing serves it here any more. Known models: `qwen`.",
+    );
   });
 
   test("a removed model's held and in-flight gauges go, and its held request ending after does not bring one back", async () => {
@@ -132,7 +141,7 @@ describe("models at run time", () => {
     expect(await gauges("llama")).toContain('snooze_held_requests{model="llama"} 1');
     activator!.removeModel("qwen");
     activator!.removeModel("llama");
-    expect((await held).status).toBe(503);
+    expect((await held).status).toBe(404);
     expect(await gauges("qwen")).toEqual([]);
     expect(await gauges("llama")).toEqual([]);
   });
@@ -166,16 +175,16 @@ describe("models at run time", () => {
       await new Promise((r) => setTimeout(r, 10));
     expect(waiting).toHaveLength(2);
     for (const id of ["held", "late", "drops"]) activator!.removeModel(id);
-    expect((await held).status).toBe(503);
+    expect((await held).status).toBe(404);
     for (const answer of waiting) answer();
     expect((await late).status).toBe(200);
     // Sent again to a model that is gone: answered at once, as its held requests were, not held
     // for its whole budget.
-    expect((await drops).status).toBe(503);
+    expect((await drops).status).toBe(404);
     const text = await registry.metrics();
     expect(text.split("\n").filter((line) => /model="(held|late|drops)"/.test(line))).toEqual([]);
     // Still counted as answered, under no model, as a request for a model Snooze does not serve is.
-    expect(text).toContain('snooze_requests_total{model="",code="503"} 2');
+    expect(text).toContain('snooze_requests_total{model="",code="404"} 2');
     expect(text).toContain('snooze_requests_total{model="",code="200"} 1');
   });
 

@@ -42,6 +42,7 @@ import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts
 import { type FormFields, nameLookup, type Resolution, resolveModel } from "./resolve-model.ts";
 import { makerGone, ResponseIds } from "./response-ids.ts";
 import { type SlotWait, slotWait } from "./slot-wait.ts";
+import { removedWhileHeld } from "./unknown-model.ts";
 import { EndedEarly, errorAnswer, failedUnder, failedUnderAnswer } from "./upstream-failure.ts";
 
 export interface ActivatorOptions {
@@ -81,8 +82,11 @@ export function sendShuttingDown(res: ServerResponse, message = "Snooze is shutt
 const slotWaitMessage = (model: string, s: number, reason: string) =>
   `The model \`${model}\` did not become ready within its hold budget: it waits for its slot, as ${reason}; retry in about ${s}s.`;
 
-/** Why a hold ends in a 503 (a request pinned to a replica that went is a 404: `Pin`). */
-type HoldRefusal = Exclude<HoldFailure["reason"], "replica-gone">;
+/**
+ * Why a hold ends in a 503 (a request pinned to a replica that went is a 404: `Pin`; so is one
+ * whose model was removed while it waited).
+ */
+type HoldRefusal = Exclude<HoldFailure["reason"], "replica-gone" | "removed">;
 
 const holdMessages: Record<HoldRefusal, (model: string, seconds: number) => string> = {
   budget: (model, s) =>
@@ -373,7 +377,7 @@ export class Activator {
     this.responseIds.forget(id);
     this.dropNames(route.config);
     this.metrics.forget(id);
-    void route.close();
+    void route.close(false, "removed");
     if (listed) this.listChanged();
   }
 
@@ -1052,6 +1056,15 @@ export class Activator {
         const gone = pin?.gone ?? openAIError("The replica went.", "invalid_request_error", "not_found");
         if (res.headersSent) progress?.fail(gone);
         else if (!res.destroyed) sendError(res, 404, gone);
+        return undefined;
+      }
+      if (failure.reason === "removed") {
+        // Not a shutdown, nor a wait to retry: the model is gone from this server (its Model
+        // deleted), as a request that came after would be told (found by an outside tester: it
+        // heard "Snooze is shutting down", with `Connection: close`).
+        const removed = removedWhileHeld(model, this.routes.keys());
+        if (res.headersSent) progress?.fail(removed);
+        else if (!res.destroyed) sendError(res, 404, removed);
         return undefined;
       }
       // Shutting down: this process will not serve the retry; say so as its other 503s do.

@@ -26,7 +26,7 @@ export function activatorMetrics(registry: Registry) {
     inFlight,
     holdDuration: new Histogram({
       name: "snooze_hold_duration_seconds",
-      help: "How long requests were held, by outcome (dispatched, budget, queue-full, activation-failed, shutdown, abandoned).",
+      help: "How long requests were held, by outcome (dispatched, budget, queue-full, activation-failed, shutdown, removed, replica-gone, abandoned).",
       labelNames: ["model", "outcome"],
       buckets: activationBuckets,
       registers: [registry],

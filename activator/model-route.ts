@@ -42,6 +42,8 @@ export type HoldFailure =
   | { reason: "queue-full"; retryAfterMs: number }
   | { reason: "activation-failed"; retryAfterMs: number; message: string }
   | { reason: "shutdown"; retryAfterMs: number }
+  /** The model was removed (its Model deleted) while the request was held: nothing will serve it here. */
+  | { reason: "removed"; retryAfterMs: number }
   /** The client went away while held. */
   | { reason: "abandoned"; retryAfterMs: number }
   /** The replica the request was pinned to went away (stopped, or replaced by another engine). */
@@ -144,7 +146,8 @@ export class ModelRoute {
   /** Calls waiting to hear what became of a replica (`exitOf`), told of every event. */
   private readonly fateWaiters = new Set<() => void>();
   /** Closed (`close`): its model was removed, or Snooze shuts down; it holds no request any more. */
-  private closed = false;
+  /** Closed, and why: held requests and any held after are answered so (`close`). */
+  private closed?: "shutdown" | "removed";
 
   constructor(config: ModelConfig, listener: RouteListener) {
     this.config = config;
@@ -291,7 +294,7 @@ export class ModelRoute {
     // as the held ones were, at once; nothing would ever serve it here (found by an outside tester:
     // it waited out its whole hold budget, then heard the model was busy).
     if (this.closed) {
-      waiter.reject({ reason: "shutdown", retryAfterMs: this.retryAfterMs() });
+      waiter.reject({ reason: this.closed, retryAfterMs: this.retryAfterMs() });
       return { promise, cancel() {} };
     }
     const backedOff = this.backedOff();
@@ -528,20 +531,19 @@ export class ModelRoute {
     this.dispatchHeld();
   }
 
-  /** Answers every held request with 503 (the model goes away, or Snooze shuts down). */
-  answerHeld(): void {
+  /** Answers every held request: Snooze shuts down (503), or the model was removed (404). */
+  answerHeld(reason: "shutdown" | "removed" = "shutdown"): void {
     this.pinnedHeld = 0;
-    for (const item of this.queue.drain())
-      item.value.reject({ reason: "shutdown", retryAfterMs: this.retryAfterMs() });
+    for (const item of this.queue.drain()) item.value.reject({ reason, retryAfterMs: this.retryAfterMs() });
   }
 
   /**
    * Answers every held request and closes connections: gracefully (requests in flight finish;
    * resolves when they have), or `force`d (whatever is still open is cut at once).
    */
-  async close(force = false): Promise<void> {
-    this.closed = true;
-    this.answerHeld();
+  async close(force = false, reason: "shutdown" | "removed" = "shutdown"): Promise<void> {
+    this.closed = reason;
+    this.answerHeld(reason);
     await Promise.all(
       [...this.backends.values()].map((b) => {
         b.spares.close();

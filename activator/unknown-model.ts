@@ -30,6 +30,19 @@ export function unknownModel(name: string, known: Iterable<string>): OpenAIError
 }
 
 /**
+ * The `404 model_not_found` a held request is answered when its model is removed while it waits
+ * (its Model deleted): a request that came a moment later would be told the model is unknown.
+ */
+export function removedWhileHeld(name: string, known: Iterable<string>): OpenAIErrorBody {
+  return openAIError(
+    `The model \`${clip(name)}\` was removed while the request was held; nothing serves it here any more. Known models: ${knownModels(known)}.`,
+    "invalid_request_error",
+    "model_not_found",
+    "model",
+  );
+}
+
+/**
  * The `404 model_not_found` a person's sleep or stop answers when a reload took its model out of
  * the settings (removed or renamed) while the action waited: the removal stops its engine.
  */
