@@ -3,6 +3,7 @@ import type { Dispatcher } from "undici";
 import { timerValue } from "../lib/duration.ts";
 import { noteErrorCode, sendError } from "../lib/http/json.ts";
 import { doneEnd, endWithEvent, eventsEnd, maxHeldEventBytes } from "../lib/http/sse.ts";
+import { closeUntakenTail, watchUntaken } from "../lib/http/untaken.ts";
 import type { OpenAIErrorBody } from "../lib/openai-error.ts";
 import { replaceEngineCors } from "./cors.ts";
 import {
@@ -146,14 +147,14 @@ export class Relay implements Dispatcher.DispatchHandler {
    * and nothing more is passed on. Armed to give the engine's request up if it does not end.
    */
   private afterDone?: NodeJS.Timeout;
-  /** Armed while the client does not take the answer (its socket's buffer full). */
-  private stallTimer?: NodeJS.Timeout;
+  /** Stops the watch armed while the client does not take the answer (its socket's buffer full). */
+  private unwatchStall: () => void = () => {};
   private readonly unregister: () => void;
   private readonly onClose = () => {
     if (!this.res.writableFinished) this.abort(new ClientGone());
   };
   private readonly resume = () => {
-    clearTimeout(this.stallTimer);
+    this.unwatchStall();
     this.controller?.resume();
   };
 
@@ -173,11 +174,14 @@ export class Relay implements Dispatcher.DispatchHandler {
   }
 
   private finish(outcome: ForwardOutcome): void {
-    clearTimeout(this.stallTimer);
+    this.unwatchStall();
     clearTimeout(this.afterDone);
     this.unregister();
     this.res.off("close", this.onClose);
     this.res.off("drain", this.resume);
+    // The engine's part is over, but the answer's last bytes (or the error event that ended it) may
+    // still wait for a client that takes none of them: watched as long, and closed the same way.
+    closeUntakenTail(this.res, timerValue(this.request.idleTimeoutMs));
     this.done(outcome);
   }
 
@@ -334,22 +338,11 @@ export class Relay implements Dispatcher.DispatchHandler {
    * slowly keeps it alive: what it takes empties the socket's queue, which is checked each time.
    */
   private watchStall(): void {
-    const ms = timerValue(this.request.idleTimeoutMs);
-    if (ms === 0) return;
-    const queued = () => this.res.socket?.writableLength ?? 0;
-    let last = queued();
-    const check = () => {
-      const now = queued();
-      if (now < last) {
-        last = now;
-        this.stallTimer = setTimeout(check, ms);
-        return;
-      }
+    this.unwatchStall();
+    this.unwatchStall = watchUntaken(this.res, timerValue(this.request.idleTimeoutMs), () => {
       this.abort(new ClientStalled());
       this.res.destroy();
-    };
-    clearTimeout(this.stallTimer);
-    this.stallTimer = setTimeout(check, ms);
+    });
   }
 
   onResponseEnd(): void {

@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import { type IncomingMessage, request } from "node:http";
+import type { Socket } from "node:net";
 import { afterEach, expect, test } from "vitest";
 import { until } from "../helpers/local-snooze.ts";
 import { chatBody, httpEngine, startActivator } from "./harness.ts";
@@ -119,4 +120,74 @@ test("a client that stops reading and goes away ends the engine's request and fr
   response.destroy();
   await until(() => engine.closed, 5_000, "the engine's answer to be closed");
   await until(() => snooze.activator.routes.get("m")!.inFlight === 0, 5_000, "in-flight to reach 0");
+});
+
+/**
+ * An SSE engine streaming events as fast as it may (`res.write` back-pressure respected), the
+ * activator, and a client that stopped reading once the answer began; resolves once the engine is
+ * held back. `sockets` are the activator's side of the client's connection.
+ */
+async function pausedStream(settings: Parameters<typeof startActivator>[0]) {
+  const engine = { written: 0, closed: false };
+  const event = `data: {"choices":[{"delta":{"content":"${"x".repeat(1_000)}"}}]}\n\n`;
+  const server = await httpEngine(async (req, res) => {
+    req.resume();
+    res.on("close", () => {
+      engine.closed = true;
+    });
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    while (engine.written < pieces * piece && !res.destroyed) {
+      engine.written += event.length;
+      if (!res.write(event)) await Promise.race([once(res, "drain"), once(res, "close")]);
+    }
+    res.end("data: [DONE]\n\n");
+  });
+  cleanups.push(() => server.server.close());
+  const snooze = await startActivator(settings);
+  cleanups.push(() => snooze.close());
+  const sockets: Socket[] = [];
+  snooze.server.on("connection", (socket: Socket) => sockets.push(socket));
+  snooze.plane.readyAt("m", server.address);
+  const client = request(`${snooze.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+  });
+  client.on("error", () => {});
+  client.end(chatBody({ stream: true }));
+  const [response] = (await once(client, "response")) as [IncomingMessage];
+  cleanups.push(() => response.destroy());
+  response.on("error", () => {});
+  response.pause();
+  let last = -1;
+  await until(
+    async () => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const settled = engine.written > 0 && engine.written === last;
+      last = engine.written;
+      return settled;
+    },
+    20_000,
+    "the engine to stop writing",
+  );
+  return { engine, snooze, response, sockets, address: server.address };
+}
+
+test("a stream Snooze ends while its client takes none of it (its replica's drain ran out) does not keep the connection: closed after idleTimeout", async () => {
+  // The error event that ends it waits behind what the client has not taken. Before, the relay's
+  // watch on the client ended with the relay, and nothing else times out an answer being written:
+  // the connection and its unsent bytes stayed for as long as the client kept it open.
+  const { engine, snooze, sockets, address } = await pausedStream({ idleTimeout: 3_000 });
+  snooze.plane.emit({
+    model: "m",
+    replica: "m-0",
+    address,
+    tier: "draining",
+    since: Date.now(),
+    endsAt: Date.now(),
+  });
+  await until(() => engine.closed, 5_000, "the engine's request to end");
+  expect(snooze.activator.routes.get("m")!.inFlight).toBe(0);
+  const [socket] = sockets;
+  expect(socket!.destroyed).toBe(false);
+  await until(() => socket!.destroyed, 10_000, "the client's connection to be closed");
 });
