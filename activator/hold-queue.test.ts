@@ -16,7 +16,7 @@ test("a request admitted once already (resent after its engine failed under it) 
   const queue = new HoldQueue<number>(1, 1_000, () => {});
   expect(queue.push(1)).toBeDefined();
   expect(queue.push(2)).toBeUndefined();
-  expect(queue.push(3, Date.now(), true)).toBeDefined();
+  expect(queue.push(3, performance.now(), true)).toBeDefined();
   expect(queue.drain().map((h) => h.value)).toEqual([1, 3]);
 });
 
@@ -25,9 +25,9 @@ test("entries past their budget expire in order", () => {
   try {
     const expired: number[] = [];
     const queue = new HoldQueue<number>(10, 1_000, (item) => expired.push(item.value));
-    queue.push(1, Date.now());
+    queue.push(1);
     vi.advanceTimersByTime(500);
-    queue.push(2, Date.now());
+    queue.push(2);
     vi.advanceTimersByTime(500);
     expect(expired).toEqual([1]);
     vi.advanceTimersByTime(500);
@@ -43,12 +43,50 @@ test("a removed entry does not expire", () => {
   try {
     const expired: number[] = [];
     const queue = new HoldQueue<number>(10, 1_000, (item) => expired.push(item.value));
-    const first = queue.push(1, Date.now())!;
-    queue.push(2, Date.now() + 10);
+    const first = queue.push(1)!;
+    queue.push(2, performance.now() + 10);
     expect(queue.remove(first)).toBe(true);
     vi.advanceTimersByTime(1_005);
     expect(expired).toEqual([]);
     vi.advanceTimersByTime(10);
+    expect(expired).toEqual([2]);
+  } finally {
+    vi.useRealTimers();
+  }
+});
+
+test("the wall clock set back during a hold (an NTP step, a resumed VM) does not lengthen the budget", () => {
+  vi.useFakeTimers();
+  try {
+    const expired: number[] = [];
+    const queue = new HoldQueue<number>(10, 1_000, (item) => expired.push(item.value));
+    queue.push(1);
+    vi.setSystemTime(Date.now() - 3_600_000);
+    vi.advanceTimersByTime(1_000);
+    // Before: the deadline was a wall-clock time, an hour away again: held an hour and a second.
+    expect(expired).toEqual([1]);
+  } finally {
+    vi.useRealTimers();
+  }
+});
+
+test("the wall clock set forward during a hold does not end the holds behind the first early", () => {
+  vi.useFakeTimers();
+  try {
+    const expired: number[] = [];
+    const queue = new HoldQueue<number>(10, 1_000, (item) => expired.push(item.value));
+    const first = queue.push(1)!;
+    vi.advanceTimersByTime(500);
+    queue.push(2);
+    vi.setSystemTime(Date.now() + 3_600_000);
+    // The first leaves (its client went): the timer is armed again for the second.
+    queue.remove(first);
+    vi.advanceTimersByTime(0);
+    // Before: armed at its wall-clock deadline, an hour past already, so it was refused at once.
+    expect(expired).toEqual([]);
+    vi.advanceTimersByTime(999);
+    expect(expired).toEqual([]);
+    vi.advanceTimersByTime(1);
     expect(expired).toEqual([2]);
   } finally {
     vi.useRealTimers();

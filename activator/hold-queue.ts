@@ -4,10 +4,16 @@ import { backgroundTimer, clearBackgroundTimer } from "../lib/background-timer.t
  * A bounded FIFO of requests waiting for their model. Every entry of one queue
  * has the same budget, so deadlines are in arrival order and one timer on the
  * head serves the whole queue.
+ *
+ * Times are on the monotonic clock (`performance.now()`, as the timers run): a deadline on the wall
+ * clock moved with it, so a clock set back an hour (an NTP step, a VM resumed) held every request an
+ * hour past its budget, and one set forward refused the holds behind the first at once.
  */
 export interface Held<T> {
   readonly value: T;
+  /** When it was held (ms, monotonic clock). */
   readonly enqueuedAt: number;
+  /** When its budget is spent (ms, monotonic clock). */
   readonly deadline: number;
 }
 
@@ -33,7 +39,7 @@ export class HoldQueue<T> {
    * Adds a request; undefined when the queue is full, unless `admitted`: a request taken in once
    * already (it was on an engine that failed under it) is not refused for a place it had.
    */
-  push(value: T, now = Date.now(), admitted = false): Held<T> | undefined {
+  push(value: T, now = performance.now(), admitted = false): Held<T> | undefined {
     if (this.length >= this.capacity && !admitted) return undefined;
     const item = { value, enqueuedAt: now, deadline: now + this.budgetMs };
     this.items.push(item);
@@ -105,11 +111,11 @@ export class HoldQueue<T> {
     this.timer = undefined;
     const first = this.items[this.head];
     if (!first || !Number.isFinite(first.deadline)) return;
-    this.timer = backgroundTimer(() => this.expire(), Math.max(0, first.deadline - Date.now()));
+    this.timer = backgroundTimer(() => this.expire(), Math.max(0, first.deadline - performance.now()));
   }
 
   private expire(): void {
-    const now = Date.now();
+    const now = performance.now();
     const expired: Held<T>[] = [];
     while (this.length > 0 && this.items[this.head]!.deadline <= now) {
       expired.push(this.items[this.head]!);

@@ -187,7 +187,7 @@ export class ModelRoute {
   /** How long the oldest held request has waited, or undefined when none is held. */
   oldestHeldMs(): number | undefined {
     const oldest = this.queue.peek();
-    return oldest ? Date.now() - oldest.enqueuedAt : undefined;
+    return oldest ? performance.now() - oldest.enqueuedAt : undefined;
   }
 
   /**
@@ -302,7 +302,7 @@ export class ModelRoute {
       waiter.reject(backedOff);
       return { promise, cancel() {} };
     }
-    const item = this.queue.push(waiter, Date.now(), resend);
+    const item = this.queue.push(waiter, performance.now(), resend);
     if (!item) {
       waiter.reject({ reason: "queue-full", retryAfterMs: this.retryAfterMs() });
       return { promise, cancel() {} };
