@@ -57,8 +57,11 @@ function orphaned() {
 
 process.on("SIGTERM", armKill);
 // The guard has no terminal (its own session); these could only come from someone aiming at it,
-// and leaving would orphan the engine. Snooze decides when the engine stops.
-for (const signal of ["SIGINT", "SIGHUP", "SIGQUIT"]) process.on(signal, () => {});
+// and leaving would orphan the engine. Snooze decides when the engine stops. SIGUSR1 and SIGUSR2
+// are the engine's (a Python engine's traceback dump, a log reopen) when sent to its group: left to
+// Node, SIGUSR2 would end the guard, and SIGUSR1 would open Node's inspector in it, a debugger on
+// 127.0.0.1:9229 that any local process could drive (found by a probe). A listener keeps both out.
+for (const signal of ["SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"]) process.on(signal, () => {});
 
 process.stdin.on("end", orphaned);
 process.stdin.on("close", orphaned);
@@ -99,6 +102,8 @@ engine.once("exit", (code, signal) => {
   }
   clearTimeout(killTimer);
   if (signal) {
+    // With no listener left the signal's action is the system's default again (SIGUSR1's too, not
+    // Node's inspector: the listener above replaced that for good), so the guard ends by it.
     process.removeAllListeners(signal);
     process.kill(process.pid, signal);
     // A signal Node ignores (SIGPIPE): the shell's convention instead.
