@@ -1371,11 +1371,14 @@ export class ModelController {
             keepFor !== undefined && keepFor < this.config.startTimeout && age >= keepFor
               ? `the revision's progress deadline and ${formatDuration(progressDeadlineMargin)} (${formatDuration(keepFor)})`
               : `startTimeout (${formatDuration(this.config.startTimeout)})`;
+          // What a hung engine printed last says where it stuck (a reason it printed and then
+          // waited on, found by a probe): the timeout alone sent its user to `snooze logs`.
+          const output = this.deps.platform.lastOutput?.(this.key, record.replica.id);
           this.activationFailed(
             record,
             action.reason !== undefined
               ? `start of ${this.id} failed: ${record.replica.label} cannot start: ${action.reason}`
-              : `start of ${this.id} failed: ${record.replica.label} not ready within ${limit}`,
+              : `start of ${this.id} failed: ${record.replica.label} not ready within ${limit}${output ? `; its last output: ${output}` : ""}`,
           );
           // A pod kept (keepFailedStarts: a Knative revision's before its initial scale) stays
           // until its startTimeout, or sooner past Knative's progress deadline (keptFor): the

@@ -140,6 +140,11 @@ export interface Platform {
    */
   recordTier(model: string, replica: Replica, recorded: RecordedTier, believed?: Tier): Promise<void>;
   engine(replica: Replica): Engine;
+  /**
+   * The replica's last lines of output, joined, when the platform keeps them (local mode): a start
+   * that timed out says where its engine was, as the departure of one that exited does.
+   */
+  lastOutput?(model: string, replica: string): string | undefined;
   /** Tells of any change to a model's replicas; a departure says a replica left on its own. */
   onChange(listener: (model: string, departure?: Departure) => void): void;
   /** Stops every engine the platform started (local); releases watches. */

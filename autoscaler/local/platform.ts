@@ -201,6 +201,11 @@ export class LocalPlatform implements Platform {
     return engine?.client ?? new EngineClient(replica.address ?? `${host}:0`);
   }
 
+  lastOutput(model: string, replica: string): string | undefined {
+    const engine = this.models.get(model)?.engines.get(replica);
+    return engine?.tail.length ? lastLines(engine) : undefined;
+  }
+
   onChange(listener: (model: string, departure?: Departure) => void): void {
     this.listeners.push(listener);
   }
@@ -628,7 +633,11 @@ const portTaken = (port: number) =>
 
 /** The engine's last lines of output: usually the reason it failed. */
 function lastWords(engine: Engine): string {
-  return engine.tail.length ? `: ${engine.tail.slice(-3).join(" | ")}` : "";
+  return engine.tail.length ? `: ${lastLines(engine)}` : "";
+}
+
+function lastLines(engine: Engine): string {
+  return engine.tail.slice(-3).join(" | ");
 }
 
 /** `${SNOOZE}` in a command runs this same Snooze (e.g. `snooze sim`) on this same Node.js. */
