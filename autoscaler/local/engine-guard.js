@@ -10,12 +10,14 @@
 // writes: when it reaches end-of-file, or the guard's parent changes, Snooze is gone, and the guard
 // sends SIGTERM to the group, then SIGKILL after the grace. A SIGTERM to the group (Snooze stopping
 // the engine) arms the same SIGKILL. When the engine exits, the guard exits the same way (the same
-// code, or the same signal), so Snooze reads the engine's own end.
+// code, or the same signal), so Snooze reads the engine's own end; during a stop, only once the rest
+// of the group is gone too (or killed at the end of the grace).
 //
 // It runs on plain `node` and imports only Node's built-ins: one guard per engine must stay cheap.
 // Plain JavaScript for the same reason (like bin/snooze.js): stripping TypeScript loads Node's
 // TypeScript parser, which more than doubled a guard's private memory (22 MB against 9 MB).
 import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { constants } from "node:os";
 import { isAbsolute } from "node:path";
 
@@ -39,6 +41,36 @@ function signalGroup(signal) {
   } catch {
     // The group is gone already.
   }
+}
+
+/**
+ * Whether a process of the group other than the guard still runs (a zombie does not count). Linux
+ * reads /proc; elsewhere the answer is no, and Snooze kills what is left once the guard is gone.
+ */
+function othersRun() {
+  let entries;
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return false;
+  }
+  for (const name of entries) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      // pid (comm) state ppid pgrp ...: the fields after the command name, which may hold spaces.
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(fields[2]) === group && fields[0] !== "Z" && fields[0] !== "X") return true;
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return false;
+}
+
+/** Resolves once nothing of the group but the guard runs; the kill timer, when armed, ends the wait. */
+async function untilOthersGone() {
+  while (othersRun()) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
 /** SIGTERM reached the group: whatever is left of it gets SIGKILL after the grace. */
@@ -93,13 +125,19 @@ engine.once("error", (error) => {
   console.error(`could not run ${file}: ${error.message}${hint ? ` (${hint})` : ""}`);
   process.exit(127);
 });
-engine.once("exit", (code, signal) => {
+engine.once("exit", async (code, signal) => {
   if (done) return;
   done = true;
-  if (snoozeGone) {
-    // Leftovers of the engine (a wrapper's children) go with the guard.
-    signalGroup("SIGKILL");
-  }
+  // Stopping (SIGTERM reached the group, from Snooze or because Snooze is gone): the command may have
+  // been a wrapper that died of the signal at once (`sh -c "vllm serve …; true"`, `bash -c "source
+  // …; vllm serve …"`), and the real engine under it is shutting down. It keeps the rest of its
+  // grace: the guard stays until the group is empty, and the kill timer ends whatever is left then.
+  // Before, the guard left with the wrapper and the group was killed at once (found by a probe:
+  // an engine given a 5 s grace was killed 7 ms after its SIGTERM). An engine that exits on its
+  // own leaves at once: Snooze kills what it left.
+  if (killTimer !== undefined) await untilOthersGone();
+  // Snooze is gone: nobody else will stop what is left (without /proc the wait above ends at once).
+  if (snoozeGone) signalGroup("SIGKILL");
   clearTimeout(killTimer);
   if (signal) {
     // With no listener left the signal's action is the system's default again (SIGUSR1's too, not

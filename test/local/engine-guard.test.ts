@@ -1,12 +1,20 @@
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
-import type { LocalPlatform } from "../../autoscaler/local/platform.ts";
+import { LocalPlatform } from "../../autoscaler/local/platform.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { silentLogger } from "../../lib/log.ts";
+import { parseConfig } from "../../lib/settings/load.ts";
 import { chat, startWith, until } from "../helpers/local-snooze.ts";
-import { running } from "../helpers/serve-process.ts";
+import { groupMembers, running } from "../helpers/serve-process.ts";
+import { serveRuns } from "../support/serve-runs.ts";
 
 // The engine guard (autoscaler/local/engine-guard.js) is a Node.js process, and Node gives SIGUSR1
 // a meaning of its own: it opens the inspector, a debugger any local process can drive. Real
 // processes here: what matters is what the guard does with a signal meant for the engine.
+
+const runs = serveRuns();
 
 let snooze: LocalSnooze | undefined;
 afterEach(async () => {
@@ -64,6 +72,86 @@ models:
       expect(running(guard)).toBe(true);
       expect(platform.replicaSet("m")!.replicas.map((r) => r.id)).toEqual([replica!.id]);
       expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("m"))).status).toBe(200);
+    });
+  },
+);
+
+/**
+ * A wrapper that does not exec its engine (`sh -c "vllm serve …; true"`, `bash -c "source venv/…;
+ * vllm serve …"`): the shell dies of the SIGTERM at once, and the engine under it, shutting down,
+ * is what the stop grace is for. The engine here takes 500 ms to shut down and says so in a file.
+ */
+function wrappedEngine(dir: string, extra = ""): string {
+  const script = [
+    "const fs = require('node:fs');",
+    `process.on('SIGTERM', () => setTimeout(() => { fs.writeFileSync(${JSON.stringify(join(dir, "cleaned"))}, ''); process.exit(0); }, 500));`,
+    extra,
+    `fs.writeFileSync(${JSON.stringify(join(dir, "up"))}, String(process.pid));`,
+    "setInterval(() => {}, 1000);",
+  ].join("\n");
+  const line = `'${process.execPath}' -e '${script.replaceAll("'", "'\\''")}'; true`;
+  return `models:\n  a:\n    command: ["sh", "-c", ${JSON.stringify(line)}, "\${PORT}"]\n`;
+}
+
+let platform: LocalPlatform | undefined;
+afterEach(async () => {
+  await platform?.kill();
+  platform = undefined;
+});
+
+describe.skipIf(process.platform !== "linux")(
+  "the stop grace is the engine's, also under a wrapper that dies first",
+  () => {
+    test("a stopped engine under `sh -c` that does not exec gets its grace to shut down, and the stop ends when it has (found by a probe)", async () => {
+      // Before: the shell died of the SIGTERM, its guard went with it, and Snooze killed the rest of
+      // the group at once: the engine had 7 ms of its 5 s grace.
+      const dir = mkdtempSync(join(tmpdir(), "snooze-guard-"));
+      platform = new LocalPlatform([parseConfig(wrappedEngine(dir)).models.get("a")!], silentLogger, {
+        stopGraceMs: 5_000,
+      });
+      await platform.scale("a", 0, 1, []);
+      await until(() => existsSync(join(dir, "up")), 5_000, "the engine to run");
+      const pgid = platform.pid(platform.replicaSet("a")!.replicas[0]!.id)!;
+      const started = performance.now();
+      await platform.close();
+      expect(existsSync(join(dir, "cleaned"))).toBe(true);
+      expect(performance.now() - started).toBeLessThan(4_000); // not the whole grace
+      expect(groupMembers(pgid)).toEqual([]);
+    });
+
+    test("what is left of the group after the wrapper died still gets SIGKILL at the end of the grace", async () => {
+      const dir = mkdtempSync(join(tmpdir(), "snooze-guard-"));
+      // It ignores SIGTERM (a process stuck in its driver): only SIGKILL ends it.
+      const stuck = "process.removeAllListeners('SIGTERM'); process.on('SIGTERM', () => {});";
+      platform = new LocalPlatform([parseConfig(wrappedEngine(dir, stuck)).models.get("a")!], silentLogger, {
+        stopGraceMs: 1_000,
+      });
+      await platform.scale("a", 0, 1, []);
+      await until(() => existsSync(join(dir, "up")), 5_000, "the engine to run");
+      const pgid = platform.pid(platform.replicaSet("a")!.replicas[0]!.id)!;
+      const started = performance.now();
+      await platform.close();
+      const took = performance.now() - started;
+      expect(took).toBeGreaterThanOrEqual(900);
+      expect(took).toBeLessThan(4_000);
+      expect(groupMembers(pgid)).toEqual([]);
+      expect(existsSync(join(dir, "cleaned"))).toBe(false);
+    });
+
+    test("SIGKILL of snooze serve: the engine under a wrapper that dies first still gets the stop grace from its guard", async () => {
+      const dir = mkdtempSync(join(tmpdir(), "snooze-guard-"));
+      const run = runs.start(
+        wrappedEngine(dir).replace("  a:\n", "  a:\n    warmup: false\n    sleep: false\n"),
+        ["--stop-grace", "5s"],
+      );
+      const url = await run.url;
+      // The engine never listens: its start is under way when Snooze dies.
+      void fetch(`${url}/v1/chat/completions`, chat("a")).catch(() => {});
+      await until(() => existsSync(join(dir, "up")), 5_000, "the engine to run");
+      const engine = Number(readFileSync(join(dir, "up"), "utf8"));
+      run.child.kill("SIGKILL");
+      await until(() => !running(engine), 4_000, "the engine to stop");
+      expect(existsSync(join(dir, "cleaned"))).toBe(true);
     });
   },
 );
