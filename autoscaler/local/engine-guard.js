@@ -68,9 +68,13 @@ function othersRun() {
   return false;
 }
 
-/** Resolves once nothing of the group but the guard runs; the kill timer, when armed, ends the wait. */
+/**
+ * Resolves once nothing of the group but the guard runs; the kill timer, when armed, ends the wait.
+ * A look reads every process's /proc entry (about 1.5 ms for 160 processes): every 50 ms it costs a
+ * busy machine little, and a stop ends at most that much later.
+ */
 async function untilOthersGone() {
-  while (othersRun()) await new Promise((resolve) => setTimeout(resolve, 20));
+  while (othersRun()) await new Promise((resolve) => setTimeout(resolve, 50));
 }
 
 /** SIGTERM reached the group: whatever is left of it gets SIGKILL after the grace. */
