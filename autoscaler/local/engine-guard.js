@@ -44,8 +44,9 @@ function signalGroup(signal) {
 }
 
 /**
- * Whether a process of the group other than the guard still runs (a zombie does not count). Linux
- * reads /proc; elsewhere the answer is no, and Snooze kills what is left once the guard is gone.
+ * Whether a process of the group other than the guard still runs (a zombie does not count), read
+ * as orphans.ts's groupRunning reads it (not imported: the guard loads no product code). Linux reads
+ * /proc; elsewhere the answer is no, and Snooze kills what is left once the guard is gone.
  */
 function othersRun() {
   let entries;
