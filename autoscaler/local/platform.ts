@@ -26,6 +26,7 @@ import {
   stopLeftovers,
 } from "./engine-records.ts";
 import { EngineSecrets } from "./engine-secrets.ts";
+import { failureWords } from "./failure-words.ts";
 import { killGroupOnExit, signalGroup, untilGroupGone } from "./orphans.ts";
 import { OutputLines } from "./output-lines.ts";
 
@@ -35,8 +36,6 @@ interface Engine {
   child: ChildProcess;
   pgid?: number;
   client: EngineClient;
-  /** Last lines the engine printed, for the reason a start failed. */
-  tail: string[];
   /** While starting: asks /health now rather than at the next poll (the engine printed something). */
   nudge?: () => void;
   /** Its output for `snooze logs` and the status page: the last `outputLines` lines, and how many it printed. */
@@ -203,7 +202,7 @@ export class LocalPlatform implements Platform {
 
   lastOutput(model: string, replica: string): string | undefined {
     const engine = this.models.get(model)?.engines.get(replica);
-    return engine?.tail.length ? lastLines(engine) : undefined;
+    return engine?.output.length ? failureWords(engine.output) : undefined;
   }
 
   onChange(listener: (model: string, departure?: Departure) => void): void {
@@ -381,7 +380,6 @@ export class LocalPlatform implements Platform {
       pgid,
       // With the key of an engine run with vLLM's --api-key, its warm-up is let through.
       client: new EngineClient(replica.address!, vllmApiKey(args, env)),
-      tail: [],
       output: [],
       printed: 0,
       exited: false,
@@ -412,8 +410,6 @@ export class LocalPlatform implements Platform {
         // Kept short (found by an outside tester: a 20 MB line became a 170 KB failure reason in
         // every 503 and in `snooze status`, and 500 of them would be 32 MB of logs per engine).
         const line = clipMiddle(secrets.hide(whole), maxLineLength);
-        engine.tail.push(line);
-        if (engine.tail.length > 20) engine.tail.shift();
         engine.output.push(line);
         engine.printed++;
         if (engine.output.length > outputLines) engine.output.shift();
@@ -631,13 +627,9 @@ export class LocalPlatform implements Platform {
 const portTaken = (port: number) =>
   `port ${port} (the model's fixed \`port\`) was in use by another process when the engine started; stop that process or give the model another port`;
 
-/** The engine's last lines of output: usually the reason it failed. */
+/** The engine's last lines of output (and an exception stated before them): usually why it failed. */
 function lastWords(engine: Engine): string {
-  return engine.tail.length ? `: ${lastLines(engine)}` : "";
-}
-
-function lastLines(engine: Engine): string {
-  return engine.tail.slice(-3).join(" | ");
+  return engine.output.length ? `: ${failureWords(engine.output)}` : "";
 }
 
 /** `${SNOOZE}` in a command runs this same Snooze (e.g. `snooze sim`) on this same Node.js. */

@@ -30,6 +30,18 @@ const engine = [
   "})();",
 ].join("\n");
 
+/** A vLLM whose engine core ran out of memory: the cause, a traceback, then Python's warnings. */
+const oom = [
+  "const say = (line) => process.stderr.write(line + '\\n');",
+  "say('ERROR [core.py:708] EngineCore failed to start.');",
+  "say('ERROR [core.py:708] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.');",
+  "say('Traceback (most recent call last):');",
+  "say('RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}');",
+  "say('resource_tracker.py:279: UserWarning: resource_tracker: There appear to be 1 leaked shared_memory objects');",
+  "say(\"  warnings.warn('resource_tracker: There appear to be %d '\");",
+  "process.exit(1);",
+].join("\n");
+
 let snooze: LocalSnooze;
 // Snooze's own environment may say it already (some CI images do): here it does not.
 const inherited = process.env.PYTHONUNBUFFERED;
@@ -43,6 +55,9 @@ models:
   pieces:
     sleep: false
     command: ${JSON.stringify([process.execPath, "-e", engine, "${PORT}"])}
+  oom:
+    sleep: false
+    command: ${JSON.stringify([process.execPath, "-e", oom, "${PORT}"])}
 `);
 });
 afterAll(async () => {
@@ -79,5 +94,15 @@ test("an engine's last line without its line end is among its last words", async
     async () => (await lines()).includes("ERROR the last words, without a line end"),
     5_000,
     "the last line",
+  );
+});
+
+test("a failed start's reason names the exception its last lines point to, though warnings came after it (found by an outside tester)", async () => {
+  const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("oom"));
+  expect(response.status).toBe(503);
+  const { error } = (await response.json()) as { error: { code: string; message: string } };
+  expect(error.code).toBe("activation_failed");
+  expect(error.message).toContain(
+    "engine exited (code 1): ERROR [core.py:708] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. … | RuntimeError: Engine core initialization failed.",
   );
 });
