@@ -495,6 +495,17 @@ describe("waking", () => {
     expect(h.platform.scales).toEqual([{ model: "m", expected: 1, to: 0, remove: [id], outcome: "ok" }]);
   });
 
+  test("a wake that timed out says what the engine printed last, as a start that timed out does", async () => {
+    const { h, id, engine } = await asleep(oneModel(), { answerErrors: true });
+    h.platform.output.set(id, "ERROR CUDA error: an illegal memory access was encountered");
+    engine.timeOutNext("wake");
+    h.demand("m");
+    await h.settle();
+    expect(h.events.find((e) => e.error)?.error).toBe(
+      "wake of m failed: wake: no answer within its timeout; its last output: ERROR CUDA error: an illegal memory access was encountered",
+    );
+  });
+
   test("the warm-up after a wake has what is left of wakeTimeout; one that never answers: removed at once", async () => {
     const { h, id, engine } = await asleep(oneModel(), { answerErrors: true });
     engine.latency.wake = 30_000;

@@ -1978,12 +1978,14 @@ export class ModelController {
       const gone = await this.goneUnder(record, error);
       this.guard(leadership);
       if (gone) return;
-      const reason = `wake of ${this.id} failed: ${(error as Error).message}`;
       // A failed wake leaves the engine asleep if it says so; a second failure in a row, or an
       // engine that no longer answers, is stopped so the next try starts clean. One that did not
       // answer the wake in its time is not asked again: that would add the question's own timeout
       // to the held requests' wait for an answer it cannot give.
       const stuck = (error as { timedOut?: unknown }).timedOut === true;
+      // What a stuck engine printed last says where it stuck, as for a start that timed out.
+      const output = stuck ? this.deps.platform.lastOutput?.(this.key, record.replica.id) : undefined;
+      const reason = `wake of ${this.id} failed: ${(error as Error).message}${output ? `; its last output: ${output}` : ""}`;
       // A wake call this process could not make (out of file descriptors) never reached the engine:
       // it sleeps as it did, and is not stopped for Snooze's own shortage (the back-off still holds).
       const unasked = !woken && isLocalFailure(error);

@@ -274,6 +274,8 @@ export class FakePlatform implements Platform {
   private sequence = 0;
   private refuseNextScale = 0;
   private spareNamedNext = 0;
+  /** What each replica's engine printed last, by replica id (`Platform.lastOutput`). */
+  readonly output = new Map<string, string>();
   closed = false;
 
   constructor(models: Iterable<string>, options: FakePlatformOptions) {
@@ -342,6 +344,10 @@ export class FakePlatform implements Platform {
     const current = entry?.replicas.get(replica.id);
     if (this.options.keepRecordedTiers && entry && current)
       entry.replicas.set(replica.id, { ...current, recorded: { tier, since } });
+  }
+
+  lastOutput(_model: string, replica: string): string | undefined {
+    return this.output.get(replica);
   }
 
   engine(replica: Replica): FakeEngine {
