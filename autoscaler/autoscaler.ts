@@ -68,6 +68,8 @@ export class Autoscaler {
   private readonly byId = new Map<string, ModelController>();
   readonly slots = new Map<string, Slot>();
   private readonly slotOf = new Map<string, string>();
+  /** Per slot key, the models moving into it whose engines have not left their old place (`arriving`). */
+  private readonly arrivals = new Map<string, Set<string>>();
   private readonly listeners = new Set<(event: ReplicaEvent) => void>();
   private readonly tierEvents: TierEvents;
   private readonly learningMetricSet: LearningMetrics;
@@ -133,6 +135,10 @@ export class Autoscaler {
       this.byId.delete(controller.id);
       for (const other of this.byKey.values()) if (other.id === controller.id) this.index(other);
     }
+    for (const [slotKey, keys] of this.arrivals) {
+      keys.delete(key);
+      if (keys.size === 0) this.arrivals.delete(slotKey);
+    }
     const slotKey = this.slotOf.get(key);
     this.slotOf.delete(key);
     const slot = slotKey ? this.slots.get(slotKey) : undefined;
@@ -165,6 +171,19 @@ export class Autoscaler {
       if (this.byId.get(idBefore) === controller) this.byId.delete(idBefore);
       this.index(controller);
     }
+  }
+
+  /**
+   * Model `key` moves into slot `slotKey` (a reload), but its engines drain and stop where they
+   * were first (removed, it then joins). They run on the accelerator the slot now names: until
+   * `removeModel`, no member of the slot is started or woken beside them. Found by a probe: two
+   * awake models moved into one slot, the first whose engine stopped was started there while the
+   * other's engine still drained a stream.
+   */
+  arriving(slotKey: string, key: string): void {
+    if (!this.byKey.has(key)) return;
+    this.arrivals.set(slotKey, new Set(this.arrivals.get(slotKey)).add(key));
+    this.slots.get(slotKey)?.changed();
   }
 
   /** New settings for a slot already there (its members stay); the arbiter decides again. */
@@ -220,6 +239,11 @@ export class Autoscaler {
           metrics: this.slotMetricSet,
           holding: membership.holding,
           learning: this.learningMetricSet,
+          arriving: () =>
+            [...(this.arrivals.get(key) ?? [])].flatMap((model) => {
+              const controller = this.byKey.get(model);
+              return controller ? [{ model, tier: controller.tier }] : [];
+            }),
           swapped: (swap) =>
             this.announce({
               ...swapCloudEvent({

@@ -4,6 +4,7 @@ import { forgetSeries } from "../lib/forget-series.ts";
 import type { Logger } from "../lib/log.ts";
 import { activationBuckets } from "../lib/metrics-buckets.ts";
 import { Counter, Gauge, Histogram, type Registry } from "../lib/prometheus.ts";
+import type { Tier } from "../lib/replica-event.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
 import { traceContextOf, tracer } from "../lib/tracing.ts";
@@ -21,6 +22,11 @@ export interface SlotDeps {
   holding(): boolean;
   /** Where the slot's GPU-seconds are counted. */
   learning?: LearningMetrics;
+  /**
+   * The tiers of models moving into this slot (a reload's move) whose engines have not left their
+   * old place yet: on the accelerator the slot now names, they hold it as a resident would.
+   */
+  arriving?(): { model: string; tier: Tier }[];
   /** A swap finished: the incumbent (`from`, a member key) left and the target (`to`) is ready. */
   swapped?(swap: {
     from: string;
@@ -156,7 +162,7 @@ export class Slot {
       name: this.config.name,
       policy: this.config.policy,
       members: views.map((v) => v.model).sort(),
-      resident: views.find((v) => isResident(v.tier))?.model,
+      resident: (views.find((v) => isResident(v.tier)) ?? this.arrivingResidents()[0])?.model,
       ...(t
         ? { transition: { to: t.to, from: t.from, step: t.step, since: new Date(t.startedAt).toISOString() } }
         : {}),
@@ -186,6 +192,8 @@ export class Slot {
     const members = [...this.members.values()].filter((m) => m.isLeading);
     const views = members.map((m) => m.slotView());
     const residents = views.filter((v) => isResident(v.tier));
+    // An engine of a model moving in still holds the accelerator: no member comes up beside it.
+    const moving = this.arrivingResidents().length > 0;
     this.maxResidents = Math.max(this.maxResidents, residents.length);
     if (residents.length > 1)
       this.log.error("invariant broken: more than one resident", {
@@ -194,13 +202,14 @@ export class Slot {
     for (const view of views)
       this.deps.metrics.resident.set({ slot: this.label, model: view.model }, isResident(view.tier) ? 1 : 0);
     const now = this.deps.clock.now();
-    this.gpu.set(now, residents.length > 0 ? 1 : 0, 0);
+    this.gpu.set(now, residents.length > 0 || moving ? 1 : 0, 0);
     const caps = new Map<string, number | undefined>(views.map((v) => [v.model, 0]));
     const t = this.transition;
 
     if (t?.step === "draining") {
-      if (residents.some((r) => r.model === t.from)) {
-        // Still leaving: nobody else may come up yet.
+      if (residents.some((r) => r.model === t.from) || moving) {
+        // Still leaving (or an engine moving in still holds it; its model then joins, which looks
+        // again): nobody else may come up yet.
       } else if (t.prewarm && views.some((v) => v.model !== t.to && v.held > 0)) {
         // A request came while the slot was being freed for a prewarm: the request goes first.
         this.observeRelease(t);
@@ -238,6 +247,8 @@ export class Slot {
         );
         caps.set(resident.model, 0);
       } else if (decision.kind === "wait") this.arm(decision.at, now);
+    } else if (moving) {
+      // Nobody is granted the slot until the engines moving in have left (their model then joins).
     } else {
       const decision = this.decide(views, now);
       if (decision.kind === "grant" || decision.kind === "swap") {
@@ -256,6 +267,11 @@ export class Slot {
       member.pass();
     }
     for (const listener of this.statusListeners) listener();
+  }
+
+  /** The models moving in whose engines are still resident where they were (deps.arriving). */
+  private arrivingResidents(): { model: string; tier: Tier }[] {
+    return (this.deps.arriving?.() ?? []).filter((a) => !this.members.has(a.model) && isResident(a.tier));
   }
 
   private decide(views: SlotMember[], now: number) {

@@ -282,6 +282,7 @@ export class LocalModels {
     const { platform, autoscaler, activator } = this.options;
     platform.setModel(config, { restart: true });
     autoscaler.updateModel({ ...localTarget(old), maxReplicas: 0 });
+    if (config.slot !== undefined) autoscaler.arriving(config.slot, old.id);
     activator.upsertModel({ ...config });
     await autoscaler.controllerByKey(old.id)?.untilGone(old.drainTimeout + goneMarginMs);
     autoscaler.removeModel(old.id);
