@@ -880,6 +880,11 @@ export class ModelController {
     return { keptMs };
   }
 
+  /** A wake (a person's, or a slot's grant) waits for a ready replica: `wantAwake` not yet met. */
+  get wakePending(): boolean {
+    return this.wakeWanted;
+  }
+
   /**
    * Wanted awake as if a request were held, until a replica is ready or the activation failed: an
    * admin wake, or a slot's grant (a swap once begun finishes even if its requests went away). A

@@ -284,10 +284,16 @@ export class LocalModels {
     autoscaler.updateModel({ ...localTarget(old), maxReplicas: 0 });
     if (config.slot !== undefined) autoscaler.arriving(config.slot, old.id);
     activator.upsertModel({ ...config });
-    await autoscaler.controllerByKey(old.id)?.untilGone(old.drainTimeout + goneMarginMs);
+    const leaving = autoscaler.controllerByKey(old.id);
+    await leaving?.untilGone(old.drainTimeout + goneMarginMs);
+    // A person's wake asked meanwhile went to the controller that leaves (at most 0 replicas, it
+    // could not act on it): the new one takes it, as the held requests (found by a probe: `snooze
+    // wake` during a move heard the model was cold again, and it stayed cold).
+    const wake = leaving?.wakePending ?? false;
     autoscaler.removeModel(old.id);
-    addLocalModel(autoscaler, this.applied, config);
+    const joined = addLocalModel(autoscaler, this.applied, config);
     if ((activator.routes.get(config.id)?.held ?? 0) > 0) autoscaler.demand(localActivator, config.id);
+    if (wake) void joined.wakeNow().catch(() => {});
     this.log.info("model moved", { model: config.id, from: old.slot ?? null, to: config.slot ?? null });
   }
 

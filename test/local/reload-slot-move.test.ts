@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { afterEach, expect, test } from "vitest";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
@@ -16,11 +17,23 @@ afterEach(async () => {
   snooze = undefined;
 });
 
-const command = simCommand(["--enable-sleep-mode", "--itl", "100ms"], 0.05);
+const command = simCommand(["--enable-sleep-mode", "--itl", "1s"], 0.05);
 const model = (name: string, slot?: string) =>
   `  ${name}:\n    command: ${command}\n${slot ? `    slot: ${slot}\n` : ""}`;
-const settings = (slot?: string) =>
-  `slots:\n  gpu0: { minResidency: 0s, swapCooldown: 0s }\nmodels:\n${model("a", slot)}${model("b", slot)}${model("c", "gpu0")}`;
+const settings = (slotOfA?: string, slotOfB = slotOfA) =>
+  `slots:\n  gpu0: { minResidency: 0s, swapCooldown: 0s }\nmodels:\n${model("a", slotOfA)}${model("b", slotOfB)}${model("c", "gpu0")}`;
+
+/** `snooze <args>` as a real process against this Snooze: its exit code and what it printed. */
+async function run(args: string[]) {
+  const child = spawn(process.execPath, ["bin/snooze.js", ...args, "--url", snooze!.url], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (chunk) => (output += chunk));
+  child.stderr.on("data", (chunk) => (output += chunk));
+  const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
+  return { code, output };
+}
 
 async function ask(name: string, extra: Record<string, unknown> = {}) {
   const answer = await fetch(`${snooze!.url}/v1/chat/completions`, chat(name, extra));
@@ -46,8 +59,8 @@ test("two awake models moved into one slot: neither starts there while the other
   expect((await ask("a")).status).toBe(200);
   expect((await ask("b")).status).toBe(200);
   const beside = watchActivations();
-  // a streams for about 2 s (40 tokens, 50 ms each) through the reload: its engine drains that long.
-  const streaming = ask("a", { stream: true, max_tokens: 40 });
+  // a streams for about 3 s (60 tokens, 50 ms each) through the reload: its engine drains that long.
+  const streaming = ask("a", { stream: true, max_tokens: 60 });
   await until(() => snooze!.activator.routes.get("a")!.inFlight === 1, 5_000, "a's stream");
 
   expect(snooze.models!.apply(parseConfig(settings("gpu0"), "test.yaml")).result).toBe("applied");
@@ -64,4 +77,20 @@ test("two awake models moved into one slot: neither starts there while the other
   const slot = (await snooze.autoscaler.slotStatuses()).find((s) => s.name === "gpu0")!;
   expect(slot.members).toEqual(["a", "b", "c"]);
   expect(slot.maxResidents).toBe(1);
+});
+
+test("snooze wake while a reload moves the model out of its slot: the model wakes once moved (before: the wake was lost, 'cold again')", async () => {
+  snooze = await startWith(settings("gpu0"));
+  expect((await ask("a")).status).toBe(200);
+  const streaming = ask("a", { stream: true, max_tokens: 60 });
+  await until(() => snooze!.activator.routes.get("a")!.inFlight === 1, 5_000, "a's stream");
+  // a leaves gpu0: its engine drains the stream first, and the wake is asked meanwhile.
+  expect(snooze.models!.apply(parseConfig(settings(undefined, "gpu0"), "test.yaml")).result).toBe("applied");
+  const wake = await run(["wake", "a", "--timeout", "20s"]);
+
+  expect((await streaming).text).toContain("[DONE]");
+  expect(wake.output).toMatch(/a: ready after/);
+  expect(wake.code, wake.output).toBe(0);
+  expect(snooze.autoscaler.controller("a")!.tier).toBe("ready");
+  expect(snooze.autoscaler.controller("a")!.config.slot).toBeUndefined();
 });
