@@ -286,6 +286,9 @@ export class LocalModels {
     activator.upsertModel({ ...config });
     const leaving = autoscaler.controllerByKey(old.id);
     await leaving?.untilGone(old.drainTimeout + goneMarginMs);
+    // The shutdown closed the controller: the engine is being stopped with the others, and a
+    // controller added now would take it up again as starting (found by a probe).
+    if (this.stopped) return;
     // A person's wake asked meanwhile went to the controller that leaves (at most 0 replicas, it
     // could not act on it): the new one takes it, as the held requests (found by a probe: `snooze
     // wake` during a move heard the model was cold again, and it stayed cold).

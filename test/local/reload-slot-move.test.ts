@@ -94,3 +94,20 @@ test("snooze wake while a reload moves the model out of its slot: the model wake
   expect(snooze.autoscaler.controller("a")!.tier).toBe("ready");
   expect(snooze.autoscaler.controller("a")!.config.slot).toBeUndefined();
 });
+
+test("the shutdown during a move: the engine it stops is not taken up again as starting (before: a tier line cold → starting)", async () => {
+  snooze = await startWith(settings("gpu0"));
+  expect((await ask("a")).status).toBe(200);
+  const streaming = ask("a", { stream: true, max_tokens: 60 });
+  await until(() => snooze!.activator.routes.get("a")!.inFlight === 1, 5_000, "a's stream");
+  expect(snooze.models!.apply(parseConfig(settings(undefined, "gpu0"), "test.yaml")).result).toBe("applied");
+  const closing = snooze.close(200);
+  const tiers: string[] = [];
+  snooze.autoscaler.watch((event) => tiers.push(event.tier));
+  await closing;
+  await streaming;
+  await snooze.models!.settled();
+  expect(tiers).not.toContain("starting");
+  expect(tiers.at(-1)).toBe("cold");
+  snooze = undefined;
+});
