@@ -463,5 +463,10 @@ export function modelArgument(name: string, positionals: string[]): string {
     throw new UsageError(
       positionals.length === 0 ? `name the model, e.g. \`snooze ${name} qwen\`` : "name one model",
     );
-  return positionals[0]!;
+  const model = positionals[0]!;
+  // `snooze wake "$MODEL"` with MODEL unset: before, the server's list was read and the answer was
+  // `no model named ; did you mean q?`, a name no one typed.
+  if (model === "")
+    throw new UsageError(`the model's name is empty: name the model, e.g. \`snooze ${name} qwen\``);
+  return model;
 }

@@ -203,6 +203,12 @@ describe("snooze wake, sleep, stop, logs and status", () => {
     );
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("name the model");
+    // `snooze stop "$MODEL"` with MODEL unset: said as such, not as a model no one named.
+    const empty = await run(["stop", ""], { SNOOZE_URL: "http://127.0.0.1:1" });
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toContain(
+      "snooze stop: the model's name is empty: name the model, e.g. `snooze stop qwen`",
+    );
     expect(nobody.code).toBe(1);
     expect(nobody.stderr).toContain("snooze status: cannot reach http://127.0.0.1:1");
     // Mistyped flags are usage mistakes too, with or without --watch.
