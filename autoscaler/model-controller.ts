@@ -2083,7 +2083,10 @@ export class ModelController {
       record.leaving = true;
       record.restarting = false;
       this.releaseSentAt = this.deps.clock.now();
-      if (next === "stop") {
+      // Its settings changed since the drain began (a reload): it is replaced, so it is stopped, not
+      // sent a sleep call first that would move its weights out (to host RAM, within its budget)
+      // for an engine stopped right after (found by a probe: a `snooze sleep` drain, then a reload).
+      if (next === "stop" || record.replica.outdated === true) {
         await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
         return;
       }
