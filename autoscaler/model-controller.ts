@@ -299,7 +299,7 @@ export class ModelController {
   lastRelease = { drainMs: 0, sleepMs: 0 };
   readonly counts = { tierWrites: 0, scales: 0 };
   /** What this model's traffic taught: arrivals, idle gaps, durations, prewarms, GPU-seconds. */
-  readonly learner: ModelLearner;
+  private learnerOf: ModelLearner;
   /** An explicit prewarm asked for a wake (at prewarm priority), until a replica is ready. */
   private prewarmWake = false;
   private snapshotCache?: { at: number; value: ReturnType<ModelLearner["snapshot"]> };
@@ -312,7 +312,7 @@ export class ModelController {
       ...(target.key !== target.config.id ? { object: target.key } : {}),
     });
     this.lastActive = deps.clock.now();
-    this.learner = new ModelLearner(deps.clock.now(), {
+    this.learnerOf = new ModelLearner(deps.clock.now(), {
       model: target.config.id,
       log: this.log,
       metrics: deps.learning,
@@ -321,6 +321,25 @@ export class ModelController {
 
   get id(): string {
     return this.target.config.id;
+  }
+
+  /** What this model's traffic taught: arrivals, idle gaps, durations, prewarms, GPU-seconds. */
+  get learner(): ModelLearner {
+    return this.learnerOf;
+  }
+
+  /**
+   * The same model, its controller before this one (a reload moved it to another slot): what that
+   * one measured and learned goes on here, as it would have for a model that stayed (found by a
+   * probe: after a move `snooze status` said nothing of the last start, its GPU time began again at
+   * 0, and Retry-After fell back to a first start's guess).
+   */
+  takeOver(previous: ModelController): void {
+    this.learnerOf = previous.learnerOf;
+    this.lastStartMs = previous.lastStartMs;
+    this.lastWakeMs = { ...previous.lastWakeMs };
+    this.lastWakeLevel = previous.lastWakeLevel;
+    this.changed();
   }
 
   get key(): string {

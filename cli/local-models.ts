@@ -295,6 +295,7 @@ export class LocalModels {
     const wake = leaving?.wakePending ?? false;
     autoscaler.removeModel(old.id);
     const joined = addLocalModel(autoscaler, this.applied, config);
+    if (leaving) joined.takeOver(leaving);
     if ((activator.routes.get(config.id)?.held ?? 0) > 0) autoscaler.demand(localActivator, config.id);
     if (wake) void joined.wakeNow().catch(() => {});
     this.log.info("model moved", { model: config.id, from: old.slot ?? null, to: config.slot ?? null });

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { afterEach, expect, test } from "vitest";
+import type { AdminModelView } from "../../activator/admin.ts";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import type { Tier } from "../../lib/replica-event.ts";
@@ -110,4 +111,23 @@ test("the shutdown during a move: the engine it stops is not taken up again as s
   expect(tiers).not.toContain("starting");
   expect(tiers.at(-1)).toBe("cold");
   snooze = undefined;
+});
+
+test("a model moved to another slot keeps what it measured and learned: its last start, its GPU time", async () => {
+  snooze = await startWith(settings("gpu0"));
+  expect((await ask("a")).status).toBe(200);
+  const before = snooze.autoscaler.controller("a")!.state();
+  expect(before.lastStartMs).toBeGreaterThan(0);
+  const awake = before.learning!.gpuSeconds.awake;
+
+  expect(snooze.models!.apply(parseConfig(settings(undefined, "gpu0"), "test.yaml")).result).toBe("applied");
+  await snooze.models!.settled();
+  const view = async () =>
+    (
+      (await (await fetch(`${snooze!.url}/snooze/v1/models`)).json()) as { models: AdminModelView[] }
+    ).models.find((m) => m.id === "a")!;
+  const moved = await view();
+  expect(moved.slot).toBeUndefined();
+  expect(moved.lastStartMs).toBe(before.lastStartMs);
+  expect(moved.learning!.gpuSeconds.awake).toBeGreaterThanOrEqual(awake);
 });
