@@ -236,6 +236,16 @@ const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "a
 /** How long a failed call waits for an engine's exit to be noticed, when the engine may have died. */
 const exitNoticeMs = 1_000;
 
+/** What a model's controller passes to the next one of the same model (`handOver`, `takeOver`). */
+export interface HandOver {
+  learner: ModelLearner;
+  lastStartMs?: number;
+  lastWakeMs: { 1?: number; 2?: number };
+  lastWakeLevel?: 1 | 2;
+  /** A wake (a person's, or a slot's grant) waited for a ready replica. */
+  wake: boolean;
+}
+
 export class ModelController {
   private target: ModelTarget;
   private readonly deps: ModelControllerDeps;
@@ -329,16 +339,33 @@ export class ModelController {
   }
 
   /**
-   * The same model, its controller before this one (a reload moved it to another slot): what that
-   * one measured and learned goes on here, as it would have for a model that stayed (found by a
-   * probe: after a move `snooze status` said nothing of the last start, its GPU time began again at
-   * 0, and Retry-After fell back to a first start's guess).
+   * What the model's next controller takes over from this one (a reload moves the model to another
+   * slot, under a new controller): call it before this one closes, which ends its prewarm.
    */
-  takeOver(previous: ModelController): void {
-    this.learnerOf = previous.learnerOf;
-    this.lastStartMs = previous.lastStartMs;
-    this.lastWakeMs = { ...previous.lastWakeMs };
-    this.lastWakeLevel = previous.lastWakeLevel;
+  handOver(): HandOver {
+    return {
+      learner: this.learnerOf,
+      lastStartMs: this.lastStartMs,
+      lastWakeMs: { ...this.lastWakeMs },
+      lastWakeLevel: this.lastWakeLevel,
+      wake: this.wakeWanted,
+    };
+  }
+
+  /**
+   * The same model, from its controller before this one (`handOver`): what that one measured and
+   * learned goes on here, as it would have for a model that stayed (found by a probe: after a move
+   * `snooze status` said nothing of the last start, its GPU time began again at 0, and Retry-After
+   * fell back to a first start's guess); an explicit prewarm's window with it. So does a person's
+   * wake asked while the one before drained (it could run no replica): found by a probe too,
+   * `snooze wake` during a move heard the model was cold again, and it stayed cold.
+   */
+  takeOver(from: HandOver): void {
+    this.learnerOf = from.learner;
+    this.lastStartMs = from.lastStartMs;
+    this.lastWakeMs = from.lastWakeMs;
+    this.lastWakeLevel = from.lastWakeLevel;
+    if (from.wake) this.wantAwake();
     this.changed();
   }
 
@@ -897,11 +924,6 @@ export class ModelController {
     this.deps.slot?.changed();
     if (this.prewarmWake) await this.settle(() => !this.prewarmWake, timeoutMs);
     return { keptMs };
-  }
-
-  /** A wake (a person's, or a slot's grant) waits for a ready replica: `wantAwake` not yet met. */
-  get wakePending(): boolean {
-    return this.wakeWanted;
   }
 
   /**

@@ -289,15 +289,13 @@ export class LocalModels {
     // The shutdown closed the controller: the engine is being stopped with the others, and a
     // controller added now would take it up again as starting (found by a probe).
     if (this.stopped) return;
-    // A person's wake asked meanwhile went to the controller that leaves (at most 0 replicas, it
-    // could not act on it): the new one takes it, as the held requests (found by a probe: `snooze
-    // wake` during a move heard the model was cold again, and it stayed cold).
-    const wake = leaving?.wakePending ?? false;
+    // What it learned (a prewarm's window too), and a wake asked meanwhile (the controller that
+    // leaves, at most 0 replicas, could not act on it), as the held requests' demand below.
+    const handOver = leaving?.handOver();
     autoscaler.removeModel(old.id);
     const joined = addLocalModel(autoscaler, this.applied, config);
-    if (leaving) joined.takeOver(leaving);
+    if (handOver) joined.takeOver(handOver);
     if ((activator.routes.get(config.id)?.held ?? 0) > 0) autoscaler.demand(localActivator, config.id);
-    if (wake) void joined.wakeNow().catch(() => {});
     this.log.info("model moved", { model: config.id, from: old.slot ?? null, to: config.slot ?? null });
   }
 

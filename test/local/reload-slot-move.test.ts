@@ -131,3 +131,29 @@ test("a model moved to another slot keeps what it measured and learned: its last
   expect(moved.lastStartMs).toBe(before.lastStartMs);
   expect(moved.learning!.gpuSeconds.awake).toBeGreaterThanOrEqual(awake);
 });
+
+test("a prewarm event while a reload moves the model out of its slot: the model is warm once moved", async () => {
+  snooze = await startWith(settings("gpu0"));
+  expect((await ask("a")).status).toBe(200);
+  const streaming = ask("a", { stream: true, max_tokens: 60 });
+  await until(() => snooze!.activator.routes.get("a")!.inFlight === 1, 5_000, "a's stream");
+  expect(snooze.models!.apply(parseConfig(settings(undefined, "gpu0"), "test.yaml")).result).toBe("applied");
+  const event = await fetch(`${snooze.url}/snooze/v1/events`, {
+    method: "POST",
+    headers: { "content-type": "application/cloudevents+json" },
+    body: JSON.stringify({
+      specversion: "1.0",
+      id: "warm-a",
+      source: "/test",
+      type: "dev.snooze.model.prewarm",
+      subject: "a",
+      data: { for: "10m" },
+    }),
+  });
+  expect(event.status).toBeLessThan(300);
+
+  expect((await streaming).text).toContain("[DONE]");
+  await snooze.models!.settled();
+  await until(() => snooze!.autoscaler.controller("a")!.tier === "ready", 10_000, "a warm again");
+  expect(snooze.autoscaler.controller("a")!.config.slot).toBeUndefined();
+});
