@@ -111,8 +111,9 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
     }
     if (path === "/snooze/v1/events/stream" && req.method === "GET") {
       // `after`: the last entry the client has (it gets the ones after it first); `latest`: none.
+      // Empty is absent, as for the logs route (a client whose variable for it was unset).
       const afters = query.getAll("after");
-      const after = afters[0] ?? "0";
+      const after = afters[0] || "0";
       if (afters.length > 1 || (after !== "latest" && !/^\d+$/.test(after))) {
         sendError(
           res,

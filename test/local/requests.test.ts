@@ -191,7 +191,9 @@ describe("requests the activator answers itself", () => {
       const head = await fetch(`${snooze.url}${path}`, { method: "HEAD" });
       expect([path, head.status, await head.text()]).toEqual([path, 200, ""]);
     }
-    for (const after of ["0", "7", "latest"]) {
+    // Empty is taken as absent, as the logs route takes it (found by an outside tester: one refused
+    // what the other took).
+    for (const after of ["0", "7", "latest", ""]) {
       const stream = await fetch(`${snooze.url}/snooze/v1/events/stream?after=${after}`);
       expect([after, stream.status]).toEqual([after, 200]);
       await stream.body?.cancel();
