@@ -18,17 +18,16 @@ test("a handler's throw is a 500 internal_error, logged with its stack, and the 
   const lines: Record<string, unknown>[] = [];
   const log = createLogger({}, (line) => lines.push(JSON.parse(line)));
   snooze = await startWith(`models:\n  qwen:\n    command: ${simCommand()}\n`, log);
-  const routes = snooze.activator.routes;
-  // The defect, injected: the listing's read of the models throws, once.
+  // The defect, injected where only the listing looks (the stats ticker reads the routes too): the
+  // read of the model's back-off throws, once.
+  const route = snooze.activator.routes.get("qwen")!;
+  const backoff = route.backoff.bind(route);
   let broken = true;
-  Object.defineProperty(snooze.activator, "routes", {
-    configurable: true,
-    get() {
-      if (!broken) return routes;
-      broken = false;
-      throw new Error("a defect for the test");
-    },
-  });
+  route.backoff = () => {
+    if (!broken) return backoff();
+    broken = false;
+    throw new Error("a defect for the test");
+  };
   const failed = await fetch(`${snooze.url}/v1/models`);
   expect(failed.status).toBe(500);
   expect(await failed.json()).toMatchObject({
