@@ -127,6 +127,66 @@ describe("mutatePod", () => {
       warnings: 1,
     },
     {
+      // Kubernetes lets a name repeat in env (with a warning) and the container gets the last one:
+      // setting only the first left sleep mode off and the pod on every GPU.
+      name: "a name written twice: every entry of it is set, the last one being what the engine gets",
+      containers: [
+        {
+          name: "e",
+          image: "vllm",
+          args: ["--enable-sleep-mode"],
+          env: [
+            { name: "VLLM_SERVER_DEV_MODE", value: "0" },
+            { name: "NVIDIA_VISIBLE_DEVICES", value: "1" },
+            { name: "A", value: "b" },
+            { name: "VLLM_SERVER_DEV_MODE", value: "0" },
+            { name: "NVIDIA_VISIBLE_DEVICES", value: "all" },
+          ],
+        },
+      ],
+      device: "3",
+      expected: [
+        {
+          name: "e",
+          image: "vllm",
+          args: ["--enable-sleep-mode"],
+          env: [
+            { name: "VLLM_SERVER_DEV_MODE", value: "1" },
+            { name: "NVIDIA_VISIBLE_DEVICES", value: "3" },
+            { name: "A", value: "b" },
+            { name: "VLLM_SERVER_DEV_MODE", value: "1" },
+            { name: "NVIDIA_VISIBLE_DEVICES", value: "3" },
+          ],
+        },
+      ],
+      warnings: 1,
+    },
+    {
+      // The apiserver never sends these, a client may: the flag's patch must still apply.
+      name: "args null or not a list: taken as absent, so the patch applies",
+      containers: [
+        { name: "e", image: "vllm", args: null },
+        { name: "f", image: "vllm", command: ["vllm", "serve"], args: "--model m" },
+      ],
+      device: undefined,
+      expected: [
+        {
+          name: "e",
+          image: "vllm",
+          args: ["--enable-sleep-mode"],
+          env: [{ name: "VLLM_SERVER_DEV_MODE", value: "1" }],
+        },
+        {
+          name: "f",
+          image: "vllm",
+          command: ["vllm", "serve"],
+          args: ["--enable-sleep-mode"],
+          env: [{ name: "VLLM_SERVER_DEV_MODE", value: "1" }],
+        },
+      ],
+      warnings: 0,
+    },
+    {
       name: "another device is replaced, with a warning; a GPU request is warned about",
       containers: [
         {

@@ -66,7 +66,8 @@ export function mutatePod(pod: unknown, { slot, device }: PodSlot): { patch: Jso
     if (!hasFlag) {
       const shell = shells.has(command[0]?.split("/").at(-1) ?? "") && [...command, ...args].includes("-c");
       if (shell) warnings.push(shellCommandWarning(name));
-      else if (container.args === undefined)
+      // No list to append to (absent, or a null or other value a client sent): `add` sets one.
+      else if (!Array.isArray(container.args))
         patch.push({ op: "add", path: pointer("spec", "containers", index, "args"), value: [sleepModeFlag] });
       else
         patch.push({
@@ -80,15 +81,24 @@ export function mutatePod(pod: unknown, { slot, device }: PodSlot): { patch: Jso
     if (device !== undefined) wanted.push([deviceEnv, device]);
     const next = env ? [...env] : [];
     for (const [key, value] of wanted) {
-      const found = next.findIndex((e) => isObject(e) && e.name === key);
-      const current = found >= 0 ? (next[found] as Record<string, unknown>) : undefined;
-      if (current && current.value === value && current.valueFrom === undefined) continue;
-      if (current && key === deviceEnv)
+      // A name may be written more than once (Kubernetes warns, and allows it) and the container
+      // gets the last one: every entry of the name is set, in place, so none is left to win.
+      const found = next.flatMap((e, i) => (isObject(e) && e.name === key ? [i] : []));
+      if (found.length === 0) {
+        next.push({ name: key, value });
+        continue;
+      }
+      const differ = found.filter((i) => {
+        const entry = next[i] as Record<string, unknown>;
+        return entry.value !== value || entry.valueFrom !== undefined;
+      });
+      if (differ.length === 0) continue;
+      const effective = next[found.at(-1)!] as Record<string, unknown>;
+      if (key === deviceEnv && differ.includes(found.at(-1)!))
         warnings.push(
-          deviceOverrideWarning(name, JSON.stringify(current.value ?? "(from a reference)"), value),
+          deviceOverrideWarning(name, JSON.stringify(effective.value ?? "(from a reference)"), value),
         );
-      if (found >= 0) next[found] = { name: key, value };
-      else next.push({ name: key, value });
+      for (const i of differ) next[i] = { name: key, value };
     }
     if (JSON.stringify(next) !== JSON.stringify(env ?? [])) {
       patch.push({

@@ -8,7 +8,9 @@ import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
 import { FakeLeases, fakeClaims } from "../test/support/webhooks/fake-leases.ts";
 import { resources, review, scaleFromZero } from "../test/support/webhooks/review-fixtures.ts";
 import { type CertificatePem, createCA, issueServingCert } from "./certs/x509.ts";
+import type { JsonPatch } from "./json-patch.ts";
 import { webhookMetrics } from "./metrics.ts";
+import { applyPatch } from "./patch-builder.ts";
 import { startWebhookServer, type WebhookServer } from "./server.ts";
 
 const validity = () => ({
@@ -127,6 +129,40 @@ describe("admission reviews over HTTPS", () => {
         ],
       },
     ]);
+  });
+
+  test("a pod with odd containers gets a patch that applies, and a second pass adds nothing", async () => {
+    cluster.slots = [{ metadata: { name: "gpu-0", namespace: "team-a" }, spec: { device: "1" } }];
+    const pod = {
+      metadata: { annotations: { "snooze.dev/slot": "gpu-0" } },
+      spec: {
+        containers: [
+          {
+            name: "vllm",
+            image: "vllm/vllm-openai",
+            args: null,
+            env: [
+              { name: "NVIDIA_VISIBLE_DEVICES", value: "all" },
+              { name: "NVIDIA_VISIBLE_DEVICES", value: "all" },
+            ],
+          },
+        ],
+      },
+    };
+    const patchOf = async (object: Record<string, unknown>) => {
+      const result = await answer("/mutate/pods", review({ resource: resources.pods, object }));
+      return JSON.parse(Buffer.from(result.patch ?? "W10=", "base64").toString()) as JsonPatch;
+    };
+    const mutated = applyPatch(pod, await patchOf(pod));
+    expect(mutated.spec.containers[0]).toMatchObject({
+      args: ["--enable-sleep-mode"],
+      env: [
+        { name: "NVIDIA_VISIBLE_DEVICES", value: "1" },
+        { name: "NVIDIA_VISIBLE_DEVICES", value: "1" },
+        { name: "VLLM_SERVER_DEV_MODE", value: "1" },
+      ],
+    });
+    expect(await patchOf(mutated)).toEqual([]);
   });
 
   test("pinning comes back with a warning", async () => {
@@ -269,7 +305,7 @@ describe("probes, metrics, certificates", () => {
     expect(metrics).toMatch(
       /snooze_webhook_requests_total\{webhook="validate-slots",verdict="malformed"\} [1-9]/,
     );
-    expect(metrics).toMatch(/snooze_webhook_requests_total\{webhook="mutate-pods",verdict="patched"\} 1/);
+    expect(metrics).toMatch(/snooze_webhook_requests_total\{webhook="mutate-pods",verdict="patched"\} [1-9]/);
     expect(metrics).toMatch(/snooze_webhook_duration_seconds_bucket\{le="0.005",webhook="validate-models"\}/);
   });
 
