@@ -42,6 +42,15 @@ describe("the awake readiness gate on model workloads", () => {
     expect(gateWorkload("Deployment", deployment(), false)).toEqual([]);
   });
 
+  test("a gate written twice goes in one pass, so no pod is left waiting on a condition nobody sets", () => {
+    const other = { conditionType: "example.com/ready" };
+    const awake = { conditionType: "snooze.dev/awake" };
+    const before = deployment([awake, other, awake]);
+    const after = applyPatch(before, gateWorkload("Deployment", before, false));
+    expect(gatesOf(after)).toEqual([other]);
+    expect(gateWorkload("Deployment", after, false)).toEqual([]);
+  });
+
   test("Knative Services are left alone (Knative refuses readinessGates in a revision)", () => {
     expect(gateWorkload("Service", deployment(), true)).toEqual([]);
   });

@@ -20,14 +20,18 @@ export function gateWorkload(kind: WorkloadKind, workload: unknown, isModel: boo
   const podSpec = at(workload, "spec", "template", "spec");
   if (!isObject(podSpec)) return [];
   const gates = Array.isArray(podSpec.readinessGates) ? (podSpec.readinessGates as unknown[]) : undefined;
-  const index = gates?.findIndex((g) => isObject(g) && g.conditionType === awakeCondition) ?? -1;
+  const ours = (gates ?? []).flatMap((g, i) =>
+    isObject(g) && g.conditionType === awakeCondition ? [i] : [],
+  );
   const path = ["spec", "template", "spec", "readinessGates"];
   if (isModel) {
-    if (index >= 0) return [];
+    if (ours.length > 0) return [];
     const gate = { conditionType: awakeCondition };
     return gates === undefined
       ? [{ op: "add", path: pointer(...path), value: [gate] }]
       : [{ op: "add", path: pointer(...path, "-"), value: gate }];
   }
-  return index >= 0 ? [{ op: "remove", path: pointer(...path, index) }] : [];
+  // Every copy goes (the apiserver takes a gate written twice): one left behind keeps the pods
+  // from ever being Ready. From the last, so each index still points where it did.
+  return ours.reverse().map((index) => ({ op: "remove", path: pointer(...path, index) }));
 }
