@@ -265,6 +265,14 @@ const cases: Case[] = [
     warning: /does not handle models\/status\.snooze\.dev/,
   },
   {
+    // No object to judge: before, a Model's was judged missing ("spec: is required", 422).
+    name: "a CONNECT (a rule that names it by mistake) is allowed with a warning, not judged",
+    webhook: "validate-models",
+    request: request({ resource: resources.models, operation: "CONNECT" }),
+    allowed: true,
+    warning: /does not handle CONNECT of models\.snooze\.dev/,
+  },
+  {
     name: "deleting a resident member Deployment",
     webhook: "validate-workloads",
     request: request({

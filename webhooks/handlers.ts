@@ -94,7 +94,8 @@ const objectName = (r: AdmissionRequest, object: unknown) =>
   r.name || stringAt(object, "metadata", "name") || "";
 
 function unhandled(name: WebhookName, r: AdmissionRequest): Verdict {
-  const resource = `${r.resource.resource}${r.subResource ? `/${r.subResource}` : ""}${r.resource.group ? `.${r.resource.group}` : ""}`;
+  const connect = r.operation === "CONNECT" ? "CONNECT of " : "";
+  const resource = `${connect}${r.resource.resource}${r.subResource ? `/${r.subResource}` : ""}${r.resource.group ? `.${r.resource.group}` : ""}`;
   return allow({ warnings: [unhandledResourceWarning(name, resource)] });
 }
 
@@ -483,5 +484,8 @@ export function handle(
   deps: WebhookDeps,
   signal?: AbortSignal,
 ): Promise<Verdict> {
+  // A CONNECT (exec, attach, proxy) carries options, not an object: no rule of these webhooks is
+  // about one, so it can only come from a misconfigured rule.
+  if (request.operation === "CONNECT") return Promise.resolve(unhandled(name, request));
   return Promise.resolve(handlers[name](request, deps, signal));
 }
