@@ -267,6 +267,9 @@ describe("malformed reviews get 400 and no verdict", () => {
     ],
     ["object is an array", { ...valid, request: { ...(valid.request as object), object: [] } }, {}],
     ["wrong content type", valid, { "content-type": "text/plain" }],
+    // Another type that starts with the same letters (application/json passed as its prefix).
+    ["a JSON Patch content type", valid, { "content-type": "application/json-patch+json" }],
+    ["JSON text sequences", valid, { "content-type": "application/json-seq" }],
     ["too large", { ...valid, padding: "x".repeat(70_000) }, {}],
     // Parsed, 6 MiB of them took 360 MB (past the pod's 256 MiB) and three at once killed the process.
     ["too many JSON values", { ...valid, padding: Array(6_000).fill({}) }, {}],

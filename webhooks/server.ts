@@ -136,7 +136,8 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
         const started = performance.now();
         try {
           const type = c.req.header("content-type") ?? "";
-          if (!/^application\/json\b/i.test(type)) {
+          // The media type itself, parameters (charset) aside: `\b` let application/json-patch+json in.
+          if (!/^application\/json\s*(;|$)/i.test(type)) {
             metrics.requests.inc({ webhook: name, verdict: "malformed" });
             return malformed(`expected Content-Type application/json, got "${type}"`);
           }
