@@ -4,6 +4,7 @@ import { fakeClaims } from "../test/support/webhooks/fake-leases.ts";
 import { resources } from "../test/support/webhooks/review-fixtures.ts";
 import type { AdmissionRequest } from "./admission.ts";
 import { handle, type WebhookName } from "./handlers.ts";
+import { applyPatch } from "./patch-builder.ts";
 import type { KubeClaimStore } from "./slot-claims.ts";
 import type { SlotState } from "./slot-residency.ts";
 
@@ -690,5 +691,44 @@ describe("a count or a scaler above the Model's maxReplicas: allowed, with a war
     expect(onWorkload).toEqual([
       'Deployment "qwen": metadata.annotations["snooze.dev/deep-sleep-after"]: never comes: the engine stops after 1h asleep (`zeroAfter`), before 3h asleep would take it to level 2 (`deepSleepAfter`)',
     ]);
+  });
+});
+
+describe("a model that does not sleep (sleep: false)", () => {
+  /** The workload through its mutation, then a pod made from its template through the pod's. */
+  async function podPatchOf(workload: ReturnType<typeof deployment>) {
+    const deps = { cluster, autoscaler, claims };
+    const mutated = await handle(
+      "mutate-workloads",
+      request({ resource: resources.deployments, object: workload }),
+      deps,
+    );
+    const stored = applyPatch(workload, mutated.patch ?? []) as { spec: { template: { metadata?: object } } };
+    const pod = {
+      ...stored.spec.template,
+      spec: { containers: [{ name: "vllm", image: "vllm/vllm-openai" }] },
+    };
+    return (
+      (await handle("mutate-pods", request({ resource: resources.pods, object: pod }), deps)).patch ?? []
+    );
+  }
+
+  test("its pods get no sleep mode, said on the workload or on its Model; a sleeping model's pods do", async () => {
+    // Before, the setting stayed on the workload, the pod webhook read only the pod, and a pod of
+    // a model that cannot sleep got --enable-sleep-mode (which vLLM refuses where sleep mode is
+    // not supported) and vLLM's development endpoints.
+    const annotated = deployment("qwen", 1, { "snooze.dev/slot": "gpu-0", "snooze.dev/sleep": "false" });
+    expect(await podPatchOf(annotated)).toEqual([]);
+    cluster.models.push({
+      metadata: { name: "nosleep", namespace: "team-a" },
+      spec: {
+        slot: "gpu-0",
+        sleep: false,
+        workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "ns" },
+      },
+    });
+    expect(await podPatchOf(deployment("ns", 1))).toEqual([]);
+    const sleeping = deployment("qwen", 1, { "snooze.dev/slot": "gpu-0" });
+    expect(JSON.stringify(await podPatchOf(sleeping))).toContain("--enable-sleep-mode");
   });
 });

@@ -7,7 +7,7 @@ import { knativeClassWarnings } from "./knative-class.ts";
 import type { MemberRef } from "./messages.ts";
 import { invalidDeviceWarning, unhandledResourceWarning } from "./messages.ts";
 import { annotationsOf, at, integerAt, isObject, stringAt } from "./object-path.ts";
-import { mutatePod } from "./pod-sleep-mode.ts";
+import { mutatePod, workloadSleeps } from "./pod-sleep-mode.ts";
 import { gateWorkload } from "./readiness-gate.ts";
 import { pinScale, pinWorkload } from "./replica-pinning.ts";
 import { modelCountWarnings, type ScalerKind, scalerBoundsWarnings, scalerTarget } from "./scaler-bounds.ts";
@@ -432,7 +432,7 @@ const handlers: Record<WebhookName, Handler> = {
     const name = objectName(request, request.object);
     const models = deps.cluster.modelsReferencing(namespace, kind, name);
     const slot = workloadSlot(kind, request.object, models);
-    const pinned = pinWorkload(kind, request.object, slot);
+    const pinned = pinWorkload(kind, request.object, slot, workloadSleeps(request.object, models));
     // Gate paths sit apart from the pinning's (replicas, template metadata): both apply as they are.
     const isModel = models.length > 0 || asksForModel(annotationsOf(request.object));
     const gate = gateWorkload(kind, request.object, isModel);

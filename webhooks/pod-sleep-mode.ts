@@ -9,7 +9,7 @@ import {
 } from "./messages.ts";
 import { annotationsOf, at, isObject } from "./object-path.ts";
 
-const sleepAnnotation = annotationFor("sleep");
+export const sleepAnnotation = annotationFor("sleep");
 
 /**
  * What a slot member's pod needs for vLLM sleep mode, pure and idempotent (a second pass changes
@@ -41,6 +41,15 @@ export function isVllmContainer(container: Container): boolean {
     (token) =>
       /(^|\/)vllm$/.test(token) || token.includes("vllm.entrypoints") || /\bvllm serve\b/.test(token),
   );
+}
+
+/**
+ * Whether the model a workload serves uses sleep mode: not when the workload's annotation or a
+ * Model serving it says `sleep: false`. Its pods learn it from their template (replica-pinning.ts).
+ */
+export function workloadSleeps(workload: unknown, models: unknown[]): boolean {
+  if (annotationsOf(workload)[sleepAnnotation]?.trim() === "false") return false;
+  return !models.some((model) => at(model, "spec", "sleep") === false);
 }
 
 export function mutatePod(pod: unknown, { slot, device }: PodSlot): { patch: JsonPatch; warnings: string[] } {

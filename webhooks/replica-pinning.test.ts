@@ -39,6 +39,26 @@ describe("pinWorkload", () => {
     expect(pinWorkload("StatefulSet", left, undefined).patch).toEqual([]);
   });
 
+  test("a model that does not sleep says so on its pod template, the only place its pods' webhook reads", () => {
+    const sleepOf = (workload: unknown) =>
+      (workload as { spec: { template: { metadata: { annotations: Record<string, string> } } } }).spec
+        .template.metadata.annotations["snooze.dev/sleep"];
+    const once = applyPatch(deployment(1), pinWorkload("Deployment", deployment(1), "gpu-0", false).patch);
+    expect(sleepOf(once)).toBe("false");
+    expect(pinWorkload("Deployment", once, "gpu-0", false).patch).toEqual([]);
+    // It sleeps again, or leaves the slot: the template says nothing any more.
+    const again = applyPatch(once, pinWorkload("Deployment", once, "gpu-0", true).patch);
+    expect(sleepOf(again)).toBeUndefined();
+    expect(pinWorkload("Deployment", again, "gpu-0", true).patch).toEqual([]);
+    const left = applyPatch(once, pinWorkload("Deployment", once, undefined, false).patch);
+    expect(sleepOf(left)).toBeUndefined();
+    // A Knative revision template's own setting is the user's: added when absent, never taken off.
+    const service = { metadata: { name: "k" }, spec: { template: { metadata: { annotations: {} } } } };
+    const knative = applyPatch(service, pinWorkload("Service", service, "gpu-0", false).patch);
+    expect(sleepOf(knative)).toBe("false");
+    expect(pinWorkload("Service", knative, "gpu-0", true).patch).toEqual([]);
+  });
+
   test("annotation keys with a slash are escaped in the JSON Pointer", () => {
     const { patch } = pinWorkload(
       "Deployment",

@@ -2,6 +2,7 @@ import type { JsonPatch } from "./json-patch.ts";
 import { pinnedWarning } from "./messages.ts";
 import { annotationsOf, at, integerAt, labelsOf } from "./object-path.ts";
 import { applyPatch, removePatch, setPatch } from "./patch-builder.ts";
+import { sleepAnnotation } from "./pod-sleep-mode.ts";
 import { slotAnnotation, slotMemberLabel, type WorkloadKind } from "./slot-members.ts";
 
 /**
@@ -21,7 +22,13 @@ export interface Mutation {
 
 const knativeScale = "autoscaling.knative.dev/";
 
-export function pinWorkload(kind: WorkloadKind, workload: unknown, slot: string | undefined): Mutation {
+export function pinWorkload(
+  kind: WorkloadKind,
+  workload: unknown,
+  slot: string | undefined,
+  /** Whether the model uses sleep mode (pod-sleep-mode.ts workloadSleeps); default yes. */
+  sleeps = true,
+): Mutation {
   const patch: JsonPatch = [];
   const warnings: string[] = [];
   const name = String(at(workload, "metadata", "name") ?? at(workload, "metadata", "generateName") ?? "");
@@ -31,8 +38,10 @@ export function pinWorkload(kind: WorkloadKind, workload: unknown, slot: string 
     // Not (or no longer) a member: take the stamp off the template if it is there.
     if (labelsOf(template)[slotMemberLabel] !== undefined) {
       patch.push(...removePatch(workload, ["spec", "template", "metadata", "labels", slotMemberLabel]));
-      if (kind !== "Service")
+      if (kind !== "Service") {
         patch.push(...removePatch(workload, ["spec", "template", "metadata", "annotations", slotAnnotation]));
+        patch.push(...removePatch(workload, templateSleep));
+      }
     }
     return { patch, warnings };
   }
@@ -78,7 +87,26 @@ export function pinWorkload(kind: WorkloadKind, workload: unknown, slot: string 
   patch.push(
     ...setPatch(withAnnotation, ["spec", "template", "metadata", "labels", slotMemberLabel], "true"),
   );
+  patch.push(...stampSleep(kind, applyLocal(workload, patch), sleeps));
   return { patch, warnings };
+}
+
+const templateSleep = ["spec", "template", "metadata", "annotations", sleepAnnotation];
+
+/**
+ * The pod webhook sees only the pod, and the pod only its template: a model that does not sleep
+ * (`sleep: false` on the workload or its Model) says so there, or its pods got
+ * --enable-sleep-mode, which vLLM refuses where sleep mode is not supported. On a Deployment or
+ * StatefulSet the template's setting is Snooze's copy and goes when the model sleeps again; on a
+ * Knative Service's revision template it is the user's own, so it is only added.
+ */
+function stampSleep(kind: WorkloadKind, workload: unknown, sleeps: boolean): JsonPatch {
+  if (!sleeps) {
+    if (kind === "Service" && annotationsOf(at(workload, "spec", "template"))[sleepAnnotation] !== undefined)
+      return [];
+    return setPatch(workload, templateSleep, "false");
+  }
+  return kind === "Service" ? [] : removePatch(workload, templateSleep);
 }
 
 /** A Scale (autoscaling/v1) write to a slot member's scale subresource asking for more than one. */
