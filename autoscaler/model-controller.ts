@@ -257,6 +257,11 @@ export class ModelController {
   /** Why replicas left on their own, as the platform said, until the records notice. */
   private readonly departures = new Map<string, string>();
   private lastActive: number;
+  /**
+   * When the model last had no replica (its last one left, or the controller began): what its
+   * `cold` tier is dated from when it is told again with no replica (a swap's announcement).
+   */
+  private coldSince: number;
   private failures = 0;
   private crashes: number[] = [];
   private backoffUntil = 0;
@@ -322,6 +327,7 @@ export class ModelController {
       ...(target.key !== target.config.id ? { object: target.key } : {}),
     });
     this.lastActive = deps.clock.now();
+    this.coldSince = deps.clock.now();
     this.learnerOf = new ModelLearner(deps.clock.now(), {
       model: target.config.id,
       log: this.log,
@@ -732,7 +738,7 @@ export class ModelController {
       id: this.id,
       key: this.key,
       tier,
-      since: record?.since ?? this.deps.clock.now(),
+      since: record?.since ?? this.coldSince,
       replica: record?.replica.id,
       address: record?.replica.address,
       replicas: [...this.records.values()].map((r) => ({
@@ -857,7 +863,9 @@ export class ModelController {
       replica: record?.replica.id ?? `${this.key}/activation`,
       address: record?.replica.address,
       tier: record?.tier ?? "cold",
-      since: record?.since ?? this.deps.clock.now(),
+      // Told again, not changed: a cold model stays cold since its last replica left (found by a
+      // probe: \`since: now\` showed a swap's target cold for as long as the swap had run).
+      since: record?.since ?? this.coldSince,
       ...traceContext,
       ...(backoffEnded !== undefined ? { retryAt: backoffEnded } : {}),
     });
@@ -1561,6 +1569,7 @@ export class ModelController {
     const from = record.tier;
     record.tier = "cold";
     record.since = this.deps.clock.now();
+    if (this.records.size === 0) this.coldSince = record.since;
     this.accountTiers();
     // Gone during its start or wake, or after an operation stopped it: the line is that one's.
     const within = record.activation?.context ?? record.stoppedIn;

@@ -121,6 +121,31 @@ describe("a slot with two members", () => {
     expect(violations).toEqual([]);
   });
 
+  test("a swap's announcement of a cold target keeps when it went cold: `snooze status` and the status page do not show it cold for 0 s", async () => {
+    // Found by a probe: the announcement said `since: now`, so during the swap the target showed
+    // cold for as long as the swap had run, not since it last stopped (or since Snooze started).
+    const { h, advance } = await aResident(slotYaml({ minResidency: "0s", swapCooldown: "0s" }));
+    const startedAt = h.clock.now();
+    await advance(60_000);
+    h.demand("b");
+    await advance(0);
+    expect(h.eventsOf("b")[0]).toMatchObject({ tier: "cold", since: startedAt });
+    // Once it ran and stopped, since its stop.
+    await h.request("b");
+    await h.controller("b").stopNow();
+    const stoppedAt = h.eventsOf("b").at(-1)!;
+    expect(stoppedAt.tier).toBe("cold");
+    h.demand("a");
+    await advance(0);
+    await h.request("a");
+    expect(h.controller("a").tier).toBe("ready");
+    await advance(60_000);
+    h.mark();
+    h.demand("b");
+    await advance(0);
+    expect(h.eventsOf("b")[0]).toMatchObject({ tier: "cold", since: stoppedAt.since });
+  });
+
   test("swapCooldown spaces swaps: the next one waits until 10 s after the last finished", async () => {
     const { h, violations, advance, slot } = await aResident(
       slotYaml({ minResidency: "0s", swapCooldown: "10s" }),
