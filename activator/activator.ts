@@ -206,7 +206,11 @@ export class Activator {
   /** What a request held for `route`'s model waits for on its slot, if another member holds it. */
   private slotWaitOf(route: ModelRoute): SlotWait | undefined {
     if (route.config.slot === undefined) return undefined;
-    const peers = [...this.routes.values()].map((r) => ({ config: r.config, event: r.latestEvent }));
+    const peers = [...this.routes.values()].map((r) => ({
+      config: r.config,
+      event: r.latestEvent,
+      held: r.held,
+    }));
     return slotWait(route.config, peers, Date.now());
   }
 

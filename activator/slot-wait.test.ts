@@ -93,3 +93,51 @@ describe("slotWait while another member stays resident", () => {
     ).toBeUndefined();
   });
 });
+
+describe("slotWait while the model's own engine drains", () => {
+  const asleep = (model: string) => ({ model, replica: `${model}-1`, tier: "asleep-1", since: 0 }) as const;
+
+  test("for a swap (another member, not resident, has requests held): it waits for the slot handed to that member", () => {
+    // Found by a probe: its 503 said nothing of the slot, and its Retry-After was its own wake's.
+    expect(
+      slotWait(
+        member("a"),
+        [
+          { config: member("a"), event: draining("a", 0, 10_000) },
+          { config: member("b"), event: asleep("b"), held: 2 },
+          { config: member("c"), event: asleep("c") },
+        ],
+        4_000,
+      ),
+    ).toEqual({
+      reason: `its own engine drains to give the slot \`gpu0\` to \`b\` (a swap), and it has the slot again once the slot's policy hands it back (at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within ${waitGapMs / 1000}s)`,
+    });
+    // A member never started (no event yet) is a target too.
+    expect(
+      slotWait(
+        member("a"),
+        [
+          { config: member("a"), event: draining("a", 0, 10_000) },
+          { config: member("b"), held: 1 },
+        ],
+        4_000,
+      )?.reason,
+    ).toContain("to give the slot `gpu0` to `b`");
+  });
+
+  test("for anything else (its idle sleep, a person's sleep, nobody waiting): nothing", () => {
+    expect(
+      slotWait(
+        member("a"),
+        [
+          { config: member("a"), event: draining("a", 0, 10_000) },
+          { config: member("b"), event: asleep("b"), held: 0 },
+        ],
+        4_000,
+      ),
+    ).toBeUndefined();
+    expect(
+      slotWait(member("a"), [{ config: member("a"), event: draining("a", 0, 10_000) }], 4_000),
+    ).toBeUndefined();
+  });
+});

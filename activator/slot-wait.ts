@@ -7,6 +7,8 @@ import { waitGapMs } from "../lib/slot-line.ts";
 export interface SlotPeer {
   config: Pick<ModelConfig, "id" | "slot" | "sleep" | "wakeTimeout">;
   event?: ReplicaEvent;
+  /** Requests held for it in this activator. */
+  held?: number;
 }
 
 /** What a request held for a slot member waits for: another member holding the slot, staying or leaving. */
@@ -26,7 +28,9 @@ export interface SlotWait {
  * on only across requests that come again within `waitGapMs`, and a swap that gives it the slot
  * finishes whether or not its requests are still there, so one told to come back later than that
  * lost its turn (the slot went back to a busy member before it came). A pure function of `now`
- * (epoch ms). Undefined when the model has no slot, is resident itself, or no other member is.
+ * (epoch ms). The model's own engine draining while another member has requests held here is a
+ * swap giving that member the slot: the model waits for its turn after it. Undefined when the model
+ * has no slot, is resident itself (and not leaving for another member), or no other member is.
  */
 export function slotWait(
   model: Pick<ModelConfig, "id" | "slot">,
@@ -36,6 +40,7 @@ export function slotWait(
   if (model.slot === undefined) return undefined;
   const members = [...peers].filter((p) => p.config.slot === model.slot);
   const self = members.find((p) => p.config.id === model.id)?.event;
+  if (self?.tier === "draining") return handedOver(model.id, model.slot, members);
   if (self && isResident(self.tier)) return undefined;
   for (const peer of members) {
     const { config, event } = peer;
@@ -64,4 +69,20 @@ export function slotWait(
     };
   }
   return undefined;
+}
+
+/**
+ * The model's own engine drains while another member, not resident, has requests held: the slot
+ * is being handed to that member (a swap), and the model's requests wait for the slot's policy to
+ * hand it back. Found by a probe: such a request was told only its own wake or start estimate, with
+ * nothing of the slot; past `waitGapMs`, a client that obeyed it began its wait for the slot anew.
+ */
+function handedOver(model: string, slot: string, members: SlotPeer[]): SlotWait | undefined {
+  const target = members.find(
+    (p) => p.config.id !== model && (p.held ?? 0) > 0 && !(p.event && isResident(p.event.tier)),
+  );
+  if (!target) return undefined;
+  return {
+    reason: `its own engine drains to give the slot \`${slot}\` to \`${target.config.id}\` (a swap), and it has the slot again once the slot's policy hands it back (at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within ${formatDuration(waitGapMs)})`,
+  };
 }

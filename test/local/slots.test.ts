@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "vitest";
 import { isResident } from "../../autoscaler/slot-arbiter.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import type { ReplicaEvent, Tier } from "../../lib/replica-event.ts";
-import { chat, metricValue, sharedGpu, simCommand, startWith } from "../helpers/local-snooze.ts";
+import { chat, metricValue, sharedGpu, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 let snooze: LocalSnooze | undefined;
 afterEach(async () => {
@@ -212,6 +212,48 @@ models:
     // Its wait ran on across the pause: past maxWait, b takes the slot from the busy resident.
     const served = await ask("b");
     expect(served.status, await served.clone().text()).toBe(200);
+    expect(await drained).toMatch(/drain_timeout/);
+  });
+});
+
+describe("a slot whose incumbent drains for a swap", () => {
+  test("a request for the incumbent held past its hold budget meanwhile is told it waits for its slot, given to the other member, and to retry within 2 s", async () => {
+    // Found by a probe: it was told only that the model `did not become ready within its hold
+    // budget` and the model's own wake estimate: nothing of the slot, and, for a model whose wake
+    // or start is measured long, a Retry-After past the pause that ends its wait for the slot.
+    const gpu = sharedGpu();
+    snooze = await startWith(`
+slots:
+  gpu0:
+    minResidency: 0s
+    swapCooldown: 0s
+    maxWait: 0s
+    drainTimeout: 5s
+models:
+  a:
+    slot: gpu0
+    holdBudget: 1s
+    command: ${simCommand([...gpu, "--itl", "2s"])}
+  b:
+    slot: gpu0
+    command: ${simCommand(gpu)}
+`);
+    expect((await ask("a")).status).toBe(200);
+    // a streams (a token every 100 ms) when b is asked for: a drains for the swap.
+    const stream = await ask("a", { stream: true, max_tokens: 1_000, ignore_eos: true });
+    const drained = stream.text();
+    const other = ask("b");
+    await until(() => tierOf("a") === "draining", 5_000, "a draining");
+    const refused = await ask("a");
+    expect(refused.status).toBe(503);
+    const { error } = (await refused.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("hold_budget_exceeded");
+    expect(error.message).toMatch(
+      /waits for its slot, as its own engine drains to give the slot `gpu0` to `b`/,
+    );
+    expect(refused.headers.get("retry-after")).toBe("2");
+    expect(error.message).toContain("retry in about 2s");
+    expect((await other).status).toBe(200);
     expect(await drained).toMatch(/drain_timeout/);
   });
 });
