@@ -67,6 +67,28 @@ describe("slotWait while another member stays resident", () => {
       );
   });
 
+  test("a member starting or waking is not interrupted, whatever maxWait: said, with when it is given up", () => {
+    // Found by a probe: a request that had waited past maxWait for a member whose start never
+    // ended was told only that maxWait bounds its wait, while the start held the slot for its
+    // startTimeout.
+    const c = { ...member("c"), startTimeout: 20_000 };
+    expect(
+      slotWait(member("b"), [{ config: c, event: { ...event("c", "starting"), since: 1_000 } }], 4_200),
+    ).toEqual({
+      reason:
+        "the slot `gpu0`'s resident `c` (starting) keeps it until its start under way ends (it is not interrupted, whatever the slot's maxWait; it is given up within 16.8s), then until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within 5s)",
+    });
+    // A wake has its wakeTimeout (2m here).
+    expect(slotWait(member("b"), [{ config: c, event: event("c", "waking") }], 60_000)?.reason).toContain(
+      "until its wake under way ends (it is not interrupted, whatever the slot's maxWait; it is given up within 1m)",
+    );
+    // No timeout to tell (an unlimited startTimeout): only that it is not interrupted.
+    const unlimited = { ...c, startTimeout: Number.POSITIVE_INFINITY };
+    expect(
+      slotWait(member("b"), [{ config: unlimited, event: event("c", "starting") }], 0)?.reason,
+    ).toContain("until its start under way ends (it is not interrupted, whatever the slot's maxWait), then");
+  });
+
   test("the retry every slot wait is told comes within the pause that ends a member's wait", () => {
     // A client that obeys it keeps the model's place: one told its own start (10 s unmeasured), or
     // the leaving resident's drain and sleep timeouts, waited anew each time, or came back after the

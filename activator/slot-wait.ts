@@ -5,7 +5,8 @@ import { waitGapMs } from "../lib/slot-line.ts";
 
 /** Another member of a model's slot, as the activator knows it: its settings and its latest event. */
 export interface SlotPeer {
-  config: Pick<ModelConfig, "id" | "slot" | "sleep" | "wakeTimeout">;
+  config: Pick<ModelConfig, "id" | "slot" | "sleep" | "wakeTimeout"> &
+    Partial<Pick<ModelConfig, "startTimeout">>;
   event?: ReplicaEvent;
   /** Requests held for it in this activator. */
   held?: number;
@@ -48,7 +49,7 @@ export function slotWait(
     const slot = `the slot \`${model.slot}\`'s resident \`${config.id}\``;
     if (event.tier !== "draining")
       return {
-        reason: `${slot} (${event.tier}) keeps it until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within ${formatDuration(waitGapMs)})`,
+        reason: `${slot} (${event.tier}) keeps it ${activationLeft(config, event, now)}until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within ${formatDuration(waitGapMs)})`,
       };
     const drainEnd = event.endsAt ?? event.since;
     if (!config.sleep) return { reason: `${slot} is still draining and stopping` };
@@ -85,4 +86,21 @@ function handedOver(model: string, slot: string, members: SlotPeer[]): SlotWait 
   return {
     reason: `its own engine drains to give the slot \`${slot}\` to \`${target.config.id}\` (a swap), and it has the slot again once the slot's policy hands it back (at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within ${formatDuration(waitGapMs)})`,
   };
+}
+
+/**
+ * A resident starting or waking is not interrupted, whatever the slot's maxWait: it keeps the slot
+ * until it is ready (then the policy decides) or its activation is given up at its `startTimeout`
+ * (`wakeTimeout`). Found by a probe: a request that had waited past maxWait for a member whose start
+ * never ended was told only that maxWait bounds its wait.
+ */
+function activationLeft(config: SlotPeer["config"], event: ReplicaEvent, now: number): string {
+  if (event.tier !== "starting" && event.tier !== "waking") return "";
+  const verb = event.tier === "starting" ? "start" : "wake";
+  const timeout = event.tier === "starting" ? config.startTimeout : config.wakeTimeout;
+  const bound =
+    timeout !== undefined && Number.isFinite(timeout)
+      ? `; it is given up within ${formatDuration(Math.max(0, event.since + timeout - now))}`
+      : "";
+  return `until its ${verb} under way ends (it is not interrupted, whatever the slot's maxWait${bound}), then `;
 }

@@ -257,3 +257,37 @@ models:
     expect(await drained).toMatch(/drain_timeout/);
   });
 });
+
+describe("a slot whose resident's start does not end", () => {
+  test("a request for the other member held past its hold budget is told the start is not interrupted and when it is given up", async () => {
+    // Found by a probe: past the slot's maxWait it was told that maxWait bounds its wait, while a
+    // start is never interrupted and held the slot until its startTimeout.
+    const gpu = sharedGpu();
+    snooze = await startWith(`
+slots:
+  gpu0:
+    maxWait: 1s
+models:
+  a:
+    slot: gpu0
+    holdBudget: 2s
+    command: ${simCommand(gpu)}
+  b:
+    slot: gpu0
+    startTimeout: 30s
+    holdBudget: 1s
+    command: ${simCommand([...gpu, "--fault-never-ready"])}
+`);
+    const starting = ask("b");
+    await until(() => tierOf("b") === "starting", 5_000, "b starting");
+    const refused = await ask("a");
+    expect(refused.status).toBe(503);
+    const { error } = (await refused.json()) as { error: { code: string; message: string } };
+    expect(error.code).toBe("hold_budget_exceeded");
+    expect(error.message).toMatch(
+      /the slot `gpu0`'s resident `b` \(starting\) keeps it until its start under way ends \(it is not interrupted, whatever the slot's maxWait; it is given up within 2\d(\.\d)?s\)/,
+    );
+    expect(refused.headers.get("retry-after")).toBe("2");
+    expect((await starting).status).toBe(503);
+  });
+});
