@@ -864,7 +864,7 @@ export class ModelController {
       address: record?.replica.address,
       tier: record?.tier ?? "cold",
       // Told again, not changed: a cold model stays cold since its last replica left (found by a
-      // probe: \`since: now\` showed a swap's target cold for as long as the swap had run).
+      // probe: `since: now` showed a swap's target cold for as long as the swap had run).
       since: record?.since ?? this.coldSince,
       ...traceContext,
       ...(backoffEnded !== undefined ? { retryAt: backoffEnded } : {}),
