@@ -29,6 +29,9 @@ export function forward(
           ...headers,
           ...(chain ? { "x-forwarded-for": chain } : {}),
           ...request.extraHeaders,
+          // Hold progress has answered already, uncompressed: the engine's bytes go into that
+          // stream, so they must come uncompressed too, whatever the client accepts.
+          ...(res.headersSent ? { "accept-encoding": "identity" } : {}),
           "content-length": String(request.body.length),
         } as Record<string, string>,
         body: request.body.length > 0 ? request.body : undefined,

@@ -1,6 +1,8 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { Dispatcher } from "undici";
+import { clip } from "../lib/clip.ts";
 import { timerValue } from "../lib/duration.ts";
+import { contentCoding } from "../lib/http/content-encoding.ts";
 import { noteErrorCode, sendError } from "../lib/http/json.ts";
 import { doneEnd, endWithEvent, eventsEnd, maxHeldEventBytes } from "../lib/http/sse.ts";
 import { closeUntakenTail, watchUntaken } from "../lib/http/untaken.ts";
@@ -143,6 +145,11 @@ export class Relay implements Dispatcher.DispatchHandler {
   /** The head that went out declared a length: nothing may follow the engine's bytes. */
   private sizedOut = false;
   /**
+   * The answer is compressed (`Content-Encoding`), passed on as it came: Snooze can neither find
+   * its events nor add one (an error event in plain text inside gzip bytes is garbage to the client).
+   */
+  private compressed = false;
+  /**
    * The client's answer ended with the engine's `data: [DONE]`: after it an OpenAI stream is over,
    * and nothing more is passed on. Armed to give the engine's request up if it does not end.
    */
@@ -205,9 +212,21 @@ export class Relay implements Dispatcher.DispatchHandler {
     // it would go out as the client's final status and the answer after it would be lost.
     if (status < 200) return;
     const { res, request } = this;
+    const encoding = contentCoding(headers["content-encoding"] as string | undefined);
+    // Hold progress answered already, uncompressed, and asked the engine for identity (proxy.ts):
+    // compressed bytes cannot go into that stream, and a success is not read whole to decode it.
+    if (res.headersSent && status === 200 && encoding !== undefined) {
+      controller.abort(new CompressedIntoStream(encoding));
+      return;
+    }
     this.status = status;
     this.contentType = String(headers["content-type"] ?? "");
-    this.events = status === 200 && this.contentType.toLowerCase().includes("text/event-stream");
+    // A compressed stream is passed on as it comes: its events' ends are not in its bytes (before,
+    // looked for there, the whole stream was held back until it ended; found by an outside tester).
+    this.events =
+      status === 200 &&
+      encoding === undefined &&
+      this.contentType.toLowerCase().includes("text/event-stream");
     request.tap?.response(status, this.contentType);
     request.onResponse();
     if (res.headersSent) {
@@ -229,6 +248,7 @@ export class Relay implements Dispatcher.DispatchHandler {
       }
       return;
     }
+    this.compressed = encoding !== undefined;
     const out = endToEnd(headers);
     // With --allowed-origins the browser sees Snooze's CORS answer (server.ts), not the engine's too.
     if (res.hasHeader("access-control-allow-origin")) replaceEngineCors(out);
@@ -412,7 +432,8 @@ export class Relay implements Dispatcher.DispatchHandler {
     // An event too long to hold went out in part: a blank line ends it, so the error event that
     // follows is an event of its own (found by an outside tester).
     if (this.midEvent && !this.res.writableEnded && !this.res.destroyed) this.res.write("\n\n");
-    this.finish(failed(this.res, this.abortReason, this.status, this.contentType, error, this.sizedOut));
+    const sealed = this.sizedOut || this.compressed;
+    this.finish(failed(this.res, this.abortReason, this.status, this.contentType, error, sealed));
   }
 }
 
@@ -423,7 +444,7 @@ function failed(
   status: number,
   contentType: string,
   error: Error,
-  sized: boolean,
+  sealed: boolean,
 ): ForwardOutcome {
   const ended = abortReason instanceof EndedEarly ? abortReason : undefined;
   if (abortReason && !ended) return { kind: "aborted" };
@@ -449,23 +470,38 @@ function failed(
   // event's code, or the cut's), as it does a 5xx (found by an outside tester: an engine that died
   // mid-stream left a server span with no error at all, only its CLIENT span said so).
   noteErrorCode(res, answer.body);
-  endBroken(res, status === 0 ? "text/event-stream" : contentType, answer.body, error, sized);
+  endBroken(res, status === 0 ? "text/event-stream" : contentType, answer.body, error, sealed);
   return { kind: "failed", status: status || 200, reason, error };
 }
 
-/** An SSE client gets a final error event it can show; anything else sees the connection end early. */
+/**
+ * An SSE client gets a final error event it can show; anything else sees the connection end early.
+ * `sealed`: nothing may be added to what went out (it declared a length, or it is compressed).
+ */
 function endBroken(
   res: ServerResponse,
   contentType: string,
   body: OpenAIErrorBody,
   error: Error,
-  sized: boolean,
+  sealed: boolean,
 ): void {
   if (res.writableEnded || res.destroyed) return;
   // Not past a declared length (an error answer labelled SSE, sized): the client would wait for
-  // the rest of the declared bytes for ever.
-  if (contentType.includes("text/event-stream") && !sized) endWithEvent(res, JSON.stringify(body));
+  // the rest of the declared bytes for ever. Nor in plain text inside compressed bytes.
+  if (contentType.includes("text/event-stream") && !sealed) endWithEvent(res, JSON.stringify(body));
   else res.destroy(error);
+}
+
+/**
+ * A success the engine compressed though asked for identity, into a stream hold progress opened:
+ * told as an `upstream_error` event rather than passed on as bytes the client cannot read.
+ */
+class CompressedIntoStream extends Error {
+  constructor(coding: string) {
+    super(
+      `the engine answered compressed (Content-Encoding: ${clip(coding, 40)}) though it was asked for identity, into a stream already open`,
+    );
+  }
 }
 
 /**
