@@ -20,6 +20,7 @@ import {
   EndedEarly,
   errorAnswer,
   failureReason,
+  InterimOnly,
   isHttpStatus,
   NotHttpStatus,
   type UpstreamFailure,
@@ -154,6 +155,10 @@ export class Relay implements Dispatcher.DispatchHandler {
    * and nothing more is passed on. Armed to give the engine's request up if it does not end.
    */
   private afterDone?: NodeJS.Timeout;
+  /** When the forward began: the engine's `firstByteTimeout` counts from here. */
+  private readonly startedAt = performance.now();
+  /** Armed at the first interim answer, which restarts undici's own headers timeout. */
+  private interimWait?: NodeJS.Timeout;
   /** Stops the watch armed while the client does not take the answer (its socket's buffer full). */
   private unwatchStall: () => void = () => {};
   private readonly unregister: () => void;
@@ -183,6 +188,7 @@ export class Relay implements Dispatcher.DispatchHandler {
   private finish(outcome: ForwardOutcome): void {
     this.unwatchStall();
     clearTimeout(this.afterDone);
+    clearTimeout(this.interimWait);
     this.unregister();
     this.res.off("close", this.onClose);
     this.res.off("drain", this.resume);
@@ -210,7 +216,11 @@ export class Relay implements Dispatcher.DispatchHandler {
     }
     // An interim answer (103 Early Hints): the answer itself follows on the same request. Passed on,
     // it would go out as the client's final status and the answer after it would be lost.
-    if (status < 200) return;
+    if (status < 200) {
+      this.keepFirstByteClock(controller);
+      return;
+    }
+    clearTimeout(this.interimWait);
     const { res, request } = this;
     const encoding = contentCoding(headers["content-encoding"] as string | undefined);
     // Hold progress answered already, uncompressed, and asked the engine for identity (proxy.ts):
@@ -275,6 +285,17 @@ export class Relay implements Dispatcher.DispatchHandler {
       res.writeHead(status, out);
       res.flushHeaders();
     } else this.sizedHead = out;
+  }
+
+  /**
+   * An interim answer came: undici's headers timeout starts again with each, so the engine's
+   * `firstByteTimeout` is kept from the forward's start here, until the answer's head.
+   */
+  private keepFirstByteClock(controller: Dispatcher.DispatchController): void {
+    const timeoutMs = this.request.firstByteTimeoutMs;
+    if (this.interimWait || timeoutMs <= 0) return;
+    const leftMs = Math.max(0, timeoutMs - (performance.now() - this.startedAt));
+    this.interimWait = setTimeout(() => controller.abort(new InterimOnly()), leftMs);
   }
 
   /** The sized answer's head, now that its body comes (or it ended). */

@@ -171,6 +171,19 @@ const notHttp = (why: string | undefined) => `the engine's answer is not valid H
  */
 export const isHttpStatus = (status: number): boolean => status >= 100 && status <= 599;
 
+/**
+ * The engine sent interim answers (1xx: 102 Processing, 103 Early Hints) and no answer within the
+ * model's `firstByteTimeout` of dispatch. undici starts its headers timeout again at each interim
+ * answer, so an engine (or a proxy before it) that sends them now and then held the request for as
+ * long as it kept on (found by an outside tester). Told as that timeout: the code is undici's.
+ */
+export class InterimOnly extends Error {
+  readonly code = "UND_ERR_HEADERS_TIMEOUT";
+  constructor() {
+    super("The engine sent only interim answers (1xx) within the model's firstByteTimeout");
+  }
+}
+
 /** The error a forward whose engine answered a status HTTP does not have ends with (`isHttpStatus`). */
 export class NotHttpStatus extends Error {
   constructor(status: number) {

@@ -258,6 +258,67 @@ describe("interim answers", () => {
   });
 });
 
+describe("interim answers do not stop the clock (found by an outside tester: an engine sending 103 or 102 Processing every few milliseconds held the request past firstByteTimeout, for as long as it kept on)", () => {
+  /** An engine that sends `interim` every 20 ms and never a final answer. */
+  async function interimEngine(interim: string) {
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () => {
+        const timer = setInterval(() => socket.write(interim), 20);
+        socket.once("close", () => clearInterval(timer));
+      }),
+    );
+    cleanups.push(() => engine.close());
+    return engine;
+  }
+
+  for (const interim of [
+    "HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n",
+    "HTTP/1.1 102 Processing\r\n\r\n",
+  ]) {
+    test(`${interim.slice(9, 12)} over and over, never an answer → 504 upstream_timeout at firstByteTimeout, the engine's connection closed`, async () => {
+      const engine = await interimEngine(interim);
+      const snooze = await activatorFor(engine.address, { firstByteTimeout: 400 });
+      const response = await post(snooze);
+      expect(response.status).toBe(504);
+      expect(response.headers.get("x-should-retry")).toBe("false");
+      expect((await errorOf(response)).code).toBe("upstream_timeout");
+      await until(() => engine.connections.size === 0, 2_000, "the engine's connection to close");
+      expect(await upstreamErrors(snooze, "first-byte-timeout")).toBe(1);
+      expect(metricValue(await snooze.registry.metrics(), "snooze_in_flight_requests", { model: "m" })).toBe(
+        0,
+      );
+    });
+  }
+
+  test("into a stream hold progress opened: the upstream_timeout error event, then [DONE]", async () => {
+    const engine = await interimEngine("HTTP/1.1 103 Early Hints\r\n\r\n");
+    const events = await eventsAfterProgress(engine.address, { firstByteTimeout: 400 });
+    expect(events[0]).toMatch(/^: /);
+    expect(JSON.parse(events.at(-2)!.slice("data: ".length)).error).toMatchObject({
+      code: "upstream_timeout",
+    });
+    expect(events.at(-1)).toBe("data: [DONE]");
+  });
+
+  test("interim answers, then the answer within firstByteTimeout: the answer", async () => {
+    const answer = JSON.stringify({ object: "chat.completion", choices: [] });
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () => {
+        socket.write("HTTP/1.1 102 Processing\r\n\r\n");
+        socket.write("HTTP/1.1 103 Early Hints\r\n\r\n");
+        socket.write(
+          `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${answer.length}\r\n\r\n${answer}`,
+        );
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address, { firstByteTimeout: 5_000 });
+    const response = await post(snooze);
+    expect(response.status).toBe(200);
+    expect(await response.text()).toBe(answer);
+  });
+});
+
 describe("the engine stops in the middle of an answer", () => {
   test("an SSE stream that goes quiet ends with an SSE error event after idleTimeout", async () => {
     const engine = await rawEngine((socket) =>
