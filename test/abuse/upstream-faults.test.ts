@@ -820,6 +820,46 @@ describe("the engine refuses a request (no hold progress): its error answer as t
   });
 });
 
+describe("an engine that answers before it has read the whole request body, and reads no more of it", () => {
+  test("each request gets the engine's answer: the connection left with an unsent body is not used again (found by an outside tester: the next request was written behind 8 MB the engine never read, and waited out firstByteTimeout for a 504 that said not to retry)", async () => {
+    const refusal = JSON.stringify({
+      error: { message: "request too large", type: "BadRequestError", code: 413 },
+    });
+    let seen = 0;
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () => {
+        seen++;
+        socket.write(
+          `HTTP/1.1 413 Payload Too Large\r\ncontent-type: application/json\r\ncontent-length: ${refusal.length}\r\n\r\n${refusal}`,
+        );
+        // Reads nothing more: the rest of the body stays in the kernel's buffers and Snooze's.
+        socket.pause();
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await startActivator(
+      { holdBudget: 5_000, concurrency: 1, firstByteTimeout: 3_000 },
+      { maxBodySize: 32 << 20, maxHeldBytes: 64 << 20 },
+    );
+    cleanups.push(() => snooze.close());
+    snooze.plane.readyAt("m", engine.address);
+    const body = chatBody({ messages: [{ role: "user", content: "x".repeat(8 << 20) }] });
+    for (let i = 0; i < 3; i++) {
+      const response = await post(snooze, body);
+      expect(response.status).toBe(413);
+      expect(await response.json()).toEqual(JSON.parse(refusal));
+    }
+    expect(seen).toBe(3);
+    expect(await upstreamErrors(snooze, "first-byte-timeout")).toBe(0);
+    await until(
+      async () =>
+        metricValue(await snooze.registry.metrics(), "snooze_in_flight_requests", { model: "m" }) === 0,
+      2_000,
+      "nothing in flight",
+    );
+  });
+});
+
 describe("Expect: 100-continue", () => {
   async function echoEngine() {
     const seen: Record<string, string | string[] | undefined>[] = [];
