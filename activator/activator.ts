@@ -921,7 +921,14 @@ export class Activator {
       outcome = await forward(req, res, backend, {
         path,
         body,
-        extraHeaders: { ...appended, ...call.headers },
+        extraHeaders: {
+          ...appended,
+          ...call.headers,
+          // Its id is read from the answer's first bytes (below), which compressed say nothing:
+          // the engine is asked for them as they are (found by an outside tester: the retrieve of
+          // a response an engine had gzipped for a client's Accept-Encoding was a 404).
+          ...(path === "/v1/responses" ? { "accept-encoding": "identity" } : {}),
+        },
         // A new response's id is learned from its answer, for its retrieve and cancel.
         tap:
           path === "/v1/responses"

@@ -179,3 +179,34 @@ describe("compressed answers", () => {
     }
   });
 });
+
+describe("a new response's answer, whose id Snooze reads for its retrieve", () => {
+  test("the engine is asked for identity, so the id is learned and the retrieve reaches it (before: compressed, the id went unread and the retrieve was a 404)", async () => {
+    const made = { id: "resp_abc123", object: "response", status: "completed", output: [] };
+    const asked: (string | undefined)[] = [];
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      asked.push(req.headers["accept-encoding"]);
+      const body = JSON.stringify(made);
+      if (/gzip/.test(String(req.headers["accept-encoding"]))) {
+        res.writeHead(200, { "content-type": "application/json", "content-encoding": "gzip" });
+        res.end(gzipSync(body));
+      } else {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(body);
+      }
+    });
+    cleanups.push(() => engine.server.close());
+    const snooze = await startActivator({ holdBudget: 2_000 });
+    cleanups.push(() => snooze.close());
+    snooze.plane.readyAt("m", engine.address);
+    // OpenAI's Node client sends Accept-Encoding: gzip (its fetch does).
+    const client = new OpenAI({ baseURL: `${snooze.url}/v1`, apiKey: "none", maxRetries: 0 });
+    const created = await client.responses.create({ model: "m", input: "hi" });
+    expect(created.id).toBe(made.id);
+    const retrieved = await client.responses.retrieve(made.id);
+    expect(retrieved.id).toBe(made.id);
+    expect(asked).toHaveLength(2);
+    expect(asked[0]).toBe("identity");
+  });
+});
