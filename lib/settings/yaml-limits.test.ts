@@ -66,4 +66,22 @@ describe("YAML the settings do not take", () => {
       priority: 3,
     });
   });
+  test("a key a million characters long, or tens of thousands of unknown keys, is refused at once", () => {
+    // Found by an outside tester: each unknown key was compared, letter by letter, with every known
+    // key to suggest the one meant, in a table of its length times theirs: one explicit key (`? s…`)
+    // of a million characters took 27 s and 900 MB to be refused, 30,000 keys of some 25 letters 23 s.
+    const long = "s".repeat(1_000_000);
+    expect(problemsOf(withModel(`? ${long}\n: 1`))).toEqual([
+      { key: `models.qwen.${long}`, line: 4, column: 7, message: `unknown key "${long}"` },
+    ]);
+    const many = Array.from({ length: 30_000 }, (_, i) => `${"v".repeat(3 + (i % 40))}z${i}: 1`);
+    const problems = problemsOf(withModel(many.join("\n")));
+    expect(problems).toHaveLength(many.length);
+    expect(problems.at(-1)).toMatchObject({ line: 4 + many.length - 1, column: 5 });
+    // A near key is still suggested, beside the long ones.
+    expect(problemsOf(withModel(`? ${"x".repeat(5000)}\n: 1\nsleepAftr: 1m`)).map((p) => p.message)).toEqual([
+      `unknown key "${"x".repeat(5000)}"`,
+      'unknown key "sleepAftr"; did you mean "sleepAfter"?',
+    ]);
+  });
 });
