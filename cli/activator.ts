@@ -13,7 +13,7 @@ import { undici } from "../lib/undici.ts";
 import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
 import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
-import { durationValue, listenFailure, listenFlags, portValue } from "./flags.ts";
+import { durationValue, hostValue, listenFailure, listenFlags, portValue } from "./flags.ts";
 import { httpUrlValue, identityValue, kubeClientFrom, kubeFlags } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
@@ -61,8 +61,9 @@ export const activatorCommand: Command = {
     // (some milliseconds) would hold the first activation's requests that much longer (lib/undici.ts).
     undici();
     const port = portValue(values, "port", { fetched: true });
+    const host = hostValue(values);
     const grace = durationValue(values, "shutdown-grace");
-    const adminToken = serverAdminToken(values, String(values.host));
+    const adminToken = serverAdminToken(values, host);
     const allowedOrigins = allowedOriginsValue(values);
     const statsIntervalMs = durationValue(values, "stats-interval", { positive: true });
     const identity = identityValue(values, () => `${hostname()}-${process.pid}`);
@@ -151,9 +152,9 @@ export const activatorCommand: Command = {
     });
     let listening: Awaited<ReturnType<typeof listenActivator>>;
     try {
-      listening = await listenActivator(server, { port, host: String(values.host) });
+      listening = await listenActivator(server, { port, host });
     } catch (error) {
-      throw listenFailure(error, String(values.host), port) ?? error;
+      throw listenFailure(error, host, port) ?? error;
     }
     log.info("listening", { address: listening.address, models: [...activator.routes.keys()] });
     await untilStopSignal(log, "shutting down", { graceMs: grace });

@@ -18,7 +18,7 @@ import { maxPemFileBytes, readSmallFileSync } from "../lib/small-file.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import { undici } from "../lib/undici.ts";
 import type { Command } from "./command.ts";
-import { durationValue, listenFailure, listenFlags, portValue } from "./flags.ts";
+import { durationValue, hostValue, listenFailure, listenFlags, portValue } from "./flags.ts";
 import { httpUrlValue, identityValue, kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
@@ -132,6 +132,7 @@ export const autoscalerCommand: Command = {
     // undici's dispatchers now, not at the first engine call, which may be a wake (lib/undici.ts).
     undici();
     const port = portValue(values, "port", { fetched: true });
+    const host = hostValue(values);
     const grpcPort = portValue(values, "grpc-port");
     // Said before connecting anywhere, rather than as the second listen's port in use.
     if (grpcPort === port && port !== 0)
@@ -206,10 +207,10 @@ export const autoscalerCommand: Command = {
       authenticate: (token) => reviewer.check(token),
     });
     try {
-      server.listen(port, String(values.host));
+      server.listen(port, host);
       await once(server, "listening");
     } catch (error) {
-      throw listenFailure(error, String(values.host), port) ?? error;
+      throw listenFailure(error, host, port) ?? error;
     }
     const actualPort = (server.address() as AddressInfo).port;
     const address =
@@ -227,11 +228,11 @@ export const autoscalerCommand: Command = {
     });
     let boundGrpcPort: number;
     try {
-      boundGrpcPort = await scaler.listen(String(values.host), grpcPort, grpcTls);
+      boundGrpcPort = await scaler.listen(host, grpcPort, grpcTls);
     } catch (error) {
       // Every error of gRPC's bind is the port's: said in one line, whatever it is.
       throw (
-        listenFailure(error, String(values.host), grpcPort, "--grpc-port") ??
+        listenFailure(error, host, grpcPort, "--grpc-port") ??
         new CommandFailure(`cannot listen on --grpc-port ${grpcPort}: ${(error as Error).message}`)
       );
     }

@@ -132,3 +132,21 @@ test("a port is decimal digits, 1 to 65535 (0: any free port): not hex, an expon
     expect(output.join("\n")).toContain("the settings file is not valid");
   }
 });
+
+test("every server command refuses an empty --host, and brackets around what is not an IPv6 address: exit 2", async () => {
+  // `--host "$HOST"` with HOST unset listened on every interface; `[::1]` is taken as `::1`.
+  for (const name of ["serve", "activator", "autoscaler", "webhooks"]) {
+    const command = await commands.find((entry) => entry.name === name)!.load();
+    for (const [host, said] of [
+      ["", '--host is empty: name the address to listen on (127.0.0.1; 0.0.0.0 or "::" for every interface)'],
+      [
+        "[127.0.0.1]",
+        "--host [127.0.0.1]: only an IPv6 address is written in brackets (as in a URL), not 127.0.0.1",
+      ],
+    ]) {
+      output = [];
+      expect(await main([name, "--host", host!, ...goNowhere(command.flags, command.positionals)])).toBe(2);
+      expect(output[0]).toBe(`snooze ${name}: ${said}`);
+    }
+  }
+});

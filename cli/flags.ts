@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { CommandFailure, type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { formatDuration, longestTimer, maxTimerMs, parseDuration } from "../lib/duration.ts";
 
@@ -12,6 +13,28 @@ export function listenFlags(defaultPort: number): Record<"host" | "port", Flag> 
       description: "port to listen on (0: any free port)",
     },
   };
+}
+
+/**
+ * The value of `--host`, or a usage error naming it. An IPv6 address may be written in brackets, as
+ * a URL writes it (`[::1]`), and is taken without them: the loopback check read `[::1]` as `::1`, and
+ * the listen then looked the bracketed name up (`getaddrinfo ENOTFOUND [::1]`, exit 1; found by an
+ * outside tester). Empty is refused: Node listens on every interface for it, which nobody writing
+ * `--host "$HOST"` with HOST unset meant (and the URL logged was `http://:8080`).
+ */
+export function hostValue(values: FlagValues): string {
+  const text = String(values.host);
+  if (text === "")
+    throw new UsageError(
+      '--host is empty: name the address to listen on (127.0.0.1; 0.0.0.0 or "::" for every interface)',
+    );
+  const bracketed = /^\[(.*)\]$/.exec(text)?.[1];
+  if (bracketed === undefined) return text;
+  if (isIP(bracketed) !== 6)
+    throw new UsageError(
+      `--host ${text}: only an IPv6 address is written in brackets (as in a URL), not ${bracketed || '""'}`,
+    );
+  return bracketed;
 }
 
 /**

@@ -12,7 +12,7 @@ import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
 import type { Command } from "./command.ts";
 import { watchConfigFile } from "./config-watch.ts";
 import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
-import { durationValue, listenFlags, portValue } from "./flags.ts";
+import { durationValue, hostValue, listenFlags, portValue } from "./flags.ts";
 import { ListenError, startLocalSnooze } from "./local-snooze.ts";
 import {
   releaseEarlyStopSignals,
@@ -61,14 +61,21 @@ export const serveCommand: Command = {
   },
   async run(values) {
     const port = portValue(values, "port", { fetched: true });
+    const host = hostValue(values);
     const grace = durationValue(values, "shutdown-grace");
     const stopGrace = durationValue(values, "stop-grace");
     // `--state-dir "$DIR"` with DIR unset names no directory: taken as written, it was the working
     // directory, which got learning.json and the engine records (found by an outside tester).
     if (values["state-dir"] === "")
       throw new UsageError("--state-dir is empty: name a directory, or leave the flag out for the default");
+    // As `--state-dir`: `--config "$FILE"` with FILE unset named no file, and was said as one
+    // (`: (top level): cannot read the file: ENOENT ... stat ''`).
+    if (values.config === "")
+      throw new UsageError(
+        "--config is empty: name the settings file, or leave the flag out for snooze.yaml",
+      );
     const stateDir = typeof values["state-dir"] === "string" ? values["state-dir"] : defaultStateDir();
-    const adminToken = serverAdminToken(values, String(values.host));
+    const adminToken = serverAdminToken(values, host);
     const allowedOrigins = allowedOriginsValue(values);
     const log = createLogger({ component: "serve" });
     // Found out at start, not at the shutdown's first write (found by an outside tester: `--state-dir
@@ -148,7 +155,7 @@ export const serveCommand: Command = {
         snooze = await startLocalSnooze({
           config,
           log,
-          host: String(values.host),
+          host,
           port,
           adminToken,
           allowedOrigins,

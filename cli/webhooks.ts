@@ -4,7 +4,7 @@ import { byteSize } from "../lib/settings/index.ts";
 import { serviceAccountNamespace } from "../webhooks/slot-residency.ts";
 import { startWebhooks } from "../webhooks/webhooks.ts";
 import type { Command } from "./command.ts";
-import { durationValue, listenFailure, portValue } from "./flags.ts";
+import { durationValue, hostValue, listenFailure, portValue } from "./flags.ts";
 import { kubeClientFrom } from "./kube-flags.ts";
 import { untilStopSignal } from "./signals.ts";
 
@@ -147,6 +147,7 @@ export const webhooksCommand: Command = {
   },
   async run(values) {
     const port = portValue(values);
+    const host = hostValue(values);
     const maxBody = byteSize.safeParse(String(values["max-body-size"]));
     if (!maxBody.success || maxBody.data < 1)
       throw new UsageError(
@@ -179,7 +180,7 @@ export const webhooksCommand: Command = {
     const { client, source } = await kubeClientFrom(values);
     log.info("starting", { server: client.server, credentials: source });
     const webhooks = await startWebhooks({
-      host: String(values.host),
+      host,
       port,
       reusePort: values["reuse-port"] === true,
       client,
@@ -208,7 +209,7 @@ export const webhooksCommand: Command = {
       decisionTimeoutMs,
       log,
     }).catch((error: unknown) => {
-      throw listenFailure(error, String(values.host), port) ?? error;
+      throw listenFailure(error, host, port) ?? error;
     });
     await untilStopSignal(log, "shutting down", { graceMs: grace });
     await webhooks.close(grace);

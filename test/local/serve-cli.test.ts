@@ -136,6 +136,40 @@ describe("snooze serve as a process", () => {
     expect(readdirSync(cwd)).toEqual([]);
   });
 
+  test("--host [::1] (an IPv6 address as a URL writes it) listens on ::1; an empty --host or --config exits 2", async () => {
+    // Found by an outside tester: `--host [::1]` passed the loopback check, then the listen looked
+    // the bracketed name up (`cannot listen on [[::1]]:8080: getaddrinfo ENOTFOUND [::1]`, exit 1);
+    // `--host ""` listened on every interface and logged `http://:8080`; `--config ""` was
+    // `: (top level): cannot read the file: ENOENT ... stat ''`.
+    const file = writeConfig(`models:\n  fast:\n    command: ${simCommand([], 1)}\n`);
+    const run = serveProcess(file, ["--host", "[::1]"]);
+    children.push(run.child);
+    const url = await run.url;
+    expect(url).toMatch(/^http:\/\/\[::1\]:\d+$/);
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    for (const [args, said] of [
+      [
+        ["--host", ""],
+        'snooze serve: --host is empty: name the address to listen on (127.0.0.1; 0.0.0.0 or "::" for every interface)',
+      ],
+      [
+        ["--host", "[localhost]"],
+        "snooze serve: --host [localhost]: only an IPv6 address is written in brackets (as in a URL), not localhost",
+      ],
+      [
+        ["--config", ""],
+        "snooze serve: --config is empty: name the settings file, or leave the flag out for snooze.yaml",
+      ],
+    ] as const) {
+      const refused = serveProcess(file, [...args]);
+      children.push(refused.child);
+      expect(await refused.exited).toBe(2);
+      expect(refused.stderr()).toContain(said);
+    }
+  });
+
   test("a missing settings file: exit code 2 naming it", async () => {
     const run = serve("/nonexistent/snooze.yaml");
     expect(await run.exited).toBe(2);
