@@ -1046,6 +1046,22 @@ describe("placeholders in an engine's command and env", () => {
     ]);
   });
 
+  test("an empty program (the command's first entry) is refused where written; an empty argument is fine", () => {
+    // Found by an outside tester: `command: ["", "${PORT}"]` loaded, and every start then failed
+    // with words of Snooze's own process guard: `engine exited (code 2): usage: node
+    // engine-guard.js <grace ms> <command> [args...]`.
+    const problems = problemsOf('models:\n  qwen:\n    command: ["", --port, "${PORT}", ""]\n');
+    expect(problems).toEqual([
+      {
+        key: "models.qwen.command.0",
+        line: 3,
+        column: 15,
+        message:
+          "the program to run (the command's first entry) is empty: name it, as in [vllm, serve, ...] or a path to it",
+      },
+    ]);
+  });
+
   test("${SNOOZE} only as a command argument of its own; a ${ never closed is refused too", () => {
     const problems = problemsOf(
       "models:\n  qwen:\n    command: ['${SNOOZE}', sim, '--port=${PORT}', '${SNOOZE}/x', 'a${']\n    env: {S: '${SNOOZE}'}\n",

@@ -179,7 +179,7 @@ export type ResolvedTierSettings = typeof builtinTierDefaults;
 export const localModel = tierSettings.extend({
   command: z.array(z.string()).min(1).meta({
     description:
-      "The engine's argv; ${PORT}, ${HOST} and ${MODEL} are substituted, and an argument ${SNOOZE} runs this Snooze (for `${SNOOZE} sim`).",
+      "The engine's argv, the program first (it may not be empty); ${PORT}, ${HOST} and ${MODEL} are substituted, and an argument ${SNOOZE} runs this Snooze (for `${SNOOZE} sim`).",
   }),
   env: z.record(z.string(), z.string()).optional().meta({
     description:

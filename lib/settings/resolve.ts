@@ -187,10 +187,15 @@ export function resolveConfig(
     // A NUL cannot pass to a process (its arguments and environment are C strings), nor `=` into
     // a variable's name: the engine could not be started at all (found by an outside tester: such a
     // file loaded, and every start of the model failed).
+    // An empty program was spawned all the same, and the engine's process guard then answered each
+    // start with its own usage line (found by an outside tester).
     for (const [index, arg] of config.command.entries()) {
-      const message = arg.includes("\0")
-        ? "an argument may not hold a NUL character (\\0): no process can be given one"
-        : placeholderProblem(arg, { in: "command" });
+      const message =
+        index === 0 && arg === ""
+          ? "the program to run (the command's first entry) is empty: name it, as in [vllm, serve, ...] or a path to it"
+          : arg.includes("\0")
+            ? "an argument may not hold a NUL character (\\0): no process can be given one"
+            : placeholderProblem(arg, { in: "command" });
       if (message) problems.push({ path: ["models", id, "command", index], message });
     }
     for (const [name, value] of Object.entries(config.env)) {
