@@ -25,7 +25,9 @@ const durationText = z
     message: 'expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"',
     abort: true,
   })
-  .refine((text) => msOf(text) === Number.POSITIVE_INFINITY || msOf(text) <= maxTimerMs, {
+  // `never` is the one Infinity: a duration of more digits than a double holds reads as Infinity
+  // too, and was taken as `never` (found by an outside tester: 400 nines and `s`).
+  .refine((text) => text === "never" || msOf(text) <= maxTimerMs, {
     message: `is too long: at most ${longest}, or "never"`,
   });
 

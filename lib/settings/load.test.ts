@@ -442,6 +442,27 @@ describe("settings that cannot work are refused", () => {
     );
   });
 
+  test("a duration of more digits than a number holds is too long, not never", () => {
+    // Found by an outside tester: 400 nines and `s` are more than a double holds, read as Infinity,
+    // which is what `never` is: `sleepAfter` and `idleTimeout` loaded, turned off.
+    const nines = `${"9".repeat(400)}s`;
+    const problems = problemsOf(withModel(`sleepAfter: ${nines}\nidleTimeout: ${nines}`));
+    expect(problems.map((p) => [p.key, p.message])).toEqual([
+      [
+        "models.qwen.sleepAfter",
+        expect.stringMatching(/^is too long: at most 596h31m23\.647s .*, or "never", not "9{40}/),
+      ],
+      [
+        "models.qwen.idleTimeout",
+        expect.stringMatching(/^is too long: at most 596h31m23\.647s .*, or "never", not "9{40}/),
+      ],
+    ]);
+    expect(problemsOf(`slots:\n  s:\n    maxWait: ${nines}\n${withModel("slot: s")}`)[0]).toMatchObject({
+      key: "slots.s.maxWait",
+      message: expect.stringContaining("is too long"),
+    });
+  });
+
   test('"never" is refused where a step must end, with the reason; kept where it means "do not"', () => {
     for (const key of ["wakeTimeout", "startTimeout", "holdBudget", "drainTimeout"]) {
       const [problem] = problemsOf(withModel(`${key}: never`));
