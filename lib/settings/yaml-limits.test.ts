@@ -84,4 +84,21 @@ describe("YAML the settings do not take", () => {
       'unknown key "sleepAftr"; did you mean "sleepAfter"?',
     ]);
   });
+  test("a list of a hundred thousand items is read, or refused, at once", () => {
+    // Found by an outside tester: every mapping, alias and tagged value was placed in its list by
+    // searching the list for it, so 300,000 empty mappings (`[{}, {}, …]`, a file under 1 MiB that
+    // loads) took 29 s, and 240,000 aliases 14 s to be refused (yaml-paths.test.ts has the search).
+    const list = (item: string, count: number) =>
+      `x-list: [${Array.from({ length: count }, () => item).join(",")}]\n`;
+    expect(parseConfig(withModel("", list("{}", 100_000))).models.size).toBe(1);
+    const missing = problemsOf(withModel("", list("*none", 100_000)));
+    expect(missing).toHaveLength(100_000);
+    expect(missing.at(-1)).toMatchObject({
+      key: "x-list.99999",
+      message: "the alias *none names no anchor (&none) before it",
+    });
+    expect(problemsOf(withModel("", `x-one: &one 1\n${list("*one", 100_000)}`))).toEqual([
+      expect.objectContaining({ key: "x-list.100", message: expect.stringContaining("an alias bomb?") }),
+    ]);
+  });
 });
