@@ -8,6 +8,7 @@ import { fieldAt, keysOf, showValue } from "./allowed-form.ts";
 import { ConfigError, type ConfigProblem, formatProblems, keyPath } from "./config-error.ts";
 import { snoozeFile } from "./file.ts";
 import { type localModel, tierSettings } from "./model.ts";
+import { spelledOut } from "./name-fold.ts";
 import { nestingProblem } from "./nesting.ts";
 import { inPlainWords } from "./plain-words.ts";
 import { resolveConfig, type SnoozeConfig } from "./resolve.ts";
@@ -445,11 +446,15 @@ function unknownKeyMessage(key: string, path: readonly PropertyKey[]): string {
     return `unknown key "${key}" ${inDefaults ? "in defaults" : "at the top level"}: ${engineKeyAdvice[key]}`;
   if (path.length === 0 && Object.hasOwn(tierSettings.shape, key))
     return `unknown key "${key}" at the top level: a model's setting goes under \`defaults:\` (for every model) or under the model, in \`models:\``;
+  // Every known key is plain ASCII: any other character is spelled out, so that a look-alike
+  // (`slееpAfter`, with Cyrillic е) or a character that does not show is seen to differ from the key
+  // suggested (found by an outside tester: the refusal read as one of the very key it suggested).
+  const written = /^[\x20-\x7e]*$/.test(key) ? `"${key}"` : spelledOut(key);
   const near = closestKey(key, keysOf(fieldAt(snoozeFile, path)));
-  if (near) return `unknown key "${key}"; did you mean "${near}"?`;
+  if (near) return `unknown key ${written}; did you mean "${near}"?`;
   if (path.length === 0)
-    return `unknown key "${key}" (a key of your own, such as an anchor to share, starts with "${ownKeyPrefix}")`;
-  return `unknown key "${key}"`;
+    return `unknown key ${written} (a key of your own, such as an anchor to share, starts with "${ownKeyPrefix}")`;
+  return `unknown key ${written}`;
 }
 
 /**

@@ -96,4 +96,18 @@ describe("zod's issues in plain words", () => {
       'unknown key "flavour"',
     ]);
   });
+  test("an unknown key that looks like a known one is spelled out, so the difference shows", () => {
+    // Found by an outside tester: `unknown key "slееpAfter"; did you mean "sleepAfter"?` (two
+    // Cyrillic е) read as a refusal of the very key suggested; a zero-width space did not show at all.
+    expect(
+      problemsOf(withModel("sl\u0435\u0435pAfter: 1m\nwarmup\u200b: true\nflavour: x", "gpu\u00e9: 1\n")).map(
+        (p) => p.message,
+      ),
+    ).toEqual([
+      'unknown key "gpu\\u{E9}" (a key of your own, such as an anchor to share, starts with "x-")',
+      'unknown key "sl\\u{435}\\u{435}pAfter"; did you mean "sleepAfter"?',
+      'unknown key "warmup\\u{200B}"; did you mean "warmup"?',
+      'unknown key "flavour"',
+    ]);
+  });
 });
