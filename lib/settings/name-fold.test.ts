@@ -40,4 +40,48 @@ describe("names that look alike", () => {
     const config = parseConfig(`models:\n  ${nfc}:\n    command: [x, '\${PORT}']\n    aliases: [${nfd}]\n`);
     expect(config.names.get(nfd)).toBe(nfc);
   });
+  test("slot names that differ only in case or Unicode form are refused; a slot named so is said to be near", () => {
+    // Found by an outside tester: `slot: café` (NFC) beside a slot `café` (NFD) was refused as
+    // 'slot "café" is not defined under `slots:` (defined: café)'; two slots `gpu0` and `GPU0`
+    // loaded as two accelerators, so their members could be resident at once on one GPU.
+    const model = (id: string, slot: string) => `  ${id}:\n    command: [x, '\${PORT}']\n    slot: ${slot}\n`;
+    expect(
+      problemsOf(`slots:\n  ${nfd}: {}\n  gpu0: {}\nmodels:\n${model("a", nfc)}${model("b", "GPU0")}`),
+    ).toEqual([
+      {
+        key: "models.a.slot",
+        line: 7,
+        column: 5,
+        message:
+          'slot "caf\\u{E9}" is not defined under `slots:`, but "cafe\\u{301}" is, which differs from it only in Unicode form (they look alike): write the name as the slot is written',
+      },
+      {
+        key: "models.b.slot",
+        line: 10,
+        column: 5,
+        message:
+          'slot "GPU0" is not defined under `slots:`, but "gpu0" is, which differs from it only in case: write the name as the slot is written',
+      },
+    ]);
+    expect(
+      problemsOf(`slots:\n  gpu0: {}\n  GPU0: {}\nmodels:\n${model("a", "gpu0")}${model("b", "GPU0")}`),
+    ).toEqual([
+      {
+        key: "slots.GPU0",
+        line: 3,
+        column: 3,
+        message:
+          'slots "GPU0" and "gpu0" differ only in case: slots are accelerators apart, and names this close would be taken for one; write one name (one slot) or rename one',
+      },
+    ]);
+    expect(
+      problemsOf(`slots:\n  ${nfc}: {}\n  ${nfd}: {}\nmodels:\n${model("a", nfc)}${model("b", nfd)}`),
+    ).toEqual([
+      expect.objectContaining({
+        key: `slots.${nfd}`,
+        message:
+          'slots "cafe\\u{301}" and "caf\\u{E9}" differ only in Unicode form (they are one name in NFKC, with case ignored): slots are accelerators apart, and names this close would be taken for one; write one name (one slot) or rename one',
+      }),
+    ]);
+  });
 });

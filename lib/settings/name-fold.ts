@@ -17,6 +17,26 @@ export function lookAlikeMessage(name: string, other: { name: string; id: string
   return `${spelledOut(name)} and ${spelledOut(other.name)} (model ${spelledOut(other.id)}) differ only in Unicode form (they are one name in NFKC, with case ignored); ids and aliases must differ in more, or they look like one name: write both the same way (one model) or rename one`;
 }
 
+/**
+ * Why slot `name` is refused beside the look-alike slot `other`. Two slots are two accelerators: a
+ * name written twice in two forms would let the members of each be resident at once on what is
+ * one GPU (a case-only difference too: on Kubernetes a Slot's name is lowercase only).
+ */
+export function slotLookAlikeMessage(name: string, other: string): string {
+  return `slots ${spelledOut(name)} and ${spelledOut(other)} differ ${
+    name.toLowerCase() === other.toLowerCase()
+      ? "only in case"
+      : "only in Unicode form (they are one name in NFKC, with case ignored)"
+  }: slots are accelerators apart, and names this close would be taken for one; write one name (one slot) or rename one`;
+}
+
+/** Why a model's `slot` names no slot, when a defined one differs from it only in case or Unicode form. */
+export function nearSlotMessage(slot: string, defined: string): string {
+  return `slot ${spelledOut(slot)} is not defined under \`slots:\`, but ${spelledOut(defined)} is, which differs from it ${
+    slot.toLowerCase() === defined.toLowerCase() ? "only in case" : "only in Unicode form (they look alike)"
+  }: write the name as the slot is written`;
+}
+
 /** A name with every character outside printable ASCII escaped, so look-alikes show how they differ. */
 export function spelledOut(name: string): string {
   return JSON.stringify(name).replace(

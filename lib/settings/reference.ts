@@ -124,7 +124,9 @@ NFKC look like one name (\`café\` written with \`é\` or with \`e\` and a combi
 \`qwen\`), so names are compared in NFKC with case ignored. One model may take \`qwen\` and \`Qwen\` both (or both
 forms of \`café\`), as a request body names it either way. A request that names a model in the other
 canonical form (NFD \`café\` against NFC in the file, or the other way round) reaches it, and its body
-names the model to the engine as the file writes it. \`aliases\` name one model, so they are set per model,
+names the model to the engine as the file writes it. Slot names too must differ in more than case and Unicode form
+(two slots are two accelerators, and names that look like one would let the members of both be resident at once on
+one GPU); a model's \`slot\` that names a slot in another case or form is refused, saying how it is written. \`aliases\` name one model, so they are set per model,
 not in \`defaults:\`; so are \`command\`, \`env\` and \`port\` (each model runs an engine of its own): in \`defaults:\`
 they are refused, saying where they go and how to share one (an anchor under an \`x-\` key, below; a \`command\`
 can write \`\${MODEL}\` for the model's id). A model's setting written at the top level is refused, saying to put it

@@ -1,6 +1,6 @@
 import type { SnoozeFile } from "./file.ts";
 import { builtinTierDefaults, type ResolvedTierSettings } from "./model.ts";
-import { foldedName, lookAlikeMessage } from "./name-fold.ts";
+import { foldedName, lookAlikeMessage, nearSlotMessage, slotLookAlikeMessage } from "./name-fold.ts";
 import { placeholderProblem, placeholdersIn } from "./placeholders.ts";
 import { servedNames, vllmWithoutSleepMode } from "./served-names.ts";
 import { builtinSlotDefaults } from "./slot.ts";
@@ -132,12 +132,24 @@ export function resolveConfig(
   const models = new Map<string, ModelConfig>();
   const names = new Map<string, string>();
   const slots = new Map<string, SlotConfig>();
+  // Slot names that look like one name (see `foldedName`), by that form: the later ones are refused.
+  const slotByFolded = new Map<string, string>();
   for (const [name, slot] of entriesInOrder(file.slots ?? {}, order.slots)) {
     slots.set(name, { ...builtinSlotDefaults, ...defined(slot), name });
+    const first = slotByFolded.get(foldedName(name));
+    if (first === undefined) slotByFolded.set(foldedName(name), name);
+    else problems.push({ path: ["slots", name], message: slotLookAlikeMessage(name, first) });
   }
   const checkSlot = (slot: string | undefined, path: string[]) => {
     if (slot === undefined || slots.has(slot) || wasRefused(["slots", slot])) return;
     if (problems.some((p) => p.path.join("\0") === path.join("\0"))) return;
+    // Named as a defined slot looks (`GPU0` for `gpu0`, `café` in another Unicode form): said so,
+    // as "not defined (defined: café)" read as a contradiction.
+    const near = slotByFolded.get(foldedName(slot));
+    if (near !== undefined) {
+      problems.push({ path, message: nearSlotMessage(slot, near) });
+      return;
+    }
     const known = [...slots.keys()];
     problems.push({
       path,
