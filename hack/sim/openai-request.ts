@@ -11,6 +11,7 @@ import { type JsonFormat, jsonFormat } from "./json-output.ts";
 import { maxLogprobs, simVocabSize } from "./logprobs.ts";
 import { pythonTruthy } from "./python-truthy.ts";
 import { requestFields } from "./request-fields.ts";
+import { checkSamplingParams } from "./sampling-params.ts";
 import { type StopRule, stopStrings } from "./stop-strings.ts";
 import { countChatTokens, countTokens } from "./text.ts";
 import type { ToolUse } from "./tool-call.ts";
@@ -69,7 +70,7 @@ export function parseOpenAIRequest(
   maxModelLen: number,
   toolParser = false,
 ): OpenAIRequest {
-  const { fields, issues, check, checkBool, checkInt } = requestFields(rawBody);
+  const { fields, issues, check, checkBool, checkInt, checkFloat } = requestFields(rawBody);
   // vLLM's checks of the raw body (pydantic "before" validators) run ahead of its schema.
   if (pythonTruthy(fields.stream_options) && !pythonTruthy(fields.stream))
     throw invalidParameter("Stream options can only be defined when `stream=True`.", "stream_options");
@@ -103,6 +104,13 @@ export function parseOpenAIRequest(
       "model_type",
       "Input should be a valid dictionary or instance of StreamOptions",
     );
+  // vLLM's seed is a 64-bit integer (`Field(ge=-2**63, le=2**63 - 1)`).
+  const seed = () => checkInt("seed", { ge: -(2n ** 63n), le: 2n ** 63n - 1n });
+  const samplingExtras = () => {
+    checkInt("top_k");
+    checkFloat("min_p");
+    checkFloat("repetition_penalty");
+  };
   const tail = () => {
     checkBool("include_stop_str_in_output");
     checkBool("ignore_eos");
@@ -112,26 +120,38 @@ export function parseOpenAIRequest(
   if (kind === "chat") {
     prompts = chatPrompt(fields, issues);
     stringField("model");
+    checkFloat("frequency_penalty");
     checkBool("logprobs");
     checkInt("top_logprobs");
-    for (const name of ["max_tokens", "max_completion_tokens", "n", "seed"]) checkInt(name);
+    for (const name of ["max_tokens", "max_completion_tokens", "n"]) checkInt(name);
+    checkFloat("presence_penalty");
+    seed();
     stop();
     checkBool("stream");
     streamOptionsField();
+    checkFloat("temperature");
+    checkFloat("top_p");
     stringField("user");
+    samplingExtras();
     tail();
     checkBool("echo");
   } else {
     stringField("model");
     prompts = completionPrompt(fields, issues);
     checkBool("echo");
+    checkFloat("frequency_penalty");
     checkInt("logprobs");
-    for (const name of ["max_tokens", "n", "seed"]) checkInt(name);
+    for (const name of ["max_tokens", "n"]) checkInt(name);
+    checkFloat("presence_penalty");
+    seed();
     stop();
     checkBool("stream");
     streamOptionsField();
     stringField("suffix");
+    checkFloat("temperature");
+    checkFloat("top_p");
     stringField("user");
+    samplingExtras();
     tail();
   }
   if (issues.length > 0) throw schemaError(issues);
@@ -150,9 +170,8 @@ export function parseOpenAIRequest(
   const output = requestedOutput(kind, fields, maxModelLen);
   checkRequestedOutput(output);
   const budgets = prompts.map((prompt) => outputBudget(prompt.tokens, prompt.fromText, output));
+  checkSamplingParams(fields, budgets);
   const n = (fields.n as number | null | undefined) ?? 1;
-  // vLLM's sampling parameters name no parameter for this one.
-  if (n < 1) throw badRequest(`n must be at least 1, got ${n}.`);
   const logprobs =
     kind === "chat"
       ? laxBool(fields.logprobs) === true

@@ -124,6 +124,8 @@ function pythonValue(value: unknown, quoteStrings = false): string {
   if (value === null || value === undefined) return "None";
   if (value === true) return "True";
   if (value === false) return "False";
+  if (typeof value === "number" && !Number.isFinite(value))
+    return Number.isNaN(value) ? "nan" : value > 0 ? "inf" : "-inf";
   // vLLM's validation handler cuts a long input at 200 characters and says so.
   if (typeof value === "string")
     return quoteStrings

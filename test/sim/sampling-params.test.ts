@@ -1,0 +1,160 @@
+import OpenAI from "openai";
+import { describe, expect, test } from "vitest";
+import { pythonFloat } from "../../hack/sim/lax-float.ts";
+import { laxInt } from "../../hack/sim/lax-int.ts";
+import { post, postJson, sim } from "./helpers.ts";
+
+const messages = [{ role: "user" as const, content: "hi" }];
+
+/** A raw JSON body, so numbers are sent exactly as written (`1e308`, not what JSON.stringify makes of it). */
+async function postRaw(base: string, route: string, body: string) {
+  const response = await post(base, route, undefined, {
+    body,
+    headers: { "content-type": "application/json" },
+  });
+  return { status: response.status, json: (await response.json()) as any };
+}
+
+describe("sampling parameters are checked as vLLM checks them", () => {
+  test("a huge n is vLLM's 400, never a 500: past 64 bits as a float it is the schema's, else past VLLM_MAX_N_SEQUENCES", async () => {
+    const engine = await sim();
+    const client = new OpenAI({ baseURL: `${engine.url}/v1`, apiKey: "none", maxRetries: 0 });
+    for (const create of [
+      () => client.chat.completions.create({ model: "sim-model", messages, n: 1e308 }),
+      () => client.completions.create({ model: "sim-model", prompt: "hi", n: 1e308 }),
+    ]) {
+      const error = await create().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+      const { status, error: body } = error as InstanceType<typeof OpenAI.BadRequestError>;
+      expect(status).toBe(400);
+      expect(body).toEqual({
+        message:
+          "1 validation error:\n  {'type': 'int_parsing_size', 'loc': 'body.n', 'msg': 'Unable to parse input string as an integer, exceeded maximum size', 'input': 1e+308}",
+        type: "Bad Request",
+        param: "body.n",
+        code: 400,
+      });
+    }
+    const tooMany = await postJson(engine.url, "/v1/completions", { prompt: "hi", n: 16_385 });
+    expect(tooMany).toEqual({
+      status: 400,
+      json: {
+        error: {
+          message:
+            "n must be at most 16384, got 16385. To increase this limit, set the VLLM_MAX_N_SEQUENCES environment variable.",
+          type: "BadRequestError",
+          param: null,
+          code: 400,
+        },
+      },
+    });
+    // Written as digits, Python reads an int of any size: the schema takes it, the limit refuses it.
+    const digits = await postRaw(engine.url, "/v1/completions", '{"prompt":"hi","n":100000000000000000000}');
+    expect(digits.status).toBe(400);
+    expect(digits.json.error.message).toMatch(/^n must be at most 16384, got 100000000000000000000\. /);
+    const infinite = await postRaw(engine.url, "/v1/chat/completions", `{"messages":[],"max_tokens":1e400}`);
+    expect(infinite.status).toBe(400);
+    expect(infinite.json.error.message).toContain(
+      "{'type': 'finite_number', 'loc': 'body.max_tokens', 'msg': 'Input should be a finite number', 'input': inf}",
+    );
+    const seed = await postRaw(engine.url, "/v1/completions", '{"prompt":"hi","seed":9223372036854775808}');
+    expect(seed.json.error).toMatchObject({ type: "Bad Request", param: "body.seed" });
+    expect(seed.json.error.message).toContain("'type': 'less_than_equal'");
+    expect(seed.json.error.message).toContain("'ctx': {'le': 9223372036854775807}");
+  });
+
+  test("values sampling cannot use are a 400 BadRequestError with vLLM's message, in vLLM's order", async () => {
+    const engine = await sim();
+    const client = new OpenAI({ baseURL: `${engine.url}/v1`, apiKey: "none", maxRetries: 0 });
+    const refused = async (extra: Record<string, unknown>) => {
+      const error = await client.chat.completions
+        .create({ model: "sim-model", messages, max_tokens: 4, ...extra } as never)
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(error, JSON.stringify(extra)).toBeInstanceOf(OpenAI.BadRequestError);
+      return (error as InstanceType<typeof OpenAI.BadRequestError>).error as Record<string, unknown>;
+    };
+    expect(await refused({ temperature: -1 })).toEqual({
+      message: "temperature must be non-negative, got -1.0. (parameter=temperature, value=-1.0)",
+      type: "BadRequestError",
+      param: "temperature",
+      code: 400,
+    });
+    expect(await refused({ temperature: 2.5 })).toMatchObject({
+      message: "temperature must be in [0, 2], got 2.5. (parameter=temperature, value=2.5)",
+      param: "temperature",
+    });
+    expect(await refused({ top_p: 0 })).toMatchObject({
+      message: "top_p must be in (0, 1], got 0.0. (parameter=top_p, value=0.0)",
+      param: "top_p",
+    });
+    expect(await refused({ presence_penalty: 3 })).toMatchObject({
+      message: "presence_penalty must be in [-2, 2], got 3.0.",
+      param: null,
+    });
+    expect(await refused({ frequency_penalty: -2.5 })).toMatchObject({
+      message: "frequency_penalty must be in [-2, 2], got -2.5.",
+    });
+    expect(await refused({ repetition_penalty: 0 })).toMatchObject({
+      message: "repetition_penalty must be greater than zero, got 0.0.",
+    });
+    expect(await refused({ top_k: -2 })).toMatchObject({
+      message: "top_k must be 0 (disable), or at least 1, got -2.",
+    });
+    expect(await refused({ min_p: 1.5 })).toMatchObject({ message: "min_p must be in [0, 1], got 1.5." });
+    expect(await refused({ min_tokens: 5 })).toMatchObject({
+      message: "min_tokens must be less than or equal to max_tokens=4, got 5.",
+    });
+    expect(await refused({ stop: ["end", ""] })).toMatchObject({
+      message: "stop cannot contain an empty string.",
+    });
+    // n comes first in vLLM's checks, then the penalties, then temperature.
+    expect(await refused({ n: 0, temperature: -1 })).toMatchObject({
+      message: "n must be at least 1, got 0.",
+    });
+    expect(await refused({ presence_penalty: 9, temperature: -1 })).toMatchObject({
+      message: "presence_penalty must be in [-2, 2], got 9.0.",
+    });
+    // A value that is not a number at all is the schema's, named by its place in the body.
+    const hot = await postJson(engine.url, "/v1/completions", { prompt: "hi", temperature: "hot" });
+    expect(hot.json.error).toMatchObject({ type: "Bad Request", param: "body.temperature" });
+    expect(hot.json.error.message).toContain("'type': 'float_parsing'");
+
+    // Values vLLM takes are served: greedy, edges of each range, numbers as strings.
+    for (const extra of [
+      { temperature: 0, top_p: 1, top_k: -1, min_p: 0 },
+      { temperature: 2, presence_penalty: -2, frequency_penalty: 2, repetition_penalty: 1.2 },
+      { temperature: "0.7", top_k: "40", min_tokens: 4, stop: ["x"] },
+    ]) {
+      const answer = await client.chat.completions.create({
+        model: "sim-model",
+        messages,
+        max_tokens: 4,
+        ...extra,
+      } as never);
+      expect(answer.choices).toHaveLength(1);
+    }
+  });
+});
+
+describe("numbers as pydantic and Python read them", () => {
+  test("a float taken as an integer only when whole and within 64 bits; an int literal of any size", () => {
+    expect(laxInt(3.0, true)).toEqual({ ok: true, value: 3 });
+    expect(laxInt(2 ** 62, true)).toEqual({ ok: true, value: 2 ** 62 });
+    expect(laxInt(2 ** 63, true)).toMatchObject({ ok: false, type: "int_parsing_size" });
+    expect(laxInt(-(2 ** 63), true)).toMatchObject({ ok: false, type: "int_parsing_size" });
+    expect(laxInt(2 ** 63, false)).toEqual({ ok: true, value: 2 ** 63 });
+    expect(laxInt(Number.POSITIVE_INFINITY, true)).toMatchObject({ ok: false, type: "finite_number" });
+  });
+
+  test("floats are shown as Python's repr shows them", () => {
+    expect(
+      [-1, 0, 0.5, 1e-7, 2.5e-5, 1e16, 1e20, 123.25, Number.POSITIVE_INFINITY, Number.NaN].map(pythonFloat),
+    ).toEqual(["-1.0", "0.0", "0.5", "1e-07", "2.5e-05", "1e+16", "1e+20", "123.25", "inf", "nan"]);
+  });
+});
