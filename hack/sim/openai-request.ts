@@ -10,7 +10,7 @@ import { checkRequestedOutput, type OutputRequest, outputBudget } from "./contex
 import { type JsonFormat, jsonFormat } from "./json-output.ts";
 import { maxLogprobs, simVocabSize } from "./logprobs.ts";
 import { pythonTruthy } from "./python-truthy.ts";
-import { requestFields } from "./request-fields.ts";
+import { boolIssue, requestFields } from "./request-fields.ts";
 import { checkSamplingParams } from "./sampling-params.ts";
 import { type StopRule, stopStrings } from "./stop-strings.ts";
 import { countChatTokens, countTokens } from "./text.ts";
@@ -97,13 +97,20 @@ export function parseOpenAIRequest(
       "union_type",
       "Input should be a valid string or list of strings",
     );
-  const streamOptionsField = () =>
+  const streamOptionsField = () => {
     check(
       "stream_options",
       (v) => !!v && typeof v === "object" && !Array.isArray(v),
       "model_type",
       "Input should be a valid dictionary or instance of StreamOptions",
     );
+    const options = fields.stream_options;
+    if (!options || typeof options !== "object" || Array.isArray(options)) return;
+    for (const name of ["include_usage", "continuous_usage_stats"]) {
+      const issue = boolIssue((options as Record<string, unknown>)[name], `body.stream_options.${name}`);
+      if (issue) issues.push(issue);
+    }
+  };
   // vLLM's seed is a 64-bit integer (`Field(ge=-2**63, le=2**63 - 1)`).
   const seed = () => checkInt("seed", { ge: -(2n ** 63n), le: 2n ** 63n - 1n });
   const samplingExtras = () => {
@@ -191,9 +198,7 @@ export function parseOpenAIRequest(
   return {
     kind,
     stream,
-    includeUsage: stream && streamOptions?.include_usage === true,
-    continuousUsage:
-      stream && streamOptions?.include_usage === true && streamOptions.continuous_usage_stats === true,
+    ...streamUsage(stream, streamOptions),
     minTokens,
     ignoreEos: laxBool(fields.ignore_eos) === true,
     n,
@@ -216,6 +221,21 @@ export function parseOpenAIRequest(
       maxTokens: budgets[i]!,
     })),
   };
+}
+
+/**
+ * What a stream reports of usage, as vLLM's serving code reads `stream_options`: its
+ * `include_usage` defaults to true (`StreamOptions.include_usage: bool | None = True`), so
+ * `stream_options: {}` asks for the final usage chunk; an explicit null is off; continuous usage
+ * needs both.
+ */
+function streamUsage(
+  stream: boolean,
+  options: Record<string, unknown> | null | undefined,
+): { includeUsage: boolean; continuousUsage: boolean } {
+  if (!stream || !options) return { includeUsage: false, continuousUsage: false };
+  const includeUsage = "include_usage" in options ? laxBool(options.include_usage) === true : true;
+  return { includeUsage, continuousUsage: includeUsage && laxBool(options.continuous_usage_stats) === true };
 }
 
 /** vLLM's checks of the raw logprob fields, ahead of the schema (its `check_logprobs`). */

@@ -61,15 +61,10 @@ export function requestFields(rawBody: string): RequestFields {
     if (value !== undefined && value !== null && !ok(value))
       issues.push({ type, loc: `body.${name}`, msg, input: value });
   };
-  const checkBool = (name: string) =>
-    typeof fields[name] === "string" || typeof fields[name] === "number"
-      ? check(
-          name,
-          (v) => laxBool(v) !== undefined,
-          "bool_parsing",
-          "Input should be a valid boolean, unable to interpret input",
-        )
-      : check(name, (v) => typeof v === "boolean", "bool_type", "Input should be a valid boolean");
+  const checkBool = (name: string) => {
+    const issue = boolIssue(fields[name], `body.${name}`);
+    if (issue) issues.push(issue);
+  };
   const writtenAsFloat = floatLiterals.get(fields) ?? new Set<string>();
   const checkInt = (name: string, range?: { ge: bigint; le: bigint }) => {
     const value = fields[name];
@@ -105,4 +100,24 @@ export function requestFields(rawBody: string): RequestFields {
     else issues.push({ type: read.type, loc: `body.${name}`, msg: read.msg, input: value });
   };
   return { fields, issues, check, checkBool, checkInt, checkFloat };
+}
+
+/**
+ * The issue pydantic's lax mode finds in a boolean at `loc` (a nested one too), if any: a string
+ * or number it cannot read is `bool_parsing`, any other non-boolean `bool_type`; null is absent.
+ */
+export function boolIssue(value: unknown, loc: string): SchemaIssue | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === "string" || typeof value === "number")
+    return laxBool(value) === undefined
+      ? {
+          type: "bool_parsing",
+          loc,
+          msg: "Input should be a valid boolean, unable to interpret input",
+          input: value,
+        }
+      : undefined;
+  return typeof value === "boolean"
+    ? undefined
+    : { type: "bool_type", loc, msg: "Input should be a valid boolean", input: value };
 }
