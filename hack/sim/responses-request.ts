@@ -6,6 +6,7 @@
  */
 import { laxBool } from "../../lib/lax-bool.ts";
 import { requestFields } from "./request-fields.ts";
+import { checkTemperatureAndTopP } from "./sampling-params.ts";
 import { countChatTokens } from "./text.ts";
 import { errorBody, invalidParameter, modelNotFound, schemaError, VllmHttpError } from "./vllm-error.ts";
 
@@ -44,17 +45,16 @@ export function parseResponsesRequest(
   maxModelLen: number,
   storeEnabled: boolean,
 ): ResponsesRequest {
-  const { fields, issues, check, checkBool, checkInt } = requestFields(rawBody);
+  const { fields, issues, check, checkBool, checkInt, checkFloat } = requestFields(rawBody);
   const body = fields;
   const string = (v: unknown) => typeof v === "string";
-  const number = (v: unknown) => typeof v === "number" && Number.isFinite(v);
   check("model", string, "string_type", "Input should be a valid string");
   check("instructions", string, "string_type", "Input should be a valid string");
   check("previous_response_id", string, "string_type", "Input should be a valid string");
   checkInt("max_output_tokens");
   checkInt("seed");
-  check("temperature", number, "float_type", "Input should be a valid number");
-  check("top_p", number, "float_type", "Input should be a valid number");
+  checkFloat("temperature");
+  checkFloat("top_p");
   for (const name of ["stream", "store", "background"]) checkBool(name);
   const input = fields.input;
   const items = Array.isArray(input) ? input : undefined;
@@ -124,6 +124,7 @@ export function parseResponsesRequest(
       `The engine prompt length ${tokens} exceeds the max_model_len ${maxModelLen}. Please reduce prompt.`,
       "input",
     );
+  checkTemperatureAndTopP(fields);
   const maxOutputTokens = (fields.max_output_tokens as number | null | undefined) ?? undefined;
   // vLLM's sampling parameters refuse it, under the name they give it.
   if (maxOutputTokens !== undefined && maxOutputTokens < 1)

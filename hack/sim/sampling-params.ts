@@ -39,17 +39,7 @@ export function checkSamplingParams(fields: Fields, maxTokens: readonly number[]
     throw badRequest(`repetition_penalty must be a finite number, got ${pythonFloat(repetition)}.`);
   if (repetition <= 0)
     throw badRequest(`repetition_penalty must be greater than zero, got ${pythonFloat(repetition)}.`);
-  const temperature = number("temperature", 1);
-  const shown = pythonFloat(temperature);
-  if (!Number.isFinite(temperature))
-    throw invalidParameter(`temperature must be a finite number, got ${shown}.`, "temperature", shown);
-  if (temperature < 0)
-    throw invalidParameter(`temperature must be non-negative, got ${shown}.`, "temperature", shown);
-  if (temperature > 2)
-    throw invalidParameter(`temperature must be in [0, 2], got ${shown}.`, "temperature", shown);
-  const topP = number("top_p", 1);
-  if (!(topP > 0 && topP <= 1))
-    throw invalidParameter(`top_p must be in (0, 1], got ${pythonFloat(topP)}.`, "top_p", pythonFloat(topP));
+  checkTemperatureAndTopP(fields);
   const topK = number("top_k", 0);
   if (topK < -1) throw badRequest(`top_k must be 0 (disable), or at least 1, got ${pythonInt(topK)}.`);
   const minP = number("min_p", 0);
@@ -64,6 +54,24 @@ export function checkSamplingParams(fields: Fields, maxTokens: readonly number[]
       );
   if (stopStrings(fields.stop).some((stop) => stop === ""))
     throw badRequest("stop cannot contain an empty string.");
+}
+
+/**
+ * The two sampling parameters every generating route takes (the Responses API too), checked in
+ * vLLM's order; absent or null they are vLLM's defaults, which pass.
+ */
+export function checkTemperatureAndTopP(fields: Fields): void {
+  const temperature = (fields.temperature as number | null | undefined) ?? 1;
+  const shown = pythonFloat(temperature);
+  if (!Number.isFinite(temperature))
+    throw invalidParameter(`temperature must be a finite number, got ${shown}.`, "temperature", shown);
+  if (temperature < 0)
+    throw invalidParameter(`temperature must be non-negative, got ${shown}.`, "temperature", shown);
+  if (temperature > 2)
+    throw invalidParameter(`temperature must be in [0, 2], got ${shown}.`, "temperature", shown);
+  const topP = (fields.top_p as number | null | undefined) ?? 1;
+  if (!(topP > 0 && topP <= 1))
+    throw invalidParameter(`top_p must be in (0, 1], got ${pythonFloat(topP)}.`, "top_p", pythonFloat(topP));
 }
 
 /** An integer as Python prints it: every digit, never an exponent. */

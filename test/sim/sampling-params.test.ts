@@ -142,6 +142,33 @@ describe("sampling parameters are checked as vLLM checks them", () => {
   });
 });
 
+describe("the Responses API checks temperature and top_p as vLLM's sampling parameters do", () => {
+  test("out of range is a 400 naming the parameter; in range, or as a numeric string, is served and echoed", async () => {
+    const engine = await sim();
+    const client = new OpenAI({ baseURL: `${engine.url}/v1`, apiKey: "none", maxRetries: 0 });
+    const error = await client.responses.create({ model: "sim-model", input: "hi", temperature: -0.5 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({
+      message: "temperature must be non-negative, got -0.5. (parameter=temperature, value=-0.5)",
+      param: "temperature",
+    });
+    const topP = await postJson(engine.url, "/v1/responses", { input: "hi", top_p: 1.5 });
+    expect(topP.status).toBe(400);
+    expect(topP.json.error.param).toBe("top_p");
+    const served = await postJson(engine.url, "/v1/responses", {
+      input: "hi",
+      temperature: "0.5",
+      top_p: 0.9,
+      max_output_tokens: 2,
+    });
+    expect(served.status).toBe(200);
+    expect(served.json).toMatchObject({ temperature: 0.5, top_p: 0.9 });
+  });
+});
+
 describe("numbers as pydantic and Python read them", () => {
   test("a float taken as an integer only when whole and within 64 bits; an int literal of any size", () => {
     expect(laxInt(3.0, true)).toEqual({ ok: true, value: 3 });
