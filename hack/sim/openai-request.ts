@@ -6,6 +6,7 @@
  * context too long), each as vLLM answers it.
  */
 import { laxBool } from "../../lib/lax-bool.ts";
+import { messageIssues } from "./chat-messages.ts";
 import { checkRequestedOutput, type OutputRequest, outputBudget } from "./context-length.ts";
 import { type JsonFormat, jsonFormat } from "./json-output.ts";
 import { maxLogprobs, simVocabSize } from "./logprobs.ts";
@@ -276,23 +277,7 @@ function chatPrompt(body: Record<string, unknown>, issues: SchemaIssue[]): Promp
       input: messages,
     });
   } else {
-    messages.forEach((message, i) => {
-      if (!message || typeof message !== "object" || Array.isArray(message)) {
-        issues.push({
-          type: "dict_type",
-          loc: `body.messages.${i}`,
-          msg: "Input should be a valid dictionary",
-          input: message,
-        });
-      } else if (typeof (message as { role?: unknown }).role !== "string") {
-        issues.push({
-          type: "missing",
-          loc: `body.messages.${i}.role`,
-          msg: "Field required",
-          input: message,
-        });
-      }
-    });
+    issues.push(...messageIssues(messages, "body.messages"));
     if (issues.length === before) {
       const list = messages as { role: string; content?: unknown }[];
       prompts = [

@@ -4,6 +4,7 @@
  * simulator's tokenizer (tokenizer.ts), so counts agree with `usage.prompt_tokens`.
  */
 import { laxBool } from "../../lib/lax-bool.ts";
+import { messageIssues } from "./chat-messages.ts";
 import { requestFields } from "./request-fields.ts";
 import type { SimTokenizer } from "./tokenizer.ts";
 import { modelNotFound, schemaError } from "./vllm-error.ts";
@@ -27,6 +28,7 @@ export function tokenize(
         msg: "Input should be a valid list",
         input: fields.messages,
       });
+    else issues.push(...messageIssues(fields.messages, "body.TokenizeChatRequest.messages"));
   } else if (typeof fields.prompt !== "string") {
     // Neither branch of vLLM's request union fits: pydantic reports both.
     issues.push(

@@ -43,6 +43,21 @@ describe("tokenize and detokenize", () => {
     expect(unknown.status).toBe(404);
   });
 
+  test("a chat's messages are checked as chat completions check them: a bad one is a 400, never a 500", async () => {
+    const engine = await sim();
+    for (const [messages, loc, type] of [
+      [[null], "body.TokenizeChatRequest.messages.0", "dict_type"],
+      [[{ role: "user", content: "hi" }, 7], "body.TokenizeChatRequest.messages.1", "dict_type"],
+      [["hi"], "body.TokenizeChatRequest.messages.0", "dict_type"],
+      [[{ content: "hi" }], "body.TokenizeChatRequest.messages.0.role", "missing"],
+    ] as const) {
+      const { status, json } = await postJson(engine.url, "/tokenize", { messages });
+      expect(status, JSON.stringify(messages)).toBe(400);
+      expect(json.error).toMatchObject({ type: "Bad Request", param: loc, code: 400 });
+      expect(json.error.message).toContain(`'type': '${type}', 'loc': '${loc}'`);
+    }
+  });
+
   test("a completion's token ids outside the vocabulary: vLLM's 400", async () => {
     const engine = await sim();
     for (const [prompt, id] of [
