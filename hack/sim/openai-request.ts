@@ -9,6 +9,7 @@ import { laxBool } from "../../lib/lax-bool.ts";
 import { messageIssues } from "./chat-messages.ts";
 import { checkRequestedOutput, type OutputRequest, outputBudget } from "./context-length.ts";
 import { type JsonFormat, jsonFormat } from "./json-output.ts";
+import { checkLogitBiasKeys, checkLogitBiasVocabulary, logitBiasIssues } from "./logit-bias.ts";
 import { maxLogprobs, simVocabSize } from "./logprobs.ts";
 import { pythonTruthy } from "./python-truthy.ts";
 import { boolIssue, requestFields } from "./request-fields.ts";
@@ -129,6 +130,7 @@ export function parseOpenAIRequest(
     prompts = chatPrompt(fields, issues);
     stringField("model");
     checkFloat("frequency_penalty");
+    logitBiasIssues(fields.logit_bias, issues);
     checkBool("logprobs");
     checkInt("top_logprobs");
     for (const name of ["max_tokens", "max_completion_tokens", "n"]) checkInt(name);
@@ -148,6 +150,7 @@ export function parseOpenAIRequest(
     prompts = completionPrompt(fields, issues);
     checkBool("echo");
     checkFloat("frequency_penalty");
+    logitBiasIssues(fields.logit_bias, issues);
     checkInt("logprobs");
     for (const name of ["max_tokens", "n"]) checkInt(name);
     checkFloat("presence_penalty");
@@ -178,7 +181,10 @@ export function parseOpenAIRequest(
   const output = requestedOutput(kind, fields, maxModelLen);
   checkRequestedOutput(output);
   const budgets = prompts.map((prompt) => outputBudget(prompt.tokens, prompt.fromText, output));
+  // vLLM converts the keys while building its sampling parameters, and checks the vocabulary after.
+  checkLogitBiasKeys(fields.logit_bias);
   checkSamplingParams(fields, budgets);
+  checkLogitBiasVocabulary(fields.logit_bias);
   const n = (fields.n as number | null | undefined) ?? 1;
   const logprobs =
     kind === "chat"

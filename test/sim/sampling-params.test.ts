@@ -142,6 +142,55 @@ describe("sampling parameters are checked as vLLM checks them", () => {
   });
 });
 
+describe("logit_bias as vLLM reads it", () => {
+  test("keys are token ids: one that is not an integer, or outside the vocabulary, is vLLM's 400", async () => {
+    const engine = await sim();
+    const client = new OpenAI({ baseURL: `${engine.url}/v1`, apiKey: "none", maxRetries: 0 });
+    const refused = async (logitBias: Record<string, number>) => {
+      const error = await client.chat.completions
+        .create({ model: "sim-model", messages, max_tokens: 2, logit_bias: logitBias })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(error, JSON.stringify(logitBias)).toBeInstanceOf(OpenAI.BadRequestError);
+      return (error as InstanceType<typeof OpenAI.BadRequestError>).error;
+    };
+    expect(await refused({ "12": 5, abc: 1, "1.5": 2 })).toEqual({
+      message:
+        "logit_bias contains key(s) that cannot be converted to integer token IDs: ['abc', '1.5'] " +
+        "(parameter=logit_bias, value=['abc', '1.5'])",
+      type: "BadRequestError",
+      param: "logit_bias",
+      code: 400,
+    });
+    expect(await refused({ "50256": -100, "-1": 1 })).toEqual({
+      message:
+        "token_id(s) [50256, -1] in logit_bias contain out-of-vocab token ids. Vocabulary size: 32000 " +
+        "(parameter=logit_bias, value=[50256, -1])",
+      type: "BadRequestError",
+      param: "logit_bias",
+      code: 400,
+    });
+    const notNumber = await postJson(engine.url, "/v1/completions", {
+      prompt: "hi",
+      logit_bias: { "5": "lots" },
+    });
+    expect(notNumber.json.error).toMatchObject({ type: "Bad Request", param: "body.logit_bias.5" });
+    expect(notNumber.json.error.message).toContain("'type': 'float_parsing'");
+    const notDict = await postJson(engine.url, "/v1/completions", { prompt: "hi", logit_bias: [1] });
+    expect(notDict.json.error).toMatchObject({ type: "Bad Request", param: "body.logit_bias" });
+    // Ids in the vocabulary, written as Python's int() reads them, are served.
+    const served = await client.completions.create({
+      model: "sim-model",
+      prompt: "hi",
+      max_tokens: 2,
+      logit_bias: { "5": 100, " 31999 ": -100, "1_0": 1 },
+    });
+    expect(served.choices).toHaveLength(1);
+  });
+});
+
 describe("the Responses API checks temperature and top_p as vLLM's sampling parameters do", () => {
   test("out of range is a 400 naming the parameter; in range, or as a numeric string, is served and echoed", async () => {
     const engine = await sim();
