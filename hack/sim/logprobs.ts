@@ -46,17 +46,31 @@ export function chatLogprob(token: string, position: number, top: number) {
   };
 }
 
-/** Completions' logprobs of `tokens`, the first starting at character `offset`; `top` + 1 candidates each. */
+/**
+ * Completions' logprobs of `tokens`, the first starting at character `offset`; `top` + 1
+ * candidates each. `prompt`: the pieces of an echoed prompt, listed first as vLLM lists its prompt
+ * logprobs (the prompt's first token has none: `null` in both lists).
+ */
 export function completionLogprobs(
   tokens: readonly string[],
   firstPosition: number,
   offset: number,
   top: number,
+  prompt: readonly string[] = [],
 ) {
   const textOffset: number[] = [];
-  const tokenLogprobs: number[] = [];
-  const topLogprobs: Record<string, number>[] = [];
+  const tokenLogprobs: (number | null)[] = [];
+  const topLogprobs: (Record<string, number> | null)[] = [];
   let at = offset;
+  prompt.forEach((piece, i) => {
+    textOffset.push(at);
+    at += piece.length;
+    const list = i === 0 ? undefined : candidates(piece, i, top + 1);
+    tokenLogprobs.push(list ? list[0]!.logprob : null);
+    topLogprobs.push(
+      list ? Object.fromEntries(list.map((candidate) => [candidate.token, candidate.logprob])) : null,
+    );
+  });
   tokens.forEach((token, i) => {
     const list = candidates(token, firstPosition + i, top + 1);
     textOffset.push(at);
@@ -67,7 +81,7 @@ export function completionLogprobs(
   return {
     text_offset: textOffset,
     token_logprobs: tokenLogprobs,
-    tokens: [...tokens],
+    tokens: [...prompt, ...tokens],
     top_logprobs: topLogprobs,
   };
 }

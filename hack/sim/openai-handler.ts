@@ -32,6 +32,7 @@ import { hashString } from "./random.ts";
 import { codePoints, heldBack, releasable } from "./stop-hold.ts";
 import { cutAtStop } from "./stop-strings.ts";
 import { planOutput } from "./text.ts";
+import { splitPieces } from "./tokenizer.ts";
 import { planToolCall, toolCallContent, toolCallFinishReason } from "./tool-call.ts";
 
 interface ChoiceState {
@@ -106,6 +107,14 @@ export async function serveGeneration(
   /** What `echo` puts before a choice's answer. */
   const echoed = (choice: ChoiceState) =>
     !request.echo ? "" : chat ? (request.assistantPrefix ?? "") : request.prompts[choice.promptIndex]!.text;
+  /** A completion's echoed prompt in tokens, which its logprobs list first (as vLLM's prompt logprobs). */
+  const echoedPieces = (choice: ChoiceState) => {
+    const text = chat ? "" : echoed(choice);
+    const pieces = splitPieces(text);
+    return pieces.join("") === text ? pieces : [text];
+  };
+  /** The answer a choice shows: none for an echo without generation. */
+  const shown = (text: string) => (request.echoOnly ? "" : text);
   const toolChoice = request.toolUse?.choice ?? "auto";
   const finishReason = (choice: ChoiceState, reason: string | null) =>
     choice.toolCall && reason !== null ? toolCallFinishReason(toolChoice, reason) : reason;
@@ -166,19 +175,26 @@ export async function serveGeneration(
       const stopReason = finished ? choice.stopReason : null;
       const hasToken = delta.finishReason !== "abort";
       const position = choice.tokens - 1;
+      // A completion's echoed prompt, and its logprobs, ride in the choice's first chunk.
+      const echoNow = !chat && position === 0 && hasToken && request.echo;
       let logprobs: unknown = null;
       if (wantLogprobs && hasToken) {
         logprobs = chat
           ? { content: [chatLogprob(delta.text, position, request.logprobs!)] }
-          : completionLogprobs([delta.text], position, choice.streamedChars, request.logprobs!);
+          : completionLogprobs(
+              request.echoOnly ? [] : [delta.text],
+              position,
+              choice.streamedChars,
+              request.logprobs!,
+              echoNow ? echoedPieces(choice) : [],
+            );
       }
       // The text that may begin a stop string waits for the next tokens, as in vLLM.
       const released = choice.toolCall
         ? delta.text
         : releasable(choice.text, choice.releasedPoints, held, finished);
       choice.releasedPoints += codePoints(released).length;
-      // A completion's echoed prompt rides in the choice's first chunk.
-      const text = !chat && position === 0 && hasToken ? echoed(choice) + released : released;
+      const text = echoNow ? echoed(choice) + shown(released) : shown(released);
       choice.streamedChars += text.length;
       const choiceData: Record<string, unknown> = chat
         ? finished
@@ -331,9 +347,15 @@ export async function serveGeneration(
         model,
         choices: choices.map((choice, index) => ({
           index,
-          text: echoed(choice) + choice.text,
+          text: echoed(choice) + shown(choice.text),
           logprobs: wantLogprobs
-            ? completionLogprobs(choice.tokenTexts, 0, echoed(choice).length, request.logprobs!)
+            ? completionLogprobs(
+                request.echoOnly ? [] : choice.tokenTexts,
+                0,
+                0,
+                request.logprobs!,
+                echoedPieces(choice),
+              )
             : null,
           finish_reason: choice.finishReason,
           stop_reason: choice.stopReason,

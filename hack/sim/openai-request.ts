@@ -42,6 +42,11 @@ export interface OpenAIRequest {
   logprobs: number | undefined;
   /** Completions: the prompt comes back before the answer; chat: the last message, if the assistant's. */
   echo: boolean;
+  /**
+   * A completion's `echo` with `max_tokens: 0`: the prompt alone comes back (vLLM generates one
+   * token it does not show), as harnesses that score a text ask.
+   */
+  echoOnly: boolean;
   /** `response_format` asking for JSON; undefined: free text. */
   jsonFormat: JsonFormat | undefined;
   /** Chat with a tool parser: the tools the model may call; undefined: it answers in text. */
@@ -217,6 +222,7 @@ export function parseOpenAIRequest(
     },
     logprobs: logprobs === -1 ? maxLogprobs : logprobs,
     echo: laxBool(fields.echo) === true,
+    echoOnly: echoOnly(kind, fields),
     jsonFormat: jsonFormat(fields.response_format),
     toolUse: kind === "chat" && toolParser ? toolUse(fields, toolChoice) : undefined,
     assistantPrefix: kind === "chat" ? assistantPrefix(fields.messages) : undefined,
@@ -359,7 +365,10 @@ function checkVocabulary(ids: readonly number[]): void {
 function requestedOutput(kind: ApiKind, fields: Record<string, unknown>, maxModelLen: number): OutputRequest {
   if (kind === "completion")
     return {
-      requested: (fields.max_tokens as number | null | undefined) ?? completionDefaultMaxTokens,
+      // vLLM samples one token for an echo without generation, and shows none of it.
+      requested: echoOnly(kind, fields)
+        ? 1
+        : ((fields.max_tokens as number | null | undefined) ?? completionDefaultMaxTokens),
       requestedName: "max_tokens",
       maxModelLen,
     };
@@ -371,6 +380,11 @@ function requestedOutput(kind: ApiKind, fields: Record<string, unknown>, maxMode
     requestedName: "max_tokens",
     maxModelLen,
   };
+}
+
+/** A completion that asks for its prompt back and no generation (vLLM's `echo_without_generation`). */
+function echoOnly(kind: ApiKind, fields: Record<string, unknown>): boolean {
+  return kind === "completion" && laxBool(fields.echo) === true && fields.max_tokens === 0;
 }
 
 /** A completion `prompt`: a string, a list of strings, a token list, or a list of token lists. */

@@ -13,6 +13,14 @@ import { simVocabSize } from "./logprobs.ts";
 import { hashString } from "./random.ts";
 import { contentText } from "./text.ts";
 
+/** Pieces that join back to `text`; whitespace before a piece belongs to it, trailing to the last. */
+export function splitPieces(text: string): string[] {
+  const pieces = text.match(/\s*(?:[\p{L}\p{N}_]+|[^\p{L}\p{N}_\s])/gu) ?? [];
+  const rest = text.slice(pieces.join("").length);
+  if (rest !== "" && pieces.length > 0) pieces[pieces.length - 1] += rest;
+  return pieces;
+}
+
 const special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "\n"];
 const remembered = 65_536;
 
@@ -25,12 +33,9 @@ export class SimTokenizer {
     for (const piece of special) this.add(piece);
   }
 
-  /** Pieces that join back to `text`; whitespace before a piece belongs to it, trailing to the last. */
+  /** Pieces that join back to `text` (splitPieces). */
   split(text: string): string[] {
-    const pieces = text.match(/\s*(?:[\p{L}\p{N}_]+|[^\p{L}\p{N}_\s])/gu) ?? [];
-    const rest = text.slice(pieces.join("").length);
-    if (rest !== "" && pieces.length > 0) pieces[pieces.length - 1] += rest;
-    return pieces;
+    return splitPieces(text);
   }
 
   encode(text: string): { ids: number[]; pieces: string[] } {
