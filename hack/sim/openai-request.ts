@@ -124,6 +124,7 @@ export function parseOpenAIRequest(
     checkInt("top_k");
     checkFloat("min_p");
     checkFloat("repetition_penalty");
+    checkInt("prompt_logprobs");
   };
   const tail = () => {
     checkBool("include_stop_str_in_output");
@@ -204,6 +205,14 @@ export function parseOpenAIRequest(
       "logprobs",
       asked,
     );
+  const promptLogprobs = fields.prompt_logprobs as number | null | undefined;
+  const askedOfPrompt = promptLogprobs === -1 ? simVocabSize : promptLogprobs;
+  if (askedOfPrompt && askedOfPrompt > maxLogprobs)
+    throw invalidParameter(
+      `Requested prompt logprobs of ${askedOfPrompt}, which is greater than max allowed: ${maxLogprobs}`,
+      "prompt_logprobs",
+      askedOfPrompt,
+    );
   for (const prompt of prompts) if (prompt.ids) checkVocabulary(prompt.ids);
   const minTokens = (fields.min_tokens as number | null | undefined) ?? undefined;
 
@@ -254,9 +263,23 @@ function streamUsage(
 /** vLLM's checks of the raw logprob fields, ahead of the schema (its `check_logprobs`). */
 function checkLogprobFields(kind: ApiKind, fields: Record<string, unknown>): void {
   const name = kind === "chat" ? "top_logprobs" : "logprobs";
-  const value = fields[name];
-  if (value === undefined || value === null) return;
-  if (typeof value !== "number") throw invalidParameter(`\`${name}\` must be an integer.`, name, value);
+  // Python's bool is an int, so true and false pass as 1 and 0.
+  const given = (field: string) => {
+    const value = fields[field];
+    if (value === undefined || value === null) return undefined;
+    if (typeof value === "boolean") return Number(value);
+    if (typeof value !== "number") throw invalidParameter(`\`${field}\` must be an integer.`, field, value);
+    return value;
+  };
+  const prompt = given("prompt_logprobs");
+  const value = given(name);
+  if (prompt !== undefined) {
+    if (pythonTruthy(fields.stream) && (prompt > 0 || prompt === -1))
+      throw invalidParameter("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
+    if (prompt < 0 && prompt !== -1)
+      throw invalidParameter("`prompt_logprobs` must be a positive value or -1.", "prompt_logprobs", prompt);
+  }
+  if (value === undefined) return;
   if (value < 0 && value !== -1)
     throw invalidParameter(`\`${name}\` must be a positive value or -1.`, name, value);
   if (kind === "chat" && (value === -1 || value > 0) && !pythonTruthy(fields.logprobs))

@@ -142,6 +142,46 @@ describe("sampling parameters are checked as vLLM checks them", () => {
   });
 });
 
+describe("prompt_logprobs are checked as vLLM checks them", () => {
+  test("not with a stream, not below -1, not past the limit, an integer: each a 400 naming it", async () => {
+    const engine = await sim();
+    for (const route of ["/v1/chat/completions", "/v1/completions"]) {
+      const body = (extra: Record<string, unknown>) =>
+        route === "/v1/completions"
+          ? { prompt: "hi", max_tokens: 2, ...extra }
+          : { messages, max_tokens: 2, ...extra };
+      const cases: [Record<string, unknown>, string][] = [
+        [
+          { prompt_logprobs: 1, stream: true },
+          "`prompt_logprobs` are not available when `stream=True`. (parameter=prompt_logprobs)",
+        ],
+        [
+          { prompt_logprobs: -2 },
+          "`prompt_logprobs` must be a positive value or -1. (parameter=prompt_logprobs, value=-2)",
+        ],
+        [
+          { prompt_logprobs: "two" },
+          "`prompt_logprobs` must be an integer. (parameter=prompt_logprobs, value=two)",
+        ],
+        [
+          { prompt_logprobs: 21 },
+          "Requested prompt logprobs of 21, which is greater than max allowed: 20 (parameter=prompt_logprobs, value=21)",
+        ],
+      ];
+      for (const [extra, message] of cases) {
+        const { status, json } = await postJson(engine.url, route, body(extra));
+        expect(status, `${route} ${JSON.stringify(extra)}`).toBe(400);
+        expect(json.error).toEqual({ message, type: "BadRequestError", param: "prompt_logprobs", code: 400 });
+      }
+      // Within the limit it is served (the simulator does not make up prompt logprobs: null).
+      const served = await post(engine.url, route, body({ prompt_logprobs: 0, stream: true }));
+      expect(served.status).toBe(200);
+      await served.text();
+      expect((await postJson(engine.url, route, body({ prompt_logprobs: 5 }))).status).toBe(200);
+    }
+  });
+});
+
 describe("logit_bias as vLLM reads it", () => {
   test("keys are token ids: one that is not an integer, or outside the vocabulary, is vLLM's 400", async () => {
     const engine = await sim();
