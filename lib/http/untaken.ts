@@ -32,6 +32,9 @@ export function watchUntaken(res: ServerResponse, ms: number, untaken: () => voi
  */
 export function closeUntakenTail(res: ServerResponse, ms: number): void {
   if (!res.writableEnded || res.writableFinished || res.destroyed) return;
+  // Every byte handed to the kernel already (the usual case, a small answer written at once): its
+  // 'finish' comes on its own, and no timer nor listener is set up on the request's hot path.
+  if ((res.socket?.writableLength ?? 0) === 0) return;
   const stop = watchUntaken(res, ms, () => res.destroy());
   const done = () => {
     stop();
