@@ -239,6 +239,52 @@ test("a replica whose engine still takes connections but does not answer (on its
   }
 });
 
+test("the probe of a suspect replica ends within its time, however long the engine keeps it talking", async () => {
+  // An engine sending interim answers (103) to /health, each before the last one's headers timeout
+  // is over, kept the probe alive forever: the replica stayed unroutable and no probe asked again.
+  let stalling = true;
+  let hints = 0;
+  const engine = createNetServer((socket) => {
+    socket.on("error", () => {});
+    socket.once("data", () => {
+      if (!stalling) {
+        socket.end("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        return;
+      }
+      const hint = () => {
+        hints++;
+        socket.write("HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n");
+      };
+      hint();
+      const timer = setInterval(hint, 250);
+      socket.once("close", () => clearInterval(timer));
+    });
+  });
+  engine.listen(0, "127.0.0.1");
+  await once(engine, "listening");
+  const address = `127.0.0.1:${(engine.address() as AddressInfo).port}`;
+  const route = new ModelRoute(config, listener);
+  try {
+    route.apply({ model: "qwen", replica: "qwen-1", address, tier: "ready", since: Date.now() });
+    const backend = route.tryAcquire()!;
+    route.release(backend);
+    route.markUnreachable(backend);
+    const held = route.hold();
+    held.promise.catch(() => {});
+    // The probe gives up after its time (2 s); the engine answers from then on, and the next
+    // request that finds the replica unreachable probes again and gets it back.
+    await waitFor(() => hints > 1);
+    stalling = false;
+    await waitFor(() => backend.probing !== true, 4_000);
+    expect(route.tryAcquire()).toBeUndefined();
+    route.markUnreachable(backend);
+    expect((await held.promise).replica).toBe("qwen-1");
+  } finally {
+    await route.close(true);
+    engine.close();
+  }
+});
+
 /** Applies events of the one replica `qwen-1` to `route`: its tier, and anything else the test sets. */
 const applyTo =
   (route: ModelRoute) =>

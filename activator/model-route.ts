@@ -430,6 +430,9 @@ export class ModelRoute {
       .request({
         method: "GET",
         path: "/health",
+        // The whole probe, not only each wait: an engine sending interim answers (103), or its body a
+        // byte at a time, restarts undici's timeouts with each, and would keep the probe going forever.
+        signal: AbortSignal.timeout(probeTimeoutMs),
         headersTimeout: probeTimeoutMs,
         bodyTimeout: probeTimeoutMs,
       })
