@@ -1209,15 +1209,14 @@ export class Activator {
     if (!route) return;
     this.retiring.get(model)?.idle();
     this.metrics.inFlight.set({ model }, route.inFlight);
-    this.controlPlane.stats(
-      model,
-      route.inFlight,
-      route.held,
-      route.oldestHeldMs(),
-      route.flow,
-      route.routed(),
-      route.pinnedTo(),
-    );
+    this.controlPlane.stats(model, {
+      inFlight: route.inFlight,
+      held: route.held,
+      oldestHeldMs: route.oldestHeldMs(),
+      flow: route.flow,
+      routed: route.routed(),
+      pinnedTo: route.pinnedTo(),
+    });
   }
 }
 

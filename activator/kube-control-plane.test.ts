@@ -319,14 +319,14 @@ test("an autoscaler that cannot be reached is said once (then once a minute), no
   });
   const said = (msg: string) => lines.map((line) => JSON.parse(line)).filter((line) => line.msg === msg);
   for (let i = 1; i <= 5; i++) {
-    plane.stats("qwen", 0, 1);
+    plane.stats("qwen", { inFlight: 0, held: 1 });
     plane.demand("qwen");
     await vi.waitFor(() => expect(plane.counts.failures).toBe(2 * i));
   }
   expect(said("could not reach the autoscaler")).toHaveLength(1);
   expect(said("could not reach the autoscaler")[0].error).toMatchObject({ cause: { code: "ECONNREFUSED" } });
   const { calls } = await againstAutoscaler({ status: 200, message: "done" }, port);
-  plane.stats("qwen", 0, 1);
+  plane.stats("qwen", { inFlight: 0, held: 1 });
   await vi.waitFor(() =>
     expect(said("the autoscaler answers again")).toEqual([expect.objectContaining({ repeated: 9 })]),
   );
@@ -350,12 +350,12 @@ test("the replicas held requests wait for alone reach the autoscaler with the de
   });
   plane.demand("qwen", { load: { inFlight: 0, held: 2, pinnedTo: ["qwen-abc"] } });
   await vi.waitFor(() => expect(bodies).toHaveLength(1));
-  plane.stats("qwen", 0, 2, 5, undefined, undefined, ["qwen-abc"]);
+  plane.stats("qwen", { inFlight: 0, held: 2, oldestHeldMs: 5, pinnedTo: ["qwen-abc"] });
   await vi.waitFor(() => expect(bodies).toHaveLength(2));
   expect(bodies[0]).toMatchObject({ model: "qwen", held: 2, pinnedTo: ["qwen-abc"] });
   expect(bodies[1]).toMatchObject({ models: [{ model: "qwen", held: 2, pinnedTo: ["qwen-abc"] }] });
   // None pinned: no field at all, as before.
-  plane.stats("qwen", 0, 1);
+  plane.stats("qwen", { inFlight: 0, held: 1 });
   await vi.waitFor(() => expect(bodies).toHaveLength(3));
   expect((bodies[2] as { models: object[] }).models[0]).not.toHaveProperty("pinnedTo");
 });

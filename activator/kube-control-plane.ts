@@ -1,5 +1,5 @@
 import { type Context, context, propagation } from "@opentelemetry/api";
-import type { ControlPlane, DemandHint, Flow } from "../lib/control-plane.ts";
+import type { ControlPlane, DemandHint, LoadReport } from "../lib/control-plane.ts";
 import {
   type AdminOutcome,
   type AdminVerb,
@@ -164,15 +164,7 @@ export class KubeControlPlane implements ControlPlane {
     return this.loadSeq;
   }
 
-  stats(
-    model: string,
-    inFlight: number,
-    held: number,
-    oldestHeldMs?: number,
-    flow?: Flow,
-    routed?: readonly string[],
-    pinnedTo?: readonly string[],
-  ): void {
+  stats(model: string, { inFlight, held, oldestHeldMs, flow, routed, pinnedTo }: LoadReport): void {
     this.pendingStats.set(model, {
       inFlight,
       held,

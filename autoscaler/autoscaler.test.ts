@@ -170,7 +170,7 @@ describe("watchers and state", () => {
   test("demand for a model no controller serves is refused", () => {
     const h = new Harness(twoModels());
     expect(h.autoscaler.demand("local", "nope")).toBe(false);
-    expect(h.autoscaler.stats("local", "nope", 0, 0)).toBe(false);
+    expect(h.autoscaler.stats("local", "nope", { inFlight: 0, held: 0 })).toBe(false);
   });
 });
 

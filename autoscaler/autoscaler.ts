@@ -1,7 +1,7 @@
 import { type Context, context } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
 import type { EventSink } from "../lib/cloudevents.ts";
-import type { DemandLoad, Flow } from "../lib/control-plane.ts";
+import type { DemandLoad, LoadReport } from "../lib/control-plane.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Registry } from "../lib/prometheus.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
@@ -284,19 +284,10 @@ export class Autoscaler {
     return true;
   }
 
-  stats(
-    activator: string,
-    id: string,
-    inFlight: number,
-    held: number,
-    oldestHeldMs?: number,
-    flow?: Flow,
-    routed?: readonly string[],
-    pinnedTo?: readonly string[],
-  ): boolean {
+  stats(activator: string, id: string, load: LoadReport): boolean {
     const controller = this.byId.get(id);
     if (!controller?.isLeading) return false;
-    controller.stats(activator, inFlight, held, oldestHeldMs, flow, routed, pinnedTo);
+    controller.stats(activator, load);
     return true;
   }
 

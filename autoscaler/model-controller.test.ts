@@ -259,8 +259,7 @@ describe("the ladder on the clock", () => {
     const { h, id, engine } = await readyModel();
     // On Kubernetes an activator learns of the drain from its pod watch; its reports say which
     // replicas it still sends requests to. One that has not seen the drain keeps naming this one.
-    const report = (routed: string[]) =>
-      h.autoscaler.stats("kube-a", "m", 0, 0, undefined, undefined, routed);
+    const report = (routed: string[]) => h.autoscaler.stats("kube-a", "m", { inFlight: 0, held: 0, routed });
     report([id]);
     await h.advance(60_000);
     expect(h.tiers("m")).toEqual(["draining"]);
@@ -278,8 +277,7 @@ describe("the ladder on the clock", () => {
 
   test("an activator still routing to the replica at the drain's end keeps it awake; the next idle time tries again", async () => {
     const { h, id, engine } = await readyModel(oneModel("    drainTimeout: 10s"));
-    const report = (routed: string[]) =>
-      h.autoscaler.stats("kube-a", "m", 0, 0, undefined, undefined, routed);
+    const report = (routed: string[]) => h.autoscaler.stats("kube-a", "m", { inFlight: 0, held: 0, routed });
     report([id]);
     await h.advance(60_000);
     for (let i = 0; i < 10; i++) {
@@ -2101,7 +2099,7 @@ describe("desired replicas", () => {
     expect(h.platform.engineOf(asleep).calls).toEqual(["wake(1)", "warmup"]);
     expect(h.platform.scales).toEqual([]);
     // Served, the pin is gone from the next report: both follow the ladder again.
-    h.autoscaler.stats(localActivator, "m", 0, 0);
+    h.autoscaler.stats(localActivator, "m", { inFlight: 0, held: 0 });
     await h.advance(60_000);
     expect(tiers()).toEqual({ [awake]: "asleep-1", [asleep]: "asleep-1" });
   });

@@ -8,7 +8,7 @@ import {
   trace,
 } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
-import type { DemandLoad, Flow } from "../lib/control-plane.ts";
+import type { DemandLoad, LoadReport } from "../lib/control-plane.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
 import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
@@ -505,15 +505,7 @@ export class ModelController {
    * `routed`: the replicas it sends requests to, as it sees them (undefined: it does not say).
    * `pinnedTo`: replicas some held requests may go to alone (DemandLoad.pinnedTo).
    */
-  stats(
-    activator: string,
-    inFlight: number,
-    held: number,
-    oldestHeldMs?: number,
-    flow?: Flow,
-    routed?: readonly string[],
-    pinnedTo?: readonly string[],
-  ): void {
+  stats(activator: string, { inFlight, held, oldestHeldMs, flow, routed, pinnedTo }: LoadReport): void {
     const now = this.deps.clock.now();
     const before = this.activators.get(activator);
     const seen = routed ? { replicas: routed, at: now } : before?.routed;

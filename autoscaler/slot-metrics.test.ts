@@ -55,7 +55,7 @@ test("slots of one name in two namespaces are two series in every slot metric, n
   const serve = async (id: string) => {
     autoscaler.demand(localActivator, id);
     await clock.settle();
-    autoscaler.stats(localActivator, id, 0, 0);
+    autoscaler.stats(localActivator, id, { inFlight: 0, held: 0 });
     await clock.advanceAndSettle(1_000);
   };
   await serve("a");

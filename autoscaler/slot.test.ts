@@ -184,7 +184,8 @@ describe("a slot with two members", () => {
     // the member was never served while the incumbent stayed busy.
     const { h, violations, advance, slot } = await aResident(slotYaml({ maxWait: "8s" }));
     h.stats("a", 1, 0);
-    const heldFor = (ms: number) => h.autoscaler.stats(localActivator, "b", 0, 1, ms);
+    const heldFor = (ms: number) =>
+      h.autoscaler.stats(localActivator, "b", { inFlight: 0, held: 1, oldestHeldMs: ms });
     heldFor(0);
     for (let retry = 0; retry < 2; retry++) {
       await advance(3_000);
@@ -202,13 +203,14 @@ describe("a slot with two members", () => {
     // docs/slots.md called this a known limitation (the simulation's `held-nonzero`) after the
     // activators' reports had come to carry the oldest held request's age: this keeps it so.
     const { h, violations, advance } = await aResident(slotYaml({ maxWait: "8s" }));
-    const aSaturated = () => h.autoscaler.stats(localActivator, "a", 4, 3, 400);
+    const aSaturated = () =>
+      h.autoscaler.stats(localActivator, "a", { inFlight: 4, held: 3, oldestHeldMs: 400 });
     aSaturated();
-    h.autoscaler.stats(localActivator, "b", 0, 1, 0);
+    h.autoscaler.stats(localActivator, "b", { inFlight: 0, held: 1, oldestHeldMs: 0 });
     for (let second = 0; second < 7; second++) {
       await advance(1_000);
       aSaturated();
-      h.autoscaler.stats(localActivator, "b", 0, 1, (second + 1) * 1_000);
+      h.autoscaler.stats(localActivator, "b", { inFlight: 0, held: 1, oldestHeldMs: (second + 1) * 1_000 });
     }
     expect(h.tiers("a")).toEqual([]);
     await advance(1_500);

@@ -8,21 +8,8 @@ import type { ReplicaEvent } from "./replica-event.ts";
 export interface ControlPlane {
   /** A request is held for `model`: act now, do not wait for a stats tick. */
   demand(model: string, hint?: DemandHint): void;
-  /**
-   * The activator's load for `model`: requests in flight to its replicas, requests held, and how
-   * long the oldest held request has waited (ms; the slot arbiter orders members by it). `routed`:
-   * the replicas it sends requests to now, as it sees them (on Kubernetes its view of the pods may
-   * lag: a drain waits until it no longer names the replica). `pinnedTo`: see DemandLoad.
-   */
-  stats(
-    model: string,
-    inFlight: number,
-    held: number,
-    oldestHeldMs?: number,
-    flow?: Flow,
-    routed?: readonly string[],
-    pinnedTo?: readonly string[],
-  ): void;
+  /** The activator's load for `model` now (see LoadReport). */
+  stats(model: string, load: LoadReport): void;
   /** Replica events, starting with the current state of every known replica. Returns unsubscribe. */
   watch(listener: (event: ReplicaEvent) => void): () => void;
 }
@@ -50,6 +37,10 @@ export interface Flow {
   serviceMs: number;
 }
 
+/**
+ * An activator's load for a model: requests in flight to its replicas, requests held, and how long
+ * the oldest held request has waited (ms; the slot arbiter orders members by it).
+ */
 export interface DemandLoad {
   inFlight: number;
   held: number;
@@ -60,4 +51,15 @@ export interface DemandLoad {
    * other replicas are awake.
    */
   pinnedTo?: readonly string[];
+}
+
+/** What an activator reports of a model (`ControlPlane.stats`): its load, and what it has seen. */
+export interface LoadReport extends DemandLoad {
+  /** Its running totals, for the demand metric's arrival rate and service time. */
+  flow?: Flow;
+  /**
+   * The replicas it sends requests to now, as it sees them (on Kubernetes its view of the pods may
+   * lag: a drain waits until it no longer names the replica).
+   */
+  routed?: readonly string[];
 }

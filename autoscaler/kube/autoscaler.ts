@@ -547,18 +547,9 @@ export class KubeAutoscaler {
         entry.arrived !== undefined && entry.completed !== undefined && entry.serviceMs !== undefined
           ? { arrived: entry.arrived, completed: entry.completed, serviceMs: entry.serviceMs }
           : undefined;
-      if (
-        this.core.stats(
-          body.activator,
-          entry.model,
-          entry.inFlight,
-          entry.held,
-          entry.oldestHeldMs,
-          flow,
-          entry.routed,
-          entry.pinnedTo,
-        )
-      ) {
+      const { model, inFlight, held, oldestHeldMs, routed, pinnedTo } = entry;
+      const load = { inFlight, held, oldestHeldMs, flow, routed, pinnedTo };
+      if (this.core.stats(body.activator, model, load)) {
         this.loadChanged(entry.model, false);
         continue;
       }

@@ -96,17 +96,8 @@ export function inProcessControlPlane(autoscaler: Autoscaler): ControlPlane {
   return {
     demand: (model, hint) =>
       void autoscaler.demand(localActivator, model, hint?.unreachable, undefined, hint?.load),
-    stats: (model, inFlight, held, oldestHeldMs, _flow, _routed, pinnedTo) =>
-      void autoscaler.stats(
-        localActivator,
-        model,
-        inFlight,
-        held,
-        oldestHeldMs,
-        undefined,
-        undefined,
-        pinnedTo,
-      ),
+    stats: (model, { flow: _flow, routed: _routed, ...load }) =>
+      void autoscaler.stats(localActivator, model, load),
     watch: (listener) => autoscaler.watch(listener),
   };
 }

@@ -140,9 +140,9 @@ describe("the learning file", () => {
       await clock.advanceAndSettle(3_600_000);
       first.demand(localActivator, "a");
       await clock.settle();
-      first.stats(localActivator, "a", 1, 0);
+      first.stats(localActivator, "a", { inFlight: 1, held: 0 });
       await clock.advanceAndSettle(10_000);
-      first.stats(localActivator, "a", 0, 0);
+      first.stats(localActivator, "a", { inFlight: 0, held: 0 });
       await clock.settle();
     }
     const before = c.learningSnapshot(true);

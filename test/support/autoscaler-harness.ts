@@ -113,7 +113,7 @@ export class Harness {
   }
 
   stats(model: string, inFlight: number, held: number, activator = localActivator): void {
-    this.autoscaler.stats(activator, model, inFlight, held);
+    this.autoscaler.stats(activator, model, { inFlight, held });
   }
 
   settle(): Promise<void> {

@@ -161,7 +161,7 @@ export async function replay(
   let events = 0;
   const report = (model: string) => {
     const route = routes.get(model)!;
-    autoscaler.stats(localActivator, model, route.inFlight, route.held.length);
+    autoscaler.stats(localActivator, model, { inFlight: route.inFlight, held: route.held.length });
   };
   const dispatch = (model: string, request: TraceRequest) => {
     const route = routes.get(model)!;
