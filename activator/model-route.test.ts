@@ -1,6 +1,11 @@
 import { once } from "node:events";
 import { createServer } from "node:http";
-import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
+import {
+  type AddressInfo,
+  createServer as createNetServer,
+  type Server as NetServer,
+  type Socket,
+} from "node:net";
 import { expect, test } from "vitest";
 import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
 import { parseConfig } from "../lib/settings/index.ts";
@@ -208,15 +213,8 @@ test("a replica whose engine still takes connections but does not answer (on its
   // Found while testing the resend: a dying engine's listening socket outlived it a moment, the
   // probe's connection was accepted, and the request sent again went back to it and failed again.
   const dying = createNetServer((socket) => socket.destroy());
-  dying.listen(0, "127.0.0.1");
-  await once(dying, "listening");
-  const address = `127.0.0.1:${(dying.address() as AddressInfo).port}`;
-  const route = new ModelRoute(config, listener);
+  const { route } = await foundUnreachable(dying);
   try {
-    route.apply({ model: "qwen", replica: "qwen-1", address, tier: "ready", since: Date.now() });
-    const backend = route.tryAcquire()!;
-    route.release(backend);
-    route.markUnreachable(backend);
     const held = route.hold();
     let served = false;
     void held.promise.then(
@@ -260,15 +258,8 @@ test("the probe of a suspect replica ends within its time, however long the engi
       socket.once("close", () => clearInterval(timer));
     });
   });
-  engine.listen(0, "127.0.0.1");
-  await once(engine, "listening");
-  const address = `127.0.0.1:${(engine.address() as AddressInfo).port}`;
-  const route = new ModelRoute(config, listener);
+  const { route, backend } = await foundUnreachable(engine);
   try {
-    route.apply({ model: "qwen", replica: "qwen-1", address, tier: "ready", since: Date.now() });
-    const backend = route.tryAcquire()!;
-    route.release(backend);
-    route.markUnreachable(backend);
     const held = route.hold();
     held.promise.catch(() => {});
     // The probe gives up after its time (2 s); the engine answers from then on, and the next
@@ -284,6 +275,19 @@ test("the probe of a suspect replica ends within its time, however long the engi
     engine.close();
   }
 });
+
+/** A route whose one replica, `qwen-1`, is `engine` (listening on loopback), just found unreachable. */
+async function foundUnreachable(engine: NetServer) {
+  engine.listen(0, "127.0.0.1");
+  await once(engine, "listening");
+  const address = `127.0.0.1:${(engine.address() as AddressInfo).port}`;
+  const route = new ModelRoute(config, listener);
+  route.apply({ model: "qwen", replica: "qwen-1", address, tier: "ready", since: Date.now() });
+  const backend = route.tryAcquire()!;
+  route.release(backend);
+  route.markUnreachable(backend);
+  return { route, backend };
+}
 
 /** Applies events of the one replica `qwen-1` to `route`: its tier, and anything else the test sets. */
 const applyTo =
