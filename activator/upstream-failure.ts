@@ -61,7 +61,7 @@ export function failureReason(error: Error, status: number, ended: EndedEarly | 
   if (code === "UND_ERR_BODY_TIMEOUT") return "idle-timeout";
   // Errors of this process, not the engine's: the client may retry in a moment.
   if (localResourceCodes.has(code)) return "local-resources";
-  if (status === 0 && unreachableCodes.has(code)) return "unreachable";
+  if (status === 0 && unreachableCodes.has(code) && !isUnaskedUpgrade(error)) return "unreachable";
   return status !== 0 ? "broken" : "error";
 }
 
@@ -155,10 +155,30 @@ const failureAnswers: Readonly<Record<UpstreamFailure, FailureAnswer>> = {
  * client could use (found by an outside tester).
  */
 function readable(error: Error): string {
-  if ((error as { code?: string }).code !== "ERR_ASSERTION") return error.message;
+  const code = (error as { code?: string }).code ?? "";
+  // The parser's reason, which undici words "Response does not match the HTTP/1.1 protocol (…)"
+  // (its HTTPParserError has no code for most).
+  if (error.name === "HTTPParserError") return notHttp(/\((.+)\)$/.exec(error.message)?.[1]);
+  // undici reports any failure to parse an answer that has a Content-Length as this mismatch,
+  // dropping the parser's reason: two Content-Lengths that differ were told as a body too short.
+  if (code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH")
+    return notHttp(
+      "its body and its Content-Length do not agree, or its head is malformed around them: two Content-Lengths that differ, say",
+    );
+  if (isUnaskedUpgrade(error))
+    return notHttp("it switched protocols (101) though the request asked for no upgrade");
+  if (code !== "ERR_ASSERTION") return error.message;
   const check = /assert\((.*)\)/.exec(error.message)?.[1];
   return notHttp(check && `the HTTP client's check \`${check}\` failed`);
 }
+
+/**
+ * The engine answered `101 Switching Protocols` to a request that asked for no upgrade: undici
+ * closes the connection with a "bad upgrade" socket error. An answer, though not HTTP's: not a
+ * connection that broke under the request, which would send it again.
+ */
+const isUnaskedUpgrade = (error: Error) =>
+  (error as { code?: string }).code === "UND_ERR_SOCKET" && error.message === "bad upgrade";
 
 /** The words for an engine's answer that is not HTTP, and why when known. */
 const notHttp = (why: string | undefined) => `the engine's answer is not valid HTTP${why ? ` (${why})` : ""}`;

@@ -123,6 +123,42 @@ describe("the engine fails before any byte of an answer", () => {
     }
   });
 
+  test("a malformed head → 502 upstream_error naming what is wrong with it, not undici's misleading body-length words, and sent once", async () => {
+    const heads: [string, string][] = [
+      // undici reports any parse failure of an answer with a Content-Length as a body-length mismatch.
+      [
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}",
+        "its body and its Content-Length do not agree, or its head is malformed around them: two Content-Lengths that differ, say",
+      ],
+      ["HTTP/1.1 200 OK\r\nno colon here\r\n\r\n{}", "Invalid header token"],
+      ["HTTP/1.1 200 OK\r\ncontent-length: abc\r\n\r\n{}", "Invalid character in Content-Length"],
+      // An engine that switches protocols unasked answered: it is not a dying engine, and the
+      // request is not sent again (before: taken for a connection that broke, resent, then `upstream_died`).
+      [
+        "HTTP/1.1 101 Switching Protocols\r\nupgrade: x\r\nconnection: upgrade\r\n\r\n",
+        "it switched protocols (101) though the request asked for no upgrade",
+      ],
+    ];
+    for (const [head, why] of heads) {
+      let seen = 0;
+      const engine = await rawEngine((socket) =>
+        socket.once("data", () => {
+          seen++;
+          socket.end(head);
+        }),
+      );
+      cleanups.push(() => engine.close());
+      const snooze = await activatorFor(engine.address);
+      const response = await post(snooze);
+      expect(response.status).toBe(502);
+      expect(await errorOf(response)).toMatchObject({
+        code: "upstream_error",
+        message: `The call to the engine failed: the engine's answer is not valid HTTP (${why})`,
+      });
+      expect(seen).toBe(1);
+    }
+  });
+
   test("a status past 599 into a stream hold progress opened: an SSE error event, then [DONE]", async () => {
     const engine = await rawEngine((socket) =>
       socket.once("data", () =>
