@@ -179,6 +179,13 @@ describe("a slot with two members", () => {
     expect(violations).toEqual([]);
   });
 
+  test("a member's wait is told in whole milliseconds, though its activator measures it with a fraction", async () => {
+    const { h, slot } = await aResident(slotYaml({ maxWait: "8s" }));
+    h.stats("a", 1, 0);
+    h.autoscaler.stats(localActivator, "b", { inFlight: 0, held: 1, oldestHeldMs: 1_234.567 });
+    expect(slot().waiting).toEqual([{ model: "b", held: 1, waitingMs: 1_235 }]);
+  });
+
   test("a member whose requests time out (holdBudget below maxWait) and are asked again still takes a busy incumbent's slot at maxWait", async () => {
     // Found by an outside tester: each retry began a new wait, so with holdBudget 3s and maxWait 8s
     // the member was never served while the incumbent stayed busy.

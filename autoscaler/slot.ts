@@ -173,7 +173,8 @@ export class Slot {
           // Requests only, as `snooze status` counts them: a person's wake is named apart.
           held: v.held - (v.wake ? 1 : 0),
           ...(v.wake ? { wake: true as const } : {}),
-          waitingMs: Math.max(0, now - (v.heldSince ?? now)),
+          // Whole milliseconds: an activator in this process measures its oldest wait with a fraction.
+          waitingMs: Math.max(0, Math.round(now - (v.heldSince ?? now))),
         })),
       swaps: this.swaps,
       ...(this.lastSwap ? { lastSwap: this.lastSwap } : {}),
