@@ -208,3 +208,57 @@ test("a body with a byte order mark, or in UTF-16, is read as the same JSON, as 
   const { "ce-subject": _, ...noSubject } = binaryHeaders;
   expect(parseIncomingEvents(noSubject, data)).toMatchObject({ ok: true, commands: [{ model: "qwen" }] });
 });
+
+describe('data that is a JSON string is read once, as sent, not as the SDK hands it on (found by an outside tester: `"5"` was refused as a number, `"qwen"` as text that is not JSON)', () => {
+  /** The string `value` as an event's JSON data, in each mode. */
+  const stringData = (value: string, type = attributes.type): [string, Record<string, string>, string][] => {
+    const event = { ...attributes, type };
+    const headers = { ...binaryHeaders, "ce-type": type };
+    return [
+      ["binary, application/json", headers, JSON.stringify(value)],
+      ["binary, text/json", { ...headers, "content-type": "text/json" }, JSON.stringify(value)],
+      ["structured, no datacontenttype", structured, JSON.stringify({ ...event, data: value })],
+      [
+        "structured, application/json",
+        structured,
+        JSON.stringify({ ...event, datacontenttype: "application/json", data: value }),
+      ],
+      ["batch", batch, JSON.stringify([{ ...event, datacontenttype: "application/json", data: value }])],
+    ];
+  };
+
+  test.each(
+    ["qwen", "5", "[1]", "true"].flatMap((value) =>
+      stringData(value).map(([mode, headers, body]) => [mode, value, headers, body] as const),
+    ),
+  )("%s, the JSON string %j: invalid_event, said to be a JSON string", (_mode, _value, headers, body) => {
+    const parsed = parseIncomingEvents(headers, Buffer.from(body));
+    expect(parsed).toMatchObject({ ok: false, status: 400, code: "invalid_event", param: "data" });
+    if (!parsed.ok) expect(parsed.message).toContain("not a JSON string");
+  });
+
+  // What the JavaScript SDK sends in structured mode for data handed to it already JSON.stringify'd.
+  test.each(stringData('{"model":"qwen","for":"5m"}', "dev.snooze.model.prewarm"))(
+    "%s, a JSON string holding a JSON object: read as that object",
+    (_mode, headers, body) => {
+      expect(parseIncomingEvents(headers, Buffer.from(body))).toMatchObject({
+        ok: true,
+        commands: [{ model: "qwen", forMs: 300_000 }],
+      });
+    },
+  );
+
+  test("text of a type other than JSON, and data_base64, holding JSON are read as JSON, as before", () => {
+    for (const event of [
+      { ...attributes, datacontenttype: "text/plain", data: '{"for":"1m"}' },
+      { ...attributes, data_base64: Buffer.from('{"for":"1m"}').toString("base64") },
+      { ...attributes, data_base64: Buffer.from('\ufeff{"for":"1m"}', "utf16le").toString("base64") },
+    ])
+      expect(
+        parseIncomingEvents(
+          structured,
+          Buffer.from(JSON.stringify({ ...event, type: "dev.snooze.model.prewarm" })),
+        ),
+      ).toMatchObject({ ok: true, commands: [{ forMs: 60_000 }] });
+  });
+});

@@ -234,6 +234,10 @@ export function parseIncomingEvents(
       "unsupported_media_type",
       415,
     );
+  // The data as sent: JSON read here (the SDK reads only application/json, and leaves text/json or
+  // +json as text), or, with no content type, text that may hold JSON.
+  let sent: SentData = {};
+  if (body.length > 0 && mediaType === "") sent = { text, param: "data" };
   if (body.length > 0 && mediaType !== "") {
     let data: unknown;
     try {
@@ -249,10 +253,12 @@ export function parseIncomingEvents(
     // Counted as in structured mode, where the data is one level down in the event.
     const deep = tooDeep({ data });
     if (deep) return deep;
+    sent = { value: data, param: "data" };
   }
   const parsed = fromSdk(
     () => cloudEvents().HTTP.toEvent({ headers, body: body.length > 0 ? text : undefined }),
     (name) => ({ param: `ce-${name}`, given: headers[`ce-${name}`] }),
+    sent,
   );
   return parsed.ok ? { ok: true, mode: "binary", commands: [parsed.command] } : parsed;
 }
@@ -387,8 +393,38 @@ function structuredEvent(raw: unknown): { ok: true; command: EventCommand } | Ev
         body: JSON.stringify(raw),
       }),
     (name) => ({ param: name, given: attributes[name] }),
+    structuredData(attributes),
   );
 }
+
+/**
+ * A structured event's data as sent: `data_base64`'s bytes and a `data` string of a content type
+ * other than JSON are text that may hold JSON; any other `data` is a JSON value (a string too: with
+ * no `datacontenttype` the data is JSON, as the JSON event format says).
+ */
+function structuredData(attributes: Record<string, unknown>): SentData {
+  if (typeof attributes.data_base64 === "string")
+    return { text: jsonText(Buffer.from(attributes.data_base64, "base64")).text, param: "data_base64" };
+  const contentType = attributes.datacontenttype;
+  if (
+    typeof attributes.data === "string" &&
+    typeof contentType === "string" &&
+    !isJsonMediaType(contentType.split(";")[0]!.trim().toLowerCase())
+  )
+    return { text: attributes.data, param: "data" };
+  return attributes.data === undefined ? {} : { value: attributes.data, param: "data" };
+}
+
+/**
+ * An event's data as the sender wrote it, as its mode and content type say, not as the SDK hands it
+ * on (the SDK parses some JSON and leaves other as text, so a JSON string that held JSON text was
+ * read twice: `"5"` was refused as a number, `"qwen"` as text that is not JSON): a JSON value, or
+ * text that may hold JSON; `param` is where it was (`data`, `data_base64`). None: no data.
+ */
+type SentData =
+  | { value: unknown; param: "data"; text?: undefined }
+  | { text: string; param: "data" | "data_base64"; value?: undefined }
+  | { value?: undefined; text?: undefined; param?: undefined };
 
 /** Where an attribute is in the message (`param`), and the value the sender wrote. */
 type AttributeOf = (name: string) => { param: string; given: unknown };
@@ -397,6 +433,7 @@ type AttributeOf = (name: string) => { param: string; given: unknown };
 function fromSdk(
   build: () => CloudEventV1<unknown> | CloudEventV1<unknown>[],
   attribute: AttributeOf,
+  sent: SentData,
 ): { ok: true; command: EventCommand } | EventRefusal {
   let event: CloudEventV1<unknown>;
   try {
@@ -408,7 +445,7 @@ function fromSdk(
     if (error instanceof cloudEvents().ValidationError) return schemaRefusal(error, attribute);
     return refuse(`the event could not be read: ${(error as Error).message}`);
   }
-  return commandOf(event);
+  return commandOf(event, sent);
 }
 
 /** One error of the SDK's schema validator (ajv), as far as it is read here. */
@@ -451,7 +488,10 @@ function schemaRefusal(error: Error & { errors?: unknown[] | null }, attribute: 
   return refuse(`the event's ${name} ${rule}${sent}`, "invalid_event", 400, param);
 }
 
-function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventCommand } | EventRefusal {
+function commandOf(
+  event: CloudEventV1<unknown>,
+  sent: SentData,
+): { ok: true; command: EventCommand } | EventRefusal {
   // A PingSource cannot choose its events' type: it names the action in an extension instead.
   const action =
     event.type === pingType ? `${eventTypePrefix}${String(event[actionExtension] ?? "")}` : event.type;
@@ -469,16 +509,12 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
     );
   }
   const verb = action.slice(eventTypePrefix.length) as EventVerb;
-  // Data sent base64-encoded (structured mode's data_base64) is read as the same JSON.
-  let data: unknown =
-    typeof event.data_base64 === "string"
-      ? Buffer.from(event.data_base64, "base64").toString("utf8")
-      : event.data;
-  // Named as the sender wrote it: data_base64, or data (binary mode's body).
-  const dataParam = typeof event.data_base64 === "string" ? "data_base64" : "data";
-  if (typeof data === "string" && data !== "") {
+  const dataParam = sent.param ?? "data";
+  // Text (data_base64's bytes, text/plain data, a body with no content type) is read as JSON.
+  let data: unknown = sent.value;
+  if (sent.text !== undefined && sent.text !== "") {
     try {
-      data = JSON.parse(data);
+      data = JSON.parse(sent.text);
     } catch {
       return refuse(
         `the event's ${dataParam} must be a JSON object, like {"model":"qwen"}, not text that is not JSON (${event.datacontenttype ?? "no datacontenttype"})`,
@@ -488,6 +524,10 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
       );
     }
   }
+  // A JSON string that holds a JSON object is data serialised twice, which is what an SDK sends when
+  // handed data already JSON.stringify'd (the JavaScript SDK in structured mode): read as that object.
+  const twice = typeof data === "string" ? jsonObjectIn(data) : undefined;
+  if (twice !== undefined) data = twice;
   if (data !== undefined && data !== null && (typeof data !== "object" || Array.isArray(data)))
     return refuse(
       `the event's ${dataParam} must be a JSON object, like {"model":"qwen"}, not a JSON ${Array.isArray(data) ? "array" : typeof data}`,
@@ -545,6 +585,17 @@ function commandOf(event: CloudEventV1<unknown>): { ok: true; command: EventComm
     command.forMs = ms;
   }
   return { ok: true, command };
+}
+
+/** The JSON object a string holds, if it holds one. */
+function jsonObjectIn(text: string): object | undefined {
+  if (!text.trimStart().startsWith("{")) return undefined;
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** A digest of an event's source and id: what tells a redelivery, in the same room however long they are. */

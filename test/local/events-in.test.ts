@@ -581,6 +581,25 @@ describe("every malformed event is refused with a status and a reason", () => {
     expect(answer).toMatchObject({ status: 400, code: "invalid_json", param: "data" });
   });
 
+  test('data that is a JSON string is said to be one, in either mode (found by an outside tester: `"qwen"` was invalid_json, text that is not JSON); one holding a JSON object, as the SDK sends stringified data, names its model', async () => {
+    for (const response of [
+      await send(binaryHeaders(), JSON.stringify("qwen")),
+      await structured(valid({ datacontenttype: "application/json", data: "qwen" })),
+    ])
+      expect(await refusal(response)).toMatchObject({ status: 400, code: "invalid_event", param: "data" });
+    // The JavaScript SDK in structured mode writes data it was handed as a string as a JSON string.
+    const event = new CloudEvent({
+      type: "dev.snooze.model.stop",
+      source: "/test/events",
+      datacontenttype: "application/json",
+      data: JSON.stringify({ model: "untouched" }),
+    });
+    const message = HTTP.structured(event);
+    expect(String(message.body)).toContain('"data":"{');
+    const response = await send(message.headers as Record<string, string>, String(message.body));
+    expect(response.status).toBe(200);
+  });
+
   test("no model named: param names the subject, where a model is named first (found by an outside tester: param null)", async () => {
     const structuredAnswer = await refusal(await structured(valid({ subject: undefined })));
     expect(structuredAnswer).toMatchObject({ status: 400, code: "missing_model", param: "subject" });
