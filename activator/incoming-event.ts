@@ -842,22 +842,26 @@ export async function handleIncomingEvents(
     });
     if (command.verb === "wake" || command.verb === "prewarm") {
       deps.recent.add(command.key);
-      // A wake may take minutes: it goes on after the answer (watch the tier). A prewarm with a
-      // duration keeps the model awake that long, within its prewarmBudget, where the control plane
-      // offers it; else it is a wake that then follows the model's sleepAfter.
-      const prewarm = command.forMs !== undefined ? deps.admin.prewarm : undefined;
+      // A wake may take minutes: it goes on after the answer (watch the tier). A prewarm, where the
+      // control plane offers it, wakes at prewarm priority (in a slot it never evicts a busy resident
+      // and yields to any request) and keeps the model awake for its `for` within the prewarmBudget;
+      // without a `for` it keeps it no longer than its ladder would. It was a wake then, which waits
+      // in a slot as a held request does and drains a busy resident (found by an outside tester).
+      const prewarm = command.verb === "prewarm" ? deps.admin.prewarm : undefined;
       // The activation continues the trace of what made the event (its traceparent extension),
       // else the delivery's (the HTTP traceparent, which this request's server span continues).
       const caller = remoteContextOf(command.traceparent, command.tracestate) ?? context.active();
       void (
-        prewarm ? prewarm(command.id, command.forMs!, { caller }) : deps.admin.wake(command.id, { caller })
+        prewarm
+          ? prewarm(command.id, command.forMs ?? 0, { caller })
+          : deps.admin.wake(command.id, { caller })
       ).catch((error: unknown) =>
         deps.log?.warn("wake asked by an event failed", { model: command.id, error }),
       );
-      if (command.forMs !== undefined && !prewarm)
+      if (command.verb === "prewarm" && !prewarm)
         deps.log?.info("prewarm: woken; staying awake follows the model's sleepAfter", {
           model: command.id,
-          for: formatDuration(command.forMs),
+          ...(command.forMs !== undefined ? { for: formatDuration(command.forMs) } : {}),
         });
     } else {
       waited = true;

@@ -426,6 +426,21 @@ models:
     expect(h.controller("a").tier).toBe("asleep-1");
   });
 
+  test("a prewarm that keeps nothing (an event's prewarm without `for`) waits as any prewarm does: a busy resident keeps the slot past maxWait", async () => {
+    const h = new Harness(yaml, { autoUp: 10_000 });
+    const b = h.controller("b");
+    await serve(h, "a", 1_000);
+    h.stats("a", 1, 0); // a long request keeps a busy
+    await h.settle();
+    void b.prewarm(0);
+    // A wake (a held request) would take the slot once it waited maxWait (2 minutes).
+    await h.advance(20 * minute, () => expect(residentOf(h)).toEqual(["a"]));
+    h.stats("a", 0, 0);
+    await h.advance(3 * minute);
+    expect(b.tier).toBe("ready");
+    expect(h.controller("a").tier).toBe("asleep-1");
+  });
+
   test("real demand wins over a prewarm: a prewarmed resident yields at once", async () => {
     const h = new Harness(yaml, { autoUp: 10_000 });
     const b = h.controller("b");

@@ -91,15 +91,18 @@ export function adminPath(model: string, verb: AdminVerb, prewarm?: PrewarmAsk):
   return `${path}?forMs=${Math.round(prewarm.forMs)}${prewarm.hint ? "&hint=1" : ""}`;
 }
 
-/** A prewarm's ask from the query of its admin request: `forMs` a whole number of ms, at least 1. */
+/**
+ * A prewarm's ask from the query of its admin request: `forMs` a whole number of ms, 0 or more (0:
+ * an event's prewarm without `for`, or with `"0s"`: a wake at prewarm priority, nothing kept).
+ */
 export function prewarmAsk(query: string): { ok: true; ask: PrewarmAsk } | { ok: false; message: string } {
   const params = new URLSearchParams(query);
   const raw = params.get("forMs");
   const forMs = raw === null || raw.trim() === "" ? Number.NaN : Number(raw);
-  if (!Number.isInteger(forMs) || forMs < 1)
+  if (!Number.isInteger(forMs) || forMs < 0)
     return {
       ok: false,
-      message: `a prewarm needs ?forMs= (whole milliseconds, at least 1); got ${JSON.stringify(raw)}`,
+      message: `a prewarm needs ?forMs= (whole milliseconds, 0 or more); got ${JSON.stringify(raw)}`,
     };
   return { ok: true, ask: { forMs, ...(params.get("hint") === "1" ? { hint: true } : {}) } };
 }

@@ -93,13 +93,18 @@ test("a prewarm's forMs reaches the autoscaler from the admin route; without a u
     // The other verbs carry none.
     await fetch(`${base}${adminPath("qwen", "wake", { forMs: 5_000 })}`, { method: "POST" });
     expect(calls[2]).toEqual(["qwen", "wake", false, undefined, undefined]);
+    // An event's prewarm without `for` (or with "0s"): a wake at prewarm priority, nothing kept; it
+    // was refused, so the event, answered 202, woke nothing (found by an outside tester).
+    const none = await fetch(`${base}${adminPath("qwen", "prewarm", { forMs: 0 })}`, { method: "POST" });
+    expect(none.status).toBe(200);
+    expect(calls[3]).toEqual(["qwen", "prewarm", false, { forMs: 0 }, undefined]);
     // A malformed percent-escape in the model's name or a demand's key is the caller's error, not a 500.
     const malformed = await fetch(`${base}/snooze/v1/models/qw%ZZen/wake`, { method: "POST" });
     expect(malformed.status).toBe(400);
     expect(((await malformed.json()) as { error: string }).error).toContain(
       "`qw%ZZen` has a malformed percent-escape",
     );
-    expect(calls).toHaveLength(3);
+    expect(calls).toHaveLength(4);
   } finally {
     server.close();
   }
