@@ -16,6 +16,11 @@ export interface CommandEntry {
   server?: true;
   /** SIGHUP reloads its settings: one that comes while it loads is kept for when it serves. */
   reloads?: true;
+  /**
+   * Runs until stopped, its log on stderr (every server, and `snooze sim`): once it runs, a stdout or
+   * stderr that fails (a reader gone, a full disk) costs the lines written there, not the process.
+   */
+  untilStopped?: true;
 }
 
 /**
@@ -31,6 +36,7 @@ export const commands: CommandEntry[] = [
     load: async () => (await import("./serve.ts")).serveCommand,
     server: true,
     reloads: true,
+    untilStopped: true,
   },
   {
     name: "status",
@@ -63,6 +69,7 @@ export const commands: CommandEntry[] = [
     name: "sim",
     summary: "Simulate a vLLM server (OpenAI API, sleep mode, metrics, shared GPU, faults) without a GPU",
     load: async () => (await import("./sim.ts")).simCommand,
+    untilStopped: true,
   },
   {
     name: "webhooks",
@@ -70,6 +77,7 @@ export const commands: CommandEntry[] = [
       "Run the admission webhooks (validation, one resident per slot, replicas=1 pinning, pod sleep mode) over HTTPS.",
     load: async () => (await import("./webhooks.ts")).webhooksCommand,
     server: true,
+    untilStopped: true,
   },
   {
     name: "activator",
@@ -77,6 +85,7 @@ export const commands: CommandEntry[] = [
       "Run the data plane on Kubernetes: route OpenAI requests to ready pods of Models, hold them while the autoscaler wakes one.",
     load: async () => (await import("./activator.ts")).activatorCommand,
     server: true,
+    untilStopped: true,
   },
   {
     name: "autoscaler",
@@ -84,5 +93,6 @@ export const commands: CommandEntry[] = [
       "Run the control plane on Kubernetes: wake, sleep, scale and arbitrate the pods of Models (one Lease holder per slot or Model).",
     load: async () => (await import("./autoscaler.ts")).autoscalerCommand,
     server: true,
+    untilStopped: true,
   },
 ];

@@ -199,6 +199,7 @@ test("snooze --help loads no command's module", () => {
     "cli/command.ts",
     "cli/commands.ts",
     "cli/main.ts",
+    "cli/output-failures.ts",
     "lib/cli-flags.ts",
     "lib/zod-locales-hook.ts",
   ]);

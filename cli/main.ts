@@ -1,6 +1,7 @@
 import { CommandFailure, UsageError } from "../lib/cli-flags.ts";
 import { type Command, commandHelp, parseCommandArgs, shownFlags, UnknownFlag } from "./command.ts";
 import { commands } from "./commands.ts";
+import { outliveOutputFailures, watchOutputFailures } from "./output-failures.ts";
 
 const version = "0.1.0";
 
@@ -17,11 +18,6 @@ function topHelp(): string {
     "",
     "Run `snooze <command> --help` for a command's flags.",
   ].join("\n");
-}
-
-function endOnClosedPipe(error: NodeJS.ErrnoException): void {
-  if (error.code !== "EPIPE") throw error;
-  process.exit(0);
 }
 
 /**
@@ -61,6 +57,11 @@ export async function main(argv: string[]): Promise<number> {
   // `snooze help status` is `snooze status --help`.
   if (argv[0] === "help" && argv.length > 1) return main([argv[1]!, "--help"]);
   const [name, ...rest] = argv;
+  // A reader gone (`snooze logs -f | head -1`) ends a command's output, not in a stack trace; a full
+  // disk is said; a server outlives both (see cli/output-failures.ts).
+  watchOutputFailures(
+    name !== undefined && commands.some((c) => c.name === name) ? `snooze ${name}` : "snooze",
+  );
   if (name === "--help" || name === "-h" || name === "help") {
     console.log(topHelp());
     return 0;
@@ -95,8 +96,6 @@ export async function main(argv: string[]): Promise<number> {
     signals.holdEarlyStopSignals();
     if (entry.reloads) signals.holdEarlyHangUps();
   }
-  // A client command's reader went away (`snooze logs -f | head -1`): its output is done, not failed.
-  else process.stdout.on("error", endOnClosedPipe);
   const command: Command = await entry.load();
   try {
     const { values, positionals, tokens } = parseCommandArgs(command, rest);
@@ -104,6 +103,7 @@ export async function main(argv: string[]): Promise<number> {
       console.log(commandHelp(command, entry.summary));
       return 0;
     }
+    if (entry.untilStopped) outliveOutputFailures();
     const code = await command.run(values, positionals, tokens);
     // A server has shut down when `run` returns: a connection or timer still open then gets a
     // second, not the process's life; an exporter left waiting on a collector, nothing at all.

@@ -114,9 +114,6 @@ export const serveCommand: Command = {
       }
       throw error;
     }
-    // A closed terminal or a dead parent's pipe must not turn the shutdown into a crash.
-    process.stdout.on("error", () => {});
-    process.stderr.on("error", () => {});
     // From here on every stop signal, and the parent's exit (see stopsWithParent), leads through
     // the shutdown below.
     const signals = watchStopSignals(
