@@ -104,3 +104,21 @@ test("a field JSON cannot hold costs the line its fields, not the caller an exce
     }),
   ]);
 });
+
+test("a line holds no character that ends or reorders a line for its readers: written as \\u escapes, it parses to the same text", () => {
+  const lines: string[] = [];
+  const log = createLogger({}, (line) => lines.push(line), "debug");
+  const text = "a\u2028b\u2029c\u0085d\u009be\u202ef\u2066g\u200eh\x1bi";
+  log.warn(`said ${text}`, { reason: text, [`key${text}`]: 1, error: new Error(text) });
+  for (const line of lines) {
+    expect(line.endsWith("\n")).toBe(true);
+    expect(line.slice(0, -1)).not.toMatch(/[\p{Cc}\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u);
+  }
+  const record = JSON.parse(lines[0]!);
+  expect(record).toMatchObject({
+    msg: `said ${text}`,
+    reason: text,
+    [`key${text}`]: 1,
+    error: { message: text },
+  });
+});
