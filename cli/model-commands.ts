@@ -357,6 +357,7 @@ export const logsCommand: Command = {
       const { id } = await findModel(client, name);
       const path = `/snooze/v1/models/${encodeURIComponent(id)}/logs`;
       const seen = new Map<string, number>();
+      const onTerminal = process.stdout.isTTY === true;
       let first = true;
       const print = (replicas: EngineLog[]) => {
         // With more than one engine so far, each line says whose it is.
@@ -366,10 +367,13 @@ export const logsCommand: Command = {
           const number = log.total - log.lines.length + 1;
           const fresh = log.lines.slice(Math.max(0, before + 1 - number));
           const skipped = number - before - 1;
-          // The engine's lines are its output, printed as they are (as `kubectl logs` does); the
-          // replica's name is Snooze's, made safe.
+          // The engine's lines are its output, printed as they are (as `kubectl logs` does) where
+          // they go to a file or a program; on a terminal, where they would act, made safe as the
+          // server's other words are (found by an outside tester: an engine's escape sequences
+          // retitled and cleared the terminal, and an OSC 52 could set its clipboard).
           if (!first && skipped > 0) console.log(`[${shown(log.replica)}] … ${skipped} lines not kept`);
-          for (const text of fresh) console.log(several ? `[${shown(log.replica)}] ${text}` : text);
+          for (const text of fresh.map(onTerminal ? (line) => printable(line) : (line) => line))
+            console.log(several ? `[${shown(log.replica)}] ${text}` : text);
           seen.set(log.replica, log.total);
         }
         first = false;

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import { existsSync } from "node:fs";
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -723,6 +724,58 @@ describe("servers that misbehave (found by an outside tester)", () => {
     } finally {
       close();
       named.close();
+    }
+  });
+
+  test("logs prints an engine's escape sequences made visible on a terminal, as written in a pipe (found by an outside tester: they retitled and cleared the terminal)", {
+    timeout: 30_000,
+  }, async () => {
+    // An engine whose output sets the terminal's title, clears it, writes its clipboard (OSC 52)
+    // and colours it through the one-character CSI; its tab stays a tab.
+    const printf = "printf 'INFO \\033]0;pwned\\007\\033[2J\\033]52;c;aGk=\\007\\302\\23331m\\tred\\n'";
+    const sim = [
+      "${SNOOZE}",
+      "sim",
+      "--served-model-name",
+      "${MODEL}",
+      "--port",
+      "${PORT}",
+      "--time-scale",
+      "0.05",
+    ];
+    const command = ["sh", "-c", `${printf}; exec "$0" "$@"`, ...sim];
+    const engine = await anotherSnooze(
+      `models:\n  loud:\n    sleep: false\n    command: ${JSON.stringify(command)}\n`,
+    );
+    try {
+      expect((await fetch(`${engine.url}/v1/chat/completions`, chat("loud"))).status).toBe(200);
+      const shownWords = "INFO \\x1b]0;pwned\\x07\\x1b[2J\\x1b]52;c;aGk=\\x07\\x9b31m\tred";
+      // In a pipe (to a file, to grep) the engine's output is its output, as `kubectl logs` prints it.
+      const piped = await run(["logs", "loud"], { SNOOZE_URL: engine.url });
+      expect(piped.code).toBe(0);
+      expect(piped.stdout.split("\n")).toContain(
+        "INFO \x1b]0;pwned\x07\x1b[2J\x1b]52;c;aGk=\x07\x9b31m\tred",
+      );
+      const onTerminal = (text: string) =>
+        [...text].filter((c) => (c < " " || (c >= "\x7f" && c <= "\x9f")) && !"\t\r\n".includes(c));
+      // On a terminal (a pseudo-terminal `script` gives it), where the escapes would act.
+      if (existsSync("/usr/bin/script")) {
+        const logs = `${JSON.stringify(process.execPath)} bin/snooze.js logs loud`;
+        // Not spawnSync: the Snooze it reads runs in this process.
+        const tty = spawn("script", ["-qec", logs, "/dev/null"], {
+          stdio: ["ignore", "pipe", "pipe"],
+          env: { ...process.env, SNOOZE_URL: engine.url },
+        });
+        children.push(tty);
+        let shown = "";
+        tty.stdout!.on("data", (chunk) => (shown += chunk));
+        const [code] = await once(tty, "close");
+        expect(code).toBe(0);
+        expect(shown.split("\r\n")).toContain(shownWords);
+        expect(onTerminal(shown)).toEqual([]);
+      }
+    } finally {
+      await engine.close(1_000);
     }
   });
 
