@@ -9,4 +9,6 @@ test("the server's words are made safe to print: control characters and reorderi
   expect(printable("a\n\tb")).toBe("a\n\tb");
   expect(printable("a\n\tb", true)).toBe("a\\n\\tb");
   expect(printable("qwen-3 ✓ 😀")).toBe("qwen-3 ✓ 😀");
+  // A line's end to some readers, though not to a terminal.
+  expect(printable("a\u2028b\u2029c")).toBe("a\\u2028b\\u2029c");
 });

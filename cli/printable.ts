@@ -2,8 +2,8 @@ import { clip } from "../lib/clip.ts";
 
 /**
  * The server's `text` made safe to print: control characters (an escape sequence that would recolour
- * or retitle the terminal, a carriage return that would overwrite the line) and the invisible marks
- * that reorder text are shown as `\x1b`, `\u202e`. Newlines and tabs are kept unless `oneLine`
+ * or retitle the terminal, a carriage return that would overwrite the line), U+2028 and U+2029, and
+ * the invisible marks that reorder text are shown as `\x1b`, `\u2028`, `\u202e`. Newlines and tabs are kept unless `oneLine`
  * (a name, a table cell), where they are shown as `\n` and `\t` too.
  */
 export function printable(text: string, oneLine = false): string {
@@ -14,6 +14,9 @@ export function printable(text: string, oneLine = false): string {
       code < 0x20 ||
       (code >= 0x7f && code <= 0x9f) ||
       code === 0x200e ||
+      // The line and paragraph separators: a line's end to some readers (Node's readline).
+      code === 0x2028 ||
+      code === 0x2029 ||
       code === 0x200f ||
       (code >= 0x202a && code <= 0x202e) ||
       (code >= 0x2066 && code <= 0x2069);

@@ -1,6 +1,7 @@
 import type { AdminModelView, ReloadFailure } from "../activator/admin.ts";
 import { clip } from "../lib/clip.ts";
 import { formatDuration } from "../lib/duration.ts";
+import { escapeLineBreakers } from "../lib/json-line.ts";
 import { modelList } from "./answer-shapes.ts";
 import { AdminClient, clientFlags, runClient } from "./client.ts";
 import type { Command } from "./command.ts";
@@ -34,7 +35,11 @@ export const statusCommand: Command = {
       const intervalMs = durationValue(values, "interval", { atLeastMs: 200 });
       if (!values.watch) {
         const answer = await read();
-        console.log(values.json ? JSON.stringify(answer, null, 2) : formatStatus(answer, Date.now()));
+        console.log(
+          values.json
+            ? escapeLineBreakers(JSON.stringify(answer, null, 2))
+            : formatStatus(answer, Date.now()),
+        );
         return 0;
       }
       return watch(client.url, read, intervalMs, values.json === true);
@@ -103,7 +108,8 @@ async function watch(
       let text: string;
       try {
         const answer = await read();
-        text = json ? JSON.stringify(answer) : formatStatus(answer, Date.now());
+        // With --json, one document a line: a U+2028 in an engine's last words split it in two.
+        text = json ? escapeLineBreakers(JSON.stringify(answer)) : formatStatus(answer, Date.now());
         failed = false;
       } catch (error) {
         text = `snooze status: ${(error as Error).message}`;

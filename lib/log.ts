@@ -1,3 +1,5 @@
+import { escapeLineBreakers } from "./json-line.ts";
+
 /**
  * Structured logs: one JSON object a line on stderr, so stdout stays free for
  * command output and any log shipper can parse them. A line written inside a
@@ -88,20 +90,9 @@ function serialize(record: Record<string, unknown>): string {
     const { time, level, msg } = record;
     json = JSON.stringify({ time, level, msg, unwritable: (error as Error).message });
   }
-  return json.replace(lineBreakers, escaped);
+  // One line to every reader of lines, whatever a field holds (an engine's last words).
+  return escapeLineBreakers(json);
 }
-
-/**
- * What JSON leaves raw though it breaks a line for its readers (found by an outside tester: an
- * engine's last words with a U+2028 made its `activation failed` warning two lines, neither JSON, to
- * Node's readline). U+2028 and U+2029 end a line for Node's readline, U+0085 for Python's
- * `splitlines`; the other C1 controls are controls to a terminal (U+009B begins an escape sequence
- * as ESC [ does, which JSON does escape); the bidirectional marks reorder what a person reads. They
- * can only stand in a string, where the `\u` escape means the same character: the line parses as
- * before.
- */
-const lineBreakers = /[\u0080-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
-const escaped = (char: string) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`;
 
 /** How deep an error's causes are followed: far enough for fetch's `fetch failed` → the socket's. */
 const causesShown = 3;

@@ -3,6 +3,7 @@ import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
+import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
 import { createLogger } from "../../lib/log.ts";
@@ -776,6 +777,46 @@ describe("servers that misbehave (found by an outside tester)", () => {
       }
     } finally {
       await engine.close(1_000);
+    }
+  });
+
+  test("status --json (--watch: one document a line) and the table keep an engine's U+2028, C1 controls and bidirectional marks escaped (found by an outside tester: readline read two lines, neither JSON)", {
+    timeout: 30_000,
+  }, async () => {
+    // An engine whose last words, its failure's reason, hold them; then it exits.
+    const words = "before\u2028after \u2029para \u0085nel \u009b31mcsi \u202eevil\u202c";
+    const script = `process.stdout.write(${JSON.stringify(`${words}\n`)}); process.exit(1);`;
+    const broken = await anotherSnooze(
+      `models:\n  broken:\n    sleep: false\n    command: ${JSON.stringify([process.execPath, "-e", script, "${PORT}"])}\n`,
+    );
+    const raw = /[\p{Cc}\u2028\u2029\u202a-\u202e]/u;
+    try {
+      expect((await fetch(`${broken.url}/v1/chat/completions`, chat("broken"))).status).toBe(503);
+      const env = { SNOOZE_URL: broken.url };
+      const json = await run(["status", "--json"], env);
+      expect(json.code).toBe(0);
+      expect(JSON.parse(json.stdout).models[0].lastError).toContain(words);
+      for (const line of json.stdout.trimEnd().split("\n")) expect(line).not.toMatch(raw);
+      const table = await run(["status"], env);
+      expect(table.stdout).toContain(
+        "before\\u2028after \\u2029para \\x85nel \\x9b31mcsi \\u202eevil\\u202c",
+      );
+      for (const line of table.stdout.trimEnd().split("\n")) expect(line).not.toMatch(raw);
+      // Each document of --watch --json is one line to Node's readline.
+      const watch = start(["status", "--json", "--watch", "--interval", "200ms"], env);
+      const documents: unknown[] = [];
+      createInterface({ input: watch.child.stdout! }).on("line", (line) => {
+        expect(line).not.toMatch(raw);
+        documents.push(JSON.parse(line));
+      });
+      await until(() => documents.length >= 2, 10_000, "two documents");
+      watch.child.kill("SIGINT");
+      expect(await watch.code).toBe(0);
+      expect(documents[0]).toMatchObject({
+        models: [{ id: "broken", lastError: expect.stringContaining(words) }],
+      });
+    } finally {
+      await broken.close(1_000);
     }
   });
 
