@@ -1,3 +1,4 @@
+import { boundedWriter } from "./bounded-writer.ts";
 import { escapeLineBreakers } from "./json-line.ts";
 
 /**
@@ -23,13 +24,31 @@ export interface Logger {
 let unknownLevelTold = false;
 
 /**
+ * What stderr may hold queued before lines are dropped: far above what a reader that keeps up leaves
+ * there (a pipe takes 64 KiB before Node queues), far below what a process should spend on lines
+ * no one reads.
+ */
+const maxQueuedLogChars = 8 * 1024 * 1024;
+
+let stderrWriter: ((line: string) => void) | undefined;
+
+/** Every logger's default: stderr, bounded (lib/bounded-writer.ts); one for the process. */
+function toStderr(line: string): void {
+  stderrWriter ??= boundedWriter(process.stderr, maxQueuedLogChars, droppedLine);
+  stderrWriter(line);
+}
+
+const droppedLine = (dropped: number) =>
+  `${serialize({ time: new Date().toISOString(), level: "warn", msg: "log lines dropped: stderr was not read as fast as they came", dropped })}\n`;
+
+/**
  * `SNOOZE_LOG_LEVEL` in any case (`DEBUG` too); one that names no level is said once, then info is
  * used (found by an outside tester: `DEBUG` and `verbose` gave info without a word, and `toString`,
  * a key of every object, passed as a level and logged everything).
  */
 export function envLevel(
   value = process.env.SNOOZE_LOG_LEVEL,
-  write: (line: string) => void = (line) => process.stderr.write(line),
+  write: (line: string) => void = toStderr,
 ): Level {
   if (value === undefined || value === "") return "info";
   const level = value.toLowerCase();
@@ -46,7 +65,7 @@ export function envLevel(
 
 export function createLogger(
   base: Record<string, unknown> = {},
-  write: (line: string) => void = (line) => process.stderr.write(line),
+  write: (line: string) => void = toStderr,
   minimum: Level = envLevel(),
 ): Logger {
   const emit = (level: Level, msg: string, fields?: Record<string, unknown>) => {

@@ -1,6 +1,8 @@
 import { once } from "node:events";
+import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { afterEach, expect, test } from "vitest";
+import { until } from "../helpers/local-snooze.ts";
 import { serveProcess, writeConfig } from "../helpers/serve-process.ts";
 
 /**
@@ -58,4 +60,50 @@ test("every log line is one line of JSON to Node's readline, whatever an engine 
     // The 1 MB line is kept to its start and its end, in every line that carries it.
     expect(line.length).toBeLessThan(16_384);
   }
+});
+
+/** An engine that prints 1.5 KB lines as fast as it can, and answers as an engine does. */
+const talkative = [
+  "const port = Number(process.argv[1]);",
+  "require('node:http').createServer((req, res) => res.end()).listen(port, '127.0.0.1');",
+  "const line = 'INFO ' + 'y'.repeat(1500) + '\\n';",
+  "setInterval(() => { for (let i = 0; i < 200; i++) process.stdout.write(line); }, 5);",
+].join("\n");
+
+const rssBytes = (pid: number) =>
+  Number(/VmRSS:\s*(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]) * 1024;
+
+test("a stderr no one reads holds Snooze's memory bounded: lines past the bound are dropped, then said with their count (found by an outside tester: 17 MB a second, without end)", {
+  timeout: 60_000,
+}, async () => {
+  const config = writeConfig(
+    `models:\n  talkative:\n    sleep: false\n    warmup: false\n    command: ${JSON.stringify([process.execPath, "-e", talkative, "${PORT}"])}\n`,
+  );
+  const run = serveProcess(config, [], { env: { ...process.env, SNOOZE_LOG_LEVEL: "debug" } });
+  stop = () => run.child.kill("SIGKILL");
+  const url = await run.url;
+  // From here on nothing reads Snooze's stderr: the pipe fills, and Node queues what comes after.
+  run.child.stderr!.pause();
+  const before = rssBytes(run.child.pid!);
+  expect((await fetch(`${url}/snooze/v1/models/talkative/wake`, { method: "POST" })).status).toBe(202);
+  // 120,000 lines of debug log (about 190 MB) written while no one reads.
+  const printed = async () => {
+    const answer = await fetch(`${url}/snooze/v1/models/talkative/logs?lines=1`);
+    const { replicas } = (await answer.json()) as { replicas: { total: number }[] };
+    return replicas[0]?.total ?? 0;
+  };
+  await until(async () => (await printed()) > 120_000, 50_000, "the engine's lines");
+  expect(rssBytes(run.child.pid!) - before).toBeLessThan(96 * 1024 * 1024);
+  run.child.stderr!.resume();
+  await until(() => run.stderr().includes('"msg":"log lines dropped'), 10_000, "the dropped lines said");
+  const said = run
+    .stderr()
+    .split("\n")
+    .find((line) => line.includes('"msg":"log lines dropped'))!;
+  expect(JSON.parse(said)).toMatchObject({
+    level: "warn",
+    msg: "log lines dropped: stderr was not read as fast as they came",
+    dropped: expect.any(Number),
+  });
+  expect(JSON.parse(said).dropped).toBeGreaterThan(0);
 });
