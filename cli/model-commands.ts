@@ -17,6 +17,7 @@ import {
 } from "./client.ts";
 import type { Command } from "./command.ts";
 import { durationValue } from "./flags.ts";
+import { outputTaken } from "./output-taken.ts";
 import { printable, shown } from "./printable.ts";
 
 /** `GET /snooze/v1/models`: every model, and the slots (absent from a Snooze older than slots). */
@@ -390,6 +391,9 @@ export const logsCommand: Command = {
       try {
         while (!stop.signal.aborted) {
           await new Promise((resolve) => setTimeout(resolve, 1_000));
+          // Not asked again before the reader has taken what was printed: the lines the server no
+          // longer keeps meanwhile are said as `… N lines not kept`, not held here.
+          await outputTaken(stop.signal);
           if (stop.signal.aborted) break;
           const after = formatLogsAfter(seen);
           const query = new URLSearchParams({ after, lines: "500" });

@@ -6,6 +6,7 @@ import { modelList } from "./answer-shapes.ts";
 import { AdminClient, clientFlags, runClient } from "./client.ts";
 import type { Command } from "./command.ts";
 import { durationValue } from "./flags.ts";
+import { outputTaken } from "./output-taken.ts";
 import { printable } from "./printable.ts";
 
 /** `snooze status`: what a running Snooze holds, as a table (or JSON); `--watch` keeps it current. */
@@ -122,6 +123,10 @@ async function watch(
         wake = resolve;
         setTimeout(resolve, intervalMs);
       });
+      // A reader that stopped reading is waited for, not queued for (cli/output-taken.ts).
+      const abort = new AbortController();
+      wake = () => abort.abort();
+      if (!stopped) await outputTaken(abort.signal);
     }
   } finally {
     process.off("SIGINT", stop);

@@ -820,6 +820,40 @@ describe("servers that misbehave (found by an outside tester)", () => {
     }
   });
 
+  test("logs -f whose reader stops reading (`| less` left unscrolled) waits for it, not asking again, and then says what it missed (found by an outside tester: 1.6 MB a second held, without end)", {
+    timeout: 30_000,
+  }, async () => {
+    // Each answer: the lines asked for (100 first, then 500: 2 MB) of 4000 characters, as a
+    // talkative engine's would be.
+    let asked = 0;
+    const { url, close } = await misbehaving((req, res) => {
+      if (!req.url?.startsWith("/snooze/v1/models/qwen/logs")) return void res.end("{}");
+      asked++;
+      const total = asked * 10_000;
+      const count = Number(new URL(req.url, "http://snooze").searchParams.get("lines"));
+      const lines = Array.from({ length: count }, (_, i) => `${total - count + 1 + i} ${"z".repeat(4_000)}`);
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ replicas: [{ replica: "qwen-1", lines, total, running: true }] }));
+    });
+    try {
+      const follow = start(["logs", "qwen", "-f"], { SNOOZE_URL: url });
+      // Nothing reads its output from here on: the pipe fills, then Node would queue the rest.
+      follow.child.stdout!.pause();
+      await until(() => asked >= 2, 10_000, "the first follow-up");
+      // Four of its one-second rounds; asking on each, it would hold 2 MB more each time. (A window
+      // of time, as the absence of a request can only be seen in one.)
+      await new Promise((resolve) => setTimeout(resolve, 4_000));
+      expect(asked).toBeLessThanOrEqual(3);
+      // Read again: it catches up, saying what the server no longer kept.
+      follow.child.stdout!.resume();
+      await until(() => / … \d+ lines not kept\n/.test(follow.stdout()), 10_000, "the lines not kept");
+      follow.child.kill("SIGINT");
+      expect(await follow.code).toBe(0);
+    } finally {
+      close();
+    }
+  });
+
   test("snooze wake whose event stream is not Snooze's: exit 1 naming the URL, at once", {
     timeout: 30_000,
   }, async () => {
