@@ -57,7 +57,14 @@ export interface TestActivator {
 /** One model `m` with the given settings (times in ms, sizes in bytes). */
 export async function startActivator(
   settings: Partial<ModelConfig> = {},
-  top: { maxBodySize?: number; maxHeldBytes?: number; bodyTimeout?: number; allowedOrigins?: string[] } = {},
+  top: {
+    maxBodySize?: number;
+    maxHeldBytes?: number;
+    bodyTimeout?: number;
+    allowedOrigins?: string[];
+    /** Other names of `m`, which requests may use (the engine is sent `m`). */
+    aliases?: string[];
+  } = {},
 ): Promise<TestActivator> {
   const plane = new TestPlane();
   const registry = new Registry();
@@ -65,7 +72,7 @@ export async function startActivator(
   const activator = new Activator({
     config: {
       models: new Map([["m", model]]),
-      names: new Map([["m", "m"]]),
+      names: new Map([["m", "m"], ...(top.aliases ?? []).map((alias) => [alias, "m"] as [string, string])]),
       slots: new Map(),
       hostMemoryBudget: Number.POSITIVE_INFINITY,
       maxBodySize: top.maxBodySize ?? 1 << 20,

@@ -1,6 +1,8 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, test } from "vitest";
 import { metricValue } from "../helpers/local-snooze.ts";
 import { finalBody, finalStatus, httpEngine, rawRequest, startActivator } from "./harness.ts";
@@ -290,5 +292,42 @@ describe("maxHeldBytes", () => {
     while (!reply.includes("\r\n\r\n")) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(finalStatus(reply)).toBe(408);
     expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
+  test("a held body rewritten for its engine (an alias) is held once: the client's bytes are let go, the copy is what counts", async () => {
+    // Found by a probe: each request held under an alias kept the client's body and the renamed
+    // copy, so 200 Mi of held bodies (maxHeldBytes) took 400 Mi of memory.
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const snooze = await startActivator(
+      { holdBudget: 20_000 },
+      { maxBodySize: 2 << 20, maxHeldBytes: 64 << 20, aliases: ["a-longer-alias"] },
+    );
+    cleanups.push(() => snooze.close());
+    const count = 20;
+    const body = Buffer.from(bodyOf(1 << 20).replace('"model":"m"', '"model":"a-longer-alias"'));
+    const head = `POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
+    gc();
+    const before = process.memoryUsage().arrayBuffers;
+    const sockets: Socket[] = [];
+    for (let i = 0; i < count; i++) {
+      const socket = connect(snooze.port, "127.0.0.1");
+      socket.on("error", () => {});
+      socket.write(head);
+      socket.write(body);
+      sockets.push(socket);
+    }
+    cleanups.push(() => {
+      for (const socket of sockets) socket.destroy();
+    });
+    const route = snooze.activator.routes.get("m")!;
+    while (route.held < count) await new Promise((resolve) => setTimeout(resolve, 10));
+    // What is counted is the body the engine is sent: the name it serves, `m`, in place of the alias.
+    const sent = body.length - "a-longer-alias".length + "m".length;
+    expect(metricValue(await snooze.registry.metrics(), "snooze_held_body_bytes")).toBe(count * sent);
+    gc();
+    const held = process.memoryUsage().arrayBuffers - before;
+    // One copy of each body (20 Mi), with room for what sockets and parsers keep; two were 40 Mi.
+    expect(held).toBeLessThan(count * sent * 1.4);
   });
 });
