@@ -297,8 +297,10 @@ export class Activator {
     // The names it had: its id and aliases (as upserted, or as a reload's `setNames` gave them), not
     // every name of every model looked through (10,000 Models added one by one took minutes).
     if (route) this.dropNames(route.config);
-    if (route) Object.assign(route.config, model);
-    else this.addRoute(model);
+    if (route) {
+      Object.assign(route.config, model);
+      route.reconfigure();
+    } else this.addRoute(model);
     this.config.models.set(model.id, route?.config ?? model);
     for (const name of [model.id, ...model.aliases]) {
       const owner = this.config.names.get(name);

@@ -21,6 +21,11 @@ export interface Backend {
   /** Connections `pool` may open: requests to this replica beyond it wait in the hold queue. */
   connections: number;
   /**
+   * Pools a reload replaced (`reconfigure`: another `concurrency` or `maxConnections`), each until
+   * the requests sent through it have finished.
+   */
+  retiredPools: Set<Pool>;
+  /**
    * A connection to it failed before any answer: not routable until its engine answers `/health`
    * (`probe`) or the control plane reports on it again.
    */
@@ -476,8 +481,7 @@ export class ModelRoute {
           this.forsake(event.replica);
         }
         const connections = this.perReplica;
-        const origin = `http://${event.address}`;
-        const spares = new SpareConnections(new URL(origin), {
+        const spares = new SpareConnections(new URL(`http://${event.address}`), {
           connectTimeout: timerValue(this.config.connectTimeout),
         });
         backend = {
@@ -486,20 +490,9 @@ export class ModelRoute {
           tier: event.tier,
           inFlight: backend?.inFlight ?? 0,
           spares,
-          pool: new (undici().Pool)(origin, {
-            // One connection per in-flight request, as many as the throttler lets through
-            // (`tryAcquire`), so no request ever waits inside undici, unseen by the hold budget
-            // and the metrics (long SSE streams would keep it waiting forever). The bound keeps
-            // an unlimited `concurrency` from opening a socket per held request (EMFILE).
-            connections,
-            pipelining: 1,
-            // Its connect timeout is the spares' (they dial for the pool when none is left).
-            connect: spares.connect,
-            // Per request (forward): the first-byte and idle timeouts of the current settings.
-            headersTimeout: 0,
-            bodyTimeout: 0,
-          }),
+          pool: newPool(event.address, spares, connections),
           connections,
+          retiredPools: new Set(),
           suspect: false,
           drainEnds: new LinkedSet(),
         };
@@ -534,6 +527,30 @@ export class ModelRoute {
     this.dispatchHeld();
   }
 
+  /**
+   * The model's settings changed (a reload, a Model edited): each replica takes as many requests at
+   * once as they now allow. A pool cannot change its number of connections, so a replica whose
+   * number changed gets a new one; the old one finishes what was sent through it, then closes.
+   * Found by a probe: `concurrency` raised from 1 to 4 left the running replica at one request at a
+   * time, and the requests held behind a long stream waited it out.
+   */
+  reconfigure(): void {
+    const connections = this.perReplica;
+    for (const backend of this.backends.values()) {
+      if (backend.connections === connections) continue;
+      const old = backend.pool;
+      backend.retiredPools.add(old);
+      void old
+        .close()
+        .catch(() => {})
+        .finally(() => backend.retiredPools.delete(old));
+      backend.pool = newPool(backend.address, backend.spares, connections);
+      backend.connections = connections;
+    }
+    this.connectAhead();
+    this.dispatchHeld();
+  }
+
   /** Answers every held request: Snooze shuts down (503), or the model was removed (404). */
   answerHeld(reason: "shutdown" | "removed" = "shutdown"): void {
     this.pinnedHeld = 0;
@@ -548,9 +565,11 @@ export class ModelRoute {
     this.closed = reason;
     this.answerHeld(reason);
     await Promise.all(
-      [...this.backends.values()].map((b) => {
+      [...this.backends.values()].flatMap((b) => {
         b.spares.close();
-        return (force ? b.pool.destroy() : b.pool.close()).catch(() => {});
+        return [b.pool, ...b.retiredPools].map((pool) =>
+          (force ? pool.destroy() : pool.close()).catch(() => {}),
+        );
       }),
     );
   }
@@ -720,5 +739,22 @@ function hasRoom(backend: Backend, limit: number): boolean {
 function closeBackend(backend: Backend): void {
   clearBackgroundTimer(backend.drainTimer);
   backend.spares.close();
-  void backend.pool.close().catch(() => {});
+  for (const pool of [backend.pool, ...backend.retiredPools]) void pool.close().catch(() => {});
+}
+
+/** The connections to one replica's engine at `address`, at most `connections` of them. */
+function newPool(address: string, spares: SpareConnections, connections: number): Pool {
+  return new (undici().Pool)(`http://${address}`, {
+    // One connection per in-flight request, as many as the throttler lets through (`tryAcquire`),
+    // so no request ever waits inside undici, unseen by the hold budget and the metrics (long SSE
+    // streams would keep it waiting forever). The bound keeps an unlimited `concurrency` from
+    // opening a socket per held request (EMFILE).
+    connections,
+    pipelining: 1,
+    // Its connect timeout is the spares' (they dial for the pool when none is left).
+    connect: spares.connect,
+    // Per request (forward): the first-byte and idle timeouts of the current settings.
+    headersTimeout: 0,
+    bodyTimeout: 0,
+  });
 }
