@@ -334,6 +334,27 @@ test("Retry-After before an activation is announced: the last start's or wake's 
   await route.close();
 });
 
+test("Retry-After of a ready model whose places are all taken: its measured answer time over the answers under way", async () => {
+  const route = new ModelRoute({ ...config, concurrency: 2 }, listener);
+  applyTo(route)("ready");
+  // Nothing measured yet: the floor.
+  const first = route.tryAcquire()!;
+  expect(route.retryAfterMs()).toBe(1_000);
+  route.completed(6_000);
+  route.completed(10_000);
+  // One place taken: one answer of 8 s to wait for.
+  expect(route.retryAfterMs()).toBe(8_000);
+  // Both: one of the two ends in about half that.
+  const second = route.tryAcquire()!;
+  expect(route.tryAcquire()).toBeUndefined();
+  expect(route.retryAfterMs()).toBe(4_000);
+  route.release(first);
+  route.release(second);
+  // None under way: nothing to wait for but the floor.
+  expect(route.retryAfterMs()).toBe(1_000);
+  await route.close();
+});
+
 test("Retry-After during a model's first start, nothing measured: not the 1 s floor, and at least as long again as it has run", async () => {
   // Found by an outside tester: requests refused (queue_full) during a first start of 4.4 s were told
   // `Retry-After: 1`, and the openai client's two retries were spent within 2 s.

@@ -609,6 +609,12 @@ export class ModelRoute {
       const assumed = event.tier === "starting" ? unmeasuredMs.start : unmeasuredMs.wake;
       return Math.max(minRetryAfterMs, ran, assumed - ran);
     }
+    // Ready, and every place taken (its requests were held or refused): a place frees as an answer
+    // ends, about every measured answer time over the answers under way. Found by a probe: with
+    // one place and answers of 8 s, a full queue said `Retry-After: 1`, and the openai client's two
+    // retries were spent before any place could free.
+    if (event?.tier === "ready" && this.inFlightTotal > 0 && this.totals.completed > 0)
+      return Math.max(minRetryAfterMs, this.totals.serviceMs / this.totals.completed / this.inFlightTotal);
     // A replica that drains sleeps next (or stops, without sleep mode): at least a wake (or a
     // start) before it serves again (found by an outside tester: 1 s, while a sleep took minutes).
     const asleepNext = event?.tier === "asleep-1" || event?.tier === "asleep-2" || event?.tier === "draining";

@@ -4,6 +4,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import OpenAI from "openai";
 import { afterEach, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
@@ -57,6 +58,43 @@ models:
     expect(error.code).toBe("hold_budget_exceeded");
     expect(error.message).toContain("is ready but was busy for the whole hold budget");
     expect(await stream.text()).toContain("[DONE]");
+  });
+
+  test("queue full on a ready model whose one place is taken: Retry-After is the measured answer time, not 1 s (the openai client)", async () => {
+    // Found by a probe: told `Retry-After: 1` while each answer took seconds, the openai client spent
+    // its retries before a place could free.
+    snooze = await startWith(`
+models:
+  one:
+    concurrency: 1
+    queueDepth: 1
+    command: ${simCommand(["--itl", "100ms", "--load-time", "100ms"], 1)}
+`);
+    await snooze.autoscaler.controller("one")!.wakeNow();
+    const route = snooze.activator.routes.get("one")!;
+    const client = new OpenAI({ baseURL: `${snooze.url}/v1`, apiKey: "unused", maxRetries: 0 });
+    const answer = () =>
+      client.chat.completions.create({
+        model: "one",
+        messages: [{ role: "user", content: "hello" }],
+        max_tokens: 25,
+        ignore_eos: true,
+      } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    // One answer of about 2.5 s measured; another takes the place, a third waits in the queue.
+    await answer();
+    const busy = [answer(), answer()];
+    await until(() => route.inFlight === 1 && route.held === 1, 3_000, "one in flight, one held");
+    const refused = await answer().catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.APIError);
+    const { status, code, type, param, headers } = refused as InstanceType<typeof OpenAI.APIError>;
+    expect({ status, code, type, param }).toEqual({
+      status: 503,
+      code: "queue_full",
+      type: "service_unavailable_error",
+      param: null,
+    });
+    expect(Number(headers?.get("retry-after"))).toBeGreaterThanOrEqual(2);
+    await Promise.all(busy);
   });
 
   test("queue full → 503 at once, the queued ones are served", async () => {
