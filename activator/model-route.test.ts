@@ -334,6 +334,20 @@ test("Retry-After before an activation is announced: the last start's or wake's 
   await route.close();
 });
 
+test("a replica seen at a new address (another engine under its name) has every place free once the requests to the old one end", async () => {
+  const route = new ModelRoute({ ...config, concurrency: 1 }, listener);
+  const ready = (address: string) =>
+    route.apply({ model: "qwen", replica: "qwen-1", address, tier: "ready", since: Date.now() });
+  ready("127.0.0.1:1");
+  const old = route.tryAcquire()!;
+  ready("127.0.0.1:2");
+  route.release(old);
+  expect(route.inFlight).toBe(0);
+  expect(route.replicas()).toEqual([expect.objectContaining({ address: "127.0.0.1:2", inFlight: 0 })]);
+  expect(route.tryAcquire()?.address).toBe("127.0.0.1:2");
+  await route.close(true);
+});
+
 test("Retry-After of a ready model whose places are all taken: its measured answer time over the answers under way", async () => {
   const route = new ModelRoute({ ...config, concurrency: 2 }, listener);
   applyTo(route)("ready");

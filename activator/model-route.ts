@@ -488,7 +488,11 @@ export class ModelRoute {
           replica: event.replica,
           address: event.address,
           tier: event.tier,
-          inFlight: backend?.inFlight ?? 0,
+          // Nothing runs on this engine yet: requests in flight to the one before end there and
+          // are counted off that one (`release`). Carried over, they stayed counted here for good
+          // (found by a probe: with `concurrency: 1` a replica seen at a new address, a pod
+          // recreated under its name, was never routed to again).
+          inFlight: 0,
           spares,
           pool: newPool(event.address, spares, connections),
           connections,
