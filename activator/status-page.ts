@@ -7,8 +7,9 @@ import { openAIError } from "../lib/openai-error.ts";
 import type { Tier } from "../lib/replica-event.ts";
 import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView, EngineLog, NextChange } from "./admin.ts";
+import { streamEvents } from "./event-stream.ts";
 import type { ModelRoute } from "./model-route.ts";
-import type { Timeline, TimelineMessage } from "./timeline.ts";
+import type { Timeline } from "./timeline.ts";
 import { unknownModel } from "./unknown-model.ts";
 
 export interface StatusPageOptions {
@@ -22,9 +23,6 @@ export interface StatusPageOptions {
 const pageFile = new URL("./ui/index.html", import.meta.url);
 /** A model's logs; its name may hold slashes, as an admin action's (activator/server.ts). */
 export const logsPath = /^\/snooze\/v1\/models\/(.+)\/logs$/;
-const keepAliveMs = 15_000;
-/** A client this far behind on the event stream is cut off (it reconnects and reads the backlog). */
-const maxBufferedBytes = 1 << 20;
 const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "asleep-2", "cold"];
 
 const pages = new Map<boolean, { html: Buffer; csp: string }>();
@@ -127,7 +125,7 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
         );
         return true;
       }
-      stream(req, res, timeline, after === "latest" ? Number.POSITIVE_INFINITY : Number(after));
+      streamEvents(req, res, timeline, after === "latest" ? Number.POSITIVE_INFINITY : Number(after));
       return true;
     }
     const logs = logsPath.exec(path);
@@ -202,54 +200,6 @@ function linesAfter(log: EngineLog, after: number, limit: number): EngineLog {
     lines = lines.slice(Math.max(0, after + 1 - first));
   }
   return { ...log, lines: lines.slice(-limit) };
-}
-
-/** Server-sent events: the entries after `after`, then every replica event and entry as it happens. */
-function stream(req: IncomingMessage, res: ServerResponse, timeline: Timeline, after: number): void {
-  const send = (message: TimelineMessage | { type: "hello"; data: unknown }) => {
-    const data =
-      message.type === "tier"
-        ? message.event
-        : message.type === "entry"
-          ? message.entry
-          : message.type === "models"
-            ? {}
-            : message.data;
-    res.write(`event: ${message.type}\ndata: ${JSON.stringify(data)}\n\n`);
-    if (res.writableLength > maxBufferedBytes) res.destroy();
-  };
-  const unsubscribe = timeline.subscribe((message) => {
-    if (!res.destroyed) send(message);
-  });
-  if (!unsubscribe) {
-    sendError(
-      res,
-      503,
-      openAIError(
-        "Too many event streams are open; retry later.",
-        "service_unavailable_error",
-        "too_many_streams",
-      ),
-      { "retry-after": "5" },
-    );
-    return;
-  }
-  res.writeHead(200, {
-    "content-type": "text/event-stream",
-    "cache-control": "no-cache",
-    "x-accel-buffering": "no",
-  });
-  res.write("retry: 2000\n\n");
-  send({ type: "hello", data: { startedAt: new Date(timeline.startedAt).toISOString() } });
-  for (const entry of timeline.entries()) if (entry.seq > after) send({ type: "entry", entry });
-  const ping = setInterval(() => res.write(": ping\n\n"), keepAliveMs);
-  ping.unref();
-  const done = () => {
-    clearInterval(ping);
-    unsubscribe();
-  };
-  req.once("close", done);
-  res.once("close", done);
 }
 
 /** What the status page and `snooze status` add to a model's view: its accelerator time and its next change. */

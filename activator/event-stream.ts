@@ -1,0 +1,102 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { sendError } from "../lib/http/json.ts";
+import { openAIError } from "../lib/openai-error.ts";
+import type { Timeline, TimelineMessage } from "./timeline.ts";
+
+const keepAliveMs = 15_000;
+/** A client this far behind on the event stream is cut off (it reconnects and reads the backlog). */
+export const maxBufferedBytes = 1 << 20;
+
+type StreamMessage = TimelineMessage | { type: "hello"; data: unknown };
+
+/** One message as an SSE event: its data is JSON, one line (JSON escapes every line break SSE knows). */
+function frame(message: StreamMessage): string {
+  const data =
+    message.type === "tier"
+      ? message.event
+      : message.type === "entry"
+        ? message.entry
+        : message.type === "models"
+          ? {}
+          : message.data;
+  return `event: ${message.type}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+/**
+ * Server-sent events (`GET /snooze/v1/events/stream`): the entries after `after`, then every
+ * replica event and entry as it happens.
+ *
+ * The backlog (up to the timeline's 1,000 entries, a failure's several kB of engine output each)
+ * goes out as the client reads it, not all at once: written in one go it passed the slow-client
+ * bound below before the client could read a byte, and every connection was cut at once (found by
+ * an outside tester: after about 130 long failures in an hour the status page could never connect
+ * again). What happens meanwhile waits behind it, in order, within that same bound.
+ */
+export function streamEvents(
+  req: IncomingMessage,
+  res: ServerResponse,
+  timeline: Timeline,
+  after: number,
+): void {
+  /** Live events held while the backlog goes out; undefined once it is out. */
+  let waiting: string[] | undefined = [];
+  let waitingBytes = 0;
+  const write = (text: string) => {
+    if (res.destroyed) return;
+    res.write(text);
+    if (res.writableLength > maxBufferedBytes) res.destroy();
+  };
+  const unsubscribe = timeline.subscribe((message) => {
+    if (res.destroyed) return;
+    const text = frame(message);
+    if (!waiting) return write(text);
+    waiting.push(text);
+    waitingBytes += text.length;
+    if (waitingBytes > maxBufferedBytes) res.destroy();
+  });
+  if (!unsubscribe) {
+    sendError(
+      res,
+      503,
+      openAIError(
+        "Too many event streams are open; retry later.",
+        "service_unavailable_error",
+        "too_many_streams",
+      ),
+      { "retry-after": "5" },
+    );
+    return;
+  }
+  res.writeHead(200, {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    "x-accel-buffering": "no",
+  });
+  res.write("retry: 2000\n\n");
+  res.write(frame({ type: "hello", data: { startedAt: new Date(timeline.startedAt).toISOString() } }));
+  const backlog = timeline.entries().filter((entry) => entry.seq > after);
+  let next = 0;
+  const pump = () => {
+    while (next < backlog.length) {
+      if (res.destroyed) return;
+      // false: the client has not read what it was sent yet; the rest waits until it has.
+      if (!res.write(frame({ type: "entry", entry: backlog[next++]! }))) return void res.once("drain", pump);
+    }
+    const held = waiting ?? [];
+    waiting = undefined;
+    for (const text of held) write(text);
+  };
+  pump();
+  // A comment keeps proxies from closing a quiet stream; while the backlog goes out it is not quiet.
+  const ping = setInterval(() => {
+    if (!waiting) write(": ping\n\n");
+  }, keepAliveMs);
+  ping.unref();
+  const done = () => {
+    clearInterval(ping);
+    unsubscribe();
+    waiting = undefined;
+  };
+  req.once("close", done);
+  res.once("close", done);
+}
