@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { connect } from "node:net";
 import { afterEach, expect, test } from "vitest";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
-import { maxBufferedBytes, streamEvents } from "./event-stream.ts";
+import { maxBufferedBytes, resumeAfter, streamEvents } from "./event-stream.ts";
 import { Timeline } from "./timeline.ts";
 
 /** The status page's event stream over a real socket, from a timeline fed by hand. */
@@ -98,4 +98,15 @@ test("a client that never reads is cut off once it is a megabyte behind, backlog
   // Its place is free: another client can listen.
   expect(timeline.subscribe(() => {})).toBeTypeOf("function");
   timeline.close();
+});
+
+test("a Last-Event-ID of this run resumes after its entry; one of another run, from this run's first", () => {
+  const run = 1_765_000_000_000;
+  expect(resumeAfter(`${run}-17`, run)).toBe(17);
+  expect(resumeAfter(` ${run}-0 `, run)).toBe(0);
+  // Snooze restarted: the client has none of this run's entries, whatever its number.
+  expect(resumeAfter(`${run - 5_000}-40`, run)).toBe(0);
+  // Not one of ours (none, another server's, two headers): the query's `after` says.
+  for (const id of [undefined, "", "17", "abc", `${run}-1.5`, `${run}-17x`, [`${run}-1`, `${run}-2`]])
+    expect([id, resumeAfter(id, run)]).toEqual([id, undefined]);
 });

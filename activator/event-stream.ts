@@ -9,8 +9,29 @@ export const maxBufferedBytes = 1 << 20;
 
 type StreamMessage = TimelineMessage | { type: "hello"; data: unknown };
 
+/**
+ * An entry's event id: this run (when the timeline began, epoch ms) and the entry's `seq`. A browser's
+ * `EventSource` sends the last one back as `Last-Event-ID` when it reconnects; the run tells an id
+ * from before a restart (whose numbers mean nothing now) from one of this run.
+ */
+const eventId = (startedAt: number, seq: number) => `${startedAt}-${seq}`;
+
+/**
+ * The entry a reconnecting client has, from its `Last-Event-ID`: the seq of an id of this run; 0 (it
+ * has none of this run's) for one of another; undefined for none or not one of ours (then the
+ * query's `after` says).
+ */
+export function resumeAfter(
+  lastEventId: string | string[] | undefined,
+  startedAt: number,
+): number | undefined {
+  const id = typeof lastEventId === "string" ? /^(\d+)-(\d+)$/.exec(lastEventId.trim()) : null;
+  if (!id) return undefined;
+  return Number(id[1]) === startedAt ? Number(id[2]) : 0;
+}
+
 /** One message as an SSE event: its data is JSON, one line (JSON escapes every line break SSE knows). */
-function frame(message: StreamMessage): string {
+function frame(message: StreamMessage, startedAt: number): string {
   const data =
     message.type === "tier"
       ? message.event
@@ -19,12 +40,15 @@ function frame(message: StreamMessage): string {
         : message.type === "models"
           ? {}
           : message.data;
-  return `event: ${message.type}\ndata: ${JSON.stringify(data)}\n\n`;
+  const id = message.type === "entry" ? `id: ${eventId(startedAt, message.entry.seq)}\n` : "";
+  return `${id}event: ${message.type}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
 /**
  * Server-sent events (`GET /snooze/v1/events/stream`): the entries after `after`, then every
- * replica event and entry as it happens.
+ * replica event and entry as it happens. Each entry's event has an id (see `eventId`), so a
+ * standard SSE client that reconnects resumes after the last entry it had instead of being sent
+ * the whole hour again (found by an outside tester: without ids every reconnect repeated it).
  *
  * The backlog (up to the timeline's 1,000 entries, a failure's several kB of engine output each)
  * goes out as the client reads it, not all at once: written in one go it passed the slow-client
@@ -48,7 +72,7 @@ export function streamEvents(
   };
   const unsubscribe = timeline.subscribe((message) => {
     if (res.destroyed) return;
-    const text = frame(message);
+    const text = frame(message, timeline.startedAt);
     if (!waiting) return write(text);
     waiting.push(text);
     waitingBytes += text.length;
@@ -73,14 +97,20 @@ export function streamEvents(
     "x-accel-buffering": "no",
   });
   res.write("retry: 2000\n\n");
-  res.write(frame({ type: "hello", data: { startedAt: new Date(timeline.startedAt).toISOString() } }));
+  res.write(
+    frame(
+      { type: "hello", data: { startedAt: new Date(timeline.startedAt).toISOString() } },
+      timeline.startedAt,
+    ),
+  );
   const backlog = timeline.entries().filter((entry) => entry.seq > after);
   let next = 0;
   const pump = () => {
     while (next < backlog.length) {
       if (res.destroyed) return;
       // false: the client has not read what it was sent yet; the rest waits until it has.
-      if (!res.write(frame({ type: "entry", entry: backlog[next++]! }))) return void res.once("drain", pump);
+      if (!res.write(frame({ type: "entry", entry: backlog[next++]! }, timeline.startedAt)))
+        return void res.once("drain", pump);
     }
     const held = waiting ?? [];
     waiting = undefined;

@@ -7,7 +7,7 @@ import { openAIError } from "../lib/openai-error.ts";
 import type { Tier } from "../lib/replica-event.ts";
 import type { Activator } from "./activator.ts";
 import type { AdminActions, AdminModelView, EngineLog, NextChange } from "./admin.ts";
-import { streamEvents } from "./event-stream.ts";
+import { resumeAfter, streamEvents } from "./event-stream.ts";
 import type { ModelRoute } from "./model-route.ts";
 import type { Timeline } from "./timeline.ts";
 import { unknownModel } from "./unknown-model.ts";
@@ -125,7 +125,10 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
         );
         return true;
       }
-      streamEvents(req, res, timeline, after === "latest" ? Number.POSITIVE_INFINITY : Number(after));
+      // A browser's EventSource that reconnects says what it has; newer than the URL it reuses.
+      const resumed = resumeAfter(req.headers["last-event-id"], timeline.startedAt);
+      const from = resumed ?? (after === "latest" ? Number.POSITIVE_INFINITY : Number(after));
+      streamEvents(req, res, timeline, from);
       return true;
     }
     const logs = logsPath.exec(path);
