@@ -4,7 +4,7 @@ import { afterAll, beforeAll, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
 
-/** The status page on a phone's width (real Chromium against a local Snooze). */
+/** The status page on a phone's width, and without JavaScript (real Chromium against a local Snooze). */
 const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
 
 let snooze: LocalSnooze;
@@ -59,4 +59,17 @@ test("at 360 px the page is no wider than the screen: a table scrolls in its own
   await stop.click();
   await expect.poll(() => row.locator(".tier").textContent()).toBe("cold");
   await page.close();
+});
+
+test("without JavaScript the page says it needs it, instead of loading for ever", async () => {
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  const page = await context.newPage();
+  await page.goto(snooze.url);
+  // Found by an outside tester: it said `Loading…` and `connecting` with nothing to do either.
+  expect(await page.locator(".noscript").count()).toBe(1);
+  expect(await page.locator(".noscript").textContent()).toContain("This page needs JavaScript");
+  expect(await page.locator(".noscript").isVisible()).toBe(true);
+  expect(await page.locator("#models").textContent()).toBe("");
+  expect(await page.locator("#live").textContent()).toBe("");
+  await context.close();
 });
