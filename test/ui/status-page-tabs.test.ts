@@ -1,0 +1,77 @@
+import { existsSync } from "node:fs";
+import { type Browser, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { simCommand, startWith } from "../helpers/local-snooze.ts";
+
+/**
+ * Many tabs of the status page in one browser (real Chromium against a local Snooze). A browser
+ * keeps at most six connections to one host for all its tabs, and each tab's event stream holds one.
+ */
+const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
+
+let snooze: LocalSnooze;
+let browser: Browser;
+beforeAll(async () => {
+  if (!existsSync(executablePath))
+    throw new Error(`no Chromium at ${executablePath}: apt-get install chromium (or set SNOOZE_CHROMIUM)`);
+  [snooze, browser] = await Promise.all([
+    startWith(`
+models:
+  qwen:
+    command: ${simCommand(["--enable-sleep-mode"])}
+`),
+    chromium.launch({ executablePath, headless: true }),
+  ]);
+});
+afterAll(async () => {
+  await browser?.close();
+  await snooze?.close(1_000);
+});
+
+/**
+ * The tab goes to the background (or comes back), as a browser tells a page: headless Chromium
+ * shows every tab at once, so the page is told here what a browser with windows tells it.
+ */
+const setHidden = (page: Page, hidden: boolean) =>
+  page.evaluate(`(() => {
+    Object.defineProperty(document, "hidden", { configurable: true, get: () => ${hidden} });
+    Object.defineProperty(document, "visibilityState", { configurable: true, get: () => "${hidden ? "hidden" : "visible"}" });
+    document.dispatchEvent(new Event("visibilitychange"));
+  })()`);
+const live = (page: Page) => page.locator("#live").textContent();
+
+test("tabs in the background let their streams go: a seventh tab loads, and a tab shown again catches up", async () => {
+  const context = await browser.newContext();
+  const tabs: Page[] = [];
+  // Six tabs, each put in the background by the next one, as tabs opened one after another are.
+  for (let i = 0; i < 6; i++) {
+    const tab = await context.newPage();
+    await tab.goto(snooze.url, { timeout: 5_000 });
+    await expect.poll(() => live(tab)).toBe("live");
+    await setHidden(tab, true);
+    expect(await live(tab)).toBe("paused while hidden");
+    tabs.push(tab);
+  }
+  // Found by an outside tester: the six streams held every connection the browser allows the
+  // host, and a seventh tab never loaded (nor could the six ask for anything more).
+  const seventh = await context.newPage();
+  await seventh.goto(snooze.url, { timeout: 5_000 });
+  await expect.poll(() => live(seventh)).toBe("live");
+  // What happens while a tab is hidden, it shows once back, once.
+  expect((await fetch(`${snooze.url}/snooze/v1/models/qwen/wake`, { method: "POST" })).status).toBe(202);
+  const started = (tab: Page) => tab.locator('#entries tr[data-kind="start"][data-model="qwen"]').count();
+  await expect.poll(() => started(seventh), { timeout: 10_000 }).toBe(1);
+  await setHidden(seventh, true);
+  await setHidden(tabs[0]!, false);
+  await expect.poll(() => live(tabs[0]!)).toBe("live");
+  await expect
+    .poll(() => tabs[0]!.locator('#models tr[data-model="qwen"] .tier').textContent())
+    .toBe("ready");
+  await expect.poll(() => started(tabs[0]!)).toBe(1);
+  // A sleep while it is shown arrives on its stream, not twice.
+  expect((await fetch(`${snooze.url}/snooze/v1/models/qwen/sleep`, { method: "POST" })).status).toBe(200);
+  await expect.poll(() => tabs[0]!.locator('#entries tr[data-model="qwen"]').count()).toBe(2);
+  expect(await started(tabs[0]!)).toBe(1);
+  await context.close();
+}, 40_000);
