@@ -85,6 +85,8 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
         "content-length": html.length,
         "cache-control": "no-cache",
         "content-security-policy": csp,
+        // The CSP's frame-ancestors says it to browsers that read it; this, to those that do not.
+        "x-frame-options": "DENY",
         "x-content-type-options": "nosniff",
         "referrer-policy": "no-referrer",
       });

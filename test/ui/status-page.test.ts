@@ -81,6 +81,14 @@ describe("the status page", () => {
     const response = await page.goto(snooze.url);
     expect(response?.status()).toBe(200);
     expect(response?.headers()["content-security-policy"]).toContain("script-src 'sha256-");
+    // No framing (clickjacking the buttons), no sniffing, no referrer (found by an outside tester:
+    // X-Frame-Options was missing, for browsers that do not read the CSP's frame-ancestors).
+    expect(response?.headers()).toMatchObject({
+      "x-frame-options": "DENY",
+      "x-content-type-options": "nosniff",
+      "referrer-policy": "no-referrer",
+    });
+    expect(response?.headers()["content-security-policy"]).toContain("frame-ancestors 'none'");
     await expect.poll(() => tierOf("qwen").textContent()).toBe("cold");
     expect(await tierOf("llama").textContent()).toBe("cold");
     expect(await row("qwen").locator(".aliases").textContent()).toBe("qwen3");
