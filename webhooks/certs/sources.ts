@@ -158,6 +158,9 @@ export class FileCertificates implements CertificateSource {
         const next = await this.#read();
         if (this.#current && next.certPem === this.#current.certPem && next.keyPem === this.#current.keyPem)
           return;
+        // An empty file is one being written (opened, not yet filled: a copy, a `kubectl cp`), not a
+        // certificate: the next read sees it whole. Handed over, it failed as a bad pair meanwhile.
+        if (next.certPem.trim() === "" || next.keyPem.trim() === "") return;
         this.#current = next;
         this.#log.info("certificate files changed; serving the new certificate");
         onChange(next);
