@@ -105,11 +105,12 @@ async function scalerFor(
     streamLimits?: StreamLimits;
   } = {},
 ) {
+  const registry = new Registry();
   const server = new ExternalScalerServer({
     demand,
     perReplica: (key) => (replica.lookup(key) ? 1 : undefined),
     log: silentLogger,
-    registry: new Registry(),
+    registry,
     repushMs: 300,
     zeroRepushMs: 100,
     ...(options.keepaliveMs ? { keepaliveMs: options.keepaliveMs } : {}),
@@ -128,7 +129,7 @@ async function scalerFor(
         error ? reject(error) : resolve(value),
       ),
     );
-  return { server, client, call, demand, port };
+  return { server, client, call, demand, port, registry };
 }
 
 /** The control server's demand route, as another replica reaches it. */
@@ -321,6 +322,59 @@ describe("the external scaler over gRPC", () => {
     const settled = results.length;
     await sleep(500);
     expect(results.length).toBe(settled);
+  });
+
+  it("to a client that stops reading, a stream holds at most a buffer's worth of results; when it reads again the last one is the latest", async () => {
+    // Every push was written whatever the client took: one whose HTTP/2 window stayed shut (it
+    // stopped reading, and still answered pings) made the server buffer every repush, 4 a second
+    // per stream at zero, without bound. An HTTP/2 client that opens with a window of 0 is one.
+    const replica = new FakeReplica("a");
+    replica.lead("ml/qwen", 1, 0, false, 0); // active at zero: "true" again every zeroRepushMs
+    const { port, registry } = await scalerFor(replica);
+    const session = connectHttp2(`http://127.0.0.1:${port}`, { settings: { initialWindowSize: 0 } });
+    cleanups.push(() => session.destroy());
+    const method = Client.service.StreamIsActive;
+    const message = method.requestSerialize(ref({ model: "qwen" })) as Buffer;
+    const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), message]);
+    frame.writeUInt32BE(message.length, 1);
+    const stream = session.request({
+      ":method": "POST",
+      ":path": method.path,
+      "content-type": "application/grpc",
+      te: "trailers",
+    });
+    stream.end(frame);
+    let bytes = Buffer.alloc(0);
+    stream.on("data", (chunk: Buffer) => {
+      bytes = Buffer.concat([bytes, chunk]);
+    });
+    const results = () => {
+      const out: boolean[] = [];
+      for (let at = 0; at + 5 <= bytes.length; ) {
+        const length = bytes.readUInt32BE(at + 1);
+        if (at + 5 + length > bytes.length) break;
+        out.push(
+          (method.responseDeserialize(bytes.subarray(at + 5, at + 5 + length)) as { result: boolean }).result,
+        );
+        at += 5 + length;
+      }
+      return out;
+    };
+    const pushed = async () =>
+      (await registry.getSingleMetric("snooze_external_scaler_pushes_total")!.get()).values.reduce(
+        (sum, v) => sum + v.value,
+        0,
+      );
+    // Pushed every 100 ms (zeroRepushMs), none of it delivered.
+    await expect.poll(pushed, { timeout: 10_000, interval: 100 }).toBeGreaterThanOrEqual(40);
+    expect(bytes.length).toBe(0);
+    // Nothing wanted any more: "false", and no repush after it.
+    replica.lead("ml/qwen", 0, 0, false, 0);
+    await expect.poll(pushed).toBeGreaterThanOrEqual(41);
+    session.settings({ initialWindowSize: 65_535 });
+    await expect.poll(() => results().at(-1), { timeout: 5_000 }).toBe(false);
+    // A buffer's worth (grpc-js's 16 messages) and the latest; before, every push since it stopped.
+    expect(results().length).toBeLessThanOrEqual(18);
   });
 
   it("a stream whose connection goes silent (KEDA's node lost, a partition) is ended by the server's keepalive", async () => {

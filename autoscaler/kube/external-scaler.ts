@@ -11,6 +11,7 @@ import {
 } from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
 import { clip } from "../../lib/clip.ts";
+import { latestStateWriter } from "../../lib/http/latest-state-writer.ts";
 import type { Logger } from "../../lib/log.ts";
 import { Counter, type Registry } from "../../lib/prometheus.ts";
 import { DemandError, type DemandSample, type ModelDemand } from "./model-demand.ts";
@@ -415,9 +416,16 @@ export class ExternalScalerServer {
     let last: boolean | undefined;
     let lastAt = 0;
     let latest: DemandSample | undefined;
+    // At the client's pace: one that stops reading (its HTTP/2 window shut) gets the latest result
+    // when it reads again; writing every push regardless buffered all of them here, without end.
+    const writer = latestStateWriter(
+      call,
+      (result: boolean): IsActiveResponse => ({ result }),
+      (_waiting, newer) => newer,
+    );
     const send = (result: boolean) => {
       this.pushes.inc({ result: String(result) });
-      call.write({ result });
+      writer.send(result);
       last = result;
       lastAt = Date.now();
     };
@@ -450,7 +458,7 @@ export class ExternalScalerServer {
           if (sample.active !== last || (poke && sample.active)) send(sample.active);
         }
         this.calls.inc({ method: "StreamIsActive", code: "OK" });
-        call.end();
+        writer.end();
       } catch (error) {
         if (!abort.signal.aborted)
           this.fail("StreamIsActive", call.request, this.translate(error), (e) => call.emit("error", e));

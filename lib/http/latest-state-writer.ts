@@ -7,7 +7,9 @@ export interface LatestStateWriter<T> {
 }
 
 /**
- * Writes a stream of states to `out` (one line, or event, each) at the pace its reader takes them:
+ * Writes a stream of states to `out` (one line, event or message each: `encode` gives what `out`
+ * takes, a string, or an object to an object-mode stream such as a gRPC call's) at the pace its
+ * reader takes them:
  * once `out` holds more than its highWaterMark unsent (`write` answered false), newer states are
  * folded into one (`merge`: the waiting one and the newer) that goes out on 'drain'. A state stream
  * needs only its latest state, and writing on regardless made a reader that stopped reading cost
@@ -16,7 +18,7 @@ export interface LatestStateWriter<T> {
  */
 export function latestStateWriter<T>(
   out: Writable,
-  encode: (state: T) => string,
+  encode: (state: T) => unknown,
   merge: (waiting: T, newer: T) => T,
 ): LatestStateWriter<T> {
   let waiting: { state: T } | undefined;
