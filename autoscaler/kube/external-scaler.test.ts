@@ -176,8 +176,26 @@ describe("the trigger's metadata", () => {
     [{ model: "qwen", targetDemand: "0" }, "scalerMetadata.targetDemand: must be a positive number"],
     [{ model: "qwen", targetDemand: "lots" }, "scalerMetadata.targetDemand:"],
     [{ model: "qwen", treshold: "5" }, "scalerMetadata.treshold: unknown field"],
+    // KEDA hands the HPA the target in thousandths, as a 64-bit integer: less than 0.001 reads as
+    // 0 and far more overflows, and the HPA refuses both ("must be positive").
+    [{ model: "qwen", targetDemand: "0.0004" }, "scalerMetadata.targetDemand: must be between 0.001 and"],
+    [{ model: "qwen", targetDemand: "1e-300" }, "scalerMetadata.targetDemand: must be between 0.001 and"],
+    [{ model: "qwen", targetDemand: "1e16" }, "scalerMetadata.targetDemand: must be between 0.001 and"],
+    // A namespace is a DNS-1123 label: no dots, at most 63 characters.
+    [{ model: "a.b/qwen" }, "scalerMetadata.model:"],
+    [{ model: `${"n".repeat(64)}/qwen` }, "scalerMetadata.model:"],
   ])("refuses %j naming the field", (metadata, message) => {
     expect(() => scalerTargetOf(ref(metadata as Record<string, string>))).toThrow(message);
+  });
+
+  it("takes a targetDemand from a thousandth up, and refuses a ScaledObject namespace that is no namespace", () => {
+    expect(scalerTargetOf(ref({ model: "qwen", targetDemand: "0.001" })).targetDemand).toBe(0.001);
+    expect(scalerTargetOf(ref({ model: "qwen", targetDemand: "1000000" })).targetDemand).toBe(1_000_000);
+    expect(() => scalerTargetOf(ref({ model: "qwen" }, "a.b"))).toThrow("namespace:");
+    expect(scalerTargetOf(ref({ model: "a-b/qwen.v2" }, "a.b"))).toEqual({
+      key: "a-b/qwen.v2",
+      targetDemand: undefined,
+    });
   });
 });
 
@@ -207,6 +225,13 @@ describe("the external scaler over gRPC", () => {
       code: status.INVALID_ARGUMENT,
       details: expect.stringContaining("scalerMetadata.modle: unknown field"),
     });
+    // Accepted, it made KEDA write an HPA with a target of 0, which the apiserver refused.
+    await expect(call("GetMetricSpec", ref({ model: "qwen", targetDemand: "0.0004" }))).rejects.toMatchObject(
+      {
+        code: status.INVALID_ARGUMENT,
+        details: expect.stringContaining("scalerMetadata.targetDemand: must be between 0.001 and"),
+      },
+    );
     await expect(call("GetMetricSpec", ref({ model: "missing" }))).rejects.toMatchObject({
       code: status.NOT_FOUND,
       details: expect.stringContaining("scalerMetadata.model: no Model ml/missing"),

@@ -65,9 +65,21 @@ export class ScalerInputError extends Error {
   }
 }
 
+/** A Model's name: a DNS-1123 subdomain, as the apiserver takes a custom resource's name. */
 const dns1123 = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-/** Names (Kubernetes' own limit for a Model's name and longer than any namespace's). */
 const maxNameLength = 253;
+/** A namespace's name: a DNS-1123 label (no dots, at most 63 characters). */
+const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const maxNamespaceLength = 63;
+const isNamespace = (text: string) => text.length <= maxNamespaceLength && dnsLabel.test(text);
+
+/**
+ * The targetDemand KEDA can hand on. It gives the HPA the target in thousandths as a 64-bit integer
+ * (`int64(targetSizeFloat * 1000)`, KEDA v2.21.0's GetMetricTargetMili): below a thousandth that is
+ * 0, and far above this it overflows, and the HPA refuses either ("must be positive"), so KEDA's
+ * HPA was never made or updated while this scaler had accepted the trigger.
+ */
+const targetDemandRange = { min: 0.001, max: 1e12 } as const;
 
 /**
  * What a trigger wrote, as a message quotes it: the start of it. The message is the status's
@@ -99,11 +111,17 @@ export function scalerTargetOf(ref: ScaledObjectRef): ScalerTarget {
       "required: the Model this ScaledObject scales, by name (in the ScaledObject's namespace) or namespace/name",
     );
   const parts = model.split("/");
-  if (parts.length > 2 || parts.some((p) => p.length > maxNameLength || !dns1123.test(p)))
+  const name = parts.at(-1) ?? "";
+  if (
+    parts.length > 2 ||
+    name.length > maxNameLength ||
+    !dns1123.test(name) ||
+    (parts.length === 2 && !isNamespace(parts[0]!))
+  )
     throw new ScalerInputError(
       status.INVALID_ARGUMENT,
       "scalerMetadata.model",
-      `"${quoted(model)}" is not a Model name or namespace/name (at most ${maxNameLength} characters each)`,
+      `"${quoted(model)}" is not a Model name or namespace/name (a name of at most ${maxNameLength} characters, a namespace of at most ${maxNamespaceLength} without dots)`,
     );
   let key = model;
   if (parts.length === 1) {
@@ -113,7 +131,7 @@ export function scalerTargetOf(ref: ScaledObjectRef): ScalerTarget {
         "namespace",
         `the ScaledObject's namespace is empty, so "${quoted(model)}" names no Model; write namespace/name`,
       );
-    if (ref.namespace.length > 63 || !dns1123.test(ref.namespace))
+    if (!isNamespace(ref.namespace))
       throw new ScalerInputError(
         status.INVALID_ARGUMENT,
         "namespace",
@@ -129,6 +147,12 @@ export function scalerTargetOf(ref: ScaledObjectRef): ScalerTarget {
         status.INVALID_ARGUMENT,
         "scalerMetadata.targetDemand",
         `must be a positive number (requests one awake replica is meant for), not "${quoted(values.targetDemand)}"`,
+      );
+    if (targetDemand < targetDemandRange.min || targetDemand > targetDemandRange.max)
+      throw new ScalerInputError(
+        status.INVALID_ARGUMENT,
+        "scalerMetadata.targetDemand",
+        `must be between ${targetDemandRange.min} and ${targetDemandRange.max}, not "${quoted(values.targetDemand)}": KEDA hands the HPA the target in thousandths, so less reads as 0 and much more overflows, and the HPA refuses both`,
       );
   }
   return { key, targetDemand };
