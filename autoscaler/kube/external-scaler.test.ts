@@ -282,6 +282,36 @@ describe("the external scaler over gRPC", () => {
     expect(await call("IsActive", ref({ model: "qwen" }))).toEqual({ result: true });
   });
 
+  it("metadata of thousands of entries is refused with INVALID_ARGUMENT before it is decoded, on every method", async () => {
+    // grpc-js decoded the whole map before any handler saw it: 300,000 entries fit in the 4 MB a
+    // message may have and took about 0.6-0.8 s of the autoscaler's event loop to decode (its
+    // Leases and control plane included), once per call, from anyone who could reach the port.
+    const replica = new FakeReplica("a");
+    replica.lead("ml/qwen", 1, 0);
+    const { call, client } = await scalerFor(replica);
+    // 5,000 make the point (and the client encodes them quickly); 300,000 took the 0.6-0.8 s.
+    const many = Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [`k${i}`, "1"]));
+    const flood = { name: "qwen-scaler", namespace: "ml", scalerMetadata: many };
+    const refused = {
+      code: status.INVALID_ARGUMENT,
+      details: expect.stringContaining("scalerMetadata: 5000 entries, more than 64"),
+    };
+    await expect(call("IsActive", flood)).rejects.toMatchObject(refused);
+    await expect(call("GetMetricSpec", flood)).rejects.toMatchObject(refused);
+    await expect(
+      call("GetMetrics", { scaledObjectRef: flood, metricName: demandMetricName }),
+    ).rejects.toMatchObject(refused);
+    const stream = client.StreamIsActive(flood);
+    const [error] = (await once(stream, "error")) as [ServiceError];
+    expect(error).toMatchObject(refused);
+    // StreamMetricSpec is left to KEDA's fallback (metadata-bound.test.ts: not decoded either).
+    const spec = client.StreamMetricSpec(flood);
+    const [unanswered] = (await once(spec, "error")) as [ServiceError];
+    expect(unanswered.code).toBe(status.UNIMPLEMENTED);
+    // A trigger's few keys still work, on the same channel.
+    expect(await call("IsActive", ref({ model: "qwen", targetDemand: "2" }))).toEqual({ result: true });
+  });
+
   it("StreamIsActive sends the current result at once and pushes true the moment a request is held", async () => {
     const replica = new FakeReplica("a");
     replica.lead("ml/qwen", 0, 0);

@@ -14,6 +14,7 @@ import { clip } from "../../lib/clip.ts";
 import { latestStateWriter } from "../../lib/http/latest-state-writer.ts";
 import type { Logger } from "../../lib/log.ts";
 import { Counter, type Registry } from "../../lib/prometheus.ts";
+import { boundedService, maxMetadataEntries } from "./metadata-bound.ts";
 import { DemandError, type DemandSample, type ModelDemand } from "./model-demand.ts";
 import { defaultStreamLimits, peerHost, StreamCap, type StreamLimits } from "./stream-cap.ts";
 
@@ -45,6 +46,8 @@ export interface ScaledObjectRef {
   name?: string;
   namespace?: string;
   scalerMetadata?: Record<string, string>;
+  /** Set, with no metadata, when the metadata had too many entries to decode (metadata-bound.ts). */
+  metadataEntries?: number;
 }
 
 export interface ScalerTarget {
@@ -90,6 +93,12 @@ const quoted = (text: string) => clip(text, 100);
 
 /** Reads a ScaledObjectRef's metadata; throws ScalerInputError naming the first bad field. */
 export function scalerTargetOf(ref: ScaledObjectRef): ScalerTarget {
+  if (ref.metadataEntries !== undefined)
+    throw new ScalerInputError(
+      status.INVALID_ARGUMENT,
+      "scalerMetadata",
+      `${ref.metadataEntries} entries, more than ${maxMetadataEntries}: not read; a trigger's metadata is a few keys (model, targetDemand and KEDA's own)`,
+    );
   const metadata = ref.scalerMetadata ?? {};
   const values: Record<string, string> = {};
   for (const [key, value] of Object.entries(metadata)) {
@@ -247,7 +256,7 @@ export class ExternalScalerServer {
     const loaded = loadPackageDefinition(definition) as unknown as {
       externalscaler: { ExternalScaler: { service: ServiceDefinition } };
     };
-    const service = loaded.externalscaler.ExternalScaler.service;
+    const service = boundedService(loaded.externalscaler.ExternalScaler.service);
     this.server.addService(service, {
       IsActive: (
         call: ServerUnaryCall<ScaledObjectRef, IsActiveResponse>,
