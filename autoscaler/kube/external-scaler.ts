@@ -16,6 +16,7 @@ import type { Logger } from "../../lib/log.ts";
 import { Counter, type Registry } from "../../lib/prometheus.ts";
 import { boundedService, maxMetadataEntries } from "./metadata-bound.ts";
 import { DemandError, type DemandSample, type ModelDemand } from "./model-demand.ts";
+import { type RepushPeriods, repushDue, repushTickMs } from "./repush.ts";
 import { defaultStreamLimits, peerHost, StreamCap, type StreamLimits } from "./stream-cap.ts";
 
 /**
@@ -224,14 +225,12 @@ export class ExternalScalerServer {
   private refusing = false;
   private readonly calls: Counter<"method" | "code">;
   private readonly pushes: Counter<"result">;
-  private readonly repushMs: number;
-  private readonly zeroRepushMs: number;
+  private readonly repush: RepushPeriods;
 
   constructor(options: ExternalScalerOptions) {
     this.options = options;
     this.log = options.log;
-    this.repushMs = options.repushMs ?? 2_000;
-    this.zeroRepushMs = options.zeroRepushMs ?? 250;
+    this.repush = { repushMs: options.repushMs ?? 2_000, zeroRepushMs: options.zeroRepushMs ?? 250 };
     const keepaliveMs = options.keepaliveMs ?? 60_000;
     const limits = options.streamLimits ?? defaultStreamLimits;
     this.cap = new StreamCap(limits);
@@ -467,15 +466,10 @@ export class ExternalScalerServer {
     let repush: NodeJS.Timeout | undefined;
     const follow = (sample: DemandSample) => {
       if (sample.active && (sample.atZero || sample.held > 0)) {
-        repush ??= setInterval(
-          () => {
-            if (!latest?.active || abort.signal.aborted) return;
-            const since = Date.now() - lastAt;
-            if ((latest.atZero && since >= this.zeroRepushMs) || (latest.held > 0 && since >= this.repushMs))
-              send(true);
-          },
-          Math.min(this.zeroRepushMs, this.repushMs),
-        );
+        repush ??= setInterval(() => {
+          if (latest && !abort.signal.aborted && repushDue(latest, Date.now() - lastAt, this.repush))
+            send(true);
+        }, repushTickMs(this.repush));
       } else {
         clearInterval(repush);
         repush = undefined;
