@@ -237,6 +237,17 @@ describe("the external scaler over gRPC", () => {
       code: status.NOT_FOUND,
       details: expect.stringContaining("scalerMetadata.model: no Model ml/missing"),
     });
+    // With its own targetDemand too: the spec was given for a Model that does not exist (a typo in
+    // model), KEDA made its HPA, and only the metrics failed after (found by an outside tester).
+    const unknown = "scalerMetadata.model: no Model ml/missing is known to the autoscaler";
+    await expect(call("GetMetricSpec", ref({ model: "missing", targetDemand: "4" }))).rejects.toMatchObject({
+      code: status.NOT_FOUND,
+      details: unknown,
+    });
+    await expect(call("IsActive", ref({ model: "missing", targetDemand: "4" }))).rejects.toMatchObject({
+      code: status.NOT_FOUND,
+      details: unknown,
+    });
     await expect(
       call("GetMetrics", { scaledObjectRef: ref({ model: "missing" }), metricName: demandMetricName }),
     ).rejects.toMatchObject({

@@ -359,12 +359,20 @@ export class ExternalScalerServer {
     return sample;
   }
 
+  /**
+   * The target of the Model's metric: the trigger's targetDemand, else the Model's own. A Model
+   * that does not exist is NOT_FOUND either way, as IsActive and GetMetrics say it: with a
+   * targetDemand the spec was given all the same, and KEDA made an HPA for a mistyped `model`.
+   */
   private async targetSize(target: ScalerTarget): Promise<number> {
-    if (target.targetDemand !== undefined) return target.targetDemand;
     const perReplica = this.options.perReplica(target.key);
     if (perReplica === undefined)
-      throw new ScalerInputError(status.NOT_FOUND, "scalerMetadata.model", `no Model ${target.key} exists`);
-    return perReplica;
+      throw new ScalerInputError(
+        status.NOT_FOUND,
+        "scalerMetadata.model",
+        `no Model ${target.key} is known to the autoscaler`,
+      );
+    return target.targetDemand ?? perReplica;
   }
 
   private translate(error: unknown): Error {
