@@ -14,7 +14,7 @@ import { loadSync } from "@grpc/proto-loader";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
 import { forwardedHeader } from "../../lib/control-protocol.ts";
-import { silentLogger } from "../../lib/log.ts";
+import { createLogger, silentLogger } from "../../lib/log.ts";
 import { demandMetricName, ExternalScalerServer, scalerTargetOf } from "./external-scaler.ts";
 import { type DemandSource, ModelDemand, type ModelLookup } from "./model-demand.ts";
 import type { StreamLimits } from "./stream-cap.ts";
@@ -292,6 +292,36 @@ describe("the external scaler over gRPC", () => {
       details: expect.stringContaining("namespace:"),
     });
     expect(await call("IsActive", ref({ model: "qwen" }))).toEqual({ result: true });
+  });
+
+  it("a refusal repeated by every poll is logged once, then at most once a minute with how many came since", async () => {
+    // Each refusal was one log line: a misconfigured ScaledObject wrote the same line at every one
+    // of KEDA's polls for good, and a client calling in a loop wrote as many as it called.
+    const lines: { msg: string; repeated?: number }[] = [];
+    const log = createLogger({}, (line) => lines.push(JSON.parse(line)), "info");
+    const replica = new FakeReplica("a");
+    const server = new ExternalScalerServer({
+      demand: new ModelDemand({ source: replica, log: silentLogger }),
+      perReplica: () => undefined,
+      log,
+      registry: new Registry(),
+    });
+    const port = await server.listen("127.0.0.1", 0);
+    const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure());
+    cleanups.push(
+      () => server.close(100),
+      () => client.close(),
+    );
+    const isActive = (request: unknown) =>
+      new Promise<ServiceError>((resolve) =>
+        client.IsActive(request, (error: ServiceError) => resolve(error)),
+      );
+    for (let i = 0; i < 50; i++)
+      expect((await isActive(ref({ model: "missing" }))).code).toBe(status.NOT_FOUND);
+    expect(lines.filter((l) => l.msg === "refused a KEDA request")).toHaveLength(1);
+    // Another refusal is its own line.
+    expect((await isActive(ref({ modle: "x" }))).code).toBe(status.INVALID_ARGUMENT);
+    expect(lines.filter((l) => l.msg === "refused a KEDA request")).toHaveLength(2);
   });
 
   it("metadata of thousands of entries is refused with INVALID_ARGUMENT before it is decoded, on every method", async () => {

@@ -16,6 +16,7 @@ import type { Logger } from "../../lib/log.ts";
 import { Counter, type Registry } from "../../lib/prometheus.ts";
 import { boundedService, maxMetadataEntries } from "./metadata-bound.ts";
 import { DemandError, type DemandSample, type ModelDemand } from "./model-demand.ts";
+import { RepeatGate } from "./repeat-gate.ts";
 import { type RepushPeriods, repushDue, repushTickMs } from "./repush.ts";
 import { defaultStreamLimits, peerHost, StreamCap, type StreamLimits } from "./stream-cap.ts";
 
@@ -221,6 +222,8 @@ export class ExternalScalerServer {
   private readonly server: Server;
   private readonly streams = new Set<AbortController>();
   private readonly cap: StreamCap;
+  /** Refusals and failures logged lately: a repeat is said once a minute (counted meanwhile). */
+  private readonly repeats = new RepeatGate({ everyMs: 60_000, maxKeys: 1_024 });
   /** A refusal was logged and no stream has opened since: the next ones are only counted. */
   private refusing = false;
   private readonly calls: Counter<"method" | "code">;
@@ -415,13 +418,20 @@ export class ExternalScalerServer {
     const code = input?.code ?? status.INTERNAL;
     this.calls.inc({ method, code: status[code] ?? String(code) });
     const details = input?.message ?? `internal error: ${(error as Error)?.message ?? String(error)}`;
-    const where = {
-      method,
-      scaledObject: quoted(`${ref.namespace ?? ""}/${ref.name ?? ""}`),
-      error: details,
-    };
-    if (input && input.code !== status.UNAVAILABLE) this.log.info("refused a KEDA request", where);
-    else this.log.warn("could not answer KEDA", where);
+    const scaledObject = quoted(`${ref.namespace ?? ""}/${ref.name ?? ""}`);
+    // KEDA asks again at every poll: the same refusal is said once, then once a minute with the count.
+    const said = this.repeats.pass(`${method} ${code} ${scaledObject} ${details}`, Date.now());
+    if (said) {
+      const where = {
+        method,
+        scaledObject,
+        error: details,
+        ...(said.repeated > 0 ? { repeated: said.repeated } : {}),
+        ...(said.unsaid ? { unsaidOthers: said.unsaid } : {}),
+      };
+      if (input && input.code !== status.UNAVAILABLE) this.log.info("refused a KEDA request", where);
+      else this.log.warn("could not answer KEDA", where);
+    }
     send({ code, details });
   }
 
