@@ -611,6 +611,34 @@ describe("a replica that does not lead the Model", () => {
     await expect.poll(() => results.at(-1), { timeout: 1_000 }).toBe(true);
   });
 
+  it("while the leader refuses its watch, a follower's stream asks it again less and less often", async () => {
+    // It asked again every 0.2 s whatever the answer: 375 requests a second at the leader from 100
+    // streams whose leader refused them (a 401 for a token it does not take), for good.
+    const asked: number[] = [];
+    const leader = createServer((_req, res) => {
+      asked.push(performance.now());
+      res.writeHead(401, { "content-type": "application/json" });
+      res.end('{"error":"unauthorized"}');
+    });
+    leader.listen(0, "127.0.0.1");
+    await once(leader, "listening");
+    cleanups.push(() => {
+      leader.closeAllConnections();
+      leader.close();
+    });
+    const follower = new FakeReplica("follower");
+    follower.follow("ml/qwen", `http://127.0.0.1:${(leader.address() as AddressInfo).port}`);
+    const demand = new ModelDemand({ source: follower, log: silentLogger, retryMs: 100 });
+    const { client } = await scalerFor(follower, demand);
+    const stream = client.StreamIsActive(ref({ model: "qwen" }));
+    cleanups.push(() => stream.cancel());
+    stream.on("error", () => {});
+    await expect.poll(() => asked.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(5);
+    const gaps = asked.slice(1, 5).map((at, i) => at - asked[i]!);
+    // 100, 200, 400, 800 ms and the requests' own time: each about twice the one before.
+    for (let i = 1; i < gaps.length; i++) expect(gaps[i]!).toBeGreaterThan(gaps[i - 1]! * 1.4);
+  });
+
   it("a forwarded ask is answered only by the leader, never passed on again", async () => {
     const replica = new FakeReplica("b");
     replica.follow("ml/qwen", "http://127.0.0.1:1");

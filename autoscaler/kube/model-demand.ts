@@ -5,6 +5,8 @@ import { latestStateWriter } from "../../lib/http/latest-state-writer.ts";
 import { decodeSegment, malformedSegment } from "../../lib/http/path-segment.ts";
 import type { Logger } from "../../lib/log.ts";
 import { demandOf, type FlowReport } from "../demand-metric.ts";
+import { RepeatGate } from "./repeat-gate.ts";
+import { nextWatchRetryMs } from "./watch-retry.ts";
 
 /**
  * A Model's demand as external scalers (KEDA) read it: the requests at once its arrivals need
@@ -102,8 +104,10 @@ export interface ModelDemandOptions {
   tickMs?: number;
   /** A watch of another replica that sends nothing for this long is dropped and opened again. */
   staleMs?: number;
-  /** Pause before a broken watch of another replica is opened again. */
+  /** Pause before a broken watch of another replica is opened again (nextWatchRetryMs: doubled while refused). */
   retryMs?: number;
+  /** The longest pause between watches of another replica that keeps refusing (default 5 s). */
+  retryMaxMs?: number;
 }
 
 export const sampleOf = (
@@ -180,6 +184,9 @@ export class ModelDemand {
   private readonly tickMs: number;
   private readonly staleMs: number;
   private readonly retryMs: number;
+  private readonly retryMaxMs: number;
+  /** A leader refusing the watches: said once a minute per leader and status. */
+  private readonly refusals = new RepeatGate({ everyMs: 60_000, maxKeys: 64 });
   private readonly tokens?: TokenSource;
   readonly counts = { proxied: 0, watchesOpened: 0 };
 
@@ -189,6 +196,7 @@ export class ModelDemand {
     this.tickMs = options.tickMs ?? 1_000;
     this.staleMs = options.staleMs ?? 3_000;
     this.retryMs = options.retryMs ?? 200;
+    this.retryMaxMs = options.retryMaxMs ?? 5_000;
     this.tokens = options.tokens;
   }
 
@@ -228,6 +236,7 @@ export class ModelDemand {
     options: { localOnly?: boolean } = {},
   ): AsyncGenerator<DemandUpdate> {
     this.counts.watchesOpened++;
+    let retry: number | undefined;
     while (!signal.aborted) {
       const found = this.source.lookup(key);
       if (!found) throw new DemandError("not-found", `no Model ${key} is known to the autoscaler`);
@@ -235,8 +244,9 @@ export class ModelDemand {
       else if (options.localOnly)
         throw new DemandError("unavailable", `this autoscaler does not lead Model ${key}`);
       else if (found.leader) {
-        yield* this.watchLeader(key, found.leader, signal);
-        await pause(this.retryMs, signal);
+        const delivered = yield* this.watchLeader(key, found.leader, signal);
+        retry = nextWatchRetryMs(retry, delivered, { firstMs: this.retryMs, maxMs: this.retryMaxMs });
+        await pause(retry, signal);
       } else await pause(this.retryMs, signal);
     }
   }
@@ -287,8 +297,16 @@ export class ModelDemand {
     }
   }
 
-  /** From the leader's control server, until it ends, goes quiet, or someone else leads. */
-  private async *watchLeader(key: string, leader: string, signal: AbortSignal): AsyncGenerator<DemandUpdate> {
+  /**
+   * From the leader's control server, until it ends, goes quiet, or someone else leads. Returns
+   * whether it delivered anything (a refused or failed watch did not: the next waits longer).
+   */
+  private async *watchLeader(
+    key: string,
+    leader: string,
+    signal: AbortSignal,
+  ): AsyncGenerator<DemandUpdate, boolean> {
+    let delivered = false;
     const abort = new AbortController();
     const stop = () => abort.abort();
     signal.addEventListener("abort", stop);
@@ -311,11 +329,12 @@ export class ModelDemand {
       if (response.status === 404) {
         await response.body?.cancel();
         // The leader does not know it (yet, or any more): only our own view decides it is gone.
-        return;
+        return false;
       }
       if (!response.ok || !response.body) {
         await response.body?.cancel();
-        return;
+        this.refused(key, leader, response.status);
+        return false;
       }
       const decoder = new TextDecoder();
       let buffered = "";
@@ -329,7 +348,10 @@ export class ModelDemand {
           newline = buffered.indexOf("\n");
           if (!line) continue;
           const update = JSON.parse(line) as { sample?: unknown; poke?: unknown };
-          if (isSample(update.sample)) yield { sample: update.sample, poke: update.poke === true };
+          if (isSample(update.sample)) {
+            delivered = true;
+            yield { sample: update.sample, poke: update.poke === true };
+          }
         }
       }
     } catch (error) {
@@ -340,6 +362,20 @@ export class ModelDemand {
       signal.removeEventListener("abort", stop);
       abort.abort();
     }
+    return delivered;
+  }
+
+  /**
+   * The leader refused a watch: its credentials check (401, 403) is a setup to fix, said as a
+   * warning; anything else (503 while the Lease moves) passes. Once a minute per leader and status.
+   */
+  private refused(key: string, leader: string, status: number): void {
+    const said = this.refusals.pass(`${leader} ${status}`, Date.now());
+    if (!said) return;
+    const fields = { model: key, leader, status, ...(said.repeated > 0 ? { repeated: said.repeated } : {}) };
+    if (status === 401 || status === 403)
+      this.log.warn("the Model's leader refused this autoscaler's watch of its demand", fields);
+    else this.log.debug("the Model's leader did not take a watch of its demand", fields);
   }
 
   /**
