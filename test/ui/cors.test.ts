@@ -1,9 +1,9 @@
-import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { httpEngine, startActivator, type TestActivator } from "../abuse/harness.ts";
+import { launchChromium } from "../helpers/chromium.ts";
 
 /**
  * A chat page served from another origin calls /v1/ from a real Chromium: with its origin in
@@ -12,7 +12,6 @@ import { httpEngine, startActivator, type TestActivator } from "../abuse/harness
  * fetch fails, as the browser decides; and a page that skips the preflight (a no-cors POST with a
  * body of no content type or a form's) is refused by Snooze before the engine sees it.
  */
-const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
 
 let browser: Browser;
 let page: Server;
@@ -22,8 +21,6 @@ const engineSaw: string[] = [];
 const activators: TestActivator[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(executablePath))
-    throw new Error(`no Chromium at ${executablePath}: apt-get install chromium (or set SNOOZE_CHROMIUM)`);
   engine = await httpEngine((req, res) => {
     engineSaw.push(`${req.method} ${req.url}`);
     req.resume();
@@ -41,7 +38,7 @@ beforeAll(async () => {
   page.listen(0, "127.0.0.1");
   await new Promise((resolve) => page.once("listening", resolve));
   pageOrigin = `http://127.0.0.1:${(page.address() as AddressInfo).port}`;
-  browser = await chromium.launch({ executablePath, headless: true });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

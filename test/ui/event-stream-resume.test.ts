@@ -1,8 +1,8 @@
-import { existsSync } from "node:fs";
 import { createServer, type Server, type Socket, connect as tcpConnect } from "node:net";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { launchChromium } from "../helpers/chromium.ts";
 import { simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 /**
@@ -11,7 +11,6 @@ import { simCommand, startWith, until } from "../helpers/local-snooze.ts";
  * last event it had as `Last-Event-ID`, and must get what it missed, once, and nothing twice; after
  * a restart of Snooze, the new run's entries from its first.
  */
-const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
 const settings = `
 models:
   qwen:
@@ -27,12 +26,7 @@ let target: number;
 const open = new Set<Socket>();
 
 beforeAll(async () => {
-  if (!existsSync(executablePath))
-    throw new Error(`no Chromium at ${executablePath}: apt-get install chromium (or set SNOOZE_CHROMIUM)`);
-  [first, browser] = await Promise.all([
-    startWith(settings),
-    chromium.launch({ executablePath, headless: true }),
-  ]);
+  [first, browser] = await Promise.all([startWith(settings), launchChromium()]);
   target = Number(new URL(first.url).port);
   proxy = createServer((client) => {
     const upstream = tcpConnect(target, "127.0.0.1");

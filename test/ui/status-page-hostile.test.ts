@@ -1,9 +1,9 @@
-import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { launchChromium } from "../helpers/chromium.ts";
 import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
 
 /**
@@ -11,7 +11,6 @@ import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
  * and in the timeline, its output in the log tail. A hostile or broken engine's text is shown as
  * text and within the page (real Chromium).
  */
-const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
 
 let snooze: LocalSnooze;
 let browser: Browser;
@@ -20,8 +19,6 @@ let beacon: Server;
 const calls: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(executablePath))
-    throw new Error(`no Chromium at ${executablePath}: apt-get install chromium (or set SNOOZE_CHROMIUM)`);
   beacon = createServer((req, res) => {
     calls.push(req.url ?? "");
     res.end();
@@ -40,7 +37,7 @@ models:
   hostile:
     command: ["sh", "-c", ${JSON.stringify(script)}]
 `),
-    chromium.launch({ executablePath, headless: true }),
+    launchChromium(),
   ]);
   expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("hostile"))).status).toBe(503);
 });

@@ -1,17 +1,14 @@
-import { existsSync } from "node:fs";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { launchChromium } from "../helpers/chromium.ts";
 import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
 
 /** The status page on a phone's width, and without JavaScript (real Chromium against a local Snooze). */
-const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
 
 let snooze: LocalSnooze;
 let browser: Browser;
 beforeAll(async () => {
-  if (!existsSync(executablePath))
-    throw new Error(`no Chromium at ${executablePath}: apt-get install chromium (or set SNOOZE_CHROMIUM)`);
   [snooze, browser] = await Promise.all([
     startWith(`
 slots:
@@ -25,7 +22,7 @@ models:
     slot: gpu0
     command: ${simCommand(["--enable-sleep-mode"])}
 `),
-    chromium.launch({ executablePath, headless: true }),
+    launchChromium(),
   ]);
   expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("qwen"))).status).toBe(200);
 });

@@ -1,15 +1,15 @@
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
+import { launchChromium } from "../helpers/chromium.ts";
 
 /**
  * The status page with 500 models, each with 20 tier changes in the last hour, and 10 replica
  * events a second (real Chromium). The page is served as the activator serves it; what it reads
  * is made up here, as no test machine runs 500 engines.
  */
-const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
 const page = readFileSync(new URL("../../activator/ui/index.html", import.meta.url));
 const ids = Array.from({ length: 500 }, (_, i) => `model-${i}`);
 const tiers = ["ready", "asleep-1", "asleep-2", "waking"] as const;
@@ -57,8 +57,6 @@ const timeline = () => {
 };
 
 beforeAll(async () => {
-  if (!existsSync(executablePath))
-    throw new Error(`no Chromium at ${executablePath}: apt-get install chromium (or set SNOOZE_CHROMIUM)`);
   server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     if (path === "/") {
@@ -80,7 +78,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  browser = await chromium.launch({ executablePath, headless: true });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

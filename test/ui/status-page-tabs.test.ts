@@ -1,27 +1,24 @@
-import { existsSync } from "node:fs";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { launchChromium } from "../helpers/chromium.ts";
 import { simCommand, startWith } from "../helpers/local-snooze.ts";
 
 /**
  * Many tabs of the status page in one browser (real Chromium against a local Snooze). A browser
  * keeps at most six connections to one host for all its tabs, and each tab's event stream holds one.
  */
-const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
 
 let snooze: LocalSnooze;
 let browser: Browser;
 beforeAll(async () => {
-  if (!existsSync(executablePath))
-    throw new Error(`no Chromium at ${executablePath}: apt-get install chromium (or set SNOOZE_CHROMIUM)`);
   [snooze, browser] = await Promise.all([
     startWith(`
 models:
   qwen:
     command: ${simCommand(["--enable-sleep-mode"])}
 `),
-    chromium.launch({ executablePath, headless: true }),
+    launchChromium(),
   ]);
 });
 afterAll(async () => {

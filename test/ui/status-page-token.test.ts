@@ -1,24 +1,21 @@
-import { existsSync } from "node:fs";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/index.ts";
+import { launchChromium } from "../helpers/chromium.ts";
 import { simCommand } from "../helpers/local-snooze.ts";
 
 /** With an admin token the page loads, asks for the token once, and then works (real Chromium). */
-const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
 const token = "s3cret-token-for-the-page";
 
 let snooze: LocalSnooze;
 let browser: Browser;
 beforeAll(async () => {
-  if (!existsSync(executablePath))
-    throw new Error(`no Chromium at ${executablePath}: apt-get install chromium (or set SNOOZE_CHROMIUM)`);
   const config = parseConfig(`models:\n  qwen:\n    command: ${simCommand()}\n`, "test.yaml");
   [snooze, browser] = await Promise.all([
     startLocalSnooze({ config, log: silentLogger, host: "127.0.0.1", port: 0, adminToken: token }),
-    chromium.launch({ executablePath, headless: true }),
+    launchChromium(),
   ]);
 });
 afterAll(async () => {

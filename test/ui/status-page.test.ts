@@ -1,12 +1,13 @@
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { startLocalSnooze } from "../../cli/local-snooze.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/index.ts";
+import { launchChromium } from "../helpers/chromium.ts";
 import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
 
 /**
@@ -14,7 +15,6 @@ import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
  * against a local Snooze with simulated engines. `.ci/run` installs Chromium when it is missing,
  * so this suite never skips.
  */
-const executablePath = process.env.SNOOZE_CHROMIUM ?? "/usr/bin/chromium";
 /**
  * Where the screenshot goes: docs/images when asked to refresh it (`SNOOZE_SCREENSHOTS=1`), else a
  * temporary folder, so a test run leaves the checkout as it was.
@@ -30,11 +30,9 @@ let browser: Browser;
 let page: Page;
 
 beforeAll(async () => {
-  if (!existsSync(executablePath))
-    throw new Error(`no Chromium at ${executablePath}: apt-get install chromium (or set SNOOZE_CHROMIUM)`);
   const gpuDir = mkdtempSync(join(tmpdir(), "snooze-gpu-"));
   const gpu = ["--enable-sleep-mode", "--gpu-id", "0", "--gpu-memory", "24GiB", "--model-memory", "16GiB"];
-  const launched = chromium.launch({ executablePath, headless: true });
+  const launched = launchChromium();
   settings = `
 defaults:
   sleepAfter: 5m
