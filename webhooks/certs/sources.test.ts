@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
@@ -83,8 +83,11 @@ test("--tls-cert or --tls-key that is a named pipe or a device is refused by wha
   expect(await source.initial()).toEqual({ certPem: "cert-1", keyPem: "key-1" });
   const changes: TlsPair[] = [];
   source.watch((tls) => changes.push(tls));
-  await rm(certPath);
-  execFileSync("mkfifo", [certPath]);
+  // Swapped in at once, as a Secret volume swaps its files: removed first, a poll in between read
+  // a missing file, and its warning said ENOENT (one CI run in many).
+  const fifo = join(dir, "tls.crt.fifo");
+  execFileSync("mkfifo", [fifo]);
+  await rename(fifo, certPath);
   await warning;
   expect(warnings[0]).toContain(
     `cannot read --tls-cert ${certPath}: it is a named pipe (FIFO), not a regular file`,
