@@ -139,7 +139,10 @@ engine.once("exit", async (code, signal) => {
   // grace: the guard stays until the group is empty, and the kill timer ends whatever is left then.
   // Before, the guard left with the wrapper and the group was killed at once (found by a probe:
   // an engine given a 5 s grace was killed 7 ms after its SIGTERM). An engine that exits on its
-  // own leaves at once: Snooze kills what it left.
+  // own leaves at once: Snooze kills what it left. A wrapper that died of SIGTERM is a stop too, also
+  // when its exit is heard before the guard's own SIGTERM (one loop turn reports both, in either
+  // order: the guard left at once, and the engine under it lost its grace, about one run in fifty).
+  if (signal === "SIGTERM") armKill();
   if (killTimer !== undefined) await untilOthersGone();
   // Snooze is gone: nobody else will stop what is left (without /proc the wait above ends at once).
   if (snoozeGone) signalGroup("SIGKILL");
