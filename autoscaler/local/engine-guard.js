@@ -141,7 +141,8 @@ engine.once("exit", async (code, signal) => {
   // an engine given a 5 s grace was killed 7 ms after its SIGTERM). An engine that exits on its
   // own leaves at once: Snooze kills what it left. A wrapper that died of SIGTERM is a stop too, also
   // when its exit is heard before the guard's own SIGTERM (one loop turn reports both, in either
-  // order: the guard left at once, and the engine under it lost its grace, about one run in fifty).
+  // order: the guard left at once, and the engine under it lost its grace; its test failed once in a
+  // CI run, and once in 13 runs under load).
   if (signal === "SIGTERM") armKill();
   if (killTimer !== undefined) await untilOthersGone();
   // Snooze is gone: nobody else will stop what is left (without /proc the wait above ends at once).

@@ -35,7 +35,7 @@ test("certificate files (cert-manager's Secret) are read again and a changed pai
   await new Promise((resolve) => setTimeout(resolve, 60));
   expect(changes).toEqual([]);
   // A file opened for writing and not yet written is empty: not handed over (a poll between the two
-  // steps of writeFile read the key as "", about one run in thirty under load).
+  // steps of writeFile read the key as "": a test failed so now and then under load).
   await writeFile(keyPath, "");
   await writeFile(certPath, "cert-2");
   await new Promise((resolve) => setTimeout(resolve, 60));
