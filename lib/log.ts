@@ -1,5 +1,6 @@
 import { boundedWriter } from "./bounded-writer.ts";
 import { escapeLineBreakers } from "./json-line.ts";
+import { LogLimiter } from "./log-limit.ts";
 
 /**
  * Structured logs: one JSON object a line on stderr, so stdout stays free for
@@ -63,13 +64,27 @@ export function envLevel(
   return "info";
 }
 
+/**
+ * A logger writing to `write` at `minimum` and above. Its warnings and errors, and its children's,
+ * go through one `limiter`: a kind of line (its message and model) that comes faster than the limit
+ * is counted, not written, past the first lines, and told in one line when the interval ends
+ * (lib/log-limit.ts). Debug and info lines are not limited: they tell what Snooze does, at its pace.
+ */
 export function createLogger(
   base: Record<string, unknown> = {},
   write: (line: string) => void = toStderr,
   minimum: Level = envLevel(),
+  limiter: LogLimiter = new LogLimiter(),
 ): Logger {
   const emit = (level: Level, msg: string, fields?: Record<string, unknown>) => {
     if (order[level] < order[minimum]) return;
+    if (level === "warn" || level === "error") {
+      const model = fields?.model ?? base.model;
+      const kind = `${level}\0${msg}\0${model === undefined ? "" : String(model)}`;
+      const told = (suppressed: number, mixed: boolean) =>
+        writeSuppressed(level, msg, model, suppressed, mixed);
+      if (!limiter.admit(kind, told)) return;
+    }
     const time = new Date().toISOString();
     const record = { time, level, msg, ...traceIds(), ...base, ...fields };
     // A field named like the line's own keys does not overwrite them (a sleep's `level` was read as
@@ -77,12 +92,35 @@ export function createLogger(
     Object.assign(record, { time, level, msg });
     write(`${serialize(record)}\n`);
   };
+  /**
+   * The lines of a kind held back in an interval, in one line of that kind's level; `mixed`: of the
+   * kinds that came while too many others were counted, so no one message or model.
+   */
+  const writeSuppressed = (level: Level, msg: string, model: unknown, suppressed: number, mixed: boolean) => {
+    const time = new Date().toISOString();
+    const line = mixed
+      ? `log lines of many kinds: ${suppressed} suppressed`
+      : `${msg}: ${suppressed} more suppressed`;
+    const seconds = limiter.limit.intervalMs / 1000;
+    const { model: _, ...rest } = base;
+    const record = {
+      time,
+      level,
+      msg: line,
+      ...rest,
+      ...(mixed || model === undefined ? {} : { model }),
+      suppressed,
+      seconds,
+    };
+    Object.assign(record, { time, level, msg: line });
+    write(`${serialize(record)}\n`);
+  };
   return {
     debug: (msg, fields) => emit("debug", msg, fields),
     info: (msg, fields) => emit("info", msg, fields),
     warn: (msg, fields) => emit("warn", msg, fields),
     error: (msg, fields) => emit("error", msg, fields),
-    child: (fields) => createLogger({ ...base, ...fields }, write, minimum),
+    child: (fields) => createLogger({ ...base, ...fields }, write, minimum, limiter),
   };
 }
 
