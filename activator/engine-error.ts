@@ -1,5 +1,6 @@
 import { brotliDecompressSync, gunzipSync, inflateSync, zstdDecompressSync } from "node:zlib";
 import { clip } from "../lib/clip.ts";
+import { engineWords } from "../lib/engine-words.ts";
 import { contentCoding } from "../lib/http/content-encoding.ts";
 import { isObject, parseJson } from "../lib/json-object.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
@@ -102,7 +103,7 @@ function inOpenAIShape(status: number, parsed: unknown, body: string): OpenAIErr
     const text = (value: unknown) =>
       typeof value === "string" || typeof value === "number" ? String(value) : null;
     return openAIError(
-      clip(parsed.message, maxWords),
+      engineWords(clip(parsed.message, maxWords)),
       text(parsed.type) ?? type,
       text(parsed.code),
       text(parsed.param),
@@ -112,6 +113,6 @@ function inOpenAIShape(status: number, parsed: unknown, body: string): OpenAIErr
   const words = (typeof detail === "string" ? detail : (stringify(detail) ?? body))
     .replace(/\s+/g, " ")
     .trim();
-  const clipped = clip(words, maxWords);
+  const clipped = engineWords(clip(words, maxWords));
   return openAIError(`The engine answered ${status}${clipped ? `: ${clipped}` : ""}.`, type, "engine_error");
 }

@@ -1,4 +1,6 @@
 import { context, propagation } from "@opentelemetry/api";
+import { clip } from "../lib/clip.ts";
+import { engineWords } from "../lib/engine-words.ts";
 import { boundedText } from "../lib/http/bounded-text.ts";
 import { localResourceCodes } from "../lib/http/local-resources.ts";
 import { engineConnector } from "../lib/http/unasked-continue.ts";
@@ -227,7 +229,7 @@ export class EngineClient {
     const choice = Array.isArray(body?.choices) ? body.choices[0] : undefined;
     if (typeof choice?.text !== "string")
       throw new EngineError(
-        `the warm-up did not return a completion: ${JSON.stringify(body)?.slice(0, 200) ?? "empty body"}`,
+        `the warm-up did not return a completion: ${engineWords(clip(JSON.stringify(body) ?? "empty body", 200))}`,
       );
   }
 
@@ -257,7 +259,7 @@ export class EngineClient {
   private async call(method: string, path: string, within: Within, json?: unknown): Promise<unknown> {
     const { status, text } = await this.send(method, path, within, json);
     if (!isOk(status))
-      throw new EngineError(`${method} ${path} answered ${status}: ${text.slice(0, 300)}`, status);
+      throw new EngineError(`${method} ${path} answered ${status}: ${engineWords(clip(text, 300))}`, status);
     try {
       return text ? JSON.parse(text) : undefined;
     } catch {

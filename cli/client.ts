@@ -2,9 +2,9 @@ import { type Flag, type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { clip, clipMiddle } from "../lib/clip.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
 import { formatDuration } from "../lib/duration.ts";
+import { printable } from "../lib/printable.ts";
 import { adminHeaders, adminTokenFlags, adminTokenFrom } from "./admin-token.ts";
 import type { Shape } from "./answer-shapes.ts";
-import { printable } from "./printable.ts";
 
 /** Where the client commands find Snooze when neither `--url` nor `$SNOOZE_URL` says. */
 export const defaultUrl = "http://127.0.0.1:8080";

@@ -3,6 +3,7 @@ import { UsageError } from "../lib/cli-flags.ts";
 import { clip, clipMiddle } from "../lib/clip.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { formatLogsAfter } from "../lib/logs-after.ts";
+import { printable, shown } from "../lib/printable.ts";
 import { isAsleep, isResident, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { SlotStatus } from "../lib/slot-status.ts";
 import { actionAnswer, engineLogs, modelList, tierEvent } from "./answer-shapes.ts";
@@ -18,7 +19,6 @@ import {
 import type { Command } from "./command.ts";
 import { durationValue } from "./flags.ts";
 import { outputTaken } from "./output-taken.ts";
-import { printable, shown } from "./printable.ts";
 
 /** `GET /snooze/v1/models`: every model, and the slots (absent from a Snooze older than slots). */
 const listModels = (client: AdminClient) =>

@@ -2,12 +2,12 @@ import type { AdminModelView, ReloadFailure } from "../activator/admin.ts";
 import { clip } from "../lib/clip.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { escapeLineBreakers } from "../lib/json-line.ts";
+import { printable } from "../lib/printable.ts";
 import { modelList } from "./answer-shapes.ts";
 import { AdminClient, clientFlags, runClient } from "./client.ts";
 import type { Command } from "./command.ts";
 import { durationValue } from "./flags.ts";
 import { outputTaken } from "./output-taken.ts";
-import { printable } from "./printable.ts";
 
 /** `snooze status`: what a running Snooze holds, as a table (or JSON); `--watch` keeps it current. */
 export const statusCommand: Command = {

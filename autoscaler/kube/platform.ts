@@ -1,3 +1,4 @@
+import { engineWords } from "../../lib/engine-words.ts";
 import { keepNewest } from "../../lib/keep-newest.ts";
 import { isConflict, type KubeClient, KubeError, paths } from "../../lib/kube/client.ts";
 import type { Informer } from "../../lib/kube/informer.ts";
@@ -399,9 +400,10 @@ export function cannotStart(pod: Pod): string | undefined {
   } else if (status?.state?.terminated) {
     reason = `the ${engine} ${termination(status.state.terminated)} during its start`;
   } else reason = otherContainerCannotRun(pod, status);
-  if (reason === undefined || reason.length <= maxReasonLength) return reason;
+  // The kubelet's messages hold the engine's own words (its termination log, its last lines).
+  if (reason === undefined || reason.length <= maxReasonLength) return reason && engineWords(reason);
   const half = Math.floor((maxReasonLength - 3) / 2);
-  return `${reason.slice(0, half)} … ${reason.slice(-half)}`;
+  return engineWords(`${reason.slice(0, half)} … ${reason.slice(-half)}`);
 }
 
 function waitingReason(waiting: { reason?: string; message?: string }): string {

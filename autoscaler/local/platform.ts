@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import { type Context, context, ROOT_CONTEXT } from "@opentelemetry/api";
 import { adminTokenEnv } from "../../lib/admin-token-env.ts";
 import { clipMiddle } from "../../lib/clip.ts";
+import { engineWords } from "../../lib/engine-words.ts";
 import { freePort, portInUse } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
 import { sameEngineSettings } from "../../lib/settings/config-diff.ts";
@@ -629,7 +630,7 @@ const portTaken = (port: number) =>
 
 /** The engine's last lines of output (and an exception stated before them): usually why it failed. */
 function lastWords(engine: Engine): string {
-  return engine.output.length ? `: ${failureWords(engine.output)}` : "";
+  return engine.output.length ? `: ${engineWords(failureWords(engine.output))}` : "";
 }
 
 /** `${SNOOZE}` in a command runs this same Snooze (e.g. `snooze sim`) on this same Node.js. */

@@ -47,9 +47,10 @@ test("every log line is one line of JSON to Node's readline, whatever an engine 
     return JSON.parse(line) as Record<string, unknown>;
   });
   const failed = records.find((r) => r.msg === "activation failed");
-  // The words are all there, as they were: only how the line spells them changed.
+  // The words are all there, each control shown as its escape (lib/engine-words.ts): a reason
+  // reaches clients (a 503's message, lastError), not only the log.
   expect(String(failed?.reason)).toContain(
-    "before\u2028after \u2029para \u0085nel \u009b31mcsi \u202eevil\u202c \u2066iso\u2069 \x1b[31mred",
+    "before\\u2028after \\u2029para \\x85nel \\x9b31mcsi \\u202eevil\\u202c \\u2066iso\\u2069 \\x1b[31mred",
   );
   expect(records.filter((r) => r.msg === "engine output").map((r) => r.line)).toContain(
     "bad\ufffd\ufffd\ufffd",

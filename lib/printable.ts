@@ -1,7 +1,8 @@
-import { clip } from "../lib/clip.ts";
+import { clip } from "./clip.ts";
 
 /**
- * The server's `text` made safe to print: control characters (an escape sequence that would recolour
+ * Text from elsewhere (a server's, to a client command; an engine's, in the messages, status and
+ * events Snooze makes of it) made safe to print: control characters (an escape sequence that would recolour
  * or retitle the terminal, a carriage return that would overwrite the line), U+2028 and U+2029, and
  * the invisible marks that reorder text are shown as `\x1b`, `\u2028`, `\u202e`. Newlines and tabs are kept unless `oneLine`
  * (a name, a table cell), where they are shown as `\n` and `\t` too.
