@@ -38,7 +38,9 @@ export function exportFailure(
 /** Where the SDK sends spans, by the OTEL_* variables (as @opentelemetry/otlp-exporter-base reads them). */
 function tracesUrl(env: NodeJS.ProcessEnv): string {
   const grpc =
-    (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() || env.OTEL_EXPORTER_OTLP_PROTOCOL?.trim()) === "grpc";
+    (
+      env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() || env.OTEL_EXPORTER_OTLP_PROTOCOL?.trim()
+    )?.toLowerCase() === "grpc";
   const specific = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
   if (specific && URL.canParse(specific)) return specific;
   const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();

@@ -71,7 +71,10 @@ function variableOf(message: string, env: NodeJS.ProcessEnv): string | undefined
 }
 
 /** Whether `message` holds `value` as a word of its own (quoted, or between spaces and stops). */
-function quotes(message: string, value: string): boolean {
+function quotes(said: string, set: string): boolean {
+  // In any case: the SDK is given the names in lower case (lib/otel-enums.ts).
+  const message = said.toLowerCase();
+  const value = set.toLowerCase();
   for (let at = message.indexOf(value); at >= 0; at = message.indexOf(value, at + 1)) {
     const before = message[at - 1] ?? " ";
     const after = message[at + value.length] ?? " ";
@@ -85,7 +88,7 @@ function usingOf(variable: string, message: string, env: NodeJS.ProcessEnv): str
   if (list) {
     const kept = (env[variable] ?? "")
       .split(",")
-      .map((name) => name.trim())
+      .map((name) => name.trim().toLowerCase())
       .filter((name) => list.names.includes(name));
     return kept.length > 0 ? [...new Set(kept)].join(",") : list.none;
   }

@@ -246,6 +246,7 @@ async function traced(endpoint: string, env: Record<string, string>, spanningMs 
     }
     trace.getTracer("t").startSpan("last").end();
     console.log("inherited: " + (process.env.OTEL_SERVICE_NAME ?? "(unset)"));
+    console.log("inherited exporter: " + (process.env.OTEL_TRACES_EXPORTER ?? "(unset)"));
     const flushed = await telemetry.shutdown();
     console.log("shut down: " + flushed + ", left behind: " + spansLeftBehind());
     process.exit(0);
@@ -262,3 +263,64 @@ async function traced(endpoint: string, env: Record<string, string>, spanningMs 
   const [code] = await once(child, "exit");
   return { out, err, code };
 }
+
+test("OTEL_* names and booleans are read in any case, as the specification asks: NONE, ALWAYS_OFF, TraceContext, HTTP/JSON, TRUE (found by an outside tester)", async () => {
+  const bodies: string[] = [];
+  const receiver = createHttpServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => (body += chunk));
+    req.on("end", () => {
+      bodies.push(body);
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+  });
+  receiver.listen(0, "127.0.0.1");
+  await once(receiver, "listening");
+  const endpoint = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
+  const run = async (env: Record<string, string>) => {
+    bodies.length = 0;
+    const { out, err } = await traced(endpoint, env);
+    const lines = err
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    return {
+      // Sent as OTLP/JSON (the protocol read in upper case), or not at all.
+      exported: bodies.filter((body) => body.startsWith("{")).length,
+      otherwise: bodies.filter((body) => !body.startsWith("{")).length,
+      complaints: lines.map((line) => line.msg),
+      inherited: /inherited exporter: (.*)/.exec(out)?.[1],
+    };
+  };
+  try {
+    const on = await run({
+      OTEL_TRACES_EXPORTER: "OTLP",
+      OTEL_EXPORTER_OTLP_PROTOCOL: "HTTP/JSON",
+      OTEL_PROPAGATORS: "TraceContext,Baggage",
+      OTEL_TRACES_SAMPLER: "ParentBased_Always_On",
+    });
+    expect(on).toMatchObject({ otherwise: 0, complaints: [] });
+    expect(on.exported).toBeGreaterThan(0);
+    // Engines inherit the variables as they were set.
+    expect(on.inherited).toBe("OTLP");
+    expect(
+      await run({ OTEL_TRACES_SAMPLER: "ALWAYS_OFF", OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" }),
+    ).toMatchObject({
+      exported: 0,
+      otherwise: 0,
+      complaints: [],
+    });
+    for (const off of [
+      { OTEL_TRACES_EXPORTER: "NONE" },
+      { OTEL_TRACES_EXPORTER: " None " },
+      { OTEL_SDK_DISABLED: "TRUE" },
+    ] as Record<string, string>[])
+      expect(await run(off), JSON.stringify(off)).toMatchObject({
+        exported: 0,
+        otherwise: 0,
+        complaints: [],
+      });
+  } finally {
+    receiver.close();
+  }
+}, 30_000);

@@ -1,6 +1,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type { NodeSDK } from "@opentelemetry/sdk-node";
 import type { Logger } from "./log.ts";
+import { otelEnumsInLowerCase, withOtelEnumsInLowerCase } from "./otel-enums.ts";
 import { exportFailure, reasonOf } from "./otel-export-failure.ts";
 import { settingsIgnored } from "./otel-settings.ts";
 import { redactUrl } from "./redact-url.ts";
@@ -39,13 +40,15 @@ export interface Telemetry {
  * the SDK could not use is logged at start, once per variable, apart from them.
  */
 export async function startTelemetry(serviceName: string, log: Logger): Promise<Telemetry> {
+  // Names and booleans in any case, as the specification reads them (lib/otel-enums.ts).
+  const env = { ...process.env, ...otelEnumsInLowerCase(process.env) };
   const wanted =
-    process.env.OTEL_EXPORTER_OTLP_ENDPOINT ||
-    process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ||
-    (process.env.OTEL_TRACES_EXPORTER && process.env.OTEL_TRACES_EXPORTER !== "none");
+    env.OTEL_EXPORTER_OTLP_ENDPOINT ||
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ||
+    (env.OTEL_TRACES_EXPORTER && env.OTEL_TRACES_EXPORTER.trim() !== "none");
   // OTEL_TRACES_EXPORTER=none turns tracing off, also beside an endpoint (the SDK would start only
   // to say it will not trace).
-  const off = process.env.OTEL_SDK_DISABLED === "true" || process.env.OTEL_TRACES_EXPORTER?.trim() === "none";
+  const off = env.OTEL_SDK_DISABLED?.trim() === "true" || env.OTEL_TRACES_EXPORTER?.trim() === "none";
   if (!wanted || off) return { shutdown: async () => true };
   const [{ NodeSDK: SDK }, { context, diag, DiagLogLevel, ROOT_CONTEXT }] = await Promise.all([
     import("@opentelemetry/sdk-node"),
@@ -70,8 +73,11 @@ export async function startTelemetry(serviceName: string, log: Logger): Promise<
   // Snooze's name only where the variables name no service. Given to the SDK, not written to
   // process.env: every engine Snooze starts inherits that, and a vLLM tracing with
   // `--otlp-traces-endpoint` then sent its spans as Snooze's service (found in review).
-  const sdk: NodeSDK = new SDK(namesService(process.env) ? {} : { serviceName });
-  sdk.start();
+  const sdk: NodeSDK = withOtelEnumsInLowerCase(process.env, () => {
+    const made = new SDK(namesService(process.env) ? {} : { serviceName });
+    made.start();
+    return made;
+  });
   starting = false;
   for (const ignored of settingsIgnored(settings)) log.warn("OpenTelemetry setting ignored", { ...ignored });
   // A flush given up on rejects later (the span processor's own timeout); the spans are lost
