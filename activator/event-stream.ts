@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { sendError } from "../lib/http/json.ts";
+import { escapeLineBreakers } from "../lib/json-line.ts";
 import { openAIError } from "../lib/openai-error.ts";
 import type { Timeline, TimelineMessage } from "./timeline.ts";
 
@@ -41,7 +42,7 @@ function frame(message: StreamMessage, startedAt: number): string {
           ? {}
           : message.data;
   const id = message.type === "entry" ? `id: ${eventId(startedAt, message.entry.seq)}\n` : "";
-  return `${id}event: ${message.type}\ndata: ${JSON.stringify(data)}\n\n`;
+  return `${id}event: ${message.type}\ndata: ${escapeLineBreakers(JSON.stringify(data))}\n\n`;
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { ServerResponse } from "node:http";
 import { noteErrorCode } from "../lib/http/json.ts";
 import { endWithEvent } from "../lib/http/sse.ts";
+import { escapeLineBreakers } from "../lib/json-line.ts";
 import type { OpenAIErrorBody } from "../lib/openai-error.ts";
 
 const firstAfterMs = 1_000;
@@ -39,7 +40,7 @@ export class HoldProgress {
   /** Ends the stream with an error event, as the OpenAI API does mid-stream. */
   fail(error: OpenAIErrorBody): void {
     noteErrorCode(this.res, error);
-    endWithEvent(this.res, JSON.stringify(error));
+    endWithEvent(this.res, escapeLineBreakers(JSON.stringify(error)));
   }
 
   private tick(): void {

@@ -1,6 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
+import { escapeLineBreakers } from "../json-line.ts";
 import { type OpenAIErrorBody, openAIError } from "../openai-error.ts";
 import { requestIdInRaw } from "./request-id.ts";
 
@@ -166,7 +167,7 @@ export function endSocketWithError(
   error: OpenAIErrorBody,
   headers: Record<string, string> = {},
 ): void {
-  const body = JSON.stringify(error);
+  const body = escapeLineBreakers(JSON.stringify(error));
   const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
   socket.on("error", () => {});
   // Closed once written, not only half-closed: a request still waiting on this connection must see

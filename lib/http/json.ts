@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { escapeLineBreakers } from "../json-line.ts";
 import type { OpenAIErrorBody } from "../openai-error.ts";
 import { answered, endLingering } from "./linger.ts";
 import { requestIdOf } from "./request-id.ts";
@@ -15,7 +16,10 @@ export function sendJson(
     res.destroy();
     return;
   }
-  const text = JSON.stringify(body);
+  // The characters JSON leaves raw that a terminal obeys or a reader takes for a line's end (an
+  // engine's output in the logs API, a C1 CSI in its last words) as `\u` escapes: the same JSON
+  // once parsed, and a body that `curl` prints as text.
+  const text = escapeLineBreakers(JSON.stringify(body));
   // Answered before the body was read: the connection closes, for it cannot be reused (a client
   // that waits for `100 Continue` will not send the body; one that sent part of it left bytes that
   // cannot be read as the next request), once the body is in (see endLingering).

@@ -63,6 +63,17 @@ test("an engine's last words reach a 503's message, lastError and `snooze status
   expect(lastError).toContain("\\x9b31mcsi");
   expect(lastError).not.toMatch(obeyed);
 
+  // The logs API gives the output as printed, in JSON whose body is text too: what JSON leaves raw
+  // (C1, U+2028, the bidi marks) is written as `\u` escapes, the same once parsed.
+  const body = await (await fetch(`${url}/snooze/v1/models/hostile/logs`)).text();
+  expect(body).not.toMatch(obeyed);
+  const logs = JSON.parse(body) as { replicas: { lines: string[] }[] };
+  expect(logs.replicas[0]!.lines.join("\n")).toContain(
+    "x \u009b31mcsi \u202eevil\u202c \u2066iso\u2069 \x1b[31mred",
+  );
+  // So is every other answer of the admin API.
+  expect(await (await fetch(`${url}/snooze/v1/models`)).text()).not.toMatch(obeyed);
+
   const { stdout } = await promisify(execFile)(process.execPath, ["bin/snooze.js", "status", "--url", url]);
   // Shown once as escapes: not escaped twice (`\\x9b`).
   expect(stdout).toContain("\\x9b31mcsi");
