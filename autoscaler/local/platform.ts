@@ -203,7 +203,7 @@ export class LocalPlatform implements Platform {
 
   lastOutput(model: string, replica: string): string | undefined {
     const engine = this.models.get(model)?.engines.get(replica);
-    return engine?.output.length ? failureWords(engine.output) : undefined;
+    return engine?.output.length ? engineWords(failureWords(engine.output)) : undefined;
   }
 
   onChange(listener: (model: string, departure?: Departure) => void): void {

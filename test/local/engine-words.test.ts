@@ -80,3 +80,25 @@ test("an engine's last words reach a 503's message, lastError and `snooze status
   expect(stdout).not.toContain("\\\\x9b");
   expect(stdout.replace(/\n/g, "")).not.toMatch(obeyed);
 });
+
+test("an engine that prints them and never becomes ready: its last output in the start's failure is shown the same way", {
+  timeout: 30_000,
+}, async () => {
+  const printsAndWaits = `process.stdout.write(${hostileWords} + '\\n'); setInterval(() => {}, 1000);`;
+  const config = writeConfig(
+    `models:\n  stuck:\n    sleep: false\n    startTimeout: 1s\n    command: ${JSON.stringify([process.execPath, "-e", printsAndWaits, "${PORT}"])}\n`,
+  );
+  const run = serveProcess(config);
+  stop = () => run.child.kill("SIGKILL");
+  const url = await run.url;
+  const openai = new OpenAI({ baseURL: `${url}/v1`, apiKey: "none", maxRetries: 0 });
+  const failed = (await openai.chat.completions
+    .create({ model: "stuck", messages: [{ role: "user", content: "hi" }] })
+    .then(
+      () => expect.unreachable(),
+      (error: unknown) => error,
+    )) as InstanceType<typeof OpenAI.APIError>;
+  expect(failed.status).toBe(503);
+  expect(failed.message).toContain("its last output: x \\x9b31mcsi \\u202eevil");
+  expect(failed.message).not.toMatch(obeyed);
+});
