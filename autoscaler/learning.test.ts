@@ -441,6 +441,28 @@ models:
     expect(h.controller("a").tier).toBe("asleep-1");
   });
 
+  test("a hint that waited out its 2 minutes behind a busy resident is over: no swap, no start, when the resident is idle later", async () => {
+    // Found by a probe: the hint's wake stayed wanted after its window, so 18 minutes later the
+    // idle resident was drained and put to sleep, and the hinted model started only to sleep again.
+    const h = new Harness(yaml, { autoUp: 10_000 });
+    const b = h.controller("b");
+    await serve(h, "a", 1_000);
+    h.stats("a", 1, 0); // a long request keeps a busy
+    await h.settle();
+    const hinted = b.prewarm(2 * minute, undefined, { hint: true });
+    await h.advance(20 * minute, () => expect(residentOf(h)).toEqual(["a"]));
+    expect(await hinted).toEqual({ keptMs: 2 * minute });
+    expect(b.state().learning!.prewarms).toMatchObject({ hit: 0, wasted: 1 });
+    h.stats("a", 0, 0);
+    await h.advance(3 * minute, () => expect(b.tier).toBe("cold"));
+    expect(h.controller("a").tier).toBe("ready");
+    // Within its 2 minutes a hint does take the slot from an idle resident, as any prewarm.
+    await h.advance(2 * minute);
+    void b.prewarm(2 * minute, undefined, { hint: true });
+    await h.advance(30_000);
+    expect(b.tier).toBe("ready");
+  });
+
   test("real demand wins over a prewarm: a prewarmed resident yields at once", async () => {
     const h = new Harness(yaml, { autoUp: 10_000 });
     const b = h.controller("b");

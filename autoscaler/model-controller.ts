@@ -315,7 +315,7 @@ export class ModelController {
   readonly counts = { tierWrites: 0, scales: 0 };
   /** What this model's traffic taught: arrivals, idle gaps, durations, prewarms, GPU-seconds. */
   private learnerOf: ModelLearner;
-  /** An explicit prewarm asked for a wake (at prewarm priority), until a replica is ready. */
+  /** An explicit prewarm (an event's, not a hint) asked for a wake (at prewarm priority), until a replica is ready. */
   private prewarmWake = false;
   private snapshotCache?: { at: number; value: ReturnType<ModelLearner["snapshot"]> };
 
@@ -893,7 +893,8 @@ export class ModelController {
    * keeps the model awake for `forMs` from when it is ready, or for what is left of today's
    * `prewarmBudget` if that is less; after that it follows `sleepAfter` from the moment it became ready, as after an
    * admin wake. Resolves once a replica is ready (or the wake failed, or `timeoutMs` passed) with
-   * how long it is kept awake (0: no budget left, only the wake; for a `hint`, nothing at all).
+   * how long it is kept awake (0: no budget left, only the wake; for a `hint`, nothing at all). A
+   * `hint` resolves at once: its wake is wanted only while its prewarm runs.
    */
   async prewarm(
     forMs: number,
@@ -919,7 +920,11 @@ export class ModelController {
     if (options.caller && trace.getSpan(options.caller) && this.tier !== "ready")
       this.callerContext = options.caller;
     this.parked = undefined;
-    if (this.tier !== "ready") this.prewarmWake = true;
+    // A hint's wake is its prewarm's: wanted within its 2 minutes (counted from a start or wake
+    // under way), over when they end unused. Wanted until a replica is ready, as an event's is, it
+    // outlived them behind a slot's busy resident (found by a probe: 18 minutes later the idle
+    // resident was put to sleep, and the hinted model started only to sleep again at once).
+    if (this.tier !== "ready" && !options.hint) this.prewarmWake = true;
     this.changed();
     this.deps.slot?.changed();
     if (this.prewarmWake) await this.settle(() => !this.prewarmWake, timeoutMs);
