@@ -166,11 +166,15 @@ export class Autoscaler {
     const controller = this.byKey.get(target.key);
     if (!controller) return;
     const idBefore = controller.id;
+    const hostMemoryBefore = controller.config.hostMemory;
     controller.update(target);
     if (idBefore !== controller.id) {
       if (this.byId.get(idBefore) === controller) this.byId.delete(idBefore);
       this.index(controller);
     }
+    // Its level-1 sleepers now count at their new size (found by a probe: a reload that raised it
+    // left the budget overrun until some model next fell asleep or woke).
+    if (controller.config.hostMemory !== hostMemoryBefore) this.enforceHostMemory();
   }
 
   /**
