@@ -132,6 +132,16 @@ test("an engine that is not there says why (not fetch's 'fetch failed'); one tha
   expect(await gone.wake(1, 200).catch((error: unknown) => error)).toMatchObject({ timedOut: false });
 });
 
+test("a call nothing listened for is refused; one the engine took and then cut is not (it reached the engine)", async () => {
+  const gone = new EngineClient(`127.0.0.1:${await freePort()}`);
+  expect(await gone.wake(1, 1_000).catch((error: unknown) => error)).toMatchObject({
+    refused: true,
+    local: false,
+  });
+  const { client } = await engine((req) => req.socket.destroy());
+  expect(await client.wake(1, 1_000).catch((error: unknown) => error)).toMatchObject({ refused: false });
+});
+
 test("a health check this process cannot make (out of file descriptors) rejects as local, not 'unhealthy' (found by an outside tester: the self-heal replaced healthy engines)", async () => {
   // A connection per check, so the check must open one.
   const { client } = await engine((_req, res) => {

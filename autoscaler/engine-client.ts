@@ -23,12 +23,18 @@ export class EngineError extends Error {
    * (EMFILE ...). It says nothing of the engine.
    */
   readonly local: boolean;
-  constructor(message: string, status?: number, timedOut = false, local = false) {
+  /**
+   * Nothing listened at the engine's address (ECONNREFUSED): the call reached no engine. One that
+   * should be serving there has gone (its exit may not have been seen yet).
+   */
+  readonly refused: boolean;
+  constructor(message: string, status?: number, timedOut = false, local = false, refused = false) {
     super(message);
     this.name = "EngineError";
     this.status = status;
     this.timedOut = timedOut;
     this.local = local;
+    this.refused = refused;
   }
 }
 
@@ -44,6 +50,9 @@ export const isTransportError = (error: unknown): boolean =>
 
 /** A call this process could not make (out of file descriptors, ports ...): nothing of the engine. */
 export const isLocalFailure = (error: unknown): boolean => error instanceof EngineError && error.local;
+
+/** A call nothing listened for at the engine's address (EngineError.refused). */
+export const isRefused = (error: unknown): boolean => error instanceof EngineError && error.refused;
 
 /**
  * A call the engine answered 401: it guards its `/v1` routes with an API key (vLLM's `--api-key` or
@@ -295,8 +304,15 @@ export class EngineClient {
     } catch (error) {
       const timedOut = (error as Error).name === "TimeoutError";
       const cause = timedOut ? `no answer within ${ms}ms` : (error as Error).message;
-      const local = localResourceCodes.has((error as { code?: string }).code ?? "");
-      throw new EngineError(`${method} ${path}: ${cause}`, undefined, timedOut, local);
+      const code = (error as { code?: string }).code ?? "";
+      const local = localResourceCodes.has(code);
+      throw new EngineError(
+        `${method} ${path}: ${cause}`,
+        undefined,
+        timedOut,
+        local,
+        code === "ECONNREFUSED",
+      );
     } finally {
       own?.end();
     }

@@ -17,7 +17,7 @@ import type { ModelConfig } from "../lib/settings/index.ts";
 import { inSpan, traceContextOf, traceparentOf, tracer } from "../lib/tracing.ts";
 import { type FlowReport, trimReports } from "./demand-metric.ts";
 import { EngineFrozen, watchedCall } from "./engine-call-watch.ts";
-import { isLocalFailure, isTransportError, isUnauthorized } from "./engine-client.ts";
+import { isLocalFailure, isRefused, isTransportError, isUnauthorized } from "./engine-client.ts";
 import {
   burstInFlight,
   decideReplicas,
@@ -113,6 +113,11 @@ interface ReplicaRecord {
   activation?: Activation;
   /** It left on its own, in the platform's words (an engine's exit code and last lines). */
   departed?: string;
+  /**
+   * Its wake call found nothing listening: the engine died asleep (its exit not seen yet), and the
+   * wake never reached it. When it is found gone, that is a crash, not a failed wake.
+   */
+  diedAsleep?: boolean;
   /** Replaced for failing its re-check, in a crash loop: why, for the requests held when it is gone. */
   crashLoop?: string;
   /** Its start failed and it is still there (see `ReplicaView.startFailed`); a restart in place clears it. */
@@ -1582,7 +1587,7 @@ export class ModelController {
     // than hidden while every request waits out its hold budget (found by an outside tester).
     let crashLoop: string | undefined;
     if (!record.leaving) {
-      if (from === "starting" || from === "waking") {
+      if (from === "starting" || (from === "waking" && !record.diedAsleep)) {
         // The activation failed: counted once, as a failure (not also as a crash). The replica
         // went cold all the same (the tier gauge stayed `starting` for ever without this).
         toCold();
@@ -2027,9 +2032,15 @@ export class ModelController {
       }
       // Its exit, if the engine died under the wake or its warm-up, fails the wake as a start's
       // does: with the exit code and last words (found by an outside tester: "other side closed").
+      // An engine the wake call found no longer listening died asleep, before the wake: when it is
+      // seen gone, that is a crash (as if seen before the request came), and the requests held
+      // wait for a fresh engine (found by a probe: a request that came within milliseconds of a
+      // sleeper's crash was answered `503 activation_failed`, a few milliseconds later served).
+      if (!woken && isRefused(error)) record.diedAsleep = true;
       const gone = await this.goneUnder(record, error);
       this.guard(leadership);
       if (gone) return;
+      if (record.diedAsleep) return this.diedAsleep(record, error);
       // A failed wake leaves the engine asleep if it says so; a second failure in a row, or an
       // engine that no longer answers, is stopped so the next try starts clean. One that did not
       // answer the wake in its time is not asked again: that would add the question's own timeout
@@ -2057,6 +2068,20 @@ export class ModelController {
     this.learner.measured(level === 1 ? "wake1" : "wake2", this.lastWakeMs[level]);
     this.succeeded(record);
     await this.setTier(record, "ready");
+  }
+
+  /**
+   * A sleeper whose wake call found nothing listening, and whose process has not exited within a
+   * second: it is on its way down (vLLM's server closes its port, then takes its workers down). It
+   * failed on its own, as a crash does: counted (its restarts back off in a loop), and stopped; the
+   * requests held are served by a fresh engine, not told the wake failed.
+   */
+  private async diedAsleep(record: ReplicaRecord, error: unknown): Promise<void> {
+    const reason = `${record.replica.label} no longer listened when it was woken (${(error as Error).message})`;
+    this.log.warn("replica left on its own", { replica: record.replica.id, reason });
+    if (this.leftOnItsOwn(reason) > 0) record.crashLoop = this.lastError;
+    this.endActivation(record, "stopped");
+    await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
   }
 
   /**
