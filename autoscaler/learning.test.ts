@@ -328,6 +328,9 @@ models:
     // Asleep at level 1 after sleepAfter (5 minutes); deepSleepAfter (30 minutes) later, deeper.
     await h.advance(40 * minute);
     expect(h.controller("held").tier).toBe("asleep-1");
+    expect(h.controller("held").nextChange()).toBeUndefined();
+    // Not held: the next change said is the stop at zeroAfter (2 hours asleep), as the ladder does.
+    expect(h.controller("quiet").nextChange()).toEqual({ tier: "cold", at: expect.any(Number) });
     expect(h.controller("quiet").tier).toBe("asleep-2");
     expect(h.controller("off").tier).toBe("asleep-2");
     expect(h.controller("explicit").tier).toBe("asleep-2");
@@ -337,6 +340,9 @@ models:
     expect(h.controller("held").tier).toBe("asleep-1");
     expect(h.controller("held").state().learning!.prewarms).toMatchObject({ hit: 0, wasted: 0 });
     expect(["quiet", "off", "explicit"].map((m) => h.controller(m).tier)).toEqual(["cold", "cold", "cold"]);
+    // What `snooze status` and the admin API say comes next agrees: no deeper sleep nor stop is
+    // planned for the held one (found by a probe: it said "asleep-2" due now, for hours).
+    expect(h.controller("held").nextChange()).toBeUndefined();
     // A person's sleep parks it: the hold ends with it.
     await h.controller("held").sleepNow();
     await h.advance(3 * hour);

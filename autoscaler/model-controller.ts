@@ -770,7 +770,10 @@ export class ModelController {
     const load = this.load(now);
     this.decidedIdle = load.inFlight === 0 && load.held === 0;
     const parkedAs = load.held === 0 ? this.parked : undefined;
-    const settings = this.tierSettings(parkedAs);
+    // The ladder as the passes run it: a prewarm hold's sleeper neither deepens nor stops.
+    const settings = this.heldAsleep(now, parkedAs).held
+      ? this.keptAsleep(this.tierSettings(parkedAs))
+      : this.tierSettings(parkedAs);
     const floor = record.tier === "ready" ? this.learner.readyFloor(settings.sleepAfter) : undefined;
     const action = decideTier(
       {
@@ -1135,11 +1138,7 @@ export class ModelController {
     const parked = parkedAs !== undefined;
     const prewarm = this.prewarmStep(now, load, parked, this.tierSettings(parkedAs));
     // A sleeper a request is likely to want soon stays asleep instead of being stopped or deepened.
-    const hold = this.learner.holdAsleep(now, {
-      budgetMs: this.config.prewarmBudget,
-      parked,
-      asleep: [...this.records.values()].some((r) => isAsleep(r.tier)),
-    });
+    const hold = this.heldAsleep(now, parkedAs);
     const settings = hold.held ? this.keptAsleep(this.tierSettings(parkedAs)) : this.tierSettings(parkedAs);
     const keepFailedStarts = set.scalable && set.keepFailedStarts === true;
     // How long such a pod is kept: as decideReplicas keeps it, so the failure it decides removes it.
@@ -1256,6 +1255,15 @@ export class ModelController {
     if (parkedAs === "stop") return { ...this.config, sleep: false };
     if (parkedAs !== undefined) return { ...this.config, sleepLevel: parkedAs };
     return this.learner.ladderSettings(this.config, this.deps.slot !== undefined);
+  }
+
+  /** The prewarm hold at `now`: whether a sleeper is kept asleep as it is (`keptAsleep`), and when to look again. */
+  private heldAsleep(now: number, parkedAs: 1 | 2 | "stop" | undefined): { held: 0 | 1; nextAt: number } {
+    return this.learner.holdAsleep(now, {
+      budgetMs: this.config.prewarmBudget,
+      parked: parkedAs !== undefined,
+      asleep: [...this.records.values()].some((r) => isAsleep(r.tier)),
+    });
   }
 
   /** The ladder with a sleeper's stop and deepening put off (a prewarm hold), where the user did not set them. */
