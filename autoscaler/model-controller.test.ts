@@ -2311,6 +2311,24 @@ describe("operations that overlap", () => {
     );
   });
 
+  test("a prewarm or a person's wake during a deeper sleep's wake takes it back as a request does", async () => {
+    for (const ask of ["prewarm", "wake"] as const) {
+      const { h, engine } = await readyModel(oneModel("    prewarmBudget: 1h"));
+      await h.advance(60_000);
+      h.mark();
+      const wakeForDeepen = engine.hold("wake");
+      await h.advance(10 * 60_000);
+      expect(wakeForDeepen.reached).toBe(true);
+      const asked = ask === "prewarm" ? h.controller("m").prewarm(10 * 60_000) : h.controller("m").wakeNow();
+      await h.settle();
+      wakeForDeepen.release();
+      await h.settle();
+      await asked;
+      expect({ ask, calls: engine.calls }).toEqual({ ask, calls: ["wake(1)", "warmup"] });
+      expect(h.tiers("m")).toEqual(["waking", "ready"]);
+    }
+  });
+
   test("demand during a deeper sleep's sleep waits for it, then wakes from level 2", async () => {
     const { h, engine } = await readyModel();
     await h.advance(60_000);

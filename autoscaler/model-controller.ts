@@ -2305,7 +2305,10 @@ export class ModelController {
           // A request came while the engine moved: it is awake now, so it serves that request
           // rather than sleep at level 2 and be woken from there (a wake's time more). One whose
           // client has gone since counts too, as a held request's activation goes on without it.
-          wanted = this.load().held > 0 || this.lastActive > moved;
+          // So does a prewarm under way (found by a probe: one asked during the move had the
+          // engine sleep at level 2, then reload its weights from disk for the prewarm's wake).
+          wanted =
+            this.load().held > 0 || this.lastActive > moved || this.prewarmWake || this.learner.prewarming;
           span.setAttribute("snooze.deepen.taken_back", wanted);
           if (!wanted)
             await this.watched(record, "its sleep call", (abandon) =>
