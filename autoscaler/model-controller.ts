@@ -240,6 +240,12 @@ const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "a
  */
 /** How long a failed call waits for an engine's exit to be noticed, when the engine may have died. */
 const exitNoticeMs = 1_000;
+/**
+ * How long a workload the platform says is missing may be a cache catching up (a Model seen a
+ * moment before its Deployment, both applied at once) before a held request is told it is missing;
+ * also the least time between two such failures while it stays missing.
+ */
+export const missingWorkloadGraceMs = 5_000;
 
 /** What a model's controller passes to the next one of the same model (`handOver`, `takeOver`). */
 export interface HandOver {
@@ -323,6 +329,8 @@ export class ModelController {
   /** An explicit prewarm (an event's, not a hint) asked for a wake (at prewarm priority), until a replica is ready. */
   private prewarmWake = false;
   private snapshotCache?: { at: number; value: ReturnType<ModelLearner["snapshot"]> };
+  /** The workload the platform says is missing: since when, why, and when a start last failed on it. */
+  private absent?: { since: number; reason: string; failedAt?: number };
 
   constructor(target: ModelTarget, deps: ModelControllerDeps) {
     this.target = target;
@@ -696,6 +704,7 @@ export class ModelController {
         podReady: r.replica.up,
       })),
       pendingPods: this.pendingReplicas(),
+      ...(this.absent ? { workloadMissing: this.absent.reason } : {}),
       lastError: this.lastError,
       ...(this.lastError !== undefined && this.backoffUntil > 0 ? { retryAt: this.backoffUntil } : {}),
       lastWakeMs: this.lastWakeLevel && this.lastWakeMs[this.lastWakeLevel],
@@ -1124,9 +1133,11 @@ export class ModelController {
     }
     const set = this.deps.platform.replicaSet(this.key);
     if (!set) {
+      this.workloadMissing();
       this.deps.statusChanged?.();
       return;
     }
+    if (this.absent) this.workloadFound();
     this.releaseSpared(set);
     this.replaceOutdated(set.scalable);
     const now = this.deps.clock.now();
@@ -1195,6 +1206,37 @@ export class ModelController {
       this.timer = this.deps.clock.setTimeout(() => this.changed(), Math.max(1, next - now));
     this.passed = true;
     this.deps.statusChanged?.();
+  }
+
+  /**
+   * No replica set. When the platform says the workload is missing, the status says so, and a
+   * request held (or a person's wake) past a short grace fails its start with that reason, so it is
+   * answered at once, not at the end of its hold budget (found by a probe: a Model naming a
+   * Deployment that does not exist held every request for its 5 minutes, its status "no replicas").
+   */
+  private workloadMissing(): void {
+    const reason = this.deps.platform.missingWorkload?.(this.key);
+    if (reason === undefined) return;
+    const now = this.deps.clock.now();
+    this.absent = { ...this.absent, since: this.absent?.since ?? now, reason };
+    if (this.load(now).held === 0) return;
+    const graceFrom = Math.max(this.absent.since, this.absent.failedAt ?? this.absent.since);
+    const due = Math.max(graceFrom + missingWorkloadGraceMs, this.backoffUntil);
+    if (now < due) {
+      this.timer = this.deps.clock.setTimeout(() => this.changed(), due - now);
+      return;
+    }
+    this.absent.failedAt = now;
+    this.startNotBegun(new StartFailed(`${this.id}/workload`, reason), undefined);
+    // A person's wake waits for its end: this is it.
+    for (const settle of this.settleWaiters) settle();
+  }
+
+  /** The workload is there (again): failures its absence caused no longer hold starts back. */
+  private workloadFound(): void {
+    const failed = this.absent?.failedAt !== undefined;
+    this.absent = undefined;
+    if (failed) this.engineChanged();
   }
 
   /**

@@ -11,6 +11,8 @@ export interface ModelObservation {
   pendingPods: number;
   selector: string;
   generation?: number;
+  /** Why the model's workload is missing (the platform's words), while it is. */
+  workloadMissing?: string;
   /** The last activation failure, while it is the latest news. */
   lastError?: string;
   /**
@@ -76,13 +78,15 @@ export function modelStatus(o: ModelObservation): ModelStatusInput {
         ? ["Waking", "Waking", `${waking} replica${waking > 1 ? "s" : ""} waking`]
         : starting > 0
           ? ["Starting", "Starting", `${starting} replica${starting > 1 ? "s" : ""} starting`]
-          : failed
-            ? ["Failed", "ActivationFailed", o.lastError!]
-            : draining > 0
-              ? ["Asleep", "Draining", "finishing in-flight requests before sleep"]
-              : sleeping > 0
-                ? ["Asleep", "Asleep", `${sleeping} replica${sleeping > 1 ? "s" : ""} asleep`]
-                : ["Cold", "ScaledToZero", "no replicas"];
+          : o.workloadMissing !== undefined
+            ? [failed ? "Failed" : "Cold", "WorkloadNotFound", o.workloadMissing]
+            : failed
+              ? ["Failed", "ActivationFailed", o.lastError!]
+              : draining > 0
+                ? ["Asleep", "Draining", "finishing in-flight requests before sleep"]
+                : sleeping > 0
+                  ? ["Asleep", "Asleep", `${sleeping} replica${sleeping > 1 ? "s" : ""} asleep`]
+                  : ["Cold", "ScaledToZero", "no replicas"];
   const readyCondition: Condition = {
     type: "Ready",
     status: ready > 0 ? "True" : "False",

@@ -127,6 +127,12 @@ export interface Platform {
   /** The model's replicas now; undefined while the platform does not know the model's workload. */
   replicaSet(model: string): ReplicaSetView | undefined;
   /**
+   * Why the model has no replica set, when that is the user's to fix and not a cache catching up:
+   * the workload it names does not exist (a Model's `workloadRef` on Kubernetes). Said in the
+   * model's status, and held requests are told it instead of waiting out their hold budget.
+   */
+  missingWorkload?(model: string): string | undefined;
+  /**
    * Scales the model from `expected` to `to` replicas, removing `remove` first when it shrinks.
    * Rejects (and changes nothing) when the count is no longer `expected`: decide again. Rejects
    * with `StartFailed` when an engine it was to start could not be begun (the count stays as it was).

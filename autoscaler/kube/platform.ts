@@ -117,6 +117,13 @@ export class KubePlatform implements Platform {
     };
   }
 
+  missingWorkload(key: string): string | undefined {
+    const model = this.models.get(key);
+    if (!model || this.options.workload(model)) return undefined;
+    const { kind, name } = model.spec.workloadRef;
+    return `${kind === "Service" ? "Knative Service" : kind} "${name}" (spec.workloadRef) does not exist in namespace "${model.namespace}": create it, or point spec.workloadRef at the workload that serves the model`;
+  }
+
   /** The pods a selector picks in a Model's namespace (live or not). */
   podsOf(model: KubeModel, selector: string): Pod[] {
     const matches = this.matcher(selector);

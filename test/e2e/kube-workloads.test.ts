@@ -3,7 +3,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { describe, expect, test } from "vitest";
 import { KubeClient, paths } from "../../lib/kube/client.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
-import { complete, simDeployment, system } from "./components/snooze.ts";
+import { complete, modelObject, simDeployment, system } from "./components/snooze.ts";
 import { waitFor } from "./harness/wait.ts";
 
 /**
@@ -283,6 +283,64 @@ describe("a pod that cannot start", () => {
       /engine container "vllm": CrashLoopBackOff: back-off \d+s restarting failed container=vllm .*; last exited with code 2 \(Error\): .*unrecognized arguments: --no-such-flag/,
     );
   }, 90_000);
+});
+
+describe("a Model whose workload does not exist", () => {
+  test("its status says so, a held request hears why within seconds, and creating the Deployment serves the next one", async () => {
+    const name = "orphan";
+    await suite.admin.createModel(
+      suite.ns.name,
+      modelObject(name, {
+        workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "orphan-engine" },
+        holdBudget: "2m",
+        port: 8000,
+      }),
+    );
+    const missing = new RegExp(
+      `Deployment "orphan-engine" \\(spec.workloadRef\\) does not exist in namespace "${suite.ns.name}"`,
+    );
+    const ready = await waitFor(
+      async () => {
+        const s = (await suite.admin.model(suite.ns.name, name)).status;
+        return s?.conditions?.find((c: any) => c.type === "Ready");
+      },
+      { what: "the Model's Ready condition", timeoutMs: 15_000, detail: logs },
+    );
+    expect(ready).toMatchObject({
+      status: "False",
+      reason: "WorkloadNotFound",
+      message: expect.stringMatching(missing),
+    });
+    await waitFor(async () => ((await modelIds()).includes(name) ? true : undefined), {
+      what: `the activator knowing ${name}`,
+      timeoutMs: 15_000,
+      detail: logs,
+    });
+    // Before: held for the whole hold budget (2 minutes here), then a 503 that did not say why.
+    const answer = await complete(suite.activator.url, name, 60_000);
+    expect(answer.status, `${answer.text}\n${logs()}`).toBe(503);
+    const { error } = JSON.parse(answer.text);
+    expect(error.code).toBe("activation_failed");
+    expect(error.message).toMatch(missing);
+    expect(answer.ms).toBeLessThan(20_000);
+    // The workload comes: the next request starts it, without waiting out a back-off.
+    await suite.admin.createDeployment(
+      suite.ns.name,
+      simDeployment(suite.cluster, "orphan-engine", { model: name }),
+    );
+    const served = await complete(suite.activator.url, name, 60_000);
+    expect(served.status, `${served.text}\n${logs()}`).toBe(200);
+    const after = await waitFor(
+      async () => {
+        const s = (await suite.admin.model(suite.ns.name, name)).status;
+        return s?.readyReplicas === 1 ? s : undefined;
+      },
+      { what: "the Model ready", timeoutMs: 15_000, detail: logs },
+    );
+    expect(after.conditions.find((c: any) => c.type === "ActivationFailed")).toMatchObject({
+      status: "False",
+    });
+  }, 120_000);
 });
 
 describe("a back-off after failed starts", () => {

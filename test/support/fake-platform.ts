@@ -272,6 +272,7 @@ export class FakePlatform implements Platform {
   private readonly engines = new Map<string, FakeEngine>();
   private readonly listeners: ((model: string, departure?: Departure) => void)[] = [];
   private sequence = 0;
+  private readonly missing = new Set<string>();
   private refuseNextScale = 0;
   private spareNamedNext = 0;
   /** What each replica's engine printed last, by replica id (`Platform.lastOutput`). */
@@ -471,6 +472,26 @@ export class FakePlatform implements Platform {
     entry.keepFailedStarts = keep;
     entry.progressDeadline = progressDeadline;
     this.changed(model);
+  }
+
+  /**
+   * The model's workload is gone (a Model naming a Deployment that does not exist): no replica set,
+   * and `missingWorkload` says why; `restoreWorkload` brings an empty one back.
+   */
+  removeWorkload(model: string): void {
+    this.models.delete(model);
+    this.missing.add(model);
+    this.changed(model);
+  }
+
+  restoreWorkload(model: string): void {
+    this.missing.delete(model);
+    this.addModel(model);
+    this.changed(model);
+  }
+
+  missingWorkload(model: string): string | undefined {
+    return this.missing.has(model) ? `Deployment "${model}" does not exist` : undefined;
   }
 
   /** The next `times` scale calls are refused as if the count changed under the caller. */
