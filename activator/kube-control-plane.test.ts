@@ -152,7 +152,10 @@ test("a wake or prewarm asked by a traced caller (an incoming event) carries its
  * and pods an activator sees, without an API server (the e2e suite runs the real one).
  */
 function watchedCluster() {
-  const watchers = new Map<string, (event: { type: "ADDED" | "MODIFIED"; object: unknown }) => void>();
+  const watchers = new Map<
+    string,
+    (event: { type: "ADDED" | "MODIFIED" | "DELETED"; object: unknown }) => void
+  >();
   const client = {
     bearerToken: async () => "sa-token",
     list: async () => ({ metadata: { resourceVersion: "1" }, items: [] }),
@@ -161,7 +164,7 @@ function watchedCluster() {
       return new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve()));
     },
   } as unknown as KubeClient;
-  const push = (kind: "models" | "pods", type: "ADDED" | "MODIFIED", object: unknown) =>
+  const push = (kind: "models" | "pods", type: "ADDED" | "MODIFIED" | "DELETED", object: unknown) =>
     watchers.get(kind)?.({ type, object });
   return { client, push, watching: () => watchers.size === 2 };
 }
@@ -358,4 +361,63 @@ test("the replicas held requests wait for alone reach the autoscaler with the de
   plane.stats("qwen", { inFlight: 0, held: 1 });
   await vi.waitFor(() => expect(bodies).toHaveLength(3));
   expect((bodies[2] as { models: object[] }).models[0]).not.toHaveProperty("pinnedTo");
+});
+
+test("two Models of one model id: the oldest gets its requests whatever order they were seen in, and the other the moment it is deleted", async () => {
+  // Found by a probe: the first Model seen won, so activators and a restarted autoscaler could
+  // each pick another one (the autoscaler woke one Model's pods, the activators waited for the
+  // other's); and once the winner was deleted, the other was not served until some Model changed.
+  const cluster = watchedCluster();
+  const plane = new KubeControlPlane({
+    client: cluster.client,
+    autoscalerUrl: "http://127.0.0.1:1",
+    identity: "activator-0",
+    log: silentLogger,
+    onModel: () => {},
+    onModelRemoved: () => {},
+  });
+  const events: ReplicaEvent[] = [];
+  plane.watch((event) => events.push(event));
+  await plane.start();
+  await vi.waitFor(() => expect(cluster.watching()).toBe(true));
+  const model = (name: string, created: string) => ({
+    apiVersion: "snooze.dev/v1alpha1",
+    kind: "Model",
+    metadata: { name, namespace: "ml", resourceVersion: "2", creationTimestamp: created },
+    spec: { model: "qwen", workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name } },
+    status: { selector: `app=${name}` },
+  });
+  const pod = (app: string, ip: string) => ({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name: `${app}-1`,
+      namespace: "ml",
+      resourceVersion: "3",
+      labels: { app },
+      annotations: { "snooze.dev/tier": "ready", "snooze.dev/tier-since": "2026-03-01T10:00:00Z" },
+    },
+    status: {
+      phase: "Running",
+      podIP: ip,
+      conditions: [{ type: "ContainersReady", status: "True" }],
+    },
+  });
+  // The younger one is seen first.
+  const younger = model("qwen-new", "2026-03-01T10:05:00Z");
+  const older = model("qwen-old", "2026-03-01T10:00:00Z");
+  cluster.push("models", "ADDED", younger);
+  cluster.push("models", "ADDED", older);
+  cluster.push("pods", "ADDED", pod("qwen-new", "10.0.0.2"));
+  cluster.push("pods", "ADDED", pod("qwen-old", "10.0.0.1"));
+  const routed = () => {
+    const last = new Map<string, string>();
+    for (const e of events) if (e.model === "qwen") last.set(e.replica, e.tier);
+    return Object.fromEntries([...last].filter(([, tier]) => tier !== "cold"));
+  };
+  expect(routed()).toEqual({ "qwen-old-1": "ready" });
+  // The older one deleted: the younger one's pods are the id's replicas now, the older one's not.
+  cluster.push("models", "DELETED", older);
+  expect(routed()).toEqual({ "qwen-new-1": "ready" });
+  await plane.stop();
 });

@@ -20,6 +20,7 @@ import { type KubeClient, type KubeObject, paths } from "../lib/kube/client.ts";
 import type { Informer } from "../lib/kube/informer.ts";
 import { kubeInformer } from "../lib/kube/list-watch.ts";
 import { type KubeModel, modelFromResource } from "../lib/kube/model-config.ts";
+import { modelPrecedence } from "../lib/kube/model-precedence.ts";
 import type { ModelResource } from "../lib/kube/model-resource.ts";
 import { type Pod, replicaEventForPod } from "../lib/kube/pod-replica.ts";
 import { selectorMatcher } from "../lib/kube/selector.ts";
@@ -79,6 +80,8 @@ export class KubeControlPlane implements ControlPlane {
   readonly pods: Informer<Pod>;
   private readonly known = new Map<string, Known>();
   private readonly byId = new Map<string, string>();
+  /** Models left out for another of the same id (`ignored serving`), each logged once. */
+  private shadowed = new Set<string>();
   /** Which model each pod was last reported for, so a pod that leaves a model is reported gone. */
   private readonly podModel = new Map<string, string>();
   private readonly listeners = new Set<(event: ReplicaEvent) => void>();
@@ -329,20 +332,30 @@ export class KubeControlPlane implements ControlPlane {
 
   private syncModels(): void {
     const seen = new Set<string>();
-    for (const resource of this.models.list()) {
+    // Oldest first: of Models serving one id, the oldest gets it (model-precedence.ts), decided
+    // afresh each time, so a deleted owner's id goes to the next one at once.
+    const owners = new Map<string, string>();
+    const shadowed = new Set<string>();
+    const byAge = this.models
+      .list()
+      .map((resource) => ({ resource, precedence: modelPrecedence(resource.metadata) }))
+      .sort((a, b) => (a.precedence < b.precedence ? -1 : a.precedence > b.precedence ? 1 : 0));
+    for (const { resource } of byAge) {
       const parsed = modelFromResource(resource);
       if ("error" in parsed) continue;
-      const owner = this.byId.get(parsed.config.id);
-      if (owner && owner !== parsed.key) {
-        if (this.known.has(owner)) {
-          this.log.warn("two Models serve the same model id; the first one wins", {
+      const owner = owners.get(parsed.config.id);
+      if (owner !== undefined) {
+        const told = `${parsed.key} ${owner}`;
+        shadowed.add(told);
+        if (!this.shadowed.has(told))
+          this.log.warn("two Models serve the same model id; the oldest one gets its requests", {
             id: parsed.config.id,
-            first: owner,
-            second: parsed.key,
+            serving: owner,
+            ignored: parsed.key,
           });
-          continue;
-        }
+        continue;
       }
+      owners.set(parsed.config.id, parsed.key);
       seen.add(parsed.key);
       const selector = resource.status?.selector ?? "";
       const before = this.known.get(parsed.key);
@@ -369,7 +382,32 @@ export class KubeControlPlane implements ControlPlane {
         for (const pod of this.pods.list()) this.podChanged(pod);
       this.reportFailure(known, resource);
     }
-    for (const [key, known] of [...this.known]) if (!seen.has(key)) this.forget(key, known);
+    for (const [key, known] of [...this.known]) {
+      if (seen.has(key)) continue;
+      // Its id went to another Model (it was deleted, or an older one serves the id): its pods are
+      // not that one's replicas, so they leave the id's route now, not with its route's removal.
+      const handedOver = owners.has(known.model.config.id) ? this.podsReportedFor(key) : [];
+      for (const pod of handedOver)
+        this.emit({
+          model: known.model.config.id,
+          replica: pod.metadata.name,
+          tier: "cold",
+          since: Date.now(),
+        });
+      this.forget(key, known);
+      for (const pod of handedOver) this.podChanged(pod);
+    }
+    this.shadowed = shadowed;
+  }
+
+  /** The pods last reported as replicas of the Model `key`. */
+  private podsReportedFor(key: string): Pod[] {
+    const pods: Pod[] = [];
+    for (const [podKey, modelKey] of this.podModel) {
+      const pod = modelKey === key ? this.pods.get(podKey) : undefined;
+      if (pod) pods.push(pod);
+    }
+    return pods;
   }
 
   /** A Model is gone: its route goes after a grace, unless a Model with the same id comes back. */

@@ -174,6 +174,39 @@ describe("watchers and state", () => {
   });
 });
 
+describe("two models of one id (two Models on Kubernetes)", () => {
+  test("the one that precedes (the oldest Model) gets the demand whatever order they were added in; the other when it goes", async () => {
+    // Found by a probe: the first one added won, so a restarted autoscaler, listing the Models in
+    // name order, woke another Model's pods than the one the activators held the requests for.
+    const h = new Harness(twoModels(), { autoUp: true, direct: {} });
+    const add = (name: string, created: string) => {
+      h.platform.addModel(`ml/${name}`);
+      const config = { ...h.config.models.get("a")!, id: "qwen" };
+      h.autoscaler
+        .addModel(
+          { key: `ml/${name}`, config, minReplicas: 0, maxReplicas: 1, precedence: `${created} ml ${name}` },
+          { holding: () => true },
+        )
+        .lead();
+    };
+    add("qwen-new", "2026-03-01T10:05:00Z");
+    add("qwen-old", "2026-03-01T10:00:00Z");
+    expect(h.autoscaler.servedInstead("ml/qwen-new")).toBe("ml/qwen-old");
+    expect(h.autoscaler.servedInstead("ml/qwen-old")).toBeUndefined();
+    h.demand("qwen");
+    await h.settle();
+    expect(h.platform.scales.map((s) => `${s.model} ${s.expected}->${s.to}`)).toEqual(["ml/qwen-old 0->1"]);
+    h.autoscaler.removeModel("ml/qwen-old");
+    expect(h.autoscaler.servedInstead("ml/qwen-new")).toBeUndefined();
+    h.demand("qwen");
+    await h.settle();
+    expect(h.platform.scales.map((s) => `${s.model} ${s.expected}->${s.to}`)).toEqual([
+      "ml/qwen-old 0->1",
+      "ml/qwen-new 0->1",
+    ]);
+  });
+});
+
 describe("leadership", () => {
   test("a controller whose holding() is false does nothing; once it holds, demand acts", async () => {
     let holding = false;

@@ -223,13 +223,27 @@ export class Autoscaler {
 
   private index(controller: ModelController): void {
     const owner = this.byId.get(controller.id);
-    if (owner && owner !== controller)
-      this.options.log.warn("two models serve the same model id; the first one wins", {
-        id: controller.id,
-        first: owner.key,
-        second: controller.key,
-      });
-    else this.byId.set(controller.id, controller);
+    if (!owner || owner === controller) {
+      this.byId.set(controller.id, controller);
+      return;
+    }
+    // The one that precedes serves the id (the oldest Model, as every activator decides too);
+    // without precedences, the first one added.
+    const first = precedes(controller, owner) ? controller : owner;
+    const other = first === controller ? owner : controller;
+    this.options.log.warn("two models serve the same model id; the oldest one gets its requests", {
+      id: controller.id,
+      serving: first.key,
+      ignored: other.key,
+    });
+    this.byId.set(controller.id, first);
+  }
+
+  /** The key of the model that serves `key`'s id in its place, when another does. */
+  servedInstead(key: string): string | undefined {
+    const controller = this.byKey.get(key);
+    const owner = controller && this.byId.get(controller.id);
+    return owner && owner !== controller ? owner.key : undefined;
   }
 
   private slotFor(key: string, config: SlotConfig, membership: Membership): Slot {
@@ -382,4 +396,9 @@ export class Autoscaler {
         o.controller.demote(o.replica);
       }
   }
+}
+
+/** Whether `a` serves an id before `b` (both have precedences and `a`'s is lower). */
+function precedes(a: ModelController, b: ModelController): boolean {
+  return a.precedence !== undefined && b.precedence !== undefined && a.precedence < b.precedence;
 }

@@ -46,6 +46,11 @@ export interface ModelTarget {
   /** Pods kept, awake or asleep, whatever the idle time (Knative's `min-scale`); 0 when absent. */
   minPods?: number;
   maxReplicas: number;
+  /**
+   * Of models serving one id, the one with the lowest gets its requests (a `modelPrecedence` on
+   * Kubernetes: the oldest Model); without it, the first one added (local mode, whose ids are unique).
+   */
+  precedence?: string;
 }
 
 export interface ModelControllerDeps {
@@ -394,6 +399,10 @@ export class ModelController {
 
   get config(): ModelConfig {
     return this.target.config;
+  }
+
+  get precedence(): string | undefined {
+    return this.target.precedence;
   }
 
   get isLeading(): boolean {

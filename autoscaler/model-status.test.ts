@@ -48,6 +48,44 @@ describe("modelStatus", () => {
     expect(status.conditions?.[0]).toMatchObject({ status: "False", reason });
   });
 
+  test("a Model whose id an older Model serves: Ready is False for ModelIdTaken, naming it, even with a replica ready", () => {
+    const status = modelStatus({
+      ...base,
+      replicas: [{ pod: "q-a", tier: "ready", since: now, podReady: true }],
+      servedInstead: { id: "qwen", by: "ml/qwen-old" },
+    });
+    expect(status.conditions?.[0]).toEqual({
+      type: "Ready",
+      status: "False",
+      reason: "ModelIdTaken",
+      message:
+        'Model ml/qwen-old is older and serves the same model id "qwen", so every request for "qwen" goes there and none to this one: give this Model another spec.model, or delete one of the two',
+      lastTransitionTime: "2026-03-01T10:00:00Z",
+      observedGeneration: 3,
+    });
+    // Its counts stay the truth of its pods (the scale subresource reads them).
+    expect(status).toMatchObject({ readyReplicas: 1, phase: "Ready" });
+  });
+
+  test("a Model whose workload is missing: Ready is False for WorkloadNotFound with the platform's words; Failed once a start failed on it", () => {
+    const missing = 'Deployment "qwen" (spec.workloadRef) does not exist in namespace "ml"';
+    const cold = modelStatus({ ...base, workloadMissing: missing });
+    expect(cold.phase).toBe("Cold");
+    expect(cold.conditions?.[0]).toMatchObject({
+      status: "False",
+      reason: "WorkloadNotFound",
+      message: missing,
+    });
+    const failed = modelStatus({
+      ...base,
+      workloadMissing: missing,
+      lastError: `start of qwen failed: ${missing}`,
+    });
+    expect(failed.phase).toBe("Failed");
+    expect(failed.conditions?.[0]).toMatchObject({ reason: "WorkloadNotFound" });
+    expect(failed.conditions?.[1]).toMatchObject({ type: "ActivationFailed", status: "True" });
+  });
+
   test("ReplicasCapped: a count above maxReplicas is said, with what to change; within it, False; unknown, absent", () => {
     const capped = modelStatus({ ...base, desired: 6, maxReplicas: 4 });
     const condition = capped.conditions?.find((c) => c.type === "ReplicasCapped");

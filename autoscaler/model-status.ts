@@ -11,6 +11,11 @@ export interface ModelObservation {
   pendingPods: number;
   selector: string;
   generation?: number;
+  /**
+   * The model id, and `namespace/name` of the Model that gets its requests instead of this one: an
+   * older Model serves the same id (every activator routes an id to the oldest of its Models).
+   */
+  servedInstead?: { id: string; by: string };
   /** Why the model's workload is missing (the platform's words), while it is. */
   workloadMissing?: string;
   /** The last activation failure, while it is the latest news. */
@@ -87,12 +92,14 @@ export function modelStatus(o: ModelObservation): ModelStatusInput {
                 : sleeping > 0
                   ? ["Asleep", "Asleep", `${sleeping} replica${sleeping > 1 ? "s" : ""} asleep`]
                   : ["Cold", "ScaledToZero", "no replicas"];
+  // Requests for its id go to another Model: whatever its replicas do, it serves none of them.
+  const serving = ready > 0 && o.servedInstead === undefined;
   const readyCondition: Condition = {
     type: "Ready",
-    status: ready > 0 ? "True" : "False",
-    reason,
-    message,
-    lastTransitionTime: transitionTime(o.previous, "Ready", ready > 0 ? "True" : "False", o.now),
+    status: serving ? "True" : "False",
+    reason: o.servedInstead !== undefined ? "ModelIdTaken" : reason,
+    message: o.servedInstead !== undefined ? idTakenMessage(o.servedInstead) : message,
+    lastTransitionTime: transitionTime(o.previous, "Ready", serving ? "True" : "False", o.now),
     ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
   };
   const degraded: Condition = {
@@ -129,6 +136,10 @@ export function modelStatus(o: ModelObservation): ModelStatusInput {
     ...(o.lastStartMs !== undefined ? { lastStartDuration: formatDuration(o.lastStartMs) } : {}),
     ...(o.learning !== undefined ? { learning: o.learning } : {}),
   };
+}
+
+function idTakenMessage({ id, by }: { id: string; by: string }): string {
+  return `Model ${by} is older and serves the same model id "${id}", so every request for "${id}" goes there and none to this one: give this Model another spec.model, or delete one of the two`;
 }
 
 /**

@@ -312,12 +312,15 @@ export class KubeAutoscaler {
       minReplicas: model.spec.minReplicas,
       minPods: model.spec.minPods,
       maxReplicas: model.spec.maxReplicas,
+      precedence: model.precedence,
     };
   }
 
   private syncModels(): void {
     if (this.stopped) return;
     const seen = new Set<string>();
+    /** Ids whose Models came, went or changed id: which of them serves each may have changed. */
+    const touched = new Set<string>();
     for (const resource of this.informers.models.list()) {
       const parsed = modelFromResource(resource);
       if ("error" in parsed) {
@@ -330,6 +333,10 @@ export class KubeAutoscaler {
       seen.add(parsed.key);
       const unitKey = parsed.config.slot !== undefined ? `slot:${parsed.config.slot}` : `model:${parsed.key}`;
       const existing = this.entries.get(parsed.key);
+      if (existing?.model.config.id !== parsed.config.id) {
+        touched.add(parsed.config.id);
+        if (existing) touched.add(existing.model.config.id);
+      }
       if (existing && existing.unitKey === unitKey) {
         existing.model = parsed;
         this.platform.setModel(parsed);
@@ -341,12 +348,16 @@ export class KubeAutoscaler {
     }
     for (const [key, entry] of [...this.entries]) {
       if (seen.has(key)) continue;
+      touched.add(entry.model.config.id);
       this.removeModel(key);
       // Its metric series go once no Model left serves its id (they are labelled by the id).
       const id = entry.model.config.id;
       if (![...this.entries.values()].some((other) => other.model.config.id === id))
         this.core.forgetModel(id);
     }
+    // A Model that serves an id in another's place, or no longer, says so in its status.
+    for (const entry of this.entries.values())
+      if (touched.has(entry.model.config.id)) entry.status.schedule();
     this.syncSlots();
     this.scheduleWorkloadSync();
   }
@@ -365,6 +376,7 @@ export class KubeAutoscaler {
         controller: () => this.core.controllerByKey(model.key),
         resource: () => this.informers.models.get(model.key),
         selector: () => this.workloadOf(entry.model)?.selector ?? "",
+        servedInstead: () => this.core.servedInstead(model.key),
         holding,
       }),
     };

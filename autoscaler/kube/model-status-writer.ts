@@ -17,6 +17,8 @@ export interface ModelStatusWriterDeps {
   resource(): (ModelResource & KubeObject) | undefined;
   /** The selector of the Model's workload, for the scale subresource. */
   selector(): string;
+  /** The key of the Model that serves this one's id in its place (an older one of the same id). */
+  servedInstead?(): string | undefined;
   holding(): boolean;
 }
 
@@ -61,6 +63,7 @@ export class ModelStatusWriter {
     return modelStatus({
       ...controller.observation(),
       selector: this.deps.selector(),
+      ...servedInstead(this.deps),
       generation: resource?.metadata.generation,
       desired: resource?.spec?.replicas,
       maxReplicas: resource?.spec?.maxReplicas ?? (resource ? 1 : undefined),
@@ -104,4 +107,10 @@ export class ModelStatusWriter {
 /** The status without transition times, to tell whether anything that matters changed. */
 function withoutTimes(status: ReturnType<typeof modelStatus>) {
   return { ...status, conditions: status.conditions?.map(({ lastTransitionTime: _t, ...c }) => c) };
+}
+
+/** The Model serving this one's id in its place, with the id, for the status. */
+function servedInstead(deps: ModelStatusWriterDeps) {
+  const by = deps.servedInstead?.();
+  return by === undefined ? {} : { servedInstead: { id: deps.model().config.id, by } };
 }

@@ -6,6 +6,7 @@ import {
 } from "../settings/index.ts";
 import { builtinSlotDefaults } from "../settings/slot.ts";
 import type { KubeObject } from "./client.ts";
+import { modelPrecedence } from "./model-precedence.ts";
 import { type ModelResource, type ModelSpec, storedModelSpec } from "./model-resource.ts";
 import { type SlotResource, storedSlotSpec } from "./slot-resource.ts";
 
@@ -16,6 +17,8 @@ export interface KubeModel {
   namespace: string;
   name: string;
   uid?: string;
+  /** Of Models serving one id, the lowest serves it (`modelPrecedence`: the oldest). */
+  precedence: string;
   /** The OpenAI model id and tier settings, exactly as local mode resolves a model of snooze.yaml. */
   config: ModelConfig;
   spec: ModelSpec;
@@ -64,6 +67,7 @@ export function modelFromResource(resource: ModelResource & KubeObject): KubeMod
     namespace,
     name: resource.metadata.name,
     uid: resource.metadata.uid,
+    precedence: modelPrecedence(resource.metadata),
     config,
     spec,
   };

@@ -343,6 +343,49 @@ describe("a Model whose workload does not exist", () => {
   }, 120_000);
 });
 
+describe("two Models of one model id", () => {
+  test("the older one serves it, the younger says so in its status; deleted, the older hands the id to the younger", async () => {
+    const ns = suite.ns.name;
+    for (const name of ["twin-old", "twin-new"])
+      await suite.admin.createDeployment(ns, simDeployment(suite.cluster, name, { model: "twin" }));
+    await suite.admin.createModel(ns, modelObject("twin-old", { model: "twin", port: 8000 }));
+    // creationTimestamp has whole seconds: the second Model is younger by one at least.
+    await new Promise((r) => setTimeout(r, 1_100));
+    await suite.admin.createModel(ns, modelObject("twin-new", { model: "twin", port: 8000 }));
+    const taken = await waitFor(
+      async () => {
+        const s = (await suite.admin.model(ns, "twin-new")).status;
+        const ready = s?.conditions?.find((c: any) => c.type === "Ready");
+        return ready?.reason === "ModelIdTaken" ? ready : undefined;
+      },
+      { what: "the younger Model saying its id is taken", timeoutMs: 15_000, detail: logs },
+    );
+    expect(taken.message).toContain(`Model ${ns}/twin-old is older and serves the same model id "twin"`);
+    await waitFor(async () => ((await modelIds()).includes("twin") ? true : undefined), {
+      what: "the activator knowing twin",
+      timeoutMs: 15_000,
+    });
+    const first = await complete(suite.activator.url, "twin");
+    expect(first.status, `${first.text}\n${logs()}`).toBe(200);
+    expect((await suite.admin.deployment(ns, "twin-old")).spec.replicas).toBe(1);
+    expect((await suite.admin.deployment(ns, "twin-new")).spec.replicas).toBe(0);
+    // The older one goes: the younger serves the id at once, no other Model having to change.
+    await suite.admin.client.delete(`${paths.custom("snooze.dev", "v1alpha1", "models", ns)}/twin-old`);
+    await waitFor(
+      async () => {
+        const s = (await suite.admin.model(ns, "twin-new")).status;
+        return s?.conditions?.find((c: any) => c.type === "Ready")?.reason !== "ModelIdTaken"
+          ? true
+          : undefined;
+      },
+      { what: "the younger Model serving its id", timeoutMs: 15_000, detail: logs },
+    );
+    const second = await complete(suite.activator.url, "twin");
+    expect(second.status, `${second.text}\n${logs()}`).toBe(200);
+    expect((await suite.admin.deployment(ns, "twin-new")).spec.replicas).toBe(1);
+  }, 120_000);
+});
+
 describe("a back-off after failed starts", () => {
   test("the activator learns it from the Model's status: a request that cannot be served before it ends is answered at once, and the admin view says until when", async () => {
     await neverReady("flaky", { startTimeout: "1s", holdBudget: "3s" });
