@@ -76,7 +76,7 @@ export const activatorCommand: Command = {
       values["autoscaler-url"] === undefined ? "$SNOOZE_AUTOSCALER_URL" : "--autoscaler-url",
     );
     const log = createLogger({ component: "activator", identity });
-    const { client, source } = await kubeClientFrom(values);
+    const { client, source } = await kubeClientFrom(values, "activator");
     const telemetry = await startTelemetry("snooze-activator", log);
     const registry = new Registry();
 

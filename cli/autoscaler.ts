@@ -184,7 +184,7 @@ export const autoscalerCommand: Command = {
     const identity = identityValue(values, hostname);
     const leaseNamespace = String(values["lease-namespace"] ?? process.env.POD_NAMESPACE ?? "snooze-system");
     const log = createLogger({ component: "autoscaler", identity });
-    const { client, source } = await kubeClientFrom(values);
+    const { client, source } = await kubeClientFrom(values, "autoscaler");
     // Spans (snooze.activation, .wake, .swap ...) go out when the standard OTEL_* variables ask.
     const telemetry = await startTelemetry("snooze-autoscaler", log);
     const registry = new Registry();

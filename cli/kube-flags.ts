@@ -25,15 +25,22 @@ export function ownAddress(): string {
   return "127.0.0.1";
 }
 
-/** The API client of `--kubeconfig` (or in-cluster credentials), and where its credentials came from. */
-export async function kubeClientFrom(values: FlagValues): Promise<{ client: KubeClient; source: string }> {
+/**
+ * The API client of `--kubeconfig` (or in-cluster credentials), and where its credentials came from;
+ * its writes name `snooze-<component>` as their field manager.
+ */
+export async function kubeClientFrom(
+  values: FlagValues,
+  component: "activator" | "autoscaler" | "webhooks",
+): Promise<{ client: KubeClient; source: string }> {
   let loaded: ReturnType<typeof loadKubeConfig>;
   try {
     loaded = loadKubeConfig(values.kubeconfig as string | undefined);
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  return { client: await KubeClient.fromKubeConfig(loaded.kc), source: loaded.source };
+  const client = await KubeClient.fromKubeConfig(loaded.kc, { fieldManager: `snooze-${component}` });
+  return { client, source: loaded.source };
 }
 
 /**

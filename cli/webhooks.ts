@@ -177,7 +177,7 @@ export const webhooksCommand: Command = {
       values["lease-namespace"] ?? serviceAccountNamespace(autoscalerUser) ?? "snooze-system",
     );
     const log = createLogger({ component: "webhooks" });
-    const { client, source } = await kubeClientFrom(values);
+    const { client, source } = await kubeClientFrom(values, "webhooks");
     log.info("starting", { server: client.server, credentials: source });
     const webhooks = await startWebhooks({
       host,

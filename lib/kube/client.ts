@@ -72,13 +72,25 @@ export interface ExportableKubeconfig {
  * Credentials come from `KubeCredentials` (lib/kube/kubeconfig.ts); a token file is read again per
  * request, so a projected ServiceAccount token that the kubelet rotates keeps working.
  */
+export interface KubeClientOptions {
+  /**
+   * Who writes (`snooze-autoscaler`): the `fieldManager` of every create, replace and patch, and the
+   * User-Agent the API server's audit log shows. Without it the API server names the manager after
+   * the HTTP library (`undici`), so a server-side apply's conflict over a Deployment's
+   * `spec.replicas` named nobody a person would know as Snooze (found by a probe).
+   */
+  fieldManager?: string;
+}
+
 export class KubeClient {
   readonly server: string;
   private readonly credentials: KubeCredentials;
   private readonly dispatcher: Dispatcher;
+  private readonly fieldManager?: string;
 
-  constructor(credentials: KubeCredentials) {
+  constructor(credentials: KubeCredentials, options: KubeClientOptions = {}) {
     this.credentials = credentials;
+    this.fieldManager = options.fieldManager;
     this.server = credentials.server.replace(/\/$/, "");
     this.dispatcher = new Agent({
       connect: {
@@ -93,14 +105,18 @@ export class KubeClient {
   }
 
   /** A client for loaded credentials, or for the current context of an exportable kubeconfig. */
-  static async fromKubeConfig(kc: KubeCredentials | ExportableKubeconfig): Promise<KubeClient> {
+  static async fromKubeConfig(
+    kc: KubeCredentials | ExportableKubeconfig,
+    options: KubeClientOptions = {},
+  ): Promise<KubeClient> {
     const credentials =
       "exportConfig" in kc ? parseKubeconfig(kc.exportConfig(), { source: "(in memory)" }) : kc;
-    return new KubeClient(credentials);
+    return new KubeClient(credentials, options);
   }
 
   private async headers(contentType?: string): Promise<Record<string, string>> {
     const headers: Record<string, string> = { accept: "application/json" };
+    if (this.fieldManager) headers["user-agent"] = this.fieldManager;
     const token = await this.bearerToken();
     if (token) headers.authorization = `Bearer ${token}`;
     if (contentType) headers["content-type"] = contentType;
@@ -138,6 +154,7 @@ export class KubeClient {
     } = {},
   ): Promise<T> {
     const url = new URL(this.server + path);
+    if (this.fieldManager && writes.has(method)) url.searchParams.set("fieldManager", this.fieldManager);
     for (const [key, value] of Object.entries(options.query ?? {})) url.searchParams.set(key, value);
     const hasBody = options.body !== undefined;
     const response = await fetch(url, {
@@ -227,6 +244,9 @@ export class KubeClient {
     if (closed === "late") await this.dispatcher.destroy().catch(() => {});
   }
 }
+
+/** The methods that write an object, and so name a field manager. */
+const writes = new Set(["POST", "PUT", "PATCH"]);
 
 function errorFrom(status: number, text: string, what: string): KubeError {
   let reason = "";

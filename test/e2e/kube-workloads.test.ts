@@ -386,6 +386,59 @@ describe("two Models of one model id", () => {
   }, 120_000);
 });
 
+describe("field managers", () => {
+  test("Snooze's writes name its component as their manager, so a server-side apply's conflict says who owns the field", async () => {
+    const ns = suite.ns.name;
+    await suite.admin.createDeployment(ns, simDeployment(suite.cluster, "managed", { model: "managed" }));
+    await suite.admin.createModel(ns, modelObject("managed", { model: "managed", port: 8000 }));
+    await waitFor(async () => ((await modelIds()).includes("managed") ? true : undefined), {
+      what: "the activator knowing managed",
+      timeoutMs: 15_000,
+    });
+    const answer = await complete(suite.activator.url, "managed");
+    expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
+    type Managed = {
+      metadata: { managedFields?: { manager: string; subresource?: string; fieldsV1?: any }[] };
+    };
+    const managers = (object: Managed, subresource?: string) =>
+      (object.metadata.managedFields ?? [])
+        .filter((f) => f.subresource === subresource)
+        .map((f) => f.manager);
+    // The count the autoscaler set through the scale subresource, the Model's status, the pod's tier.
+    expect(managers(await suite.admin.deployment(ns, "managed"), "scale")).toEqual(["snooze-autoscaler"]);
+    const model = await waitFor(
+      async () => {
+        const m = await suite.admin.model(ns, "managed");
+        return m.status?.readyReplicas === 1 ? m : undefined;
+      },
+      { what: "the Model's status", timeoutMs: 15_000, detail: logs },
+    );
+    expect(managers(model, "status")).toEqual(["snooze-autoscaler"]);
+    const pods = await suite.admin.client.list<Managed & { metadata: { labels?: Record<string, string> } }>(
+      paths.pods(ns),
+      { labelSelector: "app=managed" },
+    );
+    expect(pods.items.flatMap((p) => managers(p))).toContain("snooze-autoscaler");
+    // A person applying the Deployment with replicas 0 server-side is told whose the field is.
+    const apply = await suite.admin.client
+      .request("PATCH", `${paths.apps("deployments", ns)}/managed`, {
+        body: {
+          apiVersion: "apps/v1",
+          kind: "Deployment",
+          metadata: { name: "managed" },
+          spec: { replicas: 0 },
+        },
+        contentType: "application/apply-patch+yaml",
+        query: { fieldManager: "gitops" },
+      })
+      .then(
+        () => undefined,
+        (error: Error) => error.message,
+      );
+    expect(apply).toMatch(/conflict with "snooze-autoscaler".*\.spec\.replicas/);
+  }, 90_000);
+});
+
 describe("a back-off after failed starts", () => {
   test("the activator learns it from the Model's status: a request that cannot be served before it ends is answered at once, and the admin view says until when", async () => {
     await neverReady("flaky", { startTimeout: "1s", holdBudget: "3s" });
