@@ -42,6 +42,7 @@ import type { ModelController, ModelTarget } from "../model-controller.ts";
 import { readyAndWarming } from "../model-status.ts";
 import type { Slot } from "../slot.ts";
 import type { News } from "../tier-events.ts";
+import { InvalidModels } from "./invalid-models.ts";
 import { KnativePodAutoscalers } from "./knative/pod-autoscalers.ts";
 import { progressDeadlineOf } from "./knative/progress-deadline.ts";
 import { LoadOrder } from "./load-order.ts";
@@ -156,6 +157,8 @@ export class KubeAutoscaler {
   private readonly reportedAt = new Map<string, number>();
   /** Tier changes and swaps as Kubernetes Events on the Models, beside the CloudEvents. */
   private readonly recorder: EventRecorder;
+  /** Models whose spec cannot be used: said in their status by the workloads' Lease holder. */
+  private readonly invalidModels: InvalidModels;
 
   constructor(options: KubeAutoscalerOptions) {
     this.options = options;
@@ -214,6 +217,11 @@ export class KubeAutoscaler {
       deployments: this.informers.deployments,
       pods: this.informers.pods,
       log: options.log.child({ part: "knative" }),
+    });
+    this.invalidModels = new InvalidModels({
+      client,
+      log: options.log,
+      leading: () => this.workloadsElector?.leading === true,
     });
     this.modelDemand = new ModelDemand({
       source: this,
@@ -279,7 +287,10 @@ export class KubeAutoscaler {
       address: this.address,
       timing: this.options.leaseTiming,
       log: this.log,
-      onStartedLeading: () => this.scheduleWorkloadSync(),
+      onStartedLeading: () => {
+        this.invalidModels.reset();
+        this.syncModels();
+      },
     });
     this.workloadsElector.start();
   }
@@ -321,13 +332,11 @@ export class KubeAutoscaler {
     const seen = new Set<string>();
     /** Ids whose Models came, went or changed id: which of them serves each may have changed. */
     const touched = new Set<string>();
+    const invalid: { model: Model; error: string }[] = [];
     for (const resource of this.informers.models.list()) {
       const parsed = modelFromResource(resource);
       if ("error" in parsed) {
-        this.log.warn("a Model does not parse; ignored", {
-          model: resource.metadata.name,
-          error: parsed.error,
-        });
+        invalid.push({ model: resource, error: parsed.error });
         continue;
       }
       seen.add(parsed.key);
@@ -355,6 +364,7 @@ export class KubeAutoscaler {
       if (![...this.entries.values()].some((other) => other.model.config.id === id))
         this.core.forgetModel(id);
     }
+    this.invalidModels.report(invalid);
     // A Model that serves an id in another's place, or no longer, says so in its status.
     for (const entry of this.entries.values())
       if (touched.has(entry.model.config.id)) entry.status.schedule();

@@ -175,7 +175,7 @@ export const modelStatus = z.strictObject({
     .meta({ description: "Label selector of the model's pods, in string form (for the scale subresource)." }),
   phase: z.enum(modelPhases).optional().meta({
     description:
-      "Summary: Ready (a replica is ready), Waking or Starting (capacity on its way), Asleep (all replicas asleep), Cold (none), Failed (the last activation failed).",
+      "Summary: Ready (a replica is ready), Waking or Starting (capacity on its way), Asleep (all replicas asleep), Cold (none), Failed (the last activation failed, or the spec cannot be used: the Ready condition says why).",
   }),
   replicaTiers: z
     .array(replicaStatus)

@@ -439,6 +439,50 @@ describe("field managers", () => {
   }, 90_000);
 });
 
+describe("a Model whose spec the CRD lets through but Snooze cannot use", () => {
+  test("its status says which field and why (no webhook runs in this suite), and fixing it serves it", async () => {
+    const ns = suite.ns.name;
+    await suite.admin.createDeployment(ns, simDeployment(suite.cluster, "unusable", { model: "unusable" }));
+    // Both match the CRD's patterns; a start timeout of 0 would fail every start, a sleepAfter
+    // past 2^31-1 ms would fire at once.
+    await suite.admin.createModel(
+      ns,
+      modelObject("unusable", { model: "unusable", port: 8000, startTimeout: "0", sleepAfter: "1000h" }),
+    );
+    const status = await waitFor(
+      async () => {
+        const s = (await suite.admin.model(ns, "unusable")).status;
+        return s?.conditions?.find((c: any) => c.type === "Ready")?.reason === "InvalidSpec" ? s : undefined;
+      },
+      { what: "the Model's status saying why it is ignored", timeoutMs: 15_000, detail: logs },
+    );
+    expect(status.phase).toBe("Failed");
+    expect(status.observedGeneration).toBe(1);
+    const ready = status.conditions.find((c: any) => c.type === "Ready");
+    expect(ready.message).toMatch(/^Snooze ignores this Model until its spec is fixed: /);
+    expect(ready.message).toContain("startTimeout: must be longer than 0");
+    expect(ready.message).toContain("sleepAfter: is too long");
+    // Fixed: served, and the status is the model's again.
+    await suite.admin.client.patch(`${paths.custom("snooze.dev", "v1alpha1", "models", ns)}/unusable`, {
+      spec: { startTimeout: "5m", sleepAfter: "10m" },
+    });
+    await waitFor(async () => ((await modelIds()).includes("unusable") ? true : undefined), {
+      what: "the activator knowing unusable",
+      timeoutMs: 15_000,
+    });
+    const answer = await complete(suite.activator.url, "unusable");
+    expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
+    const after = await waitFor(
+      async () => {
+        const s = (await suite.admin.model(ns, "unusable")).status;
+        return s?.readyReplicas === 1 ? s : undefined;
+      },
+      { what: "the Model ready", timeoutMs: 15_000, detail: logs },
+    );
+    expect(after).toMatchObject({ phase: "Ready", observedGeneration: 2 });
+  }, 90_000);
+});
+
 describe("a back-off after failed starts", () => {
   test("the activator learns it from the Model's status: a request that cannot be served before it ends is answered at once, and the admin view says until when", async () => {
     await neverReady("flaky", { startTimeout: "1s", holdBudget: "3s" });
