@@ -157,6 +157,8 @@ export class KubeAutoscaler {
   private readonly reportedAt = new Map<string, number>();
   /** Tier changes and swaps as Kubernetes Events on the Models, beside the CloudEvents. */
   private readonly recorder: EventRecorder;
+  /** Workloads whose snooze.dev annotations are not valid, with the problems last logged. */
+  private readonly toldInvalidWorkloads = new Map<string, string>();
   /** Models whose spec cannot be used: said in their status by the workloads' Lease holder. */
   private readonly invalidModels: InvalidModels;
 
@@ -796,17 +798,22 @@ export class KubeAutoscaler {
         .map((workload) => ({ workload, kind: "Deployment" as const })),
     ];
     const wanted = new Set<string>();
+    const invalid = new Set<string>();
     for (const { workload, kind } of workloads) {
       if (workload.metadata.deletionTimestamp) continue;
       const result = modelForWorkload(workload, kind);
       if (!result) continue;
       const key = `${workload.metadata.namespace}/${workload.metadata.name}`;
       if (result.problems) {
-        this.log.warn("a workload's snooze.dev annotations are not valid; no Model", {
-          workload: key,
-          kind,
-          problems: result.problems,
-        });
+        invalid.add(key);
+        // Said once per workload and problems: this sync follows every change of every workload.
+        if (this.toldInvalidWorkloads.get(key) !== JSON.stringify(result.problems))
+          this.log.warn("a workload's snooze.dev annotations are not valid; no Model", {
+            workload: key,
+            kind,
+            problems: result.problems,
+          });
+        this.toldInvalidWorkloads.set(key, JSON.stringify(result.problems));
         continue;
       }
       wanted.add(key);
@@ -821,6 +828,8 @@ export class KubeAutoscaler {
       if (done === "created" || done === "replaced")
         this.log.info("created a Model for an annotated workload", { workload: key, kind });
     }
+    for (const key of [...this.toldInvalidWorkloads.keys()])
+      if (!invalid.has(key)) this.toldInvalidWorkloads.delete(key);
     for (const model of this.informers.models.list()) {
       const key = `${model.metadata.namespace}/${model.metadata.name}`;
       if (wanted.has(key) || model.metadata.labels?.[managedByLabel] !== managedByValue) continue;

@@ -146,6 +146,13 @@ describe("Models of annotated Deployments", () => {
     expect((await complete(suite.activator.url, "embedder")).status).toBe(404);
     // The Deployment itself is the user's: it stays.
     expect((await suite.admin.deployment(suite.ns.name, "embed")).metadata.name).toBe("embed");
+    // Said once, not again at each change of another workload since (found by a probe: a line per
+    // change of any Deployment in the cluster, for as long as the annotation stayed wrong).
+    const said = suite.autoscaler.process
+      .tail(100_000)
+      .split("\n")
+      .filter((line) => line.includes("annotations are not valid") && line.includes("/broken"));
+    expect(said).toHaveLength(1);
   }, 60_000);
 });
 
