@@ -454,6 +454,23 @@ const cases: Case[] = [
     warning: /pinned to 1/,
   },
   {
+    name: "a model Deployment outside a slot whose vLLM lacks sleep mode is warned (found by a probe: silence)",
+    webhook: "mutate-workloads",
+    request: request({
+      resource: resources.deployments,
+      object: {
+        metadata: { name: "solo", namespace: "team-a", annotations: { "snooze.dev/model": "solo" } },
+        spec: {
+          replicas: 0,
+          template: { spec: { containers: [{ name: "vllm", image: "vllm/vllm-openai" }] } },
+        },
+      },
+    }),
+    allowed: true,
+    patched: true,
+    warning: /container "vllm" runs vLLM without --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1/,
+  },
+  {
     name: "a pod without a slot is left alone",
     webhook: "mutate-pods",
     request: request({

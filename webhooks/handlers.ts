@@ -12,6 +12,7 @@ import { gateWorkload } from "./readiness-gate.ts";
 import { pinScale, pinWorkload } from "./replica-pinning.ts";
 import { modelCountWarnings, type ScalerKind, scalerBoundsWarnings, scalerTarget } from "./scaler-bounds.ts";
 import { validateModel, validateSlot, validateWorkloadAnnotations } from "./settings-validation.ts";
+import { sleepModeWarnings } from "./sleep-mode-check.ts";
 import { admitWithClaim, type ClaimStore, releaseClaim } from "./slot-claims.ts";
 import {
   modelIdOf,
@@ -436,7 +437,12 @@ const handlers: Record<WebhookName, Handler> = {
     // Gate paths sit apart from the pinning's (replicas, template metadata): both apply as they are.
     const isModel = models.length > 0 || asksForModel(annotationsOf(request.object));
     const gate = gateWorkload(kind, request.object, isModel);
-    return allow({ patch: [...pinned.patch, ...gate], warnings: pinned.warnings });
+    // A slot member's pods get sleep mode from the pod webhook; another model's author is told.
+    const sleepless =
+      isModel && slot === undefined && workloadSleeps(request.object, models)
+        ? sleepModeWarnings({ kind, name }, request.object)
+        : [];
+    return allow({ patch: [...pinned.patch, ...gate], warnings: [...pinned.warnings, ...sleepless] });
   },
 
   "mutate-scale": async (request, deps) => {

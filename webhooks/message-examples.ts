@@ -10,6 +10,7 @@ import {
   pinnedWarning,
   secondResidentMessage,
   shellCommandWarning,
+  sleepModeMissingWarning,
   slotModelReplicasMessage,
 } from "./messages.ts";
 import { validateModel, validateSlot, validateWorkloadAnnotations } from "./settings-validation.ts";
@@ -57,6 +58,10 @@ export function messageExamples(): Record<string, string> {
     pinned: pinnedWarning({ kind: "Deployment", name: "qwen" }, "gpu-0", "spec.replicas", "3"),
     noEngine: noEngineContainerWarning("gpu-0"),
     shell: shellCommandWarning("vllm"),
+    sleepModeMissing: sleepModeMissingWarning({ kind: "Deployment", name: "qwen" }, "vllm", [
+      "--enable-sleep-mode",
+      "VLLM_SERVER_DEV_MODE=1",
+    ]),
     device: deviceOverrideWarning("vllm", '"all"', "0"),
     invalidDevice: invalidDeviceWarning("gpu-0", "all"),
     gpuRequest: gpuRequestWarning("vllm", "gpu-0"),

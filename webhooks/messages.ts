@@ -109,6 +109,15 @@ export function shellCommandWarning(container: string): string {
   );
 }
 
+export function sleepModeMissingWarning(workload: MemberRef, container: string, missing: string[]): string {
+  return (
+    `${ref(workload)}: container "${container}" runs vLLM without ${missing.join(" and ")}, which vLLM serves ` +
+    "its sleep endpoints only with: each sleep Snooze asks for would fail and stop the engine instead (a cold " +
+    'start at its next request). Add them to the container, or set snooze.dev/sleep: "false" (a Model\'s ' +
+    "spec.sleep: false) for a model that cannot sleep"
+  );
+}
+
 export function invalidDeviceWarning(slot: string, device: string): string {
   return (
     `slot "${slot}": the Slot's spec.device ${JSON.stringify(device)} is not one GPU (it was stored before ` +

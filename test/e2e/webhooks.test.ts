@@ -627,6 +627,23 @@ spec:
     expect(stored.spec?.replicas).toBe(3);
     expect(stored.spec?.template.metadata?.labels).toEqual({ app: "free" });
   });
+
+  test("a model workload outside a slot whose vLLM lacks sleep mode is warned: each sleep would stop it instead", async () => {
+    const result = await apply(deploymentYaml("sleepless", 0, { "snooze.dev/model": "sleepless" }));
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain(
+      'Warning: Deployment "sleepless": container "engine" runs vLLM without --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1',
+    );
+    // A model that does not sleep needs neither.
+    const off = await apply(
+      deploymentYaml("sleepless-off", 0, {
+        "snooze.dev/model": "sleepless-off",
+        "snooze.dev/sleep": "false",
+      }),
+    );
+    expect(off.code, off.stderr).toBe(0);
+    expect(off.stderr).not.toContain("Warning");
+  });
 });
 
 describe("metrics", () => {
