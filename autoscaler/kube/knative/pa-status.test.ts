@@ -169,6 +169,27 @@ describe("a Snooze-class PodAutoscaler's status", () => {
     expect(cond(status, "Ready")?.message).toMatch(/snooze\.dev\/sleep-after="soon"/);
   });
 
+  test("invalid snooze.dev annotations: the scale target is never initialized, even with Knative's first pod up", () => {
+    // Knative creates the revision's Deployment with its initial scale; that pod comes up though no
+    // Model runs it. Counted as initialized, the Revision was Ready and the Route moved the
+    // Service's traffic to a revision Snooze cannot route (every request 503 revision_not_served).
+    // Not initialized and Ready False, Knative marks the revision failed and keeps the old one routed.
+    const problems = ['snooze.dev/sleep-level="3": expected 1 or 2'];
+    const status = podAutoscalerStatus(observe({ problems, deploymentReplicas: 1, podsUp: 1, sks }));
+    expect(cond(status, "ScaleTargetInitialized")).toMatchObject({
+      status: "False",
+      reason: "InvalidSettings",
+      message: expect.stringContaining('snooze.dev/sleep-level="3"'),
+    });
+    expect(cond(status, "Ready")).toMatchObject({ status: "False", reason: "InvalidSettings" });
+    // Scaled away (below), it stays so, and says the same.
+    const after = podAutoscalerStatus(
+      observe({ pa: pa({}, status), problems, deploymentReplicas: 0, podsUp: 0, sks }),
+    );
+    expect(cond(after, "ScaleTargetInitialized")?.status).toBe("False");
+    expect(after).toMatchObject({ desiredScale: 0, actualScale: 0 });
+  });
+
   test("initialized at max(min-scale, initial-scale), initial-scale 1 by default", () => {
     expect(initializedAt(pa())).toBe(1);
     // initial-scale 0 counts only with config-autoscaler's allow-zero-initial-scale (Knative's

@@ -17,7 +17,9 @@ import {
  *   as informational: a Revision asleep or at zero stays Ready, as a KPA revision at zero does.
  * - `ScaleTargetInitialized`: True once as many pods are up as `max(min-scale, initial-scale)`
  *   (each config-autoscaler's when its annotation is absent: initial-scale 1 by default), and then
- *   for good, as the KPA keeps it.
+ *   for good, as the KPA keeps it. False (`InvalidSettings`) for a revision whose `snooze.dev/*`
+ *   annotations are invalid: it has no Model, so the pods Knative started do not count, and
+ *   Knative marks the revision failed instead of routing to it.
  * - `SKSReady`: True once the ServerlessService has its public and private Services. The SKS is in
  *   Serve mode; its endpoints being empty at zero does not matter, because requests reach the
  *   revision through Snooze's activator, which holds them while the revision is cold or asleep.
@@ -67,18 +69,24 @@ export function podAutoscalerStatus(o: PaObservation): PodAutoscalerStatus {
 
   const threshold = initializedAt(o.pa, o.defaults);
   const wasInitialized = previous.some((c) => c.type === "ScaleTargetInitialized" && c.status === "True");
-  const initialized = wasInitialized || (serviceName !== undefined && o.podsUp >= threshold);
+  // A revision whose settings are invalid has no Model, so nothing runs its pods: the pods Knative
+  // started for its initial scale do not make it initialized (else the Revision would be Ready and
+  // the Route would move the Service's traffic to a revision Snooze cannot route).
+  const invalid = o.problems !== undefined && o.problems.length > 0;
+  const initialized = wasInitialized || (!invalid && serviceName !== undefined && o.podsUp >= threshold);
   const active = activeCondition(o, initialized);
   const dependents: KnativeCondition[] = [
     condition("Active", ...active),
     initialized
       ? condition("ScaleTargetInitialized", "True")
-      : condition(
-          "ScaleTargetInitialized",
-          "Unknown",
-          "Initializing",
-          `waiting for ${threshold} pod${threshold === 1 ? "" : "s"} to be up (${o.podsUp} up)`,
-        ),
+      : invalid
+        ? condition("ScaleTargetInitialized", "False", "InvalidSettings", invalidSettings(o.problems!))
+        : condition(
+            "ScaleTargetInitialized",
+            "Unknown",
+            "Initializing",
+            `waiting for ${threshold} pod${threshold === 1 ? "" : "s"} to be up (${o.podsUp} up)`,
+          ),
     serviceName && privateServiceName
       ? condition("SKSReady", "True")
       : condition("SKSReady", "Unknown", "NotReady", "SKS Services are not ready yet"),
@@ -101,9 +109,10 @@ export function podAutoscalerStatus(o: PaObservation): PodAutoscalerStatus {
 
 type Verdict = [KnativeCondition["status"], string?, string?];
 
+const invalidSettings = (problems: readonly string[]) => `snooze.dev annotations: ${problems.join("; ")}`;
+
 function activeCondition(o: PaObservation, initialized: boolean): Verdict {
-  if (o.problems && o.problems.length > 0)
-    return ["False", "InvalidSettings", `snooze.dev annotations: ${o.problems.join("; ")}`];
+  if (o.problems && o.problems.length > 0) return ["False", "InvalidSettings", invalidSettings(o.problems)];
   const ready = o.model?.conditions?.find((c) => c.type === "Ready");
   switch (o.model?.phase) {
     case "Ready":

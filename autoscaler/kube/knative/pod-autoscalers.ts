@@ -279,12 +279,13 @@ export class KnativePodAutoscalers {
       ? this.options.deployments.get(`${namespace}/${deploymentName}`)
       : undefined;
     const result = modelForRevision(pa, deployment, defaults);
-    if (result.problems)
-      this.log.warn("a Snooze-class revision's settings are not valid; no Model", {
+    if (result.problems) {
+      this.log.warn("a Snooze-class revision's settings are not valid; no Model, no pods", {
         podAutoscaler: key,
         problems: result.problems,
       });
-    else await this.ensureModel(key, result.model);
+      await this.scaleAway(namespace, deployment);
+    } else await this.ensureModel(key, result.model);
     const sks = await this.ensureSks(pa);
     const status = podAutoscalerStatus({
       pa,
@@ -313,6 +314,24 @@ export class KnativePodAutoscalers {
       this.counts.modelsCreated++;
       this.log.info("created the Model of a Snooze-class revision", { model: key });
     }
+  }
+
+  /**
+   * Scales the revision's Deployment to zero: without a Model nothing sleeps, wakes or routes to
+   * its pods, so the ones Knative started for its initial scale would run unmanaged for as long as
+   * the revision exists, each holding its accelerator. The KPA, too, leaves a revision that could
+   * not be made ready at zero. Its PA is not Ready (pa-status.ts), so Knative marks the revision
+   * failed and keeps routing the one before.
+   */
+  private async scaleAway(namespace: string, deployment: RevisionDeployment | undefined): Promise<void> {
+    if (!deployment || (deployment.spec?.replicas ?? 0) === 0) return;
+    await this.options.client.patch(
+      `${paths.apps("deployments", namespace)}/${deployment.metadata.name}/scale`,
+      { spec: { replicas: 0 } },
+    );
+    this.log.info("scaled away the pods of a revision whose settings are not valid", {
+      deployment: `${namespace}/${deployment.metadata.name}`,
+    });
   }
 
   /** The PA's ServerlessService in Serve mode, as Knative's autoscalers make it (MakeSKS). */

@@ -1,0 +1,163 @@
+import { afterAll, describe, expect, test } from "vitest";
+import { autoscalerClass, classAnnotation } from "../../lib/knative/autoscaler-class.ts";
+import { snoozeIngressClass } from "../../lib/knative/ingress-class.ts";
+import { paths } from "../../lib/kube/client.ts";
+import {
+  autoscalingApi,
+  conditionOf,
+  deleteKnativeServices,
+  findKnative,
+  type Knative,
+  type KnativeObject,
+  knativeMissing,
+  knativeService,
+  servingApi,
+  startKnative,
+  waitForKsvcReady,
+} from "./components/knative.ts";
+import { kubeSnoozeSuite } from "./components/kube-suite.ts";
+import { fetchVia } from "./harness/host-fetch.ts";
+import { startTcpService, type TcpService } from "./harness/tcp-service.ts";
+import { waitFor } from "./harness/wait.ts";
+
+/**
+ * A Snooze-class revision whose `snooze.dev/*` annotations are invalid, against the real Knative
+ * Serving: they reach the PodAutoscaler when Snooze's webhook does not see them (a namespace
+ * without `snooze.dev/webhooks: enabled`, a Configuration applied directly, a webhook installed
+ * later), as here, where no Snooze webhook runs. Such a revision gets no Model; it must not be
+ * Ready, or Knative's Route moves the Service's traffic to a revision Snooze cannot route.
+ */
+const folder = findKnative();
+let knative: Knative | undefined;
+let activatorService: TcpService | undefined;
+
+const suite = kubeSnoozeSuite({
+  namespace: "snooze-e2e-ksettings",
+  async start(s) {
+    if (!folder) throw new Error(knativeMissing());
+    knative = await startKnative(s.cluster, folder, { ingressClass: snoozeIngressClass });
+    activatorService = await startTcpService([]);
+    await s.startAutoscaler("autoscaler-a", {
+      extra: ["--knative-ingress-probe", `http://${activatorService.address}`],
+    });
+    s.activator = await s.startActivator("activator-a");
+    activatorService.backends = [`127.0.0.1:${s.activator.port}`];
+  },
+  async teardown() {
+    await activatorService?.close();
+  },
+});
+
+const services = ["typo", "rollout"];
+afterAll(async () => {
+  await deleteKnativeServices(client(), ns(), services);
+  await knative?.stop();
+}, 60_000);
+
+const client = () => suite.admin.client;
+const ns = () => suite.ns.name;
+const logs = () =>
+  `${knative?.logs(15)}\nautoscaler:\n${suite.autoscalers.get("autoscaler-a")?.process.tail(40)}\n` +
+  `activator:\n${suite.activator.process.tail(20)}`;
+const servicePath = (name: string) => `${servingApi}/namespaces/${ns()}/services/${name}`;
+const revisionPath = (revision: string) => `${servingApi}/namespaces/${ns()}/revisions/${revision}`;
+const paPath = (revision: string) => `${autoscalingApi}/namespaces/${ns()}/podautoscalers/${revision}`;
+const deploymentPath = (revision: string) => `${paths.apps("deployments", ns())}/${revision}-deployment`;
+
+const service = (name: string, annotations: Record<string, string>) =>
+  knativeService(name, {
+    kubelet: suite.cluster.info.kubelet,
+    annotations: { [classAnnotation]: autoscalerClass, ...annotations },
+  });
+
+/** Waits until the object at `path` passes `check`; the last one read is in the failure. */
+const waitObject = (path: string, what: string, check: (o: KnativeObject) => boolean, timeoutMs = 60_000) => {
+  let last: KnativeObject | undefined;
+  return waitFor(
+    async () => {
+      last = await client().get<KnativeObject>(path);
+      return check(last) ? last : undefined;
+    },
+    { what, timeoutMs, intervalMs: 250, detail: () => `last: ${JSON.stringify(last?.status)}\n${logs()}` },
+  );
+};
+
+/** The revision failed, its pods scaled away and none left running. */
+async function failedWithNoPods(revision: string, annotation: string) {
+  const failed = await waitObject(
+    revisionPath(revision),
+    `the Revision ${revision} failed`,
+    (r) => conditionOf(r, "Ready")?.status === "False",
+  );
+  // Knative's Active condition carries the PA's reason and Snooze's words: the annotation and why.
+  expect(conditionOf(failed, "Active")).toMatchObject({ status: "False", reason: "InvalidSettings" });
+  expect(conditionOf(failed, "Active")?.message).toContain(annotation);
+  const pa = await client().get<KnativeObject>(paPath(revision));
+  expect(conditionOf(pa, "Ready")).toMatchObject({ status: "False", reason: "InvalidSettings" });
+  expect(conditionOf(pa, "ScaleTargetInitialized")?.status).toBe("False");
+  // No Model runs its pods: Knative's initial one is scaled away, not left awake and unmanaged.
+  await waitFor(
+    async () => {
+      const d = await client().get<{ spec: { replicas: number } }>(deploymentPath(revision));
+      const pods = await client().list<{ metadata: { deletionTimestamp?: string } }>(paths.pods(ns()), {
+        labelSelector: `serving.knative.dev/revision=${revision}`,
+      });
+      return d.spec.replicas === 0 && pods.items.length === 0 ? true : undefined;
+    },
+    { what: `${revision} at 0 pods`, timeoutMs: 60_000, intervalMs: 250, detail: logs },
+  );
+  // And it stays failed at zero (Knative reads the Deployment complete at 0 on its next reconcile).
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
+  expect(conditionOf(await client().get<KnativeObject>(revisionPath(revision)), "Ready")?.status).toBe(
+    "False",
+  );
+}
+
+describe("a Snooze-class revision with invalid snooze.dev annotations", () => {
+  test("a new Service: the Revision fails with the annotation and why, the Service is not Ready, no pod is left", async () => {
+    await client().create(
+      `${servingApi}/namespaces/${ns()}/services`,
+      service("typo", { "snooze.dev/sleep-level": "3" }),
+    );
+    await failedWithNoPods("typo-00001", 'snooze.dev/sleep-level="3"');
+    const ksvc = await client().get<KnativeObject>(servicePath("typo"));
+    expect(conditionOf(ksvc, "Ready")?.status).toBe("False");
+  }, 180_000);
+
+  test("a rollout to such a revision: the old revision keeps the Service's traffic and answers", async () => {
+    await client().create(`${servingApi}/namespaces/${ns()}/services`, service("rollout", {}));
+    const ksvc = await waitForKsvcReady(client(), ns(), "rollout", { timeoutMs: 120_000, detail: logs });
+    const url = String((ksvc.status as { url?: string }).url);
+    const ask = async () => {
+      const response = await fetchVia(suite.activator.url)(`${url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "rollout",
+          messages: [{ role: "user", content: "hi" }],
+          max_tokens: 2,
+        }),
+        signal: AbortSignal.timeout(60_000),
+      });
+      return { status: response.status, text: await response.text() };
+    };
+    expect((await ask()).status).toBe(200);
+
+    // A typo in a key: an unknown snooze.dev setting.
+    await client().patch(servicePath("rollout"), {
+      spec: { template: { metadata: { annotations: { "snooze.dev/sleep-afer": "5m" } } } },
+    });
+    await failedWithNoPods("rollout-00002", "snooze.dev/sleep-afer");
+    const after = await client().get<KnativeObject>(servicePath("rollout"));
+    const status = after.status as {
+      latestReadyRevisionName?: string;
+      traffic?: { revisionName?: string }[];
+    };
+    expect(status.latestReadyRevisionName).toBe("rollout-00001");
+    expect(status.traffic?.map((t) => t.revisionName)).toEqual(["rollout-00001"]);
+    for (let i = 0; i < 5; i++) {
+      const answer = await ask();
+      expect(answer.status, answer.text).toBe(200);
+    }
+  }, 240_000);
+});
