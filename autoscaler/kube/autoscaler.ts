@@ -435,7 +435,10 @@ export class KubeAutoscaler {
     for (const slotKey of [...unit.slots]) if (!this.core.slots.has(slotKey)) unit.slots.delete(slotKey);
     if (unit.models.size === 0) {
       this.units.delete(entry.unitKey);
-      void unit.lease.stop(true);
+      // A Model's Lease has no use once the Model is gone (a new Model of that name makes it again):
+      // deleted, not left behind, one per Model ever made (every Knative revision). A slot's stays,
+      // released: the webhooks read it, and a slot's members come and go.
+      void (entry.unitKey.startsWith("model:") ? unit.lease.retire() : unit.lease.stop(true));
     }
   }
 

@@ -22,6 +22,15 @@ class FakeLeases {
         if (this.leases.has(body.metadata.name)) throw new KubeError(409, "AlreadyExists", "exists");
         return this.store(body);
       },
+      delete: async (path: string, options?: { preconditions?: { resourceVersion?: string } }) => {
+        const current = this.leases.get(this.key(path));
+        if (!current) throw new KubeError(404, "NotFound", "not found");
+        const expected = options?.preconditions?.resourceVersion;
+        if (expected !== undefined && current.metadata.resourceVersion !== expected)
+          throw new KubeError(409, "Conflict", "precondition failed");
+        this.leases.delete(this.key(path));
+        return {};
+      },
       replace: async (path: string, body: Lease) => {
         const current = this.leases.get(this.key(path));
         if (!current || current.metadata.resourceVersion !== body.metadata.resourceVersion)
@@ -120,6 +129,39 @@ describe("LeaseElector", () => {
     await a.stop(true);
     await until(() => b.leading, "b leading");
     expect(Date.now() - released).toBeLessThan(timing.durationMs);
+  });
+
+  test("a holder that retires (its Model is gone) deletes the lease; a candidate that does not hold it leaves it", async () => {
+    // Released, a deleted Model's Lease stayed for good: one per Model ever made, so one per
+    // Knative revision, piling up in snooze-system.
+    const api = new FakeLeases();
+    const events: string[] = [];
+    const a = elector(api, "a", events);
+    const b = elector(api, "b", events);
+    a.start();
+    await until(() => a.leading, "a leading");
+    b.start();
+    await sleep(100);
+    await b.retire();
+    expect(api.leases.has("snooze-slot-gpu-0")).toBe(true);
+    await a.retire();
+    expect(api.leases.has("snooze-slot-gpu-0")).toBe(false);
+    expect(events).toEqual(["a leads", "a stops"]);
+    // Stopped: it does not make the Lease again.
+    await sleep(100);
+    expect(api.leases.has("snooze-slot-gpu-0")).toBe(false);
+  });
+
+  test("a retiring holder whose lease was taken over meanwhile does not delete the new holder's", async () => {
+    const api = new FakeLeases();
+    const a = elector(api, "a");
+    a.start();
+    await until(() => a.leading, "a leading");
+    const lease = api.leases.get("snooze-slot-gpu-0")!;
+    lease.spec = { ...lease.spec, holderIdentity: "b", renewTime: new Date().toISOString() };
+    lease.metadata.resourceVersion = "999";
+    await a.retire();
+    expect(api.leases.get("snooze-slot-gpu-0")?.spec?.holderIdentity).toBe("b");
   });
 
   test("a holder that cannot renew stops leading within the renew deadline", async () => {

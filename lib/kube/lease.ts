@@ -110,6 +110,33 @@ export class LeaseElector {
     }
   }
 
+  /**
+   * Stops trying and, when leading, deletes the Lease, only as this holder's record (a delete
+   * conditional on the resourceVersion it last wrote): for a Lease whose subject is gone for good
+   * (a deleted Model's), which nobody campaigns for again. Released instead, it would stay in the
+   * namespace forever, one for every Model ever made: a Knative revision makes one each. A
+   * replica that still campaigns (it has not seen the Model go yet) creates it anew and, leading,
+   * deletes it in turn once it sees the Model go.
+   */
+  async retire(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.inFlight;
+    if (!this.isLeading) return;
+    this.setLeading(false);
+    try {
+      const lease = await this.options.client.get<Lease>(this.path());
+      if (lease.spec?.holderIdentity !== this.options.identity) return;
+      await this.options.client.delete(this.path(), {
+        preconditions: { uid: lease.metadata.uid, resourceVersion: lease.metadata.resourceVersion },
+      });
+      this.log.info("deleted the lease: its subject is gone");
+    } catch (error) {
+      // Taken meanwhile (409), or gone already: its new holder or nobody needs it deleted by us.
+      if (!isNotFound(error) && !isConflict(error)) this.log.warn("deleting the lease failed", { error });
+    }
+  }
+
   private tick(): void {
     if (this.stopped) return;
     this.inFlight = this.tryAcquireOrRenew().finally(() => {

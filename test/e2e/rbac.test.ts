@@ -100,6 +100,8 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("patch", "services", { namespace: "team-a", group: "serving.knative.dev" }),
       r("create", "leases", { namespace: system }),
       r("update", "leases", { namespace: system }),
+      // A deleted Model's Lease is deleted by its holder, not left behind.
+      r("delete", "leases", { namespace: system }),
       r("create", "events", { namespace: "team-a" }),
       // Models of annotated workloads: created, deleted when the annotations go; never updated.
       r("create", "models", { namespace: "team-a" }),
@@ -144,7 +146,6 @@ const needs: Record<string, { allowed: Access[]; denied: Access[] }> = {
       r("get", "secrets", { namespace: system }),
       r("create", "leases", { namespace: "kube-system" }),
       r("update", "leases", { namespace: "team-a" }),
-      r("delete", "leases", { namespace: system }),
       r("list", "nodes"),
       r("create", "serviceaccounts/token", { namespace: system }),
     ],

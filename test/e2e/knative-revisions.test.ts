@@ -1,7 +1,8 @@
 import { afterAll, describe, expect, test } from "vitest";
 import { autoscalerClass, classAnnotation } from "../../lib/knative/autoscaler-class.ts";
 import { snoozeIngressClass } from "../../lib/knative/ingress-class.ts";
-import { paths } from "../../lib/kube/client.ts";
+import { group, version } from "../../lib/kube/api-group.ts";
+import { isNotFound, paths } from "../../lib/kube/client.ts";
 import {
   autoscalingApi,
   conditionOf,
@@ -21,18 +22,19 @@ import { startTcpService, type TcpService } from "./harness/tcp-service.ts";
 import { waitFor } from "./harness/wait.ts";
 
 /**
- * A Snooze-class revision whose `snooze.dev/*` annotations are invalid, against the real Knative
- * Serving: they reach the PodAutoscaler when Snooze's webhook does not see them (a namespace
- * without `snooze.dev/webhooks: enabled`, a Configuration applied directly, a webhook installed
- * later), as here, where no Snooze webhook runs. Such a revision gets no Model; it must not be
- * Ready, or Knative's Route moves the Service's traffic to a revision Snooze cannot route.
+ * Snooze-class revisions a platform team gets wrong or deletes, against the real Knative Serving.
+ * Invalid `snooze.dev/*` annotations reach the PodAutoscaler when Snooze's webhook does not see
+ * them (a namespace without `snooze.dev/webhooks: enabled`, a Configuration applied directly, a
+ * webhook installed later), as here, where no Snooze webhook runs. Such a revision gets no Model;
+ * it must not be Ready, or Knative's Route moves the Service's traffic to a revision Snooze cannot
+ * route. A Service deleted leaves nothing of Snooze's behind.
  */
 const folder = findKnative();
 let knative: Knative | undefined;
 let activatorService: TcpService | undefined;
 
 const suite = kubeSnoozeSuite({
-  namespace: "snooze-e2e-ksettings",
+  namespace: "snooze-e2e-krevisions",
   async start(s) {
     if (!folder) throw new Error(knativeMissing());
     knative = await startKnative(s.cluster, folder, { ingressClass: snoozeIngressClass });
@@ -48,7 +50,7 @@ const suite = kubeSnoozeSuite({
   },
 });
 
-const services = ["typo", "rollout"];
+const services = ["typo", "rollout", "deleted"];
 afterAll(async () => {
   await deleteKnativeServices(client(), ns(), services);
   await knative?.stop();
@@ -160,4 +162,44 @@ describe("a Snooze-class revision with invalid snooze.dev annotations", () => {
       expect(answer.status, answer.text).toBe(200);
     }
   }, 240_000);
+});
+
+describe("a Snooze-class Service deleted", () => {
+  test("its Model goes, and so does the Model's Lease in the autoscaler's namespace", async () => {
+    await client().create(`${servingApi}/namespaces/${ns()}/services`, service("deleted", {}));
+    await waitForKsvcReady(client(), ns(), "deleted", { timeoutMs: 120_000, detail: logs });
+    const leases = async () =>
+      (
+        await client().list<{ metadata: { name: string } }>(
+          `/apis/coordination.k8s.io/v1/namespaces/snooze-system/leases`,
+        )
+      ).items.map((l) => l.metadata.name);
+    const lease = `snooze-model-${ns()}.deleted-00001`;
+    await waitFor(async () => ((await leases()).includes(lease) ? true : undefined), {
+      what: `the Lease ${lease}`,
+      timeoutMs: 30_000,
+      detail: logs,
+    });
+    await client().delete(servicePath("deleted"));
+    const model = `${paths.custom(group, version, "models", ns())}/deleted-00001`;
+    let last: string[] = [];
+    await waitFor(
+      async () => {
+        const gone = await client()
+          .get(model)
+          .then(
+            () => false,
+            (error: unknown) => isNotFound(error),
+          );
+        last = await leases();
+        return gone && !last.includes(lease) ? true : undefined;
+      },
+      {
+        what: "the Model and its Lease gone",
+        timeoutMs: 60_000,
+        intervalMs: 250,
+        detail: () => `leases: ${last.join(", ")}\n${logs()}`,
+      },
+    );
+  }, 180_000);
 });
