@@ -8,17 +8,22 @@ import { type KubeCredentials, parseKubeconfig } from "./kubeconfig.ts";
 export class KubeError extends Error {
   readonly status: number;
   readonly reason: string;
-  constructor(status: number, reason: string, message: string) {
+  /** The API server's own message (the Status object's), without the request before it. */
+  readonly detail: string;
+  constructor(status: number, reason: string, message: string, detail = message) {
     super(message);
     this.name = "KubeError";
     this.status = status;
     this.reason = reason;
+    this.detail = detail;
   }
 }
 
 export const isConflict = (error: unknown) => error instanceof KubeError && error.status === 409;
 export const isNotFound = (error: unknown) => error instanceof KubeError && error.status === 404;
 export const isGone = (error: unknown) => error instanceof KubeError && error.status === 410;
+/** 422: the API server refuses the object as it is (its schema or validation rules). */
+export const isInvalid = (error: unknown) => error instanceof KubeError && error.status === 422;
 
 export interface KubeObject {
   apiVersion?: string;
@@ -258,7 +263,7 @@ function errorFrom(status: number, text: string, what: string): KubeError {
   } catch {
     // not a Status object
   }
-  return new KubeError(status, reason, `${what}: ${status} ${reason}: ${message}`);
+  return new KubeError(status, reason, `${what}: ${status} ${reason}: ${message}`, message);
 }
 
 /** REST paths, so callers never concatenate them by hand. */

@@ -50,7 +50,7 @@ const suite = kubeSnoozeSuite({
   },
 });
 
-const services = ["typo", "rollout", "deleted"];
+const services = ["typo", "rollout", "refused", "deleted"];
 afterAll(async () => {
   await deleteKnativeServices(client(), ns(), services);
   await knative?.stop();
@@ -124,6 +124,16 @@ describe("a Snooze-class revision with invalid snooze.dev annotations", () => {
     await failedWithNoPods("typo-00001", 'snooze.dev/sleep-level="3"');
     const ksvc = await client().get<KnativeObject>(servicePath("typo"));
     expect(conditionOf(ksvc, "Ready")?.status).toBe("False");
+  }, 180_000);
+
+  test("a revision whose Model the API server refuses (a served name with a space): the Revision fails with the API server's words, no pod is left", async () => {
+    // The annotations are valid; the Model made of the revision is not (its servedModel, read from
+    // the container's --served-model-name, may hold no whitespace).
+    const s = service("refused", {});
+    const container = s.spec.template.spec.containers[0]!;
+    container.args = container.args.map((a, i, all) => (all[i - 1] === "--served-model-name" ? "qwen 3" : a));
+    await client().create(`${servingApi}/namespaces/${ns()}/services`, s);
+    await failedWithNoPods("refused-00001", "spec.servedModel");
   }, 180_000);
 
   test("a rollout to such a revision: the old revision keeps the Service's traffic and answers", async () => {

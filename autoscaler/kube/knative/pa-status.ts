@@ -31,7 +31,7 @@ export interface PaObservation {
   pa: PodAutoscaler;
   /** The Model's status as its writer published it; undefined before the Model has one. */
   model?: ModelStatusInput;
-  /** Why no Model could be made (invalid snooze.dev annotations). */
+  /** Why no Model could be made (invalid snooze.dev annotations, a Model the API server refuses). */
   problems?: string[];
   /** The Deployment's spec.replicas; undefined while the Deployment is not seen. */
   deploymentReplicas?: number;
@@ -109,7 +109,8 @@ export function podAutoscalerStatus(o: PaObservation): PodAutoscalerStatus {
 
 type Verdict = [KnativeCondition["status"], string?, string?];
 
-const invalidSettings = (problems: readonly string[]) => `snooze.dev annotations: ${problems.join("; ")}`;
+const invalidSettings = (problems: readonly string[]) =>
+  `Snooze runs no pod of this revision: ${problems.join("; ")}. Fix it in a new revision.`;
 
 function activeCondition(o: PaObservation, initialized: boolean): Verdict {
   if (o.problems && o.problems.length > 0) return ["False", "InvalidSettings", invalidSettings(o.problems)];

@@ -6,7 +6,15 @@ import {
 } from "../../../lib/knative/autoscaler-class.ts";
 import { knativeApiServed } from "../../../lib/knative/networking-served.ts";
 import { group, version } from "../../../lib/kube/api-group.ts";
-import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "../../../lib/kube/client.ts";
+import {
+  isConflict,
+  isInvalid,
+  isNotFound,
+  type KubeClient,
+  type KubeError,
+  type KubeObject,
+  paths,
+} from "../../../lib/kube/client.ts";
 import type { Informer } from "../../../lib/kube/informer.ts";
 import { LeaseElector, type LeaseTiming, leaseName } from "../../../lib/kube/lease.ts";
 import { kubeInformer } from "../../../lib/kube/list-watch.ts";
@@ -279,18 +287,19 @@ export class KnativePodAutoscalers {
       ? this.options.deployments.get(`${namespace}/${deploymentName}`)
       : undefined;
     const result = modelForRevision(pa, deployment, defaults);
-    if (result.problems) {
+    const problems = result.problems ?? (await this.ensureModel(key, result.model));
+    if (problems) {
       this.log.warn("a Snooze-class revision's settings are not valid; no Model, no pods", {
         podAutoscaler: key,
-        problems: result.problems,
+        problems,
       });
       await this.scaleAway(namespace, deployment);
-    } else await this.ensureModel(key, result.model);
+    }
     const sks = await this.ensureSks(pa);
     const status = podAutoscalerStatus({
       pa,
       model: this.options.models.get(key)?.status,
-      problems: result.problems,
+      problems,
       deploymentReplicas: deployment?.spec?.replicas,
       podsUp: pods.filter((p) => podLive(p) && podUp(p)).length,
       sks,
@@ -302,10 +311,21 @@ export class KnativePodAutoscalers {
     this.counts.statusWrites++;
   }
 
-  /** Creates the revision's Model, or replaces it when what the revision asks for changed. */
-  private async ensureModel(key: string, desired: Model): Promise<void> {
+  /**
+   * Creates the revision's Model, or replaces it when what the revision asks for changed. Resolves
+   * to the problems when the API server refuses the Model as it is (422: the Model's schema, say a
+   * served name with a space read from the container's args), which only a new revision changes:
+   * the PA then says so, as for invalid annotations, rather than staying without a status.
+   */
+  private async ensureModel(key: string, desired: Model): Promise<string[] | undefined> {
     const owner = { kind: podAutoscalers.kind, name: desired.metadata.name };
-    const result = await ensureOwnedModel(this.options.client, this.options.models.get(key), desired, owner);
+    let result: Awaited<ReturnType<typeof ensureOwnedModel>>;
+    try {
+      result = await ensureOwnedModel(this.options.client, this.options.models.get(key), desired, owner);
+    } catch (error) {
+      if (!isInvalid(error)) throw error;
+      return [`the API server refuses its Model: ${(error as KubeError).detail}`];
+    }
     if (result === "foreign")
       this.log.info("a Model of the revision's name exists and is not the autoscaler's; leaving it", {
         model: key,
@@ -314,6 +334,7 @@ export class KnativePodAutoscalers {
       this.counts.modelsCreated++;
       this.log.info("created the Model of a Snooze-class revision", { model: key });
     }
+    return undefined;
   }
 
   /**
