@@ -333,6 +333,32 @@ describe("decideReplicas", () => {
     expect(kinds(idle)).toEqual(["drain-and-sleep r"]);
   });
 
+  test("pods above maxReplicas (Knative's initial-scale above max-scale made them) go once asleep, not after zeroAfter", () => {
+    // A revision created with initial-scale 3 and max-scale 1: Knative's Deployment starts 3 pods,
+    // the PA counts them up, then 2 sleep. Knative's KPA scales such a revision to its max-scale
+    // once initialized; kept until zeroAfter (2 h by default) they held their memory past max-scale.
+    const ready = replica("r", "ready");
+    const s1 = replica("s1", "asleep-1", { asleepSince: now - 2_000 });
+    const s2 = replica("s2", "asleep-2", { asleepSince: now - 1_000 });
+    expect(kinds(decideReplicas(input([ready, s1, s2], { maxReplicas: 1 })))).toEqual(["stop s2,s1 to 1"]);
+    // Only the excess: at maxReplicas 2 one sleeper stays (and goes at zeroAfter as before).
+    const two = decideReplicas(input([ready, s1, s2], { maxReplicas: 2 }));
+    expect(kinds(two)).toEqual(["stop s2 to 2"]);
+    // The awake ones above the bound sleep first (drain, then sleep), then go.
+    const awake = [replica("a", "ready"), replica("b", "ready"), replica("c", "ready")];
+    expect(kinds(decideReplicas(input(awake, { maxReplicas: 1 })))).toEqual([
+      "drain-and-sleep a",
+      "drain-and-sleep b",
+    ]);
+    // Still a pod starting: the ReplicaSet would take it instead, so the scale-down waits.
+    const starting = replica("new", "starting", { podReady: false });
+    const waiting = decideReplicas(input([ready, s1, starting], { maxReplicas: 1 }));
+    expect(waiting.actions.filter((a) => a.kind === "stop")).toEqual([]);
+    // A sleeper a held request waits for alone (its stored response) stays.
+    const pinned = decideReplicas(input([ready, s1], { maxReplicas: 1, held: 1, pinnedTo: ["s1"] }));
+    expect(pinned.actions.filter((a) => a.kind === "stop")).toEqual([]);
+  });
+
   test("the pod floor on a manual clock: ready, asleep at sleepAfter, kept past zeroAfter, woken by a request", () => {
     let t = now;
     let pod = replica("p", "ready", { since: t, asleepSince: 0 });

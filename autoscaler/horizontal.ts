@@ -366,20 +366,30 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
   // Sleepers follow the ladder: deeper sleep, then zero, but never below the pod floor: the ones
   // stopped are the deepest and longest asleep; the ones kept (those a request wakes first)
   // follow the ladder without its zero step.
+  // Pods above maxReplicas (Knative's initial-scale above its max-scale starts them, a lowered
+  // max-scale leaves them) go as soon as they sleep, not after zeroAfter: the KPA scales a revision
+  // down to its max-scale once it is initialized. The awake ones among them sleep first (above).
+  const deepestFirst = (a: ReplicaView, b: ReplicaView) =>
+    a.tier === b.tier ? a.asleepSince - b.asleepSince : a.tier === "asleep-2" ? -1 : 1;
   const due: ReplicaView[] = [];
+  const notDue: ReplicaView[] = [];
   const follow = (r: ReplicaView, action: ReturnType<typeof ladder>) => {
     if (action.kind === "deepen") actions.push({ kind: "deepen", pod: r.pod });
     else if (action.kind === "wait") later(action.at);
   };
-  for (const r of replicas.filter((r) => isAsleep(r.tier) && free(r) && !waking.has(r.pod))) {
-    const action = ladder(r, 0, 0);
-    if (action.kind === "stop") due.push(r);
-    else follow(r, action);
-  }
-  due.sort((a, b) => (a.tier === b.tier ? a.asleepSince - b.asleepSince : a.tier === "asleep-2" ? -1 : 1));
-  const stopping = due.slice(0, Math.max(0, pods - input.minPods)).map((r) => r.pod);
+  for (const r of replicas.filter((r) => isAsleep(r.tier) && free(r) && !waking.has(r.pod)))
+    (ladder(r, 0, 0).kind === "stop" ? due : notDue).push(r);
+  due.sort(deepestFirst);
+  notDue.sort(deepestFirst);
+  const stoppingViews = due.slice(0, Math.max(0, pods - input.minPods));
+  const aboveMax = pods - Math.max(input.maxReplicas, input.minPods) - stoppingViews.length;
+  // Not one a held request waits for alone (pinnedTo): it is the only one with its stored response.
+  const overflow = notDue.filter((r) => !pinned.has(r.pod)).slice(0, Math.max(0, aboveMax));
+  const overflowing = new Set(overflow);
+  const stopping = [...stoppingViews, ...overflow].map((r) => r.pod);
   const keptSettings = { ...settings, zeroAfter: Number.POSITIVE_INFINITY };
-  for (const r of due.slice(stopping.length)) follow(r, ladder(r, 0, 0, keptSettings));
+  for (const r of due.slice(stoppingViews.length)) follow(r, ladder(r, 0, 0, keptSettings));
+  for (const r of notDue) if (!overflowing.has(r)) follow(r, ladder(r, 0, 0));
   if (stopping.length > 0) {
     // The ReplicaSet removes pods that are not Ready before any deletion cost counts: scale down
     // only when every pod is up, or it would take a starting one instead of the sleeper.

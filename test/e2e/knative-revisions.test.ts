@@ -50,7 +50,7 @@ const suite = kubeSnoozeSuite({
   },
 });
 
-const services = ["typo", "rollout", "refused", "deleted"];
+const services = ["typo", "rollout", "refused", "initial", "deleted"];
 afterAll(async () => {
   await deleteKnativeServices(client(), ns(), services);
   await knative?.stop();
@@ -172,6 +172,44 @@ describe("a Snooze-class revision with invalid snooze.dev annotations", () => {
       expect(answer.status, answer.text).toBe(200);
     }
   }, 240_000);
+});
+
+describe("initial-scale above max-scale", () => {
+  test("Knative starts initial-scale pods and the Revision gets Ready; then the pods above max-scale go, as the KPA scales to max-scale", async () => {
+    const revision = "initial-00001";
+    await client().create(
+      `${servingApi}/namespaces/${ns()}/services`,
+      service("initial", {
+        "autoscaling.knative.dev/initial-scale": "3",
+        "autoscaling.knative.dev/max-scale": "1",
+      }),
+    );
+    await waitForKsvcReady(client(), ns(), "initial", { timeoutMs: 120_000, detail: logs });
+    // The scale target was initialized at 3 pods up.
+    const pa = await client().get<KnativeObject>(paPath(revision));
+    expect(conditionOf(pa, "ScaleTargetInitialized")?.status).toBe("True");
+    // Then the two above max-scale sleep and go at once, not after zeroAfter (2 h by default).
+    let last = "";
+    await waitFor(
+      async () => {
+        const d = await client().get<{ spec: { replicas: number } }>(deploymentPath(revision));
+        const pods = await client().list<{ metadata: { deletionTimestamp?: string } }>(paths.pods(ns()), {
+          labelSelector: `serving.knative.dev/revision=${revision}`,
+        });
+        const live = pods.items.filter((p) => !p.metadata.deletionTimestamp).length;
+        last = `Deployment ${d.spec.replicas}, ${live} pods`;
+        return d.spec.replicas === 1 && live === 1 ? true : undefined;
+      },
+      {
+        what: `${revision} at max-scale 1`,
+        timeoutMs: 60_000,
+        intervalMs: 250,
+        detail: () => `${last}\n${logs()}`,
+      },
+    );
+    const revisionNow = await client().get<KnativeObject>(revisionPath(revision));
+    expect(conditionOf(revisionNow, "Ready")?.status).toBe("True");
+  }, 180_000);
 });
 
 describe("a Snooze-class Service deleted", () => {
