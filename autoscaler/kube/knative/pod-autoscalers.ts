@@ -346,13 +346,20 @@ export class KnativePodAutoscalers {
    */
   private async scaleAway(namespace: string, deployment: RevisionDeployment | undefined): Promise<void> {
     if (!deployment || (deployment.spec?.replicas ?? 0) === 0) return;
-    await this.options.client.patch(
-      `${paths.apps("deployments", namespace)}/${deployment.metadata.name}/scale`,
-      { spec: { replicas: 0 } },
-    );
-    this.log.info("scaled away the pods of a revision whose settings are not valid", {
-      deployment: `${namespace}/${deployment.metadata.name}`,
-    });
+    const name = `${namespace}/${deployment.metadata.name}`;
+    // A failed scale is tried again on the next sync; it does not keep the PA's status from saying why.
+    await this.options.client
+      .patch(`${paths.apps("deployments", namespace)}/${deployment.metadata.name}/scale`, {
+        spec: { replicas: 0 },
+      })
+      .then(
+        () =>
+          this.log.info("scaled away the pods of a revision whose settings are not valid", {
+            deployment: name,
+          }),
+        (error: unknown) =>
+          this.log.warn("scaling away a revision's pods failed", { deployment: name, error }),
+      );
   }
 
   /** The PA's ServerlessService in Serve mode, as Knative's autoscalers make it (MakeSKS). */
