@@ -12,3 +12,9 @@ test("the known models are quoted one by one (an id may hold a comma), at most 5
   expect(listed).toContain("`m49` and 70 more (GET /v1/models lists them)");
   expect(listed).not.toContain("`m50`");
 });
+
+test("with no model at all the answer says so, not an empty list", () => {
+  // Found by an outside tester: an activator with no Model yet (a cluster whose only Knative
+  // revisions are not served) answered "Known models: ." with nothing between.
+  expect(unknownModel("qwen", []).error.message).toBe("The model `qwen` does not exist. Known models: none.");
+});

@@ -6,10 +6,11 @@ const listedAtMost = 50;
 
 /**
  * The known models as an answer lists them: each quoted (an id may hold a comma or a space), at most
- * `listedAtMost`, then how many more.
+ * `listedAtMost`, then how many more; "none" when there are none.
  */
 export function knownModels(known: Iterable<string>): string {
   const ids = [...new Set(known)];
+  if (ids.length === 0) return "none";
   const listed = ids.slice(0, listedAtMost).map((id) => `\`${clip(id)}\``);
   const more = ids.length - listed.length;
   return `${listed.join(", ")}${more > 0 ? ` and ${more} more (GET /v1/models lists them)` : ""}`;
