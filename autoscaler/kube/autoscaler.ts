@@ -218,6 +218,7 @@ export class KubeAutoscaler {
       models: this.informers.models,
       deployments: this.informers.deployments,
       pods: this.informers.pods,
+      events: this.recorder,
       log: options.log.child({ part: "knative" }),
     });
     this.invalidModels = new InvalidModels({

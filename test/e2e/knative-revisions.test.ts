@@ -108,6 +108,23 @@ async function failedWithNoPods(revision: string, annotation: string) {
     },
     { what: `${revision} at 0 pods`, timeoutMs: 60_000, intervalMs: 250, detail: logs },
   );
+  // A Warning Event on the Revision says the same (`kubectl describe revision`).
+  interface Event {
+    regarding: { kind: string; name: string };
+    reason: string;
+    type: string;
+    note: string;
+  }
+  const event = await waitFor(
+    async () =>
+      (await client().list<Event>(`/apis/events.k8s.io/v1/namespaces/${ns()}/events`)).items.find(
+        (e) =>
+          e.regarding.kind === "Revision" && e.regarding.name === revision && e.reason === "InvalidSettings",
+      ),
+    { what: `an InvalidSettings Event on ${revision}`, timeoutMs: 30_000, intervalMs: 250, detail: logs },
+  );
+  expect(event.type).toBe("Warning");
+  expect(event.note).toContain(annotation);
   // And it stays failed at zero (Knative reads the Deployment complete at 0 on its next reconcile).
   await new Promise((resolve) => setTimeout(resolve, 3_000));
   expect(conditionOf(await client().get<KnativeObject>(revisionPath(revision)), "Ready")?.status).toBe(

@@ -15,6 +15,7 @@ import {
   type KubeObject,
   paths,
 } from "../../../lib/kube/client.ts";
+import type { EventToRecord, ObjectReference } from "../../../lib/kube/event-recorder.ts";
 import type { Informer } from "../../../lib/kube/informer.ts";
 import { LeaseElector, type LeaseTiming, leaseName } from "../../../lib/kube/lease.ts";
 import { kubeInformer } from "../../../lib/kube/list-watch.ts";
@@ -31,7 +32,12 @@ import {
   knativeSystemNamespace,
 } from "./autoscaler-config.ts";
 import { podAutoscalerStatus, sameStatus } from "./pa-status.ts";
-import { modelForRevision, type PodAutoscaler, type RevisionDeployment } from "./revision-model.ts";
+import {
+  modelForRevision,
+  type PodAutoscaler,
+  type PodAutoscalerStatus,
+  type RevisionDeployment,
+} from "./revision-model.ts";
 
 type Model = ModelResource & KubeObject;
 
@@ -57,6 +63,8 @@ export interface KnativePodAutoscalersOptions {
   models: Informer<Model>;
   deployments: Informer<RevisionDeployment>;
   pods: Informer<Pod>;
+  /** Where Kubernetes Events go (the autoscaler's recorder): a revision Snooze runs no pod of is told so. */
+  events?: { record(regarding: ObjectReference, event: EventToRecord): void };
   log: Logger;
 }
 
@@ -309,6 +317,29 @@ export class KnativePodAutoscalers {
     if (sameStatus(pa.status, status)) return;
     await this.options.client.replace(`${this.paPath(namespace, name)}/status`, { ...pa, status });
     this.counts.statusWrites++;
+    if (problems) this.tellRevision(pa, status);
+  }
+
+  /**
+   * A Warning Event on the revision whose settings keep Snooze from running it, once per new
+   * verdict (when its PA's Ready message changes): `kubectl describe revision` and `kubectl get
+   * events` show why beside Knative's own "Initial scale was never achieved".
+   */
+  private tellRevision(pa: PodAutoscaler, status: PodAutoscalerStatus): void {
+    const ready = (s?: PodAutoscalerStatus) => s?.conditions?.find((c) => c.type === "Ready");
+    const now = ready(status);
+    if (!now?.message || ready(pa.status)?.message === now.message) return;
+    const revision = pa.metadata.ownerReferences?.find((o) => o.kind === "Revision");
+    this.options.events?.record(
+      {
+        apiVersion: "serving.knative.dev/v1",
+        kind: "Revision",
+        namespace: pa.metadata.namespace!,
+        name: revision?.name ?? pa.metadata.name,
+        ...(revision?.uid ? { uid: revision.uid } : {}),
+      },
+      { type: "Warning", reason: "InvalidSettings", action: "Scale", note: now.message },
+    );
   }
 
   /**
