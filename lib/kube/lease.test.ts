@@ -164,6 +164,19 @@ describe("LeaseElector", () => {
     expect(api.leases.get("snooze-slot-gpu-0")?.spec?.holderIdentity).toBe("b");
   });
 
+  test("a retiring holder leaves a lease another elector of the same identity renewed since (its Model made again at once)", async () => {
+    const api = new FakeLeases();
+    const old = elector(api, "a");
+    old.start();
+    await until(() => old.leading, "the old elector leading");
+    const again = elector(api, "a");
+    again.start();
+    await until(() => again.leading, "the new elector leading");
+    await old.retire();
+    expect(api.leases.get("snooze-slot-gpu-0")?.spec?.holderIdentity).toBe("a");
+    expect(again.leading).toBe(true);
+  });
+
   test("a holder that cannot renew stops leading within the renew deadline", async () => {
     const api = new FakeLeases();
     const events: string[] = [];

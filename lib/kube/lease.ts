@@ -71,6 +71,8 @@ export class LeaseElector {
   private timer?: NodeJS.Timeout;
   private stopped = false;
   private inFlight?: Promise<void>;
+  /** The resourceVersion of the Lease as this elector last wrote it. */
+  private lastWritten?: string;
 
   constructor(options: LeaseElectorOptions) {
     this.options = options;
@@ -126,7 +128,10 @@ export class LeaseElector {
     this.setLeading(false);
     try {
       const lease = await this.options.client.get<Lease>(this.path());
+      // Only this elector's own last record: another elector of this process (the Model made again
+      // at once, under the same identity) may have renewed it since, and leads by it now.
       if (lease.spec?.holderIdentity !== this.options.identity) return;
+      if (lease.metadata.resourceVersion !== this.lastWritten) return;
       await this.options.client.delete(this.path(), {
         preconditions: { uid: lease.metadata.uid, resourceVersion: lease.metadata.resourceVersion },
       });
@@ -179,6 +184,7 @@ export class LeaseElector {
           },
         });
         this.observe(created, now);
+        this.lastWritten = created.metadata.resourceVersion;
         this.renewed(now);
         return;
       }
@@ -206,6 +212,7 @@ export class LeaseElector {
         },
       });
       this.observe(updated, now);
+      this.lastWritten = updated.metadata.resourceVersion;
       this.renewed(now);
     } catch (error) {
       if (isConflict(error)) {
