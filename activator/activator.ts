@@ -147,6 +147,8 @@ const unresponsiveEnded = (model: string) =>
  */
 export class Activator {
   readonly routes = new Map<string, ModelRoute>();
+  /** Names a model asked for while another model had them (see `handOver`), by name. */
+  private readonly wanted = new Map<string, Set<string>>();
   /** Which model made each Responses API id it passed on: a stored response's routes name none. */
   private readonly responseIds = new ResponseIds();
   /** The models' order in the settings file (setOrder); none: the order they were added in. */
@@ -296,6 +298,7 @@ export class Activator {
     const listed = route === undefined || shown(route.config) !== shown(model);
     // The names it had: its id and aliases (as upserted, or as a reload's `setNames` gave them), not
     // every name of every model looked through (10,000 Models added one by one took minutes).
+    const had = route ? [route.config.id, ...route.config.aliases] : [];
     if (route) this.dropNames(route.config);
     if (route) {
       Object.assign(route.config, model);
@@ -305,8 +308,13 @@ export class Activator {
     for (const name of [model.id, ...model.aliases]) {
       const owner = this.config.names.get(name);
       if (owner === undefined || owner === model.id) this.config.names.set(name, model.id);
-      else this.log.warn("a name already belongs to another model", { name, model: model.id, owner });
+      else {
+        this.log.warn("a name already belongs to another model", { name, model: model.id, owner });
+        const wanting = this.wanted.get(name) ?? new Set<string>();
+        this.wanted.set(name, wanting.add(model.id));
+      }
     }
+    this.handOver(had);
     if (listed) this.listChanged();
   }
 
@@ -314,6 +322,28 @@ export class Activator {
   private dropNames(config: ModelConfig): void {
     for (const name of [config.id, ...config.aliases])
       if (this.config.names.get(name) === config.id) this.config.names.delete(name);
+  }
+
+  /**
+   * Gives each of `names` that nobody owns now to a model that asked for it while another one had
+   * it. On Kubernetes two Models may list one alias; the control plane gives each name to one of
+   * them, but the one that had it may let go of it after the other asked (its Model deleted, its
+   * route gone after a grace): without this, the name resolved to nobody until that Model changed.
+   */
+  private handOver(names: Iterable<string>): void {
+    for (const name of names) {
+      const wanting = this.wanted.get(name);
+      if (!wanting || this.config.names.has(name)) continue;
+      for (const id of wanting) {
+        wanting.delete(id);
+        const config = this.routes.get(id)?.config;
+        if (config && (config.id === name || config.aliases.includes(name))) {
+          this.config.names.set(name, id);
+          break;
+        }
+      }
+      if (wanting.size === 0) this.wanted.delete(name);
+    }
   }
 
   /** A model's replicas as this activator knows them now (none when it routes no such model). */
@@ -382,6 +412,7 @@ export class Activator {
     this.config.models.delete(id);
     this.responseIds.forget(id);
     this.dropNames(route.config);
+    this.handOver([route.config.id, ...route.config.aliases]);
     this.metrics.forget(id);
     void route.close(false, "removed");
     if (listed) this.listChanged();

@@ -12,6 +12,7 @@ import { freePort } from "../lib/free-port.ts";
 import type { KubeClient } from "../lib/kube/client.ts";
 import { createLogger, silentLogger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
+import { Activator } from "./activator.ts";
 import { AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
 import { KubeControlPlane } from "./kube-control-plane.ts";
 
@@ -420,4 +421,56 @@ test("two Models of one model id: the oldest gets its requests whatever order th
   cluster.push("models", "DELETED", older);
   expect(routed()).toEqual({ "qwen-new-1": "ready" });
   await plane.stop();
+});
+
+test("Models that list one alias: the oldest has it whatever order they were seen in, a model id goes first, and a deleted holder hands it on", async () => {
+  // Found by a probe: an alias two Models listed went to whichever the activator saw first, and
+  // once that one let go of it, the other did not get it until its Model changed.
+  const cluster = watchedCluster();
+  let activator: Activator | undefined;
+  const plane = new KubeControlPlane({
+    client: cluster.client,
+    autoscalerUrl: "http://127.0.0.1:1",
+    identity: "activator-0",
+    log: silentLogger,
+    removalGraceMs: 0,
+    onModel: (config) => activator?.upsertModel(config),
+    onModelRemoved: (id) => activator?.removeModel(id),
+  });
+  activator = new Activator({
+    config: {
+      models: new Map(),
+      names: new Map(),
+      slots: new Map(),
+      hostMemoryBudget: Infinity,
+      maxBodySize: 1 << 20,
+    },
+    controlPlane: plane,
+    registry: new Registry(),
+    log: silentLogger,
+  });
+  await plane.start();
+  await vi.waitFor(() => expect(cluster.watching()).toBe(true));
+  const model = (name: string, created: string, aliases: string[]) => ({
+    apiVersion: "snooze.dev/v1alpha1",
+    kind: "Model",
+    metadata: { name, namespace: "ml", resourceVersion: "2", creationTimestamp: created },
+    spec: { aliases, workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name } },
+    status: { selector: `app=${name}` },
+  });
+  // The younger one is seen first; a third names an alias after the older one's id.
+  const younger = model("qwen-new", "2026-03-01T10:05:00Z", ["qwen", "small"]);
+  const older = model("qwen-old", "2026-03-01T10:00:00Z", ["qwen"]);
+  cluster.push("models", "ADDED", younger);
+  expect(activator.modelNamed("qwen")).toBe("qwen-new");
+  cluster.push("models", "ADDED", older);
+  expect(activator.modelNamed("qwen")).toBe("qwen-old");
+  expect(activator.modelNamed("small")).toBe("qwen-new");
+  cluster.push("models", "ADDED", model("other", "2026-03-01T09:00:00Z", ["qwen-new"]));
+  expect(activator.modelNamed("qwen-new")).toBe("qwen-new");
+  // The older one deleted: once its route is gone, the alias is the younger one's.
+  cluster.push("models", "DELETED", older);
+  await vi.waitFor(() => expect(activator?.modelNamed("qwen")).toBe("qwen-new"));
+  await plane.stop();
+  await activator.shutdown(100);
 });

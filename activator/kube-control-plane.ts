@@ -340,8 +340,13 @@ export class KubeControlPlane implements ControlPlane {
       .list()
       .map((resource) => ({ resource, precedence: modelPrecedence(resource.metadata) }))
       .sort((a, b) => (a.precedence < b.precedence ? -1 : a.precedence > b.precedence ? 1 : 0));
-    for (const { resource } of byAge) {
-      const parsed = modelFromResource(resource);
+    const parsedByAge = byAge.map(({ resource }) => ({ resource, parsed: modelFromResource(resource) }));
+    // A model id is a Model's own name: it goes before another Model's alias of that name, and of
+    // Models that list one alias, the oldest gets it (before, whichever the activator saw first).
+    const ids = new Set<string>();
+    for (const { parsed } of parsedByAge) if (!("error" in parsed)) ids.add(parsed.config.id);
+    const aliasOwners = new Map<string, string>();
+    for (const { resource, parsed } of parsedByAge) {
       if ("error" in parsed) continue;
       const owner = owners.get(parsed.config.id);
       if (owner !== undefined) {
@@ -356,6 +361,18 @@ export class KubeControlPlane implements ControlPlane {
         continue;
       }
       owners.set(parsed.config.id, parsed.key);
+      parsed.config.aliases = parsed.config.aliases.filter((alias) => {
+        const holder = ids.has(alias) ? `the model id ${alias}` : aliasOwners.get(alias);
+        if (holder === undefined) {
+          aliasOwners.set(alias, parsed.key);
+          return true;
+        }
+        const told = `alias ${alias} ${parsed.key}`;
+        shadowed.add(told);
+        if (!this.shadowed.has(told))
+          this.log.warn("an alias another Model has first is left out", { alias, model: parsed.key, holder });
+        return false;
+      });
       seen.add(parsed.key);
       const selector = resource.status?.selector ?? "";
       const before = this.known.get(parsed.key);
