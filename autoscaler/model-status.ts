@@ -173,7 +173,8 @@ function failedUntil(o: ModelObservation): number | undefined {
   return o.lastError !== undefined ? o.retryAt : undefined;
 }
 
-function transitionTime(
+/** When the condition `type` came to `status`: kept from `previous` while it stays, else `now`. */
+export function transitionTime(
   previous: Condition[] | undefined,
   type: string,
   status: string,

@@ -3,6 +3,7 @@ import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from 
 import type { Condition } from "../../lib/kube/condition.ts";
 import type { ModelResource, ModelStatusInput } from "../../lib/kube/model-resource.ts";
 import type { Logger } from "../../lib/log.ts";
+import { transitionTime } from "../model-status.ts";
 
 type Model = ModelResource & KubeObject;
 
@@ -14,11 +15,7 @@ type Model = ModelResource & KubeObject;
  */
 export function invalidModelStatus(model: Model, error: string, now: number): ModelStatusInput {
   const generation = model.metadata.generation;
-  const before = (model.status?.conditions as Condition[] | undefined)?.find((c) => c.type === "Ready");
-  const since =
-    before?.status === "False" && before.lastTransitionTime
-      ? before.lastTransitionTime
-      : new Date(now).toISOString().replace(/\.\d+Z$/, "Z");
+  const since = transitionTime(model.status?.conditions as Condition[] | undefined, "Ready", "False", now);
   return {
     ...(generation !== undefined ? { observedGeneration: generation } : {}),
     phase: "Failed",
