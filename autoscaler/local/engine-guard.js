@@ -9,7 +9,8 @@
 // signal to the group reaches all of them. The guard's stdin is a pipe from Snooze that Snooze never
 // writes: when it reaches end-of-file, or the guard's parent changes, Snooze is gone, and the guard
 // sends SIGTERM to the group, then SIGKILL after the grace. A SIGTERM to the group (Snooze stopping
-// the engine) arms the same SIGKILL. When the engine exits, the guard exits the same way (the same
+// the engine) arms the same SIGKILL; a command that dies of a SIGTERM sent to it alone has the
+// signal passed on to the rest of its group, a stop as well. When the engine exits, the guard exits the same way (the same
 // code, or the same signal), so Snooze reads the engine's own end; during a stop, only once the rest
 // of the group is gone too (or killed at the end of the grace).
 //
@@ -33,6 +34,8 @@ const parent = process.ppid;
 /** @type {NodeJS.Timeout | undefined} */
 let killTimer;
 let snoozeGone = false;
+/** SIGTERM reached the guard: its group is being stopped (by Snooze, by someone aiming at the group). */
+let groupStopping = false;
 
 /** @param {NodeJS.Signals} signal */
 function signalGroup(signal) {
@@ -92,7 +95,10 @@ function orphaned() {
   armKill();
 }
 
-process.on("SIGTERM", armKill);
+process.on("SIGTERM", () => {
+  groupStopping = true;
+  armKill();
+});
 // The guard has no terminal (its own session); these could only come from someone aiming at it,
 // and leaving would orphan the engine. Snooze decides when the engine stops. SIGUSR1 and SIGUSR2
 // are the engine's (a Python engine's traceback dump, a log reopen) when sent to its group: left to
@@ -143,7 +149,16 @@ engine.once("exit", async (code, signal) => {
   // when its exit is heard before the guard's own SIGTERM (one loop turn reports both, in either
   // order: the guard left at once, and the engine under it lost its grace; its test failed once in a
   // CI run, and once in 13 runs under load).
-  if (signal === "SIGTERM") armKill();
+  if (signal === "SIGTERM") {
+    // The guard's own SIGTERM of a group stop may come a turn after the wrapper's exit; by a timer's
+    // turn it has come. None then: the SIGTERM was the command's alone (`kill <pid>` of the `sh -c`
+    // or of the `vllm serve`). It is passed on to the rest of the group, which gets the stop grace
+    // as in a stop. Before, the real engine under a wrapper got no signal, served on for the grace
+    // and was killed, and its end was told as the SIGKILL's.
+    if (!groupStopping) await new Promise((resolve) => setTimeout(resolve, 100));
+    if (!groupStopping) signalGroup("SIGTERM");
+    armKill();
+  }
   if (killTimer !== undefined) await untilOthersGone();
   // Snooze is gone: nobody else will stop what is left (without /proc the wait above ends at once).
   if (snoozeGone) signalGroup("SIGKILL");

@@ -66,6 +66,16 @@ export function recordedEngines(stateDir: string): { model: string; pgid: number
 
 /** The live (not zombie) processes of a process group, by /proc. */
 export function groupMembers(pgid: number): number[] {
+  return processesWhere((fields) => Number(fields[2]) === pgid);
+}
+
+/** The pids of the processes, zombies apart, whose parent is `pid` (Linux: read from /proc). */
+export function childrenOf(pid: number): number[] {
+  return processesWhere((fields) => Number(fields[1]) === pid);
+}
+
+/** The pids of the live processes (zombies apart) whose /proc stat fields after the command name match. */
+function processesWhere(match: (fields: string[]) => boolean): number[] {
   const found: number[] = [];
   for (const name of readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue;
@@ -75,8 +85,9 @@ export function groupMembers(pgid: number): number[] {
     } catch {
       continue;
     }
+    // pid (comm) state ppid pgrp ...: the fields after the command name, which may hold spaces.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    if (Number(fields[2]) === pgid && fields[0] !== "Z") found.push(Number(name));
+    if (fields[0] !== "Z" && match(fields)) found.push(Number(name));
   }
   return found;
 }

@@ -4,10 +4,10 @@ import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import { LocalPlatform } from "../../autoscaler/local/platform.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
-import { silentLogger } from "../../lib/log.ts";
+import { createLogger, silentLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/load.ts";
 import { chat, startWith, until } from "../helpers/local-snooze.ts";
-import { groupMembers, running } from "../helpers/serve-process.ts";
+import { childrenOf, groupMembers, running } from "../helpers/serve-process.ts";
 import { serveRuns } from "../support/serve-runs.ts";
 
 // The engine guard (autoscaler/local/engine-guard.js) is a Node.js process, and Node gives SIGUSR1
@@ -136,6 +136,33 @@ describe.skipIf(process.platform !== "linux")(
       expect(took).toBeLessThan(4_000);
       expect(groupMembers(pgid)).toEqual([]);
       expect(existsSync(join(dir, "cleaned"))).toBe(false);
+    });
+
+    test("a SIGTERM to the wrapper alone reaches the engine under it, which shuts down in its grace; its end is told as that SIGTERM", async () => {
+      // Before: the shell died of it, the engine under it got no signal and served on for the whole
+      // grace, then the group's SIGKILL ended it, and the replica's end was told as that SIGKILL.
+      const dir = mkdtempSync(join(tmpdir(), "snooze-guard-"));
+      const warnings: { msg: string; reason?: string }[] = [];
+      const log = createLogger({}, (line) => void warnings.push(JSON.parse(line)), "warn");
+      platform = new LocalPlatform([parseConfig(wrappedEngine(dir)).models.get("a")!], log, {
+        stopGraceMs: 10_000,
+      });
+      await platform.scale("a", 0, 1, []);
+      await until(() => existsSync(join(dir, "up")), 5_000, "the engine to run");
+      const guard = platform.pid(platform.replicaSet("a")!.replicas[0]!.id)!;
+      const [wrapper] = childrenOf(guard);
+      expect(wrapper).toBeDefined();
+      process.kill(wrapper!, "SIGTERM");
+      await until(() => groupMembers(guard).length === 0, 8_000, "the group to end before its grace");
+      expect(existsSync(join(dir, "cleaned"))).toBe(true);
+      await until(
+        () => warnings.some((w) => w.msg === "engine exited on its own"),
+        5_000,
+        "the exit to be told",
+      );
+      expect(warnings.find((w) => w.msg === "engine exited on its own")?.reason).toMatch(
+        /^engine exited \(signal SIGTERM\)/,
+      );
     });
 
     // python3 is on every machine the project supports (the README's requirements): a missing one
