@@ -1,4 +1,4 @@
-import type { Browser, Page } from "playwright-core";
+import type { Browser, Page, Request } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { launchChromium } from "../helpers/chromium.ts";
@@ -72,3 +72,39 @@ test("tabs in the background let their streams go: a seventh tab loads, and a ta
   expect(await started(tabs[0]!)).toBe(1);
   await context.close();
 }, 40_000);
+
+test("eight tabs shown at once share one event stream: each loads and shows a wake, and closing the tab that reads it hands it to another", async () => {
+  const context = await browser.newContext();
+  // The event streams the open tabs hold, as the browser sees its requests (a closed tab's end
+  // with it, and the browser tells no end of theirs).
+  const streams = new Set<Request>();
+  context.on("request", (r) => void (r.url().includes("/snooze/v1/events/stream") && streams.add(r)));
+  for (const ended of ["requestfinished", "requestfailed"] as const)
+    context.on(ended, (r) => streams.delete(r));
+  const open = () => [...streams].filter((r) => !r.frame().page().isClosed()).length;
+  const tabs: Page[] = [];
+  // Found by an outside tester: six tabs shown at once held every connection the browser allows
+  // the host with their streams, and a seventh never loaded.
+  for (let i = 0; i < 8; i++) {
+    const tab = await context.newPage();
+    await tab.goto(snooze.url, { timeout: 5_000 });
+    await expect.poll(() => live(tab)).toBe("live");
+    tabs.push(tab);
+  }
+  expect(open()).toBe(1);
+  const entries = (tab: Page) => tab.locator('#entries tr[data-model="qwen"]').count();
+  const before = await entries(tabs[0]!);
+  const tier = (tab: Page) => tab.locator('#models tr[data-model="qwen"] .tier').textContent();
+  expect((await fetch(`${snooze.url}/snooze/v1/models/qwen/wake`, { method: "POST" })).status).toBe(202);
+  for (const tab of tabs) await expect.poll(() => tier(tab), { timeout: 10_000 }).toBe("ready");
+  // Whichever tab reads the stream, another takes it over once it is gone, from where it was.
+  for (const tab of tabs.splice(0, 4)) await tab.close();
+  await expect.poll(open).toBe(1);
+  expect((await fetch(`${snooze.url}/snooze/v1/models/qwen/sleep`, { method: "POST" })).status).toBe(200);
+  for (const tab of tabs) {
+    await expect.poll(() => tier(tab), { timeout: 10_000 }).toBe("asleep-1");
+    await expect.poll(() => entries(tab)).toBe(before + 2);
+    expect(await live(tab)).toBe("live");
+  }
+  await context.close();
+}, 60_000);
