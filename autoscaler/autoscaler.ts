@@ -79,7 +79,10 @@ export class Autoscaler {
     this.options = options;
     this.sink = options.sink;
     this.tierEvents = new TierEvents(() => options.clock.now());
-    this.metrics = autoscalerMetrics(options.registry);
+    // Each id by the model that serves it (two Models of one id: the one its requests go to).
+    this.metrics = autoscalerMetrics(options.registry, () =>
+      [...this.byId.values()].filter((controller) => controller.isLeading),
+    );
     this.slotMetricSet = slotMetrics(options.registry);
     this.learningMetricSet = learningMetrics(options.registry, {
       models: () => {

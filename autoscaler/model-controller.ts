@@ -1375,14 +1375,11 @@ export class ModelController {
   private accountTiers(): void {
     let awake = 0;
     let asleep = 0;
-    let most: Tier | undefined;
     for (const r of this.records.values()) {
       if (isResident(r.tier)) awake++;
       else if (isAsleep(r.tier)) asleep++;
-      if (r.tier !== "cold" && (!most || order.indexOf(r.tier) < order.indexOf(most))) most = r.tier;
     }
     this.learner.gpu.set(this.deps.clock.now(), awake, asleep);
-    this.deps.metrics.tier(this.id, this.leading ? (most ?? "cold") : undefined);
   }
 
   /** Brings the GPU-seconds up to now (a scrape). */

@@ -93,6 +93,10 @@ export function localAdmin(
       const next = controller?.nextChange();
       return state
         ? {
+            // The control plane's summary, as snooze_replica_tier and the Model's status say it: a
+            // start that waits for its engine (a fixed port still held) is `starting`, where the
+            // replica events the activator hears say nothing yet.
+            tier: state.tier,
             lastStartMs: state.lastStartMs,
             lastWakeMs: state.lastWakeMs,
             lastError: state.lastError,

@@ -231,6 +231,12 @@ export interface FakePlatformOptions {
   keepRecordedTiers?: boolean;
   /** Called for each new engine (to set latencies, faults or load). */
   onEngine?: (engine: FakeEngine, model: string) => void;
+  /**
+   * A scale-up raises the count, and its replicas appear only when the test calls `createPending`
+   * (a Deployment whose pods the ReplicaSet controller has not created yet; a local start waiting
+   * for its port).
+   */
+  createLater?: boolean;
 }
 
 interface ModelEntry {
@@ -317,7 +323,7 @@ export class FakePlatform implements Platform {
       `scale ${model} ${expected}->${to}${call.remove.length ? ` -${call.remove.join(" -")}` : ""}`,
     );
     entry.scale = to;
-    while (entry.replicas.size < to) this.create(model, entry);
+    while (!this.options.createLater && entry.replicas.size < to) this.create(model, entry);
     if (entry.replicas.size > to) {
       const named = new Set(call.remove);
       const all = [...entry.replicas.values()];
@@ -412,6 +418,13 @@ export class FakePlatform implements Platform {
   bringUp(id: string, heard: { answeredAt?: number } = {}): void {
     const { model, entry, replica } = this.locate(id);
     entry.replicas.set(id, { ...replica, up: true, ...heard });
+    this.changed(model);
+  }
+
+  /** The replicas a scale-up asked for and `createLater` kept back appear now. */
+  createPending(model: string): void {
+    const entry = this.entry(model);
+    while (entry.replicas.size < entry.scale) this.create(model, entry);
     this.changed(model);
   }
 

@@ -1,0 +1,80 @@
+import { expect, test } from "vitest";
+import type { Tier } from "../lib/replica-event.ts";
+import { Harness } from "../test/support/autoscaler-harness.ts";
+
+/** The tier `snooze_replica_tier` gives `model` (its one series at 1), or undefined without series. */
+async function metricTier(h: Harness, model: string): Promise<Tier | undefined> {
+  const { values } = await h.registry.getSingleMetric("snooze_replica_tier")!.get();
+  const mine = values.filter((v) => v.labels.model === model);
+  const on = mine.filter((v) => v.value === 1);
+  if (mine.length === 0) return undefined;
+  expect(on).toHaveLength(1);
+  return on[0]!.labels.tier as Tier;
+}
+
+/** The gauge says what the control plane's summary says (the admin API's, the Model status's). */
+async function agrees(h: Harness, model: string, tier?: Tier): Promise<void> {
+  const said = h.controller(model).state().tier;
+  if (tier !== undefined) expect(said).toBe(tier);
+  expect(await metricTier(h, model)).toBe(said);
+}
+
+const yaml = `
+models:
+  m: { command: [engine, "\${PORT}"], sleepAfter: 10s, deepSleepAfter: 1m, zeroAfter: 10m }
+`;
+
+test("a start waiting for its replica to appear is `starting` in snooze_replica_tier, as the control plane says", async () => {
+  // Before: `cold` until the replica appeared (a pod not created yet; locally an engine waiting for
+  // its fixed port), while the admin summary and the Model's status said `starting`.
+  const h = new Harness(yaml, { createLater: true });
+  await agrees(h, "m", "cold");
+  h.demand("m");
+  await h.settle();
+  await agrees(h, "m", "starting");
+  h.platform.createPending("m");
+  await h.settle();
+  await agrees(h, "m", "starting");
+  h.platform.bringUp(h.platform.ids("m")[0]!);
+  await h.settle();
+  await agrees(h, "m", "ready");
+});
+
+test("snooze_replica_tier follows the ladder as the control plane does: start, sleep, deeper sleep, wake, crash, stop", async () => {
+  const h = new Harness(yaml);
+  const id = await h.serveCold("m");
+  await agrees(h, "m", "ready");
+  await h.advance(11_000);
+  await agrees(h, "m", "asleep-1");
+  await h.advance(61_000);
+  await agrees(h, "m", "asleep-2");
+  const wake = h.platform.engineOf(id).hold("wake");
+  h.demand("m");
+  await h.settle();
+  await agrees(h, "m", "waking");
+  wake.release();
+  await h.settle();
+  await agrees(h, "m", "ready");
+  await h.request("m");
+  h.platform.crash(id, "exit code 1");
+  await agrees(h, "m");
+  await h.settle();
+  await agrees(h, "m", "cold");
+  await h.serveCold("m");
+  await agrees(h, "m", "ready");
+  expect(await h.controller("m").stopNow()).toBe("done");
+  await agrees(h, "m", "cold");
+});
+
+test("snooze_replica_tier says nothing of a model this process stopped leading, nor of one removed", async () => {
+  const h = new Harness(yaml);
+  await h.serveCold("m");
+  h.controller("m").standDown();
+  expect(await metricTier(h, "m")).toBeUndefined();
+  h.controller("m").lead();
+  await h.settle();
+  await agrees(h, "m", "ready");
+  h.autoscaler.removeModel("m");
+  h.autoscaler.forgetModel("m");
+  expect(await metricTier(h, "m")).toBeUndefined();
+});
