@@ -65,11 +65,27 @@ export class GpuAccount {
   /** From `now` on, `awake` replicas hold an accelerator and `asleep` ones sleep. */
   set(now: number, awake: number, asleep: number): void {
     this.accrue(now);
+    this.at ??= now;
     this.awake = awake;
     this.asleep = asleep;
   }
 
-  /** Counts the time up to `now` (a scrape, a status read). */
+  /**
+   * Counts the time up to `now`, then nothing until the next `set`: the process no longer leads
+   * the model or slot (its Lease went to another replica, or it shuts down), so the seconds from now
+   * on are the new leader's to count, not also this process's, from the last state it saw.
+   */
+  pause(now: number): void {
+    this.accrue(now);
+    this.at = undefined;
+    this.awake = 0;
+    this.asleep = 0;
+  }
+
+  /**
+   * Counts the time up to `now` (a scrape, a status read); nothing before the first `set` or after
+   * a `pause` (a process that never led the model, or no longer does, counts none of its time).
+   */
   accrue(now: number): void {
     if (this.at !== undefined && now > this.at) {
       const dt = now - this.at;
@@ -83,7 +99,7 @@ export class GpuAccount {
       if (asleep > 0) this.onAccrue?.("asleep", asleep / 1000);
       if (saved > 0) this.onAccrue?.("saved", saved / 1000);
     }
-    if (this.at === undefined || now > this.at) this.at = now;
+    if (this.at !== undefined && now > this.at) this.at = now;
   }
 
   seconds(): { awake: number; asleep: number; saved: number } {

@@ -1,8 +1,14 @@
 import { trace } from "@opentelemetry/api";
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+import { Registry } from "prom-client";
 import { beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { arrivalBins, encodeCounts, type LearningSnapshot } from "../lib/learning-snapshot.ts";
+import { silentLogger } from "../lib/log.ts";
+import { parseConfig } from "../lib/settings/index.ts";
 import { Harness } from "../test/support/autoscaler-harness.ts";
+import { FakePlatform } from "../test/support/fake-platform.ts";
+import { ManualClock } from "../test/support/manual-clock.ts";
+import { Autoscaler } from "./autoscaler.ts";
 import type { ModelController } from "./model-controller.ts";
 
 // The controller on the manual clock with the fake platform: the learned ladder taking effect,
@@ -518,5 +524,73 @@ models:
     const slot = h.autoscaler.slotStatuses()[0]!;
     expect(slot.gpuSeconds!.awake).toBeCloseTo(usage.awake, 0);
     expect(metrics).toMatch(/snooze_slot_gpu_seconds_total\{slot="gpu",state="saved"\}/);
+  });
+
+  test("a process that no longer leads a model or its slot counts no more of their seconds; leading again, it counts on", async () => {
+    // Found by a probe: after a stand-down (a Lease lost to another autoscaler replica) the model
+    // counted `saved` and its slot its last state for as long as the process ran, beside the
+    // counts of the replica that leads them now: a sum over the autoscaler's pods counted twice.
+    let holding = true;
+    const h = new Harness(
+      `
+slots:
+  gpu: {}
+models:
+  m:
+    command: [engine, "\${PORT}"]
+    slot: gpu
+`,
+      { autoUp: true, keepRecordedTiers: true, direct: { holding: () => holding } },
+    );
+    await serve(h, "m");
+    const read = async () => {
+      const seconds: Record<string, number> = {};
+      for (const name of ["snooze_gpu_seconds_total", "snooze_slot_gpu_seconds_total"])
+        for (const { labels, value } of (await h.registry.getSingleMetric(name)!.get()).values)
+          seconds[`${name.replace(/^snooze_|_seconds_total$/g, "")} ${labels.state}`] = value;
+      return seconds;
+    };
+    const led = await read();
+    expect(led["gpu awake"]).toBeGreaterThan(0);
+    expect(led["slot_gpu awake"]).toBeGreaterThan(0);
+    holding = false;
+    for (const slot of h.autoscaler.slots.values()) slot.standDown();
+    h.controller("m").standDown();
+    const stoodDown = await read();
+    await h.advance(10 * minute);
+    expect(await read()).toEqual(stoodDown);
+    holding = true;
+    for (const slot of h.autoscaler.slots.values()) slot.lead();
+    h.controller("m").lead();
+    await h.advance(minute);
+    const again = await read();
+    const grown = (key: string) => (again[key] ?? 0) - (stoodDown[key] ?? 0);
+    // The replica is still ready (the new leader adopts it): a minute awake, none saved.
+    expect(grown("gpu awake")).toBeCloseTo(60, 0);
+    expect(grown("slot_gpu awake")).toBeCloseTo(60, 0);
+    expect(grown("gpu saved") + grown("slot_gpu saved")).toBeCloseTo(0, 0);
+  });
+
+  test("a process that never led a model counts none of its seconds (a standby autoscaler replica)", async () => {
+    const clock = new ManualClock();
+    const registry = new Registry();
+    const config = parseConfig(`models:\n  m: { command: [engine, "\${PORT}"] }\n`, "test.yaml");
+    const autoscaler = new Autoscaler({
+      platform: new FakePlatform(["m"], { clock }),
+      clock,
+      log: silentLogger,
+      registry,
+      hostMemoryBudget: config.hostMemoryBudget,
+      drainGraceMs: 0,
+      activatorExpiryMs: Number.POSITIVE_INFINITY,
+    });
+    autoscaler.addModel(
+      { key: "m", config: config.models.get("m")!, minReplicas: 0, maxReplicas: 1 },
+      { holding: () => false },
+    );
+    const series = async () => (await registry.getSingleMetric("snooze_gpu_seconds_total")!.get()).values;
+    expect(await series()).toEqual([]);
+    await clock.advanceAndSettle(10 * minute);
+    expect(await series()).toEqual([]);
   });
 });

@@ -1371,8 +1371,12 @@ export class ModelController {
     return { held: step.held || this.prewarmWake ? 1 : 0, nextAt: step.nextAt };
   }
 
-  /** Replicas awake and asleep from now on, for the model's GPU-seconds. */
+  /** Replicas awake and asleep from now on, for the model's GPU-seconds (counted by its leader only). */
   private accountTiers(): void {
+    if (!this.leading) {
+      this.learner.gpu.pause(this.deps.clock.now());
+      return;
+    }
     let awake = 0;
     let asleep = 0;
     for (const r of this.records.values()) {

@@ -139,6 +139,8 @@ export class Slot {
     // of it (its last word would stay, and another leader's beside it).
     for (const key of this.members.keys())
       this.deps.metrics.resident.remove({ slot: this.label, model: key });
+    // Nor does it count the accelerator's seconds: its leader does (see GpuAccount.pause).
+    this.gpu.pause(this.deps.clock.now());
   }
 
   /** Something about a member changed: look again, once, after the current turn. */
