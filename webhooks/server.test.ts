@@ -4,6 +4,7 @@ import { Registry } from "prom-client";
 import { Agent, fetch } from "undici";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { silentLogger } from "../lib/log.ts";
+import { lintExposition } from "../test/support/promlint.ts";
 import { FakeClusterReader } from "../test/support/webhooks/fake-cluster.ts";
 import { FakeLeases, fakeClaims } from "../test/support/webhooks/fake-leases.ts";
 import { resources, review, scaleFromZero } from "../test/support/webhooks/review-fixtures.ts";
@@ -310,6 +311,12 @@ describe("probes, metrics, certificates", () => {
     );
     expect(metrics).toMatch(/snooze_webhook_requests_total\{webhook="mutate-pods",verdict="patched"\} [1-9]/);
     expect(metrics).toMatch(/snooze_webhook_duration_seconds_bucket\{le="0.005",webhook="validate-models"\}/);
+    // As Prometheus reads it (its Go text parser), and as its linter judges names, units and HELP.
+    const linted = await lintExposition(metrics);
+    expect(linted.problems).toEqual([]);
+    expect(Object.keys(linted.families)).toEqual(
+      expect.arrayContaining(["snooze_webhook_requests_total", "snooze_webhook_duration_seconds"]),
+    );
   });
 
   test("a new certificate is served to new connections; open ones keep working", async () => {
