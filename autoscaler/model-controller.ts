@@ -1549,8 +1549,15 @@ export class ModelController {
       if (replica.restarts > record.restarts && !record.busy) {
         // The engine restarted in place: it comes back awake and loading, whatever it was before.
         this.log.warn("engine restarted", { replica: replica.id, restarts: replica.restarts });
+        const from = record.tier;
         record.tier = "starting";
         record.since = now;
+        // A tier change as any other: counted, and its line (the `starting → ready` that ends it
+        // is counted too; without this one the counts into and out of `starting` disagreed).
+        if (from !== "starting") {
+          this.deps.metrics.transition(this.id, from, "starting");
+          this.log.info("tier", { replica: replica.id, from, to: "starting", why: "engine restarted" });
+        }
         record.startFailed = undefined;
         this.accountTiers();
         this.emitFor(record);

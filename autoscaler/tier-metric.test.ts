@@ -78,3 +78,20 @@ test("snooze_replica_tier says nothing of a model this process stopped leading, 
   h.autoscaler.forgetModel("m");
   expect(await metricTier(h, "m")).toBeUndefined();
 });
+
+test("an engine restarted in place is a `ready → starting` change in snooze_tier_transitions_total, as its events say", async () => {
+  // Found by a probe: the events said ready, starting, ready, and the counter had starting → ready
+  // twice but nothing into `starting` the second time.
+  const h = new Harness(yaml);
+  const id = await h.serveCold("m");
+  h.platform.restart(id, false);
+  await h.settle();
+  await agrees(h, "m", "starting");
+  h.platform.bringUp(id);
+  await h.settle();
+  await agrees(h, "m", "ready");
+  expect(h.tiers("m")).toEqual(["starting", "ready", "starting", "ready"]);
+  const { values } = await h.registry.getSingleMetric("snooze_tier_transitions_total")!.get();
+  const counted = Object.fromEntries(values.map((v) => [`${v.labels.from} → ${v.labels.to}`, v.value]));
+  expect(counted).toEqual({ "cold → starting": 1, "starting → ready": 2, "ready → starting": 1 });
+});
