@@ -194,7 +194,12 @@ export class Activator {
     this.controlPlane = options.controlPlane;
     this.hosts = options.hosts;
     this.log = options.log;
-    this.metrics = activatorMetrics(options.registry);
+    this.metrics = activatorMetrics(options.registry, () =>
+      [...this.routes.keys(), ...this.retiring.keys()].flatMap((model) => {
+        const route = this.route(model);
+        return route ? [{ model, inFlight: route.inFlight }] : [];
+      }),
+    );
     this.maxHeldBytes = options.config.maxHeldBytes ?? defaultMaxHeldBytes;
     this.bodyTimeout = options.config.bodyTimeout ?? defaultBodyTimeout;
     for (const model of options.config.models.values()) this.addRoute(model);
@@ -1256,7 +1261,6 @@ export class Activator {
     const route = this.route(model);
     if (!route) return;
     this.retiring.get(model)?.idle();
-    this.metrics.inFlight.set({ model }, route.inFlight);
     this.controlPlane.stats(model, {
       inFlight: route.inFlight,
       held: route.held,

@@ -2,7 +2,16 @@ import { forgetSeries } from "../lib/forget-series.ts";
 import { activationBuckets } from "../lib/metrics-buckets.ts";
 import { Counter, Gauge, Histogram, type Registry } from "../lib/prometheus.ts";
 
-export function activatorMetrics(registry: Registry) {
+/**
+ * `inFlight`: each model the activator routes now (those being retired too) with its requests in
+ * flight, read at each scrape: set on the control plane's reports instead, the gauge said 1 for up
+ * to a stats interval after a burst of 5 began (reports go out at once only when a model's load
+ * turns from none to some or back), while the admin API said 5.
+ */
+export function activatorMetrics(
+  registry: Registry,
+  inFlightNow: () => Iterable<{ model: string; inFlight: number }> = () => [],
+) {
   const held = new Gauge({
     name: "snooze_held_requests",
     help: "Requests waiting in the activator for their model.",
@@ -14,6 +23,9 @@ export function activatorMetrics(registry: Registry) {
     help: "Requests dispatched to an engine and not yet finished.",
     labelNames: ["model"],
     registers: [registry],
+    collect() {
+      for (const { model, inFlight: now } of inFlightNow()) inFlight.set({ model }, now);
+    },
   });
   const metrics = {
     requests: new Counter({
