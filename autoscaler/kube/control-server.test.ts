@@ -6,6 +6,8 @@ import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { adminPath, demandPath } from "../../lib/control-protocol.ts";
+import { Harness } from "../../test/support/autoscaler-harness.ts";
+import { lintExposition } from "../../test/support/promlint.ts";
 import type { KubeAutoscaler } from "./autoscaler.ts";
 import { createControlServer } from "./control-server.ts";
 
@@ -143,3 +145,52 @@ test("a demand whose body stops arriving is answered 408 at the end of a window 
     server.close();
   }
 }, 30_000);
+
+test("the autoscaler's /metrics parses as Prometheus reads it and passes promlint: slot, model, learning and caller families", async () => {
+  // The control plane of `snooze autoscaler` (one Autoscaler, models and a slot named as Models and
+  // Slots are, namespace/name) behind its HTTP surface, read over a socket.
+  const h = new Harness(
+    `
+slots:
+  gpu: { minResidency: 0s, swapCooldown: 0s }
+models:
+  a: { slot: gpu, command: [engine, "\${PORT}"] }
+  b: { slot: gpu, command: [engine, "\${PORT}"] }
+`,
+    { autoUp: true, direct: {} },
+  );
+  await h.serveCold("a");
+  await h.serveCold("b");
+  await h.advance(5_000);
+  // Only its metrics are read here: the routes that act answer before they reach the autoscaler.
+  const autoscaler = { modelDemand: { handle: () => false } } as unknown as KubeAutoscaler;
+  const server = createControlServer(autoscaler, h.registry, {
+    authenticate: async () => ({ ok: false, status: 401, message: "no token" }),
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const refused = await fetch(`${url}${demandPath}`, { method: "POST", body: "{}" });
+    expect(refused.status).toBe(401);
+    const response = await fetch(`${url}/metrics`);
+    expect(response.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
+    const { families, problems } = await lintExposition(await response.text());
+    expect(problems).toEqual([]);
+    expect(Object.keys(families)).toEqual(
+      expect.arrayContaining([
+        "snooze_autoscaler_callers_total",
+        "snooze_activation_duration_seconds",
+        "snooze_gpu_seconds_total",
+        "snooze_replica_tier",
+        "snooze_slot_resident",
+        "snooze_slot_swaps_total",
+        "snooze_tier_transitions_total",
+      ]),
+    );
+    expect(families.snooze_autoscaler_callers_total!.series).toEqual([{ outcome: "401" }]);
+    expect(families.snooze_slot_swaps_total!.series).toEqual([{ slot: "gpu", from: "a", to: "b" }]);
+  } finally {
+    server.close();
+  }
+});
