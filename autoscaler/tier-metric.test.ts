@@ -1,6 +1,12 @@
+import { Registry } from "prom-client";
 import { expect, test } from "vitest";
+import { silentLogger } from "../lib/log.ts";
 import type { Tier } from "../lib/replica-event.ts";
+import { parseConfig } from "../lib/settings/index.ts";
 import { Harness } from "../test/support/autoscaler-harness.ts";
+import { FakePlatform } from "../test/support/fake-platform.ts";
+import { ManualClock } from "../test/support/manual-clock.ts";
+import { Autoscaler } from "./autoscaler.ts";
 
 /** The tier `snooze_replica_tier` gives `model` (its one series at 1), or undefined without series. */
 async function metricTier(h: Harness, model: string): Promise<Tier | undefined> {
@@ -94,4 +100,45 @@ test("an engine restarted in place is a `ready → starting` change in snooze_ti
   const { values } = await h.registry.getSingleMetric("snooze_tier_transitions_total")!.get();
   const counted = Object.fromEntries(values.map((v) => [`${v.labels.from} → ${v.labels.to}`, v.value]));
   expect(counted).toEqual({ "cold → starting": 1, "starting → ready": 2, "ready → starting": 1 });
+});
+
+test("two Models of one model id: snooze_replica_tier says the tier of the one that serves the id, not whichever changed last", async () => {
+  // Before: each controller wrote the id's series as its replicas changed, so the gauge said the
+  // tier of the Model that moved last, serving or not.
+  const clock = new ManualClock();
+  const config = parseConfig(`models:\n  m: { command: [engine, "\${PORT}"] }\n`, "test.yaml").models.get(
+    "m",
+  )!;
+  const platform = new FakePlatform(["team-a/m", "team-b/m"], { clock, autoUp: true });
+  const registry = new Registry();
+  const autoscaler = new Autoscaler({
+    platform,
+    clock,
+    log: silentLogger,
+    registry,
+    hostMemoryBudget: Number.POSITIVE_INFINITY,
+    drainGraceMs: 0,
+    activatorExpiryMs: Number.POSITIVE_INFINITY,
+    selfHealIntervalMs: Number.POSITIVE_INFINITY,
+  });
+  const older = autoscaler.addModel(
+    { key: "team-a/m", config, minReplicas: 0, maxReplicas: 1, precedence: "1" },
+    { holding: () => true },
+  );
+  const newer = autoscaler.addModel(
+    { key: "team-b/m", config, minReplicas: 0, maxReplicas: 1, precedence: "2" },
+    { holding: () => true },
+  );
+  older.lead();
+  newer.lead();
+  const tierOfM = async () => {
+    const { values } = await registry.getSingleMetric("snooze_replica_tier")!.get();
+    return values.filter((v) => v.labels.model === "m" && v.value === 1).map((v) => v.labels.tier);
+  };
+  // The Model that does not serve the id starts a replica (its own minimum, say): the id stays cold.
+  await platform.scale("team-b/m", 0, 1, []);
+  await clock.advanceAndSettle(1_000);
+  expect(newer.tier).toBe("ready");
+  expect(older.tier).toBe("cold");
+  expect(await tierOfM()).toEqual(["cold"]);
 });
