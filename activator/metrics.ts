@@ -3,7 +3,7 @@ import { activationBuckets } from "../lib/metrics-buckets.ts";
 import { Counter, Gauge, Histogram, type Registry } from "../lib/prometheus.ts";
 
 /**
- * `inFlight`: each model the activator routes now (those being retired too) with its requests in
+ * `inFlightNow`: each model the activator routes now (those being retired too) with its requests in
  * flight, read at each scrape: set on the control plane's reports instead, the gauge said 1 for up
  * to a stats interval after a burst of 5 began (reports go out at once only when a model's load
  * turns from none to some or back), while the admin API said 5.
