@@ -79,8 +79,8 @@ test("eight tabs shown at once share one event stream: each loads and shows a wa
   // with it, and the browser tells no end of theirs).
   const streams = new Set<Request>();
   context.on("request", (r) => void (r.url().includes("/snooze/v1/events/stream") && streams.add(r)));
-  for (const ended of ["requestfinished", "requestfailed"] as const)
-    context.on(ended, (r) => streams.delete(r));
+  context.on("requestfinished", (r) => void streams.delete(r));
+  context.on("requestfailed", (r) => void streams.delete(r));
   const open = () => [...streams].filter((r) => !r.frame().page().isClosed()).length;
   const tabs: Page[] = [];
   // Found by an outside tester: six tabs shown at once held every connection the browser allows
