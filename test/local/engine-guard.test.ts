@@ -206,8 +206,13 @@ describe.skipIf(process.platform !== "linux")(
       const url = await run.url;
       // The engine never listens: its start is under way when Snooze dies.
       void fetch(`${url}/v1/chat/completions`, chat("a")).catch(() => {});
-      await until(() => existsSync(join(dir, "up")), 5_000, "the engine to run");
-      const engine = Number(readFileSync(join(dir, "up"), "utf8"));
+      // Its pid, once written: the file exists a moment before (writeFileSync creates, then writes),
+      // and an empty read made the engine pid 0, "stopped" at once, before its SIGTERM was handled
+      // (this test failed so, now and then, on a loaded machine).
+      const up = join(dir, "up");
+      await until(() => existsSync(up) && readFileSync(up, "utf8") !== "", 5_000, "the engine to run");
+      const engine = Number(readFileSync(up, "utf8"));
+      expect(engine).toBeGreaterThan(0);
       run.child.kill("SIGKILL");
       await until(() => !running(engine), 4_000, "the engine to stop");
       expect(existsSync(join(dir, "cleaned"))).toBe(true);
