@@ -274,6 +274,54 @@ const cases: Case[] = [
     warning: /does not handle CONNECT of models\.snooze\.dev/,
   },
   {
+    // Found by an outside tester: a Configuration applied without a Service made revisions whose
+    // snooze.dev settings no webhook had checked.
+    name: "a Knative Configuration's revision template annotations, as a Service's are",
+    webhook: "validate-workloads",
+    request: request({
+      resource: resources.knativeConfigurations,
+      object: {
+        metadata: { name: "kconf", namespace: "team-a" },
+        spec: { template: { metadata: { annotations: { "snooze.dev/sleep-after": "soon" } } } },
+      },
+    }),
+    allowed: false,
+    message:
+      /^Configuration "kconf" has invalid snooze.dev annotations: spec.template.metadata.annotations\["snooze.dev\/sleep-after"\]: "soon": expected a duration/,
+  },
+  {
+    name: "a direct Knative Configuration with settings but not Snooze's class is told",
+    webhook: "validate-workloads",
+    request: request({
+      resource: resources.knativeConfigurations,
+      object: {
+        metadata: { name: "kconf", namespace: "team-a" },
+        spec: { template: { metadata: { annotations: { "snooze.dev/sleep-after": "5m" } } } },
+      },
+    }),
+    allowed: true,
+    warning: /Configuration "kconf": snooze.dev settings need autoscaling.knative.dev\/class: snooze.dev/,
+  },
+  {
+    name: "a Knative Service's own Configuration: checked, its Service's writer was told already",
+    webhook: "validate-workloads",
+    request: request({
+      resource: resources.knativeConfigurations,
+      operation: "UPDATE",
+      object: {
+        metadata: {
+          name: "ksvc",
+          namespace: "team-a",
+          ownerReferences: [
+            { apiVersion: "serving.knative.dev/v1", kind: "Service", name: "ksvc", uid: "u" },
+          ],
+        },
+        spec: { template: { metadata: { annotations: { "snooze.dev/sleep-after": "5m" } } } },
+      },
+    }),
+    allowed: true,
+  },
+  {
     name: "deleting a resident member Deployment",
     webhook: "validate-workloads",
     request: request({

@@ -89,6 +89,14 @@ function workloadKind(r: AdmissionRequest): WorkloadKind | undefined {
   return undefined;
 }
 
+/**
+ * A Knative Configuration: what a Service makes, and what may also be applied on its own. Its
+ * revision template's settings are checked as a Service's are, or a direct Configuration would
+ * make revisions with settings no webhook ever saw.
+ */
+const isKnativeConfiguration = (r: AdmissionRequest) =>
+  r.resource.group === "serving.knative.dev" && r.resource.resource === "configurations";
+
 const subResource = (r: AdmissionRequest) => r.subResource ?? "";
 const namespaceOf = (r: AdmissionRequest) => r.namespace ?? "";
 const objectName = (r: AdmissionRequest, object: unknown) =>
@@ -262,6 +270,30 @@ const modelsAsMembers = (models: unknown[]): MemberRef[] =>
 const sameAs = (intent: ResidencyIntent | undefined, refs: MemberRef[]) =>
   intent ? { ...intent, sameAs: refs } : undefined;
 
+/**
+ * A Knative Configuration's `snooze.dev/*` annotations, its own and its revision template's, by the
+ * one validation a Service gets. Only settings: a Configuration is in no slot's residency rule (nor
+ * is a Service, whose revisions Knative scales). Its warnings go to whoever wrote it, unless Knative
+ * did, for a Service (that Service's writer was told already).
+ */
+function validateConfiguration(request: AdmissionRequest): Verdict {
+  if (request.operation === "DELETE") return allow();
+  const checked = validateWorkloadAnnotations("Configuration", request.object);
+  if (!checked.allowed || ownedByService(request.object)) return checked;
+  const name = objectName(request, request.object);
+  return withWarnings(checked, knativeClassWarnings("Configuration", name, request.object));
+}
+
+function ownedByService(object: unknown): boolean {
+  const owners = at(object, "metadata", "ownerReferences");
+  return (
+    Array.isArray(owners) &&
+    owners.some(
+      (o) => isObject(o) && o.kind === "Service" && String(o.apiVersion).startsWith("serving.knative.dev/"),
+    )
+  );
+}
+
 const handlers: Record<WebhookName, Handler> = {
   "validate-models": async (request, deps, signal) => {
     if (!isModels(request) || subResource(request) !== "") return unhandled("validate-models", request);
@@ -302,6 +334,7 @@ const handlers: Record<WebhookName, Handler> = {
   },
 
   "validate-workloads": async (request, deps, signal) => {
+    if (isKnativeConfiguration(request) && subResource(request) === "") return validateConfiguration(request);
     const kind = workloadKind(request);
     if (!kind || subResource(request) !== "") return unhandled("validate-workloads", request);
     const namespace = namespaceOf(request);
@@ -354,7 +387,7 @@ const handlers: Record<WebhookName, Handler> = {
       request,
       withWarnings(verdict, [
         ...(annotations.warnings ?? []),
-        ...(kind === "Service" ? knativeClassWarnings(name, request.object) : []),
+        ...(kind === "Service" ? knativeClassWarnings(kind, name, request.object) : []),
       ]),
       old ? workloadLeaving(kind, old, request.object, oldSlot, newSlot) : undefined,
       deps,

@@ -10,6 +10,7 @@ describe("warnings for a Knative Service whose snooze.dev settings would do noth
   test("the class on the revision template: no warning", () => {
     expect(
       knativeClassWarnings(
+        "Service",
         "qwen",
         service({}, { "autoscaling.knative.dev/class": "snooze.dev", "snooze.dev/sleep-after": "1m" }),
       ),
@@ -17,11 +18,12 @@ describe("warnings for a Knative Service whose snooze.dev settings would do noth
   });
 
   test("settings without the class: Knative scales it and Snooze leaves it alone, says which class", () => {
-    expect(knativeClassWarnings("qwen", service({}, { "snooze.dev/sleep-after": "1m" }))).toEqual([
+    expect(knativeClassWarnings("Service", "qwen", service({}, { "snooze.dev/sleep-after": "1m" }))).toEqual([
       'Service "qwen": snooze.dev settings need autoscaling.knative.dev/class: snooze.dev in spec.template.metadata.annotations (it is not set); without it Knative scales this Service and Snooze leaves it alone',
     ]);
     expect(
       knativeClassWarnings(
+        "Service",
         "qwen",
         service(
           {},
@@ -33,6 +35,7 @@ describe("warnings for a Knative Service whose snooze.dev settings would do noth
 
   test("settings on the Service itself do not reach its revisions", () => {
     const warnings = knativeClassWarnings(
+      "Service",
       "qwen",
       service({ "snooze.dev/sleep-after": "1m" }, { "autoscaling.knative.dev/class": "snooze.dev" }),
     );
@@ -42,8 +45,8 @@ describe("warnings for a Knative Service whose snooze.dev settings would do noth
   });
 
   test("a Service without snooze.dev settings is Knative's and says nothing", () => {
-    expect(knativeClassWarnings("qwen", service({}, { "autoscaling.knative.dev/min-scale": "1" }))).toEqual(
-      [],
-    );
+    expect(
+      knativeClassWarnings("Service", "qwen", service({}, { "autoscaling.knative.dev/min-scale": "1" })),
+    ).toEqual([]);
   });
 });

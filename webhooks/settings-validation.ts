@@ -70,12 +70,12 @@ export function validateSlot(slot: unknown): Verdict {
 }
 
 /**
- * The `snooze.dev/*` annotations of a Deployment, StatefulSet or Knative Service (for a Knative
- * Service also those of its revision template, where per-revision settings go).
+ * The `snooze.dev/*` annotations of a Deployment, StatefulSet, Knative Service or Configuration (for
+ * the Knative kinds also those of their revision template, where per-revision settings go).
  */
 export function validateWorkloadAnnotations(kind: string, workload: unknown): Verdict {
   const places: [string, Record<string, string>][] = [["metadata.annotations", annotationsOf(workload)]];
-  if (kind === "Service") {
+  if (kind === "Service" || kind === "Configuration") {
     places.push(["spec.template.metadata.annotations", annotationsOf(at(workload, "spec", "template"))]);
   }
   const problems: Problem[] = [];

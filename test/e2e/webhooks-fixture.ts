@@ -31,12 +31,18 @@ export const certSecret = "snooze-webhook-certs";
 
 const kinds = new Set<string>([...identityKinds, "Secret"]);
 
-/** Namespace, CRDs, ServiceAccounts, RBAC and the certificate Secret of config/default, for real. */
-export async function installSnoozeIdentity(cluster: SuiteCluster): Promise<void> {
+/**
+ * Namespace, CRDs, ServiceAccounts, RBAC and the certificate Secret of config/default, for real;
+ * with a stand-in Knative Service CRD unless `realKnative` (Knative Serving's own CRDs are installed).
+ */
+export async function installSnoozeIdentity(
+  cluster: SuiteCluster,
+  { realKnative = false }: { realKnative?: boolean } = {},
+): Promise<void> {
   const rendered = await kustomize(cluster.info.kubectl, join(repoRoot, "config/default"));
-  const knative = loadAllYaml(
-    await readFile(join(repoRoot, "test/e2e/fixtures/knative-service-crd.yaml"), "utf8"),
-  );
+  const knative = realKnative
+    ? []
+    : loadAllYaml(await readFile(join(repoRoot, "test/e2e/fixtures/knative-service-crd.yaml"), "utf8"));
   const objects = [
     ...rendered.filter((m) => kinds.has(m.object.kind ?? "")),
     ...knative.map((object) => ({ source: "knative fixture", object })),

@@ -10,6 +10,7 @@ export function review(
     deployments: "Deployment",
     statefulsets: "StatefulSet",
     services: "Service",
+    configurations: "Configuration",
     pods: "Pod",
   };
   return {
@@ -36,6 +37,7 @@ export const resources = {
   deployments: { group: "apps", version: "v1", resource: "deployments" },
   statefulsets: { group: "apps", version: "v1", resource: "statefulsets" },
   knativeServices: { group: "serving.knative.dev", version: "v1", resource: "services" },
+  knativeConfigurations: { group: "serving.knative.dev", version: "v1", resource: "configurations" },
   pods: { group: "", version: "v1", resource: "pods" },
   hpas: { group: "autoscaling", version: "v2", resource: "horizontalpodautoscalers" },
   scaledObjects: { group: "keda.sh", version: "v1alpha1", resource: "scaledobjects" },
