@@ -15,6 +15,7 @@ import {
   statsPath,
 } from "../lib/control-protocol.ts";
 import { parseDuration } from "../lib/duration.ts";
+import { aliasClaimant, assignAliases } from "../lib/kube/alias-holders.ts";
 import { group, version } from "../lib/kube/api-group.ts";
 import { type KubeClient, type KubeObject, paths } from "../lib/kube/client.ts";
 import type { Informer } from "../lib/kube/informer.ts";
@@ -342,10 +343,11 @@ export class KubeControlPlane implements ControlPlane {
       .sort((a, b) => (a.precedence < b.precedence ? -1 : a.precedence > b.precedence ? 1 : 0));
     const parsedByAge = byAge.map(({ resource }) => ({ resource, parsed: modelFromResource(resource) }));
     // A model id is a Model's own name: it goes before another Model's alias of that name, and of
-    // Models that list one alias, the oldest gets it (before, whichever the activator saw first).
-    const ids = new Set<string>();
-    for (const { parsed } of parsedByAge) if (!("error" in parsed)) ids.add(parsed.config.id);
-    const aliasOwners = new Map<string, string>();
+    // Models that list one alias, the oldest gets it (before, whichever the activator saw first);
+    // the autoscaler says the same in the left-out Model's status (alias-holders.ts).
+    const aliases = assignAliases(
+      parsedByAge.flatMap(({ parsed }) => ("error" in parsed ? [] : [aliasClaimant(parsed)])),
+    );
     for (const { resource, parsed } of parsedByAge) {
       if ("error" in parsed) continue;
       const owner = owners.get(parsed.config.id);
@@ -361,18 +363,17 @@ export class KubeControlPlane implements ControlPlane {
         continue;
       }
       owners.set(parsed.config.id, parsed.key);
-      parsed.config.aliases = parsed.config.aliases.filter((alias) => {
-        const holder = ids.has(alias) ? `the model id ${alias}` : aliasOwners.get(alias);
-        if (holder === undefined) {
-          aliasOwners.set(alias, parsed.key);
-          return true;
-        }
+      parsed.config.aliases = aliases.kept.get(parsed.key) ?? [];
+      for (const { alias, holder, asId } of aliases.leftOut.get(parsed.key) ?? []) {
         const told = `alias ${alias} ${parsed.key}`;
         shadowed.add(told);
         if (!this.shadowed.has(told))
-          this.log.warn("an alias another Model has first is left out", { alias, model: parsed.key, holder });
-        return false;
-      });
+          this.log.warn("an alias another Model has first is left out", {
+            alias,
+            model: parsed.key,
+            holder: asId ? `the model id ${alias} (${holder})` : holder,
+          });
+      }
       seen.add(parsed.key);
       const selector = resource.status?.selector ?? "";
       const before = this.known.get(parsed.key);

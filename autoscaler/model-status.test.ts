@@ -67,6 +67,40 @@ describe("modelStatus", () => {
     expect(status).toMatchObject({ readyReplicas: 1, phase: "Ready" });
   });
 
+  test("aliases another Model has: AliasesTaken names each and its holder; False again once all reach it", () => {
+    const leftOut = [
+      { alias: "shared", holder: "ml/qwen-old", asId: false },
+      { alias: "llama", holder: "ml/llama", asId: true },
+    ];
+    const taken = modelStatus({ ...base, aliases: { leftOut } });
+    expect(taken.conditions?.find((c) => c.type === "AliasesTaken")).toEqual({
+      type: "AliasesTaken",
+      status: "True",
+      reason: "AliasTaken",
+      message:
+        'alias "shared" is listed by Model ml/qwen-old too, which is older and has it; alias "llama" is the model id of Model ml/llama: requests by these names go there, not here; give this Model other aliases, or take them from the other Model',
+      lastTransitionTime: "2026-03-01T10:00:00Z",
+      observedGeneration: 3,
+    });
+    expect(modelStatusSchema.safeParse(taken).success).toBe(true);
+    const later = now + 60_000;
+    const cleared = modelStatus({
+      ...base,
+      now: later,
+      aliases: { leftOut: [] },
+      previous: taken.conditions,
+    });
+    expect(cleared.conditions?.find((c) => c.type === "AliasesTaken")).toMatchObject({
+      status: "False",
+      reason: "AliasesServed",
+      lastTransitionTime: new Date(later).toISOString().replace(/\.\d+Z$/, "Z"),
+    });
+    // No aliases listed: no such condition; a Model whose id another serves says that instead.
+    expect(modelStatus(base).conditions?.some((c) => c.type === "AliasesTaken")).toBe(false);
+    const shadowed = modelStatus({ ...base, aliases: { leftOut }, servedInstead: { id: "q", by: "ml/q" } });
+    expect(shadowed.conditions?.some((c) => c.type === "AliasesTaken")).toBe(false);
+  });
+
   test("a Model whose workload is missing: Ready is False for WorkloadNotFound with the platform's words; Failed once a start failed on it", () => {
     const missing = 'Deployment "qwen" (spec.workloadRef) does not exist in namespace "ml"';
     const cold = modelStatus({ ...base, workloadMissing: missing });

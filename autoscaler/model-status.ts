@@ -1,4 +1,5 @@
 import { formatDuration } from "../lib/duration.ts";
+import type { LeftOutAlias } from "../lib/kube/alias-holders.ts";
 import type { Condition } from "../lib/kube/condition.ts";
 import type { ModelStatusInput, modelPhases } from "../lib/kube/model-resource.ts";
 import type { LearningSnapshot } from "../lib/learning-snapshot.ts";
@@ -16,6 +17,11 @@ export interface ModelObservation {
    * older Model serves the same id (every activator routes an id to the oldest of its Models).
    */
   servedInstead?: { id: string; by: string };
+  /**
+   * When the Model lists aliases: those another Model has (an older one listing it too, or one
+   * whose model id it is), which no request by that name reaches this one by.
+   */
+  aliases?: { leftOut: LeftOutAlias[] };
   /** Why the model's workload is missing (the platform's words), while it is. */
   workloadMissing?: string;
   /** The last activation failure, while it is the latest news. */
@@ -119,6 +125,9 @@ export function modelStatus(o: ModelObservation): ModelStatusInput {
   const retryAt = failedUntil(o);
   const capped = cappedCondition(o);
   if (capped) conditions.push(capped);
+  // A Model whose id another serves gets no alias either: its Ready condition says why.
+  const taken = o.servedInstead === undefined ? aliasesTakenCondition(o) : undefined;
+  if (taken) conditions.push(taken);
   return {
     ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
     replicas: ready + warming,
@@ -140,6 +149,34 @@ export function modelStatus(o: ModelObservation): ModelStatusInput {
 
 function idTakenMessage({ id, by }: { id: string; by: string }): string {
   return `Model ${by} is older and serves the same model id "${id}", so every request for "${id}" goes there and none to this one: give this Model another spec.model, or delete one of the two`;
+}
+
+/**
+ * `AliasesTaken`: whether an alias this Model lists reaches another Model instead (activators give
+ * an alias to a model id of that name first, then to the oldest Model listing it), naming each
+ * and who has it. False again once every alias reaches this one (the holder went, or dropped it).
+ */
+function aliasesTakenCondition(o: ModelObservation): Condition | undefined {
+  if (o.aliases === undefined) return undefined;
+  const { leftOut } = o.aliases;
+  const status = leftOut.length > 0 ? "True" : "False";
+  return {
+    type: "AliasesTaken",
+    status,
+    reason: leftOut.length > 0 ? "AliasTaken" : "AliasesServed",
+    message:
+      leftOut.length > 0
+        ? `${leftOut.map(aliasTakenWords).join("; ")}: requests by ${leftOut.length > 1 ? "these names" : "that name"} go there, not here; give this Model other aliases, or take ${leftOut.length > 1 ? "them" : "it"} from the other Model`
+        : "every alias of this Model reaches it",
+    lastTransitionTime: transitionTime(o.previous, "AliasesTaken", status, o.now),
+    ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
+  };
+}
+
+function aliasTakenWords({ alias, holder, asId }: LeftOutAlias): string {
+  return asId
+    ? `alias "${alias}" is the model id of Model ${holder}`
+    : `alias "${alias}" is listed by Model ${holder} too, which is older and has it`;
 }
 
 /**

@@ -17,6 +17,7 @@ import {
 } from "../../lib/control-protocol.ts";
 import { ownedByRevision } from "../../lib/knative/autoscaler-class.ts";
 import { knativeApiServed } from "../../lib/knative/networking-served.ts";
+import { aliasClaimant, assignAliases, type LeftOutAlias } from "../../lib/kube/alias-holders.ts";
 import { group, version } from "../../lib/kube/api-group.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "../../lib/kube/client.ts";
 import { EventRecorder } from "../../lib/kube/event-recorder.ts";
@@ -105,6 +106,10 @@ interface Entry {
   model: KubeModel;
   unitKey: string;
   status: ModelStatusWriter;
+  /** The aliases it lists that another Model has (alias-holders.ts). */
+  aliasesLeftOut?: LeftOutAlias[];
+  /** What its status was last asked to say of its aliases: a change writes it again. */
+  aliasesSaid?: string;
 }
 
 /** One writer of Models for annotated workloads, per watched scope (all namespaces, or one). */
@@ -368,6 +373,16 @@ export class KubeAutoscaler {
         this.core.forgetModel(id);
     }
     this.invalidModels.report(invalid);
+    // Which Model each alias reaches, as every activator decides it: one left out says so.
+    const aliases = assignAliases([...this.entries.values()].map((entry) => aliasClaimant(entry.model)));
+    for (const entry of this.entries.values()) {
+      const leftOut = aliases.leftOut.get(entry.model.key);
+      const said = JSON.stringify([entry.model.config.aliases.length > 0, leftOut ?? []]);
+      entry.aliasesLeftOut = leftOut;
+      if (said === entry.aliasesSaid) continue;
+      entry.aliasesSaid = said;
+      entry.status.schedule();
+    }
     // A Model that serves an id in another's place, or no longer, says so in its status.
     for (const entry of this.entries.values())
       if (touched.has(entry.model.config.id)) entry.status.schedule();
@@ -390,6 +405,7 @@ export class KubeAutoscaler {
         resource: () => this.informers.models.get(model.key),
         selector: () => this.workloadOf(entry.model)?.selector ?? "",
         servedInstead: () => this.core.servedInstead(model.key),
+        aliasesLeftOut: () => entry.aliasesLeftOut ?? [],
         holding,
       }),
     };

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import type { LeftOutAlias } from "../../lib/kube/alias-holders.ts";
 import { group, version } from "../../lib/kube/api-group.ts";
 import { isConflict, type KubeClient, type KubeObject, paths } from "../../lib/kube/client.ts";
 import type { Condition } from "../../lib/kube/condition.ts";
@@ -19,6 +20,8 @@ export interface ModelStatusWriterDeps {
   selector(): string;
   /** The key of the Model that serves this one's id in its place (an older one of the same id). */
   servedInstead?(): string | undefined;
+  /** The aliases this Model lists that another Model has (alias-holders.ts). */
+  aliasesLeftOut?(): LeftOutAlias[];
   holding(): boolean;
 }
 
@@ -64,6 +67,7 @@ export class ModelStatusWriter {
       ...controller.observation(),
       selector: this.deps.selector(),
       ...servedInstead(this.deps),
+      ...aliasesOf(this.deps),
       generation: resource?.metadata.generation,
       desired: resource?.spec?.replicas,
       maxReplicas: resource?.spec?.maxReplicas ?? (resource ? 1 : undefined),
@@ -113,4 +117,10 @@ function withoutTimes(status: ReturnType<typeof modelStatus>) {
 function servedInstead(deps: ModelStatusWriterDeps) {
   const by = deps.servedInstead?.();
   return by === undefined ? {} : { servedInstead: { id: deps.model().config.id, by } };
+}
+
+/** The Model's aliases with those another Model has, when it lists any, for the status. */
+function aliasesOf(deps: ModelStatusWriterDeps) {
+  const listed = deps.model().config.aliases;
+  return listed.length === 0 ? {} : { aliases: { leftOut: deps.aliasesLeftOut?.() ?? [] } };
 }

@@ -393,6 +393,53 @@ describe("two Models of one model id", () => {
   }, 120_000);
 });
 
+describe("an alias two Models list", () => {
+  test("the younger's status names the alias and who has it; the holder gone, the condition clears", async () => {
+    const ns = suite.ns.name;
+    const aliasesTaken = async (name: string) =>
+      (await suite.admin.model(ns, name)).status?.conditions?.find((c: any) => c.type === "AliasesTaken");
+    await suite.admin.createModel(
+      ns,
+      modelObject("alias-old", { model: "alias-old", aliases: ["shared-name"] }),
+    );
+    // creationTimestamp has whole seconds: the second Model is younger by one at least.
+    await new Promise((r) => setTimeout(r, 1_100));
+    await suite.admin.createModel(
+      ns,
+      modelObject("alias-new", { model: "alias-new", aliases: ["shared-name", "alias-old", "own-name"] }),
+    );
+    const taken = await waitFor(
+      async () => {
+        const c = await aliasesTaken("alias-new");
+        return c?.status === "True" ? c : undefined;
+      },
+      { what: "the younger Model saying its aliases are taken", timeoutMs: 15_000, detail: logs },
+    );
+    expect(taken.reason).toBe("AliasTaken");
+    expect(taken.message).toContain(
+      `alias "shared-name" is listed by Model ${ns}/alias-old too, which is older`,
+    );
+    expect(taken.message).toContain(`alias "alias-old" is the model id of Model ${ns}/alias-old`);
+    expect(taken.message).not.toContain("own-name");
+    // The older one keeps its alias, and says so.
+    await waitFor(async () => ((await aliasesTaken("alias-old"))?.status === "False" ? true : undefined), {
+      what: "the older Model's aliases served",
+      timeoutMs: 15_000,
+      detail: logs,
+    });
+    // The holder goes: every alias reaches the younger one, and its status says so.
+    await suite.admin.client.delete(`${paths.custom("snooze.dev", "v1alpha1", "models", ns)}/alias-old`);
+    const cleared = await waitFor(
+      async () => {
+        const c = await aliasesTaken("alias-new");
+        return c?.status === "False" ? c : undefined;
+      },
+      { what: "the younger Model's AliasesTaken cleared", timeoutMs: 15_000, detail: logs },
+    );
+    expect(cleared.reason).toBe("AliasesServed");
+  }, 90_000);
+});
+
 describe("field managers", () => {
   test("Snooze's writes name its component as their manager, so a server-side apply's conflict says who owns the field", async () => {
     const ns = suite.ns.name;
