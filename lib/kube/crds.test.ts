@@ -1,13 +1,13 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, test } from "vitest";
-import { invalidModels, validModelSpec } from "../../test/fixtures/models.ts";
+import { edgeModelSpec, invalidModels, validModelSpec } from "../../test/fixtures/models.ts";
 import { tierSettings } from "../settings/model.ts";
 import { slotSettings } from "../settings/slot.ts";
 import { crdFiles, modelCrd, slotCrd } from "./crds.ts";
 import { slotLeaseName } from "./lease.ts";
 import { modelSpec, modelStatus } from "./model-resource.ts";
-import type { JSONSchema } from "./structural-schema.ts";
+import { type JSONSchema, re2Pattern } from "./structural-schema.ts";
 
 const crdDir = resolve(import.meta.dirname, "../../config/crd");
 
@@ -139,6 +139,20 @@ describe("CRDs", () => {
 
   test.each(invalidModels)("the zod schema refuses what the CRD refuses: $name", ({ spec }) => {
     expect(modelSpec.safeParse(spec).success).toBe(false);
+  });
+
+  test("the zod schema accepts the values at the edge of each range the CRD's rules check", () => {
+    expect(modelSpec.safeParse(edgeModelSpec).error?.issues).toBeUndefined();
+  });
+
+  test("patterns are read by the API server (RE2) as zod (JavaScript) reads them: \\s is Unicode whitespace", () => {
+    const pattern = versionSchema(modelCrd()).properties.spec!.properties.model?.pattern as string;
+    expect(pattern).not.toContain("\\s");
+    expect(pattern).toContain("\\x{00a0}");
+    expect(re2Pattern("^a\\sb[^\\s]$")).toBe(
+      "^a[\\t\\n\\v\\f\\r \\x{00a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}\\x{feff}]b[^\\t\\n\\v\\f\\r \\x{00a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}\\x{feff}]$",
+    );
+    expect(re2Pattern("^\\d+\\.\\\\s$")).toBe("^\\d+\\.\\\\s$");
   });
 
   test("a status in its written form parses", () => {

@@ -32,6 +32,10 @@ function clean(node: JSONSchema, path: string): JSONSchema {
     if (key === "additionalProperties" && value === false) continue;
     if ((key === "minimum" && value === -maxSafe) || (key === "maximum" && value === maxSafe)) continue;
     if (key === "pattern" && node.format === "date-time") continue;
+    if (key === "pattern" && typeof value === "string") {
+      out.pattern = re2Pattern(value, path);
+      continue;
+    }
     if (key === "properties") {
       out.properties = Object.fromEntries(
         Object.entries(value as Record<string, JSONSchema>).map(([name, child]) => [
@@ -64,4 +68,34 @@ function literalUnion(branches: JSONSchema[], path: string): JSONSchema {
   }
   const type = [...types][0] === "number" && values.every(Number.isInteger) ? "integer" : [...types][0];
   return { type, enum: values };
+}
+
+/**
+ * JavaScript's whitespace, which its `\s` matches: RE2's (the API server's patterns) is ASCII only
+ * (`[\t\n\f\r ]`), so `^[^\s]+$` let a no-break space or an ideographic space through the CRD
+ * that zod refuses. Code points in RE2's `\x{…}` form.
+ */
+const jsWhitespace =
+  "\\t\\n\\v\\f\\r \\x{00a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}\\x{feff}";
+
+/** A zod (JavaScript) regex's source as RE2 reads it the same way: `\s` and `\S` spelled out. */
+export function re2Pattern(source: string, path = ""): string {
+  let out = "";
+  let inClass = false;
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i]!;
+    if (c === "\\") {
+      const next = source[i + 1] ?? "";
+      i++;
+      if (next === "s") out += inClass ? jsWhitespace : `[${jsWhitespace}]`;
+      else if (next === "S" && !inClass) out += `[^${jsWhitespace}]`;
+      else if (next === "S") throw new Error(`${path}: \\S inside a class has no RE2 form here`);
+      else out += c + next;
+      continue;
+    }
+    if (c === "[" && !inClass) inClass = true;
+    else if (c === "]" && inClass) inClass = false;
+    out += c;
+  }
+  return out;
 }

@@ -1,5 +1,12 @@
 import { z } from "zod";
 import { longestTimer as longest, maxTimerMs, parseDuration } from "../duration.ts";
+import {
+  durationRules,
+  noHiddenCharacterRules,
+  notOneOfRules,
+  sizeAtLeastOneRules,
+  sizeRules,
+} from "./crd-rules.ts";
 import { spelledOut } from "./name-fold.ts";
 
 /**
@@ -18,6 +25,13 @@ const msOf = (text: string) => (text === "never" ? Number.POSITIVE_INFINITY : pa
 // The range checks below read the text, not the milliseconds it becomes, so a refusal names the
 // value as written (`not "597h"`, not `not 2149200000`); `abort` keeps them off a malformed one.
 
+/**
+ * The longest text a duration or size may be: far more than any needs (`596h31m23.647s` is 14), and
+ * a bound the API server's CEL cost estimate needs to let the CRDs' range rules run.
+ */
+const longestText = 64;
+
+const tooLongDuration = `is too long: at most ${longest}, or "never"`;
 /** A duration or `never`, as written, at most `maxTimerMs`. */
 const durationText = z
   .string()
@@ -25,14 +39,20 @@ const durationText = z
     message: 'expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"',
     abort: true,
   })
+  // A text this long is a long duration too (`9` 400 times and `s`), or one written oddly.
+  .max(longestText, { message: tooLongDuration, abort: true })
   // `never` is the one Infinity: a duration of more digits than a double holds reads as Infinity
   // too, and was taken as `never` (found by an outside tester: 400 nines and `s`).
-  .refine((text) => text === "never" || msOf(text) <= maxTimerMs, {
-    message: `is too long: at most ${longest}, or "never"`,
-  });
+  .refine((text) => text === "never" || msOf(text) <= maxTimerMs, { message: tooLongDuration });
 
 /** `30s`, `5m`, `1h30m`, `0`, or `never` (Infinity: the step never happens); at most `maxTimerMs`. */
 export const duration = durationText
+  .meta({
+    "x-kubernetes-validations": durationRules(durationForm, {
+      atMostMs: maxTimerMs,
+      atMostMessage: tooLongDuration,
+    }),
+  })
   .transform(msOf)
   .meta({ description: 'A duration such as "30s", "5m" or "1h30m"; "never" disables the step.' });
 
@@ -47,9 +67,17 @@ const underOneMs = (text: string) => msOf(text) > 0 && msOf(text) < 1;
  * A timeout that `never` turns off. 0 is refused: the timers would take it as no timeout at all,
  * which nobody reading `0` would guess; so is less than a millisecond.
  */
+const noTimeoutOfZero = 'must be longer than 0; write "never" for no timeout';
 export const timeout = durationText
-  .refine((text) => msOf(text) > 0, { message: 'must be longer than 0; write "never" for no timeout' })
+  .refine((text) => msOf(text) > 0, { message: noTimeoutOfZero })
   .refine((text) => !underOneMs(text), { message: 'must be at least 1ms; write "never" for no timeout' })
+  .meta({
+    "x-kubernetes-validations": durationRules(durationForm, {
+      atMostMs: maxTimerMs,
+      atMostMessage: tooLongDuration,
+      positive: { message: 'must be at least 1ms (0 is no timeout at all); write "never" for no timeout' },
+    }),
+  })
   .transform(msOf)
   .meta({ description: 'A duration such as "30s", "5m" or "1h30m"; "never" turns the timeout off.' });
 
@@ -61,6 +89,7 @@ export function finiteDuration(
   why: string,
   { positive = false, atMost }: { positive?: boolean; atMost?: { ms: number; message: string } } = {},
 ) {
+  const tooLong = `is too long: at most ${longest}`;
   return z
     .string()
     .regex(finiteForm, {
@@ -70,10 +99,18 @@ export function finiteDuration(
           : `expected a duration like ${positive ? '"250ms", "30s", "5m" or "1h30m"' : '"250ms", "30s", "5m", "1h30m" or "0"'}`,
       abort: true,
     })
-    .refine((text) => msOf(text) <= maxTimerMs, { message: `is too long: at most ${longest}` })
+    .max(longestText, { message: tooLong, abort: true })
+    .refine((text) => msOf(text) <= maxTimerMs, { message: tooLong })
     .refine((text) => !atMost || msOf(text) <= atMost.ms, { message: atMost?.message })
     .refine((text) => !positive || msOf(text) > 0, { message: `must be longer than 0: ${why}` })
     .refine((text) => !positive || !underOneMs(text), { message: `must be at least 1ms: ${why}` })
+    .meta({
+      "x-kubernetes-validations": durationRules(finiteForm, {
+        atMostMs: Math.min(maxTimerMs, atMost?.ms ?? maxTimerMs),
+        atMostMessage: atMost && atMost.ms < maxTimerMs ? atMost.message : tooLong,
+        ...(positive ? { positive: { message: `must be at least 1ms: ${why}` } } : {}),
+      }),
+    })
     .transform(msOf)
     .meta({ description: 'A duration such as "30s", "5m" or "1h30m".' });
 }
@@ -113,15 +150,17 @@ const bytesOf = (text: string): number => {
   const bytes = (2n * numerator + denominator) / (2n * denominator);
   return bytes <= BigInt(largestSize) ? Number(bytes) : Number.POSITIVE_INFINITY;
 };
-const tooLarge = {
-  message: `is too large: at most ${largestSize} bytes (2^53-1, just under 8Pi)`,
-};
+const tooLargeMessage = `is too large: at most ${largestSize} bytes (2^53-1, just under 8Pi)`;
+// Each check gets its own copy: zod takes the message out of the object it is given.
+const tooLarge = () => ({ message: tooLargeMessage });
 
 /** A byte size in Kubernetes quantity form: `512Mi`, `16Gi`, `2G`, `500k`, `1e9`, `1048576`. */
 export const byteSize = z
   .string()
   .regex(sizeForm, { message: sizeMessage, abort: true })
-  .refine((text) => bytesOf(text) <= largestSize, tooLarge)
+  .max(longestText, { ...tooLarge(), abort: true })
+  .refine((text) => bytesOf(text) <= largestSize, tooLarge())
+  .meta({ "x-kubernetes-validations": sizeRules(largestSize, tooLargeMessage) })
   .transform(bytesOf)
   .meta({ description: 'A size in bytes, written like a Kubernetes quantity: "16Gi", "512Mi", "2G".' });
 
@@ -130,8 +169,15 @@ export function byteLimit(why: string) {
   return z
     .string()
     .regex(sizeForm, { message: sizeMessage, abort: true })
-    .refine((text) => bytesOf(text) <= largestSize, { ...tooLarge, abort: true })
+    .max(longestText, { ...tooLarge(), abort: true })
+    .refine((text) => bytesOf(text) <= largestSize, { ...tooLarge(), abort: true })
     .refine((text) => bytesOf(text) >= 1, { message: `must be at least 1 byte: ${why}` })
+    .meta({
+      "x-kubernetes-validations": [
+        ...sizeRules(largestSize, tooLargeMessage),
+        ...sizeAtLeastOneRules(`must be at least 1 byte: ${why}`),
+      ],
+    })
     .transform(bytesOf)
     .meta({ description: 'A size in bytes, written like a Kubernetes quantity: "16Gi", "512Mi", "2G".' });
 }
@@ -193,6 +239,14 @@ const noHiddenCharacters = (name: string, ctx: z.RefinementCtx) => {
     ctx.addIssue({ code: "custom", message, input: name, params: { standalone: true }, continue: false });
 };
 
+/** `hiddenCharacterProblem` in general words, where the character cannot be named (a CRD's rule). */
+const hiddenCharacterMessage =
+  "holds a character that does not show (a control character, or an invisible format character such as U+200B, zero width space): take it out (the name would look like another)";
+
+const pathNames = [".", ".."];
+const pathNameMessage =
+  'may not be "." or "..": a model\'s name goes into URL paths (/v1/models/{model}), where it would mean the folder itself or the one above, and OpenAI\'s clients refuse it';
+
 /** An OpenAI model id or alias: what clients put in the request's `model` field. */
 export const modelId = z
   .string()
@@ -203,9 +257,12 @@ export const modelId = z
   .regex(/^[^\s]+$/, { message: "a model id may not contain whitespace" })
   // Clients put the name in a path (`/v1/models/{model}`), where these mean this folder and the
   // one above: the openai SDK refuses them as path parameters (found by an outside tester).
-  .refine((name) => name !== "." && name !== "..", {
-    message:
-      'may not be "." or "..": a model\'s name goes into URL paths (/v1/models/{model}), where it would mean the folder itself or the one above, and OpenAI\'s clients refuse it',
+  .refine((name) => !pathNames.includes(name), { message: pathNameMessage })
+  .meta({
+    "x-kubernetes-validations": [
+      ...noHiddenCharacterRules(hiddenCharacterMessage),
+      ...notOneOfRules(pathNames, pathNameMessage),
+    ],
   });
 
 /** The name of a slot (snooze.yaml: a key under `slots:`, any name). */

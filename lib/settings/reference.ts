@@ -116,7 +116,9 @@ Every duration arms a timer, so none may be longer than \`596h31m23.647s\` (2^31
 the longest a timer waits). \`never\` is taken only where it means "this step does not happen" (${neverList}); a timeout
 or budget that must end refuses it (${finiteList}). \`0\` is refused too by ${zeroList}
 (for no timeout, write \`never\` where it is taken), and so is anything under \`1ms\` (\`0.4ms\`: a timer waits whole
-milliseconds). \`maxBodySize\` and \`maxHeldBytes\` must be at least 1 byte.
+milliseconds). \`maxBodySize\` and \`maxHeldBytes\` must be at least 1 byte. A duration or size is
+written in at most 64 characters (the longest a timer waits takes 14); on Kubernetes the Model
+and Slot CRDs refuse each of these ranges themselves ([Kubernetes](kubernetes.md)).
 Two models may not share a fixed \`port\`, and none may take the port \`snooze serve\` listens on (its \`--port\`):
 such a file stops \`snooze serve\` at start, and a reload that brings it is refused. Ids and aliases must be unique, and those of different models differ in
 more than case and Unicode form: a \`Host\` header routes to a model in any case, and names equal in Unicode

@@ -4,7 +4,7 @@ import { promisify } from "node:util";
 import { CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { group, version } from "../../lib/kube/api-group.ts";
-import { invalidModels, validModelSpec } from "../fixtures/models.ts";
+import { edgeModelSpec, invalidModels, validModelSpec } from "../fixtures/models.ts";
 import { repoRoot } from "./harness/assets.ts";
 import { applyManifests, errorText, manifestsUnder, waitForCrds } from "./harness/manifests.ts";
 import { createTestNamespace } from "./harness/namespace.ts";
@@ -52,6 +52,10 @@ describe("the Model and Slot CRDs in a real apiserver", () => {
     expect(created.spec).toMatchObject({ port: 8000, minReplicas: 0, maxReplicas: 2, sleepAfter: "5m" });
   });
 
+  test("accept the values at the edge of each range its rules check", async () => {
+    await createModel("edge", edgeModelSpec as Record<string, unknown>);
+  });
+
   test.each(invalidModels)(
     "refuse an invalid Model with a clear message: $name",
     async ({ name, spec, apiserver, code }) => {
@@ -79,6 +83,14 @@ describe("the Model and Slot CRDs in a real apiserver", () => {
     const error = await slot("gpu-1", { policy: "lottery" }).catch((e: unknown) => e);
     expect(errorText(error)).toMatch(
       /spec\.policy: Unsupported value: "lottery": supported values: "sticky", "fifo", "priority"/,
+    );
+    // The range of a Slot's durations, by the same rules as a Model's.
+    const tooLong = await slot("gpu-2", { maxWait: "1000h", swapCooldown: "600h" }).catch((e: unknown) => e);
+    expect(errorText(tooLong)).toMatch(
+      /spec\.maxWait: Invalid value: "1000h": is too long: at most 596h31m23\.647s/,
+    );
+    expect(errorText(tooLong)).toMatch(
+      /spec\.swapCooldown: Invalid value: "600h": is too long: at most 596h31m23\.647s/,
     );
   });
 

@@ -493,16 +493,62 @@ describe("field managers", () => {
   }, 90_000);
 });
 
-describe("a Model whose spec the CRD lets through but Snooze cannot use", () => {
-  test("its status says which field and why (no webhook runs in this suite), and fixing it serves it", async () => {
+/**
+ * Runs `write` (retried until it is let through) while the Model CRD lacks the CEL rules of the
+ * spec's `fields`, as one generated before them did; then puts the CRD back as it was.
+ */
+async function withOlderModelCrd(fields: string[], write: () => Promise<unknown>): Promise<void> {
+  const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/models.snooze.dev";
+  const rules = (crd: any) => crd.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties;
+  const current = await suite.admin.client.get<any>(crdPath);
+  const kept = Object.fromEntries(fields.map((f) => [f, rules(current)[f]["x-kubernetes-validations"]]));
+  const setRules = async (to: (field: string) => unknown) => {
+    const crd = await suite.admin.client.get<any>(crdPath);
+    for (const field of fields) rules(crd)[field]["x-kubernetes-validations"] = to(field);
+    await suite.admin.client.request("PUT", crdPath, { body: crd });
+  };
+  await setRules(() => undefined);
+  try {
+    // The apiserver serves the changed schema a moment after the CRD is written.
+    await waitFor(
+      async () =>
+        (await write().then(
+          () => true,
+          () => false,
+        ))
+          ? true
+          : undefined,
+      {
+        what: "the older CRD letting the write through",
+        timeoutMs: 15_000,
+        intervalMs: 200,
+      },
+    );
+  } finally {
+    await setRules((field) => kept[field]);
+  }
+}
+
+describe("a Model whose spec an older CRD let through but Snooze cannot use", () => {
+  test("the CRD refuses it now; stored by an older one, its status says which field and why (no webhook runs in this suite), and fixing it serves it", async () => {
     const ns = suite.ns.name;
     await suite.admin.createDeployment(ns, simDeployment(suite.cluster, "unusable", { model: "unusable" }));
     // Both match the CRD's patterns; a start timeout of 0 would fail every start, a sleepAfter
-    // past 2^31-1 ms would fire at once.
-    await suite.admin.createModel(
-      ns,
-      modelObject("unusable", { model: "unusable", port: 8000, startTimeout: "0", sleepAfter: "1000h" }),
+    // past 2^31-1 ms would fire at once. The CRD's rules refuse both, naming each field.
+    const unusable = modelObject("unusable", {
+      model: "unusable",
+      port: 8000,
+      startTimeout: "0",
+      sleepAfter: "1000h",
+    });
+    const refused = await suite.admin.createModel(ns, unusable).then(
+      () => "created",
+      (error: Error) => error.message,
     );
+    expect(refused).toMatch(/spec\.startTimeout: Invalid value: "0": must be at least 1ms/);
+    expect(refused).toMatch(/spec\.sleepAfter: Invalid value: "1000h": is too long: at most 596h31m23\.647s/);
+    // A CRD installed before those rules stored it, as a cluster upgraded since still has it.
+    await withOlderModelCrd(["startTimeout", "sleepAfter"], () => suite.admin.createModel(ns, unusable));
     const status = await waitFor(
       async () => {
         const s = (await suite.admin.model(ns, "unusable")).status;
