@@ -543,6 +543,36 @@ describe("handlers", () => {
     if (c.warning) expect(verdict.warnings?.join("\n")).toMatch(c.warning);
   });
 
+  test("a Knative Configuration applied directly in a slot is pinned as a Service is: one pod at most, none to begin with", async () => {
+    // Found by an outside tester: pinned on a Service only, so a direct Configuration's revision
+    // started Knative's initial pod on the slot's GPU beside its resident.
+    const configuration = {
+      metadata: { name: "kconf", namespace: "team-a" },
+      spec: {
+        template: {
+          metadata: {
+            annotations: { "snooze.dev/slot": "gpu-0", "autoscaling.knative.dev/max-scale": "3" },
+          },
+          spec: { containers: [{ image: "vllm" }] },
+        },
+      },
+    };
+    const verdict = await handle(
+      "mutate-workloads",
+      request({ resource: resources.knativeConfigurations, object: configuration }),
+      { cluster, autoscaler, claims },
+    );
+    const after = applyPatch(configuration, verdict.patch ?? []) as typeof configuration;
+    expect(after.spec.template.metadata.annotations).toEqual({
+      "snooze.dev/slot": "gpu-0",
+      "autoscaling.knative.dev/max-scale": "1",
+      "autoscaling.knative.dev/initial-scale": "0",
+    });
+    expect(verdict.warnings?.join("\n")).toMatch(/Configuration "kconf" is in slot "gpu-0"/);
+    // No readiness gate: Knative's webhook refuses one in a revision.
+    expect(JSON.stringify(after)).not.toContain("readinessGates");
+  });
+
   test("fresh reads happen only when the write can matter", async () => {
     cluster.failReads = new Error("no reads expected");
     const quiet: [WebhookName, AdmissionRequest][] = [

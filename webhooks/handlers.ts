@@ -15,6 +15,7 @@ import { validateModel, validateSlot, validateWorkloadAnnotations } from "./sett
 import { sleepModeWarnings } from "./sleep-mode-check.ts";
 import { admitWithClaim, type ClaimStore, releaseClaim } from "./slot-claims.ts";
 import {
+  isKnativeKind,
   modelIdOf,
   modelSlot,
   slotAnnotation,
@@ -80,22 +81,20 @@ type Handler = (
 const isModels = (r: AdmissionRequest) => r.resource.group === group && r.resource.resource === "models";
 const isSlots = (r: AdmissionRequest) => r.resource.group === group && r.resource.resource === "slots";
 
-/** Deployment, StatefulSet or Knative Service, by the request's resource. */
+/**
+ * Deployment, StatefulSet, Knative Service or Knative Configuration, by the request's resource. A
+ * Configuration is what a Service makes, and may also be applied on its own: its revision template
+ * is checked and pinned as a Service's is, or a direct Configuration would make revisions no
+ * webhook ever saw.
+ */
 function workloadKind(r: AdmissionRequest): WorkloadKind | undefined {
   const { group, resource } = r.resource;
   if (group === "apps" && resource === "deployments") return "Deployment";
   if (group === "apps" && resource === "statefulsets") return "StatefulSet";
   if (group === "serving.knative.dev" && resource === "services") return "Service";
+  if (group === "serving.knative.dev" && resource === "configurations") return "Configuration";
   return undefined;
 }
-
-/**
- * A Knative Configuration: what a Service makes, and what may also be applied on its own. Its
- * revision template's settings are checked as a Service's are, or a direct Configuration would
- * make revisions with settings no webhook ever saw.
- */
-const isKnativeConfiguration = (r: AdmissionRequest) =>
-  r.resource.group === "serving.knative.dev" && r.resource.resource === "configurations";
 
 const subResource = (r: AdmissionRequest) => r.subResource ?? "";
 const namespaceOf = (r: AdmissionRequest) => r.namespace ?? "";
@@ -271,17 +270,12 @@ const sameAs = (intent: ResidencyIntent | undefined, refs: MemberRef[]) =>
   intent ? { ...intent, sameAs: refs } : undefined;
 
 /**
- * A Knative Configuration's `snooze.dev/*` annotations, its own and its revision template's, by the
- * one validation a Service gets. Only settings: a Configuration is in no slot's residency rule (nor
- * is a Service, whose revisions Knative scales). Its warnings go to whoever wrote it, unless Knative
- * did, for a Service (that Service's writer was told already).
+ * Warnings for a Knative Service or Configuration whose settings would do nothing; not for the
+ * Configuration Knative writes for a Service (that Service's writer was told already).
  */
-function validateConfiguration(request: AdmissionRequest): Verdict {
-  if (request.operation === "DELETE") return allow();
-  const checked = validateWorkloadAnnotations("Configuration", request.object);
-  if (!checked.allowed || ownedByService(request.object)) return checked;
-  const name = objectName(request, request.object);
-  return withWarnings(checked, knativeClassWarnings("Configuration", name, request.object));
+function knativeWarnings(kind: WorkloadKind, name: string, object: unknown): string[] {
+  if (!isKnativeKind(kind) || (kind === "Configuration" && ownedByService(object))) return [];
+  return knativeClassWarnings(kind, name, object);
 }
 
 function ownedByService(object: unknown): boolean {
@@ -334,7 +328,6 @@ const handlers: Record<WebhookName, Handler> = {
   },
 
   "validate-workloads": async (request, deps, signal) => {
-    if (isKnativeConfiguration(request) && subResource(request) === "") return validateConfiguration(request);
     const kind = workloadKind(request);
     if (!kind || subResource(request) !== "") return unhandled("validate-workloads", request);
     const namespace = namespaceOf(request);
@@ -348,7 +341,7 @@ const handlers: Record<WebhookName, Handler> = {
 
     if (request.operation === "DELETE") {
       const leaving = workloadLeaving(kind, old, undefined, oldSlot, undefined);
-      if (!oldSlot || kind === "Service" || mayRemoveResident(request.userInfo, deps.autoscaler))
+      if (!oldSlot || isKnativeKind(kind) || mayRemoveResident(request.userInfo, deps.autoscaler))
         return releasing(request, allow(), leaving, deps, signal);
       const removal = workloadRemoval(
         member,
@@ -366,7 +359,7 @@ const handlers: Record<WebhookName, Handler> = {
       old &&
       oldSlot &&
       newSlot !== oldSlot &&
-      kind !== "Service" &&
+      !isKnativeKind(kind) &&
       !mayRemoveResident(request.userInfo, deps.autoscaler)
     ) {
       const how = newSlot
@@ -387,7 +380,7 @@ const handlers: Record<WebhookName, Handler> = {
       request,
       withWarnings(verdict, [
         ...(annotations.warnings ?? []),
-        ...(kind === "Service" ? knativeClassWarnings(kind, name, request.object) : []),
+        ...knativeWarnings(kind, name, request.object),
       ]),
       old ? workloadLeaving(kind, old, request.object, oldSlot, newSlot) : undefined,
       deps,

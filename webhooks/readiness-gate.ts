@@ -3,7 +3,7 @@ import { awakeCondition } from "../lib/kube/pod-replica.ts";
 import type { JsonPatch } from "./json-patch.ts";
 import { pointer } from "./json-patch.ts";
 import { at, isObject } from "./object-path.ts";
-import type { WorkloadKind } from "./slot-members.ts";
+import { isKnativeKind, type WorkloadKind } from "./slot-members.ts";
 
 /**
  * The readiness gate on a model workload's pod template, pure and idempotent: a Model's pods carry
@@ -15,7 +15,7 @@ import type { WorkloadKind } from "./slot-members.ts";
  * no available pod, and Knative would mark the Revision's resources unavailable.
  */
 export function gateWorkload(kind: WorkloadKind, workload: unknown, isModel: boolean): JsonPatch {
-  if (kind === "Service") return [];
+  if (isKnativeKind(kind)) return [];
   if (ownedByRevision(at(workload, "metadata", "ownerReferences"))) return [];
   const podSpec = at(workload, "spec", "template", "spec");
   if (!isObject(podSpec)) return [];

@@ -3,14 +3,15 @@ import { pinnedWarning } from "./messages.ts";
 import { annotationsOf, at, integerAt, labelsOf } from "./object-path.ts";
 import { applyPatch, removePatch, setPatch } from "./patch-builder.ts";
 import { sleepAnnotation } from "./pod-sleep-mode.ts";
-import { slotAnnotation, slotMemberLabel, type WorkloadKind } from "./slot-members.ts";
+import { isKnativeKind, slotAnnotation, slotMemberLabel, type WorkloadKind } from "./slot-members.ts";
 
 /**
  * replicas=1 pinning and pod template stamping for the workloads of slot members, pure.
  *
  * - A Deployment or StatefulSet in a slot that asks for more than one replica gets spec.replicas 1
- *   and a warning that says why. A Knative Service gets autoscaling.knative.dev/max-scale "1",
- *   min-scale at most 1 and initial-scale "0" on its revision template.
+ *   and a warning that says why. A Knative Service or Configuration gets
+ *   autoscaling.knative.dev/max-scale "1", min-scale at most 1 and initial-scale "0" on its
+ *   revision template.
  * - The pod template carries the slot (annotation snooze.dev/slot, label snooze.dev/slot-member),
  *   so the pod webhook knows the pods of slot members and its objectSelector matches only them.
  *   A workload that leaves its slot loses both.
@@ -38,7 +39,7 @@ export function pinWorkload(
     // Not (or no longer) a member: take the stamp off the template if it is there.
     if (labelsOf(template)[slotMemberLabel] !== undefined) {
       patch.push(...removePatch(workload, ["spec", "template", "metadata", "labels", slotMemberLabel]));
-      if (kind !== "Service") {
+      if (!isKnativeKind(kind)) {
         patch.push(...removePatch(workload, ["spec", "template", "metadata", "annotations", slotAnnotation]));
         patch.push(...removePatch(workload, templateSleep));
       }
@@ -102,11 +103,11 @@ const templateSleep = ["spec", "template", "metadata", "annotations", sleepAnnot
  */
 function stampSleep(kind: WorkloadKind, workload: unknown, sleeps: boolean): JsonPatch {
   if (!sleeps) {
-    if (kind === "Service" && annotationsOf(at(workload, "spec", "template"))[sleepAnnotation] !== undefined)
+    if (isKnativeKind(kind) && annotationsOf(at(workload, "spec", "template"))[sleepAnnotation] !== undefined)
       return [];
     return setPatch(workload, templateSleep, "false");
   }
-  return kind === "Service" ? [] : removePatch(workload, templateSleep);
+  return isKnativeKind(kind) ? [] : removePatch(workload, templateSleep);
 }
 
 /** A Scale (autoscaling/v1) write to a slot member's scale subresource asking for more than one. */

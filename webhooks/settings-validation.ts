@@ -12,6 +12,7 @@ import {
 } from "../lib/settings/index.ts";
 import { invalidAnnotationsMessage, invalidSpecMessage } from "./messages.ts";
 import { annotationsOf, at, isObject } from "./object-path.ts";
+import { isKnativeKind, type WorkloadKind } from "./slot-members.ts";
 import { allow, invalid, type Verdict } from "./verdict.ts";
 
 /**
@@ -73,9 +74,9 @@ export function validateSlot(slot: unknown): Verdict {
  * The `snooze.dev/*` annotations of a Deployment, StatefulSet, Knative Service or Configuration (for
  * the Knative kinds also those of their revision template, where per-revision settings go).
  */
-export function validateWorkloadAnnotations(kind: string, workload: unknown): Verdict {
+export function validateWorkloadAnnotations(kind: WorkloadKind, workload: unknown): Verdict {
   const places: [string, Record<string, string>][] = [["metadata.annotations", annotationsOf(workload)]];
-  if (kind === "Service" || kind === "Configuration") {
+  if (isKnativeKind(kind)) {
     places.push(["spec.template.metadata.annotations", annotationsOf(at(workload, "spec", "template"))]);
   }
   const problems: Problem[] = [];

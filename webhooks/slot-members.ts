@@ -17,7 +17,14 @@ export const slotMemberLabel = "snooze.dev/slot-member";
 /** Tiers in which a replica holds the accelerator (starting, waking, ready, draining). */
 const isResidentTier = (tier: unknown): tier is Tier => typeof tier === "string" && isResident(tier as Tier);
 
-export type WorkloadKind = "Deployment" | "StatefulSet" | "Service";
+export type WorkloadKind = "Deployment" | "StatefulSet" | "Service" | "Configuration";
+
+/**
+ * A Knative Service or Configuration: Knative makes revisions from its `spec.template` (a Service
+ * through the Configuration it makes), where per-revision settings go, and scales them itself.
+ */
+export const isKnativeKind = (kind: WorkloadKind): kind is "Service" | "Configuration" =>
+  kind === "Service" || kind === "Configuration";
 export type MemberKind = "Model" | WorkloadKind;
 
 /** A Model's slot (spec.slot). */
@@ -53,7 +60,8 @@ export function modelReferences(model: unknown, kind: WorkloadKind, name: string
 
 /**
  * A workload's slot: its own `snooze.dev/slot` annotation, else the slot of a Model that points
- * at it, else (Knative Services, whose per-revision settings live there) its revision template's.
+ * at it, else (Knative Services and Configurations, whose per-revision settings live there) its
+ * revision template's.
  */
 export function workloadSlot(
   kind: WorkloadKind,
@@ -66,7 +74,7 @@ export function workloadSlot(
     const slot = modelSlot(model);
     if (slot) return slot;
   }
-  if (kind === "Service") return nonEmpty(annotationsOf(at(workload, "spec", "template"))[slotAnnotation]);
+  if (isKnativeKind(kind)) return nonEmpty(annotationsOf(at(workload, "spec", "template"))[slotAnnotation]);
   return undefined;
 }
 

@@ -7,6 +7,7 @@ import {
 } from "./messages.ts";
 import { integerAt } from "./object-path.ts";
 import {
+  isKnativeKind,
   modelDesiredReplicas,
   modelIdOf,
   modelResidentTier,
@@ -123,7 +124,7 @@ export function workloadIntent(
   newSlot: string | undefined,
   modelId: string,
 ): ResidencyIntent | undefined {
-  if (!newSlot || kind === "Service") return undefined;
+  if (!newSlot || isKnativeKind(kind)) return undefined;
   const replicas = workloadReplicas(newWorkload);
   if (replicas < 1) return undefined;
   const oldReplicas = oldWorkload === undefined ? 0 : workloadReplicas(oldWorkload);
@@ -176,7 +177,7 @@ export function workloadLeaving(
   oldSlot: string | undefined,
   newSlot: string | undefined,
 ): Leaving | undefined {
-  if (!oldSlot || kind === "Service" || workloadReplicas(oldWorkload) < 1) return undefined;
+  if (!oldSlot || isKnativeKind(kind) || workloadReplicas(oldWorkload) < 1) return undefined;
   if (newWorkload !== undefined && newSlot === oldSlot && workloadReplicas(newWorkload) >= 1)
     return undefined;
   return { slot: oldSlot, member: { kind, name: nameOf(oldWorkload) } };

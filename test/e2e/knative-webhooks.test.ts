@@ -78,7 +78,10 @@ const problem =
 
 beforeAll(async () => {
   if (!folder) throw new Error(knativeMissing());
-  knative = await startKnative(cluster, folder);
+  // A slot member's revision starts with no pod (the webhooks pin initial-scale to 0).
+  knative = await startKnative(cluster, folder, {
+    config: { "config-autoscaler": { "allow-zero-initial-scale": "true" } },
+  });
   await installSnoozeIdentity(cluster, { realKnative: true });
   client = await KubeClient.fromKubeConfig(cluster.admin);
   ns = await createTestNamespace(cluster.admin, "snooze-e2e-kwebhooks");
@@ -131,7 +134,8 @@ afterAll(async () => {
   await webhooks?.stop();
   if (ns) {
     await client?.delete(`${servingApi}/namespaces/${ns.name}/services/kservice`).catch(() => {});
-    await client?.delete(`${servingApi}/namespaces/${ns.name}/configurations/kgood`).catch(() => {});
+    for (const name of ["kgood", "kslot"])
+      await client?.delete(`${servingApi}/namespaces/${ns.name}/configurations/${name}`).catch(() => {});
   }
   await ns?.remove();
   await knative?.stop();
@@ -173,6 +177,28 @@ describe("a Knative Configuration applied directly", () => {
       },
       { what: "the Revision of kgood", timeoutMs: 60_000, intervalMs: 250, detail: () => knative!.logs(20) },
     );
+  });
+
+  test("in a slot: pinned as a Service is, one pod at most and none to begin with", async () => {
+    const result = await apply(
+      configuration("kslot", {
+        "autoscaling.knative.dev/class": "snooze.dev",
+        "autoscaling.knative.dev/max-scale": "3",
+        "snooze.dev/slot": "gpu-kconf",
+      }),
+    );
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain(
+      'Configuration "kslot" is in slot "gpu-kconf": autoscaling.knative.dev/max-scale "3" pinned to 1',
+    );
+    const stored = await client.get<{
+      spec: { template: { metadata: { annotations: Record<string, string> } } };
+    }>(`${servingApi}/namespaces/${ns!.name}/configurations/kslot`);
+    expect(stored.spec.template.metadata.annotations).toMatchObject({
+      "autoscaling.knative.dev/max-scale": "1",
+      "autoscaling.knative.dev/initial-scale": "0",
+      "snooze.dev/slot": "gpu-kconf",
+    });
   });
 
   test("a Service's own Configuration, written by Knative's controller, passes the same rule", async () => {
