@@ -164,6 +164,8 @@ export class KubeAutoscaler {
   private readonly recorder: EventRecorder;
   /** Workloads whose snooze.dev annotations are not valid, with the problems last logged. */
   private readonly toldInvalidWorkloads = new Map<string, string>();
+  /** Annotated workloads whose name another's Model has, told once (until that changes). */
+  private readonly toldForeignWorkloads = new Set<string>();
   /** Models whose spec cannot be used: said in their status by the workloads' Lease holder. */
   private readonly invalidModels: InvalidModels;
 
@@ -819,6 +821,7 @@ export class KubeAutoscaler {
     ];
     const wanted = new Set<string>();
     const invalid = new Set<string>();
+    const foreign = new Set<string>();
     for (const { workload, kind } of workloads) {
       if (workload.metadata.deletionTimestamp) continue;
       const result = modelForWorkload(workload, kind);
@@ -827,22 +830,35 @@ export class KubeAutoscaler {
       if (result.problems) {
         invalid.add(key);
         // Said once per workload and problems: this sync follows every change of every workload.
-        if (this.toldInvalidWorkloads.get(key) !== JSON.stringify(result.problems))
+        if (this.toldInvalidWorkloads.get(key) !== JSON.stringify(result.problems)) {
           this.log.warn("a workload's snooze.dev annotations are not valid; no Model", {
             workload: key,
             kind,
             problems: result.problems,
           });
+          // Where its author looks (`kubectl describe deployment`), not only in this log.
+          const kept = this.informers.models.get(key)?.metadata.labels?.[managedByLabel] === managedByValue;
+          this.tellWorkload(workload, kind, {
+            reason: "InvalidSettings",
+            note: `Snooze ${kept ? "keeps the Model made from its last valid annotations and does not change it" : "makes no Model for it"}: ${result.problems.join("; ")}. Fix the snooze.dev annotations.`,
+          });
+        }
         this.toldInvalidWorkloads.set(key, JSON.stringify(result.problems));
         continue;
       }
       wanted.add(key);
       const owner = { kind, name: workload.metadata.name };
       const done = await ensureOwnedModel(client, this.informers.models.get(key), result.model, owner);
-      if (done === "foreign")
+      if (done === "foreign" && !this.toldForeignWorkloads.has(key)) {
         this.log.info("a Model of the workload's name exists and is not the autoscaler's; leaving it", {
           workload: key,
         });
+        this.tellWorkload(workload, kind, {
+          reason: "ModelNameTaken",
+          note: `A Model named "${workload.metadata.name}" exists that Snooze did not make for this ${kind}: Snooze leaves it as it is, and these snooze.dev annotations make no Model and change nothing. Put the settings in that Model's spec, or delete it to have Snooze make one from the annotations.`,
+        });
+      }
+      if (done === "foreign") foreign.add(key);
       if (done === "replaced")
         this.log.info("replacing the Model of a workload whose annotations changed", { workload: key });
       if (done === "created" || done === "replaced")
@@ -850,6 +866,9 @@ export class KubeAutoscaler {
     }
     for (const key of [...this.toldInvalidWorkloads.keys()])
       if (!invalid.has(key)) this.toldInvalidWorkloads.delete(key);
+    for (const key of [...this.toldForeignWorkloads])
+      if (!foreign.has(key)) this.toldForeignWorkloads.delete(key);
+    for (const key of foreign) this.toldForeignWorkloads.add(key);
     for (const model of this.informers.models.list()) {
       const key = `${model.metadata.namespace}/${model.metadata.name}`;
       if (wanted.has(key) || model.metadata.labels?.[managedByLabel] !== managedByValue) continue;
@@ -874,6 +893,24 @@ export class KubeAutoscaler {
           },
         );
     }
+  }
+
+  /** A Warning Event on an annotated workload whose annotations make no Model (or not a new one). */
+  private tellWorkload(
+    workload: Workload,
+    kind: WorkloadKind,
+    event: { reason: string; note: string },
+  ): void {
+    this.recorder.record(
+      {
+        apiVersion: kind === "Service" ? "serving.knative.dev/v1" : "apps/v1",
+        kind,
+        namespace: workload.metadata.namespace ?? "default",
+        name: workload.metadata.name,
+        ...(workload.metadata.uid ? { uid: workload.metadata.uid } : {}),
+      },
+      { type: "Warning", action: "CreateModel", ...event },
+    );
   }
 
   state() {

@@ -121,6 +121,23 @@ describe("Models of annotated Deployments", () => {
       /snooze\.dev\/sleep-after=\\"soon\\": expected a duration/,
     );
     await expect(suite.admin.model(suite.ns.name, "broken")).rejects.toMatchObject({ status: 404 });
+    // And where the Deployment's author looks (`kubectl describe deployment`): a Warning Event.
+    const event = await waitFor(
+      async () =>
+        (
+          await suite.admin.client.list<{
+            regarding: { kind: string; name: string };
+            reason: string;
+            type: string;
+            note: string;
+          }>(`/apis/events.k8s.io/v1/namespaces/${suite.ns.name}/events`)
+        ).items.find((e) => e.regarding.kind === "Deployment" && e.regarding.name === "broken"),
+      { what: "a Warning Event on the Deployment", timeoutMs: 10_000 },
+    );
+    expect(event).toMatchObject({ type: "Warning", reason: "InvalidSettings" });
+    expect(event.note).toMatch(
+      /^Snooze makes no Model for it: snooze\.dev\/sleep-after="soon": expected a duration/,
+    );
 
     await suite.admin.client.patch(
       deploymentPath("embed"),
@@ -391,6 +408,37 @@ describe("two Models of one model id", () => {
     expect(second.status, `${second.text}\n${logs()}`).toBe(200);
     expect((await suite.admin.deployment(ns, "twin-new")).spec.replicas).toBe(1);
   }, 120_000);
+});
+
+describe("an annotated Deployment whose name a Model of someone else's has", () => {
+  test("no Model is made or changed, and a Warning Event on the Deployment says why and what to do", async () => {
+    const ns = suite.ns.name;
+    await suite.admin.createModel(ns, modelObject("taken-name", { model: "taken-name", sleepAfter: "7m" }));
+    await suite.admin.createDeployment(
+      ns,
+      simDeployment(suite.cluster, "taken-name", {
+        model: "taken-name",
+        annotations: { "snooze.dev/sleep-after": "1m" },
+      }),
+    );
+    const event = await waitFor(
+      async () =>
+        (
+          await suite.admin.client.list<{
+            regarding: { kind: string; name: string };
+            reason: string;
+            type: string;
+            note: string;
+          }>(`/apis/events.k8s.io/v1/namespaces/${ns}/events`)
+        ).items.find((e) => e.regarding.kind === "Deployment" && e.regarding.name === "taken-name"),
+      { what: "a Warning Event on the Deployment", timeoutMs: 10_000, detail: logs },
+    );
+    expect(event).toMatchObject({ type: "Warning", reason: "ModelNameTaken" });
+    expect(event.note).toContain(
+      'A Model named "taken-name" exists that Snooze did not make for this Deployment: Snooze leaves it as it is',
+    );
+    expect((await suite.admin.model(ns, "taken-name")).spec.sleepAfter).toBe("7m");
+  }, 60_000);
 });
 
 describe("an alias two Models list", () => {
