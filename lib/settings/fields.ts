@@ -239,6 +239,19 @@ const noHiddenCharacters = (name: string, ctx: z.RefinementCtx) => {
     ctx.addIssue({ code: "custom", message, input: name, params: { standalone: true }, continue: false });
 };
 
+/**
+ * At most `most` characters, counted as the API server counts a CRD's `maxLength` (Unicode code
+ * points), not as `z.string().max` does (UTF-16 units: an emoji is 2), which refused a name the
+ * CRD had let through. The JSON Schema gets the `maxLength` (see its `meta` where used).
+ */
+function atMostCharacters(most: number) {
+  return (text: string, ctx: z.RefinementCtx) => {
+    // Code points only when the UTF-16 length says it may matter: the common name is not split.
+    if (text.length > most && [...text].length > most)
+      ctx.addIssue({ code: "too_big", origin: "string", maximum: most, inclusive: true, input: text });
+  };
+}
+
 /** `hiddenCharacterProblem` in general words, where the character cannot be named (a CRD's rule). */
 const hiddenCharacterMessage =
   "holds a character that does not show (a control character, or an invisible format character such as U+200B, zero width space): take it out (the name would look like another)";
@@ -252,13 +265,14 @@ export const modelId = z
   .string()
   // One mistake, one problem: an empty name is not also "whitespace".
   .min(1, { message: "may not be empty", abort: true })
-  .max(253)
+  .superRefine(atMostCharacters(253))
   .superRefine(noHiddenCharacters)
   .regex(/^[^\s]+$/, { message: "a model id may not contain whitespace" })
   // Clients put the name in a path (`/v1/models/{model}`), where these mean this folder and the
   // one above: the openai SDK refuses them as path parameters (found by an outside tester).
   .refine((name) => !pathNames.includes(name), { message: pathNameMessage })
   .meta({
+    maxLength: 253,
     "x-kubernetes-validations": [
       ...noHiddenCharacterRules(hiddenCharacterMessage),
       ...notOneOfRules(pathNames, pathNameMessage),
