@@ -818,6 +818,9 @@ export class KubeAutoscaler {
         .list()
         .filter((workload) => !ownedByRevision(workload.metadata.ownerReferences))
         .map((workload) => ({ workload, kind: "Deployment" as const })),
+      // The workload webhook gates an annotated StatefulSet's pods on snooze.dev/awake as a
+      // Deployment's: without a Model, nothing set it, and its pods were never Ready.
+      ...this.informers.statefulsets.list().map((workload) => ({ workload, kind: "StatefulSet" as const })),
     ];
     const wanted = new Set<string>();
     const invalid = new Set<string>();
@@ -876,7 +879,12 @@ export class KubeAutoscaler {
       // A Model made for a Knative Service (before the autoscaler class) goes: the class makes one
       // per revision. A PodAutoscaler's Model is the Knative class's to delete.
       if (owner?.kind === "PodAutoscaler") continue;
-      const workload = owner?.kind === "Deployment" ? this.informers.deployments.get(key) : undefined;
+      const workload =
+        owner?.kind === "Deployment"
+          ? this.informers.deployments.get(key)
+          : owner?.kind === "StatefulSet"
+            ? this.informers.statefulsets.get(key)
+            : undefined;
       if (workload && isAnnotated(workload)) continue; // annotated but invalid: keep the last good Model
       await client
         .delete(

@@ -54,6 +54,18 @@ describe("Models from annotated workloads", () => {
     expect(modelSpec.safeParse(model.spec).success).toBe(true);
   });
 
+  test("an annotated StatefulSet's Model refers to it as apps/v1, as a Deployment's does", () => {
+    const statefulSet = { ...deployment({ "snooze.dev/sleep-after": "1m" }), kind: "StatefulSet" };
+    const model = modelForWorkload(statefulSet, "StatefulSet")!.model!;
+    expect(model.metadata.ownerReferences).toEqual([
+      { apiVersion: "apps/v1", kind: "StatefulSet", name: "qwen", uid: "u-1", controller: true },
+    ]);
+    expect(model.spec).toMatchObject({
+      workloadRef: { apiVersion: "apps/v1", kind: "StatefulSet", name: "qwen" },
+    });
+    expect(modelSpec.safeParse(model.spec).success).toBe(true);
+  });
+
   test("a workload without snooze.dev settings gets no Model; tier annotations alone do not count", () => {
     expect(modelForWorkload(deployment({ "app/x": "1" }), "Deployment")).toBeUndefined();
     expect(isAnnotated(deployment({ "snooze.dev/tier": "ready" }))).toBe(false);

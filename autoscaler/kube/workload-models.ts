@@ -10,7 +10,7 @@ import {
 } from "../../lib/settings/index.ts";
 
 /**
- * Models for workloads that carry `snooze.dev/*` annotations (Deployments and Knative Services):
+ * Models for workloads that carry `snooze.dev/*` annotations (Deployments and StatefulSets):
  * the annotations are the same settings as a Model's spec, in kebab case, parsed by the one schema.
  * The autoscaler creates such a Model, owned by the workload (deleted with it), and deletes it when
  * the annotations go.
@@ -24,7 +24,7 @@ export interface Workload extends KubeObject {
   };
 }
 
-export type WorkloadKind = "Deployment" | "Service";
+export type WorkloadKind = "Deployment" | "StatefulSet" | "Service";
 
 export type WorkloadModel =
   | { model: ModelResource & KubeObject; problems?: undefined }
@@ -68,7 +68,7 @@ export function modelForWorkload(workload: Workload, kind: WorkloadKind): Worklo
   const port = workload.spec?.template?.spec?.containers?.[0]?.ports?.[0]?.containerPort ?? 8000;
   const id = annotations[modelAnnotation]?.trim() || workload.metadata.name;
   const workloadApiVersion =
-    kind === "Deployment" ? "apps/v1" : (workload.apiVersion ?? "serving.knative.dev/v1");
+    kind === "Service" ? (workload.apiVersion ?? "serving.knative.dev/v1") : "apps/v1";
   return {
     model: {
       apiVersion,

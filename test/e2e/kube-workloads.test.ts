@@ -410,6 +410,55 @@ describe("two Models of one model id", () => {
   }, 120_000);
 });
 
+describe("an annotated StatefulSet", () => {
+  test("gets a Model it owns, as a Deployment does; a request through the activator starts it", async () => {
+    // Found by an outside tester: only Deployments got one, while the webhook gates an annotated
+    // StatefulSet's pods on snooze.dev/awake too: nothing set it, and they were never Ready.
+    const ns = suite.ns.name;
+    const template = simDeployment(suite.cluster, "stateful", {
+      model: "stateful",
+      annotations: { "snooze.dev/sleep-after": "30s" },
+    });
+    await suite.admin.client.create(paths.apps("statefulsets", ns), {
+      ...template,
+      kind: "StatefulSet",
+      spec: { ...template.spec, serviceName: "stateful" },
+    });
+    const statefulSet = await suite.admin.client.get<any>(`${paths.apps("statefulsets", ns)}/stateful`);
+    const model = await waitFor(() => suite.admin.model(ns, "stateful"), {
+      what: "the Model of StatefulSet stateful",
+      timeoutMs: 15_000,
+      detail: logs,
+    });
+    expect(model.metadata.ownerReferences).toEqual([
+      expect.objectContaining({ kind: "StatefulSet", name: "stateful", uid: statefulSet.metadata.uid }),
+    ]);
+    expect(model.spec).toMatchObject({
+      workloadRef: { apiVersion: "apps/v1", kind: "StatefulSet", name: "stateful" },
+      model: "stateful",
+      sleepAfter: "30s",
+    });
+    await waitFor(async () => ((await modelIds()).includes("stateful") ? true : undefined), {
+      what: "the activator knowing stateful",
+      timeoutMs: 10_000,
+    });
+    const answer = await complete(suite.activator.url, "stateful", 60_000);
+    expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
+    // Its annotations gone, its Model goes.
+    await suite.admin.client.patch(`${paths.apps("statefulsets", ns)}/stateful`, {
+      metadata: { annotations: { "snooze.dev/sleep-after": null } },
+    });
+    await waitFor(
+      async () =>
+        suite.admin.model(ns, "stateful").then(
+          () => undefined,
+          (e) => (e.status === 404 ? true : undefined),
+        ),
+      { what: "the Model of StatefulSet stateful gone", timeoutMs: 15_000, detail: logs },
+    );
+  }, 90_000);
+});
+
 describe("an annotated Deployment whose name a Model of someone else's has", () => {
   test("no Model is made or changed, and a Warning Event on the Deployment says why and what to do", async () => {
     const ns = suite.ns.name;

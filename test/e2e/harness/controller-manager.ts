@@ -7,7 +7,7 @@ import { type ManagedProcess, startProcess } from "./process.ts";
 import { waitFor } from "./wait.ts";
 
 /**
- * The controllers the suite needs: Deployments → ReplicaSets → Pods, garbage collection of owned
+ * The controllers the suite needs: Deployments → ReplicaSets → Pods, StatefulSets → Pods, garbage collection of owned
  * objects, namespace deletion, default ServiceAccounts and their tokens, EndpointSlices for
  * Services and their Endpoints (Knative's serverless services read Endpoints), aggregated
  * ClusterRoles (Knative's controller is bound to one), and the HorizontalPodAutoscaler controller (KEDA's ScaledObjects drive Models through
@@ -17,6 +17,7 @@ import { waitFor } from "./wait.ts";
 export const defaultControllers = [
   "deployment-controller",
   "replicaset-controller",
+  "statefulset-controller",
   "garbage-collector-controller",
   "namespace-controller",
   "serviceaccount-controller",
