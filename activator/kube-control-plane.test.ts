@@ -7,6 +7,7 @@ import { Registry } from "prom-client";
 import { afterEach, expect, test, vi } from "vitest";
 import type { KubeAutoscaler } from "../autoscaler/kube/autoscaler.ts";
 import { createControlServer } from "../autoscaler/kube/control-server.ts";
+import { modelForRevision } from "../autoscaler/kube/knative/revision-model.ts";
 import type { AdminOutcome } from "../lib/control-protocol.ts";
 import { freePort } from "../lib/free-port.ts";
 import type { KubeClient } from "../lib/kube/client.ts";
@@ -473,4 +474,58 @@ test("Models that list one alias: the oldest has it whatever order they were see
   await vi.waitFor(() => expect(activator?.modelNamed("qwen")).toBe("qwen-new"));
   await plane.stop();
   await activator.shutdown(100);
+});
+
+test("Knative revisions whose template lists an alias: after a rollout it does not reach the old revision", async () => {
+  // Found by a probe: every revision's Model listed the template's `snooze.dev/aliases`, and an
+  // alias goes to the oldest Model listing it, so after a rollout requests by it woke the old
+  // revision, not the one the Route sends traffic to. Revisions' Models now list no aliases.
+  const cluster = watchedCluster();
+  let activator: Activator | undefined;
+  const plane = new KubeControlPlane({
+    client: cluster.client,
+    autoscalerUrl: "http://127.0.0.1:1",
+    identity: "activator-0",
+    log: silentLogger,
+    removalGraceMs: 0,
+    onModel: (config) => activator?.upsertModel(config),
+    onModelRemoved: (id) => activator?.removeModel(id),
+  });
+  activator = new Activator({
+    config: {
+      models: new Map(),
+      names: new Map(),
+      slots: new Map(),
+      hostMemoryBudget: Infinity,
+      maxBodySize: 1 << 20,
+    },
+    controlPlane: plane,
+    registry: new Registry(),
+    log: silentLogger,
+  });
+  await plane.start();
+  await vi.waitFor(() => expect(cluster.watching()).toBe(true));
+  const revision = (name: string, created: string) => {
+    const { model } = modelForRevision({
+      apiVersion: "autoscaling.internal.knative.dev/v1alpha1",
+      kind: "PodAutoscaler",
+      metadata: {
+        name,
+        namespace: "ml",
+        uid: `${name}-uid`,
+        annotations: { "autoscaling.knative.dev/class": "snooze.dev", "snooze.dev/aliases": "chat" },
+      },
+      spec: { scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: `${name}-deployment` } },
+    });
+    return {
+      ...model!,
+      metadata: { ...model!.metadata, resourceVersion: "2", creationTimestamp: created },
+      status: { selector: `serving.knative.dev/revision=${name}` },
+    };
+  };
+  cluster.push("models", "ADDED", revision("qwen-00001", "2026-03-01T10:00:00Z"));
+  cluster.push("models", "ADDED", revision("qwen-00002", "2026-03-01T11:00:00Z"));
+  expect(activator.modelNamed("qwen-00002")).toBe("qwen-00002");
+  expect(activator.modelNamed("chat")).toBeUndefined();
+  await plane.stop();
 });

@@ -129,6 +129,15 @@ describe("the Model of a Snooze-class revision", () => {
     expect(modelSpec.safeParse(model.spec).success).toBe(true);
   });
 
+  test("no aliases: every revision carries its template's, and the oldest would get them after a rollout", () => {
+    const result = modelForRevision(
+      pa({ "snooze.dev/aliases": "chat", "snooze.dev/sleep-after": "1m" }),
+      deployment(),
+    );
+    expect(result.model?.spec).not.toHaveProperty("aliases");
+    expect(result.model?.spec).toMatchObject({ sleepAfter: "1m" });
+  });
+
   test("min-scale's Model keeps that many pods and is valid as a Model", () => {
     const model = modelForRevision(pa({ "autoscaling.knative.dev/min-scale": "3" }), deployment()).model!;
     expect(model.spec).toMatchObject({ minPods: 3, maxReplicas: 3 });

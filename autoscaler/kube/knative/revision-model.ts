@@ -179,6 +179,10 @@ export function modelForRevision(
   });
   // Snooze's own annotation for a setting wins over Knative's key that maps to it.
   const settings: Record<string, unknown> = { ...knative, ...own.spec };
+  // Not `snooze.dev/aliases`: every revision of a Service carries its template's, and an alias
+  // goes to the oldest Model listing it, so after a rollout it reached the old revision, not the
+  // one the Route sends traffic to (the webhook warns; clients use the Service's URL).
+  delete settings.aliases;
   // Knative puts the user container first and its queue-proxy after it.
   const container = deployment?.spec?.template?.spec?.containers?.[0];
   const port = container?.ports?.[0]?.containerPort ?? knativeUserPort;
