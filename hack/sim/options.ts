@@ -6,6 +6,7 @@
 import type { ArgToken } from "../../cli/command.ts";
 import { durationValue } from "../../cli/flags.ts";
 import { type Flag, type FlagValues, UsageError } from "../../lib/cli-flags.ts";
+import { humanReadableIntOrAuto, pythonInt } from "./argparse-int.ts";
 import { type Faults, noFaults } from "./faults.ts";
 import { defaultGpuDir } from "./gpu-ledger.ts";
 import { parseSize } from "./size.ts";
@@ -182,7 +183,7 @@ export const simFlags: Record<string, Flag> = {
     type: "string",
     default: "4096",
     placeholder: "tokens",
-    description: "context length: prompt + max_tokens beyond it is a 400",
+    description: "context length: prompt + max_tokens beyond it is a 400 (as vLLM: 8192, 32k, 16K or auto)",
   },
   "gpu-memory-utilization": {
     type: "string",
@@ -378,14 +379,26 @@ export function parseSimFlags(
     }
     return value;
   };
-  // Read as vLLM's argparse reads an int (Python's int()): decimal digits, a sign and spaces around
-  // them; Number() also took "0x10", "1e3" and "0b1", which vLLM refuses (found by an outside tester).
-  const integer = (name: string, min: number) =>
-    number(
-      name,
-      (n) => /^\s*[+-]?\d+\s*$/.test(text(name)) && Number.isSafeInteger(n) && n >= min,
-      `an integer >= ${min}`,
-    );
+  // Read as vLLM's argparse reads an int (Python's int()); Number() also took "0x10", "1e3" and
+  // "0b1", which vLLM refuses (found by an outside tester).
+  const integer = (name: string, min: number) => {
+    const value = pythonInt(text(name));
+    if (value === undefined || value < min)
+      throw new UsageError(`--${name}: "${text(name)}" is not an integer >= ${min}`);
+    return value;
+  };
+  // vLLM reads it as a size (`32k`, `16K`) or `auto`: such a command line was refused here.
+  const maxModelLen = () => {
+    const read = humanReadableIntOrAuto(text("max-model-len"));
+    // The longest context the model takes: the simulated model's is the default.
+    if (read === "auto") return defaultSimOptions().maxModelLen;
+    if (typeof read === "object") throw new UsageError(`--max-model-len: ${read.problem}`);
+    if (read === undefined || read < 1)
+      throw new UsageError(
+        `--max-model-len: "${text("max-model-len")}" is not a number of tokens >= 1 (as 8192, 32k, 16K) or auto`,
+      );
+    return read;
+  };
   const size = (name: string) => {
     const bytes = parseSize(text(name));
     if (bytes === undefined || bytes <= 0)
@@ -431,7 +444,7 @@ export function parseSimFlags(
     apiKey: (values["api-key"] as string | undefined) || defaultSimOptions().apiKey,
     requestIdHeaders: values["enable-request-id-headers"] === true,
     maxNumSeqs: integer("max-num-seqs", 1),
-    maxModelLen: integer("max-model-len", 1),
+    maxModelLen: maxModelLen(),
     gpuMemoryUtilization: utilization,
     seed: integer("seed", 0),
     loadTimeMs: duration("load-time"),

@@ -65,6 +65,10 @@ test("the simulator's own flags pass on, `_` read as `-`; `--no-` of one of vLLM
     ignored("--enforce-eager"),
     "b",
   ]);
+  // A negative number after one of its own flags is its value, as argparse takes it (`-1` is vLLM's
+  // `--max-model-len` auto): passed on joined, or the parser read it as a flag of its own.
+  expect(read("--max-model-len", "-1", "m")).toEqual(["--max-model-len=-1", "m"]);
+  expect(read("--seed", "-3")).toEqual(["--seed=-3"]);
   expect(read("-h", "--", "--dtype")).toEqual(["-h", "--", "--dtype"]);
 });
 

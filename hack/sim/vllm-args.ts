@@ -82,8 +82,14 @@ export function simArgsFromVllm(argv: readonly string[], simFlags: Readonly<Reco
     const own = simFlags[name] ?? (name === "help" ? { type: "boolean" } : undefined);
     if (own) {
       out.push(`--${name}${inline === undefined ? "" : `=${inline}`}`);
-      // A value written after the flag stays with it, whatever it looks like.
-      if (own.type === "string" && inline === undefined && i < argv.length) out.push(argv[i++]!);
+      // A value written after the flag stays with it, whatever it looks like. A negative number
+      // (`--max-model-len -1`, vLLM's auto) is one to argparse, and joined to its flag, as the
+      // simulator's parser would take it for a flag.
+      if (own.type === "string" && inline === undefined && i < argv.length) {
+        const value = argv[i++]!;
+        if (negativeNumber.test(value) && !own.multiple) out[out.length - 1] = `--${name}=${value}`;
+        else out.push(value);
+      }
       continue;
     }
     const negated = name.startsWith("no-") ? name.slice(3) : undefined;
@@ -116,7 +122,10 @@ function unrecognized(flag: string): never {
   throw new UnrecognizedFlag(flag);
 }
 
+/** A negative number, as argparse tells one from a flag. */
+const negativeNumber = /^-\d+$|^-\d*\.\d+$/;
+
 /** As argparse tells a flag from a value: a dash first, unless it is a negative number. */
 function looksLikeFlag(arg: string): boolean {
-  return arg.startsWith("-") && arg !== "-" && !/^-\d+$|^-\d*\.\d+$/.test(arg);
+  return arg.startsWith("-") && arg !== "-" && !negativeNumber.test(arg);
 }

@@ -222,6 +222,24 @@ describe("snooze sim as a process", () => {
     expect(await run.exited).toBe(0);
   });
 
+  test("vLLM's human-readable --max-model-len (32k, auto) starts it, as it starts vLLM", async () => {
+    // Found by a probe: `--max-model-len 32k`, which vLLM reads as 32000, exited 2 here.
+    const port = await freePort();
+    const run = snoozeSim(["org/m", "--max-model-len", "32k", "--port", String(port), "--load-time", "0"]);
+    await run.logged("listening");
+    const openai = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "none", maxRetries: 0 });
+    const cards = (await openai.models.list()).data as unknown as { max_model_len: number }[];
+    expect(cards.map((card) => card.max_model_len)).toEqual([32_000]);
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    const auto = snoozeSim(["org/m", "--max-model-len", "-1", "--port", String(port), "--load-time", "0"]);
+    await auto.logged("listening");
+    const models = (await openai.models.list()).data as unknown as { max_model_len: number }[];
+    expect(models.map((card) => card.max_model_len)).toEqual([4096]);
+    auto.child.kill("SIGTERM");
+    expect(await auto.exited).toBe(0);
+  });
+
   test("the simulated GPU is shared across processes: start and wake fail when it is full", async () => {
     const dir = tempDir();
     const gpu = [

@@ -112,6 +112,35 @@ test("a whole-number flag is read as vLLM's argparse reads it: decimal digits, n
   expect(() => parse("--seed", "9007199254740993")).toThrow('--seed: "9007199254740993" is not an integer');
 });
 
+test("--max-model-len is read as vLLM's argparse reads it: 32k, 16K, 25.6k, auto and -1 too", () => {
+  // vLLM reads it with `human_readable_int_or_auto`: a command line that vLLM starts with
+  // `--max-model-len 32k` was refused here ("not an integer >= 1").
+  const len = (value: string) => parse("--max-model-len", value).engine.maxModelLen;
+  expect(len("32k")).toBe(32_000);
+  expect(len("16K")).toBe(16_384);
+  expect(len("25.6k")).toBe(25_600);
+  expect(len("1m")).toBe(1_000_000);
+  expect(len(" 8192 ")).toBe(8192);
+  // Python's int() takes digits grouped by underscores.
+  expect(len("32_768")).toBe(32_768);
+  // auto (or -1): the longest the model takes, which for the simulated model is its default.
+  expect(len("auto")).toBe(4096);
+  expect(len("AUTO")).toBe(4096);
+  expect(len("-1")).toBe(4096);
+  expect(parse("--max-model-len=-1").engine.maxModelLen).toBe(4096);
+  expect(() => parse("--max-model-len", "1.5K")).toThrow(
+    "--max-model-len: decimals are not allowed with binary suffixes like K; did you mean 1.5k?",
+  );
+  for (const value of ["lots", "0x10", "1e3", "32 k", "0", "-2"])
+    expect(() => parse("--max-model-len", value)).toThrow(`--max-model-len: "${value}" is not`);
+});
+
+test("a whole-number flag takes digits grouped by underscores, as Python's int() does", () => {
+  expect(parse("--max-num-seqs", "1_024").engine.maxNumSeqs).toBe(1024);
+  expect(() => parse("--max-num-seqs", "1__024")).toThrow('--max-num-seqs: "1__024" is not an integer');
+  expect(() => parse("--max-num-seqs", "_1")).toThrow('--max-num-seqs: "_1" is not an integer');
+});
+
 test("a delay flag stops where a timer can wait, as every Snooze duration does", () => {
   // Longer, Node fires the timer after 1 ms: a --load-time of 720h opened the port at once.
   expect(parse("--load-time", "596h31m23.647s").engine.loadTimeMs).toBe(2 ** 31 - 1);
