@@ -14,6 +14,7 @@ import { watchConfigFile } from "./config-watch.ts";
 import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
 import { durationValue, hostValue, listenFlags, portValue } from "./flags.ts";
 import { ListenError, startLocalSnooze } from "./local-snooze.ts";
+import { missingConfigText } from "./missing-config.ts";
 import {
   releaseEarlyStopSignals,
   serveStopSignals,
@@ -59,7 +60,7 @@ export const serveCommand: Command = {
       placeholder: "dir",
     },
   },
-  async run(values) {
+  async run(values, _positionals, tokens) {
     const port = portValue(values, "port", { fetched: true });
     const host = hostValue(values);
     const grace = durationValue(values, "shutdown-grace");
@@ -109,7 +110,9 @@ export const serveCommand: Command = {
       config = await loadConfigFile(String(values.config), port === 0 ? {} : { listenPort: port });
     } catch (error) {
       if (error instanceof ConfigError) {
-        console.error(`snooze serve: the settings file is not valid:\n${error.message}`);
+        const given = tokens.some((token) => token.kind === "option" && token.name === "config");
+        const missing = missingConfigText(error, given);
+        console.error(`snooze serve: ${missing ?? `the settings file is not valid:\n${error.message}`}`);
         return 2;
       }
       throw error;

@@ -176,6 +176,42 @@ describe("snooze serve as a process", () => {
     expect(run.stderr()).toContain("/nonexistent/snooze.yaml: (top level): cannot read the file");
   });
 
+  test("no --config where there is no snooze.yaml: exit code 2 saying where it looked and what to pass", async () => {
+    // Found by a probe: `npx snooze serve` outside the checkout said only `snooze.yaml: (top level):
+    // cannot read the file: ENOENT: no such file or directory, stat 'snooze.yaml'`, not where it
+    // looked nor that --config names another file.
+    const cwd = mkdtempSync(join(tmpdir(), "snooze-cli-"));
+    const child = spawn(node, [join(process.cwd(), "bin/snooze.js"), "serve", "--port", "0"], {
+      cwd,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    children.push(child);
+    let stderr = "";
+    child.stderr!.on("data", (chunk: Buffer) => {
+      stderr += chunk;
+    });
+    const [code] = await once(child, "close");
+    expect(code).toBe(2);
+    expect(stderr).toBe(
+      `snooze serve: no settings file: there is no snooze.yaml in ${cwd}, where snooze serve looks for one when --config does not name it; pass --config <file> (-c), or run it in the directory that holds snooze.yaml\n`,
+    );
+    // A relative --config that names no file: said from where it was looked for.
+    const given = spawn(node, [join(process.cwd(), "bin/snooze.js"), "serve", "-c", "conf/snooze.yaml"], {
+      cwd,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    children.push(given);
+    let said = "";
+    given.stderr!.on("data", (chunk: Buffer) => {
+      said += chunk;
+    });
+    const [givenCode] = await once(given, "close");
+    expect(givenCode).toBe(2);
+    expect(said).toContain(
+      `conf/snooze.yaml: (top level): cannot read the file: there is no such file (a relative path is read from ${cwd}, the directory snooze serve runs in)`,
+    );
+  });
+
   test("a model whose fixed port is serve's own: exit code 2 naming it; a reload that brings it is refused", async () => {
     // Found by an outside tester: it started, and the model's every start failed.
     const port = await freePort("127.0.0.1");
