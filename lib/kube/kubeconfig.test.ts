@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { stringify } from "yaml";
 import { createCA, issueCert } from "../../test/e2e/harness/certs.ts";
 import { KubeClient } from "./client.ts";
-import { inClusterCredentials, parseKubeconfig, readKubeconfig } from "./kubeconfig.ts";
+import { inClusterCredentials, loadKubeConfig, parseKubeconfig, readKubeconfig } from "./kubeconfig.ts";
 
 const b64 = (text: string) => Buffer.from(text).toString("base64");
 const dir = mkdtempSync(join(tmpdir(), "snooze-kubeconfig-"));
@@ -156,6 +156,34 @@ describe("parseKubeconfig", () => {
     ).toThrow(/cannot read certificate-authority \/nonexistent\/ca.crt/);
     expect(() => parseKubeconfig("clusters: [", { source: "/tmp/k" })).toThrow(/not valid YAML/);
     expect(() => readKubeconfig(join(dir, "absent"))).toThrow(/cannot read the kubeconfig/);
+  });
+});
+
+describe("loadKubeConfig", () => {
+  test("$KUBECONFIG that names no file that exists is said as such, not told to be set", () => {
+    // Found by a probe: `KUBECONFIG=/nonexistent snooze autoscaler` said "set KUBECONFIG".
+    const env = { KUBECONFIG: `${join(dir, "gone-a")}:${join(dir, "gone-b")}` };
+    expect(() => loadKubeConfig(undefined, env, join(dir, "no-sa"))).toThrow(
+      `no Kubernetes API to talk to: KUBECONFIG names no file that exists (${join(dir, "gone-a")}, ${join(dir, "gone-b")}): pass --kubeconfig <file>, or set KUBECONFIG to a kubeconfig file`,
+    );
+    // Its first file that exists is read, as kubectl reads the list.
+    const real = file("kubeconfig", stringify(kubeconfig({ server: "https://api:6443" }, { token: "t" })));
+    expect(loadKubeConfig(undefined, { KUBECONFIG: `${join(dir, "gone-a")}:${real}` }).source).toBe(
+      "KUBECONFIG",
+    );
+  });
+
+  test("in a pod without its ServiceAccount token mounted: said, not 'run in a pod'", () => {
+    const env = { KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" };
+    expect(() => loadKubeConfig(undefined, env, join(dir, "no-sa"))).toThrow(
+      `no Kubernetes API to talk to: this runs in a pod (KUBERNETES_SERVICE_HOST is set), but its ServiceAccount token ${join(dir, "no-sa", "token")} is not there (automountServiceAccountToken: false?): mount it, or pass --kubeconfig <file>`,
+    );
+  });
+
+  test("nothing at all: every way to name an API server", () => {
+    expect(() => loadKubeConfig(undefined, {}, join(dir, "no-sa"))).toThrow(
+      "no Kubernetes API to talk to: pass --kubeconfig <file>, set KUBECONFIG, or run in a pod with a ServiceAccount token",
+    );
   });
 });
 

@@ -29,7 +29,6 @@ export interface KubeCredentials {
 }
 
 export const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
-export const serviceAccountTokenPath = `${serviceAccountDir}/token`;
 
 /**
  * The API server and identity a component talks with, chosen explicitly: `--kubeconfig` (for
@@ -38,14 +37,31 @@ export const serviceAccountTokenPath = `${serviceAccountDir}/token`;
  * KUBERNETES_SERVICE_HOST). Anything else is an error rather than a guess (no silent fallback to
  * ~/.kube/config or localhost:8080, which would run a controller against the wrong cluster).
  */
-export function loadKubeConfig(flag: string | undefined): { kc: KubeCredentials; source: KubeconfigSource } {
+export function loadKubeConfig(
+  flag: string | undefined,
+  env: Record<string, string | undefined> = process.env,
+  saDir = serviceAccountDir,
+): { kc: KubeCredentials; source: KubeconfigSource } {
   if (flag) return { kc: readKubeconfig(flag), source: "flag" };
-  const fromEnv = process.env.KUBECONFIG?.split(":").find((path) => path && existsSync(path));
+  const listed = env.KUBECONFIG?.split(":").filter(Boolean) ?? [];
+  const fromEnv = listed.find((path) => existsSync(path));
   if (fromEnv) return { kc: readKubeconfig(fromEnv), source: "KUBECONFIG" };
-  if (process.env.KUBERNETES_SERVICE_HOST && existsSync(serviceAccountTokenPath))
-    return { kc: inClusterCredentials(), source: "in-cluster" };
+  const tokenPath = join(saDir, "token");
+  if (env.KUBERNETES_SERVICE_HOST && existsSync(tokenPath))
+    return { kc: inClusterCredentials(env, saDir), source: "in-cluster" };
+  // Said by what was found of each: KUBECONFIG set to files that are not there was told to "set
+  // KUBECONFIG" (found by a probe), and a pod without its token mounted to "run in a pod".
+  const none = "no Kubernetes API to talk to";
+  if (listed.length > 0)
+    throw new Error(
+      `${none}: KUBECONFIG names no file that exists (${listed.join(", ")}): pass --kubeconfig <file>, or set KUBECONFIG to a kubeconfig file`,
+    );
+  if (env.KUBERNETES_SERVICE_HOST)
+    throw new Error(
+      `${none}: this runs in a pod (KUBERNETES_SERVICE_HOST is set), but its ServiceAccount token ${tokenPath} is not there (automountServiceAccountToken: false?): mount it, or pass --kubeconfig <file>`,
+    );
   throw new Error(
-    "no Kubernetes API to talk to: pass --kubeconfig <file>, set KUBECONFIG, or run in a pod with a ServiceAccount token",
+    `${none}: pass --kubeconfig <file>, set KUBECONFIG, or run in a pod with a ServiceAccount token`,
   );
 }
 
