@@ -27,7 +27,7 @@ export function parseCommandArgs(command: Command, argv: string[]) {
   }
   try {
     const parsed = parseArgs({
-      args: command.rewriteArgs ? command.rewriteArgs(argv) : argv,
+      args: shortFlagsWithEquals(command, command.rewriteArgs ? command.rewriteArgs(argv) : argv),
       options,
       strict: true,
       allowPositionals: command.positionals !== undefined,
@@ -39,6 +39,27 @@ export function parseCommandArgs(command: Command, argv: string[]) {
     if (unknown) throw new UnknownFlag((error as Error).message, unknown[1]!);
     throw new UsageError((error as Error).message);
   }
+}
+
+/**
+ * `-n=5` as `--lines=5`: Node's parser reads what follows a short flag as its value, `=` included
+ * (`-c=snooze.yaml` was the file "=snooze.yaml"), and a boolean's `-f=1` as the flags `-f`, `-=`
+ * and `-1` ("Unknown option '-='"); a long flag's `=` and argparse's `-n=5` (vLLM's) are separators
+ * (found by a probe). A boolean given a value so is a usage error; after `--`, nothing changes.
+ */
+function shortFlagsWithEquals(command: Command, argv: readonly string[]): string[] {
+  const end = argv.indexOf("--");
+  return argv.map((arg, i) => {
+    const written = /^-([^-=])=(.*)$/s.exec(arg);
+    if (!written || (end >= 0 && i > end)) return arg;
+    const [, short, value] = written as unknown as [string, string, string];
+    const flags = { help: { type: "boolean", short: "h" }, ...command.flags };
+    const [long, flag] = Object.entries(flags).find(([, f]) => f.short === short) ?? [];
+    if (long === undefined) return arg;
+    if (flag?.type === "boolean")
+      throw new UsageError(`-${short} (--${long}) takes no value: write -${short} alone`);
+    return `--${long}=${value}`;
+  });
 }
 
 /**

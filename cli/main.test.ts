@@ -154,3 +154,27 @@ test("`snooze help <command>` is that command's help; an unknown one is said", a
   expect(await main(["help", "wkae"])).toBe(2);
   expect(output.join("\n")).toContain('unknown command "wkae"; did you mean "wake"?');
 });
+
+test("a short flag written with `=` (`-n=5`, `-c=file`) takes what follows the `=`, as a long one does", async () => {
+  // Found by a probe: Node's parser read `-c=snooze.yaml` as the file "=snooze.yaml", `-n=5` as
+  // "=5", and `logs -f=1` as three flags, answering "Unknown option '-='".
+  const { parseCommandArgs } = await import("./command.ts");
+  const { logsCommand } = await import("./model-commands.ts");
+  expect(parseCommandArgs(logsCommand, ["qwen", "-n=5"]).values.lines).toBe("5");
+  expect(parseCommandArgs(logsCommand, ["-n=", "qwen"]).values.lines).toBe("");
+  // After `--` it is a model's name, as it is written.
+  expect(parseCommandArgs(logsCommand, ["--", "-n=5"]).positionals).toEqual(["-n=5"]);
+  // A real process: a server command's run ends its process after it returns.
+  const serve = spawnSync(
+    process.execPath,
+    ["bin/snooze.js", "serve", "-p=0", "-c=/nonexistent/snooze.yaml"],
+    {
+      encoding: "utf8",
+      timeout: 30_000,
+    },
+  );
+  expect(serve.status).toBe(2);
+  expect(serve.stderr).toContain("\n/nonexistent/snooze.yaml: (top level): cannot read the file");
+  expect(await main(["logs", "qwen", "-f=1"])).toBe(2);
+  expect(output.join("\n")).toContain("snooze logs: -f (--follow) takes no value: write -f alone");
+});
