@@ -69,6 +69,9 @@ test("the simulator's own flags pass on, `_` read as `-`; `--no-` of one of vLLM
   // `--max-model-len` auto): passed on joined, or the parser read it as a flag of its own.
   expect(read("--max-model-len", "-1", "m")).toEqual(["--max-model-len=-1", "m"]);
   expect(read("--seed", "-3")).toEqual(["--seed=-3"]);
+  // vLLM's `--help=all` (every flag), `--help=<group or keyword>`: the simulator's help, all of it.
+  expect(read("--help=all")).toEqual(["--help"]);
+  expect(read("--help=max-model-len")).toEqual(["--help"]);
   expect(read("-h", "--", "--dtype")).toEqual(["-h", "--", "--dtype"]);
 });
 

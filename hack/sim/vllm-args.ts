@@ -79,7 +79,13 @@ export function simArgsFromVllm(argv: readonly string[], simFlags: Readonly<Reco
     }
     const raw = written.slice(2);
     const name = raw.includes(".") ? raw : raw.replaceAll("_", "-");
-    const own = simFlags[name] ?? (name === "help" ? { type: "boolean" } : undefined);
+    // vLLM's `--help=all`, `--help=<group or keyword>` (argparse_utils.py): the whole help here,
+    // where Node's parser refused a value for it.
+    if (name === "help") {
+      out.push("--help");
+      continue;
+    }
+    const own = simFlags[name];
     if (own) {
       out.push(`--${name}${inline === undefined ? "" : `=${inline}`}`);
       // A value written after the flag stays with it, whatever it looks like. A negative number
