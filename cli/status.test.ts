@@ -97,3 +97,36 @@ test("a refused reload of the settings is said under the table, until one applie
     '  snooze.yaml:4:5: models.qwen.sleepAfter: expected a duration, not "soon\\x1b[2J"',
   ]);
 });
+
+test("the status table lines up names a terminal shows two columns wide, or with combining marks", () => {
+  // Found by a probe: cells were padded by UTF-16 length, so a Chinese name (each character two
+  // columns on a terminal) or a name in NFD (an accent is a character of no width) pushed every
+  // column after it out of line.
+  const now = Date.parse("2026-01-01T00:01:00Z");
+  const model = (id: string): AdminModelView => ({
+    id,
+    aliases: [],
+    tier: "cold",
+    since: "2026-01-01T00:00:00Z",
+    replicas: [],
+    held: 0,
+    inFlight: 0,
+  });
+  const lines = formatTable(
+    [model("通义千问"), model("cafe\u0301"), model("qwen"), model("🦙-8b")],
+    now,
+  ).split("\n");
+  // Where TIER begins, counted in terminal columns: the same on every line.
+  const starts = lines.map((line) => columns(line.slice(0, line.search(/ (TIER|cold)/) + 1)));
+  expect(new Set(starts).size).toBe(1);
+  expect(lines[1]).toMatch(/^通义千问 {2}cold/);
+  expect(lines[2]).toMatch(/^cafe\u0301 {6}cold/);
+});
+
+/** Terminal columns as the test counts them: CJK and emoji 2, a combining mark 0. */
+function columns(text: string): number {
+  let width = 0;
+  for (const char of text)
+    width += /\p{M}/u.test(char) ? 0 : /[\u4e00-\u9fff]|\p{Emoji_Presentation}/u.test(char) ? 2 : 1;
+  return width;
+}

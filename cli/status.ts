@@ -3,6 +3,7 @@ import { clip } from "../lib/clip.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { escapeLineBreakers } from "../lib/json-line.ts";
 import { printable } from "../lib/printable.ts";
+import { padToWidth, terminalWidth } from "../lib/terminal-width.ts";
 import { modelList } from "./answer-shapes.ts";
 import { AdminClient, clientFlags, runClient } from "./client.ts";
 import type { Command } from "./command.ts";
@@ -193,11 +194,12 @@ export function formatTable(models: AdminModelView[], now: number): string {
   // The server's words (names, errors) on one line each, safe on a terminal, the header let be.
   for (const row of rows.slice(1))
     for (const [column, cell] of row.entries()) row[column] = printable(clip(cell, 200), true);
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  // In terminal columns: a name in Chinese, or with a combining accent, is not as wide as it is long.
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => terminalWidth(row[column]!))));
   return rows
     .map((row) =>
       row
-        .map((cell, column) => cell.padEnd(widths[column]!))
+        .map((cell, column) => padToWidth(cell, widths[column]!))
         .join("  ")
         .trimEnd(),
     )
