@@ -178,3 +178,17 @@ test("a short flag written with `=` (`-n=5`, `-c=file`) takes what follows the `
   expect(await main(["logs", "qwen", "-f=1"])).toBe(2);
   expect(output.join("\n")).toContain("snooze logs: -f (--follow) takes no value: write -f alone");
 });
+
+test("`snooze version` or `-help` is answered with --version or --help; a flag before the command is told to follow it", async () => {
+  expect(await main(["version"])).toBe(2);
+  expect(output.join("\n")).toContain('snooze: unknown command "version"; did you mean "--version"?');
+  output = [];
+  expect(await main(["-help"])).toBe(2);
+  expect(output.join("\n")).toContain('snooze: unknown command "-help"; did you mean "--help"?');
+  output = [];
+  // Found by a probe: `snooze --port 9000 serve` said only that "--port" is no command.
+  expect(await main(["--port", "9000", "serve"])).toBe(2);
+  expect(output.join("\n")).toContain(
+    'snooze: "--port" is not a command: flags go after the command they belong to (snooze serve --port 9000)',
+  );
+});

@@ -79,11 +79,21 @@ export async function main(argv: string[]): Promise<number> {
   if (!entry) {
     // As a misspelt settings key is answered (found by an outside tester: `snooze statsu` was not);
     // loaded only here, so `snooze --help` loads no more than it did.
+    const names = commands.map((c) => c.name);
+    // `snooze --port 9000 serve`: the flags belong after the command (found by a probe: the answer
+    // said only that "--port" is no command).
+    const later = rest.findIndex((word) => names.includes(word));
+    if (name.startsWith("-") && later >= 0) {
+      const moved = [rest[later]!, name, ...rest.filter((_, i) => i !== later)].join(" ");
+      console.error(
+        `snooze: "${name}" is not a command: flags go after the command they belong to (snooze ${moved})`,
+      );
+      console.error("Run `snooze --help` for usage.");
+      return 2;
+    }
     const { closestKey } = await import("../lib/settings/suggest.ts");
-    const near = closestKey(
-      name,
-      commands.map((c) => c.name),
-    );
+    // `snooze version`, `-help`: the flags that stand where a command does.
+    const near = closestKey(name, [...names, "--help", "--version"]);
     console.error(
       `snooze: unknown command "${name}"${near ? `; did you mean "${near}"?` : "."} Commands: ${commands.map((c) => c.name).join(", ")}.`,
     );
