@@ -75,3 +75,18 @@ test("the OpenAI base URL (ending in /v1) given as Snooze's address is a usage e
   );
   expect(serverUrl({ url: "http://gpu-box/v1x" })).toBe("http://gpu-box/v1x");
 });
+
+test("an address written without http:// is answered with the one meant; one with a user or password is refused, not stripped", () => {
+  // Found by a probe: `--url localhost:8080` (as curl takes it) was only "not an http:// URL".
+  expect(() => serverUrl({ url: "localhost:8080" })).toThrow(
+    '--url must be an http:// or https:// URL, such as http://127.0.0.1:8080; got "localhost:8080" (did you mean "http://localhost:8080"?)',
+  );
+  expect(() => serverUrl({}, { SNOOZE_URL: "127.0.0.1:8080/snooze" })).toThrow(
+    '(did you mean "http://127.0.0.1:8080/snooze"?)',
+  );
+  // A user and password were dropped without a word, so a proxy that wants them answered 401.
+  expect(() => serverUrl({ url: "http://admin:s3cret@gpu-box:8080" })).toThrow(
+    '--url holds a user name or password ("http://admin:redacted@gpu-box:8080/"), which the commands do not send: Snooze\'s admin API takes a bearer token (--admin-token-file or $SNOOZE_ADMIN_TOKEN); drop them from the address',
+  );
+  expect(() => serverUrl({}, { SNOOZE_URL: "http://admin@gpu-box" })).toThrow(UsageError);
+});

@@ -3,6 +3,7 @@ import { clip, clipMiddle } from "../lib/clip.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
 import { formatDuration } from "../lib/duration.ts";
 import { printable } from "../lib/printable.ts";
+import { redactUrl } from "../lib/redact-url.ts";
 import { adminHeaders, adminTokenFlags, adminTokenFrom } from "./admin-token.ts";
 import type { Shape } from "./answer-shapes.ts";
 
@@ -35,9 +36,19 @@ export function serverUrl(values: FlagValues, env: Record<string, string | undef
     throw new UsageError(
       `${source} has the port ${port}, out of range: a port is 1 to 65535; got ${JSON.stringify(given)}`,
     );
-  if (parsed?.protocol !== "http:" && parsed?.protocol !== "https:")
+  if (parsed?.protocol !== "http:" && parsed?.protocol !== "https:") {
+    // `localhost:8080`, as curl takes it: the scheme left out (found by a probe).
+    const meant = `http://${given}`;
+    const near = !/^[a-z][a-z\d+.-]*:\/\//i.test(given) && URL.canParse(meant) ? meant : undefined;
     throw new UsageError(
-      `${source} must be an http:// or https:// URL, such as ${defaultUrl}; got ${JSON.stringify(given)}`,
+      `${source} must be an http:// or https:// URL, such as ${defaultUrl}; got ${JSON.stringify(given)}${near ? ` (did you mean ${JSON.stringify(near)}?)` : ""}`,
+    );
+  }
+  // Only the origin and path are used: a user and password were dropped without a word, and a
+  // proxy that wanted them answered 401 (found by a probe).
+  if (parsed.username || parsed.password)
+    throw new UsageError(
+      `${source} holds a user name or password (${JSON.stringify(redactUrl(given))}), which the commands do not send: Snooze's admin API takes a bearer token (--admin-token-file or $SNOOZE_ADMIN_TOKEN); drop them from the address`,
     );
   if (parsed.search || parsed.hash)
     throw new UsageError(
