@@ -97,7 +97,7 @@ export function commandHelp(command: Command, summary: string): string {
       flag.default !== undefined && flag.type === "string" ? ` (default ${String(flag.default)})` : "";
     return [`  ${short}--${name}${value}`, `${flag.description}${def}`] as const;
   });
-  rows.push(["      --help", "show this help"]);
+  rows.push(["  -h, --help", "show this help"]);
   const width = Math.max(...rows.map(([left]) => left.length)) + 2;
   for (const [left, right] of rows) lines.push(left.padEnd(width) + right);
   return lines.join("\n");

@@ -20,6 +20,14 @@ test("every command answers --help with its flags", async () => {
   expect(commands.map((c) => c.name)).toEqual(expect.arrayContaining(["serve", "status", "sim"]));
 });
 
+test("every command's help lists -h with --help, as -h works everywhere", async () => {
+  for (const command of commands) {
+    output = [];
+    expect(await main([command.name, "-h"])).toBe(0);
+    expect(output.join("\n")).toMatch(/^ {2}-h, --help {2,}show this help$/m);
+  }
+});
+
 test("each command loads under its own name, only when it runs", async () => {
   for (const entry of commands) expect((await entry.load()).name).toBe(entry.name);
   expect(await main(["--help"])).toBe(0);
