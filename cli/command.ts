@@ -35,6 +35,8 @@ export function parseCommandArgs(command: Command, argv: string[]) {
     });
     return parsed;
   } catch (error) {
+    // One of the command's own (`rewriteArgs`: the simulator's vLLM words), kept as it is.
+    if (error instanceof UsageError) throw error;
     const unknown = /^Unknown option '(--?[^']+)'/.exec((error as Error).message);
     if (unknown) throw new UnknownFlag((error as Error).message, unknown[1]!);
     throw new UsageError((error as Error).message);
@@ -69,10 +71,21 @@ function shortFlagsWithEquals(command: Command, argv: readonly string[]): string
 export class UnknownFlag extends UsageError {
   readonly flag: string;
   readonly lead: string;
-  constructor(message: string, flag: string, lead = `Unknown option '${flag}'`) {
+  /** With no flag near: said by its own message, not with the list of the command's flags. */
+  readonly saidAlone: boolean;
+  /** Flags, besides those `--help` lists, that one near it may be (vLLM's, for the simulator). */
+  readonly alsoKnown: readonly string[];
+  constructor(
+    message: string,
+    flag: string,
+    lead = `Unknown option '${flag}'`,
+    { saidAlone = false, alsoKnown = [] as readonly string[] } = {},
+  ) {
     super(message);
     this.flag = flag;
     this.lead = lead;
+    this.saidAlone = saidAlone;
+    this.alsoKnown = alsoKnown;
   }
 }
 

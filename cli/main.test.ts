@@ -200,3 +200,42 @@ test("`snooze version` or `-help` is answered with --version or --help; a flag b
     'snooze: "--port" is not a command: flags go after the command they belong to (snooze serve --port 9000)',
   );
 });
+
+test("a flag written with a word more or less than the one meant is answered with it (--config-file, --token-file)", async () => {
+  // Found by a probe: `--config-file`, `webhooks --tls-cert-file` and `--token-file` were too far
+  // from `--config`, `--tls-cert` and `--admin-token-file` to be suggested.
+  expect(await main(["serve", "--config-file", "x.yaml"])).toBe(2);
+  expect(output.join("\n")).toContain(
+    "snooze serve: Unknown option '--config-file'; did you mean '--config'?",
+  );
+  output = [];
+  expect(await main(["webhooks", "--tls-cert-file", "c.pem"])).toBe(2);
+  expect(output.join("\n")).toContain("did you mean '--tls-cert'?");
+  output = [];
+  expect(await main(["status", "--token-file", "t"])).toBe(2);
+  expect(output.join("\n")).toContain("did you mean '--admin-token-file'?");
+  output = [];
+  // Not its opposite: `--wait` is not `--no-wait`.
+  expect(await main(["wake", "q", "--wait"])).toBe(2);
+  expect(output.join("\n")).not.toContain("did you mean");
+});
+
+test("snooze sim answers a misspelt flag with the one meant, in vLLM's words otherwise", async () => {
+  // Found by a probe: the simulator's refusal lost its kind on the way, so `sim --prot 8001` was
+  // never answered with `--port`, as every other command's misspelt flag is.
+  expect(await main(["sim", "--prot", "8001"])).toBe(2);
+  expect(output.join("\n")).toContain("snooze sim: unrecognized arguments: --prot; did you mean '--port'?");
+  output = [];
+  // vLLM's flags that change nothing here too.
+  expect(await main(["sim", "--tensor-parallel-sise", "2"])).toBe(2);
+  expect(output.join("\n")).toContain("did you mean '--tensor-parallel-size'?");
+  output = [];
+  // A misspelt `--no-` form is answered with the `--no-` form, not with the flag it turns off.
+  expect(await main(["sim", "--no-enable-prefix-cachin"])).toBe(2);
+  expect(output.join("\n")).toContain("did you mean '--no-enable-prefix-caching'?");
+  output = [];
+  expect(await main(["sim", "--frobnicate"])).toBe(2);
+  expect(output.join("\n")).toContain(
+    "snooze sim: unrecognized arguments: --frobnicate (a flag neither vLLM nor the simulator has)",
+  );
+});

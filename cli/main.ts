@@ -24,10 +24,18 @@ function topHelp(): string {
  * The flag a misspelt one most likely meant (`--portt` → `--port`), as a misspelt command or
  * settings key is answered (found by an outside tester: `snooze serve --prot 1` named no flag).
  */
-async function nearFlag(flag: string, command: Command): Promise<string | undefined> {
+async function nearFlag(unknown: UnknownFlag, command: Command): Promise<string | undefined> {
+  const { flag } = unknown;
   if (!flag.startsWith("--")) return undefined;
   const { closestKey } = await import("../lib/settings/suggest.ts");
-  const near = closestKey(flag.slice(2), shownFlagNames(command));
+  const written = flag.slice(2);
+  const names = [...new Set([...shownFlagNames(command), ...unknown.alsoKnown])];
+  // Else one with a word more or less, too far in letters (found by a probe): `--config-file` for
+  // `--config`, `--token-file` for `--admin-token-file`; never a flag's opposite (`--no-wait`).
+  const wordsApart = names.filter(
+    (name) => written.startsWith(`${name}-`) || (name.endsWith(`-${written}`) && !name.startsWith("no-")),
+  );
+  const near = closestKey(written, names) ?? (wordsApart.length === 1 ? wordsApart[0] : undefined);
   return near === undefined ? undefined : `--${near}`;
 }
 
@@ -132,12 +140,14 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (error instanceof UsageError) {
       const unknown = error instanceof UnknownFlag ? error : undefined;
-      const near = unknown === undefined ? undefined : await nearFlag(unknown.flag, command);
+      const near = unknown === undefined ? undefined : await nearFlag(unknown, command);
       const said = !unknown
         ? error.message
         : near
           ? `${unknown.lead}; did you mean '${near}'?`
-          : unknownFlagText(unknown, command);
+          : unknown.saidAlone
+            ? error.message
+            : unknownFlagText(unknown, command);
       console.error(`snooze ${command.name}: ${said}`);
       console.error(`Run \`snooze ${command.name} --help\` for usage.`);
       return 2;

@@ -22,9 +22,16 @@ export class UnrecognizedFlag extends UnknownFlag {
       `unrecognized arguments: ${flag} (a flag neither vLLM nor the simulator has)`,
       flag,
       `unrecognized arguments: ${flag}`,
+      // vLLM's flags and the simulator's are too many to list; a misspelt one of vLLM's is named.
+      { saidAlone: true, alsoKnown: vllmNames },
     );
   }
 }
+
+/** vLLM's flag names, an on-off flag's `no-` form too (a misspelt `--no-x` is not `--x`). */
+const vllmNames = [...vllmFlags].flatMap(([name, kind]) =>
+  kind === "on-off" ? [name, `no-${name}`] : [name],
+);
 
 /** The arguments for the simulator's parser; a UsageError for what vLLM would refuse. */
 export function simArgsFromVllm(argv: readonly string[], simFlags: Readonly<Record<string, Flag>>): string[] {
