@@ -90,3 +90,44 @@ test("an address written without http:// is answered with the one meant; one wit
   );
   expect(() => serverUrl({}, { SNOOZE_URL: "http://admin@gpu-box" })).toThrow(UsageError);
 });
+
+test("an https:// Snooze whose certificate is not trusted is said as such, with how to trust it", async () => {
+  // Found by a probe: a proxy with its own CA before Snooze was answered "self-signed certificate;
+  // ... try running Node.js with --use-system-ca (is Snooze running? ...)": Snooze was running, and
+  // a flag of Node's cannot be given through `npx snooze`.
+  const { mkdtempSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const https = await import("node:https");
+  const { createCA, issueCert } = await import("../test/e2e/harness/certs.ts");
+  const dir = mkdtempSync(join(tmpdir(), "snooze-client-tls-"));
+  const ca = await createCA(dir, "proxy-ca");
+  const serving = await issueCert(ca, dir, "proxy", {
+    commonName: "proxy",
+    ipAddresses: ["127.0.0.1"],
+    usage: "server",
+  });
+  const proxy = https.createServer({ cert: serving.certPem, key: serving.keyPem }, (_req, res) => {
+    res.setHeader("content-type", "application/json");
+    res.end(JSON.stringify({ models: [] }));
+  });
+  proxy.listen(0, "127.0.0.1");
+  await once(proxy, "listening");
+  const url = `https://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  try {
+    const said = await new AdminClient({ url }, {}).json("/snooze/v1/models", modelList).then(
+      () => "",
+      (error: Error) => error.message,
+    );
+    expect(said).toBe(
+      `cannot reach ${url}: its TLS certificate is not trusted (unable to verify the first certificate): give Node.js its CA, NODE_EXTRA_CA_CERTS=<ca.pem>, or NODE_OPTIONS=--use-system-ca when the system trusts it`,
+    );
+    const action = await new AdminClient({ url }, {}).action("/snooze/v1/models/m/sleep", modelList).then(
+      () => "",
+      (error: Error) => error.message,
+    );
+    expect(action).toContain(`cannot reach ${url}: its TLS certificate is not trusted`);
+  } finally {
+    proxy.close();
+  }
+});

@@ -84,6 +84,16 @@ export function adminUrl(base: string, path: string): URL {
 /** A request to Snooze that did not work: printed after the command's name, exit code 1. */
 export class ClientError extends Error {}
 
+/** OpenSSL's verdicts on a certificate chain that does not lead to a CA Node trusts. */
+const untrustedCertificate = new Set([
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "CERT_UNTRUSTED",
+]);
+
 /**
  * Snooze at `url` could not be reached, and why, in words. An https:// address whose server speaks
  * plain HTTP (as `snooze serve` does) was OpenSSL's own two lines, ending in a path inside Node's
@@ -93,6 +103,21 @@ function cannotReach(url: string, error: Error & { code?: string }): ClientError
   if (error.code === "ERR_SSL_WRONG_VERSION_NUMBER")
     return new ClientError(
       `cannot reach ${url}: the server there does not speak TLS (https://); Snooze serves plain HTTP unless a proxy before it adds TLS: write http://`,
+    );
+  // A certificate Node does not take: the server is there, so not "is Snooze running?", and Node's
+  // hint, a flag of its own, cannot be given through `npx snooze` (found by a probe).
+  const reason = error.message.split(";")[0]!.trim();
+  if (untrustedCertificate.has(error.code ?? ""))
+    return new ClientError(
+      `cannot reach ${url}: its TLS certificate is not trusted (${reason}): give Node.js its CA, NODE_EXTRA_CA_CERTS=<ca.pem>, or NODE_OPTIONS=--use-system-ca when the system trusts it`,
+    );
+  if (error.code === "ERR_TLS_CERT_ALTNAME_INVALID")
+    return new ClientError(
+      `cannot reach ${url}: its TLS certificate is for another name (${reason}): write a name it holds in --url or SNOOZE_URL`,
+    );
+  if (error.code === "CERT_HAS_EXPIRED" || error.code === "CERT_NOT_YET_VALID")
+    return new ClientError(
+      `cannot reach ${url}: its TLS certificate is out of its dates (${reason}): renew it, or check this machine's clock`,
     );
   return new ClientError(
     `cannot reach ${url}: ${error.message.trim()} (is Snooze running? pass --url or set SNOOZE_URL)`,
