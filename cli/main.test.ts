@@ -231,7 +231,7 @@ test("snooze sim answers a misspelt flag with the one meant, in vLLM's words oth
   expect(output.join("\n")).toContain("did you mean '--tensor-parallel-size'?");
   output = [];
   // A misspelt `--no-` form is answered with the `--no-` form, not with the flag it turns off.
-  expect(await main(["sim", "--no-enable-prefix-cachin"])).toBe(2);
+  expect(await main(["sim", "--no-enable-prefx-caching"])).toBe(2);
   expect(output.join("\n")).toContain("did you mean '--no-enable-prefix-caching'?");
   output = [];
   expect(await main(["sim", "--frobnicate"])).toBe(2);

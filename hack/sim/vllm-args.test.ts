@@ -104,3 +104,21 @@ test("every flag the simulator shares with vLLM is one vLLM has", () => {
     expect(vllmFlags.has(name), name).toBe(true);
   }
 });
+
+test("a flag's unique beginning is the flag, as vLLM's argparse takes it; one several flags begin with is refused in its words", () => {
+  // Found by a probe: `vllm serve m --enable-sleep` starts vLLM (argparse allows abbreviations, and
+  // vLLM's parser keeps them), while the simulator said "unrecognized arguments: --enable-sleep".
+  expect(read("m", "--enable-sleep", "--max-model", "8192")).toEqual([
+    "m",
+    "--enable-sleep-mode",
+    "--max-model-len",
+    "8192",
+  ]);
+  expect(read("--load-t=2s", "--tensor-parallel", "2")).toEqual([
+    "--load-time=2s",
+    ignored("--tensor-parallel 2"),
+  ]);
+  expect(() => read("--max", "1")).toThrow(/^ambiguous option: --max could match (--max-[a-z-]+, )+--max-/);
+  // The whole name wins over a longer one it begins (`--port` is not ambiguous with `--port-x`).
+  expect(read("--port", "9")).toEqual(["--port", "9"]);
+});

@@ -85,7 +85,7 @@ export function simArgsFromVllm(argv: readonly string[], simFlags: Readonly<Reco
       continue;
     }
     const raw = written.slice(2);
-    const name = raw.includes(".") ? raw : raw.replaceAll("_", "-");
+    const name = whole(raw.includes(".") ? raw : raw.replaceAll("_", "-"), written, simFlags);
     // vLLM's `--help=all`, `--help=<group or keyword>` (argparse_utils.py): the whole help here,
     // where Node's parser refused a value for it.
     if (name === "help") {
@@ -119,6 +119,22 @@ export function simArgsFromVllm(argv: readonly string[], simFlags: Readonly<Reco
     ignore(written, take(written, kindOf(name) ?? unrecognized(written), inline));
   }
   return out;
+}
+
+/**
+ * The flag `name` begins, when it is no flag itself: argparse (`allow_abbrev`, which vLLM's parser
+ * keeps) takes a flag's unique beginning for it (`--enable-sleep`), and refuses one that several
+ * flags begin with. Anything else comes back as it is.
+ */
+function whole(name: string, written: string, simFlags: Readonly<Record<string, Flag>>): string {
+  if (name.includes(".") || name === "help" || simFlags[name] || kindOf(name) !== undefined) return name;
+  const names = new Set(["help", ...Object.keys(simFlags).filter((n) => !simFlags[n]!.hidden), ...vllmNames]);
+  const matches = [...names].filter((known) => known.startsWith(name));
+  if (matches.length > 1)
+    throw new UsageError(
+      `ambiguous option: ${written} could match ${matches.map((match) => `--${match}`).join(", ")}`,
+    );
+  return matches[0] ?? name;
 }
 
 /** How vLLM reads a flag (`--no-x` for an on-off `--x`, `--x.key` for a JSON `--x`), if it has it. */
