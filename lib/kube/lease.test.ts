@@ -1,19 +1,25 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterEach, describe, expect, test } from "vitest";
+import { afterEach, describe, expect, test, vi } from "vitest";
 import { type KubeClient, KubeError } from "./client.ts";
-import { type Lease, LeaseElector, leaseName } from "./lease.ts";
+import { type Lease, LeaseElector, leaseName, microTime } from "./lease.ts";
 
 /** An in-memory Lease API with the apiserver's optimistic concurrency: stale writes get 409. */
 class FakeLeases {
   leases = new Map<string, Lease>();
   version = 1;
   writes = 0;
+  /** The API server cannot be reached: every call fails. */
+  failing = false;
   private key(path: string) {
     return path.split("/").pop()!;
   }
   client(): KubeClient {
+    const up = () => {
+      if (this.failing) throw new KubeError(503, "ServiceUnavailable", "the API server is unreachable");
+    };
     return {
       get: async (path: string) => {
+        up();
         const lease = this.leases.get(this.key(path));
         if (!lease) throw new KubeError(404, "NotFound", "not found");
         return structuredClone(lease);
@@ -32,6 +38,7 @@ class FakeLeases {
         return {};
       },
       replace: async (path: string, body: Lease) => {
+        up();
         const current = this.leases.get(this.key(path));
         if (!current || current.metadata.resourceVersion !== body.metadata.resourceVersion)
           throw new KubeError(409, "Conflict", "the object has been modified");
@@ -189,6 +196,83 @@ describe("LeaseElector", () => {
     lease.metadata.resourceVersion = "999";
     await until(() => !a.leading, "a not leading", timing.renewDeadlineMs + 500);
     expect(events).toContain("a stops");
+  });
+
+  describe("a system clock that jumps (durations are measured on the monotonic clock)", () => {
+    // Driven by hand: `tryNow` for each try, a monotonic clock the test moves, and the wall clock
+    // (Date.now, what renewTime is written on) set apart from it.
+    let mono = 0;
+    let wall = Date.parse("2026-12-07T02:00:00Z");
+    afterEach(() => vi.restoreAllMocks());
+    function manual(api: FakeLeases, identity: string) {
+      vi.spyOn(Date, "now").mockImplementation(() => wall);
+      const e = new LeaseElector({
+        client: api.client(),
+        namespace: "snooze-system",
+        name: "snooze-slot-gpu-0",
+        identity,
+        timing,
+        monotonicNow: () => mono,
+      });
+      electors.push(e);
+      return e;
+    }
+    const hour = 3_600_000;
+
+    test("a holder whose clock went back an hour still stops leading once it could not renew for the renew deadline", async () => {
+      // Before: leading was Date.now() minus the last renewal, negative after the jump, so a holder
+      // cut off from the API server went on acting for an hour while another took the Lease after
+      // its duration: two writers of one slot.
+      const api = new FakeLeases();
+      const a = manual(api, "a");
+      await a.tryNow();
+      expect(a.leading).toBe(true);
+      api.failing = true;
+      wall -= hour;
+      mono += timing.renewDeadlineMs + 1;
+      expect(a.leading).toBe(false);
+      await a.tryNow();
+      expect(a.leading).toBe(false);
+    });
+
+    test("a holder whose clock went forward an hour keeps leading while it renews", async () => {
+      const api = new FakeLeases();
+      const a = manual(api, "a");
+      await a.tryNow();
+      wall += hour;
+      mono += timing.retryMs;
+      expect(a.leading).toBe(true);
+      await a.tryNow();
+      expect(a.leading).toBe(true);
+    });
+
+    test("a candidate whose clock went forward an hour does not take a lease its holder renewed a moment ago", async () => {
+      const api = new FakeLeases();
+      const a = manual(api, "a");
+      const b = manual(api, "b");
+      await a.tryNow();
+      await b.tryNow();
+      wall += hour;
+      mono += timing.retryMs;
+      await b.tryNow();
+      expect(b.leading).toBe(false);
+      expect(api.leases.get("snooze-slot-gpu-0")?.spec?.holderIdentity).toBe("a");
+    });
+
+    test("a candidate whose clock went back an hour takes a dead holder's lease after its duration, not an hour later", async () => {
+      const api = new FakeLeases();
+      const a = manual(api, "a");
+      const b = manual(api, "b");
+      await a.tryNow();
+      await b.tryNow();
+      wall -= hour;
+      // The Lease says its duration in whole seconds.
+      mono += Math.ceil(timing.durationMs / 1000) * 1000 + 1;
+      await b.tryNow();
+      expect(b.leading).toBe(true);
+      // What it writes is still the wall clock, which other processes read.
+      expect(api.leases.get("snooze-slot-gpu-0")?.spec?.renewTime).toBe(microTime(wall));
+    });
   });
 
   test("lease names are valid DNS subdomains", () => {

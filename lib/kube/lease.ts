@@ -40,6 +40,12 @@ export interface LeaseElectorOptions {
   onStoppedLeading?(): void;
   /** The holder changed (anyone), for forwarding. */
   onHolderChanged?(holder: LeaseHolder | undefined): void;
+  /**
+   * The clock the lease's durations are measured on (ms); default `performance.now()`. Monotonic:
+   * a system clock set back or forward (NTP stepping it, a VM resumed) changes no duration, as
+   * client-go's monotonic readings ensure. The times written in the Lease stay wall time.
+   */
+  monotonicNow?: () => number;
 }
 
 export interface LeaseHolder {
@@ -53,7 +59,8 @@ export const microTime = (ms: number) => new Date(ms).toISOString().replace(/Z$/
 /**
  * Leader election on one Lease, the way client-go's leaderelection does it: a candidate takes a
  * Lease whose holder has not renewed for `durationMs` (judged by when this process last saw the
- * record change, so clocks need not agree), holders renew every `retryMs`, and every write is a
+ * record change, so clocks need not agree; measured on the monotonic clock, so a system clock that
+ * jumps moves no deadline), holders renew every `retryMs`, and every write is a
  * conditional replace on the resourceVersion read just before, so of two candidates exactly one
  * wins (the other gets 409 and re-reads). A holder that cannot renew within `renewDeadlineMs`
  * stops acting before its lease can expire for the others; a holder that stops gracefully
@@ -64,8 +71,11 @@ export class LeaseElector {
   private readonly options: LeaseElectorOptions;
   private readonly timing: LeaseTiming;
   private readonly log: Logger;
+  private readonly monotonicNow: () => number;
   private isLeading = false;
+  /** When the last successful write was sent, on the monotonic clock. */
   private lastRenewed = 0;
+  /** The record last seen and when it was first seen, on the monotonic clock. */
   private observed?: { key: string; at: number };
   private currentHolder?: LeaseHolder;
   private timer?: NodeJS.Timeout;
@@ -79,10 +89,11 @@ export class LeaseElector {
     this.name = options.name;
     this.timing = options.timing ?? defaultLeaseTiming;
     this.log = (options.log ?? silentLogger).child({ lease: options.name });
+    this.monotonicNow = options.monotonicNow ?? (() => performance.now());
   }
 
   get leading(): boolean {
-    return this.isLeading && Date.now() - this.lastRenewed < this.timing.renewDeadlineMs;
+    return this.isLeading && this.monotonicNow() - this.lastRenewed < this.timing.renewDeadlineMs;
   }
 
   get holder(): LeaseHolder | undefined {
@@ -160,7 +171,9 @@ export class LeaseElector {
 
   private async tryAcquireOrRenew(): Promise<void> {
     const { client, identity } = this.options;
+    // Written into the Lease for others to read: wall time. Every duration: `at`, monotonic.
     const now = Date.now();
+    const at = this.monotonicNow();
     try {
       let lease: Lease;
       try {
@@ -183,16 +196,16 @@ export class LeaseElector {
             leaseTransitions: 0,
           },
         });
-        this.observe(created, now);
+        this.observe(created, at);
         this.lastWritten = created.metadata.resourceVersion;
-        this.renewed(now);
+        this.renewed(at);
         return;
       }
-      this.observe(lease, now);
+      this.observe(lease, at);
       const spec = lease.spec ?? {};
       const heldByOther = !!spec.holderIdentity && spec.holderIdentity !== identity;
       const validUntil = this.observed!.at + (spec.leaseDurationSeconds ?? 0) * 1000;
-      if (heldByOther && validUntil > now) {
+      if (heldByOther && validUntil > at) {
         if (this.isLeading) this.setLeading(false);
         return;
       }
@@ -211,16 +224,16 @@ export class LeaseElector {
           leaseTransitions: (spec.leaseTransitions ?? 0) + (takingOver && spec.holderIdentity ? 1 : 0),
         },
       });
-      this.observe(updated, now);
+      this.observe(updated, at);
       this.lastWritten = updated.metadata.resourceVersion;
-      this.renewed(now);
+      this.renewed(at);
     } catch (error) {
       if (isConflict(error)) {
         this.log.debug("lost a race for the lease; reading it again next time");
       } else {
         this.log.warn("lease try failed", { error });
       }
-      if (this.isLeading && Date.now() - this.lastRenewed >= this.timing.renewDeadlineMs) {
+      if (this.isLeading && this.monotonicNow() - this.lastRenewed >= this.timing.renewDeadlineMs) {
         this.log.warn("could not renew the lease in time; stepping down");
         this.setLeading(false);
       }
@@ -231,16 +244,16 @@ export class LeaseElector {
     return this.options.address ? { [leaderAddressAnnotation]: this.options.address } : {};
   }
 
-  private renewed(now: number): void {
-    this.lastRenewed = now;
+  private renewed(at: number): void {
+    this.lastRenewed = at;
     if (!this.isLeading) this.setLeading(true);
   }
 
   /** Remembers when this process first saw the current record: expiry is judged by local time. */
-  private observe(lease: Lease, now: number): void {
+  private observe(lease: Lease, at: number): void {
     const spec = lease.spec ?? {};
     const key = `${spec.holderIdentity}|${spec.renewTime}|${spec.leaseDurationSeconds}`;
-    if (this.observed?.key !== key) this.observed = { key, at: now };
+    if (this.observed?.key !== key) this.observed = { key, at };
     const holder = spec.holderIdentity
       ? { identity: spec.holderIdentity, address: lease.metadata.annotations?.[leaderAddressAnnotation] }
       : undefined;
