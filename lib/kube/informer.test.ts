@@ -157,6 +157,66 @@ describe("Informer", () => {
     expect(source.listCalls).toBe(3);
   });
 
+  test("a watch the server ends at once without an event is retried with back-off, not in a loop", async () => {
+    // A server (or a proxy before it) that closes every watch stream at once: each one was resumed
+    // at once, a loop of watch requests as fast as it answered them (client-go's reflector backs
+    // off from such a "very short watch").
+    let watches = 0;
+    const at: number[] = [];
+    const source: ListWatch<Obj> = {
+      list: async () => ({ items: [], resourceVersion: "1" }),
+      watch: () => {
+        watches++;
+        at.push(performance.now());
+        return new Promise((resolve) => setImmediate(resolve));
+      },
+    };
+    informer = new Informer({ name: "t", source, backoff: { initialMs: 20, maxMs: 40 } });
+    await informer.start();
+    await until(() => watches >= 4, "four watches");
+    expect(informer.counts.failures).toBeGreaterThanOrEqual(3);
+    // Three back-offs (20, 40 and 40 ms, jittered by at most a fifth) lie between the first and the fourth.
+    expect(at[3]! - at[0]!).toBeGreaterThanOrEqual((20 + 40 + 40) * 0.8);
+  });
+
+  test("a watch that expires again right after its fresh list lists again with back-off, not in a loop", async () => {
+    // The first expiry lists again at once (the usual case); expiring again before any event, the
+    // list-watch pair made no progress, and looping on it was a full list as fast as the server answered.
+    const source = new FakeSource();
+    source.items = [obj("a", 1)];
+    const at: number[] = [];
+    const list = source.list.bind(source);
+    source.list = () => {
+      at.push(performance.now());
+      return list();
+    };
+    source.watch = () => Promise.reject(new KubeError(410, "Expired", "too old resource version"));
+    informer = new Informer({ name: "t", source, backoff: { initialMs: 20, maxMs: 40 } });
+    await informer.start();
+    await until(() => source.listCalls >= 4, "four lists");
+    expect(informer.counts.expired).toBeGreaterThanOrEqual(3);
+    expect(informer.counts.failures).toBeGreaterThanOrEqual(2);
+    // The second list comes at once; back-offs of 20 and 40 ms (jittered) lie before the third and fourth.
+    expect(at[3]! - at[1]!).toBeGreaterThanOrEqual((20 + 40) * 0.8);
+    expect(informer.list().map((o) => o.metadata.name)).toEqual(["a"]);
+  });
+
+  test("an ERROR event 410 right after a fresh list is an expiry without progress too", async () => {
+    const source = new FakeSource();
+    informer = new Informer({ name: "t", source, backoff: { initialMs: 20, maxMs: 40 } });
+    await informer.start();
+    (await source.nthWatch(1)).send({ type: "ERROR", object: { code: 410 } as never });
+    (await source.nthWatch(2)).send({ type: "ERROR", object: { code: 410 } as never });
+    const third = await source.nthWatch(3);
+    expect(source.listCalls).toBe(3);
+    expect(informer.counts.failures).toBe(1);
+    // A watch that delivers makes progress again: its next expiry lists again at once.
+    third.send({ type: "ADDED", object: obj("b", 30) });
+    third.send({ type: "ERROR", object: { code: 410 } as never });
+    await source.nthWatch(4);
+    expect(informer.counts.failures).toBe(1);
+  });
+
   test("a silent watch is restarted by the watchdog", async () => {
     const source = new FakeSource();
     informer = new Informer({ name: "t", source, staleMs: 50 });

@@ -40,6 +40,14 @@ const defaultKey = (object: unknown) => {
 class Expired extends Error {}
 
 /**
+ * A watch that ends sooner than this without a single event (bookmarks count) did not work: the
+ * server, or a proxy before it, closes streams at once. As client-go's reflector ("very short
+ * watch"), it is retried with back-off: resumed at once, it was a loop of watch requests as fast
+ * as the server answered them.
+ */
+const shortWatchMs = 1_000;
+
+/**
  * A list+watch cache of one resource, supervised: a failed list or watch is retried with
  * back-off, a watch that falls silent is restarted by a watchdog, "410 Gone" (the resourceVersion
  * was compacted away) leads to a fresh list whose differences are delivered as adds, updates and
@@ -63,6 +71,10 @@ export class Informer<T> {
   private readonly stopping = new AbortController();
   private resyncTimer?: NodeJS.Timeout;
   private syncedOnce = false;
+  /** Watch events received so far (bookmarks too, not errors): whether a watch got anywhere. */
+  private events = 0;
+  /** `events` when the resourceVersion last expired: an expiry with none since is no progress. */
+  private eventsAtExpiry = -1;
   private readonly syncWaiters = new Set<() => void>();
   /** Counters, for tests and the state endpoint. */
   readonly counts = { lists: 0, watches: 0, failures: 0, stale: 0, expired: 0 };
@@ -136,15 +148,28 @@ export class Informer<T> {
             this.syncWaiters.clear();
           }
         }
+        const events = this.events;
+        const watchedAt = performance.now();
         await this.watchOnce();
+        if (!this.stopped && this.events === events && performance.now() - watchedAt < shortWatchMs)
+          throw new Error(`the watch ended at once (within ${shortWatchMs} ms) without an event`);
         failures = 0;
       } catch (error) {
         if (this.stopped) return;
         if (error instanceof Expired || isGone(error)) {
           this.counts.expired++;
-          this.log.info("resourceVersion expired; listing again", { resourceVersion: this.resourceVersion });
           needList = true;
-          continue;
+          // The usual expiry (the watch was away longer than the server keeps history) lists again
+          // at once. One with no event since the last one (the watch from a fresh list's
+          // resourceVersion expired at once) is retried with back-off: at once, it was a loop
+          // of full lists.
+          if (this.events !== this.eventsAtExpiry) {
+            this.eventsAtExpiry = this.events;
+            this.log.info("resourceVersion expired; listing again", {
+              resourceVersion: this.resourceVersion,
+            });
+            continue;
+          }
         }
         failures++;
         this.counts.failures++;
@@ -187,6 +212,7 @@ export class Informer<T> {
             abort.abort();
             return;
           }
+          this.events++;
           this.apply(event);
         },
         abort.signal,
