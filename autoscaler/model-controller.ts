@@ -114,6 +114,11 @@ interface ReplicaRecord {
   restarts: number;
   /** Tier records run in order, one at a time. */
   writes: Promise<unknown>;
+  /**
+   * The last tier told (its event) while its write has not gone through: a write the platform
+   * refused is made again (`tierWriteFailed`) for as long as it is still the last.
+   */
+  unwritten?: ReplicaEvent;
   /** The activation this replica's start or wake belongs to. */
   activation?: Activation;
   /** It left on its own, in the platform's words (an engine's exit code and last lines). */
@@ -232,6 +237,13 @@ const crashWindowMs = 5 * 60_000;
 const answeredFreshMs = 1_000;
 const drainPollMs = 100;
 const failedOperationCoolMs = 1_000;
+/**
+ * A tier write the platform refused (an API server that throttles with 429, fails with 500 or is
+ * away a moment) is made again after this, doubling up to `tierRewriteMaxMs`, until it is written
+ * or the tier moves on.
+ */
+const tierRewriteFirstMs = 1_000;
+const tierRewriteMaxMs = 30_000;
 /** How long the platform's count may lag a scale we asked for (a cache catching up) before it wins again. */
 const scaleLagMs = 10_000;
 const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "asleep-2"];
@@ -1755,16 +1767,55 @@ export class ModelController {
     const event = this.eventOf(record, news.estimateMs, news.error);
     this.deps.emit(event);
     if ((from === "asleep-1") !== (tier === "asleep-1")) this.deps.levelOneChanged?.();
+    record.unwritten = event;
+    const write = this.writeTier(record, event, leadership, 1);
+    this.deps.statusChanged?.();
+    this.deps.slot?.changed();
+    return write;
+  }
+
+  /** Records `event` on the platform after the writes before it; `attempt` counts its tries. */
+  private writeTier(record: ReplicaRecord, event: ReplicaEvent, leadership: number, attempt: number) {
     const write = record.writes.then(async () => {
       this.guard(leadership);
       await this.deps.platform.recordTier(this.key, record.replica, event, record.recorded);
       this.counts.tierWrites++;
-      record.recorded = tier;
+      record.recorded = event.tier;
+      if (record.unwritten === event) record.unwritten = undefined;
     });
-    record.writes = write.catch(() => {});
-    this.deps.statusChanged?.();
-    this.deps.slot?.changed();
+    record.writes = write.catch((error: unknown) =>
+      this.tierWriteFailed(record, event, leadership, attempt, error),
+    );
     return write;
+  }
+
+  /**
+   * A tier write the platform refused is made again, with back-off, while it is still the last
+   * tier told and this leadership lasts. Its caller's operation failed with it, yet the tier
+   * stands (the engine did wake or sleep): found by an outside tester, a wake's `ready` refused
+   * once (the API server throttling) left the pod `waking` for good, activators holding every
+   * request for it until its hold budget ran out while the controller believed it ready.
+   */
+  private tierWriteFailed(
+    record: ReplicaRecord,
+    event: ReplicaEvent,
+    leadership: number,
+    attempt: number,
+    error: unknown,
+  ): void {
+    if (error instanceof NotLeading || leadership !== this.leadership || record.unwritten !== event) return;
+    const delayMs = Math.min(tierRewriteMaxMs, tierRewriteFirstMs * 2 ** (attempt - 1));
+    this.log.warn("tier write failed; writing it again", {
+      replica: record.replica.id,
+      tier: event.tier,
+      attempt,
+      delayMs,
+      error,
+    });
+    this.deps.clock.setTimeout(() => {
+      if (leadership !== this.leadership || !this.present(record) || record.unwritten !== event) return;
+      void this.writeTier(record, event, leadership, attempt + 1).catch(() => {});
+    }, delayMs);
   }
 
   private eventOf(record: ReplicaRecord, estimateMs?: number, error?: string, exit?: string): ReplicaEvent {

@@ -281,6 +281,11 @@ export class FakePlatform implements Platform {
   private readonly missing = new Set<string>();
   private refuseNextScale = 0;
   private spareNamedNext = 0;
+  /**
+   * Tier writes to refuse, each once, as an API server that throttles (429) or fails (500) a write
+   * refuses it: the next write of each tier listed here throws. What the fails were is in `calls`.
+   */
+  readonly refuseTierWrites: Tier[] = [];
   /** What each replica's engine printed last, by replica id (`Platform.lastOutput`). */
   readonly output = new Map<string, string>();
   closed = false;
@@ -346,6 +351,12 @@ export class FakePlatform implements Platform {
     { tier, since }: RecordedTier,
     believed?: Tier,
   ): Promise<void> {
+    const refused = this.refuseTierWrites.indexOf(tier);
+    if (refused >= 0) {
+      this.refuseTierWrites.splice(refused, 1);
+      this.calls.push(`record ${replica.id} ${tier} refused`);
+      throw new Error(`429 TooManyRequests: the tier write of ${replica.id} (${tier}) was throttled`);
+    }
     this.tierRecords.push({ model, replica: replica.id, tier, since, believed });
     const entry = this.models.get(model);
     const current = entry?.replicas.get(replica.id);
