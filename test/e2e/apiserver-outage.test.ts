@@ -1,8 +1,12 @@
-import { readFile, writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:https";
+import { join } from "node:path";
+import { AdmissionregistrationV1Api } from "@kubernetes/client-node";
 import { describe, expect, test } from "vitest";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
 import { complete, modelObject, simDeployment, tierOf } from "./components/snooze.ts";
+import { createCA, issueCert } from "./harness/certs.ts";
 import { usingExistingCluster } from "./harness/control-plane.ts";
 import { startTcpService, type TcpService } from "./harness/tcp-service.ts";
 
@@ -132,4 +136,106 @@ describe.skipIf(usingExistingCluster())("kube-apiserver hangs while Snooze runs"
     expect(woken.status, `${woken.text}\n${logs()}`).toBe(200);
     expect(suite.autoscaler.process.tail(400)).toMatch(/list or watch failed; retrying/);
   });
+
+  test("a wake's tier write the API server refuses (429) is written again: the held request is answered", async () => {
+    // An admission webhook makes kube-apiserver answer the autoscaler's first write of `ready` on
+    // the pod with 429, as an API server that throttles does. Before, that write was never made
+    // again: the pod said `waking` for good, and the request was held until its hold budget ran out.
+    const started = await complete(suite.activator.url, model);
+    expect(started.status, started.text).toBe(200);
+    await waitPods("the pod asleep", asleep);
+    const refusals = await refuseFirstReadyWrite();
+    try {
+      const held = await complete(suite.activator.url, model, 30_000).catch((error: Error) => ({
+        status: 0,
+        text: String(error),
+        ms: 0,
+      }));
+      expect(refusals.count, logs()).toBe(1);
+      expect(held.status, `${held.text}\n${logs()}`).toBe(200);
+      expect(suite.autoscaler.process.tail(400)).toMatch(/tier write failed; writing it again/);
+    } finally {
+      await refusals.remove();
+    }
+    await waitPods("the pod asleep again", asleep);
+  });
 });
+
+/**
+ * A validating webhook on pod updates in the suite's namespace that refuses, with 429, the first
+ * write that marks a pod `ready` (kube-apiserver passes a webhook's status code on).
+ */
+async function refuseFirstReadyWrite(): Promise<{ count: number; remove(): Promise<void> }> {
+  const dir = join(suite.cluster.info.dir, "refusing-webhook");
+  await mkdir(dir, { recursive: true });
+  const ca = await createCA(dir, "refusing-ca");
+  const serving = await issueCert(ca, dir, "refusing", {
+    commonName: "refusing-webhook",
+    ipAddresses: ["127.0.0.1"],
+    usage: "server",
+  });
+  const refusals = { count: 0, remove: async () => {} };
+  const tierOfObject = (o: Pod | undefined) => o?.metadata?.annotations?.["snooze.dev/tier"];
+  const server: Server = createServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => {
+    let body = "";
+    req.on("data", (chunk) => {
+      body += chunk;
+    });
+    req.on("end", () => {
+      const review = JSON.parse(body) as { request: { uid: string; object?: Pod; oldObject?: Pod } };
+      const { uid, object, oldObject } = review.request;
+      const refuse =
+        refusals.count === 0 && tierOfObject(object) === "ready" && tierOfObject(oldObject) !== "ready";
+      if (refuse) refusals.count++;
+      res.setHeader("content-type", "application/json");
+      res.end(
+        JSON.stringify({
+          apiVersion: "admission.k8s.io/v1",
+          kind: "AdmissionReview",
+          response: {
+            uid,
+            allowed: !refuse,
+            ...(refuse
+              ? { status: { code: 429, reason: "TooManyRequests", message: "throttled (a test)" } }
+              : {}),
+          },
+        }),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as { port: number }).port;
+  const api = suite.cluster.admin.makeApiClient(AdmissionregistrationV1Api);
+  const name = `refuse-ready-${suite.ns.name}`;
+  await api.createValidatingWebhookConfiguration({
+    body: {
+      metadata: { name },
+      webhooks: [
+        {
+          name: "refuse-ready.e2e.snooze.dev",
+          clientConfig: {
+            url: `https://127.0.0.1:${port}/`,
+            caBundle: Buffer.from(ca.certPem).toString("base64"),
+          },
+          rules: [{ apiGroups: [""], apiVersions: ["v1"], operations: ["UPDATE"], resources: ["pods"] }],
+          namespaceSelector: {
+            matchExpressions: [
+              { key: "kubernetes.io/metadata.name", operator: "In", values: [suite.ns.name] },
+            ],
+          },
+          failurePolicy: "Ignore",
+          sideEffects: "None",
+          admissionReviewVersions: ["v1"],
+          timeoutSeconds: 5,
+        },
+      ],
+    },
+  });
+  refusals.remove = async () => {
+    await api.deleteValidatingWebhookConfiguration({ name }).catch(() => {});
+    await new Promise((resolve) => server.close(resolve));
+  };
+  // The API server reads webhook configurations through an informer: give it a moment to see this one.
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  return refusals;
+}
