@@ -1,13 +1,13 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
+import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { freePort } from "../../lib/free-port.ts";
+import { goBinary } from "./go-binary.ts";
 
 /**
  * A real OpenTelemetry Collector (core components, built from its Go modules by
@@ -15,9 +15,6 @@ import { freePort } from "../../lib/free-port.ts";
  * user's would, the collector batches and posts OTLP/HTTP JSON to a receiver here, and the spans
  * that arrive are kept, with their service and resource, for the test to walk.
  */
-
-const repo = resolve(import.meta.dirname, "../..");
-const run = promisify(execFile);
 
 /** One span as OTLP/JSON carries it (ids in hex). */
 export interface OtlpSpan {
@@ -45,23 +42,8 @@ export const SERVER = 2;
 export const CLIENT = 3;
 
 /** The collector binary: built (or found in the cache) by the project's script; never skipped. */
-export async function collectorBinary(): Promise<string> {
-  const script = join(repo, "hack/build-otelcol.sh");
-  try {
-    const { stdout } = await run(script, ["--print-path"]);
-    return stdout.trim();
-  } catch {
-    // Not built yet: build it now (a cold build takes minutes; .ci/run builds it before the tests).
-    try {
-      const { stdout } = await run(script, [], { maxBuffer: 64 * 2 ** 20 });
-      return stdout.trim().split("\n").at(-1)!;
-    } catch (error) {
-      throw new Error(
-        `hack/build-otelcol.sh could not build the OpenTelemetry Collector this test needs: ${(error as Error).message}`,
-      );
-    }
-  }
-}
+export const collectorBinary = (): Promise<string> =>
+  goBinary("build-otelcol.sh", "the OpenTelemetry Collector");
 
 function value(v: Record<string, unknown>): unknown {
   if ("stringValue" in v) return v.stringValue;

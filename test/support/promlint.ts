@@ -1,6 +1,5 @@
-import { execFile, spawn } from "node:child_process";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
+import { spawn } from "node:child_process";
+import { goBinary } from "./go-binary.ts";
 
 /**
  * Reads a /metrics text as a Prometheus server does and lints it: hack/promlint, the Prometheus Go
@@ -8,9 +7,6 @@ import { promisify } from "node:util";
  * pinned Go modules by hack/build-promlint.sh. Not a hand-written parser: escaping, duplicate
  * series, HELP and TYPE lines and names are judged by the code Prometheus itself runs.
  */
-
-const repo = resolve(import.meta.dirname, "../..");
-const run = promisify(execFile);
 
 export interface LintedFamily {
   /** COUNTER, GAUGE, HISTOGRAM, ... */
@@ -28,23 +24,7 @@ export interface Linted {
 }
 
 /** The linter binary: built (or found in the cache) by the project's script; never skipped. */
-export async function promlintBinary(): Promise<string> {
-  const script = join(repo, "hack/build-promlint.sh");
-  try {
-    const { stdout } = await run(script, ["--print-path"]);
-    return stdout.trim();
-  } catch {
-    // Not built yet: build it now (seconds with the modules cached; .ci/run builds it before the tests).
-    try {
-      const { stdout } = await run(script, [], { maxBuffer: 64 * 2 ** 20 });
-      return stdout.trim().split("\n").at(-1)!;
-    } catch (error) {
-      throw new Error(
-        `hack/build-promlint.sh could not build the linter this test needs: ${(error as Error).message}`,
-      );
-    }
-  }
-}
+export const promlintBinary = (): Promise<string> => goBinary("build-promlint.sh", "the linter");
 
 /** Parses and lints `text`; rejects with the parser's words when it does not parse. */
 export async function lintExposition(text: string): Promise<Linted> {
