@@ -46,6 +46,7 @@ import type { News } from "../tier-events.ts";
 import { InvalidModels } from "./invalid-models.ts";
 import { KnativePodAutoscalers } from "./knative/pod-autoscalers.ts";
 import { progressDeadlineOf } from "./knative/progress-deadline.ts";
+import { LeaderSettling } from "./leader-settling.ts";
 import { LoadOrder } from "./load-order.ts";
 import { ModelDemand, type ModelLookup } from "./model-demand.ts";
 import { modelEventsFor } from "./model-events.ts";
@@ -158,8 +159,7 @@ export class KubeAutoscaler {
   readonly modelDemand: ModelDemand;
   private readonly loadListeners = new Set<(key: string, poke: boolean) => void>();
   /** When this replica last took the lead of each Model, and when activators last reported it here. */
-  private readonly ledAt = new Map<string, number>();
-  private readonly reportedAt = new Map<string, number>();
+  private readonly settling = new LeaderSettling(settleMs);
   /** Tier changes and swaps as Kubernetes Events on the Models, beside the CloudEvents. */
   private readonly recorder: EventRecorder;
   /** Workloads whose snooze.dev annotations are not valid, with the problems last logged. */
@@ -438,7 +438,7 @@ export class KubeAutoscaler {
       this.informers.models.get(entry.model.key)?.status?.learning,
       `the status of Model ${entry.model.key}`,
     );
-    this.ledAt.set(controller.key, Date.now());
+    this.settling.led(controller.key);
     controller.lead();
   }
 
@@ -446,6 +446,7 @@ export class KubeAutoscaler {
     const entry = this.entries.get(key);
     if (!entry) return;
     this.entries.delete(key);
+    this.settling.forget(key);
     this.core.removeModel(key);
     this.platform.removeModel(key);
     const unit = this.units.get(entry.unitKey);
@@ -567,7 +568,7 @@ export class KubeAutoscaler {
     const load =
       body.inFlight !== undefined &&
       body.held !== undefined &&
-      this.loadOrder.fresh(body.activator, body.model, body.seq, Date.now())
+      this.loadOrder.fresh(body.activator, body.model, body.seq, performance.now())
         ? {
             inFlight: body.inFlight,
             held: body.held,
@@ -588,7 +589,7 @@ export class KubeAutoscaler {
   stats(body: StatsBody, forwarded: boolean): void {
     const byLeader = new Map<string, StatsBody["models"]>();
     for (const entry of body.models) {
-      if (!this.loadOrder.fresh(body.activator, entry.model, entry.seq, Date.now())) continue;
+      if (!this.loadOrder.fresh(body.activator, entry.model, entry.seq, performance.now())) continue;
       const flow =
         entry.arrived !== undefined && entry.completed !== undefined && entry.serviceMs !== undefined
           ? { arrived: entry.arrived, completed: entry.completed, serviceMs: entry.serviceMs }
@@ -711,8 +712,7 @@ export class KubeAutoscaler {
     if (controller.isLeading) {
       // A new leader knows no load until the activators' next stats (every second): until then, or
       // settleMs without any, it says it is settling rather than report a demand of 0.
-      const led = this.ledAt.get(key) ?? 0;
-      const settling = (this.reportedAt.get(key) ?? 0) < led && Date.now() - led < settleMs;
+      const settling = this.settling.settling(key);
       const entry = this.entries.get(key);
       return {
         leading: true,
@@ -746,7 +746,7 @@ export class KubeAutoscaler {
     const key = this.core.controller(id)?.key;
     if (key === undefined) return;
     // Only stats carry an activator's whole load; a demand poke says one request is held.
-    if (!poke) this.reportedAt.set(key, Date.now());
+    if (!poke) this.settling.reported(key);
     for (const listener of this.loadListeners) listener(key, poke);
   }
 

@@ -420,7 +420,7 @@ export class ExternalScalerServer {
     const details = input?.message ?? `internal error: ${(error as Error)?.message ?? String(error)}`;
     const scaledObject = quoted(`${ref.namespace ?? ""}/${ref.name ?? ""}`);
     // KEDA asks again at every poll: the same refusal is said once, then once a minute with the count.
-    const said = this.repeats.pass(`${method} ${code} ${scaledObject} ${details}`, Date.now());
+    const said = this.repeats.pass(`${method} ${code} ${scaledObject} ${details}`, performance.now());
     if (said) {
       const where = {
         method,
@@ -477,7 +477,7 @@ export class ExternalScalerServer {
       this.pushes.inc({ result: String(result) });
       writer.send(result);
       last = result;
-      lastAt = Date.now();
+      lastAt = performance.now();
     };
     // Armed only while a repush may be due (active, and at zero or with requests held): thousands
     // of idle streams then cost no timer at all.
@@ -485,7 +485,7 @@ export class ExternalScalerServer {
     const follow = (sample: DemandSample) => {
       if (sample.active && (sample.atZero || sample.held > 0)) {
         repush ??= setInterval(() => {
-          if (latest && !abort.signal.aborted && repushDue(latest, Date.now() - lastAt, this.repush))
+          if (latest && !abort.signal.aborted && repushDue(latest, performance.now() - lastAt, this.repush))
             send(true);
         }, repushTickMs(this.repush));
       } else {

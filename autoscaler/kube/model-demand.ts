@@ -272,10 +272,11 @@ export class ModelDemand {
         dirty = false;
         const found = this.source.lookup(key);
         if (!found?.leading) return; // led elsewhere now (or gone): the caller looks again
-        const now = Date.now();
-        const sample = sampleOf(key, found, now);
+        const sample = sampleOf(key, found, Date.now());
         const poke = poked;
         poked = false;
+        // The repush period, on the monotonic clock: measured within this process.
+        const now = performance.now();
         if (!last || poke || !sameSample(last, sample) || now - lastAt >= this.tickMs) {
           last = sample;
           lastAt = now;
@@ -310,13 +311,13 @@ export class ModelDemand {
     const abort = new AbortController();
     const stop = () => abort.abort();
     signal.addEventListener("abort", stop);
-    let heard = Date.now();
+    let heard = performance.now();
     // Leadership may move while the stream is open (a frozen leader's stream just stops): look often.
     const watchdog = setInterval(
       () => {
         const found = this.source.lookup(key);
         const moved = !found || found.leading || found.leader !== leader;
-        if (moved || Date.now() - heard > this.staleMs) abort.abort();
+        if (moved || performance.now() - heard > this.staleMs) abort.abort();
       },
       Math.min(this.tickMs, 500),
     );
@@ -339,7 +340,7 @@ export class ModelDemand {
       const decoder = new TextDecoder();
       let buffered = "";
       for await (const chunk of response.body) {
-        heard = Date.now();
+        heard = performance.now();
         buffered += decoder.decode(chunk as Uint8Array, { stream: true });
         let newline = buffered.indexOf("\n");
         while (newline >= 0) {
@@ -370,7 +371,7 @@ export class ModelDemand {
    * warning; anything else (503 while the Lease moves) passes. Once a minute per leader and status.
    */
   private refused(key: string, leader: string, status: number): void {
-    const said = this.refusals.pass(`${leader} ${status}`, Date.now());
+    const said = this.refusals.pass(`${leader} ${status}`, performance.now());
     if (!said) return;
     const fields = { model: key, leader, status, ...(said.repeated > 0 ? { repeated: said.repeated } : {}) };
     if (status === 401 || status === 403)
