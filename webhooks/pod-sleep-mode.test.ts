@@ -68,6 +68,40 @@ describe("mutatePod", () => {
       warnings: 0,
     },
     {
+      // vLLM turns underscores into dashes and takes argparse's abbreviations: no second flag.
+      name: "flag written with underscores, or shortened as vLLM takes it: not added again",
+      containers: [
+        {
+          name: "a",
+          image: "vllm",
+          args: ["--enable_sleep_mode"],
+          env: [{ name: "VLLM_SERVER_DEV_MODE", value: "1" }],
+        },
+        {
+          name: "b",
+          image: "vllm",
+          args: ["--enable-sleep"],
+          env: [{ name: "VLLM_SERVER_DEV_MODE", value: "1" }],
+        },
+      ],
+      device: undefined,
+      expected: [
+        {
+          name: "a",
+          image: "vllm",
+          args: ["--enable_sleep_mode"],
+          env: [{ name: "VLLM_SERVER_DEV_MODE", value: "1" }],
+        },
+        {
+          name: "b",
+          image: "vllm",
+          args: ["--enable-sleep"],
+          env: [{ name: "VLLM_SERVER_DEV_MODE", value: "1" }],
+        },
+      ],
+      warnings: 0,
+    },
+    {
       name: "one sidecar and one engine: only the engine",
       containers: [
         { name: "proxy", image: "envoy" },

@@ -1,4 +1,5 @@
 import { annotationFor } from "../lib/settings/index.ts";
+import { enablesSleepMode } from "../lib/vllm-sleep-mode.ts";
 import type { JsonPatch } from "./json-patch.ts";
 import { pointer } from "./json-patch.ts";
 import {
@@ -69,9 +70,7 @@ export function mutatePod(pod: unknown, { slot, device }: PodSlot): { patch: Jso
     const name = String(container.name ?? index);
     const command = strings(container.command);
     const args = strings(container.args);
-    const hasFlag = [...command, ...args].some(
-      (t) => t === sleepModeFlag || t.startsWith(`${sleepModeFlag}=`) || t.includes(` ${sleepModeFlag}`),
-    );
+    const hasFlag = [...command, ...args].some(enablesSleepMode);
     if (!hasFlag) {
       const shell = shells.has(command[0]?.split("/").at(-1) ?? "") && [...command, ...args].includes("-c");
       if (shell) warnings.push(shellCommandWarning(name));

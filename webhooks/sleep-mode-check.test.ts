@@ -24,6 +24,9 @@ describe("sleepModeWarnings", () => {
   test.each([
     ["the flag and the variable", { args: ["m", "--enable-sleep-mode"], ...devMode }, []],
     ["the flag with a value", { args: ["--enable-sleep-mode=true"], ...devMode }, []],
+    // vLLM turns underscores into dashes and takes argparse's abbreviations: no false warning.
+    ["the flag with underscores", { args: ["m", "--enable_sleep_mode"], ...devMode }, []],
+    ["the flag shortened as vLLM takes it", { args: ["m", "--enable-sleep"], ...devMode }, []],
     [
       "the flag in a shell command",
       { command: ["sh", "-c", "vllm serve m --enable-sleep-mode"], ...devMode },

@@ -1,3 +1,4 @@
+import { enablesSleepMode } from "../lib/vllm-sleep-mode.ts";
 import { type MemberRef, sleepModeMissingWarning } from "./messages.ts";
 import { at, isObject } from "./object-path.ts";
 import { devModeEnv, isVllmContainer, sleepModeFlag } from "./pod-sleep-mode.ts";
@@ -27,9 +28,7 @@ export function sleepModeWarnings(workload: MemberRef, object: unknown): string[
     const configFile = line.some(
       (t) => t === "--config" || t.startsWith("--config=") || t.includes(" --config"),
     );
-    const hasFlag = line.some(
-      (t) => t === sleepModeFlag || t.startsWith(`${sleepModeFlag}=`) || t.includes(` ${sleepModeFlag}`),
-    );
+    const hasFlag = line.some(enablesSleepMode);
     const env = Array.isArray(container.env) ? container.env.filter(isObject) : [];
     const devEntries = env.filter((e) => e.name === devModeEnv);
     const devMode =

@@ -1,4 +1,5 @@
 import { basename } from "node:path";
+import { enablesSleepMode } from "../vllm-sleep-mode.ts";
 
 /**
  * **Pure**: the names a vLLM command line serves its model as, or undefined when the command does
@@ -43,12 +44,13 @@ export function isVllmServe(command: readonly string[]): boolean {
 
 /**
  * **Pure**: whether a `vllm serve` command line leaves sleep mode off: vLLM serves its sleep
- * endpoints only with `--enable-sleep-mode`. Not said when a `--config` file may turn it on.
+ * endpoints only with `--enable-sleep-mode` (in any form vLLM reads it: lib/vllm-sleep-mode.ts). Not
+ * said when a `--config` file may turn it on.
  */
 export function vllmWithoutSleepMode(command: readonly string[]): boolean {
   return (
     isVllmServe(command) &&
-    !command.some((arg) => arg === "--enable-sleep-mode" || arg.startsWith("--enable-sleep-mode=")) &&
+    !command.some(enablesSleepMode) &&
     !command.some((arg) => arg === "--config" || arg.startsWith("--config="))
   );
 }
