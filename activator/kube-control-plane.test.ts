@@ -424,9 +424,8 @@ test("two Models of one model id: the oldest gets its requests whatever order th
   await plane.stop();
 });
 
-test("Models that list one alias: the oldest has it whatever order they were seen in, a model id goes first, and a deleted holder hands it on", async () => {
-  // Found by a probe: an alias two Models listed went to whichever the activator saw first, and
-  // once that one let go of it, the other did not get it until its Model changed.
+/** A real Activator fed by the control plane from a watched fake cluster, watching already. */
+async function activatorOnWatchedCluster() {
   const cluster = watchedCluster();
   let activator: Activator | undefined;
   const plane = new KubeControlPlane({
@@ -452,6 +451,13 @@ test("Models that list one alias: the oldest has it whatever order they were see
   });
   await plane.start();
   await vi.waitFor(() => expect(cluster.watching()).toBe(true));
+  return { cluster, plane, activator };
+}
+
+test("Models that list one alias: the oldest has it whatever order they were seen in, a model id goes first, and a deleted holder hands it on", async () => {
+  // Found by a probe: an alias two Models listed went to whichever the activator saw first, and
+  // once that one let go of it, the other did not get it until its Model changed.
+  const { cluster, plane, activator } = await activatorOnWatchedCluster();
   const model = (name: string, created: string, aliases: string[]) => ({
     apiVersion: "snooze.dev/v1alpha1",
     kind: "Model",
@@ -471,7 +477,7 @@ test("Models that list one alias: the oldest has it whatever order they were see
   expect(activator.modelNamed("qwen-new")).toBe("qwen-new");
   // The older one deleted: once its route is gone, the alias is the younger one's.
   cluster.push("models", "DELETED", older);
-  await vi.waitFor(() => expect(activator?.modelNamed("qwen")).toBe("qwen-new"));
+  await vi.waitFor(() => expect(activator.modelNamed("qwen")).toBe("qwen-new"));
   await plane.stop();
   await activator.shutdown(100);
 });
@@ -480,31 +486,7 @@ test("Knative revisions whose template lists an alias: after a rollout it does n
   // Found by a probe: every revision's Model listed the template's `snooze.dev/aliases`, and an
   // alias goes to the oldest Model listing it, so after a rollout requests by it woke the old
   // revision, not the one the Route sends traffic to. Revisions' Models now list no aliases.
-  const cluster = watchedCluster();
-  let activator: Activator | undefined;
-  const plane = new KubeControlPlane({
-    client: cluster.client,
-    autoscalerUrl: "http://127.0.0.1:1",
-    identity: "activator-0",
-    log: silentLogger,
-    removalGraceMs: 0,
-    onModel: (config) => activator?.upsertModel(config),
-    onModelRemoved: (id) => activator?.removeModel(id),
-  });
-  activator = new Activator({
-    config: {
-      models: new Map(),
-      names: new Map(),
-      slots: new Map(),
-      hostMemoryBudget: Infinity,
-      maxBodySize: 1 << 20,
-    },
-    controlPlane: plane,
-    registry: new Registry(),
-    log: silentLogger,
-  });
-  await plane.start();
-  await vi.waitFor(() => expect(cluster.watching()).toBe(true));
+  const { cluster, plane, activator } = await activatorOnWatchedCluster();
   const revision = (name: string, created: string) => {
     const { model } = modelForRevision({
       apiVersion: "autoscaling.internal.knative.dev/v1alpha1",
