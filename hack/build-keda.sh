@@ -82,7 +82,6 @@ copy_manifests() { # <folder>
   chmod -R u+w "$1/config"
 }
 
-started=$SECONDS
 if [[ "${SNOOZE_KEDA_FORCE:-}" != "1" ]] && have_all; then
   if ! manifests_there; then
     echo "build-keda: copying KEDA's manifests from the module" >&2
@@ -93,11 +92,9 @@ if [[ "${SNOOZE_KEDA_FORCE:-}" != "1" ]] && have_all; then
   exit 0
 fi
 
-echo "build-keda: building keda $keda_version (operator, metrics adapter) with $go_version into $out" >&2
+go_build_begin build-keda "$out" "keda $keda_version (operator, metrics adapter)"
 echo "build-keda: the operator compiles every scaler's cloud SDK; this takes many minutes the first time" >&2
-mkdir -p "$cache_root"
-work="$(mktemp -d "$cache_root/.build.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+work="$go_build_work"
 
 go_build_step build-keda "download modules" bash -c "cd '$module' && go mod download $keda_module && go list -deps $keda_module/cmd/operator $keda_module/cmd/adapter >/dev/null"
 go_build_step build-keda "build keda-adapter $keda_version" bash -c "cd '$module' && \
@@ -112,9 +109,4 @@ copy_manifests "$work"
 for b in "${binaries[@]}"; do
   "$work/$b" --help >/dev/null 2>&1 || [[ $? -eq 2 ]] || { echo "build-keda: $b does not run" >&2; exit 1; }
 done
-echo "$stamp" >"$work/.stamp"
-go_build_swap_in "$work" "$out"
-trap - EXIT
-
-echo "build-keda: built in $((SECONDS - started))s; binaries and manifests in $out" >&2
-echo "$out"
+go_build_done build-keda "$out" "$stamp" "$out" "binaries and manifests in $out"

@@ -47,22 +47,11 @@ go_build_env
 go_flags="-trimpath"
 ld_flags="-s -w"
 stamp="$(go_build_stamp "$module/go.mod" "$module/go.sum" -- "$go_flags $ld_flags ${binaries[*]}")"
-if [[ "$mode" == "--print-stamp" ]]; then
-  echo "$stamp"
-  exit 0
-fi
+go_build_reuse build-knative-eventing "$mode" "$out" "$stamp" "${SNOOZE_KNATIVE_EVENTING_FORCE:-}" "$out" \
+  "eventing $version" built
 
-if go_build_cached "$out" "$stamp" "${SNOOZE_KNATIVE_EVENTING_FORCE:-}" && built; then
-  echo "build-knative-eventing: eventing $version already built (cached, $(go env GOVERSION))" >&2
-  echo "$out"
-  exit 0
-fi
-
-started=$SECONDS
-echo "build-knative-eventing: building Knative Eventing $version (controller, webhook, mtping) with $(go env GOVERSION) into $out" >&2
-mkdir -p "$(dirname "$out")"
-work="$(mktemp -d "$(dirname "$out")/.build.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+go_build_begin build-knative-eventing "$out" "Knative Eventing $version (controller, webhook, mtping)"
+work="$go_build_work"
 
 go_build_step build-knative-eventing "download modules" bash -c "cd '$module' && go mod download $eventing && go list -deps $eventing/cmd/controller $eventing/cmd/webhook $eventing/cmd/mtping >/dev/null"
 for b in "${binaries[@]}"; do
@@ -75,9 +64,4 @@ mkdir -p "$work/config"
 cp -R "$eventing_dir/config/core" "$work/config/core"
 chmod -R u+w "$work/config"
 
-echo "$stamp" >"$work/.stamp"
-go_build_swap_in "$work" "$out"
-trap - EXIT
-
-echo "build-knative-eventing: built in $((SECONDS - started))s; binaries and manifests in $out" >&2
-echo "$out"
+go_build_done build-knative-eventing "$out" "$stamp" "$out" "binaries and manifests in $out"

@@ -45,22 +45,10 @@ go_build_env
 go_flags="-trimpath"
 ld_flags="-s -w"
 stamp="$(go_build_stamp "$module/go.mod" "$module/go.sum" -- "$go_flags $ld_flags ${binaries[*]}")"
-if [[ "$mode" == "--print-stamp" ]]; then
-  echo "$stamp"
-  exit 0
-fi
+go_build_reuse build-knative "$mode" "$out" "$stamp" "${SNOOZE_KNATIVE_FORCE:-}" "$out" "serving $version" built
 
-if go_build_cached "$out" "$stamp" "${SNOOZE_KNATIVE_FORCE:-}" && built; then
-  echo "build-knative: serving $version already built (cached, $(go env GOVERSION))" >&2
-  echo "$out"
-  exit 0
-fi
-
-started=$SECONDS
-echo "build-knative: building Knative Serving $version (controller, webhook, autoscaler, queue-proxy) with $(go env GOVERSION) into $out" >&2
-mkdir -p "$(dirname "$out")"
-work="$(mktemp -d "$(dirname "$out")/.build.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+go_build_begin build-knative "$out" "Knative Serving $version (controller, webhook, autoscaler, queue-proxy)"
+work="$go_build_work"
 
 go_build_step build-knative "download modules" bash -c "cd '$module' && go mod download $serving && go list -deps $serving/cmd/controller $serving/cmd/webhook $serving/cmd/autoscaler $serving/cmd/queue >/dev/null"
 for b in "${binaries[@]}"; do
@@ -85,9 +73,4 @@ cp "$networking_dir/config/config-network.yaml" "$work/config/core/configmaps/ne
 cp "$caching_dir/config/image.yaml" "$work/config/core/300-imagecache.yaml"
 chmod -R u+w "$work/config"
 
-echo "$stamp" >"$work/.stamp"
-go_build_swap_in "$work" "$out"
-trap - EXIT
-
-echo "build-knative: built in $((SECONDS - started))s; binaries and manifests in $out" >&2
-echo "$out"
+go_build_done build-knative "$out" "$stamp" "$out" "binaries and manifests in $out"

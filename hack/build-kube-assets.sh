@@ -74,19 +74,16 @@ have_all() {
   for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || return 1; done
 }
 
-started=$SECONDS
 if [[ "${SNOOZE_KUBE_ASSETS_FORCE:-}" != "1" ]] && have_all; then
   echo "build-kube-assets: kubernetes $k8s_version, etcd $etcd_version already built (cached, ${go_version})" >&2
   echo "$out"
   exit 0
 fi
 
-echo "build-kube-assets: building kubernetes $k8s_version (kube-apiserver, kube-controller-manager, kubectl)" \
-  "and etcd $etcd_version with $go_version into $out" >&2
+go_build_begin build-kube-assets "$out" \
+  "kubernetes $k8s_version (kube-apiserver, kube-controller-manager, kubectl) and etcd $etcd_version"
 echo "build-kube-assets: this takes many minutes on a small machine the first time" >&2
-mkdir -p "$cache_root"
-work="$(mktemp -d "$cache_root/.build.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+work="$go_build_work"
 
 # Not go_build_step: this build runs in the foreground of .ci/run, which waits for it, so it keeps
 # the normal CPU priority rather than share the lowest with the builds in the background.
@@ -108,9 +105,4 @@ step "build kube-apiserver, kube-controller-manager, kubectl $k8s_version" bash 
 "$work/kube-apiserver" --version >&2
 etcd_says="$("$work/etcd" --version)"
 echo "${etcd_says%%$'\n'*}" >&2
-echo "$stamp" >"$work/.stamp"
-go_build_swap_in "$work" "$out"
-trap - EXIT
-
-echo "build-kube-assets: built in $((SECONDS - started))s; use KUBEBUILDER_ASSETS=$out" >&2
-echo "$out"
+go_build_done build-kube-assets "$out" "$stamp" "$out" "use KUBEBUILDER_ASSETS=$out"

@@ -37,27 +37,14 @@ if [[ "$mode" == "--print-path" ]]; then
 fi
 
 go_build_env
-go_version="$(go env GOVERSION)"
 go_flags="-trimpath"
 ld_flags="-s -w -X main.version=${version#v}"
 # The cache key: the pins, the entry point, Go, the target and the flags.
 stamp="$(go_build_stamp "$module/go.mod" "$module/go.sum" "$module/main.go" -- "$go_flags $ld_flags")"
-if [[ "$mode" == "--print-stamp" ]]; then
-  echo "$stamp"
-  exit 0
-fi
+go_build_reuse build-otelcol "$mode" "$out" "$stamp" "${SNOOZE_OTELCOL_FORCE:-}" "$binary" "collector $version" test -x "$binary"
 
-if go_build_cached "$out" "$stamp" "${SNOOZE_OTELCOL_FORCE:-}" && [[ -x "$binary" ]]; then
-  echo "build-otelcol: collector $version already built (cached, $go_version)" >&2
-  echo "$binary"
-  exit 0
-fi
-
-started=$SECONDS
-echo "build-otelcol: building the OpenTelemetry Collector $version (core components) with $go_version into $out" >&2
-mkdir -p "$cache_root"
-work="$(mktemp -d "$cache_root/.build.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+go_build_begin build-otelcol "$out" "the OpenTelemetry Collector $version (core components)"
+work="$go_build_work"
 
 # At the lowest CPU priority: a build on a small machine (CI runs tests on the same cores) should
 # not starve them.
@@ -67,9 +54,4 @@ go_build_step build-otelcol "build" bash -c "cd '$module' && go build $go_flags 
 # Smoke-test the result.
 "$work/otelcol" --version >&2
 "$work/otelcol" components >/dev/null
-echo "$stamp" >"$work/.stamp"
-go_build_swap_in "$work" "$out"
-trap - EXIT
-
-echo "build-otelcol: built in $((SECONDS - started))s" >&2
-echo "$binary"
+go_build_done build-otelcol "$out" "$stamp" "$binary"

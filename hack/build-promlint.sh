@@ -39,17 +39,10 @@ if [[ "$mode" == "--print-path" ]]; then
   exit 0
 fi
 
-if go_build_cached "$out" "$stamp" "${SNOOZE_PROMLINT_FORCE:-}" && [[ -x "$binary" ]]; then
-  echo "build-promlint: promlint $version already built (cached, $(go env GOVERSION))" >&2
-  echo "$binary"
-  exit 0
-fi
+go_build_reuse build-promlint "$mode" "$out" "$stamp" "${SNOOZE_PROMLINT_FORCE:-}" "$binary" "promlint $version" test -x "$binary"
 
-started=$SECONDS
-echo "build-promlint: building promlint (client_golang $version) with $(go env GOVERSION) into $out" >&2
-mkdir -p "$(dirname "$out")"
-work="$(mktemp -d "$(dirname "$out")/.build.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+go_build_begin build-promlint "$out" "promlint (client_golang $version)"
+work="$go_build_work"
 
 go_build_step build-promlint "download modules" bash -c "cd '$module' && go mod download"
 go_build_step build-promlint "build" bash -c "cd '$module' && go build $go_flags -ldflags '$ld_flags' -o '$work/promlint' ."
@@ -59,9 +52,4 @@ if ! printf '# HELP x_count A.\n# TYPE x_count counter\nx_count 1\n' | "$work/pr
   echo "build-promlint: the built linter found nothing wrong in a counter named without _total" >&2
   exit 1
 fi
-echo "$stamp" >"$work/.stamp"
-go_build_swap_in "$work" "$out"
-trap - EXIT
-
-echo "build-promlint: built in $((SECONDS - started))s" >&2
-echo "$binary"
+go_build_done build-promlint "$out" "$stamp" "$binary"

@@ -16,6 +16,17 @@
 #                                    run a step at the lowest CPU priority, timed, output on stderr
 #   go_build_swap_in <work> <out>    replace <out> by the finished <work> folder in one rename, so a
 #                                    reader never sees a half-built folder
+#   go_build_reuse <tag> <mode> <out> <stamp> <force> <result> <what> <complete-check...>
+#                                    the steps before a build: `--print-stamp` prints <stamp>; a
+#                                    build of <stamp> in <out> that <complete-check> finds whole is
+#                                    reused. Either way it prints (<result> on stdout) and exits;
+#                                    otherwise it returns and the script builds
+#   go_build_begin <tag> <out> <description>
+#                                    announce the build and make its work folder ($go_build_work,
+#                                    beside <out>; removed if the script fails)
+#   go_build_done <tag> <out> <stamp> <result> [<where>]
+#                                    stamp the work folder, swap it in as <out>, say how long it took
+#                                    and print <result> last, for `$(hack/build-x.sh | tail -1)`
 
 go_pinned_version() {
   awk -v m="$2" '($1 == "require" && $2 == m) { print $3; exit } ($1 == m && $2 ~ /^v/) { print $2; exit }' "$1"
@@ -54,4 +65,37 @@ go_build_swap_in() {
   [[ -d "$out" ]] && mv "$out" "$out.old"
   mv "$work" "$out"
   rm -rf "$out.old"
+}
+
+go_build_reuse() {
+  local tag="$1" mode="$2" out="$3" stamp="$4" force="$5" result="$6" what="$7"
+  shift 7
+  if [[ "$mode" == "--print-stamp" ]]; then
+    echo "$stamp"
+    exit 0
+  fi
+  if go_build_cached "$out" "$stamp" "$force" && "$@"; then
+    echo "$tag: $what already built (cached, $(go env GOVERSION))" >&2
+    echo "$result"
+    exit 0
+  fi
+}
+
+go_build_begin() {
+  local tag="$1" out="$2" description="$3"
+  go_build_started=$SECONDS
+  echo "$tag: building $description with $(go env GOVERSION) into $out" >&2
+  mkdir -p "$(dirname "$out")"
+  go_build_work="$(mktemp -d "$(dirname "$out")/.build.XXXXXX")"
+  # shellcheck disable=SC2064 # the folder's name is fixed now, on purpose
+  trap "rm -rf '$go_build_work'" EXIT
+}
+
+go_build_done() {
+  local tag="$1" out="$2" stamp="$3" result="$4" where="${5:-}"
+  echo "$stamp" >"$go_build_work/.stamp"
+  go_build_swap_in "$go_build_work" "$out"
+  trap - EXIT
+  echo "$tag: built in $((SECONDS - go_build_started))s${where:+; $where}" >&2
+  echo "$result"
 }
