@@ -1,12 +1,4 @@
-import {
-  type Context,
-  context,
-  ROOT_CONTEXT,
-  type Span,
-  SpanStatusCode,
-  TraceFlags,
-  trace,
-} from "@opentelemetry/api";
+import { type Context, context, ROOT_CONTEXT, SpanStatusCode, TraceFlags, trace } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
 import type { DemandLoad, LoadReport } from "../lib/control-plane.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
@@ -30,7 +22,9 @@ import type { LearningMetrics } from "./learning-metrics.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
+import { ActivationStopped, EngineNotUp, NoAnswer, NotLeading, SleepInstead } from "./operation-errors.ts";
 import { type Departure, type Platform, type Replica, type ReplicaSetView, StartFailed } from "./platform.ts";
+import { type Activation, failedOperationCoolMs, type ReplicaRecord } from "./replica-record.ts";
 import { reportNeedsPass } from "./report-pass.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
 import { nextStreak, type WaitStreak } from "./wait-streak.ts";
@@ -84,91 +78,6 @@ export interface ModelControllerDeps {
 /** How a person's sleep or stop ended: done, taken back by a request or a wake, or not in its time. */
 export type ParkOutcome = "done" | "taken-back" | "timed-out" | "stopped-instead";
 
-/** One replica as the controller knows it. */
-interface ReplicaRecord {
-  replica: Replica;
-  tier: Tier;
-  since: number;
-  asleepSince: number;
-  /** The tier recorded on the platform (what the next conditional write expects to find). */
-  recorded?: Tier;
-  /** An operation runs on it: no second one starts. */
-  busy: boolean;
-  /**
-   * An operation on it was cut short by a moment without the Lease's renewal (the API server away)
-   * while this replica went on leading: where its engine is gets found out again (`recheck`) at the
-   * next pass that holds the Lease, or a wake cut so would leave it `waking` for good.
-   */
-  interrupted?: boolean;
-  /** A sleep or stop is under way: a returning request can no longer take it back. */
-  leaving: boolean;
-  /**
-   * It drains to be replaced (its engine settings changed): a reload that gives back the settings
-   * it runs takes it back, until the drain is over.
-   */
-  restarting?: boolean;
-  /** The workload's count when a scale-down that named it went through: it goes when its pod does. */
-  removedFrom?: number;
-  /** No new operation before this moment (after a failed one). */
-  coolUntil: number;
-  restarts: number;
-  /** Tier records run in order, one at a time. */
-  writes: Promise<unknown>;
-  /**
-   * The last tier told (its event) while its write has not gone through: a write the platform
-   * refused is made again (`tierWriteFailed`) for as long as it is still the last.
-   */
-  unwritten?: ReplicaEvent;
-  /** The activation this replica's start or wake belongs to. */
-  activation?: Activation;
-  /** It left on its own, in the platform's words (an engine's exit code and last lines). */
-  departed?: string;
-  /**
-   * Its wake call found nothing listening: the engine died asleep (its exit not seen yet), and the
-   * wake never reached it. When it is found gone, that is a crash, not a failed wake.
-   */
-  diedAsleep?: boolean;
-  /** Replaced for failing its re-check, in a crash loop: why, for the requests held when it is gone. */
-  crashLoop?: string;
-  /** Its start failed and it is still there (see `ReplicaView.startFailed`); a restart in place clears it. */
-  startFailed?: boolean;
-  /**
-   * Gives up the long engine calls under way on this replica (a warm-up, a wake, a sleep): its
-   * start was stopped, or Snooze stops acting. Made by the first such call, dropped once used.
-   */
-  calls?: AbortController;
-  /** Gives up the warm-up under way on this replica (a person's sleep: see `SleepInstead`). */
-  warmUpCall?: AbortController;
-  /** The host-memory budget asked for a deeper sleep while an operation ran. */
-  demote?: boolean;
-  /**
-   * A deeper sleep could not be asked (this process was short of file descriptors): the host-memory
-   * budget, which may have asked for it, is asked again once the cool-down is over.
-   */
-  budgetAgain?: boolean;
-  /** While it drains: when the drain time is over (activators end what still runs then). */
-  drainEndsAt?: number;
-  /** It drains because its engine stopped answering (activators tell the clients so). */
-  unresponsive?: true;
-  /**
-   * The context of the operation that stopped it (a failed start's or wake's activation, a
-   * release's drain): the line of its going cold, which comes when the platform sees it gone, is
-   * that operation's too.
-   */
-  stoppedIn?: Context;
-}
-
-/** One start or wake, traced from the decision to the first routable moment. */
-interface Activation {
-  kind: "start" | "wake";
-  from: Tier;
-  span: Span;
-  context: Context;
-  started: number;
-  /** For a start: the time until the platform has the engine up. */
-  startSpan?: Span;
-}
-
 /** One activator's load for this model. */
 interface Load {
   inFlight: number;
@@ -205,29 +114,6 @@ export interface ModelState {
   learning?: LearningState;
 }
 
-/** This leadership ended while an operation ran: drop it, the next leader decides. */
-class NotLeading extends Error {}
-/** A start or wake that no request waits for was stopped by a person while it ran: not a failure. */
-class ActivationStopped extends Error {}
-/**
- * A person's sleep came while a start or wake that no request waits for warmed its engine up: the
- * warm-up is given up and the engine sleeps at `level` instead (a warm-up serves the first request,
- * and the next wake has one of its own).
- */
-class SleepInstead extends Error {
-  readonly level: 1 | 2;
-  constructor(level: 1 | 2) {
-    super(`a person's sleep (level ${level}) came during the warm-up`);
-    this.level = level;
-  }
-}
-/** A fresh engine that does not answer /health yet: asked again after the back-off, not stopped. */
-class EngineNotUp extends Error {}
-/** An engine call that got no answer in its time (read as `timedOut`, as the engine client's errors are). */
-class NoAnswer extends Error {
-  readonly timedOut = true;
-}
-
 const maxBackoffMs = 60_000;
 /** How often ready engines are rechecked (alive, awake), and how long each check may take. */
 const selfHealIntervalMs = 30_000;
@@ -236,7 +122,6 @@ const crashWindowMs = 5 * 60_000;
 /** How recent the platform's own /health answer must be to finish a start without asking again. */
 const answeredFreshMs = 1_000;
 const drainPollMs = 100;
-const failedOperationCoolMs = 1_000;
 /**
  * A tier write the platform refused (an API server that throttles with 429, fails with 500 or is
  * away a moment) is made again after this, doubling up to `tierRewriteMaxMs`, until it is written
