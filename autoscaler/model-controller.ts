@@ -4,12 +4,10 @@ import type { DemandLoad, LoadReport } from "../lib/control-plane.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
 import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
-import { isAsleep, type ReplicaEvent, sleepTimeoutMs, type Tier } from "../lib/replica-event.ts";
+import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
-import { inSpan, traceContextOf, traceparentOf, tracer } from "../lib/tracing.ts";
+import { traceContextOf, traceparentOf, tracer } from "../lib/tracing.ts";
 import { type FlowReport, trimReports } from "./demand-metric.ts";
-import { EngineFrozen, watchedCall } from "./engine-call-watch.ts";
-import { isLocalFailure, isRefused, isTransportError, isUnauthorized } from "./engine-client.ts";
 import {
   burstInFlight,
   decideReplicas,
@@ -22,8 +20,14 @@ import type { LearningMetrics } from "./learning-metrics.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
-import { ActivationStopped, EngineNotUp, NoAnswer, NotLeading, SleepInstead } from "./operation-errors.ts";
+import { ActivationStopped, NotLeading, SleepInstead } from "./operation-errors.ts";
 import { type Departure, type Platform, type Replica, type ReplicaSetView, StartFailed } from "./platform.ts";
+import { finishStart, wake } from "./replica-activation.ts";
+import { deepen } from "./replica-deepen.ts";
+import { drainThen } from "./replica-drain.ts";
+import { abandonCalls, exitNoticeMs } from "./replica-engine-calls.ts";
+import type { ReplicaOps } from "./replica-ops.ts";
+import { recheck } from "./replica-recheck.ts";
 import { type Activation, failedOperationCoolMs, type ReplicaRecord } from "./replica-record.ts";
 import { reportNeedsPass } from "./report-pass.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
@@ -119,9 +123,6 @@ const maxBackoffMs = 60_000;
 const selfHealIntervalMs = 30_000;
 const selfHealCheckMs = 5_000;
 const crashWindowMs = 5 * 60_000;
-/** How recent the platform's own /health answer must be to finish a start without asking again. */
-const answeredFreshMs = 1_000;
-const drainPollMs = 100;
 /**
  * A tier write the platform refused (an API server that throttles with 429, fails with 500 or is
  * away a moment) is made again after this, doubling up to `tierRewriteMaxMs`, until it is written
@@ -133,15 +134,6 @@ const tierRewriteMaxMs = 30_000;
 const scaleLagMs = 10_000;
 const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "asleep-2"];
 
-/**
- * Drives the replicas of one model: the horizontal decision (how many awake, which move) and each
- * replica's tier ladder, from the pure `decideReplicas`, on an injected clock. Each replica's
- * operation (finish a start, wake, drain then sleep, deepen, stop) runs on its own lifetime: no
- * client connection can abort it. The same controller runs on both platforms; the platform
- * (processes, or pods and scale subresources) sits below it.
- */
-/** How long a failed call waits for an engine's exit to be noticed, when the engine may have died. */
-const exitNoticeMs = 1_000;
 /**
  * How long a workload the platform says is missing may be a cache catching up (a Model seen a
  * moment before its Deployment, both applied at once) before a held request is told it is missing;
@@ -159,42 +151,49 @@ export interface HandOver {
   wake: boolean;
 }
 
-export class ModelController {
+/**
+ * Drives the replicas of one model: the horizontal decision (how many awake, which move) and each
+ * replica's tier ladder, from the pure `decideReplicas`, on an injected clock. Each replica's
+ * operation (finish a start, wake, drain then sleep, deepen, stop) runs on its own lifetime: no
+ * client connection can abort it. The same controller runs on both platforms; the platform
+ * (processes, or pods and scale subresources) sits below it.
+ */
+export class ModelController implements ReplicaOps {
   private target: ModelTarget;
-  private readonly deps: ModelControllerDeps;
-  private readonly log: Logger;
-  private leadership = 0;
+  readonly deps: ModelControllerDeps;
+  readonly log: Logger;
+  leadership = 0;
   private leading = false;
-  private readonly records = new Map<string, ReplicaRecord>();
+  readonly records = new Map<string, ReplicaRecord>();
   private readonly activators = new Map<string, Load>();
   /** Why replicas left on their own, as the platform said, until the records notice. */
   private readonly departures = new Map<string, string>();
-  private lastActive: number;
+  lastActive: number;
   /**
    * When the model last had no replica (its last one left, or the controller began): what its
    * `cold` tier is dated from when it is told again with no replica (a swap's announcement).
    */
   private coldSince: number;
-  private failures = 0;
+  failures = 0;
   private crashes: number[] = [];
-  private backoffUntil = 0;
+  backoffUntil = 0;
   /** When a replica's sleep or stop was last sent (past the point a request can take it back). */
-  private releaseSentAt?: number;
+  releaseSentAt?: number;
   /**
    * Engines' sleeps sent and not answered yet: a person's sleep waits for their answers, even when
    * the replica is gone meanwhile (an engine that died mid-sleep is a failed sleep, not a done one).
    */
-  private sleepsUnderWay = 0;
+  sleepsUnderWay = 0;
   private healer?: { cancel(): void };
   /** The last sleep call that failed (its engine was stopped instead): when, and why. */
-  private sleepFailure?: { at: number; reason: string };
-  private lastError?: string;
+  sleepFailure?: { at: number; reason: string };
+  lastError?: string;
   /** While a slot member waits for its slot: since when, across its requests (wait-streak.ts). */
   private waitStreak?: WaitStreak;
-  private lastWakeMs: { 1?: number; 2?: number } = {};
+  lastWakeMs: { 1?: number; 2?: number } = {};
   /** The level of the last wake measured: the one `lastWakeMs` shows. */
-  private lastWakeLevel?: 1 | 2;
-  private lastStartMs?: number;
+  lastWakeLevel?: 1 | 2;
+  lastStartMs?: number;
   private scaling = false;
   private scaleOverride?: { replicas: number; until: number };
   /** Starts asked for whose replica has not appeared yet, oldest first. */
@@ -229,7 +228,7 @@ export class ModelController {
   /** What this model's traffic taught: arrivals, idle gaps, durations, prewarms, GPU-seconds. */
   private learnerOf: ModelLearner;
   /** An explicit prewarm (an event's, not a hint) asked for a wake (at prewarm priority), until a replica is ready. */
-  private prewarmWake = false;
+  prewarmWake = false;
   private snapshotCache?: { at: number; value: ReturnType<ModelLearner["snapshot"]> };
   /** The workload the platform says is missing: since when, why, and when a start last failed on it. */
   private absent?: { since: number; reason: string; failedAt?: number };
@@ -349,7 +348,7 @@ export class ModelController {
     // graceful stop (Snooze's shutdown) until its stop grace ran out.
     for (const record of this.records.values()) {
       this.endActivation(record, "stopped");
-      this.abandonCalls(record, new NotLeading());
+      abandonCalls(this, record, new NotLeading());
     }
     this.records.clear();
     this.accountTiers();
@@ -414,7 +413,7 @@ export class ModelController {
       const record = this.records.get(unreachable);
       // An activator's connection failed: the engine may be dying, its exit not yet seen.
       if (record && !record.busy)
-        this.operate(record, "recheck", () => this.recheck(record, undefined, exitNoticeMs));
+        this.operate(record, "recheck", () => recheck(this, record, undefined, exitNoticeMs));
     }
     this.changed();
   }
@@ -964,7 +963,7 @@ export class ModelController {
    * Resolves true once `done`; false when `timeoutMs` passed first, the model closed or lost its
    * lead, or `overtaken` says it will not be done (a request took back what was asked).
    */
-  private settle(done: () => boolean, timeoutMs: number, overtaken?: () => boolean): Promise<boolean> {
+  settle(done: () => boolean, timeoutMs: number, overtaken?: () => boolean): Promise<boolean> {
     return new Promise<boolean>((resolve) => {
       let timer: { cancel(): void } | undefined;
       const check = () => {
@@ -987,7 +986,7 @@ export class ModelController {
   private recheckReady(): void {
     for (const record of this.records.values())
       if (record.tier === "ready" && !record.busy)
-        this.operate(record, "recheck", () => this.recheck(record, selfHealCheckMs));
+        this.operate(record, "recheck", () => recheck(this, record, selfHealCheckMs));
   }
 
   /** Demote a level-1 sleeper to level 2 because its machine's host-memory budget ran out. */
@@ -995,7 +994,7 @@ export class ModelController {
     const record = this.records.get(replica);
     if (record?.tier !== "asleep-1") return;
     if (record.busy) record.demote = true;
-    else this.operate(record, "deepen", () => this.deepen(record));
+    else this.operate(record, "deepen", () => deepen(this, record));
   }
 
   // --- the decision ---
@@ -1030,7 +1029,7 @@ export class ModelController {
     for (const record of this.records.values())
       if (record.interrupted && !record.busy) {
         record.interrupted = false;
-        this.operate(record, "recheck", () => this.recheck(record));
+        this.operate(record, "recheck", () => recheck(this, record));
       }
     // A wake asked for while a replica is ready already is done: it must not count as held forever.
     if (this.wakeWanted && [...this.records.values()].some((r) => r.tier === "ready")) {
@@ -1172,13 +1171,13 @@ export class ModelController {
         record.leaving = true;
         record.restarting = true;
         this.log.info("engine settings changed: draining, then restarting", { replica: record.replica.id });
-        this.operate(record, "restart", () => this.drainThen(record, "stop"));
+        this.operate(record, "restart", () => drainThen(this, record, "stop"));
       } else if (!this.scaling) {
         this.log.info("engine settings changed: stopping it", {
           replica: record.replica.id,
           tier: record.tier,
         });
-        void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+        void this.stopReplica(record);
       }
     }
   }
@@ -1303,12 +1302,12 @@ export class ModelController {
     // next member, for the call's timeout (a wake's time, at least 30 s).
     for (const r of this.records.values()) {
       if (r.tier === "starting" && r.busy)
-        this.abandonCalls(r, new ActivationStopped("the start was stopped"));
-      if (r.tier === "waking" && r.busy) this.abandonCalls(r, new ActivationStopped("the wake was stopped"));
+        abandonCalls(this, r, new ActivationStopped("the start was stopped"));
+      if (r.tier === "waking" && r.busy) abandonCalls(this, r, new ActivationStopped("the wake was stopped"));
       if (r.tier === "draining" && r.leaving && r.busy)
-        this.abandonCalls(r, new ActivationStopped("the sleep was stopped"));
+        abandonCalls(this, r, new ActivationStopped("the sleep was stopped"));
       if (isAsleep(r.tier) && r.busy)
-        this.abandonCalls(r, new ActivationStopped("the deeper sleep was stopped"));
+        abandonCalls(this, r, new ActivationStopped("the deeper sleep was stopped"));
     }
     const unwanted = [...this.records.values()].filter(
       (r) => (isAsleep(r.tier) || r.tier === "starting") && !r.busy,
@@ -1333,7 +1332,7 @@ export class ModelController {
   }
 
   /** A person's sleep with no request held: the level it asked for; undefined otherwise. */
-  private sleepWanted(): 1 | 2 | undefined {
+  sleepWanted(): 1 | 2 | undefined {
     const parked = this.parked;
     return parked !== undefined && parked !== "stop" && this.load().held === 0 ? parked : undefined;
   }
@@ -1356,22 +1355,24 @@ export class ModelController {
       case "finish-start":
         // A start that failed while its pod was kept, and that came up after all, goes on.
         record.startFailed = undefined;
-        this.operate(record, "finish-start", () => this.inActivation(record, () => this.finishStart(record)));
+        this.operate(record, "finish-start", () =>
+          this.inActivation(record, () => finishStart(this, record)),
+        );
         return;
       case "wake":
-        this.operate(record, "wake", () => this.wake(record, action.level));
+        this.operate(record, "wake", () => wake(this, record, action.level));
         return;
       case "undrain":
         if (record.tier === "draining" && !record.leaving) void this.setTier(record, "ready").catch(() => {});
         return;
       case "drain-and-sleep":
-        this.operate(record, "sleep", () => this.drainThen(record, action.level));
+        this.operate(record, "sleep", () => drainThen(this, record, action.level));
         return;
       case "drain-and-stop":
-        this.operate(record, "stop", () => this.drainThen(record, "stop"));
+        this.operate(record, "stop", () => drainThen(this, record, "stop"));
         return;
       case "deepen":
-        this.operate(record, "deepen", () => this.deepen(record));
+        this.operate(record, "deepen", () => deepen(this, record));
         return;
       case "start-failed":
         // The stop is the failed start's: its lines carry the activation's trace ids. One the
@@ -1398,7 +1399,7 @@ export class ModelController {
           // kubelet may yet start it, and Knative judges the revision.
           const kept = keepFor !== undefined && age < keepFor;
           const removes = scalable && !kept && !this.scaling;
-          if (removes) void this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
+          if (removes) void this.stopReplica(record);
           // Failed for good (see ReplicaView.startFailed), unless its removal waits for the scale
           // under way: then the next pass fails it again and removes it.
           record.startFailed = removes || !scalable || kept;
@@ -1500,7 +1501,7 @@ export class ModelController {
     } else this.emitFor(record);
     // Left mid-operation by a previous leader: find out where the engine really is.
     if (recorded === "waking" || recorded === "draining")
-      this.operate(record, "recheck", () => this.recheck(record));
+      this.operate(record, "recheck", () => recheck(this, record));
     return record;
   }
 
@@ -1577,7 +1578,7 @@ export class ModelController {
    * `crashWindowMs`, and the restarts back off. From the second the model's lastError says so.
    * Returns the back-off.
    */
-  private leftOnItsOwn(reason: string): number {
+  leftOnItsOwn(reason: string): number {
     const now = this.deps.clock.now();
     this.crashes = [...this.crashes.filter((t) => now - t < crashWindowMs), now];
     const backoff = this.backoff();
@@ -1616,7 +1617,7 @@ export class ModelController {
         if (record.demote) {
           record.demote = false;
           if (record.tier === "asleep-1" && this.present(record)) {
-            this.operate(record, "deepen", () => this.deepen(record));
+            this.operate(record, "deepen", () => deepen(this, record));
             return;
           }
         }
@@ -1624,16 +1625,16 @@ export class ModelController {
       });
   }
 
-  private guard(leadership: number): void {
+  guard(leadership: number): void {
     if (leadership !== this.leadership || !this.leading || !this.deps.holding()) throw new NotLeading();
   }
 
-  private present(record: ReplicaRecord): boolean {
+  present(record: ReplicaRecord): boolean {
     return this.records.get(record.replica.id) === record;
   }
 
   /** Sets a replica's tier now (the slot and the next pass see it at once) and records it on the platform. */
-  private setTier(
+  setTier(
     record: ReplicaRecord,
     tier: Tier,
     news: { estimateMs?: number; error?: string; since?: number } = {},
@@ -1726,16 +1727,16 @@ export class ModelController {
     this.deps.emit(this.eventOf(record, estimateMs, error, exit));
   }
 
-  private estimate(kind: "start" | "wake", level: 1 | 2 = 1): number | undefined {
+  estimate(kind: "start" | "wake", level: 1 | 2 = 1): number | undefined {
     return kind === "start" ? this.lastStartMs : (this.lastWakeMs[level] ?? this.lastWakeMs[1]);
   }
 
   /** Runs `fn` in the trace of the replica's activation, if one runs: its log lines carry its ids. */
-  private inActivation<T>(record: ReplicaRecord, fn: () => T): T {
+  inActivation<T>(record: ReplicaRecord, fn: () => T): T {
     return record.activation ? context.with(record.activation.context, fn) : fn();
   }
 
-  private beginActivation(kind: "start" | "wake", from: Tier, started = this.deps.clock.now()): Activation {
+  beginActivation(kind: "start" | "wake", from: Tier, started = this.deps.clock.now()): Activation {
     // A swap's, a prewarm's or the held request's trace, in that order; else a trace of its own.
     const parent = this.parent ?? this.learner.prewarmContext ?? this.callerContext ?? ROOT_CONTEXT;
     this.callerContext = undefined;
@@ -1760,11 +1761,7 @@ export class ModelController {
     return activation;
   }
 
-  private endActivation(
-    record: ReplicaRecord,
-    outcome: "ready" | "failed" | "stopped",
-    reason?: string,
-  ): void {
+  endActivation(record: ReplicaRecord, outcome: "ready" | "failed" | "stopped", reason?: string): void {
     const activation = record.activation;
     if (!activation) return;
     record.activation = undefined;
@@ -1782,464 +1779,6 @@ export class ModelController {
     activation.span.end();
   }
 
-  /** The replica is up (process answers, pod Ready): make sure it is awake, warm it up, route to it. */
-  private async finishStart(record: ReplicaRecord): Promise<void> {
-    const leadership = this.leadership;
-    record.activation ??= this.beginActivation("start", "cold", record.replica.createdAt);
-    const activation = record.activation;
-    activation.startSpan?.end();
-    activation.startSpan = undefined;
-    const engine = this.deps.platform.engine(record.replica);
-    // The whole start is bounded by startTimeout, its warm-up included: a first inference slower
-    // than wakeTimeout must not fail a start that is still within its time.
-    const until = activation.started + this.config.startTimeout;
-    let sleepInstead: 1 | 2 | undefined;
-    try {
-      // Both questions at once: the held requests wait for the answers (a round trip each to an
-      // engine that has just started, whose first answers are slow). Not asked when the platform
-      // has just heard the engine, a process it started awake, answer /health.
-      const [healthy, sleeping] = this.justAnswered(record.replica)
-        ? [true, false]
-        : await Promise.all([
-            // Not asked (Snooze out of file descriptors): not up yet, asked again after the back-off.
-            engine.healthy().catch(() => false),
-            // An engine without the sleep endpoints is awake. One this process could not ask is
-            // not taken for awake (a request to a sleeping engine hangs): asked again, as above.
-            this.config.sleep
-              ? engine.isSleeping().catch((error: unknown) => {
-                  if (isLocalFailure(error)) throw error;
-                  return false;
-                })
-              : false,
-          ]);
-      if (!healthy) throw new EngineNotUp("the engine does not answer /health");
-      if (sleeping) {
-        const timeoutMs = Math.max(1, until - this.deps.clock.now());
-        await this.watched(record, "its wake call", (signal) => engine.wake(1, timeoutMs, signal));
-      }
-      sleepInstead = await this.warmUp(record, activation, until);
-    } catch (error) {
-      this.guard(leadership);
-      // A person's stop gave it up: the next pass stops it, as a start still loading.
-      if (error instanceof ActivationStopped) return;
-      // Its exit, if the engine died under the call, fails the start (with its code and last words).
-      const gone = await this.goneUnder(record, error);
-      this.guard(leadership);
-      if (gone) return;
-      this.activationFailed(record, `start of ${this.id} failed: ${(error as Error).message}`);
-      record.coolUntil = this.backoffUntil;
-      // Not answering /health yet (a pod just Ready, a health check that failed once): asked again
-      // after the back-off, until startTimeout. So is one whose check or wake call this process
-      // could not make (out of file descriptors): the engine never got it, and is as it was, loaded.
-      // An engine that is up but failed its wake or warm-up is stopped, as after a failed wake: the
-      // next request (after the back-off) starts a clean one, rather than this one being asked
-      // again and every held request failed again.
-      if (!(error instanceof EngineNotUp) && !isLocalFailure(error))
-        await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-      return;
-    }
-    this.guard(leadership);
-    if (!this.present(record)) return;
-    if (sleepInstead !== undefined) return this.sleepInstead(record, sleepInstead);
-    this.lastStartMs = this.deps.clock.now() - activation.started;
-    this.learner.measured("start", this.lastStartMs);
-    this.succeeded(record);
-    await this.setTier(record, "ready");
-  }
-
-  /**
-   * A long engine call on `record` (a sleep, a wake, a warm-up), watched through the engine's
-   * `/health` (engine-call-watch.ts) and given up with the replica's other calls (`abandonCalls`).
-   */
-  private watched<T>(
-    record: ReplicaRecord,
-    during: string,
-    call: (signal: AbortSignal) => Promise<T>,
-    alsoStop?: AbortSignal,
-  ): Promise<T> {
-    record.calls ??= new AbortController();
-    const engine = this.deps.platform.engine(record.replica);
-    const stop = alsoStop ? AbortSignal.any([record.calls.signal, alsoStop]) : record.calls.signal;
-    return watchedCall(this.deps.clock, { engine, label: record.replica.label, during, stop }, call);
-  }
-
-  /** Gives up the replica's long engine calls under way: each rejects at once with `reason`. */
-  private abandonCalls(record: ReplicaRecord, reason: Error): void {
-    record.calls?.abort(reason);
-    record.calls = undefined;
-  }
-
-  /** The platform heard this fresh engine answer /health within the last `answeredFreshMs`. */
-  private justAnswered(replica: Replica): boolean {
-    const at = replica.answeredAt;
-    return at !== undefined && Math.abs(this.deps.clock.now() - at) < answeredFreshMs;
-  }
-
-  /**
-   * Whether a warm-up that failed with `error` is skipped, the engine routed without it, and why
-   * (said in the log): `local`, the call never reached the engine (this process is out of file
-   * descriptors or memory), so it says nothing of the engine, awake by then (its wake answered, or
-   * its start's checks did), which is not stopped for Snooze's own shortage; `unauthorized`, the
-   * engine answered and wants an API key on /v1 that Snooze does not have (vLLM's --api-key), and
-   * its clients send theirs (found by an outside tester: a model behind --api-key never served,
-   * each start "answered 401"). Its first request is then slower. Undefined: the warm-up failed.
-   */
-  private skippedWarmUp(record: ReplicaRecord, error: unknown): "local" | "unauthorized" | undefined {
-    if (isLocalFailure(error)) {
-      this.log.warn("warm-up could not be asked; the engine, awake, is routed without it", {
-        replica: record.replica.id,
-        error,
-      });
-      return "local";
-    }
-    if (isUnauthorized(error)) {
-      this.log.warn(
-        "the engine wants an API key on /v1 (vLLM --api-key) that Snooze does not send: routed without its warm-up",
-        { replica: record.replica.id },
-      );
-      return "unauthorized";
-    }
-    return undefined;
-  }
-
-  /**
-   * The 1-token warm-up after a start or wake (the first inference is slow without it), when on.
-   * It has what is left of the activation's time (`until`): `startTimeout` from the start, or
-   * `wakeTimeout` from the wake. The held requests wait for both, and an engine that is up but does
-   * not answer must not make them wait a second timeout. Resolves with a level when a person's
-   * sleep, with no request held, skipped it or gave it up: the engine sleeps at that level instead.
-   * One this process could not make (out of file descriptors) is skipped: the engine is routed.
-   */
-  private async warmUp(
-    record: ReplicaRecord,
-    activation: Activation,
-    until: number,
-  ): Promise<1 | 2 | undefined> {
-    if (!this.config.warmup) return undefined;
-    const asleep = this.sleepWanted();
-    if (asleep !== undefined) return asleep;
-    const engine = this.deps.platform.engine(record.replica);
-    const timeoutMs = Math.max(1, until - this.deps.clock.now());
-    const ownStop = new AbortController();
-    record.warmUpCall = ownStop;
-    return inSpan(
-      "snooze.warmup",
-      {},
-      async (span) => {
-        try {
-          await this.watched(
-            record,
-            "its warm-up",
-            (signal) => engine.warmup(this.config.servedModel ?? this.id, timeoutMs, signal),
-            ownStop.signal,
-          );
-          return undefined;
-        } catch (error) {
-          if (error instanceof SleepInstead) {
-            span.setAttribute("snooze.warmup.skipped", "sleep");
-            return error.level;
-          }
-          const skipped = this.skippedWarmUp(record, error);
-          if (skipped) {
-            span.setAttribute("snooze.warmup.skipped", skipped);
-            return undefined;
-          }
-          if (error instanceof EngineFrozen || (error as { timedOut?: unknown }).timedOut !== true)
-            throw error;
-          // Named by the setting a person can change, not by the milliseconds that were left.
-          const budget = activation.kind === "start" ? "startTimeout" : "wakeTimeout";
-          const ms = activation.kind === "start" ? this.config.startTimeout : this.config.wakeTimeout;
-          throw new NoAnswer(
-            `the warm-up got no answer within the ${activation.kind}'s ${budget} (${formatDuration(ms)})`,
-          );
-        } finally {
-          if (record.warmUpCall === ownStop) record.warmUpCall = undefined;
-        }
-      },
-      activation.context,
-    );
-  }
-
-  /**
-   * A start or wake whose warm-up a person's sleep skipped (no request waits for it): its
-   * activation ends (not a failure, not measured), and the engine, loaded and awake, drains (nothing
-   * runs on it but what is left of an abandoned warm-up) and sleeps at `level`.
-   */
-  private async sleepInstead(record: ReplicaRecord, level: 1 | 2): Promise<void> {
-    this.inActivation(record, () =>
-      this.log.info("asked to sleep: warm-up skipped, the engine sleeps now", {
-        replica: record.replica.id,
-        sleepLevel: level,
-      }),
-    );
-    this.endActivation(record, "stopped");
-    await this.drainThen(record, level);
-  }
-
-  /**
-   * Wakes a sleeper for the requests held. `awake`: the engine is awake already (a deepening taken
-   * back half way, its level-1 wake done), so only the rest of a wake is done: warm-up and ready,
-   * traced, shown and measured as a level-1 wake from `since` (the move's start).
-   */
-  private wake(
-    record: ReplicaRecord,
-    level: 1 | 2,
-    { awake = false, since = this.deps.clock.now() } = {},
-  ): Promise<void> {
-    const activation = this.beginActivation("wake", record.tier, since);
-    record.activation = activation;
-    // Its log lines carry the activation's trace ids (tracing.md: logs join the traces).
-    return context.with(activation.context, () => this.wakeEngine(record, level, activation, awake));
-  }
-
-  private async wakeEngine(
-    record: ReplicaRecord,
-    level: 1 | 2,
-    activation: Activation,
-    awake: boolean,
-  ): Promise<void> {
-    const leadership = this.leadership;
-    const from = activation.from;
-    await this.setTier(
-      record,
-      "waking",
-      awake ? { since: activation.started } : { estimateMs: this.estimate("wake", level) },
-    );
-    this.log.info("waking engine", { replica: record.replica.id, from, ...(awake ? { awake } : {}) });
-    const engine = this.deps.platform.engine(record.replica);
-    const until = this.deps.clock.now() + this.config.wakeTimeout;
-    let sleepInstead: 1 | 2 | undefined;
-    let woken = awake;
-    try {
-      if (!awake)
-        await inSpan(
-          "snooze.wake",
-          { "snooze.sleep_level": level },
-          () =>
-            this.watched(record, "its wake call", (signal) =>
-              engine.wake(level, this.config.wakeTimeout, signal),
-            ),
-          activation.context,
-        );
-      woken = true;
-      sleepInstead = await this.warmUp(record, activation, until);
-    } catch (error) {
-      this.guard(leadership);
-      if (!this.present(record)) return;
-      if (error instanceof ActivationStopped) {
-        // A person's stop gave it up: the engine, in no known state half way, is stopped now (a
-        // request that comes meanwhile starts a fresh one; none waits for it, or it would go on).
-        this.log.info("wake given up: the model was stopped", { replica: record.replica.id });
-        await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-        return;
-      }
-      // Its exit, if the engine died under the wake or its warm-up, fails the wake as a start's
-      // does: with the exit code and last words (found by an outside tester: "other side closed").
-      // An engine the wake call found no longer listening died asleep, before the wake: when it is
-      // seen gone, that is a crash (as if seen before the request came), and the requests held
-      // wait for a fresh engine (found by a probe: a request that came within milliseconds of a
-      // sleeper's crash was answered `503 activation_failed`, a few milliseconds later served).
-      if (!woken && isRefused(error)) record.diedAsleep = true;
-      const gone = await this.goneUnder(record, error);
-      this.guard(leadership);
-      if (gone) return;
-      if (record.diedAsleep) return this.diedAsleep(record, error);
-      // A failed wake leaves the engine asleep if it says so; a second failure in a row, or an
-      // engine that no longer answers, is stopped so the next try starts clean. One that did not
-      // answer the wake in its time is not asked again: that would add the question's own timeout
-      // to the held requests' wait for an answer it cannot give.
-      const stuck = (error as { timedOut?: unknown }).timedOut === true;
-      // What a stuck engine printed last says where it stuck, as for a start that timed out.
-      const output = stuck ? this.deps.platform.lastOutput?.(this.key, record.replica.id) : undefined;
-      const reason = `wake of ${this.id} failed: ${(error as Error).message}${output ? `; its last output: ${output}` : ""}`;
-      // A wake call this process could not make (out of file descriptors) never reached the engine:
-      // it sleeps as it did, and is not stopped for Snooze's own shortage (the back-off still holds).
-      const unasked = !woken && isLocalFailure(error);
-      const sleeping =
-        unasked ||
-        (this.failures < 1 && !stuck ? await engine.isSleeping().catch(() => undefined) : undefined);
-      this.activationFailed(record, reason, sleeping ? from : undefined);
-      record.coolUntil = this.backoffUntil;
-      if (!sleeping) await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-      return;
-    }
-    this.guard(leadership);
-    if (!this.present(record)) return;
-    if (sleepInstead !== undefined) return this.sleepInstead(record, sleepInstead);
-    this.lastWakeMs[level] = this.deps.clock.now() - activation.started;
-    this.lastWakeLevel = level;
-    this.learner.measured(level === 1 ? "wake1" : "wake2", this.lastWakeMs[level]);
-    this.succeeded(record);
-    await this.setTier(record, "ready");
-  }
-
-  /**
-   * A sleeper whose wake call found nothing listening, and whose process has not exited within a
-   * second: it is on its way down (vLLM's server closes its port, then takes its workers down). It
-   * failed on its own, as a crash does: counted (its restarts back off in a loop), and stopped; the
-   * requests held are served by a fresh engine, not told the wake failed.
-   */
-  private async diedAsleep(record: ReplicaRecord, error: unknown): Promise<void> {
-    const reason = `${record.replica.label} no longer listened when it was woken (${(error as Error).message})`;
-    this.log.warn("replica left on its own", { replica: record.replica.id, reason });
-    if (this.leftOnItsOwn(reason) > 0) record.crashLoop = this.lastError;
-    this.endActivation(record, "stopped");
-    await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-  }
-
-  /**
-   * Stop routing (activators see `draining`), give them a moment to see it, wait until the engine
-   * has nothing running or queued and no activator has a request in flight to it (bounded by
-   * drainTimeout), then sleep with mode=wait (or stop). A request that comes back before the sleep
-   * begins takes the replica back.
-   */
-  private async drainThen(record: ReplicaRecord, next: 1 | 2 | "stop"): Promise<void> {
-    const leadership = this.leadership;
-    // A swap's drain and sleep are the swap's; any other release (idle, a person's sleep or stop, a
-    // scale-in) is a trace of its own, the drain's span its root and the sleep its child.
-    const swap = this.parent;
-    // A slot member yielding in a swap (capped to 0) drains within the slot's drainTimeout too: a
-    // swap waits no longer. Any other drain (idle, a person's sleep or stop) keeps the model's own.
-    const drainTimeout =
-      this.deps.slot && this.cap === 0
-        ? Math.min(this.config.drainTimeout, this.deps.slot.config.drainTimeout)
-        : this.config.drainTimeout;
-    const started = this.deps.clock.now();
-    const deadline = started + drainTimeout;
-    // Activators end the requests still running at the deadline: the sleep (mode=wait) then only
-    // waits for the engine to see them go, not for a stream that would run for minutes.
-    record.drainEndsAt = deadline;
-    const drainSpan = tracer.startSpan(
-      "snooze.drain",
-      { root: swap === undefined, attributes: { "snooze.model": this.id } },
-      swap ?? ROOT_CONTEXT,
-    );
-    const parent = swap ?? trace.setSpan(ROOT_CONTEXT, drainSpan);
-    // Its log lines carry the drain's trace ids (tracing.md: logs join the traces).
-    return context.with(trace.setSpan(swap ?? ROOT_CONTEXT, drainSpan), async () => {
-      await this.setTier(record, "draining");
-      const engine = this.deps.platform.engine(record.replica);
-      let idle = false;
-      try {
-        // The grace is a fixed time for activators to see the drain: a stats report does not end it.
-        const graceEnd = started + this.deps.drainGraceMs;
-        while (record.tier === "draining" && this.deps.clock.now() < graceEnd)
-          await this.pause(graceEnd - this.deps.clock.now());
-        while (record.tier === "draining" && this.deps.clock.now() < deadline) {
-          this.guard(leadership);
-          if (await this.idle(record, engine, started)) {
-            idle = true;
-            break;
-          }
-          await this.pause(Math.min(drainPollMs, deadline - this.deps.clock.now()));
-        }
-      } finally {
-        drainSpan.setAttribute("snooze.drain.timed_out", !idle);
-        drainSpan.end();
-      }
-      const drained = this.deps.clock.now();
-      this.lastRelease = { drainMs: drained - started, sleepMs: 0 };
-      this.guard(leadership);
-      if (record.tier !== "draining" || !this.present(record)) return; // taken back by demand, or gone
-      const lagging = this.routedBy(record, started);
-      if (lagging !== undefined) {
-        // Asleep, it would hang whatever that activator still sends it: it stays awake, and its
-        // idle time starts again.
-        this.log.warn("an activator still routes to the replica at the drain's end; it stays awake", {
-          replica: record.replica.id,
-          activator: lagging,
-        });
-        record.coolUntil = this.deps.clock.now() + failedOperationCoolMs;
-        this.lastActive = this.deps.clock.now();
-        await this.setTier(record, "ready");
-        return;
-      }
-      // From here on the engine is going down; requests arriving now wait for the next wake.
-      record.leaving = true;
-      record.restarting = false;
-      this.releaseSentAt = this.deps.clock.now();
-      // Its settings changed since the drain began (a reload): it is replaced, so it is stopped, not
-      // sent a sleep call first that would move its weights out (to host RAM, within its budget)
-      // for an engine stopped right after (found by a probe: a `snooze sleep` drain, then a reload).
-      if (next === "stop" || record.replica.outdated === true) {
-        await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-        return;
-      }
-      this.sleepsUnderWay++;
-      try {
-        await inSpan(
-          "snooze.sleep",
-          { "snooze.model": this.id, "snooze.sleep_level": next },
-          // The requests still running were ended at the drain's end: what is left is the engine
-          // moving its weights out, which a wake moves back, so it has a wake's time, unless it
-          // stops answering its health check meanwhile (frozen: see engine-call-watch.ts).
-          () =>
-            this.watched(record, "its sleep call", (abandon) =>
-              engine.sleep(next, "wait", sleepTimeoutMs(this.config.wakeTimeout), abandon),
-            ),
-          parent,
-        ).finally(() => this.sleepsUnderWay--);
-      } catch (error) {
-        this.guard(leadership);
-        if (error instanceof ActivationStopped) {
-          // A person's stop gave it up: the engine, half asleep, is stopped now, as it was asked;
-          // not a failed sleep (no lastError, nothing said to the sleep's asker but the stop).
-          this.log.info("sleep given up: the model was stopped", { replica: record.replica.id });
-          if (this.present(record))
-            await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-          return;
-        }
-        if (isLocalFailure(error) && this.present(record) && record.tier === "draining") {
-          // The call never left this process (out of file descriptors or memory): the engine did
-          // not get it and is as it was, awake and drained. It is taken back, and its sleep asked
-          // again after the cool-down, rather than a healthy engine stopped for Snooze's own
-          // shortage (found by an outside tester: the self-heal's checks did the same).
-          this.log.warn("sleep could not be asked; the engine stays awake and is asked again", {
-            replica: record.replica.id,
-            error,
-          });
-          record.leaving = false;
-          record.coolUntil = this.deps.clock.now() + failedOperationCoolMs;
-          await this.setTier(record, "ready");
-          return;
-        }
-        // An engine that died under its sleep call: its exit says why, not the cut connection.
-        const exit = (await this.goneUnder(record, error)) ? record.departed : undefined;
-        this.guard(leadership);
-        const reason = exit ?? (error as Error).message;
-        // An engine in an unknown state would hang the next request: stop it instead.
-        this.log.warn("sleep failed; stopping the engine", { replica: record.replica.id, error, exit });
-        this.sleepFailure = { at: this.deps.clock.now(), reason };
-        // `snooze status` says why the model went cold.
-        this.lastError = exit
-          ? `sleep of ${this.id} failed: ${exit}`
-          : `sleep of ${this.id} failed, so its engine was stopped: ${reason}`;
-        await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-        return;
-      }
-      this.lastRelease.sleepMs = this.deps.clock.now() - drained;
-      this.learner.measured(next === 1 ? "sleep1" : "sleep2", this.lastRelease.sleepMs);
-      this.guard(leadership);
-      if (!this.present(record)) return; // gone while it fell asleep: its cold event was the last word
-      record.leaving = false;
-      await this.setTier(record, next === 1 ? "asleep-1" : "asleep-2");
-    });
-  }
-
-  /** Drained: the engine runs and queues nothing, and no activator has a request in flight to it. */
-  private async idle(
-    record: ReplicaRecord,
-    engine: ReturnType<Platform["engine"]>,
-    since: number,
-  ): Promise<boolean> {
-    if (this.routedBy(record, since) !== undefined) return false;
-    const others = [...this.records.values()].some((r) => r !== record && r.tier === "ready");
-    // With other ready replicas the model's in-flight count is theirs too; the drain grace covers ours.
-    if (!others && this.load().inFlight > 0) return false;
-    const load = await engine.load(1_000).catch(() => ({ running: 0, waiting: 0 }));
-    return load.running + load.waiting === 0;
-  }
-
   /**
    * A live activator that may still send requests to `record`: its last report since `since` (the
    * drain's start) names it, or it has not reported since (its word predates the drain). On
@@ -2248,7 +1787,7 @@ export class ModelController {
    * hang them (found by the API server restart e2e test). Activators that do not say (local mode)
    * are not waited for.
    */
-  private routedBy(record: ReplicaRecord, since: number): string | undefined {
+  routedBy(record: ReplicaRecord, since: number): string | undefined {
     const now = this.deps.clock.now();
     for (const [activator, entry] of this.activators) {
       if (!entry.routed || now - entry.at > this.deps.activatorExpiryMs) continue;
@@ -2258,7 +1797,7 @@ export class ModelController {
   }
 
   /** Waits on the controller's clock; a stats report ends the wait early. */
-  private pause(ms: number): Promise<void> {
+  pause(ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
       const done = () => {
         timer.cancel();
@@ -2268,216 +1807,6 @@ export class ModelController {
       const timer = this.deps.clock.setTimeout(done, Math.max(1, ms));
       this.settleWaiters.add(done);
     });
-  }
-
-  /**
-   * Level 1 → 2 frees host RAM. vLLM ignores a sleep while asleep, so the engine is woken (weights
-   * back from host RAM, fast) and put to sleep again at level 2. A slot member's accelerator may
-   * hold another resident by now: waking is not allowed, so it goes to zero instead.
-   */
-  private async deepen(record: ReplicaRecord): Promise<void> {
-    const leadership = this.leadership;
-    if (this.deps.slot) {
-      record.leaving = true;
-      await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-      return;
-    }
-    const engine = this.deps.platform.engine(record.replica);
-    const moved = this.deps.clock.now();
-    let wanted = false;
-    let woken = false;
-    try {
-      // No request causes a deepening: a trace of its own.
-      await inSpan(
-        "snooze.deepen",
-        { "snooze.model": this.id },
-        async (span) => {
-          // Watched as any wake: a frozen engine would hold the move until wakeTimeout.
-          await this.watched(record, "its wake call", (abandon) =>
-            engine.wake(1, this.config.wakeTimeout, abandon),
-          );
-          woken = true;
-          // A request came while the engine moved: it is awake now, so it serves that request
-          // rather than sleep at level 2 and be woken from there (a wake's time more). One whose
-          // client has gone since counts too, as a held request's activation goes on without it.
-          // So does a prewarm under way (found by a probe: one asked during the move had the
-          // engine sleep at level 2, then reload its weights from disk for the prewarm's wake).
-          wanted =
-            this.load().held > 0 || this.lastActive > moved || this.prewarmWake || this.learner.prewarming;
-          span.setAttribute("snooze.deepen.taken_back", wanted);
-          if (!wanted)
-            await this.watched(record, "its sleep call", (abandon) =>
-              engine.sleep(2, "wait", 30_000, abandon),
-            );
-        },
-        ROOT_CONTEXT,
-      );
-    } catch (error) {
-      this.guard(leadership);
-      if (error instanceof ActivationStopped) {
-        // A person's stop gave it up (see stopUnwanted): stopped as asked, not a failed move.
-        this.log.info("deeper sleep given up: the model was stopped", { replica: record.replica.id });
-        record.leaving = true;
-        if (this.present(record))
-          await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-        return;
-      }
-      if (isLocalFailure(error) && this.present(record)) {
-        await this.deepenUnasked(record, woken, error, moved);
-        return;
-      }
-      const exit = (await this.goneUnder(record, error)) ? record.departed : undefined;
-      this.guard(leadership);
-      this.log.warn("deeper sleep failed; stopping the engine", { replica: record.replica.id, error, exit });
-      this.lastError = exit
-        ? `deeper sleep of ${this.id} failed: ${exit}`
-        : `deeper sleep of ${this.id} failed, so its engine was stopped: ${(error as Error).message}`;
-      record.leaving = true;
-      await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-      return;
-    }
-    this.guard(leadership);
-    if (!this.present(record)) return;
-    // The held requests have waited since the move began: the activation counts from there.
-    if (wanted) await this.wake(record, 1, { awake: true, since: moved });
-    else await this.setTier(record, "asleep-2");
-  }
-
-  /**
-   * A deeper sleep whose call this process could not make (out of file descriptors or memory): the
-   * engine did not get it, and is not stopped for Snooze's own shortage. Before the wake it sleeps
-   * at level 1 as it did: the move is asked again after the cool-down (by the ladder, or by the
-   * host-memory budget that asked for it). After the wake, its level-2 sleep not asked, it is
-   * awake: the replica is ready again (routable, not shown asleep), and sleeps again as any idle
-   * ready replica does, at sleepAfter, then deeper at deepSleepAfter. It is shown waking from the
-   * move's start (`moved`), then ready, as a move taken back half way is (a `woke` event), but not
-   * warmed up: that is one more call, of a process short of descriptors, for no request.
-   */
-  private async deepenUnasked(
-    record: ReplicaRecord,
-    woken: boolean,
-    error: unknown,
-    moved: number,
-  ): Promise<void> {
-    record.coolUntil = this.deps.clock.now() + failedOperationCoolMs;
-    if (!woken) {
-      this.log.warn("deeper sleep could not be asked; the engine sleeps on at level 1 and is asked again", {
-        replica: record.replica.id,
-        error,
-      });
-      record.budgetAgain = true;
-      return;
-    }
-    this.log.warn("level-2 sleep could not be asked; the engine, woken for it, is ready again", {
-      replica: record.replica.id,
-      error,
-    });
-    await this.setTier(record, "waking", { since: moved });
-    await this.setTier(record, "ready");
-  }
-
-  /**
-   * After an engine call failed: is the replica gone? A call that failed in its connection (refused,
-   * cut) may be the engine dying under it; its exit, noticed within a second, is waited for, since
-   * its code and last words say more than the connection did (`departed` keeps them).
-   */
-  private async goneUnder(record: ReplicaRecord, error: unknown): Promise<boolean> {
-    if (this.present(record) && isTransportError(error))
-      await this.settle(() => !this.present(record), exitNoticeMs);
-    return !this.present(record);
-  }
-
-  /**
-   * Where is the engine really (after a takeover mid-operation, or when an activator could not reach
-   * it)? `exitWaitMs`: how long an engine that fails its health check may take to be seen exit.
-   */
-  private async recheck(record: ReplicaRecord, healthMs?: number, exitWaitMs = 0): Promise<void> {
-    const leadership = this.leadership;
-    const engine = this.deps.platform.engine(record.replica);
-    let healthy: boolean;
-    try {
-      healthy = await engine.healthy(healthMs);
-    } catch (error) {
-      // Snooze could not ask (out of file descriptors or ports): that says nothing of the engine,
-      // which is kept; the next re-check asks again.
-      this.log.warn("could not re-check the replica: this process is short of resources", {
-        replica: record.replica.id,
-        error,
-      });
-      return;
-    }
-    if (!healthy) {
-      this.guard(leadership);
-      // An engine that died under a request is told by its exit, as any exit is: its code and last
-      // words, and its crash loop's back-off to the requests held (found by an outside tester: the
-      // re-check got there first, "did not answer its health check", and a request held again for
-      // it waited out its hold budget, then heard Retry-After: 1 in a back-off of 16 s).
-      if (exitWaitMs > 0 && this.present(record)) await this.settle(() => !this.present(record), exitWaitMs);
-      this.guard(leadership);
-      if (!this.present(record)) return;
-      this.log.warn("replica failed its re-check; replacing it", { replica: record.replica.id });
-      this.lastError = `${record.replica.label} did not answer its health check`;
-      // Dead or frozen, it failed on its own as a crash does: its replacement backs off in a loop
-      // (found by an outside tester: engines that died under a request were replaced at once,
-      // again and again, never counted). Requests held hear the back-off when it goes cold.
-      if (this.leftOnItsOwn(this.lastError) > 0) record.crashLoop = this.lastError;
-      record.leaving = true;
-      // Activators route nothing more to it and end what runs on it now (its drain ends at once):
-      // a frozen engine would hold those requests until it is killed, a stop grace later.
-      if (record.tier === "ready") {
-        record.drainEndsAt = this.deps.clock.now();
-        record.unresponsive = true;
-        await this.setTier(record, "draining");
-      }
-      await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-      return;
-    }
-    const sleeping = this.config.sleep ? await engine.isSleeping().catch(() => undefined) : false;
-    this.guard(leadership);
-    if (sleeping === undefined || !this.present(record)) return;
-    if (sleeping) {
-      // The engine says at which level it sleeps; an engine that does not say is woken as from
-      // level 2 (reload the weights), which is right for both.
-      const reported = await engine.sleepLevel().catch(() => undefined);
-      this.guard(leadership);
-      const level = reported === 1 || reported === 2 ? reported : 2;
-      const wasReady = record.tier === "ready";
-      if (record.tier !== `asleep-${level}`) await this.setTier(record, `asleep-${level}`);
-      // Put to sleep behind Snooze's back (a call to the engine's own port) while it served: the
-      // requests in flight wait inside the engine for a wake that no held request would ask for.
-      if (wasReady && this.load().inFlight > 0) {
-        this.log.warn("a ready engine was found asleep with requests in flight; waking it", {
-          replica: record.replica.id,
-        });
-        await this.wake(record, level);
-      }
-      return;
-    }
-    if (record.tier === "waking" || record.tier === "draining") {
-      if (this.config.warmup)
-        try {
-          await engine.warmup(this.config.servedModel ?? this.id, this.config.wakeTimeout);
-        } catch (error) {
-          this.guard(leadership);
-          // One skipped (not made, or refused for a key) is routed without it, as after a wake
-          // (warmUp), rather than left waking with no one to finish it.
-          if (!this.skippedWarmUp(record, error)) {
-            // Failed: stopped, as an engine awake after a wake whose warm-up failed is, and the next
-            // request starts a clean one (seen while fixing the warm-up this process could not
-            // make: it stayed waking for good, routed nothing, never put to sleep nor stopped).
-            const exit = (await this.goneUnder(record, error)) ? record.departed : undefined;
-            this.guard(leadership);
-            if (!this.present(record)) return;
-            this.log.warn("warm-up failed; stopping the engine", { replica: record.replica.id, error });
-            this.lastError = `wake of ${this.id} failed: ${exit ?? (error as Error).message}`;
-            record.leaving = true;
-            await this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-            return;
-          }
-        }
-      this.guard(leadership);
-      await this.setTier(record, "ready");
-    }
   }
 
   private scaleUp(to: number): void {
@@ -2540,6 +1869,11 @@ export class ModelController {
         replica: record.replica.id,
       });
     }
+  }
+
+  /** Scales down by one, removing this replica. */
+  stopReplica(record: ReplicaRecord): Promise<void> {
+    return this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
   }
 
   /** Scales down, removing these replicas first. Resolves when the platform took the new count. */
@@ -2609,7 +1943,7 @@ export class ModelController {
   }
 
   /** An activation failed: held requests hear why (the event carries the reason), and back-off grows. */
-  private activationFailed(record: ReplicaRecord, reason: string, backTo?: Tier): void {
+  activationFailed(record: ReplicaRecord, reason: string, backTo?: Tier): void {
     this.failures++;
     this.lastError = reason;
     this.wakeWanted = false;
@@ -2623,7 +1957,7 @@ export class ModelController {
     this.deps.statusChanged?.();
   }
 
-  private succeeded(record: ReplicaRecord): void {
+  succeeded(record: ReplicaRecord): void {
     this.failures = 0;
     this.lastError = undefined;
     this.backoffUntil = 0;

@@ -1,0 +1,77 @@
+/**
+ * What an operation run on one replica (replica-activation.ts, replica-drain.ts, replica-deepen.ts,
+ * replica-recheck.ts) sees of its model's controller: the settings, the lease it runs under, the
+ * tier writes and scale-downs it asks for, and the model-wide facts it measures or says (failures,
+ * durations, the last release). The controller implements it and stays the one owner of the state
+ * and the timers; the operations import this, never the controller, so the layers point one way.
+ */
+import type { Context } from "@opentelemetry/api";
+import type { Clock } from "../lib/clock.ts";
+import type { Logger } from "../lib/log.ts";
+import type { Tier } from "../lib/replica-event.ts";
+import type { ModelConfig } from "../lib/settings/index.ts";
+import type { ModelLearner } from "./model-learner.ts";
+import type { Platform } from "./platform.ts";
+import type { Activation, ReplicaRecord } from "./replica-record.ts";
+
+export interface ReplicaOps {
+  readonly id: string;
+  readonly key: string;
+  readonly config: ModelConfig;
+  readonly deps: {
+    readonly platform: Platform;
+    readonly clock: Clock;
+    /** Time for activators to see `draining` before the engine is checked for idleness. */
+    readonly drainGraceMs: number;
+    readonly slot?: { readonly config: { readonly drainTimeout: number } };
+  };
+  readonly log: Logger;
+  readonly learner: ModelLearner;
+  /** Counts the controller's leads: an operation begun under one stops at the next (`guard`). */
+  readonly leadership: number;
+  readonly records: ReadonlyMap<string, ReplicaRecord>;
+  /** The slot's swap this model takes part in, and its cap on awake replicas (slot members only). */
+  readonly parent?: Context;
+  readonly cap?: number;
+  readonly failures: number;
+  readonly backoffUntil: number;
+  readonly prewarmWake: boolean;
+  lastError?: string;
+  lastActive: number;
+  lastStartMs?: number;
+  lastWakeMs: { 1?: number; 2?: number };
+  lastWakeLevel?: 1 | 2;
+  lastRelease: { drainMs: number; sleepMs: number };
+  releaseSentAt?: number;
+  sleepsUnderWay: number;
+  sleepFailure?: { at: number; reason: string };
+  /** Throws `NotLeading` once `leadership` is over, or the lease is not held now. */
+  guard(leadership: number): void;
+  /** The record is still the controller's (its replica has not gone, nor been replaced). */
+  present(record: ReplicaRecord): boolean;
+  setTier(
+    record: ReplicaRecord,
+    tier: Tier,
+    news?: { estimateMs?: number; error?: string; since?: number },
+  ): Promise<void>;
+  /** Scales down by one, removing this replica. */
+  stopReplica(record: ReplicaRecord): Promise<void>;
+  activationFailed(record: ReplicaRecord, reason: string, backTo?: Tier): void;
+  succeeded(record: ReplicaRecord): void;
+  /** A replica failed on its own: counted in the crash loop; returns the back-off. */
+  leftOnItsOwn(reason: string): number;
+  beginActivation(kind: "start" | "wake", from: Tier, started?: number): Activation;
+  endActivation(record: ReplicaRecord, outcome: "ready" | "failed" | "stopped", reason?: string): void;
+  inActivation<T>(record: ReplicaRecord, fn: () => T): T;
+  /** The last measured start, or wake from `level`. */
+  estimate(kind: "start" | "wake", level?: 1 | 2): number | undefined;
+  load(): { inFlight: number; held: number };
+  /** A person's sleep with no request held: the level it asked for. */
+  sleepWanted(): 1 | 2 | undefined;
+  /** Waits on the controller's clock; a stats report ends the wait early. */
+  pause(ms: number): Promise<void>;
+  /** Resolves true once `done`, false at `timeoutMs` (or when the controller stops leading). */
+  settle(done: () => boolean, timeoutMs: number): Promise<boolean>;
+  /** A live activator that may still send requests to `record` (its word predates `since`, or names it). */
+  routedBy(record: ReplicaRecord, since: number): string | undefined;
+}
