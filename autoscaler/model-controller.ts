@@ -31,6 +31,7 @@ import { recheck } from "./replica-recheck.ts";
 import { type Activation, failedOperationCoolMs, type ReplicaRecord } from "./replica-record.ts";
 import { reportNeedsPass } from "./report-pass.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
+import { recordStarting, writeTier } from "./tier-writes.ts";
 import { nextStreak, type WaitStreak } from "./wait-streak.ts";
 
 /** What one model asks of the control plane: its settings and how many awake replicas. */
@@ -123,13 +124,6 @@ const maxBackoffMs = 60_000;
 const selfHealIntervalMs = 30_000;
 const selfHealCheckMs = 5_000;
 const crashWindowMs = 5 * 60_000;
-/**
- * A tier write the platform refused (an API server that throttles with 429, fails with 500 or is
- * away a moment) is made again after this, doubling up to `tierRewriteMaxMs`, until it is written
- * or the tier moves on.
- */
-const tierRewriteFirstMs = 1_000;
-const tierRewriteMaxMs = 30_000;
 /** How long the platform's count may lag a scale we asked for (a cache catching up) before it wins again. */
 const scaleLagMs = 10_000;
 const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "asleep-2"];
@@ -1497,31 +1491,12 @@ export class ModelController implements ReplicaOps {
       // Activators in other processes see the pod, not this event: a traced start goes on the pod
       // too, so they link the requests they hold to it. Untraced, there is nothing to write.
       const traceparent = traceparentOf(record.activation.span);
-      if (recorded === undefined && traceparent) this.recordStarting(record, traceparent);
+      if (recorded === undefined && traceparent) recordStarting(this, record, traceparent);
     } else this.emitFor(record);
     // Left mid-operation by a previous leader: find out where the engine really is.
     if (recorded === "waking" || recorded === "draining")
       this.operate(record, "recheck", () => recheck(this, record));
     return record;
-  }
-
-  /** Records a new replica's `starting` with its activation's traceparent, in line with later writes. */
-  private recordStarting(record: ReplicaRecord, traceparent: string): void {
-    const leadership = this.leadership;
-    record.writes = record.writes
-      .then(async () => {
-        this.guard(leadership);
-        await this.deps.platform.recordTier(this.key, record.replica, {
-          tier: "starting",
-          since: record.since,
-          traceparent,
-        });
-        this.counts.tierWrites++;
-        record.recorded = "starting";
-      })
-      .catch((error: unknown) =>
-        this.log.debug("could not record a start's trace on its replica", { error }),
-      );
   }
 
   /** A replica is gone: asked to (a stop), or on its own (a crash, a deleted pod). */
@@ -1654,54 +1629,10 @@ export class ModelController implements ReplicaOps {
     this.deps.emit(event);
     if ((from === "asleep-1") !== (tier === "asleep-1")) this.deps.levelOneChanged?.();
     record.unwritten = event;
-    const write = this.writeTier(record, event, leadership, 1);
+    const write = writeTier(this, record, event, leadership, 1);
     this.deps.statusChanged?.();
     this.deps.slot?.changed();
     return write;
-  }
-
-  /** Records `event` on the platform after the writes before it; `attempt` counts its tries. */
-  private writeTier(record: ReplicaRecord, event: ReplicaEvent, leadership: number, attempt: number) {
-    const write = record.writes.then(async () => {
-      this.guard(leadership);
-      await this.deps.platform.recordTier(this.key, record.replica, event, record.recorded);
-      this.counts.tierWrites++;
-      record.recorded = event.tier;
-      if (record.unwritten === event) record.unwritten = undefined;
-    });
-    record.writes = write.catch((error: unknown) =>
-      this.tierWriteFailed(record, event, leadership, attempt, error),
-    );
-    return write;
-  }
-
-  /**
-   * A tier write the platform refused is made again, with back-off, while it is still the last
-   * tier told and this leadership lasts. Its caller's operation failed with it, yet the tier
-   * stands (the engine did wake or sleep): found by an outside tester, a wake's `ready` refused
-   * once (the API server throttling) left the pod `waking` for good, activators holding every
-   * request for it until its hold budget ran out while the controller believed it ready.
-   */
-  private tierWriteFailed(
-    record: ReplicaRecord,
-    event: ReplicaEvent,
-    leadership: number,
-    attempt: number,
-    error: unknown,
-  ): void {
-    if (error instanceof NotLeading || leadership !== this.leadership || record.unwritten !== event) return;
-    const delayMs = Math.min(tierRewriteMaxMs, tierRewriteFirstMs * 2 ** (attempt - 1));
-    this.log.warn("tier write failed; writing it again", {
-      replica: record.replica.id,
-      tier: event.tier,
-      attempt,
-      delayMs,
-      error,
-    });
-    this.deps.clock.setTimeout(() => {
-      if (leadership !== this.leadership || !this.present(record) || record.unwritten !== event) return;
-      void this.writeTier(record, event, leadership, attempt + 1).catch(() => {});
-    }, delayMs);
   }
 
   private eventOf(record: ReplicaRecord, estimateMs?: number, error?: string, exit?: string): ReplicaEvent {
