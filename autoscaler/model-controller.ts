@@ -1,4 +1,4 @@
-import { type Context, context, ROOT_CONTEXT, SpanStatusCode, TraceFlags, trace } from "@opentelemetry/api";
+import { type Context, context, ROOT_CONTEXT, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
 import type { DemandLoad, LoadReport } from "../lib/control-plane.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
@@ -6,7 +6,8 @@ import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
-import { traceContextOf, traceparentOf, tracer } from "../lib/tracing.ts";
+import { traceContextOf, traceparentOf } from "../lib/tracing.ts";
+import { endActivation, inActivation, startActivation } from "./activation-trace.ts";
 import { type FlowReport, trimReports } from "./demand-metric.ts";
 import {
   burstInFlight,
@@ -341,7 +342,7 @@ export class ModelController implements ReplicaOps {
     // Their engine calls are given up too: an open warm-up or wake would hold up the engine's own
     // graceful stop (Snooze's shutdown) until its stop grace ran out.
     for (const record of this.records.values()) {
-      this.endActivation(record, "stopped");
+      endActivation(this, record, "stopped");
       abandonCalls(this, record, new NotLeading());
     }
     this.records.clear();
@@ -366,7 +367,7 @@ export class ModelController implements ReplicaOps {
       for (const record of this.records.values()) {
         const from = record.tier;
         if (from === "cold") continue;
-        this.endActivation(record, "stopped");
+        endActivation(this, record, "stopped");
         record.tier = "cold";
         record.since = this.deps.clock.now();
         this.deps.metrics.transition(this.id, from, "cold");
@@ -1349,9 +1350,7 @@ export class ModelController implements ReplicaOps {
       case "finish-start":
         // A start that failed while its pod was kept, and that came up after all, goes on.
         record.startFailed = undefined;
-        this.operate(record, "finish-start", () =>
-          this.inActivation(record, () => finishStart(this, record)),
-        );
+        this.operate(record, "finish-start", () => inActivation(record, () => finishStart(this, record)));
         return;
       case "wake":
         this.operate(record, "wake", () => wake(this, record, action.level));
@@ -1372,7 +1371,7 @@ export class ModelController implements ReplicaOps {
         // The stop is the failed start's: its lines carry the activation's trace ids. One the
         // platform says cannot come up (an image it cannot pull, an engine that keeps exiting) is
         // told at once with the platform's reason, rather than after startTimeout with none.
-        this.inActivation(record, () => {
+        inActivation(record, () => {
           // A kept pod failed again sooner than startTimeout: at Knative's progress deadline.
           const age = this.deps.clock.now() - record.since;
           const limit =
@@ -1482,7 +1481,7 @@ export class ModelController implements ReplicaOps {
         this.pendingStarts.shift() ?? this.beginActivation("start", "cold", replica.createdAt);
     if (recorded === undefined) {
       this.deps.metrics.transition(this.id, "cold", "starting");
-      this.inActivation(record, () =>
+      inActivation(record, () =>
         this.log.info("tier", { replica: replica.id, from: "cold", to: "starting" }),
       );
     }
@@ -1541,7 +1540,7 @@ export class ModelController implements ReplicaOps {
       this.log.warn("replica left on its own", { replica: record.replica.id, reason });
       if (this.leftOnItsOwn(reason) > 0) crashLoop = this.lastError;
     }
-    this.endActivation(record, "stopped");
+    endActivation(this, record, "stopped");
     toCold();
     // How it went goes to activators too: a request its engine died under is told (with `exit`).
     this.emitFor(record, undefined, crashLoop ?? record.crashLoop, record.leaving ? undefined : departed);
@@ -1662,52 +1661,12 @@ export class ModelController implements ReplicaOps {
     return kind === "start" ? this.lastStartMs : (this.lastWakeMs[level] ?? this.lastWakeMs[1]);
   }
 
-  /** Runs `fn` in the trace of the replica's activation, if one runs: its log lines carry its ids. */
-  inActivation<T>(record: ReplicaRecord, fn: () => T): T {
-    return record.activation ? context.with(record.activation.context, fn) : fn();
-  }
-
+  /** A new activation, traced under a swap, a prewarm or the held request that caused it (`startActivation`). */
   beginActivation(kind: "start" | "wake", from: Tier, started = this.deps.clock.now()): Activation {
     // A swap's, a prewarm's or the held request's trace, in that order; else a trace of its own.
     const parent = this.parent ?? this.learner.prewarmContext ?? this.callerContext ?? ROOT_CONTEXT;
     this.callerContext = undefined;
-    const parentSpan = trace.getSpan(parent)?.spanContext();
-    // A parent its sampler passed over would take the activation, which every request held for it
-    // shares, out of all their traces: it begins a trace of its own then, linked to that parent,
-    // and the sampled requests that wait on it show it (found by an outside tester).
-    const unsampled = parentSpan !== undefined && (parentSpan.traceFlags & TraceFlags.SAMPLED) === 0;
-    const span = tracer.startSpan(
-      "snooze.activation",
-      {
-        // Its own trace unless a swap started it: no client request owns an activation.
-        root: parentSpan === undefined || unsampled,
-        ...(unsampled ? { links: [{ context: parentSpan }] } : {}),
-        attributes: { "snooze.model": this.id, "snooze.from_tier": from, "snooze.activation": kind },
-      },
-      parent,
-    );
-    const ctx = trace.setSpan(parent, span);
-    const activation: Activation = { kind, from, span, context: ctx, started };
-    if (kind === "start") activation.startSpan = tracer.startSpan("snooze.start", {}, ctx);
-    return activation;
-  }
-
-  endActivation(record: ReplicaRecord, outcome: "ready" | "failed" | "stopped", reason?: string): void {
-    const activation = record.activation;
-    if (!activation) return;
-    record.activation = undefined;
-    // A start still under way when the activation failed (startTimeout) failed with it.
-    if (outcome === "failed")
-      activation.startSpan?.setStatus({ code: SpanStatusCode.ERROR, message: reason });
-    activation.startSpan?.end();
-    if (outcome === "ready" || outcome === "failed")
-      this.deps.metrics.activation.observe(
-        { model: this.id, from: activation.from, outcome },
-        (this.deps.clock.now() - activation.started) / 1000,
-      );
-    if (outcome === "failed") activation.span.setStatus({ code: SpanStatusCode.ERROR, message: reason });
-    activation.span.setAttribute("snooze.activation.outcome", outcome);
-    activation.span.end();
+    return startActivation(this.id, kind, from, started, parent);
   }
 
   /**
@@ -1880,9 +1839,9 @@ export class ModelController implements ReplicaOps {
     this.wakeWanted = false;
     this.prewarmWake = false;
     this.backoffUntil = this.deps.clock.now() + this.backoff();
-    this.inActivation(record, () => this.log.warn("activation failed", { reason, failures: this.failures }));
+    inActivation(record, () => this.log.warn("activation failed", { reason, failures: this.failures }));
     record.activation?.span.recordException(new Error(reason));
-    this.endActivation(record, "failed", reason);
+    endActivation(this, record, "failed", reason);
     if (backTo && this.present(record)) void this.setTier(record, backTo, { error: reason }).catch(() => {});
     else this.emitFor(record, undefined, reason);
     this.deps.statusChanged?.();
@@ -1896,7 +1855,7 @@ export class ModelController implements ReplicaOps {
     this.prewarmWake = false;
     // A guessed prewarm's wake (learned, staged, a hint) is not activity: unused, it sleeps when the prewarm ends.
     if (!this.learner.guessedPrewarmOnly) this.lastActive = this.deps.clock.now();
-    this.endActivation(record, "ready");
+    endActivation(this, record, "ready");
     this.log.info("engine ready", { replica: record.replica.id });
   }
 

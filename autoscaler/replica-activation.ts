@@ -7,6 +7,7 @@
 import { context } from "@opentelemetry/api";
 import { formatDuration } from "../lib/duration.ts";
 import { inSpan } from "../lib/tracing.ts";
+import { endActivation, inActivation } from "./activation-trace.ts";
 import { EngineFrozen } from "./engine-call-watch.ts";
 import { isLocalFailure, isRefused, isUnauthorized } from "./engine-client.ts";
 import { ActivationStopped, EngineNotUp, NoAnswer, SleepInstead } from "./operation-errors.ts";
@@ -185,13 +186,13 @@ export async function warmUp(
  * runs on it but what is left of an abandoned warm-up) and sleeps at `level`.
  */
 export async function sleepWithoutWarmUp(c: ReplicaOps, record: ReplicaRecord, level: 1 | 2): Promise<void> {
-  c.inActivation(record, () =>
+  inActivation(record, () =>
     c.log.info("asked to sleep: warm-up skipped, the engine sleeps now", {
       replica: record.replica.id,
       sleepLevel: level,
     }),
   );
-  c.endActivation(record, "stopped");
+  endActivation(c, record, "stopped");
   await drainThen(c, record, level);
 }
 
@@ -301,6 +302,6 @@ export async function diedAsleep(c: ReplicaOps, record: ReplicaRecord, error: un
   const reason = `${record.replica.label} no longer listened when it was woken (${(error as Error).message})`;
   c.log.warn("replica left on its own", { replica: record.replica.id, reason });
   if (c.leftOnItsOwn(reason) > 0) record.crashLoop = c.lastError;
-  c.endActivation(record, "stopped");
+  endActivation(c, record, "stopped");
   await c.stopReplica(record);
 }

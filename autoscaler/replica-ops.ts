@@ -10,6 +10,7 @@ import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
+import type { AutoscalerMetrics } from "./metrics.ts";
 import type { ModelLearner } from "./model-learner.ts";
 import type { Platform } from "./platform.ts";
 import type { Activation, ReplicaRecord } from "./replica-record.ts";
@@ -21,6 +22,7 @@ export interface ReplicaOps {
   readonly deps: {
     readonly platform: Platform;
     readonly clock: Clock;
+    readonly metrics: AutoscalerMetrics;
     /** Time for activators to see `draining` before the engine is checked for idleness. */
     readonly drainGraceMs: number;
     readonly slot?: { readonly config: { readonly drainTimeout: number } };
@@ -61,8 +63,6 @@ export interface ReplicaOps {
   /** A replica failed on its own: counted in the crash loop; returns the back-off. */
   leftOnItsOwn(reason: string): number;
   beginActivation(kind: "start" | "wake", from: Tier, started?: number): Activation;
-  endActivation(record: ReplicaRecord, outcome: "ready" | "failed" | "stopped", reason?: string): void;
-  inActivation<T>(record: ReplicaRecord, fn: () => T): T;
   /** The last measured start, or wake from `level`. */
   estimate(kind: "start" | "wake", level?: 1 | 2): number | undefined;
   load(): { inFlight: number; held: number };
