@@ -8,7 +8,8 @@ import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts"
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { traceContextOf, traceparentOf } from "../lib/tracing.ts";
 import { endActivation, inActivation, startActivation } from "./activation-trace.ts";
-import { type FlowReport, trimReports } from "./demand-metric.ts";
+import { ActivatorLoads, type ModelLoad } from "./activator-loads.ts";
+import type { FlowReport } from "./demand-metric.ts";
 import {
   burstInFlight,
   decideReplicas,
@@ -84,20 +85,6 @@ export interface ModelControllerDeps {
 /** How a person's sleep or stop ended: done, taken back by a request or a wake, or not in its time. */
 export type ParkOutcome = "done" | "taken-back" | "timed-out" | "stopped-instead";
 
-/** One activator's load for this model. */
-interface Load {
-  inFlight: number;
-  held: number;
-  heldSince?: number;
-  at: number;
-  /** The activator's recent stats reports, oldest first (the demand metric's rates; demand-metric.ts). */
-  reports?: FlowReport[];
-  /** The replicas it sent requests to at its last report that said (`at`): a drain waits for it. */
-  routed?: { replicas: readonly string[]; at: number };
-  /** Replicas some of its held requests may go to alone (DemandLoad.pinnedTo). */
-  pinnedTo?: readonly string[];
-}
-
 /** What the admin API and `snooze status` show of a model. */
 export interface ModelState {
   id: string;
@@ -160,7 +147,8 @@ export class ModelController implements ReplicaOps {
   leadership = 0;
   private leading = false;
   readonly records = new Map<string, ReplicaRecord>();
-  private readonly activators = new Map<string, Load>();
+  /** Each activator's word on this model's load. */
+  readonly loads: ActivatorLoads;
   /** Why replicas left on their own, as the platform said, until the records notice. */
   private readonly departures = new Map<string, string>();
   lastActive: number;
@@ -235,6 +223,7 @@ export class ModelController implements ReplicaOps {
       model: target.config.id,
       ...(target.key !== target.config.id ? { object: target.key } : {}),
     });
+    this.loads = new ActivatorLoads(deps.activatorExpiryMs);
     this.lastActive = deps.clock.now();
     this.coldSince = deps.clock.now();
     this.learnerOf = new ModelLearner(deps.clock.now(), {
@@ -386,21 +375,7 @@ export class ModelController implements ReplicaOps {
     // The held request's trace: the activation it causes continues it (explicitly, not by luck of
     // whichever async context queued the next pass).
     if (caller && trace.getSpan(caller)) this.callerContext = caller;
-    const entry = this.activators.get(activator);
-    // With the activator's load of this moment, it replaces the last report (which may still count
-    // a request that just finished); without it, one held request is added to what was reported.
-    const held = Math.max(load?.held ?? entry?.held ?? 0, 1);
-    const pinnedTo = load ? load.pinnedTo : entry?.pinnedTo;
-    this.activators.set(activator, {
-      inFlight: load?.inFlight ?? entry?.inFlight ?? 0,
-      held,
-      heldSince: load?.oldestHeldMs !== undefined ? now - load.oldestHeldMs : (entry?.heldSince ?? now),
-      at: now,
-      ...(entry?.reports ? { reports: entry.reports } : {}),
-      // A demand says nothing of the replicas: the last report's word, with its own time, stands.
-      ...(entry?.routed ? { routed: entry.routed } : {}),
-      ...(pinnedTo?.length ? { pinnedTo } : {}),
-    });
+    this.loads.demand(activator, now, load);
     this.lastActive = now;
     this.parked = undefined;
     this.learner.activity(now, true);
@@ -413,15 +388,11 @@ export class ModelController implements ReplicaOps {
     this.changed();
   }
 
-  /**
-   * `oldestHeldMs`: how long the oldest request held there has waited, when the activator knows.
-   * `routed`: the replicas it sends requests to, as it sees them (undefined: it does not say).
-   * `pinnedTo`: replicas some held requests may go to alone (DemandLoad.pinnedTo).
-   */
-  stats(activator: string, { inFlight, held, oldestHeldMs, flow, routed, pinnedTo }: LoadReport): void {
+  /** An activator's stats report (ActivatorLoads.report). */
+  stats(activator: string, report: LoadReport): void {
+    const { inFlight, held, flow } = report;
     const now = this.deps.clock.now();
-    const before = this.activators.get(activator);
-    const seen = routed ? { replicas: routed, at: now } : before?.routed;
+    const before = this.loads.get(activator);
     if (
       before !== undefined &&
       !reportNeedsPass({
@@ -438,29 +409,13 @@ export class ModelController implements ReplicaOps {
       // activator's expiry counts from it). Busy, or just done, is activity, as below; what the
       // report changes besides (the history's exposure, waits on a report) happens as below too.
       if (inFlight > 0 || before.inFlight > 0) this.lastActive = now;
-      before.inFlight = inFlight;
-      before.at = now;
-      if (seen) before.routed = seen;
-      this.learner.activity(now, this.busyWithRequests(now));
+      this.loads.refresh(before, now, inFlight, report.routed);
+      this.learner.activity(now, this.loads.busyWithRequests(now));
       for (const settle of this.settleWaiters) settle();
       return;
     }
-    // A queue that never empties keeps moving its oldest entry forward: the activator's age wins.
-    const heldSince =
-      held === 0 ? undefined : oldestHeldMs !== undefined ? now - oldestHeldMs : (before?.heldSince ?? now);
-    const reports = flow
-      ? trimReports([...(before?.reports ?? []), { at: now, inFlight, held, ...flow }], now)
-      : undefined;
-    this.activators.set(activator, {
-      inFlight,
-      held,
-      heldSince,
-      at: now,
-      ...(reports ? { reports } : {}),
-      ...(seen ? { routed: seen } : {}),
-      ...(held > 0 && pinnedTo?.length ? { pinnedTo } : {}),
-    });
-    this.learner.activity(now, this.busyWithRequests(now));
+    this.loads.report(activator, now, report);
+    this.learner.activity(now, this.loads.busyWithRequests(now));
     // The report that says the work ended counts as activity too: the idle clock starts there.
     if (inFlight > 0 || held > 0 || (before && (before.inFlight > 0 || before.held > 0))) {
       this.lastActive = now;
@@ -491,53 +446,21 @@ export class ModelController implements ReplicaOps {
   }
 
   /** The model's load, summed over the activators that reported recently. */
-  load(now = this.deps.clock.now()): {
-    inFlight: number;
-    held: number;
-    heldSince?: number;
-    pinnedTo?: readonly string[];
-  } {
-    let inFlight = 0;
-    let pinnedTo: Set<string> | undefined;
-    let held = this.wakeWanted ? 1 : 0;
-    let heldSince = this.wakeWanted ? this.wakeWantedSince : undefined;
-    for (const [id, entry] of this.activators) {
-      if (now - entry.at > this.deps.activatorExpiryMs) {
-        this.activators.delete(id);
-        continue;
-      }
-      inFlight += entry.inFlight;
-      held += entry.held;
-      if (entry.held > 0 && entry.heldSince !== undefined)
-        heldSince = Math.min(heldSince ?? entry.heldSince, entry.heldSince);
-      if (entry.pinnedTo) {
-        pinnedTo ??= new Set();
-        for (const replica of entry.pinnedTo) pinnedTo.add(replica);
-      }
-    }
-    if (held > 0) heldSince ??= now;
-    return { inFlight, held, heldSince, ...(pinnedTo ? { pinnedTo: [...pinnedTo] } : {}) };
+  load(now = this.deps.clock.now()): ModelLoad {
+    return this.loads.total(
+      now,
+      this.wakeWanted ? { held: 1, heldSince: this.wakeWantedSince } : { held: 0 },
+    );
   }
 
   /** Each live activator's recent stats reports with running totals (the demand metric's input). */
   flowReports(now = this.deps.clock.now()): FlowReport[][] {
-    const out: FlowReport[][] = [];
-    for (const entry of this.activators.values())
-      if (now - entry.at <= this.deps.activatorExpiryMs && entry.reports) out.push(entry.reports);
-    return out;
+    return this.loads.flowReports(now);
   }
 
   /** How long a new replica takes to serve: the last start measured, else the learned estimate. */
   startEstimateMs(): number | undefined {
     return this.lastStartMs ?? this.learner.estimate("start");
-  }
-
-  /** Requests in flight or held (not an admin wake or a prewarm): what the history learns from. */
-  private busyWithRequests(now: number): boolean {
-    for (const entry of this.activators.values())
-      if (now - entry.at <= this.deps.activatorExpiryMs && (entry.inFlight > 0 || entry.held > 0))
-        return true;
-    return false;
   }
 
   // --- what others see ---
@@ -1100,8 +1023,7 @@ export class ModelController implements ReplicaOps {
     else if (parkedAs !== undefined) this.sleepUnwanted(parkedAs);
     let next = Math.min(plan.nextAt, prewarm.nextAt, hold.nextAt);
     for (const r of this.records.values()) if (r.coolUntil > now) next = Math.min(next, r.coolUntil);
-    for (const entry of this.activators.values())
-      next = Math.min(next, entry.at + this.deps.activatorExpiryMs + 1);
+    next = Math.min(next, this.loads.nextExpiry());
     if (Number.isFinite(next))
       this.timer = this.deps.clock.setTimeout(() => this.changed(), Math.max(1, next - now));
     this.passed = true;
@@ -1667,23 +1589,6 @@ export class ModelController implements ReplicaOps {
     const parent = this.parent ?? this.learner.prewarmContext ?? this.callerContext ?? ROOT_CONTEXT;
     this.callerContext = undefined;
     return startActivation(this.id, kind, from, started, parent);
-  }
-
-  /**
-   * A live activator that may still send requests to `record`: its last report since `since` (the
-   * drain's start) names it, or it has not reported since (its word predates the drain). On
-   * Kubernetes an activator learns of the drain from its pod watch, which lags while the API server
-   * is away or the watch is in back-off: a replica put to sleep then would get its requests and
-   * hang them (found by the API server restart e2e test). Activators that do not say (local mode)
-   * are not waited for.
-   */
-  routedBy(record: ReplicaRecord, since: number): string | undefined {
-    const now = this.deps.clock.now();
-    for (const [activator, entry] of this.activators) {
-      if (!entry.routed || now - entry.at > this.deps.activatorExpiryMs) continue;
-      if (entry.routed.at < since || entry.routed.replicas.includes(record.replica.id)) return activator;
-    }
-    return undefined;
   }
 
   /** Waits on the controller's clock; a stats report ends the wait early. */

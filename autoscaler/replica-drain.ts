@@ -71,7 +71,7 @@ export async function drainThen(c: ReplicaOps, record: ReplicaRecord, next: 1 | 
     c.lastRelease = { drainMs: drained - started, sleepMs: 0 };
     c.guard(leadership);
     if (record.tier !== "draining" || !c.present(record)) return; // taken back by demand, or gone
-    const lagging = c.routedBy(record, started);
+    const lagging = c.loads.routedBy(record.replica.id, started, c.deps.clock.now());
     if (lagging !== undefined) {
       // Asleep, it would hang whatever that activator still sends it: it stays awake, and its
       // idle time starts again.
@@ -162,7 +162,7 @@ export async function engineIdle(
   engine: ReturnType<Platform["engine"]>,
   since: number,
 ): Promise<boolean> {
-  if (c.routedBy(record, since) !== undefined) return false;
+  if (c.loads.routedBy(record.replica.id, since, c.deps.clock.now()) !== undefined) return false;
   const others = [...c.records.values()].some((r) => r !== record && r.tier === "ready");
   // With other ready replicas the model's in-flight count is theirs too; the drain grace covers ours.
   if (!others && c.load().inFlight > 0) return false;

@@ -10,6 +10,7 @@ import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
+import type { ActivatorLoads } from "./activator-loads.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import type { ModelLearner } from "./model-learner.ts";
 import type { Platform } from "./platform.ts";
@@ -32,6 +33,8 @@ export interface ReplicaOps {
   /** Counts the controller's leads: an operation begun under one stops at the next (`guard`). */
   readonly leadership: number;
   readonly records: ReadonlyMap<string, ReplicaRecord>;
+  /** Each activator's word on the model's load (a drain waits for those that may still route to it). */
+  readonly loads: ActivatorLoads;
   /** The slot's swap this model takes part in, and its cap on awake replicas (slot members only). */
   readonly parent?: Context;
   readonly cap?: number;
@@ -72,6 +75,4 @@ export interface ReplicaOps {
   pause(ms: number): Promise<void>;
   /** Resolves true once `done`, false at `timeoutMs` (or when the controller stops leading). */
   settle(done: () => boolean, timeoutMs: number): Promise<boolean>;
-  /** A live activator that may still send requests to `record` (its word predates `since`, or names it). */
-  routedBy(record: ReplicaRecord, since: number): string | undefined;
 }
