@@ -6,7 +6,7 @@ import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
-import { traceContextOf, traceparentOf } from "../lib/tracing.ts";
+import { traceparentOf } from "../lib/tracing.ts";
 import { endActivation, inActivation, startActivation } from "./activation-trace.ts";
 import { ActivatorLoads, type ModelLoad } from "./activator-loads.ts";
 import type { FlowReport } from "./demand-metric.ts";
@@ -22,6 +22,7 @@ import type { LearningMetrics } from "./learning-metrics.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
+import { mostAwake, plannedChange, replicaEvent } from "./model-view.ts";
 import { ActivationStopped, NotLeading, SleepInstead } from "./operation-errors.ts";
 import { type Departure, type Platform, type Replica, type ReplicaSetView, StartFailed } from "./platform.ts";
 import { finishStart, wake } from "./replica-activation.ts";
@@ -114,7 +115,6 @@ const selfHealCheckMs = 5_000;
 const crashWindowMs = 5 * 60_000;
 /** How long the platform's count may lag a scale we asked for (a cache catching up) before it wins again. */
 const scaleLagMs = 10_000;
-const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "asleep-2"];
 
 /**
  * How long a workload the platform says is missing may be a cache catching up (a Model seen a
@@ -467,26 +467,7 @@ export class ModelController implements ReplicaOps {
 
   /** The model's tier: its most awake replica's (pending replicas count as starting). */
   get tier(): Tier {
-    return this.summary().tier;
-  }
-
-  private summary(): { tier: Tier; record?: ReplicaRecord } {
-    let best: ReplicaRecord | undefined;
-    for (const record of this.records.values()) {
-      // A tier is only left once the platform says so too: until the record lands, activators
-      // still see the old tier, so a replica leaving the slot counts as resident a little longer.
-      const tier = this.visibleTier(record);
-      if (!best || order.indexOf(tier) < order.indexOf(this.visibleTier(best))) best = record;
-    }
-    const tier = best ? this.visibleTier(best) : "cold";
-    if (this.pendingReplicas() > 0 && tier !== "ready" && tier !== "waking")
-      return { tier: "starting", record: best };
-    return { tier, record: best };
-  }
-
-  private visibleTier(record: ReplicaRecord): Tier {
-    const { recorded, tier } = record;
-    return recorded !== undefined && isResident(recorded) && !isResident(tier) ? recorded : tier;
+    return mostAwake(this.records.values(), this.pendingReplicas()).tier;
   }
 
   /** This member as its slot's arbiter sees it. */
@@ -514,7 +495,7 @@ export class ModelController implements ReplicaOps {
 
   /** An event for each replica now, for new watchers. */
   events(): ReplicaEvent[] {
-    return [...this.records.values()].map((r) => this.eventOf(r));
+    return [...this.records.values()].map((r) => replicaEvent(this.id, this.backoffUntil, r));
   }
 
   /** What the published status is computed from (the Model's status on Kubernetes). */
@@ -562,7 +543,7 @@ export class ModelController implements ReplicaOps {
 
   state(): ModelState {
     const load = this.load();
-    const { tier, record } = this.summary();
+    const { tier, record } = mostAwake(this.records.values(), this.pendingReplicas());
     return {
       id: this.id,
       key: this.key,
@@ -596,7 +577,7 @@ export class ModelController implements ReplicaOps {
    * runs, while work keeps the replica as it is, or when only a request would change it.
    */
   nextChange(): { tier: Tier; at: number } | undefined {
-    const record = this.summary().record;
+    const record = mostAwake(this.records.values(), this.pendingReplicas()).record;
     if (!record || record.busy || !this.leading) return undefined;
     const now = this.deps.clock.now();
     const load = this.load(now);
@@ -620,27 +601,7 @@ export class ModelController implements ReplicaOps {
       },
       settings,
     );
-    const asleep = `asleep-${settings.sleepLevel}` as const;
-    // A slot member does not sleep deeper: its accelerator may hold another resident, so it stops.
-    const deeper: Tier = this.deps.slot ? "cold" : "asleep-2";
-    switch (action.kind) {
-      case "drain-and-sleep":
-        return { tier: `asleep-${action.level}`, at: now };
-      case "drain-and-stop":
-      case "stop":
-        return { tier: "cold", at: now };
-      case "deepen":
-        return { tier: deeper, at: now };
-      case "wait": {
-        if (!Number.isFinite(action.at)) return undefined;
-        if (record.tier === "ready") return { tier: settings.sleep ? asleep : "cold", at: action.at };
-        if (record.tier === "asleep-1" && action.at < record.asleepSince + settings.zeroAfter)
-          return { tier: deeper, at: action.at };
-        return { tier: "cold", at: action.at };
-      }
-      default:
-        return undefined;
-    }
+    return plannedChange(action, record, settings, this.deps.slot !== undefined, now);
   }
 
   /** Level-1 sleepers, for the host-memory budget of their machine. */
@@ -689,7 +650,7 @@ export class ModelController implements ReplicaOps {
     traceContext: { traceparent?: string; tracestate?: string } | undefined,
     backoffEnded?: number,
   ): void {
-    const record = this.summary().record;
+    const record = mostAwake(this.records.values(), this.pendingReplicas()).record;
     this.deps.emit({
       model: this.id,
       replica: record?.replica.id ?? `${this.key}/activation`,
@@ -1150,7 +1111,7 @@ export class ModelController implements ReplicaOps {
     parked: boolean,
     settings: ModelConfig,
   ): { held: 0 | 1; nextAt: number } {
-    const { tier, record } = this.summary();
+    const { tier, record } = mostAwake(this.records.values(), this.pendingReplicas());
     const before = this.learner.prewarming;
     const sleepDue =
       tier === "ready" &&
@@ -1546,7 +1507,7 @@ export class ModelController implements ReplicaOps {
     if (from !== tier) this.deps.metrics.transition(this.id, from, tier);
     // Every tier change at info: `snooze serve`'s log says what each model did and when.
     if (from !== tier) this.log.info("tier", { replica: record.replica.id, from, to: tier });
-    const event = this.eventOf(record, news.estimateMs, news.error);
+    const event = replicaEvent(this.id, this.backoffUntil, record, news.estimateMs, news.error);
     this.deps.emit(event);
     if ((from === "asleep-1") !== (tier === "asleep-1")) this.deps.levelOneChanged?.();
     record.unwritten = event;
@@ -1556,27 +1517,8 @@ export class ModelController implements ReplicaOps {
     return write;
   }
 
-  private eventOf(record: ReplicaRecord, estimateMs?: number, error?: string, exit?: string): ReplicaEvent {
-    const activation = record.tier === "starting" || record.tier === "waking" ? record.activation : undefined;
-    return {
-      model: this.id,
-      replica: record.replica.id,
-      ...(record.tier !== "cold" && record.replica.address ? { address: record.replica.address } : {}),
-      tier: record.tier,
-      since: record.since,
-      ...(estimateMs !== undefined ? { estimateMs } : {}),
-      ...(error !== undefined ? { error, retryAt: this.backoffUntil } : {}),
-      ...(activation ? traceContextOf(activation.span) : {}),
-      ...(record.tier === "draining" && record.drainEndsAt !== undefined
-        ? { endsAt: record.drainEndsAt }
-        : {}),
-      ...(record.tier === "draining" && record.unresponsive ? { unresponsive: true as const } : {}),
-      ...(record.tier === "cold" && exit !== undefined ? { exit } : {}),
-    };
-  }
-
   private emitFor(record: ReplicaRecord, estimateMs?: number, error?: string, exit?: string): void {
-    this.deps.emit(this.eventOf(record, estimateMs, error, exit));
+    this.deps.emit(replicaEvent(this.id, this.backoffUntil, record, estimateMs, error, exit));
   }
 
   estimate(kind: "start" | "wake", level: 1 | 2 = 1): number | undefined {
