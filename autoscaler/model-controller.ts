@@ -1,4 +1,4 @@
-import { type Context, context, ROOT_CONTEXT, SpanStatusCode, trace } from "@opentelemetry/api";
+import { type Context, context, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import type { Clock } from "../lib/clock.ts";
 import type { DemandLoad, LoadReport } from "../lib/control-plane.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
@@ -24,7 +24,7 @@ import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
 import { mostAwake, plannedChange, replicaEvent } from "./model-view.ts";
 import { ActivationStopped, NotLeading, SleepInstead } from "./operation-errors.ts";
-import { type Departure, type Platform, type Replica, type ReplicaSetView, StartFailed } from "./platform.ts";
+import { type Departure, type Platform, type Replica, StartFailed } from "./platform.ts";
 import { finishStart, wake } from "./replica-activation.ts";
 import { deepen } from "./replica-deepen.ts";
 import { drainThen } from "./replica-drain.ts";
@@ -32,6 +32,7 @@ import { abandonCalls, exitNoticeMs } from "./replica-engine-calls.ts";
 import type { ReplicaOps } from "./replica-ops.ts";
 import { recheck } from "./replica-recheck.ts";
 import { type Activation, failedOperationCoolMs, type ReplicaRecord } from "./replica-record.ts";
+import { releaseSpared, removeReplicas, scaleUp, startNotBegun } from "./replica-scaling.ts";
 import { reportNeedsPass } from "./report-pass.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
 import { recordStarting, writeTier } from "./tier-writes.ts";
@@ -113,8 +114,6 @@ const maxBackoffMs = 60_000;
 const selfHealIntervalMs = 30_000;
 const selfHealCheckMs = 5_000;
 const crashWindowMs = 5 * 60_000;
-/** How long the platform's count may lag a scale we asked for (a cache catching up) before it wins again. */
-const scaleLagMs = 10_000;
 
 /**
  * How long a workload the platform says is missing may be a cache catching up (a Model seen a
@@ -177,10 +176,10 @@ export class ModelController implements ReplicaOps {
   /** The level of the last wake measured: the one `lastWakeMs` shows. */
   lastWakeLevel?: 1 | 2;
   lastStartMs?: number;
-  private scaling = false;
-  private scaleOverride?: { replicas: number; until: number };
+  scaling = false;
+  scaleOverride?: { replicas: number; until: number };
   /** Starts asked for whose replica has not appeared yet, oldest first. */
-  private readonly pendingStarts: Activation[] = [];
+  readonly pendingStarts: Activation[] = [];
   private timer?: { cancel(): void };
   private pendingPass = false;
   /** The last pass ran to its end (its timer covers what is due later) and nothing changed since. */
@@ -922,7 +921,7 @@ export class ModelController implements ReplicaOps {
       return;
     }
     if (this.absent) this.workloadFound();
-    this.releaseSpared(set);
+    releaseSpared(this, set);
     this.replaceOutdated(set.scalable);
     const now = this.deps.clock.now();
     this.askBudgetAgain(now);
@@ -1010,7 +1009,7 @@ export class ModelController implements ReplicaOps {
       return;
     }
     this.absent.failedAt = now;
-    this.startNotBegun(new StartFailed(`${this.id}/workload`, reason), undefined);
+    startNotBegun(this, new StartFailed(`${this.id}/workload`, reason), undefined);
     // A person's wake waits for its end: this is it.
     for (const settle of this.settleWaiters) settle();
   }
@@ -1192,7 +1191,7 @@ export class ModelController implements ReplicaOps {
     );
     if (unwanted.length === 0 || this.scaling || !scalable) return;
     if ([...this.records.values()].some((r) => r.busy || r.tier === "draining")) return;
-    void this.removeReplicas(unwanted, Math.max(0, this.workloadReplicas() - unwanted.length));
+    void removeReplicas(this, unwanted, Math.max(0, this.workloadReplicas() - unwanted.length));
   }
 
   /**
@@ -1219,9 +1218,10 @@ export class ModelController implements ReplicaOps {
   private act(action: ReplicaAction, scalable: boolean, keepFor?: number): void {
     if (action.kind === "scale-up" || action.kind === "stop") {
       if (this.scaling || !scalable) return;
-      if (action.kind === "scale-up") this.scaleUp(action.to);
+      if (action.kind === "scale-up") scaleUp(this, action.to);
       else
-        void this.removeReplicas(
+        void removeReplicas(
+          this,
           action.pods.map((p) => this.records.get(p)).filter((r): r is ReplicaRecord => r !== undefined),
           action.to,
         );
@@ -1291,7 +1291,7 @@ export class ModelController implements ReplicaOps {
     return Math.max(0, this.workloadReplicas() - live);
   }
 
-  private workloadReplicas(): number {
+  workloadReplicas(): number {
     const fromPlatform = this.deps.platform.replicaSet(this.key)?.scale ?? 0;
     const override = this.scaleOverride;
     if (
@@ -1546,137 +1546,9 @@ export class ModelController implements ReplicaOps {
     });
   }
 
-  private scaleUp(to: number): void {
-    const leadership = this.leadership;
-    this.guard(leadership);
-    const from = this.workloadReplicas();
-    this.scaling = true;
-    // Counted as pending at once, so the next pass (and the slot) sees the start under way.
-    this.scaleOverride = { replicas: to, until: this.deps.clock.now() + scaleLagMs };
-    const activations = Array.from({ length: to - from }, () => this.beginActivation("start", "cold"));
-    this.pendingStarts.push(...activations);
-    // One start: the platform's lines about it carry its trace ids (tracing.md: logs join the traces).
-    const startTrace = activations.length === 1 ? activations[0]!.context : ROOT_CONTEXT;
-    context.with(startTrace, () => this.log.info("starting", { from, to }));
-    void context
-      .with(startTrace, () => this.deps.platform.scale(this.key, from, to, []))
-      .then(() => {
-        this.counts.scales++;
-      })
-      .catch((error: unknown) => {
-        this.scaleOverride = undefined;
-        const unused = activations.filter((activation) => this.pendingStarts.includes(activation));
-        for (const activation of unused) this.pendingStarts.splice(this.pendingStarts.indexOf(activation), 1);
-        // An engine the platform could not even begin failed its start, as one that exits at once
-        // does: held requests hear why, lastError says it, and the starts back off (found by an
-        // outside tester: they were held for their whole budget, and `snooze wake` for its timeout).
-        const notBegun = error instanceof StartFailed && leadership === this.leadership && this.leading;
-        const failed = notBegun ? unused.shift() : undefined;
-        for (const activation of unused) {
-          activation.startSpan?.end();
-          activation.span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
-          activation.span.end();
-        }
-        if (notBegun) this.startNotBegun(error, failed);
-        else if (leadership === this.leadership) this.log.warn("scale-up failed; deciding again", { error });
-      })
-      .finally(() => {
-        this.scaling = false;
-        if (leadership === this.leadership) this.changed();
-      });
-  }
-
-  /**
-   * A scale-down names the replicas to remove, but a ReplicaSet chooses among pods of equal
-   * deletion cost as it likes (two marked by scale-downs in quick succession), so another may go
-   * in a named one's place. Once the workload holds its new count (its scale moved, no pod left
-   * to remove), a named replica still here is free again, or it would stay busy for ever: never
-   * stopped, never woken.
-   */
-  private releaseSpared(set: ReplicaSetView): void {
-    if (this.scaling) return;
-    for (const record of this.records.values()) {
-      const from = record.removedFrom;
-      if (from === undefined || set.scale === from || set.replicas.length !== set.scale) continue;
-      record.removedFrom = undefined;
-      record.busy = false;
-      record.leaving = false;
-      record.stoppedIn = undefined;
-      this.log.warn("the workload removed another replica in place of this one; deciding again", {
-        replica: record.replica.id,
-      });
-    }
-  }
-
   /** Scales down by one, removing this replica. */
   stopReplica(record: ReplicaRecord): Promise<void> {
-    return this.removeReplicas([record], Math.max(0, this.workloadReplicas() - 1));
-  }
-
-  /** Scales down, removing these replicas first. Resolves when the platform took the new count. */
-  private async removeReplicas(wanted: ReplicaRecord[], to: number): Promise<void> {
-    const leadership = this.leadership;
-    // A replica that left meanwhile must not be named: the platform would remove another in its place.
-    const records = wanted.filter((r) => this.present(r));
-    if (records.length === 0) return;
-    to = Math.max(to, this.workloadReplicas() - records.length);
-    this.scaling = true;
-    for (const r of records) {
-      r.busy = true;
-      r.leaving = true;
-      r.stoppedIn = context.active();
-    }
-    const from = this.workloadReplicas();
-    try {
-      this.guard(leadership);
-      this.log.info("stopping", { from, to, replicas: records.map((r) => r.replica.id) });
-      this.scaleOverride = { replicas: to, until: this.deps.clock.now() + scaleLagMs };
-      await this.deps.platform.scale(
-        this.key,
-        from,
-        to,
-        records.map((r) => r.replica),
-      );
-      for (const r of records) r.removedFrom = from;
-      this.counts.scales++;
-    } catch (error) {
-      this.scaleOverride = undefined;
-      for (const r of records) {
-        r.busy = false;
-        r.leaving = false;
-        r.stoppedIn = undefined;
-      }
-      if (!(error instanceof NotLeading)) this.log.warn("scale-down failed; deciding again", { error });
-    } finally {
-      this.scaling = false;
-      if (leadership === this.leadership) this.changed();
-    }
-  }
-
-  /** A start whose engine the platform could not begin: a failed activation of a replica that never was. */
-  private startNotBegun(error: StartFailed, activation: Activation | undefined): void {
-    const now = this.deps.clock.now();
-    const record: ReplicaRecord = {
-      replica: {
-        id: error.replica,
-        label: `engine ${error.replica}`,
-        uid: error.replica,
-        up: false,
-        createdAt: now,
-        restarts: 0,
-        node: "",
-      },
-      tier: "cold",
-      since: now,
-      asleepSince: now,
-      busy: false,
-      leaving: false,
-      coolUntil: 0,
-      restarts: 0,
-      writes: Promise.resolve(),
-      ...(activation ? { activation } : {}),
-    };
-    this.activationFailed(record, `start of ${this.id} failed: ${error.message}`);
+    return removeReplicas(this, [record], Math.max(0, this.workloadReplicas() - 1));
   }
 
   /** An activation failed: held requests hear why (the event carries the reason), and back-off grows. */
