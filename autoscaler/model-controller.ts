@@ -10,29 +10,22 @@ import { traceparentOf } from "../lib/tracing.ts";
 import { endActivation, inActivation, startActivation } from "./activation-trace.ts";
 import { ActivatorLoads, type ModelLoad } from "./activator-loads.ts";
 import type { FlowReport } from "./demand-metric.ts";
-import {
-  burstInFlight,
-  decideReplicas,
-  keptFor,
-  progressDeadlineMargin,
-  type ReplicaAction,
-} from "./horizontal.ts";
+import { burstInFlight, decideReplicas, keptFor } from "./horizontal.ts";
 import { decideTier } from "./ladder.ts";
 import type { LearningMetrics } from "./learning-metrics.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
 import { mostAwake, plannedChange, replicaEvent } from "./model-view.ts";
-import { ActivationStopped, NotLeading, SleepInstead } from "./operation-errors.ts";
+import { NotLeading } from "./operation-errors.ts";
 import { type Departure, type Platform, type Replica, StartFailed } from "./platform.ts";
-import { finishStart, wake } from "./replica-activation.ts";
+import { act, replaceOutdated, sleepUnwanted, stopUnwanted } from "./replica-actions.ts";
 import { deepen } from "./replica-deepen.ts";
-import { drainThen } from "./replica-drain.ts";
 import { abandonCalls, exitNoticeMs } from "./replica-engine-calls.ts";
 import type { ReplicaOps } from "./replica-ops.ts";
 import { recheck } from "./replica-recheck.ts";
 import { type Activation, failedOperationCoolMs, type ReplicaRecord } from "./replica-record.ts";
-import { releaseSpared, removeReplicas, scaleUp, startNotBegun } from "./replica-scaling.ts";
+import { releaseSpared, removeReplicas, startNotBegun } from "./replica-scaling.ts";
 import { reportNeedsPass } from "./report-pass.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
 import { recordStarting, writeTier } from "./tier-writes.ts";
@@ -922,7 +915,7 @@ export class ModelController implements ReplicaOps {
     }
     if (this.absent) this.workloadFound();
     releaseSpared(this, set);
-    this.replaceOutdated(set.scalable);
+    replaceOutdated(this, set.scalable);
     const now = this.deps.clock.now();
     this.askBudgetAgain(now);
     const load = this.load(now);
@@ -978,9 +971,9 @@ export class ModelController implements ReplicaOps {
     });
     // Under a person's stop a start no request waits for is not finished but stopped (below).
     for (const action of plan.actions)
-      if (parkedAs !== "stop" || action.kind !== "finish-start") this.act(action, set.scalable, keepFor);
-    if (parkedAs === "stop") this.stopUnwanted(set.scalable);
-    else if (parkedAs !== undefined) this.sleepUnwanted(parkedAs);
+      if (parkedAs !== "stop" || action.kind !== "finish-start") act(this, action, set.scalable, keepFor);
+    if (parkedAs === "stop") stopUnwanted(this, set.scalable);
+    else if (parkedAs !== undefined) sleepUnwanted(this, parkedAs);
     let next = Math.min(plan.nextAt, prewarm.nextAt, hold.nextAt);
     for (const r of this.records.values()) if (r.coolUntil > now) next = Math.min(next, r.coolUntil);
     next = Math.min(next, this.loads.nextExpiry());
@@ -1019,44 +1012,6 @@ export class ModelController implements ReplicaOps {
     const failed = this.absent?.failedAt !== undefined;
     this.absent = undefined;
     if (failed) this.engineChanged();
-  }
-
-  /**
-   * Replicas the platform marked outdated (their engine settings changed) leave, whatever the load:
-   * an awake one drains first (no request comes back to it; in-flight ones finish, or are ended at
-   * drainTimeout) and is stopped; a sleeping or still starting one is stopped at once. Requests
-   * meanwhile are held, and the start they ask for runs the new settings. Each leaver is busy before
-   * the decision below, so nothing else acts on it.
-   */
-  private replaceOutdated(scalable: boolean): void {
-    if (!scalable) return;
-    for (const record of this.records.values()) {
-      if (record.restarting && !record.replica.outdated && record.tier === "draining") {
-        // Found by a probe: a reload that undid the one before (a command saved by mistake, then
-        // restored) still restarted the engine that ran it, its requests held through its drain
-        // and a cold start. Its drain ends here (drainThen sees it taken back).
-        record.restarting = false;
-        record.leaving = false;
-        this.log.info("engine settings as the engine runs them again: it stays", {
-          replica: record.replica.id,
-        });
-        void this.setTier(record, "ready").catch(() => {});
-        continue;
-      }
-      if (!record.replica.outdated || record.busy || record.leaving) continue;
-      if (record.tier === "ready" || record.tier === "draining") {
-        record.leaving = true;
-        record.restarting = true;
-        this.log.info("engine settings changed: draining, then restarting", { replica: record.replica.id });
-        this.operate(record, "restart", () => drainThen(this, record, "stop"));
-      } else if (!this.scaling) {
-        this.log.info("engine settings changed: stopping it", {
-          replica: record.replica.id,
-          tier: record.tier,
-        });
-        void this.stopReplica(record);
-      }
-    }
   }
 
   /**
@@ -1164,124 +1119,10 @@ export class ModelController implements ReplicaOps {
     this.learner.gpu.accrue(this.deps.clock.now());
   }
 
-  /**
-   * A stop asked for by a person takes the sleepers too, once nothing is busy, and a start that no
-   * request waits for: an engine that takes minutes to load is not loaded only to be stopped.
-   */
-  private stopUnwanted(scalable: boolean): void {
-    // One that is up and finishing its start (its warm-up, or the wake of an engine that came up
-    // asleep) is given up there: its operation ends at once, and the next pass stops it as one
-    // still loading (an engine whose first inference takes a minute, or that froze, would
-    // otherwise hold the stop until startTimeout). One waking is given up too, and its operation
-    // stops it (a wake's time, or a frozen engine's two missed checks, would hold the stop). So is
-    // one drained and in its sleep call, and a sleeper moving to level 2 (its wake or its sleep
-    // call): an engine whose call hangs while it answers /health would hold the stop, and a slot's
-    // next member, for the call's timeout (a wake's time, at least 30 s).
-    for (const r of this.records.values()) {
-      if (r.tier === "starting" && r.busy)
-        abandonCalls(this, r, new ActivationStopped("the start was stopped"));
-      if (r.tier === "waking" && r.busy) abandonCalls(this, r, new ActivationStopped("the wake was stopped"));
-      if (r.tier === "draining" && r.leaving && r.busy)
-        abandonCalls(this, r, new ActivationStopped("the sleep was stopped"));
-      if (isAsleep(r.tier) && r.busy)
-        abandonCalls(this, r, new ActivationStopped("the deeper sleep was stopped"));
-    }
-    const unwanted = [...this.records.values()].filter(
-      (r) => (isAsleep(r.tier) || r.tier === "starting") && !r.busy,
-    );
-    if (unwanted.length === 0 || this.scaling || !scalable) return;
-    if ([...this.records.values()].some((r) => r.busy || r.tier === "draining")) return;
-    void removeReplicas(this, unwanted, Math.max(0, this.workloadReplicas() - unwanted.length));
-  }
-
-  /**
-   * A sleep asked for by a person gives up the warm-up of a start or wake that no request waits
-   * for: the engine, loaded or awake, sleeps at once (`SleepInstead`). The engine's load or its
-   * wake call is not given up: an engine must be loaded to sleep, and one half woken is in no known
-   * state; the warm-up is skipped after it.
-   */
-  private sleepUnwanted(level: 1 | 2): void {
-    for (const r of this.records.values())
-      if ((r.tier === "starting" || r.tier === "waking") && r.warmUpCall) {
-        r.warmUpCall.abort(new SleepInstead(level));
-        r.warmUpCall = undefined;
-      }
-  }
-
   /** A person's sleep with no request held: the level it asked for; undefined otherwise. */
   sleepWanted(): 1 | 2 | undefined {
     const parked = this.parked;
     return parked !== undefined && parked !== "stop" && this.load().held === 0 ? parked : undefined;
-  }
-
-  /** `keepFor`: how long a pod whose start failed is kept (`keepFailedStarts`); undefined: not kept. */
-  private act(action: ReplicaAction, scalable: boolean, keepFor?: number): void {
-    if (action.kind === "scale-up" || action.kind === "stop") {
-      if (this.scaling || !scalable) return;
-      if (action.kind === "scale-up") scaleUp(this, action.to);
-      else
-        void removeReplicas(
-          this,
-          action.pods.map((p) => this.records.get(p)).filter((r): r is ReplicaRecord => r !== undefined),
-          action.to,
-        );
-      return;
-    }
-    const record = this.records.get(action.pod);
-    if (!record) return;
-    switch (action.kind) {
-      case "finish-start":
-        // A start that failed while its pod was kept, and that came up after all, goes on.
-        record.startFailed = undefined;
-        this.operate(record, "finish-start", () => inActivation(record, () => finishStart(this, record)));
-        return;
-      case "wake":
-        this.operate(record, "wake", () => wake(this, record, action.level));
-        return;
-      case "undrain":
-        if (record.tier === "draining" && !record.leaving) void this.setTier(record, "ready").catch(() => {});
-        return;
-      case "drain-and-sleep":
-        this.operate(record, "sleep", () => drainThen(this, record, action.level));
-        return;
-      case "drain-and-stop":
-        this.operate(record, "stop", () => drainThen(this, record, "stop"));
-        return;
-      case "deepen":
-        this.operate(record, "deepen", () => deepen(this, record));
-        return;
-      case "start-failed":
-        // The stop is the failed start's: its lines carry the activation's trace ids. One the
-        // platform says cannot come up (an image it cannot pull, an engine that keeps exiting) is
-        // told at once with the platform's reason, rather than after startTimeout with none.
-        inActivation(record, () => {
-          // A kept pod failed again sooner than startTimeout: at Knative's progress deadline.
-          const age = this.deps.clock.now() - record.since;
-          const limit =
-            keepFor !== undefined && keepFor < this.config.startTimeout && age >= keepFor
-              ? `the revision's progress deadline and ${formatDuration(progressDeadlineMargin)} (${formatDuration(keepFor)})`
-              : `startTimeout (${formatDuration(this.config.startTimeout)})`;
-          // What a hung engine printed last says where it stuck (a reason it printed and then
-          // waited on, found by a probe): the timeout alone sent its user to `snooze logs`.
-          const output = this.deps.platform.lastOutput?.(this.key, record.replica.id);
-          this.activationFailed(
-            record,
-            action.reason !== undefined
-              ? `start of ${this.id} failed: ${record.replica.label} cannot start: ${action.reason}`
-              : `start of ${this.id} failed: ${record.replica.label} not ready within ${limit}${output ? `; its last output: ${output}` : ""}`,
-          );
-          // A pod kept (keepFailedStarts: a Knative revision's before its initial scale) stays
-          // until its startTimeout, or sooner past Knative's progress deadline (keptFor): the
-          // kubelet may yet start it, and Knative judges the revision.
-          const kept = keepFor !== undefined && age < keepFor;
-          const removes = scalable && !kept && !this.scaling;
-          if (removes) void this.stopReplica(record);
-          // Failed for good (see ReplicaView.startFailed), unless its removal waits for the scale
-          // under way: then the next pass fails it again and removes it.
-          record.startFailed = removes || !scalable || kept;
-        });
-        return;
-    }
   }
 
   // --- replicas and their records ---
@@ -1455,7 +1296,7 @@ export class ModelController implements ReplicaOps {
 
   // --- operations ---
 
-  private operate(record: ReplicaRecord, what: string, operation: () => Promise<void>): void {
+  operate(record: ReplicaRecord, what: string, operation: () => Promise<void>): void {
     record.busy = true;
     const leadership = this.leadership;
     void operation()
