@@ -6,7 +6,6 @@ import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
-import { traceparentOf } from "../lib/tracing.ts";
 import { endActivation, inActivation, startActivation } from "./activation-trace.ts";
 import { ActivatorLoads, type ModelLoad } from "./activator-loads.ts";
 import type { FlowReport } from "./demand-metric.ts";
@@ -18,17 +17,18 @@ import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
 import { mostAwake, plannedChange, replicaEvent } from "./model-view.ts";
 import { NotLeading } from "./operation-errors.ts";
-import { type Departure, type Platform, type Replica, StartFailed } from "./platform.ts";
+import { type Departure, type Platform, StartFailed } from "./platform.ts";
 import { act, replaceOutdated, sleepUnwanted, stopUnwanted } from "./replica-actions.ts";
 import { deepen } from "./replica-deepen.ts";
 import { abandonCalls, exitNoticeMs } from "./replica-engine-calls.ts";
 import type { ReplicaOps } from "./replica-ops.ts";
 import { recheck } from "./replica-recheck.ts";
 import { type Activation, failedOperationCoolMs, type ReplicaRecord } from "./replica-record.ts";
+import { syncRecords } from "./replica-records.ts";
 import { releaseSpared, removeReplicas, startNotBegun } from "./replica-scaling.ts";
 import { reportNeedsPass } from "./report-pass.ts";
 import { isResident, type SlotMember } from "./slot-arbiter.ts";
-import { recordStarting, writeTier } from "./tier-writes.ts";
+import { writeTier } from "./tier-writes.ts";
 import { nextStreak, type WaitStreak } from "./wait-streak.ts";
 
 /** What one model asks of the control plane: its settings and how many awake replicas. */
@@ -142,13 +142,13 @@ export class ModelController implements ReplicaOps {
   /** Each activator's word on this model's load. */
   readonly loads: ActivatorLoads;
   /** Why replicas left on their own, as the platform said, until the records notice. */
-  private readonly departures = new Map<string, string>();
+  readonly departures = new Map<string, string>();
   lastActive: number;
   /**
    * When the model last had no replica (its last one left, or the controller began): what its
    * `cold` tier is dated from when it is told again with no replica (a swap's announcement).
    */
-  private coldSince: number;
+  coldSince: number;
   failures = 0;
   private crashes: number[] = [];
   backoffUntil = 0;
@@ -464,7 +464,7 @@ export class ModelController implements ReplicaOps {
 
   /** This member as its slot's arbiter sees it. */
   slotView(): SlotMember {
-    if (this.leading) this.syncRecords();
+    if (this.leading) syncRecords(this);
     const now = this.deps.clock.now();
     const load = this.load(now);
     const idle = load.inFlight === 0 && load.held === 0;
@@ -896,7 +896,7 @@ export class ModelController implements ReplicaOps {
     this.passed = false;
     if (!this.leading || this.closed || !this.deps.holding()) return;
     this.timer?.cancel();
-    this.syncRecords();
+    syncRecords(this);
     for (const record of this.records.values())
       if (record.interrupted && !record.busy) {
         record.interrupted = false;
@@ -1100,7 +1100,7 @@ export class ModelController implements ReplicaOps {
   }
 
   /** Replicas awake and asleep from now on, for the model's GPU-seconds (counted by its leader only). */
-  private accountTiers(): void {
+  accountTiers(): void {
     if (!this.leading) {
       this.learner.gpu.pause(this.deps.clock.now());
       return;
@@ -1145,132 +1145,6 @@ export class ModelController implements ReplicaOps {
     return fromPlatform;
   }
 
-  /** Brings the records in line with the platform: new replicas start, gone ones are forgotten. */
-  private syncRecords(): void {
-    const now = this.deps.clock.now();
-    const seen = new Set<string>();
-    for (const replica of this.deps.platform.replicaSet(this.key)?.replicas ?? []) {
-      seen.add(replica.id);
-      let record = this.records.get(replica.id);
-      if (record && record.replica.uid !== replica.uid) {
-        this.forget(record);
-        record = undefined;
-      }
-      if (!record) {
-        record = this.adopt(replica);
-        continue;
-      }
-      record.replica = replica;
-      if (replica.restarts > record.restarts && !record.busy) {
-        // The engine restarted in place: it comes back awake and loading, whatever it was before.
-        this.log.warn("engine restarted", { replica: replica.id, restarts: replica.restarts });
-        const from = record.tier;
-        record.tier = "starting";
-        record.since = now;
-        // A tier change as any other: counted, and its line (the `starting → ready` that ends it
-        // is counted too; without this one the counts into and out of `starting` disagreed).
-        if (from !== "starting") {
-          this.deps.metrics.transition(this.id, from, "starting");
-          this.log.info("tier", { replica: replica.id, from, to: "starting", why: "engine restarted" });
-        }
-        record.startFailed = undefined;
-        this.accountTiers();
-        this.emitFor(record);
-      }
-      record.restarts = replica.restarts;
-    }
-    for (const record of [...this.records.values()]) if (!seen.has(record.replica.id)) this.forget(record);
-  }
-
-  /** A replica the controller sees for the first time: new, or left by a previous leader. */
-  private adopt(replica: Replica): ReplicaRecord {
-    const recorded = replica.recorded?.tier;
-    const since = replica.recorded?.since ?? replica.createdAt;
-    const record: ReplicaRecord = {
-      replica,
-      tier: recorded ?? "starting",
-      since,
-      asleepSince: since,
-      recorded,
-      busy: false,
-      leaving: false,
-      coolUntil: 0,
-      restarts: replica.restarts,
-      writes: Promise.resolve(),
-    };
-    this.records.set(replica.id, record);
-    this.accountTiers();
-    if (record.tier === "starting")
-      record.activation =
-        this.pendingStarts.shift() ?? this.beginActivation("start", "cold", replica.createdAt);
-    if (recorded === undefined) {
-      this.deps.metrics.transition(this.id, "cold", "starting");
-      inActivation(record, () =>
-        this.log.info("tier", { replica: replica.id, from: "cold", to: "starting" }),
-      );
-    }
-    if (record.activation) {
-      this.emitFor(record, this.estimate("start"));
-      // Activators in other processes see the pod, not this event: a traced start goes on the pod
-      // too, so they link the requests they hold to it. Untraced, there is nothing to write.
-      const traceparent = traceparentOf(record.activation.span);
-      if (recorded === undefined && traceparent) recordStarting(this, record, traceparent);
-    } else this.emitFor(record);
-    // Left mid-operation by a previous leader: find out where the engine really is.
-    if (recorded === "waking" || recorded === "draining")
-      this.operate(record, "recheck", () => recheck(this, record));
-    return record;
-  }
-
-  /** A replica is gone: asked to (a stop), or on its own (a crash, a deleted pod). */
-  private forget(record: ReplicaRecord): void {
-    this.records.delete(record.replica.id);
-    // The platform's words when it saw the replica leave on its own (an engine's exit), if it did.
-    const departed = this.departures.get(record.replica.id);
-    const reason = departed ?? `${record.replica.label} is gone`;
-    this.departures.delete(record.replica.id);
-    record.departed = departed;
-    const wasLevelOne = record.tier === "asleep-1";
-    const from = record.tier;
-    record.tier = "cold";
-    record.since = this.deps.clock.now();
-    if (this.records.size === 0) this.coldSince = record.since;
-    this.accountTiers();
-    // Gone during its start or wake, or after an operation stopped it: the line is that one's.
-    const within = record.activation?.context ?? record.stoppedIn;
-    const toCold = () => {
-      if (from === "cold") return;
-      this.deps.metrics.transition(this.id, from, "cold");
-      const line = () => this.log.info("tier", { replica: record.replica.id, from, to: "cold" });
-      if (within) context.with(within, line);
-      else line();
-    };
-    // A crash loop is told as a failed activation is (lastError, retryAt; held requests hear why,
-    // and one that arrives in the back-off is answered at once when it leaves it no time), rather
-    // than hidden while every request waits out its hold budget (found by an outside tester).
-    let crashLoop: string | undefined;
-    if (!record.leaving) {
-      if (from === "starting" || (from === "waking" && !record.diedAsleep)) {
-        // The activation failed: counted once, as a failure (not also as a crash). The replica
-        // went cold all the same (the tier gauge stayed `starting` for ever without this).
-        toCold();
-        this.activationFailed(
-          record,
-          `${from === "starting" ? "start" : "wake"} of ${this.id} failed: ${reason}`,
-        );
-        this.afterForget(wasLevelOne);
-        return;
-      }
-      this.log.warn("replica left on its own", { replica: record.replica.id, reason });
-      if (this.leftOnItsOwn(reason) > 0) crashLoop = this.lastError;
-    }
-    endActivation(this, record, "stopped");
-    toCold();
-    // How it went goes to activators too: a request its engine died under is told (with `exit`).
-    this.emitFor(record, undefined, crashLoop ?? record.crashLoop, record.leaving ? undefined : departed);
-    this.afterForget(wasLevelOne);
-  }
-
   /**
    * A replica failed on its own (it exited, or stopped answering and is replaced): counted within
    * `crashWindowMs`, and the restarts back off. From the second the model's lastError says so.
@@ -1286,12 +1160,6 @@ export class ModelController implements ReplicaOps {
         `${reason}; its engine left on its own ${this.crashes.length} times within ` +
         `${formatDuration(crashWindowMs)}, so its restarts back off (${formatDuration(backoff)} after this one)`;
     return backoff;
-  }
-
-  private afterForget(wasLevelOne: boolean): void {
-    if (wasLevelOne) this.deps.levelOneChanged?.();
-    this.deps.statusChanged?.();
-    this.deps.slot?.changed();
   }
 
   // --- operations ---
@@ -1358,7 +1226,7 @@ export class ModelController implements ReplicaOps {
     return write;
   }
 
-  private emitFor(record: ReplicaRecord, estimateMs?: number, error?: string, exit?: string): void {
+  emitFor(record: ReplicaRecord, estimateMs?: number, error?: string, exit?: string): void {
     this.deps.emit(replicaEvent(this.id, this.backoffUntil, record, estimateMs, error, exit));
   }
 

@@ -34,7 +34,7 @@ export function mostAwake(
 }
 
 /** A replica's tier as activators see it: a resident one stays resident until its move is recorded. */
-export function visibleTier(record: ReplicaRecord): Tier {
+function visibleTier(record: ReplicaRecord): Tier {
   const { recorded, tier } = record;
   return recorded !== undefined && isResident(recorded) && !isResident(tier) ? recorded : tier;
 }

@@ -85,7 +85,7 @@ export async function finishStart(c: ReplicaOps, record: ReplicaRecord): Promise
 }
 
 /** The platform heard this fresh engine answer /health within the last `answeredFreshMs`. */
-export function justAnswered(c: ReplicaOps, replica: Replica): boolean {
+function justAnswered(c: ReplicaOps, replica: Replica): boolean {
   const at = replica.answeredAt;
   return at !== undefined && Math.abs(c.deps.clock.now() - at) < answeredFreshMs;
 }
@@ -129,7 +129,7 @@ export function skippedWarmUp(
  * sleep, with no request held, skipped it or gave it up: the engine sleeps at that level instead.
  * One this process could not make (out of file descriptors) is skipped: the engine is routed.
  */
-export async function warmUp(
+async function warmUp(
   c: ReplicaOps,
   record: ReplicaRecord,
   activation: Activation,
@@ -185,7 +185,7 @@ export async function warmUp(
  * activation ends (not a failure, not measured), and the engine, loaded and awake, drains (nothing
  * runs on it but what is left of an abandoned warm-up) and sleeps at `level`.
  */
-export async function sleepWithoutWarmUp(c: ReplicaOps, record: ReplicaRecord, level: 1 | 2): Promise<void> {
+async function sleepWithoutWarmUp(c: ReplicaOps, record: ReplicaRecord, level: 1 | 2): Promise<void> {
   inActivation(record, () =>
     c.log.info("asked to sleep: warm-up skipped, the engine sleeps now", {
       replica: record.replica.id,
@@ -213,7 +213,7 @@ export function wake(
   return context.with(activation.context, () => wakeEngine(c, record, level, activation, awake));
 }
 
-export async function wakeEngine(
+async function wakeEngine(
   c: ReplicaOps,
   record: ReplicaRecord,
   level: 1 | 2,
@@ -298,7 +298,7 @@ export async function wakeEngine(
  * failed on its own, as a crash does: counted (its restarts back off in a loop), and stopped; the
  * requests held are served by a fresh engine, not told the wake failed.
  */
-export async function diedAsleep(c: ReplicaOps, record: ReplicaRecord, error: unknown): Promise<void> {
+async function diedAsleep(c: ReplicaOps, record: ReplicaRecord, error: unknown): Promise<void> {
   const reason = `${record.replica.label} no longer listened when it was woken (${(error as Error).message})`;
   c.log.warn("replica left on its own", { replica: record.replica.id, reason });
   if (c.leftOnItsOwn(reason) > 0) record.crashLoop = c.lastError;

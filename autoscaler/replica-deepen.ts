@@ -89,7 +89,7 @@ export async function deepen(c: ReplicaOps, record: ReplicaRecord): Promise<void
  * move's start (`moved`), then ready, as a move taken back half way is (a `woke` event), but not
  * warmed up: that is one more call, of a process short of descriptors, for no request.
  */
-export async function deepenUnasked(
+async function deepenUnasked(
   c: ReplicaOps,
   record: ReplicaRecord,
   woken: boolean,

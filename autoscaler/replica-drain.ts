@@ -156,7 +156,7 @@ export async function drainThen(c: ReplicaOps, record: ReplicaRecord, next: 1 | 
 }
 
 /** Drained: the engine runs and queues nothing, and no activator has a request in flight to it. */
-export async function engineIdle(
+async function engineIdle(
   c: ReplicaOps,
   record: ReplicaRecord,
   engine: ReturnType<Platform["engine"]>,
