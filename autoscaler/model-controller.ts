@@ -16,6 +16,7 @@ import type { AutoscalerMetrics } from "./metrics.ts";
 import { type LearningState, ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
 import { mostAwake, plannedChange, replicaEvent } from "./model-view.ts";
+import { ModelWaiters } from "./model-waiters.ts";
 import { NotLeading } from "./operation-errors.ts";
 import { type Departure, type Platform, StartFailed } from "./platform.ts";
 import { act, replaceOutdated, sleepUnwanted, stopUnwanted } from "./replica-actions.ts";
@@ -190,7 +191,8 @@ export class ModelController implements ReplicaOps {
   private parked?: 1 | 2 | "stop";
   /** How many sleeps and stops people asked for: a later one replaces an earlier one. */
   private parkAsks = 0;
-  private readonly settleWaiters = new Set<() => void>();
+  /** The waits on this model: a person's wake, sleep or stop, an operation's. */
+  readonly waiters: ModelWaiters;
   /** The trace of the request whose demand will cause the next activation. */
   private callerContext?: Context;
   /** The slot's limit on awake replicas, set before each pass of a slot member. */
@@ -216,6 +218,7 @@ export class ModelController implements ReplicaOps {
       ...(target.key !== target.config.id ? { object: target.key } : {}),
     });
     this.loads = new ActivatorLoads(deps.activatorExpiryMs);
+    this.waiters = new ModelWaiters(deps.clock, () => !this.closed && this.leading);
     this.lastActive = deps.clock.now();
     this.coldSince = deps.clock.now();
     this.learnerOf = new ModelLearner(deps.clock.now(), {
@@ -356,7 +359,7 @@ export class ModelController implements ReplicaOps {
         this.emitFor(record);
       }
     this.standDown();
-    for (const settle of this.settleWaiters) settle();
+    this.waiters.wake();
   }
 
   // --- load from activators ---
@@ -403,7 +406,7 @@ export class ModelController implements ReplicaOps {
       if (inFlight > 0 || before.inFlight > 0) this.lastActive = now;
       this.loads.refresh(before, now, inFlight, report.routed);
       this.learner.activity(now, this.loads.busyWithRequests(now));
-      for (const settle of this.settleWaiters) settle();
+      this.waiters.wake();
       return;
     }
     this.loads.report(activator, now, report);
@@ -415,7 +418,7 @@ export class ModelController implements ReplicaOps {
       // (it is served, then the model sleeps or stops).
       if (held > 0 && !(before && before.held > 0)) this.parked = undefined;
     }
-    for (const settle of this.settleWaiters) settle();
+    this.waiters.wake();
     this.changed();
   }
 
@@ -677,7 +680,7 @@ export class ModelController implements ReplicaOps {
     // A person's wake ends their sleep or stop; a slot's grant (below) does not.
     this.parked = undefined;
     this.wantAwake();
-    await this.settle(() => !this.wakeWanted, timeoutMs);
+    await this.waiters.settle(() => !this.wakeWanted, timeoutMs);
   }
 
   /**
@@ -720,7 +723,7 @@ export class ModelController implements ReplicaOps {
     if (this.tier !== "ready" && !options.hint) this.prewarmWake = true;
     this.changed();
     this.deps.slot?.changed();
-    if (this.prewarmWake) await this.settle(() => !this.prewarmWake, timeoutMs);
+    if (this.prewarmWake) await this.waiters.settle(() => !this.prewarmWake, timeoutMs);
     return { keptMs };
   }
 
@@ -802,7 +805,8 @@ export class ModelController implements ReplicaOps {
       (done() && served()) ||
       replaced() ||
       (this.parked === undefined && !leaving() && since(this.releaseSentAt));
-    if (!(await this.settle(finished, timeoutMs, takenBack))) return takenBack() ? "taken-back" : "timed-out";
+    if (!(await this.waiters.settle(finished, timeoutMs, takenBack)))
+      return takenBack() ? "taken-back" : "timed-out";
     // Parked, but not as asked: an engine whose sleep failed was stopped (see sleepFailed()).
     return verb === "sleep" && since(this.sleepFailure?.at) ? "stopped-instead" : "done";
   }
@@ -819,7 +823,7 @@ export class ModelController implements ReplicaOps {
 
   /** Resolves once the model has no replica left, nothing starting (or `timeoutMs` passed, or it closed). */
   async untilGone(timeoutMs: number): Promise<void> {
-    await this.settle(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
+    await this.waiters.settle(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
   }
 
   /** Nothing awake and nothing under way. */
@@ -828,29 +832,6 @@ export class ModelController implements ReplicaOps {
       [...this.records.values()].every((r) => !r.busy && (isAsleep(r.tier) || r.tier === "cold")) &&
       this.pendingReplicas() === 0
     );
-  }
-
-  /**
-   * Resolves true once `done`; false when `timeoutMs` passed first, the model closed or lost its
-   * lead, or `overtaken` says it will not be done (a request took back what was asked).
-   */
-  settle(done: () => boolean, timeoutMs: number, overtaken?: () => boolean): Promise<boolean> {
-    return new Promise<boolean>((resolve) => {
-      let timer: { cancel(): void } | undefined;
-      const check = () => {
-        const finished = done();
-        if (!finished && !this.closed && this.leading && !overtaken?.()) return;
-        timer?.cancel();
-        this.settleWaiters.delete(check);
-        resolve(finished);
-      };
-      timer = this.deps.clock.setTimeout(() => {
-        this.settleWaiters.delete(check);
-        resolve(done());
-      }, timeoutMs);
-      this.settleWaiters.add(check);
-      queueMicrotask(check);
-    });
   }
 
   /** Self-heal: re-check the ready replicas' engines (alive, awake); free what is gone. */
@@ -874,7 +855,7 @@ export class ModelController implements ReplicaOps {
   changed(): void {
     this.passed = false;
     if (!this.leading || this.closed) return;
-    for (const settle of this.settleWaiters) settle();
+    this.waiters.wake();
     if (this.deps.slot) {
       this.deps.slot.changed();
       return;
@@ -905,7 +886,7 @@ export class ModelController implements ReplicaOps {
     // A wake asked for while a replica is ready already is done: it must not count as held forever.
     if (this.wakeWanted && [...this.records.values()].some((r) => r.tier === "ready")) {
       this.wakeWanted = false;
-      for (const settle of this.settleWaiters) settle();
+      this.waiters.wake();
     }
     const set = this.deps.platform.replicaSet(this.key);
     if (!set) {
@@ -1004,7 +985,7 @@ export class ModelController implements ReplicaOps {
     this.absent.failedAt = now;
     startNotBegun(this, new StartFailed(`${this.id}/workload`, reason), undefined);
     // A person's wake waits for its end: this is it.
-    for (const settle of this.settleWaiters) settle();
+    this.waiters.wake();
   }
 
   /** The workload is there (again): failures its absence caused no longer hold starts back. */
@@ -1240,19 +1221,6 @@ export class ModelController implements ReplicaOps {
     const parent = this.parent ?? this.learner.prewarmContext ?? this.callerContext ?? ROOT_CONTEXT;
     this.callerContext = undefined;
     return startActivation(this.id, kind, from, started, parent);
-  }
-
-  /** Waits on the controller's clock; a stats report ends the wait early. */
-  pause(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        timer.cancel();
-        this.settleWaiters.delete(done);
-        resolve();
-      };
-      const timer = this.deps.clock.setTimeout(done, Math.max(1, ms));
-      this.settleWaiters.add(done);
-    });
   }
 
   /** Scales down by one, removing this replica. */

@@ -54,14 +54,14 @@ export async function drainThen(c: ReplicaOps, record: ReplicaRecord, next: 1 | 
       // The grace is a fixed time for activators to see the drain: a stats report does not end it.
       const graceEnd = started + c.deps.drainGraceMs;
       while (record.tier === "draining" && c.deps.clock.now() < graceEnd)
-        await c.pause(graceEnd - c.deps.clock.now());
+        await c.waiters.pause(graceEnd - c.deps.clock.now());
       while (record.tier === "draining" && c.deps.clock.now() < deadline) {
         c.guard(leadership);
         if (await engineIdle(c, record, engine, started)) {
           idle = true;
           break;
         }
-        await c.pause(Math.min(drainPollMs, deadline - c.deps.clock.now()));
+        await c.waiters.pause(Math.min(drainPollMs, deadline - c.deps.clock.now()));
       }
     } finally {
       drainSpan.setAttribute("snooze.drain.timed_out", !idle);

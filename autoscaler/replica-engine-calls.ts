@@ -41,6 +41,7 @@ export function abandonCalls(_c: ReplicaOps, record: ReplicaRecord, reason: Erro
  * its code and last words say more than the connection did (`departed` keeps them).
  */
 export async function goneUnder(c: ReplicaOps, record: ReplicaRecord, error: unknown): Promise<boolean> {
-  if (c.present(record) && isTransportError(error)) await c.settle(() => !c.present(record), exitNoticeMs);
+  if (c.present(record) && isTransportError(error))
+    await c.waiters.settle(() => !c.present(record), exitNoticeMs);
   return !c.present(record);
 }

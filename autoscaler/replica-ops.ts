@@ -13,6 +13,7 @@ import type { ModelConfig } from "../lib/settings/index.ts";
 import type { ActivatorLoads } from "./activator-loads.ts";
 import type { AutoscalerMetrics } from "./metrics.ts";
 import type { ModelLearner } from "./model-learner.ts";
+import type { ModelWaiters } from "./model-waiters.ts";
 import type { Platform } from "./platform.ts";
 import type { Activation, ReplicaRecord } from "./replica-record.ts";
 
@@ -71,8 +72,6 @@ export interface ReplicaOps {
   load(): { inFlight: number; held: number };
   /** A person's sleep with no request held: the level it asked for. */
   sleepWanted(): 1 | 2 | undefined;
-  /** Waits on the controller's clock; a stats report ends the wait early. */
-  pause(ms: number): Promise<void>;
-  /** Resolves true once `done`, false at `timeoutMs` (or when the controller stops leading). */
-  settle(done: () => boolean, timeoutMs: number): Promise<boolean>;
+  /** The waits on the controller: an engine's exit, a drain's pause. */
+  readonly waiters: Pick<ModelWaiters, "settle" | "pause">;
 }

@@ -39,7 +39,7 @@ export async function recheck(
     // words, and its crash loop's back-off to the requests held (found by an outside tester: the
     // re-check got there first, "did not answer its health check", and a request held again for
     // it waited out its hold budget, then heard Retry-After: 1 in a back-off of 16 s).
-    if (exitWaitMs > 0 && c.present(record)) await c.settle(() => !c.present(record), exitWaitMs);
+    if (exitWaitMs > 0 && c.present(record)) await c.waiters.settle(() => !c.present(record), exitWaitMs);
     c.guard(leadership);
     if (!c.present(record)) return;
     c.log.warn("replica failed its re-check; replacing it", { replica: record.replica.id });
