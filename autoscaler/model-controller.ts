@@ -18,6 +18,7 @@ import type { ModelObservation } from "./model-status.ts";
 import { mostAwake, plannedChange, replicaEvent } from "./model-view.ts";
 import { ModelWaiters } from "./model-waiters.ts";
 import { NotLeading } from "./operation-errors.ts";
+import { passLadder, prewarmStep, tierSettings } from "./pass-ladder.ts";
 import { type Departure, type Platform, StartFailed } from "./platform.ts";
 import { act, replaceOutdated, sleepUnwanted, stopUnwanted } from "./replica-actions.ts";
 import { deepen } from "./replica-deepen.ts";
@@ -579,9 +580,7 @@ export class ModelController implements ReplicaOps {
     this.decidedIdle = load.inFlight === 0 && load.held === 0;
     const parkedAs = load.held === 0 ? this.parked : undefined;
     // The ladder as the passes run it: a prewarm hold's sleeper neither deepens nor stops.
-    const settings = this.heldAsleep(now, parkedAs).held
-      ? this.keptAsleep(this.tierSettings(parkedAs))
-      : this.tierSettings(parkedAs);
+    const { settings } = passLadder(this, now, parkedAs);
     const floor = record.tier === "ready" ? this.learner.readyFloor(settings.sleepAfter) : undefined;
     const action = decideTier(
       {
@@ -904,10 +903,9 @@ export class ModelController implements ReplicaOps {
     this.burst = burstInFlight(this.burst, load);
     const parkedAs = load.held === 0 ? this.parked : undefined;
     const parked = parkedAs !== undefined;
-    const prewarm = this.prewarmStep(now, load, parked, this.tierSettings(parkedAs));
+    const prewarm = prewarmStep(this, now, load, parked, tierSettings(this, parkedAs));
     // A sleeper a request is likely to want soon stays asleep instead of being stopped or deepened.
-    const hold = this.heldAsleep(now, parkedAs);
-    const settings = hold.held ? this.keptAsleep(this.tierSettings(parkedAs)) : this.tierSettings(parkedAs);
+    const { settings, hold } = passLadder(this, now, parkedAs);
     const keepFailedStarts = set.scalable && set.keepFailedStarts === true;
     // How long such a pod is kept: as decideReplicas keeps it, so the failure it decides removes it.
     const keepFor = keepFailedStarts ? keptFor(settings.startTimeout, set.progressDeadline) : undefined;
@@ -1010,76 +1008,6 @@ export class ModelController implements ReplicaOps {
     if (again) this.deps.levelOneChanged?.();
   }
 
-  /** The ladder settings of this pass: a person's sleep or stop, else the learned ladder, else the model's. */
-  private tierSettings(parkedAs: 1 | 2 | "stop" | undefined): ModelConfig {
-    if (parkedAs === "stop") return { ...this.config, sleep: false };
-    if (parkedAs !== undefined) return { ...this.config, sleepLevel: parkedAs };
-    return this.learner.ladderSettings(this.config, this.deps.slot !== undefined);
-  }
-
-  /** The prewarm hold at `now`: whether a sleeper is kept asleep as it is (`keptAsleep`), and when to look again. */
-  private heldAsleep(now: number, parkedAs: 1 | 2 | "stop" | undefined): { held: 0 | 1; nextAt: number } {
-    return this.learner.holdAsleep(now, {
-      budgetMs: this.config.prewarmBudget,
-      parked: parkedAs !== undefined,
-      asleep: [...this.records.values()].some((r) => isAsleep(r.tier)),
-    });
-  }
-
-  /** The ladder with a sleeper's stop and deepening put off (a prewarm hold), where the user did not set them. */
-  private keptAsleep(settings: ModelConfig): ModelConfig {
-    const explicit = new Set(this.config.explicit ?? []);
-    return {
-      ...settings,
-      ...(explicit.has("deepSleepAfter") ? {} : { deepSleepAfter: Number.POSITIVE_INFINITY }),
-      ...(explicit.has("zeroAfter") ? {} : { zeroAfter: Number.POSITIVE_INFINITY }),
-    };
-  }
-
-  /**
-   * Whether a prewarm wants a replica awake now (begins, goes on, or ends one), as one more held
-   * request for the decision; a slot hears when one begins or ends, to grant it at low priority.
-   */
-  private prewarmStep(
-    now: number,
-    load: { inFlight: number; held: number },
-    parked: boolean,
-    settings: ModelConfig,
-  ): { held: 0 | 1; nextAt: number } {
-    const { tier, record } = mostAwake(this.records.values(), this.pendingReplicas());
-    const before = this.learner.prewarming;
-    const sleepDue =
-      tier === "ready" &&
-      record !== undefined &&
-      !record.busy &&
-      now >= Math.max(this.lastActive, record.since) + settings.sleepAfter;
-    // The lead only matters with a budget; without one, the learner's estimate (its durations
-    // completed on every pass, that is every load change) was a fifth of a pass's time.
-    const activation =
-      this.config.prewarmBudget <= 0
-        ? 0
-        : tier === "cold"
-          ? (this.lastStartMs ?? this.learner.estimate("start"))
-          : tier === "asleep-2"
-            ? (this.lastWakeMs[2] ?? this.learner.estimate("wake2"))
-            : (this.lastWakeMs[1] ?? this.learner.estimate("wake1"));
-    const step = this.learner.step(now, {
-      budgetMs: this.config.prewarmBudget,
-      resident: isResident(tier),
-      sleepDue,
-      ready: tier === "ready",
-      // Not for a ladder that stops instead of sleeping: the staged replica would stop again at once.
-      mayStage: tier === "cold" && settings.sleep && !(this.config.explicit ?? []).includes("zeroAfter"),
-      idle: load.inFlight === 0 && load.held === 0,
-      parked,
-      // Margin for jitter; a slot member may first wait for its slot's resident to sleep.
-      leadMs: activation * 1.2 + 5_000 + (this.deps.slot ? 10_000 : 0),
-      backoffUntil: this.backoffUntil,
-    });
-    if (before !== this.learner.prewarming) this.deps.slot?.changed();
-    return { held: step.held || this.prewarmWake ? 1 : 0, nextAt: step.nextAt };
-  }
-
   /** Replicas awake and asleep from now on, for the model's GPU-seconds (counted by its leader only). */
   accountTiers(): void {
     if (!this.leading) {
@@ -1108,7 +1036,7 @@ export class ModelController implements ReplicaOps {
 
   // --- replicas and their records ---
 
-  private pendingReplicas(): number {
+  pendingReplicas(): number {
     const live = this.deps.platform.replicaSet(this.key)?.replicas.length ?? 0;
     return Math.max(0, this.workloadReplicas() - live);
   }
