@@ -1,5 +1,4 @@
 import { type Context, context, ROOT_CONTEXT, trace } from "@opentelemetry/api";
-import type { Clock } from "../lib/clock.ts";
 import type { DemandLoad, LoadReport } from "../lib/control-plane.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
 import { formatDuration } from "../lib/duration.ts";
@@ -11,15 +10,20 @@ import { ActivatorLoads, type ModelLoad } from "./activator-loads.ts";
 import type { FlowReport } from "./demand-metric.ts";
 import { burstInFlight, decideReplicas, keptFor } from "./horizontal.ts";
 import { decideTier } from "./ladder.ts";
-import type { LearningMetrics } from "./learning-metrics.ts";
-import type { AutoscalerMetrics } from "./metrics.ts";
-import { type LearningState, ModelLearner } from "./model-learner.ts";
+import type {
+  HandOver,
+  ModelControllerDeps,
+  ModelState,
+  ModelTarget,
+  ParkOutcome,
+} from "./model-controller-api.ts";
+import { ModelLearner } from "./model-learner.ts";
 import type { ModelObservation } from "./model-status.ts";
 import { mostAwake, plannedChange, replicaEvent } from "./model-view.ts";
 import { ModelWaiters } from "./model-waiters.ts";
 import { NotLeading } from "./operation-errors.ts";
 import { passLadder, prewarmStep, tierSettings } from "./pass-ladder.ts";
-import { type Departure, type Platform, StartFailed } from "./platform.ts";
+import { type Departure, StartFailed } from "./platform.ts";
 import { act, replaceOutdated, sleepUnwanted, stopUnwanted } from "./replica-actions.ts";
 import { deepen } from "./replica-deepen.ts";
 import { abandonCalls, exitNoticeMs } from "./replica-engine-calls.ts";
@@ -33,77 +37,6 @@ import { isResident, type SlotMember } from "./slot-arbiter.ts";
 import { writeTier } from "./tier-writes.ts";
 import { nextStreak, type WaitStreak } from "./wait-streak.ts";
 
-/** What one model asks of the control plane: its settings and how many awake replicas. */
-export interface ModelTarget {
-  /** How the platform names the model: its id locally, `namespace/name` on Kubernetes. */
-  key: string;
-  config: ModelConfig;
-  /** Awake replicas wanted by a person, an HPA or KEDA (`spec.replicas`); undefined: on demand. */
-  desired?: number;
-  minReplicas: number;
-  /** Pods kept, awake or asleep, whatever the idle time (Knative's `min-scale`); 0 when absent. */
-  minPods?: number;
-  maxReplicas: number;
-  /**
-   * Of models serving one id, the one with the lowest gets its requests (a `modelPrecedence` on
-   * Kubernetes: the oldest Model); without it, the first one added (local mode, whose ids are unique).
-   */
-  precedence?: string;
-}
-
-export interface ModelControllerDeps {
-  platform: Platform;
-  clock: Clock;
-  log: Logger;
-  metrics: AutoscalerMetrics;
-  /** Every tier change of a replica, and every failure, as the activators and CloudEvents see it. */
-  emit(event: ReplicaEvent): void;
-  /**
-   * Whether this controller may act right now (on Kubernetes: its Lease is renewed within the renew
-   * deadline). Checked before every decision and write: a paused holder must not act on resume.
-   */
-  holding(): boolean;
-  /** Time for activators to see `draining` before the engine is checked for idleness. */
-  drainGraceMs: number;
-  /** How often ready engines are rechecked (default 30 s; tests that count engine calls set it off). */
-  selfHealIntervalMs?: number;
-  /** An activator that stopped reporting for this long no longer counts (Infinity in-process). */
-  activatorExpiryMs: number;
-  /** Set for a slot member: the slot decides when it may be awake, and hears of every change. */
-  slot?: { changed(): void; readonly config: { readonly drainTimeout: number } };
-  /** Something the published status shows changed (Kubernetes writes the Model's status). */
-  statusChanged?(): void;
-  /** A replica fell asleep at level 1 or left it: the host-memory budget is checked again. */
-  levelOneChanged?(): void;
-  /** Prewarm and GPU-second metrics. */
-  learning?: LearningMetrics;
-}
-
-/** How a person's sleep or stop ended: done, taken back by a request or a wake, or not in its time. */
-export type ParkOutcome = "done" | "taken-back" | "timed-out" | "stopped-instead";
-
-/** What the admin API and `snooze status` show of a model. */
-export interface ModelState {
-  id: string;
-  key: string;
-  tier: Tier;
-  since: number;
-  /** The most awake replica, for one-replica views. */
-  replica?: string;
-  address?: string;
-  replicas: { id: string; address?: string; tier: Tier; since: number; busy: boolean }[];
-  inFlight: number;
-  held: number;
-  lastStartMs?: number;
-  lastWakeMs?: number;
-  lastError?: string;
-  leading: boolean;
-  workloadReplicas: number;
-  counts: { tierWrites: number; scales: number };
-  /** GPU-seconds, prewarms and the learned ladder. */
-  learning?: LearningState;
-}
-
 const maxBackoffMs = 60_000;
 /** How often ready engines are rechecked (alive, awake), and how long each check may take. */
 const selfHealIntervalMs = 30_000;
@@ -116,16 +49,6 @@ const crashWindowMs = 5 * 60_000;
  * also the least time between two such failures while it stays missing.
  */
 export const missingWorkloadGraceMs = 5_000;
-
-/** What a model's controller passes to the next one of the same model (`handOver`, `takeOver`). */
-export interface HandOver {
-  learner: ModelLearner;
-  lastStartMs?: number;
-  lastWakeMs: { 1?: number; 2?: number };
-  lastWakeLevel?: 1 | 2;
-  /** A wake (a person's, or a slot's grant) waited for a ready replica. */
-  wake: boolean;
-}
 
 /**
  * Drives the replicas of one model: the horizontal decision (how many awake, which move) and each

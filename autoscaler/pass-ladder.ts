@@ -6,6 +6,7 @@
  */
 import { isAsleep } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
+import type { ModelControllerDeps } from "./model-controller-api.ts";
 import type { ModelLearner } from "./model-learner.ts";
 import { mostAwake } from "./model-view.ts";
 import type { ReplicaRecord } from "./replica-record.ts";
@@ -18,7 +19,7 @@ export type Parked = 1 | 2 | "stop" | undefined;
 export interface LadderHost {
   readonly config: ModelConfig;
   readonly learner: ModelLearner;
-  readonly deps: { readonly slot?: { changed(): void } };
+  readonly deps: Pick<ModelControllerDeps, "slot">;
   readonly records: ReadonlyMap<string, ReplicaRecord>;
   readonly lastActive: number;
   readonly lastStartMs?: number;

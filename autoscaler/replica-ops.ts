@@ -6,29 +6,20 @@
  * and the timers; the operations import this, never the controller, so the layers point one way.
  */
 import type { Context } from "@opentelemetry/api";
-import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import type { ActivatorLoads } from "./activator-loads.ts";
-import type { AutoscalerMetrics } from "./metrics.ts";
+import type { ModelControllerDeps } from "./model-controller-api.ts";
 import type { ModelLearner } from "./model-learner.ts";
 import type { ModelWaiters } from "./model-waiters.ts";
-import type { Platform } from "./platform.ts";
 import type { Activation, ReplicaRecord } from "./replica-record.ts";
 
 export interface ReplicaOps {
   readonly id: string;
   readonly key: string;
   readonly config: ModelConfig;
-  readonly deps: {
-    readonly platform: Platform;
-    readonly clock: Clock;
-    readonly metrics: AutoscalerMetrics;
-    /** Time for activators to see `draining` before the engine is checked for idleness. */
-    readonly drainGraceMs: number;
-    readonly slot?: { readonly config: { readonly drainTimeout: number } };
-  };
+  readonly deps: Pick<ModelControllerDeps, "platform" | "clock" | "metrics" | "drainGraceMs" | "slot">;
   readonly log: Logger;
   readonly learner: ModelLearner;
   /** Counts the controller's leads: an operation begun under one stops at the next (`guard`). */

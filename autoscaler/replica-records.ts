@@ -7,7 +7,7 @@
 import { context } from "@opentelemetry/api";
 import { traceparentOf } from "../lib/tracing.ts";
 import { endActivation, inActivation } from "./activation-trace.ts";
-import type { AutoscalerMetrics } from "./metrics.ts";
+import type { ModelControllerDeps } from "./model-controller-api.ts";
 import type { Replica } from "./platform.ts";
 import type { ActionHost } from "./replica-actions.ts";
 import { recheck } from "./replica-recheck.ts";
@@ -18,12 +18,7 @@ import { recordStarting, type TierWriter } from "./tier-writes.ts";
 export type RecordsHost = ActionHost &
   TierWriter & {
     readonly records: Map<string, ReplicaRecord>;
-    readonly deps: {
-      readonly metrics: AutoscalerMetrics;
-      levelOneChanged?(): void;
-      statusChanged?(): void;
-      readonly slot?: { changed(): void };
-    };
+    readonly deps: Pick<ModelControllerDeps, "metrics" | "levelOneChanged" | "statusChanged" | "slot">;
     /** Why replicas left on their own, as the platform said, until the records notice. */
     readonly departures: Map<string, string>;
     /** When the model last had no replica: what its `cold` tier is dated from. */

@@ -5,11 +5,11 @@
  * `Platform.scale`; the count asked for overrides the platform's while its cache catches up.
  */
 import { context, ROOT_CONTEXT, SpanStatusCode } from "@opentelemetry/api";
-import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Tier } from "../lib/replica-event.ts";
+import type { ModelControllerDeps } from "./model-controller-api.ts";
 import { NotLeading } from "./operation-errors.ts";
-import { type Platform, type ReplicaSetView, StartFailed } from "./platform.ts";
+import { type ReplicaSetView, StartFailed } from "./platform.ts";
 import type { Activation, ReplicaRecord } from "./replica-record.ts";
 
 /** How long the platform's count may lag a scale we asked for (a cache catching up) before it wins again. */
@@ -20,7 +20,7 @@ export interface ScalingHost {
   readonly id: string;
   readonly key: string;
   readonly log: Logger;
-  readonly deps: { readonly platform: Platform; readonly clock: Clock };
+  readonly deps: Pick<ModelControllerDeps, "platform" | "clock">;
   readonly counts: { scales: number };
   readonly leadership: number;
   readonly isLeading: boolean;

@@ -1,14 +1,7 @@
-/**
- * A replica's tier recorded on the platform (a pod annotation on Kubernetes): the writes run in
- * order, one at a time, each expecting the tier the one before wrote; a write the platform refuses
- * is made again with back-off while it is still the last tier told and the lead lasts. Apart from
- * the controller since it is the one place that talks to `Platform.recordTier`.
- */
-import type { Clock } from "../lib/clock.ts";
 import type { Logger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
+import type { ModelControllerDeps } from "./model-controller-api.ts";
 import { NotLeading } from "./operation-errors.ts";
-import type { Platform } from "./platform.ts";
 import type { ReplicaRecord } from "./replica-record.ts";
 
 /**
@@ -22,7 +15,7 @@ const tierRewriteMaxMs = 30_000;
 /** What the tier writes need of a model's controller. */
 export interface TierWriter {
   readonly key: string;
-  readonly deps: { readonly platform: Platform; readonly clock: Clock };
+  readonly deps: Pick<ModelControllerDeps, "platform" | "clock">;
   readonly log: Logger;
   readonly counts: { tierWrites: number };
   /** Counts the controller's leads: a write begun under one is dropped at the next. */

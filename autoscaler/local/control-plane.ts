@@ -5,7 +5,8 @@ import type { Logger } from "../../lib/log.ts";
 import type { Registry } from "../../lib/prometheus.ts";
 import type { ModelConfig, SnoozeConfig } from "../../lib/settings/index.ts";
 import { Autoscaler } from "../autoscaler.ts";
-import type { ModelController, ModelTarget } from "../model-controller.ts";
+import type { ModelController } from "../model-controller.ts";
+import type { ModelTarget } from "../model-controller-api.ts";
 import type { Platform } from "../platform.ts";
 import { learningFile } from "./learning-file.ts";
 
