@@ -1,12 +1,12 @@
 import { type Context, context, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import type { DemandLoad, LoadReport } from "../lib/control-plane.ts";
 import { adminTimeoutMs } from "../lib/control-protocol.ts";
-import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { endActivation, inActivation, startActivation } from "./activation-trace.ts";
 import { ActivatorLoads, type ModelLoad } from "./activator-loads.ts";
+import { backoffMs, crashLoopError, withCrash } from "./crash-backoff.ts";
 import type { FlowReport } from "./demand-metric.ts";
 import { burstInFlight, decideReplicas, keptFor } from "./horizontal.ts";
 import { decideTier } from "./ladder.ts";
@@ -37,11 +37,9 @@ import { isResident, type SlotMember } from "./slot-arbiter.ts";
 import { writeTier } from "./tier-writes.ts";
 import { nextStreak, type WaitStreak } from "./wait-streak.ts";
 
-const maxBackoffMs = 60_000;
 /** How often ready engines are rechecked (alive, awake), and how long each check may take. */
 const selfHealIntervalMs = 30_000;
 const selfHealCheckMs = 5_000;
-const crashWindowMs = 5 * 60_000;
 
 /**
  * How long a workload the platform says is missing may be a cache catching up (a Model seen a
@@ -984,13 +982,10 @@ export class ModelController implements ReplicaOps {
    */
   leftOnItsOwn(reason: string): number {
     const now = this.deps.clock.now();
-    this.crashes = [...this.crashes.filter((t) => now - t < crashWindowMs), now];
-    const backoff = this.backoff();
+    this.crashes = withCrash(this.crashes, now);
+    const backoff = backoffMs(this.failures, this.crashes, now);
     this.backoffUntil = now + backoff;
-    if (backoff > 0)
-      this.lastError =
-        `${reason}; its engine left on its own ${this.crashes.length} times within ` +
-        `${formatDuration(crashWindowMs)}, so its restarts back off (${formatDuration(backoff)} after this one)`;
+    if (backoff > 0) this.lastError = crashLoopError(reason, this.crashes.length, backoff);
     return backoff;
   }
 
@@ -1085,7 +1080,8 @@ export class ModelController implements ReplicaOps {
     this.lastError = reason;
     this.wakeWanted = false;
     this.prewarmWake = false;
-    this.backoffUntil = this.deps.clock.now() + this.backoff();
+    const now = this.deps.clock.now();
+    this.backoffUntil = now + backoffMs(this.failures, this.crashes, now);
     inActivation(record, () => this.log.warn("activation failed", { reason, failures: this.failures }));
     record.activation?.span.recordException(new Error(reason));
     endActivation(this, record, "failed", reason);
@@ -1104,11 +1100,5 @@ export class ModelController implements ReplicaOps {
     if (!this.learner.guessedPrewarmOnly) this.lastActive = this.deps.clock.now();
     endActivation(this, record, "ready");
     this.log.info("engine ready", { replica: record.replica.id });
-  }
-
-  private backoff(): number {
-    const now = this.deps.clock.now();
-    const failures = this.failures + this.crashes.filter((t) => now - t < crashWindowMs).length;
-    return failures <= 1 ? 0 : Math.min(maxBackoffMs, 1_000 * 2 ** (failures - 2));
   }
 }
