@@ -1,6 +1,5 @@
 import { type Context, context, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import type { DemandLoad, LoadReport } from "../lib/control-plane.ts";
-import { adminTimeoutMs } from "../lib/control-protocol.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
@@ -22,6 +21,7 @@ import type { ModelObservation } from "./model-status.ts";
 import { mostAwake, plannedChange, replicaEvent } from "./model-view.ts";
 import { ModelWaiters } from "./model-waiters.ts";
 import { NotLeading } from "./operation-errors.ts";
+import { park, parkTimeoutMs, quiet } from "./park.ts";
 import { passLadder, prewarmStep, tierSettings } from "./pass-ladder.ts";
 import { type Departure, StartFailed } from "./platform.ts";
 import { act, replaceOutdated, sleepUnwanted, stopUnwanted } from "./replica-actions.ts";
@@ -110,9 +110,9 @@ export class ModelController implements ReplicaOps {
   /** Since when `wakeWanted`: it waits for a slot as a request held since then would. */
   private wakeWantedSince = 0;
   /** A person asked for sleep (or stop): no awake replica until the next request. */
-  private parked?: 1 | 2 | "stop";
+  parked?: 1 | 2 | "stop";
   /** How many sleeps and stops people asked for: a later one replaces an earlier one. */
-  private parkAsks = 0;
+  parkAsks = 0;
   /** The waits on this model: a person's wake, sleep or stop, an operation's. */
   readonly waiters: ModelWaiters;
   /** The trace of the request whose demand will cause the next activation. */
@@ -668,11 +668,14 @@ export class ModelController implements ReplicaOps {
    * wake) takes the model back; `timed-out` if it did not come within `timeoutMs`;
    * `stopped-instead` when nothing is awake but an engine's sleep failed and it was stopped.
    */
-  sleepNow(level: 1 | 2 = this.config.sleepLevel, timeoutMs = this.parkTimeoutMs()): Promise<ParkOutcome> {
+  sleepNow(
+    level: 1 | 2 = this.config.sleepLevel,
+    timeoutMs = parkTimeoutMs(this.config),
+  ): Promise<ParkOutcome> {
     this.cancelWake();
     this.parked = this.config.sleep ? level : "stop";
     this.changed();
-    return this.park("sleep", () => this.quiet(), timeoutMs);
+    return park(this, "sleep", () => quiet(this), timeoutMs);
   }
 
   /** Why the last sleep that failed did (its engine was stopped instead), if one did. */
@@ -684,11 +687,11 @@ export class ModelController implements ReplicaOps {
    * Stops every replica until the next request, as `sleepNow` puts them to sleep. A start that no
    * request waits for is stopped where it is, not finished first.
    */
-  stopNow(timeoutMs = this.parkTimeoutMs()): Promise<ParkOutcome> {
+  stopNow(timeoutMs = parkTimeoutMs(this.config)): Promise<ParkOutcome> {
     this.cancelWake();
     this.parked = "stop";
     this.changed();
-    return this.park("stop", () => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
+    return park(this, "stop", () => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
   }
 
   /**
@@ -704,54 +707,9 @@ export class ModelController implements ReplicaOps {
     if (this.backoffUntil > now) this.endBackoff(now);
   }
 
-  /**
-   * A request takes a sleep or stop back only before it reaches an engine: once a replica's sleep
-   * or stop has been sent (it is leaving), the person waits for that to end and hears how it went,
-   * even if a request has since asked for the model again (and wakes it afterwards).
-   */
-  private async park(verb: "sleep" | "stop", done: () => boolean, timeoutMs: number): Promise<ParkOutcome> {
-    const asked = this.deps.clock.now();
-    const ask = ++this.parkAsks;
-    const since = (at: number | undefined) => (at ?? Number.NEGATIVE_INFINITY) >= asked;
-    const leaving = () => this.sleepsUnderWay > 0 || [...this.records.values()].some((r) => r.leaving);
-    const takenBack = () => this.parked === undefined && !leaving() && !since(this.releaseSentAt);
-    // Requests held before the ask are served first (a slot member's may still wait for the slot):
-    // until they are, the model is not parked as asked, however it looks now.
-    const served = () => this.load().held === 0;
-    // A later sleep or stop replaced this one (a stop, then a sleep): done once the model is parked
-    // as that one asked; the answer names the tier it is in.
-    const replaced = () => this.parkAsks !== ask && this.quiet() && served();
-    const finished = () =>
-      (done() && served()) ||
-      replaced() ||
-      (this.parked === undefined && !leaving() && since(this.releaseSentAt));
-    if (!(await this.waiters.settle(finished, timeoutMs, takenBack)))
-      return takenBack() ? "taken-back" : "timed-out";
-    // Parked, but not as asked: an engine whose sleep failed was stopped (see sleepFailed()).
-    return verb === "sleep" && since(this.sleepFailure?.at) ? "stopped-instead" : "done";
-  }
-
-  /**
-   * A person's sleep or stop may wait for an activation under way, the requests held for it, then
-   * a drain; never longer than an admin call waits for its answer.
-   */
-  private parkTimeoutMs(): number {
-    const finite = (ms: number) => (Number.isFinite(ms) ? ms : adminTimeoutMs);
-    const activation = Math.max(finite(this.config.startTimeout), finite(this.config.wakeTimeout));
-    return Math.min(activation + finite(this.config.drainTimeout) + 60_000, adminTimeoutMs);
-  }
-
   /** Resolves once the model has no replica left, nothing starting (or `timeoutMs` passed, or it closed). */
   async untilGone(timeoutMs: number): Promise<void> {
     await this.waiters.settle(() => this.records.size === 0 && this.pendingReplicas() === 0, timeoutMs);
-  }
-
-  /** Nothing awake and nothing under way. */
-  private quiet(): boolean {
-    return (
-      [...this.records.values()].every((r) => !r.busy && (isAsleep(r.tier) || r.tier === "cold")) &&
-      this.pendingReplicas() === 0
-    );
   }
 
   /** Self-heal: re-check the ready replicas' engines (alive, awake); free what is gone. */
