@@ -54,6 +54,11 @@ export const missingWorkloadGraceMs = 5_000;
  * operation (finish a start, wake, drain then sleep, deepen, stop) runs on its own lifetime: no
  * client connection can abort it. The same controller runs on both platforms; the platform
  * (processes, or pods and scale subresources) sits below it.
+ *
+ * It is the model's actor: it owns the state and every timer, runs the pass, and delegates the
+ * rest to the modules below it (docs/architecture.md): the operations (replica-*.ts), the tier
+ * writes, the pure projections and rules. Members without `private` are what those modules read
+ * or move through their host interfaces (`ReplicaOps` and the like), not for its callers.
  */
 export class ModelController implements ReplicaOps {
   private target: ModelTarget;
