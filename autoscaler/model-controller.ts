@@ -952,8 +952,12 @@ export class ModelController implements ReplicaOps {
     return backoff;
   }
 
-  // --- operations ---
+  // --- what the operations and the modules it delegates to ask of it (ReplicaOps and the like) ---
 
+  /**
+   * Runs `operation` on `record` on its own lifetime: the record is busy until it ends; a failure
+   * cools the replica down, a lost lead marks it for a re-check, and the end looks again.
+   */
   operate(record: ReplicaRecord, what: string, operation: () => Promise<void>): void {
     record.busy = true;
     const leadership = this.leadership;
