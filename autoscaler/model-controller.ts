@@ -254,7 +254,7 @@ export class ModelController implements ReplicaOps {
     // graceful stop (Snooze's shutdown) until its stop grace ran out.
     for (const record of this.records.values()) {
       endActivation(this, record, "stopped");
-      abandonCalls(this, record, new NotLeading());
+      abandonCalls(record, new NotLeading());
     }
     this.records.clear();
     this.accountTiers();

@@ -108,11 +108,11 @@ export function stopUnwanted(c: ActionHost, scalable: boolean): void {
   // call): an engine whose call hangs while it answers /health would hold the stop, and a slot's
   // next member, for the call's timeout (a wake's time, at least 30 s).
   for (const r of c.records.values()) {
-    if (r.tier === "starting" && r.busy) abandonCalls(c, r, new ActivationStopped("the start was stopped"));
-    if (r.tier === "waking" && r.busy) abandonCalls(c, r, new ActivationStopped("the wake was stopped"));
+    if (r.tier === "starting" && r.busy) abandonCalls(r, new ActivationStopped("the start was stopped"));
+    if (r.tier === "waking" && r.busy) abandonCalls(r, new ActivationStopped("the wake was stopped"));
     if (r.tier === "draining" && r.leaving && r.busy)
-      abandonCalls(c, r, new ActivationStopped("the sleep was stopped"));
-    if (isAsleep(r.tier) && r.busy) abandonCalls(c, r, new ActivationStopped("the deeper sleep was stopped"));
+      abandonCalls(r, new ActivationStopped("the sleep was stopped"));
+    if (isAsleep(r.tier) && r.busy) abandonCalls(r, new ActivationStopped("the deeper sleep was stopped"));
   }
   const unwanted = [...c.records.values()].filter(
     (r) => (isAsleep(r.tier) || r.tier === "starting") && !r.busy,

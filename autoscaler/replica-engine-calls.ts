@@ -30,7 +30,7 @@ export function watched<T>(
 }
 
 /** Gives up the replica's long engine calls under way: each rejects at once with `reason`. */
-export function abandonCalls(_c: ReplicaOps, record: ReplicaRecord, reason: Error): void {
+export function abandonCalls(record: ReplicaRecord, reason: Error): void {
   record.calls?.abort(reason);
   record.calls = undefined;
 }
