@@ -1,3 +1,5 @@
+import { stdoutWasClosed } from "./closed-stdout.ts";
+
 /**
  * What a write to stdout or stderr that fails does to the process. Found by an outside tester:
  * `snooze sim 2>&1 | head -1` died of an unhandled EPIPE at its second log line (so did `snooze
@@ -14,24 +16,65 @@ export type OutputFailureAction = { kind: "ignore" } | { kind: "exit"; code: num
 /**
  * The decision, pure. A server's lines are for whoever still reads them: one that cannot be written
  * (its reader gone, a full disk, a closed terminal) is lost, and serving goes on. A command's output
- * is its answer: a reader that went away (`| head -1`) has what it wanted (exit 0, as before); any
- * other failure means the answer was not delivered, said on stderr with exit 1, as coreutils say a
- * write error. A failed stderr is never more than lost words: the exit code still tells.
+ * is its answer. A reader that went away after part of it was delivered (`| head -1`) has what it
+ * wanted: exit 0, nothing said, as coreutils end quietly there (they die of SIGPIPE, which a shell
+ * does not report unless `pipefail`). A reader gone before any of it was delivered (`| head -0`, a
+ * pipe whose reader had died), a closed stdout (`>&-`) or any other failure means the answer was
+ * lost: said on stderr with exit 1, as coreutils say a write error (`write error: Bad file
+ * descriptor`). Found by an outside tester: those ended in exit 0 with nothing said. A failed stderr
+ * is never more than lost words: the exit code still tells.
  */
 export function outputFailureAction(
   stream: "stdout" | "stderr",
   error: NodeJS.ErrnoException,
   writer: Writer,
   command: string,
+  delivered: boolean,
 ): OutputFailureAction {
   if (stream === "stderr" || writer === "server") return { kind: "ignore" };
-  if (error.code === "EPIPE") return { kind: "exit", code: 0 };
-  return { kind: "exit", code: 1, say: `${command}: cannot write the output: ${error.message}` };
+  if (error.code === "EPIPE" && delivered) return { kind: "exit", code: 0 };
+  const why =
+    error.code === "EPIPE" ? "its reader was gone before any of it was read (EPIPE)" : error.message;
+  return { kind: "exit", code: 1, say: `${command}: cannot write the output: ${why}` };
 }
 
 let writer: Writer = "command";
 let command = "snooze";
 let watching = false;
+/** Whether a write to stdout has completed: its reader had part of the answer. */
+let delivered = false;
+
+/** Does what `outputFailureAction` decides for `error`. */
+function onFailure(stream: "stdout" | "stderr", error: NodeJS.ErrnoException): void {
+  const action = outputFailureAction(stream, error, writer, command, delivered);
+  if (action.kind === "ignore") return;
+  if (action.say) process.stderr.write(`${action.say}\n`);
+  process.exit(action.code);
+}
+
+/**
+ * Wraps stdout's `write` to learn whether any of the answer was delivered (its callback without an
+ * error), and to fail a command's first write to a stdout that was closed when the process began.
+ */
+function watchDelivery(stream: NodeJS.WriteStream): void {
+  const write = stream.write.bind(stream) as (...args: unknown[]) => boolean;
+  let checked = false;
+  stream.write = ((chunk: unknown, encoding?: unknown, callback?: unknown) => {
+    if (typeof encoding === "function") [callback, encoding] = [encoding, undefined];
+    if (!checked && writer === "command") {
+      checked = true;
+      if (stdoutWasClosed())
+        onFailure(
+          "stdout",
+          Object.assign(new Error("EBADF: bad file descriptor (stdout is closed)"), { code: "EBADF" }),
+        );
+    }
+    return write(chunk, encoding, (error?: Error | null) => {
+      if (!error) delivered = true;
+      if (typeof callback === "function") callback(error);
+    });
+  }) as typeof stream.write;
+}
 
 /**
  * From now on a failed write to stdout or stderr is handled by `outputFailureAction`, for a command
@@ -41,13 +84,9 @@ export function watchOutputFailures(name: string): void {
   command = name;
   if (watching) return;
   watching = true;
+  watchDelivery(process.stdout);
   for (const stream of ["stdout", "stderr"] as const)
-    process[stream].on("error", (error: NodeJS.ErrnoException) => {
-      const action = outputFailureAction(stream, error, writer, command);
-      if (action.kind === "ignore") return;
-      if (action.say) process.stderr.write(`${action.say}\n`);
-      process.exit(action.code);
-    });
+    process[stream].on("error", (error: NodeJS.ErrnoException) => onFailure(stream, error));
 }
 
 /**

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
 import { closeSync, openSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
@@ -114,6 +115,43 @@ describe("a command whose output cannot be written", () => {
       expect({ args, code: run.code }).toEqual({ args, code: 1 });
       expect(run.stderr).toBe(`${prefix}cannot write the output: ENOSPC: no space left on device, write\n`);
     }
+  });
+
+  test("a stdout closed (`>&-`) or whose reader was gone before the first byte (`| head -0`): exit 1 saying so", async () => {
+    // Found by an outside tester: both exited 0 with the answer lost (Node reopens a closed stdout
+    // on /dev/null; a reader gone was taken for `| head -1`, which had what it wanted).
+    const cases: [string[], string][] = [
+      [["--help"], "snooze: "],
+      [["--version"], "snooze: "],
+      [["status", "--help"], "snooze status: "],
+      [["sim", "--help"], "snooze sim: "],
+    ];
+    for (const [args, prefix] of cases) {
+      const closed = spawn("sh", ["-c", 'exec "$0" bin/snooze.js "$@" >&-', process.execPath, ...args], {
+        stdio: ["ignore", "ignore", "pipe"],
+      });
+      children.push(closed);
+      let stderr = "";
+      closed.stderr!.on("data", (chunk) => (stderr += chunk));
+      const [code] = await once(closed, "close");
+      expect({ args, code, stderr }).toEqual({
+        args,
+        code: 1,
+        stderr: `${prefix}cannot write the output: EBADF: bad file descriptor (stdout is closed)\n`,
+      });
+      const gone = withReaderGone(args, "stdout");
+      expect({ args, code: await gone.code, stderr: gone.other() }).toEqual({
+        args,
+        code: 1,
+        stderr: `${prefix}cannot write the output: its reader was gone before any of it was read (EPIPE)\n`,
+      });
+    }
+    // Output thrown away on purpose, write-only (`> /dev/null`), is no failure.
+    const discarded = spawn("sh", ["-c", 'exec "$0" bin/snooze.js --help > /dev/null', process.execPath], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    children.push(discarded);
+    expect((await once(discarded, "close"))[0]).toBe(0);
   });
 
   test("snooze status against a running Snooze: exit 1 saying the output could not be written", {
