@@ -5,6 +5,7 @@ import { boundedText } from "../lib/http/bounded-text.ts";
 import { localResourceCodes } from "../lib/http/local-resources.ts";
 import { engineConnector } from "../lib/http/unasked-continue.ts";
 import { type Agent, undici } from "../lib/undici.ts";
+import { apiKeyFlag, vllmFlagValue } from "../lib/vllm-flag.ts";
 import { sumMetric } from "./metric-sum.ts";
 
 /**
@@ -120,21 +121,16 @@ interface Answer {
 }
 
 /**
- * The API key a `vllm serve` command runs with, as vLLM takes it: the first word after `--api-key`
- * (or `--api-key=<key>`), else `VLLM_API_KEY` from its environment. vLLM then wants
- * `Authorization: Bearer <key>` on every path under `/v1`, the warm-up's included.
+ * The API key a `vllm serve` command runs with, as vLLM takes it: its `--api-key` in any spelling
+ * vLLM reads (`--api_key k`, `--api-k=k`: lib/vllm-flag.ts), else `VLLM_API_KEY` from its
+ * environment. vLLM then wants `Authorization: Bearer <key>` on every path under `/v1`, the
+ * warm-up's included.
  */
 export function vllmApiKey(
   args: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
 ): string | undefined {
-  let key: string | undefined;
-  for (const [index, arg] of args.entries()) {
-    if (arg === "--api-key" && index + 1 < args.length && !args[index + 1]!.startsWith("--"))
-      key = args[index + 1];
-    else if (arg.startsWith("--api-key=")) key = arg.slice("--api-key=".length);
-  }
-  return key || env.VLLM_API_KEY || undefined;
+  return vllmFlagValue(args, apiKeyFlag) || env.VLLM_API_KEY || undefined;
 }
 
 export class EngineClient {

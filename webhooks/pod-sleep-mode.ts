@@ -1,5 +1,5 @@
 import { annotationFor } from "../lib/settings/index.ts";
-import { enablesSleepMode } from "../lib/vllm-sleep-mode.ts";
+import { enablesSleepMode } from "../lib/vllm-flag.ts";
 import type { JsonPatch } from "./json-patch.ts";
 import { pointer } from "./json-patch.ts";
 import {

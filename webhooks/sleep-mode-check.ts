@@ -1,4 +1,4 @@
-import { enablesSleepMode } from "../lib/vllm-sleep-mode.ts";
+import { configFlag, enableSleepModeFlag, hasVllmFlag } from "../lib/vllm-flag.ts";
 import { type MemberRef, sleepModeMissingWarning } from "./messages.ts";
 import { at, isObject } from "./object-path.ts";
 import { devModeEnv, isVllmContainer, sleepModeFlag } from "./pod-sleep-mode.ts";
@@ -25,10 +25,8 @@ export function sleepModeWarnings(workload: MemberRef, object: unknown): string[
     if (!isObject(raw) || !isVllmContainer(raw)) continue;
     const container = raw as Container;
     const line = [...strings(container.command), ...strings(container.args)];
-    const configFile = line.some(
-      (t) => t === "--config" || t.startsWith("--config=") || t.includes(" --config"),
-    );
-    const hasFlag = line.some(enablesSleepMode);
+    const configFile = hasVllmFlag(line, configFlag);
+    const hasFlag = hasVllmFlag(line, enableSleepModeFlag);
     const env = Array.isArray(container.env) ? container.env.filter(isObject) : [];
     const devEntries = env.filter((e) => e.name === devModeEnv);
     const devMode =

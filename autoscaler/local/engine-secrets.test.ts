@@ -25,3 +25,17 @@ test("the command shows no secret flag's value, also inside a shell's script; ou
     "t=[redacted]",
   );
 });
+
+test("the secret flags in every spelling vLLM reads are hidden: underscores, shortened, after =", () => {
+  const secrets = new EngineSecrets(
+    ["serve", "m", "--api_key", "sekrit-1", "--hf-t=hf_0123", "--api-k", "sekrit-2"],
+    {},
+  );
+  expect(secrets.command("vllm")).toBe(
+    "vllm serve m --api_key [redacted] --hf-t=[redacted] --api-k [redacted]",
+  );
+  expect(secrets.hide("args: sekrit-1 sekrit-2 hf_0123")).toBe("args: [redacted] [redacted] [redacted]");
+  expect(new EngineSecrets(["-c", "exec vllm serve m --api_key sekrit-3"], {}).command("sh")).toBe(
+    "sh -c exec vllm serve m --api_key [redacted]",
+  );
+});

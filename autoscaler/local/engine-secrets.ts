@@ -1,12 +1,16 @@
+import { apiKeyFlag, hfTokenFlag, readAs, vllmFlagValues } from "../../lib/vllm-flag.ts";
 import { vllmApiKey } from "../engine-client.ts";
 
 /** vLLM's flags whose value is a secret: its API key and a Hugging Face token. */
-const secretFlags = ["--api-key", "--hf-token"];
+const secretFlags = [apiKeyFlag, hfTokenFlag];
 
 const hidden = "[redacted]";
 
-/** A secret flag and its value written inside one argument. */
-const flagInText = /(--api-key|--hf-token)(=|\s+)(?!--)\S+/g;
+/** A secret flag, in any spelling vLLM reads (`--api_key`, `--api-k`), and its value inside one argument. */
+const flagInText = /(--api[-_]k[\w-]*|--hf[-_]t[\w-]*)(=|\s+)(?!--)\S+/g;
+
+/** The secret flag `word` is, as vLLM reads it (lib/vllm-flag.ts). */
+const secretFlagOf = (word: string) => secretFlags.find((flag) => readAs(word, flag));
 
 /**
  * A key this short is not looked for in the engine's output: replacing every "ab" of it would
@@ -39,9 +43,14 @@ export class EngineSecrets {
   command(file: string): string {
     const shown: string[] = [file];
     for (const [index, arg] of this.args.entries()) {
-      const flag = secretFlags.find((name) => arg.startsWith(`${name}=`));
-      if (flag) shown.push(`${flag}=${hidden}`);
-      else if (secretFlags.includes(this.args[index - 1] ?? "") && !arg.startsWith("--")) shown.push(hidden);
+      const flag = arg.includes("=") ? secretFlagOf(arg) : undefined;
+      if (flag) shown.push(`${arg.slice(0, arg.indexOf("="))}=${hidden}`);
+      else if (
+        secretFlagOf(this.args[index - 1] ?? "") &&
+        !this.args[index - 1]!.includes("=") &&
+        !arg.startsWith("--")
+      )
+        shown.push(hidden);
       // A flag inside one argument (a shell's script: `sh -c "exec vllm serve --api-key …"`).
       else shown.push(this.hide(arg).replace(flagInText, `$1$2${hidden}`));
     }
@@ -57,13 +66,5 @@ export class EngineSecrets {
 }
 
 function flagValues(args: readonly string[]): string[] {
-  const values: string[] = [];
-  for (const [index, arg] of args.entries()) {
-    for (const flag of secretFlags) {
-      if (arg.startsWith(`${flag}=`)) values.push(arg.slice(flag.length + 1));
-      else if (arg === flag && index + 1 < args.length && !args[index + 1]!.startsWith("--"))
-        values.push(args[index + 1]!);
-    }
-  }
-  return values;
+  return secretFlags.flatMap((flag) => vllmFlagValues(args, flag).flat());
 }

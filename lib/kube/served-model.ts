@@ -1,3 +1,5 @@
+import { modelFlag, servedModelNameFlag, vllmFlagValue } from "../vllm-flag.ts";
+
 /**
  * **Pure**: the model name a vLLM container serves, read from its command and args the way vLLM
  * reads them: the first `--served-model-name` (vLLM answers to each listed name and reports the
@@ -11,23 +13,11 @@ export function servedModelOf(
   const command = container?.command ?? [];
   const args = container?.args ?? [];
   const words = [...command, ...args];
-  const named = flagValue(words, "--served-model-name");
+  const named = vllmFlagValue(words, servedModelNameFlag)?.trim();
   if (named) return named;
-  const model = flagValue(words, "--model");
+  const model = vllmFlagValue(words, modelFlag)?.trim();
   if (model) return model;
   const serve = words.indexOf("serve");
   const positional = serve >= 0 ? words[serve + 1] : command.length === 0 ? args[0] : undefined;
   return positional && !positional.startsWith("-") ? positional : undefined;
-}
-
-function flagValue(words: string[], flag: string): string | undefined {
-  for (let i = 0; i < words.length; i++) {
-    const word = words[i]!;
-    if (word.startsWith(`${flag}=`)) return word.slice(flag.length + 1).trim() || undefined;
-    if (word === flag) {
-      const value = words[i + 1];
-      return value && !value.startsWith("-") ? value : undefined;
-    }
-  }
-  return undefined;
 }

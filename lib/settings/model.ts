@@ -102,7 +102,7 @@ export const tierSettings = z.strictObject({
   }),
   warmup: z.boolean().optional().meta({
     description:
-      "Send a 1-token request after every start and wake, before routing traffic. Locally it carries the key of an engine whose command has `--api-key` or whose environment `VLLM_API_KEY`. One Snooze cannot make (out of file descriptors), or one the engine answers 401 (a key Snooze cannot see, or on Kubernetes: clients send theirs), is skipped and the engine routed.",
+      "Send a 1-token request after every start and wake, before routing traffic. Locally it carries the key of an engine whose command has `--api-key` (in any spelling vLLM reads: `--api_key k`, `--api-k=k`) or whose environment `VLLM_API_KEY`. One Snooze cannot make (out of file descriptors), or one the engine answers 401 (a key Snooze cannot see, or on Kubernetes: clients send theirs), is skipped and the engine routed.",
   }),
   streamProgress: z.boolean().optional().meta({
     description:

@@ -1,5 +1,12 @@
 import { basename } from "node:path";
-import { enablesSleepMode } from "../vllm-sleep-mode.ts";
+import {
+  configFlag,
+  enableSleepModeFlag,
+  hasVllmFlag,
+  modelFlag,
+  servedModelNameFlag,
+  vllmFlagValues,
+} from "../vllm-flag.ts";
 
 /**
  * **Pure**: the names a vLLM command line serves its model as, or undefined when the command does
@@ -9,31 +16,12 @@ import { enablesSleepMode } from "../vllm-sleep-mode.ts";
  */
 export function servedNames(command: readonly string[], id: string): string[] | undefined {
   const args = command.map((arg) => arg.replaceAll("${MODEL}", id));
-  const names: string[] = [];
-  let flagSeen = false;
-  for (const [index, arg] of args.entries()) {
-    if (arg.startsWith("--served-model-name=")) {
-      flagSeen = true;
-      names.push(arg.slice("--served-model-name=".length));
-    } else if (arg === "--served-model-name") {
-      flagSeen = true;
-      for (const word of args.slice(index + 1)) {
-        if (word.startsWith("-")) break;
-        names.push(word);
-      }
-    }
-  }
-  if (flagSeen) return names;
+  // Read as vLLM reads it (lib/vllm-flag.ts): `--served_model_name`, `--served-model=a`; the last wins.
+  const named = vllmFlagValues(args, servedModelNameFlag);
+  if (named.length > 0) return named.at(-1)!;
   if (!isVllmServe(args)) return undefined;
-  const modelFlag = args.findIndex((arg) => arg === "--model" || arg.startsWith("--model="));
-  if (modelFlag >= 0) {
-    const flag = args[modelFlag]!;
-    return flag.includes("=")
-      ? [flag.slice("--model=".length)]
-      : args[modelFlag + 1]
-        ? [args[modelFlag + 1]!]
-        : undefined;
-  }
+  const model = vllmFlagValues(args, modelFlag);
+  if (model.length > 0) return model.at(-1)!.length > 0 ? model.at(-1)!.slice(0, 1) : undefined;
   return args[2] && !args[2].startsWith("-") ? [args[2]] : undefined;
 }
 
@@ -49,8 +37,6 @@ export function isVllmServe(command: readonly string[]): boolean {
  */
 export function vllmWithoutSleepMode(command: readonly string[]): boolean {
   return (
-    isVllmServe(command) &&
-    !command.some(enablesSleepMode) &&
-    !command.some((arg) => arg === "--config" || arg.startsWith("--config="))
+    isVllmServe(command) && !hasVllmFlag(command, enableSleepModeFlag) && !hasVllmFlag(command, configFlag)
   );
 }

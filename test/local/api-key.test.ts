@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { createLogger } from "../../lib/log.ts";
 import { chat, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 /**
@@ -7,15 +8,23 @@ import { chat, simCommand, startWith, until } from "../helpers/local-snooze.ts";
  * clients send and Snooze passes on; its sleep API, `/health` and `/metrics` want nothing.
  */
 let snooze: LocalSnooze;
+const lines: string[] = [];
 beforeAll(async () => {
-  snooze = await startWith(`
+  snooze = await startWith(
+    `
 models:
   keyed:
     command: ${simCommand(["--enable-sleep-mode", "--api-key", "sekrit"])}
   hidden:
     # The key where Snooze cannot read it (inside a shell's script): the warm-up goes without it.
-    command: ["sh", "-c", 'exec "$@" --api-key sekrit', "sh", ${simCommand(["--enable-sleep-mode"]).slice(1, -1)}]
-`);
+    command: ["sh", "-c", 'exec "$@" --api-key "$0"', sekrit, ${simCommand(["--enable-sleep-mode"]).slice(1, -1)}]
+  underscored:
+    command: ${simCommand(["--enable-sleep-mode", "--api_key", "sekrit"])}
+  shortened:
+    command: ${simCommand(["--enable-sleep-mode", "--api-k=sekrit"])}
+`,
+    createLogger({}, (line) => lines.push(line), "warn"),
+  );
 });
 afterAll(() => snooze.close(1_000));
 
@@ -30,6 +39,8 @@ const tier = async (model: string) =>
 test.each([
   ["keyed", "its key read from the command, the warm-up sent with it"],
   ["hidden", "its key out of Snooze's sight, the warm-up answered 401 and skipped"],
+  ["underscored", "--api_key, as vLLM reads it, the warm-up sent with it"],
+  ["shortened", "--api-k=, as vLLM reads it, the warm-up sent with it"],
 ])(
   "a model whose engine wants an API key (%s: %s) starts and wakes for requests with the key",
   async (model) => {
@@ -50,5 +61,11 @@ test.each([
     expect(woken.status).toBe(200);
     await woken.body?.cancel();
     expect(await tier(model)).toBe("ready");
+    // Found by an outside tester: vLLM's other spellings of --api-key were not read, so their
+    // engines were warmed without the key, answered 401 and routed cold.
+    const skipped = lines.filter(
+      (line) => line.includes("that Snooze does not send") && line.includes(`"${model}-`),
+    );
+    expect(skipped.length > 0, lines.join("\n")).toBe(model === "hidden");
   },
 );
