@@ -131,7 +131,8 @@ describe("parseConfig", () => {
     );
     expect(Object.fromEntries(problems.map((p) => [p.key, p.message]))).toEqual({
       'models."my model"': "a model id may not contain whitespace",
-      "models.qwen.command": 'expected a list of strings, not "snooze sim"',
+      "models.qwen.command":
+        'expected a list of strings, not "snooze sim"; write it as a list, one word an item: command: [snooze, sim]',
       "models.qwen.sleepLevel": "expected 1 or 2, not 3",
       "models.qwen.warmup": 'expected true or false, not "maybe"',
       "models.qwen.port": "expected an integer from 1 to 65535, not 99999",

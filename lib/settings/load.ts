@@ -7,6 +7,7 @@ import { notRegular } from "../small-file.ts";
 import { fieldAt, keysOf, showValue } from "./allowed-form.ts";
 import { ConfigError, type ConfigProblem, formatProblems, keyPath } from "./config-error.ts";
 import { snoozeFile } from "./file.ts";
+import { listFormOf } from "./list-form.ts";
 import { type localModel, tierSettings } from "./model.ts";
 import { spelledOut } from "./name-fold.ts";
 import { nestingProblem } from "./nesting.ts";
@@ -383,6 +384,9 @@ function toProblems(
       message += ` (in YAML 1.2, as settings files are read, ${value} is text: write ${
         yaml11True.has(issue.input) ? "true" : "false"
       })`;
+    // A text where a list goes (`command: "vllm serve m --port ${PORT}"`): the list it meant.
+    if (issue.code === "invalid_type" && issue.expected === "array" && typeof issue.input === "string")
+      message += `; write it as a list, one word an item: ${String(path.at(-1))}: ${listFormOf(issue.input)}`;
   }
   return [{ key: keyPath(path), message, ...locate(path) }];
 }

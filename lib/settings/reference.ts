@@ -204,6 +204,10 @@ ${topRows.join("\n")}
 | --- | --- |
 ${engineRows.join("\n")}
 
+\`command\` is a list, one word an item: Snooze runs it with no shell between. Written as one text
+(\`command: "vllm serve m --port \${PORT}"\`) it is refused, with the list it meant (\`[vllm, serve, m, --port,
+"\${PORT}"]\`; one that needs a shell's pipe, \`&&\`, redirection or variable, as \`[sh, -c, "…"]\`).
+
 In \`command\` and in \`env\` values, \`\${PORT}\` is the port Snooze chose, \`\${HOST}\` is \`127.0.0.1\`, \`\${MODEL}\`
 the model id; \`\${SNOOZE}\` is a command argument of its own. Any other \`\${…}\` is refused, so a typo such as
 \`\${PROT}\` never reaches the engine: write \`$\${\` for a literal \`\${\` (\`sh -c "echo $\${HOME}"\` gives the shell

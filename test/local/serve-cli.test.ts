@@ -39,6 +39,18 @@ describe("snooze serve as a process", () => {
     expect(run.stderr()).toContain(`${file}:4:5: models.qwen.sleepAfter: expected a duration`);
   });
 
+  test("a command written as one text: exit code 2 at its place, showing the list it meant", async () => {
+    // Found by an outside tester: it was refused as "expected a list of strings" only.
+    const file = writeConfig(
+      "models:\n  qwen:\n    command: \"vllm serve 'my model' --port ${PORT} --enable-sleep-mode\"\n",
+    );
+    const run = serve(file);
+    expect(await run.exited).toBe(2);
+    expect(run.stderr()).toContain(
+      `${file}:3:5: models.qwen.command: expected a list of strings, not "vllm serve 'my model' --port \${PORT} --enable-sleep-mode"; write it as a list, one word an item: command: [vllm, serve, "my model", --port, "\${PORT}", --enable-sleep-mode]`,
+    );
+  });
+
   test("SIGTERM before it has started (its settings not read yet) is a graceful exit 0, not Node's 143", async () => {
     // Found by an outside tester: a SIGTERM in its first ~150 ms exited 143. The signal goes once
     // Snooze holds the early stop signals (SIGQUIT, which Node leaves alone, is then caught), while
