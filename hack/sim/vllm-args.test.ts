@@ -93,6 +93,25 @@ test("what vLLM refuses is refused in its words; flags that would change what a 
     "--ssl-certfile is not simulated: the simulator serves plain HTTP",
   );
   expect(() => read("--config", "c.yaml")).toThrow(UsageError);
+  // A value argparse refuses, for a flag the simulator takes without modelling it.
+  expect(() => read("--dtype", "fp4")).toThrow("argument --dtype: invalid choice: 'fp4'");
+  expect(() => read("-pp=two")).toThrow("argument --pipeline-parallel-size/-pp: invalid int value: 'two'");
+  expect(() => read("-pp", "1.0")).toThrow("invalid int value: '1.0'");
+  expect(() => read("--cpu-offload-gb", "4GB")).toThrow(
+    "argument --cpu-offload-gb: invalid float value: '4GB'",
+  );
+  // As vLLM takes them: Python's int() and float() spellings, the choices as written.
+  for (const args of [
+    ["--dtype", "bfloat16"],
+    ["-tp", "2"],
+    ["--tensor-parallel-size", " 4 "],
+    ["--max-num-batched-tokens", "8k"],
+    ["--swap-space", "1e1"],
+    ["-q", "compressed-tensors"],
+    ["--quantization=fp8"],
+    ["--scheduling-policy", "priority"],
+  ])
+    expect(() => read(...args), args.join(" ")).not.toThrow();
 });
 
 test("every flag the simulator shares with vLLM is one vLLM has", () => {

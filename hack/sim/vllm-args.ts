@@ -3,13 +3,15 @@
  * swap one for the other: the simulator's own flags pass on to its parser; a vLLM flag that has no
  * effect here is taken with its value(s) as argparse would take them (so a value is never read as
  * the positional model) and passed on as one `--vllm-flag-ignored=<flag and value>` for the start-up
- * log; a flag neither has is refused as vLLM refuses it (`unrecognized arguments`, exit code 2).
+ * log; a flag neither has is refused as vLLM refuses it (`unrecognized arguments`, exit code 2), and
+ * so is a value vLLM's argparse refuses for the flags users pass most (vllm-flag-values.ts).
  *
  * As vLLM's FlexibleArgumentParser, `_` in a flag's name is `-` (`--max_model_len`), and `-O3` is
  * `-O 3`. A JSON flag's keys may be given one by one (`--compilation-config.level 3`).
  */
 import { UnknownFlag } from "../../cli/command.ts";
 import { type Flag, UsageError } from "../../lib/cli-flags.ts";
+import { checkVllmValue } from "./vllm-flag-values.ts";
 import { type VllmFlagKind, vllmFlags, vllmShortFlags } from "./vllm-flags.ts";
 
 /** The hidden `snooze sim` flag that carries each ignored vLLM flag to the start-up log. */
@@ -81,7 +83,9 @@ export function simArgsFromVllm(argv: readonly string[], simFlags: Readonly<Reco
       const long = vllmShortFlags.get(short) ?? (short.startsWith("O") ? "compilation-config" : undefined);
       if (long === undefined) throw new UnrecognizedFlag(written);
       const attached = short.length > 1 && long === "compilation-config" ? short.slice(1) : undefined;
-      ignore(attached === undefined ? written : "-O", take(written, "value", attached ?? inline));
+      const words = take(written, "value", attached ?? inline);
+      checkVllmValue(long, words[0]!);
+      ignore(attached === undefined ? written : "-O", words);
       continue;
     }
     const raw = written.slice(2);
@@ -116,7 +120,10 @@ export function simArgsFromVllm(argv: readonly string[], simFlags: Readonly<Reco
       for (let at = out.indexOf(`--${negated}`); at >= 0; at = out.indexOf(`--${negated}`)) out.splice(at, 1);
       continue;
     }
-    ignore(written, take(written, kindOf(name) ?? unrecognized(written), inline));
+    const kind = kindOf(name) ?? unrecognized(written);
+    const words = take(written, kind, inline);
+    if (kind === "value") checkVllmValue(name, words[0]!);
+    ignore(written, words);
   }
   return out;
 }

@@ -99,6 +99,23 @@ describe("snooze sim as a process", () => {
       expect(out.join("\n")).toContain(
         "snooze sim: unrecognized arguments: --frobnicate (a flag neither vLLM nor the simulator has)",
       );
+      // A value vLLM's argparse refuses at start, for a flag the simulator does not model: refused
+      // in its words (found by an outside tester: `--dtype bogus` and `-tp x` started).
+      for (const [args, said] of [
+        [
+          ["--dtype", "bogus"],
+          "snooze sim: argument --dtype: invalid choice: 'bogus' (choose from 'auto', 'half',",
+        ],
+        [["-tp", "x"], "snooze sim: argument --tensor-parallel-size/-tp: invalid int value: 'x'"],
+        [["--tensor_parallel_size=2.5"], "argument --tensor-parallel-size/-tp: invalid int value: '2.5'"],
+        [["--quantization", "q9"], "snooze sim: argument --quantization/-q: invalid choice: 'q9'"],
+        [["--swap-space", "lots"], "snooze sim: argument --swap-space: invalid float value: 'lots'"],
+        [["--gpu-memory-utilization", "abc"], '--gpu-memory-utilization: "abc" is not a fraction'],
+      ] as const) {
+        out.length = 0;
+        expect(await main(["sim", "org/m", ...args]), args.join(" ")).toBe(2);
+        expect(out.join("\n")).toContain(said);
+      }
     } finally {
       log.mockRestore();
       error.mockRestore();
