@@ -127,6 +127,15 @@ export async function serveGeneration(
       ? { tool_calls: [{ id, type: "function", index: 0, function: { name, arguments: text } }] }
       : { tool_calls: [{ index: 0, function: { arguments: text } }] };
   };
+  /**
+   * What a client that does not read has not been sent yet, merged per choice, as vLLM's output
+   * collector merges a request's outputs while its server waits on the socket (uvicorn writes no
+   * more while the transport's buffer is full; the engine decodes on). Found by an outside tester:
+   * every token's chunk was queued in the process for a client that never read, without bound.
+   */
+  const pending = new Map<number, { tokens: string[]; text: string; finishReason: string | null }>();
+  /** Tokens of each choice already sent, the position of the next one sent. */
+  const sentTokens = choices.map(() => 0);
   const onStep = (deltas: StepDelta[]) => {
     for (const delta of deltas) {
       const choice = choices[delta.choice]!;
@@ -139,6 +148,18 @@ export async function serveGeneration(
       choice.finishReason = delta.finishReason;
     }
     if (!request.stream) return;
+    for (const delta of deltas) {
+      const merged = pending.get(delta.choice) ?? { tokens: [], text: "", finishReason: null };
+      if (delta.finishReason !== "abort") merged.tokens.push(delta.text);
+      merged.text += delta.text;
+      merged.finishReason = delta.finishReason;
+      pending.set(delta.choice, merged);
+    }
+    if (!res.writableNeedDrain) sendPending();
+  };
+  /** Sends what waits, one chunk per choice (the role chunks first, once). */
+  const sendPending = () => {
+    if (pending.size === 0 || !open) return;
     if (chat && firstStep) {
       choices.forEach((_choice, index) => {
         const chunk: Record<string, unknown> = {
@@ -167,70 +188,79 @@ export async function serveGeneration(
           });
     }
     firstStep = false;
-    for (const delta of deltas) {
-      const choice = choices[delta.choice]!;
-      // vLLM skips an output without text or tokens when nothing was sent before.
-      if (delta.text === "" && choice.tokens === 0) continue;
-      const finished = delta.finishReason !== null;
-      const stopReason = finished ? choice.stopReason : null;
-      const hasToken = delta.finishReason !== "abort";
-      const position = choice.tokens - 1;
-      // A completion's echoed prompt, and its logprobs, ride in the choice's first chunk.
-      const echoNow = !chat && position === 0 && hasToken && request.echo;
-      let logprobs: unknown = null;
-      if (wantLogprobs && hasToken) {
-        logprobs = chat
-          ? { content: [chatLogprob(delta.text, position, request.logprobs!)] }
-          : completionLogprobs(
-              request.echoOnly ? [] : [delta.text],
-              position,
-              choice.streamedChars,
-              request.logprobs!,
-              echoNow ? echoedPieces(choice) : [],
-            );
-      }
-      // The text that may begin a stop string waits for the next tokens, as in vLLM.
-      const released = choice.toolCall
-        ? delta.text
-        : releasable(choice.text, choice.releasedPoints, held, finished);
-      choice.releasedPoints += codePoints(released).length;
-      const text = echoNow ? echoed(choice) + shown(released) : shown(released);
-      choice.streamedChars += text.length;
-      const choiceData: Record<string, unknown> = chat
-        ? finished
-          ? {
-              index: delta.choice,
-              delta: chatDelta(choice, released, position, hasToken),
-              logprobs,
-              finish_reason: finishReason(choice, delta.finishReason),
-              stop_reason: stopReason,
-              token_ids: null,
-              weight_versions: null,
-            }
-          : {
-              index: delta.choice,
-              delta: chatDelta(choice, released, position, hasToken),
-              logprobs,
-              finish_reason: null,
-              token_ids: null,
-            }
-        : {
-            index: delta.choice,
-            text,
+    const waiting = [...pending];
+    pending.clear();
+    for (const [index, merged] of waiting) sendChoice(index, merged);
+  };
+  /** One chunk of choice `index`: its tokens not sent yet, and its end if it came. */
+  const sendChoice = (
+    index: number,
+    merged: { tokens: string[]; text: string; finishReason: string | null },
+  ) => {
+    const choice = choices[index]!;
+    // vLLM skips an output without text or tokens when nothing was sent before.
+    if (merged.text === "" && choice.tokens === 0) return;
+    const finished = merged.finishReason !== null;
+    const stopReason = finished ? choice.stopReason : null;
+    const hasToken = merged.tokens.length > 0;
+    const position = sentTokens[index]!;
+    sentTokens[index] = position + merged.tokens.length;
+    // A completion's echoed prompt, and its logprobs, ride in the choice's first chunk.
+    const echoNow = !chat && position === 0 && hasToken && request.echo;
+    let logprobs: unknown = null;
+    if (wantLogprobs && hasToken) {
+      logprobs = chat
+        ? { content: merged.tokens.map((token, i) => chatLogprob(token, position + i, request.logprobs!)) }
+        : completionLogprobs(
+            request.echoOnly ? [] : merged.tokens,
+            position,
+            choice.streamedChars,
+            request.logprobs!,
+            echoNow ? echoedPieces(choice) : [],
+          );
+    }
+    // The text that may begin a stop string waits for the next tokens, as in vLLM.
+    const released = choice.toolCall
+      ? merged.text
+      : releasable(choice.text, choice.releasedPoints, held, finished);
+    choice.releasedPoints += codePoints(released).length;
+    const text = echoNow ? echoed(choice) + shown(released) : shown(released);
+    choice.streamedChars += text.length;
+    const choiceData: Record<string, unknown> = chat
+      ? finished
+        ? {
+            index,
+            delta: chatDelta(choice, released, position, hasToken),
             logprobs,
-            finish_reason: delta.finishReason,
+            finish_reason: finishReason(choice, merged.finishReason),
             stop_reason: stopReason,
-            prompt_token_ids: null,
             token_ids: null,
             weight_versions: null,
-          };
-      const chunk: Record<string, unknown> = { id, object, created, model, choices: [choiceData] };
-      if (request.continuousUsage) chunk.usage = usage(choice.tokens);
-      if (finished && !request.includeUsage) chunk.system_fingerprint = fingerprint;
-      chunk.kv_transfer_params = null;
-      sendChunk(chunk);
-    }
+          }
+        : {
+            index,
+            delta: chatDelta(choice, released, position, hasToken),
+            logprobs,
+            finish_reason: null,
+            token_ids: null,
+          }
+      : {
+          index,
+          text,
+          logprobs,
+          finish_reason: merged.finishReason,
+          stop_reason: stopReason,
+          prompt_token_ids: null,
+          token_ids: null,
+          weight_versions: null,
+        };
+    const chunk: Record<string, unknown> = { id, object, created, model, choices: [choiceData] };
+    if (request.continuousUsage) chunk.usage = usage(choice.tokens);
+    if (finished && !request.includeUsage) chunk.system_fingerprint = fingerprint;
+    chunk.kv_transfer_params = null;
+    sendChunk(chunk);
   };
+  res.on("drain", sendPending);
 
   const generation = engine.submit({
     promptTokens,
@@ -276,6 +306,15 @@ export async function serveGeneration(
   if (!open || engine.phase === "dead") return;
 
   if (request.stream) {
+    // The last tokens wait with the end for a client that reads again (or goes).
+    if (pending.size > 0 && res.writableNeedDrain)
+      await new Promise<void>((resolve) => {
+        res.once("drain", resolve);
+        res.once("close", resolve);
+      });
+    // Gone meanwhile: nothing more is written (`write` drops it for a dead engine too).
+    if (!open) return;
+    sendPending();
     if (request.includeUsage)
       sendChunk({
         id,

@@ -155,12 +155,31 @@ export async function serveResponse(
   let open = true;
   res.on("error", () => {});
   let sequence = 0;
-  const emit: Emit = (type, fields) => {
-    if (!request.stream || !open || engine.phase === "dead") return;
+  const write = (type: string, fields: Record<string, unknown>) =>
     res.write(
       `event: ${type}\ndata: ${JSON.stringify({ ...fields, sequence_number: sequence++, type })}\n\n`,
     );
+  /**
+   * Events a client that does not read has not been sent: a run of text deltas merged into one, as
+   * vLLM merges a request's outputs while its server waits on the socket (see openai-handler.ts).
+   */
+  const waiting: { type: string; fields: Record<string, unknown> }[] = [];
+  const sendWaiting = () => {
+    for (const event of waiting.splice(0))
+      if (open && engine.phase !== "dead") write(event.type, event.fields);
   };
+  const emit: Emit = (type, fields) => {
+    if (!request.stream || !open || engine.phase === "dead") return;
+    if (waiting.length === 0 && !res.writableNeedDrain) {
+      write(type, fields);
+      return;
+    }
+    const last = waiting.at(-1);
+    if (type === "response.output_text.delta" && last?.type === type)
+      last.fields = { ...last.fields, delta: `${last.fields.delta}${fields.delta}` };
+    else waiting.push({ type, fields });
+  };
+  res.on("drain", sendWaiting);
   if (request.stream) {
     res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" });
     res.flushHeaders();
@@ -179,6 +198,13 @@ export async function serveResponse(
   if (request.store) store?.put(id, { response: run.response(run.ended) });
   if (request.stream) {
     run.close();
+    // The last events wait for a client that reads again (or goes).
+    if (waiting.length > 0 && res.writableNeedDrain)
+      await new Promise<void>((resolve) => {
+        res.once("drain", resolve);
+        res.once("close", resolve);
+      });
+    sendWaiting();
     res.end();
     return;
   }
