@@ -2,11 +2,21 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { sendError } from "../lib/http/json.ts";
 import { escapeLineBreakers } from "../lib/json-line.ts";
 import { openAIError } from "../lib/openai-error.ts";
+import { type OpenStream, streamToEnd } from "./stream-eviction.ts";
 import type { Timeline, TimelineMessage } from "./timeline.ts";
 
 const keepAliveMs = 15_000;
 /** A client this far behind on the event stream is cut off (it reconnects and reads the backlog). */
 export const maxBufferedBytes = 1 << 20;
+/**
+ * A write the client has not read within this is the end of its stream: a reader that is there
+ * takes a write in milliseconds (it reconnects and resumes if it was only slow); one that is not
+ * held a slot forever (found by an outside tester, see activator/stream-eviction.ts).
+ */
+export const stalledWriteMs = 10_000;
+
+/** The open streams of each timeline, to free a slot for a new one when all are taken. */
+const openStreams = new WeakMap<Timeline, Set<OpenStream & { end(): void }>>();
 
 type StreamMessage = TimelineMessage | { type: "hello"; data: unknown };
 
@@ -66,19 +76,52 @@ export function streamEvents(
   /** Live events held while the backlog goes out; undefined once it is out. */
   let waiting: string[] | undefined = [];
   let waitingBytes = 0;
+  const stream: OpenStream & { end(): void } = {
+    openedAt: performance.now(),
+    stalledSince: undefined,
+    // Its slot freed now, for the stream that asks for it; its connection closed.
+    end: () => {
+      done();
+      res.destroy();
+    },
+  };
+  let stall: NodeJS.Timeout | undefined;
+  /** Writes `text`; false when the client has not read it yet (then it has `stalledWriteMs` to). */
+  const send = (text: string): boolean => {
+    if (res.destroyed) return false;
+    if (res.write(text)) return true;
+    if (stream.stalledSince === undefined) {
+      stream.stalledSince = performance.now();
+      stall = setTimeout(() => res.destroy(), stalledWriteMs);
+      stall.unref();
+    }
+    return false;
+  };
+  res.on("drain", () => {
+    stream.stalledSince = undefined;
+    clearTimeout(stall);
+  });
   const write = (text: string) => {
-    if (res.destroyed) return;
-    res.write(text);
+    send(text);
     if (res.writableLength > maxBufferedBytes) res.destroy();
   };
-  const unsubscribe = timeline.subscribe((message) => {
+  const listener = (message: TimelineMessage) => {
     if (res.destroyed) return;
     const text = frame(message, timeline.startedAt);
     if (!waiting) return write(text);
     waiting.push(text);
     waitingBytes += text.length;
     if (waitingBytes > maxBufferedBytes) res.destroy();
-  });
+  };
+  const streams = openStreams.get(timeline) ?? new Set();
+  openStreams.set(timeline, streams);
+  let unsubscribe = timeline.subscribe(listener);
+  if (!unsubscribe) {
+    // Every slot taken: the one a client has left unread longest, else the oldest, gives it up.
+    const ended = streamToEnd(streams);
+    ended?.end();
+    unsubscribe = timeline.subscribe(listener);
+  }
   if (!unsubscribe) {
     sendError(
       res,
@@ -97,8 +140,8 @@ export function streamEvents(
     "cache-control": "no-cache",
     "x-accel-buffering": "no",
   });
-  res.write("retry: 2000\n\n");
-  res.write(
+  send("retry: 2000\n\n");
+  send(
     frame(
       { type: "hello", data: { startedAt: new Date(timeline.startedAt).toISOString() } },
       timeline.startedAt,
@@ -110,7 +153,7 @@ export function streamEvents(
     while (next < backlog.length) {
       if (res.destroyed) return;
       // false: the client has not read what it was sent yet; the rest waits until it has.
-      if (!res.write(frame({ type: "entry", entry: backlog[next++]! }, timeline.startedAt)))
+      if (!send(frame({ type: "entry", entry: backlog[next++]! }, timeline.startedAt)))
         return void res.once("drain", pump);
     }
     const held = waiting ?? [];
@@ -123,9 +166,12 @@ export function streamEvents(
     if (!waiting) write(": ping\n\n");
   }, keepAliveMs);
   ping.unref();
+  streams.add(stream);
   const done = () => {
     clearInterval(ping);
+    clearTimeout(stall);
     unsubscribe();
+    streams.delete(stream);
     waiting = undefined;
   };
   req.once("close", done);
