@@ -1,4 +1,5 @@
 import type { V1Container, V1EnvVar, V1Pod } from "@kubernetes/client-node";
+import { hostFlag, portFlag, readAs, type VllmFlag, vllmFlagValue } from "../../lib/vllm-flag.ts";
 
 /** How the stand-in kubelet runs one container of a pod. */
 export interface ContainerLaunch {
@@ -147,8 +148,9 @@ export function containerLaunches(
 function simContainer(container: V1Container, env: Record<string, string>): ContainerLaunch {
   const args = [...(container.args ?? [])];
   if (args[0] === "serve") args.shift();
-  const withoutHost = dropFlag(args, "--host");
-  const portArg = flagValue(withoutHost, "--port");
+  // Read as vLLM reads them (lib/vllm-flag.ts): the args are a `vllm serve` command line.
+  const withoutHost = dropFlag(args, hostFlag);
+  const portArg = vllmFlagValue(withoutHost, portFlag);
   const port = portArg !== undefined ? Number(portArg) : (container.ports?.[0]?.containerPort ?? 8000);
   if (!Number.isInteger(port) || port < 1 || port > 65_535) throw new Error(`invalid port ${portArg}`);
   const simArgs = portArg !== undefined ? withoutHost : [...withoutHost, "--port", String(port)];
@@ -232,24 +234,16 @@ function fieldValue(pod: V1Pod, entry: V1EnvVar, placement: PodPlacement): strin
   }
 }
 
-function flagValue(args: string[], flag: string): string | undefined {
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i]!;
-    if (arg === flag) return args[i + 1];
-    if (arg.startsWith(`${flag}=`)) return arg.slice(flag.length + 1);
-  }
-  return undefined;
-}
-
-function dropFlag(args: string[], flag: string): string[] {
+function dropFlag(args: string[], flag: VllmFlag): string[] {
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
-    if (arg === flag) {
+    const as = readAs(arg, flag);
+    if (as && as.inline === undefined) {
       i++;
       continue;
     }
-    if (arg.startsWith(`${flag}=`)) continue;
+    if (as) continue;
     out.push(arg);
   }
   return out;
