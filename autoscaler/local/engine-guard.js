@@ -129,10 +129,14 @@ engine.once("error", (error) => {
   // A relative path (`./engine.sh`) starts from the directory Snooze runs in, not the settings
   // file's: "no such file" alone left a user with the script beside snooze.yaml puzzled (found by an
   // outside tester, with `snooze serve -c conf/snooze.yaml`).
+  // A whole command line as the program (`command: ["vllm serve m --port ${PORT}"]`): ENOENT, with
+  // the relative path's hint when the model's name held a "/" (found by a probe).
   const hint =
-    code === "ENOENT" && file.includes("/") && !isAbsolute(file)
-      ? `no such file in ${process.cwd()}, the directory snooze serve runs in, where a relative path starts; write the path from there, or an absolute one`
-      : spawnHints[code];
+    code === "ENOENT" && /\s/.test(file.trim())
+      ? `the program's name holds spaces: \`command\` is a list, one word an item, as in [${file.trim().split(/\s+/).slice(0, 3).join(", ")}, ...], not one text`
+      : code === "ENOENT" && file.includes("/") && !isAbsolute(file)
+        ? `no such file in ${process.cwd()}, the directory snooze serve runs in, where a relative path starts; write the path from there, or an absolute one`
+        : spawnHints[code];
   console.error(`could not run ${file}: ${error.message}${hint ? ` (${hint})` : ""}`);
   process.exit(127);
 });

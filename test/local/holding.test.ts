@@ -423,6 +423,21 @@ models:
     );
   });
 
+  test("a whole command line given as the program → 503 saying `command` is a list", async () => {
+    // Found by a probe: `command: ["vllm serve Qwen/Qwen3-8B --port ${PORT}"]` was answered with the
+    // hint for a relative path (the model's name holds a "/").
+    snooze = await startWith(`
+models:
+  oneline:
+    command: ["no-such-engine serve Qwen/Qwen3-8B --port \${PORT}"]
+`);
+    const response = await fetch(`${snooze.url}/v1/chat/completions`, chat("oneline"));
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as any).error.message).toMatch(
+      /could not run no-such-engine serve Qwen\/Qwen3-8B --port \d+: spawn .* ENOENT \(the program's name holds spaces: `command` is a list, one word an item, as in \[no-such-engine, serve, Qwen\/Qwen3-8B, \.\.\.\], not one text\)/,
+    );
+  });
+
   test("an engine command that is not executable, or a directory → 503 saying so", async () => {
     // Found by an outside tester: "spawn /…/engine.sh EACCES" alone.
     const dir = mkdtempSync(join(tmpdir(), "snooze-noexec-"));
