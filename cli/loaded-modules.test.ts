@@ -196,8 +196,6 @@ test("snooze --help loads no command's module", () => {
     .map((url) => url.slice(url.lastIndexOf("/", url.lastIndexOf("/") - 1) + 1));
   expect(ours.sort()).toEqual([
     "bin/snooze.js",
-    // Whether stdout was closed when the process began (cli/output-failures.ts asks at its first write).
-    "cli/closed-stdout.ts",
     "cli/command.ts",
     "cli/commands.ts",
     "cli/main.ts",

@@ -1,5 +1,3 @@
-import { stdoutWasClosed } from "./closed-stdout.ts";
-
 /**
  * What a write to stdout or stderr that fails does to the process. Found by an outside tester:
  * `snooze sim 2>&1 | head -1` died of an unhandled EPIPE at its second log line (so did `snooze
@@ -19,10 +17,14 @@ export type OutputFailureAction = { kind: "ignore" } | { kind: "exit"; code: num
  * is its answer. A reader that went away after part of it was delivered (`| head -1`) has what it
  * wanted: exit 0, nothing said, as coreutils end quietly there (they die of SIGPIPE, which a shell
  * does not report unless `pipefail`). A reader gone before any of it was delivered (`| head -0`, a
- * pipe whose reader had died), a closed stdout (`>&-`) or any other failure means the answer was
- * lost: said on stderr with exit 1, as coreutils say a write error (`write error: Bad file
- * descriptor`). Found by an outside tester: those ended in exit 0 with nothing said. A failed stderr
- * is never more than lost words: the exit code still tells.
+ * pipe whose reader had died) or any other failure means the answer was lost: said on stderr with
+ * exit 1, as coreutils say a write error. Found by an outside tester: a reader gone first ended in
+ * exit 0 with nothing said. A failed stderr is never more than lost words: the exit code still tells.
+ *
+ * A stdout closed at start (`>&-`) is not told: Node puts /dev/null, read-write, on a standard
+ * descriptor it finds closed, and Linux cannot tell that from a /dev/null a caller opened read-write
+ * to throw the output away (Python's `subprocess.DEVNULL`, Node's `stdio: "ignore"`, a service
+ * manager's null output), which must not fail.
  */
 export function outputFailureAction(
   stream: "stdout" | "stderr",
@@ -52,23 +54,11 @@ function onFailure(stream: "stdout" | "stderr", error: NodeJS.ErrnoException): v
   process.exit(action.code);
 }
 
-/**
- * Wraps stdout's `write` to learn whether any of the answer was delivered (its callback without an
- * error), and to fail a command's first write to a stdout that was closed when the process began.
- */
+/** Wraps stdout's `write` to learn whether any of the answer was delivered (its callback without an error). */
 function watchDelivery(stream: NodeJS.WriteStream): void {
   const write = stream.write.bind(stream) as (...args: unknown[]) => boolean;
-  let checked = false;
   stream.write = ((chunk: unknown, encoding?: unknown, callback?: unknown) => {
     if (typeof encoding === "function") [callback, encoding] = [encoding, undefined];
-    if (!checked && writer === "command") {
-      checked = true;
-      if (stdoutWasClosed())
-        onFailure(
-          "stdout",
-          Object.assign(new Error("EBADF: bad file descriptor (stdout is closed)"), { code: "EBADF" }),
-        );
-    }
     return write(chunk, encoding, (error?: Error | null) => {
       if (!error) delivered = true;
       if (typeof callback === "function") callback(error);
