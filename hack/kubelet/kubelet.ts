@@ -20,6 +20,7 @@ import { registerNode, statusOf } from "./node.ts";
 import type { PodAddress, PodNetwork } from "./pod-network.ts";
 import { type ContainerRun, type Exit, gatesTrue, podStatus } from "./pod-status.ts";
 import { apiserverForPods, type PodCredentials, podCredentials } from "./service-account.ts";
+import { proxyEnv, serviceResolver, serviceRouterAnnotation, startServiceRouter } from "./service-router.ts";
 
 export interface KubeletOptions {
   nodeName: string;
@@ -86,8 +87,22 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
   const credentialsDir = join(options.logDir, ".credentials");
   await mkdir(credentialsDir, { recursive: true, mode: 0o700 });
   const apiserver = await apiserverForPods(kc, network);
+  // Cluster DNS and kube-proxy for the pods' HTTP, where pods have addresses of their own.
+  const router =
+    network.kind === "netns"
+      ? await startServiceRouter(serviceResolver(kc), { host: network.hostIP })
+      : undefined;
+  const routerEnv = router ? proxyEnv(router.url, [network.hostIP]) : {};
 
-  const stopLease = await registerNode(kc, { name: nodeName, hostIP: network.hostIP }, log);
+  const stopLease = await registerNode(
+    kc,
+    {
+      name: nodeName,
+      hostIP: network.hostIP,
+      annotations: { [serviceRouterAnnotation]: router?.url ?? "" },
+    },
+    log,
+  );
 
   const informer: Informer<V1Pod> & ObjectCache<V1Pod> = makeInformer(
     kc,
@@ -442,7 +457,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
       return;
     }
     // The pod's own env wins, as a container's env would over what its image sets.
-    for (const launch of launches) launch.env = { ...credentials?.env, ...launch.env };
+    for (const launch of launches) launch.env = { ...routerEnv, ...credentials?.env, ...launch.env };
     const fresh: PodRecord = {
       key,
       uid: pod.metadata?.uid ?? "",
@@ -478,7 +493,12 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
     }, 1_000).unref();
   });
   await informer.start();
-  log.info("stand-in kubelet running", { node: nodeName, selector: options.selector, network: network.kind });
+  log.info("stand-in kubelet running", {
+    node: nodeName,
+    selector: options.selector,
+    network: network.kind,
+    serviceRouter: router?.url,
+  });
 
   return {
     async stop() {
@@ -489,6 +509,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
       await Promise.allSettled([...pods.values()].map((record) => stopPod(record, 5_000)));
       pods.clear();
       await apiserver.close();
+      await router?.close();
       await network.close();
     },
   };

@@ -2,6 +2,8 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   type KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
   V1MicroTime,
   type V1Node,
 } from "@kubernetes/client-node";
@@ -10,6 +12,8 @@ import type { Logger } from "../../lib/log.ts";
 export interface NodeOptions {
   name: string;
   hostIP: string;
+  /** Annotations the node carries (set on every start, so a reused node gets this run's). */
+  annotations?: Record<string, string>;
   /** How often the node Lease is renewed, as a real kubelet does every 10 s. */
   leaseRenewMs?: number;
 }
@@ -39,6 +43,11 @@ export async function registerNode(kc: KubeConfig, options: NodeOptions, log: Lo
   } catch (error) {
     if (statusOf(error) !== 409) throw error;
   }
+  if (options.annotations)
+    await core.patchNode(
+      { name: options.name, body: { metadata: { annotations: options.annotations } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
   const now = new Date();
   const current = await core.readNode({ name: options.name });
   current.status = {
