@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds Knative Eventing's control plane (controller, webhook) and its PingSource adapter (mtping)
-# from the Go module pinned in hack/knative-eventing/go.mod, and copies its manifests (config/core
-# of the same module: namespace, CRDs, RBAC, config maps, webhook configurations, the adapter's
-# Deployment) into a cache folder the e2e harness reads:
+# Builds Knative Eventing's control plane (controller, webhook), its PingSource adapter (mtping)
+# and the data plane of a Broker (the MT channel-based broker's controller `mtchannel_broker`, its
+# `broker-ingress` and `broker-filter`; the in-memory channel's `imc-controller` and
+# `imc-dispatcher`) from the Go module pinned in hack/knative-eventing/go.mod, and copies its
+# manifests (config/core, config/brokers/mt-channel-broker and config/channels/in-memory-channel of
+# the same module) into a cache folder the e2e harness reads:
 #
-#   ${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/knative-eventing/<eventing-version>/{controller,webhook,mtping,config/}
+#   ${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/knative-eventing/<eventing-version>/{controller,webhook,mtping,...,config/}
 #
 # It shares its dependencies' versions with Knative Serving's build (hack/knative): on a machine
 # that built that first, most packages come from Go's build cache. A second run with the same pins,
@@ -30,11 +32,19 @@ if [[ -z "$version" ]]; then
 fi
 
 out="${SNOOZE_CACHE_DIR:-$HOME/.cache/snooze}/knative-eventing/$version"
-binaries=(controller webhook mtping)
+# <binary>=<command under the module's cmd/>
+commands=(
+  controller=controller webhook=webhook mtping=mtping
+  mtchannel_broker=mtchannel_broker broker-ingress=broker/ingress broker-filter=broker/filter
+  imc-controller=in_memory/channel_controller imc-dispatcher=in_memory/channel_dispatcher
+)
+binaries=("${commands[@]%%=*}")
 
 built() {
   for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || return 1; done
-  [[ -f "$out/config/core/resources/pingsource.yaml" && -f "$out/config/core/deployments/pingsource-mt-adapter.yaml" ]]
+  [[ -f "$out/config/core/resources/pingsource.yaml" && -f "$out/config/core/deployments/pingsource-mt-adapter.yaml" \
+    && -f "$out/config/brokers/mt-channel-broker/deployments/broker-ingress.yaml" \
+    && -f "$out/config/channels/in-memory-channel/deployments/dispatcher.yaml" ]]
 }
 
 if [[ "$mode" == "--print-folder" ]]; then
@@ -50,18 +60,21 @@ stamp="$(go_build_stamp "$module/go.mod" "$module/go.sum" -- "$go_flags $ld_flag
 go_build_reuse build-knative-eventing "$mode" "$out" "$stamp" "${SNOOZE_KNATIVE_EVENTING_FORCE:-}" "$out" \
   "eventing $version" built
 
-go_build_begin build-knative-eventing "$out" "Knative Eventing $version (controller, webhook, mtping)"
+go_build_begin build-knative-eventing "$out" "Knative Eventing $version (${binaries[*]})"
 work="$go_build_work"
 
-go_build_step build-knative-eventing "download modules" bash -c "cd '$module' && go mod download $eventing && go list -deps $eventing/cmd/controller $eventing/cmd/webhook $eventing/cmd/mtping >/dev/null"
-for b in "${binaries[@]}"; do
-  go_build_step build-knative-eventing "build $b" bash -c "cd '$module' && go build $go_flags -ldflags '$ld_flags' -o '$work/$b' $eventing/cmd/$b"
+packages=("${commands[@]/#*=/$eventing/cmd/}")
+go_build_step build-knative-eventing "download modules" bash -c "cd '$module' && go mod download $eventing && go list -deps ${packages[*]} >/dev/null"
+for c in "${commands[@]}"; do
+  go_build_step build-knative-eventing "build ${c%%=*}" bash -c "cd '$module' && go build $go_flags -ldflags '$ld_flags' -o '$work/${c%%=*}' $eventing/cmd/${c#*=}"
 done
 
 # The manifests come from the same module as the binaries, so they always match them.
 eventing_dir="$(cd "$module" && go list -m -f '{{.Dir}}' "$eventing")"
-mkdir -p "$work/config"
+mkdir -p "$work/config/brokers" "$work/config/channels"
 cp -R "$eventing_dir/config/core" "$work/config/core"
+cp -R "$eventing_dir/config/brokers/mt-channel-broker" "$work/config/brokers/mt-channel-broker"
+cp -R "$eventing_dir/config/channels/in-memory-channel" "$work/config/channels/in-memory-channel"
 chmod -R u+w "$work/config"
 
 go_build_done build-knative-eventing "$out" "$stamp" "$out" "binaries and manifests in $out"

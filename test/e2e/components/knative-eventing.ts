@@ -58,9 +58,19 @@ export const findKnativeEventing = (): string | undefined => findBuilt(eventingB
 
 export const knativeEventingMissing = (): string => notBuilt(eventingBuild);
 
+/** The images of the Broker's data plane (config/brokers/mt-channel-broker, config/channels/in-memory-channel), and the binary each is. */
+const brokerImages: Record<string, string> = {
+  "ko://knative.dev/eventing/cmd/mtchannel_broker": "mtchannel_broker",
+  "ko://knative.dev/eventing/cmd/broker/ingress": "broker-ingress",
+  "ko://knative.dev/eventing/cmd/broker/filter": "broker-filter",
+  "ko://knative.dev/eventing/cmd/in_memory/channel_controller": "imc-controller",
+  "ko://knative.dev/eventing/cmd/in_memory/channel_dispatcher": "imc-dispatcher",
+};
+
 /** The images the stand-in kubelet runs as binaries of `folder` (its `--run-image` flags). */
 export const knativeEventingImages = (folder: string): Record<string, string> => ({
   [pingAdapterImage]: join(folder, "mtping"),
+  ...Object.fromEntries(Object.entries(brokerImages).map(([image, binary]) => [image, join(folder, binary)])),
 });
 
 export interface KnativeEventing {
