@@ -39,6 +39,7 @@ describe("containerLaunches: the first container runs as snooze sim", () => {
     expect(launch.env).toEqual({ VLLM_SERVER_DEV_MODE: "1" });
     expect(launch.readiness).toEqual({
       path: "/health",
+      scheme: "HTTP",
       port: 9000,
       headers: {},
       periodMs: 1_000,
@@ -144,6 +145,7 @@ describe("containerLaunches: a sidecar runs the binary its image is mapped to", 
       env: { USER_PORT: "8080", SERVING_POD_IP: "10.213.1.2" },
       readiness: {
         path: "/",
+        scheme: "HTTP",
         port: 8012,
         headers: { "K-Network-Probe": "queue" },
         periodMs: 1_000,
@@ -204,6 +206,31 @@ describe("containerLaunches: a first container whose image is mapped runs that b
     });
     // Unmapped, the same container is a model server as before.
     expect(first(pod(adapter)).program.kind).toBe("sim");
+  });
+
+  test("a probe's scheme HTTPS is kept (Knative's in-memory channel controller serves its webhook only over TLS)", () => {
+    const controller = {
+      name: "controller",
+      image: "ko://knative.dev/eventing/cmd/in_memory/channel_controller",
+      readinessProbe: {
+        periodSeconds: 1,
+        httpGet: {
+          scheme: "HTTPS",
+          port: 8443,
+          httpHeaders: [{ name: "k-kubelet-probe", value: "webhook" }],
+        },
+      },
+    };
+    const launch = first(
+      pod(controller),
+      new Map([[controller.image, "/cache/knative-eventing/imc-controller"]]),
+    );
+    expect(launch.readiness).toMatchObject({
+      scheme: "HTTPS",
+      port: 8443,
+      path: "/",
+      headers: { "k-kubelet-probe": "webhook" },
+    });
   });
 });
 

@@ -38,6 +38,8 @@ export interface SecretEnv {
 
 export interface ReadinessCheck {
   path: string;
+  /** The probe's `scheme`: HTTPS for a webhook that serves only TLS (Knative's in-memory channel controller). */
+  scheme: "HTTP" | "HTTPS";
   port: number;
   headers: Record<string, string>;
   periodMs: number;
@@ -195,6 +197,7 @@ function readiness(container: V1Container, defaultPort: number | undefined): Rea
   }
   return {
     path: get?.path || (get ? "/" : "/health"),
+    scheme: get?.scheme === "HTTPS" ? "HTTPS" : "HTTP",
     port: probePort,
     headers: Object.fromEntries((get?.httpHeaders ?? []).map((h) => [h.name, h.value])),
     periodMs: (probe?.periodSeconds ?? 1) * 1_000,

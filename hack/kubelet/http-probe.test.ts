@@ -1,7 +1,9 @@
 import { once } from "node:events";
 import { createServer, type IncomingHttpHeaders } from "node:http";
+import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";
+import { createCA, issueServingCert } from "../../webhooks/certs/x509.ts";
 import { httpProbe } from "./http-probe.ts";
 
 let seen: { url?: string; headers: IncomingHttpHeaders }[] = [];
@@ -38,4 +40,27 @@ test("fails on a status outside 200-399 and on a refused connection, saying whic
   expect(await httpProbe("127.0.0.1", port, "/missing", 1_000)).toEqual({ ok: false, reason: "HTTP 404" });
   const refused = await httpProbe("127.0.0.1", 1, "/", 1_000);
   expect(refused.ok).toBe(false);
+});
+
+test("scheme HTTPS speaks TLS and, as the kubelet, does not check the certificate", async () => {
+  const validity = { notBefore: new Date(Date.now() - 60_000), notAfter: new Date(Date.now() + 3_600_000) };
+  // A certificate for another name, from a CA nobody trusts: what a webhook's pod serves on its IP.
+  const tls = await issueServingCert(await createCA("probe-ca", validity), ["webhook.example.svc"], validity);
+  const secure = createTlsServer({ cert: tls.certPem, key: tls.keyPem }, (req, res) => {
+    res.writeHead(req.url === "/ready" ? 200 : 503).end();
+  });
+  secure.listen(0, "127.0.0.1");
+  await once(secure, "listening");
+  const securePort = (secure.address() as AddressInfo).port;
+  try {
+    expect(await httpProbe("127.0.0.1", securePort, "/ready", 1_000, {}, "HTTPS")).toEqual({ ok: true });
+    expect(await httpProbe("127.0.0.1", securePort, "/other", 1_000, {}, "HTTPS")).toEqual({
+      ok: false,
+      reason: "HTTP 503",
+    });
+    // Plain HTTP to a TLS port fails, as the kubelet's probe without the scheme would.
+    expect((await httpProbe("127.0.0.1", securePort, "/ready", 1_000)).ok).toBe(false);
+  } finally {
+    secure.close();
+  }
 });

@@ -333,6 +333,7 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
         readiness.path,
         Math.max(1_000, readiness.periodMs),
         readiness.headers,
+        readiness.scheme,
       );
       const ok = result.ok;
       if (!result.ok && (container.probeFailures + 1) % 10 === 0) {
