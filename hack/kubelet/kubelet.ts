@@ -90,7 +90,9 @@ export async function startKubelet(kc: KubeConfig, options: KubeletOptions): Pro
   // Cluster DNS and kube-proxy for the pods' HTTP, where pods have addresses of their own.
   const router =
     network.kind === "netns"
-      ? await startServiceRouter(serviceResolver(kc), { host: network.hostIP })
+      ? await startServiceRouter(serviceResolver(kc, { apiserver: apiserver.address }), {
+          host: network.hostIP,
+        })
       : undefined;
   const routerEnv = router ? proxyEnv(router.url, [network.hostIP]) : {};
 

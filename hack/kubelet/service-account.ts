@@ -14,6 +14,8 @@ import type { PodNetwork } from "./pod-network.ts";
  */
 export interface ApiserverForPods {
   server: string;
+  /** `server`'s host and port: the endpoint of the `kubernetes` Service, as pods reach it. */
+  address?: { host: string; port: number };
   tlsServerName?: string;
   close(): Promise<void>;
 }
@@ -49,6 +51,7 @@ export async function apiserverForPods(kc: KubeConfig, network: PodNetwork): Pro
   const { port } = forwarder.address() as { port: number };
   return {
     server: `https://${network.hostIP}:${port}`,
+    address: { host: network.hostIP, port },
     tlsServerName: target.hostname.replace(/^\[|\]$/g, ""),
     async close() {
       for (const s of sockets) s.destroy();

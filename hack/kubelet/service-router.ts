@@ -16,7 +16,8 @@ import { statusOf } from "./node.ts";
  * that Service (its port, then the EndpointSlice port of the same name, as kube-proxy matches
  * them; an ExternalName Service is followed to the name it holds); any other address is reached as
  * it is. The Host header stays the one the client sent (Knative's in-memory channel dispatcher
- * tells its channels apart by it). `CONNECT` is routed the same way, for `https://`.
+ * tells its channels apart by it). `CONNECT` is routed the same way, for `https://`. The
+ * `kubernetes` Service of `default` (port 443) is the API server, as the kubelet forwards it to its pods.
  *
  * A pod's Go programs use it through HTTP_PROXY: net/http's DefaultTransport (and every transport
  * cloned from it, such as Knative Eventing's dispatch client and client-go's) proxies by
@@ -32,7 +33,15 @@ export const serviceRouterAnnotation = "snooze.dev/service-router";
  */
 export function proxyEnv(url: string, direct: string[]): Record<string, string> {
   const noProxy = ["localhost", "127.0.0.1", ...direct].join(",");
-  return { HTTP_PROXY: url, http_proxy: url, NO_PROXY: noProxy, no_proxy: noProxy };
+  return {
+    HTTP_PROXY: url,
+    http_proxy: url,
+    // https:// goes through it as CONNECT (Knative's token verifier asks https://kubernetes.default.svc).
+    HTTPS_PROXY: url,
+    https_proxy: url,
+    NO_PROXY: noProxy,
+    no_proxy: noProxy,
+  };
 }
 
 export interface ServiceRouter {
@@ -62,7 +71,10 @@ export class ServiceUnreachable extends Error {}
  * name with no such Service, port or ready endpoint (what a client of a real cluster meets as a
  * DNS failure or a refused connection).
  */
-export function serviceResolver(kc: KubeConfig): (host: string, port: number) => Promise<RoutedTarget> {
+export function serviceResolver(
+  kc: KubeConfig,
+  options: { apiserver?: RoutedTarget } = {},
+): (host: string, port: number) => Promise<RoutedTarget> {
   const core = kc.makeApiClient(CoreV1Api);
   const discovery = kc.makeApiClient(DiscoveryV1Api);
   let turn = 0;
@@ -70,6 +82,10 @@ export function serviceResolver(kc: KubeConfig): (host: string, port: number) =>
     const match = serviceName.exec(host.toLowerCase());
     if (!match) return { host, port };
     const [name, namespace] = [match[1]!, match[3]!];
+    // The API server's own Service: its endpoint is where the kubelet forwards the API server to
+    // its pods (the test control plane's apiserver, on loopback, publishes no endpoint).
+    if (options.apiserver && namespace === "default" && name === "kubernetes" && port === 443)
+      return options.apiserver;
     const service = await core.readNamespacedService({ name, namespace }).catch((error: unknown) => {
       if (statusOf(error) === 404) throw new ServiceUnreachable(`no Service ${namespace}/${name}`);
       throw error;

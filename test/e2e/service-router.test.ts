@@ -1,5 +1,8 @@
+import { once } from "node:events";
 import { readFile } from "node:fs/promises";
 import { createServer, request, type Server } from "node:http";
+import type { Socket } from "node:net";
+import { connect as tlsConnect } from "node:tls";
 import { AppsV1Api, CoreV1Api, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { serviceRouterAnnotation } from "../../hack/kubelet/service-router.ts";
@@ -112,6 +115,19 @@ afterAll(async () => {
 
 const svc = (name: string) => `${name}.${ns.name}.svc`;
 
+/** A tunnel to `authority` through the proxy at `proxy` (CONNECT), as Go opens one for HTTPS_PROXY. */
+function connectThrough(proxy: string, authority: string): Promise<Socket> {
+  const at = new URL(proxy);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: at.hostname, port: Number(at.port), method: "CONNECT", path: authority });
+    req.on("connect", (res, socket) =>
+      res.statusCode === 200 ? resolve(socket) : reject(new Error(`CONNECT answered ${res.statusCode}`)),
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
 describe.skipIf(kubelet.network !== "netns")("the stand-in kubelet's Service router", () => {
   test("the node names it, and every pod's processes get it as HTTP_PROXY with the node's address left direct", async () => {
     expect(router).toMatch(new RegExp(`^http://${nodeIP.replaceAll(".", "\\.")}:\\d+$`));
@@ -130,6 +146,7 @@ describe.skipIf(kubelet.network !== "netns")("the stand-in kubelet's Service rou
     );
     expect(env.get("HTTP_PROXY")).toBe(router);
     expect(env.get("http_proxy")).toBe(router);
+    expect(env.get("HTTPS_PROXY")).toBe(router);
     expect(env.get("NO_PROXY")?.split(",")).toContain(nodeIP);
   });
 
@@ -180,27 +197,48 @@ describe.skipIf(kubelet.network !== "netns")("the stand-in kubelet's Service rou
     expect(port.body).toContain(`Service ${ns.name}/echo has no port 9999`);
   });
 
+  test("https://kubernetes.default.svc, through the tunnel, is the API server, whose OIDC discovery names its keys there too", async () => {
+    const token = (
+      await core.createNamespacedServiceAccountToken({
+        name: "default",
+        namespace: ns.name,
+        body: { spec: { audiences: [], expirationSeconds: 600 } },
+      })
+    ).status!.token;
+    const tunnel = await connectThrough(router, "kubernetes.default.svc:443");
+    // The name the API server's certificate holds, as the pods' kubeconfig says (tls-server-name).
+    const tls = tlsConnect({
+      socket: tunnel,
+      servername: new URL(cluster.info.server).hostname,
+      ca: cluster.info.caPem,
+    });
+    await once(tls, "secureConnect");
+    const answer = await new Promise<string>((resolve, reject) => {
+      let text = "";
+      tls.on("data", (chunk: Buffer) => {
+        text += chunk.toString();
+      });
+      tls.on("end", () => resolve(text));
+      tls.on("error", reject);
+      tls.write(
+        `GET /.well-known/openid-configuration HTTP/1.1\r\nhost: kubernetes.default.svc\r\nauthorization: Bearer ${token}\r\nconnection: close\r\n\r\n`,
+      );
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 200/);
+    const discovery = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4));
+    expect(discovery.jwks_uri).toBe("https://kubernetes.default.svc/openid/v1/jwks");
+  });
+
   test("CONNECT (what an https:// URL asks of HTTPS_PROXY) tunnels to the Service's endpoint", async () => {
-    const at = new URL(router);
+    const socket = await connectThrough(router, `${svc("echo")}:8080`);
     const body = await new Promise<string>((resolve, reject) => {
-      const req = request({
-        host: at.hostname,
-        port: Number(at.port),
-        method: "CONNECT",
-        path: `${svc("echo")}:8080`,
+      let text = "";
+      socket.on("data", (chunk: Buffer) => {
+        text += chunk.toString();
       });
-      req.on("connect", (res, socket) => {
-        if (res.statusCode !== 200) return reject(new Error(`CONNECT answered ${res.statusCode}`));
-        let text = "";
-        socket.on("data", (chunk: Buffer) => {
-          text += chunk.toString();
-        });
-        socket.on("end", () => resolve(text));
-        socket.on("error", reject);
-        socket.write(`GET /tunnelled HTTP/1.1\r\nhost: ${svc("echo")}:8080\r\nconnection: close\r\n\r\n`);
-      });
-      req.on("error", reject);
-      req.end();
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+      socket.write(`GET /tunnelled HTTP/1.1\r\nhost: ${svc("echo")}:8080\r\nconnection: close\r\n\r\n`);
     });
     expect(body).toMatch(/^HTTP\/1\.1 200/);
     expect(body).toContain('"url":"/tunnelled"');

@@ -82,6 +82,11 @@ export async function startApiServer(binDir: string, dir: string, etcdUrl: strin
       `--service-account-issuer=${url}`,
       `--service-account-key-file=${serviceAccountKey.publicPath}`,
       `--service-account-signing-key-file=${serviceAccountKey.privatePath}`,
+      // The signing keys as a pod fetches them (its OIDC discovery names this): through the
+      // `kubernetes` Service, which the stand-in kubelet's Service router sends to this apiserver.
+      // Left to itself the document would name the advertise address, 127.0.0.1: the pod's own
+      // loopback. Knative Eventing's token verifier (a Broker's ingress) reads it.
+      "--service-account-jwks-uri=https://kubernetes.default.svc/openid/v1/jwks",
       // The "kubernetes" Service would point at 127.0.0.1, which Endpoints validation refuses.
       "--endpoint-reconciler-type=none",
       `--requestheader-client-ca-file=${frontProxyCA.certPath}`,
