@@ -9,6 +9,7 @@ import { type LoopbackNetns, loopbackNetns } from "../harness/loopback-netns.ts"
 import { type Manifest, manifestsUnder } from "../harness/manifests.ts";
 import { type ManagedProcess, startProcess } from "../harness/process.ts";
 import type { SuiteCluster } from "../harness/suite.ts";
+import { waitFor } from "../harness/wait.ts";
 import {
   applyWebhookConfigurations,
   asRunHere,
@@ -34,8 +35,14 @@ import {
  * - The webhook on this machine, reached by the apiserver through the `eventing-webhook` Service's
  *   EndpointSlice (as Serving's, knative-system.ts).
  * - The controller in a network namespace of its own (its health probes bind :8080).
- * - No Broker, channel or their data plane: a source's sink is given as a URI (the e2e cluster has
- *   no DNS for `*.svc.cluster.local` names).
+ * - With `broker: true`, a Broker's data plane too, as Knative runs it: the MT channel-based
+ *   broker (config/brokers/mt-channel-broker: its controller, ingress and filter) over the
+ *   in-memory channel (config/channels/in-memory-channel: its controller, which is also the
+ *   channel's webhook, and its dispatcher), each a Deployment whose pod the stand-in kubelet runs as
+ *   the built binary, in a network namespace of its own, behind its Service with its selector. They
+ *   reach each other by Service name (`broker-ingress.knative-eventing.svc.cluster.local`, the
+ *   channel's ExternalName Service) through the kubelet's Service router (HTTP_PROXY), as they
+ *   would through cluster DNS and kube-proxy. Without it, a source's sink is given as a URI.
  *
  * Needs root (network namespaces).
  */
@@ -86,19 +93,34 @@ export interface KnativeEventing {
 
 const installedKinds = new Set([...coreKinds, "Deployment"]);
 
+/** A Broker's data plane: the MT channel-based broker over the in-memory channel (their HPAs left out). */
+const brokerFolders = ["config/channels/in-memory-channel", "config/brokers/mt-channel-broker"];
+
 /** Installs Eventing's manifests, starts its webhook and controller, and waits until they work. */
 export async function startKnativeEventing(
   cluster: SuiteCluster,
   folder: string,
-  options: { config?: Record<string, Record<string, string>> } = {},
+  options: {
+    config?: Record<string, Record<string, string>>;
+    /** Also run a Broker's data plane (the MT channel-based broker and the in-memory channel). */
+    broker?: boolean;
+  } = {},
 ): Promise<KnativeEventing> {
   const dir = join(cluster.info.dir, "knative-eventing");
   await mkdir(dir, { recursive: true });
   const admin = await KubeClient.fromKubeConfig(cluster.admin);
   const hostIP = routableAddress();
 
+  const config = options.config ?? {};
   const all = (await manifestsUnder(join(folder, "config/core"))).filter((m) => kept(m));
-  const picked = all.map((m) => adjust(m, cluster, options.config ?? {}));
+  const dataPlane = options.broker
+    ? (await Promise.all(brokerFolders.map((f) => manifestsUnder(join(folder, f)))))
+        .flat()
+        .filter((m) => installedKinds.has(m.object.kind ?? ""))
+        // Every one of their Services is backed by their pods: selectors kept.
+        .map((m) => (m.object.kind === "Deployment" ? onStandInKubelet(m, cluster) : configured(m, config)))
+    : [];
+  const picked = [...all.map((m) => adjust(m, cluster, config)), ...dataPlane];
   await installManifests(cluster, "Knative Eventing", picked);
 
   const kubeconfigOf = async (serviceAccount: string) =>
@@ -110,8 +132,14 @@ export async function startKnativeEventing(
 
   const started: ManagedProcess[] = [];
   let netns: LoopbackNetns | undefined;
+  const dataPlaneDeployments = dataPlane.filter((m) => m.object.kind === "Deployment");
   const stopAll = async () => {
     await removeWebhookConfigurations(admin, picked);
+    // Their pods go with them (the stand-in kubelet stops the processes); a later start makes them again.
+    for (const m of dataPlaneDeployments)
+      await admin
+        .delete(`/apis/apps/v1/namespaces/${eventingNamespace}/deployments/${m.object.metadata?.name}`)
+        .catch(() => {});
     for (const p of started.reverse()) await p.stop(5_000);
     await netns?.close();
     await admin.close();
@@ -158,7 +186,10 @@ export async function startKnativeEventing(
     });
     started.push(controller);
     await waitForLeaderLease(admin, eventingNamespace, "controller.", controller, startedAt);
-    const adapterLog = join(cluster.info.dir, "pods", `${eventingNamespace}_${adapterDeployment}`);
+    const podLogs = join(cluster.info.dir, "pods", `${eventingNamespace}_`);
+    for (const m of dataPlaneDeployments)
+      await waitForAvailable(admin, m.object.metadata?.name ?? "", podLogs);
+    const adapterLog = `${podLogs}${adapterDeployment}`;
     return {
       folder,
       namespace: eventingNamespace,
@@ -168,6 +199,7 @@ export async function startKnativeEventing(
         [
           ...[webhook, controller].map((p) => `${p.name}:\n${p.tail(lines)}`),
           `adapter pods: ${adapterLog}*`,
+          ...(options.broker ? [`Broker data plane pods: ${podLogs}{mt-broker,imc}-*`] : []),
         ].join("\n"),
       stop: stopAll,
     };
@@ -187,14 +219,40 @@ function kept(m: Manifest): boolean {
   return true;
 }
 
-/** config/core's object as this harness runs it (asRunHere), and the adapter's pod template with
- * the stand-in kubelet's label and scheduler, so it runs there. */
+/** config/core's object as this harness runs it (asRunHere), and the adapter's Deployment on the stand-in kubelet. */
 function adjust(
   m: Manifest,
   cluster: SuiteCluster,
   config: Record<string, Record<string, string>>,
 ): Manifest {
-  if (m.object.kind !== "Deployment") return asRunHere(m, config);
+  return m.object.kind === "Deployment" ? onStandInKubelet(m, cluster) : asRunHere(m, config);
+}
+
+/** A config map with `config`'s values on top of its own (asRunHere's); any other object as it is. */
+function configured(m: Manifest, config: Record<string, Record<string, string>>): Manifest {
+  return m.object.kind === "ConfigMap" ? asRunHere(m, config) : m;
+}
+
+/** Waits until the Deployment `name` of Eventing's namespace has an available pod. */
+async function waitForAvailable(admin: KubeClient, name: string, podLogs: string): Promise<void> {
+  await waitFor(
+    async () => {
+      const d = await admin.get<{ status?: { availableReplicas?: number } }>(
+        `/apis/apps/v1/namespaces/${eventingNamespace}/deployments/${name}`,
+      );
+      return (d.status?.availableReplicas ?? 0) > 0 ? true : undefined;
+    },
+    {
+      what: `${name}'s pod to be Ready`,
+      timeoutMs: 90_000,
+      intervalMs: 500,
+      detail: () => `logs: ${podLogs}${name}-*`,
+    },
+  );
+}
+
+/** A Deployment's pod template with the stand-in kubelet's label and scheduler name, so it runs there. */
+function onStandInKubelet(m: Manifest, cluster: SuiteCluster): Manifest {
   const object = m.object as KubernetesObject & Record<string, any>;
   const { kubelet } = cluster.info;
   const template = object.spec.template;
