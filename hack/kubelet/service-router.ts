@@ -10,19 +10,6 @@ import { connect, type Socket } from "node:net";
 import { CoreV1Api, DiscoveryV1Api, type KubeConfig, type V1ServicePort } from "@kubernetes/client-node";
 import { statusOf } from "./node.ts";
 
-/**
- * What kube-proxy and cluster DNS give a pod's HTTP traffic, as an HTTP forward proxy: a request
- * for `http://<service>.<namespace>.svc[.cluster.local][:port]/...` goes to a ready endpoint of
- * that Service (its port, then the EndpointSlice port of the same name, as kube-proxy matches
- * them; an ExternalName Service is followed to the name it holds); any other address is reached as
- * it is. The Host header stays the one the client sent (Knative's in-memory channel dispatcher
- * tells its channels apart by it). `CONNECT` is routed the same way, for `https://`. The
- * `kubernetes` Service of `default` (port 443) is the API server, as the kubelet forwards it to its pods.
- *
- * A pod's Go programs use it through HTTP_PROXY: net/http's DefaultTransport (and every transport
- * cloned from it, such as Knative Eventing's dispatch client and client-go's) proxies by
- * `http.ProxyFromEnvironment`. Nothing else (UDP, DNS lookups, raw TCP to a cluster IP) is routed.
- */
 /** The node annotation that says where the kubelet's router listens (empty when it runs none). */
 export const serviceRouterAnnotation = "snooze.dev/service-router";
 
@@ -44,6 +31,19 @@ export function proxyEnv(url: string, direct: string[]): Record<string, string> 
   };
 }
 
+/**
+ * What kube-proxy and cluster DNS give a pod's HTTP traffic, as an HTTP forward proxy: a request
+ * for `http://<service>.<namespace>.svc[.cluster.local][:port]/...` goes to a ready endpoint of
+ * that Service (its port, then the EndpointSlice port of the same name, as kube-proxy matches
+ * them; an ExternalName Service is followed to the name it holds); any other address is reached as
+ * it is. The Host header stays the one the client sent (Knative's in-memory channel dispatcher
+ * tells its channels apart by it). `CONNECT` is routed the same way, for `https://`. The
+ * `kubernetes` Service of `default` (port 443) is the API server, as the kubelet forwards it to its pods.
+ *
+ * A pod's Go programs use it through HTTP_PROXY: net/http's DefaultTransport (and every transport
+ * cloned from it, such as Knative Eventing's dispatch client and client-go's) proxies by
+ * `http.ProxyFromEnvironment`. Nothing else (UDP, DNS lookups, raw TCP to a cluster IP) is routed.
+ */
 export interface ServiceRouter {
   /** `http://<host>:<port>`: the value of a pod's HTTP_PROXY. */
   url: string;
@@ -201,14 +201,17 @@ export async function startServiceRouter(
     }
     const upstream = connect({ host: target.host, port: target.port });
     track(upstream);
+    let tunnelled = false;
     upstream.once("connect", () => {
+      tunnelled = true;
       client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
       if (head.length > 0) upstream.write(head);
       upstream.pipe(client);
       client.pipe(upstream);
     });
     upstream.on("error", (error) => {
-      if (client.writable && upstream.connecting)
+      // Before the tunnel is up the client still speaks HTTP to the proxy: it hears why.
+      if (client.writable && !tunnelled)
         client.end(
           `HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\n\r\nservice router: ${error.message}\n`,
         );

@@ -188,13 +188,16 @@ describe.skipIf(kubelet.network !== "netns")("the stand-in kubelet's Service rou
     expect(JSON.parse(answer.body).url).toBe("/direct");
   });
 
-  test("a Service that is not there, or a port it has not, is a 502 saying which", async () => {
+  test("a Service that is not there, or a port it has not, is a 502 saying which; a tunnel that cannot be made, too", async () => {
     const missing = await viaProxy(router, `http://${svc("nowhere")}/`);
     expect(missing.status).toBe(502);
     expect(missing.body).toContain(`no Service ${ns.name}/nowhere`);
     const port = await viaProxy(router, `http://${svc("echo")}:9999/`);
     expect(port.status).toBe(502);
     expect(port.body).toContain(`Service ${ns.name}/echo has no port 9999`);
+    // A tunnel likewise, before it is up: to a Service not there, and to an address that refuses.
+    await expect(connectThrough(router, `${svc("nowhere")}:80`)).rejects.toThrow("CONNECT answered 502");
+    await expect(connectThrough(router, `${nodeIP}:1`)).rejects.toThrow("CONNECT answered 502");
   });
 
   test("https://kubernetes.default.svc, through the tunnel, is the API server, whose OIDC discovery names its keys there too", async () => {
