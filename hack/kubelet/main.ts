@@ -20,8 +20,10 @@ Flags:
   --kubeconfig <file>     kubeconfig to use (default: $KUBECONFIG or ~/.kube/config)
   --node-name <name>      the fake node (default snooze-stand-in)
   --selector <labels>     pods to run (default snooze.dev/stand-in=true)
-  --pod-network <kind>    netns (own address per pod in a network namespace; needs root)
-                          or loopback (127.1.x.y; Services get no endpoints). Default: netns as root
+  --pod-network <kind>    netns (own address per pod in a network namespace; needs root; pods
+                          reach Services by name over HTTP through the kubelet's Service router,
+                          their HTTP_PROXY) or loopback (127.1.x.y; Services get no endpoints).
+                          Default: netns as root
   --pod-cidr <cidr>       /16 the netns mode takes a /24 from (default 10.213.0.0/16)
   --run-image <image>=<path>
                           run a container whose image is <image> as the binary <path> (repeatable;
