@@ -22,8 +22,8 @@ export default async function setup(project: TestProject) {
     : await startControlPlane();
   let kubelet: StandInKubelet;
   try {
-    // Knative's revision pods carry its queue-proxy, and Knative Eventing's PingSource adapter is a
-    // pod of its own: the kubelet runs them as the binaries of the builds.
+    // Knative's revision pods carry its queue-proxy, and Knative Eventing's PingSource adapter and
+    // Broker data plane are pods of their own: the kubelet runs them as the binaries of the builds.
     const knative = findKnative();
     const eventing = findKnativeEventing();
     kubelet = await startStandInKubelet(cluster.kubeconfigPath, cluster.admin, cluster.dir, {
