@@ -428,6 +428,40 @@ describe("waking", () => {
     expect(h.platform.scales).toEqual([]);
   });
 
+  test("a sleeper found gone before its wake call was made (the waking tier still being written): a crash, and the request held gets a fresh engine, not a failed wake", async () => {
+    // Found as a flaky real-process test under load (test/local/died-asleep.test.ts): the engine's
+    // exit was seen while the waking tier was written (a slow disk here, an API server's patch on
+    // Kubernetes), before the wake call that would have found it gone, and was told to the request
+    // held as `503 activation_failed: wake of m failed: engine exited`.
+    const { h, id, engine } = await asleep();
+    const write = h.platform.holdTierWrite("waking");
+    h.demand("m");
+    await h.settle();
+    expect(write.reached).toBe(true);
+    expect(engine.calls).toEqual([]);
+    h.platform.crash(id, "engine exited (code 3): engine core died");
+    await h.settle();
+    write.release();
+    await h.settle();
+    expect(h.events.map((e) => e.error).filter(Boolean)).toEqual([]);
+    expect(h.controller("m").state().lastError).toBeUndefined();
+    // The request held starts a fresh engine.
+    expect(h.platform.scales).toEqual([{ model: "m", expected: 0, to: 1, remove: [], outcome: "ok" }]);
+  });
+
+  test("a sleeper that dies under the wake call it received: a failed wake, told with its exit", async () => {
+    const { h, id, engine } = await asleep();
+    const call = engine.hold("wake");
+    h.demand("m");
+    await h.settle();
+    expect(call.reached).toBe(true);
+    h.platform.crash(id, "engine exited (code 1): torch.OutOfMemoryError");
+    await h.settle();
+    expect(h.controller("m").state().lastError).toBe(
+      "wake of m failed: engine exited (code 1): torch.OutOfMemoryError",
+    );
+  });
+
   test("a failed wake: the first goes back to asleep with the error, the second in a row removes the replica", async () => {
     const { h, id, engine } = await asleep(oneModel(), { answerErrors: true });
     engine.failNext("wake", "CUDA error: out of memory");

@@ -222,11 +222,14 @@ async function wakeEngine(
 ): Promise<void> {
   const leadership = c.leadership;
   const from = activation.from;
+  record.wakeCalled = awake;
   await c.setTier(
     record,
     "waking",
     awake ? { since: activation.started } : { estimateMs: c.estimate("wake", level) },
   );
+  // Gone while its tier was written: told as the crash it was (replica-records.ts); nothing to wake.
+  if (!c.present(record)) return;
   c.log.info("waking engine", { replica: record.replica.id, from, ...(awake ? { awake } : {}) });
   const engine = c.deps.platform.engine(record.replica);
   const until = c.deps.clock.now() + c.config.wakeTimeout;
@@ -237,8 +240,12 @@ async function wakeEngine(
       await inSpan(
         "snooze.wake",
         { "snooze.sleep_level": level },
-        () =>
-          watched(c, record, "its wake call", (signal) => engine.wake(level, c.config.wakeTimeout, signal)),
+        () => {
+          record.wakeCalled = true;
+          return watched(c, record, "its wake call", (signal) =>
+            engine.wake(level, c.config.wakeTimeout, signal),
+          );
+        },
         activation.context,
       );
     woken = true;

@@ -54,6 +54,12 @@ export interface ReplicaRecord {
    * wake never reached it. When it is found gone, that is a crash, not a failed wake.
    */
   diedAsleep?: boolean;
+  /**
+   * Whether the wake under way has made its call to the engine: false from its start until then
+   * (its waking tier is written first: a disk, an API server's patch). An engine found gone before
+   * the call was never asked to wake: it died asleep, a crash, not a failed wake.
+   */
+  wakeCalled?: boolean;
   /** Replaced for failing its re-check, in a crash loop: why, for the requests held when it is gone. */
   crashLoop?: string;
   /** Its start failed and it is still there (see `ReplicaView.startFailed`); a restart in place clears it. */

@@ -131,7 +131,9 @@ function forget(c: RecordsHost, record: ReplicaRecord): void {
   // than hidden while every request waits out its hold budget (found by an outside tester).
   let crashLoop: string | undefined;
   if (!record.leaving) {
-    if (from === "starting" || (from === "waking" && !record.diedAsleep)) {
+    // A sleeper gone before its wake reached it (not called yet, or refused) died asleep: a crash.
+    const wakeFailed = from === "waking" && record.wakeCalled !== false && !record.diedAsleep;
+    if (from === "starting" || wakeFailed) {
       // The activation failed: counted once, as a failure (not also as a crash). The replica
       // went cold all the same (the tier gauge stayed `starting` for ever without this).
       toCold();

@@ -286,6 +286,7 @@ export class FakePlatform implements Platform {
    * refuses it: the next write of each tier listed here throws. What the fails were is in `calls`.
    */
   readonly refuseTierWrites: Tier[] = [];
+  private readonly tierWriteGates = new Map<Tier, OpenGate>();
   /** What each replica's engine printed last, by replica id (`Platform.lastOutput`). */
   readonly output = new Map<string, string>();
   closed = false;
@@ -345,12 +346,24 @@ export class FakePlatform implements Platform {
     this.changed(model);
   }
 
+  /** The next write of `tier` waits until the test releases the gate (a slow API server, a slow disk). */
+  holdTierWrite(tier: Tier): Gate {
+    const g = gate();
+    this.tierWriteGates.set(tier, g);
+    return g;
+  }
+
   async recordTier(
     model: string,
     replica: Replica,
     { tier, since }: RecordedTier,
     believed?: Tier,
   ): Promise<void> {
+    const held = this.tierWriteGates.get(tier);
+    if (held) {
+      this.tierWriteGates.delete(tier);
+      await held.wait();
+    }
     const refused = this.refuseTierWrites.indexOf(tier);
     if (refused >= 0) {
       this.refuseTierWrites.splice(refused, 1);
