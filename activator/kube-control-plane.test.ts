@@ -482,12 +482,12 @@ test("Models that list one alias: the oldest has it whatever order they were see
   await activator.shutdown(100);
 });
 
-test("Knative revisions whose template lists an alias: after a rollout it does not reach the old revision", async () => {
-  // Found by a probe: every revision's Model listed the template's `snooze.dev/aliases`, and an
-  // alias goes to the oldest Model listing it, so after a rollout requests by it woke the old
-  // revision, not the one the Route sends traffic to. Revisions' Models now list no aliases.
+test("Knative revisions whose template lists an alias: it reaches the newest ready revision, as the Route's latest traffic", async () => {
+  // Every revision's Model lists the template's `snooze.dev/aliases`; by the oldest-first rule the
+  // alias woke the revision a rollout had left (and was then dropped from revisions altogether).
+  // Of one Configuration's revisions, the newest ready one has it (model-precedence.ts).
   const { cluster, plane, activator } = await activatorOnWatchedCluster();
-  const revision = (name: string, created: string) => {
+  const revision = (name: string, generation: number, created: string, ready: boolean) => {
     const { model } = modelForRevision({
       apiVersion: "autoscaling.internal.knative.dev/v1alpha1",
       kind: "PodAutoscaler",
@@ -495,9 +495,16 @@ test("Knative revisions whose template lists an alias: after a rollout it does n
         name,
         namespace: "ml",
         uid: `${name}-uid`,
+        labels: {
+          "serving.knative.dev/configuration": "qwen",
+          "serving.knative.dev/configurationGeneration": String(generation),
+        },
         annotations: { "autoscaling.knative.dev/class": "snooze.dev", "snooze.dev/aliases": "chat" },
       },
       spec: { scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: `${name}-deployment` } },
+      ...(ready
+        ? { status: { conditions: [{ type: "ScaleTargetInitialized", status: "True" as const }] } }
+        : {}),
     });
     return {
       ...model!,
@@ -505,9 +512,14 @@ test("Knative revisions whose template lists an alias: after a rollout it does n
       status: { selector: `serving.knative.dev/revision=${name}` },
     };
   };
-  cluster.push("models", "ADDED", revision("qwen-00001", "2026-03-01T10:00:00Z"));
-  cluster.push("models", "ADDED", revision("qwen-00002", "2026-03-01T11:00:00Z"));
+  cluster.push("models", "ADDED", revision("qwen-00001", 1, "2026-03-01T10:00:00Z", true));
+  expect(activator.modelNamed("chat")).toBe("qwen-00001");
+  // A rollout: the new revision's Model comes before its pods are up; the alias stays.
+  cluster.push("models", "ADDED", revision("qwen-00002", 2, "2026-03-01T11:00:00Z", false));
   expect(activator.modelNamed("qwen-00002")).toBe("qwen-00002");
-  expect(activator.modelNamed("chat")).toBeUndefined();
+  expect(activator.modelNamed("chat")).toBe("qwen-00001");
+  // Ready (the autoscaler labels its Model): the alias follows it.
+  cluster.push("models", "MODIFIED", revision("qwen-00002", 2, "2026-03-01T11:00:00Z", true));
+  expect(activator.modelNamed("chat")).toBe("qwen-00002");
   await plane.stop();
 });

@@ -166,14 +166,18 @@ function aliasesTakenCondition(o: ModelObservation): Condition | undefined {
     reason: leftOut.length > 0 ? "AliasTaken" : "AliasesServed",
     message:
       leftOut.length > 0
-        ? `${leftOut.map(aliasTakenWords).join("; ")}: requests by ${leftOut.length > 1 ? "these names" : "that name"} go there, not here; give this Model other aliases, or take ${leftOut.length > 1 ? "them" : "it"} from the other Model`
+        ? leftOut.every((a) => a.sameConfiguration)
+          ? `${leftOut.map(aliasTakenWords).join("; ")}: requests by ${leftOut.length > 1 ? "these names" : "that name"} go there, as the Route's latest traffic does`
+          : `${leftOut.map(aliasTakenWords).join("; ")}: requests by ${leftOut.length > 1 ? "these names" : "that name"} go there, not here; give this Model other aliases, or take ${leftOut.length > 1 ? "them" : "it"} from the other Model`
         : "every alias of this Model reaches it",
     lastTransitionTime: transitionTime(o.previous, "AliasesTaken", status, o.now),
     ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
   };
 }
 
-function aliasTakenWords({ alias, holder, asId }: LeftOutAlias): string {
+function aliasTakenWords({ alias, holder, asId, sameConfiguration }: LeftOutAlias): string {
+  if (sameConfiguration)
+    return `alias "${alias}" goes to revision ${holder}, the newest ready revision of the same Knative Configuration`;
   return asId
     ? `alias "${alias}" is the model id of Model ${holder}`
     : `alias "${alias}" is listed by Model ${holder} too, which is older and has it`;

@@ -1,8 +1,5 @@
 import { autoscalerClass, classAnnotation } from "../lib/knative/autoscaler-class.ts";
-import { annotationFor, asksForModel } from "../lib/settings/index.ts";
-
-const aliasesAnnotation = annotationFor("aliases");
-
+import { asksForModel } from "../lib/settings/index.ts";
 import { annotationsOf, at } from "./object-path.ts";
 
 /**
@@ -23,10 +20,6 @@ export function knativeClassWarnings(
   if (asksForModel(own))
     warnings.push(
       `${kind} "${name}": snooze.dev settings in metadata.annotations do not reach its revisions; put them in spec.template.metadata.annotations`,
-    );
-  if (template[aliasesAnnotation] !== undefined || own[aliasesAnnotation] !== undefined)
-    warnings.push(
-      `${kind} "${name}": ${aliasesAnnotation} is not used on Knative: every revision would list the same names, and an alias would reach the oldest revision, not the one the Route sends traffic to; clients reach the ${kind === "Service" ? "Service" : "revisions"} by ${kind === "Service" ? "its URL (Host)" : "their Route's URL"}, or a revision by its name`,
     );
   if ((asksForModel(template) || asksForModel(own)) && chosen !== autoscalerClass)
     warnings.push(

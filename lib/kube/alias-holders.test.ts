@@ -40,4 +40,60 @@ describe("assignAliases", () => {
     expect(kept.has("a/twin")).toBe(false);
     expect(leftOut.size).toBe(0);
   });
+
+  describe("the revisions of one Knative Configuration", () => {
+    const revision = (name: string, generation: number, ready: boolean, created: string): AliasClaimant => ({
+      key: `ml/${name}`,
+      id: name,
+      aliases: ["chat"],
+      precedence: `${created} ml ${name}`,
+      revision: { configuration: "ml/qwen", generation, ready },
+    });
+    const first = revision("qwen-00001", 1, true, "2026-03-01T10:00:00Z");
+    const second = revision("qwen-00002", 2, false, "2026-03-01T11:00:00Z");
+
+    test("a newer revision not ready yet: the alias stays with the ready one; once ready, it moves", () => {
+      for (const list of [
+        [first, second],
+        [second, first],
+      ]) {
+        const before = assignAliases(list);
+        expect(before.kept.get("ml/qwen-00001")).toEqual(["chat"]);
+        expect(before.kept.get("ml/qwen-00002")).toEqual([]);
+        expect(before.leftOut.get("ml/qwen-00002")).toEqual([
+          { alias: "chat", holder: "ml/qwen-00001", asId: false, sameConfiguration: true },
+        ]);
+        const after = assignAliases(
+          list.map((r) => (r === second ? { ...second, revision: { ...second.revision!, ready: true } } : r)),
+        );
+        expect(after.kept.get("ml/qwen-00002")).toEqual(["chat"]);
+        expect(after.kept.get("ml/qwen-00001")).toEqual([]);
+        expect(after.leftOut.get("ml/qwen-00001")?.[0]).toMatchObject({ holder: "ml/qwen-00002" });
+      }
+    });
+
+    test("none ready yet (a new Service): the newest has it", () => {
+      const { kept } = assignAliases([{ ...first, revision: { ...first.revision!, ready: false } }, second]);
+      expect(kept.get("ml/qwen-00002")).toEqual(["chat"]);
+    });
+
+    test("against another Model listing the alias, the Configuration is as old as its oldest revision", () => {
+      const other = model("ml/llama", "llama", ["chat"], "2026-03-01T10:30:00Z ml llama");
+      const ready = { ...second, revision: { ...second.revision!, ready: true } };
+      const { kept, leftOut } = assignAliases([other, ready, first]);
+      expect(kept.get("ml/qwen-00002")).toEqual(["chat"]);
+      expect(leftOut.get("ml/llama")).toEqual([{ alias: "chat", holder: "ml/qwen-00002", asId: false }]);
+    });
+
+    test("revisions of another Configuration of the same name in another namespace do not compete", () => {
+      const elsewhere = {
+        ...second,
+        key: "dev/qwen-00002",
+        revision: { ...second.revision!, configuration: "dev/qwen" },
+      };
+      const { kept } = assignAliases([first, elsewhere]);
+      expect(kept.get("ml/qwen-00001")).toEqual(["chat"]);
+      expect(kept.get("dev/qwen-00002")).toEqual([]);
+    });
+  });
 });

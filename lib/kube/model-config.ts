@@ -6,7 +6,7 @@ import {
 } from "../settings/index.ts";
 import { builtinSlotDefaults } from "../settings/slot.ts";
 import type { KubeObject } from "./client.ts";
-import { modelPrecedence } from "./model-precedence.ts";
+import { modelPrecedence, type RevisionOrder, revisionOrder } from "./model-precedence.ts";
 import { type ModelResource, type ModelSpec, storedModelSpec } from "./model-resource.ts";
 import { type SlotResource, storedSlotSpec } from "./slot-resource.ts";
 
@@ -19,6 +19,8 @@ export interface KubeModel {
   uid?: string;
   /** Of Models serving one id, the lowest serves it (`modelPrecedence`: the oldest). */
   precedence: string;
+  /** For the Model of a Knative revision: its place among its Configuration's revisions. */
+  revision?: RevisionOrder;
   /** The OpenAI model id and tier settings, exactly as local mode resolves a model of snooze.yaml. */
   config: ModelConfig;
   spec: ModelSpec;
@@ -62,12 +64,14 @@ export function modelFromResource(resource: ModelResource & KubeObject): KubeMod
     port,
     explicit: explicitTierKeys(tier),
   };
+  const revision = revisionOrder(resource.metadata);
   return {
     key: `${namespace}/${resource.metadata.name}`,
     namespace,
     name: resource.metadata.name,
     uid: resource.metadata.uid,
     precedence: modelPrecedence(resource.metadata),
+    ...(revision ? { revision } : {}),
     config,
     spec,
   };

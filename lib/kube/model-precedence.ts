@@ -15,3 +15,56 @@ export function modelPrecedence(metadata: {
   const created = typeof metadata.creationTimestamp === "string" ? metadata.creationTimestamp : "~";
   return `${created} ${metadata.namespace ?? "default"} ${metadata.name}`;
 }
+
+/** Labels Knative puts on a revision and its PodAutoscaler, copied onto the revision's Model. */
+export const configurationLabel = "serving.knative.dev/configuration";
+export const configurationGenerationLabel = "serving.knative.dev/configurationGeneration";
+/**
+ * Set ("true") by the autoscaler on a revision's Model once its PodAutoscaler's scale target is
+ * initialized, which is when Knative makes the Revision Ready; it stays, as Knative's
+ * latest-ready revision only moves on to a newer one.
+ */
+export const revisionReadyLabel = "snooze.dev/revision-ready";
+
+/** Where a Knative revision's Model stands among the revisions of its Configuration. */
+export interface RevisionOrder {
+  /** `namespace/name` of the Configuration. */
+  configuration: string;
+  generation: number;
+  ready: boolean;
+}
+
+/** The revision order of a Model made for a Knative revision; undefined for any other Model. */
+export function revisionOrder(metadata: {
+  namespace?: string;
+  labels?: Record<string, string>;
+}): RevisionOrder | undefined {
+  const configuration = metadata.labels?.[configurationLabel];
+  const generation = Number(metadata.labels?.[configurationGenerationLabel]);
+  if (!configuration || !Number.isSafeInteger(generation)) return undefined;
+  return {
+    configuration: `${metadata.namespace ?? "default"}/${configuration}`,
+    generation,
+    ready: metadata.labels?.[revisionReadyLabel] === "true",
+  };
+}
+
+/**
+ * Of the revisions of one Configuration, the one whose Model has its aliases: the newest ready
+ * revision, which Knative's Route sends the Configuration's latest traffic to (an alias on every
+ * revision by the oldest-first rule sent requests to the revision a rollout had left); while none
+ * is ready yet (a new Service), the newest. Order-free: ties go by key.
+ */
+export function leadingRevision<T extends { key: string; revision: RevisionOrder }>(
+  revisions: readonly T[],
+): T | undefined {
+  const ahead = (a: T, b: T) =>
+    a.revision.ready !== b.revision.ready
+      ? a.revision.ready
+      : a.revision.generation !== b.revision.generation
+        ? a.revision.generation > b.revision.generation
+        : a.key > b.key;
+  let best: T | undefined;
+  for (const r of revisions) if (!best || ahead(r, best)) best = r;
+  return best;
+}

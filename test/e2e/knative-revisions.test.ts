@@ -50,7 +50,7 @@ const suite = kubeSnoozeSuite({
   },
 });
 
-const services = ["typo", "rollout", "refused", "initial", "deleted"];
+const services = ["typo", "rollout", "refused", "initial", "deleted", "aliased"];
 afterAll(async () => {
   await deleteKnativeServices(client(), ns(), services);
   await knative?.stop();
@@ -267,4 +267,77 @@ describe("a Snooze-class Service deleted", () => {
       },
     );
   }, 180_000);
+});
+
+describe("snooze.dev/aliases on a Knative Service", () => {
+  test("a rollout: the alias follows the new revision once it is ready, as the Route's latest traffic", async () => {
+    interface AdminModel {
+      id: string;
+      aliases: string[];
+    }
+    const aliasHolders = async () =>
+      (
+        (await (await fetch(`${suite.activator.url}/snooze/v1/models`)).json()) as { models: AdminModel[] }
+      ).models
+        .filter((m) => m.aliases.includes("aliased-chat"))
+        .map((m) => m.id);
+    const askByAlias = async () => {
+      const response = await fetch(`${suite.activator.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "aliased-chat",
+          messages: [{ role: "user", content: "hi" }],
+          max_tokens: 2,
+        }),
+        signal: AbortSignal.timeout(60_000),
+      });
+      return { status: response.status, text: await response.text() };
+    };
+    const holdersAre = (expected: string[], what: string) => {
+      let last: string[] = [];
+      return waitFor(
+        async () => {
+          last = await aliasHolders();
+          return JSON.stringify(last) === JSON.stringify(expected) ? true : undefined;
+        },
+        { what, timeoutMs: 60_000, intervalMs: 250, detail: () => `holders: ${last.join(", ")}\n${logs()}` },
+      );
+    };
+    await client().create(
+      `${servingApi}/namespaces/${ns()}/services`,
+      service("aliased", { "snooze.dev/aliases": "aliased-chat" }),
+    );
+    await waitForKsvcReady(client(), ns(), "aliased", { timeoutMs: 120_000, detail: logs });
+    await holdersAre(["aliased-00001"], "the alias on the first revision");
+    const first = await askByAlias();
+    expect(first.status, first.text).toBe(200);
+
+    // A rollout: a new template makes aliased-00002, which lists the same alias.
+    await client().patch(servicePath("aliased"), {
+      spec: { template: { metadata: { annotations: { "snooze.dev/sleep-after": "5m" } } } },
+    });
+    await waitObject(
+      servicePath("aliased"),
+      "the Service's latest ready revision aliased-00002",
+      (s) => (s.status as { latestReadyRevisionName?: string }).latestReadyRevisionName === "aliased-00002",
+      120_000,
+    );
+    await holdersAre(["aliased-00002"], "the alias on the new revision");
+    const modelPath = (name: string) => `${paths.custom(group, version, "models", ns())}/${name}`;
+    const newer = await client().get<KnativeObject>(modelPath("aliased-00002"));
+    expect(newer.metadata.labels).toMatchObject({ "snooze.dev/revision-ready": "true" });
+    const answer = await askByAlias();
+    expect(answer.status, answer.text).toBe(200);
+    // The old revision's Model says where its alias went.
+    const older = await waitObject(
+      modelPath("aliased-00001"),
+      "the old revision's AliasesTaken",
+      (m) => conditionOf(m, "AliasesTaken")?.status === "True",
+      30_000,
+    );
+    expect(conditionOf(older, "AliasesTaken")?.message).toContain(
+      `alias "aliased-chat" goes to revision ${ns()}/aliased-00002`,
+    );
+  }, 300_000);
 });

@@ -129,13 +129,26 @@ describe("the Model of a Snooze-class revision", () => {
     expect(modelSpec.safeParse(model.spec).success).toBe(true);
   });
 
-  test("no aliases: every revision carries its template's, and the oldest would get them after a rollout", () => {
-    const result = modelForRevision(
-      pa({ "snooze.dev/aliases": "chat", "snooze.dev/sleep-after": "1m" }),
-      deployment(),
-    );
-    expect(result.model?.spec).not.toHaveProperty("aliases");
-    expect(result.model?.spec).toMatchObject({ sleepAfter: "1m" });
+  test("aliases listed, and labels that place the revision in its Configuration; ready once its scale target is", () => {
+    const labelled: PodAutoscaler = {
+      ...pa({ "snooze.dev/aliases": "chat", "snooze.dev/sleep-after": "1m" }),
+    };
+    labelled.metadata.labels = {
+      "serving.knative.dev/configuration": "qwen",
+      "serving.knative.dev/configurationGeneration": "1",
+      "serving.knative.dev/revision": "qwen-00001",
+    };
+    const pending = modelForRevision(labelled, deployment()).model!;
+    expect(pending.spec).toMatchObject({ aliases: ["chat"], sleepAfter: "1m" });
+    expect(pending.metadata.labels).toEqual({
+      "app.kubernetes.io/managed-by": "snooze-autoscaler",
+      "serving.knative.dev/configuration": "qwen",
+      "serving.knative.dev/configurationGeneration": "1",
+    });
+    labelled.status = { conditions: [{ type: "ScaleTargetInitialized", status: "True" }] };
+    const ready = modelForRevision(labelled, deployment()).model!;
+    expect(ready.metadata.labels).toMatchObject({ "snooze.dev/revision-ready": "true" });
+    expect(ready.spec).toEqual(pending.spec);
   });
 
   test("min-scale's Model keeps that many pods and is valid as a Model", () => {

@@ -1,6 +1,11 @@
 import { knativeAutoscaling, podAutoscalers } from "../../../lib/knative/autoscaler-class.ts";
 import { apiVersion } from "../../../lib/kube/api-group.ts";
 import type { KubeObject } from "../../../lib/kube/client.ts";
+import {
+  configurationGenerationLabel,
+  configurationLabel,
+  revisionReadyLabel,
+} from "../../../lib/kube/model-precedence.ts";
 import type { ModelResource } from "../../../lib/kube/model-resource.ts";
 import { servedModelOf } from "../../../lib/kube/served-model.ts";
 import { modelAnnotation } from "../../../lib/settings/index.ts";
@@ -153,6 +158,27 @@ export interface RevisionScope {
   reachability?: string;
 }
 
+/**
+ * The labels that place a revision's Model among its Configuration's revisions: every revision
+ * carries its template's `snooze.dev/aliases`, and they reach the newest ready one, as the Route's
+ * latest traffic does (model-precedence.ts). Knative copies the revision's Configuration and
+ * generation onto its PA; the PA is ready for the Route once its scale target is initialized, and
+ * stays so (pa-status.ts).
+ */
+function revisionLabels(pa: PodAutoscaler): Record<string, string> {
+  const configuration = pa.metadata.labels?.[configurationLabel];
+  const generation = pa.metadata.labels?.[configurationGenerationLabel];
+  if (!configuration || !generation) return {};
+  const initialized = pa.status?.conditions?.some(
+    (c) => c.type === "ScaleTargetInitialized" && c.status === "True",
+  );
+  return {
+    [configurationLabel]: configuration,
+    [configurationGenerationLabel]: generation,
+    ...(initialized ? { [revisionReadyLabel]: "true" } : {}),
+  };
+}
+
 export type RevisionModel =
   | { model: ModelResource & KubeObject; problems?: undefined }
   | { model?: undefined; problems: string[] };
@@ -179,10 +205,6 @@ export function modelForRevision(
   });
   // Snooze's own annotation for a setting wins over Knative's key that maps to it.
   const settings: Record<string, unknown> = { ...knative, ...own.spec };
-  // Not `snooze.dev/aliases`: every revision of a Service carries its template's, and an alias
-  // goes to the oldest Model listing it, so after a rollout it reached the old revision, not the
-  // one the Route sends traffic to (the webhook warns; clients use the Service's URL).
-  delete settings.aliases;
   // Knative puts the user container first and its queue-proxy after it.
   const container = deployment?.spec?.template?.spec?.containers?.[0];
   const port = container?.ports?.[0]?.containerPort ?? knativeUserPort;
@@ -198,7 +220,7 @@ export function modelForRevision(
       metadata: {
         name,
         namespace: pa.metadata.namespace,
-        labels: { [managedByLabel]: managedByValue },
+        labels: { [managedByLabel]: managedByValue, ...revisionLabels(pa) },
         ownerReferences: [
           {
             apiVersion: `${podAutoscalers.group}/${podAutoscalers.version}`,
