@@ -23,10 +23,11 @@ import { kubeInformer } from "../lib/kube/list-watch.ts";
 import { type KubeModel, modelFromResource } from "../lib/kube/model-config.ts";
 import { modelPrecedence } from "../lib/kube/model-precedence.ts";
 import type { ModelResource } from "../lib/kube/model-resource.ts";
+import { modelStatusTier } from "../lib/kube/model-status-tier.ts";
 import { type Pod, replicaEventForPod } from "../lib/kube/pod-replica.ts";
 import { selectorMatcher } from "../lib/kube/selector.ts";
 import type { Logger } from "../lib/log.ts";
-import { mostAwake, type ReplicaEvent } from "../lib/replica-event.ts";
+import type { ReplicaEvent, Tier } from "../lib/replica-event.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { renameMembers, type SlotStatus } from "../lib/slot-status.ts";
 import { AdminActionUnfinished, SleepStoppedInstead } from "./admin.ts";
@@ -57,6 +58,8 @@ interface Known {
   matches: (labels?: Record<string, string>) => boolean;
   /** The activation failure last told to the activator, so each is told once. */
   failure?: { since: string; message: string; retryAt?: number };
+  /** The tier its status said, last told while no pod of it was known (`modelStatusTier`). */
+  statusTier?: Tier;
 }
 
 /** How often an autoscaler that cannot be reached is said again. */
@@ -392,6 +395,7 @@ export class KubeControlPlane implements ControlPlane {
         selector,
         matches: before?.selector === selector ? before.matches : selectorMatcher(selector),
         failure: before?.failure,
+        statusTier: before?.statusTier,
       };
       this.known.set(parsed.key, known);
       this.byId.set(parsed.config.id, parsed.key);
@@ -399,6 +403,7 @@ export class KubeControlPlane implements ControlPlane {
       if (changed || before?.selector !== selector || before.model.spec.port !== parsed.spec.port)
         for (const pod of this.pods.list()) this.podChanged(pod);
       this.reportFailure(known, resource);
+      this.reportStatusTier(known, resource);
     }
     for (const [key, known] of [...this.known]) {
       if (seen.has(key)) continue;
@@ -457,7 +462,7 @@ export class KubeControlPlane implements ControlPlane {
     const now = Date.now();
     if (!failed) {
       known.failure = undefined;
-      if (before) this.emit(this.failureEvent(known, resource, { retryAt: now }));
+      if (before) this.tellModel(known, resource, { retryAt: now });
       return;
     }
     const parsed = status?.retryAt ? Date.parse(status.retryAt) : Number.NaN;
@@ -471,29 +476,46 @@ export class KubeControlPlane implements ControlPlane {
     const same = before?.since === told.since && before.message === told.message;
     if (same && before.retryAt === retryAt) return;
     if (same && retryAt !== undefined && before.retryAt !== undefined && retryAt < before.retryAt)
-      this.emit(this.failureEvent(known, resource, { retryAt }));
+      this.tellModel(known, resource, { retryAt });
     else
-      this.emit(
-        this.failureEvent(known, resource, {
-          error: told.message,
-          ...(retryAt !== undefined ? { retryAt } : {}),
-        }),
-      );
+      this.tellModel(known, resource, {
+        error: told.message,
+        ...(retryAt !== undefined ? { retryAt } : {}),
+      });
   }
 
-  /** What the activator hears of a Model's failure (or of its end): news of the model, not of a pod. */
-  private failureEvent(
-    known: Known,
-    resource: Model,
-    news: { error?: string; retryAt?: number },
-  ): ReplicaEvent {
-    return {
+  /**
+   * While no pod of the Model is known, its tier as its status says it (`modelStatusTier`), told
+   * when it changes: a start whose pod does not exist yet is `starting` for the activator's views
+   * and its hold estimates, as for the status (before, `cold`: the tier came from pods alone). Once
+   * a pod is known, its events say the tier.
+   */
+  private reportStatusTier(known: Known, resource: Model): void {
+    const tier = modelStatusTier(resource.status);
+    // Cold from the first: nothing to tell.
+    if (tier === (known.statusTier ?? "cold")) return;
+    if (this.podsReportedFor(known.model.key).length > 0) {
+      known.statusTier = undefined;
+      return;
+    }
+    this.tellModel(known, resource, {});
+  }
+
+  /**
+   * Tells the activator news of the Model, not of a pod: a failure (or its end), or its tier while
+   * no pod of it is known; with the tier its status says.
+   */
+  private tellModel(known: Known, resource: Model, news: { error?: string; retryAt?: number }): void {
+    const tier = modelStatusTier(resource.status);
+    if (this.podsReportedFor(known.model.key).length === 0) known.statusTier = tier;
+    this.emit({
       model: known.model.config.id,
       replica: `${known.model.name}/activation`,
-      tier: mostAwake(resource.status?.replicaTiers?.map((r) => r.tier) ?? []),
+      tier,
       since: Date.now(),
+      modelNews: true,
       ...news,
-    };
+    });
   }
 
   private modelOfPod(pod: Pod): Known | undefined {

@@ -80,6 +80,18 @@ describe("the timeline", () => {
     expect(timeline.usage("qwen").awakeSeconds).toBe(3.1);
   });
 
+  test("news of the model (a start waiting for its pod, a failure before any pod) is no replica: no entries, no awake time", () => {
+    const { timeline, event } = setup();
+    const news = { replica: "qwen/activation", address: undefined, modelNews: true } as const;
+    event(10, "starting", news);
+    event(70, "starting", { ...news, error: "start of qwen failed: the pod was never made" });
+    event(71, "cold", news);
+    expect(summary(timeline)).toEqual(["failure - →starting"]);
+    expect(timeline.entries()[0]).not.toHaveProperty("replica");
+    expect(timeline.replica("qwen", "qwen/activation")).toBeUndefined();
+    expect(timeline.usage("qwen").awakeSeconds).toBe(0);
+  });
+
   test("a start stopped on purpose (a person's stop, no error) is a stop, not a failure", () => {
     // Found by an outside tester: it was listed as the failure "start ended (cold)".
     const { timeline, event } = setup();

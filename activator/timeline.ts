@@ -196,6 +196,7 @@ export class Timeline {
       });
       if (before) before.activation = undefined;
     }
+    if (event.modelNews) return;
     if (!before) {
       // A placeholder (an announcement of a swap, an activation that failed before any replica)
       // or a replica gone before we knew it: nothing to follow.

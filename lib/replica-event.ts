@@ -67,6 +67,13 @@ export interface ReplicaEvent {
    * or signal and last lines of output). Activators tell it to a request that engine failed under.
    */
   exit?: string;
+  /**
+   * News of the model, not of one replica (`replica` names no engine): what its tier is while no
+   * replica of it is known (a start waiting for its pod), or a failure before any replica. It sets
+   * the model's tier while no replica says otherwise, and is no replica of its own (the timeline
+   * follows no placeholder's tiers, nor counts its awake time).
+   */
+  modelNews?: true;
 }
 
 /** Tiers from most to least awake (cold last): a model's tier is its most awake replica's. */

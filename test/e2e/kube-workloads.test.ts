@@ -309,6 +309,59 @@ describe("a pod that cannot start", () => {
   }, 90_000);
 });
 
+describe("a start that waits for its pod", () => {
+  test("while the workload's pod does not exist yet, the activator's views say starting, as the Model's status does", async () => {
+    // A paused Deployment that never had a ReplicaSet makes none: scaled up, it has no pod, as
+    // while a quota, an admission webhook or a slow ReplicaSet controller keeps the pod from being
+    // made. Before, the admin view said cold (it took the tier from pods only).
+    const deployment = simDeployment(suite.cluster, "paused", {
+      model: "paused",
+      annotations: { "snooze.dev/model": "paused", "snooze.dev/hold-budget": "2m" },
+    });
+    await suite.admin.createDeployment(suite.ns.name, {
+      ...deployment,
+      spec: { ...deployment.spec, paused: true },
+    });
+    await waitFor(async () => ((await modelIds()).includes("paused") ? true : undefined), {
+      what: "the activator knowing paused",
+      timeoutMs: 15_000,
+      detail: logs,
+    });
+    const held = complete(suite.activator.url, "paused", 90_000);
+    await waitFor(
+      async () =>
+        (await suite.admin.model(suite.ns.name, "paused")).status?.phase === "Starting" ? true : undefined,
+      { what: "the Model Starting", timeoutMs: 15_000, detail: logs },
+    );
+    expect((await suite.admin.deployment(suite.ns.name, "paused")).spec.replicas).toBe(1);
+    const tiers = async () => {
+      const admin = (await (await fetch(`${suite.activator.url}/snooze/v1/models`)).json()) as {
+        models: { id: string; tier: string }[];
+      };
+      const listed = (await (await fetch(`${suite.activator.url}/v1/models`)).json()) as {
+        data: { id: string; snooze: { tier: string } }[];
+      };
+      return [
+        admin.models.find((m) => m.id === "paused")?.tier,
+        listed.data.find((m) => m.id === "paused")?.snooze.tier,
+      ];
+    };
+    let last: unknown[] = [];
+    await waitFor(
+      async () => {
+        last = await tiers();
+        return last.every((t) => t === "starting") ? true : undefined;
+      },
+      { what: "the activator saying starting", timeoutMs: 10_000, detail: () => `${last}\n${logs()}` },
+    );
+    // The pod comes: the held request is served.
+    await suite.admin.client.patch(deploymentPath("paused"), { spec: { paused: false } });
+    const answer = await held;
+    expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
+    expect(await tiers()).toEqual(["ready", "ready"]);
+  }, 120_000);
+});
+
 describe("a Model whose workload does not exist", () => {
   test("its status says so, a held request hears why within seconds, and creating the Deployment serves the next one", async () => {
     const name = "orphan";
