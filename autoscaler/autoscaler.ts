@@ -7,7 +7,7 @@ import type { Registry } from "../lib/prometheus.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
 import type { SlotConfig } from "../lib/settings/index.ts";
 import { demotionsForBudget } from "./host-memory.ts";
-import { type LearningMetrics, learningMetrics } from "./learning-metrics.ts";
+import { learningMetrics } from "./learning-metrics.ts";
 import type { LearningStore } from "./learning-store.ts";
 import { autoscalerMetrics } from "./metrics.ts";
 import { ModelController } from "./model-controller.ts";
@@ -38,6 +38,11 @@ export interface AutoscalerOptions {
   activatorExpiryMs: number;
   /** Where what the models learned is kept across restarts (local mode's state file). */
   learningStore?: LearningStore;
+  /**
+   * Models are Kubernetes Models (keys `namespace/name`): per-model metrics carry a `namespace`
+   * label, so Models of one id in two namespaces have their own series (model-scope.ts).
+   */
+  namespaced?: boolean;
 }
 
 /** How often what the models learned is written to the learning store. */
@@ -73,27 +78,43 @@ export class Autoscaler {
   private readonly arrivals = new Map<string, Set<string>>();
   private readonly listeners = new Set<(event: ReplicaEvent) => void>();
   private readonly tierEvents: TierEvents;
-  private readonly learningMetricSet: LearningMetrics;
+  private readonly learningMetricSet: ReturnType<typeof learningMetrics>;
   private saveTimer?: { cancel(): void };
 
   constructor(options: AutoscalerOptions) {
     this.options = options;
     this.sink = options.sink;
     this.tierEvents = new TierEvents(() => options.clock.now());
-    // Each id by the model that serves it (two Models of one id: the one its requests go to).
-    this.metrics = autoscalerMetrics(options.registry, () =>
-      [...this.byId.values()].filter((controller) => controller.isLeading),
+    // Each id by the model that serves it (two Models of one id: the one its requests go to); on
+    // Kubernetes each namespace's Model of the id, in that namespace's series (the one that serves
+    // it first, then the first one added there).
+    const namespaced = options.namespaced === true;
+    this.metrics = autoscalerMetrics(
+      options.registry,
+      () => {
+        const shown = new Map<string, ModelController>();
+        for (const controller of [...this.byId.values(), ...this.byKey.values()]) {
+          const scope = namespaced ? `${controller.key.slice(0, controller.key.indexOf("/"))} ` : "";
+          if (!shown.has(scope + controller.id)) shown.set(scope + controller.id, controller);
+        }
+        return [...shown.values()].filter((controller) => controller.isLeading);
+      },
+      { namespaced },
     );
     this.slotMetricSet = slotMetrics(options.registry);
-    this.learningMetricSet = learningMetrics(options.registry, {
-      models: () => {
-        for (const controller of this.byKey.values()) controller.accrue();
+    this.learningMetricSet = learningMetrics(
+      options.registry,
+      {
+        models: () => {
+          for (const controller of this.byKey.values()) controller.accrue();
+        },
+        slots: () => {
+          const now = options.clock.now();
+          for (const slot of this.slots.values()) slot.gpu.accrue(now);
+        },
       },
-      slots: () => {
-        const now = options.clock.now();
-        for (const slot of this.slots.values()) slot.gpu.accrue(now);
-      },
-    });
+      { namespaced },
+    );
     options.platform.onChange((key, departure) => this.byKey.get(key)?.platformChanged(departure));
     if (options.learningStore) this.armLearningSave();
   }
@@ -107,7 +128,7 @@ export class Autoscaler {
       platform: this.options.platform,
       clock: this.options.clock,
       log: this.options.log,
-      metrics: this.metrics,
+      metrics: this.metrics.of(target.key),
       emit: (event) => this.publish(event, target.key),
       holding: membership.holding,
       drainGraceMs: this.options.drainGraceMs,
@@ -116,7 +137,7 @@ export class Autoscaler {
       slot,
       statusChanged: membership.statusChanged,
       levelOneChanged: () => this.enforceHostMemory(),
-      learning: this.learningMetricSet,
+      learning: this.learningMetricSet.of(target.key),
     });
     const store = this.options.learningStore;
     if (store) controller.restoreLearning(store.load(target.key), store.source);
@@ -158,11 +179,12 @@ export class Autoscaler {
 
   /**
    * A model gone for good, after `removeModel` (a reload removed it, its Model was deleted; not a
-   * move to another slot): its metric series go, as they can no longer grow.
+   * move to another slot): its metric series go, as they can no longer grow. `key`: on Kubernetes,
+   * the Model's, whose namespace's series go (others of its id keep theirs).
    */
-  forgetModel(id: string): void {
-    this.metrics.forget(id);
-    this.learningMetricSet.forgetModel(id);
+  forgetModel(id: string, key?: string): void {
+    this.metrics.forget(id, key);
+    this.learningMetricSet.forgetModel(id, key);
   }
 
   /** New settings or desired count for a model already added. */

@@ -1,23 +1,42 @@
 import { forgetSeries } from "../lib/forget-series.ts";
 import { Counter, type Registry } from "../lib/prometheus.ts";
+import { modelScope } from "./model-scope.ts";
+
+/** A counter as its writers use it. */
+interface Increments<L extends string> {
+  inc(labels: Record<L, string>, value?: number): void;
+}
+
+/** What the models' and slots' accounts write (`learningMetrics(...)`, or `.of(key)` for one model). */
+export interface LearningMetrics {
+  prewarms: Increments<"model" | "outcome">;
+  gpuSeconds: Increments<"model" | "state">;
+  slotGpuSeconds: Increments<"slot" | "state">;
+  forgetSlot(slot: string): void;
+}
 
 /**
  * Metrics of what the control plane learned and what it saved: prewarms by outcome, and
  * GPU-seconds per model and per slot against an always-on baseline. `collect` brings the running
  * totals up to the moment of the scrape.
  */
-export function learningMetrics(registry: Registry, collect: { models?(): void; slots?(): void } = {}) {
+export function learningMetrics(
+  registry: Registry,
+  collect: { models?(): void; slots?(): void } = {},
+  { namespaced = false }: { namespaced?: boolean } = {},
+) {
+  const scope = modelScope(namespaced);
   const metrics = {
     prewarms: new Counter({
       name: "snooze_prewarms_total",
       help: "Prewarms (a wake, or a replica kept awake, ahead of a predicted or announced request), by outcome: hit (a request arrived while it was awake from the prewarm), wasted, or asleep (a staged start of a cold model that reached its sleep before a request came).",
-      labelNames: ["model", "outcome"],
+      labelNames: ["model", ...scope.labelNames, "outcome"],
       registers: [registry],
     }),
     gpuSeconds: new Counter({
       name: "snooze_gpu_seconds_total",
       help: "Replica-seconds of each model by state: awake (starting, waking, ready or draining: holding an accelerator), asleep (level 1 or 2), saved (no replica awake, against one replica always awake).",
-      labelNames: ["model", "state"],
+      labelNames: ["model", ...scope.labelNames, "state"],
       registers: [registry],
       collect: collect.models,
     }),
@@ -29,21 +48,27 @@ export function learningMetrics(registry: Registry, collect: { models?(): void; 
       collect: collect.slots,
     }),
   };
+  const forgetSlot = (slot: string) => forgetSeries(metrics.slotGpuSeconds, { slot });
   return {
     ...metrics,
-    /** A model gone for good: its series go (see activator/metrics.ts `forget`). */
-    forgetModel(model: string): void {
-      forgetSeries(metrics.prewarms, { model });
-      forgetSeries(metrics.gpuSeconds, { model });
+    forgetSlot,
+    /** What the account of the model `key` writes, in its own series (its namespace on Kubernetes). */
+    of(key: string): LearningMetrics {
+      const own = scope.of(key);
+      return {
+        prewarms: { inc: (labels, value) => metrics.prewarms.inc({ ...labels, ...own }, value) },
+        gpuSeconds: { inc: (labels, value) => metrics.gpuSeconds.inc({ ...labels, ...own }, value) },
+        slotGpuSeconds: metrics.slotGpuSeconds,
+        forgetSlot,
+      };
     },
-    /** A slot gone (its last member left it): its series go. */
-    forgetSlot(slot: string): void {
-      forgetSeries(metrics.slotGpuSeconds, { slot });
+    /** A model gone for good: its series go (see activator/metrics.ts `forget`). */
+    forgetModel(model: string, key?: string): void {
+      forgetSeries(metrics.prewarms, { model, ...scope.of(key) });
+      forgetSeries(metrics.gpuSeconds, { model, ...scope.of(key) });
     },
   };
 }
-
-export type LearningMetrics = ReturnType<typeof learningMetrics>;
 
 /**
  * Time awake, asleep and saved of one model (replicas) or one slot (its accelerator): the time

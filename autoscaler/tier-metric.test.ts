@@ -142,3 +142,67 @@ test("two Models of one model id: snooze_replica_tier says the tier of the one t
   expect(older.tier).toBe("cold");
   expect(await tierOfM()).toEqual(["cold"]);
 });
+
+test("on Kubernetes, Models of one id in two namespaces have their own series (a namespace label); one deleted takes only its own", async () => {
+  // Before: snooze_tier_transitions_total, snooze_activation_duration_seconds and
+  // snooze_gpu_seconds_total were labelled by the id alone, so two teams' Models of one id added
+  // into one series, and the tier gauge showed one of them.
+  const clock = new ManualClock();
+  const config = parseConfig(`models:\n  m: { command: [engine, "\${PORT}"] }\n`, "test.yaml").models.get(
+    "m",
+  )!;
+  const platform = new FakePlatform(["team-a/m", "team-b/m"], { clock, autoUp: true });
+  const registry = new Registry();
+  const autoscaler = new Autoscaler({
+    platform,
+    clock,
+    log: silentLogger,
+    registry,
+    hostMemoryBudget: Number.POSITIVE_INFINITY,
+    drainGraceMs: 0,
+    activatorExpiryMs: Number.POSITIVE_INFINITY,
+    selfHealIntervalMs: Number.POSITIVE_INFINITY,
+    namespaced: true,
+  });
+  for (const [key, precedence] of [
+    ["team-a/m", "1"],
+    ["team-b/m", "2"],
+  ] as const)
+    autoscaler
+      .addModel({ key, config, minReplicas: 0, maxReplicas: 1, precedence }, { holding: () => true })
+      .lead();
+  await autoscaler.controllerByKey("team-b/m")!.wakeNow();
+  await clock.advanceAndSettle(5_000);
+  const series = async (name: string) =>
+    (await registry.getSingleMetric(name)!.get()).values
+      .filter((v) => v.value > 0 && !("le" in v.labels))
+      .map((v) => JSON.stringify(v.labels))
+      .sort();
+  expect(await series("snooze_tier_transitions_total")).toEqual([
+    JSON.stringify({ model: "m", namespace: "team-b", from: "cold", to: "starting" }),
+    JSON.stringify({ model: "m", namespace: "team-b", from: "starting", to: "ready" }),
+  ]);
+  const counts = (await registry.getSingleMetric("snooze_activation_duration_seconds")!.get()).values.filter(
+    (v) => (v as { metricName?: string }).metricName === "snooze_activation_duration_seconds_count",
+  );
+  expect(counts.map((v) => v.labels)).toEqual([
+    { model: "m", namespace: "team-b", from: "cold", outcome: "ready" },
+  ]);
+  const tiers = (await registry.getSingleMetric("snooze_replica_tier")!.get()).values
+    .filter((v) => v.value === 1)
+    .map((v) => `${v.labels.namespace} ${v.labels.tier}`)
+    .sort();
+  expect(tiers).toEqual(["team-a cold", "team-b ready"]);
+  const gpu = (await registry.getSingleMetric("snooze_gpu_seconds_total")!.get()).values;
+  expect(new Set(gpu.map((v) => v.labels.namespace))).toEqual(new Set(["team-a", "team-b"]));
+  expect(
+    gpu.find((v) => v.labels.namespace === "team-b" && v.labels.state === "awake")?.value,
+  ).toBeGreaterThan(0);
+  expect(gpu.find((v) => v.labels.namespace === "team-a" && v.labels.state === "awake")?.value ?? 0).toBe(0);
+  // team-a's Model deleted: its series go, team-b's stay.
+  autoscaler.removeModel("team-a/m");
+  autoscaler.forgetModel("m", "team-a/m");
+  const left = (await registry.getSingleMetric("snooze_gpu_seconds_total")!.get()).values;
+  expect(new Set(left.map((v) => v.labels.namespace))).toEqual(new Set(["team-b"]));
+  expect(await series("snooze_tier_transitions_total")).toHaveLength(2);
+});

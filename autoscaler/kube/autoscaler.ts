@@ -203,6 +203,7 @@ export class KubeAutoscaler {
       clock: systemClock,
       log: options.log,
       registry: options.registry,
+      namespaced: true,
       sink: createEventSink({
         configured: options.eventSink,
         mode: options.eventMode,
@@ -370,10 +371,14 @@ export class KubeAutoscaler {
       if (seen.has(key)) continue;
       touched.add(entry.model.config.id);
       this.removeModel(key);
-      // Its metric series go once no Model left serves its id (they are labelled by the id).
-      const id = entry.model.config.id;
-      if (![...this.entries.values()].some((other) => other.model.config.id === id))
-        this.core.forgetModel(id);
+      // Its metric series go once no Model of its id is left in its namespace (they are labelled
+      // by the id and the namespace).
+      const { id } = entry.model.config;
+      const { namespace } = entry.model;
+      if (
+        ![...this.entries.values()].some((o) => o.model.config.id === id && o.model.namespace === namespace)
+      )
+        this.core.forgetModel(id, key);
     }
     this.invalidModels.report(invalid);
     // Which Model each alias reaches, as every activator decides it: one left out says so.
