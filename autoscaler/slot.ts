@@ -99,6 +99,11 @@ export class Slot {
   }
 
   /** Called after every evaluation (Kubernetes writes the Slot's status from it). */
+  /** Whether this process arbitrates the slot now (it leads, and holds the slot's Lease). */
+  get isLeading(): boolean {
+    return this.leading && this.deps.holding();
+  }
+
   onStatusChanged(listener: () => void): void {
     this.statusListeners.push(listener);
   }

@@ -1,16 +1,9 @@
 import type { Logger } from "../lib/log.ts";
 import type { ReplicaEvent } from "../lib/replica-event.ts";
+import { rewriteDelayMs } from "../lib/rewrite-backoff.ts";
 import type { ModelControllerDeps } from "./model-controller-api.ts";
 import { NotLeading } from "./operation-errors.ts";
 import type { ReplicaRecord } from "./replica-record.ts";
-
-/**
- * A tier write the platform refused (an API server that throttles with 429, fails with 500 or is
- * away a moment) is made again after this, doubling up to `tierRewriteMaxMs`, until it is written
- * or the tier moves on.
- */
-const tierRewriteFirstMs = 1_000;
-const tierRewriteMaxMs = 30_000;
 
 /** What the tier writes need of a model's controller. */
 export interface TierWriter {
@@ -79,7 +72,7 @@ function tierWriteFailed(
   error: unknown,
 ): void {
   if (error instanceof NotLeading || leadership !== c.leadership || record.unwritten !== event) return;
-  const delayMs = Math.min(tierRewriteMaxMs, tierRewriteFirstMs * 2 ** (attempt - 1));
+  const delayMs = rewriteDelayMs(attempt); // until it is written or the tier moves on
   c.log.warn("tier write failed; writing it again", {
     replica: record.replica.id,
     tier: event.tier,

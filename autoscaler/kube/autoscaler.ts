@@ -470,9 +470,16 @@ export class KubeAutoscaler {
 
   /** The Slot object's status follows the slot; written by the holder of its Lease. */
   private watchSlotStatus(slotKey: string, slot: Slot): void {
-    const writer = new SlotStatusWriter(this.options.client, this.log.child({ slot: slotKey }));
-    const namespace = slotKey.slice(0, slotKey.indexOf("/"));
-    slot.onStatusChanged(() => writer.write(namespace, this.informers.slots.get(slotKey), slot.status()));
+    const writer = new SlotStatusWriter({
+      client: this.options.client,
+      log: this.log.child({ slot: slotKey }),
+      clock: systemClock,
+      namespace: slotKey.slice(0, slotKey.indexOf("/")),
+      resource: () => this.informers.slots.get(slotKey),
+      status: () => slot.status(),
+      holding: () => slot.isLeading && this.core.slots.get(slotKey) === slot,
+    });
+    slot.onStatusChanged(() => writer.write());
   }
 
   private unit(key: string): Unit {

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { type Clock, systemClock } from "../../lib/clock.ts";
 import type { LeftOutAlias } from "../../lib/kube/alias-holders.ts";
 import { group, version } from "../../lib/kube/api-group.ts";
 import { isConflict, type KubeClient, type KubeObject, paths } from "../../lib/kube/client.ts";
@@ -6,6 +7,7 @@ import type { Condition } from "../../lib/kube/condition.ts";
 import type { KubeModel } from "../../lib/kube/model-config.ts";
 import type { ModelResource } from "../../lib/kube/model-resource.ts";
 import type { Logger } from "../../lib/log.ts";
+import { RewriteBackoff } from "../../lib/rewrite-backoff.ts";
 import type { ModelController } from "../model-controller.ts";
 import { modelStatus } from "../model-status.ts";
 
@@ -23,22 +25,30 @@ export interface ModelStatusWriterDeps {
   /** The aliases this Model lists that another Model has (alias-holders.ts). */
   aliasesLeftOut?(): LeftOutAlias[];
   holding(): boolean;
+  /** For the back-off of a write the API server refused; the system's when absent. */
+  clock?: Clock;
 }
 
 /**
  * Writes a Model's status (what HPA, KEDA and `kubectl get models` read) whenever what the
  * controller observes changes: one write at a time, a conditional merge patch of the status
- * subresource; on 409 the Model is read again and the status computed again from it.
+ * subresource; on 409 the Model is read again and the status computed again from it. A write the
+ * API server refused otherwise (429, 500, away a moment) is made again with back-off
+ * (lib/rewrite-backoff.ts) while this process leads the Model: before, it waited for the next
+ * change, so a Model that then sat still would keep saying what it no longer was (HPA, KEDA and
+ * activators read it).
  */
 export class ModelStatusWriter {
   private readonly deps: ModelStatusWriterDeps;
   private dirty = false;
   private writing?: Promise<void>;
   private lastJson = "";
+  private readonly rewrites: RewriteBackoff;
   readonly counts = { statusWrites: 0, statusConflicts: 0 };
 
   constructor(deps: ModelStatusWriterDeps) {
     this.deps = deps;
+    this.rewrites = new RewriteBackoff(deps.clock ?? systemClock);
   }
 
   /** A new leadership writes at least once. */
@@ -53,7 +63,13 @@ export class ModelStatusWriter {
     this.writing = (async () => {
       while (this.dirty && this.deps.holding()) {
         this.dirty = false;
-        await this.write().catch((error: unknown) => this.deps.log.warn("status write failed", { error }));
+        await this.write().then(
+          () => this.rewrites.succeeded(),
+          (error: unknown) => {
+            const delayMs = this.rewrites.failed(() => this.schedule());
+            this.deps.log.warn("status write failed; writing it again", { error, delayMs });
+          },
+        );
       }
     })().finally(() => {
       this.writing = undefined;

@@ -1,7 +1,9 @@
+import type { Clock } from "../../lib/clock.ts";
 import { group, version } from "../../lib/kube/api-group.ts";
 import { isConflict, type KubeClient, paths } from "../../lib/kube/client.ts";
 import type { SlotResource, SlotStatusInput } from "../../lib/kube/slot-resource.ts";
 import type { Logger } from "../../lib/log.ts";
+import { RewriteBackoff } from "../../lib/rewrite-backoff.ts";
 import { renameMembers, type SlotStatus } from "../../lib/slot-status.ts";
 
 /** Members are keyed `namespace/name`; the Slot's status names them by name. */
@@ -39,34 +41,57 @@ export function slotStatusInput(reported: SlotStatus, generation?: number): Slot
   };
 }
 
-/** Writes a Slot's status when it changed; conditional, and left to the next change on conflict. */
+export interface SlotStatusWriterDeps {
+  client: KubeClient;
+  log: Logger;
+  clock: Clock;
+  namespace: string;
+  /** The Slot object as last seen (none: nothing to write to). */
+  resource(): (SlotResource & { metadata: { resourceVersion?: string } }) | undefined;
+  status(): SlotStatus;
+  /** Whether this process writes the slot now (it holds its Lease). */
+  holding(): boolean;
+}
+
+/**
+ * Writes a Slot's status when it changed; conditional. On 409 it is written again at the next
+ * change, from the object the watch brings; a write the API server refused otherwise (429, 500,
+ * away a moment) is made again with back-off (lib/rewrite-backoff.ts) while this process holds the
+ * slot: before, it waited for the slot's next change, so a swap that ended the slot's activity
+ * would not be said (`kubectl get slots` showing the swap under way) until something moved again.
+ */
 export class SlotStatusWriter {
   private lastJson = "";
-  private readonly client: KubeClient;
-  private readonly log: Logger;
+  private readonly deps: SlotStatusWriterDeps;
+  private readonly rewrites: RewriteBackoff;
 
-  constructor(client: KubeClient, log: Logger) {
-    this.client = client;
-    this.log = log;
+  constructor(deps: SlotStatusWriterDeps) {
+    this.deps = deps;
+    this.rewrites = new RewriteBackoff(deps.clock);
   }
 
-  write(
-    namespace: string,
-    resource: (SlotResource & { metadata: { resourceVersion?: string } }) | undefined,
-    status: SlotStatus,
-  ): void {
-    if (!resource) return;
-    const input = slotStatusInput(status, (resource.metadata as { generation?: number }).generation);
+  write(): void {
+    const resource = this.deps.resource();
+    if (!resource || !this.deps.holding()) return;
+    const input = slotStatusInput(
+      this.deps.status(),
+      (resource.metadata as { generation?: number }).generation,
+    );
     const json = JSON.stringify(input);
     if (json === this.lastJson) return;
     this.lastJson = json;
-    const path = `${paths.custom(group, version, "slots", namespace)}/${resource.metadata.name}/status`;
-    void this.client
+    const path = `${paths.custom(group, version, "slots", this.deps.namespace)}/${resource.metadata.name}/status`;
+    void this.deps.client
       .patch(path, { metadata: { resourceVersion: resource.metadata.resourceVersion }, status: input })
-      .catch((error: unknown) => {
-        // Written again on the next change, from the object the watch brings.
-        this.lastJson = "";
-        if (!isConflict(error)) this.log.warn("slot status write failed", { error });
-      });
+      .then(
+        () => this.rewrites.succeeded(),
+        (error: unknown) => {
+          if (this.lastJson === json) this.lastJson = "";
+          // Written again on the next change, from the object the watch brings.
+          if (isConflict(error)) return;
+          const delayMs = this.rewrites.failed(() => this.write());
+          this.deps.log.warn("slot status write failed; writing it again", { error, delayMs });
+        },
+      );
   }
 }

@@ -59,6 +59,15 @@ export interface WatchEvent<T> {
 }
 
 export type PatchType = "merge" | "json" | "strategic";
+
+/**
+ * How long a request may take, when it must not take the client's default 30 s (a Lease's renew
+ * must end by its renew deadline), and a signal that gives it up.
+ */
+export interface RequestLimits {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
 const patchContentType: Record<PatchType, string> = {
   merge: "application/merge-patch+json",
   json: "application/json-patch+json",
@@ -176,21 +185,21 @@ export class KubeClient {
     return (text ? JSON.parse(text) : undefined) as T;
   }
 
-  get<T>(path: string): Promise<T> {
-    return this.request<T>("GET", path);
+  get<T>(path: string, limits?: RequestLimits): Promise<T> {
+    return this.request<T>("GET", path, { ...limits });
   }
 
   list<T>(path: string, query: Record<string, string> = {}, signal?: AbortSignal): Promise<KubeList<T>> {
     return this.request<KubeList<T>>("GET", path, { query, ...(signal ? { signal } : {}) });
   }
 
-  create<T>(path: string, body: unknown): Promise<T> {
-    return this.request<T>("POST", path, { body });
+  create<T>(path: string, body: unknown, limits?: RequestLimits): Promise<T> {
+    return this.request<T>("POST", path, { body, ...limits });
   }
 
   /** A full replace: the body's metadata.resourceVersion makes it conditional (409 when stale). */
-  replace<T>(path: string, body: unknown): Promise<T> {
-    return this.request<T>("PUT", path, { body });
+  replace<T>(path: string, body: unknown, limits?: RequestLimits): Promise<T> {
+    return this.request<T>("PUT", path, { body, ...limits });
   }
 
   /** A JSON merge patch (default): with metadata.resourceVersion in it, it is conditional too. */
@@ -198,8 +207,8 @@ export class KubeClient {
     return this.request<T>("PATCH", path, { body, contentType: patchContentType[type] });
   }
 
-  delete<T>(path: string, body?: unknown): Promise<T> {
-    return this.request<T>("DELETE", path, { body });
+  delete<T>(path: string, body?: unknown, limits?: RequestLimits): Promise<T> {
+    return this.request<T>("DELETE", path, { body, ...limits });
   }
 
   /**

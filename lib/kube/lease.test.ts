@@ -280,3 +280,70 @@ describe("LeaseElector", () => {
     expect(leaseName("snooze-model", "team-a.qwen")).toBe("snooze-model-team-a.qwen");
   });
 });
+
+describe("an API server that stops answering (a hung connection, not a refusal)", () => {
+  test("the holder stands down by its renew deadline, not after the client's 30 s timeout", async () => {
+    // Before: every Lease call used the client's 30 s timeout, so a holder whose renew hung stayed
+    // leading (its controllers never told to stand down) long after its Lease had expired for the
+    // other replicas, which took it over: two leaders at once.
+    const { createServer } = await import("node:http");
+    const { KubeClient } = await import("./client.ts");
+    let stored: Lease | undefined;
+    let version = 1;
+    let hang = false;
+    const hung = new Set<import("node:http").ServerResponse>();
+    const server = createServer((req, res) => {
+      if (hang) {
+        hung.add(res);
+        return;
+      }
+      let body = "";
+      req.on("data", (chunk) => {
+        body += chunk;
+      });
+      req.on("end", () => {
+        const send = (status: number, object: unknown) => {
+          res.writeHead(status, { "content-type": "application/json" });
+          res.end(JSON.stringify(object));
+        };
+        if (req.method === "GET") {
+          if (!stored)
+            return send(404, { kind: "Status", reason: "NotFound", message: "not found", code: 404 });
+          return send(200, stored);
+        }
+        stored = JSON.parse(body) as Lease;
+        stored.metadata.resourceVersion = String(++version);
+        send(req.method === "POST" ? 201 : 200, stored);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as { port: number };
+    const client = new KubeClient({ server: `http://127.0.0.1:${port}` });
+    let stoodDownAt: number | undefined;
+    const elector = new LeaseElector({
+      client,
+      namespace: "snooze-system",
+      name: "snooze-slot-gpu",
+      identity: "autoscaler-0",
+      timing: { durationMs: 1_600, renewDeadlineMs: 1_000, retryMs: 100 },
+      onStoppedLeading: () => {
+        stoodDownAt = performance.now();
+      },
+    });
+    try {
+      elector.start();
+      await vi.waitFor(() => expect(elector.leading).toBe(true), { timeout: 5_000 });
+      hang = true;
+      const hungAt = performance.now();
+      await vi.waitFor(() => expect(stoodDownAt).toBeDefined(), { timeout: 10_000, interval: 50 });
+      // Within its renew deadline of the last renew (≤ 1 s after the hang began, plus a turn).
+      expect(stoodDownAt! - hungAt).toBeLessThan(1_000 + 500);
+    } finally {
+      await elector.stop(false);
+      for (const res of hung) res.destroy();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await client.close(0);
+    }
+  }, 20_000);
+});

@@ -137,15 +137,18 @@ export class LeaseElector {
     await this.inFlight;
     if (!this.isLeading) return;
     this.setLeading(false);
+    const limits = { timeoutMs: this.timing.renewDeadlineMs };
     try {
-      const lease = await this.options.client.get<Lease>(this.path());
+      const lease = await this.options.client.get<Lease>(this.path(), limits);
       // Only this elector's own last record: another elector of this process (the Model made again
       // at once, under the same identity) may have renewed it since, and leads by it now.
       if (lease.spec?.holderIdentity !== this.options.identity) return;
       if (lease.metadata.resourceVersion !== this.lastWritten) return;
-      await this.options.client.delete(this.path(), {
-        preconditions: { uid: lease.metadata.uid, resourceVersion: lease.metadata.resourceVersion },
-      });
+      await this.options.client.delete(
+        this.path(),
+        { preconditions: { uid: lease.metadata.uid, resourceVersion: lease.metadata.resourceVersion } },
+        limits,
+      );
       this.log.info("deleted the lease: its subject is gone");
     } catch (error) {
       // Taken meanwhile (409), or gone already: its new holder or nobody needs it deleted by us.
@@ -169,8 +172,27 @@ export class LeaseElector {
     return paths.lease(this.options.namespace, this.name);
   }
 
+  /**
+   * The time one try (or a release) may take: a holder's ends at its renew deadline, as client-go
+   * bounds a renew by RenewDeadline. With the client's own 30 s, a hung API server kept a holder
+   * leading (its controllers not told to stand down) for up to 30 s, long after its Lease had
+   * expired for the others (8 s) and another replica had taken it over: two leaders at once.
+   */
+  private tryTimeoutMs(): number {
+    const left = this.isLeading
+      ? this.timing.renewDeadlineMs - (this.monotonicNow() - this.lastRenewed)
+      : this.timing.renewDeadlineMs;
+    return Math.max(1, Math.ceil(left));
+  }
+
   private async tryAcquireOrRenew(): Promise<void> {
-    const { client, identity } = this.options;
+    const { identity } = this.options;
+    const limits = { signal: AbortSignal.timeout(this.tryTimeoutMs()) };
+    const client = {
+      get: <T>(path: string) => this.options.client.get<T>(path, limits),
+      create: <T>(path: string, body: unknown) => this.options.client.create<T>(path, body, limits),
+      replace: <T>(path: string, body: unknown) => this.options.client.replace<T>(path, body, limits),
+    };
     // Written into the Lease for others to read: wall time. Every duration: `at`, monotonic.
     const now = Date.now();
     const at = this.monotonicNow();
@@ -233,7 +255,10 @@ export class LeaseElector {
       } else {
         this.log.warn("lease try failed", { error });
       }
-      if (this.isLeading && this.monotonicNow() - this.lastRenewed >= this.timing.renewDeadlineMs) {
+      // Given up at the deadline (the signal): past it, whatever the monotonic reading rounds to.
+      const pastDeadline =
+        limits.signal.aborted || this.monotonicNow() - this.lastRenewed >= this.timing.renewDeadlineMs;
+      if (this.isLeading && pastDeadline) {
         this.log.warn("could not renew the lease in time; stepping down");
         this.setLeading(false);
       }
@@ -274,18 +299,24 @@ export class LeaseElector {
   }
 
   private async release(): Promise<void> {
-    const lease = await this.options.client.get<Lease>(this.path());
+    // A stopping process waits no longer than a renew for an API server that does not answer.
+    const limits = { timeoutMs: this.timing.renewDeadlineMs };
+    const lease = await this.options.client.get<Lease>(this.path(), limits);
     if (lease.spec?.holderIdentity !== this.options.identity) return;
     const now = Date.now();
-    await this.options.client.replace<Lease>(this.path(), {
-      ...lease,
-      spec: {
-        ...lease.spec,
-        holderIdentity: "",
-        leaseDurationSeconds: 1,
-        renewTime: microTime(now),
+    await this.options.client.replace<Lease>(
+      this.path(),
+      {
+        ...lease,
+        spec: {
+          ...lease.spec,
+          holderIdentity: "",
+          leaseDurationSeconds: 1,
+          renewTime: microTime(now),
+        },
       },
-    });
+      limits,
+    );
     this.log.info("released the lease");
   }
 }
