@@ -659,7 +659,12 @@ describe("a count or a scaler above the Model's maxReplicas: allowed, with a war
     metadata: { name: "capped", namespace: "team-a" },
     spec: { workloadRef: { apiVersion: "apps/v1", kind: "Deployment", name: "capped" }, maxReplicas: 2 },
   };
-  const scaler = (kind: "hpas" | "scaledObjects", spec: Record<string, unknown>, target = "Model") =>
+  const scaler = (
+    kind: "hpas" | "scaledObjects",
+    spec: Record<string, unknown>,
+    target = "Model",
+    name = "capped",
+  ) =>
     request({
       resource: resources[kind],
       object: {
@@ -668,7 +673,7 @@ describe("a count or a scaler above the Model's maxReplicas: allowed, with a war
           scaleTargetRef: {
             apiVersion: target === "Model" ? "snooze.dev/v1alpha1" : "apps/v1",
             kind: target,
-            name: "capped",
+            name,
           },
           ...spec,
         },
@@ -715,9 +720,9 @@ describe("a count or a scaler above the Model's maxReplicas: allowed, with a war
   test("within the bound, another target kind, or an unknown Model: no warning", async () => {
     expect(await warningsOf("validate-scalers", scaler("hpas", { maxReplicas: 2 }))).toEqual([]);
     expect(await warningsOf("validate-scalers", scaler("scaledObjects", { maxReplicaCount: 2 }))).toEqual([]);
-    expect(await warningsOf("validate-scalers", scaler("hpas", { maxReplicas: 8 }, "Deployment"))).toEqual(
-      [],
-    );
+    expect(
+      await warningsOf("validate-scalers", scaler("hpas", { maxReplicas: 8 }, "Deployment", "free")),
+    ).toEqual([]);
     cluster.models = [];
     const verdict = await handle(
       "validate-scalers",
@@ -734,6 +739,27 @@ describe("a count or a scaler above the Model's maxReplicas: allowed, with a war
       { cluster, autoscaler, claims },
     );
     expect(verdict).toEqual({ allowed: true });
+  });
+
+  test("an HPA or ScaledObject that scales a Model's Deployment, not the Model: a warning naming the Model to scale", async () => {
+    // Found by a probe: no word, and the scaler and Snooze fought over the Deployment's replicas.
+    for (const kind of ["hpas", "scaledObjects"] as const) {
+      cluster.models = [];
+      const warnings = await warningsOf("validate-scalers", scaler(kind, { maxReplicas: 1 }, "Deployment"));
+      const scalerKind = kind === "hpas" ? "HorizontalPodAutoscaler" : "ScaledObject";
+      expect(warnings).toEqual([
+        `${scalerKind} "qwen-scaler" scales Deployment "capped" (spec.scaleTargetRef), the workload of Model "capped": ` +
+          "Snooze sets its replicas itself (it starts pods for held requests and stops sleeping ones), so the two " +
+          "would fight over the count. Scale the Model instead: spec.scaleTargetRef {apiVersion: snooze.dev/v1alpha1, " +
+          "kind: Model, name: capped}; its spec.replicas is the number of awake replicas wanted",
+      ]);
+    }
+    // KEDA's scaleTargetRef without apiVersion is apps/v1 all the same.
+    cluster.models = [];
+    const keda = scaler("scaledObjects", {}, "Deployment");
+    delete (keda.object as { spec: { scaleTargetRef: { apiVersion?: string } } }).spec.scaleTargetRef
+      .apiVersion;
+    expect(await warningsOf("validate-scalers", keda)).toHaveLength(1);
   });
 
   test("kubectl scale of a Model above its maxReplicas, or a Model written so, is warned", async () => {

@@ -11,6 +11,7 @@ import { mutatePod, workloadSleeps } from "./pod-sleep-mode.ts";
 import { gateWorkload } from "./readiness-gate.ts";
 import { pinScale, pinWorkload } from "./replica-pinning.ts";
 import { modelCountWarnings, type ScalerKind, scalerBoundsWarnings, scalerTarget } from "./scaler-bounds.ts";
+import { scaledWorkload, scalerWorkloadWarnings } from "./scaler-workload.ts";
 import { validateModel, validateSlot, validateWorkloadAnnotations } from "./settings-validation.ts";
 import { sleepModeWarnings } from "./sleep-mode-check.ts";
 import { admitWithClaim, type ClaimStore, releaseClaim } from "./slot-claims.ts";
@@ -442,9 +443,14 @@ const handlers: Record<WebhookName, Handler> = {
     const kind = scalerKind(request);
     if (!kind || subResource(request) !== "") return unhandled("validate-scalers", request);
     if (request.operation === "DELETE") return allow();
+    const namespace = namespaceOf(request);
+    const workload = scaledWorkload(request.object);
+    if (workload) {
+      const models = deps.cluster.modelsReferencing(namespace, workload.kind, workload.name);
+      return allow({ warnings: scalerWorkloadWarnings(kind, request.object, models) });
+    }
     const target = scalerTarget(kind, request.object);
     if (!target) return allow();
-    const namespace = namespaceOf(request);
     const model =
       deps.cluster.cachedModel(namespace, target.model) ??
       (await deps.cluster.readModel(namespace, target.model));

@@ -8,6 +8,7 @@ import {
   noEngineContainerWarning,
   notLeaseHolderMessage,
   pinnedWarning,
+  scalerTargetsModelWorkloadWarning,
   secondResidentMessage,
   shellCommandWarning,
   sleepModeMissingWarning,
@@ -81,5 +82,11 @@ export function messageExamples(): Record<string, string> {
       "gpu-0",
     ),
     countCapped: modelCountCapWarning("qwen", 6, 4),
+    scalerOnWorkload: scalerTargetsModelWorkloadWarning(
+      { kind: "HorizontalPodAutoscaler", name: "qwen" },
+      { kind: "Deployment", name: "qwen" },
+      "qwen",
+      "snooze.dev/v1alpha1",
+    ),
   };
 }

@@ -145,6 +145,20 @@ export function unhandledResourceWarning(webhook: string, resource: string): str
 const slotBound = (slot: string) =>
   `the Model is in slot "${slot}", which runs one replica of one member (spec.maxReplicas above 1 is refused): take it out of the slot to run more`;
 
+export function scalerTargetsModelWorkloadWarning(
+  scaler: MemberRef,
+  workload: MemberRef,
+  model: string,
+  modelApiVersion: string,
+): string {
+  return (
+    `${ref(scaler)} scales ${ref(workload)} (spec.scaleTargetRef), the workload of Model "${model}": ` +
+    `Snooze sets its replicas itself (it starts pods for held requests and stops sleeping ones), so the two ` +
+    `would fight over the count. Scale the Model instead: spec.scaleTargetRef {apiVersion: ${modelApiVersion}, ` +
+    `kind: Model, name: ${model}}; its spec.replicas is the number of awake replicas wanted`
+  );
+}
+
 export function maxReplicasCapWarning(
   scaler: MemberRef,
   field: string,

@@ -298,6 +298,48 @@ spec:
     expect(within.stderr).not.toContain("Warning");
     await kubectl(["delete", "-n", ns.name, "hpa/capped", "--wait=false"]);
   });
+
+  test("an HPA whose scaleTargetRef is a Model's Deployment, not the Model: allowed, with a warning naming the Model to scale", async () => {
+    await createModel("direct", {});
+    const hpa = `
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: direct}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: direct}
+  minReplicas: 1
+  maxReplicas: 2
+  metrics:
+    - type: Resource
+      resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}
+`;
+    // The webhooks know Models from their watch: applied again until it has seen this one.
+    let last: { code: number | null; stderr: string } = { code: 0, stderr: "" };
+    await waitFor(
+      async () => {
+        last = await apply(hpa);
+        return last.stderr.includes("Warning") ? true : undefined;
+      },
+      { what: "the HPA's warning", timeoutMs: 10_000, intervalMs: 250, detail: () => last.stderr },
+    );
+    expect(last.code, last.stderr).toBe(0);
+    expect(last.stderr).toContain(
+      'Warning: HorizontalPodAutoscaler "direct" scales Deployment "direct" (spec.scaleTargetRef), the workload of Model "direct": ' +
+        "Snooze sets its replicas itself",
+    );
+    expect(last.stderr).toContain(
+      `Scale the Model instead: spec.scaleTargetRef {apiVersion: ${group}/${version}, kind: Model, name: direct}`,
+    );
+    // Aimed at a Deployment no Model names: nothing to say.
+    const other = await apply(
+      hpa
+        .replace("kind: Deployment, name: direct}", "kind: Deployment, name: unmanaged}")
+        .replace("metadata: {name: direct}", "metadata: {name: other}"),
+    );
+    expect(other.code, other.stderr).toBe(0);
+    expect(other.stderr).not.toContain("Warning");
+    await kubectl(["delete", "-n", ns.name, "hpa/direct", "hpa/other", "--wait=false"]);
+  });
 });
 
 describe("one resident per slot", () => {
