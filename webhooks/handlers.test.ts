@@ -853,3 +853,48 @@ describe("a model that does not sleep (sleep: false)", () => {
     expect(JSON.stringify(await podPatchOf(sleeping))).toContain("--enable-sleep-mode");
   });
 });
+
+describe("a Knative Revision created directly (not by a Configuration)", () => {
+  const revision = (annotations: Record<string, string>, labels: Record<string, string> = {}) => ({
+    apiVersion: "serving.knative.dev/v1",
+    kind: "Revision",
+    metadata: { name: "qwen-direct", namespace: "team-a", annotations, labels },
+    spec: { containers: [{ image: "vllm/vllm-openai" }] },
+  });
+  const review = (object: Record<string, unknown>) =>
+    handle("validate-workloads", request({ resource: resources.knativeRevisions, object }), {
+      cluster,
+      autoscaler,
+      claims,
+    });
+
+  test("invalid snooze.dev annotations: refused in the words a Deployment gets", async () => {
+    // Before: no webhook saw a Revision, so its settings were first read by the autoscaler.
+    const verdict = await review(
+      revision({ "autoscaling.knative.dev/class": "snooze.dev", "snooze.dev/sleep-after": "soon" }),
+    );
+    expect(verdict.allowed).toBe(false);
+    expect(verdict.message).toBe(
+      'Revision "qwen-direct" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/sleep-after"]: "soon": expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"',
+    );
+  });
+
+  test("valid settings are admitted; without Snooze's class they are said to do nothing", async () => {
+    expect(
+      await review(
+        revision({ "autoscaling.knative.dev/class": "snooze.dev", "snooze.dev/sleep-after": "5m" }),
+      ),
+    ).toEqual({ allowed: true });
+    expect((await review(revision({ "snooze.dev/sleep-after": "5m" }))).warnings).toEqual([
+      'Revision "qwen-direct": snooze.dev settings need autoscaling.knative.dev/class: snooze.dev in metadata.annotations (it is not set); without it Knative scales this Revision and Snooze leaves it alone',
+    ]);
+  });
+
+  test("a Revision a Configuration made was reviewed as its template: allowed as it is", async () => {
+    const made = revision(
+      { "snooze.dev/sleep-after": "soon" },
+      { "serving.knative.dev/configuration": "qwen" },
+    );
+    expect(await review(made)).toEqual({ allowed: true });
+  });
+});

@@ -3,6 +3,7 @@ import { asksForModel } from "../lib/settings/index.ts";
 import { slotDevice } from "../lib/settings/slot.ts";
 import type { AdmissionRequest } from "./admission.ts";
 import type { ClusterReader } from "./cluster.ts";
+import { madeByConfiguration, reviewDirectRevision } from "./direct-revision.ts";
 import { knativeClassWarnings } from "./knative-class.ts";
 import type { MemberRef } from "./messages.ts";
 import { invalidDeviceWarning, unhandledResourceWarning } from "./messages.ts";
@@ -96,6 +97,10 @@ function workloadKind(r: AdmissionRequest): WorkloadKind | undefined {
   if (group === "serving.knative.dev" && resource === "configurations") return "Configuration";
   return undefined;
 }
+
+/** Knative Revisions: only those created directly reach the webhook (its objectSelector). */
+const isRevisions = (r: AdmissionRequest) =>
+  r.resource.group === "serving.knative.dev" && r.resource.resource === "revisions";
 
 const subResource = (r: AdmissionRequest) => r.subResource ?? "";
 const namespaceOf = (r: AdmissionRequest) => r.namespace ?? "";
@@ -329,6 +334,10 @@ const handlers: Record<WebhookName, Handler> = {
   },
 
   "validate-workloads": async (request, deps, signal) => {
+    if (isRevisions(request) && subResource(request) === "") {
+      if (request.operation === "DELETE" || madeByConfiguration(request.object)) return allow();
+      return reviewDirectRevision(request.object);
+    }
     const kind = workloadKind(request);
     if (!kind || subResource(request) !== "") return unhandled("validate-workloads", request);
     const namespace = namespaceOf(request);

@@ -72,11 +72,12 @@ export function validateSlot(slot: unknown): Verdict {
 
 /**
  * The `snooze.dev/*` annotations of a Deployment, StatefulSet, Knative Service or Configuration (for
- * the Knative kinds also those of their revision template, where per-revision settings go).
+ * the Knative kinds also those of their revision template, where per-revision settings go), or of
+ * a Knative Revision created directly (its own).
  */
-export function validateWorkloadAnnotations(kind: WorkloadKind, workload: unknown): Verdict {
+export function validateWorkloadAnnotations(kind: WorkloadKind | "Revision", workload: unknown): Verdict {
   const places: [string, Record<string, string>][] = [["metadata.annotations", annotationsOf(workload)]];
-  if (isKnativeKind(kind)) {
+  if (kind !== "Revision" && isKnativeKind(kind)) {
     places.push(["spec.template.metadata.annotations", annotationsOf(at(workload, "spec", "template"))]);
   }
   const problems: Problem[] = [];

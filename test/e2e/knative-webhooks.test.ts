@@ -223,3 +223,39 @@ describe("a Knative Configuration applied directly", () => {
     );
   });
 });
+
+describe("a Knative Revision created directly (no Configuration)", () => {
+  /** A Revision of its own: a Knative Service's revision template as the Revision itself. */
+  const revision = (name: string, annotations: Record<string, string>) => {
+    const template = knativeService(name, { kubelet: cluster.info.kubelet, annotations }).spec.template;
+    return {
+      apiVersion: "serving.knative.dev/v1",
+      kind: "Revision",
+      metadata: { name, annotations: template.metadata.annotations, labels: template.metadata.labels },
+      spec: template.spec,
+    };
+  };
+
+  test("invalid settings in its own annotations: refused with the words a Deployment gets", async () => {
+    // Before: no webhook was registered for Revisions, so such a Revision's settings were first
+    // read by the autoscaler from its PodAutoscaler.
+    const result = await apply(revision("krev-bad", bad), true);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain(
+      'admission webhook "revisions.validate.snooze.dev" denied the request: Revision "krev-bad" has invalid snooze.dev annotations: metadata.annotations["snooze.dev/sleep-after"]: "soon": expected a duration',
+    );
+  });
+
+  test("valid settings: admitted by both Knative's webhook and Snooze's", async () => {
+    const result = await apply(
+      revision("krev-good", {
+        "autoscaling.knative.dev/class": "snooze.dev",
+        "snooze.dev/sleep-after": "5m",
+      }),
+      true,
+    );
+    expect(result.code, result.stderr).toBe(0);
+    // Knative's own webhook may warn (its security defaults); Snooze has nothing to say.
+    expect(result.stderr).not.toContain("snooze.dev");
+  });
+});

@@ -38,6 +38,7 @@ export const resources = {
   statefulsets: { group: "apps", version: "v1", resource: "statefulsets" },
   knativeServices: { group: "serving.knative.dev", version: "v1", resource: "services" },
   knativeConfigurations: { group: "serving.knative.dev", version: "v1", resource: "configurations" },
+  knativeRevisions: { group: "serving.knative.dev", version: "v1", resource: "revisions" },
   pods: { group: "", version: "v1", resource: "pods" },
   hpas: { group: "autoscaling", version: "v2", resource: "horizontalpodautoscalers" },
   scaledObjects: { group: "keda.sh", version: "v1alpha1", resource: "scaledobjects" },
