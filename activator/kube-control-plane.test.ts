@@ -502,14 +502,15 @@ test("Knative revisions whose template lists an alias: it reaches the newest rea
         annotations: { "autoscaling.knative.dev/class": "snooze.dev", "snooze.dev/aliases": "chat" },
       },
       spec: { scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: `${name}-deployment` } },
-      ...(ready
-        ? { status: { conditions: [{ type: "ScaleTargetInitialized", status: "True" as const }] } }
-        : {}),
     });
     return {
       ...model!,
       metadata: { ...model!.metadata, resourceVersion: "2", creationTimestamp: created },
-      status: { selector: `serving.knative.dev/revision=${name}` },
+      status: {
+        selector: `serving.knative.dev/revision=${name}`,
+        // As the autoscaler writes it once the revision's PA has its scale target initialized.
+        conditions: [{ type: "RevisionReady", status: ready ? "True" : "False" }],
+      },
     };
   };
   cluster.push("models", "ADDED", revision("qwen-00001", 1, "2026-03-01T10:00:00Z", true));
@@ -518,7 +519,7 @@ test("Knative revisions whose template lists an alias: it reaches the newest rea
   cluster.push("models", "ADDED", revision("qwen-00002", 2, "2026-03-01T11:00:00Z", false));
   expect(activator.modelNamed("qwen-00002")).toBe("qwen-00002");
   expect(activator.modelNamed("chat")).toBe("qwen-00001");
-  // Ready (the autoscaler labels its Model): the alias follows it.
+  // Ready (its Model's status says RevisionReady): the alias follows it.
   cluster.push("models", "MODIFIED", revision("qwen-00002", 2, "2026-03-01T11:00:00Z", true));
   expect(activator.modelNamed("chat")).toBe("qwen-00002");
   await plane.stop();

@@ -67,6 +67,17 @@ describe("modelStatus", () => {
     expect(status).toMatchObject({ readyReplicas: 1, phase: "Ready" });
   });
 
+  test("a Knative revision's Model says whether the revision is ready for its Route (RevisionReady); other Models say nothing", () => {
+    const ready = (o: Partial<Parameters<typeof modelStatus>[0]>) =>
+      modelStatus({ ...base, ...o }).conditions?.find((c) => c.type === "RevisionReady");
+    expect(ready({})).toBeUndefined();
+    expect(ready({ revisionReady: false })).toMatchObject({ status: "False", reason: "NotInitialized" });
+    expect(ready({ revisionReady: true })).toMatchObject({
+      status: "True",
+      reason: "ScaleTargetInitialized",
+    });
+  });
+
   test("aliases another Model has: AliasesTaken names each and its holder; False again once all reach it", () => {
     const leftOut = [
       { alias: "shared", holder: "ml/qwen-old", asId: false },

@@ -1,6 +1,7 @@
 import { formatDuration } from "../lib/duration.ts";
 import type { LeftOutAlias } from "../lib/kube/alias-holders.ts";
 import type { Condition } from "../lib/kube/condition.ts";
+import { revisionReadyCondition } from "../lib/kube/model-precedence.ts";
 import type { ModelStatusInput, modelPhases } from "../lib/kube/model-resource.ts";
 import type { LearningSnapshot } from "../lib/learning-snapshot.ts";
 import { isAsleep, type Tier } from "../lib/replica-event.ts";
@@ -35,6 +36,11 @@ export interface ModelObservation {
   lastStartMs?: number;
   /** What the controller learned of the model's traffic, kept in the status for the next leader. */
   learning?: LearningSnapshot;
+  /**
+   * For the Model of a Knative revision: whether the revision is ready for its Route (its PA's scale
+   * target initialized), said as the `RevisionReady` condition (model-precedence.ts).
+   */
+  revisionReady?: boolean;
   /** The Model's `spec.replicas` (a person's, an HPA's or KEDA's count) and `spec.maxReplicas`. */
   desired?: number;
   maxReplicas?: number;
@@ -128,6 +134,19 @@ export function modelStatus(o: ModelObservation): ModelStatusInput {
   // A Model whose id another serves gets no alias either: its Ready condition says why.
   const taken = o.servedInstead === undefined ? aliasesTakenCondition(o) : undefined;
   if (taken) conditions.push(taken);
+  if (o.revisionReady !== undefined) {
+    const status = o.revisionReady ? "True" : "False";
+    conditions.push({
+      type: revisionReadyCondition,
+      status,
+      reason: o.revisionReady ? "ScaleTargetInitialized" : "NotInitialized",
+      message: o.revisionReady
+        ? "the Knative revision is ready for its Route: its aliases reach it when it is its Configuration's newest ready revision"
+        : "the Knative revision is not ready yet: its Configuration's aliases reach the newest ready revision",
+      lastTransitionTime: transitionTime(o.previous, revisionReadyCondition, status, o.now),
+      ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
+    });
+  }
   return {
     ...(o.generation !== undefined ? { observedGeneration: o.generation } : {}),
     replicas: ready + warming,

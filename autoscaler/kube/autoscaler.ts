@@ -31,6 +31,7 @@ import {
 } from "../../lib/kube/lease.ts";
 import { kubeInformer } from "../../lib/kube/list-watch.ts";
 import { type KubeModel, modelFromResource, slotConfigFrom } from "../../lib/kube/model-config.ts";
+import { revisionOrder } from "../../lib/kube/model-precedence.ts";
 import type { ModelResource } from "../../lib/kube/model-resource.ts";
 import type { Pod } from "../../lib/kube/pod-replica.ts";
 import { type LabelSelector, selectorString } from "../../lib/kube/selector.ts";
@@ -228,6 +229,8 @@ export class KubeAutoscaler {
       deployments: this.informers.deployments,
       pods: this.informers.pods,
       events: this.recorder,
+      // A revision's readiness is in its Model's status (RevisionReady): written when its PA changes.
+      paChanged: (key) => this.entries.get(key)?.status.schedule(),
       log: options.log.child({ part: "knative" }),
     });
     this.invalidModels = new InvalidModels({
@@ -253,9 +256,16 @@ export class KubeAutoscaler {
     models.on({
       add: () => this.syncModels(),
       update: (m, old) => {
-        // Status writes (ours) do not change what a Model asks for: its spec (generation) and labels do.
+        // Status writes (ours) do not change what a Model asks for: its spec (generation) and labels
+        // do, and a revision's readiness (its status's RevisionReady), which moves its aliases.
         const labels = (o: Model) => JSON.stringify(o.metadata.labels ?? {});
-        if (m === old || m.metadata.generation !== old.metadata.generation || labels(m) !== labels(old))
+        const ready = (o: Model) => revisionOrder(o)?.ready;
+        if (
+          m === old ||
+          m.metadata.generation !== old.metadata.generation ||
+          labels(m) !== labels(old) ||
+          ready(m) !== ready(old)
+        )
           this.syncModels();
       },
       delete: () => this.syncModels(),
@@ -414,6 +424,7 @@ export class KubeAutoscaler {
         selector: () => this.workloadOf(entry.model)?.selector ?? "",
         servedInstead: () => this.core.servedInstead(model.key),
         aliasesLeftOut: () => entry.aliasesLeftOut ?? [],
+        revisionReady: () => this.knative.revisionReady(model.key),
         holding,
       }),
     };

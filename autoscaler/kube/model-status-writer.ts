@@ -25,6 +25,8 @@ export interface ModelStatusWriterDeps {
   /** The aliases this Model lists that another Model has (alias-holders.ts). */
   aliasesLeftOut?(): LeftOutAlias[];
   holding(): boolean;
+  /** For the Model of a Knative revision: whether it is ready for its Route (undefined: not one). */
+  revisionReady?(): boolean | undefined;
   /** For the back-off of a write the API server refused; the system's when absent. */
   clock?: Clock;
 }
@@ -84,6 +86,7 @@ export class ModelStatusWriter {
       selector: this.deps.selector(),
       ...servedInstead(this.deps),
       ...aliasesOf(this.deps),
+      revisionReady: this.deps.revisionReady?.(),
       generation: resource?.metadata.generation,
       desired: resource?.spec?.replicas,
       maxReplicas: resource?.spec?.maxReplicas ?? (resource ? 1 : undefined),

@@ -8,8 +8,6 @@ export type OwnedModelResult =
   | "foreign"
   /** It exists and says what is wanted. */
   | "unchanged"
-  /** Its spec is as wanted; labels it lacked were added (a revision's Model once it is ready). */
-  | "relabelled"
   | "created"
   /** It said something else: deleted, then created anew. */
   | "replaced"
@@ -28,25 +26,9 @@ export async function ensureOwnedModel(
   owner: { kind: string; name: string },
 ): Promise<OwnedModelResult> {
   if (existing && !ownedBy(existing, owner)) return "foreign";
+  if (existing && sameSpec(existing.spec as Record<string, unknown>, desired.spec as Record<string, unknown>))
+    return "unchanged";
   const collection = paths.custom(group, version, "models", desired.metadata.namespace);
-  if (
-    existing &&
-    sameSpec(existing.spec as Record<string, unknown>, desired.spec as Record<string, unknown>)
-  ) {
-    // Labels say where the Model stands, not what it runs: added in place, so the Model and its
-    // status stay (a revision's readiness, model-precedence.ts). Guarded by the version compared.
-    const have = existing.metadata.labels ?? {};
-    const missing = Object.entries(desired.metadata.labels ?? {}).filter(([k, v]) => have[k] !== v);
-    if (missing.length === 0) return "unchanged";
-    await client
-      .patch(`${collection}/${existing.metadata.name}`, {
-        metadata: { resourceVersion: existing.metadata.resourceVersion, labels: Object.fromEntries(missing) },
-      })
-      .catch((error: unknown) => {
-        if (!isNotFound(error) && !isConflict(error)) throw error;
-      });
-    return "relabelled";
-  }
   if (existing) {
     await client
       .delete(`${collection}/${existing.metadata.name}`, {

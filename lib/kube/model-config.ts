@@ -64,7 +64,7 @@ export function modelFromResource(resource: ModelResource & KubeObject): KubeMod
     port,
     explicit: explicitTierKeys(tier),
   };
-  const revision = revisionOrder(resource.metadata);
+  const revision = revisionOrder(resource);
   return {
     key: `${namespace}/${resource.metadata.name}`,
     namespace,

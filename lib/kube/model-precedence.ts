@@ -20,11 +20,13 @@ export function modelPrecedence(metadata: {
 export const configurationLabel = "serving.knative.dev/configuration";
 export const configurationGenerationLabel = "serving.knative.dev/configurationGeneration";
 /**
- * Set ("true") by the autoscaler on a revision's Model once its PodAutoscaler's scale target is
- * initialized, which is when Knative makes the Revision Ready; it stays, as Knative's
- * latest-ready revision only moves on to a newer one.
+ * The condition the autoscaler puts in a revision's Model status, True once its PodAutoscaler's
+ * scale target is initialized, which is when Knative makes the Revision Ready; it stays, as
+ * Knative's latest-ready revision only moves on to a newer one. In the status, which the
+ * autoscaler writes anyway: the Model's metadata and spec are never updated (its RBAC has no
+ * update or patch on Models).
  */
-export const revisionReadyLabel = "snooze.dev/revision-ready";
+export const revisionReadyCondition = "RevisionReady";
 
 /** Where a Knative revision's Model stands among the revisions of its Configuration. */
 export interface RevisionOrder {
@@ -35,17 +37,20 @@ export interface RevisionOrder {
 }
 
 /** The revision order of a Model made for a Knative revision; undefined for any other Model. */
-export function revisionOrder(metadata: {
-  namespace?: string;
-  labels?: Record<string, string>;
+export function revisionOrder(model: {
+  metadata: { namespace?: string; labels?: Record<string, string> };
+  status?: { conditions?: { type: string; status: string }[] };
 }): RevisionOrder | undefined {
+  const { metadata } = model;
   const configuration = metadata.labels?.[configurationLabel];
   const generation = Number(metadata.labels?.[configurationGenerationLabel]);
   if (!configuration || !Number.isSafeInteger(generation)) return undefined;
   return {
     configuration: `${metadata.namespace ?? "default"}/${configuration}`,
     generation,
-    ready: metadata.labels?.[revisionReadyLabel] === "true",
+    ready:
+      model.status?.conditions?.some((c) => c.type === revisionReadyCondition && c.status === "True") ??
+      false,
   };
 }
 

@@ -326,7 +326,7 @@ describe("snooze.dev/aliases on a Knative Service", () => {
     await holdersAre(["aliased-00002"], "the alias on the new revision");
     const modelPath = (name: string) => `${paths.custom(group, version, "models", ns())}/${name}`;
     const newer = await client().get<KnativeObject>(modelPath("aliased-00002"));
-    expect(newer.metadata.labels).toMatchObject({ "snooze.dev/revision-ready": "true" });
+    expect(conditionOf(newer, "RevisionReady")?.status).toBe("True");
     const answer = await askByAlias();
     expect(answer.status, answer.text).toBe(200);
     // The old revision's Model says where its alias went.

@@ -37,6 +37,7 @@ import {
   type PodAutoscaler,
   type PodAutoscalerStatus,
   type RevisionDeployment,
+  revisionReady,
 } from "./revision-model.ts";
 
 type Model = ModelResource & KubeObject;
@@ -65,6 +66,8 @@ export interface KnativePodAutoscalersOptions {
   pods: Informer<Pod>;
   /** Where Kubernetes Events go (the autoscaler's recorder): a revision Snooze runs no pod of is told so. */
   events?: { record(regarding: ObjectReference, event: EventToRecord): void };
+  /** A PodAutoscaler came, changed or went (`namespace/name`, its revision's Model's key). */
+  paChanged?(key: string): void;
   log: Logger;
 }
 
@@ -108,6 +111,15 @@ export class KnativePodAutoscalers {
     this.log = options.log;
   }
 
+  /**
+   * Whether the revision whose Model is `key` is ready for its Route (revision-model.ts
+   * `revisionReady`); undefined when no Snooze-class PodAutoscaler is that Model's.
+   */
+  revisionReady(key: string): boolean | undefined {
+    const pa = this.informers?.pas.get(key);
+    return pa && isSnoozeClass(pa.metadata.annotations) ? revisionReady(pa) : undefined;
+  }
+
   get synced(): boolean {
     return (
       !this.informers ||
@@ -145,8 +157,12 @@ export class KnativePodAutoscalers {
     };
     const changed = () => this.schedule();
     const handler = { add: changed, update: changed, delete: changed };
+    const paChanged = (pa: PodAutoscaler) => {
+      this.schedule();
+      this.options.paChanged?.(`${pa.metadata.namespace}/${pa.metadata.name}`);
+    };
     this.unsubscribe.push(
-      this.informers.pas.on(handler),
+      this.informers.pas.on({ add: paChanged, update: paChanged, delete: paChanged }),
       this.informers.sks.on(handler),
       this.informers.config.on(handler),
     );

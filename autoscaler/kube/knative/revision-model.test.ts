@@ -2,7 +2,7 @@ import { describe, expect, test } from "vitest";
 import { modelSpec } from "../../../lib/kube/model-resource.ts";
 import { knativeDefaults } from "./autoscaler-config.ts";
 import { goDuration } from "./go-duration.ts";
-import { knativeSettings, modelForRevision, type PodAutoscaler } from "./revision-model.ts";
+import { knativeSettings, modelForRevision, type PodAutoscaler, revisionReady } from "./revision-model.ts";
 
 const pa = (annotations: Record<string, string>, spec: PodAutoscaler["spec"] = {}): PodAutoscaler => ({
   apiVersion: "autoscaling.internal.knative.dev/v1alpha1",
@@ -129,7 +129,7 @@ describe("the Model of a Snooze-class revision", () => {
     expect(modelSpec.safeParse(model.spec).success).toBe(true);
   });
 
-  test("aliases listed, and labels that place the revision in its Configuration; ready once its scale target is", () => {
+  test("aliases listed, and labels that place the revision in its Configuration; ready once its scale target is initialized", () => {
     const labelled: PodAutoscaler = {
       ...pa({ "snooze.dev/aliases": "chat", "snooze.dev/sleep-after": "1m" }),
     };
@@ -145,10 +145,11 @@ describe("the Model of a Snooze-class revision", () => {
       "serving.knative.dev/configuration": "qwen",
       "serving.knative.dev/configurationGeneration": "1",
     });
+    // Ready for its Route once the scale target is initialized (its Model's status says so).
+    expect(revisionReady(labelled)).toBe(false);
     labelled.status = { conditions: [{ type: "ScaleTargetInitialized", status: "True" }] };
-    const ready = modelForRevision(labelled, deployment()).model!;
-    expect(ready.metadata.labels).toMatchObject({ "snooze.dev/revision-ready": "true" });
-    expect(ready.spec).toEqual(pending.spec);
+    expect(revisionReady(labelled)).toBe(true);
+    expect(modelForRevision(labelled, deployment()).model).toEqual(pending);
   });
 
   test("min-scale's Model keeps that many pods and is valid as a Model", () => {

@@ -1,11 +1,7 @@
 import { knativeAutoscaling, podAutoscalers } from "../../../lib/knative/autoscaler-class.ts";
 import { apiVersion } from "../../../lib/kube/api-group.ts";
 import type { KubeObject } from "../../../lib/kube/client.ts";
-import {
-  configurationGenerationLabel,
-  configurationLabel,
-  revisionReadyLabel,
-} from "../../../lib/kube/model-precedence.ts";
+import { configurationGenerationLabel, configurationLabel } from "../../../lib/kube/model-precedence.ts";
 import type { ModelResource } from "../../../lib/kube/model-resource.ts";
 import { servedModelOf } from "../../../lib/kube/served-model.ts";
 import { modelAnnotation } from "../../../lib/settings/index.ts";
@@ -161,22 +157,25 @@ export interface RevisionScope {
 /**
  * The labels that place a revision's Model among its Configuration's revisions: every revision
  * carries its template's `snooze.dev/aliases`, and they reach the newest ready one, as the Route's
- * latest traffic does (model-precedence.ts). Knative copies the revision's Configuration and
- * generation onto its PA; the PA is ready for the Route once its scale target is initialized, and
- * stays so (pa-status.ts).
+ * latest traffic does (model-precedence.ts; whether it is ready, its status says). Knative copies
+ * the revision's Configuration and generation onto its PA.
  */
 function revisionLabels(pa: PodAutoscaler): Record<string, string> {
   const configuration = pa.metadata.labels?.[configurationLabel];
   const generation = pa.metadata.labels?.[configurationGenerationLabel];
   if (!configuration || !generation) return {};
-  const initialized = pa.status?.conditions?.some(
-    (c) => c.type === "ScaleTargetInitialized" && c.status === "True",
+  return { [configurationLabel]: configuration, [configurationGenerationLabel]: generation };
+}
+
+/**
+ * Whether a revision is ready for its Route: its PA's scale target is initialized (Knative makes
+ * the Revision Ready then; it stays so, pa-status.ts). The revision's Model says it in its status.
+ */
+export function revisionReady(pa: PodAutoscaler | undefined): boolean | undefined {
+  if (!pa) return undefined;
+  return (
+    pa.status?.conditions?.some((c) => c.type === "ScaleTargetInitialized" && c.status === "True") ?? false
   );
-  return {
-    [configurationLabel]: configuration,
-    [configurationGenerationLabel]: generation,
-    ...(initialized ? { [revisionReadyLabel]: "true" } : {}),
-  };
 }
 
 export type RevisionModel =
