@@ -102,9 +102,8 @@ test("an engine restarted in place is a `ready → starting` change in snooze_ti
   expect(counted).toEqual({ "cold → starting": 1, "starting → ready": 2, "ready → starting": 1 });
 });
 
-test("two Models of one model id: snooze_replica_tier says the tier of the one that serves the id, not whichever changed last", async () => {
-  // Before: each controller wrote the id's series as its replicas changed, so the gauge said the
-  // tier of the Model that moved last, serving or not.
+/** One Autoscaler on the manual clock with two Models of the id `m`, `team-a/m` and `team-b/m`, not added yet. */
+function twoModelsOfOneId(options: { namespaced?: boolean } = {}) {
   const clock = new ManualClock();
   const config = parseConfig(`models:\n  m: { command: [engine, "\${PORT}"] }\n`, "test.yaml").models.get(
     "m",
@@ -120,7 +119,15 @@ test("two Models of one model id: snooze_replica_tier says the tier of the one t
     drainGraceMs: 0,
     activatorExpiryMs: Number.POSITIVE_INFINITY,
     selfHealIntervalMs: Number.POSITIVE_INFINITY,
+    ...options,
   });
+  return { clock, config, platform, registry, autoscaler };
+}
+
+test("two Models of one model id: snooze_replica_tier says the tier of the one that serves the id, not whichever changed last", async () => {
+  // Before: each controller wrote the id's series as its replicas changed, so the gauge said the
+  // tier of the Model that moved last, serving or not.
+  const { clock, config, platform, registry, autoscaler } = twoModelsOfOneId();
   const older = autoscaler.addModel(
     { key: "team-a/m", config, minReplicas: 0, maxReplicas: 1, precedence: "1" },
     { holding: () => true },
@@ -147,23 +154,7 @@ test("on Kubernetes, Models of one id in two namespaces have their own series (a
   // Before: snooze_tier_transitions_total, snooze_activation_duration_seconds and
   // snooze_gpu_seconds_total were labelled by the id alone, so two teams' Models of one id added
   // into one series, and the tier gauge showed one of them.
-  const clock = new ManualClock();
-  const config = parseConfig(`models:\n  m: { command: [engine, "\${PORT}"] }\n`, "test.yaml").models.get(
-    "m",
-  )!;
-  const platform = new FakePlatform(["team-a/m", "team-b/m"], { clock, autoUp: true });
-  const registry = new Registry();
-  const autoscaler = new Autoscaler({
-    platform,
-    clock,
-    log: silentLogger,
-    registry,
-    hostMemoryBudget: Number.POSITIVE_INFINITY,
-    drainGraceMs: 0,
-    activatorExpiryMs: Number.POSITIVE_INFINITY,
-    selfHealIntervalMs: Number.POSITIVE_INFINITY,
-    namespaced: true,
-  });
+  const { clock, config, registry, autoscaler } = twoModelsOfOneId({ namespaced: true });
   for (const [key, precedence] of [
     ["team-a/m", "1"],
     ["team-b/m", "2"],

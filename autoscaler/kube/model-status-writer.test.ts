@@ -1,8 +1,8 @@
 import { expect, test } from "vitest";
-import { type KubeClient, KubeError } from "../../lib/kube/client.ts";
 import { modelFromResource } from "../../lib/kube/model-config.ts";
 import { silentLogger } from "../../lib/log.ts";
 import { ManualClock } from "../../test/support/manual-clock.ts";
+import { refusingClient } from "../../test/support/refusing-kube-client.ts";
 import type { ModelController } from "../model-controller.ts";
 import { ModelStatusWriter } from "./model-status-writer.ts";
 
@@ -15,15 +15,7 @@ test("a Model status write the API server refuses (429, 500) is made again with 
   // keep saying what it no longer was, to the HPA, KEDA and every activator.
   const clock = new ManualClock();
   const refuse = [429, 500];
-  const patches: unknown[] = [];
-  const client = {
-    patch: async (_path: string, body: unknown) => {
-      const status = refuse.shift();
-      if (status !== undefined) throw new KubeError(status, "refused", `refused with ${status}`);
-      patches.push(body);
-      return body;
-    },
-  } as unknown as KubeClient;
+  const { client, patches } = refusingClient(refuse);
   const resource = {
     apiVersion: "snooze.dev/v1alpha1" as const,
     kind: "Model" as const,

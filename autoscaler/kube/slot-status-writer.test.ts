@@ -1,23 +1,9 @@
 import { expect, test } from "vitest";
-import { type KubeClient, KubeError } from "../../lib/kube/client.ts";
 import { silentLogger } from "../../lib/log.ts";
 import type { SlotStatus } from "../../lib/slot-status.ts";
 import { ManualClock } from "../../test/support/manual-clock.ts";
+import { refusingClient } from "../../test/support/refusing-kube-client.ts";
 import { SlotStatusWriter } from "./slot-status-writer.ts";
-
-/** A client whose status patches are refused with the statuses in `refuse`, one each, then go through. */
-function refusingClient(refuse: number[]) {
-  const patches: unknown[] = [];
-  const client = {
-    patch: async (_path: string, body: unknown) => {
-      const status = refuse.shift();
-      if (status !== undefined) throw new KubeError(status, "refused", `refused with ${status}`);
-      patches.push(body);
-      return body;
-    },
-  } as unknown as KubeClient;
-  return { client, patches };
-}
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
