@@ -32,7 +32,7 @@ export function isVllmServe(command: readonly string[]): boolean {
 
 /**
  * **Pure**: whether a `vllm serve` command line leaves sleep mode off: vLLM serves its sleep
- * endpoints only with `--enable-sleep-mode` (in any form vLLM reads it: lib/vllm-sleep-mode.ts). Not
+ * endpoints only with `--enable-sleep-mode` (in any form vLLM reads it: lib/vllm-flag.ts). Not
  * said when a `--config` file may turn it on.
  */
 export function vllmWithoutSleepMode(command: readonly string[]): boolean {
