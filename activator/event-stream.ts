@@ -1,8 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { sendError } from "../lib/http/json.ts";
 import { escapeLineBreakers } from "../lib/json-line.ts";
-import { openAIError } from "../lib/openai-error.ts";
-import { type OpenStream, streamToEnd } from "./stream-eviction.ts";
+import { type OpenStream, StreamSlots } from "./stream-slots.ts";
 import type { Timeline, TimelineMessage } from "./timeline.ts";
 
 const keepAliveMs = 15_000;
@@ -11,12 +9,19 @@ export const maxBufferedBytes = 1 << 20;
 /**
  * A write the client has not read within this is the end of its stream: a reader that is there
  * takes a write in milliseconds (it reconnects and resumes if it was only slow); one that is not
- * held a slot forever (found by an outside tester, see activator/stream-eviction.ts).
+ * held a slot forever (found by an outside tester, see activator/stream-slots.ts).
  */
 export const stalledWriteMs = 10_000;
 
-/** The open streams of each timeline, to free a slot for a new one when all are taken. */
-const openStreams = new WeakMap<Timeline, Set<OpenStream & { end(): void }>>();
+type Stream = OpenStream & { end(): void };
+
+/** The open streams of each timeline, at most 64: a new one takes the slot of one that gives it up. */
+const slotsOf = new WeakMap<Timeline, StreamSlots<Stream>>();
+
+/** How many event streams of `timeline` are open. */
+export function openStreams(timeline: Timeline): number {
+  return slotsOf.get(timeline)?.size ?? 0;
+}
 
 type StreamMessage = TimelineMessage | { type: "hello"; data: unknown };
 
@@ -76,7 +81,7 @@ export function streamEvents(
   /** Live events held while the backlog goes out; undefined once it is out. */
   let waiting: string[] | undefined = [];
   let waitingBytes = 0;
-  const stream: OpenStream & { end(): void } = {
+  const stream: Stream = {
     openedAt: performance.now(),
     stalledSince: undefined,
     // Its slot freed now, for the stream that asks for it; its connection closed.
@@ -113,28 +118,14 @@ export function streamEvents(
     waitingBytes += text.length;
     if (waitingBytes > maxBufferedBytes) res.destroy();
   };
-  const streams = openStreams.get(timeline) ?? new Set();
-  openStreams.set(timeline, streams);
-  let unsubscribe = timeline.subscribe(listener);
-  if (!unsubscribe) {
-    // Every slot taken: the one a client has left unread longest, else the oldest, gives it up.
-    const ended = streamToEnd(streams);
-    ended?.end();
-    unsubscribe = timeline.subscribe(listener);
+  let slots = slotsOf.get(timeline);
+  if (!slots) {
+    slots = new StreamSlots<Stream>();
+    slotsOf.set(timeline, slots);
   }
-  if (!unsubscribe) {
-    sendError(
-      res,
-      503,
-      openAIError(
-        "Too many event streams are open; retry later.",
-        "service_unavailable_error",
-        "too_many_streams",
-      ),
-      { "retry-after": "5" },
-    );
-    return;
-  }
+  // Every slot taken: the one a client has left unread longest, else the oldest, gives it up.
+  const release = slots.take(stream);
+  const unsubscribe = timeline.subscribe(listener);
   res.writeHead(200, {
     "content-type": "text/event-stream",
     "cache-control": "no-cache",
@@ -166,12 +157,11 @@ export function streamEvents(
     if (!waiting) write(": ping\n\n");
   }, keepAliveMs);
   ping.unref();
-  streams.add(stream);
   const done = () => {
     clearInterval(ping);
     clearTimeout(stall);
     unsubscribe();
-    streams.delete(stream);
+    release();
     waiting = undefined;
   };
   req.once("close", done);

@@ -87,7 +87,6 @@ interface ModelLedger {
 
 const order: Tier[] = ["ready", "waking", "starting", "draining", "asleep-1", "asleep-2", "cold"];
 const maxSegments = 500;
-const maxSubscribers = 64;
 
 /**
  * The activator's record of what the control plane did, from the replica events every activator
@@ -118,9 +117,11 @@ export class Timeline {
     this.startedAt = this.now();
   }
 
-  /** Hears every message from now on; returns unsubscribe, or undefined when too many listen already. */
-  subscribe(listener: (message: TimelineMessage) => void): (() => void) | undefined {
-    if (this.listeners.size >= maxSubscribers) return undefined;
+  /**
+   * Hears every message from now on; returns unsubscribe. How many may listen is the event
+   * stream's to bound (activator/stream-slots.ts), each listener being a client's stream.
+   */
+  subscribe(listener: (message: TimelineMessage) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }

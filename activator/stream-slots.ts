@@ -25,3 +25,34 @@ export function streamToEnd<T extends OpenStream>(streams: Iterable<T>): T | und
   }
   return chosen;
 }
+
+/**
+ * The event streams open at once, at most `max` (each is a connection and a listener that every
+ * replica event is written to). A new stream always gets a slot: when all are taken, the one
+ * `streamToEnd` picks is ended (`end` closes it and gives its slot back) and the new one takes it.
+ */
+export class StreamSlots<T extends OpenStream & { end(): void }> {
+  readonly max: number;
+  private readonly open = new Set<T>();
+
+  constructor(max = 64) {
+    this.max = max;
+  }
+
+  get size(): number {
+    return this.open.size;
+  }
+
+  /** Gives `stream` a slot, ending another first if none is free; returns the slot's release. */
+  take(stream: T): () => void {
+    while (this.open.size >= this.max) {
+      const ended = streamToEnd(this.open);
+      if (!ended) break;
+      // Its release may already have run (ending closes it); either way its slot is free now.
+      this.open.delete(ended);
+      ended.end();
+    }
+    this.open.add(stream);
+    return () => this.open.delete(stream);
+  }
+}
