@@ -244,3 +244,25 @@ describe("models at run time", () => {
     expect(activator!.modelNamed("b")).toBe("b");
   });
 });
+
+describe("leaving, before a shutdown (`snooze activator --shutdown-delay`)", () => {
+  test("/readyz answers 503 while requests are still served, each answer closing its connection", async () => {
+    const { plane, engine, post, url } = await start();
+    activator!.upsertModel(model("qwen"));
+    plane.emit({ model: "qwen", replica: "qwen-0", address: engine, tier: "ready", since: Date.now() });
+    expect((await fetch(`${url}/readyz`)).status).toBe(200);
+    const before = await post("qwen");
+    expect(before.status).toBe(200);
+    expect(before.headers.get("connection")).toBe("keep-alive");
+    activator!.leave();
+    const readyz = await fetch(`${url}/readyz`);
+    expect(readyz.status).toBe(503);
+    expect(await readyz.json()).toEqual({ ready: false });
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    const after = await post("qwen");
+    expect(after.status).toBe(200);
+    expect(await after.json()).toEqual({ echoed: "qwen" });
+    // The client's next request opens a connection, which the Service sends to another replica.
+    expect(after.headers.get("connection")).toBe("close");
+  });
+});

@@ -169,6 +169,8 @@ export class Activator {
   private readonly unwatch: () => void;
   private readonly ticker: NodeJS.Timeout;
   private shuttingDown = false;
+  /** `leave` was called: served still, but no longer ready for new requests. */
+  private left = false;
   private readonly shutdownBegun = new AbortController();
   /** Forwards in flight, and requests whose body is still arriving: a shutdown waits for both. */
   private inFlightTotal = 0;
@@ -448,6 +450,27 @@ export class Activator {
 
   get accepting(): boolean {
     return !this.shuttingDown;
+  }
+
+  /**
+   * Whether it should be sent new requests (`/readyz`): not once it is leaving (`leave`), though it
+   * still serves what comes.
+   */
+  get ready(): boolean {
+    return !this.left && !this.shuttingDown;
+  }
+
+  get leaving(): boolean {
+    return this.left;
+  }
+
+  /**
+   * The shutdown is coming: `/readyz` says 503 and each answer closes its connection, so the
+   * Service's endpoints and the proxies and load balancers in front stop sending here, while what
+   * they still send is served as before (cli/activator.ts: `--shutdown-delay`).
+   */
+  leave(): void {
+    this.left = true;
   }
 
   /** Handles one request under `/v1/` (or `/v2/`, or one of vLLM's own inference routes: `forActivator`) that names a model. */

@@ -261,8 +261,10 @@ export function createActivatorServer({
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
     // An upgrade Snooze does not make: Node reads nothing more from the connection after it (the
     // bytes are the new protocol's), so a request pipelined behind it would wait unanswered until
-    // the keep-alive timeout (found by an outside tester). Its answer closes the connection.
-    if (asksUpgrade(req)) res.setHeader("connection", "close");
+    // the keep-alive timeout (found by an outside tester). Its answer closes the connection. So does
+    // every answer once Snooze is leaving: a client's next request opens a connection, which the
+    // Service sends to another replica.
+    if (asksUpgrade(req) || activator.leaving) res.setHeader("connection", "close");
     if (req.httpVersionMajor > 1) {
       // Node's parser takes `HTTP/2.0` in a request line (an HTTP/2 connection's preface is refused
       // before this: lib/http/client-error.ts); such a request is no HTTP/1.x one to be routed.
@@ -596,7 +598,7 @@ export function createActivatorServer({
       return;
     }
     if (path === "/readyz") {
-      sendJson(res, activator.accepting ? 200 : 503, { ready: activator.accepting });
+      sendJson(res, activator.ready ? 200 : 503, { ready: activator.ready });
       return;
     }
     // The usual slip: an OpenAI client's base URL without its /v1 (http://host:8080), which vLLM's

@@ -15,7 +15,7 @@ import type { Command } from "./command.ts";
 import { allowedOriginsValue, corsFlags } from "./cors-flags.ts";
 import { durationValue, hostValue, listenFailure, listenFlags, portValue } from "./flags.ts";
 import { httpUrlValue, identityValue, kubeClientFrom, kubeFlags } from "./kube-flags.ts";
-import { untilStopSignal } from "./signals.ts";
+import { watchStopSignals } from "./signals.ts";
 
 export const activatorCommand: Command = {
   name: "activator",
@@ -49,6 +49,13 @@ export const activatorCommand: Command = {
       description: "how long in-flight requests may finish after SIGTERM",
       placeholder: "duration",
     },
+    "shutdown-delay": {
+      type: "string",
+      default: "5s",
+      description:
+        "after SIGTERM, how long requests are still taken, /readyz answering 503, before the port closes: time for Kubernetes to take the pod out of its Service's endpoints, and for proxies and load balancers to follow (a second signal ends it)",
+      placeholder: "duration",
+    },
     "stats-interval": {
       type: "string",
       default: "1s",
@@ -63,6 +70,7 @@ export const activatorCommand: Command = {
     const port = portValue(values, "port", { fetched: true });
     const host = hostValue(values);
     const grace = durationValue(values, "shutdown-grace");
+    const shutdownDelay = durationValue(values, "shutdown-delay");
     const adminToken = serverAdminToken(values, host);
     const allowedOrigins = allowedOriginsValue(values);
     const statsIntervalMs = durationValue(values, "stats-interval", { positive: true });
@@ -157,14 +165,28 @@ export const activatorCommand: Command = {
       throw listenFailure(error, host, port) ?? error;
     }
     log.info("listening", { address: listening.address, models: [...activator.routes.keys()] });
-    await untilStopSignal(log, "shutting down", { graceMs: grace });
+    const stops = watchStopSignals(log, { graceMs: grace, delayMs: shutdownDelay });
+    await stops.first;
+    // Kubernetes takes a terminating pod out of its Service's endpoints a moment after SIGTERM, and
+    // kube-proxy, ingresses and load balancers follow later still: what they send meanwhile is
+    // served, not refused at a closed port (as kube-apiserver's --shutdown-delay-duration does).
+    activator.leave();
+    let delayed: NodeJS.Timeout | undefined;
+    await Promise.race([
+      new Promise((resolve) => (delayed = setTimeout(resolve, shutdownDelay))),
+      stops.second,
+    ]);
+    clearTimeout(delayed);
     listening.close();
+    // A second signal ends what is still in flight at once, each client told why.
+    void stops.second.then(() => activator.endInFlight());
     await activator.shutdown(grace);
     server.closeAllConnections();
     await controlPlane.stop();
     await ingresses?.stop();
     await client.close();
     await telemetry.shutdown();
+    stops.dispose();
     log.info("stopped");
     return 0;
   },

@@ -42,6 +42,7 @@ export interface KubeSnoozeSuite {
     autoscalerUrl?: string,
     env?: Record<string, string>,
     host?: string,
+    shutdownDelay?: string,
   ): Promise<Component>;
   /** The last lines of the autoscaler's and the activator's output, for failure messages. */
   logs(autoscalerLines: number, activatorLines: number): string;
@@ -116,7 +117,7 @@ export function kubeSnoozeSuite(options: KubeSnoozeSuiteOptions): KubeSnoozeSuit
       autoscalers.set(identity, component);
       return component;
     },
-    startActivator(identity, autoscalerUrl = suite.autoscaler.url, env, host) {
+    startActivator(identity, autoscalerUrl = suite.autoscaler.url, env, host, shutdownDelay) {
       return startActivator(cluster, {
         namespace: suite.ns.name,
         identity,
@@ -124,6 +125,7 @@ export function kubeSnoozeSuite(options: KubeSnoozeSuiteOptions): KubeSnoozeSuit
         autoscalerUrl,
         env,
         host,
+        shutdownDelay,
       });
     },
     waitPods: (model, what, check, timeoutMs = 30_000) =>

@@ -166,6 +166,8 @@ export async function startActivator(
     env?: Record<string, string>;
     /** The address it listens on (default 127.0.0.1); a pod reaches the node's pod-network address. */
     host?: string;
+    /** `--shutdown-delay`: none by default, so a suite's teardown does not wait for it. */
+    shutdownDelay?: string;
   },
 ): Promise<Component> {
   const host = options.host ?? "127.0.0.1";
@@ -189,6 +191,8 @@ export async function startActivator(
       String(port),
       "--shutdown-grace",
       "2s",
+      "--shutdown-delay",
+      options.shutdownDelay ?? "0s",
     ],
     port,
     options.env,
