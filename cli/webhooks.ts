@@ -6,7 +6,7 @@ import { startWebhooks } from "../webhooks/webhooks.ts";
 import type { Command } from "./command.ts";
 import { durationValue, hostValue, listenFailure, portValue } from "./flags.ts";
 import { kubeClientFrom } from "./kube-flags.ts";
-import { untilStopSignal } from "./signals.ts";
+import { watchStopSignals } from "./signals.ts";
 
 const durationFlag = (values: FlagValues, name: string): number =>
   durationValue(values, name, { positive: true });
@@ -144,6 +144,13 @@ export const webhooksCommand: Command = {
       description: "how long reviews in flight may finish after SIGTERM",
       placeholder: "duration",
     },
+    "shutdown-delay": {
+      type: "string",
+      default: "5s",
+      description:
+        "after SIGTERM, how long reviews are still taken, /readyz answering 503, before the port closes: time for Kubernetes to take the pod out of its Service's endpoints (a second signal ends it)",
+      placeholder: "duration",
+    },
   },
   async run(values) {
     const port = portValue(values);
@@ -172,6 +179,7 @@ export const webhooksCommand: Command = {
     const reloadMs = durationFlag(values, "cert-reload");
     const decisionTimeoutMs = durationFlag(values, "decision-timeout");
     const grace = durationFlag(values, "shutdown-grace");
+    const shutdownDelay = durationFlag(values, "shutdown-delay");
     const autoscalerUser = String(values["autoscaler-service-account"]);
     const leaseNamespace = String(
       values["lease-namespace"] ?? serviceAccountNamespace(autoscalerUser) ?? "snooze-system",
@@ -211,8 +219,28 @@ export const webhooksCommand: Command = {
     }).catch((error: unknown) => {
       throw listenFailure(error, host, port) ?? error;
     });
-    await untilStopSignal(log, "shutting down", { graceMs: grace });
-    await webhooks.close(grace);
+    let wasReady = false;
+    // Not ready at all (the caches never filled) is told as it was: here only whether it became so.
+    webhooks.ready.then(
+      () => (wasReady = true),
+      () => {},
+    );
+    const stops = watchStopSignals(log, { graceMs: grace, delayMs: shutdownDelay });
+    await stops.first;
+    // The apiserver reaches the webhooks through their Service, whose endpoints lose this pod a
+    // moment after SIGTERM: a review sent meanwhile to a closed port would fail the write it
+    // guards (failurePolicy Fail). So reviews are still taken for the delay (cli/activator.ts too),
+    // unless it was never ready, and so never among the endpoints.
+    webhooks.server.leave();
+    let delayed: NodeJS.Timeout | undefined;
+    await Promise.race([
+      new Promise((resolve) => (delayed = setTimeout(resolve, wasReady ? shutdownDelay : 0))),
+      stops.second,
+    ]);
+    clearTimeout(delayed);
+    // A second signal stops waiting for the grace: what is left gets the process's last second.
+    await Promise.race([webhooks.close(grace), stops.second]);
+    stops.dispose();
     log.info("stopped");
     return 0;
   },

@@ -165,3 +165,24 @@ test("when the grace ends, a connection idle all along and a review still runnin
   await idleGone;
   expect(await running).not.toBe("answered");
 });
+
+test("leaving before the shutdown: /readyz 503, new connections still taken, each answer told to close", async () => {
+  // `snooze webhooks --shutdown-delay`: the Service's endpoints lose the pod a moment after
+  // SIGTERM, and a review sent to a closed port meanwhile would fail the write it guards.
+  const clock = new ManualClock();
+  const server = await start(clock);
+  const before = keepAliveClient(server);
+  expect((await answered(before)).connection).toBe("keep-alive");
+  server.leave();
+  const readyz = await keepAliveClient(server).request({ path: "/readyz", method: "GET" });
+  expect(readyz.statusCode).toBe(503);
+  await readyz.body.text();
+  expect(await refused(server.port)).toBe("accepted");
+  for (const client of [before, keepAliveClient(server)])
+    expect(await answered(client)).toEqual({
+      status: 200,
+      connection: "close",
+      uid: "705ab4f5-6393-11e8-b7cc-42010a800002",
+    });
+  await server.close(1_000);
+});

@@ -54,6 +54,12 @@ export interface WebhookServer {
   /** Serves a new certificate to new connections; open connections keep theirs. */
   setCertificate(tls: TlsPair): void;
   /**
+   * The shutdown is coming: `/readyz` answers 503 and each answer tells its client to close the
+   * connection, while new connections are still taken and served (cli/webhooks.ts:
+   * `--shutdown-delay`), until the Service's endpoints no longer send here.
+   */
+  leave(): void;
+  /**
    * Stops taking connections and closes each open one once it has been told so (see `close` below);
    * what is left when `graceMs` is over is cut. Resolves when every connection is closed.
    */
@@ -245,6 +251,9 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     server,
     setCertificate(tls) {
       server.setSecureContext({ cert: tls.certPem, key: tls.keyPem, minVersion: "TLSv1.2" });
+    },
+    leave() {
+      draining = true;
     },
     async close(graceMs = 10_000) {
       draining = true;

@@ -126,6 +126,10 @@ export function startWebhooksProcess(options: WebhooksProcessOptions): ManagedPr
       system,
       "--cert-hosts",
       "127.0.0.1",
+      // The replicas share the port (SO_REUSEPORT): the kernel stops handing one connections as its
+      // listener closes, with no Service endpoints to wait for.
+      "--shutdown-delay",
+      "0s",
       ...(options.args ?? []),
     ],
     { logPath: options.logPath, env: { ...process.env, SNOOZE_LOG_LEVEL: "info" } },
