@@ -10,7 +10,7 @@ export const snoozeFile = z.strictObject({
     .meta({ description: "Tier settings every model inherits unless it sets its own." }),
   hostMemoryBudget: byteSize.optional().meta({
     description:
-      "Host RAM all level-1 sleepers may use together; past it the longest asleep goes to level 2.",
+      "Host RAM all level-1 sleepers may use together; past it the longest asleep goes to level 2 (a slot's member is stopped instead, as after deepSleepAfter).",
   }),
   maxBodySize: byteLimit("every request with a body would be refused (413)")
     .optional()

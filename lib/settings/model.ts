@@ -48,9 +48,10 @@ export const tierSettings = z.strictObject({
     .meta({
       description: "vLLM sleep level on idle: 1 keeps weights in host RAM (fast wake), 2 drops them.",
     }),
-  deepSleepAfter: duration
-    .optional()
-    .meta({ description: "Time asleep at level 1 after which the replica goes to level 2." }),
+  deepSleepAfter: duration.optional().meta({
+    description:
+      "Time asleep at level 1 after which the replica goes to level 2; a slot's member is stopped instead (the move wakes the engine, and its accelerator may hold another member by then).",
+  }),
   zeroAfter: duration
     .optional()
     .meta({ description: "Time asleep after which the engine is stopped (scale to zero)." }),
