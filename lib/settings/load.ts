@@ -109,11 +109,14 @@ const sizeAdvice = `a settings file may be at most ${formatSize(maxConfigBytes)}
 function notASettingsFile(stats: Stats): string | undefined {
   const what = notRegular(stats);
   if (what) return `it is ${what}, not a settings file: give the path of a YAML file`;
-  if (stats.size > maxConfigBytes) {
-    const [size, limit] = [formatSize(stats.size), formatSize(maxConfigBytes)];
-    return `the file is ${size === limit ? `more than ${limit}` : size}; ${sizeAdvice}`;
-  }
+  if (stats.size > maxConfigBytes) return oversizeRefusal(stats.size);
   return undefined;
+}
+
+/** Why a file of `bytes`, over the limit, is no settings file (docs/configuration.md quotes it). */
+export function oversizeRefusal(bytes: number): string {
+  const [size, limit] = [formatSize(bytes), formatSize(maxConfigBytes)];
+  return `the file is ${size === limit ? `more than ${limit}` : size}; ${sizeAdvice}`;
 }
 
 /** A size in bytes as a person reads it: `1 MiB`, `1.5 GiB`, `700 bytes`. */

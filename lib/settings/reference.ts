@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { annotationFor } from "./annotations.ts";
 import { snoozeFile } from "./file.ts";
-import { maxAliasCount, maxConfigBytes } from "./load.ts";
+import { maxAliasCount, maxConfigBytes, oversizeRefusal, parseConfig } from "./load.ts";
 import { builtinTierDefaults, localModel, tierSettings } from "./model.ts";
 import { maxNesting } from "./nesting.ts";
 import { builtinSlotDefaults, slotSettings } from "./slot.ts";
@@ -158,11 +158,11 @@ models:
 Aliases and merge keys may expand at most ${maxAliasCount} times in all (the guard against alias bombs).
 
 A bad file stops \`snooze serve\` with exit code 2 and one line per problem:
-\`snooze.yaml:12:5: models.qwen.sleepAfter: expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never"\`.
+\`${durationProblem()}\`.
 The file must be a regular file (or a link to one) of at most ${maxConfigBytes / 1024 / 1024} MiB, a Kubernetes ConfigMap's own limit
 (a hundred models fit in some 20 KiB): a directory, a named pipe, a device such as \`/dev/zero\` or a larger
 file (\`-c model.safetensors\`) is refused before it is read, the same way, saying what it is
-(\`model.safetensors: (top level): the file is 1.5 GiB; a settings file may be at most 1 MiB\`).
+(\`model.safetensors: (top level): ${oversizeRefusal(1.5 * 2 ** 30)}\`).
 A valid file whose model writes a setting that never takes effect (\`sleepLevel\`, \`deepSleepAfter\`,
 \`zeroAfter\` or \`wakeTimeout\` with \`sleep: false\`; \`deepSleepAfter\` with \`sleepLevel: 2\`, or at or
 after its \`zeroAfter\`) loads, with a warning in the log naming each one the same way
@@ -237,4 +237,15 @@ ${tierRows.join("\n")}
 | --- | --- | --- |
 ${slotRows.join("\n")}
 `;
+}
+
+/** The loader's own line for a duration written without its unit, as the reference quotes it. */
+function durationProblem(): string {
+  const text = 'models:\n  qwen:\n    command: [vllm, serve, --port, "${PORT}"]\n    sleepAfter: 5 min\n';
+  try {
+    parseConfig(text, "snooze.yaml");
+  } catch (error) {
+    return (error as Error).message.split("\n")[0] ?? "";
+  }
+  throw new Error("the reference's example of a bad duration loaded");
 }
