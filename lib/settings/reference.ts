@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import { formatDuration } from "../duration.ts";
 import { annotationFor } from "./annotations.ts";
 import { snoozeFile } from "./file.ts";
 import { maxAliasCount, maxConfigBytes, oversizeRefusal, parseConfig } from "./load.ts";
@@ -19,39 +20,23 @@ export function configurationReference(): string {
     if (Array.isArray(value)) return value.length ? `\`${JSON.stringify(value)}\`` : "`[]`";
     return `\`${String(value)}\``;
   };
-  const defaults: Record<string, string> = {
-    sleepAfter: "5m",
-    deepSleepAfter: "30m",
-    zeroAfter: "2h",
-    holdBudget: "300s",
-    startTimeout: "10m",
-    wakeTimeout: "2m",
-    drainTimeout: "60s",
-    connectTimeout: "5s",
-    firstByteTimeout: "10m",
-    idleTimeout: "5m",
-    hostMemory: "0",
-  };
-  const slotDefaults: Record<string, string> = {
-    minResidency: "30s",
-    swapCooldown: "5s",
-    drainTimeout: "60s",
-    maxWait: "2m",
-    preemptAfter: "60s",
-  };
+  // A duration's schema takes "5m" and refuses "5 min" (a size or a count takes neither).
+  const isDuration = (schema: unknown) =>
+    (schema as z.ZodType).safeParse("5m").success && !(schema as z.ZodType).safeParse("5 min").success;
+  // Built-in durations are in ms: shown as a file writes them.
+  const builtin = (schema: unknown, value: unknown) =>
+    isDuration(schema) && typeof value === "number" && value > 0 && Number.isFinite(value)
+      ? `\`${formatDuration(value)}\``
+      : show(value);
   const tierRows = Object.entries(tierSettings.shape).map(([key, schema]) => {
-    const fallback = defaults[key]
-      ? `\`${defaults[key]}\``
-      : show(builtinTierDefaults[key as keyof typeof builtinTierDefaults]);
+    const fallback = builtin(schema, builtinTierDefaults[key as keyof typeof builtinTierDefaults]);
     return `| \`${key}\` | \`${annotationFor(key as keyof typeof tierSettings.shape)}\` | ${fallback} | ${describe(schema)} |`;
   });
   const engineRows = (["command", "env", "port"] as const).map(
     (key) => `| \`${key}\` | ${describe(localModel.shape[key])} |`,
   );
   const slotRows = Object.entries(slotSettings.shape).map(([key, schema]) => {
-    const fallback = slotDefaults[key]
-      ? `\`${slotDefaults[key]}\``
-      : show(builtinSlotDefaults[key as keyof typeof builtinSlotDefaults]);
+    const fallback = builtin(schema, builtinSlotDefaults[key as keyof typeof builtinSlotDefaults]);
     return `| \`${key}\` | ${fallback} | ${describe(schema)} |`;
   });
   const topDefaults = {
@@ -69,10 +54,7 @@ export function configurationReference(): string {
   const durations = [
     ...Object.entries(tierSettings.shape).map(([key, schema]) => [key, schema] as const),
     ...Object.entries(slotSettings.shape).map(([key, schema]) => [`slot ${key}`, schema] as const),
-  ].filter(
-    ([, schema]) =>
-      (schema as z.ZodType).safeParse("5m").success && !(schema as z.ZodType).safeParse("5 min").success,
-  );
+  ].filter(([, schema]) => isDuration(schema));
   const takesNever = (schema: unknown) => (schema as z.ZodType).safeParse("never").success;
   const list = (keys: string[]) => keys.map((k) => k.replace(/^(slot )?(.*)$/, "$1`$2`")).join(", ");
   const neverList = list(durations.filter(([, s]) => takesNever(s)).map(([k]) => k));
