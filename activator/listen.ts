@@ -2,6 +2,7 @@ import { once } from "node:events";
 import type { Server as HttpServer } from "node:http";
 import { type AddressInfo, createServer, type Server, type ServerOpts } from "node:net";
 import { openFilesLimit } from "../lib/open-files-limit.ts";
+import { foreignListeners } from "./foreign-listeners.ts";
 
 /**
  * The accept queue the activator listens with: a wake releases every held request at once and a
@@ -41,25 +42,49 @@ export interface Listening {
   close(): void;
 }
 
+/** How often a listen that found another process's listener beside it is tried again. */
+const contendedTries = 5;
+
 /**
  * Listens `server` on `host:port` with `acceptors` sockets feeding it. A port some other process
  * holds still fails with EADDRINUSE, even one listening with SO_REUSEPORT itself: a fixed port is
- * first bound alone, without it, and let go again.
+ * first bound alone, without it, and let go again. Two processes that both pass that check before
+ * either listens (two `snooze serve` started together) would share the port: each looks for the
+ * other's listeners once its own are up, lets the port go if it finds them, and tries again after
+ * a random pause, when the first to come back has it alone and the other's check fails.
  */
 export async function listenActivator(
   server: HttpServer,
   options: { port: number; host: string; acceptors?: number },
 ): Promise<Listening> {
   const count = options.acceptors ?? acceptors;
+  for (let attempt = 1; ; attempt++) {
+    const listening = await listenOnce(server, options.port, options.host, count);
+    if (count === 1 || foreignListeners(listening.address.port) === 0) return listening;
+    // Its handles are closed before the pause ends (a turn of the event loop), so the port is free.
+    listening.close();
+    if (attempt === contendedTries) {
+      throw Object.assign(
+        new Error(`listen EADDRINUSE: address already in use ${options.host}:${options.port}`),
+        {
+          code: "EADDRINUSE",
+        },
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10 + Math.random() * 90));
+  }
+}
+
+async function listenOnce(server: HttpServer, port: number, host: string, count: number): Promise<Listening> {
   const shared = count > 1;
-  if (shared && options.port !== 0) await refuseIfTaken(options.port, options.host);
-  await listen(server, options.port, options.host, shared);
+  if (shared && port !== 0) await refuseIfTaken(port, host);
+  await listen(server, port, host, shared);
   const address = server.address() as AddressInfo;
   const extra: Server[] = [];
   try {
     for (let i = 1; i < count; i++) {
       const acceptor = createServer(socketOptionsOf(server), (socket) => server.emit("connection", socket));
-      await listen(acceptor, address.port, options.host, true);
+      await listen(acceptor, address.port, host, true);
       extra.push(acceptor);
     }
   } catch (error) {
