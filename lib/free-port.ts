@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
+import { localResourceCodes } from "./http/local-resources.ts";
 
 /**
  * Where free ports are looked for: below the kernel's ephemeral range, because a port picked from
@@ -20,11 +21,27 @@ function searchWindow(): { from: number; to: number } | undefined {
 
 let window: { from: number; to: number } | undefined | null = null;
 
+/**
+ * Listens on `host:port` alone: undefined when the port cannot be had (taken, or not allowed), and
+ * an error when this process could not try (out of descriptors: `EMFILE`), which says nothing of
+ * the port. Taken for a busy port, every port tried failed the same way and the search said `no
+ * free ports`, a start failing for a reason it did not name (found by an outside tester).
+ */
 function listenOn(port: number, host: string): Promise<{ port: number; close(): Promise<void> } | undefined> {
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
-    server.once("error", () => resolve(undefined));
+    server.once("error", (error: NodeJS.ErrnoException) => {
+      const code = error.code;
+      if (code === undefined || !localResourceCodes.has(code) || code === "EADDRNOTAVAIL") resolve(undefined);
+      else {
+        const out =
+          code === "EMFILE" || code === "ENFILE" ? "out of file descriptors" : "out of memory or buffers";
+        reject(
+          Object.assign(new Error(`no port could be tried: ${out} (${code})`, { cause: error }), { code }),
+        );
+      }
+    });
     server.listen({ port, host, exclusive: true }, () => {
       const bound = (server.address() as { port: number }).port;
       resolve({ port: bound, close: () => new Promise<void>((done) => server.close(() => done())) });

@@ -287,7 +287,20 @@ export class LocalPlatform implements Platform {
     // engine and fail saying another process holds it (the pick is from some 12,000 ports, which
     // fixed ports in the 20000s share; found by an outside tester).
     const fixed = new Set([...this.models.values()].flatMap((other) => other.config.port ?? []));
-    const port = config.port ?? (await this.freeEnginePort(fixed));
+    const port =
+      config.port ??
+      (await this.freeEnginePort(fixed).catch((error: Error) => {
+        // No engine was begun: the start fails now, saying why, and backs off, as one whose command
+        // cannot be run. Thrown on as it was, it was decided again at once, and again (found by an
+        // outside tester: out of descriptors, a loop that starved the event loop, held requests
+        // never answered and SIGTERM unheard).
+        const id = `${config.id}-${++this.sequence}`;
+        const reason = `could not pick a port for its engine: ${error.message}`;
+        context.with(start, () =>
+          this.log.warn("engine not started", { model: config.id, replica: id, reason }),
+        );
+        throw new StartFailed(id, reason);
+      }));
     try {
       await this.beginEngine(entry, config, generation, port, start);
     } finally {
