@@ -98,6 +98,16 @@ describe("decideReplicas", () => {
     expect(kinds(plan)).toEqual(["undrain d"]);
   });
 
+  test("a replica left draining with nothing under way (its stop failed after the drain) is released again; one whose drain runs is left to it", () => {
+    const left = decideReplicas(input([replica("d", "draining")], { parked: true }));
+    expect(kinds(left)).toEqual(["drain-and-sleep d"]);
+    const stopping = decideReplicas(
+      input([replica("d", "draining")], { settings: { ...settings, sleep: false } }),
+    );
+    expect(kinds(stopping)).toEqual(["drain-and-stop d"]);
+    expect(kinds(decideReplicas(input([replica("d", "draining", { busy: true })])))).toEqual([]);
+  });
+
   test("spec.replicas below the awake count puts the idlest awake replicas to sleep", () => {
     const plan = decideReplicas(
       input(

@@ -349,6 +349,18 @@ export function decideReplicas(input: HorizontalInput): HorizontalPlan {
     }
   }
 
+  // A replica left draining with nothing under way on it, and not taken back above: the sleep or stop
+  // that followed its drain did not happen (a scale-down the platform refused). It is released
+  // again; left as it was, its engine stayed awake for good with no activator routing to it.
+  for (const r of replicas) {
+    if (r.tier !== "draining" || !free(r) || undrained.has(r.pod)) continue;
+    actions.push(
+      settings.sleep
+        ? { kind: "drain-and-sleep", pod: r.pod, level: settings.sleepLevel }
+        : { kind: "drain-and-stop", pod: r.pod },
+    );
+  }
+
   // The pod floor: a pod missing below minPods starts (a slot's cap and back-off permitting, not
   // while a person parked the model); it is awake while it starts and sleeps once idle.
   const pods = replicas.filter((r) => r.tier !== "cold").length + input.pendingPods;

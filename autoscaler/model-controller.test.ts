@@ -1479,6 +1479,46 @@ describe("failures and back-off", () => {
     expect(engine.calls).toEqual(["healthy", "isSleeping", "warmup"]);
   });
 
+  test("a scale that fails for another reason (an API server that errs) is tried again after a back-off, not at once", async () => {
+    // Decided again at once, a scale that keeps failing was a loop as fast as the platform
+    // answered: against an API server that refuses every write, thousands a second, each logged.
+    const h = new Harness(oneModel());
+    h.platform.failScales(20);
+    h.demand("m");
+    await h.settle();
+    expect(h.platform.scales.map((s) => s.outcome)).toEqual(["failed"]);
+    await h.advance(999);
+    expect(h.platform.scales).toHaveLength(1);
+    await h.advance(1);
+    expect(h.platform.scales).toHaveLength(2);
+    // 1 s, 2 s, 4 s … up to 30 s between tries.
+    await h.advance(2_000);
+    expect(h.platform.scales).toHaveLength(3);
+    await h.advance(4_000 + 8_000 + 16_000 + 30_000);
+    expect(h.platform.scales).toHaveLength(7);
+    // Once it goes through, the model starts.
+    h.platform.failScales(0);
+    await h.advance(30_000);
+    expect(h.platform.scales.map((s) => s.outcome).slice(-1)).toEqual(["ok"]);
+    expect(h.platform.ids("m")).toEqual(["m-1"]);
+  });
+
+  test("a failed scale-down is tried again after a back-off too", async () => {
+    const { h } = await readyModel();
+    const before = h.platform.scales.length;
+    h.platform.failScales(20);
+    const stopped = h.controller("m").stopNow();
+    await h.settle();
+    expect(h.platform.scales.slice(before).map((s) => s.outcome)).toEqual(["failed"]);
+    await h.advance(1_000);
+    expect(h.platform.scales.slice(before).map((s) => s.outcome)).toEqual(["failed", "failed"]);
+    h.platform.failScales(0);
+    await h.advance(2_000);
+    expect(h.platform.scales.slice(before).map((s) => s.outcome)).toEqual(["failed", "failed", "ok"]);
+    await stopped;
+    expect(h.platform.ids("m")).toEqual([]);
+  });
+
   test("a refused scale-up (the count changed) is decided again from the new count", async () => {
     const h = new Harness(oneModel());
     h.platform.refuseScales(1);

@@ -2,6 +2,7 @@ import { type Context, context, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import type { DemandLoad, LoadReport } from "../lib/control-plane.ts";
 import type { Logger } from "../lib/log.ts";
 import { isAsleep, type ReplicaEvent, type Tier } from "../lib/replica-event.ts";
+import { RewriteBackoff } from "../lib/rewrite-backoff.ts";
 import type { ModelConfig } from "../lib/settings/index.ts";
 import { endActivation, inActivation, startActivation } from "./activation-trace.ts";
 import { ActivatorLoads, type ModelLoad } from "./activator-loads.ts";
@@ -98,6 +99,8 @@ export class ModelController implements ReplicaOps {
   lastWakeLevel?: 1 | 2;
   lastStartMs?: number;
   scaling = false;
+  /** After a scale that failed (not a conflict): no scale until its back-off is over (replica-scaling.ts). */
+  readonly scaleRetry: RewriteBackoff;
   scaleOverride?: { replicas: number; until: number };
   /** Starts asked for whose replica has not appeared yet, oldest first. */
   readonly pendingStarts: Activation[] = [];
@@ -145,6 +148,7 @@ export class ModelController implements ReplicaOps {
       ...(target.key !== target.config.id ? { object: target.key } : {}),
     });
     this.loads = new ActivatorLoads(deps.activatorExpiryMs);
+    this.scaleRetry = new RewriteBackoff(deps.clock);
     this.waiters = new ModelWaiters(deps.clock, () => !this.closed && this.leading);
     this.lastActive = deps.clock.now();
     this.coldSince = deps.clock.now();
@@ -249,6 +253,7 @@ export class ModelController implements ReplicaOps {
     this.leading = false;
     this.timer?.cancel();
     this.healer?.cancel();
+    this.scaleRetry.cancel();
     // Activations under way end here (outcome `stopped`): their spans must not stay open for ever.
     // Their engine calls are given up too: an open warm-up or wake would hold up the engine's own
     // graceful stop (Snooze's shutdown) until its stop grace ran out.

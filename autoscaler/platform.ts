@@ -103,6 +103,18 @@ export interface Departure {
 }
 
 /**
+ * A write refused because what it was decided from changed under it (the workload's count moved,
+ * the model or pod is gone, or kept changing): decided again at once, from what is there now. Any
+ * other failure of a scale is retried after a back-off (autoscaler/replica-scaling.ts).
+ */
+export class WriteConflict extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "WriteConflict";
+  }
+}
+
+/**
  * A scale-up that could not even begin an engine (local mode: `spawn` itself failed, as for an
  * argument list the system refuses, E2BIG, or no process to be had, EAGAIN): the start failed, as
  * one whose engine exits at once does, rather than a count to decide again. `replica` names the

@@ -2,14 +2,18 @@
  * The model's replica count on the platform: a scale-up that begins one activation per new
  * replica (a start the platform could not even begin failing as one), a scale-down that names the
  * replicas to go, and a named replica the workload spared made free again. The only calls to
- * `Platform.scale`; the count asked for overrides the platform's while its cache catches up.
+ * `Platform.scale`; the count asked for overrides the platform's while its cache catches up. A
+ * scale refused for a conflict is decided again at once; one that failed otherwise (an API server
+ * that errs, a permission missing) only after a back-off, during which no scale is made.
  */
 import { context, ROOT_CONTEXT, SpanStatusCode } from "@opentelemetry/api";
+import { formatDuration } from "../lib/duration.ts";
 import type { Logger } from "../lib/log.ts";
 import type { Tier } from "../lib/replica-event.ts";
+import type { RewriteBackoff } from "../lib/rewrite-backoff.ts";
 import type { ModelControllerDeps } from "./model-controller-api.ts";
 import { NotLeading } from "./operation-errors.ts";
-import { type ReplicaSetView, StartFailed } from "./platform.ts";
+import { type ReplicaSetView, StartFailed, WriteConflict } from "./platform.ts";
 import type { Activation, ReplicaRecord } from "./replica-record.ts";
 
 /** How long the platform's count may lag a scale we asked for (a cache catching up) before it wins again. */
@@ -27,6 +31,8 @@ export interface ScalingHost {
   readonly records: ReadonlyMap<string, ReplicaRecord>;
   /** A scale is under way: no second one starts. */
   scaling: boolean;
+  /** The back-off after a scale that failed (not refused for a conflict): no scale until it is over. */
+  readonly scaleRetry: RewriteBackoff;
   /** The count asked for, which wins over the platform's until `until` (or while scaling). */
   scaleOverride?: { replicas: number; until: number };
   /** Starts asked for whose replica has not appeared yet, oldest first. */
@@ -41,6 +47,8 @@ export interface ScalingHost {
 }
 
 export function scaleUp(c: ScalingHost, to: number): void {
+  // Its retry calls for a pass once the back-off is over.
+  if (c.scaleRetry.retryAt !== undefined) return;
   const leadership = c.leadership;
   c.guard(leadership);
   const from = c.workloadReplicas();
@@ -56,6 +64,7 @@ export function scaleUp(c: ScalingHost, to: number): void {
     .with(startTrace, () => c.deps.platform.scale(c.key, from, to, []))
     .then(() => {
       c.counts.scales++;
+      c.scaleRetry.succeeded();
     })
     .catch((error: unknown) => {
       c.scaleOverride = undefined;
@@ -72,7 +81,7 @@ export function scaleUp(c: ScalingHost, to: number): void {
         activation.span.end();
       }
       if (notBegun) startNotBegun(c, error, failed);
-      else if (leadership === c.leadership) c.log.warn("scale-up failed; deciding again", { error });
+      else if (leadership === c.leadership) failedScale(c, "scale-up", error);
     })
     .finally(() => {
       c.scaling = false;
@@ -108,6 +117,13 @@ export async function removeReplicas(c: ScalingHost, wanted: ReplicaRecord[], to
   // A replica that left meanwhile must not be named: the platform would remove another in its place.
   const records = wanted.filter((r) => c.present(r));
   if (records.length === 0) return;
+  const heldUntil = c.scaleRetry.retryAt;
+  if (heldUntil !== undefined) {
+    // A scale failed a moment ago: these wait for its back-off, looking busy meanwhile, so that no
+    // pass decides their release again and again before it is over.
+    for (const r of records) r.coolUntil = Math.max(r.coolUntil, heldUntil);
+    return;
+  }
   to = Math.max(to, c.workloadReplicas() - records.length);
   c.scaling = true;
   for (const r of records) {
@@ -128,6 +144,7 @@ export async function removeReplicas(c: ScalingHost, wanted: ReplicaRecord[], to
     );
     for (const r of records) r.removedFrom = from;
     c.counts.scales++;
+    c.scaleRetry.succeeded();
   } catch (error) {
     c.scaleOverride = undefined;
     for (const r of records) {
@@ -135,11 +152,31 @@ export async function removeReplicas(c: ScalingHost, wanted: ReplicaRecord[], to
       r.leaving = false;
       r.stoppedIn = undefined;
     }
-    if (!(error instanceof NotLeading)) c.log.warn("scale-down failed; deciding again", { error });
+    if (!(error instanceof NotLeading) && leadership === c.leadership) {
+      failedScale(c, "scale-down", error);
+      const heldUntil = c.scaleRetry.retryAt;
+      if (heldUntil !== undefined) for (const r of records) r.coolUntil = Math.max(r.coolUntil, heldUntil);
+    }
   } finally {
     c.scaling = false;
     if (leadership === c.leadership) c.changed();
   }
+}
+
+/**
+ * A scale that did not go through. Refused for a conflict (the count moved, the workload is gone):
+ * decided again at once, from what is there now. Failed otherwise: decided again once the back-off
+ * is over, 1 s doubling to 30 s (found by an outside tester: decided again at once, a scale that
+ * kept failing was retried as fast as the platform answered, and out of file descriptors that
+ * starved the event loop).
+ */
+function failedScale(c: ScalingHost, what: "scale-up" | "scale-down", error: unknown): void {
+  if (error instanceof WriteConflict) {
+    c.log.info(`${what} refused; deciding again`, { reason: error.message });
+    return;
+  }
+  const retryInMs = c.scaleRetry.failed(() => c.changed());
+  c.log.warn(`${what} failed; trying again in ${formatDuration(retryInMs)}`, { error, retryInMs });
 }
 
 /** A start whose engine the platform could not begin: a failed activation of a replica that never was. */

@@ -23,9 +23,15 @@ export class RewriteBackoff {
   private readonly clock: Clock;
   private failures = 0;
   private timer?: { cancel(): void };
+  private dueAt = 0;
 
   constructor(clock: Clock) {
     this.clock = clock;
+  }
+
+  /** When the retry waiting for its back-off is made; undefined when none waits. */
+  get retryAt(): number | undefined {
+    return this.timer ? this.dueAt : undefined;
   }
 
   /** The write went through. */
@@ -38,11 +44,13 @@ export class RewriteBackoff {
   failed(again: () => void): number {
     this.failures++;
     const delayMs = rewriteDelayMs(this.failures);
-    if (!this.timer)
+    if (!this.timer) {
+      this.dueAt = this.clock.now() + delayMs;
       this.timer = this.clock.setTimeout(() => {
         this.timer = undefined;
         again();
       }, delayMs);
+    }
     return delayMs;
   }
 

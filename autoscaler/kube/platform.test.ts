@@ -4,7 +4,8 @@ import type { Informer } from "../../lib/kube/informer.ts";
 import type { KubeModel } from "../../lib/kube/model-config.ts";
 import { deletionCostAnnotation, type Pod } from "../../lib/kube/pod-replica.ts";
 import type { Replica } from "../platform.ts";
-import { KubePlatform, stoppingCost, WriteConflict } from "./platform.ts";
+import { WriteConflict } from "../platform.ts";
+import { KubePlatform, stoppingCost } from "./platform.ts";
 
 /**
  * A Deployment's scale subresource and its pods with the apiserver's optimistic concurrency: a

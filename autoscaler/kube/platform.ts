@@ -24,7 +24,14 @@ import {
 import { selectorMatcher } from "../../lib/kube/selector.ts";
 import type { Tier } from "../../lib/replica-event.ts";
 import { EngineClient } from "../engine-client.ts";
-import type { Departure, Platform, RecordedTier, Replica, ReplicaSetView } from "../platform.ts";
+import {
+  type Departure,
+  type Platform,
+  type RecordedTier,
+  type Replica,
+  type ReplicaSetView,
+  WriteConflict,
+} from "../platform.ts";
 
 /** A workload Snooze scales: where its scale subresource is. */
 export interface WorkloadRef {
@@ -46,7 +53,6 @@ export interface WorkloadView {
 }
 
 /** Someone else changed what we were about to change: re-read and decide again, never overwrite. */
-export class WriteConflict extends Error {}
 
 /**
  * Deletion cost by tier: when a workload scales down, the ReplicaSet removes the cheapest pod

@@ -17,6 +17,7 @@ import {
   type Replica,
   type ReplicaSetView,
   StartFailed,
+  WriteConflict,
 } from "../platform.ts";
 import {
   EngineRecords,
@@ -167,8 +168,9 @@ export class LocalPlatform implements Platform {
 
   async scale(model: string, expected: number, to: number, remove: readonly Replica[]): Promise<void> {
     const entry = this.models.get(model);
-    if (!entry) throw new Error(`no model ${model}`);
-    if (entry.scale !== expected) throw new Error(`${model} has ${entry.scale} replicas, not ${expected}`);
+    if (!entry) throw new WriteConflict(`no model ${model}`);
+    if (entry.scale !== expected)
+      throw new WriteConflict(`${model} has ${entry.scale} replicas, not ${expected}`);
     entry.scale = to;
     const running = [...entry.engines.values()].filter((e) => !e.stopping);
     if (to > running.length) {

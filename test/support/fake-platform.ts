@@ -1,11 +1,12 @@
 import { EngineError, type EngineLoad, type SleepMode } from "../../autoscaler/engine-client.ts";
-import type {
-  Departure,
-  Engine,
-  Platform,
-  RecordedTier,
-  Replica,
-  ReplicaSetView,
+import {
+  type Departure,
+  type Engine,
+  type Platform,
+  type RecordedTier,
+  type Replica,
+  type ReplicaSetView,
+  WriteConflict,
 } from "../../autoscaler/platform.ts";
 import type { Clock } from "../../lib/clock.ts";
 import type { Tier } from "../../lib/replica-event.ts";
@@ -252,7 +253,7 @@ export interface ScaleCall {
   expected: number;
   to: number;
   remove: string[];
-  outcome: "ok" | "refused";
+  outcome: "ok" | "refused" | "failed";
 }
 
 export interface TierRecord {
@@ -280,6 +281,7 @@ export class FakePlatform implements Platform {
   private sequence = 0;
   private readonly missing = new Set<string>();
   private refuseNextScale = 0;
+  private failNextScale = 0;
   private spareNamedNext = 0;
   /**
    * Tier writes to refuse, each once, as an API server that throttles (429) or fails (500) a write
@@ -319,11 +321,17 @@ export class FakePlatform implements Platform {
     const entry = this.entry(model);
     const call: ScaleCall = { model, expected, to, remove: remove.map((r) => r.id), outcome: "ok" };
     this.scales.push(call);
+    if (this.failNextScale > 0) {
+      this.failNextScale--;
+      call.outcome = "failed";
+      this.calls.push(`scale ${model} failed (${expected}->${to})`);
+      throw new Error("the API server answered 500 Internal Server Error");
+    }
     if (this.refuseNextScale > 0 || entry.scale !== expected) {
       this.refuseNextScale = Math.max(0, this.refuseNextScale - 1);
       call.outcome = "refused";
       this.calls.push(`scale ${model} refused (${expected}->${to}, has ${entry.scale})`);
-      throw new Error(`${model} has ${entry.scale} replicas, not ${expected}`);
+      throw new WriteConflict(`${model} has ${entry.scale} replicas, not ${expected}`);
     }
     this.calls.push(
       `scale ${model} ${expected}->${to}${call.remove.length ? ` -${call.remove.join(" -")}` : ""}`,
@@ -529,6 +537,11 @@ export class FakePlatform implements Platform {
 
   missingWorkload(model: string): string | undefined {
     return this.missing.has(model) ? `Deployment "${model}" does not exist` : undefined;
+  }
+
+  /** The next `times` scale calls fail as an API server that errs does (not a conflict); 0: none. */
+  failScales(times: number): void {
+    this.failNextScale = times;
   }
 
   /** The next `times` scale calls are refused as if the count changed under the caller. */
