@@ -179,7 +179,8 @@ export const webhooksCommand: Command = {
     const reloadMs = durationFlag(values, "cert-reload");
     const decisionTimeoutMs = durationFlag(values, "decision-timeout");
     const grace = durationFlag(values, "shutdown-grace");
-    const shutdownDelay = durationFlag(values, "shutdown-delay");
+    // 0 is none: the port closes at SIGTERM (replicas sharing one port through --reuse-port).
+    const shutdownDelay = durationValue(values, "shutdown-delay");
     const autoscalerUser = String(values["autoscaler-service-account"]);
     const leaseNamespace = String(
       values["lease-namespace"] ?? serviceAccountNamespace(autoscalerUser) ?? "snooze-system",
