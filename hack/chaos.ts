@@ -22,6 +22,7 @@ import OpenAI from "openai";
 import { Agent, setGlobalDispatcher } from "undici";
 import { parseDuration } from "../lib/duration.ts";
 import { createRandom } from "./sim/random.ts";
+import { simCommand } from "./sim/yaml-command.ts";
 
 const { values } = parseArgs({
   options: {
@@ -88,19 +89,8 @@ let variant: Variant = {
   wakeTimeout: T.wakeTimeout,
 };
 
-function sim(extra: string[]): string {
-  const args = [
-    "${SNOOZE}",
-    "sim",
-    "--served-model-name",
-    "${MODEL}",
-    "--port",
-    "${PORT}",
-    "--time-scale",
-    "0.2",
-  ];
-  return `[${[...args, ...extra].map((a) => JSON.stringify(a)).join(", ")}]`;
-}
+/** A sim engine for the run's settings: every delay at a fifth of the simulator's. */
+const sim = (extra: string[]) => simCommand(extra, 0.2);
 
 function yamlOf(v: Variant): string {
   const gpu = [
@@ -384,21 +374,7 @@ async function fault(serve: ChildProcess): Promise<void> {
     const procs = engineProcs().get(m) ?? [];
     if (procs.length === 0) return;
     note(`SIGSTOP engine ${m} for ${ms} ms`);
-    for (const p of procs) {
-      try {
-        process.kill(p.pid, "SIGSTOP");
-        stopped.add(p.pid);
-      } catch {}
-    }
-    setTimeout(() => {
-      for (const p of procs) {
-        try {
-          process.kill(p.pid, "SIGCONT");
-        } catch {}
-        stopped.delete(p.pid);
-      }
-      note(`SIGCONT engine ${m}`);
-    }, ms);
+    freeze(m, procs, ms);
   } else if (kind === "admin") {
     const verb = pick(["wake", "sleep", "stop"] as const);
     note(`admin ${verb} ${m}`);
@@ -435,6 +411,25 @@ let lastReload = 0;
  * and sleep call): the admin API is polled until the model is there, then its engine is killed or
  * frozen. Runs on its own, bounded to 5 s of looking.
  */
+/** Freezes the engine's processes (SIGSTOP) and lets them go on (SIGCONT) after `ms`. */
+function freeze(m: string, procs: readonly { pid: number }[], ms: number): void {
+  for (const p of procs) {
+    try {
+      process.kill(p.pid, "SIGSTOP");
+      stopped.add(p.pid);
+    } catch {}
+  }
+  setTimeout(() => {
+    for (const p of procs) {
+      try {
+        process.kill(p.pid, "SIGCONT");
+      } catch {}
+      stopped.delete(p.pid);
+    }
+    note(`SIGCONT engine ${m} after ${ms} ms`);
+  }, ms);
+}
+
 async function faultInPhase(m: ModelName): Promise<void> {
   const phase = pick(["starting", "waking", "draining"] as const);
   const signal = pick(["SIGKILL", "SIGSTOP"] as const);
@@ -446,24 +441,13 @@ async function faultInPhase(m: ModelName): Promise<void> {
       const procs = engineProcs().get(m) ?? [];
       if (procs.length === 0) return;
       note(`${signal} engine ${m} while ${phase}`);
-      for (const p of procs) {
-        try {
-          process.kill(p.pid, signal);
-          if (signal === "SIGSTOP") stopped.add(p.pid);
-        } catch {}
-      }
-      if (signal === "SIGSTOP") {
-        const ms = pick([1000, 3000, 6000, 10000]);
-        setTimeout(() => {
-          for (const p of procs) {
-            try {
-              process.kill(p.pid, "SIGCONT");
-            } catch {}
-            stopped.delete(p.pid);
-          }
-          note(`SIGCONT engine ${m} after ${ms} ms`);
-        }, ms);
-      }
+      if (signal === "SIGSTOP") freeze(m, procs, pick([1000, 3000, 6000, 10000]));
+      else
+        for (const p of procs) {
+          try {
+            process.kill(p.pid, signal);
+          } catch {}
+        }
       return;
     }
     await new Promise((r) => setTimeout(r, 25));

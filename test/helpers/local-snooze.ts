@@ -6,20 +6,7 @@ import { type Logger, silentLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/index.ts";
 
 /** A sim engine command for snooze.yaml, with every delay scaled down for tests. */
-export function simCommand(extra: string[] = [], scale = 0.05): string {
-  const args = [
-    "${SNOOZE}",
-    "sim",
-    "--served-model-name",
-    "${MODEL}",
-    "--port",
-    "${PORT}",
-    "--time-scale",
-    String(scale),
-    ...extra,
-  ];
-  return `[${args.map((a) => JSON.stringify(a)).join(", ")}]`;
-}
+export { simCommand } from "../../hack/sim/yaml-command.ts";
 
 /** Starts `snooze serve` in this process on a free port from YAML text. */
 export async function startWith(yaml: string, log: Logger = silentLogger): Promise<LocalSnooze> {
