@@ -171,12 +171,7 @@ export const activatorCommand: Command = {
     // kube-proxy, ingresses and load balancers follow later still: what they send meanwhile is
     // served, not refused at a closed port (as kube-apiserver's --shutdown-delay-duration does).
     activator.leave();
-    let delayed: NodeJS.Timeout | undefined;
-    await Promise.race([
-      new Promise((resolve) => (delayed = setTimeout(resolve, shutdownDelay))),
-      stops.second,
-    ]);
-    clearTimeout(delayed);
+    await stops.delay(shutdownDelay);
     listening.close();
     // A second signal ends what is still in flight at once, each client told why.
     void stops.second.then(() => activator.endInFlight());

@@ -72,6 +72,11 @@ export interface StopSignals {
   readonly first: Promise<StopCause>;
   /** A second stop signal during the shutdown: stop now. */
   readonly second: Promise<StopCause>;
+  /**
+   * Waits `ms` (a shutdown delay: still serving while load balancers catch up), or less if a second
+   * stop signal comes first.
+   */
+  delay(ms: number): Promise<void>;
   /** Removes the handlers and the parent watch. */
   dispose(): void;
 }
@@ -148,6 +153,11 @@ export function watchStopSignals(
   return {
     first,
     second,
+    async delay(ms) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([new Promise((resolve) => (timer = setTimeout(resolve, ms))), second]);
+      clearTimeout(timer);
+    },
     dispose() {
       for (const signal of signals) process.off(signal, handler);
       clearInterval(watch);

@@ -233,12 +233,7 @@ export const webhooksCommand: Command = {
     // guards (failurePolicy Fail). So reviews are still taken for the delay (cli/activator.ts too),
     // unless it was never ready, and so never among the endpoints.
     webhooks.server.leave();
-    let delayed: NodeJS.Timeout | undefined;
-    await Promise.race([
-      new Promise((resolve) => (delayed = setTimeout(resolve, wasReady ? shutdownDelay : 0))),
-      stops.second,
-    ]);
-    clearTimeout(delayed);
+    await stops.delay(wasReady ? shutdownDelay : 0);
     // A second signal stops waiting for the grace: what is left gets the process's last second.
     await Promise.race([webhooks.close(grace), stops.second]);
     stops.dispose();
