@@ -1503,6 +1503,25 @@ describe("failures and back-off", () => {
     expect(h.platform.ids("m")).toEqual(["m-1"]);
   });
 
+  test("a leader that stood down and leads again starts the scale back-off from 1 s", async () => {
+    const h = new Harness(oneModel());
+    h.platform.failScales(20);
+    h.demand("m");
+    await h.settle();
+    await h.advance(1_000 + 2_000 + 4_000);
+    expect(h.platform.scales).toHaveLength(4);
+    const controller = h.controller("m");
+    controller.standDown();
+    controller.lead();
+    h.demand("m");
+    await h.settle();
+    expect(h.platform.scales).toHaveLength(5);
+    await h.advance(999);
+    expect(h.platform.scales).toHaveLength(5);
+    await h.advance(1);
+    expect(h.platform.scales).toHaveLength(6);
+  });
+
   test("a failed scale-down is tried again after a back-off too", async () => {
     const { h } = await readyModel();
     const before = h.platform.scales.length;

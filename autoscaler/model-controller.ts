@@ -253,7 +253,7 @@ export class ModelController implements ReplicaOps {
     this.leading = false;
     this.timer?.cancel();
     this.healer?.cancel();
-    this.scaleRetry.cancel();
+    this.scaleRetry.reset();
     // Activations under way end here (outcome `stopped`): their spans must not stay open for ever.
     // Their engine calls are given up too: an open warm-up or wake would hold up the engine's own
     // graceful stop (Snooze's shutdown) until its stop grace ran out.

@@ -54,6 +54,15 @@ export class RewriteBackoff {
     return delayMs;
   }
 
+  /**
+   * No retry waits, and the next refusal starts the back-off from 1 s (the writer stood down, and
+   * what failed before was another leadership's).
+   */
+  reset(): void {
+    this.failures = 0;
+    this.cancel();
+  }
+
   /** No more retries (the writer stands down). */
   cancel(): void {
     this.timer?.cancel();
