@@ -16,9 +16,8 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { startActivator } from "./activator.ts";
 import { postJson, yamlArgv } from "./context.ts";
-import { freePort } from "./ports.ts";
 import { receiveQueues } from "./proc.ts";
-import { startServerProcess } from "./server-process.ts";
+import { startNodeProxy } from "./server-process.ts";
 
 const { values } = parseArgs({
   options: {
@@ -44,23 +43,10 @@ try {
   await postJson(`${activator.url}/v1/chat/completions`, { model: "bench", max_tokens: 1 });
   let origin = activator.url;
   if (values.target === "minimal") {
-    const port = await freePort();
     const upstream = (await activator.route("bench")).address!;
-    const proxy = await startServerProcess(
-      [
-        process.execPath,
-        script("./minimal-proxy.ts"),
-        "--port",
-        String(port),
-        "--upstream",
-        upstream,
-        "--acceptors",
-        String(values.acceptors),
-      ],
-      port,
-    );
+    const proxy = await startNodeProxy("minimal-proxy", upstream, ["--acceptors", String(values.acceptors)]);
     stops.unshift(() => proxy.stop());
-    origin = `http://127.0.0.1:${port}`;
+    origin = proxy.url;
   }
   for (const burst of [1, 2]) console.log(`burst ${burst}: ${await watchBurst(new URL(origin))}`);
 } finally {

@@ -78,6 +78,12 @@ function summary(r: BenchResults): string {
       `≥ ${targets.throughputRatio}×`,
       verdict(r.warmPath.throughputVsNginx1 >= targets.throughputRatio),
     ]);
+    rows.push([
+      "Warm path: requests/s vs nginx (1 worker) of Node itself, without Snooze",
+      `bytes relayed, no HTTP: ${fmt(r.warmPath.nodeVsNginx1.relay)}×; node:http + undici: ${fmt(r.warmPath.nodeVsNginx1.minimal)}×`,
+      "—",
+      "",
+    ]);
     const peer = r.warmPath.summaries.find((s) => s.target === "llama-swap");
     if (peer && r.warmPath.throughputVsLlamaSwap !== undefined)
       rows.push([
@@ -155,9 +161,10 @@ function summary(r: BenchResults): string {
     ]);
     const chunkCpu = chunkCpuOverNginx(streaming, "activator");
     const nodeChunkCpu = chunkCpuOverNginx(streaming, "node-minimal");
+    const relayChunkCpu = chunkCpuOverNginx(streaming, "node-relay");
     rows.push([
       `Streaming: CPU per chunk vs nginx (1 worker), ${streaming.streams} streams`,
-      `${fmt(chunkCpu)}× (the minimal Node.js proxy: ${fmt(nodeChunkCpu)}×)`,
+      `${fmt(chunkCpu)}× (the minimal Node.js proxy: ${fmt(nodeChunkCpu)}×; Node relaying bytes with no HTTP: ${fmt(relayChunkCpu)}×)`,
       `≤ ${targets.chunkCpuRatio}×`,
       verdict(chunkCpu <= targets.chunkCpuRatio),
     ]);

@@ -1,7 +1,8 @@
 /** A server the benchmark runs as a child process: started, awaited on its port, stopped. */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { waitForPort } from "./ports.ts";
+import { fileURLToPath } from "node:url";
+import { freePort, waitForPort } from "./ports.ts";
 
 export interface ServerProcess {
   pid: number;
@@ -35,4 +36,25 @@ export async function startServerProcess(
       clearTimeout(timer);
     },
   };
+}
+
+/** The Node.js yardsticks beside the activator, each a script in this folder. */
+export type NodeProxy = "minimal-proxy" | "node-relay";
+
+/**
+ * Starts one of the Node.js yardsticks (`minimal-proxy.ts`, `node-relay.ts`) on a free port in front
+ * of `upstream` (host:port), with its extra flags.
+ */
+export async function startNodeProxy(
+  which: NodeProxy,
+  upstream: string,
+  flags: readonly string[] = [],
+): Promise<ServerProcess & { url: string }> {
+  const port = await freePort();
+  const script = fileURLToPath(new URL(`./${which}.ts`, import.meta.url));
+  const server = await startServerProcess(
+    [process.execPath, script, "--port", String(port), "--upstream", upstream, ...flags],
+    port,
+  );
+  return { ...server, url: `http://127.0.0.1:${port}` };
 }

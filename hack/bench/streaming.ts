@@ -1,7 +1,9 @@
 /**
  * Streaming: `streams` (250, then 1,000) SSE chat streams at once, through nginx (one
- * worker; a worker per core), through the minimal Node.js proxy (`minimal-proxy.ts`: what Node
- * itself costs per chunk) and through the activator, with the engine itself as the reference. The engine is `sse-upstream.ts`, which emits one
+ * worker; a worker per core), through the minimal Node.js proxy (`minimal-proxy.ts`: what Node's
+ * HTTP costs per chunk), through Node relaying bytes with no HTTP (`node-relay.ts`: the floor of
+ * any Node proxy) and through the activator, with the engine itself as the reference. The engine
+ * is `sse-upstream.ts`, which emits one
  * token event for every running stream per `itlMs` tick (a vLLM decode step
  * in miniature) and spends almost no CPU, so the proxies get the cores. The
  * client (its own process) counts events over a fixed window after every
@@ -27,7 +29,7 @@ import { llamaSwapPeer, startLlamaSwap } from "./llama-swap.ts";
 import { nginxProxyConfig, startNginx } from "./nginx.ts";
 import { freePort } from "./ports.ts";
 import { cpuMeter, cpuSplit, peakRssBytes, pinTo } from "./proc.ts";
-import { startServerProcess } from "./server-process.ts";
+import { startNodeProxy } from "./server-process.ts";
 import { median, summarize } from "./stats.ts";
 
 /** Asks the admin API and /healthz one after the other until `stop`, recording each answer's latency. */
@@ -49,7 +51,14 @@ async function probeAdmin(origin: string, stop: Promise<void>): Promise<number[]
   return latencies;
 }
 
-export const streamingTargets = ["direct", "nginx-1w", "nginx-auto", "node-minimal", "activator"] as const;
+export const streamingTargets = [
+  "direct",
+  "nginx-1w",
+  "nginx-auto",
+  "node-relay",
+  "node-minimal",
+  "activator",
+] as const;
 export type StreamingTarget = (typeof streamingTargets)[number] | "llama-swap" | "activator-baseline";
 
 export interface StreamingSummary {
@@ -93,7 +102,6 @@ export interface StreamingResult {
 }
 
 const upstreamScript = fileURLToPath(new URL("./sse-upstream.ts", import.meta.url));
-const minimalProxy = fileURLToPath(new URL("./minimal-proxy.ts", import.meta.url));
 
 /** How many streams each run opens: BENCH_STREAMS=250,1000 (a list), else by the run's size. */
 export function streamCounts(ctx: BenchContext): number[] {
@@ -162,13 +170,10 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
     };
     const nginx1 = await start("nginx-1w", 1, ports.nginx1);
     const nginxAuto = await start("nginx-auto", "auto", ports.nginxAuto);
-    const minimalPort = await freePort();
-    const minimal = await startServerProcess(
-      [process.execPath, minimalProxy, "--port", String(minimalPort), "--upstream", upstream],
-      minimalPort,
-    );
-    proxies.push(minimal);
-    pin([minimal.pid], "proxy");
+    const minimal = await startNodeProxy("minimal-proxy", upstream);
+    const relay = await startNodeProxy("node-relay", upstream);
+    proxies.push(minimal, relay);
+    pin([minimal.pid, relay.pid], "proxy");
     // llama-swap must start an engine itself; it starts a placeholder process and proxies to the
     // engine every other target streams from, so all of them relay the same streams.
     const peer = llamaSwapPeer(ctx);
@@ -190,7 +195,8 @@ export async function streaming(ctx: BenchContext, streams: number): Promise<Str
       direct: { origin: `http://${upstream}`, pids: () => [] },
       "nginx-1w": { origin: `http://127.0.0.1:${ports.nginx1}`, pids: nginx1.pids },
       "nginx-auto": { origin: `http://127.0.0.1:${ports.nginxAuto}`, pids: nginxAuto.pids },
-      "node-minimal": { origin: `http://127.0.0.1:${minimalPort}`, pids: () => [minimal.pid] },
+      "node-relay": { origin: relay.url, pids: () => [relay.pid] },
+      "node-minimal": { origin: minimal.url, pids: () => [minimal.pid] },
       activator: { origin: activator.url, pids: () => [activator.pid] },
       ...(llamaSwap ? { "llama-swap": { origin: llamaSwap.url, pids: () => [llamaSwap.pid] } } : {}),
       ...(baseline ? { "activator-baseline": { origin: baseline.url, pids: () => [baseline.pid] } } : {}),

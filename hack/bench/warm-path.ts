@@ -2,9 +2,10 @@
  * Warm path: a model that is ready. The same wrk load goes, in the same round,
  * straight to the engine (the physical limit), through nginx with one worker
  * (one process, like the activator), through nginx with a worker per core, and
- * through a minimal Node.js proxy (`minimal-proxy.ts`: what Node itself costs),
- * the same proxy as two processes behind one port (what spreading Node over
- * the cores buys), and through the activator. The engine is nginx answering a fixed chat
+ * through Node relaying bytes with no HTTP (`node-relay.ts`: the floor of any
+ * Node proxy), through a minimal Node.js proxy (`minimal-proxy.ts`: what Node's
+ * HTTP costs), the same proxy as two processes behind one port (what spreading
+ * Node over the cores buys), and through the activator. The engine is nginx answering a fixed chat
  * completion: the cheapest HTTP server on the machine, so that what differs
  * between the targets is the proxy.
  *
@@ -21,7 +22,6 @@
  * front of an engine of its own that it starts itself on the first request.
  */
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { startActivator } from "./activator.ts";
 import type { GcPauses } from "./activator-protocol.ts";
 import { type BenchContext, postJson, rotate, writeSnoozeYaml, yamlArgv } from "./context.ts";
@@ -29,7 +29,7 @@ import { llamaSwapPeer, startLlamaSwap } from "./llama-swap.ts";
 import { nginxCommand, nginxProxyConfig, nginxStaticConfig, startNginx } from "./nginx.ts";
 import { freePort } from "./ports.ts";
 import { childrenOf, cpuMeter } from "./proc.ts";
-import { startServerProcess } from "./server-process.ts";
+import { startNodeProxy } from "./server-process.ts";
 import { medianOf } from "./stats.ts";
 import { runWrk, type WrkResult } from "./wrk.ts";
 
@@ -37,13 +37,12 @@ export const warmPathTargets = [
   "direct",
   "nginx-1w",
   "nginx-auto",
+  "node-relay",
   "node-minimal",
   "node-minimal-2p",
   "activator",
 ] as const;
 export type WarmPathTarget = (typeof warmPathTargets)[number] | "activator-baseline" | "llama-swap";
-
-const minimalProxy = fileURLToPath(new URL("./minimal-proxy.ts", import.meta.url));
 
 export const chatRequest = JSON.stringify({
   model: "bench",
@@ -113,6 +112,11 @@ export interface WarmPathResult {
   throughputVsNginx1: number;
   throughputVsNginxAuto: number;
   throughputVsNodeMinimal: number;
+  /**
+   * What Node itself reaches over nginx-1w, without Snooze: bytes relayed with no HTTP (`node-relay`)
+   * and node:http + undici (`node-minimal`), medians of the per-round ratios of requests/s.
+   */
+  nodeVsNginx1: { relay: number; minimal: number };
   /** With BENCH_LLAMA_SWAP: activator requests/s over llama-swap's, median of the per-round ratios. */
   throughputVsLlamaSwap?: number;
   /** With BENCH_BASELINE: this activator over the baseline's, medians of the per-round ratios. */
@@ -197,27 +201,10 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
       ports.nginxAuto,
     );
     proxies.push(nginxAuto);
-    const minimalPort = await freePort();
-    const minimal = await startServerProcess(
-      [process.execPath, minimalProxy, "--port", String(minimalPort), "--upstream", upstream],
-      minimalPort,
-    );
-    proxies.push(minimal);
-    const minimal2Port = await freePort();
-    const minimal2 = await startServerProcess(
-      [
-        process.execPath,
-        minimalProxy,
-        "--port",
-        String(minimal2Port),
-        "--upstream",
-        upstream,
-        "--workers",
-        "2",
-      ],
-      minimal2Port,
-    );
-    proxies.push(minimal2);
+    const minimal = await startNodeProxy("minimal-proxy", upstream);
+    const minimal2 = await startNodeProxy("minimal-proxy", upstream, ["--workers", "2"]);
+    const relay = await startNodeProxy("node-relay", upstream);
+    proxies.push(minimal, minimal2, relay);
 
     const targets: Partial<
       Record<
@@ -228,9 +215,10 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
       direct: { url: `http://${upstream}`, pids: () => [] },
       "nginx-1w": { url: `http://127.0.0.1:${ports.nginx1}`, pids: nginx1.pids },
       "nginx-auto": { url: `http://127.0.0.1:${ports.nginxAuto}`, pids: nginxAuto.pids },
-      "node-minimal": { url: `http://127.0.0.1:${minimalPort}`, pids: () => [minimal.pid] },
+      "node-relay": { url: relay.url, pids: () => [relay.pid] },
+      "node-minimal": { url: minimal.url, pids: () => [minimal.pid] },
       "node-minimal-2p": {
-        url: `http://127.0.0.1:${minimal2Port}`,
+        url: minimal2.url,
         pids: () => [minimal2.pid, ...childrenOf(minimal2.pid)],
       },
       activator: { url: activator.url, pids: () => [activator.pid], gcPauses: activator.gcPauses },
@@ -325,11 +313,12 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
         errors,
       };
     });
-    const ratio = (other: WarmPathTarget) =>
+    const ratioOf = (target: WarmPathTarget, other: WarmPathTarget) =>
       medianOf(
         results,
-        (r) => r.throughput.activator.requestsPerSecond / r.throughput[other]!.requestsPerSecond,
+        (r) => r.throughput[target]!.requestsPerSecond / r.throughput[other]!.requestsPerSecond,
       );
+    const ratio = (other: WarmPathTarget) => ratioOf("activator", other);
     const cpuPerRequest = (r: WarmPathRound, target: WarmPathTarget) =>
       r.throughput[target]!.cpuSeconds / r.throughput[target]!.requests;
     return {
@@ -341,6 +330,10 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
       throughputVsNginx1: ratio("nginx-1w"),
       throughputVsNginxAuto: ratio("nginx-auto"),
       throughputVsNodeMinimal: ratio("node-minimal"),
+      nodeVsNginx1: {
+        relay: ratioOf("node-relay", "nginx-1w"),
+        minimal: ratioOf("node-minimal", "nginx-1w"),
+      },
       ...(peer ? { throughputVsLlamaSwap: ratio("llama-swap") } : {}),
       ...(baseline
         ? {
