@@ -10,38 +10,69 @@
  *
  *   node hack/chaos.ts --seed 7 --duration 90s [--port 43080] [--dir <scratch dir>]
  *
+ * With `--soak` (default duration 5m) it is a long-run probe for leaks instead: the same clients and
+ * a gentler churn (no freezes), and every `--interval` (10s) a sample of the serve process (resident
+ * memory, open files, threads, processes below it), its `/metrics` series (and any left for a
+ * removed model) and its timeline; `--snapshots N` (3) heap snapshots, spread over the run, each
+ * with clients paused; at the end the slopes per 1,000 requests after the first snapshot and the
+ * heap's growth by constructor (hack/soak-measure.ts). The invariants are checked as in a chaos run.
+ *
  * Not part of `npm test`: a run takes minutes and is meant for finding faults, each of which gets a
  * deterministic test of its own. See docs/reliability.md, "Chaos runs".
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  createWriteStream,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import OpenAI from "openai";
 import { Agent, setGlobalDispatcher } from "undici";
 import { parseDuration } from "../lib/duration.ts";
 import { createRandom } from "./sim/random.ts";
 import { simCommand } from "./sim/yaml-command.ts";
+import {
+  type HeapSummary,
+  heapGrowth,
+  heapSnapshots,
+  sampleMetrics,
+  sampleProcess,
+  slope,
+  summarizeHeapSnapshot,
+} from "./soak-measure.ts";
 
 const { values } = parseArgs({
   options: {
     seed: { type: "string", default: "1" },
-    duration: { type: "string", default: "90s" },
+    duration: { type: "string" },
     port: { type: "string", default: "43080" },
     dir: { type: "string" },
+    soak: { type: "boolean", default: false },
+    snapshots: { type: "string", default: "3" },
+    interval: { type: "string", default: "10s" },
   },
 });
+const soak = values.soak!;
 const seed = Number(values.seed);
 // The driver's own idle connections to Snooze close within a second (Snooze keeps them 65 s), so
 // the open files counted at the end are Snooze's, not the driver's kept-alive sockets.
 setGlobalDispatcher(new Agent({ keepAliveTimeout: 1000, keepAliveMaxTimeout: 1000 }));
-const durationMs = parseDuration(values.duration!) ?? 90_000;
+const durationMs = parseDuration(values.duration ?? (soak ? "5m" : "90s")) ?? 90_000;
 const port = Number(values.port);
 const random = createRandom(seed);
 const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
 const between = (low: number, high: number) => low + random() * (high - low);
-const dir = values.dir ?? mkdtempSync(join(tmpdir(), "snooze-chaos-"));
+const dir = resolve(values.dir ?? mkdtempSync(join(tmpdir(), "snooze-chaos-")));
 mkdirSync(dir, { recursive: true });
 const stateDir = join(dir, "state");
 const configFile = join(dir, "snooze.yaml");
@@ -274,6 +305,10 @@ const examples = new Map<string, string>();
 const count = (key: string) => outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
 let running = true;
 let open = 0;
+/** Requests ended (the soak's measure of work done). */
+let done = 0;
+/** While set (a soak's heap snapshot), clients start no request and the driver injects no fault. */
+let paused: Promise<void> | undefined;
 
 async function oneRequest(client: OpenAI, id: number): Promise<void> {
   const model = random() < 0.7 ? pick(["a", "b"] as const) : pick(["c", "d"] as const);
@@ -323,6 +358,7 @@ async function oneRequest(client: OpenAI, id: number): Promise<void> {
   } finally {
     clearTimeout(watchdog);
     open--;
+    done++;
     if (Date.now() - begun > requestBoundMs) note(`request ${id} took ${Date.now() - begun} ms`);
   }
 }
@@ -336,6 +372,7 @@ async function clientLoop(n: number): Promise<void> {
   });
   let id = n * 100_000;
   while (running) {
+    if (paused) await paused;
     await oneRequest(client, id++);
     await new Promise((r) => setTimeout(r, between(20, 600)));
   }
@@ -354,18 +391,13 @@ function signalEngine(m: ModelName, signal: NodeJS.Signals): boolean {
 }
 
 async function fault(serve: ChildProcess): Promise<void> {
-  const kind = pick([
-    "kill",
-    "kill",
-    "freeze",
-    "phase",
-    "phase",
-    "admin",
-    "admin",
-    "reload",
-    "swap",
-  ] as const);
+  // A soak's churn is what a long-lived Snooze sees in use, and an engine now and then lost: no
+  // freeze (a frozen engine holds requests for its timeouts, which a soak does not measure).
+  const kind = soak
+    ? pick(["kill", "admin", "admin", "reload", "reload", "swap", "swap"] as const)
+    : pick(["kill", "kill", "freeze", "phase", "phase", "admin", "admin", "reload", "swap"] as const);
   const m = pick(modelNames);
+  churn.set(kind, (churn.get(kind) ?? 0) + 1);
   if (kind === "phase") return void faultInPhase(m);
   if (kind === "kill") {
     if (signalEngine(m, "SIGKILL")) note(`SIGKILL engine ${m}`);
@@ -405,6 +437,7 @@ async function fault(serve: ChildProcess): Promise<void> {
   }
 }
 let lastReload = 0;
+const churn = new Map<string, number>();
 
 /**
  * A fault at a chosen phase of a model's tier change (its start, its wake and warm-up, its drain
@@ -566,13 +599,157 @@ async function checkQuiet(servePid: number): Promise<void> {
   checkZombies(servePid);
 }
 
+// --- the soak's measurements ------------------------------------------------------------------------
+
+const snapshotDir = join(dir, "snapshots");
+const snapshotCount = Math.max(2, Number(values.snapshots));
+const sampleEveryMs = parseDuration(values.interval!) ?? 10_000;
+interface Sample {
+  s: number;
+  requests: number;
+  rssKiB: number;
+  threads: number;
+  openFiles: number;
+  descendants: number;
+  zombies: number;
+  series: number;
+  staleModelSeries: number;
+  timelineEntries: number;
+}
+const samples: Sample[] = [];
+const heaps: { s: number; requests: number; summary: HeapSummary; file: string }[] = [];
+
+/** One sample of the serve process, its metrics and its timeline, also appended to samples.jsonl. */
+async function sample(pid: number): Promise<void> {
+  const get = async (path: string) => {
+    try {
+      const res = await fetch(`${url}${path}`, { signal: AbortSignal.timeout(5000) });
+      return await res.text();
+    } catch {
+      return undefined;
+    }
+  };
+  const proc = sampleProcess(pid);
+  const metrics = sampleMetrics((await get("/metrics")) ?? "", variant.present as Set<string>);
+  const timeline = await get("/snooze/v1/timeline");
+  const timelineEntries = timeline ? (JSON.parse(timeline) as { entries: unknown[] }).entries.length : -1;
+  // A removed model's engine drains and stops after the reload: its series may stay that long.
+  const settled = Date.now() - lastReload > 20_000;
+  const stale = settled ? metrics.staleModelSeries : [];
+  if (stale.length > 0) note(`series of removed models: ${stale.length}, e.g. ${stale[0]}`);
+  const row: Sample = {
+    s: (Date.now() - started) / 1000,
+    requests: done,
+    ...proc,
+    series: metrics.series,
+    staleModelSeries: stale.length,
+    timelineEntries,
+  };
+  samples.push(row);
+  appendFileSync(
+    join(dir, "samples.jsonl"),
+    `${JSON.stringify({ ...row, byFamily: metrics.byFamily, labelValues: metrics.labelValues })}\n`,
+  );
+  note(
+    `sample: ${done} requests, rss ${(proc.rssKiB / 1024).toFixed(1)} MiB, ${proc.openFiles} files, ` +
+      `${proc.threads} threads, ${proc.descendants} processes below, ${metrics.series} series, ` +
+      `${timelineEntries} timeline entries`,
+  );
+}
+
+/**
+ * Pauses clients and faults, waits until nothing is held or in flight, and has the serve process
+ * write a heap snapshot (a full GC first), summed by constructor.
+ */
+async function heapSnapshot(pid: number): Promise<void> {
+  let resume = () => {};
+  paused = new Promise<void>((r) => {
+    resume = r;
+  });
+  try {
+    for (let i = 0; i < 60 && open > 0; i++) await new Promise((r) => setTimeout(r, 250));
+    for (let i = 0; i < 40; i++) {
+      const view = await models();
+      if (view?.every((v) => v.held === 0 && v.inFlight === 0)) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const before = new Set(heapSnapshots(snapshotDir));
+    process.kill(pid, "SIGUSR2");
+    let file: string | undefined;
+    // Written whole before the process answers again: a file, then an answer to a request.
+    for (let i = 0; i < 240 && !file; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      file = heapSnapshots(snapshotDir).find((f) => !before.has(f));
+    }
+    if (!file) return note("heap snapshot: none written in 2 minutes");
+    await models();
+    for (let size = -1; size !== statSync(file).size; ) {
+      size = statSync(file).size;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    const summary = summarizeHeapSnapshot(file);
+    heaps.push({ s: (Date.now() - started) / 1000, requests: done, summary, file });
+    note(
+      `heap snapshot ${heaps.length}: ${done} requests, ${(summary.bytes / 1048576).toFixed(1)} MiB used after GC, ${summary.nodes} objects`,
+    );
+    // Only the first and the latest are kept on disk, to be compared by hand.
+    if (heaps.length > 2) rmSync(heaps.at(-2)!.file, { force: true });
+  } finally {
+    paused = undefined;
+    resume();
+  }
+}
+
+/** Slopes after the warm-up (the first snapshot), per 1,000 requests; heap growth by constructor. */
+function soakReport(): void {
+  const from = heaps[0]?.requests ?? 0;
+  const warm = samples.filter((x) => x.requests >= from);
+  const fields = [
+    "rssKiB",
+    "openFiles",
+    "threads",
+    "descendants",
+    "series",
+    "staleModelSeries",
+    "timelineEntries",
+  ] as const;
+  console.log(`soak: ${done} requests; churn ${JSON.stringify(Object.fromEntries(churn))}`);
+  console.log(`slopes per 1,000 requests after the warm-up (${warm.length} samples from request ${from}):`);
+  for (const f of fields) {
+    const per = slope(warm.map((x) => [x.requests, x[f]] as const)) * 1000;
+    const first = warm[0]?.[f];
+    const last = warm.at(-1)?.[f];
+    console.log(`  ${f}: ${per.toFixed(2)} (${first} -> ${last})`);
+  }
+  if (heaps.length >= 2) {
+    const heapPoints = heaps.map((h) => [h.requests, h.summary.bytes] as const);
+    console.log(
+      `  heap used after GC: ${((slope(heapPoints) * 1000) / 1024).toFixed(1)} KiB per 1,000 requests ` +
+        `(${heaps.map((h) => `${(h.summary.bytes / 1048576).toFixed(1)} MiB at ${h.requests}`).join(", ")})`,
+    );
+    const first = heaps[0]!;
+    const last = heaps.at(-1)!;
+    console.log(
+      `heap growth by kind, snapshot 1 -> ${heaps.length} (${last.requests - first.requests} requests):`,
+    );
+    for (const row of heapGrowth(first.summary, last.summary, last.requests - first.requests)) {
+      console.log(
+        `  ${row.kind}: +${row.count} (${(row.bytes / 1024).toFixed(1)} KiB), ${row.perThousand.toFixed(2)} per 1,000 requests`,
+      );
+    }
+  }
+}
+
 // --- the run -------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
   writeFileSync(configFile, yamlOf(variant));
+  mkdirSync(snapshotDir, { recursive: true });
   const serve = spawn(
     process.execPath,
     [
+      // A soak's heap snapshots: written on SIGUSR2 into the process's directory.
+      ...(soak ? ["--heapsnapshot-signal=SIGUSR2"] : []),
       join(import.meta.dirname, "..", "bin", "snooze.js"),
       "serve",
       "--config",
@@ -588,10 +765,15 @@ async function main(): Promise<void> {
       "--shutdown-grace",
       `${shutdownGraceS}s`,
     ],
-    { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, SNOOZE_LOG_LEVEL: "info" } },
+    {
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, SNOOZE_LOG_LEVEL: "info" },
+      cwd: snapshotDir,
+    },
   );
-  const log: string[] = [];
-  serve.stderr!.on("data", (c: Buffer) => log.push(c.toString()));
+  // To a file as it comes: a soak's log would not fit in memory.
+  const log = createWriteStream(join(dir, "serve.log"));
+  serve.stderr!.pipe(log);
   const exited = new Promise<number | null>((r) => serve.once("exit", (code) => r(code)));
   for (let i = 0; i < 100 && !(await models()); i++) await new Promise((r) => setTimeout(r, 100));
   await new Promise((r) => setTimeout(r, 300));
@@ -604,12 +786,29 @@ async function main(): Promise<void> {
   const clients = Array.from({ length: 6 }, (_, n) => clientLoop(n));
   const end = Date.now() + durationMs;
   const checker = setInterval(() => {
+    if (paused) return;
     void checkSlot();
     checkZombies(serve.pid!);
   }, 400);
+  const snapshotsAt = soak
+    ? Array.from({ length: snapshotCount }, (_, i) => started + ((i + 1) / snapshotCount) * durationMs)
+    : [];
+  let nextSample = Date.now();
   while (Date.now() < end) {
-    await new Promise((r) => setTimeout(r, between(150, 1500)));
+    await new Promise((r) => setTimeout(r, soak ? between(500, 3000) : between(150, 1500)));
+    if (soak && Date.now() >= nextSample) {
+      nextSample = Date.now() + sampleEveryMs;
+      await sample(serve.pid!);
+    }
+    if (snapshotsAt.length > 1 && Date.now() >= snapshotsAt[0]!) {
+      snapshotsAt.shift();
+      await heapSnapshot(serve.pid!);
+    }
     await fault(serve);
+  }
+  if (soak) {
+    await sample(serve.pid!);
+    await heapSnapshot(serve.pid!);
   }
   running = false;
   await Promise.all(clients);
@@ -665,7 +864,7 @@ async function main(): Promise<void> {
     violation(`after exit: engine of ${m} left (${procs.map((p) => `${p.pid} ${p.state}`).join(", ")})`);
     for (const p of procs) process.kill(p.pid, "SIGKILL");
   }
-  writeFileSync(join(dir, "serve.log"), log.join(""));
+  if (soak) soakReport();
   console.log(
     violations.length === 0
       ? `seed ${seed}: every invariant held`
