@@ -363,6 +363,28 @@ async function oneRequest(client: OpenAI, id: number): Promise<void> {
   }
 }
 
+/**
+ * A soak's status page watcher: opens the live event stream (`/snooze/v1/events/stream`), reads it
+ * for a while and goes, again and again, so the timeline's subscribers come and go.
+ */
+async function watcherLoop(): Promise<void> {
+  while (running) {
+    if (paused) await paused;
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), between(200, 5000));
+    try {
+      const res = await fetch(`${url}/snooze/v1/events/stream`, { signal: controller.signal });
+      count(`watcher ${res.status}`);
+      for await (const _ of res.body ?? []) if (controller.signal.aborted) break;
+    } catch {
+      // Aborted: the watcher's own going.
+    } finally {
+      clearTimeout(timer);
+    }
+    await new Promise((r) => setTimeout(r, between(50, 1000)));
+  }
+}
+
 async function clientLoop(n: number): Promise<void> {
   const client = new OpenAI({
     baseURL: `${url}/v1`,
@@ -713,13 +735,24 @@ function soakReport(): void {
     "staleModelSeries",
     "timelineEntries",
   ] as const;
-  console.log(`soak: ${done} requests; churn ${JSON.stringify(Object.fromEntries(churn))}`);
+  const total = heaps.at(-1)?.requests ?? done;
+  console.log(`soak: ${total} requests; churn ${JSON.stringify(Object.fromEntries(churn))}`);
   console.log(`slopes per 1,000 requests after the warm-up (${warm.length} samples from request ${from}):`);
   for (const f of fields) {
     const per = slope(warm.map((x) => [x.requests, x[f]] as const)) * 1000;
     const first = warm[0]?.[f];
     const last = warm.at(-1)?.[f];
     console.log(`  ${f}: ${per.toFixed(2)} (${first} -> ${last})`);
+  }
+  // Writing a heap snapshot raises the resident memory for good (the writer's own buffers): the
+  // resident memory's slope is taken between snapshots, where nothing but the churn moves it.
+  for (let i = 1; i < heaps.length; i++) {
+    const between = samples.filter((x) => x.s > heaps[i - 1]!.s && x.s < heaps[i]!.s);
+    const per = slope(between.map((x) => [x.requests, x.rssKiB] as const)) * 1000;
+    console.log(
+      `  rssKiB between snapshots ${i} and ${i + 1}: ${per.toFixed(0)} per 1,000 requests (${between.length} samples, ` +
+        `${between[0]?.rssKiB} -> ${between.at(-1)?.rssKiB})`,
+    );
   }
   if (heaps.length >= 2) {
     const heapPoints = heaps.map((h) => [h.requests, h.summary.bytes] as const);
@@ -784,6 +817,7 @@ async function main(): Promise<void> {
   note(`seed ${seed}, ${durationMs} ms, snooze serve pid ${serve.pid}, ${fdBaseline} open files, dir ${dir}`);
 
   const clients = Array.from({ length: 6 }, (_, n) => clientLoop(n));
+  if (soak) clients.push(watcherLoop(), watcherLoop());
   const end = Date.now() + durationMs;
   const checker = setInterval(() => {
     if (paused) return;
