@@ -446,6 +446,10 @@ async function fault(serve: ChildProcess): Promise<void> {
       .catch((error) => violation(`admin ${verb} ${m}: ${error}`));
   } else if (kind === "reload") {
     const { next, what } = mutate(variant);
+    for (const m of modelNames) {
+      if (variant.present.has(m) && !next.present.has(m)) removedAt.set(m, Date.now());
+      if (next.present.has(m)) removedAt.delete(m);
+    }
     variant = next;
     writeFileSync(configFile, yamlOf(variant));
     lastReload = Date.now();
@@ -459,6 +463,8 @@ async function fault(serve: ChildProcess): Promise<void> {
   }
 }
 let lastReload = 0;
+/** When each model not configured now was removed by a reload. */
+const removedAt = new Map<ModelName, number>();
 const churn = new Map<string, number>();
 
 /**
@@ -636,6 +642,7 @@ interface Sample {
   zombies: number;
   series: number;
   staleModelSeries: number;
+  removedChecked: number;
   timelineEntries: number;
 }
 const samples: Sample[] = [];
@@ -656,15 +663,20 @@ async function sample(pid: number): Promise<void> {
   const timeline = await get("/snooze/v1/timeline");
   const timelineEntries = timeline ? (JSON.parse(timeline) as { entries: unknown[] }).entries.length : -1;
   // A removed model's engine drains and stops after the reload: its series may stay that long.
-  const settled = Date.now() - lastReload > 20_000;
-  const stale = settled ? metrics.staleModelSeries : [];
+  const stale = metrics.staleModelSeries.filter((line) => {
+    const gone = removedAt.get(/model="([^"]*)"/.exec(line)?.[1] as ModelName);
+    return gone !== undefined && Date.now() - gone > 20_000;
+  });
   if (stale.length > 0) note(`series of removed models: ${stale.length}, e.g. ${stale[0]}`);
+  // How many models this sample could catch a leftover series of (removed 20 s ago or more).
+  const removedChecked = [...removedAt.values()].filter((at) => Date.now() - at > 20_000).length;
   const row: Sample = {
     s: (Date.now() - started) / 1000,
     requests: done,
     ...proc,
     series: metrics.series,
     staleModelSeries: stale.length,
+    removedChecked,
     timelineEntries,
   };
   samples.push(row);
@@ -733,6 +745,7 @@ function soakReport(): void {
     "descendants",
     "series",
     "staleModelSeries",
+    "removedChecked",
     "timelineEntries",
   ] as const;
   const total = heaps.at(-1)?.requests ?? done;
