@@ -9,11 +9,11 @@ import { formatDuration } from "../lib/duration.ts";
 import { inSpan } from "../lib/tracing.ts";
 import { endActivation, inActivation } from "./activation-trace.ts";
 import { EngineFrozen } from "./engine-call-watch.ts";
-import { isLocalFailure, isRefused, isUnauthorized } from "./engine-client.ts";
+import { isLocalFailure, isRefused, isTransportError, isUnauthorized } from "./engine-client.ts";
 import { ActivationStopped, EngineNotUp, NoAnswer, SleepInstead } from "./operation-errors.ts";
-import type { Replica } from "./platform.ts";
+import type { Engine, Replica } from "./platform.ts";
 import { drainThen } from "./replica-drain.ts";
-import { goneUnder, watched } from "./replica-engine-calls.ts";
+import { exitNoticeMs, goneUnder, watched } from "./replica-engine-calls.ts";
 import type { ReplicaOps } from "./replica-ops.ts";
 import type { Activation, ReplicaRecord } from "./replica-record.ts";
 
@@ -266,7 +266,10 @@ async function wakeEngine(
     // seen gone, that is a crash (as if seen before the request came), and the requests held
     // wait for a fresh engine (found by a probe: a request that came within milliseconds of a
     // sleeper's crash was answered `503 activation_failed`, a few milliseconds later served).
-    if (!woken && isRefused(error)) record.diedAsleep = true;
+    if (!woken && (isRefused(error) || (isTransportError(error) && (await listensNoMore(engine)))))
+      record.diedAsleep = true;
+    c.guard(leadership);
+    if (!c.present(record)) return;
     const gone = await goneUnder(c, record, error);
     c.guard(leadership);
     if (gone) return;
@@ -297,6 +300,20 @@ async function wakeEngine(
   c.learner.measured(level === 1 ? "wake1" : "wake2", c.lastWakeMs[level]);
   c.succeeded(record);
   await c.setTier(record, "ready");
+}
+
+/**
+ * Whether nothing listens at the engine's port any more (a call to it refused). A wake cut by a
+ * reset rather than refused may have reached a port being closed: the connections waiting to be
+ * accepted on it are reset when it closes (a vLLM server closes its port, then takes its workers
+ * down). Asked once, at once, it tells a sleeper that died from one that cut a call and still serves
+ * (found under load: such a wake was told as failed, 503, where a refused one got a fresh engine).
+ */
+async function listensNoMore(engine: Engine): Promise<boolean> {
+  return engine.isSleeping(exitNoticeMs).then(
+    () => false,
+    (error: unknown) => isRefused(error),
+  );
 }
 
 /**

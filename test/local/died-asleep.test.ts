@@ -22,47 +22,59 @@ afterEach(async () => {
  * 3) `exitAfterMs` later, as a vLLM API server does that closes its port and then takes its workers
  * down. Each answer closes its connection, as a sleeper's idle connections are closed once asleep
  * past the keep-alive time (5 s in vLLM's server): the wake opens a new one. Each process appends
- * a line to `<dir>/starts`.
+ * a line to `<dir>/starts`. With `resetWake`, `/die` closes nothing yet: the wake call that comes next
+ * is reset, and the port closed with it (a connection waiting on a port that closes is reset, not
+ * refused: what a wake gets under load when it reaches the port just before it closes).
  */
-function engineCommand(dir: string, exitAfterMs: number): string {
+function engineCommand(dir: string, exitAfterMs: number, resetWake = false): string {
   const script = [
     "const fs = require('node:fs');",
-    "const [port, dir, exitAfterMs] = process.argv.slice(1);",
+    "const [port, dir, exitAfterMs, resetWake] = process.argv.slice(1);",
+    "let dying = false;",
+    "const die = () => { server.close(); server.closeAllConnections(); console.error('engine core died'); setTimeout(() => process.exit(3), Number(exitAfterMs)); };",
     "fs.appendFileSync(dir + '/starts', 'start\\n');",
     "let sleeping = false;",
     "const json = (res, value) => { res.setHeader('content-type', 'application/json'); res.end(JSON.stringify(value)); };",
     "const close = (res) => res.setHeader('connection', 'close');",
     "const server = require('node:http').createServer((req, res) => {",
     "  const path = req.url.split('?')[0];",
+    "  if (dying && req.url === '/wake_up') { req.socket.resetAndDestroy(); return die(); }",
     "  close(res); req.resume(); req.on('end', () => {",
     "    if (path === '/health') return res.end();",
     "    if (path === '/is_sleeping') return json(res, { is_sleeping: sleeping });",
     "    if (path === '/sleep') { sleeping = true; return json(res, {}); }",
     "    if (path === '/wake_up') { sleeping = false; return json(res, {}); }",
-    "    if (path === '/die') {",
-    "      res.end(); server.close(); server.closeAllConnections();",
-    "      console.error('engine core died'); setTimeout(() => process.exit(3), Number(exitAfterMs)); return;",
-    "    }",
+    "    if (path === '/die') { res.end(); if (resetWake === 'true') dying = true; else die(); return; }",
     "    if (path === '/v1/completions') return json(res, { choices: [{ index: 0, text: 'ok' }] });",
     "    json(res, { id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'served on ' + port } }] });",
     "  });",
     "}).listen(Number(port), '127.0.0.1');",
   ].join("\n");
-  return JSON.stringify([process.execPath, "-e", script, "${PORT}", dir, String(exitAfterMs)]);
+  return JSON.stringify([
+    process.execPath,
+    "-e",
+    script,
+    "${PORT}",
+    dir,
+    String(exitAfterMs),
+    String(resetWake),
+  ]);
 }
 
 const starts = (dir: string) => readFileSync(join(dir, "starts"), "utf8").trim().split("\n").length;
 
 // The exit seen within a second of the wake call (it waits that long for it), or not.
 test.each([
-  ["its exit comes 0.6 s after its port closed", 600],
-  ["it is still there 3 s after its port closed", 3_000],
+  ["its exit comes 0.6 s after its port closed", 600, false],
+  ["it is still there 3 s after its port closed", 3_000, false],
+  ["its port closes as the wake call reaches it (reset, not refused), exit 0.6 s later", 600, true],
+  ["its port closes as the wake call reaches it (reset, not refused), exit 3 s later", 3_000, true],
 ])(
   "a request for a sleeper that died a moment ago is served by a fresh engine, not told the wake failed: %s",
   {
     timeout: 20_000,
   },
-  async (_, exitAfterMs) => {
+  async (_, exitAfterMs, resetWake) => {
     // Found by a probe: a request within a few milliseconds of a sleeping sim's crash got
     // `503 activation_failed` ("wake of qwen failed: engine exited"); one 20 ms later a cold start.
     const dir = mkdtempSync(join(tmpdir(), "snooze-died-asleep-"));
@@ -70,7 +82,7 @@ test.each([
 models:
   m:
     sleepAfter: 100ms
-    command: ${engineCommand(dir, exitAfterMs)}
+    command: ${engineCommand(dir, exitAfterMs, resetWake)}
 `);
     const client = new OpenAI({
       baseURL: `${snooze.url}/v1`,
