@@ -139,7 +139,16 @@ test("a call nothing listened for is refused; one the engine took and then cut i
     local: false,
   });
   const { client } = await engine((req) => req.socket.destroy());
-  expect(await client.wake(1, 1_000).catch((error: unknown) => error)).toMatchObject({ refused: false });
+  expect(await client.wake(1, 1_000).catch((error: unknown) => error)).toMatchObject({
+    refused: false,
+    reset: false,
+  });
+  // A reset (a port closed with the call waiting on it, or an engine that died with it unread) is told.
+  const { client: resetting } = await engine((req) => req.socket.resetAndDestroy());
+  expect(await resetting.wake(1, 1_000).catch((error: unknown) => error)).toMatchObject({
+    refused: false,
+    reset: true,
+  });
 });
 
 test("a health check this process cannot make (out of file descriptors) rejects as local, not 'unhealthy' (found by an outside tester: the self-heal replaced healthy engines)", async () => {

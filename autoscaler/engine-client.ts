@@ -29,13 +29,27 @@ export class EngineError extends Error {
    * should be serving there has gone (its exit may not have been seen yet).
    */
   readonly refused: boolean;
-  constructor(message: string, status?: number, timedOut = false, local = false, refused = false) {
+  /**
+   * The connection was reset before an answer (ECONNRESET): an engine that died with the call
+   * unread, or a port closed while the call waited on it to be accepted. An engine that took the
+   * call and then closed its connection is no reset ("other side closed").
+   */
+  readonly reset: boolean;
+  constructor(
+    message: string,
+    status?: number,
+    timedOut = false,
+    local = false,
+    refused = false,
+    reset = false,
+  ) {
     super(message);
     this.name = "EngineError";
     this.status = status;
     this.timedOut = timedOut;
     this.local = local;
     this.refused = refused;
+    this.reset = reset;
   }
 }
 
@@ -54,6 +68,9 @@ export const isLocalFailure = (error: unknown): boolean => error instanceof Engi
 
 /** A call nothing listened for at the engine's address (EngineError.refused). */
 export const isRefused = (error: unknown): boolean => error instanceof EngineError && error.refused;
+
+/** A call whose connection was reset before an answer (EngineError.reset). */
+export const isReset = (error: unknown): boolean => error instanceof EngineError && error.reset;
 
 /**
  * A call the engine answered 401: it guards its `/v1` routes with an API key (vLLM's `--api-key` or
@@ -308,6 +325,7 @@ export class EngineClient {
         timedOut,
         local,
         code === "ECONNREFUSED",
+        code === "ECONNRESET",
       );
     } finally {
       own?.end();

@@ -9,7 +9,7 @@ import { formatDuration } from "../lib/duration.ts";
 import { inSpan } from "../lib/tracing.ts";
 import { endActivation, inActivation } from "./activation-trace.ts";
 import { EngineFrozen } from "./engine-call-watch.ts";
-import { isLocalFailure, isRefused, isTransportError, isUnauthorized } from "./engine-client.ts";
+import { isLocalFailure, isRefused, isReset, isUnauthorized } from "./engine-client.ts";
 import { ActivationStopped, EngineNotUp, NoAnswer, SleepInstead } from "./operation-errors.ts";
 import type { Engine, Replica } from "./platform.ts";
 import { drainThen } from "./replica-drain.ts";
@@ -266,7 +266,7 @@ async function wakeEngine(
     // seen gone, that is a crash (as if seen before the request came), and the requests held
     // wait for a fresh engine (found by a probe: a request that came within milliseconds of a
     // sleeper's crash was answered `503 activation_failed`, a few milliseconds later served).
-    if (!woken && (isRefused(error) || (isTransportError(error) && (await listensNoMore(engine)))))
+    if (!woken && (isRefused(error) || (isReset(error) && (await listensNoMore(engine)))))
       record.diedAsleep = true;
     c.guard(leadership);
     if (!c.present(record)) return;
@@ -303,16 +303,18 @@ async function wakeEngine(
 }
 
 /**
- * Whether nothing listens at the engine's port any more (a call to it refused). A wake cut by a
- * reset rather than refused may have reached a port being closed: the connections waiting to be
- * accepted on it are reset when it closes (a vLLM server closes its port, then takes its workers
- * down). Asked once, at once, it tells a sleeper that died from one that cut a call and still serves
- * (found under load: such a wake was told as failed, 503, where a refused one got a fresh engine).
+ * Whether nothing listens at the engine's port any more (a call to it refused). A wake reset rather
+ * than refused may have reached a port being closed: the connections waiting to be accepted on it
+ * are reset when it closes (a vLLM server closes its port, then takes its workers down). Asked once,
+ * at once, it tells a sleeper that died from one that reset a call and still serves (found under
+ * load: such a wake was told as failed, 503, where a refused one got a fresh engine). A wake the
+ * engine took and then died on ends in a close, not a reset, and stays a failed wake, told by its exit.
  */
 async function listensNoMore(engine: Engine): Promise<boolean> {
+  // Reset too: the question itself may have come to the port in the moment it was closing.
   return engine.isSleeping(exitNoticeMs).then(
     () => false,
-    (error: unknown) => isRefused(error),
+    (error: unknown) => isRefused(error) || isReset(error),
   );
 }
 
