@@ -48,8 +48,9 @@ function signalGroup(signal) {
 
 /**
  * Whether a process of the group other than the guard still runs (a zombie does not count), read
- * as orphans.ts's groupRunning reads it (not imported: the guard loads no product code). Linux reads
- * /proc; elsewhere the answer is no, and Snooze kills what is left once the guard is gone.
+ * as orphans.ts's groupRunning reads it with lib/proc-stat.ts (not imported: the guard loads no
+ * product code, and no TypeScript). Linux reads /proc; elsewhere the answer is no, and Snooze kills
+ * what is left once the guard is gone.
  */
 function othersRun() {
   let entries;

@@ -4,6 +4,7 @@ import { isAbsolute, join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../../lib/log.ts";
 import { makeDirectory } from "../../lib/make-directory.ts";
+import { type ProcStat, readProcStat } from "../../lib/proc-stat.ts";
 import { replaceFile } from "../../lib/replace-file.ts";
 import { readSmallFileSync } from "../../lib/small-file.ts";
 import { signalGroup } from "./orphans.ts";
@@ -44,14 +45,6 @@ interface StateFile {
   engines: EngineRecord[];
 }
 
-/** A process as /proc/<pid>/stat tells of it. */
-interface ProcStat {
-  pid: number;
-  state: string;
-  pgrp: number;
-  startTime: string;
-}
-
 /** `SNOOZE_STATE_DIR`, else `$XDG_STATE_HOME/snooze`, else `~/.local/state/snooze`. */
 export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
   if (env.SNOOZE_STATE_DIR) return env.SNOOZE_STATE_DIR;
@@ -69,21 +62,13 @@ export function newEngineToken(): string {
 
 const hasProc = process.platform === "linux";
 
-function procStat(pid: number): ProcStat | undefined {
-  let text: string;
-  try {
-    text = readFileSync(`/proc/${pid}/stat`, "utf8");
-  } catch {
-    return undefined;
-  }
-  // The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
-  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-  return { pid, state: fields[0]!, pgrp: Number(fields[2]), startTime: fields[19]! };
-}
+/** The start time of a process as the record holds it: the text of the count /proc/<pid>/stat gives. */
+const startTime = (stat: ProcStat): string => String(stat.starttime);
 
 /** A process's start time in clock ticks after boot, when the system says. */
 export function processStartTime(pid: number): string | undefined {
-  return hasProc ? procStat(pid)?.startTime : undefined;
+  const stat = hasProc ? readProcStat(pid) : undefined;
+  return stat && startTime(stat);
 }
 
 function bootId(): string | undefined {
@@ -100,7 +85,7 @@ function members(groups: ReadonlySet<number>): ProcStat[] {
   for (const name of readdirSync("/proc")) {
     const pid = Number(name);
     if (!Number.isInteger(pid)) continue;
-    const stat = procStat(pid);
+    const stat = readProcStat(pid);
     if (stat && groups.has(stat.pgrp) && stat.state !== "Z" && stat.state !== "X") found.push(stat);
   }
   return found;
@@ -123,7 +108,7 @@ function carriesToken(pid: number, token: string): boolean {
  */
 function isOurs(engine: EngineRecord): boolean {
   return members(new Set([engine.pgid])).some(
-    (p) => (p.pid === engine.pgid && p.startTime === engine.startTime) || carriesToken(p.pid, engine.token),
+    (p) => (p.pid === engine.pgid && startTime(p) === engine.startTime) || carriesToken(p.pid, engine.token),
   );
 }
 
@@ -217,9 +202,9 @@ export async function stopLeftovers(
       log.warn("ignoring an unreadable record of engines", { file, error });
       continue;
     }
-    const owner = procStat(state.snooze.pid);
+    const owner = readProcStat(state.snooze.pid);
     const sameBoot = state.snooze.bootId === undefined || state.snooze.bootId === boot;
-    if (sameBoot && owner && owner.state !== "Z" && owner.startTime === state.snooze.startTime) continue;
+    if (sameBoot && owner && owner.state !== "Z" && startTime(owner) === state.snooze.startTime) continue;
     done.push(file);
     // After a reboot every recorded pid belongs to someone else, if anyone.
     if (!sameBoot) continue;

@@ -1,5 +1,6 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
+import { readProcStat } from "../../lib/proc-stat.ts";
 
 const groups = new Set<number>();
 let installed = false;
@@ -50,15 +51,8 @@ export function groupRunning(pgid: number): boolean {
   }
   for (const name of entries) {
     if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, "utf8");
-    } catch {
-      continue;
-    }
-    // pid (comm) state ppid pgrp ...: the fields after the command name, which may hold spaces.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    if (Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X") return true;
+    const stat = readProcStat(Number(name));
+    if (stat && stat.pgrp === pgid && stat.state !== "Z" && stat.state !== "X") return true;
   }
   return false;
 }
