@@ -1,5 +1,5 @@
-import { readFileSync } from "node:fs";
 import type { Logger } from "../lib/log.ts";
+import { readProcStat } from "../lib/proc-stat.ts";
 
 /** Exits 0 on a stop signal that came before the server command had its own handlers. */
 const exitEarly = () => process.exit(0);
@@ -167,14 +167,7 @@ export function watchStopSignals(
 
 /** The parent of process `pid` (Linux: /proc/<pid>/stat), or undefined when it cannot be read. */
 function parentOf(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so read after the last `)`.
-    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-    return Number.isInteger(ppid) ? ppid : undefined;
-  } catch {
-    return undefined;
-  }
+  return readProcStat(pid)?.ppid;
 }
 
 /**
