@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type ProcStat, readProcStat } from "../../lib/proc-stat.ts";
 
 /** A `snooze serve` running as a real process (`node bin/snooze.js serve`). */
 export interface ServeProcess {
@@ -66,38 +67,27 @@ export function recordedEngines(stateDir: string): { model: string; pgid: number
 
 /** The live (not zombie) processes of a process group, by /proc. */
 export function groupMembers(pgid: number): number[] {
-  return processesWhere((fields) => Number(fields[2]) === pgid);
+  return processesWhere((stat) => stat.pgrp === pgid);
 }
 
 /** The pids of the processes, zombies apart, whose parent is `pid` (Linux: read from /proc). */
 export function childrenOf(pid: number): number[] {
-  return processesWhere((fields) => Number(fields[1]) === pid);
+  return processesWhere((stat) => stat.ppid === pid);
 }
 
-/** The pids of the live processes (zombies apart) whose /proc stat fields after the command name match. */
-function processesWhere(match: (fields: string[]) => boolean): number[] {
+/** The pids of the live processes (zombies apart) whose /proc/<pid>/stat matches. */
+function processesWhere(match: (stat: ProcStat) => boolean): number[] {
   const found: number[] = [];
   for (const name of readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, "utf8");
-    } catch {
-      continue;
-    }
-    // pid (comm) state ppid pgrp ...: the fields after the command name, which may hold spaces.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    if (fields[0] !== "Z" && match(fields)) found.push(Number(name));
+    const stat = readProcStat(Number(name));
+    if (stat && stat.state !== "Z" && match(stat)) found.push(Number(name));
   }
   return found;
 }
 
 /** Whether a process runs (and is not a zombie). */
 export function running(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
+  const state = readProcStat(pid)?.state;
+  return state !== undefined && state !== "Z";
 }
