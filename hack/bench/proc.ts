@@ -6,6 +6,7 @@
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { readProcStat } from "../../lib/proc-stat.ts";
 
 let ticksPerSecond: number | undefined;
 
@@ -20,22 +21,10 @@ function clockTicks(): number {
   return ticksPerSecond;
 }
 
-/** Fields of /proc/<pid>/stat after the command name (which may contain spaces). */
-function statFields(pid: number): string[] | undefined {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return text.slice(text.lastIndexOf(")") + 2).split(" ");
-  } catch {
-    return undefined;
-  }
-}
-
 /** User + system CPU seconds a process has used so far, all its threads included; 0 when gone. */
 export function cpuSeconds(pid: number): number {
-  const fields = statFields(pid);
-  if (!fields) return 0;
-  // utime and stime are fields 14 and 15 of the file, 12 and 13 after "pid (comm) state".
-  return (Number(fields[11]) + Number(fields[12])) / clockTicks();
+  const stat = readProcStat(pid);
+  return stat ? (stat.utime + stat.stime) / clockTicks() : 0;
 }
 
 /** Process ids whose parent is `pid`, found by scanning /proc. */
@@ -43,8 +32,7 @@ export function childrenOf(pid: number): number[] {
   const children: number[] = [];
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
-    const fields = statFields(Number(entry));
-    if (fields && Number(fields[1]) === pid) children.push(Number(entry));
+    if (readProcStat(Number(entry))?.ppid === pid) children.push(Number(entry));
   }
   return children;
 }

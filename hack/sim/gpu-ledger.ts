@@ -14,6 +14,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { makeDirectory } from "../../lib/make-directory.ts";
+import { readProcStat } from "../../lib/proc-stat.ts";
 import { readSmallFileSync } from "../../lib/small-file.ts";
 
 /** Overrides the default ledger directory, so test runs isolate themselves. */
@@ -158,13 +159,7 @@ function processAlive(pid: number): boolean {
 
 /** Linux: the process is a zombie (state Z or X in /proc/<pid>/stat). Elsewhere: unknown, so no. */
 function exited(pid: number): boolean {
-  let stat: string;
-  try {
-    stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-  } catch {
-    return false;
-  }
-  const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+  const state = readProcStat(pid)?.state;
   return state === "Z" || state === "X";
 }
 
