@@ -39,12 +39,14 @@ import { parseArgs } from "node:util";
 import OpenAI from "openai";
 import { Agent, setGlobalDispatcher } from "undici";
 import { parseDuration } from "../lib/duration.ts";
+import type { ProcStat } from "../lib/proc-stat.ts";
 import { createRandom } from "./sim/random.ts";
 import { simCommand } from "./sim/yaml-command.ts";
 import {
   type HeapSummary,
   heapGrowth,
   heapSnapshots,
+  processTable,
   sampleMetrics,
   sampleProcess,
   slope,
@@ -209,34 +211,18 @@ function mutate(v: Variant): { next: Variant; what: string } {
 
 // --- processes -------------------------------------------------------------------------------
 
-interface Proc {
-  pid: number;
-  ppid: number;
-  pgid: number;
-  state: string;
-  comm: string;
+interface Proc extends ProcStat {
+  /** Its command line, the arguments joined by spaces. */
   cmd: string;
 }
 function processes(): Proc[] {
-  const found: Proc[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
+  return processTable().flatMap((stat) => {
     try {
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      const cmd = readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").join(" ");
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      found.push({
-        pid: Number(name),
-        comm,
-        state: fields[0]!,
-        ppid: Number(fields[1]),
-        pgid: Number(fields[2]),
-        cmd,
-      });
-    } catch {}
-  }
-  return found;
+      return [{ ...stat, cmd: readFileSync(`/proc/${stat.pid}/cmdline`, "utf8").split("\0").join(" ") }];
+    } catch {
+      return [];
+    }
+  });
 }
 /** The simulator processes of this run (not their guards), by the port each serves. */
 function engineProcs(): Map<ModelName, Proc[]> {

@@ -8,6 +8,7 @@
  * the requests done, so a leak reads as bytes (or series, files, objects) per 1,000 requests.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { type ProcStat, readProcStat } from "../lib/proc-stat.ts";
 
 export interface ProcessSample {
   rssKiB: number;
@@ -18,20 +19,23 @@ export interface ProcessSample {
   zombies: number;
 }
 
+/** Every process /proc lists, as its /proc/<pid>/stat tells (one gone before it was read left out). */
+export function processTable(): ProcStat[] {
+  const found: ProcStat[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = readProcStat(Number(name));
+    if (stat) found.push(stat);
+  }
+  return found;
+}
+
 /** `/proc/<pid>/status` and `/proc/<pid>/fd`, and the process tree below `pid`. */
 export function sampleProcess(pid: number): ProcessSample {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const field = (name: string) =>
     Number(new RegExp(`^${name}:\\s+(\\d+)`, "m").exec(status)?.[1] ?? Number.NaN);
-  const parents = new Map<number, { ppid: number; state: string }>();
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      parents.set(Number(name), { state: fields[0]!, ppid: Number(fields[1]) });
-    } catch {}
-  }
+  const parents = new Map(processTable().map((stat) => [stat.pid, stat]));
   const below = (p: number): boolean => {
     for (let at = parents.get(p), hops = 0; at && hops < 64; at = parents.get(at.ppid), hops++) {
       if (at.ppid === pid) return true;
