@@ -20,7 +20,7 @@ import { undici } from "../lib/undici.ts";
 import type { Command } from "./command.ts";
 import { durationValue, hostValue, listenFailure, listenFlags, portValue } from "./flags.ts";
 import { httpUrlValue, identityValue, kubeClientFrom, kubeFlags, ownAddress } from "./kube-flags.ts";
-import { untilStopSignal } from "./signals.ts";
+import { watchStopSignals } from "./signals.ts";
 
 export const autoscalerCommand: Command = {
   name: "autoscaler",
@@ -96,6 +96,13 @@ export const autoscalerCommand: Command = {
       description: "time for activators to see a pod draining before its engine is checked for idleness",
       placeholder: "duration",
     },
+    "shutdown-delay": {
+      type: "string",
+      default: "5s",
+      description:
+        "after SIGTERM, how long it still serves (KEDA's gRPC streams, the activators' demand, its Leases), /readyz answering 503, before it stops: time for Kubernetes to take the pod out of its Service's endpoints (a second signal ends it)",
+      placeholder: "duration",
+    },
     "event-sink": {
       type: "string",
       description:
@@ -147,6 +154,8 @@ export const autoscalerCommand: Command = {
       throw new UsageError("--lease-retry < --lease-renew-deadline < --lease-duration must hold");
     const grpcTls = await grpcTlsOf(values);
     const drainGraceMs = durationValue(values, "drain-grace");
+    // 0 is none: it stops serving at SIGTERM.
+    const shutdownDelay = durationValue(values, "shutdown-delay");
     const eventSink = values["event-sink"] === undefined ? undefined : String(values["event-sink"]);
     if (eventSink !== undefined && sinkUrlProblem(eventSink))
       throw new UsageError(
@@ -258,18 +267,34 @@ export const autoscalerCommand: Command = {
       : undefined;
     await ingresses?.start();
     log.info("watching", { namespace: values.namespace ?? "all", knativeIngress: Boolean(ingresses) });
-    await untilStopSignal(log, "shutting down; releasing Leases");
-    await scaler.close();
-    await ingresses?.stop();
-    // The controllers stand down in stop's first, synchronous part (their activations end): the
-    // last spans go to the collector while the last CloudEvents go to the sink, not after them.
-    const stopping = autoscaler.stop();
-    const flushing = telemetry.shutdown();
-    await stopping;
-    server.closeAllConnections();
-    server.close();
-    await client.close();
-    await flushing;
+    const stops = watchStopSignals(log, { delayMs: shutdownDelay });
+    await stops.first;
+    // KEDA and the activators reach the autoscaler through its Service, whose endpoints lose this
+    // pod a moment after SIGTERM: a KEDA stream ended now would come back (after KEDA's 2 s) to a
+    // closed port still listed, and wait twice as long for each refusal. So it serves on for the
+    // delay, Leases and all, with /readyz 503 (cli/activator.ts and cli/webhooks.ts do the same);
+    // not when it never was ready, and so never among the endpoints.
+    const wasReady = autoscaler.ready;
+    autoscaler.leave();
+    await stops.delay(wasReady ? shutdownDelay : 0);
+    log.info("releasing Leases");
+    const stopping = (async () => {
+      await scaler.close();
+      await ingresses?.stop();
+      // The controllers stand down in stop's first, synchronous part (their activations end): the
+      // last spans go to the collector while the last CloudEvents go to the sink, not after them.
+      const standingDown = autoscaler.stop();
+      const flushing = telemetry.shutdown();
+      await standingDown;
+      server.closeAllConnections();
+      server.close();
+      await client.close();
+      await flushing;
+    })();
+    // A second signal stops waiting (for an API server that does not answer, a sink that hangs):
+    // what is left gets the process's last second.
+    await Promise.race([stopping, stops.second]);
+    stops.dispose();
     log.info("stopped");
     return 0;
   },

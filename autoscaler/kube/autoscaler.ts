@@ -152,6 +152,7 @@ export class KubeAutoscaler {
   private workloadsElector?: LeaseElector;
   private workloadSyncPending = false;
   private stopped = false;
+  private left = false;
   private address?: string;
   /** Forwarded demand and stats, for tests and the state endpoint. */
   readonly counts = { forwarded: 0, dropped: 0 };
@@ -317,8 +318,21 @@ export class KubeAutoscaler {
     this.workloadsElector.start();
   }
 
+  /**
+   * The shutdown is coming (cli/autoscaler.ts: `--shutdown-delay`): `/readyz` says 503, so the
+   * Service's endpoints let this replica go, while it still serves and acts as before.
+   */
+  leave(): void {
+    this.left = true;
+  }
+
   get ready(): boolean {
-    return !this.stopped && Object.values(this.informers).every((i) => !i || i.synced) && this.knative.synced;
+    return (
+      !this.stopped &&
+      !this.left &&
+      Object.values(this.informers).every((i) => !i || i.synced) &&
+      this.knative.synced
+    );
   }
 
   /** Stops acting, releases every Lease it holds (a successor takes over at once), stops watching. */

@@ -1,3 +1,6 @@
+import { fileURLToPath } from "node:url";
+import { credentials, loadPackageDefinition } from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
 import { describe, expect, test } from "vitest";
 import { kubeSnoozeSuite } from "./components/kube-suite.ts";
 import {
@@ -209,5 +212,70 @@ describe("two autoscalers, one Lease", () => {
     expect(stormWrites).toBeGreaterThan(20);
     expect(conflicts).toBeGreaterThan(0);
     expect(c.process.running()).toBe(true);
+  }, 60_000);
+  test("a holder stopped with a shutdown delay serves on for it, /readyz 503, then hands the Lease over", async () => {
+    // KEDA and the activators reach the autoscaler through its Service, which lets a terminating pod
+    // go a moment after SIGTERM: until then, what is sent there is served, not refused.
+    const c = autoscalers.get("autoscaler-c")!;
+    const d = await suite.startAutoscaler("autoscaler-d", { shutdownDelay: "3s" });
+    await c.stop();
+    autoscalers.delete("autoscaler-c");
+    await waitFor(async () => ((await holder()) === "autoscaler-d" ? true : undefined), {
+      what: "autoscaler-d holds the Lease",
+      timeoutMs: 10_000,
+      detail: logs,
+    });
+    await waitFor(async () => ((await fetch(`${d.url}/readyz`)).status === 200 ? true : undefined), {
+      what: "autoscaler-d ready",
+      timeoutMs: 10_000,
+    });
+    const protoPath = fileURLToPath(new URL("../../autoscaler/kube/externalscaler.proto", import.meta.url));
+    const Scaler = (
+      loadPackageDefinition(loadSync(protoPath, { keepCase: true, longs: Number, defaults: true })) as any
+    ).externalscaler.ExternalScaler;
+    const scaler = new Scaler(d.grpcAddress!, credentials.createInsecure());
+    const isActive = () =>
+      new Promise<{ result: boolean }>((resolve, reject) =>
+        scaler.IsActive(
+          { name: model, namespace: suite.ns.name, scalerMetadata: { model } },
+          { deadline: Date.now() + 2_000 },
+          (error: Error | null, answer: { result: boolean }) => (error ? reject(error) : resolve(answer)),
+        ),
+      );
+    try {
+      // A holder that has just taken over answers UNAVAILABLE until the activators' stats reach it.
+      await waitFor(() => isActive().catch(() => undefined), {
+        what: "autoscaler-d answering IsActive",
+        timeoutMs: 10_000,
+        detail: logs,
+      });
+      const signalled = Date.now();
+      process.kill(d.process.pid, "SIGTERM");
+      await waitFor(async () => ((await fetch(`${d.url}/readyz`)).status === 503 ? true : undefined), {
+        what: "autoscaler-d's /readyz saying 503 after SIGTERM",
+        timeoutMs: 2_000,
+        intervalMs: 50,
+      });
+      // Meanwhile it serves as before: KEDA's calls, its health, the activators' demand; the Lease stays.
+      expect((await fetch(`${d.url}/healthz`)).status).toBe(200);
+      expect(await isActive()).toEqual({ result: expect.any(Boolean) });
+      const answer = await complete(suite.activator.url, model);
+      expect(answer.status, `${answer.text}\n${logs()}`).toBe(200);
+      expect(await holder()).toBe("autoscaler-d");
+      expect(Date.now() - signalled, "still within the delay").toBeLessThan(3_000);
+      const exit = await d.process.exited;
+      const stoppedAfter = Date.now() - signalled;
+      expect(exit.code, d.process.tail(20)).toBe(0);
+      expect(stoppedAfter).toBeGreaterThanOrEqual(3_000);
+      // The Lease is released as it stops: nobody holds it after a graceful stop.
+      expect(await holder()).not.toBe("autoscaler-d");
+      console.log(
+        `e2e: an autoscaler with --shutdown-delay 3s served on after SIGTERM and exited after ${stoppedAfter} ms`,
+      );
+    } finally {
+      scaler.close();
+      autoscalers.delete("autoscaler-d");
+      await d.stop();
+    }
   }, 60_000);
 });

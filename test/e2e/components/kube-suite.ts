@@ -34,7 +34,7 @@ export interface KubeSnoozeSuite {
    */
   startAutoscaler(
     identity: string,
-    more?: { extra?: string[]; env?: Record<string, string> },
+    more?: { extra?: string[]; env?: Record<string, string>; shutdownDelay?: string },
   ): Promise<Component>;
   /** Starts `snooze activator` as its ServiceAccount, sending demand to `autoscalerUrl`. */
   startActivator(

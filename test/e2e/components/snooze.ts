@@ -119,6 +119,8 @@ export async function startAutoscaler(
     extra?: string[];
     /** More environment (e.g. the standard OTEL_* variables). */
     env?: Record<string, string>;
+    /** `--shutdown-delay`: none by default, so a suite's teardown and failovers do not wait for it. */
+    shutdownDelay?: string;
   },
 ): Promise<Component> {
   const port = await freePort();
@@ -147,6 +149,8 @@ export async function startAutoscaler(
       String(grpcPort),
       "--drain-grace",
       "300ms",
+      "--shutdown-delay",
+      options.shutdownDelay ?? "0s",
       ...fastLeases,
       ...(options.extra ?? []),
     ],
