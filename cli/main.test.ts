@@ -99,6 +99,10 @@ test("snooze autoscaler checks its event and host-memory flags before connecting
     expect(await main(["autoscaler", "--event-sink", sink])).toBe(2);
     expect(output.join("\n")).toContain(`--event-sink must be an http(s) URL, not "${sink}"`);
   }
+  // A password with a `%` that begins no escape: every event would fail before it was sent.
+  expect(await main(["autoscaler", "--event-sink", "http://user:p%ss@sink/"])).toBe(2);
+  expect(output.join("\n")).toContain("its password has a % that is no percent-escape");
+  expect(output.join("\n")).not.toContain("p%ss");
   expect(await main(["autoscaler", "--host-memory-budget", "lots"])).toBe(2);
   expect(output.join("\n")).toContain("--host-memory-budget must be a size like 64Gi");
 });

@@ -14,6 +14,7 @@ import {
 } from "./cloudevents.ts";
 import { decodeHeaderValue } from "./cloudevents-header.ts";
 import { createLogger, silentLogger } from "./log.ts";
+import { redactUrl } from "./redact-url.ts";
 
 interface Received {
   headers: IncomingHttpHeaders;
@@ -376,6 +377,9 @@ test("a K_SINK that is no http(s) URL is said once at start, and no sink made, r
       ["localhost:9000", "does not start with http:// or https://"],
       ["ftp://127.0.0.1/", "does not start with http:// or https://"],
       ["http://a b/", "it is not a URL"],
+      // Found by an outside tester: taken, and every event failed its five attempts with
+      // "URIError: URI malformed", the sink never asked.
+      ["http://user:p%ss@127.0.0.1:9/", "its password has a % that is no percent-escape"],
     ]) {
       process.env.K_SINK = value;
       const lines: string[] = [];
@@ -385,7 +389,7 @@ test("a K_SINK that is no http(s) URL is said once at start, and no sink made, r
       expect(JSON.parse(lines[0]!)).toMatchObject({
         level: "warn",
         msg: "K_SINK is not used: no CloudEvents are sent",
-        sink: value,
+        sink: redactUrl(value!),
         reason: expect.stringContaining(reason!),
       });
     }

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { urlCredentials } from "../url-credentials.ts";
 import { byteLimit, byteSize, modelId, slotName, timeout } from "./fields.ts";
 import { localModel, tierSettings } from "./model.ts";
 import { slotSettings } from "./slot.ts";
@@ -28,6 +29,13 @@ export const snoozeFile = z.strictObject({
   eventSink: z
     // One message for a wrong scheme (`ftp://`) and for no URL at all: zod says "Invalid URL" to both.
     .url({ protocol: /^https?$/, message: "expected an http or https URL" })
+    // As `--event-sink` and K_SINK are checked (sinkUrlProblem): a password `p%ss` failed every event.
+    .superRefine((url, ctx) => {
+      const parsed = URL.parse(url);
+      const credentials = parsed && urlCredentials(parsed);
+      if (credentials && "problem" in credentials)
+        ctx.addIssue({ code: "custom", message: credentials.problem });
+    })
     .optional()
     .meta({
       description:

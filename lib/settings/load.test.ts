@@ -95,6 +95,24 @@ describe("parseConfig", () => {
         message: 'expected an http or https URL, not "ftp://user:redacted@host/x?token=redacted"',
       },
     ]);
+    // A `%` in its password that begins no escape (found by an outside tester: taken, and every
+    // event then failed its five attempts with "URIError: URI malformed", the sink never asked).
+    for (const [url, which] of [
+      ["http://user:p%ss@sink/", "password"],
+      ["http://us%zz:pw@sink/", "user name"],
+      ["http://user:%C0%A0@sink/", "password"],
+    ])
+      expect(problemsOf(`eventSink: ${url}\n${withModel("")}`), url).toEqual([
+        expect.objectContaining({
+          key: "eventSink",
+          message: expect.stringContaining(
+            `its ${which} has a % that is no percent-escape of UTF-8 (%XX): write a % in it as %25`,
+          ),
+        }),
+      ]);
+    expect(parseConfig(`eventSink: http://user:p%25ss@sink/\n${withModel("")}`).eventSink).toBe(
+      "http://user:p%25ss@sink/",
+    );
     expect(parseConfig(`eventSink: https://broker.example/\n${withModel("")}`).eventSink).toBe(
       "https://broker.example/",
     );
