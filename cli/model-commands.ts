@@ -380,8 +380,14 @@ export const logsCommand: Command = {
         first = false;
       };
       const { replicas } = await client.json<{ replicas: EngineLog[] }>(`${path}?lines=${count}`, engineLogs);
-      if (replicas.length === 0 && !values.follow)
-        console.error(`snooze logs: ${shown(id)} has no engine output yet`);
+      // An engine that printed nothing (one that exited at once, `exit 3`) says so too (found by an
+      // outside tester: `snooze logs` printed nothing at all, as if it had not asked).
+      if (!values.follow && replicas.every((log) => log.total === 0))
+        console.error(
+          replicas.length === 0
+            ? `snooze logs: ${shown(id)} has no engine output yet`
+            : `snooze logs: ${shown(id)} has no engine output yet: ${replicas.map((log) => `${shown(log.replica)} (${log.running ? "running" : "exited"})`).join(", ")} printed nothing`,
+        );
       print(replicas);
       if (!values.follow) return 0;
       const stop = new AbortController();

@@ -517,6 +517,33 @@ models:
     }
   });
 
+  test("logs of a model whose engine printed nothing says so, exit 0 (found by an outside tester: nothing at all was printed)", async () => {
+    const server = createHttpServer((req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify(
+          req.url === "/snooze/v1/models"
+            ? { models: [coldQwen()] }
+            : { model: "qwen", replicas: [{ replica: "qwen-3", lines: [], total: 0, running: false }] },
+        ),
+      );
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    try {
+      const result = await run(["logs", "qwen"], {
+        SNOOZE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      });
+      expect(result).toMatchObject({
+        code: 0,
+        stdout: "",
+        stderr: "snooze logs: qwen has no engine output yet: qwen-3 (exited) printed nothing\n",
+      });
+    } finally {
+      server.close();
+    }
+  });
+
   test("status --watch redraws until interrupted", async () => {
     const watch = start(["status", "--watch", "--interval", "200ms"]);
     await until(() => watch.stdout().split("MODEL").length > 2, 10_000, "two tables");
