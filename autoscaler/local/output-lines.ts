@@ -24,6 +24,15 @@ export class OutputLines {
     return lines;
   }
 
+  /**
+   * The line begun and not ended yet, as it stands (kept short as `push` keeps it): what an engine
+   * that waits shows last (a prompt, a progress bar's current state, each written after its line
+   * end).
+   */
+  unfinished(): string {
+    return this.pending;
+  }
+
   /** The stream ended (or was given up): its last line, if it had no line end. */
   end(): string[] {
     const rest = this.pending + this.decoder.end();

@@ -42,6 +42,8 @@ interface Engine {
   nudge?: () => void;
   /** Its output for `snooze logs` and the status page: the last `outputLines` lines, and how many it printed. */
   output: string[];
+  /** The line each output stream has begun and not ended yet, kept as `output`'s lines are. */
+  unfinished: () => string[];
   printed: number;
   exited: boolean;
   /** Asked to stop: its exit is no departure. */
@@ -205,7 +207,12 @@ export class LocalPlatform implements Platform {
 
   lastOutput(model: string, replica: string): string | undefined {
     const engine = this.models.get(model)?.engines.get(replica);
-    return engine?.output.length ? engineWords(failureWords(engine.output)) : undefined;
+    if (!engine) return undefined;
+    // With the line it is still writing: an engine that hangs often said why without a line end
+    // (a prompt, a progress bar's state after its carriage return), which an exit's last words
+    // have, its streams ended, and a timeout's had not (found by an outside tester).
+    const output = [...engine.output, ...engine.unfinished()];
+    return output.length ? engineWords(failureWords(output)) : undefined;
   }
 
   onChange(listener: (model: string, departure?: Departure) => void): void {
@@ -397,6 +404,7 @@ export class LocalPlatform implements Platform {
       // With the key of an engine run with vLLM's --api-key, its warm-up is let through.
       client: new EngineClient(replica.address!, vllmApiKey(args, env)),
       output: [],
+      unfinished: () => [],
       printed: 0,
       exited: false,
       stopping: false,
@@ -436,13 +444,25 @@ export class LocalPlatform implements Platform {
     child.stdin!.on("error", () => {}); // never written; only its closing matters
     // Each stream cut into lines of its own (found by an outside tester: a line that straddled two
     // chunks of the pipe was two lines, in `snooze logs`, the log and an exit's last words).
+    // The streams in the order they were last written to, so their unfinished lines are too.
+    const readers: OutputLines[] = [];
     const streams = [child.stdout!, child.stderr!].map((stream) => {
       const lines = new OutputLines(maxLineLength);
-      stream.on("data", (chunk: Buffer) => keep(lines.push(chunk)));
+      readers.push(lines);
+      stream.on("data", (chunk: Buffer) => {
+        keep(lines.push(chunk));
+        readers.splice(readers.indexOf(lines), 1);
+        readers.push(lines);
+      });
       const end = () => keep(lines.end());
       stream.once("end", end);
       return end;
     });
+    engine.unfinished = () =>
+      readers
+        .map((lines) => lines.unfinished())
+        .filter((line) => line.trim())
+        .map((line) => clipMiddle(secrets.hide(line), maxLineLength));
     let spawnError: Error | undefined;
     child.once("error", (error) => {
       spawnError = error;
