@@ -296,6 +296,38 @@ describe("parseConfig", () => {
     expect([...parseConfig(lines.slice(0, 3).join("\r")).models.keys()]).toEqual(["qwen"]);
   });
 
+  test("a ${…} left unquoted in a [ ] list or { } mapping is refused once, saying to quote the item (found by an outside tester)", () => {
+    // Before: "invalid YAML: Missing , or : between flow sequence items", which said nothing of
+    // what to change (and three lines for an `env: {P: ${PORT}}`).
+    const hint = ": in a list or mapping written in [ ] or { }, the { of ${…} begins a mapping";
+    expect(problemsOf("models:\n  qwen:\n    command: [vllm, serve, --port, ${PORT}]\n")).toEqual([
+      {
+        key: "",
+        line: 3,
+        column: 37,
+        message: `invalid YAML: Missing , or : between flow sequence items; write it in quotes, "\${PORT}"${hint}`,
+      },
+    ]);
+    expect(problemsOf("models:\n  qwen:\n    command: [x, --port=${PORT}, '${MODEL}']\n")).toEqual([
+      expect.objectContaining({
+        line: 3,
+        message: expect.stringContaining(`write it in quotes, "--port=\${PORT}"${hint}`),
+      }),
+    ]);
+    expect(problemsOf("models:\n  qwen:\n    command: [x, '${PORT}']\n    env: {P: ${PORT}}\n")).toEqual([
+      expect.objectContaining({
+        line: 4,
+        message: expect.stringContaining(`write it in quotes, "\${PORT}"${hint}`),
+      }),
+    ]);
+    // Quoted, or one item a line, it is read as written.
+    expect(
+      parseConfig("models:\n  qwen:\n    command:\n      - x\n      - ${PORT}\n").models.get("qwen")?.command,
+    ).toEqual(["x", "${PORT}"]);
+    // A YAML mistake on a line with no unquoted ${…} is told as the parser says it.
+    expect(problemsOf("models:\n  qwen: [unclosed, '${PORT}'\n")[0]!.message).not.toContain("quotes");
+  });
+
   test("a YAML mistake the parser reports several times over is said once", () => {
     // Found by an outside tester: three identical lines for `x-a: {{{`.
     const problems = problemsOf("x-a: {{{\nmodels:\n  qwen: {command: [x, '${PORT}']}\n");

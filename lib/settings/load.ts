@@ -191,14 +191,27 @@ function parseConfigText(text: string, file: string, { listenPort }: LoadOptions
     logLevel: "error",
   });
   if (doc.errors.length > 0) {
-    const problems = doc.errors.map((error) => {
+    const textLines = text.split(/\r\n?|\n/);
+    const hinted = new Set<number>();
+    const problems = doc.errors.flatMap((error) => {
       const at = error.linePos?.[0];
-      return {
-        key: "",
-        message: yamlErrorMessage(error),
-        line: at?.line ?? start.line,
-        column: at?.col ?? start.column,
-      };
+      const line = at?.line ?? start.line;
+      const placeholder = unquotedPlaceholder(textLines[line - 1] ?? "");
+      // One mistake, told once: the parser goes on to trip over the rest of the line.
+      if (placeholder && hinted.has(line)) return [];
+      if (placeholder) hinted.add(line);
+      return [
+        {
+          key: "",
+          message:
+            yamlErrorMessage(error) +
+            (placeholder
+              ? `; write it in quotes, "${placeholder}": in a list or mapping written in [ ] or { }, the { of \${…} begins a mapping`
+              : ""),
+          line,
+          column: at?.col ?? start.column,
+        },
+      ];
     });
     // The parser can report one mistake several times over (`x: {{{` gave the same "Flow map ...
     // must end with a }" three times at one place; found by an outside tester): said once.
@@ -392,6 +405,31 @@ function toProblems(
       message += `; write it as a list, one word an item: ${String(path.at(-1))}: ${listFormOf(issue.input)}`;
   }
   return [{ key: keyPath(path), message, ...locate(path) }];
+}
+
+/**
+ * The item holding the first `${…}` a line writes outside quotes, if any. Written so in a flow list or mapping
+ * (`command: [vllm, serve, --port, ${PORT}]`), its `{` begins a flow mapping, and the parser's
+ * words ("Missing , or : between flow sequence items") did not say what to change (found by an
+ * outside tester). Outside flow context (`- ${PORT}`) it is read as text, and no error comes.
+ */
+function unquotedPlaceholder(line: string): string | undefined {
+  let quote: string | undefined;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (quote === '"' && c === "\\") i++;
+    else if (quote !== undefined) {
+      if (c === quote) quote = undefined;
+    } else if (c === "#" && (i === 0 || /\s/.test(line[i - 1]!))) return undefined;
+    else if ((c === '"' || c === "'") && (i === 0 || /[\s[{,:]/.test(line[i - 1]!))) quote = c;
+    else if (c === "$" && line[i + 1] === "{") {
+      // The whole item it is in, to quote (`--port=${PORT}`).
+      let from = i;
+      while (from > 0 && !/[\s,[{]/.test(line[from - 1]!)) from--;
+      return /^(?:\$\{[^}\s]*\}?|[^\s,[\]{}])+/.exec(line.slice(from))![0];
+    }
+  }
+  return undefined;
 }
 
 /** The words YAML 1.1 reads as true (and false) which YAML 1.2 reads as text. */

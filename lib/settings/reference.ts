@@ -189,7 +189,10 @@ ${engineRows.join("\n")}
 \`command\` is a list, one word an item: Snooze runs it with no shell between. Written as one text
 (\`command: "vllm serve m --port \${PORT}"\`) it is refused, with the list it meant (\`[vllm, serve, m, --port,
 "\${PORT}"]\`; one that needs a shell's pipe, \`&&\`, redirection or variable, as \`[sh, -c, "…"]\`); a whole
-line as its one item fails at start, its program not found, with the reason saying so.
+line as its one item fails at start, its program not found, with the reason saying so. In a list (or
+mapping) written in \`[ ]\` (\`{ }\`), an item holding \`\${…}\` is quoted (\`"\${PORT}"\`, \`"--port=\${PORT}"\`): YAML
+reads its \`{\` as a mapping's start, and the file is refused, the error saying to quote it; a list
+written one item a line (\`- \${PORT}\`) needs no quotes.
 
 In \`command\` and in \`env\` values, \`\${PORT}\` is the port Snooze chose, \`\${HOST}\` is \`127.0.0.1\`, \`\${MODEL}\`
 the model id; \`\${SNOOZE}\` is a command argument of its own. Any other \`\${…}\` is refused, so a typo such as
