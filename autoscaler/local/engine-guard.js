@@ -18,9 +18,17 @@
 // Plain JavaScript for the same reason (like bin/snooze.js): stripping TypeScript loads Node's
 // TypeScript parser, which more than doubled a guard's private memory (22 MB against 9 MB).
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import {
+  accessSync,
+  closeSync,
+  constants as fsConstants,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+} from "node:fs";
 import { constants } from "node:os";
-import { isAbsolute } from "node:path";
+import { delimiter, isAbsolute, join } from "node:path";
 
 const [graceArg, file, ...args] = process.argv.slice(2);
 const graceMs = Number(graceArg);
@@ -121,6 +129,53 @@ const spawnHints = {
   EACCES: "it is not executable (chmod +x), or it is a directory",
 };
 
+/**
+ * Why a command that is there could not be run all the same (the system says ENOENT, "no such
+ * file", of what runs it): the interpreter its first line names is missing (`#!/old/venv/bin/python`:
+ * a virtualenv moved or made again), or is named with a Windows line end (`#!/bin/sh` saved with
+ * CRLF: `/bin/sh\r`), or a program's loader is (one built for another system). Found by an outside
+ * tester: such an engine was told "no such file, nor a command of that name on PATH", of a file
+ * that was there. Undefined when the command is not there, or cannot be read.
+ * @param {string} command
+ * @returns {string | undefined}
+ */
+function presentButNotRun(command) {
+  const path = command.includes("/")
+    ? command
+    : (process.env.PATH ?? "")
+        .split(delimiter)
+        .map((dir) => join(dir || ".", command))
+        .find((candidate) => {
+          try {
+            accessSync(candidate, fsConstants.X_OK);
+            return true;
+          } catch {
+            return false;
+          }
+        });
+  if (path === undefined) return undefined;
+  let head;
+  try {
+    const fd = openSync(path, "r");
+    try {
+      const bytes = Buffer.alloc(512);
+      head = bytes.subarray(0, readSync(fd, bytes, 0, bytes.length, 0)).toString("latin1");
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return undefined;
+  }
+  const there = path === command ? "the file is there" : `${path} is there`;
+  if (!head.startsWith("#!"))
+    return `${there}, but what runs it is not: a program built for another system, whose loader is missing?`;
+  const line = head.slice(2).split("\n")[0];
+  const interpreter = line.trim().split(/[ \t]/)[0];
+  if (line.endsWith("\r"))
+    return `${there}, but its first line, #!${line.slice(0, -1).trim()}, ends in a carriage return (Windows line ends, CRLF), so the system looks for an interpreter whose name ends in one: save it with LF line ends`;
+  return `${there}, but the interpreter its first line names, ${interpreter}, is not: a virtualenv moved or made again? Fix its #! line`;
+}
+
 const engine = spawn(file, args, { stdio: ["ignore", "inherit", "inherit"] });
 let done = false;
 engine.once("error", (error) => {
@@ -132,12 +187,16 @@ engine.once("error", (error) => {
   // outside tester, with `snooze serve -c conf/snooze.yaml`).
   // A whole command line as the program (`command: ["vllm serve m --port ${PORT}"]`): ENOENT, with
   // the relative path's hint when the model's name held a "/" (found by a probe).
-  const hint =
-    code === "ENOENT" && /\s/.test(file.trim())
+  const notRun = code === "ENOENT" ? presentButNotRun(file) : undefined;
+  const hint = notRun
+    ? notRun
+    : code === "ENOENT" && /\s/.test(file.trim())
       ? `the program's name holds spaces: \`command\` is a list, one word an item, as in [${file.trim().split(/\s+/).slice(0, 3).join(", ")}, ...], not one text`
       : code === "ENOENT" && file.includes("/") && !isAbsolute(file)
         ? `no such file in ${process.cwd()}, the directory snooze serve runs in, where a relative path starts; write the path from there, or an absolute one`
-        : spawnHints[code];
+        : code === "ENOENT" && isAbsolute(file)
+          ? "no such file"
+          : spawnHints[code];
   console.error(`could not run ${file}: ${error.message}${hint ? ` (${hint})` : ""}`);
   process.exit(127);
 });

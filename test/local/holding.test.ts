@@ -463,6 +463,43 @@ models:
     }
   });
 
+  test('an engine script that is there but whose #! interpreter is not → 503 saying so, not "no such file" (found by an outside tester)', async () => {
+    // Before: "ENOENT (no such file, nor a command of that name on PATH)" of a file that was there,
+    // a script whose virtualenv had moved, or one saved with Windows line ends (`#!/bin/sh\r`).
+    const dir = mkdtempSync(join(tmpdir(), "snooze-shebang-"));
+    try {
+      const moved = join(dir, "vllm");
+      writeFileSync(moved, `#!${join(dir, "gone-venv", "bin", "python3")}\nprint(1)\n`, { mode: 0o755 });
+      const crlf = join(dir, "engine.sh");
+      writeFileSync(crlf, "#!/bin/sh\r\necho hi\r\n", { mode: 0o755 });
+      const absent = join(dir, "absent");
+      snooze = await startWith(`
+models:
+  moved:
+    command: [${JSON.stringify(moved)}, serve, "\${PORT}"]
+  crlf:
+    command: [${JSON.stringify(crlf)}, "\${PORT}"]
+  absent:
+    command: [${JSON.stringify(absent)}, "\${PORT}"]
+`);
+      const said = async (model: string) => {
+        const response = await fetch(`${snooze!.url}/v1/chat/completions`, chat(model));
+        expect(response.status).toBe(503);
+        return ((await response.json()) as any).error.message as string;
+      };
+      expect(await said("moved")).toContain(
+        `ENOENT (the file is there, but the interpreter its first line names, ${join(dir, "gone-venv", "bin", "python3")}, is not: a virtualenv moved or made again? Fix its #! line)`,
+      );
+      expect(await said("crlf")).toContain(
+        "ENOENT (the file is there, but its first line, #!/bin/sh, ends in a carriage return (Windows line ends, CRLF)",
+      );
+      // An absolute path is not looked for on PATH.
+      expect(await said("absent")).toMatch(/spawn \S+absent ENOENT \(no such file\)"?$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test("an engine that fails with a 2 MB line of output: the 503 gives its start and its end, a few KB", async () => {
     // Found by an outside tester: a 20 MB line became a 170 KB reason, in every 503 and in `snooze status`.
     snooze = await startWith(`
