@@ -100,6 +100,12 @@ export interface EngineLog {
   total: number;
   /** False for an engine that has exited (its last lines are kept until the next one starts). */
   running: boolean;
+  /**
+   * The line each of its output streams has begun and not ended yet, if any: what a running engine
+   * shows last (a prompt, a progress bar's current state, written after its carriage return). Not
+   * counted in `total`: it comes again in `lines` once it has ended.
+   */
+  unfinished?: string[];
 }
 
 /**

@@ -94,7 +94,9 @@ export const actionAnswer = object({ tier: string });
 
 /** `GET /snooze/v1/models/<id>/logs` (activator/admin.ts EngineLog). */
 export const engineLogs = object({
-  replicas: array(object({ replica: string, lines: array(string), total: number })),
+  replicas: array(
+    object({ replica: string, lines: array(string), total: number, unfinished: optional(array(string)) }),
+  ),
 });
 
 /** A `tier` event of `/snooze/v1/events/stream` (lib/replica-event.ts ReplicaEvent): what `snooze wake` reads. */

@@ -382,14 +382,25 @@ export const logsCommand: Command = {
       const { replicas } = await client.json<{ replicas: EngineLog[] }>(`${path}?lines=${count}`, engineLogs);
       // An engine that printed nothing (one that exited at once, `exit 3`) says so too (found by an
       // outside tester: `snooze logs` printed nothing at all, as if it had not asked).
-      if (!values.follow && replicas.every((log) => log.total === 0))
+      if (!values.follow && replicas.every((log) => log.total === 0 && !log.unfinished))
         console.error(
           replicas.length === 0
             ? `snooze logs: ${shown(id)} has no engine output yet`
             : `snooze logs: ${shown(id)} has no engine output yet: ${replicas.map((log) => `${shown(log.replica)} (${log.running ? "running" : "exited"})`).join(", ")} printed nothing`,
         );
       print(replicas);
-      if (!values.follow) return 0;
+      // The line a running engine is still writing (found by an outside tester: a progress bar stuck
+      // at 40% showed 10%, its update before, and a prompt waited on did not show at all). Not
+      // followed: it comes again as a line once it has ended.
+      if (!values.follow) {
+        const several = replicas.length > 1;
+        for (const log of replicas)
+          for (const text of (log.unfinished ?? []).map(
+            onTerminal ? (line) => printable(line) : (line) => line,
+          ))
+            console.log(several ? `[${shown(log.replica)}] ${text}` : text);
+        return 0;
+      }
       const stop = new AbortController();
       const onSignal = () => stop.abort();
       process.once("SIGINT", onSignal);

@@ -225,12 +225,16 @@ export class LocalPlatform implements Platform {
     if (!entry) return [];
     const engines = [...entry.engines.values()];
     if (entry.exited && !engines.includes(entry.exited)) engines.push(entry.exited);
-    return engines.map((e) => ({
-      replica: e.replica.id,
-      lines: [...e.output],
-      total: e.printed,
-      running: !e.exited,
-    }));
+    return engines.map((e) => {
+      const unfinished = e.exited ? [] : e.unfinished();
+      return {
+        replica: e.replica.id,
+        lines: [...e.output],
+        total: e.printed,
+        running: !e.exited,
+        ...(unfinished.length > 0 && { unfinished }),
+      };
+    });
   }
 
   /**

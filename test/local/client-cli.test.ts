@@ -5,6 +5,7 @@ import { createServer as createHttpServer, type IncomingMessage, type ServerResp
 import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net";
 import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { EngineLog } from "../../activator/admin.ts";
 import { type LocalSnooze, startLocalSnooze } from "../../cli/local-snooze.ts";
 import { createLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/index.ts";
@@ -514,6 +515,45 @@ models:
       }
     } finally {
       server.close();
+    }
+  });
+
+  test("logs of a running engine end with the line it is still writing: a progress bar's current state, a prompt (found by an outside tester)", async () => {
+    // Before: a progress bar at 40% showed 10%, its update before (the one a carriage return had
+    // ended), and a prompt without a line end did not show at all while the engine waited on it.
+    const script = [
+      "echo 'INFO loading'",
+      "printf 'Loading shards:  10%%\\rLoading shards:  40%%' >&2",
+      "sleep 0.3",
+      "printf 'Token: '",
+      "exec sleep 60",
+    ].join("; ");
+    const other = await anotherSnooze(`
+models:
+  m:
+    command: ${JSON.stringify(["sh", "-c", script, "${PORT}"])}
+`);
+    const held = new AbortController();
+    try {
+      void fetch(`${other.url}/v1/chat/completions`, { ...chat("m"), signal: held.signal }).catch(() => {});
+      const logsOf = async () =>
+        ((await (await fetch(`${other.url}/snooze/v1/models/m/logs`)).json()) as { replicas: EngineLog[] })
+          .replicas;
+      await until(async () => (await logsOf())[0]?.unfinished?.length === 2, 10_000, "both unfinished lines");
+      expect((await logsOf())[0]).toMatchObject({
+        lines: ["INFO loading", "Loading shards:  10%"],
+        total: 2,
+        unfinished: ["Loading shards:  40%", "Token: "],
+      });
+      const result = await run(["logs", "m"], { SNOOZE_URL: other.url });
+      expect(result).toMatchObject({
+        code: 0,
+        stdout: "INFO loading\nLoading shards:  10%\nLoading shards:  40%\nToken: \n",
+        stderr: "",
+      });
+    } finally {
+      held.abort();
+      await other.close(1_000);
     }
   });
 
