@@ -191,3 +191,52 @@ test("a stream Snooze ends while its client takes none of it (its replica's drai
   expect(socket!.destroyed).toBe(false);
   await until(() => socket!.destroyed, 10_000, "the client's connection to be closed");
 });
+
+test("a client that reads slowly but steadily is not one that takes nothing: its answer is not cut at idleTimeout (found by an outside tester)", async () => {
+  // Loopback's socket buffers hold megabytes, and Node hands the kernel a batch of chunks at a time:
+  // a client reading some hundreds of KiB a second empties the kernel's share, while the bytes still
+  // in Node stay put for seconds. Judged by those alone, it was cut as if it had stopped reading,
+  // counted a 499, with neither the rest of its answer nor an error.
+  const engine = { closed: false };
+  const server = await httpEngine(async (req, res) => {
+    req.resume();
+    res.on("close", () => {
+      engine.closed = true;
+    });
+    res.writeHead(200, { "content-type": "application/octet-stream" });
+    for (let i = 0; i < pieces && !res.destroyed; i++)
+      if (!res.write(pieceOf(i))) await Promise.race([once(res, "drain"), once(res, "close")]);
+    res.end();
+  });
+  cleanups.push(() => server.server.close());
+  const snooze = await startActivator({ idleTimeout: 3_000 });
+  cleanups.push(() => snooze.close());
+  snooze.plane.readyAt("m", server.address);
+  const client = request(`${snooze.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+  });
+  client.on("error", () => {});
+  client.end(chatBody());
+  const [response] = (await once(client, "response")) as [IncomingMessage];
+  cleanups.push(() => response.destroy());
+  response.on("error", () => {});
+  let received = 0;
+  let slow = true;
+  response.on("data", (data: Buffer) => {
+    received += data.length;
+    if (!slow) return;
+    response.pause();
+    setTimeout(() => response.resume(), 100);
+  });
+  const started = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, 9_000));
+  // It read on all along, far from taking nothing for 3 s.
+  expect(received / ((performance.now() - started) / 1000)).toBeGreaterThan(100_000);
+  expect(engine.closed).toBe(false);
+  slow = false;
+  const closed = new Promise((resolve) => response.once("close", resolve));
+  response.resume();
+  await closed;
+  expect({ complete: response.complete, received }).toEqual({ complete: true, received: pieces * piece });
+});
