@@ -743,6 +743,7 @@ export class Activator {
                 // removed and added back by a reload came last, as the names were added).
                 () => this.routes.keys(),
                 json,
+                check.path === "/v1/responses" ? (id) => this.responseIds.makerOf(id)?.model : undefined,
               );
       if (!resolution.ok) {
         const known = this.hosts?.hosts() ?? [];

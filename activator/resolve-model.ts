@@ -53,6 +53,12 @@ export function resolveModel(
   known: () => Iterable<string> = () => names.values(),
   /** The body already read as JSON (`readJsonBodyOffLoop`, for a large one); else read here. */
   json?: JsonBody,
+  /**
+   * The model that made a response Snooze passed on (a Responses API request only): a follow-up
+   * that names no model otherwise (OpenAI's SDKs let `model` be left out, and vLLM then serves it
+   * with its own) is that model's, whose engine alone keeps the response it continues.
+   */
+  madeBy?: (responseId: string) => string | undefined,
 ): Resolution {
   const unknown = (name: string): Resolution => ({
     ok: false,
@@ -137,6 +143,8 @@ export function resolveModel(
   // Service name reaches it.
   const byHost = label ? hostLookup(names, label) : undefined;
   if (byHost) return routed(byHost, label);
+  const maker = follows.previousResponseId !== undefined ? madeBy?.(follows.previousResponseId) : undefined;
+  if (maker !== undefined && requested === undefined) return routed(maker, maker);
   // Valid JSON that cannot hold a `model` (an array, a string, null): say so, not "no model".
   if (parsed !== undefined && (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))) {
     const kind = parsed === null ? "null" : Array.isArray(parsed) ? "an array" : `a ${typeof parsed}`;

@@ -67,16 +67,23 @@ async function occupy(url: string): Promise<AbortController> {
   return leave;
 }
 
-test("a stored response's routes and follow-ups go to the replica that made it, and say so when it is gone", async () => {
+/**
+ * The activator over two `snooze sim` replicas of `m`, `m-0` and `m-1`, both ready; an SDK client of
+ * it; and the response `m-0` made while both were idle.
+ */
+async function twoReplicas(settings: Parameters<typeof startActivator>[0] = {}) {
   const [first, second] = await Promise.all([simEngine(), simEngine()]);
-  snooze = await startActivator({ holdBudget: 10_000 });
-  const ready = (replica: string, address: string) =>
-    snooze!.plane.emit({ model: "m", replica, address, tier: "ready", since: Date.now() });
-  ready("m-0", first!);
-  ready("m-1", second!);
+  snooze = await startActivator({ holdBudget: 10_000, ...settings });
+  snooze.plane.emit({ model: "m", replica: "m-0", address: first!, tier: "ready", since: Date.now() });
+  snooze.plane.emit({ model: "m", replica: "m-1", address: second!, tier: "ready", since: Date.now() });
   const sdk = new OpenAI({ baseURL: `${snooze.url}/v1`, apiKey: "none", maxRetries: 0 });
-  // Both idle: the first replica makes it.
   const made = await sdk.responses.create({ model: "m", input: "hi", max_output_tokens: 3 });
+  return { snooze, sdk, made };
+}
+
+test("a stored response's routes and follow-ups go to the replica that made it, and say so when it is gone", async () => {
+  // Both idle: the first replica makes it.
+  const { snooze, sdk, made } = await twoReplicas();
   // A long stream keeps m-0 busy: a request for any replica now goes to m-1.
   const busy = await occupy(snooze!.url);
   try {
@@ -127,12 +134,7 @@ test("a stored response's routes and follow-ups go to the replica that made it, 
 });
 
 test("a follow-up held for its busy replica goes there once it has room, while other requests use the other replica; told 404 if the replica goes", async () => {
-  const [first, second] = await Promise.all([simEngine(), simEngine()]);
-  snooze = await startActivator({ holdBudget: 10_000, concurrency: 1 });
-  snooze.plane.emit({ model: "m", replica: "m-0", address: first!, tier: "ready", since: Date.now() });
-  snooze.plane.emit({ model: "m", replica: "m-1", address: second!, tier: "ready", since: Date.now() });
-  const sdk = new OpenAI({ baseURL: `${snooze.url}/v1`, apiKey: "none", maxRetries: 0 });
-  const made = await sdk.responses.create({ model: "m", input: "hi", max_output_tokens: 3 });
+  const { snooze, sdk, made } = await twoReplicas({ concurrency: 1 });
   const busy = await occupy(snooze!.url);
   // m-0 takes one request at a time and has one: the follow-up waits for it.
   const next = sdk.responses.create({
@@ -156,4 +158,27 @@ test("a follow-up held for its busy replica goes there once it has room, while o
   again.abort();
   expect(answer.status).toBe(404);
   expect(((await answer.json()) as { error: { code: string } }).error.code).toBe("response_not_found");
+});
+
+test("a follow-up that names no model goes to the model and replica that made the response it continues (found by an outside tester)", async () => {
+  // OpenAI's SDKs let `model` be left out of a new response, and vLLM serves one without it; Snooze
+  // answered 400 missing_model, though it knew which engine alone keeps the response.
+  const { snooze, sdk, made } = await twoReplicas();
+  // m-0 made it and is busy: a request naming the model alone would go to m-1, whose engine has none.
+  const busy = await occupy(snooze.url);
+  try {
+    const next = await sdk.responses.create({
+      input: "and then?",
+      previous_response_id: made.id,
+      max_output_tokens: 3,
+    });
+    expect([next.previous_response_id, next.model]).toEqual([made.id, "m"]);
+  } finally {
+    busy.abort();
+  }
+  // One Snooze did not pass on still needs a model: there is no telling whose it is.
+  const unknown = await rejection(
+    sdk.responses.create({ input: "more", previous_response_id: "resp_unknown" }),
+  );
+  expect((unknown as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ code: "missing_model" });
 });
