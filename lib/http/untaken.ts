@@ -73,7 +73,11 @@ export async function kernelSendQueue(socket: Socket): Promise<number | undefine
     if (inode === undefined) return undefined;
     const tables = socket.remoteFamily === "IPv6" ? ["tcp6", "tcp"] : ["tcp", "tcp6"];
     for (const table of tables) {
-      for (const line of (await readFile(`/proc/net/${table}`, "latin1")).split("\n")) {
+      // Looked for rather than every line split: the table has a line for every socket.
+      const text = await readFile(`/proc/net/${table}`, "latin1");
+      for (let at = text.indexOf(` ${inode} `); at >= 0; at = text.indexOf(` ${inode} `, at + 1)) {
+        const end = text.indexOf("\n", at);
+        const line = text.slice(text.lastIndexOf("\n", at) + 1, end < 0 ? undefined : end);
         // sl local rem st tx_queue:rx_queue tr:when retrnsmt uid timeout inode ...
         const fields = line.trim().split(/\s+/);
         if (fields[9] !== inode) continue;
