@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { parseTcpRow, socketInode } from "../lib/proc-net-tcp.ts";
 
 /**
  * How many listening TCP sockets on `port` are not this process's but share a local address with
@@ -18,11 +19,10 @@ export function foreignListenersIn(
   const listening: { address: string; inode: string }[] = [];
   for (const table of tables) {
     for (const line of table.split("\n").slice(1)) {
-      const fields = line.trim().split(/\s+/);
-      const local = fields[1];
+      const row = parseTcpRow(line);
       // State 0A is TCP_LISTEN.
-      if (fields[3] !== "0A" || !local?.endsWith(`:${portHex}`) || fields[9] === undefined) continue;
-      listening.push({ address: local, inode: fields[9] });
+      if (row?.state !== "0A" || !row.local.endsWith(`:${portHex}`)) continue;
+      listening.push({ address: row.local, inode: row.inode });
     }
   }
   const ours = new Set(listening.filter((l) => own.has(l.inode)).map((l) => l.address));
@@ -43,7 +43,7 @@ export function foreignListeners(port: number): number {
     });
     for (const fd of readdirSync("/proc/self/fd")) {
       try {
-        const inode = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/self/fd/${fd}`))?.[1];
+        const inode = socketInode(readlinkSync(`/proc/self/fd/${fd}`));
         if (inode) own.add(inode);
       } catch {
         // closed since it was listed (the directory's own descriptor among them)

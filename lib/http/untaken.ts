@@ -1,6 +1,7 @@
 import { readFile, readlink } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
+import { parseTcpRow, socketInode } from "../proc-net-tcp.ts";
 
 /**
  * Calls `untaken` once the client of `res` has taken none of what waits for it on its connection
@@ -69,20 +70,16 @@ export async function kernelSendQueue(socket: Socket): Promise<number | undefine
   const fd = (socket as unknown as { _handle?: { fd?: unknown } })._handle?.fd;
   if (typeof fd !== "number" || fd < 0) return undefined;
   try {
-    const inode = /^socket:\[(\d+)\]$/.exec(await readlink(`/proc/self/fd/${fd}`))?.[1];
+    const inode = socketInode(await readlink(`/proc/self/fd/${fd}`));
     if (inode === undefined) return undefined;
     const tables = socket.remoteFamily === "IPv6" ? ["tcp6", "tcp"] : ["tcp", "tcp6"];
     for (const table of tables) {
-      // Looked for rather than every line split: the table has a line for every socket.
+      // Looked for rather than every line parsed: the table has a line for every socket.
       const text = await readFile(`/proc/net/${table}`, "latin1");
       for (let at = text.indexOf(` ${inode} `); at >= 0; at = text.indexOf(` ${inode} `, at + 1)) {
         const end = text.indexOf("\n", at);
-        const line = text.slice(text.lastIndexOf("\n", at) + 1, end < 0 ? undefined : end);
-        // sl local rem st tx_queue:rx_queue tr:when retrnsmt uid timeout inode ...
-        const fields = line.trim().split(/\s+/);
-        if (fields[9] !== inode) continue;
-        const sent = Number.parseInt(fields[4]?.split(":")[0] ?? "", 16);
-        return Number.isNaN(sent) ? undefined : sent;
+        const row = parseTcpRow(text.slice(text.lastIndexOf("\n", at) + 1, end < 0 ? undefined : end));
+        if (row?.inode === inode) return row.txQueue;
       }
     }
   } catch {
