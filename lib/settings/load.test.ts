@@ -72,12 +72,25 @@ describe("parseConfig", () => {
     const problems = problemsOf(
       "eventSink:\nmodels:\n  qwen:\n    command: [x, '${PORT}']\n    sleepAfter:\n    holdBudget: null\n    hostMemory: ~\n",
     );
+    // ... and that leaving the key out gives the default (found by an outside tester: "not null"
+    // alone did not say what an empty key is, nor the way to the default).
+    const leaveOut =
+      "; a key with nothing after its colon is null: write a value, or leave the key out for the default";
     expect(Object.fromEntries(problems.map((p) => [p.key, p.message]))).toEqual({
-      eventSink: "expected an http or https URL, not null",
-      "models.qwen.sleepAfter":
-        'expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never", not null',
-      "models.qwen.holdBudget": 'expected a duration like "250ms", "30s", "5m", "1h30m" or "0", not null',
-      "models.qwen.hostMemory": expect.stringMatching(/^expected a size like "16Gi", .*, not null$/),
+      eventSink: `expected an http or https URL, not null${leaveOut}`,
+      "models.qwen.sleepAfter": `expected a duration like "250ms", "30s", "5m", "1h30m", "0" or "never", not null${leaveOut}`,
+      "models.qwen.holdBudget": `expected a duration like "250ms", "30s", "5m", "1h30m" or "0", not null${leaveOut}`,
+      "models.qwen.hostMemory": expect.stringMatching(
+        /^expected a size like "16Gi", .*, not null; a key with nothing/,
+      ),
+    });
+  });
+
+  test("a required setting left empty is not told to be left out", () => {
+    const [problem] = problemsOf("models:\n  qwen:\n    command:\n");
+    expect(problem).toMatchObject({
+      key: "models.qwen.command",
+      message: "expected a list of strings, not null",
     });
   });
 

@@ -400,6 +400,15 @@ function toProblems(
       message += ` (in YAML 1.2, as settings files are read, ${value} is text: write ${
         yaml11True.has(issue.input) ? "true" : "false"
       })`;
+    // `sleepAfter:` with nothing after the colon reads as null: a key left empty, likely meaning
+    // "the default", which leaving the key out gives (when the setting has one).
+    if (
+      issue.code === "invalid_type" &&
+      issue.input === null &&
+      fieldAt(snoozeFile, path)?.safeParse(undefined).success
+    )
+      message +=
+        "; a key with nothing after its colon is null: write a value, or leave the key out for the default";
     // A text where a list goes (`command: "vllm serve m --port ${PORT}"`): the list it meant.
     if (issue.code === "invalid_type" && issue.expected === "array" && typeof issue.input === "string")
       message += `; write it as a list, one word an item: ${String(path.at(-1))}: ${listFormOf(issue.input)}`;
