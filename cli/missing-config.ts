@@ -1,4 +1,5 @@
-import { isAbsolute } from "node:path";
+import { readlinkSync } from "node:fs";
+import { isAbsolute, resolve } from "node:path";
 import type { ConfigError } from "../lib/settings/index.ts";
 
 /**
@@ -18,5 +19,21 @@ export function missingConfigText(
   const from = isAbsolute(error.file)
     ? ""
     : ` (a relative path is read from ${cwd}, the directory snooze serve runs in)`;
-  return `the settings file is not valid:\n${error.file}: (top level): cannot read the file: there is no such file${from}`;
+  return `the settings file is not valid:\n${error.file}: (top level): cannot read the file: ${
+    danglingLinkText(error.file, cwd) ?? "there is no such file"
+  }${from}`;
+}
+
+/**
+ * A symbolic link whose target is gone (a config kept in a mounted volume or a dotfiles checkout
+ * that moved) is "not there" to open(2) too; saying "no such file" of a file `ls` lists sent the
+ * user looking in the wrong place (found by an outside tester).
+ */
+function danglingLinkText(file: string, cwd: string): string | undefined {
+  try {
+    const target = readlinkSync(resolve(cwd, file));
+    return `it is a symbolic link (to ${target}) that leads to no file`;
+  } catch {
+    return undefined;
+  }
 }
