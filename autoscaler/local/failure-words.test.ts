@@ -36,6 +36,27 @@ test("last lines that state their exception are told as they are; so are lines w
   expect(failureWords(["only"])).toBe("only");
 });
 
+// A Node.js program's end when its port is taken: the error, then more than three lines of details.
+const nodeCrash = [
+  "node:events:505",
+  "    throw er; // Unhandled 'error' event",
+  "    ^",
+  "Error: listen EADDRINUSE: address already in use 127.0.0.1:48120",
+  "    at Server.setupListenHandle [as _listen2] (node:net:2328:16)",
+  "Emitted 'error' event on Server instance at:",
+  "    at emitErrorNT (node:net:2416:8) {",
+  "  code: 'EADDRINUSE',",
+  "  port: 48120",
+  "}",
+  "Node.js v24.21.0",
+];
+
+test("a bare Error or Exception (Node's fatal error, Python's raise Exception) is the cause told first", () => {
+  expect(failureWords(nodeCrash)).toBe(`${nodeCrash[3]} … | ${nodeCrash.slice(-3).join(" | ")}`);
+  const python = ["Traceback (most recent call last):", "Exception: no GPU found", "a", "b", "c"];
+  expect(failureWords(python)).toBe("Exception: no GPU found … | a | b | c");
+});
+
 test("what states an exception, and what does not", () => {
   for (const line of [
     "torch.OutOfMemoryError: CUDA out of memory.",
@@ -44,6 +65,8 @@ test("what states an exception, and what does not", () => {
     "asyncio.exceptions.CancelledError: x",
     "vllm.engine.EngineDeadError: dead",
     "RuntimeException: boom",
+    "Exception: the bare base class",
+    "Error: listen EADDRINUSE: address already in use 127.0.0.1:8000",
   ])
     expect(statesException(line), line).toBe(true);
   for (const line of [

@@ -18,7 +18,13 @@ export function failureWords(output: readonly string[]): string {
 /** How far back, in lines, the cause is looked for: about one traceback and what follows it. */
 const causeWindow = 100;
 
-/** A line stating a Python exception: its class (`…Error`, `…Exception`), a colon, the message. */
+/**
+ * A line stating an exception: its class (`…Error`, `…Exception`), a colon, the message. The class
+ * may be the bare base class: Python's `raise Exception(…)`, and what Node and Rust's `anyhow` print
+ * as a program's fatal error (`Error: listen EADDRINUSE: …`, followed by more than three lines of
+ * stack and details). Found by a probe: an engine that could not bind its port was told as
+ * `engine exited (code 1):   port: 48120 | } | Node.js v24.21.0`, its cause left out.
+ */
 export function statesException(line: string): boolean {
-  return /(?:^|[\s\]:|])[A-Za-z_][\w.]*(?:Error|Exception): \S/.test(line);
+  return /(?:^|[\s\]:|])(?:[A-Za-z_][\w.]*)?(?:Error|Exception): \S/.test(line);
 }
