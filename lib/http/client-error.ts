@@ -103,6 +103,18 @@ const currentResponse = (socket: Duplex) =>
 /** Sockets whose parse failure is being answered: later failures on them change nothing. */
 const answering = new WeakSet<Duplex>();
 
+/** Responses whose request's own body the parser refused, with the status they were answered. */
+const bodyRefusals = new WeakMap<ServerResponse, number>();
+
+/**
+ * The status a request was answered with because the parser refused its own body (a bad chunk, the
+ * connection ending inside it), if it was. Its handler, still reading that body, then sees the
+ * connection close: this says the client was answered, and has been counted, rather than gone.
+ */
+export function bodyRefusedWith(res: ServerResponse): number | undefined {
+  return bodyRefusals.get(res);
+}
+
 /**
  * Requests Node's HTTP parser refuses (headers too large, malformed, too slow) never reach a
  * handler; Node answers them with a bare status line, and cuts whatever was still being answered on
@@ -148,6 +160,7 @@ export function answerClientErrors(server: Server, answered: (status: number) =>
         }
       }
       if (socket.destroyed || !socket.writable) return;
+      if (current && !current.writableFinished) bodyRefusals.set(current, status);
       endSocketWithError(socket, `${status} ${phrase}`, openAIError(message, "invalid_request_error", code), {
         "x-request-id": requestIdInRaw(error.rawPacket),
       });
