@@ -221,6 +221,22 @@ export type EngineCallOutcome =
   | { kind: "aborted" };
 
 /**
+ * B3's headers in both encodings: OpenTelemetry's B3 propagator reads a caller's single `b3` or its
+ * `x-b3-*` headers, whichever it was configured to write (`b3` or `b3multi`).
+ */
+const b3Headers = ["b3", "x-b3-traceid", "x-b3-spanid", "x-b3-sampled", "x-b3-flags", "x-b3-parentspanid"];
+
+/**
+ * The caller's headers the engine is sent Snooze's context in place of: the propagator's fields,
+ * and with B3 the other encoding too. Found by an outside tester: with `b3multi`, a caller's single
+ * `b3` went on beside Snooze's `x-b3-*`, and B3 readers prefer the single header, so the engine's
+ * spans hung under the caller's span, past Snooze's call (with `b3`, a caller's `x-b3-*` likewise).
+ */
+function replacedFields(fields: string[]): string[] {
+  return fields.some((field) => b3Headers.includes(field)) ? [...new Set([...fields, ...b3Headers])] : fields;
+}
+
+/**
  * The CLIENT span of one call to an engine, a child of the request's span: its context is what
  * the engine receives (`headers`), so the engine's own spans join the caller's trace. Named
  * `{gen_ai.operation.name} {gen_ai.request.model}` as the GenAI conventions say, with the HTTP
@@ -255,7 +271,8 @@ export class EngineCall {
     // caller's tracestate went to the engine beside it, the vendors' entries of another trace
     // (W3C Trace Context: a vendor that restarts the trace deletes tracestate). Without an SDK the
     // propagator has no fields, and the client's headers go on untouched.
-    for (const field of propagation.fields()) if (!this.headers[field]) this.headers[field] = undefined;
+    for (const field of replacedFields(propagation.fields()))
+      if (!this.headers[field]) this.headers[field] = undefined;
   }
 
   /** The answer's headers arrived (the forward's tap). */
