@@ -139,3 +139,36 @@ test("vLLM's engine-private routes and /health are refused, saying why and where
   }
   expect(seen).toEqual([]);
 });
+
+test("a route with a trailing slash or in other case is a 404 naming the route it meant, and reaches no engine", async () => {
+  // Found by an outside tester: `POST /v1/chat/completions/` (a URL joined by hand), which vLLM
+  // itself redirects to the route, was told only "not an OpenAI route the engine serves".
+  const { engine, seen } = await recordingEngine("{}");
+  snooze = await startActivator({ holdBudget: 5_000 });
+  snooze.plane.readyAt("m", engine.address);
+  for (const [path, meant, why] of [
+    ["/v1/chat/completions/", "/v1/chat/completions", "without the trailing slash"],
+    ["/v1/embeddings/", "/v1/embeddings", "without the trailing slash"],
+    ["/tokenize/", "/tokenize", "without the trailing slash"],
+    ["/v1/Chat/Completions", "/v1/chat/completions", "case-sensitive"],
+    ["/V1/chat/completions", "/v1/chat/completions", "case-sensitive"],
+    ["/V1/CHAT/COMPLETIONS/", "/v1/chat/completions", "and take no trailing slash"],
+  ] as const) {
+    const answer = await fetch(`${snooze.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m" }),
+    });
+    expect(answer.status, path).toBe(404);
+    const { error } = (await answer.json()) as { error: { code: string; message: string } };
+    expect(error.code, path).toBe("not_found");
+    expect(error.message, path).toContain(`did you mean POST ${meant}`);
+    expect(error.message, path).toContain(why);
+  }
+  // The route itself still works, and a path near no route keeps the plain answer.
+  const other = await fetch(`${snooze.url}/v1/nothing/`, { method: "POST", body: "{}" });
+  expect(((await other.json()) as { error: { message: string } }).error.message).not.toContain(
+    "did you mean",
+  );
+  expect(seen).toEqual([]);
+});

@@ -90,7 +90,10 @@ export type PathCheck =
    * route of one stored response (`storedResponseRoute`), which names no model in its body.
    */
   | { ok: true; path: string; stored?: StoredResponseRoute }
-  /** `advice`: the path is a vLLM route Snooze keeps back, and why (`engineOwnRoute`). */
+  /**
+   * `advice`: the path is a vLLM route Snooze keeps back, and why (`engineOwnRoute`), or a near miss
+   * of an inference route, and which one it meant (`nearRoute`).
+   */
   | { ok: false; reason: string; advice?: string };
 
 /**
@@ -169,8 +172,24 @@ export function checkEnginePath(target: string): PathCheck {
   const outside = path.startsWith("/v1/") ? path.slice(3) : "";
   const advice =
     engineOwnRoute(path) ??
-    (rootRoutes.has(outside) ? `vLLM serves it outside /v1/, as POST ${outside}.` : undefined);
+    (rootRoutes.has(outside) ? `vLLM serves it outside /v1/, as POST ${outside}.` : nearRoute(path));
   return { ok: false, reason: "not an OpenAI route the engine serves", ...(advice ? { advice } : {}) };
+}
+
+/**
+ * The inference route a near miss of one meant: written with a trailing slash
+ * (`/v1/chat/completions/`, a URL joined by hand), or in other case (`/V1/Chat/Completions`; routes
+ * are case-sensitive, as vLLM's are). Found by an outside tester: both were told only "not an OpenAI
+ * route the engine serves", though vLLM itself redirects the first to the route.
+ */
+export function nearRoute(path: string): string | undefined {
+  const trimmed = path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
+  if (trimmed !== path && engineRoutes.has(trimmed))
+    return `did you mean POST ${trimmed}, without the trailing slash?`;
+  const lower = trimmed.toLowerCase();
+  if (lower !== path && engineRoutes.has(lower))
+    return `did you mean POST ${lower}? Routes are case-sensitive${trimmed !== path ? ", and take no trailing slash" : ""}.`;
+  return undefined;
 }
 
 /** RFC 3986 §5.2.4 on an absolute path: `.` segments go, `..` removes the segment before it. */

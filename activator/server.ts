@@ -27,7 +27,7 @@ import { engineOwnRoute } from "./engine-own-routes.ts";
 import type { EventSenders } from "./event-senders.ts";
 import { handleIncomingEvents, RecentEvents } from "./incoming-event.ts";
 import { hintForMs, ListingHints } from "./listing-hint.ts";
-import { engineRoutes, forActivator } from "./openai-path.ts";
+import { engineRoutes, forActivator, nearRoute } from "./openai-path.ts";
 import { startServerSpan } from "./request-trace.ts";
 import { extendView, logsPath, statusPageRoutes } from "./status-page.ts";
 import { Timeline } from "./timeline.ts";
@@ -608,8 +608,9 @@ export function createActivatorServer({
       engineRoutes.has(underV1) || underV1 === "/v1/models" || underV1.startsWith("/v1/models/")
         ? `: did you mean ${req.method} ${clip(underV1)}? An OpenAI client's base URL ends in /v1 (http://host:port/v1).`
         : ".";
-    // One of vLLM's own routes Snooze keeps back: say why, and where to go instead.
-    const advice = engineOwnRoute(path);
+    // One of vLLM's own routes Snooze keeps back: say why, and where to go instead. Or a route
+    // outside /v1/ with a trailing slash or in other case (`/tokenize/`, `/V1/chat/completions`).
+    const advice = engineOwnRoute(path) ?? nearRoute(path);
     sendError(
       res,
       404,
