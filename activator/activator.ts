@@ -436,6 +436,11 @@ export class Activator {
     return nameLookup(this.config.names, name);
   }
 
+  /** Every name a request may use: the ids and the aliases (what an unknown name is compared with). */
+  modelNames(): Iterable<string> {
+    return this.config.names.keys();
+  }
+
   /**
    * What a body still arriving must bring in each window of `bodyTimeout` (readBody's `pace`, a
    * new one per body): for the other routes that read a body, such as the events endpoint.

@@ -89,3 +89,29 @@ test("an OpenAI route without /v1 (a client's base URL missing it) is a 404 that
     "No route for GET /nothing.",
   );
 });
+
+test("a model name close to an id or alias gets a 404 saying which one it likely meant, on every route", async () => {
+  // Found by an outside tester: a typo got only the list of ids, which names no alias.
+  snooze = await startActivator({ id: "m", aliases: ["qwen3-8b"] }, { aliases: ["qwen3-8b"] });
+  const meant = async (answer: Response) => {
+    expect(answer.status).toBe(404);
+    const { error } = (await answer.json()) as { error: { code: string; param: string; message: string } };
+    expect(error).toMatchObject({ code: "model_not_found", param: "model" });
+    return error.message;
+  };
+  const chat = (model: string) =>
+    fetch(`${snooze!.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model, messages: [] }),
+    });
+  expect(await meant(await chat("Qwen3-8B"))).toBe(
+    "The model `Qwen3-8B` does not exist; did you mean `qwen3-8b`? Known models: `m`.",
+  );
+  expect(await meant(await fetch(`${snooze.url}/v1/models/qwen3-8`))).toContain("did you mean `qwen3-8b`?");
+  expect(
+    await meant(await fetch(`${snooze.url}/snooze/v1/models/qwen-3-8b/stop`, { method: "POST" })),
+  ).toContain("did you mean `qwen3-8b`?");
+  expect(await meant(await chat("mistral"))).toBe("The model `mistral` does not exist. Known models: `m`.");
+  expect(snooze.plane.demands).toEqual([]);
+});

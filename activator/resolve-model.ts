@@ -63,7 +63,7 @@ export function resolveModel(
   const unknown = (name: string): Resolution => ({
     ok: false,
     status: 404,
-    error: unknownModel(name, known()),
+    error: unknownModel(name, known(), names.keys()),
   });
   const isJson = isJsonType(headers["content-type"]);
   const read = body.length > 0 && isJson ? (json ?? readJsonBody(body)) : undefined;

@@ -452,7 +452,7 @@ export function createActivatorServer({
         answered(span, 200);
         if (req.method === "GET") hint(ctx, view.id);
       } else {
-        sendError(res, 404, unknownModel(name, activator.routes.keys()));
+        sendError(res, 404, unknownModel(name, activator.routes.keys(), activator.modelNames()));
         activator.countAnswered("", 404);
         answered(span, 404);
       }
@@ -554,7 +554,7 @@ export function createActivatorServer({
       await inAdminSpan(req, res, tracedAdminRoute(req.method, path)!, path, async (ctx) => {
         const id = activator.modelNamed(name);
         if (!id) {
-          sendError(res, 404, unknownModel(name, activator.routes.keys()));
+          sendError(res, 404, unknownModel(name, activator.routes.keys(), activator.modelNames()));
           return;
         }
         // Who asked is in the log, with the call's trace ids: the tier lines after it name no

@@ -142,7 +142,7 @@ export function statusPageRoutes({ activator, admin, timeline, tokenRequired = f
       }
       const id = activator.modelNamed(name);
       if (!id) {
-        sendError(res, 404, unknownModel(name, activator.routes.keys()));
+        sendError(res, 404, unknownModel(name, activator.routes.keys(), activator.modelNames()));
         return true;
       }
       if (!admin.logs) {

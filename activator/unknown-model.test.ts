@@ -18,3 +18,24 @@ test("with no model at all the answer says so, not an empty list", () => {
   // revisions are not served) answered "Known models: ." with nothing between.
   expect(unknownModel("qwen", []).error.message).toBe("The model `qwen` does not exist. Known models: none.");
 });
+
+test("a name close to a model's id or alias is suggested; a name close to none is not", () => {
+  // Found by an outside tester: `qwen3-8` or `Qwen3-8B` got only the list, which names no alias.
+  const ids = ["qwen3-8b", "llama-3.1-8b"];
+  const names = [...ids, "qwen", "llama"];
+  expect(unknownModel("qwen3-8", ids, names).error).toMatchObject({
+    code: "model_not_found",
+    param: "model",
+    message:
+      "The model `qwen3-8` does not exist; did you mean `qwen3-8b`? Known models: `qwen3-8b`, `llama-3.1-8b`.",
+  });
+  expect(unknownModel("Qwen3-8B", ids, names).error.message).toContain("did you mean `qwen3-8b`?");
+  expect(unknownModel("lama", ids, names).error.message).toContain("did you mean `llama`?");
+  expect(unknownModel("mistral", ids, names).error.message).not.toContain("did you mean");
+  // Without names of their own, the ids are compared (an iterator read once).
+  expect(unknownModel("llama-3.1-7b", new Map(ids.map((id) => [id, id])).keys()).error.message).toBe(
+    "The model `llama-3.1-7b` does not exist; did you mean `llama-3.1-8b`? Known models: `qwen3-8b`, `llama-3.1-8b`.",
+  );
+  // A name too long to be a typo of one is not compared at all.
+  expect(unknownModel("q".repeat(10_000), ids, names).error.message).not.toContain("did you mean");
+});

@@ -1,5 +1,6 @@
 import { clip } from "../lib/clip.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
+import { closestKey } from "../lib/settings/suggest.ts";
 
 /** Names listed in an answer at most; a config of thousands of models is summed up past them. */
 const listedAtMost = 50;
@@ -16,14 +17,38 @@ export function knownModels(known: Iterable<string>): string {
   return `${listed.join(", ")}${more > 0 ? ` and ${more} more (GET /v1/models lists them)` : ""}`;
 }
 
+/** Names longer than this are not compared (each comparison costs the product of two lengths). */
+const comparedAtMost = 128;
+
+/**
+ * The name among `names` that `name` most likely meant (`Qwen3-8B`, `qwen3-8`, `lama` for an alias
+ * `llama`), as the settings' own keys are suggested; only names longer than none compared.
+ */
+export function meantModel(name: string, names: Iterable<string>): string | undefined {
+  if (name.length > comparedAtMost) return undefined;
+  return closestKey(
+    name,
+    [...names].filter((other) => other.length <= comparedAtMost),
+  );
+}
+
 /**
  * The `404 model_not_found` every route answers for a name no model has (`/v1/…`, `/v1/models/<id>`,
- * the admin API's `/snooze/v1/models/<id>/…`): the name as given, and the models there are, so the
- * caller sees a typo at once.
+ * the admin API's `/snooze/v1/models/<id>/…`): the name as given, the one it most likely meant among
+ * `names` (ids and aliases; by default `known`), and the models there are, so the caller sees a typo
+ * at once. Found by an outside tester: `qwen3-8` or `Qwen3-8B` got only the list, which names no
+ * alias and stops at 50 models, where `snooze wake` already said "did you mean".
  */
-export function unknownModel(name: string, known: Iterable<string>): OpenAIErrorBody {
+export function unknownModel(
+  name: string,
+  known: Iterable<string>,
+  names?: Iterable<string>,
+): OpenAIErrorBody {
+  // `known` may be an iterator (a Map's keys), read once.
+  const ids = [...known];
+  const near = meantModel(name, names ?? ids);
   return openAIError(
-    `The model \`${clip(name)}\` does not exist. Known models: ${knownModels(known)}.`,
+    `The model \`${clip(name)}\` does not exist${near === undefined ? "." : `; did you mean \`${clip(near)}\`?`} Known models: ${knownModels(ids)}.`,
     "invalid_request_error",
     "model_not_found",
     "model",
