@@ -32,6 +32,7 @@ import {
 } from "../lib/settings/index.ts";
 import { slotRetryAfterMs } from "../lib/slot-line.ts";
 import { spanContextOf, tracer } from "../lib/tracing.ts";
+import { bodyTooLarge } from "./body-too-large.ts";
 import { HoldProgress } from "./hold-progress.ts";
 import { type HostRouter, type HostRouting, unknownHost } from "./host-routing.ts";
 import { type ActivatorMetrics, activatorMetrics } from "./metrics.ts";
@@ -646,16 +647,7 @@ export class Activator {
     // found so while read, not a 503 whose Retry-After no client could ever meet.
     const limit = Math.min(this.config.maxBodySize, this.maxHeldBytes);
     if (declared > limit) {
-      sendError(
-        res,
-        413,
-        openAIError(
-          `the request body is larger than the limit of ${limit} bytes`,
-          "invalid_request_error",
-          "request_too_large",
-        ),
-        { connection: "close" },
-      );
+      sendError(res, 413, bodyTooLarge(this.config.maxBodySize, this.maxHeldBytes), { connection: "close" });
       return 413;
     }
     if (declared > 0 && this.heldBytes + declared > this.maxHeldBytes) return this.overBudget(res);
@@ -927,7 +919,7 @@ export class Activator {
         return 408;
       }
       if (error instanceof BodyTooLarge) {
-        sendError(res, 413, openAIError(error.message, "invalid_request_error", "request_too_large"), {
+        sendError(res, 413, bodyTooLarge(this.config.maxBodySize, this.maxHeldBytes), {
           connection: "close",
         });
         return 413;

@@ -2,6 +2,7 @@ import { constants, type Stats } from "node:fs";
 import { type FileHandle, open, stat } from "node:fs/promises";
 import { isScalar, LineCounter, parseDocument, type YAMLError } from "yaml";
 import type { z } from "zod";
+import { formatSize } from "../format-size.ts";
 import { redactUrl } from "../redact-url.ts";
 import { notRegular } from "../small-file.ts";
 import { fieldAt, keysOf, showValue } from "./allowed-form.ts";
@@ -117,18 +118,6 @@ function notASettingsFile(stats: Stats): string | undefined {
 export function oversizeRefusal(bytes: number): string {
   const [size, limit] = [formatSize(bytes), formatSize(maxConfigBytes)];
   return `the file is ${size === limit ? `more than ${limit}` : size}; ${sizeAdvice}`;
-}
-
-/** A size in bytes as a person reads it: `1 MiB`, `1.5 GiB`, `700 bytes`. */
-function formatSize(bytes: number): string {
-  const units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${unit === 0 ? value : Number(value.toFixed(1))} ${units[unit]}`;
 }
 
 export { maxAliasCount } from "./yaml-aliases.ts";
