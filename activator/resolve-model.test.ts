@@ -245,3 +245,22 @@ describe("resolveModel", () => {
     expect(answer.ok && answer.sent).toBeUndefined();
   });
 });
+
+test("an empty `model` is a 400 missing_model that says it is empty, not that the request names none", () => {
+  // Found by an outside tester: `"model": ""` was told to set `model`, which it had.
+  const empty = resolveModel({ ...json, host: "localhost" }, body({ model: "", messages: [] }), names);
+  expect(empty).toMatchObject({
+    ok: false,
+    status: 400,
+    error: {
+      error: {
+        code: "missing_model",
+        param: "model",
+        message: expect.stringMatching(/^The request's `model` is empty: set it to a model's id or alias/),
+      },
+    },
+  });
+  // A Host that names a model still routes it, as when `model` is absent.
+  const byHost = resolveModel({ ...json, host: "llama:8080" }, body({ model: "" }), names);
+  expect(byHost.ok && byHost.model).toBe("llama");
+});

@@ -172,15 +172,16 @@ export function resolveModel(
       ),
     };
   }
+  // `"model": ""` is not "no model" to the client who wrote it (found by an outside tester: told
+  // to set `model`, which it had); vLLM alone would serve it with its one model, Snooze has several.
+  const message =
+    requested === ""
+      ? "The request's `model` is empty: set it to a model's id or alias (GET /v1/models lists them), or name the model in the `snooze-model` header or by its host name."
+      : "The request names no model: set `model` in the JSON body, the `snooze-model` header, or use the model's host name.";
   return {
     ok: false,
     status: 400,
-    error: openAIError(
-      "The request names no model: set `model` in the JSON body, the `snooze-model` header, or use the model's host name.",
-      "invalid_request_error",
-      "missing_model",
-      "model",
-    ),
+    error: openAIError(message, "invalid_request_error", "missing_model", "model"),
   };
 }
 
