@@ -191,7 +191,8 @@ describe("resolveModel", () => {
     expect(answer).toMatchObject({
       ok: false,
       status: 400,
-      error: { error: { code: "unsupported_media_type" } },
+      // The header at fault is the param, as a duplicate `snooze-model` header's is.
+      error: { error: { code: "unsupported_media_type", param: "content-type" } },
     });
     if (!answer.ok) expect(answer.error.error.message).toContain("Content-Type: application/json");
     // Named by the header, it goes to the engine as it is.

@@ -169,6 +169,7 @@ export function resolveModel(
         `The request body is sent as \`${type}\`, not JSON: send it with \`Content-Type: application/json\` (curl: -H 'Content-Type: application/json'), or name the model in the \`snooze-model\` header.`,
         "invalid_request_error",
         "unsupported_media_type",
+        "content-type",
       ),
     };
   }

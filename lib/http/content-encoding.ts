@@ -75,6 +75,7 @@ export function refuseEncodedBody(
       `The ${what} is sent with Content-Encoding: ${clip(encoding)}; Snooze reads the JSON body as it is and does not decompress it. Send it uncompressed.`,
       "invalid_request_error",
       "unsupported_content_encoding",
+      "content-encoding",
     ),
   );
   return 415;

@@ -108,7 +108,11 @@ describe("requests the activator answers itself", () => {
     });
     expect(response.status).toBe(415);
     const { error } = (await response.json()) as any;
-    expect(error).toMatchObject({ type: "invalid_request_error", code: "unsupported_content_encoding" });
+    expect(error).toMatchObject({
+      type: "invalid_request_error",
+      code: "unsupported_content_encoding",
+      param: "content-encoding",
+    });
     expect(error.message).toContain("Content-Encoding: gzip");
     expect(error.message).toContain("uncompressed");
     const models = (await (await fetch(`${snooze.url}/v1/models`)).json()) as any;
