@@ -100,6 +100,34 @@ const currentResponse = (socket: Duplex) =>
   (socket as { _httpMessage?: (ServerResponse & { req?: IncomingMessage }) | null })._httpMessage ??
   undefined;
 
+/** Refused HTTP/2 connections whose client's last bytes are being read and dropped. */
+const lingering = new WeakSet<Duplex>();
+
+/** How long a refused HTTP/2 client is given to read the GOAWAY and close its side. */
+const H2_LINGER_MS = 2_000;
+
+/**
+ * Closes a connection answered in HTTP/2 once its client has closed its side (or after
+ * `H2_LINGER_MS`), reading and dropping what it still sends meanwhile. An HTTP/2 client writes its
+ * request's frames right after the preface, without waiting for an answer; closed at once, the
+ * connection had those bytes unread or arriving after it, and the kernel reset it, so the client
+ * saw "Broken pipe" on its next write and never read the GOAWAY that says why (found by an outside
+ * tester: Python's httpx with `http2=True, http1=False`, and OpenAI's Python SDK over it, got a bare
+ * connection error nine times in ten).
+ */
+function lingerThenClose(socket: Duplex): void {
+  const close = () => {
+    clearTimeout(timer);
+    socket.destroy();
+  };
+  const timer = setTimeout(close, H2_LINGER_MS);
+  timer.unref();
+  socket.once("end", close);
+  socket.once("close", () => clearTimeout(timer));
+  socket.on("data", () => {});
+  socket.resume();
+}
+
 /** Sockets whose parse failure is being answered: later failures on them change nothing. */
 const answering = new WeakSet<Duplex>();
 
@@ -125,11 +153,15 @@ export function bodyRefusedWith(res: ServerResponse): number | undefined {
  */
 export function answerClientErrors(server: Server, answered: (status: number) => void = () => {}): void {
   server.on("clientError", (error: ParseError, socket: Duplex) => {
+    // The parser, left in its error state, refuses every later read of a refused HTTP/2 connection
+    // again: those bytes are the client's request, read and dropped below, not a new fault.
+    if (lingering.has(socket)) return;
     if (error.code === H2_PREFACE_REFUSED && !currentResponse(socket) && bytesWritten(socket) === 0) {
       // The connection opened with the preface: an HTTP/2 client, answered in HTTP/2.
+      lingering.add(socket);
       socket.on("error", () => {});
-      socket.once("finish", () => socket.destroy());
       socket.end(h2Refusal());
+      lingerThenClose(socket);
       answered(505);
       return;
     }

@@ -559,6 +559,56 @@ describe("requests the activator answers itself", () => {
     expect(late).toContain("an HTTP/2 connection preface after HTTP/1.1 requests");
   });
 
+  test("an HTTP/2 client that writes its request right after the preface reads the GOAWAY, not a reset", async () => {
+    // Found by an outside tester: Python's httpx (`http2=True, http1=False`), under OpenAI's Python
+    // SDK too, writes its HEADERS and DATA frames right after the preface without waiting for an
+    // answer. Snooze closed the connection as soon as its GOAWAY was written, those frames unread
+    // or still to come, so the kernel reset it: the client's next write failed with "Broken pipe",
+    // and it never read the GOAWAY saying why (nine times in ten).
+    const { hostname, port } = new URL(snooze.url);
+    const preface = Buffer.concat([
+      Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+      Buffer.from([0, 0, 0, 0x4, 0, 0, 0, 0, 0]), // empty SETTINGS
+    ]);
+    // A HEADERS frame on stream 1 (its block need not decode: Snooze reads no HTTP/2) and a DATA frame.
+    const frame = (type: number, flags: number, payload: Buffer) =>
+      Buffer.concat([Buffer.from([0, 0, payload.length, type, flags, 0, 0, 0, 1]), payload]);
+    const request = Buffer.concat([
+      frame(0x1, 0x4, Buffer.alloc(40, 0x82)),
+      frame(0x0, 0x1, Buffer.alloc(200, 0x61)),
+    ]);
+    // Half-open allowed, as a Python socket is: the GOAWAY's FIN does not end the client's side.
+    const socket = connect({ port: Number(port), host: hostname, allowHalfOpen: true });
+    socket.write(preface);
+    let received = Buffer.alloc(0);
+    const errors: string[] = [];
+    socket.on("error", (error: NodeJS.ErrnoException) => errors.push(error.code ?? error.message));
+    socket.on("data", (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+    });
+    await until(() => received.includes(Buffer.from("HTTP/1.1 only")));
+    // The server has written its answer by now; the client's frames come after it, as httpx's do,
+    // in two writes (its HEADERS, then its DATA): a reset connection fails the second.
+    const pause = () => new Promise((resolve) => setTimeout(resolve, 100));
+    await pause();
+    for (const bytes of [request.subarray(0, 49), request.subarray(49)]) {
+      socket.write(bytes, () => {});
+      await pause();
+    }
+    expect(errors).toEqual([]);
+    socket.destroy();
+    // A client that never closes its side is not kept: the connection ends a moment later.
+    const silent = connect(Number(port), hostname);
+    silent.on("data", () => {});
+    const closed = new Promise<number>((resolve) => {
+      const at = Date.now();
+      silent.on("close", () => resolve(Date.now() - at));
+      silent.on("error", () => {});
+    });
+    silent.write(preface);
+    expect(await closed).toBeLessThan(5_000);
+  });
+
   test("/healthz, /readyz and /metrics", async () => {
     expect((await fetch(`${snooze.url}/healthz`)).status).toBe(200);
     expect((await fetch(`${snooze.url}/readyz`)).status).toBe(200);
