@@ -100,32 +100,54 @@ const currentResponse = (socket: Duplex) =>
   (socket as { _httpMessage?: (ServerResponse & { req?: IncomingMessage }) | null })._httpMessage ??
   undefined;
 
-/** Refused HTTP/2 connections whose client's last bytes are being read and dropped. */
-const lingering = new WeakSet<Duplex>();
+/**
+ * Refused connections whose client's last bytes are being read and dropped, each with what marks
+ * the client as still sending: the parser, left in its error state, refuses each later read again
+ * (a 'clientError' per read; its reads never reach 'data' listeners), and that is the sign.
+ */
+const lingering = new WeakMap<Duplex, () => void>();
 
-/** How long a refused HTTP/2 client is given to read the GOAWAY and close its side. */
-const H2_LINGER_MS = 2_000;
+/** How long a refused connection waits for the client's next bytes, and in all (as nginx's lingering_close). */
+const LINGER_IDLE_MS = 2_000;
+const LINGER_MAX_MS = 30_000;
 
 /**
- * Closes a connection answered in HTTP/2 once its client has closed its side (or after
- * `H2_LINGER_MS`), reading and dropping what it still sends meanwhile. An HTTP/2 client writes its
- * request's frames right after the preface, without waiting for an answer; closed at once, the
- * connection had those bytes unread or arriving after it, and the kernel reset it, so the client
- * saw "Broken pipe" on its next write and never read the GOAWAY that says why (found by an outside
- * tester: Python's httpx with `http2=True, http1=False`, and OpenAI's Python SDK over it, got a bare
- * connection error nine times in ten).
+ * Closes a refused connection once its client has closed its side, or sent nothing for
+ * `LINGER_IDLE_MS` (`LINGER_MAX_MS` in all), reading and dropping what it still sends meanwhile.
+ * Closed at once, the connection had the client's later bytes unread or arriving after it, and the
+ * kernel reset it: the client saw "Broken pipe" or "Connection reset" on its next write, and never
+ * read the answer that says why. An HTTP/2 client writes its request's frames right after the
+ * preface, without waiting for an answer (found by an outside tester: Python's httpx with
+ * `http2=True, http1=False`, and OpenAI's Python SDK over it, got a bare connection error nine times
+ * in ten); an HTTP/1.1 client whose upload the parser refused (a bad chunk) goes on sending the
+ * rest before it reads (found by an outside tester: the 400 lost to a reset).
  */
 function lingerThenClose(socket: Duplex): void {
   const close = () => {
-    clearTimeout(timer);
+    clearTimeout(idle);
+    clearTimeout(cap);
     socket.destroy();
   };
-  const timer = setTimeout(close, H2_LINGER_MS);
-  timer.unref();
+  let idle = setTimeout(close, LINGER_IDLE_MS);
+  const cap = setTimeout(close, LINGER_MAX_MS);
+  lingering.set(socket, () => {
+    clearTimeout(idle);
+    idle = setTimeout(close, LINGER_IDLE_MS);
+  });
   socket.once("end", close);
-  socket.once("close", () => clearTimeout(timer));
+  socket.once("close", () => {
+    clearTimeout(idle);
+    clearTimeout(cap);
+  });
   socket.on("data", () => {});
   socket.resume();
+  // Node's HTTP parser reads the socket's handle itself: after `pause()` (answerClientErrors), the
+  // stream's `resume()` does not start those reads again, and the client, never read, stalls.
+  const handle = (socket as { _handle?: { reading?: boolean; readStart?: () => number } })._handle;
+  if (handle?.readStart && handle.reading === false) {
+    handle.reading = true;
+    handle.readStart();
+  }
 }
 
 /** Sockets whose parse failure is being answered: later failures on them change nothing. */
@@ -153,12 +175,12 @@ export function bodyRefusedWith(res: ServerResponse): number | undefined {
  */
 export function answerClientErrors(server: Server, answered: (status: number) => void = () => {}): void {
   server.on("clientError", (error: ParseError, socket: Duplex) => {
-    // The parser, left in its error state, refuses every later read of a refused HTTP/2 connection
-    // again: those bytes are the client's request, read and dropped below, not a new fault.
-    if (lingering.has(socket)) return;
+    // The parser, left in its error state, refuses every later read of a refused connection again:
+    // those bytes are the rest of what the client sends, read and dropped, not a new fault.
+    const stillSending = lingering.get(socket);
+    if (stillSending) return stillSending();
     if (error.code === H2_PREFACE_REFUSED && !currentResponse(socket) && bytesWritten(socket) === 0) {
       // The connection opened with the preface: an HTTP/2 client, answered in HTTP/2.
-      lingering.add(socket);
       socket.on("error", () => {});
       socket.end(h2Refusal());
       lingerThenClose(socket);
@@ -193,9 +215,14 @@ export function answerClientErrors(server: Server, answered: (status: number) =>
       }
       if (socket.destroyed || !socket.writable) return;
       if (current && !current.writableFinished) bodyRefusals.set(current, status);
-      endSocketWithError(socket, `${status} ${phrase}`, openAIError(message, "invalid_request_error", code), {
-        "x-request-id": requestIdInRaw(error.rawPacket),
-      });
+      endSocketWithError(
+        socket,
+        `${status} ${phrase}`,
+        openAIError(message, "invalid_request_error", code),
+        { "x-request-id": requestIdInRaw(error.rawPacket) },
+        // A client too slow to send its request is not waited for any longer.
+        status === 408 ? "close" : "linger",
+      );
       answered(status);
     };
     respond();
@@ -211,13 +238,16 @@ export function endSocketWithError(
   status: string,
   error: OpenAIErrorBody,
   headers: Record<string, string> = {},
+  then: "close" | "linger" = "close",
 ): void {
   const body = escapeLineBreakers(JSON.stringify(error));
   const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
   socket.on("error", () => {});
-  // Closed once written, not only half-closed: a request still waiting on this connection must see
-  // its client go, as with Node's own answer.
-  socket.once("finish", () => socket.destroy());
+  // Closed once written, or once the client's last bytes are read (`lingerThenClose`), not only
+  // half-closed: a request still waiting on this connection must see its client go, as with Node's
+  // own answer.
+  if (then === "linger") lingerThenClose(socket);
+  else socket.once("finish", () => socket.destroy());
   socket.end(
     `HTTP/1.1 ${status}\r\n${lines.join("")}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
