@@ -2,6 +2,7 @@ import { createInterface } from "node:readline";
 import { Readable } from "node:stream";
 import { Agent, type Dispatcher, fetch } from "undici";
 import { maxTokenFileBytes, readSmallFileSync } from "../small-file.ts";
+import { bearerTokenProblem } from "./bearer-token.ts";
 import { type KubeCredentials, parseKubeconfig } from "./kubeconfig.ts";
 
 /** An answer of the API server that is not 2xx, with its Status reason (`Conflict`, `NotFound`, ...). */
@@ -143,16 +144,20 @@ export class KubeClient {
    * (the autoscaler reviews it with a TokenReview).
    */
   async bearerToken(): Promise<string | undefined> {
-    const { token, tokenFile } = this.credentials;
-    if (!tokenFile) return token;
+    const { tokenFile } = this.credentials;
+    if (!tokenFile) return this.credentials.token;
+    let token: string;
     try {
       // Bounded and never blocking (found by an outside tester): read with readFile, a named pipe kept
       // a thread of libuv's pool (four in all) waiting for good at each request, and /dev/zero was
       // read on and on.
-      return readSmallFileSync(tokenFile, maxTokenFileBytes).toString("utf8").trim();
+      token = readSmallFileSync(tokenFile, maxTokenFileBytes).toString("utf8").trim();
     } catch (error) {
       throw new Error(`cannot read the token file ${tokenFile}: ${(error as Error).message}`);
     }
+    const problem = bearerTokenProblem(token);
+    if (problem) throw new Error(`the token file ${tokenFile} ${problem}`);
+    return token;
   }
 
   async request<T>(

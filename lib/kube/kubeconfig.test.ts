@@ -159,6 +159,42 @@ describe("parseKubeconfig", () => {
   });
 });
 
+describe("a token a header cannot carry", () => {
+  // Before, fetch refused the header with an error quoting it whole, logged at every retry: the
+  // cluster credential in the components' logs.
+  const secret = "SECRET-TOKEN-abc";
+  const parse = (token: string) => () =>
+    parseKubeconfig(stringify(kubeconfig({ server: "https://kube" }, { token })), { source: "/tmp/k" });
+
+  test("in the kubeconfig: refused at start, naming the user and the character, never the token", () => {
+    const cases: [string, RegExp][] = [
+      [`${secret}\n`, /user "u": token holds a line break at character 17 of 17/],
+      [`${secret}\nmore`, /user "u": token holds a line break at character 17 of 21/],
+      [`${secret}\u00e9`, /user "u": token holds a character outside ASCII at character 17/],
+      [`\t${secret}`, /user "u": token holds a tab at character 1/],
+    ];
+    for (const [token, message] of cases) {
+      expect(parse(token)).toThrow(message);
+      try {
+        parse(token)();
+      } catch (error) {
+        expect((error as Error).message).not.toContain(secret);
+      }
+    }
+    expect(parse(secret)).not.toThrow();
+  });
+
+  test("in a token file: each request fails naming the file, never the token", async () => {
+    const tokenFile = file("token", `${secret}\nsecond-line\n`);
+    const client = new KubeClient({ server: "https://127.0.0.1:1", tokenFile });
+    const failure = await client.get("/version").catch((error: Error) => error);
+    expect((failure as Error).message).toBe(
+      `the token file ${tokenFile} holds a line break at character 17 of 28, which an HTTP header cannot carry (the token is not shown)`,
+    );
+    await client.close();
+  });
+});
+
 describe("loadKubeConfig", () => {
   test("$KUBECONFIG that names no file that exists is said as such, not told to be set", () => {
     // Found by a probe: `KUBECONFIG=/nonexistent snooze autoscaler` said "set KUBECONFIG".

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from "node:path";
 import { parse } from "yaml";
 import { isObject } from "../json-object.ts";
 import { maxPemFileBytes, readSmallFileSync } from "../small-file.ts";
+import { bearerTokenProblem } from "./bearer-token.ts";
 
 /** Where a component's identity comes from, for its start-up log line. */
 export type KubeconfigSource = "flag" | "KUBECONFIG" | "in-cluster";
@@ -183,6 +184,9 @@ export function parseKubeconfig(
   if ((cert === undefined) !== (key === undefined))
     fail(`${userWhere} has a client certificate without its key, or a key without its certificate`);
   const tokenFile = string(user, "tokenFile", userWhere);
+  const token = string(user, "token", userWhere);
+  const tokenProblem = token === undefined ? undefined : bearerTokenProblem(token);
+  if (tokenProblem) fail(`${userWhere}: token ${tokenProblem}`);
   const namespace = string(context, "namespace", `context "${contextName}"`);
   return compact({
     server,
@@ -191,7 +195,7 @@ export function parseKubeconfig(
     tlsServerName: string(cluster, "tls-server-name", clusterWhere),
     cert,
     key,
-    token: string(user, "token", userWhere),
+    token,
     tokenFile: tokenFile === undefined ? undefined : resolve(baseDir, tokenFile),
     namespace,
   });
