@@ -154,6 +154,18 @@ describe("parseKubeconfig", () => {
         kubeconfig({ server: "https://kube", "certificate-authority": "/nonexistent/ca.crt" }, undefined),
       ),
     ).toThrow(/cannot read certificate-authority \/nonexistent\/ca.crt/);
+    // Before, these were taken and every request retried for ever; the password was logged.
+    expect(parse(kubeconfig({ server: "not a url" }, { token: "t" }))).toThrow(
+      'cluster "c": server "not a url" is not an http(s) URL, such as https://10.0.0.1:6443',
+    );
+    expect(parse(kubeconfig({ server: "ftp://kube:6443" }, { token: "t" }))).toThrow(
+      /is not an http\(s\) URL/,
+    );
+    const withPassword = parse(kubeconfig({ server: "https://admin:HUNTER2@kube:6443" }, { token: "t" }));
+    expect(withPassword).toThrow(
+      /cluster "c": server "https:\/\/admin:redacted@kube:6443\/" carries a user name or password/,
+    );
+    expect(withPassword).not.toThrow(/HUNTER2/);
     expect(() => parseKubeconfig("clusters: [", { source: "/tmp/k" })).toThrow(/not valid YAML/);
     expect(() => readKubeconfig(join(dir, "absent"))).toThrow(/cannot read the kubeconfig/);
   });

@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { parse } from "yaml";
 import { isObject } from "../json-object.ts";
+import { redactUrl } from "../redact-url.ts";
 import { maxPemFileBytes, readSmallFileSync } from "../small-file.ts";
 import { bearerTokenProblem } from "./bearer-token.ts";
 
@@ -158,6 +159,8 @@ export function parseKubeconfig(
 
   const server = cluster.server;
   if (typeof server !== "string" || !server) return fail(`cluster "${clusterName}" has no server`);
+  const serverProblem = serverUrlProblem(server);
+  if (serverProblem) fail(`cluster "${clusterName}": server ${serverProblem}`);
   const string = (object: Record<string, unknown>, field: string, where: string): string | undefined => {
     const value = object[field];
     if (!present(value)) return undefined;
@@ -226,6 +229,21 @@ export function inClusterCredentials(
     tokenFile,
     namespace: read("namespace")?.trim() || undefined,
   });
+}
+
+/**
+ * What is wrong with a kubeconfig's server, or undefined. Found by an outside tester: a server that
+ * is no http(s) URL was taken, and the component then retried every request for ever with
+ * `Invalid URL` or `unknown scheme`; one with a user name and password in it was logged whole at
+ * start (and fetch refuses such a URL at each request, quoting it).
+ */
+function serverUrlProblem(server: string): string | undefined {
+  const url = URL.canParse(server) ? new URL(server) : undefined;
+  if (url?.protocol !== "http:" && url?.protocol !== "https:")
+    return `"${redactUrl(server)}" is not an http(s) URL, such as https://10.0.0.1:6443`;
+  if (url.username || url.password)
+    return `"${redactUrl(server)}" carries a user name or password, which Snooze does not send; ${alternatives}`;
+  return undefined;
 }
 
 /** A field that is set: kubeconfigs written by some tools carry `null` for what is not. */
