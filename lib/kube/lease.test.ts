@@ -279,6 +279,30 @@ describe("LeaseElector", () => {
     expect(leaseName("snooze-slot", "GPU_0")).toBe("snooze-slot-gpu-0");
     expect(leaseName("snooze-model", "team-a.qwen")).toBe("snooze-model-team-a.qwen");
   });
+
+  test("a Model's name that fills the length limit still makes a valid Lease name of its own", () => {
+    // Before, the name was cut at 253: here it ended in "-" (the API server refused the Lease, so
+    // the Model never had a leader), and two names alike in their first 232 characters shared it.
+    const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+    const names = [
+      `${"a".repeat(231)}-${"b".repeat(21)}`,
+      `${"a".repeat(231)}-${"c".repeat(21)}`,
+      `${"a".repeat(231)}.${"b".repeat(21)}`,
+      "q".repeat(253),
+    ];
+    const leases = names.map((name) => leaseName("snooze-model", `default.${name}`));
+    for (const lease of leases) {
+      expect(lease.length).toBeLessThanOrEqual(253);
+      expect(lease).toMatch(dnsSubdomain);
+      expect(
+        lease.startsWith("snooze-model-default.aaaa") || lease.startsWith("snooze-model-default.qqqq"),
+      ).toBe(true);
+    }
+    expect(new Set(leases).size).toBe(names.length);
+    // Names that fit are kept as they are (the Leases of existing Models do not change).
+    const fits = `default.${"a".repeat(232)}`;
+    expect(leaseName("snooze-model", fits)).toBe(`snooze-model-${fits}`);
+  });
 });
 
 describe("an API server that stops answering (a hung connection, not a refusal)", () => {

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { type Logger, silentLogger } from "../log.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "./client.ts";
 
@@ -321,14 +322,27 @@ export class LeaseElector {
   }
 }
 
-/** A name usable as a Lease name (a DNS subdomain): lower case, [a-z0-9.-], at most 253. */
+/** The longest name a Lease may have (a DNS subdomain's). */
+const maxLeaseName = 253;
+
+/**
+ * A name usable as a Lease name (a DNS subdomain): lower case, [a-z0-9.-], at most 253. One that
+ * would be longer keeps its first part and ends in a hash of the whole, so it stays valid and two
+ * long names never share a Lease. Found by an outside tester: cut at 253, a Model whose name (with
+ * its namespace) filled that length got a Lease name ending in `-` or `.`, which the API server
+ * refuses, so the Model never had a leader and was never served; two long names alike in their
+ * first 232 characters shared one Lease.
+ */
 export function leaseName(...parts: string[]): string {
-  return parts
+  const name = parts
     .join("-")
     .toLowerCase()
     .replace(/[^a-z0-9.-]/g, "-")
-    .replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, "")
-    .slice(0, 253);
+    .replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, "");
+  if (name.length <= maxLeaseName) return name;
+  const hash = createHash("sha256").update(parts.join("/")).digest("hex").slice(0, 16);
+  const head = name.slice(0, maxLeaseName - hash.length - 1).replace(/[^a-z0-9]+$/, "");
+  return `${head}-${hash}`;
 }
 
 /**
