@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
 import { createLogger, silentLogger } from "../../lib/log.ts";
 import type { TlsPair } from "../server.ts";
-import { FileCertificates } from "./sources.ts";
+import { FileCertificates, SelfManagedCertificates } from "./sources.ts";
 
 let dir: string | undefined;
 let source: FileCertificates | undefined;
@@ -93,4 +93,33 @@ test("--tls-cert or --tls-key that is a named pipe or a device is refused by wha
     `cannot read --tls-cert ${certPath}: it is a named pipe (FIFO), not a regular file`,
   );
   expect(changes).toEqual([]);
+});
+
+test("a certificate setup that fails says why: the error's cause (a refused connection, an untrusted server) is logged", async () => {
+  // Before, the error was logged as a string: `TypeError: fetch failed`, and nothing of why.
+  const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:6443"), { code: "ECONNREFUSED" });
+  const failing = () => Promise.reject(new TypeError("fetch failed", { cause: refused }));
+  const warnings: unknown[] = [];
+  const stop = new AbortController();
+  const log = createLogger({}, (line) => {
+    const record = JSON.parse(line) as { level: string; error?: unknown };
+    if (record.level !== "warn") return;
+    warnings.push(record.error);
+    stop.abort();
+  });
+  const self = new SelfManagedCertificates({
+    client: { get: failing, create: failing, replace: failing },
+    namespace: "snooze-system",
+    secretName: "snooze-webhook-certs",
+    policy: { caValidityMs: 3_600_000, certValidityMs: 600_000, hosts: ["snooze-webhooks"] },
+    log,
+    resyncMs: 60_000,
+  });
+  await expect(self.initial(stop.signal)).rejects.toThrow("stopped before the certificates were ready");
+  self.stop();
+  expect(warnings[0]).toMatchObject({
+    name: "TypeError",
+    message: "fetch failed",
+    cause: { message: "connect ECONNREFUSED 127.0.0.1:6443", code: "ECONNREFUSED" },
+  });
 });

@@ -52,8 +52,10 @@ export class SelfManagedCertificates implements CertificateSource {
         if (signal.aborted) throw new Error("stopped before the certificates were ready");
         this.#failures++;
         const delay = Math.min(10_000, 250 * 2 ** this.#failures);
+        // The error itself, which the log shows with its cause: as a string, an API server that
+        // refused the connection or whose certificate was not trusted said only `fetch failed`.
         this.#log.warn("could not set up the certificates; retrying", {
-          error: String(error),
+          error,
           retryInMs: delay,
         });
         // The wait ends early at a stop: a SIGTERM is not kept waiting for the next try.
@@ -98,7 +100,7 @@ export class SelfManagedCertificates implements CertificateSource {
       this.#failures++;
       const delay = Math.min(this.#resyncMs, 250 * 2 ** this.#failures);
       this.#log.warn("certificate reconcile failed; keeping the current certificate", {
-        error: String(error),
+        error,
         retryInMs: delay,
       });
       this.#schedule(this.#now() + delay);
