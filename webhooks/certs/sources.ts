@@ -1,3 +1,4 @@
+import { createSecureContext } from "node:tls";
 import type { Logger } from "../../lib/log.ts";
 import { maxPemFileBytes, readSmallFileSync } from "../../lib/small-file.ts";
 import type { TlsPair } from "../server.ts";
@@ -15,6 +16,25 @@ export interface CertificateSource {
 }
 
 const fingerprint = (tls: TlsPair) => certificateFacts(tls.certPem)?.fingerprint ?? tls.certPem;
+
+/**
+ * Waits `ms` before a source's next try at its first certificate; a stop ends the wait at once (a
+ * SIGTERM is not kept waiting for the next try) and the start with it.
+ */
+async function untilNextTry(ms: number, signal: AbortSignal): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+  if (signal.aborted) throw new Error("stopped before the certificates were ready");
+}
 
 /**
  * Self-managed certificates (CertStore): reconciled at start, again when the next CA or serving
@@ -58,16 +78,7 @@ export class SelfManagedCertificates implements CertificateSource {
           error,
           retryInMs: delay,
         });
-        // The wait ends early at a stop: a SIGTERM is not kept waiting for the next try.
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, delay);
-          const stop = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-          signal.addEventListener("abort", stop, { once: true });
-        });
-        if (signal.aborted) throw new Error("stopped before the certificates were ready");
+        await untilNextTry(delay, signal);
       }
     }
   }
@@ -125,6 +136,8 @@ export class FileCertificates implements CertificateSource {
   readonly #log: Logger;
   #timer: NodeJS.Timeout | undefined;
   #current: TlsPair | undefined;
+  /** The last problem logged: the files are read every `reloadMs`, a problem is said once. */
+  #said: string | undefined;
 
   constructor(options: { certPath: string; keyPath: string; reloadMs: number; log: Logger }) {
     this.#certPath = options.certPath;
@@ -149,9 +162,51 @@ export class FileCertificates implements CertificateSource {
     return { certPem: read("tls-cert", this.#certPath), keyPem: read("tls-key", this.#keyPath) };
   }
 
-  async initial(): Promise<TlsPair> {
-    this.#current = await this.#read();
-    return this.#current;
+  /**
+   * Why the pair cannot be served, naming both flags, or undefined: a certificate and a key that do
+   * not belong together (a rotation caught between its two files, a copy of the wrong key), or text
+   * that is no PEM, which the server's TLS setup would refuse.
+   */
+  #unusable(tls: TlsPair): string | undefined {
+    try {
+      createSecureContext({ cert: tls.certPem, key: tls.keyPem });
+      return undefined;
+    } catch (error) {
+      return `--tls-cert ${this.#certPath} and --tls-key ${this.#keyPath} are not a pair that can be served: ${(error as Error).message}`;
+    }
+  }
+
+  /** Logs `problem` when it is not the one logged last (undefined: all is well again). */
+  #say(message: string, problem: string | undefined) {
+    if (problem !== undefined && problem !== this.#said)
+      this.#log.warn(message, { error: problem, retryInMs: this.#reloadMs });
+    this.#said = problem;
+  }
+
+  /**
+   * Reads the files every `reloadMs` until they are a pair that can be served: the webhooks stay
+   * unready meanwhile and say why once. Found by an outside tester: the first bad read (a key that
+   * was not the certificate's, a file not there yet) left them unready for good, the files never
+   * read again once fixed.
+   */
+  async initial(signal: AbortSignal): Promise<TlsPair> {
+    for (;;) {
+      let problem: string;
+      try {
+        const tls = await this.#read();
+        const unusable = this.#unusable(tls);
+        if (unusable === undefined) {
+          this.#say("", undefined);
+          this.#current = tls;
+          return tls;
+        }
+        problem = unusable;
+      } catch (error) {
+        problem = (error as Error).message;
+      }
+      this.#say("cannot serve the certificate files yet; reading them again every --cert-reload", problem);
+      await untilNextTry(this.#reloadMs, signal);
+    }
   }
 
   watch(onChange: (tls: TlsPair) => void) {
@@ -163,13 +218,19 @@ export class FileCertificates implements CertificateSource {
         // An empty file is one being written (opened, not yet filled: a copy, a `kubectl cp`), not a
         // certificate: the next read sees it whole. Handed over, it failed as a bad pair meanwhile.
         if (next.certPem.trim() === "" || next.keyPem.trim() === "") return;
+        // Not a pair (a rotation's first file written, its second not yet): the current one is
+        // served on, and the files are read again at the next reload.
+        const unusable = this.#unusable(next);
+        this.#say(
+          "the certificate files changed to a pair that cannot be served; keeping the current certificate",
+          unusable,
+        );
+        if (unusable !== undefined) return;
         this.#current = next;
         this.#log.info("certificate files changed; serving the new certificate");
         onChange(next);
       } catch (error) {
-        this.#log.warn("could not read the certificate files; keeping the current certificate", {
-          error: String(error),
-        });
+        this.#say("could not read the certificate files; keeping the current certificate", String(error));
       }
     }, this.#reloadMs);
     this.#timer.unref();
