@@ -177,7 +177,7 @@ export function maxReplicasCapWarning(
 
 export function modelCountCapWarning(model: string, replicas: number, max: number, slot?: string): string {
   return (
-    `Model "${model}": spec.replicas ${replicas} is above spec.maxReplicas ${max}: at most ${max} replicas run ` +
+    `Model "${model}": spec.replicas ${replicas} is above spec.maxReplicas ${max}: at most ${max} ${max === 1 ? "replica runs" : "replicas run"} ` +
     `(the Model's ReplicasCapped condition says so); ${slot === undefined ? "raise spec.maxReplicas to run more" : slotBound(slot)}`
   );
 }
