@@ -8,6 +8,7 @@ import { createActivatorServer } from "../activator/server.ts";
 import { knativeNetworkingServed } from "../lib/knative/networking-served.ts";
 import { createLogger } from "../lib/log.ts";
 import { Registry } from "../lib/prometheus.ts";
+import { redactUrl } from "../lib/redact-url.ts";
 import { startTelemetry } from "../lib/telemetry.ts";
 import { undici } from "../lib/undici.ts";
 import { adminTokenFlags, serverAdminToken } from "./admin-token.ts";
@@ -127,7 +128,11 @@ export const activatorCommand: Command = {
       statsIntervalMs,
       hosts: ingresses,
     });
-    log.info("starting", { server: client.server, credentials: source, autoscaler: autoscalerUrl });
+    log.info("starting", {
+      server: redactUrl(client.server),
+      credentials: source,
+      autoscaler: autoscalerUrl,
+    });
     // Every Model and pod is known before the first request: a restarted activator routes at once.
     await controlPlane.start();
     await ingresses?.start();

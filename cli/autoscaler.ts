@@ -226,7 +226,12 @@ export const autoscalerCommand: Command = {
       values["advertise-address"] === undefined
         ? `http://${process.env.POD_IP ?? ownAddress()}:${actualPort}`
         : advertised;
-    log.info("starting", { server: client.server, credentials: source, address, port: actualPort });
+    log.info("starting", {
+      server: redactUrl(client.server),
+      credentials: source,
+      address,
+      port: actualPort,
+    });
     // Loaded only here: other commands need not pay for gRPC and protobuf at start-up.
     const { ExternalScalerServer } = await import("../autoscaler/kube/external-scaler.ts");
     const scaler = new ExternalScalerServer({

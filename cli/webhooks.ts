@@ -1,5 +1,6 @@
 import { type FlagValues, UsageError } from "../lib/cli-flags.ts";
 import { createLogger } from "../lib/log.ts";
+import { redactUrl } from "../lib/redact-url.ts";
 import { byteSize } from "../lib/settings/index.ts";
 import { serviceAccountNamespace } from "../webhooks/slot-residency.ts";
 import { startWebhooks } from "../webhooks/webhooks.ts";
@@ -187,7 +188,7 @@ export const webhooksCommand: Command = {
     );
     const log = createLogger({ component: "webhooks" });
     const { client, source } = await kubeClientFrom(values, "webhooks");
-    log.info("starting", { server: client.server, credentials: source });
+    log.info("starting", { server: redactUrl(client.server), credentials: source });
     const webhooks = await startWebhooks({
       host,
       port,
