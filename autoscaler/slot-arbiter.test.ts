@@ -129,3 +129,33 @@ describe("decideSlot (other policies)", () => {
     });
   });
 });
+
+describe("decideSlot (a resident's starved requests)", () => {
+  // Found by an outside tester: under `priority`, a member with `concurrency: 1` that took the slot
+  // at maxWait was preempted as soon as it was ready, its first request in flight and the rest
+  // held again for another maxWait: one request served per round of two swaps.
+  const starvedResident = (heldSince: number) => [
+    member("low", { tier: "ready", inFlight: 1, held: 3, heldSince }),
+    member("high", { held: 2, heldSince: 95_000, priority: 1 }),
+  ];
+
+  test.each(["priority", "sticky"] as const)(
+    "%s: a higher priority waits while the resident serves requests that waited maxWait",
+    (policy) => {
+      const members = starvedResident(10_000);
+      expect(decideSlot(state(members, { policy, maxWait: 20_000, now: 200_000 }))).toEqual({
+        kind: "wait",
+        at: Number.POSITIVE_INFINITY,
+      });
+    },
+  );
+
+  test("priority: a resident whose held requests have not waited maxWait is preempted at once", () => {
+    const members = starvedResident(90_000);
+    expect(decideSlot(state(members, { policy: "priority", maxWait: 20_000 }))).toEqual({
+      kind: "swap",
+      to: "high",
+      reason: "a higher priority preempts",
+    });
+  });
+});

@@ -97,7 +97,14 @@ export function decideSlot(state: SlotState): SlotDecision {
   if (now >= starvedAt)
     return { kind: "swap", to: longest.model, reason: `waited past maxWait (${state.maxWait}ms)` };
 
-  const preemptor = byPriorityThenAge(waiting.filter((m) => m.priority > resident.priority));
+  // Nor does a higher priority take the slot while the resident holds requests that have waited
+  // maxWait themselves: each preemption would serve only what the resident had in flight, and the
+  // rest would wait another maxWait for every turn back (found by an outside tester: under
+  // `priority`, a member with `concurrency: 1` served one request per round of swaps).
+  const residentStarved = residentOldest + state.maxWait <= now;
+  const preemptor = residentStarved
+    ? undefined
+    : byPriorityThenAge(waiting.filter((m) => m.priority > resident.priority));
   const preemptAt = preemptor
     ? preemptor.heldSince! + (state.policy === "priority" ? 0 : state.preemptAfter)
     : never;
