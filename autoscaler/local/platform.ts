@@ -9,6 +9,7 @@ import { freePort, portInUse } from "../../lib/free-port.ts";
 import type { Logger } from "../../lib/log.ts";
 import { sameEngineSettings } from "../../lib/settings/config-diff.ts";
 import { type ModelConfig, snoozeArgument, substitutePlaceholders } from "../../lib/settings/index.ts";
+import { cudaDevicesEnv } from "../../lib/settings/slot-device.ts";
 import { EngineClient, vllmApiKey } from "../engine-client.ts";
 import {
   type Departure,
@@ -361,6 +362,8 @@ export class LocalPlatform implements Platform {
       ...inherited,
       ...ownEnv,
       ...(config.sleep ? { VLLM_SERVER_DEV_MODE: "1" } : {}),
+      // A slot's member runs on the slot's one GPU, whatever the model's `env` or Snooze's own says.
+      ...(config.device !== undefined ? { [cudaDevicesEnv]: config.device } : {}),
     };
     const id = `${config.id}-${++this.sequence}`;
     const replica: Replica = {

@@ -3,9 +3,10 @@ import type { ModelConfig, SlotConfig, SnoozeConfig } from "./resolve.ts";
 /**
  * Settings an engine is started with: a change to one of them means a new process. `sleep` is one
  * (`VLLM_SERVER_DEV_MODE` goes into the engine's environment with it); so is `slot`, because a
- * running engine holds its accelerator and cannot change whom it shares it with.
+ * running engine holds its accelerator and cannot change whom it shares it with; and `device`, its
+ * slot's GPU, which it is put on at its start (`CUDA_VISIBLE_DEVICES`).
  */
-export const engineKeys: readonly string[] = ["command", "env", "port", "sleep", "slot"];
+export const engineKeys: readonly string[] = ["command", "env", "port", "sleep", "slot", "device"];
 
 /**
  * The top-level settings, each of which a running Snooze takes over at a reload (a new event sink

@@ -159,8 +159,8 @@ to name it): its settings govern no model.
 
 A running \`snooze serve\` reads the file again on SIGHUP, and whenever it changes with
 \`--watch-config\`, and applies the difference without dropping a held or in-flight request: a changed
-\`command\`, \`env\`, \`port\`, \`sleep\` or \`slot\` restarts that model's engine once it drained; every
-other key applies to the running model. A bad file then changes nothing: the settings in use stay,
+\`command\`, \`env\`, \`port\`, \`sleep\` or \`slot\` restarts that model's engine once it drained, and so
+does a changed \`device\` of its slot; every other key applies to the running model. A bad file then changes nothing: the settings in use stay,
 and the log names each problem the same way ([local mode](local-mode.md#reloading-the-settings)).
 
 ## The file
@@ -221,6 +221,12 @@ ${tierRows.join("\n")}
 | key | default | meaning |
 | --- | --- | --- |
 ${slotRows.join("\n")}
+
+In local mode a slot's \`device\` is where its members' engines run: each is started with
+\`CUDA_VISIBLE_DEVICES\` set to it, over the model's own \`env\` (a model whose \`env\` names another GPU
+is warned of at load). \`0:1\`, the NVIDIA container runtime's form of a MIG device, is not one CUDA reads
+(a warning says so): locally, name the MIG device by its UUID (\`MIG-…\`, as \`nvidia-smi -L\` shows it).
+On Kubernetes the webhook binds it as \`NVIDIA_VISIBLE_DEVICES\` ([webhooks](webhooks.md)).
 `;
 }
 

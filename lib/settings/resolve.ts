@@ -4,6 +4,7 @@ import { foldedName, lookAlikeMessage, nearSlotMessage, slotLookAlikeMessage } f
 import { placeholderProblem, placeholdersIn } from "./placeholders.ts";
 import { servedNames, vllmWithoutSleepMode } from "./served-names.ts";
 import { builtinSlotDefaults } from "./slot.ts";
+import { cudaDevicesEnv, deviceCudaCannotRead, replacedDeviceEnv } from "./slot-device.ts";
 import { unusedSettings } from "./unused-settings.ts";
 
 /** A model ready to run: every tier setting filled in (times in ms, sizes in bytes). */
@@ -14,6 +15,11 @@ export interface ModelConfig extends ResolvedTierSettings {
   command: string[];
   env: Record<string, string>;
   port?: number;
+  /**
+   * The one GPU of the model's slot (`slots.<slot>.device`), when the slot names one: a local engine
+   * runs on it alone (`CUDA_VISIBLE_DEVICES`). An engine setting, since a running engine cannot move.
+   */
+  device?: string;
   /**
    * The tier settings the user set (in the model or in `defaults:`), sorted; the rest are built-in
    * defaults. Learned choices (the ladder under `wakeTarget`) never override these. Absent: unknown,
@@ -136,6 +142,8 @@ export function resolveConfig(
   const slotByFolded = new Map<string, string>();
   for (const [name, slot] of entriesInOrder(file.slots ?? {}, order.slots)) {
     slots.set(name, { ...builtinSlotDefaults, ...defined(slot), name });
+    const unreadable = deviceCudaCannotRead(slot.device);
+    if (unreadable) unused.push({ path: ["slots", name, "device"], message: unreadable });
     const first = slotByFolded.get(foldedName(name));
     if (first === undefined) slotByFolded.set(foldedName(name), name);
     else problems.push({ path: ["slots", name], message: slotLookAlikeMessage(name, first) });
@@ -166,7 +174,11 @@ export function resolveConfig(
       port: model.port,
       explicit: explicitTierKeys(file.defaults, model),
     };
+    const device = merged.slot === undefined ? undefined : slots.get(merged.slot)?.device;
+    if (device !== undefined) config.device = device;
     models.set(id, config);
+    const replaced = replacedDeviceEnv(model.env, device);
+    if (replaced) unused.push({ path: ["models", id, "env", cudaDevicesEnv], message: replaced });
     for (const { key, message } of unusedSettings(model, config))
       unused.push({ path: ["models", id, key], message });
     // Requests (by an alias too: it is rewritten) and the warm-up name the model by its id. A vLLM
