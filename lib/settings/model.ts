@@ -188,7 +188,7 @@ export const localModel = tierSettings.extend({
   }),
   port: z.int().min(1).max(65_535).optional().meta({
     description:
-      "A fixed port for the engine; when absent a free one is chosen below the kernel's ephemeral range, so the machine's outgoing connections cannot take it before the engine binds it, and never another model's fixed port nor the port of another engine Snooze runs (one still loading does not listen on it yet). A start fails, saying so, when another process already listens on a fixed port.",
+      "A fixed port for the engine; when absent a free one is chosen below the kernel's ephemeral range, so the machine's outgoing connections cannot take it before the engine binds it, and never another model's fixed port nor the port of another engine Snooze runs (one still loading does not listen on it yet). A start fails, saying so, when another process already listens on a fixed port; choose a fixed port below the ephemeral range (32768–60999 by default, `/proc/sys/net/ipv4/ip_local_port_range`), where any outgoing connection of the machine may take it first.",
   }),
 });
 
