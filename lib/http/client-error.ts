@@ -128,11 +128,13 @@ function lingerThenClose(socket: Duplex): void {
     clearTimeout(cap);
     socket.destroy();
   };
-  let idle = setTimeout(close, LINGER_IDLE_MS);
-  const cap = setTimeout(close, LINGER_MAX_MS);
+  // Unref'd: a connection being closed never keeps a stopping process waiting for its timers.
+  const wait = (ms: number) => setTimeout(close, ms).unref();
+  let idle = wait(LINGER_IDLE_MS);
+  const cap = wait(LINGER_MAX_MS);
   lingering.set(socket, () => {
     clearTimeout(idle);
-    idle = setTimeout(close, LINGER_IDLE_MS);
+    idle = wait(LINGER_IDLE_MS);
   });
   socket.once("end", close);
   socket.once("close", () => {
