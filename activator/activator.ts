@@ -523,7 +523,7 @@ export class Activator {
       // counted besides it (found by an outside tester: one bad chunk counted as 400 and as 499).
       const refused = bodyRefusedWith(res);
       if (refused !== undefined) status = refused;
-      if (!answered(res) && !res.destroyed) {
+      if (refused === undefined && !answered(res) && !res.destroyed) {
         // Every path above answers; should one not, the client still gets an answer, not silence.
         context.with(ctx, () => this.log.error("a request was left unanswered", { model, status }));
         if (!res.headersSent) {
