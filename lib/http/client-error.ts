@@ -3,6 +3,7 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { escapeLineBreakers } from "../json-line.ts";
 import { type OpenAIErrorBody, openAIError } from "../openai-error.ts";
+import { lingerIdleMs, lingerMaxMs } from "./linger.ts";
 import { requestIdInRaw } from "./request-id.ts";
 
 /**
@@ -107,13 +108,9 @@ const currentResponse = (socket: Duplex) =>
  */
 const lingering = new WeakMap<Duplex, () => void>();
 
-/** How long a refused connection waits for the client's next bytes, and in all (as nginx's lingering_close). */
-const LINGER_IDLE_MS = 2_000;
-const LINGER_MAX_MS = 30_000;
-
 /**
  * Closes a refused connection once its client has closed its side, or sent nothing for
- * `LINGER_IDLE_MS` (`LINGER_MAX_MS` in all), reading and dropping what it still sends meanwhile.
+ * `lingerIdleMs` (`lingerMaxMs` in all), reading and dropping what it still sends meanwhile.
  * Closed at once, the connection had the client's later bytes unread or arriving after it, and the
  * kernel reset it: the client saw "Broken pipe" or "Connection reset" on its next write, and never
  * read the answer that says why. An HTTP/2 client writes its request's frames right after the
@@ -130,11 +127,11 @@ function lingerThenClose(socket: Duplex): void {
   };
   // Unref'd: a connection being closed never keeps a stopping process waiting for its timers.
   const wait = (ms: number) => setTimeout(close, ms).unref();
-  let idle = wait(LINGER_IDLE_MS);
-  const cap = wait(LINGER_MAX_MS);
+  let idle = wait(lingerIdleMs);
+  const cap = wait(lingerMaxMs);
   lingering.set(socket, () => {
     clearTimeout(idle);
-    idle = wait(LINGER_IDLE_MS);
+    idle = wait(lingerIdleMs);
   });
   socket.once("end", close);
   socket.once("close", () => {
