@@ -3,6 +3,7 @@
  * body must be a JSON object, and each field's type is checked where it is given (null counts as
  * absent), every failure collected to be told at once (`schemaError`).
  */
+import { parseAsPython } from "../../lib/http/python-json.ts";
 import { laxBool } from "../../lib/lax-bool.ts";
 import { laxFloat } from "./lax-float.ts";
 import { laxInt } from "./lax-int.ts";
@@ -30,8 +31,10 @@ export function requestFields(rawBody: string): RequestFields {
   // Python reads a number written with a fraction or an exponent as a float, which pydantic takes
   // as an integer only within 64 bits; JSON.parse loses how it was written, so note it here.
   const floatLiterals = new WeakMap<object, Set<string>>();
+  // `NaN` and `Infinity`, which Python's parser takes, read as absent: no answer of the simulator
+  // depends on a sampling value.
   try {
-    body = JSON.parse(
+    body = parseAsPython(
       rawBody,
       function (this: object, key: string, value: unknown, context?: { source?: string }) {
         if (typeof value === "number" && /[.eE]/.test(context?.source ?? "")) {

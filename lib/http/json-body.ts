@@ -1,4 +1,5 @@
 import { jsonText } from "./json-encoding.ts";
+import { parseAsPython } from "./python-json.ts";
 
 /**
  * A JSON request body as routing reads it. `parsed` is its value (from a worker thread, only what
@@ -17,7 +18,7 @@ export function readJsonBody(body: Buffer): JsonBody {
   const { text, utf8 } = jsonText(body);
   const sent = utf8 ? body : Buffer.from(text);
   try {
-    return { parsed: JSON.parse(text), sent };
+    return { parsed: parseAsPython(text), sent };
   } catch (error) {
     return { invalid: error as Error, sent };
   }

@@ -20,6 +20,12 @@ test("a large body is parsed on a worker thread: the event loop turns while it i
   expect(read.parsed).toEqual({ model: "qwen", stream: true });
 });
 
+test("off the loop too, NaN and Infinity (Python's JSON, vLLM's parser) read as null", async () => {
+  const read = await readJsonBodyOffLoop(large('"model":"qwen","temperature":NaN,"top_p":-Infinity,'));
+  expect(read.parsed).toEqual({ model: "qwen" });
+  expect(read.invalid).toBeUndefined();
+});
+
 test("a small body is parsed at once, as before", async () => {
   let turned = false;
   setImmediate(() => {

@@ -4,10 +4,11 @@
  */
 import { answerOffLoop } from "../off-loop-worker.ts";
 import { routingView } from "./json-body.ts";
+import { parseAsPython } from "./python-json.ts";
 
 answerOffLoop((text: string) => {
   try {
-    return { parsed: routingView(JSON.parse(text)) };
+    return { parsed: routingView(parseAsPython(text)) };
   } catch (error) {
     return { invalid: (error as Error).message };
   }

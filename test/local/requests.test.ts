@@ -86,6 +86,17 @@ describe("requests the activator answers itself", () => {
     expect(wrongType.status).toBe(400);
   });
 
+  test("NaN and Infinity, which Python's json.dumps writes and vLLM's parser takes, are routed and sent on as written (found by an outside tester: 400 invalid_json)", async () => {
+    const body =
+      '{"model":"qwen3","messages":[{"role":"user","content":"NaN"}],"max_tokens":2,"temperature":NaN,"top_p":Infinity,"presence_penalty":-Infinity}';
+    const response = await post("/v1/chat/completions", {
+      headers: { "content-type": "application/json" },
+      body,
+    });
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as any).model).toBe("qwen");
+  });
+
   test("a model name with a malformed percent-escape is a 400 that names it, on every route that takes one", async () => {
     const answers = await Promise.all([
       fetch(`${snooze.url}/v1/models/qw%ZZen`),
