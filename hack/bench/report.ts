@@ -80,7 +80,7 @@ function summary(r: BenchResults): string {
     ]);
     rows.push([
       "Warm path: requests/s vs nginx (1 worker) of Node itself, without Snooze",
-      `bytes relayed, no HTTP: ${fmt(r.warmPath.nodeVsNginx1.relay)}×; node:http + undici: ${fmt(r.warmPath.nodeVsNginx1.minimal)}×`,
+      `bytes relayed, no HTTP: ${fmt(r.warmPath.nodeVsNginx1.relay)}×; HTTP framed by hand on raw sockets: ${fmt(r.warmPath.nodeVsNginx1.framed)}×; node:http + undici: ${fmt(r.warmPath.nodeVsNginx1.minimal)}×`,
       "—",
       "",
     ]);

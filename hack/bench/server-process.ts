@@ -39,10 +39,10 @@ export async function startServerProcess(
 }
 
 /** The Node.js yardsticks beside the activator, each a script in this folder. */
-export type NodeProxy = "minimal-proxy" | "node-relay";
+export type NodeProxy = "minimal-proxy" | "node-relay" | "framed-proxy";
 
 /**
- * Starts one of the Node.js yardsticks (`minimal-proxy.ts`, `node-relay.ts`) on a free port in front
+ * Starts one of the Node.js yardsticks (`minimal-proxy.ts`, `node-relay.ts`, `framed-proxy.ts`) on a free port in front
  * of `upstream` (host:port), with its extra flags.
  */
 export async function startNodeProxy(

@@ -3,8 +3,9 @@
  * straight to the engine (the physical limit), through nginx with one worker
  * (one process, like the activator), through nginx with a worker per core, and
  * through Node relaying bytes with no HTTP (`node-relay.ts`: the floor of any
- * Node proxy), through a minimal Node.js proxy (`minimal-proxy.ts`: what Node's
- * HTTP costs), the same proxy as two processes behind one port (what spreading
+ * Node proxy), through Node with HTTP's framing written by hand on raw sockets
+ * (`framed-proxy.ts`: what a Node data plane off node:http could reach at most), through a
+ * minimal Node.js proxy (`minimal-proxy.ts`: what Node's HTTP costs), the same proxy as two processes behind one port (what spreading
  * Node over the cores buys), and through the activator. The engine is nginx answering a fixed chat
  * completion: the cheapest HTTP server on the machine, so that what differs
  * between the targets is the proxy.
@@ -38,6 +39,7 @@ export const warmPathTargets = [
   "nginx-1w",
   "nginx-auto",
   "node-relay",
+  "node-framed",
   "node-minimal",
   "node-minimal-2p",
   "activator",
@@ -113,10 +115,11 @@ export interface WarmPathResult {
   throughputVsNginxAuto: number;
   throughputVsNodeMinimal: number;
   /**
-   * What Node itself reaches over nginx-1w, without Snooze: bytes relayed with no HTTP (`node-relay`)
-   * and node:http + undici (`node-minimal`), medians of the per-round ratios of requests/s.
+   * What Node itself reaches over nginx-1w, without Snooze: bytes relayed with no HTTP (`node-relay`),
+   * HTTP framed by hand on raw sockets (`node-framed`) and node:http + undici (`node-minimal`),
+   * medians of the per-round ratios of requests/s.
    */
-  nodeVsNginx1: { relay: number; minimal: number };
+  nodeVsNginx1: { relay: number; framed: number; minimal: number };
   /** With BENCH_LLAMA_SWAP: activator requests/s over llama-swap's, median of the per-round ratios. */
   throughputVsLlamaSwap?: number;
   /** With BENCH_BASELINE: this activator over the baseline's, medians of the per-round ratios. */
@@ -204,7 +207,8 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
     const minimal = await startNodeProxy("minimal-proxy", upstream);
     const minimal2 = await startNodeProxy("minimal-proxy", upstream, ["--workers", "2"]);
     const relay = await startNodeProxy("node-relay", upstream);
-    proxies.push(minimal, minimal2, relay);
+    const framed = await startNodeProxy("framed-proxy", upstream);
+    proxies.push(minimal, minimal2, relay, framed);
 
     const targets: Partial<
       Record<
@@ -216,6 +220,7 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
       "nginx-1w": { url: `http://127.0.0.1:${ports.nginx1}`, pids: nginx1.pids },
       "nginx-auto": { url: `http://127.0.0.1:${ports.nginxAuto}`, pids: nginxAuto.pids },
       "node-relay": { url: relay.url, pids: () => [relay.pid] },
+      "node-framed": { url: framed.url, pids: () => [framed.pid] },
       "node-minimal": { url: minimal.url, pids: () => [minimal.pid] },
       "node-minimal-2p": {
         url: minimal2.url,
@@ -332,6 +337,7 @@ export async function warmPath(ctx: BenchContext): Promise<WarmPathResult> {
       throughputVsNodeMinimal: ratio("node-minimal"),
       nodeVsNginx1: {
         relay: ratioOf("node-relay", "nginx-1w"),
+        framed: ratioOf("node-framed", "nginx-1w"),
         minimal: ratioOf("node-minimal", "nginx-1w"),
       },
       ...(peer ? { throughputVsLlamaSwap: ratio("llama-swap") } : {}),
