@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { lstatSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { homedir } from "node:os";
 import { isAbsolute, join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
@@ -199,7 +199,8 @@ export async function stopLeftovers(
       state = JSON.parse(readSmallFileSync(file, maxRecordBytes).toString("utf8")) as StateFile;
       if (state.version !== 1 || !Array.isArray(state.engines)) throw new Error("not a record of engines");
     } catch (error) {
-      log.warn("ignoring an unreadable record of engines", { file, error });
+      const movedTo = setAside(file, name);
+      log.warn("ignoring an unreadable record of engines", { file, error, ...(movedTo ? { movedTo } : {}) });
       continue;
     }
     const owner = readProcStat(state.snooze.pid);
@@ -242,6 +243,25 @@ export async function stopLeftovers(
     }
   }
   return found;
+}
+
+/**
+ * Renames an unreadable record (`<name>.unreadable`) so the next start does not warn of it again
+ * (found by an outside tester: a truncated record was warned of at every start). Only a regular
+ * file whose `snooze serve` (the pid in its name) is gone; the file is kept for a person to read
+ * which engines it may name. Undefined when it stays.
+ */
+function setAside(file: string, name: string): string | undefined {
+  const pid = Number(/^serve-(\d+)\.json$/.exec(name)?.[1]);
+  const owner = readProcStat(pid);
+  if (owner && owner.state !== "Z") return undefined;
+  try {
+    if (!lstatSync(file).isFile()) return undefined;
+    renameSync(file, `${file}.unreadable`);
+    return `${file}.unreadable`;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Waits until no process is left in `groups`; false after `timeoutMs`, or once `cut` aborts. */
