@@ -52,7 +52,12 @@ const refusal = (
   type: string,
   code: string,
   headers?: Record<string, string>,
-): AdminRefusal => ({ status, body: openAIError(message, type, code), ...(headers ? { headers } : {}) });
+  param: string | null = null,
+): AdminRefusal => ({
+  status,
+  body: openAIError(message, type, code, param),
+  ...(headers ? { headers } : {}),
+});
 
 /** Whether a request is an event delivery, `POST /snooze/v1/events`. */
 export function isEventDelivery(req: IncomingMessage): boolean {
@@ -145,6 +150,8 @@ export function adminRefusal(
         : `The admin API does not take content-type ${contentType} (a form content type, which a web page may send cross-origin): send application/json or no body.`,
       "invalid_request_error",
       "unsupported_media_type",
+      undefined,
+      "content-type",
     );
   }
   return undefined;

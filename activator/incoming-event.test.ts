@@ -182,7 +182,12 @@ test.each(["application/octet-stream", "application/xml", "text/csv; charset=utf
   "binary, data sent as %s is a 415 naming it: Snooze reads JSON data (found by a probe: 400 invalid_json)",
   (type) => {
     const parsed = parseIncomingEvents({ ...binaryHeaders, "content-type": type }, Buffer.from("<a/>"));
-    expect(parsed).toMatchObject({ ok: false, status: 415, code: "unsupported_media_type" });
+    expect(parsed).toMatchObject({
+      ok: false,
+      status: 415,
+      code: "unsupported_media_type",
+      param: "content-type",
+    });
     if (!parsed.ok)
       expect(parsed.message).toContain(`not ${type.split(";")[0]}: send the data as application/json`);
   },

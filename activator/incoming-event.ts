@@ -233,6 +233,7 @@ export function parseIncomingEvents(
       `The events endpoint reads a binary-mode event's data as JSON, not ${mediaType}: send the data as application/json (or no body), or the event as application/cloudevents+json`,
       "unsupported_media_type",
       415,
+      "content-type",
     );
   // The data as sent: JSON read here (the SDK reads only application/json, and leaves text/json or
   // +json as text), or, with no content type, text that may hold JSON.
@@ -288,6 +289,7 @@ function unreadFormat(headers: IncomingHttpHeaders): EventRefusal | undefined {
     `The events endpoint does not take content-type ${contentType}: it reads only the JSON event format. Send the event as application/cloudevents+json, a batch as application/cloudevents-batch+json, or a binary-mode event's data as application/json.`,
     "unsupported_media_type",
     415,
+    "content-type",
   );
 }
 

@@ -131,7 +131,7 @@ describe("loopback without a token", () => {
         "a=b",
       );
       expect(answer.status, type).toBe(415);
-      expect(answer.body.error.code).toBe("unsupported_media_type");
+      expect(answer.body.error).toMatchObject({ code: "unsupported_media_type", param: "content-type" });
     }
     const event = await raw(
       snooze.url,
@@ -141,6 +141,7 @@ describe("loopback without a token", () => {
       "{}",
     );
     expect(event.status).toBe(415);
+    expect(event.body.error).toMatchObject({ code: "unsupported_media_type", param: "content-type" });
     expect(tierOf(snooze)).toBe("ready");
   });
 

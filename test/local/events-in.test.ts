@@ -384,9 +384,9 @@ describe("every malformed event is refused with a status and a reason", () => {
     expect(tierOf("untouched")).toBe(before);
   });
 
-  test("binary, data sent as text/plain: 415 unsupported_media_type, listing what to send, the batch type included (found by an outside tester)", async () => {
+  test("binary, data sent as text/plain: 415 unsupported_media_type naming content-type, listing what to send, the batch type included (found by an outside tester)", async () => {
     const answer = await refusal(await send(binaryHeaders({ "content-type": "text/plain" }), "hello"));
-    expect(answer).toMatchObject({ status: 415, code: "unsupported_media_type" });
+    expect(answer).toMatchObject({ status: 415, code: "unsupported_media_type", param: "content-type" });
     expect(answer.message).toContain("content-type text/plain");
     for (const type of [
       "application/json",
@@ -394,6 +394,14 @@ describe("every malformed event is refused with a status and a reason", () => {
       "application/cloudevents-batch+json",
     ])
       expect(answer.message).toContain(type);
+  });
+
+  test("binary, data sent as another non-JSON type (application/xml): 415 naming content-type (found by an outside tester: no param)", async () => {
+    const answer = await refusal(
+      await send(binaryHeaders({ "content-type": "application/xml" }), "<hello/>"),
+    );
+    expect(answer).toMatchObject({ status: 415, code: "unsupported_media_type", param: "content-type" });
+    expect(answer.message).toContain("not application/xml");
   });
 
   test("structured mode in another event format (XML, Avro, Protobuf): 415 naming it, not a missing ce-specversion (found by an outside tester)", async () => {
@@ -404,7 +412,7 @@ describe("every malformed event is refused with a status and a reason", () => {
       "application/cloudevents-batch+protobuf",
     ]) {
       const answer = await refusal(await send({ "content-type": type }, "<event/>"));
-      expect(answer).toMatchObject({ status: 415, code: "unsupported_media_type" });
+      expect(answer).toMatchObject({ status: 415, code: "unsupported_media_type", param: "content-type" });
       expect(answer.message).toContain(`content-type ${type}`);
       expect(answer.message).toContain("application/cloudevents+json");
       expect(answer.message).toContain("application/cloudevents-batch+json");
