@@ -1,4 +1,4 @@
-import { expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { EventCorrelator } from "./event-correlator.ts";
 
 const minute = 60_000;
@@ -62,4 +62,45 @@ test("the state is bounded: past maxKeys the least recently used series go", () 
   c.observe("c", "k", "c", 3);
   expect(c.observe("a", "k", "a", 4).kind).toBe("series");
   expect(c.observe("b", "k", "b", 5).kind).toBe("create");
+});
+
+describe("Event names: valid at the length limit of the object's name", () => {
+  const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+  // 2026: 16 hex digits of nanoseconds, as a real clock gives.
+  const now = Date.UTC(2026, 11, 7);
+  /** The name of a new Event about `object`, the `sequence`-th of this millisecond. */
+  const eventName = (object: string, at: number, sequence: number) => {
+    const c = new EventCorrelator({ burst: 100 });
+    for (let i = 0; i < sequence; i++) c.observe(`uid-${object}`, `other-${i}`, object, at);
+    return (c.observe(`uid-${object}`, "Woke", object, at) as { name: string }).name;
+  };
+
+  test("an object named with 253 characters gets an Event name of at most 253, its own, readable (found by an outside tester: the API server refused it)", () => {
+    // Before, `<name>.<hex nanoseconds>` went past 253 for names over 236 characters.
+    const names = [
+      "q".repeat(253),
+      `${"a".repeat(230)}-${"b".repeat(22)}`,
+      `${"a".repeat(230)}-${"c".repeat(22)}`,
+      `${"a".repeat(230)}.${"b".repeat(22)}`,
+      "m".repeat(237),
+    ];
+    const events = names.map((name) => eventName(name, now, 0));
+    for (const [i, event] of events.entries()) {
+      expect(event.length, event).toBeLessThanOrEqual(253);
+      expect(event).toMatch(dnsSubdomain);
+      expect(event.startsWith(names[i]!.slice(0, 200))).toBe(true);
+      // The time stays last, as client-go writes it.
+      expect(event).toMatch(/\.[0-9a-f]{16}$/);
+    }
+    expect(new Set(events).size).toBe(names.length);
+    // Two Events of one long-named object still differ.
+    expect(eventName(names[0]!, now, 1)).not.toBe(events[0]);
+  });
+
+  test("a name that fits is kept as client-go writes it: <object name>.<hex nanoseconds>", () => {
+    const fits = "n".repeat(236);
+    expect(eventName(fits, now, 0)).toBe(`${fits}.${(BigInt(now) * 1_000_000n).toString(16)}`);
+    expect(eventName(fits, now, 0)).toHaveLength(253);
+    expect(eventName("qwen", now, 3)).toBe(`qwen.${(BigInt(now) * 1_000_000n + 3n).toString(16)}`);
+  });
 });

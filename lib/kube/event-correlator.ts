@@ -1,4 +1,5 @@
 import { keepNewest } from "../keep-newest.ts";
+import { fitName, maxObjectName } from "./object-name.ts";
 
 /**
  * What to do with one more Kubernetes Event, decided as client-go's event recorders do, so a model
@@ -85,9 +86,12 @@ export class EventCorrelator {
 
 /**
  * `<object name>.<hex nanoseconds>`, as client-go names Events; the sequence fills the nanoseconds a
- * millisecond clock does not have, so two Events of one millisecond never share a name.
+ * millisecond clock does not have, so two Events of one millisecond never share a name. An object
+ * name too long for that to fit in a name (over about 236 characters: found by an outside tester,
+ * the API server refused such an Event, so it was lost) keeps its first part and a hash of itself.
  */
 function eventName(object: string, now: number, sequence: number): string {
   const nanos = BigInt(Math.floor(now)) * 1_000_000n + BigInt(sequence % 1_000_000);
-  return `${object}.${nanos.toString(16)}`;
+  const suffix = nanos.toString(16);
+  return `${fitName(object, maxObjectName - suffix.length - 1)}.${suffix}`;
 }

@@ -1,6 +1,6 @@
-import { createHash } from "node:crypto";
 import { type Logger, silentLogger } from "../log.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject, paths } from "./client.ts";
+import { fitName, maxObjectName } from "./object-name.ts";
 
 /** A coordination.k8s.io/v1 Lease as the API serves it. */
 export interface Lease extends KubeObject {
@@ -322,9 +322,6 @@ export class LeaseElector {
   }
 }
 
-/** The longest name a Lease may have (a DNS subdomain's). */
-const maxLeaseName = 253;
-
 /**
  * A name usable as a Lease name (a DNS subdomain): lower case, [a-z0-9.-], at most 253. One that
  * would be longer keeps its first part and ends in a hash of the whole, so it stays valid and two
@@ -339,10 +336,7 @@ export function leaseName(...parts: string[]): string {
     .toLowerCase()
     .replace(/[^a-z0-9.-]/g, "-")
     .replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, "");
-  if (name.length <= maxLeaseName) return name;
-  const hash = createHash("sha256").update(parts.join("/")).digest("hex").slice(0, 16);
-  const head = name.slice(0, maxLeaseName - hash.length - 1).replace(/[^a-z0-9]+$/, "");
-  return `${head}-${hash}`;
+  return fitName(name, maxObjectName, parts.join("/"));
 }
 
 /**
