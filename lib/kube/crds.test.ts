@@ -128,6 +128,20 @@ describe("CRDs", () => {
     expect(schema.properties.status!.properties.selector).toMatchObject({ type: "string" });
   });
 
+  test("sleepLevel is an integer, 1 or 2, in the CRD as in zod (an outside tester read it as strings)", () => {
+    // The API server's refusal quotes every allowed value (`Unsupported value: 3: supported values:
+    // "1", "2"`), integers too; the schema itself says integer, so kubectl explain shows <integer>
+    // and a string "1" is refused as "must be of type integer".
+    const sleepLevel = versionSchema(modelCrd()).properties.spec!.properties.sleepLevel;
+    expect(sleepLevel).toEqual({ description: expect.any(String), type: "integer", enum: [1, 2] });
+    expect(readFileSync(resolve(crdDir, "snooze.dev_models.yaml"), "utf8")).toMatch(
+      /\n( +)sleepLevel:\n\1 {2}description: [^\n]*\n\1 {2}type: integer\n\1 {2}enum:\n\1 {4}- 1\n\1 {4}- 2\n/,
+    );
+    const zodAccepts = (value: unknown) =>
+      modelSpec.safeParse({ ...validModelSpec, sleepLevel: value }).success;
+    expect([1, 2, "1", 3, 0, 1.5].map(zodAccepts)).toEqual([true, true, false, false, false, false]);
+  });
+
   test("the zod schema accepts the valid example and fills the same defaults as the CRD", () => {
     const parsed = modelSpec.parse(validModelSpec);
     expect(parsed).toMatchObject({ port: 8000, minReplicas: 0, maxReplicas: 2, sleepAfter: 300_000 });
