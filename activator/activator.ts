@@ -101,6 +101,10 @@ const holdMessages: Record<HoldRefusal, (model: string, seconds: number) => stri
   abandoned: (model) => `The client left while the request for \`${model}\` was held.`,
 };
 
+/** The hold budget spent while the model's engine was being stopped (`snooze stop`, its `zeroAfter`...). */
+const stoppingMessage = (model: string, s: number) =>
+  `The model \`${model}\` did not become ready within its hold budget: its engine is being stopped (it is killed at the end of its stop grace if it has not exited), and the model can start again only once it is gone; retry in about ${s}s.`;
+
 /** The hold budget spent on a model that was ready, every place on it taken (concurrency, maxConnections). */
 const busyMessage = (model: string, s: number) =>
   `The model \`${model}\` is ready but was busy for the whole hold budget: every place on it (its concurrency or maxConnections) stayed taken; retry in about ${s}s.`;
@@ -1176,7 +1180,9 @@ export class Activator {
             ? busyMessage(model, seconds)
             : slot
               ? slotWaitMessage(model, seconds, slot.reason)
-              : holdMessages[failure.reason](model, seconds);
+              : failure.reason === "budget" && route.stopLeftMs() !== undefined
+                ? stoppingMessage(model, seconds)
+                : holdMessages[failure.reason](model, seconds);
       // A client that left is no fault of Snooze's: the server span has no error status for it
       // either (found by an outside tester: the abandoned hold was the trace's one error).
       if (failure.reason !== "abandoned") span.setStatus({ code: SpanStatusCode.ERROR, message });

@@ -593,6 +593,16 @@ export class ModelRoute {
   }
 
   /**
+   * While the engine the model's latest event is about is being stopped (`ReplicaEvent.goneBy`):
+   * how long until it is gone at the latest, and the model can start again. Undefined otherwise.
+   */
+  stopLeftMs(): number | undefined {
+    const event = this.lastEvent;
+    if (event?.goneBy === undefined || event.tier === "cold") return undefined;
+    return Math.max(0, event.goneBy - Date.now());
+  }
+
+  /**
    * How long until the model is likely ready, from the measured activation time: what is left of
    * the one under way, or, before it was announced (a burst refused in the instant its first request
    * asked for it), the whole of the last start or wake. Before any was measured, `unmeasuredMs`
@@ -600,6 +610,11 @@ export class ModelRoute {
    */
   retryAfterMs(): number {
     const event = this.lastEvent;
+    // Its engine is being stopped: the model starts again once it is gone, which may be as late as
+    // the end of its stop grace (an engine deaf to SIGTERM); a retry sooner is held through the
+    // rest of the stop, and refused again. Found by an outside tester: a wake's time, 2 s.
+    const stopLeft = this.stopLeftMs();
+    if (stopLeft !== undefined) return Math.max(minRetryAfterMs, stopLeft);
     if (event?.tier === "starting" || event?.tier === "waking") {
       // What is left of its estimate; past it (a reload's slower command, a loaded machine), at
       // least as long again as it has run, as one that has run long is likely to run long yet

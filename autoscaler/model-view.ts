@@ -64,6 +64,7 @@ export function replicaEvent(
     ...(activation ? traceContextOf(activation.span) : {}),
     ...(record.tier === "draining" && record.drainEndsAt !== undefined ? { endsAt: record.drainEndsAt } : {}),
     ...(record.tier === "draining" && record.unresponsive ? { unresponsive: true as const } : {}),
+    ...(record.tier !== "cold" && record.goneBy !== undefined ? { goneBy: record.goneBy } : {}),
     ...(record.tier === "cold" && exit !== undefined ? { exit } : {}),
   };
 }

@@ -159,6 +159,12 @@ export interface Platform {
   recordTier(model: string, replica: Replica, recorded: RecordedTier, believed?: Tier): Promise<void>;
   engine(replica: Replica): Engine;
   /**
+   * How long an engine asked to stop (a scale-down) may take at most to be gone: local mode's stop
+   * grace, then SIGKILL and a moment for its output to close. Undefined where the platform cannot
+   * bound it (a pod's termination is the kubelet's).
+   */
+  readonly stopWithinMs?: number;
+  /**
    * The replica's last lines of output, joined, when the platform keeps them (local mode): a start
    * that timed out says where its engine was, as the departure of one that exited does.
    */

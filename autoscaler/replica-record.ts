@@ -82,6 +82,8 @@ export interface ReplicaRecord {
   drainEndsAt?: number;
   /** It drains because its engine stopped answering (activators tell the clients so). */
   unresponsive?: true;
+  /** Its engine is being stopped: when it is gone at the latest (`ReplicaEvent.goneBy`). */
+  goneBy?: number;
   /**
    * The context of the operation that stopped it (a failed start's or wake's activation, a
    * release's drain): the line of its going cold, which comes when the platform sees it gone, is

@@ -44,6 +44,8 @@ export interface ScalingHost {
   changed(): void;
   beginActivation(kind: "start" | "wake", from: Tier, started?: number): Activation;
   activationFailed(record: ReplicaRecord, reason: string, backTo?: Tier): void;
+  /** Tells activators the record's state as it is now (its tier unchanged). */
+  emitFor(record: ReplicaRecord): void;
 }
 
 export function scaleUp(c: ScalingHost, to: number): void {
@@ -105,6 +107,10 @@ export function releaseSpared(c: ScalingHost, set: ReplicaSetView): void {
     record.busy = false;
     record.leaving = false;
     record.stoppedIn = undefined;
+    if (record.goneBy !== undefined) {
+      record.goneBy = undefined;
+      c.emitFor(record);
+    }
     c.log.warn("the workload removed another replica in place of this one; deciding again", {
       replica: record.replica.id,
     });
@@ -135,6 +141,17 @@ export async function removeReplicas(c: ScalingHost, wanted: ReplicaRecord[], to
   try {
     c.guard(leadership);
     c.log.info("stopping", { from, to, replicas: records.map((r) => r.replica.id) });
+    // Activators tell a request they hold meanwhile when the engine is gone at the latest and the
+    // model can start again (found by an outside tester: a wake's time, 2 s, while an engine
+    // deaf to SIGTERM had most of its stop grace left).
+    const within = c.deps.platform.stopWithinMs;
+    if (within !== undefined) {
+      const goneBy = c.deps.clock.now() + within;
+      for (const r of records) {
+        r.goneBy = goneBy;
+        c.emitFor(r);
+      }
+    }
     c.scaleOverride = { replicas: to, until: c.deps.clock.now() + scaleLagMs };
     await c.deps.platform.scale(
       c.key,
@@ -151,6 +168,10 @@ export async function removeReplicas(c: ScalingHost, wanted: ReplicaRecord[], to
       r.busy = false;
       r.leaving = false;
       r.stoppedIn = undefined;
+      if (r.goneBy !== undefined) {
+        r.goneBy = undefined;
+        c.emitFor(r);
+      }
     }
     if (!(error instanceof NotLeading) && leadership === c.leadership) {
       failedScale(c, "scale-down", error);

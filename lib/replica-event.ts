@@ -63,6 +63,12 @@ export interface ReplicaEvent {
    */
   unresponsive?: true;
   /**
+   * Its engine is being stopped (it goes cold, not to sleep), and is gone by this epoch ms at the
+   * latest: the platform's stop grace, then SIGKILL (local mode). The model can start again only
+   * then, so a request refused meanwhile is told to come back then, not after a wake's time.
+   */
+  goneBy?: number;
+  /**
    * For cold: how its engine went when it went on its own, as the platform told it (its exit code
    * or signal and last lines of output). Activators tell it to a request that engine failed under.
    */

@@ -201,6 +201,11 @@ export class LocalPlatform implements Platform {
     // In one process the controller's own record is the only one there is.
   }
 
+  /** Its stop grace, then SIGKILL, and the time its output has to close after. */
+  get stopWithinMs(): number {
+    return this.stopGraceMs + outputDrainMs;
+  }
+
   engine(replica: Replica): EngineClient {
     const engine = this.find(replica.id);
     return engine?.client ?? new EngineClient(replica.address ?? `${host}:0`);

@@ -6,7 +6,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { afterEach, describe, expect, test } from "vitest";
+import { LocalPlatform } from "../../autoscaler/local/platform.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
+import { startLocalSnooze } from "../../cli/local-snooze.ts";
+import { silentLogger } from "../../lib/log.ts";
+import { parseConfig } from "../../lib/settings/index.ts";
 import { chat, metricValue, simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 let snooze: LocalSnooze | undefined;
@@ -59,6 +63,42 @@ models:
     expect(error.message).toContain("is ready but was busy for the whole hold budget");
     expect(await stream.text()).toContain("[DONE]");
   });
+
+  test("hold budget spent while the model's engine is being stopped, deaf to SIGTERM: Retry-After and the message count the stop grace left, not a wake's 2 s", async () => {
+    // Found by an outside tester: `snooze stop` on an engine that ignores SIGTERM waits its stop
+    // grace before SIGKILL, and a request held meanwhile was told `retry in about 2s` (the
+    // unmeasured wake), to be refused again and again until the engine was gone.
+    const deaf = [
+      "sh",
+      "-c",
+      `trap '' TERM; "$0" "$1" sim --served-model-name deaf --port "$2" --time-scale 0.05 --enable-sleep-mode; sleep 30`,
+      "${SNOOZE}",
+      "${PORT}",
+    ];
+    const config = parseConfig(
+      `models:\n  deaf:\n    holdBudget: 500ms\n    command: ${JSON.stringify(deaf)}\n`,
+      "test.yaml",
+    );
+    const platform = new LocalPlatform(config.models.values(), silentLogger, { stopGraceMs: 6_000 });
+    snooze = await startLocalSnooze({ config, log: silentLogger, host: "127.0.0.1", port: 0, platform });
+    const controller = snooze.autoscaler.controller("deaf")!;
+    await controller.wakeNow();
+    const stopped = controller.stopNow();
+    const route = snooze.activator.routes.get("deaf")!;
+    await until(() => route.latestEvent?.goneBy !== undefined, 5_000, "the stop to begin");
+    const refused = await fetch(`${snooze.url}/v1/chat/completions`, chat("deaf"));
+    expect(refused.status).toBe(503);
+    const retryAfter = Number(refused.headers.get("retry-after"));
+    // The grace (6 s) and the output's second, less the half second held and what the stop took.
+    expect(retryAfter).toBeGreaterThanOrEqual(5);
+    expect(retryAfter).toBeLessThanOrEqual(7);
+    const { error } = (await refused.json()) as any;
+    expect(error.code).toBe("hold_budget_exceeded");
+    expect(error.message).toContain("its engine is being stopped");
+    expect(error.message).toContain(`retry in about ${retryAfter}s`);
+    expect(await stopped).toBe("done");
+    expect(tierOf("deaf")).toBe("cold");
+  }, 20_000);
 
   test("queue full on a ready model whose one place is taken: Retry-After is the measured answer time, not 1 s (the openai client)", async () => {
     // Found by a probe: told `Retry-After: 1` while each answer took seconds, the openai client spent
