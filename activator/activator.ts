@@ -43,7 +43,7 @@ import { adoptRequestId } from "./request-id.ts";
 import { EngineCall, startServerSpan, usageAttributes } from "./request-trace.ts";
 import { type FormFields, nameLookup, type Resolution, resolveModel } from "./resolve-model.ts";
 import { makerGone, ResponseIds } from "./response-ids.ts";
-import { type SlotWait, slotWait } from "./slot-wait.ts";
+import { type SlotPeer, type SlotWait, slotWait } from "./slot-wait.ts";
 import { removedWhileHeld } from "./unknown-model.ts";
 import { EndedEarly, errorAnswer, failedUnder, failedUnderAnswer } from "./upstream-failure.ts";
 
@@ -227,6 +227,30 @@ export class Activator {
       held: r.held,
     }));
     return slotWait(route.config, peers, Date.now());
+  }
+
+  /**
+   * What each model whose slot another member holds waits for there, by id (the admin API's list,
+   * whence `snooze wake`'s word on a wake that timed out waiting for it). Each slot's members are
+   * gathered once, not all routes again for each model.
+   */
+  slotWaits(): Map<string, SlotWait> {
+    const bySlot = new Map<string, SlotPeer[]>();
+    for (const route of this.routes.values()) {
+      const slot = route.config.slot;
+      if (slot === undefined) continue;
+      const members = bySlot.get(slot) ?? [];
+      members.push({ config: route.config, event: route.latestEvent, held: route.held });
+      bySlot.set(slot, members);
+    }
+    const now = Date.now();
+    const waits = new Map<string, SlotWait>();
+    for (const members of bySlot.values())
+      for (const { config } of members) {
+        const wait = slotWait(config, members, now);
+        if (wait) waits.set(config.id, wait);
+      }
+    return waits;
   }
 
   private addRoute(model: ModelConfig): ModelRoute {

@@ -65,6 +65,12 @@ export interface AdminModelView {
   retryAt?: string;
   slot?: string;
   /**
+   * While another member of its slot holds the slot: what the model waits for there, as a request
+   * held for it is told (activator/slot-wait.ts), e.g. "the slot `gpu0`'s resident `a` (ready) keeps
+   * it until the slot's policy hands it over (...)".
+   */
+  slotWait?: string;
+  /**
    * When the tier changes next on its own (sleep, deeper sleep, stop), when that is known; `null`:
    * the control plane says nothing will until a request (or a prewarm or an operation ends) — the
    * activator's own estimate is then not asked.

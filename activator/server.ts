@@ -224,10 +224,12 @@ export function createActivatorServer({
         })
         .catch(() => {});
   };
-  const views = (): AdminModelView[] =>
-    [...activator.routes.values()].map((route) => {
+  const views = (): AdminModelView[] => {
+    const slotWaits = activator.slotWaits();
+    return [...activator.routes.values()].map((route) => {
       const event = route.latestEvent;
       const backoff = route.backoff();
+      const slotWait = slotWaits.get(route.config.id);
       const view: AdminModelView = {
         id: route.config.id,
         aliases: route.config.aliases,
@@ -240,10 +242,12 @@ export function createActivatorServer({
         inFlight: route.inFlight,
         slot: route.config.slot,
         ...(backoff ? { retryAt: new Date(backoff.retryAt).toISOString() } : {}),
+        ...(slotWait ? { slotWait: slotWait.reason } : {}),
         ...admin.details(route.config.id),
       };
       return extendView(view, route, timeline);
     });
+  };
   const modelObject = (view: AdminModelView) => ({
     id: view.id,
     object: "model",

@@ -71,6 +71,7 @@ const modelView = object({
   lastError: optional(string),
   retryAt: optional(string),
   slot: optional(string),
+  slotWait: optional(string),
   nextChange: optional(nullable(object({ tier: string, at: string }))),
   learning: optional(object({ gpuSeconds: object({ awake: number, saved: number }) })),
 });

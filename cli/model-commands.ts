@@ -223,7 +223,7 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     if (outcome !== undefined) return outcome;
     if (abort.signal.aborted) {
       failure(
-        `${name}: not ready after ${formatDuration(timeoutMs)} (still ${shown(tier)}); see \`snooze status\``,
+        `${name}: not ready after ${formatDuration(timeoutMs)} (still ${shown(tier)})${await slotNote(client, id)}; see \`snooze status\``,
       );
       return 1;
     }
@@ -231,7 +231,7 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     return 1;
   } catch (error) {
     if (abort.signal.aborted && outcome === undefined) {
-      failure(`${name}: not ready after ${formatDuration(timeoutMs)}`);
+      failure(`${name}: not ready after ${formatDuration(timeoutMs)}${await slotNote(client, id)}`);
       return 1;
     }
     if (outcome !== undefined) return outcome;
@@ -243,6 +243,17 @@ async function follow(client: AdminClient, model: AdminModelView, timeoutMs: num
     abort.abort();
     await stream.catch(() => {});
   }
+}
+
+/**
+ * A wake that timed out while another member of the model's slot held the slot: that it waited for
+ * its slot, in the words a request held for the model is told (the admin view's `slotWait`: who
+ * holds it, and until when). Empty when it did not, or the server cannot say.
+ */
+async function slotNote(client: AdminClient, id: string): Promise<string> {
+  const list = await listModels(client).catch(() => undefined);
+  const reason = list?.models.find((m) => m.id === id)?.slotWait;
+  return reason ? `: it waited for its slot, as ${message(reason)}` : "";
 }
 
 /** Ctrl-C ends the wait, not the action: Snooze goes on with it, and the person is told so. */

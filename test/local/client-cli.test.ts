@@ -374,6 +374,40 @@ models:
     }
   });
 
+  test("snooze wake --timeout of a slot member whose slot a busy resident keeps: the failure says it waited for its slot, and for whom", {
+    timeout: 30_000,
+  }, async () => {
+    // Found by an outside tester: it said only `not ready after 3s (still cold)`, nothing of the slot.
+    const member = simCommand(["--enable-sleep-mode", "--itl", "200ms"], 1);
+    const slot = await anotherSnooze(`
+slots:
+  gpu0: { policy: sticky, maxWait: 2m }
+models:
+  ma: { slot: gpu0, command: ${member} }
+  mb: { slot: gpu0, command: ${member} }
+`);
+    const busy = new AbortController();
+    try {
+      const env = { SNOOZE_URL: slot.url };
+      expect((await run(["wake", "ma"], env)).code).toBe(0);
+      // A stream of a minute: the resident stays busy for the whole wait.
+      const stream = await fetch(`${slot.url}/v1/chat/completions`, {
+        ...chat("ma", { stream: true, max_tokens: 300, ignore_eos: true }),
+        signal: busy.signal,
+      });
+      expect(stream.status).toBe(200);
+      const wake = await run(["wake", "mb", "--timeout", "2s"], env);
+      expect(wake.code).toBe(1);
+      expect(wake.stderr).toMatch(
+        /^mb: not ready after 2s \(still cold\): it waited for its slot, as the slot `gpu0`'s resident `ma` \(ready\) keeps it until the slot's policy hands it over .*; see `snooze status`$/m,
+      );
+      expect(slot.activator.routes.get("ma")!.tier).toBe("ready");
+    } finally {
+      busy.abort();
+      await slot.close(1_000);
+    }
+  });
+
   test("snooze wake whose activation fails: the failure on stderr, exit 1", { timeout: 20_000 }, async () => {
     // Found by an outside tester: the failure went to stdout. It reports the activation failed.
     const failed = { model: "qwen", replica: "qwen-1", tier: "cold", since: Date.now(), error: "boom" };
