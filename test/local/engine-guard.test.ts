@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
@@ -6,8 +6,8 @@ import { LocalPlatform } from "../../autoscaler/local/platform.ts";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { createLogger, silentLogger } from "../../lib/log.ts";
 import { parseConfig } from "../../lib/settings/load.ts";
-import { chat, startWith, until } from "../helpers/local-snooze.ts";
-import { childrenOf, groupMembers, running } from "../helpers/serve-process.ts";
+import { chat, simCommand, startWith, until } from "../helpers/local-snooze.ts";
+import { childrenOf, groupMembers, recordedEngines, running } from "../helpers/serve-process.ts";
 import { serveRuns } from "../support/serve-runs.ts";
 
 // The engine guard (autoscaler/local/engine-guard.js) is a Node.js process, and Node gives SIGUSR1
@@ -219,3 +219,46 @@ describe.skipIf(process.platform !== "linux")(
     });
   },
 );
+
+describe.skipIf(process.platform !== "linux")("descriptors snooze serve inherited", () => {
+  /** What each of a process's descriptors is open on, by /proc (none once it is gone). */
+  const openFiles = (pid: number) => {
+    try {
+      return readdirSync(`/proc/${pid}/fd`).flatMap((fd) => {
+        try {
+          return [readlinkSync(`/proc/${pid}/fd/${fd}`)];
+        } catch {
+          return [];
+        }
+      });
+    } catch {
+      return [];
+    }
+  };
+
+  test("one its parent passed without close-on-exec reaches neither the engine's guard nor the engine", async () => {
+    // Found by an outside tester: `bash -c 'exec 40>file; snooze serve …'` left the file open in
+    // every engine (and its guard). Node marks descriptors 0-15 close-on-exec at its start, and
+    // stops at the first one closed past them, so one above a gap was passed on to every child.
+    const dir = mkdtempSync(join(tmpdir(), "snooze-guard-"));
+    const file = join(dir, "held-by-the-parent");
+    const wrapper = ["bash", "-c", 'exec 40>"$HELD"; exec "$0" "$@"', process.execPath, "bin/snooze.js"];
+    const run = runs.start(`models:\n  a:\n    command: ${simCommand(["--enable-sleep-mode"])}\n`, [], {
+      command: wrapper,
+      env: { ...process.env, HELD: file },
+    });
+    const url = await run.url;
+    // Snooze itself holds it (what its parent gave it is its parent's business): the test's premise.
+    expect(openFiles(run.child.pid!)).toContain(file);
+    const response = await fetch(`${url}/v1/chat/completions`, chat("a", { max_tokens: 1 }));
+    expect(response.status).toBe(200);
+    await response.text();
+    const engine = recordedEngines(run.stateDir).find((e) => e.model === "a");
+    expect(engine).toBeDefined();
+    runs.group(engine!.pgid);
+    const members = groupMembers(engine!.pgid);
+    // The guard and the engine under it.
+    expect(members.length).toBeGreaterThanOrEqual(2);
+    for (const pid of members) expect(openFiles(pid)).not.toContain(file);
+  });
+});
