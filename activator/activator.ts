@@ -218,38 +218,29 @@ export class Activator {
     this.ticker.unref();
   }
 
+  /** Every model as a slot's member, for `slotWait` (which keeps those of the slot asked about). */
+  private slotPeers(): SlotPeer[] {
+    return [...this.routes.values()].map((r) => ({ config: r.config, event: r.latestEvent, held: r.held }));
+  }
+
   /** What a request held for `route`'s model waits for on its slot, if another member holds it. */
   private slotWaitOf(route: ModelRoute): SlotWait | undefined {
     if (route.config.slot === undefined) return undefined;
-    const peers = [...this.routes.values()].map((r) => ({
-      config: r.config,
-      event: r.latestEvent,
-      held: r.held,
-    }));
-    return slotWait(route.config, peers, Date.now());
+    return slotWait(route.config, this.slotPeers(), Date.now());
   }
 
   /**
    * What each model whose slot another member holds waits for there, by id (the admin API's list,
-   * whence `snooze wake`'s word on a wake that timed out waiting for it). Each slot's members are
-   * gathered once, not all routes again for each model.
+   * whence `snooze wake`'s word on a wake that timed out waiting for it).
    */
   slotWaits(): Map<string, SlotWait> {
-    const bySlot = new Map<string, SlotPeer[]>();
-    for (const route of this.routes.values()) {
-      const slot = route.config.slot;
-      if (slot === undefined) continue;
-      const members = bySlot.get(slot) ?? [];
-      members.push({ config: route.config, event: route.latestEvent, held: route.held });
-      bySlot.set(slot, members);
-    }
+    const peers = this.slotPeers();
     const now = Date.now();
     const waits = new Map<string, SlotWait>();
-    for (const members of bySlot.values())
-      for (const { config } of members) {
-        const wait = slotWait(config, members, now);
-        if (wait) waits.set(config.id, wait);
-      }
+    for (const { config } of peers) {
+      const wait = slotWait(config, peers, now);
+      if (wait) waits.set(config.id, wait);
+    }
     return waits;
   }
 

@@ -20,6 +20,9 @@ import { signalGroup } from "./orphans.ts";
 /** The environment variable that marks an engine (and its children) as one a Snooze started. */
 export const engineTokenVariable = "SNOOZE_ENGINE_TOKEN";
 
+/** A record's file name, `serve-<pid>.json`: the pid of the `snooze serve` that keeps it. */
+const recordName = /^serve-(\d+)\.json$/;
+
 /** The largest record of engines read: one engine is some 200 bytes of it. */
 const maxRecordBytes = 4 * 1024 * 1024;
 
@@ -183,7 +186,7 @@ export async function stopLeftovers(
   if (!hasProc) return [];
   let names: string[];
   try {
-    names = readdirSync(dir).filter((name) => /^serve-\d+\.json$/.test(name));
+    names = readdirSync(dir).filter((name) => recordName.test(name));
   } catch {
     return []; // no state directory yet: nothing was left
   }
@@ -252,7 +255,7 @@ export async function stopLeftovers(
  * which engines it may name. Undefined when it stays.
  */
 function setAside(file: string, name: string): string | undefined {
-  const pid = Number(/^serve-(\d+)\.json$/.exec(name)?.[1]);
+  const pid = Number(recordName.exec(name)?.[1]);
   const owner = readProcStat(pid);
   if (owner && owner.state !== "Z") return undefined;
   try {
