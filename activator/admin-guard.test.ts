@@ -79,3 +79,28 @@ test("a bind address is the loopback as written on the command line", () => {
   for (const host of ["0.0.0.0", "::", "192.168.1.2", "::ffff:192.168.1.2"])
     expect(isLoopbackHost(host)).toBe(false);
 });
+
+describe("each refusal names the header it is about (param), as /v1/'s errors name their field", () => {
+  test("Origin, Sec-Fetch-Site, Host and Authorization", () => {
+    const host = "127.0.0.1:8080";
+    const refused = (headers: Record<string, string>, token?: string) =>
+      adminRefusal(request("GET", "/snooze/v1/models", { host, ...headers }), token)?.body.error;
+    expect(refused({ origin: "https://evil.example" })).toMatchObject({
+      code: "cross_origin_refused",
+      param: "origin",
+    });
+    expect(refused({ "sec-fetch-site": "cross-site" })).toMatchObject({
+      code: "cross_origin_refused",
+      param: "sec-fetch-site",
+    });
+    expect(refused({ host: "attacker.example:8080" })).toMatchObject({
+      code: "host_not_loopback",
+      param: "host",
+    });
+    expect(refused({}, "admin-token")).toMatchObject({ code: "missing_admin_token", param: "authorization" });
+    expect(refused({ authorization: "Bearer wrong" }, "admin-token")).toMatchObject({
+      code: "invalid_admin_token",
+      param: "authorization",
+    });
+  });
+});

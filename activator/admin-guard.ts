@@ -107,6 +107,8 @@ export function adminRefusal(
       `Cross-origin requests to the admin API are refused: Origin ${JSON.stringify(origin)} does not match Host ${JSON.stringify(host ?? "")}.`,
       "permission_error",
       "cross_origin_refused",
+      undefined,
+      "origin",
     );
   const site = req.headers["sec-fetch-site"];
   if (site === "cross-site" || site === "same-site")
@@ -115,6 +117,8 @@ export function adminRefusal(
       `Cross-origin requests to the admin API are refused (Sec-Fetch-Site: ${site}).`,
       "permission_error",
       "cross_origin_refused",
+      undefined,
+      "sec-fetch-site",
     );
   if (token === undefined) {
     if (!isLoopbackHostHeader(host))
@@ -123,6 +127,8 @@ export function adminRefusal(
         `Without an admin token the admin API answers only requests to a loopback name (localhost, 127.0.0.1, [::1]), not Host ${JSON.stringify(host ?? "")}.`,
         "permission_error",
         "host_not_loopback",
+        undefined,
+        "host",
       );
   } else {
     const given = bearerToken(req.headers);
@@ -135,6 +141,7 @@ export function adminRefusal(
         "authentication_error",
         given === undefined ? "missing_admin_token" : "invalid_admin_token",
         { "www-authenticate": 'Bearer realm="snooze-admin"' },
+        "authorization",
       );
   }
   const contentType = String(req.headers["content-type"] ?? "")

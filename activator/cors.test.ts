@@ -33,12 +33,16 @@ describe("cross-origin access to /v1/", () => {
     expect(none.refusal({ host, origin: "https://evil.example" })).toMatchObject({
       error: {
         code: "cross_origin_refused",
+        param: "origin",
         message:
           "Cross-origin requests from https://evil.example are not allowed: start Snooze with --allowed-origins https://evil.example (or * for any origin).",
       },
     });
     expect(none.refusal({ host, origin: "null" })?.error.code).toBe("cross_origin_refused");
-    expect(none.refusal({ host, "sec-fetch-site": "cross-site" })?.error.code).toBe("cross_origin_refused");
+    expect(none.refusal({ host, "sec-fetch-site": "cross-site" })?.error).toMatchObject({
+      code: "cross_origin_refused",
+      param: "sec-fetch-site",
+    });
     expect(none.refusal({ host, "sec-fetch-site": "same-site" })?.error.code).toBe("cross_origin_refused");
     // Allowed origins go on; * lets every page in.
     const listed = new CorsPolicy(["https://chat.example.com"]);
@@ -54,11 +58,11 @@ describe("cross-origin access to /v1/", () => {
     for (const host of ["localhost:8080", "127.0.0.1:8080", "[::1]:8080"])
       expect(none.refusal({ host, origin: `http://${host}` })).toBeUndefined();
     const rebound = none.refusal({ host: "attacker.example:8080", origin: "http://attacker.example:8080" });
-    expect(rebound?.error.code).toBe("cross_origin_refused");
+    expect(rebound?.error).toMatchObject({ code: "cross_origin_refused", param: "origin" });
     expect(rebound?.error.message).toContain("--allowed-origins http://attacker.example:8080");
     // ...and its same-origin GET, which carries no Origin (a listing counts as a prewarm hint).
     const get = none.refusal({ host: "attacker.example:8080", "sec-fetch-site": "same-origin" });
-    expect(get?.error.code).toBe("cross_origin_refused");
+    expect(get?.error).toMatchObject({ code: "cross_origin_refused", param: "host" });
     expect(none.refusal({ host: "localhost:8080", "sec-fetch-site": "same-origin" })).toBeUndefined();
     // A chat page served by a reverse proxy under the same name is allowed once listed.
     const listed = new CorsPolicy(["https://llm.example.com"]);
@@ -93,7 +97,7 @@ describe("cross-origin access to /v1/", () => {
     const refused = policy.preflight(preflight("https://evil.example"));
     expect(refused).toMatchObject({
       status: 403,
-      body: { error: { type: "permission_error", code: "cross_origin_refused" } },
+      body: { error: { type: "permission_error", code: "cross_origin_refused", param: "origin" } },
     });
     if (refused.status === 403)
       expect(refused.body.error.message).toContain("--allowed-origins https://evil.example");

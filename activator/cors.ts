@@ -58,18 +58,19 @@ export class CorsPolicy {
       // this machine (DNS rebinding) and so be same-origin to the browser. Another name is trusted
       // once listed, as any origin.
       if (sameOrigin(origin, headers.host))
-        return this.trustedName(headers.host) ? undefined : rebound(origin, origin);
+        return this.trustedName(headers.host) ? undefined : rebound(origin, origin, "origin");
       return refused(origin);
     }
     // A browser sends Origin with every CORS request, so an allowed page's request has one; without
     // it (a no-cors GET: an image, a link prefetch) the site cannot be checked against the list.
     const site = headers["sec-fetch-site"];
-    if ((site === "cross-site" || site === "same-site") && !this.any) return refused(`a ${site} page`);
+    if ((site === "cross-site" || site === "same-site") && !this.any)
+      return refused(`a ${site} page`, "sec-fetch-site");
     // A same-origin GET carries no Origin: its page is at the name in Host, trusted as above (at a
     // loopback name, or when an allowed origin has that name); a rebound page's `/v1/models` would
     // otherwise still be answered, and count as a hint that prewarms.
     if (site === "same-origin" && !this.any && !this.trustedName(headers.host))
-      return rebound(String(headers.host), "naming that origin");
+      return rebound(String(headers.host), "naming that origin", "host");
     return undefined;
   }
 
@@ -108,22 +109,27 @@ export class CorsPolicy {
  * The 403's body for a page of this server's own origin (or, with no Origin, its Host: `pages`) at a
  * name that is not loopback; `allow` says what to pass to --allowed-origins.
  */
-function rebound(pages: string, allow: string): OpenAIErrorBody {
+function rebound(pages: string, allow: string, param: "origin" | "host"): OpenAIErrorBody {
   return openAIError(
     `Requests from pages of ${clip(pages)} are not allowed: a page of this server's own name is trusted only at a loopback name (localhost, 127.0.0.1, [::1]), since any page can point its name at this machine. Start Snooze with --allowed-origins ${clip(allow)} to allow it.`,
     "permission_error",
     "cross_origin_refused",
+    param,
   );
 }
 
-/** The 403's body for a page of `origin` that is not allowed: it says how to allow it. */
-function refused(origin: string): OpenAIErrorBody {
+/**
+ * The 403's body for a page of `origin` that is not allowed: it says how to allow it. `param` names
+ * the header that told the page's site: `Origin`, or `Sec-Fetch-Site` when there was no Origin.
+ */
+function refused(origin: string, param: "origin" | "sec-fetch-site" = "origin"): OpenAIErrorBody {
   const shown = clip(origin);
   const named = shown.startsWith("a ") ? "its origin" : shown;
   return openAIError(
     `Cross-origin requests from ${shown} are not allowed: start Snooze with --allowed-origins ${named} (or * for any origin).`,
     "permission_error",
     "cross_origin_refused",
+    param,
   );
 }
 
