@@ -56,7 +56,7 @@ describe("slotWait while another member stays resident", () => {
     // Found by a probe: the request's 503 said nothing of the slot.
     expect(slotWait(member("b"), [{ config: member("a"), event: event("a", "ready") }], 4_000)).toEqual({
       reason:
-        "the slot `gpu0`'s resident `a` (ready) keeps it until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within 5s)",
+        "the slot `gpu0`'s resident `a` (ready) keeps it until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request or wake as long as requests or wakes for it come again within 5s)",
     });
   });
 
@@ -76,7 +76,7 @@ describe("slotWait while another member stays resident", () => {
       slotWait(member("b"), [{ config: c, event: { ...event("c", "starting"), since: 1_000 } }], 4_200),
     ).toEqual({
       reason:
-        "the slot `gpu0`'s resident `c` (starting) keeps it until its start under way ends (it is not interrupted, whatever the slot's maxWait; it is given up within 16.8s), then until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within 5s)",
+        "the slot `gpu0`'s resident `c` (starting) keeps it until its start under way ends (it is not interrupted, whatever the slot's maxWait; it is given up within 16.8s), then until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request or wake as long as requests or wakes for it come again within 5s)",
     });
     // A wake has its wakeTimeout (2m here).
     expect(slotWait(member("b"), [{ config: c, event: event("c", "waking") }], 60_000)?.reason).toContain(
@@ -132,7 +132,7 @@ describe("slotWait while the model's own engine drains", () => {
         4_000,
       ),
     ).toEqual({
-      reason: `its own engine drains to give the slot \`gpu0\` to \`b\` (a swap), and it has the slot again once the slot's policy hands it back (at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within ${waitGapMs / 1000}s)`,
+      reason: `its own engine drains to give the slot \`gpu0\` to \`b\` (a swap), and it has the slot again once the slot's policy hands it back (at the latest once this model has waited the slot's maxWait, counted from its first request or wake as long as requests or wakes for it come again within ${waitGapMs / 1000}s)`,
     });
     // A member never started (no event yet) is a target too.
     expect(

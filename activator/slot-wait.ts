@@ -49,7 +49,7 @@ export function slotWait(
     const slot = `the slot \`${model.slot}\`'s resident \`${config.id}\``;
     if (event.tier !== "draining")
       return {
-        reason: `${slot} (${event.tier}) keeps it ${activationLeft(config, event, now)}until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within ${formatDuration(waitGapMs)})`,
+        reason: `${slot} (${event.tier}) keeps it ${activationLeft(config, event, now)}until the slot's policy hands it over (a busy resident at the latest once this model has waited the slot's maxWait, counted from its first request or wake as long as requests or wakes for it come again within ${formatDuration(waitGapMs)})`,
       };
     const drainEnd = event.endsAt ?? event.since;
     if (!config.sleep) return { reason: `${slot} is still draining and stopping` };
@@ -84,7 +84,7 @@ function handedOver(model: string, slot: string, members: SlotPeer[]): SlotWait 
   );
   if (!target) return undefined;
   return {
-    reason: `its own engine drains to give the slot \`${slot}\` to \`${target.config.id}\` (a swap), and it has the slot again once the slot's policy hands it back (at the latest once this model has waited the slot's maxWait, counted from its first request as long as requests for it come again within ${formatDuration(waitGapMs)})`,
+    reason: `its own engine drains to give the slot \`${slot}\` to \`${target.config.id}\` (a swap), and it has the slot again once the slot's policy hands it back (at the latest once this model has waited the slot's maxWait, counted from its first request or wake as long as requests or wakes for it come again within ${formatDuration(waitGapMs)})`,
   };
 }
 
