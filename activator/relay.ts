@@ -222,7 +222,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     }
     clearTimeout(this.interimWait);
     const { res, request } = this;
-    const encoding = contentCoding(headers["content-encoding"] as string | undefined);
+    const encoding = contentCoding(headers["content-encoding"]);
     // Hold progress answered already, uncompressed, and asked the engine for identity (proxy.ts):
     // compressed bytes cannot go into that stream, and a success is not read whole to decode it.
     if (res.headersSent && status === 200 && encoding !== undefined) {
@@ -247,7 +247,7 @@ export class Relay implements Dispatcher.DispatchHandler {
       this.events = true;
       if (status !== 200) {
         this.errorBody = [];
-        this.errorCoding = headers["content-encoding"] as string | undefined;
+        this.errorCoding = encoding;
       } else if (!sse) {
         // Nor can an answer that is not SSE (an engine that ignores `stream`): as raw bytes in the
         // stream, an SSE parser would drop it, and the answer would be lost without a word.
@@ -271,11 +271,10 @@ export class Relay implements Dispatcher.DispatchHandler {
       // chunked framing, and headers and body leave in one write instead of three.
       out["content-length"] = length;
     }
-    const coding = headers["content-encoding"] as string | undefined;
-    if (status >= 400 && readableCoding(coding)) {
+    if (status >= 400 && readableCoding(encoding)) {
       // Read before it is passed on: an error not in OpenAI's shape is put in it (engine-error.ts).
       this.errorBody = [];
-      this.errorCoding = coding;
+      this.errorCoding = encoding;
       this.errorHead = out;
       this.errorWait = setTimeout(() => this.releaseErrorHead(), errorBodyWaitMs);
       return;

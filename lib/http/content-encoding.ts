@@ -3,10 +3,20 @@ import { clip } from "../clip.ts";
 import { openAIError } from "../openai-error.ts";
 import { sendError } from "./json.ts";
 
-/** A `Content-Encoding` header's coding, lower-cased; undefined for none (absent or `identity`). */
-export function contentCoding(header: string | undefined): string | undefined {
-  const coding = header?.trim().toLowerCase();
-  return !coding || coding === "identity" ? undefined : coding;
+/**
+ * A `Content-Encoding` header's codings, lower-cased, as one list (`gzip, br`: applied in that
+ * order); undefined for none (absent, or only `identity`). The header may come on several lines (a
+ * sidecar adding one to an engine's), which undici gives as an array: RFC 9110 §5.3 reads them as
+ * one list (before, an array failed Snooze's own code, a `502` "header?.trim is not a function" for
+ * an answer that was fine; found by an outside tester).
+ */
+export function contentCoding(header: string | string[] | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const codings = String(header)
+    .split(",")
+    .map((coding) => coding.trim().toLowerCase())
+    .filter((coding) => coding !== "" && coding !== "identity");
+  return codings.length === 0 ? undefined : codings.join(", ");
 }
 
 /** The transfer codings RFC 9112 §7 registers besides chunked (and their `x-` aliases): compressions. */

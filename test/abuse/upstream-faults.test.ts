@@ -811,6 +811,27 @@ describe("the engine refuses a request (no hold progress): its error answer as t
     expect(await errorOf(response)).toMatchObject({ message: "The engine answered 400: gzipped detail." });
   });
 
+  test("a Content-Encoding sent on two lines (a sidecar adding one) is read as the one list they make, not a 502 from Snooze's own code", async () => {
+    // Found by an outside tester: undici gives two lines as an array, and Snooze called `trim` on
+    // it: `502 upstream_error` "header?.trim is not a function" for an answer that was fine.
+    const engine = await httpEngine((req, res) => {
+      req.resume();
+      const failing = req.headers["x-fail"] === "1";
+      res.setHeader("content-encoding", failing ? ["gzip", "identity"] : ["identity", "identity"]);
+      res.writeHead(failing ? 400 : 200, { "content-type": "application/json" });
+      res.end(failing ? gzipSync('{"detail":"gzipped detail"}') : '{"ok":true}');
+    });
+    cleanups.push(() => engine.server.close());
+    const snooze = await activatorFor(engine.address);
+    const fine = await post(snooze);
+    expect(fine.status).toBe(200);
+    expect(await fine.json()).toEqual({ ok: true });
+    const refused = await post(snooze, chatBody(), { "accept-encoding": "gzip", "x-fail": "1" });
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get("content-encoding")).toBeNull();
+    expect(await errorOf(refused)).toMatchObject({ message: "The engine answered 400: gzipped detail." });
+  });
+
   test("an error body that breaks off, stalls, or nests 10,000 deep: the client is told, never left without an answer", async () => {
     // Found by an outside tester: the first and the last got no answer at all, the second none
     // until idleTimeout.
