@@ -264,8 +264,10 @@ export class Relay implements Dispatcher.DispatchHandler {
     if (res.hasHeader("access-control-allow-origin")) replaceEngineCors(out);
     // An SSE answer goes on without its length, as a stream: an error event Snooze ends it with
     // after a break would be bytes past a declared length, and the client would wait for the rest
-    // of the declared bytes, for ever (found by an outside tester).
-    const length = this.events ? undefined : headers["content-length"];
+    // of the declared bytes, for ever (found by an outside tester). A 204 has no body, and RFC 9110
+    // §8.6 forbids its Content-Length: an engine's passed on left a client that reads it waiting for
+    // bytes that never come (found by an outside tester).
+    const length = this.events || status === 204 ? undefined : headers["content-length"];
     if (typeof length === "string") {
       // A sized body is passed on untouched, so its length stays true: keeping it saves the
       // chunked framing, and headers and body leave in one write instead of three.

@@ -507,6 +507,37 @@ describe("the engine stops in the middle of an answer", () => {
     expect(await errorOf(response)).toMatchObject({ type: "server_error", code: "upstream_broken" });
     expect(await upstreamErrors(snooze, "broken")).toBe(1);
   });
+
+  test("a 204 whose engine declared a Content-Length: passed on without it, so a client that reads the length is not left waiting for a body a 204 never has (found by an outside tester)", async () => {
+    let answers = 0;
+    const engine = await rawEngine((socket) =>
+      socket.on("data", () => {
+        answers++;
+        // Its bytes after the head are not a body (a 204 has none): the connection is not used again.
+        socket.write('HTTP/1.1 204 No Content\r\ncontent-length: 11\r\n\r\n{"a":"b12"}');
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    const body = chatBody();
+    const client = connect(snooze.port, "127.0.0.1");
+    cleanups.push(() => client.destroy());
+    client.setEncoding("latin1");
+    client.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    let reply = "";
+    for await (const data of client) {
+      reply += data;
+      if (reply.includes("\r\n\r\n")) break;
+    }
+    const head = reply.slice(0, reply.indexOf("\r\n\r\n"));
+    expect(head).toMatch(/^HTTP\/1\.1 204 /);
+    // RFC 9110 §8.6: a server MUST NOT send a Content-Length in a 204.
+    expect(head).not.toMatch(/\r\ncontent-length:/i);
+    expect((await post(snooze)).status).toBe(204);
+    expect(answers).toBe(2);
+  });
 });
 
 /**
