@@ -1,3 +1,4 @@
+import { maxHeaderSize } from "node:http";
 import { localResourceCodes } from "../lib/http/local-resources.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
@@ -159,12 +160,19 @@ function readable(error: Error): string {
   // The parser's reason, which undici words "Response does not match the HTTP/1.1 protocol (…)"
   // (its HTTPParserError has no code for most).
   if (error.name === "HTTPParserError") return notHttp(/\((.+)\)$/.exec(error.message)?.[1]);
-  // undici reports any failure to parse an answer that has a Content-Length as this mismatch,
-  // dropping the parser's reason: two Content-Lengths that differ were told as a body too short.
+  // undici reports any failure to parse a head once it read a Content-Length in it as this
+  // mismatch, dropping the parser's reason. Only such a head is told here: a body that broke off
+  // came after an answer's head, and is `broken`, not an error. Before, its words ("its body and its
+  // Content-Length do not agree ... two Content-Lengths that differ") were wrong for a control
+  // character or a folded line after the length, and for two equal lengths (found by an outside tester).
   if (code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH")
     return notHttp(
-      "its body and its Content-Length do not agree, or its head is malformed around them: two Content-Lengths that differ, say",
+      "its head is malformed after its Content-Length: a second Content-Length, a control character in a header, or a header line folded onto the next, say",
     );
+  // The head is HTTP, only longer than undici reads (Node's `--max-http-header-size`); undici's
+  // words, "Headers Overflow Error", did not say whose head or how long (found by an outside tester).
+  if (code === "UND_ERR_HEADERS_OVERFLOW")
+    return `the engine's answer has a head larger than the ${maxHeaderSize} bytes Snooze reads of one`;
   if (isUnaskedUpgrade(error))
     return notHttp("it switched protocols (101) though the request asked for no upgrade");
   if (code !== "ERR_ASSERTION") return error.message;

@@ -1,4 +1,5 @@
 import { once } from "node:events";
+import { maxHeaderSize } from "node:http";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import OpenAI from "openai";
@@ -125,11 +126,18 @@ describe("the engine fails before any byte of an answer", () => {
 
   test("a malformed head → 502 upstream_error naming what is wrong with it, not undici's misleading body-length words, and sent once", async () => {
     const heads: [string, string][] = [
-      // undici reports any parse failure of an answer with a Content-Length as a body-length mismatch.
-      [
-        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}",
-        "its body and its Content-Length do not agree, or its head is malformed around them: two Content-Lengths that differ, say",
-      ],
+      // undici reports any parse failure of a head after its Content-Length as a body-length
+      // mismatch; its words were wrong for all but the first of these (found by an outside tester).
+      ...[
+        "content-length: 2\r\ncontent-length: 3",
+        "content-length: 2\r\ncontent-length: 2",
+        "content-length: 2\r\nx-del: a\x7fb",
+        "content-length: 2\r\nx-control: a\x01b",
+        "content-length: 2\r\nx-folded: a\r\n  b",
+      ].map((lines): [string, string] => [
+        `HTTP/1.1 200 OK\r\n${lines}\r\n\r\n{}`,
+        "its head is malformed after its Content-Length: a second Content-Length, a control character in a header, or a header line folded onto the next, say",
+      ]),
       ["HTTP/1.1 200 OK\r\nno colon here\r\n\r\n{}", "Invalid header token"],
       ["HTTP/1.1 200 OK\r\ncontent-length: abc\r\n\r\n{}", "Invalid character in Content-Length"],
       // An engine that switches protocols unasked answered: it is not a dying engine, and the
@@ -157,6 +165,25 @@ describe("the engine fails before any byte of an answer", () => {
       });
       expect(seen).toBe(1);
     }
+  });
+
+  test('a head larger than undici reads → 502 upstream_error that says so, not undici\'s "Headers Overflow Error", and sent once', async () => {
+    let seen = 0;
+    const engine = await rawEngine((socket) =>
+      socket.once("data", () => {
+        seen++;
+        socket.end(`HTTP/1.1 200 OK\r\nx-big: ${"a".repeat(maxHeaderSize)}\r\ncontent-length: 2\r\n\r\n{}`);
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    const response = await post(snooze);
+    expect(response.status).toBe(502);
+    expect(await errorOf(response)).toMatchObject({
+      code: "upstream_error",
+      message: `The call to the engine failed: the engine's answer has a head larger than the ${maxHeaderSize} bytes Snooze reads of one`,
+    });
+    expect(seen).toBe(1);
   });
 
   test("a status past 599 into a stream hold progress opened: an SSE error event, then [DONE]", async () => {
