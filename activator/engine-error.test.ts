@@ -100,6 +100,19 @@ describe("what engines send at the edges (found by an outside tester)", () => {
     expect(errorBodyText(Buffer.alloc(0), "gzip")).toBe("");
   });
 
+  test("TGI's error, a string with its `error_type` beside it, keeps its words and type, not the body's JSON text (found by an outside tester)", () => {
+    const body =
+      '{"error":"Input validation error: `max_new_tokens` must be <= 4096","error_type":"validation"}';
+    const expected = {
+      message: "The engine answered 422: Input validation error: `max_new_tokens` must be <= 4096.",
+      type: "validation",
+      code: "engine_error",
+      param: null,
+    };
+    expect(JSON.parse(engineErrorAnswer(422, body)!)).toEqual({ error: expected, error_type: "validation" });
+    expect(event(422, body)).toEqual({ error: expected });
+  });
+
   test("an `error` that is not an object is replaced, not written twice (found by an outside tester)", () => {
     const answer = engineErrorAnswer(400, '{"error":"just a string","id":1}')!;
     expect(answer.match(/"error"/g)).toHaveLength(1);

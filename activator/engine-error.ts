@@ -109,10 +109,15 @@ function inOpenAIShape(status: number, parsed: unknown, body: string): OpenAIErr
       text(parsed.param),
     );
   }
-  const detail = isObject(parsed) && "detail" in parsed ? parsed.detail : undefined;
+  // TGI's error is a string, its kind in `error_type`: its words, not the body's JSON text (found by
+  // an outside tester: the client read `{"error":"Input validation error: …","error_type":…}`).
+  const said = isObject(parsed) && typeof parsed.error === "string" && parsed.error.trim() !== "";
+  const detail = isObject(parsed) && "detail" in parsed ? parsed.detail : said ? parsed.error : undefined;
   const words = (typeof detail === "string" ? detail : (stringify(detail) ?? body))
     .replace(/\s+/g, " ")
     .trim();
   const clipped = engineWords(clip(words, maxWords));
-  return openAIError(`The engine answered ${status}${clipped ? `: ${clipped}` : ""}.`, type, "engine_error");
+  const kind =
+    said && typeof parsed.error_type === "string" && parsed.error_type !== "" ? parsed.error_type : type;
+  return openAIError(`The engine answered ${status}${clipped ? `: ${clipped}` : ""}.`, kind, "engine_error");
 }
