@@ -23,7 +23,9 @@ import {
   InterimOnly,
   isHttpStatus,
   NotHttpStatus,
+  UndecodedTransferCoding,
   type UpstreamFailure,
+  undecodedTransferCoding,
 } from "./upstream-failure.ts";
 
 export type ForwardOutcome =
@@ -212,6 +214,13 @@ export class Relay implements Dispatcher.DispatchHandler {
     // engine's answer is not HTTP (502 upstream_error). `status` stays 0: nothing was answered.
     if (!isHttpStatus(status)) {
       controller.abort(new NotHttpStatus(status));
+      return;
+    }
+    // Nor one whose body is coded in a way undici does not take off (`gzip, chunked`): its bytes would
+    // go out as the body, a 200 of gzip the client reads as JSON (found by an outside tester).
+    const transfer = headers["transfer-encoding"];
+    if (status >= 200 && transfer !== undefined && undecodedTransferCoding(transfer)) {
+      controller.abort(new UndecodedTransferCoding(transfer));
       return;
     }
     // An interim answer (103 Early Hints): the answer itself follows on the same request. Passed on,

@@ -1,4 +1,5 @@
 import { maxHeaderSize } from "node:http";
+import { clip } from "../lib/clip.ts";
 import { localResourceCodes } from "../lib/http/local-resources.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
@@ -217,6 +218,29 @@ export class NotHttpStatus extends Error {
   constructor(status: number) {
     // As the status line wrote it (`000`, `099`), not as a number.
     super(notHttp(`its status ${String(status).padStart(3, "0")} is not within 100–599`));
+  }
+}
+
+/**
+ * The transfer codings of an engine's `Transfer-Encoding` that undici does not take off (any but
+ * chunked; `identity`, RFC 2616's, changes nothing). Their bytes would pass on as the body, without a
+ * header that says how they are coded: a `200` of gzip bytes the client reads as JSON. The engine may
+ * not send one to a request without `TE` (RFC 9112 §6.1), and Snooze sends none.
+ */
+export function undecodedTransferCoding(header: string | string[] | undefined): boolean {
+  if (header === undefined) return false;
+  return String(header)
+    .split(",")
+    .map((coding) => coding.split(";")[0]!.trim().toLowerCase())
+    .some((coding) => coding !== "" && coding !== "chunked" && coding !== "identity");
+}
+
+/** The error a forward whose engine answered with a transfer coding it does not decode ends with. */
+export class UndecodedTransferCoding extends Error {
+  constructor(header: string | string[]) {
+    super(
+      `the engine's answer is sent with Transfer-Encoding: ${clip(String(header), 80)}, and Snooze decodes only chunked (RFC 9112 §6.1: no other transfer coding is sent to a request without TE)`,
+    );
   }
 }
 

@@ -167,6 +167,31 @@ describe("the engine fails before any byte of an answer", () => {
     }
   });
 
+  test("an answer with a transfer coding besides chunked (`gzip, chunked`, which the engine may not send unasked) → 502 upstream_error naming it, not its compressed bytes as the 200's body (found by an outside tester)", async () => {
+    const json = gzipSync('{"ok":true}');
+    let seen = 0;
+    const engine = await rawEngine((socket) =>
+      socket.on("data", () => {
+        seen++;
+        socket.write(
+          `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: gzip, chunked\r\n\r\n${json.length.toString(16)}\r\n`,
+        );
+        socket.write(json);
+        socket.write("\r\n0\r\n\r\n");
+      }),
+    );
+    cleanups.push(() => engine.close());
+    const snooze = await activatorFor(engine.address);
+    const response = await post(snooze);
+    expect(response.status).toBe(502);
+    expect(await errorOf(response)).toMatchObject({
+      code: "upstream_error",
+      message:
+        "The call to the engine failed: the engine's answer is sent with Transfer-Encoding: gzip, chunked, and Snooze decodes only chunked (RFC 9112 §6.1: no other transfer coding is sent to a request without TE)",
+    });
+    expect(seen).toBe(1);
+  });
+
   test('a head larger than undici reads → 502 upstream_error that says so, not undici\'s "Headers Overflow Error", and sent once', async () => {
     let seen = 0;
     const engine = await rawEngine((socket) =>
