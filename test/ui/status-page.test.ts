@@ -201,9 +201,19 @@ describe("the status page", () => {
     expect((await snooze.models!.reload(file, "SIGHUP")).result).toBe("applied");
     await expect.poll(() => row("gemma").count(), { timeout: 3_000 }).toBe(1);
     expect(await tierOf("gemma").textContent()).toBe("cold");
+    // Its log tail open when it goes: found by an outside tester, the page went on asking for the
+    // removed model's lines every 2 s, a 404 in the browser's console each time.
+    await row("gemma").locator('button[data-action="logs"]').click();
+    const asked: string[] = [];
+    const onRequest = (request: { url(): string }) => asked.push(request.url());
+    page.on("request", onRequest);
     writeFileSync(file, settings);
     expect((await snooze.models!.reload(file, "SIGHUP")).result).toBe("applied");
     await expect.poll(() => row("gemma").count(), { timeout: 3_000 }).toBe(0);
+    asked.length = 0;
+    await new Promise((resolve) => setTimeout(resolve, 4_500));
+    page.off("request", onRequest);
+    expect(asked.filter((url) => url.includes("/models/gemma/logs"))).toEqual([]);
   });
 
   test("after Snooze restarts at the same address, the page lists the new process's entries", {
