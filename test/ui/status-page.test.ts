@@ -166,7 +166,7 @@ describe("the status page", () => {
     // The sim logs JSON lines, as `snooze sim` does.
     await expect.poll(() => logs.textContent()).toMatch(/"msg":/);
     // Settled before the picture: the slot's row has caught up with the timeline.
-    await expect.poll(() => page.locator('#slots tr[data-slot="gpu0"] td').nth(5).textContent()).toBe("2");
+    await expect.poll(() => page.locator('#slots tr[data-slot="gpu0"] td').nth(6).textContent()).toBe("2");
     await expect.poll(() => row("mistral").locator(".held").textContent()).toBe("0");
     await page.screenshot({ path: join(images, "status-page.png"), fullPage: true });
 
