@@ -138,15 +138,26 @@ describe("the status page", () => {
   });
 
   test("the sleep, wake and stop buttons act on the model", async () => {
-    await row("qwen").locator('button[data-action="sleep"]').click();
+    // Found by an outside tester: to a screen reader every row's buttons were "wake", "sleep",
+    // "stop", "logs", none saying which model. Each is found here as one reads it out.
+    const button = (name: string) => page.getByRole("button", { name, exact: true });
+    await button("sleep qwen").click();
     await expect.poll(() => tierOf("qwen").textContent()).toBe("asleep-1");
-    await row("qwen").locator('button[data-action="wake"]').click();
+    await button("wake qwen").click();
     await expect.poll(() => tierOf("qwen").textContent()).toBe("ready");
     await expect
       .poll(() => page.locator('#entries tr[data-model="qwen"] .kind').allTextContents())
       .toEqual(["wake", "sleep", "cold start"]);
     // Sleeping saved accelerator time, shown per model and in total.
     expect(await page.locator("#saved").textContent()).toMatch(/\d/);
+    expect(await button("stop llama").count()).toBe(1);
+    // The log tail's button says whether it is open; the connection's state is a live region.
+    expect(await button("logs of mistral").getAttribute("aria-expanded")).toBe("false");
+    await button("logs of mistral").click();
+    await expect.poll(() => button("logs of mistral").getAttribute("aria-expanded")).toBe("true");
+    await button("logs of mistral").click();
+    await expect.poll(() => button("logs of mistral").getAttribute("aria-expanded")).toBe("false");
+    expect(await page.getByRole("status").textContent()).toBe("live");
   });
 
   test("a swap on a shared slot shows on the timeline; the log tail shows the engine's output", async () => {
