@@ -12,6 +12,8 @@ import { chat, simCommand, startWith } from "../helpers/local-snooze.ts";
  * text and within the page (real Chromium).
  */
 
+/** A name longer than the strips' label column (never started). */
+const longName = `${"a-long-model-name-".repeat(4)}that-ends-here`;
 let snooze: LocalSnooze;
 let browser: Browser;
 /** Another origin's server: a script that ran in the page would call it. */
@@ -33,6 +35,8 @@ beforeAll(async () => {
     startWith(`
 models:
   good:
+    command: ${simCommand()}
+  ${longName}:
     command: ${simCommand()}
   hostile:
     command: ["sh", "-c", ${JSON.stringify(script)}]
@@ -98,5 +102,20 @@ test("a mark in an engine's failure that reverses text reorders none of the page
     return { paren: at(1), h: at(2) };
   })()`)) as { paren: number; h: number };
   expect(order.paren).toBeLessThan(order.h);
+  await page.close();
+});
+
+test("a name longer than the strips' label column is cut there and shows whole on hover", async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(snooze.url);
+  const label = page.locator(".strip-row span", { hasText: "a-long-model-name-" });
+  await expect.poll(() => label.count()).toBe(1);
+  expect(
+    await label.evaluate(
+      (node: { scrollWidth: number; clientWidth: number }) => node.scrollWidth > node.clientWidth,
+    ),
+  ).toBe(true);
+  // Found by an outside tester: the cut name could be read whole nowhere on the strips.
+  expect(await label.getAttribute("title")).toBe(longName);
   await page.close();
 });
