@@ -7,7 +7,8 @@ import { chat, sharedGpu, simCommand, startWith } from "../helpers/local-snooze.
 /**
  * A wake asked for a slot member while another keeps the slot (its minResidency): the wake waits,
  * and the page says so in the member's row and in the slot's, until the swap lets it in (real
- * Chromium, a local Snooze with simulated engines).
+ * Chromium, a local Snooze with simulated engines). Named as vLLM names a model by its Hugging
+ * Face id, `team/mistral`, beside a member `mistral`.
  */
 let snooze: LocalSnooze;
 let browser: Browser;
@@ -26,6 +27,9 @@ models:
   llama:
     slot: gpu0
     command: ${simCommand(gpu)}
+  team/mistral:
+    slot: gpu0
+    command: ${simCommand(gpu)}
   mistral:
     slot: gpu0
     command: ${simCommand(gpu)}
@@ -42,7 +46,7 @@ afterAll(async () => {
 test("a wake waiting for its slot shows in the member's row and the slot's, until the swap", async () => {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   await page.goto(snooze.url);
-  const row = page.locator('#models tr[data-model="mistral"]:not(.logs)');
+  const row = page.locator('#models tr[data-model="team/mistral"]:not(.logs)');
   await expect.poll(() => row.locator(".tier").textContent()).toBe("cold");
   await row.locator('button[data-action="wake"]').click();
   // Found by an outside tester: the row stayed cold with nothing held and nothing next, the slot
@@ -51,7 +55,7 @@ test("a wake waiting for its slot shows in the member's row and the slot's, unti
     .poll(() => row.locator(".next").textContent(), { timeout: 5_000 })
     .toMatch(/^waits for the slot, \d/);
   const slot = page.locator('#slots tr[data-slot="gpu0"] td.waiting');
-  expect(await slot.textContent()).toMatch(/^mistral \(wake, since .+\)$/);
+  expect(await slot.textContent()).toMatch(/^team\/mistral \(wake, since .+\)$/);
   // The wait counts up at the page's clock.
   const first = await row.locator(".next").textContent();
   await expect.poll(() => row.locator(".next").textContent(), { timeout: 3_000 }).not.toBe(first);
@@ -61,5 +65,11 @@ test("a wake waiting for its slot shows in the member's row and the slot's, unti
   await expect.poll(() => row.locator(".tier").textContent(), { timeout: 10_000 }).toBe("ready");
   await expect.poll(() => slot.textContent(), { timeout: 5_000 }).toBe("–");
   await expect.poll(() => row.locator(".next").textContent(), { timeout: 5_000 }).toMatch(/^sleeps in /);
+  // The resident is team/mistral, not the member named mistral. Found by an outside tester: a
+  // model whose id ended another's after a "/" was marked "(resident)" with it.
+  expect(await row.textContent()).toContain("gpu0 (resident)");
+  const other = page.locator('#models tr[data-model="mistral"]:not(.logs)');
+  expect(await other.locator(".tier").textContent()).toBe("cold");
+  expect(await other.textContent()).not.toContain("(resident)");
   await page.close();
 });
