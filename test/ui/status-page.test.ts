@@ -160,6 +160,21 @@ describe("the status page", () => {
     expect(await page.getByRole("status").textContent()).toBe("live");
   });
 
+  test("a browser whose clock is 10 minutes ahead shows the times by Snooze's clock", async () => {
+    // qwen is ready (the test above woke it) and sleeps after 5m of quiet.
+    await expect.poll(() => row("qwen").locator(".next").textContent()).toMatch(/^sleeps in 4m/);
+    const skewed = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await skewed.clock.install({ time: Date.now() + 10 * 60_000 });
+    await skewed.goto(snooze.url);
+    const qwen = skewed.locator('#models tr[data-model="qwen"]:not(.logs)');
+    await expect.poll(() => qwen.locator(".tier").textContent()).toBe("ready");
+    // Found by an outside tester: "sleeps now" and "for 10m", Snooze up for 10m.
+    await expect.poll(() => qwen.locator(".next").textContent()).toMatch(/^sleeps in 4m/);
+    expect(await qwen.locator(".for").textContent()).toMatch(/^for \d+(\.\d)?m?s$/);
+    expect(await skewed.locator("#uptime").textContent()).toMatch(/^\d+(\.\d)?s$/);
+    await skewed.close();
+  });
+
   test("a swap on a shared slot shows on the timeline; the log tail shows the engine's output", async () => {
     expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("llama"))).status).toBe(200);
     expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("mistral"))).status).toBe(200);
