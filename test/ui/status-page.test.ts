@@ -141,10 +141,18 @@ describe("the status page", () => {
     // Found by an outside tester: to a screen reader every row's buttons were "wake", "sleep",
     // "stop", "logs", none saying which model. Each is found here as one reads it out.
     const button = (name: string) => page.getByRole("button", { name, exact: true });
-    await button("sleep qwen").click();
+    // From the keyboard: the focus stays on the button through the redraws its answer and the
+    // tier events bring (found by an outside tester: each sent it back to the top of the page).
+    const focused = () => page.evaluate("document.activeElement.getAttribute('aria-label')");
+    await button("sleep qwen").focus();
+    await page.keyboard.press("Enter");
     await expect.poll(() => tierOf("qwen").textContent()).toBe("asleep-1");
-    await button("wake qwen").click();
+    expect(await focused()).toBe("sleep qwen");
+    await page.keyboard.press("Shift+Tab");
+    expect(await focused()).toBe("wake qwen");
+    await page.keyboard.press("Enter");
     await expect.poll(() => tierOf("qwen").textContent()).toBe("ready");
+    expect(await focused()).toBe("wake qwen");
     await expect
       .poll(() => page.locator('#entries tr[data-model="qwen"] .kind').allTextContents())
       .toEqual(["wake", "sleep", "cold start"]);
