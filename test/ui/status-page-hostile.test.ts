@@ -38,12 +38,15 @@ models:
     command: ${simCommand()}
   ${longName}:
     command: ${simCommand()}
+  chatty:
+    command: ["sh", "-c", "seq 1 300 >&2; exit 1 # \${PORT}"]
   hostile:
     command: ["sh", "-c", ${JSON.stringify(script)}]
 `),
     launchChromium(),
   ]);
   expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("hostile"))).status).toBe(503);
+  expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("chatty"))).status).toBe(503);
 });
 afterAll(async () => {
   await browser?.close();
@@ -57,7 +60,7 @@ test("an engine's markup and a 20,000-character word are shown as text, within t
   const row = page.locator('#models tr[data-model="hostile"]:not(.logs)');
   await expect.poll(() => row.locator(".err").textContent()).toContain("<img src=x onerror=");
   await expect
-    .poll(() => page.locator('#entries tr[data-kind="failure"]').textContent())
+    .poll(() => page.locator('#entries tr[data-kind="failure"][data-model="hostile"]').textContent())
     .toContain("</script>");
   await row.locator('button[data-action="logs"]').click();
   const logs = page.locator('tr.logs[data-model="hostile"] pre');
@@ -78,8 +81,8 @@ test("an engine's markup and a 20,000-character word are shown as text, within t
       range.selectNodeContents(document.querySelector(${JSON.stringify(selector)}));
       return range.getClientRects().length;
     })()`);
-  expect(await lines('#entries tr[data-kind="failure"] td:first-child')).toBe(1);
-  expect(await lines('#entries tr[data-kind="failure"] td.id')).toBe(1);
+  expect(await lines('#entries tr[data-kind="failure"][data-model="hostile"] td:first-child')).toBe(1);
+  expect(await lines('#entries tr[data-kind="failure"][data-model="hostile"] td.id')).toBe(1);
   expect(await lines('#models tr[data-model="good"] .saved div:last-child')).toBe(1);
   await page.close();
 });
@@ -87,12 +90,12 @@ test("an engine's markup and a 20,000-character word are shown as text, within t
 test("a mark in an engine's failure that reverses text reorders none of the page's own", async () => {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   await page.goto(snooze.url);
-  const detail = page.locator('#entries tr[data-kind="failure"] td:last-child');
+  const detail = page.locator('#entries tr[data-kind="failure"][data-model="hostile"] td:last-child');
   await expect.poll(() => detail.textContent()).toMatch(/ \(hostile-\d+\)$/);
   // Found by an outside tester: the failure's U+202E ran on into the replica the page names after
   // it, shown backwards as `(1-elitsoh)`. Its "(" must stay left of its "h".
   const order = (await page.evaluate(`(() => {
-    const suffix = document.querySelector('#entries tr[data-kind="failure"] td:last-child').lastChild;
+    const suffix = document.querySelector('#entries tr[data-kind="failure"][data-model="hostile"] td:last-child').lastChild;
     const at = (offset) => {
       const range = document.createRange();
       range.setStart(suffix, offset);
@@ -117,5 +120,27 @@ test("a name longer than the strips' label column is cut there and shows whole o
   ).toBe(true);
   // Found by an outside tester: the cut name could be read whole nowhere on the strips.
   expect(await label.getAttribute("title")).toBe(longName);
+  await page.close();
+});
+
+test("a log tail scrolled back stays where it is read while the page redraws", async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(snooze.url);
+  await page.getByRole("button", { name: "logs of chatty", exact: true }).click();
+  const logs = page.locator('tr.logs[data-model="chatty"] pre');
+  await expect.poll(() => logs.textContent()).toMatch(/\n300$/);
+  type Box = { scrollTop: number; scrollHeight: number; clientHeight: number };
+  expect(await logs.evaluate((pre: Box) => pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4)).toBe(
+    true,
+  );
+  await logs.evaluate((pre: Box) => {
+    pre.scrollTop = 40;
+  });
+  // Another model's wake: its tier events redraw the table (found by an outside tester: each
+  // redraw pulled the tail back to its end, mid-read).
+  expect((await fetch(`${snooze.url}/snooze/v1/models/good/wake`, { method: "POST" })).status).toBe(202);
+  await expect.poll(() => page.locator('#models tr[data-model="good"] .tier').textContent()).toBe("ready");
+  await page.waitForTimeout(1_500);
+  expect(await logs.evaluate((pre: Box) => pre.scrollTop)).toBe(40);
   await page.close();
 });
