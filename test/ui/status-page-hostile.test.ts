@@ -40,6 +40,8 @@ models:
     command: ${simCommand()}
   chatty:
     command: ["sh", "-c", "seq 1 300 >&2; exit 1 # \${PORT}"]
+  constructor:
+    command: ${simCommand()}
   hostile:
     command: ["sh", "-c", ${JSON.stringify(script)}]
 `),
@@ -142,5 +144,26 @@ test("a log tail scrolled back stays where it is read while the page redraws", a
   await expect.poll(() => page.locator('#models tr[data-model="good"] .tier').textContent()).toBe("ready");
   await page.waitForTimeout(1_500);
   expect(await logs.evaluate((pre: Box) => pre.scrollTop)).toBe(40);
+  await page.close();
+});
+
+test("a model named constructor is a model like any other, not the page's Object", async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await page.goto(snooze.url);
+  const row = page.locator('#models tr[data-model="constructor"]:not(.logs)');
+  await expect.poll(() => row.locator(".tier").textContent()).toBe("cold");
+  // The tail as the click draws it, before its lines come.
+  const first = await page.evaluate(`(() => {
+    document.querySelector('#models tr[data-model="constructor"] button[data-action="logs"]').click();
+    return document.querySelector('tr.logs[data-model="constructor"] pre').textContent;
+  })()`);
+  // Found by an outside tester: "function Object() { [native code] }", and its replicas written
+  // onto the page's global Object, kept there through every refresh.
+  expect(first).toBe("loading…");
+  expect((await fetch(`${snooze.url}/snooze/v1/models/constructor/wake`, { method: "POST" })).status).toBe(
+    202,
+  );
+  await expect.poll(() => row.locator(".tier").textContent()).toBe("ready");
+  expect(await page.evaluate("Object.keys(Object)")).toEqual([]);
   await page.close();
 });
