@@ -25,9 +25,11 @@ export function parseCommandArgs(command: Command, argv: string[]) {
     const { description: _d, placeholder: _p, hidden: _h, ...descriptor } = flag;
     options[name] = descriptor;
   }
+  let args: string[] = [];
   try {
+    args = shortFlagsWithEquals(command, command.rewriteArgs ? command.rewriteArgs(argv) : argv);
     const parsed = parseArgs({
-      args: shortFlagsWithEquals(command, command.rewriteArgs ? command.rewriteArgs(argv) : argv),
+      args,
       options,
       strict: true,
       allowPositionals: command.positionals !== undefined,
@@ -39,8 +41,28 @@ export function parseCommandArgs(command: Command, argv: string[]) {
     if (error instanceof UsageError) throw error;
     const unknown = /^Unknown option '(--?[^']+)'/.exec((error as Error).message);
     if (unknown) throw new UnknownFlag((error as Error).message, unknown[1]!);
-    throw new UsageError((error as Error).message);
+    throw new UsageError(withoutValue(command, args, (error as Error).message) ?? (error as Error).message);
   }
+}
+
+/**
+ * A flag written without its value, said in one line naming the flag, where Node's parser says
+ * "Option '-p, --port <value>' argument missing", or, when a flag follows it, three lines calling
+ * it "ambiguous" with a made-up `--port=-XYZ` (found by a docs walk). Undefined for other errors.
+ */
+function withoutValue(command: Command, args: readonly string[], message: string): string | undefined {
+  const missing = /^Option '(?:-[^-], )?--([^ ']+) <[^>]*>' argument missing/.exec(message);
+  const ambiguous = /^Option '(--?[^']+)' argument is ambiguous/.exec(message);
+  const written = missing ? `--${missing[1]}` : ambiguous?.[1];
+  if (written === undefined) return undefined;
+  const name = written.startsWith("--")
+    ? written.slice(2)
+    : Object.entries(command.flags).find(([, flag]) => `-${flag.short}` === written)?.[0];
+  if (name === undefined) return undefined;
+  const flag = `--${name}`;
+  if (missing) return `${flag} needs a value: ${flag} <${command.flags[name]?.placeholder ?? "value"}>`;
+  const next = args[args.indexOf(written) + 1];
+  return `${flag} needs a value, and what follows it, ${next}, is a flag (a value that begins with - is written ${flag}=<value>)`;
 }
 
 /**

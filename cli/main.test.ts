@@ -243,3 +243,38 @@ test("snooze sim answers a misspelt flag with the one meant, in vLLM's words oth
     "snooze sim: unrecognized arguments: --frobnicate (a flag neither vLLM nor the simulator has)",
   );
 });
+
+test("a flag without its value is one line naming the flag, not Node's parser's three", async () => {
+  // Found by a docs walk: `snooze serve --port --watch-config` printed Node's "Option '--port'
+  // argument is ambiguous. Did you forget …? To specify an option argument starting with a dash
+  // use '--port=-XYZ'.", and a flag last on the line "Option '-p, --port <value>' argument missing".
+  expect(await main(["serve", "--port", "--watch-config"])).toBe(2);
+  expect(output.join("\n")).toContain(
+    "snooze serve: --port needs a value, and what follows it, --watch-config, is a flag (a value that begins with - is written --port=<value>)",
+  );
+  expect(output.join("\n")).not.toContain("XYZ");
+  output = [];
+  expect(await main(["serve", "-c"])).toBe(2);
+  expect(output.join("\n")).toContain("snooze serve: --config needs a value: --config <file>");
+  output = [];
+  expect(await main(["status", "--url"])).toBe(2);
+  expect(output.join("\n")).toContain("snooze status: --url needs a value: --url <url>");
+});
+
+test("snooze sim refuses a flag without its value in argparse's words, as vllm serve does", async () => {
+  // The simulator's own flags as its vLLM ones (`--dtype`): `argument --port: expected one argument`.
+  expect(await main(["sim", "--port", "--enable-sleep-mode"])).toBe(2);
+  expect(output.join("\n")).toContain("snooze sim: argument --port: expected one argument");
+  output = [];
+  expect(await main(["sim", "--load-time"])).toBe(2);
+  expect(output.join("\n")).toContain("snooze sim: argument --load-time: expected one argument");
+  output = [];
+  expect(await main(["sim", "--served-model-name", "--port", "8001"])).toBe(2);
+  expect(output.join("\n")).toContain(
+    "snooze sim: argument --served-model-name: expected at least one argument",
+  );
+  output = [];
+  // A negative number is a value to argparse (vLLM's `--max-model-len -1`), as before.
+  expect(await main(["sim", "--max-model-len", "-1", "--port", "x"])).toBe(2);
+  expect(output.join("\n")).not.toContain("expected one argument");
+});

@@ -99,9 +99,15 @@ export function simArgsFromVllm(argv: readonly string[], simFlags: Readonly<Reco
     const own = simFlags[name];
     if (own) {
       out.push(`--${name}${inline === undefined ? "" : `=${inline}`}`);
-      // A value written after the flag stays with it, whatever it looks like. A negative number
-      // (`--max-model-len -1`, vLLM's auto) is one to argparse, and joined to its flag, as the
-      // simulator's parser would take it for a flag.
+      // None, or a flag where it goes (`--port --enable-sleep-mode`), is refused as argparse
+      // refuses it, not in Node's parser's words (found by a docs walk).
+      if (own.type === "string" && inline === undefined && (i >= argv.length || looksLikeFlag(argv[i]!)))
+        throw new UsageError(
+          `argument --${name}: expected ${own.multiple ? "at least one argument" : "one argument"}`,
+        );
+      // A value written after the flag stays with it. A negative number (`--max-model-len -1`,
+      // vLLM's auto) is one to argparse, and joined to its flag, as the simulator's parser would
+      // take it for a flag.
       if (own.type === "string" && inline === undefined && i < argv.length) {
         const value = argv[i++]!;
         if (negativeNumber.test(value) && !own.multiple) out[out.length - 1] = `--${name}=${value}`;
