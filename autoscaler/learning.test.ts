@@ -267,6 +267,37 @@ models:
     });
   });
 
+  test("while it runs, the next change said is the sleep at its end, not none", async () => {
+    // Found by a docs walk: `snooze status` said NEXT "-" for the hint's whole 2 minutes, and
+    // the model then slept at their end, as planned all along.
+    const h = new Harness(yaml, { autoUp: 1_000 });
+    const c = h.controller("a");
+    await serve(h, "a");
+    await h.advance(10 * minute + 5_000);
+    const hinted = c.prewarm(2 * minute, undefined, { hint: true });
+    await h.advance(2_000);
+    expect(await hinted).toEqual({ keptMs: 2 * minute });
+    expect(c.tier).toBe("ready");
+    const until = Date.parse(c.state().learning!.prewarms.active!.until);
+    expect(c.nextChange()).toEqual({ tier: "asleep-1", at: until });
+    await h.advance(until - h.clock.now() + 1_000);
+    expect(c.tier).toBe("asleep-1");
+  });
+
+  test("an event's prewarm shorter than sleepAfter is said to end in the sleep sleepAfter after ready", async () => {
+    const h = new Harness(yaml, { autoUp: 1_000 });
+    const c = h.controller("a");
+    const kept = c.prewarm(2 * minute);
+    await h.advance(1_000);
+    expect(await kept).toEqual({ keptMs: 2 * minute });
+    expect(c.tier).toBe("ready");
+    const ready = h.clock.now();
+    // After its 2 minutes the model follows sleepAfter (10 minutes) from when it became ready.
+    expect(c.nextChange()).toEqual({ tier: "asleep-1", at: expect.closeTo(ready + 10 * minute, -4) });
+    await h.advance(3 * minute);
+    expect(c.nextChange()).toEqual({ tier: "asleep-1", at: expect.closeTo(ready + 10 * minute, -4) });
+  });
+
   test("does not undo a person's sleep: the model stays asleep until its next request", async () => {
     // Found by an outside tester: `GET /v1/models/<id>` after `snooze sleep` woke the model.
     const h = new Harness(yaml, { autoUp: 1_000 });

@@ -501,7 +501,8 @@ export class ModelController implements ReplicaOps {
    * The next tier change the ladder plans on its own for the most awake replica, by its clock: an
    * idle ready replica sleeps (or stops) at `sleepAfter`, a level-1 sleeper sleeps deeper, a sleeper
    * stops at `zeroAfter`. `at` is now when it is due at the next look; undefined while an operation
-   * runs, while work keeps the replica as it is, or when only a request would change it.
+   * runs, while work keeps the replica as it is, or when only a request would change it. A prewarm
+   * that keeps an idle ready replica awake gives the change at its end.
    */
   nextChange(): { tier: Tier; at: number } | undefined {
     const record = mostAwake(this.records.values(), this.pendingReplicas()).record;
@@ -512,21 +513,32 @@ export class ModelController implements ReplicaOps {
     const parkedAs = load.held === 0 ? this.parked : undefined;
     // The ladder as the passes run it: a prewarm hold's sleeper neither deepens nor stops.
     const { settings } = passLadder(this, now, parkedAs);
-    const floor = record.tier === "ready" ? this.learner.readyFloor(settings.sleepAfter) : undefined;
+    // A prewarm keeps an idle ready replica as it is until it ends; the change is the ladder's
+    // then (a guessed prewarm's at once), not none (found by a docs walk: `snooze status` said
+    // "-" for a hint's 2 minutes, and the model slept at their end).
+    const end =
+      this.decidedIdle && record.tier === "ready" && !this.prewarmWake ? this.learner.prewarmEnd : undefined;
+    const at = end ? Math.max(now, end.until) : now;
+    const floor =
+      record.tier === "ready"
+        ? end?.guessed
+          ? end.until - settings.sleepAfter
+          : this.learner.readyFloor(settings.sleepAfter)
+        : undefined;
     const action = decideTier(
       {
         tier: record.tier,
         since: floor !== undefined ? Math.min(record.since, floor) : record.since,
         asleepSince: record.asleepSince,
         inFlight: load.inFlight,
-        held: load.held + (this.learner.prewarming || this.prewarmWake ? 1 : 0),
+        held: load.held + (!end && (this.learner.prewarming || this.prewarmWake) ? 1 : 0),
         lastActive: floor !== undefined ? Math.min(this.lastActive, floor) : this.lastActive,
-        now,
+        now: at,
         backoffUntil: this.backoffUntil,
       },
       settings,
     );
-    return plannedChange(action, record, settings, this.deps.slot !== undefined, now);
+    return plannedChange(action, record, settings, this.deps.slot !== undefined, at);
   }
 
   /** Level-1 sleepers, for the host-memory budget of their machine. */

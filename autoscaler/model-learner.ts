@@ -207,6 +207,17 @@ export class ModelLearner {
   }
 
   /**
+   * When the prewarm under way ends, and whether it was guessed (learned, staged, a hint: its wake
+   * was no activity, so the replica sleeps at once then). Undefined with none, or while its window
+   * still waits for a replica to be ready to count from.
+   */
+  get prewarmEnd(): { until: number; guessed: boolean } | undefined {
+    const p = this.prewarm;
+    if (!p || p.fromReadyMs !== undefined) return undefined;
+    return { until: p.until, guessed: p.kind !== "explicit" };
+  }
+
+  /**
    * A prewarm nobody asked for outright (learned, staged, a hint) runs and no request came yet:
    * its wake does not count as activity.
    */
