@@ -113,23 +113,9 @@ export function watchStopSignals(
   const handler = (signal: NodeJS.Signals) => stop(signal);
   for (const signal of signals) process.on(signal, handler);
   releaseEarlyStopSignals();
-  const parent = process.ppid;
-  const grandparent = options.watchGrandparent ? parentOf(parent) : undefined;
-  const pollMs = options.parentPollMs ?? 0;
-  const lineageBroken = () =>
-    process.ppid !== parent ||
-    (grandparent !== undefined && grandparent > 1 && parentOf(parent) !== grandparent);
-  // Already an orphan (or a child of init by design, as under systemd or in a container): nothing to watch.
-  const watch =
-    pollMs > 0 && parent > 1
-      ? setInterval(() => {
-          if (lineageBroken()) {
-            clearInterval(watch);
-            if (count === 0) stop("parent-exited");
-          }
-        }, pollMs)
-      : undefined;
-  watch?.unref();
+  const unwatch = watchParentExit(options, () => {
+    if (count === 0) stop("parent-exited");
+  });
   return {
     first,
     second,
@@ -140,9 +126,33 @@ export function watchStopSignals(
     },
     dispose() {
       for (const signal of signals) process.off(signal, handler);
-      clearInterval(watch);
+      unwatch();
     },
   };
+}
+
+/**
+ * Calls `onExit` once, when the parent exits (this process handed to init) or, with
+ * `watchGrandparent`, the parent's parent; polled every `parentPollMs` (0: no watch). Returns what
+ * ends the watch. For `snooze serve` and `snooze sim`, which npm starts without passing SIGTERM on.
+ */
+export function watchParentExit(options: StopSignalOptions, onExit: () => void): () => void {
+  const parent = process.ppid;
+  const grandparent = options.watchGrandparent ? parentOf(parent) : undefined;
+  const pollMs = options.parentPollMs ?? 0;
+  const lineageBroken = () =>
+    process.ppid !== parent ||
+    (grandparent !== undefined && grandparent > 1 && parentOf(parent) !== grandparent);
+  // Already an orphan (or a child of init by design, as under systemd or in a container): nothing to watch.
+  if (pollMs <= 0 || parent <= 1) return () => {};
+  const watch = setInterval(() => {
+    if (lineageBroken()) {
+      clearInterval(watch);
+      onExit();
+    }
+  }, pollMs);
+  watch.unref();
+  return () => clearInterval(watch);
 }
 
 /** The parent of process `pid` (Linux: /proc/<pid>/stat), or undefined when it cannot be read. */

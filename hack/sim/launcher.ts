@@ -3,6 +3,7 @@
  * `--engines N` engines on consecutive ports for scale tests, each with its
  * own state and (with `--gpu-id`) its own claim on the simulated GPU.
  */
+import { stopsWithParent, watchParentExit } from "../../cli/signals.ts";
 import type { Logger } from "../../lib/log.ts";
 import { releaseStartupMemory } from "../../lib/release-startup-memory.ts";
 import { SimStartError } from "./engine.ts";
@@ -73,6 +74,7 @@ export async function runSim(launch: LaunchOptions, logger: Logger): Promise<num
       finished = true;
       process.off("SIGINT", onSignal);
       process.off("SIGTERM", onSignal);
+      unwatch();
       await closeAll();
       resolve(code);
     };
@@ -92,6 +94,20 @@ export async function runSim(launch: LaunchOptions, logger: Logger): Promise<num
     process.on("SIGTERM", onSignal);
     endEarlyHandling();
     if (early) onSignal(early);
+    // Started by npm (`npx snooze sim`), which does not pass SIGTERM on, it stops with its parent
+    // as `snooze serve` does, rather than keep its port with no parent (found by a docs walk).
+    const unwatch = watchParentExit(
+      {
+        parentPollMs: stopsWithParent() ? 1_000 : 0,
+        watchGrandparent: process.env.npm_command !== undefined,
+      },
+      () => {
+        if (signals > 0 || finished) return;
+        signals += 1;
+        logger.warn("the parent process exited; shutting down");
+        void drainAll().then(() => finish(0));
+      },
+    );
 
     Promise.all(handles.map((handle) => handle.ready)).then(
       () => logger.info("ready", { engines: handles.length, urls: handles.slice(0, 3).map((h) => h.url) }),

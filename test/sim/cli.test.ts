@@ -2,7 +2,7 @@
  * `snooze sim` as real processes: what the local platform and `npm start` run.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { open } from "node:fs/promises";
 import * as path from "node:path";
 import OpenAI from "openai";
@@ -417,5 +417,40 @@ describe("snooze sim as a process", () => {
     ).toBe(200);
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
+  });
+
+  test("started by npm (npx snooze sim), it stops when its parent exits, as snooze serve does", {
+    timeout: 30_000,
+  }, async () => {
+    // Found by a docs walk: a SIGTERM to `npx snooze sim`, which npm does not pass on, left the
+    // simulator serving its port, its parent gone, for good.
+    const log = path.join(tempDir(), "sim.log");
+    const script = `"${node}" bin/snooze.js sim --port 0 --load-time 1ms </dev/null >/dev/null 2>"${log}" & pid=$!
+for i in $(seq 150); do grep -q '"msg":"ready"' "${log}" && break; sleep 0.1; done
+echo $pid`;
+    const parent = spawn("sh", ["-c", script], {
+      stdio: ["ignore", "pipe", "ignore"],
+      env: { ...process.env, npm_command: "exec", SNOOZE_LOG_LEVEL: "info" },
+    });
+    let out = "";
+    parent.stdout!.on("data", (chunk) => (out += chunk));
+    await new Promise((resolve) => parent.once("close", resolve));
+    const pid = Number(out.trim());
+    expect(pid).toBeGreaterThan(1);
+    const alive = () => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    try {
+      for (let i = 0; i < 100 && alive(); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(alive()).toBe(false);
+      expect(readFileSync(log, "utf8")).toContain("the parent process exited; shutting down");
+    } finally {
+      if (alive()) process.kill(pid, "SIGKILL");
+    }
   });
 });
