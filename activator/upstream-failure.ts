@@ -1,6 +1,6 @@
-import { maxHeaderSize } from "node:http";
 import { clip } from "../lib/clip.ts";
 import { localResourceCodes } from "../lib/http/local-resources.ts";
+import { http } from "../lib/node-http.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
 
 /** Why a forward failed, as counted in `snooze_upstream_errors_total{reason}`. */
@@ -173,7 +173,7 @@ function readable(error: Error): string {
   // The head is HTTP, only longer than undici reads (Node's `--max-http-header-size`); undici's
   // words, "Headers Overflow Error", did not say whose head or how long (found by an outside tester).
   if (code === "UND_ERR_HEADERS_OVERFLOW")
-    return `the engine's answer has a head larger than the ${maxHeaderSize} bytes Snooze reads of one`;
+    return `the engine's answer has a head larger than the ${http.maxHeaderSize} bytes Snooze reads of one`;
   if (isUnaskedUpgrade(error))
     return notHttp("it switched protocols (101) though the request asked for no upgrade");
   if (code !== "ERR_ASSERTION") return error.message;
