@@ -253,6 +253,19 @@ describe("parseConfig", () => {
     ]);
   });
 
+  test("a setting of the whole server under a model or in defaults says it goes at the top level", () => {
+    // Found by a docs walk: `maxBodySize` under a model said only `unknown key "maxBodySize"`,
+    // where a model's setting at the top level is told where it goes.
+    const messages = problemsOf(
+      withModel("maxBodySize: 1MiB\nslots: x", "defaults:\n  eventSink: http://127.0.0.1:9/\n"),
+    ).map((p) => `${p.key}: ${p.message}`);
+    expect(messages).toEqual([
+      'defaults.eventSink: unknown key "eventSink" in defaults: it is a setting of the whole server, written at the top level of the file',
+      'models.qwen.maxBodySize: unknown key "maxBodySize" under a model: it is a setting of the whole server, written at the top level of the file',
+      'models.qwen.slots: unknown key "slots"; did you mean "slot"?',
+    ]);
+  });
+
   test("a model's engine settings in defaults, or a model's setting at the top level, say where they go", () => {
     // Found by an outside tester: `defaults: {command: ...}` said only `unknown key "command"`.
     const messages = problemsOf(

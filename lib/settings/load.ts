@@ -479,6 +479,9 @@ function reservedNames(data: unknown): { path: string[]; message: string }[] {
   return problems;
 }
 
+/** The top level's keys that hold sections, not settings: `slots` under a model meant `slot`, say. */
+const sections = new Set(["models", "defaults", "slots"]);
+
 /**
  * `unknown key "sleepAftr"`, with the known key at that level it most likely meant; a model's own
  * setting in `defaults:` or at the top level, and a tier setting at the top level, say where they go.
@@ -489,6 +492,10 @@ function unknownKeyMessage(key: string, path: readonly PropertyKey[]): string {
     return `unknown key "${key}" ${inDefaults ? "in defaults" : "at the top level"}: ${engineKeyAdvice[key]}`;
   if (path.length === 0 && Object.hasOwn(tierSettings.shape, key))
     return `unknown key "${key}" at the top level: a model's setting goes under \`defaults:\` (for every model) or under the model, in \`models:\``;
+  // The reverse: a setting of the whole server (`maxBodySize`) written under a model or defaults.
+  const underModel = path.length === 2 && path[0] === "models";
+  if ((inDefaults || underModel) && !sections.has(key) && keysOf(fieldAt(snoozeFile, [])).includes(key))
+    return `unknown key "${key}" ${inDefaults ? "in defaults" : "under a model"}: it is a setting of the whole server, written at the top level of the file`;
   // Every known key is plain ASCII: any other character is spelled out, so that a look-alike
   // (`slееpAfter`, with Cyrillic е) or a character that does not show is seen to differ from the key
   // suggested (found by an outside tester: the refusal read as one of the very key it suggested).
