@@ -133,9 +133,10 @@ export const tierSettings = z.strictObject({
     description:
       "Host RAM this model's weights take while asleep at level 1 (counts against hostMemoryBudget).",
   }),
-  slot: slotName
-    .optional()
-    .meta({ description: "The slot (one exclusive accelerator) this model shares with others." }),
+  slot: slotName.optional().meta({
+    description:
+      "The slot (one exclusive accelerator) this model shares with others. In snooze.yaml, one defined under `slots:`; on Kubernetes, a `Slot` object of that name in the Model's namespace sets its policy, else the defaults apply.",
+  }),
   priority: z
     .int()
     .min(-1000)
