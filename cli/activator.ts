@@ -47,7 +47,7 @@ export const activatorCommand: Command = {
     "shutdown-grace": {
       type: "string",
       default: "30s",
-      description: "how long in-flight requests may finish after SIGTERM",
+      description: "how long in-flight requests may finish after SIGTERM or SIGINT",
       placeholder: "duration",
     },
     "shutdown-delay": {

@@ -39,7 +39,7 @@ export const serveCommand: Command = {
     "shutdown-grace": {
       type: "string",
       default: "30s",
-      description: "how long in-flight requests may finish after SIGTERM",
+      description: "how long in-flight requests may finish after SIGTERM or SIGINT",
       placeholder: "duration",
     },
     "stop-grace": {

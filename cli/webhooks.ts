@@ -142,7 +142,7 @@ export const webhooksCommand: Command = {
     "shutdown-grace": {
       type: "string",
       default: "10s",
-      description: "how long reviews in flight may finish after SIGTERM",
+      description: "how long reviews in flight may finish after SIGTERM or SIGINT",
       placeholder: "duration",
     },
     "shutdown-delay": {
