@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, test } from "vitest";
+import type { Logger } from "../log.ts";
 import { KubeError, type WatchEvent } from "./client.ts";
 import { Informer, type ListWatch } from "./informer.ts";
 
@@ -155,6 +156,33 @@ describe("Informer", () => {
     await source.nthWatch(2);
     expect(informer.counts.failures).toBe(4);
     expect(source.listCalls).toBe(3);
+  });
+
+  test("a watch that got events and then broke is retried from the first back-off, not where an earlier outage left it", async () => {
+    const source = new FakeSource();
+    source.items = [obj("a", 1)];
+    const retries: Record<string, unknown>[] = [];
+    const log: Logger = {
+      debug() {},
+      info() {},
+      warn: (msg, fields) => {
+        if (msg === "list or watch failed; retrying") retries.push(fields ?? {});
+      },
+      error() {},
+      child: () => log,
+    };
+    informer = new Informer({ name: "t", source, backoff: { initialMs: 5, maxMs: 1_000 }, log });
+    await informer.start();
+    // An outage: the running watch is reset and the next three cannot connect.
+    source.watchFailures.push(new Error("refused"), new Error("refused"), new Error("refused"));
+    (await source.nthWatch(1)).fail(new Error("reset"));
+    const back = await source.nthWatch(2);
+    expect(retries.map((r) => r.failures)).toEqual([1, 2, 3, 4]);
+    // Back: the watch delivers again. Then the next outage resets it.
+    back.send({ type: "MODIFIED", object: obj("a", 2) });
+    back.fail(new Error("reset"));
+    await source.nthWatch(3);
+    expect(retries.at(-1)).toMatchObject({ failures: 1, delayMs: 5 });
   });
 
   test("a watch the server ends at once without an event is retried with back-off, not in a loop", async () => {

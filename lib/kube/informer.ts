@@ -134,6 +134,7 @@ export class Informer<T> {
     let failures = 0;
     let needList = true;
     while (!this.stopped) {
+      const eventsBefore = this.events;
       try {
         if (needList) {
           this.counts.lists++;
@@ -171,6 +172,11 @@ export class Informer<T> {
             continue;
           }
         }
+        // A watch that got events worked: its failure is a new outage, whose back-off starts from
+        // the first step. Counted on from the last one (an API server that restarted twice within
+        // a watch's minute), a single reset kept the cache stale for up to 30 s (found by a probe:
+        // the activator saw a drain that late, and the autoscaler held the idle engine awake as long).
+        if (this.events > eventsBefore) failures = 0;
         failures++;
         this.counts.failures++;
         const delay = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** (failures - 1));
