@@ -95,7 +95,18 @@ export interface KubeClientOptions {
    * `spec.replicas` named nobody a person would know as Snooze (found by a probe).
    */
   fieldManager?: string;
+  /**
+   * How often the one HTTP/2 connection every call and watch shares is pinged; one not answered by
+   * the next ping is dropped, and the calls after it get a new connection. undici's default, a
+   * minute, left a connection that went silent (a relay or load balancer that lost it, a peer that
+   * hung) holding every Lease call, TokenReview and watch for one to two minutes: leadership lost
+   * and watches stale all that time. client-go finds one in 30–45 s (ReadIdleTimeout, PingTimeout).
+   */
+  pingIntervalMs?: number;
 }
+
+/** The ping interval of the API server's connection: a silent one is dropped within 10–20 s. */
+export const apiServerPingIntervalMs = 10_000;
 
 export class KubeClient {
   readonly server: string;
@@ -116,6 +127,7 @@ export class KubeClient {
         servername: credentials.tlsServerName,
       },
       keepAliveTimeout: 30_000,
+      h2Options: { pingInterval: options.pingIntervalMs ?? apiServerPingIntervalMs },
     });
   }
 
