@@ -42,10 +42,16 @@ test("a listing wakes a recently used model with a budget (and keeps it awake a 
   await new Promise((resolve) => setTimeout(resolve, 1_500));
   expect(tiers()).toEqual(["ready", "asleep-1", "cold"]);
   expect(snooze.autoscaler.controller("used")!.state().learning!.prewarms.active?.kind).toBe("hint");
-  // While the hint keeps it awake, no sleep is planned (found by an outside tester: "sleeps now"
-  // for the whole prewarm, from the activator's own estimate).
+  // While the hint keeps it awake, the sleep planned is the one at its end (found by outside
+  // testers: "sleeps now" for the whole prewarm, from the activator's own estimate; then none, "-").
   const { models } = (await (await fetch(`${snooze.url}/snooze/v1/models`)).json()) as any;
-  expect(models.find((m: { id: string }) => m.id === "used").nextChange).toBeUndefined();
+  const prewarmEnd = Date.parse(
+    snooze.autoscaler.controller("used")!.state().learning!.prewarms.active!.until,
+  );
+  const next = models.find((m: { id: string }) => m.id === "used").nextChange;
+  expect(next?.tier).toBe("asleep-1");
+  expect(Math.abs(Date.parse(next.at) - prewarmEnd)).toBeLessThan(1_000);
+  expect(Date.parse(next.at)).toBeGreaterThan(Date.now());
   // The request comes (a hit) and the model sleeps sleepAfter later; listed again at once: no
   // second hint within the interval.
   expect((await fetch(`${snooze.url}/v1/chat/completions`, chat("used"))).status).toBe(200);
