@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:https";
 import { join } from "node:path";
@@ -52,6 +53,27 @@ const logs = () => suite.logs(40, 30);
 const waitPods = (what: string, check: (p: Pod[]) => boolean, timeoutMs?: number) =>
   suite.waitPods(model, what, check, timeoutMs);
 const asleep = (p: Pod[]) => p.length === 1 && tierOf(p[0]!) === "asleep-1";
+
+/**
+ * The TCP connections to the relay and to kube-apiserver, with their processes (`ss`), for a wait
+ * that failed: whether a component holds a connection with nothing behind it. Once, in CI, the
+ * autoscaler's calls all timed out after a restart while the activator's recovered, and its logs
+ * could not say why.
+ */
+function connections(): string {
+  const ports = [relay?.address, new URL(suite.cluster.info.server).host].map((address) =>
+    address?.slice(address.lastIndexOf(":") + 1),
+  );
+  const filter = ports.map((port) => `sport = :${port} or dport = :${port}`).join(" or ");
+  try {
+    return execFileSync("ss", ["-tnpi", "state", "all", `( ${filter} )`], {
+      encoding: "utf8",
+      timeout: 5_000,
+    });
+  } catch (error) {
+    return `ss failed: ${(error as Error).message}`;
+  }
+}
 
 /** Pauses kube-apiserver; the returned call resumes it. */
 function pauseApiServer(): () => void {
@@ -127,7 +149,9 @@ describe.skipIf(usingExistingCluster())("kube-apiserver hangs while Snooze runs"
       relay!.backends = upstream;
     }
     // The components list and watch again: the idle model sleeps, and a request wakes it.
-    await waitPods("the pod asleep after the restart", asleep, 45_000);
+    await waitPods("the pod asleep after the restart", asleep, 45_000).catch((error: Error) => {
+      throw new Error(`${error.message}\nconnections:\n${connections()}`);
+    });
     const woken = await complete(suite.activator.url, model, 30_000).catch((error: Error) => ({
       status: 0,
       text: String(error),
