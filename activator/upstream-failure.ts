@@ -1,4 +1,5 @@
 import { clip } from "../lib/clip.ts";
+import { transferCodings } from "../lib/http/content-encoding.ts";
 import { localResourceCodes } from "../lib/http/local-resources.ts";
 import { http } from "../lib/node-http.ts";
 import { type OpenAIErrorBody, openAIError } from "../lib/openai-error.ts";
@@ -228,11 +229,9 @@ export class NotHttpStatus extends Error {
  * not send one to a request without `TE` (RFC 9112 §6.1), and Snooze sends none.
  */
 export function undecodedTransferCoding(header: string | string[] | undefined): boolean {
-  if (header === undefined) return false;
-  return String(header)
-    .split(",")
-    .map((coding) => coding.split(";")[0]!.trim().toLowerCase())
-    .some((coding) => coding !== "" && coding !== "chunked" && coding !== "identity");
+  return transferCodings(header).some(
+    (coding) => coding !== "" && coding !== "chunked" && coding !== "identity",
+  );
 }
 
 /** The error a forward whose engine answered with a transfer coding it does not decode ends with. */

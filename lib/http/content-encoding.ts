@@ -19,6 +19,18 @@ export function contentCoding(header: string | string[] | undefined): string | u
   return codings.length === 0 ? undefined : codings.join(", ");
 }
 
+/**
+ * A `Transfer-Encoding` header's coding names, lower-cased and without their parameters
+ * (`gzip;q=1`), in the order applied; empty for none. Several lines (an array) are one list.
+ */
+export function transferCodings(header: string | string[] | undefined): string[] {
+  if (header === undefined) return [];
+  return String(header)
+    .toLowerCase()
+    .split(",")
+    .map((coding) => coding.split(";")[0]!.trim());
+}
+
 /** The transfer codings RFC 9112 §7 registers besides chunked (and their `x-` aliases): compressions. */
 const compressions = new Set(["gzip", "x-gzip", "deflate", "compress", "x-compress"]);
 
@@ -43,8 +55,7 @@ export function refuseEncodedBody(
   what: string,
 ): number | undefined {
   const transfer = req.headers["transfer-encoding"]?.toLowerCase();
-  // Each coding's name, without its parameters (`gzip;q=1`).
-  const codings = transfer?.split(",").map((c) => c.split(";")[0]!.trim()) ?? [];
+  const codings = transferCodings(transfer);
   if (codings.length > 0 && codings.at(-1) !== "chunked") {
     const unknown = codings.find((c) => c !== "chunked" && !compressions.has(c));
     sendError(
