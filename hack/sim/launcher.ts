@@ -3,7 +3,7 @@
  * `--engines N` engines on consecutive ports for scale tests, each with its
  * own state and (with `--gpu-id`) its own claim on the simulated GPU.
  */
-import { stopsWithParent, watchParentExit } from "../../cli/signals.ts";
+import { type StopCause, stopsWithParent, watchParentExit } from "../../cli/signals.ts";
 import type { Logger } from "../../lib/log.ts";
 import { releaseStartupMemory } from "../../lib/release-startup-memory.ts";
 import { SimStartError } from "./engine.ts";
@@ -79,35 +79,34 @@ export async function runSim(launch: LaunchOptions, logger: Logger): Promise<num
       resolve(code);
     };
     let signals = 0;
-    const onSignal = (signal: NodeJS.Signals) => {
+    const onSignal = (cause: StopCause) => {
       signals += 1;
       if (signals > 1) {
         // A second signal: stop waiting for in-flight requests.
-        logger.warn("shutting down now", { signal });
+        logger.warn("shutting down now", { signal: cause });
         void closeAll().then(() => resolve(0));
         return;
       }
-      logger.info("shutting down: finishing in-flight requests", { signal });
+      if (cause === "parent-exited") logger.warn("the parent process exited; shutting down");
+      else logger.info("shutting down: finishing in-flight requests", { signal: cause });
       void drainAll().then(() => finish(0));
     };
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
-    endEarlyHandling();
-    if (early) onSignal(early);
     // Started by npm (`npx snooze sim`), which does not pass SIGTERM on, it stops with its parent
-    // as `snooze serve` does, rather than keep its port with no parent (found by a docs walk).
+    // as `snooze serve` does, rather than keep its port with no parent (found by a docs walk). Its
+    // exit begins the shutdown a first signal would; after a signal it changes nothing.
     const unwatch = watchParentExit(
       {
         parentPollMs: stopsWithParent() ? 1_000 : 0,
         watchGrandparent: process.env.npm_command !== undefined,
       },
       () => {
-        if (signals > 0 || finished) return;
-        signals += 1;
-        logger.warn("the parent process exited; shutting down");
-        void drainAll().then(() => finish(0));
+        if (signals === 0) onSignal("parent-exited");
       },
     );
+    endEarlyHandling();
+    if (early) onSignal(early);
 
     Promise.all(handles.map((handle) => handle.ready)).then(
       () => logger.info("ready", { engines: handles.length, urls: handles.slice(0, 3).map((h) => h.url) }),
