@@ -1,9 +1,8 @@
-import { createServer, request, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { launchChromium } from "../helpers/chromium.ts";
+import { type EventStreamProxy, eventStreamProxy } from "../helpers/event-stream-proxy.ts";
 import { simCommand, startWith, until } from "../helpers/local-snooze.ts";
 
 /**
@@ -20,37 +19,20 @@ models:
 
 let snooze: LocalSnooze;
 let browser: Browser;
-let proxy: Server;
+let proxy: EventStreamProxy;
 /** What the proxy turns each LF of the stream into. */
 let lineEnd = "\n";
 
 beforeAll(async () => {
   [snooze, browser] = await Promise.all([startWith(settings), launchChromium()]);
-  const target = new URL(snooze.url);
-  proxy = createServer((req, res) => {
-    const upstream = request(
-      { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        if (!req.url?.startsWith("/snooze/v1/events/stream")) return void answer.pipe(res);
-        answer.setEncoding("utf8");
-        answer.on("data", (text: string) => {
-          // Each CR written on its own, so a CRLF reaches the page in two reads where it can.
-          for (const part of text.replaceAll("\n", lineEnd).split(/(?<=\r)/)) res.write(part);
-        });
-        answer.on("end", () => res.end());
-      },
-    );
-    upstream.on("error", () => res.destroy());
-    res.on("close", () => upstream.destroy());
-    req.pipe(upstream);
+  proxy = await eventStreamProxy(snooze.url, (text, res) => {
+    // Each CR written on its own, so a CRLF reaches the page in two reads where it can.
+    for (const part of text.replaceAll("\n", lineEnd).split(/(?<=\r)/)) res.write(part);
   });
-  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
 });
 afterAll(async () => {
   await browser?.close();
   proxy?.close();
-  proxy?.closeAllConnections();
   await snooze?.close(1_000);
 });
 
@@ -65,7 +47,7 @@ for (const [name, end] of [
     lineEnd = end;
     const page = await browser.newPage();
     try {
-      await page.goto(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}/`);
+      await page.goto(`${proxy.url}/`);
       // The events the page applies, seen by wrapping its own handler (a poll would not call it).
       await page.evaluate(`(() => {
         window.applied = [];
@@ -93,7 +75,7 @@ for (const [name, end] of [
 test("the page's reader follows the standard's parsing: a CRLF split between chunks, comments, several data lines, one space dropped after the colon", async () => {
   const page = await browser.newPage();
   try {
-    await page.goto(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}/`);
+    await page.goto(`${proxy.url}/`);
     const events = await page.evaluate(`(() => {
       const got = [];
       const read = window.sseReader((type, data) => got.push([type, data]));

@@ -1,9 +1,8 @@
-import { createServer, request, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { LocalSnooze } from "../../cli/local-snooze.ts";
 import { launchChromium } from "../helpers/chromium.ts";
+import { type EventStreamProxy, eventStreamProxy } from "../helpers/event-stream-proxy.ts";
 import { simCommand, startWith } from "../helpers/local-snooze.ts";
 
 /**
@@ -21,35 +20,19 @@ models:
 
 let snooze: LocalSnooze;
 let browser: Browser;
-let proxy: Server;
+let proxy: EventStreamProxy;
 /** While true the proxy passes nothing of any event stream on, and keeps its connection open. */
 let silent = false;
 
 beforeAll(async () => {
   [snooze, browser] = await Promise.all([startWith(settings), launchChromium()]);
-  const target = new URL(snooze.url);
-  proxy = createServer((req, res) => {
-    const upstream = request(
-      { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        if (!req.url?.startsWith("/snooze/v1/events/stream")) return void answer.pipe(res);
-        answer.on("data", (chunk: Buffer) => {
-          if (!silent) res.write(chunk);
-        });
-        answer.on("end", () => res.end());
-      },
-    );
-    upstream.on("error", () => res.destroy());
-    res.on("close", () => upstream.destroy());
-    req.pipe(upstream);
+  proxy = await eventStreamProxy(snooze.url, (text, res) => {
+    if (!silent) res.write(text);
   });
-  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
 });
 afterAll(async () => {
   await browser?.close();
   proxy?.close();
-  proxy?.closeAllConnections();
   await snooze?.close(1_000);
 });
 
@@ -58,7 +41,7 @@ test("a stream silent for 45 s is taken for lost: the page says so, reconnects, 
 }, async () => {
   const page = await browser.newPage();
   await page.clock.install();
-  await page.goto(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}/`);
+  await page.goto(`${proxy.url}/`);
   const live = page.locator("#live");
   const tier = page.locator('#models tr[data-model="qwen"] .tier');
   await expect.poll(() => live.textContent()).toBe("live");
