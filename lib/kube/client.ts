@@ -106,7 +106,7 @@ export interface KubeClientOptions {
 }
 
 /** The ping interval of the API server's connection: a silent one is dropped within 10–20 s. */
-export const apiServerPingIntervalMs = 10_000;
+const apiServerPingIntervalMs = 10_000;
 
 export class KubeClient {
   readonly server: string;
